@@ -1,0 +1,194 @@
+//! The errors a caller of the host can tell apart.
+//!
+//! Mismatch, in-progress, outcome-unknown and divergence mean different things to an
+//! agent, so each is its own variant with its own exit code and JSON `kind`.
+
+use std::path::PathBuf;
+
+use crate::keys::InvocationKey;
+
+/// Everything that can stop a tool call or the host itself.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No loaded tool has this name. Nothing was stored.
+    #[error("unknown tool `{name}`; loaded tools: {available}")]
+    UnknownTool {
+        /// The name that was asked for.
+        name: String,
+        /// The names that are loaded, comma-separated.
+        available: String,
+    },
+
+    /// The arguments were rejected before the tool ran. Nothing was stored.
+    #[error("invalid arguments for `{tool}`: {reason}")]
+    InvalidArguments {
+        /// The tool the arguments were for.
+        tool: String,
+        /// What is wrong with them.
+        reason: String,
+    },
+
+    /// A caller-chosen idempotency key is not acceptable.
+    #[error("invalid idempotency key: {0}")]
+    InvalidKey(String),
+
+    /// The key (or tool-call id) was used before with different arguments. Nothing ran
+    /// and nothing was stored.
+    #[error(
+        "idempotency key {key} was used before with different arguments; nothing was run (use a new key or the original arguments)"
+    )]
+    Mismatch {
+        /// The key in conflict.
+        key: InvocationKey,
+    },
+
+    /// The same call is running elsewhere and did not finish within the wait bound.
+    /// Retrying the same call later is safe.
+    #[error("call {key} is still in progress elsewhere; retry the same call later")]
+    InProgress {
+        /// The invocation that is running.
+        key: InvocationKey,
+    },
+
+    /// An effect's outcome is still unknown after the retry budget. The invocation is
+    /// kept open; retrying the same call resumes it under the same keys.
+    #[error(
+        "the outcome of effect #{seq} ({provider}) of call {key} is unknown: {reason}; retrying the same call is safe"
+    )]
+    OutcomeUnknown {
+        /// The invocation that was left open.
+        key: InvocationKey,
+        /// The effect's position in the invocation.
+        seq: u32,
+        /// The provider the effect went to.
+        provider: String,
+        /// Why the outcome is unknown.
+        reason: String,
+    },
+
+    /// A resumed invocation asked for a different effect than its journal holds at
+    /// the same position. Nothing was performed.
+    #[error("call {key} diverged from its journal at effect #{seq}: {detail}")]
+    Divergence {
+        /// The invocation that diverged.
+        key: InvocationKey,
+        /// The position at which it diverged.
+        seq: u32,
+        /// What differed.
+        detail: String,
+    },
+
+    /// A component could not be loaded.
+    #[error("cannot load tool component {}: {reason}", path.display())]
+    Load {
+        /// Where the component came from.
+        path: PathBuf,
+        /// Why it was refused.
+        reason: String,
+    },
+
+    /// Two loaded components describe themselves with the same tool name.
+    #[error("two components provide the tool `{name}`: {} and {}", first.display(), second.display())]
+    DuplicateTool {
+        /// The tool name.
+        name: String,
+        /// The component loaded first.
+        first: PathBuf,
+        /// The component loaded second.
+        second: PathBuf,
+    },
+
+    /// The journal database failed.
+    #[error("journal database {}: {source}", path.display())]
+    Store {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// The journal database was written by a newer justonce.
+    #[error(
+        "journal database {} has schema version {found}, newer than this justonce supports ({supported}); upgrade justonce",
+        path.display()
+    )]
+    NewerSchema {
+        /// The database file.
+        path: PathBuf,
+        /// The version found in the file.
+        found: i64,
+        /// The newest version this build knows.
+        supported: i64,
+    },
+
+    /// Another host took over this invocation while it was running here (its lease
+    /// expired). This host's result was discarded; retrying the same call returns the
+    /// outcome of the host that took over.
+    #[error("call {key} was taken over by another host while running; retry the same call")]
+    LeaseLost {
+        /// The invocation.
+        key: InvocationKey,
+    },
+
+    /// A fault of the host itself (the WebAssembly runtime, I/O).
+    #[error("host failure: {0:#}")]
+    Host(#[from] anyhow::Error),
+}
+
+impl From<wasmtime::Error> for Error {
+    fn from(e: wasmtime::Error) -> Self {
+        Self::Host(anyhow::anyhow!("{e:#}"))
+    }
+}
+
+impl Error {
+    /// A short machine-readable name, used as `kind` in JSON output.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::UnknownTool { .. } => "unknown_tool",
+            Self::InvalidArguments { .. } => "invalid_arguments",
+            Self::InvalidKey(_) => "invalid_key",
+            Self::Mismatch { .. } => "mismatch",
+            Self::InProgress { .. } => "in_progress",
+            Self::OutcomeUnknown { .. } => "outcome_unknown",
+            Self::Divergence { .. } => "divergence",
+            Self::Load { .. } => "load_failed",
+            Self::DuplicateTool { .. } => "duplicate_tool",
+            Self::Store { .. } => "store_failed",
+            Self::NewerSchema { .. } => "newer_schema",
+            Self::LeaseLost { .. } => "lease_lost",
+            Self::Host(_) => "host_failed",
+        }
+    }
+
+    /// Whether retrying the very same call later is safe and may succeed.
+    pub fn retry_safe(&self) -> bool {
+        matches!(
+            self,
+            Self::InProgress { .. } | Self::OutcomeUnknown { .. } | Self::LeaseLost { .. }
+        )
+    }
+
+    /// The invocation key the error is about, where there is one.
+    pub fn key(&self) -> Option<&InvocationKey> {
+        match self {
+            Self::Mismatch { key }
+            | Self::InProgress { key }
+            | Self::OutcomeUnknown { key, .. }
+            | Self::Divergence { key, .. }
+            | Self::LeaseLost { key } => Some(key),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn store(path: &std::path::Path, source: rusqlite::Error) -> Self {
+        Self::Store {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// Shorthand for results whose error is [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

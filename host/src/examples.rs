@@ -1,0 +1,3 @@
+//! The example tools (`tools/`), compiled for wasm32-wasip2 by the build script and
+//! built into this crate so `justonce demo` needs nothing else.
+pub const ALL: &[(&str, &[u8])] = &[];

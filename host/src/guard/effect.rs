@@ -1,0 +1,324 @@
+//! The effect guard: pending record first, then the provider, retried with the stored
+//! key while the outcome is unknown; the definitive answer is saved and replayed.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::Shared;
+use crate::error::Error;
+use crate::keys::{self, InvocationKey};
+use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError};
+use crate::store::{EffectRecord, EffectState, NewEffect};
+
+/// Why `perform` returned no response; each maps to a WIT `effect-error` case.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum EffectFailure {
+    Rejected(String),
+    OutcomeUnknown(String),
+    Denied(String),
+    Divergence(String),
+}
+
+/// What stopped an invocation short of a savable outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Interruption {
+    OutcomeUnknown {
+        seq: u32,
+        provider: String,
+        reason: String,
+    },
+    Divergence {
+        seq: u32,
+        detail: String,
+    },
+}
+
+/// The effect guard for one run of one invocation.
+pub(crate) struct EffectSession {
+    shared: Arc<Shared>,
+    invocation: InvocationKey,
+    next_seq: u32,
+    /// Set by the first effect whose outcome is unknown or that diverged; later
+    /// effects in the same run are refused.
+    pub interrupted: Option<Interruption>,
+    /// Set when the journal itself failed; the run's outcome is then not saved.
+    pub host_fault: Option<Error>,
+}
+
+/// The saved answer of an effect, as stored in `effects.response`.
+fn stored_ok(v: &Value) -> String {
+    json!({ "ok": v }).to_string()
+}
+fn stored_rejected(v: &Value) -> String {
+    json!({ "rejected": v }).to_string()
+}
+fn replay(stored: &str) -> Result<String, EffectFailure> {
+    let v: Value = serde_json::from_str(stored).unwrap_or(Value::Null);
+    match (v.get("ok"), v.get("rejected")) {
+        (Some(ok), _) => Ok(ok.to_string()),
+        (None, Some(rejected)) => Err(EffectFailure::Rejected(rejected.to_string())),
+        _ => Err(EffectFailure::Denied(format!(
+            "the journal holds an unreadable response for this effect: {stored}"
+        ))),
+    }
+}
+
+impl EffectSession {
+    pub(crate) fn new(shared: Arc<Shared>, invocation: InvocationKey) -> Self {
+        Self {
+            shared,
+            invocation,
+            next_seq: 0,
+            interrupted: None,
+            host_fault: None,
+        }
+    }
+
+    /// Guards one `perform` call from the guest. `Err` is a host fault (the journal
+    /// failed): the guest traps and the run's outcome is not saved.
+    pub(crate) fn perform(
+        &mut self,
+        provider_name: &str,
+        operation: &str,
+        payload: &str,
+    ) -> Result<Result<String, EffectFailure>, Error> {
+        if self.interrupted.is_some() {
+            return Ok(Err(EffectFailure::Denied(
+                "an earlier effect of this call is unresolved; no further effects are performed".into(),
+            )));
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let shared = Arc::clone(&self.shared);
+        if seq >= shared.max_effects {
+            return Ok(Err(EffectFailure::Denied(format!(
+                "effect budget exhausted: at most {} effects per call",
+                shared.max_effects
+            ))));
+        }
+        if payload.len() > shared.max_payload_bytes {
+            return Ok(Err(EffectFailure::Denied(format!(
+                "payload of {} bytes exceeds the limit of {} bytes",
+                payload.len(),
+                shared.max_payload_bytes
+            ))));
+        }
+        let payload: Value = match serde_json::from_str(payload) {
+            Ok(v) => v,
+            Err(e) => {
+                return Ok(Err(EffectFailure::Denied(format!(
+                    "payload is not valid JSON: {e}"
+                ))));
+            }
+        };
+        let Some(provider) = shared.providers.get(provider_name) else {
+            let known: Vec<&str> = shared.providers.keys().map(String::as_str).collect();
+            return Ok(Err(EffectFailure::Denied(format!(
+                "no provider named `{provider_name}`; this host has: {}",
+                known.join(", ")
+            ))));
+        };
+        let fingerprint = match keys::effect_fingerprint(provider_name, operation, &payload) {
+            Ok(f) => f,
+            Err(e) => return Ok(Err(EffectFailure::Denied(format!("payload: {e}")))),
+        };
+
+        let existing = shared.store.effect(&self.invocation, seq)?;
+        if let Some(record) = &existing {
+            if record.fingerprint != fingerprint {
+                let detail = format!(
+                    "the journal holds {}.{} at this position, the guest asked for {provider_name}.{operation} with another payload",
+                    record.provider, record.operation
+                );
+                self.interrupted = Some(Interruption::Divergence {
+                    seq,
+                    detail: detail.clone(),
+                });
+                return Ok(Err(EffectFailure::Divergence(detail)));
+            }
+            if record.state == EffectState::Done {
+                return Ok(replay(record.response.as_deref().unwrap_or("")));
+            }
+        }
+
+        let class = provider.class();
+        let now = shared.clock.now_ms();
+        let key = keys::effect_key(&self.invocation, seq);
+        let invocation = self.invocation.clone();
+        let new = NewEffect {
+            key: &key,
+            invocation: &invocation,
+            seq,
+            provider: provider_name,
+            class: class.as_str(),
+            operation,
+            fingerprint: &fingerprint,
+            now,
+        };
+        if class == ProviderClass::Transactional {
+            return self.transactional(provider.as_ref(), &new, &payload, existing.as_ref());
+        }
+        match existing {
+            Some(_) if class == ProviderClass::Unkeyed => {
+                // A pending unkeyed effect may have happened; repeating it could do it
+                // twice. Fail closed until a person resolves it.
+                let reason = "an earlier attempt of this unkeyed effect may have taken effect; a person must resolve it".to_string();
+                return Ok(Err(self.unknown(seq, provider_name, reason)));
+            }
+            Some(_) => {}
+            None => shared.store.insert_pending(&new)?,
+        }
+        self.attempts(provider.as_ref(), class, provider_name, seq, operation, &payload)
+    }
+
+    fn unknown(&mut self, seq: u32, provider: &str, reason: String) -> EffectFailure {
+        self.interrupted = Some(Interruption::OutcomeUnknown {
+            seq,
+            provider: provider.to_string(),
+            reason: reason.clone(),
+        });
+        EffectFailure::OutcomeUnknown(format!("{reason}; retrying the same tool call is safe"))
+    }
+
+    fn attempts(
+        &mut self,
+        provider: &dyn Provider,
+        class: ProviderClass,
+        provider_name: &str,
+        seq: u32,
+        operation: &str,
+        payload: &Value,
+    ) -> Result<Result<String, EffectFailure>, Error> {
+        let shared = Arc::clone(&self.shared);
+        let budget = if class == ProviderClass::Unkeyed {
+            1
+        } else {
+            shared.retry.max_attempts
+        };
+        let mut made = 0;
+        loop {
+            made += 1;
+            let pause = shared.retry.backoff_before(made);
+            if !pause.is_zero() {
+                std::thread::sleep(pause);
+            }
+            // The key is read back from the journal on every attempt, never recomputed.
+            let (key, attempt) =
+                shared
+                    .store
+                    .begin_attempt(&self.invocation, seq, shared.clock.now_ms())?;
+            let request = EffectRequest {
+                key: &key,
+                invocation: &self.invocation,
+                seq,
+                attempt,
+                operation,
+                payload,
+            };
+            match provider.perform(&request) {
+                Ok(response) => {
+                    shared
+                        .store
+                        .finish_effect(&key, &stored_ok(&response), shared.clock.now_ms())?;
+                    return Ok(Ok(response.to_string()));
+                }
+                Err(ProviderError::Rejected(answer)) => {
+                    shared.store.finish_effect(
+                        &key,
+                        &stored_rejected(&answer),
+                        shared.clock.now_ms(),
+                    )?;
+                    return Ok(Err(EffectFailure::Rejected(answer.to_string())));
+                }
+                Err(ProviderError::Invalid(reason)) => {
+                    // Refused before doing anything: finish the record as a refusal so
+                    // a retry does not ask again and the journal says what happened.
+                    let answer = json!({ "refused": reason });
+                    shared.store.finish_effect(
+                        &key,
+                        &stored_rejected(&answer),
+                        shared.clock.now_ms(),
+                    )?;
+                    return Ok(Err(EffectFailure::Denied(format!(
+                        "{provider_name} refused the request: {reason}"
+                    ))));
+                }
+                Err(ProviderError::Unknown(reason)) => {
+                    shared
+                        .store
+                        .note_attempt_error(&key, &reason, shared.clock.now_ms())?;
+                    if made >= budget {
+                        let reason = format!(
+                            "{reason} (after {made} attempt{} with key {key})",
+                            if made == 1 { "" } else { "s" }
+                        );
+                        return Ok(Err(self.unknown(seq, provider_name, reason)));
+                    }
+                }
+            }
+        }
+    }
+
+    fn transactional(
+        &mut self,
+        provider: &dyn Provider,
+        new: &NewEffect<'_>,
+        payload: &Value,
+        existing: Option<&EffectRecord>,
+    ) -> Result<Result<String, EffectFailure>, Error> {
+        let shared = Arc::clone(&self.shared);
+        let invocation = &self.invocation;
+        let outcome = shared.store.transaction(|tx| {
+            if existing.is_none() {
+                crate::store::insert_effect(tx, new, EffectState::Pending)?;
+            }
+            let (key, attempt) = crate::store::begin_attempt_in(tx, invocation, new.seq, new.now)?;
+            let request = EffectRequest {
+                key: &key,
+                invocation,
+                seq: new.seq,
+                attempt,
+                operation: new.operation,
+                payload,
+            };
+            // The provider's writes and the record commit together, or neither does;
+            // a refusal rolls back whatever the provider wrote before refusing.
+            let savepoint = tx.savepoint_with_name("provider")?;
+            let answer = provider.perform_in_transaction(&savepoint, &request);
+            let (stored, result) = match answer {
+                Ok(response) => {
+                    savepoint.commit()?;
+                    (stored_ok(&response), Ok(response.to_string()))
+                }
+                Err(ProviderError::Rejected(answer)) => {
+                    drop(savepoint);
+                    (stored_rejected(&answer), Err(EffectFailure::Rejected(answer.to_string())))
+                }
+                Err(ProviderError::Invalid(reason) | ProviderError::Unknown(reason)) => {
+                    drop(savepoint);
+                    let answer = json!({ "refused": reason });
+                    (
+                        stored_rejected(&answer),
+                        Err(EffectFailure::Denied(format!(
+                            "{} refused the request: {reason}",
+                            new.provider
+                        ))),
+                    )
+                }
+            };
+            crate::store::finish_effect_in(tx, &key, &stored, new.now)?;
+            Ok(Ok::<_, ()>(result))
+        })?;
+        Ok(outcome.expect("the transaction closure never fails logically"))
+    }
+}
+
+impl std::fmt::Debug for EffectSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EffectSession")
+            .field("invocation", &self.invocation)
+            .field("next_seq", &self.next_seq)
+            .finish()
+    }
+}

@@ -1,0 +1,548 @@
+//! The host: tools, journal and providers behind one `call` that is safe to retry.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::clock::{Clock, SystemClock, millis};
+use crate::error::{Error, Result};
+use crate::guard::{EffectSession, Interruption, InvocationGuard, Shared};
+use crate::keys::{self, InvocationKey};
+use crate::outcome::Outcome;
+use crate::provider::Provider;
+use crate::providers::{KvProvider, MailProvider};
+use crate::retry::RetryPolicy;
+use crate::runtime::{GuestOutcome, Limits, LoadedTool, Runtime};
+use crate::store::{Begin, BeginOutcome, Durability, Store};
+
+/// The scope used when a caller names no conversation.
+pub const DEFAULT_SCOPE: &str = "default";
+
+/// One tool call as an agent (or its client) makes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallRequest {
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments, JSON text (an object).
+    pub arguments: String,
+    /// The window in which a repeat is a duplicate, usually the conversation id.
+    /// [`DEFAULT_SCOPE`] when absent.
+    pub conversation: Option<String>,
+    /// The provider's tool-call id, an alias of the invocation key.
+    pub tool_call_id: Option<String>,
+    /// A caller-chosen idempotency key that replaces the derived one.
+    pub key: Option<String>,
+}
+
+impl CallRequest {
+    /// A call of `tool` with `arguments` (JSON text).
+    pub fn new(tool: impl Into<String>, arguments: impl Into<String>) -> Self {
+        Self {
+            tool: tool.into(),
+            arguments: arguments.into(),
+            conversation: None,
+            tool_call_id: None,
+            key: None,
+        }
+    }
+
+    /// Sets the conversation scope.
+    pub fn conversation(mut self, conversation: impl Into<String>) -> Self {
+        self.conversation = Some(conversation.into());
+        self
+    }
+
+    /// Sets the provider's tool-call id.
+    pub fn tool_call_id(mut self, id: impl Into<String>) -> Self {
+        self.tool_call_id = Some(id.into());
+        self
+    }
+
+    /// Sets an explicit idempotency key.
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    fn scope(&self) -> &str {
+        self.conversation.as_deref().unwrap_or(DEFAULT_SCOPE)
+    }
+}
+
+/// The answer to a call: the outcome, and whether it was replayed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallResponse {
+    /// The invocation key the call ran (or was found) under.
+    pub key: InvocationKey,
+    /// `true` when the outcome was saved by an earlier attempt and nothing ran now.
+    pub replayed: bool,
+    /// How the tool call ended.
+    pub outcome: Outcome,
+}
+
+impl CallResponse {
+    /// The JSON the CLI prints: the outcome's fields plus `replayed` and `key`.
+    pub fn to_json(&self) -> Value {
+        let mut v = self.outcome.to_agent_json();
+        v["replayed"] = Value::Bool(self.replayed);
+        v["key"] = Value::String(self.key.to_string());
+        v
+    }
+}
+
+/// Builds a [`Host`].
+pub struct HostBuilder {
+    database: Option<PathBuf>,
+    durability: Durability,
+    clock: Arc<dyn Clock>,
+    retention: Duration,
+    lease: Duration,
+    wait_bound: Duration,
+    poll: Duration,
+    retry: RetryPolicy,
+    limits: Limits,
+    providers: BTreeMap<String, Arc<dyn Provider>>,
+    runtime: Option<Arc<Runtime>>,
+    components: Vec<(PathBuf, Option<Vec<u8>>)>,
+    tools_dir: Option<PathBuf>,
+    example_tools: bool,
+    lose_first_mail_responses: u32,
+}
+
+impl Default for HostBuilder {
+    fn default() -> Self {
+        Self {
+            database: None,
+            durability: Durability::default(),
+            clock: Arc::new(SystemClock),
+            retention: Duration::from_secs(24 * 60 * 60),
+            lease: Duration::from_secs(60),
+            wait_bound: Duration::from_secs(30),
+            poll: Duration::from_millis(20),
+            retry: RetryPolicy::default(),
+            limits: Limits::default(),
+            providers: BTreeMap::new(),
+            runtime: None,
+            components: Vec::new(),
+            tools_dir: None,
+            example_tools: false,
+            lose_first_mail_responses: 0,
+        }
+    }
+}
+
+impl HostBuilder {
+    /// Keeps the journal in the SQLite file at `path` (created with its directory).
+    /// Without it the journal lives in memory.
+    pub fn database(mut self, path: impl Into<PathBuf>) -> Self {
+        self.database = Some(path.into());
+        self
+    }
+
+    /// How durable each commit is; [`Durability::Full`] by default.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// The clock retention and leases are measured on.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// How long records are kept; older ones are treated as absent (default 24 h).
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// How long a running invocation's lease lasts before another host may take over.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// How long a duplicate waits for a running original before `in_progress`.
+    pub fn wait_bound(mut self, bound: Duration) -> Self {
+        self.wait_bound = bound;
+        self
+    }
+
+    /// The retry policy for effects whose outcome is unknown.
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// The sandbox limits (ignored when a shared [`Runtime`] is given).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Registers a provider under `name`, replacing a built-in one of that name.
+    pub fn provider(mut self, name: impl Into<String>, provider: Arc<dyn Provider>) -> Self {
+        self.providers.insert(name.into(), provider);
+        self
+    }
+
+    /// Makes the built-in `mail` provider lose the response of the first `n` attempts
+    /// for each key (after recording the email), as a timeout would.
+    pub fn lose_first_mail_responses(mut self, n: u32) -> Self {
+        self.lose_first_mail_responses = n;
+        self
+    }
+
+    /// Uses an already-loaded runtime (engine and compiled tools) instead of loading
+    /// components; lets many hosts share one compilation.
+    pub fn runtime(mut self, runtime: Arc<Runtime>) -> Self {
+        self.runtime = Some(runtime);
+        self
+    }
+
+    /// Loads the component file at `path`.
+    pub fn component(mut self, path: impl Into<PathBuf>) -> Self {
+        self.components.push((path.into(), None));
+        self
+    }
+
+    /// Loads every `*.wasm` component in `dir`.
+    pub fn tools_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.tools_dir = Some(dir.into());
+        self
+    }
+
+    /// Loads the example tools built into this binary (`send_receipt`, `refund`).
+    pub fn example_tools(mut self) -> Self {
+        self.example_tools = true;
+        self
+    }
+
+    /// Opens the journal, loads the tools and registers the built-in providers.
+    pub fn build(self) -> Result<Host> {
+        let runtime = match self.runtime {
+            Some(runtime) => runtime,
+            None => {
+                let mut runtime = Runtime::new(self.limits.clone())?;
+                if self.example_tools {
+                    for (name, bytes) in crate::examples::ALL {
+                        runtime.load(Path::new(&format!("<built-in {name}>")), bytes)?;
+                    }
+                }
+                if let Some(dir) = &self.tools_dir {
+                    runtime.load_dir(dir)?;
+                }
+                for (path, bytes) in &self.components {
+                    match bytes {
+                        Some(bytes) => runtime.load(path, bytes)?,
+                        None => runtime.load_file(path)?,
+                    };
+                }
+                Arc::new(runtime)
+            }
+        };
+        let store = match &self.database {
+            Some(path) => Store::open(path, self.durability)?,
+            None => Store::in_memory()?,
+        };
+        let retention_ms = millis(self.retention);
+        let mut providers = self.providers;
+        providers.entry("kv".into()).or_insert_with(|| Arc::new(KvProvider));
+        if !providers.contains_key("mail") {
+            let mail = MailProvider::open(
+                self.database.as_deref(),
+                Arc::clone(&self.clock),
+                self.retention,
+            )?
+            .lose_first_responses(self.lose_first_mail_responses);
+            providers.insert("mail".into(), Arc::new(mail));
+        }
+        for provider in providers.values() {
+            store.with(|conn| provider.prepare(conn))?;
+        }
+        let limits = runtime.limits().clone();
+        Ok(Host {
+            runtime,
+            shared: Arc::new(Shared {
+                store,
+                providers,
+                clock: self.clock,
+                retry: self.retry,
+                max_effects: limits.max_effects,
+                max_payload_bytes: limits.max_payload_bytes,
+            }),
+            waiters: InvocationGuard::default(),
+            retention_ms,
+            lease_ms: millis(self.lease),
+            wait_bound: self.wait_bound,
+            poll: self.poll,
+            owner: owner_id(),
+            runs: AtomicU64::new(0),
+        })
+    }
+}
+
+fn owner_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{}-{:x}", std::process::id(), nanos)
+}
+
+/// The guarded tool host. Build it once with [`Host::builder`]; `call` it from many
+/// threads.
+pub struct Host {
+    runtime: Arc<Runtime>,
+    shared: Arc<Shared>,
+    waiters: InvocationGuard,
+    retention_ms: i64,
+    lease_ms: i64,
+    wait_bound: Duration,
+    poll: Duration,
+    owner: String,
+    runs: AtomicU64,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("runtime", &self.runtime)
+            .field("store", &self.shared.store)
+            .finish()
+    }
+}
+
+impl Host {
+    /// Starts building a host.
+    pub fn builder() -> HostBuilder {
+        HostBuilder::default()
+    }
+
+    /// The loaded tools.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// The journal.
+    pub fn store(&self) -> &Store {
+        &self.shared.store
+    }
+
+    /// The clock the host measures retention and leases on.
+    pub fn clock(&self) -> &dyn Clock {
+        &*self.shared.clock
+    }
+
+    /// How long records are kept, in milliseconds.
+    pub fn retention_ms(&self) -> i64 {
+        self.retention_ms
+    }
+
+    /// The invocation key a call would run under, without running anything.
+    pub fn key_for(&self, request: &CallRequest) -> Result<InvocationKey> {
+        Ok(self.prepare(request)?.key)
+    }
+
+    /// Deletes records older than the retention window.
+    pub fn gc(&self) -> Result<crate::store::GcReport> {
+        self.shared
+            .store
+            .gc(self.shared.clock.now_ms(), self.retention_ms)
+    }
+
+    fn prepare(&self, request: &CallRequest) -> Result<Prepared> {
+        let tool = self
+            .runtime
+            .tool(&request.tool)
+            .ok_or_else(|| Error::UnknownTool {
+                name: request.tool.clone(),
+                available: self.runtime.names(),
+            })?
+            .clone();
+        let invalid = |reason: String| Error::InvalidArguments {
+            tool: request.tool.clone(),
+            reason,
+        };
+        let limit = self.runtime.limits().max_args_bytes;
+        if request.arguments.len() > limit {
+            return Err(invalid(format!(
+                "{} bytes exceeds the limit of {limit} bytes",
+                request.arguments.len()
+            )));
+        }
+        let args: Value = serde_json::from_str(&request.arguments)
+            .map_err(|e| invalid(format!("not valid JSON: {e}")))?;
+        if !args.is_object() {
+            return Err(invalid("arguments must be a JSON object".into()));
+        }
+        let canonical = crate::jcs::canonicalize(&args).map_err(|e| invalid(e.to_string()))?;
+        let fingerprint =
+            keys::arguments_fingerprint(&tool.name, &args).map_err(|e| invalid(e.to_string()))?;
+        let key = match &request.key {
+            Some(explicit) => {
+                InvocationKey::parse(explicit).map_err(|e| Error::InvalidKey(e.to_string()))?
+            }
+            None => keys::invocation_key(request.scope(), &tool.name, &args)
+                .map_err(|e| invalid(e.to_string()))?,
+        };
+        Ok(Prepared {
+            tool,
+            canonical,
+            fingerprint,
+            key,
+        })
+    }
+
+    /// Calls a tool under the guard: runs it the first time, replays the saved
+    /// outcome to every retry, waits for a parallel duplicate, and refuses the same key
+    /// with different arguments.
+    pub fn call(&self, request: &CallRequest) -> Result<CallResponse> {
+        let prepared = self.prepare(request)?;
+        let owner = format!(
+            "{}/{}",
+            self.owner,
+            self.runs.fetch_add(1, Ordering::Relaxed)
+        );
+        let started = Instant::now();
+        loop {
+            let begin = Begin {
+                key: &prepared.key,
+                scope: request.scope(),
+                tool: &prepared.tool.name,
+                fingerprint: &prepared.fingerprint,
+                explicit_key: request.key.is_some(),
+                tool_call_id: request.tool_call_id.as_deref(),
+                now: self.shared.clock.now_ms(),
+                retention_ms: self.retention_ms,
+                lease_ms: self.lease_ms,
+                owner: &owner,
+            };
+            match self.shared.store.begin(&begin)? {
+                BeginOutcome::Run { .. } => return self.run(&prepared, &owner),
+                BeginOutcome::Replay(stored) => {
+                    let outcome = Outcome::from_stored(&stored).map_err(|e| {
+                        Error::Host(anyhow::anyhow!(
+                            "the saved outcome of {} is unreadable: {e}",
+                            prepared.key
+                        ))
+                    })?;
+                    return Ok(CallResponse {
+                        key: prepared.key,
+                        replayed: true,
+                        outcome,
+                    });
+                }
+                BeginOutcome::Mismatch(key) => return Err(Error::Mismatch { key }),
+                BeginOutcome::Wait => {
+                    if started.elapsed() >= self.wait_bound {
+                        return Err(Error::InProgress { key: prepared.key });
+                    }
+                    self.waiters.wait(self.poll);
+                }
+            }
+        }
+    }
+
+    fn run(&self, prepared: &Prepared, owner: &str) -> Result<CallResponse> {
+        let session = EffectSession::new(Arc::clone(&self.shared), prepared.key.clone());
+        let (guest, session) = self
+            .runtime
+            .call(&prepared.tool, &prepared.canonical, session);
+        let result = self.settle(prepared, owner, guest, session);
+        self.waiters.finished();
+        result
+    }
+
+    /// Saves the outcome of a run, or leaves the invocation resumable when it cannot
+    /// be saved (an unknown effect outcome, a divergence, a host fault).
+    fn settle(
+        &self,
+        prepared: &Prepared,
+        owner: &str,
+        guest: GuestOutcome,
+        session: EffectSession,
+    ) -> Result<CallResponse> {
+        let key = &prepared.key;
+        let now = self.shared.clock.now_ms();
+        if let Some(fault) = session.host_fault {
+            let _ = self.shared.store.suspend(key, owner, now);
+            return Err(fault);
+        }
+        if let Some(interruption) = session.interrupted {
+            self.shared.store.suspend(key, owner, now)?;
+            return Err(match interruption {
+                Interruption::OutcomeUnknown {
+                    seq,
+                    provider,
+                    reason,
+                } => Error::OutcomeUnknown {
+                    key: key.clone(),
+                    seq,
+                    provider,
+                    reason,
+                },
+                Interruption::Divergence { seq, detail } => Error::Divergence {
+                    key: key.clone(),
+                    seq,
+                    detail,
+                },
+            });
+        }
+        let outcome = match guest {
+            GuestOutcome::Returned(Ok(text)) => self.result_outcome(&text),
+            GuestOutcome::Returned(Err(e)) => Outcome::ToolError {
+                code: e.code,
+                message: e.message,
+                details: e
+                    .details
+                    .map(|d| serde_json::from_str(&d).unwrap_or(Value::String(d))),
+            },
+            GuestOutcome::Trapped { reason, message } => Outcome::Trap {
+                reason: reason.to_string(),
+                message,
+            },
+        };
+        // Stored first, then answered: the answer a caller gets is always one a retry
+        // can get again.
+        let stored = outcome.to_stored();
+        if !self.shared.store.complete(key, owner, &stored, now)? {
+            return Err(Error::LeaseLost { key: key.clone() });
+        }
+        let outcome = Outcome::from_stored(&stored).expect("a stored outcome reads back");
+        Ok(CallResponse {
+            key: key.clone(),
+            replayed: false,
+            outcome,
+        })
+    }
+
+    fn result_outcome(&self, text: &str) -> Outcome {
+        let limit = self.runtime.limits().max_result_bytes;
+        if text.len() > limit {
+            return Outcome::Trap {
+                reason: "result_too_large".into(),
+                message: format!("the tool's result of {} bytes exceeds the limit of {limit} bytes", text.len()),
+            };
+        }
+        match serde_json::from_str(text) {
+            Ok(result) => Outcome::Success { result },
+            Err(e) => Outcome::Trap {
+                reason: "invalid_output".into(),
+                message: format!("the tool returned a result that is not JSON: {e}"),
+            },
+        }
+    }
+}
+
+struct Prepared {
+    tool: Arc<LoadedTool>,
+    canonical: String,
+    fingerprint: keys::Fingerprint,
+    key: InvocationKey,
+}

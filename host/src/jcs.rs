@@ -1,0 +1,442 @@
+//! RFC 8785 JSON Canonicalization Scheme (JCS).
+//!
+//! The canonical form of a JSON value is the byte string every key in justonce is
+//! hashed from, so two spellings of the same intent (`{"a":1,"b":4417}` and
+//! `{"b":4417.0, "a":1}`) must produce the same bytes:
+//!
+//! - no insignificant whitespace;
+//! - object members sorted by their names compared as UTF-16 code units
+//!   (RFC 8785 §3.2.3), which is *not* the UTF-8 byte / code point order once
+//!   characters outside the Basic Multilingual Plane are involved;
+//! - strings escaped as RFC 8785 §3.2.2.2 says: only `"`, `\` and the control
+//!   characters below U+0020 are escaped, `\b \t \n \f \r` in their short form and
+//!   the rest as `\u00xx` with lowercase hex; every other character is written as
+//!   literal UTF-8;
+//! - numbers as IEEE-754 doubles printed the way ECMAScript's
+//!   `Number.prototype.toString` prints them (`1.0`, `1`, `1e0` and `10e-1` are all
+//!   `1`; `1e21` is `1e+21`; `-0` is `0`). Integers are converted to `f64` first, so
+//!   integers beyond ±2^53 lose precision exactly as they would in JavaScript.
+//!
+//! The ordering is done here, not by `serde_json::Map`: this module is correct
+//! whether or not serde_json's `preserve_order` feature is enabled.
+
+use std::cmp::Ordering;
+
+use serde::Deserialize;
+use serde::de::{self, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
+
+/// Why a JSON text or value has no RFC 8785 canonical form.
+#[derive(Debug, thiserror::Error)]
+pub enum JcsError {
+    /// The input is not JSON that RFC 8785 accepts (I-JSON, RFC 7493): a syntax
+    /// error, trailing characters, a lone surrogate escape, a duplicate object key,
+    /// or a number outside the range of an IEEE-754 double (such as `1e400`, which
+    /// serde_json reports as "number out of range"). The message names the problem
+    /// and its line and column.
+    #[error("invalid JSON for canonicalization: {0}")]
+    Parse(#[from] serde_json::Error),
+    /// A number in an already-parsed value is not a finite IEEE-754 double. This
+    /// cannot be produced by serde_json as configured here (without
+    /// `arbitrary_precision`), but is checked rather than assumed.
+    #[error("number {0} is not representable as a finite IEEE-754 double")]
+    NumberOutOfRange(String),
+}
+
+/// Returns the RFC 8785 canonical form of `value`.
+///
+/// Fails only if a number is not a finite double (see [`JcsError::NumberOutOfRange`]).
+pub fn canonicalize(value: &Value) -> Result<String, JcsError> {
+    let mut out = String::new();
+    write_value(&mut out, value)?;
+    Ok(out)
+}
+
+/// Parses `json` and returns its RFC 8785 canonical form.
+///
+/// Stricter than `serde_json::from_str`: a duplicate object key is an error (I-JSON
+/// forbids them and RFC 8785 §3.1 requires the canonicalizer to fail rather than
+/// silently keep one of the values).
+pub fn canonicalize_str(json: &str) -> Result<String, JcsError> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    let StrictValue(value) = StrictValue::deserialize(&mut de)?;
+    de.end()?;
+    canonicalize(&value)
+}
+
+fn write_value(out: &mut String, value: &Value) -> Result<(), JcsError> {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(n) => write_number(out, n)?,
+        Value::String(s) => write_string(out, s),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(out, item)?;
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut members: Vec<(&String, &Value)> = map.iter().collect();
+            members.sort_unstable_by(|(a, _), (b, _)| cmp_utf16(a, b));
+            out.push('{');
+            for (i, (key, item)) in members.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(out, key);
+                out.push(':');
+                write_value(out, item)?;
+            }
+            out.push('}');
+        }
+    }
+    Ok(())
+}
+
+/// Compares two strings by their UTF-16 code units (RFC 8785 §3.2.3).
+fn cmp_utf16(a: &str, b: &str) -> Ordering {
+    a.encode_utf16().cmp(b.encode_utf16())
+}
+
+fn write_number(out: &mut String, n: &Number) -> Result<(), JcsError> {
+    // `as_f64` converts u64/i64 with `as`, i.e. round-to-nearest, which is what
+    // ECMAScript does with an integer literal beyond 2^53.
+    match n.as_f64() {
+        Some(f) if f.is_finite() => {
+            let mut buf = ryu_js::Buffer::new();
+            // ryu-js prints -0 as "0", as Number.prototype.toString does.
+            out.push_str(buf.format_finite(f));
+            Ok(())
+        }
+        _ => Err(JcsError::NumberOutOfRange(n.to_string())),
+    }
+}
+
+fn write_string(out: &mut String, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{08}' => out.push_str("\\b"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\u{0c}' => out.push_str("\\f"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 => {
+                let b = c as u32 as usize;
+                out.push_str("\\u00");
+                out.push(HEX[b >> 4] as char);
+                out.push(HEX[b & 0xf] as char);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// A `serde_json::Value` deserialized with duplicate object keys rejected.
+struct StrictValue(Value);
+
+impl<'de> Deserialize<'de> for StrictValue {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(StrictVisitor).map(StrictValue)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        Number::from_f64(v)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom(format!("number {v} is not a finite IEEE-754 double")))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(StrictValue(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut members = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if members.contains_key(&key) {
+                return Err(de::Error::custom(format!("duplicate object key {key:?}")));
+            }
+            let StrictValue(item) = map.next_value()?;
+            members.insert(key, item);
+        }
+        Ok(Value::Object(members))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::path::Path;
+
+    fn canon(json: &str) -> String {
+        canonicalize_str(json).unwrap_or_else(|e| panic!("{json}: {e}"))
+    }
+
+    /// The RFC 8785 reference vectors (testdata/jcs, from cyberphone/json-canonicalization).
+    /// The output files end without a newline, so they are compared byte for byte.
+    #[test]
+    fn reference_vectors() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/jcs");
+        let mut count = 0;
+        let mut entries: Vec<_> = std::fs::read_dir(dir.join("input"))
+            .expect("testdata/jcs/input")
+            .map(|e| e.expect("dir entry").path())
+            .collect();
+        entries.sort();
+        for input_path in entries {
+            let name = input_path.file_name().expect("file name");
+            let input = std::fs::read_to_string(&input_path).expect("read input");
+            let expected = std::fs::read(dir.join("output").join(name)).expect("read output");
+            let actual = canonicalize_str(&input)
+                .unwrap_or_else(|e| panic!("{}: {e}", input_path.display()));
+            assert_eq!(
+                actual.as_bytes(),
+                &expected[..],
+                "{}: got {actual}",
+                input_path.display()
+            );
+            // The canonical form is a fixed point.
+            assert_eq!(canon(&actual), actual);
+            count += 1;
+        }
+        assert_eq!(count, 6, "expected the six RFC 8785 vectors");
+    }
+
+    #[test]
+    fn numbers_in_ecmascript_form() {
+        for (input, expected) in [
+            ("1.0", "1"),
+            ("1", "1"),
+            ("1e0", "1"),
+            ("10e-1", "1"),
+            ("4417.0", "4417"),
+            ("1e21", "1e+21"),
+            ("1e20", "100000000000000000000"),
+            ("0.000001", "0.000001"),
+            ("1e-7", "1e-7"),
+            ("-0.0", "0"),
+            ("-0", "0"),
+            ("-1.5", "-1.5"),
+            ("0.1", "0.1"),
+            ("333333333.33333329", "333333333.3333333"),
+            ("5e-324", "5e-324"),
+            ("1.7976931348623157e308", "1.7976931348623157e+308"),
+            ("9007199254740993", "9007199254740992"),
+            ("18446744073709551615", "18446744073709552000"),
+            ("-9223372036854775808", "-9223372036854776000"),
+        ] {
+            assert_eq!(canon(input), expected, "input {input}");
+        }
+        // Two spellings of one double are one number. This needs serde_json's
+        // `float_roundtrip` feature: its default float parser may land one ULP off
+        // (333333333.33333329 became 333333333.33333325 without it).
+        for (a, b) in [
+            ("333333333.33333329", "333333333.3333333"),
+            ("0.299999999999999988897769753748", "0.3"),
+            ("2.2250738585072011e-308", "2.225073858507201e-308"),
+            ("9007199254740993.0", "9007199254740992"),
+        ] {
+            assert_eq!(canon(a), canon(b), "{a} vs {b}");
+        }
+        for text in [
+            "333333333.33333329",
+            "0.1",
+            "1.7976931348623157e308",
+            "2.2250738585072011e-308",
+            "4.9406564584124654e-324",
+            "123456789012345678901234567890e-50",
+            "0.30000000000000004",
+        ] {
+            let ours: f64 = serde_json::from_str(text).unwrap();
+            assert_eq!(
+                ours.to_bits(),
+                text.parse::<f64>().unwrap().to_bits(),
+                "{text}"
+            );
+        }
+        assert_eq!(canonicalize(&json!(-0.0)).unwrap(), "0");
+        assert_eq!(
+            canonicalize(&json!(u64::MAX)).unwrap(),
+            "18446744073709552000"
+        );
+        assert_eq!(
+            canonicalize(&json!(4417)).unwrap(),
+            canonicalize(&json!(4417.0)).unwrap()
+        );
+    }
+
+    #[test]
+    fn keys_sorted_by_utf16_code_units() {
+        // Code point (= UTF-8 byte) order: a < é < ｡ (U+FF61) < 😀 (U+1F600).
+        // UTF-16 order: 😀 is the surrogate pair D83D DE00, which sorts before FF61.
+        let value = json!({"\u{ff61}": 3, "\u{1f600}": 2, "a": 0, "\u{e9}": 1});
+        assert_eq!(
+            canonicalize(&value).unwrap(),
+            "{\"a\":0,\"\u{e9}\":1,\"\u{1f600}\":2,\"\u{ff61}\":3}"
+        );
+        // serde_json's own map (without preserve_order) iterates in code point order,
+        // so this test would fail if the map's order were used.
+        let map_order: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(map_order, ["a", "\u{e9}", "\u{ff61}", "\u{1f600}"]);
+        // Prefixes sort first; comparison is by code unit, not by length.
+        assert_eq!(
+            canon(r#"{"ab":1,"b":2,"a":3,"":4}"#),
+            r#"{"":4,"a":3,"ab":1,"b":2}"#
+        );
+    }
+
+    #[test]
+    fn string_escaping() {
+        let all_controls: String = (0u8..0x20).map(char::from).collect();
+        assert_eq!(
+            canonicalize(&Value::String(all_controls)).unwrap(),
+            "\"\\u0000\\u0001\\u0002\\u0003\\u0004\\u0005\\u0006\\u0007\\b\\t\\n\\u000b\\f\\r\\u000e\\u000f\
+             \\u0010\\u0011\\u0012\\u0013\\u0014\\u0015\\u0016\\u0017\\u0018\\u0019\\u001a\\u001b\\u001c\\u001d\\u001e\\u001f\""
+        );
+        // Quote and backslash escaped; solidus, DEL, non-ASCII and astral characters literal.
+        assert_eq!(
+            canon(r#""\" \\ \/ \u007f \u00e9 \u20ac \ud83d\ude00 </script>""#),
+            "\"\\\" \\\\ / \u{7f} \u{e9} \u{20ac} \u{1f600} </script>\""
+        );
+        // Escaped and literal spellings of the same string are the same string.
+        assert_eq!(canon(r#"{"\u0041":"\u0042"}"#), r#"{"A":"B"}"#);
+    }
+
+    #[test]
+    fn nested_structures_without_whitespace() {
+        let input = r#"
+            { "z": [ 1.50, { "y": null, "x": [ [ ], { } ] }, true ],
+              "m": { "b": { "d": false, "c": "s" }, "a": [ -0, 2e2 ] } }
+        "#;
+        assert_eq!(
+            canon(input),
+            r#"{"m":{"a":[0,200],"b":{"c":"s","d":false}},"z":[1.5,{"x":[[],{}],"y":null},true]}"#
+        );
+        assert_eq!(canon("[]"), "[]");
+        assert_eq!(canon("{}"), "{}");
+        assert_eq!(canon(" null "), "null");
+        assert_eq!(canon("\"\""), "\"\"");
+    }
+
+    fn parse_error(json: &str) -> String {
+        match canonicalize_str(json) {
+            Err(e @ JcsError::Parse(_)) => e.to_string(),
+            other => panic!("{json}: expected a parse error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn number_too_large_for_f64_is_an_error() {
+        for json in ["1e400", "-1e400", "[1, 2e308]", r#"{"a": 1e999}"#] {
+            let msg = parse_error(json);
+            assert!(msg.contains("number out of range"), "{json}: {msg}");
+        }
+        // Tiny numbers underflow to 0 (as in ECMAScript) rather than failing.
+        assert_eq!(canon("1e-400"), "0");
+    }
+
+    #[test]
+    fn malformed_input_is_an_error() {
+        for json in [
+            "",
+            "{",
+            "[1,]",
+            "{\"a\" 1}",
+            "'a'",
+            "NaN",
+            "Infinity",
+            "01",
+            "1.",
+            "nul",
+        ] {
+            parse_error(json);
+        }
+        let msg = parse_error("{} []");
+        assert!(msg.contains("trailing characters"), "{msg}");
+        // Lone surrogate escapes have no UTF-8 form (serde_json's message varies with
+        // what follows the escape).
+        parse_error(r#""\ud800""#);
+        parse_error(r#""\ud800x""#);
+        parse_error(r#""\udc00""#);
+    }
+
+    #[test]
+    fn duplicate_keys_are_an_error() {
+        let msg = parse_error(r#"{"a":1,"b":2,"a":1}"#);
+        assert!(msg.contains("duplicate object key \"a\""), "{msg}");
+        // Nested, and duplicates spelled differently (escape vs literal).
+        let msg = parse_error(r#"[{"x":{"\u0041":1,"A":2}}]"#);
+        assert!(msg.contains("duplicate object key \"A\""), "{msg}");
+        // The same key in sibling objects is fine.
+        assert_eq!(canon(r#"[{"a":1},{"a":2}]"#), r#"[{"a":1},{"a":2}]"#);
+    }
+
+    #[test]
+    fn non_finite_number_in_a_value_is_an_error() {
+        // serde_json refuses to build a non-finite Number, so a value can only carry
+        // one through arbitrary_precision; the check exists for that case.
+        assert!(Number::from_f64(f64::INFINITY).is_none());
+        assert!(Number::from_f64(f64::NAN).is_none());
+        let err = JcsError::NumberOutOfRange("1e400".into());
+        assert_eq!(
+            err.to_string(),
+            "number 1e400 is not representable as a finite IEEE-754 double"
+        );
+        // And serde_json really is built without arbitrary_precision here.
+        assert!(serde_json::from_str::<Value>("1e400").is_err());
+    }
+}

@@ -1,0 +1,96 @@
+//! Providers perform effects on the host's behalf; the guard owns keys, retries and
+//! the journal.
+
+use serde_json::Value;
+
+use crate::keys::{EffectKey, InvocationKey};
+
+/// How a provider's downstream copes with a repeated request. The class decides what
+/// the guard may do when it does not know whether an attempt took effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProviderClass {
+    /// The effect is local state written in the same SQLite transaction as its journal
+    /// record: exactly once, never unknown.
+    Transactional,
+    /// The downstream takes the key and deduplicates: an unknown attempt is retried with
+    /// the same key until a definitive answer or the retry budget runs out.
+    Keyed,
+    /// The downstream cannot deduplicate: performed at most once; an attempt whose
+    /// outcome is unknown is never repeated and needs a person to resolve it.
+    Unkeyed,
+}
+
+impl ProviderClass {
+    /// The lowercase name used in the journal and the CLI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Transactional => "transactional",
+            Self::Keyed => "keyed",
+            Self::Unkeyed => "unkeyed",
+        }
+    }
+}
+
+/// One attempt at one effect, as the guard hands it to a provider.
+#[derive(Debug, Clone, Copy)]
+pub struct EffectRequest<'a> {
+    /// The idempotency key of this effect, read from the journal. A keyed provider
+    /// passes it downstream (for example as an `Idempotency-Key` header).
+    pub key: &'a EffectKey,
+    /// The invocation this effect belongs to.
+    pub invocation: &'a InvocationKey,
+    /// The effect's position in the invocation, from 0.
+    pub seq: u32,
+    /// Which attempt this is, from 1.
+    pub attempt: u32,
+    /// The operation the tool asked for, such as `send`.
+    pub operation: &'a str,
+    /// The tool's payload.
+    pub payload: &'a Value,
+}
+
+/// Why a provider did not return a response.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProviderError {
+    /// The downstream answered definitively with a refusal. It is saved and replayed.
+    #[error("rejected by the downstream: {0}")]
+    Rejected(Value),
+    /// The attempt may or may not have taken effect (a timeout, a lost response).
+    #[error("outcome unknown: {0}")]
+    Unknown(String),
+    /// The provider refused the request before doing anything (an unknown operation,
+    /// a payload of the wrong shape). Nothing happened; it is not saved.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Performs effects of one kind. Register implementations with
+/// [`HostBuilder::provider`](crate::HostBuilder::provider).
+pub trait Provider: Send + Sync + 'static {
+    /// Which class of downstream this is.
+    fn class(&self) -> ProviderClass;
+
+    /// Performs one attempt of a keyed or unkeyed effect.
+    fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError>;
+
+    /// Performs a transactional effect inside the journal's open transaction; whatever
+    /// it writes through `tx` commits together with the effect record, or not at all.
+    /// Only called for providers whose class is [`ProviderClass::Transactional`].
+    fn perform_in_transaction(
+        &self,
+        tx: &rusqlite::Connection,
+        request: &EffectRequest<'_>,
+    ) -> Result<Value, ProviderError> {
+        let _ = (tx, request);
+        Err(ProviderError::Invalid(
+            "this provider does not perform effects inside a transaction".into(),
+        ))
+    }
+
+    /// Prepares the journal database for a transactional provider (creates its tables).
+    /// Called once when the host opens the store.
+    fn prepare(&self, db: &rusqlite::Connection) -> rusqlite::Result<()> {
+        let _ = db;
+        Ok(())
+    }
+}

@@ -1,0 +1,88 @@
+//! `kv`: a transactional key-value store that lives in the journal database.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::{Value, json};
+
+use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError};
+
+/// Key-value writes that commit in the same SQLite transaction as their effect record,
+/// so each happens exactly once however often a tool is retried.
+///
+/// Operations: `put` with `{"key": string, "value": any}` answers `{"key", "previous"}`;
+/// `delete` with `{"key": string}` answers `{"key", "deleted": bool}`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct KvProvider;
+
+impl KvProvider {
+    /// Reads a value written by `put` (not an effect: reads change nothing).
+    pub fn get(conn: &Connection, key: &str) -> rusqlite::Result<Option<Value>> {
+        let text: Option<String> = conn
+            .query_row("SELECT value FROM kv WHERE key = ?1", params![key], |r| r.get(0))
+            .optional()?;
+        Ok(text.map(|t| serde_json::from_str(&t).unwrap_or(Value::String(t))))
+    }
+}
+
+fn key_of<'a>(payload: &'a Value) -> Result<&'a str, ProviderError> {
+    payload
+        .get("key")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ProviderError::Invalid("payload needs a string field `key`".into()))
+}
+
+impl Provider for KvProvider {
+    fn class(&self) -> ProviderClass {
+        ProviderClass::Transactional
+    }
+
+    fn perform(&self, _request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
+        Err(ProviderError::Invalid(
+            "kv effects run only inside the journal transaction".into(),
+        ))
+    }
+
+    fn prepare(&self, db: &Connection) -> rusqlite::Result<()> {
+        db.execute_batch(
+            "CREATE TABLE IF NOT EXISTS kv (
+                 key        TEXT PRIMARY KEY,
+                 value      TEXT NOT NULL,
+                 effect_key TEXT NOT NULL
+             ) STRICT;",
+        )
+    }
+
+    fn perform_in_transaction(
+        &self,
+        tx: &Connection,
+        request: &EffectRequest<'_>,
+    ) -> Result<Value, ProviderError> {
+        let db = |e: rusqlite::Error| ProviderError::Invalid(format!("kv table: {e}"));
+        match request.operation {
+            "put" => {
+                let key = key_of(request.payload)?;
+                let value = request
+                    .payload
+                    .get("value")
+                    .ok_or_else(|| ProviderError::Invalid("payload needs a field `value`".into()))?;
+                let previous = Self::get(tx, key).map_err(db)?;
+                tx.execute(
+                    "INSERT INTO kv (key, value, effect_key) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (key) DO UPDATE SET value = excluded.value, effect_key = excluded.effect_key",
+                    params![key, value.to_string(), request.key.as_str()],
+                )
+                .map_err(db)?;
+                Ok(json!({ "key": key, "previous": previous }))
+            }
+            "delete" => {
+                let key = key_of(request.payload)?;
+                let n = tx
+                    .execute("DELETE FROM kv WHERE key = ?1", params![key])
+                    .map_err(db)?;
+                Ok(json!({ "key": key, "deleted": n > 0 }))
+            }
+            other => Err(ProviderError::Invalid(format!(
+                "kv has no operation `{other}` (it has `put` and `delete`)"
+            ))),
+        }
+    }
+}

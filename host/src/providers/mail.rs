@@ -1,0 +1,188 @@
+//! `mail`: a local mailbox that deduplicates by idempotency key, like a mail API that
+//! takes an `Idempotency-Key` header.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::clock::{Clock, millis};
+use crate::error::{Error, Result};
+use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError};
+
+/// One email in the mailbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SentMail {
+    /// The idempotency key it was sent under.
+    pub key: String,
+    /// The recipient.
+    pub to: String,
+    /// The subject line.
+    pub subject: String,
+    /// The id the mailbox gave it.
+    pub message_id: String,
+    /// When it was accepted (ms since the epoch).
+    pub sent_at: i64,
+}
+
+/// A keyed mail downstream backed by a `mailbox` table. A repeated key within the
+/// retention window returns the first message id and sends nothing; it can be told
+/// to lose the first responses for each key, after recording the email, as a timeout
+/// would.
+///
+/// Operation `send` with `{"to": string, "subject": string, "body": string, …}`
+/// answers `{"message_id": string}`.
+pub struct MailProvider {
+    conn: Mutex<Connection>,
+    clock: Arc<dyn Clock>,
+    dedupe_window_ms: i64,
+    lose_first: u32,
+    attempts: Mutex<Vec<String>>,
+    answered: Mutex<HashMap<String, u32>>,
+}
+
+impl std::fmt::Debug for MailProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MailProvider")
+            .field("lose_first", &self.lose_first)
+            .finish()
+    }
+}
+
+impl MailProvider {
+    /// A mailbox in the database file at `path` (its own connection, its own
+    /// transactions: it stands for a downstream service), or in memory. Keys are
+    /// remembered for `dedupe_window`, as a real API forgets keys after a day.
+    pub fn open(path: Option<&Path>, clock: Arc<dyn Clock>, dedupe_window: Duration) -> Result<Self> {
+        let label = path.unwrap_or(Path::new(":memory:"));
+        let setup = || -> rusqlite::Result<Connection> {
+            let conn = match path {
+                Some(p) => Connection::open(p)?,
+                None => Connection::open_in_memory()?,
+            };
+            conn.busy_timeout(Duration::from_secs(30))?;
+            conn.execute_batch(
+                "CREATE TABLE IF NOT EXISTS mailbox (
+                     id         INTEGER PRIMARY KEY,
+                     key        TEXT NOT NULL,
+                     recipient  TEXT NOT NULL,
+                     subject    TEXT NOT NULL,
+                     body       TEXT NOT NULL,
+                     message_id TEXT NOT NULL,
+                     sent_at    INTEGER NOT NULL
+                 ) STRICT;
+                 CREATE INDEX IF NOT EXISTS mailbox_by_key ON mailbox (key, sent_at);",
+            )?;
+            Ok(conn)
+        };
+        let conn = setup().map_err(|e| Error::store(label, e))?;
+        Ok(Self {
+            conn: Mutex::new(conn),
+            clock,
+            dedupe_window_ms: millis(dedupe_window),
+            lose_first: 0,
+            attempts: Mutex::new(Vec::new()),
+            answered: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Loses the response of the first `n` attempts for each key, after the email is
+    /// recorded: the sender cannot tell whether it was sent.
+    pub fn lose_first_responses(mut self, n: u32) -> Self {
+        self.lose_first = n;
+        self
+    }
+
+    /// The key of every attempt this provider saw, in order (the transport's log).
+    pub fn attempts(&self) -> Vec<String> {
+        self.attempts.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Every email in the mailbox, oldest first.
+    pub fn sent(&self) -> rusqlite::Result<Vec<SentMail>> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stmt = conn.prepare(
+            "SELECT key, recipient, subject, message_id, sent_at FROM mailbox ORDER BY id",
+        )?;
+        stmt.query_map([], |r| {
+            Ok(SentMail {
+                key: r.get(0)?,
+                to: r.get(1)?,
+                subject: r.get(2)?,
+                message_id: r.get(3)?,
+                sent_at: r.get(4)?,
+            })
+        })?
+        .collect()
+    }
+
+    fn deliver(&self, key: &str, to: &str, subject: &str, body: &str) -> rusqlite::Result<String> {
+        let now = self.clock.now_ms();
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let existing: Option<String> = tx
+            .query_row(
+                "SELECT message_id FROM mailbox WHERE key = ?1 AND sent_at > ?2
+                  ORDER BY id DESC LIMIT 1",
+                params![key, now.saturating_sub(self.dedupe_window_ms)],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(message_id) = existing {
+            return Ok(message_id);
+        }
+        let next: i64 = tx.query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM mailbox", [], |r| r.get(0))?;
+        let message_id = format!("msg-{next:06}");
+        tx.execute(
+            "INSERT INTO mailbox (id, key, recipient, subject, body, message_id, sent_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![next, key, to, subject, body, message_id, now],
+        )?;
+        tx.commit()?;
+        Ok(message_id)
+    }
+}
+
+impl Provider for MailProvider {
+    fn class(&self) -> ProviderClass {
+        ProviderClass::Keyed
+    }
+
+    fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
+        let key = request.key.as_str().to_string();
+        self.attempts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(key.clone());
+        if request.operation != "send" {
+            return Err(ProviderError::Invalid(format!(
+                "mail has no operation `{}` (it has `send`)",
+                request.operation
+            )));
+        }
+        let field = |name: &str| request.payload.get(name).and_then(Value::as_str);
+        let to = field("to").ok_or_else(|| ProviderError::Invalid("payload needs a string field `to`".into()))?;
+        if !to.contains('@') {
+            return Err(ProviderError::Rejected(json!({
+                "error": "invalid_recipient",
+                "message": format!("`{to}` is not an email address"),
+            })));
+        }
+        let message_id = self
+            .deliver(&key, to, field("subject").unwrap_or(""), field("body").unwrap_or(""))
+            .map_err(|e| ProviderError::Unknown(format!("mailbox failed: {e}")))?;
+        let mut answered = self.answered.lock().unwrap_or_else(|p| p.into_inner());
+        let seen = answered.entry(key).or_insert(0);
+        *seen += 1;
+        if *seen <= self.lose_first {
+            return Err(ProviderError::Unknown(
+                "the mail server accepted the request but the response was lost (timeout)".into(),
+            ));
+        }
+        Ok(json!({ "message_id": message_id }))
+    }
+}

@@ -1,0 +1,14 @@
+//! The one place the host generates bindings from `wit/`, so every mapping lives here.
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "tool",
+    imports: {
+        // A host fault while guarding an effect (the journal failed) traps the guest
+        // instead of being reported to it as a domain error.
+        "justonce:tool/effects.perform": trappable,
+    },
+});
+
+pub use justonce::tool::effects::EffectError;
+pub use justonce::tool::log::Level;

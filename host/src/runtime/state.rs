@@ -1,0 +1,106 @@
+//! What a guest's `Store` holds for one call, and the host side of the WIT imports.
+
+use std::sync::Arc;
+
+use wasmtime::StoreLimits;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::{EffectError, Level, justonce::tool};
+use crate::guard::{EffectFailure, EffectSession};
+
+/// The longest log line a guest may write; longer ones are cut.
+const MAX_LOG_LINE: usize = 4096;
+
+/// Per-call guest state: a deny-all WASI context, the store's limits and the effect
+/// guard of this run (absent while the tool only describes itself).
+pub(crate) struct GuestState {
+    pub wasi: WasiCtx,
+    pub table: ResourceTable,
+    pub limits: StoreLimits,
+    pub session: Option<EffectSession>,
+    pub tool: Arc<str>,
+    /// Bounded captures of the guest's stdout and stderr, logged after the call.
+    pub stdout: MemoryOutputPipe,
+    /// See `stdout`.
+    pub stderr: MemoryOutputPipe,
+}
+
+impl WasiView for GuestState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl tool::types::Host for GuestState {}
+
+impl tool::effects::Host for GuestState {
+    fn perform(
+        &mut self,
+        provider: String,
+        operation: String,
+        payload: String,
+    ) -> wasmtime::Result<Result<String, EffectError>> {
+        let Some(session) = self.session.as_mut() else {
+            return Ok(Err(EffectError::Denied(
+                "effects are not allowed while a tool describes itself".into(),
+            )));
+        };
+        match session.perform(&provider, &operation, &payload) {
+            Ok(result) => Ok(result.map_err(|failure| match failure {
+                EffectFailure::Rejected(s) => EffectError::Rejected(s),
+                EffectFailure::OutcomeUnknown(s) => EffectError::OutcomeUnknown(s),
+                EffectFailure::Denied(s) => EffectError::Denied(s),
+                EffectFailure::Divergence(s) => EffectError::Divergence(s),
+            })),
+            Err(fault) => {
+                let message = fault.to_string();
+                session.host_fault = Some(fault);
+                Err(wasmtime::Error::msg(message))
+            }
+        }
+    }
+}
+
+impl tool::log::Host for GuestState {
+    fn write(&mut self, level: Level, message: String) {
+        let message = truncate(&message, MAX_LOG_LINE);
+        let tool = &*self.tool;
+        match level {
+            Level::Trace => tracing::trace!(target: "justonce::guest", tool, "{message}"),
+            Level::Debug => tracing::debug!(target: "justonce::guest", tool, "{message}"),
+            Level::Info => tracing::info!(target: "justonce::guest", tool, "{message}"),
+            Level::Warn => tracing::warn!(target: "justonce::guest", tool, "{message}"),
+            Level::Error => tracing::error!(target: "justonce::guest", tool, "{message}"),
+        }
+    }
+}
+
+impl GuestState {
+    /// Sends what the guest printed to the host's log (never into results).
+    pub fn flush_output(&self) {
+        for (stream, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            let bytes = pipe.contents();
+            if !bytes.is_empty() {
+                let text = String::from_utf8_lossy(&bytes);
+                tracing::info!(target: "justonce::guest", tool = &*self.tool, stream, "{}", text.trim_end());
+            }
+        }
+    }
+}
+
+/// Cuts `s` to at most `max` bytes on a character boundary.
+pub(crate) fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}

@@ -1,0 +1,249 @@
+//! Invocation records: one per tool-call intent, with its lease and saved outcome.
+
+use rusqlite::{OptionalExtension, Transaction, params};
+
+use super::Store;
+use crate::error::Result;
+use crate::keys::{Fingerprint, InvocationKey};
+
+/// Where an invocation is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvocationState {
+    /// A host holds the lease and is running the guest.
+    Running,
+    /// The guest stopped on an effect whose outcome is unknown (or a divergence);
+    /// a retry resumes it.
+    Incomplete,
+    /// The outcome is saved and is replayed to every retry.
+    Completed,
+}
+
+/// A request to start (or join) an invocation.
+#[derive(Debug, Clone)]
+pub struct Begin<'a> {
+    /// The invocation key.
+    pub key: &'a InvocationKey,
+    /// The conversation scope.
+    pub scope: &'a str,
+    /// The tool's name.
+    pub tool: &'a str,
+    /// The fingerprint of the tool and its canonical arguments.
+    pub fingerprint: &'a Fingerprint,
+    /// Whether the caller chose the key.
+    pub explicit_key: bool,
+    /// The provider's tool-call id, if the caller has one.
+    pub tool_call_id: Option<&'a str>,
+    /// The current time (ms).
+    pub now: i64,
+    /// Records created at or before `now - retention` are treated as absent.
+    pub retention_ms: i64,
+    /// How long a lease taken now lasts (ms).
+    pub lease_ms: i64,
+    /// Who takes the lease.
+    pub owner: &'a str,
+}
+
+/// What the caller of [`Store::begin`] must do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BeginOutcome {
+    /// Run the guest: this caller holds the lease.
+    Run {
+        /// Whether an earlier, unfinished run exists (its journaled effects replay).
+        resumed: bool,
+    },
+    /// Return this saved outcome (stored text), marked replayed.
+    Replay(String),
+    /// Another run holds a live lease: wait for it.
+    Wait,
+    /// The key or tool-call id is bound to different arguments.
+    Mismatch(InvocationKey),
+}
+
+fn expired(created_at: i64, now: i64, retention_ms: i64) -> bool {
+    now >= created_at.saturating_add(retention_ms)
+}
+
+impl Store {
+    /// Decides, in one immediate transaction, whether this call runs, replays, waits
+    /// or is a mismatch, and takes the lease when it runs. A mismatch writes nothing.
+    pub fn begin(&self, b: &Begin<'_>) -> Result<BeginOutcome> {
+        self.transaction(|tx| Ok(Ok::<_, ()>(begin_in(tx, b)?)))
+            .map(|r| r.unwrap_or(BeginOutcome::Wait))
+    }
+
+    /// Saves the outcome of a run that holds the lease, and releases the lease.
+    /// Returns `false` when the lease was lost to another host (nothing written).
+    pub fn complete(
+        &self,
+        key: &InvocationKey,
+        owner: &str,
+        outcome: &str,
+        now: i64,
+    ) -> Result<bool> {
+        self.with(|conn| {
+            let n = conn.execute(
+                "UPDATE invocations SET state = 'completed', outcome = ?3, completed_at = ?4,
+                        updated_at = ?4, lease_owner = NULL, lease_expires_at = NULL
+                  WHERE key = ?1 AND lease_owner = ?2 AND state = 'running'",
+                params![key.as_str(), owner, outcome, now],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
+    /// Leaves a run resumable (an effect's outcome is unknown) and releases the lease.
+    pub fn suspend(&self, key: &InvocationKey, owner: &str, now: i64) -> Result<bool> {
+        self.with(|conn| {
+            let n = conn.execute(
+                "UPDATE invocations SET state = 'incomplete', updated_at = ?3,
+                        lease_owner = NULL, lease_expires_at = NULL
+                  WHERE key = ?1 AND lease_owner = ?2 AND state = 'running'",
+                params![key.as_str(), owner, now],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
+    /// Forgets a run that was rejected before the guest did anything, so the same call
+    /// may succeed later. Only removes a record this owner created and that has no
+    /// effects.
+    pub fn abandon(&self, key: &InvocationKey, owner: &str) -> Result<()> {
+        self.with(|conn| {
+            conn.execute(
+                "DELETE FROM invocations WHERE key = ?1 AND lease_owner = ?2 AND runs = 1
+                   AND NOT EXISTS (SELECT 1 FROM effects WHERE invocation_key = ?1)",
+                params![key.as_str(), owner],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The state and saved outcome of an invocation, unless absent or expired.
+    pub fn invocation_state(
+        &self,
+        key: &InvocationKey,
+        now: i64,
+        retention_ms: i64,
+    ) -> Result<Option<(InvocationState, Option<String>)>> {
+        self.with(|conn| {
+            let row = conn
+                .query_row(
+                    "SELECT state, outcome, created_at FROM invocations WHERE key = ?1",
+                    params![key.as_str()],
+                    |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, Option<String>>(1)?,
+                            r.get::<_, i64>(2)?,
+                        ))
+                    },
+                )
+                .optional()?;
+            Ok(row.and_then(|(state, outcome, created)| {
+                if expired(created, now, retention_ms) && state != "running" {
+                    return None;
+                }
+                Some((parse_state(&state), outcome))
+            }))
+        })
+    }
+}
+
+pub(crate) fn parse_state(s: &str) -> InvocationState {
+    match s {
+        "running" => InvocationState::Running,
+        "completed" => InvocationState::Completed,
+        _ => InvocationState::Incomplete,
+    }
+}
+
+fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<BeginOutcome> {
+    // A tool-call id bound to a live invocation of other arguments is a mismatch.
+    if let Some(call_id) = b.tool_call_id {
+        let bound: Option<(String, i64)> = tx
+            .query_row(
+                "SELECT i.key, i.created_at FROM aliases a JOIN invocations i ON i.key = a.invocation_key
+                  WHERE a.scope = ?1 AND a.tool_call_id = ?2",
+                params![b.scope, call_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        if let Some((bound_key, created)) = bound {
+            if bound_key != b.key.as_str() && !expired(created, b.now, b.retention_ms) {
+                return Ok(BeginOutcome::Mismatch(InvocationKey::from_stored(bound_key)));
+            }
+        }
+    }
+
+    let existing: Option<(String, String, Option<String>, i64, Option<i64>)> = tx
+        .query_row(
+            "SELECT fingerprint, state, outcome, created_at, lease_expires_at
+               FROM invocations WHERE key = ?1",
+            params![b.key.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .optional()?;
+
+    let outcome = match existing {
+        Some((fingerprint, state, outcome, created, lease_expires)) => {
+            let state = parse_state(&state);
+            let lease_live = state == InvocationState::Running
+                && lease_expires.is_some_and(|t| t > b.now);
+            if expired(created, b.now, b.retention_ms) && !lease_live {
+                // Past retention the record is treated as absent, by design.
+                tx.execute("DELETE FROM invocations WHERE key = ?1", params![b.key.as_str()])?;
+                insert(tx, b)?;
+                BeginOutcome::Run { resumed: false }
+            } else if fingerprint != b.fingerprint.as_str() {
+                return Ok(BeginOutcome::Mismatch(b.key.clone()));
+            } else if state == InvocationState::Completed {
+                BeginOutcome::Replay(outcome.unwrap_or_default())
+            } else if lease_live {
+                BeginOutcome::Wait
+            } else {
+                tx.execute(
+                    "UPDATE invocations SET state = 'running', runs = runs + 1, updated_at = ?2,
+                            lease_owner = ?3, lease_expires_at = ?4
+                      WHERE key = ?1",
+                    params![b.key.as_str(), b.now, b.owner, b.now.saturating_add(b.lease_ms)],
+                )?;
+                BeginOutcome::Run { resumed: true }
+            }
+        }
+        None => {
+            insert(tx, b)?;
+            BeginOutcome::Run { resumed: false }
+        }
+    };
+
+    if let Some(call_id) = b.tool_call_id {
+        tx.execute(
+            "INSERT INTO aliases (scope, tool_call_id, invocation_key, created_at)
+             VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (scope, tool_call_id) DO UPDATE
+               SET invocation_key = excluded.invocation_key, created_at = excluded.created_at
+               WHERE aliases.invocation_key <> excluded.invocation_key",
+            params![b.scope, call_id, b.key.as_str(), b.now],
+        )?;
+    }
+    Ok(outcome)
+}
+
+fn insert(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state, runs,
+                                  created_at, updated_at, lease_owner, lease_expires_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'running', 1, ?6, ?6, ?7, ?8)",
+        params![
+            b.key.as_str(),
+            b.scope,
+            b.tool,
+            b.fingerprint.as_str(),
+            b.explicit_key,
+            b.now,
+            b.owner,
+            b.now.saturating_add(b.lease_ms)
+        ],
+    )?;
+    Ok(())
+}

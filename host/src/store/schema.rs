@@ -1,0 +1,84 @@
+//! The journal's schema and its migrations, versioned with `PRAGMA user_version`.
+
+use rusqlite::Connection;
+
+/// Each entry migrates from version `index` to `index + 1`. Append only: a released
+/// migration is never edited.
+const MIGRATIONS: &[&str] = &[
+    // 0 -> 1: invocations, tool-call-id aliases and effects.
+    r#"
+    CREATE TABLE invocations (
+        key              TEXT PRIMARY KEY,
+        scope            TEXT NOT NULL,
+        tool             TEXT NOT NULL,
+        fingerprint      TEXT NOT NULL,
+        explicit_key     INTEGER NOT NULL DEFAULT 0,
+        state            TEXT NOT NULL CHECK (state IN ('running', 'incomplete', 'completed')),
+        outcome          TEXT,
+        runs             INTEGER NOT NULL DEFAULT 0,
+        created_at       INTEGER NOT NULL,
+        updated_at       INTEGER NOT NULL,
+        completed_at     INTEGER,
+        lease_owner      TEXT,
+        lease_expires_at INTEGER
+    ) STRICT;
+    CREATE INDEX invocations_by_scope ON invocations (scope, created_at);
+    CREATE INDEX invocations_by_age ON invocations (created_at);
+
+    CREATE TABLE aliases (
+        scope          TEXT NOT NULL,
+        tool_call_id   TEXT NOT NULL,
+        invocation_key TEXT NOT NULL REFERENCES invocations (key) ON DELETE CASCADE,
+        created_at     INTEGER NOT NULL,
+        PRIMARY KEY (scope, tool_call_id)
+    ) STRICT;
+    CREATE INDEX aliases_by_invocation ON aliases (invocation_key);
+
+    CREATE TABLE effects (
+        key            TEXT PRIMARY KEY,
+        invocation_key TEXT NOT NULL REFERENCES invocations (key) ON DELETE CASCADE,
+        seq            INTEGER NOT NULL,
+        provider       TEXT NOT NULL,
+        class          TEXT NOT NULL,
+        operation      TEXT NOT NULL,
+        fingerprint    TEXT NOT NULL,
+        state          TEXT NOT NULL CHECK (state IN ('pending', 'done')),
+        attempts       INTEGER NOT NULL DEFAULT 0,
+        response       TEXT,
+        last_error     TEXT,
+        created_at     INTEGER NOT NULL,
+        updated_at     INTEGER NOT NULL,
+        UNIQUE (invocation_key, seq)
+    ) STRICT;
+    "#,
+];
+
+/// The schema version this build writes.
+pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// What [`migrate`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Migration {
+    /// The file is at the current version (perhaps after migrating).
+    Current,
+    /// The file was written by a newer build.
+    Newer(i64),
+}
+
+/// Brings the database up to [`CURRENT_VERSION`], one migration per transaction.
+pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<Migration> {
+    loop {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let version: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        if version > CURRENT_VERSION {
+            return Ok(Migration::Newer(version));
+        }
+        if version == CURRENT_VERSION {
+            return Ok(Migration::Current);
+        }
+        let step = MIGRATIONS[usize::try_from(version).unwrap_or(0)];
+        tx.execute_batch(step)?;
+        tx.pragma_update(None, "user_version", version + 1)?;
+        tx.commit()?;
+    }
+}
