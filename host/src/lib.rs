@@ -24,6 +24,7 @@
 //! # }
 //! ```
 
+pub mod cli;
 pub mod clock;
 pub mod error;
 pub mod examples;

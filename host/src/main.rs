@@ -1,1 +1,4 @@
-fn main() {}
+//! The `justonce` binary: a thin shell over [`justonce::cli`].
+fn main() -> std::process::ExitCode {
+    justonce::cli::main()
+}

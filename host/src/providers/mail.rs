@@ -59,11 +59,11 @@ impl MailProvider {
     /// remembered for `dedupe_window`, as a real API forgets keys after a day.
     pub fn open(path: Option<&Path>, clock: Arc<dyn Clock>, dedupe_window: Duration) -> Result<Self> {
         let label = path.unwrap_or(Path::new(":memory:"));
+        let conn = match path {
+            Some(p) => crate::store::open_file(p)?,
+            None => Connection::open_in_memory().map_err(|e| Error::store(label, e))?,
+        };
         let setup = || -> rusqlite::Result<Connection> {
-            let conn = match path {
-                Some(p) => Connection::open(p)?,
-                None => Connection::open_in_memory()?,
-            };
             conn.busy_timeout(Duration::from_secs(30))?;
             conn.execute_batch(
                 "CREATE TABLE IF NOT EXISTS mailbox (

@@ -56,19 +56,23 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// Opens a SQLite file, creating its parent directory first.
+pub(crate) fn open_file(path: &Path) -> Result<Connection> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            Error::Host(anyhow::anyhow!("cannot create the directory {}: {e}", parent.display()))
+        })?;
+    }
+    Connection::open(path).map_err(|e| Error::store(path, e))
+}
+
 /// How long a connection waits for another process's write lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Store {
     /// Opens (creating if needed) the journal at `path`, with its parent directory.
     pub fn open(path: &Path, durability: Durability) -> Result<Self> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| Error::Store {
-                path: path.to_path_buf(),
-                source: rusqlite::Error::ToSqlConversionFailure(Box::new(e)),
-            })?;
-        }
-        let conn = Connection::open(path).map_err(|e| Error::store(path, e))?;
+        let conn = open_file(path)?;
         Self::init(path.to_path_buf(), conn, durability, true)
     }
 
@@ -115,6 +119,12 @@ impl Store {
         // A panic while holding the lock leaves no half-done transaction behind:
         // rusqlite rolls back on drop. The connection is still usable.
         self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs a read-only query against the journal database (tests and tools that
+    /// inspect a provider's tables use it).
+    pub fn read<R>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<R>) -> Result<R> {
+        self.with(|conn| f(conn))
     }
 
     /// Runs `f` with the connection, mapping SQLite errors to [`Error::Store`].

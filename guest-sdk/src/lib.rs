@@ -1,0 +1,277 @@
+//! Write [justonce] tools in Rust.
+//!
+//! A justonce tool is a WebAssembly component that an AI agent calls with JSON
+//! arguments. It reaches the world only through [`effects::perform`], and the host
+//! guards every such call with an idempotency key, so an agent that retries a call
+//! never causes a side effect twice.
+//!
+//! A tool is a `cdylib` crate with a struct, one [`Tool`] impl and one
+//! [`export_tool!`]:
+//!
+//! ```
+//! use justonce_guest::{Tool, ToolError, effects, export_tool};
+//! use schemars::JsonSchema;
+//! use serde::{Deserialize, Serialize};
+//!
+//! /// The arguments; their doc comments become the input schema's descriptions.
+//! #[derive(Deserialize, JsonSchema)]
+//! struct Args {
+//!     /// The order the customer has not paid yet.
+//!     order_id: u64,
+//!     /// Where to send the reminder.
+//!     email: String,
+//! }
+//!
+//! #[derive(Serialize)]
+//! struct Output {
+//!     message_id: String,
+//! }
+//!
+//! #[derive(Serialize)]
+//! struct Mail {
+//!     to: String,
+//!     subject: String,
+//! }
+//!
+//! #[derive(Deserialize)]
+//! struct Sent {
+//!     message_id: String,
+//! }
+//!
+//! struct Remind;
+//!
+//! impl Tool for Remind {
+//!     type Args = Args;
+//!     type Output = Output;
+//!     const NAME: &'static str = "remind";
+//!     const DESCRIPTION: &'static str = "Emails a customer a payment reminder for one order.";
+//!
+//!     fn call(args: Args) -> Result<Output, ToolError> {
+//!         if !args.email.contains('@') {
+//!             return Err(ToolError::new("invalid_email", "The email address has no `@`.")
+//!                 .with_details(serde_json::json!({ "email": args.email })));
+//!         }
+//!         let mail = Mail { to: args.email, subject: format!("Order {} is unpaid", args.order_id) };
+//!         // `?` turns an effect failure into a tool error with a stable code.
+//!         let sent: Sent = effects::perform("mail", "send", &mail)?;
+//!         Ok(Output { message_id: sent.message_id })
+//!     }
+//! }
+//!
+//! export_tool!(Remind);
+//! # fn main() {}
+//! ```
+//!
+//! Build it with `cargo build --release --target wasm32-wasip2`; the `.wasm` in
+//! `target/wasm32-wasip2/release/` is the component the host loads.
+//!
+//! The sequence of effects must follow from the arguments and from earlier
+//! responses: the host replays a resumed call's journaled effects by position, and
+//! fails closed with [`effects::EffectError::Divergence`] if the tool asks for
+//! something else.
+//!
+//! [justonce]: https://example.invalid/justonce
+
+pub mod effects;
+mod error;
+pub mod log;
+
+pub use error::ToolError;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// The bindings generated from `wit/`. Not a stable API: use [`Tool`], [`effects`]
+/// and [`log`].
+#[doc(hidden)]
+pub mod __bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "tool",
+        pub_export_macro: true,
+        export_macro_name: "__justonce_export_world",
+        default_bindings_module: "::justonce_guest::__bindings",
+    });
+}
+
+/// A tool: its name, what it does, its arguments, and the code that handles a call.
+///
+/// Export an implementation with [`export_tool!`].
+pub trait Tool {
+    /// The arguments the agent passes. Their JSON Schema, derived with
+    /// [`schemars::JsonSchema`], is the tool's input schema.
+    type Args: DeserializeOwned + JsonSchema;
+    /// What a successful call returns to the agent, as JSON.
+    type Output: Serialize;
+    /// The name agents call the tool by: lowercase letters, digits and `_`.
+    const NAME: &'static str;
+    /// One or two sentences an agent reads to decide when to call the tool.
+    const DESCRIPTION: &'static str;
+
+    /// Handles one call.
+    ///
+    /// Arguments that do not parse never reach it: the agent gets an
+    /// `invalid_arguments` error instead.
+    fn call(args: Self::Args) -> Result<Self::Output, ToolError>;
+}
+
+/// Exports a [`Tool`] implementation as the component's `describe` and `call`.
+///
+/// Use it once per crate, at the top level, with the type that implements [`Tool`]:
+/// `export_tool!(MyTool);`. The [crate-level example](crate) shows a whole tool.
+#[macro_export]
+macro_rules! export_tool {
+    ($tool:ty) => {
+        const _: () = {
+            struct __JustonceTool;
+
+            impl $crate::__bindings::Guest for __JustonceTool {
+                fn describe() -> $crate::__bindings::ToolInfo {
+                    $crate::__describe::<$tool>()
+                }
+
+                fn call(
+                    args: ::std::string::String,
+                ) -> ::std::result::Result<::std::string::String, $crate::__bindings::ToolError> {
+                    $crate::__call::<$tool>(args)
+                }
+            }
+
+            $crate::__bindings::__justonce_export_world!(__JustonceTool with_types_in $crate::__bindings);
+        };
+    };
+}
+
+/// The body of the exported `describe`.
+#[doc(hidden)]
+pub fn __describe<T: Tool>() -> __bindings::ToolInfo {
+    let schema = schemars::schema_for!(T::Args);
+    __bindings::ToolInfo {
+        name: T::NAME.to_owned(),
+        description: T::DESCRIPTION.to_owned(),
+        input_schema: serde_json::to_string(&schema).expect("a JSON Schema serializes"),
+    }
+}
+
+/// The body of the exported `call`.
+#[doc(hidden)]
+pub fn __call<T: Tool>(args: String) -> Result<String, __bindings::ToolError> {
+    let args: T::Args = serde_json::from_str(&args).map_err(|e| {
+        to_wit(ToolError::new(
+            "invalid_arguments",
+            format!("The arguments do not match the input schema: {e}"),
+        ))
+    })?;
+    let output = T::call(args).map_err(to_wit)?;
+    serde_json::to_string(&output).map_err(|e| {
+        to_wit(ToolError::new(
+            "invalid_output",
+            format!("The tool's output is not serializable: {e}"),
+        ))
+    })
+}
+
+fn to_wit(err: ToolError) -> __bindings::ToolError {
+    __bindings::ToolError {
+        code: err.code,
+        message: err.message,
+        details: err.details.map(|d| d.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Deserialize, JsonSchema)]
+    struct Args {
+        /// How many.
+        n: u32,
+    }
+
+    struct Double;
+
+    impl Tool for Double {
+        type Args = Args;
+        type Output = serde_json::Value;
+        const NAME: &'static str = "double";
+        const DESCRIPTION: &'static str = "Doubles n.";
+
+        fn call(args: Args) -> Result<serde_json::Value, ToolError> {
+            if args.n == 0 {
+                return Err(
+                    ToolError::new("zero", "n is 0").with_details(serde_json::json!({ "n": 0 }))
+                );
+            }
+            Ok(serde_json::json!({ "doubled": args.n * 2 }))
+        }
+    }
+
+    #[test]
+    fn describe_carries_a_2020_12_schema_of_the_args() {
+        let info = __describe::<Double>();
+        assert_eq!(
+            (info.name.as_str(), info.description.as_str()),
+            ("double", "Doubles n.")
+        );
+        let schema: serde_json::Value = serde_json::from_str(&info.input_schema).unwrap();
+        assert_eq!(
+            schema["$schema"],
+            "https://json-schema.org/draft/2020-12/schema"
+        );
+        assert_eq!(schema["properties"]["n"]["description"], "How many.");
+        assert_eq!(schema["required"], serde_json::json!(["n"]));
+    }
+
+    #[test]
+    fn call_parses_args_and_serializes_output() {
+        assert_eq!(
+            __call::<Double>(r#"{"n":21}"#.into()).unwrap(),
+            r#"{"doubled":42}"#
+        );
+    }
+
+    #[test]
+    fn unparsable_args_are_invalid_arguments() {
+        let err = __call::<Double>(r#"{"n":"x"}"#.into()).unwrap_err();
+        assert_eq!(err.code, "invalid_arguments");
+        assert!(err.message.contains("invalid type"), "{}", err.message);
+    }
+
+    #[test]
+    fn tool_errors_keep_their_details_as_json() {
+        let err = __call::<Double>(r#"{"n":0}"#.into()).unwrap_err();
+        assert_eq!(
+            (err.code.as_str(), err.details.as_deref()),
+            ("zero", Some(r#"{"n":0}"#))
+        );
+    }
+
+    #[test]
+    fn effect_errors_map_to_stable_codes() {
+        let rejected: ToolError =
+            effects::EffectError::Rejected(serde_json::json!({ "reason": "declined" })).into();
+        assert_eq!(rejected.code, "effect_rejected");
+        assert_eq!(
+            rejected.details,
+            Some(serde_json::json!({ "reason": "declined" }))
+        );
+        let unknown: ToolError = effects::EffectError::OutcomeUnknown("timeout".into()).into();
+        assert_eq!(unknown.code, "outcome_unknown");
+        assert!(unknown.message.contains("safe"));
+        let codes: Vec<String> = [
+            effects::EffectError::Denied(String::new()),
+            effects::EffectError::Divergence(String::new()),
+            effects::EffectError::BadResponse(String::new()),
+        ]
+        .into_iter()
+        .map(|e| ToolError::from(e).code)
+        .collect();
+        assert_eq!(
+            codes,
+            ["effect_denied", "divergence", "bad_effect_response"]
+        );
+    }
+}

@@ -1,0 +1,133 @@
+//! The `justonce` command line: one file per subcommand, each a clap struct with
+//! `run`. `main` only calls [`main`].
+
+mod demo;
+mod gc;
+mod journal;
+mod key;
+mod run;
+mod tools;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::error::Error;
+use crate::host::{Host, HostBuilder};
+
+/// Exit codes, documented in the README and in `justonce --help`.
+pub mod exit {
+    /// The tool call succeeded (first time or replayed).
+    pub const SUCCESS: u8 = 0;
+    /// The tool reported an error or trapped (saved; a retry replays it).
+    pub const TOOL_ERROR: u8 = 1;
+    /// Bad input: usage, unknown tool, invalid arguments or key, key mismatch.
+    pub const BAD_INPUT: u8 = 2;
+    /// Outcome unknown or still in progress: retrying the same call is safe.
+    pub const RETRY_SAFE: u8 = 3;
+    /// The resumed tool diverged from its journal; nothing was performed.
+    pub const DIVERGENCE: u8 = 4;
+    /// The host itself failed (journal, runtime, loading).
+    pub const HOST_FAILURE: u8 = 5;
+}
+
+const AFTER_HELP: &str = "Exit codes: 0 success, 1 tool error (saved, replayed on retry), \
+2 bad input (nothing stored), 3 outcome unknown or in progress (retrying the same call is safe), \
+4 divergence, 5 host failure.";
+
+/// A WebAssembly tool host for AI agents that makes every retry safe.
+#[derive(Debug, Parser)]
+#[command(name = "justonce", version, about, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// Directory of tool components (*.wasm). Default: the example tools built into
+    /// this binary.
+    #[arg(long, global = true, value_name = "DIR", env = "JUSTONCE_TOOLS")]
+    tools: Option<PathBuf>,
+
+    /// The journal database.
+    #[arg(
+        long,
+        global = true,
+        value_name = "PATH",
+        env = "JUSTONCE_DB",
+        default_value = ".justonce/state.db"
+    )]
+    db: PathBuf,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    Run(run::Run),
+    Tools(tools::Tools),
+    Key(key::Key),
+    Journal(journal::Journal),
+    Gc(gc::Gc),
+    Demo(demo::Demo),
+}
+
+impl Cli {
+    /// A host builder with the journal and tools chosen on the command line.
+    fn host(&self) -> HostBuilder {
+        let builder = Host::builder().database(&self.db);
+        match &self.tools {
+            Some(dir) => builder.tools_dir(dir),
+            None => builder.example_tools(),
+        }
+    }
+}
+
+/// The exit code for an error.
+pub fn exit_code(error: &Error) -> u8 {
+    match error {
+        Error::UnknownTool { .. }
+        | Error::InvalidArguments { .. }
+        | Error::InvalidKey(_)
+        | Error::Mismatch { .. } => exit::BAD_INPUT,
+        Error::InProgress { .. } | Error::OutcomeUnknown { .. } | Error::LeaseLost { .. } => {
+            exit::RETRY_SAFE
+        }
+        Error::Divergence { .. } => exit::DIVERGENCE,
+        Error::Load { .. }
+        | Error::DuplicateTool { .. }
+        | Error::Store { .. }
+        | Error::NewerSchema { .. }
+        | Error::Host(_) => exit::HOST_FAILURE,
+    }
+}
+
+/// Parses the command line, runs the command and returns its exit code. Errors are
+/// printed to stderr with their causes.
+pub fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("JUSTONCE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Run(cmd) => cmd.run(&cli),
+        Command::Tools(cmd) => cmd.run(&cli),
+        Command::Key(cmd) => cmd.run(&cli),
+        Command::Journal(cmd) => cmd.run(&cli),
+        Command::Gc(cmd) => cmd.run(&cli),
+        Command::Demo(cmd) => cmd.run(&cli),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => {
+            eprintln!("justonce: {error:#}");
+            ExitCode::from(exit_code(&error))
+        }
+    }
+}
+
+/// Prints a JSON value on one line of stdout.
+fn print_json(value: &serde_json::Value) {
+    println!("{value}");
+}

@@ -1,0 +1,84 @@
+//! `justonce run`: call one tool under the guard and print the outcome as JSON.
+
+use std::path::Path;
+
+use clap::Args;
+use serde_json::json;
+
+use super::{Cli, exit, exit_code, print_json};
+use crate::error::Error;
+use crate::host::CallRequest;
+
+/// Call one tool and print one JSON object with `ok`, `result` or `error`, `replayed`
+/// and `key`.
+#[derive(Debug, Args)]
+pub struct Run {
+    /// The tool's name, or the path of a `.wasm` component to load and call.
+    tool: String,
+    /// The arguments, a JSON object.
+    #[arg(long, value_name = "JSON")]
+    args: String,
+    /// The conversation: the window in which a repeat is a duplicate.
+    #[arg(long, value_name = "ID")]
+    conversation: Option<String>,
+    /// The model provider's tool-call id (an alias of the derived key).
+    #[arg(long, value_name = "ID")]
+    call_id: Option<String>,
+    /// An explicit idempotency key instead of the derived one.
+    #[arg(long, value_name = "KEY")]
+    key: Option<String>,
+}
+
+impl Run {
+    pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
+        let path = Path::new(&self.tool);
+        let is_component = self.tool.ends_with(".wasm") || path.is_file();
+        let builder = if is_component {
+            cli.host().component(path)
+        } else {
+            cli.host()
+        };
+        let host = builder.build()?;
+        let tool = if is_component {
+            host.runtime()
+                .tools()
+                .find(|t| t.source == path)
+                .map(|t| t.name.clone())
+                .unwrap_or_default()
+        } else {
+            self.tool.clone()
+        };
+        let mut request = CallRequest::new(tool, self.args.clone());
+        request.conversation = self.conversation.clone();
+        request.tool_call_id = self.call_id.clone();
+        request.key = self.key.clone();
+        match host.call(&request) {
+            Ok(response) => {
+                print_json(&response.to_json());
+                Ok(if response.outcome.is_success() {
+                    exit::SUCCESS
+                } else {
+                    exit::TOOL_ERROR
+                })
+            }
+            Err(error) => {
+                print_json(&error_json(&error));
+                Ok(exit_code(&error))
+            }
+        }
+    }
+}
+
+/// The JSON an agent gets for a call that produced no outcome.
+pub(crate) fn error_json(error: &Error) -> serde_json::Value {
+    json!({
+        "ok": false,
+        "error": {
+            "kind": error.kind(),
+            "message": error.to_string(),
+            "retry_safe": error.retry_safe(),
+        },
+        "replayed": false,
+        "key": error.key().map(|k| k.to_string()),
+    })
+}

@@ -1,0 +1,40 @@
+//! Test guest: tries to open a TCP socket, to test that sockets are denied.
+
+use justonce_guest::{Tool, ToolError, export_tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Deserialize, JsonSchema)]
+struct Args {}
+
+#[derive(Serialize)]
+struct Output {
+    /// Whether the connection succeeded (it must not).
+    connected: bool,
+    /// The I/O error's text, if it failed.
+    error: Option<String>,
+}
+
+struct OpenSocket;
+
+impl Tool for OpenSocket {
+    type Args = Args;
+    type Output = Output;
+    const NAME: &'static str = "open_socket";
+    const DESCRIPTION: &'static str = "Tries to connect to 127.0.0.1:9.";
+
+    fn call(_: Args) -> Result<Output, ToolError> {
+        Ok(match std::net::TcpStream::connect("127.0.0.1:9") {
+            Ok(_) => Output {
+                connected: true,
+                error: None,
+            },
+            Err(e) => Output {
+                connected: false,
+                error: Some(e.to_string()),
+            },
+        })
+    }
+}
+
+export_tool!(OpenSocket);

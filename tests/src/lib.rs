@@ -1,0 +1,8 @@
+//! The guest components that only justonce's integration tests run. The tests
+//! themselves live in `tests/tests/` and belong to the `justonce` package, so they
+//! can reach the CLI through `CARGO_BIN_EXE_justonce`.
+
+/// Paths to the test guest components in `tests/guests/`, built by `build.rs`.
+pub mod guests {
+    include!(concat!(env!("OUT_DIR"), "/guests.rs"));
+}

@@ -1,0 +1,145 @@
+//! The `justonce` binary end to end, as an agent's harness would run it.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn justonce(db: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_justonce"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env_remove("JUSTONCE_TOOLS")
+        .output()
+        .expect("run justonce")
+}
+
+fn json_of(output: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON object ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+fn mailbox_count(db: &Path) -> i64 {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row("SELECT COUNT(*) FROM mailbox", [], |r| r.get(0))
+        .unwrap()
+}
+
+const ARGS: &str = r#"{"orders":[{"order_id":4417,"email":"ada@example.com","amount_cents":1299}]}"#;
+
+#[test]
+fn two_run_processes_with_the_same_call_make_one_effect_and_the_second_is_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let run = |call_id: &str| {
+        justonce(
+            &db,
+            &["run", "send_receipt", "--args", ARGS, "--conversation", "conv-1", "--call-id", call_id],
+        )
+    };
+    let first = run("call_1");
+    assert_eq!(first.status.code(), Some(0), "{}", String::from_utf8_lossy(&first.stderr));
+    let first = json_of(&first);
+    assert_eq!(first["ok"], true);
+    assert_eq!(first["replayed"], false);
+
+    let second = run("call_2");
+    assert_eq!(second.status.code(), Some(0));
+    let second = json_of(&second);
+    assert_eq!(second["replayed"], true);
+    assert_eq!(second["key"], first["key"]);
+    assert_eq!(second["result"], first["result"]);
+    assert_eq!(mailbox_count(&db), 1, "one email");
+
+    let other = justonce(
+        &db,
+        &["run", "send_receipt", "--args", &ARGS.replace("4417", "4418"), "--conversation", "conv-1"],
+    );
+    let other = json_of(&other);
+    assert_eq!(other["replayed"], false);
+    assert_ne!(other["key"], first["key"]);
+    assert_eq!(mailbox_count(&db), 2, "a different call is a second email");
+}
+
+#[test]
+fn two_concurrent_run_processes_make_one_effect() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    // Create the database first so both processes open an existing file.
+    justonce(&db, &["gc"]);
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_justonce"))
+            .arg("--db")
+            .arg(&db)
+            .args(["run", "send_receipt", "--args", ARGS, "--conversation", "conv-2"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let outputs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+    let results: Vec<Value> = outputs.iter().map(json_of).collect();
+    assert!(results.iter().all(|r| r["ok"] == true), "{results:?}");
+    assert_eq!(results[0]["key"], results[1]["key"]);
+    assert_eq!(results.iter().filter(|r| r["replayed"] == true).count(), 1);
+    assert_eq!(mailbox_count(&db), 1);
+}
+
+#[test]
+fn run_reports_bad_input_with_its_exit_code_and_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let out = justonce(&db, &["run", "send_receipt", "--args", "{not json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let v = json_of(&out);
+    assert_eq!(v["error"]["kind"], "invalid_arguments");
+    let out = justonce(&db, &["run", "no_such_tool", "--args", "{}"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(json_of(&out)["error"]["kind"], "unknown_tool");
+    let journal = justonce(&db, &["journal", "--json"]);
+    assert_eq!(json_of(&journal), serde_json::json!([]));
+}
+
+#[test]
+fn key_prints_the_invocation_key_that_run_uses() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let key = justonce(&db, &["key", "send_receipt", "--args", ARGS, "--conversation", "c"]);
+    assert!(key.status.success());
+    let key = String::from_utf8(key.stdout).unwrap();
+    let run = json_of(&justonce(&db, &["run", "send_receipt", "--args", ARGS, "--conversation", "c"]));
+    assert_eq!(run["key"], key.trim());
+    assert_eq!(key.trim().len(), 32);
+    assert_eq!(mailbox_count(&db), 1);
+}
+
+#[test]
+fn tools_json_lists_the_example_tools_with_their_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = justonce(&dir.path().join("state.db"), &["tools", "--json"]);
+    assert!(out.status.success());
+    let tools = json_of(&out);
+    let names: Vec<&str> = tools.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["refund", "send_receipt"]);
+    let schema = &tools[1]["inputSchema"];
+    assert!(schema["properties"]["orders"].is_object(), "{schema}");
+}
+
+#[test]
+fn demo_shows_the_retry_and_one_email() {
+    let dir = tempfile::tempdir().unwrap();
+    // A directory that does not exist yet, as `.justonce/` on a fresh checkout.
+    let db = dir.path().join(".justonce").join("state.db");
+    let out = justonce(&db, &["demo"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("attempt 2"), "{stdout}");
+    assert!(stdout.contains("2 email(s) sent for 2 orders, 1 refund(s)"), "{stdout}");
+    assert_eq!(mailbox_count(&db), 2);
+}

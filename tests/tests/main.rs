@@ -1,0 +1,7 @@
+//! justonce's integration tests: one binary, real components end to end.
+
+mod support;
+
+mod cli;
+mod contract;
+mod retry;

@@ -1,0 +1,78 @@
+//! Shared helpers: one compiled runtime per test binary, test providers with fault
+//! injection, and a small builder for hosts on a manual clock.
+
+#![allow(dead_code)]
+
+pub mod providers;
+
+use std::path::Path;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use justonce::runtime::{Limits, Runtime};
+use justonce::{Host, HostBuilder, ManualClock, RetryPolicy};
+
+pub use providers::{Fault, FakePayments};
+
+/// Every example tool and test guest, compiled once for the whole test binary.
+pub static RUNTIME: LazyLock<Arc<Runtime>> = LazyLock::new(|| {
+    let mut runtime = Runtime::new(Limits::default()).expect("runtime");
+    for (name, bytes) in justonce::examples::ALL {
+        runtime
+            .load(Path::new(name), bytes)
+            .unwrap_or_else(|e| panic!("example tool {name}: {e}"));
+    }
+    for (name, path) in justonce_tests::guests::ALL {
+        runtime
+            .load_file(Path::new(path))
+            .unwrap_or_else(|e| panic!("test guest {name}: {e}"));
+    }
+    Arc::new(runtime)
+});
+
+/// A host on the shared runtime with an in-memory journal, a manual clock, zero
+/// backoff, and a mail provider the test can inspect.
+pub struct TestHost {
+    pub host: Host,
+    pub clock: ManualClock,
+    pub mail: Arc<justonce::providers::MailProvider>,
+}
+
+/// Builds a [`TestHost`]; `configure` adds providers or changes policies.
+pub fn test_host(configure: impl FnOnce(HostBuilder) -> HostBuilder) -> TestHost {
+    test_host_with_mail(0, configure)
+}
+
+/// As [`test_host`], with a mail provider that loses the first `lose` responses per key.
+pub fn test_host_with_mail(
+    lose: u32,
+    configure: impl FnOnce(HostBuilder) -> HostBuilder,
+) -> TestHost {
+    let clock = ManualClock::default();
+    let mail = Arc::new(
+        justonce::providers::MailProvider::open(
+            None,
+            Arc::new(clock.clone()),
+            Duration::from_secs(24 * 3600),
+        )
+        .expect("mailbox")
+        .lose_first_responses(lose),
+    );
+    let builder = Host::builder()
+        .runtime(RUNTIME.clone())
+        .clock(Arc::new(clock.clone()))
+        .retry_policy(RetryPolicy::immediate(3))
+        .provider("mail", mail.clone());
+    let host = configure(builder).build().expect("host");
+    TestHost { host, clock, mail }
+}
+
+/// `send_receipt` arguments for one order.
+pub fn receipt_args(order: u64, email: &str) -> String {
+    format!(r#"{{"orders":[{{"order_id":{order},"email":"{email}","amount_cents":1299}}]}}"#)
+}
+
+/// How many invocation records the journal holds.
+pub fn invocation_count(host: &Host) -> usize {
+    host.store().journal(None, 10_000).expect("journal").len()
+}
