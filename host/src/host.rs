@@ -111,6 +111,8 @@ pub struct HostBuilder {
     tools_dir: Option<PathBuf>,
     example_tools: bool,
     lose_first_mail_responses: u32,
+    /// `None`: beside the database; `Some(None)`: no cache.
+    compile_cache: Option<Option<PathBuf>>,
 }
 
 impl Default for HostBuilder {
@@ -131,6 +133,7 @@ impl Default for HostBuilder {
             tools_dir: None,
             example_tools: false,
             lose_first_mail_responses: 0,
+            compile_cache: None,
         }
     }
 }
@@ -223,12 +226,34 @@ impl HostBuilder {
         self
     }
 
+    /// Keeps compiled components in `dir` so the next process loads them without
+    /// compiling (see [`Runtime::set_compile_cache`]). By default a host with a
+    /// database file keeps them in `cache/` beside it (`.justonce/cache/` for the
+    /// CLI's default); an in-memory host keeps none.
+    pub fn compile_cache(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.compile_cache = Some(Some(dir.into()));
+        self
+    }
+
+    /// Compiles every component at load, with no on-disk cache.
+    pub fn no_compile_cache(mut self) -> Self {
+        self.compile_cache = Some(None);
+        self
+    }
+
     /// Opens the journal, loads the tools and registers the built-in providers.
     pub fn build(self) -> Result<Host> {
         let runtime = match self.runtime {
             Some(runtime) => runtime,
             None => {
                 let mut runtime = Runtime::new(self.limits.clone())?;
+                let cache_dir = match &self.compile_cache {
+                    Some(choice) => choice.clone(),
+                    None => self.database.as_deref().map(|db| db.with_file_name("cache")),
+                };
+                if let Some(dir) = cache_dir {
+                    runtime.set_compile_cache(dir);
+                }
                 if self.example_tools {
                     for (name, bytes) in crate::examples::ALL {
                         runtime.load(Path::new(&format!("<built-in {name}>")), bytes)?;

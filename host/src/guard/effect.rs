@@ -159,17 +159,25 @@ impl EffectSession {
         if class == ProviderClass::Transactional {
             return self.transactional(provider.as_ref(), &new, &payload, existing.as_ref());
         }
-        match existing {
+        let first_attempt = match existing {
             Some(_) if class == ProviderClass::Unkeyed => {
                 // A pending unkeyed effect may have happened; repeating it could do it
                 // twice. Fail closed until a person resolves it.
                 let reason = "an earlier attempt of this unkeyed effect may have taken effect; a person must resolve it".to_string();
                 return Ok(Err(self.unknown(seq, provider_name, reason)));
             }
-            Some(_) => {}
-            None => shared.store.insert_pending(&new)?,
-        }
-        self.attempts(provider.as_ref(), class, provider_name, seq, operation, &payload)
+            Some(_) => None,
+            // The one write that must be on disk before the provider is called: the
+            // pending record with its key (and its first attempt, counted in the same
+            // write). After a crash or a power cut, a retry finds it and reuses the key
+            // (keyed), or learns the effect may have happened (unkeyed). Taking the
+            // lease and saving the provider's answer need no fsync of their own: the
+            // lease is only a hint to live duplicates, and an answer lost with the
+            // power is fetched again under the same key (keyed) or fails closed
+            // (unkeyed). The outcome is made durable before the caller is answered.
+            None => Some(shared.store.insert_pending(&new)?),
+        };
+        self.attempts(provider.as_ref(), class, provider_name, seq, operation, &payload, first_attempt)
     }
 
     fn unknown(&mut self, seq: u32, provider: &str, reason: String) -> EffectFailure {
@@ -189,6 +197,7 @@ impl EffectSession {
         seq: u32,
         operation: &str,
         payload: &Value,
+        mut first_attempt: Option<(crate::keys::EffectKey, u32)>,
     ) -> Result<Result<String, EffectFailure>, Error> {
         let shared = Arc::clone(&self.shared);
         let budget = if class == ProviderClass::Unkeyed {
@@ -204,10 +213,12 @@ impl EffectSession {
                 std::thread::sleep(pause);
             }
             // The key is read back from the journal on every attempt, never recomputed.
-            let (key, attempt) =
-                shared
+            let (key, attempt) = match first_attempt.take() {
+                Some(first) => first,
+                None => shared
                     .store
-                    .begin_attempt(&self.invocation, seq, shared.clock.now_ms())?;
+                    .begin_attempt(&self.invocation, seq, shared.clock.now_ms())?,
+            };
             let request = EffectRequest {
                 key: &key,
                 invocation: &self.invocation,
@@ -270,10 +281,12 @@ impl EffectSession {
         let shared = Arc::clone(&self.shared);
         let invocation = &self.invocation;
         let outcome = shared.store.transaction(|tx| {
-            if existing.is_none() {
-                crate::store::insert_effect(tx, new, EffectState::Pending)?;
-            }
-            let (key, attempt) = crate::store::begin_attempt_in(tx, invocation, new.seq, new.now)?;
+            // No durable point: the record and the provider's writes commit together
+            // or not at all, so a power cut can only lose both.
+            let (key, attempt) = match existing {
+                None => crate::store::insert_effect(tx, new, EffectState::Pending)?,
+                Some(_) => crate::store::begin_attempt_in(tx, invocation, new.seq, new.now)?,
+            };
             let request = EffectRequest {
                 key: &key,
                 invocation,

@@ -2,10 +2,15 @@
 //! a fresh deny-all `Store` for every call.
 
 mod bindings;
+mod cache;
 mod limits;
+mod pool;
 mod state;
+mod unguarded;
 
+pub use cache::{CacheStats, CompileCache};
 pub use limits::Limits;
+pub use pool::CONCURRENT_CALLS;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,7 +20,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, StoreLimitsBuilder, Trap};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, StoreLimitsBuilder, Trap};
 use wasmtime_wasi::WasiCtx;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
@@ -75,6 +80,8 @@ pub struct Runtime {
     tools: BTreeMap<String, Arc<LoadedTool>>,
     refused: Vec<RefusedTool>,
     ticker_stop: Arc<AtomicBool>,
+    cache: Option<CompileCache>,
+    permits: pool::CallPermits,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -98,6 +105,10 @@ impl Runtime {
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
+        // A fresh store per call is cheap with pre-reserved slots (see `pool`).
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(
+            pool::pooling_config(&limits),
+        ));
         let engine = Engine::new(&config)?;
         let mut linker = Linker::<GuestState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
@@ -124,7 +135,21 @@ impl Runtime {
             tools: BTreeMap::new(),
             refused: Vec::new(),
             ticker_stop,
+            cache: None,
+            permits: pool::CallPermits::new(pool::CONCURRENT_CALLS),
         })
+    }
+
+    /// Keeps compiled components in `dir` (created on first use) and loads them from
+    /// there when their bytes and this engine's configuration match, instead of
+    /// compiling again. Applies to the components loaded after this call.
+    pub fn set_compile_cache(&mut self, dir: impl Into<PathBuf>) {
+        self.cache = Some(CompileCache::new(&self.engine, dir.into()));
+    }
+
+    /// The compiled-component cache, if one was set.
+    pub fn compile_cache(&self) -> Option<&CompileCache> {
+        self.cache.as_ref()
     }
 
     /// The limits every call runs under.
@@ -187,8 +212,11 @@ impl Runtime {
         if !bytes.starts_with(b"\0asm") {
             return Err(refuse("not a WebAssembly file (no \\0asm header)".into()));
         }
-        let component = Component::from_binary(&self.engine, bytes)
-            .map_err(|e| refuse(format!("not a valid component: {e:#}")))?;
+        let component = match &self.cache {
+            Some(cache) => cache.component(&self.engine, bytes),
+            None => Component::from_binary(&self.engine, bytes),
+        }
+        .map_err(|e| refuse(format!("not a valid component: {e:#}")))?;
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -196,6 +224,7 @@ impl Runtime {
         let pre = ToolPre::new(pre)
             .map_err(|e| refuse(format!("does not export the justonce `tool` world: {e:#}")))?;
 
+        let _slot = self.permits.acquire();
         let mut store = self.store(Arc::from("<describe>"), None);
         let info = pre
             .instantiate(&mut store)
@@ -289,6 +318,7 @@ impl Runtime {
         args: &str,
         session: EffectSession,
     ) -> (GuestOutcome, EffectSession) {
+        let _slot = self.permits.acquire();
         let mut store = self.store(Arc::from(tool.name.as_str()), Some(session));
         let result = tool
             .pre

@@ -60,11 +60,11 @@ pub(crate) fn get(
     invocation: &InvocationKey,
     seq: u32,
 ) -> rusqlite::Result<Option<EffectRecord>> {
-    conn.query_row(
+    conn.prepare_cached(
         "SELECT key, provider, operation, fingerprint, state, attempts, response
            FROM effects WHERE invocation_key = ?1 AND seq = ?2",
-        params![invocation.as_str(), seq],
-        |r| {
+    )?
+    .query_row(params![invocation.as_str(), seq], |r| {
             Ok(EffectRecord {
                 key: EffectKey::from_stored(r.get(0)?),
                 provider: r.get(1)?,
@@ -78,16 +78,24 @@ pub(crate) fn get(
                 attempts: r.get(5)?,
                 response: r.get(6)?,
             })
-        },
-    )
+    })
     .optional()
 }
 
-pub(crate) fn insert(conn: &Connection, e: &NewEffect<'_>, state: EffectState) -> rusqlite::Result<()> {
-    conn.execute(
+/// Journals an effect with its first attempt already counted, and reads its key back
+/// (a later attempt never recomputes it).
+pub(crate) fn insert(
+    conn: &Connection,
+    e: &NewEffect<'_>,
+    state: EffectState,
+) -> rusqlite::Result<(EffectKey, u32)> {
+    conn.prepare_cached(
         "INSERT INTO effects (key, invocation_key, seq, provider, class, operation, fingerprint,
                               state, attempts, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?9)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9)
+      RETURNING key, attempts",
+    )?
+    .query_row(
         params![
             e.key.as_str(),
             e.invocation.as_str(),
@@ -102,8 +110,8 @@ pub(crate) fn insert(conn: &Connection, e: &NewEffect<'_>, state: EffectState) -
             },
             e.now
         ],
-    )?;
-    Ok(())
+        |r| Ok((EffectKey::from_stored(r.get(0)?), r.get(1)?)),
+    )
 }
 
 pub(crate) fn begin_attempt_in(
@@ -112,13 +120,14 @@ pub(crate) fn begin_attempt_in(
     seq: u32,
     now: i64,
 ) -> rusqlite::Result<(EffectKey, u32)> {
-    conn.query_row(
+    conn.prepare_cached(
         "UPDATE effects SET attempts = attempts + 1, updated_at = ?3
           WHERE invocation_key = ?1 AND seq = ?2
       RETURNING key, attempts",
-        params![invocation.as_str(), seq, now],
-        |r| Ok((EffectKey::from_stored(r.get(0)?), r.get(1)?)),
-    )
+    )?
+    .query_row(params![invocation.as_str(), seq, now], |r| {
+        Ok((EffectKey::from_stored(r.get(0)?), r.get(1)?))
+    })
 }
 
 pub(crate) fn finish(
@@ -127,10 +136,10 @@ pub(crate) fn finish(
     response: &str,
     now: i64,
 ) -> rusqlite::Result<()> {
-    conn.execute(
+    conn.prepare_cached(
         "UPDATE effects SET state = 'done', response = ?2, updated_at = ?3 WHERE key = ?1",
-        params![key.as_str(), response, now],
-    )?;
+    )?
+    .execute(params![key.as_str(), response, now])?;
     Ok(())
 }
 
@@ -140,10 +149,15 @@ impl Store {
         self.with(|conn| get(conn, invocation, seq))
     }
 
-    /// Journals a pending effect. This write is durable before the provider is called:
-    /// it is what lets a retry after a crash find the key it must reuse.
-    pub fn insert_pending(&self, effect: &NewEffect<'_>) -> Result<()> {
-        self.with(|conn| insert(conn, effect, EffectState::Pending))
+    /// Journals a pending effect with its first attempt counted, in one write, and
+    /// returns the key read back with the attempt's number (1). The write is durable
+    /// (see [`Store::make_durable`]) before this returns, so before the provider is
+    /// called: it is what lets a retry after a crash or a power cut find the key it
+    /// must reuse, and what tells it that an unkeyed effect may have happened.
+    pub fn insert_pending(&self, effect: &NewEffect<'_>) -> Result<(EffectKey, u32)> {
+        let first = self.with(|conn| insert(conn, effect, EffectState::Pending))?;
+        self.make_durable()?;
+        Ok(first)
     }
 
     /// Counts one more attempt and returns the key to use, read back from the journal

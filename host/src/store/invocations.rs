@@ -1,6 +1,6 @@
 //! Invocation records: one per tool-call intent, with its lease and saved outcome.
 
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use super::Store;
 use crate::error::Result;
@@ -66,13 +66,26 @@ fn expired(created_at: i64, now: i64, retention_ms: i64) -> bool {
 impl Store {
     /// Decides, in one immediate transaction, whether this call runs, replays, waits
     /// or is a mismatch, and takes the lease when it runs. A mismatch writes nothing.
+    ///
+    /// A replayed outcome is durable (see [`Store::make_durable`]) before it is
+    /// returned, like the one its first caller got.
     pub fn begin(&self, b: &Begin<'_>) -> Result<BeginOutcome> {
-        self.transaction(|tx| Ok(Ok::<_, ()>(begin_in(tx, b)?)))
-            .map(|r| r.unwrap_or(BeginOutcome::Wait))
+        let outcome = match self.with(|conn| completed_in(conn, b))? {
+            Some(stored) => BeginOutcome::Replay(stored),
+            None => self
+                .transaction(|tx| Ok(Ok::<_, ()>(begin_in(tx, b)?)))
+                .map(|r| r.unwrap_or(BeginOutcome::Wait))?,
+        };
+        if matches!(outcome, BeginOutcome::Replay(_)) {
+            self.make_durable()?;
+        }
+        Ok(outcome)
     }
 
     /// Saves the outcome of a run that holds the lease, and releases the lease.
     /// Returns `false` when the lease was lost to another host (nothing written).
+    /// The outcome is durable (see [`Store::make_durable`]) before this returns: the
+    /// answer a caller gets is always one a retry can get again.
     pub fn complete(
         &self,
         key: &InvocationKey,
@@ -80,15 +93,20 @@ impl Store {
         outcome: &str,
         now: i64,
     ) -> Result<bool> {
-        self.with(|conn| {
-            let n = conn.execute(
-                "UPDATE invocations SET state = 'completed', outcome = ?3, completed_at = ?4,
-                        updated_at = ?4, lease_owner = NULL, lease_expires_at = NULL
-                  WHERE key = ?1 AND lease_owner = ?2 AND state = 'running'",
-                params![key.as_str(), owner, outcome, now],
-            )?;
+        let saved = self.with(|conn| {
+            let n = conn
+                .prepare_cached(
+                    "UPDATE invocations SET state = 'completed', outcome = ?3, completed_at = ?4,
+                            updated_at = ?4, lease_owner = NULL, lease_expires_at = NULL
+                      WHERE key = ?1 AND lease_owner = ?2 AND state = 'running'",
+                )?
+                .execute(params![key.as_str(), owner, outcome, now])?;
             Ok(n == 1)
-        })
+        })?;
+        if saved {
+            self.make_durable()?;
+        }
+        Ok(saved)
     }
 
     /// Leaves a run resumable (an effect's outcome is unknown) and releases the lease.
@@ -157,6 +175,38 @@ pub(crate) fn parse_state(s: &str) -> InvocationState {
     }
 }
 
+/// The fast path of a replay: the saved outcome of a completed, live invocation with
+/// the same arguments, whose tool-call id (if any) is already bound to it, read
+/// without taking the write lock. Anything else (absent, running, expired, a mismatch,
+/// an alias to bind) is `None` and left to [`begin_in`].
+fn completed_in(conn: &Connection, b: &Begin<'_>) -> rusqlite::Result<Option<String>> {
+    let row: Option<(String, Option<String>, i64)> = conn
+        .prepare_cached(
+            "SELECT fingerprint, outcome, created_at FROM invocations
+              WHERE key = ?1 AND state = 'completed'",
+        )?
+        .query_row(params![b.key.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    let Some((fingerprint, Some(outcome), created)) = row else {
+        return Ok(None);
+    };
+    if fingerprint != b.fingerprint.as_str() || expired(created, b.now, b.retention_ms) {
+        return Ok(None);
+    }
+    if let Some(call_id) = b.tool_call_id {
+        let bound: Option<String> = conn
+            .prepare_cached(
+                "SELECT invocation_key FROM aliases WHERE scope = ?1 AND tool_call_id = ?2",
+            )?
+            .query_row(params![b.scope, call_id], |r| r.get(0))
+            .optional()?;
+        if bound.as_deref() != Some(b.key.as_str()) {
+            return Ok(None);
+        }
+    }
+    Ok(Some(outcome))
+}
+
 fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<BeginOutcome> {
     // A tool-call id bound to a live invocation of other arguments is a mismatch.
     if let Some(call_id) = b.tool_call_id {
@@ -176,12 +226,13 @@ fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<BeginOutcom
     }
 
     let existing: Option<(String, String, Option<String>, i64, Option<i64>)> = tx
-        .query_row(
+        .prepare_cached(
             "SELECT fingerprint, state, outcome, created_at, lease_expires_at
                FROM invocations WHERE key = ?1",
-            params![b.key.as_str()],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
-        )
+        )?
+        .query_row(params![b.key.as_str()], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
         .optional()?;
 
     let outcome = match existing {
@@ -230,11 +281,12 @@ fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<BeginOutcom
 }
 
 fn insert(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<()> {
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state, runs,
                                   created_at, updated_at, lease_owner, lease_expires_at)
          VALUES (?1, ?2, ?3, ?4, ?5, 'running', 1, ?6, ?6, ?7, ?8)",
-        params![
+    )?
+    .execute(params![
             b.key.as_str(),
             b.scope,
             b.tool,
@@ -243,7 +295,6 @@ fn insert(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<()> {
             b.now,
             b.owner,
             b.now.saturating_add(b.lease_ms)
-        ],
-    )?;
+    ])?;
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! `BEGIN IMMEDIATE`, so two processes on one file serialize instead of failing with
 //! `database is locked`.
 
+mod durable;
 mod effects;
 mod invocations;
 mod journal;
@@ -15,6 +16,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
+pub use durable::StoreStats;
 pub use effects::{EffectRecord, EffectState, NewEffect};
 pub(crate) use effects::{begin_attempt_in, finish as finish_effect_in, insert as insert_effect};
 pub use invocations::{Begin, BeginOutcome, InvocationState};
@@ -23,31 +25,29 @@ pub use schema::CURRENT_VERSION;
 
 use crate::error::{Error, Result};
 
-/// How hard SQLite works to make a commit survive a power cut.
+/// How hard the journal works to make a commit survive a power cut. Both modes
+/// survive a crash of the process; they differ only when the machine loses power.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
-    /// `synchronous=FULL`: every commit is on disk before it returns (an fsync per
-    /// commit). The default: an effect record must not vanish after its payment ran.
+    /// Like SQLite's `synchronous=FULL` where the contract needs it: the effect record
+    /// is on disk before its provider is called, and the outcome is on disk before a
+    /// caller is answered (or replayed), so no power cut can make a payment that ran
+    /// forget its key. Concurrent callers share those fsyncs (group commit, see
+    /// `store/durable.rs`); other commits (taking a lease, an effect's answer that a
+    /// keyed retry would fetch again) are not waited for. The default.
     #[default]
     Full,
-    /// `synchronous=NORMAL`: commits survive a crash of the process but the last ones
-    /// may be lost on a power cut. Faster.
+    /// `synchronous=NORMAL` and no durable points: no fsync on the call path. A power
+    /// cut may lose the last commits — an effect that ran may then be performed again
+    /// under a key the journal forgot. Faster; for journals that can be rebuilt.
     Normal,
-}
-
-impl Durability {
-    fn pragma(self) -> &'static str {
-        match self {
-            Self::Full => "FULL",
-            Self::Normal => "NORMAL",
-        }
-    }
 }
 
 /// The journal database.
 pub struct Store {
     path: PathBuf,
     conn: Mutex<Connection>,
+    sync: durable::GroupSync,
 }
 
 impl std::fmt::Debug for Store {
@@ -84,13 +84,17 @@ impl Store {
     }
 
     fn init(path: PathBuf, mut conn: Connection, durability: Durability, wal: bool) -> Result<Self> {
+        let sync = durable::GroupSync::new(&path, wal && durability == Durability::Full);
+        sync.watch(&conn);
         let setup = |conn: &mut Connection| -> rusqlite::Result<schema::Migration> {
             conn.busy_timeout(BUSY_TIMEOUT)?;
             if wal {
                 // Returns the mode in force; a read-only or corrupt file fails here.
                 let _: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
             }
-            conn.pragma_update(None, "synchronous", durability.pragma())?;
+            // Durable points fsync the WAL themselves (see `durable`), so commits
+            // never wait for the disk inside the write lock.
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
             conn.pragma_update(None, "foreign_keys", "ON")?;
             schema::migrate(conn)
         };
@@ -104,10 +108,26 @@ impl Store {
                 });
             }
         }
+        sync.note_written();
         Ok(Self {
             path,
             conn: Mutex::new(conn),
+            sync,
         })
+    }
+
+    /// Returns once every commit this store made before the call is on disk: one
+    /// fsync of the WAL, shared with every caller waiting at the same time. Free with
+    /// [`Durability::Normal`] and for an in-memory journal.
+    pub fn make_durable(&self) -> Result<()> {
+        self.sync
+            .make_durable()
+            .map_err(|e| Error::Host(anyhow::anyhow!("cannot sync the journal {}: {e}", self.path.display())))
+    }
+
+    /// How many commits and fsyncs this store made so far.
+    pub fn stats(&self) -> StoreStats {
+        self.sync.stats()
     }
 
     /// Where the journal lives (`:memory:` for an in-memory one).
@@ -133,7 +153,9 @@ impl Store {
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<R>,
     ) -> Result<R> {
         let mut conn = self.lock();
-        f(&mut conn).map_err(|e| Error::store(&self.path, e))
+        let result = f(&mut conn);
+        self.sync.note_written();
+        result.map_err(|e| Error::store(&self.path, e))
     }
 
     /// Runs `f` inside one `BEGIN IMMEDIATE` transaction, committed if `f` returns

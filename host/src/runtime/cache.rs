@@ -1,0 +1,293 @@
+//! Compiled components cached on disk, so a process compiles a tool once, not on every
+//! start.
+//!
+//! An entry is named by the sha256 of the component's bytes and of the engine's
+//! compatibility hash (wasmtime's version, target, compiler flags and tunables), and
+//! holds a header that repeats both digests plus the sha256 of the compiled artifact.
+//! Every entry is verified before use; a missing, stale, torn or corrupt one is
+//! compiled again and rewritten (a new file renamed into place, so a reader never sees
+//! half an entry). The cache never makes a load fail: when it cannot be read or
+//! written, the component is compiled as if there were none.
+
+use std::fs;
+use std::hash::{Hash, Hasher};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sha2::{Digest, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// The first bytes of every entry: a name and the format's version.
+const MAGIC: &[u8; 16] = b"justonce-cwasm\0\x01";
+/// Magic, then the sha256 of the component, of the engine and of the artifact.
+const HEADER_LEN: usize = MAGIC.len() + 3 * 32;
+
+/// How the cache served the loads so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Loads served by a verified entry (no compilation).
+    pub hits: u64,
+    /// Loads that found no entry and compiled.
+    pub misses: u64,
+    /// Loads that found an entry that failed verification (stale, torn, corrupt) and
+    /// compiled again.
+    pub rebuilt: u64,
+    /// Entries that could not be written (the loads still succeeded).
+    pub write_failures: u64,
+}
+
+/// A directory of compiled components for one engine configuration.
+#[derive(Debug)]
+pub struct CompileCache {
+    dir: PathBuf,
+    engine: [u8; 32],
+    hits: AtomicU64,
+    misses: AtomicU64,
+    rebuilt: AtomicU64,
+    write_failures: AtomicU64,
+}
+
+/// Feeds `Hash` output into sha256, so the engine's hash is stable across processes
+/// (std's `DefaultHasher` promises no such thing).
+struct Sha256Hasher(Sha256);
+
+impl Hasher for Sha256Hasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+    fn finish(&self) -> u64 {
+        unreachable!("only the digest is read")
+    }
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Why an entry was not used.
+#[derive(Debug)]
+enum Unusable {
+    Missing,
+    Unreadable(std::io::Error),
+    Invalid(&'static str),
+    Refused(wasmtime::Error),
+}
+
+impl std::fmt::Display for Unusable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Missing => f.write_str("no entry"),
+            Self::Unreadable(e) => write!(f, "unreadable: {e}"),
+            Self::Invalid(why) => f.write_str(why),
+            Self::Refused(e) => write!(f, "refused by wasmtime: {e:#}"),
+        }
+    }
+}
+
+impl CompileCache {
+    /// A cache in `dir` (created on the first write) for components compiled by
+    /// `engine`.
+    pub(crate) fn new(engine: &Engine, dir: PathBuf) -> Self {
+        let mut hasher = Sha256Hasher(Sha256::new());
+        engine.precompile_compatibility_hash().hash(&mut hasher);
+        Self {
+            dir,
+            engine: hasher.0.finalize().into(),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            rebuilt: AtomicU64::new(0),
+            write_failures: AtomicU64::new(0),
+        }
+    }
+
+    /// The directory the entries live in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file that holds (or would hold) the compiled form of the component `wasm`.
+    pub fn entry_path(&self, wasm: &[u8]) -> PathBuf {
+        self.path_for(&sha256(wasm))
+    }
+
+    fn path_for(&self, wasm_digest: &[u8; 32]) -> PathBuf {
+        self.dir.join(format!(
+            "{}-{}.cwasm",
+            hex(&wasm_digest[..16]),
+            hex(&self.engine[..8])
+        ))
+    }
+
+    /// How the cache served the loads so far.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            rebuilt: self.rebuilt.load(Ordering::Relaxed),
+            write_failures: self.write_failures.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The component `wasm` compiled by `engine`: from a verified entry, or compiled
+    /// now and written to the cache.
+    pub(crate) fn component(&self, engine: &Engine, wasm: &[u8]) -> wasmtime::Result<Component> {
+        let digest = sha256(wasm);
+        let path = self.path_for(&digest);
+        match self.read(engine, &path, &digest) {
+            Ok(component) => {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(component);
+            }
+            Err(Unusable::Missing) => {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(why) => {
+                tracing::info!(entry = %path.display(), %why, "compiled-component cache entry not used; compiling again");
+                self.rebuilt.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let component = Component::from_binary(engine, wasm)?;
+        if let Err(e) = self.write(&path, &digest, &component) {
+            tracing::warn!(entry = %path.display(), "cannot write the compiled-component cache: {e:#}");
+            self.write_failures.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(component)
+    }
+
+    fn read(&self, engine: &Engine, path: &Path, wasm_digest: &[u8; 32]) -> Result<Component, Unusable> {
+        let bytes = fs::read(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Unusable::Missing,
+            _ => Unusable::Unreadable(e),
+        })?;
+        let artifact = self.verify(&bytes, wasm_digest)?;
+        deserialize_verified(engine, artifact).map_err(Unusable::Refused)
+    }
+
+    /// The artifact inside an entry, if the entry is whole and was written for this
+    /// component and this engine.
+    fn verify<'a>(&self, entry: &'a [u8], wasm_digest: &[u8; 32]) -> Result<&'a [u8], Unusable> {
+        if entry.len() < HEADER_LEN {
+            return Err(Unusable::Invalid("shorter than its header"));
+        }
+        let (header, artifact) = entry.split_at(HEADER_LEN);
+        let (magic, digests) = header.split_at(MAGIC.len());
+        if magic != MAGIC {
+            return Err(Unusable::Invalid("not an entry of this format"));
+        }
+        if &digests[..32] != wasm_digest {
+            return Err(Unusable::Invalid("written for other component bytes"));
+        }
+        if digests[32..64] != self.engine {
+            return Err(Unusable::Invalid("written by another engine configuration"));
+        }
+        if digests[64..] != sha256(artifact) {
+            return Err(Unusable::Invalid("the artifact does not match its digest (torn or corrupt)"));
+        }
+        Ok(artifact)
+    }
+
+    fn write(&self, path: &Path, wasm_digest: &[u8; 32], component: &Component) -> anyhow::Result<()> {
+        let artifact = component.serialize()?;
+        fs::create_dir_all(&self.dir)?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let temp = path.with_extension(format!("tmp-{}-{nanos}", std::process::id()));
+        let result = (|| -> std::io::Result<()> {
+            let mut file = fs::File::create(&temp)?;
+            file.write_all(MAGIC)?;
+            file.write_all(wasm_digest)?;
+            file.write_all(&self.engine)?;
+            file.write_all(&sha256(&artifact))?;
+            file.write_all(&artifact)?;
+            // No fsync: an entry torn by a power cut fails verification and is rebuilt.
+            fs::rename(&temp, path)
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&temp);
+        }
+        Ok(result?)
+    }
+}
+
+/// Loads an artifact this cache wrote, after [`CompileCache::verify`] accepted it.
+///
+/// The one `unsafe` block of the crate. `Component::deserialize` is unsafe because
+/// wasmtime maps the artifact's machine code and runs it as is: the bytes must be the
+/// output of `Component::serialize` by a compatible engine, never arbitrary data.
+#[allow(unsafe_code)]
+fn deserialize_verified(engine: &Engine, artifact: &[u8]) -> wasmtime::Result<Component> {
+    // SAFETY: `artifact` passed `verify`: its sha256 equals the digest recorded when
+    // this cache wrote it from `Component::serialize`, and the header names this
+    // component's sha256 and this engine's compatibility hash. So the bytes are exactly
+    // what a compatible engine produced for this component: a torn write, a bit flip, a
+    // stale entry or a file of another format is refused before it gets here, and
+    // wasmtime itself checks its version and configuration in the artifact again. What
+    // the digest cannot stop is someone who can write the cache directory forging an
+    // entry; the cache directory must be as trusted as the tool components and the
+    // journal beside it (it lives next to the database by default).
+    unsafe { Component::deserialize(engine, artifact) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_engine_hash_is_stable_and_depends_on_the_configuration() {
+        let dir = PathBuf::from("unused");
+        let a = CompileCache::new(&Engine::default(), dir.clone());
+        let b = CompileCache::new(&Engine::default(), dir.clone());
+        assert_eq!(a.engine, b.engine, "two equal engines hash alike");
+        let mut config = wasmtime::Config::new();
+        config.cranelift_opt_level(wasmtime::OptLevel::None);
+        let other = CompileCache::new(&Engine::new(&config).unwrap(), dir);
+        assert_ne!(a.engine, other.engine, "another compiler configuration hashes apart");
+    }
+
+    #[test]
+    fn verify_refuses_every_kind_of_damage() {
+        let cache = CompileCache::new(&Engine::default(), PathBuf::from("unused"));
+        let wasm = sha256(b"component");
+        let artifact = b"compiled code".to_vec();
+        let mut entry = MAGIC.to_vec();
+        entry.extend_from_slice(&wasm);
+        entry.extend_from_slice(&cache.engine);
+        entry.extend_from_slice(&sha256(&artifact));
+        entry.extend_from_slice(&artifact);
+        assert_eq!(cache.verify(&entry, &wasm).ok(), Some(&artifact[..]));
+
+        let damaged = |f: &dyn Fn(&mut Vec<u8>)| {
+            let mut e = entry.clone();
+            f(&mut e);
+            match cache.verify(&e, &wasm) {
+                Err(Unusable::Invalid(why)) => why,
+                other => panic!("damage accepted: {other:?}"),
+            }
+        };
+        assert!(damaged(&|e| e.truncate(HEADER_LEN - 1)).contains("header"));
+        assert!(damaged(&|e| e[0] ^= 1).contains("format"));
+        assert!(damaged(&|e| e[MAGIC.len()] ^= 1).contains("component"));
+        assert!(damaged(&|e| e[MAGIC.len() + 32] ^= 1).contains("engine"));
+        assert!(damaged(&|e| {
+            let last = e.len() - 1;
+            e[last] ^= 1;
+        })
+        .contains("corrupt"));
+        assert!(damaged(&|e| {
+            e.pop();
+        })
+        .contains("torn"));
+        assert!(matches!(
+            cache.verify(&entry, &sha256(b"another component")),
+            Err(Unusable::Invalid(_))
+        ));
+    }
+}

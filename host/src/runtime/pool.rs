@@ -1,0 +1,123 @@
+//! The pooling instance allocator, sized from the sandbox's limits, and the permits
+//! that keep concurrent calls within the pool.
+//!
+//! A fresh `Store` per call is the sandbox's isolation; the pooling allocator makes it
+//! cheap by reusing pre-reserved slots (memory, tables, instance metadata) instead of
+//! mapping new ones for every call.
+
+use std::sync::{Condvar, Mutex};
+
+use wasmtime::PoolingAllocationConfig;
+
+use super::Limits;
+
+/// Calls of one runtime that can run at the same time; a further caller waits for a
+/// slot (see [`CallPermits`]) instead of failing to instantiate.
+pub const CONCURRENT_CALLS: u32 = 128;
+
+/// The per-store caps of `Runtime::store` (`StoreLimitsBuilder`); the pool refuses the
+/// same components the store would, at instantiation instead of halfway through.
+pub(crate) const MAX_INSTANCES: u32 = 16;
+/// See [`MAX_INSTANCES`].
+pub(crate) const MAX_TABLES: u32 = 64;
+/// See [`MAX_INSTANCES`].
+pub(crate) const MAX_MEMORIES: u32 = 16;
+
+/// Linear memories reserved per call slot. Components built for wasm32-wasip2 have one
+/// memory; a component with more still runs while the pool has memories to spare.
+const MEMORIES_PER_SLOT: u32 = 2;
+/// Tables reserved per call slot (a component and its shims use a few).
+const TABLES_PER_SLOT: u32 = 8;
+/// Linear memory kept resident (reset with `memset` rather than `madvise`) when a slot
+/// is reused: the first pages of a small guest, so a call takes fewer page faults.
+const KEEP_RESIDENT: usize = 1 << 20;
+
+/// The pool for a runtime whose calls run under `limits`. A call slot is one
+/// component instance (one call, or one `describe` while loading).
+pub(crate) fn pooling_config(limits: &Limits) -> PoolingAllocationConfig {
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(CONCURRENT_CALLS)
+        .total_core_instances(CONCURRENT_CALLS * MAX_INSTANCES)
+        .total_memories(CONCURRENT_CALLS * MEMORIES_PER_SLOT)
+        .total_tables(CONCURRENT_CALLS * TABLES_PER_SLOT)
+        .max_core_instances_per_component(MAX_INSTANCES)
+        .max_memories_per_component(MAX_MEMORIES)
+        .max_tables_per_component(MAX_TABLES)
+        .max_memories_per_module(MAX_MEMORIES)
+        .max_tables_per_module(MAX_TABLES)
+        .max_memory_size(limits.memory_bytes)
+        .linear_memory_keep_resident(KEEP_RESIDENT.min(limits.memory_bytes))
+        .table_keep_resident(KEEP_RESIDENT);
+    pool
+}
+
+/// A counting semaphore over the pool's call slots.
+#[derive(Debug)]
+pub(crate) struct CallPermits {
+    free: Mutex<u32>,
+    released: Condvar,
+}
+
+/// One call slot, given back when dropped.
+pub(crate) struct CallPermit<'a>(&'a CallPermits);
+
+impl CallPermits {
+    pub(crate) fn new(slots: u32) -> Self {
+        Self {
+            free: Mutex::new(slots),
+            released: Condvar::new(),
+        }
+    }
+
+    /// Waits for a free slot.
+    pub(crate) fn acquire(&self) -> CallPermit<'_> {
+        let free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        let mut free = self
+            .released
+            .wait_while(free, |n| *n == 0)
+            .unwrap_or_else(|p| p.into_inner());
+        *free -= 1;
+        CallPermit(self)
+    }
+}
+
+impl Drop for CallPermit<'_> {
+    fn drop(&mut self) {
+        let mut free = self.0.free.lock().unwrap_or_else(|p| p.into_inner());
+        *free += 1;
+        self.0.released.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[test]
+    fn permits_never_exceed_the_slots() {
+        let permits = Arc::new(CallPermits::new(2));
+        let inside = Arc::new(AtomicU32::new(0));
+        let most = Arc::new(AtomicU32::new(0));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (permits, inside, most) = (permits.clone(), inside.clone(), most.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..200 {
+                        let _permit = permits.acquire();
+                        let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        std::thread::yield_now();
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert!(most.load(Ordering::SeqCst) <= 2, "at most two holders at once");
+        assert_eq!(*permits.free.lock().unwrap(), 2, "every permit came back");
+    }
+}
