@@ -162,7 +162,7 @@ impl CompileCache {
 
     fn read(&self, engine: &Engine, path: &Path, wasm_digest: &[u8; 32]) -> Result<Component, Unusable> {
         let bytes = fs::read(path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => Unusable::Missing,
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory => Unusable::Missing,
             _ => Unusable::Unreadable(e),
         })?;
         let artifact = self.verify(&bytes, wasm_digest)?;

@@ -1,0 +1,220 @@
+//! The fast path: the compiled-component cache, the fewest commits and fsyncs the
+//! contract allows, the call outside the guard, and the pooled sandbox's caps.
+//! (Its timings are in `host/benches/guarded_calls.rs`; nothing here measures time.)
+
+use std::path::Path;
+use std::sync::Arc;
+
+use justonce::runtime::{CacheStats, Limits, Runtime};
+use justonce::store::{Durability, StoreStats};
+use justonce::{CallRequest, EffectRequest, Error, Host, Outcome, Provider, ProviderClass, ProviderError};
+use serde_json::{Value, json};
+
+use crate::support::{RUNTIME, receipt_args};
+
+fn echo_bytes() -> Vec<u8> {
+    std::fs::read(justonce_tests::guests::ECHO_COMPONENT).expect("echo component")
+}
+
+/// A runtime that caches compiled components in `dir` and has loaded echo.
+fn runtime_with_cache(dir: &Path) -> Runtime {
+    let mut runtime = Runtime::new(Limits::default()).expect("runtime");
+    runtime.set_compile_cache(dir);
+    runtime.load(Path::new("echo.wasm"), &echo_bytes()).expect("echo loads");
+    runtime
+}
+
+fn stats(runtime: &Runtime) -> CacheStats {
+    runtime.compile_cache().expect("a cache was set").stats()
+}
+
+fn echo_through(runtime: &Runtime) -> Value {
+    let text = runtime
+        .call_unguarded("echo", r#"{"message":"hi"}"#)
+        .expect("echo runs");
+    serde_json::from_str(&text).expect("echo returns JSON")
+}
+
+#[test]
+fn a_compiled_component_is_cached_reused_and_rebuilt_when_its_entry_is_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+
+    let first = runtime_with_cache(&cache);
+    assert_eq!(stats(&first), CacheStats { misses: 1, ..Default::default() });
+    let entry = first.compile_cache().unwrap().entry_path(&echo_bytes());
+    assert!(entry.is_file(), "the compiled form was written to {}", entry.display());
+
+    let warm = runtime_with_cache(&cache);
+    assert_eq!(stats(&warm), CacheStats { hits: 1, ..Default::default() });
+    assert_eq!(echo_through(&warm), json!({"echo": "hi"}), "the cached component runs");
+
+    // One flipped bit in the compiled code: used as is, it would run other code.
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    std::fs::write(&entry, &bytes).unwrap();
+    let after_flip = runtime_with_cache(&cache);
+    assert_eq!(stats(&after_flip), CacheStats { rebuilt: 1, ..Default::default() });
+    assert_eq!(echo_through(&after_flip), json!({"echo": "hi"}));
+
+    // The rebuilt entry was written back whole: the next process uses it.
+    let healed = runtime_with_cache(&cache);
+    assert_eq!(stats(&healed), CacheStats { hits: 1, ..Default::default() });
+
+    // A torn write (the file cut short) is refused the same way.
+    let len = std::fs::metadata(&entry).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&entry).unwrap().set_len(len / 2).unwrap();
+    let after_tear = runtime_with_cache(&cache);
+    assert_eq!(stats(&after_tear), CacheStats { rebuilt: 1, ..Default::default() });
+}
+
+#[test]
+fn an_unwritable_cache_never_fails_a_load() {
+    let dir = tempfile::tempdir().unwrap();
+    // A file where the cache directory should be: nothing can be written under it.
+    let blocked = dir.path().join("cache");
+    std::fs::write(&blocked, b"not a directory").unwrap();
+    let runtime = runtime_with_cache(&blocked);
+    assert_eq!(
+        stats(&runtime),
+        CacheStats { misses: 1, write_failures: 1, ..Default::default() }
+    );
+    assert_eq!(echo_through(&runtime), json!({"echo": "hi"}));
+}
+
+#[test]
+fn a_host_with_a_database_caches_beside_it_unless_told_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let host = Host::builder().database(&db).component(justonce_tests::guests::ECHO_COMPONENT).build().unwrap();
+    let cache = host.runtime().compile_cache().expect("a cache beside the database");
+    assert_eq!(cache.dir(), dir.path().join("cache"));
+    assert!(cache.entry_path(&echo_bytes()).is_file());
+
+    let uncached = Host::builder()
+        .database(&db)
+        .no_compile_cache()
+        .component(justonce_tests::guests::ECHO_COMPONENT)
+        .build()
+        .unwrap();
+    assert!(uncached.runtime().compile_cache().is_none());
+}
+
+/// A keyed mail downstream that does nothing and answers at once.
+struct NoopMail;
+
+impl Provider for NoopMail {
+    fn class(&self) -> ProviderClass {
+        ProviderClass::Keyed
+    }
+    fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
+        Ok(json!({ "message_id": request.key.as_str() }))
+    }
+}
+
+fn file_host(dir: &Path, durability: Durability) -> Host {
+    Host::builder()
+        .runtime(RUNTIME.clone())
+        .database(dir.join("state.db"))
+        .durability(durability)
+        .provider("mail", Arc::new(NoopMail))
+        .build()
+        .expect("host")
+}
+
+/// What one call cost the journal: commits and fsyncs.
+fn cost(host: &Host, request: &CallRequest) -> (StoreStats, bool) {
+    let before = host.store().stats();
+    let response = host.call(request).expect("the call succeeds");
+    assert!(response.outcome.is_success(), "{:?}", response.outcome);
+    let after = host.store().stats();
+    (
+        StoreStats {
+            commits: after.commits - before.commits,
+            syncs: after.syncs - before.syncs,
+        },
+        response.replayed,
+    )
+}
+
+#[test]
+fn a_guarded_call_makes_the_fewest_commits_and_fsyncs_the_contract_allows() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = file_host(dir.path(), Durability::Full);
+
+    // No effect: take the lease, save the outcome; only the outcome is synced.
+    let echo = CallRequest::new("echo", r#"{"message":"hi"}"#).conversation("c1");
+    assert_eq!(cost(&host, &echo), (StoreStats { commits: 2, syncs: 1 }, false));
+
+    // One keyed effect: lease, pending record with its first attempt (synced before
+    // the provider runs), the provider's answer, the outcome (synced).
+    let send = CallRequest::new("send_receipt", receipt_args(4417, "ada@example.com")).conversation("c1");
+    assert_eq!(cost(&host, &send), (StoreStats { commits: 4, syncs: 2 }, false));
+
+    // A replay writes nothing and has nothing left to sync.
+    assert_eq!(cost(&host, &send), (StoreStats { commits: 0, syncs: 0 }, true));
+    let retry_with_id = send.clone().tool_call_id("call-1");
+    let (bind_alias, replayed) = cost(&host, &retry_with_id);
+    assert!(replayed);
+    assert_eq!(bind_alias.commits, 1, "the first retry under a new tool-call id binds it");
+    assert_eq!(cost(&host, &retry_with_id), (StoreStats { commits: 0, syncs: 0 }, true));
+
+    // With `Normal` durability nothing is ever synced on the call path.
+    let normal_dir = tempfile::tempdir().unwrap();
+    let normal = file_host(normal_dir.path(), Durability::Normal);
+    assert_eq!(cost(&normal, &send), (StoreStats { commits: 4, syncs: 0 }, false));
+}
+
+#[test]
+fn concurrent_guarded_calls_on_a_full_journal_each_happen_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = Arc::new(file_host(dir.path(), Durability::Full));
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let host = Arc::clone(&host);
+            std::thread::spawn(move || {
+                for i in 0..5u64 {
+                    let args = receipt_args(t * 100 + i, "ada@example.com");
+                    let request = CallRequest::new("send_receipt", args).conversation("c");
+                    let first = host.call(&request).unwrap();
+                    let again = host.call(&request).unwrap();
+                    assert!(!first.replayed && again.replayed);
+                    assert_eq!(first.outcome, again.outcome);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let journal = host.store().journal(None, 1000).unwrap();
+    assert_eq!(journal.len(), 20, "twenty distinct calls, each journaled once");
+    for entry in &journal {
+        assert_eq!((entry.runs, entry.effects.len()), (1, 1), "{entry:?}");
+    }
+}
+
+#[test]
+fn a_call_outside_the_guard_runs_the_tool_and_refuses_its_effects() {
+    assert_eq!(echo_through(&RUNTIME), json!({"echo": "hi"}));
+    let refused = RUNTIME
+        .call_unguarded("send_receipt", &receipt_args(1, "ada@example.com"))
+        .expect_err("an effect cannot run without the guard");
+    assert!(refused.to_string().contains("denied"), "{refused}");
+    let unknown = RUNTIME.call_unguarded("nope", "{}").expect_err("no such tool");
+    assert!(matches!(unknown, Error::UnknownTool { .. }), "{unknown:?}");
+}
+
+#[test]
+fn the_pooled_sandbox_still_stops_a_guest_at_the_memory_cap() {
+    let host = crate::support::test_host(|b| b);
+    let response = host
+        .host
+        .call(&CallRequest::new("memory_bomb", "{}"))
+        .expect("a trap is an outcome");
+    match response.outcome {
+        Outcome::Trap { reason, .. } => assert_eq!(reason, "memory_limit"),
+        other => panic!("expected a memory trap, got {other:?}"),
+    }
+}
