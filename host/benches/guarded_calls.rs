@@ -1,0 +1,436 @@
+//! The performance figures of the README, from one command:
+//!
+//! ```sh
+//! cargo bench -p justonce --bench guarded_calls
+//! ```
+//!
+//! Figures (see the README's "Performance" section for what each one means):
+//! 1. bare call: the component through wasmtime, no guard, no journal;
+//! 2. guarded call with no effect; 3. with one keyed effect (a provider that does
+//!    nothing); 4. replay of a completed key; each with its ratio to (1);
+//! 5. one commit of one small row with the journal's settings (the durability floor),
+//!    and (3) as bare call + N × floor;
+//! 6. throughput with 1, 2, 4 and 8 concurrent callers, `Normal` and `Full`;
+//! 7. cold start of the `justonce` binary with an empty and a warm compiled-component
+//!    cache.
+//!
+//! Latencies are sampled per call in interleaved rounds (every figure once per round,
+//! so a burst of load on a shared machine hits them alike); a figure is the median of
+//! all its samples with the 10th–90th percentile, and a ratio is the median of the
+//! per-round ratios. `JUSTONCE_BENCH_SCALE` (default 1.0) scales rounds and durations.
+//! Nothing here asserts a timing; the targets are printed next to the figures.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use justonce::runtime::{Limits, Runtime};
+use justonce::store::{Durability, Store};
+use justonce::{CallRequest, EffectRequest, Host, Provider, ProviderClass, ProviderError};
+use serde_json::{Value, json};
+
+const ECHO_ARGS: &str = r#"{"message":"hello"}"#;
+const RECEIPT_ARGS: &str =
+    r#"{"orders":[{"order_id":4417,"email":"ada@example.com","amount_cents":1299}]}"#;
+
+/// A keyed mail downstream that does nothing and answers at once.
+struct NoopMail;
+
+impl Provider for NoopMail {
+    fn class(&self) -> ProviderClass {
+        ProviderClass::Keyed
+    }
+    fn perform(&self, _: &EffectRequest<'_>) -> Result<Value, ProviderError> {
+        Ok(json!({ "message_id": "msg-1" }))
+    }
+}
+
+/// Latency samples of one figure, in microseconds, and its per-round medians.
+#[derive(Default)]
+struct Samples {
+    all: Vec<f64>,
+    rounds: Vec<f64>,
+}
+
+impl Samples {
+    fn round(&mut self, mut taken: Vec<f64>) {
+        self.rounds.push(median(&mut taken));
+        self.all.extend(taken);
+    }
+    fn median(&self) -> f64 {
+        median(&mut self.all.clone())
+    }
+    fn spread(&self) -> (f64, f64) {
+        let mut v = self.all.clone();
+        (percentile(&mut v, 0.10), percentile(&mut v, 0.90))
+    }
+    /// The median over rounds of this figure's round median divided by `base`'s.
+    fn ratio_to(&self, base: &Samples) -> f64 {
+        let mut r: Vec<f64> = self
+            .rounds
+            .iter()
+            .zip(&base.rounds)
+            .map(|(a, b)| a / b)
+            .collect();
+        median(&mut r)
+    }
+}
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    percentile(v, 0.5)
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// Runs `f` `n` times and returns each run's time in µs.
+fn sample(n: usize, mut f: impl FnMut(usize)) -> Vec<f64> {
+    (0..n)
+        .map(|i| {
+            let start = Instant::now();
+            f(i);
+            micros(start.elapsed())
+        })
+        .collect()
+}
+
+fn scale() -> f64 {
+    std::env::var("JUSTONCE_BENCH_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|s: &f64| *s > 0.0)
+        .unwrap_or(1.0)
+}
+
+fn scaled(n: usize) -> usize {
+    ((n as f64 * scale()).round() as usize).max(1)
+}
+
+fn runtime() -> Arc<Runtime> {
+    let mut runtime = Runtime::new(Limits::default()).expect("runtime");
+    for (name, bytes) in justonce::examples::ALL {
+        runtime.load(Path::new(name), bytes).expect("example tool");
+    }
+    runtime
+        .load_file(Path::new(justonce_tests::guests::ECHO_COMPONENT))
+        .expect("echo");
+    Arc::new(runtime)
+}
+
+fn host(runtime: &Arc<Runtime>, dir: &Path, durability: Durability) -> Host {
+    Host::builder()
+        .runtime(Arc::clone(runtime))
+        .database(dir.join("state.db"))
+        .durability(durability)
+        .provider("mail", Arc::new(NoopMail))
+        .build()
+        .expect("host")
+}
+
+/// A fresh call (a scope never used before, so a new key) of `tool`.
+fn fresh(tool: &str, args: &str, counter: &AtomicU64) -> CallRequest {
+    let n = counter.fetch_add(1, Ordering::Relaxed);
+    CallRequest::new(tool, args).conversation(format!("bench-{n}"))
+}
+
+fn call(host: &Host, request: &CallRequest) {
+    let response = host.call(request).expect("guarded call");
+    assert!(response.outcome.is_success(), "{:?}", response.outcome);
+}
+
+/// Commits and fsyncs one call costs the journal.
+fn journal_cost(host: &Host, request: &CallRequest) -> (u64, u64) {
+    let before = host.store().stats();
+    call(host, request);
+    let after = host.store().stats();
+    (after.commits - before.commits, after.syncs - before.syncs)
+}
+
+/// The durability floor: one autocommit insert of one small row on a journal opened
+/// with `durability`, made durable as the guard makes its writes durable.
+fn floor_store(dir: &Path, durability: Durability) -> Store {
+    let store = Store::open(&dir.join("floor.db"), durability).expect("floor store");
+    store
+        .read(|c| c.execute_batch("CREATE TABLE IF NOT EXISTS floor (id INTEGER PRIMARY KEY, v TEXT)"))
+        .expect("floor table");
+    store
+}
+
+fn floor_commit(store: &Store, i: usize) {
+    store
+        .read(|c| {
+            c.prepare_cached("INSERT INTO floor (v) VALUES (?1)")?
+                .execute([format!("row {i}")])
+        })
+        .expect("insert");
+    store.make_durable().expect("sync");
+}
+
+struct Figures {
+    bare_echo: Samples,
+    bare_receipt: Samples,
+    /// Indexed by durability: 0 = Normal, 1 = Full.
+    guarded_echo: [Samples; 2],
+    guarded_receipt: [Samples; 2],
+    replay: [Samples; 2],
+    floor: [Samples; 2],
+}
+
+const MODES: [(Durability, &str); 2] = [(Durability::Normal, "Normal"), (Durability::Full, "Full")];
+
+fn latencies(runtime: &Arc<Runtime>, hosts: &[Host; 2], floors: &[Store; 2]) -> Figures {
+    let counter = AtomicU64::new(0);
+    let replayed: Vec<CallRequest> = hosts
+        .iter()
+        .map(|h| {
+            let r = fresh("echo", ECHO_ARGS, &counter);
+            call(h, &r);
+            r
+        })
+        .collect();
+    let mut f = Figures {
+        bare_echo: Samples::default(),
+        bare_receipt: Samples::default(),
+        guarded_echo: Default::default(),
+        guarded_receipt: Default::default(),
+        replay: Default::default(),
+        floor: Default::default(),
+    };
+    let bare = |tool: &str, args: &str| {
+        let _ = runtime.call_unguarded(tool, args);
+    };
+    // Warm-up: caches, the pool's slots, SQLite's page cache.
+    for _ in 0..50 {
+        bare("echo", ECHO_ARGS);
+        bare("send_receipt", RECEIPT_ARGS);
+        for (m, h) in hosts.iter().enumerate() {
+            call(h, &fresh("echo", ECHO_ARGS, &counter));
+            call(h, &fresh("send_receipt", RECEIPT_ARGS, &counter));
+            call(h, &replayed[m]);
+        }
+    }
+    let rounds = scaled(20);
+    let (fast, slow) = (100, 10);
+    for _ in 0..rounds {
+        f.bare_echo.round(sample(fast, |_| bare("echo", ECHO_ARGS)));
+        f.bare_receipt.round(sample(fast, |_| bare("send_receipt", RECEIPT_ARGS)));
+        for (m, (durability, _)) in MODES.iter().enumerate() {
+            let n = if *durability == Durability::Full { slow } else { fast };
+            let h = &hosts[m];
+            let echo: Vec<CallRequest> = (0..n).map(|_| fresh("echo", ECHO_ARGS, &counter)).collect();
+            f.guarded_echo[m].round(sample(n, |i| call(h, &echo[i])));
+            let receipts: Vec<CallRequest> =
+                (0..n).map(|_| fresh("send_receipt", RECEIPT_ARGS, &counter)).collect();
+            f.guarded_receipt[m].round(sample(n, |i| call(h, &receipts[i])));
+            f.replay[m].round(sample(fast, |_| call(h, &replayed[m])));
+            f.floor[m].round(sample(n, |i| floor_commit(&floors[m], i)));
+        }
+    }
+    f
+}
+
+/// Guarded one-effect calls per second with `threads` callers sharing one host.
+fn throughput(host: &Arc<Host>, threads: usize, run_for: Duration) -> f64 {
+    let counter = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let done: u64 = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let (host, counter) = (Arc::clone(host), Arc::clone(&counter));
+                s.spawn(move || {
+                    let mut calls = 0u64;
+                    while start.elapsed() < run_for {
+                        let mut request = fresh("send_receipt", RECEIPT_ARGS, &counter);
+                        request.conversation = Some(format!("tp-{t}-{}", request.conversation.unwrap()));
+                        call(&host, &request);
+                        calls += 1;
+                    }
+                    calls
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().expect("worker")).sum()
+    });
+    done as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Wall time of one `justonce run` process, from spawn to exit, in ms.
+fn cold_start(db: &Path, n: usize) -> f64 {
+    let start = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_justonce"))
+        .arg("--db")
+        .arg(db)
+        .args(["run", "send_receipt", "--args", RECEIPT_ARGS, "--conversation"])
+        .arg(format!("cold-{n}"))
+        .output()
+        .expect("spawn justonce");
+    let elapsed = start.elapsed();
+    assert!(out.status.success(), "justonce run failed: {}", String::from_utf8_lossy(&out.stderr));
+    elapsed.as_secs_f64() * 1e3
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    format!("{cpu}, {cores} cores, {}", load())
+}
+
+fn load() -> String {
+    let avg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let one = avg.split_whitespace().next().unwrap_or("?");
+    format!("load average {one}")
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "met" } else { "MISSED" }
+}
+
+fn row(name: &str, s: &Samples) {
+    let (lo, hi) = s.spread();
+    println!("| {name} | {:.1} µs | {:.1}–{:.1} µs | {} |", s.median(), lo, hi, s.all.len());
+}
+
+fn main() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    println!("# justonce guarded-call benchmark\n");
+    println!("machine: {}", machine());
+    let runtime = runtime();
+    let hosts = MODES.map(|(d, name)| {
+        let sub = dir.path().join(name);
+        host(&runtime, &sub, d)
+    });
+    let floors = MODES.map(|(d, name)| floor_store(&dir.path().join(name), d));
+
+    // The commits and fsyncs each kind of call makes (the N of figure 5).
+    let counter = AtomicU64::new(1 << 40);
+    let echo_cost = journal_cost(&hosts[1], &fresh("echo", ECHO_ARGS, &counter));
+    let receipt = fresh("send_receipt", RECEIPT_ARGS, &counter);
+    let receipt_cost = journal_cost(&hosts[1], &receipt);
+    let replay_cost = journal_cost(&hosts[1], &receipt);
+
+    let f = latencies(&runtime, &hosts, &floors);
+
+    println!("\n## Latency (median of all samples, 10th–90th percentile)\n");
+    println!("| figure | median | p10–p90 | samples |\n| --- | --- | --- | --- |");
+    row("(1) bare call, echo", &f.bare_echo);
+    row("(1) bare call, send_receipt (effect refused)", &f.bare_receipt);
+    for (m, (_, name)) in MODES.iter().enumerate() {
+        row(&format!("(2) guarded, no effect, {name}"), &f.guarded_echo[m]);
+        row(&format!("(3) guarded, one keyed effect, {name}"), &f.guarded_receipt[m]);
+        row(&format!("(4) replay of a completed key, {name}"), &f.replay[m]);
+        row(&format!("(5) one commit of one row, {name}"), &f.floor[m]);
+    }
+
+    println!("\n## Ratios (median of per-round ratios) and targets\n");
+    println!("| ratio | value | target | |\n| --- | --- | --- | --- |");
+    let (n, full) = (0, 1);
+    let r2 = f.guarded_echo[n].ratio_to(&f.bare_echo);
+    println!("| (2) no effect / (1) echo, Normal | {r2:.2} | ≤ 2.0 | {} |", verdict(r2 <= 2.0));
+    let r3 = f.guarded_receipt[n].ratio_to(&f.bare_receipt);
+    println!("| (3) one effect / (1) send_receipt, Normal | {r3:.2} | ≤ 3.0 | {} |", verdict(r3 <= 3.0));
+    let r3e = f.guarded_receipt[n].ratio_to(&f.bare_echo);
+    println!("| (3) one effect / (1) echo, Normal | {r3e:.2} | (for reference) | |");
+    let r4 = f.replay[n].ratio_to(&f.bare_echo);
+    println!("| (4) replay / (1) echo, Normal | {r4:.2} | ≤ 0.3 | {} |", verdict(r4 <= 0.3));
+    for (m, (_, name)) in MODES.iter().enumerate().skip(1) {
+        println!("| (2) no effect / (1) echo, {name} | {:.2} | | |", f.guarded_echo[m].ratio_to(&f.bare_echo));
+        println!("| (3) one effect / (1) send_receipt, {name} | {:.2} | | |", f.guarded_receipt[m].ratio_to(&f.bare_receipt));
+        println!("| (4) replay / (1) echo, {name} | {:.2} | | |", f.replay[m].ratio_to(&f.bare_echo));
+    }
+
+    println!("\n## (3) as bare call + N × floor\n");
+    println!(
+        "journal cost per call: no effect {} commits / {} fsyncs; one effect {} commits / {} fsyncs; replay {} / {}",
+        echo_cost.0, echo_cost.1, receipt_cost.0, receipt_cost.1, replay_cost.0, replay_cost.1
+    );
+    let bare = f.bare_receipt.median();
+    let commit = f.floor[n].median();
+    let sync = (f.floor[full].median() - commit).max(0.0);
+    let model_normal = bare + receipt_cost.0 as f64 * commit;
+    let model_full = model_normal + receipt_cost.1 as f64 * sync;
+    println!(
+        "Normal: {:.1} µs measured vs {bare:.1} + {} × {commit:.1} = {model_normal:.1} µs modelled",
+        f.guarded_receipt[n].median(),
+        receipt_cost.0
+    );
+    println!(
+        "Full:   {:.1} µs measured vs {bare:.1} + {} × {commit:.1} + {} × {sync:.1} (fsync) = {model_full:.1} µs modelled",
+        f.guarded_receipt[full].median(),
+        receipt_cost.0,
+        receipt_cost.1
+    );
+
+    println!("\n## (6) Throughput, one-effect calls sharing one host (median of trials, min–max)\n");
+    println!("| callers | Normal calls/s | Full calls/s |\n| --- | --- | --- |");
+    let trials = 3;
+    let run_for = Duration::from_secs_f64(1.0 * scale());
+    let shared: Vec<Arc<Host>> = MODES
+        .iter()
+        .map(|(d, name)| Arc::new(host(&runtime, &dir.path().join(format!("tp-{name}")), *d)))
+        .collect();
+    let mut per_threads = Vec::new();
+    for threads in [1, 2, 4, 8] {
+        let cells: Vec<(f64, f64, f64)> = shared
+            .iter()
+            .map(|h| {
+                let mut t: Vec<f64> = (0..trials).map(|_| throughput(h, threads, run_for)).collect();
+                let (lo, hi) = (percentile(&mut t, 0.0), percentile(&mut t, 1.0));
+                (median(&mut t), lo, hi)
+            })
+            .collect();
+        println!(
+            "| {threads} | {:.0} ({:.0}–{:.0}) | {:.0} ({:.0}–{:.0}) |",
+            cells[0].0, cells[0].1, cells[0].2, cells[1].0, cells[1].1, cells[1].2
+        );
+        per_threads.push(cells[1].0);
+    }
+    let scaling = per_threads[3] / per_threads[0];
+    println!(
+        "\nFull, 8 callers / 1 caller: {scaling:.2}× (target ≥ 4×: {}); fsyncs so far on the Full host: {}",
+        verdict(scaling >= 4.0),
+        shared[1].store().stats().syncs
+    );
+
+    println!("\n## (7) Cold start: `justonce run send_receipt`, spawn to exit\n");
+    let cold_dir = dir.path().join("cold");
+    let db = cold_dir.join("state.db");
+    let cache = cold_dir.join("cache");
+    let (mut empty, mut warm) = (Vec::new(), Vec::new());
+    let runs = scaled(5);
+    for i in 0..runs {
+        let _ = std::fs::remove_dir_all(&cache);
+        empty.push(cold_start(&db, 2 * i));
+        warm.push(cold_start(&db, 2 * i + 1));
+    }
+    let (e, w) = (median(&mut empty.clone()), median(&mut warm.clone()));
+    let spread = |v: &mut Vec<f64>| (percentile(v, 0.0), percentile(v, 1.0));
+    let (elo, ehi) = spread(&mut empty);
+    let (wlo, whi) = spread(&mut warm);
+    println!("| cache | median | min–max | runs |\n| --- | --- | --- | --- |");
+    println!("| empty | {e:.1} ms | {elo:.1}–{ehi:.1} ms | {runs} |");
+    println!("| warm | {w:.1} ms | {wlo:.1}–{whi:.1} ms | {runs} |");
+    println!("\nwarm / empty: {:.3} (target ≤ 0.2: {})", w / e, verdict(w / e <= 0.2));
+
+    println!("\n## (8) MCP `tools/call` over stdio\n");
+    println!("not measured: `justonce serve` is not in this build.");
+    println!("\n{} at the end", load());
+}
