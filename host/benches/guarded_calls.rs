@@ -16,9 +16,12 @@
 //!
 //! Latencies are sampled per call in interleaved rounds (every figure once per round,
 //! so a burst of load on a shared machine hits them alike); a figure is the median of
-//! all its samples with the 10th–90th percentile, and a ratio is the median of the
-//! per-round ratios. `JUSTONCE_BENCH_SCALE` (default 1.0) scales rounds and durations.
-//! Nothing here asserts a timing; the targets are printed next to the figures.
+//! all its samples with the 10th–90th percentile and the mean (which also counts the
+//! rare stalls: a disk write held up by writeback, a preempted thread), and a ratio is
+//! the median of the per-round ratios. `JUSTONCE_BENCH_SCALE` (default 1.0) scales
+//! rounds and durations; `JUSTONCE_BENCH_PROFILE=bare|echo|receipt|replay` runs one
+//! call in a loop for a profiler instead. Nothing here asserts a timing; the targets
+//! are printed next to the figures.
 
 use std::path::Path;
 use std::process::Command;
@@ -306,11 +309,51 @@ fn verdict(ok: bool) -> &'static str {
 
 fn row(name: &str, s: &Samples) {
     let (lo, hi) = s.spread();
-    println!("| {name} | {:.1} µs | {:.1}–{:.1} µs | {} |", s.median(), lo, hi, s.all.len());
+    let mean = s.all.iter().sum::<f64>() / s.all.len() as f64;
+    println!(
+        "| {name} | {:.1} µs | {:.1}–{:.1} µs | {mean:.1} µs | {} |",
+        s.median(),
+        lo,
+        hi,
+        s.all.len()
+    );
+}
+
+/// `JUSTONCE_BENCH_PROFILE=bare|echo|receipt|replay`: only that call, in a loop for
+/// ten seconds on a `Normal` journal, so a profiler (`perf record`) sees one path.
+fn profile(which: &str, runtime: &Arc<Runtime>, dir: &Path) {
+    let host = host(runtime, dir, Durability::Normal);
+    let counter = AtomicU64::new(0);
+    let replayed = fresh("echo", ECHO_ARGS, &counter);
+    call(&host, &replayed);
+    let start = Instant::now();
+    let mut calls = 0u64;
+    let mut times = Vec::new();
+    while start.elapsed() < Duration::from_secs(10) {
+        let t0 = Instant::now();
+        match which {
+            "bare" => {
+                let _ = runtime.call_unguarded("echo", ECHO_ARGS);
+            }
+            "echo" => call(&host, &fresh("echo", ECHO_ARGS, &counter)),
+            "receipt" => call(&host, &fresh("send_receipt", RECEIPT_ARGS, &counter)),
+            "replay" => call(&host, &replayed),
+            other => panic!("JUSTONCE_BENCH_PROFILE={other}: use bare, echo, receipt or replay"),
+        }
+        calls += 1;
+        times.push(micros(t0.elapsed()));
+    }
+    let mean = times.iter().sum::<f64>() / times.len() as f64;
+    let (p50, p90, p99) = (percentile(&mut times, 0.5), percentile(&mut times, 0.9), percentile(&mut times, 0.99));
+    println!("{which}: {calls} calls; mean {mean:.1} µs, median {p50:.1}, p90 {p90:.1}, p99 {p99:.1}");
 }
 
 fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
+    if let Ok(which) = std::env::var("JUSTONCE_BENCH_PROFILE") {
+        profile(&which, &runtime(), dir.path());
+        return;
+    }
     println!("# justonce guarded-call benchmark\n");
     println!("machine: {}", machine());
     let runtime = runtime();
@@ -329,8 +372,8 @@ fn main() {
 
     let f = latencies(&runtime, &hosts, &floors);
 
-    println!("\n## Latency (median of all samples, 10th–90th percentile)\n");
-    println!("| figure | median | p10–p90 | samples |\n| --- | --- | --- | --- |");
+    println!("\n## Latency (median of all samples, 10th–90th percentile, mean)\n");
+    println!("| figure | median | p10–p90 | mean | samples |\n| --- | --- | --- | --- | --- |");
     row("(1) bare call, echo", &f.bare_echo);
     row("(1) bare call, send_receipt (effect refused)", &f.bare_receipt);
     for (m, (_, name)) in MODES.iter().enumerate() {

@@ -29,8 +29,10 @@ const MEMORIES_PER_SLOT: u32 = 2;
 /// Tables reserved per call slot (a component and its shims use a few).
 const TABLES_PER_SLOT: u32 = 8;
 /// Linear memory kept resident (reset with `memset` rather than `madvise`) when a slot
-/// is reused: the first pages of a small guest, so a call takes fewer page faults.
-const KEEP_RESIDENT: usize = 1 << 20;
+/// is reused, so a small guest takes fewer page faults. Measured on the echo guest: a
+/// bare call took 19 µs with 64 KiB, 23 µs with none and 31 µs with 1 MiB (the
+/// `memset` of the whole region then dominates).
+const KEEP_RESIDENT: usize = 64 << 10;
 
 /// The pool for a runtime whose calls run under `limits`. A call slot is one
 /// component instance (one call, or one `describe` while loading).

@@ -4,6 +4,7 @@
 //! `BEGIN IMMEDIATE`, so two processes on one file serialize instead of failing with
 //! `database is locked`.
 
+mod checkpoint;
 mod durable;
 mod effects;
 mod invocations;
@@ -48,6 +49,7 @@ pub struct Store {
     path: PathBuf,
     conn: Mutex<Connection>,
     sync: durable::GroupSync,
+    _checkpointer: Option<checkpoint::Checkpointer>,
 }
 
 impl std::fmt::Debug for Store {
@@ -95,6 +97,9 @@ impl Store {
             // Durable points fsync the WAL themselves (see `durable`), so commits
             // never wait for the disk inside the write lock.
             conn.pragma_update(None, "synchronous", "NORMAL")?;
+            if wal {
+                conn.pragma_update(None, "wal_autocheckpoint", checkpoint::BACKSTOP_PAGES)?;
+            }
             conn.pragma_update(None, "foreign_keys", "ON")?;
             schema::migrate(conn)
         };
@@ -109,10 +114,12 @@ impl Store {
             }
         }
         sync.note_written();
+        let checkpointer = if wal { checkpoint::Checkpointer::start(&path) } else { None };
         Ok(Self {
             path,
             conn: Mutex::new(conn),
             sync,
+            _checkpointer: checkpointer,
         })
     }
 
