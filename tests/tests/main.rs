@@ -4,4 +4,5 @@ mod support;
 
 mod cli;
 mod contract;
+mod mcp_protocol;
 mod retry;

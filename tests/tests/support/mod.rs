@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod gate;
+pub mod mcp;
 pub mod providers;
 
 use std::path::Path;
