@@ -4,5 +4,6 @@ mod support;
 
 mod cli;
 mod contract;
+mod mcp_calls;
 mod mcp_protocol;
 mod retry;
