@@ -6,4 +6,5 @@ mod cli;
 mod contract;
 mod mcp_calls;
 mod mcp_protocol;
+mod mcp_python;
 mod retry;
