@@ -7,4 +7,5 @@ mod contract;
 mod mcp_calls;
 mod mcp_protocol;
 mod mcp_python;
+mod replay;
 mod retry;

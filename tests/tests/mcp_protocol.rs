@@ -5,7 +5,8 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::support::mcp::{McpProcess, VERSION, journal, key, mailbox_count, replayed, result};
+use crate::support::db::{journal, mailbox_count};
+use crate::support::mcp::{McpProcess, VERSION, key, replayed, result};
 
 fn receipt(order: u64) -> Value {
     json!({ "orders": [{ "order_id": order, "email": "ada@example.com", "amount_cents": 1299 }] })

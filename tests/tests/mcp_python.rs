@@ -13,7 +13,7 @@ use std::sync::LazyLock;
 
 use serde_json::Value;
 
-use crate::support::mcp::mailbox_count;
+use crate::support::db::mailbox_count;
 
 const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp/client.py");
 const REQUIREMENTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp/requirements.txt");

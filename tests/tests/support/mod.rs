@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod db;
 pub mod gate;
 pub mod mcp;
 pub mod providers;
