@@ -23,7 +23,10 @@ fn conversation() -> Value {
 /// A host whose `payments` downstream is `gate`, served in process.
 fn serve(gate: &Arc<Gate>, max_concurrent_calls: usize) -> (Arc<Host>, McpClient) {
     let host = Arc::new(test_host(|b| b.provider("payments", gate.clone())).host);
-    let config = ServerConfig { max_concurrent_calls, ..ServerConfig::default() };
+    let config = ServerConfig {
+        max_concurrent_calls,
+        ..ServerConfig::default()
+    };
     let (mut client, _server) = serve_in_process(host.clone(), config);
     client.initialize(VERSION);
     (host, client)
@@ -54,9 +57,21 @@ fn two_identical_calls_in_flight_run_once_and_one_is_replayed() {
     let responses = [client.response(&json!(1)), client.response(&json!(2))];
 
     assert_eq!(gate.applied(), 1, "one refund");
-    assert_eq!(gate.attempts().len(), 1, "the duplicate never reached the downstream");
-    assert_eq!(key(&responses[0]), key(&responses[1]), "both carried the same key");
-    assert_eq!(responses.iter().filter(|r| replayed(r)).count(), 1, "one ran, one was replayed");
+    assert_eq!(
+        gate.attempts().len(),
+        1,
+        "the duplicate never reached the downstream"
+    );
+    assert_eq!(
+        key(&responses[0]),
+        key(&responses[1]),
+        "both carried the same key"
+    );
+    assert_eq!(
+        responses.iter().filter(|r| replayed(r)).count(),
+        1,
+        "one ran, one was replayed"
+    );
     for response in &responses {
         let told = result(response);
         assert_eq!(told["isError"], false, "{response}");
@@ -92,7 +107,10 @@ fn a_cancelled_call_runs_to_its_outcome_without_a_response_and_a_retry_gets_that
     let (host, mut client) = serve(&gate, 16);
     call(&mut client, 10, 4417);
     gate.wait_entered(1);
-    client.notify("notifications/cancelled", json!({ "requestId": 10, "reason": "timed out" }));
+    client.notify(
+        "notifications/cancelled",
+        json!({ "requestId": 10, "reason": "timed out" }),
+    );
     barrier(&mut client);
     gate.open();
 
@@ -100,16 +118,29 @@ fn a_cancelled_call_runs_to_its_outcome_without_a_response_and_a_retry_gets_that
     let retry = client.response(&json!(11));
     let rest = client.close();
 
-    assert!(rest.iter().all(|m| m["id"] != 10), "the cancelled call got no response: {rest:?}");
-    assert!(replayed(&retry), "the retry got the cancelled call's outcome: {retry}");
+    assert!(
+        rest.iter().all(|m| m["id"] != 10),
+        "the cancelled call got no response: {rest:?}"
+    );
+    assert!(
+        replayed(&retry),
+        "the retry got the cancelled call's outcome: {retry}"
+    );
     assert_eq!(result(&retry)["isError"], false);
     assert_eq!(result(&retry)["structuredContent"]["refund_id"], "re_0001");
     assert_eq!(gate.applied(), 1, "one refund");
     assert_eq!(gate.attempts().len(), 1);
     let journal = host.store().journal(None, 10).unwrap();
     assert_eq!(journal.len(), 1, "{journal:?}");
-    assert_eq!(journal[0].state, "completed", "the cancelled call kept its record");
-    assert_eq!(journal[0].key, key(&retry), "the retry carried the first call's key");
+    assert_eq!(
+        journal[0].state, "completed",
+        "the cancelled call kept its record"
+    );
+    assert_eq!(
+        journal[0].key,
+        key(&retry),
+        "the retry carried the first call's key"
+    );
 }
 
 #[test]
@@ -131,8 +162,15 @@ fn a_call_cancelled_before_it_started_is_not_run_and_its_retry_runs() {
     let rest = client.close();
 
     assert!(rest.iter().all(|m| m["id"] != 21), "{rest:?}");
-    assert!(!replayed(&retry), "nothing was saved for the cancelled call, so the retry runs it");
+    assert!(
+        !replayed(&retry),
+        "nothing was saved for the cancelled call, so the retry runs it"
+    );
     assert_eq!(gate.applied(), 2, "each order refunded once");
-    assert_eq!(gate.attempts().len(), 2, "the cancelled call never reached the downstream");
+    assert_eq!(
+        gate.attempts().len(),
+        2,
+        "the cancelled call never reached the downstream"
+    );
     assert_eq!(host.store().journal(None, 10).unwrap().len(), 2);
 }

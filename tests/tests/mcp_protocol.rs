@@ -17,8 +17,13 @@ fn conversation(id: &str) -> Value {
 }
 
 fn error_of(response: &Value) -> (i64, String) {
-    let error = response.get("error").unwrap_or_else(|| panic!("expected an error: {response}"));
-    (error["code"].as_i64().unwrap(), error["message"].as_str().unwrap().to_owned())
+    let error = response
+        .get("error")
+        .unwrap_or_else(|| panic!("expected an error: {response}"));
+    (
+        error["code"].as_i64().unwrap(),
+        error["message"].as_str().unwrap().to_owned(),
+    )
 }
 
 #[test]
@@ -42,7 +47,12 @@ fn initialize_list_call_and_a_replayed_call() {
         assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
     }
     assert!(tools[1]["inputSchema"]["properties"]["orders"].is_object());
-    assert!(tools[1]["description"].as_str().unwrap().contains("receipt"));
+    assert!(
+        tools[1]["description"]
+            .as_str()
+            .unwrap()
+            .contains("receipt")
+    );
 
     let first = client.call("send_receipt", receipt(4417), conversation("conv-1"));
     let told = result(&first);
@@ -55,9 +65,20 @@ fn initialize_list_call_and_a_replayed_call() {
 
     let retry = client.call("send_receipt", receipt(4417), conversation("conv-1"));
     assert!(replayed(&retry), "the retry is replayed: {retry}");
-    assert_eq!(key(&retry), key(&first), "both attempts carried the same key");
-    assert_eq!(result(&retry)["content"], told["content"], "the agent is told the same");
-    assert_eq!(result(&retry)["structuredContent"], told["structuredContent"]);
+    assert_eq!(
+        key(&retry),
+        key(&first),
+        "both attempts carried the same key"
+    );
+    assert_eq!(
+        result(&retry)["content"],
+        told["content"],
+        "the agent is told the same"
+    );
+    assert_eq!(
+        result(&retry)["structuredContent"],
+        told["structuredContent"]
+    );
     assert_eq!(mailbox_count(&db), 1, "one email for the duplicate pair");
 
     let other = client.call("send_receipt", receipt(4418), conversation("conv-1"));
@@ -103,10 +124,16 @@ fn malformed_requests_get_json_rpc_errors_and_the_server_keeps_serving() {
     assert_eq!(code, -32600);
     assert!(message.contains("batch"), "{message}");
 
-    let bad_args = client.request("tools/call", json!({ "name": "send_receipt", "arguments": "{}" }));
+    let bad_args = client.request(
+        "tools/call",
+        json!({ "name": "send_receipt", "arguments": "{}" }),
+    );
     let (code, message) = error_of(&bad_args);
     assert_eq!(code, -32602);
-    assert!(message.contains("\"arguments\" must be an object"), "{message}");
+    assert!(
+        message.contains("\"arguments\" must be an object"),
+        "{message}"
+    );
 
     let (code, message) = error_of(&client.request("resources/list", json!({})));
     assert_eq!(code, -32601);
@@ -126,7 +153,10 @@ fn an_unknown_tool_is_invalid_params_naming_the_loaded_tools_and_stores_nothing(
     let response = server.client.call("send_reciept", receipt(1), json!({}));
     let (code, message) = error_of(&response);
     assert_eq!(code, -32602);
-    assert!(message.contains("send_reciept") && message.contains("send_receipt"), "{message}");
+    assert!(
+        message.contains("send_reciept") && message.contains("send_receipt"),
+        "{message}"
+    );
     assert_eq!(response["error"]["data"]["error"]["kind"], "unknown_tool");
     server.close();
     assert_eq!(journal(&db), Vec::<Value>::new());
@@ -140,10 +170,16 @@ fn notifications_get_no_response() {
     client.initialize(VERSION);
     client.notify("notifications/initialized", json!({}));
     client.notify("notifications/roots/list_changed", json!({}));
-    client.notify("notifications/cancelled", json!({ "requestId": 99, "reason": "not in flight" }));
+    client.notify(
+        "notifications/cancelled",
+        json!({ "requestId": 99, "reason": "not in flight" }),
+    );
     client.send_request(json!("after"), "ping", json!({}));
     let next = client.next_message();
-    assert_eq!(next["id"], "after", "the first message after the notifications answers the ping: {next}");
+    assert_eq!(
+        next["id"], "after",
+        "the first message after the notifications answers the ping: {next}"
+    );
     let (rest, code, _) = server.close();
     assert_eq!(rest, Vec::<Value>::new());
     assert_eq!(code, Some(0));
@@ -162,17 +198,30 @@ fn the_conversation_comes_from_meta_else_from_the_serve_flag() {
     let cli_key = Command::new(env!("CARGO_BIN_EXE_justonce"))
         .arg("--db")
         .arg(&db)
-        .args(["key", "send_receipt", "--args", &receipt(7).to_string(), "--conversation", "conv-a"])
+        .args([
+            "key",
+            "send_receipt",
+            "--args",
+            &receipt(7).to_string(),
+            "--conversation",
+            "conv-a",
+        ])
         .output()
         .unwrap();
-    assert_eq!(key(&flagged), String::from_utf8(cli_key.stdout).unwrap().trim());
+    assert_eq!(
+        key(&flagged),
+        String::from_utf8(cli_key.stdout).unwrap().trim()
+    );
 
     let named = client.call("send_receipt", receipt(7), conversation("conv-a"));
     assert!(replayed(&named), "the same conversation, named in _meta");
     assert_eq!(key(&named), key(&flagged));
 
     let elsewhere = client.call("send_receipt", receipt(7), conversation("conv-b"));
-    assert!(!replayed(&elsewhere), "another conversation is another call");
+    assert!(
+        !replayed(&elsewhere),
+        "another conversation is another call"
+    );
     assert_ne!(key(&elsewhere), key(&flagged));
     server.close();
     assert_eq!(mailbox_count(&db), 2);
@@ -193,7 +242,10 @@ fn an_explicit_key_in_meta_is_used_and_reusing_it_with_other_arguments_is_a_mism
 
     let reused = client.call("send_receipt", receipt(4418), meta);
     let told = result(&reused);
-    assert_eq!(told["isError"], true, "a tool-level error the agent reads: {reused}");
+    assert_eq!(
+        told["isError"], true,
+        "a tool-level error the agent reads: {reused}"
+    );
     assert_eq!(told["structuredContent"]["error"]["kind"], "mismatch");
     assert_eq!(told["structuredContent"]["error"]["retry_safe"], false);
     assert_eq!(key(&reused), "receipt-4417");
@@ -212,26 +264,41 @@ fn stateless_requests_carry_their_version_and_get_stamped_results() {
             "io.modelcontextprotocol/protocolVersion": version,
             "io.modelcontextprotocol/clientCapabilities": {},
         });
-        meta.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        meta.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
         meta
     };
 
-    let found = client.request("server/discover", json!({ "_meta": envelope("2026-07-28", json!({})) }));
+    let found = client.request(
+        "server/discover",
+        json!({ "_meta": envelope("2026-07-28", json!({})) }),
+    );
     assert_eq!(result(&found)["supportedVersions"], json!(["2026-07-28"]));
     assert_eq!(result(&found)["resultType"], "complete");
 
     let call = |client: &mut crate::support::mcp::McpClient| {
-        client.call("send_receipt", receipt(1), envelope("2026-07-28", conversation("conv-s")))
+        client.call(
+            "send_receipt",
+            receipt(1),
+            envelope("2026-07-28", conversation("conv-s")),
+        )
     };
     let first = call(client);
     assert_eq!(result(&first)["resultType"], "complete");
-    assert_eq!(result(&first)["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "justonce");
+    assert_eq!(
+        result(&first)["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "justonce"
+    );
     assert!(!replayed(&first));
     let retry = call(client);
     assert!(replayed(&retry));
     assert_eq!(key(&retry), key(&first));
 
-    let future = client.request("tools/list", json!({ "_meta": envelope("2099-01-01", json!({})) }));
+    let future = client.request(
+        "tools/list",
+        json!({ "_meta": envelope("2099-01-01", json!({})) }),
+    );
     let (code, _) = error_of(&future);
     assert_eq!(code, -32022);
     assert_eq!(future["error"]["data"]["supported"], json!(["2026-07-28"]));

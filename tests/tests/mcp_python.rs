@@ -26,10 +26,14 @@ fn python_with_the_sdk() -> Result<PathBuf, String> {
         return if python.is_file() {
             Ok(python)
         } else {
-            Err(format!("JUSTONCE_MCP_PYTHON={} is not a file", python.display()))
+            Err(format!(
+                "JUSTONCE_MCP_PYTHON={} is not a file",
+                python.display()
+            ))
         };
     }
-    let requirements = std::fs::read_to_string(REQUIREMENTS).map_err(|e| format!("{REQUIREMENTS}: {e}"))?;
+    let requirements =
+        std::fs::read_to_string(REQUIREMENTS).map_err(|e| format!("{REQUIREMENTS}: {e}"))?;
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let venv = tmp.join("mcp-venv");
     let marker = venv.join("justonce-requirements.txt");
@@ -41,13 +45,24 @@ fn python_with_the_sdk() -> Result<PathBuf, String> {
     let _ = std::fs::remove_dir_all(&staging);
     let help = "install python3 with venv and pip (Debian: python3-venv), or set \
         JUSTONCE_MCP_PYTHON to a Python that has the packages of tests/mcp/requirements.txt (see .ci/run)";
-    run(Command::new("python3").arg("-m").arg("venv").arg(&staging), help)?;
     run(
-        Command::new(interpreter(&staging))
-            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", REQUIREMENTS]),
+        Command::new("python3").arg("-m").arg("venv").arg(&staging),
         help,
     )?;
-    std::fs::write(staging.join("justonce-requirements.txt"), &requirements).map_err(|e| e.to_string())?;
+    run(
+        Command::new(interpreter(&staging)).args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-r",
+            REQUIREMENTS,
+        ]),
+        help,
+    )?;
+    std::fs::write(staging.join("justonce-requirements.txt"), &requirements)
+        .map_err(|e| e.to_string())?;
     let _ = std::fs::remove_dir_all(&venv);
     if std::fs::rename(&staging, &venv).is_err() {
         // Another test process finished first; use its environment.
@@ -57,22 +72,34 @@ fn python_with_the_sdk() -> Result<PathBuf, String> {
 }
 
 fn interpreter(venv: &Path) -> PathBuf {
-    if cfg!(windows) { venv.join("Scripts").join("python.exe") } else { venv.join("bin").join("python") }
+    if cfg!(windows) {
+        venv.join("Scripts").join("python.exe")
+    } else {
+        venv.join("bin").join("python")
+    }
 }
 
 fn run(command: &mut Command, help: &str) -> Result<(), String> {
-    let out = command.output().map_err(|e| format!("cannot run {command:?}: {e}; {help}"))?;
+    let out = command
+        .output()
+        .map_err(|e| format!("cannot run {command:?}: {e}; {help}"))?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!("{command:?} failed: {}{}; {help}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+        Err(format!(
+            "{command:?} failed: {}{}; {help}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
     }
 }
 
 /// Runs tests/mcp/client.py in `mode` against a fresh database; its report and the
 /// database.
 fn drive(mode: &str) -> (Value, tempfile::TempDir, PathBuf) {
-    let python = PYTHON.as_ref().unwrap_or_else(|e| panic!("no Python with the MCP SDK: {e}"));
+    let python = PYTHON
+        .as_ref()
+        .unwrap_or_else(|e| panic!("no Python with the MCP SDK: {e}"));
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");
     let out = Command::new(python)
@@ -86,7 +113,10 @@ fn drive(mode: &str) -> (Value, tempfile::TempDir, PathBuf) {
         .expect("run the Python client");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the Python client failed:\n{stdout}\n{stderr}");
+    assert!(
+        out.status.success(),
+        "the Python client failed:\n{stdout}\n{stderr}"
+    );
     let report = serde_json::from_str(stdout.trim())
         .unwrap_or_else(|e| panic!("the client's report is not JSON ({e}): {stdout}\n{stderr}"));
     (report, dir, db)
@@ -106,7 +136,10 @@ fn emails_for_order(db: &Path, order: u64) -> i64 {
 /// and the second call told it was replayed, under the first call's key.
 fn assert_one_email_for_the_duplicate(report: &Value, db: &Path) {
     let tools = report["tools"].as_array().unwrap();
-    let receipt = tools.iter().find(|t| t["name"] == "send_receipt").expect("send_receipt is listed");
+    let receipt = tools
+        .iter()
+        .find(|t| t["name"] == "send_receipt")
+        .expect("send_receipt is listed");
     assert_eq!(receipt["idempotent_hint"], true);
 
     let calls = report["calls"].as_array().unwrap();
@@ -114,14 +147,25 @@ fn assert_one_email_for_the_duplicate(report: &Value, db: &Path) {
     assert!(calls.iter().all(|c| c["is_error"] == false), "{calls:?}");
     assert_eq!(meta(0, "replayed"), false);
     assert_eq!(meta(1, "replayed"), true, "the second result says replayed");
-    assert_eq!(meta(1, "key"), meta(0, "key"), "both attempts carried the same key");
-    assert_eq!(calls[1]["text"], calls[0]["text"], "the agent is told the same");
+    assert_eq!(
+        meta(1, "key"),
+        meta(0, "key"),
+        "both attempts carried the same key"
+    );
+    assert_eq!(
+        calls[1]["text"], calls[0]["text"],
+        "the agent is told the same"
+    );
     assert_eq!(calls[1]["structured"], calls[0]["structured"]);
     assert_eq!(calls[0]["structured"]["sent"][0]["order_id"], 4417);
     assert_eq!(meta(2, "replayed"), false);
     assert_ne!(meta(2, "key"), meta(0, "key"));
 
-    assert_eq!(emails_for_order(db, 4417), 1, "one email for the duplicate pair");
+    assert_eq!(
+        emails_for_order(db, 4417),
+        1,
+        "one email for the duplicate pair"
+    );
     assert_eq!(mailbox_count(db), 2, "two in all");
 }
 

@@ -87,10 +87,16 @@ impl TryFrom<&Value> for RequestId {
     fn try_from(value: &Value) -> Result<Self, RpcError> {
         match value {
             Value::String(_) | Value::Number(_) => Ok(Self(value.clone())),
-            Value::Null => Err(RpcError::new(INVALID_REQUEST, "the request id must not be null")),
+            Value::Null => Err(RpcError::new(
+                INVALID_REQUEST,
+                "the request id must not be null",
+            )),
             other => Err(RpcError::new(
                 INVALID_REQUEST,
-                format!("the request id must be a string or a number, not {}", type_name(other)),
+                format!(
+                    "the request id must be a string or a number, not {}",
+                    type_name(other)
+                ),
             )),
         }
     }
@@ -185,7 +191,10 @@ pub fn parse(line: &str) -> Result<Incoming, Malformed> {
         Value::Array(_) => {
             return Err(Malformed {
                 id: None,
-                error: RpcError::new(INVALID_REQUEST, "JSON-RPC batches are not supported by MCP; send one message per line"),
+                error: RpcError::new(
+                    INVALID_REQUEST,
+                    "JSON-RPC batches are not supported by MCP; send one message per line",
+                ),
             });
         }
         other => {
@@ -207,12 +216,17 @@ pub fn parse(line: &str) -> Result<Incoming, Malformed> {
         error: RpcError::new(INVALID_REQUEST, message),
     };
     if object.get("jsonrpc") != Some(&Value::String("2.0".into())) {
-        return Err(malformed(r#"the message must have "jsonrpc": "2.0""#.into()));
+        return Err(malformed(
+            r#"the message must have "jsonrpc": "2.0""#.into(),
+        ));
     }
     let method = match object.get("method") {
         Some(Value::String(method)) => method.clone(),
         Some(other) => {
-            return Err(malformed(format!("\"method\" must be a string, not {}", type_name(other))));
+            return Err(malformed(format!(
+                "\"method\" must be a string, not {}",
+                type_name(other)
+            )));
         }
         None if id.is_some() && (object.contains_key("result") || object.contains_key("error")) => {
             return Ok(Incoming::Response);
@@ -284,12 +298,16 @@ mod tests {
         assert_eq!(parse("[]").unwrap_err().error.code, INVALID_REQUEST);
         let null_id = parse(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#).unwrap_err();
         assert_eq!(null_id.error.code, INVALID_REQUEST);
-        assert!(null_id.error.message.contains("null"), "{}", null_id.error.message);
+        assert!(
+            null_id.error.message.contains("null"),
+            "{}",
+            null_id.error.message
+        );
         let version = parse(r#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#).unwrap_err();
         assert_eq!(version.error.code, INVALID_REQUEST);
         assert_eq!(version.id.map(|id| id.to_json()), Some(json!(3)));
-        let params = parse(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":[1]}"#)
-            .unwrap_err();
+        let params =
+            parse(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":[1]}"#).unwrap_err();
         assert_eq!(params.error.code, INVALID_PARAMS);
     }
 
@@ -299,7 +317,10 @@ mod tests {
         assert_eq!(negotiate_handshake("2024-11-05"), "2024-11-05");
         assert_eq!(negotiate_handshake("1999-01-01"), LATEST_HANDSHAKE_VERSION);
         // The stateless revision is never reached through the handshake.
-        assert_eq!(negotiate_handshake(MODERN_VERSIONS[0]), LATEST_HANDSHAKE_VERSION);
+        assert_eq!(
+            negotiate_handshake(MODERN_VERSIONS[0]),
+            LATEST_HANDSHAKE_VERSION
+        );
     }
 
     #[test]

@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::Value;
 
 use super::ServerConfig;
-use super::protocol::{self, INTERNAL_ERROR, INVALID_REQUEST, Incoming, Params, RequestId, RpcError};
+use super::protocol::{
+    self, INTERNAL_ERROR, INVALID_REQUEST, Incoming, Params, RequestId, RpcError,
+};
 use super::session::{Dispatch, Session, stateless_result};
 use super::tools;
 use crate::host::{CallRequest, Host};
@@ -157,10 +159,17 @@ impl Server {
         match protocol::parse(text) {
             Err(malformed) => {
                 tracing::debug!(error = %malformed.error.message, "malformed message");
-                outbox.send(&protocol::error_response(malformed.id.as_ref(), &malformed.error));
+                outbox.send(&protocol::error_response(
+                    malformed.id.as_ref(),
+                    &malformed.error,
+                ));
             }
-            Ok(Incoming::Response) => tracing::debug!("ignoring a response: this server sends no requests"),
-            Ok(Incoming::Notification { method, params }) => self.notification(&method, &params, in_flight),
+            Ok(Incoming::Response) => {
+                tracing::debug!("ignoring a response: this server sends no requests")
+            }
+            Ok(Incoming::Notification { method, params }) => {
+                self.notification(&method, &params, in_flight)
+            }
             Ok(Incoming::Request { id, method, params }) => {
                 tracing::debug!(%id, method, "request");
                 match session.request(&method, &params) {
@@ -174,7 +183,11 @@ impl Server {
                             return outbox.reply(&id, Err(error));
                         }
                         // The workers live as long as this loop, so the queue is open.
-                        let _ = jobs.send(Job { id, request, stateless });
+                        let _ = jobs.send(Job {
+                            id,
+                            request,
+                            stateless,
+                        });
                     }
                 }
             }
@@ -184,11 +197,17 @@ impl Server {
     fn notification(&self, method: &str, params: &Params, in_flight: &InFlight) {
         match method {
             "notifications/cancelled" => {
-                let Some(id) = params.get("requestId").and_then(|v| RequestId::try_from(v).ok()) else {
+                let Some(id) = params
+                    .get("requestId")
+                    .and_then(|v| RequestId::try_from(v).ok())
+                else {
                     tracing::warn!("notifications/cancelled without a usable requestId");
                     return;
                 };
-                let reason = params.get("reason").and_then(Value::as_str).unwrap_or("none given");
+                let reason = params
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("none given");
                 if in_flight.cancel(&id) {
                     // Stopping a guest between an effect and its journal record is the
                     // very ambiguity justonce removes, so the call runs to its outcome,
@@ -204,7 +223,12 @@ impl Server {
         }
     }
 
-    fn work<W: Write>(&self, queue: &Mutex<Receiver<Job>>, in_flight: &InFlight, outbox: &Outbox<W>) {
+    fn work<W: Write>(
+        &self,
+        queue: &Mutex<Receiver<Job>>,
+        in_flight: &InFlight,
+        outbox: &Outbox<W>,
+    ) {
         loop {
             let job = {
                 let queue = queue.lock().unwrap_or_else(|p| p.into_inner());
@@ -219,9 +243,16 @@ impl Server {
             let result = catch_unwind(AssertUnwindSafe(|| self.host.call(&job.request)));
             let reply = match result {
                 Ok(result) => tools::call_result(result, job.stateless),
-                Err(_) => Err(RpcError::new(INTERNAL_ERROR, "the host panicked while running the call")),
+                Err(_) => Err(RpcError::new(
+                    INTERNAL_ERROR,
+                    "the host panicked while running the call",
+                )),
             };
-            let reply = if job.stateless { reply.map(stateless_result) } else { reply };
+            let reply = if job.stateless {
+                reply.map(stateless_result)
+            } else {
+                reply
+            };
             if in_flight.finish(&job.id) {
                 tracing::info!(id = %job.id, "cancelled call finished; its response is withheld");
                 continue;

@@ -134,7 +134,11 @@ impl<'a> Session<'a> {
                     type_name(other)
                 )));
             }
-            None => return Err(RpcError::invalid_params("initialize: \"protocolVersion\" is missing")),
+            None => {
+                return Err(RpcError::invalid_params(
+                    "initialize: \"protocolVersion\" is missing",
+                ));
+            }
         };
         let version = negotiate_handshake(requested);
         tracing::info!(requested, version, "initialize");
@@ -280,16 +284,34 @@ mod tests {
         let early = reply(session.request("tools/list", &Params::new())).unwrap_err();
         assert_eq!(early.code, INVALID_REQUEST);
         assert!(early.message.contains("initialize"), "{}", early.message);
-        assert_eq!(reply(session.request("ping", &Params::new())).unwrap(), json!({}));
+        assert_eq!(
+            reply(session.request("ping", &Params::new())).unwrap(),
+            json!({})
+        );
 
-        let init = reply(session.request("initialize", &params(json!({"protocolVersion": "2025-06-18"})))).unwrap();
+        let init = reply(session.request(
+            "initialize",
+            &params(json!({"protocolVersion": "2025-06-18"})),
+        ))
+        .unwrap();
         assert_eq!(init["protocolVersion"], "2025-06-18");
         let list = reply(session.request("tools/list", &Params::new())).unwrap();
         assert_eq!(list["tools"][0]["name"], "t");
-        assert!(list.get("resultType").is_none(), "handshake results are not stamped");
-        let again = reply(session.request("initialize", &params(json!({"protocolVersion": "2025-06-18"})))).unwrap_err();
+        assert!(
+            list.get("resultType").is_none(),
+            "handshake results are not stamped"
+        );
+        let again = reply(session.request(
+            "initialize",
+            &params(json!({"protocolVersion": "2025-06-18"})),
+        ))
+        .unwrap_err();
         assert_eq!(again.code, INVALID_REQUEST);
-        let modern = reply(session.request("tools/list", &params(json!({"_meta": envelope("2026-07-28")})))).unwrap_err();
+        let modern = reply(session.request(
+            "tools/list",
+            &params(json!({"_meta": envelope("2026-07-28")})),
+        ))
+        .unwrap_err();
         assert_eq!(modern.code, INVALID_REQUEST);
     }
 
@@ -297,24 +319,42 @@ mod tests {
     fn a_stateless_connection_discovers_and_stamps_every_result() {
         let tools = [json!({"name": "t"})];
         let mut session = Session::new(&tools, None);
-        let found = reply(session.request("server/discover", &params(json!({"_meta": envelope("2026-07-28")})))).unwrap();
+        let found = reply(session.request(
+            "server/discover",
+            &params(json!({"_meta": envelope("2026-07-28")})),
+        ))
+        .unwrap();
         assert_eq!(found["supportedVersions"], json!(["2026-07-28"]));
         assert_eq!(found["resultType"], "complete");
         assert_eq!(found["_meta"][SERVER_INFO_META_KEY]["name"], "justonce");
 
-        let list = reply(session.request("tools/list", &params(json!({"_meta": envelope("2026-07-28")})))).unwrap();
+        let list = reply(session.request(
+            "tools/list",
+            &params(json!({"_meta": envelope("2026-07-28")})),
+        ))
+        .unwrap();
         assert_eq!(list["tools"][0]["name"], "t");
         assert_eq!(list["resultType"], "complete");
 
-        let old = reply(session.request("tools/list", &params(json!({"_meta": envelope("2031-01-01")})))).unwrap_err();
+        let old = reply(session.request(
+            "tools/list",
+            &params(json!({"_meta": envelope("2031-01-01")})),
+        ))
+        .unwrap_err();
         assert_eq!(old.code, UNSUPPORTED_PROTOCOL_VERSION);
         assert_eq!(old.data.unwrap()["requested"], "2031-01-01");
 
         let bare = reply(session.request("tools/list", &Params::new())).unwrap_err();
         assert_eq!(bare.code, INVALID_PARAMS);
-        let init = reply(session.request("initialize", &params(json!({"protocolVersion": "2025-11-25"})))).unwrap_err();
+        let init = reply(session.request(
+            "initialize",
+            &params(json!({"protocolVersion": "2025-11-25"})),
+        ))
+        .unwrap_err();
         assert_eq!(init.code, UNSUPPORTED_PROTOCOL_VERSION);
-        let ping = reply(session.request("ping", &params(json!({"_meta": envelope("2026-07-28")})))).unwrap_err();
+        let ping =
+            reply(session.request("ping", &params(json!({"_meta": envelope("2026-07-28")}))))
+                .unwrap_err();
         assert_eq!(ping.code, METHOD_NOT_FOUND);
     }
 
@@ -334,6 +374,10 @@ mod tests {
         ))
         .unwrap_err();
         assert_eq!(e.code, INVALID_PARAMS);
-        assert!(e.message.contains(CLIENT_CAPABILITIES_META_KEY), "{}", e.message);
+        assert!(
+            e.message.contains(CLIENT_CAPABILITIES_META_KEY),
+            "{}",
+            e.message
+        );
     }
 }

@@ -159,8 +159,10 @@ pub(crate) fn call_result(
             | Error::DuplicateTool { .. }
             | Error::Store { .. }
             | Error::NewerSchema { .. }
-            | Error::Host(_) => Err(RpcError::new(INTERNAL_ERROR, error.to_string())
-                .with_data(error.to_agent_json())),
+            | Error::Host(_) => {
+                Err(RpcError::new(INTERNAL_ERROR, error.to_string())
+                    .with_data(error.to_agent_json()))
+            }
         },
     }
 }
@@ -221,8 +223,14 @@ mod tests {
         for (p, field) in [
             (json!({}), "\"name\" is missing"),
             (json!({"name": 3}), "\"name\" must be a string"),
-            (json!({"name": "t", "arguments": "{}"}), "\"arguments\" must be an object"),
-            (json!({"name": "t", "_meta": {"dev.justonce/conversation": 1}}), "dev.justonce/conversation"),
+            (
+                json!({"name": "t", "arguments": "{}"}),
+                "\"arguments\" must be an object",
+            ),
+            (
+                json!({"name": "t", "_meta": {"dev.justonce/conversation": 1}}),
+                "dev.justonce/conversation",
+            ),
         ] {
             let e = call_request(&params(p), None).unwrap_err();
             assert_eq!(e.code, super::super::protocol::INVALID_PARAMS);
@@ -237,7 +245,9 @@ mod tests {
             Ok(CallResponse {
                 key: key.clone(),
                 replayed: true,
-                outcome: Outcome::Success { result: json!({"sent": 1}) },
+                outcome: Outcome::Success {
+                    result: json!({"sent": 1}),
+                },
             }),
             false,
         )
@@ -249,23 +259,43 @@ mod tests {
         assert_eq!(ok["_meta"][KEY_META_KEY], key.to_string());
 
         let unknown = call_result(
-            Err(Error::OutcomeUnknown { key: key.clone(), seq: 0, provider: "mail".into(), reason: "timeout".into() }),
+            Err(Error::OutcomeUnknown {
+                key: key.clone(),
+                seq: 0,
+                provider: "mail".into(),
+                reason: "timeout".into(),
+            }),
             false,
         )
         .unwrap();
         assert_eq!(unknown["isError"], true);
-        assert_eq!(unknown["structuredContent"]["error"]["kind"], "outcome_unknown");
+        assert_eq!(
+            unknown["structuredContent"]["error"]["kind"],
+            "outcome_unknown"
+        );
         assert_eq!(unknown["structuredContent"]["error"]["retry_safe"], true);
 
-        let no_tool = call_result(Err(Error::UnknownTool { name: "x".into(), available: "a".into() }), false)
-            .unwrap_err();
+        let no_tool = call_result(
+            Err(Error::UnknownTool {
+                name: "x".into(),
+                available: "a".into(),
+            }),
+            false,
+        )
+        .unwrap_err();
         assert_eq!(no_tool.code, super::super::protocol::INVALID_PARAMS);
     }
 
     #[test]
     fn a_result_that_is_not_an_object_is_structured_only_where_the_revision_allows_it() {
         let key = InvocationKey::parse("0123456789abcdef0123456789abcdef").unwrap();
-        let response = CallResponse { key, replayed: false, outcome: Outcome::Success { result: json!([1, 2]) } };
+        let response = CallResponse {
+            key,
+            replayed: false,
+            outcome: Outcome::Success {
+                result: json!([1, 2]),
+            },
+        };
         let legacy = call_result(Ok(response.clone()), false).unwrap();
         assert!(legacy.get("structuredContent").is_none());
         assert_eq!(legacy["content"][0]["text"], "[1,2]");

@@ -21,7 +21,10 @@ pub(super) fn calls(message: &Value) -> Result<Vec<RecordedCall>, TranscriptErro
     let blocks = match message.get("content") {
         Some(Value::Array(blocks)) => blocks,
         Some(other) => {
-            return Err(malformed(format!("content must be an array, not {}", type_name(other))));
+            return Err(malformed(format!(
+                "content must be an array, not {}",
+                type_name(other)
+            )));
         }
         None => return Err(malformed("content is missing".into())),
     };

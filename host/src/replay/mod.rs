@@ -132,7 +132,9 @@ impl Transcript {
                 scope.spawn(|| {
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(request) = requests.get(i) else { return };
+                        let Some(request) = requests.get(i) else {
+                            return;
+                        };
                         let result = match request {
                             Ok(request) => host.call(request),
                             Err(reason) => Err(Error::InvalidArguments {
@@ -208,19 +210,26 @@ mod tests {
         assert_eq!(t.calls.len(), 1, "text blocks are not calls");
         assert_eq!(t.calls[0].name, "t");
 
-        let completion = format!(r#"{{"id":"chatcmpl-1","choices":[{{"index":0,"message":{openai}}}]}}"#);
+        let completion =
+            format!(r#"{{"id":"chatcmpl-1","choices":[{{"index":0,"message":{openai}}}]}}"#);
         assert_eq!(Transcript::parse(&completion, None).unwrap().calls.len(), 1);
     }
 
     #[test]
     fn unreadable_messages_say_what_is_wrong() {
-        assert!(matches!(Transcript::parse("{", None), Err(TranscriptError::NotJson(_))));
+        assert!(matches!(
+            Transcript::parse("{", None),
+            Err(TranscriptError::NotJson(_))
+        ));
         assert!(matches!(
             Transcript::parse(r#"{"role":"assistant","content":"hi"}"#, None),
             Err(TranscriptError::UnknownFormat)
         ));
         assert!(matches!(
-            Transcript::parse(r#"{"role":"assistant","content":[{"type":"text","text":"hi"}]}"#, None),
+            Transcript::parse(
+                r#"{"role":"assistant","content":[{"type":"text","text":"hi"}]}"#,
+                None
+            ),
             Err(TranscriptError::NoToolCalls(Format::Anthropic))
         ));
         let e = Transcript::parse(
@@ -240,6 +249,9 @@ mod tests {
             None,
         )
         .unwrap();
-        assert_eq!(t.calls[0].arguments, Err("input must be an object, not a string".to_owned()));
+        assert_eq!(
+            t.calls[0].arguments,
+            Err("input must be an object, not a string".to_owned())
+        );
     }
 }

@@ -29,7 +29,10 @@ pub(super) fn calls(message: &Value) -> Result<Vec<RecordedCall>, TranscriptErro
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(calls)) => calls,
         Some(other) => {
-            return Err(malformed(format!("tool_calls must be an array, not {}", type_name(other))));
+            return Err(malformed(format!(
+                "tool_calls must be an array, not {}",
+                type_name(other)
+            )));
         }
     };
     tool_calls

@@ -9,7 +9,8 @@ use serde_json::Value;
 /// How many emails the built-in `mail` provider holds in the database at `db`.
 pub fn mailbox_count(db: &Path) -> i64 {
     let conn = rusqlite::Connection::open(db).expect("open the database");
-    conn.query_row("SELECT COUNT(*) FROM mailbox", [], |r| r.get(0)).expect("count the mailbox")
+    conn.query_row("SELECT COUNT(*) FROM mailbox", [], |r| r.get(0))
+        .expect("count the mailbox")
 }
 
 /// The invocations `justonce journal --json` lists for the database at `db`.
@@ -21,7 +22,11 @@ pub fn journal(db: &Path) -> Vec<Value> {
         .env_remove("JUSTONCE_TOOLS")
         .output()
         .expect("run justonce journal");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let journal: Value = serde_json::from_slice(&out.stdout).expect("journal JSON");
     journal.as_array().expect("an array").clone()
 }

@@ -40,7 +40,11 @@ impl Gate {
             .changed
             .wait_timeout_while(state, WAIT, |s| s.entered < n)
             .unwrap();
-        assert!(!timeout.timed_out(), "{} of {n} attempts reached the downstream", state.entered);
+        assert!(
+            !timeout.timed_out(),
+            "{} of {n} attempts reached the downstream",
+            state.entered
+        );
     }
 
     /// The key of every attempt, in order.

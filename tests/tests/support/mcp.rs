@@ -39,13 +39,20 @@ impl McpClient {
                 }
             }
         });
-        Self { input: Some(Box::new(input)), lines, held: Vec::new(), next_id: 1000 }
+        Self {
+            input: Some(Box::new(input)),
+            lines,
+            held: Vec::new(),
+            next_id: 1000,
+        }
     }
 
     /// Writes one raw line.
     pub fn send_line(&mut self, line: &str) {
         let input = self.input.as_mut().expect("the input is open");
-        writeln!(input, "{line}").and_then(|()| input.flush()).expect("write to the server");
+        writeln!(input, "{line}")
+            .and_then(|()| input.flush())
+            .expect("write to the server");
     }
 
     /// Sends a request with `id` without waiting for its response.
@@ -80,7 +87,10 @@ impl McpClient {
 
     /// `tools/call`; the whole response message.
     pub fn call(&mut self, tool: &str, arguments: Value, meta: Value) -> Value {
-        self.request("tools/call", json!({ "name": tool, "arguments": arguments, "_meta": meta }))
+        self.request(
+            "tools/call",
+            json!({ "name": tool, "arguments": arguments, "_meta": meta }),
+        )
     }
 
     /// Waits for the response to request `id`, keeping other messages for later.
@@ -89,7 +99,9 @@ impl McpClient {
             return self.held.remove(i);
         }
         loop {
-            let message = self.receive().unwrap_or_else(|| panic!("the server ended without answering {id}"));
+            let message = self
+                .receive()
+                .unwrap_or_else(|| panic!("the server ended without answering {id}"));
             if message.get("id") == Some(id) {
                 return message;
             }
@@ -158,7 +170,11 @@ impl McpProcess {
             let _ = err.read_to_string(&mut text);
             let _ = tx.send(text);
         });
-        Self { client, child, stderr }
+        Self {
+            client,
+            child,
+            stderr,
+        }
     }
 
     /// Hangs up; the messages written after the last awaited one, the exit code and
@@ -186,17 +202,24 @@ pub fn serve_in_process(
 
 /// The result of a `tools/call` response, failing the test on a protocol error.
 pub fn result(response: &Value) -> &Value {
-    assert!(response.get("error").is_none(), "protocol error: {response}");
+    assert!(
+        response.get("error").is_none(),
+        "protocol error: {response}"
+    );
     &response["result"]
 }
 
 /// `_meta["dev.justonce/replayed"]` of a tool result.
 pub fn replayed(response: &Value) -> bool {
-    result(response)["_meta"]["dev.justonce/replayed"].as_bool().expect("replayed is a bool")
+    result(response)["_meta"]["dev.justonce/replayed"]
+        .as_bool()
+        .expect("replayed is a bool")
 }
 
 /// `_meta["dev.justonce/key"]` of a tool result.
 pub fn key(response: &Value) -> String {
-    result(response)["_meta"]["dev.justonce/key"].as_str().expect("a key").to_owned()
+    result(response)["_meta"]["dev.justonce/key"]
+        .as_str()
+        .expect("a key")
+        .to_owned()
 }
-
