@@ -18,6 +18,12 @@ use super::session::{Dispatch, Session, stateless_result};
 use super::tools;
 use crate::host::{CallRequest, Host};
 
+// Workers share one host; a change that made `Host` unshareable must fail here.
+const _: () = {
+    const fn shareable<T: Send + Sync>() {}
+    shareable::<Host>();
+};
+
 /// An MCP server over one pair of streams. Build it with [`Server::new`] and run it
 /// with [`Server::serve`].
 pub struct Server {
