@@ -9,9 +9,10 @@ use super::{Cli, exit, exit_code, print_json};
 use crate::error::Error;
 use crate::replay::{Format, Transcript};
 
-/// Run every tool call of a recorded OpenAI or Anthropic assistant message
-/// concurrently under one conversation, and print the tool results as that provider
-/// expects them. Exits with the highest exit code among the calls.
+/// Run the tool calls of a recorded OpenAI or Anthropic assistant message.
+///
+/// All calls run concurrently under one conversation; the tool results are printed
+/// as that provider expects them. Exits with the highest exit code among the calls.
 #[derive(Debug, Args)]
 pub struct Replay {
     /// The recorded message (JSON); `-` reads stdin.

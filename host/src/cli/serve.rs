@@ -8,8 +8,10 @@ use super::{Cli, exit};
 use crate::error::Error;
 use crate::mcp::{Server, ServerConfig};
 
-/// Serve the tools over MCP on stdin/stdout (newline-delimited JSON-RPC; logs go to
-/// stderr, set JUSTONCE_LOG=info to see them).
+/// Serve the tools over MCP on stdin/stdout.
+///
+/// Newline-delimited JSON-RPC on stdout; logs go to stderr (JUSTONCE_LOG=info shows
+/// more of them).
 #[derive(Debug, Args)]
 pub struct Serve {
     /// The conversation of calls whose request sends none in
