@@ -4,4 +4,8 @@ mod support;
 
 mod cli;
 mod contract;
+mod mcp_calls;
+mod mcp_protocol;
+mod mcp_python;
+mod replay;
 mod retry;

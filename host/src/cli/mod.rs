@@ -5,7 +5,9 @@ mod demo;
 mod gc;
 mod journal;
 mod key;
+mod replay;
 mod run;
+mod serve;
 mod tools;
 
 use std::path::PathBuf;
@@ -67,6 +69,8 @@ enum Command {
     Journal(journal::Journal),
     Gc(gc::Gc),
     Demo(demo::Demo),
+    Serve(serve::Serve),
+    Replay(replay::Replay),
 }
 
 impl Cli {
@@ -117,6 +121,8 @@ pub fn main() -> ExitCode {
         Command::Journal(cmd) => cmd.run(&cli),
         Command::Gc(cmd) => cmd.run(&cli),
         Command::Demo(cmd) => cmd.run(&cli),
+        Command::Serve(cmd) => cmd.run(&cli),
+        Command::Replay(cmd) => cmd.run(&cli),
     };
     match result {
         Ok(code) => ExitCode::from(code),
