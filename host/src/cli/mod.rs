@@ -86,7 +86,8 @@ pub fn exit_code(error: &Error) -> u8 {
         Error::UnknownTool { .. }
         | Error::InvalidArguments { .. }
         | Error::InvalidKey(_)
-        | Error::Mismatch { .. } => exit::BAD_INPUT,
+        | Error::Mismatch { .. }
+        | Error::CannotResolve { .. } => exit::BAD_INPUT,
         Error::InProgress { .. } | Error::OutcomeUnknown { .. } | Error::LeaseLost { .. } => {
             exit::RETRY_SAFE
         }
