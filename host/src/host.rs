@@ -488,7 +488,11 @@ impl Host {
             return Err(fault);
         }
         if let Some(interruption) = session.interrupted {
-            self.shared.store.suspend(key, owner, now)?;
+            if !self.shared.store.suspend(key, owner, now)? {
+                // Another host took the call over meanwhile; what this run learnt is
+                // in the journal, and the other host's outcome is the one that counts.
+                return Err(Error::LeaseLost { key: key.clone() });
+            }
             return Err(match interruption {
                 Interruption::OutcomeUnknown {
                     seq,
@@ -511,7 +515,9 @@ impl Host {
         if let Some((seq, journaled)) = session.skipped_journaled_effects()? {
             // The resumed guest finished without asking for effects an earlier run
             // journaled (and may have performed): its outcome would not match them.
-            self.shared.store.suspend(key, owner, now)?;
+            if !self.shared.store.suspend(key, owner, now)? {
+                return Err(Error::LeaseLost { key: key.clone() });
+            }
             return Err(Error::Divergence {
                 key: key.clone(),
                 seq,

@@ -3,5 +3,10 @@
 mod support;
 
 mod cli;
+mod concurrency;
 mod contract;
+mod crash;
+mod determinism;
+mod lease;
+mod resolve;
 mod retry;

@@ -5,6 +5,7 @@ mod demo;
 mod gc;
 mod journal;
 mod key;
+mod resolve;
 mod run;
 mod tools;
 
@@ -55,6 +56,18 @@ pub struct Cli {
     )]
     db: PathBuf,
 
+    /// How long a running call's lease lasts, in milliseconds: a duplicate waits for a
+    /// live lease and takes over an expired one (its host presumably died).
+    #[arg(
+        long,
+        global = true,
+        value_name = "MS",
+        env = "JUSTONCE_LEASE_MS",
+        default_value_t = 60_000,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    lease_ms: u64,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -67,12 +80,15 @@ enum Command {
     Journal(journal::Journal),
     Gc(gc::Gc),
     Demo(demo::Demo),
+    Resolve(resolve::Resolve),
 }
 
 impl Cli {
     /// A host builder with the journal and tools chosen on the command line.
     fn host(&self) -> HostBuilder {
-        let builder = Host::builder().database(&self.db);
+        let builder = Host::builder()
+            .database(&self.db)
+            .lease(std::time::Duration::from_millis(self.lease_ms));
         match &self.tools {
             Some(dir) => builder.tools_dir(dir),
             None => builder.example_tools(),
@@ -118,6 +134,7 @@ pub fn main() -> ExitCode {
         Command::Journal(cmd) => cmd.run(&cli),
         Command::Gc(cmd) => cmd.run(&cli),
         Command::Demo(cmd) => cmd.run(&cli),
+        Command::Resolve(cmd) => cmd.run(&cli),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -302,10 +302,15 @@ impl EffectSession {
                         .store
                         .note_attempt_error(&key, &reason, shared.clock.now_ms())?;
                     if made >= budget {
-                        let reason = format!(
+                        let mut reason = format!(
                             "{reason} (after {made} attempt{} with key {key})",
                             if made == 1 { "" } else { "s" }
                         );
+                        if class == ProviderClass::Unkeyed {
+                            reason.push_str(&format!(
+                                "; this unkeyed effect is not repeated until a person resolves it: `justonce resolve {key} --performed` or `--not-performed`"
+                            ));
+                        }
                         return Ok(Err(self.unknown(new.seq, new.provider, reason)));
                     }
                 }
