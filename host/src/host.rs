@@ -228,6 +228,12 @@ impl HostBuilder {
     /// Opens the journal, loads the tools and registers the built-in providers.
     pub fn build(self) -> Result<Host> {
         fault::check_env()?;
+        if self.lease.is_zero() {
+            // A zero lease would let every duplicate take over a running call.
+            return Err(Error::Host(anyhow::anyhow!(
+                "the lease must be longer than zero (HostBuilder::lease)"
+            )));
+        }
         let runtime = match self.runtime {
             Some(runtime) => runtime,
             None => {

@@ -180,17 +180,18 @@ impl EffectSession {
         if class == ProviderClass::Transactional {
             return self.transactional(provider.as_ref(), &new, &payload);
         }
-        if let Some(record) = &existing {
-            if class == ProviderClass::Unkeyed && record.resolution != Some(Resolution::NotPerformed) {
-                // A pending unkeyed effect may have happened; repeating it could do it
-                // twice. Fail closed until a person resolves it.
-                let reason = format!(
-                    "an earlier attempt of this unkeyed effect may have taken effect; a person must resolve it \
-                     (`justonce journal --unresolved`, then `justonce resolve {} --performed` or `--not-performed`)",
-                    record.key
-                );
-                return Ok(Err(self.unknown(seq, provider_name, reason)));
-            }
+        if let Some(record) = &existing
+            && class == ProviderClass::Unkeyed
+            && record.resolution != Some(Resolution::NotPerformed)
+        {
+            // A pending unkeyed effect may have happened; repeating it could do it
+            // twice. Fail closed until a person resolves it.
+            let reason = format!(
+                "an earlier attempt of this unkeyed effect may have taken effect; a person must resolve it \
+                 (`justonce journal --unresolved`, then `justonce resolve {} --performed` or `--not-performed`)",
+                record.key
+            );
+            return Ok(Err(self.unknown(seq, provider_name, reason)));
         }
         self.attempts(provider.as_ref(), class, &new, &payload)
     }
