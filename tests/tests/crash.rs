@@ -11,6 +11,7 @@ use justonce::fault::FaultPoint;
 use serde_json::Value;
 
 use crate::support::process::{Db, json_of, justonce};
+use crate::support::time_and_random_body;
 
 /// Kill-and-retry runs per fault point.
 const REPEATS: u64 = 3;
@@ -165,17 +166,6 @@ fn killed_at_the_second_of_two_effects_then_retried_replays_the_first_and_sends_
     }
 }
 
-/// `now_nanos=… random=…` from a mail body.
-fn body_values(body: &str) -> (u64, u64) {
-    let field = |name: &str| {
-        body.split_whitespace()
-            .find_map(|part| part.strip_prefix(&format!("{name}=")))
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or_else(|| panic!("no {name} in {body}"))
-    };
-    (field("now_nanos"), field("random"))
-}
-
 #[test]
 fn a_guest_that_mails_the_time_and_a_random_number_is_killed_and_resumed_with_the_same_values() {
     let tool = justonce_tests::guests::TIME_AND_RANDOM_COMPONENT;
@@ -188,7 +178,7 @@ fn a_guest_that_mails_the_time_and_a_random_number_is_killed_and_resumed_with_th
         let state = Db::open(&db);
         let sent_by_the_killed_process = state.mailbox();
         assert_eq!(sent_by_the_killed_process.len(), 1);
-        let (now_nanos, random) = body_values(&sent_by_the_killed_process[0].body);
+        let (now_nanos, random) = time_and_random_body(&sent_by_the_killed_process[0].body);
 
         let answer = retry(&db, tool, &args);
         assert_eq!(answer["ok"], true, "no divergence: {answer}");

@@ -7,28 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use justonce::runtime::{Limits, Runtime};
-use justonce::{CallRequest, Clock, Error, Host, ManualClock, Outcome, RetryPolicy};
-use serde_json::Value;
+use justonce::{CallRequest, Clock, Error, Host, ManualClock, RetryPolicy};
 
-use crate::support::{FakePayments, Fault, RUNTIME, test_host_with_mail};
-
-fn result(outcome: &Outcome) -> &Value {
-    match outcome {
-        Outcome::Success { result } => result,
-        other => panic!("expected success, got {other:?}"),
-    }
-}
-
-/// `now_nanos=… random=…` from a mail body.
-fn body_values(body: &str) -> (u64, u64) {
-    let field = |name: &str| {
-        body.split_whitespace()
-            .find_map(|part| part.strip_prefix(&format!("{name}=")))
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or_else(|| panic!("no {name} in {body}"))
-    };
-    (field("now_nanos"), field("random"))
-}
+use crate::support::{FakePayments, Fault, RUNTIME, success, test_host_with_mail, time_and_random_body};
 
 #[test]
 fn a_resumed_guest_sees_the_clock_and_random_values_of_its_first_run() {
@@ -41,7 +22,7 @@ fn a_resumed_guest_sees_the_clock_and_random_values_of_its_first_run() {
     assert!(matches!(err, Error::OutcomeUnknown { .. }), "{err:?}");
     let sent = t.mail.sent().unwrap();
     assert_eq!(sent.len(), 1);
-    let (now_nanos, random) = body_values(&sent[0].body);
+    let (now_nanos, random) = time_and_random_body(&sent[0].body);
     // The guest's wall clock is the host's (injected) clock at the invocation's start.
     assert_eq!(now_nanos, u64::try_from(started_ms).unwrap() * 1_000_000);
 
@@ -49,7 +30,7 @@ fn a_resumed_guest_sees_the_clock_and_random_values_of_its_first_run() {
     t.clock.advance(Duration::from_secs(5));
     let resumed = t.host.call(&request).unwrap();
     assert!(!resumed.replayed, "the retry ran the guest again");
-    let r = result(&resumed.outcome);
+    let r = success(&resumed.outcome);
     assert_eq!(r["now_nanos"], now_nanos, "same time as the first run");
     assert_eq!(r["random"], random, "same random number as the first run");
     assert_eq!(r["message_id"], sent[0].message_id.as_str());
@@ -67,7 +48,7 @@ fn a_resumed_guest_sees_the_clock_and_random_values_of_its_first_run() {
     assert!(other.is_err());
     let sent = t.mail.sent().unwrap();
     assert_eq!(sent.len(), 2);
-    let (other_nanos, other_random) = body_values(&sent[1].body);
+    let (other_nanos, other_random) = time_and_random_body(&sent[1].body);
     assert_eq!(other_nanos, u64::try_from(t.clock.now_ms()).unwrap() * 1_000_000);
     assert_ne!(other_random, random);
 }

@@ -5,6 +5,8 @@ mod support;
 mod cli;
 mod concurrency;
 mod contract;
+// Needs the fault-injection points, which release builds have only with the feature.
+#[cfg(any(debug_assertions, feature = "fault-injection"))]
 mod crash;
 mod determinism;
 mod lease;

@@ -5,11 +5,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use justonce::store::Resolution;
-use justonce::{CallRequest, Clock, Error, Host, Outcome, ProviderClass, RetryPolicy};
+use justonce::{CallRequest, Clock, Error, Host, ProviderClass, RetryPolicy};
 use serde_json::{Value, json};
 
 use crate::support::process::{json_of, justonce};
-use crate::support::{FakePayments, Fault, RUNTIME, test_host};
+use crate::support::{FakePayments, Fault, RUNTIME, success, test_host};
 
 fn unkeyed_timeouts() -> Arc<FakePayments> {
     Arc::new(FakePayments::with_class(ProviderClass::Unkeyed, Fault::AlwaysTimeout))
@@ -17,13 +17,6 @@ fn unkeyed_timeouts() -> Arc<FakePayments> {
 
 fn refund() -> CallRequest {
     CallRequest::new("refund", r#"{"order_id":5,"amount_cents":500}"#).conversation("c")
-}
-
-fn result(outcome: &Outcome) -> &Value {
-    match outcome {
-        Outcome::Success { result } => result,
-        other => panic!("expected success, got {other:?}"),
-    }
 }
 
 #[test]
@@ -54,7 +47,7 @@ fn not_performed_lets_the_retry_attempt_once_more_under_the_same_key() {
     payments.set_fault(Fault::None);
     let done = t.host.call(&refund()).unwrap();
     assert!(!done.replayed);
-    assert_eq!(result(&done.outcome)["status"], "succeeded");
+    assert_eq!(success(&done.outcome)["status"], "succeeded");
     let attempts = payments.attempts();
     assert_eq!(attempts.len(), 2, "one more attempt");
     assert_eq!(attempts[0], attempts[1], "under the same key");
@@ -92,7 +85,7 @@ fn performed_finishes_the_effect_with_the_persons_answer_and_the_provider_is_not
         .unwrap();
     payments.set_fault(Fault::None);
     let done = t.host.call(&refund()).unwrap();
-    assert_eq!(result(&done.outcome)["refund_id"], "re_by_hand");
+    assert_eq!(success(&done.outcome)["refund_id"], "re_by_hand");
     assert_eq!(payments.attempts().len(), 1, "the provider was not called again");
     assert!(payments.applied().is_empty());
     let effect = &t.host.store().journal(None, 10).unwrap()[0].effects[0];

@@ -84,3 +84,22 @@ pub fn receipt_args(order: u64, email: &str) -> String {
 pub fn invocation_count(host: &Host) -> usize {
     host.store().journal(None, 10_000).expect("journal").len()
 }
+
+/// The result of a successful outcome; panics with the outcome otherwise.
+pub fn success(outcome: &justonce::Outcome) -> &serde_json::Value {
+    match outcome {
+        justonce::Outcome::Success { result } => result,
+        other => panic!("expected a success-shaped result, got {other:?}"),
+    }
+}
+
+/// `(now_nanos, random)` from the body of a mail the `time_and_random` guest sent.
+pub fn time_and_random_body(body: &str) -> (u64, u64) {
+    let field = |name: &str| {
+        body.split_whitespace()
+            .find_map(|part| part.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {name} in {body}"))
+    };
+    (field("now_nanos"), field("random"))
+}
