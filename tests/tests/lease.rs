@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use justonce::{CallRequest, CallResponse, Error, Host, ManualClock, Outcome, RetryPolicy};
 
-use crate::support::{Gate, RUNTIME};
+use crate::support::{HoldFirst, RUNTIME};
 
 const LEASE: Duration = Duration::from_secs(60);
 const MS: Duration = Duration::from_millis(1);
 
 /// A host on `db` whose keyed `mail` and `payments` are `gate`.
-fn host(db: &Path, clock: &ManualClock, gate: &Arc<Gate>, wait_bound: Duration) -> Host {
+fn host(db: &Path, clock: &ManualClock, gate: &Arc<HoldFirst>, wait_bound: Duration) -> Host {
     Host::builder()
         .database(db)
         .runtime(RUNTIME.clone())
@@ -30,17 +30,28 @@ fn host(db: &Path, clock: &ManualClock, gate: &Arc<Gate>, wait_bound: Duration) 
 }
 
 /// Starts `request` on `host` in a thread that ends up held at the gate.
-fn start_held(host: Arc<Host>, gate: &Gate, request: &CallRequest) -> JoinHandle<Result<CallResponse, Error>> {
+fn start_held(host: Arc<Host>, gate: &HoldFirst, request: &CallRequest) -> JoinHandle<Result<CallResponse, Error>> {
     let request = request.clone();
     let handle = std::thread::spawn(move || host.call(&request));
     gate.wait_until_reached();
     handle
 }
 
+/// A call that sends two emails, so a run can stop between them.
+fn two_receipts() -> CallRequest {
+    CallRequest::new(
+        "send_receipt",
+        r#"{"orders":[
+            {"order_id":1,"email":"a@example.com","amount_cents":100},
+            {"order_id":2,"email":"b@example.com","amount_cents":200}]}"#,
+    )
+    .conversation("c")
+}
+
 struct Setup {
     _dir: tempfile::TempDir,
     clock: ManualClock,
-    gate: Arc<Gate>,
+    gate: Arc<HoldFirst>,
     a: Arc<Host>,
     b_impatient: Host,
     b: Host,
@@ -50,7 +61,7 @@ fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");
     let clock = ManualClock::default();
-    let gate = Arc::new(Gate::new());
+    let gate = Arc::new(HoldFirst::new());
     Setup {
         a: Arc::new(host(&db, &clock, &gate, Duration::from_secs(60))),
         // Waits a little (real time) and then reports `in_progress`.
@@ -93,13 +104,7 @@ fn a_duplicate_while_the_lease_is_live_waits_and_gets_the_first_runs_outcome() {
 fn a_duplicate_at_expiry_takes_over_and_the_old_run_performs_nothing_more() {
     let s = setup();
     // Two emails: A hangs at the first; B takes over and sends both.
-    let request = CallRequest::new(
-        "send_receipt",
-        r#"{"orders":[
-            {"order_id":1,"email":"a@example.com","amount_cents":100},
-            {"order_id":2,"email":"b@example.com","amount_cents":200}]}"#,
-    )
-    .conversation("c");
+    let request = two_receipts();
     let a = start_held(s.a.clone(), &s.gate, &request);
     let held_key = s.gate.attempts()[0].clone();
 
@@ -141,13 +146,7 @@ fn a_duplicate_at_expiry_takes_over_and_the_old_run_performs_nothing_more() {
 #[test]
 fn a_run_that_lost_its_lease_cannot_attempt_an_effect_the_new_owner_left_pending() {
     let s = setup();
-    let request = CallRequest::new(
-        "send_receipt",
-        r#"{"orders":[
-            {"order_id":1,"email":"a@example.com","amount_cents":100},
-            {"order_id":2,"email":"b@example.com","amount_cents":200}]}"#,
-    )
-    .conversation("c");
+    let request = two_receipts();
     let a = start_held(s.a.clone(), &s.gate, &request);
 
     // B takes over; the second email's outcome stays unknown, so B stops there and

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-pub mod gate;
+pub mod hold_first;
 pub mod process;
 pub mod providers;
 
@@ -14,7 +14,7 @@ use std::time::Duration;
 use justonce::runtime::{Limits, Runtime};
 use justonce::{Host, HostBuilder, ManualClock, RetryPolicy};
 
-pub use gate::Gate;
+pub use hold_first::HoldFirst;
 pub use providers::{Fault, FakePayments};
 
 /// Every example tool and test guest, compiled once for the whole test binary.

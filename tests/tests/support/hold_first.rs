@@ -1,5 +1,6 @@
-//! A keyed downstream whose first attempt blocks until the test releases it: a host
-//! that hangs (or dies) in the middle of an effect, while its lease runs out.
+//! A keyed downstream whose first attempt blocks until the test releases it, while
+//! later attempts pass: a host that hangs (or dies) in the middle of an effect while
+//! its lease runs out, and another host that takes over.
 
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::Mutex;
@@ -14,7 +15,7 @@ const REACH_BOUND: Duration = Duration::from_secs(60);
 
 /// Deduplicates by key like [`super::FakePayments`] and answers both `refund` and
 /// `send` shapes; the first attempt waits at the gate.
-pub struct Gate {
+pub struct HoldFirst {
     attempts: Mutex<Vec<String>>,
     applied: Mutex<Vec<String>>,
     reached: Mutex<Option<Sender<()>>>,
@@ -24,7 +25,7 @@ pub struct Gate {
     time_out_new_keys: AtomicBool,
 }
 
-impl Gate {
+impl HoldFirst {
     /// A gate that holds the first attempt.
     pub fn new() -> Self {
         let (reached, reached_rx) = channel();
@@ -70,7 +71,7 @@ impl Gate {
     }
 }
 
-impl Provider for Gate {
+impl Provider for HoldFirst {
     fn class(&self) -> ProviderClass {
         ProviderClass::Keyed
     }
