@@ -5,8 +5,10 @@ mod demo;
 mod gc;
 mod journal;
 mod key;
+mod replay;
 mod resolve;
 mod run;
+mod serve;
 mod tools;
 
 use std::path::PathBuf;
@@ -81,6 +83,8 @@ enum Command {
     Gc(gc::Gc),
     Demo(demo::Demo),
     Resolve(resolve::Resolve),
+    Serve(serve::Serve),
+    Replay(replay::Replay),
 }
 
 impl Cli {
@@ -135,6 +139,8 @@ pub fn main() -> ExitCode {
         Command::Gc(cmd) => cmd.run(&cli),
         Command::Demo(cmd) => cmd.run(&cli),
         Command::Resolve(cmd) => cmd.run(&cli),
+        Command::Serve(cmd) => cmd.run(&cli),
+        Command::Replay(cmd) => cmd.run(&cli),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -3,7 +3,10 @@
 
 #![allow(dead_code)]
 
+pub mod db;
+pub mod gate;
 pub mod hold_first;
+pub mod mcp;
 pub mod process;
 pub mod providers;
 
