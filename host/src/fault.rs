@@ -67,7 +67,10 @@ impl FromStr for FaultPoint {
             .find(|p| p.as_str() == s)
             .ok_or_else(|| {
                 let names: Vec<&str> = Self::ALL.iter().map(|p| p.as_str()).collect();
-                format!("`{s}` is not a fault point; use one of {}", names.join(", "))
+                format!(
+                    "`{s}` is not a fault point; use one of {}",
+                    names.join(", ")
+                )
             })
     }
 }
@@ -161,7 +164,10 @@ mod tests {
             })
         );
         let err = parse("befor_effect").unwrap_err();
-        assert!(err.contains("`befor_effect`") && err.contains("after_outcome"), "{err}");
+        assert!(
+            err.contains("`befor_effect`") && err.contains("after_outcome"),
+            "{err}"
+        );
         let err = parse("after_record:0").unwrap_err();
         assert!(err.contains("`0`"), "{err}");
     }

@@ -67,11 +67,21 @@ fn race(host: Arc<Host>, orders: Vec<Vec<u64>>) -> Vec<Value> {
 /// Checks that every answer is a success, that all answers to one order agree and
 /// exactly one of them ran it, and that the mailbox holds one email per order.
 fn assert_once_per_order(answers: &[Value], orders: u64, db: &Path) {
-    let errors: Vec<&Value> = answers.iter().filter(|a| a.get("error").is_some()).collect();
-    assert!(errors.is_empty(), "{} callers got an error: {errors:?}", errors.len());
+    let errors: Vec<&Value> = answers
+        .iter()
+        .filter(|a| a.get("error").is_some())
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{} callers got an error: {errors:?}",
+        errors.len()
+    );
     let mut by_order: BTreeMap<u64, Vec<&Value>> = BTreeMap::new();
     for a in answers {
-        by_order.entry(a["order"].as_u64().unwrap()).or_default().push(a);
+        by_order
+            .entry(a["order"].as_u64().unwrap())
+            .or_default()
+            .push(a);
     }
     assert_eq!(by_order.len() as u64, orders);
     let mailbox = Db::open(db).mailbox();
@@ -83,13 +93,23 @@ fn assert_once_per_order(answers: &[Value], orders: u64, db: &Path) {
         let first = answers[0];
         assert_eq!(first["outcome"]["ok"], true, "{first}");
         assert!(
-            answers.iter().all(|a| a["outcome"] == first["outcome"] && a["key"] == first["key"]),
+            answers
+                .iter()
+                .all(|a| a["outcome"] == first["outcome"] && a["key"] == first["key"]),
             "order {order}: the callers were told different things: {answers:?}"
         );
         let ran = answers.iter().filter(|a| a["replayed"] == false).count();
-        assert_eq!(ran, 1, "order {order}: exactly one caller ran it: {answers:?}");
-        let message_id = first["outcome"]["result"]["sent"][0]["message_id"].as_str().unwrap();
-        assert!(mails.contains_key(message_id), "order {order}: {message_id} is in the mailbox");
+        assert_eq!(
+            ran, 1,
+            "order {order}: exactly one caller ran it: {answers:?}"
+        );
+        let message_id = first["outcome"]["result"]["sent"][0]["message_id"]
+            .as_str()
+            .unwrap();
+        assert!(
+            mails.contains_key(message_id),
+            "order {order}: {message_id} is in the mailbox"
+        );
     }
     assert_eq!(mailbox.len() as u64, orders, "one email per distinct call");
     let keys: BTreeSet<&str> = mailbox.iter().map(|m| m.key.as_str()).collect();
@@ -114,7 +134,11 @@ fn thirty_two_threads_sending_the_same_call_make_one_effect_and_agree() {
     let answers = race(file_host(&db), vec![vec![7]; THREADS]);
     assert_eq!(answers.len(), THREADS);
     assert_once_per_order(&answers, 1, &db);
-    assert_eq!(Db::open(&db).requests().len(), 1, "the mailbox was asked once");
+    assert_eq!(
+        Db::open(&db).requests().len(),
+        1,
+        "the mailbox was asked once"
+    );
 }
 
 #[test]
@@ -141,9 +165,19 @@ fn race_processes(db: &Path, orders: impl Fn(usize, usize) -> Vec<u64>) -> Vec<V
             let plan: Vec<Vec<u64>> = (0..THREADS_PER_PROCESS).map(|t| orders(w, t)).collect();
             let out = dir.join(format!("worker-{w}.json"));
             let child = Command::new(std::env::current_exe().unwrap())
-                .args(["concurrency::worker", "--exact", "--ignored", "--nocapture", "--test-threads", "1"])
+                .args([
+                    "concurrency::worker",
+                    "--exact",
+                    "--ignored",
+                    "--nocapture",
+                    "--test-threads",
+                    "1",
+                ])
                 .env("JUSTONCE_WORKER_DB", db)
-                .env("JUSTONCE_WORKER_PLAN", serde_json::to_string(&plan).unwrap())
+                .env(
+                    "JUSTONCE_WORKER_PLAN",
+                    serde_json::to_string(&plan).unwrap(),
+                )
                 .env("JUSTONCE_WORKER_OUT", &out)
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
@@ -175,11 +209,16 @@ fn four_processes_of_eight_threads_sending_the_same_call_make_one_effect_and_agr
     let answers = race_processes(&db, |_, _| vec![11]);
     assert_eq!(answers.len(), PROCESSES * THREADS_PER_PROCESS);
     assert_once_per_order(&answers, 1, &db);
-    assert_eq!(Db::open(&db).requests().len(), 1, "the mailbox was asked once");
+    assert_eq!(
+        Db::open(&db).requests().len(),
+        1,
+        "the mailbox was asked once"
+    );
 }
 
 #[test]
-fn four_processes_of_eight_threads_sending_sixty_four_distinct_calls_twice_make_sixty_four_effects() {
+fn four_processes_of_eight_threads_sending_sixty_four_distinct_calls_twice_make_sixty_four_effects()
+{
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");
     // Every call is sent by two processes: worker w sends the calls of slots w and

@@ -21,26 +21,48 @@ const REPEATS: u64 = 3;
 const CHILD_LEASE_MS: &str = "300";
 
 fn receipt(order: u64) -> String {
-    format!(r#"{{"orders":[{{"order_id":{order},"email":"ada@example.com","amount_cents":1299}}]}}"#)
+    format!(
+        r#"{{"orders":[{{"order_id":{order},"email":"ada@example.com","amount_cents":1299}}]}}"#
+    )
 }
 
 /// Runs `tool ARGS` in a child armed with `fault` and checks that it died there.
 fn kill(db: &Path, tool: &str, args: &str, fault: &str) {
     let out = justonce(
         db,
-        &["--lease-ms", CHILD_LEASE_MS, "run", tool, "--args", args, "--conversation", "crash"],
+        &[
+            "--lease-ms",
+            CHILD_LEASE_MS,
+            "run",
+            tool,
+            "--args",
+            args,
+            "--conversation",
+            "crash",
+        ],
         Some(fault),
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "the child was meant to die at {fault}: {stderr}");
-    assert_eq!(out.status.code(), None, "killed by a signal, not an exit: {stderr}");
+    assert!(
+        !out.status.success(),
+        "the child was meant to die at {fault}: {stderr}"
+    );
+    assert_eq!(
+        out.status.code(),
+        None,
+        "killed by a signal, not an exit: {stderr}"
+    );
     assert!(out.stdout.is_empty(), "the caller was never answered");
     assert!(stderr.contains("aborting at"), "{stderr}");
 }
 
 /// Retries the call in a fresh, unarmed process and returns what it printed.
 fn retry(db: &Path, tool: &str, args: &str) -> Value {
-    let out = justonce(db, &["run", tool, "--args", args, "--conversation", "crash"], None);
+    let out = justonce(
+        db,
+        &["run", tool, "--args", args, "--conversation", "crash"],
+        None,
+    );
     let v = json_of(&out);
     assert_eq!(out.status.code(), Some(0), "{v}");
     v
@@ -63,19 +85,35 @@ fn kill_and_retry(point: FaultPoint, order: u64) {
     let (mails, requests) = (state.mailbox().len(), state.requests().len());
     match point {
         FaultPoint::BeforeEffect => {
-            assert_eq!((inv_state.as_str(), effects[0].state.as_str()), ("running", "pending"));
+            assert_eq!(
+                (inv_state.as_str(), effects[0].state.as_str()),
+                ("running", "pending")
+            );
             assert_eq!((mails, requests), (0, 0), "the provider was never called");
         }
         FaultPoint::AfterProvider => {
-            assert_eq!((inv_state.as_str(), effects[0].state.as_str()), ("running", "pending"));
-            assert_eq!((mails, requests), (1, 1), "sent, but the answer was not recorded");
+            assert_eq!(
+                (inv_state.as_str(), effects[0].state.as_str()),
+                ("running", "pending")
+            );
+            assert_eq!(
+                (mails, requests),
+                (1, 1),
+                "sent, but the answer was not recorded"
+            );
         }
         FaultPoint::AfterRecord => {
-            assert_eq!((inv_state.as_str(), effects[0].state.as_str()), ("running", "done"));
+            assert_eq!(
+                (inv_state.as_str(), effects[0].state.as_str()),
+                ("running", "done")
+            );
             assert_eq!(state.outcome(&invocation), None);
         }
         FaultPoint::AfterOutcome => {
-            assert_eq!((inv_state.as_str(), effects[0].state.as_str()), ("completed", "done"));
+            assert_eq!(
+                (inv_state.as_str(), effects[0].state.as_str()),
+                ("completed", "done")
+            );
         }
     }
 
@@ -85,17 +123,35 @@ fn kill_and_retry(point: FaultPoint, order: u64) {
     // invocation key the killed process journaled.
     assert_eq!(answer["ok"], true, "{answer}");
     assert_eq!(answer["key"], invocation.as_str());
-    assert_eq!(answer["replayed"], point == FaultPoint::AfterOutcome, "{answer}");
+    assert_eq!(
+        answer["replayed"],
+        point == FaultPoint::AfterOutcome,
+        "{answer}"
+    );
     let mails = state.mailbox();
-    assert_eq!(mails.len(), 1, "exactly one email after a kill at {point:?}: {mails:?}");
-    assert_eq!(answer["result"]["sent"][0]["message_id"], mails[0].message_id.as_str());
+    assert_eq!(
+        mails.len(),
+        1,
+        "exactly one email after a kill at {point:?}: {mails:?}"
+    );
+    assert_eq!(
+        answer["result"]["sent"][0]["message_id"],
+        mails[0].message_id.as_str()
+    );
     assert_eq!(answer["result"]["sent"][0]["order_id"], order);
     // Every request downstream, from either process, carried the journaled key.
     let requests = state.requests();
     assert!(!requests.is_empty());
-    assert!(requests.iter().all(|k| *k == journaled_key), "{requests:?} vs {journaled_key}");
+    assert!(
+        requests.iter().all(|k| *k == journaled_key),
+        "{requests:?} vs {journaled_key}"
+    );
     assert_eq!(mails[0].key, journaled_key);
-    let expected_requests = if point == FaultPoint::AfterProvider { 2 } else { 1 };
+    let expected_requests = if point == FaultPoint::AfterProvider {
+        2
+    } else {
+        1
+    };
     assert_eq!(requests.len(), expected_requests, "{point:?}: {requests:?}");
     let (_, final_state) = state.only_invocation();
     assert_eq!(final_state, "completed");
@@ -157,9 +213,20 @@ fn killed_at_the_second_of_two_effects_then_retried_replays_the_first_and_sends_
         let requests = state.requests();
         // The first email was replayed from the journal: requested once, by the
         // killed process only.
-        assert_eq!(requests.iter().filter(|k| *k == keys[0]).count(), 1, "{requests:?}");
+        assert_eq!(
+            requests.iter().filter(|k| *k == keys[0]).count(),
+            1,
+            "{requests:?}"
+        );
         let second = requests.iter().filter(|k| *k == keys[1]).count();
-        assert_eq!(second, if point.starts_with("after_provider") { 2 } else { 1 });
+        assert_eq!(
+            second,
+            if point.starts_with("after_provider") {
+                2
+            } else {
+                1
+            }
+        );
         let sent = answer["result"]["sent"].as_array().unwrap();
         assert_eq!(sent[0]["message_id"], mails[0].message_id.as_str());
         assert_eq!(sent[1]["message_id"], mails[1].message_id.as_str());
@@ -200,7 +267,12 @@ fn an_upgraded_tool_that_asks_for_a_different_effect_on_resume_gets_divergence_a
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");
     let args = r#"{"variant":"a"}"#;
-    kill(&db, justonce_tests::guests::DIVERGE_COMPONENT, args, "before_effect");
+    kill(
+        &db,
+        justonce_tests::guests::DIVERGE_COMPONENT,
+        args,
+        "before_effect",
+    );
     let state = Db::open(&db);
     let (invocation, _) = state.only_invocation();
     let journaled = state.effects(&invocation);
@@ -208,14 +280,22 @@ fn an_upgraded_tool_that_asks_for_a_different_effect_on_resume_gets_divergence_a
     // The same call resumed by a new build of the tool, which sends another mail.
     let v2 = justonce_tests::guests::DIVERGE_V2_COMPONENT;
     for _ in 0..2 {
-        let out = justonce(&db, &["run", v2, "--args", args, "--conversation", "crash"], None);
+        let out = justonce(
+            &db,
+            &["run", v2, "--args", args, "--conversation", "crash"],
+            None,
+        );
         let answer = json_of(&out);
         assert_eq!(out.status.code(), Some(4), "{answer}");
         assert_eq!(answer["error"]["kind"], "divergence", "{answer}");
         assert_eq!(answer["key"], invocation.as_str());
         assert!(state.mailbox().is_empty(), "nothing was sent");
         assert!(state.requests().is_empty(), "the provider was never called");
-        assert_eq!(state.effects(&invocation), journaled, "the journal is untouched");
+        assert_eq!(
+            state.effects(&invocation),
+            journaled,
+            "the journal is untouched"
+        );
     }
 
     // The original build resumes it fine: one email.

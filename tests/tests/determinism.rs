@@ -9,7 +9,9 @@ use std::time::Duration;
 use justonce::runtime::{Limits, Runtime};
 use justonce::{CallRequest, Clock, Error, Host, ManualClock, RetryPolicy};
 
-use crate::support::{FakePayments, Fault, RUNTIME, success, test_host_with_mail, time_and_random_body};
+use crate::support::{
+    FakePayments, Fault, RUNTIME, success, test_host_with_mail, time_and_random_body,
+};
 
 #[test]
 fn a_resumed_guest_sees_the_clock_and_random_values_of_its_first_run() {
@@ -49,12 +51,20 @@ fn a_resumed_guest_sees_the_clock_and_random_values_of_its_first_run() {
     let sent = t.mail.sent().unwrap();
     assert_eq!(sent.len(), 2);
     let (other_nanos, other_random) = time_and_random_body(&sent[1].body);
-    assert_eq!(other_nanos, u64::try_from(t.clock.now_ms()).unwrap() * 1_000_000);
+    assert_eq!(
+        other_nanos,
+        u64::try_from(t.clock.now_ms()).unwrap() * 1_000_000
+    );
     assert_ne!(other_random, random);
 }
 
 /// A host on `db` with `runtime`, whose `mail` is `mail`.
-fn host_on(db: &Path, runtime: Arc<Runtime>, clock: &ManualClock, mail: &Arc<FakePayments>) -> Host {
+fn host_on(
+    db: &Path,
+    runtime: Arc<Runtime>,
+    clock: &ManualClock,
+    mail: &Arc<FakePayments>,
+) -> Host {
     Host::builder()
         .database(db)
         .runtime(runtime)
@@ -75,7 +85,10 @@ fn a_resumed_guest_that_asks_for_another_effect_gets_divergence_and_nothing_is_p
 
     // Version 1 of the tool journals its email; the outcome stays unknown.
     let v1 = host_on(&db, RUNTIME.clone(), &clock, &mail);
-    assert!(matches!(v1.call(&request), Err(Error::OutcomeUnknown { .. })));
+    assert!(matches!(
+        v1.call(&request),
+        Err(Error::OutcomeUnknown { .. })
+    ));
     let journaled = v1.store().journal(None, 10).unwrap()[0].effects.clone();
     assert_eq!(mail.attempts().len(), 2);
 
@@ -100,7 +113,10 @@ fn a_resumed_guest_that_asks_for_another_effect_gets_divergence_and_nothing_is_p
         assert_eq!(entry.state, "incomplete");
         assert_eq!(entry.effects.len(), 1);
         assert_eq!(entry.effects[0].key, journaled[0].key);
-        assert_eq!(entry.effects[0].attempts, journaled[0].attempts, "no attempt was made");
+        assert_eq!(
+            entry.effects[0].attempts, journaled[0].attempts,
+            "no attempt was made"
+        );
     }
 
     // Version 1 can still finish it, under the journaled key.

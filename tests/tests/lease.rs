@@ -30,7 +30,11 @@ fn host(db: &Path, clock: &ManualClock, gate: &Arc<HoldFirst>, wait_bound: Durat
 }
 
 /// Starts `request` on `host` in a thread that ends up held at the gate.
-fn start_held(host: Arc<Host>, gate: &HoldFirst, request: &CallRequest) -> JoinHandle<Result<CallResponse, Error>> {
+fn start_held(
+    host: Arc<Host>,
+    gate: &HoldFirst,
+    request: &CallRequest,
+) -> JoinHandle<Result<CallResponse, Error>> {
     let request = request.clone();
     let handle = std::thread::spawn(move || host.call(&request));
     gate.wait_until_reached();
@@ -76,12 +80,16 @@ fn setup() -> Setup {
 #[test]
 fn a_duplicate_while_the_lease_is_live_waits_and_gets_the_first_runs_outcome() {
     let s = setup();
-    let request = CallRequest::new("refund", r#"{"order_id":1,"amount_cents":10}"#).conversation("c");
+    let request =
+        CallRequest::new("refund", r#"{"order_id":1,"amount_cents":10}"#).conversation("c");
     let a = start_held(s.a.clone(), &s.gate, &request);
 
     s.clock.advance(LEASE - MS);
     let err = s.b_impatient.call(&request).unwrap_err();
-    assert!(matches!(err, Error::InProgress { .. }), "1 ms before expiry B waits: {err:?}");
+    assert!(
+        matches!(err, Error::InProgress { .. }),
+        "1 ms before expiry B waits: {err:?}"
+    );
     assert!(err.retry_safe());
     assert_eq!(s.gate.attempts().len(), 1, "B did not run the call");
 
@@ -110,7 +118,10 @@ fn a_duplicate_at_expiry_takes_over_and_the_old_run_performs_nothing_more() {
 
     s.clock.advance(LEASE - MS);
     let err = s.b_impatient.call(&request).unwrap_err();
-    assert!(matches!(err, Error::InProgress { .. }), "just before expiry: {err:?}");
+    assert!(
+        matches!(err, Error::InProgress { .. }),
+        "just before expiry: {err:?}"
+    );
     assert_eq!(s.gate.attempts().len(), 1);
 
     s.clock.advance(MS);
@@ -122,7 +133,10 @@ fn a_duplicate_at_expiry_takes_over_and_the_old_run_performs_nothing_more() {
     assert_eq!(result["sent"].as_array().unwrap().len(), 2);
     let attempts = s.gate.attempts();
     assert_eq!(attempts.len(), 3, "{attempts:?}");
-    assert_eq!(attempts[1], held_key, "B retried the held effect under its journaled key");
+    assert_eq!(
+        attempts[1], held_key,
+        "B retried the held effect under its journaled key"
+    );
     assert_ne!(attempts[2], held_key);
     assert_eq!(s.gate.applied().len(), 2, "two emails, the held one once");
 
@@ -131,7 +145,11 @@ fn a_duplicate_at_expiry_takes_over_and_the_old_run_performs_nothing_more() {
     let err = a.join().unwrap().unwrap_err();
     assert!(matches!(err, Error::LeaseLost { .. }), "{err:?}");
     assert!(err.retry_safe());
-    assert_eq!(s.gate.attempts().len(), 3, "A made no attempt after losing the lease");
+    assert_eq!(
+        s.gate.attempts().len(),
+        3,
+        "A made no attempt after losing the lease"
+    );
     assert_eq!(s.gate.applied().len(), 2);
 
     // Every later retry gets B's outcome.
@@ -154,7 +172,10 @@ fn a_run_that_lost_its_lease_cannot_attempt_an_effect_the_new_owner_left_pending
     s.clock.advance(LEASE);
     s.gate.time_out_new_keys(true);
     let err = s.b.call(&request).unwrap_err();
-    assert!(matches!(err, Error::OutcomeUnknown { seq: 1, .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::OutcomeUnknown { seq: 1, .. }),
+        "{err:?}"
+    );
     let attempts = s.gate.attempts();
     assert_eq!(attempts.len(), 3, "{attempts:?}");
     let second_key = attempts[2].clone();
@@ -164,7 +185,11 @@ fn a_run_that_lost_its_lease_cannot_attempt_an_effect_the_new_owner_left_pending
     s.gate.release();
     let err = a.join().unwrap().unwrap_err();
     assert!(matches!(err, Error::LeaseLost { .. }), "{err:?}");
-    assert_eq!(s.gate.attempts().len(), 3, "A attempted nothing after losing the lease");
+    assert_eq!(
+        s.gate.attempts().len(),
+        3,
+        "A attempted nothing after losing the lease"
+    );
 
     // The retry resumes under the same keys and finishes.
     s.gate.time_out_new_keys(false);
@@ -172,6 +197,9 @@ fn a_run_that_lost_its_lease_cannot_attempt_an_effect_the_new_owner_left_pending
     assert!(done.outcome.is_success(), "{:?}", done.outcome);
     let attempts = s.gate.attempts();
     assert_eq!(attempts.len(), 4);
-    assert_eq!(attempts[3], second_key, "the pending effect is retried with its stored key");
+    assert_eq!(
+        attempts[3], second_key,
+        "the pending effect is retried with its stored key"
+    );
     assert_eq!(s.gate.applied().len(), 2, "two emails in all");
 }

@@ -12,7 +12,10 @@ use crate::support::process::{json_of, justonce};
 use crate::support::{FakePayments, Fault, RUNTIME, success, test_host};
 
 fn unkeyed_timeouts() -> Arc<FakePayments> {
-    Arc::new(FakePayments::with_class(ProviderClass::Unkeyed, Fault::AlwaysTimeout))
+    Arc::new(FakePayments::with_class(
+        ProviderClass::Unkeyed,
+        Fault::AlwaysTimeout,
+    ))
 }
 
 fn refund() -> CallRequest {
@@ -25,25 +28,45 @@ fn not_performed_lets_the_retry_attempt_once_more_under_the_same_key() {
     let t = test_host(|b| b.provider("payments", payments.clone()));
     let err = t.host.call(&refund()).unwrap_err();
     assert!(matches!(err, Error::OutcomeUnknown { .. }), "{err:?}");
-    assert!(err.to_string().contains("justonce resolve"), "tells the person how: {err}");
+    assert!(
+        err.to_string().contains("justonce resolve"),
+        "tells the person how: {err}"
+    );
 
     let unresolved = t.host.store().unresolved(t.clock.now_ms()).unwrap();
     assert_eq!(unresolved.len(), 1, "{unresolved:?}");
     let effect = &unresolved[0];
-    assert_eq!((effect.tool.as_str(), effect.provider.as_str(), effect.seq), ("refund", "payments", 0));
+    assert_eq!(
+        (effect.tool.as_str(), effect.provider.as_str(), effect.seq),
+        ("refund", "payments", 0)
+    );
     assert_eq!(effect.key, payments.attempts()[0]);
     assert_eq!(effect.attempts, 1);
 
     // Until a person decides, the retry fails closed and calls nothing.
-    assert!(matches!(t.host.call(&refund()), Err(Error::OutcomeUnknown { .. })));
+    assert!(matches!(
+        t.host.call(&refund()),
+        Err(Error::OutcomeUnknown { .. })
+    ));
     assert_eq!(payments.attempts().len(), 1);
 
     // The person checked downstream: it did not happen.
     t.host
         .store()
-        .resolve(&effect.key, Resolution::NotPerformed, &Value::Null, t.clock.now_ms())
+        .resolve(
+            &effect.key,
+            Resolution::NotPerformed,
+            &Value::Null,
+            t.clock.now_ms(),
+        )
         .unwrap();
-    assert!(t.host.store().unresolved(t.clock.now_ms()).unwrap().is_empty());
+    assert!(
+        t.host
+            .store()
+            .unresolved(t.clock.now_ms())
+            .unwrap()
+            .is_empty()
+    );
     payments.set_fault(Fault::None);
     let done = t.host.call(&refund()).unwrap();
     assert!(!done.replayed);
@@ -62,14 +85,28 @@ fn a_not_performed_resolution_is_used_once() {
     let key = payments.attempts()[0].clone();
     t.host
         .store()
-        .resolve(&key, Resolution::NotPerformed, &Value::Null, t.clock.now_ms())
+        .resolve(
+            &key,
+            Resolution::NotPerformed,
+            &Value::Null,
+            t.clock.now_ms(),
+        )
         .unwrap();
     // The second attempt is as unknown as the first: a person must look again.
-    assert!(matches!(t.host.call(&refund()), Err(Error::OutcomeUnknown { .. })));
+    assert!(matches!(
+        t.host.call(&refund()),
+        Err(Error::OutcomeUnknown { .. })
+    ));
     assert_eq!(payments.attempts().len(), 2);
-    assert!(matches!(t.host.call(&refund()), Err(Error::OutcomeUnknown { .. })));
+    assert!(matches!(
+        t.host.call(&refund()),
+        Err(Error::OutcomeUnknown { .. })
+    ));
     assert_eq!(payments.attempts().len(), 2, "fails closed again");
-    assert_eq!(t.host.store().unresolved(t.clock.now_ms()).unwrap().len(), 1);
+    assert_eq!(
+        t.host.store().unresolved(t.clock.now_ms()).unwrap().len(),
+        1
+    );
 }
 
 #[test]
@@ -86,7 +123,11 @@ fn performed_finishes_the_effect_with_the_persons_answer_and_the_provider_is_not
     payments.set_fault(Fault::None);
     let done = t.host.call(&refund()).unwrap();
     assert_eq!(success(&done.outcome)["refund_id"], "re_by_hand");
-    assert_eq!(payments.attempts().len(), 1, "the provider was not called again");
+    assert_eq!(
+        payments.attempts().len(),
+        1,
+        "the provider was not called again"
+    );
     assert!(payments.applied().is_empty());
     let effect = &t.host.store().journal(None, 10).unwrap()[0].effects[0];
     assert_eq!(effect.resolution.as_deref(), Some("performed"));
@@ -116,10 +157,19 @@ fn resolving_anything_but_a_stopped_pending_unkeyed_effect_is_refused_with_the_r
 
     let sent = t
         .host
-        .call(&CallRequest::new("send_receipt", crate::support::receipt_args(1, "a@example.com")))
+        .call(&CallRequest::new(
+            "send_receipt",
+            crate::support::receipt_args(1, "a@example.com"),
+        ))
         .unwrap();
     let done = t.host.store().journal(None, 10).unwrap();
-    let done_key = done.iter().find(|e| e.key == sent.key.as_str()).unwrap().effects[0].key.clone();
+    let done_key = done
+        .iter()
+        .find(|e| e.key == sent.key.as_str())
+        .unwrap()
+        .effects[0]
+        .key
+        .clone();
     assert!(refuse(&done_key).contains("definitive answer"));
 }
 
@@ -155,14 +205,30 @@ fn the_cli_lists_unresolved_effects_and_a_person_resolves_one() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot resolve effect nope"));
     let out = justonce(&db, &["resolve", &key], None);
-    assert_eq!(out.status.code(), Some(2), "one of --performed or --not-performed");
-    let out = justonce(&db, &["resolve", &key, "--performed", "--response", "{oops"], None);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "one of --performed or --not-performed"
+    );
+    let out = justonce(
+        &db,
+        &["resolve", &key, "--performed", "--response", "{oops"],
+        None,
+    );
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--response is not valid JSON"));
 
     let out = justonce(&db, &["resolve", &key, "--not-performed"], None);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(json_of(&justonce(&db, &["journal", "--unresolved", "--json"], None)), json!([]));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        json_of(&justonce(&db, &["journal", "--unresolved", "--json"], None)),
+        json!([])
+    );
 
     payments.set_fault(Fault::None);
     let done = h.call(&refund()).unwrap();

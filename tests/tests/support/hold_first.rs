@@ -2,9 +2,9 @@
 //! later attempts pass: a host that hangs (or dies) in the middle of an effect while
 //! its lease runs out, and another host that takes over.
 
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::Duration;
 
 use justonce::{EffectRequest, Provider, ProviderClass, ProviderError};
@@ -45,7 +45,9 @@ impl HoldFirst {
     pub fn wait_until_reached(&self) {
         match self.reached_rx.lock().unwrap().recv_timeout(REACH_BOUND) {
             Ok(()) => {}
-            Err(RecvTimeoutError::Timeout) => panic!("no attempt reached the gate in {REACH_BOUND:?}"),
+            Err(RecvTimeoutError::Timeout) => {
+                panic!("no attempt reached the gate in {REACH_BOUND:?}")
+            }
             Err(RecvTimeoutError::Disconnected) => panic!("the gate was passed already"),
         }
     }

@@ -92,7 +92,10 @@ impl Db {
 
     /// The state of the one invocation in the journal, and its key.
     pub fn only_invocation(&self) -> (String, String) {
-        let mut stmt = self.0.prepare("SELECT key, state FROM invocations").unwrap();
+        let mut stmt = self
+            .0
+            .prepare("SELECT key, state FROM invocations")
+            .unwrap();
         let rows: Vec<(String, String)> = stmt
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
             .unwrap()
@@ -124,9 +127,11 @@ impl Db {
     /// The saved outcome of `invocation`, if any.
     pub fn outcome(&self, invocation: &str) -> Option<Value> {
         self.0
-            .query_row("SELECT outcome FROM invocations WHERE key = ?1", [invocation], |r| {
-                r.get::<_, Option<String>>(0)
-            })
+            .query_row(
+                "SELECT outcome FROM invocations WHERE key = ?1",
+                [invocation],
+                |r| r.get::<_, Option<String>>(0),
+            )
             .optional()
             .unwrap()
             .flatten()
