@@ -75,6 +75,15 @@ fn host_on(
         .unwrap()
 }
 
+/// Version 2 of the `diverge` tool, as a deployment that upgraded it would load it.
+fn diverge_v2() -> Arc<Runtime> {
+    let mut runtime = Runtime::new(Limits::default()).unwrap();
+    runtime
+        .load_file(Path::new(justonce_tests::guests::DIVERGE_V2_COMPONENT))
+        .unwrap();
+    Arc::new(runtime)
+}
+
 #[test]
 fn a_resumed_guest_that_asks_for_another_effect_gets_divergence_and_nothing_is_performed() {
     let dir = tempfile::tempdir().unwrap();
@@ -93,11 +102,7 @@ fn a_resumed_guest_that_asks_for_another_effect_gets_divergence_and_nothing_is_p
     assert_eq!(mail.attempts().len(), 2);
 
     // Version 2, deployed before the retry, sends a different email at position 0.
-    let mut runtime = Runtime::new(Limits::default()).unwrap();
-    runtime
-        .load_file(Path::new(justonce_tests::guests::DIVERGE_V2_COMPONENT))
-        .unwrap();
-    let v2 = host_on(&db, Arc::new(runtime), &clock, &mail);
+    let v2 = host_on(&db, diverge_v2(), &clock, &mail);
     mail.set_fault(Fault::None);
     for _ in 0..2 {
         let err = v2.call(&request).unwrap_err();
@@ -124,4 +129,37 @@ fn a_resumed_guest_that_asks_for_another_effect_gets_divergence_and_nothing_is_p
     assert!(done.outcome.is_success(), "{:?}", done.outcome);
     assert_eq!(mail.applied().len(), 1);
     assert_eq!(mail.applied()[0].0, journaled[0].key);
+}
+
+#[test]
+fn a_resumed_guest_that_finishes_without_its_journaled_effects_is_a_divergence() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let clock = ManualClock::default();
+    let mail = Arc::new(FakePayments::new(Fault::AlwaysTimeout));
+    let request = CallRequest::new("diverge", r#"{"variant":"none"}"#).conversation("c");
+    let v1 = host_on(&db, RUNTIME.clone(), &clock, &mail);
+    assert!(matches!(
+        v1.call(&request),
+        Err(Error::OutcomeUnknown { .. })
+    ));
+
+    // Version 2 returns without the email version 1 may have sent: saving its
+    // outcome would hide that effect, so the call stays open instead.
+    let v2 = host_on(&db, diverge_v2(), &clock, &mail);
+    let err = v2.call(&request).unwrap_err();
+    let Error::Divergence { seq, detail, .. } = &err else {
+        panic!("expected divergence, got {err:?}");
+    };
+    assert_eq!(*seq, 0);
+    assert!(detail.contains("1 effect(s)"), "{detail}");
+    let entry = &v2.store().journal(None, 10).unwrap()[0];
+    assert_eq!(entry.state, "incomplete");
+    assert_eq!(entry.outcome, None, "no outcome was saved");
+
+    // The opposite: a call that no earlier run journaled an effect for finishes.
+    let fresh = v2
+        .call(&CallRequest::new("diverge", r#"{"variant":"none"}"#).conversation("other"))
+        .unwrap();
+    assert_eq!(success(&fresh.outcome), &serde_json::Value::Null);
 }

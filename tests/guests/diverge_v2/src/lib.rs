@@ -1,5 +1,6 @@
-//! Test guest: the `diverge` tool after an upgrade that changed the mail it sends. A
-//! call journaled by `diverge` and resumed by this build diverges at effect #0.
+//! Test guest: the `diverge` tool after an upgrade that changed the mail it sends (and
+//! sends none for the variant `none`). A call journaled by `diverge` and resumed by
+//! this build diverges at effect #0.
 
 use justonce_guest::{Tool, ToolError, effects, export_tool};
 use schemars::JsonSchema;
@@ -30,6 +31,10 @@ impl Tool for DivergeV2 {
     const DESCRIPTION: &'static str = "Sends a mail that depends on the variant argument (v2).";
 
     fn call(args: Args) -> Result<Value, ToolError> {
+        // Version 2 sends nothing for `none`, where version 1 sent a mail.
+        if args.variant == "none" {
+            return Ok(Value::Null);
+        }
         let mail = Mail {
             to: format!("{}@example.com", args.variant),
             subject: format!("variant {} (v2)", args.variant),
