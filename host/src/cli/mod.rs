@@ -6,6 +6,7 @@ mod gc;
 mod journal;
 mod key;
 mod replay;
+mod resolve;
 mod run;
 mod serve;
 mod tools;
@@ -57,6 +58,18 @@ pub struct Cli {
     )]
     db: PathBuf,
 
+    /// How long a running call's lease lasts, in milliseconds: a duplicate waits for a
+    /// live lease and takes over an expired one (its host presumably died).
+    #[arg(
+        long,
+        global = true,
+        value_name = "MS",
+        env = "JUSTONCE_LEASE_MS",
+        default_value_t = 60_000,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    lease_ms: u64,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -69,6 +82,7 @@ enum Command {
     Journal(journal::Journal),
     Gc(gc::Gc),
     Demo(demo::Demo),
+    Resolve(resolve::Resolve),
     Serve(serve::Serve),
     Replay(replay::Replay),
 }
@@ -76,7 +90,9 @@ enum Command {
 impl Cli {
     /// A host builder with the journal and tools chosen on the command line.
     fn host(&self) -> HostBuilder {
-        let builder = Host::builder().database(&self.db);
+        let builder = Host::builder()
+            .database(&self.db)
+            .lease(std::time::Duration::from_millis(self.lease_ms));
         match &self.tools {
             Some(dir) => builder.tools_dir(dir),
             None => builder.example_tools(),
@@ -90,7 +106,8 @@ pub fn exit_code(error: &Error) -> u8 {
         Error::UnknownTool { .. }
         | Error::InvalidArguments { .. }
         | Error::InvalidKey(_)
-        | Error::Mismatch { .. } => exit::BAD_INPUT,
+        | Error::Mismatch { .. }
+        | Error::CannotResolve { .. } => exit::BAD_INPUT,
         Error::InProgress { .. } | Error::OutcomeUnknown { .. } | Error::LeaseLost { .. } => {
             exit::RETRY_SAFE
         }
@@ -121,6 +138,7 @@ pub fn main() -> ExitCode {
         Command::Journal(cmd) => cmd.run(&cli),
         Command::Gc(cmd) => cmd.run(&cli),
         Command::Demo(cmd) => cmd.run(&cli),
+        Command::Resolve(cmd) => cmd.run(&cli),
         Command::Serve(cmd) => cmd.run(&cli),
         Command::Replay(cmd) => cmd.run(&cli),
     };
