@@ -26,6 +26,7 @@
 
 pub mod cli;
 pub mod clock;
+pub mod config;
 pub mod error;
 pub mod examples;
 pub mod guard;
@@ -40,6 +41,7 @@ pub mod runtime;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::Config;
 pub use error::Error;
 pub use host::{CallRequest, CallResponse, Host, HostBuilder};
 pub use keys::{EffectKey, Fingerprint, InvocationKey};

@@ -2,6 +2,10 @@
 
 mod support;
 
+mod bad_input;
 mod cli;
+mod config_file;
 mod contract;
+mod loading;
 mod retry;
+mod sandbox;
