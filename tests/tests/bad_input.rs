@@ -79,13 +79,37 @@ fn a_tool_that_returns_invalid_json_saves_an_invalid_output_trap() {
 #[test]
 fn a_tool_that_panics_saves_a_panic_trap() {
     let t = test_host(|b| b);
-    let first = t.host.call(&CallRequest::new("panics", "{}")).unwrap();
-    assert!(
-        matches!(&first.outcome, Outcome::Trap { reason, .. } if reason == "panic"),
-        "{:?}",
-        first.outcome
-    );
+    let request = CallRequest::new("panics", "{}");
+    let first = t.host.call(&request).unwrap();
+    let Outcome::Trap { reason, message } = &first.outcome else {
+        panic!("expected a trap, got {:?}", first.outcome);
+    };
+    assert_eq!(reason, "panic");
+    assert!(message.contains("unreachable"), "{message}");
+    let retry = t.host.call(&request).unwrap();
+    assert!(retry.replayed, "the panic is the saved outcome, not re-run");
+    assert_eq!(retry.outcome, first.outcome);
+    assert_eq!(t.host.store().journal(None, 10).unwrap()[0].runs, 1);
     assert_still_serving(&t.host);
+}
+
+#[test]
+fn a_corrupt_database_through_the_cli_is_a_host_failure_that_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    std::fs::write(&db, vec![0x42u8; 4096]).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_justonce"))
+        .arg("--db")
+        .arg(&db)
+        .args(["run", "send_receipt", "--args", &receipt_args(1, "a@example.com")])
+        .env_remove("JUSTONCE_TOOLS")
+        .env_remove("JUSTONCE_CONFIG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(stderr.contains("state.db") && stderr.contains("corrupt"), "{stderr}");
+    assert_eq!(std::fs::read(&db).unwrap(), vec![0x42u8; 4096], "the file was not touched");
 }
 
 /// A journal file with one completed call in it, and its bytes.

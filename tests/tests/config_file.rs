@@ -90,15 +90,3 @@ fn a_bad_config_is_bad_input_that_names_the_key() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/justonce.toml"));
 }
-
-#[test]
-fn a_corrupt_database_is_a_host_failure_that_names_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("state.db");
-    std::fs::write(&db, vec![0x42u8; 4096]).unwrap();
-    let out = justonce(&["journal", "--json"], Some(&db));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(5), "{stderr}");
-    assert!(stderr.contains("state.db") && stderr.contains("corrupt"), "{stderr}");
-    assert_eq!(std::fs::read(&db).unwrap(), vec![0x42u8; 4096]);
-}

@@ -138,7 +138,8 @@ impl Runtime {
         })
     }
 
-    /// The limits every call runs under.
+    /// The default limits: a tool describes itself under them at load, and a host
+    /// that sets none runs every call under them.
     pub fn limits(&self) -> &Limits {
         &self.limits
     }
@@ -330,13 +331,20 @@ impl Runtime {
             Ok(returned) => GuestOutcome::Returned(returned),
             Err(error) => {
                 let hit = store.data().limit_hit();
-                GuestOutcome::Trapped {
-                    reason: classify_trap(&error, hit.as_ref()),
-                    message: match &hit {
-                        Some(hit) => hit.to_string(),
-                        None => format!("{error:#}"),
-                    },
-                }
+                let reason = classify_trap(&error, hit.as_ref());
+                let message = match (&hit, reason) {
+                    (Some(hit), _) => hit.to_string(),
+                    (None, "deadline_exceeded") => format!(
+                        "the call ran past its deadline of {} ms",
+                        limits.deadline.as_millis()
+                    ),
+                    (None, "fuel_exhausted") => format!(
+                        "the call used up its fuel ({})",
+                        limits.fuel.unwrap_or(u64::MAX)
+                    ),
+                    _ => format!("{error:#}"),
+                };
+                GuestOutcome::Trapped { reason, message }
             }
         };
         (outcome, session)
