@@ -98,12 +98,8 @@ fn a_corrupt_database_through_the_cli_is_a_host_failure_that_names_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");
     std::fs::write(&db, vec![0x42u8; 4096]).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_justonce"))
-        .arg("--db")
-        .arg(&db)
+    let out = crate::support::cli::justonce_command(Some(&db))
         .args(["run", "send_receipt", "--args", &receipt_args(1, "a@example.com")])
-        .env_remove("JUSTONCE_TOOLS")
-        .env_remove("JUSTONCE_CONFIG")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

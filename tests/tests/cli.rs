@@ -5,24 +5,10 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn justonce(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_justonce"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("JUSTONCE_TOOLS")
-        .output()
-        .expect("run justonce")
-}
+use crate::support::cli::{json_of, justonce_command};
 
-fn json_of(output: &Output) -> Value {
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not one JSON object ({e}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
+fn justonce(db: &Path, args: &[&str]) -> Output {
+    justonce_command(Some(db)).args(args).output().expect("run justonce")
 }
 
 fn mailbox_count(db: &Path) -> i64 {

@@ -2,32 +2,12 @@
 //! tool limits applied, and a bad file refused with the key named.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-use serde_json::Value;
+use crate::support::cli::{json_of, justonce_command};
 
 fn justonce(args: &[&str], db: Option<&Path>) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_justonce"));
-    if let Some(db) = db {
-        command.arg("--db").arg(db);
-    }
-    command
-        .args(args)
-        .env_remove("JUSTONCE_TOOLS")
-        .env_remove("JUSTONCE_DB")
-        .env_remove("JUSTONCE_CONFIG")
-        .output()
-        .expect("run justonce")
-}
-
-fn json_of(output: &Output) -> Value {
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
+    justonce_command(db).args(args).output().expect("run justonce")
 }
 
 const ARGS: &str = r#"{"orders":[{"order_id":4417,"email":"ada@example.com","amount_cents":1299}]}"#;

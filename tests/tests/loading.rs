@@ -2,7 +2,6 @@
 //! names the file and the reason (the offending import, where there is one).
 
 use std::path::Path;
-use std::process::Command;
 
 use justonce::Error;
 use justonce::runtime::{Limits, Runtime};
@@ -85,9 +84,7 @@ fn tools_lists_refused_components_with_the_reason_and_the_rest_still_load() {
     std::fs::copy(justonce_tests::guests::ECHO_COMPONENT, tools.join("echo.wasm")).unwrap();
     std::fs::copy(justonce_tests::guests::OPEN_SOCKET_COMPONENT, tools.join("net.wasm")).unwrap();
     std::fs::write(tools.join("junk.wasm"), b"not wasm at all").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_justonce"))
-        .arg("--db")
-        .arg(dir.path().join("state.db"))
+    let out = crate::support::cli::justonce_command(Some(&dir.path().join("state.db")))
         .arg("--tools")
         .arg(&tools)
         .arg("tools")

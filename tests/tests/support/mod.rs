@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod providers;
 
 use std::path::Path;
