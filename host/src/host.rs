@@ -18,7 +18,7 @@ use crate::outcome::Outcome;
 use crate::provider::Provider;
 use crate::providers::{KvProvider, MailProvider};
 use crate::retry::RetryPolicy;
-use crate::runtime::{GuestOutcome, Limits, LoadedTool, Runtime};
+use crate::runtime::{GuestOutcome, Limits, LoadedTool, Runtime, ToolLimits};
 use crate::store::{Begin, BeginOutcome, Durability, Store};
 
 /// The scope used when a caller names no conversation.
@@ -106,7 +106,8 @@ pub struct HostBuilder {
     wait_bound: Duration,
     poll: Duration,
     retry: RetryPolicy,
-    limits: Limits,
+    limits: Option<Limits>,
+    tool_limits: BTreeMap<String, Limits>,
     providers: BTreeMap<String, Arc<dyn Provider>>,
     runtime: Option<Arc<Runtime>>,
     components: Vec<(PathBuf, Option<Vec<u8>>)>,
@@ -126,7 +127,8 @@ impl Default for HostBuilder {
             wait_bound: Duration::from_secs(30),
             poll: Duration::from_millis(20),
             retry: RetryPolicy::default(),
-            limits: Limits::default(),
+            limits: None,
+            tool_limits: BTreeMap::new(),
             providers: BTreeMap::new(),
             runtime: None,
             components: Vec::new(),
@@ -181,9 +183,16 @@ impl HostBuilder {
         self
     }
 
-    /// The sandbox limits (ignored when a shared [`Runtime`] is given).
+    /// The sandbox limits of every tool without limits of its own (default: those of
+    /// the runtime, [`Limits::default`] unless a shared [`Runtime`] says otherwise).
     pub fn limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
+        self.limits = Some(limits);
+        self
+    }
+
+    /// The sandbox limits of the tool called `tool`, replacing the defaults for it.
+    pub fn tool_limits(mut self, tool: impl Into<String>, limits: Limits) -> Self {
+        self.tool_limits.insert(tool.into(), limits);
         self
     }
 
@@ -237,7 +246,7 @@ impl HostBuilder {
         let runtime = match self.runtime {
             Some(runtime) => runtime,
             None => {
-                let mut runtime = Runtime::new(self.limits.clone())?;
+                let mut runtime = Runtime::new(self.limits.clone().unwrap_or_default())?;
                 if self.example_tools {
                     for (name, bytes) in crate::examples::ALL {
                         runtime.load(Path::new(&format!("<built-in {name}>")), bytes)?;
@@ -274,16 +283,23 @@ impl HostBuilder {
         for provider in providers.values() {
             store.with(|conn| provider.prepare(conn))?;
         }
-        let limits = runtime.limits().clone();
+        for tool in self.tool_limits.keys() {
+            if runtime.tool(tool).is_none() {
+                tracing::warn!(tool, "limits are set for a tool that is not loaded");
+            }
+        }
+        let limits = ToolLimits {
+            defaults: self.limits.unwrap_or_else(|| runtime.limits().clone()),
+            tools: self.tool_limits,
+        };
         Ok(Host {
             runtime,
+            limits,
             shared: Arc::new(Shared {
                 store,
                 providers,
                 clock: self.clock,
                 retry: self.retry,
-                max_effects: limits.max_effects,
-                max_payload_bytes: limits.max_payload_bytes,
             }),
             waiters: InvocationGuard::default(),
             retention_ms,
@@ -308,6 +324,7 @@ fn owner_id() -> String {
 /// threads.
 pub struct Host {
     runtime: Arc<Runtime>,
+    limits: ToolLimits,
     shared: Arc<Shared>,
     waiters: InvocationGuard,
     retention_ms: i64,
@@ -336,6 +353,11 @@ impl Host {
     /// The loaded tools.
     pub fn runtime(&self) -> &Runtime {
         &self.runtime
+    }
+
+    /// The sandbox limits of every tool.
+    pub fn limits(&self) -> &ToolLimits {
+        &self.limits
     }
 
     /// The journal.
@@ -378,7 +400,7 @@ impl Host {
             tool: request.tool.clone(),
             reason,
         };
-        let limit = self.runtime.limits().max_args_bytes;
+        let limit = self.limits.for_tool(&tool.name).max_args_bytes;
         if request.arguments.len() > limit {
             return Err(invalid(format!(
                 "{} bytes exceeds the limit of {limit} bytes",
@@ -394,6 +416,7 @@ impl Host {
         if !args.is_object() {
             return Err(invalid("arguments must be a JSON object".into()));
         }
+        tool.schema.check(&args).map_err(invalid)?;
         let fingerprint =
             keys::arguments_fingerprint(&tool.name, &args).map_err(|e| invalid(e.to_string()))?;
         let key = match &request.key {
@@ -473,9 +496,10 @@ impl Host {
             self.lease_ms,
             entropy,
         );
+        let limits = self.limits.for_tool(&prepared.tool.name);
         let (guest, session) = self
             .runtime
-            .call(&prepared.tool, &prepared.canonical, session);
+            .call(&prepared.tool, &prepared.canonical, session, limits);
         let result = self.settle(prepared, owner, guest, session);
         self.waiters.finished();
         result
@@ -536,7 +560,9 @@ impl Host {
             });
         }
         let outcome = match guest {
-            GuestOutcome::Returned(Ok(text)) => self.result_outcome(&text),
+            GuestOutcome::Returned(Ok(text)) => {
+                self.result_outcome(&text, self.limits.for_tool(&prepared.tool.name))
+            }
             GuestOutcome::Returned(Err(e)) => Outcome::ToolError {
                 code: e.code,
                 message: e.message,
@@ -565,8 +591,8 @@ impl Host {
         })
     }
 
-    fn result_outcome(&self, text: &str) -> Outcome {
-        let limit = self.runtime.limits().max_result_bytes;
+    fn result_outcome(&self, text: &str, limits: &Limits) -> Outcome {
+        let limit = limits.max_result_bytes;
         if text.len() > limit {
             return Outcome::Trap {
                 reason: "result_too_large".into(),

@@ -27,6 +27,7 @@
 pub mod cli;
 pub mod clock;
 pub mod determinism;
+pub mod config;
 pub mod error;
 pub mod examples;
 pub mod fault;
@@ -44,6 +45,7 @@ pub mod runtime;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::Config;
 pub use error::Error;
 pub use host::{CallRequest, CallResponse, Host, HostBuilder};
 pub use keys::{EffectKey, Fingerprint, InvocationKey};

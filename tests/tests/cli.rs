@@ -5,26 +5,11 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use crate::support::cli::{json_of, justonce_command};
 use crate::support::db::mailbox_count;
 
 fn justonce(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_justonce"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("JUSTONCE_TOOLS")
-        .output()
-        .expect("run justonce")
-}
-
-fn json_of(output: &Output) -> Value {
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not one JSON object ({e}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
+    justonce_command(Some(db)).args(args).output().expect("run justonce")
 }
 
 const ARGS: &str = r#"{"orders":[{"order_id":4417,"email":"ada@example.com","amount_cents":1299}]}"#;

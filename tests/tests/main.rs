@@ -2,17 +2,21 @@
 
 mod support;
 
+mod bad_input;
 mod cli;
 mod concurrency;
+mod config_file;
 mod contract;
 // Needs the fault-injection points, which release builds have only with the feature.
 #[cfg(any(debug_assertions, feature = "fault-injection"))]
 mod crash;
 mod determinism;
 mod lease;
+mod loading;
 mod mcp_calls;
 mod mcp_protocol;
 mod mcp_python;
 mod replay;
 mod resolve;
 mod retry;
+mod sandbox;

@@ -112,19 +112,8 @@ impl EffectSession {
         let seq = self.next_seq;
         self.next_seq += 1;
         let shared = Arc::clone(&self.shared);
-        if seq >= shared.max_effects {
-            return Ok(Err(EffectFailure::Denied(format!(
-                "effect budget exhausted: at most {} effects per call",
-                shared.max_effects
-            ))));
-        }
-        if payload.len() > shared.max_payload_bytes {
-            return Ok(Err(EffectFailure::Denied(format!(
-                "payload of {} bytes exceeds the limit of {} bytes",
-                payload.len(),
-                shared.max_payload_bytes
-            ))));
-        }
+        // The effect budget and the payload cap are the sandbox's (runtime/state.rs):
+        // they trap before a request gets here.
         let payload: Value = match serde_json::from_str(payload) {
             Ok(v) => v,
             Err(e) => {

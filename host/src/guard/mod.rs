@@ -21,6 +21,4 @@ pub(crate) struct Shared {
     pub providers: BTreeMap<String, Arc<dyn Provider>>,
     pub clock: Arc<dyn Clock>,
     pub retry: RetryPolicy,
-    pub max_effects: u32,
-    pub max_payload_bytes: usize,
 }

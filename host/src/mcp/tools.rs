@@ -156,7 +156,9 @@ pub(crate) fn call_result(
                 error.key().map(ToString::to_string),
                 any_structured,
             )),
+            // `Config` comes from reading the configuration file, before any call.
             Error::Load { .. }
+            | Error::Config { .. }
             | Error::DuplicateTool { .. }
             | Error::Store { .. }
             | Error::NewerSchema { .. }

@@ -2,10 +2,15 @@
 //! a fresh deny-all `Store` for every call.
 
 mod bindings;
+mod capture;
+mod imports;
+mod input_schema;
+mod limiter;
 mod limits;
 mod state;
 
-pub use limits::Limits;
+pub use input_schema::InputSchema;
+pub use limits::{Limits, ToolLimits};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,13 +20,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, StoreLimitsBuilder, Trap};
+use wasmtime::{Config, Engine, Trap};
 use wasmtime_wasi::WasiCtx;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
 use crate::error::Error;
 use crate::guard::EffectSession;
 use bindings::{Tool, ToolPre};
+use capture::BoundedCapture;
+use limiter::{CallLimiter, LimitHit};
 use state::GuestState;
 
 /// How often the engine's epoch advances; the deadline is counted in these ticks.
@@ -37,6 +43,8 @@ pub struct LoadedTool {
     pub input_schema: Value,
     /// Where the component came from.
     pub source: PathBuf,
+    /// `input_schema`, compiled; every call's arguments are checked against it.
+    pub schema: InputSchema,
     pre: ToolPre<GuestState>,
 }
 
@@ -98,6 +106,9 @@ impl Runtime {
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
+        // Fuel is metered always so that any tool's limits may set it; a call without
+        // a fuel limit gets all the fuel there is.
+        config.consume_fuel(true);
         let engine = Engine::new(&config)?;
         let mut linker = Linker::<GuestState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
@@ -127,7 +138,8 @@ impl Runtime {
         })
     }
 
-    /// The limits every call runs under.
+    /// The default limits: a tool describes itself under them at load, and a host
+    /// that sets none runs every call under them.
     pub fn limits(&self) -> &Limits {
         &self.limits
     }
@@ -187,8 +199,15 @@ impl Runtime {
         if !bytes.starts_with(b"\0asm") {
             return Err(refuse("not a WebAssembly file (no \\0asm header)".into()));
         }
+        // Bytes 6..8 are the layer: 0 for a core module, 1 for a component.
+        if bytes.get(6..8) == Some(&[0, 0]) {
+            return Err(refuse(
+                "is a core WebAssembly module, not a component; build the tool for wasm32-wasip2".into(),
+            ));
+        }
         let component = Component::from_binary(&self.engine, bytes)
             .map_err(|e| refuse(format!("not a valid component: {e:#}")))?;
+        imports::check(&self.engine, &component).map_err(refuse)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -196,7 +215,7 @@ impl Runtime {
         let pre = ToolPre::new(pre)
             .map_err(|e| refuse(format!("does not export the justonce `tool` world: {e:#}")))?;
 
-        let mut store = self.store(Arc::from("<describe>"), None);
+        let mut store = self.store(Arc::from("<describe>"), None, &self.limits);
         let info = pre
             .instantiate(&mut store)
             .and_then(|tool| tool.call_describe(&mut store))
@@ -214,11 +233,13 @@ impl Runtime {
         }
         let input_schema: Value = serde_json::from_str(&info.input_schema)
             .map_err(|e| refuse(format!("input schema is not JSON: {e}")))?;
+        let schema = InputSchema::compile(&input_schema).map_err(refuse)?;
         Ok(LoadedTool {
             name: info.name,
             description: info.description,
             input_schema,
             source: source.to_path_buf(),
+            schema,
             pre,
         })
     }
@@ -248,10 +269,14 @@ impl Runtime {
         }
     }
 
-    fn store(&self, tool: Arc<str>, session: Option<EffectSession>) -> wasmtime::Store<GuestState> {
-        let limits = &self.limits;
-        let stdout = MemoryOutputPipe::new(limits.max_output_bytes);
-        let stderr = MemoryOutputPipe::new(limits.max_output_bytes);
+    fn store(
+        &self,
+        tool: Arc<str>,
+        session: Option<EffectSession>,
+        limits: &Limits,
+    ) -> wasmtime::Store<GuestState> {
+        let stdout = BoundedCapture::new(limits.max_output_bytes);
+        let stderr = BoundedCapture::new(limits.max_output_bytes);
         let mut wasi = WasiCtx::builder();
         wasi.stdout(stdout.clone())
             .stderr(stderr.clone())
@@ -267,35 +292,37 @@ impl Runtime {
         let state = GuestState {
             wasi: wasi.build(),
             table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(limits.memory_bytes)
-                .instances(16)
-                .tables(64)
-                .memories(16)
-                .trap_on_grow_failure(true)
-                .build(),
+            limiter: CallLimiter::new(limits.memory_bytes),
+            max_effects: limits.max_effects,
+            max_payload_bytes: limits.max_payload_bytes,
+            effects: 0,
+            limit_hit: None,
             session,
             tool,
             stdout,
             stderr,
         };
         let mut store = wasmtime::Store::new(&self.engine, state);
-        store.limiter(|s| &mut s.limits);
+        store.limiter(|s| &mut s.limiter);
+        store
+            .set_fuel(limits.fuel.unwrap_or(u64::MAX))
+            .expect("fuel is enabled on the engine");
         let ticks = limits.deadline.as_millis().div_ceil(EPOCH_TICK.as_millis()).max(1);
         store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
         store.epoch_deadline_trap();
         store
     }
 
-    /// Runs `call(args)` of `tool` in a fresh store with this run's effect guard, and
-    /// hands the guard back with the outcome.
+    /// Runs `call(args)` of `tool` in a fresh store under `limits` with this run's
+    /// effect guard, and hands the guard back with the outcome.
     pub(crate) fn call(
         &self,
         tool: &LoadedTool,
         args: &str,
         session: EffectSession,
+        limits: &Limits,
     ) -> (GuestOutcome, EffectSession) {
-        let mut store = self.store(Arc::from(tool.name.as_str()), Some(session));
+        let mut store = self.store(Arc::from(tool.name.as_str()), Some(session), limits);
         let result = tool
             .pre
             .instantiate(&mut store)
@@ -308,24 +335,41 @@ impl Runtime {
             .expect("the session stays in the store for the whole call");
         let outcome = match result {
             Ok(returned) => GuestOutcome::Returned(returned),
-            Err(error) => GuestOutcome::Trapped {
-                reason: classify_trap(&error),
-                message: format!("{error:#}"),
-            },
+            Err(error) => {
+                let hit = store.data().limit_hit();
+                let reason = classify_trap(&error, hit.as_ref());
+                let message = match (&hit, reason) {
+                    (Some(hit), _) => hit.to_string(),
+                    (None, "deadline_exceeded") => format!(
+                        "the call ran past its deadline of {} ms",
+                        limits.deadline.as_millis()
+                    ),
+                    (None, "fuel_exhausted") => format!(
+                        "the call used up its fuel ({})",
+                        limits.fuel.unwrap_or(u64::MAX)
+                    ),
+                    _ => format!("{error:#}"),
+                };
+                GuestOutcome::Trapped { reason, message }
+            }
         };
         (outcome, session)
     }
 }
 
-/// A short reason code for a trap, for agents and tests to match on.
-fn classify_trap(error: &wasmtime::Error) -> &'static str {
+/// A short reason code for a trap, for agents and tests to match on. A limit the
+/// guest ran into wins over the trap it caused (a failed allocation becomes a panic).
+fn classify_trap(error: &wasmtime::Error, hit: Option<&LimitHit>) -> &'static str {
+    if let Some(hit) = hit.or_else(|| error.downcast_ref::<LimitHit>()) {
+        return hit.reason();
+    }
     match error.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => "deadline_exceeded",
         Some(Trap::StackOverflow) => "stack_overflow",
         Some(Trap::OutOfFuel) => "fuel_exhausted",
         Some(Trap::UnreachableCodeReached) => "panic",
         Some(_) => "trap",
-        None if format!("{error:#}").contains("memory") => "memory_limit",
+        None if error.downcast_ref::<wasmtime_wasi::I32Exit>().is_some() => "exited",
         None => "host_failure",
     }
 }

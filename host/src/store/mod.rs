@@ -90,6 +90,12 @@ impl Store {
     fn init(path: PathBuf, mut conn: Connection, durability: Durability, wal: bool) -> Result<Self> {
         let setup = |conn: &mut Connection| -> rusqlite::Result<schema::Migration> {
             conn.busy_timeout(BUSY_TIMEOUT)?;
+            // Read before anything writes, so that a file from a newer justonce (or one
+            // that is not a database at all) is left exactly as it was.
+            let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if version > CURRENT_VERSION {
+                return Ok(schema::Migration::Newer(version));
+            }
             if wal {
                 // Returns the mode in force; a read-only or corrupt file fails here.
                 let _: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod db;
 pub mod gate;
 pub mod hold_first;
@@ -20,6 +21,14 @@ use justonce::{Host, HostBuilder, ManualClock, RetryPolicy};
 pub use hold_first::HoldFirst;
 pub use providers::{Fault, FakePayments};
 
+/// Test guests that the sandbox refuses at load (they import what it does not allow).
+pub const REFUSED_AT_LOAD: &[&str] = &["open_socket"];
+
+/// Test guests left out of [`RUNTIME`] on purpose: `diverge_v2` is a second build of
+/// the tool `diverge`, loaded only by the hosts that stand for an upgraded deployment
+/// (see determinism.rs).
+pub const NOT_IN_RUNTIME: &[&str] = &["diverge_v2"];
+
 /// Every example tool and test guest, compiled once for the whole test binary.
 pub static RUNTIME: LazyLock<Arc<Runtime>> = LazyLock::new(|| {
     let mut runtime = Runtime::new(Limits::default()).expect("runtime");
@@ -29,14 +38,15 @@ pub static RUNTIME: LazyLock<Arc<Runtime>> = LazyLock::new(|| {
             .unwrap_or_else(|e| panic!("example tool {name}: {e}"));
     }
     for (name, path) in justonce_tests::guests::ALL {
-        if *name == "diverge_v2" {
-            // A second build of the tool `diverge`: loaded only by the hosts that
-            // stand for an upgraded deployment (see determinism.rs).
+        if NOT_IN_RUNTIME.contains(name) {
             continue;
         }
-        runtime
-            .load_file(Path::new(path))
-            .unwrap_or_else(|e| panic!("test guest {name}: {e}"));
+        let loaded = runtime.load_file(Path::new(path)).map(|_| ());
+        if REFUSED_AT_LOAD.contains(name) {
+            assert!(loaded.is_err(), "test guest {name} should be refused at load");
+        } else {
+            loaded.unwrap_or_else(|e| panic!("test guest {name}: {e}"));
+        }
     }
     Arc::new(runtime)
 });
@@ -81,6 +91,26 @@ pub fn test_host_with_mail(
 /// `send_receipt` arguments for one order.
 pub fn receipt_args(order: u64, email: &str) -> String {
     format!(r#"{{"orders":[{{"order_id":{order},"email":"{email}","amount_cents":1299}}]}}"#)
+}
+
+/// The whole journal as JSON, to compare before and after a call that must store
+/// nothing.
+pub fn journal_snapshot(host: &Host) -> serde_json::Value {
+    serde_json::to_value(host.store().journal(None, 10_000).expect("journal")).expect("json")
+}
+
+/// Calls `echo` with a fresh message and asserts it ran and succeeded: the host
+/// still serves normal calls.
+pub fn assert_still_serving(host: &Host) {
+    let message = format!("still here {}", host.store().journal(None, 10_000).map_or(0, |j| j.len()));
+    let response = host
+        .call(&justonce::CallRequest::new("echo", serde_json::json!({ "message": message }).to_string()))
+        .expect("a normal call after the bad one");
+    assert!(!response.replayed, "the normal call ran");
+    assert_eq!(
+        response.outcome,
+        justonce::Outcome::Success { result: serde_json::json!({ "echo": message }) }
+    );
 }
 
 /// How many invocation records the journal holds.
