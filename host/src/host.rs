@@ -14,7 +14,8 @@ use crate::guard::{EffectSession, Interruption, InvocationGuard, Shared};
 use crate::keys::{self, InvocationKey};
 use crate::outcome::Outcome;
 use crate::provider::Provider;
-use crate::providers::{KvProvider, MailProvider};
+use crate::http::HttpConfig;
+use crate::providers::{HttpProvider, KvProvider, MailProvider, OutboxProvider};
 use crate::retry::RetryPolicy;
 use crate::runtime::{GuestOutcome, Limits, LoadedTool, Runtime};
 use crate::store::{Begin, BeginOutcome, Durability, Store};
@@ -111,6 +112,8 @@ pub struct HostBuilder {
     tools_dir: Option<PathBuf>,
     example_tools: bool,
     lose_first_mail_responses: u32,
+    http: HttpConfig,
+    http_config_file: Option<PathBuf>,
 }
 
 impl Default for HostBuilder {
@@ -131,6 +134,8 @@ impl Default for HostBuilder {
             tools_dir: None,
             example_tools: false,
             lose_first_mail_responses: 0,
+            http: HttpConfig::default(),
+            http_config_file: None,
         }
     }
 }
@@ -198,6 +203,21 @@ impl HostBuilder {
         self
     }
 
+    /// How the built-in `http` and `outbox` providers and webhook delivery reach
+    /// HTTP downstreams: the per-tool allowlist (deny by default), named services,
+    /// the idempotency header, the timeout and the response cap.
+    pub fn http(mut self, config: HttpConfig) -> Self {
+        self.http = config;
+        self
+    }
+
+    /// Reads the HTTP config from a JSON file when the host is built (see
+    /// [`HttpConfig`]); replaces [`HostBuilder::http`].
+    pub fn http_config_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.http_config_file = Some(path.into());
+        self
+    }
+
     /// Uses an already-loaded runtime (engine and compiled tools) instead of loading
     /// components; lets many hosts share one compilation.
     pub fn runtime(mut self, runtime: Arc<Runtime>) -> Self {
@@ -251,7 +271,22 @@ impl HostBuilder {
             None => Store::in_memory()?,
         };
         let retention_ms = millis(self.retention);
+        let http = Arc::new(match &self.http_config_file {
+            Some(path) => HttpConfig::load(path).map_err(|e| Error::Host(anyhow::anyhow!(e)))?,
+            None => {
+                self.http
+                    .validate()
+                    .map_err(|e| Error::Host(anyhow::anyhow!("the http config: {e}")))?;
+                self.http
+            }
+        });
         let mut providers = self.providers;
+        providers
+            .entry("http".into())
+            .or_insert_with(|| Arc::new(HttpProvider::new(Arc::clone(&http))));
+        providers.entry("outbox".into()).or_insert_with(|| {
+            Arc::new(OutboxProvider::new(Arc::clone(&http), Arc::clone(&self.clock)))
+        });
         providers.entry("kv".into()).or_insert_with(|| Arc::new(KvProvider));
         if !providers.contains_key("mail") {
             let mail = MailProvider::open(
@@ -283,6 +318,7 @@ impl HostBuilder {
             poll: self.poll,
             owner: owner_id(),
             runs: AtomicU64::new(0),
+            http,
         })
     }
 }
@@ -307,6 +343,7 @@ pub struct Host {
     poll: Duration,
     owner: String,
     runs: AtomicU64,
+    http: Arc<HttpConfig>,
 }
 
 impl std::fmt::Debug for Host {
@@ -342,6 +379,20 @@ impl Host {
     /// How long records are kept, in milliseconds.
     pub fn retention_ms(&self) -> i64 {
         self.retention_ms
+    }
+
+    /// How this host reaches HTTP downstreams.
+    pub fn http_config(&self) -> &HttpConfig {
+        &self.http
+    }
+
+    pub(crate) fn http_config_arc(&self) -> Arc<HttpConfig> {
+        Arc::clone(&self.http)
+    }
+
+    /// What the guards share; the outbox deliverer uses the journal and the clock.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     /// The invocation key a call would run under, without running anything.
@@ -450,7 +501,11 @@ impl Host {
     }
 
     fn run(&self, prepared: &Prepared, owner: &str) -> Result<CallResponse> {
-        let session = EffectSession::new(Arc::clone(&self.shared), prepared.key.clone());
+        let session = EffectSession::new(
+            Arc::clone(&self.shared),
+            prepared.key.clone(),
+            &prepared.tool.name,
+        );
         let (guest, session) = self
             .runtime
             .call(&prepared.tool, &prepared.canonical, session);

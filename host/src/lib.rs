@@ -26,10 +26,12 @@
 
 pub mod cli;
 pub mod clock;
+pub mod delivery;
 pub mod error;
 pub mod examples;
 pub mod guard;
 pub mod host;
+pub mod http;
 pub mod jcs;
 pub mod keys;
 pub mod outcome;
@@ -44,5 +46,5 @@ pub use error::Error;
 pub use host::{CallRequest, CallResponse, Host, HostBuilder};
 pub use keys::{EffectKey, Fingerprint, InvocationKey};
 pub use outcome::Outcome;
-pub use provider::{EffectRequest, Provider, ProviderClass, ProviderError};
+pub use provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
 pub use retry::RetryPolicy;

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::Shared;
 use crate::error::Error;
 use crate::keys::{self, InvocationKey};
-use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError};
+use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
 use crate::store::{EffectRecord, EffectState, NewEffect};
 
 /// Why `perform` returned no response; each maps to a WIT `effect-error` case.
@@ -38,7 +38,11 @@ pub(crate) enum Interruption {
 pub(crate) struct EffectSession {
     shared: Arc<Shared>,
     invocation: InvocationKey,
+    /// The tool being run; providers see it (the `http` allowlist is per tool).
+    tool: String,
     next_seq: u32,
+    /// Unjournaled reads made so far; they count against the effect budget.
+    reads: u32,
     /// Set by the first effect whose outcome is unknown or that diverged; later
     /// effects in the same run are refused.
     pub interrupted: Option<Interruption>,
@@ -65,11 +69,13 @@ fn replay(stored: &str) -> Result<String, EffectFailure> {
 }
 
 impl EffectSession {
-    pub(crate) fn new(shared: Arc<Shared>, invocation: InvocationKey) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, invocation: InvocationKey, tool: &str) -> Self {
         Self {
             shared,
             invocation,
+            tool: tool.to_owned(),
             next_seq: 0,
+            reads: 0,
             interrupted: None,
             host_fault: None,
         }
@@ -88,37 +94,22 @@ impl EffectSession {
                 "an earlier effect of this call is unresolved; no further effects are performed".into(),
             )));
         }
-        let seq = self.next_seq;
-        self.next_seq += 1;
         let shared = Arc::clone(&self.shared);
-        if seq >= shared.max_effects {
-            return Ok(Err(EffectFailure::Denied(format!(
-                "effect budget exhausted: at most {} effects per call",
-                shared.max_effects
-            ))));
-        }
-        if payload.len() > shared.max_payload_bytes {
-            return Ok(Err(EffectFailure::Denied(format!(
-                "payload of {} bytes exceeds the limit of {} bytes",
-                payload.len(),
-                shared.max_payload_bytes
-            ))));
-        }
-        let payload: Value = match serde_json::from_str(payload) {
-            Ok(v) => v,
-            Err(e) => {
-                return Ok(Err(EffectFailure::Denied(format!(
-                    "payload is not valid JSON: {e}"
-                ))));
+        let (provider, payload) = match self.check(provider_name, payload) {
+            Ok(checked) => checked,
+            Err(reason) => {
+                // A refused call takes a position like an effect, so a resumed call
+                // that is refused the same way sees the same positions.
+                self.next_seq += 1;
+                return Ok(Err(EffectFailure::Denied(reason)));
             }
         };
-        let Some(provider) = shared.providers.get(provider_name) else {
-            let known: Vec<&str> = shared.providers.keys().map(String::as_str).collect();
-            return Ok(Err(EffectFailure::Denied(format!(
-                "no provider named `{provider_name}`; this host has: {}",
-                known.join(", ")
-            ))));
-        };
+        if provider.unjournaled_read(operation, &payload) {
+            self.reads += 1;
+            return Ok(self.read(provider.as_ref(), provider_name, operation, &payload));
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
         let fingerprint = match keys::effect_fingerprint(provider_name, operation, &payload) {
             Ok(f) => f,
             Err(e) => return Ok(Err(EffectFailure::Denied(format!("payload: {e}")))),
@@ -172,6 +163,86 @@ impl EffectSession {
         self.attempts(provider.as_ref(), class, provider_name, seq, operation, &payload)
     }
 
+    /// Checks the budget, the payload and the provider before anything is journaled.
+    fn check(&self, provider_name: &str, payload: &str) -> Result<(Arc<dyn Provider>, Value), String> {
+        let shared = &self.shared;
+        if self.next_seq + self.reads >= shared.max_effects {
+            return Err(format!(
+                "effect budget exhausted: at most {} effects per call",
+                shared.max_effects
+            ));
+        }
+        if payload.len() > shared.max_payload_bytes {
+            return Err(format!(
+                "payload of {} bytes exceeds the limit of {} bytes",
+                payload.len(),
+                shared.max_payload_bytes
+            ));
+        }
+        let payload: Value =
+            serde_json::from_str(payload).map_err(|e| format!("payload is not valid JSON: {e}"))?;
+        let Some(provider) = shared.providers.get(provider_name) else {
+            let known: Vec<&str> = shared.providers.keys().map(String::as_str).collect();
+            return Err(format!(
+                "no provider named `{provider_name}`; this host has: {}",
+                known.join(", ")
+            ));
+        };
+        Ok((Arc::clone(provider), payload))
+    }
+
+    /// An unjournaled read: no record, no key; retried under the policy because a
+    /// read is safe to repeat. Still unknown after the budget, the call is left
+    /// resumable like an unknown effect, so retrying it reads again.
+    fn read(
+        &mut self,
+        provider: &dyn Provider,
+        provider_name: &str,
+        operation: &str,
+        payload: &Value,
+    ) -> Result<String, EffectFailure> {
+        let shared = Arc::clone(&self.shared);
+        let mut hint = None;
+        let mut made = 0;
+        loop {
+            made += 1;
+            let pause = shared.retry.pause_before(made, hint);
+            if !pause.is_zero() {
+                shared.clock.sleep(pause);
+            }
+            let request = ReadRequest {
+                tool: &self.tool,
+                invocation: &self.invocation,
+                attempt: made,
+                operation,
+                payload,
+            };
+            let reason = match provider.read(&request) {
+                Ok(response) => return Ok(response.to_string()),
+                Err(ProviderError::Rejected(answer)) => {
+                    return Err(EffectFailure::Rejected(answer.to_string()));
+                }
+                Err(ProviderError::Invalid(reason)) => {
+                    return Err(EffectFailure::Denied(format!(
+                        "{provider_name} refused the request: {reason}"
+                    )));
+                }
+                Err(ProviderError::Unknown(reason)) => {
+                    hint = None;
+                    reason
+                }
+                Err(ProviderError::Throttled { reason, retry_after }) => {
+                    hint = retry_after;
+                    reason
+                }
+            };
+            if made >= shared.retry.max_attempts {
+                let reason = format!("a read failed {made} time(s): {reason}");
+                return Err(self.unknown(self.next_seq, provider_name, reason));
+            }
+        }
+    }
+
     fn unknown(&mut self, seq: u32, provider: &str, reason: String) -> EffectFailure {
         self.interrupted = Some(Interruption::OutcomeUnknown {
             seq,
@@ -197,11 +268,12 @@ impl EffectSession {
             shared.retry.max_attempts
         };
         let mut made = 0;
+        let mut hint = None;
         loop {
             made += 1;
-            let pause = shared.retry.backoff_before(made);
+            let pause = shared.retry.pause_before(made, hint);
             if !pause.is_zero() {
-                std::thread::sleep(pause);
+                shared.clock.sleep(pause);
             }
             // The key is read back from the journal on every attempt, never recomputed.
             let (key, attempt) =
@@ -209,6 +281,7 @@ impl EffectSession {
                     .store
                     .begin_attempt(&self.invocation, seq, shared.clock.now_ms())?;
             let request = EffectRequest {
+                tool: &self.tool,
                 key: &key,
                 invocation: &self.invocation,
                 seq,
@@ -216,7 +289,7 @@ impl EffectSession {
                 operation,
                 payload,
             };
-            match provider.perform(&request) {
+            let gave_up = match provider.perform(&request) {
                 Ok(response) => {
                     shared
                         .store
@@ -245,19 +318,42 @@ impl EffectSession {
                     ))));
                 }
                 Err(ProviderError::Unknown(reason)) => {
-                    shared
-                        .store
-                        .note_attempt_error(&key, &reason, shared.clock.now_ms())?;
-                    if made >= budget {
-                        let reason = format!(
-                            "{reason} (after {made} attempt{} with key {key})",
-                            if made == 1 { "" } else { "s" }
-                        );
-                        return Ok(Err(self.unknown(seq, provider_name, reason)));
-                    }
+                    hint = None;
+                    self.note_unknown(&key, reason, made, budget, seq, provider_name)?
                 }
+                Err(ProviderError::Throttled { reason, retry_after }) => {
+                    hint = retry_after;
+                    self.note_unknown(&key, reason, made, budget, seq, provider_name)?
+                }
+            };
+            if let Some(failure) = gave_up {
+                return Ok(Err(failure));
             }
         }
+    }
+
+    /// Records an attempt whose outcome is unknown; past the budget, gives up.
+    fn note_unknown(
+        &mut self,
+        key: &crate::keys::EffectKey,
+        reason: String,
+        made: u32,
+        budget: u32,
+        seq: u32,
+        provider_name: &str,
+    ) -> Result<Option<EffectFailure>, Error> {
+        let shared = Arc::clone(&self.shared);
+        shared
+            .store
+            .note_attempt_error(key, &reason, shared.clock.now_ms())?;
+        if made < budget {
+            return Ok(None);
+        }
+        let reason = format!(
+            "{reason} (after {made} attempt{} with key {key})",
+            if made == 1 { "" } else { "s" }
+        );
+        Ok(Some(self.unknown(seq, provider_name, reason)))
     }
 
     fn transactional(
@@ -275,6 +371,7 @@ impl EffectSession {
             }
             let (key, attempt) = crate::store::begin_attempt_in(tx, invocation, new.seq, new.now)?;
             let request = EffectRequest {
+                tool: &self.tool,
                 key: &key,
                 invocation,
                 seq: new.seq,
@@ -295,7 +392,11 @@ impl EffectSession {
                     drop(savepoint);
                     (stored_rejected(&answer), Err(EffectFailure::Rejected(answer.to_string())))
                 }
-                Err(ProviderError::Invalid(reason) | ProviderError::Unknown(reason)) => {
+                Err(
+                    ProviderError::Invalid(reason)
+                    | ProviderError::Unknown(reason)
+                    | ProviderError::Throttled { reason, .. },
+                ) => {
                     drop(savepoint);
                     let answer = json!({ "refused": reason });
                     (
