@@ -208,6 +208,7 @@ impl HostBuilder {
     /// the idempotency header, the timeout and the response cap.
     pub fn http(mut self, config: HttpConfig) -> Self {
         self.http = config;
+        self.http_config_file = None;
         self
     }
 

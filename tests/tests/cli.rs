@@ -126,8 +126,8 @@ fn tools_json_lists_the_example_tools_with_their_schemas() {
     assert!(out.status.success());
     let tools = json_of(&out);
     let names: Vec<&str> = tools.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["refund", "send_receipt"]);
-    let schema = &tools[1]["inputSchema"];
+    assert_eq!(names, ["notify", "refund", "send_receipt"]);
+    let schema = &tools[2]["inputSchema"];
     assert!(schema["properties"]["orders"].is_object(), "{schema}");
 }
 

@@ -4,4 +4,6 @@ mod support;
 
 mod cli;
 mod contract;
+mod http;
+mod outbox;
 mod retry;

@@ -1,6 +1,7 @@
 //! The `justonce` command line: one file per subcommand, each a clap struct with
 //! `run`. `main` only calls [`main`].
 
+mod deliver;
 mod demo;
 mod gc;
 mod journal;
@@ -55,6 +56,11 @@ pub struct Cli {
     )]
     db: PathBuf,
 
+    /// A JSON file that says which origins each tool may reach over HTTP (deny by
+    /// default), the named services, and the idempotency header (see the README).
+    #[arg(long, global = true, value_name = "FILE", env = "JUSTONCE_HTTP_CONFIG")]
+    http_config: Option<PathBuf>,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -67,12 +73,16 @@ enum Command {
     Journal(journal::Journal),
     Gc(gc::Gc),
     Demo(demo::Demo),
+    Deliver(deliver::Deliver),
 }
 
 impl Cli {
     /// A host builder with the journal and tools chosen on the command line.
     fn host(&self) -> HostBuilder {
-        let builder = Host::builder().database(&self.db);
+        let mut builder = Host::builder().database(&self.db);
+        if let Some(path) = &self.http_config {
+            builder = builder.http_config_file(path);
+        }
         match &self.tools {
             Some(dir) => builder.tools_dir(dir),
             None => builder.example_tools(),
@@ -117,6 +127,7 @@ pub fn main() -> ExitCode {
         Command::Journal(cmd) => cmd.run(&cli),
         Command::Gc(cmd) => cmd.run(&cli),
         Command::Demo(cmd) => cmd.run(&cli),
+        Command::Deliver(cmd) => cmd.run(&cli),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -28,7 +28,7 @@ const MAX_REQUEST_BYTES: usize = 1 << 20;
 
 /// What the server does with the next request, in script order; once the script is
 /// used up every request is [`Behaviour::Answer`]ed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Behaviour {
     /// Applies the request (once per idempotency key) and answers.
     Answer,

@@ -12,7 +12,7 @@ use std::time::Duration;
 use justonce::runtime::{Limits, Runtime};
 use justonce::{Host, HostBuilder, ManualClock, RetryPolicy};
 
-pub use providers::{Fault, FakePayments};
+pub use providers::{Fault, FakePayments, RefusingOutbox};
 
 /// Every example tool and test guest, compiled once for the whole test binary.
 pub static RUNTIME: LazyLock<Arc<Runtime>> = LazyLock::new(|| {
