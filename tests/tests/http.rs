@@ -116,6 +116,8 @@ fn a_retry_after_longer_than_the_bound_is_cut_to_the_bound() {
     let before = t.clock.now_ms();
     t.host.call(&refund(1, 100)).unwrap();
     assert_eq!(t.clock.now_ms() - before, 5_000);
+    let keys = effect_keys(&t.host, "refund");
+    assert_eq!(keys_seen(&api), vec![Some(keys[0].clone()); 2]);
     assert_eq!(api.applied().len(), 1);
 }
 

@@ -3,6 +3,7 @@
 mod support;
 
 mod cli;
+mod cli_outbound;
 mod contract;
 mod http;
 mod outbox;
