@@ -15,7 +15,7 @@ fn justonce(db: &Path, args: &[&str]) -> Output {
         .expect("run justonce")
 }
 
-fn json_of(output: &Output) -> Value {
+pub(crate) fn json_of(output: &Output) -> Value {
     let stdout = String::from_utf8_lossy(&output.stdout);
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
         panic!(

@@ -2,11 +2,13 @@
 //! payments API and a webhook receiver on 127.0.0.1.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use justonce::http::local_api::{Behaviour, LocalApi};
 use serde_json::{Value, json};
+
+use crate::cli::json_of;
 
 fn justonce(db: &Path, config: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_justonce"));
@@ -19,16 +21,6 @@ fn justonce(db: &Path, config: &Path, args: &[&str]) -> Command {
         .env_remove("JUSTONCE_TOOLS")
         .env_remove("JUSTONCE_HTTP_CONFIG");
     command
-}
-
-fn json_of(output: &Output) -> Value {
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not one JSON object ({e}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
 }
 
 fn write_config(dir: &Path, config: &Value) -> std::path::PathBuf {
