@@ -182,6 +182,21 @@ impl Error {
         }
     }
 
+    /// The JSON an agent gets for a call that produced no outcome:
+    /// `{"ok": false, "error": {"kind", "message", "retry_safe"}, "replayed": false, "key"}`.
+    pub fn to_agent_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "ok": false,
+            "error": {
+                "kind": self.kind(),
+                "message": self.to_string(),
+                "retry_safe": self.retry_safe(),
+            },
+            "replayed": false,
+            "key": self.key().map(|k| k.to_string()),
+        })
+    }
+
     pub(crate) fn store(path: &std::path::Path, source: rusqlite::Error) -> Self {
         Self::Store {
             path: path.to_path_buf(),

@@ -428,12 +428,15 @@ impl Host {
                 request.arguments.len()
             )));
         }
-        let args: Value = serde_json::from_str(&request.arguments)
+        // Canonicalizing the text (not a parsed value) also refuses duplicate keys,
+        // which a parser would silently collapse.
+        let canonical =
+            crate::jcs::canonicalize_str(&request.arguments).map_err(|e| invalid(e.to_string()))?;
+        let args: Value = serde_json::from_str(&canonical)
             .map_err(|e| invalid(format!("not valid JSON: {e}")))?;
         if !args.is_object() {
             return Err(invalid("arguments must be a JSON object".into()));
         }
-        let canonical = crate::jcs::canonicalize(&args).map_err(|e| invalid(e.to_string()))?;
         let fingerprint =
             keys::arguments_fingerprint(&tool.name, &args).map_err(|e| invalid(e.to_string()))?;
         let key = match &request.key {

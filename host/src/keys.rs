@@ -190,6 +190,19 @@ pub fn arguments_fingerprint(tool: &str, args: &Value) -> Result<Fingerprint, Jc
     hash_parts(vec![ARGUMENTS_TAG.into(), tool.into(), args.clone()]).map(Fingerprint)
 }
 
+/// Values read back from the journal: they were validated when first written, and
+/// a key is never recomputed once stored.
+macro_rules! from_stored {
+    ($($t:ident),*) => {$(
+        impl $t {
+            pub(crate) fn from_stored(stored: String) -> Self {
+                Self(stored)
+            }
+        }
+    )*};
+}
+from_stored!(InvocationKey, EffectKey, Fingerprint);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,16 +394,3 @@ mod tests {
         assert_eq!(serde_json::from_str::<Fingerprint>(&text).unwrap(), fp);
     }
 }
-
-/// Values read back from the journal: they were validated when first written, and
-/// a key is never recomputed once stored.
-macro_rules! from_stored {
-    ($($t:ident),*) => {$(
-        impl $t {
-            pub(crate) fn from_stored(stored: String) -> Self {
-                Self(stored)
-            }
-        }
-    )*};
-}
-from_stored!(InvocationKey, EffectKey, Fingerprint);

@@ -5,6 +5,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use crate::support::db::mailbox_count;
+
 fn justonce(db: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_justonce"))
         .arg("--db")
@@ -23,12 +25,6 @@ pub(crate) fn json_of(output: &Output) -> Value {
             String::from_utf8_lossy(&output.stderr)
         )
     })
-}
-
-fn mailbox_count(db: &Path) -> i64 {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    conn.query_row("SELECT COUNT(*) FROM mailbox", [], |r| r.get(0))
-        .unwrap()
 }
 
 const ARGS: &str = r#"{"orders":[{"order_id":4417,"email":"ada@example.com","amount_cents":1299}]}"#;

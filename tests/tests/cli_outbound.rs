@@ -9,6 +9,7 @@ use justonce::http::local_api::{Behaviour, LocalApi};
 use serde_json::{Value, json};
 
 use crate::cli::json_of;
+use crate::support::mcp::{McpProcess, VERSION, result};
 
 fn justonce(db: &Path, config: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_justonce"));
@@ -135,4 +136,34 @@ fn a_bad_http_config_file_is_refused_with_the_entry_named() {
     }
     let missing = justonce(&db, &dir.path().join("nope.json"), &["deliver"]).output().unwrap();
     assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot read the http config"));
+}
+
+#[test]
+fn serve_delivers_queued_webhooks_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let receiver = LocalApi::start().unwrap();
+    let config = write_config(
+        dir.path(),
+        &json!({ "services": { "webhooks": receiver.url() }, "allow": { "notify": [receiver.url()] } }),
+    );
+    let config = config.to_str().unwrap();
+    let mut server = McpProcess::spawn(&db, &["--http-config", config, "--deliver-every-ms", "20"], "warn");
+    server.client.initialize(VERSION);
+
+    let told = server.client.call("notify", json!({ "event": "refund.issued" }), json!({}));
+    assert_eq!(result(&told)["isError"], false, "{told}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while outbox_row(&db).1 != "delivered" {
+        assert!(Instant::now() < deadline, "not delivered: {:?}", outbox_row(&db));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (_, code, log) = server.close();
+
+    assert_eq!(code, Some(0), "{log}");
+    let (key, _, attempts) = outbox_row(&db);
+    assert_eq!(attempts, 1);
+    let keys: Vec<Option<String>> = receiver.requests().into_iter().map(|r| r.key).collect();
+    assert_eq!(keys, [Some(key)]);
+    assert_eq!(receiver.applied().len(), 1);
 }

@@ -7,4 +7,8 @@ mod cli_outbound;
 mod contract;
 mod http;
 mod outbox;
+mod mcp_calls;
+mod mcp_protocol;
+mod mcp_python;
+mod replay;
 mod retry;

@@ -293,6 +293,11 @@ fn rejections_before_the_guest_starts_store_nothing_and_the_call_can_then_succee
     assert!(matches!(err, Error::InvalidArguments { .. }), "{err:?}");
     let err = t.host.call(&CallRequest::new("send_receipt", "[1]")).unwrap_err();
     assert!(matches!(err, Error::InvalidArguments { .. }), "{err:?}");
+    let err = t
+        .host
+        .call(&CallRequest::new("send_receipt", r#"{"orders":[],"orders":[]}"#))
+        .unwrap_err();
+    assert!(err.to_string().contains("duplicate"), "{err}");
     assert_eq!(support::invocation_count(&t.host), 0);
     assert!(t.mail.attempts().is_empty());
 

@@ -6,7 +6,9 @@ mod demo;
 mod gc;
 mod journal;
 mod key;
+mod replay;
 mod run;
+mod serve;
 mod tools;
 
 use std::path::PathBuf;
@@ -74,6 +76,8 @@ enum Command {
     Gc(gc::Gc),
     Demo(demo::Demo),
     Deliver(deliver::Deliver),
+    Serve(serve::Serve),
+    Replay(replay::Replay),
 }
 
 impl Cli {
@@ -128,6 +132,8 @@ pub fn main() -> ExitCode {
         Command::Gc(cmd) => cmd.run(&cli),
         Command::Demo(cmd) => cmd.run(&cli),
         Command::Deliver(cmd) => cmd.run(&cli),
+        Command::Serve(cmd) => cmd.run(&cli),
+        Command::Replay(cmd) => cmd.run(&cli),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -3,6 +3,9 @@
 
 #![allow(dead_code)]
 
+pub mod db;
+pub mod gate;
+pub mod mcp;
 pub mod providers;
 
 use std::path::Path;
