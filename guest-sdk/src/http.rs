@@ -55,7 +55,12 @@ impl Request {
     /// A request to `path` under a service the host names (its base URL lives in
     /// the host's config, not in the tool).
     pub fn to_service(method: &str, service: &str, path: &str) -> Self {
-        Self::blank(method, None, Some(service.to_owned()), Some(path.to_owned()))
+        Self::blank(
+            method,
+            None,
+            Some(service.to_owned()),
+            Some(path.to_owned()),
+        )
     }
 
     /// `GET` an absolute URL.
@@ -73,7 +78,12 @@ impl Request {
         Self::to_service("POST", service, path)
     }
 
-    fn blank(method: &str, url: Option<String>, service: Option<String>, path: Option<String>) -> Self {
+    fn blank(
+        method: &str,
+        url: Option<String>,
+        service: Option<String>,
+        path: Option<String>,
+    ) -> Self {
         Self {
             method: method.to_owned(),
             url,
@@ -156,7 +166,10 @@ impl Response {
     /// The body parsed as JSON.
     pub fn json<T: DeserializeOwned>(&self) -> Result<T, EffectError> {
         serde_json::from_str(&self.body).map_err(|e| {
-            EffectError::BadResponse(format!("the {} response body is not the JSON expected: {e}", self.status))
+            EffectError::BadResponse(format!(
+                "the {} response body is not the JSON expected: {e}",
+                self.status
+            ))
         })
     }
 }
@@ -195,9 +208,17 @@ mod tests {
 
     #[test]
     fn a_response_body_that_is_not_the_json_expected_is_a_bad_response() {
-        let response = Response { status: 502, headers: BTreeMap::new(), body: "<html>".into(), truncated: false };
+        let response = Response {
+            status: 502,
+            headers: BTreeMap::new(),
+            body: "<html>".into(),
+            truncated: false,
+        };
         assert!(!response.is_success());
         let err = response.json::<serde_json::Value>().unwrap_err();
-        assert!(matches!(err, EffectError::BadResponse(ref m) if m.contains("502")), "{err}");
+        assert!(
+            matches!(err, EffectError::BadResponse(ref m) if m.contains("502")),
+            "{err}"
+        );
     }
 }

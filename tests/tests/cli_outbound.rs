@@ -47,9 +47,13 @@ fn killing_the_delivery_process_mid_send_and_restarting_it_delivers_once() {
         dir.path(),
         &json!({ "services": { "webhooks": receiver.url() }, "allow": { "notify": [receiver.url()] } }),
     );
-    let queued = justonce(&db, &config, &["run", "notify", "--args", r#"{"event":"refund.issued"}"#])
-        .output()
-        .unwrap();
+    let queued = justonce(
+        &db,
+        &config,
+        &["run", "notify", "--args", r#"{"event":"refund.issued"}"#],
+    )
+    .output()
+    .unwrap();
     assert_eq!(json_of(&queued)["result"]["state"], "pending");
 
     // The receiver records the webhook and never answers; the sender is killed.
@@ -61,17 +65,28 @@ fn killing_the_delivery_process_mid_send_and_restarting_it_delivers_once() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while receiver.applied().is_empty() {
-        assert!(Instant::now() < deadline, "the first delivery never arrived");
+        assert!(
+            Instant::now() < deadline,
+            "the first delivery never arrived"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     sender.kill().unwrap();
     sender.wait().unwrap();
     let (key, state, attempts) = outbox_row(&db);
-    assert_eq!((state.as_str(), attempts), ("pending", 1), "the killed send is on record");
+    assert_eq!(
+        (state.as_str(), attempts),
+        ("pending", 1),
+        "the killed send is on record"
+    );
 
     // Restarted, the deliverer sends it again at once: the lock died with the process.
     let restarted = justonce(&db, &config, &["deliver"]).output().unwrap();
-    assert!(restarted.status.success(), "{}", String::from_utf8_lossy(&restarted.stderr));
+    assert!(
+        restarted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&restarted.stderr)
+    );
     let report = json_of(&restarted);
     assert_eq!(report["delivered"], 1, "{report}");
 
@@ -99,22 +114,41 @@ fn run_refunds_over_http_once_when_the_response_is_lost() {
     );
     let args = r#"{"order_id":4417,"amount_cents":1299}"#;
     let run = |call: &str| {
-        justonce(&db, &config, &["run", "refund", "--args", args, "--call-id", call])
-            .output()
-            .unwrap()
+        justonce(
+            &db,
+            &config,
+            &["run", "refund", "--args", args, "--call-id", call],
+        )
+        .output()
+        .unwrap()
     };
 
     let first = run("call_1");
-    assert_eq!(first.status.code(), Some(0), "{}", String::from_utf8_lossy(&first.stderr));
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
     let first = json_of(&first);
     let second = json_of(&run("call_2"));
 
-    assert_eq!(payments.requests().len(), 2, "one retry inside the first run");
+    assert_eq!(
+        payments.requests().len(),
+        2,
+        "one retry inside the first run"
+    );
     let keys: Vec<Option<String>> = payments.requests().into_iter().map(|r| r.key).collect();
     assert!(keys[0].is_some() && keys[0] == keys[1], "{keys:?}");
     assert_eq!(payments.applied().len(), 1);
-    assert_eq!(first["result"]["refund_id"], payments.applied()[0].id.as_str());
-    assert_eq!((second["replayed"].clone(), second["result"].clone()), (json!(true), first["result"].clone()));
+    assert_eq!(
+        first["result"]["refund_id"],
+        payments.applied()[0].id.as_str()
+    );
+    assert_eq!(
+        (second["replayed"].clone(), second["result"].clone()),
+        (json!(true), first["result"].clone())
+    );
 }
 
 #[test]
@@ -122,19 +156,39 @@ fn a_bad_http_config_file_is_refused_with_the_entry_named() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");
     for (config, needle) in [
-        (json!({ "allow": { "refund": ["http://127.0.0.1:9/path"] } }), "allow.refund"),
-        (json!({ "services": { "payments": "ftp://127.0.0.1" } }), "services.payments"),
+        (
+            json!({ "allow": { "refund": ["http://127.0.0.1:9/path"] } }),
+            "allow.refund",
+        ),
+        (
+            json!({ "services": { "payments": "ftp://127.0.0.1" } }),
+            "services.payments",
+        ),
         (json!({ "alow": {} }), "unknown field `alow`"),
     ] {
         let path = write_config(dir.path(), &config);
-        let out = justonce(&db, &path, &["run", "refund", "--args", r#"{"order_id":1,"amount_cents":1}"#])
-            .output()
-            .unwrap();
+        let out = justonce(
+            &db,
+            &path,
+            &[
+                "run",
+                "refund",
+                "--args",
+                r#"{"order_id":1,"amount_cents":1}"#,
+            ],
+        )
+        .output()
+        .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(5), "{stderr}");
-        assert!(stderr.contains(needle) && stderr.contains("http.json"), "{needle}: {stderr}");
+        assert!(
+            stderr.contains(needle) && stderr.contains("http.json"),
+            "{needle}: {stderr}"
+        );
     }
-    let missing = justonce(&db, &dir.path().join("nope.json"), &["deliver"]).output().unwrap();
+    let missing = justonce(&db, &dir.path().join("nope.json"), &["deliver"])
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot read the http config"));
 }
 
@@ -148,14 +202,24 @@ fn serve_delivers_queued_webhooks_in_the_background() {
         &json!({ "services": { "webhooks": receiver.url() }, "allow": { "notify": [receiver.url()] } }),
     );
     let config = config.to_str().unwrap();
-    let mut server = McpProcess::spawn(&db, &["--http-config", config, "--deliver-every-ms", "20"], "warn");
+    let mut server = McpProcess::spawn(
+        &db,
+        &["--http-config", config, "--deliver-every-ms", "20"],
+        "warn",
+    );
     server.client.initialize(VERSION);
 
-    let told = server.client.call("notify", json!({ "event": "refund.issued" }), json!({}));
+    let told = server
+        .client
+        .call("notify", json!({ "event": "refund.issued" }), json!({}));
     assert_eq!(result(&told)["isError"], false, "{told}");
     let deadline = Instant::now() + Duration::from_secs(60);
     while outbox_row(&db).1 != "delivered" {
-        assert!(Instant::now() < deadline, "not delivered: {:?}", outbox_row(&db));
+        assert!(
+            Instant::now() < deadline,
+            "not delivered: {:?}",
+            outbox_row(&db)
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let (_, code, log) = server.close();

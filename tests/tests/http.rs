@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use justonce::http::local_api::{Behaviour, LocalApi};
 use justonce::http::HttpConfig;
+use justonce::http::local_api::{Behaviour, LocalApi};
 use justonce::{CallRequest, Clock, Error, Host, Outcome, RetryPolicy};
 use serde_json::{Value, json};
 
@@ -20,14 +20,20 @@ fn payments(api: &LocalApi) -> HttpConfig {
 }
 
 fn refund(order: u64, cents: u64) -> CallRequest {
-    CallRequest::new("refund", format!(r#"{{"order_id":{order},"amount_cents":{cents}}}"#))
-        .conversation("conv-http")
+    CallRequest::new(
+        "refund",
+        format!(r#"{{"order_id":{order},"amount_cents":{cents}}}"#),
+    )
+    .conversation("conv-http")
 }
 
 /// The journaled key of each effect of the newest invocation of `tool`.
 fn effect_keys(host: &Host, tool: &str) -> Vec<String> {
     let journal = host.store().journal(None, 100).unwrap();
-    let entry = journal.iter().find(|e| e.tool == tool).expect("an invocation");
+    let entry = journal
+        .iter()
+        .find(|e| e.tool == tool)
+        .expect("an invocation");
     entry.effects.iter().map(|e| e.key.clone()).collect()
 }
 
@@ -63,7 +69,10 @@ fn a_lost_refund_response_is_retried_with_the_same_idempotency_key_and_refunds_o
     assert_eq!(applied[0].key.as_deref(), Some(keys[0].as_str()));
     // The agent was told a success-shaped result with the one refund.
     assert!(!first.replayed);
-    assert_eq!(result_of(&first.outcome)["refund_id"], applied[0].id.as_str());
+    assert_eq!(
+        result_of(&first.outcome)["refund_id"],
+        applied[0].id.as_str()
+    );
     assert_eq!(result_of(&first.outcome)["status"], "succeeded");
 
     // The agent's own retry of the call is replayed: nothing is sent.
@@ -76,17 +85,24 @@ fn a_lost_refund_response_is_retried_with_the_same_idempotency_key_and_refunds_o
     let other = t.host.call(&refund(4418, 500)).unwrap();
     assert_eq!(api.applied().len(), 2);
     assert_ne!(api.applied()[1].key, api.applied()[0].key);
-    assert_eq!(result_of(&other.outcome)["refund_id"], api.applied()[1].id.as_str());
+    assert_eq!(
+        result_of(&other.outcome)["refund_id"],
+        api.applied()[1].id.as_str()
+    );
 }
 
 #[test]
 fn a_503_or_429_is_retried_with_the_same_key_after_its_retry_after_on_the_hosts_clock() {
     for status in [503, 429] {
         let api = LocalApi::start().unwrap();
-        api.script([Behaviour::Status { status, retry_after: Some(7) }]);
+        api.script([Behaviour::Status {
+            status,
+            retry_after: Some(7),
+        }]);
         let t = test_host(|b| {
-            b.http(payments(&api))
-                .retry_policy(RetryPolicy::immediate(3).honouring_retry_after(Duration::from_secs(30)))
+            b.http(payments(&api)).retry_policy(
+                RetryPolicy::immediate(3).honouring_retry_after(Duration::from_secs(30)),
+            )
         });
         let before = t.clock.now_ms();
 
@@ -101,14 +117,21 @@ fn a_503_or_429_is_retried_with_the_same_key_after_its_retry_after_on_the_hosts_
         // The 503 applied nothing; the retry applied the refund once.
         assert_eq!(api.applied().len(), 1, "{status}");
         // The agent was told the refund.
-        assert_eq!(result_of(&response.outcome)["status"], "succeeded", "{status}");
+        assert_eq!(
+            result_of(&response.outcome)["status"],
+            "succeeded",
+            "{status}"
+        );
     }
 }
 
 #[test]
 fn a_retry_after_longer_than_the_bound_is_cut_to_the_bound() {
     let api = LocalApi::start().unwrap();
-    api.script([Behaviour::Status { status: 503, retry_after: Some(3_600) }]);
+    api.script([Behaviour::Status {
+        status: 503,
+        retry_after: Some(3_600),
+    }]);
     let t = test_host(|b| {
         b.http(payments(&api))
             .retry_policy(RetryPolicy::immediate(2).honouring_retry_after(Duration::from_secs(5)))
@@ -124,7 +147,10 @@ fn a_retry_after_longer_than_the_bound_is_cut_to_the_bound() {
 #[test]
 fn a_500_is_saved_and_replayed_not_sent_again() {
     let api = LocalApi::start().unwrap();
-    api.script([Behaviour::Status { status: 500, retry_after: None }]);
+    api.script([Behaviour::Status {
+        status: 500,
+        retry_after: None,
+    }]);
     let t = test_host(|b| b.http(payments(&api)));
 
     let first = t.host.call(&refund(7, 700)).unwrap();
@@ -146,7 +172,13 @@ fn a_500_is_saved_and_replayed_not_sent_again() {
     let saved = &effect.response.as_ref().unwrap()["ok"];
     assert_eq!(saved["status"], 500);
     assert_eq!(saved["headers"]["content-type"], "application/json");
-    assert!(saved["body"].as_str().unwrap().contains("scripted status 500"), "{saved}");
+    assert!(
+        saved["body"]
+            .as_str()
+            .unwrap()
+            .contains("scripted status 500"),
+        "{saved}"
+    );
 
     // The agent retries: the saved refusal is replayed and nothing is sent.
     let again = t.host.call(&refund(7, 700)).unwrap();
@@ -212,7 +244,10 @@ fn a_timeout_is_retried_with_the_same_key() {
     let keys = effect_keys(&t.host, "refund");
     assert_eq!(keys_seen(&api), vec![Some(keys[0].clone()); 2]);
     assert_eq!(api.applied().len(), 1);
-    assert_eq!(result_of(&response.outcome)["refund_id"], api.applied()[0].id.as_str());
+    assert_eq!(
+        result_of(&response.outcome)["refund_id"],
+        api.applied()[0].id.as_str()
+    );
 }
 
 #[test]
@@ -232,20 +267,29 @@ fn reads_are_not_journaled_unless_recorded_and_a_resumed_call_reads_again() {
     api.script([Behaviour::ApplyThenDrop; 3]);
 
     let err = t.host.call(&request).unwrap_err();
-    assert!(matches!(err, Error::OutcomeUnknown { seq: 1, .. }), "{err:?}");
+    assert!(
+        matches!(err, Error::OutcomeUnknown { seq: 1, .. }),
+        "{err:?}"
+    );
 
     // The plain read has no journal record; the recorded read and the POST do.
     let journal = t.host.store().journal(None, 10).unwrap();
-    let effects: Vec<(u32, &str)> =
-        journal[0].effects.iter().map(|e| (e.seq, e.state.as_str())).collect();
+    let effects: Vec<(u32, &str)> = journal[0]
+        .effects
+        .iter()
+        .map(|e| (e.seq, e.state.as_str()))
+        .collect();
     assert_eq!(effects, [(0, "done"), (1, "pending")]);
     let post_key = journal[0].effects[1].key.clone();
 
     // The resumed call reads the plain URL again, replays the recorded read, and
     // retries the POST under its stored key; the API applies it once.
     let resumed = t.host.call(&request).unwrap();
-    let seen: Vec<(String, Option<String>)> =
-        api.requests().into_iter().map(|r| (r.path, r.key)).collect();
+    let seen: Vec<(String, Option<String>)> = api
+        .requests()
+        .into_iter()
+        .map(|r| (r.path, r.key))
+        .collect();
     let post = (String::from("/hooks"), Some(post_key));
     assert_eq!(
         seen,
@@ -262,7 +306,10 @@ fn reads_are_not_journaled_unless_recorded_and_a_resumed_call_reads_again() {
     assert_eq!(api.applied().len(), 1);
     let answers = result_of(&resumed.outcome);
     assert_eq!(answers[2]["status"], 200);
-    assert_eq!(answers[2]["body"], json!({ "id": api.applied()[0].id, "received": true }).to_string());
+    assert_eq!(
+        answers[2]["body"],
+        json!({ "id": api.applied()[0].id, "received": true }).to_string()
+    );
 }
 
 #[test]
@@ -275,7 +322,9 @@ fn a_response_longer_than_the_cap_is_cut_and_marked_truncated() {
     let t = test_host(|b| b.http(config));
     let args = json!({ "requests": [{ "method": "GET", "url": format!("{}/x", api.url()), "record": true }] });
 
-    t.host.call(&CallRequest::new("http_fetch", args.to_string())).unwrap();
+    t.host
+        .call(&CallRequest::new("http_fetch", args.to_string()))
+        .unwrap();
 
     let journal = t.host.store().journal(None, 10).unwrap();
     let saved = &journal[0].effects[0].response.as_ref().unwrap()["ok"];

@@ -22,8 +22,11 @@ fn webhooks(receiver: &LocalApi) -> HttpConfig {
 }
 
 fn notify(event: &str) -> CallRequest {
-    CallRequest::new("notify", format!(r#"{{"event":"{event}","data":{{"order_id":4417}}}}"#))
-        .conversation("conv-outbox")
+    CallRequest::new(
+        "notify",
+        format!(r#"{{"event":"{event}","data":{{"order_id":4417}}}}"#),
+    )
+    .conversation("conv-outbox")
 }
 
 fn messages(host: &Host) -> Vec<OutboxMessage> {
@@ -51,13 +54,19 @@ fn a_retried_notify_queues_one_message_under_its_effect_key() {
     let t = test_host(|b| b.http(webhooks(&receiver)));
 
     let first = t.host.call(&notify("refund.issued")).unwrap();
-    let retried = t.host.call(&notify("refund.issued").tool_call_id("call_2")).unwrap();
+    let retried = t
+        .host
+        .call(&notify("refund.issued").tool_call_id("call_2"))
+        .unwrap();
 
     let queued = messages(&t.host);
     assert_eq!(queued.len(), 1, "{queued:?}");
     let journal = t.host.store().journal(None, 10).unwrap();
     assert_eq!(queued[0].effect_key, journal[0].effects[0].key);
-    assert_eq!((queued[0].state.as_str(), queued[0].tool.as_str()), ("pending", "notify"));
+    assert_eq!(
+        (queued[0].state.as_str(), queued[0].tool.as_str()),
+        ("pending", "notify")
+    );
     assert_eq!(queued[0].url, format!("{}/events", receiver.url()));
     assert!(retried.replayed);
     assert_eq!(result_of(&first.outcome)["message_id"], queued[0].id);
@@ -87,9 +96,15 @@ fn a_message_whose_effect_is_refused_is_rolled_back_with_it() {
     assert!(messages(&t.host).is_empty(), "{:?}", messages(&t.host));
     let agent = response.outcome.to_agent_json();
     assert_eq!(agent["error"]["code"], "effect_rejected", "{agent}");
-    assert!(agent["error"]["details"]["refused_after"]["message_id"].is_i64(), "{agent}");
+    assert!(
+        agent["error"]["details"]["refused_after"]["message_id"].is_i64(),
+        "{agent}"
+    );
     let journal = t.host.store().journal(None, 10).unwrap();
-    assert_eq!(journal[0].effects[0].state, "done", "the refusal is the effect's outcome");
+    assert_eq!(
+        journal[0].effects[0].state, "done",
+        "the refusal is the effect's outcome"
+    );
 }
 
 #[test]
@@ -137,7 +152,14 @@ fn a_webhook_whose_first_delivery_response_is_lost_is_delivered_again_with_the_s
     let applied = receiver.applied();
     assert_eq!(applied.len(), 1);
     assert_eq!(applied[0].body["event"], "refund.issued");
-    assert_eq!((message.state.as_str(), message.attempts, message.last_status), ("delivered", 2, Some(200)));
+    assert_eq!(
+        (
+            message.state.as_str(),
+            message.attempts,
+            message.last_status
+        ),
+        ("delivered", 2, Some(200))
+    );
     // The agent was told the message was queued.
     assert_eq!(result_of(&told.outcome)["state"], "pending");
     // Delivered messages are not sent again.
@@ -157,7 +179,10 @@ fn a_webhook_whose_first_delivery_response_is_lost_is_delivered_again_with_the_s
 #[test]
 fn a_receiver_that_refuses_marks_the_message_failed_and_it_is_not_retried() {
     let receiver = LocalApi::start().unwrap();
-    receiver.script([Behaviour::Status { status: 410, retry_after: None }]);
+    receiver.script([Behaviour::Status {
+        status: 410,
+        retry_after: None,
+    }]);
     let t = test_host(|b| b.http(webhooks(&receiver)));
     t.host.call(&notify("refund.issued")).unwrap();
     let deliverer = Deliverer::new(&t.host).unwrap().policy(policy());
@@ -175,21 +200,39 @@ fn a_receiver_that_refuses_marks_the_message_failed_and_it_is_not_retried() {
 #[test]
 fn a_503_waits_its_retry_after_and_the_attempts_run_out_into_failed() {
     let receiver = LocalApi::start().unwrap();
-    receiver.script([Behaviour::Status { status: 503, retry_after: Some(120) }; 2]);
+    receiver.script(
+        [Behaviour::Status {
+            status: 503,
+            retry_after: Some(120),
+        }; 2],
+    );
     let t = test_host(|b| b.http(webhooks(&receiver)));
     t.host.call(&notify("refund.issued")).unwrap();
-    let deliverer = Deliverer::new(&t.host)
-        .unwrap()
-        .policy(DeliveryPolicy { max_attempts: 2, ..policy() });
+    let deliverer = Deliverer::new(&t.host).unwrap().policy(DeliveryPolicy {
+        max_attempts: 2,
+        ..policy()
+    });
 
-    assert_eq!(deliverer.run_once().unwrap().count(DeliveryOutcome::Retrying), 1);
+    assert_eq!(
+        deliverer
+            .run_once()
+            .unwrap()
+            .count(DeliveryOutcome::Retrying),
+        1
+    );
     // The backoff is 10 s, but the receiver asked for 120 s.
     t.clock.advance(Duration::from_secs(119));
     assert!(deliverer.run_once().unwrap().attempts.is_empty());
     t.clock.advance(Duration::from_secs(1));
     let report = deliverer.run_once().unwrap();
     assert_eq!(report.count(DeliveryOutcome::Failed), 1);
-    assert!(report.attempts[0].error.as_deref().unwrap().contains("gave up after 2 attempts"));
+    assert!(
+        report.attempts[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("gave up after 2 attempts")
+    );
     assert!(receiver.applied().is_empty());
 }
 
@@ -203,7 +246,11 @@ fn the_delivery_loop_delivers_in_the_background_until_stopped() {
     let running = deliverer.spawn_loop(Duration::from_millis(10)).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while messages(&t.host)[0].state != "delivered" {
-        assert!(Instant::now() < deadline, "not delivered: {:?}", messages(&t.host));
+        assert!(
+            Instant::now() < deadline,
+            "not delivered: {:?}",
+            messages(&t.host)
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     running.stop();

@@ -107,7 +107,10 @@ pub struct DeliveryReport {
 impl DeliveryReport {
     /// How many attempts ended with `outcome`.
     pub fn count(&self, outcome: DeliveryOutcome) -> usize {
-        self.attempts.iter().filter(|a| a.outcome == outcome).count()
+        self.attempts
+            .iter()
+            .filter(|a| a.outcome == outcome)
+            .count()
     }
 }
 
@@ -172,7 +175,10 @@ impl Deliverer {
             None => None,
             Some(path) => {
                 let fail = |e: std::io::Error| {
-                    Error::Host(anyhow::anyhow!("cannot lock {} for delivery: {e}", path.display()))
+                    Error::Host(anyhow::anyhow!(
+                        "cannot lock {} for delivery: {e}",
+                        path.display()
+                    ))
                 };
                 let file = File::options()
                     .create(true)
@@ -234,19 +240,27 @@ impl Deliverer {
                     headers: message.headers.clone(),
                     body: message.body.clone(),
                 };
-                self.client.send(&outbound, Some((&header, &message.effect_key)))
+                self.client
+                    .send(&outbound, Some((&header, &message.effect_key)))
             }
         };
         let now = self.shared.clock.now_ms();
         let (status, error, retry_after) = match answer {
             Ok(response) if response.is_success() => {
                 let saved = response.to_json().to_string();
-                store.with(|conn| queue::delivered(conn, message.id, response.status, &saved, now))?;
+                store.with(|conn| {
+                    queue::delivered(conn, message.id, response.status, &saved, now)
+                })?;
                 return Ok((DeliveryOutcome::Delivered, Some(response.status), None));
             }
             Ok(response) if !worth_retrying(&response) => {
-                let error = format!("the receiver refused the message with status {}", response.status);
-                store.with(|conn| queue::failed(conn, message.id, Some(response.status), &error, now))?;
+                let error = format!(
+                    "the receiver refused the message with status {}",
+                    response.status
+                );
+                store.with(|conn| {
+                    queue::failed(conn, message.id, Some(response.status), &error, now)
+                })?;
                 return Ok((DeliveryOutcome::Failed, Some(response.status), Some(error)));
             }
             Ok(response) => (
@@ -348,9 +362,21 @@ mod tests {
             max_retry_after: Duration::from_secs(60),
             ..DeliveryPolicy::default()
         };
-        let waits: Vec<u64> = (1..=5).map(|a| policy.backoff_after(a, None).as_secs()).collect();
+        let waits: Vec<u64> = (1..=5)
+            .map(|a| policy.backoff_after(a, None).as_secs())
+            .collect();
         assert_eq!(waits, [1, 2, 4, 5, 5]);
-        assert_eq!(policy.backoff_after(1, Some(Duration::from_secs(30))).as_secs(), 30);
-        assert_eq!(policy.backoff_after(1, Some(Duration::from_secs(999))).as_secs(), 60);
+        assert_eq!(
+            policy
+                .backoff_after(1, Some(Duration::from_secs(30)))
+                .as_secs(),
+            30
+        );
+        assert_eq!(
+            policy
+                .backoff_after(1, Some(Duration::from_secs(999)))
+                .as_secs(),
+            60
+        );
     }
 }

@@ -46,7 +46,13 @@ pub(super) fn begin_attempt(conn: &Connection, id: i64, now: i64) -> rusqlite::R
 }
 
 /// Records the delivery.
-pub(super) fn delivered(conn: &Connection, id: i64, status: u16, response: &str, now: i64) -> rusqlite::Result<()> {
+pub(super) fn delivered(
+    conn: &Connection,
+    id: i64,
+    status: u16,
+    response: &str,
+    now: i64,
+) -> rusqlite::Result<()> {
     conn.execute(
         "UPDATE outbox SET state = 'delivered', last_status = ?2, last_error = NULL,
                 response = ?3, delivered_at = ?4, updated_at = ?4 WHERE id = ?1",
@@ -73,7 +79,13 @@ pub(super) fn retry_later(
 }
 
 /// Gives up on the message.
-pub(super) fn failed(conn: &Connection, id: i64, status: Option<u16>, error: &str, now: i64) -> rusqlite::Result<()> {
+pub(super) fn failed(
+    conn: &Connection,
+    id: i64,
+    status: Option<u16>,
+    error: &str,
+    now: i64,
+) -> rusqlite::Result<()> {
     conn.execute(
         "UPDATE outbox SET state = 'failed', last_status = ?2, last_error = ?3,
                 updated_at = ?4 WHERE id = ?1",

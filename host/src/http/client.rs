@@ -89,7 +89,11 @@ impl Client {
     }
 
     /// Sends `request`, adding `key` (header name, value) when given.
-    pub fn send(&self, request: &Outbound, key: Option<(&str, &str)>) -> Result<HttpResponse, SendError> {
+    pub fn send(
+        &self,
+        request: &Outbound,
+        key: Option<(&str, &str)>,
+    ) -> Result<HttpResponse, SendError> {
         let mut builder = Request::builder()
             .method(request.method.as_str())
             .uri(request.url.as_str());
@@ -100,7 +104,9 @@ impl Client {
             builder = builder.header(name, value);
         }
         let result = if request.body.is_empty() {
-            let http = builder.body(()).map_err(|e| SendError::Invalid(e.to_string()))?;
+            let http = builder
+                .body(())
+                .map_err(|e| SendError::Invalid(e.to_string()))?;
             self.agent.run(http)
         } else {
             let http = builder

@@ -76,7 +76,10 @@ impl HttpConfig {
 
     /// Lets `tool` reach `origin` (`scheme://host[:port]`).
     pub fn allow(mut self, tool: impl Into<String>, origin: impl Into<String>) -> Self {
-        self.allow.entry(tool.into()).or_default().push(origin.into());
+        self.allow
+            .entry(tool.into())
+            .or_default()
+            .push(origin.into());
         self
     }
 
@@ -92,7 +95,8 @@ impl HttpConfig {
         origin: impl Into<String>,
         header: impl Into<String>,
     ) -> Self {
-        self.idempotency_headers.insert(origin.into(), header.into());
+        self.idempotency_headers
+            .insert(origin.into(), header.into());
         self
     }
 
@@ -177,7 +181,11 @@ impl HttpConfig {
                     let known: Vec<&str> = self.services.keys().map(String::as_str).collect();
                     format!(
                         "no service named `{service}` is configured (configured: {})",
-                        if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                        if known.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            known.join(", ")
+                        }
                     )
                 })?;
                 let path = path.unwrap_or("/");
@@ -217,7 +225,7 @@ impl FromStr for Origin {
     /// Parses `scheme://host[:port]` (a trailing `/` is accepted; a path is not).
     fn from_str(s: &str) -> Result<Self, String> {
         let origin = parse_url(s)?;
-        let rest = s.splitn(2, "://").nth(1).unwrap_or("");
+        let rest = s.split_once("://").map_or("", |(_, rest)| rest);
         if rest.trim_end_matches('/').contains('/') || rest.contains('?') {
             return Err(format!(
                 "`{s}` is not an origin: give scheme://host[:port] without a path"
@@ -246,7 +254,9 @@ pub(crate) fn parse_url(url: &str) -> Result<Origin, String> {
         .authority()
         .ok_or_else(|| format!("`{url}` has no host"))?;
     if authority.as_str().contains('@') {
-        return Err(format!("`{url}` carries credentials; put them in a header instead"));
+        return Err(format!(
+            "`{url}` carries credentials; put them in a header instead"
+        ));
     }
     let host = authority.host().to_ascii_lowercase();
     if host.is_empty() {
@@ -302,22 +312,40 @@ mod tests {
         let other: Origin = "http://127.0.0.1:9001".parse().unwrap();
         assert!(config.check_allowed("refund", &allowed).is_ok());
         let err = config.check_allowed("refund", &other).unwrap_err();
-        assert!(err.contains("http://127.0.0.1:9001") && err.contains("allowed: http://127.0.0.1:9000"), "{err}");
+        assert!(
+            err.contains("http://127.0.0.1:9001") && err.contains("allowed: http://127.0.0.1:9000"),
+            "{err}"
+        );
         let err = config.check_allowed("notify", &allowed).unwrap_err();
-        assert!(err.contains("tool `notify`") && err.contains("allowed: none"), "{err}");
+        assert!(
+            err.contains("tool `notify`") && err.contains("allowed: none"),
+            "{err}"
+        );
     }
 
     #[test]
     fn services_resolve_to_urls_under_their_base() {
         let config = HttpConfig::default().service("payments", "http://127.0.0.1:9000/api/");
-        let (url, origin) = config.resolve(None, Some("payments"), Some("/v1/refunds")).unwrap();
+        let (url, origin) = config
+            .resolve(None, Some("payments"), Some("/v1/refunds"))
+            .unwrap();
         assert_eq!(url, "http://127.0.0.1:9000/api/v1/refunds");
         assert_eq!(origin.port, 9000);
         let err = config.resolve(None, Some("mail"), None).unwrap_err();
-        assert!(err.contains("no service named `mail`") && err.contains("payments"), "{err}");
-        let err = config.resolve(None, Some("payments"), Some("v1")).unwrap_err();
+        assert!(
+            err.contains("no service named `mail`") && err.contains("payments"),
+            "{err}"
+        );
+        let err = config
+            .resolve(None, Some("payments"), Some("v1"))
+            .unwrap_err();
         assert!(err.contains("must start with `/`"), "{err}");
-        assert!(config.resolve(None, None, None).unwrap_err().contains("needs a `url`"));
+        assert!(
+            config
+                .resolve(None, None, None)
+                .unwrap_err()
+                .contains("needs a `url`")
+        );
     }
 
     #[test]
@@ -336,7 +364,15 @@ mod tests {
         assert!(config.validate().unwrap_err().starts_with("allow.refund"));
         let config = HttpConfig::default().service("pay", "nope");
         assert!(config.validate().unwrap_err().starts_with("services.pay"));
-        let config = HttpConfig { idempotency_header: "bad header".into(), ..HttpConfig::default() };
-        assert!(config.validate().unwrap_err().contains("not a valid header name"));
+        let config = HttpConfig {
+            idempotency_header: "bad header".into(),
+            ..HttpConfig::default()
+        };
+        assert!(
+            config
+                .validate()
+                .unwrap_err()
+                .contains("not a valid header name")
+        );
     }
 }

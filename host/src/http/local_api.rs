@@ -93,7 +93,9 @@ pub struct LocalApi {
 
 impl std::fmt::Debug for LocalApi {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalApi").field("addr", &self.addr).finish()
+        f.debug_struct("LocalApi")
+            .field("addr", &self.addr)
+            .finish()
     }
 }
 
@@ -187,13 +189,20 @@ struct Parsed {
     body: Vec<u8>,
 }
 
-fn handle(stream: TcpStream, state: &Mutex<ApiState>, stop: &AtomicBool, header: &str) -> io::Result<()> {
+fn handle(
+    stream: TcpStream,
+    state: &Mutex<ApiState>,
+    stop: &AtomicBool,
+    header: &str,
+) -> io::Result<()> {
     stream.set_read_timeout(Some(READ_TIMEOUT))?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut stream = stream;
     let request = match read_request(&mut reader, header)? {
         Ok(request) => request,
-        Err((status, message)) => return respond(&mut stream, status, &json!({ "error": message }), None),
+        Err((status, message)) => {
+            return respond(&mut stream, status, &json!({ "error": message }), None);
+        }
     };
     let body_text = String::from_utf8_lossy(&request.body).into_owned();
     let (behaviour, answer) = {
@@ -212,7 +221,13 @@ fn handle(stream: TcpStream, state: &Mutex<ApiState>, stop: &AtomicBool, header:
         (behaviour, answer)
     };
     match (behaviour, answer) {
-        (Behaviour::Status { status, retry_after }, _) => respond(
+        (
+            Behaviour::Status {
+                status,
+                retry_after,
+            },
+            _,
+        ) => respond(
             &mut stream,
             status,
             &json!({ "error": format!("scripted status {status}") }),
@@ -241,7 +256,8 @@ fn apply(state: &mut ApiState, request: &Parsed, body: &str) -> String {
         return saved.clone();
     }
     let n = state.applied.len() + 1;
-    let body_json: Value = serde_json::from_str(body).unwrap_or_else(|_| Value::String(body.to_owned()));
+    let body_json: Value =
+        serde_json::from_str(body).unwrap_or_else(|_| Value::String(body.to_owned()));
     let (id, answer) = if request.path.starts_with("/v1/refunds") {
         let id = format!("re_{n:04}");
         let answer = json!({
@@ -270,13 +286,19 @@ fn apply(state: &mut ApiState, request: &Parsed, body: &str) -> String {
 /// Holds the connection until the peer closes it, the server stops, or the bound.
 fn hang(reader: &mut BufReader<TcpStream>, stop: &AtomicBool) {
     let started = Instant::now();
-    let _ = reader.get_ref().set_read_timeout(Some(Duration::from_millis(50)));
+    let _ = reader
+        .get_ref()
+        .set_read_timeout(Some(Duration::from_millis(50)));
     let mut buf = [0u8; 256];
     while started.elapsed() < HANG_LIMIT && !stop.load(Ordering::SeqCst) {
         match reader.read(&mut buf) {
             Ok(0) => return,
             Ok(_) => {}
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
             Err(_) => return,
         }
     }
@@ -284,7 +306,10 @@ fn hang(reader: &mut BufReader<TcpStream>, stop: &AtomicBool) {
 
 type BadRequest = (u16, String);
 
-fn read_request(reader: &mut BufReader<TcpStream>, header: &str) -> io::Result<Result<Parsed, BadRequest>> {
+fn read_request(
+    reader: &mut BufReader<TcpStream>,
+    header: &str,
+) -> io::Result<Result<Parsed, BadRequest>> {
     let mut line = String::new();
     reader.read_line(&mut line)?;
     let mut parts = line.split_whitespace();
@@ -323,10 +348,20 @@ fn read_request(reader: &mut BufReader<TcpStream>, header: &str) -> io::Result<R
     }
     let mut body = vec![0u8; length];
     reader.read_exact(&mut body)?;
-    Ok(Ok(Parsed { method, path, key, body }))
+    Ok(Ok(Parsed {
+        method,
+        path,
+        key,
+        body,
+    }))
 }
 
-fn respond(stream: &mut TcpStream, status: u16, body: &Value, retry_after: Option<u64>) -> io::Result<()> {
+fn respond(
+    stream: &mut TcpStream,
+    status: u16,
+    body: &Value,
+    retry_after: Option<u64>,
+) -> io::Result<()> {
     let body = body.to_string();
     let reason = match status {
         200 => "OK",

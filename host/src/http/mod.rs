@@ -11,7 +11,7 @@ mod request;
 
 pub use client::HttpResponse;
 pub(crate) use client::{Client, SendError};
+pub(crate) use config::parse_url;
 pub use config::{DEFAULT_IDEMPOTENCY_HEADER, HttpConfig, Origin};
 pub use local_api::LocalApi;
-pub(crate) use config::parse_url;
 pub(crate) use request::{Outbound, RequestSpec, is_safe};

@@ -89,7 +89,12 @@ impl RequestSpec {
 
     /// Resolves the target, checks it against `tool`'s allowlist and the headers
     /// against the reserved ones. Nothing is sent.
-    pub fn check(&self, config: &HttpConfig, tool: &str, method: String) -> Result<Outbound, String> {
+    pub fn check(
+        &self,
+        config: &HttpConfig,
+        tool: &str,
+        method: String,
+    ) -> Result<Outbound, String> {
         let (url, origin) = config.resolve(
             self.url.as_deref(),
             self.service.as_deref(),
@@ -118,7 +123,10 @@ impl RequestSpec {
             (Some(_), Some(_)) => return Err("give either `body` or `json`, not both".into()),
             (Some(text), None) => text.clone().into_bytes(),
             (None, Some(json)) => {
-                if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("content-type")) {
+                if !headers
+                    .iter()
+                    .any(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+                {
                     headers.push(("Content-Type".into(), "application/json".into()));
                 }
                 json.to_string().into_bytes()
@@ -160,18 +168,39 @@ mod tests {
         assert_eq!(out.method, "POST");
         assert_eq!(out.url, "http://127.0.0.1:9000/v1/refunds");
         assert_eq!(out.body, br#"{"a":1}"#);
-        assert!(out.headers.contains(&("Content-Type".into(), "application/json".into())));
+        assert!(
+            out.headers
+                .contains(&("Content-Type".into(), "application/json".into()))
+        );
     }
 
     #[test]
     fn bad_requests_are_refused_with_the_reason() {
         let cases = [
-            (json!({"method": "TRACE", "url": "http://127.0.0.1:9000/"}), "method `TRACE`"),
-            (json!({"method": "POST", "url": "http://127.0.0.1:9000/", "headers": {"Idempotency-Key": "mine"}}), "carries the effect key"),
-            (json!({"method": "POST", "url": "http://127.0.0.1:9000/", "headers": {"Host": "x"}}), "set by the host"),
-            (json!({"method": "GET", "url": "http://127.0.0.1:9000/", "body": "x"}), "carries no body"),
-            (json!({"method": "POST", "url": "http://127.0.0.1:9000/", "body": "x", "json": 1}), "either `body` or `json`"),
-            (json!({"method": "POST", "url": "http://payments.invalid/"}), "may not reach http://payments.invalid:80"),
+            (
+                json!({"method": "TRACE", "url": "http://127.0.0.1:9000/"}),
+                "method `TRACE`",
+            ),
+            (
+                json!({"method": "POST", "url": "http://127.0.0.1:9000/", "headers": {"Idempotency-Key": "mine"}}),
+                "carries the effect key",
+            ),
+            (
+                json!({"method": "POST", "url": "http://127.0.0.1:9000/", "headers": {"Host": "x"}}),
+                "set by the host",
+            ),
+            (
+                json!({"method": "GET", "url": "http://127.0.0.1:9000/", "body": "x"}),
+                "carries no body",
+            ),
+            (
+                json!({"method": "POST", "url": "http://127.0.0.1:9000/", "body": "x", "json": 1}),
+                "either `body` or `json`",
+            ),
+            (
+                json!({"method": "POST", "url": "http://payments.invalid/"}),
+                "may not reach http://payments.invalid:80",
+            ),
         ];
         for (payload, needle) in cases {
             let spec = RequestSpec::parse(&payload).unwrap();

@@ -31,7 +31,9 @@ pub struct HttpProvider {
 
 impl std::fmt::Debug for HttpProvider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpProvider").field("config", &self.config).finish()
+        f.debug_struct("HttpProvider")
+            .field("config", &self.config)
+            .finish()
     }
 }
 
@@ -42,7 +44,12 @@ impl HttpProvider {
         Self { config, client }
     }
 
-    fn prepare(&self, tool: &str, operation: &str, payload: &Value) -> Result<Outbound, ProviderError> {
+    fn prepare(
+        &self,
+        tool: &str,
+        operation: &str,
+        payload: &Value,
+    ) -> Result<Outbound, ProviderError> {
         if operation != REQUEST {
             return Err(ProviderError::Invalid(format!(
                 "http has no operation `{operation}` (it has `{REQUEST}`)"

@@ -26,7 +26,8 @@ impl Tool for PaymentsRefund {
     fn call(args: Args) -> Result<Value, ToolError> {
         effects::perform("payments", "refund", &args).map_err(|e| match e {
             EffectError::Rejected(answer) => {
-                ToolError::new("refund_rejected", "The payments provider refused.").with_details(answer)
+                ToolError::new("refund_rejected", "The payments provider refused.")
+                    .with_details(answer)
             }
             other => other.into(),
         })
