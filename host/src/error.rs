@@ -131,6 +131,15 @@ pub enum Error {
         key: InvocationKey,
     },
 
+    /// A person's resolution of a pending effect was refused (`justonce resolve`).
+    #[error("cannot resolve effect {effect}: {reason}")]
+    CannotResolve {
+        /// The effect key given.
+        effect: String,
+        /// Why it cannot be resolved.
+        reason: String,
+    },
+
     /// A fault of the host itself (the WebAssembly runtime, I/O).
     #[error("host failure: {0:#}")]
     Host(#[from] anyhow::Error),
@@ -158,6 +167,7 @@ impl Error {
             Self::Store { .. } => "store_failed",
             Self::NewerSchema { .. } => "newer_schema",
             Self::LeaseLost { .. } => "lease_lost",
+            Self::CannotResolve { .. } => "cannot_resolve",
             Self::Host(_) => "host_failed",
         }
     }

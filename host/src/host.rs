@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::clock::{Clock, SystemClock, millis};
+use crate::determinism::{GuestEntropy, Seed};
 use crate::error::{Error, Result};
+use crate::fault::{self, FaultPoint};
 use crate::guard::{EffectSession, Interruption, InvocationGuard, Shared};
 use crate::keys::{self, InvocationKey};
 use crate::outcome::Outcome;
@@ -246,6 +248,13 @@ impl HostBuilder {
 
     /// Opens the journal, loads the tools and registers the built-in providers.
     pub fn build(self) -> Result<Host> {
+        fault::check_env()?;
+        if self.lease.is_zero() {
+            // A zero lease would let every duplicate take over a running call.
+            return Err(Error::Host(anyhow::anyhow!(
+                "the lease must be longer than zero (HostBuilder::lease)"
+            )));
+        }
         let runtime = match self.runtime {
             Some(runtime) => runtime,
             None => {
@@ -465,6 +474,9 @@ impl Host {
             self.runs.fetch_add(1, Ordering::Relaxed)
         );
         let started = Instant::now();
+        // Journaled only if this call creates the invocation; a resumed run gets the
+        // seed its first run drew, so it sees the same random values.
+        let seed = Seed::random()?;
         loop {
             let begin = Begin {
                 key: &prepared.key,
@@ -477,9 +489,10 @@ impl Host {
                 retention_ms: self.retention_ms,
                 lease_ms: self.lease_ms,
                 owner: &owner,
+                seed: &seed,
             };
             match self.shared.store.begin(&begin)? {
-                BeginOutcome::Run { .. } => return self.run(&prepared, &owner),
+                BeginOutcome::Run { entropy, .. } => return self.run(&prepared, &owner, entropy),
                 BeginOutcome::Replay(stored) => {
                     let outcome = Outcome::from_stored(&stored).map_err(|e| {
                         Error::Host(anyhow::anyhow!(
@@ -504,11 +517,14 @@ impl Host {
         }
     }
 
-    fn run(&self, prepared: &Prepared, owner: &str) -> Result<CallResponse> {
+    fn run(&self, prepared: &Prepared, owner: &str, entropy: GuestEntropy) -> Result<CallResponse> {
         let session = EffectSession::new(
             Arc::clone(&self.shared),
             prepared.key.clone(),
             &prepared.tool.name,
+            owner,
+            self.lease_ms,
+            entropy,
         );
         let (guest, session) = self
             .runtime
@@ -534,7 +550,11 @@ impl Host {
             return Err(fault);
         }
         if let Some(interruption) = session.interrupted {
-            self.shared.store.suspend(key, owner, now)?;
+            if !self.shared.store.suspend(key, owner, now)? {
+                // Another host took the call over meanwhile; what this run learnt is
+                // in the journal, and the other host's outcome is the one that counts.
+                return Err(Error::LeaseLost { key: key.clone() });
+            }
             return Err(match interruption {
                 Interruption::OutcomeUnknown {
                     seq,
@@ -551,6 +571,21 @@ impl Host {
                     seq,
                     detail,
                 },
+                Interruption::LeaseLost { .. } => Error::LeaseLost { key: key.clone() },
+            });
+        }
+        if let Some((seq, journaled)) = session.skipped_journaled_effects()? {
+            // The resumed guest finished without asking for effects an earlier run
+            // journaled (and may have performed): its outcome would not match them.
+            if !self.shared.store.suspend(key, owner, now)? {
+                return Err(Error::LeaseLost { key: key.clone() });
+            }
+            return Err(Error::Divergence {
+                key: key.clone(),
+                seq,
+                detail: format!(
+                    "the journal holds {journaled} effect(s) from position #{seq} on, but the guest finished without asking for them"
+                ),
             });
         }
         let outcome = match guest {
@@ -570,9 +605,11 @@ impl Host {
         // Stored first, then answered: the answer a caller gets is always one a retry
         // can get again.
         let stored = outcome.to_stored();
+        fault::point(FaultPoint::AfterRecord);
         if !self.shared.store.complete(key, owner, &stored, now)? {
             return Err(Error::LeaseLost { key: key.clone() });
         }
+        fault::point(FaultPoint::AfterOutcome);
         let outcome = Outcome::from_stored(&stored).expect("a stored outcome reads back");
         Ok(CallResponse {
             key: key.clone(),

@@ -27,8 +27,10 @@
 pub mod cli;
 pub mod clock;
 pub mod delivery;
+pub mod determinism;
 pub mod error;
 pub mod examples;
+pub mod fault;
 pub mod guard;
 pub mod host;
 pub mod http;

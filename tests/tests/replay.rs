@@ -230,7 +230,7 @@ fn malformed_arguments_are_a_tool_error_for_that_call_and_the_others_run() {
         assert_eq!(bad.content["error"]["kind"], "invalid_arguments");
         let message = bad.content["error"]["message"].as_str().unwrap();
         let why = if format == "openai" {
-            "invalid JSON"
+            "not valid JSON"
         } else {
             "input must be an object"
         };

@@ -7,6 +7,7 @@ mod gc;
 mod journal;
 mod key;
 mod replay;
+mod resolve;
 mod run;
 mod serve;
 mod tools;
@@ -62,6 +63,17 @@ pub struct Cli {
     /// default), the named services, and the idempotency header (see the README).
     #[arg(long, global = true, value_name = "FILE", env = "JUSTONCE_HTTP_CONFIG")]
     http_config: Option<PathBuf>,
+    /// How long a running call's lease lasts, in milliseconds: a duplicate waits for a
+    /// live lease and takes over an expired one (its host presumably died).
+    #[arg(
+        long,
+        global = true,
+        value_name = "MS",
+        env = "JUSTONCE_LEASE_MS",
+        default_value_t = 60_000,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    lease_ms: u64,
 
     #[command(subcommand)]
     command: Command,
@@ -76,6 +88,7 @@ enum Command {
     Gc(gc::Gc),
     Demo(demo::Demo),
     Deliver(deliver::Deliver),
+    Resolve(resolve::Resolve),
     Serve(serve::Serve),
     Replay(replay::Replay),
 }
@@ -83,7 +96,9 @@ enum Command {
 impl Cli {
     /// A host builder with the journal and tools chosen on the command line.
     fn host(&self) -> HostBuilder {
-        let mut builder = Host::builder().database(&self.db);
+        let mut builder = Host::builder()
+            .database(&self.db)
+            .lease(std::time::Duration::from_millis(self.lease_ms));
         if let Some(path) = &self.http_config {
             builder = builder.http_config_file(path);
         }
@@ -100,7 +115,8 @@ pub fn exit_code(error: &Error) -> u8 {
         Error::UnknownTool { .. }
         | Error::InvalidArguments { .. }
         | Error::InvalidKey(_)
-        | Error::Mismatch { .. } => exit::BAD_INPUT,
+        | Error::Mismatch { .. }
+        | Error::CannotResolve { .. } => exit::BAD_INPUT,
         Error::InProgress { .. } | Error::OutcomeUnknown { .. } | Error::LeaseLost { .. } => {
             exit::RETRY_SAFE
         }
@@ -132,6 +148,7 @@ pub fn main() -> ExitCode {
         Command::Gc(cmd) => cmd.run(&cli),
         Command::Demo(cmd) => cmd.run(&cli),
         Command::Deliver(cmd) => cmd.run(&cli),
+        Command::Resolve(cmd) => cmd.run(&cli),
         Command::Serve(cmd) => cmd.run(&cli),
         Command::Replay(cmd) => cmd.run(&cli),
     };

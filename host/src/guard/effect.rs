@@ -6,10 +6,12 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::Shared;
+use crate::determinism::GuestEntropy;
 use crate::error::Error;
+use crate::fault::{self, FaultPoint};
 use crate::keys::{self, InvocationKey};
 use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
-use crate::store::{EffectRecord, EffectState, NewEffect};
+use crate::store::{EffectState, Lease, NewEffect, Resolution};
 
 /// Why `perform` returned no response; each maps to a WIT `effect-error` case.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,6 +34,10 @@ pub(crate) enum Interruption {
         seq: u32,
         detail: String,
     },
+    /// Another host took the call over; this run may perform nothing more.
+    LeaseLost {
+        seq: u32,
+    },
 }
 
 /// The effect guard for one run of one invocation.
@@ -40,6 +46,12 @@ pub(crate) struct EffectSession {
     invocation: InvocationKey,
     /// The tool being run; providers see it (the `http` allowlist is per tool).
     tool: String,
+    /// The run that holds the invocation's lease.
+    owner: String,
+    /// How far each effect renews the lease.
+    lease_ms: i64,
+    /// The journaled clock start and seed the guest's WASI clocks and random use.
+    pub entropy: GuestEntropy,
     next_seq: u32,
     /// Unjournaled reads made so far; they count against the effect budget.
     reads: u32,
@@ -51,7 +63,7 @@ pub(crate) struct EffectSession {
 }
 
 /// The saved answer of an effect, as stored in `effects.response`.
-fn stored_ok(v: &Value) -> String {
+pub(crate) fn stored_ok(v: &Value) -> String {
     json!({ "ok": v }).to_string()
 }
 fn stored_rejected(v: &Value) -> String {
@@ -69,11 +81,21 @@ fn replay(stored: &str) -> Result<String, EffectFailure> {
 }
 
 impl EffectSession {
-    pub(crate) fn new(shared: Arc<Shared>, invocation: InvocationKey, tool: &str) -> Self {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        invocation: InvocationKey,
+        tool: &str,
+        owner: &str,
+        lease_ms: i64,
+        entropy: GuestEntropy,
+    ) -> Self {
         Self {
             shared,
             invocation,
             tool: tool.to_owned(),
+            owner: owner.to_string(),
+            lease_ms,
+            entropy,
             next_seq: 0,
             reads: 0,
             interrupted: None,
@@ -148,19 +170,32 @@ impl EffectSession {
             now,
         };
         if class == ProviderClass::Transactional {
-            return self.transactional(provider.as_ref(), &new, &payload, existing.as_ref());
+            return self.transactional(provider.as_ref(), &new, &payload);
         }
-        match existing {
-            Some(_) if class == ProviderClass::Unkeyed => {
-                // A pending unkeyed effect may have happened; repeating it could do it
-                // twice. Fail closed until a person resolves it.
-                let reason = "an earlier attempt of this unkeyed effect may have taken effect; a person must resolve it".to_string();
-                return Ok(Err(self.unknown(seq, provider_name, reason)));
-            }
-            Some(_) => {}
-            None => shared.store.insert_pending(&new)?,
+        if let Some(record) = &existing
+            && class == ProviderClass::Unkeyed
+            && record.resolution != Some(Resolution::NotPerformed)
+        {
+            // A pending unkeyed effect may have happened; repeating it could do it
+            // twice. Fail closed until a person resolves it.
+            let reason = format!(
+                "an earlier attempt of this unkeyed effect may have taken effect; a person must resolve it \
+                 (`justonce journal --unresolved`, then `justonce resolve {} --performed` or `--not-performed`)",
+                record.key
+            );
+            return Ok(Err(self.unknown(seq, provider_name, reason)));
         }
-        self.attempts(provider.as_ref(), class, provider_name, seq, operation, &payload)
+        self.attempts(provider.as_ref(), class, &new, &payload)
+    }
+
+    /// After the guest finished: the first position and number of journaled effects
+    /// this run never asked for, if any (a resumed guest that stopped short).
+    pub(crate) fn skipped_journaled_effects(&self) -> Result<Option<(u32, u32)>, Error> {
+        let journaled = self
+            .shared
+            .store
+            .effects_from(&self.invocation, self.next_seq)?;
+        Ok((journaled > 0).then_some((self.next_seq, journaled)))
     }
 
     /// Checks the budget, the payload and the provider before anything is journaled.
@@ -252,13 +287,25 @@ impl EffectSession {
         EffectFailure::OutcomeUnknown(format!("{reason}; retrying the same tool call is safe"))
     }
 
+    fn lease_lost(&mut self, seq: u32) -> EffectFailure {
+        self.interrupted = Some(Interruption::LeaseLost { seq });
+        EffectFailure::Denied(
+            "another host took this call over (this run's lease expired); nothing was performed".into(),
+        )
+    }
+
+    fn lease(&self) -> Lease<'_> {
+        Lease {
+            owner: &self.owner,
+            until: self.shared.clock.now_ms().saturating_add(self.lease_ms),
+        }
+    }
+
     fn attempts(
         &mut self,
         provider: &dyn Provider,
         class: ProviderClass,
-        provider_name: &str,
-        seq: u32,
-        operation: &str,
+        new: &NewEffect<'_>,
         payload: &Value,
     ) -> Result<Result<String, EffectFailure>, Error> {
         let shared = Arc::clone(&self.shared);
@@ -275,21 +322,28 @@ impl EffectSession {
             if !pause.is_zero() {
                 shared.clock.sleep(pause);
             }
-            // The key is read back from the journal on every attempt, never recomputed.
-            let (key, attempt) =
-                shared
-                    .store
-                    .begin_attempt(&self.invocation, seq, shared.clock.now_ms())?;
+            // The key is read back from the journal on every attempt, never recomputed,
+            // and only while this run still holds the lease.
+            let now = shared.clock.now_ms();
+            let claimed = shared
+                .store
+                .claim_attempt(&NewEffect { now, ..*new }, &self.lease())?;
+            let Some((key, attempt)) = claimed else {
+                return Ok(Err(self.lease_lost(new.seq)));
+            };
             let request = EffectRequest {
                 tool: &self.tool,
                 key: &key,
                 invocation: &self.invocation,
-                seq,
+                seq: new.seq,
                 attempt,
-                operation,
+                operation: new.operation,
                 payload,
             };
-            let gave_up = match provider.perform(&request) {
+            fault::point(FaultPoint::BeforeEffect);
+            let answer = provider.perform(&request);
+            fault::point(FaultPoint::AfterProvider);
+            let gave_up = match answer {
                 Ok(response) => {
                     shared
                         .store
@@ -314,16 +368,17 @@ impl EffectSession {
                         shared.clock.now_ms(),
                     )?;
                     return Ok(Err(EffectFailure::Denied(format!(
-                        "{provider_name} refused the request: {reason}"
+                        "{} refused the request: {reason}",
+                        new.provider
                     ))));
                 }
                 Err(ProviderError::Unknown(reason)) => {
                     hint = None;
-                    self.note_unknown(&key, reason, made, budget, seq, provider_name)?
+                    self.note_unknown(&key, reason, made, budget, class, new)?
                 }
                 Err(ProviderError::Throttled { reason, retry_after }) => {
                     hint = retry_after;
-                    self.note_unknown(&key, reason, made, budget, seq, provider_name)?
+                    self.note_unknown(&key, reason, made, budget, class, new)?
                 }
             };
             if let Some(failure) = gave_up {
@@ -339,8 +394,8 @@ impl EffectSession {
         reason: String,
         made: u32,
         budget: u32,
-        seq: u32,
-        provider_name: &str,
+        class: ProviderClass,
+        new: &NewEffect<'_>,
     ) -> Result<Option<EffectFailure>, Error> {
         let shared = Arc::clone(&self.shared);
         shared
@@ -349,11 +404,16 @@ impl EffectSession {
         if made < budget {
             return Ok(None);
         }
-        let reason = format!(
+        let mut reason = format!(
             "{reason} (after {made} attempt{} with key {key})",
             if made == 1 { "" } else { "s" }
         );
-        Ok(Some(self.unknown(seq, provider_name, reason)))
+        if class == ProviderClass::Unkeyed {
+            reason.push_str(&format!(
+                "; this unkeyed effect is not repeated until a person resolves it: `justonce resolve {key} --performed` or `--not-performed`"
+            ));
+        }
+        Ok(Some(self.unknown(new.seq, new.provider, reason)))
     }
 
     fn transactional(
@@ -361,14 +421,15 @@ impl EffectSession {
         provider: &dyn Provider,
         new: &NewEffect<'_>,
         payload: &Value,
-        existing: Option<&EffectRecord>,
     ) -> Result<Result<String, EffectFailure>, Error> {
         let shared = Arc::clone(&self.shared);
         let invocation = &self.invocation;
+        let lease = self.lease();
         let outcome = shared.store.transaction(|tx| {
-            if existing.is_none() {
-                crate::store::insert_effect(tx, new, EffectState::Pending)?;
+            if !crate::store::renew_lease_in(tx, invocation, &lease)? {
+                return Ok(Err(()));
             }
+            crate::store::insert_effect(tx, new, EffectState::Pending)?;
             let (key, attempt) = crate::store::begin_attempt_in(tx, invocation, new.seq, new.now)?;
             let request = EffectRequest {
                 tool: &self.tool,
@@ -382,7 +443,9 @@ impl EffectSession {
             // The provider's writes and the record commit together, or neither does;
             // a refusal rolls back whatever the provider wrote before refusing.
             let savepoint = tx.savepoint_with_name("provider")?;
+            fault::point(FaultPoint::BeforeEffect);
             let answer = provider.perform_in_transaction(&savepoint, &request);
+            fault::point(FaultPoint::AfterProvider);
             let (stored, result) = match answer {
                 Ok(response) => {
                     savepoint.commit()?;
@@ -409,9 +472,9 @@ impl EffectSession {
                 }
             };
             crate::store::finish_effect_in(tx, &key, &stored, new.now)?;
-            Ok(Ok::<_, ()>(result))
+            Ok(Ok(result))
         })?;
-        Ok(outcome.expect("the transaction closure never fails logically"))
+        Ok(outcome.unwrap_or_else(|()| Err(self.lease_lost(new.seq))))
     }
 }
 

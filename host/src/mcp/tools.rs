@@ -140,7 +140,8 @@ pub(crate) fn call_result(
             ))
         }
         Err(error) => match &error {
-            Error::UnknownTool { .. } | Error::InvalidKey(_) => {
+            // `CannotResolve` comes from `justonce resolve`, never from a call.
+            Error::UnknownTool { .. } | Error::InvalidKey(_) | Error::CannotResolve { .. } => {
                 Err(RpcError::invalid_params(error.to_string()).with_data(error.to_agent_json()))
             }
             Error::InvalidArguments { .. }

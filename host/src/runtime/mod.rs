@@ -258,6 +258,12 @@ impl Runtime {
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false);
+        // Clocks and random come from the invocation's journal, so a resumed run sees
+        // the same values (see `determinism`).
+        match &session {
+            Some(session) => session.entropy.configure(&mut wasi),
+            None => crate::determinism::GuestEntropy::describe().configure(&mut wasi),
+        }
         let state = GuestState {
             wasi: wasi.build(),
             table: ResourceTable::new(),

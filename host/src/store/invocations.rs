@@ -3,6 +3,7 @@
 use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::Store;
+use crate::determinism::{GuestEntropy, Seed};
 use crate::error::Result;
 use crate::keys::{Fingerprint, InvocationKey};
 
@@ -41,6 +42,9 @@ pub struct Begin<'a> {
     pub lease_ms: i64,
     /// Who takes the lease.
     pub owner: &'a str,
+    /// A fresh seed, journaled if this call creates the invocation (a resumed one
+    /// keeps the seed it was created with).
+    pub seed: &'a Seed,
 }
 
 /// What the caller of [`Store::begin`] must do next.
@@ -50,6 +54,8 @@ pub enum BeginOutcome {
     Run {
         /// Whether an earlier, unfinished run exists (its journaled effects replay).
         resumed: bool,
+        /// The journaled clock start and random seed the guest sees.
+        entropy: GuestEntropy,
     },
     /// Return this saved outcome (stored text), marked replayed.
     Replay(String),
@@ -175,17 +181,22 @@ fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<BeginOutcom
         }
     }
 
-    let existing: Option<(String, String, Option<String>, i64, Option<i64>)> = tx
+    type Row = (String, String, Option<String>, i64, Option<i64>, Option<String>);
+    let existing: Option<Row> = tx
         .query_row(
-            "SELECT fingerprint, state, outcome, created_at, lease_expires_at
+            "SELECT fingerprint, state, outcome, created_at, lease_expires_at, entropy
                FROM invocations WHERE key = ?1",
             params![b.key.as_str()],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
         )
         .optional()?;
+    let fresh = || GuestEntropy {
+        seed: b.seed.clone(),
+        started_ms: b.now,
+    };
 
     let outcome = match existing {
-        Some((fingerprint, state, outcome, created, lease_expires)) => {
+        Some((fingerprint, state, outcome, created, lease_expires, entropy)) => {
             let state = parse_state(&state);
             let lease_live = state == InvocationState::Running
                 && lease_expires.is_some_and(|t| t > b.now);
@@ -193,7 +204,10 @@ fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<BeginOutcom
                 // Past retention the record is treated as absent, by design.
                 tx.execute("DELETE FROM invocations WHERE key = ?1", params![b.key.as_str()])?;
                 insert(tx, b)?;
-                BeginOutcome::Run { resumed: false }
+                BeginOutcome::Run {
+                    resumed: false,
+                    entropy: fresh(),
+                }
             } else if fingerprint != b.fingerprint.as_str() {
                 return Ok(BeginOutcome::Mismatch(b.key.clone()));
             } else if state == InvocationState::Completed {
@@ -201,18 +215,37 @@ fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<BeginOutcom
             } else if lease_live {
                 BeginOutcome::Wait
             } else {
+                // The seed journaled at creation; a record written before seeds were
+                // journaled gets one now, so its later resumes agree with this one.
+                let seed = entropy.as_deref().and_then(Seed::from_hex);
+                let seed = seed.unwrap_or_else(|| b.seed.clone());
                 tx.execute(
                     "UPDATE invocations SET state = 'running', runs = runs + 1, updated_at = ?2,
-                            lease_owner = ?3, lease_expires_at = ?4
+                            lease_owner = ?3, lease_expires_at = ?4, entropy = ?5
                       WHERE key = ?1",
-                    params![b.key.as_str(), b.now, b.owner, b.now.saturating_add(b.lease_ms)],
+                    params![
+                        b.key.as_str(),
+                        b.now,
+                        b.owner,
+                        b.now.saturating_add(b.lease_ms),
+                        seed.to_hex()
+                    ],
                 )?;
-                BeginOutcome::Run { resumed: true }
+                BeginOutcome::Run {
+                    resumed: true,
+                    entropy: GuestEntropy {
+                        seed,
+                        started_ms: created,
+                    },
+                }
             }
         }
         None => {
             insert(tx, b)?;
-            BeginOutcome::Run { resumed: false }
+            BeginOutcome::Run {
+                resumed: false,
+                entropy: fresh(),
+            }
         }
     };
 
@@ -232,8 +265,8 @@ fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<BeginOutcom
 fn insert(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<()> {
     tx.execute(
         "INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state, runs,
-                                  created_at, updated_at, lease_owner, lease_expires_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, 'running', 1, ?6, ?6, ?7, ?8)",
+                                  created_at, updated_at, lease_owner, lease_expires_at, entropy)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'running', 1, ?6, ?6, ?7, ?8, ?9)",
         params![
             b.key.as_str(),
             b.scope,
@@ -242,7 +275,8 @@ fn insert(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<()> {
             b.explicit_key,
             b.now,
             b.owner,
-            b.now.saturating_add(b.lease_ms)
+            b.now.saturating_add(b.lease_ms),
+            b.seed.to_hex()
         ],
     )?;
     Ok(())

@@ -7,6 +7,7 @@
 mod effects;
 mod invocations;
 mod journal;
+mod resolution;
 mod schema;
 
 use std::path::{Path, PathBuf};
@@ -15,10 +16,13 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-pub use effects::{EffectRecord, EffectState, NewEffect};
-pub(crate) use effects::{begin_attempt_in, finish as finish_effect_in, insert as insert_effect};
+pub use effects::{EffectRecord, EffectState, Lease, NewEffect};
+pub(crate) use effects::{
+    begin_attempt_in, finish as finish_effect_in, insert as insert_effect, renew_lease_in,
+};
 pub use invocations::{Begin, BeginOutcome, InvocationState};
 pub use journal::{GcReport, JournalEffect, JournalEntry};
+pub use resolution::{Resolution, UnresolvedEffect};
 pub use schema::CURRENT_VERSION;
 
 use crate::error::{Error, Result};

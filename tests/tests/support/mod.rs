@@ -5,7 +5,9 @@
 
 pub mod db;
 pub mod gate;
+pub mod hold_first;
 pub mod mcp;
+pub mod process;
 pub mod providers;
 
 use std::path::Path;
@@ -15,6 +17,7 @@ use std::time::Duration;
 use justonce::runtime::{Limits, Runtime};
 use justonce::{Host, HostBuilder, ManualClock, RetryPolicy};
 
+pub use hold_first::HoldFirst;
 pub use providers::{Fault, FakePayments, RefusingOutbox};
 
 /// Every example tool and test guest, compiled once for the whole test binary.
@@ -26,6 +29,11 @@ pub static RUNTIME: LazyLock<Arc<Runtime>> = LazyLock::new(|| {
             .unwrap_or_else(|e| panic!("example tool {name}: {e}"));
     }
     for (name, path) in justonce_tests::guests::ALL {
+        if *name == "diverge_v2" {
+            // A second build of the tool `diverge`: loaded only by the hosts that
+            // stand for an upgraded deployment (see determinism.rs).
+            continue;
+        }
         runtime
             .load_file(Path::new(path))
             .unwrap_or_else(|e| panic!("test guest {name}: {e}"));
@@ -78,4 +86,23 @@ pub fn receipt_args(order: u64, email: &str) -> String {
 /// How many invocation records the journal holds.
 pub fn invocation_count(host: &Host) -> usize {
     host.store().journal(None, 10_000).expect("journal").len()
+}
+
+/// The result of a successful outcome; panics with the outcome otherwise.
+pub fn success(outcome: &justonce::Outcome) -> &serde_json::Value {
+    match outcome {
+        justonce::Outcome::Success { result } => result,
+        other => panic!("expected a success-shaped result, got {other:?}"),
+    }
+}
+
+/// `(now_nanos, random)` from the body of a mail the `time_and_random` guest sent.
+pub fn time_and_random_body(body: &str) -> (u64, u64) {
+    let field = |name: &str| {
+        body.split_whitespace()
+            .find_map(|part| part.strip_prefix(&format!("{name}=")))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {name} in {body}"))
+    };
+    (field("now_nanos"), field("random"))
 }
