@@ -1,7 +1,7 @@
 //! `justonce run`, `deliver` and `--http-config` as separate processes, against a
 //! payments API and a webhook receiver on 127.0.0.1.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,7 @@ fn justonce(db: &Path, config: &Path, args: &[&str]) -> Command {
     command
 }
 
-fn write_config(dir: &Path, config: &Value) -> std::path::PathBuf {
+fn write_config(dir: &Path, config: &Value) -> PathBuf {
     let path = dir.join("http.json");
     std::fs::write(&path, config.to_string()).unwrap();
     path
@@ -38,8 +38,8 @@ fn outbox_row(db: &Path) -> (String, String, i64) {
     .unwrap()
 }
 
-#[test]
-fn killing_the_delivery_process_mid_send_and_restarting_it_delivers_once() {
+/// A database, a webhook receiver, and a config that lets `notify` reach it.
+fn webhook_setup() -> (tempfile::TempDir, PathBuf, LocalApi, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");
     let receiver = LocalApi::start().unwrap();
@@ -47,6 +47,12 @@ fn killing_the_delivery_process_mid_send_and_restarting_it_delivers_once() {
         dir.path(),
         &json!({ "services": { "webhooks": receiver.url() }, "allow": { "notify": [receiver.url()] } }),
     );
+    (dir, db, receiver, config)
+}
+
+#[test]
+fn killing_the_delivery_process_mid_send_and_restarting_it_delivers_once() {
+    let (_dir, db, receiver, config) = webhook_setup();
     let queued = justonce(
         &db,
         &config,
@@ -194,13 +200,7 @@ fn a_bad_http_config_file_is_refused_with_the_entry_named() {
 
 #[test]
 fn serve_delivers_queued_webhooks_in_the_background() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("state.db");
-    let receiver = LocalApi::start().unwrap();
-    let config = write_config(
-        dir.path(),
-        &json!({ "services": { "webhooks": receiver.url() }, "allow": { "notify": [receiver.url()] } }),
-    );
+    let (_dir, db, receiver, config) = webhook_setup();
     let config = config.to_str().unwrap();
     let mut server = McpProcess::spawn(
         &db,
