@@ -77,6 +77,7 @@ struct RawRetry {
     attempts: Option<u32>,
     initial_backoff_ms: Option<u64>,
     max_backoff_ms: Option<u64>,
+    max_retry_after_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -157,6 +158,9 @@ impl RawRetry {
             max_backoff: self
                 .max_backoff_ms
                 .map_or(base.max_backoff, Duration::from_millis),
+            max_retry_after: self
+                .max_retry_after_ms
+                .map_or(base.max_retry_after, Duration::from_millis),
         };
         require(
             policy.initial_backoff <= policy.max_backoff,

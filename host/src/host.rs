@@ -16,7 +16,8 @@ use crate::guard::{EffectSession, Interruption, InvocationGuard, Shared};
 use crate::keys::{self, InvocationKey};
 use crate::outcome::Outcome;
 use crate::provider::Provider;
-use crate::providers::{KvProvider, MailProvider};
+use crate::http::HttpConfig;
+use crate::providers::{HttpProvider, KvProvider, MailProvider, OutboxProvider};
 use crate::retry::RetryPolicy;
 use crate::runtime::{GuestOutcome, Limits, LoadedTool, Runtime, ToolLimits};
 use crate::store::{Begin, BeginOutcome, Durability, Store};
@@ -114,6 +115,8 @@ pub struct HostBuilder {
     tools_dir: Option<PathBuf>,
     example_tools: bool,
     lose_first_mail_responses: u32,
+    http: HttpConfig,
+    http_config_file: Option<PathBuf>,
 }
 
 impl Default for HostBuilder {
@@ -135,6 +138,8 @@ impl Default for HostBuilder {
             tools_dir: None,
             example_tools: false,
             lose_first_mail_responses: 0,
+            http: HttpConfig::default(),
+            http_config_file: None,
         }
     }
 }
@@ -209,6 +214,22 @@ impl HostBuilder {
         self
     }
 
+    /// How the built-in `http` and `outbox` providers and webhook delivery reach
+    /// HTTP downstreams: the per-tool allowlist (deny by default), named services,
+    /// the idempotency header, the timeout and the response cap.
+    pub fn http(mut self, config: HttpConfig) -> Self {
+        self.http = config;
+        self.http_config_file = None;
+        self
+    }
+
+    /// Reads the HTTP config from a JSON file when the host is built (see
+    /// [`HttpConfig`]); replaces [`HostBuilder::http`].
+    pub fn http_config_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.http_config_file = Some(path.into());
+        self
+    }
+
     /// Uses an already-loaded runtime (engine and compiled tools) instead of loading
     /// components; lets many hosts share one compilation.
     pub fn runtime(mut self, runtime: Arc<Runtime>) -> Self {
@@ -269,7 +290,22 @@ impl HostBuilder {
             None => Store::in_memory()?,
         };
         let retention_ms = millis(self.retention);
+        let http = Arc::new(match &self.http_config_file {
+            Some(path) => HttpConfig::load(path).map_err(|e| Error::Host(anyhow::anyhow!(e)))?,
+            None => {
+                self.http
+                    .validate()
+                    .map_err(|e| Error::Host(anyhow::anyhow!("the http config: {e}")))?;
+                self.http
+            }
+        });
         let mut providers = self.providers;
+        providers
+            .entry("http".into())
+            .or_insert_with(|| Arc::new(HttpProvider::new(Arc::clone(&http))));
+        providers.entry("outbox".into()).or_insert_with(|| {
+            Arc::new(OutboxProvider::new(Arc::clone(&http), Arc::clone(&self.clock)))
+        });
         providers.entry("kv".into()).or_insert_with(|| Arc::new(KvProvider));
         if !providers.contains_key("mail") {
             let mail = MailProvider::open(
@@ -308,6 +344,7 @@ impl HostBuilder {
             poll: self.poll,
             owner: owner_id(),
             runs: AtomicU64::new(0),
+            http,
         })
     }
 }
@@ -333,6 +370,7 @@ pub struct Host {
     poll: Duration,
     owner: String,
     runs: AtomicU64,
+    http: Arc<HttpConfig>,
 }
 
 impl std::fmt::Debug for Host {
@@ -373,6 +411,20 @@ impl Host {
     /// How long records are kept, in milliseconds.
     pub fn retention_ms(&self) -> i64 {
         self.retention_ms
+    }
+
+    /// How this host reaches HTTP downstreams.
+    pub fn http_config(&self) -> &HttpConfig {
+        &self.http
+    }
+
+    pub(crate) fn http_config_arc(&self) -> Arc<HttpConfig> {
+        Arc::clone(&self.http)
+    }
+
+    /// What the guards share; the outbox deliverer uses the journal and the clock.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     /// The invocation key a call would run under, without running anything.
@@ -492,6 +544,7 @@ impl Host {
         let session = EffectSession::new(
             Arc::clone(&self.shared),
             prepared.key.clone(),
+            &prepared.tool.name,
             owner,
             self.lease_ms,
             entropy,

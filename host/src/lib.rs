@@ -26,6 +26,7 @@
 
 pub mod cli;
 pub mod clock;
+pub mod delivery;
 pub mod determinism;
 pub mod config;
 pub mod error;
@@ -33,6 +34,7 @@ pub mod examples;
 pub mod fault;
 pub mod guard;
 pub mod host;
+pub mod http;
 pub mod jcs;
 pub mod keys;
 pub mod mcp;
@@ -50,5 +52,5 @@ pub use error::Error;
 pub use host::{CallRequest, CallResponse, Host, HostBuilder};
 pub use keys::{EffectKey, Fingerprint, InvocationKey};
 pub use outcome::Outcome;
-pub use provider::{EffectRequest, Provider, ProviderClass, ProviderError};
+pub use provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
 pub use retry::RetryPolicy;

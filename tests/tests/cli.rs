@@ -107,8 +107,8 @@ fn tools_json_lists_the_example_tools_with_their_schemas() {
     assert!(out.status.success());
     let tools = json_of(&out);
     let names: Vec<&str> = tools.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["refund", "send_receipt"]);
-    let schema = &tools[1]["inputSchema"];
+    assert_eq!(names, ["notify", "refund", "send_receipt"]);
+    let schema = &tools[2]["inputSchema"];
     assert!(schema["properties"]["orders"].is_object(), "{schema}");
 }
 
@@ -122,5 +122,9 @@ fn demo_shows_the_retry_and_one_email() {
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("attempt 2"), "{stdout}");
     assert!(stdout.contains("2 email(s) sent for 2 orders, 1 refund(s)"), "{stdout}");
+    // The refund went over HTTP to a local payments API that lost its first response,
+    // and the webhook's lost delivery response was followed by one more delivery.
+    assert!(stdout.contains("attempt 2  Idempotency-Key:"), "{stdout}");
+    assert!(stdout.contains("1 webhook(s) received for 1 notification"), "{stdout}");
     assert_eq!(mailbox_count(&db), 2);
 }

@@ -81,7 +81,7 @@ fn setup() -> Setup {
 fn a_duplicate_while_the_lease_is_live_waits_and_gets_the_first_runs_outcome() {
     let s = setup();
     let request =
-        CallRequest::new("refund", r#"{"order_id":1,"amount_cents":10}"#).conversation("c");
+        CallRequest::new("payments_refund", r#"{"order_id":1,"amount_cents":10}"#).conversation("c");
     let a = start_held(s.a.clone(), &s.gate, &request);
 
     s.clock.advance(LEASE - MS);

@@ -4,6 +4,7 @@ mod support;
 
 mod bad_input;
 mod cli;
+mod cli_outbound;
 mod concurrency;
 mod config_file;
 mod contract;
@@ -11,11 +12,13 @@ mod contract;
 #[cfg(any(debug_assertions, feature = "fault-injection"))]
 mod crash;
 mod determinism;
+mod http;
 mod lease;
 mod loading;
 mod mcp_calls;
 mod mcp_protocol;
 mod mcp_python;
+mod outbox;
 mod replay;
 mod resolve;
 mod retry;

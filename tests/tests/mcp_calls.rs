@@ -41,7 +41,7 @@ fn call(client: &mut McpClient, id: i64, order: u64) {
     client.send_request(
         json!(id),
         "tools/call",
-        json!({ "name": "refund", "arguments": refund(order), "_meta": conversation() }),
+        json!({ "name": "payments_refund", "arguments": refund(order), "_meta": conversation() }),
     );
 }
 

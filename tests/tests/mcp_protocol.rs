@@ -41,14 +41,14 @@ fn initialize_list_call_and_a_replayed_call() {
     let tools = client.request("tools/list", json!({}));
     let tools = result(&tools)["tools"].as_array().unwrap().clone();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["refund", "send_receipt"]);
+    assert_eq!(names, ["notify", "refund", "send_receipt"]);
     for tool in &tools {
         assert_eq!(tool["annotations"]["idempotentHint"], true, "{tool}");
         assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
     }
-    assert!(tools[1]["inputSchema"]["properties"]["orders"].is_object());
+    assert!(tools[2]["inputSchema"]["properties"]["orders"].is_object());
     assert!(
-        tools[1]["description"]
+        tools[2]["description"]
             .as_str()
             .unwrap()
             .contains("receipt")

@@ -19,7 +19,7 @@ fn unkeyed_timeouts() -> Arc<FakePayments> {
 }
 
 fn refund() -> CallRequest {
-    CallRequest::new("refund", r#"{"order_id":5,"amount_cents":500}"#).conversation("c")
+    CallRequest::new("payments_refund", r#"{"order_id":5,"amount_cents":500}"#).conversation("c")
 }
 
 #[test]
@@ -38,7 +38,7 @@ fn not_performed_lets_the_retry_attempt_once_more_under_the_same_key() {
     let effect = &unresolved[0];
     assert_eq!(
         (effect.tool.as_str(), effect.provider.as_str(), effect.seq),
-        ("refund", "payments", 0)
+        ("payments_refund", "payments", 0)
     );
     assert_eq!(effect.key, payments.attempts()[0]);
     assert_eq!(effect.attempts, 1);

@@ -1,6 +1,7 @@
 //! The `justonce` command line: one file per subcommand, each a clap struct with
 //! `run`. `main` only calls [`main`].
 
+mod deliver;
 mod demo;
 mod gc;
 mod journal;
@@ -65,6 +66,10 @@ pub struct Cli {
     #[arg(skip)]
     db: PathBuf,
 
+    /// A JSON file that says which origins each tool may reach over HTTP (deny by
+    /// default), the named services, and the idempotency header (see the README).
+    #[arg(long, global = true, value_name = "FILE", env = "JUSTONCE_HTTP_CONFIG")]
+    http_config: Option<PathBuf>,
     /// How long a running call's lease lasts, in milliseconds: a duplicate waits for a
     /// live lease and takes over an expired one (its host presumably died).
     #[arg(
@@ -93,6 +98,7 @@ enum Command {
     Journal(journal::Journal),
     Gc(gc::Gc),
     Demo(demo::Demo),
+    Deliver(deliver::Deliver),
     Resolve(resolve::Resolve),
     Serve(serve::Serve),
     Replay(replay::Replay),
@@ -123,6 +129,10 @@ impl Cli {
             .database(&self.db)
             .lease(std::time::Duration::from_millis(self.lease_ms));
         let configured_tools = self.settings.as_ref().is_some_and(|c| c.tools_dir.is_some());
+        let builder = match &self.http_config {
+            Some(path) => builder.http_config_file(path),
+            None => builder,
+        };
         match &self.tools {
             Some(dir) => builder.tools_dir(dir),
             None if configured_tools => builder,
@@ -182,6 +192,7 @@ pub fn main() -> ExitCode {
         Command::Journal(cmd) => cmd.run(&cli),
         Command::Gc(cmd) => cmd.run(&cli),
         Command::Demo(cmd) => cmd.run(&cli),
+        Command::Deliver(cmd) => cmd.run(&cli),
         Command::Resolve(cmd) => cmd.run(&cli),
         Command::Serve(cmd) => cmd.run(&cli),
         Command::Replay(cmd) => cmd.run(&cli),

@@ -1,10 +1,12 @@
 //! `justonce serve`: an MCP server over stdio for the loaded tools.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
 
 use super::{Cli, exit};
+use crate::delivery::Deliverer;
 use crate::error::Error;
 use crate::mcp::{Server, ServerConfig};
 
@@ -21,6 +23,10 @@ pub struct Serve {
     /// How many tool calls run at once; more wait in a queue.
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     max_concurrent_calls: u16,
+    /// How often the outbox's due webhooks are delivered in the background, in
+    /// milliseconds; 0 leaves delivery to `justonce deliver`.
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    deliver_every_ms: u64,
 }
 
 impl Serve {
@@ -34,6 +40,12 @@ impl Serve {
             db = %cli.db.display(),
             "serving MCP on stdio"
         );
+        // Webhooks queued by tool calls go out while the server runs; the loop stops
+        // when serving ends (after the pass under way).
+        let _delivery = match self.deliver_every_ms {
+            0 => None,
+            ms => Some(Arc::new(Deliverer::new(&host)?).spawn_loop(Duration::from_millis(ms))?),
+        };
         let config = ServerConfig {
             conversation: self.conversation.clone(),
             max_concurrent_calls: usize::from(self.max_concurrent_calls),

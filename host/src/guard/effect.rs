@@ -10,7 +10,7 @@ use crate::determinism::GuestEntropy;
 use crate::error::Error;
 use crate::fault::{self, FaultPoint};
 use crate::keys::{self, InvocationKey};
-use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError};
+use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
 use crate::store::{EffectState, Lease, NewEffect, Resolution};
 
 /// Why `perform` returned no response; each maps to a WIT `effect-error` case.
@@ -44,6 +44,8 @@ pub(crate) enum Interruption {
 pub(crate) struct EffectSession {
     shared: Arc<Shared>,
     invocation: InvocationKey,
+    /// The tool being run; providers see it (the `http` allowlist is per tool).
+    tool: String,
     /// The run that holds the invocation's lease.
     owner: String,
     /// How far each effect renews the lease.
@@ -80,6 +82,7 @@ impl EffectSession {
     pub(crate) fn new(
         shared: Arc<Shared>,
         invocation: InvocationKey,
+        tool: &str,
         owner: &str,
         lease_ms: i64,
         entropy: GuestEntropy,
@@ -87,6 +90,7 @@ impl EffectSession {
         Self {
             shared,
             invocation,
+            tool: tool.to_owned(),
             owner: owner.to_string(),
             lease_ms,
             entropy,
@@ -109,26 +113,21 @@ impl EffectSession {
                 "an earlier effect of this call is unresolved; no further effects are performed".into(),
             )));
         }
-        let seq = self.next_seq;
-        self.next_seq += 1;
         let shared = Arc::clone(&self.shared);
-        // The effect budget and the payload cap are the sandbox's (runtime/state.rs):
-        // they trap before a request gets here.
-        let payload: Value = match serde_json::from_str(payload) {
-            Ok(v) => v,
-            Err(e) => {
-                return Ok(Err(EffectFailure::Denied(format!(
-                    "payload is not valid JSON: {e}"
-                ))));
+        let (provider, payload) = match self.check(provider_name, payload) {
+            Ok(checked) => checked,
+            Err(reason) => {
+                // A refused call takes a position like an effect, so a resumed call
+                // that is refused the same way sees the same positions.
+                self.next_seq += 1;
+                return Ok(Err(EffectFailure::Denied(reason)));
             }
         };
-        let Some(provider) = shared.providers.get(provider_name) else {
-            let known: Vec<&str> = shared.providers.keys().map(String::as_str).collect();
-            return Ok(Err(EffectFailure::Denied(format!(
-                "no provider named `{provider_name}`; this host has: {}",
-                known.join(", ")
-            ))));
-        };
+        if provider.unjournaled_read(operation, &payload) {
+            return Ok(self.read(provider.as_ref(), provider_name, operation, &payload));
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
         let fingerprint = match keys::effect_fingerprint(provider_name, operation, &payload) {
             Ok(f) => f,
             Err(e) => return Ok(Err(EffectFailure::Denied(format!("payload: {e}")))),
@@ -195,6 +194,75 @@ impl EffectSession {
         Ok((journaled > 0).then_some((self.next_seq, journaled)))
     }
 
+    /// Checks the budget, the payload and the provider before anything is journaled.
+    fn check(&self, provider_name: &str, payload: &str) -> Result<(Arc<dyn Provider>, Value), String> {
+        // The effect budget and the payload cap are the sandbox's (runtime/state.rs):
+        // they trap before a request gets here.
+        let shared = &self.shared;
+        let payload: Value =
+            serde_json::from_str(payload).map_err(|e| format!("payload is not valid JSON: {e}"))?;
+        let Some(provider) = shared.providers.get(provider_name) else {
+            let known: Vec<&str> = shared.providers.keys().map(String::as_str).collect();
+            return Err(format!(
+                "no provider named `{provider_name}`; this host has: {}",
+                known.join(", ")
+            ));
+        };
+        Ok((Arc::clone(provider), payload))
+    }
+
+    /// An unjournaled read: no record, no key; retried under the policy because a
+    /// read is safe to repeat. Still unknown after the budget, the call is left
+    /// resumable like an unknown effect, so retrying it reads again.
+    fn read(
+        &mut self,
+        provider: &dyn Provider,
+        provider_name: &str,
+        operation: &str,
+        payload: &Value,
+    ) -> Result<String, EffectFailure> {
+        let shared = Arc::clone(&self.shared);
+        let mut hint = None;
+        let mut made = 0;
+        loop {
+            made += 1;
+            let pause = shared.retry.pause_before(made, hint);
+            if !pause.is_zero() {
+                shared.clock.sleep(pause);
+            }
+            let request = ReadRequest {
+                tool: &self.tool,
+                invocation: &self.invocation,
+                attempt: made,
+                operation,
+                payload,
+            };
+            let reason = match provider.read(&request) {
+                Ok(response) => return Ok(response.to_string()),
+                Err(ProviderError::Rejected(answer)) => {
+                    return Err(EffectFailure::Rejected(answer.to_string()));
+                }
+                Err(ProviderError::Invalid(reason)) => {
+                    return Err(EffectFailure::Denied(format!(
+                        "{provider_name} refused the request: {reason}"
+                    )));
+                }
+                Err(ProviderError::Unknown(reason)) => {
+                    hint = None;
+                    reason
+                }
+                Err(ProviderError::Throttled { reason, retry_after }) => {
+                    hint = retry_after;
+                    reason
+                }
+            };
+            if made >= shared.retry.max_attempts {
+                let reason = format!("a read failed {made} time(s): {reason}");
+                return Err(self.unknown(self.next_seq, provider_name, reason));
+            }
+        }
+    }
+
     fn unknown(&mut self, seq: u32, provider: &str, reason: String) -> EffectFailure {
         self.interrupted = Some(Interruption::OutcomeUnknown {
             seq,
@@ -232,11 +300,12 @@ impl EffectSession {
             shared.retry.max_attempts
         };
         let mut made = 0;
+        let mut hint = None;
         loop {
             made += 1;
-            let pause = shared.retry.backoff_before(made);
+            let pause = shared.retry.pause_before(made, hint);
             if !pause.is_zero() {
-                std::thread::sleep(pause);
+                shared.clock.sleep(pause);
             }
             // The key is read back from the journal on every attempt, never recomputed,
             // and only while this run still holds the lease.
@@ -248,6 +317,7 @@ impl EffectSession {
                 return Ok(Err(self.lease_lost(new.seq)));
             };
             let request = EffectRequest {
+                tool: &self.tool,
                 key: &key,
                 invocation: &self.invocation,
                 seq: new.seq,
@@ -258,7 +328,7 @@ impl EffectSession {
             fault::point(FaultPoint::BeforeEffect);
             let answer = provider.perform(&request);
             fault::point(FaultPoint::AfterProvider);
-            match answer {
+            let gave_up = match answer {
                 Ok(response) => {
                     shared
                         .store
@@ -288,24 +358,47 @@ impl EffectSession {
                     ))));
                 }
                 Err(ProviderError::Unknown(reason)) => {
-                    shared
-                        .store
-                        .note_attempt_error(&key, &reason, shared.clock.now_ms())?;
-                    if made >= budget {
-                        let mut reason = format!(
-                            "{reason} (after {made} attempt{} with key {key})",
-                            if made == 1 { "" } else { "s" }
-                        );
-                        if class == ProviderClass::Unkeyed {
-                            reason.push_str(&format!(
-                                "; this unkeyed effect is not repeated until a person resolves it: `justonce resolve {key} --performed` or `--not-performed`"
-                            ));
-                        }
-                        return Ok(Err(self.unknown(new.seq, new.provider, reason)));
-                    }
+                    hint = None;
+                    self.note_unknown(&key, reason, made, budget, class, new)?
                 }
+                Err(ProviderError::Throttled { reason, retry_after }) => {
+                    hint = retry_after;
+                    self.note_unknown(&key, reason, made, budget, class, new)?
+                }
+            };
+            if let Some(failure) = gave_up {
+                return Ok(Err(failure));
             }
         }
+    }
+
+    /// Records an attempt whose outcome is unknown; past the budget, gives up.
+    fn note_unknown(
+        &mut self,
+        key: &crate::keys::EffectKey,
+        reason: String,
+        made: u32,
+        budget: u32,
+        class: ProviderClass,
+        new: &NewEffect<'_>,
+    ) -> Result<Option<EffectFailure>, Error> {
+        let shared = Arc::clone(&self.shared);
+        shared
+            .store
+            .note_attempt_error(key, &reason, shared.clock.now_ms())?;
+        if made < budget {
+            return Ok(None);
+        }
+        let mut reason = format!(
+            "{reason} (after {made} attempt{} with key {key})",
+            if made == 1 { "" } else { "s" }
+        );
+        if class == ProviderClass::Unkeyed {
+            reason.push_str(&format!(
+                "; this unkeyed effect is not repeated until a person resolves it: `justonce resolve {key} --performed` or `--not-performed`"
+            ));
+        }
+        Ok(Some(self.unknown(new.seq, new.provider, reason)))
     }
 
     fn transactional(
@@ -324,6 +417,7 @@ impl EffectSession {
             crate::store::insert_effect(tx, new, EffectState::Pending)?;
             let (key, attempt) = crate::store::begin_attempt_in(tx, invocation, new.seq, new.now)?;
             let request = EffectRequest {
+                tool: &self.tool,
                 key: &key,
                 invocation,
                 seq: new.seq,
@@ -346,7 +440,11 @@ impl EffectSession {
                     drop(savepoint);
                     (stored_rejected(&answer), Err(EffectFailure::Rejected(answer.to_string())))
                 }
-                Err(ProviderError::Invalid(reason) | ProviderError::Unknown(reason)) => {
+                Err(
+                    ProviderError::Invalid(reason)
+                    | ProviderError::Unknown(reason)
+                    | ProviderError::Throttled { reason, .. },
+                ) => {
                     drop(savepoint);
                     let answer = json!({ "refused": reason });
                     (

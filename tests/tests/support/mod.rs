@@ -19,7 +19,7 @@ use justonce::runtime::{Limits, Runtime};
 use justonce::{Host, HostBuilder, ManualClock, RetryPolicy};
 
 pub use hold_first::HoldFirst;
-pub use providers::{Fault, FakePayments};
+pub use providers::{Fault, FakePayments, RefusingOutbox};
 
 /// Test guests that the sandbox refuses at load (they import what it does not allow).
 pub const REFUSED_AT_LOAD: &[&str] = &["open_socket"];
