@@ -219,3 +219,41 @@ fn a_chatty_guest_is_not_killed_by_its_output_and_none_of_it_reaches_the_result(
     let agent = response.to_json().to_string();
     assert!(!agent.contains("quick brown fox"), "output stays out of results: {agent}");
 }
+
+/// A mail downstream that takes longer to answer than the guest's whole deadline.
+struct SlowMail(Duration);
+
+impl justonce::Provider for SlowMail {
+    fn class(&self) -> justonce::ProviderClass {
+        justonce::ProviderClass::Keyed
+    }
+
+    fn perform(
+        &self,
+        _request: &justonce::EffectRequest<'_>,
+    ) -> Result<Value, justonce::ProviderError> {
+        // Not a wait for a state: this stands for a slow network, and the test's
+        // assertion holds only if the host does not count it against the guest.
+        std::thread::sleep(self.0);
+        Ok(json!({ "message_id": "msg-slow" }))
+    }
+}
+
+#[test]
+fn time_spent_in_a_provider_does_not_count_against_the_guests_deadline() {
+    let limits = Limits {
+        deadline: Duration::from_millis(50),
+        ..Limits::default()
+    };
+    let t = test_host(|b| {
+        b.tool_limits("send_receipt", limits)
+            .provider("mail", std::sync::Arc::new(SlowMail(Duration::from_millis(300))))
+    });
+    let response = t
+        .host
+        .call(&CallRequest::new("send_receipt", support::receipt_args(1, "a@example.com")))
+        .unwrap();
+    // Without the allowance the effect would happen and the saved outcome would be a
+    // `deadline_exceeded` trap, telling the agent the receipt failed.
+    assert_eq!(result(&response.outcome)["sent"][0]["message_id"], "msg-slow");
+}

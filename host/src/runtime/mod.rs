@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, Trap};
+use wasmtime::{Config, Engine, Trap, UpdateDeadline};
 use wasmtime_wasi::WasiCtx;
 
 use crate::error::Error;
@@ -301,15 +301,26 @@ impl Runtime {
             tool,
             stdout,
             stderr,
+            started: std::time::Instant::now(),
+            host_time: std::time::Duration::ZERO,
         };
         let mut store = wasmtime::Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         store
             .set_fuel(limits.fuel.unwrap_or(u64::MAX))
             .expect("fuel is enabled on the engine");
-        let ticks = limits.deadline.as_millis().div_ceil(EPOCH_TICK.as_millis()).max(1);
-        store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
-        store.epoch_deadline_trap();
+        let deadline = limits.deadline;
+        store.set_epoch_deadline(ticks_for(deadline));
+        // At each expiry, time the host spent inside `perform` is given back: the
+        // deadline bounds the guest's own running time.
+        store.epoch_deadline_callback(move |ctx| {
+            let state = ctx.data();
+            let guest_time = state.started.elapsed().saturating_sub(state.host_time);
+            Ok(match deadline.checked_sub(guest_time) {
+                Some(left) if !left.is_zero() => UpdateDeadline::Continue(ticks_for(left)),
+                _ => UpdateDeadline::Interrupt,
+            })
+        });
         store
     }
 
@@ -355,6 +366,11 @@ impl Runtime {
         };
         (outcome, session)
     }
+}
+
+/// The epoch ticks in `d`, at least one.
+fn ticks_for(d: Duration) -> u64 {
+    u64::try_from(d.as_millis().div_ceil(EPOCH_TICK.as_millis()).max(1)).unwrap_or(u64::MAX)
 }
 
 /// A short reason code for a trap, for agents and tests to match on. A limit the

@@ -34,6 +34,12 @@ pub(crate) struct GuestState {
     pub stdout: BoundedCapture,
     /// See `stdout`.
     pub stderr: BoundedCapture,
+    /// When the call started, for the deadline.
+    pub started: std::time::Instant,
+    /// Time spent inside the host's `perform` (providers, retries, backoff): it does
+    /// not count against the guest's deadline, or an effect that took place could
+    /// end in a saved `deadline_exceeded` trap.
+    pub host_time: std::time::Duration,
 }
 
 impl WasiView for GuestState {
@@ -78,7 +84,10 @@ impl tool::effects::Host for GuestState {
             return Err(wasmtime::Error::new(hit));
         }
         self.effects += 1;
-        match session.perform(&provider, &operation, &payload) {
+        let entered = std::time::Instant::now();
+        let performed = session.perform(&provider, &operation, &payload);
+        self.host_time += entered.elapsed();
+        match performed {
             Ok(result) => Ok(result.map_err(|failure| match failure {
                 EffectFailure::Rejected(s) => EffectError::Rejected(s),
                 EffectFailure::OutcomeUnknown(s) => EffectError::OutcomeUnknown(s),
