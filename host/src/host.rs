@@ -598,7 +598,14 @@ impl Host {
                 Interruption::LeaseLost { .. } => Error::LeaseLost { key: key.clone() },
             });
         }
-        if let Some((seq, journaled)) = session.skipped_journaled_effects()? {
+        let skipped = match session.skipped_journaled_effects() {
+            Ok(skipped) => skipped,
+            Err(fault) => {
+                let _ = self.shared.store.suspend(key, owner, now);
+                return Err(fault);
+            }
+        };
+        if let Some((seq, journaled)) = skipped {
             // The resumed guest finished without asking for effects an earlier run
             // journaled (and may have performed): its outcome would not match them.
             if !self.shared.store.suspend(key, owner, now)? {
@@ -630,10 +637,25 @@ impl Host {
         };
         // Stored first, then answered: the answer a caller gets is always one a retry
         // can get again.
-        let stored = outcome.to_stored();
+        let mut stored = outcome.to_stored();
+        if let Err(e) = Outcome::from_stored(&stored) {
+            // JSON nested past what the parser reads back (a hostile guest): save a
+            // trap instead, or every retry would fail to replay the outcome.
+            stored = Outcome::Trap {
+                reason: "invalid_output".into(),
+                message: format!("the tool's output cannot be saved and read back: {e}"),
+            }
+            .to_stored();
+        }
         fault::point(FaultPoint::AfterRecord);
-        if !self.shared.store.complete(key, owner, &stored, now)? {
-            return Err(Error::LeaseLost { key: key.clone() });
+        match self.shared.store.complete(key, owner, &stored, now) {
+            Ok(true) => {}
+            Ok(false) => return Err(Error::LeaseLost { key: key.clone() }),
+            Err(e) => {
+                // Release the lease so duplicates need not wait for it to expire.
+                let _ = self.shared.store.suspend(key, owner, now);
+                return Err(e);
+            }
         }
         fault::point(FaultPoint::AfterOutcome);
         let outcome = Outcome::from_stored(&stored).expect("a stored outcome reads back");

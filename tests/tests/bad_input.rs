@@ -77,6 +77,24 @@ fn a_tool_that_returns_invalid_json_saves_an_invalid_output_trap() {
 }
 
 #[test]
+fn a_result_nested_too_deep_to_read_back_is_saved_as_an_invalid_output_trap() {
+    // 127 levels parse on their own, but not once wrapped in the saved outcome.
+    let output = format!("{}{}", "[".repeat(127), "]".repeat(127));
+    let t = test_host(|b| b);
+    let request = CallRequest::new("raw_output", serde_json::json!({ "output": output }).to_string());
+    let first = t.host.call(&request).unwrap();
+    let Outcome::Trap { reason, message } = &first.outcome else {
+        panic!("expected a trap, got {:?}", first.outcome);
+    };
+    assert_eq!(reason, "invalid_output");
+    assert!(message.contains("read back"), "{message}");
+    let retry = t.host.call(&request).unwrap();
+    assert!(retry.replayed);
+    assert_eq!(retry.outcome, first.outcome);
+    assert_still_serving(&t.host);
+}
+
+#[test]
 fn a_tool_that_panics_saves_a_panic_trap() {
     let t = test_host(|b| b);
     let request = CallRequest::new("panics", "{}");

@@ -22,7 +22,7 @@ impl Gc {
     pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
         let store = Store::open(&cli.db, Durability::default())?;
         let retention = match self.retention_hours {
-            Some(hours) => Duration::from_secs(hours * 3600),
+            Some(hours) => Duration::from_secs(hours.saturating_mul(3600)),
             None => cli.retention(),
         };
         let retention = millis(retention);
