@@ -91,7 +91,8 @@ pub enum ProviderError {
         retry_after: Option<Duration>,
     },
     /// The provider refused the request before doing anything (an unknown operation,
-    /// a payload of the wrong shape). Nothing happened; it is not saved.
+    /// a payload of the wrong shape). Nothing happened; the refusal is saved as the
+    /// effect's answer, so a retry of the call is refused the same way.
     #[error("{0}")]
     Invalid(String),
 }

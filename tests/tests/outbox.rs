@@ -260,3 +260,24 @@ fn the_delivery_loop_delivers_in_the_background_until_stopped() {
     t.host.call(&notify("refund.failed")).unwrap();
     assert_eq!(messages(&t.host)[1].state, "pending");
 }
+
+#[test]
+fn the_same_notify_past_retention_queues_the_message_again() {
+    let receiver = LocalApi::start().unwrap();
+    let t = test_host(|b| b.http(webhooks(&receiver)).retention(Duration::from_secs(3600)));
+    let first = t.host.call(&notify("refund.issued")).unwrap();
+    assert!(first.outcome.is_success(), "{:?}", first.outcome);
+    // Mark it delivered, as a deliverer would, so re-queuing is visible.
+    t.host
+        .store()
+        .read(|conn| conn.execute("UPDATE outbox SET state = 'delivered'", []))
+        .unwrap();
+
+    t.clock.advance(Duration::from_secs(3600));
+    let again = t.host.call(&notify("refund.issued")).unwrap();
+    assert!(!again.replayed, "past retention the call is new, by design");
+    assert!(again.outcome.is_success(), "{:?}", again.outcome);
+    let queued = messages(&t.host);
+    assert_eq!(queued.len(), 1, "one row per effect key: {queued:?}");
+    assert_eq!(queued[0].state, "pending", "queued again for delivery");
+}

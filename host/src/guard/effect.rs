@@ -67,11 +67,17 @@ pub(crate) fn stored_ok(v: &Value) -> String {
 fn stored_rejected(v: &Value) -> String {
     json!({ "rejected": v }).to_string()
 }
+/// A refusal before anything happened, saved with the exact message the guest got,
+/// so a resumed run is told the same thing.
+fn stored_denied(message: &str) -> String {
+    json!({ "denied": message }).to_string()
+}
 fn replay(stored: &str) -> Result<String, EffectFailure> {
     let v: Value = serde_json::from_str(stored).unwrap_or(Value::Null);
-    match (v.get("ok"), v.get("rejected")) {
-        (Some(ok), _) => Ok(ok.to_string()),
-        (None, Some(rejected)) => Err(EffectFailure::Rejected(rejected.to_string())),
+    match (v.get("ok"), v.get("rejected"), v.get("denied").and_then(Value::as_str)) {
+        (Some(ok), _, _) => Ok(ok.to_string()),
+        (None, Some(rejected), _) => Err(EffectFailure::Rejected(rejected.to_string())),
+        (None, None, Some(denied)) => Err(EffectFailure::Denied(denied.to_string())),
         _ => Err(EffectFailure::Denied(format!(
             "the journal holds an unreadable response for this effect: {stored}"
         ))),
@@ -346,16 +352,13 @@ impl EffectSession {
                 Err(ProviderError::Invalid(reason)) => {
                     // Refused before doing anything: finish the record as a refusal so
                     // a retry does not ask again and the journal says what happened.
-                    let answer = json!({ "refused": reason });
+                    let message = format!("{} refused the request: {reason}", new.provider);
                     shared.store.finish_effect(
                         &key,
-                        &stored_rejected(&answer),
+                        &stored_denied(&message),
                         shared.clock.now_ms(),
                     )?;
-                    return Ok(Err(EffectFailure::Denied(format!(
-                        "{} refused the request: {reason}",
-                        new.provider
-                    ))));
+                    return Ok(Err(EffectFailure::Denied(message)));
                 }
                 Err(ProviderError::Unknown(reason)) => {
                     hint = None;
@@ -446,14 +449,8 @@ impl EffectSession {
                     | ProviderError::Throttled { reason, .. },
                 ) => {
                     drop(savepoint);
-                    let answer = json!({ "refused": reason });
-                    (
-                        stored_rejected(&answer),
-                        Err(EffectFailure::Denied(format!(
-                            "{} refused the request: {reason}",
-                            new.provider
-                        ))),
-                    )
+                    let message = format!("{} refused the request: {reason}", new.provider);
+                    (stored_denied(&message), Err(EffectFailure::Denied(message)))
                 }
             };
             crate::store::finish_effect_in(tx, &key, &stored, new.now)?;

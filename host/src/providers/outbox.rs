@@ -147,21 +147,33 @@ impl Provider for OutboxProvider {
         let headers = serde_json::to_string(&message.headers).expect("headers serialize");
         let now = self.clock.now_ms();
         let db = |e: rusqlite::Error| ProviderError::Invalid(format!("outbox table: {e}"));
-        tx.execute(
-            "INSERT INTO outbox (effect_key, tool, method, url, headers, body, state,
-                                 next_attempt_at, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?7, ?7)",
-            params![
-                request.key.as_str(),
-                request.tool,
-                message.method,
-                message.url,
-                headers,
-                message.body,
-                now
-            ],
-        )
-        .map_err(db)?;
-        Ok(json!({ "message_id": tx.last_insert_rowid(), "state": "pending" }))
+        // The same effect key again means the journal forgot the first message (it
+        // outlived retention) and this is a new effect by design: queue it afresh.
+        let id: i64 = tx
+            .query_row(
+                "INSERT INTO outbox (effect_key, tool, method, url, headers, body, state,
+                                     next_attempt_at, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?7, ?7)
+                 ON CONFLICT (effect_key) DO UPDATE SET
+                     tool = excluded.tool, method = excluded.method, url = excluded.url,
+                     headers = excluded.headers, body = excluded.body, state = 'pending',
+                     attempts = 0, next_attempt_at = excluded.next_attempt_at,
+                     last_status = NULL, last_error = NULL, response = NULL,
+                     created_at = excluded.created_at, updated_at = excluded.updated_at,
+                     delivered_at = NULL
+                 RETURNING id",
+                params![
+                    request.key.as_str(),
+                    request.tool,
+                    message.method,
+                    message.url,
+                    headers,
+                    message.body,
+                    now
+                ],
+                |r| r.get(0),
+            )
+            .map_err(db)?;
+        Ok(json!({ "message_id": id, "state": "pending" }))
     }
 }
