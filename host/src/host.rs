@@ -291,11 +291,15 @@ impl HostBuilder {
         };
         let retention_ms = millis(self.retention);
         let http = Arc::new(match &self.http_config_file {
-            Some(path) => HttpConfig::load(path).map_err(|e| Error::Host(anyhow::anyhow!(e)))?,
+            Some(path) => HttpConfig::load(path).map_err(|e| Error::Config {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?,
             None => {
-                self.http
-                    .validate()
-                    .map_err(|e| Error::Host(anyhow::anyhow!("the http config: {e}")))?;
+                self.http.validate().map_err(|e| Error::Config {
+                    path: PathBuf::from("<http config>"),
+                    reason: e.to_string(),
+                })?;
                 self.http
             }
         });

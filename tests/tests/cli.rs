@@ -128,3 +128,17 @@ fn demo_shows_the_retry_and_one_email() {
     assert!(stdout.contains("1 webhook(s) received for 1 notification"), "{stdout}");
     assert_eq!(mailbox_count(&db), 2);
 }
+
+#[test]
+fn run_calls_a_component_file_by_path_even_when_it_shares_a_built_in_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    // A freshly built `send_receipt`, as an author would try it.
+    let wasm = dir.path().join("send_receipt.wasm");
+    std::fs::write(&wasm, justonce::examples::SEND_RECEIPT).unwrap();
+    let out = justonce(&db, &["run", wasm.to_str().unwrap(), "--args", ARGS]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = json_of(&out);
+    assert_eq!(v["ok"], true);
+    assert_eq!(mailbox_count(&db), 1);
+}

@@ -186,7 +186,7 @@ fn a_bad_http_config_file_is_refused_with_the_entry_named() {
         .output()
         .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(5), "{stderr}");
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(
             stderr.contains(needle) && stderr.contains("http.json"),
             "{needle}: {stderr}"

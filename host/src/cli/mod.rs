@@ -121,6 +121,18 @@ impl Cli {
     /// A host builder with the configuration, and the journal and tools chosen on the
     /// command line.
     fn host(&self) -> HostBuilder {
+        let configured_tools = self.settings.as_ref().is_some_and(|c| c.tools_dir.is_some());
+        let builder = self.host_without_tools();
+        match &self.tools {
+            Some(dir) => builder.tools_dir(dir),
+            None if configured_tools => builder,
+            None => builder.example_tools(),
+        }
+    }
+
+    /// A host builder with the journal and settings, and no tools yet (for `run` of a
+    /// component file, which loads that component alone).
+    fn host_without_tools(&self) -> HostBuilder {
         let mut builder = Host::builder();
         if let Some(config) = &self.settings {
             builder = builder.config(config);
@@ -128,15 +140,9 @@ impl Cli {
         let builder = builder
             .database(&self.db)
             .lease(std::time::Duration::from_millis(self.lease_ms));
-        let configured_tools = self.settings.as_ref().is_some_and(|c| c.tools_dir.is_some());
-        let builder = match &self.http_config {
+        match &self.http_config {
             Some(path) => builder.http_config_file(path),
             None => builder,
-        };
-        match &self.tools {
-            Some(dir) => builder.tools_dir(dir),
-            None if configured_tools => builder,
-            None => builder.example_tools(),
         }
     }
 

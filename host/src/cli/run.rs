@@ -33,7 +33,7 @@ impl Run {
         let path = Path::new(&self.tool);
         let is_component = self.tool.ends_with(".wasm") || path.is_file();
         let builder = if is_component {
-            cli.host().component(path)
+            cli.host_without_tools().component(path)
         } else {
             cli.host()
         };

@@ -109,50 +109,6 @@ impl Store {
             Ok(n == 1)
         })
     }
-
-    /// Forgets a run that was rejected before the guest did anything, so the same call
-    /// may succeed later. Only removes a record this owner created and that has no
-    /// effects.
-    pub fn abandon(&self, key: &InvocationKey, owner: &str) -> Result<()> {
-        self.with(|conn| {
-            conn.execute(
-                "DELETE FROM invocations WHERE key = ?1 AND lease_owner = ?2 AND runs = 1
-                   AND NOT EXISTS (SELECT 1 FROM effects WHERE invocation_key = ?1)",
-                params![key.as_str(), owner],
-            )?;
-            Ok(())
-        })
-    }
-
-    /// The state and saved outcome of an invocation, unless absent or expired.
-    pub fn invocation_state(
-        &self,
-        key: &InvocationKey,
-        now: i64,
-        retention_ms: i64,
-    ) -> Result<Option<(InvocationState, Option<String>)>> {
-        self.with(|conn| {
-            let row = conn
-                .query_row(
-                    "SELECT state, outcome, created_at FROM invocations WHERE key = ?1",
-                    params![key.as_str()],
-                    |r| {
-                        Ok((
-                            r.get::<_, String>(0)?,
-                            r.get::<_, Option<String>>(1)?,
-                            r.get::<_, i64>(2)?,
-                        ))
-                    },
-                )
-                .optional()?;
-            Ok(row.and_then(|(state, outcome, created)| {
-                if expired(created, now, retention_ms) && state != "running" {
-                    return None;
-                }
-                Some((parse_state(&state), outcome))
-            }))
-        })
-    }
 }
 
 pub(crate) fn parse_state(s: &str) -> InvocationState {
