@@ -623,6 +623,16 @@ impl Host {
                 ),
             });
         }
+        if let GuestOutcome::Trapped {
+            reason: "host_failure",
+            message,
+        } = &guest
+        {
+            // Not the guest's doing (the runtime failed around it): nothing to save;
+            // the call stays resumable and a retry runs it again.
+            let _ = self.shared.store.suspend(key, owner, now);
+            return Err(Error::Host(anyhow::anyhow!("{message}")));
+        }
         let outcome = match guest {
             GuestOutcome::Returned(Ok(text)) => {
                 self.result_outcome(&text, self.limits.for_tool(&prepared.tool.name))
