@@ -73,6 +73,7 @@
 //! [justonce]: https://example.invalid/justonce
 
 pub mod effects;
+pub mod http;
 mod error;
 pub mod log;
 

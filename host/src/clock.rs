@@ -11,6 +11,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub trait Clock: Send + Sync + 'static {
     /// The current time, in milliseconds since the Unix epoch.
     fn now_ms(&self) -> i64;
+
+    /// Waits `duration` (between retries). A manual clock moves forward instead, so
+    /// tests see the wait without taking it.
+    fn sleep(&self, duration: Duration) {
+        std::thread::sleep(duration);
+    }
 }
 
 /// The operating system's clock.
@@ -62,6 +68,10 @@ impl Default for ManualClock {
 impl Clock for ManualClock {
     fn now_ms(&self) -> i64 {
         self.now.load(Ordering::SeqCst)
+    }
+
+    fn sleep(&self, duration: Duration) {
+        self.advance(duration);
     }
 }
 

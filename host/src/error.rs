@@ -98,8 +98,9 @@ pub enum Error {
         second: PathBuf,
     },
 
-    /// The journal database failed.
-    #[error("journal database {}: {source}", path.display())]
+    /// The journal database failed. [`Error::kind`] tells a corrupt file, a full disk
+    /// and a read-only one apart; in each case the failed transaction was rolled back.
+    #[error("journal database {}{}: {source}", path.display(), store_problem(source))]
     Store {
         /// The database file.
         path: PathBuf,
@@ -131,6 +132,24 @@ pub enum Error {
         key: InvocationKey,
     },
 
+    /// A person's resolution of a pending effect was refused (`justonce resolve`).
+    #[error("cannot resolve effect {effect}: {reason}")]
+    CannotResolve {
+        /// The effect key given.
+        effect: String,
+        /// Why it cannot be resolved.
+        reason: String,
+    },
+
+    /// The configuration file is unreadable, or has an unknown key or a bad value.
+    #[error("configuration {}: {reason}", path.display())]
+    Config {
+        /// The configuration file.
+        path: PathBuf,
+        /// What is wrong, naming the key.
+        reason: String,
+    },
+
     /// A fault of the host itself (the WebAssembly runtime, I/O).
     #[error("host failure: {0:#}")]
     Host(#[from] anyhow::Error),
@@ -155,9 +174,11 @@ impl Error {
             Self::Divergence { .. } => "divergence",
             Self::Load { .. } => "load_failed",
             Self::DuplicateTool { .. } => "duplicate_tool",
-            Self::Store { .. } => "store_failed",
+            Self::Store { source, .. } => store_kind(source),
             Self::NewerSchema { .. } => "newer_schema",
             Self::LeaseLost { .. } => "lease_lost",
+            Self::CannotResolve { .. } => "cannot_resolve",
+            Self::Config { .. } => "invalid_config",
             Self::Host(_) => "host_failed",
         }
     }
@@ -182,11 +203,51 @@ impl Error {
         }
     }
 
+    /// The JSON an agent gets for a call that produced no outcome:
+    /// `{"ok": false, "error": {"kind", "message", "retry_safe"}, "replayed": false, "key"}`.
+    pub fn to_agent_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "ok": false,
+            "error": {
+                "kind": self.kind(),
+                "message": self.to_string(),
+                "retry_safe": self.retry_safe(),
+            },
+            "replayed": false,
+            "key": self.key().map(|k| k.to_string()),
+        })
+    }
+
     pub(crate) fn store(path: &std::path::Path, source: rusqlite::Error) -> Self {
         Self::Store {
             path: path.to_path_buf(),
             source,
         }
+    }
+}
+
+/// The `kind` of a journal failure, from SQLite's error code.
+fn store_kind(source: &rusqlite::Error) -> &'static str {
+    use rusqlite::ErrorCode as Code;
+    match source.sqlite_error_code() {
+        Some(Code::DatabaseCorrupt | Code::NotADatabase) => "store_corrupt",
+        Some(Code::DiskFull) => "store_full",
+        Some(Code::ReadOnly | Code::PermissionDenied) => "store_read_only",
+        Some(Code::CannotOpen) => "store_unavailable",
+        _ => "store_failed",
+    }
+}
+
+/// What the failure means for the person who reads the message.
+fn store_problem(source: &rusqlite::Error) -> &'static str {
+    match store_kind(source) {
+        "store_corrupt" => {
+            " is corrupt or not a justonce database (it was not changed; restore it from a backup or move it away)"
+        }
+        "store_full" => " cannot grow: the disk is full (nothing of the failed step was stored)",
+        "store_read_only" => " is read-only (nothing of the failed step was stored)",
+        "store_unavailable" => " cannot be opened or created (check the path and its permissions)",
+        _ => "",
     }
 }
 

@@ -9,14 +9,17 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::clock::{Clock, SystemClock, millis};
+use crate::determinism::{GuestEntropy, Seed};
 use crate::error::{Error, Result};
+use crate::fault::{self, FaultPoint};
 use crate::guard::{EffectSession, Interruption, InvocationGuard, Shared};
 use crate::keys::{self, InvocationKey};
 use crate::outcome::Outcome;
 use crate::provider::Provider;
-use crate::providers::{KvProvider, MailProvider};
+use crate::http::HttpConfig;
+use crate::providers::{HttpProvider, KvProvider, MailProvider, OutboxProvider};
 use crate::retry::RetryPolicy;
-use crate::runtime::{GuestOutcome, Limits, LoadedTool, Runtime};
+use crate::runtime::{GuestOutcome, Limits, LoadedTool, Runtime, ToolLimits};
 use crate::store::{Begin, BeginOutcome, Durability, Store};
 
 /// The scope used when a caller names no conversation.
@@ -104,13 +107,16 @@ pub struct HostBuilder {
     wait_bound: Duration,
     poll: Duration,
     retry: RetryPolicy,
-    limits: Limits,
+    limits: Option<Limits>,
+    tool_limits: BTreeMap<String, Limits>,
     providers: BTreeMap<String, Arc<dyn Provider>>,
     runtime: Option<Arc<Runtime>>,
     components: Vec<(PathBuf, Option<Vec<u8>>)>,
     tools_dir: Option<PathBuf>,
     example_tools: bool,
     lose_first_mail_responses: u32,
+    http: HttpConfig,
+    http_config_file: Option<PathBuf>,
     /// `None`: beside the database; `Some(None)`: no cache.
     compile_cache: Option<Option<PathBuf>>,
 }
@@ -126,13 +132,16 @@ impl Default for HostBuilder {
             wait_bound: Duration::from_secs(30),
             poll: Duration::from_millis(20),
             retry: RetryPolicy::default(),
-            limits: Limits::default(),
+            limits: None,
+            tool_limits: BTreeMap::new(),
             providers: BTreeMap::new(),
             runtime: None,
             components: Vec::new(),
             tools_dir: None,
             example_tools: false,
             lose_first_mail_responses: 0,
+            http: HttpConfig::default(),
+            http_config_file: None,
             compile_cache: None,
         }
     }
@@ -182,9 +191,16 @@ impl HostBuilder {
         self
     }
 
-    /// The sandbox limits (ignored when a shared [`Runtime`] is given).
+    /// The sandbox limits of every tool without limits of its own (default: those of
+    /// the runtime, [`Limits::default`] unless a shared [`Runtime`] says otherwise).
     pub fn limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
+        self.limits = Some(limits);
+        self
+    }
+
+    /// The sandbox limits of the tool called `tool`, replacing the defaults for it.
+    pub fn tool_limits(mut self, tool: impl Into<String>, limits: Limits) -> Self {
+        self.tool_limits.insert(tool.into(), limits);
         self
     }
 
@@ -198,6 +214,22 @@ impl HostBuilder {
     /// for each key (after recording the email), as a timeout would.
     pub fn lose_first_mail_responses(mut self, n: u32) -> Self {
         self.lose_first_mail_responses = n;
+        self
+    }
+
+    /// How the built-in `http` and `outbox` providers and webhook delivery reach
+    /// HTTP downstreams: the per-tool allowlist (deny by default), named services,
+    /// the idempotency header, the timeout and the response cap.
+    pub fn http(mut self, config: HttpConfig) -> Self {
+        self.http = config;
+        self.http_config_file = None;
+        self
+    }
+
+    /// Reads the HTTP config from a JSON file when the host is built (see
+    /// [`HttpConfig`]); replaces [`HostBuilder::http`].
+    pub fn http_config_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.http_config_file = Some(path.into());
         self
     }
 
@@ -243,10 +275,24 @@ impl HostBuilder {
 
     /// Opens the journal, loads the tools and registers the built-in providers.
     pub fn build(self) -> Result<Host> {
+        fault::check_env()?;
+        if self.lease.is_zero() {
+            // A zero lease would let every duplicate take over a running call.
+            return Err(Error::Host(anyhow::anyhow!(
+                "the lease must be longer than zero (HostBuilder::lease)"
+            )));
+        }
         let runtime = match self.runtime {
             Some(runtime) => runtime,
             None => {
-                let mut runtime = Runtime::new(self.limits.clone())?;
+                // Pooled slots big enough for the largest memory any tool is given.
+                let defaults = self.limits.clone().unwrap_or_default();
+                let pool_memory = self
+                    .tool_limits
+                    .values()
+                    .map(|l| l.memory_bytes)
+                    .fold(defaults.memory_bytes, usize::max);
+                let mut runtime = Runtime::with_pool_memory(defaults, pool_memory)?;
                 let cache_dir = match &self.compile_cache {
                     Some(choice) => choice.clone(),
                     None => self.database.as_deref().map(|db| db.with_file_name("cache")),
@@ -276,7 +322,26 @@ impl HostBuilder {
             None => Store::in_memory()?,
         };
         let retention_ms = millis(self.retention);
+        let http = Arc::new(match &self.http_config_file {
+            Some(path) => HttpConfig::load(path).map_err(|e| Error::Config {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?,
+            None => {
+                self.http.validate().map_err(|e| Error::Config {
+                    path: PathBuf::from("<http config>"),
+                    reason: e.to_string(),
+                })?;
+                self.http
+            }
+        });
         let mut providers = self.providers;
+        providers
+            .entry("http".into())
+            .or_insert_with(|| Arc::new(HttpProvider::new(Arc::clone(&http))));
+        providers.entry("outbox".into()).or_insert_with(|| {
+            Arc::new(OutboxProvider::new(Arc::clone(&http), Arc::clone(&self.clock)))
+        });
         providers.entry("kv".into()).or_insert_with(|| Arc::new(KvProvider));
         if !providers.contains_key("mail") {
             let mail = MailProvider::open(
@@ -290,16 +355,24 @@ impl HostBuilder {
         for provider in providers.values() {
             store.with(|conn| provider.prepare(conn))?;
         }
-        let limits = runtime.limits().clone();
+        for tool in self.tool_limits.keys() {
+            if runtime.tool(tool).is_none() {
+                tracing::warn!(tool, "limits are set for a tool that is not loaded");
+            }
+        }
+        let limits = ToolLimits {
+            defaults: self.limits.unwrap_or_else(|| runtime.limits().clone()),
+            tools: self.tool_limits,
+        };
+        crate::runtime::check_pool_fits(&runtime, &limits)?;
         Ok(Host {
             runtime,
+            limits,
             shared: Arc::new(Shared {
                 store,
                 providers,
                 clock: self.clock,
                 retry: self.retry,
-                max_effects: limits.max_effects,
-                max_payload_bytes: limits.max_payload_bytes,
             }),
             waiters: InvocationGuard::default(),
             retention_ms,
@@ -308,6 +381,7 @@ impl HostBuilder {
             poll: self.poll,
             owner: owner_id(),
             runs: AtomicU64::new(0),
+            http,
         })
     }
 }
@@ -324,6 +398,7 @@ fn owner_id() -> String {
 /// threads.
 pub struct Host {
     runtime: Arc<Runtime>,
+    limits: ToolLimits,
     shared: Arc<Shared>,
     waiters: InvocationGuard,
     retention_ms: i64,
@@ -332,6 +407,7 @@ pub struct Host {
     poll: Duration,
     owner: String,
     runs: AtomicU64,
+    http: Arc<HttpConfig>,
 }
 
 impl std::fmt::Debug for Host {
@@ -354,6 +430,11 @@ impl Host {
         &self.runtime
     }
 
+    /// The sandbox limits of every tool.
+    pub fn limits(&self) -> &ToolLimits {
+        &self.limits
+    }
+
     /// The journal.
     pub fn store(&self) -> &Store {
         &self.shared.store
@@ -367,6 +448,20 @@ impl Host {
     /// How long records are kept, in milliseconds.
     pub fn retention_ms(&self) -> i64 {
         self.retention_ms
+    }
+
+    /// How this host reaches HTTP downstreams.
+    pub fn http_config(&self) -> &HttpConfig {
+        &self.http
+    }
+
+    pub(crate) fn http_config_arc(&self) -> Arc<HttpConfig> {
+        Arc::clone(&self.http)
+    }
+
+    /// What the guards share; the outbox deliverer uses the journal and the clock.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     /// The invocation key a call would run under, without running anything.
@@ -394,7 +489,7 @@ impl Host {
             tool: request.tool.clone(),
             reason,
         };
-        let limit = self.runtime.limits().max_args_bytes;
+        let limit = self.limits.for_tool(&tool.name).max_args_bytes;
         if request.arguments.len() > limit {
             return Err(invalid(format!(
                 "{} bytes exceeds the limit of {limit} bytes",
@@ -410,6 +505,7 @@ impl Host {
         if !args.is_object() {
             return Err(invalid("arguments must be a JSON object".into()));
         }
+        tool.schema.check(&args).map_err(invalid)?;
         let fingerprint =
             keys::arguments_fingerprint(&tool.name, &args).map_err(|e| invalid(e.to_string()))?;
         let key = match &request.key {
@@ -438,6 +534,9 @@ impl Host {
             self.runs.fetch_add(1, Ordering::Relaxed)
         );
         let started = Instant::now();
+        // Journaled only if this call creates the invocation; a resumed run gets the
+        // seed its first run drew, so it sees the same random values.
+        let seed = Seed::random()?;
         loop {
             let begin = Begin {
                 key: &prepared.key,
@@ -450,9 +549,10 @@ impl Host {
                 retention_ms: self.retention_ms,
                 lease_ms: self.lease_ms,
                 owner: &owner,
+                seed: &seed,
             };
             match self.shared.store.begin(&begin)? {
-                BeginOutcome::Run { .. } => return self.run(&prepared, &owner),
+                BeginOutcome::Run { entropy, .. } => return self.run(&prepared, &owner, entropy),
                 BeginOutcome::Replay(stored) => {
                     let outcome = Outcome::from_stored(&stored).map_err(|e| {
                         Error::Host(anyhow::anyhow!(
@@ -477,11 +577,19 @@ impl Host {
         }
     }
 
-    fn run(&self, prepared: &Prepared, owner: &str) -> Result<CallResponse> {
-        let session = EffectSession::new(Arc::clone(&self.shared), prepared.key.clone());
+    fn run(&self, prepared: &Prepared, owner: &str, entropy: GuestEntropy) -> Result<CallResponse> {
+        let session = EffectSession::new(
+            Arc::clone(&self.shared),
+            prepared.key.clone(),
+            &prepared.tool.name,
+            owner,
+            self.lease_ms,
+            entropy,
+        );
+        let limits = self.limits.for_tool(&prepared.tool.name);
         let (guest, session) = self
             .runtime
-            .call(&prepared.tool, &prepared.canonical, session);
+            .call(&prepared.tool, &prepared.canonical, session, limits);
         let result = self.settle(prepared, owner, guest, session);
         self.waiters.finished();
         result
@@ -503,7 +611,11 @@ impl Host {
             return Err(fault);
         }
         if let Some(interruption) = session.interrupted {
-            self.shared.store.suspend(key, owner, now)?;
+            if !self.shared.store.suspend(key, owner, now)? {
+                // Another host took the call over meanwhile; what this run learnt is
+                // in the journal, and the other host's outcome is the one that counts.
+                return Err(Error::LeaseLost { key: key.clone() });
+            }
             return Err(match interruption {
                 Interruption::OutcomeUnknown {
                     seq,
@@ -520,10 +632,44 @@ impl Host {
                     seq,
                     detail,
                 },
+                Interruption::LeaseLost { .. } => Error::LeaseLost { key: key.clone() },
             });
         }
+        let skipped = match session.skipped_journaled_effects() {
+            Ok(skipped) => skipped,
+            Err(fault) => {
+                let _ = self.shared.store.suspend(key, owner, now);
+                return Err(fault);
+            }
+        };
+        if let Some((seq, journaled)) = skipped {
+            // The resumed guest finished without asking for effects an earlier run
+            // journaled (and may have performed): its outcome would not match them.
+            if !self.shared.store.suspend(key, owner, now)? {
+                return Err(Error::LeaseLost { key: key.clone() });
+            }
+            return Err(Error::Divergence {
+                key: key.clone(),
+                seq,
+                detail: format!(
+                    "the journal holds {journaled} effect(s) from position #{seq} on, but the guest finished without asking for them"
+                ),
+            });
+        }
+        if let GuestOutcome::Trapped {
+            reason: "host_failure",
+            message,
+        } = &guest
+        {
+            // Not the guest's doing (the runtime failed around it): nothing to save;
+            // the call stays resumable and a retry runs it again.
+            let _ = self.shared.store.suspend(key, owner, now);
+            return Err(Error::Host(anyhow::anyhow!("{message}")));
+        }
         let outcome = match guest {
-            GuestOutcome::Returned(Ok(text)) => self.result_outcome(&text),
+            GuestOutcome::Returned(Ok(text)) => {
+                self.result_outcome(&text, self.limits.for_tool(&prepared.tool.name))
+            }
             GuestOutcome::Returned(Err(e)) => Outcome::ToolError {
                 code: e.code,
                 message: e.message,
@@ -538,10 +684,27 @@ impl Host {
         };
         // Stored first, then answered: the answer a caller gets is always one a retry
         // can get again.
-        let stored = outcome.to_stored();
-        if !self.shared.store.complete(key, owner, &stored, now)? {
-            return Err(Error::LeaseLost { key: key.clone() });
+        let mut stored = outcome.to_stored();
+        if let Err(e) = Outcome::from_stored(&stored) {
+            // JSON nested past what the parser reads back (a hostile guest): save a
+            // trap instead, or every retry would fail to replay the outcome.
+            stored = Outcome::Trap {
+                reason: "invalid_output".into(),
+                message: format!("the tool's output cannot be saved and read back: {e}"),
+            }
+            .to_stored();
         }
+        fault::point(FaultPoint::AfterRecord);
+        match self.shared.store.complete(key, owner, &stored, now) {
+            Ok(true) => {}
+            Ok(false) => return Err(Error::LeaseLost { key: key.clone() }),
+            Err(e) => {
+                // Release the lease so duplicates need not wait for it to expire.
+                let _ = self.shared.store.suspend(key, owner, now);
+                return Err(e);
+            }
+        }
+        fault::point(FaultPoint::AfterOutcome);
         let outcome = Outcome::from_stored(&stored).expect("a stored outcome reads back");
         Ok(CallResponse {
             key: key.clone(),
@@ -550,8 +713,8 @@ impl Host {
         })
     }
 
-    fn result_outcome(&self, text: &str) -> Outcome {
-        let limit = self.runtime.limits().max_result_bytes;
+    fn result_outcome(&self, text: &str, limits: &Limits) -> Outcome {
+        let limit = limits.max_result_bytes;
         if text.len() > limit {
             return Outcome::Trap {
                 reason: "result_too_large".into(),

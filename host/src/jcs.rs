@@ -34,7 +34,7 @@ pub enum JcsError {
     /// or a number outside the range of an IEEE-754 double (such as `1e400`, which
     /// serde_json reports as "number out of range"). The message names the problem
     /// and its line and column.
-    #[error("invalid JSON for canonicalization: {0}")]
+    #[error("not valid JSON: {0}")]
     Parse(#[from] serde_json::Error),
     /// A number in an already-parsed value is not a finite IEEE-754 double. This
     /// cannot be produced by serde_json as configured here (without

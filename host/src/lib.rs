@@ -26,23 +26,31 @@
 
 pub mod cli;
 pub mod clock;
+pub mod delivery;
+pub mod determinism;
+pub mod config;
 pub mod error;
 pub mod examples;
+pub mod fault;
 pub mod guard;
 pub mod host;
+pub mod http;
 pub mod jcs;
 pub mod keys;
+pub mod mcp;
 pub mod outcome;
 pub mod provider;
 pub mod providers;
+pub mod replay;
 pub mod retry;
 pub mod runtime;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::Config;
 pub use error::Error;
 pub use host::{CallRequest, CallResponse, Host, HostBuilder};
 pub use keys::{EffectKey, Fingerprint, InvocationKey};
 pub use outcome::Outcome;
-pub use provider::{EffectRequest, Provider, ProviderClass, ProviderError};
+pub use provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
 pub use retry::RetryPolicy;

@@ -1,6 +1,8 @@
 //! Providers perform effects on the host's behalf; the guard owns keys, retries and
 //! the journal.
 
+use std::time::Duration;
+
 use serde_json::Value;
 
 use crate::keys::{EffectKey, InvocationKey};
@@ -34,6 +36,9 @@ impl ProviderClass {
 /// One attempt at one effect, as the guard hands it to a provider.
 #[derive(Debug, Clone, Copy)]
 pub struct EffectRequest<'a> {
+    /// The tool whose call this effect belongs to; a provider may allow or refuse
+    /// per tool (the `http` provider's allowlist does).
+    pub tool: &'a str,
     /// The idempotency key of this effect, read from the journal. A keyed provider
     /// passes it downstream (for example as an `Idempotency-Key` header).
     pub key: &'a EffectKey,
@@ -49,6 +54,22 @@ pub struct EffectRequest<'a> {
     pub payload: &'a Value,
 }
 
+/// A read that changes nothing downstream, performed without a journal record or a
+/// key (see [`Provider::unjournaled_read`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ReadRequest<'a> {
+    /// The tool whose call asked for it.
+    pub tool: &'a str,
+    /// The invocation it belongs to.
+    pub invocation: &'a InvocationKey,
+    /// Which attempt this is, from 1.
+    pub attempt: u32,
+    /// The operation, such as `request`.
+    pub operation: &'a str,
+    /// The tool's payload.
+    pub payload: &'a Value,
+}
+
 /// Why a provider did not return a response.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProviderError {
@@ -58,8 +79,20 @@ pub enum ProviderError {
     /// The attempt may or may not have taken effect (a timeout, a lost response).
     #[error("outcome unknown: {0}")]
     Unknown(String),
+    /// The downstream asked to be tried again later (an HTTP 429 or 503). The guard
+    /// treats it as [`ProviderError::Unknown`], retrying with the same key, and
+    /// waits at least `retry_after` first, up to the retry policy's
+    /// [`max_retry_after`](crate::RetryPolicy::max_retry_after).
+    #[error("outcome unknown, the downstream asked to retry later: {reason}")]
+    Throttled {
+        /// What the downstream answered.
+        reason: String,
+        /// How long it asked to wait, when it said.
+        retry_after: Option<Duration>,
+    },
     /// The provider refused the request before doing anything (an unknown operation,
-    /// a payload of the wrong shape). Nothing happened; it is not saved.
+    /// a payload of the wrong shape). Nothing happened; the refusal is saved as the
+    /// effect's answer, so a retry of the call is refused the same way.
     #[error("{0}")]
     Invalid(String),
 }
@@ -85,6 +118,22 @@ pub trait Provider: Send + Sync + 'static {
         Err(ProviderError::Invalid(
             "this provider does not perform effects inside a transaction".into(),
         ))
+    }
+
+    /// Whether this request only reads and changes nothing downstream (an HTTP `GET`
+    /// the tool did not ask to record). The guard then calls [`Provider::read`]
+    /// without a journal record or a key: a retry or a resumed call reads again.
+    /// Reads count against the per-call effect budget like effects do.
+    fn unjournaled_read(&self, operation: &str, payload: &Value) -> bool {
+        let _ = (operation, payload);
+        false
+    }
+
+    /// Performs a read that [`Provider::unjournaled_read`] accepted. An `Unknown`
+    /// answer is retried under the retry policy (a read is safe to repeat).
+    fn read(&self, request: &ReadRequest<'_>) -> Result<Value, ProviderError> {
+        let _ = request;
+        Err(ProviderError::Invalid("this provider has no unjournaled reads".into()))
     }
 
     /// Prepares the journal database for a transactional provider (creates its tables).

@@ -13,6 +13,9 @@ pub struct RetryPolicy {
     pub initial_backoff: Duration,
     /// The longest pause between two attempts.
     pub max_backoff: Duration,
+    /// The longest wait a downstream's `Retry-After` is honoured for; a longer one
+    /// is cut to this.
+    pub max_retry_after: Duration,
 }
 
 impl RetryPolicy {
@@ -22,7 +25,15 @@ impl RetryPolicy {
             max_attempts: attempts.max(1),
             initial_backoff: Duration::ZERO,
             max_backoff: Duration::ZERO,
+            max_retry_after: Duration::ZERO,
         }
+    }
+
+    /// Honours a downstream's `Retry-After` up to `bound` (the clock the host sleeps
+    /// on decides whether that is a real wait).
+    pub fn honouring_retry_after(mut self, bound: Duration) -> Self {
+        self.max_retry_after = bound;
+        self
     }
 
     /// The pause before attempt number `attempt` (1-based; the first has none):
@@ -36,15 +47,25 @@ impl RetryPolicy {
             .saturating_mul(1u32 << doublings)
             .min(self.max_backoff)
     }
+
+    /// The pause before attempt number `attempt` when the previous attempt was asked
+    /// to wait `retry_after`: the longer of the backoff and the request, the request
+    /// cut to `max_retry_after`.
+    pub fn pause_before(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        let asked = retry_after.unwrap_or_default().min(self.max_retry_after);
+        self.backoff_before(attempt).max(asked)
+    }
 }
 
 impl Default for RetryPolicy {
-    /// Three attempts, 100 ms then 200 ms apart, never more than 2 s.
+    /// Three attempts, 100 ms then 200 ms apart, never more than 2 s; a
+    /// `Retry-After` is honoured up to 2 s (a call's deadline is 10 s by default).
     fn default() -> Self {
         Self {
             max_attempts: 3,
             initial_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(2),
+            max_retry_after: Duration::from_secs(2),
         }
     }
 }
@@ -59,9 +80,20 @@ mod tests {
             max_attempts: 10,
             initial_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_millis(350),
+            max_retry_after: Duration::ZERO,
         };
         let pauses: Vec<u128> = (1..=5).map(|a| policy.backoff_before(a).as_millis()).collect();
         assert_eq!(pauses, vec![0, 100, 200, 350, 350]);
+    }
+
+    #[test]
+    fn retry_after_lengthens_the_pause_up_to_its_bound() {
+        let policy = RetryPolicy::immediate(3).honouring_retry_after(Duration::from_secs(5));
+        assert_eq!(policy.pause_before(2, None), Duration::ZERO);
+        assert_eq!(policy.pause_before(2, Some(Duration::from_secs(3))), Duration::from_secs(3));
+        assert_eq!(policy.pause_before(2, Some(Duration::from_secs(60))), Duration::from_secs(5));
+        let slow = RetryPolicy::default();
+        assert_eq!(slow.pause_before(3, Some(Duration::from_millis(50))), Duration::from_millis(200));
     }
 
     #[test]

@@ -5,30 +5,11 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+use crate::support::cli::{json_of, justonce_command};
+use crate::support::db::mailbox_count;
+
 fn justonce(db: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_justonce"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("JUSTONCE_TOOLS")
-        .output()
-        .expect("run justonce")
-}
-
-fn json_of(output: &Output) -> Value {
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not one JSON object ({e}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
-}
-
-fn mailbox_count(db: &Path) -> i64 {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    conn.query_row("SELECT COUNT(*) FROM mailbox", [], |r| r.get(0))
-        .unwrap()
+    justonce_command(Some(db)).args(args).output().expect("run justonce")
 }
 
 const ARGS: &str = r#"{"orders":[{"order_id":4417,"email":"ada@example.com","amount_cents":1299}]}"#;
@@ -126,8 +107,8 @@ fn tools_json_lists_the_example_tools_with_their_schemas() {
     assert!(out.status.success());
     let tools = json_of(&out);
     let names: Vec<&str> = tools.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["refund", "send_receipt"]);
-    let schema = &tools[1]["inputSchema"];
+    assert_eq!(names, ["notify", "refund", "send_receipt"]);
+    let schema = &tools[2]["inputSchema"];
     assert!(schema["properties"]["orders"].is_object(), "{schema}");
 }
 
@@ -141,5 +122,23 @@ fn demo_shows_the_retry_and_one_email() {
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("attempt 2"), "{stdout}");
     assert!(stdout.contains("2 email(s) sent for 2 orders, 1 refund(s)"), "{stdout}");
+    // The refund went over HTTP to a local payments API that lost its first response,
+    // and the webhook's lost delivery response was followed by one more delivery.
+    assert!(stdout.contains("attempt 2  Idempotency-Key:"), "{stdout}");
+    assert!(stdout.contains("1 webhook(s) received for 1 notification"), "{stdout}");
     assert_eq!(mailbox_count(&db), 2);
+}
+
+#[test]
+fn run_calls_a_component_file_by_path_even_when_it_shares_a_built_in_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    // A freshly built `send_receipt`, as an author would try it.
+    let wasm = dir.path().join("send_receipt.wasm");
+    std::fs::write(&wasm, justonce::examples::SEND_RECEIPT).unwrap();
+    let out = justonce(&db, &["run", wasm.to_str().unwrap(), "--args", ARGS]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = json_of(&out);
+    assert_eq!(v["ok"], true);
+    assert_eq!(mailbox_count(&db), 1);
 }

@@ -83,10 +83,10 @@ fn kv_writes_commit_with_their_effect_record_once() {
 #[test]
 fn an_effect_to_an_unknown_provider_is_denied_before_anything_is_journaled() {
     let t = test_host(|b| b);
-    // `refund` needs `payments`, which this host does not have.
+    // `payments_refund` needs `payments`, which this host does not have.
     let response = t
         .host
-        .call(&CallRequest::new("refund", r#"{"order_id":1,"amount_cents":10}"#))
+        .call(&CallRequest::new("payments_refund", r#"{"order_id":1,"amount_cents":10}"#))
         .unwrap();
     let agent = response.outcome.to_agent_json();
     assert_eq!(agent["ok"], false);

@@ -218,3 +218,46 @@ fn the_pooled_sandbox_still_stops_a_guest_at_the_memory_cap() {
         other => panic!("expected a memory trap, got {other:?}"),
     }
 }
+
+#[test]
+fn a_tool_given_more_memory_than_a_supplied_runtime_pools_is_a_config_error_naming_it() {
+    let slot = RUNTIME.pool_memory_bytes();
+    let big = Limits {
+        memory_bytes: slot * 2,
+        ..Limits::default()
+    };
+    let refused = Host::builder()
+        .runtime(RUNTIME.clone())
+        .tool_limits("memory_bomb", big.clone())
+        .build()
+        .expect_err("the pool cannot hold that memory");
+    assert!(matches!(refused, Error::Config { .. }), "{refused:?}");
+    assert!(refused.to_string().contains("tool `memory_bomb`"), "{refused}");
+
+    // The same limit within the slot is accepted.
+    let fits = Limits {
+        memory_bytes: slot,
+        ..Limits::default()
+    };
+    Host::builder()
+        .runtime(RUNTIME.clone())
+        .tool_limits("memory_bomb", fits)
+        .build()
+        .expect("a tool at the slot size fits");
+}
+
+#[test]
+fn a_host_that_builds_its_runtime_sizes_the_pool_for_the_largest_tool() {
+    let big = Limits {
+        memory_bytes: Limits::default().memory_bytes * 2,
+        ..Limits::default()
+    };
+    let host = Host::builder()
+        .no_compile_cache()
+        .component(justonce_tests::guests::ECHO_COMPONENT)
+        .tool_limits("echo", big.clone())
+        .build()
+        .expect("the host sizes its own pool");
+    assert_eq!(host.runtime().pool_memory_bytes(), big.memory_bytes);
+    assert_eq!(host.runtime().limits(), &Limits::default(), "the defaults are unchanged");
+}

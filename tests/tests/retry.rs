@@ -52,7 +52,7 @@ fn lost_mail_response_is_retried_with_the_same_key_and_sends_one_email() {
 fn lost_refund_response_is_retried_with_the_same_key_and_refunds_once() {
     let payments = Arc::new(FakePayments::new(Fault::LoseFirst(1)));
     let t = test_host(|b| b.provider("payments", payments.clone()));
-    let request = CallRequest::new("refund", r#"{"order_id":4417,"amount_cents":1299}"#)
+    let request = CallRequest::new("payments_refund", r#"{"order_id":4417,"amount_cents":1299}"#)
         .conversation("conv-1");
 
     let first = t.host.call(&request).unwrap();
@@ -232,7 +232,7 @@ fn a_saved_refusal_is_replayed_without_calling_the_downstream_again() {
     let refusal = serde_json::json!({"status": 500, "error": "internal"});
     let payments = Arc::new(FakePayments::new(Fault::Reject(refusal.clone())));
     let t = test_host(|b| b.provider("payments", payments.clone()));
-    let request = CallRequest::new("refund", r#"{"order_id":1,"amount_cents":10}"#);
+    let request = CallRequest::new("payments_refund", r#"{"order_id":1,"amount_cents":10}"#);
     let first = t.host.call(&request).unwrap();
     match &first.outcome {
         Outcome::ToolError { code, details, .. } => {
@@ -313,7 +313,7 @@ fn rejections_before_the_guest_starts_store_nothing_and_the_call_can_then_succee
 fn outcome_unknown_after_the_budget_then_a_retry_resumes_under_the_same_key() {
     let payments = Arc::new(FakePayments::new(Fault::AlwaysTimeout));
     let t = test_host(|b| b.provider("payments", payments.clone()));
-    let request = CallRequest::new("refund", r#"{"order_id":5,"amount_cents":500}"#).conversation("c");
+    let request = CallRequest::new("payments_refund", r#"{"order_id":5,"amount_cents":500}"#).conversation("c");
 
     let err = t.host.call(&request).unwrap_err();
     let Error::OutcomeUnknown { key, seq, provider, .. } = &err else {
@@ -351,7 +351,7 @@ fn an_unkeyed_effect_with_an_unknown_outcome_is_never_repeated() {
         Fault::AlwaysTimeout,
     ));
     let t = test_host(|b| b.provider("payments", payments.clone()));
-    let request = CallRequest::new("refund", r#"{"order_id":5,"amount_cents":500}"#);
+    let request = CallRequest::new("payments_refund", r#"{"order_id":5,"amount_cents":500}"#);
     assert!(matches!(t.host.call(&request), Err(Error::OutcomeUnknown { .. })));
     assert_eq!(payments.attempts().len(), 1, "at most once");
     payments.set_fault(Fault::None);

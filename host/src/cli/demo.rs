@@ -1,16 +1,20 @@
 //! `justonce demo`: the seed's story on the example tools — a lost response, a retry
-//! that does not send a second email, and a different call that does.
+//! that does not send a second email, and a different call that does — then a refund
+//! over HTTP against a payments API on 127.0.0.1 whose response is lost, and a
+//! webhook delivered once from the outbox.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Args;
-use serde_json::{Value, json};
 
 use super::{Cli, exit};
 use crate::clock::SystemClock;
+use crate::delivery::{Deliverer, DeliveryPolicy};
 use crate::error::Error;
 use crate::host::{CallRequest, CallResponse};
-use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError};
+use crate::http::local_api::{Behaviour, LocalApi};
+use crate::http::{DEFAULT_IDEMPOTENCY_HEADER, HttpConfig};
 use crate::providers::MailProvider;
 
 /// Play the seed's story: a lost email response, the agent's retry, a second order.
@@ -19,39 +23,6 @@ pub struct Demo {
     /// The conversation to play it in (default: a new one each run).
     #[arg(long, value_name = "ID")]
     conversation: Option<String>,
-}
-
-/// An in-process payments API that deduplicates by key and loses its first response.
-#[derive(Default)]
-struct DemoPayments {
-    refunds: Mutex<Vec<(String, Value)>>,
-    attempts: Mutex<u32>,
-}
-
-impl Provider for DemoPayments {
-    fn class(&self) -> ProviderClass {
-        ProviderClass::Keyed
-    }
-
-    fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
-        let mut refunds = self.refunds.lock().unwrap_or_else(|p| p.into_inner());
-        let key = request.key.to_string();
-        let index = match refunds.iter().position(|(k, _)| *k == key) {
-            Some(i) => i,
-            None => {
-                refunds.push((key, request.payload.clone()));
-                refunds.len() - 1
-            }
-        };
-        let mut attempts = self.attempts.lock().unwrap_or_else(|p| p.into_inner());
-        *attempts += 1;
-        if *attempts == 1 {
-            return Err(ProviderError::Unknown(
-                "payments API timed out after applying the refund".into(),
-            ));
-        }
-        Ok(json!({ "refund_id": format!("re_{:04}", index + 1), "status": "succeeded" }))
-    }
 }
 
 impl Demo {
@@ -68,13 +39,24 @@ impl Demo {
             MailProvider::open(Some(&cli.db), clock.clone(), std::time::Duration::from_secs(86_400))?
                 .lose_first_responses(1),
         );
-        let payments = Arc::new(DemoPayments::default());
+        let local = |what: &str| {
+            LocalApi::start()
+                .map_err(|e| Error::Host(anyhow::anyhow!("cannot start the local {what}: {e}")))
+        };
+        // Both downstreams live on 127.0.0.1 for the length of the demo.
+        let payments = local("payments API")?;
+        let receiver = local("webhook receiver")?;
+        let http = HttpConfig::default()
+            .service("payments", payments.url())
+            .allow("refund", payments.url())
+            .service("webhooks", receiver.url())
+            .allow("notify", receiver.url());
         let host = cli
             .host()
             .clock(clock)
             .retry_policy(crate::RetryPolicy::immediate(3))
             .provider("mail", mail.clone())
-            .provider("payments", payments.clone())
+            .http(http)
             .build()?;
         let sent_before = mail.sent().map(|s| s.len()).unwrap_or(0);
 
@@ -118,25 +100,76 @@ impl Demo {
         }
         tell(&other);
 
-        println!("\n4. The agent refunds order 4417; the payments API applies it, then times out.");
+        println!(
+            "\n4. The agent refunds order 4417: POST {}/v1/refunds, a payments API on this machine.",
+            payments.url()
+        );
+        println!("   The API applies the refund, then the connection drops before it answers.");
+        payments.script([Behaviour::ApplyThenDrop]);
         let refund = CallRequest::new("refund", r#"{"order_id":4417,"amount_cents":1299,"reason":"damaged"}"#)
             .conversation(&conversation)
             .tool_call_id("call_4");
         let first_refund = host.call(&refund)?;
+        for (i, request) in payments.requests().iter().enumerate() {
+            println!(
+                "   attempt {}  {DEFAULT_IDEMPOTENCY_HEADER}: {}",
+                i + 1,
+                request.key.as_deref().unwrap_or("(none)")
+            );
+        }
+        println!("   The API recognised the key on the retry and answered with the first refund.");
         tell(&first_refund);
         println!("\n5. The agent retries the refund.");
+        let seen = payments.requests().len();
         let again = host.call(&refund.clone().tool_call_id("call_5"))?;
+        println!("   the payments API was called {} more time(s)", payments.requests().len() - seen);
         tell(&again);
 
+        println!("\n6. The agent notifies the shop: the webhook is queued in the outbox, in the");
+        println!("   same transaction as its journal record; a retry queues nothing new.");
+        let notify = CallRequest::new("notify", r#"{"event":"refund.issued","data":{"order_id":4417}}"#)
+            .conversation(&conversation)
+            .tool_call_id("call_6");
+        let queued = host.call(&notify)?;
+        tell(&queued);
+        let retried = host.call(&notify.clone().tool_call_id("call_7"))?;
+        tell(&retried);
+        let message_id = queued
+            .outcome
+            .to_agent_json()
+            .pointer("/result/message_id")
+            .and_then(serde_json::Value::as_i64);
+        println!("   Delivery: the receiver records the webhook, then its response is lost.");
+        receiver.script([Behaviour::ApplyThenDrop]);
+        let deliverer = Deliverer::new(&host)?.policy(DeliveryPolicy {
+            initial_backoff: Duration::ZERO,
+            max_backoff: Duration::ZERO,
+            ..DeliveryPolicy::default()
+        });
+        for pass in 1..=2 {
+            let report = deliverer.run_once()?;
+            for attempt in report.attempts.iter().filter(|a| Some(a.message_id) == message_id) {
+                println!(
+                    "   pass {pass}: attempt {}  {DEFAULT_IDEMPOTENCY_HEADER}: {}  -> {:?}{}",
+                    attempt.attempt,
+                    attempt.key,
+                    attempt.outcome,
+                    attempt.error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default()
+                );
+            }
+        }
+
         let emails = mail.sent().map(|s| s.len()).unwrap_or(0) - sent_before;
-        let refunds = payments.refunds.lock().map(|r| r.len()).unwrap_or(0);
         println!(
-            "\nResult: {emails} email(s) sent for 2 orders, {refunds} refund(s) for 1 refund request,"
+            "\nResult: {emails} email(s) sent for 2 orders, {} refund(s) for 1 refund request,",
+            payments.applied().len()
         );
         println!(
-            "        {} mail attempt(s) and {} payments attempt(s) in all.",
+            "        {} webhook(s) received for 1 notification; {} mail, {} payments and {} webhook attempt(s) in all.",
+            receiver.applied().len(),
             mail.attempts().len(),
-            payments.attempts.lock().map(|a| *a).unwrap_or(0)
+            payments.requests().len(),
+            receiver.requests().len()
         );
         println!("See it all with: justonce journal --conversation {conversation}");
         Ok(exit::SUCCESS)

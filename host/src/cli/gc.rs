@@ -12,15 +12,20 @@ use crate::store::{Durability, Store};
 /// Delete expired records and say how many.
 #[derive(Debug, Args)]
 pub struct Gc {
-    /// How long records are kept, in hours.
-    #[arg(long, default_value_t = 24)]
-    retention_hours: u64,
+    /// How long records are kept, in hours [default: the configuration's
+    /// `retention_hours`, else 24].
+    #[arg(long)]
+    retention_hours: Option<u64>,
 }
 
 impl Gc {
     pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
         let store = Store::open(&cli.db, Durability::default())?;
-        let retention = millis(Duration::from_secs(self.retention_hours * 3600));
+        let retention = match self.retention_hours {
+            Some(hours) => Duration::from_secs(hours.saturating_mul(3600)),
+            None => cli.retention(),
+        };
+        let retention = millis(retention);
         let report = store.gc(SystemClock.now_ms(), retention)?;
         println!(
             "removed {} expired invocation(s), {} effect(s), {} tool-call alias(es)",

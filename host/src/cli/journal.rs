@@ -3,6 +3,7 @@
 use clap::Args;
 
 use super::{Cli, exit, print_json};
+use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
 use crate::store::{Durability, Store};
 
@@ -18,11 +19,17 @@ pub struct Journal {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Only pending unkeyed effects that wait for a person (`justonce resolve`).
+    #[arg(long)]
+    unresolved: bool,
 }
 
 impl Journal {
     pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
         let store = Store::open(&cli.db, Durability::default())?;
+        if self.unresolved {
+            return self.unresolved(&store);
+        }
         let entries = store.journal(self.conversation.as_deref(), self.limit)?;
         if self.json {
             print_json(&serde_json::to_value(&entries).unwrap_or_default());
@@ -47,7 +54,7 @@ impl Journal {
             );
             for f in &e.effects {
                 println!(
-                    "  #{} {}  {:<7} {}.{} ({})  attempts={}{}",
+                    "  #{} {}  {:<7} {}.{} ({})  attempts={}{}{}",
                     f.seq,
                     f.key,
                     f.state,
@@ -55,6 +62,10 @@ impl Journal {
                     f.operation,
                     f.class,
                     f.attempts,
+                    f.resolution
+                        .as_deref()
+                        .map(|r| format!("  resolved: {r}"))
+                        .unwrap_or_default(),
                     f.last_error
                         .as_deref()
                         .map(|e| format!("  last-error: {e}"))
@@ -64,6 +75,41 @@ impl Journal {
             if let Some(outcome) = &e.outcome {
                 println!("  outcome: {outcome}");
             }
+        }
+        Ok(exit::SUCCESS)
+    }
+
+    fn unresolved(&self, store: &Store) -> Result<u8, Error> {
+        let mut effects = store.unresolved(SystemClock.now_ms())?;
+        if let Some(scope) = &self.conversation {
+            effects.retain(|e| &e.scope == scope);
+        }
+        if self.json {
+            print_json(&serde_json::to_value(&effects).unwrap_or_default());
+            return Ok(exit::SUCCESS);
+        }
+        if effects.is_empty() {
+            println!("(no unresolved effects)");
+        }
+        for e in &effects {
+            println!(
+                "{}  #{} {}.{}  call {} ({}, conversation={})  attempts={}{}",
+                e.key,
+                e.seq,
+                e.provider,
+                e.operation,
+                e.invocation,
+                e.tool,
+                e.scope,
+                e.attempts,
+                e.last_error
+                    .as_deref()
+                    .map(|err| format!("  last-error: {err}"))
+                    .unwrap_or_default()
+            );
+        }
+        if !effects.is_empty() {
+            println!("resolve each with: justonce resolve EFFECT_KEY --performed [--response JSON] | --not-performed");
         }
         Ok(exit::SUCCESS)
     }

@@ -1,11 +1,15 @@
 //! The `justonce` command line: one file per subcommand, each a clap struct with
 //! `run`. `main` only calls [`main`].
 
+mod deliver;
 mod demo;
 mod gc;
 mod journal;
 mod key;
+mod replay;
+mod resolve;
 mod run;
+mod serve;
 mod tools;
 
 use std::path::PathBuf;
@@ -13,8 +17,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::config::Config;
 use crate::error::Error;
 use crate::host::{Host, HostBuilder};
+
+/// Where the journal lives when neither `--db` nor the configuration file says.
+const DEFAULT_DB: &str = ".justonce/state.db";
 
 /// Exit codes, documented in the README and in `justonce --help`.
 pub mod exit {
@@ -45,15 +53,38 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR", env = "JUSTONCE_TOOLS")]
     tools: Option<PathBuf>,
 
-    /// The journal database.
+    /// The journal database [default: the configuration's `database`, else
+    /// .justonce/state.db].
+    #[arg(long = "db", global = true, value_name = "PATH", env = "JUSTONCE_DB")]
+    db_flag: Option<PathBuf>,
+
+    /// The configuration file [default: justonce.toml next to the database, if any].
+    #[arg(long, global = true, value_name = "PATH", env = "JUSTONCE_CONFIG")]
+    config: Option<PathBuf>,
+
+    /// The journal database in use: `--db`, else the configuration's, else the default.
+    #[arg(skip)]
+    db: PathBuf,
+
+    /// A JSON file that says which origins each tool may reach over HTTP (deny by
+    /// default), the named services, and the idempotency header (see the README).
+    #[arg(long, global = true, value_name = "FILE", env = "JUSTONCE_HTTP_CONFIG")]
+    http_config: Option<PathBuf>,
+    /// How long a running call's lease lasts, in milliseconds: a duplicate waits for a
+    /// live lease and takes over an expired one (its host presumably died).
     #[arg(
         long,
         global = true,
-        value_name = "PATH",
-        env = "JUSTONCE_DB",
-        default_value = ".justonce/state.db"
+        value_name = "MS",
+        env = "JUSTONCE_LEASE_MS",
+        default_value_t = 60_000,
+        value_parser = clap::value_parser!(u64).range(1..)
     )]
-    db: PathBuf,
+    lease_ms: u64,
+
+    /// The configuration file that was read, if any.
+    #[arg(skip)]
+    settings: Option<Config>,
 
     #[command(subcommand)]
     command: Command,
@@ -67,16 +98,60 @@ enum Command {
     Journal(journal::Journal),
     Gc(gc::Gc),
     Demo(demo::Demo),
+    Deliver(deliver::Deliver),
+    Resolve(resolve::Resolve),
+    Serve(serve::Serve),
+    Replay(replay::Replay),
 }
 
 impl Cli {
-    /// A host builder with the journal and tools chosen on the command line.
+    /// Reads the configuration file (`--config`, else `justonce.toml` next to the
+    /// database) and settles which database is used.
+    fn settle(&mut self) -> Result<(), Error> {
+        let db = self.db_flag.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
+        self.settings = match &self.config {
+            Some(path) => Some(Config::load(path)?),
+            None => Config::beside(&db)?,
+        };
+        let from_config = self.settings.as_ref().and_then(|c| c.database.clone());
+        self.db = self.db_flag.clone().or(from_config).unwrap_or(db);
+        Ok(())
+    }
+
+    /// A host builder with the configuration, and the journal and tools chosen on the
+    /// command line.
     fn host(&self) -> HostBuilder {
-        let builder = Host::builder().database(&self.db);
+        let configured_tools = self.settings.as_ref().is_some_and(|c| c.tools_dir.is_some());
+        let builder = self.host_without_tools();
         match &self.tools {
             Some(dir) => builder.tools_dir(dir),
+            None if configured_tools => builder,
             None => builder.example_tools(),
         }
+    }
+
+    /// A host builder with the journal and settings, and no tools yet (for `run` of a
+    /// component file, which loads that component alone).
+    fn host_without_tools(&self) -> HostBuilder {
+        let mut builder = Host::builder();
+        if let Some(config) = &self.settings {
+            builder = builder.config(config);
+        }
+        let builder = builder
+            .database(&self.db)
+            .lease(std::time::Duration::from_millis(self.lease_ms));
+        match &self.http_config {
+            Some(path) => builder.http_config_file(path),
+            None => builder,
+        }
+    }
+
+    /// How long records are kept, as configured (24 h unless the file says).
+    fn retention(&self) -> std::time::Duration {
+        self.settings
+            .as_ref()
+            .and_then(|c| c.retention)
+            .unwrap_or(std::time::Duration::from_secs(24 * 3600))
     }
 }
 
@@ -86,7 +161,9 @@ pub fn exit_code(error: &Error) -> u8 {
         Error::UnknownTool { .. }
         | Error::InvalidArguments { .. }
         | Error::InvalidKey(_)
-        | Error::Mismatch { .. } => exit::BAD_INPUT,
+        | Error::Mismatch { .. }
+        | Error::CannotResolve { .. }
+        | Error::Config { .. } => exit::BAD_INPUT,
         Error::InProgress { .. } | Error::OutcomeUnknown { .. } | Error::LeaseLost { .. } => {
             exit::RETRY_SAFE
         }
@@ -109,7 +186,11 @@ pub fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    if let Err(error) = cli.settle() {
+        eprintln!("justonce: {error:#}");
+        return ExitCode::from(exit_code(&error));
+    }
     let result = match &cli.command {
         Command::Run(cmd) => cmd.run(&cli),
         Command::Tools(cmd) => cmd.run(&cli),
@@ -117,6 +198,10 @@ pub fn main() -> ExitCode {
         Command::Journal(cmd) => cmd.run(&cli),
         Command::Gc(cmd) => cmd.run(&cli),
         Command::Demo(cmd) => cmd.run(&cli),
+        Command::Deliver(cmd) => cmd.run(&cli),
+        Command::Resolve(cmd) => cmd.run(&cli),
+        Command::Serve(cmd) => cmd.run(&cli),
+        Command::Replay(cmd) => cmd.run(&cli),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -3,7 +3,6 @@
 use std::path::Path;
 
 use clap::Args;
-use serde_json::json;
 
 use super::{Cli, exit, exit_code, print_json};
 use crate::error::Error;
@@ -34,7 +33,7 @@ impl Run {
         let path = Path::new(&self.tool);
         let is_component = self.tool.ends_with(".wasm") || path.is_file();
         let builder = if is_component {
-            cli.host().component(path)
+            cli.host_without_tools().component(path)
         } else {
             cli.host()
         };
@@ -69,16 +68,8 @@ impl Run {
     }
 }
 
-/// The JSON an agent gets for a call that produced no outcome.
+/// The JSON an agent gets for a call that produced no outcome (see
+/// [`Error::to_agent_json`]).
 pub(crate) fn error_json(error: &Error) -> serde_json::Value {
-    json!({
-        "ok": false,
-        "error": {
-            "kind": error.kind(),
-            "message": error.to_string(),
-            "retry_safe": error.retry_safe(),
-        },
-        "replayed": false,
-        "key": error.key().map(|k| k.to_string()),
-    })
+    error.to_agent_json()
 }

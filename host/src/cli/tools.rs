@@ -6,7 +6,8 @@ use serde_json::json;
 use super::{Cli, exit, print_json};
 use crate::error::Error;
 
-/// List the loaded tools with description and argument schema.
+/// List the loaded tools with description and argument schema, and the components
+/// that were refused with the reason.
 #[derive(Debug, Args)]
 pub struct Tools {
     /// Print a JSON array of `{name, description, inputSchema}`.
@@ -39,8 +40,15 @@ impl Tools {
                 }
             }
         }
+        // A refused component does not hide the others: it is listed with its reason
+        // (on stderr next to JSON, so stdout stays one JSON value).
         for refused in runtime.refused() {
-            eprintln!("refused {}: {}", refused.source.display(), refused.reason);
+            let line = format!("refused {}\n  {}", refused.source.display(), refused.reason);
+            if self.json {
+                eprintln!("{line}");
+            } else {
+                println!("{line}");
+            }
         }
         Ok(exit::SUCCESS)
     }

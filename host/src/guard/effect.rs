@@ -6,10 +6,12 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::Shared;
+use crate::determinism::GuestEntropy;
 use crate::error::Error;
+use crate::fault::{self, FaultPoint};
 use crate::keys::{self, InvocationKey};
-use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError};
-use crate::store::{EffectRecord, EffectState, NewEffect};
+use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
+use crate::store::{EffectState, Lease, NewEffect, Resolution};
 
 /// Why `perform` returned no response; each maps to a WIT `effect-error` case.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,12 +34,24 @@ pub(crate) enum Interruption {
         seq: u32,
         detail: String,
     },
+    /// Another host took the call over; this run may perform nothing more.
+    LeaseLost {
+        seq: u32,
+    },
 }
 
 /// The effect guard for one run of one invocation.
 pub(crate) struct EffectSession {
     shared: Arc<Shared>,
     invocation: InvocationKey,
+    /// The tool being run; providers see it (the `http` allowlist is per tool).
+    tool: String,
+    /// The run that holds the invocation's lease.
+    owner: String,
+    /// How far each effect renews the lease.
+    lease_ms: i64,
+    /// The journaled clock start and seed the guest's WASI clocks and random use.
+    pub entropy: GuestEntropy,
     next_seq: u32,
     /// Set by the first effect whose outcome is unknown or that diverged; later
     /// effects in the same run are refused.
@@ -47,17 +61,23 @@ pub(crate) struct EffectSession {
 }
 
 /// The saved answer of an effect, as stored in `effects.response`.
-fn stored_ok(v: &Value) -> String {
+pub(crate) fn stored_ok(v: &Value) -> String {
     json!({ "ok": v }).to_string()
 }
 fn stored_rejected(v: &Value) -> String {
     json!({ "rejected": v }).to_string()
 }
+/// A refusal before anything happened, saved with the exact message the guest got,
+/// so a resumed run is told the same thing.
+fn stored_denied(message: &str) -> String {
+    json!({ "denied": message }).to_string()
+}
 fn replay(stored: &str) -> Result<String, EffectFailure> {
     let v: Value = serde_json::from_str(stored).unwrap_or(Value::Null);
-    match (v.get("ok"), v.get("rejected")) {
-        (Some(ok), _) => Ok(ok.to_string()),
-        (None, Some(rejected)) => Err(EffectFailure::Rejected(rejected.to_string())),
+    match (v.get("ok"), v.get("rejected"), v.get("denied").and_then(Value::as_str)) {
+        (Some(ok), _, _) => Ok(ok.to_string()),
+        (None, Some(rejected), _) => Err(EffectFailure::Rejected(rejected.to_string())),
+        (None, None, Some(denied)) => Err(EffectFailure::Denied(denied.to_string())),
         _ => Err(EffectFailure::Denied(format!(
             "the journal holds an unreadable response for this effect: {stored}"
         ))),
@@ -65,10 +85,21 @@ fn replay(stored: &str) -> Result<String, EffectFailure> {
 }
 
 impl EffectSession {
-    pub(crate) fn new(shared: Arc<Shared>, invocation: InvocationKey) -> Self {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        invocation: InvocationKey,
+        tool: &str,
+        owner: &str,
+        lease_ms: i64,
+        entropy: GuestEntropy,
+    ) -> Self {
         Self {
             shared,
             invocation,
+            tool: tool.to_owned(),
+            owner: owner.to_string(),
+            lease_ms,
+            entropy,
             next_seq: 0,
             interrupted: None,
             host_fault: None,
@@ -88,37 +119,21 @@ impl EffectSession {
                 "an earlier effect of this call is unresolved; no further effects are performed".into(),
             )));
         }
-        let seq = self.next_seq;
-        self.next_seq += 1;
         let shared = Arc::clone(&self.shared);
-        if seq >= shared.max_effects {
-            return Ok(Err(EffectFailure::Denied(format!(
-                "effect budget exhausted: at most {} effects per call",
-                shared.max_effects
-            ))));
-        }
-        if payload.len() > shared.max_payload_bytes {
-            return Ok(Err(EffectFailure::Denied(format!(
-                "payload of {} bytes exceeds the limit of {} bytes",
-                payload.len(),
-                shared.max_payload_bytes
-            ))));
-        }
-        let payload: Value = match serde_json::from_str(payload) {
-            Ok(v) => v,
-            Err(e) => {
-                return Ok(Err(EffectFailure::Denied(format!(
-                    "payload is not valid JSON: {e}"
-                ))));
+        let (provider, payload) = match self.check(provider_name, payload) {
+            Ok(checked) => checked,
+            Err(reason) => {
+                // A refused call takes a position like an effect, so a resumed call
+                // that is refused the same way sees the same positions.
+                self.next_seq += 1;
+                return Ok(Err(EffectFailure::Denied(reason)));
             }
         };
-        let Some(provider) = shared.providers.get(provider_name) else {
-            let known: Vec<&str> = shared.providers.keys().map(String::as_str).collect();
-            return Ok(Err(EffectFailure::Denied(format!(
-                "no provider named `{provider_name}`; this host has: {}",
-                known.join(", ")
-            ))));
-        };
+        if provider.unjournaled_read(operation, &payload) {
+            return Ok(self.read(provider.as_ref(), provider_name, operation, &payload));
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
         let fingerprint = match keys::effect_fingerprint(provider_name, operation, &payload) {
             Ok(f) => f,
             Err(e) => return Ok(Err(EffectFailure::Denied(format!("payload: {e}")))),
@@ -157,27 +172,101 @@ impl EffectSession {
             now,
         };
         if class == ProviderClass::Transactional {
-            return self.transactional(provider.as_ref(), &new, &payload, existing.as_ref());
+            return self.transactional(provider.as_ref(), &new, &payload);
         }
-        let first_attempt = match existing {
-            Some(_) if class == ProviderClass::Unkeyed => {
-                // A pending unkeyed effect may have happened; repeating it could do it
-                // twice. Fail closed until a person resolves it.
-                let reason = "an earlier attempt of this unkeyed effect may have taken effect; a person must resolve it".to_string();
-                return Ok(Err(self.unknown(seq, provider_name, reason)));
-            }
-            Some(_) => None,
-            // The one write that must be on disk before the provider is called: the
-            // pending record with its key (and its first attempt, counted in the same
-            // write). After a crash or a power cut, a retry finds it and reuses the key
-            // (keyed), or learns the effect may have happened (unkeyed). Taking the
-            // lease and saving the provider's answer need no fsync of their own: the
-            // lease is only a hint to live duplicates, and an answer lost with the
-            // power is fetched again under the same key (keyed) or fails closed
-            // (unkeyed). The outcome is made durable before the caller is answered.
-            None => Some(shared.store.insert_pending(&new)?),
+        if let Some(record) = &existing
+            && class == ProviderClass::Unkeyed
+            && record.resolution != Some(Resolution::NotPerformed)
+        {
+            // A pending unkeyed effect may have happened; repeating it could do it
+            // twice. Fail closed until a person resolves it.
+            let reason = format!(
+                "an earlier attempt of this unkeyed effect may have taken effect; a person must resolve it \
+                 (`justonce journal --unresolved`, then `justonce resolve {} --performed` or `--not-performed`)",
+                record.key
+            );
+            return Ok(Err(self.unknown(seq, provider_name, reason)));
+        }
+        self.attempts(provider.as_ref(), class, &new, &payload)
+    }
+
+    /// After the guest finished: the first position and number of journaled effects
+    /// this run never asked for, if any (a resumed guest that stopped short).
+    pub(crate) fn skipped_journaled_effects(&self) -> Result<Option<(u32, u32)>, Error> {
+        let journaled = self
+            .shared
+            .store
+            .effects_from(&self.invocation, self.next_seq)?;
+        Ok((journaled > 0).then_some((self.next_seq, journaled)))
+    }
+
+    /// Checks the budget, the payload and the provider before anything is journaled.
+    fn check(&self, provider_name: &str, payload: &str) -> Result<(Arc<dyn Provider>, Value), String> {
+        // The effect budget and the payload cap are the sandbox's (runtime/state.rs):
+        // they trap before a request gets here.
+        let shared = &self.shared;
+        let payload: Value =
+            serde_json::from_str(payload).map_err(|e| format!("payload is not valid JSON: {e}"))?;
+        let Some(provider) = shared.providers.get(provider_name) else {
+            let known: Vec<&str> = shared.providers.keys().map(String::as_str).collect();
+            return Err(format!(
+                "no provider named `{provider_name}`; this host has: {}",
+                known.join(", ")
+            ));
         };
-        self.attempts(provider.as_ref(), class, provider_name, seq, operation, &payload, first_attempt)
+        Ok((Arc::clone(provider), payload))
+    }
+
+    /// An unjournaled read: no record, no key; retried under the policy because a
+    /// read is safe to repeat. Still unknown after the budget, the call is left
+    /// resumable like an unknown effect, so retrying it reads again.
+    fn read(
+        &mut self,
+        provider: &dyn Provider,
+        provider_name: &str,
+        operation: &str,
+        payload: &Value,
+    ) -> Result<String, EffectFailure> {
+        let shared = Arc::clone(&self.shared);
+        let mut hint = None;
+        let mut made = 0;
+        loop {
+            made += 1;
+            let pause = shared.retry.pause_before(made, hint);
+            if !pause.is_zero() {
+                shared.clock.sleep(pause);
+            }
+            let request = ReadRequest {
+                tool: &self.tool,
+                invocation: &self.invocation,
+                attempt: made,
+                operation,
+                payload,
+            };
+            let reason = match provider.read(&request) {
+                Ok(response) => return Ok(response.to_string()),
+                Err(ProviderError::Rejected(answer)) => {
+                    return Err(EffectFailure::Rejected(answer.to_string()));
+                }
+                Err(ProviderError::Invalid(reason)) => {
+                    return Err(EffectFailure::Denied(format!(
+                        "{provider_name} refused the request: {reason}"
+                    )));
+                }
+                Err(ProviderError::Unknown(reason)) => {
+                    hint = None;
+                    reason
+                }
+                Err(ProviderError::Throttled { reason, retry_after }) => {
+                    hint = retry_after;
+                    reason
+                }
+            };
+            if made >= shared.retry.max_attempts {
+                let reason = format!("a read failed {made} time(s): {reason}");
+                return Err(self.unknown(self.next_seq, provider_name, reason));
+            }
+        }
     }
 
     fn unknown(&mut self, seq: u32, provider: &str, reason: String) -> EffectFailure {
@@ -189,15 +278,26 @@ impl EffectSession {
         EffectFailure::OutcomeUnknown(format!("{reason}; retrying the same tool call is safe"))
     }
 
+    fn lease_lost(&mut self, seq: u32) -> EffectFailure {
+        self.interrupted = Some(Interruption::LeaseLost { seq });
+        EffectFailure::Denied(
+            "another host took this call over (this run's lease expired); nothing was performed".into(),
+        )
+    }
+
+    fn lease(&self) -> Lease<'_> {
+        Lease {
+            owner: &self.owner,
+            until: self.shared.clock.now_ms().saturating_add(self.lease_ms),
+        }
+    }
+
     fn attempts(
         &mut self,
         provider: &dyn Provider,
         class: ProviderClass,
-        provider_name: &str,
-        seq: u32,
-        operation: &str,
+        new: &NewEffect<'_>,
         payload: &Value,
-        mut first_attempt: Option<(crate::keys::EffectKey, u32)>,
     ) -> Result<Result<String, EffectFailure>, Error> {
         let shared = Arc::clone(&self.shared);
         let budget = if class == ProviderClass::Unkeyed {
@@ -206,28 +306,45 @@ impl EffectSession {
             shared.retry.max_attempts
         };
         let mut made = 0;
+        let mut hint = None;
         loop {
             made += 1;
-            let pause = shared.retry.backoff_before(made);
+            let pause = shared.retry.pause_before(made, hint);
             if !pause.is_zero() {
-                std::thread::sleep(pause);
+                shared.clock.sleep(pause);
             }
-            // The key is read back from the journal on every attempt, never recomputed.
-            let (key, attempt) = match first_attempt.take() {
-                Some(first) => first,
-                None => shared
-                    .store
-                    .begin_attempt(&self.invocation, seq, shared.clock.now_ms())?,
+            // The key is read back from the journal on every attempt, never recomputed,
+            // and only while this run still holds the lease.
+            let now = shared.clock.now_ms();
+            let claimed = shared
+                .store
+                .claim_attempt(&NewEffect { now, ..*new }, &self.lease())?;
+            let Some((key, attempt)) = claimed else {
+                return Ok(Err(self.lease_lost(new.seq)));
             };
+            // The one write that must be on disk before the provider is called: the
+            // pending record with its key, written with the lease renewal and the
+            // attempt in one transaction. After a crash or a power cut, a retry finds it
+            // and reuses the key (keyed), or learns the effect may have happened
+            // (unkeyed). Taking the lease in `begin` and saving the provider's answer
+            // need no fsync of their own: a lease lost with the power has no holder
+            // left to fence, and an answer lost with the power is fetched again under
+            // the same key (keyed) or fails closed (unkeyed). The outcome is made
+            // durable before the caller is answered.
+            shared.store.make_durable()?;
             let request = EffectRequest {
+                tool: &self.tool,
                 key: &key,
                 invocation: &self.invocation,
-                seq,
+                seq: new.seq,
                 attempt,
-                operation,
+                operation: new.operation,
                 payload,
             };
-            match provider.perform(&request) {
+            fault::point(FaultPoint::BeforeEffect);
+            let answer = provider.perform(&request);
+            fault::point(FaultPoint::AfterProvider);
+            let gave_up = match answer {
                 Ok(response) => {
                     shared
                         .store
@@ -245,30 +362,56 @@ impl EffectSession {
                 Err(ProviderError::Invalid(reason)) => {
                     // Refused before doing anything: finish the record as a refusal so
                     // a retry does not ask again and the journal says what happened.
-                    let answer = json!({ "refused": reason });
+                    let message = format!("{} refused the request: {reason}", new.provider);
                     shared.store.finish_effect(
                         &key,
-                        &stored_rejected(&answer),
+                        &stored_denied(&message),
                         shared.clock.now_ms(),
                     )?;
-                    return Ok(Err(EffectFailure::Denied(format!(
-                        "{provider_name} refused the request: {reason}"
-                    ))));
+                    return Ok(Err(EffectFailure::Denied(message)));
                 }
                 Err(ProviderError::Unknown(reason)) => {
-                    shared
-                        .store
-                        .note_attempt_error(&key, &reason, shared.clock.now_ms())?;
-                    if made >= budget {
-                        let reason = format!(
-                            "{reason} (after {made} attempt{} with key {key})",
-                            if made == 1 { "" } else { "s" }
-                        );
-                        return Ok(Err(self.unknown(seq, provider_name, reason)));
-                    }
+                    hint = None;
+                    self.note_unknown(&key, reason, made, budget, class, new)?
                 }
+                Err(ProviderError::Throttled { reason, retry_after }) => {
+                    hint = retry_after;
+                    self.note_unknown(&key, reason, made, budget, class, new)?
+                }
+            };
+            if let Some(failure) = gave_up {
+                return Ok(Err(failure));
             }
         }
+    }
+
+    /// Records an attempt whose outcome is unknown; past the budget, gives up.
+    fn note_unknown(
+        &mut self,
+        key: &crate::keys::EffectKey,
+        reason: String,
+        made: u32,
+        budget: u32,
+        class: ProviderClass,
+        new: &NewEffect<'_>,
+    ) -> Result<Option<EffectFailure>, Error> {
+        let shared = Arc::clone(&self.shared);
+        shared
+            .store
+            .note_attempt_error(key, &reason, shared.clock.now_ms())?;
+        if made < budget {
+            return Ok(None);
+        }
+        let mut reason = format!(
+            "{reason} (after {made} attempt{} with key {key})",
+            if made == 1 { "" } else { "s" }
+        );
+        if class == ProviderClass::Unkeyed {
+            reason.push_str(&format!(
+                "; this unkeyed effect is not repeated until a person resolves it: `justonce resolve {key} --performed` or `--not-performed`"
+            ));
+        }
+        Ok(Some(self.unknown(new.seq, new.provider, reason)))
     }
 
     fn transactional(
@@ -276,18 +419,20 @@ impl EffectSession {
         provider: &dyn Provider,
         new: &NewEffect<'_>,
         payload: &Value,
-        existing: Option<&EffectRecord>,
     ) -> Result<Result<String, EffectFailure>, Error> {
         let shared = Arc::clone(&self.shared);
         let invocation = &self.invocation;
+        let lease = self.lease();
         let outcome = shared.store.transaction(|tx| {
             // No durable point: the record and the provider's writes commit together
             // or not at all, so a power cut can only lose both.
-            let (key, attempt) = match existing {
-                None => crate::store::insert_effect(tx, new, EffectState::Pending)?,
-                Some(_) => crate::store::begin_attempt_in(tx, invocation, new.seq, new.now)?,
-            };
+            if !crate::store::renew_lease_in(tx, invocation, &lease)? {
+                return Ok(Err(()));
+            }
+            crate::store::insert_effect(tx, new, EffectState::Pending)?;
+            let (key, attempt) = crate::store::begin_attempt_in(tx, invocation, new.seq, new.now)?;
             let request = EffectRequest {
+                tool: &self.tool,
                 key: &key,
                 invocation,
                 seq: new.seq,
@@ -298,7 +443,9 @@ impl EffectSession {
             // The provider's writes and the record commit together, or neither does;
             // a refusal rolls back whatever the provider wrote before refusing.
             let savepoint = tx.savepoint_with_name("provider")?;
+            fault::point(FaultPoint::BeforeEffect);
             let answer = provider.perform_in_transaction(&savepoint, &request);
+            fault::point(FaultPoint::AfterProvider);
             let (stored, result) = match answer {
                 Ok(response) => {
                     savepoint.commit()?;
@@ -308,22 +455,20 @@ impl EffectSession {
                     drop(savepoint);
                     (stored_rejected(&answer), Err(EffectFailure::Rejected(answer.to_string())))
                 }
-                Err(ProviderError::Invalid(reason) | ProviderError::Unknown(reason)) => {
+                Err(
+                    ProviderError::Invalid(reason)
+                    | ProviderError::Unknown(reason)
+                    | ProviderError::Throttled { reason, .. },
+                ) => {
                     drop(savepoint);
-                    let answer = json!({ "refused": reason });
-                    (
-                        stored_rejected(&answer),
-                        Err(EffectFailure::Denied(format!(
-                            "{} refused the request: {reason}",
-                            new.provider
-                        ))),
-                    )
+                    let message = format!("{} refused the request: {reason}", new.provider);
+                    (stored_denied(&message), Err(EffectFailure::Denied(message)))
                 }
             };
             crate::store::finish_effect_in(tx, &key, &stored, new.now)?;
-            Ok(Ok::<_, ()>(result))
+            Ok(Ok(result))
         })?;
-        Ok(outcome.expect("the transaction closure never fails logically"))
+        Ok(outcome.unwrap_or_else(|()| Err(self.lease_lost(new.seq))))
     }
 }
 

@@ -4,7 +4,7 @@
 mod effect;
 mod invocation;
 
-pub(crate) use effect::{EffectFailure, EffectSession, Interruption};
+pub(crate) use effect::{EffectFailure, EffectSession, Interruption, stored_ok};
 pub(crate) use invocation::InvocationGuard;
 
 use std::collections::BTreeMap;
@@ -21,6 +21,4 @@ pub(crate) struct Shared {
     pub providers: BTreeMap<String, Arc<dyn Provider>>,
     pub clock: Arc<dyn Clock>,
     pub retry: RetryPolicy,
-    pub max_effects: u32,
-    pub max_payload_bytes: usize,
 }

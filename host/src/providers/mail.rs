@@ -23,6 +23,8 @@ pub struct SentMail {
     pub to: String,
     /// The subject line.
     pub subject: String,
+    /// The body.
+    pub body: String,
     /// The id the mailbox gave it.
     pub message_id: String,
     /// When it was accepted (ms since the epoch).
@@ -75,7 +77,14 @@ impl MailProvider {
                      message_id TEXT NOT NULL,
                      sent_at    INTEGER NOT NULL
                  ) STRICT;
-                 CREATE INDEX IF NOT EXISTS mailbox_by_key ON mailbox (key, sent_at);",
+                 CREATE INDEX IF NOT EXISTS mailbox_by_key ON mailbox (key, sent_at);
+                 -- Every request the mailbox received, duplicates included: the
+                 -- transport's log, which outlives the process that sent them.
+                 CREATE TABLE IF NOT EXISTS mailbox_requests (
+                     id          INTEGER PRIMARY KEY,
+                     key         TEXT NOT NULL,
+                     received_at INTEGER NOT NULL
+                 ) STRICT;",
             )?;
             Ok(conn)
         };
@@ -106,24 +115,37 @@ impl MailProvider {
     pub fn sent(&self) -> rusqlite::Result<Vec<SentMail>> {
         let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let mut stmt = conn.prepare(
-            "SELECT key, recipient, subject, message_id, sent_at FROM mailbox ORDER BY id",
+            "SELECT key, recipient, subject, body, message_id, sent_at FROM mailbox ORDER BY id",
         )?;
         stmt.query_map([], |r| {
             Ok(SentMail {
                 key: r.get(0)?,
                 to: r.get(1)?,
                 subject: r.get(2)?,
-                message_id: r.get(3)?,
-                sent_at: r.get(4)?,
+                body: r.get(3)?,
+                message_id: r.get(4)?,
+                sent_at: r.get(5)?,
             })
         })?
         .collect()
+    }
+
+    /// The key of every request the mailbox received, oldest first, across every
+    /// process that used this mailbox (unlike [`MailProvider::attempts`]).
+    pub fn requests(&self) -> rusqlite::Result<Vec<String>> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut stmt = conn.prepare("SELECT key FROM mailbox_requests ORDER BY id")?;
+        stmt.query_map([], |r| r.get(0))?.collect()
     }
 
     fn deliver(&self, key: &str, to: &str, subject: &str, body: &str) -> rusqlite::Result<String> {
         let now = self.clock.now_ms();
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        tx.execute(
+            "INSERT INTO mailbox_requests (key, received_at) VALUES (?1, ?2)",
+            params![key, now],
+        )?;
         let existing: Option<String> = tx
             .query_row(
                 "SELECT message_id FROM mailbox WHERE key = ?1 AND sent_at > ?2
@@ -133,6 +155,7 @@ impl MailProvider {
             )
             .optional()?;
         if let Some(message_id) = existing {
+            tx.commit()?;
             return Ok(message_id);
         }
         let next: i64 = tx.query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM mailbox", [], |r| r.get(0))?;

@@ -4,9 +4,18 @@
 //!   written in the same transaction as the effect record.
 //! - `mail` ([`MailProvider`], keyed): a local mailbox that deduplicates by key, as a
 //!   real mail API with idempotency keys does; used by the demo.
+//! - `http` ([`HttpProvider`], keyed): requests to the origins a tool is allowed,
+//!   with the effect key in an `Idempotency-Key` header.
+//! - `outbox` ([`OutboxProvider`], transactional): webhooks queued in the journal's
+//!   transaction and sent later by [`Deliverer`](crate::delivery::Deliverer).
 
+mod http;
 mod kv;
 mod mail;
+mod outbox;
 
+pub use http::HttpProvider;
 pub use kv::KvProvider;
 pub use mail::{MailProvider, SentMail};
+pub use outbox::{OutboxMessage, OutboxProvider};
+pub(crate) use outbox::SCHEMA as OUTBOX_SCHEMA;

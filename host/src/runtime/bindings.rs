@@ -10,5 +10,5 @@ wasmtime::component::bindgen!({
     },
 });
 
-pub use justonce::tool::effects::EffectError;
-pub use justonce::tool::log::Level;
+pub use self::justonce::tool::effects::EffectError;
+pub use self::justonce::tool::log::Level;

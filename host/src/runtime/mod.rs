@@ -3,14 +3,20 @@
 
 mod bindings;
 mod cache;
+mod capture;
+mod imports;
+mod input_schema;
+mod limiter;
 mod limits;
 mod pool;
 mod state;
 mod unguarded;
 
 pub use cache::{CacheStats, CompileCache};
-pub use limits::Limits;
+pub use input_schema::InputSchema;
+pub use limits::{Limits, ToolLimits};
 pub use pool::CONCURRENT_CALLS;
+pub(crate) use pool::check_fits as check_pool_fits;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -20,13 +26,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, StoreLimitsBuilder, Trap};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, Trap, UpdateDeadline};
 use wasmtime_wasi::WasiCtx;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
 use crate::error::Error;
 use crate::guard::EffectSession;
 use bindings::{Tool, ToolPre};
+use capture::BoundedCapture;
+use limiter::{CallLimiter, LimitHit};
 use state::GuestState;
 
 /// How often the engine's epoch advances; the deadline is counted in these ticks.
@@ -42,6 +49,8 @@ pub struct LoadedTool {
     pub input_schema: Value,
     /// Where the component came from.
     pub source: PathBuf,
+    /// `input_schema`, compiled; every call's arguments are checked against it.
+    pub schema: InputSchema,
     pre: ToolPre<GuestState>,
 }
 
@@ -82,6 +91,7 @@ pub struct Runtime {
     ticker_stop: Arc<AtomicBool>,
     cache: Option<CompileCache>,
     permits: pool::CallPermits,
+    pool_memory_bytes: usize,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -102,12 +112,24 @@ impl Runtime {
     /// An engine with epoch interruption and a linker that offers the guest only the
     /// justonce imports and a deny-all WASI.
     pub fn new(limits: Limits) -> Result<Self, Error> {
+        let pool_memory_bytes = limits.memory_bytes;
+        Self::with_pool_memory(limits, pool_memory_bytes)
+    }
+
+    /// Like [`Runtime::new`], with pooled slots of `pool_memory_bytes` of linear memory
+    /// (at least `limits.memory_bytes`), for hosts whose tools may have more memory
+    /// than the defaults.
+    pub(crate) fn with_pool_memory(limits: Limits, pool_memory_bytes: usize) -> Result<Self, Error> {
+        let pool_memory_bytes = pool_memory_bytes.max(limits.memory_bytes);
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
+        // Fuel is metered always so that any tool's limits may set it; a call without
+        // a fuel limit gets all the fuel there is.
+        config.consume_fuel(true);
         // A fresh store per call is cheap with pre-reserved slots (see `pool`).
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(
-            pool::pooling_config(&limits),
+            pool::pooling_config(pool_memory_bytes),
         ));
         let engine = Engine::new(&config)?;
         let mut linker = Linker::<GuestState>::new(&engine);
@@ -137,6 +159,7 @@ impl Runtime {
             ticker_stop,
             cache: None,
             permits: pool::CallPermits::new(pool::CONCURRENT_CALLS),
+            pool_memory_bytes,
         })
     }
 
@@ -152,7 +175,15 @@ impl Runtime {
         self.cache.as_ref()
     }
 
-    /// The limits every call runs under.
+    /// The largest linear memory a call of this runtime can have, in bytes: the size
+    /// of a pooled slot's memory. No tool may be configured with more (the host
+    /// builder refuses it); [`Runtime::new`] sizes it from its limits.
+    pub fn pool_memory_bytes(&self) -> usize {
+        self.pool_memory_bytes
+    }
+
+    /// The default limits: a tool describes itself under them at load, and a host
+    /// that sets none runs every call under them.
     pub fn limits(&self) -> &Limits {
         &self.limits
     }
@@ -212,11 +243,18 @@ impl Runtime {
         if !bytes.starts_with(b"\0asm") {
             return Err(refuse("not a WebAssembly file (no \\0asm header)".into()));
         }
+        // Bytes 6..8 are the layer: 0 for a core module, 1 for a component.
+        if bytes.get(6..8) == Some(&[0, 0]) {
+            return Err(refuse(
+                "is a core WebAssembly module, not a component; build the tool for wasm32-wasip2".into(),
+            ));
+        }
         let component = match &self.cache {
             Some(cache) => cache.component(&self.engine, bytes),
             None => Component::from_binary(&self.engine, bytes),
         }
         .map_err(|e| refuse(format!("not a valid component: {e:#}")))?;
+        imports::check(&self.engine, &component).map_err(refuse)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -225,7 +263,7 @@ impl Runtime {
             .map_err(|e| refuse(format!("does not export the justonce `tool` world: {e:#}")))?;
 
         let _slot = self.permits.acquire();
-        let mut store = self.store(Arc::from("<describe>"), None);
+        let mut store = self.store(Arc::from("<describe>"), None, &self.limits);
         let info = pre
             .instantiate(&mut store)
             .and_then(|tool| tool.call_describe(&mut store))
@@ -243,11 +281,13 @@ impl Runtime {
         }
         let input_schema: Value = serde_json::from_str(&info.input_schema)
             .map_err(|e| refuse(format!("input schema is not JSON: {e}")))?;
+        let schema = InputSchema::compile(&input_schema).map_err(refuse)?;
         Ok(LoadedTool {
             name: info.name,
             description: info.description,
             input_schema,
             source: source.to_path_buf(),
+            schema,
             pre,
         })
     }
@@ -277,49 +317,72 @@ impl Runtime {
         }
     }
 
-    fn store(&self, tool: Arc<str>, session: Option<EffectSession>) -> wasmtime::Store<GuestState> {
-        let limits = &self.limits;
-        let stdout = MemoryOutputPipe::new(limits.max_output_bytes);
-        let stderr = MemoryOutputPipe::new(limits.max_output_bytes);
+    fn store(
+        &self,
+        tool: Arc<str>,
+        session: Option<EffectSession>,
+        limits: &Limits,
+    ) -> wasmtime::Store<GuestState> {
+        let stdout = BoundedCapture::new(limits.max_output_bytes);
+        let stderr = BoundedCapture::new(limits.max_output_bytes);
         let mut wasi = WasiCtx::builder();
         wasi.stdout(stdout.clone())
             .stderr(stderr.clone())
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false);
+        // Clocks and random come from the invocation's journal, so a resumed run sees
+        // the same values (see `determinism`).
+        match &session {
+            Some(session) => session.entropy.configure(&mut wasi),
+            None => crate::determinism::GuestEntropy::describe().configure(&mut wasi),
+        }
         let state = GuestState {
             wasi: wasi.build(),
             table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(limits.memory_bytes)
-                .instances(16)
-                .tables(64)
-                .memories(16)
-                .trap_on_grow_failure(true)
-                .build(),
+            limiter: CallLimiter::new(limits.memory_bytes),
+            max_effects: limits.max_effects,
+            max_payload_bytes: limits.max_payload_bytes,
+            effects: 0,
+            limit_hit: None,
             session,
             tool,
             stdout,
             stderr,
+            started: std::time::Instant::now(),
+            host_time: std::time::Duration::ZERO,
         };
         let mut store = wasmtime::Store::new(&self.engine, state);
-        store.limiter(|s| &mut s.limits);
-        let ticks = limits.deadline.as_millis().div_ceil(EPOCH_TICK.as_millis()).max(1);
-        store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
-        store.epoch_deadline_trap();
+        store.limiter(|s| &mut s.limiter);
+        store
+            .set_fuel(limits.fuel.unwrap_or(u64::MAX))
+            .expect("fuel is enabled on the engine");
+        let deadline = limits.deadline;
+        store.set_epoch_deadline(ticks_for(deadline));
+        // At each expiry, time the host spent inside `perform` is given back: the
+        // deadline bounds the guest's own running time.
+        store.epoch_deadline_callback(move |ctx| {
+            let state = ctx.data();
+            let guest_time = state.started.elapsed().saturating_sub(state.host_time);
+            Ok(match deadline.checked_sub(guest_time) {
+                Some(left) if !left.is_zero() => UpdateDeadline::Continue(ticks_for(left)),
+                _ => UpdateDeadline::Interrupt,
+            })
+        });
         store
     }
 
-    /// Runs `call(args)` of `tool` in a fresh store with this run's effect guard, and
-    /// hands the guard back with the outcome.
+    /// Runs `call(args)` of `tool` in a fresh store under `limits` with this run's
+    /// effect guard, and hands the guard back with the outcome.
     pub(crate) fn call(
         &self,
         tool: &LoadedTool,
         args: &str,
         session: EffectSession,
+        limits: &Limits,
     ) -> (GuestOutcome, EffectSession) {
         let _slot = self.permits.acquire();
-        let mut store = self.store(Arc::from(tool.name.as_str()), Some(session));
+        let mut store = self.store(Arc::from(tool.name.as_str()), Some(session), limits);
         let result = tool
             .pre
             .instantiate(&mut store)
@@ -332,24 +395,46 @@ impl Runtime {
             .expect("the session stays in the store for the whole call");
         let outcome = match result {
             Ok(returned) => GuestOutcome::Returned(returned),
-            Err(error) => GuestOutcome::Trapped {
-                reason: classify_trap(&error),
-                message: format!("{error:#}"),
-            },
+            Err(error) => {
+                let hit = store.data().limit_hit();
+                let reason = classify_trap(&error, hit.as_ref());
+                let message = match (&hit, reason) {
+                    (Some(hit), _) => hit.to_string(),
+                    (None, "deadline_exceeded") => format!(
+                        "the call ran past its deadline of {} ms",
+                        limits.deadline.as_millis()
+                    ),
+                    (None, "fuel_exhausted") => format!(
+                        "the call used up its fuel ({})",
+                        limits.fuel.unwrap_or(u64::MAX)
+                    ),
+                    _ => format!("{error:#}"),
+                };
+                GuestOutcome::Trapped { reason, message }
+            }
         };
         (outcome, session)
     }
 }
 
-/// A short reason code for a trap, for agents and tests to match on.
-fn classify_trap(error: &wasmtime::Error) -> &'static str {
+/// The epoch ticks in `d`, at least one.
+fn ticks_for(d: Duration) -> u64 {
+    u64::try_from(d.as_millis().div_ceil(EPOCH_TICK.as_millis()).max(1)).unwrap_or(u64::MAX)
+}
+
+/// A short reason code for a trap, for agents and tests to match on. A limit the
+/// guest ran into wins over the trap it caused (a failed allocation becomes a panic).
+fn classify_trap(error: &wasmtime::Error, hit: Option<&LimitHit>) -> &'static str {
+    if let Some(hit) = hit.or_else(|| error.downcast_ref::<LimitHit>()) {
+        return hit.reason();
+    }
     match error.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => "deadline_exceeded",
         Some(Trap::StackOverflow) => "stack_overflow",
         Some(Trap::OutOfFuel) => "fuel_exhausted",
         Some(Trap::UnreachableCodeReached) => "panic",
         Some(_) => "trap",
-        None if format!("{error:#}").contains("memory") => "memory_limit",
+        None if error.downcast_ref::<wasmtime_wasi::I32Exit>().is_some() => "exited",
         None => "host_failure",
     }
 }

@@ -5,23 +5,25 @@
 //! cheap by reusing pre-reserved slots (memory, tables, instance metadata) instead of
 //! mapping new ones for every call.
 
+use std::path::PathBuf;
 use std::sync::{Condvar, Mutex};
 
 use wasmtime::PoolingAllocationConfig;
 
-use super::Limits;
+use super::{Runtime, ToolLimits, limiter};
+use crate::error::Error;
 
 /// Calls of one runtime that can run at the same time; a further caller waits for a
 /// slot (see [`CallPermits`]) instead of failing to instantiate.
 pub const CONCURRENT_CALLS: u32 = 128;
 
-/// The per-store caps of `Runtime::store` (`StoreLimitsBuilder`); the pool refuses the
+/// The per-store caps of `Runtime::store` (its `CallLimiter`); the pool refuses the
 /// same components the store would, at instantiation instead of halfway through.
-pub(crate) const MAX_INSTANCES: u32 = 16;
+const MAX_INSTANCES: u32 = limiter::MAX_INSTANCES as u32;
 /// See [`MAX_INSTANCES`].
-pub(crate) const MAX_TABLES: u32 = 64;
+const MAX_TABLES: u32 = limiter::MAX_TABLES as u32;
 /// See [`MAX_INSTANCES`].
-pub(crate) const MAX_MEMORIES: u32 = 16;
+const MAX_MEMORIES: u32 = limiter::MAX_MEMORIES as u32;
 
 /// Linear memories reserved per call slot. Components built for wasm32-wasip2 have one
 /// memory; a component with more still runs while the pool has memories to spare.
@@ -34,9 +36,9 @@ const TABLES_PER_SLOT: u32 = 8;
 /// `memset` of the whole region then dominates).
 const KEEP_RESIDENT: usize = 64 << 10;
 
-/// The pool for a runtime whose calls run under `limits`. A call slot is one
-/// component instance (one call, or one `describe` while loading).
-pub(crate) fn pooling_config(limits: &Limits) -> PoolingAllocationConfig {
+/// The pool for a runtime whose calls may grow a linear memory to `memory_bytes`.
+/// A call slot is one component instance (one call, or one `describe` while loading).
+pub(crate) fn pooling_config(memory_bytes: usize) -> PoolingAllocationConfig {
     let mut pool = PoolingAllocationConfig::new();
     pool.total_component_instances(CONCURRENT_CALLS)
         .total_core_instances(CONCURRENT_CALLS * MAX_INSTANCES)
@@ -47,10 +49,30 @@ pub(crate) fn pooling_config(limits: &Limits) -> PoolingAllocationConfig {
         .max_tables_per_component(MAX_TABLES)
         .max_memories_per_module(MAX_MEMORIES)
         .max_tables_per_module(MAX_TABLES)
-        .max_memory_size(limits.memory_bytes)
-        .linear_memory_keep_resident(KEEP_RESIDENT.min(limits.memory_bytes))
+        .max_memory_size(memory_bytes)
+        .linear_memory_keep_resident(KEEP_RESIDENT.min(memory_bytes))
         .table_keep_resident(KEEP_RESIDENT);
     pool
+}
+
+/// Refuses limits that give a tool (or the defaults) more linear memory than the
+/// runtime's pooled slots hold: such a call could never reach its own memory limit.
+pub(crate) fn check_fits(runtime: &Runtime, limits: &ToolLimits) -> Result<(), Error> {
+    let slot = runtime.pool_memory_bytes();
+    let tools = limits.tools.iter().map(|(name, l)| (format!("tool `{name}`"), l));
+    for (who, l) in std::iter::once(("the default limits".to_string(), &limits.defaults)).chain(tools) {
+        if l.memory_bytes > slot {
+            return Err(Error::Config {
+                path: PathBuf::from("<limits>"),
+                reason: format!(
+                    "{who} allow {} bytes of memory, more than the {slot} bytes of the runtime's \
+                     pooled slots; build the Runtime with limits of at least that much memory",
+                    l.memory_bytes
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A counting semaphore over the pool's call slots.

@@ -2,12 +2,12 @@
 
 use std::sync::Arc;
 
-use wasmtime::StoreLimits;
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::{EffectError, Level, justonce::tool};
+use super::capture::BoundedCapture;
+use super::limiter::{CallLimiter, LimitHit};
 use crate::guard::{EffectFailure, EffectSession};
 
 /// The longest log line a guest may write; longer ones are cut.
@@ -18,13 +18,28 @@ const MAX_LOG_LINE: usize = 4096;
 pub(crate) struct GuestState {
     pub wasi: WasiCtx,
     pub table: ResourceTable,
-    pub limits: StoreLimits,
+    /// Caps memory and table growth, and remembers the first cap hit.
+    pub limiter: CallLimiter,
+    /// Effects this call may ask for.
+    pub max_effects: u32,
+    /// Largest effect payload this call may send, in bytes.
+    pub max_payload_bytes: usize,
+    /// Effects asked for so far.
+    pub effects: u32,
+    /// A limit `perform` refused (the limiter keeps its own).
+    pub limit_hit: Option<LimitHit>,
     pub session: Option<EffectSession>,
     pub tool: Arc<str>,
     /// Bounded captures of the guest's stdout and stderr, logged after the call.
-    pub stdout: MemoryOutputPipe,
+    pub stdout: BoundedCapture,
     /// See `stdout`.
-    pub stderr: MemoryOutputPipe,
+    pub stderr: BoundedCapture,
+    /// When the call started, for the deadline.
+    pub started: std::time::Instant,
+    /// Time spent inside the host's `perform` (providers, retries, backoff): it does
+    /// not count against the guest's deadline, or an effect that took place could
+    /// end in a saved `deadline_exceeded` trap.
+    pub host_time: std::time::Duration,
 }
 
 impl WasiView for GuestState {
@@ -50,7 +65,29 @@ impl tool::effects::Host for GuestState {
                 "effects are not allowed while a tool describes itself".into(),
             )));
         };
-        match session.perform(&provider, &operation, &payload) {
+        // Sandbox limits trap, and the trap is the saved outcome: a guest cannot
+        // swallow them and carry on.
+        let hit = if self.effects >= self.max_effects {
+            Some(LimitHit::Effects {
+                limit: self.max_effects,
+            })
+        } else if payload.len() > self.max_payload_bytes {
+            Some(LimitHit::Payload {
+                size: payload.len(),
+                limit: self.max_payload_bytes,
+            })
+        } else {
+            None
+        };
+        if let Some(hit) = hit {
+            self.limit_hit.get_or_insert(hit.clone());
+            return Err(wasmtime::Error::new(hit));
+        }
+        self.effects += 1;
+        let entered = std::time::Instant::now();
+        let performed = session.perform(&provider, &operation, &payload);
+        self.host_time += entered.elapsed();
+        match performed {
             Ok(result) => Ok(result.map_err(|failure| match failure {
                 EffectFailure::Rejected(s) => EffectError::Rejected(s),
                 EffectFailure::OutcomeUnknown(s) => EffectError::OutcomeUnknown(s),
@@ -84,12 +121,20 @@ impl GuestState {
     /// Sends what the guest printed to the host's log (never into results).
     pub fn flush_output(&self) {
         for (stream, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
-            let bytes = pipe.contents();
+            let (bytes, dropped) = pipe.contents();
             if !bytes.is_empty() {
                 let text = String::from_utf8_lossy(&bytes);
                 tracing::info!(target: "justonce::guest", tool = &*self.tool, stream, "{}", text.trim_end());
             }
+            if dropped > 0 {
+                tracing::warn!(target: "justonce::guest", tool = &*self.tool, stream, dropped, "output past the limit was dropped");
+            }
         }
+    }
+
+    /// The first sandbox limit this call ran into, if any.
+    pub fn limit_hit(&self) -> Option<LimitHit> {
+        self.limit_hit.clone().or_else(|| self.limiter.hit.clone())
     }
 }
 

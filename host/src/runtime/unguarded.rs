@@ -8,7 +8,7 @@ use crate::error::Error;
 
 impl Runtime {
     /// Calls `tool` with `args` (JSON text, passed to the guest as is) in a fresh
-    /// sandboxed store with no guard and no journal: nothing is keyed or saved, and
+    /// sandboxed store, under the runtime's default limits, with no guard and no journal: nothing is keyed or saved, and
     /// every effect the tool asks for is refused with a `denied` error. This is the
     /// floor of the runtime (store, instantiation, call) that the guarded
     /// [`Host::call`](crate::Host::call) is benchmarked against; it is not a way to
@@ -22,7 +22,7 @@ impl Runtime {
             available: self.names(),
         })?;
         let _slot = self.permits.acquire();
-        let mut store = self.store(Arc::from(loaded.name.as_str()), None);
+        let mut store = self.store(Arc::from(loaded.name.as_str()), None, &self.limits);
         let result = loaded
             .pre
             .instantiate(&mut store)

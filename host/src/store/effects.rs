@@ -3,6 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Store;
+use super::resolution::Resolution;
 use crate::error::Result;
 use crate::keys::{EffectKey, Fingerprint, InvocationKey};
 
@@ -32,6 +33,19 @@ pub struct EffectRecord {
     pub attempts: u32,
     /// The saved answer (stored text) when done.
     pub response: Option<String>,
+    /// What a person decided about it, if it was pending and unkeyed.
+    pub resolution: Option<Resolution>,
+}
+
+/// The lease a run must still hold to perform an effect: the guard renews it before
+/// every attempt, and an attempt whose run lost it (another host took over) is not
+/// made.
+#[derive(Debug, Clone, Copy)]
+pub struct Lease<'a> {
+    /// The run that must hold the lease.
+    pub owner: &'a str,
+    /// The new expiry when it does (ms).
+    pub until: i64,
 }
 
 /// An effect about to be journaled.
@@ -61,7 +75,7 @@ pub(crate) fn get(
     seq: u32,
 ) -> rusqlite::Result<Option<EffectRecord>> {
     conn.prepare_cached(
-        "SELECT key, provider, operation, fingerprint, state, attempts, response
+        "SELECT key, provider, operation, fingerprint, state, attempts, response, resolution
            FROM effects WHERE invocation_key = ?1 AND seq = ?2",
     )?
     .query_row(params![invocation.as_str(), seq], |r| {
@@ -77,25 +91,24 @@ pub(crate) fn get(
                 },
                 attempts: r.get(5)?,
                 response: r.get(6)?,
+                resolution: r
+                    .get::<_, Option<String>>(7)?
+                    .as_deref()
+                    .and_then(Resolution::parse),
             })
     })
     .optional()
 }
 
-/// Journals an effect with its first attempt already counted, and reads its key back
-/// (a later attempt never recomputes it).
-pub(crate) fn insert(
-    conn: &Connection,
-    e: &NewEffect<'_>,
-    state: EffectState,
-) -> rusqlite::Result<(EffectKey, u32)> {
+/// Journals an effect unless the journal already holds one at its position.
+pub(crate) fn insert(conn: &Connection, e: &NewEffect<'_>, state: EffectState) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO effects (key, invocation_key, seq, provider, class, operation, fingerprint,
                               state, attempts, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 1, ?9, ?9)
-      RETURNING key, attempts",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?9)
+         ON CONFLICT DO NOTHING",
     )?
-    .query_row(
+    .execute(
         params![
             e.key.as_str(),
             e.invocation.as_str(),
@@ -110,8 +123,8 @@ pub(crate) fn insert(
             },
             e.now
         ],
-        |r| Ok((EffectKey::from_stored(r.get(0)?), r.get(1)?)),
-    )
+    )?;
+    Ok(())
 }
 
 pub(crate) fn begin_attempt_in(
@@ -121,7 +134,9 @@ pub(crate) fn begin_attempt_in(
     now: i64,
 ) -> rusqlite::Result<(EffectKey, u32)> {
     conn.prepare_cached(
-        "UPDATE effects SET attempts = attempts + 1, updated_at = ?3
+        // An attempt consumes a person's `not_performed` resolution: if this attempt's
+        // outcome is unknown too, a person must look again.
+        "UPDATE effects SET attempts = attempts + 1, updated_at = ?3, resolution = NULL
           WHERE invocation_key = ?1 AND seq = ?2
       RETURNING key, attempts",
     )?
@@ -136,11 +151,29 @@ pub(crate) fn finish(
     response: &str,
     now: i64,
 ) -> rusqlite::Result<()> {
+    // The first definitive answer stays: a run that lost its lease may still be
+    // answered after the run that took over recorded the same answer.
     conn.prepare_cached(
-        "UPDATE effects SET state = 'done', response = ?2, updated_at = ?3 WHERE key = ?1",
+        "UPDATE effects SET state = 'done', response = ?2, updated_at = ?3
+          WHERE key = ?1 AND state = 'pending'",
     )?
     .execute(params![key.as_str(), response, now])?;
     Ok(())
+}
+
+/// Extends the lease of `invocation` if `lease.owner` still holds it.
+pub(crate) fn renew_lease_in(
+    conn: &Connection,
+    invocation: &InvocationKey,
+    lease: &Lease<'_>,
+) -> rusqlite::Result<bool> {
+    let n = conn
+        .prepare_cached(
+            "UPDATE invocations SET lease_expires_at = ?3
+              WHERE key = ?1 AND lease_owner = ?2 AND state = 'running'",
+        )?
+        .execute(params![invocation.as_str(), lease.owner, lease.until])?;
+    Ok(n == 1)
 }
 
 impl Store {
@@ -149,21 +182,39 @@ impl Store {
         self.with(|conn| get(conn, invocation, seq))
     }
 
-    /// Journals a pending effect with its first attempt counted, in one write, and
-    /// returns the key read back with the attempt's number (1). The write is durable
-    /// (see [`Store::make_durable`]) before this returns, so before the provider is
-    /// called: it is what lets a retry after a crash or a power cut find the key it
-    /// must reuse, and what tells it that an unkeyed effect may have happened.
-    pub fn insert_pending(&self, effect: &NewEffect<'_>) -> Result<(EffectKey, u32)> {
-        let first = self.with(|conn| insert(conn, effect, EffectState::Pending))?;
-        self.make_durable()?;
-        Ok(first)
+    /// In one immediate transaction: renews the run's lease, journals the effect as
+    /// pending unless it is journaled already, counts one more attempt, and returns
+    /// the key to use, read back from the journal (never recomputed), with the
+    /// attempt's number. The caller makes this write durable ([`Store::make_durable`])
+    /// before the provider is called: it is what lets a retry after a crash or a power
+    /// cut find the key it must reuse.
+    ///
+    /// `None` when the run no longer holds the lease: nothing is written and the
+    /// attempt must not be made.
+    pub fn claim_attempt(
+        &self,
+        effect: &NewEffect<'_>,
+        lease: &Lease<'_>,
+    ) -> Result<Option<(EffectKey, u32)>> {
+        let claimed = self.transaction(|tx| {
+            if !renew_lease_in(tx, effect.invocation, lease)? {
+                return Ok(Err(()));
+            }
+            insert(tx, effect, EffectState::Pending)?;
+            Ok(Ok(begin_attempt_in(tx, effect.invocation, effect.seq, effect.now)?))
+        })?;
+        Ok(claimed.ok())
     }
 
-    /// Counts one more attempt and returns the key to use, read back from the journal
-    /// (never recomputed) with the attempt's number.
-    pub fn begin_attempt(&self, invocation: &InvocationKey, seq: u32, now: i64) -> Result<(EffectKey, u32)> {
-        self.with(|conn| begin_attempt_in(conn, invocation, seq, now))
+    /// How many effects of `invocation` are journaled at position `seq` or later.
+    pub fn effects_from(&self, invocation: &InvocationKey, seq: u32) -> Result<u32> {
+        self.with(|conn| {
+            conn.query_row(
+                "SELECT COUNT(*) FROM effects WHERE invocation_key = ?1 AND seq >= ?2",
+                params![invocation.as_str(), seq],
+                |r| r.get(0),
+            )
+        })
     }
 
     /// Notes why the last attempt's outcome is unknown.

@@ -3,6 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use super::Store;
+use crate::determinism::{GuestEntropy, Seed};
 use crate::error::Result;
 use crate::keys::{Fingerprint, InvocationKey};
 
@@ -41,6 +42,9 @@ pub struct Begin<'a> {
     pub lease_ms: i64,
     /// Who takes the lease.
     pub owner: &'a str,
+    /// A fresh seed, journaled if this call creates the invocation (a resumed one
+    /// keeps the seed it was created with).
+    pub seed: &'a Seed,
 }
 
 /// What the caller of [`Store::begin`] must do next.
@@ -50,6 +54,8 @@ pub enum BeginOutcome {
     Run {
         /// Whether an earlier, unfinished run exists (its journaled effects replay).
         resumed: bool,
+        /// The journaled clock start and random seed the guest sees.
+        entropy: GuestEntropy,
     },
     /// Return this saved outcome (stored text), marked replayed.
     Replay(String),
@@ -121,50 +127,6 @@ impl Store {
             Ok(n == 1)
         })
     }
-
-    /// Forgets a run that was rejected before the guest did anything, so the same call
-    /// may succeed later. Only removes a record this owner created and that has no
-    /// effects.
-    pub fn abandon(&self, key: &InvocationKey, owner: &str) -> Result<()> {
-        self.with(|conn| {
-            conn.execute(
-                "DELETE FROM invocations WHERE key = ?1 AND lease_owner = ?2 AND runs = 1
-                   AND NOT EXISTS (SELECT 1 FROM effects WHERE invocation_key = ?1)",
-                params![key.as_str(), owner],
-            )?;
-            Ok(())
-        })
-    }
-
-    /// The state and saved outcome of an invocation, unless absent or expired.
-    pub fn invocation_state(
-        &self,
-        key: &InvocationKey,
-        now: i64,
-        retention_ms: i64,
-    ) -> Result<Option<(InvocationState, Option<String>)>> {
-        self.with(|conn| {
-            let row = conn
-                .query_row(
-                    "SELECT state, outcome, created_at FROM invocations WHERE key = ?1",
-                    params![key.as_str()],
-                    |r| {
-                        Ok((
-                            r.get::<_, String>(0)?,
-                            r.get::<_, Option<String>>(1)?,
-                            r.get::<_, i64>(2)?,
-                        ))
-                    },
-                )
-                .optional()?;
-            Ok(row.and_then(|(state, outcome, created)| {
-                if expired(created, now, retention_ms) && state != "running" {
-                    return None;
-                }
-                Some((parse_state(&state), outcome))
-            }))
-        })
-    }
 }
 
 pub(crate) fn parse_state(s: &str) -> InvocationState {
@@ -225,18 +187,23 @@ fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<BeginOutcom
         }
     }
 
-    let existing: Option<(String, String, Option<String>, i64, Option<i64>)> = tx
+    type Row = (String, String, Option<String>, i64, Option<i64>, Option<String>);
+    let existing: Option<Row> = tx
         .prepare_cached(
-            "SELECT fingerprint, state, outcome, created_at, lease_expires_at
+            "SELECT fingerprint, state, outcome, created_at, lease_expires_at, entropy
                FROM invocations WHERE key = ?1",
         )?
         .query_row(params![b.key.as_str()], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
         })
         .optional()?;
+    let fresh = || GuestEntropy {
+        seed: b.seed.clone(),
+        started_ms: b.now,
+    };
 
     let outcome = match existing {
-        Some((fingerprint, state, outcome, created, lease_expires)) => {
+        Some((fingerprint, state, outcome, created, lease_expires, entropy)) => {
             let state = parse_state(&state);
             let lease_live = state == InvocationState::Running
                 && lease_expires.is_some_and(|t| t > b.now);
@@ -244,7 +211,10 @@ fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<BeginOutcom
                 // Past retention the record is treated as absent, by design.
                 tx.execute("DELETE FROM invocations WHERE key = ?1", params![b.key.as_str()])?;
                 insert(tx, b)?;
-                BeginOutcome::Run { resumed: false }
+                BeginOutcome::Run {
+                    resumed: false,
+                    entropy: fresh(),
+                }
             } else if fingerprint != b.fingerprint.as_str() {
                 return Ok(BeginOutcome::Mismatch(b.key.clone()));
             } else if state == InvocationState::Completed {
@@ -252,18 +222,37 @@ fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<BeginOutcom
             } else if lease_live {
                 BeginOutcome::Wait
             } else {
+                // The seed journaled at creation; a record written before seeds were
+                // journaled gets one now, so its later resumes agree with this one.
+                let seed = entropy.as_deref().and_then(Seed::from_hex);
+                let seed = seed.unwrap_or_else(|| b.seed.clone());
                 tx.execute(
                     "UPDATE invocations SET state = 'running', runs = runs + 1, updated_at = ?2,
-                            lease_owner = ?3, lease_expires_at = ?4
+                            lease_owner = ?3, lease_expires_at = ?4, entropy = ?5
                       WHERE key = ?1",
-                    params![b.key.as_str(), b.now, b.owner, b.now.saturating_add(b.lease_ms)],
+                    params![
+                        b.key.as_str(),
+                        b.now,
+                        b.owner,
+                        b.now.saturating_add(b.lease_ms),
+                        seed.to_hex()
+                    ],
                 )?;
-                BeginOutcome::Run { resumed: true }
+                BeginOutcome::Run {
+                    resumed: true,
+                    entropy: GuestEntropy {
+                        seed,
+                        started_ms: created,
+                    },
+                }
             }
         }
         None => {
             insert(tx, b)?;
-            BeginOutcome::Run { resumed: false }
+            BeginOutcome::Run {
+                resumed: false,
+                entropy: fresh(),
+            }
         }
     };
 
@@ -283,18 +272,19 @@ fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<BeginOutcom
 fn insert(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<()> {
     tx.prepare_cached(
         "INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state, runs,
-                                  created_at, updated_at, lease_owner, lease_expires_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, 'running', 1, ?6, ?6, ?7, ?8)",
+                                  created_at, updated_at, lease_owner, lease_expires_at, entropy)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'running', 1, ?6, ?6, ?7, ?8, ?9)",
     )?
     .execute(params![
-            b.key.as_str(),
-            b.scope,
-            b.tool,
-            b.fingerprint.as_str(),
-            b.explicit_key,
-            b.now,
-            b.owner,
-            b.now.saturating_add(b.lease_ms)
+        b.key.as_str(),
+        b.scope,
+        b.tool,
+        b.fingerprint.as_str(),
+        b.explicit_key,
+        b.now,
+        b.owner,
+        b.now.saturating_add(b.lease_ms),
+        b.seed.to_hex()
     ])?;
     Ok(())
 }

@@ -50,6 +50,8 @@ pub struct JournalEffect {
     pub response: Option<serde_json::Value>,
     /// Why the last attempt's outcome was unknown, if it was.
     pub last_error: Option<String>,
+    /// What a person decided about it (`performed`, `not_performed`), if anything.
+    pub resolution: Option<String>,
 }
 
 /// What `gc` removed.
@@ -95,7 +97,8 @@ impl Store {
                 "SELECT tool_call_id FROM aliases WHERE invocation_key = ?1 ORDER BY created_at, tool_call_id",
             )?;
             let mut effects = conn.prepare_cached(
-                "SELECT seq, key, provider, class, operation, state, attempts, response, last_error
+                "SELECT seq, key, provider, class, operation, state, attempts, response, last_error,
+                        resolution
                    FROM effects WHERE invocation_key = ?1 ORDER BY seq",
             )?;
             for entry in &mut entries {
@@ -114,6 +117,7 @@ impl Store {
                             attempts: r.get(6)?,
                             response: parse_json(r.get(7)?),
                             last_error: r.get(8)?,
+                            resolution: r.get(9)?,
                         })
                     })?
                     .collect::<rusqlite::Result<_>>()?;

@@ -9,6 +9,7 @@ mod durable;
 mod effects;
 mod invocations;
 mod journal;
+mod resolution;
 mod schema;
 
 use std::path::{Path, PathBuf};
@@ -18,10 +19,13 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 pub use durable::StoreStats;
-pub use effects::{EffectRecord, EffectState, NewEffect};
-pub(crate) use effects::{begin_attempt_in, finish as finish_effect_in, insert as insert_effect};
+pub use effects::{EffectRecord, EffectState, Lease, NewEffect};
+pub(crate) use effects::{
+    begin_attempt_in, finish as finish_effect_in, insert as insert_effect, renew_lease_in,
+};
 pub use invocations::{Begin, BeginOutcome, InvocationState};
 pub use journal::{GcReport, JournalEffect, JournalEntry};
+pub use resolution::{Resolution, UnresolvedEffect};
 pub use schema::CURRENT_VERSION;
 
 use crate::error::{Error, Result};
@@ -90,6 +94,12 @@ impl Store {
         sync.watch(&conn);
         let setup = |conn: &mut Connection| -> rusqlite::Result<schema::Migration> {
             conn.busy_timeout(BUSY_TIMEOUT)?;
+            // Read before anything writes, so that a file from a newer justonce (or one
+            // that is not a database at all) is left exactly as it was.
+            let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if version > CURRENT_VERSION {
+                return Ok(schema::Migration::Newer(version));
+            }
             if wal {
                 // Returns the mode in force; a read-only or corrupt file fails here.
                 let _: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;

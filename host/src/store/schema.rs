@@ -51,6 +51,18 @@ const MIGRATIONS: &[&str] = &[
         UNIQUE (invocation_key, seq)
     ) STRICT;
     "#,
+    // 1 -> 2: deterministic replay and person-resolved effects.
+    // `entropy` is the hex seed the guest's random values are derived from (its clocks
+    // start at `created_at`); a resumed run reads it back and sees the same values.
+    // `resolution` is what a person decided about a pending unkeyed effect.
+    r#"
+    ALTER TABLE invocations ADD COLUMN entropy TEXT;
+
+    ALTER TABLE effects ADD COLUMN resolution TEXT
+        CHECK (resolution IN ('performed', 'not_performed'));
+    ALTER TABLE effects ADD COLUMN resolved_at INTEGER;
+    CREATE INDEX effects_by_state ON effects (state, class);
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -100,3 +100,31 @@ impl Provider for FakePayments {
         Ok(json!({ "refund_id": format!("re_{:04}", index + 1), "status": "succeeded" }))
     }
 }
+
+/// The real outbox, made to refuse after it has written its message: the guard
+/// must roll the message back with the refused effect, since both share one
+/// transaction.
+pub struct RefusingOutbox(pub justonce::providers::OutboxProvider);
+
+impl Provider for RefusingOutbox {
+    fn class(&self) -> ProviderClass {
+        self.0.class()
+    }
+
+    fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
+        self.0.perform(request)
+    }
+
+    fn prepare(&self, db: &rusqlite::Connection) -> rusqlite::Result<()> {
+        self.0.prepare(db)
+    }
+
+    fn perform_in_transaction(
+        &self,
+        tx: &rusqlite::Connection,
+        request: &EffectRequest<'_>,
+    ) -> Result<Value, ProviderError> {
+        let queued = self.0.perform_in_transaction(tx, request)?;
+        Err(ProviderError::Rejected(json!({ "refused_after": queued })))
+    }
+}

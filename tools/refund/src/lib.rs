@@ -1,6 +1,9 @@
-//! Refunds an order through the payments provider.
+//! Refunds an order by posting to the payments API over HTTP. The host adds the
+//! effect key as the `Idempotency-Key` header, so a retry after a lost response
+//! is recognised by the API and refunds once.
 
-use justonce_guest::{Tool, ToolError, effects, effects::EffectError, export_tool};
+use justonce_guest::http::Request;
+use justonce_guest::{Tool, ToolError, export_tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -67,15 +70,21 @@ impl Tool for Refund {
             currency: &args.currency,
             reason: args.reason.as_deref(),
         };
-        let reply: RefundReply =
-            effects::perform("payments", "refund", &request).map_err(|e| match e {
-                EffectError::Rejected(answer) => ToolError::new(
-                    "refund_rejected",
-                    "The payment provider refused the refund.",
-                )
-                .with_details(answer),
-                other => other.into(),
-            })?;
+        // `payments` is a service the host's config names; the tool never knows
+        // where the API lives, and the host allows this tool to reach only it.
+        let response = Request::post_to("payments", "/v1/refunds")
+            .json(&request)
+            .send()?;
+        if !response.is_success() {
+            let body = serde_json::from_str(&response.body)
+                .unwrap_or(serde_json::Value::String(response.body.clone()));
+            return Err(ToolError::new(
+                "refund_rejected",
+                format!("The payments API refused the refund (status {}).", response.status),
+            )
+            .with_details(serde_json::json!({ "status": response.status, "body": body })));
+        }
+        let reply: RefundReply = response.json()?;
         Ok(Output {
             order_id: args.order_id,
             refund_id: reply.refund_id,

@@ -1,0 +1,58 @@
+//! `justonce resolve`: a person says whether a pending unkeyed effect happened.
+
+use clap::Args;
+use serde_json::Value;
+
+use super::{Cli, exit};
+use crate::clock::{Clock, SystemClock};
+use crate::error::Error;
+use crate::store::{Durability, Resolution, Store};
+
+/// Resolve a pending unkeyed effect (see `justonce journal --unresolved`): say whether
+/// it took effect, so the next retry of its call can finish.
+#[derive(Debug, Args)]
+pub struct Resolve {
+    /// The effect key, as `justonce journal --unresolved` lists it.
+    effect: String,
+    /// It took effect: the retry replays `--response` and does not call the provider.
+    #[arg(
+        long,
+        conflicts_with = "not_performed",
+        required_unless_present = "not_performed"
+    )]
+    performed: bool,
+    /// It did not take effect: the retry makes one more attempt under the same key.
+    #[arg(long)]
+    not_performed: bool,
+    /// With `--performed`: the downstream's answer (JSON) the tool gets, if known.
+    #[arg(
+        long,
+        value_name = "JSON",
+        requires = "performed",
+        default_value = "{}"
+    )]
+    response: String,
+}
+
+impl Resolve {
+    pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
+        let response: Value =
+            serde_json::from_str(&self.response).map_err(|e| Error::CannotResolve {
+                effect: self.effect.clone(),
+                reason: format!("--response is not valid JSON: {e}"),
+            })?;
+        let resolution = if self.performed {
+            Resolution::Performed
+        } else {
+            Resolution::NotPerformed
+        };
+        let store = Store::open(&cli.db, Durability::default())?;
+        store.resolve(&self.effect, resolution, &response, SystemClock.now_ms())?;
+        println!(
+            "effect {} resolved as {}; retry its call to finish it",
+            self.effect,
+            resolution.as_str()
+        );
+        Ok(exit::SUCCESS)
+    }
+}

@@ -1,0 +1,357 @@
+//! `justonce.toml`: where the tools and the journal are, how long records are kept, the
+//! retry policy, and the sandbox limits, globally and per tool.
+//!
+//! ```toml
+//! tools_dir = "tools"            # relative paths are relative to this file
+//! database = "state.db"
+//! retention_hours = 24
+//!
+//! [retry]
+//! attempts = 3
+//! initial_backoff_ms = 100
+//! max_backoff_ms = 2000
+//!
+//! [limits]                       # every tool
+//! deadline_ms = 10000
+//! memory_mib = 64
+//!
+//! [tools.send_receipt]           # one tool; unset keys come from [limits]
+//! deadline_ms = 2000
+//! max_effects = 10
+//! ```
+//!
+//! Unknown keys and bad values are errors that name the key.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::host::HostBuilder;
+use crate::retry::RetryPolicy;
+use crate::runtime::{Limits, ToolLimits};
+
+/// The configuration file's name; the CLI looks for it next to the database.
+pub const FILE_NAME: &str = "justonce.toml";
+
+/// The largest memory cap a 32-bit WebAssembly guest can use, in MiB.
+const MAX_MEMORY_MIB: u64 = 4096;
+
+/// A checked configuration file. Absent keys stay `None` and leave the built-in
+/// defaults (or the command line's choice) in place.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The file it was read from.
+    pub path: PathBuf,
+    /// The directory of tool components.
+    pub tools_dir: Option<PathBuf>,
+    /// The journal database.
+    pub database: Option<PathBuf>,
+    /// How long records are kept.
+    pub retention: Option<Duration>,
+    /// The retry policy for effects whose outcome is unknown.
+    pub retry: Option<RetryPolicy>,
+    /// The sandbox limits: `[limits]` over the built-in defaults, and each
+    /// `[tools.NAME]` over `[limits]`.
+    pub limits: ToolLimits,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    tools_dir: Option<PathBuf>,
+    database: Option<PathBuf>,
+    retention_hours: Option<u64>,
+    retry: Option<RawRetry>,
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    tools: BTreeMap<String, RawLimits>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRetry {
+    attempts: Option<u32>,
+    initial_backoff_ms: Option<u64>,
+    max_backoff_ms: Option<u64>,
+    max_retry_after_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    deadline_ms: Option<u64>,
+    memory_mib: Option<u64>,
+    fuel: Option<u64>,
+    max_args_bytes: Option<usize>,
+    max_payload_bytes: Option<usize>,
+    max_result_bytes: Option<usize>,
+    max_effects: Option<u32>,
+    max_output_bytes: Option<usize>,
+}
+
+/// `Err("`{key}` {problem}")` unless `ok`.
+fn require(ok: bool, key: &str, problem: &str) -> std::result::Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("`{key}` {problem}"))
+    }
+}
+
+impl RawLimits {
+    /// These settings over `base`; `section` is the table's name for messages.
+    fn over(&self, base: &Limits, section: &str) -> std::result::Result<Limits, String> {
+        let key = |name: &str| format!("{section}.{name}");
+        let at_least_one = |value: Option<u64>, name: &str| match value {
+            Some(0) => Err(format!("`{}` must be at least 1", key(name))),
+            _ => Ok(()),
+        };
+        at_least_one(self.deadline_ms, "deadline_ms")?;
+        at_least_one(self.memory_mib, "memory_mib")?;
+        at_least_one(self.fuel, "fuel")?;
+        for (name, value) in [
+            ("max_args_bytes", self.max_args_bytes),
+            ("max_payload_bytes", self.max_payload_bytes),
+            ("max_result_bytes", self.max_result_bytes),
+        ] {
+            at_least_one(value.map(|v| v as u64), name)?;
+        }
+        if let Some(mib) = self.memory_mib {
+            require(
+                mib <= MAX_MEMORY_MIB,
+                &key("memory_mib"),
+                &format!("must be at most {MAX_MEMORY_MIB} (a guest's 32-bit address space)"),
+            )?;
+        }
+        Ok(Limits {
+            deadline: self
+                .deadline_ms
+                .map_or(base.deadline, Duration::from_millis),
+            memory_bytes: self
+                .memory_mib
+                .map_or(base.memory_bytes, |mib| (mib as usize) << 20),
+            fuel: self.fuel.or(base.fuel),
+            max_args_bytes: self.max_args_bytes.unwrap_or(base.max_args_bytes),
+            max_payload_bytes: self.max_payload_bytes.unwrap_or(base.max_payload_bytes),
+            max_result_bytes: self.max_result_bytes.unwrap_or(base.max_result_bytes),
+            max_effects: self.max_effects.unwrap_or(base.max_effects),
+            max_output_bytes: self.max_output_bytes.unwrap_or(base.max_output_bytes),
+        })
+    }
+}
+
+impl RawRetry {
+    fn policy(&self) -> std::result::Result<RetryPolicy, String> {
+        let base = RetryPolicy::default();
+        if let Some(attempts) = self.attempts {
+            require(attempts >= 1, "retry.attempts", "must be at least 1")?;
+        }
+        let policy = RetryPolicy {
+            max_attempts: self.attempts.unwrap_or(base.max_attempts),
+            initial_backoff: self
+                .initial_backoff_ms
+                .map_or(base.initial_backoff, Duration::from_millis),
+            max_backoff: self
+                .max_backoff_ms
+                .map_or(base.max_backoff, Duration::from_millis),
+            max_retry_after: self
+                .max_retry_after_ms
+                .map_or(base.max_retry_after, Duration::from_millis),
+        };
+        require(
+            policy.initial_backoff <= policy.max_backoff,
+            "retry.initial_backoff_ms",
+            "must not be more than `retry.max_backoff_ms`",
+        )?;
+        Ok(policy)
+    }
+}
+
+/// The 1-based line of byte `offset` in `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.get(..offset).map_or(0, |t| t.matches('\n').count()) + 1
+}
+
+impl Config {
+    /// Reads and checks the configuration file at `path`.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
+            path: path.to_path_buf(),
+            reason: format!("cannot read it: {e}"),
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Reads the configuration file next to the database `db`, if there is one.
+    pub fn beside(db: &Path) -> Result<Option<Self>> {
+        let dir = db.parent().unwrap_or(Path::new(""));
+        let path = dir.join(FILE_NAME);
+        if path.is_file() {
+            Self::load(&path).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Checks the TOML `text` as if it were read from `path` (relative paths in it are
+    /// resolved against `path`'s directory).
+    pub fn parse(text: &str, path: &Path) -> Result<Self> {
+        let error = |reason: String| Error::Config {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let deserializer = toml::de::Deserializer::parse(text).map_err(|e| {
+            let line = e.span().map_or(0, |s| line_of(text, s.start));
+            error(format!("line {line}: {}", e.message().trim_end()))
+        })?;
+        let raw: RawConfig = serde_path_to_error::deserialize(deserializer).map_err(|e| {
+            let line = e.inner().span().map_or(0, |s| line_of(text, s.start));
+            let message = e.inner().message().trim_end().to_string();
+            match e.path().to_string().as_str() {
+                "." => error(format!("line {line}: {message}")),
+                key => error(format!("`{key}` (line {line}): {message}")),
+            }
+        })?;
+        let dir = path.parent().unwrap_or(Path::new(""));
+        if let Some(hours) = raw.retention_hours {
+            require(hours >= 1, "retention_hours", "must be at least 1").map_err(error)?;
+        }
+        let defaults = raw
+            .limits
+            .over(&Limits::default(), "limits")
+            .map_err(error)?;
+        let mut tools = BTreeMap::new();
+        for (name, section) in &raw.tools {
+            let limits = section
+                .over(&defaults, &format!("tools.{name}"))
+                .map_err(error)?;
+            tools.insert(name.clone(), limits);
+        }
+        Ok(Self {
+            path: path.to_path_buf(),
+            tools_dir: raw.tools_dir.map(|p| dir.join(p)),
+            database: raw.database.map(|p| dir.join(p)),
+            retention: raw
+                .retention_hours
+                .map(|h| Duration::from_secs(h.saturating_mul(3600))),
+            retry: raw.retry.map(|r| r.policy()).transpose().map_err(error)?,
+            limits: ToolLimits { defaults, tools },
+        })
+    }
+}
+
+impl HostBuilder {
+    /// Applies a configuration file: its tools directory, database, retention, retry
+    /// policy and limits. Later builder calls override it.
+    pub fn config(mut self, config: &Config) -> Self {
+        if let Some(dir) = &config.tools_dir {
+            self = self.tools_dir(dir);
+        }
+        if let Some(db) = &config.database {
+            self = self.database(db);
+        }
+        if let Some(retention) = config.retention {
+            self = self.retention(retention);
+        }
+        if let Some(retry) = &config.retry {
+            self = self.retry_policy(retry.clone());
+        }
+        self = self.limits(config.limits.defaults.clone());
+        for (tool, limits) in &config.limits.tools {
+            self = self.tool_limits(tool.clone(), limits.clone());
+        }
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config> {
+        Config::parse(text, Path::new("/etc/justonce/justonce.toml"))
+    }
+
+    fn reason(text: &str) -> String {
+        match parse(text) {
+            Err(Error::Config { reason, .. }) => reason,
+            other => panic!("expected a config error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_full_file_sets_everything_and_tool_sections_inherit_from_limits() {
+        let config = parse(
+            r#"
+            tools_dir = "tools"
+            database = "/var/lib/justonce/state.db"
+            retention_hours = 48
+            [retry]
+            attempts = 5
+            initial_backoff_ms = 10
+            max_backoff_ms = 50
+            [limits]
+            deadline_ms = 2500
+            memory_mib = 32
+            max_effects = 7
+            [tools.send_receipt]
+            deadline_ms = 100
+            fuel = 1000000
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.tools_dir.as_deref(), Some(Path::new("/etc/justonce/tools")));
+        assert_eq!(config.database.as_deref(), Some(Path::new("/var/lib/justonce/state.db")));
+        assert_eq!(config.retention, Some(Duration::from_secs(48 * 3600)));
+        assert_eq!(config.retry.as_ref().unwrap().max_attempts, 5);
+        let defaults = &config.limits.defaults;
+        assert_eq!(defaults.deadline, Duration::from_millis(2500));
+        assert_eq!(defaults.memory_bytes, 32 << 20);
+        assert_eq!(defaults.max_args_bytes, Limits::default().max_args_bytes);
+        let tool = config.limits.for_tool("send_receipt");
+        assert_eq!(tool.deadline, Duration::from_millis(100));
+        assert_eq!(tool.fuel, Some(1_000_000));
+        assert_eq!(tool.max_effects, 7, "inherited from [limits]");
+        assert_eq!(config.limits.for_tool("refund"), defaults);
+    }
+
+    #[test]
+    fn an_empty_file_changes_nothing() {
+        let config = parse("").unwrap();
+        assert_eq!(config.limits, ToolLimits::default());
+        assert_eq!((config.retry, config.retention, config.database), (None, None, None));
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_that_name_the_key() {
+        let r = reason("[limits]\ndeadline = 5\n");
+        assert!(r.contains("`limits.deadline` (line 2): unknown field"), "{r}");
+        assert!(r.contains("deadline_ms"), "says what is expected: {r}");
+        let r = reason("[tools.echo]\nmemory_mb = 5\n");
+        assert!(r.contains("`tools.echo.memory_mb`"), "{r}");
+        let r = reason("databse = \"x.db\"\n");
+        assert!(r.contains("`databse`"), "{r}");
+    }
+
+    #[test]
+    fn bad_values_are_errors_that_name_the_key() {
+        let r = reason("[limits]\ndeadline_ms = \"ten seconds\"\n");
+        assert!(r.contains("`limits.deadline_ms`") && r.contains("line 2"), "{r}");
+        let r = reason("[limits]\nmemory_mib = -1\n");
+        assert!(r.contains("`limits.memory_mib`"), "{r}");
+        let r = reason("[tools.echo]\ndeadline_ms = 0\n");
+        assert!(r.contains("`tools.echo.deadline_ms` must be at least 1"), "{r}");
+        let r = reason("[limits]\nmemory_mib = 5000\n");
+        assert!(r.contains("`limits.memory_mib` must be at most 4096"), "{r}");
+        let r = reason("[retry]\nattempts = 0\n");
+        assert!(r.contains("`retry.attempts`"), "{r}");
+        let r = reason("retention_hours = 0\n");
+        assert!(r.contains("`retention_hours`"), "{r}");
+        let r = reason("[limits\n");
+        assert!(r.contains("line 1"), "{r}");
+    }
+}

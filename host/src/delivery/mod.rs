@@ -1,0 +1,382 @@
+//! Delivery of the outbox: every pending message is sent with its effect key as the
+//! idempotency key, a failure is retried later under the same key with backoff, and
+//! the delivery is recorded. A receiver that deduplicates by key therefore records a
+//! message once, even when a response is lost or the sender dies mid-request.
+//!
+//! One deliverer sends from a journal at a time: a pass holds a lock file next to
+//! the database (`<db>.deliver.lock`), which the operating system releases when the
+//! process dies, so a restarted deliverer resumes at once. `justonce deliver` runs a
+//! pass; [`Deliverer::spawn_loop`] runs passes in the background (for `serve`).
+
+mod queue;
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::clock::millis;
+use crate::error::{Error, Result};
+use crate::guard::Shared;
+use crate::host::Host;
+use crate::http::{Client, HttpConfig, HttpResponse, Outbound, SendError, parse_url};
+
+/// How patiently the deliverer retries a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryPolicy {
+    /// Attempts in all before a message is marked `failed`.
+    pub max_attempts: u32,
+    /// The wait before the second attempt; it doubles up to `max_backoff`.
+    pub initial_backoff: Duration,
+    /// The longest wait between two attempts.
+    pub max_backoff: Duration,
+    /// The longest `Retry-After` honoured; a longer one is cut to this.
+    pub max_retry_after: Duration,
+    /// The most messages one pass sends.
+    pub batch: u32,
+}
+
+impl Default for DeliveryPolicy {
+    /// 12 attempts, 1 s doubling to 10 min apart (about 40 minutes in all);
+    /// `Retry-After` honoured up to an hour; 100 messages a pass.
+    fn default() -> Self {
+        Self {
+            max_attempts: 12,
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(600),
+            max_retry_after: Duration::from_secs(3600),
+            batch: 100,
+        }
+    }
+}
+
+impl DeliveryPolicy {
+    /// The wait after failed attempt number `attempt` (1-based).
+    pub fn backoff_after(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        let doublings = attempt.saturating_sub(1).min(20);
+        let backoff = self
+            .initial_backoff
+            .saturating_mul(1u32 << doublings)
+            .min(self.max_backoff);
+        backoff.max(retry_after.unwrap_or_default().min(self.max_retry_after))
+    }
+}
+
+/// What became of one message in a pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryOutcome {
+    /// The receiver answered 2xx; recorded as delivered.
+    Delivered,
+    /// No answer, or one that asks to retry: sent again later under the same key.
+    Retrying,
+    /// The receiver refused it definitively, or the attempts ran out.
+    Failed,
+}
+
+/// One attempt at one message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeliveryAttempt {
+    /// The message's id in the outbox.
+    pub message_id: i64,
+    /// The idempotency key it was sent with (its effect key).
+    pub key: String,
+    /// Where it went.
+    pub url: String,
+    /// Which attempt this was, from 1.
+    pub attempt: u32,
+    /// What became of it.
+    pub outcome: DeliveryOutcome,
+    /// The receiver's status, if it answered.
+    pub status: Option<u16>,
+    /// Why it did not succeed, if it did not.
+    pub error: Option<String>,
+}
+
+/// What one pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DeliveryReport {
+    /// Every attempt made, in order.
+    pub attempts: Vec<DeliveryAttempt>,
+}
+
+impl DeliveryReport {
+    /// How many attempts ended with `outcome`.
+    pub fn count(&self, outcome: DeliveryOutcome) -> usize {
+        self.attempts
+            .iter()
+            .filter(|a| a.outcome == outcome)
+            .count()
+    }
+}
+
+/// Sends the outbox of one host's journal; see the module docs.
+pub struct Deliverer {
+    shared: Arc<Shared>,
+    config: Arc<HttpConfig>,
+    client: Client,
+    policy: DeliveryPolicy,
+    lock_file: Option<PathBuf>,
+    in_process: Mutex<()>,
+}
+
+impl std::fmt::Debug for Deliverer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deliverer")
+            .field("policy", &self.policy)
+            .field("lock_file", &self.lock_file)
+            .finish()
+    }
+}
+
+struct PassLock<'a> {
+    _in_process: MutexGuard<'a, ()>,
+    _file: Option<File>,
+}
+
+impl Deliverer {
+    /// A deliverer for `host`'s journal, with the host's HTTP config (key header
+    /// names, timeout, response cap) and clock.
+    pub fn new(host: &Host) -> Result<Self> {
+        let shared = Arc::clone(host.shared());
+        shared
+            .store
+            .with(|conn| conn.execute_batch(crate::providers::OUTBOX_SCHEMA))?;
+        let path = shared.store.path();
+        let lock_file = (path != std::path::Path::new(":memory:")).then(|| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(".deliver.lock");
+            PathBuf::from(name)
+        });
+        let config = host.http_config_arc();
+        Ok(Self {
+            client: Client::new(&config),
+            shared,
+            config,
+            policy: DeliveryPolicy::default(),
+            lock_file,
+            in_process: Mutex::new(()),
+        })
+    }
+
+    /// Uses `policy` instead of the default.
+    pub fn policy(mut self, policy: DeliveryPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    fn lock(&self) -> Result<PassLock<'_>> {
+        let in_process = self.in_process.lock().unwrap_or_else(|p| p.into_inner());
+        let file = match &self.lock_file {
+            None => None,
+            Some(path) => {
+                let fail = |e: std::io::Error| {
+                    Error::Host(anyhow::anyhow!(
+                        "cannot lock {} for delivery: {e}",
+                        path.display()
+                    ))
+                };
+                let file = File::options()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .open(path)
+                    .map_err(fail)?;
+                // Waits for another deliverer's pass to end; released by the OS if that
+                // process dies.
+                file.lock().map_err(fail)?;
+                Some(file)
+            }
+        };
+        Ok(PassLock {
+            _in_process: in_process,
+            _file: file,
+        })
+    }
+
+    /// Sends every message that is due, once each, and records what happened. Waits
+    /// for another deliverer's pass on the same journal to finish first.
+    pub fn run_once(&self) -> Result<DeliveryReport> {
+        let _lock = self.lock()?;
+        let store = &self.shared.store;
+        let now = self.shared.clock.now_ms();
+        let due = store.with(|conn| queue::due(conn, now, self.policy.batch))?;
+        let mut report = DeliveryReport::default();
+        for message in due {
+            let now = self.shared.clock.now_ms();
+            let attempt = store.with(|conn| queue::begin_attempt(conn, message.id, now))?;
+            let (outcome, status, error) = self.send(&message, attempt)?;
+            report.attempts.push(DeliveryAttempt {
+                message_id: message.id,
+                key: message.effect_key,
+                url: message.url,
+                attempt,
+                outcome,
+                status,
+                error,
+            });
+        }
+        Ok(report)
+    }
+
+    fn send(
+        &self,
+        message: &queue::Queued,
+        attempt: u32,
+    ) -> Result<(DeliveryOutcome, Option<u16>, Option<String>)> {
+        let store = &self.shared.store;
+        let answer = match parse_url(&message.url) {
+            Err(reason) => Err(SendError::Invalid(reason)),
+            Ok(origin) => {
+                let header = self.config.header_for(&origin).to_owned();
+                let outbound = Outbound {
+                    method: message.method.clone(),
+                    url: message.url.clone(),
+                    origin,
+                    headers: message.headers.clone(),
+                    body: message.body.clone(),
+                };
+                self.client
+                    .send(&outbound, Some((&header, &message.effect_key)))
+            }
+        };
+        let now = self.shared.clock.now_ms();
+        let (status, error, retry_after) = match answer {
+            Ok(response) if response.is_success() => {
+                let saved = response.to_json().to_string();
+                store.with(|conn| {
+                    queue::delivered(conn, message.id, response.status, &saved, now)
+                })?;
+                return Ok((DeliveryOutcome::Delivered, Some(response.status), None));
+            }
+            Ok(response) if !worth_retrying(&response) => {
+                let error = format!(
+                    "the receiver refused the message with status {}",
+                    response.status
+                );
+                store.with(|conn| {
+                    queue::failed(conn, message.id, Some(response.status), &error, now)
+                })?;
+                return Ok((DeliveryOutcome::Failed, Some(response.status), Some(error)));
+            }
+            Ok(response) => (
+                Some(response.status),
+                format!("the receiver answered {}", response.status),
+                response.retry_after(),
+            ),
+            Err(SendError::Unknown(reason)) => (None, reason, None),
+            Err(SendError::Invalid(reason)) => {
+                store.with(|conn| queue::failed(conn, message.id, None, &reason, now))?;
+                return Ok((DeliveryOutcome::Failed, None, Some(reason)));
+            }
+        };
+        if attempt >= self.policy.max_attempts {
+            let error = format!("gave up after {attempt} attempts: {error}");
+            store.with(|conn| queue::failed(conn, message.id, status, &error, now))?;
+            return Ok((DeliveryOutcome::Failed, status, Some(error)));
+        }
+        let wait = self.policy.backoff_after(attempt, retry_after);
+        let next = now.saturating_add(millis(wait));
+        store.with(|conn| queue::retry_later(conn, message.id, status, &error, next, now))?;
+        Ok((DeliveryOutcome::Retrying, status, Some(error)))
+    }
+
+    /// Runs a pass every `interval` on a background thread until the returned handle
+    /// is stopped or dropped. A failing pass is logged and the loop goes on.
+    pub fn spawn_loop(self: Arc<Self>, interval: Duration) -> Result<DeliveryLoop> {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("justonce-deliver".into())
+            .spawn(move || {
+                loop {
+                    match self.run_once() {
+                        Ok(report) if !report.attempts.is_empty() => tracing::info!(
+                            delivered = report.count(DeliveryOutcome::Delivered),
+                            retrying = report.count(DeliveryOutcome::Retrying),
+                            failed = report.count(DeliveryOutcome::Failed),
+                            "outbox delivery pass"
+                        ),
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!("outbox delivery pass failed: {e:#}"),
+                    }
+                    match stopped.recv_timeout(interval) {
+                        Err(RecvTimeoutError::Timeout) => {}
+                        Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+                    }
+                }
+            })
+            .map_err(|e| Error::Host(anyhow::anyhow!("cannot start the delivery loop: {e}")))?;
+        Ok(DeliveryLoop {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+/// Statuses after which the same message may still be accepted later.
+fn worth_retrying(response: &HttpResponse) -> bool {
+    matches!(response.status, 408 | 409 | 425 | 429) || response.status >= 500
+}
+
+/// The handle of a background delivery loop; stopping or dropping it ends the loop
+/// after the pass under way.
+#[derive(Debug)]
+pub struct DeliveryLoop {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl DeliveryLoop {
+    /// Ends the loop and waits for it.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for DeliveryLoop {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_is_capped_and_yields_to_a_longer_retry_after() {
+        let policy = DeliveryPolicy {
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(5),
+            max_retry_after: Duration::from_secs(60),
+            ..DeliveryPolicy::default()
+        };
+        let waits: Vec<u64> = (1..=5)
+            .map(|a| policy.backoff_after(a, None).as_secs())
+            .collect();
+        assert_eq!(waits, [1, 2, 4, 5, 5]);
+        assert_eq!(
+            policy
+                .backoff_after(1, Some(Duration::from_secs(30)))
+                .as_secs(),
+            30
+        );
+        assert_eq!(
+            policy
+                .backoff_after(1, Some(Duration::from_secs(999)))
+                .as_secs(),
+            60
+        );
+    }
+}

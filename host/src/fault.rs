@@ -1,0 +1,174 @@
+//! Fault injection for crash tests: abort the process, with no unwinding (like
+//! `kill -9`), at one of the points where a crash leaves the journal in a distinct
+//! state.
+//!
+//! Off unless asked for. The points are compiled into debug builds (which `cargo
+//! test` uses) and into release builds with the cargo feature `fault-injection`; even
+//! then they do nothing unless the environment variable `JUSTONCE_FAULT` names one:
+//!
+//! ```text
+//! JUSTONCE_FAULT=before_effect       # the effect is journaled; the provider is not called
+//! JUSTONCE_FAULT=after_provider      # the provider answered; the answer is not recorded
+//! JUSTONCE_FAULT=after_record        # every effect is recorded; the outcome is not saved
+//! JUSTONCE_FAULT=after_outcome       # the outcome is saved; the caller is not answered
+//! JUSTONCE_FAULT=before_effect:2     # the same, at the second time the point is reached
+//! ```
+//!
+//! A release build without the feature ignores the variable (with a warning).
+
+use std::str::FromStr;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::error::{Error, Result};
+
+/// The environment variable that arms a fault point.
+pub const ENV: &str = "JUSTONCE_FAULT";
+
+/// Where the host can be made to abort.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultPoint {
+    /// The effect record (and its attempt) is journaled; the provider is not called.
+    BeforeEffect,
+    /// The provider answered; its answer is not recorded.
+    AfterProvider,
+    /// The guest finished and its effects are recorded; the outcome is not saved.
+    AfterRecord,
+    /// The outcome is saved; the caller is not answered.
+    AfterOutcome,
+}
+
+impl FaultPoint {
+    /// Every point, in the order a call reaches them.
+    pub const ALL: [FaultPoint; 4] = [
+        Self::BeforeEffect,
+        Self::AfterProvider,
+        Self::AfterRecord,
+        Self::AfterOutcome,
+    ];
+
+    /// The name `JUSTONCE_FAULT` uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::BeforeEffect => "before_effect",
+            Self::AfterProvider => "after_provider",
+            Self::AfterRecord => "after_record",
+            Self::AfterOutcome => "after_outcome",
+        }
+    }
+}
+
+impl FromStr for FaultPoint {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|p| p.as_str()).collect();
+                format!(
+                    "`{s}` is not a fault point; use one of {}",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+/// An armed fault: the point, and at which arrival there to abort (from 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Armed {
+    point: FaultPoint,
+    at: u32,
+}
+
+fn parse(value: &str) -> Result<Armed, String> {
+    let (name, at) = match value.split_once(':') {
+        Some((name, n)) => {
+            let at = n
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| format!("`{n}` after `:` must be a count from 1"))?;
+            (name, at)
+        }
+        None => (value, 1),
+    };
+    Ok(Armed {
+        point: name.parse()?,
+        at,
+    })
+}
+
+static ARMED: OnceLock<Result<Option<Armed>, String>> = OnceLock::new();
+static ARRIVALS: AtomicU32 = AtomicU32::new(0);
+
+fn armed() -> &'static Result<Option<Armed>, String> {
+    ARMED.get_or_init(|| match std::env::var(ENV) {
+        Err(_) => Ok(None),
+        Ok(value) if !cfg!(any(debug_assertions, feature = "fault-injection")) => {
+            tracing::warn!(
+                "{ENV}={value} is ignored: this build has no fault injection (cargo feature `fault-injection`)"
+            );
+            Ok(None)
+        }
+        Ok(value) => parse(&value)
+            .map(Some)
+            .map_err(|e| format!("{ENV}={value}: {e}")),
+    })
+}
+
+/// Checks `JUSTONCE_FAULT` once, so a mistyped point is an error when the host is
+/// built rather than a test that silently never crashes.
+pub(crate) fn check_env() -> Result<()> {
+    match armed() {
+        Ok(_) => Ok(()),
+        Err(message) => Err(Error::Host(anyhow::anyhow!("{message}"))),
+    }
+}
+
+/// Aborts the process if `JUSTONCE_FAULT` arms `point` and this is the arrival it
+/// names.
+pub(crate) fn point(point: FaultPoint) {
+    if !cfg!(any(debug_assertions, feature = "fault-injection")) {
+        return;
+    }
+    let Ok(Some(armed)) = armed() else { return };
+    if armed.point != point {
+        return;
+    }
+    if ARRIVALS.fetch_add(1, Ordering::SeqCst) + 1 == armed.at {
+        eprintln!("justonce: {ENV}: aborting at {}", point.as_str());
+        std::process::abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn points_parse_with_an_optional_arrival_and_bad_values_are_named() {
+        assert_eq!(
+            parse("after_provider"),
+            Ok(Armed {
+                point: FaultPoint::AfterProvider,
+                at: 1
+            })
+        );
+        assert_eq!(
+            parse("before_effect:3"),
+            Ok(Armed {
+                point: FaultPoint::BeforeEffect,
+                at: 3
+            })
+        );
+        let err = parse("befor_effect").unwrap_err();
+        assert!(
+            err.contains("`befor_effect`") && err.contains("after_outcome"),
+            "{err}"
+        );
+        let err = parse("after_record:0").unwrap_err();
+        assert!(err.contains("`0`"), "{err}");
+    }
+}

@@ -1,0 +1,378 @@
+//! Who may reach what: the per-tool allowlist of origins, named services, the header
+//! that carries the effect key, and the limits of one request.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use ureq::http::{HeaderName, Uri};
+
+/// The header that carries the effect key when no other name is configured; the one
+/// Stripe and the IETF draft use.
+pub const DEFAULT_IDEMPOTENCY_HEADER: &str = "Idempotency-Key";
+
+/// How the host reaches HTTP downstreams on a tool's behalf. Deny by default: a tool
+/// reaches only the origins listed for it under `allow`.
+///
+/// As a JSON file (`justonce --http-config FILE`):
+///
+/// ```json
+/// {
+///   "services": { "payments": "https://api.payments.example" },
+///   "allow": { "refund": ["https://api.payments.example"] },
+///   "idempotency_headers": { "https://api.payments.example": "Idempotency-Key" },
+///   "timeout_ms": 10000,
+///   "max_response_bytes": 1048576
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// The header that carries the effect key on every non-safe request (and on every
+    /// webhook delivery), unless `idempotency_headers` names another for the origin.
+    pub idempotency_header: String,
+    /// A different key header for some origins (`scheme://host:port` → header name).
+    pub idempotency_headers: BTreeMap<String, String>,
+    /// Named base URLs: a tool asks for `{"service": "payments", "path": "/v1/refunds"}`
+    /// and never needs to know where the payments API lives.
+    pub services: BTreeMap<String, String>,
+    /// The origins (`scheme://host[:port]`) each tool may reach, by tool name. A tool
+    /// that is not listed reaches nothing.
+    pub allow: BTreeMap<String, Vec<String>>,
+    /// How long one request may take, connecting and reading the response included.
+    pub timeout_ms: u64,
+    /// The largest response body kept; longer bodies are cut and marked `truncated`.
+    pub max_response_bytes: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            idempotency_header: DEFAULT_IDEMPOTENCY_HEADER.to_owned(),
+            idempotency_headers: BTreeMap::new(),
+            services: BTreeMap::new(),
+            allow: BTreeMap::new(),
+            timeout_ms: 10_000,
+            max_response_bytes: 1 << 20,
+        }
+    }
+}
+
+impl HttpConfig {
+    /// Reads and checks a JSON config file.
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the http config {}: {e}", path.display()))?;
+        let config: Self = serde_json::from_str(&text)
+            .map_err(|e| format!("the http config {} is not valid: {e}", path.display()))?;
+        config
+            .validate()
+            .map_err(|e| format!("the http config {}: {e}", path.display()))?;
+        Ok(config)
+    }
+
+    /// Lets `tool` reach `origin` (`scheme://host[:port]`).
+    pub fn allow(mut self, tool: impl Into<String>, origin: impl Into<String>) -> Self {
+        self.allow
+            .entry(tool.into())
+            .or_default()
+            .push(origin.into());
+        self
+    }
+
+    /// Names a base URL that tools address as `{"service": name, "path": …}`.
+    pub fn service(mut self, name: impl Into<String>, base_url: impl Into<String>) -> Self {
+        self.services.insert(name.into(), base_url.into());
+        self
+    }
+
+    /// Uses `header` instead of the default to carry the key to `origin`.
+    pub fn idempotency_header_for(
+        mut self,
+        origin: impl Into<String>,
+        header: impl Into<String>,
+    ) -> Self {
+        self.idempotency_headers
+            .insert(origin.into(), header.into());
+        self
+    }
+
+    /// Sets the per-request timeout.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        self
+    }
+
+    /// The per-request timeout.
+    pub fn timeout_duration(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+
+    /// Checks every origin, base URL and header name; the error names the bad entry.
+    pub fn validate(&self) -> Result<(), String> {
+        check_header_name(&self.idempotency_header)
+            .map_err(|e| format!("idempotency_header: {e}"))?;
+        for (origin, header) in &self.idempotency_headers {
+            Origin::from_str(origin).map_err(|e| format!("idempotency_headers: {e}"))?;
+            check_header_name(header).map_err(|e| format!("idempotency_headers[{origin}]: {e}"))?;
+        }
+        for (name, base) in &self.services {
+            parse_url(base).map_err(|e| format!("services.{name}: {e}"))?;
+        }
+        for (tool, origins) in &self.allow {
+            for origin in origins {
+                Origin::from_str(origin).map_err(|e| format!("allow.{tool}: {e}"))?;
+            }
+        }
+        if self.timeout_ms == 0 {
+            return Err("timeout_ms must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// The header that carries the key to `origin`.
+    pub fn header_for(&self, origin: &Origin) -> &str {
+        self.idempotency_headers
+            .iter()
+            .find(|(o, _)| Origin::from_str(o).is_ok_and(|o| &o == origin))
+            .map(|(_, h)| h.as_str())
+            .unwrap_or(&self.idempotency_header)
+    }
+
+    /// Whether `tool` may reach `origin`; the error says what is allowed instead.
+    pub fn check_allowed(&self, tool: &str, origin: &Origin) -> Result<(), String> {
+        let allowed = self.allow.get(tool).map(Vec::as_slice).unwrap_or_default();
+        if allowed
+            .iter()
+            .any(|o| Origin::from_str(o).is_ok_and(|o| &o == origin))
+        {
+            return Ok(());
+        }
+        let listed = if allowed.is_empty() {
+            "none".to_owned()
+        } else {
+            allowed.join(", ")
+        };
+        Err(format!(
+            "tool `{tool}` may not reach {origin}: it is not on the tool's allowlist (allowed: {listed})"
+        ))
+    }
+
+    /// Resolves a request's target: an absolute `url`, or a configured `service` plus
+    /// a `path` that starts with `/`.
+    pub fn resolve(
+        &self,
+        url: Option<&str>,
+        service: Option<&str>,
+        path: Option<&str>,
+    ) -> Result<(String, Origin), String> {
+        let url = match (url, service) {
+            (Some(url), None) => {
+                if path.is_some() {
+                    return Err("`path` goes with `service`, not with `url`".into());
+                }
+                url.to_owned()
+            }
+            (None, Some(service)) => {
+                let base = self.services.get(service).ok_or_else(|| {
+                    let known: Vec<&str> = self.services.keys().map(String::as_str).collect();
+                    format!(
+                        "no service named `{service}` is configured (configured: {})",
+                        if known.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            known.join(", ")
+                        }
+                    )
+                })?;
+                let path = path.unwrap_or("/");
+                if !path.starts_with('/') {
+                    return Err(format!("`path` must start with `/`, got `{path}`"));
+                }
+                format!("{}{path}", base.trim_end_matches('/'))
+            }
+            (Some(_), Some(_)) => return Err("give either `url` or `service`, not both".into()),
+            (None, None) => return Err("the request needs a `url` or a `service`".into()),
+        };
+        let origin = parse_url(&url)?;
+        Ok((url, origin))
+    }
+}
+
+/// `scheme://host:port` of a URL: what the allowlist is made of.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Origin {
+    /// `http` or `https`.
+    pub scheme: String,
+    /// The host name or address, lowercase (IPv6 in brackets).
+    pub host: String,
+    /// The port, the scheme's default when the URL names none.
+    pub port: u16,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}://{}:{}", self.scheme, self.host, self.port)
+    }
+}
+
+impl FromStr for Origin {
+    type Err = String;
+
+    /// Parses `scheme://host[:port]` (a trailing `/` is accepted; a path is not).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let origin = parse_url(s)?;
+        let rest = s.split_once("://").map_or("", |(_, rest)| rest);
+        if rest.trim_end_matches('/').contains('/') || rest.contains('?') {
+            return Err(format!(
+                "`{s}` is not an origin: give scheme://host[:port] without a path"
+            ));
+        }
+        Ok(origin)
+    }
+}
+
+/// Checks an absolute http(s) URL and returns its origin.
+pub(crate) fn parse_url(url: &str) -> Result<Origin, String> {
+    let uri: Uri = url
+        .parse()
+        .map_err(|e| format!("`{url}` is not a valid URL: {e}"))?;
+    let scheme = match uri.scheme_str() {
+        Some(s) if s.eq_ignore_ascii_case("http") => "http",
+        Some(s) if s.eq_ignore_ascii_case("https") => "https",
+        Some(other) => {
+            return Err(format!(
+                "`{url}` uses the scheme `{other}`; only http and https are allowed"
+            ));
+        }
+        None => return Err(format!("`{url}` is not an absolute URL (no scheme)")),
+    };
+    let authority = uri
+        .authority()
+        .ok_or_else(|| format!("`{url}` has no host"))?;
+    if authority.as_str().contains('@') {
+        return Err(format!(
+            "`{url}` carries credentials; put them in a header instead"
+        ));
+    }
+    let host = authority.host().to_ascii_lowercase();
+    if host.is_empty() {
+        return Err(format!("`{url}` has no host"));
+    }
+    let port = authority
+        .port_u16()
+        .unwrap_or(if scheme == "https" { 443 } else { 80 });
+    Ok(Origin {
+        scheme: scheme.to_owned(),
+        host,
+        port,
+    })
+}
+
+fn check_header_name(name: &str) -> Result<(), String> {
+    HeaderName::from_bytes(name.as_bytes())
+        .map(|_| ())
+        .map_err(|_| format!("`{name}` is not a valid header name"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_default_their_port_and_compare_case_insensitively() {
+        let a: Origin = "HTTPS://API.Example.com".parse().unwrap();
+        let b: Origin = "https://api.example.com:443/".parse().unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.to_string(), "https://api.example.com:443");
+        let c: Origin = "http://127.0.0.1:8080".parse().unwrap();
+        assert_ne!(c, "http://127.0.0.1:8081".parse::<Origin>().unwrap());
+    }
+
+    #[test]
+    fn bad_origins_and_urls_are_named() {
+        for (input, needle) in [
+            ("ftp://example.com", "only http and https"),
+            ("example.com", "not an absolute URL"),
+            ("http://user:pw@example.com", "credentials"),
+            ("http://example.com/path", "without a path"),
+        ] {
+            let err = input.parse::<Origin>().unwrap_err();
+            assert!(err.contains(needle), "{input}: {err}");
+        }
+    }
+
+    #[test]
+    fn allowlist_is_per_tool_and_deny_by_default() {
+        let config = HttpConfig::default().allow("refund", "http://127.0.0.1:9000");
+        let allowed: Origin = "http://127.0.0.1:9000".parse().unwrap();
+        let other: Origin = "http://127.0.0.1:9001".parse().unwrap();
+        assert!(config.check_allowed("refund", &allowed).is_ok());
+        let err = config.check_allowed("refund", &other).unwrap_err();
+        assert!(
+            err.contains("http://127.0.0.1:9001") && err.contains("allowed: http://127.0.0.1:9000"),
+            "{err}"
+        );
+        let err = config.check_allowed("notify", &allowed).unwrap_err();
+        assert!(
+            err.contains("tool `notify`") && err.contains("allowed: none"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn services_resolve_to_urls_under_their_base() {
+        let config = HttpConfig::default().service("payments", "http://127.0.0.1:9000/api/");
+        let (url, origin) = config
+            .resolve(None, Some("payments"), Some("/v1/refunds"))
+            .unwrap();
+        assert_eq!(url, "http://127.0.0.1:9000/api/v1/refunds");
+        assert_eq!(origin.port, 9000);
+        let err = config.resolve(None, Some("mail"), None).unwrap_err();
+        assert!(
+            err.contains("no service named `mail`") && err.contains("payments"),
+            "{err}"
+        );
+        let err = config
+            .resolve(None, Some("payments"), Some("v1"))
+            .unwrap_err();
+        assert!(err.contains("must start with `/`"), "{err}");
+        assert!(
+            config
+                .resolve(None, None, None)
+                .unwrap_err()
+                .contains("needs a `url`")
+        );
+    }
+
+    #[test]
+    fn the_key_header_can_differ_per_origin() {
+        let config = HttpConfig::default()
+            .idempotency_header_for("https://api.other.example", "X-Request-Key");
+        let other: Origin = "https://api.other.example:443".parse().unwrap();
+        let stripe: Origin = "https://api.stripe.com".parse().unwrap();
+        assert_eq!(config.header_for(&other), "X-Request-Key");
+        assert_eq!(config.header_for(&stripe), DEFAULT_IDEMPOTENCY_HEADER);
+    }
+
+    #[test]
+    fn validate_names_the_bad_entry() {
+        let config = HttpConfig::default().allow("refund", "http://x.example/path");
+        assert!(config.validate().unwrap_err().starts_with("allow.refund"));
+        let config = HttpConfig::default().service("pay", "nope");
+        assert!(config.validate().unwrap_err().starts_with("services.pay"));
+        let config = HttpConfig {
+            idempotency_header: "bad header".into(),
+            ..HttpConfig::default()
+        };
+        assert!(
+            config
+                .validate()
+                .unwrap_err()
+                .contains("not a valid header name")
+        );
+    }
+}

@@ -1,0 +1,17 @@
+//! Outbound HTTP, shared by the `http` provider and webhook delivery from the outbox:
+//! which tool may reach which origin ([`HttpConfig`]), the request a tool describes,
+//! and one exchange with a timeout, no redirects and a capped response
+//! ([`HttpResponse`]). [`LocalApi`] is a loopback payments API and webhook receiver
+//! for the demo and the tests.
+
+mod client;
+mod config;
+pub mod local_api;
+mod request;
+
+pub use client::HttpResponse;
+pub(crate) use client::{Client, SendError};
+pub(crate) use config::parse_url;
+pub use config::{DEFAULT_IDEMPOTENCY_HEADER, HttpConfig, Origin};
+pub use local_api::LocalApi;
+pub(crate) use request::{Outbound, RequestSpec, is_safe};

@@ -1,0 +1,216 @@
+//! The request a tool describes in an effect payload, checked before anything is sent.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+use ureq::http::{HeaderName, HeaderValue};
+
+use super::config::{HttpConfig, Origin};
+
+/// What a tool puts in the payload of an `http` `request` or an `outbox` `enqueue`:
+///
+/// ```json
+/// { "method": "POST", "service": "payments", "path": "/v1/refunds",
+///   "headers": { "X-Tenant": "acme" }, "json": { "amount_cents": 1299 } }
+/// ```
+///
+/// `url` (absolute) replaces `service` + `path`; `body` (text) replaces `json`;
+/// `record: true` makes a `GET` or `HEAD` a journaled effect.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RequestSpec {
+    pub method: Option<String>,
+    pub url: Option<String>,
+    pub service: Option<String>,
+    pub path: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    pub body: Option<String>,
+    pub json: Option<Value>,
+    #[serde(default)]
+    pub record: bool,
+}
+
+/// The methods a tool may use.
+const METHODS: &[&str] = &["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"];
+
+/// Headers the host sets itself; a tool that sets one is refused.
+const RESERVED: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+    "proxy-authorization",
+    "proxy-connection",
+];
+
+/// Whether a method changes nothing on the server (RFC 9110 §9.2.1): such requests
+/// carry no key and are not journaled unless the tool asks.
+pub(crate) fn is_safe(method: &str) -> bool {
+    matches!(method, "GET" | "HEAD" | "OPTIONS")
+}
+
+/// A checked request, ready to send.
+#[derive(Debug, Clone)]
+pub(crate) struct Outbound {
+    pub method: String,
+    pub url: String,
+    pub origin: Origin,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl RequestSpec {
+    /// Reads a payload; the error names the field that is wrong.
+    pub fn parse(payload: &Value) -> Result<Self, String> {
+        Self::deserialize(payload).map_err(|e| format!("the request payload is not valid: {e}"))
+    }
+
+    /// The method in upper case, `default` when the payload names none.
+    pub fn method(&self, default: Option<&str>) -> Result<String, String> {
+        let method = match (&self.method, default) {
+            (Some(m), _) => m.to_ascii_uppercase(),
+            (None, Some(d)) => d.to_owned(),
+            (None, None) => return Err("the request needs a `method`".into()),
+        };
+        if !METHODS.contains(&method.as_str()) {
+            return Err(format!(
+                "method `{method}` is not allowed (allowed: {})",
+                METHODS.join(", ")
+            ));
+        }
+        Ok(method)
+    }
+
+    /// Resolves the target, checks it against `tool`'s allowlist and the headers
+    /// against the reserved ones. Nothing is sent.
+    pub fn check(
+        &self,
+        config: &HttpConfig,
+        tool: &str,
+        method: String,
+    ) -> Result<Outbound, String> {
+        let (url, origin) = config.resolve(
+            self.url.as_deref(),
+            self.service.as_deref(),
+            self.path.as_deref(),
+        )?;
+        config.check_allowed(tool, &origin)?;
+        let key_header = config.header_for(&origin);
+        let mut headers = Vec::with_capacity(self.headers.len() + 1);
+        for (name, value) in &self.headers {
+            let lower = name.to_ascii_lowercase();
+            if RESERVED.contains(&lower.as_str()) {
+                return Err(format!("header `{name}` is set by the host, not by a tool"));
+            }
+            if lower.eq_ignore_ascii_case(key_header) {
+                return Err(format!(
+                    "header `{name}` carries the effect key, which the host sets; a tool never chooses it"
+                ));
+            }
+            HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("`{name}` is not a valid header name"))?;
+            HeaderValue::from_str(value)
+                .map_err(|_| format!("the value of header `{name}` is not a valid header value"))?;
+            headers.push((name.clone(), value.clone()));
+        }
+        let body = match (&self.body, &self.json) {
+            (Some(_), Some(_)) => return Err("give either `body` or `json`, not both".into()),
+            (Some(text), None) => text.clone().into_bytes(),
+            (None, Some(json)) => {
+                if !headers
+                    .iter()
+                    .any(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+                {
+                    headers.push(("Content-Type".into(), "application/json".into()));
+                }
+                json.to_string().into_bytes()
+            }
+            (None, None) => Vec::new(),
+        };
+        if !body.is_empty() && matches!(method.as_str(), "GET" | "HEAD") {
+            return Err(format!("a {method} request carries no body"));
+        }
+        Ok(Outbound {
+            method,
+            url,
+            origin,
+            headers,
+            body,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn config() -> HttpConfig {
+        HttpConfig::default()
+            .service("payments", "http://127.0.0.1:9000")
+            .allow("refund", "http://127.0.0.1:9000")
+    }
+
+    #[test]
+    fn a_json_request_gets_its_content_type_and_a_resolved_url() {
+        let spec = RequestSpec::parse(&json!({
+            "method": "post", "service": "payments", "path": "/v1/refunds", "json": {"a": 1}
+        }))
+        .unwrap();
+        let method = spec.method(None).unwrap();
+        let out = spec.check(&config(), "refund", method).unwrap();
+        assert_eq!(out.method, "POST");
+        assert_eq!(out.url, "http://127.0.0.1:9000/v1/refunds");
+        assert_eq!(out.body, br#"{"a":1}"#);
+        assert!(
+            out.headers
+                .contains(&("Content-Type".into(), "application/json".into()))
+        );
+    }
+
+    #[test]
+    fn bad_requests_are_refused_with_the_reason() {
+        let cases = [
+            (
+                json!({"method": "TRACE", "url": "http://127.0.0.1:9000/"}),
+                "method `TRACE`",
+            ),
+            (
+                json!({"method": "POST", "url": "http://127.0.0.1:9000/", "headers": {"Idempotency-Key": "mine"}}),
+                "carries the effect key",
+            ),
+            (
+                json!({"method": "POST", "url": "http://127.0.0.1:9000/", "headers": {"Host": "x"}}),
+                "set by the host",
+            ),
+            (
+                json!({"method": "GET", "url": "http://127.0.0.1:9000/", "body": "x"}),
+                "carries no body",
+            ),
+            (
+                json!({"method": "POST", "url": "http://127.0.0.1:9000/", "body": "x", "json": 1}),
+                "either `body` or `json`",
+            ),
+            (
+                json!({"method": "POST", "url": "http://payments.invalid/"}),
+                "may not reach http://payments.invalid:80",
+            ),
+        ];
+        for (payload, needle) in cases {
+            let spec = RequestSpec::parse(&payload).unwrap();
+            let err = spec
+                .method(None)
+                .and_then(|m| spec.check(&config(), "refund", m))
+                .unwrap_err();
+            assert!(err.contains(needle), "{payload}: {err}");
+        }
+        let err = RequestSpec::parse(&json!({"methd": "GET"})).unwrap_err();
+        assert!(err.contains("methd"), "{err}");
+    }
+}

@@ -1,0 +1,58 @@
+//! An MCP server for the host's tools, with the guard on every call.
+//!
+//! JSON-RPC 2.0 over stdio, one message per line; only protocol messages go to the
+//! output, logs go to stderr. It speaks the `initialize` handshake (revisions
+//! 2024-11-05 to 2025-11-25; a client asking for another gets 2025-11-25) and the
+//! stateless revision 2026-07-28 (`server/discover`, the version in every request's
+//! `_meta`), whichever the client opens with.
+//!
+//! - `tools/list`: name, description, `inputSchema` from the tool's `describe`, and
+//!   `annotations.idempotentHint: true`.
+//! - `tools/call`: the conversation is `_meta["dev.justonce/conversation"]`, else the
+//!   server's [`ServerConfig::conversation`], else [`crate::host::DEFAULT_SCOPE`]; an
+//!   explicit key may come as `_meta["dev.justonce/idempotency-key"]`. The result has
+//!   the JSON as text and as `structuredContent`, and `_meta["dev.justonce/replayed"]`
+//!   and `_meta["dev.justonce/key"]`. See [`tools`] for how errors map.
+//! - Calls run concurrently on up to [`ServerConfig::max_concurrent_calls`] workers,
+//!   so two identical calls in flight coalesce in the invocation guard.
+//! - `notifications/cancelled` withholds the response but lets the call run to its
+//!   outcome and keep its record, so a retry gets that outcome. A call cancelled
+//!   before a worker picked it up is not run at all.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use justonce::Host;
+//! use justonce::mcp::{Server, ServerConfig};
+//!
+//! # fn main() -> anyhow::Result<()> {
+//! let host = Arc::new(Host::builder().database(".justonce/state.db").example_tools().build()?);
+//! let server = Server::new(host, ServerConfig::default());
+//! server.serve(std::io::stdin().lock(), std::io::stdout())?;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod protocol;
+mod server;
+mod session;
+pub mod tools;
+
+pub use server::Server;
+
+/// How the server runs calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// The conversation a call runs in when its request names none.
+    pub conversation: Option<String>,
+    /// How many tool calls run at once; more wait in a queue.
+    pub max_concurrent_calls: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            conversation: None,
+            max_concurrent_calls: 16,
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! One connection's protocol state: which era it speaks (the `initialize`
+//! handshake of 2024-11-05 … 2025-11-25, or the stateless 2026-07-28 envelope), and
+//! the answer to every request except the tool calls themselves.
+//!
+//! The first request decides the era, as in the official SDKs: `initialize` opens a
+//! handshake connection; a request whose `_meta` carries
+//! `io.modelcontextprotocol/protocolVersion` opens a stateless one. A later request
+//! from the other era is refused.
+
+use serde_json::{Value, json};
+
+use super::protocol::{
+    CLIENT_CAPABILITIES_META_KEY, HANDSHAKE_VERSIONS, INVALID_REQUEST, METHOD_NOT_FOUND,
+    MODERN_VERSIONS, PROTOCOL_VERSION_META_KEY, Params, RpcError, SERVER_INFO_META_KEY,
+    UNSUPPORTED_PROTOCOL_VERSION, negotiate_handshake, type_name,
+};
+use super::tools;
+use crate::host::CallRequest;
+
+/// Guidance for the model, sent as `instructions`.
+const INSTRUCTIONS: &str = "Every tool here runs behind an idempotency guard. Retrying a call \
+with the same arguments in the same conversation (after a timeout, a re-plan, or a duplicate) \
+never repeats its side effects: it returns the first call's outcome. An error whose `retry_safe` \
+is true means retrying the very same call is safe.";
+
+/// Which protocol generation a connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Era {
+    /// No request yet.
+    Fresh,
+    /// Negotiated through `initialize` at this version.
+    Handshake(&'static str),
+    /// Every request carries its own version (2026-07-28 and later).
+    Stateless,
+}
+
+/// What to do with a request.
+#[derive(Debug)]
+pub(crate) enum Dispatch {
+    /// Answer now.
+    Reply(Result<Value, RpcError>),
+    /// Run a tool call; `stateless` shapes its result for the 2026-07-28 wire.
+    Call {
+        /// The call.
+        request: CallRequest,
+        /// Whether the result needs the stateless decorations.
+        stateless: bool,
+    },
+}
+
+/// A connection's state.
+#[derive(Debug)]
+pub(crate) struct Session<'a> {
+    era: Era,
+    tools: &'a [Value],
+    conversation: Option<&'a str>,
+}
+
+impl<'a> Session<'a> {
+    /// A fresh connection serving `tools` (their `tools/list` entries), with calls
+    /// defaulting to `conversation`.
+    pub(crate) fn new(tools: &'a [Value], conversation: Option<&'a str>) -> Self {
+        Self {
+            era: Era::Fresh,
+            tools,
+            conversation,
+        }
+    }
+
+    /// Decides what to do with one request.
+    pub(crate) fn request(&mut self, method: &str, params: &Params) -> Dispatch {
+        let enveloped = params
+            .get("_meta")
+            .and_then(Value::as_object)
+            .is_some_and(|m| m.contains_key(PROTOCOL_VERSION_META_KEY));
+        match self.era {
+            Era::Stateless if method == "initialize" => Dispatch::Reply(Err(RpcError::new(
+                UNSUPPORTED_PROTOCOL_VERSION,
+                "this connection speaks the stateless protocol (2026-07-28); the initialize handshake is not accepted on it",
+            )
+            .with_data(json!({
+                "supported": MODERN_VERSIONS,
+                "requested": params.get("protocolVersion").cloned().unwrap_or(Value::Null),
+            })))),
+            Era::Fresh | Era::Stateless if enveloped && method != "initialize" => {
+                self.era = Era::Stateless;
+                self.stateless(method, params)
+            }
+            Era::Handshake(version) if enveloped && method != "initialize" => {
+                Dispatch::Reply(Err(RpcError::new(
+                    INVALID_REQUEST,
+                    format!(
+                        "this connection negotiated {version} through initialize; requests carrying the 2026-07-28 _meta envelope are not accepted on it"
+                    ),
+                )))
+            }
+            Era::Stateless => Dispatch::Reply(Err(stateless_envelope_error(params).unwrap_or_else(
+                || RpcError::invalid_params("params._meta is missing the request envelope"),
+            ))),
+            Era::Fresh | Era::Handshake(_) => self.handshake(method, params),
+        }
+    }
+
+    /// A request on a handshake connection (or before any).
+    fn handshake(&mut self, method: &str, params: &Params) -> Dispatch {
+        let reply = match method {
+            "initialize" => self.initialize(params),
+            "ping" => Ok(json!({})),
+            "tools/list" | "tools/call" if self.era == Era::Fresh => Err(RpcError::new(
+                INVALID_REQUEST,
+                format!(
+                    "{method} before initialize: send initialize first (or a request carrying the 2026-07-28 _meta envelope)"
+                ),
+            )),
+            "tools/list" => self.list(params).map(|tools| json!({ "tools": tools })),
+            "tools/call" => return self.call(params, false),
+            _ => Err(method_not_found(method)),
+        };
+        Dispatch::Reply(reply)
+    }
+
+    fn initialize(&mut self, params: &Params) -> Result<Value, RpcError> {
+        if let Era::Handshake(version) = self.era {
+            return Err(RpcError::new(
+                INVALID_REQUEST,
+                format!("initialize was already received; this connection speaks {version}"),
+            ));
+        }
+        let requested = match params.get("protocolVersion") {
+            Some(Value::String(v)) => v,
+            Some(other) => {
+                return Err(RpcError::invalid_params(format!(
+                    "initialize: \"protocolVersion\" must be a string, not {}",
+                    type_name(other)
+                )));
+            }
+            None => {
+                return Err(RpcError::invalid_params(
+                    "initialize: \"protocolVersion\" is missing",
+                ));
+            }
+        };
+        let version = negotiate_handshake(requested);
+        tracing::info!(requested, version, "initialize");
+        self.era = Era::Handshake(version);
+        Ok(json!({
+            "protocolVersion": version,
+            "capabilities": capabilities(),
+            "serverInfo": server_info(),
+            "instructions": INSTRUCTIONS,
+        }))
+    }
+
+    /// A request carrying the 2026-07-28 envelope.
+    fn stateless(&mut self, method: &str, params: &Params) -> Dispatch {
+        if let Some(error) = stateless_envelope_error(params) {
+            return Dispatch::Reply(Err(error));
+        }
+        let reply = match method {
+            "server/discover" => Ok(json!({
+                "supportedVersions": MODERN_VERSIONS,
+                "capabilities": capabilities(),
+                "instructions": INSTRUCTIONS,
+                "ttlMs": 0,
+                "cacheScope": "public",
+            })),
+            "tools/list" => self
+                .list(params)
+                .map(|tools| json!({ "tools": tools, "ttlMs": 0, "cacheScope": "public" })),
+            "tools/call" => return self.call(params, true),
+            "ping" => Err(RpcError::new(
+                METHOD_NOT_FOUND,
+                "ping was removed in protocol 2026-07-28",
+            )),
+            _ => Err(method_not_found(method)),
+        };
+        Dispatch::Reply(reply.map(stateless_result))
+    }
+
+    fn list(&self, params: &Params) -> Result<Vec<Value>, RpcError> {
+        match params.get("cursor") {
+            None | Some(Value::Null) => Ok(self.tools.to_vec()),
+            Some(_) => Err(RpcError::invalid_params(
+                "tools/list: unknown cursor (every tool is returned in the first page)",
+            )),
+        }
+    }
+
+    fn call(&self, params: &Params, stateless: bool) -> Dispatch {
+        match tools::call_request(params, self.conversation) {
+            Ok(request) => Dispatch::Call { request, stateless },
+            Err(error) => Dispatch::Reply(Err(error)),
+        }
+    }
+}
+
+/// What is wrong with a request's 2026-07-28 envelope, if anything: a missing key
+/// is `-32602`, an unserved version `-32022` naming the supported ones.
+fn stateless_envelope_error(params: &Params) -> Option<RpcError> {
+    let Some(meta) = params.get("_meta").and_then(Value::as_object) else {
+        return Some(RpcError::invalid_params(format!(
+            "params._meta must be an object carrying {PROTOCOL_VERSION_META_KEY:?} and {CLIENT_CAPABILITIES_META_KEY:?}"
+        )));
+    };
+    let missing: Vec<&str> = [PROTOCOL_VERSION_META_KEY, CLIENT_CAPABILITIES_META_KEY]
+        .into_iter()
+        .filter(|k| !meta.contains_key(*k))
+        .collect();
+    if !missing.is_empty() {
+        return Some(RpcError::invalid_params(format!(
+            "params._meta is missing the required envelope key(s): {}",
+            missing.join(", ")
+        )));
+    }
+    match &meta[PROTOCOL_VERSION_META_KEY] {
+        Value::String(v) if MODERN_VERSIONS.contains(&v.as_str()) => None,
+        Value::String(v) => Some(
+            RpcError::new(
+                UNSUPPORTED_PROTOCOL_VERSION,
+                format!(
+                    "unsupported protocol version {v:?}; this server speaks {} statelessly and {} through initialize",
+                    MODERN_VERSIONS.join(", "),
+                    HANDSHAKE_VERSIONS.join(", ")
+                ),
+            )
+            .with_data(json!({ "supported": MODERN_VERSIONS, "requested": v })),
+        ),
+        other => Some(RpcError::invalid_params(format!(
+            "params._meta[{PROTOCOL_VERSION_META_KEY:?}] must be a string, not {}",
+            type_name(other)
+        ))),
+    }
+}
+
+/// Adds what every 2026-07-28 result carries: `resultType` and the server's identity
+/// in `_meta`.
+pub(crate) fn stateless_result(mut result: Value) -> Value {
+    if let Value::Object(map) = &mut result {
+        map.entry("resultType").or_insert_with(|| json!("complete"));
+        let meta = map.entry("_meta").or_insert_with(|| json!({}));
+        if let Value::Object(meta) = meta {
+            meta.insert(SERVER_INFO_META_KEY.into(), server_info());
+        }
+    }
+    result
+}
+
+fn capabilities() -> Value {
+    json!({ "tools": {} })
+}
+
+fn server_info() -> Value {
+    json!({ "name": "justonce", "title": "justonce", "version": env!("CARGO_PKG_VERSION") })
+}
+
+fn method_not_found(method: &str) -> RpcError {
+    RpcError::new(METHOD_NOT_FOUND, format!("method not found: {method}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::protocol::INVALID_PARAMS;
+    use super::*;
+
+    fn params(value: Value) -> Params {
+        value.as_object().unwrap().clone()
+    }
+
+    fn reply(dispatch: Dispatch) -> Result<Value, RpcError> {
+        match dispatch {
+            Dispatch::Reply(reply) => reply,
+            Dispatch::Call { .. } => panic!("expected a reply, got a call"),
+        }
+    }
+
+    fn envelope(version: &str) -> Value {
+        json!({ PROTOCOL_VERSION_META_KEY: version, CLIENT_CAPABILITIES_META_KEY: {} })
+    }
+
+    #[test]
+    fn tools_are_refused_before_initialize_and_served_after() {
+        let tools = [json!({"name": "t"})];
+        let mut session = Session::new(&tools, None);
+        let early = reply(session.request("tools/list", &Params::new())).unwrap_err();
+        assert_eq!(early.code, INVALID_REQUEST);
+        assert!(early.message.contains("initialize"), "{}", early.message);
+        assert_eq!(
+            reply(session.request("ping", &Params::new())).unwrap(),
+            json!({})
+        );
+
+        let init = reply(session.request(
+            "initialize",
+            &params(json!({"protocolVersion": "2025-06-18"})),
+        ))
+        .unwrap();
+        assert_eq!(init["protocolVersion"], "2025-06-18");
+        let list = reply(session.request("tools/list", &Params::new())).unwrap();
+        assert_eq!(list["tools"][0]["name"], "t");
+        assert!(
+            list.get("resultType").is_none(),
+            "handshake results are not stamped"
+        );
+        let again = reply(session.request(
+            "initialize",
+            &params(json!({"protocolVersion": "2025-06-18"})),
+        ))
+        .unwrap_err();
+        assert_eq!(again.code, INVALID_REQUEST);
+        let modern = reply(session.request(
+            "tools/list",
+            &params(json!({"_meta": envelope("2026-07-28")})),
+        ))
+        .unwrap_err();
+        assert_eq!(modern.code, INVALID_REQUEST);
+    }
+
+    #[test]
+    fn a_stateless_connection_discovers_and_stamps_every_result() {
+        let tools = [json!({"name": "t"})];
+        let mut session = Session::new(&tools, None);
+        let found = reply(session.request(
+            "server/discover",
+            &params(json!({"_meta": envelope("2026-07-28")})),
+        ))
+        .unwrap();
+        assert_eq!(found["supportedVersions"], json!(["2026-07-28"]));
+        assert_eq!(found["resultType"], "complete");
+        assert_eq!(found["_meta"][SERVER_INFO_META_KEY]["name"], "justonce");
+
+        let list = reply(session.request(
+            "tools/list",
+            &params(json!({"_meta": envelope("2026-07-28")})),
+        ))
+        .unwrap();
+        assert_eq!(list["tools"][0]["name"], "t");
+        assert_eq!(list["resultType"], "complete");
+
+        let old = reply(session.request(
+            "tools/list",
+            &params(json!({"_meta": envelope("2031-01-01")})),
+        ))
+        .unwrap_err();
+        assert_eq!(old.code, UNSUPPORTED_PROTOCOL_VERSION);
+        assert_eq!(old.data.unwrap()["requested"], "2031-01-01");
+
+        let bare = reply(session.request("tools/list", &Params::new())).unwrap_err();
+        assert_eq!(bare.code, INVALID_PARAMS);
+        let init = reply(session.request(
+            "initialize",
+            &params(json!({"protocolVersion": "2025-11-25"})),
+        ))
+        .unwrap_err();
+        assert_eq!(init.code, UNSUPPORTED_PROTOCOL_VERSION);
+        let ping =
+            reply(session.request("ping", &params(json!({"_meta": envelope("2026-07-28")}))))
+                .unwrap_err();
+        assert_eq!(ping.code, METHOD_NOT_FOUND);
+    }
+
+    #[test]
+    fn a_discover_without_the_envelope_is_unknown_so_clients_fall_back_to_initialize() {
+        let mut session = Session::new(&[], None);
+        let e = reply(session.request("server/discover", &Params::new())).unwrap_err();
+        assert_eq!(e.code, METHOD_NOT_FOUND);
+    }
+
+    #[test]
+    fn a_missing_envelope_key_is_named() {
+        let mut session = Session::new(&[], None);
+        let e = reply(session.request(
+            "tools/list",
+            &params(json!({"_meta": {PROTOCOL_VERSION_META_KEY: "2026-07-28"}})),
+        ))
+        .unwrap_err();
+        assert_eq!(e.code, INVALID_PARAMS);
+        assert!(
+            e.message.contains(CLIENT_CAPABILITIES_META_KEY),
+            "{}",
+            e.message
+        );
+    }
+}

@@ -1,0 +1,308 @@
+//! What MCP sees of justonce's tools: `tools/list` entries, the `tools/call`
+//! parameters read into a [`CallRequest`], and a call's answer as a `CallToolResult`
+//! or a protocol error.
+
+use serde_json::{Map, Value, json};
+
+use super::protocol::{INTERNAL_ERROR, Params, RpcError, type_name};
+use crate::error::Error;
+use crate::host::{CallRequest, CallResponse};
+use crate::runtime::Runtime;
+
+/// Request `_meta` key: the conversation (the window in which a repeat is a
+/// duplicate). Overrides the server's `--conversation`.
+pub const CONVERSATION_META_KEY: &str = "dev.justonce/conversation";
+/// Request `_meta` key: an explicit idempotency key instead of the derived one.
+pub const IDEMPOTENCY_KEY_META_KEY: &str = "dev.justonce/idempotency-key";
+/// Result `_meta` key: `true` when the outcome was saved by an earlier attempt and
+/// nothing ran now.
+pub const REPLAYED_META_KEY: &str = "dev.justonce/replayed";
+/// Result `_meta` key: the invocation key the call ran (or was found) under.
+pub const KEY_META_KEY: &str = "dev.justonce/key";
+
+/// The `tools/list` entries: name, description, the argument schema from the tool's
+/// `describe`, and `idempotentHint`, which every tool behind the guard honours within
+/// its conversation.
+pub(crate) fn descriptors(runtime: &Runtime) -> Vec<Value> {
+    runtime
+        .tools()
+        .map(|tool| {
+            json!({
+                "name": tool.name,
+                "description": tool.description,
+                "inputSchema": input_schema(&tool.input_schema),
+                "annotations": { "idempotentHint": true },
+            })
+        })
+        .collect()
+}
+
+/// MCP requires `"type": "object"` at the root of an input schema; a tool's schema
+/// always describes an object (arguments are one), so add it where a generator left
+/// it implicit.
+fn input_schema(schema: &Value) -> Value {
+    match schema {
+        Value::Object(map) if map.contains_key("type") => schema.clone(),
+        Value::Object(map) => {
+            let mut map = map.clone();
+            map.insert("type".into(), json!("object"));
+            Value::Object(map)
+        }
+        _ => json!({ "type": "object" }),
+    }
+}
+
+/// Reads `tools/call` parameters. The conversation comes from
+/// `_meta["dev.justonce/conversation"]`, else `default_conversation` (else the host's
+/// default scope); an explicit key from `_meta["dev.justonce/idempotency-key"]`.
+pub(crate) fn call_request(
+    params: &Params,
+    default_conversation: Option<&str>,
+) -> Result<CallRequest, RpcError> {
+    let name = match params.get("name") {
+        Some(Value::String(name)) => name.clone(),
+        Some(other) => {
+            return Err(RpcError::invalid_params(format!(
+                "tools/call: \"name\" must be a string, not {}",
+                type_name(other)
+            )));
+        }
+        None => return Err(RpcError::invalid_params("tools/call: \"name\" is missing")),
+    };
+    let arguments = match params.get("arguments") {
+        None | Some(Value::Null) => "{}".to_owned(),
+        Some(args @ Value::Object(_)) => args.to_string(),
+        Some(other) => {
+            return Err(RpcError::invalid_params(format!(
+                "tools/call: \"arguments\" must be an object, not {}",
+                type_name(other)
+            )));
+        }
+    };
+    let meta = match params.get("_meta") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(meta)) => Some(meta),
+        Some(other) => {
+            return Err(RpcError::invalid_params(format!(
+                "tools/call: \"_meta\" must be an object, not {}",
+                type_name(other)
+            )));
+        }
+    };
+    let mut request = CallRequest::new(name, arguments);
+    request.conversation = meta_string(meta, CONVERSATION_META_KEY)?
+        .or_else(|| default_conversation.map(str::to_owned));
+    request.key = meta_string(meta, IDEMPOTENCY_KEY_META_KEY)?;
+    Ok(request)
+}
+
+fn meta_string(meta: Option<&Map<String, Value>>, key: &str) -> Result<Option<String>, RpcError> {
+    match meta.and_then(|m| m.get(key)) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
+        Some(Value::String(_)) => Err(RpcError::invalid_params(format!(
+            "tools/call: _meta[\"{key}\"] must not be empty"
+        ))),
+        Some(other) => Err(RpcError::invalid_params(format!(
+            "tools/call: _meta[\"{key}\"] must be a string, not {}",
+            type_name(other)
+        ))),
+    }
+}
+
+/// A call's answer as MCP sees it.
+///
+/// An outcome (the tool's result, its error, a trap) is a `CallToolResult`, the JSON
+/// as text plus `structuredContent`, `isError` for a failure. A call that produced no
+/// outcome but that the agent must read (invalid arguments, mismatch, in progress,
+/// outcome unknown, divergence, lease lost) is a `CallToolResult` with `isError` and
+/// the structured error `{kind, message, retry_safe}`. An unknown tool or an invalid
+/// key is `-32602`; a failure of the host itself is `-32603`.
+///
+/// `any_structured`: the protocol revision allows any JSON as `structuredContent`
+/// (2026-07-28); earlier ones only an object.
+pub(crate) fn call_result(
+    result: Result<CallResponse, Error>,
+    any_structured: bool,
+) -> Result<Value, RpcError> {
+    match result {
+        Ok(response) => {
+            let (payload, is_error) = match &response.outcome {
+                crate::outcome::Outcome::Success { result } => (result.clone(), false),
+                failure => (failure.to_agent_json(), true),
+            };
+            Ok(tool_result(
+                payload,
+                is_error,
+                response.replayed,
+                Some(response.key.to_string()),
+                any_structured,
+            ))
+        }
+        Err(error) => match &error {
+            // `CannotResolve` comes from `justonce resolve`, never from a call.
+            Error::UnknownTool { .. } | Error::InvalidKey(_) | Error::CannotResolve { .. } => {
+                Err(RpcError::invalid_params(error.to_string()).with_data(error.to_agent_json()))
+            }
+            Error::InvalidArguments { .. }
+            | Error::Mismatch { .. }
+            | Error::InProgress { .. }
+            | Error::OutcomeUnknown { .. }
+            | Error::Divergence { .. }
+            | Error::LeaseLost { .. } => Ok(tool_result(
+                error.to_agent_json(),
+                true,
+                false,
+                error.key().map(ToString::to_string),
+                any_structured,
+            )),
+            // `Config` comes from reading the configuration file, before any call.
+            Error::Load { .. }
+            | Error::Config { .. }
+            | Error::DuplicateTool { .. }
+            | Error::Store { .. }
+            | Error::NewerSchema { .. }
+            | Error::Host(_) => {
+                Err(RpcError::new(INTERNAL_ERROR, error.to_string())
+                    .with_data(error.to_agent_json()))
+            }
+        },
+    }
+}
+
+fn tool_result(
+    payload: Value,
+    is_error: bool,
+    replayed: bool,
+    key: Option<String>,
+    any_structured: bool,
+) -> Value {
+    let mut meta = Map::new();
+    meta.insert(REPLAYED_META_KEY.into(), Value::Bool(replayed));
+    if let Some(key) = key {
+        meta.insert(KEY_META_KEY.into(), Value::String(key));
+    }
+    let mut result = json!({
+        "content": [{ "type": "text", "text": payload.to_string() }],
+        "isError": is_error,
+        "_meta": meta,
+    });
+    if any_structured || payload.is_object() {
+        result["structuredContent"] = payload;
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::InvocationKey;
+    use crate::outcome::Outcome;
+
+    fn params(value: Value) -> Params {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn the_conversation_comes_from_meta_before_the_server_default() {
+        let p = params(json!({
+            "name": "t", "arguments": {"a": 1},
+            "_meta": { "dev.justonce/conversation": "conv-9", "dev.justonce/idempotency-key": "k" },
+        }));
+        let request = call_request(&p, Some("server-default")).unwrap();
+        assert_eq!(request.conversation.as_deref(), Some("conv-9"));
+        assert_eq!(request.key.as_deref(), Some("k"));
+        assert_eq!(request.arguments, r#"{"a":1}"#);
+
+        let p = params(json!({ "name": "t" }));
+        let request = call_request(&p, Some("server-default")).unwrap();
+        assert_eq!(request.conversation.as_deref(), Some("server-default"));
+        assert_eq!(request.arguments, "{}");
+        assert_eq!(call_request(&p, None).unwrap().conversation, None);
+    }
+
+    #[test]
+    fn malformed_call_parameters_are_invalid_params_naming_the_field() {
+        for (p, field) in [
+            (json!({}), "\"name\" is missing"),
+            (json!({"name": 3}), "\"name\" must be a string"),
+            (
+                json!({"name": "t", "arguments": "{}"}),
+                "\"arguments\" must be an object",
+            ),
+            (
+                json!({"name": "t", "_meta": {"dev.justonce/conversation": 1}}),
+                "dev.justonce/conversation",
+            ),
+        ] {
+            let e = call_request(&params(p), None).unwrap_err();
+            assert_eq!(e.code, super::super::protocol::INVALID_PARAMS);
+            assert!(e.message.contains(field), "{} lacks {field}", e.message);
+        }
+    }
+
+    #[test]
+    fn an_outcome_is_a_tool_result_and_a_missing_outcome_an_error_result() {
+        let key = InvocationKey::parse("0123456789abcdef0123456789abcdef").unwrap();
+        let ok = call_result(
+            Ok(CallResponse {
+                key: key.clone(),
+                replayed: true,
+                outcome: Outcome::Success {
+                    result: json!({"sent": 1}),
+                },
+            }),
+            false,
+        )
+        .unwrap();
+        assert_eq!(ok["isError"], false);
+        assert_eq!(ok["structuredContent"], json!({"sent": 1}));
+        assert_eq!(ok["content"][0]["text"], r#"{"sent":1}"#);
+        assert_eq!(ok["_meta"][REPLAYED_META_KEY], true);
+        assert_eq!(ok["_meta"][KEY_META_KEY], key.to_string());
+
+        let unknown = call_result(
+            Err(Error::OutcomeUnknown {
+                key: key.clone(),
+                seq: 0,
+                provider: "mail".into(),
+                reason: "timeout".into(),
+            }),
+            false,
+        )
+        .unwrap();
+        assert_eq!(unknown["isError"], true);
+        assert_eq!(
+            unknown["structuredContent"]["error"]["kind"],
+            "outcome_unknown"
+        );
+        assert_eq!(unknown["structuredContent"]["error"]["retry_safe"], true);
+
+        let no_tool = call_result(
+            Err(Error::UnknownTool {
+                name: "x".into(),
+                available: "a".into(),
+            }),
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(no_tool.code, super::super::protocol::INVALID_PARAMS);
+    }
+
+    #[test]
+    fn a_result_that_is_not_an_object_is_structured_only_where_the_revision_allows_it() {
+        let key = InvocationKey::parse("0123456789abcdef0123456789abcdef").unwrap();
+        let response = CallResponse {
+            key,
+            replayed: false,
+            outcome: Outcome::Success {
+                result: json!([1, 2]),
+            },
+        };
+        let legacy = call_result(Ok(response.clone()), false).unwrap();
+        assert!(legacy.get("structuredContent").is_none());
+        assert_eq!(legacy["content"][0]["text"], "[1,2]");
+        let modern = call_result(Ok(response), true).unwrap();
+        assert_eq!(modern["structuredContent"], json!([1, 2]));
+    }
+}

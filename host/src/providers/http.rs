@@ -1,0 +1,101 @@
+//! `http` (keyed): requests to allowlisted origins, with the effect key in an
+//! idempotency header so the downstream can tell a retry from a new request.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::http::{Client, HttpConfig, Outbound, RequestSpec, SendError, is_safe};
+use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
+
+/// The operation the provider performs.
+const REQUEST: &str = "request";
+
+/// Performs HTTP requests for tools. Operation `request` takes the payload described
+/// in the README (`method`, `url` or `service` + `path`, `headers`, `body` or `json`,
+/// `record`) and answers `{"status", "headers", "body", "truncated"}`.
+///
+/// - Every non-safe method carries the effect key in the configured idempotency
+///   header (`Idempotency-Key` by default); a tool may not set that header itself.
+/// - A tool reaches only the origins its allowlist names; anything else is refused
+///   before a connection is made.
+/// - A connection failure, a timeout, a cut-off response, 429 and 503 leave the
+///   outcome unknown: the guard retries with the same key (waiting out `Retry-After`
+///   up to its bound). Any other status is a definitive answer, saved and replayed.
+/// - `GET`, `HEAD` and `OPTIONS` are reads: performed without a journal record or a
+///   key, unless the payload says `"record": true`.
+pub struct HttpProvider {
+    config: Arc<HttpConfig>,
+    client: Client,
+}
+
+impl std::fmt::Debug for HttpProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpProvider")
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl HttpProvider {
+    /// A provider that follows `config`.
+    pub fn new(config: Arc<HttpConfig>) -> Self {
+        let client = Client::new(&config);
+        Self { config, client }
+    }
+
+    fn prepare(
+        &self,
+        tool: &str,
+        operation: &str,
+        payload: &Value,
+    ) -> Result<Outbound, ProviderError> {
+        if operation != REQUEST {
+            return Err(ProviderError::Invalid(format!(
+                "http has no operation `{operation}` (it has `{REQUEST}`)"
+            )));
+        }
+        let spec = RequestSpec::parse(payload).map_err(ProviderError::Invalid)?;
+        let method = spec.method(None).map_err(ProviderError::Invalid)?;
+        spec.check(&self.config, tool, method)
+            .map_err(ProviderError::Invalid)
+    }
+
+    fn send(&self, request: &Outbound, key: Option<(&str, &str)>) -> Result<Value, ProviderError> {
+        match self.client.send(request, key) {
+            Ok(response) if response.asks_to_retry() => Err(ProviderError::Throttled {
+                reason: format!("{} answered {}", request.url, response.status),
+                retry_after: response.retry_after(),
+            }),
+            Ok(response) => Ok(response.to_json()),
+            Err(SendError::Invalid(reason)) => Err(ProviderError::Invalid(reason)),
+            Err(SendError::Unknown(reason)) => Err(ProviderError::Unknown(reason)),
+        }
+    }
+}
+
+impl Provider for HttpProvider {
+    fn class(&self) -> ProviderClass {
+        ProviderClass::Keyed
+    }
+
+    fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
+        let outbound = self.prepare(request.tool, request.operation, request.payload)?;
+        let header = self.config.header_for(&outbound.origin);
+        let key = (!is_safe(&outbound.method)).then(|| (header, request.key.as_str()));
+        self.send(&outbound, key)
+    }
+
+    fn unjournaled_read(&self, operation: &str, payload: &Value) -> bool {
+        operation == REQUEST
+            && RequestSpec::parse(payload)
+                .ok()
+                .and_then(|spec| Some((spec.method(None).ok()?, spec.record)))
+                .is_some_and(|(method, record)| is_safe(&method) && !record)
+    }
+
+    fn read(&self, request: &ReadRequest<'_>) -> Result<Value, ProviderError> {
+        let outbound = self.prepare(request.tool, request.operation, request.payload)?;
+        self.send(&outbound, None)
+    }
+}

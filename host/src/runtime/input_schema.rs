@@ -1,0 +1,97 @@
+//! A tool's input schema, compiled once at load and checked against every call's
+//! arguments before anything is stored.
+
+use serde_json::Value;
+
+/// How many schema violations one error message lists.
+const MAX_REPORTED: usize = 5;
+
+/// A compiled JSON Schema (draft 2020-12 unless the schema says otherwise). Remote
+/// `$ref`s are not fetched: a schema that needs them is refused at load.
+pub struct InputSchema {
+    validator: jsonschema::Validator,
+}
+
+impl std::fmt::Debug for InputSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InputSchema")
+    }
+}
+
+impl InputSchema {
+    /// Compiles `schema`; the error says why it is not a usable JSON Schema.
+    pub fn compile(schema: &Value) -> Result<Self, String> {
+        jsonschema::validator_for(schema)
+            .map(|validator| Self { validator })
+            .map_err(|e| format!("input schema is not a valid JSON Schema: {e}"))
+    }
+
+    /// Checks `args`; the error names each failing location as a JSON pointer
+    /// (`/orders/0/order_id`, or `/` for the whole object).
+    pub fn check(&self, args: &Value) -> Result<(), String> {
+        let mut problems: Vec<String> = self
+            .validator
+            .iter_errors(args)
+            .take(MAX_REPORTED + 1)
+            .map(|e| {
+                let path = e.instance_path().to_string();
+                let at = if path.is_empty() { "/".to_string() } else { path };
+                format!("at {at}: {e}")
+            })
+            .collect();
+        if problems.is_empty() {
+            return Ok(());
+        }
+        if problems.len() > MAX_REPORTED {
+            problems.truncate(MAX_REPORTED);
+            problems.push("…".into());
+        }
+        Err(format!("do not match the tool's input schema: {}", problems.join("; ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn orders() -> InputSchema {
+        InputSchema::compile(&json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {
+                "orders": { "type": "array", "items": { "$ref": "#/$defs/Order" } }
+            },
+            "required": ["orders"],
+            "$defs": {
+                "Order": {
+                    "type": "object",
+                    "properties": { "order_id": { "type": "integer", "minimum": 0 } },
+                    "required": ["order_id"]
+                }
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn names_the_failing_path() {
+        let err = orders().check(&json!({"orders": [{"order_id": 1}, {"order_id": "x"}]})).unwrap_err();
+        assert!(err.contains("at /orders/1/order_id"), "{err}");
+        let err = orders().check(&json!({})).unwrap_err();
+        assert!(err.contains("at /:") && err.contains("orders"), "{err}");
+    }
+
+    #[test]
+    fn an_integer_written_as_a_float_is_an_integer() {
+        // `4417.0` and `4417` are one number to the invocation key, so to the schema too.
+        orders().check(&json!({"orders": [{"order_id": 4417.0}]})).unwrap();
+        assert!(orders().check(&json!({"orders": [{"order_id": 4417.5}]})).is_err());
+    }
+
+    #[test]
+    fn a_schema_that_is_not_one_is_refused() {
+        let err = InputSchema::compile(&json!({"type": "no-such-type"})).unwrap_err();
+        assert!(err.contains("not a valid JSON Schema"), "{err}");
+    }
+}

@@ -1,0 +1,72 @@
+//! `justonce.toml` through the CLI: found next to `--db` or given with `--config`, per
+//! tool limits applied, and a bad file refused with the key named.
+
+use std::path::Path;
+use std::process::Output;
+
+use crate::support::cli::{json_of, justonce_command};
+
+fn justonce(args: &[&str], db: Option<&Path>) -> Output {
+    justonce_command(db).args(args).output().expect("run justonce")
+}
+
+const ARGS: &str = r#"{"orders":[{"order_id":4417,"email":"ada@example.com","amount_cents":1299}]}"#;
+
+#[test]
+fn a_config_next_to_the_database_sets_per_tool_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    std::fs::write(
+        dir.path().join("justonce.toml"),
+        "[tools.send_receipt]\nmax_args_bytes = 40\n",
+    )
+    .unwrap();
+    let out = justonce(&["run", "send_receipt", "--args", ARGS], Some(&db));
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = json_of(&out);
+    assert_eq!(v["error"]["kind"], "invalid_arguments");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("limit of 40 bytes"), "{message}");
+    // Other tools keep the defaults.
+    let out = justonce(&["run", "refund", "--args", r#"{"order_id":1,"amount_cents":1}"#], Some(&db));
+    assert_ne!(json_of(&out)["error"]["kind"], "invalid_arguments");
+}
+
+#[test]
+fn config_names_the_database_and_the_flag_wins_over_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("custom.toml");
+    std::fs::write(&config, "database = \"from-config.db\"\n").unwrap();
+    let config_arg = config.to_str().unwrap();
+    let out = justonce(&["--config", config_arg, "run", "send_receipt", "--args", ARGS], None);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(dir.path().join("from-config.db").is_file(), "relative to the config file");
+
+    let flag_db = dir.path().join("flag.db");
+    let out = justonce(&["--config", config_arg, "run", "send_receipt", "--args", ARGS], Some(&flag_db));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(flag_db.is_file(), "--db wins over the configuration");
+}
+
+#[test]
+fn a_bad_config_is_bad_input_that_names_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let config = dir.path().join("justonce.toml");
+    for (text, key) in [
+        ("[limits]\ndeadline = 5\n", "deadline"),
+        ("[limits]\nmemory_mib = \"lots\"\n", "limits.memory_mib"),
+        ("[tools.echo]\ndeadline_ms = 0\n", "tools.echo.deadline_ms"),
+    ] {
+        std::fs::write(&config, text).unwrap();
+        let out = justonce(&["run", "send_receipt", "--args", ARGS], Some(&db));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}: {stderr}");
+        assert!(stderr.contains(key), "{text}: {stderr}");
+        assert!(stderr.contains("justonce.toml"), "names the file: {stderr}");
+    }
+    assert!(!db.exists(), "nothing was opened or stored");
+    let out = justonce(&["--config", "/no/such/justonce.toml", "tools"], Some(&db));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/justonce.toml"));
+}

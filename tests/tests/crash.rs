@@ -1,0 +1,306 @@
+//! Kill the host at every step. A child `justonce` process is armed with
+//! `JUSTONCE_FAULT` and aborts (no unwinding, like `kill -9`) at one point of a call; a
+//! fresh process retries the same call. Whatever the point, the mailbox (a keyed
+//! downstream in the same SQLite file, which outlives both processes) holds exactly
+//! one email, every request carried the key the killed process journaled, and the
+//! agent is told a success-shaped result.
+
+use std::path::Path;
+
+use justonce::fault::FaultPoint;
+use serde_json::Value;
+
+use crate::support::process::{Db, json_of, justonce};
+use crate::support::time_and_random_body;
+
+/// Kill-and-retry runs per fault point.
+const REPEATS: u64 = 3;
+
+/// The killed process's lease: the retry finds it live, waits, and takes over once
+/// it has expired, as a retry after a real crash does.
+const CHILD_LEASE_MS: &str = "300";
+
+fn receipt(order: u64) -> String {
+    format!(
+        r#"{{"orders":[{{"order_id":{order},"email":"ada@example.com","amount_cents":1299}}]}}"#
+    )
+}
+
+/// Runs `tool ARGS` in a child armed with `fault` and checks that it died there.
+fn kill(db: &Path, tool: &str, args: &str, fault: &str) {
+    let out = justonce(
+        db,
+        &[
+            "--lease-ms",
+            CHILD_LEASE_MS,
+            "run",
+            tool,
+            "--args",
+            args,
+            "--conversation",
+            "crash",
+        ],
+        Some(fault),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "the child was meant to die at {fault}: {stderr}"
+    );
+    assert_eq!(
+        out.status.code(),
+        None,
+        "killed by a signal, not an exit: {stderr}"
+    );
+    assert!(out.stdout.is_empty(), "the caller was never answered");
+    assert!(stderr.contains("aborting at"), "{stderr}");
+}
+
+/// Retries the call in a fresh, unarmed process and returns what it printed.
+fn retry(db: &Path, tool: &str, args: &str) -> Value {
+    let out = justonce(
+        db,
+        &["run", tool, "--args", args, "--conversation", "crash"],
+        None,
+    );
+    let v = json_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{v}");
+    v
+}
+
+/// One kill-and-retry run of `send_receipt` at `point`; checks the journal the killed
+/// process left, then the retry's answer and the mailbox.
+fn kill_and_retry(point: FaultPoint, order: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let args = receipt(order);
+    kill(&db, "send_receipt", &args, point.as_str());
+
+    // Where the process died shows in what it left behind.
+    let state = Db::open(&db);
+    let (invocation, inv_state) = state.only_invocation();
+    let effects = state.effects(&invocation);
+    assert_eq!(effects.len(), 1, "{effects:?}");
+    let journaled_key = effects[0].key.clone();
+    let (mails, requests) = (state.mailbox().len(), state.requests().len());
+    match point {
+        FaultPoint::BeforeEffect => {
+            assert_eq!(
+                (inv_state.as_str(), effects[0].state.as_str()),
+                ("running", "pending")
+            );
+            assert_eq!((mails, requests), (0, 0), "the provider was never called");
+        }
+        FaultPoint::AfterProvider => {
+            assert_eq!(
+                (inv_state.as_str(), effects[0].state.as_str()),
+                ("running", "pending")
+            );
+            assert_eq!(
+                (mails, requests),
+                (1, 1),
+                "sent, but the answer was not recorded"
+            );
+        }
+        FaultPoint::AfterRecord => {
+            assert_eq!(
+                (inv_state.as_str(), effects[0].state.as_str()),
+                ("running", "done")
+            );
+            assert_eq!(state.outcome(&invocation), None);
+        }
+        FaultPoint::AfterOutcome => {
+            assert_eq!(
+                (inv_state.as_str(), effects[0].state.as_str()),
+                ("completed", "done")
+            );
+        }
+    }
+
+    let answer = retry(&db, "send_receipt", &args);
+
+    // What the agent is told: success-shaped, with the one email's id, under the
+    // invocation key the killed process journaled.
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(answer["key"], invocation.as_str());
+    assert_eq!(
+        answer["replayed"],
+        point == FaultPoint::AfterOutcome,
+        "{answer}"
+    );
+    let mails = state.mailbox();
+    assert_eq!(
+        mails.len(),
+        1,
+        "exactly one email after a kill at {point:?}: {mails:?}"
+    );
+    assert_eq!(
+        answer["result"]["sent"][0]["message_id"],
+        mails[0].message_id.as_str()
+    );
+    assert_eq!(answer["result"]["sent"][0]["order_id"], order);
+    // Every request downstream, from either process, carried the journaled key.
+    let requests = state.requests();
+    assert!(!requests.is_empty());
+    assert!(
+        requests.iter().all(|k| *k == journaled_key),
+        "{requests:?} vs {journaled_key}"
+    );
+    assert_eq!(mails[0].key, journaled_key);
+    let expected_requests = if point == FaultPoint::AfterProvider {
+        2
+    } else {
+        1
+    };
+    assert_eq!(requests.len(), expected_requests, "{point:?}: {requests:?}");
+    let (_, final_state) = state.only_invocation();
+    assert_eq!(final_state, "completed");
+    assert_eq!(state.effects(&invocation)[0].state, "done");
+}
+
+#[test]
+fn killed_before_the_effect_then_retried_sends_one_email() {
+    for run in 0..REPEATS {
+        kill_and_retry(FaultPoint::BeforeEffect, 100 + run);
+    }
+}
+
+#[test]
+fn killed_after_the_provider_answered_then_retried_sends_one_email() {
+    for run in 0..REPEATS {
+        kill_and_retry(FaultPoint::AfterProvider, 200 + run);
+    }
+}
+
+#[test]
+fn killed_after_recording_the_effect_then_retried_sends_one_email() {
+    for run in 0..REPEATS {
+        kill_and_retry(FaultPoint::AfterRecord, 300 + run);
+    }
+}
+
+#[test]
+fn killed_after_saving_the_outcome_then_retried_replays_it() {
+    for run in 0..REPEATS {
+        kill_and_retry(FaultPoint::AfterOutcome, 400 + run);
+    }
+}
+
+#[test]
+fn killed_at_the_second_of_two_effects_then_retried_replays_the_first_and_sends_the_second_once() {
+    for point in ["before_effect:2", "after_provider:2"] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("state.db");
+        let args = r#"{"orders":[
+            {"order_id":1,"email":"a@example.com","amount_cents":100},
+            {"order_id":2,"email":"b@example.com","amount_cents":200}]}"#;
+        kill(&db, "send_receipt", args, point);
+        let state = Db::open(&db);
+        let (invocation, _) = state.only_invocation();
+        let before = state.effects(&invocation);
+        assert_eq!(
+            before.iter().map(|e| e.state.as_str()).collect::<Vec<_>>(),
+            ["done", "pending"],
+            "{point}"
+        );
+
+        let answer = retry(&db, "send_receipt", args);
+        assert_eq!(answer["ok"], true, "{answer}");
+        let mails = state.mailbox();
+        assert_eq!(mails.len(), 2, "{point}: one email per order: {mails:?}");
+        let keys: Vec<&str> = before.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!([mails[0].key.as_str(), mails[1].key.as_str()], keys[..]);
+        let requests = state.requests();
+        // The first email was replayed from the journal: requested once, by the
+        // killed process only.
+        assert_eq!(
+            requests.iter().filter(|k| *k == keys[0]).count(),
+            1,
+            "{requests:?}"
+        );
+        let second = requests.iter().filter(|k| *k == keys[1]).count();
+        assert_eq!(
+            second,
+            if point.starts_with("after_provider") {
+                2
+            } else {
+                1
+            }
+        );
+        let sent = answer["result"]["sent"].as_array().unwrap();
+        assert_eq!(sent[0]["message_id"], mails[0].message_id.as_str());
+        assert_eq!(sent[1]["message_id"], mails[1].message_id.as_str());
+    }
+}
+
+#[test]
+fn a_guest_that_mails_the_time_and_a_random_number_is_killed_and_resumed_with_the_same_values() {
+    let tool = justonce_tests::guests::TIME_AND_RANDOM_COMPONENT;
+    for run in 0..REPEATS {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("state.db");
+        // Each run its own call; the process dies after the mail was sent.
+        let args = format!(r#"{{"run":{run}}}"#);
+        kill(&db, tool, &args, "after_provider");
+        let state = Db::open(&db);
+        let sent_by_the_killed_process = state.mailbox();
+        assert_eq!(sent_by_the_killed_process.len(), 1);
+        let (now_nanos, random) = time_and_random_body(&sent_by_the_killed_process[0].body);
+
+        let answer = retry(&db, tool, &args);
+        assert_eq!(answer["ok"], true, "no divergence: {answer}");
+        assert_eq!(answer["replayed"], false);
+        // The resumed guest read the same clock and random values, so it asked for
+        // the same mail under the same key, and the mailbox deduplicated it.
+        assert_eq!(answer["result"]["now_nanos"], now_nanos, "{answer}");
+        assert_eq!(answer["result"]["random"], random, "{answer}");
+        let mails = state.mailbox();
+        assert_eq!(mails.len(), 1, "{mails:?}");
+        assert_eq!(answer["result"]["message_id"], mails[0].message_id.as_str());
+        let requests = state.requests();
+        assert_eq!(requests, [mails[0].key.clone(), mails[0].key.clone()]);
+    }
+}
+
+#[test]
+fn an_upgraded_tool_that_asks_for_a_different_effect_on_resume_gets_divergence_and_sends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let args = r#"{"variant":"a"}"#;
+    kill(
+        &db,
+        justonce_tests::guests::DIVERGE_COMPONENT,
+        args,
+        "before_effect",
+    );
+    let state = Db::open(&db);
+    let (invocation, _) = state.only_invocation();
+    let journaled = state.effects(&invocation);
+
+    // The same call resumed by a new build of the tool, which sends another mail.
+    let v2 = justonce_tests::guests::DIVERGE_V2_COMPONENT;
+    for _ in 0..2 {
+        let out = justonce(
+            &db,
+            &["run", v2, "--args", args, "--conversation", "crash"],
+            None,
+        );
+        let answer = json_of(&out);
+        assert_eq!(out.status.code(), Some(4), "{answer}");
+        assert_eq!(answer["error"]["kind"], "divergence", "{answer}");
+        assert_eq!(answer["key"], invocation.as_str());
+        assert!(state.mailbox().is_empty(), "nothing was sent");
+        assert!(state.requests().is_empty(), "the provider was never called");
+        assert_eq!(
+            state.effects(&invocation),
+            journaled,
+            "the journal is untouched"
+        );
+    }
+
+    // The original build resumes it fine: one email.
+    let answer = retry(&db, justonce_tests::guests::DIVERGE_COMPONENT, args);
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(state.mailbox().len(), 1);
+    assert_eq!(state.requests(), [journaled[0].key.clone()]);
+}

@@ -1,0 +1,333 @@
+//! The `http` provider against a payments API on 127.0.0.1 that deduplicates by
+//! `Idempotency-Key`. Every retry test asserts the seed's four things: the retry
+//! happened, the refund happened once, every attempt carried the same key (the
+//! journaled effect key), and what the agent was told.
+
+use std::time::Duration;
+
+use justonce::http::HttpConfig;
+use justonce::http::local_api::{Behaviour, LocalApi};
+use justonce::{CallRequest, Clock, Error, Host, Outcome, RetryPolicy};
+use serde_json::{Value, json};
+
+use crate::support::test_host;
+
+/// A config that lets `refund` (only) reach `api` as the `payments` service.
+fn payments(api: &LocalApi) -> HttpConfig {
+    HttpConfig::default()
+        .service("payments", api.url())
+        .allow("refund", api.url())
+}
+
+fn refund(order: u64, cents: u64) -> CallRequest {
+    CallRequest::new(
+        "refund",
+        format!(r#"{{"order_id":{order},"amount_cents":{cents}}}"#),
+    )
+    .conversation("conv-http")
+}
+
+/// The journaled key of each effect of the newest invocation of `tool`.
+fn effect_keys(host: &Host, tool: &str) -> Vec<String> {
+    let journal = host.store().journal(None, 100).unwrap();
+    let entry = journal
+        .iter()
+        .find(|e| e.tool == tool)
+        .expect("an invocation");
+    entry.effects.iter().map(|e| e.key.clone()).collect()
+}
+
+fn keys_seen(api: &LocalApi) -> Vec<Option<String>> {
+    api.requests().into_iter().map(|r| r.key).collect()
+}
+
+fn result_of(outcome: &Outcome) -> &Value {
+    match outcome {
+        Outcome::Success { result } => result,
+        other => panic!("expected a success-shaped result, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_lost_refund_response_is_retried_with_the_same_idempotency_key_and_refunds_once() {
+    let api = LocalApi::start().unwrap();
+    api.script([Behaviour::ApplyThenDrop]);
+    let t = test_host(|b| b.http(payments(&api)));
+
+    let first = t.host.call(&refund(4417, 1299)).unwrap();
+
+    // The retry happened.
+    assert_eq!(api.requests().len(), 2, "{:?}", api.requests());
+    // Both attempts carried the same key: the effect key from the journal.
+    let keys = effect_keys(&t.host, "refund");
+    assert_eq!(keys.len(), 1);
+    assert_eq!(keys_seen(&api), vec![Some(keys[0].clone()); 2]);
+    // The refund happened once.
+    let applied = api.applied();
+    assert_eq!(applied.len(), 1);
+    assert_eq!(applied[0].body["amount_cents"], 1299);
+    assert_eq!(applied[0].key.as_deref(), Some(keys[0].as_str()));
+    // The agent was told a success-shaped result with the one refund.
+    assert!(!first.replayed);
+    assert_eq!(
+        result_of(&first.outcome)["refund_id"],
+        applied[0].id.as_str()
+    );
+    assert_eq!(result_of(&first.outcome)["status"], "succeeded");
+
+    // The agent's own retry of the call is replayed: nothing is sent.
+    let again = t.host.call(&refund(4417, 1299)).unwrap();
+    assert!(again.replayed);
+    assert_eq!(again.outcome, first.outcome);
+    assert_eq!(api.requests().len(), 2);
+
+    // The opposite: a different refund is a second refund, under another key.
+    let other = t.host.call(&refund(4418, 500)).unwrap();
+    assert_eq!(api.applied().len(), 2);
+    assert_ne!(api.applied()[1].key, api.applied()[0].key);
+    assert_eq!(
+        result_of(&other.outcome)["refund_id"],
+        api.applied()[1].id.as_str()
+    );
+}
+
+#[test]
+fn a_503_or_429_is_retried_with_the_same_key_after_its_retry_after_on_the_hosts_clock() {
+    for status in [503, 429] {
+        let api = LocalApi::start().unwrap();
+        api.script([Behaviour::Status {
+            status,
+            retry_after: Some(7),
+        }]);
+        let t = test_host(|b| {
+            b.http(payments(&api)).retry_policy(
+                RetryPolicy::immediate(3).honouring_retry_after(Duration::from_secs(30)),
+            )
+        });
+        let before = t.clock.now_ms();
+
+        let response = t.host.call(&refund(1, 100)).unwrap();
+
+        // The retry happened, and waited what the API asked (on the manual clock).
+        assert_eq!(api.requests().len(), 2, "{status}");
+        assert_eq!(t.clock.now_ms() - before, 7_000, "{status}");
+        // Same key on both attempts, the journaled one.
+        let keys = effect_keys(&t.host, "refund");
+        assert_eq!(keys_seen(&api), vec![Some(keys[0].clone()); 2], "{status}");
+        // The 503 applied nothing; the retry applied the refund once.
+        assert_eq!(api.applied().len(), 1, "{status}");
+        // The agent was told the refund.
+        assert_eq!(
+            result_of(&response.outcome)["status"],
+            "succeeded",
+            "{status}"
+        );
+    }
+}
+
+#[test]
+fn a_retry_after_longer_than_the_bound_is_cut_to_the_bound() {
+    let api = LocalApi::start().unwrap();
+    api.script([Behaviour::Status {
+        status: 503,
+        retry_after: Some(3_600),
+    }]);
+    let t = test_host(|b| {
+        b.http(payments(&api))
+            .retry_policy(RetryPolicy::immediate(2).honouring_retry_after(Duration::from_secs(5)))
+    });
+    let before = t.clock.now_ms();
+    t.host.call(&refund(1, 100)).unwrap();
+    assert_eq!(t.clock.now_ms() - before, 5_000);
+    let keys = effect_keys(&t.host, "refund");
+    assert_eq!(keys_seen(&api), vec![Some(keys[0].clone()); 2]);
+    assert_eq!(api.applied().len(), 1);
+}
+
+#[test]
+fn a_500_is_saved_and_replayed_not_sent_again() {
+    let api = LocalApi::start().unwrap();
+    api.script([Behaviour::Status {
+        status: 500,
+        retry_after: None,
+    }]);
+    let t = test_host(|b| b.http(payments(&api)));
+
+    let first = t.host.call(&refund(7, 700)).unwrap();
+
+    // One attempt, with the effect key: a 500 is an answer, not an unknown.
+    let keys = effect_keys(&t.host, "refund");
+    assert_eq!(keys_seen(&api), vec![Some(keys[0].clone())]);
+    assert!(api.applied().is_empty());
+    // The agent was told the refusal, with the status.
+    let Outcome::ToolError { code, details, .. } = &first.outcome else {
+        panic!("expected a tool error, got {:?}", first.outcome);
+    };
+    assert_eq!(code, "refund_rejected");
+    assert_eq!(details.as_ref().unwrap()["status"], 500);
+    // Saved in the journal as the effect's outcome: status, headers and body.
+    let journal = t.host.store().journal(None, 10).unwrap();
+    let effect = &journal[0].effects[0];
+    assert_eq!(effect.state, "done");
+    let saved = &effect.response.as_ref().unwrap()["ok"];
+    assert_eq!(saved["status"], 500);
+    assert_eq!(saved["headers"]["content-type"], "application/json");
+    assert!(
+        saved["body"]
+            .as_str()
+            .unwrap()
+            .contains("scripted status 500"),
+        "{saved}"
+    );
+
+    // The agent retries: the saved refusal is replayed and nothing is sent.
+    let again = t.host.call(&refund(7, 700)).unwrap();
+    assert!(again.replayed);
+    assert_eq!(again.outcome, first.outcome);
+    assert_eq!(api.requests().len(), 1);
+}
+
+#[test]
+fn a_host_not_on_the_tools_allowlist_is_denied_without_any_connection() {
+    let api = LocalApi::start().unwrap();
+    // The payments service exists, but only `notify` may reach its origin.
+    let config = HttpConfig::default()
+        .service("payments", api.url())
+        .allow("notify", api.url());
+    let t = test_host(|b| b.http(config));
+
+    let response = t.host.call(&refund(1, 100)).unwrap();
+
+    assert_eq!(api.connections(), 0, "nothing reached the server");
+    let agent = response.outcome.to_agent_json();
+    assert_eq!(agent["error"]["code"], "effect_denied");
+    let message = agent["error"]["message"].as_str().unwrap();
+    let origin = api.url().replace("http://", "");
+    assert!(
+        message.contains("tool `refund` may not reach") && message.contains(&origin),
+        "{message}"
+    );
+
+    // The opposite: with `refund` on the list the same call reaches the API, keyed.
+    let allowed = test_host(|b| b.http(payments(&api)));
+    allowed.host.call(&refund(1, 100)).unwrap();
+    assert_eq!(api.connections(), 1);
+    let keys = effect_keys(&allowed.host, "refund");
+    assert_eq!(keys_seen(&api), vec![Some(keys[0].clone())]);
+}
+
+#[test]
+fn the_key_header_can_be_renamed_per_origin_and_still_dedupes() {
+    let api = LocalApi::start_with_key_header("X-Request-Key").unwrap();
+    api.script([Behaviour::ApplyThenDrop]);
+    let config = payments(&api).idempotency_header_for(api.url(), "X-Request-Key");
+    let t = test_host(|b| b.http(config));
+
+    t.host.call(&refund(9, 900)).unwrap();
+
+    let keys = effect_keys(&t.host, "refund");
+    assert_eq!(keys_seen(&api), vec![Some(keys[0].clone()); 2]);
+    assert_eq!(api.applied().len(), 1);
+}
+
+#[test]
+fn a_timeout_is_retried_with_the_same_key() {
+    let api = LocalApi::start().unwrap();
+    // Applies the first request and never answers it; the client gives up.
+    api.script([Behaviour::ApplyThenHang]);
+    let config = payments(&api).timeout(Duration::from_millis(300));
+    let t = test_host(|b| b.http(config));
+
+    let response = t.host.call(&refund(3, 300)).unwrap();
+
+    assert_eq!(api.requests().len(), 2);
+    let keys = effect_keys(&t.host, "refund");
+    assert_eq!(keys_seen(&api), vec![Some(keys[0].clone()); 2]);
+    assert_eq!(api.applied().len(), 1);
+    assert_eq!(
+        result_of(&response.outcome)["refund_id"],
+        api.applied()[0].id.as_str()
+    );
+}
+
+#[test]
+fn reads_are_not_journaled_unless_recorded_and_a_resumed_call_reads_again() {
+    let api = LocalApi::start().unwrap();
+    let config = HttpConfig::default().allow("http_fetch", api.url());
+    let t = test_host(|b| b.http(config));
+    let url = api.url();
+    let args = json!({ "requests": [
+        { "method": "GET", "url": format!("{url}/plain") },
+        { "method": "GET", "url": format!("{url}/recorded"), "record": true },
+        { "method": "POST", "url": format!("{url}/hooks"), "body": "{\"n\":1}" },
+    ]});
+    let request = CallRequest::new("http_fetch", args.to_string()).conversation("reads");
+    // Two answers for the reads, then every POST attempt loses its response.
+    api.script([Behaviour::Answer, Behaviour::Answer]);
+    api.script([Behaviour::ApplyThenDrop; 3]);
+
+    let err = t.host.call(&request).unwrap_err();
+    assert!(
+        matches!(err, Error::OutcomeUnknown { seq: 1, .. }),
+        "{err:?}"
+    );
+
+    // The plain read has no journal record; the recorded read and the POST do.
+    let journal = t.host.store().journal(None, 10).unwrap();
+    let effects: Vec<(u32, &str)> = journal[0]
+        .effects
+        .iter()
+        .map(|e| (e.seq, e.state.as_str()))
+        .collect();
+    assert_eq!(effects, [(0, "done"), (1, "pending")]);
+    let post_key = journal[0].effects[1].key.clone();
+
+    // The resumed call reads the plain URL again, replays the recorded read, and
+    // retries the POST under its stored key; the API applies it once.
+    let resumed = t.host.call(&request).unwrap();
+    let seen: Vec<(String, Option<String>)> = api
+        .requests()
+        .into_iter()
+        .map(|r| (r.path, r.key))
+        .collect();
+    let post = (String::from("/hooks"), Some(post_key));
+    assert_eq!(
+        seen,
+        [
+            ("/plain".into(), None),
+            ("/recorded".into(), None),
+            post.clone(),
+            post.clone(),
+            post.clone(),
+            ("/plain".into(), None),
+            post,
+        ]
+    );
+    assert_eq!(api.applied().len(), 1);
+    let answers = result_of(&resumed.outcome);
+    assert_eq!(answers[2]["status"], 200);
+    assert_eq!(
+        answers[2]["body"],
+        json!({ "id": api.applied()[0].id, "received": true }).to_string()
+    );
+}
+
+#[test]
+fn a_response_longer_than_the_cap_is_cut_and_marked_truncated() {
+    let api = LocalApi::start().unwrap();
+    let config = HttpConfig {
+        max_response_bytes: 5,
+        ..HttpConfig::default().allow("http_fetch", api.url())
+    };
+    let t = test_host(|b| b.http(config));
+    let args = json!({ "requests": [{ "method": "GET", "url": format!("{}/x", api.url()), "record": true }] });
+
+    t.host
+        .call(&CallRequest::new("http_fetch", args.to_string()))
+        .unwrap();
+
+    let journal = t.host.store().journal(None, 10).unwrap();
+    let saved = &journal[0].effects[0].response.as_ref().unwrap()["ok"];
+    assert_eq!(saved["body"], r#"{"app"#);
+    assert_eq!(saved["truncated"], true);
+}

@@ -1,0 +1,185 @@
+//! A real MCP client that no one here wrote: the official Python SDK (PyPI `mcp`,
+//! pinned in tests/mcp/requirements.txt) drives `justonce serve` over stdio, once
+//! through its default negotiation (`server/discover`, the stateless 2026-07-28
+//! revision) and once through the `initialize` handshake.
+//!
+//! The interpreter is `$JUSTONCE_MCP_PYTHON` (set by `.ci/run`); without it the test
+//! builds a virtual environment under `target/tmp` with `python3 -m venv` and `pip`,
+//! once, and fails with what to do if it cannot.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::LazyLock;
+
+use serde_json::Value;
+
+use crate::support::db::mailbox_count;
+
+const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp/client.py");
+const REQUIREMENTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp/requirements.txt");
+
+static PYTHON: LazyLock<Result<PathBuf, String>> = LazyLock::new(python_with_the_sdk);
+
+fn python_with_the_sdk() -> Result<PathBuf, String> {
+    if let Some(python) = std::env::var_os("JUSTONCE_MCP_PYTHON") {
+        let python = PathBuf::from(python);
+        return if python.is_file() {
+            Ok(python)
+        } else {
+            Err(format!(
+                "JUSTONCE_MCP_PYTHON={} is not a file",
+                python.display()
+            ))
+        };
+    }
+    let requirements =
+        std::fs::read_to_string(REQUIREMENTS).map_err(|e| format!("{REQUIREMENTS}: {e}"))?;
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let venv = tmp.join("mcp-venv");
+    let marker = venv.join("justonce-requirements.txt");
+    if std::fs::read_to_string(&marker).is_ok_and(|installed| installed == requirements) {
+        return Ok(interpreter(&venv));
+    }
+    // Built aside and moved into place, so an interrupted install is never reused.
+    let staging = tmp.join(format!("mcp-venv-building-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    let help = "install python3 with venv and pip (Debian: python3-venv), or set \
+        JUSTONCE_MCP_PYTHON to a Python that has the packages of tests/mcp/requirements.txt (see .ci/run)";
+    run(
+        Command::new("python3").arg("-m").arg("venv").arg(&staging),
+        help,
+    )?;
+    run(
+        Command::new(interpreter(&staging)).args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-r",
+            REQUIREMENTS,
+        ]),
+        help,
+    )?;
+    std::fs::write(staging.join("justonce-requirements.txt"), &requirements)
+        .map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_dir_all(&venv);
+    if std::fs::rename(&staging, &venv).is_err() {
+        // Another test process finished first; use its environment.
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    Ok(interpreter(&venv))
+}
+
+fn interpreter(venv: &Path) -> PathBuf {
+    if cfg!(windows) {
+        venv.join("Scripts").join("python.exe")
+    } else {
+        venv.join("bin").join("python")
+    }
+}
+
+fn run(command: &mut Command, help: &str) -> Result<(), String> {
+    let out = command
+        .output()
+        .map_err(|e| format!("cannot run {command:?}: {e}; {help}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{command:?} failed: {}{}; {help}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// Runs tests/mcp/client.py in `mode` against a fresh database; its report and the
+/// database.
+fn drive(mode: &str) -> (Value, tempfile::TempDir, PathBuf) {
+    let python = PYTHON
+        .as_ref()
+        .unwrap_or_else(|e| panic!("no Python with the MCP SDK: {e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let out = Command::new(python)
+        .arg(CLIENT)
+        .arg(mode)
+        .arg(env!("CARGO_BIN_EXE_justonce"))
+        .arg(&db)
+        .arg("conv-python")
+        .env_remove("JUSTONCE_TOOLS")
+        .output()
+        .expect("run the Python client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the Python client failed:\n{stdout}\n{stderr}"
+    );
+    let report = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("the client's report is not JSON ({e}): {stdout}\n{stderr}"));
+    (report, dir, db)
+}
+
+fn emails_for_order(db: &Path, order: u64) -> i64 {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row(
+        "SELECT COUNT(*) FROM mailbox WHERE subject = ?1",
+        [format!("Receipt for order {order}")],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+/// What every run must show: the tools, one email for the duplicate pair, two in all,
+/// and the second call told it was replayed, under the first call's key.
+fn assert_one_email_for_the_duplicate(report: &Value, db: &Path) {
+    let tools = report["tools"].as_array().unwrap();
+    let receipt = tools
+        .iter()
+        .find(|t| t["name"] == "send_receipt")
+        .expect("send_receipt is listed");
+    assert_eq!(receipt["idempotent_hint"], true);
+
+    let calls = report["calls"].as_array().unwrap();
+    let meta = |i: usize, key: &str| calls[i]["meta"][format!("dev.justonce/{key}")].clone();
+    assert!(calls.iter().all(|c| c["is_error"] == false), "{calls:?}");
+    assert_eq!(meta(0, "replayed"), false);
+    assert_eq!(meta(1, "replayed"), true, "the second result says replayed");
+    assert_eq!(
+        meta(1, "key"),
+        meta(0, "key"),
+        "both attempts carried the same key"
+    );
+    assert_eq!(
+        calls[1]["text"], calls[0]["text"],
+        "the agent is told the same"
+    );
+    assert_eq!(calls[1]["structured"], calls[0]["structured"]);
+    assert_eq!(calls[0]["structured"]["sent"][0]["order_id"], 4417);
+    assert_eq!(meta(2, "replayed"), false);
+    assert_ne!(meta(2, "key"), meta(0, "key"));
+
+    assert_eq!(
+        emails_for_order(db, 4417),
+        1,
+        "one email for the duplicate pair"
+    );
+    assert_eq!(mailbox_count(db), 2, "two in all");
+}
+
+#[test]
+fn the_python_sdk_negotiates_the_stateless_revision_and_a_repeated_call_sends_one_email() {
+    let (report, _dir, db) = drive("auto");
+    assert_eq!(report["protocol_version"], "2026-07-28", "{report}");
+    assert_eq!(report["server_name"], "justonce");
+    assert_one_email_for_the_duplicate(&report, &db);
+}
+
+#[test]
+fn the_python_sdk_over_the_initialize_handshake_sends_one_email_for_a_repeated_call() {
+    let (report, _dir, db) = drive("legacy");
+    assert_eq!(report["protocol_version"], "2025-11-25", "{report}");
+    assert_one_email_for_the_duplicate(&report, &db);
+}

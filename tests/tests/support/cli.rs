@@ -1,0 +1,31 @@
+//! Running the `justonce` binary as a harness would.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// The `justonce` binary, with `--db db` when given, and none of justonce's own
+/// variables inherited from the test's environment.
+pub fn justonce_command(db: Option<&Path>) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_justonce"));
+    if let Some(db) = db {
+        command.arg("--db").arg(db);
+    }
+    command
+        .env_remove("JUSTONCE_TOOLS")
+        .env_remove("JUSTONCE_DB")
+        .env_remove("JUSTONCE_CONFIG");
+    command
+}
+
+/// The one JSON value on stdout, or a panic that shows both streams.
+pub fn json_of(output: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON object ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
