@@ -283,6 +283,84 @@ fn cold_start(db: &Path, n: usize) -> f64 {
     elapsed.as_secs_f64() * 1e3
 }
 
+/// `justonce serve` on a journal in `dir` with the CLI's default durability, serving the example tools and the
+/// `echo` test guest, driven over its stdin and stdout like an MCP client.
+struct McpServer {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    next_id: u64,
+}
+
+impl McpServer {
+    fn start(dir: &Path) -> Self {
+        use std::io::Write as _;
+        let tools = dir.join("tools");
+        std::fs::create_dir_all(&tools).expect("tools dir");
+        for (name, bytes) in justonce::examples::ALL {
+            std::fs::write(tools.join(format!("{name}.wasm")), bytes).expect("copy tool");
+        }
+        std::fs::copy(justonce_tests::guests::ECHO_COMPONENT, tools.join("echo.wasm"))
+            .expect("copy echo");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_justonce"))
+            .arg("--db")
+            .arg(dir.join("state.db"))
+            .arg("--tools")
+            .arg(&tools)
+            .args(["serve", "--deliver-every-ms", "0"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start justonce serve");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut server = Self { child, stdin, stdout, next_id: 0 };
+        server.request(
+            "initialize",
+            json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": { "name": "justonce-bench", "version": "0" }
+            }),
+        );
+        writeln!(server.stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#)
+            .expect("write");
+        server
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        use std::io::{BufRead as _, Write as _};
+        self.next_id += 1;
+        let id = self.next_id;
+        let line = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        writeln!(self.stdin, "{line}").expect("write request");
+        self.stdin.flush().expect("flush");
+        let mut answer = String::new();
+        loop {
+            answer.clear();
+            assert!(self.stdout.read_line(&mut answer).expect("read") > 0, "server closed");
+            let v: Value = serde_json::from_str(&answer).expect("a JSON-RPC line");
+            if v["id"] == id {
+                assert!(v.get("error").is_none(), "{method} failed: {v}");
+                return v;
+            }
+        }
+    }
+
+    fn call(&mut self, tool: &str, arguments: Value) {
+        let v = self.request("tools/call", json!({ "name": tool, "arguments": arguments }));
+        assert_ne!(v["result"]["isError"], true, "{tool} failed: {v}");
+    }
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
@@ -473,7 +551,38 @@ fn main() {
     println!("| warm | {w:.1} ms | {wlo:.1}–{whi:.1} ms | {runs} |");
     println!("\nwarm / empty: {:.3} (target ≤ 0.2: {})", w / e, verdict(w / e <= 0.2));
 
-    println!("\n## (8) MCP `tools/call` over stdio\n");
-    println!("not measured: `justonce serve` is not in this build.");
+    println!("\n## (8) MCP `tools/call` over stdio, sequential\n");
+    let calls = scaled(500);
+    let mut server = McpServer::start(&dir.path().join("mcp"));
+    println!("| call | median | p10–p90 | calls |\n| --- | --- | --- | --- |");
+    let mut no_effect = sample(calls, |i| {
+        server.call("echo", json!({ "message": format!("m{i}") }));
+    });
+    let mut one_effect = sample(calls, |i| {
+        server.call(
+            "send_receipt",
+            json!({ "orders": [{ "order_id": i, "email": "ada@example.com", "amount_cents": 1 }] }),
+        );
+    });
+    server.call("echo", json!({ "message": "again" }));
+    let mut replayed = sample(calls, |_| {
+        server.call("echo", json!({ "message": "again" }));
+    });
+    for (name, v, target) in [
+        ("no effect", &mut no_effect, Some(200.0)),
+        ("one effect", &mut one_effect, None),
+        ("replayed", &mut replayed, Some(100.0)),
+    ] {
+        let m = median(v);
+        let verdict_text = target
+            .map(|t| format!(" (target ≤ {t:.0} µs: {})", verdict(m <= t)))
+            .unwrap_or_default();
+        println!(
+            "| {name} | {m:.1} µs{verdict_text} | {:.1}–{:.1} µs | {} |",
+            percentile(v, 0.1),
+            percentile(v, 0.9),
+            v.len()
+        );
+    }
     println!("\n{} at the end", load());
 }
