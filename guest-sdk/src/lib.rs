@@ -73,8 +73,8 @@
 //! [justonce]: https://example.invalid/justonce
 
 pub mod effects;
-pub mod http;
 mod error;
+pub mod http;
 pub mod log;
 
 pub use error::ToolError;

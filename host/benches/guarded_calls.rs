@@ -165,7 +165,9 @@ fn journal_cost(host: &Host, request: &CallRequest) -> (u64, u64) {
 fn floor_store(dir: &Path, durability: Durability) -> Store {
     let store = Store::open(&dir.join("floor.db"), durability).expect("floor store");
     store
-        .read(|c| c.execute_batch("CREATE TABLE IF NOT EXISTS floor (id INTEGER PRIMARY KEY, v TEXT)"))
+        .read(|c| {
+            c.execute_batch("CREATE TABLE IF NOT EXISTS floor (id INTEGER PRIMARY KEY, v TEXT)")
+        })
         .expect("floor table");
     store
 }
@@ -227,14 +229,21 @@ fn latencies(runtime: &Arc<Runtime>, hosts: &[Host; 2], floors: &[Store; 2]) -> 
     let (fast, slow) = (100, 10);
     for _ in 0..rounds {
         f.bare_echo.round(sample(fast, |_| bare("echo", ECHO_ARGS)));
-        f.bare_receipt.round(sample(fast, |_| bare("send_receipt", RECEIPT_ARGS)));
+        f.bare_receipt
+            .round(sample(fast, |_| bare("send_receipt", RECEIPT_ARGS)));
         for (m, (durability, _)) in MODES.iter().enumerate() {
-            let n = if *durability == Durability::Full { slow } else { fast };
+            let n = if *durability == Durability::Full {
+                slow
+            } else {
+                fast
+            };
             let h = &hosts[m];
-            let echo: Vec<CallRequest> = (0..n).map(|_| fresh("echo", ECHO_ARGS, &counter)).collect();
+            let echo: Vec<CallRequest> =
+                (0..n).map(|_| fresh("echo", ECHO_ARGS, &counter)).collect();
             f.guarded_echo[m].round(sample(n, |i| call(h, &echo[i])));
-            let receipts: Vec<CallRequest> =
-                (0..n).map(|_| fresh("send_receipt", RECEIPT_ARGS, &counter)).collect();
+            let receipts: Vec<CallRequest> = (0..n)
+                .map(|_| fresh("send_receipt", RECEIPT_ARGS, &counter))
+                .collect();
             f.guarded_receipt[m].round(sample(n, |i| call(h, &receipts[i])));
             f.replay[m].round(sample(fast, |_| call(h, &replayed[m])));
             f.floor[m].round(sample(n, |i| floor_commit(&floors[m], i)));
@@ -255,7 +264,8 @@ fn throughput(host: &Arc<Host>, threads: usize, run_for: Duration) -> f64 {
                     let mut calls = 0u64;
                     while start.elapsed() < run_for {
                         let mut request = fresh("send_receipt", RECEIPT_ARGS, &counter);
-                        request.conversation = Some(format!("tp-{t}-{}", request.conversation.unwrap()));
+                        request.conversation =
+                            Some(format!("tp-{t}-{}", request.conversation.unwrap()));
                         call(&host, &request);
                         calls += 1;
                     }
@@ -274,12 +284,22 @@ fn cold_start(db: &Path, n: usize) -> f64 {
     let out = Command::new(env!("CARGO_BIN_EXE_justonce"))
         .arg("--db")
         .arg(db)
-        .args(["run", "send_receipt", "--args", RECEIPT_ARGS, "--conversation"])
+        .args([
+            "run",
+            "send_receipt",
+            "--args",
+            RECEIPT_ARGS,
+            "--conversation",
+        ])
         .arg(format!("cold-{n}"))
         .output()
         .expect("spawn justonce");
     let elapsed = start.elapsed();
-    assert!(out.status.success(), "justonce run failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "justonce run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     elapsed.as_secs_f64() * 1e3
 }
 
@@ -300,8 +320,11 @@ impl McpServer {
         for (name, bytes) in justonce::examples::ALL {
             std::fs::write(tools.join(format!("{name}.wasm")), bytes).expect("copy tool");
         }
-        std::fs::copy(justonce_tests::guests::ECHO_COMPONENT, tools.join("echo.wasm"))
-            .expect("copy echo");
+        std::fs::copy(
+            justonce_tests::guests::ECHO_COMPONENT,
+            tools.join("echo.wasm"),
+        )
+        .expect("copy echo");
         let mut child = Command::new(env!("CARGO_BIN_EXE_justonce"))
             .arg("--db")
             .arg(dir.join("state.db"))
@@ -315,7 +338,12 @@ impl McpServer {
             .expect("start justonce serve");
         let stdin = child.stdin.take().expect("stdin");
         let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
-        let mut server = Self { child, stdin, stdout, next_id: 0 };
+        let mut server = Self {
+            child,
+            stdin,
+            stdout,
+            next_id: 0,
+        };
         server.request(
             "initialize",
             json!({
@@ -324,8 +352,11 @@ impl McpServer {
                 "clientInfo": { "name": "justonce-bench", "version": "0" }
             }),
         );
-        writeln!(server.stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#)
-            .expect("write");
+        writeln!(
+            server.stdin,
+            r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+        )
+        .expect("write");
         server
     }
 
@@ -339,7 +370,10 @@ impl McpServer {
         let mut answer = String::new();
         loop {
             answer.clear();
-            assert!(self.stdout.read_line(&mut answer).expect("read") > 0, "server closed");
+            assert!(
+                self.stdout.read_line(&mut answer).expect("read") > 0,
+                "server closed"
+            );
             let v: Value = serde_json::from_str(&answer).expect("a JSON-RPC line");
             if v["id"] == id {
                 assert!(v.get("error").is_none(), "{method} failed: {v}");
@@ -349,7 +383,10 @@ impl McpServer {
     }
 
     fn call(&mut self, tool: &str, arguments: Value) {
-        let v = self.request("tools/call", json!({ "name": tool, "arguments": arguments }));
+        let v = self.request(
+            "tools/call",
+            json!({ "name": tool, "arguments": arguments }),
+        );
         assert_ne!(v["result"]["isError"], true, "{tool} failed: {v}");
     }
 }
@@ -371,7 +408,9 @@ fn machine() -> String {
                 .map(|m| m.trim().to_string())
         })
         .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
     format!("{cpu}, {cores} cores, {}", load())
 }
 
@@ -422,8 +461,14 @@ fn profile(which: &str, runtime: &Arc<Runtime>, dir: &Path) {
         times.push(micros(t0.elapsed()));
     }
     let mean = times.iter().sum::<f64>() / times.len() as f64;
-    let (p50, p90, p99) = (percentile(&mut times, 0.5), percentile(&mut times, 0.9), percentile(&mut times, 0.99));
-    println!("{which}: {calls} calls; mean {mean:.1} µs, median {p50:.1}, p90 {p90:.1}, p99 {p99:.1}");
+    let (p50, p90, p99) = (
+        percentile(&mut times, 0.5),
+        percentile(&mut times, 0.9),
+        percentile(&mut times, 0.99),
+    );
+    println!(
+        "{which}: {calls} calls; mean {mean:.1} µs, median {p50:.1}, p90 {p90:.1}, p99 {p99:.1}"
+    );
 }
 
 fn main() {
@@ -453,11 +498,23 @@ fn main() {
     println!("\n## Latency (median of all samples, 10th–90th percentile, mean)\n");
     println!("| figure | median | p10–p90 | mean | samples |\n| --- | --- | --- | --- | --- |");
     row("(1) bare call, echo", &f.bare_echo);
-    row("(1) bare call, send_receipt (effect refused)", &f.bare_receipt);
+    row(
+        "(1) bare call, send_receipt (effect refused)",
+        &f.bare_receipt,
+    );
     for (m, (_, name)) in MODES.iter().enumerate() {
-        row(&format!("(2) guarded, no effect, {name}"), &f.guarded_echo[m]);
-        row(&format!("(3) guarded, one keyed effect, {name}"), &f.guarded_receipt[m]);
-        row(&format!("(4) replay of a completed key, {name}"), &f.replay[m]);
+        row(
+            &format!("(2) guarded, no effect, {name}"),
+            &f.guarded_echo[m],
+        );
+        row(
+            &format!("(3) guarded, one keyed effect, {name}"),
+            &f.guarded_receipt[m],
+        );
+        row(
+            &format!("(4) replay of a completed key, {name}"),
+            &f.replay[m],
+        );
         row(&format!("(5) one commit of one row, {name}"), &f.floor[m]);
     }
 
@@ -465,17 +522,35 @@ fn main() {
     println!("| ratio | value | target | |\n| --- | --- | --- | --- |");
     let (n, full) = (0, 1);
     let r2 = f.guarded_echo[n].ratio_to(&f.bare_echo);
-    println!("| (2) no effect / (1) echo, Normal | {r2:.2} | ≤ 2.0 | {} |", verdict(r2 <= 2.0));
+    println!(
+        "| (2) no effect / (1) echo, Normal | {r2:.2} | ≤ 2.0 | {} |",
+        verdict(r2 <= 2.0)
+    );
     let r3 = f.guarded_receipt[n].ratio_to(&f.bare_receipt);
-    println!("| (3) one effect / (1) send_receipt, Normal | {r3:.2} | ≤ 3.0 | {} |", verdict(r3 <= 3.0));
+    println!(
+        "| (3) one effect / (1) send_receipt, Normal | {r3:.2} | ≤ 3.0 | {} |",
+        verdict(r3 <= 3.0)
+    );
     let r3e = f.guarded_receipt[n].ratio_to(&f.bare_echo);
     println!("| (3) one effect / (1) echo, Normal | {r3e:.2} | (for reference) | |");
     let r4 = f.replay[n].ratio_to(&f.bare_echo);
-    println!("| (4) replay / (1) echo, Normal | {r4:.2} | ≤ 0.3 | {} |", verdict(r4 <= 0.3));
+    println!(
+        "| (4) replay / (1) echo, Normal | {r4:.2} | ≤ 0.3 | {} |",
+        verdict(r4 <= 0.3)
+    );
     for (m, (_, name)) in MODES.iter().enumerate().skip(1) {
-        println!("| (2) no effect / (1) echo, {name} | {:.2} | | |", f.guarded_echo[m].ratio_to(&f.bare_echo));
-        println!("| (3) one effect / (1) send_receipt, {name} | {:.2} | | |", f.guarded_receipt[m].ratio_to(&f.bare_receipt));
-        println!("| (4) replay / (1) echo, {name} | {:.2} | | |", f.replay[m].ratio_to(&f.bare_echo));
+        println!(
+            "| (2) no effect / (1) echo, {name} | {:.2} | | |",
+            f.guarded_echo[m].ratio_to(&f.bare_echo)
+        );
+        println!(
+            "| (3) one effect / (1) send_receipt, {name} | {:.2} | | |",
+            f.guarded_receipt[m].ratio_to(&f.bare_receipt)
+        );
+        println!(
+            "| (4) replay / (1) echo, {name} | {:.2} | | |",
+            f.replay[m].ratio_to(&f.bare_echo)
+        );
     }
 
     println!("\n## (3) as bare call + N × floor\n");
@@ -500,7 +575,9 @@ fn main() {
         receipt_cost.1
     );
 
-    println!("\n## (6) Throughput, one-effect calls sharing one host (median of trials, min–max)\n");
+    println!(
+        "\n## (6) Throughput, one-effect calls sharing one host (median of trials, min–max)\n"
+    );
     println!("| callers | Normal calls/s | Full calls/s |\n| --- | --- | --- |");
     let trials = 3;
     let run_for = Duration::from_secs_f64(1.0 * scale());
@@ -513,7 +590,9 @@ fn main() {
         let cells: Vec<(f64, f64, f64)> = shared
             .iter()
             .map(|h| {
-                let mut t: Vec<f64> = (0..trials).map(|_| throughput(h, threads, run_for)).collect();
+                let mut t: Vec<f64> = (0..trials)
+                    .map(|_| throughput(h, threads, run_for))
+                    .collect();
                 let (lo, hi) = (percentile(&mut t, 0.0), percentile(&mut t, 1.0));
                 (median(&mut t), lo, hi)
             })
@@ -549,7 +628,11 @@ fn main() {
     println!("| cache | median | min–max | runs |\n| --- | --- | --- | --- |");
     println!("| empty | {e:.1} ms | {elo:.1}–{ehi:.1} ms | {runs} |");
     println!("| warm | {w:.1} ms | {wlo:.1}–{whi:.1} ms | {runs} |");
-    println!("\nwarm / empty: {:.3} (target ≤ 0.2: {})", w / e, verdict(w / e <= 0.2));
+    println!(
+        "\nwarm / empty: {:.3} (target ≤ 0.2: {})",
+        w / e,
+        verdict(w / e <= 0.2)
+    );
 
     println!("\n## (8) MCP `tools/call` over stdio, sequential\n");
     let calls = scaled(500);

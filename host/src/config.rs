@@ -304,8 +304,14 @@ mod tests {
             "#,
         )
         .unwrap();
-        assert_eq!(config.tools_dir.as_deref(), Some(Path::new("/etc/justonce/tools")));
-        assert_eq!(config.database.as_deref(), Some(Path::new("/var/lib/justonce/state.db")));
+        assert_eq!(
+            config.tools_dir.as_deref(),
+            Some(Path::new("/etc/justonce/tools"))
+        );
+        assert_eq!(
+            config.database.as_deref(),
+            Some(Path::new("/var/lib/justonce/state.db"))
+        );
         assert_eq!(config.retention, Some(Duration::from_secs(48 * 3600)));
         assert_eq!(config.retry.as_ref().unwrap().max_attempts, 5);
         let defaults = &config.limits.defaults;
@@ -323,13 +329,19 @@ mod tests {
     fn an_empty_file_changes_nothing() {
         let config = parse("").unwrap();
         assert_eq!(config.limits, ToolLimits::default());
-        assert_eq!((config.retry, config.retention, config.database), (None, None, None));
+        assert_eq!(
+            (config.retry, config.retention, config.database),
+            (None, None, None)
+        );
     }
 
     #[test]
     fn unknown_keys_are_errors_that_name_the_key() {
         let r = reason("[limits]\ndeadline = 5\n");
-        assert!(r.contains("`limits.deadline` (line 2): unknown field"), "{r}");
+        assert!(
+            r.contains("`limits.deadline` (line 2): unknown field"),
+            "{r}"
+        );
         assert!(r.contains("deadline_ms"), "says what is expected: {r}");
         let r = reason("[tools.echo]\nmemory_mb = 5\n");
         assert!(r.contains("`tools.echo.memory_mb`"), "{r}");
@@ -340,13 +352,22 @@ mod tests {
     #[test]
     fn bad_values_are_errors_that_name_the_key() {
         let r = reason("[limits]\ndeadline_ms = \"ten seconds\"\n");
-        assert!(r.contains("`limits.deadline_ms`") && r.contains("line 2"), "{r}");
+        assert!(
+            r.contains("`limits.deadline_ms`") && r.contains("line 2"),
+            "{r}"
+        );
         let r = reason("[limits]\nmemory_mib = -1\n");
         assert!(r.contains("`limits.memory_mib`"), "{r}");
         let r = reason("[tools.echo]\ndeadline_ms = 0\n");
-        assert!(r.contains("`tools.echo.deadline_ms` must be at least 1"), "{r}");
+        assert!(
+            r.contains("`tools.echo.deadline_ms` must be at least 1"),
+            "{r}"
+        );
         let r = reason("[limits]\nmemory_mib = 5000\n");
-        assert!(r.contains("`limits.memory_mib` must be at most 4096"), "{r}");
+        assert!(
+            r.contains("`limits.memory_mib` must be at most 4096"),
+            "{r}"
+        );
         let r = reason("[retry]\nattempts = 0\n");
         assert!(r.contains("`retry.attempts`"), "{r}");
         let r = reason("retention_hours = 0\n");

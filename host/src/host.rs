@@ -13,10 +13,10 @@ use crate::determinism::{GuestEntropy, Seed};
 use crate::error::{Error, Result};
 use crate::fault::{self, FaultPoint};
 use crate::guard::{EffectSession, Interruption, InvocationGuard, Shared};
+use crate::http::HttpConfig;
 use crate::keys::{self, InvocationKey};
 use crate::outcome::Outcome;
 use crate::provider::Provider;
-use crate::http::HttpConfig;
 use crate::providers::{HttpProvider, KvProvider, MailProvider, OutboxProvider};
 use crate::retry::RetryPolicy;
 use crate::runtime::{GuestOutcome, Limits, LoadedTool, Runtime, ToolLimits};
@@ -295,7 +295,10 @@ impl HostBuilder {
                 let mut runtime = Runtime::with_pool_memory(defaults, pool_memory)?;
                 let cache_dir = match &self.compile_cache {
                     Some(choice) => choice.clone(),
-                    None => self.database.as_deref().map(|db| db.with_file_name("cache")),
+                    None => self
+                        .database
+                        .as_deref()
+                        .map(|db| db.with_file_name("cache")),
                 };
                 if let Some(dir) = cache_dir {
                     runtime.set_compile_cache(dir);
@@ -340,9 +343,14 @@ impl HostBuilder {
             .entry("http".into())
             .or_insert_with(|| Arc::new(HttpProvider::new(Arc::clone(&http))));
         providers.entry("outbox".into()).or_insert_with(|| {
-            Arc::new(OutboxProvider::new(Arc::clone(&http), Arc::clone(&self.clock)))
+            Arc::new(OutboxProvider::new(
+                Arc::clone(&http),
+                Arc::clone(&self.clock),
+            ))
         });
-        providers.entry("kv".into()).or_insert_with(|| Arc::new(KvProvider));
+        providers
+            .entry("kv".into())
+            .or_insert_with(|| Arc::new(KvProvider));
         if !providers.contains_key("mail") {
             let mail = MailProvider::open(
                 self.database.as_deref(),
@@ -587,9 +595,9 @@ impl Host {
             entropy,
         );
         let limits = self.limits.for_tool(&prepared.tool.name);
-        let (guest, session) = self
-            .runtime
-            .call(&prepared.tool, &prepared.canonical, session, limits);
+        let (guest, session) =
+            self.runtime
+                .call(&prepared.tool, &prepared.canonical, session, limits);
         let result = self.settle(prepared, owner, guest, session);
         self.waiters.finished();
         result
@@ -718,7 +726,10 @@ impl Host {
         if text.len() > limit {
             return Outcome::Trap {
                 reason: "result_too_large".into(),
-                message: format!("the tool's result of {} bytes exceeds the limit of {limit} bytes", text.len()),
+                message: format!(
+                    "the tool's result of {} bytes exceeds the limit of {limit} bytes",
+                    text.len()
+                ),
             };
         }
         match serde_json::from_str(text) {

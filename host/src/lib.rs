@@ -26,9 +26,9 @@
 
 pub mod cli;
 pub mod clock;
+pub mod config;
 pub mod delivery;
 pub mod determinism;
-pub mod config;
 pub mod error;
 pub mod examples;
 pub mod fault;

@@ -133,7 +133,9 @@ pub trait Provider: Send + Sync + 'static {
     /// answer is retried under the retry policy (a read is safe to repeat).
     fn read(&self, request: &ReadRequest<'_>) -> Result<Value, ProviderError> {
         let _ = request;
-        Err(ProviderError::Invalid("this provider has no unjournaled reads".into()))
+        Err(ProviderError::Invalid(
+            "this provider has no unjournaled reads".into(),
+        ))
     }
 
     /// Prepares the journal database for a transactional provider (creates its tables).

@@ -82,7 +82,9 @@ mod tests {
             max_backoff: Duration::from_millis(350),
             max_retry_after: Duration::ZERO,
         };
-        let pauses: Vec<u128> = (1..=5).map(|a| policy.backoff_before(a).as_millis()).collect();
+        let pauses: Vec<u128> = (1..=5)
+            .map(|a| policy.backoff_before(a).as_millis())
+            .collect();
         assert_eq!(pauses, vec![0, 100, 200, 350, 350]);
     }
 
@@ -90,10 +92,19 @@ mod tests {
     fn retry_after_lengthens_the_pause_up_to_its_bound() {
         let policy = RetryPolicy::immediate(3).honouring_retry_after(Duration::from_secs(5));
         assert_eq!(policy.pause_before(2, None), Duration::ZERO);
-        assert_eq!(policy.pause_before(2, Some(Duration::from_secs(3))), Duration::from_secs(3));
-        assert_eq!(policy.pause_before(2, Some(Duration::from_secs(60))), Duration::from_secs(5));
+        assert_eq!(
+            policy.pause_before(2, Some(Duration::from_secs(3))),
+            Duration::from_secs(3)
+        );
+        assert_eq!(
+            policy.pause_before(2, Some(Duration::from_secs(60))),
+            Duration::from_secs(5)
+        );
         let slow = RetryPolicy::default();
-        assert_eq!(slow.pause_before(3, Some(Duration::from_millis(50))), Duration::from_millis(200));
+        assert_eq!(
+            slow.pause_before(3, Some(Duration::from_millis(50))),
+            Duration::from_millis(200)
+        );
     }
 
     #[test]

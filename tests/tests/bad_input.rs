@@ -36,11 +36,13 @@ fn invalid_json_arguments() {
 #[test]
 fn arguments_that_violate_the_tools_schema_name_the_failing_path() {
     let args = r#"{"orders":[{"order_id":"4417","email":"ada@example.com","amount_cents":1299}]}"#;
-    let message = refused_before_running(CallRequest::new("send_receipt", args), "invalid_arguments");
+    let message =
+        refused_before_running(CallRequest::new("send_receipt", args), "invalid_arguments");
     assert!(message.contains("/orders/0/order_id"), "{message}");
     assert!(message.contains("input schema"), "{message}");
     // A missing required field, at the top level.
-    let message = refused_before_running(CallRequest::new("send_receipt", "{}"), "invalid_arguments");
+    let message =
+        refused_before_running(CallRequest::new("send_receipt", "{}"), "invalid_arguments");
     assert!(message.contains("orders"), "{message}");
 }
 
@@ -50,14 +52,20 @@ fn an_unknown_tool() {
         CallRequest::new("send_recipt", receipt_args(1, "a@example.com")),
         "unknown_tool",
     );
-    assert!(message.contains("`send_recipt`") && message.contains("send_receipt"), "{message}");
+    assert!(
+        message.contains("`send_recipt`") && message.contains("send_receipt"),
+        "{message}"
+    );
 }
 
 #[test]
 fn an_oversized_argument() {
     let args = json!({ "message": "m".repeat(2 << 20) }).to_string();
     let message = refused_before_running(CallRequest::new("echo", args), "invalid_arguments");
-    assert!(message.contains("exceeds the limit of 1048576 bytes"), "{message}");
+    assert!(
+        message.contains("exceeds the limit of 1048576 bytes"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -81,7 +89,10 @@ fn a_result_nested_too_deep_to_read_back_is_saved_as_an_invalid_output_trap() {
     // 127 levels parse on their own, but not once wrapped in the saved outcome.
     let output = format!("{}{}", "[".repeat(127), "]".repeat(127));
     let t = test_host(|b| b);
-    let request = CallRequest::new("raw_output", serde_json::json!({ "output": output }).to_string());
+    let request = CallRequest::new(
+        "raw_output",
+        serde_json::json!({ "output": output }).to_string(),
+    );
     let first = t.host.call(&request).unwrap();
     let Outcome::Trap { reason, message } = &first.outcome else {
         panic!("expected a trap, got {:?}", first.outcome);
@@ -117,13 +128,25 @@ fn a_corrupt_database_through_the_cli_is_a_host_failure_that_names_the_file() {
     let db = dir.path().join("state.db");
     std::fs::write(&db, vec![0x42u8; 4096]).unwrap();
     let out = crate::support::cli::justonce_command(Some(&db))
-        .args(["run", "send_receipt", "--args", &receipt_args(1, "a@example.com")])
+        .args([
+            "run",
+            "send_receipt",
+            "--args",
+            &receipt_args(1, "a@example.com"),
+        ])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(5), "{stderr}");
-    assert!(stderr.contains("state.db") && stderr.contains("corrupt"), "{stderr}");
-    assert_eq!(std::fs::read(&db).unwrap(), vec![0x42u8; 4096], "the file was not touched");
+    assert!(
+        stderr.contains("state.db") && stderr.contains("corrupt"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        vec![0x42u8; 4096],
+        "the file was not touched"
+    );
 }
 
 /// A journal file with one completed call in it, and its bytes.
@@ -135,11 +158,13 @@ fn journal_file(dir: &Path) -> (std::path::PathBuf, Vec<u8>) {
         .clock(Arc::new(ManualClock::default()))
         .build()
         .unwrap();
-    host.call(&CallRequest::new("echo", r#"{"message":"hi"}"#)).unwrap();
+    host.call(&CallRequest::new("echo", r#"{"message":"hi"}"#))
+        .unwrap();
     drop(host);
     // Fold the WAL back into the file so the file alone is the journal.
     let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).unwrap();
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
     conn.pragma_update(None, "journal_mode", "DELETE").unwrap();
     drop(conn);
     let bytes = std::fs::read(&path).unwrap();
@@ -162,9 +187,16 @@ fn a_database_file_that_is_not_a_database_is_store_corrupt_and_left_unchanged() 
     std::fs::write(&path, &garbage).unwrap();
     let err = open(&path);
     assert_eq!(err.kind(), "store_corrupt", "{err}");
-    assert!(err.to_string().contains(&path.display().to_string()), "names the file: {err}");
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "names the file: {err}"
+    );
     assert!(err.to_string().contains("corrupt"), "{err}");
-    assert_eq!(std::fs::read(&path).unwrap(), garbage, "the file was not touched");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        garbage,
+        "the file was not touched"
+    );
 }
 
 #[test]
@@ -175,7 +207,11 @@ fn a_truncated_database_is_store_corrupt_and_left_unchanged() {
     std::fs::write(&path, half).unwrap();
     let err = open(&path);
     assert_eq!(err.kind(), "store_corrupt", "{err}");
-    assert_eq!(std::fs::read(&path).unwrap(), half, "the file was not touched");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        half,
+        "the file was not touched"
+    );
 }
 
 #[test]
@@ -189,13 +225,23 @@ fn a_database_from_a_newer_schema_version_is_refused_and_left_unchanged() {
         .unwrap();
     let bytes = std::fs::read(&path).unwrap();
     let err = open(&path);
-    let Error::NewerSchema { found, supported, .. } = &err else {
+    let Error::NewerSchema {
+        found, supported, ..
+    } = &err
+    else {
         panic!("expected newer_schema, got {err:?}");
     };
-    assert_eq!((*found, *supported), (newer, justonce::store::CURRENT_VERSION));
+    assert_eq!(
+        (*found, *supported),
+        (newer, justonce::store::CURRENT_VERSION)
+    );
     assert_eq!(err.kind(), "newer_schema");
     assert!(err.to_string().contains("upgrade justonce"), "{err}");
-    assert_eq!(std::fs::read(&path).unwrap(), bytes, "the file was not touched");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        bytes,
+        "the file was not touched"
+    );
 }
 
 /// Runs a call with the host's own journal connection in a failing state set by
@@ -219,11 +265,17 @@ fn journal_failure(fail: &str, heal: &str, kind: &str) {
         .conversation("c".repeat(16 << 10));
     let err = host.call(&request).unwrap_err();
     assert_eq!(err.kind(), kind, "{err}");
-    assert!(err.to_string().contains(&path.display().to_string()), "names the file: {err}");
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "names the file: {err}"
+    );
     host.store().read(|c| c.execute_batch(heal)).unwrap();
     assert_eq!(journal_snapshot(&host), before, "nothing half-written");
     let after = host.call(&request).unwrap();
-    assert!(!after.replayed, "the failed call left nothing behind to replay");
+    assert!(
+        !after.replayed,
+        "the failed call left nothing behind to replay"
+    );
     assert!(after.outcome.is_success());
     assert_still_serving(&host);
     // The file itself is a sound journal.
@@ -244,5 +296,9 @@ fn a_full_disk_is_store_full_and_the_next_call_works_once_there_is_room() {
 
 #[test]
 fn a_read_only_database_is_store_read_only_and_the_next_call_works_once_writable() {
-    journal_failure("PRAGMA query_only = ON;", "PRAGMA query_only = OFF;", "store_read_only");
+    journal_failure(
+        "PRAGMA query_only = ON;",
+        "PRAGMA query_only = OFF;",
+        "store_read_only",
+    );
 }

@@ -9,10 +9,14 @@ use crate::support::cli::{json_of, justonce_command};
 use crate::support::db::mailbox_count;
 
 fn justonce(db: &Path, args: &[&str]) -> Output {
-    justonce_command(Some(db)).args(args).output().expect("run justonce")
+    justonce_command(Some(db))
+        .args(args)
+        .output()
+        .expect("run justonce")
 }
 
-const ARGS: &str = r#"{"orders":[{"order_id":4417,"email":"ada@example.com","amount_cents":1299}]}"#;
+const ARGS: &str =
+    r#"{"orders":[{"order_id":4417,"email":"ada@example.com","amount_cents":1299}]}"#;
 
 #[test]
 fn two_run_processes_with_the_same_call_make_one_effect_and_the_second_is_replayed() {
@@ -21,11 +25,25 @@ fn two_run_processes_with_the_same_call_make_one_effect_and_the_second_is_replay
     let run = |call_id: &str| {
         justonce(
             &db,
-            &["run", "send_receipt", "--args", ARGS, "--conversation", "conv-1", "--call-id", call_id],
+            &[
+                "run",
+                "send_receipt",
+                "--args",
+                ARGS,
+                "--conversation",
+                "conv-1",
+                "--call-id",
+                call_id,
+            ],
         )
     };
     let first = run("call_1");
-    assert_eq!(first.status.code(), Some(0), "{}", String::from_utf8_lossy(&first.stderr));
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
     let first = json_of(&first);
     assert_eq!(first["ok"], true);
     assert_eq!(first["replayed"], false);
@@ -40,7 +58,14 @@ fn two_run_processes_with_the_same_call_make_one_effect_and_the_second_is_replay
 
     let other = justonce(
         &db,
-        &["run", "send_receipt", "--args", &ARGS.replace("4417", "4418"), "--conversation", "conv-1"],
+        &[
+            "run",
+            "send_receipt",
+            "--args",
+            &ARGS.replace("4417", "4418"),
+            "--conversation",
+            "conv-1",
+        ],
     );
     let other = json_of(&other);
     assert_eq!(other["replayed"], false);
@@ -58,7 +83,14 @@ fn two_concurrent_run_processes_make_one_effect() {
         Command::new(env!("CARGO_BIN_EXE_justonce"))
             .arg("--db")
             .arg(&db)
-            .args(["run", "send_receipt", "--args", ARGS, "--conversation", "conv-2"])
+            .args([
+                "run",
+                "send_receipt",
+                "--args",
+                ARGS,
+                "--conversation",
+                "conv-2",
+            ])
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap()
@@ -91,10 +123,16 @@ fn run_reports_bad_input_with_its_exit_code_and_stores_nothing() {
 fn key_prints_the_invocation_key_that_run_uses() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");
-    let key = justonce(&db, &["key", "send_receipt", "--args", ARGS, "--conversation", "c"]);
+    let key = justonce(
+        &db,
+        &["key", "send_receipt", "--args", ARGS, "--conversation", "c"],
+    );
     assert!(key.status.success());
     let key = String::from_utf8(key.stdout).unwrap();
-    let run = json_of(&justonce(&db, &["run", "send_receipt", "--args", ARGS, "--conversation", "c"]));
+    let run = json_of(&justonce(
+        &db,
+        &["run", "send_receipt", "--args", ARGS, "--conversation", "c"],
+    ));
     assert_eq!(run["key"], key.trim());
     assert_eq!(key.trim().len(), 32);
     assert_eq!(mailbox_count(&db), 1);
@@ -106,7 +144,12 @@ fn tools_json_lists_the_example_tools_with_their_schemas() {
     let out = justonce(&dir.path().join("state.db"), &["tools", "--json"]);
     assert!(out.status.success());
     let tools = json_of(&out);
-    let names: Vec<&str> = tools.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["notify", "refund", "send_receipt"]);
     let schema = &tools[2]["inputSchema"];
     assert!(schema["properties"]["orders"].is_object(), "{schema}");
@@ -119,13 +162,23 @@ fn demo_shows_the_retry_and_one_email() {
     let db = dir.path().join(".justonce").join("state.db");
     let out = justonce(&db, &["demo"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("attempt 2"), "{stdout}");
-    assert!(stdout.contains("2 email(s) sent for 2 orders, 1 refund(s)"), "{stdout}");
+    assert!(
+        stdout.contains("2 email(s) sent for 2 orders, 1 refund(s)"),
+        "{stdout}"
+    );
     // The refund went over HTTP to a local payments API that lost its first response,
     // and the webhook's lost delivery response was followed by one more delivery.
     assert!(stdout.contains("attempt 2  Idempotency-Key:"), "{stdout}");
-    assert!(stdout.contains("1 webhook(s) received for 1 notification"), "{stdout}");
+    assert!(
+        stdout.contains("1 webhook(s) received for 1 notification"),
+        "{stdout}"
+    );
     assert_eq!(mailbox_count(&db), 2);
 }
 
@@ -137,7 +190,12 @@ fn run_calls_a_component_file_by_path_even_when_it_shares_a_built_in_name() {
     let wasm = dir.path().join("send_receipt.wasm");
     std::fs::write(&wasm, justonce::examples::SEND_RECEIPT).unwrap();
     let out = justonce(&db, &["run", wasm.to_str().unwrap(), "--args", ARGS]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v = json_of(&out);
     assert_eq!(v["ok"], true);
     assert_eq!(mailbox_count(&db), 1);

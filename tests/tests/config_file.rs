@@ -7,10 +7,14 @@ use std::process::Output;
 use crate::support::cli::{json_of, justonce_command};
 
 fn justonce(args: &[&str], db: Option<&Path>) -> Output {
-    justonce_command(db).args(args).output().expect("run justonce")
+    justonce_command(db)
+        .args(args)
+        .output()
+        .expect("run justonce")
 }
 
-const ARGS: &str = r#"{"orders":[{"order_id":4417,"email":"ada@example.com","amount_cents":1299}]}"#;
+const ARGS: &str =
+    r#"{"orders":[{"order_id":4417,"email":"ada@example.com","amount_cents":1299}]}"#;
 
 #[test]
 fn a_config_next_to_the_database_sets_per_tool_limits() {
@@ -22,13 +26,26 @@ fn a_config_next_to_the_database_sets_per_tool_limits() {
     )
     .unwrap();
     let out = justonce(&["run", "send_receipt", "--args", ARGS], Some(&db));
-    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v = json_of(&out);
     assert_eq!(v["error"]["kind"], "invalid_arguments");
     let message = v["error"]["message"].as_str().unwrap();
     assert!(message.contains("limit of 40 bytes"), "{message}");
     // Other tools keep the defaults.
-    let out = justonce(&["run", "refund", "--args", r#"{"order_id":1,"amount_cents":1}"#], Some(&db));
+    let out = justonce(
+        &[
+            "run",
+            "refund",
+            "--args",
+            r#"{"order_id":1,"amount_cents":1}"#,
+        ],
+        Some(&db),
+    );
     assert_ne!(json_of(&out)["error"]["kind"], "invalid_arguments");
 }
 
@@ -38,12 +55,40 @@ fn config_names_the_database_and_the_flag_wins_over_it() {
     let config = dir.path().join("custom.toml");
     std::fs::write(&config, "database = \"from-config.db\"\n").unwrap();
     let config_arg = config.to_str().unwrap();
-    let out = justonce(&["--config", config_arg, "run", "send_receipt", "--args", ARGS], None);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(dir.path().join("from-config.db").is_file(), "relative to the config file");
+    let out = justonce(
+        &[
+            "--config",
+            config_arg,
+            "run",
+            "send_receipt",
+            "--args",
+            ARGS,
+        ],
+        None,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        dir.path().join("from-config.db").is_file(),
+        "relative to the config file"
+    );
 
     let flag_db = dir.path().join("flag.db");
-    let out = justonce(&["--config", config_arg, "run", "send_receipt", "--args", ARGS], Some(&flag_db));
+    let out = justonce(
+        &[
+            "--config",
+            config_arg,
+            "run",
+            "send_receipt",
+            "--args",
+            ARGS,
+        ],
+        Some(&flag_db),
+    );
     assert_eq!(out.status.code(), Some(0));
     assert!(flag_db.is_file(), "--db wins over the configuration");
 }

@@ -14,7 +14,8 @@ const MS: Duration = Duration::from_millis(1);
 #[test]
 fn a_retry_just_inside_retention_is_replayed_and_one_just_past_it_is_a_new_effect() {
     let t = test_host(|b| b.retention(DAY));
-    let request = CallRequest::new("send_receipt", receipt_args(1, "a@example.com")).conversation("c");
+    let request =
+        CallRequest::new("send_receipt", receipt_args(1, "a@example.com")).conversation("c");
     let first = t.host.call(&request).unwrap();
 
     t.clock.advance(DAY - MS);
@@ -27,7 +28,11 @@ fn a_retry_just_inside_retention_is_replayed_and_one_just_past_it_is_a_new_effec
     assert!(!past.replayed, "at the boundary the record is absent");
     assert_eq!(past.key, first.key, "the key is derived the same way");
     assert_eq!(t.mail.attempts().len(), 2, "the tool ran again");
-    assert_eq!(t.mail.sent().unwrap().len(), 2, "a second effect, by design");
+    assert_eq!(
+        t.mail.sent().unwrap().len(),
+        2,
+        "a second effect, by design"
+    );
 }
 
 #[test]
@@ -35,7 +40,10 @@ fn gc_removes_exactly_the_expired_records() {
     let t = test_host(|b| b.retention(DAY));
     let call = |order: u64| {
         t.host
-            .call(&CallRequest::new("send_receipt", receipt_args(order, "a@example.com")))
+            .call(&CallRequest::new(
+                "send_receipt",
+                receipt_args(order, "a@example.com"),
+            ))
             .unwrap()
     };
     call(1);
@@ -51,7 +59,11 @@ fn gc_removes_exactly_the_expired_records() {
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].key, fresh.key.as_str());
 
-    assert_eq!(t.host.gc().unwrap().invocations, 0, "nothing more is expired");
+    assert_eq!(
+        t.host.gc().unwrap().invocations,
+        0,
+        "nothing more is expired"
+    );
     t.clock.advance(Duration::from_secs(3600));
     assert_eq!(t.host.gc().unwrap().invocations, 1);
     assert!(t.host.store().journal(None, 10).unwrap().is_empty());
@@ -70,7 +82,12 @@ fn kv_writes_commit_with_their_effect_record_once() {
     assert!(retry.replayed);
     let journal = t.host.store().journal(None, 10).unwrap();
     assert_eq!(journal[0].effects.len(), 2);
-    assert!(journal[0].effects.iter().all(|e| e.state == "done" && e.attempts == 1));
+    assert!(
+        journal[0]
+            .effects
+            .iter()
+            .all(|e| e.state == "done" && e.attempts == 1)
+    );
     assert_eq!(journal[0].effects[0].class, "transactional");
     let value = t
         .host
@@ -86,12 +103,18 @@ fn an_effect_to_an_unknown_provider_is_denied_before_anything_is_journaled() {
     // `payments_refund` needs `payments`, which this host does not have.
     let response = t
         .host
-        .call(&CallRequest::new("payments_refund", r#"{"order_id":1,"amount_cents":10}"#))
+        .call(&CallRequest::new(
+            "payments_refund",
+            r#"{"order_id":1,"amount_cents":10}"#,
+        ))
         .unwrap();
     let agent = response.outcome.to_agent_json();
     assert_eq!(agent["ok"], false);
     let message = agent["error"]["message"].as_str().unwrap();
-    assert!(message.contains("no provider named `payments`"), "{message}");
+    assert!(
+        message.contains("no provider named `payments`"),
+        "{message}"
+    );
     let journal = t.host.store().journal(None, 10).unwrap();
     assert!(journal[0].effects.is_empty());
 }

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use justonce::runtime::{CacheStats, Limits, Runtime};
 use justonce::store::{Durability, StoreStats};
-use justonce::{CallRequest, EffectRequest, Error, Host, Outcome, Provider, ProviderClass, ProviderError};
+use justonce::{
+    CallRequest, EffectRequest, Error, Host, Outcome, Provider, ProviderClass, ProviderError,
+};
 use serde_json::{Value, json};
 
 use crate::support::{RUNTIME, receipt_args};
@@ -20,7 +22,9 @@ fn echo_bytes() -> Vec<u8> {
 fn runtime_with_cache(dir: &Path) -> Runtime {
     let mut runtime = Runtime::new(Limits::default()).expect("runtime");
     runtime.set_compile_cache(dir);
-    runtime.load(Path::new("echo.wasm"), &echo_bytes()).expect("echo loads");
+    runtime
+        .load(Path::new("echo.wasm"), &echo_bytes())
+        .expect("echo loads");
     runtime
 }
 
@@ -41,13 +45,33 @@ fn a_compiled_component_is_cached_reused_and_rebuilt_when_its_entry_is_damaged()
     let cache = dir.path().join("cache");
 
     let first = runtime_with_cache(&cache);
-    assert_eq!(stats(&first), CacheStats { misses: 1, ..Default::default() });
+    assert_eq!(
+        stats(&first),
+        CacheStats {
+            misses: 1,
+            ..Default::default()
+        }
+    );
     let entry = first.compile_cache().unwrap().entry_path(&echo_bytes());
-    assert!(entry.is_file(), "the compiled form was written to {}", entry.display());
+    assert!(
+        entry.is_file(),
+        "the compiled form was written to {}",
+        entry.display()
+    );
 
     let warm = runtime_with_cache(&cache);
-    assert_eq!(stats(&warm), CacheStats { hits: 1, ..Default::default() });
-    assert_eq!(echo_through(&warm), json!({"echo": "hi"}), "the cached component runs");
+    assert_eq!(
+        stats(&warm),
+        CacheStats {
+            hits: 1,
+            ..Default::default()
+        }
+    );
+    assert_eq!(
+        echo_through(&warm),
+        json!({"echo": "hi"}),
+        "the cached component runs"
+    );
 
     // One flipped bit in the compiled code: used as is, it would run other code.
     let mut bytes = std::fs::read(&entry).unwrap();
@@ -55,18 +79,41 @@ fn a_compiled_component_is_cached_reused_and_rebuilt_when_its_entry_is_damaged()
     bytes[last] ^= 0x01;
     std::fs::write(&entry, &bytes).unwrap();
     let after_flip = runtime_with_cache(&cache);
-    assert_eq!(stats(&after_flip), CacheStats { rebuilt: 1, ..Default::default() });
+    assert_eq!(
+        stats(&after_flip),
+        CacheStats {
+            rebuilt: 1,
+            ..Default::default()
+        }
+    );
     assert_eq!(echo_through(&after_flip), json!({"echo": "hi"}));
 
     // The rebuilt entry was written back whole: the next process uses it.
     let healed = runtime_with_cache(&cache);
-    assert_eq!(stats(&healed), CacheStats { hits: 1, ..Default::default() });
+    assert_eq!(
+        stats(&healed),
+        CacheStats {
+            hits: 1,
+            ..Default::default()
+        }
+    );
 
     // A torn write (the file cut short) is refused the same way.
     let len = std::fs::metadata(&entry).unwrap().len();
-    std::fs::OpenOptions::new().write(true).open(&entry).unwrap().set_len(len / 2).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&entry)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
     let after_tear = runtime_with_cache(&cache);
-    assert_eq!(stats(&after_tear), CacheStats { rebuilt: 1, ..Default::default() });
+    assert_eq!(
+        stats(&after_tear),
+        CacheStats {
+            rebuilt: 1,
+            ..Default::default()
+        }
+    );
 }
 
 #[test]
@@ -78,7 +125,11 @@ fn an_unwritable_cache_never_fails_a_load() {
     let runtime = runtime_with_cache(&blocked);
     assert_eq!(
         stats(&runtime),
-        CacheStats { misses: 1, write_failures: 1, ..Default::default() }
+        CacheStats {
+            misses: 1,
+            write_failures: 1,
+            ..Default::default()
+        }
     );
     assert_eq!(echo_through(&runtime), json!({"echo": "hi"}));
 }
@@ -87,8 +138,15 @@ fn an_unwritable_cache_never_fails_a_load() {
 fn a_host_with_a_database_caches_beside_it_unless_told_otherwise() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");
-    let host = Host::builder().database(&db).component(justonce_tests::guests::ECHO_COMPONENT).build().unwrap();
-    let cache = host.runtime().compile_cache().expect("a cache beside the database");
+    let host = Host::builder()
+        .database(&db)
+        .component(justonce_tests::guests::ECHO_COMPONENT)
+        .build()
+        .unwrap();
+    let cache = host
+        .runtime()
+        .compile_cache()
+        .expect("a cache beside the database");
     assert_eq!(cache.dir(), dir.path().join("cache"));
     assert!(cache.entry_path(&echo_bytes()).is_file());
 
@@ -145,25 +203,74 @@ fn a_guarded_call_makes_the_fewest_commits_and_fsyncs_the_contract_allows() {
 
     // No effect: take the lease, save the outcome; only the outcome is synced.
     let echo = CallRequest::new("echo", r#"{"message":"hi"}"#).conversation("c1");
-    assert_eq!(cost(&host, &echo), (StoreStats { commits: 2, syncs: 1 }, false));
+    assert_eq!(
+        cost(&host, &echo),
+        (
+            StoreStats {
+                commits: 2,
+                syncs: 1
+            },
+            false
+        )
+    );
 
     // One keyed effect: lease, pending record with its first attempt (synced before
     // the provider runs), the provider's answer, the outcome (synced).
-    let send = CallRequest::new("send_receipt", receipt_args(4417, "ada@example.com")).conversation("c1");
-    assert_eq!(cost(&host, &send), (StoreStats { commits: 4, syncs: 2 }, false));
+    let send =
+        CallRequest::new("send_receipt", receipt_args(4417, "ada@example.com")).conversation("c1");
+    assert_eq!(
+        cost(&host, &send),
+        (
+            StoreStats {
+                commits: 4,
+                syncs: 2
+            },
+            false
+        )
+    );
 
     // A replay writes nothing and has nothing left to sync.
-    assert_eq!(cost(&host, &send), (StoreStats { commits: 0, syncs: 0 }, true));
+    assert_eq!(
+        cost(&host, &send),
+        (
+            StoreStats {
+                commits: 0,
+                syncs: 0
+            },
+            true
+        )
+    );
     let retry_with_id = send.clone().tool_call_id("call-1");
     let (bind_alias, replayed) = cost(&host, &retry_with_id);
     assert!(replayed);
-    assert_eq!(bind_alias.commits, 1, "the first retry under a new tool-call id binds it");
-    assert_eq!(cost(&host, &retry_with_id), (StoreStats { commits: 0, syncs: 0 }, true));
+    assert_eq!(
+        bind_alias.commits, 1,
+        "the first retry under a new tool-call id binds it"
+    );
+    assert_eq!(
+        cost(&host, &retry_with_id),
+        (
+            StoreStats {
+                commits: 0,
+                syncs: 0
+            },
+            true
+        )
+    );
 
     // With `Normal` durability nothing is ever synced on the call path.
     let normal_dir = tempfile::tempdir().unwrap();
     let normal = file_host(normal_dir.path(), Durability::Normal);
-    assert_eq!(cost(&normal, &send), (StoreStats { commits: 4, syncs: 0 }, false));
+    assert_eq!(
+        cost(&normal, &send),
+        (
+            StoreStats {
+                commits: 4,
+                syncs: 0
+            },
+            false
+        )
+    );
 }
 
 #[test]
@@ -189,7 +296,11 @@ fn concurrent_guarded_calls_on_a_full_journal_each_happen_once() {
         t.join().unwrap();
     }
     let journal = host.store().journal(None, 1000).unwrap();
-    assert_eq!(journal.len(), 20, "twenty distinct calls, each journaled once");
+    assert_eq!(
+        journal.len(),
+        20,
+        "twenty distinct calls, each journaled once"
+    );
     for entry in &journal {
         assert_eq!((entry.runs, entry.effects.len()), (1, 1), "{entry:?}");
     }
@@ -202,7 +313,9 @@ fn a_call_outside_the_guard_runs_the_tool_and_refuses_its_effects() {
         .call_unguarded("send_receipt", &receipt_args(1, "ada@example.com"))
         .expect_err("an effect cannot run without the guard");
     assert!(refused.to_string().contains("denied"), "{refused}");
-    let unknown = RUNTIME.call_unguarded("nope", "{}").expect_err("no such tool");
+    let unknown = RUNTIME
+        .call_unguarded("nope", "{}")
+        .expect_err("no such tool");
     assert!(matches!(unknown, Error::UnknownTool { .. }), "{unknown:?}");
 }
 
@@ -232,7 +345,10 @@ fn a_tool_given_more_memory_than_a_supplied_runtime_pools_is_a_config_error_nami
         .build()
         .expect_err("the pool cannot hold that memory");
     assert!(matches!(refused, Error::Config { .. }), "{refused:?}");
-    assert!(refused.to_string().contains("tool `memory_bomb`"), "{refused}");
+    assert!(
+        refused.to_string().contains("tool `memory_bomb`"),
+        "{refused}"
+    );
 
     // The same limit within the slot is accepted.
     let fits = Limits {
@@ -259,5 +375,9 @@ fn a_host_that_builds_its_runtime_sizes_the_pool_for_the_largest_tool() {
         .build()
         .expect("the host sizes its own pool");
     assert_eq!(host.runtime().pool_memory_bytes(), big.memory_bytes);
-    assert_eq!(host.runtime().limits(), &Limits::default(), "the defaults are unchanged");
+    assert_eq!(
+        host.runtime().limits(),
+        &Limits::default(),
+        "the defaults are unchanged"
+    );
 }

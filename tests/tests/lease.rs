@@ -80,8 +80,8 @@ fn setup() -> Setup {
 #[test]
 fn a_duplicate_while_the_lease_is_live_waits_and_gets_the_first_runs_outcome() {
     let s = setup();
-    let request =
-        CallRequest::new("payments_refund", r#"{"order_id":1,"amount_cents":10}"#).conversation("c");
+    let request = CallRequest::new("payments_refund", r#"{"order_id":1,"amount_cents":10}"#)
+        .conversation("c");
     let a = start_held(s.a.clone(), &s.gate, &request);
 
     s.clock.advance(LEASE - MS);

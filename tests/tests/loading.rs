@@ -31,7 +31,10 @@ fn a_file_that_is_not_webassembly_is_refused() {
 #[test]
 fn a_core_module_is_refused_as_not_a_component() {
     let message = refusal("core.wasm", &component("(module (func (export \"call\")))"));
-    assert!(message.contains("core WebAssembly module, not a component"), "{message}");
+    assert!(
+        message.contains("core WebAssembly module, not a component"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -44,7 +47,10 @@ fn a_truncated_component_is_refused() {
 #[test]
 fn a_component_without_the_tool_world_is_refused() {
     let message = refusal("empty.wasm", &component("(component)"));
-    assert!(message.contains("does not export the justonce `tool` world"), "{message}");
+    assert!(
+        message.contains("does not export the justonce `tool` world"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -53,8 +59,14 @@ fn a_component_that_imports_http_is_refused_with_the_import_named() {
         (import "wasi:http/outgoing-handler@0.2.6" (instance))
         (import "wasi:io/streams@0.2.6" (instance)))"#;
     let message = refusal("fetch.wasm", &component(wat));
-    assert!(message.contains("`wasi:http/outgoing-handler@0.2.6`"), "{message}");
-    assert!(!message.contains("wasi:io/streams"), "only the offending import: {message}");
+    assert!(
+        message.contains("`wasi:http/outgoing-handler@0.2.6`"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("wasi:io/streams"),
+        "only the offending import: {message}"
+    );
 }
 
 #[test]
@@ -75,7 +87,11 @@ fn every_accepted_guest_and_example_tool_passes_the_import_check() {
             continue;
         }
         let loaded = runtime.tools().any(|t| t.name == *name);
-        assert_eq!(loaded, !crate::support::REFUSED_AT_LOAD.contains(name), "{name}");
+        assert_eq!(
+            loaded,
+            !crate::support::REFUSED_AT_LOAD.contains(name),
+            "{name}"
+        );
     }
 }
 
@@ -84,8 +100,16 @@ fn tools_lists_refused_components_with_the_reason_and_the_rest_still_load() {
     let dir = tempfile::tempdir().unwrap();
     let tools = dir.path().join("tools");
     std::fs::create_dir(&tools).unwrap();
-    std::fs::copy(justonce_tests::guests::ECHO_COMPONENT, tools.join("echo.wasm")).unwrap();
-    std::fs::copy(justonce_tests::guests::OPEN_SOCKET_COMPONENT, tools.join("net.wasm")).unwrap();
+    std::fs::copy(
+        justonce_tests::guests::ECHO_COMPONENT,
+        tools.join("echo.wasm"),
+    )
+    .unwrap();
+    std::fs::copy(
+        justonce_tests::guests::OPEN_SOCKET_COMPONENT,
+        tools.join("net.wasm"),
+    )
+    .unwrap();
     std::fs::write(tools.join("junk.wasm"), b"not wasm at all").unwrap();
     let out = crate::support::cli::justonce_command(Some(&dir.path().join("state.db")))
         .arg("--tools")
@@ -94,11 +118,25 @@ fn tools_lists_refused_components_with_the_reason_and_the_rest_still_load() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    assert!(stdout.starts_with("echo\n"), "the good tool is listed: {stdout}");
-    let refused: Vec<&str> = stdout.lines().filter(|l| l.starts_with("refused ")).collect();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.starts_with("echo\n"),
+        "the good tool is listed: {stdout}"
+    );
+    let refused: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("refused "))
+        .collect();
     assert_eq!(refused.len(), 2, "{stdout}");
-    assert!(refused[0].ends_with("junk.wasm") && refused[1].ends_with("net.wasm"), "{stdout}");
+    assert!(
+        refused[0].ends_with("junk.wasm") && refused[1].ends_with("net.wasm"),
+        "{stdout}"
+    );
     assert!(stdout.contains("not a WebAssembly file"), "{stdout}");
     assert!(stdout.contains("`wasi:sockets/"), "{stdout}");
 }

@@ -264,7 +264,10 @@ fn the_delivery_loop_delivers_in_the_background_until_stopped() {
 #[test]
 fn the_same_notify_past_retention_queues_the_message_again() {
     let receiver = LocalApi::start().unwrap();
-    let t = test_host(|b| b.http(webhooks(&receiver)).retention(Duration::from_secs(3600)));
+    let t = test_host(|b| {
+        b.http(webhooks(&receiver))
+            .retention(Duration::from_secs(3600))
+    });
     let first = t.host.call(&notify("refund.issued")).unwrap();
     assert!(first.outcome.is_success(), "{:?}", first.outcome);
     // Mark it delivered, as a deliverer would, so re-queuing is visible.

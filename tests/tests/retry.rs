@@ -52,8 +52,11 @@ fn lost_mail_response_is_retried_with_the_same_key_and_sends_one_email() {
 fn lost_refund_response_is_retried_with_the_same_key_and_refunds_once() {
     let payments = Arc::new(FakePayments::new(Fault::LoseFirst(1)));
     let t = test_host(|b| b.provider("payments", payments.clone()));
-    let request = CallRequest::new("payments_refund", r#"{"order_id":4417,"amount_cents":1299}"#)
-        .conversation("conv-1");
+    let request = CallRequest::new(
+        "payments_refund",
+        r#"{"order_id":4417,"amount_cents":1299}"#,
+    )
+    .conversation("conv-1");
 
     let first = t.host.call(&request).unwrap();
     let attempts = payments.attempts();
@@ -101,11 +104,20 @@ fn one_call_with_two_orders_sends_two_emails_under_two_keys() {
         {"order_id":1,"email":"a@example.com","amount_cents":100},
         {"order_id":2,"email":"b@example.com","amount_cents":200},
         {"order_id":1,"email":"a@example.com","amount_cents":100}]}"#;
-    let response = t.host.call(&CallRequest::new("send_receipt", args)).unwrap();
+    let response = t
+        .host
+        .call(&CallRequest::new("send_receipt", args))
+        .unwrap();
     let sent = t.mail.sent().unwrap();
     assert_eq!(sent.len(), 2, "one email per distinct order: {sent:?}");
     assert_ne!(sent[0].key, sent[1].key);
-    assert_eq!(result_of(&response.outcome)["sent"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        result_of(&response.outcome)["sent"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
 }
 
 #[test]
@@ -158,9 +170,12 @@ fn replanned_call_with_a_new_id_and_equivalent_arguments_is_deduplicated() {
     let first = t
         .host
         .call(
-            &CallRequest::new("send_receipt", r#"{"orders":[{"order_id":4417,"email":"ada@example.com","amount_cents":1299}]}"#)
-                .conversation("c")
-                .tool_call_id("call_1"),
+            &CallRequest::new(
+                "send_receipt",
+                r#"{"orders":[{"order_id":4417,"email":"ada@example.com","amount_cents":1299}]}"#,
+            )
+            .conversation("c")
+            .tool_call_id("call_1"),
         )
         .unwrap();
     let replanned = t
@@ -211,17 +226,26 @@ fn explicit_key_with_different_arguments_is_a_mismatch() {
     let t = test_host(|b| b);
     let first = t
         .host
-        .call(&CallRequest::new("send_receipt", receipt_args(1, "a@example.com")).key("order-1-receipt"))
+        .call(
+            &CallRequest::new("send_receipt", receipt_args(1, "a@example.com"))
+                .key("order-1-receipt"),
+        )
         .unwrap();
     assert_eq!(first.key.as_str(), "order-1-receipt");
     let again = t
         .host
-        .call(&CallRequest::new("send_receipt", receipt_args(1, "a@example.com")).key("order-1-receipt"))
+        .call(
+            &CallRequest::new("send_receipt", receipt_args(1, "a@example.com"))
+                .key("order-1-receipt"),
+        )
         .unwrap();
     assert!(again.replayed);
     let err = t
         .host
-        .call(&CallRequest::new("send_receipt", receipt_args(9, "a@example.com")).key("order-1-receipt"))
+        .call(
+            &CallRequest::new("send_receipt", receipt_args(9, "a@example.com"))
+                .key("order-1-receipt"),
+        )
         .unwrap_err();
     assert!(matches!(err, Error::Mismatch { .. }), "{err:?}");
     assert_eq!(t.mail.sent().unwrap().len(), 1);
@@ -244,8 +268,15 @@ fn a_saved_refusal_is_replayed_without_calling_the_downstream_again() {
     payments.set_fault(Fault::None);
     let retry = t.host.call(&request).unwrap();
     assert!(retry.replayed);
-    assert_eq!(retry.outcome, first.outcome, "the error is replayed as saved");
-    assert_eq!(payments.attempts().len(), 1, "the downstream was not called again");
+    assert_eq!(
+        retry.outcome, first.outcome,
+        "the error is replayed as saved"
+    );
+    assert_eq!(
+        payments.attempts().len(),
+        1,
+        "the downstream was not called again"
+    );
     assert!(payments.applied().is_empty());
 }
 
@@ -266,7 +297,11 @@ fn a_trap_after_one_effect_is_saved_and_the_effect_stays_journaled_once() {
     let t = test_host(|b| b);
     let request = CallRequest::new("effect_then_trap", r#"{"to":"a@example.com"}"#);
     let first = t.host.call(&request).unwrap();
-    assert!(matches!(&first.outcome, Outcome::Trap { .. }), "{:?}", first.outcome);
+    assert!(
+        matches!(&first.outcome, Outcome::Trap { .. }),
+        "{:?}",
+        first.outcome
+    );
     let retry = t.host.call(&request).unwrap();
     assert!(retry.replayed);
     assert_eq!(retry.outcome, first.outcome);
@@ -282,20 +317,32 @@ fn rejections_before_the_guest_starts_store_nothing_and_the_call_can_then_succee
     let t = test_host(|b| b);
     let err = t
         .host
-        .call(&CallRequest::new("send_recipt", receipt_args(1, "a@example.com")))
+        .call(&CallRequest::new(
+            "send_recipt",
+            receipt_args(1, "a@example.com"),
+        ))
         .unwrap_err();
     assert!(matches!(err, Error::UnknownTool { .. }), "{err:?}");
-    assert!(err.to_string().contains("send_receipt"), "names the loaded tools: {err}");
+    assert!(
+        err.to_string().contains("send_receipt"),
+        "names the loaded tools: {err}"
+    );
     let err = t
         .host
         .call(&CallRequest::new("send_receipt", r#"{"orders": [}"#))
         .unwrap_err();
     assert!(matches!(err, Error::InvalidArguments { .. }), "{err:?}");
-    let err = t.host.call(&CallRequest::new("send_receipt", "[1]")).unwrap_err();
+    let err = t
+        .host
+        .call(&CallRequest::new("send_receipt", "[1]"))
+        .unwrap_err();
     assert!(matches!(err, Error::InvalidArguments { .. }), "{err:?}");
     let err = t
         .host
-        .call(&CallRequest::new("send_receipt", r#"{"orders":[],"orders":[]}"#))
+        .call(&CallRequest::new(
+            "send_receipt",
+            r#"{"orders":[],"orders":[]}"#,
+        ))
         .unwrap_err();
     assert!(err.to_string().contains("duplicate"), "{err}");
     assert_eq!(support::invocation_count(&t.host), 0);
@@ -303,7 +350,10 @@ fn rejections_before_the_guest_starts_store_nothing_and_the_call_can_then_succee
 
     let ok = t
         .host
-        .call(&CallRequest::new("send_receipt", receipt_args(1, "a@example.com")))
+        .call(&CallRequest::new(
+            "send_receipt",
+            receipt_args(1, "a@example.com"),
+        ))
         .unwrap();
     assert!(!ok.replayed);
     assert_eq!(t.mail.sent().unwrap().len(), 1);
@@ -313,10 +363,14 @@ fn rejections_before_the_guest_starts_store_nothing_and_the_call_can_then_succee
 fn outcome_unknown_after_the_budget_then_a_retry_resumes_under_the_same_key() {
     let payments = Arc::new(FakePayments::new(Fault::AlwaysTimeout));
     let t = test_host(|b| b.provider("payments", payments.clone()));
-    let request = CallRequest::new("payments_refund", r#"{"order_id":5,"amount_cents":500}"#).conversation("c");
+    let request = CallRequest::new("payments_refund", r#"{"order_id":5,"amount_cents":500}"#)
+        .conversation("c");
 
     let err = t.host.call(&request).unwrap_err();
-    let Error::OutcomeUnknown { key, seq, provider, .. } = &err else {
+    let Error::OutcomeUnknown {
+        key, seq, provider, ..
+    } = &err
+    else {
         panic!("expected outcome_unknown, got {err:?}");
     };
     assert_eq!((*seq, provider.as_str()), (0, "payments"));
@@ -324,7 +378,10 @@ fn outcome_unknown_after_the_budget_then_a_retry_resumes_under_the_same_key() {
     assert!(err.to_string().contains("retrying the same call is safe"));
     let attempts = payments.attempts();
     assert_eq!(attempts.len(), 3, "the budget is three attempts");
-    assert!(attempts.iter().all(|k| *k == attempts[0]), "one key: {attempts:?}");
+    assert!(
+        attempts.iter().all(|k| *k == attempts[0]),
+        "one key: {attempts:?}"
+    );
     let journal = t.host.store().journal(None, 10).unwrap();
     assert_eq!(journal[0].state, "incomplete");
     assert_eq!(journal[0].effects[0].state, "pending");
@@ -336,7 +393,10 @@ fn outcome_unknown_after_the_budget_then_a_retry_resumes_under_the_same_key() {
     assert_eq!(result_of(&resumed.outcome)["status"], "succeeded");
     let attempts = payments.attempts();
     assert_eq!(attempts.len(), 4);
-    assert!(attempts.iter().all(|k| *k == attempts[0]), "the stored key was reused");
+    assert!(
+        attempts.iter().all(|k| *k == attempts[0]),
+        "the stored key was reused"
+    );
     assert_eq!(payments.applied().len(), 1, "refunded once");
 
     let replay = t.host.call(&request).unwrap();
@@ -352,9 +412,15 @@ fn an_unkeyed_effect_with_an_unknown_outcome_is_never_repeated() {
     ));
     let t = test_host(|b| b.provider("payments", payments.clone()));
     let request = CallRequest::new("payments_refund", r#"{"order_id":5,"amount_cents":500}"#);
-    assert!(matches!(t.host.call(&request), Err(Error::OutcomeUnknown { .. })));
+    assert!(matches!(
+        t.host.call(&request),
+        Err(Error::OutcomeUnknown { .. })
+    ));
     assert_eq!(payments.attempts().len(), 1, "at most once");
     payments.set_fault(Fault::None);
-    assert!(matches!(t.host.call(&request), Err(Error::OutcomeUnknown { .. })));
+    assert!(matches!(
+        t.host.call(&request),
+        Err(Error::OutcomeUnknown { .. })
+    ));
     assert_eq!(payments.attempts().len(), 1, "fails closed on resume");
 }

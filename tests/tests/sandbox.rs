@@ -35,7 +35,11 @@ fn contained(tool: &str, args: &str, limits: Limits) -> (String, String) {
     let retry = t.host.call(&request).unwrap();
     assert!(retry.replayed, "the trap is the saved outcome");
     assert_eq!(retry.outcome, first.outcome);
-    assert_eq!(t.host.store().journal(None, 10).unwrap()[0].runs, 1, "not re-run");
+    assert_eq!(
+        t.host.store().journal(None, 10).unwrap()[0].runs,
+        1,
+        "not re-run"
+    );
     assert_still_serving(&t.host);
     (reason.to_string(), message.to_string())
 }
@@ -69,7 +73,10 @@ fn a_memory_bomb_ends_with_memory_limit() {
     };
     let (reason, message) = contained("memory_bomb", "{}", limits);
     assert_eq!(reason, "memory_limit");
-    assert!(message.contains(&(16u64 << 20).to_string()), "names the limit: {message}");
+    assert!(
+        message.contains(&(16u64 << 20).to_string()),
+        "names the limit: {message}"
+    );
 }
 
 #[test]
@@ -85,12 +92,19 @@ fn an_effect_flood_stops_at_the_budget_with_exactly_the_budget_performed() {
         ..Limits::default()
     };
     let t = test_host(|b| b.tool_limits("effect_flood", limits));
-    let first = t.host.call(&CallRequest::new("effect_flood", "{}")).unwrap();
+    let first = t
+        .host
+        .call(&CallRequest::new("effect_flood", "{}"))
+        .unwrap();
     let (reason, message) = trap(&first.outcome);
     assert_eq!(reason, "effect_budget_exceeded");
     assert!(message.contains("more than 5 effects"), "{message}");
     let journal = t.host.store().journal(None, 10).unwrap();
-    assert_eq!(journal[0].effects.len(), 5, "the budget, and not one more, was performed");
+    assert_eq!(
+        journal[0].effects.len(),
+        5,
+        "the budget, and not one more, was performed"
+    );
     assert!(journal[0].effects.iter().all(|e| e.state == "done"));
     let stored = |key: &str| {
         t.host
@@ -100,9 +114,15 @@ fn an_effect_flood_stops_at_the_budget_with_exactly_the_budget_performed() {
     };
     assert_eq!(stored("4"), Some(json!(4)));
     assert_eq!(stored("5"), None);
-    let retry = t.host.call(&CallRequest::new("effect_flood", "{}")).unwrap();
+    let retry = t
+        .host
+        .call(&CallRequest::new("effect_flood", "{}"))
+        .unwrap();
     assert!(retry.replayed);
-    assert_eq!(t.host.store().journal(None, 10).unwrap()[0].effects.len(), 5);
+    assert_eq!(
+        t.host.store().journal(None, 10).unwrap()[0].effects.len(),
+        5
+    );
     assert_still_serving(&t.host);
 }
 
@@ -119,7 +139,11 @@ fn an_oversized_effect_payload_traps_before_anything_is_journaled() {
     let (reason, message) = trap(&first.outcome);
     assert_eq!(reason, "payload_too_large");
     assert!(message.contains("limit is 256 bytes"), "{message}");
-    assert!(t.host.store().journal(None, 10).unwrap()[0].effects.is_empty());
+    assert!(
+        t.host.store().journal(None, 10).unwrap()[0]
+            .effects
+            .is_empty()
+    );
     assert_still_serving(&t.host);
 }
 
@@ -133,13 +157,19 @@ fn an_oversized_result_is_a_result_too_large_trap() {
     let output = json!({ "big": "y".repeat(200) }).to_string();
     let first = t
         .host
-        .call(&CallRequest::new("raw_output", json!({ "output": output }).to_string()))
+        .call(&CallRequest::new(
+            "raw_output",
+            json!({ "output": output }).to_string(),
+        ))
         .unwrap();
     assert_eq!(trap(&first.outcome).0, "result_too_large");
     // Under the limit the same tool's result passes.
     let small = t
         .host
-        .call(&CallRequest::new("raw_output", json!({ "output": "[1,2]" }).to_string()))
+        .call(&CallRequest::new(
+            "raw_output",
+            json!({ "output": "[1,2]" }).to_string(),
+        ))
         .unwrap();
     assert_eq!(result(&small.outcome), &json!([1, 2]));
 }
@@ -155,7 +185,10 @@ fn an_oversized_argument_is_refused_before_anything_is_stored() {
     let args = json!({ "message": "z".repeat(100) }).to_string();
     let err = t.host.call(&CallRequest::new("echo", args)).unwrap_err();
     assert_eq!(err.kind(), "invalid_arguments");
-    assert!(err.to_string().contains("exceeds the limit of 64 bytes"), "{err}");
+    assert!(
+        err.to_string().contains("exceeds the limit of 64 bytes"),
+        "{err}"
+    );
     assert_eq!(journal_snapshot(&t.host), before, "nothing stored");
     let ok = t
         .host
@@ -169,8 +202,14 @@ fn reading_a_file_finds_no_file_system() {
     let t = test_host(|b| b);
     let response = t.host.call(&CallRequest::new("read_file", "{}")).unwrap();
     let output = result(&response.outcome);
-    assert_eq!(output["contents"], Value::Null, "no file was read: {output}");
-    let error = output["error"].as_str().expect("the read failed with an error");
+    assert_eq!(
+        output["contents"],
+        Value::Null,
+        "no file was read: {output}"
+    );
+    let error = output["error"]
+        .as_str()
+        .expect("the read failed with an error");
     assert!(!error.is_empty());
     assert_still_serving(&t.host);
 }
@@ -196,8 +235,14 @@ fn a_guest_that_opens_a_socket_is_refused_at_load_with_the_import_named() {
     let err = runtime.load_file(path).unwrap_err();
     assert!(matches!(err, Error::Load { .. }), "{err:?}");
     let message = err.to_string();
-    assert!(message.contains("open_socket.wasm"), "names the file: {message}");
-    assert!(message.contains("`wasi:sockets/"), "names the import: {message}");
+    assert!(
+        message.contains("open_socket.wasm"),
+        "names the file: {message}"
+    );
+    assert!(
+        message.contains("`wasi:sockets/"),
+        "names the import: {message}"
+    );
     assert!(runtime.tool("open_socket").is_none());
     assert!(support::REFUSED_AT_LOAD.contains(&"open_socket"));
 }
@@ -215,9 +260,15 @@ fn a_chatty_guest_is_not_killed_by_its_output_and_none_of_it_reaches_the_result(
         .unwrap();
     let output = result(&response.outcome);
     let printed = output["printed"].as_u64().unwrap();
-    assert!(printed > 100 * 1024, "far more than the cap was printed: {printed}");
+    assert!(
+        printed > 100 * 1024,
+        "far more than the cap was printed: {printed}"
+    );
     let agent = response.to_json().to_string();
-    assert!(!agent.contains("quick brown fox"), "output stays out of results: {agent}");
+    assert!(
+        !agent.contains("quick brown fox"),
+        "output stays out of results: {agent}"
+    );
 }
 
 /// A mail downstream that takes longer to answer than the guest's whole deadline.
@@ -246,14 +297,22 @@ fn time_spent_in_a_provider_does_not_count_against_the_guests_deadline() {
         ..Limits::default()
     };
     let t = test_host(|b| {
-        b.tool_limits("send_receipt", limits)
-            .provider("mail", std::sync::Arc::new(SlowMail(Duration::from_millis(300))))
+        b.tool_limits("send_receipt", limits).provider(
+            "mail",
+            std::sync::Arc::new(SlowMail(Duration::from_millis(300))),
+        )
     });
     let response = t
         .host
-        .call(&CallRequest::new("send_receipt", support::receipt_args(1, "a@example.com")))
+        .call(&CallRequest::new(
+            "send_receipt",
+            support::receipt_args(1, "a@example.com"),
+        ))
         .unwrap();
     // Without the allowance the effect would happen and the saved outcome would be a
     // `deadline_exceeded` trap, telling the agent the receipt failed.
-    assert_eq!(result(&response.outcome)["sent"][0]["message_id"], "msg-slow");
+    assert_eq!(
+        result(&response.outcome)["sent"][0]["message_id"],
+        "msg-slow"
+    );
 }

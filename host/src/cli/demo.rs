@@ -36,8 +36,12 @@ impl Demo {
         });
         let clock = Arc::new(SystemClock);
         let mail = Arc::new(
-            MailProvider::open(Some(&cli.db), clock.clone(), std::time::Duration::from_secs(86_400))?
-                .lose_first_responses(1),
+            MailProvider::open(
+                Some(&cli.db),
+                clock.clone(),
+                std::time::Duration::from_secs(86_400),
+            )?
+            .lose_first_responses(1),
         );
         let local = |what: &str| {
             LocalApi::start()
@@ -61,16 +65,22 @@ impl Demo {
         let sent_before = mail.sent().map(|s| s.len()).unwrap_or(0);
 
         println!("justonce demo: an agent's retries on the example tools");
-        println!("  journal: {}   conversation: {conversation}\n", cli.db.display());
+        println!(
+            "  journal: {}   conversation: {conversation}\n",
+            cli.db.display()
+        );
 
         let receipt = |call_id: &str, args: &str| {
             CallRequest::new("send_receipt", args)
                 .conversation(&conversation)
                 .tool_call_id(call_id)
         };
-        let args_4417 = r#"{"orders":[{"order_id":4417,"email":"ada@example.com","amount_cents":1299}]}"#;
-        let args_4417_again = r#"{"orders":[{"amount_cents":1299,"email":"ada@example.com","order_id":4417.0}]}"#;
-        let args_4418 = r#"{"orders":[{"order_id":4418,"email":"grace@example.com","amount_cents":4500}]}"#;
+        let args_4417 =
+            r#"{"orders":[{"order_id":4417,"email":"ada@example.com","amount_cents":1299}]}"#;
+        let args_4417_again =
+            r#"{"orders":[{"amount_cents":1299,"email":"ada@example.com","order_id":4417.0}]}"#;
+        let args_4418 =
+            r#"{"orders":[{"order_id":4418,"email":"grace@example.com","amount_cents":4500}]}"#;
 
         println!("1. The agent calls send_receipt for order 4417 (tool-call id call_1).");
         println!("   The mail server records the email, but its response is lost.");
@@ -106,9 +116,12 @@ impl Demo {
         );
         println!("   The API applies the refund, then the connection drops before it answers.");
         payments.script([Behaviour::ApplyThenDrop]);
-        let refund = CallRequest::new("refund", r#"{"order_id":4417,"amount_cents":1299,"reason":"damaged"}"#)
-            .conversation(&conversation)
-            .tool_call_id("call_4");
+        let refund = CallRequest::new(
+            "refund",
+            r#"{"order_id":4417,"amount_cents":1299,"reason":"damaged"}"#,
+        )
+        .conversation(&conversation)
+        .tool_call_id("call_4");
         let first_refund = host.call(&refund)?;
         for (i, request) in payments.requests().iter().enumerate() {
             println!(
@@ -122,14 +135,20 @@ impl Demo {
         println!("\n5. The agent retries the refund.");
         let seen = payments.requests().len();
         let again = host.call(&refund.clone().tool_call_id("call_5"))?;
-        println!("   the payments API was called {} more time(s)", payments.requests().len() - seen);
+        println!(
+            "   the payments API was called {} more time(s)",
+            payments.requests().len() - seen
+        );
         tell(&again);
 
         println!("\n6. The agent notifies the shop: the webhook is queued in the outbox, in the");
         println!("   same transaction as its journal record; a retry queues nothing new.");
-        let notify = CallRequest::new("notify", r#"{"event":"refund.issued","data":{"order_id":4417}}"#)
-            .conversation(&conversation)
-            .tool_call_id("call_6");
+        let notify = CallRequest::new(
+            "notify",
+            r#"{"event":"refund.issued","data":{"order_id":4417}}"#,
+        )
+        .conversation(&conversation)
+        .tool_call_id("call_6");
         let queued = host.call(&notify)?;
         tell(&queued);
         let retried = host.call(&notify.clone().tool_call_id("call_7"))?;
@@ -148,13 +167,21 @@ impl Demo {
         });
         for pass in 1..=2 {
             let report = deliverer.run_once()?;
-            for attempt in report.attempts.iter().filter(|a| Some(a.message_id) == message_id) {
+            for attempt in report
+                .attempts
+                .iter()
+                .filter(|a| Some(a.message_id) == message_id)
+            {
                 println!(
                     "   pass {pass}: attempt {}  {DEFAULT_IDEMPOTENCY_HEADER}: {}  -> {:?}{}",
                     attempt.attempt,
                     attempt.key,
                     attempt.outcome,
-                    attempt.error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default()
+                    attempt
+                        .error
+                        .as_deref()
+                        .map(|e| format!(" ({e})"))
+                        .unwrap_or_default()
                 );
             }
         }

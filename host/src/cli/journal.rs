@@ -109,7 +109,9 @@ impl Journal {
             );
         }
         if !effects.is_empty() {
-            println!("resolve each with: justonce resolve EFFECT_KEY --performed [--response JSON] | --not-performed");
+            println!(
+                "resolve each with: justonce resolve EFFECT_KEY --performed [--response JSON] | --not-performed"
+            );
         }
         Ok(exit::SUCCESS)
     }

@@ -108,7 +108,10 @@ impl Cli {
     /// Reads the configuration file (`--config`, else `justonce.toml` next to the
     /// database) and settles which database is used.
     fn settle(&mut self) -> Result<(), Error> {
-        let db = self.db_flag.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
+        let db = self
+            .db_flag
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
         self.settings = match &self.config {
             Some(path) => Some(Config::load(path)?),
             None => Config::beside(&db)?,
@@ -121,7 +124,10 @@ impl Cli {
     /// A host builder with the configuration, and the journal and tools chosen on the
     /// command line.
     fn host(&self) -> HostBuilder {
-        let configured_tools = self.settings.as_ref().is_some_and(|c| c.tools_dir.is_some());
+        let configured_tools = self
+            .settings
+            .as_ref()
+            .is_some_and(|c| c.tools_dir.is_some());
         let builder = self.host_without_tools();
         match &self.tools {
             Some(dir) => builder.tools_dir(dir),

@@ -74,7 +74,11 @@ fn stored_denied(message: &str) -> String {
 }
 fn replay(stored: &str) -> Result<String, EffectFailure> {
     let v: Value = serde_json::from_str(stored).unwrap_or(Value::Null);
-    match (v.get("ok"), v.get("rejected"), v.get("denied").and_then(Value::as_str)) {
+    match (
+        v.get("ok"),
+        v.get("rejected"),
+        v.get("denied").and_then(Value::as_str),
+    ) {
         (Some(ok), _, _) => Ok(ok.to_string()),
         (None, Some(rejected), _) => Err(EffectFailure::Rejected(rejected.to_string())),
         (None, None, Some(denied)) => Err(EffectFailure::Denied(denied.to_string())),
@@ -116,7 +120,8 @@ impl EffectSession {
     ) -> Result<Result<String, EffectFailure>, Error> {
         if self.interrupted.is_some() {
             return Ok(Err(EffectFailure::Denied(
-                "an earlier effect of this call is unresolved; no further effects are performed".into(),
+                "an earlier effect of this call is unresolved; no further effects are performed"
+                    .into(),
             )));
         }
         let shared = Arc::clone(&self.shared);
@@ -201,7 +206,11 @@ impl EffectSession {
     }
 
     /// Checks the budget, the payload and the provider before anything is journaled.
-    fn check(&self, provider_name: &str, payload: &str) -> Result<(Arc<dyn Provider>, Value), String> {
+    fn check(
+        &self,
+        provider_name: &str,
+        payload: &str,
+    ) -> Result<(Arc<dyn Provider>, Value), String> {
         // The effect budget and the payload cap are the sandbox's (runtime/state.rs):
         // they trap before a request gets here.
         let shared = &self.shared;
@@ -257,7 +266,10 @@ impl EffectSession {
                     hint = None;
                     reason
                 }
-                Err(ProviderError::Throttled { reason, retry_after }) => {
+                Err(ProviderError::Throttled {
+                    reason,
+                    retry_after,
+                }) => {
                     hint = retry_after;
                     reason
                 }
@@ -281,7 +293,8 @@ impl EffectSession {
     fn lease_lost(&mut self, seq: u32) -> EffectFailure {
         self.interrupted = Some(Interruption::LeaseLost { seq });
         EffectFailure::Denied(
-            "another host took this call over (this run's lease expired); nothing was performed".into(),
+            "another host took this call over (this run's lease expired); nothing was performed"
+                .into(),
         )
     }
 
@@ -346,9 +359,11 @@ impl EffectSession {
             fault::point(FaultPoint::AfterProvider);
             let gave_up = match answer {
                 Ok(response) => {
-                    shared
-                        .store
-                        .finish_effect(&key, &stored_ok(&response), shared.clock.now_ms())?;
+                    shared.store.finish_effect(
+                        &key,
+                        &stored_ok(&response),
+                        shared.clock.now_ms(),
+                    )?;
                     return Ok(Ok(response.to_string()));
                 }
                 Err(ProviderError::Rejected(answer)) => {
@@ -374,7 +389,10 @@ impl EffectSession {
                     hint = None;
                     self.note_unknown(&key, reason, made, budget, class, new)?
                 }
-                Err(ProviderError::Throttled { reason, retry_after }) => {
+                Err(ProviderError::Throttled {
+                    reason,
+                    retry_after,
+                }) => {
                     hint = retry_after;
                     self.note_unknown(&key, reason, made, budget, class, new)?
                 }
@@ -453,7 +471,10 @@ impl EffectSession {
                 }
                 Err(ProviderError::Rejected(answer)) => {
                     drop(savepoint);
-                    (stored_rejected(&answer), Err(EffectFailure::Rejected(answer.to_string())))
+                    (
+                        stored_rejected(&answer),
+                        Err(EffectFailure::Rejected(answer.to_string())),
+                    )
                 }
                 Err(
                     ProviderError::Invalid(reason)

@@ -69,7 +69,7 @@ impl std::fmt::Display for RequestId {
 
 impl PartialEq for RequestId {
     fn eq(&self, other: &Self) -> bool {
-        self.0.to_string() == other.0.to_string()
+        self.0 == other.0
     }
 }
 

@@ -17,13 +17,15 @@ impl KvProvider {
     /// Reads a value written by `put` (not an effect: reads change nothing).
     pub fn get(conn: &Connection, key: &str) -> rusqlite::Result<Option<Value>> {
         let text: Option<String> = conn
-            .query_row("SELECT value FROM kv WHERE key = ?1", params![key], |r| r.get(0))
+            .query_row("SELECT value FROM kv WHERE key = ?1", params![key], |r| {
+                r.get(0)
+            })
             .optional()?;
         Ok(text.map(|t| serde_json::from_str(&t).unwrap_or(Value::String(t))))
     }
 }
 
-fn key_of<'a>(payload: &'a Value) -> Result<&'a str, ProviderError> {
+fn key_of(payload: &Value) -> Result<&str, ProviderError> {
     payload
         .get("key")
         .and_then(Value::as_str)
@@ -60,10 +62,9 @@ impl Provider for KvProvider {
         match request.operation {
             "put" => {
                 let key = key_of(request.payload)?;
-                let value = request
-                    .payload
-                    .get("value")
-                    .ok_or_else(|| ProviderError::Invalid("payload needs a field `value`".into()))?;
+                let value = request.payload.get("value").ok_or_else(|| {
+                    ProviderError::Invalid("payload needs a field `value`".into())
+                })?;
                 let previous = Self::get(tx, key).map_err(db)?;
                 tx.execute(
                     "INSERT INTO kv (key, value, effect_key) VALUES (?1, ?2, ?3)

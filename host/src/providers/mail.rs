@@ -59,7 +59,11 @@ impl MailProvider {
     /// A mailbox in the database file at `path` (its own connection, its own
     /// transactions: it stands for a downstream service), or in memory. Keys are
     /// remembered for `dedupe_window`, as a real API forgets keys after a day.
-    pub fn open(path: Option<&Path>, clock: Arc<dyn Clock>, dedupe_window: Duration) -> Result<Self> {
+    pub fn open(
+        path: Option<&Path>,
+        clock: Arc<dyn Clock>,
+        dedupe_window: Duration,
+    ) -> Result<Self> {
         let label = path.unwrap_or(Path::new(":memory:"));
         let conn = match path {
             Some(p) => crate::store::open_file(p)?,
@@ -108,7 +112,10 @@ impl MailProvider {
 
     /// The key of every attempt this provider saw, in order (the transport's log).
     pub fn attempts(&self) -> Vec<String> {
-        self.attempts.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.attempts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Every email in the mailbox, oldest first.
@@ -158,7 +165,9 @@ impl MailProvider {
             tx.commit()?;
             return Ok(message_id);
         }
-        let next: i64 = tx.query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM mailbox", [], |r| r.get(0))?;
+        let next: i64 = tx.query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM mailbox", [], |r| {
+            r.get(0)
+        })?;
         let message_id = format!("msg-{next:06}");
         tx.execute(
             "INSERT INTO mailbox (id, key, recipient, subject, body, message_id, sent_at)
@@ -188,7 +197,8 @@ impl Provider for MailProvider {
             )));
         }
         let field = |name: &str| request.payload.get(name).and_then(Value::as_str);
-        let to = field("to").ok_or_else(|| ProviderError::Invalid("payload needs a string field `to`".into()))?;
+        let to = field("to")
+            .ok_or_else(|| ProviderError::Invalid("payload needs a string field `to`".into()))?;
         if !to.contains('@') {
             return Err(ProviderError::Rejected(json!({
                 "error": "invalid_recipient",
@@ -196,7 +206,12 @@ impl Provider for MailProvider {
             })));
         }
         let message_id = self
-            .deliver(&key, to, field("subject").unwrap_or(""), field("body").unwrap_or(""))
+            .deliver(
+                &key,
+                to,
+                field("subject").unwrap_or(""),
+                field("body").unwrap_or(""),
+            )
             .map_err(|e| ProviderError::Unknown(format!("mailbox failed: {e}")))?;
         let mut answered = self.answered.lock().unwrap_or_else(|p| p.into_inner());
         let seen = answered.entry(key).or_insert(0);

@@ -17,5 +17,5 @@ mod outbox;
 pub use http::HttpProvider;
 pub use kv::KvProvider;
 pub use mail::{MailProvider, SentMail};
-pub use outbox::{OutboxMessage, OutboxProvider};
 pub(crate) use outbox::SCHEMA as OUTBOX_SCHEMA;
+pub use outbox::{OutboxMessage, OutboxProvider};

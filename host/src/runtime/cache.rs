@@ -160,7 +160,12 @@ impl CompileCache {
         Ok(component)
     }
 
-    fn read(&self, engine: &Engine, path: &Path, wasm_digest: &[u8; 32]) -> Result<Component, Unusable> {
+    fn read(
+        &self,
+        engine: &Engine,
+        path: &Path,
+        wasm_digest: &[u8; 32],
+    ) -> Result<Component, Unusable> {
         let bytes = fs::read(path).map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory => Unusable::Missing,
             _ => Unusable::Unreadable(e),
@@ -187,12 +192,19 @@ impl CompileCache {
             return Err(Unusable::Invalid("written by another engine configuration"));
         }
         if digests[64..] != sha256(artifact) {
-            return Err(Unusable::Invalid("the artifact does not match its digest (torn or corrupt)"));
+            return Err(Unusable::Invalid(
+                "the artifact does not match its digest (torn or corrupt)",
+            ));
         }
         Ok(artifact)
     }
 
-    fn write(&self, path: &Path, wasm_digest: &[u8; 32], component: &Component) -> anyhow::Result<()> {
+    fn write(
+        &self,
+        path: &Path,
+        wasm_digest: &[u8; 32],
+        component: &Component,
+    ) -> anyhow::Result<()> {
         let artifact = component.serialize()?;
         fs::create_dir_all(&self.dir)?;
         let nanos = std::time::SystemTime::now()
@@ -249,7 +261,10 @@ mod tests {
         let mut config = wasmtime::Config::new();
         config.cranelift_opt_level(wasmtime::OptLevel::None);
         let other = CompileCache::new(&Engine::new(&config).unwrap(), dir);
-        assert_ne!(a.engine, other.engine, "another compiler configuration hashes apart");
+        assert_ne!(
+            a.engine, other.engine,
+            "another compiler configuration hashes apart"
+        );
     }
 
     #[test]
@@ -276,15 +291,19 @@ mod tests {
         assert!(damaged(&|e| e[0] ^= 1).contains("format"));
         assert!(damaged(&|e| e[MAGIC.len()] ^= 1).contains("component"));
         assert!(damaged(&|e| e[MAGIC.len() + 32] ^= 1).contains("engine"));
-        assert!(damaged(&|e| {
-            let last = e.len() - 1;
-            e[last] ^= 1;
-        })
-        .contains("corrupt"));
-        assert!(damaged(&|e| {
-            e.pop();
-        })
-        .contains("torn"));
+        assert!(
+            damaged(&|e| {
+                let last = e.len() - 1;
+                e[last] ^= 1;
+            })
+            .contains("corrupt")
+        );
+        assert!(
+            damaged(&|e| {
+                e.pop();
+            })
+            .contains("torn")
+        );
         assert!(matches!(
             cache.verify(&entry, &sha256(b"another component")),
             Err(Unusable::Invalid(_))

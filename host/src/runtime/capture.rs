@@ -121,7 +121,10 @@ mod tests {
         let mut capture = BoundedCapture::new(5);
         capture.write(Bytes::from_static(b"abc")).unwrap();
         capture.write(Bytes::from_static(b"defgh")).unwrap();
-        assert!(capture.check_write().unwrap() > 0, "still writable when full");
+        assert!(
+            capture.check_write().unwrap() > 0,
+            "still writable when full"
+        );
         capture.write(Bytes::from_static(b"ij")).unwrap();
         assert_eq!(capture.contents(), (b"abcde".to_vec(), 5));
     }

@@ -75,10 +75,7 @@ pub(crate) fn check(engine: &Engine, component: &Component) -> Result<(), String
     if refused.is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "refused by the sandbox: {}",
-            refused.join("; ")
-        ))
+        Err(format!("refused by the sandbox: {}", refused.join("; ")))
     }
 }
 
@@ -98,11 +95,17 @@ mod tests {
             assert_eq!(refusal(ok), None, "{ok}");
         }
         let tcp = refusal("wasi:sockets/tcp@0.2.6").unwrap();
-        assert!(tcp.contains("`wasi:sockets/tcp@0.2.6`") && tcp.contains("network"), "{tcp}");
+        assert!(
+            tcp.contains("`wasi:sockets/tcp@0.2.6`") && tcp.contains("network"),
+            "{tcp}"
+        );
         let http = refusal("wasi:http/outgoing-handler@0.2.6").unwrap();
         assert!(http.contains("HTTP"), "{http}");
         let unknown = refusal("acme:vault/secrets").unwrap();
         assert!(unknown.contains("`acme:vault/secrets`") && unknown.contains("does not provide"));
-        assert!(refusal("wasi:cli/run@0.2.6").is_some(), "only the listed interfaces");
+        assert!(
+            refusal("wasi:cli/run@0.2.6").is_some(),
+            "only the listed interfaces"
+        );
     }
 }

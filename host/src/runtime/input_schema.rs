@@ -35,7 +35,11 @@ impl InputSchema {
             .take(MAX_REPORTED + 1)
             .map(|e| {
                 let path = e.instance_path().to_string();
-                let at = if path.is_empty() { "/".to_string() } else { path };
+                let at = if path.is_empty() {
+                    "/".to_string()
+                } else {
+                    path
+                };
                 format!("at {at}: {e}")
             })
             .collect();
@@ -46,7 +50,10 @@ impl InputSchema {
             problems.truncate(MAX_REPORTED);
             problems.push("…".into());
         }
-        Err(format!("do not match the tool's input schema: {}", problems.join("; ")))
+        Err(format!(
+            "do not match the tool's input schema: {}",
+            problems.join("; ")
+        ))
     }
 }
 
@@ -76,7 +83,9 @@ mod tests {
 
     #[test]
     fn names_the_failing_path() {
-        let err = orders().check(&json!({"orders": [{"order_id": 1}, {"order_id": "x"}]})).unwrap_err();
+        let err = orders()
+            .check(&json!({"orders": [{"order_id": 1}, {"order_id": "x"}]}))
+            .unwrap_err();
         assert!(err.contains("at /orders/1/order_id"), "{err}");
         let err = orders().check(&json!({})).unwrap_err();
         assert!(err.contains("at /:") && err.contains("orders"), "{err}");
@@ -85,8 +94,14 @@ mod tests {
     #[test]
     fn an_integer_written_as_a_float_is_an_integer() {
         // `4417.0` and `4417` are one number to the invocation key, so to the schema too.
-        orders().check(&json!({"orders": [{"order_id": 4417.0}]})).unwrap();
-        assert!(orders().check(&json!({"orders": [{"order_id": 4417.5}]})).is_err());
+        orders()
+            .check(&json!({"orders": [{"order_id": 4417.0}]}))
+            .unwrap();
+        assert!(
+            orders()
+                .check(&json!({"orders": [{"order_id": 4417.5}]}))
+                .is_err()
+        );
     }
 
     #[test]

@@ -77,7 +77,10 @@ pub(crate) enum GuestOutcome {
     /// `call` returned.
     Returned(Result<String, bindings::ToolError>),
     /// The guest trapped: a reason code and the runtime's message.
-    Trapped { reason: &'static str, message: String },
+    Trapped {
+        reason: &'static str,
+        message: String,
+    },
 }
 
 /// The engine, the linker and the loaded tools. Build it once and share it (it is
@@ -119,7 +122,10 @@ impl Runtime {
     /// Like [`Runtime::new`], with pooled slots of `pool_memory_bytes` of linear memory
     /// (at least `limits.memory_bytes`), for hosts whose tools may have more memory
     /// than the defaults.
-    pub(crate) fn with_pool_memory(limits: Limits, pool_memory_bytes: usize) -> Result<Self, Error> {
+    pub(crate) fn with_pool_memory(
+        limits: Limits,
+        pool_memory_bytes: usize,
+    ) -> Result<Self, Error> {
         let pool_memory_bytes = pool_memory_bytes.max(limits.memory_bytes);
         let mut config = Config::new();
         config.wasm_component_model(true);
@@ -128,9 +134,9 @@ impl Runtime {
         // a fuel limit gets all the fuel there is.
         config.consume_fuel(true);
         // A fresh store per call is cheap with pre-reserved slots (see `pool`).
-        config.allocation_strategy(InstanceAllocationStrategy::Pooling(
-            pool::pooling_config(pool_memory_bytes),
-        ));
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool::pooling_config(
+            pool_memory_bytes,
+        )));
         let engine = Engine::new(&config)?;
         let mut linker = Linker::<GuestState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
@@ -246,7 +252,8 @@ impl Runtime {
         // Bytes 6..8 are the layer: 0 for a core module, 1 for a component.
         if bytes.get(6..8) == Some(&[0, 0]) {
             return Err(refuse(
-                "is a core WebAssembly module, not a component; build the tool for wasm32-wasip2".into(),
+                "is a core WebAssembly module, not a component; build the tool for wasm32-wasip2"
+                    .into(),
             ));
         }
         let component = match &self.cache {

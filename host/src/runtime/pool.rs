@@ -59,8 +59,13 @@ pub(crate) fn pooling_config(memory_bytes: usize) -> PoolingAllocationConfig {
 /// runtime's pooled slots hold: such a call could never reach its own memory limit.
 pub(crate) fn check_fits(runtime: &Runtime, limits: &ToolLimits) -> Result<(), Error> {
     let slot = runtime.pool_memory_bytes();
-    let tools = limits.tools.iter().map(|(name, l)| (format!("tool `{name}`"), l));
-    for (who, l) in std::iter::once(("the default limits".to_string(), &limits.defaults)).chain(tools) {
+    let tools = limits
+        .tools
+        .iter()
+        .map(|(name, l)| (format!("tool `{name}`"), l));
+    for (who, l) in
+        std::iter::once(("the default limits".to_string(), &limits.defaults)).chain(tools)
+    {
         if l.memory_bytes > slot {
             return Err(Error::Config {
                 path: PathBuf::from("<limits>"),
@@ -141,7 +146,10 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
-        assert!(most.load(Ordering::SeqCst) <= 2, "at most two holders at once");
+        assert!(
+            most.load(Ordering::SeqCst) <= 2,
+            "at most two holders at once"
+        );
         assert_eq!(*permits.free.lock().unwrap(), 2, "every permit came back");
     }
 }

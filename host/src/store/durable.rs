@@ -169,16 +169,28 @@ mod tests {
         let (conn, sync) = wal_db(dir.path());
         conn.execute("INSERT INTO t VALUES (1)", []).unwrap();
         conn.execute("INSERT INTO t VALUES (2)", []).unwrap();
-        let _: i64 = conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        let _: i64 = conn
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
         sync.note_written();
-        assert_eq!(sync.stats().commits, 2, "two writes, the read is not a commit");
+        assert_eq!(
+            sync.stats().commits,
+            2,
+            "two writes, the read is not a commit"
+        );
         sync.make_durable().unwrap();
         sync.make_durable().unwrap();
         assert_eq!(sync.stats().syncs, 1, "nothing new to sync the second time");
         conn.execute("INSERT INTO t VALUES (3)", []).unwrap();
         sync.note_written();
         sync.make_durable().unwrap();
-        assert_eq!(sync.stats(), StoreStats { commits: 3, syncs: 2 });
+        assert_eq!(
+            sync.stats(),
+            StoreStats {
+                commits: 3,
+                syncs: 2
+            }
+        );
     }
 
     #[test]
@@ -208,7 +220,8 @@ mod tests {
                     for j in 0..25 {
                         {
                             let conn = conn.lock().unwrap();
-                            conn.execute("INSERT INTO t VALUES (?1)", [i * 100 + j]).unwrap();
+                            conn.execute("INSERT INTO t VALUES (?1)", [i * 100 + j])
+                                .unwrap();
                             sync.note_written();
                         }
                         sync.make_durable().unwrap();

@@ -79,51 +79,53 @@ pub(crate) fn get(
            FROM effects WHERE invocation_key = ?1 AND seq = ?2",
     )?
     .query_row(params![invocation.as_str(), seq], |r| {
-            Ok(EffectRecord {
-                key: EffectKey::from_stored(r.get(0)?),
-                provider: r.get(1)?,
-                operation: r.get(2)?,
-                fingerprint: Fingerprint::from_stored(r.get(3)?),
-                state: if r.get::<_, String>(4)? == "done" {
-                    EffectState::Done
-                } else {
-                    EffectState::Pending
-                },
-                attempts: r.get(5)?,
-                response: r.get(6)?,
-                resolution: r
-                    .get::<_, Option<String>>(7)?
-                    .as_deref()
-                    .and_then(Resolution::parse),
-            })
+        Ok(EffectRecord {
+            key: EffectKey::from_stored(r.get(0)?),
+            provider: r.get(1)?,
+            operation: r.get(2)?,
+            fingerprint: Fingerprint::from_stored(r.get(3)?),
+            state: if r.get::<_, String>(4)? == "done" {
+                EffectState::Done
+            } else {
+                EffectState::Pending
+            },
+            attempts: r.get(5)?,
+            response: r.get(6)?,
+            resolution: r
+                .get::<_, Option<String>>(7)?
+                .as_deref()
+                .and_then(Resolution::parse),
+        })
     })
     .optional()
 }
 
 /// Journals an effect unless the journal already holds one at its position.
-pub(crate) fn insert(conn: &Connection, e: &NewEffect<'_>, state: EffectState) -> rusqlite::Result<()> {
+pub(crate) fn insert(
+    conn: &Connection,
+    e: &NewEffect<'_>,
+    state: EffectState,
+) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO effects (key, invocation_key, seq, provider, class, operation, fingerprint,
                               state, attempts, created_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?9)
          ON CONFLICT DO NOTHING",
     )?
-    .execute(
-        params![
-            e.key.as_str(),
-            e.invocation.as_str(),
-            e.seq,
-            e.provider,
-            e.class,
-            e.operation,
-            e.fingerprint.as_str(),
-            match state {
-                EffectState::Pending => "pending",
-                EffectState::Done => "done",
-            },
-            e.now
-        ],
-    )?;
+    .execute(params![
+        e.key.as_str(),
+        e.invocation.as_str(),
+        e.seq,
+        e.provider,
+        e.class,
+        e.operation,
+        e.fingerprint.as_str(),
+        match state {
+            EffectState::Pending => "pending",
+            EffectState::Done => "done",
+        },
+        e.now
+    ])?;
     Ok(())
 }
 
@@ -201,7 +203,12 @@ impl Store {
                 return Ok(Err(()));
             }
             insert(tx, effect, EffectState::Pending)?;
-            Ok(Ok(begin_attempt_in(tx, effect.invocation, effect.seq, effect.now)?))
+            Ok(Ok(begin_attempt_in(
+                tx,
+                effect.invocation,
+                effect.seq,
+                effect.now,
+            )?))
         })?;
         Ok(claimed.ok())
     }

@@ -147,7 +147,9 @@ fn completed_in(conn: &Connection, b: &Begin<'_>) -> rusqlite::Result<Option<Str
             "SELECT fingerprint, outcome, created_at FROM invocations
               WHERE key = ?1 AND state = 'completed'",
         )?
-        .query_row(params![b.key.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .query_row(params![b.key.as_str()], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
         .optional()?;
     let Some((fingerprint, Some(outcome), created)) = row else {
         return Ok(None);
@@ -180,21 +182,38 @@ fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<BeginOutcom
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()?;
-        if let Some((bound_key, created)) = bound {
-            if bound_key != b.key.as_str() && !expired(created, b.now, b.retention_ms) {
-                return Ok(BeginOutcome::Mismatch(InvocationKey::from_stored(bound_key)));
-            }
+        if let Some((bound_key, created)) = bound
+            && bound_key != b.key.as_str()
+            && !expired(created, b.now, b.retention_ms)
+        {
+            return Ok(BeginOutcome::Mismatch(InvocationKey::from_stored(
+                bound_key,
+            )));
         }
     }
 
-    type Row = (String, String, Option<String>, i64, Option<i64>, Option<String>);
+    type Row = (
+        String,
+        String,
+        Option<String>,
+        i64,
+        Option<i64>,
+        Option<String>,
+    );
     let existing: Option<Row> = tx
         .prepare_cached(
             "SELECT fingerprint, state, outcome, created_at, lease_expires_at, entropy
                FROM invocations WHERE key = ?1",
         )?
         .query_row(params![b.key.as_str()], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
         })
         .optional()?;
     let fresh = || GuestEntropy {
@@ -205,11 +224,14 @@ fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<BeginOutcom
     let outcome = match existing {
         Some((fingerprint, state, outcome, created, lease_expires, entropy)) => {
             let state = parse_state(&state);
-            let lease_live = state == InvocationState::Running
-                && lease_expires.is_some_and(|t| t > b.now);
+            let lease_live =
+                state == InvocationState::Running && lease_expires.is_some_and(|t| t > b.now);
             if expired(created, b.now, b.retention_ms) && !lease_live {
                 // Past retention the record is treated as absent, by design.
-                tx.execute("DELETE FROM invocations WHERE key = ?1", params![b.key.as_str()])?;
+                tx.execute(
+                    "DELETE FROM invocations WHERE key = ?1",
+                    params![b.key.as_str()],
+                )?;
                 insert(tx, b)?;
                 BeginOutcome::Run {
                     resumed: false,

@@ -66,7 +66,10 @@ impl std::fmt::Debug for Store {
 pub(crate) fn open_file(path: &Path) -> Result<Connection> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|e| {
-            Error::Host(anyhow::anyhow!("cannot create the directory {}: {e}", parent.display()))
+            Error::Host(anyhow::anyhow!(
+                "cannot create the directory {}: {e}",
+                parent.display()
+            ))
         })?;
     }
     Connection::open(path).map_err(|e| Error::store(path, e))
@@ -89,7 +92,12 @@ impl Store {
         Self::init(path, conn, Durability::Normal, false)
     }
 
-    fn init(path: PathBuf, mut conn: Connection, durability: Durability, wal: bool) -> Result<Self> {
+    fn init(
+        path: PathBuf,
+        mut conn: Connection,
+        durability: Durability,
+        wal: bool,
+    ) -> Result<Self> {
         let sync = durable::GroupSync::new(&path, wal && durability == Durability::Full);
         sync.watch(&conn);
         let setup = |conn: &mut Connection| -> rusqlite::Result<schema::Migration> {
@@ -124,7 +132,11 @@ impl Store {
             }
         }
         sync.note_written();
-        let checkpointer = if wal { checkpoint::Checkpointer::start(&path) } else { None };
+        let checkpointer = if wal {
+            checkpoint::Checkpointer::start(&path)
+        } else {
+            None
+        };
         Ok(Self {
             path,
             conn: Mutex::new(conn),
@@ -137,9 +149,12 @@ impl Store {
     /// fsync of the WAL, shared with every caller waiting at the same time. Free with
     /// [`Durability::Normal`] and for an in-memory journal.
     pub fn make_durable(&self) -> Result<()> {
-        self.sync
-            .make_durable()
-            .map_err(|e| Error::Host(anyhow::anyhow!("cannot sync the journal {}: {e}", self.path.display())))
+        self.sync.make_durable().map_err(|e| {
+            Error::Host(anyhow::anyhow!(
+                "cannot sync the journal {}: {e}",
+                self.path.display()
+            ))
+        })
     }
 
     /// How many commits and fsyncs this store made so far.
@@ -155,7 +170,9 @@ impl Store {
     fn lock(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock leaves no half-done transaction behind:
         // rusqlite rolls back on drop. The connection is still usable.
-        self.conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Runs a read-only query against the journal database (tests and tools that
@@ -182,7 +199,8 @@ impl Store {
         f: impl FnOnce(&mut rusqlite::Transaction<'_>) -> rusqlite::Result<std::result::Result<R, E>>,
     ) -> Result<std::result::Result<R, E>> {
         self.with(|conn| {
-            let mut tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let mut tx =
+                conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let result = f(&mut tx)?;
             if result.is_ok() {
                 tx.commit()?;

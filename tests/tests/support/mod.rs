@@ -19,7 +19,7 @@ use justonce::runtime::{Limits, Runtime};
 use justonce::{Host, HostBuilder, ManualClock, RetryPolicy};
 
 pub use hold_first::HoldFirst;
-pub use providers::{Fault, FakePayments, RefusingOutbox};
+pub use providers::{FakePayments, Fault, RefusingOutbox};
 
 /// Test guests that the sandbox refuses at load (they import what it does not allow).
 pub const REFUSED_AT_LOAD: &[&str] = &["open_socket"];
@@ -43,7 +43,10 @@ pub static RUNTIME: LazyLock<Arc<Runtime>> = LazyLock::new(|| {
         }
         let loaded = runtime.load_file(Path::new(path)).map(|_| ());
         if REFUSED_AT_LOAD.contains(name) {
-            assert!(loaded.is_err(), "test guest {name} should be refused at load");
+            assert!(
+                loaded.is_err(),
+                "test guest {name} should be refused at load"
+            );
         } else {
             loaded.unwrap_or_else(|e| panic!("test guest {name}: {e}"));
         }
@@ -102,14 +105,22 @@ pub fn journal_snapshot(host: &Host) -> serde_json::Value {
 /// Calls `echo` with a fresh message and asserts it ran and succeeded: the host
 /// still serves normal calls.
 pub fn assert_still_serving(host: &Host) {
-    let message = format!("still here {}", host.store().journal(None, 10_000).map_or(0, |j| j.len()));
+    let message = format!(
+        "still here {}",
+        host.store().journal(None, 10_000).map_or(0, |j| j.len())
+    );
     let response = host
-        .call(&justonce::CallRequest::new("echo", serde_json::json!({ "message": message }).to_string()))
+        .call(&justonce::CallRequest::new(
+            "echo",
+            serde_json::json!({ "message": message }).to_string(),
+        ))
         .expect("a normal call after the bad one");
     assert!(!response.replayed, "the normal call ran");
     assert_eq!(
         response.outcome,
-        justonce::Outcome::Success { result: serde_json::json!({ "echo": message }) }
+        justonce::Outcome::Success {
+            result: serde_json::json!({ "echo": message })
+        }
     );
 }
 

@@ -80,7 +80,10 @@ impl Tool for Refund {
                 .unwrap_or(serde_json::Value::String(response.body.clone()));
             return Err(ToolError::new(
                 "refund_rejected",
-                format!("The payments API refused the refund (status {}).", response.status),
+                format!(
+                    "The payments API refused the refund (status {}).",
+                    response.status
+                ),
             )
             .with_details(serde_json::json!({ "status": response.status, "body": body })));
         }

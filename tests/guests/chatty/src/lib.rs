@@ -33,8 +33,10 @@ impl Tool for Chatty {
         let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
         for _ in 0..args.lines {
             // `write_all` + `expect`, as `println!` does: a failed write would panic.
-            out.write_all(LINE.as_bytes()).expect("stdout accepts the write");
-            err.write_all(LINE.as_bytes()).expect("stderr accepts the write");
+            out.write_all(LINE.as_bytes())
+                .expect("stdout accepts the write");
+            err.write_all(LINE.as_bytes())
+                .expect("stderr accepts the write");
         }
         out.flush().expect("stdout flushes");
         Ok(Output {
