@@ -5,6 +5,7 @@
 //! tools_dir = "tools"            # relative paths are relative to this file
 //! database = "state.db"
 //! retention_hours = 24
+//! durability = "full"            # or "normal": no fsync on the call path
 //!
 //! [retry]
 //! attempts = 3
@@ -32,6 +33,7 @@ use crate::error::{Error, Result};
 use crate::host::HostBuilder;
 use crate::retry::RetryPolicy;
 use crate::runtime::{Limits, ToolLimits};
+use crate::store::Durability;
 
 /// The configuration file's name; the CLI looks for it next to the database.
 pub const FILE_NAME: &str = "justonce.toml";
@@ -51,6 +53,8 @@ pub struct Config {
     pub database: Option<PathBuf>,
     /// How long records are kept.
     pub retention: Option<Duration>,
+    /// How hard the journal works to survive a power cut.
+    pub durability: Option<Durability>,
     /// The retry policy for effects whose outcome is unknown.
     pub retry: Option<RetryPolicy>,
     /// The sandbox limits: `[limits]` over the built-in defaults, and each
@@ -64,11 +68,28 @@ struct RawConfig {
     tools_dir: Option<PathBuf>,
     database: Option<PathBuf>,
     retention_hours: Option<u64>,
+    durability: Option<RawDurability>,
     retry: Option<RawRetry>,
     #[serde(default)]
     limits: RawLimits,
     #[serde(default)]
     tools: BTreeMap<String, RawLimits>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum RawDurability {
+    Full,
+    Normal,
+}
+
+impl From<RawDurability> for Durability {
+    fn from(raw: RawDurability) -> Self {
+        match raw {
+            RawDurability::Full => Durability::Full,
+            RawDurability::Normal => Durability::Normal,
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -238,6 +259,7 @@ impl Config {
             retention: raw
                 .retention_hours
                 .map(|h| Duration::from_secs(h.saturating_mul(3600))),
+            durability: raw.durability.map(Durability::from),
             retry: raw.retry.map(|r| r.policy()).transpose().map_err(error)?,
             limits: ToolLimits { defaults, tools },
         })
@@ -256,6 +278,9 @@ impl HostBuilder {
         }
         if let Some(retention) = config.retention {
             self = self.retention(retention);
+        }
+        if let Some(durability) = config.durability {
+            self = self.durability(durability);
         }
         if let Some(retry) = &config.retry {
             self = self.retry_policy(retry.clone());
@@ -281,6 +306,21 @@ mod tests {
             Err(Error::Config { reason, .. }) => reason,
             other => panic!("expected a config error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn durability_is_full_or_normal_and_nothing_else() {
+        assert_eq!(
+            parse("durability = \"normal\"").unwrap().durability,
+            Some(Durability::Normal)
+        );
+        assert_eq!(
+            parse("durability = \"full\"").unwrap().durability,
+            Some(Durability::Full)
+        );
+        assert_eq!(parse("").unwrap().durability, None);
+        let why = reason("durability = \"fast\"");
+        assert!(why.contains("durability"), "{why}");
     }
 
     #[test]
