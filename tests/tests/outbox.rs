@@ -284,3 +284,32 @@ fn the_same_notify_past_retention_queues_the_message_again() {
     assert_eq!(queued.len(), 1, "one row per effect key: {queued:?}");
     assert_eq!(queued[0].state, "pending", "queued again for delivery");
 }
+
+#[test]
+fn a_message_whose_stored_headers_are_unreadable_is_failed_not_sent_without_them() {
+    let receiver = LocalApi::start().unwrap();
+    let t = test_host(|b| b.http(webhooks(&receiver)));
+    t.host.call(&notify("refund.issued")).unwrap();
+    t.host
+        .store()
+        .read(|conn| conn.execute("UPDATE outbox SET headers = '{not json'", []))
+        .unwrap();
+    let deliverer = Deliverer::new(&t.host).unwrap().policy(policy());
+
+    let report = deliverer.run_once().unwrap();
+
+    assert_eq!(report.count(DeliveryOutcome::Failed), 1);
+    let error = report.attempts[0].error.as_deref().unwrap();
+    assert!(error.contains("headers are unreadable"), "{error}");
+    assert_eq!(receiver.connections(), 0, "nothing was sent");
+    assert_eq!(messages(&t.host)[0].state, "failed");
+    // The opposite: an intact message is delivered.
+    t.host.call(&notify("refund.failed")).unwrap();
+    assert_eq!(
+        deliverer
+            .run_once()
+            .unwrap()
+            .count(DeliveryOutcome::Delivered),
+        1
+    );
+}

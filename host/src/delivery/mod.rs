@@ -229,15 +229,18 @@ impl Deliverer {
         attempt: u32,
     ) -> Result<(DeliveryOutcome, Option<u16>, Option<String>)> {
         let store = &self.shared.store;
-        let answer = match parse_url(&message.url) {
-            Err(reason) => Err(SendError::Invalid(reason)),
-            Ok(origin) => {
+        // A message that cannot be sent as queued is given up, never sent without
+        // what it was queued with.
+        let answer = match (parse_url(&message.url), &message.headers) {
+            (Err(reason), _) => Err(SendError::Invalid(reason)),
+            (_, Err(reason)) => Err(SendError::Invalid(reason.clone())),
+            (Ok(origin), Ok(headers)) => {
                 let header = self.config.header_for(&origin).to_owned();
                 let outbound = Outbound {
                     method: message.method.clone(),
                     url: message.url.clone(),
                     origin,
-                    headers: message.headers.clone(),
+                    headers: headers.clone(),
                     body: message.body.clone(),
                 };
                 self.client

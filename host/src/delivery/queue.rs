@@ -9,7 +9,7 @@ pub(super) struct Queued {
     pub effect_key: String,
     pub method: String,
     pub url: String,
-    pub headers: Vec<(String, String)>,
+    pub headers: Result<Vec<(String, String)>, String>,
     pub body: Vec<u8>,
 }
 
@@ -27,7 +27,8 @@ pub(super) fn due(conn: &Connection, now: i64, limit: u32) -> rusqlite::Result<V
             effect_key: r.get(1)?,
             method: r.get(2)?,
             url: r.get(3)?,
-            headers: serde_json::from_str(&headers).unwrap_or_default(),
+            headers: serde_json::from_str(&headers)
+                .map_err(|e| format!("the queued message's headers are unreadable: {e}")),
             body: r.get(5)?,
         })
     })?

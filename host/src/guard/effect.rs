@@ -275,7 +275,11 @@ impl EffectSession {
                 }
             };
             if made >= shared.retry.max_attempts {
-                let reason = format!("a read failed {made} time(s): {reason}");
+                // A read has no position of its own: name the effect it came before.
+                let reason = format!(
+                    "a read (not journaled, before effect #{}) failed {made} time(s): {reason}",
+                    self.next_seq
+                );
                 return Err(self.unknown(self.next_seq, provider_name, reason));
             }
         }
