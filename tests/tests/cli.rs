@@ -1,7 +1,7 @@
 //! The `justonce` binary end to end, as an agent's harness would run it.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
@@ -80,9 +80,7 @@ fn two_concurrent_run_processes_make_one_effect() {
     // Create the database first so both processes open an existing file.
     justonce(&db, &["gc"]);
     let spawn = || {
-        Command::new(env!("CARGO_BIN_EXE_justonce"))
-            .arg("--db")
-            .arg(&db)
+        justonce_command(Some(&db))
             .args([
                 "run",
                 "send_receipt",

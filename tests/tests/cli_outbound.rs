@@ -8,19 +8,12 @@ use std::time::{Duration, Instant};
 use justonce::http::local_api::{Behaviour, LocalApi};
 use serde_json::{Value, json};
 
-use crate::support::cli::json_of;
+use crate::support::cli::{json_of, justonce_command};
 use crate::support::mcp::{McpProcess, VERSION, result};
 
 fn justonce(db: &Path, config: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_justonce"));
-    command
-        .arg("--db")
-        .arg(db)
-        .arg("--http-config")
-        .arg(config)
-        .args(args)
-        .env_remove("JUSTONCE_TOOLS")
-        .env_remove("JUSTONCE_HTTP_CONFIG");
+    let mut command = justonce_command(Some(db));
+    command.arg("--http-config").arg(config).args(args);
     command
 }
 

@@ -1,8 +1,6 @@
 //! `justonce serve` as a process over real pipes: the MCP protocol as a client sees
 //! it.
 
-use std::process::Command;
-
 use serde_json::{Value, json};
 
 use crate::support::db::{journal, mailbox_count};
@@ -195,9 +193,7 @@ fn the_conversation_comes_from_meta_else_from_the_serve_flag() {
 
     let flagged = client.call("send_receipt", receipt(7), json!({}));
     assert!(!replayed(&flagged));
-    let cli_key = Command::new(env!("CARGO_BIN_EXE_justonce"))
-        .arg("--db")
-        .arg(&db)
+    let cli_key = crate::support::cli::justonce_command(Some(&db))
         .args([
             "key",
             "send_receipt",

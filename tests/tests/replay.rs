@@ -1,8 +1,8 @@
 //! `justonce replay` on recorded assistant messages in both providers' forms
 //! (fixtures in tests/fixtures/replay/), end to end through the binary.
 
+use crate::support::cli::justonce_command;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -23,13 +23,10 @@ struct Replayed {
 }
 
 fn replay(db: &Path, file: &Path, args: &[&str]) -> Replayed {
-    let out = Command::new(env!("CARGO_BIN_EXE_justonce"))
-        .arg("--db")
-        .arg(db)
+    let out = justonce_command(Some(db))
         .arg("replay")
         .arg(file)
         .args(args)
-        .env_remove("JUSTONCE_TOOLS")
         .output()
         .expect("run justonce replay");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -291,9 +288,7 @@ fn a_message_that_cannot_be_read_is_refused_with_what_is_wrong() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");
     let refuse = |file: &Path, args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_justonce"))
-            .arg("--db")
-            .arg(&db)
+        let out = justonce_command(Some(&db))
             .arg("replay")
             .arg(file)
             .args(args)

@@ -12,10 +12,16 @@ pub fn justonce_command(db: Option<&Path>) -> Command {
     if let Some(db) = db {
         command.arg("--db").arg(db);
     }
-    command
-        .env_remove("JUSTONCE_TOOLS")
-        .env_remove("JUSTONCE_DB")
-        .env_remove("JUSTONCE_CONFIG");
+    for variable in [
+        "JUSTONCE_TOOLS",
+        "JUSTONCE_DB",
+        "JUSTONCE_CONFIG",
+        "JUSTONCE_HTTP_CONFIG",
+        "JUSTONCE_LEASE_MS",
+        justonce::fault::ENV,
+    ] {
+        command.env_remove(variable);
+    }
     command
 }
 

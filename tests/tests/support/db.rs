@@ -2,7 +2,6 @@
 //! mailbox and the journal.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -15,11 +14,8 @@ pub fn mailbox_count(db: &Path) -> i64 {
 
 /// The invocations `justonce journal --json` lists for the database at `db`.
 pub fn journal(db: &Path) -> Vec<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_justonce"))
-        .arg("--db")
-        .arg(db)
+    let out = super::cli::justonce_command(Some(db))
         .args(["journal", "--json"])
-        .env_remove("JUSTONCE_TOOLS")
         .output()
         .expect("run justonce journal");
     assert!(

@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::Duration;
@@ -150,12 +150,9 @@ pub struct McpProcess {
 impl McpProcess {
     /// Starts `justonce --db DB serve ARGS…` with `JUSTONCE_LOG=log`.
     pub fn spawn(db: &Path, args: &[&str], log: &str) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_justonce"))
-            .arg("--db")
-            .arg(db)
+        let mut child = super::cli::justonce_command(Some(db))
             .arg("serve")
             .args(args)
-            .env_remove("JUSTONCE_TOOLS")
             .env("JUSTONCE_LOG", log)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

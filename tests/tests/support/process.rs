@@ -2,37 +2,23 @@
 //! leaves behind (the journal and the `mail` provider's mailbox), which outlives it.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 
+pub use super::cli::json_of;
+use super::cli::justonce_command;
+
 /// Runs `justonce --db DB ARGS…` to completion. With `fault`, the process is armed to
 /// abort at that point (`JUSTONCE_FAULT`).
 pub fn justonce(db: &Path, args: &[&str], fault: Option<&str>) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_justonce"));
-    command
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("JUSTONCE_TOOLS")
-        .env_remove("JUSTONCE_LEASE_MS")
-        .env_remove(justonce::fault::ENV);
+    let mut command = justonce_command(Some(db));
+    command.args(args);
     if let Some(point) = fault {
         command.env(justonce::fault::ENV, point);
     }
     command.output().expect("run justonce")
-}
-
-/// The one JSON object a `run` printed.
-pub fn json_of(output: &Output) -> Value {
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not one JSON object ({e}): {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
 }
 
 /// One email in the mailbox table.
