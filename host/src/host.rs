@@ -12,7 +12,7 @@ use crate::clock::{Clock, SystemClock, millis};
 use crate::determinism::{GuestEntropy, Seed};
 use crate::error::{Error, Result};
 use crate::fault::{self, FaultPoint};
-use crate::guard::{EffectSession, Interruption, InvocationGuard, Shared};
+use crate::guard::{EffectSession, Interruption, InvocationGuard, RunStart, Shared};
 use crate::http::HttpConfig;
 use crate::keys::{self, InvocationKey};
 use crate::outcome::Outcome;
@@ -20,7 +20,7 @@ use crate::provider::Provider;
 use crate::providers::{HttpProvider, KvProvider, MailProvider, OutboxProvider};
 use crate::retry::RetryPolicy;
 use crate::runtime::{GuestOutcome, Limits, LoadedTool, Runtime, ToolLimits};
-use crate::store::{Begin, BeginOutcome, Durability, Store};
+use crate::store::{Begin, BeginOutcome, Durability, Lookup, NewInvocation, Store};
 
 /// The scope used when a caller names no conversation.
 pub const DEFAULT_SCOPE: &str = "default";
@@ -546,6 +546,14 @@ impl Host {
         // seed its first run drew, so it sees the same random values.
         let seed = Seed::random()?;
         loop {
+            // One call of a key at a time in this process: a duplicate waits here for
+            // the running one, then looks again (and replays its outcome).
+            let Some(entered) = self.waiters.enter_or_wait(&prepared.key, self.poll) else {
+                if started.elapsed() >= self.wait_bound {
+                    return Err(Error::InProgress { key: prepared.key });
+                }
+                continue;
+            };
             let begin = Begin {
                 key: &prepared.key,
                 scope: request.scope(),
@@ -559,8 +567,43 @@ impl Host {
                 owner: &owner,
                 seed: &seed,
             };
-            match self.shared.store.begin(&begin)? {
-                BeginOutcome::Run { entropy, .. } => return self.run(&prepared, &owner, entropy),
+            let decided = match self.shared.store.lookup(&begin)? {
+                Lookup::Replay(stored) => {
+                    // Durable before it is returned, like the answer its first caller got.
+                    self.shared.store.make_durable()?;
+                    BeginOutcome::Replay(stored)
+                }
+                Lookup::Absent => {
+                    // No record: run first, and journal the invocation with its first
+                    // effect, or complete with its outcome if it performs none.
+                    let record = NewInvocation {
+                        key: prepared.key.clone(),
+                        scope: begin.scope.to_owned(),
+                        tool: prepared.tool.name.clone(),
+                        fingerprint: prepared.fingerprint.clone(),
+                        explicit_key: begin.explicit_key,
+                        created_at: begin.now,
+                        seed: seed.clone(),
+                    };
+                    let entropy = GuestEntropy {
+                        seed: seed.clone(),
+                        started_ms: begin.now,
+                    };
+                    match self.run(&prepared, &owner, entropy, Some(record), false)? {
+                        Some(response) => return Ok(response),
+                        // Another process journaled the key meanwhile: look again.
+                        None => continue,
+                    }
+                }
+                Lookup::Decide => self.shared.store.decide(&begin)?,
+            };
+            match decided {
+                BeginOutcome::Run { entropy, resumed } => {
+                    match self.run(&prepared, &owner, entropy, None, resumed)? {
+                        Some(response) => return Ok(response),
+                        None => continue,
+                    }
+                }
                 BeginOutcome::Replay(stored) => {
                     let outcome = Outcome::from_stored(&stored).map_err(|e| {
                         Error::Host(anyhow::anyhow!(
@@ -576,6 +619,8 @@ impl Host {
                 }
                 BeginOutcome::Mismatch(key) => return Err(Error::Mismatch { key }),
                 BeginOutcome::Wait => {
+                    // Running in another process (or host): poll the journal.
+                    drop(entered);
                     if started.elapsed() >= self.wait_bound {
                         return Err(Error::InProgress { key: prepared.key });
                     }
@@ -585,22 +630,33 @@ impl Host {
         }
     }
 
-    fn run(&self, prepared: &Prepared, owner: &str, entropy: GuestEntropy) -> Result<CallResponse> {
+    /// Runs the guest once. `None` when the run gave way to another run of the same
+    /// key that journaled it first (the caller looks again).
+    fn run(
+        &self,
+        prepared: &Prepared,
+        owner: &str,
+        entropy: GuestEntropy,
+        unjournaled: Option<NewInvocation>,
+        resumed: bool,
+    ) -> Result<Option<CallResponse>> {
         let session = EffectSession::new(
             Arc::clone(&self.shared),
             prepared.key.clone(),
             &prepared.tool.name,
             owner,
             self.lease_ms,
-            entropy,
+            RunStart {
+                entropy,
+                unjournaled,
+                resumed,
+            },
         );
         let limits = self.limits.for_tool(&prepared.tool.name);
         let (guest, session) =
             self.runtime
                 .call(&prepared.tool, &prepared.canonical, session, limits);
-        let result = self.settle(prepared, owner, guest, session);
-        self.waiters.finished();
-        result
+        self.settle(prepared, owner, guest, session)
     }
 
     /// Saves the outcome of a run, or leaves the invocation resumable when it cannot
@@ -611,15 +667,22 @@ impl Host {
         owner: &str,
         guest: GuestOutcome,
         session: EffectSession,
-    ) -> Result<CallResponse> {
+    ) -> Result<Option<CallResponse>> {
         let key = &prepared.key;
         let now = self.shared.clock.now_ms();
+        // A run that never journaled its invocation has no record to leave resumable.
+        let journaled = session.unjournaled.is_none();
         if let Some(fault) = session.host_fault {
-            let _ = self.shared.store.suspend(key, owner, now);
+            if journaled {
+                let _ = self.shared.store.suspend(key, owner, now);
+            }
             return Err(fault);
         }
         if let Some(interruption) = session.interrupted {
-            if !self.shared.store.suspend(key, owner, now)? {
+            if interruption == Interruption::Superseded {
+                return Ok(None);
+            }
+            if journaled && !self.shared.store.suspend(key, owner, now)? {
                 // Another host took the call over meanwhile; what this run learnt is
                 // in the journal, and the other host's outcome is the one that counts.
                 return Err(Error::LeaseLost { key: key.clone() });
@@ -640,7 +703,9 @@ impl Host {
                     seq,
                     detail,
                 },
-                Interruption::LeaseLost { .. } => Error::LeaseLost { key: key.clone() },
+                Interruption::LeaseLost { .. } | Interruption::Superseded => {
+                    Error::LeaseLost { key: key.clone() }
+                }
             });
         }
         let skipped = match session.skipped_journaled_effects() {
@@ -671,7 +736,9 @@ impl Host {
         {
             // Not the guest's doing (the runtime failed around it): nothing to save;
             // the call stays resumable and a retry runs it again.
-            let _ = self.shared.store.suspend(key, owner, now);
+            if journaled {
+                let _ = self.shared.store.suspend(key, owner, now);
+            }
             return Err(Error::Host(anyhow::anyhow!("{message}")));
         }
         let outcome = match guest {
@@ -703,22 +770,35 @@ impl Host {
             .to_stored();
         }
         fault::point(FaultPoint::AfterRecord);
-        match self.shared.store.complete(key, owner, &stored, now) {
-            Ok(true) => {}
-            Ok(false) => return Err(Error::LeaseLost { key: key.clone() }),
-            Err(e) => {
-                // Release the lease so duplicates need not wait for it to expire.
-                let _ = self.shared.store.suspend(key, owner, now);
-                return Err(e);
+        if let Some(record) = &session.unjournaled {
+            // No effect: the record is written once, complete. Another run that
+            // journaled the key meanwhile wins; this caller then looks again.
+            if !self.shared.store.complete_new(record, &stored, now)? {
+                return Ok(None);
+            }
+        } else {
+            let durable = session.needs_durable_outcome();
+            match self
+                .shared
+                .store
+                .complete(key, owner, &stored, now, durable)
+            {
+                Ok(true) => {}
+                Ok(false) => return Err(Error::LeaseLost { key: key.clone() }),
+                Err(e) => {
+                    // Release the lease so duplicates need not wait for it to expire.
+                    let _ = self.shared.store.suspend(key, owner, now);
+                    return Err(e);
+                }
             }
         }
         fault::point(FaultPoint::AfterOutcome);
         let outcome = Outcome::from_stored(&stored).expect("a stored outcome reads back");
-        Ok(CallResponse {
+        Ok(Some(CallResponse {
             key: key.clone(),
             replayed: false,
             outcome,
-        })
+        }))
     }
 
     fn result_outcome(&self, text: &str, limits: &Limits) -> Outcome {

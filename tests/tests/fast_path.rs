@@ -201,28 +201,30 @@ fn a_guarded_call_makes_the_fewest_commits_and_fsyncs_the_contract_allows() {
     let dir = tempfile::tempdir().unwrap();
     let host = file_host(dir.path(), Durability::Full);
 
-    // No effect: take the lease, save the outcome; only the outcome is synced.
+    // No effect: the record is written once, complete with its outcome, and not
+    // synced (a power cut could only make a retry run a call that did nothing).
     let echo = CallRequest::new("echo", r#"{"message":"hi"}"#).conversation("c1");
     assert_eq!(
         cost(&host, &echo),
         (
             StoreStats {
-                commits: 2,
-                syncs: 1
+                commits: 1,
+                syncs: 0
             },
             false
         )
     );
 
-    // One keyed effect: lease, pending record with its first attempt (synced before
-    // the provider runs), the provider's answer, the outcome (synced).
+    // One keyed effect: the invocation with its lease and the pending effect with its
+    // first attempt in one commit (synced before the provider runs), the provider's
+    // answer, the outcome (synced: the effect happened outside the journal).
     let send =
         CallRequest::new("send_receipt", receipt_args(4417, "ada@example.com")).conversation("c1");
     assert_eq!(
         cost(&host, &send),
         (
             StoreStats {
-                commits: 4,
+                commits: 3,
                 syncs: 2
             },
             false
@@ -258,6 +260,38 @@ fn a_guarded_call_makes_the_fewest_commits_and_fsyncs_the_contract_allows() {
         )
     );
 
+    // Only transactional effects (kv): the invocation, the effect and the provider's
+    // write commit together, then the outcome; nothing happened outside the journal,
+    // so nothing is synced.
+    let put = CallRequest::new(
+        "kv_put",
+        r#"{"entries":[{"key":"a","value":1},{"key":"b","value":2}]}"#,
+    )
+    .conversation("c1");
+    assert_eq!(
+        cost(&host, &put),
+        (
+            StoreStats {
+                commits: 3,
+                syncs: 0
+            },
+            false
+        )
+    );
+
+    // Its replay is synced like every replay: the answer a retry gets survives a
+    // power cut from then on.
+    assert_eq!(
+        cost(&host, &put),
+        (
+            StoreStats {
+                commits: 0,
+                syncs: 1
+            },
+            true
+        )
+    );
+
     // With `Normal` durability nothing is ever synced on the call path.
     let normal_dir = tempfile::tempdir().unwrap();
     let normal = file_host(normal_dir.path(), Durability::Normal);
@@ -265,7 +299,7 @@ fn a_guarded_call_makes_the_fewest_commits_and_fsyncs_the_contract_allows() {
         cost(&normal, &send),
         (
             StoreStats {
-                commits: 4,
+                commits: 3,
                 syncs: 0
             },
             false

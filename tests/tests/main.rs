@@ -9,6 +9,7 @@ mod concurrency;
 mod config_file;
 mod contract;
 mod fast_path;
+mod first_record;
 // Needs the fault-injection points, which release builds have only with the feature.
 #[cfg(any(debug_assertions, feature = "fault-injection"))]
 mod crash;

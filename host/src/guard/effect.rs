@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::fault::{self, FaultPoint};
 use crate::keys::{self, InvocationKey};
 use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
-use crate::store::{EffectState, Lease, NewEffect, Resolution};
+use crate::store::{EffectState, Lease, NewEffect, NewInvocation, Refusal, Resolution};
 
 /// Why `perform` returned no response; each maps to a WIT `effect-error` case.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +38,20 @@ pub(crate) enum Interruption {
     LeaseLost {
         seq: u32,
     },
+    /// This run had not journaled its invocation when another run did (a duplicate
+    /// in another process): it performed nothing, its outcome does not count, and
+    /// the call looks again (and waits for, or replays, the other run).
+    Superseded,
+}
+
+/// How a run starts: what its guest sees and what the journal holds of it.
+pub(crate) struct RunStart {
+    /// The journaled clock start and seed (or this run's fresh ones).
+    pub entropy: GuestEntropy,
+    /// The invocation's record when the run found none: it writes it.
+    pub unjournaled: Option<NewInvocation>,
+    /// Whether an earlier run journaled effects this run must replay.
+    pub resumed: bool,
 }
 
 /// The effect guard for one run of one invocation.
@@ -53,6 +67,15 @@ pub(crate) struct EffectSession {
     /// The journaled clock start and seed the guest's WASI clocks and random use.
     pub entropy: GuestEntropy,
     next_seq: u32,
+    /// The invocation's record while this run has not journaled it: a run that found
+    /// no record writes it with its first effect, or complete with its outcome.
+    pub unjournaled: Option<NewInvocation>,
+    /// Whether an earlier run journaled effects this run must replay; a fresh run
+    /// never reads the journal before an effect.
+    resumed: bool,
+    /// Whether this run performed an effect outside the journal's own transactions
+    /// (keyed or unkeyed): its outcome then needs a durable point before the answer.
+    pub performed_outside: bool,
     /// Set by the first effect whose outcome is unknown or that diverged; later
     /// effects in the same run are refused.
     pub interrupted: Option<Interruption>,
@@ -89,13 +112,14 @@ fn replay(stored: &str) -> Result<String, EffectFailure> {
 }
 
 impl EffectSession {
+    /// A session for one run of `invocation` under `owner`'s lease.
     pub(crate) fn new(
         shared: Arc<Shared>,
         invocation: InvocationKey,
         tool: &str,
         owner: &str,
         lease_ms: i64,
-        entropy: GuestEntropy,
+        start: RunStart,
     ) -> Self {
         Self {
             shared,
@@ -103,8 +127,11 @@ impl EffectSession {
             tool: tool.to_owned(),
             owner: owner.to_string(),
             lease_ms,
-            entropy,
+            entropy: start.entropy,
             next_seq: 0,
+            unjournaled: start.unjournaled,
+            resumed: start.resumed,
+            performed_outside: false,
             interrupted: None,
             host_fault: None,
         }
@@ -144,7 +171,12 @@ impl EffectSession {
             Err(e) => return Ok(Err(EffectFailure::Denied(format!("payload: {e}")))),
         };
 
-        let existing = shared.store.effect(&self.invocation, seq)?;
+        // Only a resumed run can find its effects journaled already.
+        let existing = if self.resumed {
+            shared.store.effect(&self.invocation, seq)?
+        } else {
+            None
+        };
         if let Some(record) = &existing {
             if record.fingerprint != fingerprint {
                 let detail = format!(
@@ -195,9 +227,21 @@ impl EffectSession {
         self.attempts(provider.as_ref(), class, &new, &payload)
     }
 
+    /// Whether the outcome of this run must be on disk before the caller is answered:
+    /// when it performed an effect outside the journal's own transactions, or resumed
+    /// a run that may have. A fresh run whose effects were all transactional (or that
+    /// had none) can lose its outcome to a power cut only together with those effects,
+    /// and a retry then runs it again as a new call.
+    pub(crate) fn needs_durable_outcome(&self) -> bool {
+        self.resumed || self.performed_outside
+    }
+
     /// After the guest finished: the first position and number of journaled effects
     /// this run never asked for, if any (a resumed guest that stopped short).
     pub(crate) fn skipped_journaled_effects(&self) -> Result<Option<(u32, u32)>, Error> {
+        if !self.resumed {
+            return Ok(None);
+        }
         let journaled = self
             .shared
             .store
@@ -302,6 +346,19 @@ impl EffectSession {
         )
     }
 
+    fn refused(&mut self, refusal: Refusal, seq: u32) -> EffectFailure {
+        match refusal {
+            Refusal::LeaseLost => self.lease_lost(seq),
+            Refusal::Superseded => {
+                self.interrupted = Some(Interruption::Superseded);
+                EffectFailure::Denied(
+                    "another run of this call started meanwhile; this run performed nothing and gives way to it"
+                        .into(),
+                )
+            }
+        }
+    }
+
     fn lease(&self) -> Lease<'_> {
         Lease {
             owner: &self.owner,
@@ -333,12 +390,17 @@ impl EffectSession {
             // The key is read back from the journal on every attempt, never recomputed,
             // and only while this run still holds the lease.
             let now = shared.clock.now_ms();
-            let claimed = shared
-                .store
-                .claim_attempt(&NewEffect { now, ..*new }, &self.lease())?;
-            let Some((key, attempt)) = claimed else {
-                return Ok(Err(self.lease_lost(new.seq)));
+            let claimed = shared.store.claim_attempt(
+                &NewEffect { now, ..*new },
+                &self.lease(),
+                self.unjournaled.as_ref(),
+            )?;
+            let (key, attempt) = match claimed {
+                Ok(claimed) => claimed,
+                Err(refusal) => return Ok(Err(self.refused(refusal, new.seq))),
             };
+            self.unjournaled = None;
+            self.performed_outside = true;
             // The one write that must be on disk before the provider is called: the
             // pending record with its key, written with the lease renewal and the
             // attempt in one transaction. After a crash or a power cut, a retry finds it
@@ -445,11 +507,12 @@ impl EffectSession {
         let shared = Arc::clone(&self.shared);
         let invocation = &self.invocation;
         let lease = self.lease();
+        let unjournaled = self.unjournaled.as_ref();
         let outcome = shared.store.transaction(|tx| {
             // No durable point: the record and the provider's writes commit together
             // or not at all, so a power cut can only lose both.
-            if !crate::store::renew_lease_in(tx, invocation, &lease)? {
-                return Ok(Err(()));
+            if let Err(refusal) = crate::store::hold_in(tx, invocation, &lease, unjournaled)? {
+                return Ok(Err(refusal));
             }
             crate::store::insert_effect(tx, new, EffectState::Pending)?;
             let (key, attempt) = crate::store::begin_attempt_in(tx, invocation, new.seq, new.now)?;
@@ -493,7 +556,13 @@ impl EffectSession {
             crate::store::finish_effect_in(tx, &key, &stored, new.now)?;
             Ok(Ok(result))
         })?;
-        Ok(outcome.unwrap_or_else(|()| Err(self.lease_lost(new.seq))))
+        Ok(match outcome {
+            Ok(result) => {
+                self.unjournaled = None;
+                result
+            }
+            Err(refusal) => Err(self.refused(refusal, new.seq)),
+        })
     }
 }
 

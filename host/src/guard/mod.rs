@@ -4,7 +4,7 @@
 mod effect;
 mod invocation;
 
-pub(crate) use effect::{EffectFailure, EffectSession, Interruption, stored_ok};
+pub(crate) use effect::{EffectFailure, EffectSession, Interruption, RunStart, stored_ok};
 pub(crate) use invocation::InvocationGuard;
 
 use std::collections::BTreeMap;

@@ -3,6 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Store;
+use super::invocations::{NewInvocation, create_running_in};
 use super::resolution::Resolution;
 use crate::error::Result;
 use crate::keys::{EffectKey, Fingerprint, InvocationKey};
@@ -178,29 +179,58 @@ pub(crate) fn renew_lease_in(
     Ok(n == 1)
 }
 
+/// Why a run may not journal an effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// Another host took the invocation over (this run's lease expired).
+    LeaseLost,
+    /// The run had not journaled its invocation, and another run did meanwhile.
+    Superseded,
+}
+
+/// Makes sure `lease.owner` holds `invocation` before an effect is journaled: renews
+/// its lease, or, for a run that has not journaled the invocation yet
+/// (`unjournaled`), journals it running under that lease.
+pub(crate) fn hold_in(
+    conn: &Connection,
+    invocation: &InvocationKey,
+    lease: &Lease<'_>,
+    unjournaled: Option<&NewInvocation>,
+) -> rusqlite::Result<std::result::Result<(), Refusal>> {
+    Ok(match unjournaled {
+        Some(record) => create_running_in(conn, record, lease.owner, lease.until)?
+            .then_some(())
+            .ok_or(Refusal::Superseded),
+        None => renew_lease_in(conn, invocation, lease)?
+            .then_some(())
+            .ok_or(Refusal::LeaseLost),
+    })
+}
+
 impl Store {
     /// The journaled effect at `seq` of `invocation`, if any.
     pub fn effect(&self, invocation: &InvocationKey, seq: u32) -> Result<Option<EffectRecord>> {
         self.with(|conn| get(conn, invocation, seq))
     }
 
-    /// In one immediate transaction: renews the run's lease, journals the effect as
-    /// pending unless it is journaled already, counts one more attempt, and returns
-    /// the key to use, read back from the journal (never recomputed), with the
-    /// attempt's number. The caller makes this write durable ([`Store::make_durable`])
-    /// before the provider is called: it is what lets a retry after a crash or a power
-    /// cut find the key it must reuse.
+    /// In one immediate transaction: renews the run's lease (or, for a run that has
+    /// not journaled its invocation yet, writes the invocation with the lease),
+    /// journals the effect as pending unless it is journaled already, counts one more
+    /// attempt, and returns the key to use, read back from the journal (never
+    /// recomputed), with the attempt's number. The caller makes this write durable
+    /// ([`Store::make_durable`]) before the provider is called: it is what lets a
+    /// retry after a crash or a power cut find the key it must reuse.
     ///
-    /// `None` when the run no longer holds the lease: nothing is written and the
-    /// attempt must not be made.
-    pub fn claim_attempt(
+    /// When the run may not make the attempt ([`Refusal`]), nothing is written.
+    pub(crate) fn claim_attempt(
         &self,
         effect: &NewEffect<'_>,
         lease: &Lease<'_>,
-    ) -> Result<Option<(EffectKey, u32)>> {
-        let claimed = self.transaction(|tx| {
-            if !renew_lease_in(tx, effect.invocation, lease)? {
-                return Ok(Err(()));
+        unjournaled: Option<&NewInvocation>,
+    ) -> Result<std::result::Result<(EffectKey, u32), Refusal>> {
+        self.transaction(|tx| {
+            if let Err(refusal) = hold_in(tx, effect.invocation, lease, unjournaled)? {
+                return Ok(Err(refusal));
             }
             insert(tx, effect, EffectState::Pending)?;
             Ok(Ok(begin_attempt_in(
@@ -209,8 +239,7 @@ impl Store {
                 effect.seq,
                 effect.now,
             )?))
-        })?;
-        Ok(claimed.ok())
+        })
     }
 
     /// How many effects of `invocation` are journaled at position `seq` or later.

@@ -76,28 +76,82 @@ impl Store {
     /// A replayed outcome is durable (see [`Store::make_durable`]) before it is
     /// returned, like the one its first caller got.
     pub fn begin(&self, b: &Begin<'_>) -> Result<BeginOutcome> {
-        let outcome = match self.with(|conn| completed_in(conn, b))? {
-            Some(stored) => BeginOutcome::Replay(stored),
-            None => self
-                .transaction(|tx| Ok(Ok::<_, ()>(begin_in(tx, b)?)))
-                .map(|r| r.unwrap_or(BeginOutcome::Wait))?,
-        };
+        match self.lookup(b)? {
+            Lookup::Replay(stored) => {
+                self.make_durable()?;
+                Ok(BeginOutcome::Replay(stored))
+            }
+            Lookup::Absent | Lookup::Decide => self.decide(b),
+        }
+    }
+
+    /// The read-only first look of a call, without the write lock: a saved outcome to
+    /// replay, no record at all, or something [`Store::decide`] must settle.
+    pub(crate) fn lookup(&self, b: &Begin<'_>) -> Result<Lookup> {
+        self.with(|conn| lookup_in(conn, b))
+    }
+
+    /// The write half of [`Store::begin`]: one immediate transaction that runs,
+    /// replays, waits or refuses, taking the lease when it runs.
+    pub(crate) fn decide(&self, b: &Begin<'_>) -> Result<BeginOutcome> {
+        let outcome = self
+            .transaction(|tx| Ok(Ok::<_, ()>(begin_in(tx, b)?)))
+            .map(|r| r.unwrap_or(BeginOutcome::Wait))?;
         if matches!(outcome, BeginOutcome::Replay(_)) {
             self.make_durable()?;
         }
         Ok(outcome)
     }
 
+    /// Saves the outcome of a run that never journaled its invocation (it performed no
+    /// effect): the record is written complete, in one commit. Returns `false` when
+    /// another run created the record meanwhile (nothing written): this run's outcome
+    /// does not count, and the caller looks again.
+    ///
+    /// Not made durable: a call that performed no effect outside the journal can lose
+    /// its outcome to a power cut (never to a crash of the process) at no cost but
+    /// running the tool again; see `Durability::Full`.
+    pub(crate) fn complete_new(
+        &self,
+        record: &NewInvocation,
+        outcome: &str,
+        now: i64,
+    ) -> Result<bool> {
+        self.with(|conn| {
+            let n = conn
+                .prepare_cached(
+                    "INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state, runs,
+                                              outcome, created_at, updated_at, completed_at, entropy)
+                     VALUES (?1, ?2, ?3, ?4, ?5, 'completed', 1, ?6, ?7, ?8, ?8, ?9)
+                     ON CONFLICT (key) DO NOTHING",
+                )?
+                .execute(params![
+                    record.key.as_str(),
+                    record.scope,
+                    record.tool,
+                    record.fingerprint.as_str(),
+                    record.explicit_key,
+                    outcome,
+                    record.created_at,
+                    now,
+                    record.seed.to_hex()
+                ])?;
+            Ok(n == 1)
+        })
+    }
+
     /// Saves the outcome of a run that holds the lease, and releases the lease.
     /// Returns `false` when the lease was lost to another host (nothing written).
-    /// The outcome is durable (see [`Store::make_durable`]) before this returns: the
-    /// answer a caller gets is always one a retry can get again.
+    /// With `durable`, the outcome is on disk (see [`Store::make_durable`]) before this
+    /// returns: the answer a caller gets is then one a retry can get again even after
+    /// a power cut.
     pub fn complete(
         &self,
         key: &InvocationKey,
         owner: &str,
         outcome: &str,
         now: i64,
+        durable: bool,
     ) -> Result<bool> {
         let saved = self.with(|conn| {
             let n = conn
@@ -109,7 +163,7 @@ impl Store {
                 .execute(params![key.as_str(), owner, outcome, now])?;
             Ok(n == 1)
         })?;
-        if saved {
+        if saved && durable {
             self.make_durable()?;
         }
         Ok(saved)
@@ -137,25 +191,88 @@ pub(crate) fn parse_state(s: &str) -> InvocationState {
     }
 }
 
-/// The fast path of a replay: the saved outcome of a completed, live invocation with
-/// the same arguments, whose tool-call id (if any) is already bound to it, read
-/// without taking the write lock. Anything else (absent, running, expired, a mismatch,
-/// an alias to bind) is `None` and left to [`begin_in`].
-fn completed_in(conn: &Connection, b: &Begin<'_>) -> rusqlite::Result<Option<String>> {
-    let row: Option<(String, Option<String>, i64)> = conn
+/// What [`Store::lookup`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Lookup {
+    /// The saved outcome of a completed, live invocation with the same arguments
+    /// (and a tool-call id, if any, already bound to it).
+    Replay(String),
+    /// No record of the key at all, and no tool-call id to bind.
+    Absent,
+    /// Anything else (running, resumable, expired, a mismatch, an alias to bind):
+    /// for [`Store::decide`].
+    Decide,
+}
+
+/// An invocation that a run has not journaled yet. A call that finds no record runs
+/// its guest first and writes the record with its first effect (with the lease, in
+/// that effect's transaction) or, if it performs none, complete with its outcome:
+/// one commit instead of two for a call without effects.
+#[derive(Debug, Clone)]
+pub(crate) struct NewInvocation {
+    pub key: InvocationKey,
+    pub scope: String,
+    pub tool: String,
+    pub fingerprint: Fingerprint,
+    pub explicit_key: bool,
+    /// The invocation's creation time: the start of the guest's wall clock.
+    pub created_at: i64,
+    /// The seed of the guest's random values.
+    pub seed: Seed,
+}
+
+/// Journals `record` as running under `owner`'s lease until `lease_until`, unless a
+/// record of the key exists already (another run started meanwhile): `false` then,
+/// and nothing is written.
+pub(crate) fn create_running_in(
+    conn: &Connection,
+    record: &NewInvocation,
+    owner: &str,
+    lease_until: i64,
+) -> rusqlite::Result<bool> {
+    let n = conn
         .prepare_cached(
-            "SELECT fingerprint, outcome, created_at FROM invocations
-              WHERE key = ?1 AND state = 'completed'",
+            "INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state, runs,
+                                      created_at, updated_at, lease_owner, lease_expires_at, entropy)
+             VALUES (?1, ?2, ?3, ?4, ?5, 'running', 1, ?6, ?6, ?7, ?8, ?9)
+             ON CONFLICT (key) DO NOTHING",
+        )?
+        .execute(params![
+            record.key.as_str(),
+            record.scope,
+            record.tool,
+            record.fingerprint.as_str(),
+            record.explicit_key,
+            record.created_at,
+            owner,
+            lease_until,
+            record.seed.to_hex()
+        ])?;
+    Ok(n == 1)
+}
+
+fn lookup_in(conn: &Connection, b: &Begin<'_>) -> rusqlite::Result<Lookup> {
+    let row: Option<(String, String, Option<String>, i64)> = conn
+        .prepare_cached(
+            "SELECT fingerprint, state, outcome, created_at FROM invocations WHERE key = ?1",
         )?
         .query_row(params![b.key.as_str()], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
         })
         .optional()?;
-    let Some((fingerprint, Some(outcome), created)) = row else {
-        return Ok(None);
+    let Some((fingerprint, state, outcome, created)) = row else {
+        return Ok(if b.tool_call_id.is_none() {
+            Lookup::Absent
+        } else {
+            Lookup::Decide
+        });
+    };
+    let Some(outcome) = outcome.filter(|_| parse_state(&state) == InvocationState::Completed)
+    else {
+        return Ok(Lookup::Decide);
     };
     if fingerprint != b.fingerprint.as_str() || expired(created, b.now, b.retention_ms) {
-        return Ok(None);
+        return Ok(Lookup::Decide);
     }
     if let Some(call_id) = b.tool_call_id {
         let bound: Option<String> = conn
@@ -165,10 +282,10 @@ fn completed_in(conn: &Connection, b: &Begin<'_>) -> rusqlite::Result<Option<Str
             .query_row(params![b.scope, call_id], |r| r.get(0))
             .optional()?;
         if bound.as_deref() != Some(b.key.as_str()) {
-            return Ok(None);
+            return Ok(Lookup::Decide);
         }
     }
-    Ok(Some(outcome))
+    Ok(Lookup::Replay(outcome))
 }
 
 fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<BeginOutcome> {

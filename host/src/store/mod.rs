@@ -21,9 +21,10 @@ use rusqlite::Connection;
 pub use durable::StoreStats;
 pub use effects::{EffectRecord, EffectState, Lease, NewEffect};
 pub(crate) use effects::{
-    begin_attempt_in, finish as finish_effect_in, insert as insert_effect, renew_lease_in,
+    Refusal, begin_attempt_in, finish as finish_effect_in, hold_in, insert as insert_effect,
 };
 pub use invocations::{Begin, BeginOutcome, InvocationState};
+pub(crate) use invocations::{Lookup, NewInvocation};
 pub use journal::{GcReport, JournalEffect, JournalEntry};
 pub use resolution::{Resolution, UnresolvedEffect};
 pub use schema::CURRENT_VERSION;
@@ -35,11 +36,15 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
     /// Like SQLite's `synchronous=FULL` where the contract needs it: the effect record
-    /// is on disk before its provider is called, and the outcome is on disk before a
+    /// is on disk before its provider is called, and the outcome of a call that
+    /// performed an effect outside the journal (keyed or unkeyed) is on disk before a
     /// caller is answered (or replayed), so no power cut can make a payment that ran
-    /// forget its key. Concurrent callers share those fsyncs (group commit, see
-    /// `store/durable.rs`); other commits (taking a lease, an effect's answer that a
-    /// keyed retry would fetch again) are not waited for. The default.
+    /// forget its key or its answer. Concurrent callers share those fsyncs (group
+    /// commit, see `store/durable.rs`). Other commits are not waited for: taking a
+    /// lease, an effect's answer that a keyed retry would fetch again, and the outcome
+    /// of a call whose effects were all transactional or that had none — a power cut
+    /// loses such an outcome only together with those effects, and a retry then runs
+    /// the call again as new. The default.
     #[default]
     Full,
     /// `synchronous=NORMAL` and no durable points: no fsync on the call path. A power
