@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 use std::io::{self, BufRead, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crossbeam_channel::{Receiver, Sender, unbounded};
 use serde_json::Value;
 
 use super::ServerConfig;
@@ -121,8 +121,7 @@ impl Server {
     pub fn serve<R: BufRead, W: Write + Send>(&self, mut input: R, output: W) -> io::Result<()> {
         let outbox = Outbox(Mutex::new(output));
         let in_flight = InFlight::default();
-        let (jobs, queue) = channel::<Job>();
-        let queue = Mutex::new(queue);
+        let (jobs, queue) = unbounded::<Job>();
         let workers = self.config.max_concurrent_calls.max(1);
         std::thread::scope(|scope| {
             for n in 0..workers {
@@ -229,18 +228,9 @@ impl Server {
         }
     }
 
-    fn work<W: Write>(
-        &self,
-        queue: &Mutex<Receiver<Job>>,
-        in_flight: &InFlight,
-        outbox: &Outbox<W>,
-    ) {
+    fn work<W: Write>(&self, queue: &Receiver<Job>, in_flight: &InFlight, outbox: &Outbox<W>) {
         loop {
-            let job = {
-                let queue = queue.lock().unwrap_or_else(|p| p.into_inner());
-                queue.recv()
-            };
-            let Ok(job) = job else { return };
+            let Ok(job) = queue.recv() else { return };
             if in_flight.is_cancelled(&job.id) {
                 in_flight.finish(&job.id);
                 tracing::info!(id = %job.id, "call cancelled before it started; not run");
