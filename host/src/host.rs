@@ -20,7 +20,7 @@ use crate::provider::Provider;
 use crate::providers::{HttpProvider, KvProvider, MailProvider, OutboxProvider};
 use crate::retry::RetryPolicy;
 use crate::runtime::{GuestOutcome, Limits, LoadedTool, Runtime, ToolLimits};
-use crate::store::{Begin, BeginOutcome, Durability, Lookup, NewInvocation, Store};
+use crate::store::{Begin, BeginOutcome, BehindJob, Durability, Lookup, NewInvocation, Store};
 
 /// The scope used when a caller names no conversation.
 pub const DEFAULT_SCOPE: &str = "default";
@@ -536,6 +536,9 @@ impl Host {
     /// with different arguments.
     pub fn call(&self, request: &CallRequest) -> Result<CallResponse> {
         let prepared = self.prepare(request)?;
+        // A write made behind an earlier call that the journal refused (a full disk)
+        // fails this call with the reason, before anything runs.
+        self.shared.store.take_behind_failure()?;
         let owner = format!(
             "{}/{}",
             self.owner,
@@ -666,7 +669,7 @@ impl Host {
         prepared: &Prepared,
         owner: &str,
         guest: GuestOutcome,
-        session: EffectSession,
+        mut session: EffectSession,
     ) -> Result<Option<CallResponse>> {
         let key = &prepared.key;
         let now = self.shared.clock.now_ms();
@@ -770,12 +773,27 @@ impl Host {
             .to_stored();
         }
         fault::point(FaultPoint::AfterRecord);
-        if let Some(record) = &session.unjournaled {
-            // No effect: the record is written once, complete. Another run that
-            // journaled the key meanwhile wins; this caller then looks again.
-            if !self.shared.store.complete_new(record, &stored, now)? {
+        let store = &self.shared.store;
+        if let Some(record) = session.unjournaled.take() {
+            if store.writes_behind() {
+                // `Normal`: written behind the answer (see `store/behind.rs`).
+                store.write_behind(BehindJob::CompleteNew {
+                    record,
+                    outcome: stored.clone(),
+                    now,
+                })?;
+            } else if !store.complete_new(&record, &stored, now)? {
+                // No effect: the record is written once, complete. Another run that
+                // journaled the key meanwhile wins; this caller then looks again.
                 return Ok(None);
             }
+        } else if store.writes_behind() && !session.performed_unkeyed {
+            store.write_behind(BehindJob::Complete {
+                key: key.clone(),
+                owner: owner.to_owned(),
+                outcome: stored.clone(),
+                now,
+            })?;
         } else {
             let durable = session.needs_durable_outcome();
             match self

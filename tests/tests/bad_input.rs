@@ -246,14 +246,14 @@ fn a_database_from_a_newer_schema_version_is_refused_and_left_unchanged() {
 
 /// Runs a call with the host's own journal connection in a failing state set by
 /// `fail` (an injected I/O failure), then undoes it with `heal` and checks the call
-/// goes through.
+/// goes through. `Full` durability: the call's outcome is written before it answers.
 fn journal_failure(fail: &str, heal: &str, kind: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
     let host = Host::builder()
         .runtime(crate::support::RUNTIME.clone())
         .database(&path)
-        .durability(Durability::Normal)
+        .durability(Durability::Full)
         .clock(Arc::new(ManualClock::default()))
         .build()
         .unwrap();
@@ -301,4 +301,50 @@ fn a_read_only_database_is_store_read_only_and_the_next_call_works_once_writable
         "PRAGMA query_only = OFF;",
         "store_read_only",
     );
+}
+
+#[test]
+fn a_write_behind_the_call_that_the_journal_refuses_fails_the_next_call_with_the_reason() {
+    // `Normal` durability writes a no-effect call's outcome behind its answer.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let host = Host::builder()
+        .runtime(crate::support::RUNTIME.clone())
+        .database(&path)
+        .durability(Durability::Normal)
+        .clock(Arc::new(ManualClock::default()))
+        .build()
+        .unwrap();
+    assert_still_serving(&host);
+    let before = journal_snapshot(&host);
+    host.store()
+        .read(|c| c.execute_batch("PRAGMA max_page_count = 1;"))
+        .unwrap();
+    let request = CallRequest::new("echo", r#"{"message":"during the failure"}"#)
+        .conversation("c".repeat(16 << 10));
+    let answered = host.call(&request).unwrap();
+    assert!(answered.outcome.is_success(), "answered before the write");
+    host.store().stats(); // waits for the writer, keeps its failure for the next call
+
+    let next = CallRequest::new("echo", r#"{"message":"next"}"#).conversation("c2");
+    let err = host.call(&next).unwrap_err();
+    assert_eq!(err.kind(), "store_full", "{err}");
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "names the file: {err}"
+    );
+    host.store()
+        .read(|c| c.execute_batch("PRAGMA max_page_count = 1073741823;"))
+        .unwrap();
+    assert_eq!(
+        journal_snapshot(&host),
+        before,
+        "nothing half-written, and the refused call ran nothing"
+    );
+    // The lost outcome was of a call that did nothing: a retry runs it again.
+    let retried = host.call(&request).unwrap();
+    assert!(!retried.replayed);
+    assert_eq!(retried.outcome, answered.outcome);
+    assert!(host.call(&request).unwrap().replayed, "saved this time");
+    host.store().flush().unwrap();
 }

@@ -115,3 +115,42 @@ fn a_bad_config_is_bad_input_that_names_the_key() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/justonce.toml"));
 }
+
+#[test]
+fn with_normal_durability_each_run_process_saves_its_outcome_before_it_exits() {
+    // `Normal` writes outcomes behind the answer; the process must still save them.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    std::fs::write(
+        dir.path().join("justonce.toml"),
+        "durability = \"normal\"\n",
+    )
+    .unwrap();
+    let run = |tool: &str, args: &str| {
+        let out = justonce(
+            &["run", tool, "--args", args, "--conversation", "c"],
+            Some(&db),
+        );
+        (out.status.code(), json_of(&out))
+    };
+    // A sent email, and a refund that fails as a tool error (no payments service is
+    // configured): both are outcomes, saved and replayed.
+    let refund = r#"{"order_id":7,"amount_cents":5}"#;
+    for (tool, args, code) in [("send_receipt", ARGS, 0), ("refund", refund, 1)] {
+        let (first_code, first) = run(tool, args);
+        let (again_code, again) = run(tool, args);
+        assert_eq!(
+            (first_code, again_code),
+            (Some(code), Some(code)),
+            "{first} {again}"
+        );
+        assert_eq!(first["replayed"], false, "{first}");
+        assert_eq!(
+            again["replayed"], true,
+            "the next process found it saved: {again}"
+        );
+        assert_eq!(again["key"], first["key"]);
+        assert_eq!(again["result"], first["result"]);
+        assert_eq!(again["error"], first["error"]);
+    }
+}

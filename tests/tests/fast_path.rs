@@ -308,6 +308,86 @@ fn a_guarded_call_makes_the_fewest_commits_and_fsyncs_the_contract_allows() {
 }
 
 #[test]
+fn with_normal_durability_outcomes_written_behind_the_call_are_replayed_and_survive_the_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let mail = Arc::new(CountingMail::default());
+    let build = || {
+        Host::builder()
+            .runtime(RUNTIME.clone())
+            .database(dir.path().join("state.db"))
+            .durability(Durability::Normal)
+            .provider("mail", Arc::clone(&mail) as Arc<dyn Provider>)
+            .build()
+            .expect("host")
+    };
+    let host = build();
+    let send =
+        CallRequest::new("send_receipt", receipt_args(4417, "ada@example.com")).conversation("c1");
+    let echo = CallRequest::new("echo", r#"{"message":"hi"}"#).conversation("c1");
+
+    // A retry at once (its write may still be queued) is replayed: one email.
+    let first = host.call(&send).unwrap();
+    let retry = host.call(&send).unwrap();
+    assert!(!first.replayed && retry.replayed);
+    assert_eq!(retry.outcome, first.outcome);
+    assert_eq!(
+        mail.keys().len(),
+        1,
+        "the retry sent nothing: {:?}",
+        mail.keys()
+    );
+    let echoed = host.call(&echo).unwrap();
+    assert!(host.call(&echo).unwrap().replayed);
+
+    // Another host on the same file sees both once the first one's writes land.
+    host.store().flush().unwrap();
+    let other = build();
+    assert!(other.call(&send).unwrap().replayed);
+    assert_eq!(other.call(&echo).unwrap().outcome, echoed.outcome);
+
+    // A host dropped right after answering still saved what it answered.
+    let third =
+        CallRequest::new("send_receipt", receipt_args(4418, "bob@example.com")).conversation("c1");
+    let answered = host.call(&third).unwrap();
+    drop(host);
+    let reopened = build();
+    let replayed = reopened.call(&third).unwrap();
+    assert!(replayed.replayed, "saved before the host went away");
+    assert_eq!(replayed.outcome, answered.outcome);
+    assert_eq!(mail.keys().len(), 2, "two receipts, two emails");
+    let journal = reopened.store().journal(None, 10).unwrap();
+    let effects: Vec<&str> = journal
+        .iter()
+        .flat_map(|e| e.effects.iter().map(|f| f.state.as_str()))
+        .collect();
+    assert_eq!(effects, ["done", "done"], "each email's answer is saved");
+    drop((other, reopened));
+}
+
+/// A keyed mail downstream that counts every attempt's key.
+#[derive(Default)]
+struct CountingMail(std::sync::Mutex<Vec<String>>);
+
+impl CountingMail {
+    fn keys(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+impl Provider for CountingMail {
+    fn class(&self) -> ProviderClass {
+        ProviderClass::Keyed
+    }
+    fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
+        self.0
+            .lock()
+            .unwrap()
+            .push(request.key.as_str().to_string());
+        Ok(json!({ "message_id": request.key.as_str() }))
+    }
+}
+
+#[test]
 fn concurrent_guarded_calls_on_a_full_journal_each_happen_once() {
     let dir = tempfile::tempdir().unwrap();
     let host = Arc::new(file_host(dir.path(), Durability::Full));

@@ -9,9 +9,10 @@ use super::Shared;
 use crate::determinism::GuestEntropy;
 use crate::error::Error;
 use crate::fault::{self, FaultPoint};
+use crate::keys::EffectKey;
 use crate::keys::{self, InvocationKey};
 use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
-use crate::store::{EffectState, Lease, NewEffect, NewInvocation, Refusal, Resolution};
+use crate::store::{BehindJob, EffectState, Lease, NewEffect, NewInvocation, Refusal, Resolution};
 
 /// Why `perform` returned no response; each maps to a WIT `effect-error` case.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,6 +77,9 @@ pub(crate) struct EffectSession {
     /// Whether this run performed an effect outside the journal's own transactions
     /// (keyed or unkeyed): its outcome then needs a durable point before the answer.
     pub performed_outside: bool,
+    /// Whether this run attempted an unkeyed effect: its answer and the run's outcome
+    /// are then never written behind the call (a lost one needs a person).
+    pub performed_unkeyed: bool,
     /// Set by the first effect whose outcome is unknown or that diverged; later
     /// effects in the same run are refused.
     pub interrupted: Option<Interruption>,
@@ -132,6 +136,7 @@ impl EffectSession {
             unjournaled: start.unjournaled,
             resumed: start.resumed,
             performed_outside: false,
+            performed_unkeyed: false,
             interrupted: None,
             host_fault: None,
         }
@@ -401,6 +406,7 @@ impl EffectSession {
             };
             self.unjournaled = None;
             self.performed_outside = true;
+            self.performed_unkeyed |= class == ProviderClass::Unkeyed;
             // The one write that must be on disk before the provider is called: the
             // pending record with its key, written with the lease renewal and the
             // attempt in one transaction. After a crash or a power cut, a retry finds it
@@ -425,30 +431,18 @@ impl EffectSession {
             fault::point(FaultPoint::AfterProvider);
             let gave_up = match answer {
                 Ok(response) => {
-                    shared.store.finish_effect(
-                        &key,
-                        &stored_ok(&response),
-                        shared.clock.now_ms(),
-                    )?;
+                    self.save_answer(class, &key, &stored_ok(&response))?;
                     return Ok(Ok(response.to_string()));
                 }
                 Err(ProviderError::Rejected(answer)) => {
-                    shared.store.finish_effect(
-                        &key,
-                        &stored_rejected(&answer),
-                        shared.clock.now_ms(),
-                    )?;
+                    self.save_answer(class, &key, &stored_rejected(&answer))?;
                     return Ok(Err(EffectFailure::Rejected(answer.to_string())));
                 }
                 Err(ProviderError::Invalid(reason)) => {
                     // Refused before doing anything: finish the record as a refusal so
                     // a retry does not ask again and the journal says what happened.
                     let message = format!("{} refused the request: {reason}", new.provider);
-                    shared.store.finish_effect(
-                        &key,
-                        &stored_denied(&message),
-                        shared.clock.now_ms(),
-                    )?;
+                    self.save_answer(class, &key, &stored_denied(&message))?;
                     return Ok(Err(EffectFailure::Denied(message)));
                 }
                 Err(ProviderError::Unknown(reason)) => {
@@ -466,6 +460,29 @@ impl EffectSession {
             if let Some(failure) = gave_up {
                 return Ok(Err(failure));
             }
+        }
+    }
+
+    /// Saves an effect's definitive answer. A keyed one may be written behind the call
+    /// (see `store/behind.rs`): lost, a retry asks the downstream again under the same
+    /// key. An unkeyed one is written before the guest goes on.
+    fn save_answer(
+        &self,
+        class: ProviderClass,
+        key: &EffectKey,
+        stored: &str,
+    ) -> Result<(), Error> {
+        let store = &self.shared.store;
+        let now = self.shared.clock.now_ms();
+        if class == ProviderClass::Keyed && store.writes_behind() {
+            store.write_behind(BehindJob::Finish {
+                invocation: self.invocation.clone(),
+                key: key.clone(),
+                response: stored.to_owned(),
+                now,
+            })
+        } else {
+            store.finish_effect(key, stored, now)
         }
     }
 

@@ -88,7 +88,9 @@ impl Store {
     /// The read-only first look of a call, without the write lock: a saved outcome to
     /// replay, no record at all, or something [`Store::decide`] must settle.
     pub(crate) fn lookup(&self, b: &Begin<'_>) -> Result<Lookup> {
-        self.with(|conn| lookup_in(conn, b))
+        // A write of this key still queued behind an earlier call lands first.
+        self.flush_key(b.key);
+        self.with_reader(|conn| lookup_in(conn, b))
     }
 
     /// The write half of [`Store::begin`]: one immediate transaction that runs,
@@ -117,27 +119,7 @@ impl Store {
         outcome: &str,
         now: i64,
     ) -> Result<bool> {
-        self.with(|conn| {
-            let n = conn
-                .prepare_cached(
-                    "INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state, runs,
-                                              outcome, created_at, updated_at, completed_at, entropy)
-                     VALUES (?1, ?2, ?3, ?4, ?5, 'completed', 1, ?6, ?7, ?8, ?8, ?9)
-                     ON CONFLICT (key) DO NOTHING",
-                )?
-                .execute(params![
-                    record.key.as_str(),
-                    record.scope,
-                    record.tool,
-                    record.fingerprint.as_str(),
-                    record.explicit_key,
-                    outcome,
-                    record.created_at,
-                    now,
-                    record.seed.to_hex()
-                ])?;
-            Ok(n == 1)
-        })
+        self.with(|conn| insert_completed_in(conn, record, outcome, now))
     }
 
     /// Saves the outcome of a run that holds the lease, and releases the lease.
@@ -153,16 +135,8 @@ impl Store {
         now: i64,
         durable: bool,
     ) -> Result<bool> {
-        let saved = self.with(|conn| {
-            let n = conn
-                .prepare_cached(
-                    "UPDATE invocations SET state = 'completed', outcome = ?3, completed_at = ?4,
-                            updated_at = ?4, lease_owner = NULL, lease_expires_at = NULL
-                      WHERE key = ?1 AND lease_owner = ?2 AND state = 'running'",
-                )?
-                .execute(params![key.as_str(), owner, outcome, now])?;
-            Ok(n == 1)
-        })?;
+        let saved = self.with(|conn| complete_in(conn, key, owner, outcome, now))?;
+
         if saved && durable {
             self.make_durable()?;
         }
@@ -230,11 +204,39 @@ pub(crate) fn create_running_in(
     owner: &str,
     lease_until: i64,
 ) -> rusqlite::Result<bool> {
+    insert_in(conn, record, Some((owner, lease_until)), None)
+}
+
+/// Journals `record` complete with `outcome`, unless a record of the key exists
+/// already: `false` then, and nothing is written.
+pub(crate) fn insert_completed_in(
+    conn: &Connection,
+    record: &NewInvocation,
+    outcome: &str,
+    now: i64,
+) -> rusqlite::Result<bool> {
+    insert_in(conn, record, None, Some((outcome, now)))
+}
+
+/// Inserts a new invocation record, running under a lease or complete with an
+/// outcome, unless the key has one already (`false`, nothing written).
+fn insert_in(
+    conn: &Connection,
+    record: &NewInvocation,
+    lease: Option<(&str, i64)>,
+    completed: Option<(&str, i64)>,
+) -> rusqlite::Result<bool> {
+    let state = if completed.is_some() {
+        "completed"
+    } else {
+        "running"
+    };
     let n = conn
         .prepare_cached(
             "INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state, runs,
-                                      created_at, updated_at, lease_owner, lease_expires_at, entropy)
-             VALUES (?1, ?2, ?3, ?4, ?5, 'running', 1, ?6, ?6, ?7, ?8, ?9)
+                                      outcome, created_at, updated_at, completed_at,
+                                      lease_owner, lease_expires_at, entropy)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
              ON CONFLICT (key) DO NOTHING",
         )?
         .execute(params![
@@ -243,11 +245,34 @@ pub(crate) fn create_running_in(
             record.tool,
             record.fingerprint.as_str(),
             record.explicit_key,
+            state,
+            completed.map(|(outcome, _)| outcome),
             record.created_at,
-            owner,
-            lease_until,
+            completed.map_or(record.created_at, |(_, at)| at),
+            completed.map(|(_, at)| at),
+            lease.map(|(owner, _)| owner),
+            lease.map(|(_, until)| until),
             record.seed.to_hex()
         ])?;
+    Ok(n == 1)
+}
+
+/// Saves the outcome of the run `owner` and releases its lease; `false` (nothing
+/// written) when that run no longer holds it.
+pub(crate) fn complete_in(
+    conn: &Connection,
+    key: &InvocationKey,
+    owner: &str,
+    outcome: &str,
+    now: i64,
+) -> rusqlite::Result<bool> {
+    let n = conn
+        .prepare_cached(
+            "UPDATE invocations SET state = 'completed', outcome = ?3, completed_at = ?4,
+                    updated_at = ?4, lease_owner = NULL, lease_expires_at = NULL
+              WHERE key = ?1 AND lease_owner = ?2 AND state = 'running'",
+        )?
+        .execute(params![key.as_str(), owner, outcome, now])?;
     Ok(n == 1)
 }
 
@@ -409,21 +434,21 @@ fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<BeginOutcom
 }
 
 fn insert(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<()> {
-    tx.prepare_cached(
-        "INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state, runs,
-                                  created_at, updated_at, lease_owner, lease_expires_at, entropy)
-         VALUES (?1, ?2, ?3, ?4, ?5, 'running', 1, ?6, ?6, ?7, ?8, ?9)",
-    )?
-    .execute(params![
-        b.key.as_str(),
-        b.scope,
-        b.tool,
-        b.fingerprint.as_str(),
-        b.explicit_key,
-        b.now,
-        b.owner,
-        b.now.saturating_add(b.lease_ms),
-        b.seed.to_hex()
-    ])?;
+    let record = NewInvocation {
+        key: b.key.clone(),
+        scope: b.scope.to_owned(),
+        tool: b.tool.to_owned(),
+        fingerprint: b.fingerprint.clone(),
+        explicit_key: b.explicit_key,
+        created_at: b.now,
+        seed: b.seed.clone(),
+    };
+    // The caller deleted any record of the key in this transaction.
+    insert_in(
+        tx,
+        &record,
+        Some((b.owner, b.now.saturating_add(b.lease_ms))),
+        None,
+    )?;
     Ok(())
 }

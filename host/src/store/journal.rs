@@ -72,6 +72,7 @@ fn parse_json(text: Option<String>) -> Option<serde_json::Value> {
 impl Store {
     /// Invocations (newest first), optionally of one conversation, with their effects.
     pub fn journal(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>> {
+        self.flush()?;
         self.with(|conn| {
             let mut inv = conn.prepare_cached(
                 "SELECT key, scope, tool, state, runs, outcome, created_at FROM invocations
@@ -129,6 +130,7 @@ impl Store {
     /// Deletes every record created at or before `now - retention`, except invocations
     /// that a live lease still holds.
     pub fn gc(&self, now: i64, retention_ms: i64) -> Result<GcReport> {
+        self.flush()?;
         let cutoff = now.saturating_sub(retention_ms);
         let report = self.transaction(|tx| {
             let expired = "SELECT key FROM invocations WHERE created_at <= ?1

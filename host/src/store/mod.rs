@@ -4,6 +4,7 @@
 //! `BEGIN IMMEDIATE`, so two processes on one file serialize instead of failing with
 //! `database is locked`.
 
+mod behind;
 mod checkpoint;
 mod durable;
 mod effects;
@@ -13,11 +14,12 @@ mod resolution;
 mod schema;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rusqlite::Connection;
 
+pub(crate) use behind::Job as BehindJob;
 pub use durable::StoreStats;
 pub use effects::{EffectRecord, EffectState, Lease, NewEffect};
 pub(crate) use effects::{
@@ -55,9 +57,14 @@ pub enum Durability {
 
 /// The journal database.
 pub struct Store {
+    /// Dropped first: drains the queue before anything else closes.
+    behind: Option<behind::WriteBehind>,
     path: PathBuf,
-    conn: Mutex<Connection>,
-    sync: durable::GroupSync,
+    conn: Arc<Mutex<Connection>>,
+    /// A second connection for a call's first look, so it never waits behind a
+    /// commit (`None` for an in-memory journal, which one connection holds).
+    reader: Option<Mutex<Connection>>,
+    sync: Arc<durable::GroupSync>,
     _checkpointer: Option<checkpoint::Checkpointer>,
 }
 
@@ -103,7 +110,10 @@ impl Store {
         durability: Durability,
         wal: bool,
     ) -> Result<Self> {
-        let sync = durable::GroupSync::new(&path, wal && durability == Durability::Full);
+        let sync = Arc::new(durable::GroupSync::new(
+            &path,
+            wal && durability == Durability::Full,
+        ));
         sync.watch(&conn);
         let setup = |conn: &mut Connection| -> rusqlite::Result<schema::Migration> {
             conn.busy_timeout(BUSY_TIMEOUT)?;
@@ -142,12 +152,97 @@ impl Store {
         } else {
             None
         };
+        let reader = if wal {
+            let reader = Connection::open(&path)
+                .and_then(|r| r.busy_timeout(BUSY_TIMEOUT).map(|()| r))
+                .map_err(|e| Error::store(&path, e))?;
+            Some(Mutex::new(reader))
+        } else {
+            None
+        };
+        let conn = Arc::new(Mutex::new(conn));
+        let behind = if wal && durability == Durability::Normal {
+            let sync = Arc::clone(&sync);
+            let writer = behind::WriteBehind::start(Arc::clone(&conn), move || sync.note_written())
+                .map_err(|e| {
+                    Error::Host(anyhow::anyhow!("cannot start the journal writer: {e}"))
+                })?;
+            Some(writer)
+        } else {
+            None
+        };
         Ok(Self {
+            behind,
             path,
-            conn: Mutex::new(conn),
+            conn,
+            reader,
             sync,
             _checkpointer: checkpointer,
         })
+    }
+
+    /// Whether this journal writes behind the call what a call need not wait for
+    /// (see `store/behind.rs`): a file journal with [`Durability::Normal`].
+    pub(crate) fn writes_behind(&self) -> bool {
+        self.behind.is_some()
+    }
+
+    /// Queues a write the caller need not wait for; applied at once when this journal
+    /// does not write behind.
+    pub(crate) fn write_behind(&self, job: BehindJob) -> Result<()> {
+        match &self.behind {
+            Some(behind) => {
+                behind.push(job);
+                Ok(())
+            }
+            None => self.with(|conn| job.apply(conn).map(drop)),
+        }
+    }
+
+    /// Waits until every write made behind a call is in the journal (see
+    /// [`Durability::Normal`]); fails, once, with the journal's error if one could not
+    /// be saved since the last flush (the log names its call). Every read through this
+    /// API flushes first, and so does every guarded call, so a journal that stopped
+    /// saving fails the next call with the reason.
+    pub fn flush(&self) -> Result<()> {
+        match &self.behind {
+            Some(behind) => behind.flush().map_err(|e| Error::store(&self.path, e)),
+            None => Ok(()),
+        }
+    }
+
+    /// The journal's error if a write made behind a call could not be saved since the
+    /// last report; does not wait for queued writes.
+    pub(crate) fn take_behind_failure(&self) -> Result<()> {
+        match self
+            .behind
+            .as_ref()
+            .and_then(behind::WriteBehind::take_failure)
+        {
+            Some(e) => Err(Error::store(&self.path, e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until the writes queued for `key` are in the journal.
+    pub(crate) fn flush_key(&self, key: &crate::keys::InvocationKey) {
+        if let Some(behind) = &self.behind {
+            behind.flush_key(key);
+        }
+    }
+
+    /// Runs `f` on the reader connection (the main one for an in-memory journal).
+    pub(crate) fn with_reader<R>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<R>,
+    ) -> Result<R> {
+        match &self.reader {
+            Some(reader) => {
+                let conn = reader.lock().unwrap_or_else(|p| p.into_inner());
+                f(&conn).map_err(|e| Error::store(&self.path, e))
+            }
+            None => self.with(|conn| f(conn)),
+        }
     }
 
     /// Returns once every commit this store made before the call is on disk: one
@@ -162,8 +257,12 @@ impl Store {
         })
     }
 
-    /// How many commits and fsyncs this store made so far.
+    /// How many commits and fsyncs this store made so far (once the writes queued
+    /// behind calls are applied).
     pub fn stats(&self) -> StoreStats {
+        if let Some(behind) = &self.behind {
+            behind.wait_all();
+        }
         self.sync.stats()
     }
 
@@ -183,6 +282,7 @@ impl Store {
     /// Runs a read-only query against the journal database (tests and tools that
     /// inspect a provider's tables use it).
     pub fn read<R>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<R>) -> Result<R> {
+        self.flush()?;
         self.with(|conn| f(conn))
     }
 

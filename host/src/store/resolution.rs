@@ -66,6 +66,7 @@ impl Store {
     /// Pending effects of unkeyed providers that no live run holds (the run stopped
     /// on them, or its host died), oldest first; `now` decides which leases are live.
     pub fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>> {
+        self.flush()?;
         self.with(|conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT e.key, e.invocation_key, i.scope, i.tool, e.seq, e.provider, e.operation,
@@ -105,6 +106,7 @@ impl Store {
         response: &serde_json::Value,
         now: i64,
     ) -> Result<()> {
+        self.flush()?;
         let refused = self.transaction(|tx| {
             let row: Option<(String, String, String, Option<i64>)> = tx
                 .query_row(
