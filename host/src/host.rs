@@ -547,6 +547,18 @@ impl Host {
         let started = Instant::now();
         // Journaled only if this call creates the invocation; a resumed run gets the
         // seed its first run drew, so it sees the same random values.
+        // A retry of a call this host saw complete is replayed from memory.
+        if request.tool_call_id.is_none()
+            && let Some(stored) = self.shared.store.recall(
+                &prepared.key,
+                &prepared.fingerprint,
+                self.shared.clock.now_ms(),
+                self.retention_ms,
+            )
+        {
+            self.shared.store.make_durable()?;
+            return replayed(prepared.key, &stored);
+        }
         let seed = Seed::random()?;
         loop {
             // One call of a key at a time in this process: a duplicate waits here for
@@ -571,10 +583,21 @@ impl Host {
                 seed: &seed,
             };
             let decided = match self.shared.store.lookup(&begin)? {
-                Lookup::Replay(stored) => {
+                Lookup::Replay {
+                    outcome,
+                    created_at,
+                } => {
                     // Durable before it is returned, like the answer its first caller got.
                     self.shared.store.make_durable()?;
-                    BeginOutcome::Replay(stored)
+                    if begin.tool_call_id.is_none() {
+                        self.shared.store.remember(
+                            &prepared.key,
+                            &prepared.fingerprint,
+                            created_at,
+                            &outcome,
+                        );
+                    }
+                    BeginOutcome::Replay(outcome)
                 }
                 Lookup::Absent => {
                     // No record: run first, and journal the invocation with its first
@@ -607,19 +630,7 @@ impl Host {
                         None => continue,
                     }
                 }
-                BeginOutcome::Replay(stored) => {
-                    let outcome = Outcome::from_stored(&stored).map_err(|e| {
-                        Error::Host(anyhow::anyhow!(
-                            "the saved outcome of {} is unreadable: {e}",
-                            prepared.key
-                        ))
-                    })?;
-                    return Ok(CallResponse {
-                        key: prepared.key,
-                        replayed: true,
-                        outcome,
-                    });
-                }
+                BeginOutcome::Replay(stored) => return replayed(prepared.key, &stored),
                 BeginOutcome::Mismatch(key) => return Err(Error::Mismatch { key }),
                 BeginOutcome::Wait => {
                     // Running in another process (or host): poll the journal.
@@ -774,9 +785,20 @@ impl Host {
         }
         fault::point(FaultPoint::AfterRecord);
         let store = &self.shared.store;
+        // Remembered once saved, or before it is queued (a queued write that fails
+        // makes the store forget it again).
+        let remember = || {
+            store.remember(
+                key,
+                &prepared.fingerprint,
+                session.entropy.started_ms,
+                &stored,
+            )
+        };
         if let Some(record) = session.unjournaled.take() {
             if store.writes_behind() {
                 // `Normal`: written behind the answer (see `store/behind.rs`).
+                remember();
                 store.write_behind(BehindJob::CompleteNew {
                     record,
                     outcome: stored.clone(),
@@ -786,8 +808,11 @@ impl Host {
                 // No effect: the record is written once, complete. Another run that
                 // journaled the key meanwhile wins; this caller then looks again.
                 return Ok(None);
+            } else {
+                remember();
             }
         } else if store.writes_behind() && !session.performed_unkeyed {
+            remember();
             store.write_behind(BehindJob::Complete {
                 key: key.clone(),
                 owner: owner.to_owned(),
@@ -801,7 +826,7 @@ impl Host {
                 .store
                 .complete(key, owner, &stored, now, durable)
             {
-                Ok(true) => {}
+                Ok(true) => remember(),
                 Ok(false) => return Err(Error::LeaseLost { key: key.clone() }),
                 Err(e) => {
                     // Release the lease so duplicates need not wait for it to expire.
@@ -838,6 +863,20 @@ impl Host {
             },
         }
     }
+}
+
+/// The answer to a call whose outcome was saved by an earlier attempt.
+fn replayed(key: InvocationKey, stored: &str) -> Result<CallResponse> {
+    let outcome = Outcome::from_stored(stored).map_err(|e| {
+        Error::Host(anyhow::anyhow!(
+            "the saved outcome of {key} is unreadable: {e}"
+        ))
+    })?;
+    Ok(CallResponse {
+        key,
+        replayed: true,
+        outcome,
+    })
 }
 
 struct Prepared {

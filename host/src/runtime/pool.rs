@@ -51,7 +51,13 @@ pub(crate) fn pooling_config(memory_bytes: usize) -> PoolingAllocationConfig {
         .max_tables_per_module(MAX_TABLES)
         .max_memory_size(memory_bytes)
         .linear_memory_keep_resident(KEEP_RESIDENT.min(memory_bytes))
-        .table_keep_resident(KEEP_RESIDENT);
+        .table_keep_resident(KEEP_RESIDENT)
+        // Resets only the pages a call dirtied, with `memset`, instead of `madvise`
+        // (Linux 6.7+; off elsewhere). Measured on the echo guest: a bare call took
+        // 9.5 µs instead of 19 µs, and a guarded one 21 µs instead of 65 µs — with the
+        // journal's writer thread on the other core, every `madvise` also cost a TLB
+        // shootdown across cores.
+        .pagemap_scan(wasmtime::Enabled::Auto);
     pool
 }
 

@@ -11,9 +11,11 @@
 //! - a keyed effect's answer, for the same reason.
 //!
 //! The caller queues them and returns; a writer thread applies the queue in order, as
-//! many jobs as are waiting in one transaction (one commit for a whole burst). A
-//! queued write is lost only if the process dies before the writer commits it (within
-//! a commit's time when the writer keeps up). Everything else still reads its own
+//! many jobs as are waiting in one transaction (one commit for a whole burst). An
+//! outcome wakes the writer, which lets a burst gather for at most [`LINGER`]; a keyed
+//! answer waits for its call's outcome (or any other write), so both land in one
+//! commit. A queued write is lost only if the process dies before the writer commits
+//! it. Everything else still reads its own
 //! writes: a call whose key has a queued write waits for it before it looks at the
 //! journal ([`WriteBehind::flush_key`]), every read through the store's public API
 //! flushes first, and dropping the store drains the queue. Writes the contract needs
@@ -23,11 +25,19 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use rusqlite::Connection;
 
 use super::invocations::NewInvocation;
 use crate::keys::{EffectKey, InvocationKey};
+
+/// How long the writer lets queued jobs gather before it commits them, unless a
+/// caller waits for them: the longest a write stays only in memory.
+const LINGER: Duration = Duration::from_millis(1);
+
+/// The writer commits at once when this many jobs are queued.
+const BATCH: usize = 256;
 
 /// One queued write.
 #[derive(Debug)]
@@ -55,6 +65,10 @@ pub(crate) enum Job {
 }
 
 impl Job {
+    fn is_outcome(&self) -> bool {
+        !matches!(self, Job::Finish { .. })
+    }
+
     fn invocation(&self) -> &InvocationKey {
         match self {
             Job::CompleteNew { record, .. } => &record.key,
@@ -96,6 +110,8 @@ struct Queue {
     applied: u64,
     /// For each key with a queued job, the number of its last one.
     keys: HashMap<InvocationKey, u64>,
+    /// Someone waits for the queue: commit without lingering.
+    urgent: bool,
     /// The last failure to apply a job, reported by the next flush.
     failed: Option<rusqlite::Error>,
     stop: bool,
@@ -126,17 +142,18 @@ pub(crate) struct WriteBehind {
 impl WriteBehind {
     /// Starts a writer that applies queued jobs on `conn` (the store's connection).
     /// `after` runs with the connection's lock held after each batch (the store
-    /// counts its commits there).
+    /// counts its commits there); `failed` is told each call whose write was lost.
     pub(crate) fn start(
         conn: Arc<Mutex<Connection>>,
         after: impl Fn() + Send + 'static,
+        failed: impl Fn(&InvocationKey) + Send + 'static,
     ) -> std::io::Result<Self> {
         let shared = Arc::new(Shared::default());
         let writer = {
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
                 .name("justonce-writer".into())
-                .spawn(move || write_loop(&shared, &conn, &after))?
+                .spawn(move || write_loop(&shared, &conn, &after, &failed))?
         };
         Ok(Self {
             shared,
@@ -150,9 +167,16 @@ impl WriteBehind {
         queue.queued += 1;
         let number = queue.queued;
         queue.keys.insert(job.invocation().clone(), number);
+        let job_is_outcome = job.is_outcome();
         queue.jobs.push(job);
+        // The first outcome of a batch (or a full batch) wakes the writer. A keyed
+        // answer waits for its call's outcome, so both land in one commit.
+        let outcomes = queue.jobs.iter().filter(|j| j.is_outcome()).count();
+        let wake = (job_is_outcome && outcomes == 1) || queue.jobs.len() >= BATCH;
         drop(queue);
-        self.shared.work.notify_one();
+        if wake {
+            self.shared.work.notify_one();
+        }
     }
 
     /// Waits until every job queued for `key` is applied (at once if none is).
@@ -186,7 +210,15 @@ impl WriteBehind {
         self.shared.lock().failed.take()
     }
 
-    fn wait_for<'a>(&'a self, queue: MutexGuard<'a, Queue>, number: u64) -> MutexGuard<'a, Queue> {
+    fn wait_for<'a>(
+        &'a self,
+        mut queue: MutexGuard<'a, Queue>,
+        number: u64,
+    ) -> MutexGuard<'a, Queue> {
+        if queue.applied < number {
+            queue.urgent = true;
+            self.shared.work.notify_one();
+        }
         self.shared
             .applied
             .wait_while(queue, |q| q.applied < number)
@@ -205,23 +237,36 @@ impl Drop for WriteBehind {
     }
 }
 
-fn write_loop(shared: &Shared, conn: &Mutex<Connection>, after: &dyn Fn()) {
+fn write_loop(
+    shared: &Shared,
+    conn: &Mutex<Connection>,
+    after: &dyn Fn(),
+    failed: &dyn Fn(&InvocationKey),
+) {
     loop {
         let (jobs, last) = {
-            let queue = shared
+            let mut queue = shared
                 .work
                 .wait_while(shared.lock(), |q| q.jobs.is_empty() && !q.stop)
                 .unwrap_or_else(|p| p.into_inner());
-            let mut queue = queue;
             if queue.jobs.is_empty() {
                 return; // stopped, and nothing left
             }
+            // Let a burst gather into one commit, unless someone waits for it.
+            queue = shared
+                .work
+                .wait_timeout_while(queue, LINGER, |q| {
+                    !q.urgent && !q.stop && q.jobs.len() < BATCH
+                })
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+            queue.urgent = false;
             let last = queue.applied + queue.jobs.len() as u64;
             (std::mem::take(&mut queue.jobs), last)
         };
         let failure = {
             let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
-            let failure = apply_all(&mut conn, &jobs);
+            let failure = apply_all(&mut conn, &jobs, failed);
             after();
             failure
         };
@@ -238,7 +283,11 @@ fn write_loop(shared: &Shared, conn: &Mutex<Connection>, after: &dyn Fn()) {
 
 /// Applies `jobs` in one transaction; if that fails, each in its own, so one bad job
 /// costs only itself. Returns the last failure (each is logged, naming its call).
-fn apply_all(conn: &mut Connection, jobs: &[Job]) -> Option<rusqlite::Error> {
+fn apply_all(
+    conn: &mut Connection,
+    jobs: &[Job],
+    failed: &dyn Fn(&InvocationKey),
+) -> Option<rusqlite::Error> {
     let batch = (|| {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let mut moved_on = Vec::new();
@@ -268,6 +317,7 @@ fn apply_all(conn: &mut Connection, jobs: &[Job]) -> Option<rusqlite::Error> {
                         tracing::warn!(key = %job.invocation(), "another run journaled this call meanwhile; its saved outcome stands")
                     }
                     Err(e) => {
+                        failed(job.invocation());
                         tracing::error!(key = %job.invocation(), "the journal could not save a write made behind this call (a retry runs it again): {e}");
                         failure = Some(e);
                     }
@@ -324,7 +374,7 @@ mod tests {
     fn a_flush_sees_every_queued_write_and_dropping_drains_the_queue() {
         let dir = tempfile::tempdir().unwrap();
         let conn = journal(dir.path());
-        let behind = WriteBehind::start(Arc::clone(&conn), || {}).unwrap();
+        let behind = WriteBehind::start(Arc::clone(&conn), || {}, |_| {}).unwrap();
         for n in 0..50 {
             behind.push(new_call(n));
         }
@@ -341,7 +391,7 @@ mod tests {
     fn a_write_that_fails_is_reported_by_the_next_flush_and_the_others_are_saved() {
         let dir = tempfile::tempdir().unwrap();
         let conn = journal(dir.path());
-        let behind = WriteBehind::start(Arc::clone(&conn), || {}).unwrap();
+        let behind = WriteBehind::start(Arc::clone(&conn), || {}, |_| {}).unwrap();
         // The journal refuses one row (as a full disk or a constraint would).
         conn.lock()
             .unwrap()

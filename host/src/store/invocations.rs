@@ -77,9 +77,9 @@ impl Store {
     /// returned, like the one its first caller got.
     pub fn begin(&self, b: &Begin<'_>) -> Result<BeginOutcome> {
         match self.lookup(b)? {
-            Lookup::Replay(stored) => {
+            Lookup::Replay { outcome, .. } => {
                 self.make_durable()?;
-                Ok(BeginOutcome::Replay(stored))
+                Ok(BeginOutcome::Replay(outcome))
             }
             Lookup::Absent | Lookup::Decide => self.decide(b),
         }
@@ -169,8 +169,8 @@ pub(crate) fn parse_state(s: &str) -> InvocationState {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Lookup {
     /// The saved outcome of a completed, live invocation with the same arguments
-    /// (and a tool-call id, if any, already bound to it).
-    Replay(String),
+    /// (and a tool-call id, if any, already bound to it), and when it was created.
+    Replay { outcome: String, created_at: i64 },
     /// No record of the key at all, and no tool-call id to bind.
     Absent,
     /// Anything else (running, resumable, expired, a mismatch, an alias to bind):
@@ -310,7 +310,10 @@ fn lookup_in(conn: &Connection, b: &Begin<'_>) -> rusqlite::Result<Lookup> {
             return Ok(Lookup::Decide);
         }
     }
-    Ok(Lookup::Replay(outcome))
+    Ok(Lookup::Replay {
+        outcome,
+        created_at: created,
+    })
 }
 
 fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<BeginOutcome> {

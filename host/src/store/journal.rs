@@ -131,6 +131,7 @@ impl Store {
     /// that a live lease still holds.
     pub fn gc(&self, now: i64, retention_ms: i64) -> Result<GcReport> {
         self.flush()?;
+        self.forget_recent();
         let cutoff = now.saturating_sub(retention_ms);
         let report = self.transaction(|tx| {
             let expired = "SELECT key FROM invocations WHERE created_at <= ?1

@@ -10,6 +10,7 @@ mod durable;
 mod effects;
 mod invocations;
 mod journal;
+mod recent;
 mod resolution;
 mod schema;
 
@@ -65,6 +66,7 @@ pub struct Store {
     /// commit (`None` for an in-memory journal, which one connection holds).
     reader: Option<Mutex<Connection>>,
     sync: Arc<durable::GroupSync>,
+    recent: Arc<recent::Recent>,
     _checkpointer: Option<checkpoint::Checkpointer>,
 }
 
@@ -161,12 +163,16 @@ impl Store {
             None
         };
         let conn = Arc::new(Mutex::new(conn));
+        let recent = Arc::new(recent::Recent::default());
         let behind = if wal && durability == Durability::Normal {
             let sync = Arc::clone(&sync);
-            let writer = behind::WriteBehind::start(Arc::clone(&conn), move || sync.note_written())
-                .map_err(|e| {
-                    Error::Host(anyhow::anyhow!("cannot start the journal writer: {e}"))
-                })?;
+            let lost = Arc::clone(&recent);
+            let writer = behind::WriteBehind::start(
+                Arc::clone(&conn),
+                move || sync.note_written(),
+                move |key| lost.forget(key),
+            )
+            .map_err(|e| Error::Host(anyhow::anyhow!("cannot start the journal writer: {e}")))?;
             Some(writer)
         } else {
             None
@@ -177,6 +183,7 @@ impl Store {
             conn,
             reader,
             sync,
+            recent,
             _checkpointer: checkpointer,
         })
     }
@@ -211,6 +218,38 @@ impl Store {
         }
     }
 
+    /// Remembers the outcome of `key` as saved (or queued to be) complete, so a retry
+    /// in this process is replayed without a query (see `store/recent.rs`).
+    pub(crate) fn remember(
+        &self,
+        key: &crate::keys::InvocationKey,
+        fingerprint: &crate::keys::Fingerprint,
+        created_at: i64,
+        outcome: &str,
+    ) {
+        self.recent.remember(key, fingerprint, created_at, outcome);
+    }
+
+    /// The remembered outcome of `key` if it completed with `fingerprint` and is
+    /// within retention at `now`.
+    pub(crate) fn recall(
+        &self,
+        key: &crate::keys::InvocationKey,
+        fingerprint: &crate::keys::Fingerprint,
+        now: i64,
+        retention_ms: i64,
+    ) -> Option<Arc<str>> {
+        match self.recent.recall(key, fingerprint, now, retention_ms) {
+            recent::Recall::Replay(outcome) => Some(outcome),
+            recent::Recall::Unknown => None,
+        }
+    }
+
+    /// Forgets the remembered outcomes (records were deleted).
+    pub(crate) fn forget_recent(&self) {
+        self.recent.clear();
+    }
+
     /// The journal's error if a write made behind a call could not be saved since the
     /// last report; does not wait for queued writes.
     pub(crate) fn take_behind_failure(&self) -> Result<()> {
@@ -231,18 +270,22 @@ impl Store {
         }
     }
 
-    /// Runs `f` on the reader connection (the main one for an in-memory journal).
+    /// Runs the read-only `f` on whichever connection is free.
     pub(crate) fn with_reader<R>(
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<R>,
     ) -> Result<R> {
-        match &self.reader {
-            Some(reader) => {
-                let conn = reader.lock().unwrap_or_else(|p| p.into_inner());
-                f(&conn).map_err(|e| Error::store(&self.path, e))
-            }
-            None => self.with(|conn| f(conn)),
-        }
+        let Some(reader) = &self.reader else {
+            return self.with(|conn| f(conn));
+        };
+        // The main connection's page cache is warm (it made the last writes); the
+        // reader's is dropped whenever another connection wrote. Use the reader only
+        // while the main one is busy (committing a batch written behind).
+        let result = match self.conn.try_lock() {
+            Ok(conn) => f(&conn),
+            Err(_) => f(&reader.lock().unwrap_or_else(|p| p.into_inner())),
+        };
+        result.map_err(|e| Error::store(&self.path, e))
     }
 
     /// Returns once every commit this store made before the call is on disk: one

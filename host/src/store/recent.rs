@@ -1,0 +1,185 @@
+//! Outcomes this store saved or read lately, so a retry is replayed without a query.
+//!
+//! A completed invocation never changes: its record is only ever deleted, by `gc` or
+//! by a call after it expired. So an outcome remembered here is the journal's, as long
+//! as it is within retention (checked on every hit) and `gc` has not run since (it
+//! clears this). What is remembered is bounded in entries and in bytes; older entries
+//! make way for newer ones.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::keys::{Fingerprint, InvocationKey};
+
+/// At most this many outcomes are remembered.
+const MAX_ENTRIES: usize = 4096;
+/// At most this many bytes of outcomes are remembered.
+const MAX_BYTES: usize = 16 << 20;
+/// A larger outcome is not remembered (the journal serves it).
+const MAX_OUTCOME_BYTES: usize = 64 << 10;
+
+#[derive(Debug)]
+struct Entry {
+    fingerprint: Fingerprint,
+    created_at: i64,
+    outcome: Arc<str>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    entries: HashMap<InvocationKey, Entry>,
+    /// Insertion order, for eviction.
+    order: VecDeque<InvocationKey>,
+    bytes: usize,
+}
+
+/// What a remembered outcome says about a call.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Recall {
+    /// Completed with the same arguments: replay this.
+    Replay(Arc<str>),
+    /// Not remembered (or remembered with other arguments, or expired): ask the
+    /// journal.
+    Unknown,
+}
+
+/// Recently completed outcomes of one store.
+#[derive(Debug, Default)]
+pub(crate) struct Recent {
+    state: Mutex<State>,
+}
+
+impl Recent {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Remembers the outcome of `key`, saved (or read) complete.
+    pub(crate) fn remember(
+        &self,
+        key: &InvocationKey,
+        fingerprint: &Fingerprint,
+        created_at: i64,
+        outcome: &str,
+    ) {
+        if outcome.len() > MAX_OUTCOME_BYTES {
+            return;
+        }
+        let mut state = self.lock();
+        if state.entries.contains_key(key) {
+            return;
+        }
+        state.bytes += outcome.len();
+        state.entries.insert(
+            key.clone(),
+            Entry {
+                fingerprint: fingerprint.clone(),
+                created_at,
+                outcome: Arc::from(outcome),
+            },
+        );
+        state.order.push_back(key.clone());
+        while state.entries.len() > MAX_ENTRIES || state.bytes > MAX_BYTES {
+            let Some(oldest) = state.order.pop_front() else {
+                break;
+            };
+            if let Some(gone) = state.entries.remove(&oldest) {
+                state.bytes -= gone.outcome.len();
+            }
+        }
+    }
+
+    /// What is remembered of `key` for a call with `fingerprint` at `now`.
+    pub(crate) fn recall(
+        &self,
+        key: &InvocationKey,
+        fingerprint: &Fingerprint,
+        now: i64,
+        retention_ms: i64,
+    ) -> Recall {
+        let state = self.lock();
+        match state.entries.get(key) {
+            Some(e)
+                if e.fingerprint == *fingerprint
+                    && now < e.created_at.saturating_add(retention_ms) =>
+            {
+                Recall::Replay(Arc::clone(&e.outcome))
+            }
+            _ => Recall::Unknown,
+        }
+    }
+
+    /// Forgets `key` (its record could not be saved).
+    pub(crate) fn forget(&self, key: &InvocationKey) {
+        let mut state = self.lock();
+        if let Some(gone) = state.entries.remove(key) {
+            state.bytes -= gone.outcome.len();
+            state.order.retain(|k| k != key);
+        }
+    }
+
+    /// Forgets everything (records were deleted).
+    pub(crate) fn clear(&self) {
+        *self.lock() = State::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: u32) -> InvocationKey {
+        InvocationKey::from_stored(format!("{n:032x}"))
+    }
+
+    fn print(c: char) -> Fingerprint {
+        Fingerprint::from_stored(c.to_string().repeat(64))
+    }
+
+    #[test]
+    fn replays_only_the_same_arguments_within_retention() {
+        let recent = Recent::default();
+        recent.remember(&key(1), &print('a'), 1_000, "out");
+        assert_eq!(
+            recent.recall(&key(1), &print('a'), 1_999, 1_000),
+            Recall::Replay(Arc::from("out"))
+        );
+        assert_eq!(
+            recent.recall(&key(1), &print('b'), 1_500, 1_000),
+            Recall::Unknown
+        );
+        assert_eq!(
+            recent.recall(&key(1), &print('a'), 2_000, 1_000),
+            Recall::Unknown,
+            "expired at the boundary"
+        );
+        assert_eq!(
+            recent.recall(&key(2), &print('a'), 1_500, 1_000),
+            Recall::Unknown
+        );
+        recent.clear();
+        assert_eq!(
+            recent.recall(&key(1), &print('a'), 1_500, 1_000),
+            Recall::Unknown
+        );
+    }
+
+    #[test]
+    fn forgets_the_oldest_past_its_bounds_and_skips_large_outcomes() {
+        let recent = Recent::default();
+        for n in 0..(MAX_ENTRIES as u32 + 10) {
+            recent.remember(&key(n), &print('a'), 0, "x");
+        }
+        assert_eq!(recent.recall(&key(0), &print('a'), 1, 10), Recall::Unknown);
+        assert!(matches!(
+            recent.recall(&key(MAX_ENTRIES as u32 + 9), &print('a'), 1, 10),
+            Recall::Replay(_)
+        ));
+        let big = "y".repeat(MAX_OUTCOME_BYTES + 1);
+        recent.remember(&key(u32::MAX), &print('a'), 0, &big);
+        assert_eq!(
+            recent.recall(&key(u32::MAX), &print('a'), 1, 10),
+            Recall::Unknown
+        );
+    }
+}
