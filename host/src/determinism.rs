@@ -19,6 +19,8 @@
 //! not secret from the host.
 
 use std::cell::Cell;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -41,15 +43,31 @@ impl std::fmt::Debug for Seed {
 }
 
 impl Seed {
-    /// A fresh seed from the operating system's random source.
+    /// A fresh, unpredictable seed: SHA-256 of a secret drawn once per process from
+    /// the operating system's random source and a counter (one system call per
+    /// process, not per call).
     pub fn random() -> Result<Self> {
-        let mut bytes = [0u8; 32];
-        getrandom::fill(&mut bytes).map_err(|e| {
-            Error::Host(anyhow::anyhow!(
-                "the operating system gave no random seed for a guest: {e}"
-            ))
-        })?;
-        Ok(Self(bytes))
+        static SECRET: OnceLock<std::result::Result<[u8; 32], String>> = OnceLock::new();
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let secret = SECRET
+            .get_or_init(|| {
+                let mut bytes = [0u8; 32];
+                getrandom::fill(&mut bytes)
+                    .map(|()| bytes)
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| {
+                Error::Host(anyhow::anyhow!(
+                    "the operating system gave no random seed for a guest: {e}"
+                ))
+            })?;
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let mut hash = Sha256::new();
+        hash.update(b"justonce.seed.v1");
+        hash.update(secret);
+        hash.update(n.to_le_bytes());
+        Ok(Self(hash.finalize().into()))
     }
 
     /// The seed as stored in the journal: 64 lowercase hex characters.

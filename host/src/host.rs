@@ -774,15 +774,20 @@ impl Host {
         // Stored first, then answered: the answer a caller gets is always one a retry
         // can get again.
         let mut stored = outcome.to_stored();
-        if let Err(e) = Outcome::from_stored(&stored) {
-            // JSON nested past what the parser reads back (a hostile guest): save a
-            // trap instead, or every retry would fail to replay the outcome.
-            stored = Outcome::Trap {
-                reason: "invalid_output".into(),
-                message: format!("the tool's output cannot be saved and read back: {e}"),
+        // The caller gets what a retry will read back, parsed from the same text.
+        let answer = match Outcome::from_stored(&stored) {
+            Ok(answer) => answer,
+            Err(e) => {
+                // JSON nested past what the parser reads back (a hostile guest): save a
+                // trap instead, or every retry would fail to replay the outcome.
+                let trap = Outcome::Trap {
+                    reason: "invalid_output".into(),
+                    message: format!("the tool's output cannot be saved and read back: {e}"),
+                };
+                stored = trap.to_stored();
+                trap
             }
-            .to_stored();
-        }
+        };
         fault::point(FaultPoint::AfterRecord);
         let store = &self.shared.store;
         // Remembered once saved, or before it is queued (a queued write that fails
@@ -836,11 +841,10 @@ impl Host {
             }
         }
         fault::point(FaultPoint::AfterOutcome);
-        let outcome = Outcome::from_stored(&stored).expect("a stored outcome reads back");
         Ok(Some(CallResponse {
             key: key.clone(),
             replayed: false,
-            outcome,
+            outcome: answer,
         }))
     }
 
