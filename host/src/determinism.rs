@@ -19,9 +19,9 @@
 //! not secret from the host.
 
 use std::cell::Cell;
+use std::convert::Infallible;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::convert::Infallible;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
@@ -47,21 +47,21 @@ impl Seed {
     /// the operating system's random source and a counter (one system call per
     /// process, not per call).
     pub fn random() -> Result<Self> {
-        static SECRET: OnceLock<std::result::Result<[u8; 32], String>> = OnceLock::new();
+        static SECRET: OnceLock<[u8; 32]> = OnceLock::new();
         static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let secret = SECRET
-            .get_or_init(|| {
+        let secret = match SECRET.get() {
+            Some(secret) => secret,
+            None => {
+                // A failure is reported and tried again on the next call.
                 let mut bytes = [0u8; 32];
-                getrandom::fill(&mut bytes)
-                    .map(|()| bytes)
-                    .map_err(|e| e.to_string())
-            })
-            .as_ref()
-            .map_err(|e| {
-                Error::Host(anyhow::anyhow!(
-                    "the operating system gave no random seed for a guest: {e}"
-                ))
-            })?;
+                getrandom::fill(&mut bytes).map_err(|e| {
+                    Error::Host(anyhow::anyhow!(
+                        "the operating system gave no random seed for a guest: {e}"
+                    ))
+                })?;
+                SECRET.get_or_init(|| bytes)
+            }
+        };
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let mut hash = Sha256::new();
         hash.update(b"justonce.seed.v1");

@@ -109,6 +109,24 @@ pub enum Error {
         source: rusqlite::Error,
     },
 
+    /// A write made behind an earlier call (`Durability::Normal`) could not be saved:
+    /// that call was answered but its outcome is not in the journal, so a retry of it
+    /// runs it again. Reported once, by the next call, which runs nothing.
+    #[error(
+        "journal database {}{}: the outcome of call {key}, answered earlier, could not be saved and that call runs again if retried ({source}); this call was not run and is safe to retry",
+        path.display(),
+        store_condition(source)
+    )]
+    LostWrite {
+        /// The database file.
+        path: PathBuf,
+        /// The earlier call whose write was lost.
+        key: InvocationKey,
+        /// What SQLite said.
+        #[source]
+        source: rusqlite::Error,
+    },
+
     /// The journal database was written by a newer justonce.
     #[error(
         "journal database {} has schema version {found}, newer than this justonce supports ({supported}); upgrade justonce",
@@ -174,7 +192,7 @@ impl Error {
             Self::Divergence { .. } => "divergence",
             Self::Load { .. } => "load_failed",
             Self::DuplicateTool { .. } => "duplicate_tool",
-            Self::Store { source, .. } => store_kind(source),
+            Self::Store { source, .. } | Self::LostWrite { source, .. } => store_kind(source),
             Self::NewerSchema { .. } => "newer_schema",
             Self::LeaseLost { .. } => "lease_lost",
             Self::CannotResolve { .. } => "cannot_resolve",
@@ -235,6 +253,16 @@ fn store_kind(source: &rusqlite::Error) -> &'static str {
         Some(Code::ReadOnly | Code::PermissionDenied) => "store_read_only",
         Some(Code::CannotOpen) => "store_unavailable",
         _ => "store_failed",
+    }
+}
+
+/// The journal's condition, for a failure that was not this step's.
+fn store_condition(source: &rusqlite::Error) -> &'static str {
+    match store_kind(source) {
+        "store_full" => " cannot grow: the disk is full",
+        "store_read_only" => " is read-only",
+        "store_corrupt" => " is corrupt",
+        _ => " failed",
     }
 }
 

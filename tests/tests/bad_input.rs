@@ -329,10 +329,16 @@ fn a_write_behind_the_call_that_the_journal_refuses_fails_the_next_call_with_the
     let next = CallRequest::new("echo", r#"{"message":"next"}"#).conversation("c2");
     let err = host.call(&next).unwrap_err();
     assert_eq!(err.kind(), "store_full", "{err}");
+    let message = err.to_string();
     assert!(
-        err.to_string().contains(&path.display().to_string()),
+        message.contains(&path.display().to_string()),
         "names the file: {err}"
     );
+    assert!(
+        message.contains(answered.key.as_str()) && message.contains("this call was not run"),
+        "names the call whose outcome was lost, and says this one did not run: {err}"
+    );
+    assert!(matches!(err, justonce::Error::LostWrite { .. }), "{err:?}");
     host.store()
         .read(|c| c.execute_batch("PRAGMA max_page_count = 1073741823;"))
         .unwrap();

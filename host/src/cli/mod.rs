@@ -177,6 +177,7 @@ pub fn exit_code(error: &Error) -> u8 {
         Error::Load { .. }
         | Error::DuplicateTool { .. }
         | Error::Store { .. }
+        | Error::LostWrite { .. }
         | Error::NewerSchema { .. }
         | Error::Host(_) => exit::HOST_FAILURE,
     }

@@ -161,6 +161,7 @@ pub(crate) fn call_result(
             | Error::Config { .. }
             | Error::DuplicateTool { .. }
             | Error::Store { .. }
+            | Error::LostWrite { .. }
             | Error::NewerSchema { .. }
             | Error::Host(_) => {
                 Err(RpcError::new(INTERNAL_ERROR, error.to_string())

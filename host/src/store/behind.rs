@@ -113,8 +113,17 @@ struct Queue {
     /// Someone waits for the queue: commit without lingering.
     urgent: bool,
     /// The last failure to apply a job, reported by the next flush.
-    failed: Option<rusqlite::Error>,
+    failed: Option<Lost>,
     stop: bool,
+}
+
+/// A write made behind a call that the journal could not save.
+#[derive(Debug)]
+pub(crate) struct Lost {
+    /// The call whose write was lost.
+    pub key: InvocationKey,
+    /// What SQLite said.
+    pub error: rusqlite::Error,
 }
 
 #[derive(Debug, Default)]
@@ -196,7 +205,7 @@ impl WriteBehind {
 
     /// Waits until every job queued so far is applied; the last failure to apply
     /// one, if any happened since the previous flush.
-    pub(crate) fn flush(&self) -> Result<(), rusqlite::Error> {
+    pub(crate) fn flush(&self) -> Result<(), Lost> {
         let queue = self.shared.lock();
         let number = queue.queued;
         match self.wait_for(queue, number).failed.take() {
@@ -205,8 +214,16 @@ impl WriteBehind {
         }
     }
 
+    /// Wakes the writer if anything is queued (a keyed answer whose call ended
+    /// without an outcome to carry it).
+    pub(crate) fn nudge(&self) {
+        if !self.shared.lock().jobs.is_empty() {
+            self.shared.work.notify_one();
+        }
+    }
+
     /// The failure to apply a job since the last report, without waiting.
-    pub(crate) fn take_failure(&self) -> Option<rusqlite::Error> {
+    pub(crate) fn take_failure(&self) -> Option<Lost> {
         self.shared.lock().failed.take()
     }
 
@@ -264,12 +281,25 @@ fn write_loop(
             let last = queue.applied + queue.jobs.len() as u64;
             (std::mem::take(&mut queue.jobs), last)
         };
-        let failure = {
+        // A panic here must not leave callers waiting for jobs that never land.
+        let failure = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
             let failure = apply_all(&mut conn, &jobs, failed);
             after();
             failure
-        };
+        }))
+        .unwrap_or_else(|_| {
+            for job in &jobs {
+                failed(job.invocation());
+            }
+            jobs.first().map(|job| Lost {
+                key: job.invocation().clone(),
+                error: rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_INTERNAL),
+                    Some("the journal writer failed while saving writes made behind calls".into()),
+                ),
+            })
+        });
         let mut queue = shared.lock();
         queue.applied = last;
         queue.keys.retain(|_, number| *number > last);
@@ -283,11 +313,7 @@ fn write_loop(
 
 /// Applies `jobs` in one transaction; if that fails, each in its own, so one bad job
 /// costs only itself. Returns the last failure (each is logged, naming its call).
-fn apply_all(
-    conn: &mut Connection,
-    jobs: &[Job],
-    failed: &dyn Fn(&InvocationKey),
-) -> Option<rusqlite::Error> {
+fn apply_all(conn: &mut Connection, jobs: &[Job], failed: &dyn Fn(&InvocationKey)) -> Option<Lost> {
     let batch = (|| {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let mut moved_on = Vec::new();
@@ -313,13 +339,14 @@ fn apply_all(
                 })();
                 match one {
                     Ok(true) => {}
-                    Ok(false) => {
-                        tracing::warn!(key = %job.invocation(), "another run journaled this call meanwhile; its saved outcome stands")
-                    }
+                    Ok(false) => moved_on(job.invocation(), failed),
                     Err(e) => {
                         failed(job.invocation());
                         tracing::error!(key = %job.invocation(), "the journal could not save a write made behind this call (a retry runs it again): {e}");
-                        failure = Some(e);
+                        failure = Some(Lost {
+                            key: job.invocation().clone(),
+                            error: e,
+                        });
                     }
                 }
             }
@@ -327,9 +354,17 @@ fn apply_all(
         }
     };
     for key in moved_on {
-        tracing::warn!(%key, "another run journaled this call meanwhile; its saved outcome stands");
+        self::moved_on(&key, failed);
     }
     None
+}
+
+/// A job found the journal moved on (another run journaled the call, or took its
+/// lease over): the journal's record stands, and this process must not replay the
+/// outcome it answered from memory.
+fn moved_on(key: &InvocationKey, failed: &dyn Fn(&InvocationKey)) {
+    failed(key);
+    tracing::warn!(%key, "another run journaled this call meanwhile; the journal's outcome stands");
 }
 
 #[cfg(test)]
@@ -407,8 +442,13 @@ mod tests {
             behind.push(new_call(n));
         }
         drop(held);
-        let err = behind.flush().unwrap_err();
-        assert!(err.to_string().contains("refused"), "{err}");
+        let lost = behind.flush().unwrap_err();
+        assert!(
+            lost.error.to_string().contains("refused"),
+            "{:?}",
+            lost.error
+        );
+        assert_eq!(lost.key, InvocationKey::from_stored(format!("{:032x}", 2)));
         assert_eq!(count(&conn), 2, "the two good writes are saved");
         assert!(behind.flush().is_ok(), "reported once");
     }

@@ -210,7 +210,7 @@ pub(crate) fn hold_in(
 impl Store {
     /// The journaled effect at `seq` of `invocation`, if any.
     pub fn effect(&self, invocation: &InvocationKey, seq: u32) -> Result<Option<EffectRecord>> {
-        self.flush()?;
+        self.flush_key(invocation);
         self.with(|conn| get(conn, invocation, seq))
     }
 
@@ -245,7 +245,7 @@ impl Store {
 
     /// How many effects of `invocation` are journaled at position `seq` or later.
     pub fn effects_from(&self, invocation: &InvocationKey, seq: u32) -> Result<u32> {
-        self.flush()?;
+        self.flush_key(invocation);
         self.with(|conn| {
             conn.query_row(
                 "SELECT COUNT(*) FROM effects WHERE invocation_key = ?1 AND seq >= ?2",

@@ -145,6 +145,8 @@ impl Store {
 
     /// Leaves a run resumable (an effect's outcome is unknown) and releases the lease.
     pub fn suspend(&self, key: &InvocationKey, owner: &str, now: i64) -> Result<bool> {
+        // Keyed answers queued behind this run have no outcome to ride with.
+        self.nudge_behind();
         self.with(|conn| {
             let n = conn.execute(
                 "UPDATE invocations SET state = 'incomplete', updated_at = ?3,

@@ -131,7 +131,6 @@ impl Store {
     /// that a live lease still holds.
     pub fn gc(&self, now: i64, retention_ms: i64) -> Result<GcReport> {
         self.flush()?;
-        self.forget_recent();
         let cutoff = now.saturating_sub(retention_ms);
         let report = self.transaction(|tx| {
             let expired = "SELECT key FROM invocations WHERE created_at <= ?1
@@ -155,6 +154,10 @@ impl Store {
                 aliases: aliases as u64,
             }))
         })?;
+        // After the delete: a replay remembered meanwhile may be of a deleted record.
+        // (A `gc` in another process is not seen here; this process replays what it
+        // answered within its own retention.)
+        self.forget_recent();
         Ok(report.expect("gc never fails logically"))
     }
 }

@@ -52,7 +52,12 @@ pub enum Durability {
     Full,
     /// `synchronous=NORMAL` and no durable points: no fsync on the call path. A power
     /// cut may lose the last commits — an effect that ran may then be performed again
-    /// under a key the journal forgot. Faster; for journals that can be rebuilt.
+    /// under a key the journal forgot. And a file journal writes behind the call what
+    /// the caller need not wait for (see `store/behind.rs`): the outcome of a call
+    /// that performed no unkeyed effect, and keyed answers, committed by a writer
+    /// thread within about a millisecond; a crash of the process in that window loses
+    /// them, and a retry then runs the call again (its keyed effects under the keys
+    /// already journaled). Faster; for journals that can be rebuilt.
     Normal,
 }
 
@@ -213,7 +218,7 @@ impl Store {
     /// saving fails the next call with the reason.
     pub fn flush(&self) -> Result<()> {
         match &self.behind {
-            Some(behind) => behind.flush().map_err(|e| Error::store(&self.path, e)),
+            Some(behind) => behind.flush().map_err(|lost| self.lost(lost)),
             None => Ok(()),
         }
     }
@@ -258,8 +263,24 @@ impl Store {
             .as_ref()
             .and_then(behind::WriteBehind::take_failure)
         {
-            Some(e) => Err(Error::store(&self.path, e)),
+            Some(lost) => Err(self.lost(lost)),
             None => Ok(()),
+        }
+    }
+
+    fn lost(&self, lost: behind::Lost) -> Error {
+        Error::LostWrite {
+            path: self.path.clone(),
+            key: lost.key,
+            source: lost.error,
+        }
+    }
+
+    /// Wakes the write-behind thread for anything queued (a run that ends without an
+    /// outcome to carry its keyed answers).
+    pub(crate) fn nudge_behind(&self) {
+        if let Some(behind) = &self.behind {
+            behind.nudge();
         }
     }
 

@@ -66,8 +66,10 @@ impl Recent {
             return;
         }
         let mut state = self.lock();
-        if state.entries.contains_key(key) {
-            return;
+        // A key that ran again (its old record expired) replaces what was remembered.
+        if let Some(old) = state.entries.remove(key) {
+            state.bytes -= old.outcome.len();
+            state.order.retain(|k| k != key);
         }
         state.bytes += outcome.len();
         state.entries.insert(
