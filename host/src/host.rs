@@ -809,7 +809,11 @@ impl Host {
                     outcome: stored.clone(),
                     now,
                 })?;
-            } else if !store.complete_new(&record, &stored, now)? {
+            } else if !store.write_through(BehindJob::CompleteNew {
+                record,
+                outcome: stored.clone(),
+                now,
+            })? {
                 // No effect: the record is written once, complete. Another run that
                 // journaled the key meanwhile wins; this caller then looks again.
                 return Ok(None);
@@ -825,12 +829,22 @@ impl Host {
                 now,
             })?;
         } else {
-            let durable = session.needs_durable_outcome();
-            match self
-                .shared
-                .store
-                .complete(key, owner, &stored, now, durable)
-            {
+            // Committed with whatever other calls finish at the same time (and the
+            // keyed answers queued before it), then made durable if it must be.
+            let saved = store
+                .write_through(BehindJob::Complete {
+                    key: key.clone(),
+                    owner: owner.to_owned(),
+                    outcome: stored.clone(),
+                    now,
+                })
+                .and_then(|saved| {
+                    if saved && session.needs_durable_outcome() {
+                        store.make_durable()?;
+                    }
+                    Ok(saved)
+                });
+            match saved {
                 Ok(true) => remember(),
                 Ok(false) => return Err(Error::LeaseLost { key: key.clone() }),
                 Err(e) => {

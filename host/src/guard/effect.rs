@@ -463,9 +463,10 @@ impl EffectSession {
         }
     }
 
-    /// Saves an effect's definitive answer. A keyed one may be written behind the call
-    /// (see `store/behind.rs`): lost, a retry asks the downstream again under the same
-    /// key. An unkeyed one is written before the guest goes on.
+    /// Saves an effect's definitive answer. With `Normal` durability a keyed one is
+    /// written behind the call (see `store/behind.rs`): lost, a retry asks the
+    /// downstream again under the same key. Otherwise it is committed before the guest
+    /// goes on, in one commit with whatever concurrent calls save at the same time.
     fn save_answer(
         &self,
         class: ProviderClass,
@@ -473,16 +474,16 @@ impl EffectSession {
         stored: &str,
     ) -> Result<(), Error> {
         let store = &self.shared.store;
-        let now = self.shared.clock.now_ms();
+        let job = BehindJob::Finish {
+            invocation: self.invocation.clone(),
+            key: key.clone(),
+            response: stored.to_owned(),
+            now: self.shared.clock.now_ms(),
+        };
         if class == ProviderClass::Keyed && store.writes_behind() {
-            store.write_behind(BehindJob::Finish {
-                invocation: self.invocation.clone(),
-                key: key.clone(),
-                response: stored.to_owned(),
-                now,
-            })
+            store.write_behind(job)
         } else {
-            store.finish_effect(key, stored, now)
+            store.write_through(job).map(drop)
         }
     }
 

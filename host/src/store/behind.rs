@@ -23,7 +23,7 @@
 //! an unkeyed effect) never go through here.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -105,6 +105,8 @@ impl Job {
 #[derive(Debug, Default)]
 struct Queue {
     jobs: Vec<Job>,
+    /// For each queued job, where to send its result if its caller waits for it.
+    replies: Vec<Option<Reply>>,
     /// Jobs queued so far, and applied so far (in order).
     queued: u64,
     applied: u64,
@@ -116,6 +118,10 @@ struct Queue {
     failed: Option<Lost>,
     stop: bool,
 }
+
+/// Where the writer sends the result of a job whose caller waits for it: whether it
+/// was applied (`false`: the journal had moved on), or the journal's error.
+pub(crate) type Reply = mpsc::Sender<rusqlite::Result<bool>>;
 
 /// A write made behind a call that the journal could not save.
 #[derive(Debug)]
@@ -172,16 +178,39 @@ impl WriteBehind {
 
     /// Queues `job`; the caller does not wait for it.
     pub(crate) fn push(&self, job: Job) {
+        self.enqueue(job, None);
+    }
+
+    /// Queues `job` and waits until the writer applied it, with the jobs queued
+    /// before it, in one commit shared with whatever else waits then (`Full`
+    /// durability: concurrent calls share commits as well as fsyncs). Whether it was
+    /// applied (`false`: the journal had moved on), or the journal's error.
+    pub(crate) fn apply(&self, job: Job) -> rusqlite::Result<bool> {
+        let (reply, result) = mpsc::channel();
+        self.enqueue(job, Some(reply));
+        result.recv().unwrap_or_else(|_| {
+            Err(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_INTERNAL),
+                Some("the journal writer stopped before saving the write".into()),
+            ))
+        })
+    }
+
+    fn enqueue(&self, job: Job, reply: Option<Reply>) {
         let mut queue = self.shared.lock();
         queue.queued += 1;
         let number = queue.queued;
         queue.keys.insert(job.invocation().clone(), number);
         let job_is_outcome = job.is_outcome();
+        let awaited = reply.is_some();
         queue.jobs.push(job);
-        // The first outcome of a batch (or a full batch) wakes the writer. A keyed
-        // answer waits for its call's outcome, so both land in one commit.
+        queue.replies.push(reply);
+        // The first outcome of a batch (or a full batch) wakes the writer; one that a
+        // caller waits for makes it commit at once. A keyed answer waits for its
+        // call's outcome, so both land in one commit.
         let outcomes = queue.jobs.iter().filter(|j| j.is_outcome()).count();
-        let wake = (job_is_outcome && outcomes == 1) || queue.jobs.len() >= BATCH;
+        queue.urgent |= awaited;
+        let wake = (job_is_outcome && outcomes == 1) || awaited || queue.jobs.len() >= BATCH;
         drop(queue);
         if wake {
             self.shared.work.notify_one();
@@ -261,7 +290,7 @@ fn write_loop(
     failed: &dyn Fn(&InvocationKey),
 ) {
     loop {
-        let (jobs, last) = {
+        let (jobs, replies, last) = {
             let mut queue = shared
                 .work
                 .wait_while(shared.lock(), |q| q.jobs.is_empty() && !q.stop)
@@ -279,27 +308,57 @@ fn write_loop(
                 .0;
             queue.urgent = false;
             let last = queue.applied + queue.jobs.len() as u64;
-            (std::mem::take(&mut queue.jobs), last)
+            (
+                std::mem::take(&mut queue.jobs),
+                std::mem::take(&mut queue.replies),
+                last,
+            )
         };
         // A panic here must not leave callers waiting for jobs that never land.
-        let failure = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
-            let failure = apply_all(&mut conn, &jobs, failed);
+            let results = apply_all(&mut conn, &jobs);
             after();
-            failure
+            results
         }))
         .unwrap_or_else(|_| {
-            for job in &jobs {
-                failed(job.invocation());
-            }
-            jobs.first().map(|job| Lost {
-                key: job.invocation().clone(),
-                error: rusqlite::Error::SqliteFailure(
-                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_INTERNAL),
-                    Some("the journal writer failed while saving writes made behind calls".into()),
-                ),
-            })
+            jobs.iter()
+                .map(|_| {
+                    Err(rusqlite::Error::SqliteFailure(
+                        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_INTERNAL),
+                        Some(
+                            "the journal writer failed while saving writes made behind calls"
+                                .into(),
+                        ),
+                    ))
+                })
+                .collect()
         });
+        let mut failure = None;
+        for ((job, reply), result) in jobs.iter().zip(replies).zip(results) {
+            let key = job.invocation();
+            match (reply, result) {
+                // The caller waits: it gets the result and answers accordingly.
+                (Some(reply), result) => {
+                    let _ = reply.send(result);
+                }
+                (None, Ok(true)) => {}
+                (None, Ok(false)) => {
+                    // The journal's record stands; this process must not replay the
+                    // outcome it answered from memory.
+                    failed(key);
+                    tracing::warn!(%key, "another run journaled this call meanwhile; the journal's outcome stands");
+                }
+                (None, Err(error)) => {
+                    failed(key);
+                    tracing::error!(%key, "the journal could not save a write made behind this call (a retry runs it again): {error}");
+                    failure = Some(Lost {
+                        key: key.clone(),
+                        error,
+                    });
+                }
+            }
+        }
         let mut queue = shared.lock();
         queue.applied = last;
         queue.keys.retain(|_, number| *number > last);
@@ -312,59 +371,30 @@ fn write_loop(
 }
 
 /// Applies `jobs` in one transaction; if that fails, each in its own, so one bad job
-/// costs only itself. Returns the last failure (each is logged, naming its call).
-fn apply_all(conn: &mut Connection, jobs: &[Job], failed: &dyn Fn(&InvocationKey)) -> Option<Lost> {
+/// costs only itself. The result of each job, in order.
+fn apply_all(conn: &mut Connection, jobs: &[Job]) -> Vec<rusqlite::Result<bool>> {
     let batch = (|| {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let mut moved_on = Vec::new();
-        for job in jobs {
-            if !job.apply(&tx)? {
-                moved_on.push(job.invocation().clone());
-            }
-        }
+        let applied = jobs
+            .iter()
+            .map(|job| job.apply(&tx))
+            .collect::<rusqlite::Result<Vec<bool>>>()?;
         tx.commit()?;
-        Ok::<_, rusqlite::Error>(moved_on)
+        Ok::<_, rusqlite::Error>(applied)
     })();
-    let moved_on = match batch {
-        Ok(moved_on) => moved_on,
-        Err(_) => {
-            let mut failure = None;
-            for job in jobs {
-                let one = (|| {
-                    let tx =
-                        conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-                    let applied = job.apply(&tx)?;
-                    tx.commit()?;
-                    Ok::<_, rusqlite::Error>(applied)
-                })();
-                match one {
-                    Ok(true) => {}
-                    Ok(false) => moved_on(job.invocation(), failed),
-                    Err(e) => {
-                        failed(job.invocation());
-                        tracing::error!(key = %job.invocation(), "the journal could not save a write made behind this call (a retry runs it again): {e}");
-                        failure = Some(Lost {
-                            key: job.invocation().clone(),
-                            error: e,
-                        });
-                    }
-                }
-            }
-            return failure;
-        }
-    };
-    for key in moved_on {
-        self::moved_on(&key, failed);
+    match batch {
+        Ok(applied) => applied.into_iter().map(Ok).collect(),
+        Err(_) => jobs
+            .iter()
+            .map(|job| {
+                let tx =
+                    conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+                let applied = job.apply(&tx)?;
+                tx.commit()?;
+                Ok(applied)
+            })
+            .collect(),
     }
-    None
-}
-
-/// A job found the journal moved on (another run journaled the call, or took its
-/// lease over): the journal's record stands, and this process must not replay the
-/// outcome it answered from memory.
-fn moved_on(key: &InvocationKey, failed: &dyn Fn(&InvocationKey)) {
-    failed(key);
-    tracing::warn!(%key, "another run journaled this call meanwhile; the journal's outcome stands");
 }
 
 #[cfg(test)]

@@ -105,23 +105,6 @@ impl Store {
         Ok(outcome)
     }
 
-    /// Saves the outcome of a run that never journaled its invocation (it performed no
-    /// effect): the record is written complete, in one commit. Returns `false` when
-    /// another run created the record meanwhile (nothing written): this run's outcome
-    /// does not count, and the caller looks again.
-    ///
-    /// Not made durable: a call that performed no effect outside the journal can lose
-    /// its outcome to a power cut (never to a crash of the process) at no cost but
-    /// running the tool again; see `Durability::Full`.
-    pub(crate) fn complete_new(
-        &self,
-        record: &NewInvocation,
-        outcome: &str,
-        now: i64,
-    ) -> Result<bool> {
-        self.with(|conn| insert_completed_in(conn, record, outcome, now))
-    }
-
     /// Saves the outcome of a run that holds the lease, and releases the lease.
     /// Returns `false` when the lease was lost to another host (nothing written).
     /// With `durable`, the outcome is on disk (see [`Store::make_durable`]) before this

@@ -66,6 +66,7 @@ pub struct Store {
     /// Dropped first: drains the queue before anything else closes.
     behind: Option<behind::WriteBehind>,
     path: PathBuf,
+    durability: Durability,
     conn: Arc<Mutex<Connection>>,
     /// A second connection for a call's first look, so it never waits behind a
     /// commit (`None` for an in-memory journal, which one connection holds).
@@ -169,7 +170,7 @@ impl Store {
         };
         let conn = Arc::new(Mutex::new(conn));
         let recent = Arc::new(recent::Recent::default());
-        let behind = if wal && durability == Durability::Normal {
+        let behind = if wal {
             let sync = Arc::clone(&sync);
             let lost = Arc::clone(&recent);
             let writer = behind::WriteBehind::start(
@@ -185,6 +186,7 @@ impl Store {
         Ok(Self {
             behind,
             path,
+            durability,
             conn,
             reader,
             sync,
@@ -196,7 +198,17 @@ impl Store {
     /// Whether this journal writes behind the call what a call need not wait for
     /// (see `store/behind.rs`): a file journal with [`Durability::Normal`].
     pub(crate) fn writes_behind(&self) -> bool {
-        self.behind.is_some()
+        self.behind.is_some() && self.durability == Durability::Normal
+    }
+
+    /// Applies `job` and returns once it is committed, in one commit with whatever
+    /// other calls wait at the same time (through the writer thread of a file
+    /// journal). `false`: the journal had moved on and nothing was written.
+    pub(crate) fn write_through(&self, job: BehindJob) -> Result<bool> {
+        match &self.behind {
+            Some(behind) => behind.apply(job).map_err(|e| Error::store(&self.path, e)),
+            None => self.with(|conn| job.apply(conn)),
+        }
     }
 
     /// Queues a write the caller need not wait for; applied at once when this journal
