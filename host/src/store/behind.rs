@@ -23,7 +23,7 @@
 //! an unkeyed effect) never go through here.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -105,8 +105,6 @@ impl Job {
 #[derive(Debug, Default)]
 struct Queue {
     jobs: Vec<Job>,
-    /// For each queued job, where to send its result if its caller waits for it.
-    replies: Vec<Option<Reply>>,
     /// Jobs queued so far, and applied so far (in order).
     queued: u64,
     applied: u64,
@@ -118,10 +116,6 @@ struct Queue {
     failed: Option<Lost>,
     stop: bool,
 }
-
-/// Where the writer sends the result of a job whose caller waits for it: whether it
-/// was applied (`false`: the journal had moved on), or the journal's error.
-pub(crate) type Reply = mpsc::Sender<rusqlite::Result<bool>>;
 
 /// A write made behind a call that the journal could not save.
 #[derive(Debug)]
@@ -178,39 +172,16 @@ impl WriteBehind {
 
     /// Queues `job`; the caller does not wait for it.
     pub(crate) fn push(&self, job: Job) {
-        self.enqueue(job, None);
-    }
-
-    /// Queues `job` and waits until the writer applied it, with the jobs queued
-    /// before it, in one commit shared with whatever else waits then (`Full`
-    /// durability: concurrent calls share commits as well as fsyncs). Whether it was
-    /// applied (`false`: the journal had moved on), or the journal's error.
-    pub(crate) fn apply(&self, job: Job) -> rusqlite::Result<bool> {
-        let (reply, result) = mpsc::channel();
-        self.enqueue(job, Some(reply));
-        result.recv().unwrap_or_else(|_| {
-            Err(rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_INTERNAL),
-                Some("the journal writer stopped before saving the write".into()),
-            ))
-        })
-    }
-
-    fn enqueue(&self, job: Job, reply: Option<Reply>) {
         let mut queue = self.shared.lock();
         queue.queued += 1;
         let number = queue.queued;
         queue.keys.insert(job.invocation().clone(), number);
         let job_is_outcome = job.is_outcome();
-        let awaited = reply.is_some();
         queue.jobs.push(job);
-        queue.replies.push(reply);
-        // The first outcome of a batch (or a full batch) wakes the writer; one that a
-        // caller waits for makes it commit at once. A keyed answer waits for its
-        // call's outcome, so both land in one commit.
+        // The first outcome of a batch (or a full batch) wakes the writer. A keyed
+        // answer waits for its call's outcome, so both land in one commit.
         let outcomes = queue.jobs.iter().filter(|j| j.is_outcome()).count();
-        queue.urgent |= awaited;
-        let wake = (job_is_outcome && outcomes == 1) || awaited || queue.jobs.len() >= BATCH;
+        let wake = (job_is_outcome && outcomes == 1) || queue.jobs.len() >= BATCH;
         drop(queue);
         if wake {
             self.shared.work.notify_one();
@@ -290,7 +261,7 @@ fn write_loop(
     failed: &dyn Fn(&InvocationKey),
 ) {
     loop {
-        let (jobs, replies, last) = {
+        let (jobs, last) = {
             let mut queue = shared
                 .work
                 .wait_while(shared.lock(), |q| q.jobs.is_empty() && !q.stop)
@@ -308,11 +279,7 @@ fn write_loop(
                 .0;
             queue.urgent = false;
             let last = queue.applied + queue.jobs.len() as u64;
-            (
-                std::mem::take(&mut queue.jobs),
-                std::mem::take(&mut queue.replies),
-                last,
-            )
+            (std::mem::take(&mut queue.jobs), last)
         };
         // A panic here must not leave callers waiting for jobs that never land.
         let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -335,21 +302,17 @@ fn write_loop(
                 .collect()
         });
         let mut failure = None;
-        for ((job, reply), result) in jobs.iter().zip(replies).zip(results) {
+        for (job, result) in jobs.iter().zip(results) {
             let key = job.invocation();
-            match (reply, result) {
-                // The caller waits: it gets the result and answers accordingly.
-                (Some(reply), result) => {
-                    let _ = reply.send(result);
-                }
-                (None, Ok(true)) => {}
-                (None, Ok(false)) => {
+            match result {
+                Ok(true) => {}
+                Ok(false) => {
                     // The journal's record stands; this process must not replay the
                     // outcome it answered from memory.
                     failed(key);
                     tracing::warn!(%key, "another run journaled this call meanwhile; the journal's outcome stands");
                 }
-                (None, Err(error)) => {
+                Err(error) => {
                     failed(key);
                     tracing::error!(%key, "the journal could not save a write made behind this call (a retry runs it again): {error}");
                     failure = Some(Lost {

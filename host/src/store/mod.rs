@@ -170,7 +170,7 @@ impl Store {
         };
         let conn = Arc::new(Mutex::new(conn));
         let recent = Arc::new(recent::Recent::default());
-        let behind = if wal {
+        let behind = if wal && durability == Durability::Normal {
             let sync = Arc::clone(&sync);
             let lost = Arc::clone(&recent);
             let writer = behind::WriteBehind::start(
@@ -201,16 +201,6 @@ impl Store {
         self.behind.is_some() && self.durability == Durability::Normal
     }
 
-    /// Applies `job` and returns once it is committed, in one commit with whatever
-    /// other calls wait at the same time (through the writer thread of a file
-    /// journal). `false`: the journal had moved on and nothing was written.
-    pub(crate) fn write_through(&self, job: BehindJob) -> Result<bool> {
-        match &self.behind {
-            Some(behind) => behind.apply(job).map_err(|e| Error::store(&self.path, e)),
-            None => self.with(|conn| job.apply(conn)),
-        }
-    }
-
     /// Queues a write the caller need not wait for; applied at once when this journal
     /// does not write behind.
     pub(crate) fn write_behind(&self, job: BehindJob) -> Result<()> {
@@ -221,6 +211,12 @@ impl Store {
             }
             None => self.with(|conn| job.apply(conn).map(drop)),
         }
+    }
+
+    /// Applies `job` now, on the caller's thread. `false`: the journal had moved on
+    /// and nothing was written.
+    pub(crate) fn write_through(&self, job: BehindJob) -> Result<bool> {
+        self.with(|conn| job.apply(conn))
     }
 
     /// Waits until every write made behind a call is in the journal (see
