@@ -801,8 +801,9 @@ impl Host {
             )
         };
         if let Some(record) = session.unjournaled.take() {
-            if store.writes_behind() {
-                // `Normal`: written behind the answer (see `store/behind.rs`).
+            if store.can_write_behind() {
+                // No effect: written behind the answer (see `store/behind.rs`); lost
+                // with the process, a retry runs a call that did nothing.
                 remember();
                 store.write_behind(BehindJob::CompleteNew {
                     record,
@@ -820,7 +821,12 @@ impl Host {
             } else {
                 remember();
             }
-        } else if store.writes_behind() && !session.performed_unkeyed {
+        } else if store.can_write_behind()
+            && ((store.writes_behind() && !session.performed_unkeyed)
+                || !session.needs_durable_outcome())
+        {
+            // `Normal` unless an unkeyed effect ran; with `Full`, a fresh run whose
+            // effects were all transactional (committed with their records).
             remember();
             store.write_behind(BehindJob::Complete {
                 key: key.clone(),

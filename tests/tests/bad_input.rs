@@ -246,7 +246,7 @@ fn a_database_from_a_newer_schema_version_is_refused_and_left_unchanged() {
 
 /// Runs a call with the host's own journal connection in a failing state set by
 /// `fail` (an injected I/O failure), then undoes it with `heal` and checks the call
-/// goes through. `Full` durability: the call's outcome is written before it answers.
+/// goes through.
 fn journal_failure(fail: &str, heal: &str, kind: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.db");
@@ -260,8 +260,10 @@ fn journal_failure(fail: &str, heal: &str, kind: &str) {
     assert_still_serving(&host);
     let before = journal_snapshot(&host);
     host.store().read(|c| c.execute_batch(fail)).unwrap();
-    // A long conversation id makes the call's first write need fresh pages.
-    let request = CallRequest::new("echo", r#"{"message":"during the failure"}"#)
+    // A long conversation id makes the call's first write need fresh pages. The call
+    // sends an email: its first write (the effect's record) is made before the
+    // provider and before the answer, so the caller is told.
+    let request = CallRequest::new("send_receipt", receipt_args(7, "ada@example.com"))
         .conversation("c".repeat(16 << 10));
     let err = host.call(&request).unwrap_err();
     assert_eq!(err.kind(), kind, "{err}");

@@ -96,6 +96,7 @@ struct Overtaken {
     /// The answer of the run that overtook it.
     b: justonce::CallResponse,
     http: Arc<HeldRead>,
+    a_host: Arc<Host>,
     b_host: Arc<Host>,
     _dir: tempfile::TempDir,
 }
@@ -127,6 +128,7 @@ fn overtaken(request: &CallRequest) -> Overtaken {
         a: first,
         b: second,
         http,
+        a_host: a,
         b_host: b,
         _dir: dir,
     }
@@ -144,6 +146,7 @@ fn a_run_overtaken_before_its_first_effect_performs_nothing_and_replays_the_othe
         http,
         b_host,
         _dir,
+        ..
     } = overtaken(&request);
 
     // B ran the call: one payment, under one key.
@@ -166,26 +169,39 @@ fn a_run_overtaken_before_its_first_effect_performs_nothing_and_replays_the_othe
 }
 
 #[test]
-fn a_run_without_effects_overtaken_before_it_saves_replays_the_other_runs_outcome() {
+fn a_run_without_effects_overtaken_before_its_outcome_lands_keeps_the_journals_record() {
+    // A call with no effect is answered before its outcome is written (behind the
+    // call): A answers what its own run returned, B's record stands in the journal,
+    // and from then on A replays the journal's record, not its own.
     let request = fetch(json!([{ "method": "GET", "url": "https://bank.example/balance" }]));
     let Overtaken {
         a,
         b,
         http,
+        a_host,
         b_host,
         _dir,
     } = overtaken(&request);
 
-    assert!(!b.replayed);
-    assert!(a.replayed, "A's outcome was not saved over B's");
-    assert_eq!((a.key.clone(), a.outcome.clone()), (b.key, b.outcome));
+    assert!(
+        !b.replayed && !a.replayed,
+        "both runs answered their own outcome"
+    );
+    assert_eq!(a.key, b.key);
     assert!(
         http.attempts.lock().unwrap().is_empty(),
         "no effects at all"
     );
+    a_host.store().flush().unwrap();
     let journal = b_host.store().journal(None, 10).unwrap();
     assert_eq!(journal.len(), 1, "one record");
-    assert_eq!(journal[0].state, "completed");
+    assert_eq!(
+        (journal[0].state.as_str(), journal[0].runs),
+        ("completed", 1)
+    );
+    let retry = a_host.call(&request).unwrap();
+    assert!(retry.replayed, "A's retry replays the journal's record");
+    assert_eq!(retry.outcome, b.outcome);
 }
 
 #[test]

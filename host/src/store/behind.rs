@@ -1,26 +1,30 @@
 //! Writing behind: commits a caller need not wait for, made by a writer thread.
 //!
-//! With [`Durability::Normal`](super::Durability::Normal), some writes are not needed
-//! before the caller's next step, because losing them cannot make an effect happen
-//! twice or tell an agent something false:
+//! Some writes are not needed before the caller's next step, because losing them
+//! cannot make an effect happen twice or tell an agent something false:
 //!
-//! - the outcome of a call that performed no unkeyed effect: lost, a retry runs the
-//!   call again — it performed nothing (no effect, or only transactional ones, whose
-//!   writes are committed with their records), or its keyed effects are retried with
-//!   the keys the journal holds and the downstream answers them again;
-//! - a keyed effect's answer, for the same reason.
+//! - in both durability modes, the outcome of a call that performed no effect outside
+//!   the journal (none, or only transactional ones, whose writes are committed with
+//!   their records): lost, a retry runs again a call that did nothing;
+//! - with [`Durability::Normal`](super::Durability::Normal), also the outcome of a call
+//!   whose effects were keyed, and keyed answers: lost, a retry resumes the call and
+//!   its keyed effects are retried with the keys the journal holds, which the
+//!   downstream answers again instead of acting twice.
 //!
 //! The caller queues them and returns; a writer thread applies the queue in order, as
 //! many jobs as are waiting in one transaction (one commit for a whole burst). An
 //! outcome wakes the writer, which lets a burst gather for at most [`LINGER`]; a keyed
 //! answer waits for its call's outcome (or any other write), so both land in one
 //! commit. A queued write is lost only if the process dies before the writer commits
-//! it. Everything else still reads its own
-//! writes: a call whose key has a queued write waits for it before it looks at the
-//! journal ([`WriteBehind::flush_key`]), every read through the store's public API
-//! flushes first, and dropping the store drains the queue. Writes the contract needs
-//! first (an effect's record before its provider, the outcome of a call that performed
-//! an unkeyed effect) never go through here.
+//! it. Everything else still reads its own writes: a call whose key has a queued write
+//! waits for it before it looks at the journal ([`WriteBehind::flush_key`]), every read
+//! through the store's public API flushes first, and dropping the store drains the
+//! queue. Writes the contract needs first (an effect's record before its provider, the
+//! outcome of a call that performed an effect outside the journal with `Full`, or an
+//! unkeyed one with `Normal`) never go through here. What a call gives up by being
+//! answered first: another process's run of the same key in the same millisecond is
+//! not told apart (a different-arguments mismatch included); the journal's first
+//! record stands, and this process forgets its own answer.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};

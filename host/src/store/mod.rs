@@ -45,9 +45,10 @@ pub enum Durability {
     /// forget its key or its answer. Concurrent callers share those fsyncs (group
     /// commit, see `store/durable.rs`). Other commits are not waited for: taking a
     /// lease, an effect's answer that a keyed retry would fetch again, and the outcome
-    /// of a call whose effects were all transactional or that had none — a power cut
-    /// loses such an outcome only together with those effects, and a retry then runs
-    /// the call again as new. The default.
+    /// of a call whose effects were all transactional or that had none, which a file
+    /// journal writes behind the answer (see `store/behind.rs`): lost, by a power cut
+    /// or a crash, a retry runs again a call that did nothing outside the journal. The
+    /// default.
     #[default]
     Full,
     /// `synchronous=NORMAL` and no durable points: no fsync on the call path. A power
@@ -170,7 +171,7 @@ impl Store {
         };
         let conn = Arc::new(Mutex::new(conn));
         let recent = Arc::new(recent::Recent::default());
-        let behind = if wal && durability == Durability::Normal {
+        let behind = if wal {
             let sync = Arc::clone(&sync);
             let lost = Arc::clone(&recent);
             let writer = behind::WriteBehind::start(
@@ -199,6 +200,13 @@ impl Store {
     /// (see `store/behind.rs`): a file journal with [`Durability::Normal`].
     pub(crate) fn writes_behind(&self) -> bool {
         self.behind.is_some() && self.durability == Durability::Normal
+    }
+
+    /// Whether this journal can write behind the call what needs no durable point in
+    /// either mode: the outcome of a call that performed no effect outside the journal
+    /// (every file journal).
+    pub(crate) fn can_write_behind(&self) -> bool {
+        self.behind.is_some()
     }
 
     /// Queues a write the caller need not wait for; applied at once when this journal
