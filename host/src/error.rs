@@ -109,9 +109,9 @@ pub enum Error {
         source: rusqlite::Error,
     },
 
-    /// A write made behind an earlier call (`Durability::Normal`) could not be saved:
-    /// that call was answered but its outcome is not in the journal, so a retry of it
-    /// runs it again. Reported once, by the next call, which runs nothing.
+    /// A write made behind an earlier, answered call (see `store/behind.rs`) could not
+    /// be saved: that call's outcome is not in the journal, so a retry of it runs it
+    /// again. Reported once, by the next call, which runs nothing.
     #[error(
         "journal database {}{}: the outcome of call {key}, answered earlier, could not be saved and that call runs again if retried ({source}); this call was not run and is safe to retry",
         path.display(),

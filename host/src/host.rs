@@ -545,8 +545,6 @@ impl Host {
             self.runs.fetch_add(1, Ordering::Relaxed)
         );
         let started = Instant::now();
-        // Journaled only if this call creates the invocation; a resumed run gets the
-        // seed its first run drew, so it sees the same random values.
         // A retry of a call this host saw complete is replayed from memory.
         if request.tool_call_id.is_none()
             && let Some(stored) = self.shared.store.recall(
@@ -559,6 +557,8 @@ impl Host {
             self.shared.store.make_durable()?;
             return replayed(prepared.key, &stored);
         }
+        // Journaled only if this call creates the invocation; a resumed run gets the
+        // seed its first run drew, so it sees the same random values.
         let seed = Seed::random()?;
         loop {
             // One call of a key at a time in this process: a duplicate waits here for
@@ -801,25 +801,23 @@ impl Host {
             )
         };
         if let Some(record) = session.unjournaled.take() {
-            if store.can_write_behind() {
-                // No effect: written behind the answer (see `store/behind.rs`); lost
-                // with the process, a retry runs a call that did nothing.
-                remember();
-                store.write_behind(BehindJob::CompleteNew {
-                    record,
-                    outcome: stored.clone(),
-                    now,
-                })?;
-            } else if !store.write_through(BehindJob::CompleteNew {
+            // No effect: the record is written once, complete.
+            let job = BehindJob::CompleteNew {
                 record,
                 outcome: stored.clone(),
                 now,
-            })? {
-                // No effect: the record is written once, complete. Another run that
-                // journaled the key meanwhile wins; this caller then looks again.
-                return Ok(None);
-            } else {
+            };
+            if store.can_write_behind() {
+                // Written behind the answer (see `store/behind.rs`); lost with the
+                // process, a retry runs a call that did nothing.
                 remember();
+                store.write_behind(job)?;
+            } else if store.write_through(job)? {
+                remember();
+            } else {
+                // Another run journaled the key meanwhile and wins; this caller looks
+                // again.
+                return Ok(None);
             }
         } else if store.can_write_behind()
             && ((store.writes_behind() && !session.performed_unkeyed)
@@ -835,22 +833,8 @@ impl Host {
                 now,
             })?;
         } else {
-            // Committed with whatever other calls finish at the same time (and the
-            // keyed answers queued before it), then made durable if it must be.
-            let saved = store
-                .write_through(BehindJob::Complete {
-                    key: key.clone(),
-                    owner: owner.to_owned(),
-                    outcome: stored.clone(),
-                    now,
-                })
-                .and_then(|saved| {
-                    if saved && session.needs_durable_outcome() {
-                        store.make_durable()?;
-                    }
-                    Ok(saved)
-                });
-            match saved {
+            // Committed now, and made durable first if it must be.
+            match store.complete(key, owner, &stored, now, session.needs_durable_outcome()) {
                 Ok(true) => remember(),
                 Ok(false) => return Err(Error::LeaseLost { key: key.clone() }),
                 Err(e) => {

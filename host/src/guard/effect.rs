@@ -9,8 +9,7 @@ use super::Shared;
 use crate::determinism::GuestEntropy;
 use crate::error::Error;
 use crate::fault::{self, FaultPoint};
-use crate::keys::EffectKey;
-use crate::keys::{self, InvocationKey};
+use crate::keys::{self, EffectKey, InvocationKey};
 use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
 use crate::store::{BehindJob, EffectState, Lease, NewEffect, NewInvocation, Refusal, Resolution};
 
@@ -466,7 +465,7 @@ impl EffectSession {
     /// Saves an effect's definitive answer. With `Normal` durability a keyed one is
     /// written behind the call (see `store/behind.rs`): lost, a retry asks the
     /// downstream again under the same key. Otherwise it is committed before the guest
-    /// goes on, in one commit with whatever concurrent calls save at the same time.
+    /// goes on.
     fn save_answer(
         &self,
         class: ProviderClass,
@@ -474,16 +473,16 @@ impl EffectSession {
         stored: &str,
     ) -> Result<(), Error> {
         let store = &self.shared.store;
-        let job = BehindJob::Finish {
-            invocation: self.invocation.clone(),
-            key: key.clone(),
-            response: stored.to_owned(),
-            now: self.shared.clock.now_ms(),
-        };
+        let now = self.shared.clock.now_ms();
         if class == ProviderClass::Keyed && store.writes_behind() {
-            store.write_behind(job)
+            store.write_behind(BehindJob::Finish {
+                invocation: self.invocation.clone(),
+                key: key.clone(),
+                response: stored.to_owned(),
+                now,
+            })
         } else {
-            store.write_through(job).map(drop)
+            store.finish_effect(key, stored, now)
         }
     }
 

@@ -64,7 +64,7 @@ impl InvocationGuard {
     }
 
     /// Tells every waiter that some invocation finished, so they look again.
-    pub(crate) fn finished(&self) {
+    fn finished(&self) {
         let mut state = self.lock();
         state.generation = state.generation.wrapping_add(1);
         drop(state);

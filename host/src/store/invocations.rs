@@ -119,7 +119,6 @@ impl Store {
         durable: bool,
     ) -> Result<bool> {
         let saved = self.with(|conn| complete_in(conn, key, owner, outcome, now))?;
-
         if saved && durable {
             self.make_durable()?;
         }
