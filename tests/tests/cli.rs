@@ -1,19 +1,10 @@
 //! The `justonce` binary end to end, as an agent's harness would run it.
 
-use std::path::Path;
-use std::process::Output;
-
 use serde_json::Value;
 
-use crate::support::cli::{json_of, justonce_command};
+use crate::support::cli::justonce_command;
 use crate::support::db::mailbox_count;
-
-fn justonce(db: &Path, args: &[&str]) -> Output {
-    justonce_command(Some(db))
-        .args(args)
-        .output()
-        .expect("run justonce")
-}
+use crate::support::process::{json_of, justonce};
 
 const ARGS: &str =
     r#"{"orders":[{"order_id":4417,"email":"ada@example.com","amount_cents":1299}]}"#;
@@ -35,6 +26,7 @@ fn two_run_processes_with_the_same_call_make_one_effect_and_the_second_is_replay
                 "--call-id",
                 call_id,
             ],
+            None,
         )
     };
     let first = run("call_1");
@@ -66,6 +58,7 @@ fn two_run_processes_with_the_same_call_make_one_effect_and_the_second_is_replay
             "--conversation",
             "conv-1",
         ],
+        None,
     );
     let other = json_of(&other);
     assert_eq!(other["replayed"], false);
@@ -78,7 +71,7 @@ fn two_concurrent_run_processes_make_one_effect() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");
     // Create the database first so both processes open an existing file.
-    justonce(&db, &["gc"]);
+    justonce(&db, &["gc"], None);
     let spawn = || {
         justonce_command(Some(&db))
             .args([
@@ -106,14 +99,14 @@ fn two_concurrent_run_processes_make_one_effect() {
 fn run_reports_bad_input_with_its_exit_code_and_stores_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");
-    let out = justonce(&db, &["run", "send_receipt", "--args", "{not json"]);
+    let out = justonce(&db, &["run", "send_receipt", "--args", "{not json"], None);
     assert_eq!(out.status.code(), Some(2));
     let v = json_of(&out);
     assert_eq!(v["error"]["kind"], "invalid_arguments");
-    let out = justonce(&db, &["run", "no_such_tool", "--args", "{}"]);
+    let out = justonce(&db, &["run", "no_such_tool", "--args", "{}"], None);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(json_of(&out)["error"]["kind"], "unknown_tool");
-    let journal = justonce(&db, &["journal", "--json"]);
+    let journal = justonce(&db, &["journal", "--json"], None);
     assert_eq!(json_of(&journal), serde_json::json!([]));
 }
 
@@ -124,12 +117,14 @@ fn key_prints_the_invocation_key_that_run_uses() {
     let key = justonce(
         &db,
         &["key", "send_receipt", "--args", ARGS, "--conversation", "c"],
+        None,
     );
     assert!(key.status.success());
     let key = String::from_utf8(key.stdout).unwrap();
     let run = json_of(&justonce(
         &db,
         &["run", "send_receipt", "--args", ARGS, "--conversation", "c"],
+        None,
     ));
     assert_eq!(run["key"], key.trim());
     assert_eq!(key.trim().len(), 32);
@@ -139,7 +134,7 @@ fn key_prints_the_invocation_key_that_run_uses() {
 #[test]
 fn tools_json_lists_the_example_tools_with_their_schemas() {
     let dir = tempfile::tempdir().unwrap();
-    let out = justonce(&dir.path().join("state.db"), &["tools", "--json"]);
+    let out = justonce(&dir.path().join("state.db"), &["tools", "--json"], None);
     assert!(out.status.success());
     let tools = json_of(&out);
     let names: Vec<&str> = tools
@@ -158,7 +153,7 @@ fn demo_shows_the_retry_and_one_email() {
     let dir = tempfile::tempdir().unwrap();
     // A directory that does not exist yet, as `.justonce/` on a fresh checkout.
     let db = dir.path().join(".justonce").join("state.db");
-    let out = justonce(&db, &["demo"]);
+    let out = justonce(&db, &["demo"], None);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -187,7 +182,7 @@ fn run_calls_a_component_file_by_path_even_when_it_shares_a_built_in_name() {
     // A freshly built `send_receipt`, as an author would try it.
     let wasm = dir.path().join("send_receipt.wasm");
     std::fs::write(&wasm, justonce::examples::SEND_RECEIPT).unwrap();
-    let out = justonce(&db, &["run", wasm.to_str().unwrap(), "--args", ARGS]);
+    let out = justonce(&db, &["run", wasm.to_str().unwrap(), "--args", ARGS], None);
     assert_eq!(
         out.status.code(),
         Some(0),
