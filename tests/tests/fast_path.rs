@@ -159,24 +159,12 @@ fn a_host_with_a_database_caches_beside_it_unless_told_otherwise() {
     assert!(uncached.runtime().compile_cache().is_none());
 }
 
-/// A keyed mail downstream that does nothing and answers at once.
-struct NoopMail;
-
-impl Provider for NoopMail {
-    fn class(&self) -> ProviderClass {
-        ProviderClass::Keyed
-    }
-    fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
-        Ok(json!({ "message_id": request.key.as_str() }))
-    }
-}
-
 fn file_host(dir: &Path, durability: Durability) -> Host {
     Host::builder()
         .runtime(RUNTIME.clone())
         .database(dir.join("state.db"))
         .durability(durability)
-        .provider("mail", Arc::new(NoopMail))
+        .provider("mail", Arc::new(CountingMail::default()))
         .build()
         .expect("host")
 }
@@ -365,7 +353,7 @@ fn with_normal_durability_outcomes_written_behind_the_call_are_replayed_and_surv
     drop((other, reopened));
 }
 
-/// A keyed mail downstream that counts every attempt's key.
+/// A keyed mail downstream that answers at once and records every attempt's key.
 #[derive(Default)]
 struct CountingMail(std::sync::Mutex<Vec<String>>);
 
