@@ -29,9 +29,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use justonce::runtime::{Limits, Runtime};
-use justonce::store::{Durability, Store};
+use justonce::Durability;
 use justonce::{CallRequest, EffectRequest, Host, Provider, ProviderClass, ProviderError};
+use justonce::{Limits, Runtime};
 use serde_json::{Value, json};
 
 const ECHO_ARGS: &str = r#"{"message":"hello"}"#;
@@ -122,7 +122,7 @@ fn scaled(n: usize) -> usize {
 
 fn runtime() -> Arc<Runtime> {
     let mut runtime = Runtime::new(Limits::default()).expect("runtime");
-    for (name, bytes) in justonce::examples::ALL {
+    for (name, bytes) in justonce::__private::EXAMPLE_TOOLS {
         runtime.load(Path::new(name), bytes).expect("example tool");
     }
     runtime
@@ -154,9 +154,9 @@ fn call(host: &Host, request: &CallRequest) {
 
 /// Commits and fsyncs one call costs the journal.
 fn journal_cost(host: &Host, request: &CallRequest) -> (u64, u64) {
-    let before = host.store().stats();
+    let before = host.journal_stats();
     call(host, request);
-    let after = host.store().stats();
+    let after = host.journal_stats();
     (after.commits - before.commits, after.syncs - before.syncs)
 }
 
@@ -317,7 +317,7 @@ impl McpServer {
         use std::io::Write as _;
         let tools = dir.join("tools");
         std::fs::create_dir_all(&tools).expect("tools dir");
-        for (name, bytes) in justonce::examples::ALL {
+        for (name, bytes) in justonce::__private::EXAMPLE_TOOLS {
             std::fs::write(tools.join(format!("{name}.wasm")), bytes).expect("copy tool");
         }
         std::fs::copy(
@@ -607,7 +607,7 @@ fn main() {
     println!(
         "\nFull, 8 callers / 1 caller: {scaling:.2}× (target ≥ 4×: {}); fsyncs so far on the Full host: {}",
         verdict(scaling >= 4.0),
-        shared[1].store().stats().syncs
+        shared[1].journal_stats().syncs
     );
 
     println!("\n## (7) Cold start: `justonce run send_receipt`, spawn to exit\n");

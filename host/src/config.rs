@@ -29,11 +29,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::builder::HostBuilder;
 use crate::error::{Error, Result};
-use crate::host::HostBuilder;
+use crate::journal::Durability;
 use crate::retry::RetryPolicy;
 use crate::runtime::{Limits, ToolLimits};
-use crate::store::Durability;
 
 /// The configuration file's name; the CLI looks for it next to the database.
 pub const FILE_NAME: &str = "justonce.toml";

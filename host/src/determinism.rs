@@ -70,6 +70,15 @@ impl Seed {
         Ok(Self(hash.finalize().into()))
     }
 
+    /// The invocation's generation, which its effect keys include (see
+    /// [`effect_key`](crate::keys::effect_key)): the seed's first 48 bits, so it is as
+    /// unpredictable as the seed and exact as a JSON number.
+    pub fn generation(&self) -> u64 {
+        let mut bytes = [0u8; 8];
+        bytes[2..].copy_from_slice(&self.0[..6]);
+        u64::from_be_bytes(bytes)
+    }
+
     /// The seed as stored in the journal: 64 lowercase hex characters.
     pub fn to_hex(&self) -> String {
         self.0.iter().map(|b| format!("{b:02x}")).collect()

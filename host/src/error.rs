@@ -66,6 +66,25 @@ pub enum Error {
         reason: String,
     },
 
+    /// An effect was known not to be performed: the host's configuration refuses it
+    /// (the tool is not on the allowlist, no such service or provider) or the
+    /// downstream refused the connection before anything was sent. Nothing is saved
+    /// as the call's outcome; the same call may succeed later (once the configuration
+    /// is fixed, or the downstream is back), resuming under the same keys.
+    #[error(
+        "effect #{seq} ({provider}) of call {key} was not performed: {reason}; nothing was saved, and the same call may be retried"
+    )]
+    NotPerformed {
+        /// The invocation, left resumable.
+        key: InvocationKey,
+        /// The effect's position.
+        seq: u32,
+        /// The provider it went to.
+        provider: String,
+        /// Why it was not performed.
+        reason: String,
+    },
+
     /// A resumed invocation asked for a different effect than its journal holds at
     /// the same position. Nothing was performed.
     #[error("call {key} diverged from its journal at effect #{seq}: {detail}")]
@@ -104,24 +123,6 @@ pub enum Error {
     Store {
         /// The database file.
         path: PathBuf,
-        /// What SQLite said.
-        #[source]
-        source: rusqlite::Error,
-    },
-
-    /// A write made behind an earlier, answered call (see `store/behind.rs`) could not
-    /// be saved: that call's outcome is not in the journal, so a retry of it runs it
-    /// again. Reported once, by the next call, which runs nothing.
-    #[error(
-        "journal database {}{}: the outcome of call {key}, answered earlier, could not be saved and that call runs again if retried ({source}); this call was not run and is safe to retry",
-        path.display(),
-        store_condition(source)
-    )]
-    LostWrite {
-        /// The database file.
-        path: PathBuf,
-        /// The earlier call whose write was lost.
-        key: InvocationKey,
         /// What SQLite said.
         #[source]
         source: rusqlite::Error,
@@ -189,10 +190,11 @@ impl Error {
             Self::Mismatch { .. } => "mismatch",
             Self::InProgress { .. } => "in_progress",
             Self::OutcomeUnknown { .. } => "outcome_unknown",
+            Self::NotPerformed { .. } => "not_performed",
             Self::Divergence { .. } => "divergence",
             Self::Load { .. } => "load_failed",
             Self::DuplicateTool { .. } => "duplicate_tool",
-            Self::Store { source, .. } | Self::LostWrite { source, .. } => store_kind(source),
+            Self::Store { source, .. } => store_kind(source),
             Self::NewerSchema { .. } => "newer_schema",
             Self::LeaseLost { .. } => "lease_lost",
             Self::CannotResolve { .. } => "cannot_resolve",
@@ -205,7 +207,10 @@ impl Error {
     pub fn retry_safe(&self) -> bool {
         matches!(
             self,
-            Self::InProgress { .. } | Self::OutcomeUnknown { .. } | Self::LeaseLost { .. }
+            Self::InProgress { .. }
+                | Self::OutcomeUnknown { .. }
+                | Self::NotPerformed { .. }
+                | Self::LeaseLost { .. }
         )
     }
 
@@ -215,6 +220,7 @@ impl Error {
             Self::Mismatch { key }
             | Self::InProgress { key }
             | Self::OutcomeUnknown { key, .. }
+            | Self::NotPerformed { key, .. }
             | Self::Divergence { key, .. }
             | Self::LeaseLost { key } => Some(key),
             _ => None,
@@ -253,16 +259,6 @@ fn store_kind(source: &rusqlite::Error) -> &'static str {
         Some(Code::ReadOnly | Code::PermissionDenied) => "store_read_only",
         Some(Code::CannotOpen) => "store_unavailable",
         _ => "store_failed",
-    }
-}
-
-/// The journal's condition, for a failure that was not this step's.
-fn store_condition(source: &rusqlite::Error) -> &'static str {
-    match store_kind(source) {
-        "store_full" => " cannot grow: the disk is full",
-        "store_read_only" => " is read-only",
-        "store_corrupt" => " is corrupt",
-        _ => " failed",
     }
 }
 

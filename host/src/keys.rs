@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use crate::jcs::{JcsError, canonicalize};
 
 const INVOCATION_TAG: &str = "justonce.invocation.v1";
-const EFFECT_TAG: &str = "justonce.effect.v1";
+const EFFECT_TAG: &str = "justonce.effect.v2";
 const ARGUMENTS_TAG: &str = "justonce.arguments.v1";
 
 /// Length in hex characters of derived invocation and effect keys (128 bits).
@@ -155,12 +155,17 @@ pub fn invocation_key(scope: &str, tool: &str, args: &Value) -> Result<Invocatio
     Ok(InvocationKey(hex))
 }
 
-/// The key of effect number `seq` (0, 1, 2 …) of an invocation:
-/// `hex(sha256(JCS(["justonce.effect.v1", invocation_key, seq])))[..32]`.
-pub fn effect_key(invocation: &InvocationKey, seq: u32) -> EffectKey {
+/// The key of effect number `seq` (0, 1, 2 …) of one generation of an invocation:
+/// `hex(sha256(JCS(["justonce.effect.v2", invocation_key, generation, seq])))[..32]`.
+///
+/// The generation is fixed when the invocation is first journaled, so the same call
+/// made again after its record expired is a new effect downstream too: a downstream
+/// that remembers keys longer than the journal does must not swallow it.
+pub fn effect_key(invocation: &InvocationKey, generation: u64, seq: u32) -> EffectKey {
     let mut hex = hash_parts(vec![
         EFFECT_TAG.into(),
         invocation.as_str().into(),
+        generation.into(),
         seq.into(),
     ])
     .expect("an array of strings and a u32 always has a canonical form");
@@ -217,7 +222,7 @@ mod tests {
     ///
     /// ```text
     /// printf '%s' '["justonce.invocation.v1","conv-1","refund",{"amount":4417,"order":"A-1"}]' | sha256sum
-    /// printf '%s' '["justonce.effect.v1","<invocation key above>",0]' | sha256sum
+    /// printf '%s' '["justonce.effect.v2","<invocation key above>",1234567,0]' | sha256sum
     /// printf '%s' '["stripe","refund",{"amount":4417,"currency":"eur"}]' | sha256sum
     /// printf '%s' '["justonce.arguments.v1","refund",{"amount":4417,"order":"A-1"}]' | sha256sum
     /// ```
@@ -227,8 +232,8 @@ mod tests {
         let key = ikey("conv-1", "refund", &args);
         assert_eq!(key.as_str(), "900b7c922bc33875d62d53e060efefb1");
         assert_eq!(
-            effect_key(&key, 0).as_str(),
-            "71c8d28ff62b3961ee60aa8df72f2856"
+            effect_key(&key, 1_234_567, 0).as_str(),
+            "0be3fd17a2c1833da22c1201a188e28d"
         );
         let fp = effect_fingerprint(
             "stripe",
@@ -257,7 +262,7 @@ mod tests {
         );
         // A derived key is also a valid explicit key.
         assert_eq!(InvocationKey::parse(key.as_str()).unwrap(), key);
-        let ekey = effect_key(&key, 7);
+        let ekey = effect_key(&key, 1, 7);
         assert_eq!(ekey.as_str().len(), 32);
         assert!(
             ekey.as_str()
@@ -302,10 +307,12 @@ mod tests {
         assert_ne!(base, ikey("conv", "refund", &json!({"a": "1"})));
         assert_ne!(base, ikey("conv", "refund", &json!([{"a": 1}])));
 
-        let e0 = effect_key(&base, 0);
-        assert_ne!(e0, effect_key(&base, 1));
-        assert_ne!(e0, effect_key(&ikey("conv2", "refund", &args), 0));
-        assert_eq!(e0, effect_key(&base, 0));
+        let e0 = effect_key(&base, 1, 0);
+        assert_ne!(e0, effect_key(&base, 1, 1));
+        assert_ne!(e0, effect_key(&ikey("conv2", "refund", &args), 1, 0));
+        // Another generation of the same call (after its record expired) is a new key.
+        assert_ne!(e0, effect_key(&base, 2, 0));
+        assert_eq!(e0, effect_key(&base, 1, 0));
 
         let fp = effect_fingerprint("p", "op", &args).unwrap();
         assert_ne!(fp, effect_fingerprint("q", "op", &args).unwrap());
@@ -383,7 +390,7 @@ mod tests {
         assert!(serde_json::from_str::<InvocationKey>("\"has space\"").is_err());
         assert!(serde_json::from_str::<InvocationKey>("\"\"").is_err());
 
-        let ekey = effect_key(&key, 3);
+        let ekey = effect_key(&key, 1, 3);
         let text = serde_json::to_string(&ekey).unwrap();
         assert_eq!(text, format!("\"{ekey}\""));
         assert_eq!(serde_json::from_str::<EffectKey>(&text).unwrap(), ekey);

@@ -24,33 +24,66 @@
 //! # }
 //! ```
 
-pub mod cli;
-pub mod clock;
-pub mod config;
-pub mod delivery;
-pub mod determinism;
-pub mod error;
-pub mod examples;
-pub mod fault;
-pub mod guard;
-pub mod host;
-pub mod http;
-pub mod jcs;
-pub mod keys;
-pub mod mcp;
-pub mod outcome;
-pub mod provider;
-pub mod providers;
-pub mod replay;
-pub mod retry;
-pub mod runtime;
-pub mod store;
+mod builder;
+mod call;
+mod cli;
+mod clock;
+mod config;
+mod delivery;
+mod determinism;
+mod error;
+mod examples;
+mod fault;
+mod guard;
+mod host;
+mod http;
+mod jcs;
+mod journal;
+mod keys;
+mod mcp;
+mod outcome;
+mod provider;
+mod providers;
+mod replay;
+mod retry;
+mod runtime;
 
+#[cfg(test)]
+mod layering_tests;
+
+pub use builder::HostBuilder;
+pub use call::{CallRequest, CallResponse, DEFAULT_SCOPE};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::Config;
 pub use error::Error;
-pub use host::{CallRequest, CallResponse, Host, HostBuilder};
+pub use host::Host;
+pub use http::HttpConfig;
+pub use journal::{
+    Durability, GcReport, JournalEffect, JournalEntry, JournalStats, Resolution, UnresolvedEffect,
+};
 pub use keys::{EffectKey, Fingerprint, InvocationKey};
 pub use outcome::Outcome;
 pub use provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
 pub use retry::RetryPolicy;
+pub use runtime::{Limits, Runtime};
+
+/// The `justonce` command line. Only the binary calls it.
+#[doc(hidden)]
+pub fn main_cli() -> std::process::ExitCode {
+    cli::main()
+}
+
+/// What the integration tests, the benchmark and the binary reach that is not part
+/// of the embedding surface. Not covered by any compatibility promise.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::delivery::{Deliverer, DeliveryOutcome, DeliveryPolicy};
+    pub use crate::examples::{ALL as EXAMPLE_TOOLS, SEND_RECEIPT};
+    pub use crate::fault::{ENV as FAULT_ENV, FaultPoint};
+    pub use crate::http::HttpConfig;
+    pub use crate::http::local_api::{Behaviour, LocalApi};
+    pub use crate::journal::CURRENT_VERSION;
+    pub use crate::mcp::{Server, ServerConfig};
+    pub use crate::providers::{KvProvider, MailProvider, OutboxMessage, OutboxProvider};
+    pub use crate::runtime::CacheStats;
+}

@@ -1,4 +1,4 @@
-//! The `justonce` binary: a thin shell over [`justonce::cli`].
+//! The `justonce` binary: a thin shell over the library's command line.
 fn main() -> std::process::ExitCode {
-    justonce::cli::main()
+    justonce::main_cli()
 }

@@ -90,6 +90,20 @@ pub enum ProviderError {
         /// How long it asked to wait, when it said.
         retry_after: Option<Duration>,
     },
+    /// Known not performed, for a reason outside the tool: the host's configuration
+    /// refuses it (not on the allowlist, no such service) or the downstream refused
+    /// the connection before anything was sent. Nothing is saved as the effect's
+    /// answer: the call ends `not_performed`, resumable, and the same call succeeds
+    /// once the configuration is fixed or the downstream is back. With `retry`, the
+    /// guard first retries it within its budget (a refused connection); without, it
+    /// stops at once (a configuration refusal).
+    #[error("not performed: {reason}")]
+    NotPerformed {
+        /// Why.
+        reason: String,
+        /// Whether trying again soon may help.
+        retry: bool,
+    },
     /// The provider refused the request before doing anything (an unknown operation,
     /// a payload of the wrong shape). Nothing happened; the refusal is saved as the
     /// effect's answer, so a retry of the call is refused the same way.

@@ -181,7 +181,7 @@ fn run_calls_a_component_file_by_path_even_when_it_shares_a_built_in_name() {
     let db = dir.path().join("state.db");
     // A freshly built `send_receipt`, as an author would try it.
     let wasm = dir.path().join("send_receipt.wasm");
-    std::fs::write(&wasm, justonce::examples::SEND_RECEIPT).unwrap();
+    std::fs::write(&wasm, justonce::__private::SEND_RECEIPT).unwrap();
     let out = justonce(&db, &["run", wasm.to_str().unwrap(), "--args", ARGS], None);
     assert_eq!(
         out.status.code(),

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use justonce::http::local_api::{Behaviour, LocalApi};
+use justonce::__private::{Behaviour, LocalApi};
 use serde_json::{Value, json};
 
 use crate::support::cli::{json_of, justonce_command};

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use justonce::store::{Durability, Store};
+use justonce::Durability;
 use justonce::{CallRequest, Host};
 use serde_json::{Value, json};
 
@@ -158,7 +158,13 @@ fn thirty_two_threads_sending_sixty_four_distinct_calls_make_sixty_four_effects(
 /// is what thread `t` of worker `w` sends. Returns every answer of every worker.
 fn race_processes(db: &Path, orders: impl Fn(usize, usize) -> Vec<u64>) -> Vec<Value> {
     // Create the journal and mailbox once, as a deployment does before it serves.
-    drop(Store::open(db, Durability::default()).unwrap());
+    drop(
+        justonce::Host::builder()
+            .database(db)
+            .durability(Durability::default())
+            .build()
+            .unwrap(),
+    );
     let dir = db.parent().unwrap();
     let workers: Vec<_> = (0..PROCESSES)
         .map(|w| {

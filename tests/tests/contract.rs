@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use justonce::__private::KvProvider;
 use justonce::CallRequest;
-use justonce::providers::KvProvider;
 
 use crate::support::{receipt_args, test_host};
 
@@ -55,7 +55,7 @@ fn gc_removes_exactly_the_expired_records() {
     let report = t.host.gc().unwrap();
     assert_eq!(report.invocations, 2);
     assert_eq!(report.effects, 2);
-    let left = t.host.store().journal(None, 10).unwrap();
+    let left = t.host.journal(None, 10).unwrap();
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].key, fresh.key.as_str());
 
@@ -66,7 +66,7 @@ fn gc_removes_exactly_the_expired_records() {
     );
     t.clock.advance(Duration::from_secs(3600));
     assert_eq!(t.host.gc().unwrap().invocations, 1);
-    assert!(t.host.store().journal(None, 10).unwrap().is_empty());
+    assert!(t.host.journal(None, 10).unwrap().is_empty());
 }
 
 #[test]
@@ -80,7 +80,7 @@ fn kv_writes_commit_with_their_effect_record_once() {
     assert!(first.outcome.is_success(), "{:?}", first.outcome);
     let retry = t.host.call(&request).unwrap();
     assert!(retry.replayed);
-    let journal = t.host.store().journal(None, 10).unwrap();
+    let journal = t.host.journal(None, 10).unwrap();
     assert_eq!(journal[0].effects.len(), 2);
     assert!(
         journal[0]
@@ -91,8 +91,7 @@ fn kv_writes_commit_with_their_effect_record_once() {
     assert_eq!(journal[0].effects[0].class, "transactional");
     let value = t
         .host
-        .store()
-        .read(|conn| KvProvider::get(conn, "greeting"))
+        .inspect_sqlite(|conn| KvProvider::get(conn, "greeting"))
         .unwrap();
     assert_eq!(value, Some(serde_json::json!("hello")));
 }
@@ -115,6 +114,6 @@ fn an_effect_to_an_unknown_provider_is_denied_before_anything_is_journaled() {
         message.contains("no provider named `payments`"),
         "{message}"
     );
-    let journal = t.host.store().journal(None, 10).unwrap();
+    let journal = t.host.journal(None, 10).unwrap();
     assert!(journal[0].effects.is_empty());
 }

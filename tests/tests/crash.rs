@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use justonce::fault::FaultPoint;
+use justonce::__private::FaultPoint;
 use serde_json::Value;
 
 use crate::support::process::{Db, json_of, justonce};

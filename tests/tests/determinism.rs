@@ -6,8 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use justonce::runtime::{Limits, Runtime};
 use justonce::{CallRequest, Clock, Error, Host, ManualClock, RetryPolicy};
+use justonce::{Limits, Runtime};
 
 use crate::support::{
     FakePayments, Fault, RUNTIME, success, test_host_with_mail, time_and_random_body,
@@ -98,7 +98,7 @@ fn a_resumed_guest_that_asks_for_another_effect_gets_divergence_and_nothing_is_p
         v1.call(&request),
         Err(Error::OutcomeUnknown { .. })
     ));
-    let journaled = v1.store().journal(None, 10).unwrap()[0].effects.clone();
+    let journaled = v1.journal(None, 10).unwrap()[0].effects.clone();
     assert_eq!(mail.attempts().len(), 2);
 
     // Version 2, deployed before the retry, sends a different email at position 0.
@@ -114,7 +114,7 @@ fn a_resumed_guest_that_asks_for_another_effect_gets_divergence_and_nothing_is_p
         assert!(!err.retry_safe());
         assert_eq!(mail.attempts().len(), 2, "the provider was not called");
         assert!(mail.applied().is_empty(), "nothing was performed");
-        let entry = &v2.store().journal(None, 10).unwrap()[0];
+        let entry = &v2.journal(None, 10).unwrap()[0];
         assert_eq!(entry.state, "incomplete");
         assert_eq!(entry.effects.len(), 1);
         assert_eq!(entry.effects[0].key, journaled[0].key);
@@ -153,7 +153,7 @@ fn a_resumed_guest_that_finishes_without_its_journaled_effects_is_a_divergence()
     };
     assert_eq!(*seq, 0);
     assert!(detail.contains("1 effect(s)"), "{detail}");
-    let entry = &v2.store().journal(None, 10).unwrap()[0];
+    let entry = &v2.journal(None, 10).unwrap()[0];
     assert_eq!(entry.state, "incomplete");
     assert_eq!(entry.outcome, None, "no outcome was saved");
 

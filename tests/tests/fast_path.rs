@@ -5,11 +5,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use justonce::runtime::{CacheStats, Limits, Runtime};
-use justonce::store::{Durability, StoreStats};
+use justonce::{__private::CacheStats, Limits, Runtime};
 use justonce::{
     CallRequest, EffectRequest, Error, Host, Outcome, Provider, ProviderClass, ProviderError,
 };
+use justonce::{Durability, JournalStats};
 use serde_json::{Value, json};
 
 use crate::support::{RUNTIME, receipt_args};
@@ -170,13 +170,13 @@ fn file_host(dir: &Path, durability: Durability) -> Host {
 }
 
 /// What one call cost the journal: commits and fsyncs.
-fn cost(host: &Host, request: &CallRequest) -> (StoreStats, bool) {
-    let before = host.store().stats();
+fn cost(host: &Host, request: &CallRequest) -> (JournalStats, bool) {
+    let before = host.journal_stats();
     let response = host.call(request).expect("the call succeeds");
     assert!(response.outcome.is_success(), "{:?}", response.outcome);
-    let after = host.store().stats();
+    let after = host.journal_stats();
     (
-        StoreStats {
+        JournalStats {
             commits: after.commits - before.commits,
             syncs: after.syncs - before.syncs,
         },
@@ -189,15 +189,15 @@ fn a_guarded_call_makes_the_fewest_commits_and_fsyncs_the_contract_allows() {
     let dir = tempfile::tempdir().unwrap();
     let host = file_host(dir.path(), Durability::Full);
 
-    // No effect: the record is written once, complete with its outcome, and not
-    // synced (a power cut could only make a retry run a call that did nothing).
+    // No effect: the record is written once, complete with its outcome, and synced
+    // before the answer (every answer is durable before it is returned).
     let echo = CallRequest::new("echo", r#"{"message":"hi"}"#).conversation("c1");
     assert_eq!(
         cost(&host, &echo),
         (
-            StoreStats {
+            JournalStats {
                 commits: 1,
-                syncs: 0
+                syncs: 1
             },
             false
         )
@@ -211,7 +211,7 @@ fn a_guarded_call_makes_the_fewest_commits_and_fsyncs_the_contract_allows() {
     assert_eq!(
         cost(&host, &send),
         (
-            StoreStats {
+            JournalStats {
                 commits: 3,
                 syncs: 2
             },
@@ -223,7 +223,7 @@ fn a_guarded_call_makes_the_fewest_commits_and_fsyncs_the_contract_allows() {
     assert_eq!(
         cost(&host, &send),
         (
-            StoreStats {
+            JournalStats {
                 commits: 0,
                 syncs: 0
             },
@@ -240,7 +240,7 @@ fn a_guarded_call_makes_the_fewest_commits_and_fsyncs_the_contract_allows() {
     assert_eq!(
         cost(&host, &retry_with_id),
         (
-            StoreStats {
+            JournalStats {
                 commits: 0,
                 syncs: 0
             },
@@ -249,8 +249,7 @@ fn a_guarded_call_makes_the_fewest_commits_and_fsyncs_the_contract_allows() {
     );
 
     // Only transactional effects (kv): the invocation, the effect and the provider's
-    // write commit together, then the outcome; nothing happened outside the journal,
-    // so nothing is synced.
+    // write commit together, then the outcome, whose one sync covers them all.
     let put = CallRequest::new(
         "kv_put",
         r#"{"entries":[{"key":"a","value":1},{"key":"b","value":2}]}"#,
@@ -259,36 +258,35 @@ fn a_guarded_call_makes_the_fewest_commits_and_fsyncs_the_contract_allows() {
     assert_eq!(
         cost(&host, &put),
         (
-            StoreStats {
+            JournalStats {
                 commits: 3,
-                syncs: 0
+                syncs: 1
             },
             false
         )
     );
 
-    // Its replay is synced like every replay: the answer a retry gets survives a
-    // power cut from then on.
+    // Its replay writes nothing and has nothing left to sync.
     assert_eq!(
         cost(&host, &put),
         (
-            StoreStats {
+            JournalStats {
                 commits: 0,
-                syncs: 1
+                syncs: 0
             },
             true
         )
     );
 
-    // With `Normal` durability nothing is ever synced on the call path, and the
-    // effect's answer and the outcome are written behind it, in one commit.
+    // With `Normal` durability nothing is ever synced on the call path; the claim,
+    // the effect's answer and the outcome are each committed before the call goes on.
     let normal_dir = tempfile::tempdir().unwrap();
     let normal = file_host(normal_dir.path(), Durability::Normal);
     assert_eq!(
         cost(&normal, &send),
         (
-            StoreStats {
-                commits: 2,
+            JournalStats {
+                commits: 3,
                 syncs: 0
             },
             false
@@ -297,7 +295,7 @@ fn a_guarded_call_makes_the_fewest_commits_and_fsyncs_the_contract_allows() {
 }
 
 #[test]
-fn with_normal_durability_outcomes_written_behind_the_call_are_replayed_and_survive_the_host() {
+fn with_normal_durability_every_answer_is_committed_before_it_is_returned() {
     let dir = tempfile::tempdir().unwrap();
     let mail = Arc::new(CountingMail::default());
     let build = || {
@@ -314,7 +312,7 @@ fn with_normal_durability_outcomes_written_behind_the_call_are_replayed_and_surv
         CallRequest::new("send_receipt", receipt_args(4417, "ada@example.com")).conversation("c1");
     let echo = CallRequest::new("echo", r#"{"message":"hi"}"#).conversation("c1");
 
-    // A retry at once (its write may still be queued) is replayed: one email.
+    // A retry at once is replayed: one email.
     let first = host.call(&send).unwrap();
     let retry = host.call(&send).unwrap();
     assert!(!first.replayed && retry.replayed);
@@ -328,8 +326,7 @@ fn with_normal_durability_outcomes_written_behind_the_call_are_replayed_and_surv
     let echoed = host.call(&echo).unwrap();
     assert!(host.call(&echo).unwrap().replayed);
 
-    // Another host on the same file sees both once the first one's writes land.
-    host.store().flush().unwrap();
+    // Another host on the same file sees both at once.
     let other = build();
     assert!(other.call(&send).unwrap().replayed);
     assert_eq!(other.call(&echo).unwrap().outcome, echoed.outcome);
@@ -344,7 +341,7 @@ fn with_normal_durability_outcomes_written_behind_the_call_are_replayed_and_surv
     assert!(replayed.replayed, "saved before the host went away");
     assert_eq!(replayed.outcome, answered.outcome);
     assert_eq!(mail.keys().len(), 2, "two receipts, two emails");
-    let journal = reopened.store().journal(None, 10).unwrap();
+    let journal = reopened.journal(None, 10).unwrap();
     let effects: Vec<&str> = journal
         .iter()
         .flat_map(|e| e.effects.iter().map(|f| f.state.as_str()))
@@ -398,7 +395,7 @@ fn concurrent_guarded_calls_on_a_full_journal_each_happen_once() {
     for t in threads {
         t.join().unwrap();
     }
-    let journal = host.store().journal(None, 1000).unwrap();
+    let journal = host.journal(None, 1000).unwrap();
     assert_eq!(
         journal.len(),
         20,

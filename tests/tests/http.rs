@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use justonce::http::HttpConfig;
-use justonce::http::local_api::{Behaviour, LocalApi};
+use justonce::__private::{Behaviour, LocalApi};
+use justonce::HttpConfig;
 use justonce::{CallRequest, Clock, Error, Host, Outcome, RetryPolicy};
 use serde_json::{Value, json};
 
@@ -29,7 +29,7 @@ fn refund(order: u64, cents: u64) -> CallRequest {
 
 /// The journaled key of each effect of the newest invocation of `tool`.
 fn effect_keys(host: &Host, tool: &str) -> Vec<String> {
-    let journal = host.store().journal(None, 100).unwrap();
+    let journal = host.journal(None, 100).unwrap();
     let entry = journal
         .iter()
         .find(|e| e.tool == tool)
@@ -166,7 +166,7 @@ fn a_500_is_saved_and_replayed_not_sent_again() {
     assert_eq!(code, "refund_rejected");
     assert_eq!(details.as_ref().unwrap()["status"], 500);
     // Saved in the journal as the effect's outcome: status, headers and body.
-    let journal = t.host.store().journal(None, 10).unwrap();
+    let journal = t.host.journal(None, 10).unwrap();
     let effect = &journal[0].effects[0];
     assert_eq!(effect.state, "done");
     let saved = &effect.response.as_ref().unwrap()["ok"];
@@ -273,7 +273,7 @@ fn reads_are_not_journaled_unless_recorded_and_a_resumed_call_reads_again() {
     );
 
     // The plain read has no journal record; the recorded read and the POST do.
-    let journal = t.host.store().journal(None, 10).unwrap();
+    let journal = t.host.journal(None, 10).unwrap();
     let effects: Vec<(u32, &str)> = journal[0]
         .effects
         .iter()
@@ -326,7 +326,7 @@ fn a_response_longer_than_the_cap_is_cut_and_marked_truncated() {
         .call(&CallRequest::new("http_fetch", args.to_string()))
         .unwrap();
 
-    let journal = t.host.store().journal(None, 10).unwrap();
+    let journal = t.host.journal(None, 10).unwrap();
     let saved = &journal[0].effects[0].response.as_ref().unwrap()["ok"];
     assert_eq!(saved["body"], r#"{"app"#);
     assert_eq!(saved["truncated"], true);

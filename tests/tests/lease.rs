@@ -156,7 +156,7 @@ fn a_duplicate_at_expiry_takes_over_and_the_old_run_performs_nothing_more() {
     let again = s.a.call(&request).unwrap();
     assert!(again.replayed);
     assert_eq!(again.outcome, taken_over.outcome);
-    let journal = s.a.store().journal(None, 10).unwrap();
+    let journal = s.a.journal(None, 10).unwrap();
     assert_eq!(journal[0].runs, 2);
     assert!(journal[0].effects.iter().all(|e| e.state == "done"));
 }

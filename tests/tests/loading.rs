@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use justonce::Error;
-use justonce::runtime::{Limits, Runtime};
+use justonce::{Limits, Runtime};
 
 /// Loads `bytes` as if from `name` and returns the refusal's message.
 fn refusal(name: &str, bytes: &[u8]) -> String {

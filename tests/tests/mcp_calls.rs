@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
+use justonce::__private::ServerConfig;
 use justonce::Host;
-use justonce::mcp::ServerConfig;
 use serde_json::{Value, json};
 
 use crate::support::gate::Gate;
@@ -130,7 +130,7 @@ fn a_cancelled_call_runs_to_its_outcome_without_a_response_and_a_retry_gets_that
     assert_eq!(result(&retry)["structuredContent"]["refund_id"], "re_0001");
     assert_eq!(gate.applied(), 1, "one refund");
     assert_eq!(gate.attempts().len(), 1);
-    let journal = host.store().journal(None, 10).unwrap();
+    let journal = host.journal(None, 10).unwrap();
     assert_eq!(journal.len(), 1, "{journal:?}");
     assert_eq!(
         journal[0].state, "completed",
@@ -172,5 +172,5 @@ fn a_call_cancelled_before_it_started_is_not_run_and_its_retry_runs() {
         2,
         "the cancelled call never reached the downstream"
     );
-    assert_eq!(host.store().journal(None, 10).unwrap().len(), 2);
+    assert_eq!(host.journal(None, 10).unwrap().len(), 2);
 }

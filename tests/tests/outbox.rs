@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use justonce::delivery::{Deliverer, DeliveryOutcome, DeliveryPolicy};
-use justonce::http::HttpConfig;
-use justonce::http::local_api::{Behaviour, LocalApi};
-use justonce::providers::{OutboxMessage, OutboxProvider};
+use justonce::__private::{Behaviour, LocalApi};
+use justonce::__private::{Deliverer, DeliveryOutcome, DeliveryPolicy};
+use justonce::__private::{OutboxMessage, OutboxProvider};
+use justonce::HttpConfig;
 use justonce::{CallRequest, Host, ManualClock, Outcome};
 use serde_json::Value;
 
@@ -30,7 +30,7 @@ fn notify(event: &str) -> CallRequest {
 }
 
 fn messages(host: &Host) -> Vec<OutboxMessage> {
-    host.store().read(OutboxProvider::messages).unwrap()
+    host.inspect_sqlite(OutboxProvider::messages).unwrap()
 }
 
 fn result_of(outcome: &Outcome) -> &Value {
@@ -61,7 +61,7 @@ fn a_retried_notify_queues_one_message_under_its_effect_key() {
 
     let queued = messages(&t.host);
     assert_eq!(queued.len(), 1, "{queued:?}");
-    let journal = t.host.store().journal(None, 10).unwrap();
+    let journal = t.host.journal(None, 10).unwrap();
     assert_eq!(queued[0].effect_key, journal[0].effects[0].key);
     assert_eq!(
         (queued[0].state.as_str(), queued[0].tool.as_str()),
@@ -100,7 +100,7 @@ fn a_message_whose_effect_is_refused_is_rolled_back_with_it() {
         agent["error"]["details"]["refused_after"]["message_id"].is_i64(),
         "{agent}"
     );
-    let journal = t.host.store().journal(None, 10).unwrap();
+    let journal = t.host.journal(None, 10).unwrap();
     assert_eq!(
         journal[0].effects[0].state, "done",
         "the refusal is the effect's outcome"
@@ -262,7 +262,7 @@ fn the_delivery_loop_delivers_in_the_background_until_stopped() {
 }
 
 #[test]
-fn the_same_notify_past_retention_queues_the_message_again() {
+fn the_same_notify_past_retention_queues_a_new_message_under_a_new_key() {
     let receiver = LocalApi::start().unwrap();
     let t = test_host(|b| {
         b.http(webhooks(&receiver))
@@ -272,8 +272,7 @@ fn the_same_notify_past_retention_queues_the_message_again() {
     assert!(first.outcome.is_success(), "{:?}", first.outcome);
     // Mark it delivered, as a deliverer would, so re-queuing is visible.
     t.host
-        .store()
-        .read(|conn| conn.execute("UPDATE outbox SET state = 'delivered'", []))
+        .inspect_sqlite(|conn| conn.execute("UPDATE outbox SET state = 'delivered'", []))
         .unwrap();
 
     t.clock.advance(Duration::from_secs(3600));
@@ -281,8 +280,15 @@ fn the_same_notify_past_retention_queues_the_message_again() {
     assert!(!again.replayed, "past retention the call is new, by design");
     assert!(again.outcome.is_success(), "{:?}", again.outcome);
     let queued = messages(&t.host);
-    assert_eq!(queued.len(), 1, "one row per effect key: {queued:?}");
-    assert_eq!(queued[0].state, "pending", "queued again for delivery");
+    // A new generation of the call is a new message under a new key; the delivered
+    // one is never reset to pending.
+    assert_eq!(queued.len(), 2, "one row per effect key: {queued:?}");
+    assert_eq!(queued[0].state, "delivered", "the first stays delivered");
+    assert_eq!(queued[1].state, "pending", "queued again for delivery");
+    assert_ne!(
+        queued[0].effect_key, queued[1].effect_key,
+        "a new downstream key"
+    );
 }
 
 #[test]
@@ -291,8 +297,7 @@ fn a_message_whose_stored_headers_are_unreadable_is_failed_not_sent_without_them
     let t = test_host(|b| b.http(webhooks(&receiver)));
     t.host.call(&notify("refund.issued")).unwrap();
     t.host
-        .store()
-        .read(|conn| conn.execute("UPDATE outbox SET headers = '{not json'", []))
+        .inspect_sqlite(|conn| conn.execute("UPDATE outbox SET headers = '{not json'", []))
         .unwrap();
     let deliverer = Deliverer::new(&t.host).unwrap().policy(policy());
 

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use justonce::store::Resolution;
+use justonce::Resolution;
 use justonce::{CallRequest, Clock, Error, Host, ProviderClass, RetryPolicy};
 use serde_json::{Value, json};
 
@@ -33,7 +33,7 @@ fn not_performed_lets_the_retry_attempt_once_more_under_the_same_key() {
         "tells the person how: {err}"
     );
 
-    let unresolved = t.host.store().unresolved(t.clock.now_ms()).unwrap();
+    let unresolved = t.host.unresolved(t.clock.now_ms()).unwrap();
     assert_eq!(unresolved.len(), 1, "{unresolved:?}");
     let effect = &unresolved[0];
     assert_eq!(
@@ -52,21 +52,9 @@ fn not_performed_lets_the_retry_attempt_once_more_under_the_same_key() {
 
     // The person checked downstream: it did not happen.
     t.host
-        .store()
-        .resolve(
-            &effect.key,
-            Resolution::NotPerformed,
-            &Value::Null,
-            t.clock.now_ms(),
-        )
+        .resolve(&effect.key, Resolution::NotPerformed, &Value::Null)
         .unwrap();
-    assert!(
-        t.host
-            .store()
-            .unresolved(t.clock.now_ms())
-            .unwrap()
-            .is_empty()
-    );
+    assert!(t.host.unresolved(t.clock.now_ms()).unwrap().is_empty());
     payments.set_fault(Fault::None);
     let done = t.host.call(&refund()).unwrap();
     assert!(!done.replayed);
@@ -84,13 +72,7 @@ fn a_not_performed_resolution_is_used_once() {
     assert!(t.host.call(&refund()).is_err());
     let key = payments.attempts()[0].clone();
     t.host
-        .store()
-        .resolve(
-            &key,
-            Resolution::NotPerformed,
-            &Value::Null,
-            t.clock.now_ms(),
-        )
+        .resolve(&key, Resolution::NotPerformed, &Value::Null)
         .unwrap();
     // The second attempt is as unknown as the first: a person must look again.
     assert!(matches!(
@@ -103,10 +85,7 @@ fn a_not_performed_resolution_is_used_once() {
         Err(Error::OutcomeUnknown { .. })
     ));
     assert_eq!(payments.attempts().len(), 2, "fails closed again");
-    assert_eq!(
-        t.host.store().unresolved(t.clock.now_ms()).unwrap().len(),
-        1
-    );
+    assert_eq!(t.host.unresolved(t.clock.now_ms()).unwrap().len(), 1);
 }
 
 #[test]
@@ -117,8 +96,7 @@ fn performed_finishes_the_effect_with_the_persons_answer_and_the_provider_is_not
     let key = payments.attempts()[0].clone();
     let answer = json!({"refund_id": "re_by_hand", "status": "succeeded"});
     t.host
-        .store()
-        .resolve(&key, Resolution::Performed, &answer, t.clock.now_ms())
+        .resolve(&key, Resolution::Performed, &answer)
         .unwrap();
     payments.set_fault(Fault::None);
     let done = t.host.call(&refund()).unwrap();
@@ -129,7 +107,7 @@ fn performed_finishes_the_effect_with_the_persons_answer_and_the_provider_is_not
         "the provider was not called again"
     );
     assert!(payments.applied().is_empty());
-    let effect = &t.host.store().journal(None, 10).unwrap()[0].effects[0];
+    let effect = &t.host.journal(None, 10).unwrap()[0].effects[0];
     assert_eq!(effect.resolution.as_deref(), Some("performed"));
     assert_eq!(effect.state, "done");
 }
@@ -138,12 +116,10 @@ fn performed_finishes_the_effect_with_the_persons_answer_and_the_provider_is_not
 fn resolving_anything_but_a_stopped_pending_unkeyed_effect_is_refused_with_the_reason() {
     let keyed = Arc::new(FakePayments::new(Fault::AlwaysTimeout));
     let t = test_host(|b| b.provider("payments", keyed.clone()));
-    let now = t.clock.now_ms();
     let refuse = |key: &str| {
         let err = t
             .host
-            .store()
-            .resolve(key, Resolution::Performed, &json!({}), now)
+            .resolve(key, Resolution::Performed, &json!({}))
             .unwrap_err();
         assert_eq!(err.kind(), "cannot_resolve");
         assert!(err.to_string().contains(key), "names the effect: {err}");
@@ -162,7 +138,7 @@ fn resolving_anything_but_a_stopped_pending_unkeyed_effect_is_refused_with_the_r
             crate::support::receipt_args(1, "a@example.com"),
         ))
         .unwrap();
-    let done = t.host.store().journal(None, 10).unwrap();
+    let done = t.host.journal(None, 10).unwrap();
     let done_key = done
         .iter()
         .find(|e| e.key == sent.key.as_str())

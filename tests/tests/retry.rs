@@ -191,7 +191,7 @@ fn replanned_call_with_a_new_id_and_equivalent_arguments_is_deduplicated() {
     assert_eq!(replanned.outcome, first.outcome);
     assert_eq!(t.mail.attempts().len(), 1);
     assert_eq!(t.mail.sent().unwrap().len(), 1);
-    let journal = t.host.store().journal(None, 10).unwrap();
+    let journal = t.host.journal(None, 10).unwrap();
     assert_eq!(journal[0].tool_call_ids, vec!["call_1", "call_2"]);
 }
 
@@ -205,7 +205,7 @@ fn same_tool_call_id_with_different_arguments_is_a_mismatch_and_runs_nothing() {
                 .tool_call_id("call_1"),
         )
         .unwrap();
-    let before = t.host.store().journal(None, 10).unwrap();
+    let before = t.host.journal(None, 10).unwrap();
     let err = t
         .host
         .call(
@@ -216,7 +216,7 @@ fn same_tool_call_id_with_different_arguments_is_a_mismatch_and_runs_nothing() {
         .unwrap_err();
     assert!(matches!(err, Error::Mismatch { .. }), "{err:?}");
     assert_eq!(t.mail.attempts().len(), 1, "nothing ran");
-    let after = t.host.store().journal(None, 10).unwrap();
+    let after = t.host.journal(None, 10).unwrap();
     assert_eq!(after.len(), before.len(), "nothing stored");
     assert_eq!(after[0].tool_call_ids, vec!["call_1"]);
 }
@@ -289,7 +289,7 @@ fn a_tool_error_is_saved_and_replayed() {
     let retry = t.host.call(&request).unwrap();
     assert!(retry.replayed);
     assert_eq!(retry.outcome, first.outcome);
-    assert_eq!(t.host.store().journal(None, 10).unwrap()[0].runs, 1);
+    assert_eq!(t.host.journal(None, 10).unwrap()[0].runs, 1);
 }
 
 #[test]
@@ -307,7 +307,7 @@ fn a_trap_after_one_effect_is_saved_and_the_effect_stays_journaled_once() {
     assert_eq!(retry.outcome, first.outcome);
     assert_eq!(t.mail.sent().unwrap().len(), 1);
     assert_eq!(t.mail.attempts().len(), 1);
-    let journal = t.host.store().journal(None, 10).unwrap();
+    let journal = t.host.journal(None, 10).unwrap();
     assert_eq!(journal[0].effects.len(), 1);
     assert_eq!(journal[0].effects[0].state, "done");
 }
@@ -382,7 +382,7 @@ fn outcome_unknown_after_the_budget_then_a_retry_resumes_under_the_same_key() {
         attempts.iter().all(|k| *k == attempts[0]),
         "one key: {attempts:?}"
     );
-    let journal = t.host.store().journal(None, 10).unwrap();
+    let journal = t.host.journal(None, 10).unwrap();
     assert_eq!(journal[0].state, "incomplete");
     assert_eq!(journal[0].effects[0].state, "pending");
 

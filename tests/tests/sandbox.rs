@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use justonce::runtime::Limits;
+use justonce::Limits;
 use justonce::{CallRequest, Error, Outcome};
 use serde_json::{Value, json};
 
@@ -35,11 +35,7 @@ fn contained(tool: &str, args: &str, limits: Limits) -> (String, String) {
     let retry = t.host.call(&request).unwrap();
     assert!(retry.replayed, "the trap is the saved outcome");
     assert_eq!(retry.outcome, first.outcome);
-    assert_eq!(
-        t.host.store().journal(None, 10).unwrap()[0].runs,
-        1,
-        "not re-run"
-    );
+    assert_eq!(t.host.journal(None, 10).unwrap()[0].runs, 1, "not re-run");
     assert_still_serving(&t.host);
     (reason.to_string(), message.to_string())
 }
@@ -99,7 +95,7 @@ fn an_effect_flood_stops_at_the_budget_with_exactly_the_budget_performed() {
     let (reason, message) = trap(&first.outcome);
     assert_eq!(reason, "effect_budget_exceeded");
     assert!(message.contains("more than 5 effects"), "{message}");
-    let journal = t.host.store().journal(None, 10).unwrap();
+    let journal = t.host.journal(None, 10).unwrap();
     assert_eq!(
         journal[0].effects.len(),
         5,
@@ -108,8 +104,7 @@ fn an_effect_flood_stops_at_the_budget_with_exactly_the_budget_performed() {
     assert!(journal[0].effects.iter().all(|e| e.state == "done"));
     let stored = |key: &str| {
         t.host
-            .store()
-            .read(|c| justonce::providers::KvProvider::get(c, key))
+            .inspect_sqlite(|c| justonce::__private::KvProvider::get(c, key))
             .unwrap()
     };
     assert_eq!(stored("4"), Some(json!(4)));
@@ -119,10 +114,7 @@ fn an_effect_flood_stops_at_the_budget_with_exactly_the_budget_performed() {
         .call(&CallRequest::new("effect_flood", "{}"))
         .unwrap();
     assert!(retry.replayed);
-    assert_eq!(
-        t.host.store().journal(None, 10).unwrap()[0].effects.len(),
-        5
-    );
+    assert_eq!(t.host.journal(None, 10).unwrap()[0].effects.len(), 5);
     assert_still_serving(&t.host);
 }
 
@@ -139,11 +131,7 @@ fn an_oversized_effect_payload_traps_before_anything_is_journaled() {
     let (reason, message) = trap(&first.outcome);
     assert_eq!(reason, "payload_too_large");
     assert!(message.contains("limit is 256 bytes"), "{message}");
-    assert!(
-        t.host.store().journal(None, 10).unwrap()[0]
-            .effects
-            .is_empty()
-    );
+    assert!(t.host.journal(None, 10).unwrap()[0].effects.is_empty());
     assert_still_serving(&t.host);
 }
 
@@ -230,7 +218,7 @@ fn the_environment_and_the_arguments_are_empty() {
 
 #[test]
 fn a_guest_that_opens_a_socket_is_refused_at_load_with_the_import_named() {
-    let mut runtime = justonce::runtime::Runtime::new(Limits::default()).unwrap();
+    let mut runtime = justonce::Runtime::new(Limits::default()).unwrap();
     let path = std::path::Path::new(justonce_tests::guests::OPEN_SOCKET_COMPONENT);
     let err = runtime.load_file(path).unwrap_err();
     assert!(matches!(err, Error::Load { .. }), "{err:?}");

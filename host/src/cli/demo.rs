@@ -9,10 +9,10 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{Cli, exit};
+use crate::call::{CallRequest, CallResponse};
 use crate::clock::SystemClock;
 use crate::delivery::{Deliverer, DeliveryPolicy};
 use crate::error::Error;
-use crate::host::{CallRequest, CallResponse};
 use crate::http::local_api::{Behaviour, LocalApi};
 use crate::http::{DEFAULT_IDEMPOTENCY_HEADER, HttpConfig};
 use crate::providers::MailProvider;

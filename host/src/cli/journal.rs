@@ -5,7 +5,7 @@ use clap::Args;
 use super::{Cli, exit, print_json};
 use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
-use crate::store::{Durability, Store};
+use crate::journal::{self as journal_store, Durability};
 
 /// Show invocations and their effects, with keys, states and attempts.
 #[derive(Debug, Args)]
@@ -26,11 +26,11 @@ pub struct Journal {
 
 impl Journal {
     pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
-        let store = Store::open(&cli.db, Durability::default())?;
+        let store = journal_store::open(&cli.db, Durability::default())?;
         if self.unresolved {
-            return self.unresolved(&store);
+            return self.unresolved(&*store);
         }
-        let entries = store.journal(self.conversation.as_deref(), self.limit)?;
+        let entries = store.entries(self.conversation.as_deref(), self.limit)?;
         if self.json {
             print_json(&serde_json::to_value(&entries).unwrap_or_default());
             return Ok(exit::SUCCESS);
@@ -79,7 +79,7 @@ impl Journal {
         Ok(exit::SUCCESS)
     }
 
-    fn unresolved(&self, store: &Store) -> Result<u8, Error> {
+    fn unresolved(&self, store: &dyn journal_store::Journal) -> Result<u8, Error> {
         let mut effects = store.unresolved(SystemClock.now_ms())?;
         if let Some(scope) = &self.conversation {
             effects.retain(|e| &e.scope == scope);

@@ -3,8 +3,8 @@
 use clap::Args;
 
 use super::{Cli, exit};
+use crate::call::CallRequest;
 use crate::error::Error;
-use crate::host::CallRequest;
 
 /// Print the invocation key of a call without running it.
 #[derive(Debug, Args)]

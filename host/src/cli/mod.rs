@@ -17,9 +17,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::builder::HostBuilder;
 use crate::config::Config;
 use crate::error::Error;
-use crate::host::{Host, HostBuilder};
+use crate::host::Host;
 
 /// Where the journal lives when neither `--db` nor the configuration file says.
 const DEFAULT_DB: &str = ".justonce/state.db";
@@ -170,14 +171,14 @@ pub fn exit_code(error: &Error) -> u8 {
         | Error::Mismatch { .. }
         | Error::CannotResolve { .. }
         | Error::Config { .. } => exit::BAD_INPUT,
-        Error::InProgress { .. } | Error::OutcomeUnknown { .. } | Error::LeaseLost { .. } => {
-            exit::RETRY_SAFE
-        }
+        Error::InProgress { .. }
+        | Error::OutcomeUnknown { .. }
+        | Error::NotPerformed { .. }
+        | Error::LeaseLost { .. } => exit::RETRY_SAFE,
         Error::Divergence { .. } => exit::DIVERGENCE,
         Error::Load { .. }
         | Error::DuplicateTool { .. }
         | Error::Store { .. }
-        | Error::LostWrite { .. }
         | Error::NewerSchema { .. }
         | Error::Host(_) => exit::HOST_FAILURE,
     }

@@ -5,8 +5,8 @@ use std::path::Path;
 use clap::Args;
 
 use super::{Cli, exit, exit_code, print_json};
+use crate::call::CallRequest;
 use crate::error::Error;
-use crate::host::CallRequest;
 
 /// Call one tool and print one JSON object with `ok`, `result` or `error`, `replayed`
 /// and `key`.

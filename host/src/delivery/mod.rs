@@ -19,11 +19,12 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::clock::millis;
+use crate::clock::{Clock, millis};
 use crate::error::{Error, Result};
-use crate::guard::Shared;
 use crate::host::Host;
 use crate::http::{Client, HttpConfig, HttpResponse, Outbound, SendError, parse_url};
+use crate::journal::Journal;
+use crate::journal::sqlite::SqliteJournal;
 
 /// How patiently the deliverer retries a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,7 +117,8 @@ impl DeliveryReport {
 
 /// Sends the outbox of one host's journal; see the module docs.
 pub struct Deliverer {
-    shared: Arc<Shared>,
+    journal: Arc<dyn Journal>,
+    clock: Arc<dyn Clock>,
     config: Arc<HttpConfig>,
     client: Client,
     policy: DeliveryPolicy,
@@ -142,11 +144,10 @@ impl Deliverer {
     /// A deliverer for `host`'s journal, with the host's HTTP config (key header
     /// names, timeout, response cap) and clock.
     pub fn new(host: &Host) -> Result<Self> {
-        let shared = Arc::clone(host.shared());
-        shared
-            .store
-            .with(|conn| conn.execute_batch(crate::providers::OUTBOX_SCHEMA))?;
-        let path = shared.store.path();
+        let journal = Arc::clone(host.journal_handle());
+        let sqlite = sqlite_of(&*journal)?;
+        sqlite.with(|conn| conn.execute_batch(crate::providers::OUTBOX_SCHEMA))?;
+        let path = sqlite.path();
         let lock_file = (path != std::path::Path::new(":memory:")).then(|| {
             let mut name = path.as_os_str().to_owned();
             name.push(".deliver.lock");
@@ -155,7 +156,8 @@ impl Deliverer {
         let config = host.http_config_arc();
         Ok(Self {
             client: Client::new(&config),
-            shared,
+            clock: Arc::clone(&host.shared().clock),
+            journal,
             config,
             policy: DeliveryPolicy::default(),
             lock_file,
@@ -202,12 +204,12 @@ impl Deliverer {
     /// for another deliverer's pass on the same journal to finish first.
     pub fn run_once(&self) -> Result<DeliveryReport> {
         let _lock = self.lock()?;
-        let store = &self.shared.store;
-        let now = self.shared.clock.now_ms();
+        let store = sqlite_of(&*self.journal)?;
+        let now = self.clock.now_ms();
         let due = store.with(|conn| queue::due(conn, now, self.policy.batch))?;
         let mut report = DeliveryReport::default();
         for message in due {
-            let now = self.shared.clock.now_ms();
+            let now = self.clock.now_ms();
             let attempt = store.with(|conn| queue::begin_attempt(conn, message.id, now))?;
             let (outcome, status, error) = self.send(&message, attempt)?;
             report.attempts.push(DeliveryAttempt {
@@ -223,12 +225,21 @@ impl Deliverer {
         Ok(report)
     }
 
+    /// Whether the receiver's status asks to come back (the same classification as
+    /// the `http` provider's).
+    fn asks_to_retry(&self, url: &str, response: &HttpResponse) -> bool {
+        match parse_url(url) {
+            Ok(origin) => response.asks_to_retry(self.config.retry_statuses(&origin)),
+            Err(_) => false,
+        }
+    }
+
     fn send(
         &self,
         message: &queue::Queued,
         attempt: u32,
     ) -> Result<(DeliveryOutcome, Option<u16>, Option<String>)> {
-        let store = &self.shared.store;
+        let store = sqlite_of(&*self.journal)?;
         // A message that cannot be sent as queued is given up, never sent without
         // what it was queued with.
         let answer = match (parse_url(&message.url), &message.headers) {
@@ -247,7 +258,7 @@ impl Deliverer {
                     .send(&outbound, Some((&header, &message.effect_key)))
             }
         };
-        let now = self.shared.clock.now_ms();
+        let now = self.clock.now_ms();
         let (status, error, retry_after) = match answer {
             Ok(response) if response.is_success() => {
                 let saved = response.to_json().to_string();
@@ -256,7 +267,7 @@ impl Deliverer {
                 })?;
                 return Ok((DeliveryOutcome::Delivered, Some(response.status), None));
             }
-            Ok(response) if !worth_retrying(&response) => {
+            Ok(response) if !self.asks_to_retry(&message.url, &response) => {
                 let error = format!(
                     "the receiver refused the message with status {}",
                     response.status
@@ -271,7 +282,7 @@ impl Deliverer {
                 format!("the receiver answered {}", response.status),
                 response.retry_after(),
             ),
-            Err(SendError::Unknown(reason)) => (None, reason, None),
+            Err(SendError::Unknown(reason) | SendError::NotSent(reason)) => (None, reason, None),
             Err(SendError::Invalid(reason)) => {
                 store.with(|conn| queue::failed(conn, message.id, None, &reason, now))?;
                 return Ok((DeliveryOutcome::Failed, None, Some(reason)));
@@ -321,9 +332,6 @@ impl Deliverer {
 }
 
 /// Statuses after which the same message may still be accepted later.
-fn worth_retrying(response: &HttpResponse) -> bool {
-    matches!(response.status, 408 | 409 | 425 | 429) || response.status >= 500
-}
 
 /// The handle of a background delivery loop; stopping or dropping it ends the loop
 /// after the pass under way.
@@ -382,4 +390,11 @@ mod tests {
             60
         );
     }
+}
+
+/// The SQLite journal the outbox lives in.
+fn sqlite_of(journal: &dyn Journal) -> Result<&SqliteJournal> {
+    journal
+        .as_sqlite()
+        .ok_or_else(|| Error::Host(anyhow::anyhow!("outbox delivery needs the SQLite journal")))
 }

@@ -1,43 +1,52 @@
-//! The effect guard: pending record first, then the provider, retried with the stored
-//! key while the outcome is unknown; the definitive answer is saved and replayed.
+//! The effect guard: one run's answer to every `perform` its guest makes.
+//!
+//! Read top to bottom as the contract does:
+//! 1. checks that need no journal (an interrupted run, an unknown provider, a read);
+//! 2. a resumed run compares the journal at this position: another effect is a
+//!    divergence, a finished one replays its answer;
+//! 3. a transactional effect is claimed and performed in one journal transaction;
+//! 4. a pending unkeyed effect that may have happened fails closed;
+//! 5. otherwise the effect is claimed (record and key before the provider), performed,
+//!    and retried under the same key while its outcome is unknown; the definitive
+//!    answer is saved, fenced by the run's lease.
 
+use std::any::Any;
 use std::sync::Arc;
+use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::Shared;
 use crate::determinism::GuestEntropy;
 use crate::error::Error;
 use crate::fault::{self, FaultPoint};
+use crate::journal::{
+    Answer, EffectState, Lease, NewEffect, NewInvocation, Refusal, Resolution, TransactionalRequest,
+};
 use crate::keys::{self, EffectKey, InvocationKey};
 use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
-use crate::store::{BehindJob, EffectState, Lease, NewEffect, NewInvocation, Refusal, Resolution};
-
-/// Why `perform` returned no response; each maps to a WIT `effect-error` case.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum EffectFailure {
-    Rejected(String),
-    OutcomeUnknown(String),
-    Denied(String),
-    Divergence(String),
-}
+use crate::runtime::{EffectFailure, EffectHandler};
 
 /// What stopped an invocation short of a savable outcome.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Interruption {
+    /// An effect's outcome stayed unknown.
     OutcomeUnknown {
         seq: u32,
         provider: String,
         reason: String,
     },
-    Divergence {
+    /// The guest asked for another effect than the journal holds.
+    Divergence { seq: u32, detail: String },
+    /// An effect was known not to be performed for a reason outside the tool (the
+    /// host's configuration, a refused connection): nothing is saved.
+    NotPerformed {
         seq: u32,
-        detail: String,
+        provider: String,
+        reason: String,
     },
     /// Another host took the call over; this run may perform nothing more.
-    LeaseLost {
-        seq: u32,
-    },
+    LeaseLost,
     /// This run had not journaled its invocation when another run did (a duplicate
     /// in another process): it performed nothing, its outcome does not count, and
     /// the call looks again (and waits for, or replays, the other run).
@@ -62,7 +71,7 @@ pub(crate) struct EffectSession {
     tool: String,
     /// The run that holds the invocation's lease.
     owner: String,
-    /// How far each effect renews the lease.
+    /// How far each journal write renews the lease.
     lease_ms: i64,
     /// The journaled clock start and seed the guest's WASI clocks and random use.
     pub entropy: GuestEntropy,
@@ -73,44 +82,47 @@ pub(crate) struct EffectSession {
     /// Whether an earlier run journaled effects this run must replay; a fresh run
     /// never reads the journal before an effect.
     resumed: bool,
-    /// Whether this run performed an effect outside the journal's own transactions
-    /// (keyed or unkeyed): its outcome then needs a durable point before the answer.
-    pub performed_outside: bool,
-    /// Whether this run attempted an unkeyed effect: its answer and the run's outcome
-    /// are then never written behind the call (a lost one needs a person).
-    pub performed_unkeyed: bool,
-    /// Set by the first effect whose outcome is unknown or that diverged; later
-    /// effects in the same run are refused.
+    /// Set by the first effect whose outcome is unknown, that diverged or whose run
+    /// lost its lease; later effects in the same run are refused.
     pub interrupted: Option<Interruption>,
     /// Set when the journal itself failed; the run's outcome is then not saved.
     pub host_fault: Option<Error>,
 }
 
-/// The saved answer of an effect, as stored in `effects.response`.
-pub(crate) fn stored_ok(v: &Value) -> String {
-    json!({ "ok": v }).to_string()
+/// One attempt's result, for [`EffectSession::retrying`].
+enum Attempt<T> {
+    /// A definitive answer (or a refusal): stop.
+    Done(T),
+    /// The outcome is unknown; try again (after `retry_after`, if the downstream said).
+    Unknown {
+        reason: String,
+        retry_after: Option<Duration>,
+    },
 }
-fn stored_rejected(v: &Value) -> String {
-    json!({ "rejected": v }).to_string()
-}
-/// A refusal before anything happened, saved with the exact message the guest got,
-/// so a resumed run is told the same thing.
-fn stored_denied(message: &str) -> String {
-    json!({ "denied": message }).to_string()
-}
-fn replay(stored: &str) -> Result<String, EffectFailure> {
-    let v: Value = serde_json::from_str(stored).unwrap_or(Value::Null);
-    match (
-        v.get("ok"),
-        v.get("rejected"),
-        v.get("denied").and_then(Value::as_str),
-    ) {
-        (Some(ok), _, _) => Ok(ok.to_string()),
-        (None, Some(rejected), _) => Err(EffectFailure::Rejected(rejected.to_string())),
-        (None, None, Some(denied)) => Err(EffectFailure::Denied(denied.to_string())),
-        _ => Err(EffectFailure::Denied(format!(
-            "the journal holds an unreadable response for this effect: {stored}"
-        ))),
+
+impl EffectHandler for EffectSession {
+    fn perform(
+        &mut self,
+        provider: &str,
+        operation: &str,
+        payload: &str,
+    ) -> Result<Result<String, EffectFailure>, String> {
+        match self.guard(provider, operation, payload) {
+            Ok(answer) => Ok(answer),
+            Err(fault) => {
+                let message = fault.to_string();
+                self.host_fault = Some(fault);
+                Err(message)
+            }
+        }
+    }
+
+    fn entropy(&self) -> &GuestEntropy {
+        &self.entropy
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
     }
 }
 
@@ -134,8 +146,6 @@ impl EffectSession {
             next_seq: 0,
             unjournaled: start.unjournaled,
             resumed: start.resumed,
-            performed_outside: false,
-            performed_unkeyed: false,
             interrupted: None,
             host_fault: None,
         }
@@ -143,30 +153,44 @@ impl EffectSession {
 
     /// Guards one `perform` call from the guest. `Err` is a host fault (the journal
     /// failed): the guest traps and the run's outcome is not saved.
-    pub(crate) fn perform(
+    fn guard(
         &mut self,
         provider_name: &str,
         operation: &str,
         payload: &str,
     ) -> Result<Result<String, EffectFailure>, Error> {
+        // 1. Checks that need no journal.
         if self.interrupted.is_some() {
             return Ok(Err(EffectFailure::Denied(
                 "an earlier effect of this call is unresolved; no further effects are performed"
                     .into(),
             )));
         }
-        let shared = Arc::clone(&self.shared);
-        let (provider, payload) = match self.check(provider_name, payload) {
-            Ok(checked) => checked,
-            Err(reason) => {
+        let payload: Value = match serde_json::from_str(payload) {
+            Ok(payload) => payload,
+            Err(e) => {
                 // A refused call takes a position like an effect, so a resumed call
                 // that is refused the same way sees the same positions.
                 self.next_seq += 1;
-                return Ok(Err(EffectFailure::Denied(reason)));
+                return Ok(Err(EffectFailure::Denied(format!(
+                    "payload is not valid JSON: {e}"
+                ))));
             }
         };
+        let Some(provider) = self.shared.providers.get(provider_name).cloned() else {
+            // The host's configuration, not the tool: nothing is saved, and the call
+            // succeeds once the provider is configured.
+            let known: Vec<&str> = self.shared.providers.keys().map(String::as_str).collect();
+            let reason = format!(
+                "no provider named `{provider_name}` is configured; this host has: {}",
+                known.join(", ")
+            );
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            return Ok(Err(self.not_performed(seq, provider_name, reason)));
+        };
         if provider.unjournaled_read(operation, &payload) {
-            return Ok(self.read(provider.as_ref(), provider_name, operation, &payload));
+            return self.read(provider.as_ref(), provider_name, operation, &payload);
         }
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -175,9 +199,9 @@ impl EffectSession {
             Err(e) => return Ok(Err(EffectFailure::Denied(format!("payload: {e}")))),
         };
 
-        // Only a resumed run can find its effects journaled already.
+        // 2. Only a resumed run can find its effects journaled already.
         let existing = if self.resumed {
-            shared.store.effect(&self.invocation, seq)?
+            self.shared.journal.effect(&self.invocation, seq)?
         } else {
             None
         };
@@ -194,13 +218,14 @@ impl EffectSession {
                 return Ok(Err(EffectFailure::Divergence(detail)));
             }
             if record.state == EffectState::Done {
-                return Ok(replay(record.response.as_deref().unwrap_or("")));
+                return Ok(answer_to_guest(Answer::from_stored(
+                    record.response.as_deref().unwrap_or(""),
+                )));
             }
         }
 
         let class = provider.class();
-        let now = shared.clock.now_ms();
-        let key = keys::effect_key(&self.invocation, seq);
+        let key = keys::effect_key(&self.invocation, self.entropy.seed.generation(), seq);
         let invocation = self.invocation.clone();
         let new = NewEffect {
             key: &key,
@@ -210,17 +235,20 @@ impl EffectSession {
             class: class.as_str(),
             operation,
             fingerprint: &fingerprint,
-            now,
+            now: self.shared.clock.now_ms(),
         };
+
+        // 3. Transactional: claimed and performed in one journal transaction.
         if class == ProviderClass::Transactional {
-            return self.transactional(provider.as_ref(), &new, &payload);
+            return self.transactional(provider.as_ref(), &new, operation, &payload);
         }
+
+        // 4. A pending unkeyed effect may have happened; repeating it could do it
+        // twice. Fail closed until a person resolves it.
         if let Some(record) = &existing
             && class == ProviderClass::Unkeyed
             && record.resolution != Some(Resolution::NotPerformed)
         {
-            // A pending unkeyed effect may have happened; repeating it could do it
-            // twice. Fail closed until a person resolves it.
             let reason = format!(
                 "an earlier attempt of this unkeyed effect may have taken effect; a person must resolve it \
                  (`justonce journal --unresolved`, then `justonce resolve {} --performed` or `--not-performed`)",
@@ -228,16 +256,9 @@ impl EffectSession {
             );
             return Ok(Err(self.unknown(seq, provider_name, reason)));
         }
-        self.attempts(provider.as_ref(), class, &new, &payload)
-    }
 
-    /// Whether the outcome of this run must be on disk before the caller is answered:
-    /// when it performed an effect outside the journal's own transactions, or resumed
-    /// a run that may have. A fresh run whose effects were all transactional (or that
-    /// had none) can lose its outcome to a power cut only together with those effects,
-    /// and a retry then runs it again as a new call.
-    pub(crate) fn needs_durable_outcome(&self) -> bool {
-        self.resumed || self.performed_outside
+        // 5. Keyed or unkeyed: claim, perform, retry under the same key.
+        self.keyed_or_unkeyed(provider.as_ref(), class, &new, &payload)
     }
 
     /// After the guest finished: the first position and number of journaled effects
@@ -248,30 +269,41 @@ impl EffectSession {
         }
         let journaled = self
             .shared
-            .store
+            .journal
             .effects_from(&self.invocation, self.next_seq)?;
         Ok((journaled > 0).then_some((self.next_seq, journaled)))
     }
 
-    /// Checks the budget, the payload and the provider before anything is journaled.
-    fn check(
-        &self,
-        provider_name: &str,
-        payload: &str,
-    ) -> Result<(Arc<dyn Provider>, Value), String> {
-        // The effect budget and the payload cap are the sandbox's (runtime/state.rs):
-        // they trap before a request gets here.
-        let shared = &self.shared;
-        let payload: Value =
-            serde_json::from_str(payload).map_err(|e| format!("payload is not valid JSON: {e}"))?;
-        let Some(provider) = shared.providers.get(provider_name) else {
-            let known: Vec<&str> = shared.providers.keys().map(String::as_str).collect();
-            return Err(format!(
-                "no provider named `{provider_name}`; this host has: {}",
-                known.join(", ")
-            ));
-        };
-        Ok((Arc::clone(provider), payload))
+    /// The one retry loop: makes attempts, pausing before each under the retry policy
+    /// (honouring the downstream's `Retry-After`), until one is definitive or `budget`
+    /// attempts were made. `Err((reason, made))` when the budget ran out.
+    fn retrying<T>(
+        &mut self,
+        budget: u32,
+        mut attempt: impl FnMut(&mut Self, u32) -> Result<Attempt<T>, Error>,
+    ) -> Result<Result<T, (String, u32)>, Error> {
+        let shared = Arc::clone(&self.shared);
+        let mut retry_after = None;
+        let mut made = 0;
+        loop {
+            made += 1;
+            let pause = shared.retry.pause_before(made, retry_after);
+            if !pause.is_zero() {
+                shared.clock.sleep(pause);
+            }
+            match attempt(self, made)? {
+                Attempt::Done(done) => return Ok(Ok(done)),
+                Attempt::Unknown {
+                    reason,
+                    retry_after: hint,
+                } => {
+                    if made >= budget {
+                        return Ok(Err((reason, made)));
+                    }
+                    retry_after = hint;
+                }
+            }
+        }
     }
 
     /// An unjournaled read: no record, no key; retried under the policy because a
@@ -283,54 +315,252 @@ impl EffectSession {
         provider_name: &str,
         operation: &str,
         payload: &Value,
-    ) -> Result<String, EffectFailure> {
-        let shared = Arc::clone(&self.shared);
-        let mut hint = None;
-        let mut made = 0;
-        loop {
-            made += 1;
-            let pause = shared.retry.pause_before(made, hint);
-            if !pause.is_zero() {
-                shared.clock.sleep(pause);
-            }
+    ) -> Result<Result<String, EffectFailure>, Error> {
+        let budget = self.shared.retry.max_attempts;
+        let read = self.retrying(budget, |session, made| {
             let request = ReadRequest {
-                tool: &self.tool,
-                invocation: &self.invocation,
+                tool: &session.tool,
+                invocation: &session.invocation,
                 attempt: made,
                 operation,
                 payload,
             };
-            let reason = match provider.read(&request) {
-                Ok(response) => return Ok(response.to_string()),
+            Ok(match provider.read(&request) {
+                Ok(response) => Attempt::Done(Ok(response.to_string())),
                 Err(ProviderError::Rejected(answer)) => {
-                    return Err(EffectFailure::Rejected(answer.to_string()));
+                    Attempt::Done(Err(EffectFailure::Rejected(answer.to_string())))
                 }
-                Err(ProviderError::Invalid(reason)) => {
-                    return Err(EffectFailure::Denied(format!(
-                        "{provider_name} refused the request: {reason}"
-                    )));
-                }
-                Err(ProviderError::Unknown(reason)) => {
-                    hint = None;
-                    reason
-                }
+                Err(ProviderError::Invalid(reason)) => Attempt::Done(Err(EffectFailure::Denied(
+                    format!("{provider_name} refused the request: {reason}"),
+                ))),
+                Err(ProviderError::NotPerformed {
+                    reason,
+                    retry: true,
+                }) => Attempt::Unknown {
+                    reason,
+                    retry_after: None,
+                },
+                Err(ProviderError::NotPerformed {
+                    reason,
+                    retry: false,
+                }) => Attempt::Done(Err(session.not_performed(
+                    session.next_seq,
+                    provider_name,
+                    reason,
+                ))),
+                Err(ProviderError::Unknown(reason)) => Attempt::Unknown {
+                    reason,
+                    retry_after: None,
+                },
                 Err(ProviderError::Throttled {
                     reason,
                     retry_after,
-                }) => {
-                    hint = retry_after;
-                    reason
-                }
-            };
-            if made >= shared.retry.max_attempts {
+                }) => Attempt::Unknown {
+                    reason,
+                    retry_after,
+                },
+            })
+        })?;
+        Ok(match read {
+            Ok(answer) => answer,
+            Err((reason, made)) => {
                 // A read has no position of its own: name the effect it came before.
                 let reason = format!(
                     "a read (not journaled, before effect #{}) failed {made} time(s): {reason}",
                     self.next_seq
                 );
-                return Err(self.unknown(self.next_seq, provider_name, reason));
+                Err(self.unknown(self.next_seq, provider_name, reason))
             }
+        })
+    }
+
+    /// A keyed or unkeyed effect: claimed before every attempt (the key read back from
+    /// the journal, never recomputed, and only while this run holds the lease),
+    /// performed, and retried under the same key while its outcome is unknown; an
+    /// unkeyed one is attempted once.
+    fn keyed_or_unkeyed(
+        &mut self,
+        provider: &dyn Provider,
+        class: ProviderClass,
+        new: &NewEffect<'_>,
+        payload: &Value,
+    ) -> Result<Result<String, EffectFailure>, Error> {
+        let budget = if class == ProviderClass::Unkeyed {
+            1
+        } else {
+            self.shared.retry.max_attempts
+        };
+        let mut last_key = None;
+        let mut last_not_performed = false;
+        let performed = self.retrying(budget, |session, _made| {
+            let now = session.shared.clock.now_ms();
+            let claimed = session.shared.journal.claim_attempt(
+                &NewEffect { now, ..*new },
+                &session.lease(),
+                session.unjournaled.as_ref(),
+            )?;
+            let (key, attempt) = match claimed {
+                Ok(claimed) => claimed,
+                Err(refusal) => {
+                    return Ok(Attempt::Done(Err(session.refused(
+                        refusal,
+                        new.seq,
+                        new.provider,
+                    ))));
+                }
+            };
+            session.unjournaled = None;
+            last_not_performed = false;
+            let request = EffectRequest {
+                tool: &session.tool,
+                key: &key,
+                invocation: &session.invocation,
+                seq: new.seq,
+                attempt,
+                operation: new.operation,
+                payload,
+            };
+            fault::point(FaultPoint::BeforeEffect);
+            let answer = provider.perform(&request);
+            fault::point(FaultPoint::AfterProvider);
+            let answer = match answer {
+                Ok(response) => Answer::Ok(response),
+                Err(ProviderError::Rejected(answer)) => Answer::Rejected(answer),
+                // Refused before doing anything: the record is finished as a refusal
+                // so a retry does not ask again and the journal says what happened.
+                Err(ProviderError::Invalid(reason)) => {
+                    Answer::Denied(format!("{} refused the request: {reason}", new.provider))
+                }
+                Err(ProviderError::NotPerformed { reason, retry }) => {
+                    session.mark_not_performed(&key, &reason)?;
+                    last_key = Some(key);
+                    if retry {
+                        last_not_performed = true;
+                        return Ok(Attempt::Unknown {
+                            reason,
+                            retry_after: None,
+                        });
+                    }
+                    return Ok(Attempt::Done(Err(session.not_performed(
+                        new.seq,
+                        new.provider,
+                        reason,
+                    ))));
+                }
+                Err(ProviderError::Unknown(reason)) => {
+                    session.note_unknown(&key, &reason)?;
+                    last_key = Some(key);
+                    return Ok(Attempt::Unknown {
+                        reason,
+                        retry_after: None,
+                    });
+                }
+                Err(ProviderError::Throttled {
+                    reason,
+                    retry_after,
+                }) => {
+                    session.note_unknown(&key, &reason)?;
+                    last_key = Some(key);
+                    return Ok(Attempt::Unknown {
+                        reason,
+                        retry_after,
+                    });
+                }
+            };
+            Ok(Attempt::Done(session.save_answer(&key, answer)?))
+        })?;
+        Ok(match performed {
+            Ok(answer) => answer,
+            Err((reason, made)) if last_not_performed => {
+                let reason = format!(
+                    "{reason} (after {made} attempt{}; nothing was sent)",
+                    if made == 1 { "" } else { "s" }
+                );
+                Err(self.not_performed(new.seq, new.provider, reason))
+            }
+            Err((reason, made)) => {
+                let key = last_key.map(|k| k.to_string()).unwrap_or_default();
+                let mut reason = format!(
+                    "{reason} (after {made} attempt{} with key {key})",
+                    if made == 1 { "" } else { "s" }
+                );
+                if class == ProviderClass::Unkeyed {
+                    reason.push_str(&format!(
+                        "; this unkeyed effect is not repeated until a person resolves it: `justonce resolve {key} --performed` or `--not-performed`"
+                    ));
+                }
+                Err(self.unknown(new.seq, new.provider, reason))
+            }
+        })
+    }
+
+    /// Saves an effect's definitive answer, fenced by the run's lease, and hands it to
+    /// the guest. A run that lost its lease is told so and performs nothing more.
+    fn save_answer(
+        &mut self,
+        key: &EffectKey,
+        answer: Answer,
+    ) -> Result<Result<String, EffectFailure>, Error> {
+        let now = self.shared.clock.now_ms();
+        let lease = self.lease();
+        if !self
+            .shared
+            .journal
+            .finish_effect(key, &answer, &lease, &self.invocation, now)?
+        {
+            self.interrupted = Some(Interruption::LeaseLost);
+            return Ok(Err(lease_lost()));
         }
+        Ok(answer_to_guest(answer))
+    }
+
+    /// Records an attempt known not performed, fenced by the run's lease.
+    fn mark_not_performed(&mut self, key: &EffectKey, reason: &str) -> Result<(), Error> {
+        let now = self.shared.clock.now_ms();
+        let lease = self.lease();
+        self.shared
+            .journal
+            .not_performed(key, reason, &lease, &self.invocation, now)?;
+        Ok(())
+    }
+
+    /// Records an attempt whose outcome is unknown, fenced by the run's lease.
+    fn note_unknown(&mut self, key: &EffectKey, reason: &str) -> Result<(), Error> {
+        let now = self.shared.clock.now_ms();
+        let lease = self.lease();
+        self.shared
+            .journal
+            .note_attempt_error(key, reason, &lease, &self.invocation, now)?;
+        Ok(())
+    }
+
+    /// A transactional effect: claimed and performed in the journal's transaction.
+    fn transactional(
+        &mut self,
+        provider: &dyn Provider,
+        new: &NewEffect<'_>,
+        operation: &str,
+        payload: &Value,
+    ) -> Result<Result<String, EffectFailure>, Error> {
+        let request = TransactionalRequest {
+            tool: &self.tool,
+            operation,
+            payload,
+        };
+        let performed = self.shared.journal.perform_transactional(
+            new,
+            &self.lease(),
+            self.unjournaled.as_ref(),
+            provider,
+            &request,
+        )?;
+        Ok(match performed {
+            Ok(answer) => {
+                self.unjournaled = None;
+                answer_to_guest(answer)
+            }
+            Err(refusal) => Err(self.refused(refusal, new.seq, new.provider)),
+        })
     }
 
     fn unknown(&mut self, seq: u32, provider: &str, reason: String) -> EffectFailure {
@@ -342,17 +572,24 @@ impl EffectSession {
         EffectFailure::OutcomeUnknown(format!("{reason}; retrying the same tool call is safe"))
     }
 
-    fn lease_lost(&mut self, seq: u32) -> EffectFailure {
-        self.interrupted = Some(Interruption::LeaseLost { seq });
-        EffectFailure::Denied(
-            "another host took this call over (this run's lease expired); nothing was performed"
-                .into(),
-        )
+    fn not_performed(&mut self, seq: u32, provider: &str, reason: String) -> EffectFailure {
+        self.interrupted = Some(Interruption::NotPerformed {
+            seq,
+            provider: provider.to_string(),
+            reason: reason.clone(),
+        });
+        EffectFailure::Denied(format!(
+            "not performed: {reason}; retrying the same tool call is safe"
+        ))
     }
 
-    fn refused(&mut self, refusal: Refusal, seq: u32) -> EffectFailure {
+    fn refused(&mut self, refusal: Refusal, seq: u32, provider: &str) -> EffectFailure {
         match refusal {
-            Refusal::LeaseLost => self.lease_lost(seq),
+            Refusal::LeaseLost => {
+                self.interrupted = Some(Interruption::LeaseLost);
+                lease_lost()
+            }
+            Refusal::NotPerformed(reason) => self.not_performed(seq, provider, reason),
             Refusal::Superseded => {
                 self.interrupted = Some(Interruption::Superseded);
                 EffectFailure::Denied(
@@ -363,223 +600,29 @@ impl EffectSession {
         }
     }
 
-    fn lease(&self) -> Lease<'_> {
+    /// The lease this run must still hold, extended from now.
+    pub(crate) fn lease(&self) -> Lease<'_> {
         Lease {
             owner: &self.owner,
             until: self.shared.clock.now_ms().saturating_add(self.lease_ms),
         }
     }
+}
 
-    fn attempts(
-        &mut self,
-        provider: &dyn Provider,
-        class: ProviderClass,
-        new: &NewEffect<'_>,
-        payload: &Value,
-    ) -> Result<Result<String, EffectFailure>, Error> {
-        let shared = Arc::clone(&self.shared);
-        let budget = if class == ProviderClass::Unkeyed {
-            1
-        } else {
-            shared.retry.max_attempts
-        };
-        let mut made = 0;
-        let mut hint = None;
-        loop {
-            made += 1;
-            let pause = shared.retry.pause_before(made, hint);
-            if !pause.is_zero() {
-                shared.clock.sleep(pause);
-            }
-            // The key is read back from the journal on every attempt, never recomputed,
-            // and only while this run still holds the lease.
-            let now = shared.clock.now_ms();
-            let claimed = shared.store.claim_attempt(
-                &NewEffect { now, ..*new },
-                &self.lease(),
-                self.unjournaled.as_ref(),
-            )?;
-            let (key, attempt) = match claimed {
-                Ok(claimed) => claimed,
-                Err(refusal) => return Ok(Err(self.refused(refusal, new.seq))),
-            };
-            self.unjournaled = None;
-            self.performed_outside = true;
-            self.performed_unkeyed |= class == ProviderClass::Unkeyed;
-            // The one write that must be on disk before the provider is called: the
-            // pending record with its key, written with the lease renewal and the
-            // attempt in one transaction. After a crash or a power cut, a retry finds it
-            // and reuses the key (keyed), or learns the effect may have happened
-            // (unkeyed). Taking the lease in `begin` and saving the provider's answer
-            // need no fsync of their own: a lease lost with the power has no holder
-            // left to fence, and an answer lost with the power is fetched again under
-            // the same key (keyed) or fails closed (unkeyed). The outcome is made
-            // durable before the caller is answered.
-            shared.store.make_durable()?;
-            let request = EffectRequest {
-                tool: &self.tool,
-                key: &key,
-                invocation: &self.invocation,
-                seq: new.seq,
-                attempt,
-                operation: new.operation,
-                payload,
-            };
-            fault::point(FaultPoint::BeforeEffect);
-            let answer = provider.perform(&request);
-            fault::point(FaultPoint::AfterProvider);
-            let gave_up = match answer {
-                Ok(response) => {
-                    self.save_answer(class, &key, &stored_ok(&response))?;
-                    return Ok(Ok(response.to_string()));
-                }
-                Err(ProviderError::Rejected(answer)) => {
-                    self.save_answer(class, &key, &stored_rejected(&answer))?;
-                    return Ok(Err(EffectFailure::Rejected(answer.to_string())));
-                }
-                Err(ProviderError::Invalid(reason)) => {
-                    // Refused before doing anything: finish the record as a refusal so
-                    // a retry does not ask again and the journal says what happened.
-                    let message = format!("{} refused the request: {reason}", new.provider);
-                    self.save_answer(class, &key, &stored_denied(&message))?;
-                    return Ok(Err(EffectFailure::Denied(message)));
-                }
-                Err(ProviderError::Unknown(reason)) => {
-                    hint = None;
-                    self.note_unknown(&key, reason, made, budget, class, new)?
-                }
-                Err(ProviderError::Throttled {
-                    reason,
-                    retry_after,
-                }) => {
-                    hint = retry_after;
-                    self.note_unknown(&key, reason, made, budget, class, new)?
-                }
-            };
-            if let Some(failure) = gave_up {
-                return Ok(Err(failure));
-            }
-        }
-    }
+/// What the guest of a run that lost its lease is told.
+fn lease_lost() -> EffectFailure {
+    EffectFailure::Denied(
+        "another host took this call over (this run's lease expired); nothing more is performed"
+            .into(),
+    )
+}
 
-    /// Saves an effect's definitive answer. With `Normal` durability a keyed one is
-    /// written behind the call (see `store/behind.rs`): lost, a retry asks the
-    /// downstream again under the same key. Otherwise it is committed before the guest
-    /// goes on.
-    fn save_answer(
-        &self,
-        class: ProviderClass,
-        key: &EffectKey,
-        stored: &str,
-    ) -> Result<(), Error> {
-        let store = &self.shared.store;
-        let now = self.shared.clock.now_ms();
-        if class == ProviderClass::Keyed && store.writes_behind() {
-            store.write_behind(BehindJob::Finish {
-                invocation: self.invocation.clone(),
-                key: key.clone(),
-                response: stored.to_owned(),
-                now,
-            })
-        } else {
-            store.finish_effect(key, stored, now)
-        }
-    }
-
-    /// Records an attempt whose outcome is unknown; past the budget, gives up.
-    fn note_unknown(
-        &mut self,
-        key: &crate::keys::EffectKey,
-        reason: String,
-        made: u32,
-        budget: u32,
-        class: ProviderClass,
-        new: &NewEffect<'_>,
-    ) -> Result<Option<EffectFailure>, Error> {
-        let shared = Arc::clone(&self.shared);
-        shared
-            .store
-            .note_attempt_error(key, &reason, shared.clock.now_ms())?;
-        if made < budget {
-            return Ok(None);
-        }
-        let mut reason = format!(
-            "{reason} (after {made} attempt{} with key {key})",
-            if made == 1 { "" } else { "s" }
-        );
-        if class == ProviderClass::Unkeyed {
-            reason.push_str(&format!(
-                "; this unkeyed effect is not repeated until a person resolves it: `justonce resolve {key} --performed` or `--not-performed`"
-            ));
-        }
-        Ok(Some(self.unknown(new.seq, new.provider, reason)))
-    }
-
-    fn transactional(
-        &mut self,
-        provider: &dyn Provider,
-        new: &NewEffect<'_>,
-        payload: &Value,
-    ) -> Result<Result<String, EffectFailure>, Error> {
-        let shared = Arc::clone(&self.shared);
-        let invocation = &self.invocation;
-        let lease = self.lease();
-        let unjournaled = self.unjournaled.as_ref();
-        let outcome = shared.store.transaction(|tx| {
-            // No durable point: the record and the provider's writes commit together
-            // or not at all, so a power cut can only lose both.
-            if let Err(refusal) = crate::store::hold_in(tx, invocation, &lease, unjournaled)? {
-                return Ok(Err(refusal));
-            }
-            crate::store::insert_effect(tx, new, EffectState::Pending)?;
-            let (key, attempt) = crate::store::begin_attempt_in(tx, invocation, new.seq, new.now)?;
-            let request = EffectRequest {
-                tool: &self.tool,
-                key: &key,
-                invocation,
-                seq: new.seq,
-                attempt,
-                operation: new.operation,
-                payload,
-            };
-            // The provider's writes and the record commit together, or neither does;
-            // a refusal rolls back whatever the provider wrote before refusing.
-            let savepoint = tx.savepoint_with_name("provider")?;
-            fault::point(FaultPoint::BeforeEffect);
-            let answer = provider.perform_in_transaction(&savepoint, &request);
-            fault::point(FaultPoint::AfterProvider);
-            let (stored, result) = match answer {
-                Ok(response) => {
-                    savepoint.commit()?;
-                    (stored_ok(&response), Ok(response.to_string()))
-                }
-                Err(ProviderError::Rejected(answer)) => {
-                    drop(savepoint);
-                    (
-                        stored_rejected(&answer),
-                        Err(EffectFailure::Rejected(answer.to_string())),
-                    )
-                }
-                Err(
-                    ProviderError::Invalid(reason)
-                    | ProviderError::Unknown(reason)
-                    | ProviderError::Throttled { reason, .. },
-                ) => {
-                    drop(savepoint);
-                    let message = format!("{} refused the request: {reason}", new.provider);
-                    (stored_denied(&message), Err(EffectFailure::Denied(message)))
-                }
-            };
-            crate::store::finish_effect_in(tx, &key, &stored, new.now)?;
-            Ok(Ok(result))
-        })?;
-        Ok(match outcome {
-            Ok(result) => {
-                self.unjournaled = None;
-                result
-            }
-            Err(refusal) => Err(self.refused(refusal, new.seq)),
-        })
+/// What the guest is told of a definitive answer.
+fn answer_to_guest(answer: Answer) -> Result<String, EffectFailure> {
+    match answer {
+        Answer::Ok(response) => Ok(response.to_string()),
+        Answer::Rejected(answer) => Err(EffectFailure::Rejected(answer.to_string())),
+        Answer::Denied(message) => Err(EffectFailure::Denied(message)),
     }
 }
 

@@ -1,24 +1,251 @@
-//! The guard: the invocation guard decides whether a call runs, replays, waits or is
-//! refused; the effect guard journals every effect before its provider runs.
+//! The guard: the whole invocation state machine, read top to bottom as the contract
+//! table in DESIGN.md reads.
+//!
+//! - [`Guard::call`] **decides**: a call whose arguments are refused stores nothing
+//!   (`prepare`); a completed key replays its saved outcome; the same key with other
+//!   arguments is a mismatch; a key running elsewhere is waited for, up to a bound,
+//!   then `in_progress`; a key whose run stopped (an unknown outcome, a lost host) is
+//!   resumed; an absent one runs.
+//! - `run` runs the guest through a [`Runner`] with an effect guard
+//!   (`effect.rs`) that journals every effect before its provider is called.
+//! - `settle` saves the outcome before the caller is answered, or leaves the
+//!   invocation resumable when it cannot be saved (an unknown effect outcome, a
+//!   divergence, a host fault, a lost lease).
+//!
+//! The guard needs no wasm: its tests (`contract_tests.rs`) drive it with scripted
+//! guests on an in-memory journal.
 
 mod effect;
 mod invocation;
+mod prepare;
+mod runner;
+mod settle;
 
-pub(crate) use effect::{EffectFailure, EffectSession, Interruption, RunStart, stored_ok};
-pub(crate) use invocation::InvocationGuard;
+#[cfg(test)]
+mod contract_tests;
+#[cfg(test)]
+mod scripted;
+
+pub(crate) use runner::{Runner, WasmRunner};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
+use crate::call::CallRequest;
+use crate::call::CallResponse;
 use crate::clock::Clock;
+use crate::determinism::{GuestEntropy, Seed};
+use crate::error::{Error, Result};
+use crate::journal::{Begin, BeginOutcome, Journal, Lookup, NewInvocation};
+use crate::keys::InvocationKey;
+use crate::outcome::Outcome;
 use crate::provider::Provider;
 use crate::retry::RetryPolicy;
-use crate::store::Store;
+use effect::{EffectSession, RunStart};
+use invocation::InvocationGuard;
+use prepare::{Prepared, prepare};
 
-/// What both guards share: the journal, the providers, the clock and the policies.
+/// What every run's effect guard shares: the journal, the providers, the clock and
+/// the retry policy.
 pub(crate) struct Shared {
-    pub store: Store,
+    pub journal: Arc<dyn Journal>,
     pub providers: BTreeMap<String, Arc<dyn Provider>>,
     pub clock: Arc<dyn Clock>,
     pub retry: RetryPolicy,
+}
+
+/// The guard's settings: how long records are kept and leases last, how long a
+/// duplicate waits.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Policy {
+    pub retention_ms: i64,
+    pub lease_ms: i64,
+    pub wait_bound: Duration,
+    pub poll: Duration,
+}
+
+/// The invocation guard of one host.
+pub(crate) struct Guard {
+    shared: Arc<Shared>,
+    runner: Arc<dyn Runner>,
+    policy: Policy,
+    /// In-process duplicates of a running key wait here.
+    waiters: InvocationGuard,
+    /// This host's lease owner prefix; each run adds a counter.
+    owner: String,
+    runs: AtomicU64,
+}
+
+impl Guard {
+    /// A guard over `shared` that runs guests through `runner`.
+    pub(crate) fn new(shared: Arc<Shared>, runner: Arc<dyn Runner>, policy: Policy) -> Self {
+        Self {
+            shared,
+            runner,
+            policy,
+            waiters: InvocationGuard::default(),
+            owner: owner_id(),
+            runs: AtomicU64::new(0),
+        }
+    }
+
+    /// The journal, clock, providers and policy every run shares.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// How long records are kept, in ms.
+    pub(crate) fn retention_ms(&self) -> i64 {
+        self.policy.retention_ms
+    }
+
+    /// The invocation key a call would run under, without running anything.
+    pub(crate) fn key_for(&self, request: &CallRequest) -> Result<InvocationKey> {
+        Ok(prepare(&*self.runner, request)?.key)
+    }
+
+    /// Calls a tool under the guard: runs it the first time, replays the saved
+    /// outcome to every retry, waits for a parallel duplicate, and refuses the same key
+    /// with different arguments.
+    pub(crate) fn call(&self, request: &CallRequest) -> Result<CallResponse> {
+        let prepared = prepare(&*self.runner, request)?;
+        let owner = format!(
+            "{}/{}",
+            self.owner,
+            self.runs.fetch_add(1, Ordering::Relaxed)
+        );
+        let started = Instant::now();
+        // Journaled only if this call creates the invocation; a resumed run gets the
+        // seed its first run drew, so it sees the same random values.
+        let seed = Seed::random()?;
+        loop {
+            // One call of a key at a time in this process: a duplicate waits here for
+            // the running one, then looks again (and replays its outcome).
+            let Some(entered) = self.waiters.enter_or_wait(&prepared.key, self.policy.poll) else {
+                if started.elapsed() >= self.policy.wait_bound {
+                    return Err(Error::InProgress { key: prepared.key });
+                }
+                continue;
+            };
+            let begin = Begin {
+                key: &prepared.key,
+                scope: request.scope(),
+                tool: &prepared.tool.name,
+                fingerprint: &prepared.fingerprint,
+                explicit_key: request.key.is_some(),
+                tool_call_id: request.tool_call_id.as_deref(),
+                now: self.shared.clock.now_ms(),
+                retention_ms: self.policy.retention_ms,
+                lease_ms: self.policy.lease_ms,
+                owner: &owner,
+                seed: &seed,
+            };
+            let decided = match self.shared.journal.lookup(&begin)? {
+                // Same key, completed: the saved outcome, byte for byte; nothing runs.
+                Lookup::Replay { outcome, .. } => BeginOutcome::Replay(outcome),
+                // No record: run first, and journal the invocation with its first
+                // effect, or complete with its outcome if it performs none.
+                Lookup::Absent => {
+                    let record = NewInvocation {
+                        key: prepared.key.clone(),
+                        scope: begin.scope.to_owned(),
+                        tool: prepared.tool.name.to_string(),
+                        fingerprint: prepared.fingerprint.clone(),
+                        explicit_key: begin.explicit_key,
+                        created_at: begin.now,
+                        seed: seed.clone(),
+                    };
+                    let start = RunStart {
+                        entropy: GuestEntropy {
+                            seed: seed.clone(),
+                            started_ms: begin.now,
+                        },
+                        unjournaled: Some(record),
+                        resumed: false,
+                    };
+                    match self.run(&prepared, &owner, start)? {
+                        Some(response) => return Ok(response),
+                        // Another process journaled the key meanwhile: look again.
+                        None => continue,
+                    }
+                }
+                Lookup::Decide => self.shared.journal.decide(&begin)?,
+            };
+            match decided {
+                BeginOutcome::Run { entropy, resumed } => {
+                    let start = RunStart {
+                        entropy,
+                        unjournaled: None,
+                        resumed,
+                    };
+                    match self.run(&prepared, &owner, start)? {
+                        Some(response) => return Ok(response),
+                        None => continue,
+                    }
+                }
+                BeginOutcome::Replay(stored) => return replayed(prepared.key, &stored),
+                // Same key, other arguments: nothing runs, nothing is stored.
+                BeginOutcome::Mismatch(key) => return Err(Error::Mismatch { key }),
+                // Running in another process (or host): poll the journal.
+                BeginOutcome::Wait => {
+                    drop(entered);
+                    if started.elapsed() >= self.policy.wait_bound {
+                        return Err(Error::InProgress { key: prepared.key });
+                    }
+                    self.waiters.wait(self.policy.poll);
+                }
+            }
+        }
+    }
+
+    /// Runs the guest once and settles its outcome. `None` when the run gave way to
+    /// another run of the same key that journaled it first (the caller looks again).
+    fn run(
+        &self,
+        prepared: &Prepared,
+        owner: &str,
+        start: RunStart,
+    ) -> Result<Option<CallResponse>> {
+        let session = EffectSession::new(
+            Arc::clone(&self.shared),
+            prepared.key.clone(),
+            &prepared.tool.name,
+            owner,
+            self.policy.lease_ms,
+            start,
+        );
+        let (guest, handler) =
+            self.runner
+                .run(&prepared.tool, &prepared.canonical, Box::new(session));
+        let session = handler
+            .into_any()
+            .downcast::<EffectSession>()
+            .expect("the runner hands back the handler it was given");
+        settle::settle(&self.shared, prepared, owner, guest, *session)
+    }
+}
+
+/// The answer to a call whose outcome was saved by an earlier attempt.
+fn replayed(key: InvocationKey, stored: &str) -> Result<CallResponse> {
+    let outcome = Outcome::from_stored(stored).map_err(|e| {
+        Error::Host(anyhow::anyhow!(
+            "the saved outcome of {key} is unreadable: {e}"
+        ))
+    })?;
+    Ok(CallResponse {
+        key,
+        replayed: true,
+        outcome,
+    })
+}
+
+/// A lease owner unique to this host process.
+fn owner_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{}-{:x}", std::process::id(), nanos)
 }

@@ -36,17 +36,26 @@ impl HttpResponse {
         (200..300).contains(&self.status)
     }
 
-    /// Whether the downstream asked to be tried again later (429, 503): the request
-    /// may be retried with the same key.
-    pub fn asks_to_retry(&self) -> bool {
-        matches!(self.status, 429 | 503)
+    /// Whether this status is not an answer but a request to come back: the key's
+    /// first request is still in progress (409), or the downstream asks to be tried
+    /// again (408, 425, 429, 502, 503, 504 by default; see [`RETRY_STATUSES`]). The
+    /// effect stays pending and is retried under the same key.
+    pub fn asks_to_retry(&self, statuses: &[u16]) -> bool {
+        statuses.contains(&self.status)
     }
 
-    /// The `Retry-After` delay, when it is given in seconds. (An HTTP date is ignored
-    /// and the retry policy's own backoff applies.)
+    /// The `Retry-After` delay, given in seconds or as an HTTP date (a date in the
+    /// past is no delay).
     pub fn retry_after(&self) -> Option<Duration> {
-        let value = self.headers.get("retry-after")?;
-        value.trim().parse::<u64>().ok().map(Duration::from_secs)
+        let value = self.headers.get("retry-after")?.trim();
+        if let Ok(seconds) = value.parse::<u64>() {
+            return Some(Duration::from_secs(seconds));
+        }
+        let at = httpdate::parse_http_date(value).ok()?;
+        Some(
+            at.duration_since(std::time::SystemTime::now())
+                .unwrap_or(Duration::ZERO),
+        )
     }
 }
 
@@ -58,7 +67,15 @@ pub(crate) enum SendError {
     /// The request may or may not have arrived (connection failure, timeout, a
     /// response cut off): retry with the same key.
     Unknown(String),
+    /// Nothing was sent: the connection was refused, or the host name did not
+    /// resolve. Known not performed; trying again later is safe.
+    NotSent(String),
 }
+
+/// The statuses that are not an answer by default: 409 (the key's first request
+/// is still in progress, IETF Idempotency-Key draft and Stripe), 408, 425, 429, 502,
+/// 503 and 504 (come back later).
+pub const RETRY_STATUSES: &[u16] = &[408, 409, 425, 429, 502, 503, 504];
 
 /// A blocking HTTP client configured for guarded effects.
 #[derive(Debug, Clone)]
@@ -160,6 +177,12 @@ fn classify(url: &str, error: ureq::Error) -> SendError {
         | ureq::Error::InvalidProxyUrl
         | ureq::Error::BodyExceedsLimit(_) => SendError::Invalid(format!("{url}: {error}")),
         ureq::Error::Timeout(_) => SendError::Unknown(format!("{url} timed out ({error})")),
+        ureq::Error::HostNotFound => {
+            SendError::NotSent(format!("{url}: the host name did not resolve"))
+        }
+        ureq::Error::Io(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            SendError::NotSent(format!("{url}: the connection was refused ({e})"))
+        }
         other => SendError::Unknown(format!("{url}: {other}")),
     }
 }

@@ -161,6 +161,17 @@ impl HttpConfig {
         ))
     }
 
+    /// Whether a service of this name is configured.
+    pub(crate) fn has_service(&self, name: &str) -> bool {
+        self.services.contains_key(name)
+    }
+
+    /// The statuses that are not an answer for requests to `origin` (see
+    /// [`RETRY_STATUSES`](super::RETRY_STATUSES)).
+    pub(crate) fn retry_statuses(&self, _origin: &Origin) -> &[u16] {
+        super::RETRY_STATUSES
+    }
+
     /// Resolves a request's target: an absolute `url`, or a configured `service` plus
     /// a `path` that starts with `/`.
     pub fn resolve(

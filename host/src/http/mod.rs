@@ -10,8 +10,7 @@ pub mod local_api;
 mod request;
 
 pub use client::HttpResponse;
-pub(crate) use client::{Client, SendError};
+pub(crate) use client::{Client, RETRY_STATUSES, SendError};
 pub(crate) use config::parse_url;
-pub use config::{DEFAULT_IDEMPOTENCY_HEADER, HttpConfig, Origin};
-pub use local_api::LocalApi;
-pub(crate) use request::{Outbound, RequestSpec, is_safe};
+pub use config::{DEFAULT_IDEMPOTENCY_HEADER, HttpConfig};
+pub(crate) use request::{CheckError, Outbound, RequestSpec, is_safe};

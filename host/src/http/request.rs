@@ -8,6 +8,16 @@ use ureq::http::{HeaderName, HeaderValue};
 
 use super::config::{HttpConfig, Origin};
 
+/// Why a request may not be sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CheckError {
+    /// The tool asked for something malformed: its own fault, saved as a refusal.
+    Tool(String),
+    /// The host's configuration refuses it (not on the allowlist, no such service):
+    /// not the tool's doing, and it may succeed once the configuration is fixed.
+    Config(String),
+}
+
 /// What a tool puts in the payload of an `http` `request` or an `outbox` `enqueue`:
 ///
 /// ```json
@@ -94,13 +104,39 @@ impl RequestSpec {
         config: &HttpConfig,
         tool: &str,
         method: String,
+    ) -> Result<Outbound, CheckError> {
+        if let Some(service) = self.service.as_deref()
+            && self.url.is_none()
+            && !config.has_service(service)
+        {
+            return Err(CheckError::Config(
+                config
+                    .resolve(None, Some(service), self.path.as_deref())
+                    .err()
+                    .unwrap_or_else(|| format!("no service named `{service}` is configured")),
+            ));
+        }
+        let (url, origin) = config
+            .resolve(
+                self.url.as_deref(),
+                self.service.as_deref(),
+                self.path.as_deref(),
+            )
+            .map_err(CheckError::Tool)?;
+        config
+            .check_allowed(tool, &origin)
+            .map_err(CheckError::Config)?;
+        self.outbound(config, method, url, origin)
+            .map_err(CheckError::Tool)
+    }
+
+    fn outbound(
+        &self,
+        config: &HttpConfig,
+        method: String,
+        url: String,
+        origin: Origin,
     ) -> Result<Outbound, String> {
-        let (url, origin) = config.resolve(
-            self.url.as_deref(),
-            self.service.as_deref(),
-            self.path.as_deref(),
-        )?;
-        config.check_allowed(tool, &origin)?;
         let key_header = config.header_for(&origin);
         let mut headers = Vec::with_capacity(self.headers.len() + 1);
         for (name, value) in &self.headers {
@@ -206,7 +242,11 @@ mod tests {
             let spec = RequestSpec::parse(&payload).unwrap();
             let err = spec
                 .method(None)
-                .and_then(|m| spec.check(&config(), "refund", m))
+                .and_then(|m| {
+                    spec.check(&config(), "refund", m).map_err(|e| match e {
+                        CheckError::Tool(reason) | CheckError::Config(reason) => reason,
+                    })
+                })
                 .unwrap_err();
             assert!(err.contains(needle), "{payload}: {err}");
         }

@@ -16,7 +16,8 @@ use super::protocol::{
 };
 use super::session::{Dispatch, Session, stateless_result};
 use super::tools;
-use crate::host::{CallRequest, Host};
+use crate::call::CallRequest;
+use crate::host::Host;
 
 // Workers share one host; a change that made `Host` unshareable must fail here.
 const _: () = {

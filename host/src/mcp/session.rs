@@ -15,7 +15,7 @@ use super::protocol::{
     UNSUPPORTED_PROTOCOL_VERSION, negotiate_handshake, type_name,
 };
 use super::tools;
-use crate::host::CallRequest;
+use crate::call::CallRequest;
 
 /// Guidance for the model, sent as `instructions`.
 const INSTRUCTIONS: &str = "Every tool here runs behind an idempotency guard. Retrying a call \

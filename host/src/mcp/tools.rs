@@ -5,8 +5,8 @@
 use serde_json::{Map, Value, json};
 
 use super::protocol::{INTERNAL_ERROR, Params, RpcError, type_name};
+use crate::call::{CallRequest, CallResponse};
 use crate::error::Error;
-use crate::host::{CallRequest, CallResponse};
 use crate::runtime::Runtime;
 
 /// Request `_meta` key: the conversation (the window in which a repeat is a
@@ -148,6 +148,7 @@ pub(crate) fn call_result(
             | Error::Mismatch { .. }
             | Error::InProgress { .. }
             | Error::OutcomeUnknown { .. }
+            | Error::NotPerformed { .. }
             | Error::Divergence { .. }
             | Error::LeaseLost { .. } => Ok(tool_result(
                 error.to_agent_json(),
@@ -161,7 +162,6 @@ pub(crate) fn call_result(
             | Error::Config { .. }
             | Error::DuplicateTool { .. }
             | Error::Store { .. }
-            | Error::LostWrite { .. }
             | Error::NewerSchema { .. }
             | Error::Host(_) => {
                 Err(RpcError::new(INTERNAL_ERROR, error.to_string())

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::http::{Client, HttpConfig, Outbound, RequestSpec, SendError, is_safe};
+use crate::http::{CheckError, Client, HttpConfig, Outbound, RequestSpec, SendError, is_safe};
 use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
 
 /// The operation the provider performs.
@@ -19,9 +19,15 @@ const REQUEST: &str = "request";
 ///   header (`Idempotency-Key` by default); a tool may not set that header itself.
 /// - A tool reaches only the origins its allowlist names; anything else is refused
 ///   before a connection is made.
-/// - A connection failure, a timeout, a cut-off response, 429 and 503 leave the
-///   outcome unknown: the guard retries with the same key (waiting out `Retry-After`
-///   up to its bound). Any other status is a definitive answer, saved and replayed.
+/// - A connection failure, a timeout, a cut-off response, and the statuses that are
+///   not an answer (409 while the key's first request is in flight; 408, 425, 429,
+///   502, 503, 504: see [`RETRY_STATUSES`](crate::http::RETRY_STATUSES), configurable
+///   per service) leave the outcome unknown: the guard retries with the same key
+///   (waiting out `Retry-After`, seconds or a date, up to its bound). Any other
+///   status is a definitive answer, saved and replayed.
+/// - A refused connection is known not performed; a request the host's
+///   configuration refuses (not on the tool's allowlist, no such service) is not
+///   performed either. Neither is saved: the call may succeed later.
 /// - `GET`, `HEAD` and `OPTIONS` are reads: performed without a journal record or a
 ///   key, unless the payload says `"record": true`.
 pub struct HttpProvider {
@@ -57,19 +63,30 @@ impl HttpProvider {
         }
         let spec = RequestSpec::parse(payload).map_err(ProviderError::Invalid)?;
         let method = spec.method(None).map_err(ProviderError::Invalid)?;
-        spec.check(&self.config, tool, method)
-            .map_err(ProviderError::Invalid)
+        spec.check(&self.config, tool, method).map_err(|e| match e {
+            CheckError::Tool(reason) => ProviderError::Invalid(reason),
+            CheckError::Config(reason) => ProviderError::NotPerformed {
+                reason,
+                retry: false,
+            },
+        })
     }
 
     fn send(&self, request: &Outbound, key: Option<(&str, &str)>) -> Result<Value, ProviderError> {
         match self.client.send(request, key) {
-            Ok(response) if response.asks_to_retry() => Err(ProviderError::Throttled {
-                reason: format!("{} answered {}", request.url, response.status),
-                retry_after: response.retry_after(),
-            }),
+            Ok(response) if response.asks_to_retry(self.config.retry_statuses(&request.origin)) => {
+                Err(ProviderError::Throttled {
+                    reason: format!("{} answered {}", request.url, response.status),
+                    retry_after: response.retry_after(),
+                })
+            }
             Ok(response) => Ok(response.to_json()),
             Err(SendError::Invalid(reason)) => Err(ProviderError::Invalid(reason)),
             Err(SendError::Unknown(reason)) => Err(ProviderError::Unknown(reason)),
+            Err(SendError::NotSent(reason)) => Err(ProviderError::NotPerformed {
+                reason,
+                retry: true,
+            }),
         }
     }
 }

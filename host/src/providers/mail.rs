@@ -66,7 +66,7 @@ impl MailProvider {
     ) -> Result<Self> {
         let label = path.unwrap_or(Path::new(":memory:"));
         let conn = match path {
-            Some(p) => crate::store::open_file(p)?,
+            Some(p) => crate::journal::sqlite::open_file(p)?,
             None => Connection::open_in_memory().map_err(|e| Error::store(label, e))?,
         };
         let setup = || -> rusqlite::Result<Connection> {

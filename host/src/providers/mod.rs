@@ -16,6 +16,6 @@ mod outbox;
 
 pub use http::HttpProvider;
 pub use kv::KvProvider;
-pub use mail::{MailProvider, SentMail};
+pub use mail::MailProvider;
 pub(crate) use outbox::SCHEMA as OUTBOX_SCHEMA;
 pub use outbox::{OutboxMessage, OutboxProvider};

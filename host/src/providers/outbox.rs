@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::clock::Clock;
-use crate::http::{HttpConfig, RequestSpec, is_safe};
+use crate::http::{CheckError, HttpConfig, RequestSpec, is_safe};
 use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError};
 
 /// The `outbox` table: one row per enqueued message, keyed by its effect key.
@@ -143,25 +143,28 @@ impl Provider for OutboxProvider {
         }
         let message = spec
             .check(&self.config, request.tool, method)
-            .map_err(ProviderError::Invalid)?;
+            .map_err(|e| match e {
+                CheckError::Tool(reason) => ProviderError::Invalid(reason),
+                // Not queued, and not saved: the call may succeed once the
+                // configuration allows it.
+                CheckError::Config(reason) => ProviderError::NotPerformed {
+                    reason,
+                    retry: false,
+                },
+            })?;
         let headers = serde_json::to_string(&message.headers).expect("headers serialize");
         let now = self.clock.now_ms();
         let db = |e: rusqlite::Error| ProviderError::Invalid(format!("outbox table: {e}"));
-        // The same effect key again means the journal forgot the first message (it
-        // outlived retention) and this is a new effect by design: queue it afresh.
-        let id: i64 = tx
+        // The same effect key again is the same effect (keys carry the invocation's
+        // generation, so a call made again after its record expired has new ones):
+        // the message queued first stands, delivered or not, and is never reset.
+        let (id, state): (i64, String) = tx
             .query_row(
                 "INSERT INTO outbox (effect_key, tool, method, url, headers, body, state,
                                      next_attempt_at, created_at, updated_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?7, ?7)
-                 ON CONFLICT (effect_key) DO UPDATE SET
-                     tool = excluded.tool, method = excluded.method, url = excluded.url,
-                     headers = excluded.headers, body = excluded.body, state = 'pending',
-                     attempts = 0, next_attempt_at = excluded.next_attempt_at,
-                     last_status = NULL, last_error = NULL, response = NULL,
-                     created_at = excluded.created_at, updated_at = excluded.updated_at,
-                     delivered_at = NULL
-                 RETURNING id",
+                 ON CONFLICT (effect_key) DO UPDATE SET effect_key = excluded.effect_key
+                 RETURNING id, state",
                 params![
                     request.key.as_str(),
                     request.tool,
@@ -171,9 +174,9 @@ impl Provider for OutboxProvider {
                     message.body,
                     now
                 ],
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .map_err(db)?;
-        Ok(json!({ "message_id": id, "state": "pending" }))
+        Ok(json!({ "message_id": id, "state": state }))
     }
 }

@@ -17,8 +17,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Value;
 
+use crate::call::{CallRequest, CallResponse};
 use crate::error::Error;
-use crate::host::{CallRequest, CallResponse, Host};
+use crate::host::Host;
 use crate::mcp::protocol::type_name;
 
 /// The provider form of a recorded message.

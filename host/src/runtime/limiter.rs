@@ -23,11 +23,11 @@ pub(crate) enum LimitHit {
 
 impl LimitHit {
     /// The trap reason agents and tests match on.
-    pub(crate) fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> super::TrapReason {
         match self {
-            Self::Memory { .. } | Self::Table { .. } => "memory_limit",
-            Self::Effects { .. } => "effect_budget_exceeded",
-            Self::Payload { .. } => "payload_too_large",
+            Self::Memory { .. } | Self::Table { .. } => super::TrapReason::MemoryLimit,
+            Self::Effects { .. } => super::TrapReason::EffectBudgetExceeded,
+            Self::Payload { .. } => super::TrapReason::PayloadTooLarge,
         }
     }
 }

@@ -4,19 +4,23 @@
 mod bindings;
 mod cache;
 mod capture;
+mod effects;
 mod imports;
 mod input_schema;
 mod limiter;
 mod limits;
 mod pool;
 mod state;
+mod trap;
 mod unguarded;
 
+pub(crate) use bindings::ToolError as GuestToolError;
 pub use cache::{CacheStats, CompileCache};
+pub(crate) use effects::{EffectFailure, EffectHandler};
 pub use input_schema::InputSchema;
 pub use limits::{Limits, ToolLimits};
-pub use pool::CONCURRENT_CALLS;
 pub(crate) use pool::check_fits as check_pool_fits;
+pub(crate) use trap::TrapReason;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -30,7 +34,6 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, Trap, UpdateDeadline}
 use wasmtime_wasi::WasiCtx;
 
 use crate::error::Error;
-use crate::guard::EffectSession;
 use bindings::{Tool, ToolPre};
 use capture::BoundedCapture;
 use limiter::{CallLimiter, LimitHit};
@@ -50,7 +53,9 @@ pub struct LoadedTool {
     /// Where the component came from.
     pub source: PathBuf,
     /// `input_schema`, compiled; every call's arguments are checked against it.
-    pub schema: InputSchema,
+    pub schema: Arc<InputSchema>,
+    /// `input_schema`, shared with the guard's view of the tool.
+    pub(crate) input_schema_arc: Arc<Value>,
     pre: ToolPre<GuestState>,
 }
 
@@ -78,7 +83,9 @@ pub(crate) enum GuestOutcome {
     Returned(Result<String, bindings::ToolError>),
     /// The guest trapped: a reason code and the runtime's message.
     Trapped {
-        reason: &'static str,
+        /// Why.
+        reason: TrapReason,
+        /// What the runtime said.
         message: String,
     },
 }
@@ -292,9 +299,10 @@ impl Runtime {
         Ok(LoadedTool {
             name: info.name,
             description: info.description,
+            input_schema_arc: Arc::new(input_schema.clone()),
             input_schema,
             source: source.to_path_buf(),
-            schema,
+            schema: Arc::new(schema),
             pre,
         })
     }
@@ -327,7 +335,7 @@ impl Runtime {
     fn store(
         &self,
         tool: Arc<str>,
-        session: Option<EffectSession>,
+        handler: Option<Box<dyn EffectHandler>>,
         limits: &Limits,
     ) -> wasmtime::Store<GuestState> {
         let stdout = BoundedCapture::new(limits.max_output_bytes);
@@ -340,8 +348,8 @@ impl Runtime {
             .allow_ip_name_lookup(false);
         // Clocks and random come from the invocation's journal, so a resumed run sees
         // the same values (see `determinism`).
-        match &session {
-            Some(session) => session.entropy.configure(&mut wasi),
+        match &handler {
+            Some(handler) => handler.entropy().configure(&mut wasi),
             None => crate::determinism::GuestEntropy::describe().configure(&mut wasi),
         }
         let state = GuestState {
@@ -352,7 +360,7 @@ impl Runtime {
             max_payload_bytes: limits.max_payload_bytes,
             effects: 0,
             limit_hit: None,
-            session,
+            handler,
             tool,
             stdout,
             stderr,
@@ -379,27 +387,27 @@ impl Runtime {
         store
     }
 
-    /// Runs `call(args)` of `tool` in a fresh store under `limits` with this run's
-    /// effect guard, and hands the guard back with the outcome.
+    /// Runs `call(args)` of `tool` in a fresh store under `limits`, its effects going
+    /// to `handler`, and hands the handler back with the outcome.
     pub(crate) fn call(
         &self,
         tool: &LoadedTool,
         args: &str,
-        session: EffectSession,
+        handler: Box<dyn EffectHandler>,
         limits: &Limits,
-    ) -> (GuestOutcome, EffectSession) {
+    ) -> (GuestOutcome, Box<dyn EffectHandler>) {
         let _slot = self.permits.acquire();
-        let mut store = self.store(Arc::from(tool.name.as_str()), Some(session), limits);
+        let mut store = self.store(Arc::from(tool.name.as_str()), Some(handler), limits);
         let result = tool
             .pre
             .instantiate(&mut store)
             .and_then(|bindings| bindings.call_call(&mut store, args));
         store.data().flush_output();
-        let session = store
+        let handler = store
             .data_mut()
-            .session
+            .handler
             .take()
-            .expect("the session stays in the store for the whole call");
+            .expect("the handler stays in the store for the whole call");
         let outcome = match result {
             Ok(returned) => GuestOutcome::Returned(returned),
             Err(error) => {
@@ -407,11 +415,11 @@ impl Runtime {
                 let reason = classify_trap(&error, hit.as_ref());
                 let message = match (&hit, reason) {
                     (Some(hit), _) => hit.to_string(),
-                    (None, "deadline_exceeded") => format!(
+                    (None, TrapReason::DeadlineExceeded) => format!(
                         "the call ran past its deadline of {} ms",
                         limits.deadline.as_millis()
                     ),
-                    (None, "fuel_exhausted") => format!(
+                    (None, TrapReason::FuelExhausted) => format!(
                         "the call used up its fuel ({})",
                         limits.fuel.unwrap_or(u64::MAX)
                     ),
@@ -420,7 +428,7 @@ impl Runtime {
                 GuestOutcome::Trapped { reason, message }
             }
         };
-        (outcome, session)
+        (outcome, handler)
     }
 }
 
@@ -431,17 +439,17 @@ fn ticks_for(d: Duration) -> u64 {
 
 /// A short reason code for a trap, for agents and tests to match on. A limit the
 /// guest ran into wins over the trap it caused (a failed allocation becomes a panic).
-fn classify_trap(error: &wasmtime::Error, hit: Option<&LimitHit>) -> &'static str {
+fn classify_trap(error: &wasmtime::Error, hit: Option<&LimitHit>) -> TrapReason {
     if let Some(hit) = hit.or_else(|| error.downcast_ref::<LimitHit>()) {
         return hit.reason();
     }
     match error.downcast_ref::<Trap>() {
-        Some(Trap::Interrupt) => "deadline_exceeded",
-        Some(Trap::StackOverflow) => "stack_overflow",
-        Some(Trap::OutOfFuel) => "fuel_exhausted",
-        Some(Trap::UnreachableCodeReached) => "panic",
-        Some(_) => "trap",
-        None if error.downcast_ref::<wasmtime_wasi::I32Exit>().is_some() => "exited",
-        None => "host_failure",
+        Some(Trap::Interrupt) => TrapReason::DeadlineExceeded,
+        Some(Trap::StackOverflow) => TrapReason::StackOverflow,
+        Some(Trap::OutOfFuel) => TrapReason::FuelExhausted,
+        Some(Trap::UnreachableCodeReached) => TrapReason::Panic,
+        Some(_) => TrapReason::Trap,
+        None if error.downcast_ref::<wasmtime_wasi::I32Exit>().is_some() => TrapReason::Exited,
+        None => TrapReason::HostFailure,
     }
 }

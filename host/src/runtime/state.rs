@@ -7,8 +7,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::{EffectError, Level, justonce::tool};
 use super::capture::BoundedCapture;
+use super::effects::{EffectFailure, EffectHandler};
 use super::limiter::{CallLimiter, LimitHit};
-use crate::guard::{EffectFailure, EffectSession};
 
 /// The longest log line a guest may write; longer ones are cut.
 const MAX_LOG_LINE: usize = 4096;
@@ -28,7 +28,8 @@ pub(crate) struct GuestState {
     pub effects: u32,
     /// A limit `perform` refused (the limiter keeps its own).
     pub limit_hit: Option<LimitHit>,
-    pub session: Option<EffectSession>,
+    /// Where `perform` goes (absent while the tool describes itself).
+    pub handler: Option<Box<dyn EffectHandler>>,
     pub tool: Arc<str>,
     /// Bounded captures of the guest's stdout and stderr, logged after the call.
     pub stdout: BoundedCapture,
@@ -60,7 +61,7 @@ impl tool::effects::Host for GuestState {
         operation: String,
         payload: String,
     ) -> wasmtime::Result<Result<String, EffectError>> {
-        let Some(session) = self.session.as_mut() else {
+        let Some(handler) = self.handler.as_mut() else {
             return Ok(Err(EffectError::Denied(
                 "effects are not allowed while a tool describes itself".into(),
             )));
@@ -85,7 +86,7 @@ impl tool::effects::Host for GuestState {
         }
         self.effects += 1;
         let entered = std::time::Instant::now();
-        let performed = session.perform(&provider, &operation, &payload);
+        let performed = handler.perform(&provider, &operation, &payload);
         self.host_time += entered.elapsed();
         match performed {
             Ok(result) => Ok(result.map_err(|failure| match failure {
@@ -94,11 +95,7 @@ impl tool::effects::Host for GuestState {
                 EffectFailure::Denied(s) => EffectError::Denied(s),
                 EffectFailure::Divergence(s) => EffectError::Divergence(s),
             })),
-            Err(fault) => {
-                let message = fault.to_string();
-                session.host_fault = Some(fault);
-                Err(wasmtime::Error::msg(message))
-            }
+            Err(fault) => Err(wasmtime::Error::msg(fault)),
         }
     }
 }

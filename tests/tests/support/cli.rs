@@ -18,7 +18,7 @@ pub fn justonce_command(db: Option<&Path>) -> Command {
         "JUSTONCE_CONFIG",
         "JUSTONCE_HTTP_CONFIG",
         "JUSTONCE_LEASE_MS",
-        justonce::fault::ENV,
+        justonce::__private::FAULT_ENV,
     ] {
         command.env_remove(variable);
     }

@@ -1,5 +1,5 @@
 //! A line-oriented MCP client for tests: talks JSON-RPC over a real pipe to
-//! `justonce serve` (a child process) or to an in-process [`justonce::mcp::Server`].
+//! `justonce serve` (a child process) or to an in-process [`justonce::__private::Server`].
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::Duration;
 
+use justonce::__private::{Server, ServerConfig};
 use justonce::Host;
-use justonce::mcp::{Server, ServerConfig};
 use serde_json::{Value, json};
 
 /// How long to wait for a message before failing the test. A bound on a hang, not

@@ -15,8 +15,8 @@ use std::path::Path;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use justonce::runtime::{Limits, Runtime};
 use justonce::{Host, HostBuilder, ManualClock, RetryPolicy};
+use justonce::{Limits, Runtime};
 
 pub use hold_first::HoldFirst;
 pub use providers::{FakePayments, Fault, RefusingOutbox};
@@ -32,7 +32,7 @@ pub const NOT_IN_RUNTIME: &[&str] = &["diverge_v2"];
 /// Every example tool and test guest, compiled once for the whole test binary.
 pub static RUNTIME: LazyLock<Arc<Runtime>> = LazyLock::new(|| {
     let mut runtime = Runtime::new(Limits::default()).expect("runtime");
-    for (name, bytes) in justonce::examples::ALL {
+    for (name, bytes) in justonce::__private::EXAMPLE_TOOLS {
         runtime
             .load(Path::new(name), bytes)
             .unwrap_or_else(|e| panic!("example tool {name}: {e}"));
@@ -59,7 +59,7 @@ pub static RUNTIME: LazyLock<Arc<Runtime>> = LazyLock::new(|| {
 pub struct TestHost {
     pub host: Host,
     pub clock: ManualClock,
-    pub mail: Arc<justonce::providers::MailProvider>,
+    pub mail: Arc<justonce::__private::MailProvider>,
 }
 
 /// Builds a [`TestHost`]; `configure` adds providers or changes policies.
@@ -74,7 +74,7 @@ pub fn test_host_with_mail(
 ) -> TestHost {
     let clock = ManualClock::default();
     let mail = Arc::new(
-        justonce::providers::MailProvider::open(
+        justonce::__private::MailProvider::open(
             None,
             Arc::new(clock.clone()),
             Duration::from_secs(24 * 3600),
@@ -99,7 +99,7 @@ pub fn receipt_args(order: u64, email: &str) -> String {
 /// The whole journal as JSON, to compare before and after a call that must store
 /// nothing.
 pub fn journal_snapshot(host: &Host) -> serde_json::Value {
-    serde_json::to_value(host.store().journal(None, 10_000).expect("journal")).expect("json")
+    serde_json::to_value(host.journal(None, 10_000).expect("journal")).expect("json")
 }
 
 /// Calls `echo` with a fresh message and asserts it ran and succeeded: the host
@@ -107,7 +107,7 @@ pub fn journal_snapshot(host: &Host) -> serde_json::Value {
 pub fn assert_still_serving(host: &Host) {
     let message = format!(
         "still here {}",
-        host.store().journal(None, 10_000).map_or(0, |j| j.len())
+        host.journal(None, 10_000).map_or(0, |j| j.len())
     );
     let response = host
         .call(&justonce::CallRequest::new(
@@ -126,7 +126,7 @@ pub fn assert_still_serving(host: &Host) {
 
 /// How many invocation records the journal holds.
 pub fn invocation_count(host: &Host) -> usize {
-    host.store().journal(None, 10_000).expect("journal").len()
+    host.journal(None, 10_000).expect("journal").len()
 }
 
 /// The result of a successful outcome; panics with the outcome otherwise.

@@ -16,7 +16,7 @@ pub fn justonce(db: &Path, args: &[&str], fault: Option<&str>) -> Output {
     let mut command = justonce_command(Some(db));
     command.args(args);
     if let Some(point) = fault {
-        command.env(justonce::fault::ENV, point);
+        command.env(justonce::__private::FAULT_ENV, point);
     }
     command.output().expect("run justonce")
 }

@@ -104,7 +104,7 @@ impl Provider for FakePayments {
 /// The real outbox, made to refuse after it has written its message: the guard
 /// must roll the message back with the refused effect, since both share one
 /// transaction.
-pub struct RefusingOutbox(pub justonce::providers::OutboxProvider);
+pub struct RefusingOutbox(pub justonce::__private::OutboxProvider);
 
 impl Provider for RefusingOutbox {
     fn class(&self) -> ProviderClass {

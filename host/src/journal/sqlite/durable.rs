@@ -30,15 +30,6 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use rusqlite::Connection;
 
-/// Counts of the journal's commits and fsyncs, for benchmarks and tests.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StoreStats {
-    /// Transactions committed on the journal's connection.
-    pub commits: u64,
-    /// fsyncs of the WAL made at durable points (one covers every caller waiting).
-    pub syncs: u64,
-}
-
 #[derive(Debug, Default)]
 struct SyncState {
     /// Commits known to be on disk.
@@ -99,8 +90,8 @@ impl GroupSync {
             .fetch_max(self.hooked.load(Ordering::Relaxed), Ordering::Release);
     }
 
-    pub(crate) fn stats(&self) -> StoreStats {
-        StoreStats {
+    pub(crate) fn stats(&self) -> crate::journal::JournalStats {
+        crate::journal::JournalStats {
             commits: self.written.load(Ordering::Acquire),
             syncs: self.syncs.load(Ordering::Relaxed),
         }
@@ -186,7 +177,7 @@ mod tests {
         sync.make_durable().unwrap();
         assert_eq!(
             sync.stats(),
-            StoreStats {
+            crate::journal::JournalStats {
                 commits: 3,
                 syncs: 2
             }

@@ -2,72 +2,18 @@
 //! not have happened, and repeating it could do it twice, so the guard fails closed
 //! until someone who can look downstream says which it was.
 
-use rusqlite::{OptionalExtension, params};
-use serde::Serialize;
+use rusqlite::{Connection, OptionalExtension, params};
 
-use super::Store;
-use crate::error::{Error, Result};
+use crate::journal::{Answer, Resolution, UnresolvedEffect};
 
-/// What a person decided about a pending unkeyed effect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Resolution {
-    /// It happened: the effect is finished with the answer the person gave, and the
-    /// resumed call replays that answer without calling the provider.
-    Performed,
-    /// It did not happen: the resumed call makes one more attempt under the same key.
-    NotPerformed,
-}
-
-impl Resolution {
-    /// The name stored in the journal.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Performed => "performed",
-            Self::NotPerformed => "not_performed",
-        }
-    }
-
-    pub(crate) fn parse(s: &str) -> Option<Self> {
-        match s {
-            "performed" => Some(Self::Performed),
-            "not_performed" => Some(Self::NotPerformed),
-            _ => None,
-        }
-    }
-}
-
-/// A pending unkeyed effect whose run has stopped: it waits for a person.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct UnresolvedEffect {
-    /// The effect key (what `justonce resolve` takes).
-    pub key: String,
-    /// The invocation it belongs to.
-    pub invocation: String,
-    /// The invocation's conversation scope.
-    pub scope: String,
-    /// The tool that asked for it.
-    pub tool: String,
-    /// Its position in the invocation.
-    pub seq: u32,
-    /// The provider.
-    pub provider: String,
-    /// The operation.
-    pub operation: String,
-    /// Attempts made.
-    pub attempts: u32,
-    /// Why the last attempt's outcome was unknown, if known.
-    pub last_error: Option<String>,
-    /// When it was last touched (ms since the epoch).
-    pub updated_at: i64,
-}
-
-impl Store {
-    /// Pending effects of unkeyed providers that no live run holds (the run stopped
-    /// on them, or its host died), oldest first; `now` decides which leases are live.
-    pub fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>> {
-        self.flush()?;
-        self.with(|conn| {
+/// Pending effects of unkeyed providers that no live run holds (the run stopped on
+/// them, or its host died), oldest first; `now` decides which leases are live.
+pub(super) fn unresolved_in(
+    conn: &Connection,
+    now: i64,
+) -> rusqlite::Result<Vec<UnresolvedEffect>> {
+    {
+        {
             let mut stmt = conn.prepare_cached(
                 "SELECT e.key, e.invocation_key, i.scope, i.tool, e.seq, e.provider, e.operation,
                         e.attempts, e.last_error, e.updated_at
@@ -91,23 +37,24 @@ impl Store {
                 })
             })?
             .collect()
-        })
+        }
     }
+}
 
-    /// Records a person's decision about the pending unkeyed effect `effect_key`.
-    /// `Performed` finishes it with `response` (JSON, the downstream's answer if the
-    /// person knows it); `NotPerformed` lets the next run try once more under the same
-    /// key. Refused, naming the reason, unless the effect is pending, unkeyed and not
-    /// held by a live run.
-    pub fn resolve(
-        &self,
-        effect_key: &str,
-        resolution: Resolution,
-        response: &serde_json::Value,
-        now: i64,
-    ) -> Result<()> {
-        self.flush()?;
-        let refused = self.transaction(|tx| {
+/// Records a person's decision about the pending unkeyed effect `effect_key`.
+/// `Performed` finishes it with `response` (JSON, the downstream's answer if the
+/// person knows it); `NotPerformed` lets the next run try once more under the same
+/// key. `Err` names why it is refused unless the effect is pending, unkeyed and not
+/// held by a live run.
+pub(super) fn resolve_in(
+    tx: &Connection,
+    effect_key: &str,
+    resolution: Resolution,
+    response: &serde_json::Value,
+    now: i64,
+) -> rusqlite::Result<Result<(), String>> {
+    {
+        {
             let row: Option<(String, String, String, Option<i64>)> = tx
                 .query_row(
                     "SELECT e.state, e.class, i.state, i.lease_expires_at
@@ -140,7 +87,7 @@ impl Store {
                     "UPDATE effects SET state = 'done', response = ?2, resolution = 'performed',
                             resolved_at = ?3, updated_at = ?3
                       WHERE key = ?1",
-                    params![effect_key, crate::guard::stored_ok(response), now],
+                    params![effect_key, Answer::Ok(response.clone()).to_stored(), now],
                 )?,
                 Resolution::NotPerformed => tx.execute(
                     "UPDATE effects SET resolution = 'not_performed', resolved_at = ?2, updated_at = ?2
@@ -149,10 +96,6 @@ impl Store {
                 )?,
             };
             Ok(Ok(()))
-        })?;
-        refused.map_err(|reason| Error::CannotResolve {
-            effect: effect_key.to_string(),
-            reason,
-        })
+        }
     }
 }

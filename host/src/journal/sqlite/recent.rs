@@ -111,15 +111,6 @@ impl Recent {
         }
     }
 
-    /// Forgets `key` (its record could not be saved).
-    pub(crate) fn forget(&self, key: &InvocationKey) {
-        let mut state = self.lock();
-        if let Some(gone) = state.entries.remove(key) {
-            state.bytes -= gone.outcome.len();
-            state.order.retain(|k| k != key);
-        }
-    }
-
     /// Forgets everything (records were deleted).
     pub(crate) fn clear(&self) {
         *self.lock() = State::default();

@@ -1,0 +1,319 @@
+//! [`HostBuilder`]: wires the engine and tools, the journal, the providers and the
+//! guard's policy into a [`Host`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::{Clock, SystemClock, millis};
+use crate::error::{Error, Result};
+use crate::fault;
+use crate::guard::{Guard, Policy, Shared, WasmRunner};
+use crate::host::Host;
+use crate::http::HttpConfig;
+use crate::journal::{self, Durability};
+use crate::provider::Provider;
+use crate::providers::{HttpProvider, KvProvider, MailProvider, OutboxProvider};
+use crate::retry::RetryPolicy;
+use crate::runtime::{Limits, Runtime, ToolLimits};
+
+/// Builds a [`Host`].
+pub struct HostBuilder {
+    database: Option<PathBuf>,
+    durability: Durability,
+    clock: Arc<dyn Clock>,
+    retention: Duration,
+    lease: Duration,
+    wait_bound: Duration,
+    poll: Duration,
+    retry: RetryPolicy,
+    limits: Option<Limits>,
+    tool_limits: BTreeMap<String, Limits>,
+    providers: BTreeMap<String, Arc<dyn Provider>>,
+    runtime: Option<Arc<Runtime>>,
+    components: Vec<(PathBuf, Option<Vec<u8>>)>,
+    tools_dir: Option<PathBuf>,
+    example_tools: bool,
+    lose_first_mail_responses: u32,
+    http: HttpConfig,
+    http_config_file: Option<PathBuf>,
+    /// `None`: beside the database; `Some(None)`: no cache.
+    compile_cache: Option<Option<PathBuf>>,
+}
+
+impl Default for HostBuilder {
+    fn default() -> Self {
+        Self {
+            database: None,
+            durability: Durability::default(),
+            clock: Arc::new(SystemClock),
+            retention: Duration::from_secs(24 * 60 * 60),
+            lease: Duration::from_secs(60),
+            wait_bound: Duration::from_secs(30),
+            poll: Duration::from_millis(20),
+            retry: RetryPolicy::default(),
+            limits: None,
+            tool_limits: BTreeMap::new(),
+            providers: BTreeMap::new(),
+            runtime: None,
+            components: Vec::new(),
+            tools_dir: None,
+            example_tools: false,
+            lose_first_mail_responses: 0,
+            http: HttpConfig::default(),
+            http_config_file: None,
+            compile_cache: None,
+        }
+    }
+}
+
+impl HostBuilder {
+    /// Keeps the journal in the SQLite file at `path` (created with its directory).
+    /// Without it the journal lives in memory.
+    pub fn database(mut self, path: impl Into<PathBuf>) -> Self {
+        self.database = Some(path.into());
+        self
+    }
+
+    /// How durable each commit is; [`Durability::Full`] by default.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// The clock retention and leases are measured on.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// How long records are kept; older ones are treated as absent (default 24 h).
+    pub fn retention(mut self, retention: Duration) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// How long a running invocation's lease lasts before another host may take over.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// How long a duplicate waits for a running original before `in_progress`.
+    pub fn wait_bound(mut self, bound: Duration) -> Self {
+        self.wait_bound = bound;
+        self
+    }
+
+    /// The retry policy for effects whose outcome is unknown.
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// The sandbox limits of every tool without limits of its own (default: those of
+    /// the runtime, [`Limits::default`] unless a shared [`Runtime`] says otherwise).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = Some(limits);
+        self
+    }
+
+    /// The sandbox limits of the tool called `tool`, replacing the defaults for it.
+    pub fn tool_limits(mut self, tool: impl Into<String>, limits: Limits) -> Self {
+        self.tool_limits.insert(tool.into(), limits);
+        self
+    }
+
+    /// Registers a provider under `name`, replacing a built-in one of that name.
+    pub fn provider(mut self, name: impl Into<String>, provider: Arc<dyn Provider>) -> Self {
+        self.providers.insert(name.into(), provider);
+        self
+    }
+
+    /// Makes the built-in `mail` provider lose the response of the first `n` attempts
+    /// for each key (after recording the email), as a timeout would.
+    pub fn lose_first_mail_responses(mut self, n: u32) -> Self {
+        self.lose_first_mail_responses = n;
+        self
+    }
+
+    /// How the built-in `http` and `outbox` providers and webhook delivery reach
+    /// HTTP downstreams: the per-tool allowlist (deny by default), named services,
+    /// the idempotency header, the timeout and the response cap.
+    pub fn http(mut self, config: HttpConfig) -> Self {
+        self.http = config;
+        self.http_config_file = None;
+        self
+    }
+
+    /// Reads the HTTP config from a JSON file when the host is built (see
+    /// [`HttpConfig`]); replaces [`HostBuilder::http`].
+    pub fn http_config_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.http_config_file = Some(path.into());
+        self
+    }
+
+    /// Uses an already-loaded runtime (engine and compiled tools) instead of loading
+    /// components; lets many hosts share one compilation.
+    pub fn runtime(mut self, runtime: Arc<Runtime>) -> Self {
+        self.runtime = Some(runtime);
+        self
+    }
+
+    /// Loads the component file at `path`.
+    pub fn component(mut self, path: impl Into<PathBuf>) -> Self {
+        self.components.push((path.into(), None));
+        self
+    }
+
+    /// Loads every `*.wasm` component in `dir`.
+    pub fn tools_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.tools_dir = Some(dir.into());
+        self
+    }
+
+    /// Loads the example tools built into this binary (`send_receipt`, `refund`).
+    pub fn example_tools(mut self) -> Self {
+        self.example_tools = true;
+        self
+    }
+
+    /// Keeps compiled components in `dir` so the next process loads them without
+    /// compiling (see [`Runtime::set_compile_cache`]). By default a host with a
+    /// database file keeps them in `cache/` beside it (`.justonce/cache/` for the
+    /// CLI's default); an in-memory host keeps none.
+    pub fn compile_cache(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.compile_cache = Some(Some(dir.into()));
+        self
+    }
+
+    /// Compiles every component at load, with no on-disk cache.
+    pub fn no_compile_cache(mut self) -> Self {
+        self.compile_cache = Some(None);
+        self
+    }
+
+    /// Opens the journal, loads the tools and registers the built-in providers.
+    pub fn build(self) -> Result<Host> {
+        fault::check_env()?;
+        if self.lease.is_zero() {
+            // A zero lease would let every duplicate take over a running call.
+            return Err(Error::Host(anyhow::anyhow!(
+                "the lease must be longer than zero (HostBuilder::lease)"
+            )));
+        }
+        let runtime = match self.runtime {
+            Some(runtime) => runtime,
+            None => {
+                // Pooled slots big enough for the largest memory any tool is given.
+                let defaults = self.limits.clone().unwrap_or_default();
+                let pool_memory = self
+                    .tool_limits
+                    .values()
+                    .map(|l| l.memory_bytes)
+                    .fold(defaults.memory_bytes, usize::max);
+                let mut runtime = Runtime::with_pool_memory(defaults, pool_memory)?;
+                let cache_dir = match &self.compile_cache {
+                    Some(choice) => choice.clone(),
+                    None => self
+                        .database
+                        .as_deref()
+                        .map(|db| db.with_file_name("cache")),
+                };
+                if let Some(dir) = cache_dir {
+                    runtime.set_compile_cache(dir);
+                }
+                if self.example_tools {
+                    for (name, bytes) in crate::examples::ALL {
+                        runtime.load(Path::new(&format!("<built-in {name}>")), bytes)?;
+                    }
+                }
+                if let Some(dir) = &self.tools_dir {
+                    runtime.load_dir(dir)?;
+                }
+                for (path, bytes) in &self.components {
+                    match bytes {
+                        Some(bytes) => runtime.load(path, bytes)?,
+                        None => runtime.load_file(path)?,
+                    };
+                }
+                Arc::new(runtime)
+            }
+        };
+        let journal = match &self.database {
+            Some(path) => journal::open(path, self.durability)?,
+            None => journal::in_memory()?,
+        };
+        let http = Arc::new(match &self.http_config_file {
+            Some(path) => HttpConfig::load(path).map_err(|e| Error::Config {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?,
+            None => {
+                self.http.validate().map_err(|e| Error::Config {
+                    path: PathBuf::from("<http config>"),
+                    reason: e.to_string(),
+                })?;
+                self.http
+            }
+        });
+        let mut providers = self.providers;
+        providers
+            .entry("http".into())
+            .or_insert_with(|| Arc::new(HttpProvider::new(Arc::clone(&http))));
+        providers.entry("outbox".into()).or_insert_with(|| {
+            Arc::new(OutboxProvider::new(
+                Arc::clone(&http),
+                Arc::clone(&self.clock),
+            ))
+        });
+        providers
+            .entry("kv".into())
+            .or_insert_with(|| Arc::new(KvProvider));
+        if !providers.contains_key("mail") {
+            let mail = MailProvider::open(
+                self.database.as_deref(),
+                Arc::clone(&self.clock),
+                self.retention,
+            )?
+            .lose_first_responses(self.lose_first_mail_responses);
+            providers.insert("mail".into(), Arc::new(mail));
+        }
+        for provider in providers.values() {
+            journal.prepare_provider(provider.as_ref())?;
+        }
+        for tool in self.tool_limits.keys() {
+            if runtime.tool(tool).is_none() {
+                tracing::warn!(tool, "limits are set for a tool that is not loaded");
+            }
+        }
+        let limits = ToolLimits {
+            defaults: self.limits.unwrap_or_else(|| runtime.limits().clone()),
+            tools: self.tool_limits,
+        };
+        crate::runtime::check_pool_fits(&runtime, &limits)?;
+        let runner = Arc::new(WasmRunner {
+            runtime: Arc::clone(&runtime),
+            limits: limits.clone(),
+        });
+        let shared = Arc::new(Shared {
+            journal,
+            providers,
+            clock: self.clock,
+            retry: self.retry,
+        });
+        let policy = Policy {
+            retention_ms: millis(self.retention),
+            lease_ms: millis(self.lease),
+            wait_bound: self.wait_bound,
+            poll: self.poll,
+        };
+        Ok(Host::new(
+            Guard::new(shared, runner, policy),
+            runtime,
+            limits,
+            http,
+        ))
+    }
+}

@@ -1,0 +1,81 @@
+//! One tool call as an agent makes it, and the answer it gets.
+
+use serde_json::Value;
+
+use crate::keys::InvocationKey;
+use crate::outcome::Outcome;
+
+/// The scope used when a caller names no conversation.
+pub const DEFAULT_SCOPE: &str = "default";
+
+/// One tool call as an agent (or its client) makes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallRequest {
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments, JSON text (an object).
+    pub arguments: String,
+    /// The window in which a repeat is a duplicate, usually the conversation id.
+    /// [`DEFAULT_SCOPE`] when absent.
+    pub conversation: Option<String>,
+    /// The provider's tool-call id, an alias of the invocation key.
+    pub tool_call_id: Option<String>,
+    /// A caller-chosen idempotency key that replaces the derived one.
+    pub key: Option<String>,
+}
+
+impl CallRequest {
+    /// A call of `tool` with `arguments` (JSON text).
+    pub fn new(tool: impl Into<String>, arguments: impl Into<String>) -> Self {
+        Self {
+            tool: tool.into(),
+            arguments: arguments.into(),
+            conversation: None,
+            tool_call_id: None,
+            key: None,
+        }
+    }
+
+    /// Sets the conversation scope.
+    pub fn conversation(mut self, conversation: impl Into<String>) -> Self {
+        self.conversation = Some(conversation.into());
+        self
+    }
+
+    /// Sets the provider's tool-call id.
+    pub fn tool_call_id(mut self, id: impl Into<String>) -> Self {
+        self.tool_call_id = Some(id.into());
+        self
+    }
+
+    /// Sets an explicit idempotency key.
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    pub(crate) fn scope(&self) -> &str {
+        self.conversation.as_deref().unwrap_or(DEFAULT_SCOPE)
+    }
+}
+
+/// The answer to a call: the outcome, and whether it was replayed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallResponse {
+    /// The invocation key the call ran (or was found) under.
+    pub key: InvocationKey,
+    /// `true` when the outcome was saved by an earlier attempt and nothing ran now.
+    pub replayed: bool,
+    /// How the tool call ended.
+    pub outcome: Outcome,
+}
+
+impl CallResponse {
+    /// The JSON the CLI prints: the outcome's fields plus `replayed` and `key`.
+    pub fn to_json(&self) -> Value {
+        let mut v = self.outcome.to_agent_json();
+        v["replayed"] = Value::Bool(self.replayed);
+        v["key"] = Value::String(self.key.to_string());
+        v
+    }
+}

@@ -1,0 +1,805 @@
+//! The contract table (DESIGN.md, "The contract"), row by row, without wasm: scripted
+//! guests on an in-memory journal, fake providers of each class and the manual clock.
+//! Every retry test asserts the seed's four things: the retry happened, the effect
+//! happened once, both attempts carried the same key, and what the agent was told.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::scripted::{Effects, ScriptedRunner, panicked, returned, tool_error};
+use super::{Guard, Policy, Shared};
+use crate::call::CallRequest;
+use crate::clock::{Clock, ManualClock};
+use crate::error::Error;
+use crate::journal::{self, Journal, Resolution};
+use crate::outcome::Outcome;
+use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError};
+use crate::providers::KvProvider;
+use crate::retry::RetryPolicy;
+use crate::runtime::EffectFailure;
+
+/// A downstream of the given class that records every attempt's key and applies
+/// each key's effect once (a keyed downstream deduplicates; an unkeyed one cannot).
+/// `faults` is consumed one per attempt: what goes wrong with that attempt.
+struct Downstream {
+    class: ProviderClass,
+    attempts: Mutex<Vec<String>>,
+    applied: Mutex<Vec<String>>,
+    faults: Mutex<Vec<Fault>>,
+}
+
+#[derive(Clone)]
+enum Fault {
+    /// The effect lands, then the response is lost.
+    LoseResponse,
+    /// Refused before anything happened.
+    FailBefore,
+    /// Asked to come back later (HTTP 429 with Retry-After).
+    Throttle(Duration),
+    /// The connection is refused: nothing was sent.
+    Refused,
+    /// Blocks until told to go on (a slow downstream).
+    Hold(Arc<Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>>),
+}
+
+impl Downstream {
+    fn new(class: ProviderClass, faults: Vec<Fault>) -> Arc<Self> {
+        Arc::new(Self {
+            class,
+            attempts: Mutex::default(),
+            applied: Mutex::default(),
+            faults: Mutex::new(faults),
+        })
+    }
+    fn attempts(&self) -> Vec<String> {
+        self.attempts.lock().unwrap().clone()
+    }
+    fn applied(&self) -> Vec<String> {
+        self.applied.lock().unwrap().clone()
+    }
+}
+
+impl Provider for Downstream {
+    fn class(&self) -> ProviderClass {
+        self.class
+    }
+
+    fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
+        let key = request.key.to_string();
+        self.attempts.lock().unwrap().push(key.clone());
+        let fault = {
+            let mut faults = self.faults.lock().unwrap();
+            (!faults.is_empty()).then(|| faults.remove(0))
+        };
+        let apply = || {
+            let mut applied = self.applied.lock().unwrap();
+            if self.class == ProviderClass::Unkeyed || !applied.contains(&key) {
+                applied.push(key.clone());
+            }
+        };
+        match fault {
+            Some(Fault::FailBefore) => Err(ProviderError::Unknown("connection reset".into())),
+            Some(Fault::Refused) => Err(ProviderError::NotPerformed {
+                reason: "connection refused".into(),
+                retry: true,
+            }),
+            Some(Fault::Throttle(after)) => Err(ProviderError::Throttled {
+                reason: "429 Too Many Requests".into(),
+                retry_after: Some(after),
+            }),
+            Some(Fault::LoseResponse) => {
+                apply();
+                Err(ProviderError::Unknown(
+                    "timed out reading the response".into(),
+                ))
+            }
+            Some(Fault::Hold(gate)) => {
+                let (reached, release) = gate.lock().unwrap().take().expect("held once");
+                reached.send(()).unwrap();
+                release.recv().unwrap();
+                apply();
+                Ok(json!({ "id": key, "payload": request.payload }))
+            }
+            None => {
+                apply();
+                Ok(json!({ "id": key, "payload": request.payload }))
+            }
+        }
+    }
+}
+
+/// One host: a guard over a journal, with scripted tools and the manual clock.
+struct Host {
+    guard: Guard,
+    journal: Arc<dyn Journal>,
+    clock: Arc<ManualClock>,
+}
+
+const LEASE: Duration = Duration::from_secs(60);
+const RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+fn host_on(
+    journal: Arc<dyn Journal>,
+    clock: Arc<ManualClock>,
+    runner: Arc<ScriptedRunner>,
+    providers: &[(&str, Arc<dyn Provider>)],
+) -> Host {
+    let mut map: BTreeMap<String, Arc<dyn Provider>> = BTreeMap::new();
+    map.insert("kv".into(), Arc::new(KvProvider));
+    for (name, provider) in providers {
+        map.insert((*name).to_string(), Arc::clone(provider));
+    }
+    for provider in map.values() {
+        journal.prepare_provider(provider.as_ref()).unwrap();
+    }
+    let shared = Arc::new(Shared {
+        journal: Arc::clone(&journal),
+        providers: map,
+        clock: clock.clone(),
+        retry: RetryPolicy {
+            max_attempts: 3,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(1),
+            max_retry_after: Duration::from_secs(5),
+        },
+    });
+    let policy = Policy {
+        retention_ms: RETENTION.as_millis() as i64,
+        lease_ms: LEASE.as_millis() as i64,
+        wait_bound: Duration::from_millis(200),
+        poll: Duration::from_millis(5),
+    };
+    Host {
+        guard: Guard::new(shared, runner, policy),
+        journal,
+        clock,
+    }
+}
+
+fn host(runner: ScriptedRunner, providers: &[(&str, Arc<dyn Provider>)]) -> Host {
+    host_on(
+        journal::in_memory().unwrap(),
+        Arc::new(ManualClock::default()),
+        Arc::new(runner),
+        providers,
+    )
+}
+
+/// A tool that performs one `pay` effect on `provider` with its arguments, and
+/// returns the downstream's answer.
+fn pay_tool(
+    runner: &mut ScriptedRunner,
+    provider: &'static str,
+) -> Arc<std::sync::atomic::AtomicU32> {
+    runner.tool(
+        "pay",
+        ScriptedRunner::open_schema(),
+        move |args, fx: &mut Effects<'_>| match fx.perform(provider, "pay", args.clone()) {
+            Ok(answer) => returned(answer),
+            Err(EffectFailure::Rejected(r)) => tool_error("rejected", &r),
+            Err(other) => tool_error("effect_failed", &format!("{other:?}")),
+        },
+    )
+}
+
+fn pay(amount: u64) -> CallRequest {
+    CallRequest::new("pay", json!({ "amount": amount }).to_string()).conversation("c1")
+}
+
+fn effect_keys(host: &Host) -> Vec<String> {
+    host.journal
+        .entries(None, 100)
+        .unwrap()
+        .iter()
+        .flat_map(|e| e.effects.iter().map(|f| f.key.clone()))
+        .collect()
+}
+
+// --- first call ---------------------------------------------------------------
+
+#[test]
+fn a_first_call_runs_journals_its_effect_and_saves_its_outcome() {
+    let mut runner = ScriptedRunner::default();
+    let runs = pay_tool(&mut runner, "payments");
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let h = host(runner, &[("payments", payments.clone())]);
+
+    let answer = h.guard.call(&pay(10)).unwrap();
+
+    assert!(!answer.replayed);
+    assert!(answer.outcome.is_success(), "{:?}", answer.outcome);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(payments.applied().len(), 1);
+    let entries = h.journal.entries(None, 10).unwrap();
+    assert_eq!(entries[0].state, "completed");
+    assert_eq!(entries[0].effects[0].key, payments.attempts()[0]);
+}
+
+// --- same key, completed --------------------------------------------------------
+
+#[test]
+fn a_lost_response_is_retried_under_the_same_key_and_the_effect_happens_once() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "payments");
+    let payments = Downstream::new(ProviderClass::Keyed, vec![Fault::LoseResponse]);
+    let h = host(runner, &[("payments", payments.clone())]);
+
+    let answer = h.guard.call(&pay(10)).unwrap();
+
+    let attempts = payments.attempts();
+    assert_eq!(attempts.len(), 2, "the retry happened");
+    assert_eq!(
+        attempts[0], attempts[1],
+        "both attempts carried the same key"
+    );
+    assert_eq!(payments.applied().len(), 1, "the effect happened once");
+    assert!(
+        answer.outcome.is_success(),
+        "the agent was told: {:?}",
+        answer.outcome
+    );
+    assert_eq!(effect_keys(&h), vec![attempts[0].clone()]);
+}
+
+#[test]
+fn a_completed_key_replays_its_outcome_byte_for_byte_and_runs_nothing() {
+    let mut runner = ScriptedRunner::default();
+    let runs = pay_tool(&mut runner, "payments");
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let h = host(runner, &[("payments", payments.clone())]);
+
+    let first = h.guard.call(&pay(10)).unwrap();
+    let retry = h.guard.call(&pay(10)).unwrap();
+    // Re-planned: a new tool-call id and the arguments written differently.
+    let replanned = CallRequest::new("pay", r#"{ "amount" : 10.0 }"#)
+        .conversation("c1")
+        .tool_call_id("call-2");
+    let third = h.guard.call(&replanned).unwrap();
+
+    assert!(retry.replayed && third.replayed);
+    assert_eq!(retry.outcome, first.outcome);
+    assert_eq!(third.outcome, first.outcome);
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "nothing ran again");
+    assert_eq!(payments.attempts().len(), 1);
+}
+
+#[test]
+fn two_different_calls_both_happen() {
+    let mut runner = ScriptedRunner::default();
+    let runs = pay_tool(&mut runner, "payments");
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let h = host(runner, &[("payments", payments.clone())]);
+
+    let a = h.guard.call(&pay(10)).unwrap();
+    let b = h.guard.call(&pay(11)).unwrap();
+
+    assert!(!a.replayed && !b.replayed);
+    assert_ne!(a.key, b.key);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    let applied = payments.applied();
+    assert_eq!(applied.len(), 2);
+    assert_ne!(applied[0], applied[1], "two effects under two keys");
+}
+
+#[test]
+fn tool_errors_and_traps_are_saved_and_replayed() {
+    let mut runner = ScriptedRunner::default();
+    let failing = runner.tool("fail", ScriptedRunner::open_schema(), |_, _| {
+        tool_error("card_declined", "the card was declined")
+    });
+    let trapping = runner.tool("trap", ScriptedRunner::open_schema(), |_, _| {
+        panicked("index out of bounds")
+    });
+    let h = host(runner, &[]);
+    for (tool, runs) in [("fail", &failing), ("trap", &trapping)] {
+        let request = CallRequest::new(tool, "{}").conversation("c1");
+        let first = h.guard.call(&request).unwrap();
+        let retry = h.guard.call(&request).unwrap();
+        assert!(!first.outcome.is_success());
+        assert!(retry.replayed, "{tool} replayed");
+        assert_eq!(retry.outcome, first.outcome, "{tool}: the same error");
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "{tool} ran once");
+    }
+    let trap = h
+        .guard
+        .call(&CallRequest::new("trap", "{}").conversation("c1"));
+    assert!(matches!(
+        trap.unwrap().outcome,
+        Outcome::Trap { ref reason, .. } if reason == "panic"
+    ));
+}
+
+// --- same key, different arguments --------------------------------------------
+
+#[test]
+fn the_same_key_with_other_arguments_is_a_mismatch_and_nothing_runs_or_is_stored() {
+    let mut runner = ScriptedRunner::default();
+    let runs = pay_tool(&mut runner, "payments");
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let h = host(runner, &[("payments", payments.clone())]);
+    let key = "order-4417-refund";
+
+    h.guard.call(&pay(10).key(key)).unwrap();
+    let err = h.guard.call(&pay(99).key(key)).unwrap_err();
+    let alias = h.guard.call(&pay(10).tool_call_id("call-1")).unwrap();
+    let alias_err = h.guard.call(&pay(12).tool_call_id("call-1")).unwrap_err();
+
+    assert!(matches!(err, Error::Mismatch { .. }), "{err:?}");
+    assert!(matches!(alias_err, Error::Mismatch { .. }), "{alias_err:?}");
+    assert!(!alias.replayed, "the first call under the id ran");
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "no mismatch ran");
+    assert_eq!(payments.applied().len(), 2);
+    assert_eq!(
+        h.journal.entries(None, 10).unwrap().len(),
+        2,
+        "nothing stored"
+    );
+}
+
+// --- same key, still running ----------------------------------------------------
+
+#[test]
+fn a_parallel_duplicate_waits_for_the_first_and_gets_its_outcome() {
+    let mut runner = ScriptedRunner::default();
+    let runs = pay_tool(&mut runner, "payments");
+    let (reached_tx, reached_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
+    let gate = Arc::new(Mutex::new(Some((reached_tx, release_rx))));
+    let payments = Downstream::new(ProviderClass::Keyed, vec![Fault::Hold(gate)]);
+    let h = Arc::new(host(runner, &[("payments", payments.clone())]));
+
+    let first = {
+        let h = Arc::clone(&h);
+        std::thread::spawn(move || h.guard.call(&pay(10)))
+    };
+    reached_rx.recv().unwrap();
+    // The duplicate gives up after the wait bound with a retryable error...
+    let busy = h.guard.call(&pay(10)).unwrap_err();
+    assert!(matches!(busy, Error::InProgress { .. }), "{busy:?}");
+    // ...and one that waits while the first finishes gets its outcome.
+    let second = {
+        let h = Arc::clone(&h);
+        std::thread::spawn(move || h.guard.call(&pay(10)))
+    };
+    release_tx.send(()).unwrap();
+    let first = first.join().unwrap().unwrap();
+    let second = second.join().unwrap().unwrap();
+
+    assert!(!first.replayed);
+    assert_eq!(second.outcome, first.outcome);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(payments.applied().len(), 1);
+}
+
+// --- same key, running but its lease expired ---------------------------------------
+
+#[test]
+fn a_host_whose_lease_expired_is_taken_over_fenced_and_the_effect_happens_once() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "payments");
+    let runner = Arc::new(runner);
+    let (reached_tx, reached_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
+    let gate = Arc::new(Mutex::new(Some((reached_tx, release_rx))));
+    // Host A's attempt hangs past its lease (a paused host).
+    let payments = Downstream::new(ProviderClass::Keyed, vec![Fault::Hold(gate)]);
+    let journal = journal::in_memory().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let providers: [(&str, Arc<dyn Provider>); 1] = [("payments", payments.clone())];
+    let a = Arc::new(host_on(
+        Arc::clone(&journal),
+        clock.clone(),
+        Arc::clone(&runner),
+        &providers,
+    ));
+    let b = host_on(journal, clock.clone(), runner, &providers);
+
+    let a_call = {
+        let a = Arc::clone(&a);
+        std::thread::spawn(move || a.guard.call(&pay(10)))
+    };
+    reached_rx.recv().unwrap();
+    clock.advance(LEASE + Duration::from_secs(1));
+    // B takes over: the pending effect is retried under its stored key.
+    let b_answer = b.guard.call(&pay(10)).unwrap();
+    release_tx.send(()).unwrap();
+    let a_answer = a_call.join().unwrap();
+
+    let attempts = payments.attempts();
+    assert_eq!(attempts.len(), 2, "B retried the effect");
+    assert_eq!(attempts[0], attempts[1], "under the same key");
+    assert_eq!(
+        payments.applied().len(),
+        1,
+        "the downstream applied it once"
+    );
+    assert!(!b_answer.replayed && b_answer.outcome.is_success());
+    // A is fenced: its answer is not saved and it answers nothing of its own.
+    assert!(
+        matches!(a_answer, Err(Error::LeaseLost { .. })),
+        "{a_answer:?}"
+    );
+    let retry = b.guard.call(&pay(10)).unwrap();
+    assert!(retry.replayed);
+    assert_eq!(retry.outcome, b_answer.outcome);
+}
+
+// --- rejected before the guest started -------------------------------------------
+
+#[test]
+fn a_call_refused_before_the_guest_starts_stores_nothing_and_may_succeed_later() {
+    let mut runner = ScriptedRunner::default();
+    let runs = runner.tool(
+        "strict",
+        json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+        |args, _| returned(args.clone()),
+    );
+    let h = host(runner, &[]);
+    for (request, kind) in [
+        (CallRequest::new("nope", "{}"), "unknown_tool"),
+        (CallRequest::new("strict", "{not json"), "invalid_arguments"),
+        (
+            CallRequest::new("strict", r#"{"n":"x"}"#),
+            "invalid_arguments",
+        ),
+        (
+            CallRequest::new("strict", r#"{"n":1}"#).key("bad key!"),
+            "invalid_key",
+        ),
+    ] {
+        let err = h.guard.call(&request).unwrap_err();
+        assert_eq!(err.kind(), kind, "{err}");
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    assert!(
+        h.journal.entries(None, 10).unwrap().is_empty(),
+        "nothing stored"
+    );
+    let ok = h
+        .guard
+        .call(&CallRequest::new("strict", r#"{"n":1}"#))
+        .unwrap();
+    assert!(ok.outcome.is_success());
+}
+
+// --- outcome unknown after the retry budget -----------------------------------------
+
+#[test]
+fn an_unknown_outcome_is_not_saved_and_the_retry_resumes_under_the_same_key() {
+    let mut runner = ScriptedRunner::default();
+    let runs = pay_tool(&mut runner, "payments");
+    let payments = Downstream::new(
+        ProviderClass::Keyed,
+        vec![Fault::LoseResponse, Fault::FailBefore, Fault::FailBefore],
+    );
+    let h = host(runner, &[("payments", payments.clone())]);
+
+    let err = h.guard.call(&pay(10)).unwrap_err();
+    assert!(
+        matches!(err, Error::OutcomeUnknown { seq: 0, .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("retrying the same call is safe"));
+    let retry = h.guard.call(&pay(10)).unwrap();
+
+    let attempts = payments.attempts();
+    assert_eq!(attempts.len(), 4, "three attempts, then the retry's one");
+    assert!(
+        attempts.iter().all(|k| *k == attempts[0]),
+        "one key: {attempts:?}"
+    );
+    assert_eq!(payments.applied().len(), 1, "the effect happened once");
+    assert!(!retry.replayed, "the retry finished the call");
+    assert!(retry.outcome.is_success(), "{:?}", retry.outcome);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn a_throttled_downstream_is_retried_after_its_retry_after_under_the_same_key() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "payments");
+    let payments = Downstream::new(
+        ProviderClass::Keyed,
+        vec![Fault::Throttle(Duration::from_secs(3))],
+    );
+    let h = host(runner, &[("payments", payments.clone())]);
+    let before = h.clock.now_ms();
+
+    let answer = h.guard.call(&pay(10)).unwrap();
+
+    let attempts = payments.attempts();
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(attempts[0], attempts[1]);
+    assert!(h.clock.now_ms() - before >= 3000, "waited for Retry-After");
+    assert!(answer.outcome.is_success());
+}
+
+// --- provider classes ----------------------------------------------------------------
+
+#[test]
+fn an_unkeyed_effect_whose_outcome_is_unknown_is_never_repeated_until_a_person_resolves_it() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "sms");
+    let sms = Downstream::new(ProviderClass::Unkeyed, vec![Fault::LoseResponse]);
+    let h = host(runner, &[("sms", sms.clone())]);
+
+    let first = h.guard.call(&pay(10)).unwrap_err();
+    let second = h.guard.call(&pay(10)).unwrap_err();
+    assert!(matches!(first, Error::OutcomeUnknown { .. }));
+    assert!(matches!(second, Error::OutcomeUnknown { .. }));
+    assert_eq!(sms.attempts().len(), 1, "attempted at most once");
+
+    let unresolved = h.journal.unresolved(h.clock.now_ms()).unwrap();
+    assert_eq!(unresolved.len(), 1);
+    h.journal
+        .resolve(
+            &unresolved[0].key,
+            Resolution::Performed,
+            &json!({"sent": true}),
+            h.clock.now_ms(),
+        )
+        .unwrap();
+    let done = h.guard.call(&pay(10)).unwrap();
+    assert_eq!(
+        sms.attempts().len(),
+        1,
+        "the person's answer, not a new attempt"
+    );
+    let Outcome::Success { result } = done.outcome else {
+        panic!("{:?}", done.outcome)
+    };
+    assert_eq!(result, json!({"sent": true}));
+}
+
+#[test]
+fn a_transactional_effect_commits_with_its_record_exactly_once() {
+    let mut runner = ScriptedRunner::default();
+    let runs = runner.tool("put", ScriptedRunner::open_schema(), |args, fx| {
+        match fx.perform("kv", "put", json!({"key": "k", "value": args["v"]})) {
+            Ok(answer) => returned(answer),
+            Err(e) => tool_error("failed", &format!("{e:?}")),
+        }
+    });
+    let h = host(runner, &[]);
+    let put = |v: u32| CallRequest::new("put", json!({ "v": v }).to_string());
+
+    let first = h.guard.call(&put(1)).unwrap();
+    let retry = h.guard.call(&put(1)).unwrap();
+    let other = h.guard.call(&put(2)).unwrap();
+
+    assert!(retry.replayed);
+    assert_eq!(retry.outcome, first.outcome);
+    let Outcome::Success { result } = other.outcome else {
+        panic!()
+    };
+    assert_eq!(
+        result["previous"],
+        json!(1),
+        "the first write happened once"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    let value = h
+        .journal
+        .as_sqlite()
+        .unwrap()
+        .read(|c| KvProvider::get(c, "k"))
+        .unwrap();
+    assert_eq!(value, Some(json!(2)));
+}
+
+// --- retention ---------------------------------------------------------------------
+
+#[test]
+fn past_retention_the_same_call_is_a_new_effect_under_a_new_downstream_key() {
+    let mut runner = ScriptedRunner::default();
+    let runs = pay_tool(&mut runner, "payments");
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let h = host(runner, &[("payments", payments.clone())]);
+
+    let first = h.guard.call(&pay(10)).unwrap();
+    // One millisecond before the end of retention it is still a replay.
+    h.clock.advance(RETENTION - Duration::from_millis(1));
+    assert!(h.guard.call(&pay(10)).unwrap().replayed);
+    h.clock.advance(Duration::from_millis(1));
+    let again = h.guard.call(&pay(10)).unwrap();
+
+    assert!(!again.replayed, "past retention the call is new, by design");
+    assert_eq!(again.key, first.key, "the same invocation key");
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    let attempts = payments.attempts();
+    assert_eq!(attempts.len(), 2);
+    assert_ne!(
+        attempts[0], attempts[1],
+        "a new generation, a new downstream key"
+    );
+    assert_eq!(
+        payments.applied().len(),
+        2,
+        "a downstream that remembers keys still pays twice"
+    );
+}
+
+#[test]
+fn a_call_left_open_never_expires_and_gc_keeps_it() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "payments");
+    let payments = Downstream::new(
+        ProviderClass::Keyed,
+        vec![Fault::LoseResponse, Fault::FailBefore, Fault::FailBefore],
+    );
+    let h = host(runner, &[("payments", payments.clone())]);
+
+    assert!(
+        h.guard.call(&pay(10)).is_err(),
+        "left open, outcome unknown"
+    );
+    h.clock.advance(RETENTION * 3);
+    let removed = h
+        .journal
+        .gc(h.clock.now_ms(), RETENTION.as_millis() as i64)
+        .unwrap();
+    assert_eq!(removed.invocations, 0, "gc keeps an open call");
+    let done = h.guard.call(&pay(10)).unwrap();
+
+    let attempts = payments.attempts();
+    assert!(
+        attempts.iter().all(|k| *k == attempts[0]),
+        "resumed under the same key"
+    );
+    assert_eq!(payments.applied().len(), 1);
+    assert!(done.outcome.is_success());
+    // Completed now, it expires a retention after completion, not after creation.
+    h.clock.advance(RETENTION - Duration::from_millis(1));
+    assert_eq!(
+        h.journal
+            .gc(h.clock.now_ms(), RETENTION.as_millis() as i64)
+            .unwrap()
+            .invocations,
+        0
+    );
+    h.clock.advance(Duration::from_millis(1));
+    assert_eq!(
+        h.journal
+            .gc(h.clock.now_ms(), RETENTION.as_millis() as i64)
+            .unwrap()
+            .invocations,
+        1
+    );
+}
+
+// --- divergence and determinism ---------------------------------------------------------
+
+#[test]
+fn a_resumed_guest_that_asks_for_another_effect_is_refused_as_a_divergence() {
+    let mut runner = ScriptedRunner::default();
+    let calls = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let seen = Arc::clone(&calls);
+    runner.tool("drift", ScriptedRunner::open_schema(), move |_, fx| {
+        // The second run asks for a different payload at the same position.
+        let n = seen.fetch_add(1, Ordering::SeqCst);
+        match fx.perform("payments", "pay", json!({ "run": n })) {
+            Ok(v) => returned(v),
+            Err(e) => tool_error("failed", &format!("{e:?}")),
+        }
+    });
+    let payments = Downstream::new(
+        ProviderClass::Keyed,
+        vec![Fault::FailBefore, Fault::FailBefore, Fault::FailBefore],
+    );
+    let h = host(runner, &[("payments", payments.clone())]);
+    let request = CallRequest::new("drift", "{}");
+
+    assert!(matches!(
+        h.guard.call(&request),
+        Err(Error::OutcomeUnknown { .. })
+    ));
+    let err = h.guard.call(&request).unwrap_err();
+
+    assert!(matches!(err, Error::Divergence { seq: 0, .. }), "{err:?}");
+    assert_eq!(
+        payments.attempts().len(),
+        3,
+        "nothing performed under the old key"
+    );
+}
+
+#[test]
+fn a_resumed_run_sees_the_clock_its_first_run_saw() {
+    let mut runner = ScriptedRunner::default();
+    let starts = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&starts);
+    runner.tool("stamp", ScriptedRunner::open_schema(), move |_, fx| {
+        seen.lock().unwrap().push(fx.started_ms());
+        match fx.perform("payments", "pay", json!({ "at": fx.started_ms() })) {
+            Ok(v) => returned(v),
+            Err(e) => tool_error("failed", &format!("{e:?}")),
+        }
+    });
+    let payments = Downstream::new(
+        ProviderClass::Keyed,
+        vec![Fault::FailBefore, Fault::FailBefore, Fault::FailBefore],
+    );
+    let h = host(runner, &[("payments", payments.clone())]);
+    let request = CallRequest::new("stamp", "{}");
+
+    assert!(h.guard.call(&request).is_err());
+    h.clock.advance(Duration::from_secs(30));
+    let done = h.guard.call(&request).unwrap();
+
+    let starts = starts.lock().unwrap().clone();
+    assert_eq!(starts.len(), 2);
+    assert_eq!(starts[0], starts[1], "the journaled start");
+    assert!(
+        done.outcome.is_success(),
+        "no divergence: {:?}",
+        done.outcome
+    );
+}
+
+// --- host faults --------------------------------------------------------------------
+
+#[test]
+fn an_effect_the_configuration_refuses_is_not_saved_and_succeeds_once_it_is_fixed() {
+    let mut runner = ScriptedRunner::default();
+    let runs = pay_tool(&mut runner, "payments");
+    let runner = Arc::new(runner);
+    let journal = journal::in_memory().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    // A host without the provider configured.
+    let misconfigured = host_on(
+        Arc::clone(&journal),
+        clock.clone(),
+        Arc::clone(&runner),
+        &[],
+    );
+
+    let err = misconfigured.guard.call(&pay(10)).unwrap_err();
+    assert!(matches!(err, Error::NotPerformed { seq: 0, .. }), "{err:?}");
+    assert!(err.retry_safe());
+    assert!(
+        err.to_string().contains("no provider named `payments`"),
+        "{err}"
+    );
+    assert!(
+        journal.entries(None, 10).unwrap().is_empty(),
+        "nothing saved as the outcome"
+    );
+
+    // The configuration is fixed: the same call runs and succeeds.
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let fixed = host_on(journal, clock, runner, &[("payments", payments.clone())]);
+    let done = fixed.guard.call(&pay(10)).unwrap();
+    assert!(
+        !done.replayed && done.outcome.is_success(),
+        "{:?}",
+        done.outcome
+    );
+    assert_eq!(payments.applied().len(), 1);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn a_refused_connection_is_known_not_performed_and_the_retry_performs_it_once() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "sms");
+    // Unkeyed: a refused connection sent nothing, so a later attempt is safe.
+    let sms = Downstream::new(ProviderClass::Unkeyed, vec![Fault::Refused]);
+    let h = host(runner, &[("sms", sms.clone())]);
+
+    let err = h.guard.call(&pay(10)).unwrap_err();
+    assert!(matches!(err, Error::NotPerformed { .. }), "{err:?}");
+    assert!(err.to_string().contains("nothing was sent"), "{err}");
+    assert!(
+        h.journal.unresolved(h.clock.now_ms()).unwrap().is_empty(),
+        "no person needed"
+    );
+    let done = h.guard.call(&pay(10)).unwrap();
+
+    assert!(done.outcome.is_success(), "{:?}", done.outcome);
+    assert_eq!(sms.attempts().len(), 2, "the retry happened");
+    assert_eq!(sms.applied().len(), 1, "performed once");
+}

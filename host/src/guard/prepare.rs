@@ -1,0 +1,67 @@
+//! Before anything is looked up: the arguments as the tool will see them, and the
+//! key the call runs under. A call refused here is refused before anything is stored.
+
+use serde_json::Value;
+
+use super::runner::{Runner, ToolSpec};
+use crate::call::CallRequest;
+use crate::error::{Error, Result};
+use crate::keys::{self, Fingerprint, InvocationKey};
+
+/// A call whose arguments were checked and whose key is known.
+pub(crate) struct Prepared {
+    /// The tool it calls.
+    pub tool: ToolSpec,
+    /// The arguments as the guest gets them: canonical JSON text.
+    pub canonical: String,
+    /// The fingerprint of the tool and its arguments.
+    pub fingerprint: Fingerprint,
+    /// The invocation key.
+    pub key: InvocationKey,
+}
+
+/// Checks `request` against its tool and computes its key.
+pub(crate) fn prepare(runner: &dyn Runner, request: &CallRequest) -> Result<Prepared> {
+    let tool = runner
+        .tool(&request.tool)
+        .ok_or_else(|| Error::UnknownTool {
+            name: request.tool.clone(),
+            available: runner.names(),
+        })?;
+    let invalid = |reason: String| Error::InvalidArguments {
+        tool: request.tool.clone(),
+        reason,
+    };
+    let limit = tool.limits.max_args_bytes;
+    if request.arguments.len() > limit {
+        return Err(invalid(format!(
+            "{} bytes exceeds the limit of {limit} bytes",
+            request.arguments.len()
+        )));
+    }
+    // Canonicalizing the text (not a parsed value) also refuses duplicate keys, which
+    // a parser would silently collapse.
+    let canonical =
+        crate::jcs::canonicalize_str(&request.arguments).map_err(|e| invalid(e.to_string()))?;
+    let args: Value =
+        serde_json::from_str(&canonical).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
+    if !args.is_object() {
+        return Err(invalid("arguments must be a JSON object".into()));
+    }
+    tool.schema.check(&args).map_err(invalid)?;
+    let fingerprint =
+        keys::arguments_fingerprint(&tool.name, &args).map_err(|e| invalid(e.to_string()))?;
+    let key = match &request.key {
+        Some(explicit) => {
+            InvocationKey::parse(explicit).map_err(|e| Error::InvalidKey(e.to_string()))?
+        }
+        None => keys::invocation_key(request.scope(), &tool.name, &args)
+            .map_err(|e| invalid(e.to_string()))?,
+    };
+    Ok(Prepared {
+        tool,
+        canonical,
+        fingerprint,
+        key,
+    })
+}

@@ -1,0 +1,75 @@
+//! What runs a guest for the guard: the wasm runtime in production, a scripted guest
+//! in the guard's own tests. The guard only needs a tool's schema and limits, and a
+//! way to run it with an effect handler.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::runtime::{EffectHandler, GuestOutcome, InputSchema, Limits, Runtime, ToolLimits};
+
+/// What the guard knows of a tool before it runs it.
+#[derive(Debug, Clone)]
+pub(crate) struct ToolSpec {
+    /// The name agents call it by.
+    pub name: Arc<str>,
+    /// Its input schema, as the tool described it.
+    pub input_schema: Arc<Value>,
+    /// The same, compiled.
+    pub schema: Arc<InputSchema>,
+    /// The sandbox limits it runs under.
+    pub limits: Limits,
+}
+
+/// Runs guests for the guard.
+pub(crate) trait Runner: Send + Sync {
+    /// The tool called `name`, if loaded.
+    fn tool(&self, name: &str) -> Option<ToolSpec>;
+
+    /// The loaded tool names, comma-separated (for error messages).
+    fn names(&self) -> String;
+
+    /// Runs `call(args)` of `tool` with `handler` answering its effects, and hands
+    /// the handler back with the outcome.
+    fn run(
+        &self,
+        tool: &ToolSpec,
+        args: &str,
+        handler: Box<dyn EffectHandler>,
+    ) -> (GuestOutcome, Box<dyn EffectHandler>);
+}
+
+/// The wasm runtime as the guard's runner, with each tool's limits.
+pub(crate) struct WasmRunner {
+    pub runtime: Arc<Runtime>,
+    pub limits: ToolLimits,
+}
+
+impl Runner for WasmRunner {
+    fn tool(&self, name: &str) -> Option<ToolSpec> {
+        let tool = self.runtime.tool(name)?;
+        Some(ToolSpec {
+            name: Arc::from(tool.name.as_str()),
+            input_schema: Arc::clone(&tool.input_schema_arc),
+            schema: Arc::clone(&tool.schema),
+            limits: self.limits.for_tool(name).clone(),
+        })
+    }
+
+    fn names(&self) -> String {
+        self.runtime.names()
+    }
+
+    fn run(
+        &self,
+        tool: &ToolSpec,
+        args: &str,
+        handler: Box<dyn EffectHandler>,
+    ) -> (GuestOutcome, Box<dyn EffectHandler>) {
+        let loaded = self
+            .runtime
+            .tool(&tool.name)
+            .expect("a tool the guard found stays loaded");
+        self.runtime.call(loaded, args, handler, &tool.limits)
+    }
+}

@@ -1,0 +1,138 @@
+//! Guests without wasm, for the guard's own tests: a tool is a closure that asks for
+//! effects through the same handler a wasm guest's `perform` reaches, then returns,
+//! fails or traps. With an in-memory journal, fake providers and the manual clock,
+//! every row of the contract runs in milliseconds.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde_json::{Value, json};
+
+use super::runner::{Runner, ToolSpec};
+use crate::runtime::{EffectFailure, EffectHandler, GuestOutcome, InputSchema, Limits, TrapReason};
+
+/// What a scripted guest reaches instead of the `effects` import.
+pub(crate) struct Effects<'a> {
+    handler: &'a mut dyn EffectHandler,
+    /// Set when the host itself failed: the guest traps, as a wasm guest would.
+    fault: Option<String>,
+}
+
+impl Effects<'_> {
+    /// `effects.perform(provider, operation, payload)`.
+    pub(crate) fn perform(
+        &mut self,
+        provider: &str,
+        operation: &str,
+        payload: Value,
+    ) -> Result<Value, EffectFailure> {
+        match self
+            .handler
+            .perform(provider, operation, &payload.to_string())
+        {
+            Ok(Ok(text)) => Ok(serde_json::from_str(&text).unwrap_or(Value::String(text))),
+            Ok(Err(failure)) => Err(failure),
+            Err(fault) => {
+                self.fault = Some(fault.clone());
+                Err(EffectFailure::Denied(fault))
+            }
+        }
+    }
+
+    /// The guest's random seed's generation, to tell runs of one invocation apart.
+    pub(crate) fn started_ms(&self) -> i64 {
+        self.handler.entropy().started_ms
+    }
+}
+
+/// A scripted guest: arguments and effects in, how it ended out.
+pub(crate) type Guest = dyn Fn(&Value, &mut Effects<'_>) -> GuestOutcome + Send + Sync;
+
+/// A guest that returns `value` as its JSON result.
+pub(crate) fn returned(value: Value) -> GuestOutcome {
+    GuestOutcome::Returned(Ok(value.to_string()))
+}
+
+/// A guest that traps as a panic would.
+pub(crate) fn panicked(message: &str) -> GuestOutcome {
+    GuestOutcome::Trapped {
+        reason: TrapReason::Panic,
+        message: message.to_string(),
+    }
+}
+
+/// Tools made of closures, each counting its runs.
+#[derive(Default)]
+pub(crate) struct ScriptedRunner {
+    tools: BTreeMap<String, (ToolSpec, Arc<Guest>, Arc<AtomicU32>)>,
+}
+
+impl ScriptedRunner {
+    /// Adds the tool `name` with `schema`; returns its run counter.
+    pub(crate) fn tool(
+        &mut self,
+        name: &str,
+        schema: Value,
+        guest: impl Fn(&Value, &mut Effects<'_>) -> GuestOutcome + Send + Sync + 'static,
+    ) -> Arc<AtomicU32> {
+        let runs = Arc::new(AtomicU32::new(0));
+        let spec = ToolSpec {
+            name: Arc::from(name),
+            schema: Arc::new(InputSchema::compile(&schema).expect("a valid schema")),
+            input_schema: Arc::new(schema),
+            limits: Limits::default(),
+        };
+        self.tools
+            .insert(name.to_string(), (spec, Arc::new(guest), Arc::clone(&runs)));
+        runs
+    }
+
+    /// An object schema with the given properties, none required.
+    pub(crate) fn open_schema() -> Value {
+        json!({"type": "object"})
+    }
+}
+
+impl Runner for ScriptedRunner {
+    fn tool(&self, name: &str) -> Option<ToolSpec> {
+        self.tools.get(name).map(|(spec, _, _)| spec.clone())
+    }
+
+    fn names(&self) -> String {
+        self.tools.keys().cloned().collect::<Vec<_>>().join(", ")
+    }
+
+    fn run(
+        &self,
+        tool: &ToolSpec,
+        args: &str,
+        mut handler: Box<dyn EffectHandler>,
+    ) -> (GuestOutcome, Box<dyn EffectHandler>) {
+        let (_, guest, runs) = &self.tools[&*tool.name];
+        runs.fetch_add(1, Ordering::SeqCst);
+        let args: Value = serde_json::from_str(args).expect("the guard passes JSON");
+        let mut effects = Effects {
+            handler: &mut *handler,
+            fault: None,
+        };
+        let outcome = guest(&args, &mut effects);
+        let outcome = match effects.fault.take() {
+            Some(fault) => GuestOutcome::Trapped {
+                reason: TrapReason::HostFailure,
+                message: fault,
+            },
+            None => outcome,
+        };
+        (outcome, handler)
+    }
+}
+
+/// A guest that fails with a tool error of its own.
+pub(crate) fn tool_error(code: &str, message: &str) -> GuestOutcome {
+    GuestOutcome::Returned(Err(crate::runtime::GuestToolError {
+        code: code.to_string(),
+        message: message.to_string(),
+        details: None,
+    }))
+}

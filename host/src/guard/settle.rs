@@ -1,0 +1,201 @@
+//! After the guest: save the outcome before the caller is answered, or leave the
+//! invocation resumable when there is nothing savable.
+//!
+//! In order: a host fault, an interruption (unknown outcome, divergence, lost lease,
+//! superseded run), a resumed guest that skipped journaled effects and a runtime
+//! failure around the guest are not outcomes: the call stays resumable and the agent
+//! is told what happened. Everything else (a result, a tool error, a trap) is saved
+//! first and then returned, so the answer a caller gets is always one a retry can get
+//! again.
+
+use serde_json::Value;
+
+use super::Shared;
+use super::effect::{EffectSession, Interruption};
+use super::prepare::Prepared;
+use crate::call::CallResponse;
+use crate::error::{Error, Result};
+use crate::fault::{self, FaultPoint};
+use crate::outcome::Outcome;
+use crate::runtime::{GuestOutcome, Limits, TrapReason};
+
+/// Settles one run. `None` when the run gave way to another run of the same key.
+pub(super) fn settle(
+    shared: &Shared,
+    prepared: &Prepared,
+    owner: &str,
+    guest: GuestOutcome,
+    mut session: EffectSession,
+) -> Result<Option<CallResponse>> {
+    let key = &prepared.key;
+    let journal = &shared.journal;
+    let now = shared.clock.now_ms();
+    // A run that never journaled its invocation has no record to leave resumable.
+    let journaled = session.unjournaled.is_none();
+    // Leaves the call resumable; `false` when another host took it over meanwhile.
+    let suspend = || -> Result<bool> {
+        if journaled {
+            journal.suspend(key, owner, now)
+        } else {
+            Ok(true)
+        }
+    };
+
+    if let Some(fault) = session.host_fault.take() {
+        let _ = suspend();
+        return Err(fault);
+    }
+    if let Some(interruption) = session.interrupted.take() {
+        if interruption == Interruption::Superseded {
+            return Ok(None);
+        }
+        if !suspend()? {
+            // What this run learnt is in the journal; the other host's outcome is the
+            // one that counts.
+            return Err(Error::LeaseLost { key: key.clone() });
+        }
+        return Err(match interruption {
+            Interruption::OutcomeUnknown {
+                seq,
+                provider,
+                reason,
+            } => Error::OutcomeUnknown {
+                key: key.clone(),
+                seq,
+                provider,
+                reason,
+            },
+            Interruption::NotPerformed {
+                seq,
+                provider,
+                reason,
+            } => Error::NotPerformed {
+                key: key.clone(),
+                seq,
+                provider,
+                reason,
+            },
+            Interruption::Divergence { seq, detail } => Error::Divergence {
+                key: key.clone(),
+                seq,
+                detail,
+            },
+            Interruption::LeaseLost | Interruption::Superseded => {
+                Error::LeaseLost { key: key.clone() }
+            }
+        });
+    }
+    let skipped = match session.skipped_journaled_effects() {
+        Ok(skipped) => skipped,
+        Err(fault) => {
+            let _ = suspend();
+            return Err(fault);
+        }
+    };
+    if let Some((seq, journaled)) = skipped {
+        // The resumed guest finished without asking for effects an earlier run
+        // journaled (and may have performed): its outcome would not match them.
+        if !suspend()? {
+            return Err(Error::LeaseLost { key: key.clone() });
+        }
+        return Err(Error::Divergence {
+            key: key.clone(),
+            seq,
+            detail: format!(
+                "the journal holds {journaled} effect(s) from position #{seq} on, but the guest finished without asking for them"
+            ),
+        });
+    }
+    if let GuestOutcome::Trapped {
+        reason: TrapReason::HostFailure,
+        message,
+    } = &guest
+    {
+        // Not the guest's doing (the runtime failed around it): nothing to save; the
+        // call stays resumable and a retry runs it again.
+        let _ = suspend();
+        return Err(Error::Host(anyhow::anyhow!("{message}")));
+    }
+
+    let (stored, answer) = savable(outcome_of(guest, &prepared.tool.limits));
+    fault::point(FaultPoint::AfterRecord);
+    // Saved first, then answered.
+    let saved = match session.unjournaled.take() {
+        // No effect: the record is written once, complete.
+        Some(record) => journal.complete_new(&record, &stored, now),
+        None => journal.complete(key, owner, &stored, now),
+    };
+    match saved {
+        Ok(true) => {}
+        // Another run journaled the key meanwhile and wins; this caller looks again.
+        Ok(false) if !journaled => return Ok(None),
+        Ok(false) => return Err(Error::LeaseLost { key: key.clone() }),
+        Err(e) => {
+            // Release the lease so duplicates need not wait for it to expire.
+            let _ = suspend();
+            return Err(e);
+        }
+    }
+    fault::point(FaultPoint::AfterOutcome);
+    Ok(Some(CallResponse {
+        key: key.clone(),
+        replayed: false,
+        outcome: answer,
+    }))
+}
+
+/// How the guest's ending reads as an outcome.
+fn outcome_of(guest: GuestOutcome, limits: &Limits) -> Outcome {
+    match guest {
+        GuestOutcome::Returned(Ok(text)) => result_outcome(&text, limits),
+        GuestOutcome::Returned(Err(e)) => Outcome::ToolError {
+            code: e.code,
+            message: e.message,
+            details: e
+                .details
+                .map(|d| serde_json::from_str(&d).unwrap_or(Value::String(d))),
+        },
+        GuestOutcome::Trapped { reason, message } => Outcome::Trap {
+            reason: reason.as_str().to_string(),
+            message,
+        },
+    }
+}
+
+/// The stored text of `outcome` and the answer a retry will read back from it,
+/// parsed from the same text. JSON nested past what the parser reads back (a hostile
+/// guest) is saved as a trap instead, or every retry would fail to replay it.
+fn savable(outcome: Outcome) -> (String, Outcome) {
+    let stored = outcome.to_stored();
+    match Outcome::from_stored(&stored) {
+        Ok(answer) => (stored, answer),
+        Err(e) => {
+            let trap = Outcome::Trap {
+                reason: TrapReason::InvalidOutput.as_str().into(),
+                message: format!("the tool's output cannot be saved and read back: {e}"),
+            };
+            (trap.to_stored(), trap)
+        }
+    }
+}
+
+/// A returned result: JSON within the size limit, or a trap that says why not.
+fn result_outcome(text: &str, limits: &Limits) -> Outcome {
+    let limit = limits.max_result_bytes;
+    if text.len() > limit {
+        return Outcome::Trap {
+            reason: TrapReason::ResultTooLarge.as_str().into(),
+            message: format!(
+                "the tool's result of {} bytes exceeds the limit of {limit} bytes",
+                text.len()
+            ),
+        };
+    }
+    match serde_json::from_str(text) {
+        Ok(result) => Outcome::Success { result },
+        Err(e) => Outcome::Trap {
+            reason: TrapReason::InvalidOutput.as_str().into(),
+            message: format!("the tool returned a result that is not JSON: {e}"),
+        },
+    }
+}

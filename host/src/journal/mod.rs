@@ -1,0 +1,213 @@
+//! The journal: the one narrow interface the guard needs from storage, and its
+//! backends.
+//!
+//! The guard decides; the journal remembers. Every operation here is one atomic step
+//! of the contract (DESIGN.md, "The contract"): look a call up, decide it (run, replay,
+//! wait, mismatch) and take its lease, claim an effect's attempt with its key before
+//! the provider runs, finish it, complete or suspend the invocation, and the
+//! operator's reads and writes (`journal`, `gc`, `resolve`, outbox delivery). A
+//! backend knows nothing of the guard; it only keeps these steps atomic and fenced:
+//! a write of a run that no longer holds the invocation's lease changes nothing.
+//!
+//! The SQLite journal (`sqlite/`) is the embedded default.
+
+mod answer;
+mod read;
+mod records;
+pub(crate) mod sqlite;
+
+use std::path::Path;
+
+pub(crate) use answer::Answer;
+pub use read::{GcReport, JournalEffect, JournalEntry, JournalStats, Resolution, UnresolvedEffect};
+pub(crate) use records::{
+    Begin, BeginOutcome, EffectRecord, EffectState, InvocationState, Lease, Lookup, NewEffect,
+    NewInvocation, Refusal,
+};
+pub use sqlite::CURRENT_VERSION;
+
+use crate::error::Result;
+use crate::keys::{EffectKey, InvocationKey};
+use crate::provider::{Provider, ProviderError};
+
+/// How hard the journal works to make what a caller was told survive a power cut.
+/// In both modes an answer is committed before it is returned, so a killed process
+/// loses nothing it answered; they differ only when the machine loses power.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Every answer is on disk (fsync) before it is returned, and so is every effect
+    /// record before its provider is called. Concurrent callers share the fsyncs
+    /// (group commit). The default.
+    #[default]
+    Full,
+    /// Every answer is committed before it is returned, not synced (SQLite's
+    /// `synchronous=NORMAL`): a killed process loses nothing it answered; a power cut
+    /// may lose the last commits, and an effect that ran may then be performed again
+    /// under a key the journal forgot. For journals that can be rebuilt.
+    Normal,
+}
+
+/// The operations the guard performs on the journal. Each is atomic; each write of a
+/// run names the run's lease (`owner`) and changes nothing when the run no longer
+/// holds it (fencing).
+pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
+    /// The read-only first look of a call: a saved outcome to replay, no record at
+    /// all, or something [`Journal::decide`] must settle.
+    fn lookup(&self, begin: &Begin<'_>) -> Result<Lookup>;
+
+    /// Decides, atomically, whether this call runs, replays, waits or is a mismatch,
+    /// taking the lease when it runs. A mismatch writes nothing. A replayed outcome is
+    /// durable before it is returned.
+    fn decide(&self, begin: &Begin<'_>) -> Result<BeginOutcome>;
+
+    /// The journaled effect at `seq` of `invocation`, if any.
+    fn effect(&self, invocation: &InvocationKey, seq: u32) -> Result<Option<EffectRecord>>;
+
+    /// How many effects of `invocation` are journaled at position `seq` or later.
+    fn effects_from(&self, invocation: &InvocationKey, seq: u32) -> Result<u32>;
+
+    /// Atomically: renews the run's lease (or journals its invocation running under
+    /// it, for a run that has not yet), journals the effect as pending unless it is
+    /// already, counts one more attempt, and returns the key to use, read back (never
+    /// recomputed), with the attempt's number. Durable before it returns when the
+    /// journal's durability asks for it: the provider is called next.
+    fn claim_attempt(
+        &self,
+        effect: &NewEffect<'_>,
+        lease: &Lease<'_>,
+        unjournaled: Option<&NewInvocation>,
+    ) -> Result<std::result::Result<(EffectKey, u32), Refusal>>;
+
+    /// The same claim for a transactional provider, which then performs the effect
+    /// in the same transaction: its writes, the effect's record and its answer commit
+    /// together, or nothing does (a refusal rolls back what the provider wrote).
+    fn perform_transactional(
+        &self,
+        effect: &NewEffect<'_>,
+        lease: &Lease<'_>,
+        unjournaled: Option<&NewInvocation>,
+        provider: &dyn Provider,
+        request: &TransactionalRequest<'_>,
+    ) -> Result<std::result::Result<Answer, Refusal>>;
+
+    /// Notes why the last attempt's outcome is unknown. `false`: the run lost its
+    /// lease and nothing was written.
+    fn note_attempt_error(
+        &self,
+        key: &EffectKey,
+        error: &str,
+        lease: &Lease<'_>,
+        invocation: &InvocationKey,
+        now: i64,
+    ) -> Result<bool>;
+
+    /// Saves an effect's definitive answer. `false`: the run lost its lease and
+    /// nothing was written.
+    fn finish_effect(
+        &self,
+        key: &EffectKey,
+        answer: &Answer,
+        lease: &Lease<'_>,
+        invocation: &InvocationKey,
+        now: i64,
+    ) -> Result<bool>;
+
+    /// Records that an attempt of an effect was known not to happen (a refused
+    /// connection, a configuration refusal), so a later run may attempt it again
+    /// even when it is unkeyed. `false`: the run lost its lease, nothing written.
+    fn not_performed(
+        &self,
+        key: &EffectKey,
+        reason: &str,
+        lease: &Lease<'_>,
+        invocation: &InvocationKey,
+        now: i64,
+    ) -> Result<bool>;
+
+    /// Renews the run's lease; `false` when it lost it.
+    fn renew(&self, invocation: &InvocationKey, lease: &Lease<'_>) -> Result<bool>;
+
+    /// Saves the outcome of the run `owner` and releases its lease; `false` when the
+    /// run lost it (nothing written). Durable before it returns under
+    /// [`Durability::Full`].
+    fn complete(&self, key: &InvocationKey, owner: &str, outcome: &str, now: i64) -> Result<bool>;
+
+    /// Journals a run that never journaled its invocation (it performed no effect)
+    /// complete with its outcome; `false` when a record of the key exists already
+    /// (another run wins; nothing written). Durable under [`Durability::Full`].
+    fn complete_new(&self, record: &NewInvocation, outcome: &str, now: i64) -> Result<bool>;
+
+    /// Leaves the run `owner` resumable and releases its lease; `false` when the run
+    /// lost it.
+    fn suspend(&self, key: &InvocationKey, owner: &str, now: i64) -> Result<bool>;
+
+    /// Invocations (newest first), optionally of one scope, with their effects.
+    fn entries(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>>;
+
+    /// Deletes what is past retention at `now`; never a call that is open.
+    fn gc(&self, now: i64, retention_ms: i64) -> Result<GcReport>;
+
+    /// Pending unkeyed effects that wait for a person.
+    fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>>;
+
+    /// Records a person's decision about a pending unkeyed effect.
+    fn resolve(
+        &self,
+        effect_key: &str,
+        resolution: Resolution,
+        response: &serde_json::Value,
+        now: i64,
+    ) -> Result<()>;
+
+    /// Commits and fsyncs so far.
+    fn stats(&self) -> JournalStats;
+
+    /// Creates what a transactional provider keeps in the journal.
+    fn prepare_provider(&self, provider: &dyn Provider) -> Result<()>;
+
+    /// The SQLite journal behind this one, for the outbox deliverer and tests that
+    /// read a provider's tables.
+    fn as_sqlite(&self) -> Option<&sqlite::SqliteJournal>;
+}
+
+/// A transactional effect's request, but for the key and attempt number, which the
+/// journal reads back inside its transaction.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TransactionalRequest<'a> {
+    /// The tool whose call asked for it.
+    pub tool: &'a str,
+    /// The operation.
+    pub operation: &'a str,
+    /// The payload.
+    pub payload: &'a serde_json::Value,
+}
+
+/// Opens the journal at `path` (a SQLite file, created with its directory).
+pub(crate) fn open(path: &Path, durability: Durability) -> Result<std::sync::Arc<dyn Journal>> {
+    Ok(std::sync::Arc::new(sqlite::SqliteJournal::open(
+        path, durability,
+    )?))
+}
+
+/// A journal that lives in memory only.
+pub(crate) fn in_memory() -> Result<std::sync::Arc<dyn Journal>> {
+    Ok(std::sync::Arc::new(sqlite::SqliteJournal::in_memory()?))
+}
+
+/// Maps what a transactional provider answered to the answer saved for it; `Err`
+/// when it was not performed (nothing is saved, the transaction rolls back).
+pub(crate) fn transactional_answer(
+    provider_name: &str,
+    answer: std::result::Result<serde_json::Value, ProviderError>,
+) -> std::result::Result<Answer, String> {
+    Ok(match answer {
+        Ok(response) => Answer::Ok(response),
+        Err(ProviderError::Rejected(answer)) => Answer::Rejected(answer),
+        Err(ProviderError::NotPerformed { reason, .. }) => return Err(reason),
+        Err(
+            ProviderError::Invalid(reason)
+            | ProviderError::Unknown(reason)
+            | ProviderError::Throttled { reason, .. },
+        ) => Answer::Denied(format!("{provider_name} refused the request: {reason}")),
+    })
+}

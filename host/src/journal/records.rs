@@ -1,0 +1,173 @@
+//! The records the guard reads and writes through a [`Journal`](super::Journal):
+//! what every backend stores, independent of how.
+
+use super::read::Resolution;
+use crate::determinism::{GuestEntropy, Seed};
+use crate::keys::{EffectKey, Fingerprint, InvocationKey};
+
+/// Where an invocation is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvocationState {
+    /// A host holds the lease and is running the guest.
+    Running,
+    /// The guest stopped on an effect whose outcome is unknown (or a divergence);
+    /// a retry resumes it.
+    Incomplete,
+    /// The outcome is saved and is replayed to every retry.
+    Completed,
+}
+
+/// A request to start (or join) an invocation.
+#[derive(Debug, Clone)]
+pub struct Begin<'a> {
+    /// The invocation key.
+    pub key: &'a InvocationKey,
+    /// The conversation scope.
+    pub scope: &'a str,
+    /// The tool's name.
+    pub tool: &'a str,
+    /// The fingerprint of the tool and its canonical arguments.
+    pub fingerprint: &'a Fingerprint,
+    /// Whether the caller chose the key.
+    pub explicit_key: bool,
+    /// The provider's tool-call id, if the caller has one.
+    pub tool_call_id: Option<&'a str>,
+    /// The current time (ms).
+    pub now: i64,
+    /// Records created at or before `now - retention` are treated as absent.
+    pub retention_ms: i64,
+    /// How long a lease taken now lasts (ms).
+    pub lease_ms: i64,
+    /// Who takes the lease.
+    pub owner: &'a str,
+    /// A fresh seed, journaled if this call creates the invocation (a resumed one
+    /// keeps the seed it was created with).
+    pub seed: &'a Seed,
+}
+
+/// What the caller of [`Journal::decide`](super::Journal::decide) must do next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BeginOutcome {
+    /// Run the guest: this caller holds the lease.
+    Run {
+        /// Whether an earlier, unfinished run exists (its journaled effects replay).
+        resumed: bool,
+        /// The journaled clock start and random seed the guest sees.
+        entropy: GuestEntropy,
+    },
+    /// Return this saved outcome (stored text), marked replayed.
+    Replay(String),
+    /// Another run holds a live lease: wait for it.
+    Wait,
+    /// The key or tool-call id is bound to different arguments.
+    Mismatch(InvocationKey),
+}
+
+/// What [`Journal::lookup`](super::Journal::lookup) found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lookup {
+    /// The saved outcome of a completed, live invocation with the same arguments
+    /// (and a tool-call id, if any, already bound to it).
+    Replay {
+        /// The saved outcome (stored text).
+        outcome: String,
+        /// When it completed (ms): retention counts from here.
+        completed_at: i64,
+    },
+    /// No record of the key at all, and no tool-call id to bind.
+    Absent,
+    /// Anything else (running, resumable, expired, a mismatch, an alias to bind):
+    /// for [`Journal::decide`](super::Journal::decide).
+    Decide,
+}
+
+/// An invocation that a run has not journaled yet. A call that finds no record runs
+/// its guest first and writes the record with its first effect (with the lease, in
+/// that effect's transaction) or, if it performs none, complete with its outcome:
+/// one commit instead of two for a call without effects.
+#[derive(Debug, Clone)]
+pub struct NewInvocation {
+    pub key: InvocationKey,
+    pub scope: String,
+    pub tool: String,
+    pub fingerprint: Fingerprint,
+    pub explicit_key: bool,
+    /// The invocation's creation time: the start of the guest's wall clock.
+    pub created_at: i64,
+    /// The seed of the guest's random values.
+    pub seed: Seed,
+}
+
+/// Whether an effect's outcome is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EffectState {
+    /// Journaled; the provider has not given a definitive answer yet.
+    Pending,
+    /// The definitive answer is saved in `response`.
+    Done,
+}
+
+/// One effect as the journal holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EffectRecord {
+    /// The effect's idempotency key, as stored.
+    pub key: EffectKey,
+    /// The provider's name.
+    pub provider: String,
+    /// The operation.
+    pub operation: String,
+    /// The fingerprint of provider, operation and payload.
+    pub fingerprint: Fingerprint,
+    /// Pending or done.
+    pub state: EffectState,
+    /// Attempts made so far.
+    pub attempts: u32,
+    /// The saved answer (stored text) when done.
+    pub response: Option<String>,
+    /// What a person decided about it, if it was pending and unkeyed.
+    pub resolution: Option<Resolution>,
+}
+
+/// The lease a run must still hold to perform an effect: the guard renews it before
+/// every attempt, and an attempt whose run lost it (another host took over) is not
+/// made.
+#[derive(Debug, Clone, Copy)]
+pub struct Lease<'a> {
+    /// The run that must hold the lease.
+    pub owner: &'a str,
+    /// The new expiry when it does (ms).
+    pub until: i64,
+}
+
+/// An effect about to be journaled.
+#[derive(Debug, Clone, Copy)]
+pub struct NewEffect<'a> {
+    /// The effect key, derived once here and stored.
+    pub key: &'a EffectKey,
+    /// The invocation it belongs to.
+    pub invocation: &'a InvocationKey,
+    /// Its position in the invocation.
+    pub seq: u32,
+    /// The provider's name.
+    pub provider: &'a str,
+    /// The provider's class (`keyed`, …), recorded for people reading the journal.
+    pub class: &'a str,
+    /// The operation.
+    pub operation: &'a str,
+    /// The fingerprint of provider, operation and payload.
+    pub fingerprint: &'a Fingerprint,
+    /// The current time (ms).
+    pub now: i64,
+}
+
+/// Why a run may not journal an effect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// Another host took the invocation over (this run's lease expired).
+    LeaseLost,
+    /// The run had not journaled its invocation, and another run did meanwhile.
+    Superseded,
+    /// A transactional provider did not perform the effect (its configuration
+    /// refuses it); nothing was written.
+    NotPerformed(String),
+}

@@ -1,0 +1,245 @@
+//! Effect records: one per guarded host-import call, written before the provider runs.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::invocations::create_running_in;
+use crate::fault::{self, FaultPoint};
+use crate::journal::{
+    Answer, EffectRecord, EffectState, Lease, NewEffect, NewInvocation, Refusal, Resolution,
+    TransactionalRequest, transactional_answer,
+};
+use crate::keys::{EffectKey, Fingerprint, InvocationKey};
+use crate::provider::{EffectRequest, Provider};
+
+pub(super) fn get(
+    conn: &Connection,
+    invocation: &InvocationKey,
+    seq: u32,
+) -> rusqlite::Result<Option<EffectRecord>> {
+    conn.prepare_cached(
+        "SELECT key, provider, operation, fingerprint, state, attempts, response, resolution
+           FROM effects WHERE invocation_key = ?1 AND seq = ?2",
+    )?
+    .query_row(params![invocation.as_str(), seq], |r| {
+        Ok(EffectRecord {
+            key: EffectKey::from_stored(r.get(0)?),
+            provider: r.get(1)?,
+            operation: r.get(2)?,
+            fingerprint: Fingerprint::from_stored(r.get(3)?),
+            state: if r.get::<_, String>(4)? == "done" {
+                EffectState::Done
+            } else {
+                EffectState::Pending
+            },
+            attempts: r.get(5)?,
+            response: r.get(6)?,
+            resolution: r
+                .get::<_, Option<String>>(7)?
+                .as_deref()
+                .and_then(Resolution::parse),
+        })
+    })
+    .optional()
+}
+
+/// Journals an effect unless the journal already holds one at its position.
+pub(super) fn insert(
+    conn: &Connection,
+    e: &NewEffect<'_>,
+    state: EffectState,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO effects (key, invocation_key, seq, provider, class, operation, fingerprint,
+                              state, attempts, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?9)
+         ON CONFLICT DO NOTHING",
+    )?
+    .execute(params![
+        e.key.as_str(),
+        e.invocation.as_str(),
+        e.seq,
+        e.provider,
+        e.class,
+        e.operation,
+        e.fingerprint.as_str(),
+        match state {
+            EffectState::Pending => "pending",
+            EffectState::Done => "done",
+        },
+        e.now
+    ])?;
+    Ok(())
+}
+
+pub(super) fn begin_attempt_in(
+    conn: &Connection,
+    invocation: &InvocationKey,
+    seq: u32,
+    now: i64,
+) -> rusqlite::Result<(EffectKey, u32)> {
+    conn.prepare_cached(
+        // An attempt consumes a person's `not_performed` resolution: if this attempt's
+        // outcome is unknown too, a person must look again.
+        "UPDATE effects SET attempts = attempts + 1, updated_at = ?3, resolution = NULL
+          WHERE invocation_key = ?1 AND seq = ?2
+      RETURNING key, attempts",
+    )?
+    .query_row(params![invocation.as_str(), seq, now], |r| {
+        Ok((EffectKey::from_stored(r.get(0)?), r.get(1)?))
+    })
+}
+
+pub(super) fn finish(
+    conn: &Connection,
+    key: &EffectKey,
+    response: &str,
+    now: i64,
+) -> rusqlite::Result<()> {
+    // The first definitive answer stays: a run that lost its lease may still be
+    // answered after the run that took over recorded the same answer.
+    conn.prepare_cached(
+        "UPDATE effects SET state = 'done', response = ?2, updated_at = ?3
+          WHERE key = ?1 AND state = 'pending'",
+    )?
+    .execute(params![key.as_str(), response, now])?;
+    Ok(())
+}
+
+/// Extends the lease of `invocation` if `lease.owner` still holds it.
+pub(super) fn renew_lease_in(
+    conn: &Connection,
+    invocation: &InvocationKey,
+    lease: &Lease<'_>,
+) -> rusqlite::Result<bool> {
+    let n = conn
+        .prepare_cached(
+            "UPDATE invocations SET lease_expires_at = ?3
+              WHERE key = ?1 AND lease_owner = ?2 AND state = 'running'",
+        )?
+        .execute(params![invocation.as_str(), lease.owner, lease.until])?;
+    Ok(n == 1)
+}
+
+/// Makes sure `lease.owner` holds `invocation` before an effect is journaled: renews
+/// its lease, or, for a run that has not journaled the invocation yet
+/// (`unjournaled`), journals it running under that lease.
+pub(super) fn hold_in(
+    conn: &Connection,
+    invocation: &InvocationKey,
+    lease: &Lease<'_>,
+    unjournaled: Option<&NewInvocation>,
+) -> rusqlite::Result<std::result::Result<(), Refusal>> {
+    Ok(match unjournaled {
+        Some(record) => create_running_in(conn, record, lease.owner, lease.until)?
+            .then_some(())
+            .ok_or(Refusal::Superseded),
+        None => renew_lease_in(conn, invocation, lease)?
+            .then_some(())
+            .ok_or(Refusal::LeaseLost),
+    })
+}
+
+/// In one transaction (the caller's): holds the lease (see [`hold_in`]), journals the
+/// effect as pending unless it is already, counts one more attempt, and returns the
+/// key read back from the journal with the attempt's number.
+pub(super) fn claim_in(
+    tx: &Connection,
+    effect: &NewEffect<'_>,
+    lease: &Lease<'_>,
+    unjournaled: Option<&NewInvocation>,
+) -> rusqlite::Result<std::result::Result<(EffectKey, u32), Refusal>> {
+    if let Err(refusal) = hold_in(tx, effect.invocation, lease, unjournaled)? {
+        return Ok(Err(refusal));
+    }
+    insert(tx, effect, EffectState::Pending)?;
+    Ok(Ok(begin_attempt_in(
+        tx,
+        effect.invocation,
+        effect.seq,
+        effect.now,
+    )?))
+}
+
+/// Claims a transactional effect and performs it in the same transaction: the
+/// provider's writes, the record and its answer commit together (a refusal rolls back
+/// what the provider wrote before refusing, through a savepoint).
+pub(super) fn perform_transactional_in(
+    tx: &mut rusqlite::Transaction<'_>,
+    effect: &NewEffect<'_>,
+    lease: &Lease<'_>,
+    unjournaled: Option<&NewInvocation>,
+    provider: &dyn Provider,
+    request: &TransactionalRequest<'_>,
+) -> rusqlite::Result<std::result::Result<Answer, Refusal>> {
+    let (key, attempt) = match claim_in(tx, effect, lease, unjournaled)? {
+        Ok(claimed) => claimed,
+        Err(refusal) => return Ok(Err(refusal)),
+    };
+    let full = EffectRequest {
+        tool: request.tool,
+        key: &key,
+        invocation: effect.invocation,
+        seq: effect.seq,
+        attempt,
+        operation: request.operation,
+        payload: request.payload,
+    };
+    let savepoint = tx.savepoint_with_name("provider")?;
+    fault::point(FaultPoint::BeforeEffect);
+    let performed = provider.perform_in_transaction(&savepoint, &full);
+    fault::point(FaultPoint::AfterProvider);
+    if performed.is_ok() {
+        savepoint.commit()?;
+    } else {
+        drop(savepoint);
+    }
+    let answer = match transactional_answer(effect.provider, performed) {
+        Ok(answer) => answer,
+        // Rolls the whole transaction back: no record, nothing performed.
+        Err(reason) => return Ok(Err(Refusal::NotPerformed(reason))),
+    };
+    finish(tx, &key, &answer.to_stored(), effect.now)?;
+    Ok(Ok(answer))
+}
+
+/// How many effects of `invocation` are journaled at position `seq` or later.
+pub(super) fn count_from(
+    conn: &Connection,
+    invocation: &InvocationKey,
+    seq: u32,
+) -> rusqlite::Result<u32> {
+    conn.query_row(
+        "SELECT COUNT(*) FROM effects WHERE invocation_key = ?1 AND seq >= ?2",
+        params![invocation.as_str(), seq],
+        |r| r.get(0),
+    )
+}
+
+/// Marks an effect's last attempt as known not performed, with the reason.
+pub(super) fn not_performed_in(
+    conn: &Connection,
+    key: &EffectKey,
+    reason: &str,
+    now: i64,
+) -> rusqlite::Result<()> {
+    conn.execute(
+        "UPDATE effects SET resolution = 'not_performed', last_error = ?2, updated_at = ?3
+          WHERE key = ?1 AND state = 'pending'",
+        params![key.as_str(), reason, now],
+    )?;
+    Ok(())
+}
+
+/// Notes why the last attempt's outcome is unknown.
+pub(super) fn note_error_in(
+    conn: &Connection,
+    key: &EffectKey,
+    error: &str,
+    now: i64,
+) -> rusqlite::Result<()> {
+    conn.execute(
+        "UPDATE effects SET last_error = ?2, updated_at = ?3 WHERE key = ?1",
+        params![key.as_str(), error, now],
+    )?;
+    Ok(())
+}

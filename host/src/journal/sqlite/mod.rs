@@ -1,0 +1,443 @@
+//! The SQLite journal: invocation records, tool-call-id aliases and effect records in
+//! one file in WAL mode, the embedded default.
+//!
+//! Every transaction that reads and then writes starts with `BEGIN IMMEDIATE`, so two
+//! processes on one file serialize instead of failing with `database is locked`. Its
+//! machinery stays private: group commit of fsyncs (`durable`), checkpoints off the
+//! call path (`checkpoint`), and the outcomes this process saved lately (`recent`).
+
+mod checkpoint;
+mod durable;
+mod effects;
+mod invocations;
+mod journal;
+mod recent;
+mod resolution;
+mod schema;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+pub use schema::CURRENT_VERSION;
+
+use super::{
+    Answer, Begin, BeginOutcome, Durability, EffectRecord, GcReport, Journal, JournalEntry,
+    JournalStats, Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution,
+    TransactionalRequest, UnresolvedEffect,
+};
+use crate::error::{Error, Result};
+use crate::keys::{EffectKey, InvocationKey};
+use crate::provider::Provider;
+
+/// The SQLite journal database.
+pub(crate) struct SqliteJournal {
+    path: PathBuf,
+    durability: Durability,
+    conn: Mutex<Connection>,
+    /// A second connection for a call's first look, so it never waits behind a
+    /// commit (`None` for an in-memory journal, which one connection holds).
+    reader: Option<Mutex<Connection>>,
+    sync: Arc<durable::GroupSync>,
+    recent: recent::Recent,
+    _checkpointer: Option<checkpoint::Checkpointer>,
+}
+
+impl std::fmt::Debug for SqliteJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteJournal")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+/// Opens a SQLite file, creating its parent directory first.
+pub(crate) fn open_file(path: &Path) -> Result<Connection> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            Error::Host(anyhow::anyhow!(
+                "cannot create the directory {}: {e}",
+                parent.display()
+            ))
+        })?;
+    }
+    Connection::open(path).map_err(|e| Error::store(path, e))
+}
+
+/// How long a connection waits for another process's write lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl SqliteJournal {
+    /// Opens (creating if needed) the journal at `path`, with its parent directory.
+    pub(crate) fn open(path: &Path, durability: Durability) -> Result<Self> {
+        let conn = open_file(path)?;
+        Self::init(path.to_path_buf(), conn, durability, true)
+    }
+
+    /// A journal that lives in memory only, for tests and dry runs.
+    pub(crate) fn in_memory() -> Result<Self> {
+        let path = PathBuf::from(":memory:");
+        let conn = Connection::open_in_memory().map_err(|e| Error::store(&path, e))?;
+        Self::init(path, conn, Durability::Normal, false)
+    }
+
+    fn init(
+        path: PathBuf,
+        mut conn: Connection,
+        durability: Durability,
+        wal: bool,
+    ) -> Result<Self> {
+        let sync = Arc::new(durable::GroupSync::new(
+            &path,
+            wal && durability == Durability::Full,
+        ));
+        sync.watch(&conn);
+        let setup = |conn: &mut Connection| -> rusqlite::Result<schema::Migration> {
+            conn.busy_timeout(BUSY_TIMEOUT)?;
+            // Read before anything writes, so that a file from a newer justonce (or one
+            // that is not a database at all) is left exactly as it was.
+            let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if version > CURRENT_VERSION {
+                return Ok(schema::Migration::Newer(version));
+            }
+            if wal {
+                // Returns the mode in force; a read-only or corrupt file fails here.
+                let _: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+            }
+            // Durable points fsync the WAL themselves (see `durable`), so commits
+            // never wait for the disk inside the write lock.
+            conn.pragma_update(None, "synchronous", "NORMAL")?;
+            if wal {
+                conn.pragma_update(None, "wal_autocheckpoint", checkpoint::BACKSTOP_PAGES)?;
+            }
+            conn.pragma_update(None, "foreign_keys", "ON")?;
+            schema::migrate(conn)
+        };
+        match setup(&mut conn).map_err(|e| Error::store(&path, e))? {
+            schema::Migration::Current => {}
+            schema::Migration::Newer(found) => {
+                return Err(Error::NewerSchema {
+                    path,
+                    found,
+                    supported: CURRENT_VERSION,
+                });
+            }
+        }
+        sync.note_written();
+        let checkpointer = if wal {
+            checkpoint::Checkpointer::start(&path)
+        } else {
+            None
+        };
+        let reader = if wal {
+            let reader = Connection::open(&path)
+                .and_then(|r| r.busy_timeout(BUSY_TIMEOUT).map(|()| r))
+                .map_err(|e| Error::store(&path, e))?;
+            Some(Mutex::new(reader))
+        } else {
+            None
+        };
+        Ok(Self {
+            path,
+            durability,
+            conn: Mutex::new(conn),
+            reader,
+            sync,
+            recent: recent::Recent::default(),
+            _checkpointer: checkpointer,
+        })
+    }
+
+    /// Runs the read-only `f` on whichever connection is free.
+    fn with_reader<R>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<R>) -> Result<R> {
+        let Some(reader) = &self.reader else {
+            return self.with(|conn| f(conn));
+        };
+        // The main connection's page cache is warm (it made the last writes); the
+        // reader's is dropped whenever another connection wrote. Use the reader only
+        // while the main one is busy.
+        let result = match self.conn.try_lock() {
+            Ok(conn) => f(&conn),
+            Err(_) => f(&reader.lock().unwrap_or_else(|p| p.into_inner())),
+        };
+        result.map_err(|e| Error::store(&self.path, e))
+    }
+
+    /// Returns once every commit this journal made before the call is on disk: one
+    /// fsync of the WAL, shared with every caller waiting at the same time. Free with
+    /// [`Durability::Normal`] and for an in-memory journal.
+    fn make_durable(&self) -> Result<()> {
+        self.sync.make_durable().map_err(|e| {
+            Error::Host(anyhow::anyhow!(
+                "cannot sync the journal {}: {e}",
+                self.path.display()
+            ))
+        })
+    }
+
+    /// Where the journal lives (`:memory:` for an in-memory one).
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock leaves no half-done transaction behind:
+        // rusqlite rolls back on drop. The connection is still usable.
+        self.conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs a read-only query against the journal database (tests and tools that
+    /// inspect a provider's tables use it).
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<R>) -> Result<R> {
+        self.with(|conn| f(conn))
+    }
+
+    /// Runs `f` with the connection, mapping SQLite errors to [`Error::Store`].
+    pub(crate) fn with<R>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<R>,
+    ) -> Result<R> {
+        let mut conn = self.lock();
+        let result = f(&mut conn);
+        self.sync.note_written();
+        result.map_err(|e| Error::store(&self.path, e))
+    }
+
+    /// Runs `f` inside one `BEGIN IMMEDIATE` transaction, committed if `f` returns
+    /// `Ok(Ok(_))` and rolled back otherwise.
+    fn transaction<R, E>(
+        &self,
+        f: impl FnOnce(&mut rusqlite::Transaction<'_>) -> rusqlite::Result<std::result::Result<R, E>>,
+    ) -> Result<std::result::Result<R, E>> {
+        self.with(|conn| {
+            let mut tx =
+                conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let result = f(&mut tx)?;
+            if result.is_ok() {
+                tx.commit()?;
+            }
+            Ok(result)
+        })
+    }
+
+    /// Runs the write `f` of a run in one transaction, only while the run still holds
+    /// the invocation's lease (which it renews): `false`, and nothing written, when
+    /// another host took the call over.
+    fn fenced(
+        &self,
+        invocation: &InvocationKey,
+        lease: &Lease<'_>,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<()>,
+    ) -> Result<bool> {
+        self.transaction(|tx| {
+            if !effects::renew_lease_in(tx, invocation, lease)? {
+                return Ok(Err(()));
+            }
+            f(tx)?;
+            Ok(Ok(()))
+        })
+        .map(|r| r.is_ok())
+    }
+
+    /// Makes a saved answer durable when this journal's durability asks for it.
+    fn durable_if_full(&self) -> Result<()> {
+        if self.durability == Durability::Full {
+            self.make_durable()?;
+        }
+        Ok(())
+    }
+}
+
+impl Journal for SqliteJournal {
+    fn lookup(&self, b: &Begin<'_>) -> Result<Lookup> {
+        if b.tool_call_id.is_none()
+            && let recent::Recall::Replay(outcome) =
+                self.recent
+                    .recall(b.key, b.fingerprint, b.now, b.retention_ms)
+        {
+            // Durable before it is returned, like the answer its first caller got.
+            self.make_durable()?;
+            return Ok(Lookup::Replay {
+                outcome: outcome.to_string(),
+                completed_at: 0,
+            });
+        }
+        let found = self.with_reader(|conn| invocations::lookup_in(conn, b))?;
+        if let Lookup::Replay {
+            outcome,
+            completed_at,
+        } = &found
+        {
+            self.make_durable()?;
+            if b.tool_call_id.is_none() {
+                self.recent
+                    .remember(b.key, b.fingerprint, *completed_at, outcome);
+            }
+        }
+        Ok(found)
+    }
+
+    fn decide(&self, b: &Begin<'_>) -> Result<BeginOutcome> {
+        let outcome = self
+            .transaction(|tx| Ok(Ok::<_, ()>(invocations::begin_in(tx, b)?)))
+            .map(|r| r.unwrap_or(BeginOutcome::Wait))?;
+        if matches!(outcome, BeginOutcome::Replay(_)) {
+            self.make_durable()?;
+        }
+        Ok(outcome)
+    }
+
+    fn effect(&self, invocation: &InvocationKey, seq: u32) -> Result<Option<EffectRecord>> {
+        self.with(|conn| effects::get(conn, invocation, seq))
+    }
+
+    fn effects_from(&self, invocation: &InvocationKey, seq: u32) -> Result<u32> {
+        self.with(|conn| effects::count_from(conn, invocation, seq))
+    }
+
+    fn claim_attempt(
+        &self,
+        effect: &NewEffect<'_>,
+        lease: &Lease<'_>,
+        unjournaled: Option<&NewInvocation>,
+    ) -> Result<std::result::Result<(EffectKey, u32), Refusal>> {
+        let claimed = self.transaction(|tx| effects::claim_in(tx, effect, lease, unjournaled))?;
+        // The one write that must be on disk before the provider is called: after a
+        // crash or a power cut, a retry finds the key it must reuse.
+        if claimed.is_ok() {
+            self.durable_if_full()?;
+        }
+        Ok(claimed)
+    }
+
+    fn perform_transactional(
+        &self,
+        effect: &NewEffect<'_>,
+        lease: &Lease<'_>,
+        unjournaled: Option<&NewInvocation>,
+        provider: &dyn Provider,
+        request: &TransactionalRequest<'_>,
+    ) -> Result<std::result::Result<Answer, Refusal>> {
+        // No durable point of its own: the provider's writes and the record commit
+        // together, and the outcome's durable point (the WAL is written in order)
+        // makes them durable before any caller is answered. A power cut before that
+        // loses both, and the call, unanswered, runs again.
+        self.transaction(|tx| {
+            effects::perform_transactional_in(tx, effect, lease, unjournaled, provider, request)
+        })
+    }
+
+    fn note_attempt_error(
+        &self,
+        key: &EffectKey,
+        error: &str,
+        lease: &Lease<'_>,
+        invocation: &InvocationKey,
+        now: i64,
+    ) -> Result<bool> {
+        self.fenced(invocation, lease, |tx| {
+            effects::note_error_in(tx, key, error, now)
+        })
+    }
+
+    fn finish_effect(
+        &self,
+        key: &EffectKey,
+        answer: &Answer,
+        lease: &Lease<'_>,
+        invocation: &InvocationKey,
+        now: i64,
+    ) -> Result<bool> {
+        self.fenced(invocation, lease, |tx| {
+            effects::finish(tx, key, &answer.to_stored(), now)
+        })
+    }
+
+    fn not_performed(
+        &self,
+        key: &EffectKey,
+        reason: &str,
+        lease: &Lease<'_>,
+        invocation: &InvocationKey,
+        now: i64,
+    ) -> Result<bool> {
+        self.fenced(invocation, lease, |tx| {
+            effects::not_performed_in(tx, key, reason, now)
+        })
+    }
+
+    fn renew(&self, invocation: &InvocationKey, lease: &Lease<'_>) -> Result<bool> {
+        self.with(|conn| effects::renew_lease_in(conn, invocation, lease))
+    }
+
+    fn complete(&self, key: &InvocationKey, owner: &str, outcome: &str, now: i64) -> Result<bool> {
+        let saved = self.with(|conn| invocations::complete_in(conn, key, owner, outcome, now))?;
+        if saved {
+            self.durable_if_full()?;
+        }
+        Ok(saved)
+    }
+
+    fn complete_new(&self, record: &NewInvocation, outcome: &str, now: i64) -> Result<bool> {
+        let saved =
+            self.with(|conn| invocations::insert_completed_in(conn, record, outcome, now))?;
+        if saved {
+            self.durable_if_full()?;
+        }
+        Ok(saved)
+    }
+
+    fn suspend(&self, key: &InvocationKey, owner: &str, now: i64) -> Result<bool> {
+        self.with(|conn| invocations::suspend_in(conn, key, owner, now))
+    }
+
+    fn entries(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>> {
+        self.with(|conn| journal::entries_in(conn, scope, limit))
+    }
+
+    fn gc(&self, now: i64, retention_ms: i64) -> Result<GcReport> {
+        let report = self
+            .transaction(|tx| Ok(Ok::<_, ()>(journal::gc_in(tx, now, retention_ms)?)))?
+            .unwrap_or_else(|()| unreachable!("gc never refuses"));
+        // After the delete: a replay remembered meanwhile may be of a deleted record.
+        // (A `gc` in another process is not seen here; this process replays what it
+        // answered within its own retention.)
+        self.recent.clear();
+        Ok(report)
+    }
+
+    fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>> {
+        self.with(|conn| resolution::unresolved_in(conn, now))
+    }
+
+    fn resolve(
+        &self,
+        effect_key: &str,
+        resolution: Resolution,
+        response: &serde_json::Value,
+        now: i64,
+    ) -> Result<()> {
+        let refused = self
+            .transaction(|tx| resolution::resolve_in(tx, effect_key, resolution, response, now))?;
+        refused.map_err(|reason| Error::CannotResolve {
+            effect: effect_key.to_string(),
+            reason,
+        })
+    }
+
+    fn stats(&self) -> JournalStats {
+        self.sync.stats()
+    }
+
+    fn prepare_provider(&self, provider: &dyn Provider) -> Result<()> {
+        self.with(|conn| provider.prepare(conn))
+    }
+
+    fn as_sqlite(&self) -> Option<&SqliteJournal> {
+        Some(self)
+    }
+}

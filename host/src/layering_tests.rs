@@ -1,0 +1,116 @@
+//! The architecture holds (DESIGN.md, "Architecture"): every top-level module of this
+//! crate imports only from its own layer or the ones below, and no imports form a
+//! cycle. Read from the source, so a new `use crate::…` that points up fails here.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// Top to bottom; a module may use modules of its own layer or any layer below.
+const LAYERS: &[&[&str]] = &[
+    &["main", "lib", "cli", "mcp", "replay", "delivery"],
+    &["config", "builder", "host"],
+    &["guard"],
+    &["runtime", "providers", "journal", "http"],
+    &[
+        "call",
+        "keys",
+        "jcs",
+        "clock",
+        "error",
+        "outcome",
+        "determinism",
+        "retry",
+        "fault",
+        "provider",
+        "examples",
+        "normalize",
+        "layering_tests",
+    ],
+];
+
+fn layer_of(module: &str) -> usize {
+    LAYERS
+        .iter()
+        .position(|layer| layer.contains(&module))
+        .unwrap_or_else(|| panic!("module `{module}` is in no layer of layering_tests.rs"))
+}
+
+/// The top-level modules each top-level module names as `crate::…` in code (doc
+/// comments and comments are not imports).
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut graph = BTreeMap::new();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_str().unwrap().to_string();
+        let mut deps = BTreeSet::new();
+        let mut files = vec![path.clone()];
+        while let Some(file) = files.pop() {
+            if file.is_dir() {
+                files.extend(std::fs::read_dir(&file).unwrap().map(|e| e.unwrap().path()));
+                continue;
+            }
+            if file.extension().is_none_or(|x| x != "rs") || file.ends_with("layering_tests.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).unwrap();
+            for line in text.lines() {
+                let code = line.split("//").next().unwrap_or("");
+                for (i, _) in code.match_indices("crate::") {
+                    let rest = &code[i + "crate::".len()..];
+                    let module: String = rest
+                        .chars()
+                        .take_while(|c| c.is_ascii_lowercase() || *c == '_' || c.is_ascii_digit())
+                        .collect();
+                    if !module.is_empty() && module != name {
+                        deps.insert(module);
+                    }
+                }
+            }
+        }
+        graph.insert(name, deps);
+    }
+    graph
+}
+
+#[test]
+fn no_module_imports_from_a_layer_above_it() {
+    let mut upward = Vec::new();
+    for (module, deps) in graph() {
+        for dep in deps {
+            if layer_of(&dep) < layer_of(&module) {
+                upward.push(format!("{module} -> {dep}"));
+            }
+        }
+    }
+    assert!(upward.is_empty(), "imports that point up: {upward:?}");
+}
+
+#[test]
+fn the_modules_form_no_cycle() {
+    let graph = graph();
+    // Depth-first search with colours: meeting a grey module again is a cycle.
+    fn visit(
+        module: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        path: &mut Vec<String>,
+    ) {
+        match state.get(module) {
+            Some(2) => return,
+            Some(1) => panic!("a cycle: {} -> {module}", path.join(" -> ")),
+            _ => {}
+        }
+        state.insert(module.to_string(), 1);
+        path.push(module.to_string());
+        for dep in graph.get(module).into_iter().flatten() {
+            visit(dep, graph, state, path);
+        }
+        path.pop();
+        state.insert(module.to_string(), 2);
+    }
+    let mut state = BTreeMap::new();
+    for module in graph.keys() {
+        visit(module, &graph, &mut state, &mut Vec::new());
+    }
+}
