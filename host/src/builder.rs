@@ -197,6 +197,19 @@ impl HostBuilder {
     /// Opens the journal, loads the tools and registers the built-in providers.
     pub fn build(self) -> Result<Host> {
         fault::check_env()?;
+        let open_for = self.lease.saturating_add(self.retry.longest_wait());
+        if self.retention < open_for {
+            // A record could expire while a run that holds its lease is still
+            // retrying one of its effects.
+            return Err(Error::Config {
+                path: PathBuf::from("<host builder>"),
+                reason: format!(
+                    "the retention of {} s is shorter than a lease plus the retry budget ({} s); keep records at least that long",
+                    self.retention.as_secs_f64(),
+                    open_for.as_secs_f64()
+                ),
+            });
+        }
         if self.lease.is_zero() {
             // A zero lease would let every duplicate take over a running call.
             return Err(Error::Host(anyhow::anyhow!(
@@ -308,6 +321,7 @@ impl HostBuilder {
             lease_ms: millis(self.lease),
             wait_bound: self.wait_bound,
             poll: self.poll,
+            renew_every: Some(crate::guard::renew_interval(millis(self.lease))),
         };
         Ok(Host::new(
             Guard::new(shared, runner, policy),

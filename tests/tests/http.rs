@@ -196,12 +196,26 @@ fn a_host_not_on_the_tools_allowlist_is_denied_without_any_connection() {
         .allow("notify", api.url());
     let t = test_host(|b| b.http(config));
 
-    let response = t.host.call(&refund(1, 100)).unwrap();
+    let err = t.host.call(&refund(1, 100)).unwrap_err();
 
     assert_eq!(api.connections(), 0, "nothing reached the server");
-    let agent = response.outcome.to_agent_json();
-    assert_eq!(agent["error"]["code"], "effect_denied");
-    let message = agent["error"]["message"].as_str().unwrap();
+    // The host's configuration refused it: not performed, nothing saved.
+    assert_eq!(err.kind(), "not_performed", "{err}");
+    let journal = t.host.journal(None, 10).unwrap();
+    assert!(
+        journal
+            .iter()
+            .all(|e| e.state != "completed" && e.outcome.is_none()),
+        "no outcome saved: {journal:?}"
+    );
+    assert!(
+        journal
+            .iter()
+            .flat_map(|e| &e.effects)
+            .all(|f| f.state == "pending" && f.resolution.as_deref() == Some("not_performed")),
+        "the effect is known not performed: {journal:?}"
+    );
+    let message = err.to_string();
     let origin = api.url().replace("http://", "");
     assert!(
         message.contains("tool `refund` may not reach") && message.contains(&origin),

@@ -17,6 +17,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::Shared;
+use super::heartbeat::Heartbeats;
 use crate::determinism::GuestEntropy;
 use crate::error::Error;
 use crate::fault::{self, FaultPoint};
@@ -66,6 +67,8 @@ pub(crate) struct RunStart {
 /// The effect guard for one run of one invocation.
 pub(crate) struct EffectSession {
     shared: Arc<Shared>,
+    /// Renews this run's lease while a provider call is in flight.
+    heartbeats: Arc<Heartbeats>,
     invocation: InvocationKey,
     /// The tool being run; providers see it (the `http` allowlist is per tool).
     tool: String,
@@ -130,6 +133,7 @@ impl EffectSession {
     /// A session for one run of `invocation` under `owner`'s lease.
     pub(crate) fn new(
         shared: Arc<Shared>,
+        heartbeats: Arc<Heartbeats>,
         invocation: InvocationKey,
         tool: &str,
         owner: &str,
@@ -138,6 +142,7 @@ impl EffectSession {
     ) -> Self {
         Self {
             shared,
+            heartbeats,
             invocation,
             tool: tool.to_owned(),
             owner: owner.to_string(),
@@ -421,7 +426,9 @@ impl EffectSession {
                 payload,
             };
             fault::point(FaultPoint::BeforeEffect);
+            let beat = session.heartbeats.beat(&session.invocation, &session.owner);
             let answer = provider.perform(&request);
+            drop(beat);
             fault::point(FaultPoint::AfterProvider);
             let answer = match answer {
                 Ok(response) => Answer::Ok(response),

@@ -31,6 +31,10 @@ pub struct SentMail {
     pub sent_at: i64,
 }
 
+/// At most this many attempts and counted keys stay in memory; the mailbox's
+/// tables keep everything.
+const MEMORY_CAP: usize = 10_000;
+
 /// A keyed mail downstream backed by a `mailbox` table. A repeated key within the
 /// retention window returns the first message id and sends nothing; it can be told
 /// to lose the first responses for each key, after recording the email, as a timeout
@@ -186,10 +190,15 @@ impl Provider for MailProvider {
 
     fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
         let key = request.key.as_str().to_string();
-        self.attempts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(key.clone());
+        {
+            let mut attempts = self.attempts.lock().unwrap_or_else(|p| p.into_inner());
+            if attempts.len() >= MEMORY_CAP {
+                // The table `mailbox_requests` keeps the whole log; memory keeps the
+                // latest half.
+                attempts.drain(..MEMORY_CAP / 2);
+            }
+            attempts.push(key.clone());
+        }
         if request.operation != "send" {
             return Err(ProviderError::Invalid(format!(
                 "mail has no operation `{}` (it has `send`)",
@@ -213,7 +222,15 @@ impl Provider for MailProvider {
                 field("body").unwrap_or(""),
             )
             .map_err(|e| ProviderError::Unknown(format!("mailbox failed: {e}")))?;
+        if self.lose_first == 0 {
+            return Ok(json!({ "message_id": message_id }));
+        }
         let mut answered = self.answered.lock().unwrap_or_else(|p| p.into_inner());
+        if answered.len() >= MEMORY_CAP {
+            // Keys whose lost responses are all spent need no counting any more.
+            let lose_first = self.lose_first;
+            answered.retain(|_, seen| *seen <= lose_first);
+        }
         let seen = answered.entry(key).or_insert(0);
         *seen += 1;
         if *seen <= self.lose_first {
