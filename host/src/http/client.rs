@@ -186,3 +186,54 @@ fn classify(url: &str, error: ureq::Error) -> SendError {
         other => SendError::Unknown(format!("{url}: {other}")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_retry_after(value: &str) -> HttpResponse {
+        HttpResponse {
+            status: 503,
+            headers: BTreeMap::from([("retry-after".to_string(), value.to_string())]),
+            body: String::new(),
+            truncated: false,
+        }
+    }
+
+    #[test]
+    fn retry_after_is_read_as_seconds_or_as_an_http_date() {
+        assert_eq!(
+            with_retry_after("7").retry_after(),
+            Some(Duration::from_secs(7))
+        );
+        let in_a_minute = std::time::SystemTime::now() + Duration::from_secs(60);
+        let date = httpdate::fmt_http_date(in_a_minute);
+        let wait = with_retry_after(&date).retry_after().unwrap();
+        assert!(
+            wait > Duration::from_secs(55) && wait <= Duration::from_secs(60),
+            "{wait:?} from {date}"
+        );
+        // A date in the past is no wait; a malformed value is none.
+        assert_eq!(
+            with_retry_after("Wed, 21 Oct 2015 07:28:00 GMT").retry_after(),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(with_retry_after("soon").retry_after(), None);
+    }
+
+    #[test]
+    fn only_the_come_back_statuses_ask_to_retry() {
+        let response = |status| HttpResponse {
+            status,
+            headers: BTreeMap::new(),
+            body: String::new(),
+            truncated: false,
+        };
+        for status in [408, 409, 425, 429, 502, 503, 504] {
+            assert!(response(status).asks_to_retry(RETRY_STATUSES), "{status}");
+        }
+        for status in [200, 201, 400, 402, 404, 422, 500] {
+            assert!(!response(status).asks_to_retry(RETRY_STATUSES), "{status}");
+        }
+    }
+}
