@@ -181,7 +181,8 @@ impl HostBuilder {
 
     /// Keeps compiled components in `dir` so the next process loads them without
     /// compiling (see [`Runtime::set_compile_cache`]). By default a host with a
-    /// database file keeps them in `cache/` beside it (`.justonce/cache/` for the
+    /// database file keeps them in a directory of their own beside it, named after it
+    /// (`state.db.compiled/` beside `state.db`; `.justonce/state.db.compiled/` for the
     /// CLI's default); an in-memory host keeps none.
     pub fn compile_cache(mut self, dir: impl Into<PathBuf>) -> Self {
         self.compile_cache = Some(Some(dir.into()));
@@ -232,7 +233,7 @@ impl HostBuilder {
                     None => self
                         .database
                         .as_deref()
-                        .map(|db| db.with_file_name("cache")),
+                        .map(compile_cache_beside),
                 };
                 if let Some(dir) = cache_dir {
                     runtime.set_compile_cache(dir);
@@ -330,4 +331,13 @@ impl HostBuilder {
             http,
         ))
     }
+}
+
+/// Where a host with the database `db` keeps compiled components by default: a
+/// directory of its own named after the database (`x.db` → `x.db.compiled/`), so a
+/// database in a shared directory (`/tmp/x.db`) claims no generic name there.
+fn compile_cache_beside(db: &Path) -> PathBuf {
+    let mut name = db.file_name().unwrap_or_default().to_owned();
+    name.push(".compiled");
+    db.with_file_name(name)
 }
