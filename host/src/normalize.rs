@@ -457,7 +457,7 @@ mod tests {
             "type": "object",
             "properties": {
                 "orders": {
-                    "description": "The orders to send receipts for.",
+                    "description": "The orders to send receipts for. An entry repeated verbatim gets one receipt.",
                     "type": "array",
                     "items": { "$ref": "#/$defs/Order" },
                     "minItems": 1,
@@ -471,14 +471,45 @@ mod tests {
                     "description": "One paid order.",
                     "type": "object",
                     "properties": {
-                        "order_id": { "type": "integer", "format": "uint64", "minimum": 0 },
-                        "email": { "type": "string" },
-                        "amount_cents": { "type": "integer", "format": "uint64", "minimum": 0 }
+                        "order_id": {
+                            "description": "The order's number.",
+                            "type": "integer", "format": "uint64", "minimum": 0
+                        },
+                        "email": { "description": "Where to send the receipt.", "type": "string" },
+                        "amount_cents": {
+                            "description": "The amount paid, in cents.",
+                            "type": "integer", "format": "uint64", "minimum": 0
+                        }
                     },
                     "additionalProperties": false,
                     "required": ["order_id", "email", "amount_cents"]
                 }
             }
+        })
+    }
+
+    /// The input schema of the `notify` example tool: a `serde_json::Map` field with
+    /// `#[serde(default)]`, an open object.
+    fn notify_schema() -> Value {
+        json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "Args",
+            "description": "The arguments of `notify`.",
+            "type": "object",
+            "properties": {
+                "event": {
+                    "description": "What happened, such as `refund.issued`.",
+                    "type": "string", "minLength": 1, "maxLength": 100
+                },
+                "data": {
+                    "description": "Details of the event for the receiver.",
+                    "type": "object",
+                    "additionalProperties": true,
+                    "default": {}
+                }
+            },
+            "additionalProperties": false,
+            "required": ["event"]
         })
     }
 
@@ -516,6 +547,22 @@ mod tests {
             json!({"order_id": 1, "amount_cents": 5, "reason": "damaged"}),
         );
         assert_eq!(with_reason["reason"], "damaged");
+    }
+
+    #[test]
+    fn notify_without_data_or_with_null_data_is_notify_with_empty_data() {
+        let schema = notify_schema();
+        let expected = json!({"event": "refund.issued", "data": {}});
+        for args in [
+            json!({"event": "refund.issued"}),
+            json!({"event": "refund.issued", "data": {}}),
+            json!({"event": "refund.issued", "data": null}),
+        ] {
+            assert_eq!(normalized(&schema, args.clone()), expected, "{args}");
+        }
+        // Inside an open map a null is a value like any other.
+        let args = json!({"event": "refund.issued", "data": {"note": null}});
+        assert_eq!(normalized(&schema, args.clone()), args);
     }
 
     #[test]
