@@ -230,10 +230,7 @@ impl HostBuilder {
                 let mut runtime = Runtime::with_pool_memory(defaults, pool_memory)?;
                 let cache_dir = match &self.compile_cache {
                     Some(choice) => choice.clone(),
-                    None => self
-                        .database
-                        .as_deref()
-                        .map(compile_cache_beside),
+                    None => self.database.as_deref().map(compile_cache_beside),
                 };
                 if let Some(dir) = cache_dir {
                     runtime.set_compile_cache(dir);

@@ -41,6 +41,7 @@ mod jcs;
 mod journal;
 mod keys;
 mod mcp;
+mod normalize;
 mod outcome;
 mod provider;
 mod providers;

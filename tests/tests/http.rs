@@ -424,3 +424,52 @@ fn a_refused_connection_is_known_not_performed_and_says_so() {
     let journal = t.host.journal(None, 10).unwrap();
     assert!(journal.iter().all(|e| e.outcome.is_none()), "nothing saved");
 }
+
+/// `refund`'s arguments written out as the agent chose: `{"order_id":4417,"amount_cents":1299}` plus `extra`.
+fn refund_with(extra: &str) -> CallRequest {
+    CallRequest::new(
+        "refund",
+        format!(r#"{{"order_id":4417,"amount_cents":1299{extra}}}"#),
+    )
+    .conversation("conv-http")
+}
+
+#[test]
+fn the_default_currency_written_out_or_a_null_reason_is_the_same_refund() {
+    let api = LocalApi::start().unwrap();
+    let t = test_host(|b| b.http(payments(&api)));
+
+    let first = t.host.call(&refund_with("")).unwrap();
+    for extra in [
+        r#","currency":"EUR""#,
+        r#","reason":null"#,
+        r#","currency":"EUR","reason":null"#,
+    ] {
+        let again = t.host.call(&refund_with(extra)).unwrap();
+        assert!(again.replayed, "{extra}");
+        assert_eq!(again.outcome, first.outcome, "{extra}");
+    }
+    assert_eq!(api.applied().len(), 1, "{:?}", api.applied());
+
+    // The opposite case: another currency is another refund.
+    let usd = t.host.call(&refund_with(r#","currency":"USD""#)).unwrap();
+    assert!(!usd.replayed);
+    assert_eq!(api.applied().len(), 2);
+    assert_eq!(api.applied()[1].body["currency"], "USD");
+}
+
+#[test]
+fn an_undeclared_argument_is_refused_by_name_and_nothing_is_sent() {
+    let api = LocalApi::start().unwrap();
+    let t = test_host(|b| b.http(payments(&api)));
+
+    let err = t.host.call(&refund_with(r#","note":"late""#)).unwrap_err();
+    match err {
+        Error::InvalidArguments { reason, .. } => assert!(
+            reason.contains("undeclared property /note; the tool's schema declares: amount_cents, currency, order_id, reason"),
+            "{reason}"
+        ),
+        other => panic!("expected invalid arguments, got {other:?}"),
+    }
+    assert!(api.requests().is_empty());
+}

@@ -10,6 +10,7 @@ mod config_file;
 mod contract;
 mod fast_path;
 mod first_record;
+mod guests;
 // Needs the fault-injection points, which release builds have only with the feature.
 #[cfg(any(debug_assertions, feature = "fault-injection"))]
 mod crash;
