@@ -128,6 +128,19 @@ pub enum Error {
         source: rusqlite::Error,
     },
 
+    /// The PostgreSQL journal failed: the database is unreachable, a statement timed
+    /// out, or it refused a statement. The failed transaction was rolled back; a
+    /// connection that broke is replaced on the next call. `target` never holds the
+    /// password.
+    #[error("journal database {target}: {}", postgres_problem(source))]
+    Postgres {
+        /// `postgres://user@host:port/db`, without the password.
+        target: String,
+        /// What the client or the server said.
+        #[source]
+        source: postgres::Error,
+    },
+
     /// The journal database was written by a newer justonce.
     #[error(
         "journal database {} has schema version {found}, newer than this justonce supports ({supported}); upgrade justonce",
@@ -195,6 +208,7 @@ impl Error {
             Self::Load { .. } => "load_failed",
             Self::DuplicateTool { .. } => "duplicate_tool",
             Self::Store { source, .. } => store_kind(source),
+            Self::Postgres { source, .. } => postgres_kind(source),
             Self::NewerSchema { .. } => "newer_schema",
             Self::LeaseLost { .. } => "lease_lost",
             Self::CannotResolve { .. } => "cannot_resolve",
@@ -211,7 +225,7 @@ impl Error {
                 | Self::OutcomeUnknown { .. }
                 | Self::NotPerformed { .. }
                 | Self::LeaseLost { .. }
-        )
+        ) || matches!(self, Self::Postgres { source, .. } if postgres_kind(source) == "store_unavailable")
     }
 
     /// The invocation key the error is about, where there is one.
@@ -272,6 +286,44 @@ fn store_problem(source: &rusqlite::Error) -> &'static str {
         "store_read_only" => " is read-only (nothing of the failed step was stored)",
         "store_unavailable" => " cannot be opened or created (check the path and its permissions)",
         _ => "",
+    }
+}
+
+/// The `kind` of a PostgreSQL failure: an unreachable database (or a broken
+/// connection, or a statement that timed out) is `store_unavailable`, and a call that
+/// failed so is resumable under the same keys once it is back.
+fn postgres_kind(source: &postgres::Error) -> &'static str {
+    use postgres::error::SqlState;
+    match source.code() {
+        Some(code) if *code == SqlState::QUERY_CANCELED => "store_unavailable",
+        Some(code)
+            if *code == SqlState::INVALID_PASSWORD
+                || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION =>
+        {
+            "store_denied"
+        }
+        Some(code) if code.code().starts_with("08") || code.code().starts_with("57P") => {
+            "store_unavailable"
+        }
+        Some(_) => "store_failed",
+        None => "store_unavailable",
+    }
+}
+
+/// What PostgreSQL said, with its detail, never with the connection's password.
+fn postgres_problem(source: &postgres::Error) -> String {
+    match source.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => {
+            let mut text = source.to_string();
+            let mut cause = std::error::Error::source(source);
+            while let Some(inner) = cause {
+                text.push_str(": ");
+                text.push_str(&inner.to_string());
+                cause = inner.source();
+            }
+            text
+        }
     }
 }
 

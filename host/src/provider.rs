@@ -134,6 +134,22 @@ pub trait Provider: Send + Sync + 'static {
         ))
     }
 
+    /// Performs a transactional effect inside a PostgreSQL journal's open transaction
+    /// (a savepoint of it): whatever it writes through `tx` commits together with the
+    /// effect record, or not at all. A provider that does not implement it is known
+    /// not performed on a PostgreSQL journal, so the call stays resumable.
+    fn perform_in_postgres(
+        &self,
+        tx: &mut postgres::Transaction<'_>,
+        request: &EffectRequest<'_>,
+    ) -> Result<Value, ProviderError> {
+        let _ = (tx, request);
+        Err(ProviderError::NotPerformed {
+            reason: "this provider does not support a PostgreSQL journal".into(),
+            retry: false,
+        })
+    }
+
     /// Whether this request only reads and changes nothing downstream (an HTTP `GET`
     /// the tool did not ask to record). The guard then calls [`Provider::read`]
     /// without a journal record or a key: a retry or a resumed call reads again.
@@ -156,6 +172,13 @@ pub trait Provider: Send + Sync + 'static {
     /// Called once when the host opens the store.
     fn prepare(&self, db: &rusqlite::Connection) -> rusqlite::Result<()> {
         let _ = db;
+        Ok(())
+    }
+
+    /// Prepares a PostgreSQL journal for a transactional provider (creates its
+    /// tables), in a transaction that hosts starting together take one at a time.
+    fn prepare_postgres(&self, tx: &mut postgres::Transaction<'_>) -> Result<(), postgres::Error> {
+        let _ = tx;
         Ok(())
     }
 }

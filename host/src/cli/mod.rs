@@ -175,10 +175,12 @@ pub fn exit_code(error: &Error) -> u8 {
         | Error::OutcomeUnknown { .. }
         | Error::NotPerformed { .. }
         | Error::LeaseLost { .. } => exit::RETRY_SAFE,
+        Error::Postgres { .. } if error.retry_safe() => exit::RETRY_SAFE,
         Error::Divergence { .. } => exit::DIVERGENCE,
         Error::Load { .. }
         | Error::DuplicateTool { .. }
         | Error::Store { .. }
+        | Error::Postgres { .. }
         | Error::NewerSchema { .. }
         | Error::Host(_) => exit::HOST_FAILURE,
     }

@@ -181,7 +181,7 @@ fn host_renewing(
 
 fn host(runner: ScriptedRunner, providers: &[(&str, Arc<dyn Provider>)]) -> Host {
     host_on(
-        journal::in_memory().unwrap(),
+        fresh_journal(),
         Arc::new(ManualClock::default()),
         Arc::new(runner),
         providers,
@@ -406,7 +406,7 @@ fn a_host_whose_lease_expired_is_taken_over_fenced_and_the_effect_happens_once()
     let gate = Arc::new(Mutex::new(Some((reached_tx, release_rx))));
     // Host A's attempt hangs past its lease (a paused host).
     let payments = Downstream::new(ProviderClass::Keyed, vec![Fault::Hold(gate)]);
-    let journal = journal::in_memory().unwrap();
+    let journal = fresh_journal();
     let clock = Arc::new(ManualClock::default());
     let providers: [(&str, Arc<dyn Provider>); 1] = [("payments", payments.clone())];
     let a = Arc::new(host_renewing(
@@ -457,7 +457,7 @@ fn a_provider_slower_than_the_lease_keeps_its_lease_and_no_other_host_takes_over
     let (release_tx, release_rx) = mpsc::channel();
     let gate = Arc::new(Mutex::new(Some((reached_tx, release_rx))));
     let payments = Downstream::new(ProviderClass::Keyed, vec![Fault::Hold(gate)]);
-    let journal = journal::in_memory().unwrap();
+    let journal = fresh_journal();
     let clock = Arc::new(ManualClock::default());
     let providers: [(&str, Arc<dyn Provider>); 1] = [("payments", payments.clone())];
     let a = Arc::new(host_on(
@@ -476,18 +476,8 @@ fn a_provider_slower_than_the_lease_keeps_its_lease_and_no_other_host_takes_over
     // The downstream takes longer than the lease...
     clock.advance(LEASE * 2);
     // ...and A, still alive, renews it (bounded wait for its renewal thread).
-    let lease_until = || {
-        journal
-            .as_sqlite()
-            .unwrap()
-            .read(|c| {
-                c.query_row("SELECT lease_expires_at FROM invocations", [], |r| {
-                    r.get::<_, Option<i64>>(0)
-                })
-            })
-            .unwrap()
-            .unwrap_or(0)
-    };
+    let lease_until =
+        || query_i64(&journal, "SELECT lease_expires_at FROM invocations").unwrap_or(0);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while lease_until() <= clock.now_ms() {
         assert!(
@@ -666,12 +656,7 @@ fn a_transactional_effect_commits_with_its_record_exactly_once() {
         "the first write happened once"
     );
     assert_eq!(runs.load(Ordering::SeqCst), 2);
-    let value = h
-        .journal
-        .as_sqlite()
-        .unwrap()
-        .read(|c| KvProvider::get(c, "k"))
-        .unwrap();
+    let value = kv_value(&h.journal, "k");
     assert_eq!(value, Some(json!(2)));
 }
 
@@ -831,7 +816,7 @@ fn an_effect_the_configuration_refuses_is_not_saved_and_succeeds_once_it_is_fixe
     let mut runner = ScriptedRunner::default();
     let runs = pay_tool(&mut runner, "payments");
     let runner = Arc::new(runner);
-    let journal = journal::in_memory().unwrap();
+    let journal = fresh_journal();
     let clock = Arc::new(ManualClock::default());
     // A host without the provider configured.
     let misconfigured = host_on(
@@ -886,4 +871,137 @@ fn a_refused_connection_is_known_not_performed_and_the_retry_performs_it_once() 
     assert!(done.outcome.is_success(), "{:?}", done.outcome);
     assert_eq!(sms.attempts().len(), 2, "the retry happened");
     assert_eq!(sms.applied().len(), 1, "performed once");
+}
+
+// --- every journal ------------------------------------------------------------------
+//
+// The tests above run on the in-memory SQLite journal; `on_postgres!` runs each of
+// them again on a PostgreSQL journal of its own (a fresh schema of the test cluster).
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+thread_local! {
+    static BACKEND: std::cell::Cell<Backend> = const { std::cell::Cell::new(Backend::Sqlite) };
+    /// The connection settings of the PostgreSQL journal this test made last.
+    static POSTGRES: std::cell::RefCell<Option<postgres::Config>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A new, empty journal of the backend this test runs on.
+fn fresh_journal() -> Arc<dyn Journal> {
+    match BACKEND.get() {
+        Backend::Sqlite => journal::in_memory().unwrap(),
+        Backend::Postgres => {
+            let cluster = journal::postgres::testing::cluster("contract test")
+                .expect("run_on_postgres checked for a cluster");
+            let config = cluster.schema();
+            POSTGRES.set(Some(config.clone()));
+            journal::open_postgres(
+                journal::postgres::PostgresTarget::from_config(config),
+                journal::Durability::Full,
+            )
+            .unwrap()
+        }
+    }
+}
+
+fn postgres_client() -> postgres::Client {
+    POSTGRES
+        .with_borrow(Clone::clone)
+        .expect("a PostgreSQL journal was made")
+        .connect(postgres::NoTls)
+        .unwrap()
+}
+
+/// The first column of the first row of `sql` in the journal's database.
+fn query_i64(journal: &Arc<dyn Journal>, sql: &str) -> Option<i64> {
+    match journal.as_sqlite() {
+        Some(sqlite) => sqlite.read(|c| c.query_row(sql, [], |r| r.get(0))).unwrap(),
+        None => postgres_client().query_one(sql, &[]).unwrap().get(0),
+    }
+}
+
+/// The value the kv provider holds under `key`.
+fn kv_value(journal: &Arc<dyn Journal>, key: &str) -> Option<Value> {
+    match journal.as_sqlite() {
+        Some(sqlite) => sqlite.read(|c| KvProvider::get(c, key)).unwrap(),
+        None => postgres_client()
+            .query_opt("SELECT value FROM kv WHERE key = $1", &[&key])
+            .unwrap()
+            .map(|r| serde_json::from_str(r.get(0)).unwrap()),
+    }
+}
+
+fn run_on_postgres(name: &str, test: fn()) {
+    if journal::postgres::testing::cluster(name).is_none() {
+        return;
+    }
+    BACKEND.set(Backend::Postgres);
+    test();
+}
+
+macro_rules! on_postgres {
+    ($($name:ident),* $(,)?) => {
+        mod on_postgres {
+            $(
+                #[test]
+                fn $name() {
+                    super::run_on_postgres(stringify!($name), super::$name);
+                }
+            )*
+            pub(super) const NAMES: &[&str] = &[$(stringify!($name)),*];
+        }
+    };
+}
+
+on_postgres!(
+    a_first_call_runs_journals_its_effect_and_saves_its_outcome,
+    a_lost_response_is_retried_under_the_same_key_and_the_effect_happens_once,
+    a_completed_key_replays_its_outcome_byte_for_byte_and_runs_nothing,
+    two_different_calls_both_happen,
+    tool_errors_and_traps_are_saved_and_replayed,
+    the_same_key_with_other_arguments_is_a_mismatch_and_nothing_runs_or_is_stored,
+    a_parallel_duplicate_waits_for_the_first_and_gets_its_outcome,
+    a_host_whose_lease_expired_is_taken_over_fenced_and_the_effect_happens_once,
+    a_provider_slower_than_the_lease_keeps_its_lease_and_no_other_host_takes_over,
+    a_call_refused_before_the_guest_starts_stores_nothing_and_may_succeed_later,
+    an_unknown_outcome_is_not_saved_and_the_retry_resumes_under_the_same_key,
+    a_throttled_downstream_is_retried_after_its_retry_after_under_the_same_key,
+    an_unkeyed_effect_whose_outcome_is_unknown_is_never_repeated_until_a_person_resolves_it,
+    a_transactional_effect_commits_with_its_record_exactly_once,
+    past_retention_the_same_call_is_a_new_effect_under_a_new_downstream_key,
+    a_call_left_open_never_expires_and_gc_keeps_it,
+    a_resumed_guest_that_asks_for_another_effect_is_refused_as_a_divergence,
+    a_resumed_run_sees_the_clock_its_first_run_saw,
+    an_effect_the_configuration_refuses_is_not_saved_and_succeeds_once_it_is_fixed,
+    a_refused_connection_is_known_not_performed_and_the_retry_performs_it_once,
+);
+
+/// One suite, two journals: a contract test added above without adding it to
+/// `on_postgres!` fails here, by name.
+#[test]
+fn every_contract_test_runs_on_postgres_too() {
+    let source = include_str!("contract_tests.rs");
+    let mut lines = source.lines();
+    let mut missing = Vec::new();
+    while let Some(line) = lines.next() {
+        if line != "#[test]" {
+            continue;
+        }
+        let Some(name) = lines
+            .next()
+            .and_then(|l| l.strip_prefix("fn "))
+            .and_then(|l| l.split('(').next())
+        else {
+            continue;
+        };
+        if name != "every_contract_test_runs_on_postgres_too" && !on_postgres::NAMES.contains(&name)
+        {
+            missing.push(name.to_string());
+        }
+    }
+    assert!(missing.is_empty(), "not run on PostgreSQL: {missing:?}");
 }

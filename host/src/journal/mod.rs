@@ -9,9 +9,11 @@
 //! backend knows nothing of the guard; it only keeps these steps atomic and fenced:
 //! a write of a run that no longer holds the invocation's lease changes nothing.
 //!
-//! The SQLite journal (`sqlite/`) is the embedded default.
+//! The SQLite journal (`sqlite/`) is the embedded default; several hosts share a
+//! PostgreSQL journal (`postgres/`).
 
 mod answer;
+pub(crate) mod postgres;
 mod read;
 mod records;
 pub(crate) mod sqlite;
@@ -186,6 +188,16 @@ pub(crate) struct TransactionalRequest<'a> {
 pub(crate) fn open(path: &Path, durability: Durability) -> Result<std::sync::Arc<dyn Journal>> {
     Ok(std::sync::Arc::new(sqlite::SqliteJournal::open(
         path, durability,
+    )?))
+}
+
+/// Opens the PostgreSQL journal at `target`, creating or migrating its schema.
+pub(crate) fn open_postgres(
+    target: self::postgres::PostgresTarget,
+    durability: Durability,
+) -> Result<std::sync::Arc<dyn Journal>> {
+    Ok(std::sync::Arc::new(self::postgres::PostgresJournal::open(
+        target, durability,
     )?))
 }
 

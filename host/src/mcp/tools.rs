@@ -162,6 +162,7 @@ pub(crate) fn call_result(
             | Error::Config { .. }
             | Error::DuplicateTool { .. }
             | Error::Store { .. }
+            | Error::Postgres { .. }
             | Error::NewerSchema { .. }
             | Error::Host(_) => {
                 Err(RpcError::new(INTERNAL_ERROR, error.to_string())

@@ -53,6 +53,57 @@ impl Provider for KvProvider {
         )
     }
 
+    fn prepare_postgres(&self, tx: &mut postgres::Transaction<'_>) -> Result<(), postgres::Error> {
+        tx.batch_execute(
+            "CREATE TABLE IF NOT EXISTS kv (
+                 key        TEXT PRIMARY KEY,
+                 value      TEXT NOT NULL,
+                 effect_key TEXT NOT NULL
+             );",
+        )
+    }
+
+    fn perform_in_postgres(
+        &self,
+        tx: &mut postgres::Transaction<'_>,
+        request: &EffectRequest<'_>,
+    ) -> Result<Value, ProviderError> {
+        let db = |e: postgres::Error| ProviderError::Invalid(format!("kv table: {e}"));
+        match request.operation {
+            "put" => {
+                let key = key_of(request.payload)?;
+                let value = request.payload.get("value").ok_or_else(|| {
+                    ProviderError::Invalid("payload needs a field `value`".into())
+                })?;
+                // Locks the row, so two calls putting one key serialize.
+                let previous = tx
+                    .query_opt("SELECT value FROM kv WHERE key = $1 FOR UPDATE", &[&key])
+                    .map_err(db)?
+                    .map(|r| {
+                        let text: String = r.get(0);
+                        serde_json::from_str(&text).unwrap_or(Value::String(text))
+                    });
+                tx.execute(
+                    "INSERT INTO kv (key, value, effect_key) VALUES ($1, $2, $3)
+                     ON CONFLICT (key) DO UPDATE SET value = excluded.value, effect_key = excluded.effect_key",
+                    &[&key, &value.to_string(), &request.key.as_str()],
+                )
+                .map_err(db)?;
+                Ok(json!({ "key": key, "previous": previous }))
+            }
+            "delete" => {
+                let key = key_of(request.payload)?;
+                let n = tx
+                    .execute("DELETE FROM kv WHERE key = $1", &[&key])
+                    .map_err(db)?;
+                Ok(json!({ "key": key, "deleted": n > 0 }))
+            }
+            other => Err(ProviderError::Invalid(format!(
+                "kv has no operation `{other}` (it has `put` and `delete`)"
+            ))),
+        }
+    }
+
     fn perform_in_transaction(
         &self,
         tx: &Connection,

@@ -1,0 +1,414 @@
+//! The PostgreSQL journal: the SQLite journal's records in a database several hosts
+//! share (DESIGN.md, "Several hosts").
+//!
+//! Hosts serialize per key, not per database: `decide` and every fenced write lock
+//! the invocation's row (`SELECT … FOR UPDATE`, or an `UPDATE` that names the lease
+//! owner), first records are `INSERT … ON CONFLICT DO NOTHING`, and a tool-call id is
+//! bound under a transaction-scoped advisory lock of its own. Each host keeps a few
+//! connections; one that fails is dropped and the next call connects again, so a
+//! database that went away costs the calls in flight (a retryable error, the call
+//! resumable under the same keys) and nothing after it is back.
+
+mod ops;
+mod schema;
+pub mod testing;
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use postgres::{Client, NoTls, Transaction};
+
+pub use schema::CURRENT_VERSION;
+
+use super::{
+    Answer, Begin, BeginOutcome, Durability, EffectRecord, GcReport, Journal, JournalEntry,
+    JournalStats, Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution,
+    TransactionalRequest, UnresolvedEffect,
+};
+use crate::error::{Error, Result};
+use crate::keys::{EffectKey, InvocationKey};
+use crate::provider::Provider;
+
+/// How long one statement may run, lock waits included, before it fails (and its
+/// call with it, resumable): a host never hangs on a stuck database.
+const STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long connecting may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections kept open per host.
+const POOL_SIZE: usize = 8;
+
+/// Where a PostgreSQL journal is and how to log in.
+#[derive(Clone)]
+pub struct PostgresTarget {
+    config: postgres::Config,
+    /// `user@host:port/db`, never with the password: what errors and logs name.
+    shown: String,
+}
+
+impl std::fmt::Debug for PostgresTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+impl std::fmt::Display for PostgresTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+/// Whether `database` names a PostgreSQL database (a `postgres://` or
+/// `postgresql://` URL) rather than a SQLite file.
+pub fn is_postgres_url(database: &str) -> bool {
+    database.starts_with("postgres://") || database.starts_with("postgresql://")
+}
+
+impl PostgresTarget {
+    /// Parses a `postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?options]` URL. Without a
+    /// password in the URL, `password` is used (the caller reads it from
+    /// `PGPASSWORD` or a password file). The URL's text never appears in an error.
+    pub fn parse(url: &str, password: Option<&str>) -> Result<Self> {
+        let mut config: postgres::Config = url.parse().map_err(|_| {
+            Error::Host(anyhow::anyhow!(
+                "the database URL is not a valid postgres:// URL (expected postgres://USER@HOST:PORT/DB)"
+            ))
+        })?;
+        if config.get_password().is_none()
+            && let Some(password) = password
+        {
+            config.password(password);
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("justonce");
+        }
+        Ok(Self::from_config(config))
+    }
+
+    /// A target from a ready configuration (tests build one for a database of their
+    /// own).
+    pub(crate) fn from_config(config: postgres::Config) -> Self {
+        let host = config
+            .get_hosts()
+            .first()
+            .map(|h| match h {
+                postgres::config::Host::Tcp(name) => name.clone(),
+                #[cfg(unix)]
+                postgres::config::Host::Unix(path) => path.display().to_string(),
+            })
+            .unwrap_or_else(|| "localhost".into());
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        let shown = format!(
+            "postgres://{}@{host}:{port}/{}",
+            config.get_user().unwrap_or(""),
+            config.get_dbname().unwrap_or("")
+        );
+        Self { config, shown }
+    }
+}
+
+/// The PostgreSQL journal.
+pub(crate) struct PostgresJournal {
+    target: PostgresTarget,
+    durability: Durability,
+    /// Idle connections; a call takes one (or connects) and gives it back unless it
+    /// failed.
+    idle: Mutex<Vec<Client>>,
+    commits: AtomicU64,
+}
+
+impl std::fmt::Debug for PostgresJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresJournal")
+            .field("target", &self.target)
+            .finish()
+    }
+}
+
+impl PostgresJournal {
+    /// Connects, and creates or migrates the schema (refusing one a newer build
+    /// wrote).
+    pub(crate) fn open(target: PostgresTarget, durability: Durability) -> Result<Self> {
+        let journal = Self {
+            target,
+            durability,
+            idle: Mutex::new(Vec::new()),
+            commits: AtomicU64::new(0),
+        };
+        let mut client = journal.connect()?;
+        match schema::migrate(&mut client).map_err(|e| journal.error(e))? {
+            None => {}
+            Some(found) => {
+                return Err(Error::NewerSchema {
+                    path: PathBuf::from(journal.target.shown.clone()),
+                    found,
+                    supported: CURRENT_VERSION,
+                });
+            }
+        }
+        journal.give_back(client);
+        Ok(journal)
+    }
+
+    fn error(&self, source: postgres::Error) -> Error {
+        Error::Postgres {
+            target: self.target.shown.clone(),
+            source,
+        }
+    }
+
+    fn connect(&self) -> Result<Client> {
+        let mut client = self
+            .target
+            .config
+            .connect(NoTls)
+            .map_err(|e| self.error(e))?;
+        let synchronous = match self.durability {
+            Durability::Full => "on",
+            // Committed (visible, and kept by a killed host) but not waited for on
+            // the database's disk: PostgreSQL's own form of `normal`.
+            Durability::Normal => "off",
+        };
+        client
+            .batch_execute(&format!(
+                "SET statement_timeout = {}; SET synchronous_commit = {synchronous};",
+                STATEMENT_TIMEOUT.as_millis()
+            ))
+            .map_err(|e| self.error(e))?;
+        Ok(client)
+    }
+
+    fn give_back(&self, client: Client) {
+        if client.is_closed() {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < POOL_SIZE {
+            idle.push(client);
+        }
+    }
+
+    /// Runs `f` with a connection of the pool (or a new one).
+    fn with<R>(
+        &self,
+        f: impl FnOnce(&mut Client) -> std::result::Result<R, postgres::Error>,
+    ) -> Result<R> {
+        let taken = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let mut client = match taken {
+            Some(client) => client,
+            None => self.connect()?,
+        };
+        let result = f(&mut client);
+        // A failed statement leaves the connection usable (the transaction rolled
+        // back when it was dropped); a broken one is closed and not given back.
+        self.give_back(client);
+        result.map_err(|e| self.error(e))
+    }
+
+    /// Runs `f` in one transaction, committed if it returns `Ok(Ok(_))` and rolled
+    /// back otherwise.
+    fn transaction<R, E>(
+        &self,
+        f: impl FnOnce(
+            &mut Transaction<'_>,
+        ) -> std::result::Result<std::result::Result<R, E>, postgres::Error>,
+    ) -> Result<std::result::Result<R, E>> {
+        let result = self.with(|client| {
+            let mut tx = client.transaction()?;
+            let result = f(&mut tx)?;
+            if result.is_ok() {
+                tx.commit()?;
+            }
+            Ok(result)
+        })?;
+        if result.is_ok() {
+            self.commits.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(result)
+    }
+
+    /// Runs the write `f` of a run in one transaction, only while the run still holds
+    /// the invocation's lease (which it renews): `false`, and nothing written, when
+    /// another host took the call over.
+    fn fenced(
+        &self,
+        invocation: &InvocationKey,
+        lease: &Lease<'_>,
+        f: impl FnOnce(&mut Transaction<'_>) -> std::result::Result<(), postgres::Error>,
+    ) -> Result<bool> {
+        self.transaction(|tx| {
+            if !ops::renew_lease_in(tx, invocation, lease)? {
+                return Ok(Err(()));
+            }
+            f(tx)?;
+            Ok(Ok(()))
+        })
+        .map(|r| r.is_ok())
+    }
+
+    /// One statement outside a transaction (it commits by itself).
+    fn single<R>(
+        &self,
+        f: impl FnOnce(&mut Client) -> std::result::Result<R, postgres::Error>,
+    ) -> Result<R> {
+        let result = self.with(f)?;
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        Ok(result)
+    }
+}
+
+impl Journal for PostgresJournal {
+    fn lookup(&self, b: &Begin<'_>) -> Result<Lookup> {
+        self.with(|client| ops::lookup_in(client, b))
+    }
+
+    fn decide(&self, b: &Begin<'_>) -> Result<BeginOutcome> {
+        self.transaction(|tx| ops::begin_in(tx, b).map(Ok::<_, ()>))
+            .map(|r| r.unwrap_or(BeginOutcome::Wait))
+    }
+
+    fn effect(&self, invocation: &InvocationKey, seq: u32) -> Result<Option<EffectRecord>> {
+        self.with(|client| ops::get(client, invocation, seq))
+    }
+
+    fn effects_from(&self, invocation: &InvocationKey, seq: u32) -> Result<u32> {
+        self.with(|client| ops::count_from(client, invocation, seq))
+    }
+
+    fn claim_attempt(
+        &self,
+        effect: &NewEffect<'_>,
+        lease: &Lease<'_>,
+        unjournaled: Option<&NewInvocation>,
+    ) -> Result<std::result::Result<(EffectKey, u32), Refusal>> {
+        self.transaction(|tx| ops::claim_in(tx, effect, lease, unjournaled))
+    }
+
+    fn perform_transactional(
+        &self,
+        effect: &NewEffect<'_>,
+        lease: &Lease<'_>,
+        unjournaled: Option<&NewInvocation>,
+        provider: &dyn Provider,
+        request: &TransactionalRequest<'_>,
+    ) -> Result<std::result::Result<Answer, Refusal>> {
+        self.transaction(|tx| {
+            ops::perform_transactional_in(tx, effect, lease, unjournaled, provider, request)
+        })
+    }
+
+    fn note_attempt_error(
+        &self,
+        key: &EffectKey,
+        error: &str,
+        lease: &Lease<'_>,
+        invocation: &InvocationKey,
+        now: i64,
+    ) -> Result<bool> {
+        self.fenced(invocation, lease, |tx| {
+            ops::note_error_in(tx, key, error, now)
+        })
+    }
+
+    fn finish_effect(
+        &self,
+        key: &EffectKey,
+        answer: &Answer,
+        lease: &Lease<'_>,
+        invocation: &InvocationKey,
+        now: i64,
+    ) -> Result<bool> {
+        self.fenced(invocation, lease, |tx| {
+            ops::finish(tx, key, &answer.to_stored(), now)
+        })
+    }
+
+    fn not_performed(
+        &self,
+        key: &EffectKey,
+        reason: &str,
+        lease: &Lease<'_>,
+        invocation: &InvocationKey,
+        now: i64,
+    ) -> Result<bool> {
+        self.fenced(invocation, lease, |tx| {
+            ops::not_performed_in(tx, key, reason, now)
+        })
+    }
+
+    fn renew(&self, invocation: &InvocationKey, lease: &Lease<'_>) -> Result<bool> {
+        self.single(|client| ops::renew_lease_in(client, invocation, lease))
+    }
+
+    fn complete(&self, key: &InvocationKey, owner: &str, outcome: &str, now: i64) -> Result<bool> {
+        self.single(|client| ops::complete_in(client, key, owner, outcome, now))
+    }
+
+    fn complete_new(&self, record: &NewInvocation, outcome: &str, now: i64) -> Result<bool> {
+        self.single(|client| ops::insert_in(client, record, None, Some((outcome, now))))
+    }
+
+    fn suspend(&self, key: &InvocationKey, owner: &str, now: i64) -> Result<bool> {
+        self.single(|client| ops::suspend_in(client, key, owner, now))
+    }
+
+    fn entries(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>> {
+        self.with(|client| ops::entries_in(client, scope, limit))
+    }
+
+    fn gc(&self, now: i64, retention_ms: i64) -> Result<GcReport> {
+        self.transaction(|tx| ops::gc_in(tx, now, retention_ms).map(Ok::<_, ()>))?
+            .map_err(|()| unreachable!("gc never refuses"))
+    }
+
+    fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>> {
+        self.with(|client| ops::unresolved_in(client, now))
+    }
+
+    fn resolve(
+        &self,
+        effect_key: &str,
+        resolution: Resolution,
+        response: &serde_json::Value,
+        now: i64,
+    ) -> Result<()> {
+        let refused =
+            self.transaction(|tx| ops::resolve_in(tx, effect_key, resolution, response, now))?;
+        refused.map_err(|reason| Error::CannotResolve {
+            effect: effect_key.to_string(),
+            reason,
+        })
+    }
+
+    fn stats(&self) -> JournalStats {
+        let commits = self.commits.load(Ordering::Relaxed);
+        JournalStats {
+            commits,
+            // The database syncs each commit itself under `synchronous_commit = on`.
+            syncs: if self.durability == Durability::Full {
+                commits
+            } else {
+                0
+            },
+        }
+    }
+
+    fn prepare_provider(&self, provider: &dyn Provider) -> Result<()> {
+        // Hosts that start together create a provider's tables one at a time.
+        self.transaction(|tx| {
+            schema::lock(tx)?;
+            provider.prepare_postgres(tx).map(Ok::<_, ()>)
+        })
+        .map(|_| ())
+    }
+
+    fn as_sqlite(&self) -> Option<&super::sqlite::SqliteJournal> {
+        None
+    }
+}

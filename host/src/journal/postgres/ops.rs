@@ -1,0 +1,660 @@
+//! The journal's steps in SQL for PostgreSQL: the SQLite journal's logic (see
+//! `sqlite/invocations.rs`, `effects.rs`, `journal.rs`, `resolution.rs`), with row
+//! locks where SQLite relies on its one writer.
+
+use postgres::{GenericClient, Transaction};
+
+use crate::determinism::{GuestEntropy, Seed};
+use crate::fault::{self, FaultPoint};
+use crate::journal::{
+    Answer, Begin, BeginOutcome, EffectRecord, EffectState, GcReport, InvocationState,
+    JournalEffect, JournalEntry, Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution,
+    TransactionalRequest, UnresolvedEffect, transactional_answer,
+};
+use crate::keys::{EffectKey, Fingerprint, InvocationKey};
+use crate::provider::{EffectRequest, Provider};
+
+type PgResult<T> = Result<T, postgres::Error>;
+
+/// Whether a record completed at `completed_at` is past retention at `now`.
+fn expired(completed_at: Option<i64>, now: i64, retention_ms: i64) -> bool {
+    completed_at.is_some_and(|at| now >= at.saturating_add(retention_ms))
+}
+
+fn parse_state(s: &str) -> InvocationState {
+    match s {
+        "running" => InvocationState::Running,
+        "completed" => InvocationState::Completed,
+        _ => InvocationState::Incomplete,
+    }
+}
+
+fn seq_of(seq: u32) -> i32 {
+    i32::try_from(seq).unwrap_or(i32::MAX)
+}
+
+/// Inserts a new invocation record, running under a lease or complete with an
+/// outcome, unless the key has one already (`false`, nothing written).
+pub(super) fn insert_in(
+    client: &mut impl GenericClient,
+    record: &NewInvocation,
+    lease: Option<(&str, i64)>,
+    completed: Option<(&str, i64)>,
+) -> PgResult<bool> {
+    let state = if completed.is_some() {
+        "completed"
+    } else {
+        "running"
+    };
+    let n = client.execute(
+        "INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state, runs,
+                                  outcome, created_at, updated_at, completed_at,
+                                  lease_owner, lease_expires_at, entropy)
+         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9, $10, $11, $12, $13)
+         ON CONFLICT (key) DO NOTHING",
+        &[
+            &record.key.as_str(),
+            &record.scope,
+            &record.tool,
+            &record.fingerprint.as_str(),
+            &record.explicit_key,
+            &state,
+            &completed.map(|(outcome, _)| outcome),
+            &record.created_at,
+            &completed.map_or(record.created_at, |(_, at)| at),
+            &completed.map(|(_, at)| at),
+            &lease.map(|(owner, _)| owner),
+            &lease.map(|(_, until)| until),
+            &record.seed.to_hex(),
+        ],
+    )?;
+    Ok(n == 1)
+}
+
+/// Saves the outcome of the run `owner` and releases its lease; `false` (nothing
+/// written) when that run no longer holds it.
+pub(super) fn complete_in(
+    client: &mut impl GenericClient,
+    key: &InvocationKey,
+    owner: &str,
+    outcome: &str,
+    now: i64,
+) -> PgResult<bool> {
+    let n = client.execute(
+        "UPDATE invocations SET state = 'completed', outcome = $3, completed_at = $4,
+                updated_at = $4, lease_owner = NULL, lease_expires_at = NULL
+          WHERE key = $1 AND lease_owner = $2 AND state = 'running'",
+        &[&key.as_str(), &owner, &outcome, &now],
+    )?;
+    Ok(n == 1)
+}
+
+/// Leaves the run `owner` resumable and releases its lease; `false` when the run no
+/// longer holds it.
+pub(super) fn suspend_in(
+    client: &mut impl GenericClient,
+    key: &InvocationKey,
+    owner: &str,
+    now: i64,
+) -> PgResult<bool> {
+    let n = client.execute(
+        "UPDATE invocations SET state = 'incomplete', updated_at = $3,
+                lease_owner = NULL, lease_expires_at = NULL
+          WHERE key = $1 AND lease_owner = $2 AND state = 'running'",
+        &[&key.as_str(), &owner, &now],
+    )?;
+    Ok(n == 1)
+}
+
+pub(super) fn lookup_in(client: &mut impl GenericClient, b: &Begin<'_>) -> PgResult<Lookup> {
+    let row = client.query_opt(
+        "SELECT fingerprint, state, outcome, completed_at FROM invocations WHERE key = $1",
+        &[&b.key.as_str()],
+    )?;
+    let Some(row) = row else {
+        return Ok(if b.tool_call_id.is_none() {
+            Lookup::Absent
+        } else {
+            Lookup::Decide
+        });
+    };
+    let (fingerprint, state, outcome, completed): (String, String, Option<String>, Option<i64>) =
+        (row.get(0), row.get(1), row.get(2), row.get(3));
+    let Some(outcome) = outcome.filter(|_| parse_state(&state) == InvocationState::Completed)
+    else {
+        return Ok(Lookup::Decide);
+    };
+    if fingerprint != b.fingerprint.as_str() || expired(completed, b.now, b.retention_ms) {
+        return Ok(Lookup::Decide);
+    }
+    if let Some(call_id) = b.tool_call_id {
+        let bound: Option<String> = client
+            .query_opt(
+                "SELECT invocation_key FROM aliases WHERE scope = $1 AND tool_call_id = $2",
+                &[&b.scope, &call_id],
+            )?
+            .map(|r| r.get(0));
+        if bound.as_deref() != Some(b.key.as_str()) {
+            return Ok(Lookup::Decide);
+        }
+    }
+    Ok(Lookup::Replay {
+        outcome,
+        completed_at: completed.unwrap_or(b.now),
+    })
+}
+
+/// A number for a tool-call id's advisory lock: hosts binding the same id serialize.
+fn alias_lock(scope: &str, call_id: &str) -> i64 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("{scope}\u{0}{call_id}").as_bytes());
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&digest[..8]);
+    i64::from_be_bytes(bytes)
+}
+
+pub(super) fn begin_in(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<BeginOutcome> {
+    if let Some(call_id) = b.tool_call_id {
+        // Two hosts binding one id to different keys would otherwise both see it
+        // unbound.
+        tx.execute(
+            "SELECT pg_advisory_xact_lock($1)",
+            &[&alias_lock(b.scope, call_id)],
+        )?;
+        let bound = tx.query_opt(
+            "SELECT i.key, i.completed_at FROM aliases a JOIN invocations i ON i.key = a.invocation_key
+              WHERE a.scope = $1 AND a.tool_call_id = $2",
+            &[&b.scope, &call_id],
+        )?;
+        if let Some(row) = bound {
+            let (bound_key, completed): (String, Option<i64>) = (row.get(0), row.get(1));
+            if bound_key != b.key.as_str() && !expired(completed, b.now, b.retention_ms) {
+                return Ok(BeginOutcome::Mismatch(InvocationKey::from_stored(
+                    bound_key,
+                )));
+            }
+        }
+    }
+
+    let fresh = || GuestEntropy {
+        seed: b.seed.clone(),
+        started_ms: b.now,
+    };
+    // The row lock serializes hosts deciding the same key. A host that finds no row
+    // inserts one; if another inserted it meanwhile (ON CONFLICT), the second look
+    // finds and locks it.
+    let mut outcome = None;
+    for _ in 0..2 {
+        let existing = tx.query_opt(
+            "SELECT fingerprint, state, outcome, created_at, lease_expires_at, entropy,
+                    completed_at
+               FROM invocations WHERE key = $1 FOR UPDATE",
+            &[&b.key.as_str()],
+        )?;
+        let Some(row) = existing else {
+            if insert(tx, b)? {
+                outcome = Some(BeginOutcome::Run {
+                    resumed: false,
+                    entropy: fresh(),
+                });
+                break;
+            }
+            continue;
+        };
+        let fingerprint: String = row.get(0);
+        let state = parse_state(row.get(1));
+        let saved: Option<String> = row.get(2);
+        let created: i64 = row.get(3);
+        let lease_expires: Option<i64> = row.get(4);
+        let entropy: Option<String> = row.get(5);
+        let completed: Option<i64> = row.get(6);
+        let lease_live =
+            state == InvocationState::Running && lease_expires.is_some_and(|t| t > b.now);
+        outcome = Some(
+            if state == InvocationState::Completed && expired(completed, b.now, b.retention_ms) {
+                // Past retention the record is treated as absent, by design.
+                tx.execute("DELETE FROM invocations WHERE key = $1", &[&b.key.as_str()])?;
+                insert(tx, b)?;
+                BeginOutcome::Run {
+                    resumed: false,
+                    entropy: fresh(),
+                }
+            } else if fingerprint != b.fingerprint.as_str() {
+                return Ok(BeginOutcome::Mismatch(b.key.clone()));
+            } else if state == InvocationState::Completed {
+                BeginOutcome::Replay(saved.unwrap_or_default())
+            } else if lease_live {
+                BeginOutcome::Wait
+            } else {
+                let seed = entropy.as_deref().and_then(Seed::from_hex);
+                let seed = seed.unwrap_or_else(|| b.seed.clone());
+                tx.execute(
+                    "UPDATE invocations SET state = 'running', runs = runs + 1, updated_at = $2,
+                            lease_owner = $3, lease_expires_at = $4, entropy = $5
+                      WHERE key = $1",
+                    &[
+                        &b.key.as_str(),
+                        &b.now,
+                        &b.owner,
+                        &b.now.saturating_add(b.lease_ms),
+                        &seed.to_hex(),
+                    ],
+                )?;
+                BeginOutcome::Run {
+                    resumed: true,
+                    entropy: GuestEntropy {
+                        seed,
+                        started_ms: created,
+                    },
+                }
+            },
+        );
+        break;
+    }
+    // Both looks lost a race with a delete and an insert: let the guard ask again.
+    let Some(outcome) = outcome else {
+        return Ok(BeginOutcome::Wait);
+    };
+
+    if let Some(call_id) = b.tool_call_id {
+        tx.execute(
+            "INSERT INTO aliases (scope, tool_call_id, invocation_key, created_at)
+             VALUES ($1, $2, $3, $4)
+             ON CONFLICT (scope, tool_call_id) DO UPDATE
+               SET invocation_key = excluded.invocation_key, created_at = excluded.created_at
+               WHERE aliases.invocation_key <> excluded.invocation_key",
+            &[&b.scope, &call_id, &b.key.as_str(), &b.now],
+        )?;
+    }
+    Ok(outcome)
+}
+
+fn insert(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<bool> {
+    let record = NewInvocation {
+        key: b.key.clone(),
+        scope: b.scope.to_owned(),
+        tool: b.tool.to_owned(),
+        fingerprint: b.fingerprint.clone(),
+        explicit_key: b.explicit_key,
+        created_at: b.now,
+        seed: b.seed.clone(),
+    };
+    insert_in(
+        tx,
+        &record,
+        Some((b.owner, b.now.saturating_add(b.lease_ms))),
+        None,
+    )
+}
+
+pub(super) fn get(
+    client: &mut impl GenericClient,
+    invocation: &InvocationKey,
+    seq: u32,
+) -> PgResult<Option<EffectRecord>> {
+    Ok(client
+        .query_opt(
+            "SELECT key, provider, operation, fingerprint, state, attempts, response, resolution
+               FROM effects WHERE invocation_key = $1 AND seq = $2",
+            &[&invocation.as_str(), &seq_of(seq)],
+        )?
+        .map(|r| EffectRecord {
+            key: EffectKey::from_stored(r.get(0)),
+            provider: r.get(1),
+            operation: r.get(2),
+            fingerprint: Fingerprint::from_stored(r.get(3)),
+            state: if r.get::<_, String>(4) == "done" {
+                EffectState::Done
+            } else {
+                EffectState::Pending
+            },
+            attempts: u32::try_from(r.get::<_, i32>(5)).unwrap_or(0),
+            response: r.get(6),
+            resolution: r
+                .get::<_, Option<String>>(7)
+                .as_deref()
+                .and_then(Resolution::parse),
+        }))
+}
+
+pub(super) fn count_from(
+    client: &mut impl GenericClient,
+    invocation: &InvocationKey,
+    seq: u32,
+) -> PgResult<u32> {
+    let n: i64 = client
+        .query_one(
+            "SELECT COUNT(*) FROM effects WHERE invocation_key = $1 AND seq >= $2",
+            &[&invocation.as_str(), &seq_of(seq)],
+        )?
+        .get(0);
+    Ok(u32::try_from(n).unwrap_or(u32::MAX))
+}
+
+/// Extends the lease of `invocation` if `lease.owner` still holds it. The `UPDATE`
+/// locks the row, so a fenced write that follows in the same transaction cannot be
+/// overtaken by a host taking the call over.
+pub(super) fn renew_lease_in(
+    client: &mut impl GenericClient,
+    invocation: &InvocationKey,
+    lease: &Lease<'_>,
+) -> PgResult<bool> {
+    let n = client.execute(
+        "UPDATE invocations SET lease_expires_at = $3
+          WHERE key = $1 AND lease_owner = $2 AND state = 'running'",
+        &[&invocation.as_str(), &lease.owner, &lease.until],
+    )?;
+    Ok(n == 1)
+}
+
+pub(super) fn claim_in(
+    tx: &mut Transaction<'_>,
+    effect: &NewEffect<'_>,
+    lease: &Lease<'_>,
+    unjournaled: Option<&NewInvocation>,
+) -> PgResult<Result<(EffectKey, u32), Refusal>> {
+    let held = match unjournaled {
+        Some(record) => insert_in(tx, record, Some((lease.owner, lease.until)), None)?
+            .then_some(())
+            .ok_or(Refusal::Superseded),
+        None => renew_lease_in(tx, effect.invocation, lease)?
+            .then_some(())
+            .ok_or(Refusal::LeaseLost),
+    };
+    if let Err(refusal) = held {
+        return Ok(Err(refusal));
+    }
+    tx.execute(
+        "INSERT INTO effects (key, invocation_key, seq, provider, class, operation, fingerprint,
+                              state, attempts, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 0, $8, $8)
+         ON CONFLICT DO NOTHING",
+        &[
+            &effect.key.as_str(),
+            &effect.invocation.as_str(),
+            &seq_of(effect.seq),
+            &effect.provider,
+            &effect.class,
+            &effect.operation,
+            &effect.fingerprint.as_str(),
+            &effect.now,
+        ],
+    )?;
+    // An attempt consumes a person's `not_performed` resolution.
+    let row = tx.query_one(
+        "UPDATE effects SET attempts = attempts + 1, updated_at = $3, resolution = NULL
+          WHERE invocation_key = $1 AND seq = $2
+      RETURNING key, attempts",
+        &[
+            &effect.invocation.as_str(),
+            &seq_of(effect.seq),
+            &effect.now,
+        ],
+    )?;
+    Ok(Ok((
+        EffectKey::from_stored(row.get(0)),
+        u32::try_from(row.get::<_, i32>(1)).unwrap_or(0),
+    )))
+}
+
+pub(super) fn perform_transactional_in(
+    tx: &mut Transaction<'_>,
+    effect: &NewEffect<'_>,
+    lease: &Lease<'_>,
+    unjournaled: Option<&NewInvocation>,
+    provider: &dyn Provider,
+    request: &TransactionalRequest<'_>,
+) -> PgResult<Result<Answer, Refusal>> {
+    let (key, attempt) = match claim_in(tx, effect, lease, unjournaled)? {
+        Ok(claimed) => claimed,
+        Err(refusal) => return Ok(Err(refusal)),
+    };
+    let full = EffectRequest {
+        tool: request.tool,
+        key: &key,
+        invocation: effect.invocation,
+        seq: effect.seq,
+        attempt,
+        operation: request.operation,
+        payload: request.payload,
+    };
+    let mut savepoint = tx.savepoint("provider")?;
+    fault::point(FaultPoint::BeforeEffect);
+    let performed = provider.perform_in_postgres(&mut savepoint, &full);
+    fault::point(FaultPoint::AfterProvider);
+    if performed.is_ok() {
+        savepoint.commit()?;
+    } else {
+        drop(savepoint);
+    }
+    let answer = match transactional_answer(effect.provider, performed) {
+        Ok(answer) => answer,
+        Err(reason) => return Ok(Err(Refusal::NotPerformed(reason))),
+    };
+    finish(tx, &key, &answer.to_stored(), effect.now)?;
+    Ok(Ok(answer))
+}
+
+pub(super) fn finish(
+    client: &mut impl GenericClient,
+    key: &EffectKey,
+    response: &str,
+    now: i64,
+) -> PgResult<()> {
+    client.execute(
+        "UPDATE effects SET state = 'done', response = $2, updated_at = $3
+          WHERE key = $1 AND state = 'pending'",
+        &[&key.as_str(), &response, &now],
+    )?;
+    Ok(())
+}
+
+pub(super) fn not_performed_in(
+    client: &mut impl GenericClient,
+    key: &EffectKey,
+    reason: &str,
+    now: i64,
+) -> PgResult<()> {
+    client.execute(
+        "UPDATE effects SET resolution = 'not_performed', last_error = $2, updated_at = $3
+          WHERE key = $1 AND state = 'pending'",
+        &[&key.as_str(), &reason, &now],
+    )?;
+    Ok(())
+}
+
+pub(super) fn note_error_in(
+    client: &mut impl GenericClient,
+    key: &EffectKey,
+    error: &str,
+    now: i64,
+) -> PgResult<()> {
+    client.execute(
+        "UPDATE effects SET last_error = $2, updated_at = $3 WHERE key = $1",
+        &[&key.as_str(), &error, &now],
+    )?;
+    Ok(())
+}
+
+fn parse_json(text: Option<String>) -> Option<serde_json::Value> {
+    text.map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t)))
+}
+
+fn count(n: i32) -> u32 {
+    u32::try_from(n).unwrap_or(0)
+}
+
+pub(super) fn entries_in(
+    client: &mut impl GenericClient,
+    scope: Option<&str>,
+    limit: u32,
+) -> PgResult<Vec<JournalEntry>> {
+    let rows = client.query(
+        "SELECT key, scope, tool, state, runs, outcome, created_at FROM invocations
+          WHERE $1::TEXT IS NULL OR scope = $1
+          ORDER BY created_at DESC, key LIMIT $2",
+        &[&scope, &i64::from(limit)],
+    )?;
+    let mut entries = Vec::with_capacity(rows.len());
+    for r in rows {
+        let key: String = r.get(0);
+        let tool_call_ids = client
+            .query(
+                "SELECT tool_call_id FROM aliases WHERE invocation_key = $1
+                  ORDER BY created_at, tool_call_id",
+                &[&key],
+            )?
+            .into_iter()
+            .map(|r| r.get(0))
+            .collect();
+        let effects = client
+            .query(
+                "SELECT seq, key, provider, class, operation, state, attempts, response,
+                        last_error, resolution
+                   FROM effects WHERE invocation_key = $1 ORDER BY seq",
+                &[&key],
+            )?
+            .into_iter()
+            .map(|e| JournalEffect {
+                seq: count(e.get(0)),
+                key: e.get(1),
+                provider: e.get(2),
+                class: e.get(3),
+                operation: e.get(4),
+                state: e.get(5),
+                attempts: count(e.get(6)),
+                response: parse_json(e.get(7)),
+                last_error: e.get(8),
+                resolution: e.get(9),
+            })
+            .collect();
+        entries.push(JournalEntry {
+            key,
+            scope: r.get(1),
+            tool: r.get(2),
+            state: r.get(3),
+            runs: count(r.get(4)),
+            tool_call_ids,
+            outcome: parse_json(r.get(5)),
+            created_at: r.get(6),
+            effects,
+        });
+    }
+    Ok(entries)
+}
+
+pub(super) fn gc_in(tx: &mut Transaction<'_>, now: i64, retention_ms: i64) -> PgResult<GcReport> {
+    let cutoff = now.saturating_sub(retention_ms);
+    let expired = "SELECT key FROM invocations WHERE state = 'completed' AND completed_at <= $1";
+    let effects = tx.execute(
+        &format!("DELETE FROM effects WHERE invocation_key IN ({expired})"),
+        &[&cutoff],
+    )?;
+    let aliases = tx.execute(
+        &format!("DELETE FROM aliases WHERE invocation_key IN ({expired})"),
+        &[&cutoff],
+    )?;
+    let invocations = tx.execute(
+        "DELETE FROM invocations WHERE state = 'completed' AND completed_at <= $1",
+        &[&cutoff],
+    )?;
+    let has = |tx: &mut Transaction<'_>, table: &str| -> PgResult<bool> {
+        Ok(tx
+            .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])?
+            .get(0))
+    };
+    let outbox = if has(tx, "outbox")? {
+        tx.execute(
+            "DELETE FROM outbox WHERE state IN ('delivered', 'failed') AND updated_at <= $1",
+            &[&cutoff],
+        )?
+    } else {
+        0
+    };
+    Ok(GcReport {
+        invocations,
+        effects,
+        aliases,
+        outbox,
+        mailbox: 0,
+    })
+}
+
+pub(super) fn unresolved_in(
+    client: &mut impl GenericClient,
+    now: i64,
+) -> PgResult<Vec<UnresolvedEffect>> {
+    Ok(client
+        .query(
+            "SELECT e.key, e.invocation_key, i.scope, i.tool, e.seq, e.provider, e.operation,
+                    e.attempts, e.last_error, e.updated_at
+               FROM effects e JOIN invocations i ON i.key = e.invocation_key
+              WHERE e.state = 'pending' AND e.class = 'unkeyed' AND e.resolution IS NULL
+                AND NOT (i.state = 'running' AND i.lease_expires_at > $1)
+              ORDER BY e.updated_at, e.key",
+            &[&now],
+        )?
+        .into_iter()
+        .map(|r| UnresolvedEffect {
+            key: r.get(0),
+            invocation: r.get(1),
+            scope: r.get(2),
+            tool: r.get(3),
+            seq: count(r.get(4)),
+            provider: r.get(5),
+            operation: r.get(6),
+            attempts: count(r.get(7)),
+            last_error: r.get(8),
+            updated_at: r.get(9),
+        })
+        .collect())
+}
+
+pub(super) fn resolve_in(
+    tx: &mut Transaction<'_>,
+    effect_key: &str,
+    resolution: Resolution,
+    response: &serde_json::Value,
+    now: i64,
+) -> PgResult<Result<(), String>> {
+    let row = tx.query_opt(
+        "SELECT e.state, e.class, i.state, i.lease_expires_at
+           FROM effects e JOIN invocations i ON i.key = e.invocation_key
+          WHERE e.key = $1 FOR UPDATE",
+        &[&effect_key],
+    )?;
+    let Some(row) = row else {
+        return Ok(Err("the journal holds no effect with this key".to_string()));
+    };
+    let (state, class, invocation_state, lease): (String, String, String, Option<i64>) =
+        (row.get(0), row.get(1), row.get(2), row.get(3));
+    if state != "pending" {
+        return Ok(Err(
+            "it already has a definitive answer; there is nothing to resolve".into(),
+        ));
+    }
+    if class != "unkeyed" {
+        return Ok(Err(format!(
+            "it is a {class} effect; the host retries it under its key on the next call, so a person need not resolve it"
+        )));
+    }
+    if invocation_state == "running" && lease.is_some_and(|t| t > now) {
+        return Ok(Err(
+            "its call is running right now; resolve it after the run stops".into(),
+        ));
+    }
+    match resolution {
+        Resolution::Performed => tx.execute(
+            "UPDATE effects SET state = 'done', response = $2, resolution = 'performed',
+                    resolved_at = $3, updated_at = $3
+              WHERE key = $1",
+            &[&effect_key, &Answer::Ok(response.clone()).to_stored(), &now],
+        )?,
+        Resolution::NotPerformed => tx.execute(
+            "UPDATE effects SET resolution = 'not_performed', resolved_at = $2, updated_at = $2
+              WHERE key = $1",
+            &[&effect_key, &now],
+        )?,
+    };
+    Ok(Ok(()))
+}

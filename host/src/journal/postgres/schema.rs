@@ -1,0 +1,102 @@
+//! The PostgreSQL journal's schema and its migrations, versioned in `justonce_schema`.
+
+use postgres::Client;
+
+/// Each entry migrates from version `index` to `index + 1`. Append only: a released
+/// migration is never edited. Version 1 is the SQLite journal's schema at its version 3.
+const MIGRATIONS: &[&str] = &[
+    // 0 -> 1: invocations, tool-call-id aliases and effects.
+    r#"
+    CREATE TABLE invocations (
+        key              TEXT PRIMARY KEY,
+        scope            TEXT NOT NULL,
+        tool             TEXT NOT NULL,
+        fingerprint      TEXT NOT NULL,
+        explicit_key     BOOLEAN NOT NULL DEFAULT FALSE,
+        state            TEXT NOT NULL CHECK (state IN ('running', 'incomplete', 'completed')),
+        outcome          TEXT,
+        runs             INTEGER NOT NULL DEFAULT 0,
+        created_at       BIGINT NOT NULL,
+        updated_at       BIGINT NOT NULL,
+        completed_at     BIGINT,
+        lease_owner      TEXT,
+        lease_expires_at BIGINT,
+        entropy          TEXT
+    );
+    CREATE INDEX invocations_by_age ON invocations (created_at);
+
+    CREATE TABLE aliases (
+        scope          TEXT NOT NULL,
+        tool_call_id   TEXT NOT NULL,
+        invocation_key TEXT NOT NULL REFERENCES invocations (key) ON DELETE CASCADE,
+        created_at     BIGINT NOT NULL,
+        PRIMARY KEY (scope, tool_call_id)
+    );
+    CREATE INDEX aliases_by_invocation ON aliases (invocation_key);
+
+    CREATE TABLE effects (
+        key            TEXT PRIMARY KEY,
+        invocation_key TEXT NOT NULL REFERENCES invocations (key) ON DELETE CASCADE,
+        seq            INTEGER NOT NULL,
+        provider       TEXT NOT NULL,
+        class          TEXT NOT NULL,
+        operation      TEXT NOT NULL,
+        fingerprint    TEXT NOT NULL,
+        state          TEXT NOT NULL CHECK (state IN ('pending', 'done')),
+        attempts       INTEGER NOT NULL DEFAULT 0,
+        response       TEXT,
+        last_error     TEXT,
+        resolution     TEXT CHECK (resolution IN ('performed', 'not_performed')),
+        resolved_at    BIGINT,
+        created_at     BIGINT NOT NULL,
+        updated_at     BIGINT NOT NULL,
+        UNIQUE (invocation_key, seq)
+    );
+    CREATE INDEX effects_unresolved ON effects (updated_at)
+        WHERE state = 'pending' AND class = 'unkeyed' AND resolution IS NULL;
+    "#,
+];
+
+/// The schema version this build writes.
+pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Any number, as long as it is the same in every justonce: hosts that start together
+/// migrate one at a time.
+const MIGRATION_LOCK: i64 = 0x6a75_7374_6f6e_6365;
+
+/// Brings the database up to [`CURRENT_VERSION`], one migration per transaction.
+/// `Ok(Some(found))`: the database was written by a newer build, and nothing was
+/// changed.
+pub(super) fn migrate(client: &mut Client) -> Result<Option<i64>, postgres::Error> {
+    loop {
+        let mut tx = client.transaction()?;
+        lock(&mut tx)?;
+        tx.batch_execute(
+            "CREATE TABLE IF NOT EXISTS justonce_schema (
+                 only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row),
+                 version  BIGINT NOT NULL
+             );
+             INSERT INTO justonce_schema (version) VALUES (0) ON CONFLICT DO NOTHING;",
+        )?;
+        let version: i64 = tx
+            .query_one("SELECT version FROM justonce_schema", &[])?
+            .get(0);
+        if version > CURRENT_VERSION {
+            return Ok(Some(version));
+        }
+        if version == CURRENT_VERSION {
+            tx.commit()?;
+            return Ok(None);
+        }
+        let step = MIGRATIONS[usize::try_from(version).unwrap_or(0)];
+        tx.batch_execute(step)?;
+        tx.execute("UPDATE justonce_schema SET version = $1", &[&(version + 1)])?;
+        tx.commit()?;
+    }
+}
+
+/// Holds, until the transaction ends, the lock under which hosts change the schema.
+pub(super) fn lock(tx: &mut postgres::Transaction<'_>) -> Result<(), postgres::Error> {
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+    Ok(())
+}

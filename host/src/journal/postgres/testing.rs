@@ -1,0 +1,246 @@
+//! A throwaway PostgreSQL cluster for tests: started once per test binary from the
+//! server binaries found on the machine, listening on a free port of 127.0.0.1 with
+//! a data directory under the temporary directory, and stopped when the test binary
+//! exits. Each test takes a database (or, in-crate, a schema) of its own.
+//!
+//! Where no PostgreSQL is found, [`cluster`] returns `None` and the caller skips,
+//! saying so; with `CI=true` that is a failure instead. `JUSTONCE_TEST_PG_URL`
+//! (`postgres://user@host:port/db` of a superuser) uses a running server instead.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A running PostgreSQL server the tests may create databases on.
+#[derive(Debug)]
+pub struct Cluster {
+    host: String,
+    port: u16,
+    user: String,
+    admin_db: String,
+}
+
+static CLUSTER: OnceLock<Option<Cluster>> = OnceLock::new();
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// The cluster of this test binary, started on first use; `None` (after printing why
+/// `test` is skipped) where there is no PostgreSQL. Panics under `CI=true` instead.
+pub fn cluster(test: &str) -> Option<&'static Cluster> {
+    let found = CLUSTER
+        .get_or_init(|| match start() {
+            Ok(cluster) => Some(cluster),
+            Err(why) => {
+                if std::env::var("CI").is_ok_and(|v| v == "true") {
+                    panic!("CI=true and no PostgreSQL for the tests: {why}");
+                }
+                eprintln!("no PostgreSQL for the tests: {why}");
+                None
+            }
+        })
+        .as_ref();
+    if found.is_none() {
+        eprintln!("skipped (no PostgreSQL): {test}");
+    }
+    found
+}
+
+impl Cluster {
+    /// A URL of the server's administrative database.
+    pub fn admin_url(&self) -> String {
+        self.url_of(&self.admin_db)
+    }
+
+    fn url_of(&self, db: &str) -> String {
+        format!("postgres://{}@{}:{}/{db}", self.user, self.host, self.port)
+    }
+
+    fn admin(&self) -> postgres::Client {
+        postgres::Client::connect(&self.admin_url(), postgres::NoTls)
+            .expect("connect to the test cluster")
+    }
+
+    /// A fresh, empty database; its URL.
+    pub fn database(&self) -> String {
+        let name = format!(
+            "t_{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        );
+        self.admin()
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .expect("create a test database");
+        self.url_of(&name)
+    }
+
+    /// A fresh, empty schema in the administrative database: a configuration whose
+    /// connections use it (cheaper than a database, for the many in-crate tests).
+    pub fn schema(&self) -> postgres::Config {
+        let name = format!(
+            "s_{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        );
+        self.admin()
+            .batch_execute(&format!("CREATE SCHEMA {name}"))
+            .expect("create a test schema");
+        let mut config: postgres::Config = self.admin_url().parse().expect("test URL");
+        config.options(&format!("-c search_path={name}"));
+        config
+    }
+}
+
+fn start() -> Result<Cluster, String> {
+    if let Ok(url) = std::env::var("JUSTONCE_TEST_PG_URL") {
+        let config: postgres::Config = url.parse().map_err(|e| format!("{e}"))?;
+        let host = match config.get_hosts().first() {
+            Some(postgres::config::Host::Tcp(h)) => h.clone(),
+            _ => "127.0.0.1".into(),
+        };
+        return Ok(Cluster {
+            host,
+            port: config.get_ports().first().copied().unwrap_or(5432),
+            user: config.get_user().unwrap_or("postgres").into(),
+            admin_db: config.get_dbname().unwrap_or("postgres").into(),
+        });
+    }
+    let bin = server_binaries().ok_or("no initdb and pg_ctl in /usr/lib/postgresql/*/bin")?;
+    let dir = std::env::temp_dir().join(format!("justonce-pg-{}", std::process::id()));
+    start_in(&bin, &dir).inspect_err(|_| {
+        let _ = std::fs::remove_dir_all(dir.as_path());
+    })
+}
+
+fn start_in(bin: &Path, dir: &Path) -> Result<Cluster, String> {
+    let as_root = is_root();
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let data = dir.join("data");
+    if as_root {
+        // initdb and pg_ctl refuse root: the cluster belongs to `postgres`.
+        let status = Command::new("chown")
+            .args(["-R", "postgres:postgres"])
+            .arg(dir)
+            .status()
+            .map_err(|e| format!("chown: {e}"))?;
+        if !status.success() {
+            return Err("cannot give the data directory to the postgres user".into());
+        }
+    }
+    let port = free_port()?;
+    let user = "postgres";
+    run(
+        as_root,
+        &bin.join("initdb"),
+        &[
+            "-D",
+            &data.to_string_lossy(),
+            "-U",
+            user,
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        ],
+    )?;
+    let options = format!(
+        "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300",
+        dir.display()
+    );
+    run(
+        as_root,
+        &bin.join("pg_ctl"),
+        &[
+            "-D",
+            &data.to_string_lossy(),
+            "-o",
+            &options,
+            "-l",
+            &dir.join("log").to_string_lossy(),
+            "-w",
+            "start",
+        ],
+    )?;
+    stop_at_exit(as_root, bin, dir, &data);
+    Ok(Cluster {
+        host: "127.0.0.1".into(),
+        port,
+        user: user.into(),
+        admin_db: "postgres".into(),
+    })
+}
+
+fn server_binaries() -> Option<PathBuf> {
+    if let Ok(dir) = std::env::var("JUSTONCE_PG_BIN") {
+        return Some(PathBuf::from(dir));
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .filter(|bin| bin.join("initdb").exists() && bin.join("pg_ctl").exists())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+fn free_port() -> Result<u16, String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|e| e.to_string())
+}
+
+fn command(as_root: bool, program: &Path) -> Command {
+    if as_root {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
+fn run(as_root: bool, program: &Path, args: &[&str]) -> Result<(), String> {
+    let out = command(as_root, program)
+        .args(args)
+        .current_dir("/")
+        .output()
+        .map_err(|e| format!("{}: {e}", program.display()))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} failed: {}{}",
+            program.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// A watchdog that outlives nothing: it stops the server and removes its directory
+/// once this process is gone (a test binary has no reliable exit hook).
+fn stop_at_exit(as_root: bool, bin: &Path, dir: &Path, data: &Path) {
+    let script = format!(
+        "while [ -d /proc/{pid} ]; do sleep 1; done; {ctl} -D {data} stop -m immediate >/dev/null 2>&1; rm -rf {dir}",
+        pid = std::process::id(),
+        ctl = bin.join("pg_ctl").display(),
+        data = data.display(),
+        dir = dir.display(),
+    );
+    let mut c = command(as_root, Path::new("/bin/sh"));
+    c.args(["-c", &script])
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let _ = c.spawn();
+}
