@@ -69,7 +69,9 @@ impl Default for HostBuilder {
 }
 
 impl HostBuilder {
-    /// Keeps the journal in the SQLite file at `path` (created with its directory).
+    /// Keeps the journal in the SQLite file at `path` (created with its directory),
+    /// or, for a `postgres://USER@HOST:PORT/DB` URL, in that PostgreSQL database,
+    /// which several hosts may share (the password from the URL or `PGPASSWORD`).
     /// Without it the journal lives in memory.
     pub fn database(mut self, path: impl Into<PathBuf>) -> Self {
         self.database = Some(path.into());
@@ -253,6 +255,14 @@ impl HostBuilder {
             }
         };
         let journal = match &self.database {
+            Some(url) if journal::postgres::is_postgres_url(&url.to_string_lossy()) => {
+                let password = std::env::var("PGPASSWORD").ok();
+                let target = journal::postgres::PostgresTarget::parse(
+                    &url.to_string_lossy(),
+                    password.as_deref(),
+                )?;
+                journal::open_postgres(target, self.durability)?
+            }
             Some(path) => journal::open(path, self.durability)?,
             None => journal::in_memory()?,
         };
@@ -283,12 +293,19 @@ impl HostBuilder {
             .entry("kv".into())
             .or_insert_with(|| Arc::new(KvProvider));
         if !providers.contains_key("mail") {
-            let mail = MailProvider::open(
-                self.database.as_deref(),
-                Arc::clone(&self.clock),
-                self.retention,
-            )?
-            .lose_first_responses(self.lose_first_mail_responses);
+            // The built-in test mailbox is a SQLite file: beside a SQLite journal, or,
+            // with a PostgreSQL one, in the working directory (hosts started there
+            // share it, as the downstream of a test would be shared).
+            let mailbox = self.database.as_deref().map(|db| {
+                if journal::postgres::is_postgres_url(&db.to_string_lossy()) {
+                    PathBuf::from(".justonce/mailbox.db")
+                } else {
+                    db.to_path_buf()
+                }
+            });
+            let mail =
+                MailProvider::open(mailbox.as_deref(), Arc::clone(&self.clock), self.retention)?
+                    .lose_first_responses(self.lose_first_mail_responses);
             providers.insert("mail".into(), Arc::new(mail));
         }
         for provider in providers.values() {
@@ -334,6 +351,10 @@ impl HostBuilder {
 /// directory of its own named after the database (`x.db` → `x.db.compiled/`), so a
 /// database in a shared directory (`/tmp/x.db`) claims no generic name there.
 fn compile_cache_beside(db: &Path) -> PathBuf {
+    if journal::postgres::is_postgres_url(&db.to_string_lossy()) {
+        // Each host compiles for itself, in its own working directory.
+        return PathBuf::from(".justonce/compiled");
+    }
     let mut name = db.file_name().unwrap_or_default().to_owned();
     name.push(".compiled");
     db.with_file_name(name)

@@ -255,7 +255,13 @@ impl Config {
         Ok(Self {
             path: path.to_path_buf(),
             tools_dir: raw.tools_dir.map(|p| dir.join(p)),
-            database: raw.database.map(|p| dir.join(p)),
+            database: raw.database.map(|p| {
+                if crate::journal::postgres::is_postgres_url(&p.to_string_lossy()) {
+                    p
+                } else {
+                    dir.join(p)
+                }
+            }),
             retention: raw
                 .retention_hours
                 .map(|h| Duration::from_secs(h.saturating_mul(3600))),

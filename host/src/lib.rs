@@ -84,6 +84,7 @@ pub mod __private {
     pub use crate::http::HttpConfig;
     pub use crate::http::local_api::{Behaviour, LocalApi};
     pub use crate::journal::CURRENT_VERSION;
+    pub use crate::journal::postgres::testing as postgres_testing;
     pub use crate::mcp::{Server, ServerConfig};
     pub use crate::providers::{KvProvider, MailProvider, OutboxMessage, OutboxProvider};
     pub use crate::runtime::CacheStats;
