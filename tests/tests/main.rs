@@ -26,3 +26,4 @@ mod replay;
 mod resolve;
 mod retry;
 mod sandbox;
+mod several_hosts;

@@ -1,0 +1,184 @@
+//! Several hosts, one PostgreSQL journal: separate `justonce` processes on one
+//! database of a throwaway cluster (see `journal/postgres/testing.rs`). Skipped, by
+//! name, where there is no PostgreSQL; with `CI=true` that is a failure.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use justonce::__private::postgres_testing::cluster;
+use serde_json::Value;
+
+use crate::support::cli::{json_of, justonce_command};
+use crate::support::db::mailbox_count;
+
+const ARGS: &str =
+    r#"{"orders":[{"order_id":4417,"email":"ada@example.com","amount_cents":1299}]}"#;
+
+/// `justonce --db URL ARGS…` in `dir` (where the hosts' shared test mailbox lives).
+fn host(dir: &Path, url: &str, args: &[&str]) -> Command {
+    let mut command = justonce_command(Some(Path::new(url)));
+    command
+        .current_dir(dir)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+fn mails(dir: &Path) -> i64 {
+    mailbox_count(&dir.join(".justonce/mailbox.db"))
+}
+
+fn effect_keys(url: &str) -> Vec<String> {
+    let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    client
+        .query("SELECT key FROM effects ORDER BY key", &[])
+        .unwrap()
+        .into_iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+#[test]
+fn four_hosts_racing_one_call_perform_one_effect_and_all_answer_it() {
+    let Some(cluster) = cluster("four_hosts_racing_one_call_perform_one_effect_and_all_answer_it")
+    else {
+        return;
+    };
+    let url = cluster.database();
+    let dir = tempfile::tempdir().unwrap();
+    let run = [
+        "run",
+        "send_receipt",
+        "--args",
+        ARGS,
+        "--conversation",
+        "c1",
+    ];
+    let children: Vec<_> = (0..4)
+        .map(|_| host(dir.path(), &url, &run).spawn().unwrap())
+        .collect();
+    let results: Vec<Value> = children
+        .into_iter()
+        .map(|c| json_of(&c.wait_with_output().unwrap()))
+        .collect();
+
+    assert!(results.iter().all(|r| r["ok"] == true), "{results:?}");
+    assert!(
+        results.iter().all(|r| r["result"] == results[0]["result"]),
+        "one answer told to all: {results:?}"
+    );
+    assert_eq!(
+        results.iter().filter(|r| r["replayed"] != true).count(),
+        1,
+        "one host ran it: {results:?}"
+    );
+    assert_eq!(mails(dir.path()), 1, "one effect");
+    assert_eq!(effect_keys(&url).len(), 1, "one effect record");
+
+    // The opposite: another conversation is another call, performed too.
+    let out = host(
+        dir.path(),
+        &url,
+        &[
+            "run",
+            "send_receipt",
+            "--args",
+            ARGS,
+            "--conversation",
+            "c2",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(json_of(&out)["ok"], true);
+    assert_eq!(mails(dir.path()), 2, "a different call happens");
+}
+
+#[test]
+fn one_explicit_key_with_other_arguments_on_two_hosts_is_a_mismatch() {
+    let Some(cluster) = cluster("one_explicit_key_with_other_arguments_on_two_hosts_is_a_mismatch")
+    else {
+        return;
+    };
+    let url = cluster.database();
+    let dir = tempfile::tempdir().unwrap();
+    let other = ARGS.replace("4417", "4418");
+    let spawn = |args: &str| {
+        host(
+            dir.path(),
+            &url,
+            &[
+                "run",
+                "send_receipt",
+                "--args",
+                args,
+                "--key",
+                "order-batch-7",
+            ],
+        )
+        .spawn()
+        .unwrap()
+    };
+    let (a, b) = (spawn(ARGS), spawn(&other));
+    let results: Vec<Value> = [a, b]
+        .into_iter()
+        .map(|c| json_of(&c.wait_with_output().unwrap()))
+        .collect();
+    let successes = results.iter().filter(|r| r["ok"] == true).count();
+    let mismatches = results
+        .iter()
+        .filter(|r| r["error"]["kind"] == "mismatch")
+        .count();
+    assert_eq!((successes, mismatches), (1, 1), "{results:?}");
+    assert_eq!(mails(dir.path()), 1, "one effect");
+}
+
+// Needs the fault-injection points, which release builds have only with the feature.
+#[cfg(any(debug_assertions, feature = "fault-injection"))]
+#[test]
+fn a_host_killed_holding_the_lease_is_taken_over_under_the_same_key() {
+    let Some(cluster) = cluster("a_host_killed_holding_the_lease_is_taken_over_under_the_same_key")
+    else {
+        return;
+    };
+    let url = cluster.database();
+    let dir = tempfile::tempdir().unwrap();
+    let run = [
+        "--lease-ms",
+        "300",
+        "run",
+        "send_receipt",
+        "--args",
+        ARGS,
+        "--conversation",
+        "crash",
+    ];
+    // Host A sends the mail and dies before it records the answer.
+    let killed = host(dir.path(), &url, &run)
+        .env(justonce::__private::FAULT_ENV, "after_provider")
+        .output()
+        .unwrap();
+    assert_eq!(killed.status.code(), None, "killed by a signal");
+    assert!(killed.stdout.is_empty(), "A answered nothing");
+    let keys = effect_keys(&url);
+    assert_eq!(keys.len(), 1, "A journaled the effect before sending");
+    assert_eq!(mails(dir.path()), 1);
+
+    // Host B retries the same call: it waits out A's lease, takes over and retries
+    // the effect under the key A journaled; the keyed mailbox sends nothing new.
+    let out = host(dir.path(), &url, &run).output().unwrap();
+    let answer = json_of(&out);
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(effect_keys(&url), keys, "the same key");
+    assert_eq!(mails(dir.path()), 1, "the effect happened once");
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let row = client
+        .query_one("SELECT state, runs FROM invocations", &[])
+        .unwrap();
+    assert_eq!(
+        (row.get::<_, String>(0), row.get::<_, i32>(1)),
+        ("completed".to_string(), 2),
+        "B resumed A's run"
+    );
+}
