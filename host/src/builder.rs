@@ -255,14 +255,6 @@ impl HostBuilder {
             }
         };
         let journal = match &self.database {
-            Some(url) if journal::postgres::is_postgres_url(&url.to_string_lossy()) => {
-                let password = std::env::var("PGPASSWORD").ok();
-                let target = journal::postgres::PostgresTarget::parse(
-                    &url.to_string_lossy(),
-                    password.as_deref(),
-                )?;
-                journal::open_postgres(target, self.durability)?
-            }
             Some(path) => journal::open(path, self.durability)?,
             None => journal::in_memory()?,
         };

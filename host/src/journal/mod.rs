@@ -184,8 +184,16 @@ pub(crate) struct TransactionalRequest<'a> {
     pub payload: &'a serde_json::Value,
 }
 
-/// Opens the journal at `path` (a SQLite file, created with its directory).
+/// Opens the journal at `path`: a SQLite file (created with its directory), or the
+/// PostgreSQL database a `postgres://` URL names (the password from the URL, else
+/// `PGPASSWORD`).
 pub(crate) fn open(path: &Path, durability: Durability) -> Result<std::sync::Arc<dyn Journal>> {
+    let text = path.to_string_lossy();
+    if self::postgres::is_postgres_url(&text) {
+        let password = std::env::var("PGPASSWORD").ok();
+        let target = self::postgres::PostgresTarget::parse(&text, password.as_deref())?;
+        return open_postgres(target, durability);
+    }
     Ok(std::sync::Arc::new(sqlite::SqliteJournal::open(
         path, durability,
     )?))

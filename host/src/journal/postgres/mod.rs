@@ -412,3 +412,80 @@ impl Journal for PostgresJournal {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_never_appears_in_an_error_and_an_unreachable_database_is_retry_safe() {
+        // Port 1 on the loopback: nothing listens, the connection is refused.
+        let target =
+            PostgresTarget::parse("postgres://ada:s3cret-pw@127.0.0.1:1/journal", None).unwrap();
+        assert_eq!(target.to_string(), "postgres://ada@127.0.0.1:1/journal");
+        assert!(!format!("{target:?}").contains("s3cret"));
+        let err = PostgresJournal::open(target, Durability::Full).unwrap_err();
+        let mut shown = format!("{err} {err:?}");
+        let mut cause = std::error::Error::source(&err);
+        while let Some(inner) = cause {
+            shown.push_str(&format!(" {inner}"));
+            cause = inner.source();
+        }
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(
+            shown.contains("postgres://ada@127.0.0.1:1/journal"),
+            "{shown}"
+        );
+        assert_eq!(err.kind(), "store_unavailable");
+        assert!(err.retry_safe());
+
+        // The opposite: a URL that is not one is refused without echoing it.
+        let err = PostgresTarget::parse("postgres://ada:s3cret-pw@[bad", None).unwrap_err();
+        assert!(!err.to_string().contains("s3cret"), "{err}");
+    }
+
+    #[test]
+    fn the_password_comes_from_the_url_before_pgpassword() {
+        let from_url = PostgresTarget::parse("postgres://ada:inurl@h/db", Some("env")).unwrap();
+        assert_eq!(from_url.config.get_password(), Some(&b"inurl"[..]));
+        let from_env = PostgresTarget::parse("postgres://ada@h/db", Some("env")).unwrap();
+        assert_eq!(from_env.config.get_password(), Some(&b"env"[..]));
+    }
+
+    #[test]
+    fn a_database_a_newer_justonce_wrote_is_refused_unchanged() {
+        let Some(cluster) =
+            testing::cluster("a_database_a_newer_justonce_wrote_is_refused_unchanged")
+        else {
+            return;
+        };
+        let config = cluster.schema();
+        let open = || {
+            PostgresJournal::open(
+                PostgresTarget::from_config(config.clone()),
+                Durability::Full,
+            )
+        };
+        open().unwrap();
+        // Opening again at the same version is fine (the opposite case).
+        open().unwrap();
+        let mut client = config.connect(NoTls).unwrap();
+        client
+            .execute(
+                "UPDATE justonce_schema SET version = $1",
+                &[&(CURRENT_VERSION + 1)],
+            )
+            .unwrap();
+        let err = open().unwrap_err();
+        assert!(
+            matches!(err, Error::NewerSchema { found, .. } if found == CURRENT_VERSION + 1),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("upgrade justonce"), "{err}");
+        let version: i64 = client
+            .query_one("SELECT version FROM justonce_schema", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(version, CURRENT_VERSION + 1, "left as it was");
+    }
+}
