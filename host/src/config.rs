@@ -330,6 +330,18 @@ mod tests {
     }
 
     #[test]
+    fn a_postgres_url_is_kept_as_written_and_a_relative_path_is_beside_the_file() {
+        let url = "postgres://justonce@db.internal:5432/journal";
+        let config = parse(&format!("database = \"{url}\"")).unwrap();
+        assert_eq!(config.database.as_deref(), Some(Path::new(url)));
+        let config = parse("database = \"state.db\"").unwrap();
+        assert_eq!(
+            config.database.as_deref(),
+            Some(Path::new("/etc/justonce/state.db"))
+        );
+    }
+
+    #[test]
     fn a_full_file_sets_everything_and_tool_sections_inherit_from_limits() {
         let config = parse(
             r#"
