@@ -489,3 +489,159 @@ mod tests {
         assert_eq!(version, CURRENT_VERSION + 1, "left as it was");
     }
 }
+
+/// Rough figures of the journal's own cost per call on PostgreSQL (the statements a
+/// call makes, without wasm): `cargo test -p justonce --lib postgres_latency --
+/// --ignored --nocapture`. `hosts` threads stand for hosts, each with its journal.
+#[cfg(test)]
+mod latency {
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use super::*;
+    use crate::determinism::Seed;
+    use crate::keys::Fingerprint;
+
+    fn key(prefix: &str, i: usize) -> InvocationKey {
+        InvocationKey::from_stored(format!("{prefix}{i:028}"))
+    }
+
+    /// One call with one effect, as the guard writes it: the first look, the claim
+    /// that journals the invocation with the effect, its answer, the outcome.
+    fn one_effect(j: &PostgresJournal, k: &InvocationKey, owner: &str, fp: &Fingerprint) {
+        let seed = Seed::random().unwrap();
+        let b = Begin {
+            key: k,
+            scope: "s",
+            tool: "t",
+            fingerprint: fp,
+            explicit_key: false,
+            tool_call_id: None,
+            now: 1,
+            retention_ms: 1 << 40,
+            lease_ms: 60_000,
+            owner,
+            seed: &seed,
+        };
+        assert_eq!(j.lookup(&b).unwrap(), Lookup::Absent);
+        let record = NewInvocation {
+            key: k.clone(),
+            scope: "s".into(),
+            tool: "t".into(),
+            fingerprint: fp.clone(),
+            explicit_key: false,
+            created_at: 1,
+            seed: seed.clone(),
+        };
+        let ek = EffectKey::from_stored(format!("e{}", k.as_str()));
+        let lease = Lease {
+            owner,
+            until: 60_000,
+        };
+        let effect = NewEffect {
+            key: &ek,
+            invocation: k,
+            seq: 0,
+            provider: "p",
+            class: "keyed",
+            operation: "op",
+            fingerprint: fp,
+            now: 1,
+        };
+        j.claim_attempt(&effect, &lease, Some(&record))
+            .unwrap()
+            .unwrap();
+        assert!(
+            j.finish_effect(&ek, &Answer::Ok(serde_json::json!(1)), &lease, k, 2)
+                .unwrap()
+        );
+        assert!(j.complete(k, owner, "{}", 3).unwrap());
+    }
+
+    #[test]
+    #[ignore = "a measurement, not a test"]
+    fn postgres_latency() {
+        let Some(cluster) = testing::cluster("postgres_latency") else {
+            return;
+        };
+        let config = cluster.schema();
+        let open = || {
+            Arc::new(
+                PostgresJournal::open(
+                    PostgresTarget::from_config(config.clone()),
+                    Durability::Full,
+                )
+                .unwrap(),
+            )
+        };
+        let j = open();
+        let fp = Fingerprint::from_stored("f".repeat(64));
+        let n = 300;
+        let t = Instant::now();
+        for i in 0..n {
+            let seed = Seed::random().unwrap();
+            let record = NewInvocation {
+                key: key("a", i),
+                scope: "s".into(),
+                tool: "t".into(),
+                fingerprint: fp.clone(),
+                explicit_key: false,
+                created_at: 1,
+                seed,
+            };
+            assert!(j.complete_new(&record, "{}", 1).unwrap());
+        }
+        let none = t.elapsed() / n as u32;
+        let t = Instant::now();
+        for i in 0..n {
+            one_effect(&j, &key("b", i), "o", &fp);
+        }
+        let one = t.elapsed() / n as u32;
+        let t = Instant::now();
+        for i in 0..n {
+            let seed = Seed::random().unwrap();
+            let k = key("b", i);
+            let b = Begin {
+                key: &k,
+                scope: "s",
+                tool: "t",
+                fingerprint: &fp,
+                explicit_key: false,
+                tool_call_id: None,
+                now: 5,
+                retention_ms: 1 << 40,
+                lease_ms: 60_000,
+                owner: "o",
+                seed: &seed,
+            };
+            assert!(matches!(j.lookup(&b).unwrap(), Lookup::Replay { .. }));
+        }
+        let replay = t.elapsed() / n as u32;
+        println!("per call: no effect {none:?}, one effect {one:?}, replay {replay:?}");
+        for hosts in [1usize, 2, 4] {
+            let per = 200;
+            let t = Instant::now();
+            let threads: Vec<_> = (0..hosts)
+                .map(|h| {
+                    let j = open();
+                    let fp = fp.clone();
+                    std::thread::spawn(move || {
+                        for i in 0..per {
+                            one_effect(
+                                &j,
+                                &key(&format!("c{hosts}h{h}x"), i),
+                                &format!("o{h}"),
+                                &fp,
+                            );
+                        }
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            let rate = (hosts * per) as f64 / t.elapsed().as_secs_f64();
+            println!("{hosts} host(s): {rate:.0} one-effect calls/s");
+        }
+    }
+}

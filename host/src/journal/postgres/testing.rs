@@ -113,7 +113,7 @@ fn start() -> Result<Cluster, String> {
 
 fn start_in(bin: &Path, dir: &Path) -> Result<Cluster, String> {
     let as_root = is_root();
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let data = dir.join("data");
     if as_root {
