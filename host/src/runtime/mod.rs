@@ -14,6 +14,7 @@ mod state;
 mod trap;
 mod unguarded;
 
+#[cfg(test)]
 pub(crate) use bindings::ToolError as GuestToolError;
 pub use cache::{CacheStats, CompileCache};
 pub(crate) use effects::{EffectFailure, EffectHandler};
