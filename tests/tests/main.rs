@@ -25,3 +25,4 @@ mod replay;
 mod resolve;
 mod retry;
 mod sandbox;
+mod secrets;

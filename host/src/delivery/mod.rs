@@ -154,7 +154,7 @@ impl Deliverer {
         });
         let config = host.http_config_arc();
         Ok(Self {
-            client: Client::new(&config),
+            client: Client::new(Arc::clone(&config)),
             shared,
             config,
             policy: DeliveryPolicy::default(),

@@ -8,10 +8,12 @@ mod client;
 mod config;
 pub mod local_api;
 mod request;
+mod secrets;
 
 pub use client::HttpResponse;
 pub(crate) use client::{Client, SendError};
 pub(crate) use config::parse_url;
-pub use config::{DEFAULT_IDEMPOTENCY_HEADER, HttpConfig, Origin};
+pub use config::{DEFAULT_IDEMPOTENCY_HEADER, HttpConfig, Origin, Service};
+pub use secrets::SecretValue;
 pub use local_api::LocalApi;
 pub(crate) use request::{Outbound, RequestSpec, is_safe};
