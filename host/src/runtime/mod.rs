@@ -8,6 +8,7 @@ mod imports;
 mod input_schema;
 mod limiter;
 mod limits;
+mod panic_message;
 mod pool;
 mod state;
 mod unguarded;
@@ -415,8 +416,18 @@ impl Runtime {
                         "the call used up its fuel ({})",
                         limits.fuel.unwrap_or(u64::MAX)
                     ),
-                    _ => format!("{error:#}"),
+                    (None, "panic") => {
+                        let stderr = store.data().stderr.tail();
+                        panic_message::from_stderr(&String::from_utf8_lossy(&stderr))
+                            .unwrap_or_else(|| panic_message::trap_summary(&error))
+                    }
+                    (None, "host_failure") => format!("{error:#}"),
+                    _ => panic_message::trap_summary(&error),
                 };
+                if reason != "host_failure" {
+                    // The agent gets the message; the backtrace is for the tool's author.
+                    tracing::warn!(target: "justonce::guest", tool = %tool.name, reason, "the tool trapped: {error:?}");
+                }
                 GuestOutcome::Trapped { reason, message }
             }
         };
