@@ -6,10 +6,13 @@ mod demo;
 mod gc;
 mod journal;
 mod key;
+mod logging;
+mod new;
 mod replay;
 mod resolve;
 mod run;
 mod serve;
+mod target;
 mod tools;
 
 use std::path::PathBuf;
@@ -18,7 +21,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::config::Config;
-use crate::error::Error;
+use crate::error::{Error, LoadFault};
 use crate::host::{Host, HostBuilder};
 
 /// Where the journal lives when neither `--db` nor the configuration file says.
@@ -30,7 +33,8 @@ pub mod exit {
     pub const SUCCESS: u8 = 0;
     /// The tool reported an error or trapped (saved; a retry replays it).
     pub const TOOL_ERROR: u8 = 1;
-    /// Bad input: usage, unknown tool, invalid arguments or key, key mismatch.
+    /// Bad input: usage, unknown tool, a component that is not a valid tool, invalid
+    /// arguments or key, key mismatch, a bad configuration file.
     pub const BAD_INPUT: u8 = 2;
     /// Outcome unknown or still in progress: retrying the same call is safe.
     pub const RETRY_SAFE: u8 = 3;
@@ -102,6 +106,7 @@ enum Command {
     Resolve(resolve::Resolve),
     Serve(serve::Serve),
     Replay(replay::Replay),
+    New(new::New),
 }
 
 impl Cli {
@@ -164,7 +169,12 @@ impl Cli {
 /// The exit code for an error.
 pub fn exit_code(error: &Error) -> u8 {
     match error {
-        Error::UnknownTool { .. }
+        Error::Load {
+            fault: LoadFault::Input,
+            ..
+        }
+        | Error::DuplicateTool { .. }
+        | Error::UnknownTool { .. }
         | Error::InvalidArguments { .. }
         | Error::InvalidKey(_)
         | Error::Mismatch { .. }
@@ -175,7 +185,6 @@ pub fn exit_code(error: &Error) -> u8 {
         }
         Error::Divergence { .. } => exit::DIVERGENCE,
         Error::Load { .. }
-        | Error::DuplicateTool { .. }
         | Error::Store { .. }
         | Error::LostWrite { .. }
         | Error::NewerSchema { .. }
@@ -186,13 +195,10 @@ pub fn exit_code(error: &Error) -> u8 {
 /// Parses the command line, runs the command and returns its exit code. Errors are
 /// printed to stderr with their causes.
 pub fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("JUSTONCE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    if let Err(error) = logging::init() {
+        eprintln!("justonce: {error}");
+        return ExitCode::from(exit::BAD_INPUT);
+    }
     let mut cli = Cli::parse();
     if let Err(error) = cli.settle() {
         eprintln!("justonce: {error:#}");
@@ -209,6 +215,7 @@ pub fn main() -> ExitCode {
         Command::Resolve(cmd) => cmd.run(&cli),
         Command::Serve(cmd) => cmd.run(&cli),
         Command::Replay(cmd) => cmd.run(&cli),
+        Command::New(cmd) => cmd.run(&cli),
     };
     match result {
         Ok(code) => ExitCode::from(code),

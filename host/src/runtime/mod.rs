@@ -10,6 +10,8 @@ mod limiter;
 mod limits;
 mod panic_message;
 mod pool;
+mod portable_schema;
+pub mod spans;
 mod state;
 mod unguarded;
 
@@ -17,6 +19,7 @@ pub use cache::{CacheStats, CompileCache};
 pub use input_schema::InputSchema;
 pub use limits::{Limits, ToolLimits};
 pub use pool::CONCURRENT_CALLS;
+pub use portable_schema::portable as portable_schema;
 pub(crate) use pool::check_fits as check_pool_fits;
 
 use std::collections::BTreeMap;
@@ -30,7 +33,7 @@ use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, Trap, UpdateDeadline};
 use wasmtime_wasi::WasiCtx;
 
-use crate::error::Error;
+use crate::error::{Error, LoadFault};
 use crate::guard::EffectSession;
 use bindings::{Tool, ToolPre};
 use capture::BoundedCapture;
@@ -214,7 +217,12 @@ impl Runtime {
     pub fn load_file(&mut self, path: &Path) -> Result<&LoadedTool, Error> {
         let bytes = std::fs::read(path).map_err(|e| Error::Load {
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            fault: io_fault(&e),
+            reason: match e.kind() {
+                std::io::ErrorKind::NotFound => "no such file; check the path (a tool built with `cargo build --release --target wasm32-wasip2` is at target/wasm32-wasip2/release/NAME.wasm)".into(),
+                std::io::ErrorKind::IsADirectory => "is a directory; give a .wasm file (or the directory with --tools)".into(),
+                _ => e.to_string(),
+            },
         })?;
         self.load(path, &bytes)
     }
@@ -224,7 +232,8 @@ impl Runtime {
     pub fn load_dir(&mut self, dir: &Path) -> Result<(), Error> {
         let entries = std::fs::read_dir(dir).map_err(|e| Error::Load {
             path: dir.to_path_buf(),
-            reason: format!("cannot read the tools directory: {e}"),
+            fault: io_fault(&e),
+            reason: format!("cannot read the tools directory: {e} (check --tools or `tools_dir`)"),
         })?;
         let mut paths: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -246,6 +255,7 @@ impl Runtime {
         let refuse = |reason: String| Error::Load {
             path: source.to_path_buf(),
             reason,
+            fault: LoadFault::Input,
         };
         if !bytes.starts_with(b"\0asm") {
             return Err(refuse("not a WebAssembly file (no \\0asm header)".into()));
@@ -432,6 +442,20 @@ impl Runtime {
             }
         };
         (outcome, session)
+    }
+}
+
+/// Whose fault a failure to read a path the user gave is: theirs when it does not
+/// exist or is not what was asked for, else the host's.
+fn io_fault(e: &std::io::Error) -> LoadFault {
+    use std::io::ErrorKind as Kind;
+    match e.kind() {
+        Kind::NotFound
+        | Kind::PermissionDenied
+        | Kind::IsADirectory
+        | Kind::NotADirectory
+        | Kind::InvalidFilename => LoadFault::Input,
+        _ => LoadFault::Host,
     }
 }
 
