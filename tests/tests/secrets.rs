@@ -115,14 +115,25 @@ fn service_credentials_reach_the_downstream_and_nowhere_else() {
     );
     assert_eq!(setup.payments.applied().len(), 1);
 
-    let queued = setup.justonce(true, &["run", "notify", "--args", r#"{"event":"refund.issued"}"#]);
+    let queued = setup.justonce(
+        true,
+        &["run", "notify", "--args", r#"{"event":"refund.issued"}"#],
+    );
     assert_eq!(json_of(&queued)["result"]["state"], "pending");
     outputs.push(queued);
     let delivered = setup.justonce(true, &["deliver"]);
-    assert_eq!(json_of(&delivered)["delivered"], 1, "{}", String::from_utf8_lossy(&delivered.stdout));
+    assert_eq!(
+        json_of(&delivered)["delivered"],
+        1,
+        "{}",
+        String::from_utf8_lossy(&delivered.stdout)
+    );
     outputs.push(delivered);
     assert_eq!(
-        setup.receiver.requests()[0].headers.get("x-webhook-secret").map(String::as_str),
+        setup.receiver.requests()[0]
+            .headers
+            .get("x-webhook-secret")
+            .map(String::as_str),
         Some(WEBHOOK_SECRET),
         "the secrets file filled in the webhook's header"
     );
@@ -139,7 +150,12 @@ fn service_credentials_reach_the_downstream_and_nowhere_else() {
     // A failing request and a denied one: their errors carry no credential either.
     outputs.push(setup.justonce(
         true,
-        &["run", "refund", "--args", r#"{"order_id":1,"amount_cents":0}"#],
+        &[
+            "run",
+            "refund",
+            "--args",
+            r#"{"order_id":1,"amount_cents":0}"#,
+        ],
     ));
 
     let files = bytes_under(setup.dir.path());
@@ -148,7 +164,10 @@ fn service_credentials_reach_the_downstream_and_nowhere_else() {
         "the scan reads what the journal holds"
     );
     for secret in [PAYMENTS_TOKEN, WEBHOOK_SECRET] {
-        assert!(!contains(&files, secret), "{secret} is in the journal's files");
+        assert!(
+            !contains(&files, secret),
+            "{secret} is in the journal's files"
+        );
         for output in &outputs {
             for stream in [&output.stdout, &output.stderr] {
                 assert!(
@@ -187,6 +206,11 @@ fn a_missing_secret_is_a_config_error_naming_the_variable_and_nothing_is_sent() 
     )
     .unwrap();
     let out = setup.justonce(true, &["run", "refund", "--args", REFUND_ARGS]);
-    assert_eq!(json_of(&out)["ok"], false, "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        json_of(&out)["ok"],
+        false,
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     assert_eq!(setup.payments.applied().len(), 0);
 }

@@ -38,8 +38,7 @@ impl Format {
 /// Installs the subscriber for this process.
 pub fn init() -> Result<(), UnknownFormat> {
     let format = Format::parse(std::env::var(FORMAT_ENV).ok().as_deref())?;
-    let filter =
-        EnvFilter::try_from_env("JUSTONCE_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
+    let filter = EnvFilter::try_from_env("JUSTONCE_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

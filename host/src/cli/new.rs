@@ -94,7 +94,10 @@ impl New {
             return Err(NewError::Language(self.lang.clone()));
         }
         let sdk = find_sdk(self.sdk.as_deref())?;
-        let dir = self.dir.clone().unwrap_or_else(|| PathBuf::from(&self.name));
+        let dir = self
+            .dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(&self.name));
         if dir.read_dir().is_ok_and(|mut d| d.next().is_some()) || dir.is_file() {
             return Err(NewError::Exists(dir));
         }
@@ -190,7 +193,10 @@ mod tests {
         }
         for bad in ["", "Remind", "2fa", "remind-unpaid", "remind.wasm", "a b"] {
             let err = check_name(bad).unwrap_err();
-            assert!(err.to_string().contains("lowercase letters"), "{bad}: {err}");
+            assert!(
+                err.to_string().contains("lowercase letters"),
+                "{bad}: {err}"
+            );
         }
     }
 
@@ -200,10 +206,18 @@ mod tests {
         for (file, text) in &files {
             assert!(!text.contains("{{"), "{file} keeps a placeholder");
         }
-        assert!(files[0].1.contains("justonce-guest = { path = \"/opt/justonce/guest-sdk\" }"));
+        assert!(
+            files[0]
+                .1
+                .contains("justonce-guest = { path = \"/opt/justonce/guest-sdk\" }")
+        );
         assert!(files[0].1.contains("\n[workspace]\n"));
         assert!(files[1].1.contains("impl Tool for RemindUnpaid {"));
-        assert!(files[1].1.contains("const NAME: &'static str = \"remind_unpaid\";"));
+        assert!(
+            files[1]
+                .1
+                .contains("const NAME: &'static str = \"remind_unpaid\";")
+        );
         assert!(files[1].1.contains("#[cfg(test)]"));
     }
 

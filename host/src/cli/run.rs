@@ -36,9 +36,10 @@ impl Run {
         request.tool_call_id = self.call_id.clone();
         request.key = self.key.clone();
         // Every log line of the call names its key (JUSTONCE_LOG_FORMAT=json).
-        let span = host
-            .key_for(&request)
-            .map_or_else(|_| tracing::Span::none(), |key| spans::call(&request.tool, &key));
+        let span = host.key_for(&request).map_or_else(
+            |_| tracing::Span::none(),
+            |key| spans::call(&request.tool, &key),
+        );
         match span.in_scope(|| host.call(&request)) {
             Ok(response) => {
                 print_json(&response.to_json());

@@ -38,7 +38,12 @@ mod tests {
 
     #[test]
     fn only_a_wasm_name_or_a_path_is_a_file() {
-        for file in ["remind.wasm", "target/x/remind", "./remind", "/abs/remind.wasm"] {
+        for file in [
+            "remind.wasm",
+            "target/x/remind",
+            "./remind",
+            "/abs/remind.wasm",
+        ] {
             assert!(is_component_path(file), "{file}");
         }
         for name in ["remind", "send_receipt", "wasm", "remind-wasm"] {

@@ -193,7 +193,10 @@ impl HttpConfig {
                 let at = format!("services.{name}.headers.{header}");
                 check_header_name(header).map_err(|e| format!("{at}: {e}"))?;
                 let value = value.value().ok_or_else(|| {
-                    format!("{at}: `{}` was never filled in (load the config with HttpConfig::load)", value.shown())
+                    format!(
+                        "{at}: `{}` was never filled in (load the config with HttpConfig::load)",
+                        value.shown()
+                    )
                 })?;
                 HeaderValue::from_str(value).map_err(|_| {
                     format!("{at}: the value is not a valid header value (after filling in its variables)")
@@ -558,7 +561,10 @@ mod tests {
         config.validate().unwrap();
         let auth = [("Authorization", "Bearer s3cr3t")];
         assert_eq!(config.service_headers("http://127.0.0.1:9000/api"), auth);
-        assert_eq!(config.service_headers("http://127.0.0.1:9000/api/v1/x?y=1"), auth);
+        assert_eq!(
+            config.service_headers("http://127.0.0.1:9000/api/v1/x?y=1"),
+            auth
+        );
         for elsewhere in [
             "http://127.0.0.1:9000/apix",
             "http://127.0.0.1:9000/",
@@ -614,8 +620,15 @@ mod tests {
             err.contains("`JUSTONCE_TEST_UNSET_KEY` is not set in the environment nor in"),
             "{err}"
         );
-        std::fs::write(dir.path().join("secrets.env"), "JUSTONCE_TEST_UNSET_KEY=k3y\n").unwrap();
+        std::fs::write(
+            dir.path().join("secrets.env"),
+            "JUSTONCE_TEST_UNSET_KEY=k3y\n",
+        )
+        .unwrap();
         let config = HttpConfig::load(&path).unwrap();
-        assert_eq!(config.service_headers("http://x.example/a"), [("X-Api-Key", "k3y")]);
+        assert_eq!(
+            config.service_headers("http://x.example/a"),
+            [("X-Api-Key", "k3y")]
+        );
     }
 }

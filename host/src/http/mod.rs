@@ -14,6 +14,6 @@ pub use client::HttpResponse;
 pub(crate) use client::{Client, SendError};
 pub(crate) use config::parse_url;
 pub use config::{DEFAULT_IDEMPOTENCY_HEADER, HttpConfig, Origin, Service};
-pub use secrets::SecretValue;
 pub use local_api::LocalApi;
 pub(crate) use request::{Outbound, RequestSpec, is_safe};
+pub use secrets::SecretValue;

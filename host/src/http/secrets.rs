@@ -170,7 +170,11 @@ mod tests {
         let err = expand("Bearer ${OTHER}", &env).unwrap_err();
         assert!(err.contains("`OTHER` is not set"), "{err}");
         assert!(expand("${TOKEN", &env).unwrap_err().contains("closing"));
-        assert!(expand("${1X}", &env).unwrap_err().contains("not a variable"));
+        assert!(
+            expand("${1X}", &env)
+                .unwrap_err()
+                .contains("not a variable")
+        );
     }
 
     #[test]
@@ -183,7 +187,10 @@ mod tests {
         assert!(shown.contains("${TOKEN}"), "{shown}");
         let literal = SecretValue::literal("s3cr3t");
         let shown = format!("{literal:?} {}", serde_json::to_string(&literal).unwrap());
-        assert!(!shown.contains("s3cr3t") && shown.contains(REDACTED), "{shown}");
+        assert!(
+            !shown.contains("s3cr3t") && shown.contains(REDACTED),
+            "{shown}"
+        );
     }
 
     #[test]

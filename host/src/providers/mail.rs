@@ -248,14 +248,21 @@ mod tests {
 
     #[test]
     fn a_mail_payload_with_an_unknown_field_is_refused_with_the_field_named() {
-        let err = MailPayload::parse(&json!({"to": "a@b.example", "cc": "c@d.example"})).unwrap_err();
+        let err =
+            MailPayload::parse(&json!({"to": "a@b.example", "cc": "c@d.example"})).unwrap_err();
         let ProviderError::Invalid(message) = err else {
             panic!("{err:?}");
         };
-        assert!(message.contains("unknown field `cc`") && message.contains("`subject`"), "{message}");
+        assert!(
+            message.contains("unknown field `cc`") && message.contains("`subject`"),
+            "{message}"
+        );
         let err = MailPayload::parse(&json!({"subject": "x"})).unwrap_err();
         assert!(err.to_string().contains("missing field `to`"), "{err}");
         let mail = MailPayload::parse(&json!({"to": "a@b.example", "subject": "s"})).unwrap();
-        assert_eq!((mail.to.as_str(), mail.subject.as_str(), mail.body.as_str()), ("a@b.example", "s", ""));
+        assert_eq!(
+            (mail.to.as_str(), mail.subject.as_str(), mail.body.as_str()),
+            ("a@b.example", "s", "")
+        );
     }
 }

@@ -19,8 +19,8 @@ pub use cache::{CacheStats, CompileCache};
 pub use input_schema::InputSchema;
 pub use limits::{Limits, ToolLimits};
 pub use pool::CONCURRENT_CALLS;
-pub use portable_schema::portable as portable_schema;
 pub(crate) use pool::check_fits as check_pool_fits;
+pub use portable_schema::portable as portable_schema;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -436,7 +436,7 @@ impl Runtime {
                 };
                 if reason != "host_failure" {
                     // The agent gets the message; the backtrace is for the tool's author.
-                    tracing::warn!(target: "justonce::guest", tool = %tool.name, reason, "the tool trapped: {error:?}");
+                    tracing::info!(target: "justonce::guest", tool = %tool.name, reason, "the tool trapped: {error:?}");
                 }
                 GuestOutcome::Trapped { reason, message }
             }

@@ -50,7 +50,11 @@ fn rewrite(schema: &Value, root: &Value, stack: &mut Vec<String>) -> Value {
         if key == "$ref" || DROPPED_KEYWORDS.contains(&key.as_str()) {
             continue;
         }
-        let key = if key == "oneOf" { "anyOf" } else { key.as_str() };
+        let key = if key == "oneOf" {
+            "anyOf"
+        } else {
+            key.as_str()
+        };
         let value = match key {
             // Maps of names to subschemas.
             "properties" | "patternProperties" | "dependentSchemas" => match value {
@@ -64,16 +68,22 @@ fn rewrite(schema: &Value, root: &Value, stack: &mut Vec<String>) -> Value {
             },
             // Lists of subschemas.
             "anyOf" | "allOf" | "prefixItems" => match value {
-                Value::Array(items) => Value::Array(
-                    items.iter().map(|s| rewrite(s, root, stack)).collect(),
-                ),
+                Value::Array(items) => {
+                    Value::Array(items.iter().map(|s| rewrite(s, root, stack)).collect())
+                }
                 other => other.clone(),
             },
             // One subschema.
-            "items" | "additionalProperties" | "not" | "contains" | "propertyNames"
-            | "if" | "then" | "else" | "unevaluatedProperties" | "unevaluatedItems" => {
-                rewrite(value, root, stack)
-            }
+            "items"
+            | "additionalProperties"
+            | "not"
+            | "contains"
+            | "propertyNames"
+            | "if"
+            | "then"
+            | "else"
+            | "unevaluatedProperties"
+            | "unevaluatedItems" => rewrite(value, root, stack),
             // Data, not schemas.
             _ => value.clone(),
         };
