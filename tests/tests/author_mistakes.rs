@@ -140,7 +140,9 @@ fn a_panicking_tool_answers_with_its_panic_message_not_a_backtrace() {
     assert_eq!(error["code"], "panic", "{error}");
     let message = error["message"].as_str().unwrap();
     assert!(
-        message.starts_with("panicked at src/lib.rs:") && message.ends_with("deliberate panic"),
+        message.starts_with("panicked at ")
+            && message.contains("src/lib.rs:")
+            && message.ends_with(": panics: deliberate panic"),
         "{message}"
     );
     assert!(message.len() < 200, "short: {message}");

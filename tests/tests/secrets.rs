@@ -63,7 +63,7 @@ impl Setup {
             .arg("--http-config")
             .arg(self.dir.path().join("http.json"))
             .args(args)
-            .env("JUSTONCE_LOG", "trace");
+            .env("JUSTONCE_LOG", "justonce=trace,warn");
         if token {
             command.env(TOKEN_VARIABLE, PAYMENTS_TOKEN);
         } else {
