@@ -168,8 +168,13 @@ fn floor_store(dir: &Path, durability: Durability) -> rusqlite::Connection {
     let _: String = conn
         .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
         .expect("wal");
-    let sync = if durability == Durability::Full { "FULL" } else { "NORMAL" };
-    conn.pragma_update(None, "synchronous", sync).expect("synchronous");
+    let sync = if durability == Durability::Full {
+        "FULL"
+    } else {
+        "NORMAL"
+    };
+    conn.pragma_update(None, "synchronous", sync)
+        .expect("synchronous");
     conn.execute_batch("CREATE TABLE IF NOT EXISTS floor (id INTEGER PRIMARY KEY, v TEXT)")
         .expect("floor table");
     conn
@@ -194,7 +199,11 @@ struct Figures {
 
 const MODES: [(Durability, &str); 2] = [(Durability::Normal, "Normal"), (Durability::Full, "Full")];
 
-fn latencies(runtime: &Arc<Runtime>, hosts: &[Host; 2], floors: &[rusqlite::Connection; 2]) -> Figures {
+fn latencies(
+    runtime: &Arc<Runtime>,
+    hosts: &[Host; 2],
+    floors: &[rusqlite::Connection; 2],
+) -> Figures {
     let counter = AtomicU64::new(0);
     let replayed: Vec<CallRequest> = hosts
         .iter()

@@ -26,7 +26,7 @@ use crate::journal::{
 };
 use crate::keys::{self, EffectKey, InvocationKey};
 use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
-use crate::runtime::{EffectFailure, EffectHandler};
+use crate::runtime::{EffectFailure, EffectHandler, spans};
 
 /// What stopped an invocation short of a savable outcome.
 #[derive(Debug, Clone, PartialEq)]
@@ -231,6 +231,7 @@ impl EffectSession {
 
         let class = provider.class();
         let key = keys::effect_key(&self.invocation, self.entropy.seed.generation(), seq);
+        let _span = spans::effect(&key, seq, provider_name).entered();
         let invocation = self.invocation.clone();
         let new = NewEffect {
             key: &key,

@@ -44,6 +44,7 @@ use crate::keys::InvocationKey;
 use crate::outcome::Outcome;
 use crate::provider::Provider;
 use crate::retry::RetryPolicy;
+use crate::runtime::spans;
 use effect::{EffectSession, RunStart};
 use heartbeat::Heartbeats;
 use invocation::InvocationGuard;
@@ -122,6 +123,8 @@ impl Guard {
     /// with different arguments.
     pub(crate) fn call(&self, request: &CallRequest) -> Result<CallResponse> {
         let prepared = prepare(&*self.runner, request)?;
+        // Every log line of the call names its key (JUSTONCE_LOG_FORMAT=json).
+        let _span = spans::call(&prepared.tool.name, &prepared.key).entered();
         let owner = format!(
             "{}/{}",
             self.owner,
