@@ -15,6 +15,8 @@ mod first_record;
 mod crash;
 mod determinism;
 mod http;
+// Python and JavaScript tools (builds them with the toolchains pinned in guest-sdk/).
+mod lang;
 mod lease;
 mod loading;
 mod mcp_calls;
