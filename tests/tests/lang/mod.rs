@@ -33,6 +33,15 @@ pub fn limits() -> Limits {
     }
 }
 
+/// `target/tmp/lang/`: the compiled-component cache (`cache/`) that the test runtimes
+/// and the `justonce` processes of `seed` share, the latter by keeping their databases
+/// beside it (a host caches beside its database).
+pub fn state_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("lang");
+    std::fs::create_dir_all(&dir).expect("create target/tmp/lang");
+    dir
+}
+
 /// One language: its two components, and a runtime that loaded both.
 pub struct Lang {
     /// `python` or `javascript`.
@@ -59,7 +68,7 @@ impl Lang {
         let (ticket, probe) = (built(ticket), built(probe));
         let started = Instant::now();
         let mut runtime = Runtime::new(limits()).expect("runtime");
-        runtime.set_compile_cache(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("lang-cache"));
+        runtime.set_compile_cache(state_dir().join("cache"));
         for path in [&ticket, &probe] {
             runtime
                 .load_file(path)

@@ -134,9 +134,18 @@ pub fn parallel_duplicates_run_once(lang: &Lang) {
 /// as `tests/tests/crash.rs` does for Rust tools. Each point runs against its own
 /// database in `dir`, which the processes share for their compiled-component cache.
 fn kill_and_resume(lang: &Lang, dir: &Path, point: &str) {
-    let db = dir.join(format!("{}.db", point.replace(':', "-")));
+    let name = format!(
+        "{}-{}-{}",
+        lang.name,
+        point.replace(':', "-"),
+        std::process::id()
+    );
+    let db = dir.join(format!("{name}.db"));
+    for stale in ["db", "db-wal", "db-shm"] {
+        let _ = std::fs::remove_file(dir.join(format!("{name}.{stale}")));
+    }
     let api = LocalApi::start().unwrap();
-    let config = dir.join(format!("{}.http.json", point.replace(':', "-")));
+    let config = dir.join(format!("{name}.http.json"));
     let http = json!({
         "services": { "helpdesk": api.url() },
         "allow": { lang.ticket_tool: [api.url()] },
@@ -216,10 +225,11 @@ fn kill_and_resume(lang: &Lang, dir: &Path, point: &str) {
 /// A kill after the ticket was opened, and one after the email was sent, each
 /// followed by a fresh process that resumes the call.
 pub fn a_crash_mid_call_is_resumed_under_the_same_keys(lang: &Lang) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("justonce.toml"), CLI_CONFIG).unwrap();
+    // Beside the test runtimes' cache: the processes load the tool without compiling.
+    let dir = super::state_dir();
+    std::fs::write(dir.join("justonce.toml"), CLI_CONFIG).unwrap();
     for point in ["after_provider", "after_provider:2"] {
-        kill_and_resume(lang, dir.path(), point);
+        kill_and_resume(lang, &dir, point);
     }
 }
 
