@@ -19,7 +19,7 @@ use serde_json::json;
 
 use super::{JAVASCRIPT, PYTHON, limits};
 
-const WARM_CALLS: u32 = 50;
+const WARM_CALLS: u32 = 20;
 
 struct Subject {
     language: &'static str,

@@ -127,3 +127,27 @@ pub static JAVASCRIPT: LazyLock<Lang> = LazyLock::new(|| {
         ),
     )
 });
+
+/// The Python SDK's own tests (schema derivation, argument binding), on the host's
+/// `python3`: no component needed.
+#[test]
+fn the_python_sdk_unit_tests_pass() {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-B",
+            "-m",
+            "unittest",
+            "discover",
+            "-s",
+            "guest-sdk/python/tests",
+        ])
+        .current_dir(toolchain::ROOT)
+        .output()
+        .expect("run python3");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Barrier;
 
 use justonce::http::local_api::{Behaviour, LocalApi};
-use justonce::{CallRequest, Host};
+use justonce::{CallRequest, Host, Outcome};
 use serde_json::{Value, json};
 
 use super::Lang;
@@ -128,6 +128,57 @@ pub fn parallel_duplicates_run_once(lang: &Lang) {
         success(&a.outcome);
     }
     assert_eq!(effect_keys(&t.host, lang.ticket_tool).len(), 2);
+}
+
+/// A `ToolError` the tool raises reaches the agent with its code and details, is
+/// saved, and is replayed; arguments the derived schema refuses (a property it does not
+/// declare, a value outside an enum) never reach the tool and leave nothing stored.
+pub fn tool_errors_are_replayed_and_the_derived_schema_is_closed(lang: &Lang) {
+    let api = LocalApi::start().unwrap();
+    let t = lang.host(&api, 0);
+    let bad_email = CallRequest::new(
+        lang.ticket_tool,
+        json!({ "email": "nobody", "subject": "Cannot log in" }).to_string(),
+    );
+    let first = t.host.call(&bad_email).unwrap();
+    match &first.outcome {
+        Outcome::ToolError {
+            code,
+            message,
+            details,
+        } => {
+            assert_eq!(code, "invalid_email");
+            assert!(message.contains('@'), "{message}");
+            assert_eq!(details, &Some(json!({ "email": "nobody" })));
+        }
+        other => panic!("expected the tool's error, got {other:?}"),
+    }
+    let again = t.host.call(&bad_email).unwrap();
+    assert!(again.replayed);
+    assert_eq!(again.outcome, first.outcome);
+    assert!(api.requests().is_empty(), "nothing was sent");
+
+    let tool = t.host.runtime().tool(lang.ticket_tool).unwrap();
+    let schema = &tool.input_schema;
+    assert_eq!(schema["additionalProperties"], false, "{schema}");
+    assert_eq!(schema["required"], json!(["email", "subject"]), "{schema}");
+    assert_eq!(
+        schema["properties"]["priority"]["default"], "normal",
+        "{schema}"
+    );
+    let stored = t.host.store().journal(None, 100).unwrap().len();
+    for args in [
+        json!({ "email": "a@example.com", "subject": "Hi there", "cc": "b@example.com" }),
+        json!({ "email": "a@example.com", "subject": "Hi there", "priority": "whenever" }),
+        json!({ "email": "a@example.com" }),
+    ] {
+        let err = t
+            .host
+            .call(&CallRequest::new(lang.ticket_tool, args.to_string()))
+            .unwrap_err();
+        assert_eq!(err.kind(), "invalid_arguments", "{args}: {err}");
+    }
+    assert_eq!(t.host.store().journal(None, 100).unwrap().len(), stored);
 }
 
 /// The `justonce` CLI, killed at `point` of a call of the ticket tool and run again,
@@ -250,6 +301,11 @@ macro_rules! seed_tests {
             #[test]
             fn two_different_calls_both_happen() {
                 super::two_different_calls_both_happen(&$lang);
+            }
+
+            #[test]
+            fn tool_errors_are_replayed_and_the_derived_schema_is_closed() {
+                super::tool_errors_are_replayed_and_the_derived_schema_is_closed(&$lang);
             }
 
             #[test]

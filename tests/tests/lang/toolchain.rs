@@ -138,7 +138,7 @@ pub fn build_python(dir: &str) -> Result<PathBuf, String> {
         .unwrap()
         .to_string_lossy()
         .to_string();
-    built(&name, &["guest-sdk/python", "wit", dir], |out| {
+    built(&name, &["guest-sdk/python/justonce", "wit", dir], |out| {
         let componentize_py = componentize_py()?;
         run(
             Command::new(componentize_py)
