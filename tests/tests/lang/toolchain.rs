@@ -127,6 +127,17 @@ fn built(
     let partial = dir.join(format!("{name}-{hash}.{}.partial", std::process::id()));
     build(&partial)?;
     std::fs::rename(&partial, &wasm).map_err(|e| e.to_string())?;
+    // Builds from older inputs are never used again.
+    for entry in std::fs::read_dir(&dir)
+        .map_err(|e| e.to_string())?
+        .flatten()
+    {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        if file.starts_with(&format!("{name}-")) && file.ends_with(".wasm") && entry.path() != wasm
+        {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
     Ok(wasm)
 }
 
