@@ -94,7 +94,13 @@ def request(method: str, url: Optional[str] = None, **options: Any) -> Response:
     """Sends a request through the `http` provider; see `payload` for the options.
     The idempotency key header is the host's: setting it is refused."""
     answer = perform("http", "request", payload(method, url, **options))
-    return Response(**answer)
+    # Only the fields this SDK knows: a newer host may answer more.
+    return Response(
+        status=answer["status"],
+        headers=answer.get("headers", {}),
+        body=answer.get("body", ""),
+        truncated=answer.get("truncated", False),
+    )
 
 
 def get(url: Optional[str] = None, **options: Any) -> Response:
@@ -122,4 +128,4 @@ def enqueue(method: str, url: Optional[str] = None, **options: Any) -> Queued:
     its journal record: it is sent later, once, with the effect key as its
     idempotency key."""
     answer = perform("outbox", "enqueue", payload(method, url, **options))
-    return Queued(**answer)
+    return Queued(message_id=answer["message_id"], state=answer["state"])
