@@ -22,12 +22,11 @@ use justonce::runtime::{Limits, Runtime};
 
 use crate::support::{TestHost, test_host_with_mail};
 
-/// The limits these tools run under in the tests: a CPython or SpiderMonkey component
-/// needs more linear memory than the 64 MiB default (see `bench` for the figures).
+/// The limits these tools run under in the tests: the defaults (a call needs 10 to
+/// 13 MiB of linear memory, see `bench`), with a deadline for a debug build on a
+/// loaded CI machine; no test waits for it.
 pub fn limits() -> Limits {
     Limits {
-        memory_bytes: 128 << 20,
-        // Generous: a debug build on a loaded CI machine; no test waits for it.
         deadline: Duration::from_secs(60),
         ..Limits::default()
     }

@@ -285,7 +285,7 @@ pub fn a_crash_mid_call_is_resumed_under_the_same_keys(lang: &Lang) {
 }
 
 /// The CLI's limits for these tools (see [`super::limits`]).
-const CLI_CONFIG: &str = "[limits]\nmemory_mib = 128\ndeadline_ms = 60000\n";
+const CLI_CONFIG: &str = "[limits]\ndeadline_ms = 60000\n";
 
 /// The seed's scenarios as tests of one language.
 macro_rules! seed_tests {
