@@ -17,6 +17,8 @@ mod guests;
 mod crash;
 mod determinism;
 mod http;
+// Python and JavaScript tools (builds them with the toolchains pinned in guest-sdk/).
+mod lang;
 mod lease;
 mod loading;
 mod logs;

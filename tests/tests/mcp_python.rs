@@ -14,6 +14,7 @@ use std::sync::LazyLock;
 use serde_json::Value;
 
 use crate::support::db::mailbox_count;
+use crate::support::install;
 
 const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp/client.py");
 const REQUIREMENTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp/requirements.txt");
@@ -21,77 +22,16 @@ const REQUIREMENTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp/re
 pub(crate) static PYTHON: LazyLock<Result<PathBuf, String>> = LazyLock::new(python_with_the_sdk);
 
 fn python_with_the_sdk() -> Result<PathBuf, String> {
-    if let Some(python) = std::env::var_os("JUSTONCE_MCP_PYTHON") {
-        let python = PathBuf::from(python);
-        return if python.is_file() {
-            Ok(python)
-        } else {
-            Err(format!(
-                "JUSTONCE_MCP_PYTHON={} is not a file",
-                python.display()
-            ))
-        };
+    if let Some(python) = install::from_env("JUSTONCE_MCP_PYTHON") {
+        return python;
     }
-    let requirements =
-        std::fs::read_to_string(REQUIREMENTS).map_err(|e| format!("{REQUIREMENTS}: {e}"))?;
-    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let venv = tmp.join("mcp-venv");
-    let marker = venv.join("justonce-requirements.txt");
-    if std::fs::read_to_string(&marker).is_ok_and(|installed| installed == requirements) {
-        return Ok(interpreter(&venv));
-    }
-    // Built aside and moved into place, so an interrupted install is never reused.
-    let staging = tmp.join(format!("mcp-venv-building-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
     let help = "install python3 with venv and pip (Debian: python3-venv), or set \
         JUSTONCE_MCP_PYTHON to a Python that has the packages of tests/mcp/requirements.txt (see .ci/run)";
-    run(
-        Command::new("python3").arg("-m").arg("venv").arg(&staging),
-        help,
-    )?;
-    run(
-        Command::new(interpreter(&staging)).args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "-r",
-            REQUIREMENTS,
-        ]),
-        help,
-    )?;
-    std::fs::write(staging.join("justonce-requirements.txt"), &requirements)
-        .map_err(|e| e.to_string())?;
-    let _ = std::fs::remove_dir_all(&venv);
-    if std::fs::rename(&staging, &venv).is_err() {
-        // Another test process finished first; use its environment.
-        let _ = std::fs::remove_dir_all(&staging);
-    }
-    Ok(interpreter(&venv))
+    install::venv("mcp-venv", Path::new(REQUIREMENTS), help).map(|venv| interpreter(&venv))
 }
 
 fn interpreter(venv: &Path) -> PathBuf {
-    if cfg!(windows) {
-        venv.join("Scripts").join("python.exe")
-    } else {
-        venv.join("bin").join("python")
-    }
-}
-
-fn run(command: &mut Command, help: &str) -> Result<(), String> {
-    let out = command
-        .output()
-        .map_err(|e| format!("cannot run {command:?}: {e}; {help}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{command:?} failed: {}{}; {help}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
+    install::venv_bin(venv, "python")
 }
 
 /// Runs tests/mcp/client.py in `mode` against a fresh database; its report and the

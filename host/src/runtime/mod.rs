@@ -280,7 +280,7 @@ impl Runtime {
             None => Component::from_binary(&self.engine, bytes),
         }
         .map_err(|e| refuse(format!("not a valid component: {e:#}")))?;
-        imports::check(&self.engine, &component).map_err(refuse)?;
+        imports::check(&self.engine, &component, bytes).map_err(refuse)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
