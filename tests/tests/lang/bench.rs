@@ -13,8 +13,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use justonce::runtime::{Limits, Runtime};
 use justonce::{CallRequest, Host, Outcome};
+use justonce::{Limits, Runtime};
 use serde_json::json;
 
 use super::{JAVASCRIPT, PYTHON, limits};
@@ -88,7 +88,7 @@ fn runtime_with(components: &[&str]) -> (Runtime, Duration) {
 
 fn host(runtime: Arc<Runtime>, memory: usize) -> Host {
     let mail = Arc::new(
-        justonce::providers::MailProvider::open(
+        justonce::__private::MailProvider::open(
             None,
             Arc::new(justonce::SystemClock),
             Duration::from_secs(3600),
@@ -164,7 +164,7 @@ fn figures() {
         }
         let (mut runtime, cold) = runtime_with(&components);
         if s.language.starts_with("rust") {
-            for (name, bytes) in justonce::examples::ALL {
+            for (name, bytes) in justonce::__private::EXAMPLE_TOOLS {
                 runtime.load(Path::new(name), bytes).unwrap();
             }
         }

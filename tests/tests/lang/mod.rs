@@ -16,9 +16,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use justonce::http::HttpConfig;
-use justonce::http::local_api::LocalApi;
-use justonce::runtime::{Limits, Runtime};
+use justonce::__private::LocalApi;
+use justonce::HttpConfig;
+use justonce::{Limits, Runtime};
 
 use crate::support::{TestHost, test_host_with_mail};
 

@@ -2,8 +2,8 @@
 //! tool: CPython imports all of `wasi:sockets`, and loads; its sockets, like its file
 //! system and its environment, give the tool nothing.
 
+use justonce::__private::LocalApi;
 use justonce::CallRequest;
-use justonce::http::local_api::LocalApi;
 use serde_json::{Value, json};
 
 use super::{JAVASCRIPT, Lang, PYTHON};
@@ -75,7 +75,7 @@ fn the_language_runtimes_load_and_a_rust_guest_that_imports_sockets_is_still_ref
             lang.name
         );
     }
-    let mut runtime = justonce::runtime::Runtime::new(super::limits()).unwrap();
+    let mut runtime = justonce::Runtime::new(super::limits()).unwrap();
     let err = runtime
         .load_file(std::path::Path::new(
             justonce_tests::guests::OPEN_SOCKET_COMPONENT,

@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::sync::Barrier;
 
-use justonce::http::local_api::{Behaviour, LocalApi};
+use justonce::__private::{Behaviour, LocalApi};
 use justonce::{CallRequest, Host, Outcome};
 use serde_json::{Value, json};
 
@@ -26,7 +26,7 @@ fn ticket(lang: &Lang, subject: &str) -> CallRequest {
 
 /// The journaled keys of the effects of the one invocation of `tool`.
 fn effect_keys(host: &Host, tool: &str) -> Vec<String> {
-    let journal = host.store().journal(None, 100).unwrap();
+    let journal = host.journal(None, 100).unwrap();
     let runs: Vec<_> = journal.iter().filter(|e| e.tool == tool).collect();
     assert_eq!(runs.len(), 1, "one invocation record: {journal:?}");
     assert!(runs[0].effects.iter().all(|e| e.state == "done"));
@@ -166,7 +166,7 @@ pub fn tool_errors_are_replayed_and_the_derived_schema_is_closed(lang: &Lang) {
         schema["properties"]["priority"]["default"], "normal",
         "{schema}"
     );
-    let stored = t.host.store().journal(None, 100).unwrap().len();
+    let stored = t.host.journal(None, 100).unwrap().len();
     for args in [
         json!({ "email": "a@example.com", "subject": "Hi there", "cc": "b@example.com" }),
         json!({ "email": "a@example.com", "subject": "Hi there", "priority": "whenever" }),
@@ -178,7 +178,7 @@ pub fn tool_errors_are_replayed_and_the_derived_schema_is_closed(lang: &Lang) {
             .unwrap_err();
         assert_eq!(err.kind(), "invalid_arguments", "{args}: {err}");
     }
-    assert_eq!(t.host.store().journal(None, 100).unwrap().len(), stored);
+    assert_eq!(t.host.journal(None, 100).unwrap().len(), stored);
 }
 
 /// The `justonce` CLI, killed at `point` of a call of the ticket tool and run again,
