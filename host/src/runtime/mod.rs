@@ -5,7 +5,7 @@ mod bindings;
 mod cache;
 mod capture;
 mod effects;
-mod imports;
+mod import_policy;
 mod input_schema;
 mod limiter;
 mod limits;
@@ -13,7 +13,7 @@ mod panic_message;
 mod pool;
 mod portable_schema;
 pub mod spans;
-mod state;
+mod host_imports;
 mod trap;
 mod unguarded;
 
@@ -42,7 +42,7 @@ use crate::error::{Error, LoadFault};
 use bindings::{Tool, ToolPre};
 use capture::BoundedCapture;
 use limiter::{CallLimiter, LimitHit};
-use state::GuestState;
+use host_imports::GuestState;
 
 /// How often the engine's epoch advances; the deadline is counted in these ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
@@ -280,7 +280,7 @@ impl Runtime {
             None => Component::from_binary(&self.engine, bytes),
         }
         .map_err(|e| refuse(format!("not a valid component: {e:#}")))?;
-        imports::check(&self.engine, &component, bytes).map_err(refuse)?;
+        import_policy::check(&self.engine, &component, bytes).map_err(refuse)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
