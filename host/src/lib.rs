@@ -41,12 +41,14 @@ mod jcs;
 mod journal;
 mod keys;
 mod mcp;
+mod mutants;
 mod outcome;
 mod provider;
 mod providers;
 mod replay;
 mod retry;
 mod runtime;
+mod sim;
 
 #[cfg(test)]
 mod layering_tests;
@@ -84,6 +86,8 @@ pub mod __private {
     pub use crate::http::local_api::{Behaviour, LocalApi};
     pub use crate::journal::CURRENT_VERSION;
     pub use crate::mcp::{Server, ServerConfig};
+    pub use crate::mutants::Mutant;
     pub use crate::providers::{KvProvider, MailProvider, OutboxMessage, OutboxProvider};
     pub use crate::runtime::CacheStats;
+    pub use crate::sim::{FaultKind, Options, Report, run};
 }
