@@ -17,14 +17,18 @@ pub enum Mutant {
     /// An unkeyed effect whose outcome is unknown is retried like a keyed one
     /// (`guard/effect.rs`): it may happen twice.
     RetryUnkeyed,
+    /// A resumed run does not look at the effects an earlier run journaled
+    /// (`guard/effect.rs`): it performs them again instead of replaying them.
+    ForgetJournaled,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 3] = [
+    pub const ALL: [Mutant; 4] = [
         Self::FreshEffectKey,
         Self::AnswerBeforeSave,
         Self::RetryUnkeyed,
+        Self::ForgetJournaled,
     ];
 
     /// The name `--mutant` takes.
@@ -33,6 +37,7 @@ impl Mutant {
             Self::FreshEffectKey => "fresh_effect_key",
             Self::AnswerBeforeSave => "answer_before_save",
             Self::RetryUnkeyed => "retry_unkeyed",
+            Self::ForgetJournaled => "forget_journaled",
         }
     }
 

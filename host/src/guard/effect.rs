@@ -201,7 +201,7 @@ impl EffectSession {
         };
 
         // 2. Only a resumed run can find its effects journaled already.
-        let existing = if self.resumed {
+        let existing = if self.resumed && !mutants::on(Mutant::ForgetJournaled) {
             self.shared.journal.effect(&self.invocation, seq)?
         } else {
             None

@@ -23,6 +23,21 @@ pub(crate) enum Res {
     Crashed,
 }
 
+impl Res {
+    /// How the call ended, in a word: `answered`, `replayed`, `crashed` or the error's
+    /// kind.
+    pub(crate) fn ending(&self) -> &str {
+        match self {
+            Res::Answer {
+                replayed: false, ..
+            } => "answered",
+            Res::Answer { replayed: true, .. } => "replayed",
+            Res::Error { kind, .. } => kind,
+            Res::Crashed => "crashed",
+        }
+    }
+}
+
 /// One call as the history recorded it.
 #[derive(Debug, Clone)]
 pub(crate) struct Call {

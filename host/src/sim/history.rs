@@ -55,6 +55,8 @@ pub(crate) struct Outcomes {
     pub violations: Vec<String>,
     pub schedule: Vec<String>,
     pub calls: usize,
+    /// How the calls ended: `answered`, `replayed`, `crashed` or an error's kind.
+    pub endings: BTreeMap<String, u64>,
 }
 
 /// One tool call's intent: the same intent may be sent many times, written
@@ -410,7 +412,7 @@ fn stir(world: &World, mut rng: Rng, stop: &AtomicBool) {
                 let host = world.host(i);
                 if set_page_limit(&*host.journal, None) {
                     chaos.record(FaultKind::DiskFull, &format!("host {i}"));
-                    std::thread::sleep(Duration::from_micros(rng.between(500, 4_000)));
+                    std::thread::sleep(Duration::from_micros(rng.between(1_000, 10_000)));
                     set_page_limit(&*host.journal, Some(2_000_000_000));
                 }
             }
@@ -498,6 +500,7 @@ pub(crate) fn run(seed: u64, size: Size) -> Outcomes {
                 violations: vec![format!("cannot open the journal: {e}")],
                 schedule: Vec::new(),
                 calls: 0,
+                endings: BTreeMap::new(),
             };
         }
     };
@@ -600,6 +603,10 @@ pub(crate) fn run(seed: u64, size: Size) -> Outcomes {
         violations,
         schedule: chaos.schedule(),
         calls: calls.len(),
+        endings: calls.iter().fold(BTreeMap::new(), |mut endings, call| {
+            *endings.entry(call.res.ending().to_string()).or_default() += 1;
+            endings
+        }),
     };
     drop(world);
     if let Some(dir) = path.parent() {

@@ -75,6 +75,8 @@ pub struct Report {
     pub histories: u64,
     /// Calls made, over all histories.
     pub calls: u64,
+    /// How the calls ended: `answered`, `replayed`, `crashed` or an error's kind.
+    pub endings: BTreeMap<String, u64>,
     /// Faults injected, per kind.
     pub faults: BTreeMap<FaultKind, u64>,
     /// Histories that broke an invariant.
@@ -107,6 +109,9 @@ pub fn run(options: &Options) -> Report {
         let outcomes = history::run(seed, size);
         report.histories += 1;
         report.calls += outcomes.calls as u64;
+        for (ending, n) in outcomes.endings {
+            *report.endings.entry(ending).or_default() += n;
+        }
         for (kind, n) in outcomes.faults {
             *report.faults.entry(kind).or_default() += n;
         }

@@ -38,11 +38,13 @@ pub enum FaultKind {
     DiskFull,
     /// A host died in the middle of an effect and was restarted.
     Crash,
+    /// The downstream refused the connection: nothing was sent.
+    Refused,
 }
 
 impl FaultKind {
     /// Every kind, in the order the report prints them.
-    pub const ALL: [FaultKind; 10] = [
+    pub const ALL: [FaultKind; 11] = [
         Self::LostResponse,
         Self::InFlight,
         Self::Throttled,
@@ -53,6 +55,7 @@ impl FaultKind {
         Self::GcPastRetention,
         Self::DiskFull,
         Self::Crash,
+        Self::Refused,
     ];
 
     /// Its name in the report.
@@ -68,6 +71,7 @@ impl FaultKind {
             Self::GcPastRetention => "gc_past_retention",
             Self::DiskFull => "disk_full",
             Self::Crash => "crash",
+            Self::Refused => "refused",
         }
     }
 }
@@ -285,6 +289,13 @@ impl Provider for Downstream {
                     self.apply(request).ok();
                 }
                 std::panic::panic_any(SimCrash)
+            }
+            29..33 => {
+                chaos.record(FaultKind::Refused, &at);
+                Err(ProviderError::NotPerformed {
+                    reason: "connection refused".into(),
+                    retry: dice != 29,
+                })
             }
             _ => self.apply(request),
         }

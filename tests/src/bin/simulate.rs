@@ -29,7 +29,7 @@ struct Args {
     #[arg(long)]
     seed: Option<u64>,
     /// Run against a deliberate bug (needs `--features mutants`): one of
-    /// fresh_effect_key, answer_before_save, retry_unkeyed.
+    /// fresh_effect_key, answer_before_save, retry_unkeyed, forget_journaled.
     #[arg(long)]
     mutant: Option<String>,
     /// Keep going after a history breaks an invariant.
@@ -84,7 +84,12 @@ fn main() -> ExitCode {
             println!("    {fault}");
         }
     }
-    println!("calls={}", report.calls);
+    let endings: Vec<String> = report
+        .endings
+        .iter()
+        .map(|(ending, n)| format!("{ending}={n}"))
+        .collect();
+    println!("calls={} ({})", report.calls, endings.join(" "));
     for (kind, n) in &report.faults {
         println!("{}={n}", kind.name());
     }
