@@ -47,7 +47,7 @@ pub(crate) fn runner() -> ScriptedRunner {
     let schema = ScriptedRunner::open_schema();
     // No effect; traps for some arguments (a trap is saved and replayed too).
     runner.tool("echo", schema.clone(), |args, _| {
-        if amount(args) % 11 == 0 {
+        if amount(args).is_multiple_of(11) {
             return panicked("the echo guest trapped");
         }
         returned(json!({ "echo": args }))

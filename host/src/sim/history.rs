@@ -162,9 +162,12 @@ impl World {
                 message: e.to_string(),
             },
             Err(payload) if payload.is::<SimCrash>() => {
-                // The host died mid-call; a new process takes its place. Its run's
-                // lease is left to expire.
-                if let Ok(fresh) = self.open_host() {
+                // The host (or only this call's thread) died mid-call; a new process
+                // takes a dead host's place. The run's lease is left to expire.
+                let restart = payload
+                    .downcast_ref::<SimCrash>()
+                    .is_some_and(|c| c.restart);
+                if restart && let Ok(fresh) = self.open_host() {
                     *lock(&self.hosts[host % self.hosts.len()]) = fresh;
                 }
                 Res::Crashed

@@ -76,8 +76,11 @@ impl FaultKind {
     }
 }
 
-/// The panic a crashing provider raises: the host dies mid-call.
-pub(crate) struct SimCrash;
+/// The panic a crashing provider raises: the host dies mid-call (and is restarted),
+/// or, without `restart`, only the call's thread dies and the host lives on.
+pub(crate) struct SimCrash {
+    pub restart: bool,
+}
 
 /// Where faults are decided and counted, and the schedule of what was injected.
 pub(crate) struct Chaos {
@@ -220,14 +223,14 @@ impl Downstream {
                 return Ok(answer);
             }
             // A refusal is definitive and depends on the request alone.
-            let answer = if amount % 13 == 0 {
+            let answer = if amount.is_multiple_of(13) {
                 json!({"declined": true})
             } else {
                 json!({"id": format!("{}-{}", self.name, state.answers.len()), "amount": amount})
             };
             state.answers.insert(key, (what, answer.clone()));
             state.applied.push(applied);
-            if amount % 13 == 0 {
+            if amount.is_multiple_of(13) {
                 return Err(ProviderError::Rejected(answer));
             }
             return Ok(answer);
@@ -284,11 +287,13 @@ impl Provider for Downstream {
             }
             26..29 => {
                 let landed = dice == 27;
-                chaos.record(FaultKind::Crash, &format!("{at} landed={landed}"));
+                let restart = secs % 2 == 0;
+                let detail = format!("{at} landed={landed} restart={restart}");
+                chaos.record(FaultKind::Crash, &detail);
                 if landed {
                     self.apply(request).ok();
                 }
-                std::panic::panic_any(SimCrash)
+                std::panic::panic_any(SimCrash { restart })
             }
             29..33 => {
                 chaos.record(FaultKind::Refused, &at);
