@@ -20,15 +20,19 @@ pub enum Mutant {
     /// A resumed run does not look at the effects an earlier run journaled
     /// (`guard/effect.rs`): it performs them again instead of replaying them.
     ForgetJournaled,
+    /// A run whose lease was taken over answers its own outcome although the journal
+    /// refused to save it (`guard/settle.rs`): two hosts answer one call.
+    UnfencedAnswer,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 4] = [
+    pub const ALL: [Mutant; 5] = [
         Self::FreshEffectKey,
         Self::AnswerBeforeSave,
         Self::RetryUnkeyed,
         Self::ForgetJournaled,
+        Self::UnfencedAnswer,
     ];
 
     /// The name `--mutant` takes.
@@ -38,6 +42,7 @@ impl Mutant {
             Self::AnswerBeforeSave => "answer_before_save",
             Self::RetryUnkeyed => "retry_unkeyed",
             Self::ForgetJournaled => "forget_journaled",
+            Self::UnfencedAnswer => "unfenced_answer",
         }
     }
 

@@ -131,6 +131,7 @@ pub(super) fn settle(
         Ok(true) => {}
         // Another run journaled the key meanwhile and wins; this caller looks again.
         Ok(false) if !journaled => return Ok(None),
+        Ok(false) if mutants::on(Mutant::UnfencedAnswer) => {}
         Ok(false) => return Err(Error::LeaseLost { key: key.clone() }),
         Err(e) => {
             // Release the lease so duplicates need not wait for it to expire.

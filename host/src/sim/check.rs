@@ -77,16 +77,17 @@ pub(crate) struct History<'a> {
 /// Every invariant the history breaks, one line each.
 pub(crate) fn check(h: &History<'_>) -> Vec<String> {
     let mut violations = Vec::new();
+    let origins = Origins::of(h.calls);
     downstreams(h, &mut violations);
-    answers(h, &mut violations);
+    answers(h, &origins, &mut violations);
     for call in h.calls {
         // Nothing answered is missing from the journal (unless it could have expired).
         if let Some(held) = &call.on_record
-            && !could_expire(h, call, call)
+            && !could_expire(h, origins.of_call(call), call.to)
         {
             violations.push(format!(
                 "an answer is not on record: {} was told {:?} by host {}, the journal holds {held}",
-                describe(call),
+                describe(h, call),
                 call.res,
                 call.host
             ));
@@ -102,7 +103,7 @@ pub(crate) fn check(h: &History<'_>) -> Vec<String> {
             if !allowed {
                 violations.push(format!(
                     "{} was told {kind}: {message}{}",
-                    describe(call),
+                    describe(h, call),
                     if call.final_phase {
                         " (after faults stopped)"
                     } else {
@@ -122,22 +123,57 @@ pub(crate) fn check(h: &History<'_>) -> Vec<String> {
     violations
 }
 
-fn describe(call: &Call) -> String {
+fn describe(h: &History<'_>, call: &Call) -> String {
+    let replayed = matches!(call.res, Res::Answer { replayed: true, .. });
     format!(
-        "intent {} ({}, key {})",
+        "intent {} ({}, key {}) on host {}{} at t={}..{}",
         call.intent,
         call.fingerprint,
-        call.key.as_deref().unwrap_or("?")
+        call.key.as_deref().unwrap_or("?"),
+        call.host,
+        if replayed { ", replayed" } else { "" },
+        h.clock.at(call.from),
+        h.clock.at(call.to)
     )
 }
 
-/// Whether a record saved during `a` or `b` could have expired by the end of the
-/// later one: the clock's values from the earlier one's start to the later one's end
-/// spread over at least the retention.
-fn could_expire(h: &History<'_>, a: &Call, b: &Call) -> bool {
-    let from = a.from.min(b.from);
-    let to = a.to.max(b.to);
+/// Whether a record saved at moment `from` or later could have expired by moment
+/// `to`: the clock's values in between spread over at least the retention.
+fn could_expire(h: &History<'_>, from: usize, to: usize) -> bool {
     h.clock.spread(from, to) >= h.retention_ms
+}
+
+/// When each answer of each key was first given (the earliest start of a call that
+/// got it): a replayed answer was saved then, not when it was replayed, and expires a
+/// retention after that.
+struct Origins<'a> {
+    first: BTreeMap<(&'a str, String), usize>,
+}
+
+impl<'a> Origins<'a> {
+    fn of(calls: &'a [Call]) -> Self {
+        let mut first: BTreeMap<(&str, String), usize> = BTreeMap::new();
+        for call in calls {
+            if let (Some(key), Res::Answer { outcome, .. }) = (&call.key, &call.res) {
+                let at = first
+                    .entry((key, format!("{outcome:?}")))
+                    .or_insert(call.from);
+                *at = (*at).min(call.from);
+            }
+        }
+        Self { first }
+    }
+
+    /// The moment `call`'s answer was first given (its own start if not an answer).
+    fn of_call(&self, call: &Call) -> usize {
+        match (&call.key, &call.res) {
+            (Some(key), Res::Answer { outcome, .. }) => self
+                .first
+                .get(&(key.as_str(), format!("{outcome:?}")))
+                .map_or(call.from, |at| (*at).min(call.from)),
+            _ => call.from,
+        }
+    }
 }
 
 /// A keyed downstream never applies two different effects under one key; one effect
@@ -186,7 +222,7 @@ fn downstreams(h: &History<'_>, violations: &mut Vec<String>) {
 
 /// Every answer for a key (and for a tool-call id) within its retention is the same
 /// answer, errors included; one key with different arguments never answers twice.
-fn answers(h: &History<'_>, violations: &mut Vec<String>) {
+fn answers(h: &History<'_>, origins: &Origins<'_>, violations: &mut Vec<String>) {
     let mut by_key: BTreeMap<&str, Vec<&Call>> = BTreeMap::new();
     let mut by_alias: BTreeMap<&(String, String), Vec<&Call>> = BTreeMap::new();
     for call in h.calls {
@@ -216,22 +252,23 @@ fn answers(h: &History<'_>, violations: &mut Vec<String>) {
                 else {
                     continue;
                 };
-                if could_expire(h, a, b) {
+                let from = origins.of_call(a).min(origins.of_call(b));
+                if could_expire(h, from, a.to.max(b.to)) {
                     continue;
                 }
                 if a.fingerprint != b.fingerprint {
                     violations.push(format!(
                         "{name} answered two different argument sets: {} got {x:?}, {} got {y:?}",
-                        describe(a),
-                        describe(b)
+                        describe(h, a),
+                        describe(h, b)
                     ));
                     break 'pairs;
                 }
                 if x != y {
                     violations.push(format!(
                         "{name} answered twice differently: {} got {x:?}, then {} got {y:?}",
-                        describe(a),
-                        describe(b)
+                        describe(h, a),
+                        describe(h, b)
                     ));
                     break 'pairs;
                 }
@@ -325,5 +362,42 @@ mod tests {
             retention_ms: 100,
         };
         assert!(check(&history).is_empty());
+    }
+
+    /// Seed 1596 of the first soak: a key answered at t, replayed just before t + the
+    /// retention and run again just after it. The replay and the new run are close in
+    /// time; the answer they differ from was saved a retention earlier.
+    #[test]
+    fn a_replay_expires_a_retention_after_its_answer_was_first_given() {
+        let clock = SimClock::new(0);
+        let first = clock.mark();
+        clock.shift(99);
+        let replay = clock.mark();
+        clock.shift(2);
+        let rerun = clock.mark();
+        let mut replayed = answer(1);
+        if let Res::Answer { replayed: r, .. } = &mut replayed {
+            *r = true;
+        }
+        let calls = vec![
+            call(0, "audit 1", answer(1), first, first),
+            call(0, "audit 1", replayed, replay, replay),
+            call(0, "audit 1", answer(2), rerun, rerun),
+        ];
+        let history = History {
+            calls: &calls,
+            keyed: &[],
+            unkeyed: &[],
+            open: &[],
+            clock: &clock,
+            retention_ms: 100,
+        };
+        assert!(check(&history).is_empty(), "{:#?}", check(&history));
+        // Without the first answer the same two calls are a violation.
+        let history = History {
+            calls: &calls[1..],
+            ..history
+        };
+        assert_eq!(check(&history).len(), 1);
     }
 }

@@ -36,6 +36,12 @@ impl SimClock {
         self.lock().len() - 1
     }
 
+    /// The clock's value at moment `index`.
+    pub(crate) fn at(&self, index: usize) -> i64 {
+        let log = self.lock();
+        log[index.min(log.len() - 1)]
+    }
+
     /// How far apart the clock's values were from moment `from` to moment `to`: the
     /// largest minus the smallest. A record saved in between can only have expired
     /// if this reaches the retention.

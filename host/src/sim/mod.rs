@@ -34,7 +34,7 @@ pub struct Options {
     pub duration: Option<Duration>,
     /// Stop at the first history that breaks an invariant.
     pub stop_at_violation: bool,
-    /// Hosts, agents and steps per agent of each history.
+    /// Hosts sharing the journal in each history.
     pub hosts: usize,
     /// Agents calling concurrently in each history.
     pub agents: usize,

@@ -29,7 +29,8 @@ struct Args {
     #[arg(long)]
     seed: Option<u64>,
     /// Run against a deliberate bug (needs `--features mutants`): one of
-    /// fresh_effect_key, answer_before_save, retry_unkeyed, forget_journaled.
+    /// fresh_effect_key, answer_before_save, retry_unkeyed, forget_journaled,
+    /// unfenced_answer.
     #[arg(long)]
     mutant: Option<String>,
     /// Keep going after a history breaks an invariant.
