@@ -1,9 +1,11 @@
-//! Builds a Cargo workspace of guests for `wasm32-wasip2` from a build script — the
-//! wasmtime `test-programs` pattern. `host/build.rs` and `tests/build.rs` share it
-//! through `#[path]`, so it uses nothing beyond `std`.
+//! Builds a Cargo workspace of guests for `wasm32-wasip2` from a build script and
+//! writes the constants that expose them — the wasmtime `test-programs` pattern.
+//! `host/build.rs` and `tests/build.rs` share it through `#[path]`, so it uses
+//! nothing beyond `std`.
 
 use std::collections::BTreeMap;
 use std::env;
+use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -115,6 +117,72 @@ pub fn build_workspace(workspace_dir: &Path, out_dir: &Path) -> Vec<(String, Pat
         workspace_dir.display()
     );
     built.into_iter().collect()
+}
+
+/// The Rust file [`ConstantsFile::write`] generates for a list of components: one
+/// documented `pub const` per component (its bytes or its path), an `ALL` list of `(crate name, constant)`,
+/// and optionally a `foreach_*!` macro over the crate names.
+pub struct ConstantsFile<'a> {
+    /// What one component is, for the constants' docs: `"example tool"`.
+    pub noun: &'a str,
+    /// Appended to the upper-cased crate name to make a constant's name.
+    pub suffix: &'a str,
+    /// `true`: each constant is the component's bytes, `&[u8]` (`include_bytes!`),
+    /// nothing to find at run time; `false`: its path in `OUT_DIR`, `&str`.
+    pub bytes: bool,
+    /// The name of a `#[macro_export]` macro to generate, if any: `name!(m)` calls
+    /// `m!(crate_name);` once per component, the way wasmtime's `foreach_p2!` lets
+    /// its tests assert that every test program has a test.
+    pub foreach_macro: Option<&'a str>,
+}
+
+impl ConstantsFile<'_> {
+    /// Writes the file to `path` for `components`, the `(crate name, path)` pairs
+    /// [`build_workspace`] returns.
+    ///
+    /// # Panics
+    ///
+    /// If a path is not UTF-8 or the file cannot be written.
+    pub fn write(&self, path: &Path, components: &[(String, PathBuf)]) {
+        let ty = if self.bytes { "&[u8]" } else { "&str" };
+        let mut code = String::new();
+        let mut all = String::new();
+        let mut each = String::new();
+        for (name, wasm) in components {
+            let ident = name.replace('-', "_");
+            let constant = format!("{}{}", ident.to_uppercase(), self.suffix);
+            let wasm = wasm.to_str().expect("a UTF-8 OUT_DIR");
+            let value = if self.bytes {
+                format!("include_bytes!({wasm:?})")
+            } else {
+                format!("{wasm:?}")
+            };
+            writeln!(
+                code,
+                "/// The `{name}` {}, a WebAssembly component.\npub const {constant}: {ty} = {value};",
+                self.noun
+            )
+            .unwrap();
+            writeln!(all, "    ({name:?}, {constant}),").unwrap();
+            writeln!(each, "        $mac!({ident});").unwrap();
+        }
+        writeln!(
+            code,
+            "/// Every {}, by crate name.\npub const ALL: &[(&str, {ty})] = &[\n{all}];",
+            self.noun
+        )
+        .unwrap();
+        if let Some(foreach) = self.foreach_macro {
+            writeln!(
+                code,
+                "/// Calls `$mac!(crate_name);` for every {}, crate names written as identifiers.\n\
+                 #[macro_export]\nmacro_rules! {foreach} {{\n    ($mac:ident) => {{\n{each}    }};\n}}",
+                self.noun
+            )
+            .unwrap();
+        }
+        fs::write(path, code).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    }
 }
 
 /// `<outer target dir>/justonce-guests`, found from `OUT_DIR`

@@ -76,6 +76,7 @@ pub mod effects;
 mod error;
 pub mod http;
 pub mod log;
+mod schema;
 
 pub use error::ToolError;
 
@@ -102,6 +103,16 @@ pub mod __bindings {
 pub trait Tool {
     /// The arguments the agent passes. Their JSON Schema, derived with
     /// [`schemars::JsonSchema`], is the tool's input schema.
+    ///
+    /// Every object in it is closed (`additionalProperties: false`), as if each
+    /// struct had `#[serde(deny_unknown_fields)]`: the host refuses a property the
+    /// arguments do not declare, rather than let the tool silently ignore it while
+    /// the call's idempotency key counts it. A struct that should take any other
+    /// property opts out by saying so, e.g. with
+    /// `#[schemars(extend("additionalProperties" = true))]`; a map field or a
+    /// `#[serde(flatten)]` map already does. The host also fills in `default`s and
+    /// treats `null` for an optional field as leaving it out before computing the
+    /// key, so arguments the tool cannot tell apart are one call.
     type Args: DeserializeOwned + JsonSchema;
     /// What a successful call returns to the agent, as JSON.
     type Output: Serialize;
@@ -147,7 +158,7 @@ macro_rules! export_tool {
 /// The body of the exported `describe`.
 #[doc(hidden)]
 pub fn __describe<T: Tool>() -> __bindings::ToolInfo {
-    let schema = schemars::schema_for!(T::Args);
+    let schema = schema::input_schema::<T::Args>();
     __bindings::ToolInfo {
         name: T::NAME.to_owned(),
         description: T::DESCRIPTION.to_owned(),
@@ -224,6 +235,7 @@ mod tests {
         );
         assert_eq!(schema["properties"]["n"]["description"], "How many.");
         assert_eq!(schema["required"], serde_json::json!(["n"]));
+        assert_eq!(schema["additionalProperties"], false);
     }
 
     #[test]

@@ -181,7 +181,8 @@ impl HostBuilder {
 
     /// Keeps compiled components in `dir` so the next process loads them without
     /// compiling (see [`Runtime::set_compile_cache`]). By default a host with a
-    /// database file keeps them in `cache/` beside it (`.justonce/cache/` for the
+    /// database file keeps them in a directory of their own beside it, named after it
+    /// (`state.db.compiled/` beside `state.db`; `.justonce/state.db.compiled/` for the
     /// CLI's default); an in-memory host keeps none.
     pub fn compile_cache(mut self, dir: impl Into<PathBuf>) -> Self {
         self.compile_cache = Some(Some(dir.into()));
@@ -197,6 +198,19 @@ impl HostBuilder {
     /// Opens the journal, loads the tools and registers the built-in providers.
     pub fn build(self) -> Result<Host> {
         fault::check_env()?;
+        let open_for = self.lease.saturating_add(self.retry.longest_wait());
+        if self.retention < open_for {
+            // A record could expire while a run that holds its lease is still
+            // retrying one of its effects.
+            return Err(Error::Config {
+                path: PathBuf::from("<host builder>"),
+                reason: format!(
+                    "the retention of {} s is shorter than a lease plus the retry budget ({} s); keep records at least that long",
+                    self.retention.as_secs_f64(),
+                    open_for.as_secs_f64()
+                ),
+            });
+        }
         if self.lease.is_zero() {
             // A zero lease would let every duplicate take over a running call.
             return Err(Error::Host(anyhow::anyhow!(
@@ -216,10 +230,7 @@ impl HostBuilder {
                 let mut runtime = Runtime::with_pool_memory(defaults, pool_memory)?;
                 let cache_dir = match &self.compile_cache {
                     Some(choice) => choice.clone(),
-                    None => self
-                        .database
-                        .as_deref()
-                        .map(|db| db.with_file_name("cache")),
+                    None => self.database.as_deref().map(compile_cache_beside),
                 };
                 if let Some(dir) = cache_dir {
                     runtime.set_compile_cache(dir);
@@ -308,6 +319,7 @@ impl HostBuilder {
             lease_ms: millis(self.lease),
             wait_bound: self.wait_bound,
             poll: self.poll,
+            renew_every: Some(crate::guard::renew_interval(millis(self.lease))),
         };
         Ok(Host::new(
             Guard::new(shared, runner, policy),
@@ -316,4 +328,13 @@ impl HostBuilder {
             http,
         ))
     }
+}
+
+/// Where a host with the database `db` keeps compiled components by default: a
+/// directory of its own named after the database (`x.db` → `x.db.compiled/`), so a
+/// database in a shared directory (`/tmp/x.db`) claims no generic name there.
+fn compile_cache_beside(db: &Path) -> PathBuf {
+    let mut name = db.file_name().unwrap_or_default().to_owned();
+    name.push(".compiled");
+    db.with_file_name(name)
 }

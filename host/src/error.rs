@@ -7,6 +7,17 @@ use std::path::PathBuf;
 
 use crate::keys::InvocationKey;
 
+/// Whose fault a failed load is: the tool author's (a bad file, a bad path: exit code
+/// 2) or the host's (exit code 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadFault {
+    /// The file does not exist, is not a component, is built for the wrong target,
+    /// imports a denied interface, or describes itself badly: fix the tool or the path.
+    Input,
+    /// The host could not read or prepare a component that may be fine.
+    Host,
+}
+
 /// Everything that can stop a tool call or the host itself.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -104,6 +115,8 @@ pub enum Error {
         path: PathBuf,
         /// Why it was refused.
         reason: String,
+        /// Whether the component (or its path) is at fault, or the host.
+        fault: LoadFault,
     },
 
     /// Two loaded components describe themselves with the same tool name.
@@ -192,6 +205,10 @@ impl Error {
             Self::OutcomeUnknown { .. } => "outcome_unknown",
             Self::NotPerformed { .. } => "not_performed",
             Self::Divergence { .. } => "divergence",
+            Self::Load {
+                fault: LoadFault::Input,
+                ..
+            } => "invalid_component",
             Self::Load { .. } => "load_failed",
             Self::DuplicateTool { .. } => "duplicate_tool",
             Self::Store { source, .. } => store_kind(source),

@@ -42,6 +42,7 @@ mod journal;
 mod keys;
 mod mcp;
 mod mutants;
+mod normalize;
 mod outcome;
 mod provider;
 mod providers;

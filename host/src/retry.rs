@@ -57,6 +57,17 @@ impl RetryPolicy {
     }
 }
 
+impl RetryPolicy {
+    /// The longest an effect's attempts can pause in all, when every attempt is asked
+    /// to wait the longest `Retry-After` honoured.
+    pub fn longest_wait(&self) -> Duration {
+        // The first attempt follows nothing it could be asked to wait for.
+        (2..=self.max_attempts)
+            .map(|attempt| self.pause_before(attempt, Some(self.max_retry_after)))
+            .fold(Duration::ZERO, Duration::saturating_add)
+    }
+}
+
 impl Default for RetryPolicy {
     /// Three attempts, 100 ms then 200 ms apart, never more than 2 s; a
     /// `Retry-After` is honoured up to 2 s (a call's deadline is 10 s by default).
@@ -105,6 +116,15 @@ mod tests {
             slow.pause_before(3, Some(Duration::from_millis(50))),
             Duration::from_millis(200)
         );
+    }
+
+    #[test]
+    fn the_longest_wait_adds_up_every_pause_at_its_longest() {
+        let policy = RetryPolicy::default();
+        // Three attempts: the first has no backoff but a Retry-After of up to 2 s
+        // can still stand before the second and third.
+        assert_eq!(policy.longest_wait(), Duration::from_secs(4));
+        assert_eq!(RetryPolicy::immediate(5).longest_wait(), Duration::ZERO);
     }
 
     #[test]

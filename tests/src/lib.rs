@@ -2,7 +2,8 @@
 //! themselves live in `tests/tests/` and belong to the `justonce` package, so they
 //! can reach the CLI through `CARGO_BIN_EXE_justonce`.
 
-/// Paths to the test guest components in `tests/guests/`, built by `build.rs`.
+/// Paths to the test guest components in `tests/guests/`, built by `build.rs`, and
+/// `foreach_guest!` (exported at the crate root), which calls a macro once per guest.
 pub mod guests {
     include!(concat!(env!("OUT_DIR"), "/guests.rs"));
 }

@@ -96,6 +96,65 @@ fn two_concurrent_run_processes_make_one_effect() {
 }
 
 #[test]
+fn two_run_processes_with_one_explicit_key_and_other_arguments_give_one_success_and_one_mismatch() {
+    // One key, one answer, across processes: whichever commits first wins, and the
+    // other process, whose arguments differ, is told `mismatch`, never its own success.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    justonce(&db, &["gc"], None);
+    let other = ARGS.replace("4417", "4418");
+    let spawn = |args: &str| {
+        justonce_command(Some(&db))
+            .args([
+                "run",
+                "send_receipt",
+                "--args",
+                args,
+                "--key",
+                "order-batch-7",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(ARGS), spawn(&other));
+    let outputs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+    let results: Vec<Value> = outputs.iter().map(json_of).collect();
+    let successes = results.iter().filter(|r| r["ok"] == true).count();
+    let mismatches = results
+        .iter()
+        .filter(|r| r["error"]["kind"] == "mismatch")
+        .count();
+    assert_eq!((successes, mismatches), (1, 1), "{results:?}");
+    assert!(results.iter().all(|r| r["replayed"] != true), "{results:?}");
+    assert_eq!(mailbox_count(&db), 1, "one effect");
+
+    // The opposite: another key with the same arguments in both processes gives one
+    // more effect and one answer, told to both.
+    let spawn_same = || {
+        justonce_command(Some(&db))
+            .args([
+                "run",
+                "send_receipt",
+                "--args",
+                ARGS,
+                "--key",
+                "order-batch-8",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn_same(), spawn_same());
+    let outputs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+    let results: Vec<Value> = outputs.iter().map(json_of).collect();
+    assert!(results.iter().all(|r| r["ok"] == true), "{results:?}");
+    assert_eq!(results[0]["result"], results[1]["result"]);
+    assert_eq!(results.iter().filter(|r| r["replayed"] == true).count(), 1);
+    assert_eq!(mailbox_count(&db), 2, "one more effect");
+}
+
+#[test]
 fn run_reports_bad_input_with_its_exit_code_and_stores_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");

@@ -97,23 +97,22 @@ fn kv_writes_commit_with_their_effect_record_once() {
 }
 
 #[test]
-fn an_effect_to_an_unknown_provider_is_denied_before_anything_is_journaled() {
+fn an_effect_to_an_unconfigured_provider_is_not_performed_and_nothing_is_saved() {
     let t = test_host(|b| b);
-    // `payments_refund` needs `payments`, which this host does not have.
-    let response = t
-        .host
-        .call(&CallRequest::new(
-            "payments_refund",
-            r#"{"order_id":1,"amount_cents":10}"#,
-        ))
-        .unwrap();
-    let agent = response.outcome.to_agent_json();
-    assert_eq!(agent["ok"], false);
-    let message = agent["error"]["message"].as_str().unwrap();
+    // `payments_refund` needs `payments`, which this host does not have: the host's
+    // configuration, not the tool's outcome.
+    let request = CallRequest::new("payments_refund", r#"{"order_id":1,"amount_cents":10}"#);
+    let err = t.host.call(&request).unwrap_err();
+    assert_eq!(err.kind(), "not_performed", "{err}");
+    assert!(err.retry_safe());
     assert!(
-        message.contains("no provider named `payments`"),
-        "{message}"
+        err.to_string().contains("no provider named `payments`"),
+        "{err}"
     );
-    let journal = t.host.journal(None, 10).unwrap();
-    assert!(journal[0].effects.is_empty());
+    assert!(
+        t.host.journal(None, 10).unwrap().is_empty(),
+        "nothing saved"
+    );
+    // The same call again is refused the same way, not replayed.
+    assert_eq!(t.host.call(&request).unwrap_err().kind(), "not_performed");
 }

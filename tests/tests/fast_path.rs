@@ -147,7 +147,9 @@ fn a_host_with_a_database_caches_beside_it_unless_told_otherwise() {
         .runtime()
         .compile_cache()
         .expect("a cache beside the database");
-    assert_eq!(cache.dir(), dir.path().join("cache"));
+    assert_eq!(cache.dir(), dir.path().join("state.db.compiled"));
+    // A place of its own: nothing generic is created beside the database.
+    assert!(!dir.path().join("cache").exists());
     assert!(cache.entry_path(&echo_bytes()).is_file());
 
     let uncached = Host::builder()

@@ -196,12 +196,26 @@ fn a_host_not_on_the_tools_allowlist_is_denied_without_any_connection() {
         .allow("notify", api.url());
     let t = test_host(|b| b.http(config));
 
-    let response = t.host.call(&refund(1, 100)).unwrap();
+    let err = t.host.call(&refund(1, 100)).unwrap_err();
 
     assert_eq!(api.connections(), 0, "nothing reached the server");
-    let agent = response.outcome.to_agent_json();
-    assert_eq!(agent["error"]["code"], "effect_denied");
-    let message = agent["error"]["message"].as_str().unwrap();
+    // The host's configuration refused it: not performed, nothing saved.
+    assert_eq!(err.kind(), "not_performed", "{err}");
+    let journal = t.host.journal(None, 10).unwrap();
+    assert!(
+        journal
+            .iter()
+            .all(|e| e.state != "completed" && e.outcome.is_none()),
+        "no outcome saved: {journal:?}"
+    );
+    assert!(
+        journal
+            .iter()
+            .flat_map(|e| &e.effects)
+            .all(|f| f.state == "pending" && f.resolution.as_deref() == Some("not_performed")),
+        "the effect is known not performed: {journal:?}"
+    );
+    let message = err.to_string();
     let origin = api.url().replace("http://", "");
     assert!(
         message.contains("tool `refund` may not reach") && message.contains(&origin),
@@ -330,4 +344,132 @@ fn a_response_longer_than_the_cap_is_cut_and_marked_truncated() {
     let saved = &journal[0].effects[0].response.as_ref().unwrap()["ok"];
     assert_eq!(saved["body"], r#"{"app"#);
     assert_eq!(saved["truncated"], true);
+}
+
+#[test]
+fn a_409_while_the_first_request_is_in_flight_is_not_an_answer_and_the_refund_happens_once() {
+    // The payments API applied the first request, lost its response, and answers the
+    // retry 409 Conflict while it is still processing (IETF Idempotency-Key draft,
+    // Stripe); the third attempt gets the refund. Saving the 409 would tell the agent
+    // the refund failed when it happened.
+    let api = LocalApi::start().unwrap();
+    api.script([
+        Behaviour::ApplyThenDrop,
+        Behaviour::Status {
+            status: 409,
+            retry_after: None,
+        },
+    ]);
+    let t = test_host(|b| b.http(payments(&api)));
+
+    let answer = t.host.call(&refund(4417, 1299)).unwrap();
+
+    assert_eq!(api.requests().len(), 3, "the retries happened");
+    let keys = effect_keys(&t.host, "refund");
+    assert_eq!(keys_seen(&api), vec![Some(keys[0].clone()); 3], "one key");
+    assert_eq!(api.applied().len(), 1, "refunded once");
+    assert_eq!(result_of(&answer.outcome)["status"], "succeeded");
+
+    // The opposite: a definitive refusal (422) is the answer, saved and replayed.
+    let refused = LocalApi::start().unwrap();
+    refused.script([Behaviour::Status {
+        status: 422,
+        retry_after: None,
+    }]);
+    let t = test_host(|b| b.http(payments(&refused)));
+    let first = t.host.call(&refund(1, 5)).unwrap();
+    assert!(!first.outcome.is_success());
+    assert_eq!(refused.requests().len(), 1, "not retried");
+    assert!(t.host.call(&refund(1, 5)).unwrap().replayed);
+}
+
+#[test]
+fn every_come_back_status_is_retried_under_the_same_key() {
+    for status in [408, 425, 429, 502, 503, 504] {
+        let api = LocalApi::start().unwrap();
+        api.script([Behaviour::Status {
+            status,
+            retry_after: Some(1),
+        }]);
+        let t = test_host(|b| b.http(payments(&api)));
+        let answer = t.host.call(&refund(7, 100)).unwrap();
+        assert_eq!(api.requests().len(), 2, "{status} was retried");
+        let seen = keys_seen(&api);
+        assert_eq!(seen[0], seen[1], "{status}: the same key");
+        assert_eq!(api.applied().len(), 1);
+        assert!(
+            answer.outcome.is_success(),
+            "{status}: {:?}",
+            answer.outcome
+        );
+    }
+}
+
+#[test]
+fn a_refused_connection_is_known_not_performed_and_says_so() {
+    // A port nothing listens on: the connection is refused before anything is sent.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let config = HttpConfig::default()
+        .service("payments", &url)
+        .allow("refund", &url);
+    let t = test_host(|b| b.http(config));
+
+    let err = t.host.call(&refund(9, 100)).unwrap_err();
+
+    assert_eq!(err.kind(), "not_performed", "{err}");
+    assert!(err.retry_safe());
+    assert!(err.to_string().contains("nothing was sent"), "{err}");
+    let journal = t.host.journal(None, 10).unwrap();
+    assert!(journal.iter().all(|e| e.outcome.is_none()), "nothing saved");
+}
+
+/// `refund`'s arguments written out as the agent chose: `{"order_id":4417,"amount_cents":1299}` plus `extra`.
+fn refund_with(extra: &str) -> CallRequest {
+    CallRequest::new(
+        "refund",
+        format!(r#"{{"order_id":4417,"amount_cents":1299{extra}}}"#),
+    )
+    .conversation("conv-http")
+}
+
+#[test]
+fn the_default_currency_written_out_or_a_null_reason_is_the_same_refund() {
+    let api = LocalApi::start().unwrap();
+    let t = test_host(|b| b.http(payments(&api)));
+
+    let first = t.host.call(&refund_with("")).unwrap();
+    for extra in [
+        r#","currency":"EUR""#,
+        r#","reason":null"#,
+        r#","currency":"EUR","reason":null"#,
+    ] {
+        let again = t.host.call(&refund_with(extra)).unwrap();
+        assert!(again.replayed, "{extra}");
+        assert_eq!(again.outcome, first.outcome, "{extra}");
+    }
+    assert_eq!(api.applied().len(), 1, "{:?}", api.applied());
+
+    // The opposite case: another currency is another refund.
+    let usd = t.host.call(&refund_with(r#","currency":"USD""#)).unwrap();
+    assert!(!usd.replayed);
+    assert_eq!(api.applied().len(), 2);
+    assert_eq!(api.applied()[1].body["currency"], "USD");
+}
+
+#[test]
+fn an_undeclared_argument_is_refused_by_name_and_nothing_is_sent() {
+    let api = LocalApi::start().unwrap();
+    let t = test_host(|b| b.http(payments(&api)));
+
+    let err = t.host.call(&refund_with(r#","note":"late""#)).unwrap_err();
+    match err {
+        Error::InvalidArguments { reason, .. } => assert!(
+            reason.contains("undeclared property /note; the tool's schema declares: amount_cents, currency, order_id, reason"),
+            "{reason}"
+        ),
+        other => panic!("expected invalid arguments, got {other:?}"),
+    }
+    assert!(api.requests().is_empty());
 }

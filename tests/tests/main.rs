@@ -2,6 +2,7 @@
 
 mod support;
 
+mod author_mistakes;
 mod bad_input;
 mod cli;
 mod cli_outbound;
@@ -10,6 +11,7 @@ mod config_file;
 mod contract;
 mod fast_path;
 mod first_record;
+mod guests;
 // Needs the fault-injection points, which release builds have only with the feature.
 #[cfg(any(debug_assertions, feature = "fault-injection"))]
 mod crash;
@@ -17,11 +19,15 @@ mod determinism;
 mod http;
 mod lease;
 mod loading;
+mod logs;
 mod mcp_calls;
 mod mcp_protocol;
 mod mcp_python;
+mod new_tool;
 mod outbox;
+mod readme;
 mod replay;
 mod resolve;
 mod retry;
 mod sandbox;
+mod secrets;

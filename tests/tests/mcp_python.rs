@@ -18,7 +18,7 @@ use crate::support::db::mailbox_count;
 const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp/client.py");
 const REQUIREMENTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp/requirements.txt");
 
-static PYTHON: LazyLock<Result<PathBuf, String>> = LazyLock::new(python_with_the_sdk);
+pub(crate) static PYTHON: LazyLock<Result<PathBuf, String>> = LazyLock::new(python_with_the_sdk);
 
 fn python_with_the_sdk() -> Result<PathBuf, String> {
     if let Some(python) = std::env::var_os("JUSTONCE_MCP_PYTHON") {

@@ -108,21 +108,37 @@ fn a_message_whose_effect_is_refused_is_rolled_back_with_it() {
 }
 
 #[test]
-fn a_webhook_not_on_the_tools_allowlist_is_refused_when_queued() {
+fn a_webhook_not_on_the_tools_allowlist_is_not_queued_and_not_saved() {
     let receiver = LocalApi::start().unwrap();
     let config = HttpConfig::default()
         .service("webhooks", receiver.url())
         .allow("refund", receiver.url());
     let t = test_host(|b| b.http(config));
 
-    let response = t.host.call(&notify("refund.issued")).unwrap();
+    let err = t.host.call(&notify("refund.issued")).unwrap_err();
 
-    let agent = response.outcome.to_agent_json();
-    assert_eq!(agent["error"]["code"], "effect_denied");
-    let message = agent["error"]["message"].as_str().unwrap();
-    assert!(message.contains("tool `notify` may not reach"), "{message}");
+    assert_eq!(err.kind(), "not_performed", "{err}");
+    assert!(
+        err.to_string().contains("tool `notify` may not reach"),
+        "{err}"
+    );
     assert!(messages(&t.host).is_empty());
     assert_eq!(receiver.connections(), 0);
+    assert!(
+        t.host.journal(None, 10).unwrap().is_empty(),
+        "nothing saved"
+    );
+
+    // Once the configuration allows it, the same call queues the message.
+    let fixed = test_host(|b| b.http(webhooks(&receiver)));
+    assert!(
+        fixed
+            .host
+            .call(&notify("refund.issued"))
+            .unwrap()
+            .outcome
+            .is_success()
+    );
 }
 
 #[test]

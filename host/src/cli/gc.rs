@@ -28,8 +28,8 @@ impl Gc {
         let retention = millis(retention);
         let report = store.gc(SystemClock.now_ms(), retention)?;
         println!(
-            "removed {} expired invocation(s), {} effect(s), {} tool-call alias(es)",
-            report.invocations, report.effects, report.aliases
+            "removed {} expired invocation(s), {} effect(s), {} tool-call alias(es), {} delivered outbox message(s), {} mailbox row(s)",
+            report.invocations, report.effects, report.aliases, report.outbox, report.mailbox
         );
         Ok(exit::SUCCESS)
     }

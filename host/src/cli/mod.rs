@@ -6,10 +6,13 @@ mod demo;
 mod gc;
 mod journal;
 mod key;
+mod logging;
+mod new;
 mod replay;
 mod resolve;
 mod run;
 mod serve;
+mod target;
 mod tools;
 
 use std::path::PathBuf;
@@ -19,7 +22,7 @@ use clap::{Parser, Subcommand};
 
 use crate::builder::HostBuilder;
 use crate::config::Config;
-use crate::error::Error;
+use crate::error::{Error, LoadFault};
 use crate::host::Host;
 
 /// Where the journal lives when neither `--db` nor the configuration file says.
@@ -31,7 +34,8 @@ pub mod exit {
     pub const SUCCESS: u8 = 0;
     /// The tool reported an error or trapped (saved; a retry replays it).
     pub const TOOL_ERROR: u8 = 1;
-    /// Bad input: usage, unknown tool, invalid arguments or key, key mismatch.
+    /// Bad input: usage, unknown tool, a component that is not a valid tool, invalid
+    /// arguments or key, key mismatch, a bad configuration file.
     pub const BAD_INPUT: u8 = 2;
     /// Outcome unknown or still in progress: retrying the same call is safe.
     pub const RETRY_SAFE: u8 = 3;
@@ -103,6 +107,7 @@ enum Command {
     Resolve(resolve::Resolve),
     Serve(serve::Serve),
     Replay(replay::Replay),
+    New(new::New),
 }
 
 impl Cli {
@@ -165,7 +170,12 @@ impl Cli {
 /// The exit code for an error.
 pub fn exit_code(error: &Error) -> u8 {
     match error {
-        Error::UnknownTool { .. }
+        Error::Load {
+            fault: LoadFault::Input,
+            ..
+        }
+        | Error::DuplicateTool { .. }
+        | Error::UnknownTool { .. }
         | Error::InvalidArguments { .. }
         | Error::InvalidKey(_)
         | Error::Mismatch { .. }
@@ -176,24 +186,19 @@ pub fn exit_code(error: &Error) -> u8 {
         | Error::NotPerformed { .. }
         | Error::LeaseLost { .. } => exit::RETRY_SAFE,
         Error::Divergence { .. } => exit::DIVERGENCE,
-        Error::Load { .. }
-        | Error::DuplicateTool { .. }
-        | Error::Store { .. }
-        | Error::NewerSchema { .. }
-        | Error::Host(_) => exit::HOST_FAILURE,
+        Error::Load { .. } | Error::Store { .. } | Error::NewerSchema { .. } | Error::Host(_) => {
+            exit::HOST_FAILURE
+        }
     }
 }
 
 /// Parses the command line, runs the command and returns its exit code. Errors are
 /// printed to stderr with their causes.
 pub fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("JUSTONCE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    if let Err(error) = logging::init() {
+        eprintln!("justonce: {error}");
+        return ExitCode::from(exit::BAD_INPUT);
+    }
     let mut cli = Cli::parse();
     if let Err(error) = cli.settle() {
         eprintln!("justonce: {error:#}");
@@ -210,6 +215,7 @@ pub fn main() -> ExitCode {
         Command::Resolve(cmd) => cmd.run(&cli),
         Command::Serve(cmd) => cmd.run(&cli),
         Command::Replay(cmd) => cmd.run(&cli),
+        Command::New(cmd) => cmd.run(&cli),
     };
     match result {
         Ok(code) => ExitCode::from(code),

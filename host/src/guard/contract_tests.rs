@@ -128,6 +128,24 @@ fn host_on(
     runner: Arc<ScriptedRunner>,
     providers: &[(&str, Arc<dyn Provider>)],
 ) -> Host {
+    host_renewing(
+        journal,
+        clock,
+        runner,
+        providers,
+        Some(Duration::from_millis(10)),
+    )
+}
+
+/// A host that renews leases every `renew_every` (real time), or never: a paused
+/// host renews nothing.
+fn host_renewing(
+    journal: Arc<dyn Journal>,
+    clock: Arc<ManualClock>,
+    runner: Arc<ScriptedRunner>,
+    providers: &[(&str, Arc<dyn Provider>)],
+    renew_every: Option<Duration>,
+) -> Host {
     let mut map: BTreeMap<String, Arc<dyn Provider>> = BTreeMap::new();
     map.insert("kv".into(), Arc::new(KvProvider));
     for (name, provider) in providers {
@@ -152,6 +170,7 @@ fn host_on(
         lease_ms: LEASE.as_millis() as i64,
         wait_bound: Duration::from_millis(200),
         poll: Duration::from_millis(5),
+        renew_every,
     };
     Host {
         guard: Guard::new(shared, runner, policy),
@@ -390,11 +409,12 @@ fn a_host_whose_lease_expired_is_taken_over_fenced_and_the_effect_happens_once()
     let journal = journal::in_memory().unwrap();
     let clock = Arc::new(ManualClock::default());
     let providers: [(&str, Arc<dyn Provider>); 1] = [("payments", payments.clone())];
-    let a = Arc::new(host_on(
+    let a = Arc::new(host_renewing(
         Arc::clone(&journal),
         clock.clone(),
         Arc::clone(&runner),
         &providers,
+        None,
     ));
     let b = host_on(journal, clock.clone(), runner, &providers);
 
@@ -426,6 +446,70 @@ fn a_host_whose_lease_expired_is_taken_over_fenced_and_the_effect_happens_once()
     let retry = b.guard.call(&pay(10)).unwrap();
     assert!(retry.replayed);
     assert_eq!(retry.outcome, b_answer.outcome);
+}
+
+#[test]
+fn a_provider_slower_than_the_lease_keeps_its_lease_and_no_other_host_takes_over() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "payments");
+    let runner = Arc::new(runner);
+    let (reached_tx, reached_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
+    let gate = Arc::new(Mutex::new(Some((reached_tx, release_rx))));
+    let payments = Downstream::new(ProviderClass::Keyed, vec![Fault::Hold(gate)]);
+    let journal = journal::in_memory().unwrap();
+    let clock = Arc::new(ManualClock::default());
+    let providers: [(&str, Arc<dyn Provider>); 1] = [("payments", payments.clone())];
+    let a = Arc::new(host_on(
+        Arc::clone(&journal),
+        clock.clone(),
+        Arc::clone(&runner),
+        &providers,
+    ));
+    let b = host_on(Arc::clone(&journal), clock.clone(), runner, &providers);
+
+    let a_call = {
+        let a = Arc::clone(&a);
+        std::thread::spawn(move || a.guard.call(&pay(10)))
+    };
+    reached_rx.recv().unwrap();
+    // The downstream takes longer than the lease...
+    clock.advance(LEASE * 2);
+    // ...and A, still alive, renews it (bounded wait for its renewal thread).
+    let lease_until = || {
+        journal
+            .as_sqlite()
+            .unwrap()
+            .read(|c| {
+                c.query_row("SELECT lease_expires_at FROM invocations", [], |r| {
+                    r.get::<_, Option<i64>>(0)
+                })
+            })
+            .unwrap()
+            .unwrap_or(0)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while lease_until() <= clock.now_ms() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lease was never renewed"
+        );
+        std::thread::yield_now();
+    }
+    let b_err = b.guard.call(&pay(10)).unwrap_err();
+    release_tx.send(()).unwrap();
+    let a_answer = a_call.join().unwrap().unwrap();
+
+    assert!(
+        matches!(b_err, Error::InProgress { .. }),
+        "B waited: {b_err:?}"
+    );
+    assert_eq!(payments.attempts().len(), 1, "B never took over");
+    assert_eq!(payments.applied().len(), 1);
+    assert!(a_answer.outcome.is_success());
+    let retry = b.guard.call(&pay(10)).unwrap();
+    assert!(retry.replayed, "B's retry gets A's outcome");
+    assert_eq!(retry.outcome, a_answer.outcome);
 }
 
 // --- rejected before the guest started -------------------------------------------

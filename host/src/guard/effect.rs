@@ -17,6 +17,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::Shared;
+use super::heartbeat::Heartbeats;
 use crate::determinism::GuestEntropy;
 use crate::error::Error;
 use crate::fault::{self, FaultPoint};
@@ -26,7 +27,7 @@ use crate::journal::{
 use crate::keys::{self, EffectKey, InvocationKey};
 use crate::mutants::{self, Mutant};
 use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
-use crate::runtime::{EffectFailure, EffectHandler};
+use crate::runtime::{EffectFailure, EffectHandler, spans};
 
 /// What stopped an invocation short of a savable outcome.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +68,8 @@ pub(crate) struct RunStart {
 /// The effect guard for one run of one invocation.
 pub(crate) struct EffectSession {
     shared: Arc<Shared>,
+    /// Renews this run's lease while a provider call is in flight.
+    heartbeats: Arc<Heartbeats>,
     invocation: InvocationKey,
     /// The tool being run; providers see it (the `http` allowlist is per tool).
     tool: String,
@@ -131,6 +134,7 @@ impl EffectSession {
     /// A session for one run of `invocation` under `owner`'s lease.
     pub(crate) fn new(
         shared: Arc<Shared>,
+        heartbeats: Arc<Heartbeats>,
         invocation: InvocationKey,
         tool: &str,
         owner: &str,
@@ -139,6 +143,7 @@ impl EffectSession {
     ) -> Self {
         Self {
             shared,
+            heartbeats,
             invocation,
             tool: tool.to_owned(),
             owner: owner.to_string(),
@@ -227,6 +232,7 @@ impl EffectSession {
 
         let class = provider.class();
         let key = keys::effect_key(&self.invocation, self.entropy.seed.generation(), seq);
+        let _span = spans::effect(&key, seq, provider_name).entered();
         let invocation = self.invocation.clone();
         let new = NewEffect {
             key: &key,
@@ -432,7 +438,9 @@ impl EffectSession {
                 payload,
             };
             fault::point(FaultPoint::BeforeEffect);
+            let beat = session.heartbeats.beat(&session.invocation, &session.owner);
             let answer = provider.perform(&request);
+            drop(beat);
             fault::point(FaultPoint::AfterProvider);
             let answer = match answer {
                 Ok(response) => Answer::Ok(response),

@@ -16,6 +16,7 @@
 //! guests on an in-memory journal.
 
 mod effect;
+mod heartbeat;
 mod invocation;
 mod prepare;
 mod runner;
@@ -42,7 +43,9 @@ use crate::keys::InvocationKey;
 use crate::outcome::Outcome;
 use crate::provider::Provider;
 use crate::retry::RetryPolicy;
+use crate::runtime::spans;
 use effect::{EffectSession, RunStart};
+use heartbeat::Heartbeats;
 use invocation::InvocationGuard;
 use prepare::{Prepared, prepare};
 
@@ -63,6 +66,9 @@ pub(crate) struct Policy {
     pub lease_ms: i64,
     pub wait_bound: Duration,
     pub poll: Duration,
+    /// How often (real time) a run waiting on a provider renews its lease; `None`
+    /// never (a host that stands for a paused one, in tests).
+    pub renew_every: Option<Duration>,
 }
 
 /// The invocation guard of one host.
@@ -70,6 +76,7 @@ pub(crate) struct Guard {
     shared: Arc<Shared>,
     runner: Arc<dyn Runner>,
     policy: Policy,
+    heartbeats: Arc<Heartbeats>,
     /// In-process duplicates of a running key wait here.
     waiters: InvocationGuard,
     /// This host's lease owner prefix; each run adds a counter.
@@ -81,6 +88,11 @@ impl Guard {
     /// A guard over `shared` that runs guests through `runner`.
     pub(crate) fn new(shared: Arc<Shared>, runner: Arc<dyn Runner>, policy: Policy) -> Self {
         Self {
+            heartbeats: Arc::new(Heartbeats::new(
+                Arc::clone(&shared),
+                policy.lease_ms,
+                policy.renew_every,
+            )),
             shared,
             runner,
             policy,
@@ -110,6 +122,8 @@ impl Guard {
     /// with different arguments.
     pub(crate) fn call(&self, request: &CallRequest) -> Result<CallResponse> {
         let prepared = prepare(&*self.runner, request)?;
+        // Every log line of the call names its key (JUSTONCE_LOG_FORMAT=json).
+        let _span = spans::call(&prepared.tool.name, &prepared.key).entered();
         let owner = format!(
             "{}/{}",
             self.owner,
@@ -209,6 +223,7 @@ impl Guard {
     ) -> Result<Option<CallResponse>> {
         let session = EffectSession::new(
             Arc::clone(&self.shared),
+            Arc::clone(&self.heartbeats),
             prepared.key.clone(),
             &prepared.tool.name,
             owner,
@@ -224,6 +239,12 @@ impl Guard {
             .expect("the runner hands back the handler it was given");
         settle::settle(&self.shared, prepared, owner, guest, *session)
     }
+}
+
+/// How often (real time) a host renews a lease of `lease_ms` while a provider call is
+/// in flight.
+pub(crate) fn renew_interval(lease_ms: i64) -> Duration {
+    Heartbeats::interval_for(lease_ms)
 }
 
 /// The answer to a call whose outcome was saved by an earlier attempt.

@@ -7,6 +7,7 @@ use super::runner::{Runner, ToolSpec};
 use crate::call::CallRequest;
 use crate::error::{Error, Result};
 use crate::keys::{self, Fingerprint, InvocationKey};
+use crate::normalize::normalize;
 
 /// A call whose arguments were checked and whose key is known.
 pub(crate) struct Prepared {
@@ -48,6 +49,11 @@ pub(crate) fn prepare(runner: &dyn Runner, request: &CallRequest) -> Result<Prep
     if !args.is_object() {
         return Err(invalid("arguments must be a JSON object".into()));
     }
+    // The arguments as the tool will see them: defaults filled in, an explicit null
+    // for an optional property dropped, undeclared properties refused. Two argument
+    // objects the tool cannot tell apart are one call, with one key.
+    let args = normalize(&tool.input_schema, args).map_err(|e| invalid(e.to_string()))?;
+    let canonical = crate::jcs::canonicalize(&args).map_err(|e| invalid(e.to_string()))?;
     tool.schema.check(&args).map_err(invalid)?;
     let fingerprint =
         keys::arguments_fingerprint(&tool.name, &args).map_err(|e| invalid(e.to_string()))?;

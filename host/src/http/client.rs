@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -77,15 +78,17 @@ pub(crate) enum SendError {
 /// 503 and 504 (come back later).
 pub const RETRY_STATUSES: &[u16] = &[408, 409, 425, 429, 502, 503, 504];
 
-/// A blocking HTTP client configured for guarded effects.
+/// A blocking HTTP client configured for guarded effects. It adds a service's
+/// configured headers (credentials) to the requests under its base URL, here and
+/// nowhere earlier, so they never reach the journal, the outbox or the guest.
 #[derive(Debug, Clone)]
 pub(crate) struct Client {
     agent: Agent,
-    max_response_bytes: usize,
+    config: Arc<HttpConfig>,
 }
 
 impl Client {
-    pub fn new(config: &HttpConfig) -> Self {
+    pub fn new(config: Arc<HttpConfig>) -> Self {
         let agent: Agent = Agent::config_builder()
             // A status is an answer, saved as the outcome; only the transport fails.
             .http_status_as_error(false)
@@ -99,10 +102,7 @@ impl Client {
             .user_agent(concat!("justonce/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
-        Self {
-            agent,
-            max_response_bytes: config.max_response_bytes,
-        }
+        Self { agent, config }
     }
 
     /// Sends `request`, adding `key` (header name, value) when given.
@@ -114,8 +114,15 @@ impl Client {
         let mut builder = Request::builder()
             .method(request.method.as_str())
             .uri(request.url.as_str());
+        let secrets = self.config.service_headers(&request.url);
+        // The service's own header wins over one queued before the config named it.
         for (name, value) in &request.headers {
-            builder = builder.header(name.as_str(), value.as_str());
+            if !secrets.iter().any(|(s, _)| s.eq_ignore_ascii_case(name)) {
+                builder = builder.header(name.as_str(), value.as_str());
+            }
+        }
+        for (name, value) in secrets {
+            builder = builder.header(name, value);
         }
         if let Some((name, value)) = key {
             builder = builder.header(name, value);
@@ -144,7 +151,7 @@ impl Client {
                 })
                 .or_insert(value);
         }
-        let cap = self.max_response_bytes;
+        let cap = self.config.max_response_bytes;
         let mut bytes = Vec::new();
         response
             .body_mut()
@@ -184,5 +191,56 @@ fn classify(url: &str, error: ureq::Error) -> SendError {
             SendError::NotSent(format!("{url}: the connection was refused ({e})"))
         }
         other => SendError::Unknown(format!("{url}: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_retry_after(value: &str) -> HttpResponse {
+        HttpResponse {
+            status: 503,
+            headers: BTreeMap::from([("retry-after".to_string(), value.to_string())]),
+            body: String::new(),
+            truncated: false,
+        }
+    }
+
+    #[test]
+    fn retry_after_is_read_as_seconds_or_as_an_http_date() {
+        assert_eq!(
+            with_retry_after("7").retry_after(),
+            Some(Duration::from_secs(7))
+        );
+        let in_a_minute = std::time::SystemTime::now() + Duration::from_secs(60);
+        let date = httpdate::fmt_http_date(in_a_minute);
+        let wait = with_retry_after(&date).retry_after().unwrap();
+        assert!(
+            wait > Duration::from_secs(55) && wait <= Duration::from_secs(60),
+            "{wait:?} from {date}"
+        );
+        // A date in the past is no wait; a malformed value is none.
+        assert_eq!(
+            with_retry_after("Wed, 21 Oct 2015 07:28:00 GMT").retry_after(),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(with_retry_after("soon").retry_after(), None);
+    }
+
+    #[test]
+    fn only_the_come_back_statuses_ask_to_retry() {
+        let response = |status| HttpResponse {
+            status,
+            headers: BTreeMap::new(),
+            body: String::new(),
+            truncated: false,
+        };
+        for status in [408, 409, 425, 429, 502, 503, 504] {
+            assert!(response(status).asks_to_retry(RETRY_STATUSES), "{status}");
+        }
+        for status in [200, 201, 400, 402, 404, 422, 500] {
+            assert!(!response(status).asks_to_retry(RETRY_STATUSES), "{status}");
+        }
     }
 }

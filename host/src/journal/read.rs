@@ -122,4 +122,8 @@ pub struct GcReport {
     pub effects: u64,
     /// Tool-call-id aliases removed with them.
     pub aliases: u64,
+    /// Outbox messages delivered (or given up) before the cutoff.
+    pub outbox: u64,
+    /// Rows of the built-in test mailbox older than the cutoff.
+    pub mailbox: u64,
 }

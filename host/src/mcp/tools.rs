@@ -30,7 +30,7 @@ pub(crate) fn descriptors(runtime: &Runtime) -> Vec<Value> {
             json!({
                 "name": tool.name,
                 "description": tool.description,
-                "inputSchema": input_schema(&tool.input_schema),
+                "inputSchema": input_schema(&crate::runtime::portable_schema(&tool.input_schema)),
                 "annotations": { "idempotentHint": true },
             })
         })

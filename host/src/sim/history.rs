@@ -112,7 +112,10 @@ fn quiet_crashes() {
 }
 
 impl World {
-    fn open_host(&self) -> crate::error::Result<Arc<SimHost>> {
+    /// Opens host `i`'s connection and guard. Even hosts renew the leases of runs
+    /// waiting on a provider (as a live host does); odd ones stand for paused hosts
+    /// and never do, so a slow downstream lets another host take over.
+    fn open_host(&self, i: usize) -> crate::error::Result<Arc<SimHost>> {
         let journal = journal::open(&self.path, Durability::Normal)?;
         for provider in self.providers.values() {
             journal.prepare_provider(provider.as_ref())?;
@@ -129,8 +132,12 @@ impl World {
             },
         });
         let runner: Arc<dyn crate::guard::Runner> = self.runner.clone();
+        let policy = Policy {
+            renew_every: (i % 2 == 0).then_some(Duration::from_millis(1)),
+            ..self.policy
+        };
         Ok(Arc::new(SimHost {
-            guard: Guard::new(shared, runner, self.policy),
+            guard: Guard::new(shared, runner, policy),
             journal,
         }))
     }
@@ -167,8 +174,9 @@ impl World {
                 let restart = payload
                     .downcast_ref::<SimCrash>()
                     .is_some_and(|c| c.restart);
-                if restart && let Ok(fresh) = self.open_host() {
-                    *lock(&self.hosts[host % self.hosts.len()]) = fresh;
+                let i = host % self.hosts.len();
+                if restart && let Ok(fresh) = self.open_host(i) {
+                    *lock(&self.hosts[i]) = fresh;
                 }
                 Res::Crashed
             }
@@ -527,11 +535,12 @@ pub(crate) fn run(seed: u64, size: Size) -> Outcomes {
             lease_ms: LEASE_MS,
             wait_bound: Duration::from_millis(20),
             poll: Duration::from_millis(1),
+            renew_every: None,
         },
         panics: Mutex::default(),
     };
-    for _ in 0..size.hosts {
-        let host = world.open_host().expect("a host opens the journal");
+    for i in 0..size.hosts {
+        let host = world.open_host(i).expect("a host opens the journal");
         world.hosts.push(Mutex::new(host));
     }
     let world = Arc::new(world);

@@ -87,9 +87,38 @@ pub(super) fn gc_in(tx: &Connection, now: i64, retention_ms: i64) -> rusqlite::R
         "DELETE FROM invocations WHERE state = 'completed' AND completed_at <= ?1",
         params![cutoff],
     )?;
+    // Tables of providers that keep their rows in this file, if they exist: delivered
+    // (or given up) outbox messages, and the built-in mailbox's rows.
+    let has = |table: &str| -> rusqlite::Result<bool> {
+        tx.query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+            params![table],
+            |r| r.get(0),
+        )
+    };
+    let outbox = if has("outbox")? {
+        tx.execute(
+            "DELETE FROM outbox WHERE state IN ('delivered', 'failed') AND updated_at <= ?1",
+            params![cutoff],
+        )?
+    } else {
+        0
+    };
+    let mut mailbox = 0;
+    if has("mailbox")? {
+        mailbox += tx.execute("DELETE FROM mailbox WHERE sent_at <= ?1", params![cutoff])?;
+    }
+    if has("mailbox_requests")? {
+        mailbox += tx.execute(
+            "DELETE FROM mailbox_requests WHERE received_at <= ?1",
+            params![cutoff],
+        )?;
+    }
     Ok(GcReport {
         invocations: invocations as u64,
         effects: effects as u64,
         aliases: aliases as u64,
+        outbox: outbox as u64,
+        mailbox: mailbox as u64,
     })
 }
