@@ -22,7 +22,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use justonce::Host;
-//! use justonce::mcp::{Server, ServerConfig};
+//! use justonce::__private::{Server, ServerConfig};
 //!
 //! # fn main() -> anyhow::Result<()> {
 //! let host = Arc::new(Host::builder().database(".justonce/state.db").example_tools().build()?);
