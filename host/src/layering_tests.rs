@@ -7,7 +7,7 @@ use std::path::Path;
 
 /// Top to bottom; a module may use modules of its own layer or any layer below.
 const LAYERS: &[&[&str]] = &[
-    &["main", "lib", "cli", "mcp", "replay", "delivery"],
+    &["main", "lib", "cli", "mcp", "replay", "delivery", "sim"],
     &["config", "builder", "host"],
     &["guard"],
     &["runtime", "providers", "journal", "http"],
@@ -24,6 +24,7 @@ const LAYERS: &[&[&str]] = &[
         "provider",
         "examples",
         "normalize",
+        "mutants",
         "layering_tests",
     ],
 ];

@@ -41,6 +41,7 @@ mod jcs;
 mod journal;
 mod keys;
 mod mcp;
+mod mutants;
 mod normalize;
 mod outcome;
 mod provider;
@@ -48,6 +49,7 @@ mod providers;
 mod replay;
 mod retry;
 mod runtime;
+mod sim;
 
 #[cfg(test)]
 mod layering_tests;
@@ -85,6 +87,8 @@ pub mod __private {
     pub use crate::http::local_api::{Behaviour, LocalApi};
     pub use crate::journal::CURRENT_VERSION;
     pub use crate::mcp::{Server, ServerConfig};
+    pub use crate::mutants::Mutant;
     pub use crate::providers::{KvProvider, MailProvider, OutboxMessage, OutboxProvider};
     pub use crate::runtime::CacheStats;
+    pub use crate::sim::{FaultKind, Options, Report, run};
 }

@@ -24,8 +24,7 @@ mod settle;
 
 #[cfg(test)]
 mod contract_tests;
-#[cfg(test)]
-mod scripted;
+pub(crate) mod scripted;
 
 pub(crate) use runner::{Runner, WasmRunner};
 

@@ -17,7 +17,6 @@ mod host_imports;
 mod trap;
 mod unguarded;
 
-#[cfg(test)]
 pub(crate) use bindings::ToolError as GuestToolError;
 pub use cache::{CacheStats, CompileCache};
 pub(crate) use effects::{EffectFailure, EffectHandler};
