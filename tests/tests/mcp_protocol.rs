@@ -316,3 +316,31 @@ fn stdout_carries_only_protocol_messages_even_with_debug_logs() {
     assert_eq!(code, Some(0));
     assert!(log.contains("initialize"), "the log went to stderr: {log}");
 }
+
+#[test]
+fn a_request_line_over_the_cap_is_refused_without_buffering_and_the_server_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = McpProcess::spawn(&dir.path().join("state.db"), &[], "warn");
+    let client = &mut server.client;
+    client.initialize(VERSION);
+
+    // One byte over the documented cap (4 MiB), then an ordinary request.
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(4 << 20)
+    );
+    client.send_line(&huge);
+    let (code, message) = error_of(&client.next_message());
+    assert_eq!(code, -32600);
+    assert!(message.contains("exceeds 4194304 bytes"), "{message}");
+
+    // The opposite: a line within the cap is answered, and so is the next request.
+    let padded = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(1 << 20)
+    );
+    client.send_line(&padded);
+    assert!(client.response(&json!(2)).get("error").is_none());
+    let ping = client.request("ping", json!({}));
+    assert!(ping.get("error").is_none(), "{ping}");
+}

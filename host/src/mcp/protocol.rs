@@ -18,6 +18,8 @@ pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 /// A fault of the server itself.
 pub const INTERNAL_ERROR: i64 = -32603;
+/// The server is busy (its queue of calls is full): nothing was run, retry later.
+pub const SERVER_BUSY: i64 = -32000;
 /// The request's protocol version is not served (MCP 2026-07-28); `data` names
 /// `supported` and `requested`.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;

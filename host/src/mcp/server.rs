@@ -3,11 +3,11 @@
 //! flight meet in the invocation guard and run once.
 
 use std::collections::HashMap;
-use std::io::{self, BufRead, Write};
+use std::io::{self, BufRead, Read, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crossbeam_channel::{Receiver, Sender, unbounded};
+use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use serde_json::Value;
 
 use super::ServerConfig;
@@ -41,6 +41,14 @@ impl std::fmt::Debug for Server {
             .finish()
     }
 }
+
+/// The longest request line the server reads (bytes, without its newline); a longer
+/// one is refused with a JSON-RPC error instead of being buffered.
+pub const MAX_LINE_BYTES: usize = 4 << 20;
+
+/// How many tool calls wait for a worker at most; a call that finds the queue full
+/// is answered with a retryable `busy` error and not run.
+pub const MAX_QUEUED_CALLS: usize = 256;
 
 /// A tool call waiting for a worker.
 struct Job {
@@ -122,7 +130,7 @@ impl Server {
     pub fn serve<R: BufRead, W: Write + Send>(&self, mut input: R, output: W) -> io::Result<()> {
         let outbox = Outbox(Mutex::new(output));
         let in_flight = InFlight::default();
-        let (jobs, queue) = unbounded::<Job>();
+        let (jobs, queue) = bounded::<Job>(MAX_QUEUED_CALLS);
         let workers = self.config.max_concurrent_calls.max(1);
         std::thread::scope(|scope| {
             for n in 0..workers {
@@ -134,9 +142,18 @@ impl Server {
             let mut line = Vec::new();
             let result = loop {
                 line.clear();
-                match input.read_until(b'\n', &mut line) {
-                    Ok(0) => break Ok(()),
-                    Ok(_) => self.handle(&line, &mut session, &jobs, &in_flight, &outbox),
+                match read_line(&mut input, &mut line) {
+                    Ok(Line::End) => break Ok(()),
+                    Ok(Line::Read) => self.handle(&line, &mut session, &jobs, &in_flight, &outbox),
+                    Ok(Line::TooLong) => {
+                        let error = RpcError::new(
+                            INVALID_REQUEST,
+                            format!(
+                                "the request line exceeds {MAX_LINE_BYTES} bytes; it was not read"
+                            ),
+                        );
+                        outbox.send(&protocol::error_response(None, &error));
+                    }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => break Err(e),
                 }
@@ -188,12 +205,29 @@ impl Server {
                             );
                             return outbox.reply(&id, Err(error));
                         }
-                        // The workers live as long as this loop, so the queue is open.
-                        let _ = jobs.send(Job {
+                        let job = Job {
                             id,
                             request,
                             stateless,
-                        });
+                        };
+                        // The workers live as long as this loop, so the queue is open;
+                        // a full one answers at once instead of growing.
+                        if let Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) =
+                            jobs.try_send(job)
+                        {
+                            in_flight.finish(&job.id);
+                            let busy = RpcError::new(
+                                protocol::SERVER_BUSY,
+                                format!(
+                                    "the server is busy: {MAX_QUEUED_CALLS} calls are waiting; nothing was run, retry the same call later"
+                                ),
+                            )
+                            .with_data(serde_json::json!({
+                                "kind": "busy",
+                                "retry_safe": true,
+                            }));
+                            outbox.reply(&job.id, Err(busy));
+                        }
                     }
                 }
             }
@@ -255,6 +289,46 @@ impl Server {
                 continue;
             }
             outbox.reply(&job.id, reply);
+        }
+    }
+}
+
+/// What [`read_line`] read.
+enum Line {
+    /// A whole line (or the last bytes before the end) is in the buffer.
+    Read,
+    /// The line was longer than [`MAX_LINE_BYTES`]; it was skipped to its end.
+    TooLong,
+    /// The input ended.
+    End,
+}
+
+/// Reads one line into `line`, at most [`MAX_LINE_BYTES`] of it: a longer line is
+/// skipped to its newline without being buffered.
+fn read_line<R: BufRead>(input: &mut R, line: &mut Vec<u8>) -> io::Result<Line> {
+    let cap = MAX_LINE_BYTES as u64 + 1;
+    let n = Read::take(&mut *input, cap).read_until(b'\n', line)?;
+    if n == 0 {
+        return Ok(Line::End);
+    }
+    if line.len() as u64 <= MAX_LINE_BYTES as u64 || line.ends_with(b"\n") {
+        return Ok(Line::Read);
+    }
+    // Skip the rest of the line, a buffer at a time.
+    loop {
+        let buffer = input.fill_buf()?;
+        if buffer.is_empty() {
+            return Ok(Line::TooLong);
+        }
+        match buffer.iter().position(|&b| b == b'\n') {
+            Some(at) => {
+                input.consume(at + 1);
+                return Ok(Line::TooLong);
+            }
+            None => {
+                let all = buffer.len();
+                input.consume(all);
+            }
         }
     }
 }

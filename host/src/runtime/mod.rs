@@ -5,6 +5,7 @@ mod bindings;
 mod cache;
 mod capture;
 mod effects;
+mod host_imports;
 mod import_policy;
 mod input_schema;
 mod limiter;
@@ -13,7 +14,6 @@ mod panic_message;
 mod pool;
 mod portable_schema;
 pub mod spans;
-mod host_imports;
 mod trap;
 mod unguarded;
 
@@ -40,8 +40,8 @@ use wasmtime_wasi::WasiCtx;
 use crate::error::{Error, LoadFault};
 use bindings::{Tool, ToolPre};
 use capture::BoundedCapture;
-use limiter::{CallLimiter, LimitHit};
 use host_imports::GuestState;
+use limiter::{CallLimiter, LimitHit};
 
 /// How often the engine's epoch advances; the deadline is counted in these ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
