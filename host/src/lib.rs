@@ -86,7 +86,7 @@ pub mod __private {
     pub use crate::http::HttpConfig;
     pub use crate::http::local_api::{Behaviour, LocalApi};
     pub use crate::journal::CURRENT_VERSION;
-    pub use crate::mcp::{Server, ServerConfig};
+    pub use crate::mcp::{MAX_QUEUED_CALLS, Server, ServerConfig};
     pub use crate::mutants::Mutant;
     pub use crate::providers::{KvProvider, MailProvider, OutboxMessage, OutboxProvider};
     pub use crate::runtime::CacheStats;
