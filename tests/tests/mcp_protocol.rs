@@ -344,3 +344,23 @@ fn a_request_line_over_the_cap_is_refused_without_buffering_and_the_server_keeps
     let ping = client.request("ping", json!({}));
     assert!(ping.get("error").is_none(), "{ping}");
 }
+
+#[test]
+fn sigterm_and_sigint_stop_serving_with_exit_0_and_what_was_answered_is_saved() {
+    for signal in ["TERM", "INT"] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("state.db");
+        let mut server = McpProcess::spawn(&db, &[], "info");
+        let client = &mut server.client;
+        client.initialize(VERSION);
+        let answered = client.call("send_receipt", receipt(4417), conversation("conv-sig"));
+        assert!(!replayed(&answered));
+
+        // The client stays connected: only the signal can end the process.
+        let (code, log) = server.signal_and_wait(signal);
+        assert_eq!(code, Some(0), "SIG{signal}: {log}");
+        assert!(log.contains("stopping"), "SIG{signal}: {log}");
+        assert_eq!(mailbox_count(&db), 1);
+        assert_eq!(journal(&db).len(), 1, "the answered call is saved");
+    }
+}

@@ -8,7 +8,7 @@ use clap::Args;
 use super::{Cli, exit};
 use crate::delivery::Deliverer;
 use crate::error::Error;
-use crate::mcp::{Server, ServerConfig};
+use crate::mcp::{Server, ServerConfig, Shutdown};
 
 /// Serve the tools over MCP on stdin/stdout.
 ///
@@ -50,9 +50,33 @@ impl Serve {
             conversation: self.conversation.clone(),
             max_concurrent_calls: usize::from(self.max_concurrent_calls),
         };
-        Server::new(host, config)
+        let server = Server::new(host, config);
+        stop_on_signals(server.shutdown())?;
+        server
             .serve(std::io::stdin().lock(), std::io::stdout())
             .map_err(|e| Error::Host(anyhow::anyhow!("reading the MCP client's messages: {e}")))?;
         Ok(exit::SUCCESS)
     }
+}
+
+/// On SIGTERM or SIGINT: stop reading, let the calls in flight finish and save their
+/// outcome (and answer), then exit 0. Calls still waiting for a worker are not run.
+fn stop_on_signals(shutdown: Arc<Shutdown>) -> Result<(), Error> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
+        .map_err(|e| Error::Host(anyhow::anyhow!("cannot handle SIGTERM and SIGINT: {e}")))?;
+    std::thread::Builder::new()
+        .name("justonce-signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                tracing::info!(signal, "stopping: no new calls; the calls in flight finish");
+                shutdown.stop();
+                shutdown.wait_idle();
+                // The reader may be blocked on stdin; everything answered is written
+                // and saved, so the process ends here.
+                std::process::exit(i32::from(exit::SUCCESS));
+            }
+        })
+        .map_err(|e| Error::Host(anyhow::anyhow!("cannot start the signal thread: {e}")))?;
+    Ok(())
 }

@@ -37,7 +37,7 @@ mod server;
 mod session;
 pub mod tools;
 
-pub use server::{MAX_LINE_BYTES, MAX_QUEUED_CALLS, Server};
+pub use server::{MAX_QUEUED_CALLS, Server, Shutdown};
 
 /// How the server runs calls.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -31,6 +31,59 @@ pub struct Server {
     host: Arc<Host>,
     config: ServerConfig,
     tools: Vec<Value>,
+    shutdown: Arc<Shutdown>,
+}
+
+/// Stops a server gracefully: no new call starts, and [`Shutdown::wait_idle`]
+/// returns once the calls already running have finished (and saved their outcome).
+#[derive(Debug, Default)]
+pub struct Shutdown {
+    state: Mutex<(bool, usize)>,
+    idle: std::sync::Condvar,
+}
+
+impl Shutdown {
+    fn lock(&self) -> MutexGuard<'_, (bool, usize)> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Lets no new call start.
+    pub fn stop(&self) {
+        self.lock().0 = true;
+    }
+
+    /// Whether [`Shutdown::stop`] was called.
+    pub fn stopping(&self) -> bool {
+        self.lock().0
+    }
+
+    /// Counts a call as running; `false` (not counted) once stopping.
+    fn start(&self) -> bool {
+        let mut state = self.lock();
+        if state.0 {
+            return false;
+        }
+        state.1 += 1;
+        true
+    }
+
+    fn finish(&self) {
+        let mut state = self.lock();
+        state.1 -= 1;
+        if state.1 == 0 {
+            self.idle.notify_all();
+        }
+    }
+
+    /// Waits until no call is running.
+    pub fn wait_idle(&self) {
+        let state = self.lock();
+        drop(
+            self.idle
+                .wait_while(state, |s| s.1 > 0)
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+    }
 }
 
 impl std::fmt::Debug for Server {
@@ -121,7 +174,13 @@ impl Server {
             host,
             config,
             tools,
+            shutdown: Arc::default(),
         }
+    }
+
+    /// The handle that stops this server gracefully (see [`Shutdown`]).
+    pub fn shutdown(&self) -> Arc<Shutdown> {
+        Arc::clone(&self.shutdown)
     }
 
     /// Serves one client: reads newline-delimited JSON-RPC from `input` and writes
@@ -141,6 +200,9 @@ impl Server {
             let mut session = Session::new(&self.tools, self.config.conversation.as_deref());
             let mut line = Vec::new();
             let result = loop {
+                if self.shutdown.stopping() {
+                    break Ok(());
+                }
                 line.clear();
                 match read_line(&mut input, &mut line) {
                     Ok(Line::End) => break Ok(()),
@@ -271,6 +333,12 @@ impl Server {
                 tracing::info!(id = %job.id, "call cancelled before it started; not run");
                 continue;
             }
+            if !self.shutdown.start() {
+                // Stopping: a call that has not started is not run (nothing of it is
+                // stored; the client's retry is safe).
+                in_flight.finish(&job.id);
+                continue;
+            }
             let result = catch_unwind(AssertUnwindSafe(|| self.host.call(&job.request)));
             let reply = match result {
                 Ok(result) => tools::call_result(result, job.stateless),
@@ -286,9 +354,10 @@ impl Server {
             };
             if in_flight.finish(&job.id) {
                 tracing::info!(id = %job.id, "cancelled call finished; its response is withheld");
-                continue;
+            } else {
+                outbox.reply(&job.id, reply);
             }
-            outbox.reply(&job.id, reply);
+            self.shutdown.finish();
         }
     }
 }
