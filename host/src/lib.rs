@@ -58,7 +58,7 @@ pub use builder::HostBuilder;
 pub use call::{CallRequest, CallResponse, DEFAULT_SCOPE};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::Config;
-pub use error::Error;
+pub use error::{Error, LoadFault};
 pub use host::Host;
 pub use http::HttpConfig;
 pub use journal::{
