@@ -39,6 +39,15 @@ pub struct CallRequest {
     pub tool_call_id: Option<String>,
     /// A caller-chosen idempotency key that replaces the derived one.
     pub key: Option<String>,
+    /// The authenticated caller (MCP over HTTP). When set, the scope of the call's
+    /// key is [`principal_scope`] of it and the conversation, explicit keys included.
+    pub principal: Option<String>,
+}
+
+/// The scope recorded for a call of `principal` in `conversation`: the JSON array
+/// `["principal","conversation"]`, unambiguous for any two strings.
+pub fn principal_scope(principal: &str, conversation: &str) -> String {
+    serde_json::to_string(&[principal, conversation]).unwrap_or_default()
 }
 
 impl CallRequest {
@@ -50,7 +59,14 @@ impl CallRequest {
             conversation: None,
             tool_call_id: None,
             key: None,
+            principal: None,
         }
+    }
+
+    /// Sets the authenticated caller.
+    pub fn principal(mut self, principal: impl Into<String>) -> Self {
+        self.principal = Some(principal.into());
+        self
     }
 
     /// Sets the conversation scope.
@@ -71,8 +87,12 @@ impl CallRequest {
         self
     }
 
-    fn scope(&self) -> &str {
-        self.conversation.as_deref().unwrap_or(DEFAULT_SCOPE)
+    fn scope(&self) -> std::borrow::Cow<'_, str> {
+        let conversation = self.conversation.as_deref().unwrap_or(DEFAULT_SCOPE);
+        match &self.principal {
+            None => conversation.into(),
+            Some(principal) => principal_scope(principal, conversation).into(),
+        }
     }
 }
 
@@ -518,9 +538,15 @@ impl Host {
             keys::arguments_fingerprint(&tool.name, &args).map_err(|e| invalid(e.to_string()))?;
         let key = match &request.key {
             Some(explicit) => {
-                InvocationKey::parse(explicit).map_err(|e| Error::InvalidKey(e.to_string()))?
+                let key =
+                    InvocationKey::parse(explicit).map_err(|e| Error::InvalidKey(e.to_string()))?;
+                match &request.principal {
+                    None => key,
+                    Some(_) => keys::scoped_key(&request.scope(), &key)
+                        .map_err(|e| Error::InvalidKey(e.to_string()))?,
+                }
             }
-            None => keys::invocation_key(request.scope(), &tool.name, &args)
+            None => keys::invocation_key(&request.scope(), &tool.name, &args)
                 .map_err(|e| invalid(e.to_string()))?,
         };
         Ok(Prepared {
@@ -560,6 +586,7 @@ impl Host {
         // Journaled only if this call creates the invocation; a resumed run gets the
         // seed its first run drew, so it sees the same random values.
         let seed = Seed::random()?;
+        let scope = request.scope();
         loop {
             // One call of a key at a time in this process: a duplicate waits here for
             // the running one, then looks again (and replays its outcome).
@@ -571,7 +598,7 @@ impl Host {
             };
             let begin = Begin {
                 key: &prepared.key,
-                scope: request.scope(),
+                scope: &scope,
                 tool: &prepared.tool.name,
                 fingerprint: &prepared.fingerprint,
                 explicit_key: request.key.is_some(),

@@ -18,6 +18,8 @@ mod http;
 mod lease;
 mod loading;
 mod mcp_calls;
+mod mcp_http;
+mod mcp_http_cli;
 mod mcp_protocol;
 mod mcp_python;
 mod outbox;

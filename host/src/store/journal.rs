@@ -72,15 +72,31 @@ fn parse_json(text: Option<String>) -> Option<serde_json::Value> {
 impl Store {
     /// Invocations (newest first), optionally of one conversation, with their effects.
     pub fn journal(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>> {
+        self.journal_where(scope, None, limit)
+    }
+
+    /// Invocations (newest first) whose scope starts with `prefix` (the calls of one
+    /// principal, see [`crate::host::principal_scope`]), with their effects.
+    pub fn journal_by_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<JournalEntry>> {
+        self.journal_where(None, Some(prefix), limit)
+    }
+
+    fn journal_where(
+        &self,
+        scope: Option<&str>,
+        prefix: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<JournalEntry>> {
         self.flush()?;
         self.with(|conn| {
             let mut inv = conn.prepare_cached(
                 "SELECT key, scope, tool, state, runs, outcome, created_at FROM invocations
-                  WHERE ?1 IS NULL OR scope = ?1
+                  WHERE (?1 IS NULL OR scope = ?1)
+                    AND (?3 IS NULL OR substr(scope, 1, length(?3)) = ?3)
                   ORDER BY created_at DESC, key LIMIT ?2",
             )?;
             let mut entries = inv
-                .query_map(params![scope, limit], |r| {
+                .query_map(params![scope, limit, prefix], |r| {
                     Ok(JournalEntry {
                         key: r.get(0)?,
                         scope: r.get(1)?,

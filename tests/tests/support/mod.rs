@@ -8,6 +8,7 @@ pub mod db;
 pub mod gate;
 pub mod hold_first;
 pub mod mcp;
+pub mod mcp_http;
 pub mod process;
 pub mod providers;
 
