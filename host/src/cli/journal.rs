@@ -12,7 +12,8 @@ use crate::store::{Durability, Store};
 /// JSON array `[principal, conversation]`.
 fn principal_prefix(principal: &str) -> String {
     let mut prefix = principal_scope(principal, "");
-    prefix.truncate(prefix.len() - r#""]"#.len());
+    // Drops the empty conversation and the bracket: `""]`.
+    prefix.truncate(prefix.len() - r#"""]"#.len());
     prefix
 }
 
