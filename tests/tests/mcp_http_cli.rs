@@ -1,69 +1,10 @@
 //! `justonce serve --http` as a process: tokens issued and revoked with `justonce
 //! token`, calls keyed by principal, and `journal --principal`.
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Stdio};
-
 use serde_json::{Value, json};
 
 use crate::support::cli::{json_of, justonce_command};
-use crate::support::mcp_http::HttpClient;
-
-/// `justonce serve --http 127.0.0.1:0`, killed when dropped.
-pub struct HttpProcess {
-    child: Child,
-    /// Where it listens.
-    pub addr: SocketAddr,
-}
-
-impl HttpProcess {
-    /// Starts it on `db` with `args` and reads the URL it prints.
-    pub fn spawn(db: &Path, args: &[&str]) -> Self {
-        let mut child = justonce_command(Some(db))
-            .args(["serve", "--http", "127.0.0.1:0", "--deliver-every-ms", "0"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start justonce serve --http");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .expect("read the URL");
-        let addr = line
-            .trim()
-            .strip_prefix("http://")
-            .and_then(|rest| rest.strip_suffix("/mcp"))
-            .unwrap_or_else(|| panic!("not an endpoint URL: {line:?}"))
-            .parse()
-            .expect("an address");
-        Self { child, addr }
-    }
-}
-
-impl Drop for HttpProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `justonce --db DB token add NAME`: the token it printed.
-pub fn add_token(db: &Path, name: &str) -> String {
-    let out = justonce_command(Some(db))
-        .args(["token", "add", name])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
+use crate::support::mcp_http::{HttpClient, HttpProcess, add_token};
 
 fn receipt(order: u64) -> Value {
     json!({ "orders": [{ "order_id": order, "email": "ada@example.com", "amount_cents": 100 }] })

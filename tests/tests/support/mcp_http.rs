@@ -3,8 +3,10 @@
 //! exactly the bytes a test needs (and hang up where it wants).
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +15,8 @@ use justonce::mcp::http::Running;
 use justonce::mcp::tokens::{self, Tokens};
 use justonce::mcp::{HttpOptions, HttpServer, Server, ServerConfig};
 use serde_json::{Value, json};
+
+use super::cli::justonce_command;
 
 /// A bound on a hang, not a timing assertion.
 const WAIT: Duration = Duration::from_secs(60);
@@ -233,4 +237,58 @@ impl HttpClient {
         }
         self.stateless("tools/call", params)
     }
+}
+
+/// `justonce serve --http 127.0.0.1:0`, killed when dropped.
+pub struct HttpProcess {
+    child: Child,
+    /// Where it listens.
+    pub addr: SocketAddr,
+}
+
+impl HttpProcess {
+    /// Starts it on `db` with `args` and reads the URL it prints.
+    pub fn spawn(db: &Path, args: &[&str]) -> Self {
+        let mut child = justonce_command(Some(db))
+            .args(["serve", "--http", "127.0.0.1:0", "--deliver-every-ms", "0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start justonce serve --http");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("read the URL");
+        let addr = line
+            .trim()
+            .strip_prefix("http://")
+            .and_then(|rest| rest.strip_suffix("/mcp"))
+            .unwrap_or_else(|| panic!("not an endpoint URL: {line:?}"))
+            .parse()
+            .expect("an address");
+        Self { child, addr }
+    }
+}
+
+impl Drop for HttpProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `justonce --db DB token add NAME`: the token it printed.
+pub fn add_token(db: &Path, name: &str) -> String {
+    let out = justonce_command(Some(db))
+        .args(["token", "add", name])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
