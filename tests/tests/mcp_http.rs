@@ -462,3 +462,37 @@ fn a_client_that_takes_only_a_stream_gets_one_event_and_the_connection_stays_usa
     let n = stream.read(&mut more).unwrap();
     assert!(String::from_utf8_lossy(&more[..n]).starts_with("HTTP/1.1 200"));
 }
+
+#[test]
+fn a_client_that_waits_for_a_go_ahead_gets_one_before_it_sends_its_body() {
+    let http = HttpFixture::start(
+        payments_host(Arc::new(FakePayments::new(Fault::None))),
+        HttpOptions::default(),
+        &["alice"],
+    );
+    let mut client = http.client("alice");
+    let message = client.message("tools/call", json!({ "name": "echo", "arguments": { "message": "e" }, "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {} } }));
+    let body = message.to_string();
+    let bytes = client.post_bytes(
+        &body,
+        &[
+            ("Expect", "100-continue"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "echo"),
+        ],
+    );
+    let head_len = bytes.len() - body.len();
+    let mut stream = client.send_raw(&bytes[..head_len]);
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut interim = [0u8; 25];
+    stream.read_exact(&mut interim).unwrap();
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    stream.write_all(body.as_bytes()).unwrap();
+    assert_eq!(
+        read_reply(&mut stream).tool_result()["structuredContent"]["echo"],
+        "e"
+    );
+}

@@ -237,6 +237,12 @@ impl HttpServer {
                 }
                 Ok(Admitted::Delete { principal }) => self.delete(&head, &principal),
                 Ok(Admitted::Post { principal, length }) => {
+                    let expects = head
+                        .header("expect")
+                        .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"));
+                    if expects && conn.go_ahead().is_err() {
+                        return;
+                    }
                     match conn.read_body(length, deadline) {
                         Ok(body) => self.post(&head, &principal, &body),
                         Err(e) => return self.unreadable(conn, e),

@@ -235,6 +235,12 @@ impl Conn {
         self.stream.flush()
     }
 
+    /// Tells a client that waits for a go-ahead before its body
+    /// (`Expect: 100-continue`, as curl sends for larger bodies) to send it.
+    pub fn go_ahead(&mut self) -> io::Result<()> {
+        self.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+    }
+
     /// A second handle on the socket, to shut it down from another thread.
     pub fn try_clone_stream(&self) -> io::Result<TcpStream> {
         self.stream.try_clone()
