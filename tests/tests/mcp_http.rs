@@ -26,6 +26,15 @@ fn payments_host(payments: Arc<FakePayments>) -> Arc<Host> {
     Arc::new(test_host(|b| b.provider("payments", payments)).host)
 }
 
+/// A server whose tools reach a downstream that answers, with the default options.
+fn plain(principals: &[&str]) -> HttpFixture {
+    HttpFixture::start(
+        payments_host(Arc::new(FakePayments::new(Fault::None))),
+        HttpOptions::default(),
+        principals,
+    )
+}
+
 fn meta(result: &Value, key: &str) -> Value {
     result["_meta"][format!("dev.justonce/{key}")].clone()
 }
@@ -334,11 +343,7 @@ fn a_client_too_slow_to_send_its_request_is_cut_off_and_a_prompt_one_served() {
 
 #[test]
 fn a_session_is_opened_by_initialize_required_after_it_and_its_openers_alone() {
-    let http = HttpFixture::start(
-        payments_host(Arc::new(FakePayments::new(Fault::None))),
-        HttpOptions::default(),
-        &["alice", "bob"],
-    );
+    let http = plain(&["alice", "bob"]);
     let mut alice = http.client("alice");
     assert_eq!(
         alice.request("tools/list", json!({})).status,
@@ -386,11 +391,7 @@ fn a_session_is_opened_by_initialize_required_after_it_and_its_openers_alone() {
 
 #[test]
 fn a_stateless_request_must_repeat_its_body_in_the_routing_headers() {
-    let http = HttpFixture::start(
-        payments_host(Arc::new(FakePayments::new(Fault::None))),
-        HttpOptions::default(),
-        &["alice"],
-    );
+    let http = plain(&["alice"]);
     let mut client = http.client("alice");
     let ok = client.call("echo", json!({ "message": "x" }), json!({}));
     assert_eq!(ok.tool_result()["resultType"], "complete");
@@ -412,11 +413,7 @@ fn a_stateless_request_must_repeat_its_body_in_the_routing_headers() {
 
 #[test]
 fn a_client_that_takes_only_a_stream_gets_one_event_and_the_connection_stays_usable() {
-    let http = HttpFixture::start(
-        payments_host(Arc::new(FakePayments::new(Fault::None))),
-        HttpOptions::default(),
-        &["alice"],
-    );
+    let http = plain(&["alice"]);
     let mut client = http.client("alice");
     let init = client.message("initialize", json!({ "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "t", "version": "0" } }));
     let body = init.to_string();
@@ -465,11 +462,7 @@ fn a_client_that_takes_only_a_stream_gets_one_event_and_the_connection_stays_usa
 
 #[test]
 fn a_client_that_waits_for_a_go_ahead_gets_one_before_it_sends_its_body() {
-    let http = HttpFixture::start(
-        payments_host(Arc::new(FakePayments::new(Fault::None))),
-        HttpOptions::default(),
-        &["alice"],
-    );
+    let http = plain(&["alice"]);
     let mut client = http.client("alice");
     let message = client.message("tools/call", json!({ "name": "echo", "arguments": { "message": "e" }, "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {} } }));
     let body = message.to_string();
