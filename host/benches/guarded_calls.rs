@@ -559,7 +559,7 @@ fn mcp_figures(dir: &Path) {
     );
     let calls = scaled(500);
     let stdio = mcp_round_trips(&mut StdioMcp::start(&dir.join("mcp-stdio")), calls);
-    let http = mcp_round_trips(&mut HttpMcp::start(&dir.join("mcp-http")), calls, 0);
+    let http = mcp_round_trips(&mut HttpMcp::start(&dir.join("mcp-http")), calls);
     println!(
         "| call | stdio median (p10–p90) | HTTP median (p10–p90) | HTTP / stdio | calls |\n| --- | --- | --- | --- | --- |"
     );
