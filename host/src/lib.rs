@@ -55,7 +55,7 @@ mod sim;
 mod layering_tests;
 
 pub use builder::HostBuilder;
-pub use call::{CallRequest, CallResponse, DEFAULT_SCOPE};
+pub use call::{CallRequest, CallResponse, DEFAULT_SCOPE, principal_scope};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::Config;
 pub use error::{Error, LoadFault};
@@ -86,7 +86,9 @@ pub mod __private {
     pub use crate::http::HttpConfig;
     pub use crate::http::local_api::{Behaviour, LocalApi};
     pub use crate::journal::CURRENT_VERSION;
-    pub use crate::mcp::{MAX_QUEUED_CALLS, Server, ServerConfig};
+    pub use crate::mcp::http::{Running, TOO_MANY_CALLS};
+    pub use crate::mcp::tokens;
+    pub use crate::mcp::{HttpOptions, HttpServer, MAX_QUEUED_CALLS, Server, ServerConfig};
     pub use crate::mutants::Mutant;
     pub use crate::providers::{KvProvider, MailProvider, OutboxMessage, OutboxProvider};
     pub use crate::runtime::CacheStats;

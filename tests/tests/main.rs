@@ -23,6 +23,8 @@ mod lease;
 mod loading;
 mod logs;
 mod mcp_calls;
+mod mcp_http;
+mod mcp_http_cli;
 mod mcp_protocol;
 mod mcp_python;
 mod new_tool;

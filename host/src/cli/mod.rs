@@ -13,6 +13,7 @@ mod resolve;
 mod run;
 mod serve;
 mod target;
+mod token;
 mod tools;
 
 use std::path::PathBuf;
@@ -27,6 +28,9 @@ use crate::host::Host;
 
 /// Where the journal lives when neither `--db` nor the configuration file says.
 const DEFAULT_DB: &str = ".justonce/state.db";
+
+/// The tokens file's name next to the database, when the configuration names none.
+const TOKENS_FILE: &str = "tokens.json";
 
 /// Exit codes, documented in the README and in `justonce --help`.
 pub mod exit {
@@ -106,6 +110,7 @@ enum Command {
     Deliver(deliver::Deliver),
     Resolve(resolve::Resolve),
     Serve(serve::Serve),
+    Token(token::Token),
     Replay(replay::Replay),
     New(new::New),
 }
@@ -156,6 +161,19 @@ impl Cli {
             Some(path) => builder.http_config_file(path),
             None => builder,
         }
+    }
+
+    /// The tokens file of `serve --http`: `flag`, else the configuration's, else
+    /// tokens.json next to the database.
+    fn tokens_file(&self, flag: Option<&PathBuf>) -> PathBuf {
+        flag.cloned()
+            .or_else(|| self.settings.as_ref().and_then(|c| c.tokens_file.clone()))
+            .unwrap_or_else(|| {
+                self.db
+                    .parent()
+                    .unwrap_or(std::path::Path::new(""))
+                    .join(TOKENS_FILE)
+            })
     }
 
     /// How long records are kept, as configured (24 h unless the file says).
@@ -214,6 +232,7 @@ pub fn main() -> ExitCode {
         Command::Deliver(cmd) => cmd.run(&cli),
         Command::Resolve(cmd) => cmd.run(&cli),
         Command::Serve(cmd) => cmd.run(&cli),
+        Command::Token(cmd) => cmd.run(&cli),
         Command::Replay(cmd) => cmd.run(&cli),
         Command::New(cmd) => cmd.run(&cli),
     };

@@ -133,6 +133,7 @@ impl Guard {
         // Journaled only if this call creates the invocation; a resumed run gets the
         // seed its first run drew, so it sees the same random values.
         let seed = Seed::random()?;
+        let scope = request.scope();
         loop {
             // One call of a key at a time in this process: a duplicate waits here for
             // the running one, then looks again (and replays its outcome).
@@ -144,7 +145,7 @@ impl Guard {
             };
             let begin = Begin {
                 key: &prepared.key,
-                scope: request.scope(),
+                scope: &scope,
                 tool: &prepared.tool.name,
                 fingerprint: &prepared.fingerprint,
                 explicit_key: request.key.is_some(),

@@ -144,6 +144,10 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// Invocations (newest first), optionally of one scope, with their effects.
     fn entries(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>>;
 
+    /// Invocations (newest first) whose scope starts with `prefix` (the calls of one
+    /// principal, see [`principal_scope`](crate::principal_scope)).
+    fn entries_by_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<JournalEntry>>;
+
     /// Deletes what is past retention at `now`; never a call that is open.
     fn gc(&self, now: i64, retention_ms: i64) -> Result<GcReport>;
 

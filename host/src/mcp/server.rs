@@ -325,6 +325,38 @@ impl Server {
         }
     }
 
+    /// Runs one tool call to its answer, shaped for the connection's revision; the
+    /// same for every transport.
+    pub(crate) fn run_call(
+        &self,
+        request: &CallRequest,
+        stateless: bool,
+    ) -> Result<Value, RpcError> {
+        let result = catch_unwind(AssertUnwindSafe(|| self.host.call(request)));
+        let reply = match result {
+            Ok(result) => tools::call_result(result, stateless),
+            Err(_) => Err(RpcError::new(
+                INTERNAL_ERROR,
+                "the host panicked while running the call",
+            )),
+        };
+        if stateless {
+            reply.map(stateless_result)
+        } else {
+            reply
+        }
+    }
+
+    /// The `tools/list` entries.
+    pub(crate) fn tools(&self) -> &[Value] {
+        &self.tools
+    }
+
+    /// How the server runs calls.
+    pub(crate) fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
     fn work<W: Write>(&self, queue: &Receiver<Job>, in_flight: &InFlight, outbox: &Outbox<W>) {
         loop {
             let Ok(job) = queue.recv() else { return };
@@ -339,19 +371,7 @@ impl Server {
                 in_flight.finish(&job.id);
                 continue;
             }
-            let result = catch_unwind(AssertUnwindSafe(|| self.host.call(&job.request)));
-            let reply = match result {
-                Ok(result) => tools::call_result(result, job.stateless),
-                Err(_) => Err(RpcError::new(
-                    INTERNAL_ERROR,
-                    "the host panicked while running the call",
-                )),
-            };
-            let reply = if job.stateless {
-                reply.map(stateless_result)
-            } else {
-                reply
-            };
+            let reply = self.run_call(&job.request, job.stateless);
             if in_flight.finish(&job.id) {
                 tracing::info!(id = %job.id, "cancelled call finished; its response is withheld");
             } else {

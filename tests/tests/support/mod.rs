@@ -9,6 +9,7 @@ pub mod gate;
 pub mod hold_first;
 pub mod install;
 pub mod mcp;
+pub mod mcp_http;
 pub mod process;
 pub mod providers;
 

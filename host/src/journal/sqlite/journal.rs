@@ -12,17 +12,19 @@ fn parse_json(text: Option<String>) -> Option<serde_json::Value> {
 pub(super) fn entries_in(
     conn: &Connection,
     scope: Option<&str>,
+    prefix: Option<&str>,
     limit: u32,
 ) -> rusqlite::Result<Vec<JournalEntry>> {
     {
         {
             let mut inv = conn.prepare_cached(
                 "SELECT key, scope, tool, state, runs, outcome, created_at FROM invocations
-                  WHERE ?1 IS NULL OR scope = ?1
+                  WHERE (?1 IS NULL OR scope = ?1)
+                    AND (?3 IS NULL OR substr(scope, 1, length(?3)) = ?3)
                   ORDER BY created_at DESC, key LIMIT ?2",
             )?;
             let mut entries = inv
-                .query_map(params![scope, limit], |r| {
+                .query_map(params![scope, limit, prefix], |r| {
                     Ok(JournalEntry {
                         key: r.get(0)?,
                         scope: r.get(1)?,

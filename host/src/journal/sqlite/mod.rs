@@ -396,7 +396,11 @@ impl Journal for SqliteJournal {
     }
 
     fn entries(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>> {
-        self.with(|conn| journal::entries_in(conn, scope, limit))
+        self.with(|conn| journal::entries_in(conn, scope, None, limit))
+    }
+
+    fn entries_by_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<JournalEntry>> {
+        self.with(|conn| journal::entries_in(conn, None, Some(prefix), limit))
     }
 
     fn gc(&self, now: i64, retention_ms: i64) -> Result<GcReport> {
