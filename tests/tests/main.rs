@@ -24,6 +24,7 @@ mod mcp_calls;
 mod mcp_protocol;
 mod mcp_python;
 mod new_tool;
+mod operate;
 mod outbox;
 mod readme;
 mod replay;

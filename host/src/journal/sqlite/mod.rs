@@ -265,6 +265,23 @@ impl SqliteJournal {
         Ok(done)
     }
 
+    /// Counts a replay found by a read, after its durable point: the count is
+    /// bookkeeping, not an answer, so neither this replay nor a later durable point
+    /// waits for an fsync of it, and a power cut may lose it. A failure is logged,
+    /// never the caller's: the answer is on disk already. A replay this process
+    /// answers from `recent` is not counted, so the fastest path stays free of writes.
+    fn count_replay(&self, key: &InvocationKey) {
+        let conn = self.lock();
+        let before = self.sync.written();
+        let counted = invocations::count_replay_in(&conn, key);
+        self.sync.note_written();
+        self.sync.excuse_since(before);
+        drop(conn);
+        if let Err(e) = counted {
+            tracing::warn!(%key, "cannot count a replay: {e}");
+        }
+    }
+
     /// Makes a saved answer durable when this journal's durability asks for it.
     fn durable_if_full(&self) -> Result<()> {
         if self.durability == Durability::Full {
@@ -295,12 +312,7 @@ impl Journal for SqliteJournal {
         } = &found
         {
             self.make_durable()?;
-            // After the durable point, so the replay waits for no fsync of its own:
-            // the count is bookkeeping, not an answer, and a power cut may lose it. A
-            // replay this process answers from `recent` (below) is not counted.
-            if let Err(e) = self.with(|conn| invocations::count_replay_in(conn, b.key)) {
-                tracing::warn!(key = %b.key, "cannot count a replay: {e}");
-            }
+            self.count_replay(b.key);
             if b.tool_call_id.is_none() {
                 self.recent
                     .remember(b.key, b.fingerprint, *completed_at, outcome);
