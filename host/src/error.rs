@@ -173,6 +173,17 @@ pub enum Error {
         reason: String,
     },
 
+    /// An operator's `forget` or `abandon` of a call was refused; nothing changed.
+    #[error("cannot {action} call {key}: {reason}")]
+    CannotOperate {
+        /// What was asked: `forget` or `abandon`.
+        action: &'static str,
+        /// The call.
+        key: InvocationKey,
+        /// Why it is refused.
+        reason: String,
+    },
+
     /// The configuration file is unreadable, or has an unknown key or a bad value.
     #[error("configuration {}: {reason}", path.display())]
     Config {
@@ -215,6 +226,7 @@ impl Error {
             Self::NewerSchema { .. } => "newer_schema",
             Self::LeaseLost { .. } => "lease_lost",
             Self::CannotResolve { .. } => "cannot_resolve",
+            Self::CannotOperate { .. } => "cannot_operate",
             Self::Config { .. } => "invalid_config",
             Self::Host(_) => "host_failed",
         }
@@ -239,7 +251,8 @@ impl Error {
             | Self::OutcomeUnknown { key, .. }
             | Self::NotPerformed { key, .. }
             | Self::Divergence { key, .. }
-            | Self::LeaseLost { key } => Some(key),
+            | Self::LeaseLost { key }
+            | Self::CannotOperate { key, .. } => Some(key),
             _ => None,
         }
     }

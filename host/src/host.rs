@@ -9,7 +9,10 @@ use crate::clock::Clock;
 use crate::error::Result;
 use crate::guard::{Guard, Shared};
 use crate::http::HttpConfig;
-use crate::journal::{GcReport, Journal, JournalEntry, JournalStats, Resolution, UnresolvedEffect};
+use crate::journal::{
+    CallStory, GcReport, Journal, JournalEntry, JournalStats, Operated, Operator, Resolution,
+    UnresolvedEffect,
+};
 use crate::keys::InvocationKey;
 use crate::runtime::{Runtime, ToolLimits};
 
@@ -119,6 +122,38 @@ impl Host {
         self.shared()
             .journal
             .resolve(effect_key, resolution, response, now)
+    }
+
+    /// One call's whole story: its record with every effect, and what operators did
+    /// to it (`justonce journal KEY`).
+    pub fn story(&self, key: &InvocationKey) -> Result<CallStory> {
+        self.shared().journal.story(key)
+    }
+
+    /// Removes the record of one call so that the same call runs again, under new
+    /// effect keys downstream (`justonce forget`), recorded as done `by` someone.
+    /// Refused for a running call, or one with an effect whose outcome is unknown,
+    /// unless `force`.
+    pub fn forget(&self, key: &InvocationKey, by: &str, force: bool) -> Result<Operated> {
+        let operator = self.operator(by, force);
+        self.shared().journal.forget(key, &operator)
+    }
+
+    /// Closes one diverged or stuck call with a saved `abandoned` outcome that lists
+    /// the effects it performed (`justonce abandon`), recorded as done `by` someone;
+    /// every retry replays it. Refused for a completed call (a second `abandon` is
+    /// [`Operated::AlreadyDone`]), and for a running one unless `force`.
+    pub fn abandon(&self, key: &InvocationKey, by: &str, force: bool) -> Result<Operated> {
+        let operator = self.operator(by, force);
+        self.shared().journal.abandon(key, &operator)
+    }
+
+    fn operator<'a>(&self, by: &'a str, force: bool) -> Operator<'a> {
+        Operator {
+            by,
+            force,
+            now: self.clock().now_ms(),
+        }
     }
 
     /// Deletes completed records past the retention window.

@@ -56,13 +56,14 @@ mod layering_tests;
 
 pub use builder::HostBuilder;
 pub use call::{CallRequest, CallResponse, DEFAULT_SCOPE, principal_scope};
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, ManualClock, SystemClock, rfc3339};
 pub use config::Config;
 pub use error::{Error, LoadFault};
 pub use host::Host;
 pub use http::HttpConfig;
 pub use journal::{
-    Durability, GcReport, JournalEffect, JournalEntry, JournalStats, Resolution, UnresolvedEffect,
+    Action, CallStory, Durability, GcReport, JournalEffect, JournalEntry, JournalOperation,
+    JournalStats, Operated, Operator, Resolution, UnresolvedEffect,
 };
 pub use keys::{EffectKey, Fingerprint, InvocationKey};
 pub use outcome::Outcome;

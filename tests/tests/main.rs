@@ -28,6 +28,7 @@ mod mcp_http_cli;
 mod mcp_protocol;
 mod mcp_python;
 mod new_tool;
+mod operate;
 mod outbox;
 mod readme;
 mod replay;

@@ -83,7 +83,7 @@ fn two_principals_sending_the_same_call_and_key_each_get_their_own_effect_and_an
     // The journal says whose each call was.
     let alices = host.journal_of_principal("alice", 10).unwrap();
     assert_eq!(alices.len(), 1);
-    assert_eq!(alices[0].scope, r#"["alice","c"]"#);
+    assert_eq!(alices[0].conversation, r#"["alice","c"]"#);
     assert_eq!(host.journal(None, 10).unwrap().len(), 2);
 }
 

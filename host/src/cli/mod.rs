@@ -1,13 +1,16 @@
 //! The `justonce` command line: one file per subcommand, each a clap struct with
 //! `run`. `main` only calls [`main`].
 
+mod abandon;
 mod deliver;
 mod demo;
+mod forget;
 mod gc;
 mod journal;
 mod key;
 mod logging;
 mod new;
+mod operate;
 mod replay;
 mod resolve;
 mod run;
@@ -109,6 +112,8 @@ enum Command {
     Demo(demo::Demo),
     Deliver(deliver::Deliver),
     Resolve(resolve::Resolve),
+    Forget(forget::Forget),
+    Abandon(abandon::Abandon),
     Serve(serve::Serve),
     Token(token::Token),
     Replay(replay::Replay),
@@ -198,6 +203,7 @@ pub fn exit_code(error: &Error) -> u8 {
         | Error::InvalidKey(_)
         | Error::Mismatch { .. }
         | Error::CannotResolve { .. }
+        | Error::CannotOperate { .. }
         | Error::Config { .. } => exit::BAD_INPUT,
         Error::InProgress { .. }
         | Error::OutcomeUnknown { .. }
@@ -231,6 +237,8 @@ pub fn main() -> ExitCode {
         Command::Demo(cmd) => cmd.run(&cli),
         Command::Deliver(cmd) => cmd.run(&cli),
         Command::Resolve(cmd) => cmd.run(&cli),
+        Command::Forget(cmd) => cmd.run(&cli),
+        Command::Abandon(cmd) => cmd.run(&cli),
         Command::Serve(cmd) => cmd.run(&cli),
         Command::Token(cmd) => cmd.run(&cli),
         Command::Replay(cmd) => cmd.run(&cli),

@@ -160,8 +160,12 @@ pub(crate) fn call_result(
             ))
         }
         Err(error) => match &error {
-            // `CannotResolve` comes from `justonce resolve`, never from a call.
-            Error::UnknownTool { .. } | Error::InvalidKey(_) | Error::CannotResolve { .. } => {
+            // `CannotResolve` and `CannotOperate` come from `justonce resolve`, `forget`
+            // and `abandon`, never from a call.
+            Error::UnknownTool { .. }
+            | Error::InvalidKey(_)
+            | Error::CannotResolve { .. }
+            | Error::CannotOperate { .. } => {
                 Err(RpcError::invalid_params(error.to_string()).with_data(error.to_agent_json()))
             }
             Error::InvalidArguments { .. }
