@@ -12,7 +12,10 @@
 //!    and (3) as bare call + N × floor;
 //! 6. throughput with 1, 2, 4 and 8 concurrent callers, `Normal` and `Full`;
 //! 7. cold start of the `justonce` binary with an empty and a warm compiled-component
-//!    cache.
+//!    cache;
+//! 8. MCP `tools/call` round trips to `justonce serve`, sequential, over stdio and over
+//!    Streamable HTTP (keep-alive, a bearer token, a session): no effect, one effect,
+//!    replayed, and `ping` as each transport's floor.
 //!
 //! Latencies are sampled per call in interleaved rounds (every figure once per round,
 //! so a burst of load on a shared machine hits them alike); a figure is the median of
@@ -20,7 +23,8 @@
 //! rare stalls: a disk write held up by writeback, a preempted thread), and a ratio is
 //! the median of the per-round ratios. `JUSTONCE_BENCH_SCALE` (default 1.0) scales
 //! rounds and durations; `JUSTONCE_BENCH_PROFILE=bare|echo|receipt|replay` runs one
-//! call in a loop for a profiler instead. Nothing here asserts a timing; the targets
+//! call in a loop for a profiler instead, and `JUSTONCE_BENCH_ONLY=mcp` only (8).
+//! Nothing here asserts a timing; the targets
 //! are printed next to the figures.
 
 use std::path::Path;
@@ -160,26 +164,31 @@ fn journal_cost(host: &Host, request: &CallRequest) -> (u64, u64) {
     (after.commits - before.commits, after.syncs - before.syncs)
 }
 
-/// The durability floor: one autocommit insert of one small row on a journal opened
-/// with `durability`, made durable as the guard makes its writes durable.
-fn floor_store(dir: &Path, durability: Durability) -> Store {
-    let store = Store::open(&dir.join("floor.db"), durability).expect("floor store");
-    store
-        .read(|c| {
-            c.execute_batch("CREATE TABLE IF NOT EXISTS floor (id INTEGER PRIMARY KEY, v TEXT)")
-        })
+/// The durability floor: one autocommit insert of one small row in a SQLite file in
+/// WAL mode, synced at every commit with `Full` (`synchronous=FULL`) and not with
+/// `Normal`, as the journal's durable points are.
+fn floor_store(dir: &Path, durability: Durability) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(dir.join("floor.db")).expect("floor store");
+    let _: String = conn
+        .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+        .expect("wal");
+    let sync = if durability == Durability::Full {
+        "FULL"
+    } else {
+        "NORMAL"
+    };
+    conn.pragma_update(None, "synchronous", sync)
+        .expect("synchronous");
+    conn.execute_batch("CREATE TABLE IF NOT EXISTS floor (id INTEGER PRIMARY KEY, v TEXT)")
         .expect("floor table");
-    store
+    conn
 }
 
-fn floor_commit(store: &Store, i: usize) {
+fn floor_commit(store: &rusqlite::Connection, i: usize) {
     store
-        .read(|c| {
-            c.prepare_cached("INSERT INTO floor (v) VALUES (?1)")?
-                .execute([format!("row {i}")])
-        })
+        .prepare_cached("INSERT INTO floor (v) VALUES (?1)")
+        .and_then(|mut s| s.execute([format!("row {i}")]))
         .expect("insert");
-    store.make_durable().expect("sync");
 }
 
 struct Figures {
@@ -194,7 +203,11 @@ struct Figures {
 
 const MODES: [(Durability, &str); 2] = [(Durability::Normal, "Normal"), (Durability::Full, "Full")];
 
-fn latencies(runtime: &Arc<Runtime>, hosts: &[Host; 2], floors: &[Store; 2]) -> Figures {
+fn latencies(
+    runtime: &Arc<Runtime>,
+    hosts: &[Host; 2],
+    floors: &[rusqlite::Connection; 2],
+) -> Figures {
     let counter = AtomicU64::new(0);
     let replayed: Vec<CallRequest> = hosts
         .iter()
@@ -303,39 +316,77 @@ fn cold_start(db: &Path, n: usize) -> f64 {
     elapsed.as_secs_f64() * 1e3
 }
 
-/// `justonce serve` on a journal in `dir` with the CLI's default durability, serving the example tools and the
-/// `echo` test guest, driven over its stdin and stdout like an MCP client.
-struct McpServer {
+/// A directory in `dir` holding the example tools and the `echo` test guest.
+fn tools_dir(dir: &Path) -> std::path::PathBuf {
+    let tools = dir.join("tools");
+    std::fs::create_dir_all(&tools).expect("tools dir");
+    for (name, bytes) in justonce::__private::EXAMPLE_TOOLS {
+        std::fs::write(tools.join(format!("{name}.wasm")), bytes).expect("copy tool");
+    }
+    std::fs::copy(
+        justonce_tests::guests::ECHO_COMPONENT,
+        tools.join("echo.wasm"),
+    )
+    .expect("copy echo");
+    tools
+}
+
+/// `justonce serve` on a journal in `dir` with the CLI's default durability, serving
+/// the example tools and the `echo` test guest; `args` are the transport's.
+fn serve(dir: &Path, args: &[&str], stdin: std::process::Stdio) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_justonce"))
+        .arg("--db")
+        .arg(dir.join("state.db"))
+        .arg("--tools")
+        .arg(tools_dir(dir))
+        .args(["serve", "--deliver-every-ms", "0"])
+        .args(args)
+        .stdin(stdin)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start justonce serve")
+}
+
+/// One end of an MCP connection, driven like a client that waits for each answer.
+trait Mcp {
+    /// Sends a request and returns its response message.
+    fn request(&mut self, method: &str, params: Value) -> Value;
+
+    /// `initialize` at 2025-11-25.
+    fn initialize(&mut self) {
+        self.request(
+            "initialize",
+            json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": { "name": "justonce-bench", "version": "0" }
+            }),
+        );
+    }
+
+    /// A `tools/call` that must not fail.
+    fn call(&mut self, tool: &str, arguments: Value) {
+        let v = self.request(
+            "tools/call",
+            json!({ "name": tool, "arguments": arguments }),
+        );
+        assert_ne!(v["result"]["isError"], true, "{tool} failed: {v}");
+    }
+}
+
+/// `justonce serve` driven over its stdin and stdout.
+struct StdioMcp {
     child: std::process::Child,
     stdin: std::process::ChildStdin,
     stdout: std::io::BufReader<std::process::ChildStdout>,
     next_id: u64,
 }
 
-impl McpServer {
+impl StdioMcp {
     fn start(dir: &Path) -> Self {
         use std::io::Write as _;
-        let tools = dir.join("tools");
-        std::fs::create_dir_all(&tools).expect("tools dir");
-        for (name, bytes) in justonce::__private::EXAMPLE_TOOLS {
-            std::fs::write(tools.join(format!("{name}.wasm")), bytes).expect("copy tool");
-        }
-        std::fs::copy(
-            justonce_tests::guests::ECHO_COMPONENT,
-            tools.join("echo.wasm"),
-        )
-        .expect("copy echo");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_justonce"))
-            .arg("--db")
-            .arg(dir.join("state.db"))
-            .arg("--tools")
-            .arg(&tools)
-            .args(["serve", "--deliver-every-ms", "0"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start justonce serve");
+        let mut child = serve(dir, &[], std::process::Stdio::piped());
         let stdin = child.stdin.take().expect("stdin");
         let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
         let mut server = Self {
@@ -344,14 +395,7 @@ impl McpServer {
             stdout,
             next_id: 0,
         };
-        server.request(
-            "initialize",
-            json!({
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": { "name": "justonce-bench", "version": "0" }
-            }),
-        );
+        server.initialize();
         writeln!(
             server.stdin,
             r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
@@ -359,7 +403,9 @@ impl McpServer {
         .expect("write");
         server
     }
+}
 
+impl Mcp for StdioMcp {
     fn request(&mut self, method: &str, params: Value) -> Value {
         use std::io::{BufRead as _, Write as _};
         self.next_id += 1;
@@ -381,20 +427,188 @@ impl McpServer {
             }
         }
     }
-
-    fn call(&mut self, tool: &str, arguments: Value) {
-        let v = self.request(
-            "tools/call",
-            json!({ "name": tool, "arguments": arguments }),
-        );
-        assert_ne!(v["result"]["isError"], true, "{tool} failed: {v}");
-    }
 }
 
-impl Drop for McpServer {
+impl Drop for StdioMcp {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// `justonce serve --http 127.0.0.1:0` driven over one kept-alive connection with a
+/// bearer token and a session, as an HTTP client library would.
+struct HttpMcp {
+    child: std::process::Child,
+    stream: std::io::BufReader<std::net::TcpStream>,
+    token: String,
+    session: Option<String>,
+    next_id: u64,
+}
+
+impl HttpMcp {
+    fn start(dir: &Path) -> Self {
+        use std::io::BufRead as _;
+        let db = dir.join("state.db");
+        let added = Command::new(env!("CARGO_BIN_EXE_justonce"))
+            .arg("--db")
+            .arg(&db)
+            .args(["token", "add", "bench"])
+            .output()
+            .expect("justonce token add");
+        assert!(added.status.success(), "token add failed");
+        let token = String::from_utf8(added.stdout)
+            .expect("utf-8")
+            .trim()
+            .to_owned();
+        let mut child = serve(dir, &["--http", "127.0.0.1:0"], std::process::Stdio::null());
+        let mut url = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut url)
+            .expect("read the URL");
+        let addr = url
+            .trim()
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .to_owned();
+        let stream = std::net::TcpStream::connect(&addr).expect("connect");
+        stream.set_nodelay(true).expect("nodelay");
+        let mut server = Self {
+            child,
+            stream: std::io::BufReader::new(stream),
+            token,
+            session: None,
+            next_id: 0,
+        };
+        server.initialize();
+        server
+    }
+}
+
+impl Mcp for HttpMcp {
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        use std::io::{BufRead as _, Read as _, Write as _};
+        self.next_id += 1;
+        let body =
+            json!({ "jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params })
+                .to_string();
+        let mut head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nAuthorization: Bearer {}\r\nContent-Length: {}\r\n",
+            self.token,
+            body.len()
+        );
+        if let Some(session) = &self.session {
+            head.push_str(&format!(
+                "Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\n"
+            ));
+        }
+        head.push_str("\r\n");
+        head.push_str(&body);
+        self.stream
+            .get_mut()
+            .write_all(head.as_bytes())
+            .expect("send");
+        let mut length = 0;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(
+                self.stream.read_line(&mut line).expect("read") > 0,
+                "server closed"
+            );
+            let lower = line.to_ascii_lowercase();
+            if let Some(v) = lower.strip_prefix("content-length:") {
+                length = v.trim().parse().expect("a length");
+            } else if let Some(v) = lower.strip_prefix("mcp-session-id:") {
+                self.session = Some(v.trim().to_owned());
+            } else if line == "\r\n" {
+                break;
+            }
+        }
+        let mut body = vec![0; length];
+        self.stream.read_exact(&mut body).expect("read the body");
+        let v: Value = serde_json::from_slice(&body).expect("a JSON-RPC response");
+        assert!(v.get("error").is_none(), "{method} failed: {v}");
+        v
+    }
+}
+
+impl Drop for HttpMcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// (8) on one transport: `ping`, no effect, one effect and replayed, `calls` each.
+fn mcp_round_trips(server: &mut dyn Mcp, calls: usize) -> [Vec<f64>; 4] {
+    let ping = sample(calls, |_| {
+        server.request("ping", json!({}));
+    });
+    let no_effect = sample(calls, |i| {
+        server.call("echo", json!({ "message": format!("m{i}") }));
+    });
+    let one_effect = sample(calls, |i| {
+        server.call(
+            "send_receipt",
+            json!({ "orders": [{ "order_id": i, "email": "ada@example.com", "amount_cents": 1 }] }),
+        );
+    });
+    server.call("echo", json!({ "message": "again" }));
+    let replayed = sample(calls, |_| {
+        server.call("echo", json!({ "message": "again" }));
+    });
+    [ping, no_effect, one_effect, replayed]
+}
+
+/// Figure (8), printed: `JUSTONCE_BENCH_ONLY=mcp` runs it alone.
+fn mcp_figures(dir: &Path) {
+    println!(
+        "\n## (8) MCP round trips to `justonce serve`, sequential: stdio and Streamable HTTP\n"
+    );
+    let calls = scaled(500);
+    let stdio = mcp_round_trips(&mut StdioMcp::start(&dir.join("mcp-stdio")), calls);
+    let http = mcp_round_trips(&mut HttpMcp::start(&dir.join("mcp-http")), calls);
+    println!(
+        "| call | stdio median (p10–p90) | HTTP median (p10–p90) | HTTP / stdio | calls |\n| --- | --- | --- | --- | --- |"
+    );
+    let mut medians = [[0.0; 4]; 2];
+    for (row, name) in ["ping", "no effect", "one effect", "replayed"]
+        .iter()
+        .enumerate()
+    {
+        let mut cells = Vec::new();
+        for (t, figures) in [&stdio, &http].into_iter().enumerate() {
+            let mut v = figures[row].clone();
+            medians[t][row] = median(&mut v);
+            cells.push(format!(
+                "{:.1} µs ({:.1}–{:.1})",
+                medians[t][row],
+                percentile(&mut v, 0.1),
+                percentile(&mut v, 0.9)
+            ));
+        }
+        let ratio = medians[1][row] / medians[0][row];
+        let target = if row == 0 {
+            String::new()
+        } else {
+            format!(" (target ≤ 1.5×: {})", verdict(ratio <= 1.5))
+        };
+        println!(
+            "| {name} | {} | {} | {ratio:.2}×{target} | {calls} |",
+            cells[0], cells[1]
+        );
+    }
+    for (t, name) in ["stdio", "HTTP"].into_iter().enumerate() {
+        let over = medians[t][3] - medians[t][0];
+        println!(
+            "\n{name}: replayed − ping = {over:.1} µs (target ≤ 15 µs: {}); no effect {:.1} µs (target ≤ 200 µs: {}); replayed {:.1} µs (target ≤ 100 µs: {})",
+            verdict(over <= 15.0),
+            medians[t][1],
+            verdict(medians[t][1] <= 200.0),
+            medians[t][3],
+            verdict(medians[t][3] <= 100.0),
+        );
     }
 }
 
@@ -479,6 +693,10 @@ fn main() {
     }
     println!("# justonce guarded-call benchmark\n");
     println!("machine: {}", machine());
+    if std::env::var("JUSTONCE_BENCH_ONLY").as_deref() == Ok("mcp") {
+        mcp_figures(dir.path());
+        return;
+    }
     let runtime = runtime();
     let hosts = MODES.map(|(d, name)| {
         let sub = dir.path().join(name);
@@ -634,38 +852,6 @@ fn main() {
         verdict(w / e <= 0.2)
     );
 
-    println!("\n## (8) MCP `tools/call` over stdio, sequential\n");
-    let calls = scaled(500);
-    let mut server = McpServer::start(&dir.path().join("mcp"));
-    println!("| call | median | p10–p90 | calls |\n| --- | --- | --- | --- |");
-    let mut no_effect = sample(calls, |i| {
-        server.call("echo", json!({ "message": format!("m{i}") }));
-    });
-    let mut one_effect = sample(calls, |i| {
-        server.call(
-            "send_receipt",
-            json!({ "orders": [{ "order_id": i, "email": "ada@example.com", "amount_cents": 1 }] }),
-        );
-    });
-    server.call("echo", json!({ "message": "again" }));
-    let mut replayed = sample(calls, |_| {
-        server.call("echo", json!({ "message": "again" }));
-    });
-    for (name, v, target) in [
-        ("no effect", &mut no_effect, Some(200.0)),
-        ("one effect", &mut one_effect, None),
-        ("replayed", &mut replayed, Some(100.0)),
-    ] {
-        let m = median(v);
-        let verdict_text = target
-            .map(|t| format!(" (target ≤ {t:.0} µs: {})", verdict(m <= t)))
-            .unwrap_or_default();
-        println!(
-            "| {name} | {m:.1} µs{verdict_text} | {:.1}–{:.1} µs | {} |",
-            percentile(v, 0.1),
-            percentile(v, 0.9),
-            v.len()
-        );
-    }
+    mcp_figures(dir.path());
     println!("\n{} at the end", load());
 }

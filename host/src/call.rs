@@ -22,6 +22,15 @@ pub struct CallRequest {
     pub tool_call_id: Option<String>,
     /// A caller-chosen idempotency key that replaces the derived one.
     pub key: Option<String>,
+    /// The authenticated caller (MCP over HTTP). When set, the scope of the call's
+    /// key is [`principal_scope`] of it and the conversation, explicit keys included.
+    pub principal: Option<String>,
+}
+
+/// The scope recorded for a call of `principal` in `conversation`: the JSON array
+/// `["principal","conversation"]`, unambiguous for any two strings.
+pub fn principal_scope(principal: &str, conversation: &str) -> String {
+    serde_json::to_string(&[principal, conversation]).unwrap_or_default()
 }
 
 impl CallRequest {
@@ -33,7 +42,14 @@ impl CallRequest {
             conversation: None,
             tool_call_id: None,
             key: None,
+            principal: None,
         }
+    }
+
+    /// Sets the authenticated caller.
+    pub fn principal(mut self, principal: impl Into<String>) -> Self {
+        self.principal = Some(principal.into());
+        self
     }
 
     /// Sets the conversation scope.
@@ -54,8 +70,14 @@ impl CallRequest {
         self
     }
 
-    pub(crate) fn scope(&self) -> &str {
-        self.conversation.as_deref().unwrap_or(DEFAULT_SCOPE)
+    /// The window of the call's key: the conversation, and the principal with it
+    /// when there is one.
+    pub(crate) fn scope(&self) -> std::borrow::Cow<'_, str> {
+        let conversation = self.conversation.as_deref().unwrap_or(DEFAULT_SCOPE);
+        match &self.principal {
+            None => conversation.into(),
+            Some(principal) => principal_scope(principal, conversation).into(),
+        }
     }
 }
 

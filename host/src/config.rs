@@ -6,6 +6,7 @@
 //! database = "state.db"
 //! retention_hours = 24
 //! durability = "full"            # or "normal": no fsync on the call path
+//! tokens_file = "tokens.json"    # bearer tokens of `serve --http` (`justonce token`)
 //!
 //! [retry]
 //! attempts = 3
@@ -60,6 +61,8 @@ pub struct Config {
     /// The sandbox limits: `[limits]` over the built-in defaults, and each
     /// `[tools.NAME]` over `[limits]`.
     pub limits: ToolLimits,
+    /// The bearer tokens of `serve --http` (hashed; `justonce token` edits it).
+    pub tokens_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -74,6 +77,7 @@ struct RawConfig {
     limits: RawLimits,
     #[serde(default)]
     tools: BTreeMap<String, RawLimits>,
+    tokens_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -268,6 +272,7 @@ impl Config {
             durability: raw.durability.map(Durability::from),
             retry: raw.retry.map(|r| r.policy()).transpose().map_err(error)?,
             limits: ToolLimits { defaults, tools },
+            tokens_file: raw.tokens_file.map(|p| dir.join(p)),
         })
     }
 }

@@ -7,6 +7,17 @@ use std::path::PathBuf;
 
 use crate::keys::InvocationKey;
 
+/// Whose fault a failed load is: the tool author's (a bad file, a bad path: exit code
+/// 2) or the host's (exit code 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadFault {
+    /// The file does not exist, is not a component, is built for the wrong target,
+    /// imports a denied interface, or describes itself badly: fix the tool or the path.
+    Input,
+    /// The host could not read or prepare a component that may be fine.
+    Host,
+}
+
 /// Everything that can stop a tool call or the host itself.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -104,6 +115,8 @@ pub enum Error {
         path: PathBuf,
         /// Why it was refused.
         reason: String,
+        /// Whether the component (or its path) is at fault, or the host.
+        fault: LoadFault,
     },
 
     /// Two loaded components describe themselves with the same tool name.
@@ -173,6 +186,17 @@ pub enum Error {
         reason: String,
     },
 
+    /// An operator's `forget` or `abandon` of a call was refused; nothing changed.
+    #[error("cannot {action} call {key}: {reason}")]
+    CannotOperate {
+        /// What was asked: `forget` or `abandon`.
+        action: &'static str,
+        /// The call.
+        key: InvocationKey,
+        /// Why it is refused.
+        reason: String,
+    },
+
     /// The configuration file is unreadable, or has an unknown key or a bad value.
     #[error("configuration {}: {reason}", path.display())]
     Config {
@@ -205,6 +229,10 @@ impl Error {
             Self::OutcomeUnknown { .. } => "outcome_unknown",
             Self::NotPerformed { .. } => "not_performed",
             Self::Divergence { .. } => "divergence",
+            Self::Load {
+                fault: LoadFault::Input,
+                ..
+            } => "invalid_component",
             Self::Load { .. } => "load_failed",
             Self::DuplicateTool { .. } => "duplicate_tool",
             Self::Store { source, .. } => store_kind(source),
@@ -212,6 +240,7 @@ impl Error {
             Self::NewerSchema { .. } => "newer_schema",
             Self::LeaseLost { .. } => "lease_lost",
             Self::CannotResolve { .. } => "cannot_resolve",
+            Self::CannotOperate { .. } => "cannot_operate",
             Self::Config { .. } => "invalid_config",
             Self::Host(_) => "host_failed",
         }
@@ -236,7 +265,8 @@ impl Error {
             | Self::OutcomeUnknown { key, .. }
             | Self::NotPerformed { key, .. }
             | Self::Divergence { key, .. }
-            | Self::LeaseLost { key } => Some(key),
+            | Self::LeaseLost { key }
+            | Self::CannotOperate { key, .. } => Some(key),
             _ => None,
         }
     }

@@ -9,7 +9,10 @@ use crate::clock::Clock;
 use crate::error::Result;
 use crate::guard::{Guard, Shared};
 use crate::http::HttpConfig;
-use crate::journal::{GcReport, Journal, JournalEntry, JournalStats, Resolution, UnresolvedEffect};
+use crate::journal::{
+    CallStory, GcReport, Journal, JournalEntry, JournalStats, Operated, Operator, Resolution,
+    UnresolvedEffect,
+};
 use crate::keys::InvocationKey;
 use crate::runtime::{Runtime, ToolLimits};
 
@@ -93,6 +96,15 @@ impl Host {
         self.shared().journal.entries(conversation, limit)
     }
 
+    /// Invocations (newest first) of one principal (see [`crate::principal_scope`]),
+    /// with their effects.
+    pub fn journal_of_principal(&self, principal: &str, limit: u32) -> Result<Vec<JournalEntry>> {
+        let prefix = crate::call::principal_scope(principal, "");
+        // `["alice",""]` without its last `"]`: every conversation of alice.
+        let prefix = prefix.trim_end_matches("\"]");
+        self.shared().journal.entries_by_prefix(prefix, limit)
+    }
+
     /// Pending unkeyed effects that wait for a person, judged at `now` (ms).
     pub fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>> {
         self.shared().journal.unresolved(now)
@@ -110,6 +122,38 @@ impl Host {
         self.shared()
             .journal
             .resolve(effect_key, resolution, response, now)
+    }
+
+    /// One call's whole story: its record with every effect, and what operators did
+    /// to it (`justonce journal KEY`).
+    pub fn story(&self, key: &InvocationKey) -> Result<CallStory> {
+        self.shared().journal.story(key)
+    }
+
+    /// Removes the record of one call so that the same call runs again, under new
+    /// effect keys downstream (`justonce forget`), recorded as done `by` someone.
+    /// Refused for a running call, or one with an effect whose outcome is unknown,
+    /// unless `force`.
+    pub fn forget(&self, key: &InvocationKey, by: &str, force: bool) -> Result<Operated> {
+        let operator = self.operator(by, force);
+        self.shared().journal.forget(key, &operator)
+    }
+
+    /// Closes one diverged or stuck call with a saved `abandoned` outcome that lists
+    /// the effects it performed (`justonce abandon`), recorded as done `by` someone;
+    /// every retry replays it. Refused for a completed call (a second `abandon` is
+    /// [`Operated::AlreadyDone`]), and for a running one unless `force`.
+    pub fn abandon(&self, key: &InvocationKey, by: &str, force: bool) -> Result<Operated> {
+        let operator = self.operator(by, force);
+        self.shared().journal.abandon(key, &operator)
+    }
+
+    fn operator<'a>(&self, by: &'a str, force: bool) -> Operator<'a> {
+        Operator {
+            by,
+            force,
+            now: self.clock().now_ms(),
+        }
     }
 
     /// Deletes completed records past the retention window.

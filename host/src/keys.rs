@@ -18,6 +18,7 @@ use crate::jcs::{JcsError, canonicalize};
 const INVOCATION_TAG: &str = "justonce.invocation.v1";
 const EFFECT_TAG: &str = "justonce.effect.v2";
 const ARGUMENTS_TAG: &str = "justonce.arguments.v1";
+const SCOPED_KEY_TAG: &str = "justonce.scoped-key.v1";
 
 /// Length in hex characters of derived invocation and effect keys (128 bits).
 pub const KEY_HEX_LEN: usize = 32;
@@ -150,6 +151,19 @@ pub fn invocation_key(scope: &str, tool: &str, args: &Value) -> Result<Invocatio
         scope.into(),
         tool.into(),
         args.clone(),
+    ])?;
+    hex.truncate(KEY_HEX_LEN);
+    Ok(InvocationKey(hex))
+}
+
+/// A caller-chosen key confined to `scope`, so two scopes (two principals) choosing
+/// the same key get two invocations:
+/// `hex(sha256(JCS(["justonce.scoped-key.v1", scope, key])))[..32]`.
+pub fn scoped_key(scope: &str, key: &InvocationKey) -> Result<InvocationKey, JcsError> {
+    let mut hex = hash_parts(vec![
+        SCOPED_KEY_TAG.into(),
+        scope.into(),
+        key.0.clone().into(),
     ])?;
     hex.truncate(KEY_HEX_LEN);
     Ok(InvocationKey(hex))

@@ -7,7 +7,7 @@ use std::path::Path;
 
 /// Top to bottom; a module may use modules of its own layer or any layer below.
 const LAYERS: &[&[&str]] = &[
-    &["main", "lib", "cli", "mcp", "replay", "delivery"],
+    &["main", "lib", "cli", "mcp", "replay", "delivery", "sim"],
     &["config", "builder", "host"],
     &["guard"],
     &["runtime", "providers", "journal", "http"],
@@ -24,6 +24,7 @@ const LAYERS: &[&[&str]] = &[
         "provider",
         "examples",
         "normalize",
+        "mutants",
         "layering_tests",
     ],
 ];
@@ -113,4 +114,32 @@ fn the_modules_form_no_cycle() {
     for module in graph.keys() {
         visit(module, &graph, &mut state, &mut Vec::new());
     }
+}
+
+#[test]
+fn the_readmes_library_example_is_the_crates_compiled_doc_example() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("../README.md")).unwrap();
+    let section = readme
+        .split("## Embedding the library")
+        .nth(1)
+        .expect("README has an Embedding section");
+    let example = section
+        .split("```rust\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a rust block");
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    let doc: String = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .map(|l| l.strip_prefix(' ').unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let compiled = doc
+        .split("```no_run\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("lib.rs has a doc example");
+    assert_eq!(example.trim(), compiled.trim());
 }

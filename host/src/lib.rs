@@ -41,6 +41,7 @@ mod jcs;
 mod journal;
 mod keys;
 mod mcp;
+mod mutants;
 mod normalize;
 mod outcome;
 mod provider;
@@ -48,19 +49,21 @@ mod providers;
 mod replay;
 mod retry;
 mod runtime;
+mod sim;
 
 #[cfg(test)]
 mod layering_tests;
 
 pub use builder::HostBuilder;
-pub use call::{CallRequest, CallResponse, DEFAULT_SCOPE};
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use call::{CallRequest, CallResponse, DEFAULT_SCOPE, principal_scope};
+pub use clock::{Clock, ManualClock, SystemClock, rfc3339};
 pub use config::Config;
-pub use error::Error;
+pub use error::{Error, LoadFault};
 pub use host::Host;
 pub use http::HttpConfig;
 pub use journal::{
-    Durability, GcReport, JournalEffect, JournalEntry, JournalStats, Resolution, UnresolvedEffect,
+    Action, CallStory, Durability, GcReport, JournalEffect, JournalEntry, JournalOperation,
+    JournalStats, Operated, Operator, Resolution, UnresolvedEffect,
 };
 pub use keys::{EffectKey, Fingerprint, InvocationKey};
 pub use outcome::Outcome;
@@ -85,7 +88,11 @@ pub mod __private {
     pub use crate::http::local_api::{Behaviour, LocalApi};
     pub use crate::journal::CURRENT_VERSION;
     pub use crate::journal::postgres::testing as postgres_testing;
-    pub use crate::mcp::{Server, ServerConfig};
+    pub use crate::mcp::http::{Running, TOO_MANY_CALLS};
+    pub use crate::mcp::tokens;
+    pub use crate::mcp::{HttpOptions, HttpServer, MAX_QUEUED_CALLS, Server, ServerConfig};
+    pub use crate::mutants::Mutant;
     pub use crate::providers::{KvProvider, MailProvider, OutboxMessage, OutboxProvider};
     pub use crate::runtime::CacheStats;
+    pub use crate::sim::{FaultKind, Options, Report, run};
 }

@@ -1,19 +1,25 @@
 """Drives `justonce serve` with the official MCP Python SDK (PyPI `mcp`).
 
-Usage: client.py MODE JUSTONCE DB CONVERSATION
+Usage: client.py MODE stdio JUSTONCE DB CONVERSATION
+       client.py MODE http URL TOKEN CONVERSATION
 
 MODE is the SDK's connect mode: `auto` (probe `server/discover`, the stateless
-2026-07-28 protocol) or `legacy` (the `initialize` handshake). The script lists the
-tools, calls `send_receipt` twice with the same arguments and once with different
-ones, and prints one JSON object describing what the client saw; the Rust test
-(tests/tests/mcp_python.rs) asserts on it and on the mailbox in DB.
+2026-07-28 protocol) or `legacy` (the `initialize` handshake). Over stdio the script
+starts `JUSTONCE --db DB serve` itself; over HTTP it connects to a running
+`justonce serve --http` at URL with the SDK's Streamable HTTP client and the bearer
+TOKEN. It lists the tools, calls `send_receipt` twice with the same arguments and
+once with different ones, and prints one JSON object describing what the client
+saw; the Rust test (tests/tests/mcp_python.rs) asserts on it and on the mailbox.
 """
 
 import asyncio
+import contextlib
 import json
 import sys
 
+import httpx2
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 
 def seen(result):
@@ -26,8 +32,24 @@ def seen(result):
     }
 
 
-async def main(mode, justonce, db, conversation):
-    server = StdioServerParameters(command=justonce, args=["--db", db, "serve"])
+def connection(transport, target, secret, stack):
+    """What `Client` connects to: a process it starts, or an HTTP endpoint."""
+    if transport == "stdio":
+        return StdioServerParameters(command=target, args=["--db", secret, "serve"])
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {secret}"},
+        timeout=httpx2.Timeout(30.0, read=300.0),
+    )
+    stack.push_async_callback(http.aclose)
+    return streamable_http_client(target, http_client=http)
+
+
+async def main(mode, transport, target, secret, conversation):
+    async with contextlib.AsyncExitStack() as stack:
+        await run(mode, connection(transport, target, secret, stack), conversation)
+
+
+async def run(mode, server, conversation):
     meta = {"dev.justonce/conversation": conversation}
     first = {"orders": [{"order_id": 4417, "email": "ada@example.com", "amount_cents": 1299}]}
     other = {"orders": [{"order_id": 4418, "email": "ada@example.com", "amount_cents": 500}]}
@@ -54,6 +76,6 @@ async def main(mode, justonce, db, conversation):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 5:
+    if len(sys.argv) != 6 or sys.argv[2] not in ("stdio", "http"):
         sys.exit(__doc__)
     asyncio.run(main(*sys.argv[1:]))

@@ -11,7 +11,7 @@ fn refusal(name: &str, bytes: &[u8]) -> String {
     let mut runtime = Runtime::new(Limits::default()).unwrap();
     let err = runtime.load(Path::new(name), bytes).unwrap_err();
     assert!(matches!(err, Error::Load { .. }), "{err:?}");
-    assert_eq!(err.kind(), "load_failed");
+    assert_eq!(err.kind(), "invalid_component");
     assert_eq!(runtime.tools().count(), 0);
     let message = err.to_string();
     assert!(message.contains(name), "names the file: {message}");

@@ -2,6 +2,7 @@
 
 mod support;
 
+mod author_mistakes;
 mod bad_input;
 mod cli;
 mod cli_outbound;
@@ -16,14 +17,23 @@ mod guests;
 mod crash;
 mod determinism;
 mod http;
+// Python and JavaScript tools (builds them with the toolchains pinned in guest-sdk/).
+mod lang;
 mod lease;
 mod loading;
+mod logs;
 mod mcp_calls;
+mod mcp_http;
+mod mcp_http_cli;
 mod mcp_protocol;
 mod mcp_python;
+mod new_tool;
+mod operate;
 mod outbox;
+mod readme;
 mod replay;
 mod resolve;
 mod retry;
 mod sandbox;
+mod secrets;
 mod several_hosts;

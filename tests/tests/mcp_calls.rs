@@ -174,3 +174,30 @@ fn a_call_cancelled_before_it_started_is_not_run_and_its_retry_runs() {
     );
     assert_eq!(host.journal(None, 10).unwrap().len(), 2);
 }
+
+#[test]
+fn a_full_queue_answers_busy_and_runs_nothing_more() {
+    // One worker, held inside the downstream; the queue fills; one more is refused.
+    let gate = Arc::new(Gate::default());
+    let (_host, mut client) = serve(&gate, 1);
+    call(&mut client, 1, 1);
+    gate.wait_entered(1);
+    let queued = justonce::__private::MAX_QUEUED_CALLS as i64;
+    for n in 0..queued {
+        call(&mut client, 2 + n, 1);
+    }
+    let over = 2 + queued;
+    call(&mut client, over, 2);
+    let busy = client.response(&json!(over));
+    let error = &busy["error"];
+    assert_eq!(error["data"]["kind"], "busy", "{busy}");
+    assert_eq!(error["data"]["retry_safe"], true, "{busy}");
+    gate.open();
+    // Every queued call is answered (a duplicate of the first: replayed), and the
+    // refused one never reached the downstream.
+    for n in 0..queued {
+        assert_eq!(result(&client.response(&json!(2 + n)))["isError"], false);
+    }
+    assert_eq!(result(&client.response(&json!(1)))["isError"], false);
+    assert_eq!(gate.attempts().len(), 1, "only order 1 reached it");
+}

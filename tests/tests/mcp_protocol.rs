@@ -316,3 +316,51 @@ fn stdout_carries_only_protocol_messages_even_with_debug_logs() {
     assert_eq!(code, Some(0));
     assert!(log.contains("initialize"), "the log went to stderr: {log}");
 }
+
+#[test]
+fn a_request_line_over_the_cap_is_refused_without_buffering_and_the_server_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = McpProcess::spawn(&dir.path().join("state.db"), &[], "warn");
+    let client = &mut server.client;
+    client.initialize(VERSION);
+
+    // One byte over the documented cap (4 MiB), then an ordinary request.
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(4 << 20)
+    );
+    client.send_line(&huge);
+    let (code, message) = error_of(&client.next_message());
+    assert_eq!(code, -32600);
+    assert!(message.contains("exceeds 4194304 bytes"), "{message}");
+
+    // The opposite: a line within the cap is answered, and so is the next request.
+    let padded = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(1 << 20)
+    );
+    client.send_line(&padded);
+    assert!(client.response(&json!(2)).get("error").is_none());
+    let ping = client.request("ping", json!({}));
+    assert!(ping.get("error").is_none(), "{ping}");
+}
+
+#[test]
+fn sigterm_and_sigint_stop_serving_with_exit_0_and_what_was_answered_is_saved() {
+    for signal in ["TERM", "INT"] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("state.db");
+        let mut server = McpProcess::spawn(&db, &[], "info");
+        let client = &mut server.client;
+        client.initialize(VERSION);
+        let answered = client.call("send_receipt", receipt(4417), conversation("conv-sig"));
+        assert!(!replayed(&answered));
+
+        // The client stays connected: only the signal can end the process.
+        let (code, log) = server.signal_and_wait(signal);
+        assert_eq!(code, Some(0), "SIG{signal}: {log}");
+        assert!(log.contains("stopping"), "SIG{signal}: {log}");
+        assert_eq!(mailbox_count(&db), 1);
+        assert_eq!(journal(&db).len(), 1, "the answered call is saved");
+    }
+}

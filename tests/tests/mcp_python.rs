@@ -1,5 +1,6 @@
 //! A real MCP client that no one here wrote: the official Python SDK (PyPI `mcp`,
-//! pinned in tests/mcp/requirements.txt) drives `justonce serve` over stdio, once
+//! pinned in tests/mcp/requirements.txt) drives `justonce serve` over stdio and over
+//! Streamable HTTP (its `streamable_http_client`, with a bearer token), each once
 //! through its default negotiation (`server/discover`, the stateless 2026-07-28
 //! revision) and once through the `initialize` handshake.
 //!
@@ -14,99 +15,66 @@ use std::sync::LazyLock;
 use serde_json::Value;
 
 use crate::support::db::mailbox_count;
+use crate::support::install;
+use crate::support::mcp_http::{HttpProcess, add_token};
 
 const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp/client.py");
 const REQUIREMENTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp/requirements.txt");
 
-static PYTHON: LazyLock<Result<PathBuf, String>> = LazyLock::new(python_with_the_sdk);
+pub(crate) static PYTHON: LazyLock<Result<PathBuf, String>> = LazyLock::new(python_with_the_sdk);
 
 fn python_with_the_sdk() -> Result<PathBuf, String> {
-    if let Some(python) = std::env::var_os("JUSTONCE_MCP_PYTHON") {
-        let python = PathBuf::from(python);
-        return if python.is_file() {
-            Ok(python)
-        } else {
-            Err(format!(
-                "JUSTONCE_MCP_PYTHON={} is not a file",
-                python.display()
-            ))
-        };
+    if let Some(python) = install::from_env("JUSTONCE_MCP_PYTHON") {
+        return python;
     }
-    let requirements =
-        std::fs::read_to_string(REQUIREMENTS).map_err(|e| format!("{REQUIREMENTS}: {e}"))?;
-    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let venv = tmp.join("mcp-venv");
-    let marker = venv.join("justonce-requirements.txt");
-    if std::fs::read_to_string(&marker).is_ok_and(|installed| installed == requirements) {
-        return Ok(interpreter(&venv));
-    }
-    // Built aside and moved into place, so an interrupted install is never reused.
-    let staging = tmp.join(format!("mcp-venv-building-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
     let help = "install python3 with venv and pip (Debian: python3-venv), or set \
         JUSTONCE_MCP_PYTHON to a Python that has the packages of tests/mcp/requirements.txt (see .ci/run)";
-    run(
-        Command::new("python3").arg("-m").arg("venv").arg(&staging),
-        help,
-    )?;
-    run(
-        Command::new(interpreter(&staging)).args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "-r",
-            REQUIREMENTS,
-        ]),
-        help,
-    )?;
-    std::fs::write(staging.join("justonce-requirements.txt"), &requirements)
-        .map_err(|e| e.to_string())?;
-    let _ = std::fs::remove_dir_all(&venv);
-    if std::fs::rename(&staging, &venv).is_err() {
-        // Another test process finished first; use its environment.
-        let _ = std::fs::remove_dir_all(&staging);
-    }
-    Ok(interpreter(&venv))
+    install::venv("mcp-venv", Path::new(REQUIREMENTS), help).map(|venv| interpreter(&venv))
 }
 
 fn interpreter(venv: &Path) -> PathBuf {
-    if cfg!(windows) {
-        venv.join("Scripts").join("python.exe")
-    } else {
-        venv.join("bin").join("python")
-    }
+    install::venv_bin(venv, "python")
 }
 
-fn run(command: &mut Command, help: &str) -> Result<(), String> {
-    let out = command
-        .output()
-        .map_err(|e| format!("cannot run {command:?}: {e}; {help}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{command:?} failed: {}{}; {help}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ))
-    }
+/// How the Python client reaches the server.
+#[derive(Clone, Copy)]
+enum Transport {
+    /// It starts `justonce serve` itself.
+    Stdio,
+    /// `justonce serve --http` runs with these extra arguments; the client connects
+    /// with a token.
+    Http(&'static [&'static str]),
 }
 
 /// Runs tests/mcp/client.py in `mode` against a fresh database; its report and the
 /// database.
-fn drive(mode: &str) -> (Value, tempfile::TempDir, PathBuf) {
+fn drive(mode: &str, transport: Transport) -> (Value, tempfile::TempDir, PathBuf) {
     let python = PYTHON
         .as_ref()
         .unwrap_or_else(|e| panic!("no Python with the MCP SDK: {e}"));
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");
-    let out = Command::new(python)
-        .arg(CLIENT)
-        .arg(mode)
-        .arg(env!("CARGO_BIN_EXE_justonce"))
-        .arg(&db)
+    let mut command = Command::new(python);
+    command.arg(CLIENT).arg(mode);
+    let _server = match transport {
+        Transport::Stdio => {
+            command
+                .arg("stdio")
+                .arg(env!("CARGO_BIN_EXE_justonce"))
+                .arg(&db);
+            None
+        }
+        Transport::Http(args) => {
+            let token = add_token(&db, "python");
+            let server = HttpProcess::spawn(&db, args);
+            command
+                .arg("http")
+                .arg(format!("http://{}/mcp", server.addr))
+                .arg(token);
+            Some(server)
+        }
+    };
+    let out = command
         .arg("conv-python")
         .env_remove("JUSTONCE_TOOLS")
         .output()
@@ -171,7 +139,7 @@ fn assert_one_email_for_the_duplicate(report: &Value, db: &Path) {
 
 #[test]
 fn the_python_sdk_negotiates_the_stateless_revision_and_a_repeated_call_sends_one_email() {
-    let (report, _dir, db) = drive("auto");
+    let (report, _dir, db) = drive("auto", Transport::Stdio);
     assert_eq!(report["protocol_version"], "2026-07-28", "{report}");
     assert_eq!(report["server_name"], "justonce");
     assert_one_email_for_the_duplicate(&report, &db);
@@ -179,7 +147,39 @@ fn the_python_sdk_negotiates_the_stateless_revision_and_a_repeated_call_sends_on
 
 #[test]
 fn the_python_sdk_over_the_initialize_handshake_sends_one_email_for_a_repeated_call() {
-    let (report, _dir, db) = drive("legacy");
+    let (report, _dir, db) = drive("legacy", Transport::Stdio);
     assert_eq!(report["protocol_version"], "2025-11-25", "{report}");
     assert_one_email_for_the_duplicate(&report, &db);
+}
+
+#[test]
+fn the_python_sdk_over_streamable_http_negotiates_the_stateless_revision_and_sends_one_email() {
+    let (report, _dir, db) = drive("auto", Transport::Http(&[]));
+    assert_eq!(report["protocol_version"], "2026-07-28", "{report}");
+    assert_eq!(report["server_name"], "justonce");
+    assert_one_email_for_the_duplicate(&report, &db);
+    assert_all_calls_were_the_principals(&db, "python");
+}
+
+#[test]
+fn the_python_sdk_over_streamable_http_with_a_session_and_sse_sends_one_email() {
+    let (report, _dir, db) = drive("legacy", Transport::Http(&["--sse"]));
+    assert_eq!(report["protocol_version"], "2025-11-25", "{report}");
+    assert_one_email_for_the_duplicate(&report, &db);
+    assert_all_calls_were_the_principals(&db, "python");
+}
+
+/// Every invocation in the journal at `db` was made by `principal`.
+fn assert_all_calls_were_the_principals(db: &Path, principal: &str) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let scopes: Vec<String> = conn
+        .prepare("SELECT scope FROM invocations")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(scopes.len(), 2, "{scopes:?}");
+    let expected = justonce::principal_scope(principal, "conv-python");
+    assert!(scopes.iter().all(|s| *s == expected), "{scopes:?}");
 }

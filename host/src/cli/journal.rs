@@ -1,18 +1,43 @@
-//! `justonce journal`: show invocations and their effects.
+//! `justonce journal`: show invocations and their effects, or one call's whole story.
+//!
+//! Text and `--json` use the same field names (`conversation`, `tool_call_ids`,
+//! `last_error`, …); times are RFC 3339 in UTC in both.
 
 use clap::Args;
 
 use super::{Cli, exit, print_json};
-use crate::clock::{Clock, SystemClock};
+use crate::call::principal_scope;
+use crate::clock::{Clock, SystemClock, rfc3339};
 use crate::error::Error;
-use crate::journal::{self as journal_store, Durability};
+use crate::journal::{
+    self as journal_store, CallStory, Durability, JournalEffect, JournalEntry, JournalOperation,
+};
+use crate::keys::InvocationKey;
 
-/// Show invocations and their effects, with keys, states and attempts.
+/// What every scope of `principal`'s calls starts with: [`principal_scope`] is the
+/// JSON array `[principal, conversation]`.
+fn principal_prefix(principal: &str) -> String {
+    let mut prefix = principal_scope(principal, "");
+    // Drops the empty conversation and the bracket: `""]`.
+    prefix.truncate(prefix.len() - r#"""]"#.len());
+    prefix
+}
+
+/// Show invocations and their effects, with keys, states and attempts; with a KEY,
+/// that call's whole story.
 #[derive(Debug, Args)]
 pub struct Journal {
+    /// One call's whole story: its arguments, every effect with the key sent
+    /// downstream, attempts, answers, last errors and resolutions, its outcome, and
+    /// what operators did to it (kept after `justonce forget`).
+    #[arg(value_name = "KEY", conflicts_with_all = ["conversation", "unresolved"])]
+    key: Option<String>,
     /// Only this conversation.
     #[arg(long, value_name = "ID")]
     conversation: Option<String>,
+    /// Only the calls of this principal (made over `serve --http` with its token).
+    #[arg(long, value_name = "NAME")]
+    principal: Option<String>,
     /// At most this many invocations, newest first.
     #[arg(long, default_value_t = 50)]
     limit: u32,
@@ -26,11 +51,27 @@ pub struct Journal {
 
 impl Journal {
     pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
+        let key = self
+            .key
+            .as_deref()
+            .map(|k| InvocationKey::parse(k).map_err(|e| Error::InvalidKey(e.to_string())))
+            .transpose()?;
         let store = journal_store::open(&cli.db, Durability::default())?;
         if self.unresolved {
             return self.unresolved(&*store);
         }
-        let entries = store.entries(self.conversation.as_deref(), self.limit)?;
+        if let Some(key) = key {
+            return self.story(&store.story(&key)?);
+        }
+        let entries = match (&self.principal, &self.conversation) {
+            (None, conversation) => store.entries(conversation.as_deref(), self.limit)?,
+            (Some(principal), Some(conversation)) => {
+                store.entries(Some(&principal_scope(principal, conversation)), self.limit)?
+            }
+            (Some(principal), None) => {
+                store.entries_by_prefix(&principal_prefix(principal), self.limit)?
+            }
+        };
         if self.json {
             print_json(&serde_json::to_value(&entries).unwrap_or_default());
             return Ok(exit::SUCCESS);
@@ -39,50 +80,43 @@ impl Journal {
             println!("(no invocations)");
         }
         for e in &entries {
-            println!(
-                "{}  {:<10} {}  conversation={}  runs={}{}",
-                e.key,
-                e.state,
-                e.tool,
-                e.scope,
-                e.runs,
-                if e.tool_call_ids.is_empty() {
-                    String::new()
-                } else {
-                    format!("  call-ids={}", e.tool_call_ids.join(","))
-                }
-            );
-            for f in &e.effects {
-                println!(
-                    "  #{} {}  {:<7} {}.{} ({})  attempts={}{}{}",
-                    f.seq,
-                    f.key,
-                    f.state,
-                    f.provider,
-                    f.operation,
-                    f.class,
-                    f.attempts,
-                    f.resolution
-                        .as_deref()
-                        .map(|r| format!("  resolved: {r}"))
-                        .unwrap_or_default(),
-                    f.last_error
-                        .as_deref()
-                        .map(|e| format!("  last-error: {e}"))
-                        .unwrap_or_default()
-                );
-            }
-            if let Some(outcome) = &e.outcome {
-                println!("  outcome: {outcome}");
-            }
+            print_entry(e, false);
+        }
+        Ok(exit::SUCCESS)
+    }
+
+    fn story(&self, story: &CallStory) -> Result<u8, Error> {
+        if self.json {
+            print_json(&serde_json::to_value(story).unwrap_or_default());
+            return Ok(exit::SUCCESS);
+        }
+        match &story.entry {
+            Some(entry) => print_entry(entry, true),
+            None => println!(
+                "{}  (no record: never made, expired, or forgotten)",
+                story.key
+            ),
+        }
+        if !story.operations.is_empty() {
+            println!("  operations:");
+        }
+        for o in &story.operations {
+            print_operation(o);
         }
         Ok(exit::SUCCESS)
     }
 
     fn unresolved(&self, store: &dyn journal_store::Journal) -> Result<u8, Error> {
         let mut effects = store.unresolved(SystemClock.now_ms())?;
-        if let Some(scope) = &self.conversation {
-            effects.retain(|e| &e.scope == scope);
+        if let Some(conversation) = &self.conversation {
+            let scope = match &self.principal {
+                Some(principal) => principal_scope(principal, conversation),
+                None => conversation.clone(),
+            };
+            effects.retain(|e| e.conversation == scope);
+        } else if let Some(principal) = &self.principal {
+            let prefix = principal_prefix(principal);
+            effects.retain(|e| e.conversation.starts_with(&prefix));
         }
         if self.json {
             print_json(&serde_json::to_value(&effects).unwrap_or_default());
@@ -93,18 +127,19 @@ impl Journal {
         }
         for e in &effects {
             println!(
-                "{}  #{} {}.{}  call {} ({}, conversation={})  attempts={}{}",
+                "{}  #{} {}.{}  invocation={}  tool={}  conversation={}  attempts={}  updated_at={}{}",
                 e.key,
                 e.seq,
                 e.provider,
                 e.operation,
                 e.invocation,
                 e.tool,
-                e.scope,
+                e.conversation,
                 e.attempts,
+                rfc3339(e.updated_at),
                 e.last_error
                     .as_deref()
-                    .map(|err| format!("  last-error: {err}"))
+                    .map(|err| format!("  last_error={err}"))
                     .unwrap_or_default()
             );
         }
@@ -115,4 +150,83 @@ impl Journal {
         }
         Ok(exit::SUCCESS)
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_principals_prefix_starts_its_scopes_and_no_other_principals() {
+        let prefix = principal_prefix("alice");
+        assert_eq!(prefix, r#"["alice","#);
+        assert!(principal_scope("alice", "conv-1").starts_with(&prefix));
+        assert!(!principal_scope("alice2", "conv-1").starts_with(&prefix));
+        assert!(!principal_scope("bob", "alice").starts_with(&prefix));
+    }
+}
+
+/// One invocation: a header line, its arguments, its effects, its outcome. `full`
+/// adds every effect's answer (the story of one call).
+fn print_entry(e: &JournalEntry, full: bool) {
+    let mut head = format!(
+        "{}  {:<10} {}  conversation={}  runs={}  replays={}  created_at={}",
+        e.key,
+        e.state,
+        e.tool,
+        e.conversation,
+        e.runs,
+        e.replays,
+        rfc3339(e.created_at)
+    );
+    if let Some(at) = e.completed_at {
+        head.push_str(&format!("  completed_at={}", rfc3339(at)));
+    }
+    if !e.tool_call_ids.is_empty() {
+        head.push_str(&format!("  tool_call_ids={}", e.tool_call_ids.join(",")));
+    }
+    println!("{head}");
+    if let Some(arguments) = &e.arguments {
+        println!("  arguments: {arguments}");
+    }
+    for f in &e.effects {
+        print_effect(f, full);
+    }
+    if let Some(summary) = &e.summary {
+        println!("  outcome: {summary}");
+    }
+}
+
+fn print_effect(f: &JournalEffect, full: bool) {
+    let mut line = format!(
+        "  #{} {}  {:<7} {}.{} ({})  attempts={}",
+        f.seq, f.key, f.state, f.provider, f.operation, f.class, f.attempts
+    );
+    if let Some(r) = &f.resolution {
+        line.push_str(&format!("  resolution={r}"));
+    }
+    if let Some(err) = &f.last_error {
+        line.push_str(&format!("  last_error={err}"));
+    }
+    if full {
+        line.push_str(&format!(
+            "  created_at={}  updated_at={}",
+            rfc3339(f.created_at),
+            rfc3339(f.updated_at)
+        ));
+    }
+    println!("{line}");
+    if full && let Some(response) = &f.response {
+        println!("     response: {response}");
+    }
+}
+
+fn print_operation(o: &JournalOperation) {
+    println!(
+        "    {}  {}  by={}  detail: {}",
+        rfc3339(o.at),
+        o.action.as_str(),
+        o.by,
+        o.detail
+    );
 }

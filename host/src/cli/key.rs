@@ -9,7 +9,8 @@ use crate::error::Error;
 /// Print the invocation key of a call without running it.
 #[derive(Debug, Args)]
 pub struct Key {
-    /// The tool's name.
+    /// The tool's name, or the path of a component (one that ends in `.wasm` or holds
+    /// a `/`).
     tool: String,
     /// The arguments, a JSON object.
     #[arg(long, value_name = "JSON")]
@@ -21,8 +22,8 @@ pub struct Key {
 
 impl Key {
     pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
-        let host = cli.host().build()?;
-        let mut request = CallRequest::new(&self.tool, self.args.clone());
+        let (host, tool) = super::target::host_for(cli, &self.tool)?;
+        let mut request = CallRequest::new(tool, self.args.clone());
         request.conversation = self.conversation.clone();
         println!("{}", host.key_for(&request)?);
         Ok(exit::SUCCESS)

@@ -1,15 +1,22 @@
 //! The `justonce` command line: one file per subcommand, each a clap struct with
 //! `run`. `main` only calls [`main`].
 
+mod abandon;
 mod deliver;
 mod demo;
+mod forget;
 mod gc;
 mod journal;
 mod key;
+mod logging;
+mod new;
+mod operate;
 mod replay;
 mod resolve;
 mod run;
 mod serve;
+mod target;
+mod token;
 mod tools;
 
 use std::path::PathBuf;
@@ -19,11 +26,14 @@ use clap::{Parser, Subcommand};
 
 use crate::builder::HostBuilder;
 use crate::config::Config;
-use crate::error::Error;
+use crate::error::{Error, LoadFault};
 use crate::host::Host;
 
 /// Where the journal lives when neither `--db` nor the configuration file says.
 const DEFAULT_DB: &str = ".justonce/state.db";
+
+/// The tokens file's name next to the database, when the configuration names none.
+const TOKENS_FILE: &str = "tokens.json";
 
 /// Exit codes, documented in the README and in `justonce --help`.
 pub mod exit {
@@ -31,7 +41,8 @@ pub mod exit {
     pub const SUCCESS: u8 = 0;
     /// The tool reported an error or trapped (saved; a retry replays it).
     pub const TOOL_ERROR: u8 = 1;
-    /// Bad input: usage, unknown tool, invalid arguments or key, key mismatch.
+    /// Bad input: usage, unknown tool, a component that is not a valid tool, invalid
+    /// arguments or key, key mismatch, a bad configuration file.
     pub const BAD_INPUT: u8 = 2;
     /// Outcome unknown or still in progress: retrying the same call is safe.
     pub const RETRY_SAFE: u8 = 3;
@@ -101,8 +112,12 @@ enum Command {
     Demo(demo::Demo),
     Deliver(deliver::Deliver),
     Resolve(resolve::Resolve),
+    Forget(forget::Forget),
+    Abandon(abandon::Abandon),
     Serve(serve::Serve),
+    Token(token::Token),
     Replay(replay::Replay),
+    New(new::New),
 }
 
 impl Cli {
@@ -153,6 +168,19 @@ impl Cli {
         }
     }
 
+    /// The tokens file of `serve --http`: `flag`, else the configuration's, else
+    /// tokens.json next to the database.
+    fn tokens_file(&self, flag: Option<&PathBuf>) -> PathBuf {
+        flag.cloned()
+            .or_else(|| self.settings.as_ref().and_then(|c| c.tokens_file.clone()))
+            .unwrap_or_else(|| {
+                self.db
+                    .parent()
+                    .unwrap_or(std::path::Path::new(""))
+                    .join(TOKENS_FILE)
+            })
+    }
+
     /// How long records are kept, as configured (24 h unless the file says).
     fn retention(&self) -> std::time::Duration {
         self.settings
@@ -165,11 +193,17 @@ impl Cli {
 /// The exit code for an error.
 pub fn exit_code(error: &Error) -> u8 {
     match error {
-        Error::UnknownTool { .. }
+        Error::Load {
+            fault: LoadFault::Input,
+            ..
+        }
+        | Error::DuplicateTool { .. }
+        | Error::UnknownTool { .. }
         | Error::InvalidArguments { .. }
         | Error::InvalidKey(_)
         | Error::Mismatch { .. }
         | Error::CannotResolve { .. }
+        | Error::CannotOperate { .. }
         | Error::Config { .. } => exit::BAD_INPUT,
         Error::InProgress { .. }
         | Error::OutcomeUnknown { .. }
@@ -178,7 +212,6 @@ pub fn exit_code(error: &Error) -> u8 {
         Error::Postgres { .. } if error.retry_safe() => exit::RETRY_SAFE,
         Error::Divergence { .. } => exit::DIVERGENCE,
         Error::Load { .. }
-        | Error::DuplicateTool { .. }
         | Error::Store { .. }
         | Error::Postgres { .. }
         | Error::NewerSchema { .. }
@@ -189,13 +222,10 @@ pub fn exit_code(error: &Error) -> u8 {
 /// Parses the command line, runs the command and returns its exit code. Errors are
 /// printed to stderr with their causes.
 pub fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("JUSTONCE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    if let Err(error) = logging::init() {
+        eprintln!("justonce: {error}");
+        return ExitCode::from(exit::BAD_INPUT);
+    }
     let mut cli = Cli::parse();
     if let Err(error) = cli.settle() {
         eprintln!("justonce: {error:#}");
@@ -210,8 +240,12 @@ pub fn main() -> ExitCode {
         Command::Demo(cmd) => cmd.run(&cli),
         Command::Deliver(cmd) => cmd.run(&cli),
         Command::Resolve(cmd) => cmd.run(&cli),
+        Command::Forget(cmd) => cmd.run(&cli),
+        Command::Abandon(cmd) => cmd.run(&cli),
         Command::Serve(cmd) => cmd.run(&cli),
+        Command::Token(cmd) => cmd.run(&cli),
         Command::Replay(cmd) => cmd.run(&cli),
+        Command::New(cmd) => cmd.run(&cli),
     };
     match result {
         Ok(code) => ExitCode::from(code),

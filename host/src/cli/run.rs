@@ -1,7 +1,5 @@
 //! `justonce run`: call one tool under the guard and print the outcome as JSON.
 
-use std::path::Path;
-
 use clap::Args;
 
 use super::{Cli, exit, exit_code, print_json};
@@ -12,7 +10,8 @@ use crate::error::Error;
 /// and `key`.
 #[derive(Debug, Args)]
 pub struct Run {
-    /// The tool's name, or the path of a `.wasm` component to load and call.
+    /// The tool's name, or the path of a component to load and call (one that ends in
+    /// `.wasm` or holds a `/`).
     tool: String,
     /// The arguments, a JSON object.
     #[arg(long, value_name = "JSON")]
@@ -30,23 +29,7 @@ pub struct Run {
 
 impl Run {
     pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
-        let path = Path::new(&self.tool);
-        let is_component = self.tool.ends_with(".wasm") || path.is_file();
-        let builder = if is_component {
-            cli.host_without_tools().component(path)
-        } else {
-            cli.host()
-        };
-        let host = builder.build()?;
-        let tool = if is_component {
-            host.runtime()
-                .tools()
-                .find(|t| t.source == path)
-                .map(|t| t.name.clone())
-                .unwrap_or_default()
-        } else {
-            self.tool.clone()
-        };
+        let (host, tool) = super::target::host_for(cli, &self.tool)?;
         let mut request = CallRequest::new(tool, self.args.clone());
         request.conversation = self.conversation.clone();
         request.tool_call_id = self.call_id.clone();

@@ -1,5 +1,9 @@
-//! `justonce serve`: an MCP server over stdio for the loaded tools.
+//! `justonce serve`: an MCP server for the loaded tools, on stdio or on Streamable
+//! HTTP.
 
+use std::io::Write as _;
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,25 +12,62 @@ use clap::Args;
 use super::{Cli, exit};
 use crate::delivery::Deliverer;
 use crate::error::Error;
-use crate::mcp::{Server, ServerConfig};
+use crate::mcp::tokens::Tokens;
+use crate::mcp::{HttpOptions, HttpServer, Server, ServerConfig, Shutdown};
 
-/// Serve the tools over MCP on stdin/stdout.
+/// Serve the tools over MCP: on stdin/stdout, or with --http on Streamable HTTP.
 ///
-/// Newline-delimited JSON-RPC on stdout; logs go to stderr (JUSTONCE_LOG=info shows
-/// more of them).
+/// On stdio: newline-delimited JSON-RPC on stdout. On HTTP: the endpoint's URL is
+/// the first line on stdout; every request needs a bearer token (`justonce token
+/// add NAME`). Logs go to stderr (JUSTONCE_LOG=info shows more of them).
 #[derive(Debug, Args)]
 pub struct Serve {
     /// The conversation of calls whose request sends none in
     /// `_meta["dev.justonce/conversation"]` (default: "default").
     #[arg(long, value_name = "ID")]
     conversation: Option<String>,
-    /// How many tool calls run at once; more wait in a queue.
+    /// How many tool calls run at once; more wait in a queue (stdio).
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     max_concurrent_calls: u16,
     /// How often the outbox's due webhooks are delivered in the background, in
     /// milliseconds; 0 leaves delivery to `justonce deliver`.
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     deliver_every_ms: u64,
+    /// Serve Streamable HTTP at ADDR:PORT (or PORT, on 127.0.0.1) instead of stdio;
+    /// port 0 picks a free one. Plain HTTP: put TLS in a reverse proxy.
+    #[arg(long, value_name = "ADDR:PORT")]
+    http: Option<String>,
+    /// The tokens file [default: the configuration's `tokens_file`, else tokens.json
+    /// next to the database].
+    #[arg(long, value_name = "FILE", requires = "http")]
+    tokens: Option<PathBuf>,
+    /// A browser origin allowed to call besides loopback ones (repeatable), e.g.
+    /// https://app.example.com.
+    #[arg(long, value_name = "ORIGIN", requires = "http")]
+    allow_origin: Vec<String>,
+    /// Tool calls one principal may have in flight; more get 429 (HTTP).
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    max_calls_per_principal: u16,
+    /// Connections served at once (HTTP).
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..))]
+    max_connections: u16,
+    /// The largest request body, in bytes (HTTP).
+    #[arg(long, value_name = "BYTES", default_value_t = 4 << 20)]
+    max_body_bytes: usize,
+    /// Answer with an SSE stream whenever the client accepts one, not JSON (HTTP).
+    #[arg(long, requires = "http")]
+    sse: bool,
+}
+
+/// `ADDR:PORT`, `:PORT` or `PORT`; a bare port binds 127.0.0.1.
+fn bind_address(text: &str) -> Result<SocketAddr, String> {
+    let text = text.trim();
+    let port_only = text.strip_prefix(':').unwrap_or(text);
+    if let Ok(port) = port_only.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.parse()
+        .map_err(|_| format!("--http {text:?}: expected ADDR:PORT (e.g. 127.0.0.1:8080) or PORT"))
 }
 
 impl Serve {
@@ -35,11 +76,6 @@ impl Serve {
         for refused in host.runtime().refused() {
             tracing::warn!("refused {}: {}", refused.source.display(), refused.reason);
         }
-        tracing::info!(
-            tools = host.runtime().names(),
-            db = %cli.db.display(),
-            "serving MCP on stdio"
-        );
         // Webhooks queued by tool calls go out while the server runs; the loop stops
         // when serving ends (after the pass under way).
         let _delivery = match self.deliver_every_ms {
@@ -50,9 +86,89 @@ impl Serve {
             conversation: self.conversation.clone(),
             max_concurrent_calls: usize::from(self.max_concurrent_calls),
         };
-        Server::new(host, config)
-            .serve(std::io::stdin().lock(), std::io::stdout())
-            .map_err(|e| Error::Host(anyhow::anyhow!("reading the MCP client's messages: {e}")))?;
+        let server = Server::new(Arc::clone(&host), config);
+        let Some(http) = &self.http else {
+            tracing::info!(tools = host.runtime().names(), db = %cli.db.display(), "serving MCP on stdio");
+            stop_on_signals(server.shutdown())?;
+            server
+                .serve(std::io::stdin().lock(), std::io::stdout())
+                .map_err(|e| {
+                    Error::Host(anyhow::anyhow!("reading the MCP client's messages: {e}"))
+                })?;
+            return Ok(exit::SUCCESS);
+        };
+        let addr = bind_address(http).map_err(|e| Error::Host(anyhow::anyhow!(e)))?;
+        let path = cli.tokens_file(self.tokens.as_ref());
+        let tokens = Tokens::open(&path).map_err(|e| Error::Config {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        if tokens.is_empty() {
+            tracing::warn!(
+                "{} holds no tokens: every request will be refused (justonce token add NAME)",
+                path.display()
+            );
+        }
+        let listener = TcpListener::bind(addr)
+            .map_err(|e| Error::Host(anyhow::anyhow!("cannot listen on {addr}: {e}")))?;
+        let bound = listener
+            .local_addr()
+            .map_err(|e| Error::Host(anyhow::anyhow!("{e}")))?;
+        if !bound.ip().is_loopback() {
+            tracing::warn!(%bound, "listening beyond this machine on plain HTTP: put TLS in front (see the README)");
+        }
+        let options = HttpOptions {
+            allowed_origins: self.allow_origin.clone(),
+            max_calls_per_principal: usize::from(self.max_calls_per_principal),
+            max_connections: usize::from(self.max_connections),
+            max_body_bytes: self.max_body_bytes,
+            prefer_sse: self.sse,
+            ..HttpOptions::default()
+        };
+        let url = format!("http://{bound}{}", crate::mcp::http::ENDPOINT);
+        tracing::info!(tools = host.runtime().names(), db = %cli.db.display(), tokens = %path.display(), "serving MCP on {url}");
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{url}").and_then(|()| out.flush());
+        drop(out);
+        HttpServer::new(server, tokens, options)
+            .serve(listener)
+            .map_err(|e| Error::Host(anyhow::anyhow!("serving HTTP on {bound}: {e}")))?;
         Ok(exit::SUCCESS)
+    }
+}
+
+/// On SIGTERM or SIGINT: stop reading, let the calls in flight finish and save their
+/// outcome (and answer), then exit 0. Calls still waiting for a worker are not run.
+fn stop_on_signals(shutdown: Arc<Shutdown>) -> Result<(), Error> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
+        .map_err(|e| Error::Host(anyhow::anyhow!("cannot handle SIGTERM and SIGINT: {e}")))?;
+    std::thread::Builder::new()
+        .name("justonce-signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                tracing::info!(signal, "stopping: no new calls; the calls in flight finish");
+                shutdown.stop();
+                shutdown.wait_idle();
+                // The reader may be blocked on stdin; everything answered is written
+                // and saved, so the process ends here.
+                std::process::exit(i32::from(exit::SUCCESS));
+            }
+        })
+        .map_err(|e| Error::Host(anyhow::anyhow!("cannot start the signal thread: {e}")))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_port_binds_loopback_and_an_address_is_taken_as_given() {
+        assert_eq!(bind_address("8080").unwrap().to_string(), "127.0.0.1:8080");
+        assert_eq!(bind_address(":0").unwrap().to_string(), "127.0.0.1:0");
+        assert_eq!(bind_address("0.0.0.0:9").unwrap().to_string(), "0.0.0.0:9");
+        assert_eq!(bind_address("[::1]:9").unwrap().to_string(), "[::1]:9");
+        assert!(bind_address("localhost").is_err());
     }
 }

@@ -1,23 +1,34 @@
 //! `justonce tools`: list the loaded tools, and the components that were refused.
 
+use std::path::PathBuf;
+
 use clap::Args;
 use serde_json::json;
 
 use super::{Cli, exit, print_json};
 use crate::error::Error;
+use crate::runtime::{Runtime, portable_schema};
 
-/// List the loaded tools with description and argument schema, and the components
+/// List the loaded tools with description and argument schema (in the form model
+/// APIs accept: references inlined, integer formats as ranges), and the components
 /// that were refused with the reason.
 #[derive(Debug, Args)]
 pub struct Tools {
     /// Print a JSON array of `{name, description, inputSchema}`.
     #[arg(long)]
     json: bool,
+    /// A component file to describe instead of the tools directory.
+    #[arg(value_name = "COMPONENT")]
+    component: Option<PathBuf>,
 }
 
 impl Tools {
     pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
-        let host = cli.host().build()?;
+        let builder = match &self.component {
+            Some(path) => cli.host_without_tools().component(path),
+            None => cli.host(),
+        };
+        let host = builder.build()?;
         let runtime = host.runtime();
         if self.json {
             let tools: Vec<_> = runtime
@@ -26,7 +37,7 @@ impl Tools {
                     json!({
                         "name": t.name,
                         "description": t.description,
-                        "inputSchema": t.input_schema,
+                        "inputSchema": portable_schema(&t.input_schema),
                     })
                 })
                 .collect();
@@ -34,7 +45,8 @@ impl Tools {
         } else {
             for tool in runtime.tools() {
                 println!("{}\n  {}", tool.name, tool.description);
-                let schema = serde_json::to_string_pretty(&tool.input_schema).unwrap_or_default();
+                let schema = serde_json::to_string_pretty(&portable_schema(&tool.input_schema))
+                    .unwrap_or_default();
                 for line in schema.lines() {
                     println!("    {line}");
                 }
@@ -50,6 +62,31 @@ impl Tools {
                 println!("{line}");
             }
         }
+        if runtime.tools().next().is_none() {
+            eprintln!("justonce: {}", nothing_loaded(cli, runtime));
+            return Ok(exit::BAD_INPUT);
+        }
         Ok(exit::SUCCESS)
+    }
+}
+
+/// Why no tool is listed, and what to do.
+fn nothing_loaded(cli: &Cli, runtime: &Runtime) -> String {
+    let dir = cli
+        .tools
+        .clone()
+        .or_else(|| cli.settings.as_ref().and_then(|c| c.tools_dir.clone()));
+    let place = dir.map_or_else(
+        || "the tools directory".to_owned(),
+        |d| d.display().to_string(),
+    );
+    if runtime.refused().is_empty() {
+        format!(
+            "no tools: {place} holds no .wasm component. Build one (`justonce new NAME`, then \
+             `cargo build --release --target wasm32-wasip2` in it) and copy its .wasm here, \
+             or point --tools at the directory that holds your components"
+        )
+    } else {
+        format!("no tools: every component in {place} was refused (the reasons are above)")
     }
 }

@@ -155,7 +155,7 @@ impl Deliverer {
         });
         let config = host.http_config_arc();
         Ok(Self {
-            client: Client::new(&config),
+            client: Client::new(Arc::clone(&config)),
             clock: Arc::clone(&host.shared().clock),
             journal,
             config,

@@ -25,8 +25,9 @@ use crate::journal::{
     Answer, EffectState, Lease, NewEffect, NewInvocation, Refusal, Resolution, TransactionalRequest,
 };
 use crate::keys::{self, EffectKey, InvocationKey};
+use crate::mutants::{self, Mutant};
 use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
-use crate::runtime::{EffectFailure, EffectHandler};
+use crate::runtime::{EffectFailure, EffectHandler, spans};
 
 /// What stopped an invocation short of a savable outcome.
 #[derive(Debug, Clone, PartialEq)]
@@ -205,7 +206,7 @@ impl EffectSession {
         };
 
         // 2. Only a resumed run can find its effects journaled already.
-        let existing = if self.resumed {
+        let existing = if self.resumed && !mutants::on(Mutant::ForgetJournaled) {
             self.shared.journal.effect(&self.invocation, seq)?
         } else {
             None
@@ -231,6 +232,7 @@ impl EffectSession {
 
         let class = provider.class();
         let key = keys::effect_key(&self.invocation, self.entropy.seed.generation(), seq);
+        let _span = spans::effect(&key, seq, provider_name).entered();
         let invocation = self.invocation.clone();
         let new = NewEffect {
             key: &key,
@@ -390,7 +392,7 @@ impl EffectSession {
         new: &NewEffect<'_>,
         payload: &Value,
     ) -> Result<Result<String, EffectFailure>, Error> {
-        let budget = if class == ProviderClass::Unkeyed {
+        let budget = if class == ProviderClass::Unkeyed && !mutants::on(Mutant::RetryUnkeyed) {
             1
         } else {
             self.shared.retry.max_attempts
@@ -416,6 +418,16 @@ impl EffectSession {
             };
             session.unjournaled = None;
             last_not_performed = false;
+            let key = if mutants::on(Mutant::FreshEffectKey) {
+                let generation = session.entropy.seed.generation();
+                keys::effect_key(
+                    &session.invocation,
+                    generation + u64::from(attempt),
+                    new.seq,
+                )
+            } else {
+                key
+            };
             let request = EffectRequest {
                 tool: &session.tool,
                 key: &key,

@@ -24,8 +24,7 @@ mod settle;
 
 #[cfg(test)]
 mod contract_tests;
-#[cfg(test)]
-mod scripted;
+pub(crate) mod scripted;
 
 pub(crate) use runner::{Runner, WasmRunner};
 
@@ -44,6 +43,7 @@ use crate::keys::InvocationKey;
 use crate::outcome::Outcome;
 use crate::provider::Provider;
 use crate::retry::RetryPolicy;
+use crate::runtime::spans;
 use effect::{EffectSession, RunStart};
 use heartbeat::Heartbeats;
 use invocation::InvocationGuard;
@@ -122,6 +122,8 @@ impl Guard {
     /// with different arguments.
     pub(crate) fn call(&self, request: &CallRequest) -> Result<CallResponse> {
         let prepared = prepare(&*self.runner, request)?;
+        // Every log line of the call names its key (JUSTONCE_LOG_FORMAT=json).
+        let _span = spans::call(&prepared.tool.name, &prepared.key).entered();
         let owner = format!(
             "{}/{}",
             self.owner,
@@ -131,6 +133,7 @@ impl Guard {
         // Journaled only if this call creates the invocation; a resumed run gets the
         // seed its first run drew, so it sees the same random values.
         let seed = Seed::random()?;
+        let scope = request.scope();
         loop {
             // One call of a key at a time in this process: a duplicate waits here for
             // the running one, then looks again (and replays its outcome).
@@ -142,9 +145,10 @@ impl Guard {
             };
             let begin = Begin {
                 key: &prepared.key,
-                scope: request.scope(),
+                scope: &scope,
                 tool: &prepared.tool.name,
                 fingerprint: &prepared.fingerprint,
+                arguments: &prepared.canonical,
                 explicit_key: request.key.is_some(),
                 tool_call_id: request.tool_call_id.as_deref(),
                 now: self.shared.clock.now_ms(),
@@ -164,6 +168,7 @@ impl Guard {
                         scope: begin.scope.to_owned(),
                         tool: prepared.tool.name.to_string(),
                         fingerprint: prepared.fingerprint.clone(),
+                        arguments: prepared.canonical.clone(),
                         explicit_key: begin.explicit_key,
                         created_at: begin.now,
                         seed: seed.clone(),

@@ -59,9 +59,17 @@ pub(crate) fn prepare(runner: &dyn Runner, request: &CallRequest) -> Result<Prep
         keys::arguments_fingerprint(&tool.name, &args).map_err(|e| invalid(e.to_string()))?;
     let key = match &request.key {
         Some(explicit) => {
-            InvocationKey::parse(explicit).map_err(|e| Error::InvalidKey(e.to_string()))?
+            let key =
+                InvocationKey::parse(explicit).map_err(|e| Error::InvalidKey(e.to_string()))?;
+            // Over the network an explicit key is the caller's own: two principals
+            // choosing the same key get two invocations.
+            match &request.principal {
+                None => key,
+                Some(_) => keys::scoped_key(&request.scope(), &key)
+                    .map_err(|e| Error::InvalidKey(e.to_string()))?,
+            }
         }
-        None => keys::invocation_key(request.scope(), &tool.name, &args)
+        None => keys::invocation_key(&request.scope(), &tool.name, &args)
             .map_err(|e| invalid(e.to_string()))?,
     };
     Ok(Prepared {

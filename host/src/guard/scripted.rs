@@ -44,6 +44,12 @@ impl Effects<'_> {
     pub(crate) fn started_ms(&self) -> i64 {
         self.handler.entropy().started_ms
     }
+
+    /// The invocation's generation (its effect keys include it): the same for every
+    /// run of one invocation, new once its record expired.
+    pub(crate) fn generation(&self) -> u64 {
+        self.handler.entropy().seed.generation()
+    }
 }
 
 /// A scripted guest: arguments and effects in, how it ended out.

@@ -16,6 +16,7 @@ use super::prepare::Prepared;
 use crate::call::CallResponse;
 use crate::error::{Error, Result};
 use crate::fault::{self, FaultPoint};
+use crate::mutants::{self, Mutant};
 use crate::outcome::Outcome;
 use crate::runtime::{GuestOutcome, Limits, TrapReason};
 
@@ -121,6 +122,7 @@ pub(super) fn settle(
     fault::point(FaultPoint::AfterRecord);
     // Saved first, then answered.
     let saved = match session.unjournaled.take() {
+        _ if mutants::on(Mutant::AnswerBeforeSave) => Ok(true),
         // No effect: the record is written once, complete.
         Some(record) => journal.complete_new(&record, &stored, now),
         None => journal.complete(key, owner, &stored, now),
@@ -129,6 +131,7 @@ pub(super) fn settle(
         Ok(true) => {}
         // Another run journaled the key meanwhile and wins; this caller looks again.
         Ok(false) if !journaled => return Ok(None),
+        Ok(false) if mutants::on(Mutant::UnfencedAnswer) => {}
         Ok(false) => return Err(Error::LeaseLost { key: key.clone() }),
         Err(e) => {
             // Release the lease so duplicates need not wait for it to expire.

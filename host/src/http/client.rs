@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -77,15 +78,17 @@ pub(crate) enum SendError {
 /// 503 and 504 (come back later).
 pub const RETRY_STATUSES: &[u16] = &[408, 409, 425, 429, 502, 503, 504];
 
-/// A blocking HTTP client configured for guarded effects.
+/// A blocking HTTP client configured for guarded effects. It adds a service's
+/// configured headers (credentials) to the requests under its base URL, here and
+/// nowhere earlier, so they never reach the journal, the outbox or the guest.
 #[derive(Debug, Clone)]
 pub(crate) struct Client {
     agent: Agent,
-    max_response_bytes: usize,
+    config: Arc<HttpConfig>,
 }
 
 impl Client {
-    pub fn new(config: &HttpConfig) -> Self {
+    pub fn new(config: Arc<HttpConfig>) -> Self {
         let agent: Agent = Agent::config_builder()
             // A status is an answer, saved as the outcome; only the transport fails.
             .http_status_as_error(false)
@@ -99,10 +102,7 @@ impl Client {
             .user_agent(concat!("justonce/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
-        Self {
-            agent,
-            max_response_bytes: config.max_response_bytes,
-        }
+        Self { agent, config }
     }
 
     /// Sends `request`, adding `key` (header name, value) when given.
@@ -114,8 +114,15 @@ impl Client {
         let mut builder = Request::builder()
             .method(request.method.as_str())
             .uri(request.url.as_str());
+        let secrets = self.config.service_headers(&request.url);
+        // The service's own header wins over one queued before the config named it.
         for (name, value) in &request.headers {
-            builder = builder.header(name.as_str(), value.as_str());
+            if !secrets.iter().any(|(s, _)| s.eq_ignore_ascii_case(name)) {
+                builder = builder.header(name.as_str(), value.as_str());
+            }
+        }
+        for (name, value) in secrets {
+            builder = builder.header(name, value);
         }
         if let Some((name, value)) = key {
             builder = builder.header(name, value);
@@ -144,7 +151,7 @@ impl Client {
                 })
                 .or_insert(value);
         }
-        let cap = self.max_response_bytes;
+        let cap = self.config.max_response_bytes;
         let mut bytes = Vec::new();
         response
             .body_mut()

@@ -3,12 +3,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-use ureq::http::{HeaderName, Uri};
+use serde::{Deserialize, Deserializer, Serialize};
+use ureq::http::{HeaderName, HeaderValue, Uri};
+
+use super::secrets::{SecretValue, read_secrets_file};
 
 /// The header that carries the effect key when no other name is configured; the one
 /// Stripe and the IETF draft use.
@@ -21,13 +23,22 @@ pub const DEFAULT_IDEMPOTENCY_HEADER: &str = "Idempotency-Key";
 ///
 /// ```json
 /// {
-///   "services": { "payments": "https://api.payments.example" },
+///   "services": {
+///     "payments": {
+///       "url": "https://api.payments.example",
+///       "headers": { "Authorization": "Bearer ${PAYMENTS_TOKEN}" }
+///     },
+///     "webhooks": "https://hooks.shop.example"
+///   },
+///   "secrets_file": "secrets.env",
 ///   "allow": { "refund": ["https://api.payments.example"] },
 ///   "idempotency_headers": { "https://api.payments.example": "Idempotency-Key" },
 ///   "timeout_ms": 10000,
 ///   "max_response_bytes": 1048576
 /// }
 /// ```
+///
+/// `Debug` and serialization show a service header's template, never its value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpConfig {
@@ -37,8 +48,14 @@ pub struct HttpConfig {
     /// A different key header for some origins (`scheme://host:port` → header name).
     pub idempotency_headers: BTreeMap<String, String>,
     /// Named base URLs: a tool asks for `{"service": "payments", "path": "/v1/refunds"}`
-    /// and never needs to know where the payments API lives.
-    pub services: BTreeMap<String, String>,
+    /// and never needs to know where the payments API lives, nor the credentials the
+    /// host adds to its requests.
+    pub services: BTreeMap<String, Service>,
+    /// A file of `NAME=value` lines that fills in the `${NAME}` references of service
+    /// headers a variable of the host's environment does not (relative to the config
+    /// file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secrets_file: Option<PathBuf>,
     /// The origins (`scheme://host[:port]`) each tool may reach, by tool name. A tool
     /// that is not listed reaches nothing.
     pub allow: BTreeMap<String, Vec<String>>,
@@ -54,6 +71,7 @@ impl Default for HttpConfig {
             idempotency_header: DEFAULT_IDEMPOTENCY_HEADER.to_owned(),
             idempotency_headers: BTreeMap::new(),
             services: BTreeMap::new(),
+            secrets_file: None,
             allow: BTreeMap::new(),
             timeout_ms: 10_000,
             max_response_bytes: 1 << 20,
@@ -62,16 +80,50 @@ impl Default for HttpConfig {
 }
 
 impl HttpConfig {
-    /// Reads and checks a JSON config file.
+    /// Reads and checks a JSON config file, filling in the `${NAME}` references of
+    /// service headers from the host's environment, else from `secrets_file`.
     pub fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read the http config {}: {e}", path.display()))?;
-        let config: Self = serde_json::from_str(&text)
+        let mut config: Self = serde_json::from_str(&text)
             .map_err(|e| format!("the http config {} is not valid: {e}", path.display()))?;
+        if let Some(file) = &mut config.secrets_file {
+            *file = path.parent().unwrap_or(Path::new(".")).join(&*file);
+        }
         config
-            .validate()
+            .resolve_secrets(&|name| std::env::var(name).ok())
+            .and_then(|()| config.validate())
             .map_err(|e| format!("the http config {}: {e}", path.display()))?;
         Ok(config)
+    }
+
+    /// Fills in the `${NAME}` references of every service header from `env`, else
+    /// from `secrets_file`; the error names the service, the header and the variable.
+    pub fn resolve_secrets(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
+        let needs_file = self.secrets_file.is_some()
+            && self
+                .services
+                .values()
+                .flat_map(|s| s.headers.values())
+                .any(|h| h.value().is_none());
+        let file = match &self.secrets_file {
+            Some(path) if needs_file => read_secrets_file(path)?,
+            _ => BTreeMap::new(),
+        };
+        let lookup = |name: &str| env(name).or_else(|| file.get(name).cloned());
+        let source = match &self.secrets_file {
+            Some(path) => format!("in the environment nor in {}", path.display()),
+            None => "in the environment (or name a `secrets_file`)".to_owned(),
+        };
+        for (service, config) in &mut self.services {
+            for (header, value) in &mut config.headers {
+                value.resolve(&lookup).map_err(|e| {
+                    let e = e.replace("is not set", &format!("is not set {source}"));
+                    format!("services.{service}.headers.{header}: {e}")
+                })?;
+            }
+        }
+        Ok(())
     }
 
     /// Lets `tool` reach `origin` (`scheme://host[:port]`).
@@ -85,7 +137,23 @@ impl HttpConfig {
 
     /// Names a base URL that tools address as `{"service": name, "path": …}`.
     pub fn service(mut self, name: impl Into<String>, base_url: impl Into<String>) -> Self {
-        self.services.insert(name.into(), base_url.into());
+        self.services.insert(name.into(), Service::new(base_url));
+        self
+    }
+
+    /// Adds a header (a credential, say) to every request to the service `name`
+    /// (configured before with [`HttpConfig::service`]); tools never see its value.
+    pub fn service_header(
+        mut self,
+        name: &str,
+        header: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Self {
+        if let Some(service) = self.services.get_mut(name) {
+            service
+                .headers
+                .insert(header.into(), SecretValue::literal(value));
+        }
         self
     }
 
@@ -119,8 +187,21 @@ impl HttpConfig {
             Origin::from_str(origin).map_err(|e| format!("idempotency_headers: {e}"))?;
             check_header_name(header).map_err(|e| format!("idempotency_headers[{origin}]: {e}"))?;
         }
-        for (name, base) in &self.services {
-            parse_url(base).map_err(|e| format!("services.{name}: {e}"))?;
+        for (name, service) in &self.services {
+            parse_url(&service.url).map_err(|e| format!("services.{name}: {e}"))?;
+            for (header, value) in &service.headers {
+                let at = format!("services.{name}.headers.{header}");
+                check_header_name(header).map_err(|e| format!("{at}: {e}"))?;
+                let value = value.value().ok_or_else(|| {
+                    format!(
+                        "{at}: `{}` was never filled in (load the config with HttpConfig::load)",
+                        value.shown()
+                    )
+                })?;
+                HeaderValue::from_str(value).map_err(|_| {
+                    format!("{at}: the value is not a valid header value (after filling in its variables)")
+                })?;
+            }
         }
         for (tool, origins) in &self.allow {
             for origin in origins {
@@ -188,7 +269,7 @@ impl HttpConfig {
                 url.to_owned()
             }
             (None, Some(service)) => {
-                let base = self.services.get(service).ok_or_else(|| {
+                let base = self.services.get(service).map(|s| &s.url).ok_or_else(|| {
                     let known: Vec<&str> = self.services.keys().map(String::as_str).collect();
                     format!(
                         "no service named `{service}` is configured (configured: {})",
@@ -210,6 +291,88 @@ impl HttpConfig {
         };
         let origin = parse_url(&url)?;
         Ok((url, origin))
+    }
+
+    /// The headers the host adds to a request to `url`: those of the service whose
+    /// base URL `url` is under (the longest such base, if several are).
+    pub(crate) fn service_headers(&self, url: &str) -> Vec<(&str, &str)> {
+        self.services
+            .values()
+            .filter(|s| !s.headers.is_empty())
+            .filter_map(|s| Some((s, s.base_path_len_if_under(url)?)))
+            .max_by_key(|(_, len)| *len)
+            .map(|(s, _)| {
+                s.headers
+                    .iter()
+                    .filter_map(|(name, value)| Some((name.as_str(), value.value()?)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// A named downstream: its base URL, and the headers (credentials, say) the host
+/// adds to every request under it. In the config file either the URL alone or
+/// `{"url": …, "headers": {"Authorization": "Bearer ${TOKEN}"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Service {
+    /// The base URL; a tool's `path` is appended to it.
+    pub url: String,
+    /// Headers added by the host; their values may hold `${NAME}` references, filled
+    /// in when the config is loaded.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, SecretValue>,
+}
+
+impl Service {
+    /// A service at `url` with no headers of its own.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            headers: BTreeMap::new(),
+        }
+    }
+
+    /// The length of the base URL's path when `url` is on the same origin and under
+    /// that path, else `None`.
+    fn base_path_len_if_under(&self, url: &str) -> Option<usize> {
+        let (base, base_path) = split_url(&self.url)?;
+        let (target, path) = split_url(url)?;
+        let base_path = base_path.trim_end_matches('/');
+        let under = path
+            .strip_prefix(base_path)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+        (base == target && under).then_some(base_path.len())
+    }
+}
+
+/// A URL's origin and path.
+fn split_url(url: &str) -> Option<(Origin, String)> {
+    let origin = parse_url(url).ok()?;
+    let uri: Uri = url.parse().ok()?;
+    Some((origin, uri.path().to_owned()))
+}
+
+impl<'de> Deserialize<'de> for Service {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        /// The object form; the string form is the URL alone.
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Full {
+            url: String,
+            #[serde(default)]
+            headers: BTreeMap<String, SecretValue>,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged, expecting = "a base URL, or {\"url\": …, \"headers\": {…}}")]
+        enum Either {
+            Url(String),
+            Full(Full),
+        }
+        Ok(match Either::deserialize(deserializer)? {
+            Either::Url(url) => Self::new(url),
+            Either::Full(Full { url, headers }) => Self { url, headers },
+        })
     }
 }
 
@@ -384,6 +547,99 @@ mod tests {
                 .validate()
                 .unwrap_err()
                 .contains("not a valid header name")
+        );
+    }
+
+    fn with_secret() -> HttpConfig {
+        serde_json::from_str(
+            r#"{"services": {
+                "payments": {"url": "http://127.0.0.1:9000/api",
+                             "headers": {"Authorization": "Bearer ${TOKEN}"}},
+                "plain": "http://127.0.0.1:9001"
+            }}"#,
+        )
+        .unwrap()
+    }
+
+    fn env(name: &str) -> Option<String> {
+        (name == "TOKEN").then(|| "s3cr3t".to_owned())
+    }
+
+    #[test]
+    fn a_service_header_is_filled_in_and_added_only_under_its_base_url() {
+        let mut config = with_secret();
+        config.resolve_secrets(&env).unwrap();
+        config.validate().unwrap();
+        let auth = [("Authorization", "Bearer s3cr3t")];
+        assert_eq!(config.service_headers("http://127.0.0.1:9000/api"), auth);
+        assert_eq!(
+            config.service_headers("http://127.0.0.1:9000/api/v1/x?y=1"),
+            auth
+        );
+        for elsewhere in [
+            "http://127.0.0.1:9000/apix",
+            "http://127.0.0.1:9000/",
+            "http://127.0.0.1:9001/api",
+            "https://127.0.0.1:9000/api",
+        ] {
+            assert!(config.service_headers(elsewhere).is_empty(), "{elsewhere}");
+        }
+        let (url, _) = config.resolve(None, Some("plain"), Some("/x")).unwrap();
+        assert_eq!(url, "http://127.0.0.1:9001/x");
+    }
+
+    #[test]
+    fn a_missing_variable_is_named_and_the_value_is_never_shown() {
+        let mut config = with_secret();
+        let err = config.resolve_secrets(&|_| None).unwrap_err();
+        assert!(
+            err.contains("services.payments.headers.Authorization")
+                && err.contains("`TOKEN` is not set"),
+            "{err}"
+        );
+        let err = with_secret().validate().unwrap_err();
+        assert!(err.contains("never filled in"), "{err}");
+        config.resolve_secrets(&env).unwrap();
+        let shown = format!("{config:?} {}", serde_json::to_string(&config).unwrap());
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+    }
+
+    #[test]
+    fn a_service_object_with_an_unknown_field_is_refused() {
+        let err = serde_json::from_str::<HttpConfig>(
+            r#"{"services": {"p": {"url": "http://x.example", "header": {}}}}"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("a base URL, or"), "{err}");
+    }
+
+    #[test]
+    fn load_reads_a_secrets_file_beside_the_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("http.json");
+        std::fs::write(
+            &path,
+            r#"{"secrets_file": "secrets.env", "services": {"p": {"url": "http://x.example",
+                "headers": {"X-Api-Key": "${JUSTONCE_TEST_UNSET_KEY}"}}}}"#,
+        )
+        .unwrap();
+        let err = HttpConfig::load(&path).unwrap_err();
+        assert!(err.contains("cannot read the secrets file"), "{err}");
+        std::fs::write(dir.path().join("secrets.env"), "OTHER=1\n").unwrap();
+        let err = HttpConfig::load(&path).unwrap_err();
+        assert!(
+            err.contains("`JUSTONCE_TEST_UNSET_KEY` is not set in the environment nor in"),
+            "{err}"
+        );
+        std::fs::write(
+            dir.path().join("secrets.env"),
+            "JUSTONCE_TEST_UNSET_KEY=k3y\n",
+        )
+        .unwrap();
+        let config = HttpConfig::load(&path).unwrap();
+        assert_eq!(
+            config.service_headers("http://x.example/a"),
+            [("X-Api-Key", "k3y")]
         );
     }
 }

@@ -5,7 +5,7 @@
 //! It listens on the loopback interface only, handles one connection at a time,
 //! stops after a bounded number of connections, and stops when dropped.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,6 +57,8 @@ pub struct SeenRequest {
     pub path: String,
     /// The idempotency key header, if the request carried one.
     pub key: Option<String>,
+    /// Every header, names in lower case.
+    pub headers: BTreeMap<String, String>,
     /// The body as text.
     pub body: String,
 }
@@ -81,6 +83,7 @@ struct ApiState {
     applied: Vec<Applied>,
     answers: HashMap<String, String>,
     connections: usize,
+    required: Option<(String, String)>,
 }
 
 /// The server; see the module docs. Dropping it stops it.
@@ -138,6 +141,12 @@ impl LocalApi {
         self.lock().script.extend(behaviours);
     }
 
+    /// Answers `401` without applying anything to a request that does not carry
+    /// `header` with `value` (a credential the host adds for a service).
+    pub fn require_header(&self, header: &str, value: &str) {
+        self.lock().required = Some((header.to_ascii_lowercase(), value.to_owned()));
+    }
+
     /// Every request received, in order.
     pub fn requests(&self) -> Vec<SeenRequest> {
         self.lock().requests.clone()
@@ -186,6 +195,7 @@ struct Parsed {
     method: String,
     path: String,
     key: Option<String>,
+    headers: BTreeMap<String, String>,
     body: Vec<u8>,
 }
 
@@ -211,8 +221,18 @@ fn handle(
             method: request.method.clone(),
             path: request.path.clone(),
             key: request.key.clone(),
+            headers: request.headers.clone(),
             body: body_text.clone(),
         });
+        let refused = state
+            .required
+            .as_ref()
+            .filter(|(name, value)| request.headers.get(name) != Some(value))
+            .map(|(name, _)| format!("missing or wrong `{name}` header"));
+        if let Some(message) = refused {
+            drop(state);
+            return respond(&mut stream, 401, &json!({ "error": message }), None);
+        }
         let behaviour = state.script.pop_front().unwrap_or(Behaviour::Answer);
         let answer = match behaviour {
             Behaviour::Status { .. } => None,
@@ -318,6 +338,7 @@ fn read_request(
     };
     let (method, path) = (method.to_owned(), path.to_owned());
     let mut key = None;
+    let mut headers = BTreeMap::new();
     let mut length = 0usize;
     let mut head_bytes = line.len();
     loop {
@@ -335,6 +356,7 @@ fn read_request(
             return Ok(Err((400, format!("malformed header line `{trimmed}`"))));
         };
         let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+        headers.insert(name.clone(), value.to_owned());
         if name == header {
             key = Some(value.to_owned());
         } else if name == "content-length" {
@@ -352,6 +374,7 @@ fn read_request(
         method,
         path,
         key,
+        headers,
         body,
     }))
 }
@@ -366,6 +389,7 @@ fn respond(
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
+        401 => "Unauthorized",
         411 => "Length Required",
         413 => "Content Too Large",
         429 => "Too Many Requests",

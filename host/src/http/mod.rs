@@ -8,6 +8,7 @@ mod client;
 mod config;
 pub mod local_api;
 mod request;
+mod secrets;
 
 pub use client::HttpResponse;
 pub(crate) use client::{Client, RETRY_STATUSES, SendError};

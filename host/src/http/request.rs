@@ -9,12 +9,14 @@ use ureq::http::{HeaderName, HeaderValue};
 use super::config::{HttpConfig, Origin};
 
 /// Why a request may not be sent.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum CheckError {
     /// The tool asked for something malformed: its own fault, saved as a refusal.
+    #[error("{0}")]
     Tool(String),
     /// The host's configuration refuses it (not on the allowlist, no such service):
     /// not the tool's doing, and it may succeed once the configuration is fixed.
+    #[error("{0}")]
     Config(String),
 }
 
@@ -138,6 +140,7 @@ impl RequestSpec {
         origin: Origin,
     ) -> Result<Outbound, String> {
         let key_header = config.header_for(&origin);
+        let secrets = config.service_headers(&url);
         let mut headers = Vec::with_capacity(self.headers.len() + 1);
         for (name, value) in &self.headers {
             let lower = name.to_ascii_lowercase();
@@ -147,6 +150,11 @@ impl RequestSpec {
             if lower.eq_ignore_ascii_case(key_header) {
                 return Err(format!(
                     "header `{name}` carries the effect key, which the host sets; a tool never chooses it"
+                ));
+            }
+            if secrets.iter().any(|(s, _)| s.eq_ignore_ascii_case(name)) {
+                return Err(format!(
+                    "header `{name}` is set by the host for this service (from its configuration); a tool does not set it"
                 ));
             }
             HeaderName::from_bytes(name.as_bytes())
@@ -252,5 +260,26 @@ mod tests {
         }
         let err = RequestSpec::parse(&json!({"methd": "GET"})).unwrap_err();
         assert!(err.contains("methd"), "{err}");
+    }
+
+    #[test]
+    fn a_tool_may_not_set_a_header_its_service_gets_from_the_host() {
+        let config = config().service_header("payments", "Authorization", "Bearer s3cr3t");
+        let spec = RequestSpec::parse(&json!({
+            "method": "POST", "service": "payments", "path": "/v1",
+            "headers": {"authorization": "Bearer mine"}
+        }))
+        .unwrap();
+        let err = spec.check(&config, "refund", "POST".into()).unwrap_err();
+        assert!(
+            err.to_string().contains("set by the host for this service"),
+            "{err}"
+        );
+        let spec = RequestSpec::parse(&json!({"method": "POST", "service": "payments"})).unwrap();
+        let out = spec.check(&config, "refund", "POST".into()).unwrap();
+        assert!(
+            out.headers.is_empty(),
+            "the secret is added when sending, never to the outbound request: {out:?}"
+        );
     }
 }

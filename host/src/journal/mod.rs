@@ -21,7 +21,10 @@ pub(crate) mod sqlite;
 use std::path::Path;
 
 pub(crate) use answer::Answer;
-pub use read::{GcReport, JournalEffect, JournalEntry, JournalStats, Resolution, UnresolvedEffect};
+pub use read::{
+    Action, CallStory, GcReport, JournalEffect, JournalEntry, JournalOperation, JournalStats,
+    Operated, Operator, Resolution, UnresolvedEffect,
+};
 pub(crate) use records::{
     Begin, BeginOutcome, EffectRecord, EffectState, InvocationState, Lease, Lookup, NewEffect,
     NewInvocation, Refusal,
@@ -146,6 +149,10 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// Invocations (newest first), optionally of one scope, with their effects.
     fn entries(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>>;
 
+    /// Invocations (newest first) whose scope starts with `prefix` (the calls of one
+    /// principal, see [`principal_scope`](crate::principal_scope)).
+    fn entries_by_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<JournalEntry>>;
+
     /// Deletes what is past retention at `now`; never a call that is open.
     fn gc(&self, now: i64, retention_ms: i64) -> Result<GcReport>;
 
@@ -160,6 +167,36 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
         response: &serde_json::Value,
         now: i64,
     ) -> Result<()>;
+
+    /// One call's whole story: its record with every effect (keys sent downstream,
+    /// attempts, answers, last errors, resolutions), if the journal holds it, and the
+    /// operations on it, oldest first, which outlive a `forget`.
+    fn story(&self, key: &InvocationKey) -> Result<CallStory>;
+
+    /// `justonce forget`: atomically deletes the record of `key` (its effects and
+    /// tool-call ids with it) and records the operation (key, `forget`, who, when, a
+    /// detail naming the state, outcome and effects removed). The same call then runs
+    /// again; its effects get new keys downstream, because the record's generation
+    /// went with it. Unless `operator.force`, refused ([`Error::CannotOperate`]) for a
+    /// call whose run holds a live lease, or with an effect whose outcome is unknown
+    /// (pending, and not resolved `not_performed`). A key with no record that an
+    /// earlier `forget` removed is [`Operated::AlreadyDone`]; one never recorded is
+    /// refused. Durable under [`Durability::Full`]. A backend that keeps outcomes
+    /// in memory forgets the key's there too.
+    ///
+    /// [`Error::CannotOperate`]: crate::error::Error::CannotOperate
+    fn forget(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated>;
+
+    /// `justonce abandon`: atomically saves the outcome `Trap { reason: "abandoned",
+    /// message }` for a call that is incomplete (or running, whose lease expired),
+    /// releases any lease, and records the operation. The message says who and when
+    /// and lists the effects performed and those whose outcome is unknown (they stay
+    /// pending in the record). Every retry then replays it, and retention counts from
+    /// now. A call abandoned already is [`Operated::AlreadyDone`]; a call completed
+    /// with an outcome of its own, or no record, is refused, and so, unless
+    /// `operator.force`, is a call whose run holds a live lease (its later writes are
+    /// then fenced off). Durable under [`Durability::Full`].
+    fn abandon(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated>;
 
     /// Commits and fsyncs so far.
     fn stats(&self) -> JournalStats;

@@ -1,6 +1,10 @@
-//! What the journal shows people (`justonce journal`, `gc`, `resolve`).
+//! What the journal shows people (`justonce journal`, `gc`, `resolve`, `forget`,
+//! `abandon`). Field names are the same in the CLI's text and its `--json`; times
+//! are milliseconds since the epoch here and RFC 3339 (UTC) when serialized.
 
 use serde::Serialize;
+
+use crate::clock::{serialize_rfc3339, serialize_rfc3339_opt};
 
 /// Counts of the journal's commits and fsyncs, for benchmarks and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -47,8 +51,8 @@ pub struct UnresolvedEffect {
     pub key: String,
     /// The invocation it belongs to.
     pub invocation: String,
-    /// The invocation's conversation scope.
-    pub scope: String,
+    /// The invocation's conversation (its scope).
+    pub conversation: String,
     /// The tool that asked for it.
     pub tool: String,
     /// Its position in the invocation.
@@ -62,6 +66,7 @@ pub struct UnresolvedEffect {
     /// Why the last attempt's outcome was unknown, if known.
     pub last_error: Option<String>,
     /// When it was last touched (ms since the epoch).
+    #[serde(serialize_with = "serialize_rfc3339")]
     pub updated_at: i64,
 }
 
@@ -70,20 +75,35 @@ pub struct UnresolvedEffect {
 pub struct JournalEntry {
     /// The invocation key.
     pub key: String,
-    /// The conversation scope.
-    pub scope: String,
+    /// The conversation (the scope in which a repeat is a duplicate).
+    pub conversation: String,
     /// The tool.
     pub tool: String,
     /// `running`, `incomplete` or `completed`.
     pub state: String,
+    /// The canonical arguments the guest got (`None` for a record written before
+    /// justonce stored them). Never a secret: credentials live in the host's service
+    /// headers.
+    pub arguments: Option<serde_json::Value>,
     /// How many times the guest was run for it.
     pub runs: u32,
+    /// How many retries the journal answered with the saved outcome. A retry that a
+    /// host process answered from its memory of recent outcomes is not counted, so
+    /// the replay path stays free of writes: this is a lower bound.
+    pub replays: u32,
     /// The tool-call ids that map to it.
     pub tool_call_ids: Vec<String>,
     /// The saved outcome, when completed.
     pub outcome: Option<serde_json::Value>,
+    /// The outcome in one line (`success`, `tool_error CODE: message`, `trap REASON:
+    /// first line of the message`), when completed.
+    pub summary: Option<String>,
     /// When it was created (ms since the epoch).
+    #[serde(serialize_with = "serialize_rfc3339")]
     pub created_at: i64,
+    /// When its outcome was saved (ms since the epoch).
+    #[serde(serialize_with = "serialize_rfc3339_opt")]
+    pub completed_at: Option<i64>,
     /// Its effects, in order.
     pub effects: Vec<JournalEffect>,
 }
@@ -101,7 +121,8 @@ pub struct JournalEffect {
     pub class: String,
     /// Operation.
     pub operation: String,
-    /// `pending` or `done`.
+    /// `pending` (no definitive answer yet), `done` (answered), or `refused` (the host
+    /// refused it before anything was sent; the saved answer is `{"denied": …}`).
     pub state: String,
     /// Attempts made.
     pub attempts: u32,
@@ -111,6 +132,93 @@ pub struct JournalEffect {
     pub last_error: Option<String>,
     /// What a person decided about it (`performed`, `not_performed`), if anything.
     pub resolution: Option<String>,
+    /// When it was journaled, before its first attempt (ms since the epoch).
+    #[serde(serialize_with = "serialize_rfc3339")]
+    pub created_at: i64,
+    /// When it was last touched (ms since the epoch).
+    #[serde(serialize_with = "serialize_rfc3339")]
+    pub updated_at: i64,
+}
+
+/// What an operator did to a call (`justonce forget`, `justonce abandon`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Removed the call's record, so the same call runs again (under new effect
+    /// keys: the record's generation went with it).
+    Forget,
+    /// Closed the call with a saved `abandoned` outcome (a trap whose reason is
+    /// `abandoned`), replayed to every retry.
+    Abandon,
+}
+
+impl Action {
+    /// The name stored in the journal.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Forget => "forget",
+            Self::Abandon => "abandon",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        match s {
+            "forget" => Some(Self::Forget),
+            "abandon" => Some(Self::Abandon),
+            _ => None,
+        }
+    }
+}
+
+/// Who asked for an operation, and whether they overrode its safety check.
+#[derive(Debug, Clone, Copy)]
+pub struct Operator<'a> {
+    /// Who (`--by`, else `$USER`).
+    pub by: &'a str,
+    /// Also a call that is running, or one with an effect whose outcome is unknown.
+    pub force: bool,
+    /// When (ms since the epoch).
+    pub now: i64,
+}
+
+/// One operation in the journal's audit trail.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JournalOperation {
+    /// The invocation key it was about.
+    pub key: String,
+    /// What was done.
+    pub action: Action,
+    /// Who did it.
+    pub by: String,
+    /// When (ms since the epoch).
+    #[serde(serialize_with = "serialize_rfc3339")]
+    pub at: i64,
+    /// What the call was when it was done: its state, whether it was forced, and
+    /// its effects as they stood.
+    pub detail: serde_json::Value,
+}
+
+/// What `forget` or `abandon` did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "result", content = "operation", rename_all = "snake_case")]
+pub enum Operated {
+    /// Done now, and recorded.
+    Done(JournalOperation),
+    /// Nothing to do: an earlier operation did it already (a second `abandon`, or a
+    /// `forget` of a key whose record an earlier `forget` removed). Not recorded
+    /// again.
+    AlreadyDone(JournalOperation),
+}
+
+/// One call's whole story, as `justonce journal KEY` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallStory {
+    /// The invocation key.
+    pub key: String,
+    /// The record, unless there is none (never made, expired, or forgotten).
+    pub entry: Option<JournalEntry>,
+    /// What operators did to it, oldest first (kept after a `forget`).
+    pub operations: Vec<JournalOperation>,
 }
 
 /// What `gc` removed.

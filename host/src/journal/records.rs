@@ -28,6 +28,10 @@ pub struct Begin<'a> {
     pub tool: &'a str,
     /// The fingerprint of the tool and its canonical arguments.
     pub fingerprint: &'a Fingerprint,
+    /// The canonical arguments (JSON text), stored with a new record so people can
+    /// read what the call was. Never a secret: credentials live in the host's
+    /// service headers, not in arguments.
+    pub arguments: &'a str,
     /// Whether the caller chose the key.
     pub explicit_key: bool,
     /// The provider's tool-call id, if the caller has one.
@@ -91,6 +95,8 @@ pub struct NewInvocation {
     pub scope: String,
     pub tool: String,
     pub fingerprint: Fingerprint,
+    /// The canonical arguments (JSON text), for people reading the journal.
+    pub arguments: String,
     pub explicit_key: bool,
     /// The invocation's creation time: the start of the guest's wall clock.
     pub created_at: i64,

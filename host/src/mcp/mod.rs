@@ -1,7 +1,8 @@
 //! An MCP server for the host's tools, with the guard on every call.
 //!
-//! JSON-RPC 2.0 over stdio, one message per line; only protocol messages go to the
-//! output, logs go to stderr. It speaks the `initialize` handshake (revisions
+//! Two transports over one protocol implementation: JSON-RPC 2.0 over stdio, one
+//! message per line (only protocol messages go to the output, logs go to stderr), and
+//! Streamable HTTP with bearer tokens ([`http`], [`tokens`]). It speaks the `initialize` handshake (revisions
 //! 2024-11-05 to 2025-11-25; a client asking for another gets 2025-11-25) and the
 //! stateless revision 2026-07-28 (`server/discover`, the version in every request's
 //! `_meta`), whichever the client opens with.
@@ -10,7 +11,9 @@
 //!   `annotations.idempotentHint: true`.
 //! - `tools/call`: the conversation is `_meta["dev.justonce/conversation"]`, else the
 //!   server's [`ServerConfig::conversation`], else [`crate::host::DEFAULT_SCOPE`]; an
-//!   explicit key may come as `_meta["dev.justonce/idempotency-key"]`. The result has
+//!   explicit key may come as `params.idempotencyKey` (SEP-3182) or
+//!   `_meta["dev.justonce/idempotency-key"]`. Over HTTP the principal is part of
+//!   every key's scope, explicit keys included. The result has
 //!   the JSON as text and as `structuredContent`, and `_meta["dev.justonce/replayed"]`
 //!   and `_meta["dev.justonce/key"]`. See [`tools`] for how errors map.
 //! - Calls run concurrently on up to [`ServerConfig::max_concurrent_calls`] workers,
@@ -22,7 +25,7 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use justonce::Host;
-//! use justonce::mcp::{Server, ServerConfig};
+//! use justonce::__private::{Server, ServerConfig};
 //!
 //! # fn main() -> anyhow::Result<()> {
 //! let host = Arc::new(Host::builder().database(".justonce/state.db").example_tools().build()?);
@@ -32,12 +35,15 @@
 //! # }
 //! ```
 
+pub mod http;
 pub mod protocol;
 mod server;
 mod session;
+pub mod tokens;
 pub mod tools;
 
-pub use server::Server;
+pub use http::{HttpOptions, HttpServer};
+pub use server::{MAX_QUEUED_CALLS, Server, Shutdown};
 
 /// How the server runs calls.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,5 +1,5 @@
-//! JSON-RPC 2.0 framing for MCP over stdio, and the protocol revisions this server
-//! speaks.
+//! JSON-RPC 2.0 framing for MCP (one message per stdio line or per HTTP POST), and
+//! the protocol revisions this server speaks.
 //!
 //! One message per line (newline-delimited JSON, no embedded newlines). MCP forbids
 //! batches and null request ids, so both are refused with `-32600`.
@@ -18,9 +18,15 @@ pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 /// A fault of the server itself.
 pub const INTERNAL_ERROR: i64 = -32603;
+/// The server is busy (its queue of calls is full): nothing was run, retry later.
+pub const SERVER_BUSY: i64 = -32000;
 /// The request's protocol version is not served (MCP 2026-07-28); `data` names
 /// `supported` and `requested`.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+
+/// A Streamable HTTP request's routing headers (`MCP-Protocol-Version`,
+/// `Mcp-Method`, `Mcp-Name`) disagree with its body (MCP 2026-07-28).
+pub const HEADER_MISMATCH: i64 = -32020;
 
 /// Revisions negotiated through the `initialize` handshake, oldest first.
 pub const HANDSHAKE_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];

@@ -3,11 +3,11 @@
 //! flight meet in the invocation guard and run once.
 
 use std::collections::HashMap;
-use std::io::{self, BufRead, Write};
+use std::io::{self, BufRead, Read, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crossbeam_channel::{Receiver, Sender, unbounded};
+use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use serde_json::Value;
 
 use super::ServerConfig;
@@ -31,6 +31,59 @@ pub struct Server {
     host: Arc<Host>,
     config: ServerConfig,
     tools: Vec<Value>,
+    shutdown: Arc<Shutdown>,
+}
+
+/// Stops a server gracefully: no new call starts, and [`Shutdown::wait_idle`]
+/// returns once the calls already running have finished (and saved their outcome).
+#[derive(Debug, Default)]
+pub struct Shutdown {
+    state: Mutex<(bool, usize)>,
+    idle: std::sync::Condvar,
+}
+
+impl Shutdown {
+    fn lock(&self) -> MutexGuard<'_, (bool, usize)> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Lets no new call start.
+    pub fn stop(&self) {
+        self.lock().0 = true;
+    }
+
+    /// Whether [`Shutdown::stop`] was called.
+    pub fn stopping(&self) -> bool {
+        self.lock().0
+    }
+
+    /// Counts a call as running; `false` (not counted) once stopping.
+    fn start(&self) -> bool {
+        let mut state = self.lock();
+        if state.0 {
+            return false;
+        }
+        state.1 += 1;
+        true
+    }
+
+    fn finish(&self) {
+        let mut state = self.lock();
+        state.1 -= 1;
+        if state.1 == 0 {
+            self.idle.notify_all();
+        }
+    }
+
+    /// Waits until no call is running.
+    pub fn wait_idle(&self) {
+        let state = self.lock();
+        drop(
+            self.idle
+                .wait_while(state, |s| s.1 > 0)
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+    }
 }
 
 impl std::fmt::Debug for Server {
@@ -41,6 +94,14 @@ impl std::fmt::Debug for Server {
             .finish()
     }
 }
+
+/// The longest request line the server reads (bytes, without its newline); a longer
+/// one is refused with a JSON-RPC error instead of being buffered.
+pub const MAX_LINE_BYTES: usize = 4 << 20;
+
+/// How many tool calls wait for a worker at most; a call that finds the queue full
+/// is answered with a retryable `busy` error and not run.
+pub const MAX_QUEUED_CALLS: usize = 256;
 
 /// A tool call waiting for a worker.
 struct Job {
@@ -113,7 +174,13 @@ impl Server {
             host,
             config,
             tools,
+            shutdown: Arc::default(),
         }
+    }
+
+    /// The handle that stops this server gracefully (see [`Shutdown`]).
+    pub fn shutdown(&self) -> Arc<Shutdown> {
+        Arc::clone(&self.shutdown)
     }
 
     /// Serves one client: reads newline-delimited JSON-RPC from `input` and writes
@@ -122,7 +189,7 @@ impl Server {
     pub fn serve<R: BufRead, W: Write + Send>(&self, mut input: R, output: W) -> io::Result<()> {
         let outbox = Outbox(Mutex::new(output));
         let in_flight = InFlight::default();
-        let (jobs, queue) = unbounded::<Job>();
+        let (jobs, queue) = bounded::<Job>(MAX_QUEUED_CALLS);
         let workers = self.config.max_concurrent_calls.max(1);
         std::thread::scope(|scope| {
             for n in 0..workers {
@@ -133,10 +200,22 @@ impl Server {
             let mut session = Session::new(&self.tools, self.config.conversation.as_deref());
             let mut line = Vec::new();
             let result = loop {
+                if self.shutdown.stopping() {
+                    break Ok(());
+                }
                 line.clear();
-                match input.read_until(b'\n', &mut line) {
-                    Ok(0) => break Ok(()),
-                    Ok(_) => self.handle(&line, &mut session, &jobs, &in_flight, &outbox),
+                match read_line(&mut input, &mut line) {
+                    Ok(Line::End) => break Ok(()),
+                    Ok(Line::Read) => self.handle(&line, &mut session, &jobs, &in_flight, &outbox),
+                    Ok(Line::TooLong) => {
+                        let error = RpcError::new(
+                            INVALID_REQUEST,
+                            format!(
+                                "the request line exceeds {MAX_LINE_BYTES} bytes; it was not read"
+                            ),
+                        );
+                        outbox.send(&protocol::error_response(None, &error));
+                    }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => break Err(e),
                 }
@@ -188,12 +267,29 @@ impl Server {
                             );
                             return outbox.reply(&id, Err(error));
                         }
-                        // The workers live as long as this loop, so the queue is open.
-                        let _ = jobs.send(Job {
+                        let job = Job {
                             id,
                             request,
                             stateless,
-                        });
+                        };
+                        // The workers live as long as this loop, so the queue is open;
+                        // a full one answers at once instead of growing.
+                        if let Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) =
+                            jobs.try_send(job)
+                        {
+                            in_flight.finish(&job.id);
+                            let busy = RpcError::new(
+                                protocol::SERVER_BUSY,
+                                format!(
+                                    "the server is busy: {MAX_QUEUED_CALLS} calls are waiting; nothing was run, retry the same call later"
+                                ),
+                            )
+                            .with_data(serde_json::json!({
+                                "kind": "busy",
+                                "retry_safe": true,
+                            }));
+                            outbox.reply(&job.id, Err(busy));
+                        }
                     }
                 }
             }
@@ -229,6 +325,38 @@ impl Server {
         }
     }
 
+    /// Runs one tool call to its answer, shaped for the connection's revision; the
+    /// same for every transport.
+    pub(crate) fn run_call(
+        &self,
+        request: &CallRequest,
+        stateless: bool,
+    ) -> Result<Value, RpcError> {
+        let result = catch_unwind(AssertUnwindSafe(|| self.host.call(request)));
+        let reply = match result {
+            Ok(result) => tools::call_result(result, stateless),
+            Err(_) => Err(RpcError::new(
+                INTERNAL_ERROR,
+                "the host panicked while running the call",
+            )),
+        };
+        if stateless {
+            reply.map(stateless_result)
+        } else {
+            reply
+        }
+    }
+
+    /// The `tools/list` entries.
+    pub(crate) fn tools(&self) -> &[Value] {
+        &self.tools
+    }
+
+    /// How the server runs calls.
+    pub(crate) fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
     fn work<W: Write>(&self, queue: &Receiver<Job>, in_flight: &InFlight, outbox: &Outbox<W>) {
         loop {
             let Ok(job) = queue.recv() else { return };
@@ -237,24 +365,59 @@ impl Server {
                 tracing::info!(id = %job.id, "call cancelled before it started; not run");
                 continue;
             }
-            let result = catch_unwind(AssertUnwindSafe(|| self.host.call(&job.request)));
-            let reply = match result {
-                Ok(result) => tools::call_result(result, job.stateless),
-                Err(_) => Err(RpcError::new(
-                    INTERNAL_ERROR,
-                    "the host panicked while running the call",
-                )),
-            };
-            let reply = if job.stateless {
-                reply.map(stateless_result)
-            } else {
-                reply
-            };
-            if in_flight.finish(&job.id) {
-                tracing::info!(id = %job.id, "cancelled call finished; its response is withheld");
+            if !self.shutdown.start() {
+                // Stopping: a call that has not started is not run (nothing of it is
+                // stored; the client's retry is safe).
+                in_flight.finish(&job.id);
                 continue;
             }
-            outbox.reply(&job.id, reply);
+            let reply = self.run_call(&job.request, job.stateless);
+            if in_flight.finish(&job.id) {
+                tracing::info!(id = %job.id, "cancelled call finished; its response is withheld");
+            } else {
+                outbox.reply(&job.id, reply);
+            }
+            self.shutdown.finish();
+        }
+    }
+}
+
+/// What [`read_line`] read.
+enum Line {
+    /// A whole line (or the last bytes before the end) is in the buffer.
+    Read,
+    /// The line was longer than [`MAX_LINE_BYTES`]; it was skipped to its end.
+    TooLong,
+    /// The input ended.
+    End,
+}
+
+/// Reads one line into `line`, at most [`MAX_LINE_BYTES`] of it: a longer line is
+/// skipped to its newline without being buffered.
+fn read_line<R: BufRead>(input: &mut R, line: &mut Vec<u8>) -> io::Result<Line> {
+    let cap = MAX_LINE_BYTES as u64 + 1;
+    let n = Read::take(&mut *input, cap).read_until(b'\n', line)?;
+    if n == 0 {
+        return Ok(Line::End);
+    }
+    if line.len() as u64 <= MAX_LINE_BYTES as u64 || line.ends_with(b"\n") {
+        return Ok(Line::Read);
+    }
+    // Skip the rest of the line, a buffer at a time.
+    loop {
+        let buffer = input.fill_buf()?;
+        if buffer.is_empty() {
+            return Ok(Line::TooLong);
+        }
+        match buffer.iter().position(|&b| b == b'\n') {
+            Some(at) => {
+                input.consume(at + 1);
+                return Ok(Line::TooLong);
+            }
+            None => {
+                let all = buffer.len();
+                input.consume(all);
+            }
         }
     }
 }

@@ -25,7 +25,7 @@ is true means retrying the very same call is safe.";
 
 /// Which protocol generation a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Era {
+pub(crate) enum Era {
     /// No request yet.
     Fresh,
     /// Negotiated through `initialize` at this version.
@@ -65,6 +65,20 @@ impl<'a> Session<'a> {
             tools,
             conversation,
         }
+    }
+
+    /// A connection that already speaks `era` (an HTTP session between requests).
+    pub(crate) fn resume(tools: &'a [Value], conversation: Option<&'a str>, era: Era) -> Self {
+        Self {
+            era,
+            tools,
+            conversation,
+        }
+    }
+
+    /// The era the connection speaks now.
+    pub(crate) fn era(&self) -> Era {
+        self.era
     }
 
     /// Decides what to do with one request.

@@ -14,6 +14,9 @@ use crate::runtime::Runtime;
 pub const CONVERSATION_META_KEY: &str = "dev.justonce/conversation";
 /// Request `_meta` key: an explicit idempotency key instead of the derived one.
 pub const IDEMPOTENCY_KEY_META_KEY: &str = "dev.justonce/idempotency-key";
+/// `tools/call` parameter: an explicit idempotency key (SEP-3182), the same as
+/// `_meta["dev.justonce/idempotency-key"]`; naming two different keys is an error.
+pub const IDEMPOTENCY_KEY_PARAM: &str = "idempotencyKey";
 /// Result `_meta` key: `true` when the outcome was saved by an earlier attempt and
 /// nothing ran now.
 pub const REPLAYED_META_KEY: &str = "dev.justonce/replayed";
@@ -30,7 +33,7 @@ pub(crate) fn descriptors(runtime: &Runtime) -> Vec<Value> {
             json!({
                 "name": tool.name,
                 "description": tool.description,
-                "inputSchema": input_schema(&tool.input_schema),
+                "inputSchema": input_schema(&crate::runtime::portable_schema(&tool.input_schema)),
                 "annotations": { "idempotentHint": true },
             })
         })
@@ -54,7 +57,8 @@ fn input_schema(schema: &Value) -> Value {
 
 /// Reads `tools/call` parameters. The conversation comes from
 /// `_meta["dev.justonce/conversation"]`, else `default_conversation` (else the host's
-/// default scope); an explicit key from `_meta["dev.justonce/idempotency-key"]`.
+/// default scope); an explicit key from `params.idempotencyKey` or
+/// `_meta["dev.justonce/idempotency-key"]`.
 pub(crate) fn call_request(
     params: &Params,
     default_conversation: Option<&str>,
@@ -92,19 +96,35 @@ pub(crate) fn call_request(
     let mut request = CallRequest::new(name, arguments);
     request.conversation = meta_string(meta, CONVERSATION_META_KEY)?
         .or_else(|| default_conversation.map(str::to_owned));
-    request.key = meta_string(meta, IDEMPOTENCY_KEY_META_KEY)?;
+    let in_meta = meta_string(meta, IDEMPOTENCY_KEY_META_KEY)?;
+    let in_params = non_empty_string(
+        params.get(IDEMPOTENCY_KEY_PARAM),
+        &format!("\"{IDEMPOTENCY_KEY_PARAM}\""),
+    )?;
+    request.key = match (in_params, in_meta) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(RpcError::invalid_params(format!(
+                "tools/call: \"{IDEMPOTENCY_KEY_PARAM}\" and _meta[\"{IDEMPOTENCY_KEY_META_KEY}\"] name different keys"
+            )));
+        }
+        (a, b) => a.or(b),
+    };
     Ok(request)
 }
 
 fn meta_string(meta: Option<&Map<String, Value>>, key: &str) -> Result<Option<String>, RpcError> {
-    match meta.and_then(|m| m.get(key)) {
+    non_empty_string(meta.and_then(|m| m.get(key)), &format!("_meta[\"{key}\"]"))
+}
+
+fn non_empty_string(value: Option<&Value>, what: &str) -> Result<Option<String>, RpcError> {
+    match value {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
         Some(Value::String(_)) => Err(RpcError::invalid_params(format!(
-            "tools/call: _meta[\"{key}\"] must not be empty"
+            "tools/call: {what} must not be empty"
         ))),
         Some(other) => Err(RpcError::invalid_params(format!(
-            "tools/call: _meta[\"{key}\"] must be a string, not {}",
+            "tools/call: {what} must be a string, not {}",
             type_name(other)
         ))),
     }
@@ -140,8 +160,12 @@ pub(crate) fn call_result(
             ))
         }
         Err(error) => match &error {
-            // `CannotResolve` comes from `justonce resolve`, never from a call.
-            Error::UnknownTool { .. } | Error::InvalidKey(_) | Error::CannotResolve { .. } => {
+            // `CannotResolve` and `CannotOperate` come from `justonce resolve`, `forget`
+            // and `abandon`, never from a call.
+            Error::UnknownTool { .. }
+            | Error::InvalidKey(_)
+            | Error::CannotResolve { .. }
+            | Error::CannotOperate { .. } => {
                 Err(RpcError::invalid_params(error.to_string()).with_data(error.to_agent_json()))
             }
             Error::InvalidArguments { .. }
@@ -221,6 +245,28 @@ mod tests {
         assert_eq!(request.conversation.as_deref(), Some("server-default"));
         assert_eq!(request.arguments, "{}");
         assert_eq!(call_request(&p, None).unwrap().conversation, None);
+    }
+
+    #[test]
+    fn an_idempotency_key_param_is_the_meta_key_and_two_different_ones_are_refused() {
+        let p = params(json!({ "name": "t", "idempotencyKey": "k-1" }));
+        assert_eq!(call_request(&p, None).unwrap().key.as_deref(), Some("k-1"));
+        let both = params(json!({
+            "name": "t", "idempotencyKey": "k-1",
+            "_meta": { "dev.justonce/idempotency-key": "k-1" },
+        }));
+        assert_eq!(
+            call_request(&both, None).unwrap().key.as_deref(),
+            Some("k-1")
+        );
+        let differ = params(json!({
+            "name": "t", "idempotencyKey": "k-1",
+            "_meta": { "dev.justonce/idempotency-key": "k-2" },
+        }));
+        let e = call_request(&differ, None).unwrap_err();
+        assert!(e.message.contains("different keys"), "{}", e.message);
+        let bad = params(json!({ "name": "t", "idempotencyKey": 7 }));
+        assert!(call_request(&bad, None).is_err());
     }
 
     #[test]

@@ -46,7 +46,7 @@ impl std::fmt::Debug for HttpProvider {
 impl HttpProvider {
     /// A provider that follows `config`.
     pub fn new(config: Arc<HttpConfig>) -> Self {
-        let client = Client::new(&config);
+        let client = Client::new(Arc::clone(&config));
         Self { config, client }
     }
 

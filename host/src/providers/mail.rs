@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::clock::{Clock, millis};
@@ -40,7 +40,8 @@ const MEMORY_CAP: usize = 10_000;
 /// to lose the first responses for each key, after recording the email, as a timeout
 /// would.
 ///
-/// Operation `send` with `{"to": string, "subject": string, "body": string, …}`
+/// Operation `send` with `{"to": string, "subject": string, "body": string}` (only
+/// `to` is required; any other field, such as `cc`, is refused rather than dropped)
 /// answers `{"message_id": string}`.
 pub struct MailProvider {
     conn: Mutex<Connection>,
@@ -183,6 +184,28 @@ impl MailProvider {
     }
 }
 
+/// The payload of `send`. Unknown fields are refused: a `cc` or `attachments` the
+/// mailbox would silently drop is a tool's mistake to hear about.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MailPayload {
+    to: String,
+    #[serde(default)]
+    subject: String,
+    #[serde(default)]
+    body: String,
+}
+
+impl MailPayload {
+    fn parse(payload: &Value) -> Result<Self, ProviderError> {
+        Self::deserialize(payload).map_err(|e| {
+            ProviderError::Invalid(format!(
+                "the mail payload is not valid: {e} (mail `send` takes `to`, and optionally `subject` and `body`, all strings)"
+            ))
+        })
+    }
+}
+
 impl Provider for MailProvider {
     fn class(&self) -> ProviderClass {
         ProviderClass::Keyed
@@ -205,9 +228,8 @@ impl Provider for MailProvider {
                 request.operation
             )));
         }
-        let field = |name: &str| request.payload.get(name).and_then(Value::as_str);
-        let to = field("to")
-            .ok_or_else(|| ProviderError::Invalid("payload needs a string field `to`".into()))?;
+        let mail = MailPayload::parse(request.payload)?;
+        let to = mail.to.as_str();
         if !to.contains('@') {
             return Err(ProviderError::Rejected(json!({
                 "error": "invalid_recipient",
@@ -215,12 +237,7 @@ impl Provider for MailProvider {
             })));
         }
         let message_id = self
-            .deliver(
-                &key,
-                to,
-                field("subject").unwrap_or(""),
-                field("body").unwrap_or(""),
-            )
+            .deliver(&key, to, &mail.subject, &mail.body)
             .map_err(|e| ProviderError::Unknown(format!("mailbox failed: {e}")))?;
         if self.lose_first == 0 {
             return Ok(json!({ "message_id": message_id }));
@@ -239,5 +256,30 @@ impl Provider for MailProvider {
             ));
         }
         Ok(json!({ "message_id": message_id }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mail_payload_with_an_unknown_field_is_refused_with_the_field_named() {
+        let err =
+            MailPayload::parse(&json!({"to": "a@b.example", "cc": "c@d.example"})).unwrap_err();
+        let ProviderError::Invalid(message) = err else {
+            panic!("{err:?}");
+        };
+        assert!(
+            message.contains("unknown field `cc`") && message.contains("`subject`"),
+            "{message}"
+        );
+        let err = MailPayload::parse(&json!({"subject": "x"})).unwrap_err();
+        assert!(err.to_string().contains("missing field `to`"), "{err}");
+        let mail = MailPayload::parse(&json!({"to": "a@b.example", "subject": "s"})).unwrap();
+        assert_eq!(
+            (mail.to.as_str(), mail.subject.as_str(), mail.body.as_str()),
+            ("a@b.example", "s", "")
+        );
     }
 }

@@ -15,10 +15,16 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 /// How much a guest may write in one call to `write`; the WASI streams' usual permit.
 const WRITE_PERMIT: usize = 64 << 10;
 
+/// How many of the last bytes written are kept apart from the capped head, so that
+/// what a guest printed just before it trapped (a panic message) is read even past
+/// the cap.
+const TAIL_BYTES: usize = 4 << 10;
+
 #[derive(Debug, Default)]
 struct Captured {
     kept: Vec<u8>,
     dropped: u64,
+    tail: Vec<u8>,
 }
 
 /// A stream that keeps at most `capacity` bytes and drops (and counts) the rest.
@@ -47,6 +53,15 @@ impl BoundedCapture {
         let kept = bytes.len().min(room);
         captured.kept.extend_from_slice(&bytes[..kept]);
         captured.dropped += (bytes.len() - kept) as u64;
+        let last = &bytes[bytes.len().saturating_sub(TAIL_BYTES)..];
+        captured.tail.extend_from_slice(last);
+        let excess = captured.tail.len().saturating_sub(TAIL_BYTES);
+        captured.tail.drain(..excess);
+    }
+
+    /// The last bytes written (at most 4 KiB), whatever the cap dropped.
+    pub(crate) fn tail(&self) -> Vec<u8> {
+        self.lock().tail.clone()
     }
 
     /// The bytes kept, and how many more were written and dropped.
@@ -127,5 +142,18 @@ mod tests {
         );
         capture.write(Bytes::from_static(b"ij")).unwrap();
         assert_eq!(capture.contents(), (b"abcde".to_vec(), 5));
+        assert_eq!(capture.tail(), b"abcdefghij");
+    }
+
+    #[test]
+    fn the_tail_keeps_the_last_bytes_past_the_cap() {
+        let mut capture = BoundedCapture::new(5);
+        capture
+            .write(Bytes::from(vec![b'x'; TAIL_BYTES * 2]))
+            .unwrap();
+        capture.write(Bytes::from_static(b"panicked at")).unwrap();
+        let tail = capture.tail();
+        assert_eq!(tail.len(), TAIL_BYTES);
+        assert!(tail.ends_with(b"panicked at"));
     }
 }

@@ -5,12 +5,15 @@ mod bindings;
 mod cache;
 mod capture;
 mod effects;
-mod imports;
+mod host_imports;
+mod import_policy;
 mod input_schema;
 mod limiter;
 mod limits;
+mod panic_message;
 mod pool;
-mod state;
+mod portable_schema;
+pub mod spans;
 mod trap;
 mod unguarded;
 
@@ -20,6 +23,7 @@ pub(crate) use effects::{EffectFailure, EffectHandler};
 pub use input_schema::InputSchema;
 pub use limits::{Limits, ToolLimits};
 pub(crate) use pool::check_fits as check_pool_fits;
+pub use portable_schema::portable as portable_schema;
 pub(crate) use trap::TrapReason;
 
 use std::collections::BTreeMap;
@@ -33,11 +37,11 @@ use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, Trap, UpdateDeadline};
 use wasmtime_wasi::WasiCtx;
 
-use crate::error::Error;
+use crate::error::{Error, LoadFault};
 use bindings::{Tool, ToolPre};
 use capture::BoundedCapture;
+use host_imports::GuestState;
 use limiter::{CallLimiter, LimitHit};
-use state::GuestState;
 
 /// How often the engine's epoch advances; the deadline is counted in these ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
@@ -220,7 +224,12 @@ impl Runtime {
     pub fn load_file(&mut self, path: &Path) -> Result<&LoadedTool, Error> {
         let bytes = std::fs::read(path).map_err(|e| Error::Load {
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            fault: io_fault(&e),
+            reason: match e.kind() {
+                std::io::ErrorKind::NotFound => "no such file; check the path (a tool built with `cargo build --release --target wasm32-wasip2` is at target/wasm32-wasip2/release/NAME.wasm)".into(),
+                std::io::ErrorKind::IsADirectory => "is a directory; give a .wasm file (or the directory with --tools)".into(),
+                _ => e.to_string(),
+            },
         })?;
         self.load(path, &bytes)
     }
@@ -230,7 +239,8 @@ impl Runtime {
     pub fn load_dir(&mut self, dir: &Path) -> Result<(), Error> {
         let entries = std::fs::read_dir(dir).map_err(|e| Error::Load {
             path: dir.to_path_buf(),
-            reason: format!("cannot read the tools directory: {e}"),
+            fault: io_fault(&e),
+            reason: format!("cannot read the tools directory: {e} (check --tools or `tools_dir`)"),
         })?;
         let mut paths: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -252,6 +262,7 @@ impl Runtime {
         let refuse = |reason: String| Error::Load {
             path: source.to_path_buf(),
             reason,
+            fault: LoadFault::Input,
         };
         if !bytes.starts_with(b"\0asm") {
             return Err(refuse("not a WebAssembly file (no \\0asm header)".into()));
@@ -268,7 +279,7 @@ impl Runtime {
             None => Component::from_binary(&self.engine, bytes),
         }
         .map_err(|e| refuse(format!("not a valid component: {e:#}")))?;
-        imports::check(&self.engine, &component).map_err(refuse)?;
+        import_policy::check(&self.engine, &component, bytes).map_err(refuse)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -423,12 +434,36 @@ impl Runtime {
                         "the call used up its fuel ({})",
                         limits.fuel.unwrap_or(u64::MAX)
                     ),
-                    _ => format!("{error:#}"),
+                    (None, TrapReason::Panic) => {
+                        let stderr = store.data().stderr.tail();
+                        panic_message::from_stderr(&String::from_utf8_lossy(&stderr))
+                            .unwrap_or_else(|| panic_message::trap_summary(&error))
+                    }
+                    (None, TrapReason::HostFailure) => format!("{error:#}"),
+                    _ => panic_message::trap_summary(&error),
                 };
+                if reason != TrapReason::HostFailure {
+                    // The agent gets the message; the backtrace is for the tool's author.
+                    tracing::info!(target: "justonce::guest", tool = %tool.name, reason = reason.as_str(), "the tool trapped: {error:?}");
+                }
                 GuestOutcome::Trapped { reason, message }
             }
         };
         (outcome, handler)
+    }
+}
+
+/// Whose fault a failure to read a path the user gave is: theirs when it does not
+/// exist or is not what was asked for, else the host's.
+fn io_fault(e: &std::io::Error) -> LoadFault {
+    use std::io::ErrorKind as Kind;
+    match e.kind() {
+        Kind::NotFound
+        | Kind::PermissionDenied
+        | Kind::IsADirectory
+        | Kind::NotADirectory
+        | Kind::InvalidFilename => LoadFault::Input,
+        _ => LoadFault::Host,
     }
 }
 

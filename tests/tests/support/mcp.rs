@@ -174,6 +174,30 @@ impl McpProcess {
         }
     }
 
+    /// Sends `signal` (`TERM`, `INT`) with the client still connected, and waits (at
+    /// most a minute) for the process to end: its exit code and log.
+    pub fn signal_and_wait(mut self, signal: &str) -> (Option<i32>, String) {
+        let sent = std::process::Command::new("kill")
+            .args([format!("-{signal}"), self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -{signal} failed");
+        let deadline = std::time::Instant::now() + WAIT;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait for justonce serve") {
+                break status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "serve did not stop after SIGTERM"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let log = self.stderr.recv_timeout(WAIT).unwrap_or_default();
+        drop(self.client);
+        (status.code(), log)
+    }
+
     /// Hangs up; the messages written after the last awaited one, the exit code and
     /// the log (stderr).
     pub fn close(mut self) -> (Vec<Value>, Option<i32>, String) {

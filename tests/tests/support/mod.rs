@@ -7,7 +7,9 @@ pub mod cli;
 pub mod db;
 pub mod gate;
 pub mod hold_first;
+pub mod install;
 pub mod mcp;
+pub mod mcp_http;
 pub mod process;
 pub mod providers;
 

@@ -30,7 +30,6 @@ struct Mail<'a> {
     to: &'a str,
     subject: String,
     body: String,
-    order_id: u64,
 }
 
 #[derive(Deserialize)]
@@ -83,7 +82,6 @@ impl Tool for SendReceipt {
                     order.amount_cents / 100,
                     order.amount_cents % 100
                 ),
-                order_id: order.order_id,
             };
             let reply: Sent = effects::perform("mail", "send", &mail)?;
             sent.push(Receipt {

@@ -27,6 +27,7 @@ use super::{
     JournalStats, Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution,
     TransactionalRequest, UnresolvedEffect,
 };
+use super::{CallStory, Operated, Operator};
 use crate::error::{Error, Result};
 use crate::keys::{EffectKey, InvocationKey};
 use crate::provider::Provider;
@@ -359,7 +360,23 @@ impl Journal for PostgresJournal {
     }
 
     fn entries(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>> {
-        self.with(|client| ops::entries_in(client, scope, limit))
+        self.with(|client| ops::entries_in(client, scope, None, limit))
+    }
+
+    fn entries_by_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<JournalEntry>> {
+        self.with(|client| ops::entries_in(client, None, Some(prefix), limit))
+    }
+
+    fn story(&self, _key: &InvocationKey) -> Result<CallStory> {
+        Err(not_yet("journal KEY"))
+    }
+
+    fn forget(&self, _key: &InvocationKey, _operator: &Operator<'_>) -> Result<Operated> {
+        Err(not_yet("forget"))
+    }
+
+    fn abandon(&self, _key: &InvocationKey, _operator: &Operator<'_>) -> Result<Operated> {
+        Err(not_yet("abandon"))
     }
 
     fn gc(&self, now: i64, retention_ms: i64) -> Result<GcReport> {
@@ -511,6 +528,7 @@ mod latency {
     fn one_effect(j: &PostgresJournal, k: &InvocationKey, owner: &str, fp: &Fingerprint) {
         let seed = Seed::random().unwrap();
         let b = Begin {
+            arguments: "{}",
             key: k,
             scope: "s",
             tool: "t",
@@ -525,6 +543,7 @@ mod latency {
         };
         assert_eq!(j.lookup(&b).unwrap(), Lookup::Absent);
         let record = NewInvocation {
+            arguments: "{}".into(),
             key: k.clone(),
             scope: "s".into(),
             tool: "t".into(),
@@ -581,6 +600,7 @@ mod latency {
         for i in 0..n {
             let seed = Seed::random().unwrap();
             let record = NewInvocation {
+                arguments: "{}".into(),
                 key: key("a", i),
                 scope: "s".into(),
                 tool: "t".into(),
@@ -602,6 +622,7 @@ mod latency {
             let seed = Seed::random().unwrap();
             let k = key("b", i);
             let b = Begin {
+                arguments: "{}",
                 key: &k,
                 scope: "s",
                 tool: "t",
@@ -644,4 +665,12 @@ mod latency {
             println!("{hosts} host(s): {rate:.0} one-effect calls/s");
         }
     }
+}
+
+/// An operation the PostgreSQL journal does not offer yet: a clear error, nothing
+/// changed.
+fn not_yet(what: &str) -> crate::error::Error {
+    crate::error::Error::Host(anyhow::anyhow!(
+        "`{what}` is not available on a PostgreSQL journal yet (it works on SQLite)"
+    ))
 }

@@ -278,6 +278,7 @@ fn insert(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<bool> {
         explicit_key: b.explicit_key,
         created_at: b.now,
         seed: b.seed.clone(),
+        arguments: b.arguments.to_owned(),
     };
     insert_in(
         tx,
@@ -487,13 +488,15 @@ fn count(n: i32) -> u32 {
 pub(super) fn entries_in(
     client: &mut impl GenericClient,
     scope: Option<&str>,
+    prefix: Option<&str>,
     limit: u32,
 ) -> PgResult<Vec<JournalEntry>> {
     let rows = client.query(
-        "SELECT key, scope, tool, state, runs, outcome, created_at FROM invocations
-          WHERE $1::TEXT IS NULL OR scope = $1
+        "SELECT key, scope, tool, state, runs, outcome, created_at, completed_at FROM invocations
+          WHERE ($1::TEXT IS NULL OR scope = $1)
+            AND ($3::TEXT IS NULL OR left(scope, length($3)) = $3)
           ORDER BY created_at DESC, key LIMIT $2",
-        &[&scope, &i64::from(limit)],
+        &[&scope, &i64::from(limit), &prefix],
     )?;
     let mut entries = Vec::with_capacity(rows.len());
     for r in rows {
@@ -510,7 +513,7 @@ pub(super) fn entries_in(
         let effects = client
             .query(
                 "SELECT seq, key, provider, class, operation, state, attempts, response,
-                        last_error, resolution
+                        last_error, resolution, created_at, updated_at
                    FROM effects WHERE invocation_key = $1 ORDER BY seq",
                 &[&key],
             )?
@@ -526,17 +529,28 @@ pub(super) fn entries_in(
                 response: parse_json(e.get(7)),
                 last_error: e.get(8),
                 resolution: e.get(9),
+                created_at: e.get(10),
+                updated_at: e.get(11),
             })
             .collect();
+        let outcome = parse_json(r.get(5));
+        let summary = outcome
+            .as_ref()
+            .map(|o| o.to_string().lines().next().unwrap_or_default().to_string());
         entries.push(JournalEntry {
             key,
-            scope: r.get(1),
+            conversation: r.get(1),
             tool: r.get(2),
             state: r.get(3),
+            // The PostgreSQL journal does not store the arguments or count replays yet.
+            arguments: None,
             runs: count(r.get(4)),
+            replays: 0,
             tool_call_ids,
-            outcome: parse_json(r.get(5)),
+            outcome,
+            summary,
             created_at: r.get(6),
+            completed_at: r.get(7),
             effects,
         });
     }
@@ -598,7 +612,7 @@ pub(super) fn unresolved_in(
         .map(|r| UnresolvedEffect {
             key: r.get(0),
             invocation: r.get(1),
-            scope: r.get(2),
+            conversation: r.get(2),
             tool: r.get(3),
             seq: count(r.get(4)),
             provider: r.get(5),

@@ -90,6 +90,25 @@ impl GroupSync {
             .fetch_max(self.hooked.load(Ordering::Relaxed), Ordering::Release);
     }
 
+    /// Commits completed so far (call with the connection's lock held, after
+    /// [`note_written`](Self::note_written), to know which commits come next).
+    pub(crate) fn written(&self) -> u64 {
+        self.written.load(Ordering::Acquire)
+    }
+
+    /// Says that the commits made since `before` (with the connection's lock held
+    /// throughout) are bookkeeping no caller waits for, such as a replay's count: if
+    /// every commit up to `before` is on disk, a later durable point need not fsync
+    /// for them. A later commit's fsync still writes them (the WAL is written in
+    /// order); a power cut before that loses only the bookkeeping.
+    pub(crate) fn excuse_since(&self, before: u64) {
+        let now = self.written();
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.synced >= before {
+            state.synced = state.synced.max(now);
+        }
+    }
+
     pub(crate) fn stats(&self) -> crate::journal::JournalStats {
         crate::journal::JournalStats {
             commits: self.written.load(Ordering::Acquire),
@@ -152,6 +171,38 @@ mod tests {
         let sync = GroupSync::new(&db, true);
         sync.watch(&conn);
         (conn, sync)
+    }
+
+    #[test]
+    fn an_excused_commit_needs_no_fsync_unless_others_wait_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (conn, sync) = wal_db(dir.path());
+        conn.execute("INSERT INTO t VALUES (1)", []).unwrap();
+        sync.note_written();
+        sync.make_durable().unwrap();
+        let before = sync.written();
+        conn.execute("INSERT INTO t VALUES (2)", []).unwrap();
+        sync.note_written();
+        sync.excuse_since(before);
+        sync.make_durable().unwrap();
+        assert_eq!(
+            sync.stats().syncs,
+            1,
+            "the excused commit alone is not synced"
+        );
+
+        conn.execute("INSERT INTO t VALUES (3)", []).unwrap();
+        sync.note_written();
+        let before = sync.written();
+        conn.execute("INSERT INTO t VALUES (4)", []).unwrap();
+        sync.note_written();
+        sync.excuse_since(before);
+        sync.make_durable().unwrap();
+        assert_eq!(
+            sync.stats().syncs,
+            2,
+            "an unsynced commit before it still is"
+        );
     }
 
     #[test]

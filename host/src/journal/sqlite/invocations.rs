@@ -78,8 +78,8 @@ fn insert_in(
         .prepare_cached(
             "INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state, runs,
                                       outcome, created_at, updated_at, completed_at,
-                                      lease_owner, lease_expires_at, entropy)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                                      lease_owner, lease_expires_at, entropy, arguments)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
              ON CONFLICT (key) DO NOTHING",
         )?
         .execute(params![
@@ -95,7 +95,8 @@ fn insert_in(
             completed.map(|(_, at)| at),
             lease.map(|(owner, _)| owner),
             lease.map(|(_, until)| until),
-            record.seed.to_hex()
+            record.seed.to_hex(),
+            record.arguments
         ])?;
     Ok(n == 1)
 }
@@ -117,6 +118,13 @@ pub(crate) fn complete_in(
         )?
         .execute(params![key.as_str(), owner, outcome, now])?;
     Ok(n == 1)
+}
+
+/// Counts one more retry answered with the saved outcome of `key`.
+pub(super) fn count_replay_in(conn: &Connection, key: &InvocationKey) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE invocations SET replays = replays + 1 WHERE key = ?1")?
+        .execute(params![key.as_str()])?;
+    Ok(())
 }
 
 pub(super) fn lookup_in(conn: &Connection, b: &Begin<'_>) -> rusqlite::Result<Lookup> {
@@ -231,6 +239,9 @@ pub(super) fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<
             } else if fingerprint != b.fingerprint.as_str() {
                 return Ok(BeginOutcome::Mismatch(b.key.clone()));
             } else if state == InvocationState::Completed {
+                // Counted in the transaction that decides it, so the durable point of
+                // the replay covers the count too.
+                count_replay_in(tx, b.key)?;
                 BeginOutcome::Replay(outcome.unwrap_or_default())
             } else if lease_live {
                 BeginOutcome::Wait
@@ -288,6 +299,7 @@ fn insert(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<()> {
         scope: b.scope.to_owned(),
         tool: b.tool.to_owned(),
         fingerprint: b.fingerprint.clone(),
+        arguments: b.arguments.to_owned(),
         explicit_key: b.explicit_key,
         created_at: b.now,
         seed: b.seed.clone(),

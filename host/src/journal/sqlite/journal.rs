@@ -1,73 +1,133 @@
 //! Reading the journal for people (`justonce journal`) and expiring it (`justonce gc`).
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::journal::{GcReport, JournalEffect, JournalEntry};
+use crate::outcome::Outcome;
 
 fn parse_json(text: Option<String>) -> Option<serde_json::Value> {
     text.map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t)))
+}
+
+/// A saved outcome in one line: `success`, `tool_error CODE: message`, or `trap
+/// REASON: the first line of its message` (a backtrace never reaches the journal's
+/// reader).
+pub(super) fn summary(stored: &str) -> String {
+    let first_line = |s: &str| s.lines().next().unwrap_or_default().to_string();
+    match Outcome::from_stored(stored) {
+        Ok(Outcome::Success { .. }) => "success".into(),
+        Ok(Outcome::ToolError { code, message, .. }) => {
+            format!("tool_error {code}: {}", first_line(&message))
+        }
+        Ok(Outcome::Trap { reason, message }) => format!("trap {reason}: {}", first_line(&message)),
+        Err(e) => format!("unreadable outcome: {e}"),
+    }
+}
+
+const ENTRY_COLUMNS: &str = "key, scope, tool, state, arguments, runs, replays, outcome,
+                             created_at, completed_at";
+
+fn entry_from(r: &Row<'_>) -> rusqlite::Result<JournalEntry> {
+    let outcome: Option<String> = r.get(7)?;
+    Ok(JournalEntry {
+        key: r.get(0)?,
+        conversation: r.get(1)?,
+        tool: r.get(2)?,
+        state: r.get(3)?,
+        arguments: parse_json(r.get(4)?),
+        runs: r.get(5)?,
+        replays: r.get(6)?,
+        tool_call_ids: Vec::new(),
+        summary: outcome.as_deref().map(summary),
+        outcome: parse_json(outcome),
+        created_at: r.get(8)?,
+        completed_at: r.get(9)?,
+        effects: Vec::new(),
+    })
+}
+
+/// The effects of `invocation`, in order. An effect the host refused before anything
+/// was sent (its saved answer is `{"denied": …}`) shows as `refused`, not `done`.
+pub(super) fn effects_of(
+    conn: &Connection,
+    invocation: &str,
+) -> rusqlite::Result<Vec<JournalEffect>> {
+    conn.prepare_cached(
+        "SELECT seq, key, provider, class, operation, state, attempts, response, last_error,
+                resolution, created_at, updated_at
+           FROM effects WHERE invocation_key = ?1 ORDER BY seq",
+    )?
+    .query_map(params![invocation], |r| {
+        let response = parse_json(r.get(7)?);
+        let mut state: String = r.get(5)?;
+        if state == "done" && response.as_ref().is_some_and(|v| v.get("denied").is_some()) {
+            state = "refused".into();
+        }
+        Ok(JournalEffect {
+            seq: r.get(0)?,
+            key: r.get(1)?,
+            provider: r.get(2)?,
+            class: r.get(3)?,
+            operation: r.get(4)?,
+            state,
+            attempts: r.get(6)?,
+            response,
+            last_error: r.get(8)?,
+            resolution: r.get(9)?,
+            created_at: r.get(10)?,
+            updated_at: r.get(11)?,
+        })
+    })?
+    .collect()
+}
+
+/// Fills in the tool-call ids and effects of `entry`.
+fn complete_entry(conn: &Connection, entry: &mut JournalEntry) -> rusqlite::Result<()> {
+    entry.tool_call_ids = conn
+        .prepare_cached(
+            "SELECT tool_call_id FROM aliases WHERE invocation_key = ?1 ORDER BY created_at, tool_call_id",
+        )?
+        .query_map(params![entry.key], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    entry.effects = effects_of(conn, &entry.key)?;
+    Ok(())
 }
 
 /// Invocations (newest first), optionally of one scope, with their effects.
 pub(super) fn entries_in(
     conn: &Connection,
     scope: Option<&str>,
+    prefix: Option<&str>,
     limit: u32,
 ) -> rusqlite::Result<Vec<JournalEntry>> {
-    {
-        {
-            let mut inv = conn.prepare_cached(
-                "SELECT key, scope, tool, state, runs, outcome, created_at FROM invocations
-                  WHERE ?1 IS NULL OR scope = ?1
-                  ORDER BY created_at DESC, key LIMIT ?2",
-            )?;
-            let mut entries = inv
-                .query_map(params![scope, limit], |r| {
-                    Ok(JournalEntry {
-                        key: r.get(0)?,
-                        scope: r.get(1)?,
-                        tool: r.get(2)?,
-                        state: r.get(3)?,
-                        runs: r.get(4)?,
-                        tool_call_ids: Vec::new(),
-                        outcome: parse_json(r.get(5)?),
-                        created_at: r.get(6)?,
-                        effects: Vec::new(),
-                    })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            let mut ids = conn.prepare_cached(
-                "SELECT tool_call_id FROM aliases WHERE invocation_key = ?1 ORDER BY created_at, tool_call_id",
-            )?;
-            let mut effects = conn.prepare_cached(
-                "SELECT seq, key, provider, class, operation, state, attempts, response, last_error,
-                        resolution
-                   FROM effects WHERE invocation_key = ?1 ORDER BY seq",
-            )?;
-            for entry in &mut entries {
-                entry.tool_call_ids = ids
-                    .query_map(params![entry.key], |r| r.get(0))?
-                    .collect::<rusqlite::Result<_>>()?;
-                entry.effects = effects
-                    .query_map(params![entry.key], |r| {
-                        Ok(JournalEffect {
-                            seq: r.get(0)?,
-                            key: r.get(1)?,
-                            provider: r.get(2)?,
-                            class: r.get(3)?,
-                            operation: r.get(4)?,
-                            state: r.get(5)?,
-                            attempts: r.get(6)?,
-                            response: parse_json(r.get(7)?),
-                            last_error: r.get(8)?,
-                            resolution: r.get(9)?,
-                        })
-                    })?
-                    .collect::<rusqlite::Result<_>>()?;
-            }
-            Ok(entries)
-        }
+    let mut entries = conn
+        .prepare_cached(&format!(
+            "SELECT {ENTRY_COLUMNS} FROM invocations
+              WHERE (?1 IS NULL OR scope = ?1)
+                AND (?3 IS NULL OR substr(scope, 1, length(?3)) = ?3)
+              ORDER BY created_at DESC, key LIMIT ?2"
+        ))?
+        .query_map(params![scope, limit, prefix], entry_from)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    for entry in &mut entries {
+        complete_entry(conn, entry)?;
     }
+    Ok(entries)
+}
+
+/// The invocation `key` with its effects, if the journal holds it.
+pub(super) fn entry_in(conn: &Connection, key: &str) -> rusqlite::Result<Option<JournalEntry>> {
+    let entry = conn
+        .prepare_cached(&format!(
+            "SELECT {ENTRY_COLUMNS} FROM invocations WHERE key = ?1"
+        ))?
+        .query_row(params![key], entry_from)
+        .optional()?;
+    let Some(mut entry) = entry else {
+        return Ok(None);
+    };
+    complete_entry(conn, &mut entry)?;
+    Ok(Some(entry))
 }
 
 /// Deletes every completed record whose retention ended at or before `now`; a call

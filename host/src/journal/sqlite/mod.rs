@@ -11,6 +11,7 @@ mod durable;
 mod effects;
 mod invocations;
 mod journal;
+mod operations;
 mod recent;
 mod resolution;
 mod schema;
@@ -24,9 +25,9 @@ use rusqlite::Connection;
 pub use schema::CURRENT_VERSION;
 
 use super::{
-    Answer, Begin, BeginOutcome, Durability, EffectRecord, GcReport, Journal, JournalEntry,
-    JournalStats, Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution,
-    TransactionalRequest, UnresolvedEffect,
+    Action, Answer, Begin, BeginOutcome, CallStory, Durability, EffectRecord, GcReport, Journal,
+    JournalEntry, JournalStats, Lease, Lookup, NewEffect, NewInvocation, Operated, Operator,
+    Refusal, Resolution, TransactionalRequest, UnresolvedEffect,
 };
 use crate::error::{Error, Result};
 use crate::keys::{EffectKey, InvocationKey};
@@ -243,6 +244,44 @@ impl SqliteJournal {
         .map(|r| r.is_ok())
     }
 
+    /// Runs an operator's `action` on `key` in one transaction, durable before it
+    /// returns under [`Durability::Full`]; a refusal writes nothing.
+    fn operate(
+        &self,
+        key: &InvocationKey,
+        action: Action,
+        f: impl FnOnce(
+            &rusqlite::Transaction<'_>,
+        ) -> rusqlite::Result<std::result::Result<Operated, String>>,
+    ) -> Result<Operated> {
+        let done = self
+            .transaction(|tx| f(tx))?
+            .map_err(|reason| Error::CannotOperate {
+                action: action.as_str(),
+                key: key.clone(),
+                reason,
+            })?;
+        self.durable_if_full()?;
+        Ok(done)
+    }
+
+    /// Counts a replay found by a read, after its durable point: the count is
+    /// bookkeeping, not an answer, so neither this replay nor a later durable point
+    /// waits for an fsync of it, and a power cut may lose it. A failure is logged,
+    /// never the caller's: the answer is on disk already. A replay this process
+    /// answers from `recent` is not counted, so the fastest path stays free of writes.
+    fn count_replay(&self, key: &InvocationKey) {
+        let conn = self.lock();
+        let before = self.sync.written();
+        let counted = invocations::count_replay_in(&conn, key);
+        self.sync.note_written();
+        self.sync.excuse_since(before);
+        drop(conn);
+        if let Err(e) = counted {
+            tracing::warn!(%key, "cannot count a replay: {e}");
+        }
+    }
+
     /// Makes a saved answer durable when this journal's durability asks for it.
     fn durable_if_full(&self) -> Result<()> {
         if self.durability == Durability::Full {
@@ -273,6 +312,7 @@ impl Journal for SqliteJournal {
         } = &found
         {
             self.make_durable()?;
+            self.count_replay(b.key);
             if b.tool_call_id.is_none() {
                 self.recent
                     .remember(b.key, b.fingerprint, *completed_at, outcome);
@@ -396,7 +436,11 @@ impl Journal for SqliteJournal {
     }
 
     fn entries(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>> {
-        self.with(|conn| journal::entries_in(conn, scope, limit))
+        self.with(|conn| journal::entries_in(conn, scope, None, limit))
+    }
+
+    fn entries_by_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<JournalEntry>> {
+        self.with(|conn| journal::entries_in(conn, None, Some(prefix), limit))
     }
 
     fn gc(&self, now: i64, retention_ms: i64) -> Result<GcReport> {
@@ -426,6 +470,32 @@ impl Journal for SqliteJournal {
         refused.map_err(|reason| Error::CannotResolve {
             effect: effect_key.to_string(),
             reason,
+        })
+    }
+
+    fn story(&self, key: &InvocationKey) -> Result<CallStory> {
+        self.with(|conn| {
+            Ok(CallStory {
+                key: key.to_string(),
+                entry: journal::entry_in(conn, key.as_str())?,
+                operations: operations::operations_of(conn, key.as_str())?,
+            })
+        })
+    }
+
+    fn forget(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
+        let done = self.operate(key, Action::Forget, |tx| {
+            operations::forget_in(tx, key.as_str(), operator)
+        })?;
+        // After the delete: a replay remembered meanwhile may be of the deleted
+        // record. (Another process's memory is not reached; see the README.)
+        self.recent.clear();
+        Ok(done)
+    }
+
+    fn abandon(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
+        self.operate(key, Action::Abandon, |tx| {
+            operations::abandon_in(tx, key.as_str(), operator)
         })
     }
 

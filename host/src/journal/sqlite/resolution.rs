@@ -20,13 +20,14 @@ pub(super) fn unresolved_in(
                    FROM effects e JOIN invocations i ON i.key = e.invocation_key
                   WHERE e.state = 'pending' AND e.class = 'unkeyed' AND e.resolution IS NULL
                     AND NOT (i.state = 'running' AND i.lease_expires_at > ?1)
+                    AND i.state <> 'completed' 
                   ORDER BY e.updated_at, e.key",
             )?;
             stmt.query_map(params![now], |r| {
                 Ok(UnresolvedEffect {
                     key: r.get(0)?,
                     invocation: r.get(1)?,
-                    scope: r.get(2)?,
+                    conversation: r.get(2)?,
                     tool: r.get(3)?,
                     seq: r.get(4)?,
                     provider: r.get(5)?,
@@ -76,6 +77,13 @@ pub(super) fn resolve_in(
                 return Ok(Err(format!(
                     "it is a {class} effect; the host retries it under its key on the next call, so a person need not resolve it"
                 )));
+            }
+            if invocation_state == "completed" {
+                return Ok(Err(
+                    "its call was abandoned (justonce abandon) and no retry will resume it; \
+                     the journal keeps the effect as it was"
+                        .into(),
+                ));
             }
             if invocation_state == "running" && lease.is_some_and(|t| t > now) {
                 return Ok(Err(

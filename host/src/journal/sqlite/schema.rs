@@ -73,6 +73,26 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX effects_unresolved ON effects (updated_at)
         WHERE state = 'pending' AND class = 'unkeyed' AND resolution IS NULL;
     "#,
+    // 3 -> 4: a journal a person can read, and what operators did to it.
+    // `arguments` are the canonical arguments the guest got (records written before
+    // this version have none). `replays` counts the retries the journal answered with
+    // the saved outcome (not those a process answered from its memory of recent
+    // outcomes). `operations` is the audit trail of `justonce forget` and `abandon`:
+    // it outlives the records it names (a forgotten call's record is gone).
+    r#"
+    ALTER TABLE invocations ADD COLUMN arguments TEXT;
+    ALTER TABLE invocations ADD COLUMN replays INTEGER NOT NULL DEFAULT 0;
+
+    CREATE TABLE operations (
+        id             INTEGER PRIMARY KEY,
+        invocation_key TEXT NOT NULL,
+        action         TEXT NOT NULL CHECK (action IN ('forget', 'abandon')),
+        who            TEXT NOT NULL,
+        at             INTEGER NOT NULL,
+        detail         TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX operations_by_key ON operations (invocation_key, at);
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -1,0 +1,153 @@
+// Types for justonce.js: write justonce tools in TypeScript.
+
+/** JSON data: what arguments, payloads, responses and results are made of. */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/** A failure the tool reports to the agent: throw it from `call`. It is saved and
+ * replayed to any retry like a success. Any other exception is a bug and ends the call
+ * as a trap. */
+export class ToolError extends Error {
+  constructor(code: string, message: string, details?: unknown);
+  /** A short machine-readable code in `snake_case`, such as `payment_declined`. */
+  readonly code: string;
+  /** A sentence for the agent that says what went wrong. */
+  readonly toolMessage: string;
+  /** Optional structured details, sent to the agent as JSON. */
+  readonly details?: unknown;
+}
+
+/** Why an effect gave no usable response. Left uncaught, the agent is told
+ * `toToolError()`: the same codes as the Rust and Python SDKs. */
+export class EffectError extends Error {
+  readonly kind:
+    | 'rejected'
+    | 'outcome-unknown'
+    | 'denied'
+    | 'divergence'
+    | 'bad-response'
+    | 'bad-payload';
+  /** `effect_rejected`, `outcome_unknown`, `effect_denied`, `divergence`,
+   * `bad_effect_response` or `bad_effect_payload`. */
+  readonly code: string;
+  /** For `rejected`: the downstream's answer. */
+  readonly answer?: unknown;
+  toToolError(): ToolError;
+}
+
+/** Performs one side effect through `provider`, exactly once per position in the
+ * call, and returns its response, parsed. Throws an `EffectError`. */
+export function perform<Response = any>(provider: string, operation: string, payload: unknown): Response;
+
+/** `perform` with JSON text in and out. */
+export function performText(provider: string, operation: string, payload: string): string;
+
+/** Where a request goes: an absolute URL, or a path under a service the host's
+ * config names. */
+export type Target = string | { service: string; path: string };
+
+export interface RequestOptions {
+  /** Extra headers. The idempotency key header is the host's: setting it is refused. */
+  headers?: Record<string, string>;
+  /** A JSON body (`Content-Type: application/json`). */
+  json?: unknown;
+  /** A text body. */
+  body?: string;
+  /** Journal a read (GET, HEAD, OPTIONS) like an effect: a retry gets the first answer. */
+  record?: boolean;
+}
+
+/** What the downstream answered. Any status is an answer: check `ok`. */
+export interface Response {
+  readonly status: number;
+  /** Header names in lower case. */
+  readonly headers: Record<string, string>;
+  /** The body as text, cut at the host's limit. */
+  readonly body: string;
+  /** Whether the body was cut. */
+  readonly truncated: boolean;
+  /** Whether the status is 2xx. */
+  readonly ok: boolean;
+  /** The body parsed as JSON; throws a `bad-response` `EffectError` otherwise. */
+  json<T = any>(): T;
+}
+
+/** A webhook queued in the outbox. */
+export interface Queued {
+  message_id: number;
+  /** `pending` until it is delivered. */
+  state: string;
+}
+
+/** HTTP through the host's `http` provider (the Rust SDK's `http::Request` shapes).
+ * Requests that change something carry the effect's idempotency key. */
+export const http: {
+  request(method: string, target: Target, options?: RequestOptions): Response;
+  get(target: Target, options?: RequestOptions): Response;
+  post(target: Target, options?: RequestOptions): Response;
+  put(target: Target, options?: RequestOptions): Response;
+  delete(target: Target, options?: RequestOptions): Response;
+  /** Queues the request in the `outbox`: sent later, once, under the effect key. */
+  enqueue(method: string, target: Target, options?: RequestOptions): Queued;
+  /** The provider payload of a request. */
+  payload(method: string, target: Target, options?: RequestOptions): Json;
+};
+
+/** Lines for the host's log; not effects, not journaled. */
+export const log: {
+  trace(message: string): void;
+  debug(message: string): void;
+  info(message: string): void;
+  warn(message: string): void;
+  error(message: string): void;
+};
+
+/** A piece of an input schema, carrying the TypeScript type of what it accepts. */
+export interface Schema<T> {
+  /** The JSON Schema. */
+  readonly json: Json;
+  /** A description the agent reads. */
+  describe(text: string): Schema<T>;
+  /** May be left out (or `null`); the tool then sees `undefined`. */
+  optional(): Schema<T | undefined>;
+  /** May be left out; the tool then sees `value`. */
+  default(value: T): Schema<T>;
+  /** Adds JSON Schema keywords, such as `{ minimum: 1 }`. */
+  with(keywords: Record<string, Json>): Schema<T>;
+}
+
+/** The type a schema accepts. */
+export type Infer<S> = S extends Schema<infer T> ? T : never;
+
+type Keywords = Record<string, Json>;
+
+/** Schema builders; `s.object` is closed (`additionalProperties: false`). */
+export const s: {
+  string(keywords?: Keywords): Schema<string>;
+  integer(keywords?: Keywords): Schema<number>;
+  number(keywords?: Keywords): Schema<number>;
+  boolean(): Schema<boolean>;
+  enum<const V extends readonly (string | number)[]>(values: V): Schema<V[number]>;
+  array<T>(item: Schema<T>, keywords?: Keywords): Schema<T[]>;
+  object<F extends Record<string, Schema<any>>>(fields: F): Schema<{ [K in keyof F]: Infer<F[K]> }>;
+};
+
+/** A tool: its name, what it does, its arguments and the code that handles a call. */
+export interface ToolDefinition<A extends Schema<any>, R> {
+  /** The name agents call the tool by: lowercase letters, digits, `_` or `-`. */
+  name: string;
+  /** One or two sentences an agent reads to decide when to call the tool. */
+  description: string;
+  /** The arguments, as an `s.object({...})`; their JSON Schema is the input schema. */
+  args: A;
+  /** Handles one call, with the arguments checked and defaults filled in. Return
+   * JSON data; throw a `ToolError` for the agent to read. */
+  call(args: Infer<A>): R;
+}
+
+/** The component's exports: `export const { describe, call } = tool({ ... })`. */
+export function tool<A extends Schema<any>, R>(
+  definition: ToolDefinition<A, R>,
+): {
+  describe(): { name: string; description: string; inputSchema: string };
+  call(args: string): string;
+};

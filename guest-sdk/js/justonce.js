@@ -1,0 +1,324 @@
+// Write justonce tools in JavaScript (or TypeScript, with justonce.d.ts).
+//
+// A justonce tool is a WebAssembly component that an AI agent calls with JSON
+// arguments. It reaches the world only through `perform` (and the `http` helpers on
+// top of it), and the host guards every such call with an idempotency key, so an
+// agent that retries a call never causes a side effect twice. See README.md.
+
+import { perform as witPerform } from 'justonce:tool/effects@0.1.0';
+import { write as witLog } from 'justonce:tool/log@0.1.0';
+
+// ---------------------------------------------------------------------------
+// Errors
+
+/** A failure the tool reports to the agent: throw it from `call`. */
+export class ToolError extends Error {
+  constructor(code, message, details) {
+    super(`${code}: ${message}`);
+    this.name = 'ToolError';
+    this.code = code;
+    this.toolMessage = message;
+    this.details = details;
+  }
+}
+
+/** Why an effect did not produce a usable response. */
+export class EffectError extends Error {
+  constructor(kind, code, prefix, text) {
+    super(`${prefix}: ${text}`);
+    this.name = 'EffectError';
+    /** `rejected`, `outcome-unknown`, `denied`, `divergence`, `bad-response` or `bad-payload`. */
+    this.kind = kind;
+    /** The tool error code the agent is told if the tool lets this escape. */
+    this.code = code;
+    this.text = text;
+  }
+
+  /** The tool error the agent is told when the tool lets this escape. */
+  toToolError() {
+    if (this.kind === 'rejected') {
+      return new ToolError(this.code, this.message, this.answer);
+    }
+    if (this.kind === 'outcome-unknown') {
+      return new ToolError(
+        this.code,
+        `${this.message}. Retrying the same call is safe: it will not repeat the effect.`,
+      );
+    }
+    return new ToolError(this.code, this.message);
+  }
+}
+
+const EFFECT_ERRORS = {
+  rejected: ['effect_rejected', 'effect rejected'],
+  'outcome-unknown': ['outcome_unknown', 'effect outcome unknown'],
+  denied: ['effect_denied', 'effect denied'],
+  divergence: ['divergence', 'effect diverged from the journal'],
+  'bad-response': ['bad_effect_response', 'unexpected effect response'],
+  'bad-payload': ['bad_effect_payload', 'effect payload is not serializable'],
+};
+
+function effectError(kind, text, answer) {
+  const [code, prefix] = EFFECT_ERRORS[kind] ?? ['effect_error', 'effect failed'];
+  const error = new EffectError(kind, code, prefix, text);
+  if (kind === 'rejected') error.answer = answer;
+  return error;
+}
+
+// ---------------------------------------------------------------------------
+// Effects
+
+/**
+ * Performs one side effect through `provider` and returns its response, parsed.
+ * Throws an `EffectError` when the effect gives no usable response.
+ */
+export function perform(provider, operation, payload) {
+  let text;
+  try {
+    text = JSON.stringify(payload);
+  } catch (e) {
+    throw effectError('bad-payload', String(e?.message ?? e));
+  }
+  if (text === undefined) throw effectError('bad-payload', 'the payload is not JSON data');
+  const response = performText(provider, operation, text);
+  try {
+    return JSON.parse(response);
+  } catch (e) {
+    throw effectError('bad-response', String(e?.message ?? e));
+  }
+}
+
+/** Performs one side effect with a JSON text payload; returns the JSON text. */
+export function performText(provider, operation, payload) {
+  try {
+    return witPerform(provider, operation, payload);
+  } catch (e) {
+    // The bindings throw the `effect-error` variant, wrapped or bare.
+    const variant = e?.payload ?? e;
+    if (!variant || typeof variant.tag !== 'string') throw e;
+    if (variant.tag === 'rejected') {
+      let answer;
+      try {
+        answer = JSON.parse(variant.val);
+      } catch {
+        // The host sends JSON; keep a non-JSON answer rather than lose it.
+        answer = variant.val;
+      }
+      throw effectError('rejected', JSON.stringify(answer), answer);
+    }
+    throw effectError(variant.tag, variant.val);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// HTTP through the host's `http` provider; webhooks through its `outbox`.
+
+/** The provider payload of a request (the Rust SDK's `http::Request`). */
+function httpPayload(method, target, options = {}) {
+  const { headers, json, body, record } = options;
+  const request = { method };
+  if (typeof target === 'string') {
+    request.url = target;
+  } else if (target && typeof target.service === 'string') {
+    request.service = target.service;
+    request.path = target.path ?? '/';
+  } else {
+    throw new TypeError('give a URL or { service, path }');
+  }
+  if (json !== undefined && body !== undefined) {
+    throw new TypeError('give either `json` or `body`, not both');
+  }
+  if (headers && Object.keys(headers).length > 0) request.headers = { ...headers };
+  if (body !== undefined) request.body = body;
+  if (json !== undefined) request.json = json;
+  if (record) request.record = true;
+  return request;
+}
+
+class Response {
+  constructor({ status, headers = {}, body = '', truncated = false }) {
+    this.status = status;
+    this.headers = headers;
+    this.body = body;
+    this.truncated = truncated;
+  }
+
+  get ok() {
+    return this.status >= 200 && this.status < 300;
+  }
+
+  json() {
+    try {
+      return JSON.parse(this.body);
+    } catch (e) {
+      throw effectError(
+        'bad-response',
+        `the ${this.status} response body is not the JSON expected: ${e.message}`,
+      );
+    }
+  }
+}
+
+function request(method, target, options) {
+  return new Response(perform('http', 'request', httpPayload(method, target, options)));
+}
+
+export const http = {
+  request,
+  get: (target, options) => request('GET', target, options),
+  post: (target, options) => request('POST', target, options),
+  put: (target, options) => request('PUT', target, options),
+  delete: (target, options) => request('DELETE', target, options),
+  enqueue: (method, target, options) =>
+    perform('outbox', 'enqueue', httpPayload(method, target, options)),
+  payload: httpPayload,
+};
+
+// ---------------------------------------------------------------------------
+// Log (not an effect: not journaled, and a replayed call logs nothing)
+
+export const log = Object.fromEntries(
+  ['trace', 'debug', 'info', 'warn', 'error'].map((level) => [
+    level,
+    (message) => witLog(level, String(message)),
+  ]),
+);
+
+// ---------------------------------------------------------------------------
+// Argument schemas: JSON Schema built from code, with TypeScript types inferred.
+
+class Schema {
+  constructor(json, extra = {}) {
+    this.json = json;
+    this.isOptional = extra.isOptional ?? false;
+    this.hasDefault = extra.hasDefault ?? false;
+    this.defaultValue = extra.defaultValue;
+    this.fields = extra.fields;
+    this.item = extra.item;
+  }
+
+  #with(json, extra) {
+    return new Schema(json, {
+      isOptional: this.isOptional,
+      hasDefault: this.hasDefault,
+      defaultValue: this.defaultValue,
+      fields: this.fields,
+      item: this.item,
+      ...extra,
+    });
+  }
+
+  /** A description the agent reads. */
+  describe(text) {
+    return this.#with({ ...this.json, description: text });
+  }
+
+  /** May be left out (or `null`); the tool then sees `undefined`. */
+  optional() {
+    return this.#with(this.json, { isOptional: true });
+  }
+
+  /** May be left out; the tool then sees `value`. */
+  default(value) {
+    return this.#with({ ...this.json, default: value }, { hasDefault: true, defaultValue: value });
+  }
+
+  /** Adds JSON Schema keywords, such as `{ minimum: 1 }`. */
+  with(keywords) {
+    return this.#with({ ...this.json, ...keywords });
+  }
+}
+
+export const s = {
+  string: (keywords = {}) => new Schema({ type: 'string', ...keywords }),
+  integer: (keywords = {}) => new Schema({ type: 'integer', ...keywords }),
+  number: (keywords = {}) => new Schema({ type: 'number', ...keywords }),
+  boolean: () => new Schema({ type: 'boolean' }),
+  enum: (values) => new Schema({ enum: [...values] }),
+  array: (item, keywords = {}) =>
+    new Schema({ type: 'array', items: item.json, ...keywords }, { item }),
+  /** A closed object: properties not declared are refused (`additionalProperties: false`). */
+  object: (fields) => {
+    const properties = {};
+    const required = [];
+    for (const [name, field] of Object.entries(fields)) {
+      properties[name] = field.json;
+      if (!field.isOptional && !field.hasDefault) required.push(name);
+    }
+    const json = { type: 'object', properties };
+    if (required.length > 0) json.required = required;
+    json.additionalProperties = false;
+    return new Schema(json, { fields });
+  },
+};
+
+/** `value` as the schema describes it: defaults filled in, `null` for an optional
+ * property the same as leaving it out. */
+function fill(schema, value) {
+  if (value === null || value === undefined) {
+    return schema.hasDefault ? structuredClone(schema.defaultValue) : undefined;
+  }
+  if (schema.fields && typeof value === 'object' && !Array.isArray(value)) {
+    const out = {};
+    for (const [name, field] of Object.entries(schema.fields)) {
+      const v = fill(field, value[name]);
+      if (v !== undefined) out[name] = v;
+    }
+    return out;
+  }
+  if (schema.item && Array.isArray(value)) return value.map((v) => fill(schema.item, v));
+  return value;
+}
+
+// ---------------------------------------------------------------------------
+// The tool
+
+const NAME = /^[a-z0-9_-]+$/;
+
+/**
+ * Makes the component's exports from a tool definition:
+ * `export const { describe, call } = tool({ name, description, args, call })`.
+ */
+export function tool(definition) {
+  const { name, description, args, call } = definition;
+  if (typeof name !== 'string' || !NAME.test(name)) {
+    throw new TypeError(`tool name ${JSON.stringify(name)}: lowercase letters, digits, _ or -`);
+  }
+  if (!args || !args.fields) throw new TypeError('`args` must be an s.object({...})');
+  const inputSchema = JSON.stringify({
+    $schema: 'https://json-schema.org/draft/2020-12/schema',
+    ...args.json,
+  });
+  return {
+    describe() {
+      return { name, description, inputSchema };
+    },
+    call(argsJson) {
+      try {
+        let parsed;
+        try {
+          parsed = JSON.parse(argsJson);
+        } catch (e) {
+          throw new ToolError(
+            'invalid_arguments',
+            `The arguments do not match the input schema: ${e.message}`,
+          );
+        }
+        const result = call(fill(args, parsed));
+        const text = JSON.stringify(result ?? null);
+        return text;
+      } catch (e) {
+        let error = e;
+        if (error instanceof EffectError) error = error.toToolError();
+        if (!(error instanceof ToolError)) throw error;
+        throw {
+          payload: {
+            code: error.code,
+            message: error.toolMessage,
+            details: error.details === undefined ? undefined : JSON.stringify(error.details),
+          },
+        };
+      }
+    },
+  };
+}

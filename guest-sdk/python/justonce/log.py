@@ -1,0 +1,35 @@
+"""Diagnostics for the host's log.
+
+Logging is not an effect: it is not journaled, and a replayed call logs nothing.
+"""
+
+
+def _write(level: str, message: str) -> None:
+    from wit_world.imports import log as wit
+
+    wit.write(getattr(wit.Level, level), str(message))
+
+
+def trace(message: str) -> None:
+    """Writes a very detailed tracing line."""
+    _write("TRACE", message)
+
+
+def debug(message: str) -> None:
+    """Writes a line useful when debugging the tool."""
+    _write("DEBUG", message)
+
+
+def info(message: str) -> None:
+    """Writes a line about normal progress."""
+    _write("INFO", message)
+
+
+def warn(message: str) -> None:
+    """Writes a line about something unexpected that the tool recovered from."""
+    _write("WARN", message)
+
+
+def error(message: str) -> None:
+    """Writes a line about a failure."""
+    _write("ERROR", message)

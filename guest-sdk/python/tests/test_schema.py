@@ -1,0 +1,89 @@
+"""The schema derivation and argument binding of the Python SDK, on an ordinary
+interpreter (no component needed): `python3 -m unittest discover guest-sdk/python/tests`."""
+
+import dataclasses
+import enum
+import sys
+import unittest
+from pathlib import Path
+from typing import Annotated, Literal, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from justonce._schema import Signature, to_json  # noqa: E402
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@dataclasses.dataclass
+class Line:
+    sku: Annotated[str, "The product."]
+    qty: Annotated[int, {"minimum": 1}] = 1
+
+
+@dataclasses.dataclass
+class Order:
+    """An order to place."""
+
+    lines: list[Line]
+    color: Color = Color.RED
+    note: Optional[str] = None
+    rush: bool = False
+
+
+class SchemaTest(unittest.TestCase):
+    def test_a_dataclass_is_a_closed_object_with_its_defaults(self):
+        def place(order: Order) -> dict:
+            return {}
+
+        schema = Signature(place).schema()
+        self.assertEqual(schema["$schema"], "https://json-schema.org/draft/2020-12/schema")
+        self.assertEqual(schema["description"], "An order to place.")
+        self.assertEqual(schema["required"], ["lines"])
+        self.assertIs(schema["additionalProperties"], False)
+        props = schema["properties"]
+        self.assertEqual(props["color"], {"enum": ["red", "blue"], "default": "red"})
+        self.assertEqual(props["note"], {"anyOf": [{"type": "string"}, {"type": "null"}]})
+        self.assertEqual(props["rush"], {"type": "boolean", "default": False})
+        line = props["lines"]["items"]
+        self.assertEqual(line["properties"]["sku"]["description"], "The product.")
+        self.assertEqual(line["properties"]["qty"], {"type": "integer", "minimum": 1, "default": 1})
+        self.assertIs(line["additionalProperties"], False)
+
+    def test_keyword_parameters_are_the_properties(self):
+        def greet(name: str, times: int = 1, mode: Literal["a", "b"] = "a") -> str:
+            return name
+
+        schema = Signature(greet).schema()
+        self.assertEqual(schema["required"], ["name"])
+        self.assertEqual(schema["properties"]["mode"], {"enum": ["a", "b"], "default": "a"})
+
+    def test_arguments_are_bound_to_the_types_with_defaults_and_null_as_absent(self):
+        def place(order: Order) -> Order:
+            return order
+
+        sig = Signature(place)
+        bound = sig.bind({"lines": [{"sku": "x", "qty": 2.0}], "note": None, "color": "blue"})
+        order = sig.invoke(place, bound)
+        self.assertEqual(order.lines, [Line("x", 2)])
+        self.assertIsInstance(order.lines[0].qty, int)
+        self.assertIs(order.color, Color.BLUE)
+        self.assertIsNone(order.note)
+        self.assertEqual(
+            to_json(order),
+            {"lines": [{"sku": "x", "qty": 2}], "color": "blue", "note": None, "rush": False},
+        )
+
+    def test_untyped_parameters_are_refused(self):
+        def bad(x) -> None:
+            return None
+
+        with self.assertRaises(TypeError):
+            Signature(bad)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,436 @@
+//! One HTTP request to `/mcp`, from its head to its response: refused early when it
+//! is not for this server, not authenticated or too large; otherwise its JSON-RPC
+//! message goes through the same [`Session`] and [`Server::run_call`] as stdio's.
+
+use serde_json::Value;
+
+use super::checks::{Caller, caller};
+use super::wire::{Head, Kind, Response};
+use super::{ENDPOINT, HttpServer};
+use crate::mcp::protocol::{
+    self, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND,
+    PARSE_ERROR, PROTOCOL_VERSION_META_KEY, Params, RequestId, RpcError,
+    UNSUPPORTED_PROTOCOL_VERSION,
+};
+use crate::mcp::session::{Dispatch, Era, Session};
+
+/// JSON-RPC code of a call refused because its principal has too many in flight.
+pub const TOO_MANY_CALLS: i64 = -32029;
+
+/// The realm named in `WWW-Authenticate`.
+const REALM: &str = "justonce";
+
+/// A request that passed the checks on its head.
+pub(crate) enum Admitted {
+    /// A POST whose body of this length is to be read next.
+    Post {
+        /// Who is calling.
+        principal: String,
+        /// `Content-Length`.
+        length: usize,
+    },
+    /// A DELETE of a session.
+    Delete {
+        /// Who is calling.
+        principal: String,
+    },
+}
+
+/// A JSON-RPC error as the body of an HTTP error.
+pub(crate) fn refusal(status: u16, id: Option<&RequestId>, code: i64, message: &str) -> Response {
+    let body = protocol::error_response(id, &RpcError::new(code, message));
+    Response::message(status, Kind::Json, &body)
+}
+
+impl HttpServer {
+    /// Checks a request's head: endpoint, origin, token, method and size. A refusal
+    /// is answered without reading the body, and nothing runs.
+    pub(crate) fn admit(&self, head: &Head) -> Result<Admitted, Response> {
+        let path = head.path.split('?').next().unwrap_or("");
+        if path != ENDPOINT {
+            return Err(refusal(
+                404,
+                None,
+                INVALID_REQUEST,
+                "the MCP endpoint is /mcp",
+            ));
+        }
+        if let Some((status, why)) = self.origins().check(head) {
+            tracing::warn!(status, "{why}");
+            return Err(refusal(status, None, INVALID_REQUEST, &why));
+        }
+        for name in [
+            "authorization",
+            "content-length",
+            "mcp-session-id",
+            "mcp-protocol-version",
+            "mcp-method",
+            "mcp-name",
+        ] {
+            if head.count(name) > 1 {
+                return Err(refusal(
+                    400,
+                    None,
+                    INVALID_REQUEST,
+                    &format!("the {name} header appears more than once"),
+                ));
+            }
+        }
+        let principal = match caller(head, &self.tokens) {
+            Caller::Principal(principal) => principal,
+            Caller::Anonymous => {
+                return Err(
+                    refusal(401, None, INVALID_REQUEST, "a bearer token is required")
+                        .with("www-authenticate", format!("Bearer realm=\"{REALM}\"")),
+                );
+            }
+            Caller::Unknown => {
+                tracing::warn!("a request with an unknown bearer token was refused");
+                return Err(
+                    refusal(401, None, INVALID_REQUEST, "the bearer token is not valid").with(
+                        "www-authenticate",
+                        format!("Bearer realm=\"{REALM}\", error=\"invalid_token\""),
+                    ),
+                );
+            }
+        };
+        match head.method.as_str() {
+            "POST" => self.admit_post(head, principal),
+            "DELETE" => Ok(Admitted::Delete { principal }),
+            // No server-initiated messages, so no standalone stream to GET.
+            _ => Err(
+                refusal(405, None, INVALID_REQUEST, "POST JSON-RPC messages to /mcp")
+                    .with("allow", "POST, DELETE"),
+            ),
+        }
+    }
+
+    fn admit_post(&self, head: &Head, principal: String) -> Result<Admitted, Response> {
+        if head.header("transfer-encoding").is_some() {
+            return Err(refusal(
+                501,
+                None,
+                INVALID_REQUEST,
+                "send the body with a Content-Length",
+            ));
+        }
+        let content_type = head
+            .header("content-type")
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        if content_type.split(';').next().map(str::trim) != Some("application/json") {
+            return Err(refusal(
+                415,
+                None,
+                INVALID_REQUEST,
+                "the body must be application/json",
+            ));
+        }
+        if reply_kind(head, false).is_none() {
+            return Err(refusal(
+                406,
+                None,
+                INVALID_REQUEST,
+                "accept application/json or text/event-stream",
+            ));
+        }
+        let Some(length) = head.header("content-length") else {
+            return Err(refusal(
+                411,
+                None,
+                INVALID_REQUEST,
+                "a Content-Length is required",
+            ));
+        };
+        let length: usize = length.trim().parse().map_err(|_| {
+            refusal(
+                400,
+                None,
+                INVALID_REQUEST,
+                "the Content-Length is not a number",
+            )
+        })?;
+        if length > self.options.max_body_bytes {
+            return Err(refusal(
+                413,
+                None,
+                INVALID_REQUEST,
+                &format!(
+                    "the body is larger than {} bytes",
+                    self.options.max_body_bytes
+                ),
+            ));
+        }
+        Ok(Admitted::Post { principal, length })
+    }
+
+    /// Answers a POSTed message of `principal`.
+    pub(crate) fn post(&self, head: &Head, principal: &str, body: &[u8]) -> Response {
+        let kind = reply_kind(head, self.options.prefer_sse).unwrap_or(Kind::Json);
+        let Ok(text) = std::str::from_utf8(body) else {
+            return refusal(400, None, PARSE_ERROR, "the body is not valid UTF-8");
+        };
+        match protocol::parse(text.trim()) {
+            Err(malformed) => {
+                let body = protocol::error_response(malformed.id.as_ref(), &malformed.error);
+                Response::message(400, Kind::Json, &body)
+            }
+            Ok(Incoming::Response) => Response::empty(202),
+            Ok(Incoming::Notification { method, .. }) => {
+                if method == "notifications/cancelled" {
+                    // As over stdio: the call runs to its outcome and keeps its record;
+                    // its POST's response goes to a client that stopped listening.
+                    tracing::info!("call cancelled by the client; it runs to its outcome");
+                }
+                Response::empty(202)
+            }
+            Ok(Incoming::Request { id, method, params }) => {
+                self.request(head, principal, &id, &method, &params, kind)
+            }
+        }
+    }
+
+    fn request(
+        &self,
+        head: &Head,
+        principal: &str,
+        id: &RequestId,
+        method: &str,
+        params: &Params,
+        kind: Kind,
+    ) -> Response {
+        let tools = self.server.tools();
+        let conversation = self.server.config().conversation.as_deref();
+        let enveloped = params
+            .get("_meta")
+            .and_then(Value::as_object)
+            .is_some_and(|m| m.contains_key(PROTOCOL_VERSION_META_KEY));
+        let (mut session, opening) = match head.header("mcp-session-id") {
+            Some(session_id) => {
+                let Some(era) = self.sessions.era(session_id, principal) else {
+                    return refusal(
+                        404,
+                        Some(id),
+                        INVALID_REQUEST,
+                        "no such session (it ended or was never opened): initialize again",
+                    );
+                };
+                if let (Era::Handshake(version), Some(header)) =
+                    (era, head.header("mcp-protocol-version"))
+                    && header != version
+                {
+                    return refusal(
+                        400,
+                        Some(id),
+                        INVALID_REQUEST,
+                        &format!("MCP-Protocol-Version {header:?} is not this session's {version}"),
+                    );
+                }
+                (Session::resume(tools, conversation, era), false)
+            }
+            None if enveloped => {
+                if let Some(why) = routing_mismatch(head, method, params) {
+                    return refusal(400, Some(id), HEADER_MISMATCH, &why);
+                }
+                (Session::new(tools, conversation), false)
+            }
+            None if method == "initialize" => (Session::new(tools, conversation), true),
+            None => {
+                return refusal(
+                    400,
+                    Some(id),
+                    INVALID_REQUEST,
+                    "an Mcp-Session-Id header is required: initialize first, or send the 2026-07-28 _meta envelope",
+                );
+            }
+        };
+        let reply = match session.request(method, params) {
+            Dispatch::Reply(reply) => reply,
+            Dispatch::Call { request, stateless } => {
+                let request = request.principal(principal);
+                let Some(_permit) = self.admission.enter(principal) else {
+                    return refusal(
+                        429,
+                        Some(id),
+                        TOO_MANY_CALLS,
+                        &format!(
+                            "{principal} has {} calls in flight, the most allowed; retry after a second",
+                            self.options.max_calls_per_principal
+                        ),
+                    )
+                    .with("retry-after", "1");
+                };
+                // Runs to its outcome even if the client hangs up meanwhile: the
+                // record is kept and a retry gets the outcome.
+                self.server.run_call(&request, stateless)
+            }
+        };
+        let stateless = session.era() == Era::Stateless;
+        let (status, message) = match &reply {
+            Ok(result) => (200, protocol::response(id, result.clone())),
+            Err(error) => (
+                if stateless {
+                    status_of(error.code)
+                } else {
+                    200
+                },
+                protocol::error_response(Some(id), error),
+            ),
+        };
+        let kind = if status == 200 { kind } else { Kind::Json };
+        let mut response = Response::message(status, kind, &message);
+        if opening && reply.is_ok() {
+            match self.sessions.open(principal, session.era()) {
+                Some(session_id) => response = response.with("mcp-session-id", session_id),
+                None => {
+                    return refusal(
+                        500,
+                        Some(id),
+                        protocol::INTERNAL_ERROR,
+                        "cannot draw a session id",
+                    );
+                }
+            }
+        }
+        response
+    }
+
+    /// Ends a session (DELETE).
+    pub(crate) fn delete(&self, head: &Head, principal: &str) -> Response {
+        match head.header("mcp-session-id") {
+            None => refusal(
+                400,
+                None,
+                INVALID_REQUEST,
+                "DELETE needs an Mcp-Session-Id header",
+            ),
+            Some(id) if self.sessions.close(id, principal) => Response::empty(204),
+            Some(_) => refusal(404, None, INVALID_REQUEST, "no such session"),
+        }
+    }
+}
+
+/// JSON for a client that accepts it (or says nothing), else an SSE stream; with
+/// `prefer_sse`, a stream whenever the client accepts one. `None` if it accepts
+/// neither.
+fn reply_kind(head: &Head, prefer_sse: bool) -> Option<Kind> {
+    let accept = head.header("accept").unwrap_or("").to_ascii_lowercase();
+    let json = accept.is_empty()
+        || accept.contains("application/json")
+        || accept.contains("application/*")
+        || accept.contains("*/*");
+    let sse = accept.contains("text/event-stream");
+    match (json, sse) {
+        (_, true) if prefer_sse || !json => Some(Kind::Sse),
+        (true, _) => Some(Kind::Json),
+        (false, false) => None,
+        (false, true) => Some(Kind::Sse),
+    }
+}
+
+/// The HTTP status of a 2026-07-28 error response.
+fn status_of(code: i64) -> u16 {
+    match code {
+        PARSE_ERROR
+        | INVALID_REQUEST
+        | INVALID_PARAMS
+        | HEADER_MISMATCH
+        | UNSUPPORTED_PROTOCOL_VERSION => 400,
+        METHOD_NOT_FOUND => 404,
+        _ => 200,
+    }
+}
+
+/// Why a 2026-07-28 request's routing headers disagree with its body, if they do:
+/// `MCP-Protocol-Version` is the envelope's version, `Mcp-Method` the method, and
+/// `Mcp-Name` a `tools/call`'s tool (plain or `=?base64?…?=`).
+fn routing_mismatch(head: &Head, method: &str, params: &Params) -> Option<String> {
+    let envelope = params
+        .get("_meta")
+        .and_then(|m| m.get(PROTOCOL_VERSION_META_KEY))
+        .and_then(Value::as_str);
+    if head.header("mcp-protocol-version") != envelope || envelope.is_none() {
+        return Some("the MCP-Protocol-Version header does not match the request envelope's protocol version".into());
+    }
+    if head.header("mcp-method") != Some(method) {
+        return Some("the Mcp-Method header does not match the request body's method".into());
+    }
+    if method == "tools/call"
+        && let Some(name) = params.get("name").and_then(Value::as_str)
+        && head
+            .header("mcp-name")
+            .and_then(decode_header_value)
+            .as_deref()
+            != Some(name)
+    {
+        return Some("the Mcp-Name header does not match the request body's \"name\"".into());
+    }
+    None
+}
+
+/// A header value as sent: verbatim, or `=?base64?…?=` for text that is not plain
+/// ASCII. A malformed encoding decodes to nothing, so it never matches.
+fn decode_header_value(value: &str) -> Option<String> {
+    use base64::Engine as _;
+    match value
+        .strip_prefix("=?base64?")
+        .and_then(|v| v.strip_suffix("?="))
+    {
+        None => Some(value.to_owned()),
+        Some(payload) => base64::engine::general_purpose::STANDARD
+            .decode(payload)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn json_unless_the_client_takes_only_a_stream_or_the_server_prefers_one() {
+        let both = Head::with_headers(&[("accept", "application/json, text/event-stream")]);
+        assert_eq!(reply_kind(&both, false), Some(Kind::Json));
+        assert_eq!(reply_kind(&both, true), Some(Kind::Sse));
+        assert_eq!(
+            reply_kind(
+                &Head::with_headers(&[("accept", "text/event-stream")]),
+                false
+            ),
+            Some(Kind::Sse)
+        );
+        assert_eq!(reply_kind(&Head::with_headers(&[]), true), Some(Kind::Json));
+        assert_eq!(
+            reply_kind(&Head::with_headers(&[("accept", "text/html")]), false),
+            None
+        );
+    }
+
+    #[test]
+    fn routing_headers_must_repeat_the_body() {
+        let params: Params = json!({
+            "name": "écho",
+            "_meta": { PROTOCOL_VERSION_META_KEY: "2026-07-28" },
+        })
+        .as_object()
+        .unwrap()
+        .clone();
+        let good = Head::with_headers(&[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "=?base64?w6ljaG8=?="),
+        ]);
+        assert_eq!(routing_mismatch(&good, "tools/call", &params), None);
+        let wrong_name = Head::with_headers(&[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "other"),
+        ]);
+        assert!(routing_mismatch(&wrong_name, "tools/call", &params).is_some());
+        let no_version = Head::with_headers(&[("mcp-method", "tools/call"), ("mcp-name", "écho")]);
+        assert!(routing_mismatch(&no_version, "tools/call", &params).is_some());
+        assert!(routing_mismatch(&good, "tools/list", &params).is_some());
+    }
+}

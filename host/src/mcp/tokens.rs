@@ -1,0 +1,308 @@
+//! Bearer tokens for MCP over HTTP: each names a principal, the caller whose calls
+//! are keyed apart from everyone else's.
+//!
+//! The tokens file is JSON, `{"tokens": [{"name", "sha256", "created_at_ms"}]}`: only
+//! the SHA-256 of each token is stored, so the file does not let its reader call.
+//! A token is shown once, by [`add`]. A running server re-reads the file when it
+//! changes, so [`revoke`] takes effect on the next request.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// What every token starts with, so a leaked one is recognisable in a log or a scan.
+pub const TOKEN_PREFIX: &str = "jo_";
+
+/// The longest principal name.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// A problem with the tokens file or a token name.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    /// The file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The tokens file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not a tokens file.
+    #[error("{path}: not a tokens file: {reason}")]
+    Malformed {
+        /// The tokens file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A principal name outside `[A-Za-z0-9._-]{1,64}`.
+    #[error(
+        "invalid principal name {0:?}: use 1 to {MAX_NAME_LEN} of the characters A-Z a-z 0-9 . _ -"
+    )]
+    InvalidName(String),
+    /// `add` of a name that has a token already.
+    #[error("{0:?} has a token already; revoke it first to issue a new one")]
+    Exists(String),
+    /// `revoke` of a name that has no token.
+    #[error("no token is named {0:?}")]
+    Unknown(String),
+    /// The operating system's randomness failed.
+    #[error("cannot draw a random token: {0}")]
+    Random(String),
+}
+
+/// One token as the file stores it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenRecord {
+    /// The principal it names.
+    pub name: String,
+    /// Lowercase hex SHA-256 of the token.
+    pub sha256: String,
+    /// When it was issued (ms since the epoch).
+    pub created_at_ms: u64,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokensDoc {
+    tokens: Vec<TokenRecord>,
+}
+
+/// Whether `name` can name a principal.
+pub fn valid_name(name: &str) -> bool {
+    (1..=MAX_NAME_LEN).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// Lowercase hex SHA-256 of a token.
+pub fn digest(token: &str) -> String {
+    hex(&Sha256::digest(token.as_bytes()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+/// Every token in the file at `path`; none when it does not exist.
+pub fn list(path: &Path) -> Result<Vec<TokenRecord>, TokenError> {
+    Ok(read(path)?.tokens)
+}
+
+/// Issues a token for principal `name`, stores its hash, and returns the token: the
+/// only time it is shown.
+pub fn add(path: &Path, name: &str) -> Result<String, TokenError> {
+    if !valid_name(name) {
+        return Err(TokenError::InvalidName(name.to_owned()));
+    }
+    let mut doc = read(path)?;
+    if doc.tokens.iter().any(|t| t.name == name) {
+        return Err(TokenError::Exists(name.to_owned()));
+    }
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).map_err(|e| TokenError::Random(e.to_string()))?;
+    let token = format!("{TOKEN_PREFIX}{}", hex(&secret));
+    let created_at_ms = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    doc.tokens.push(TokenRecord {
+        name: name.to_owned(),
+        sha256: digest(&token),
+        created_at_ms,
+    });
+    write(path, &doc)?;
+    Ok(token)
+}
+
+/// Removes the token of principal `name`.
+pub fn revoke(path: &Path, name: &str) -> Result<(), TokenError> {
+    let mut doc = read(path)?;
+    let before = doc.tokens.len();
+    doc.tokens.retain(|t| t.name != name);
+    if doc.tokens.len() == before {
+        return Err(TokenError::Unknown(name.to_owned()));
+    }
+    write(path, &doc)
+}
+
+fn read(path: &Path) -> Result<TokensDoc, TokenError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(TokensDoc::default()),
+        Err(source) => {
+            return Err(TokenError::Io {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    let doc: TokensDoc = serde_json::from_str(&text).map_err(|e| TokenError::Malformed {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    if let Some(bad) = doc.tokens.iter().find(|t| {
+        !valid_name(&t.name)
+            || t.sha256.len() != 64
+            || !t.sha256.bytes().all(|b| b.is_ascii_hexdigit())
+    }) {
+        return Err(TokenError::Malformed {
+            path: path.to_owned(),
+            reason: format!("the entry {:?} has a bad name or sha256", bad.name),
+        });
+    }
+    Ok(doc)
+}
+
+/// Writes aside and renames into place, so a server reading the file never sees half
+/// of it; owner-only on Unix.
+fn write(path: &Path, doc: &TokensDoc) -> Result<(), TokenError> {
+    let io = |source| TokenError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let aside = path.with_extension(format!("tmp{}", std::process::id()));
+    let text = serde_json::to_string_pretty(doc).unwrap_or_default();
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let written = options.open(&aside).and_then(|mut f| {
+        use std::io::Write as _;
+        f.write_all(text.as_bytes())?;
+        f.write_all(b"\n")?;
+        f.sync_all()
+    });
+    written
+        .and_then(|()| std::fs::rename(&aside, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&aside);
+            io(e)
+        })
+}
+
+/// What identifies one version of the file: its modification time and length.
+type Stamp = Option<(SystemTime, u64)>;
+
+fn stamp(path: &Path) -> Stamp {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
+}
+
+/// The tokens a server accepts, re-read whenever the file changes.
+#[derive(Debug)]
+pub struct Tokens {
+    path: PathBuf,
+    loaded: Mutex<(Stamp, HashMap<String, String>)>,
+}
+
+impl Tokens {
+    /// The tokens of the file at `path`; fails if it cannot be read now.
+    pub fn open(path: &Path) -> Result<Self, TokenError> {
+        let tokens = Self {
+            path: path.to_owned(),
+            loaded: Mutex::new((None, HashMap::new())),
+        };
+        tokens.reload()?;
+        Ok(tokens)
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// How many tokens are accepted now.
+    pub fn len(&self) -> usize {
+        self.refresh();
+        self.lock().1.len()
+    }
+
+    /// Whether no token is accepted.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Stamp, HashMap<String, String>)> {
+        self.loaded.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn reload(&self) -> Result<(), TokenError> {
+        let now = stamp(&self.path);
+        let doc = read(&self.path)?;
+        let by_digest = doc.tokens.into_iter().map(|t| (t.sha256, t.name)).collect();
+        *self.lock() = (now, by_digest);
+        Ok(())
+    }
+
+    /// Re-reads the file if it changed; a file that became unreadable keeps the last
+    /// good tokens (and says so in the log) rather than locking everyone out.
+    fn refresh(&self) {
+        if self.lock().0 == stamp(&self.path) {
+            return;
+        }
+        if let Err(e) = self.reload() {
+            tracing::warn!("keeping the tokens read before: {e}");
+        }
+    }
+
+    /// The principal `token` names, if it is a token of the file.
+    pub fn principal(&self, token: &str) -> Option<String> {
+        self.refresh();
+        // Looked up by digest: comparing digests leaks nothing about the token.
+        self.lock().1.get(&digest(token)).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_stored_hashed_names_its_principal_and_stops_working_when_revoked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens.json");
+        let alice = add(&path, "alice").unwrap();
+        assert!(alice.starts_with(TOKEN_PREFIX));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains(&alice), "the file holds no token");
+        assert!(text.contains(&digest(&alice)));
+
+        let tokens = Tokens::open(&path).unwrap();
+        assert_eq!(tokens.principal(&alice).as_deref(), Some("alice"));
+        assert_eq!(tokens.principal("jo_guess"), None);
+        let bob = add(&path, "bob").unwrap();
+        assert_eq!(tokens.principal(&bob).as_deref(), Some("bob"));
+        revoke(&path, "alice").unwrap();
+        assert_eq!(tokens.principal(&alice), None);
+        assert_eq!(tokens.principal(&bob).as_deref(), Some("bob"));
+        assert_eq!(list(&path).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn names_are_checked_and_unique() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens.json");
+        assert!(matches!(add(&path, "a b"), Err(TokenError::InvalidName(_))));
+        assert!(matches!(add(&path, ""), Err(TokenError::InvalidName(_))));
+        add(&path, "ci-bot.1").unwrap();
+        assert!(matches!(add(&path, "ci-bot.1"), Err(TokenError::Exists(_))));
+        assert!(matches!(
+            revoke(&path, "nobody"),
+            Err(TokenError::Unknown(_))
+        ));
+        assert!(list(&dir.path().join("absent.json")).unwrap().is_empty());
+    }
+}

@@ -1,0 +1,94 @@
+//! Deliberate bugs, for showing that the simulator (`sim/`) catches real ones.
+//!
+//! Compiled in only with the cargo feature `mutants`; without it [`on`] is a constant
+//! `false` and the guard's checks of it fold away. With it, one mutant at a time is
+//! switched on for the whole process (`simulate --mutant NAME`), so a process that
+//! runs a mutant must run nothing else.
+
+/// A deliberate bug the guard can be built with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mutant {
+    /// Every attempt of an effect gets a fresh key instead of the one the journal
+    /// holds (`guard/effect.rs`): a keyed downstream cannot deduplicate the retry.
+    FreshEffectKey,
+    /// The outcome is answered without being saved, as if the host died between
+    /// answering and saving (`guard/settle.rs`).
+    AnswerBeforeSave,
+    /// An unkeyed effect whose outcome is unknown is retried like a keyed one
+    /// (`guard/effect.rs`): it may happen twice.
+    RetryUnkeyed,
+    /// A resumed run does not look at the effects an earlier run journaled
+    /// (`guard/effect.rs`): it performs them again instead of replaying them.
+    ForgetJournaled,
+    /// A run whose lease was taken over answers its own outcome although the journal
+    /// refused to save it (`guard/settle.rs`): two hosts answer one call.
+    UnfencedAnswer,
+}
+
+impl Mutant {
+    /// Every mutant.
+    pub const ALL: [Mutant; 5] = [
+        Self::FreshEffectKey,
+        Self::AnswerBeforeSave,
+        Self::RetryUnkeyed,
+        Self::ForgetJournaled,
+        Self::UnfencedAnswer,
+    ];
+
+    /// The name `--mutant` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::FreshEffectKey => "fresh_effect_key",
+            Self::AnswerBeforeSave => "answer_before_save",
+            Self::RetryUnkeyed => "retry_unkeyed",
+            Self::ForgetJournaled => "forget_journaled",
+            Self::UnfencedAnswer => "unfenced_answer",
+        }
+    }
+
+    /// The mutant called `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Switches `mutant` on (or all of them off) for the whole process. `Err` when
+    /// this build has no mutants (the `mutants` feature is off).
+    pub fn activate(mutant: Option<Mutant>) -> Result<(), String> {
+        #[cfg(feature = "mutants")]
+        {
+            let n = mutant.map_or(0, |m| {
+                1 + Self::ALL.iter().position(|x| *x == m).unwrap_or(0)
+            });
+            imp::ACTIVE.store(n as u8, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        }
+        #[cfg(not(feature = "mutants"))]
+        match mutant {
+            None => Ok(()),
+            Some(m) => Err(format!(
+                "this build has no mutants; build with `--features mutants` to run `{}`",
+                m.name()
+            )),
+        }
+    }
+}
+
+#[cfg(feature = "mutants")]
+mod imp {
+    pub(super) static ACTIVE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+}
+
+/// Whether `mutant` is switched on; always `false` without the `mutants` feature.
+#[inline]
+pub(crate) fn on(mutant: Mutant) -> bool {
+    #[cfg(feature = "mutants")]
+    {
+        let n = imp::ACTIVE.load(std::sync::atomic::Ordering::Relaxed) as usize;
+        n != 0 && Mutant::ALL[n - 1] == mutant
+    }
+    #[cfg(not(feature = "mutants"))]
+    {
+        let _ = mutant;
+        false
+    }
+}

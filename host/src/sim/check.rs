@@ -1,0 +1,403 @@
+//! The invariant checker: reads a recorded history (every answer each agent got,
+//! every effect each fake downstream applied with its key, what the journal held
+//! right after each answer) and names every broken promise.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::clock::SimClock;
+use super::world::{Applied, Position};
+use crate::outcome::Outcome;
+
+/// What an agent was told.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Res {
+    /// An outcome, fresh or replayed.
+    Answer { outcome: Outcome, replayed: bool },
+    /// An error instead of an outcome.
+    Error {
+        kind: String,
+        retry_safe: bool,
+        message: String,
+    },
+    /// The host died during the call; the agent was told nothing.
+    Crashed,
+}
+
+impl Res {
+    /// How the call ended, in a word: `answered`, `replayed`, `crashed` or the error's
+    /// kind.
+    pub(crate) fn ending(&self) -> &str {
+        match self {
+            Res::Answer {
+                replayed: false, ..
+            } => "answered",
+            Res::Answer { replayed: true, .. } => "replayed",
+            Res::Error { kind, .. } => kind,
+            Res::Crashed => "crashed",
+        }
+    }
+}
+
+/// One call as the history recorded it.
+#[derive(Debug, Clone)]
+pub(crate) struct Call {
+    /// The intent it was sent for.
+    pub intent: usize,
+    /// The invocation key it runs under.
+    pub key: Option<String>,
+    /// The tool and its canonical arguments.
+    pub fingerprint: String,
+    /// Its scope and tool-call id, if it had one.
+    pub alias: Option<(String, String)>,
+    /// The clock's moments when it was sent and when it (and the journal check) ended.
+    pub from: usize,
+    pub to: usize,
+    /// What the agent was told.
+    pub res: Res,
+    /// For an answer: what the journal held instead of it, read through another
+    /// connection right after (`None`: the answer is on record).
+    pub on_record: Option<String>,
+    /// Whether it was sent after faults stopped.
+    pub final_phase: bool,
+    /// The host it went to.
+    pub host: usize,
+}
+
+/// Everything the checker reads.
+pub(crate) struct History<'a> {
+    pub calls: &'a [Call],
+    pub keyed: &'a [Applied],
+    pub unkeyed: &'a [Applied],
+    /// Intents still without a final answer when the fault-free end gave up.
+    pub open: &'a [usize],
+    pub clock: &'a SimClock,
+    pub retention_ms: i64,
+}
+
+/// Every invariant the history breaks, one line each.
+pub(crate) fn check(h: &History<'_>) -> Vec<String> {
+    let mut violations = Vec::new();
+    let origins = Origins::of(h.calls);
+    downstreams(h, &mut violations);
+    answers(h, &origins, &mut violations);
+    for call in h.calls {
+        // Nothing answered is missing from the journal (unless it could have expired).
+        if let Some(held) = &call.on_record
+            && !could_expire(h, origins.of_call(call), call.to)
+        {
+            violations.push(format!(
+                "an answer is not on record: {} was told {:?} by host {}, the journal holds {held}",
+                describe(h, call),
+                call.res,
+                call.host
+            ));
+        }
+        if let Res::Error { kind, message, .. } = &call.res {
+            let allowed = match kind.as_str() {
+                "in_progress" | "outcome_unknown" | "not_performed" | "lease_lost" => true,
+                "mismatch" => true,
+                // A full disk: the journal refused a write. Only while faults are on.
+                k if k.starts_with("store_") || k == "host_failed" => !call.final_phase,
+                _ => false,
+            };
+            if !allowed {
+                violations.push(format!(
+                    "{} was told {kind}: {message}{}",
+                    describe(h, call),
+                    if call.final_phase {
+                        " (after faults stopped)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+        }
+    }
+    for intent in h.open {
+        let last = h.calls.iter().rev().find(|c| c.intent == *intent);
+        violations.push(format!(
+            "intent {intent} has no final answer after faults stopped; last: {:?}",
+            last.map(|c| &c.res)
+        ));
+    }
+    violations
+}
+
+fn describe(h: &History<'_>, call: &Call) -> String {
+    let replayed = matches!(call.res, Res::Answer { replayed: true, .. });
+    format!(
+        "intent {} ({}, key {}) on host {}{} at t={}..{}",
+        call.intent,
+        call.fingerprint,
+        call.key.as_deref().unwrap_or("?"),
+        call.host,
+        if replayed { ", replayed" } else { "" },
+        h.clock.at(call.from),
+        h.clock.at(call.to)
+    )
+}
+
+/// Whether a record saved at moment `from` or later could have expired by moment
+/// `to`: the clock's values in between spread over at least the retention.
+fn could_expire(h: &History<'_>, from: usize, to: usize) -> bool {
+    h.clock.spread(from, to) >= h.retention_ms
+}
+
+/// When each answer of each key was first given (the earliest start of a call that
+/// got it): a replayed answer was saved then, not when it was replayed, and expires a
+/// retention after that.
+struct Origins<'a> {
+    first: BTreeMap<(&'a str, String), usize>,
+}
+
+impl<'a> Origins<'a> {
+    fn of(calls: &'a [Call]) -> Self {
+        let mut first: BTreeMap<(&str, String), usize> = BTreeMap::new();
+        for call in calls {
+            if let (Some(key), Res::Answer { outcome, .. }) = (&call.key, &call.res) {
+                let at = first
+                    .entry((key, format!("{outcome:?}")))
+                    .or_insert(call.from);
+                *at = (*at).min(call.from);
+            }
+        }
+        Self { first }
+    }
+
+    /// The moment `call`'s answer was first given (its own start if not an answer).
+    fn of_call(&self, call: &Call) -> usize {
+        match (&call.key, &call.res) {
+            (Some(key), Res::Answer { outcome, .. }) => self
+                .first
+                .get(&(key.as_str(), format!("{outcome:?}")))
+                .map_or(call.from, |at| (*at).min(call.from)),
+            _ => call.from,
+        }
+    }
+}
+
+/// A keyed downstream never applies two different effects under one key; one effect
+/// position never has two keys; an unkeyed effect is performed at most once.
+fn downstreams(h: &History<'_>, violations: &mut Vec<String>) {
+    let mut by_key: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut keys_of: BTreeMap<&Position, BTreeSet<&str>> = BTreeMap::new();
+    for applied in h.keyed {
+        by_key
+            .entry(&applied.key)
+            .or_default()
+            .insert(&applied.what);
+        keys_of
+            .entry(&applied.position)
+            .or_default()
+            .insert(&applied.key);
+    }
+    for (key, whats) in &by_key {
+        if whats.len() > 1 {
+            violations.push(format!(
+                "the keyed downstream applied {} different effects under key {key}: {whats:?}",
+                whats.len()
+            ));
+        }
+    }
+    for (position, keys) in &keys_of {
+        if keys.len() > 1 {
+            violations.push(format!(
+                "the effect at {position:?} reached the keyed downstream under {} keys: {keys:?}",
+                keys.len()
+            ));
+        }
+    }
+    let mut times: BTreeMap<&Position, u32> = BTreeMap::new();
+    for applied in h.unkeyed {
+        *times.entry(&applied.position).or_default() += 1;
+    }
+    for (position, n) in times {
+        if n > 1 {
+            violations.push(format!(
+                "the unkeyed effect at {position:?} was performed {n} times"
+            ));
+        }
+    }
+}
+
+/// Every answer for a key (and for a tool-call id) within its retention is the same
+/// answer, errors included; one key with different arguments never answers twice.
+fn answers(h: &History<'_>, origins: &Origins<'_>, violations: &mut Vec<String>) {
+    let mut by_key: BTreeMap<&str, Vec<&Call>> = BTreeMap::new();
+    let mut by_alias: BTreeMap<&(String, String), Vec<&Call>> = BTreeMap::new();
+    for call in h.calls {
+        if !matches!(call.res, Res::Answer { .. }) {
+            continue;
+        }
+        if let Some(key) = &call.key {
+            by_key.entry(key).or_default().push(call);
+        }
+        if let Some(alias) = &call.alias {
+            by_alias.entry(alias).or_default().push(call);
+        }
+    }
+    let groups = by_key
+        .into_iter()
+        .map(|(k, calls)| (format!("key {k}"), calls))
+        .chain(
+            by_alias
+                .into_iter()
+                .map(|((scope, id), calls)| (format!("tool-call id {scope}/{id}"), calls)),
+        );
+    for (name, calls) in groups {
+        'pairs: for (i, a) in calls.iter().enumerate() {
+            for b in &calls[i + 1..] {
+                let (Res::Answer { outcome: x, .. }, Res::Answer { outcome: y, .. }) =
+                    (&a.res, &b.res)
+                else {
+                    continue;
+                };
+                let from = origins.of_call(a).min(origins.of_call(b));
+                if could_expire(h, from, a.to.max(b.to)) {
+                    continue;
+                }
+                if a.fingerprint != b.fingerprint {
+                    violations.push(format!(
+                        "{name} answered two different argument sets: {} got {x:?}, {} got {y:?}",
+                        describe(h, a),
+                        describe(h, b)
+                    ));
+                    break 'pairs;
+                }
+                if x != y {
+                    violations.push(format!(
+                        "{name} answered twice differently: {} got {x:?}, then {} got {y:?}",
+                        describe(h, a),
+                        describe(h, b)
+                    ));
+                    break 'pairs;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(intent: usize, fingerprint: &str, res: Res, from: usize, to: usize) -> Call {
+        Call {
+            intent,
+            key: Some("k".into()),
+            fingerprint: fingerprint.into(),
+            alias: None,
+            from,
+            to,
+            res,
+            on_record: None,
+            final_phase: false,
+            host: 0,
+        }
+    }
+
+    fn answer(n: u32) -> Res {
+        Res::Answer {
+            outcome: Outcome::Success {
+                result: json!({ "n": n }),
+            },
+            replayed: false,
+        }
+    }
+
+    fn applied(key: &str, seq: u32, what: &str) -> Applied {
+        Applied {
+            key: key.into(),
+            position: ("inv".into(), 1, seq),
+            what: what.into(),
+        }
+    }
+
+    #[test]
+    fn the_checker_names_each_broken_promise_and_only_those() {
+        let clock = SimClock::new(0);
+        clock.shift(10);
+        let calls = vec![
+            call(0, "pay 1", answer(1), 0, 0),
+            call(0, "pay 1", answer(1), 0, 1),
+            call(0, "pay 1", answer(2), 1, 1),
+            call(1, "pay 2", answer(1), 1, 1),
+        ];
+        let keyed = vec![
+            applied("a", 0, "x"),
+            applied("a", 0, "y"),
+            applied("b", 0, "x"),
+        ];
+        let unkeyed = vec![applied("c", 1, "z"), applied("c", 1, "z")];
+        let history = History {
+            calls: &calls,
+            keyed: &keyed,
+            unkeyed: &unkeyed,
+            open: &[3],
+            clock: &clock,
+            retention_ms: 100,
+        };
+        let found = check(&history);
+        let has = |what: &str| found.iter().filter(|v| v.contains(what)).count();
+        assert_eq!(has("different effects under key a"), 1, "{found:#?}");
+        assert_eq!(has("under 2 keys"), 1, "{found:#?}");
+        assert_eq!(has("performed 2 times"), 1, "{found:#?}");
+        assert_eq!(has("answered twice differently"), 1, "{found:#?}");
+        assert_eq!(has("no final answer"), 1, "{found:#?}");
+        assert_eq!(found.len(), 5, "{found:#?}");
+
+        // The same history with the clock spread past retention: answers may differ.
+        clock.shift(1_000);
+        let late = vec![
+            call(0, "pay 1", answer(1), 0, 0),
+            call(0, "pay 1", answer(2), 2, 2),
+        ];
+        let history = History {
+            calls: &late,
+            keyed: &[],
+            unkeyed: &[],
+            open: &[],
+            clock: &clock,
+            retention_ms: 100,
+        };
+        assert!(check(&history).is_empty());
+    }
+
+    /// Seed 1596 of the first soak: a key answered at t, replayed just before t + the
+    /// retention and run again just after it. The replay and the new run are close in
+    /// time; the answer they differ from was saved a retention earlier.
+    #[test]
+    fn a_replay_expires_a_retention_after_its_answer_was_first_given() {
+        let clock = SimClock::new(0);
+        let first = clock.mark();
+        clock.shift(99);
+        let replay = clock.mark();
+        clock.shift(2);
+        let rerun = clock.mark();
+        let mut replayed = answer(1);
+        if let Res::Answer { replayed: r, .. } = &mut replayed {
+            *r = true;
+        }
+        let calls = vec![
+            call(0, "audit 1", answer(1), first, first),
+            call(0, "audit 1", replayed, replay, replay),
+            call(0, "audit 1", answer(2), rerun, rerun),
+        ];
+        let history = History {
+            calls: &calls,
+            keyed: &[],
+            unkeyed: &[],
+            open: &[],
+            clock: &clock,
+            retention_ms: 100,
+        };
+        assert!(check(&history).is_empty(), "{:#?}", check(&history));
+        // Without the first answer the same two calls are a violation.
+        let history = History {
+            calls: &calls[1..],
+            ..history
+        };
+        assert_eq!(check(&history).len(), 1);
+    }
+}

@@ -1,0 +1,628 @@
+//! One history: several hosts (guards, each with its own connection to one SQLite
+//! file) shared by agents that call, retry, re-plan, duplicate and reuse keys, while a
+//! chaos thread moves the clock, runs `gc` and fills the disk and the downstreams
+//! lose responses, throttle, stall and crash. Then faults stop and every call is
+//! retried until it has a final answer; everything anyone was told is recorded for
+//! the checker.
+
+use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use rusqlite::{OptionalExtension, params};
+use serde_json::{Value, json};
+
+use super::check::{self, Call, Res};
+use super::clock::SimClock;
+use super::guests;
+use super::rng::Rng;
+use super::world::{Chaos, Downstream, FaultKind, Ledger, SimCrash};
+use crate::call::CallRequest;
+use crate::clock::Clock;
+use crate::guard::scripted::ScriptedRunner;
+use crate::guard::{Guard, Policy, Shared};
+use crate::journal::{self, Durability, Journal, Resolution};
+use crate::outcome::Outcome;
+use crate::provider::{Provider, ProviderClass};
+use crate::providers::KvProvider;
+use crate::retry::RetryPolicy;
+
+/// Records are kept this long (simulated time).
+pub(crate) const RETENTION_MS: i64 = 3_600_000;
+/// A run's lease.
+const LEASE_MS: i64 = 30_000;
+/// Rounds of the fault-free end before a call without a final answer is a violation.
+const FINAL_ROUNDS: usize = 12;
+
+/// How big a history is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Size {
+    /// Hosts sharing the journal.
+    pub hosts: usize,
+    /// Agents calling concurrently.
+    pub agents: usize,
+    /// Steps each agent takes.
+    pub steps: usize,
+}
+
+/// What one history did and what the checker found.
+#[derive(Debug)]
+pub(crate) struct Outcomes {
+    pub faults: BTreeMap<FaultKind, u64>,
+    pub violations: Vec<String>,
+    pub schedule: Vec<String>,
+    pub calls: usize,
+    /// How the calls ended: `answered`, `replayed`, `crashed` or an error's kind.
+    pub endings: BTreeMap<String, u64>,
+}
+
+/// One tool call's intent: the same intent may be sent many times, written
+/// differently.
+#[derive(Debug, Clone)]
+struct Intent {
+    tool: &'static str,
+    args: Vec<(&'static str, Value)>,
+    scope: String,
+    key: Option<String>,
+    call_id: Option<String>,
+}
+
+/// One host: a guard over its own connection to the shared journal file.
+struct SimHost {
+    guard: Guard,
+    journal: Arc<dyn Journal>,
+}
+
+struct World {
+    path: PathBuf,
+    clock: Arc<SimClock>,
+    chaos: Arc<Chaos>,
+    runner: Arc<ScriptedRunner>,
+    providers: BTreeMap<String, Arc<dyn Provider>>,
+    pay: Arc<Downstream>,
+    sms: Arc<Downstream>,
+    hosts: Vec<Mutex<Arc<SimHost>>>,
+    /// A connection no guard uses: what the journal holds, as another process sees it.
+    verifier: Arc<dyn Journal>,
+    intents: Mutex<Vec<Intent>>,
+    calls: Mutex<Vec<Call>>,
+    policy: Policy,
+    /// Host panics that were not simulated crashes.
+    panics: Mutex<Vec<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Silences the simulated crashes' panics (and only those).
+fn quiet_crashes() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !info.payload().is::<SimCrash>() {
+                previous(info);
+            }
+        }));
+    });
+}
+
+impl World {
+    /// Opens host `i`'s connection and guard. Even hosts renew the leases of runs
+    /// waiting on a provider (as a live host does); odd ones stand for paused hosts
+    /// and never do, so a slow downstream lets another host take over.
+    fn open_host(&self, i: usize) -> crate::error::Result<Arc<SimHost>> {
+        let journal = journal::open(&self.path, Durability::Normal)?;
+        for provider in self.providers.values() {
+            journal.prepare_provider(provider.as_ref())?;
+        }
+        let shared = Arc::new(Shared {
+            journal: Arc::clone(&journal),
+            providers: self.providers.clone(),
+            clock: self.clock.clone(),
+            retry: RetryPolicy {
+                max_attempts: 3,
+                initial_backoff: Duration::from_millis(100),
+                max_backoff: Duration::from_secs(1),
+                max_retry_after: Duration::from_secs(5),
+            },
+        });
+        let runner: Arc<dyn crate::guard::Runner> = self.runner.clone();
+        let policy = Policy {
+            renew_every: (i % 2 == 0).then_some(Duration::from_millis(1)),
+            ..self.policy
+        };
+        Ok(Arc::new(SimHost {
+            guard: Guard::new(shared, runner, policy),
+            journal,
+        }))
+    }
+
+    fn host(&self, i: usize) -> Arc<SimHost> {
+        Arc::clone(&lock(&self.hosts[i % self.hosts.len()]))
+    }
+
+    /// Sends `request` (of intent `intent`) to host `host`, and records what the agent
+    /// was told and whether the journal, read through another connection, holds it.
+    fn call(&self, intent: usize, request: &CallRequest, host: usize, final_phase: bool) -> Res {
+        let h = self.host(host);
+        let key = h.guard.key_for(request).ok().map(|k| k.to_string());
+        let fingerprint = format!(
+            "{} {}",
+            request.tool,
+            crate::jcs::canonicalize_str(&request.arguments).unwrap_or_default()
+        );
+        let from = self.clock.mark();
+        let answer = catch_unwind(AssertUnwindSafe(|| h.guard.call(request)));
+        let res = match answer {
+            Ok(Ok(response)) => Res::Answer {
+                outcome: response.outcome,
+                replayed: response.replayed,
+            },
+            Ok(Err(e)) => Res::Error {
+                kind: e.kind().to_string(),
+                retry_safe: e.retry_safe(),
+                message: e.to_string(),
+            },
+            Err(payload) if payload.is::<SimCrash>() => {
+                // The host (or only this call's thread) died mid-call; a new process
+                // takes a dead host's place. The run's lease is left to expire.
+                let restart = payload
+                    .downcast_ref::<SimCrash>()
+                    .is_some_and(|c| c.restart);
+                let i = host % self.hosts.len();
+                if restart && let Ok(fresh) = self.open_host(i) {
+                    *lock(&self.hosts[i]) = fresh;
+                }
+                Res::Crashed
+            }
+            Err(payload) => {
+                let message = payload
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                lock(&self.panics).push(format!("a host panicked: {message}"));
+                Res::Crashed
+            }
+        };
+        let on_record = match (&res, &key) {
+            (Res::Answer { outcome, .. }, Some(key)) => Some(self.on_record(key, outcome)),
+            _ => None,
+        };
+        let to = self.clock.mark();
+        lock(&self.calls).push(Call {
+            intent,
+            key,
+            fingerprint,
+            alias: request
+                .tool_call_id
+                .as_ref()
+                .map(|id| (request.scope().to_string(), id.clone())),
+            from,
+            to,
+            res: res.clone(),
+            on_record: on_record.flatten(),
+            final_phase,
+            host,
+        });
+        res
+    }
+
+    /// `None` when the journal holds `outcome` as the completed outcome of `key`;
+    /// otherwise what it holds instead.
+    fn on_record(&self, key: &str, outcome: &Outcome) -> Option<String> {
+        let sqlite = self.verifier.as_sqlite()?;
+        let row: Result<Option<(String, Option<String>)>, _> = sqlite.read(|c| {
+            c.query_row(
+                "SELECT state, outcome FROM invocations WHERE key = ?1",
+                params![key],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+        });
+        match row {
+            Ok(Some((state, Some(stored))))
+                if state == "completed"
+                    && Outcome::from_stored(&stored).ok().as_ref() == Some(outcome) =>
+            {
+                None
+            }
+            Ok(Some((state, stored))) => Some(format!("{state} with {stored:?}")),
+            Ok(None) => Some("no record".into()),
+            Err(e) => Some(format!("unreadable: {e}")),
+        }
+    }
+}
+
+/// How an intent's arguments are written this time: the tool sees the same
+/// arguments every time (key order and number spelling do not matter).
+fn write_args(args: &[(&'static str, Value)], rng: &mut Rng) -> String {
+    let style = rng.below(4);
+    let mut fields: Vec<String> = args
+        .iter()
+        .map(|(name, value)| {
+            let value = match value {
+                Value::Number(n) if style == 1 && n.is_u64() => format!("{n}.0"),
+                Value::Number(n) if style == 3 && n.is_u64() => format!("{n}e0"),
+                other => other.to_string(),
+            };
+            format!("\"{name}\": {value}")
+        })
+        .collect();
+    if style >= 2 {
+        fields.reverse();
+    }
+    format!("{{ {} }}", fields.join(" , "))
+}
+
+impl Intent {
+    fn new(rng: &mut Rng, agent: usize, n: usize) -> Self {
+        let tool = guests::TOOLS[rng.index(guests::TOOLS.len())];
+        // Few distinct amounts, so agents meet on the same keys.
+        let mut args = vec![
+            ("amount", json!(rng.between(1, 40))),
+            ("to", json!(["ada", "bob"][rng.index(2)])),
+        ];
+        if tool == "pay_many" {
+            args.push(("count", json!(rng.between(1, 3))));
+        }
+        let scope = format!("conv-{}", rng.below(3));
+        let key = rng
+            .chance(20)
+            .then(|| format!("key-{agent}-{n}-{}", rng.below(1000)));
+        let call_id = rng.chance(20).then(|| format!("call-{agent}-{n}"));
+        Self {
+            tool,
+            args,
+            scope,
+            key,
+            call_id,
+        }
+    }
+
+    /// The same key (explicit or tool-call id) with other arguments.
+    fn reused(&self, rng: &mut Rng) -> Self {
+        let mut other = self.clone();
+        other.args[0].1 = json!(self.args[0].1.as_u64().unwrap_or(1) + rng.between(1, 5));
+        other
+    }
+
+    fn request(&self, rng: &mut Rng) -> CallRequest {
+        let mut request =
+            CallRequest::new(self.tool, write_args(&self.args, rng)).conversation(&self.scope);
+        if let Some(key) = &self.key {
+            request = request.key(key);
+        }
+        if let Some(id) = &self.call_id {
+            request = request.tool_call_id(id);
+        } else if rng.chance(15) {
+            // Re-planned: a new tool-call id for the same arguments.
+            request = request.tool_call_id(format!("replan-{}", rng.next_u64()));
+        }
+        request
+    }
+}
+
+fn register(world: &World, intent: Intent) -> usize {
+    let mut intents = lock(&world.intents);
+    intents.push(intent);
+    intents.len() - 1
+}
+
+/// One agent: new calls, retries, re-plans, parallel duplicates, reused keys.
+fn agent(world: &Arc<World>, mut rng: Rng, id: usize, steps: usize) {
+    let mut mine: Vec<usize> = Vec::new();
+    let hosts = world.hosts.len();
+    for n in 0..steps {
+        let action = rng.below(100);
+        let pick = |rng: &mut Rng, mine: &[usize]| mine[rng.index(mine.len())];
+        match action {
+            // Retry an earlier call, as written before or re-planned.
+            0..25 if !mine.is_empty() => {
+                let i = pick(&mut rng, &mine);
+                let request = lock(&world.intents)[i].request(&mut rng);
+                world.call(i, &request, rng.index(hosts), false);
+            }
+            // Parallel duplicates of one call on different hosts.
+            25..40 => {
+                let i = match mine.is_empty() || rng.chance(50) {
+                    true => register(world, Intent::new(&mut rng, id, n)),
+                    false => pick(&mut rng, &mine),
+                };
+                mine.push(i);
+                let copies = rng.between(2, 3) as usize;
+                let requests: Vec<(CallRequest, usize)> = (0..copies)
+                    .map(|c| (lock(&world.intents)[i].request(&mut rng), c))
+                    .collect();
+                let first = rng.index(hosts);
+                std::thread::scope(|s| {
+                    for (request, c) in &requests {
+                        s.spawn(move || world.call(i, request, first + c, false));
+                    }
+                });
+            }
+            // The same key with other arguments.
+            40..50 if !mine.is_empty() => {
+                let i = pick(&mut rng, &mine);
+                let other = lock(&world.intents)[i].reused(&mut rng);
+                if other.key.is_some() || other.call_id.is_some() {
+                    let j = register(world, other);
+                    let request = lock(&world.intents)[j].request(&mut rng);
+                    world.call(j, &request, rng.index(hosts), false);
+                }
+            }
+            // A call retried until it is answered (a bounded agent).
+            50..60 if !mine.is_empty() => {
+                let i = pick(&mut rng, &mine);
+                for _ in 0..4 {
+                    let request = lock(&world.intents)[i].request(&mut rng);
+                    match world.call(i, &request, rng.index(hosts), false) {
+                        Res::Error {
+                            retry_safe: true, ..
+                        }
+                        | Res::Crashed => {}
+                        _ => break,
+                    }
+                }
+            }
+            _ => {
+                let i = register(world, Intent::new(&mut rng, id, n));
+                mine.push(i);
+                let request = lock(&world.intents)[i].request(&mut rng);
+                world.call(i, &request, rng.index(hosts), false);
+            }
+        }
+    }
+}
+
+/// Moves the clock, runs `gc` and fills a host's disk until `stop`.
+fn stir(world: &World, mut rng: Rng, stop: &AtomicBool) {
+    let chaos = &world.chaos;
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_micros(rng.between(1_000, 5_000)));
+        let dice = rng.below(100);
+        match dice {
+            0..30 => {
+                let ms = rng.between(1_000, 20_000) as i64;
+                world.clock.shift(ms);
+                chaos.record(FaultKind::ClockForward, &format!("+{ms}ms"));
+            }
+            30..45 => {
+                let ms = LEASE_MS + rng.between(1_000, 30_000) as i64;
+                world.clock.shift(ms);
+                chaos.record(FaultKind::ClockForward, &format!("+{ms}ms past the lease"));
+            }
+            45..46 => {
+                let ms = RETENTION_MS + rng.between(1_000, 600_000) as i64;
+                world.clock.shift(ms);
+                chaos.record(FaultKind::ClockForward, &format!("+{ms}ms past retention"));
+            }
+            46..65 => {
+                let ms = rng.between(1_000, 40_000) as i64;
+                world.clock.shift(-ms);
+                chaos.record(FaultKind::ClockBack, &format!("-{ms}ms"));
+            }
+            65..80 => {
+                let host = world.host(rng.index(world.hosts.len()));
+                if let Ok(report) = host.journal.gc(world.clock.now_ms(), RETENTION_MS) {
+                    let kind = if report.invocations > 0 {
+                        FaultKind::GcPastRetention
+                    } else {
+                        FaultKind::Gc
+                    };
+                    chaos.record(kind, &format!("removed {}", report.invocations));
+                }
+            }
+            80..90 => {
+                let i = rng.index(world.hosts.len());
+                let host = world.host(i);
+                if set_page_limit(&*host.journal, None) {
+                    chaos.record(FaultKind::DiskFull, &format!("host {i}"));
+                    std::thread::sleep(Duration::from_micros(rng.between(1_000, 10_000)));
+                    set_page_limit(&*host.journal, Some(2_000_000_000));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Caps the pages the host's connection may write to `limit`, or to what the file
+/// has now (a full disk). `false` when it could not be done.
+fn set_page_limit(journal: &dyn Journal, limit: Option<i64>) -> bool {
+    let Some(sqlite) = journal.as_sqlite() else {
+        return false;
+    };
+    sqlite
+        .read(|c| {
+            let limit = match limit {
+                Some(limit) => limit,
+                None => c.query_row("PRAGMA page_count", [], |r| r.get(0))?,
+            };
+            c.query_row(&format!("PRAGMA max_page_count = {limit}"), [], |r| {
+                r.get::<_, i64>(0)
+            })
+        })
+        .is_ok()
+}
+
+/// A person's answer to each pending unkeyed effect, from what the downstream knows.
+fn resolve_unkeyed(world: &World) {
+    let now = world.clock.now_ms();
+    let Ok(unresolved) = world.verifier.unresolved(now) else {
+        return;
+    };
+    let applied = world.sms.applied();
+    for effect in unresolved {
+        let done = applied.iter().any(|a| a.key == effect.key);
+        let (resolution, response) = if done {
+            (Resolution::Performed, json!({"sent": "resolved"}))
+        } else {
+            (Resolution::NotPerformed, json!(null))
+        };
+        let _ = world
+            .verifier
+            .resolve(&effect.key, resolution, &response, now);
+    }
+}
+
+/// A unique scratch file name for one history's journal.
+fn scratch(seed: u64) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!(
+        "justonce-sim-{}-{seed:x}-{n}/journal.db",
+        std::process::id()
+    ))
+}
+
+/// Runs the history of `seed`.
+pub(crate) fn run(seed: u64, size: Size) -> Outcomes {
+    quiet_crashes();
+    let mut rng = Rng::new(seed);
+    let path = scratch(seed);
+    let clock = Arc::new(SimClock::new(1_767_225_600_000));
+    let chaos = Arc::new(Chaos::new(rng.fork(), Arc::clone(&clock), LEASE_MS));
+    let pay = Arc::new(Downstream::new(
+        "pay",
+        ProviderClass::Keyed,
+        Arc::clone(&chaos),
+    ));
+    let sms = Arc::new(Downstream::new(
+        "sms",
+        ProviderClass::Unkeyed,
+        Arc::clone(&chaos),
+    ));
+    let mut providers: BTreeMap<String, Arc<dyn Provider>> = BTreeMap::new();
+    providers.insert("kv".into(), Arc::new(KvProvider));
+    providers.insert("ledger".into(), Arc::new(Ledger));
+    providers.insert("pay".into(), pay.clone());
+    providers.insert("sms".into(), sms.clone());
+    let verifier = match journal::open(&path, Durability::Normal) {
+        Ok(j) => j,
+        Err(e) => {
+            return Outcomes {
+                faults: chaos.counts(),
+                violations: vec![format!("cannot open the journal: {e}")],
+                schedule: Vec::new(),
+                calls: 0,
+                endings: BTreeMap::new(),
+            };
+        }
+    };
+    for provider in providers.values() {
+        let _ = verifier.prepare_provider(provider.as_ref());
+    }
+    let mut world = World {
+        path: path.clone(),
+        clock: Arc::clone(&clock),
+        chaos: Arc::clone(&chaos),
+        runner: Arc::new(guests::runner()),
+        providers,
+        pay,
+        sms,
+        hosts: Vec::new(),
+        verifier,
+        intents: Mutex::default(),
+        calls: Mutex::default(),
+        policy: Policy {
+            retention_ms: RETENTION_MS,
+            lease_ms: LEASE_MS,
+            wait_bound: Duration::from_millis(20),
+            poll: Duration::from_millis(1),
+            renew_every: None,
+        },
+        panics: Mutex::default(),
+    };
+    for i in 0..size.hosts {
+        let host = world.open_host(i).expect("a host opens the journal");
+        world.hosts.push(Mutex::new(host));
+    }
+    let world = Arc::new(world);
+
+    // The faulty phase.
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let chaos_rng = rng.fork();
+        let stop = &stop;
+        let w = &world;
+        s.spawn(move || stir(w, chaos_rng, stop));
+        let agents: Vec<_> = (0..size.agents)
+            .map(|id| {
+                let agent_rng = rng.fork();
+                s.spawn(move || agent(w, agent_rng, id, size.steps))
+            })
+            .collect();
+        for a in agents {
+            let _ = a.join();
+        }
+        stop.store(true, Ordering::SeqCst);
+    });
+
+    // Faults stop; every call is retried until it has a final answer.
+    chaos.stop();
+    for host in &world.hosts {
+        set_page_limit(&*lock(host).journal, Some(2_000_000_000));
+    }
+    let count = lock(&world.intents).len();
+    let mut open: Vec<usize> = (0..count).collect();
+    for round in 0..FINAL_ROUNDS {
+        if open.is_empty() {
+            break;
+        }
+        // Leases of crashed or stalled runs run out; a person resolves what waits
+        // for one.
+        world.clock.shift(LEASE_MS + 1_000);
+        resolve_unkeyed(&world);
+        open.retain(|&i| {
+            let request = lock(&world.intents)[i].request(&mut rng);
+            // Kept open while the answer is not final.
+            matches!(
+                world.call(i, &request, round + i, true),
+                Res::Error {
+                    retry_safe: true,
+                    ..
+                } | Res::Crashed
+            )
+        });
+    }
+
+    let calls = std::mem::take(&mut *lock(&world.calls));
+    let mut violations = std::mem::take(&mut *lock(&world.panics));
+    let ledger = world
+        .verifier
+        .as_sqlite()
+        .map(|s| s.read(super::world::ledger_duplicates))
+        .transpose()
+        .map(Option::unwrap_or_default)
+        .unwrap_or_else(|e| vec![format!("cannot read the ledger: {e}")]);
+    violations.extend(ledger);
+    violations.extend(check::check(&check::History {
+        calls: &calls,
+        keyed: &world.pay.applied(),
+        unkeyed: &world.sms.applied(),
+        open: &open,
+        clock: &world.clock,
+        retention_ms: RETENTION_MS,
+    }));
+    let outcomes = Outcomes {
+        faults: chaos.counts(),
+        violations,
+        schedule: chaos.schedule(),
+        calls: calls.len(),
+        endings: calls.iter().fold(BTreeMap::new(), |mut endings, call| {
+            *endings.entry(call.res.ending().to_string()).or_default() += 1;
+            endings
+        }),
+    };
+    drop(world);
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    outcomes
+}

@@ -1,0 +1,37 @@
+"""probe_py: the same tool as probe_js, for the tests and the bench."""
+
+import os
+import socket
+from typing import Annotated, Literal, Optional
+
+from justonce import export, perform, tool
+
+Op = Literal["echo", "mail", "file", "socket", "env"]
+
+
+@tool(name="probe_py")
+def probe(
+    op: Annotated[Op, "What to do."],
+    message: Annotated[str, "Echoed, or the mail's subject."] = "",
+    email: Optional[str] = None,
+) -> dict:
+    """Echoes a message, mails it, or tries what the sandbox denies."""
+    if op == "echo":
+        return {"echo": message}
+    if op == "mail":
+        sent = perform("mail", "send", {"to": email, "subject": message, "body": message})
+        return {"message_id": sent["message_id"]}
+    try:
+        if op == "file":
+            with open("/etc/passwd") as f:
+                return {"opened": True, "contents": f.read(64)}
+        if op == "socket":
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.connect(("127.0.0.1", 9))
+                return {"opened": True}
+        return {"opened": bool(os.environ), "environ": dict(os.environ)}
+    except Exception as e:  # noqa: BLE001 - the probe reports whatever the sandbox raised
+        return {"opened": False, "error": f"{type(e).__name__}: {e}"}
+
+
+WitWorld = export(probe)

@@ -1,0 +1,86 @@
+//! The sandbox holds for a language runtime that imports more of WASI than a Rust
+//! tool: CPython imports all of `wasi:sockets`, and loads; its sockets, like its file
+//! system and its environment, give the tool nothing.
+
+use justonce::__private::LocalApi;
+use justonce::CallRequest;
+use serde_json::{Value, json};
+
+use super::{JAVASCRIPT, Lang, PYTHON};
+use crate::support::success;
+
+/// What the probe of `lang` reports for `op`.
+fn probe(lang: &Lang, op: &str) -> Value {
+    let api = LocalApi::start().unwrap();
+    let t = lang.host(&api, 0);
+    let response = t
+        .host
+        .call(&CallRequest::new(
+            lang.probe_tool,
+            json!({ "op": op }).to_string(),
+        ))
+        .unwrap();
+    success(&response.outcome).clone()
+}
+
+#[test]
+fn a_python_tool_that_opens_a_file_finds_no_file_system() {
+    let out = probe(&PYTHON, "file");
+    assert_eq!(out["opened"], false, "{out}");
+    let error = out["error"].as_str().unwrap();
+    assert!(error.starts_with("FileNotFoundError"), "{error}");
+}
+
+#[test]
+fn a_python_tool_that_opens_a_socket_is_refused() {
+    let out = probe(&PYTHON, "socket");
+    assert_eq!(out["opened"], false, "{out}");
+    let error = out["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("PermissionError") || error.contains("denied"),
+        "a refusal, not a network error: {error}"
+    );
+}
+
+#[test]
+fn a_python_tool_that_reads_the_environment_finds_it_empty() {
+    let out = probe(&PYTHON, "env");
+    assert_eq!(out["opened"], false, "{out}");
+    assert_eq!(out["environ"], json!({}));
+    assert!(
+        std::env::vars().next().is_some(),
+        "the host has one to leak"
+    );
+}
+
+#[test]
+fn a_javascript_tool_that_reads_the_environment_finds_it_empty() {
+    let out = probe(&JAVASCRIPT, "env");
+    assert_eq!(out["opened"], false, "{out}");
+}
+
+#[test]
+fn the_language_runtimes_load_and_a_rust_guest_that_imports_sockets_is_still_refused() {
+    // Both runtimes loaded (the statics panic otherwise) with their WASI imports,
+    // CPython's `wasi:sockets` among them.
+    for lang in [&*PYTHON, &*JAVASCRIPT] {
+        assert!(
+            lang.runtime.tool(lang.ticket_tool).is_some(),
+            "{}",
+            lang.name
+        );
+        assert!(
+            lang.runtime.tool(lang.probe_tool).is_some(),
+            "{}",
+            lang.name
+        );
+    }
+    let mut runtime = justonce::Runtime::new(super::limits()).unwrap();
+    let err = runtime
+        .load_file(std::path::Path::new(
+            justonce_tests::guests::OPEN_SOCKET_COMPONENT,
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`wasi:sockets/"), "{err}");
+}

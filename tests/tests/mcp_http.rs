@@ -1,0 +1,488 @@
+//! MCP on Streamable HTTP, in process on 127.0.0.1: who may call (tokens, origins),
+//! whose keys are whose (principals), and what a misbehaving client gets (caps,
+//! timeouts, a hang-up mid-call), each with the case that must pass beside it.
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use justonce::__private::HttpOptions;
+use justonce::Host;
+use serde_json::{Value, json};
+
+use crate::support::gate::Gate;
+use crate::support::mcp_http::{HttpClient, HttpFixture, read_reply};
+use crate::support::{FakePayments, Fault, invocation_count, test_host};
+
+fn refund(order: u64) -> Value {
+    json!({ "order_id": order, "amount_cents": 500 })
+}
+
+fn conversation(id: &str) -> Value {
+    json!({ "_meta": { "dev.justonce/conversation": id } })
+}
+
+fn payments_host(payments: Arc<FakePayments>) -> Arc<Host> {
+    Arc::new(test_host(|b| b.provider("payments", payments)).host)
+}
+
+/// A server whose tools reach a downstream that answers, with the default options.
+fn plain(principals: &[&str]) -> HttpFixture {
+    HttpFixture::start(
+        payments_host(Arc::new(FakePayments::new(Fault::None))),
+        HttpOptions::default(),
+        principals,
+    )
+}
+
+fn meta(result: &Value, key: &str) -> Value {
+    result["_meta"][format!("dev.justonce/{key}")].clone()
+}
+
+#[test]
+fn two_principals_sending_the_same_call_and_key_each_get_their_own_effect_and_answer() {
+    let payments = Arc::new(FakePayments::new(Fault::None));
+    let host = payments_host(payments.clone());
+    let http = HttpFixture::start(host.clone(), HttpOptions::default(), &["alice", "bob"]);
+    let same =
+        json!({ "idempotencyKey": "refund-4417", "_meta": { "dev.justonce/conversation": "c" } });
+
+    let alice = http
+        .client("alice")
+        .call("payments_refund", refund(4417), same.clone())
+        .tool_result();
+    let bob = http
+        .client("bob")
+        .call("payments_refund", refund(4417), same.clone())
+        .tool_result();
+    assert_eq!(payments.applied().len(), 2, "one refund each");
+    assert_ne!(
+        meta(&alice, "key"),
+        meta(&bob, "key"),
+        "keys are scoped by principal"
+    );
+    assert_eq!(meta(&alice, "replayed"), false);
+    assert_eq!(
+        meta(&bob, "replayed"),
+        false,
+        "bob's call ran, it was not alice's replayed"
+    );
+    assert_eq!(alice["structuredContent"]["refund_id"], "re_0001");
+    assert_eq!(bob["structuredContent"]["refund_id"], "re_0002");
+
+    // The opposite case: the same principal again is one call.
+    let again = http
+        .client("alice")
+        .call("payments_refund", refund(4417), same)
+        .tool_result();
+    assert_eq!(meta(&again, "replayed"), true);
+    assert_eq!(meta(&again, "key"), meta(&alice, "key"));
+    assert_eq!(again["structuredContent"], alice["structuredContent"]);
+    assert_eq!(payments.applied().len(), 2, "the retry sent nothing");
+
+    // The journal says whose each call was.
+    let alices = host.journal_of_principal("alice", 10).unwrap();
+    assert_eq!(alices.len(), 1);
+    assert_eq!(alices[0].conversation, r#"["alice","c"]"#);
+    assert_eq!(host.journal(None, 10).unwrap().len(), 2);
+}
+
+#[test]
+fn derived_keys_are_scoped_by_principal_too_and_the_meta_key_equals_the_param() {
+    let payments = Arc::new(FakePayments::new(Fault::None));
+    let http = HttpFixture::start(
+        payments_host(payments.clone()),
+        HttpOptions::default(),
+        &["alice", "bob"],
+    );
+    let a = http
+        .client("alice")
+        .call("payments_refund", refund(1), conversation("c"))
+        .tool_result();
+    let b = http
+        .client("bob")
+        .call("payments_refund", refund(1), conversation("c"))
+        .tool_result();
+    assert_ne!(meta(&a, "key"), meta(&b, "key"));
+    assert_eq!(payments.applied().len(), 2);
+
+    let by_param = http
+        .client("alice")
+        .call(
+            "payments_refund",
+            refund(2),
+            json!({ "idempotencyKey": "k-2" }),
+        )
+        .tool_result();
+    let by_meta = http
+        .client("alice")
+        .call(
+            "payments_refund",
+            refund(2),
+            json!({ "_meta": { "dev.justonce/idempotency-key": "k-2" } }),
+        )
+        .tool_result();
+    assert_eq!(meta(&by_meta, "key"), meta(&by_param, "key"));
+    assert_eq!(meta(&by_meta, "replayed"), true);
+    assert_eq!(payments.applied().len(), 3);
+}
+
+#[test]
+fn a_missing_or_unknown_token_is_401_with_www_authenticate_and_nothing_runs() {
+    let payments = Arc::new(FakePayments::new(Fault::None));
+    let host = payments_host(payments.clone());
+    let http = HttpFixture::start(host.clone(), HttpOptions::default(), &["alice"]);
+    let addr = http.running.addr();
+
+    let anonymous = HttpClient::new(addr, None).call("payments_refund", refund(1), json!({}));
+    assert_eq!(anonymous.status, 401);
+    assert_eq!(
+        anonymous.header("www-authenticate"),
+        Some("Bearer realm=\"justonce\"")
+    );
+    let forged =
+        HttpClient::new(addr, Some("jo_0000".into())).call("payments_refund", refund(1), json!({}));
+    assert_eq!(forged.status, 401);
+    assert!(
+        forged
+            .header("www-authenticate")
+            .unwrap()
+            .contains("invalid_token")
+    );
+    assert_eq!(forged.message()["error"]["code"], -32600);
+    assert!(payments.attempts().is_empty(), "nothing ran");
+    assert_eq!(invocation_count(&host), 0, "nothing was journaled");
+
+    // The opposite case: the same call with a valid token runs.
+    http.client("alice")
+        .call("payments_refund", refund(1), json!({}))
+        .tool_result();
+    assert_eq!(payments.applied().len(), 1);
+
+    // A revoked token is refused from the next request on.
+    justonce::__private::tokens::revoke(&http.tokens_file, "alice").unwrap();
+    assert_eq!(
+        http.client("alice")
+            .call("payments_refund", refund(2), json!({}))
+            .status,
+        401
+    );
+    assert_eq!(payments.applied().len(), 1);
+}
+
+#[test]
+fn a_foreign_origin_or_host_is_refused_and_a_local_page_is_served() {
+    let payments = Arc::new(FakePayments::new(Fault::None));
+    let http = HttpFixture::start(
+        payments_host(payments.clone()),
+        HttpOptions::default(),
+        &["alice"],
+    );
+    let mut client = http.client("alice");
+    let list = client.message("tools/list", json!({ "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {} } }));
+    let routing = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/list"),
+    ];
+    let with = |extra: &[(&'static str, &'static str)]| {
+        let mut headers = routing.to_vec();
+        headers.extend_from_slice(extra);
+        client.post(&list, &headers)
+    };
+    assert_eq!(with(&[("Origin", "https://evil.example")]).status, 403);
+    assert_eq!(with(&[("Origin", "http://localhost:5173")]).status, 200);
+    assert_eq!(with(&[]).status, 200, "no Origin: not a browser");
+
+    let rebound = format!(
+        "POST /mcp HTTP/1.1\r\nHost: evil.example\r\nContent-Type: application/json\r\nAuthorization: Bearer {}\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}",
+        http.tokens["alice"]
+    );
+    assert_eq!(
+        read_reply(&mut client.send_raw(rebound.as_bytes())).status,
+        421
+    );
+}
+
+#[test]
+fn oversized_bodies_and_heads_are_refused_before_anything_runs() {
+    let payments = Arc::new(FakePayments::new(Fault::None));
+    let host = payments_host(payments.clone());
+    let options = HttpOptions {
+        max_body_bytes: 1024,
+        max_header_bytes: 2048,
+        ..HttpOptions::default()
+    };
+    let http = HttpFixture::start(host.clone(), options, &["alice"]);
+    let mut client = http.client("alice");
+    let big = client.call(
+        "payments_refund",
+        json!({ "order_id": 1, "amount_cents": 5, "pad": "x".repeat(2000) }),
+        json!({}),
+    );
+    assert_eq!(big.status, 413);
+    let padding = "y".repeat(4000);
+    let long_head = client.post(&json!({}), &[("X-Padding", padding.as_str())]);
+    assert_eq!(long_head.status, 431);
+    assert!(payments.attempts().is_empty());
+    assert_eq!(invocation_count(&host), 0);
+    // The opposite case: a call within the caps runs.
+    client
+        .call("payments_refund", refund(1), json!({}))
+        .tool_result();
+}
+
+#[test]
+fn a_principal_over_its_cap_gets_429_with_retry_after_and_another_principal_is_served() {
+    let gate = Arc::new(Gate::default());
+    let host = Arc::new(test_host(|b| b.provider("payments", gate.clone())).host);
+    let options = HttpOptions {
+        max_calls_per_principal: 1,
+        ..HttpOptions::default()
+    };
+    let http = HttpFixture::start(host, options, &["alice", "bob"]);
+    let mut alice = http.client("alice");
+    let first = alice.message("tools/call", json!({ "name": "payments_refund", "arguments": refund(1), "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {} } }));
+    let mut in_flight = alice.send_raw(&alice.post_bytes(
+        &first.to_string(),
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "payments_refund"),
+        ],
+    ));
+    gate.wait_entered(1);
+
+    let full = http
+        .client("alice")
+        .call("echo", json!({ "message": "hi" }), json!({}));
+    assert_eq!(full.status, 429);
+    assert_eq!(full.header("retry-after"), Some("1"));
+    assert_eq!(
+        full.message()["error"]["code"],
+        justonce::__private::TOO_MANY_CALLS
+    );
+    // The opposite case: bob has room of his own.
+    let bobs = http
+        .client("bob")
+        .call("echo", json!({ "message": "hi" }), json!({}))
+        .tool_result();
+    assert_eq!(bobs["structuredContent"]["echo"], "hi");
+
+    gate.open();
+    let done = read_reply(&mut in_flight);
+    assert_eq!(
+        done.tool_result()["structuredContent"]["refund_id"],
+        "re_0001"
+    );
+    // Alice's call finished, so she has room again.
+    http.client("alice")
+        .call("echo", json!({ "message": "again" }), json!({}))
+        .tool_result();
+}
+
+#[test]
+fn a_client_that_hangs_up_mid_call_does_not_cancel_it_and_the_retry_gets_its_outcome() {
+    let gate = Arc::new(Gate::default());
+    let host = Arc::new(test_host(|b| b.provider("payments", gate.clone())).host);
+    let http = HttpFixture::start(host.clone(), HttpOptions::default(), &["alice"]);
+    let mut client = http.client("alice");
+    let message = client.message("tools/call", json!({ "name": "payments_refund", "arguments": refund(7), "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {} } }));
+    let headers = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "payments_refund"),
+    ];
+    let stream = client.send_raw(&client.post_bytes(&message.to_string(), &headers));
+    gate.wait_entered(1);
+    drop(stream);
+    gate.open();
+
+    // The retry meets the first call in the guard (or its record) and gets its outcome.
+    let retry = client
+        .call("payments_refund", refund(7), json!({}))
+        .tool_result();
+    assert_eq!(meta(&retry, "replayed"), true, "{retry}");
+    assert_eq!(retry["structuredContent"]["refund_id"], "re_0001");
+    assert_eq!(gate.applied(), 1, "one refund");
+    assert_eq!(
+        gate.attempts().len(),
+        1,
+        "the retry never reached the downstream"
+    );
+    assert_eq!(host.journal(None, 10).unwrap()[0].state, "completed");
+}
+
+#[test]
+fn a_client_too_slow_to_send_its_request_is_cut_off_and_a_prompt_one_served() {
+    let http = HttpFixture::start(
+        payments_host(Arc::new(FakePayments::new(Fault::None))),
+        HttpOptions {
+            request_timeout: Duration::from_millis(200),
+            ..HttpOptions::default()
+        },
+        &["alice"],
+    );
+    let client = http.client("alice");
+    let bytes = client.post_bytes("{}", &[]);
+    let mut slow = client.send_raw(&bytes[..20]);
+    // The server answers 408 and closes once its bound passes: no sleep here.
+    let reply = read_reply(&mut slow);
+    assert_eq!(reply.status, 408);
+    let mut rest = Vec::new();
+    assert_eq!(slow.read_to_end(&mut rest).unwrap(), 0, "closed");
+    assert_eq!(
+        http.client("alice")
+            .call("echo", json!({"message": "m"}), json!({}))
+            .status,
+        200
+    );
+}
+
+#[test]
+fn a_session_is_opened_by_initialize_required_after_it_and_its_openers_alone() {
+    let http = plain(&["alice", "bob"]);
+    let mut alice = http.client("alice");
+    assert_eq!(
+        alice.request("tools/list", json!({})).status,
+        400,
+        "no session yet"
+    );
+    let init = alice.initialize("2025-06-18");
+    assert_eq!(init.status, 200);
+    assert_eq!(init.message()["result"]["protocolVersion"], "2025-06-18");
+    let session = alice.session.clone().expect("an Mcp-Session-Id");
+    let list = alice.request("tools/list", json!({}));
+    assert_eq!(list.status, 200);
+    assert!(list.message()["result"]["tools"].as_array().unwrap().len() > 1);
+    let message = alice.message("ping", json!({}));
+    assert_eq!(
+        alice
+            .post(&message, &[("MCP-Protocol-Version", "2025-03-26")])
+            .status,
+        400
+    );
+    let call = alice.request(
+        "tools/call",
+        json!({ "name": "echo", "arguments": { "message": "s" } }),
+    );
+    assert_eq!(call.tool_result()["structuredContent"]["echo"], "s");
+
+    let mut bob = http.client("bob");
+    bob.session = Some(session.clone());
+    assert_eq!(
+        bob.request("tools/list", json!({})).status,
+        404,
+        "alice's session is not bob's"
+    );
+
+    let delete = format!(
+        "DELETE /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nMcp-Session-Id: {session}\r\nConnection: close\r\n\r\n",
+        http.tokens["alice"]
+    );
+    assert_eq!(
+        read_reply(&mut alice.send_raw(delete.as_bytes())).status,
+        204
+    );
+    assert_eq!(alice.request("tools/list", json!({})).status, 404, "ended");
+}
+
+#[test]
+fn a_stateless_request_must_repeat_its_body_in_the_routing_headers() {
+    let http = plain(&["alice"]);
+    let mut client = http.client("alice");
+    let ok = client.call("echo", json!({ "message": "x" }), json!({}));
+    assert_eq!(ok.tool_result()["resultType"], "complete");
+    let message = client.message("tools/call", json!({ "name": "echo", "arguments": { "message": "x" }, "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {} } }));
+    let lying = client.post(
+        &message,
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "other"),
+        ],
+    );
+    assert_eq!(lying.status, 400);
+    assert_eq!(lying.message()["error"]["code"], -32020);
+    let unknown = client.stateless("no/such", json!({}));
+    assert_eq!(unknown.status, 404);
+    assert_eq!(unknown.message()["error"]["code"], -32601);
+}
+
+#[test]
+fn a_client_that_takes_only_a_stream_gets_one_event_and_the_connection_stays_usable() {
+    let http = plain(&["alice"]);
+    let mut client = http.client("alice");
+    let init = client.message("initialize", json!({ "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "t", "version": "0" } }));
+    let body = init.to_string();
+    let request = |body: &str, session: Option<&str>| {
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nAuthorization: Bearer {}\r\n{}Content-Length: {}\r\n\r\n{body}",
+            http.tokens["alice"],
+            session
+                .map(|s| format!("Mcp-Session-Id: {s}\r\n"))
+                .unwrap_or_default(),
+            body.len()
+        )
+    };
+    let mut stream = client.send_raw(request(&body, None).as_bytes());
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !seen.ends_with(b"0\r\n\r\n") {
+        assert_eq!(
+            stream.read(&mut byte).unwrap(),
+            1,
+            "the stream ended early: {:?}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.push(byte[0]);
+    }
+    let text = String::from_utf8(seen).unwrap();
+    assert!(text.contains("content-type: text/event-stream"), "{text}");
+    assert!(text.contains("event: message\ndata: {"), "{text}");
+    let session = text
+        .lines()
+        .find_map(|l| l.strip_prefix("mcp-session-id: "))
+        .expect("a session id")
+        .to_owned();
+    // The same connection carries the next request.
+    let ping = client.message("ping", json!({}));
+    stream
+        .write_all(request(&ping.to_string(), Some(&session)).as_bytes())
+        .unwrap();
+    let mut more = [0u8; 256];
+    let n = stream.read(&mut more).unwrap();
+    assert!(String::from_utf8_lossy(&more[..n]).starts_with("HTTP/1.1 200"));
+}
+
+#[test]
+fn a_client_that_waits_for_a_go_ahead_gets_one_before_it_sends_its_body() {
+    let http = plain(&["alice"]);
+    let mut client = http.client("alice");
+    let message = client.message("tools/call", json!({ "name": "echo", "arguments": { "message": "e" }, "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {} } }));
+    let body = message.to_string();
+    let bytes = client.post_bytes(
+        &body,
+        &[
+            ("Expect", "100-continue"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "echo"),
+        ],
+    );
+    let head_len = bytes.len() - body.len();
+    let mut stream = client.send_raw(&bytes[..head_len]);
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut interim = [0u8; 25];
+    stream.read_exact(&mut interim).unwrap();
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    stream.write_all(body.as_bytes()).unwrap();
+    assert_eq!(
+        read_reply(&mut stream).tool_result()["structuredContent"]["echo"],
+        "e"
+    );
+}

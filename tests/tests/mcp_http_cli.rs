@@ -1,0 +1,79 @@
+//! `justonce serve --http` as a process: tokens issued and revoked with `justonce
+//! token`, calls keyed by principal, and `journal --principal`.
+
+use serde_json::{Value, json};
+
+use crate::support::cli::{json_of, justonce_command};
+use crate::support::mcp_http::{HttpClient, HttpProcess, add_token};
+
+fn receipt(order: u64) -> Value {
+    json!({ "orders": [{ "order_id": order, "email": "ada@example.com", "amount_cents": 100 }] })
+}
+
+#[test]
+fn tokens_from_the_cli_name_principals_whose_calls_the_journal_tells_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let alice = add_token(&db, "alice");
+    let bob = add_token(&db, "bob");
+    let stored = std::fs::read_to_string(dir.path().join("tokens.json")).unwrap();
+    assert!(
+        !stored.contains(&alice) && !stored.contains(&bob),
+        "only hashes are stored"
+    );
+    let listed = json_of(
+        &justonce_command(Some(&db))
+            .args(["token", "list", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(listed.as_array().unwrap().len(), 2);
+
+    let server = HttpProcess::spawn(&db, &[]);
+    let key = json!({ "idempotencyKey": "order-1", "_meta": { "dev.justonce/conversation": "c" } });
+    let a = HttpClient::new(server.addr, Some(alice.clone()))
+        .call("send_receipt", receipt(1), key.clone())
+        .tool_result();
+    let b = HttpClient::new(server.addr, Some(bob))
+        .call("send_receipt", receipt(1), key.clone())
+        .tool_result();
+    assert_ne!(
+        a["_meta"]["dev.justonce/key"],
+        b["_meta"]["dev.justonce/key"]
+    );
+    assert_eq!(crate::support::db::mailbox_count(&db), 2, "one email each");
+
+    let journal = |args: &[&str]| {
+        json_of(
+            &justonce_command(Some(&db))
+                .arg("journal")
+                .args(args)
+                .arg("--json")
+                .output()
+                .unwrap(),
+        )
+    };
+    let alices = journal(&["--principal", "alice"]);
+    assert_eq!(alices.as_array().unwrap().len(), 1, "{alices}");
+    assert_eq!(alices[0]["key"], a["_meta"]["dev.justonce/key"]);
+    assert_eq!(alices[0]["conversation"], r#"["alice","c"]"#);
+    let in_conversation = journal(&["--principal", "bob", "--conversation", "c"]);
+    assert_eq!(in_conversation[0]["key"], b["_meta"]["dev.justonce/key"]);
+    assert!(
+        journal(&["--principal", "carol"])
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(journal(&[]).as_array().unwrap().len(), 2);
+
+    // Revoked while the server runs: refused from the next request on.
+    let out = justonce_command(Some(&db))
+        .args(["token", "revoke", "alice"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let refused = HttpClient::new(server.addr, Some(alice)).call("send_receipt", receipt(2), key);
+    assert_eq!(refused.status, 401);
+    assert_eq!(crate::support::db::mailbox_count(&db), 2);
+}

@@ -1,0 +1,185 @@
+//! Every snippet of the README runs: the Rust tool and its manifest are what
+//! `justonce new` writes (whose build another test runs), the Python MCP example
+//! compiles and runs against `justonce serve`, the JSON and TOML configurations load,
+//! and every `justonce` command shown exists.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::cli::justonce_command;
+
+const README: &str = include_str!("../../README.md");
+
+/// The placeholder the README's manifest shows where `justonce new` writes the path
+/// of the SDK.
+const SDK_PLACEHOLDER: &str = "/path/to/justonce/guest-sdk";
+
+/// Every fenced block of the README: (language, text).
+fn blocks() -> Vec<(&'static str, String)> {
+    let mut blocks = Vec::new();
+    let mut open: Option<(&str, String)> = None;
+    for line in README.lines() {
+        match (&mut open, line.strip_prefix("```")) {
+            (None, Some(lang)) => open = Some((lang.trim(), String::new())),
+            (Some(_), Some(_)) => blocks.extend(open.take()),
+            (Some((_, text)), None) => {
+                text.push_str(line);
+                text.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    assert!(open.is_none(), "an unclosed code block in the README");
+    blocks
+}
+
+/// The one block in `lang` that contains `marker`.
+fn block(lang: &str, marker: &str) -> String {
+    let found: Vec<String> = blocks()
+        .into_iter()
+        .filter(|(l, text)| *l == lang && text.contains(marker))
+        .map(|(_, text)| text)
+        .collect();
+    assert_eq!(found.len(), 1, "one {lang} block with {marker:?}");
+    found.into_iter().next().unwrap()
+}
+
+#[test]
+fn the_rust_tool_and_its_manifest_are_what_justonce_new_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("remind");
+    let out = justonce_command(None)
+        .args(["new", "remind", "--dir"])
+        .arg(&project)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lib = std::fs::read_to_string(project.join("src/lib.rs")).unwrap();
+    assert_eq!(block("rust", "export_tool!(Remind);"), lib);
+
+    let manifest = std::fs::read_to_string(project.join("Cargo.toml")).unwrap();
+    let sdk_line = manifest
+        .lines()
+        .find(|l| l.starts_with("justonce-guest = "))
+        .unwrap();
+    let sdk = sdk_line
+        .split('"')
+        .nth(1)
+        .expect("a quoted path to the SDK");
+    assert!(
+        Path::new(sdk).join("Cargo.toml").is_file(),
+        "{sdk} is the SDK"
+    );
+    let shown = block("toml", "[package]");
+    let shown = shown.strip_prefix("# Cargo.toml\n").unwrap_or(&shown);
+    assert_eq!(shown, manifest.replace(sdk, SDK_PLACEHOLDER));
+}
+
+#[test]
+fn the_python_mcp_example_compiles_and_runs_against_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("example.py");
+    std::fs::write(&script, block("python", "StdioServerParameters")).unwrap();
+    let compiled = Command::new("python3")
+        .args(["-m", "py_compile"])
+        .arg(&script)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        compiled.status.success(),
+        "the example is valid Python: {}",
+        String::from_utf8_lossy(&compiled.stderr)
+    );
+
+    let python = crate::mcp_python::PYTHON
+        .as_ref()
+        .unwrap_or_else(|e| panic!("no Python with the MCP SDK: {e}"));
+    let run = |_: u32| {
+        Command::new(python)
+            .arg(&script)
+            .current_dir(dir.path())
+            .env("JUSTONCE", env!("CARGO_BIN_EXE_justonce"))
+            .env_remove("JUSTONCE_TOOLS")
+            .env_remove("JUSTONCE_DB")
+            .output()
+            .unwrap()
+    };
+    let first = run(1);
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(
+        first.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(
+        stdout.contains("'order_id': 4417") && stdout.trim_end().ends_with("False"),
+        "the result and `replayed: False`: {stdout}"
+    );
+    let again = String::from_utf8_lossy(&run(2).stdout).into_owned();
+    assert!(
+        again.trim_end().ends_with("True"),
+        "replayed the second time: {again}"
+    );
+}
+
+#[test]
+fn the_configuration_snippets_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let servers: serde_json::Value =
+        serde_json::from_str(&block("json", "mcpServers")).expect("the MCP client config is JSON");
+    assert!(servers["mcpServers"]["justonce"]["args"].is_array());
+
+    let http = dir.path().join("http.json");
+    std::fs::write(&http, block("json", "\"allow\"")).unwrap();
+    std::fs::write(
+        dir.path().join("secrets.env"),
+        "PAYMENTS_TOKEN=tok_example\n",
+    )
+    .unwrap();
+    let config = justonce::HttpConfig::load(&http).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        config.services["payments"]
+            .headers
+            .contains_key("Authorization")
+    );
+
+    let toml = block("toml", "[retry]");
+    justonce::Config::parse(&toml, &dir.path().join("justonce.toml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn every_justonce_command_shown_exists() {
+    let mut commands = std::collections::BTreeSet::new();
+    for (lang, text) in blocks() {
+        if !matches!(lang, "" | "sh") {
+            continue;
+        }
+        for line in text.lines() {
+            if let Some(rest) = line.trim().strip_prefix("justonce ") {
+                commands.insert(rest.split_whitespace().next().unwrap_or("").to_owned());
+            }
+        }
+    }
+    for expected in ["run", "tools", "key", "new", "serve", "replay"] {
+        assert!(
+            commands.contains(expected),
+            "{expected} is shown: {commands:?}"
+        );
+    }
+    for command in commands {
+        let out = justonce_command(None)
+            .args([command.as_str(), "--help"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "`justonce {command}` exists: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
