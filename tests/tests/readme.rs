@@ -130,8 +130,14 @@ fn the_python_mcp_example_compiles_and_runs_against_the_server() {
 fn the_configuration_snippets_load() {
     let dir = tempfile::tempdir().unwrap();
     let servers: serde_json::Value =
-        serde_json::from_str(&block("json", "mcpServers")).expect("the MCP client config is JSON");
+        serde_json::from_str(&block("json", "\"command\"")).expect("the MCP client config is JSON");
     assert!(servers["mcpServers"]["justonce"]["args"].is_array());
+    let remote: serde_json::Value = serde_json::from_str(&block("json", "\"type\": \"http\""))
+        .expect("the remote MCP client config is JSON");
+    assert_eq!(
+        remote["mcpServers"]["justonce"]["url"],
+        "http://127.0.0.1:8080/mcp"
+    );
 
     let http = dir.path().join("http.json");
     std::fs::write(&http, block("json", "\"allow\"")).unwrap();
@@ -161,7 +167,18 @@ fn every_justonce_command_shown_exists() {
         }
         for line in text.lines() {
             if let Some(rest) = line.trim().strip_prefix("justonce ") {
-                commands.insert(rest.split_whitespace().next().unwrap_or("").to_owned());
+                // The subcommand follows the global flags (`--db PATH`, `--tools DIR`).
+                let mut words = rest.split_whitespace();
+                while let Some(word) = words.next() {
+                    if word.starts_with('-') {
+                        if !word.contains('=') {
+                            words.next();
+                        }
+                        continue;
+                    }
+                    commands.insert(word.to_owned());
+                    break;
+                }
             }
         }
     }
