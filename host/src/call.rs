@@ -33,6 +33,15 @@ pub fn principal_scope(principal: &str, conversation: &str) -> String {
     serde_json::to_string(&[principal, conversation]).unwrap_or_default()
 }
 
+/// What every scope of `principal`'s calls starts with ([`principal_scope`] is the
+/// JSON array `[principal, conversation]`): the journal's filter for one principal.
+pub(crate) fn principal_prefix(principal: &str) -> String {
+    let mut prefix = principal_scope(principal, "");
+    // Drops the empty conversation and the bracket: `""]`.
+    prefix.truncate(prefix.len() - r#"""]"#.len());
+    prefix
+}
+
 impl CallRequest {
     /// A call of `tool` with `arguments` (JSON text).
     pub fn new(tool: impl Into<String>, arguments: impl Into<String>) -> Self {
@@ -99,5 +108,19 @@ impl CallResponse {
         v["replayed"] = Value::Bool(self.replayed);
         v["key"] = Value::String(self.key.to_string());
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_principals_prefix_starts_its_scopes_and_no_other_principals() {
+        let prefix = principal_prefix("alice");
+        assert_eq!(prefix, r#"["alice","#);
+        assert!(principal_scope("alice", "conv-1").starts_with(&prefix));
+        assert!(!principal_scope("alice2", "conv-1").starts_with(&prefix));
+        assert!(!principal_scope("bob", "alice").starts_with(&prefix));
     }
 }

@@ -99,10 +99,8 @@ impl Host {
     /// Invocations (newest first) of one principal (see [`crate::principal_scope`]),
     /// with their effects.
     pub fn journal_of_principal(&self, principal: &str, limit: u32) -> Result<Vec<JournalEntry>> {
-        let prefix = crate::call::principal_scope(principal, "");
-        // `["alice",""]` without its last `"]`: every conversation of alice.
-        let prefix = prefix.trim_end_matches("\"]");
-        self.shared().journal.entries_by_prefix(prefix, limit)
+        let prefix = crate::call::principal_prefix(principal);
+        self.shared().journal.entries_by_prefix(&prefix, limit)
     }
 
     /// Pending unkeyed effects that wait for a person, judged at `now` (ms).

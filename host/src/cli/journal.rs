@@ -6,22 +6,13 @@
 use clap::Args;
 
 use super::{Cli, exit, print_json};
-use crate::call::principal_scope;
+use crate::call::{principal_prefix, principal_scope};
 use crate::clock::{Clock, SystemClock, rfc3339};
 use crate::error::Error;
 use crate::journal::{
     self as journal_store, CallStory, Durability, JournalEffect, JournalEntry, JournalOperation,
 };
 use crate::keys::InvocationKey;
-
-/// What every scope of `principal`'s calls starts with: [`principal_scope`] is the
-/// JSON array `[principal, conversation]`.
-fn principal_prefix(principal: &str) -> String {
-    let mut prefix = principal_scope(principal, "");
-    // Drops the empty conversation and the bracket: `""]`.
-    prefix.truncate(prefix.len() - r#"""]"#.len());
-    prefix
-}
 
 /// Show invocations and their effects, with keys, states and attempts; with a KEY,
 /// that call's whole story.
@@ -149,20 +140,6 @@ impl Journal {
             );
         }
         Ok(exit::SUCCESS)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_principals_prefix_starts_its_scopes_and_no_other_principals() {
-        let prefix = principal_prefix("alice");
-        assert_eq!(prefix, r#"["alice","#);
-        assert!(principal_scope("alice", "conv-1").starts_with(&prefix));
-        assert!(!principal_scope("alice2", "conv-1").starts_with(&prefix));
-        assert!(!principal_scope("bob", "alice").starts_with(&prefix));
     }
 }
 
