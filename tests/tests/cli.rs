@@ -103,21 +103,14 @@ fn two_run_processes_with_one_explicit_key_and_other_arguments_give_one_success_
     let db = dir.path().join("state.db");
     justonce(&db, &["gc"], None);
     let other = ARGS.replace("4417", "4418");
-    let spawn = |args: &str| {
+    let spawn = |args: &str, key: &str| {
         justonce_command(Some(&db))
-            .args([
-                "run",
-                "send_receipt",
-                "--args",
-                args,
-                "--key",
-                "order-batch-7",
-            ])
+            .args(["run", "send_receipt", "--args", args, "--key", key])
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap()
     };
-    let (a, b) = (spawn(ARGS), spawn(&other));
+    let (a, b) = (spawn(ARGS, "order-batch-7"), spawn(&other, "order-batch-7"));
     let outputs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
     let results: Vec<Value> = outputs.iter().map(json_of).collect();
     let successes = results.iter().filter(|r| r["ok"] == true).count();
@@ -131,21 +124,7 @@ fn two_run_processes_with_one_explicit_key_and_other_arguments_give_one_success_
 
     // The opposite: another key with the same arguments in both processes gives one
     // more effect and one answer, told to both.
-    let spawn_same = || {
-        justonce_command(Some(&db))
-            .args([
-                "run",
-                "send_receipt",
-                "--args",
-                ARGS,
-                "--key",
-                "order-batch-8",
-            ])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let (a, b) = (spawn_same(), spawn_same());
+    let (a, b) = (spawn(ARGS, "order-batch-8"), spawn(ARGS, "order-batch-8"));
     let outputs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
     let results: Vec<Value> = outputs.iter().map(json_of).collect();
     assert!(results.iter().all(|r| r["ok"] == true), "{results:?}");
