@@ -15,7 +15,10 @@
 //!    cache;
 //! 8. MCP `tools/call` round trips to `justonce serve`, sequential, over stdio and over
 //!    Streamable HTTP (keep-alive, a bearer token, a session): no effect, one effect,
-//!    replayed, and `ping` as each transport's floor.
+//!    replayed, and `ping` as each transport's floor;
+//! 9. on a PostgreSQL journal (a throwaway cluster on this machine, as the tests
+//!    start it): the latency of (2), (3) and (4), and one-effect calls/s with 1, 2
+//!    and 4 host processes sharing the database.
 //!
 //! Latencies are sampled per call in interleaved rounds (every figure once per round,
 //! so a burst of load on a shared machine hits them alike); a figure is the median of
@@ -23,7 +26,8 @@
 //! rare stalls: a disk write held up by writeback, a preempted thread), and a ratio is
 //! the median of the per-round ratios. `JUSTONCE_BENCH_SCALE` (default 1.0) scales
 //! rounds and durations; `JUSTONCE_BENCH_PROFILE=bare|echo|receipt|replay` runs one
-//! call in a loop for a profiler instead, and `JUSTONCE_BENCH_ONLY=mcp` only (8).
+//! call in a loop for a profiler instead, and `JUSTONCE_BENCH_ONLY=mcp` only (8),
+//! `JUSTONCE_BENCH_ONLY=postgres` only (9).
 //! Nothing here asserts a timing; the targets
 //! are printed next to the figures.
 
@@ -691,11 +695,16 @@ fn main() {
         profile(&which, &runtime(), dir.path());
         return;
     }
+    if let Ok(worker) = std::env::var(PG_WORKER) {
+        postgres_worker(&worker);
+        return;
+    }
     println!("# justonce guarded-call benchmark\n");
     println!("machine: {}", machine());
-    if std::env::var("JUSTONCE_BENCH_ONLY").as_deref() == Ok("mcp") {
-        mcp_figures(dir.path());
-        return;
+    match std::env::var("JUSTONCE_BENCH_ONLY").as_deref() {
+        Ok("mcp") => return mcp_figures(dir.path()),
+        Ok("postgres") => return postgres_figures(),
+        _ => {}
     }
     let runtime = runtime();
     let hosts = MODES.map(|(d, name)| {
@@ -704,12 +713,15 @@ fn main() {
     });
     let floors = MODES.map(|(d, name)| floor_store(&dir.path().join(name), d));
 
-    // The commits and fsyncs each kind of call makes (the N of figure 5).
+    // The commits and fsyncs each kind of call makes (the N of figure 5), per mode.
     let counter = AtomicU64::new(1 << 40);
-    let echo_cost = journal_cost(&hosts[1], &fresh("echo", ECHO_ARGS, &counter));
-    let receipt = fresh("send_receipt", RECEIPT_ARGS, &counter);
-    let receipt_cost = journal_cost(&hosts[1], &receipt);
-    let replay_cost = journal_cost(&hosts[1], &receipt);
+    let costs = hosts.each_ref().map(|h| {
+        let echo = journal_cost(h, &fresh("echo", ECHO_ARGS, &counter));
+        let receipt = fresh("send_receipt", RECEIPT_ARGS, &counter);
+        let one_effect = journal_cost(h, &receipt);
+        (echo, one_effect, journal_cost(h, &receipt))
+    });
+    let receipt_cost = costs[1].1;
 
     let f = latencies(&runtime, &hosts, &floors);
 
@@ -772,10 +784,13 @@ fn main() {
     }
 
     println!("\n## (3) as bare call + N × floor\n");
-    println!(
-        "journal cost per call: no effect {} commits / {} fsyncs; one effect {} commits / {} fsyncs; replay {} / {}",
-        echo_cost.0, echo_cost.1, receipt_cost.0, receipt_cost.1, replay_cost.0, replay_cost.1
-    );
+    for (m, (_, name)) in MODES.iter().enumerate() {
+        let (e, r, p) = costs[m];
+        println!(
+            "journal cost per call, {name}: no effect {} commits / {} fsyncs; one effect {} commits / {} fsyncs; replay {} / {}",
+            e.0, e.1, r.0, r.1, p.0, p.1
+        );
+    }
     let bare = f.bare_receipt.median();
     let commit = f.floor[n].median();
     let sync = (f.floor[full].median() - commit).max(0.0);
@@ -831,7 +846,7 @@ fn main() {
     println!("\n## (7) Cold start: `justonce run send_receipt`, spawn to exit\n");
     let cold_dir = dir.path().join("cold");
     let db = cold_dir.join("state.db");
-    let cache = cold_dir.join("cache");
+    let cache = cold_dir.join("state.db.compiled");
     let (mut empty, mut warm) = (Vec::new(), Vec::new());
     let runs = scaled(5);
     for i in 0..runs {
@@ -853,5 +868,149 @@ fn main() {
     );
 
     mcp_figures(dir.path());
+    postgres_figures();
     println!("\n{} at the end", load());
+}
+
+/// Set in a child process of the bench: it is one host of figure (9).
+const PG_WORKER: &str = "JUSTONCE_BENCH_PG_WORKER";
+
+/// A host on the PostgreSQL journal at `url`.
+fn postgres_host(runtime: &Arc<Runtime>, url: &str, durability: Durability) -> Host {
+    Host::builder()
+        .runtime(Arc::clone(runtime))
+        .database(url)
+        .durability(durability)
+        .provider("mail", Arc::new(NoopMail))
+        .build()
+        .expect("host on PostgreSQL")
+}
+
+/// Figure (9): a PostgreSQL journal on this machine.
+fn postgres_figures() {
+    println!("\n## (9) PostgreSQL journal (a local cluster, `Full`: synchronous_commit on)\n");
+    let Some(cluster) = justonce::__private::postgres_testing::cluster("bench (9)") else {
+        println!("skipped: no PostgreSQL server binaries on this machine");
+        return;
+    };
+    let runtime = runtime();
+    let url = cluster.database();
+    let host = postgres_host(&runtime, &url, Durability::Full);
+    let counter = AtomicU64::new(0);
+    let replayed = fresh("send_receipt", RECEIPT_ARGS, &counter);
+    call(&host, &replayed);
+    for _ in 0..20 {
+        call(&host, &fresh("echo", ECHO_ARGS, &counter));
+        call(&host, &fresh("send_receipt", RECEIPT_ARGS, &counter));
+    }
+    let cost = |r: &CallRequest| journal_cost(&host, r);
+    let (echo_cost, receipt_cost) = (
+        cost(&fresh("echo", ECHO_ARGS, &counter)),
+        cost(&fresh("send_receipt", RECEIPT_ARGS, &counter)),
+    );
+    let (mut echo, mut receipt, mut replay) =
+        (Samples::default(), Samples::default(), Samples::default());
+    for _ in 0..scaled(10) {
+        let calls: Vec<CallRequest> = (0..20)
+            .map(|_| fresh("echo", ECHO_ARGS, &counter))
+            .collect();
+        echo.round(sample(calls.len(), |i| call(&host, &calls[i])));
+        let calls: Vec<CallRequest> = (0..20)
+            .map(|_| fresh("send_receipt", RECEIPT_ARGS, &counter))
+            .collect();
+        receipt.round(sample(calls.len(), |i| call(&host, &calls[i])));
+        replay.round(sample(100, |_| call(&host, &replayed)));
+    }
+    println!("| figure | median | p10–p90 | mean | samples |\n| --- | --- | --- | --- | --- |");
+    row("(2) guarded, no effect", &echo);
+    row("(3) guarded, one keyed effect", &receipt);
+    row(
+        "(4) replay of a completed key (this host remembers it)",
+        &replay,
+    );
+    println!(
+        "\nround trips to the database per call (commits): no effect {}, one effect {}",
+        echo_cost.0, receipt_cost.0
+    );
+
+    println!("\n| host processes | one-effect calls/s (all hosts) |\n| --- | --- |");
+    let run_for = Duration::from_secs_f64(3.0 * scale());
+    for processes in [1usize, 2, 4] {
+        let rate = postgres_processes(&url, processes, run_for);
+        println!("| {processes} | {rate:.0} |");
+    }
+}
+
+/// Runs `processes` child hosts on `url` at once for `run_for`; their calls per
+/// second together. Each child loads its tools first and says `ready`; all start
+/// when every one is.
+fn postgres_processes(url: &str, processes: usize, run_for: Duration) -> f64 {
+    use std::io::{BufRead, BufReader, Write};
+    let mut children: Vec<_> = (0..processes)
+        .map(|p| {
+            Command::new(std::env::current_exe().expect("bench binary"))
+                .env(
+                    PG_WORKER,
+                    format!("{}|{processes}x{p}|{}", run_for.as_millis(), url),
+                )
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn a host process")
+        })
+        .collect();
+    let mut outputs: Vec<_> = children
+        .iter_mut()
+        .map(|c| BufReader::new(c.stdout.take().expect("stdout")))
+        .collect();
+    for out in &mut outputs {
+        let mut line = String::new();
+        out.read_line(&mut line).expect("ready");
+        assert_eq!(line.trim(), "ready", "a host process did not start");
+    }
+    for child in &mut children {
+        writeln!(child.stdin.as_mut().expect("stdin"), "go").expect("go");
+    }
+    let mut total = 0.0;
+    for (child, out) in children.iter_mut().zip(&mut outputs) {
+        let mut line = String::new();
+        out.read_line(&mut line).expect("a rate");
+        total += line.trim().parse::<f64>().expect("calls/s");
+        assert!(child.wait().expect("host process").success());
+    }
+    total
+}
+
+/// One host process of figure (9): `RUN_MS|ID|URL`.
+fn postgres_worker(spec: &str) {
+    let mut parts = spec.splitn(3, '|');
+    let (run_ms, id, url) = (
+        parts
+            .next()
+            .and_then(|s| s.parse::<u64>().ok())
+            .expect("run ms"),
+        parts.next().expect("id").to_owned(),
+        parts.next().expect("url"),
+    );
+    let runtime = runtime();
+    let host = postgres_host(&runtime, url, Durability::Full);
+    let counter = AtomicU64::new(0);
+    let named = |counter: &AtomicU64| {
+        let mut r = fresh("send_receipt", RECEIPT_ARGS, counter);
+        r.conversation = Some(format!("p{id}-{}", r.conversation.unwrap()));
+        r
+    };
+    for _ in 0..10 {
+        call(&host, &named(&counter));
+    }
+    println!("ready");
+    let mut go = String::new();
+    std::io::stdin().read_line(&mut go).expect("go");
+    let start = Instant::now();
+    let mut calls = 0u64;
+    while start.elapsed() < Duration::from_millis(run_ms) {
+        call(&host, &named(&counter));
+        calls += 1;
+    }
+    println!("{}", calls as f64 / start.elapsed().as_secs_f64());
 }

@@ -12,7 +12,7 @@ use justonce::{
 use justonce::{Durability, JournalStats};
 use serde_json::{Value, json};
 
-use crate::support::{RUNTIME, receipt_args};
+use crate::support::{RUNTIME, receipt_args, success};
 
 fn echo_bytes() -> Vec<u8> {
     std::fs::read(justonce_tests::guests::ECHO_COMPONENT).expect("echo component")
@@ -472,4 +472,48 @@ fn a_host_that_builds_its_runtime_sizes_the_pool_for_the_largest_tool() {
         &Limits::default(),
         "the defaults are unchanged"
     );
+}
+
+#[test]
+fn a_forget_in_another_process_reaches_a_long_lived_host_within_a_second_of_its_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let mail = Arc::new(CountingMail::default());
+    let clock = justonce::ManualClock::default();
+    let build = || {
+        Host::builder()
+            .runtime(RUNTIME.clone())
+            .database(dir.path().join("state.db"))
+            .clock(Arc::new(clock.clone()))
+            .provider("mail", Arc::clone(&mail) as Arc<dyn Provider>)
+            .build()
+            .expect("host")
+    };
+    // `serve` stands for a long-lived host; the operator's `forget` is another
+    // process on the same file (a host of its own, with a memory of its own).
+    let serve = build();
+    let send =
+        CallRequest::new("send_receipt", receipt_args(4417, "ada@example.com")).conversation("c1");
+    let kept =
+        CallRequest::new("send_receipt", receipt_args(4418, "bob@example.com")).conversation("c1");
+    let first = serve.call(&send).unwrap();
+    serve.call(&kept).unwrap();
+    assert!(serve.call(&send).unwrap().replayed, "remembered");
+    assert_eq!(mail.keys().len(), 2);
+
+    let operator = build();
+    operator.forget(&first.key, "grace", false).unwrap();
+    clock.advance(std::time::Duration::from_millis(1_000));
+
+    // The retry after the forget runs again, under a new effect key.
+    let again = serve.call(&send).unwrap();
+    assert!(!again.replayed, "the forgotten call ran again");
+    assert_eq!(again.key, first.key, "the same call");
+    let keys = mail.keys();
+    assert_eq!(keys.len(), 3, "one more email: {keys:?}");
+    assert_ne!(keys[2], keys[0], "a new downstream key after forget");
+    assert!(success(&again.outcome).is_object());
+    // The opposite: the call nobody forgot is still replayed, sending nothing.
+    assert!(serve.call(&kept).unwrap().replayed);
+    assert!(serve.call(&send).unwrap().replayed);
+    assert_eq!(mail.keys().len(), 3);
 }

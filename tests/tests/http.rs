@@ -346,41 +346,56 @@ fn a_response_longer_than_the_cap_is_cut_and_marked_truncated() {
     assert_eq!(saved["truncated"], true);
 }
 
+/// The refund through an API that applies the first request and drops its response,
+/// then answers the retry `status` while it is still processing: the retries happen
+/// under one key, the refund happens once, and the agent is told it succeeded.
+fn assert_refunded_once_through(status: u16, config: impl FnOnce(&LocalApi) -> HttpConfig) {
+    let api = LocalApi::start().unwrap();
+    api.script([
+        Behaviour::ApplyThenDrop,
+        Behaviour::Status {
+            status,
+            retry_after: None,
+        },
+    ]);
+    let t = test_host(|b| b.http(config(&api)));
+
+    let answer = t.host.call(&refund(4417, 1299)).unwrap();
+
+    assert_eq!(api.requests().len(), 3, "{status}: the retries happened");
+    let keys = effect_keys(&t.host, "refund");
+    assert_eq!(keys_seen(&api), vec![Some(keys[0].clone()); 3], "one key");
+    assert_eq!(api.applied().len(), 1, "{status}: refunded once");
+    assert_eq!(result_of(&answer.outcome)["status"], "succeeded");
+}
+
+/// A refund the API answers `status` at once: that is the answer, saved and
+/// replayed, and nothing more is sent.
+fn assert_answer_is_saved(status: u16, config: impl FnOnce(&LocalApi) -> HttpConfig) {
+    let api = LocalApi::start().unwrap();
+    api.script([Behaviour::Status {
+        status,
+        retry_after: None,
+    }]);
+    let t = test_host(|b| b.http(config(&api)));
+    let first = t.host.call(&refund(1, 5)).unwrap();
+    assert!(!first.outcome.is_success(), "{status}: {:?}", first.outcome);
+    assert_eq!(api.requests().len(), 1, "{status}: not retried");
+    let again = t.host.call(&refund(1, 5)).unwrap();
+    assert!(again.replayed);
+    assert_eq!(again.outcome, first.outcome);
+    assert_eq!(api.requests().len(), 1);
+}
+
 #[test]
 fn a_409_while_the_first_request_is_in_flight_is_not_an_answer_and_the_refund_happens_once() {
     // The payments API applied the first request, lost its response, and answers the
     // retry 409 Conflict while it is still processing (IETF Idempotency-Key draft,
     // Stripe); the third attempt gets the refund. Saving the 409 would tell the agent
     // the refund failed when it happened.
-    let api = LocalApi::start().unwrap();
-    api.script([
-        Behaviour::ApplyThenDrop,
-        Behaviour::Status {
-            status: 409,
-            retry_after: None,
-        },
-    ]);
-    let t = test_host(|b| b.http(payments(&api)));
-
-    let answer = t.host.call(&refund(4417, 1299)).unwrap();
-
-    assert_eq!(api.requests().len(), 3, "the retries happened");
-    let keys = effect_keys(&t.host, "refund");
-    assert_eq!(keys_seen(&api), vec![Some(keys[0].clone()); 3], "one key");
-    assert_eq!(api.applied().len(), 1, "refunded once");
-    assert_eq!(result_of(&answer.outcome)["status"], "succeeded");
-
+    assert_refunded_once_through(409, payments);
     // The opposite: a definitive refusal (422) is the answer, saved and replayed.
-    let refused = LocalApi::start().unwrap();
-    refused.script([Behaviour::Status {
-        status: 422,
-        retry_after: None,
-    }]);
-    let t = test_host(|b| b.http(payments(&refused)));
-    let first = t.host.call(&refund(1, 5)).unwrap();
-    assert!(!first.outcome.is_success());
-    assert_eq!(refused.requests().len(), 1, "not retried");
-    assert!(t.host.call(&refund(1, 5)).unwrap().replayed);
+    assert_answer_is_saved(422, payments);
 }
 
 #[test]
@@ -403,6 +418,21 @@ fn every_come_back_status_is_retried_under_the_same_key() {
             answer.outcome
         );
     }
+}
+
+/// `payments(api)` with its own list of statuses that mean "come back later".
+fn payments_retrying_on(api: &LocalApi, statuses: &[u16]) -> HttpConfig {
+    let mut config = payments(api);
+    config.services.get_mut("payments").unwrap().retry_statuses = Some(statuses.to_vec());
+    config
+}
+
+#[test]
+fn a_service_names_its_own_come_back_statuses() {
+    // This payments API answers 520 while a key is in flight; its service says so.
+    assert_refunded_once_through(520, |api| payments_retrying_on(api, &[409, 520]));
+    // The opposite: a service whose list leaves 409 out takes a 409 as its answer.
+    assert_answer_is_saved(409, |api| payments_retrying_on(api, &[503]));
 }
 
 #[test]

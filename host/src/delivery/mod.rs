@@ -228,10 +228,7 @@ impl Deliverer {
     /// Whether the receiver's status asks to come back (the same classification as
     /// the `http` provider's).
     fn asks_to_retry(&self, url: &str, response: &HttpResponse) -> bool {
-        match parse_url(url) {
-            Ok(origin) => response.asks_to_retry(self.config.retry_statuses(&origin)),
-            Err(_) => false,
-        }
+        response.asks_to_retry(self.config.retry_statuses(url))
     }
 
     fn send(

@@ -26,13 +26,15 @@ pub const DEFAULT_IDEMPOTENCY_HEADER: &str = "Idempotency-Key";
 ///   "services": {
 ///     "payments": {
 ///       "url": "https://api.payments.example",
-///       "headers": { "Authorization": "Bearer ${PAYMENTS_TOKEN}" }
+///       "headers": { "Authorization": "Bearer ${PAYMENTS_TOKEN}" },
+///       "retry_statuses": [409, 429, 503]
 ///     },
 ///     "webhooks": "https://hooks.shop.example"
 ///   },
 ///   "secrets_file": "secrets.env",
 ///   "allow": { "refund": ["https://api.payments.example"] },
 ///   "idempotency_headers": { "https://api.payments.example": "Idempotency-Key" },
+///   "retry_statuses": [408, 409, 425, 429, 502, 503, 504],
 ///   "timeout_ms": 10000,
 ///   "max_response_bytes": 1048576
 /// }
@@ -59,6 +61,11 @@ pub struct HttpConfig {
     /// The origins (`scheme://host[:port]`) each tool may reach, by tool name. A tool
     /// that is not listed reaches nothing.
     pub allow: BTreeMap<String, Vec<String>>,
+    /// The statuses that are not an answer but a request to come back, for every
+    /// downstream whose service does not name its own; unset means
+    /// [`RETRY_STATUSES`](super::RETRY_STATUSES).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_statuses: Option<Vec<u16>>,
     /// How long one request may take, connecting and reading the response included.
     pub timeout_ms: u64,
     /// The largest response body kept; longer bodies are cut and marked `truncated`.
@@ -73,6 +80,7 @@ impl Default for HttpConfig {
             services: BTreeMap::new(),
             secrets_file: None,
             allow: BTreeMap::new(),
+            retry_statuses: None,
             timeout_ms: 10_000,
             max_response_bytes: 1 << 20,
         }
@@ -203,6 +211,15 @@ impl HttpConfig {
                 })?;
             }
         }
+        if let Some(statuses) = &self.retry_statuses {
+            check_retry_statuses(statuses).map_err(|e| format!("retry_statuses: {e}"))?;
+        }
+        for (name, service) in &self.services {
+            if let Some(statuses) = &service.retry_statuses {
+                check_retry_statuses(statuses)
+                    .map_err(|e| format!("services.{name}.retry_statuses: {e}"))?;
+            }
+        }
         for (tool, origins) in &self.allow {
             for origin in origins {
                 Origin::from_str(origin).map_err(|e| format!("allow.{tool}: {e}"))?;
@@ -247,10 +264,23 @@ impl HttpConfig {
         self.services.contains_key(name)
     }
 
-    /// The statuses that are not an answer for requests to `origin` (see
-    /// [`RETRY_STATUSES`](super::RETRY_STATUSES)).
-    pub(crate) fn retry_statuses(&self, _origin: &Origin) -> &[u16] {
-        super::RETRY_STATUSES
+    /// The statuses that are not an answer for a request to `url`: its service's own
+    /// list, else the config's, else [`RETRY_STATUSES`](super::RETRY_STATUSES).
+    pub(crate) fn retry_statuses(&self, url: &str) -> &[u16] {
+        self.service_for(url)
+            .and_then(|s| s.retry_statuses.as_deref())
+            .or(self.retry_statuses.as_deref())
+            .unwrap_or(super::RETRY_STATUSES)
+    }
+
+    /// The service whose base URL `url` is under (the longest such base, if several
+    /// are).
+    fn service_for(&self, url: &str) -> Option<&Service> {
+        self.services
+            .values()
+            .filter_map(|s| Some((s, s.base_path_len_if_under(url)?)))
+            .max_by_key(|(_, len)| *len)
+            .map(|(s, _)| s)
     }
 
     /// Resolves a request's target: an absolute `url`, or a configured `service` plus
@@ -296,12 +326,8 @@ impl HttpConfig {
     /// The headers the host adds to a request to `url`: those of the service whose
     /// base URL `url` is under (the longest such base, if several are).
     pub(crate) fn service_headers(&self, url: &str) -> Vec<(&str, &str)> {
-        self.services
-            .values()
-            .filter(|s| !s.headers.is_empty())
-            .filter_map(|s| Some((s, s.base_path_len_if_under(url)?)))
-            .max_by_key(|(_, len)| *len)
-            .map(|(s, _)| {
+        self.service_for(url)
+            .map(|s| {
                 s.headers
                     .iter()
                     .filter_map(|(name, value)| Some((name.as_str(), value.value()?)))
@@ -313,7 +339,7 @@ impl HttpConfig {
 
 /// A named downstream: its base URL, and the headers (credentials, say) the host
 /// adds to every request under it. In the config file either the URL alone or
-/// `{"url": …, "headers": {"Authorization": "Bearer ${TOKEN}"}}`.
+/// `{"url": …, "headers": {"Authorization": "Bearer ${TOKEN}"}, "retry_statuses": […]}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Service {
     /// The base URL; a tool's `path` is appended to it.
@@ -322,6 +348,10 @@ pub struct Service {
     /// in when the config is loaded.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, SecretValue>,
+    /// The statuses that are not an answer from this service (a payments API that
+    /// answers 409 while a key is in flight, say); unset means the config's list.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_statuses: Option<Vec<u16>>,
 }
 
 impl Service {
@@ -330,6 +360,7 @@ impl Service {
         Self {
             url: url.into(),
             headers: BTreeMap::new(),
+            retry_statuses: None,
         }
     }
 
@@ -362,6 +393,8 @@ impl<'de> Deserialize<'de> for Service {
             url: String,
             #[serde(default)]
             headers: BTreeMap<String, SecretValue>,
+            #[serde(default)]
+            retry_statuses: Option<Vec<u16>>,
         }
         #[derive(Deserialize)]
         #[serde(untagged, expecting = "a base URL, or {\"url\": …, \"headers\": {…}}")]
@@ -371,8 +404,26 @@ impl<'de> Deserialize<'de> for Service {
         }
         Ok(match Either::deserialize(deserializer)? {
             Either::Url(url) => Self::new(url),
-            Either::Full(Full { url, headers }) => Self { url, headers },
+            Either::Full(Full {
+                url,
+                headers,
+                retry_statuses,
+            }) => Self {
+                url,
+                headers,
+                retry_statuses,
+            },
         })
+    }
+}
+
+/// Checks a list of retry statuses: HTTP statuses, none of them a success.
+fn check_retry_statuses(statuses: &[u16]) -> Result<(), String> {
+    match statuses.iter().find(|s| !(300..=599).contains(*s)) {
+        Some(status) => Err(format!(
+            "{status} cannot mean \"come back later\": give statuses from 300 to 599 (a success is an answer)"
+        )),
+        None => Ok(()),
     }
 }
 
@@ -476,6 +527,51 @@ mod tests {
         ] {
             let err = input.parse::<Origin>().unwrap_err();
             assert!(err.contains(needle), "{input}: {err}");
+        }
+    }
+
+    #[test]
+    fn come_back_statuses_come_from_the_service_then_the_config_then_the_default() {
+        let mut config: HttpConfig = serde_json::from_str(
+            r#"{"services": {
+                "payments": {"url": "https://pay.example/v1", "retry_statuses": [409, 520]},
+                "mail": "https://mail.example"
+            }}"#,
+        )
+        .unwrap();
+        config.validate().unwrap();
+        assert_eq!(
+            config.retry_statuses("https://pay.example/v1/refunds"),
+            [409, 520]
+        );
+        assert_eq!(
+            config.retry_statuses("https://mail.example/send"),
+            super::super::RETRY_STATUSES
+        );
+        assert_eq!(
+            config.retry_statuses("https://pay.example/v2/x"),
+            super::super::RETRY_STATUSES
+        );
+        config.retry_statuses = Some(vec![503]);
+        assert_eq!(config.retry_statuses("https://mail.example/send"), [503]);
+        assert_eq!(
+            config.retry_statuses("https://pay.example/v1/refunds"),
+            [409, 520]
+        );
+    }
+
+    #[test]
+    fn a_success_or_a_non_status_is_not_a_come_back_status() {
+        for (json, named) in [
+            (r#"{"retry_statuses": [503, 200]}"#, "retry_statuses: 200"),
+            (
+                r#"{"services": {"p": {"url": "https://p.example", "retry_statuses": [42]}}}"#,
+                "services.p.retry_statuses: 42",
+            ),
+        ] {
+            let config: HttpConfig = serde_json::from_str(json).unwrap();
+            let err = config.validate().unwrap_err();
+            assert!(err.starts_with(named), "{err}");
         }
     }
 

@@ -74,7 +74,7 @@ impl HttpProvider {
 
     fn send(&self, request: &Outbound, key: Option<(&str, &str)>) -> Result<Value, ProviderError> {
         match self.client.send(request, key) {
-            Ok(response) if response.asks_to_retry(self.config.retry_statuses(&request.origin)) => {
+            Ok(response) if response.asks_to_retry(self.config.retry_statuses(&request.url)) => {
                 Err(ProviderError::Throttled {
                     reason: format!("{} answered {}", request.url, response.status),
                     retry_after: response.retry_after(),

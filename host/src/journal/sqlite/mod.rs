@@ -293,6 +293,10 @@ impl SqliteJournal {
 
 impl Journal for SqliteJournal {
     fn lookup(&self, b: &Begin<'_>) -> Result<Lookup> {
+        if b.tool_call_id.is_none() && self.recent.operations_due(b.now) {
+            let latest = self.with_reader(operations::latest_id)?;
+            self.recent.saw_operations(latest, b.now);
+        }
         if b.tool_call_id.is_none()
             && let recent::Recall::Replay(outcome) =
                 self.recent
@@ -488,7 +492,7 @@ impl Journal for SqliteJournal {
             operations::forget_in(tx, key.as_str(), operator)
         })?;
         // After the delete: a replay remembered meanwhile may be of the deleted
-        // record. (Another process's memory is not reached; see the README.)
+        // record. (Another process notices the operation within `RECHECK_MS`.)
         self.recent.clear();
         Ok(done)
     }

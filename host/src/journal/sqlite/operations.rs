@@ -97,6 +97,13 @@ fn record(
     })
 }
 
+/// The id of the newest operation on the journal (0 when there is none): a change
+/// tells a long-lived host that records it remembers may be gone.
+pub(super) fn latest_id(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.prepare_cached("SELECT coalesce(max(id), 0) FROM operations")?
+        .query_row([], |r| r.get(0))
+}
+
 /// The operations on `key`, oldest first.
 pub(super) fn operations_of(
     conn: &Connection,

@@ -5,6 +5,12 @@
 //! as it is within retention (checked on every hit) and `gc` has not run since (it
 //! clears this). What is remembered is bounded in entries and in bytes; older entries
 //! make way for newer ones.
+//!
+//! An operator's `forget` in another process deletes a record this memory may still
+//! hold. Every operation is a row of the journal's `operations` table, so at most
+//! every [`RECHECK_MS`] of the host's clock the journal looks at the newest row, and
+//! when it changed, everything remembered is dropped: another process's `forget`
+//! reaches a long-lived host within a second.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -17,6 +23,9 @@ const MAX_ENTRIES: usize = 4096;
 const MAX_BYTES: usize = 16 << 20;
 /// A larger outcome is not remembered (the journal serves it).
 const MAX_OUTCOME_BYTES: usize = 64 << 10;
+/// How long (on the host's clock) a replay from memory may go without looking for
+/// operations other processes made on the journal.
+pub(crate) const RECHECK_MS: i64 = 1_000;
 
 #[derive(Debug)]
 struct Entry {
@@ -31,6 +40,8 @@ struct State {
     /// Insertion order, for eviction.
     order: VecDeque<InvocationKey>,
     bytes: usize,
+    /// The newest operation seen in the journal, and when it was looked for.
+    operations: Option<(i64, i64)>,
 }
 
 /// What a remembered outcome says about a call.
@@ -115,6 +126,24 @@ impl Recent {
     pub(crate) fn clear(&self) {
         *self.lock() = State::default();
     }
+
+    /// Whether, at `now`, the journal's operations must be looked at before a replay
+    /// from memory.
+    pub(crate) fn operations_due(&self, now: i64) -> bool {
+        self.lock()
+            .operations
+            .is_none_or(|(_, at)| now.saturating_sub(at) >= RECHECK_MS || now < at)
+    }
+
+    /// Takes note of the journal's newest operation at `now`; a different one than
+    /// last seen (or the first look) drops everything remembered.
+    pub(crate) fn saw_operations(&self, latest: i64, now: i64) {
+        let mut state = self.lock();
+        if state.operations.map(|(seen, _)| seen) != Some(latest) {
+            *state = State::default();
+        }
+        state.operations = Some((latest, now));
+    }
 }
 
 #[cfg(test)]
@@ -155,6 +184,26 @@ mod tests {
             recent.recall(&key(1), &print('a'), 1_500, 1_000),
             Recall::Unknown
         );
+    }
+
+    #[test]
+    fn a_new_operation_in_the_journal_drops_what_is_remembered() {
+        let recent = Recent::default();
+        assert!(recent.operations_due(0), "first look");
+        recent.saw_operations(7, 0);
+        recent.remember(&key(1), &print('a'), 0, "out");
+        assert!(!recent.operations_due(RECHECK_MS - 1));
+        assert!(recent.operations_due(RECHECK_MS), "a second later");
+        recent.saw_operations(7, RECHECK_MS);
+        let remembered = recent.recall(&key(1), &print('a'), RECHECK_MS, 1 << 40);
+        assert_eq!(remembered, Recall::Replay(Arc::from("out")), "nothing new");
+        recent.saw_operations(8, 2 * RECHECK_MS);
+        assert_eq!(
+            recent.recall(&key(1), &print('a'), 2 * RECHECK_MS, 1 << 40),
+            Recall::Unknown,
+            "an operation elsewhere"
+        );
+        assert!(!recent.operations_due(2 * RECHECK_MS + 1));
     }
 
     #[test]
