@@ -1,5 +1,6 @@
-//! Every snippet of the README runs: the Rust tool and its manifest are what
-//! `justonce new` writes (whose build another test runs), the Python MCP example
+//! Every snippet of the README runs: the Rust tool and its manifest, the Python app
+//! and the JavaScript tool are what `justonce new` writes (whose builds `new_tool`
+//! runs), the Python MCP example
 //! compiles and runs against `justonce serve`, the JSON and TOML configurations load,
 //! and every `justonce` command shown exists.
 
@@ -44,13 +45,14 @@ fn block(lang: &str, marker: &str) -> String {
     found.into_iter().next().unwrap()
 }
 
-#[test]
-fn the_rust_tool_and_its_manifest_are_what_justonce_new_writes() {
+/// `justonce new remind ARGS…` in a temporary directory: (that directory, the project).
+fn new_remind(args: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let project = dir.path().join("remind");
     let out = justonce_command(None)
         .args(["new", "remind", "--dir"])
         .arg(&project)
+        .args(args)
         .output()
         .unwrap();
     assert!(
@@ -58,6 +60,22 @@ fn the_rust_tool_and_its_manifest_are_what_justonce_new_writes() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    (dir, project)
+}
+
+/// The block in `lang` that contains `marker`, without its first line (which names
+/// the file it shows).
+fn file_block(lang: &str, marker: &str, first_line: &str) -> String {
+    let shown = block(lang, marker);
+    shown
+        .strip_prefix(first_line)
+        .unwrap_or_else(|| panic!("the {lang} block starts with {first_line:?}"))
+        .to_owned()
+}
+
+#[test]
+fn the_rust_tool_and_its_manifest_are_what_justonce_new_writes() {
+    let (_dir, project) = new_remind(&[]);
     let lib = std::fs::read_to_string(project.join("src/lib.rs")).unwrap();
     assert_eq!(block("rust", "export_tool!(Remind);"), lib);
 
@@ -74,9 +92,26 @@ fn the_rust_tool_and_its_manifest_are_what_justonce_new_writes() {
         Path::new(sdk).join("Cargo.toml").is_file(),
         "{sdk} is the SDK"
     );
-    let shown = block("toml", "[package]");
-    let shown = shown.strip_prefix("# Cargo.toml\n").unwrap_or(&shown);
+    let shown = file_block("toml", "[package]", "# Cargo.toml\n");
     assert_eq!(shown, manifest.replace(sdk, SDK_PLACEHOLDER));
+}
+
+#[test]
+fn the_python_and_javascript_tools_are_what_justonce_new_writes() {
+    let (_dir, python) = new_remind(&["--lang", "python"]);
+    assert_eq!(
+        file_block("python", "WitWorld = export(", "# remind/app.py\n"),
+        std::fs::read_to_string(python.join("app.py")).unwrap()
+    );
+    let (_dir, js) = new_remind(&["--lang", "js"]);
+    assert_eq!(
+        file_block(
+            "js",
+            "export const { describe, call }",
+            "// remind/tool.js\n"
+        ),
+        std::fs::read_to_string(js.join("tool.js")).unwrap()
+    );
 }
 
 #[test]

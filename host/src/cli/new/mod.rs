@@ -1,4 +1,7 @@
-//! `justonce new NAME`: a tool project that builds as it is, with a test of its own.
+//! `justonce new NAME [--lang LANG]`: a tool project that builds as it is, with a
+//! test of its own, in Rust, Python or JavaScript.
+
+mod template;
 
 use std::path::{Path, PathBuf};
 
@@ -6,23 +9,20 @@ use clap::Args;
 
 use super::{Cli, exit};
 use crate::error::Error;
-
-/// The Rust template: `Cargo.toml`, `src/lib.rs`, `.gitignore`.
-const RUST_CARGO_TOML: &str = include_str!("../../templates/rust/Cargo.toml.tmpl");
-const RUST_LIB_RS: &str = include_str!("../../templates/rust/lib.rs.tmpl");
-const RUST_GITIGNORE: &str = include_str!("../../templates/rust/gitignore.tmpl");
+use template::Values;
 
 /// The guest SDK of the checkout this binary was built from.
 const BUILT_FROM_SDK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-sdk");
 
-/// Create a tool project (a Cargo crate built for wasm32-wasip2) that builds as it is,
-/// and print how to build, test and run it.
+/// Create a tool project that builds into a component as it is (a Cargo crate, a
+/// componentize-py app or a componentize-js module), with a test of its own, and print
+/// how to test, build and run it.
 #[derive(Debug, Args)]
 pub struct New {
     /// The tool's name: lowercase letters, digits and `_`, starting with a letter. It
-    /// names the crate, the directory and the tool agents call.
+    /// names the project, its directory, the component and the tool agents call.
     name: String,
-    /// The language of the tool. Only `rust` is available yet.
+    /// The language of the tool: `rust`, `python` or `js`.
     #[arg(long, value_name = "LANG", default_value = "rust")]
     lang: String,
     /// Where to create the project [default: ./NAME].
@@ -43,7 +43,7 @@ pub enum NewError {
     )]
     BadName(String),
     /// A language without a template.
-    #[error("there is no `{0}` template: only `--lang rust` is available yet")]
+    #[error("there is no `{0}` template: --lang takes {langs}", langs = template::languages())]
     Language(String),
     /// The target directory is there already and not empty.
     #[error("{} already exists and is not empty; choose another name or --dir", .0.display())]
@@ -54,6 +54,18 @@ pub enum NewError {
         .0.display()
     )]
     NoSdk(PathBuf),
+    /// A file of the SDK's checkout that the language's project needs is missing or
+    /// unreadable.
+    #[error(
+        "cannot read {} of the justonce guest SDK ({reason}): pass --sdk DIR (or set JUSTONCE_GUEST_SDK) to the `guest-sdk` directory of a complete justonce checkout",
+        path.display()
+    )]
+    SdkFile {
+        /// The file.
+        path: PathBuf,
+        /// Why it cannot be read.
+        reason: String,
+    },
     /// Writing the project failed.
     #[error("cannot write {}: {source}", path.display())]
     Write {
@@ -77,8 +89,8 @@ impl NewError {
 impl New {
     pub(super) fn run(&self, _cli: &Cli) -> Result<u8, Error> {
         match self.create() {
-            Ok(dir) => {
-                print!("{}", next_steps(&self.name, &dir));
+            Ok(next_steps) => {
+                print!("{next_steps}");
                 Ok(exit::SUCCESS)
             }
             Err(error) => {
@@ -88,11 +100,11 @@ impl New {
         }
     }
 
-    fn create(&self) -> Result<PathBuf, NewError> {
+    /// Writes the project; returns what to do next.
+    fn create(&self) -> Result<String, NewError> {
         check_name(&self.name)?;
-        if self.lang != "rust" {
-            return Err(NewError::Language(self.lang.clone()));
-        }
+        let template =
+            template::find(&self.lang).ok_or_else(|| NewError::Language(self.lang.clone()))?;
         let sdk = find_sdk(self.sdk.as_deref())?;
         let dir = self
             .dir
@@ -101,14 +113,23 @@ impl New {
         if dir.read_dir().is_ok_and(|mut d| d.next().is_some()) || dir.is_file() {
             return Err(NewError::Exists(dir));
         }
-        for (file, text) in render_rust(&self.name, &sdk) {
-            write(&dir.join(file), &text)?;
+        // Everything is rendered before anything is written: a missing SDK file
+        // leaves no half project behind.
+        let project = Values {
+            name: &self.name,
+            sdk: &sdk,
+            dir: &dir,
         }
-        Ok(dir)
+        .render(template)?;
+        for (file, text) in &project.files {
+            write(&dir.join(file), text)?;
+        }
+        Ok(project.next_steps)
     }
 }
 
-/// A tool name that is also a crate name whose component is `NAME.wasm`.
+/// A tool name that is also a crate's and an npm package's name, and whose component is
+/// `NAME.wasm`.
 fn check_name(name: &str) -> Result<(), NewError> {
     let mut chars = name.chars();
     let ok = chars.next().is_some_and(|c| c.is_ascii_lowercase())
@@ -131,33 +152,6 @@ fn find_sdk(given: Option<&Path>) -> Result<PathBuf, NewError> {
     }
 }
 
-/// The files of a Rust tool project called `name` that depends on the SDK at `sdk`.
-pub(crate) fn render_rust(name: &str, sdk: &Path) -> [(&'static str, String); 3] {
-    let fill = |template: &str| {
-        template
-            .replace("{{name}}", name)
-            .replace("{{Name}}", &camel_case(name))
-            .replace("{{sdk}}", &sdk.display().to_string().replace('\\', "/"))
-    };
-    [
-        ("Cargo.toml", fill(RUST_CARGO_TOML)),
-        ("src/lib.rs", fill(RUST_LIB_RS)),
-        (".gitignore", fill(RUST_GITIGNORE)),
-    ]
-}
-
-/// `remind_unpaid` → `RemindUnpaid`: the tool's type name.
-fn camel_case(name: &str) -> String {
-    name.split('_')
-        .map(|part| {
-            let mut chars = part.chars();
-            chars.next().map_or_else(String::new, |first| {
-                first.to_ascii_uppercase().to_string() + chars.as_str()
-            })
-        })
-        .collect()
-}
-
 fn write(path: &Path, text: &str) -> Result<(), NewError> {
     let fail = |source| NewError::Write {
         path: path.to_path_buf(),
@@ -167,19 +161,6 @@ fn write(path: &Path, text: &str) -> Result<(), NewError> {
         std::fs::create_dir_all(parent).map_err(fail)?;
     }
     std::fs::write(path, text).map_err(fail)
-}
-
-/// What to do next, printed after the project is written.
-fn next_steps(name: &str, dir: &Path) -> String {
-    let dir = dir.display();
-    format!(
-        "Created the tool `{name}` in {dir}.\n\
-         \n\
-         Test its logic on this machine:\n    cd {dir} && cargo test\n\
-         Build the component:\n    cargo build --release --target wasm32-wasip2\n\
-         Run it under the guard:\n    justonce run target/wasm32-wasip2/release/{name}.wasm \
-         --args '{{\"order_id\":4417,\"email\":\"ada@example.com\"}}'\n"
-    )
 }
 
 #[cfg(test)]
@@ -198,27 +179,6 @@ mod tests {
                 "{bad}: {err}"
             );
         }
-    }
-
-    #[test]
-    fn the_template_is_filled_in_everywhere() {
-        let files = render_rust("remind_unpaid", Path::new("/opt/justonce/guest-sdk"));
-        for (file, text) in &files {
-            assert!(!text.contains("{{"), "{file} keeps a placeholder");
-        }
-        assert!(
-            files[0]
-                .1
-                .contains("justonce-guest = { path = \"/opt/justonce/guest-sdk\" }")
-        );
-        assert!(files[0].1.contains("\n[workspace]\n"));
-        assert!(files[1].1.contains("impl Tool for RemindUnpaid {"));
-        assert!(
-            files[1]
-                .1
-                .contains("const NAME: &'static str = \"remind_unpaid\";")
-        );
-        assert!(files[1].1.contains("#[cfg(test)]"));
     }
 
     #[test]
