@@ -13,6 +13,7 @@
 //! PostgreSQL journal (`postgres/`).
 
 mod answer;
+pub(crate) mod outbox;
 pub(crate) mod postgres;
 mod read;
 mod records;
@@ -204,8 +205,10 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// Creates what a transactional provider keeps in the journal.
     fn prepare_provider(&self, provider: &dyn Provider) -> Result<()>;
 
-    /// The SQLite journal behind this one, for the outbox deliverer and tests that
-    /// read a provider's tables.
+    /// The outbox queue in this journal, for delivery.
+    fn outbox(&self) -> &dyn outbox::OutboxQueue;
+
+    /// The SQLite journal behind this one, for tests that read a provider's tables.
     fn as_sqlite(&self) -> Option<&sqlite::SqliteJournal>;
 }
 

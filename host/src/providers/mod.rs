@@ -17,5 +17,5 @@ mod outbox;
 pub use http::HttpProvider;
 pub use kv::KvProvider;
 pub use mail::MailProvider;
-pub(crate) use outbox::SCHEMA as OUTBOX_SCHEMA;
-pub use outbox::{OutboxMessage, OutboxProvider};
+pub use crate::journal::outbox::OutboxMessage;
+pub use outbox::OutboxProvider;

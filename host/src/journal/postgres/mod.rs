@@ -10,6 +10,7 @@
 //! resumable under the same keys) and nothing after it is back.
 
 mod ops;
+mod outbox;
 mod schema;
 pub mod testing;
 
@@ -423,6 +424,10 @@ impl Journal for PostgresJournal {
             provider.prepare_postgres(tx).map(Ok::<_, ()>)
         })
         .map(|_| ())
+    }
+
+    fn outbox(&self) -> &dyn super::outbox::OutboxQueue {
+        self
     }
 
     fn as_sqlite(&self) -> Option<&super::sqlite::SqliteJournal> {

@@ -12,6 +12,7 @@ mod effects;
 mod invocations;
 mod journal;
 mod operations;
+mod outbox;
 mod recent;
 mod resolution;
 mod schema;
@@ -505,6 +506,10 @@ impl Journal for SqliteJournal {
 
     fn prepare_provider(&self, provider: &dyn Provider) -> Result<()> {
         self.with(|conn| provider.prepare(conn))
+    }
+
+    fn outbox(&self) -> &dyn super::outbox::OutboxQueue {
+        self
     }
 
     fn as_sqlite(&self) -> Option<&SqliteJournal> {
