@@ -239,7 +239,9 @@ fn a_webhook_not_on_the_tools_allowlist_is_not_queued_and_not_saved(on: On) {
     );
 }
 
-fn a_webhook_whose_first_delivery_response_is_lost_is_delivered_again_with_the_same_key_once(on: On) {
+fn a_webhook_whose_first_delivery_response_is_lost_is_delivered_again_with_the_same_key_once(
+    on: On,
+) {
     let receiver = LocalApi::start().unwrap();
     receiver.script([Behaviour::ApplyThenDrop]);
     let Some(t) = on.host(|b| b.http(webhooks(&receiver))) else {
@@ -483,7 +485,9 @@ fn two_hosts_deliver_one_outbox_at_once_and_each_message_is_sent_once_under_its_
     let queued = messages(&a.host);
     assert_eq!(queued.len(), N, "one message per call");
     assert!(
-        queued.iter().all(|m| m.state == "delivered" && m.attempts == 1),
+        queued
+            .iter()
+            .all(|m| m.state == "delivered" && m.attempts == 1),
         "{queued:?}"
     );
     // Each message was sent once, by one host, carrying its effect key.
@@ -500,7 +504,10 @@ fn two_hosts_deliver_one_outbox_at_once_and_each_message_is_sent_once_under_its_
         .map(|r| r.count(DeliveryOutcome::Delivered))
         .collect();
     assert_eq!(counts.iter().sum::<usize>(), N, "{counts:?}");
-    assert!(counts.iter().all(|&n| n > 0), "both hosts delivered: {counts:?}");
+    assert!(
+        counts.iter().all(|&n| n > 0),
+        "both hosts delivered: {counts:?}"
+    );
     // Delivered: neither host sends anything again.
     a.clock.advance(Duration::from_secs(3600));
     b.clock.advance(Duration::from_secs(3600));
@@ -538,8 +545,5 @@ fn a_message_one_host_could_not_deliver_is_sent_again_by_another_under_the_same_
     let keys: Vec<Option<String>> = receiver.requests().into_iter().map(|r| r.key).collect();
     assert_eq!(keys, vec![Some(message.effect_key.clone()); 2]);
     assert_eq!(receiver.applied().len(), 1);
-    assert_eq!(
-        (message.state.as_str(), message.attempts),
-        ("delivered", 2)
-    );
+    assert_eq!((message.state.as_str(), message.attempts), ("delivered", 2));
 }

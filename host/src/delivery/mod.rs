@@ -219,8 +219,7 @@ impl Deliverer {
         let mut report = DeliveryReport::default();
         while taken.len() < usize::try_from(self.policy.batch).unwrap_or(usize::MAX) {
             let now = self.clock.now_ms();
-            let Some(message) = outbox.take_message(now, now.saturating_add(hold), &taken)?
-            else {
+            let Some(message) = outbox.take_message(now, now.saturating_add(hold), &taken)? else {
                 break;
             };
             taken.push(message.id);
@@ -267,7 +266,8 @@ impl Deliverer {
             }
         };
         let now = self.clock.now_ms();
-        let settle = |settle: Settle<'_>| self.journal.outbox().settle_message(message, settle, now);
+        let settle =
+            |settle: Settle<'_>| self.journal.outbox().settle_message(message, settle, now);
         let failed = |status: Option<u16>,
                       error: String|
          -> Result<(DeliveryOutcome, Option<u16>, Option<String>)> {

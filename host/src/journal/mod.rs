@@ -13,6 +13,7 @@
 //! PostgreSQL journal (`postgres/`).
 
 mod answer;
+mod operate;
 pub(crate) mod outbox;
 pub(crate) mod postgres;
 mod read;

@@ -9,6 +9,7 @@
 //! database that went away costs the calls in flight (a retryable error, the call
 //! resumable under the same keys) and nothing after it is back.
 
+mod operations;
 mod ops;
 mod outbox;
 mod schema;
@@ -23,12 +24,13 @@ use postgres::{Client, NoTls, Transaction};
 
 pub use schema::CURRENT_VERSION;
 
+use super::operate;
+use super::{Action, CallStory, Operated, Operator};
 use super::{
     Answer, Begin, BeginOutcome, Durability, EffectRecord, GcReport, Journal, JournalEntry,
     JournalStats, Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution,
     TransactionalRequest, UnresolvedEffect,
 };
-use super::{CallStory, Operated, Operator};
 use crate::error::{Error, Result};
 use crate::keys::{EffectKey, InvocationKey};
 use crate::provider::Provider;
@@ -254,6 +256,24 @@ impl PostgresJournal {
         .map(|r| r.is_ok())
     }
 
+    /// Runs an operator's `action` on `key` in one transaction; a refusal writes
+    /// nothing.
+    fn operate(
+        &self,
+        key: &InvocationKey,
+        action: Action,
+        f: impl FnOnce(
+            &mut Transaction<'_>,
+        )
+            -> std::result::Result<std::result::Result<Operated, String>, postgres::Error>,
+    ) -> Result<Operated> {
+        self.transaction(f)?.map_err(|reason| Error::CannotOperate {
+            action: action.as_str(),
+            key: key.clone(),
+            reason,
+        })
+    }
+
     /// One statement outside a transaction (it commits by itself).
     fn single<R>(
         &self,
@@ -267,7 +287,14 @@ impl PostgresJournal {
 
 impl Journal for PostgresJournal {
     fn lookup(&self, b: &Begin<'_>) -> Result<Lookup> {
-        self.with(|client| ops::lookup_in(client, b))
+        let found = self.with(|client| ops::lookup_in(client, b))?;
+        if matches!(found, Lookup::Replay { .. }) {
+            // Bookkeeping, not an answer: a failure is logged, never the caller's.
+            if let Err(e) = self.single(|client| ops::count_replay_in(client, b.key)) {
+                tracing::warn!(key = %b.key, "cannot count a replay: {e}");
+            }
+        }
+        Ok(found)
     }
 
     fn decide(&self, b: &Begin<'_>) -> Result<BeginOutcome> {
@@ -368,16 +395,26 @@ impl Journal for PostgresJournal {
         self.with(|client| ops::entries_in(client, None, Some(prefix), limit))
     }
 
-    fn story(&self, _key: &InvocationKey) -> Result<CallStory> {
-        Err(not_yet("journal KEY"))
+    fn story(&self, key: &InvocationKey) -> Result<CallStory> {
+        self.with(|client| {
+            Ok(CallStory {
+                key: key.to_string(),
+                entry: ops::entry_in(client, key.as_str())?,
+                operations: operations::operations_of(client, key.as_str())?,
+            })
+        })
     }
 
-    fn forget(&self, _key: &InvocationKey, _operator: &Operator<'_>) -> Result<Operated> {
-        Err(not_yet("forget"))
+    fn forget(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
+        self.operate(key, Action::Forget, |tx| {
+            operate::forget(&mut operations::Tx(tx), key.as_str(), operator)
+        })
     }
 
-    fn abandon(&self, _key: &InvocationKey, _operator: &Operator<'_>) -> Result<Operated> {
-        Err(not_yet("abandon"))
+    fn abandon(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
+        self.operate(key, Action::Abandon, |tx| {
+            operate::abandon(&mut operations::Tx(tx), key.as_str(), operator)
+        })
     }
 
     fn gc(&self, now: i64, retention_ms: i64) -> Result<GcReport> {
@@ -670,12 +707,4 @@ mod latency {
             println!("{hosts} host(s): {rate:.0} one-effect calls/s");
         }
     }
-}
-
-/// An operation the PostgreSQL journal does not offer yet: a clear error, nothing
-/// changed.
-fn not_yet(what: &str) -> crate::error::Error {
-    crate::error::Error::Host(anyhow::anyhow!(
-        "`{what}` is not available on a PostgreSQL journal yet (it works on SQLite)"
-    ))
 }

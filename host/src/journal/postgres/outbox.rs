@@ -169,7 +169,11 @@ mod tests {
         b.settle_message(&second, delivered, 1_200).unwrap();
         let shown = b.outbox_messages().unwrap();
         assert_eq!(
-            (shown[0].state.as_str(), shown[0].attempts, shown[0].last_status),
+            (
+                shown[0].state.as_str(),
+                shown[0].attempts,
+                shown[0].last_status
+            ),
             ("delivered", 2, Some(200))
         );
         // Delivered: nobody takes it again, however late.

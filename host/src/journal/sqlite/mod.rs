@@ -25,6 +25,7 @@ use rusqlite::Connection;
 
 pub use schema::CURRENT_VERSION;
 
+use super::operate;
 use super::{
     Action, Answer, Begin, BeginOutcome, CallStory, Durability, EffectRecord, GcReport, Journal,
     JournalEntry, JournalStats, Lease, Lookup, NewEffect, NewInvocation, Operated, Operator,
@@ -486,7 +487,7 @@ impl Journal for SqliteJournal {
 
     fn forget(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
         let done = self.operate(key, Action::Forget, |tx| {
-            operations::forget_in(tx, key.as_str(), operator)
+            operate::forget(&mut operations::Tx(tx), key.as_str(), operator)
         })?;
         // After the delete: a replay remembered meanwhile may be of the deleted
         // record. (Another process's memory is not reached; see the README.)
@@ -496,7 +497,7 @@ impl Journal for SqliteJournal {
 
     fn abandon(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
         self.operate(key, Action::Abandon, |tx| {
-            operations::abandon_in(tx, key.as_str(), operator)
+            operate::abandon(&mut operations::Tx(tx), key.as_str(), operator)
         })
     }
 

@@ -82,9 +82,8 @@ impl OutboxQueue for SqliteJournal {
 
     fn outbox_messages(&self) -> Result<Vec<OutboxMessage>> {
         self.with(|conn| {
-            let mut stmt = conn.prepare(&format!(
-                "SELECT {MESSAGE_COLUMNS} FROM outbox ORDER BY id"
-            ))?;
+            let mut stmt =
+                conn.prepare(&format!("SELECT {MESSAGE_COLUMNS} FROM outbox ORDER BY id"))?;
             stmt.query_map([], |r| {
                 Ok(OutboxMessage {
                     id: r.get(0)?,
