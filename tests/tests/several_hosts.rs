@@ -182,3 +182,65 @@ fn a_host_killed_holding_the_lease_is_taken_over_under_the_same_key() {
         "B resumed A's run"
     );
 }
+
+#[test]
+fn a_call_one_host_forgets_runs_again_on_another_and_its_story_says_who() {
+    let Some(cluster) =
+        cluster("a_call_one_host_forgets_runs_again_on_another_and_its_story_says_who")
+    else {
+        return;
+    };
+    let url = cluster.database();
+    let dir = tempfile::tempdir().unwrap();
+    let run = ["run", "send_receipt", "--args", ARGS, "--conversation", "c"];
+    let story = |key: &str| {
+        let out = host(dir.path(), &url, &["journal", key, "--json"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        json_of(&out)
+    };
+    let first = json_of(&host(dir.path(), &url, &run).output().unwrap());
+    let key = first["key"].as_str().unwrap().to_string();
+    // A retry on another host replays it, and the shared journal counts it.
+    let retry = json_of(&host(dir.path(), &url, &run).output().unwrap());
+    assert_eq!(retry["replayed"], true, "{retry}");
+    let before = story(&key);
+    assert_eq!(before["entry"]["replays"], 1, "{before}");
+    assert_eq!(
+        before["entry"]["arguments"],
+        serde_json::from_str::<Value>(ARGS).unwrap()
+    );
+    let old_effect_key = before["entry"]["effects"][0]["key"].clone();
+
+    let forgot = host(dir.path(), &url, &["forget", &key, "--by", "grace"])
+        .output()
+        .unwrap();
+    assert_eq!(forgot.status.code(), Some(0), "{forgot:?}");
+    let again = json_of(&host(dir.path(), &url, &run).output().unwrap());
+
+    assert_eq!(
+        again["replayed"], false,
+        "forget lets it run again: {again}"
+    );
+    assert_eq!(
+        mails(dir.path()),
+        2,
+        "sent again: that is what forget means"
+    );
+    let after = story(&key);
+    assert_ne!(after["entry"]["effects"][0]["key"], old_effect_key);
+    let op = &after["operations"][0];
+    assert_eq!(
+        (&op["action"], &op["by"]),
+        (&"forget".into(), &"grace".into())
+    );
+    assert_eq!(op["detail"]["effects"][0]["key"], old_effect_key);
+    // The opposite: a call that completed with an outcome of its own cannot be
+    // abandoned, on any host (exit 2), and nothing is recorded.
+    let refused = host(dir.path(), &url, &["abandon", &key, "--by", "grace"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert_eq!(story(&key)["operations"].as_array().unwrap().len(), 1);
+}
