@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use justonce::__private::postgres_testing::cluster;
+use justonce::__private::postgres_testing::{PASSWORD, cluster};
 use serde_json::Value;
 
 use crate::support::cli::{json_of, justonce_command};
@@ -243,4 +243,54 @@ fn a_call_one_host_forgets_runs_again_on_another_and_its_story_says_who() {
         .unwrap();
     assert_eq!(refused.status.code(), Some(2), "{refused:?}");
     assert_eq!(story(&key)["operations"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn a_host_logs_in_with_the_password_file_its_configuration_names() {
+    const NAME: &str = "a_host_logs_in_with_the_password_file_its_configuration_names";
+    let Some(cluster) = cluster(NAME) else {
+        return;
+    };
+    let Some(url) = cluster.password_login(&cluster.database()) else {
+        eprintln!("skipped (no password login on the test server): {NAME}");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let run = ["run", "send_receipt", "--args", ARGS, "--conversation", "c"];
+    let config = dir.path().join("justonce.toml");
+    std::fs::write(
+        &config,
+        format!("database = \"{url}\"\npassword_file = \"secrets/db\"\n"),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("secrets")).unwrap();
+    let with_config = |args: &[&str]| {
+        let mut command = justonce_command(None);
+        command
+            .current_dir(dir.path())
+            .env_remove("PGPASSWORD")
+            .env("PGPASSFILE", dir.path().join("no-pgpass"))
+            .arg("--config")
+            .arg(&config)
+            .args(args);
+        command.output().unwrap()
+    };
+
+    // Without the file the host cannot log in, and says which file it wanted.
+    let refused = with_config(&run);
+    let stderr = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert_ne!(refused.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("secrets/db"), "{stderr}");
+
+    std::fs::write(dir.path().join("secrets/db"), format!("{PASSWORD}\n")).unwrap();
+    let out = with_config(&run);
+    let answer = json_of(&out);
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(mails(dir.path()), 1);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains(PASSWORD), "never logged: {stderr}");
+    // journal reads the same database with the same file.
+    let journal = with_config(&["journal", "--json"]);
+    assert_eq!(journal.status.code(), Some(0), "{journal:?}");
+    assert!(String::from_utf8_lossy(&journal.stdout).contains(answer["key"].as_str().unwrap()));
 }

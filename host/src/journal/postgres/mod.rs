@@ -9,6 +9,7 @@
 //! database that went away costs the calls in flight (a retryable error, the call
 //! resumable under the same keys) and nothing after it is back.
 
+mod credentials;
 mod operations;
 mod ops;
 mod outbox;
@@ -22,6 +23,7 @@ use std::time::Duration;
 
 use postgres::{Client, NoTls, Transaction};
 
+pub(crate) use credentials::pgpass_path;
 pub use schema::CURRENT_VERSION;
 
 use super::operate;
@@ -93,6 +95,42 @@ impl PostgresTarget {
             config.application_name("justonce");
         }
         Ok(Self::from_config(config))
+    }
+
+    /// Without a password yet (none in the URL, no `PGPASSWORD`), takes it from
+    /// `password_file` (the configuration's; an unreadable one is an error), else
+    /// from the first line for this login in the libpq password file `pgpass`
+    /// (`PGPASSFILE`, else `~/.pgpass`; see [`credentials::pgpass_path`]).
+    pub(crate) fn password_from_files(
+        mut self,
+        password_file: Option<&std::path::Path>,
+        pgpass: Option<&std::path::Path>,
+    ) -> Result<Self> {
+        if self.config.get_password().is_some() {
+            return Ok(self);
+        }
+        let password = match password_file {
+            Some(path) => Some(credentials::read_password_file(path)?),
+            None => pgpass.and_then(|path| {
+                let host = match self.config.get_hosts().first() {
+                    Some(postgres::config::Host::Tcp(name)) => name.clone(),
+                    #[cfg(unix)]
+                    Some(postgres::config::Host::Unix(path)) => path.display().to_string(),
+                    None => "localhost".into(),
+                };
+                let login = credentials::Login {
+                    host: &host,
+                    port: self.config.get_ports().first().copied().unwrap_or(5432),
+                    database: self.config.get_dbname().unwrap_or(""),
+                    user: self.config.get_user().unwrap_or(""),
+                };
+                credentials::from_pgpass(path, &login)
+            }),
+        };
+        if let Some(password) = password {
+            self.config.password(password);
+        }
+        Ok(self)
     }
 
     /// A target from a ready configuration (tests build one for a database of their
@@ -501,6 +539,70 @@ mod tests {
         // The opposite: a URL that is not one is refused without echoing it.
         let err = PostgresTarget::parse("postgres://ada:s3cret-pw@[bad", None).unwrap_err();
         assert!(!err.to_string().contains("s3cret"), "{err}");
+    }
+
+    #[test]
+    fn a_password_file_or_pgpass_logs_in_and_a_wrong_password_is_refused_unshown() {
+        const NAME: &str =
+            "a_password_file_or_pgpass_logs_in_and_a_wrong_password_is_refused_unshown";
+        let Some(cluster) = testing::cluster(NAME) else {
+            return;
+        };
+        let Some(url) = cluster.password_login(&cluster.database()) else {
+            eprintln!("skipped (no password login on the test server): {NAME}");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let open = |password_file: Option<&std::path::Path>, pgpass: Option<&std::path::Path>| {
+            PostgresTarget::parse(&url, None)
+                .and_then(|t| t.password_from_files(password_file, pgpass))
+                .and_then(|t| PostgresJournal::open(t, Durability::Full))
+        };
+        let shown = |err: &Error| {
+            let mut shown = format!("{err} {err:?}");
+            let mut cause = std::error::Error::source(err);
+            while let Some(inner) = cause {
+                shown.push_str(&format!(" {inner}"));
+                cause = inner.source();
+            }
+            shown
+        };
+
+        // No password anywhere: refused.
+        assert!(open(None, None).is_err());
+        // The configuration's password file.
+        let file = dir.path().join("db-password");
+        std::fs::write(&file, format!("{}\n", testing::PASSWORD)).unwrap();
+        open(Some(&file), None).unwrap();
+        // libpq's password file, its colon and backslash escaped.
+        let pgpass = dir.path().join(".pgpass");
+        let escaped = testing::PASSWORD.replace('\\', "\\\\").replace(':', "\\:");
+        let target = PostgresTarget::parse(&url, None).unwrap();
+        let port = target.config.get_ports()[0];
+        std::fs::write(
+            &pgpass,
+            format!(
+                "127.0.0.1:{port}:*:someone_else:wrong\n127.0.0.1:{port}:*:{}:{escaped}\n",
+                testing::PASSWORD_ROLE
+            ),
+        )
+        .unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        open(None, Some(&pgpass)).unwrap();
+
+        // A wrong password is refused, and neither it nor the right one is shown.
+        std::fs::write(&file, "wrong-s3cret\n").unwrap();
+        let err = open(Some(&file), Some(&pgpass)).unwrap_err();
+        let text = shown(&err);
+        assert!(text.contains("justonce_pw@127.0.0.1"), "{text}");
+        assert!(
+            !text.contains("wrong-s3cret") && !text.contains(testing::PASSWORD),
+            "{text}"
+        );
     }
 
     #[test]
