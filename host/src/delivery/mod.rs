@@ -345,8 +345,6 @@ impl Deliverer {
     }
 }
 
-/// Statuses after which the same message may still be accepted later.
-
 /// The handle of a background delivery loop; stopping or dropping it ends the loop
 /// after the pass under way.
 #[derive(Debug)]

@@ -32,6 +32,9 @@ struct Downstream {
     faults: Mutex<Vec<Fault>>,
 }
 
+/// Where a held attempt says it arrived, and waits to be let go.
+type Gate = Arc<Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>>;
+
 #[derive(Clone)]
 enum Fault {
     /// The effect lands, then the response is lost.
@@ -43,7 +46,7 @@ enum Fault {
     /// The connection is refused: nothing was sent.
     Refused,
     /// Blocks until told to go on (a slow downstream).
-    Hold(Arc<Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>>),
+    Hold(Gate),
 }
 
 impl Downstream {

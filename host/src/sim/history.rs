@@ -133,7 +133,7 @@ impl World {
         });
         let runner: Arc<dyn crate::guard::Runner> = self.runner.clone();
         let policy = Policy {
-            renew_every: (i % 2 == 0).then_some(Duration::from_millis(1)),
+            renew_every: i.is_multiple_of(2).then_some(Duration::from_millis(1)),
             ..self.policy
         };
         Ok(Arc::new(SimHost {
