@@ -21,6 +21,7 @@ use crate::runtime::{Limits, Runtime, ToolLimits};
 /// Builds a [`Host`].
 pub struct HostBuilder {
     database: Option<PathBuf>,
+    password_file: Option<PathBuf>,
     durability: Durability,
     clock: Arc<dyn Clock>,
     retention: Duration,
@@ -46,6 +47,7 @@ impl Default for HostBuilder {
     fn default() -> Self {
         Self {
             database: None,
+            password_file: None,
             durability: Durability::default(),
             clock: Arc::new(SystemClock),
             retention: Duration::from_secs(24 * 60 * 60),
@@ -71,10 +73,19 @@ impl Default for HostBuilder {
 impl HostBuilder {
     /// Keeps the journal in the SQLite file at `path` (created with its directory),
     /// or, for a `postgres://USER@HOST:PORT/DB` URL, in that PostgreSQL database,
-    /// which several hosts may share (the password from the URL or `PGPASSWORD`).
-    /// Without it the journal lives in memory.
+    /// which several hosts may share (the password from the URL, else `PGPASSWORD`,
+    /// else [`password_file`](Self::password_file), else `PGPASSFILE` or
+    /// `~/.pgpass`). Without it the journal lives in memory.
     pub fn database(mut self, path: impl Into<PathBuf>) -> Self {
         self.database = Some(path.into());
+        self
+    }
+
+    /// Reads a PostgreSQL journal's password from the first line of the file at
+    /// `path` when neither the URL nor `PGPASSWORD` gives one. The password never
+    /// appears in logs or errors; a file that cannot be read is named.
+    pub fn password_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.password_file = Some(path.into());
         self
     }
 
@@ -255,7 +266,7 @@ impl HostBuilder {
             }
         };
         let journal = match &self.database {
-            Some(path) => journal::open(path, self.durability)?,
+            Some(path) => journal::open(path, self.durability, self.password_file.as_deref())?,
             None => journal::in_memory()?,
         };
         let http = Arc::new(match &self.http_config_file {

@@ -3,7 +3,8 @@
 //!
 //! ```toml
 //! tools_dir = "tools"            # relative paths are relative to this file
-//! database = "state.db"
+//! database = "state.db"         # or postgres://USER@HOST:PORT/DB
+//! password_file = "db-password"  # PostgreSQL's password, when the URL has none
 //! retention_hours = 24
 //! durability = "full"            # or "normal": no fsync on the call path
 //! tokens_file = "tokens.json"    # bearer tokens of `serve --http` (`justonce token`)
@@ -52,6 +53,8 @@ pub struct Config {
     pub tools_dir: Option<PathBuf>,
     /// The journal database.
     pub database: Option<PathBuf>,
+    /// The file whose first line is a PostgreSQL journal's password.
+    pub password_file: Option<PathBuf>,
     /// How long records are kept.
     pub retention: Option<Duration>,
     /// How hard the journal works to survive a power cut.
@@ -70,6 +73,7 @@ pub struct Config {
 struct RawConfig {
     tools_dir: Option<PathBuf>,
     database: Option<PathBuf>,
+    password_file: Option<PathBuf>,
     retention_hours: Option<u64>,
     durability: Option<RawDurability>,
     retry: Option<RawRetry>,
@@ -266,6 +270,7 @@ impl Config {
                     dir.join(p)
                 }
             }),
+            password_file: raw.password_file.map(|p| dir.join(p)),
             retention: raw
                 .retention_hours
                 .map(|h| Duration::from_secs(h.saturating_mul(3600))),
@@ -286,6 +291,9 @@ impl HostBuilder {
         }
         if let Some(db) = &config.database {
             self = self.database(db);
+        }
+        if let Some(path) = &config.password_file {
+            self = self.password_file(path);
         }
         if let Some(retention) = config.retention {
             self = self.retention(retention);
@@ -343,6 +351,18 @@ mod tests {
         assert_eq!(
             config.database.as_deref(),
             Some(Path::new("/etc/justonce/state.db"))
+        );
+        assert_eq!(config.password_file, None);
+    }
+
+    #[test]
+    fn a_password_file_is_beside_the_configuration_file() {
+        let config =
+            parse("database = \"postgres://justonce@db/journal\"\npassword_file = \"secrets/db\"")
+                .unwrap();
+        assert_eq!(
+            config.password_file.as_deref(),
+            Some(Path::new("/etc/justonce/secrets/db"))
         );
     }
 

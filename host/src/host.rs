@@ -178,6 +178,13 @@ impl Host {
         journal.read(f)
     }
 
+    /// Every message in the outbox, oldest first, on either journal (tests and tools
+    /// read the queue with it). Not part of the embedding surface.
+    #[doc(hidden)]
+    pub fn outbox_messages(&self) -> Result<Vec<crate::providers::OutboxMessage>> {
+        self.shared().journal.outbox().outbox_messages()
+    }
+
     pub(crate) fn http_config_arc(&self) -> Arc<HttpConfig> {
         Arc::clone(&self.http)
     }

@@ -11,8 +11,8 @@ use crate::keys::{EffectKey, InvocationKey};
 /// the guard may do when it does not know whether an attempt took effect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ProviderClass {
-    /// The effect is local state written in the same SQLite transaction as its journal
-    /// record: exactly once, never unknown.
+    /// The effect is local state written in the same transaction as its journal
+    /// record (SQLite or PostgreSQL): exactly once, never unknown.
     Transactional,
     /// The downstream takes the key and deduplicates: an unknown attempt is retried with
     /// the same key until a definitive answer or the retry budget runs out.

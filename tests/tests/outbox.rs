@@ -1,6 +1,9 @@
 //! The `outbox` provider and delivery: a webhook is queued in the journal's
 //! transaction, exactly once per effect, and delivered with its effect key as the
-//! `Idempotency-Key` to a receiver on 127.0.0.1 that deduplicates by it.
+//! `Idempotency-Key` to a receiver on 127.0.0.1 that deduplicates by it. Each test
+//! runs on both journals (`on_both!`): the in-memory SQLite one, and a database of
+//! the PostgreSQL test cluster (skipped by name where there is none). Several hosts
+//! delivering one PostgreSQL outbox at once are at the end.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,7 +15,97 @@ use justonce::HttpConfig;
 use justonce::{CallRequest, Host, ManualClock, Outcome};
 use serde_json::Value;
 
-use crate::support::{RefusingOutbox, test_host};
+use justonce::__private::postgres_testing::cluster;
+
+use crate::support::{RefusingOutbox, TestHost, test_host};
+
+/// The journal a test runs on, and the test's name (to say it was skipped).
+#[derive(Clone, Copy)]
+struct On {
+    postgres: bool,
+    test: &'static str,
+}
+
+/// Runs each test on the SQLite journal and on a PostgreSQL one.
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test]
+            fn $name() {
+                super::$name(super::On { postgres: false, test: stringify!($name) });
+            })*
+        }
+        mod postgres {
+            $(#[test]
+            fn $name() {
+                super::$name(super::On { postgres: true, test: stringify!($name) });
+            })*
+        }
+    };
+}
+
+on_both!(
+    a_retried_notify_queues_one_message_under_its_effect_key,
+    a_message_whose_effect_is_refused_is_rolled_back_with_it,
+    a_webhook_not_on_the_tools_allowlist_is_not_queued_and_not_saved,
+    a_webhook_whose_first_delivery_response_is_lost_is_delivered_again_with_the_same_key_once,
+    a_receiver_that_refuses_marks_the_message_failed_and_it_is_not_retried,
+    a_503_waits_its_retry_after_and_the_attempts_run_out_into_failed,
+    the_delivery_loop_delivers_in_the_background_until_stopped,
+    the_same_notify_past_retention_queues_a_new_message_under_a_new_key,
+    a_message_whose_stored_headers_are_unreadable_is_failed_not_sent_without_them,
+);
+
+/// A host of the test's journal: `None` (the test is skipped, by name) on
+/// PostgreSQL where there is none.
+struct OutboxHost {
+    t: TestHost,
+    /// The PostgreSQL database, if the host's journal is there.
+    url: Option<String>,
+}
+
+impl std::ops::Deref for OutboxHost {
+    type Target = TestHost;
+    fn deref(&self) -> &TestHost {
+        &self.t
+    }
+}
+
+impl On {
+    fn host(
+        self,
+        configure: impl FnOnce(justonce::HostBuilder) -> justonce::HostBuilder,
+    ) -> Option<OutboxHost> {
+        if !self.postgres {
+            return Some(OutboxHost {
+                t: test_host(configure),
+                url: None,
+            });
+        }
+        let url = cluster(self.test)?.database();
+        let t = test_host(|b| configure(b).database(&url));
+        Some(OutboxHost { t, url: Some(url) })
+    }
+}
+
+impl OutboxHost {
+    /// Runs `statement` on the host's journal database, as an operator would.
+    fn execute(&self, statement: &str) {
+        match &self.url {
+            None => {
+                self.host
+                    .inspect_sqlite(|conn| conn.execute(statement, []))
+                    .unwrap();
+            }
+            Some(url) => {
+                ::postgres::Client::connect(url, ::postgres::NoTls)
+                    .unwrap()
+                    .execute(statement, &[])
+                    .unwrap();
+            }
+        }
+    }
+}
 
 /// Lets `notify` (only) reach `receiver` as the `webhooks` service.
 fn webhooks(receiver: &LocalApi) -> HttpConfig {
@@ -30,7 +123,7 @@ fn notify(event: &str) -> CallRequest {
 }
 
 fn messages(host: &Host) -> Vec<OutboxMessage> {
-    host.inspect_sqlite(OutboxProvider::messages).unwrap()
+    host.outbox_messages().unwrap()
 }
 
 fn result_of(outcome: &Outcome) -> &Value {
@@ -48,10 +141,11 @@ fn policy() -> DeliveryPolicy {
     }
 }
 
-#[test]
-fn a_retried_notify_queues_one_message_under_its_effect_key() {
+fn a_retried_notify_queues_one_message_under_its_effect_key(on: On) {
     let receiver = LocalApi::start().unwrap();
-    let t = test_host(|b| b.http(webhooks(&receiver)));
+    let Some(t) = on.host(|b| b.http(webhooks(&receiver))) else {
+        return;
+    };
 
     let first = t.host.call(&notify("refund.issued")).unwrap();
     let retried = t
@@ -78,16 +172,17 @@ fn a_retried_notify_queues_one_message_under_its_effect_key() {
     assert_eq!(messages(&t.host).len(), 2);
 }
 
-#[test]
-fn a_message_whose_effect_is_refused_is_rolled_back_with_it() {
+fn a_message_whose_effect_is_refused_is_rolled_back_with_it(on: On) {
     let receiver = LocalApi::start().unwrap();
     let config = Arc::new(webhooks(&receiver));
     let clock = Arc::new(ManualClock::default());
     let outbox = OutboxProvider::new(Arc::clone(&config), clock);
-    let t = test_host(|b| {
+    let Some(t) = on.host(|b| {
         b.http((*config).clone())
             .provider("outbox", Arc::new(RefusingOutbox(outbox)))
-    });
+    }) else {
+        return;
+    };
 
     let response = t.host.call(&notify("refund.issued")).unwrap();
 
@@ -107,13 +202,14 @@ fn a_message_whose_effect_is_refused_is_rolled_back_with_it() {
     );
 }
 
-#[test]
-fn a_webhook_not_on_the_tools_allowlist_is_not_queued_and_not_saved() {
+fn a_webhook_not_on_the_tools_allowlist_is_not_queued_and_not_saved(on: On) {
     let receiver = LocalApi::start().unwrap();
     let config = HttpConfig::default()
         .service("webhooks", receiver.url())
         .allow("refund", receiver.url());
-    let t = test_host(|b| b.http(config));
+    let Some(t) = on.host(|b| b.http(config)) else {
+        return;
+    };
 
     let err = t.host.call(&notify("refund.issued")).unwrap_err();
 
@@ -130,7 +226,9 @@ fn a_webhook_not_on_the_tools_allowlist_is_not_queued_and_not_saved() {
     );
 
     // Once the configuration allows it, the same call queues the message.
-    let fixed = test_host(|b| b.http(webhooks(&receiver)));
+    let Some(fixed) = on.host(|b| b.http(webhooks(&receiver))) else {
+        return;
+    };
     assert!(
         fixed
             .host
@@ -141,11 +239,14 @@ fn a_webhook_not_on_the_tools_allowlist_is_not_queued_and_not_saved() {
     );
 }
 
-#[test]
-fn a_webhook_whose_first_delivery_response_is_lost_is_delivered_again_with_the_same_key_once() {
+fn a_webhook_whose_first_delivery_response_is_lost_is_delivered_again_with_the_same_key_once(
+    on: On,
+) {
     let receiver = LocalApi::start().unwrap();
     receiver.script([Behaviour::ApplyThenDrop]);
-    let t = test_host(|b| b.http(webhooks(&receiver)));
+    let Some(t) = on.host(|b| b.http(webhooks(&receiver))) else {
+        return;
+    };
     let told = t.host.call(&notify("refund.issued")).unwrap();
     let deliverer = Deliverer::new(&t.host).unwrap().policy(policy());
 
@@ -192,14 +293,15 @@ fn a_webhook_whose_first_delivery_response_is_lost_is_delivered_again_with_the_s
     assert_ne!(applied[1].key, applied[2].key);
 }
 
-#[test]
-fn a_receiver_that_refuses_marks_the_message_failed_and_it_is_not_retried() {
+fn a_receiver_that_refuses_marks_the_message_failed_and_it_is_not_retried(on: On) {
     let receiver = LocalApi::start().unwrap();
     receiver.script([Behaviour::Status {
         status: 410,
         retry_after: None,
     }]);
-    let t = test_host(|b| b.http(webhooks(&receiver)));
+    let Some(t) = on.host(|b| b.http(webhooks(&receiver))) else {
+        return;
+    };
     t.host.call(&notify("refund.issued")).unwrap();
     let deliverer = Deliverer::new(&t.host).unwrap().policy(policy());
 
@@ -213,8 +315,7 @@ fn a_receiver_that_refuses_marks_the_message_failed_and_it_is_not_retried() {
     assert_eq!(messages(&t.host)[0].state, "failed");
 }
 
-#[test]
-fn a_503_waits_its_retry_after_and_the_attempts_run_out_into_failed() {
+fn a_503_waits_its_retry_after_and_the_attempts_run_out_into_failed(on: On) {
     let receiver = LocalApi::start().unwrap();
     receiver.script(
         [Behaviour::Status {
@@ -222,7 +323,9 @@ fn a_503_waits_its_retry_after_and_the_attempts_run_out_into_failed() {
             retry_after: Some(120),
         }; 2],
     );
-    let t = test_host(|b| b.http(webhooks(&receiver)));
+    let Some(t) = on.host(|b| b.http(webhooks(&receiver))) else {
+        return;
+    };
     t.host.call(&notify("refund.issued")).unwrap();
     let deliverer = Deliverer::new(&t.host).unwrap().policy(DeliveryPolicy {
         max_attempts: 2,
@@ -252,10 +355,11 @@ fn a_503_waits_its_retry_after_and_the_attempts_run_out_into_failed() {
     assert!(receiver.applied().is_empty());
 }
 
-#[test]
-fn the_delivery_loop_delivers_in_the_background_until_stopped() {
+fn the_delivery_loop_delivers_in_the_background_until_stopped(on: On) {
     let receiver = LocalApi::start().unwrap();
-    let t = test_host(|b| b.http(webhooks(&receiver)));
+    let Some(t) = on.host(|b| b.http(webhooks(&receiver))) else {
+        return;
+    };
     t.host.call(&notify("refund.issued")).unwrap();
     let deliverer = Arc::new(Deliverer::new(&t.host).unwrap());
 
@@ -277,19 +381,18 @@ fn the_delivery_loop_delivers_in_the_background_until_stopped() {
     assert_eq!(messages(&t.host)[1].state, "pending");
 }
 
-#[test]
-fn the_same_notify_past_retention_queues_a_new_message_under_a_new_key() {
+fn the_same_notify_past_retention_queues_a_new_message_under_a_new_key(on: On) {
     let receiver = LocalApi::start().unwrap();
-    let t = test_host(|b| {
+    let Some(t) = on.host(|b| {
         b.http(webhooks(&receiver))
             .retention(Duration::from_secs(3600))
-    });
+    }) else {
+        return;
+    };
     let first = t.host.call(&notify("refund.issued")).unwrap();
     assert!(first.outcome.is_success(), "{:?}", first.outcome);
     // Mark it delivered, as a deliverer would, so re-queuing is visible.
-    t.host
-        .inspect_sqlite(|conn| conn.execute("UPDATE outbox SET state = 'delivered'", []))
-        .unwrap();
+    t.execute("UPDATE outbox SET state = 'delivered'");
 
     t.clock.advance(Duration::from_secs(3600));
     let again = t.host.call(&notify("refund.issued")).unwrap();
@@ -307,14 +410,13 @@ fn the_same_notify_past_retention_queues_a_new_message_under_a_new_key() {
     );
 }
 
-#[test]
-fn a_message_whose_stored_headers_are_unreadable_is_failed_not_sent_without_them() {
+fn a_message_whose_stored_headers_are_unreadable_is_failed_not_sent_without_them(on: On) {
     let receiver = LocalApi::start().unwrap();
-    let t = test_host(|b| b.http(webhooks(&receiver)));
+    let Some(t) = on.host(|b| b.http(webhooks(&receiver))) else {
+        return;
+    };
     t.host.call(&notify("refund.issued")).unwrap();
-    t.host
-        .inspect_sqlite(|conn| conn.execute("UPDATE outbox SET headers = '{not json'", []))
-        .unwrap();
+    t.execute("UPDATE outbox SET headers = '{not json'");
     let deliverer = Deliverer::new(&t.host).unwrap().policy(policy());
 
     let report = deliverer.run_once().unwrap();
@@ -333,4 +435,115 @@ fn a_message_whose_stored_headers_are_unreadable_is_failed_not_sent_without_them
             .count(DeliveryOutcome::Delivered),
         1
     );
+}
+
+// --- several hosts, one PostgreSQL outbox ---------------------------------------------
+
+/// Two hosts on one PostgreSQL database, each with its own clock.
+fn two_hosts(test: &str, receiver: &LocalApi) -> Option<(TestHost, TestHost)> {
+    let url = cluster(test)?.database();
+    let host = || test_host(|b| b.http(webhooks(receiver)).database(&url));
+    Some((host(), host()))
+}
+
+#[test]
+fn two_hosts_deliver_one_outbox_at_once_and_each_message_is_sent_once_under_its_key() {
+    let receiver = LocalApi::start().unwrap();
+    let Some((a, b)) = two_hosts(
+        "two_hosts_deliver_one_outbox_at_once_and_each_message_is_sent_once_under_its_key",
+        &receiver,
+    ) else {
+        return;
+    };
+    const N: usize = 40;
+    for i in 0..N {
+        let enqueuer = if i % 2 == 0 { &a } else { &b };
+        let told = enqueuer.host.call(&notify(&format!("order.{i}"))).unwrap();
+        assert!(told.outcome.is_success(), "{:?}", told.outcome);
+    }
+    let deliverers = [
+        Deliverer::new(&a.host).unwrap().policy(policy()),
+        Deliverer::new(&b.host).unwrap().policy(policy()),
+    ];
+
+    // Both deliver at once, without a lock file.
+    let start = std::sync::Barrier::new(2);
+    let reports: Vec<_> = std::thread::scope(|s| {
+        let passes: Vec<_> = deliverers
+            .iter()
+            .map(|d| {
+                let start = &start;
+                s.spawn(move || {
+                    start.wait();
+                    d.run_once().unwrap()
+                })
+            })
+            .collect();
+        passes.into_iter().map(|p| p.join().unwrap()).collect()
+    });
+
+    let queued = messages(&a.host);
+    assert_eq!(queued.len(), N, "one message per call");
+    assert!(
+        queued
+            .iter()
+            .all(|m| m.state == "delivered" && m.attempts == 1),
+        "{queued:?}"
+    );
+    // Each message was sent once, by one host, carrying its effect key.
+    let requests = receiver.requests();
+    assert_eq!(requests.len(), N, "no message was sent twice");
+    let mut sent: Vec<String> = requests.iter().map(|r| r.key.clone().unwrap()).collect();
+    sent.sort();
+    let mut keys: Vec<String> = queued.iter().map(|m| m.effect_key.clone()).collect();
+    keys.sort();
+    assert_eq!(sent, keys, "each under its own key");
+    assert_eq!(receiver.applied().len(), N);
+    let counts: Vec<usize> = reports
+        .iter()
+        .map(|r| r.count(DeliveryOutcome::Delivered))
+        .collect();
+    assert_eq!(counts.iter().sum::<usize>(), N, "{counts:?}");
+    assert!(
+        counts.iter().all(|&n| n > 0),
+        "both hosts delivered: {counts:?}"
+    );
+    // Delivered: neither host sends anything again.
+    a.clock.advance(Duration::from_secs(3600));
+    b.clock.advance(Duration::from_secs(3600));
+    for d in &deliverers {
+        assert!(d.run_once().unwrap().attempts.is_empty());
+    }
+    assert_eq!(receiver.requests().len(), N);
+}
+
+#[test]
+fn a_message_one_host_could_not_deliver_is_sent_again_by_another_under_the_same_key() {
+    let receiver = LocalApi::start().unwrap();
+    receiver.script([Behaviour::ApplyThenDrop]);
+    let Some((a, b)) = two_hosts(
+        "a_message_one_host_could_not_deliver_is_sent_again_by_another_under_the_same_key",
+        &receiver,
+    ) else {
+        return;
+    };
+    a.host.call(&notify("refund.issued")).unwrap();
+    let on_a = Deliverer::new(&a.host).unwrap().policy(policy());
+    let on_b = Deliverer::new(&b.host).unwrap().policy(policy());
+
+    let first = on_a.run_once().unwrap();
+    // Not due on the other host either until the backoff has passed.
+    assert!(on_b.run_once().unwrap().attempts.is_empty());
+    b.clock.advance(Duration::from_secs(10));
+    let second = on_b.run_once().unwrap();
+
+    // The retry happened, on the other host.
+    assert_eq!(first.count(DeliveryOutcome::Retrying), 1, "{first:?}");
+    assert_eq!(second.count(DeliveryOutcome::Delivered), 1, "{second:?}");
+    // Both attempts carried the message's key, and the receiver applied it once.
+    let message = &messages(&b.host)[0];
+    let keys: Vec<Option<String>> = receiver.requests().into_iter().map(|r| r.key).collect();
+    assert_eq!(keys, vec![Some(message.effect_key.clone()); 2]);
+    assert_eq!(receiver.applied().len(), 1);
+    assert_eq!((message.state.as_str(), message.attempts), ("delivered", 2));
 }

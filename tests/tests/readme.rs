@@ -191,6 +191,13 @@ fn the_configuration_snippets_load() {
     let toml = block("toml", "[retry]");
     justonce::Config::parse(&toml, &dir.path().join("justonce.toml"))
         .unwrap_or_else(|e| panic!("{e}"));
+    let several_hosts = block("toml", "secrets/db-password");
+    let config = justonce::Config::parse(&several_hosts, &dir.path().join("justonce.toml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        config.password_file,
+        Some(dir.path().join("secrets/db-password"))
+    );
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use justonce::__private::postgres_testing::cluster;
+use justonce::__private::postgres_testing::{PASSWORD, cluster};
 use serde_json::Value;
 
 use crate::support::cli::{json_of, justonce_command};
@@ -181,4 +181,116 @@ fn a_host_killed_holding_the_lease_is_taken_over_under_the_same_key() {
         ("completed".to_string(), 2),
         "B resumed A's run"
     );
+}
+
+#[test]
+fn a_call_one_host_forgets_runs_again_on_another_and_its_story_says_who() {
+    let Some(cluster) =
+        cluster("a_call_one_host_forgets_runs_again_on_another_and_its_story_says_who")
+    else {
+        return;
+    };
+    let url = cluster.database();
+    let dir = tempfile::tempdir().unwrap();
+    let run = ["run", "send_receipt", "--args", ARGS, "--conversation", "c"];
+    let story = |key: &str| {
+        let out = host(dir.path(), &url, &["journal", key, "--json"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        json_of(&out)
+    };
+    let first = json_of(&host(dir.path(), &url, &run).output().unwrap());
+    let key = first["key"].as_str().unwrap().to_string();
+    // A retry on another host replays it, and the shared journal counts it.
+    let retry = json_of(&host(dir.path(), &url, &run).output().unwrap());
+    assert_eq!(retry["replayed"], true, "{retry}");
+    let before = story(&key);
+    assert_eq!(before["entry"]["replays"], 1, "{before}");
+    assert_eq!(
+        before["entry"]["arguments"],
+        serde_json::from_str::<Value>(ARGS).unwrap()
+    );
+    let old_effect_key = before["entry"]["effects"][0]["key"].clone();
+
+    let forgot = host(dir.path(), &url, &["forget", &key, "--by", "grace"])
+        .output()
+        .unwrap();
+    assert_eq!(forgot.status.code(), Some(0), "{forgot:?}");
+    let again = json_of(&host(dir.path(), &url, &run).output().unwrap());
+
+    assert_eq!(
+        again["replayed"], false,
+        "forget lets it run again: {again}"
+    );
+    assert_eq!(
+        mails(dir.path()),
+        2,
+        "sent again: that is what forget means"
+    );
+    let after = story(&key);
+    assert_ne!(after["entry"]["effects"][0]["key"], old_effect_key);
+    let op = &after["operations"][0];
+    assert_eq!(
+        (&op["action"], &op["by"]),
+        (&"forget".into(), &"grace".into())
+    );
+    assert_eq!(op["detail"]["effects"][0]["key"], old_effect_key);
+    // The opposite: a call that completed with an outcome of its own cannot be
+    // abandoned, on any host (exit 2), and nothing is recorded.
+    let refused = host(dir.path(), &url, &["abandon", &key, "--by", "grace"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert_eq!(story(&key)["operations"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn a_host_logs_in_with_the_password_file_its_configuration_names() {
+    const NAME: &str = "a_host_logs_in_with_the_password_file_its_configuration_names";
+    let Some(cluster) = cluster(NAME) else {
+        return;
+    };
+    let Some(url) = cluster.password_login(&cluster.database()) else {
+        eprintln!("skipped (no password login on the test server): {NAME}");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let run = ["run", "send_receipt", "--args", ARGS, "--conversation", "c"];
+    let config = dir.path().join("justonce.toml");
+    std::fs::write(
+        &config,
+        format!("database = \"{url}\"\npassword_file = \"secrets/db\"\n"),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("secrets")).unwrap();
+    let with_config = |args: &[&str]| {
+        let mut command = justonce_command(None);
+        command
+            .current_dir(dir.path())
+            .env_remove("PGPASSWORD")
+            .env("PGPASSFILE", dir.path().join("no-pgpass"))
+            .arg("--config")
+            .arg(&config)
+            .args(args);
+        command.output().unwrap()
+    };
+
+    // Without the file the host cannot log in, and says which file it wanted.
+    let refused = with_config(&run);
+    let stderr = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert_ne!(refused.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("secrets/db"), "{stderr}");
+
+    std::fs::write(dir.path().join("secrets/db"), format!("{PASSWORD}\n")).unwrap();
+    let out = with_config(&run);
+    let answer = json_of(&out);
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(mails(dir.path()), 1);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains(PASSWORD), "never logged: {stderr}");
+    // journal reads the same database with the same file.
+    let journal = with_config(&["journal", "--json"]);
+    assert_eq!(journal.status.code(), Some(0), "{journal:?}");
+    assert!(String::from_utf8_lossy(&journal.stdout).contains(answer["key"].as_str().unwrap()));
 }

@@ -6,7 +6,7 @@ use clap::Args;
 use super::Cli;
 use super::operate::OperateArgs;
 use crate::error::Error;
-use crate::journal::{self as journal_store, Action, Durability};
+use crate::journal::Action;
 
 /// Close a diverged or stuck call with a saved outcome, a trap whose reason is
 /// `abandoned` and whose message lists the effects already performed and those whose
@@ -23,7 +23,7 @@ impl Abandon {
     pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
         let key = self.args.key()?;
         let by = self.args.by(Action::Abandon, &key)?;
-        let store = journal_store::open(&cli.db, Durability::default())?;
+        let store = cli.journal()?;
         let operated = store.abandon(&key, &self.args.operator(&by))?;
         Ok(self.args.print(&operated, "abandoned"))
     }

@@ -5,7 +5,7 @@ use clap::Args;
 use super::Cli;
 use super::operate::OperateArgs;
 use crate::error::Error;
-use crate::journal::{self as journal_store, Action, Durability};
+use crate::journal::Action;
 
 /// Remove one completed call's record so the same call runs again. Its effects are
 /// then sent downstream under new keys (the record's generation goes with it), so a
@@ -22,7 +22,7 @@ impl Forget {
     pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
         let key = self.args.key()?;
         let by = self.args.by(Action::Forget, &key)?;
-        let store = journal_store::open(&cli.db, Durability::default())?;
+        let store = cli.journal()?;
         let operated = store.forget(&key, &self.args.operator(&by))?;
         Ok(self.args.print(&operated, "forgotten"))
     }

@@ -7,7 +7,6 @@ use clap::Args;
 use super::{Cli, exit};
 use crate::clock::{Clock, SystemClock, millis};
 use crate::error::Error;
-use crate::journal::{self as journal_store, Durability};
 
 /// Delete expired records and say how many.
 #[derive(Debug, Args)]
@@ -20,7 +19,7 @@ pub struct Gc {
 
 impl Gc {
     pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
-        let store = journal_store::open(&cli.db, Durability::default())?;
+        let store = cli.journal()?;
         let retention = match self.retention_hours {
             Some(hours) => Duration::from_secs(hours.saturating_mul(3600)),
             None => cli.retention(),

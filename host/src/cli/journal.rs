@@ -10,7 +10,7 @@ use crate::call::{principal_prefix, principal_scope};
 use crate::clock::{Clock, SystemClock, rfc3339};
 use crate::error::Error;
 use crate::journal::{
-    self as journal_store, CallStory, Durability, JournalEffect, JournalEntry, JournalOperation,
+    self as journal_store, CallStory, JournalEffect, JournalEntry, JournalOperation,
 };
 use crate::keys::InvocationKey;
 
@@ -47,7 +47,7 @@ impl Journal {
             .as_deref()
             .map(|k| InvocationKey::parse(k).map_err(|e| Error::InvalidKey(e.to_string())))
             .transpose()?;
-        let store = journal_store::open(&cli.db, Durability::default())?;
+        let store = cli.journal()?;
         if self.unresolved {
             return self.unresolved(&*store);
         }

@@ -168,6 +168,20 @@ impl Cli {
         }
     }
 
+    /// The journal in use, for the commands that read or operate it without a host
+    /// (`journal`, `gc`, `resolve`, `forget`, `abandon`).
+    fn journal(&self) -> Result<std::sync::Arc<dyn crate::journal::Journal>, Error> {
+        let password_file = self
+            .settings
+            .as_ref()
+            .and_then(|c| c.password_file.as_deref());
+        crate::journal::open(
+            &self.db,
+            crate::journal::Durability::default(),
+            password_file,
+        )
+    }
+
     /// The tokens file of `serve --http`: `flag`, else the configuration's, else
     /// tokens.json next to the database.
     fn tokens_file(&self, flag: Option<&PathBuf>) -> PathBuf {

@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::{Cli, exit};
 use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
-use crate::journal::{self as journal_store, Durability, Resolution};
+use crate::journal::Resolution;
 
 /// Resolve a pending unkeyed effect (see `justonce journal --unresolved`): say whether
 /// it took effect, so the next retry of its call can finish.
@@ -46,7 +46,7 @@ impl Resolve {
         } else {
             Resolution::NotPerformed
         };
-        let store = journal_store::open(&cli.db, Durability::default())?;
+        let store = cli.journal()?;
         store.resolve(&self.effect, resolution, &response, SystemClock.now_ms())?;
         println!(
             "effect {} resolved as {}; retry its call to finish it",

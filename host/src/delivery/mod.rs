@@ -3,12 +3,14 @@
 //! the delivery is recorded. A receiver that deduplicates by key therefore records a
 //! message once, even when a response is lost or the sender dies mid-request.
 //!
-//! One deliverer sends from a journal at a time: a pass holds a lock file next to
-//! the database (`<db>.deliver.lock`), which the operating system releases when the
-//! process dies, so a restarted deliverer resumes at once. `justonce deliver` runs a
-//! pass; [`Deliverer::spawn_loop`] runs passes in the background (for `serve`).
-
-mod queue;
+//! The journal provides the queue (`journal/outbox.rs`). On SQLite one deliverer
+//! sends from a journal at a time: a pass holds a lock file next to the database
+//! (`<db>.deliver.lock`), which the operating system releases when the process dies,
+//! so a restarted deliverer resumes at once. On PostgreSQL deliverers on several
+//! hosts send at once, without a lock file: each message is taken with `SELECT …
+//! FOR UPDATE SKIP LOCKED` and hidden from the others while it is sent (until its
+//! hold ends, should its deliverer die). `justonce deliver` runs a pass;
+//! [`Deliverer::spawn_loop`] runs passes in the background (for `serve`).
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -24,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::http::{Client, HttpConfig, HttpResponse, Outbound, SendError, parse_url};
 use crate::journal::Journal;
-use crate::journal::sqlite::SqliteJournal;
+use crate::journal::outbox::{Settle, Taken};
 
 /// How patiently the deliverer retries a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,11 +41,17 @@ pub struct DeliveryPolicy {
     pub max_retry_after: Duration,
     /// The most messages one pass sends.
     pub batch: u32,
+    /// How long a message one deliverer took is hidden from the deliverers of other
+    /// hosts (PostgreSQL), so that none sends it meanwhile; at least twice the HTTP
+    /// timeout is used whatever this says. Should the deliverer die mid-send, another
+    /// sends the message, under the same key, once the hold ends.
+    pub hold: Duration,
 }
 
 impl Default for DeliveryPolicy {
     /// 12 attempts, 1 s doubling to 10 min apart (about 40 minutes in all);
-    /// `Retry-After` honoured up to an hour; 100 messages a pass.
+    /// `Retry-After` honoured up to an hour; 100 messages a pass; a taken message
+    /// hidden for 5 minutes.
     fn default() -> Self {
         Self {
             max_attempts: 12,
@@ -51,6 +59,7 @@ impl Default for DeliveryPolicy {
             max_backoff: Duration::from_secs(600),
             max_retry_after: Duration::from_secs(3600),
             batch: 100,
+            hold: Duration::from_secs(300),
         }
     }
 }
@@ -145,14 +154,8 @@ impl Deliverer {
     /// names, timeout, response cap) and clock.
     pub fn new(host: &Host) -> Result<Self> {
         let journal = Arc::clone(host.journal_handle());
-        let sqlite = sqlite_of(&*journal)?;
-        sqlite.with(|conn| conn.execute_batch(crate::providers::OUTBOX_SCHEMA))?;
-        let path = sqlite.path();
-        let lock_file = (path != std::path::Path::new(":memory:")).then(|| {
-            let mut name = path.as_os_str().to_owned();
-            name.push(".deliver.lock");
-            PathBuf::from(name)
-        });
+        journal.outbox().prepare_outbox()?;
+        let lock_file = journal.outbox().pass_lock_file();
         let config = host.http_config_arc();
         Ok(Self {
             client: Client::new(Arc::clone(&config)),
@@ -200,23 +203,32 @@ impl Deliverer {
         })
     }
 
-    /// Sends every message that is due, once each, and records what happened. Waits
-    /// for another deliverer's pass on the same journal to finish first.
+    /// Sends every message that is due, once each, and records what happened. On
+    /// SQLite, waits for another deliverer's pass on the same journal to finish first;
+    /// on PostgreSQL, sends alongside the deliverers of other hosts, each message by
+    /// one of them.
     pub fn run_once(&self) -> Result<DeliveryReport> {
         let _lock = self.lock()?;
-        let store = sqlite_of(&*self.journal)?;
-        let now = self.clock.now_ms();
-        let due = store.with(|conn| queue::due(conn, now, self.policy.batch))?;
+        let outbox = self.journal.outbox();
+        let hold = millis(
+            self.policy
+                .hold
+                .max(self.config.timeout_duration().saturating_mul(2)),
+        );
+        let mut taken = Vec::new();
         let mut report = DeliveryReport::default();
-        for message in due {
+        while taken.len() < usize::try_from(self.policy.batch).unwrap_or(usize::MAX) {
             let now = self.clock.now_ms();
-            let attempt = store.with(|conn| queue::begin_attempt(conn, message.id, now))?;
-            let (outcome, status, error) = self.send(&message, attempt)?;
+            let Some(message) = outbox.take_message(now, now.saturating_add(hold), &taken)? else {
+                break;
+            };
+            taken.push(message.id);
+            let (outcome, status, error) = self.send(&message)?;
             report.attempts.push(DeliveryAttempt {
                 message_id: message.id,
                 key: message.effect_key,
                 url: message.url,
-                attempt,
+                attempt: message.attempt,
                 outcome,
                 status,
                 error,
@@ -231,12 +243,7 @@ impl Deliverer {
         response.asks_to_retry(self.config.retry_statuses(url))
     }
 
-    fn send(
-        &self,
-        message: &queue::Queued,
-        attempt: u32,
-    ) -> Result<(DeliveryOutcome, Option<u16>, Option<String>)> {
-        let store = sqlite_of(&*self.journal)?;
+    fn send(&self, message: &Taken) -> Result<(DeliveryOutcome, Option<u16>, Option<String>)> {
         // A message that cannot be sent as queued is given up, never sent without
         // what it was queued with.
         let answer = match (parse_url(&message.url), &message.headers) {
@@ -256,11 +263,22 @@ impl Deliverer {
             }
         };
         let now = self.clock.now_ms();
+        let settle =
+            |settle: Settle<'_>| self.journal.outbox().settle_message(message, settle, now);
+        let failed = |status: Option<u16>,
+                      error: String|
+         -> Result<(DeliveryOutcome, Option<u16>, Option<String>)> {
+            settle(Settle::Failed {
+                status,
+                error: &error,
+            })?;
+            Ok((DeliveryOutcome::Failed, status, Some(error)))
+        };
         let (status, error, retry_after) = match answer {
             Ok(response) if response.is_success() => {
-                let saved = response.to_json().to_string();
-                store.with(|conn| {
-                    queue::delivered(conn, message.id, response.status, &saved, now)
+                settle(Settle::Delivered {
+                    status: response.status,
+                    response: &response.to_json().to_string(),
                 })?;
                 return Ok((DeliveryOutcome::Delivered, Some(response.status), None));
             }
@@ -269,10 +287,7 @@ impl Deliverer {
                     "the receiver refused the message with status {}",
                     response.status
                 );
-                store.with(|conn| {
-                    queue::failed(conn, message.id, Some(response.status), &error, now)
-                })?;
-                return Ok((DeliveryOutcome::Failed, Some(response.status), Some(error)));
+                return failed(Some(response.status), error);
             }
             Ok(response) => (
                 Some(response.status),
@@ -280,19 +295,18 @@ impl Deliverer {
                 response.retry_after(),
             ),
             Err(SendError::Unknown(reason) | SendError::NotSent(reason)) => (None, reason, None),
-            Err(SendError::Invalid(reason)) => {
-                store.with(|conn| queue::failed(conn, message.id, None, &reason, now))?;
-                return Ok((DeliveryOutcome::Failed, None, Some(reason)));
-            }
+            Err(SendError::Invalid(reason)) => return failed(None, reason),
         };
-        if attempt >= self.policy.max_attempts {
-            let error = format!("gave up after {attempt} attempts: {error}");
-            store.with(|conn| queue::failed(conn, message.id, status, &error, now))?;
-            return Ok((DeliveryOutcome::Failed, status, Some(error)));
+        if message.attempt >= self.policy.max_attempts {
+            let error = format!("gave up after {} attempts: {error}", message.attempt);
+            return failed(status, error);
         }
-        let wait = self.policy.backoff_after(attempt, retry_after);
-        let next = now.saturating_add(millis(wait));
-        store.with(|conn| queue::retry_later(conn, message.id, status, &error, next, now))?;
+        let wait = self.policy.backoff_after(message.attempt, retry_after);
+        settle(Settle::RetryLater {
+            status,
+            error: &error,
+            next_attempt_at: now.saturating_add(millis(wait)),
+        })?;
         Ok((DeliveryOutcome::Retrying, status, Some(error)))
     }
 
@@ -327,8 +341,6 @@ impl Deliverer {
         })
     }
 }
-
-/// Statuses after which the same message may still be accepted later.
 
 /// The handle of a background delivery loop; stopping or dropping it ends the loop
 /// after the pass under way.
@@ -387,11 +399,4 @@ mod tests {
             60
         );
     }
-}
-
-/// The SQLite journal the outbox lives in.
-fn sqlite_of(journal: &dyn Journal) -> Result<&SqliteJournal> {
-    journal
-        .as_sqlite()
-        .ok_or_else(|| Error::Host(anyhow::anyhow!("outbox delivery needs the SQLite journal")))
 }

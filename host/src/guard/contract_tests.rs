@@ -32,6 +32,9 @@ struct Downstream {
     faults: Mutex<Vec<Fault>>,
 }
 
+/// Where a held attempt says it arrived, and waits to be let go.
+type Gate = Arc<Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>>;
+
 #[derive(Clone)]
 enum Fault {
     /// The effect lands, then the response is lost.
@@ -43,7 +46,7 @@ enum Fault {
     /// The connection is refused: nothing was sent.
     Refused,
     /// Blocks until told to go on (a slow downstream).
-    Hold(Arc<Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>>),
+    Hold(Gate),
 }
 
 impl Downstream {
@@ -1142,10 +1145,13 @@ fn the_journal_counts_the_replays_it_answers_and_shows_a_refused_effect_as_refus
     }
 
     let entry = h.journal.story(&first.key).unwrap().entry.unwrap();
-    assert_eq!(
-        entry.replays, 3,
-        "two with the id, one plain, two from memory"
-    );
+    // A SQLite journal's process remembers the outcomes it saved lately; several
+    // hosts on PostgreSQL keep no such memory, so every replay reaches the journal.
+    let (counted, why) = match BACKEND.get() {
+        Backend::Sqlite => (3, "two with the id, one plain, two from memory"),
+        Backend::Postgres => (5, "two with the id, three plain"),
+    };
+    assert_eq!(entry.replays, counted, "{why}");
     assert_eq!(entry.arguments, Some(json!({"amount": 10})));
     assert_eq!(entry.effects[0].state, "refused");
     assert_eq!(
@@ -1265,22 +1271,20 @@ on_postgres!(
     a_resumed_run_sees_the_clock_its_first_run_saw,
     an_effect_the_configuration_refuses_is_not_saved_and_succeeds_once_it_is_fixed,
     a_refused_connection_is_known_not_performed_and_the_retry_performs_it_once,
+    a_forgotten_call_runs_again_under_new_downstream_keys_and_the_journal_says_who,
+    forget_is_refused_for_an_effect_whose_outcome_is_unknown_and_allowed_with_force,
+    forget_and_abandon_are_refused_for_a_running_call_unless_forced_and_the_run_is_fenced,
+    an_abandoned_call_replays_an_abandoned_outcome_that_lists_its_effects,
+    abandon_of_a_completed_or_unknown_call_and_forget_of_an_unknown_one_are_refused,
+    the_journal_counts_the_replays_it_answers_and_shows_a_refused_effect_as_refused,
 );
 
 /// One suite, two journals: a contract test added above without adding it to
 /// `on_postgres!` fails here, by name.
 #[test]
 fn every_contract_test_runs_on_postgres_too() {
-    // Operating one key (`forget`, `abandon`, `journal KEY`) and the readable journal
-    // (replay counts, refused effects) exist on the SQLite journal only so far.
-    const SQLITE_ONLY: &[&str] = &[
-        "a_forgotten_call_runs_again_under_new_downstream_keys_and_the_journal_says_who",
-        "forget_is_refused_for_an_effect_whose_outcome_is_unknown_and_allowed_with_force",
-        "forget_and_abandon_are_refused_for_a_running_call_unless_forced_and_the_run_is_fenced",
-        "an_abandoned_call_replays_an_abandoned_outcome_that_lists_its_effects",
-        "abandon_of_a_completed_or_unknown_call_and_forget_of_an_unknown_one_are_refused",
-        "the_journal_counts_the_replays_it_answers_and_shows_a_refused_effect_as_refused",
-    ];
+    // Tests of something only one journal has; none so far.
+    const SQLITE_ONLY: &[&str] = &[];
     let source = include_str!("contract_tests.rs");
     let mut lines = source.lines();
     let mut missing = Vec::new();

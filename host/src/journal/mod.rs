@@ -13,6 +13,8 @@
 //! PostgreSQL journal (`postgres/`).
 
 mod answer;
+mod operate;
+pub(crate) mod outbox;
 pub(crate) mod postgres;
 mod read;
 mod records;
@@ -204,8 +206,10 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// Creates what a transactional provider keeps in the journal.
     fn prepare_provider(&self, provider: &dyn Provider) -> Result<()>;
 
-    /// The SQLite journal behind this one, for the outbox deliverer and tests that
-    /// read a provider's tables.
+    /// The outbox queue in this journal, for delivery.
+    fn outbox(&self) -> &dyn outbox::OutboxQueue;
+
+    /// The SQLite journal behind this one, for tests that read a provider's tables.
     fn as_sqlite(&self) -> Option<&sqlite::SqliteJournal>;
 }
 
@@ -222,13 +226,19 @@ pub(crate) struct TransactionalRequest<'a> {
 }
 
 /// Opens the journal at `path`: a SQLite file (created with its directory), or the
-/// PostgreSQL database a `postgres://` URL names (the password from the URL, else
-/// `PGPASSWORD`).
-pub(crate) fn open(path: &Path, durability: Durability) -> Result<std::sync::Arc<dyn Journal>> {
+/// PostgreSQL database a `postgres://` URL names. Its password comes from the URL,
+/// else `PGPASSWORD`, else `password_file`, else libpq's password file
+/// (`PGPASSFILE`, else `~/.pgpass`).
+pub(crate) fn open(
+    path: &Path,
+    durability: Durability,
+    password_file: Option<&Path>,
+) -> Result<std::sync::Arc<dyn Journal>> {
     let text = path.to_string_lossy();
     if self::postgres::is_postgres_url(&text) {
         let password = std::env::var("PGPASSWORD").ok();
-        let target = self::postgres::PostgresTarget::parse(&text, password.as_deref())?;
+        let target = self::postgres::PostgresTarget::parse(&text, password.as_deref())?
+            .password_from_files(password_file, self::postgres::pgpass_path().as_deref())?;
         return open_postgres(target, durability);
     }
     Ok(std::sync::Arc::new(sqlite::SqliteJournal::open(

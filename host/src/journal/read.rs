@@ -5,6 +5,48 @@
 use serde::Serialize;
 
 use crate::clock::{serialize_rfc3339, serialize_rfc3339_opt};
+use crate::outcome::Outcome;
+
+/// The columns of an invocation as [`JournalEntry`] shows it, the same on both
+/// backends: key, scope, tool, state, arguments, runs, replays, outcome,
+/// created_at, completed_at.
+pub(crate) const ENTRY_COLUMNS: &str =
+    "key, scope, tool, state, arguments, runs, replays, outcome, created_at, completed_at";
+
+/// The columns of an effect as [`JournalEffect`] shows it, in its order but for
+/// `response` (eighth) and `last_error`.
+pub(crate) const EFFECT_COLUMNS: &str = "seq, key, provider, class, operation, state, attempts, \
+     response, last_error, resolution, created_at, updated_at";
+
+/// A saved outcome in one line: `success`, `tool_error CODE: message`, or `trap
+/// REASON: the first line of its message` (a backtrace never reaches the journal's
+/// reader).
+pub(crate) fn summary(stored: &str) -> String {
+    let first_line = |s: &str| s.lines().next().unwrap_or_default().to_string();
+    match Outcome::from_stored(stored) {
+        Ok(Outcome::Success { .. }) => "success".into(),
+        Ok(Outcome::ToolError { code, message, .. }) => {
+            format!("tool_error {code}: {}", first_line(&message))
+        }
+        Ok(Outcome::Trap { reason, message }) => format!("trap {reason}: {}", first_line(&message)),
+        Err(e) => format!("unreadable outcome: {e}"),
+    }
+}
+
+/// Stored JSON text as a value (text that is not JSON as a string).
+pub(crate) fn parse_json(text: Option<String>) -> Option<serde_json::Value> {
+    text.map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t)))
+}
+
+/// An effect's state as people see it: one the host refused before anything was
+/// sent (its saved answer is `{"denied": …}`) shows as `refused`, not `done`.
+pub(crate) fn shown_state(state: String, response: Option<&serde_json::Value>) -> String {
+    if state == "done" && response.is_some_and(|v| v.get("denied").is_some()) {
+        "refused".into()
+    } else {
+        state
+    }
+}
 
 /// Counts of the journal's commits and fsyncs, for benchmarks and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -14,8 +14,8 @@ mod kv;
 mod mail;
 mod outbox;
 
+pub use crate::journal::outbox::OutboxMessage;
 pub use http::HttpProvider;
 pub use kv::KvProvider;
 pub use mail::MailProvider;
-pub(crate) use outbox::SCHEMA as OUTBOX_SCHEMA;
-pub use outbox::{OutboxMessage, OutboxProvider};
+pub use outbox::OutboxProvider;

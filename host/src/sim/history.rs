@@ -116,7 +116,7 @@ impl World {
     /// waiting on a provider (as a live host does); odd ones stand for paused hosts
     /// and never do, so a slow downstream lets another host take over.
     fn open_host(&self, i: usize) -> crate::error::Result<Arc<SimHost>> {
-        let journal = journal::open(&self.path, Durability::Normal)?;
+        let journal = journal::open(&self.path, Durability::Normal, None)?;
         for provider in self.providers.values() {
             journal.prepare_provider(provider.as_ref())?;
         }
@@ -503,7 +503,7 @@ pub(crate) fn run(seed: u64, size: Size) -> Outcomes {
     providers.insert("ledger".into(), Arc::new(Ledger));
     providers.insert("pay".into(), pay.clone());
     providers.insert("sms".into(), sms.clone());
-    let verifier = match journal::open(&path, Durability::Normal) {
+    let verifier = match journal::open(&path, Durability::Normal, None) {
         Ok(j) => j,
         Err(e) => {
             return Outcomes {

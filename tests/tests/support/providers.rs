@@ -127,4 +127,17 @@ impl Provider for RefusingOutbox {
         let queued = self.0.perform_in_transaction(tx, request)?;
         Err(ProviderError::Rejected(json!({ "refused_after": queued })))
     }
+
+    fn prepare_postgres(&self, tx: &mut postgres::Transaction<'_>) -> Result<(), postgres::Error> {
+        self.0.prepare_postgres(tx)
+    }
+
+    fn perform_in_postgres(
+        &self,
+        tx: &mut postgres::Transaction<'_>,
+        request: &EffectRequest<'_>,
+    ) -> Result<Value, ProviderError> {
+        let queued = self.0.perform_in_postgres(tx, request)?;
+        Err(ProviderError::Rejected(json!({ "refused_after": queued })))
+    }
 }

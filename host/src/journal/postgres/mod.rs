@@ -9,7 +9,10 @@
 //! database that went away costs the calls in flight (a retryable error, the call
 //! resumable under the same keys) and nothing after it is back.
 
+mod credentials;
+mod operations;
 mod ops;
+mod outbox;
 mod schema;
 pub mod testing;
 
@@ -20,14 +23,16 @@ use std::time::Duration;
 
 use postgres::{Client, NoTls, Transaction};
 
+pub(crate) use credentials::pgpass_path;
 pub use schema::CURRENT_VERSION;
 
+use super::operate;
+use super::{Action, CallStory, Operated, Operator};
 use super::{
     Answer, Begin, BeginOutcome, Durability, EffectRecord, GcReport, Journal, JournalEntry,
     JournalStats, Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution,
     TransactionalRequest, UnresolvedEffect,
 };
-use super::{CallStory, Operated, Operator};
 use crate::error::{Error, Result};
 use crate::keys::{EffectKey, InvocationKey};
 use crate::provider::Provider;
@@ -90,6 +95,42 @@ impl PostgresTarget {
             config.application_name("justonce");
         }
         Ok(Self::from_config(config))
+    }
+
+    /// Without a password yet (none in the URL, no `PGPASSWORD`), takes it from
+    /// `password_file` (the configuration's; an unreadable one is an error), else
+    /// from the first line for this login in the libpq password file `pgpass`
+    /// (`PGPASSFILE`, else `~/.pgpass`; see [`credentials::pgpass_path`]).
+    pub(crate) fn password_from_files(
+        mut self,
+        password_file: Option<&std::path::Path>,
+        pgpass: Option<&std::path::Path>,
+    ) -> Result<Self> {
+        if self.config.get_password().is_some() {
+            return Ok(self);
+        }
+        let password = match password_file {
+            Some(path) => Some(credentials::read_password_file(path)?),
+            None => pgpass.and_then(|path| {
+                let host = match self.config.get_hosts().first() {
+                    Some(postgres::config::Host::Tcp(name)) => name.clone(),
+                    #[cfg(unix)]
+                    Some(postgres::config::Host::Unix(path)) => path.display().to_string(),
+                    None => "localhost".into(),
+                };
+                let login = credentials::Login {
+                    host: &host,
+                    port: self.config.get_ports().first().copied().unwrap_or(5432),
+                    database: self.config.get_dbname().unwrap_or(""),
+                    user: self.config.get_user().unwrap_or(""),
+                };
+                credentials::from_pgpass(path, &login)
+            }),
+        };
+        if let Some(password) = password {
+            self.config.password(password);
+        }
+        Ok(self)
     }
 
     /// A target from a ready configuration (tests build one for a database of their
@@ -253,6 +294,24 @@ impl PostgresJournal {
         .map(|r| r.is_ok())
     }
 
+    /// Runs an operator's `action` on `key` in one transaction; a refusal writes
+    /// nothing.
+    fn operate(
+        &self,
+        key: &InvocationKey,
+        action: Action,
+        f: impl FnOnce(
+            &mut Transaction<'_>,
+        )
+            -> std::result::Result<std::result::Result<Operated, String>, postgres::Error>,
+    ) -> Result<Operated> {
+        self.transaction(f)?.map_err(|reason| Error::CannotOperate {
+            action: action.as_str(),
+            key: key.clone(),
+            reason,
+        })
+    }
+
     /// One statement outside a transaction (it commits by itself).
     fn single<R>(
         &self,
@@ -266,7 +325,14 @@ impl PostgresJournal {
 
 impl Journal for PostgresJournal {
     fn lookup(&self, b: &Begin<'_>) -> Result<Lookup> {
-        self.with(|client| ops::lookup_in(client, b))
+        let found = self.with(|client| ops::lookup_in(client, b))?;
+        if matches!(found, Lookup::Replay { .. }) {
+            // Bookkeeping, not an answer: a failure is logged, never the caller's.
+            if let Err(e) = self.single(|client| ops::count_replay_in(client, b.key)) {
+                tracing::warn!(key = %b.key, "cannot count a replay: {e}");
+            }
+        }
+        Ok(found)
     }
 
     fn decide(&self, b: &Begin<'_>) -> Result<BeginOutcome> {
@@ -367,16 +433,26 @@ impl Journal for PostgresJournal {
         self.with(|client| ops::entries_in(client, None, Some(prefix), limit))
     }
 
-    fn story(&self, _key: &InvocationKey) -> Result<CallStory> {
-        Err(not_yet("journal KEY"))
+    fn story(&self, key: &InvocationKey) -> Result<CallStory> {
+        self.with(|client| {
+            Ok(CallStory {
+                key: key.to_string(),
+                entry: ops::entry_in(client, key.as_str())?,
+                operations: operations::operations_of(client, key.as_str())?,
+            })
+        })
     }
 
-    fn forget(&self, _key: &InvocationKey, _operator: &Operator<'_>) -> Result<Operated> {
-        Err(not_yet("forget"))
+    fn forget(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
+        self.operate(key, Action::Forget, |tx| {
+            operate::forget(&mut operations::Tx(tx), key.as_str(), operator)
+        })
     }
 
-    fn abandon(&self, _key: &InvocationKey, _operator: &Operator<'_>) -> Result<Operated> {
-        Err(not_yet("abandon"))
+    fn abandon(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
+        self.operate(key, Action::Abandon, |tx| {
+            operate::abandon(&mut operations::Tx(tx), key.as_str(), operator)
+        })
     }
 
     fn gc(&self, now: i64, retention_ms: i64) -> Result<GcReport> {
@@ -425,6 +501,10 @@ impl Journal for PostgresJournal {
         .map(|_| ())
     }
 
+    fn outbox(&self) -> &dyn super::outbox::OutboxQueue {
+        self
+    }
+
     fn as_sqlite(&self) -> Option<&super::sqlite::SqliteJournal> {
         None
     }
@@ -459,6 +539,70 @@ mod tests {
         // The opposite: a URL that is not one is refused without echoing it.
         let err = PostgresTarget::parse("postgres://ada:s3cret-pw@[bad", None).unwrap_err();
         assert!(!err.to_string().contains("s3cret"), "{err}");
+    }
+
+    #[test]
+    fn a_password_file_or_pgpass_logs_in_and_a_wrong_password_is_refused_unshown() {
+        const NAME: &str =
+            "a_password_file_or_pgpass_logs_in_and_a_wrong_password_is_refused_unshown";
+        let Some(cluster) = testing::cluster(NAME) else {
+            return;
+        };
+        let Some(url) = cluster.password_login(&cluster.database()) else {
+            eprintln!("skipped (no password login on the test server): {NAME}");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let open = |password_file: Option<&std::path::Path>, pgpass: Option<&std::path::Path>| {
+            PostgresTarget::parse(&url, None)
+                .and_then(|t| t.password_from_files(password_file, pgpass))
+                .and_then(|t| PostgresJournal::open(t, Durability::Full))
+        };
+        let shown = |err: &Error| {
+            let mut shown = format!("{err} {err:?}");
+            let mut cause = std::error::Error::source(err);
+            while let Some(inner) = cause {
+                shown.push_str(&format!(" {inner}"));
+                cause = inner.source();
+            }
+            shown
+        };
+
+        // No password anywhere: refused.
+        assert!(open(None, None).is_err());
+        // The configuration's password file.
+        let file = dir.path().join("db-password");
+        std::fs::write(&file, format!("{}\n", testing::PASSWORD)).unwrap();
+        open(Some(&file), None).unwrap();
+        // libpq's password file, its colon and backslash escaped.
+        let pgpass = dir.path().join(".pgpass");
+        let escaped = testing::PASSWORD.replace('\\', "\\\\").replace(':', "\\:");
+        let target = PostgresTarget::parse(&url, None).unwrap();
+        let port = target.config.get_ports()[0];
+        std::fs::write(
+            &pgpass,
+            format!(
+                "127.0.0.1:{port}:*:someone_else:wrong\n127.0.0.1:{port}:*:{}:{escaped}\n",
+                testing::PASSWORD_ROLE
+            ),
+        )
+        .unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        open(None, Some(&pgpass)).unwrap();
+
+        // A wrong password is refused, and neither it nor the right one is shown.
+        std::fs::write(&file, "wrong-s3cret\n").unwrap();
+        let err = open(Some(&file), Some(&pgpass)).unwrap_err();
+        let text = shown(&err);
+        assert!(text.contains("justonce_pw@127.0.0.1"), "{text}");
+        assert!(
+            !text.contains("wrong-s3cret") && !text.contains(testing::PASSWORD),
+            "{text}"
+        );
     }
 
     #[test]
@@ -665,12 +809,4 @@ mod latency {
             println!("{hosts} host(s): {rate:.0} one-effect calls/s");
         }
     }
-}
-
-/// An operation the PostgreSQL journal does not offer yet: a clear error, nothing
-/// changed.
-fn not_yet(what: &str) -> crate::error::Error {
-    crate::error::Error::Host(anyhow::anyhow!(
-        "`{what}` is not available on a PostgreSQL journal yet (it works on SQLite)"
-    ))
 }

@@ -6,6 +6,7 @@ use postgres::{GenericClient, Transaction};
 
 use crate::determinism::{GuestEntropy, Seed};
 use crate::fault::{self, FaultPoint};
+use crate::journal::read::{EFFECT_COLUMNS, ENTRY_COLUMNS, parse_json, shown_state, summary};
 use crate::journal::{
     Answer, Begin, BeginOutcome, EffectRecord, EffectState, GcReport, InvocationState,
     JournalEffect, JournalEntry, Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution,
@@ -49,8 +50,8 @@ pub(super) fn insert_in(
     let n = client.execute(
         "INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state, runs,
                                   outcome, created_at, updated_at, completed_at,
-                                  lease_owner, lease_expires_at, entropy)
-         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9, $10, $11, $12, $13)
+                                  lease_owner, lease_expires_at, entropy, arguments)
+         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9, $10, $11, $12, $13, $14)
          ON CONFLICT (key) DO NOTHING",
         &[
             &record.key.as_str(),
@@ -66,6 +67,7 @@ pub(super) fn insert_in(
             &lease.map(|(owner, _)| owner),
             &lease.map(|(_, until)| until),
             &record.seed.to_hex(),
+            &record.arguments,
         ],
     )?;
     Ok(n == 1)
@@ -222,6 +224,8 @@ pub(super) fn begin_in(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<Begi
             } else if fingerprint != b.fingerprint.as_str() {
                 return Ok(BeginOutcome::Mismatch(b.key.clone()));
             } else if state == InvocationState::Completed {
+                // Counted in the transaction that decides it.
+                count_replay_in(tx, b.key)?;
                 BeginOutcome::Replay(saved.unwrap_or_default())
             } else if lease_live {
                 BeginOutcome::Wait
@@ -477,12 +481,73 @@ pub(super) fn note_error_in(
     Ok(())
 }
 
-fn parse_json(text: Option<String>) -> Option<serde_json::Value> {
-    text.map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t)))
-}
-
 fn count(n: i32) -> u32 {
     u32::try_from(n).unwrap_or(0)
+}
+
+fn entry_from(r: &postgres::Row) -> JournalEntry {
+    let outcome: Option<String> = r.get(7);
+    JournalEntry {
+        key: r.get(0),
+        conversation: r.get(1),
+        tool: r.get(2),
+        state: r.get(3),
+        arguments: parse_json(r.get(4)),
+        runs: count(r.get(5)),
+        replays: count(r.get(6)),
+        tool_call_ids: Vec::new(),
+        summary: outcome.as_deref().map(summary),
+        outcome: parse_json(outcome),
+        created_at: r.get(8),
+        completed_at: r.get(9),
+        effects: Vec::new(),
+    }
+}
+
+/// The effects of `invocation`, in order (a refused one shows as `refused`).
+pub(super) fn effects_of(
+    client: &mut impl GenericClient,
+    invocation: &str,
+) -> PgResult<Vec<JournalEffect>> {
+    Ok(client
+        .query(
+            &format!("SELECT {EFFECT_COLUMNS} FROM effects WHERE invocation_key = $1 ORDER BY seq"),
+            &[&invocation],
+        )?
+        .into_iter()
+        .map(|e| {
+            let response = parse_json(e.get(7));
+            JournalEffect {
+                seq: count(e.get(0)),
+                key: e.get(1),
+                provider: e.get(2),
+                class: e.get(3),
+                operation: e.get(4),
+                state: shown_state(e.get(5), response.as_ref()),
+                attempts: count(e.get(6)),
+                response,
+                last_error: e.get(8),
+                resolution: e.get(9),
+                created_at: e.get(10),
+                updated_at: e.get(11),
+            }
+        })
+        .collect())
+}
+
+/// Fills in the tool-call ids and effects of `entry`.
+fn complete_entry(client: &mut impl GenericClient, entry: &mut JournalEntry) -> PgResult<()> {
+    entry.tool_call_ids = client
+        .query(
+            "SELECT tool_call_id FROM aliases WHERE invocation_key = $1
+              ORDER BY created_at, tool_call_id",
+            &[&entry.key],
+        )?
+        .into_iter()
+        .map(|r| r.get(0))
+        .collect();
+    entry.effects = effects_of(client, &entry.key)?;
+    Ok(())
 }
 
 pub(super) fn entries_in(
@@ -492,69 +557,48 @@ pub(super) fn entries_in(
     limit: u32,
 ) -> PgResult<Vec<JournalEntry>> {
     let rows = client.query(
-        "SELECT key, scope, tool, state, runs, outcome, created_at, completed_at FROM invocations
-          WHERE ($1::TEXT IS NULL OR scope = $1)
-            AND ($3::TEXT IS NULL OR left(scope, length($3)) = $3)
-          ORDER BY created_at DESC, key LIMIT $2",
+        &format!(
+            "SELECT {ENTRY_COLUMNS} FROM invocations
+              WHERE ($1::TEXT IS NULL OR scope = $1)
+                AND ($3::TEXT IS NULL OR left(scope, length($3)) = $3)
+              ORDER BY created_at DESC, key LIMIT $2"
+        ),
         &[&scope, &i64::from(limit), &prefix],
     )?;
-    let mut entries = Vec::with_capacity(rows.len());
-    for r in rows {
-        let key: String = r.get(0);
-        let tool_call_ids = client
-            .query(
-                "SELECT tool_call_id FROM aliases WHERE invocation_key = $1
-                  ORDER BY created_at, tool_call_id",
-                &[&key],
-            )?
-            .into_iter()
-            .map(|r| r.get(0))
-            .collect();
-        let effects = client
-            .query(
-                "SELECT seq, key, provider, class, operation, state, attempts, response,
-                        last_error, resolution, created_at, updated_at
-                   FROM effects WHERE invocation_key = $1 ORDER BY seq",
-                &[&key],
-            )?
-            .into_iter()
-            .map(|e| JournalEffect {
-                seq: count(e.get(0)),
-                key: e.get(1),
-                provider: e.get(2),
-                class: e.get(3),
-                operation: e.get(4),
-                state: e.get(5),
-                attempts: count(e.get(6)),
-                response: parse_json(e.get(7)),
-                last_error: e.get(8),
-                resolution: e.get(9),
-                created_at: e.get(10),
-                updated_at: e.get(11),
-            })
-            .collect();
-        let outcome = parse_json(r.get(5));
-        let summary = outcome
-            .as_ref()
-            .map(|o| o.to_string().lines().next().unwrap_or_default().to_string());
-        entries.push(JournalEntry {
-            key,
-            conversation: r.get(1),
-            tool: r.get(2),
-            state: r.get(3),
-            // The PostgreSQL journal does not store the arguments or count replays yet.
-            arguments: None,
-            runs: count(r.get(4)),
-            replays: 0,
-            tool_call_ids,
-            outcome,
-            summary,
-            created_at: r.get(6),
-            completed_at: r.get(7),
-            effects,
-        });
+    let mut entries: Vec<JournalEntry> = rows.iter().map(entry_from).collect();
+    for entry in &mut entries {
+        complete_entry(client, entry)?;
     }
     Ok(entries)
+}
+
+/// The invocation `key` with its effects, if the journal holds it.
+pub(super) fn entry_in(
+    client: &mut impl GenericClient,
+    key: &str,
+) -> PgResult<Option<JournalEntry>> {
+    let Some(row) = client.query_opt(
+        &format!("SELECT {ENTRY_COLUMNS} FROM invocations WHERE key = $1"),
+        &[&key],
+    )?
+    else {
+        return Ok(None);
+    };
+    let mut entry = entry_from(&row);
+    complete_entry(client, &mut entry)?;
+    Ok(Some(entry))
+}
+
+/// Counts one more retry answered with the saved outcome of `key`.
+pub(super) fn count_replay_in(
+    client: &mut impl GenericClient,
+    key: &InvocationKey,
+) -> PgResult<()> {
+    client.execute(
+        "UPDATE invocations SET replays = replays + 1 WHERE key = $1",
+        &[&key.as_str()],
+    )?;
+    Ok(())
 }
 
 pub(super) fn gc_in(tx: &mut Transaction<'_>, now: i64, retention_ms: i64) -> PgResult<GcReport> {
@@ -605,6 +649,7 @@ pub(super) fn unresolved_in(
                FROM effects e JOIN invocations i ON i.key = e.invocation_key
               WHERE e.state = 'pending' AND e.class = 'unkeyed' AND e.resolution IS NULL
                 AND NOT (i.state = 'running' AND i.lease_expires_at > $1)
+                AND i.state <> 'completed'
               ORDER BY e.updated_at, e.key",
             &[&now],
         )?

@@ -55,6 +55,25 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX effects_unresolved ON effects (updated_at)
         WHERE state = 'pending' AND class = 'unkeyed' AND resolution IS NULL;
     "#,
+    // 1 -> 2: a journal a person can read, and what operators did to it (the SQLite
+    // journal's version 4). `arguments` are the canonical arguments the guest got
+    // (records written before this version have none); `replays` counts the retries
+    // the journal answered with the saved outcome; `operations` is the audit trail of
+    // `justonce forget` and `abandon`, which outlives the records it names.
+    r#"
+    ALTER TABLE invocations ADD COLUMN arguments TEXT;
+    ALTER TABLE invocations ADD COLUMN replays INTEGER NOT NULL DEFAULT 0;
+
+    CREATE TABLE operations (
+        id             BIGSERIAL PRIMARY KEY,
+        invocation_key TEXT NOT NULL,
+        action         TEXT NOT NULL CHECK (action IN ('forget', 'abandon')),
+        who            TEXT NOT NULL,
+        at             BIGINT NOT NULL,
+        detail         TEXT NOT NULL
+    );
+    CREATE INDEX operations_by_key ON operations (invocation_key, at);
+    "#,
 ];
 
 /// The schema version this build writes.

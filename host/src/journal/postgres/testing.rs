@@ -22,6 +22,13 @@ pub struct Cluster {
 }
 
 static CLUSTER: OnceLock<Option<Cluster>> = OnceLock::new();
+
+/// The role [`Cluster::password_login`] logs in as.
+pub const PASSWORD_ROLE: &str = "justonce_pw";
+
+/// Its password, with a colon and a backslash so that `.pgpass` escapes are tested
+/// against a real login.
+pub const PASSWORD: &str = "pw:with\\back";
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
 /// The cluster of this test binary, started on first use; `None` (after printing why
@@ -58,6 +65,61 @@ impl Cluster {
     fn admin(&self) -> postgres::Client {
         postgres::Client::connect(&self.admin_url(), postgres::NoTls)
             .expect("connect to the test cluster")
+    }
+
+    /// `url` (a database of [`Cluster::database`]) for [`PASSWORD_ROLE`], a superuser
+    /// that must log in with [`PASSWORD`] (`scram-sha-256` from 127.0.0.1), made on
+    /// first use; no password in the URL. `None` (after saying why) where this
+    /// process cannot require a password of the server (its `pg_hba.conf` is not a
+    /// file here).
+    pub fn password_login(&self, url: &str) -> Option<String> {
+        static READY: OnceLock<Result<(), String>> = OnceLock::new();
+        if let Err(why) = READY.get_or_init(|| self.require_password()) {
+            eprintln!("cannot require a password of the test server: {why}");
+            return None;
+        }
+        let db = url.rsplit('/').next()?;
+        Some(format!(
+            "postgres://{PASSWORD_ROLE}@{}:{}/{db}",
+            self.host, self.port
+        ))
+    }
+
+    fn require_password(&self) -> Result<(), String> {
+        let mut admin = self.admin();
+        let literal = PASSWORD.replace('\'', "''");
+        admin
+            .batch_execute(&format!(
+                "DROP ROLE IF EXISTS {PASSWORD_ROLE};
+                 CREATE ROLE {PASSWORD_ROLE} LOGIN SUPERUSER PASSWORD '{literal}';"
+            ))
+            .map_err(|e| e.to_string())?;
+        let hba: String = admin
+            .query_one("SHOW hba_file", &[])
+            .map_err(|e| e.to_string())?
+            .get(0);
+        let text = std::fs::read_to_string(&hba).map_err(|e| format!("{hba}: {e}"))?;
+        let line = format!("host all {PASSWORD_ROLE} 127.0.0.1/32 scram-sha-256\n");
+        if !text.contains(&line) {
+            // The first matching line wins: before the `trust` lines.
+            std::fs::write(&hba, format!("{line}{text}")).map_err(|e| format!("{hba}: {e}"))?;
+        }
+        admin
+            .batch_execute("SELECT pg_reload_conf()")
+            .map_err(|e| e.to_string())?;
+        // The server rereads the file after the call returns: wait until a login
+        // without the password is refused.
+        let url = format!(
+            "postgres://{PASSWORD_ROLE}@{}:{}/{}",
+            self.host, self.port, self.admin_db
+        );
+        for _ in 0..250 {
+            if postgres::Client::connect(&url, postgres::NoTls).is_err() {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Err("the server still lets the role in without a password".into())
     }
 
     /// A fresh, empty database; its URL.

@@ -2,30 +2,8 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
+use crate::journal::read::{EFFECT_COLUMNS, ENTRY_COLUMNS, parse_json, shown_state, summary};
 use crate::journal::{GcReport, JournalEffect, JournalEntry};
-use crate::outcome::Outcome;
-
-fn parse_json(text: Option<String>) -> Option<serde_json::Value> {
-    text.map(|t| serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t)))
-}
-
-/// A saved outcome in one line: `success`, `tool_error CODE: message`, or `trap
-/// REASON: the first line of its message` (a backtrace never reaches the journal's
-/// reader).
-pub(super) fn summary(stored: &str) -> String {
-    let first_line = |s: &str| s.lines().next().unwrap_or_default().to_string();
-    match Outcome::from_stored(stored) {
-        Ok(Outcome::Success { .. }) => "success".into(),
-        Ok(Outcome::ToolError { code, message, .. }) => {
-            format!("tool_error {code}: {}", first_line(&message))
-        }
-        Ok(Outcome::Trap { reason, message }) => format!("trap {reason}: {}", first_line(&message)),
-        Err(e) => format!("unreadable outcome: {e}"),
-    }
-}
-
-const ENTRY_COLUMNS: &str = "key, scope, tool, state, arguments, runs, replays, outcome,
-                             created_at, completed_at";
 
 fn entry_from(r: &Row<'_>) -> rusqlite::Result<JournalEntry> {
     let outcome: Option<String> = r.get(7)?;
@@ -52,17 +30,12 @@ pub(super) fn effects_of(
     conn: &Connection,
     invocation: &str,
 ) -> rusqlite::Result<Vec<JournalEffect>> {
-    conn.prepare_cached(
-        "SELECT seq, key, provider, class, operation, state, attempts, response, last_error,
-                resolution, created_at, updated_at
-           FROM effects WHERE invocation_key = ?1 ORDER BY seq",
-    )?
+    conn.prepare_cached(&format!(
+        "SELECT {EFFECT_COLUMNS} FROM effects WHERE invocation_key = ?1 ORDER BY seq"
+    ))?
     .query_map(params![invocation], |r| {
         let response = parse_json(r.get(7)?);
-        let mut state: String = r.get(5)?;
-        if state == "done" && response.as_ref().is_some_and(|v| v.get("denied").is_some()) {
-            state = "refused".into();
-        }
+        let state = shown_state(r.get(5)?, response.as_ref());
         Ok(JournalEffect {
             seq: r.get(0)?,
             key: r.get(1)?,

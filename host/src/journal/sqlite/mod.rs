@@ -12,6 +12,7 @@ mod effects;
 mod invocations;
 mod journal;
 mod operations;
+mod outbox;
 mod recent;
 mod resolution;
 mod schema;
@@ -24,6 +25,7 @@ use rusqlite::Connection;
 
 pub use schema::CURRENT_VERSION;
 
+use super::operate;
 use super::{
     Action, Answer, Begin, BeginOutcome, CallStory, Durability, EffectRecord, GcReport, Journal,
     JournalEntry, JournalStats, Lease, Lookup, NewEffect, NewInvocation, Operated, Operator,
@@ -489,7 +491,7 @@ impl Journal for SqliteJournal {
 
     fn forget(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
         let done = self.operate(key, Action::Forget, |tx| {
-            operations::forget_in(tx, key.as_str(), operator)
+            operate::forget(&mut operations::Tx(tx), key.as_str(), operator)
         })?;
         // After the delete: a replay remembered meanwhile may be of the deleted
         // record. (Another process notices the operation within `RECHECK_MS`.)
@@ -499,7 +501,7 @@ impl Journal for SqliteJournal {
 
     fn abandon(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
         self.operate(key, Action::Abandon, |tx| {
-            operations::abandon_in(tx, key.as_str(), operator)
+            operate::abandon(&mut operations::Tx(tx), key.as_str(), operator)
         })
     }
 
@@ -509,6 +511,10 @@ impl Journal for SqliteJournal {
 
     fn prepare_provider(&self, provider: &dyn Provider) -> Result<()> {
         self.with(|conn| provider.prepare(conn))
+    }
+
+    fn outbox(&self) -> &dyn super::outbox::OutboxQueue {
+        self
     }
 
     fn as_sqlite(&self) -> Option<&SqliteJournal> {

@@ -1,0 +1,232 @@
+//! What operators do to one call (`justonce forget`, `justonce abandon`), decided the
+//! same way on every journal: each backend only reads and writes its rows
+//! ([`OperateTx`], inside the transaction that does the operation), and the
+//! operation is recorded in its `operations` audit table with who and when.
+
+use serde_json::{Value, json};
+
+use super::{Action, JournalEffect, JournalOperation, Operated, Operator};
+use crate::clock::rfc3339;
+use crate::outcome::Outcome;
+
+/// The trap reason of the outcome `abandon` saves.
+const ABANDONED: &str = "abandoned";
+
+/// An invocation as an operation sees it.
+pub(crate) struct Found {
+    pub state: String,
+    pub lease_expires_at: Option<i64>,
+    pub outcome: Option<String>,
+}
+
+/// A backend's rows, read and written inside the transaction of one operation.
+pub(crate) trait OperateTx {
+    /// The backend's error.
+    type Error;
+    /// The invocation `key`, if the journal holds it (locked until the transaction
+    /// ends, where the backend locks rows).
+    fn find(&mut self, key: &str) -> Result<Option<Found>, Self::Error>;
+    /// Its effects, in order.
+    fn effects(&mut self, key: &str) -> Result<Vec<JournalEffect>, Self::Error>;
+    /// The operations on `key`, oldest first.
+    fn operations(&mut self, key: &str) -> Result<Vec<JournalOperation>, Self::Error>;
+    /// Deletes the record of `key` with its effects and tool-call ids.
+    fn delete(&mut self, key: &str) -> Result<(), Self::Error>;
+    /// Saves `outcome` as the call's, releasing any lease, at `now`.
+    fn close(&mut self, key: &str, outcome: &str, now: i64) -> Result<(), Self::Error>;
+    /// Appends `operation` to the audit table.
+    fn record(&mut self, operation: &JournalOperation) -> Result<(), Self::Error>;
+}
+
+/// What is known of whether an effect reached the world: `performed` (answered, or a
+/// person said so), `refused` (the host refused it before sending), `not_performed`
+/// (known not to have happened), or `unknown`.
+fn performed(effect: &JournalEffect) -> &'static str {
+    match (effect.state.as_str(), effect.resolution.as_deref()) {
+        ("done", _) => "performed",
+        ("refused", _) => "refused",
+        (_, Some("not_performed")) => "not_performed",
+        _ => "unknown",
+    }
+}
+
+/// The effects as an operation's detail records them.
+fn effects_detail(effects: &[JournalEffect]) -> Value {
+    effects
+        .iter()
+        .map(|e| {
+            json!({
+                "seq": e.seq,
+                "key": e.key,
+                "provider": e.provider,
+                "operation": e.operation,
+                "performed": performed(e),
+            })
+        })
+        .collect()
+}
+
+/// Why an operation is refused on a call whose run holds a live lease, if it does.
+fn running(found: &Found, op: &Operator<'_>) -> Option<String> {
+    let until = found
+        .lease_expires_at
+        .filter(|&t| found.state == "running" && t > op.now && !op.force)?;
+    Some(format!(
+        "it is running right now (its lease is held until {}); wait for it to stop, or use \
+         --force (the run's later writes are then refused)",
+        rfc3339(until)
+    ))
+}
+
+/// Records `action` on `key` and returns it.
+fn record<T: OperateTx>(
+    tx: &mut T,
+    key: &str,
+    action: Action,
+    op: &Operator<'_>,
+    detail: Value,
+) -> Result<JournalOperation, T::Error> {
+    let operation = JournalOperation {
+        key: key.to_string(),
+        action,
+        by: op.by.to_string(),
+        at: op.now,
+        detail,
+    };
+    tx.record(&operation)?;
+    Ok(operation)
+}
+
+/// The latest `action` on `key`, if any.
+fn last<T: OperateTx>(
+    tx: &mut T,
+    key: &str,
+    action: Action,
+) -> Result<Option<JournalOperation>, T::Error> {
+    Ok(tx
+        .operations(key)?
+        .into_iter()
+        .rev()
+        .find(|o| o.action == action))
+}
+
+/// Removes the record of `key` (its effects and tool-call ids with it) so the same
+/// call runs again, and records the operation with what was removed. `Err` names why
+/// it is refused: no record, a live run, or an effect whose outcome is unknown (a
+/// rerun would send it again under a new key), the last two unless forced.
+pub(crate) fn forget<T: OperateTx>(
+    tx: &mut T,
+    key: &str,
+    op: &Operator<'_>,
+) -> Result<Result<Operated, String>, T::Error> {
+    let Some(found) = tx.find(key)? else {
+        return Ok(match last(tx, key, Action::Forget)? {
+            Some(earlier) => Ok(Operated::AlreadyDone(earlier)),
+            None => {
+                Err("the journal holds no call with this key (never made, or removed by gc)".into())
+            }
+        });
+    };
+    if let Some(reason) = running(&found, op) {
+        return Ok(Err(reason));
+    }
+    let effects = tx.effects(key)?;
+    if !op.force
+        && let Some(e) = effects.iter().find(|e| performed(e) == "unknown")
+    {
+        return Ok(Err(format!(
+            "effect #{} ({}.{}, key {}) may have been performed and its outcome is unknown; \
+             a rerun would send it again under a new key. Retry the call to finish it, \
+             resolve it (justonce resolve) if it is unkeyed, or use --force",
+            e.seq, e.provider, e.operation, e.key
+        )));
+    }
+    let detail = json!({
+        "state": found.state,
+        "forced": op.force,
+        "outcome": found.outcome.as_deref().map(super::read::summary),
+        "effects": effects_detail(&effects),
+    });
+    tx.delete(key)?;
+    Ok(Ok(Operated::Done(record(
+        tx,
+        key,
+        Action::Forget,
+        op,
+        detail,
+    )?)))
+}
+
+/// Closes `key` with a saved `abandoned` outcome (a trap whose message lists the
+/// effects already performed and those whose outcome is unknown), releasing any
+/// lease, and records the operation. A call abandoned already is left as it is;
+/// `Err` names why it is refused: no record, an outcome of its own, or a live run
+/// (unless forced).
+pub(crate) fn abandon<T: OperateTx>(
+    tx: &mut T,
+    key: &str,
+    op: &Operator<'_>,
+) -> Result<Result<Operated, String>, T::Error> {
+    let Some(found) = tx.find(key)? else {
+        return Ok(Err(
+            "the journal holds no call with this key (never made, expired, or forgotten)".into(),
+        ));
+    };
+    if found.state == "completed" {
+        let abandoned = found
+            .outcome
+            .as_deref()
+            .and_then(|o| Outcome::from_stored(o).ok())
+            .is_some_and(|o| matches!(o, Outcome::Trap { reason, .. } if reason == ABANDONED));
+        if abandoned && let Some(earlier) = last(tx, key, Action::Abandon)? {
+            return Ok(Ok(Operated::AlreadyDone(earlier)));
+        }
+        return Ok(Err(
+            "it completed with an outcome of its own, which every retry replays; there is nothing \
+             to abandon (justonce forget lets it run again)"
+                .into(),
+        ));
+    }
+    if let Some(reason) = running(&found, op) {
+        return Ok(Err(reason));
+    }
+    let effects = tx.effects(key)?;
+    let list = |kind: &str| -> Vec<String> {
+        effects
+            .iter()
+            .filter(|e| performed(e) == kind)
+            .map(|e| format!("#{} {}.{} (key {})", e.seq, e.provider, e.operation, e.key))
+            .collect()
+    };
+    let (done, unknown) = (list("performed"), list("unknown"));
+    let mut message = format!("abandoned by {} at {}", op.by, rfc3339(op.now));
+    if done.is_empty() && unknown.is_empty() {
+        message.push_str("; no effect was performed");
+    }
+    if !done.is_empty() {
+        message.push_str(&format!("; effects performed: {}", done.join(", ")));
+    }
+    if !unknown.is_empty() {
+        message.push_str(&format!(
+            "; effects whose outcome is unknown (they may have been performed): {}",
+            unknown.join(", ")
+        ));
+    }
+    let outcome = Outcome::Trap {
+        reason: ABANDONED.into(),
+        message,
+    };
+    tx.close(key, &outcome.to_stored(), op.now)?;
+    let detail = json!({
+        "state": found.state,
+        "forced": op.force,
+        "effects": effects_detail(&effects),
+    });
+    Ok(Ok(Operated::Done(record(
+        tx,
+        key,
+        Action::Abandon,
+        op,
+        detail,
+    )?)))
+}

@@ -1,0 +1,103 @@
+//! The outbox queue on SQLite: one delivery pass at a time, under a lock file next to
+//! the database (`<db>.deliver.lock`), which the operating system releases when the
+//! process dies, so a restarted deliverer resumes at once.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{OptionalExtension, params};
+
+use super::SqliteJournal;
+use crate::error::Result;
+use crate::journal::outbox::{
+    MESSAGE_COLUMNS, OutboxMessage, OutboxQueue, SQLITE_SCHEMA, Settle, Taken, parse_headers,
+    settle_sql,
+};
+
+impl OutboxQueue for SqliteJournal {
+    fn prepare_outbox(&self) -> Result<()> {
+        self.with(|conn| conn.execute_batch(SQLITE_SCHEMA))
+    }
+
+    fn pass_lock_file(&self) -> Option<PathBuf> {
+        let path = self.path();
+        (path != Path::new(":memory:")).then(|| {
+            let mut name = path.as_os_str().to_owned();
+            name.push(".deliver.lock");
+            PathBuf::from(name)
+        })
+    }
+
+    fn take_message(&self, now: i64, _hold_until: i64, skip: &[i64]) -> Result<Option<Taken>> {
+        // Not hidden: passes are exclusive under the lock file.
+        let skip = serde_json::to_string(skip).expect("ids serialize");
+        self.transaction(|tx| {
+            let taken = tx
+                .query_row(
+                    "UPDATE outbox SET attempts = attempts + 1, updated_at = ?1
+                      WHERE id = (SELECT id FROM outbox
+                                   WHERE state = 'pending' AND next_attempt_at <= ?1
+                                     AND id NOT IN (SELECT value FROM json_each(?2))
+                                   ORDER BY next_attempt_at, id LIMIT 1)
+                  RETURNING id, effect_key, method, url, headers, body, attempts",
+                    params![now, skip],
+                    |r| {
+                        let headers: String = r.get(4)?;
+                        Ok(Taken {
+                            id: r.get(0)?,
+                            effect_key: r.get(1)?,
+                            method: r.get(2)?,
+                            url: r.get(3)?,
+                            headers: parse_headers(&headers),
+                            body: r.get(5)?,
+                            attempt: r.get(6)?,
+                        })
+                    },
+                )
+                .optional()?;
+            Ok(Ok::<_, ()>(taken))
+        })
+        .map(|r| r.unwrap_or(None))
+    }
+
+    fn settle_message(&self, taken: &Taken, settle: Settle<'_>, now: i64) -> Result<()> {
+        let c = settle.columns(now);
+        self.with(|conn| {
+            conn.execute(
+                &settle_sql('?'),
+                params![
+                    taken.id,
+                    c.state,
+                    c.status,
+                    c.error,
+                    c.response,
+                    c.next_attempt_at,
+                    c.delivered_at,
+                    now,
+                    taken.attempt
+                ],
+            )
+        })?;
+        Ok(())
+    }
+
+    fn outbox_messages(&self) -> Result<Vec<OutboxMessage>> {
+        self.with(|conn| {
+            let mut stmt =
+                conn.prepare(&format!("SELECT {MESSAGE_COLUMNS} FROM outbox ORDER BY id"))?;
+            stmt.query_map([], |r| {
+                Ok(OutboxMessage {
+                    id: r.get(0)?,
+                    effect_key: r.get(1)?,
+                    tool: r.get(2)?,
+                    method: r.get(3)?,
+                    url: r.get(4)?,
+                    state: r.get(5)?,
+                    attempts: r.get(6)?,
+                    last_status: r.get(7)?,
+                    last_error: r.get(8)?,
+                })
+            })?
+            .collect()
+        })
+    }
+}
