@@ -328,7 +328,7 @@ impl Journal for PostgresJournal {
         let found = self.with(|client| ops::lookup_in(client, b))?;
         if matches!(found, Lookup::Replay { .. }) {
             // Bookkeeping, not an answer: a failure is logged, never the caller's.
-            if let Err(e) = self.single(|client| ops::count_replay_in(client, b.key)) {
+            if let Err(e) = self.single(|client| ops::count_replay_unsynced(client, b.key)) {
                 tracing::warn!(key = %b.key, "cannot count a replay: {e}");
             }
         }

@@ -601,6 +601,22 @@ pub(super) fn count_replay_in(
     Ok(())
 }
 
+/// Counts one more retry of `key` in a statement of its own whose commit waits for no
+/// WAL flush: the count is bookkeeping, not an answer (as on SQLite, a crash may lose
+/// it), and a replay should not wait for the disk.
+pub(super) fn count_replay_unsynced(
+    client: &mut impl GenericClient,
+    key: &InvocationKey,
+) -> PgResult<()> {
+    client.execute(
+        "WITH unsynced AS (SELECT set_config('synchronous_commit', 'off', true))
+         UPDATE invocations SET replays = replays + 1
+          WHERE key = $1 AND EXISTS (SELECT 1 FROM unsynced)",
+        &[&key.as_str()],
+    )?;
+    Ok(())
+}
+
 pub(super) fn gc_in(tx: &mut Transaction<'_>, now: i64, retention_ms: i64) -> PgResult<GcReport> {
     let cutoff = now.saturating_sub(retention_ms);
     let expired = "SELECT key FROM invocations WHERE state = 'completed' AND completed_at <= $1";
