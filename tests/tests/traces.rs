@@ -9,6 +9,8 @@ use justonce::__private::{Behaviour, LocalApi};
 use serde_json::{Value, json};
 
 use crate::support::cli::{json_of, justonce_command};
+use crate::support::mcp::{McpProcess, VERSION};
+use crate::support::mcp_http::{HttpClient, HttpProcess, add_token};
 use crate::support::otlp::{Collector, Span};
 
 /// The payments API's token, which the host sends from its environment.
@@ -222,4 +224,60 @@ fn a_bad_endpoint_is_bad_input_naming_the_variable() {
         "{stderr}"
     );
     assert!(setup.payments.requests().is_empty(), "nothing ran");
+}
+
+/// A database directory whose justonce.toml exports to `collector`.
+fn exporting_directory(collector: &Collector) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("justonce.toml"),
+        format!("[telemetry]\notlp_endpoint = \"{}\"\n", collector.url()),
+    )
+    .unwrap();
+    dir
+}
+
+fn receipt(order: u64) -> Value {
+    json!({ "orders": [{ "order_id": order, "email": "ada@example.com", "amount_cents": 100 }] })
+}
+
+/// The call spans `collector` holds: (tool, outcome).
+fn calls(collector: &Collector) -> Vec<(String, String)> {
+    named(&collector.spans(), "call")
+        .into_iter()
+        .map(|s| (s.attr("tool").to_owned(), s.attr("outcome").to_owned()))
+        .collect()
+}
+
+#[test]
+fn serve_sends_its_spans_when_it_stops_on_sigterm() {
+    // On stdio: the batch would wait seconds more; the signal sends it.
+    let collector = Collector::start();
+    let dir = exporting_directory(&collector);
+    let mut server = McpProcess::spawn(&dir.path().join("state.db"), &[], "warn");
+    server.client.initialize(VERSION);
+    server.client.call("send_receipt", receipt(1), json!({}));
+    let (code, log) = server.signal_and_wait("TERM");
+    assert_eq!(code, Some(0), "{log}");
+    assert_eq!(
+        calls(&collector),
+        [("send_receipt".to_owned(), "success".to_owned())],
+        "{log}"
+    );
+
+    // Over HTTP: the same.
+    let collector = Collector::start();
+    let dir = exporting_directory(&collector);
+    let db = dir.path().join("state.db");
+    let token = add_token(&db, "ops");
+    let server = HttpProcess::spawn(&db, &[]);
+    let answered = HttpClient::new(server.addr, Some(token))
+        .call("send_receipt", receipt(2), json!({}))
+        .tool_result();
+    assert_ne!(answered["isError"], true, "{answered}");
+    assert_eq!(server.terminate(), Some(0));
+    assert_eq!(
+        calls(&collector),
+        [("send_receipt".to_owned(), "success".to_owned())]
+    );
 }
