@@ -1304,3 +1304,155 @@ fn every_contract_test_runs_on_postgres_too() {
     }
     assert!(missing.is_empty(), "not run on PostgreSQL: {missing:?}");
 }
+
+// --- traces -------------------------------------------------------------------
+
+/// Records every span's name, parent and fields, in the order they were opened.
+#[derive(Clone, Default)]
+struct SpanLog(Arc<Mutex<Vec<LoggedSpan>>>);
+
+#[derive(Debug, Clone)]
+struct LoggedSpan {
+    name: &'static str,
+    parent: Option<usize>,
+    fields: BTreeMap<String, String>,
+}
+
+/// A span's position in the [`SpanLog`].
+struct Position(usize);
+
+struct FieldText<'a>(&'a mut BTreeMap<String, String>);
+
+impl tracing::field::Visit for FieldText<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().into(), format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.insert(field.name().into(), value.into());
+    }
+}
+
+impl<S> tracing_subscriber::Layer<S> for SpanLog
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let span = ctx.span(id).expect("a new span");
+        let parent = span
+            .parent()
+            .and_then(|p| p.extensions().get::<Position>().map(|p| p.0));
+        let mut fields = BTreeMap::new();
+        attrs.record(&mut FieldText(&mut fields));
+        let mut log = self.0.lock().unwrap();
+        span.extensions_mut().insert(Position(log.len()));
+        log.push(LoggedSpan {
+            name: attrs.metadata().name(),
+            parent,
+            fields,
+        });
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let span = ctx.span(id).expect("a recorded span");
+        let Some(Position(at)) = span.extensions().get::<Position>().map(|p| Position(p.0)) else {
+            return;
+        };
+        values.record(&mut FieldText(&mut self.0.lock().unwrap()[at].fields));
+    }
+}
+
+#[test]
+fn a_call_traces_each_effect_and_each_attempt_under_its_keys() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    let mut runner = ScriptedRunner::default();
+    runner.tool("put_then_pay", ScriptedRunner::open_schema(), |args, fx| {
+        let put = fx.perform("kv", "put", json!({"key": "k", "value": 1}));
+        match (put, fx.perform("payments", "pay", args.clone())) {
+            (Ok(_), Ok(answer)) => returned(answer),
+            other => tool_error("failed", &format!("{other:?}")),
+        }
+    });
+    let payments = Downstream::new(ProviderClass::Keyed, vec![Fault::LoseResponse]);
+    let h = host(runner, &[("payments", payments.clone())]);
+    let log = SpanLog::default();
+    let call = CallRequest::new("put_then_pay", json!({"amount": 5}).to_string());
+
+    let subscriber = tracing_subscriber::registry().with(log.clone());
+    let answer = tracing::subscriber::with_default(subscriber, || h.guard.call(&call)).unwrap();
+
+    let spans = log.0.lock().unwrap().clone();
+    let shape: Vec<(&str, Option<usize>)> = spans.iter().map(|s| (s.name, s.parent)).collect();
+    assert_eq!(
+        shape,
+        [
+            ("call", None),
+            ("effect", Some(0)),
+            ("attempt", Some(1)),
+            ("effect", Some(0)),
+            ("attempt", Some(3)),
+            ("attempt", Some(3)),
+        ],
+        "{spans:#?}"
+    );
+    let field = |i: usize, name: &str| spans[i].fields.get(name).cloned().unwrap_or_default();
+    for span in &spans {
+        assert_eq!(
+            span.fields.get("invocation"),
+            Some(&answer.key.to_string()),
+            "{span:?}"
+        );
+    }
+    assert_eq!(
+        (field(0, "tool"), field(0, "outcome"), field(0, "replayed")),
+        ("put_then_pay".into(), "success".into(), "false".into())
+    );
+    // The transactional effect: one attempt under its key.
+    assert_eq!(
+        (field(1, "provider"), field(1, "seq")),
+        ("kv".into(), "0".into())
+    );
+    assert_eq!(field(2, "effect"), field(1, "effect"));
+    assert_eq!(
+        (field(2, "attempt"), field(2, "result")),
+        ("1".into(), "ok".into())
+    );
+    // The keyed one: the lost response and its retry, both under the key the
+    // downstream saw.
+    assert_eq!(
+        (field(3, "provider"), field(3, "seq")),
+        ("payments".into(), "1".into())
+    );
+    assert_eq!(
+        payments.attempts(),
+        [field(3, "effect"), field(3, "effect")]
+    );
+    assert_eq!(
+        [4, 5].map(|i| (field(i, "effect"), field(i, "attempt"), field(i, "result"))),
+        [
+            (field(3, "effect"), "1".into(), "unknown".into()),
+            (field(3, "effect"), "2".into(), "ok".into()),
+        ]
+    );
+
+    // The same call again is replayed: one call span that says so.
+    let again = SpanLog::default();
+    let subscriber = tracing_subscriber::registry().with(again.clone());
+    tracing::subscriber::with_default(subscriber, || h.guard.call(&call)).unwrap();
+    let spans = again.0.lock().unwrap().clone();
+    assert_eq!(spans.len(), 1, "{spans:#?}");
+    assert_eq!(
+        spans[0].fields.get("replayed").map(String::as_str),
+        Some("true")
+    );
+}
