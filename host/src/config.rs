@@ -21,6 +21,9 @@
 //! [tools.send_receipt]           # one tool; unset keys come from [limits]
 //! deadline_ms = 2000
 //! max_effects = 10
+//!
+//! [telemetry]                    # traces over OTLP/HTTP (OTEL_EXPORTER_OTLP_* win)
+//! otlp_endpoint = "http://localhost:4318"
 //! ```
 //!
 //! Unknown keys and bad values are errors that name the key.
@@ -66,6 +69,10 @@ pub struct Config {
     pub limits: ToolLimits,
     /// The bearer tokens of `serve --http` (hashed; `justonce token` edits it).
     pub tokens_file: Option<PathBuf>,
+    /// `[telemetry] otlp_endpoint`: the OTLP/HTTP collector traces are exported to
+    /// (its base URL; `/v1/traces` is added), unless the standard
+    /// `OTEL_EXPORTER_OTLP_*ENDPOINT` variables name one.
+    pub otlp_endpoint: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -82,6 +89,30 @@ struct RawConfig {
     #[serde(default)]
     tools: BTreeMap<String, RawLimits>,
     tokens_file: Option<PathBuf>,
+    telemetry: Option<RawTelemetry>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTelemetry {
+    otlp_endpoint: Option<String>,
+}
+
+impl RawTelemetry {
+    fn endpoint(self) -> std::result::Result<Option<String>, String> {
+        let Some(url) = self.otlp_endpoint else {
+            return Ok(None);
+        };
+        let url = url.trim().to_owned();
+        require(
+            url.starts_with("http://") || url.starts_with("https://"),
+            "telemetry.otlp_endpoint",
+            &format!(
+                "must be an http:// or https:// URL (the collector's OTLP/HTTP port, e.g. http://localhost:4318), not {url:?}"
+            ),
+        )?;
+        Ok(Some(url))
+    }
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -278,6 +309,12 @@ impl Config {
             retry: raw.retry.map(|r| r.policy()).transpose().map_err(error)?,
             limits: ToolLimits { defaults, tools },
             tokens_file: raw.tokens_file.map(|p| dir.join(p)),
+            otlp_endpoint: raw
+                .telemetry
+                .map(RawTelemetry::endpoint)
+                .transpose()
+                .map_err(error)?
+                .flatten(),
         })
     }
 }
@@ -457,5 +494,22 @@ mod tests {
         assert!(r.contains("`retention_hours`"), "{r}");
         let r = reason("[limits\n");
         assert!(r.contains("line 1"), "{r}");
+    }
+
+    #[test]
+    fn the_otlp_endpoint_is_an_http_url_and_a_typo_in_its_table_is_named() {
+        let config = parse("[telemetry]\notlp_endpoint = \"http://collector:4318\"\n").unwrap();
+        assert_eq!(
+            config.otlp_endpoint.as_deref(),
+            Some("http://collector:4318")
+        );
+        assert_eq!(parse("[telemetry]\n").unwrap().otlp_endpoint, None);
+        let r = reason("[telemetry]\notlp_endpoint = \"collector:4317\"\n");
+        assert!(
+            r.contains("`telemetry.otlp_endpoint` must be an http:// or https:// URL"),
+            "{r}"
+        );
+        let r = reason("[telemetry]\nendpoint = \"http://collector:4318\"\n");
+        assert!(r.contains("`telemetry.endpoint`"), "{r}");
     }
 }

@@ -37,3 +37,4 @@ mod retry;
 mod sandbox;
 mod secrets;
 mod several_hosts;
+mod traces;

@@ -1,11 +1,16 @@
 //! The CLI's log on stderr: `JUSTONCE_LOG` filters it (`warn` by default),
 //! `JUSTONCE_LOG_FORMAT=json` writes one JSON object a line with the keys of the
 //! enclosing call and effect (see `runtime::spans`), and colours are used only when
-//! stderr is a terminal (and `NO_COLOR` is unset).
+//! stderr is a terminal (and `NO_COLOR` is unset). Traces go beside the log, to an
+//! OTLP collector when one is configured (see `telemetry`).
 
 use std::io::IsTerminal;
 
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer as _};
+
+use super::telemetry::{self, Destination, TelemetryError};
 
 /// The variable that picks the log format.
 pub const FORMAT_ENV: &str = "JUSTONCE_LOG_FORMAT";
@@ -35,23 +40,40 @@ impl Format {
     }
 }
 
-/// Installs the subscriber for this process.
-pub fn init() -> Result<(), UnknownFormat> {
+/// The log or the traces cannot be set up as configured.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// `JUSTONCE_LOG_FORMAT` names no format.
+    #[error(transparent)]
+    Format(#[from] UnknownFormat),
+    /// The OTLP exporter refused its configuration.
+    #[error(transparent)]
+    Telemetry(#[from] TelemetryError),
+}
+
+/// Installs the subscriber for this process: the log on stderr, and the traces'
+/// exporter when `traces` names a collector (each layer filters for itself, so
+/// `JUSTONCE_LOG` does not decide which spans are exported).
+pub fn init(traces: &Destination) -> Result<(), SetupError> {
     let format = Format::parse(std::env::var(FORMAT_ENV).ok().as_deref())?;
     let filter = EnvFilter::try_from_env("JUSTONCE_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        Format::Json => builder
+    let log = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let log = match format {
+        Format::Json => log
             .json()
             .with_current_span(false)
             .with_span_list(true)
-            .init(),
-        Format::Text => builder
+            .with_filter(filter)
+            .boxed(),
+        Format::Text => log
             .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
-            .init(),
-    }
+            .with_filter(filter)
+            .boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(telemetry::layer(traces)?)
+        .with(log)
+        .init();
     Ok(())
 }
 

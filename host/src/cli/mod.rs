@@ -16,6 +16,7 @@ mod resolve;
 mod run;
 mod serve;
 mod target;
+mod telemetry;
 mod token;
 mod tools;
 
@@ -236,14 +237,21 @@ pub fn exit_code(error: &Error) -> u8 {
 /// Parses the command line, runs the command and returns its exit code. Errors are
 /// printed to stderr with their causes.
 pub fn main() -> ExitCode {
-    if let Err(error) = logging::init() {
-        eprintln!("justonce: {error}");
-        return ExitCode::from(exit::BAD_INPUT);
-    }
     let mut cli = Cli::parse();
     if let Err(error) = cli.settle() {
         eprintln!("justonce: {error:#}");
         return ExitCode::from(exit_code(&error));
+    }
+    // After the configuration file is read: it may name the traces' collector.
+    let traces = telemetry::Destination::resolve(
+        |name| std::env::var(name).ok(),
+        cli.settings
+            .as_ref()
+            .and_then(|c| c.otlp_endpoint.as_deref()),
+    );
+    if let Err(error) = logging::init(&traces) {
+        eprintln!("justonce: {error}");
+        return ExitCode::from(exit::BAD_INPUT);
     }
     let result = match &cli.command {
         Command::Run(cmd) => cmd.run(&cli),
@@ -261,6 +269,8 @@ pub fn main() -> ExitCode {
         Command::Replay(cmd) => cmd.run(&cli),
         Command::New(cmd) => cmd.run(&cli),
     };
+    // Every span of the command is closed: send what is not sent yet.
+    telemetry::shutdown();
     match result {
         Ok(code) => ExitCode::from(code),
         Err(error) => {

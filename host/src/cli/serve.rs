@@ -130,6 +130,7 @@ impl Serve {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{url}").and_then(|()| out.flush());
         drop(out);
+        stop_on_signals(server.shutdown())?;
         HttpServer::new(server, tokens, options)
             .serve(listener)
             .map_err(|e| Error::Host(anyhow::anyhow!("serving HTTP on {bound}: {e}")))?;
@@ -138,7 +139,8 @@ impl Serve {
 }
 
 /// On SIGTERM or SIGINT: stop reading, let the calls in flight finish and save their
-/// outcome (and answer), then exit 0. Calls still waiting for a worker are not run.
+/// outcome (and answer), send the traces not yet exported, then exit 0. Calls still
+/// waiting for a worker (or, over HTTP, arriving meanwhile) are not run.
 fn stop_on_signals(shutdown: Arc<Shutdown>) -> Result<(), Error> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
@@ -150,8 +152,9 @@ fn stop_on_signals(shutdown: Arc<Shutdown>) -> Result<(), Error> {
                 tracing::info!(signal, "stopping: no new calls; the calls in flight finish");
                 shutdown.stop();
                 shutdown.wait_idle();
+                super::telemetry::shutdown();
                 // The reader may be blocked on stdin; everything answered is written
-                // and saved, so the process ends here.
+                // and saved (and traced), so the process ends here.
                 std::process::exit(i32::from(exit::SUCCESS));
             }
         })

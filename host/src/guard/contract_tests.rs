@@ -1166,6 +1166,188 @@ fn the_journal_counts_the_replays_it_answers_and_shows_a_refused_effect_as_refus
     );
 }
 
+// --- traces -------------------------------------------------------------------
+
+/// Records every span's name, parent and fields, in the order they were opened.
+#[derive(Clone, Default)]
+struct SpanLog(Arc<Mutex<Vec<LoggedSpan>>>);
+
+#[derive(Debug, Clone)]
+struct LoggedSpan {
+    name: &'static str,
+    parent: Option<usize>,
+    fields: BTreeMap<String, String>,
+}
+
+/// A span's position in the [`SpanLog`].
+struct Position(usize);
+
+struct FieldText<'a>(&'a mut BTreeMap<String, String>);
+
+impl tracing::field::Visit for FieldText<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().into(), format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.insert(field.name().into(), value.into());
+    }
+}
+
+std::thread_local! {
+    /// The log of the spans opened on this thread, while a test records them.
+    static RECORDING: std::cell::RefCell<Option<SpanLog>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The test binary's one subscriber: it writes spans to the thread's [`RECORDING`].
+/// Global rather than a scoped `with_default`: tracing caches whether a span is
+/// wanted once for all threads, and a scoped subscriber races other tests' threads
+/// for that cache (the spans then go unseen now and then).
+struct Recorder;
+
+impl<S> tracing_subscriber::Layer<S> for Recorder
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let Some(log) = RECORDING.with(|r| r.borrow().clone()) else {
+            return;
+        };
+        let span = ctx.span(id).expect("a new span");
+        let parent = span
+            .parent()
+            .and_then(|p| p.extensions().get::<Position>().map(|p| p.0));
+        let mut fields = BTreeMap::new();
+        attrs.record(&mut FieldText(&mut fields));
+        let mut log = log.0.lock().unwrap();
+        span.extensions_mut().insert(Position(log.len()));
+        log.push(LoggedSpan {
+            name: attrs.metadata().name(),
+            parent,
+            fields,
+        });
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let Some(log) = RECORDING.with(|r| r.borrow().clone()) else {
+            return;
+        };
+        let span = ctx.span(id).expect("a recorded span");
+        let Some(at) = span.extensions().get::<Position>().map(|p| p.0) else {
+            return;
+        };
+        values.record(&mut FieldText(&mut log.0.lock().unwrap()[at].fields));
+    }
+}
+
+/// Runs `f` with the spans it opens on this thread written to `log`.
+fn traced<T>(log: &SpanLog, f: impl FnOnce() -> T) -> T {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Recorder))
+            .expect("no other subscriber in the library's tests");
+    });
+    // A callsite another thread registered while the subscriber was being set may
+    // have cached "not wanted": look again, now that it is set.
+    tracing::callsite::rebuild_interest_cache();
+    RECORDING.with(|r| *r.borrow_mut() = Some(log.clone()));
+    let out = f();
+    RECORDING.with(|r| *r.borrow_mut() = None);
+    out
+}
+
+#[test]
+fn a_call_traces_each_effect_and_each_attempt_under_its_keys() {
+    let mut runner = ScriptedRunner::default();
+    runner.tool("put_then_pay", ScriptedRunner::open_schema(), |args, fx| {
+        let put = fx.perform("kv", "put", json!({"key": "k", "value": 1}));
+        match (put, fx.perform("payments", "pay", args.clone())) {
+            (Ok(_), Ok(answer)) => returned(answer),
+            other => tool_error("failed", &format!("{other:?}")),
+        }
+    });
+    let payments = Downstream::new(ProviderClass::Keyed, vec![Fault::LoseResponse]);
+    let h = host(runner, &[("payments", payments.clone())]);
+    let log = SpanLog::default();
+    let call = CallRequest::new("put_then_pay", json!({"amount": 5}).to_string());
+
+    let answer = traced(&log, || h.guard.call(&call)).unwrap();
+
+    let spans = log.0.lock().unwrap().clone();
+    let shape: Vec<(&str, Option<usize>)> = spans.iter().map(|s| (s.name, s.parent)).collect();
+    assert_eq!(
+        shape,
+        [
+            ("call", None),
+            ("effect", Some(0)),
+            ("attempt", Some(1)),
+            ("effect", Some(0)),
+            ("attempt", Some(3)),
+            ("attempt", Some(3)),
+        ],
+        "{spans:#?}"
+    );
+    let field = |i: usize, name: &str| spans[i].fields.get(name).cloned().unwrap_or_default();
+    for span in &spans {
+        assert_eq!(
+            span.fields.get("invocation"),
+            Some(&answer.key.to_string()),
+            "{span:?}"
+        );
+    }
+    assert_eq!(
+        (field(0, "tool"), field(0, "outcome"), field(0, "replayed")),
+        ("put_then_pay".into(), "success".into(), "false".into())
+    );
+    // The transactional effect: one attempt under its key.
+    assert_eq!(
+        (field(1, "provider"), field(1, "seq")),
+        ("kv".into(), "0".into())
+    );
+    assert_eq!(field(2, "effect"), field(1, "effect"));
+    assert_eq!(
+        (field(2, "attempt"), field(2, "result")),
+        ("1".into(), "ok".into())
+    );
+    // The keyed one: the lost response and its retry, both under the key the
+    // downstream saw.
+    assert_eq!(
+        (field(3, "provider"), field(3, "seq")),
+        ("payments".into(), "1".into())
+    );
+    assert_eq!(
+        payments.attempts(),
+        [field(3, "effect"), field(3, "effect")]
+    );
+    assert_eq!(
+        [4, 5].map(|i| (field(i, "effect"), field(i, "attempt"), field(i, "result"))),
+        [
+            (field(3, "effect"), "1".into(), "unknown".into()),
+            (field(3, "effect"), "2".into(), "ok".into()),
+        ]
+    );
+
+    // The same call again is replayed: one call span that says so.
+    let again = SpanLog::default();
+    traced(&again, || h.guard.call(&call)).unwrap();
+    let spans = again.0.lock().unwrap().clone();
+    assert_eq!(spans.len(), 1, "{spans:#?}");
+    assert_eq!(
+        spans[0].fields.get("replayed").map(String::as_str),
+        Some("true")
+    );
+}
+
 // --- every journal ------------------------------------------------------------------
 //
 // The tests above run on the in-memory SQLite journal; `on_postgres!` runs each of
@@ -1277,6 +1459,7 @@ on_postgres!(
     an_abandoned_call_replays_an_abandoned_outcome_that_lists_its_effects,
     abandon_of_a_completed_or_unknown_call_and_forget_of_an_unknown_one_are_refused,
     the_journal_counts_the_replays_it_answers_and_shows_a_refused_effect_as_refused,
+    a_call_traces_each_effect_and_each_attempt_under_its_keys,
 );
 
 /// One suite, two journals: a contract test added above without adding it to

@@ -232,7 +232,7 @@ impl EffectSession {
 
         let class = provider.class();
         let key = keys::effect_key(&self.invocation, self.entropy.seed.generation(), seq);
-        let _span = spans::effect(&key, seq, provider_name).entered();
+        let _span = spans::effect(&self.invocation, &key, seq, provider_name, operation).entered();
         let invocation = self.invocation.clone();
         let new = NewEffect {
             key: &key,
@@ -400,6 +400,7 @@ impl EffectSession {
         let mut last_key = None;
         let mut last_not_performed = false;
         let performed = self.retrying(budget, |session, _made| {
+            let span = spans::attempt(&session.invocation).entered();
             let now = session.shared.clock.now_ms();
             let claimed = session.shared.journal.claim_attempt(
                 &NewEffect { now, ..*new },
@@ -409,6 +410,7 @@ impl EffectSession {
             let (key, attempt) = match claimed {
                 Ok(claimed) => claimed,
                 Err(refusal) => {
+                    spans::attempt_ended(&span, "refused");
                     return Ok(Attempt::Done(Err(session.refused(
                         refusal,
                         new.seq,
@@ -428,6 +430,7 @@ impl EffectSession {
             } else {
                 key
             };
+            spans::attempt_claimed(&span, &key, attempt);
             let request = EffectRequest {
                 tool: &session.tool,
                 key: &key,
@@ -442,6 +445,7 @@ impl EffectSession {
             let answer = provider.perform(&request);
             drop(beat);
             fault::point(FaultPoint::AfterProvider);
+            spans::attempt_ended(&span, attempt_result(&answer));
             let answer = match answer {
                 Ok(response) => Answer::Ok(response),
                 Err(ProviderError::Rejected(answer)) => Answer::Rejected(answer),
@@ -566,6 +570,9 @@ impl EffectSession {
             operation,
             payload,
         };
+        // One attempt, in the journal's transaction: its key is the one computed here.
+        let span = spans::attempt(&self.invocation).entered();
+        spans::attempt_claimed(&span, new.key, 1);
         let performed = self.shared.journal.perform_transactional(
             new,
             &self.lease(),
@@ -575,10 +582,14 @@ impl EffectSession {
         )?;
         Ok(match performed {
             Ok(answer) => {
+                spans::attempt_ended(&span, answer_kind(&answer));
                 self.unjournaled = None;
                 answer_to_guest(answer)
             }
-            Err(refusal) => Err(self.refused(refusal, new.seq, new.provider)),
+            Err(refusal) => {
+                spans::attempt_ended(&span, "refused");
+                Err(self.refused(refusal, new.seq, new.provider))
+            }
         })
     }
 
@@ -634,6 +645,27 @@ fn lease_lost() -> EffectFailure {
         "another host took this call over (this run's lease expired); nothing more is performed"
             .into(),
     )
+}
+
+/// An attempt's result as its span names it.
+fn attempt_result(answer: &Result<Value, ProviderError>) -> &'static str {
+    match answer {
+        Ok(_) => "ok",
+        Err(ProviderError::Rejected(_)) => "rejected",
+        Err(ProviderError::Invalid(_)) => "denied",
+        Err(ProviderError::NotPerformed { .. }) => "not_performed",
+        Err(ProviderError::Unknown(_)) => "unknown",
+        Err(ProviderError::Throttled { .. }) => "throttled",
+    }
+}
+
+/// A definitive answer's kind as an attempt's span names it.
+fn answer_kind(answer: &Answer) -> &'static str {
+    match answer {
+        Answer::Ok(_) => "ok",
+        Answer::Rejected(_) => "rejected",
+        Answer::Denied(_) => "denied",
+    }
 }
 
 /// What the guest is told of a definitive answer.

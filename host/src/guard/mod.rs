@@ -122,8 +122,19 @@ impl Guard {
     /// with different arguments.
     pub(crate) fn call(&self, request: &CallRequest) -> Result<CallResponse> {
         let prepared = prepare(&*self.runner, request)?;
-        // Every log line of the call names its key (JUSTONCE_LOG_FORMAT=json).
-        let _span = spans::call(&prepared.tool.name, &prepared.key).entered();
+        // Every log line of the call names its key (JUSTONCE_LOG_FORMAT=json), and the
+        // call's trace says how it ended.
+        let span = spans::call(&prepared.tool.name, &prepared.key).entered();
+        let answer = self.decide_and_run(request, prepared);
+        match &answer {
+            Ok(response) => spans::call_answered(&span, &response.outcome, response.replayed),
+            Err(error) => spans::call_failed(&span, error.kind()),
+        }
+        answer
+    }
+
+    /// [`Guard::call`] once its arguments are accepted and its key known.
+    fn decide_and_run(&self, request: &CallRequest, prepared: Prepared) -> Result<CallResponse> {
         let owner = format!(
             "{}/{}",
             self.owner,

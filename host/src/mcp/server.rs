@@ -58,7 +58,7 @@ impl Shutdown {
     }
 
     /// Counts a call as running; `false` (not counted) once stopping.
-    fn start(&self) -> bool {
+    pub(crate) fn start(&self) -> bool {
         let mut state = self.lock();
         if state.0 {
             return false;
@@ -67,7 +67,8 @@ impl Shutdown {
         true
     }
 
-    fn finish(&self) {
+    /// Counts a call [`Shutdown::start`] counted as finished.
+    pub(crate) fn finish(&self) {
         let mut state = self.lock();
         state.1 -= 1;
         if state.1 == 0 {

@@ -19,6 +19,11 @@ pub fn justonce_command(db: Option<&Path>) -> Command {
         "JUSTONCE_HTTP_CONFIG",
         "JUSTONCE_LEASE_MS",
         justonce::__private::FAULT_ENV,
+        // No traces unless a test names a collector.
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_SDK_DISABLED",
+        "OTEL_TRACES_EXPORTER",
     ] {
         command.env_remove(variable);
     }

@@ -272,6 +272,28 @@ impl HttpProcess {
     }
 }
 
+impl HttpProcess {
+    /// Sends SIGTERM and waits (at most a minute) for the process to end: its exit code.
+    pub fn terminate(mut self) -> Option<i32> {
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -TERM failed");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for justonce serve") {
+                return status.code();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "serve --http did not stop after SIGTERM"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
 impl Drop for HttpProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();

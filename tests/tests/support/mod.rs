@@ -10,6 +10,7 @@ pub mod hold_first;
 pub mod install;
 pub mod mcp;
 pub mod mcp_http;
+pub mod otlp;
 pub mod process;
 pub mod providers;
 

@@ -9,7 +9,7 @@ use super::wire::{Head, Kind, Response};
 use super::{ENDPOINT, HttpServer};
 use crate::mcp::protocol::{
     self, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND,
-    PARSE_ERROR, PROTOCOL_VERSION_META_KEY, Params, RequestId, RpcError,
+    PARSE_ERROR, PROTOCOL_VERSION_META_KEY, Params, RequestId, RpcError, SERVER_BUSY,
     UNSUPPORTED_PROTOCOL_VERSION,
 };
 use crate::mcp::session::{Dispatch, Era, Session};
@@ -260,9 +260,22 @@ impl HttpServer {
                     )
                     .with("retry-after", "1");
                 };
+                // Stopping (SIGTERM): the calls running finish, no new one starts.
+                let shutdown = self.server.shutdown();
+                if !shutdown.start() {
+                    return refusal(
+                        503,
+                        Some(id),
+                        SERVER_BUSY,
+                        "the server is stopping: nothing was run; the same call is safe to retry once it is back",
+                    )
+                    .with("retry-after", "1");
+                }
                 // Runs to its outcome even if the client hangs up meanwhile: the
                 // record is kept and a retry gets the outcome.
-                self.server.run_call(&request, stateless)
+                let reply = self.server.run_call(&request, stateless);
+                shutdown.finish();
+                reply
             }
         };
         let stateless = session.era() == Era::Stateless;
