@@ -924,10 +924,7 @@ fn postgres_figures() {
     println!("| figure | median | p10–p90 | mean | samples |\n| --- | --- | --- | --- | --- |");
     row("(2) guarded, no effect", &echo);
     row("(3) guarded, one keyed effect", &receipt);
-    row(
-        "(4) replay of a completed key (this host remembers it)",
-        &replay,
-    );
+    row("(4) replay of a completed key", &replay);
     println!(
         "\nround trips to the database per call (commits): no effect {}, one effect {}",
         echo_cost.0, receipt_cost.0
