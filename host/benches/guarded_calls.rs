@@ -271,16 +271,19 @@ fn latencies(
 
 /// Guarded one-effect calls per second with `threads` callers sharing one host.
 fn throughput(host: &Arc<Host>, threads: usize, run_for: Duration) -> f64 {
-    let counter = Arc::new(AtomicU64::new(0));
+    // One counter for every trial, so no call repeats one of an earlier trial (that
+    // would be a replay, not a one-effect call).
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let counter = &CALLS;
     let start = Instant::now();
     let done: u64 = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
-                let (host, counter) = (Arc::clone(host), Arc::clone(&counter));
+                let host = Arc::clone(host);
                 s.spawn(move || {
                     let mut calls = 0u64;
                     while start.elapsed() < run_for {
-                        let mut request = fresh("send_receipt", RECEIPT_ARGS, &counter);
+                        let mut request = fresh("send_receipt", RECEIPT_ARGS, counter);
                         request.conversation =
                             Some(format!("tp-{t}-{}", request.conversation.unwrap()));
                         call(&host, &request);
