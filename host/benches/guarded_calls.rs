@@ -140,9 +140,19 @@ fn runtime() -> Arc<Runtime> {
 }
 
 fn host(runtime: &Arc<Runtime>, dir: &Path, durability: Durability) -> Host {
+    host_on(runtime, dir.join("state.db"), durability)
+}
+
+/// A host with the no-op mail provider on `database` (a SQLite path or a
+/// `postgres://` URL).
+fn host_on(
+    runtime: &Arc<Runtime>,
+    database: impl Into<std::path::PathBuf>,
+    durability: Durability,
+) -> Host {
     Host::builder()
         .runtime(Arc::clone(runtime))
-        .database(dir.join("state.db"))
+        .database(database)
         .durability(durability)
         .provider("mail", Arc::new(NoopMail))
         .build()
@@ -878,17 +888,6 @@ fn main() {
 /// Set in a child process of the bench: it is one host of figure (9).
 const PG_WORKER: &str = "JUSTONCE_BENCH_PG_WORKER";
 
-/// A host on the PostgreSQL journal at `url`.
-fn postgres_host(runtime: &Arc<Runtime>, url: &str, durability: Durability) -> Host {
-    Host::builder()
-        .runtime(Arc::clone(runtime))
-        .database(url)
-        .durability(durability)
-        .provider("mail", Arc::new(NoopMail))
-        .build()
-        .expect("host on PostgreSQL")
-}
-
 /// Figure (9): a PostgreSQL journal on this machine.
 fn postgres_figures() {
     println!("\n## (9) PostgreSQL journal (a local cluster, `Full`: synchronous_commit on)\n");
@@ -898,7 +897,7 @@ fn postgres_figures() {
     };
     let runtime = runtime();
     let url = cluster.database();
-    let host = postgres_host(&runtime, &url, Durability::Full);
+    let host = host_on(&runtime, url.as_str(), Durability::Full);
     let counter = AtomicU64::new(0);
     let replayed = fresh("send_receipt", RECEIPT_ARGS, &counter);
     call(&host, &replayed);
@@ -993,7 +992,7 @@ fn postgres_worker(spec: &str) {
         parts.next().expect("url"),
     );
     let runtime = runtime();
-    let host = postgres_host(&runtime, url, Durability::Full);
+    let host = host_on(&runtime, url, Durability::Full);
     let counter = AtomicU64::new(0);
     let named = |counter: &AtomicU64| {
         let mut r = fresh("send_receipt", RECEIPT_ARGS, counter);
