@@ -14,8 +14,17 @@
 //!   literal UTF-8;
 //! - numbers as IEEE-754 doubles printed the way ECMAScript's
 //!   `Number.prototype.toString` prints them (`1.0`, `1`, `1e0` and `10e-1` are all
-//!   `1`; `1e21` is `1e+21`; `-0` is `0`). Integers are converted to `f64` first, so
-//!   integers beyond ±2^53 lose precision exactly as they would in JavaScript.
+//!   `1`; `1e21` is `1e+21`; `-0` is `0`);
+//! - with one extension (DESIGN.md, "Two layers of keys"): **no value is ever
+//!   rounded.** An integer beyond ±2^53 that fits in 64 bits is written as its exact
+//!   decimal digits (`9007199254740993` stays `9007199254740993`; RFC 8785 alone
+//!   would print the double nearest to it, `9007199254740992`), however it was
+//!   spelled (`9007199254740993.0` and `9.007199254740993e15` are that integer too).
+//!   An integer *literal* beyond 64 bits is refused unless a double holds it and
+//!   prints it with the same digits: a tool reading it as an integer (Python's `int`)
+//!   would otherwise be handed another number. Everything within ±2^53 canonicalizes
+//!   exactly as RFC 8785 says, so no key of such values changes. Fractions and
+//!   exponent forms beyond 64 bits are doubles, as every JSON reader takes them.
 //!
 //! The ordering is done here, not by `serde_json::Map`: this module is correct
 //! whether or not serde_json's `preserve_order` feature is enabled.
@@ -41,7 +50,24 @@ pub enum JcsError {
     /// `arbitrary_precision`), but is checked rather than assumed.
     #[error("number {0} is not representable as a finite IEEE-754 double")]
     NumberOutOfRange(String),
+    /// An integer literal that can be kept neither as a 64-bit integer nor as a
+    /// double that prints it with the same digits: keeping it would change the value
+    /// the tool is handed.
+    #[error(
+        "integer {literal} at line {line} column {column} does not fit in 64 bits and would be rounded; send it as a string"
+    )]
+    InexactInteger {
+        /// The literal as written.
+        literal: String,
+        /// Its 1-based line in the JSON text.
+        line: usize,
+        /// Its 1-based column (in bytes) in that line.
+        column: usize,
+    },
 }
+
+/// The magnitude up to which a double holds every integer: 2^53.
+const EXACT_IN_F64: u64 = 1 << 53;
 
 /// Returns the RFC 8785 canonical form of `value`.
 ///
@@ -58,10 +84,165 @@ pub fn canonicalize(value: &Value) -> Result<String, JcsError> {
 /// forbids them and RFC 8785 §3.1 requires the canonicalizer to fail rather than
 /// silently keep one of the values).
 pub fn canonicalize_str(json: &str) -> Result<String, JcsError> {
-    let mut de = serde_json::Deserializer::from_str(json);
+    canonicalize(&parse_exact(json)?)
+}
+
+/// Parses `json` as [`canonicalize_str`] does, keeping every integer exact: duplicate
+/// object keys refused, integers beyond 2^53 however spelled read as exact 64-bit
+/// integers, and integer literals that would be rounded refused
+/// ([`JcsError::InexactInteger`]).
+pub fn parse_exact(json: &str) -> Result<Value, JcsError> {
+    let json = exact_numbers(json)?;
+    let mut de = serde_json::Deserializer::from_str(&json);
     let StrictValue(value) = StrictValue::deserialize(&mut de)?;
     de.end()?;
-    canonicalize(&value)
+    Ok(value)
+}
+
+/// Rewrites the number tokens of `json` that serde_json would round into a spelling
+/// it reads exactly, or refuses them; every other byte is kept.
+///
+/// serde_json reads an integer literal within 64 bits exactly and everything else as
+/// a double. So a fraction or exponent whose value is an integer beyond 2^53 that
+/// fits in 64 bits (`9007199254740993.0`, `1.5e18`) is rewritten to its digits, and
+/// an integer literal beyond 64 bits is refused unless the double nearest to it
+/// prints as the same digits. Text that is not JSON is passed on for the parser to
+/// refuse.
+pub fn exact_numbers(json: &str) -> Result<std::borrow::Cow<'_, str>, JcsError> {
+    let bytes = json.as_bytes();
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => i = string_end(bytes, i + 1),
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i < bytes.len() && matches!(bytes[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                    i += 1;
+                }
+                let token = &json[start..i];
+                match exact_token(token) {
+                    Exact::Keep => {}
+                    Exact::Digits(digits) => {
+                        let out = out.get_or_insert_with(|| String::with_capacity(json.len()));
+                        out.push_str(&json[copied..start]);
+                        out.push_str(&digits);
+                        copied = i;
+                    }
+                    Exact::Refuse => {
+                        let line = json[..start].matches('\n').count() + 1;
+                        let column = start - json[..start].rfind('\n').map_or(0, |n| n + 1) + 1;
+                        return Err(JcsError::InexactInteger {
+                            literal: token.to_owned(),
+                            line,
+                            column,
+                        });
+                    }
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    Ok(match out {
+        None => std::borrow::Cow::Borrowed(json),
+        Some(mut out) => {
+            out.push_str(&json[copied..]);
+            std::borrow::Cow::Owned(out)
+        }
+    })
+}
+
+/// The index just past the closing quote of a string whose body starts at `i`.
+fn string_end(bytes: &[u8], mut i: usize) -> usize {
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 2,
+            b'"' => return i + 1,
+            _ => i += 1,
+        }
+    }
+    i
+}
+
+/// What [`exact_numbers`] does with one number token.
+enum Exact {
+    /// serde_json reads it as what it says (or refuses it as malformed).
+    Keep,
+    /// An integer beyond 2^53 within 64 bits spelled with a fraction or exponent:
+    /// these digits say the same integer.
+    Digits(String),
+    /// An integer literal that would be rounded.
+    Refuse,
+}
+
+fn exact_token(token: &str) -> Exact {
+    let (negative, body) = match token.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, token),
+    };
+    let (mantissa, exponent) = match body.find(['e', 'E']) {
+        Some(at) => match body[at + 1..].parse::<i64>() {
+            Ok(exponent) => (&body[..at], exponent),
+            Err(_) => return Exact::Keep,
+        },
+        None => (body, 0),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if whole.is_empty() || !whole.bytes().chain(fraction.bytes()).all(|b| b.is_ascii_digit()) {
+        return Exact::Keep;
+    }
+    if fraction.is_empty() && exponent == 0 && body.len() == mantissa.len() {
+        // An integer literal: serde_json keeps it within 64 bits.
+        if fits_64_bits(negative, whole) {
+            return Exact::Keep;
+        }
+        let nearest: f64 = match token.parse() {
+            Ok(f) => f,
+            Err(_) => return Exact::Refuse,
+        };
+        let printed = ryu_js::Buffer::new().format(nearest).to_owned();
+        return if nearest.is_finite() && printed == token {
+            Exact::Keep
+        } else {
+            Exact::Refuse
+        };
+    }
+    // A fraction or exponent: is its exact value an integer beyond 2^53 in 64 bits?
+    let digits = format!("{whole}{fraction}");
+    let digits = digits.trim_start_matches('0');
+    let trailing = digits.len() - digits.trim_end_matches('0').len();
+    let significant = &digits[..digits.len() - trailing];
+    if significant.is_empty() {
+        return Exact::Keep;
+    }
+    let Some(scale) = exponent
+        .checked_sub(fraction.len() as i64)
+        .and_then(|e| e.checked_add(trailing as i64))
+    else {
+        return Exact::Keep;
+    };
+    if scale < 0 || significant.len() as i64 + scale > 20 {
+        return Exact::Keep;
+    }
+    let integer = format!("{significant}{}", "0".repeat(scale as usize));
+    if !fits_64_bits(negative, &integer) {
+        return Exact::Keep;
+    }
+    let magnitude: u128 = integer.parse().unwrap_or(u128::MAX);
+    if magnitude <= u128::from(EXACT_IN_F64) {
+        return Exact::Keep;
+    }
+    Exact::Digits(if negative { format!("-{integer}") } else { integer })
+}
+
+/// Whether the decimal `digits` (no sign) with the given sign fit in an `i64` or `u64`.
+fn fits_64_bits(negative: bool, digits: &str) -> bool {
+    match digits.parse::<u128>() {
+        Ok(n) if negative => n <= 1u128 << 63,
+        Ok(n) => n <= u128::from(u64::MAX),
+        Err(_) => false,
+    }
 }
 
 fn write_value(out: &mut String, value: &Value) -> Result<(), JcsError> {
@@ -105,8 +286,20 @@ fn cmp_utf16(a: &str, b: &str) -> Ordering {
 }
 
 fn write_number(out: &mut String, n: &Number) -> Result<(), JcsError> {
-    // `as_f64` converts u64/i64 with `as`, i.e. round-to-nearest, which is what
-    // ECMAScript does with an integer literal beyond 2^53.
+    // No value is rounded: an integer a double might not hold is written as its
+    // digits. Within 2^53 a double holds it and prints the same digits.
+    if let Some(i) = n.as_i64()
+        && i.unsigned_abs() > EXACT_IN_F64
+    {
+        out.push_str(&i.to_string());
+        return Ok(());
+    }
+    if let Some(u) = n.as_u64()
+        && u > EXACT_IN_F64
+    {
+        out.push_str(&u.to_string());
+        return Ok(());
+    }
     match n.as_f64() {
         Some(f) if f.is_finite() => {
             let mut buf = ryu_js::Buffer::new();
@@ -270,9 +463,18 @@ mod tests {
             ("333333333.33333329", "333333333.3333333"),
             ("5e-324", "5e-324"),
             ("1.7976931348623157e308", "1.7976931348623157e+308"),
-            ("9007199254740993", "9007199254740992"),
-            ("18446744073709551615", "18446744073709552000"),
-            ("-9223372036854775808", "-9223372036854776000"),
+            ("9007199254740992", "9007199254740992"),
+            ("9007199254740993", "9007199254740993"),
+            ("18446744073709551615", "18446744073709551615"),
+            ("-9223372036854775808", "-9223372036854775808"),
+            ("1152921504606846976", "1152921504606846976"),
+            ("9007199254740993.0", "9007199254740993"),
+            ("9.007199254740993e15", "9007199254740993"),
+            ("-9.007199254740993E+15", "-9007199254740993"),
+            ("1.5e18", "1500000000000000000"),
+            ("9007199254740992.0", "9007199254740992"),
+            ("2e19", "20000000000000000000"),
+            ("20000000000000000000", "20000000000000000000"),
         ] {
             assert_eq!(canon(input), expected, "input {input}");
         }
@@ -283,7 +485,8 @@ mod tests {
             ("333333333.33333329", "333333333.3333333"),
             ("0.299999999999999988897769753748", "0.3"),
             ("2.2250738585072011e-308", "2.225073858507201e-308"),
-            ("9007199254740993.0", "9007199254740992"),
+            ("9007199254740993.0", "9007199254740993"),
+            ("900719925474099300e-2", "9007199254740993"),
         ] {
             assert_eq!(canon(a), canon(b), "{a} vs {b}");
         }
@@ -306,12 +509,75 @@ mod tests {
         assert_eq!(canonicalize(&json!(-0.0)).unwrap(), "0");
         assert_eq!(
             canonicalize(&json!(u64::MAX)).unwrap(),
-            "18446744073709552000"
+            "18446744073709551615"
+        );
+        assert_eq!(
+            canonicalize(&json!(i64::MIN)).unwrap(),
+            "-9223372036854775808"
         );
         assert_eq!(
             canonicalize(&json!(4417)).unwrap(),
             canonicalize(&json!(4417.0)).unwrap()
         );
+    }
+
+    /// The extension's vectors (testdata/jcs-exact): what RFC 8785 leaves to a double
+    /// is kept exact, and everything a double holds is as RFC 8785 prints it.
+    #[test]
+    fn exact_integer_vectors() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/jcs-exact");
+        let mut count = 0;
+        for entry in std::fs::read_dir(dir.join("input")).expect("testdata/jcs-exact/input") {
+            let input_path = entry.expect("dir entry").path();
+            let name = input_path.file_name().expect("file name");
+            let input = std::fs::read_to_string(&input_path).expect("read input");
+            let expected =
+                std::fs::read_to_string(dir.join("output").join(name)).expect("read output");
+            assert_eq!(canon(&input), expected.trim_end(), "{}", input_path.display());
+            count += 1;
+        }
+        assert!(count >= 2, "the exact-integer vectors are missing");
+    }
+
+    #[test]
+    fn integers_past_two_to_the_53_are_distinct() {
+        // Two customers, two keys: RFC 8785 alone gives both the same bytes.
+        assert_ne!(canon("9007199254740993"), canon("9007199254740992"));
+        assert_ne!(
+            canon("18446744073709551615"),
+            canon("18446744073709551614")
+        );
+        assert_ne!(canon("1152921504606847000"), canon("1152921504606846976"));
+        // Within a double's exact range the spellings of one integer are one number.
+        assert_eq!(canon("100"), canon("1e2"));
+        assert_eq!(canon("1"), canon("1.0"));
+        assert_eq!(canon("0"), canon("-0"));
+    }
+
+    #[test]
+    fn integer_literals_that_would_be_rounded_are_refused() {
+        for (json, literal) in [
+            ("123456789012345678901234567890", "123456789012345678901234567890"),
+            ("{\n \"id\": 18446744073709551616}", "18446744073709551616"),
+            ("[-9223372036854775809]", "-9223372036854775809"),
+        ] {
+            match canonicalize_str(json) {
+                Err(JcsError::InexactInteger { literal: got, .. }) => assert_eq!(got, literal),
+                other => panic!("{json}: expected InexactInteger, got {other:?}"),
+            }
+        }
+        let msg = canonicalize_str("{\n \"id\": 18446744073709551616}")
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("line 2 column 8"), "{msg}");
+        assert!(msg.contains("send it as a string"), "{msg}");
+        // Digits inside strings are text, and a float's exponent form is a double.
+        assert_eq!(
+            canon(r#"{"id":"123456789012345678901234567890","e":1e30}"#),
+            r#"{"e":1e+30,"id":"123456789012345678901234567890"}"#
+        );
+        // A double that holds the literal and prints its digits keeps it.
+        assert_eq!(canon("100000000000000000000"), "100000000000000000000");
     }
 
     #[test]

@@ -3,9 +3,7 @@
 //! cannot tell apart are one call (DESIGN.md, "Two layers of keys").
 //!
 //! Three rules, applied through `properties`, `items` and `prefixItems`, local
-//! `$ref`s (`#/$defs/...`, `#/definitions/...`), `allOf`, and an `anyOf`/`oneOf` of
-//! which only one branch can take the value (`Option<Struct>` is
-//! `anyOf: [{$ref}, {type: null}]`):
+//! `$ref`s (`#/$defs/...`, `#/definitions/...`), `allOf`, and `anyOf`/`oneOf`:
 //!
 //! 1. **Defaults.** A declared property that is absent and whose schema has a
 //!    `default` gets that default (itself normalized), as serde's
@@ -22,17 +20,31 @@
 //!    error naming its path and the declared properties: the tool would ignore it,
 //!    and a key over it would make one call two.
 //!
-//! Where a schema is more than that (several `anyOf`/`oneOf` branches that could
-//! take the value, `if`/`then`/`else`, `not`, dependencies, remote or dynamic
-//! refs), the subtree is left as it is: the schema check that follows still judges
-//! it, and the key is only less forgiving there, never wrong. Values of the wrong
-//! type are left as they are for the same reason.
+//! **Unions.** Of an `anyOf`/`oneOf` (every data-carrying serde enum, `Option<T>`,
+//! Pydantic's unions), the branches that can take the value are found by what
+//! discriminates them: `type`, `const` and `enum` (values, not only their types),
+//! `required`, the same for each property's value, and `additionalProperties`
+//! (a branch under which the value has an undeclared property cannot take it). The
+//! value is normalized inside each of those branches; if they all give the same
+//! result, that is the value (a tagged enum has one branch left, an `Option<T>` one),
+//! and if they give different results the call is refused with the path
+//! ([`NormalizeError::Ambiguous`]): the tool would read it one way, and another
+//! spelling of the same intent could be keyed the other way.
+//!
+//! Where a schema is more than that (`if`/`then`/`else`, `not`, dependencies, remote
+//! or dynamic refs), the subtree is left as it is: the schema check that follows
+//! still judges it. Values of the wrong type are left as they are for the same
+//! reason.
 
 use serde_json::{Map, Value};
 
 /// How many `$ref`, `allOf` and `anyOf` hops one value's schema may take before the
 /// schema counts as too complex (a cycle of refs that never reaches a value).
 const MAX_HOPS: usize = 64;
+
+/// How many union branches one call's arguments may make the normalizer try before
+/// the schema counts as too complex (nested untagged unions multiply).
+const MAX_BRANCH_TRIES: usize = 4096;
 
 /// Keywords whose meaning the rules cannot follow; a value under one is left as is.
 const COMPLEX: &[&str] = &[
@@ -62,6 +74,31 @@ pub(crate) enum NormalizeError {
         /// The properties the schema declares at that place.
         declared: Vec<String>,
     },
+    /// Several `anyOf`/`oneOf` branches can take the value at `path` and normalize it
+    /// differently, so its meaning (and its key) is not certain.
+    #[error(
+        "the value at {} fits {count} alternatives of its schema (anyOf/oneOf) that read it differently; add the property that tells them apart (a tag) or write out the defaults",
+        display_path(path)
+    )]
+    Ambiguous {
+        /// The value's JSON pointer in the arguments (empty for the whole object).
+        path: String,
+        /// How many branches could take it.
+        count: usize,
+    },
+    /// The schema's unions are nested too deeply to try every reading.
+    #[error(
+        "the tool's schema has too many nested alternatives (anyOf/oneOf) to read the value at {}",
+        display_path(path)
+    )]
+    TooComplex {
+        /// The value's JSON pointer in the arguments.
+        path: String,
+    },
+}
+
+fn display_path(path: &str) -> &str {
+    if path.is_empty() { "the top level" } else { path }
 }
 
 fn declared_list(declared: &[String]) -> String {
@@ -76,11 +113,26 @@ fn declared_list(declared: &[String]) -> String {
 /// holds any `$defs`): fills defaults, drops nulls that mean "not given", and refuses
 /// undeclared properties, as the module documentation describes.
 pub(crate) fn normalize(schema: &Value, args: Value) -> Result<Value, NormalizeError> {
-    Normalizer { root: schema }.value(&[schema], args, &mut String::new())
+    Normalizer {
+        root: schema,
+        tries: std::cell::Cell::new(0),
+    }
+    .value(&[schema], args, &mut String::new())
 }
 
 struct Normalizer<'s> {
     root: &'s Value,
+    /// Union branches tried so far, bounded by [`MAX_BRANCH_TRIES`].
+    tries: std::cell::Cell<usize>,
+}
+
+/// The schema objects that apply to one value, and the unions still to choose in.
+#[derive(Clone, Default)]
+struct Facets<'s> {
+    /// Schema objects that apply whatever is chosen.
+    maps: Vec<&'s Map<String, Value>>,
+    /// Each `anyOf`/`oneOf` of which several branches can take the value.
+    choices: Vec<Vec<&'s Value>>,
 }
 
 /// What the schemas that apply to one object say about its properties.
@@ -111,28 +163,77 @@ impl<'s> Normalizer<'s> {
         if !matches!(value, Value::Object(_) | Value::Array(_)) {
             return Ok(value);
         }
-        let mut facets = Vec::new();
+        let mut facets = Facets::default();
         for schema in schemas {
             if self.facets(schema, &value, 0, &mut facets).is_none() {
                 return Ok(value);
             }
         }
-        match value {
-            Value::Object(object) => self.object(&facets, object, path).map(Value::Object),
-            Value::Array(items) => self.array(&facets, items, path).map(Value::Array),
-            other => Ok(other),
+        self.choose(facets, value, path)
+    }
+
+    /// Normalizes `value` under every reading its unions leave open; one result is
+    /// the value, several different ones are [`NormalizeError::Ambiguous`].
+    fn choose(
+        &self,
+        mut facets: Facets<'s>,
+        value: Value,
+        path: &mut String,
+    ) -> Result<Value, NormalizeError> {
+        let Some(branches) = facets.choices.pop() else {
+            return match value {
+                Value::Object(object) => {
+                    self.object(&facets.maps, object, path).map(Value::Object)
+                }
+                Value::Array(items) => self.array(&facets.maps, items, path).map(Value::Array),
+                other => Ok(other),
+            };
+        };
+        let count = branches.len();
+        let mut readings: Vec<Value> = Vec::new();
+        let mut refusal = None;
+        for branch in branches {
+            let tries = self.tries.get() + 1;
+            self.tries.set(tries);
+            if tries > MAX_BRANCH_TRIES {
+                return Err(NormalizeError::TooComplex { path: path.clone() });
+            }
+            let mut reading = facets.clone();
+            if self.facets(branch, &value, 0, &mut reading).is_none() {
+                return Ok(value);
+            }
+            match self.choose(reading, value.clone(), path) {
+                Ok(normalized) if !readings.contains(&normalized) => readings.push(normalized),
+                Ok(_) => {}
+                Err(e @ (NormalizeError::Ambiguous { .. } | NormalizeError::TooComplex { .. })) => {
+                    return Err(e);
+                }
+                Err(e) => {
+                    refusal.get_or_insert(e);
+                }
+            }
+        }
+        match (readings.pop(), readings.is_empty()) {
+            (Some(only), true) => Ok(only),
+            (Some(_), false) => Err(NormalizeError::Ambiguous {
+                path: path.clone(),
+                count,
+            }),
+            // No branch takes it: the first branch's reason, else the schema check's.
+            (None, _) => refusal.map_or(Ok(value), Err),
         }
     }
 
     /// Collects into `out` the schema objects that apply to `value` through `schema`:
     /// itself, its `$ref` target, its `allOf` members, and the one `anyOf`/`oneOf`
-    /// branch that can take the value. `None` if the schema is too complex to follow.
+    /// branch that can take the value, or the branches to choose from where several
+    /// can. `None` if the schema is too complex to follow or no branch takes it.
     fn facets(
         &self,
         schema: &'s Value,
         value: &Value,
         hops: usize,
-        out: &mut Vec<&'s Map<String, Value>>,
+        out: &mut Facets<'s>,
     ) -> Option<()> {
         if hops > MAX_HOPS {
             return None;
@@ -145,7 +246,7 @@ impl<'s> Normalizer<'s> {
         if COMPLEX.iter().any(|k| map.contains_key(*k)) {
             return None;
         }
-        out.push(map);
+        out.maps.push(map);
         if let Some(reference) = map.get("$ref") {
             self.facets(self.resolve(reference)?, value, hops + 1, out)?;
         }
@@ -156,21 +257,25 @@ impl<'s> Normalizer<'s> {
         }
         for keyword in ["anyOf", "oneOf"] {
             if let Some(branches) = map.get(keyword) {
-                let mut fitting = branches
+                let fitting: Vec<&'s Value> = branches
                     .as_array()?
                     .iter()
-                    .filter(|branch| self.may_accept(branch, value, hops + 1));
-                let (Some(only), None) = (fitting.next(), fitting.next()) else {
-                    return None;
-                };
-                self.facets(only, value, hops + 1, out)?;
+                    .filter(|branch| self.may_accept(branch, value, hops + 1))
+                    .collect();
+                match fitting.as_slice() {
+                    [] => return None,
+                    [only] => self.facets(only, value, hops + 1, out)?,
+                    _ => out.choices.push(fitting),
+                }
             }
         }
         Some(())
     }
 
-    /// Whether `schema` might accept `value`, judged by JSON type alone (`type`,
-    /// `const`, `enum`, through refs and composition). Errs toward `true`.
+    /// Whether `schema` might accept `value` once normalized, judged by `type`,
+    /// `const` and `enum` (by value), an object's `required` properties and its
+    /// properties' values in turn, through refs and composition. Errs toward `true`:
+    /// a `null` for a property that is not required may be dropped, so it fits.
     fn may_accept(&self, schema: &'s Value, value: &Value, hops: usize) -> bool {
         let map = match schema {
             Value::Bool(accepts) => return *accepts,
@@ -192,13 +297,33 @@ impl<'s> Normalizer<'s> {
                 return false;
             }
         }
-        if map.get("const").is_some_and(|c| !same_type(c, value)) {
+        if map.get("const").is_some_and(|c| !json_eq(c, value)) {
             return false;
         }
         if let Some(Value::Array(options)) = map.get("enum")
-            && !options.iter().any(|o| same_type(o, value))
+            && !options.iter().any(|o| json_eq(o, value))
         {
             return false;
+        }
+        if let Value::Object(object) = value {
+            let required: Vec<&str> = match map.get("required") {
+                Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).collect(),
+                _ => Vec::new(),
+            };
+            if required.iter().any(|name| !object.contains_key(*name)) {
+                return false;
+            }
+            if let Some(Value::Object(properties)) = map.get("properties") {
+                let misfit = object.iter().any(|(name, item)| {
+                    let droppable = item.is_null() && !required.contains(&name.as_str());
+                    properties
+                        .get(name)
+                        .is_some_and(|s| !droppable && !self.may_accept(s, item, hops + 1))
+                });
+                if misfit {
+                    return false;
+                }
+            }
         }
         if let Some(target) = map.get("$ref").and_then(|r| self.resolve(r))
             && !self.may_accept(target, value, hops + 1)
@@ -395,8 +520,29 @@ fn type_fits(name: &str, value: &Value) -> bool {
     }
 }
 
-fn same_type(a: &Value, b: &Value) -> bool {
-    std::mem::discriminant(a) == std::mem::discriminant(b)
+/// An integer-valued number exactly; `None` for a double.
+fn as_integer(n: &serde_json::Number) -> Option<i128> {
+    n.as_i64()
+        .map(i128::from)
+        .or_else(|| n.as_u64().map(i128::from))
+}
+
+/// JSON equality as JSON Schema's `const` and `enum` use it: numbers by value
+/// (`1` and `1.0` are equal), objects regardless of member order.
+fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (as_integer(x), as_integer(y)) {
+            (Some(p), Some(q)) => p == q,
+            _ => x.as_f64() == y.as_f64(),
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, p)| y.get(k).is_some_and(|q| json_eq(p, q)))
+        }
+        _ => a == b,
+    }
 }
 
 /// `path` followed by the JSON pointer segment `name` (with `~` and `/` escaped).
@@ -814,10 +960,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn several_object_branches_are_left_as_they_are() {
-        // An internally tagged enum: either branch could take the object.
-        let schema = json!({
+    /// An internally tagged enum as schemars writes it (`#[serde(tag = "kind")]`).
+    fn tagged_action_schema() -> Value {
+        json!({
             "type": "object",
             "properties": {
                 "action": {
@@ -825,25 +970,191 @@ mod tests {
                         {
                             "type": "object",
                             "properties": {
-                                "kind": { "const": "refund" },
+                                "kind": { "type": "string", "const": "refund" },
                                 "note": { "type": ["string", "null"] }
                             },
+                            "required": ["kind"],
                             "additionalProperties": false
                         },
                         {
                             "type": "object",
                             "properties": {
-                                "kind": { "const": "cancel" },
+                                "kind": { "type": "string", "const": "cancel" },
                                 "at": { "type": "string", "default": "now" }
                             },
+                            "required": ["kind"],
                             "additionalProperties": false
                         }
                     ]
                 }
             }
+        })
+    }
+
+    #[test]
+    fn tagged_enum_defaults_are_filled_in_the_variant_the_tag_names() {
+        let schema = tagged_action_schema();
+        let left_out = normalized(&schema, json!({"action": {"kind": "cancel"}}));
+        let written = normalized(&schema, json!({"action": {"kind": "cancel", "at": "now"}}));
+        assert_eq!(left_out, json!({"action": {"kind": "cancel", "at": "now"}}));
+        assert_eq!(left_out, written);
+        // Another variant is another call, and its nulls are dropped inside it.
+        assert_eq!(
+            normalized(&schema, json!({"action": {"kind": "refund", "note": null}})),
+            json!({"action": {"kind": "refund"}})
+        );
+        // An undeclared property inside the chosen variant is refused with its path.
+        let err = normalize(&schema, json!({"action": {"kind": "cancel", "extra": 1}}))
+            .unwrap_err();
+        assert!(
+            matches!(&err, NormalizeError::Undeclared { path, .. } if path == "/action/extra"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn externally_and_adjacently_tagged_enums_choose_by_required_and_const() {
+        let external = json!({
+            "oneOf": [
+                { "type": "string", "enum": ["Stop"] },
+                {
+                    "type": "object",
+                    "properties": { "Move": {
+                        "type": "object",
+                        "properties": { "speed": { "type": "integer", "default": 1 } },
+                        "additionalProperties": false
+                    } },
+                    "required": ["Move"],
+                    "additionalProperties": false
+                },
+                {
+                    "type": "object",
+                    "properties": { "Turn": {
+                        "type": "object",
+                        "properties": { "degrees": { "type": "integer", "default": 90 } },
+                        "additionalProperties": false
+                    } },
+                    "required": ["Turn"],
+                    "additionalProperties": false
+                }
+            ]
         });
-        let args = json!({"action": {"kind": "cancel", "note": null, "extra": 1}});
-        assert_eq!(normalized(&schema, args.clone()), args);
+        assert_eq!(
+            normalized(&external, json!({"Turn": {}})),
+            json!({"Turn": {"degrees": 90}})
+        );
+        assert_eq!(normalized(&external, json!("Stop")), json!("Stop"));
+        let adjacent = json!({
+            "oneOf": [
+                {
+                    "type": "object",
+                    "properties": {
+                        "t": { "const": "a" },
+                        "c": { "type": "object", "properties": { "n": { "default": 0 } } }
+                    },
+                    "required": ["t", "c"]
+                },
+                {
+                    "type": "object",
+                    "properties": {
+                        "t": { "const": "b" },
+                        "c": { "type": "object", "properties": { "m": { "default": 1 } } }
+                    },
+                    "required": ["t", "c"]
+                }
+            ]
+        });
+        assert_eq!(
+            normalized(&adjacent, json!({"t": "b", "c": {}})),
+            json!({"t": "b", "c": {"m": 1}})
+        );
+    }
+
+    #[test]
+    fn untagged_branches_that_read_a_value_alike_are_one_reading() {
+        // `A { x }` and `B { x, y: Option<_> }`: {x: 1} is read alike by both.
+        let schema = json!({
+            "anyOf": [
+                { "type": "object", "properties": { "x": { "type": "integer" } },
+                  "required": ["x"], "additionalProperties": false },
+                { "type": "object", "properties": { "x": { "type": "integer" },
+                  "y": { "type": ["integer", "null"] } },
+                  "required": ["x"], "additionalProperties": false }
+            ]
+        });
+        assert_eq!(normalized(&schema, json!({"x": 1, "y": null})), json!({"x": 1}));
+        // `y` is declared by B alone, so only B takes it.
+        assert_eq!(normalized(&schema, json!({"x": 1, "y": 2})), json!({"x": 1, "y": 2}));
+    }
+
+    #[test]
+    fn untagged_branches_that_read_a_value_differently_are_refused_with_the_path() {
+        let schema = json!({
+            "type": "object",
+            "properties": { "item": {
+                "anyOf": [
+                    { "type": "object", "properties": { "x": { "type": "integer" } },
+                      "additionalProperties": false },
+                    { "type": "object", "properties": { "x": { "type": "integer" },
+                      "y": { "type": "integer", "default": 0 } },
+                      "additionalProperties": false }
+                ]
+            } }
+        });
+        let err = normalize(&schema, json!({"item": {"x": 1}})).unwrap_err();
+        assert_eq!(
+            err,
+            NormalizeError::Ambiguous {
+                path: "/item".into(),
+                count: 2
+            }
+        );
+        assert!(err.to_string().contains("/item"), "{err}");
+        // Written out, only one branch can take it.
+        assert_eq!(
+            normalized(&schema, json!({"item": {"x": 1, "y": 0}})),
+            json!({"item": {"x": 1, "y": 0}})
+        );
+    }
+
+    #[test]
+    fn enums_inside_options_arrays_and_maps_are_normalized() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "maybe": { "anyOf": [ { "$ref": "#/$defs/Action" }, { "type": "null" } ] },
+                "list": { "type": "array", "items": { "$ref": "#/$defs/Action" } },
+                "map": { "type": "object", "additionalProperties": { "$ref": "#/$defs/Action" } }
+            },
+            "$defs": { "Action": tagged_action_schema()["properties"]["action"].clone() }
+        });
+        let args = json!({
+            "maybe": {"kind": "cancel"},
+            "list": [{"kind": "refund", "note": null}, {"kind": "cancel", "at": "later"}],
+            "map": {"k": {"kind": "cancel"}}
+        });
+        assert_eq!(
+            normalized(&schema, args),
+            json!({
+                "maybe": {"kind": "cancel", "at": "now"},
+                "list": [{"kind": "refund"}, {"kind": "cancel", "at": "later"}],
+                "map": {"k": {"kind": "cancel", "at": "now"}}
+            })
+        );
+    }
+
+    #[test]
+    fn discriminators_compare_numbers_by_value() {
+        let schema = json!({
+            "oneOf": [
+                { "type": "object", "properties": { "v": { "const": 1.0 },
+                  "a": { "default": "one" } }, "required": ["v"] },
+                { "type": "object", "properties": { "v": { "enum": [2] },
+                  "b": { "default": "two" } }, "required": ["v"] }
+            ]
+        });
+        assert_eq!(normalized(&schema, json!({"v": 1})), json!({"v": 1, "a": "one"}));
+        assert_eq!(normalized(&schema, json!({"v": 2})), json!({"v": 2, "b": "two"}));
     }
 
     #[test]

@@ -187,11 +187,18 @@ pub struct Malformed {
 }
 
 /// Reads one line as a JSON-RPC 2.0 message.
+///
+/// Numbers are read exactly (a tool's arguments reach it with the digits the client
+/// sent): an integer beyond 2^53 spelled with a fraction or exponent is read as that
+/// integer, and one that no 64-bit integer or double holds is refused rather than
+/// rounded.
 pub fn parse(line: &str) -> Result<Incoming, Malformed> {
-    let value: Value = serde_json::from_str(line).map_err(|e| Malformed {
+    let malformed = |e: &dyn std::fmt::Display| Malformed {
         id: None,
         error: RpcError::new(PARSE_ERROR, format!("the line is not valid JSON: {e}")),
-    })?;
+    };
+    let line = crate::jcs::exact_numbers(line).map_err(|e| malformed(&e))?;
+    let value: Value = serde_json::from_str(&line).map_err(|e| malformed(&e))?;
     let object = match value {
         Value::Object(object) => object,
         Value::Array(_) => {

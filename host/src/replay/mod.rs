@@ -48,6 +48,9 @@ pub enum TranscriptError {
     /// The file is not JSON.
     #[error("the recorded message is not valid JSON: {0}")]
     NotJson(#[source] serde_json::Error),
+    /// A number in the message would be rounded if read (an integer beyond 64 bits).
+    #[error("the recorded message has a number that cannot be read exactly: {0}")]
+    InexactNumber(#[source] crate::jcs::JcsError),
     /// The JSON is neither form.
     #[error(
         "the recorded message is neither an OpenAI assistant message (with \"tool_calls\" or \"choices\") nor an Anthropic message (with a \"content\" array); pass --format to say which it is"
@@ -89,7 +92,9 @@ pub struct Transcript {
 impl Transcript {
     /// Reads a recorded message in `format`, or the form it is detected to be in.
     pub fn parse(text: &str, format: Option<Format>) -> Result<Self, TranscriptError> {
-        let message: Value = serde_json::from_str(text).map_err(TranscriptError::NotJson)?;
+        // Exact numbers: a recorded `input` object keeps the digits the model wrote.
+        let text = crate::jcs::exact_numbers(text).map_err(TranscriptError::InexactNumber)?;
+        let message: Value = serde_json::from_str(&text).map_err(TranscriptError::NotJson)?;
         let format = match format {
             Some(format) => format,
             None if openai::detect(&message) => Format::OpenAi,
