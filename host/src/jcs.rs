@@ -288,13 +288,16 @@ fn cmp_utf16(a: &str, b: &str) -> Ordering {
 fn write_number(out: &mut String, n: &Number) -> Result<(), JcsError> {
     // No value is rounded: an integer a double might not hold is written as its
     // digits. Within 2^53 a double holds it and prints the same digits.
-    if let Some(i) = n.as_i64()
+    let exact = !crate::mutants::on(crate::mutants::Mutant::RoundedIntegers);
+    if exact
+        && let Some(i) = n.as_i64()
         && i.unsigned_abs() > EXACT_IN_F64
     {
         out.push_str(&i.to_string());
         return Ok(());
     }
-    if let Some(u) = n.as_u64()
+    if exact
+        && let Some(u) = n.as_u64()
         && u > EXACT_IN_F64
     {
         out.push_str(&u.to_string());

@@ -1,7 +1,8 @@
 //! Deliberate bugs, for showing that the simulator (`sim/`) catches real ones.
 //!
-//! Compiled in only with the cargo feature `mutants`; without it [`on`] is a constant
-//! `false` and the guard's checks of it fold away. With it, one mutant at a time is
+//! Compiled in only with the cargo feature `mutants` (and in the library's own unit
+//! tests, which check that the simulator catches each one); without it [`on`] is a
+//! constant `false` and the guard's checks of it fold away. With it, one mutant at a time is
 //! switched on for the whole process (`simulate --mutant NAME`), so a process that
 //! runs a mutant must run nothing else.
 
@@ -23,16 +24,25 @@ pub enum Mutant {
     /// A run whose lease was taken over answers its own outcome although the journal
     /// refused to save it (`guard/settle.rs`): two hosts answer one call.
     UnfencedAnswer,
+    /// Integers are canonicalized as the doubles nearest to them, as RFC 8785 alone
+    /// says (`jcs.rs`): ids past 2^53 that a double cannot tell apart share a key.
+    RoundedIntegers,
+    /// A value that more than one `anyOf`/`oneOf` branch could take is left as it is
+    /// (`normalize.rs`), as before unions were normalized: a tagged variant's default
+    /// written out and left out are two keys.
+    UnionsUntouched,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 5] = [
+    pub const ALL: [Mutant; 7] = [
         Self::FreshEffectKey,
         Self::AnswerBeforeSave,
         Self::RetryUnkeyed,
         Self::ForgetJournaled,
         Self::UnfencedAnswer,
+        Self::RoundedIntegers,
+        Self::UnionsUntouched,
     ];
 
     /// The name `--mutant` takes.
@@ -43,6 +53,8 @@ impl Mutant {
             Self::RetryUnkeyed => "retry_unkeyed",
             Self::ForgetJournaled => "forget_journaled",
             Self::UnfencedAnswer => "unfenced_answer",
+            Self::RoundedIntegers => "rounded_integers",
+            Self::UnionsUntouched => "unions_untouched",
         }
     }
 
@@ -54,7 +66,7 @@ impl Mutant {
     /// Switches `mutant` on (or all of them off) for the whole process. `Err` when
     /// this build has no mutants (the `mutants` feature is off).
     pub fn activate(mutant: Option<Mutant>) -> Result<(), String> {
-        #[cfg(feature = "mutants")]
+        #[cfg(any(test, feature = "mutants"))]
         {
             let n = mutant.map_or(0, |m| {
                 1 + Self::ALL.iter().position(|x| *x == m).unwrap_or(0)
@@ -62,7 +74,7 @@ impl Mutant {
             imp::ACTIVE.store(n as u8, std::sync::atomic::Ordering::SeqCst);
             Ok(())
         }
-        #[cfg(not(feature = "mutants"))]
+        #[cfg(not(any(test, feature = "mutants")))]
         match mutant {
             None => Ok(()),
             Some(m) => Err(format!(
@@ -73,7 +85,7 @@ impl Mutant {
     }
 }
 
-#[cfg(feature = "mutants")]
+#[cfg(any(test, feature = "mutants"))]
 mod imp {
     pub(super) static ACTIVE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 }
@@ -81,12 +93,12 @@ mod imp {
 /// Whether `mutant` is switched on; always `false` without the `mutants` feature.
 #[inline]
 pub(crate) fn on(mutant: Mutant) -> bool {
-    #[cfg(feature = "mutants")]
+    #[cfg(any(test, feature = "mutants"))]
     {
         let n = imp::ACTIVE.load(std::sync::atomic::Ordering::Relaxed) as usize;
         n != 0 && Mutant::ALL[n - 1] == mutant
     }
-    #[cfg(not(feature = "mutants"))]
+    #[cfg(not(any(test, feature = "mutants")))]
     {
         let _ = mutant;
         false

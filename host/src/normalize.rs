@@ -262,6 +262,11 @@ impl<'s> Normalizer<'s> {
                     .iter()
                     .filter(|branch| self.may_accept(branch, value, hops + 1))
                     .collect();
+                if fitting.len() < branches.as_array()?.len()
+                    && crate::mutants::on(crate::mutants::Mutant::UnionsUntouched)
+                {
+                    return None;
+                }
                 match fitting.as_slice() {
                     [] => return None,
                     [only] => self.facets(only, value, hops + 1, out)?,

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::runner::{Runner, ToolSpec};
 use crate::runtime::{EffectFailure, EffectHandler, GuestOutcome, InputSchema, Limits, TrapReason};
@@ -95,8 +95,9 @@ impl ScriptedRunner {
     }
 
     /// An object schema with the given properties, none required.
+    #[cfg(test)]
     pub(crate) fn open_schema() -> Value {
-        json!({"type": "object"})
+        serde_json::json!({"type": "object"})
     }
 }
 

@@ -45,6 +45,9 @@ pub(crate) struct Call {
     pub intent: usize,
     /// The invocation key it runs under.
     pub key: Option<String>,
+    /// What the agent meant, in its own terms (scope, tool, the arguments as the tool
+    /// sees them), where the host derives the key; `None` for an explicit key.
+    pub meaning: Option<String>,
     /// The tool and its canonical arguments.
     pub fingerprint: String,
     /// Its scope and tool-call id, if it had one.
@@ -78,6 +81,7 @@ pub(crate) struct History<'a> {
 pub(crate) fn check(h: &History<'_>) -> Vec<String> {
     let mut violations = Vec::new();
     let origins = Origins::of(h.calls);
+    intents(h, &mut violations);
     downstreams(h, &mut violations);
     answers(h, &origins, &mut violations);
     for call in h.calls {
@@ -172,6 +176,36 @@ impl<'a> Origins<'a> {
                 .get(&(key.as_str(), format!("{outcome:?}")))
                 .map_or(call.from, |at| (*at).min(call.from)),
             _ => call.from,
+        }
+    }
+}
+
+/// One intent, one key; one key, one intent. Keys do not expire (the generation
+/// does), so this holds across retention too: an intent with two keys runs twice, two
+/// intents with one key answer each other's outcome.
+fn intents(h: &History<'_>, violations: &mut Vec<String>) {
+    let mut keys_of: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut meanings_of: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for call in h.calls {
+        if let (Some(meaning), Some(key)) = (&call.meaning, &call.key) {
+            keys_of.entry(meaning).or_default().insert(key);
+            meanings_of.entry(key).or_default().insert(meaning);
+        }
+    }
+    for (meaning, keys) in keys_of {
+        if keys.len() > 1 {
+            violations.push(format!(
+                "one intent got {} keys {keys:?}: {meaning}",
+                keys.len()
+            ));
+        }
+    }
+    for (key, meanings) in meanings_of {
+        if meanings.len() > 1 {
+            violations.push(format!(
+                "key {key} stands for {} intents: {meanings:?}",
+                meanings.len()
+            ));
         }
     }
 }
@@ -286,6 +320,7 @@ mod tests {
         Call {
             intent,
             key: Some("k".into()),
+            meaning: None,
             fingerprint: fingerprint.into(),
             alias: None,
             from,
@@ -362,6 +397,36 @@ mod tests {
             retention_ms: 100,
         };
         assert!(check(&history).is_empty());
+    }
+
+    #[test]
+    fn one_intent_with_two_keys_and_one_key_with_two_intents_are_named() {
+        let clock = SimClock::new(0);
+        let meant = |intent, key: &str, meaning: &str| Call {
+            key: Some(key.into()),
+            meaning: Some(meaning.into()),
+            ..call(intent, "pay", answer(1), 0, 0)
+        };
+        let calls = vec![
+            meant(0, "k1", "c pay {\"order\":9007199254740993}"),
+            meant(0, "k2", "c pay {\"order\":9007199254740993}"),
+            meant(1, "k3", "c pay {\"order\":1}"),
+            meant(2, "k3", "c pay {\"order\":2}"),
+            // An explicit key is the caller's: no meaning is recorded for it.
+            call(3, "pay", answer(1), 0, 0),
+        ];
+        let history = History {
+            calls: &calls,
+            keyed: &[],
+            unkeyed: &[],
+            open: &[],
+            clock: &clock,
+            retention_ms: 100,
+        };
+        let found = check(&history);
+        let has = |what: &str| found.iter().filter(|v| v.contains(what)).count();
+        assert_eq!(has("one intent got 2 keys"), 1, "{found:#?}");
+        assert_eq!(has("key k3 stands for 2 intents"), 1, "{found:#?}");
     }
 
     /// Seed 1596 of the first soak: a key answered at t, replayed just before t + the

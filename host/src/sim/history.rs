@@ -64,7 +64,9 @@ pub(crate) struct Outcomes {
 #[derive(Debug, Clone)]
 struct Intent {
     tool: &'static str,
-    args: Vec<(&'static str, Value)>,
+    /// The arguments as the tool sees them (defaults filled in, no nulls): the
+    /// checker's name for the intent, made without the host's normalization.
+    args: Value,
     scope: String,
     key: Option<String>,
     call_id: Option<String>,
@@ -151,11 +153,18 @@ impl World {
     fn call(&self, intent: usize, request: &CallRequest, host: usize, final_phase: bool) -> Res {
         let h = self.host(host);
         let key = h.guard.key_for(request).ok().map(|k| k.to_string());
-        let fingerprint = format!(
-            "{} {}",
-            request.tool,
-            crate::jcs::canonicalize_str(&request.arguments).unwrap_or_default()
-        );
+        // The call by the agent's own account (the tool and the arguments as it
+        // sees them, however they were spelled), and, where the host rather than the
+        // caller chooses the key, the intent: one intent must have one key and one key
+        // one intent.
+        let fingerprint = {
+            let intents = lock(&self.intents);
+            format!("{} {}", intents[intent].tool, intents[intent].args)
+        };
+        let meaning = request
+            .key
+            .is_none()
+            .then(|| format!("{} {fingerprint}", request.scope()));
         let from = self.clock.mark();
         let answer = catch_unwind(AssertUnwindSafe(|| h.guard.call(request)));
         let res = match answer {
@@ -198,6 +207,7 @@ impl World {
         lock(&self.calls).push(Call {
             intent,
             key,
+            meaning,
             fingerprint,
             alias: request
                 .tool_call_id
@@ -240,36 +250,127 @@ impl World {
 }
 
 /// How an intent's arguments are written this time: the tool sees the same
-/// arguments every time (key order and number spelling do not matter).
-fn write_args(args: &[(&'static str, Value)], rng: &mut Rng) -> String {
-    let style = rng.below(4);
-    let mut fields: Vec<String> = args
-        .iter()
-        .map(|(name, value)| {
-            let value = match value {
-                Value::Number(n) if style == 1 && n.is_u64() => format!("{n}.0"),
-                Value::Number(n) if style == 3 && n.is_u64() => format!("{n}e0"),
-                other => other.to_string(),
-            };
-            format!("\"{name}\": {value}")
-        })
-        .collect();
-    if style >= 2 {
-        fields.reverse();
+/// arguments every time, however they are spelled — member order, `1`, `1.0`, `1e0`
+/// or `1.0e+0`, a string's characters escaped or not, a default written out or left
+/// out, `null` for an option left out.
+fn write_args(view: &Value, rng: &mut Rng) -> String {
+    let mut args = view.clone();
+    if let Some(action) = args.get_mut("action").and_then(Value::as_object_mut) {
+        if action["kind"] == "cancel" && action["at"] == "now" && rng.chance(50) {
+            action.remove("at");
+        }
+        if action["kind"] == "ship" && !action.contains_key("note") && rng.chance(30) {
+            action.insert("note".into(), Value::Null);
+        }
     }
-    format!("{{ {} }}", fields.join(" , "))
+    if args.get("memo").is_none() && rng.chance(20) {
+        args["memo"] = Value::Null;
+    }
+    let mut out = String::new();
+    spell(&args, rng, &mut out);
+    out
+}
+
+/// Writes `value` as JSON, each part in a spelling `rng` picks.
+fn spell(value: &Value, rng: &mut Rng, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut members: Vec<(&String, &Value)> = map.iter().collect();
+            for i in (1..members.len()).rev() {
+                members.swap(i, rng.index(i + 1));
+            }
+            out.push_str("{ ");
+            for (i, (name, item)) in members.into_iter().enumerate() {
+                if i > 0 {
+                    out.push_str(" , ");
+                }
+                spell_string(name, rng, out);
+                out.push_str(": ");
+                spell(item, rng, out);
+            }
+            out.push_str(" }");
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                spell(item, rng, out);
+            }
+            out.push(']');
+        }
+        Value::String(text) => spell_string(text, rng, out),
+        Value::Number(n) => match n.as_u64() {
+            Some(u) => {
+                let digits = u.to_string();
+                match rng.below(4) {
+                    0 => out.push_str(&format!("{digits}.0")),
+                    1 => out.push_str(&format!("{digits}e0")),
+                    2 => {
+                        // Scientific: 1.2345e+4, trailing zeros of the mantissa dropped.
+                        let (head, tail) = digits.split_at(1);
+                        let tail = tail.trim_end_matches('0');
+                        let dot = if tail.is_empty() { "" } else { "." };
+                        out.push_str(&format!("{head}{dot}{tail}e+{}", digits.len() - 1));
+                    }
+                    _ => out.push_str(&digits),
+                }
+            }
+            None => out.push_str(&n.to_string()),
+        },
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// Writes `text` as a JSON string, some of its characters as `\uXXXX` escapes.
+fn spell_string(text: &str, rng: &mut Rng, out: &mut String) {
+    if !rng.chance(30) {
+        out.push_str(&Value::String(text.to_owned()).to_string());
+        return;
+    }
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || (c as u32) > 0xffff || rng.chance(50) => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 impl Intent {
     fn new(rng: &mut Rng, agent: usize, n: usize) -> Self {
         let tool = guests::TOOLS[rng.index(guests::TOOLS.len())];
         // Few distinct amounts, so agents meet on the same keys.
-        let mut args = vec![
-            ("amount", json!(rng.between(1, 40))),
-            ("to", json!(["ada", "bob"][rng.index(2)])),
-        ];
+        let mut args = json!({
+            "amount": rng.between(1, 40),
+            "to": (["ada", "bob"][rng.index(2)]),
+        });
         if tool == "pay_many" {
-            args.push(("count", json!(rng.between(1, 3))));
+            args["count"] = json!(rng.between(1, 3));
+        }
+        if rng.chance(25) {
+            args["order"] = json!(guests::BIG_IDS[rng.index(guests::BIG_IDS.len())]);
+        }
+        if rng.chance(25) {
+            args["action"] = match rng.below(3) {
+                0 => json!({ "kind": "cancel", "at": "now" }),
+                1 => json!({ "kind": "cancel", "at": "noon" }),
+                _ => json!({ "kind": "ship", "carrier": (["ups", "dhl"][rng.index(2)]) }),
+            };
+        }
+        if rng.chance(10) {
+            args["memo"] = json!("caf\u{e9} \u{1f600}");
         }
         let scope = format!("conv-{}", rng.below(3));
         let key = rng
@@ -285,10 +386,23 @@ impl Intent {
         }
     }
 
+    /// Another call that differs only in an id a double cannot tell from this one's
+    /// (the opposite case of a respelling: both must happen).
+    fn twin(&self) -> Option<Self> {
+        let order = self.args.get("order")?.as_u64()?;
+        let i = guests::BIG_IDS.iter().position(|id| *id == order)?;
+        let mut twin = self.clone();
+        twin.args["order"] = json!(guests::BIG_IDS[i ^ 1]);
+        twin.key = None;
+        twin.call_id = None;
+        Some(twin)
+    }
+
     /// The same key (explicit or tool-call id) with other arguments.
     fn reused(&self, rng: &mut Rng) -> Self {
         let mut other = self.clone();
-        other.args[0].1 = json!(self.args[0].1.as_u64().unwrap_or(1) + rng.between(1, 5));
+        other.args["amount"] =
+            json!(self.args["amount"].as_u64().unwrap_or(1) + rng.between(1, 5));
         other
     }
 
@@ -375,6 +489,14 @@ fn agent(world: &Arc<World>, mut rng: Rng, id: usize, steps: usize) {
                 mine.push(i);
                 let request = lock(&world.intents)[i].request(&mut rng);
                 world.call(i, &request, rng.index(hosts), false);
+                // Its twin, whose id only a rounded key would confuse with this one's.
+                let twin = lock(&world.intents)[i].twin();
+                if let Some(twin) = twin.filter(|_| rng.chance(50)) {
+                    let j = register(world, twin);
+                    mine.push(j);
+                    let request = lock(&world.intents)[j].request(&mut rng);
+                    world.call(j, &request, rng.index(hosts), false);
+                }
             }
         }
     }

@@ -34,6 +34,9 @@ pub struct Options {
     pub duration: Option<Duration>,
     /// Stop at the first history that breaks an invariant.
     pub stop_at_violation: bool,
+    /// Run at most this many histories (with `duration`, whichever ends first;
+    /// without it, until this many have run).
+    pub max_histories: Option<u64>,
     /// Hosts sharing the journal in each history.
     pub hosts: usize,
     /// Agents calling concurrently in each history.
@@ -48,6 +51,7 @@ impl Default for Options {
             seed: 1,
             duration: None,
             stop_at_violation: true,
+            max_histories: None,
             hosts: 3,
             agents: 4,
             steps: 25,
@@ -127,8 +131,12 @@ pub fn run(options: &Options) -> Report {
             }
         }
         seed = seed.wrapping_add(1);
+        if options.max_histories.is_some_and(|max| report.histories >= max) {
+            break;
+        }
         match options.duration {
             Some(d) if started.elapsed() < d => {}
+            None if options.max_histories.is_some() => {}
             _ => break,
         }
     }
@@ -138,6 +146,57 @@ pub fn run(options: &Options) -> Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mutants::Mutant;
+
+    /// Names the mutant a child process of [`every_mutant_is_caught`] runs.
+    const MUTANT_ENV: &str = "JUSTONCE_TEST_MUTANT";
+    /// Histories within which each mutant must be caught.
+    const MUTANT_BOUND: u64 = 300;
+
+    /// A checker that stops seeing fails here: every deliberate bug is caught within
+    /// [`MUTANT_BOUND`] histories. A mutant is switched on for a whole process, so
+    /// each runs in a child process of this test binary ([`one_mutant`]).
+    #[test]
+    fn every_mutant_is_caught() {
+        let exe = std::env::current_exe().expect("the test binary");
+        for mutant in Mutant::ALL {
+            let out = std::process::Command::new(&exe)
+                .args(["--exact", "sim::tests::one_mutant", "--ignored", "--nocapture"])
+                .env(MUTANT_ENV, mutant.name())
+                .output()
+                .expect("run the test binary");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && stdout.contains("caught "),
+                "mutant {} was not caught:\n{stdout}\n{}",
+                mutant.name(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            println!("{}", stdout.lines().find(|l| l.starts_with("caught ")).unwrap_or(""));
+        }
+    }
+
+    /// Runs histories with the mutant [`MUTANT_ENV`] names until one breaks an
+    /// invariant; fails if none does within [`MUTANT_BOUND`].
+    #[test]
+    #[ignore = "run by every_mutant_is_caught, in a process of its own"]
+    fn one_mutant() {
+        let Ok(name) = std::env::var(MUTANT_ENV) else {
+            return;
+        };
+        let mutant = Mutant::parse(&name).expect("a mutant's name");
+        Mutant::activate(Some(mutant)).expect("mutants are compiled into unit tests");
+        let report = run(&Options {
+            max_histories: Some(MUTANT_BOUND),
+            ..Options::default()
+        });
+        assert!(
+            !report.failures.is_empty(),
+            "the mutant {name} survived {} histories",
+            report.histories
+        );
+        println!("caught {name} after {} histories", report.histories);
+    }
 
     /// A short seeded batch: every invariant holds over a few small histories.
     #[test]
