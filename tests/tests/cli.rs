@@ -231,3 +231,26 @@ fn run_calls_a_component_file_by_path_even_when_it_shares_a_built_in_name() {
     assert_eq!(v["ok"], true);
     assert_eq!(mailbox_count(&db), 1);
 }
+
+#[test]
+fn run_fresh_runs_the_tool_again_where_a_repeated_run_is_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "send_receipt", "--args", ARGS];
+        args.extend_from_slice(extra);
+        json_of(&justonce(&db, &args, None))
+    };
+    let first = run(&["--conversation", "c"]);
+    let again = run(&["--conversation", "c"]);
+    assert_eq!(again["replayed"], true, "{again}");
+    assert_eq!(again["key"], first["key"]);
+    assert_eq!(mailbox_count(&db), 1);
+    // While writing a tool: each --fresh run is a new call, with a new key.
+    let a = run(&["--fresh"]);
+    let b = run(&["--fresh"]);
+    assert_eq!(a["replayed"], false, "{a}");
+    assert_eq!(b["replayed"], false, "{b}");
+    assert_ne!(a["key"], b["key"]);
+    assert_eq!(mailbox_count(&db), 3);
+}

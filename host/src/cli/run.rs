@@ -17,8 +17,12 @@ pub struct Run {
     #[arg(long, value_name = "JSON")]
     args: String,
     /// The conversation: the window in which a repeat is a duplicate.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", conflicts_with = "fresh")]
     conversation: Option<String>,
+    /// Run in a conversation of its own, new each time: nothing an earlier run saved is
+    /// replayed (for trying out a tool while writing it).
+    #[arg(long, conflicts_with_all = ["key", "call_id"])]
+    fresh: bool,
     /// The model provider's tool-call id (an alias of the derived key).
     #[arg(long, value_name = "ID")]
     call_id: Option<String>,
@@ -31,7 +35,10 @@ impl Run {
     pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
         let (host, tool) = super::target::host_for(cli, &self.tool)?;
         let mut request = CallRequest::new(tool, self.args.clone());
-        request.conversation = self.conversation.clone();
+        request.conversation = match self.fresh {
+            true => Some(fresh_conversation()),
+            false => self.conversation.clone(),
+        };
         request.tool_call_id = self.call_id.clone();
         request.key = self.key.clone();
         match host.call(&request) {
@@ -49,6 +56,21 @@ impl Run {
             }
         }
     }
+}
+
+/// A conversation id no earlier run used: the time and the process, and a counter
+/// for several in one process.
+fn fresh_conversation() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "fresh-{nanos}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// The JSON an agent gets for a call that produced no outcome (see

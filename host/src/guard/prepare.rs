@@ -52,7 +52,17 @@ pub(crate) fn prepare(runner: &dyn Runner, request: &CallRequest) -> Result<Prep
     // The arguments as the tool will see them: defaults filled in, an explicit null
     // for an optional property dropped, undeclared properties refused. Two argument
     // objects the tool cannot tell apart are one call, with one key.
-    let args = normalize(&tool.input_schema, args).map_err(|e| invalid(e.to_string()))?;
+    let args = match normalize(&tool.input_schema, args.clone()) {
+        Ok(normalized) => normalized,
+        // Every problem at once, not only the first: what the schema check finds too.
+        Err(e) => {
+            let mut reason = e.to_string();
+            if let Err(more) = tool.schema.check(&args) {
+                reason = format!("{reason}; and the arguments {more}");
+            }
+            return Err(invalid(reason));
+        }
+    };
     let canonical = crate::jcs::canonicalize(&args).map_err(|e| invalid(e.to_string()))?;
     tool.schema.check(&args).map_err(invalid)?;
     let fingerprint =
@@ -78,4 +88,32 @@ pub(crate) fn prepare(runner: &dyn Runner, request: &CallRequest) -> Result<Prep
         fingerprint,
         key,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::guard::scripted::{ScriptedRunner, returned};
+
+    #[test]
+    fn invalid_arguments_name_every_problem_with_its_path() {
+        let mut runner = ScriptedRunner::default();
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "customer_id": { "type": "integer" },
+                "note": { "type": "string" }
+            },
+            "additionalProperties": false
+        });
+        ScriptedRunner::tool(&mut runner, "refund", schema, |_, _| returned(json!({})));
+        let request = CallRequest::new("refund", r#"{"customer_id": "x", "extra": 1}"#);
+        let Err(Error::InvalidArguments { reason, .. }) = prepare(&runner, &request) else {
+            panic!("expected invalid arguments");
+        };
+        assert!(reason.contains("/extra"), "{reason}");
+        assert!(reason.contains("/customer_id"), "{reason}");
+    }
 }
