@@ -219,7 +219,9 @@ impl GroupSync {
     }
 
     fn fsync(&self, wal: &Path) -> std::io::Result<()> {
-        if self.fail_next.swap(false, Ordering::SeqCst) {
+        if self.fail_next.swap(false, Ordering::SeqCst)
+            || crate::fault::arrived(crate::fault::FaultPoint::FsyncFails)
+        {
             return Err(std::io::Error::from_raw_os_error(5));
         }
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
