@@ -206,6 +206,21 @@ pub enum Error {
         reason: String,
     },
 
+    /// An fsync of the journal failed earlier in this process: what was written since
+    /// the last one that succeeded may never reach the disk, and a later fsync that
+    /// returns OK proves nothing (the kernel may have dropped the pages). Every later
+    /// write is refused until the host restarts and reopens the journal.
+    #[error(
+        "journal {} refuses writes: an fsync of it failed ({reason}), so what it wrote since may be lost; restart the host once the disk is healthy",
+        path.display()
+    )]
+    JournalPoisoned {
+        /// The journal file.
+        path: PathBuf,
+        /// The failed fsync's error.
+        reason: String,
+    },
+
     /// A fault of the host itself (the WebAssembly runtime, I/O).
     #[error("host failure: {0:#}")]
     Host(#[from] anyhow::Error),
@@ -242,7 +257,7 @@ impl Error {
             Self::CannotResolve { .. } => "cannot_resolve",
             Self::CannotOperate { .. } => "cannot_operate",
             Self::Config { .. } => "invalid_config",
-            Self::Host(_) => "host_failed",
+            Self::JournalPoisoned { .. } | Self::Host(_) => "host_failed",
         }
     }
 

@@ -12,6 +12,7 @@
 //! JUSTONCE_FAULT=after_record        # every effect is recorded; the outcome is not saved
 //! JUSTONCE_FAULT=after_outcome       # the outcome is saved; the caller is not answered
 //! JUSTONCE_FAULT=before_effect:2     # the same, at the second time the point is reached
+//! JUSTONCE_FAULT=fsync_fails         # the journal's first fsync fails (EIO); no abort
 //! ```
 //!
 //! A release build without the feature ignores the variable (with a warning).
@@ -36,15 +37,19 @@ pub enum FaultPoint {
     AfterRecord,
     /// The outcome is saved; the caller is not answered.
     AfterOutcome,
+    /// Not a crash: the SQLite journal's fsync fails (`EIO`) at this arrival, as a
+    /// failing disk's would, and the later ones succeed, as the kernel's may.
+    FsyncFails,
 }
 
 impl FaultPoint {
     /// Every point, in the order a call reaches them.
-    pub const ALL: [FaultPoint; 4] = [
+    pub const ALL: [FaultPoint; 5] = [
         Self::BeforeEffect,
         Self::AfterProvider,
         Self::AfterRecord,
         Self::AfterOutcome,
+        Self::FsyncFails,
     ];
 
     /// The name `JUSTONCE_FAULT` uses.
@@ -54,6 +59,7 @@ impl FaultPoint {
             Self::AfterProvider => "after_provider",
             Self::AfterRecord => "after_record",
             Self::AfterOutcome => "after_outcome",
+            Self::FsyncFails => "fsync_fails",
         }
     }
 }
@@ -130,17 +136,22 @@ pub(crate) fn check_env() -> Result<()> {
 /// Aborts the process if `JUSTONCE_FAULT` arms `point` and this is the arrival it
 /// names.
 pub(crate) fn point(point: FaultPoint) {
-    if !cfg!(any(debug_assertions, feature = "fault-injection")) {
-        return;
-    }
-    let Ok(Some(armed)) = armed() else { return };
-    if armed.point != point {
-        return;
-    }
-    if ARRIVALS.fetch_add(1, Ordering::SeqCst) + 1 == armed.at {
+    if arrived(point) {
         eprintln!("justonce: {ENV}: aborting at {}", point.as_str());
         std::process::abort();
     }
+}
+
+/// Whether `JUSTONCE_FAULT` arms `point` and this is the arrival it names: for a
+/// fault that is an error rather than a crash ([`FaultPoint::FsyncFails`]).
+pub(crate) fn arrived(point: FaultPoint) -> bool {
+    if !cfg!(any(debug_assertions, feature = "fault-injection")) {
+        return false;
+    }
+    let Ok(Some(armed)) = armed() else {
+        return false;
+    };
+    armed.point == point && ARRIVALS.fetch_add(1, Ordering::SeqCst) + 1 == armed.at
 }
 
 #[cfg(test)]

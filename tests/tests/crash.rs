@@ -115,6 +115,7 @@ fn kill_and_retry(backend: Backend, point: FaultPoint, order: u64) {
                 ("completed", "done")
             );
         }
+        FaultPoint::FsyncFails => unreachable!("not a crash"),
     }
 
     let answer = retry(&journal, "send_receipt", &args);
@@ -298,6 +299,41 @@ fn an_upgraded_tool_that_asks_for_a_different_effect_on_resume_gets_divergence_a
     assert_eq!(answer["ok"], true, "{answer}");
     assert_eq!(state.mailbox().len(), 1);
     assert_eq!(state.requests(), [journaled[0].key.clone()]);
+}
+
+/// A failed fsync of the SQLite journal (`full`) stops the host: the call is not
+/// answered as if it were durable, the host exits with a host failure that says why,
+/// and a fresh process (the journal reopened) finishes the call with one email.
+#[test]
+fn a_failed_fsync_stops_the_host_with_a_host_failure_that_says_why() {
+    let journal = TestJournal::new(Backend::Sqlite);
+    let args = receipt(500);
+    let out = journal.justonce(
+        &[
+            "--lease-ms",
+            CHILD_LEASE_MS,
+            "run",
+            "send_receipt",
+            "--args",
+            &args,
+            "--conversation",
+            "crash",
+        ],
+        Some(FaultPoint::FsyncFails.as_str()),
+    );
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(5), "a host failure: {said}");
+    assert!(
+        said.contains("refuses writes") && said.contains("fsync"),
+        "{said}"
+    );
+    let answer = retry(&journal, "send_receipt", &args);
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert_eq!(journal.read().mailbox().len(), 1);
 }
 
 /// Each test, twice: `NAME::on_sqlite` and `NAME::on_postgres`, the latter skipped

@@ -222,11 +222,13 @@ fn a_guarded_call_makes_the_fewest_commits_and_fsyncs_the_contract_allows() {
     );
 
     // A replay that reaches the journal counts itself (`replays`): one commit, after
-    // the durable point, so nothing is left to sync before the answer. This process
-    // remembers the outcome then, and a replay from its memory writes nothing.
+    // the durable point. The durable point is one fsync: what the read found may be
+    // another process's commit that is not synced yet, and an answer is durable
+    // before it is given, whoever committed it. This process remembers the outcome
+    // then, and a replay from its memory writes and syncs nothing.
     let counted = JournalStats {
         commits: 1,
-        syncs: 0,
+        syncs: 1,
     };
     assert_eq!(cost(&host, &send), (counted, true));
     assert_eq!(
@@ -267,7 +269,7 @@ fn a_guarded_call_makes_the_fewest_commits_and_fsyncs_the_contract_allows() {
         )
     );
 
-    // Its first replay only counts itself, with nothing left to sync.
+    // Its first replay counts itself, and syncs what it read (see above).
     assert_eq!(cost(&host, &put), (counted, true));
 
     // With `Normal` durability nothing is ever synced on the call path; the claim,

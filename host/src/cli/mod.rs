@@ -230,6 +230,7 @@ pub fn exit_code(error: &Error) -> u8 {
         | Error::Store { .. }
         | Error::Postgres { .. }
         | Error::NewerSchema { .. }
+        | Error::JournalPoisoned { .. }
         | Error::Host(_) => exit::HOST_FAILURE,
     }
 }

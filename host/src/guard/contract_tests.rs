@@ -183,12 +183,8 @@ fn host_renewing(
 }
 
 fn host(runner: ScriptedRunner, providers: &[(&str, Arc<dyn Provider>)]) -> Host {
-    host_on(
-        fresh_journal(),
-        Arc::new(ManualClock::default()),
-        Arc::new(runner),
-        providers,
-    )
+    let clock = Arc::new(ManualClock::default());
+    host_on(fresh_journal(&clock), clock, Arc::new(runner), providers)
 }
 
 /// A tool that performs one `pay` effect on `provider` with its arguments, and
@@ -409,8 +405,8 @@ fn a_host_whose_lease_expired_is_taken_over_fenced_and_the_effect_happens_once()
     let gate = Arc::new(Mutex::new(Some((reached_tx, release_rx))));
     // Host A's attempt hangs past its lease (a paused host).
     let payments = Downstream::new(ProviderClass::Keyed, vec![Fault::Hold(gate)]);
-    let journal = fresh_journal();
     let clock = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&clock);
     let providers: [(&str, Arc<dyn Provider>); 1] = [("payments", payments.clone())];
     let a = Arc::new(host_renewing(
         Arc::clone(&journal),
@@ -460,8 +456,8 @@ fn a_provider_slower_than_the_lease_keeps_its_lease_and_no_other_host_takes_over
     let (release_tx, release_rx) = mpsc::channel();
     let gate = Arc::new(Mutex::new(Some((reached_tx, release_rx))));
     let payments = Downstream::new(ProviderClass::Keyed, vec![Fault::Hold(gate)]);
-    let journal = fresh_journal();
     let clock = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&clock);
     let providers: [(&str, Arc<dyn Provider>); 1] = [("payments", payments.clone())];
     let a = Arc::new(host_on(
         Arc::clone(&journal),
@@ -503,6 +499,169 @@ fn a_provider_slower_than_the_lease_keeps_its_lease_and_no_other_host_takes_over
     let retry = b.guard.call(&pay(10)).unwrap();
     assert!(retry.replayed, "B's retry gets A's outcome");
     assert_eq!(retry.outcome, a_answer.outcome);
+}
+
+/// A run fenced off while its provider call was in flight still saves the definitive
+/// answer that call brings back: pending→done only moves one way, so an unkeyed
+/// effect's true outcome is kept instead of waiting for a person to guess it.
+#[test]
+fn a_fenced_run_saves_the_definitive_answer_it_holds() {
+    let clock = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&clock);
+    let (sms, HeldRace { b, a_call, release }) =
+        held_race(ProviderClass::Unkeyed, &journal, &clock, clock.clone());
+    clock.advance(LEASE + Duration::from_secs(1));
+    // B takes over and finds the unkeyed effect pending: it fails closed.
+    let b_err = b.guard.call(&pay(10)).unwrap_err();
+    assert!(matches!(b_err, Error::OutcomeUnknown { .. }), "{b_err:?}");
+    // A's provider answers after A lost its lease: A is fenced, its answer is saved.
+    release.send(()).unwrap();
+    let a_answer = a_call.join().unwrap();
+    assert!(
+        matches!(a_answer, Err(Error::LeaseLost { .. })),
+        "{a_answer:?}"
+    );
+    assert!(
+        h_unresolved(&journal, &clock).is_empty(),
+        "nothing for a person to resolve"
+    );
+    let retry = b.guard.call(&pay(10)).unwrap();
+    let Outcome::Success { result } = retry.outcome else {
+        panic!("{:?}", retry.outcome)
+    };
+    assert_eq!(result["payload"], json!({"amount": 10}), "A's answer");
+    assert_eq!(sms.attempts().len(), 1, "sent once");
+}
+
+fn h_unresolved(
+    journal: &Arc<dyn Journal>,
+    clock: &Arc<ManualClock>,
+) -> Vec<crate::journal::UnresolvedEffect> {
+    journal.unresolved(clock.now_ms()).unwrap()
+}
+
+/// Host B, and host A's call of `pay(10)` held in its provider until `release`.
+struct HeldRace {
+    b: Host,
+    a_call: std::thread::JoinHandle<crate::error::Result<crate::call::CallResponse>>,
+    release: mpsc::Sender<()>,
+}
+
+/// Two hosts on `journal` whose `pay` tool performs one effect on a downstream of
+/// `class`: A on `a_clock`, renewing nothing (a paused host), B on `b_clock`. Starts
+/// A's call and returns once its attempt reached the downstream, which holds it.
+fn held_race(
+    class: ProviderClass,
+    journal: &Arc<dyn Journal>,
+    a_clock: &Arc<ManualClock>,
+    b_clock: Arc<ManualClock>,
+) -> (Arc<Downstream>, HeldRace) {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "payments");
+    let runner = Arc::new(runner);
+    let (reached_tx, reached_rx) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel();
+    let gate = Arc::new(Mutex::new(Some((reached_tx, release_rx))));
+    let downstream = Downstream::new(class, vec![Fault::Hold(gate)]);
+    let providers: [(&str, Arc<dyn Provider>); 1] = [("payments", downstream.clone())];
+    let a = host_renewing(
+        Arc::clone(journal),
+        a_clock.clone(),
+        Arc::clone(&runner),
+        &providers,
+        None,
+    );
+    let b = host_on(Arc::clone(journal), b_clock, runner, &providers);
+    let a_call = std::thread::spawn(move || a.guard.call(&pay(10)));
+    reached_rx.recv().unwrap();
+    let race = HeldRace { b, a_call, release };
+    (downstream, race)
+}
+
+// --- hosts whose clocks differ (PostgreSQL) -------------------------------------------
+
+/// Two hosts on one PostgreSQL journal whose clocks differ by twice the lease: the
+/// database's clock decides whether a lease is live, so the host whose clock runs
+/// ahead waits for the other's run instead of taking it over.
+#[test]
+fn a_host_whose_clock_runs_twice_the_lease_ahead_does_not_take_over_a_live_lease() {
+    run_on_postgres(
+        "a_host_whose_clock_runs_twice_the_lease_ahead_does_not_take_over_a_live_lease",
+        clock_ahead_by_twice_the_lease,
+    );
+}
+
+fn clock_ahead_by_twice_the_lease() {
+    let database = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&database);
+    // A's clock agrees with the database's; B's runs two leases ahead.
+    let behind = Arc::new(ManualClock::new(database.now_ms()));
+    let ahead = Arc::new(ManualClock::new(
+        database.now_ms() + 2 * LEASE.as_millis() as i64,
+    ));
+    let (payments, HeldRace { b, a_call, release }) =
+        held_race(ProviderClass::Keyed, &journal, &behind, ahead);
+    let b_err = b.guard.call(&pay(10)).unwrap_err();
+    release.send(()).unwrap();
+    let a_answer = a_call.join().unwrap().unwrap();
+
+    assert!(
+        matches!(b_err, Error::InProgress { .. }),
+        "B waited: {b_err:?}"
+    );
+    assert_eq!(payments.attempts().len(), 1, "B never took over");
+    assert!(a_answer.outcome.is_success());
+    let retry = b.guard.call(&pay(10)).unwrap();
+    assert!(retry.replayed, "B's retry gets A's outcome");
+}
+
+/// A host whose clock runs a day ahead neither expires a record early when it looks
+/// a call up nor when it collects garbage: retention is measured on the database's
+/// clock.
+#[test]
+fn a_host_whose_clock_runs_ahead_expires_nothing_early() {
+    run_on_postgres(
+        "a_host_whose_clock_runs_ahead_expires_nothing_early",
+        clock_ahead_by_a_day,
+    );
+}
+
+fn clock_ahead_by_a_day() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "payments");
+    let runner = Arc::new(runner);
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let database = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&database);
+    let providers: [(&str, Arc<dyn Provider>); 1] = [("payments", payments.clone())];
+    let on_time = host_on(
+        Arc::clone(&journal),
+        Arc::new(ManualClock::new(database.now_ms())),
+        Arc::clone(&runner),
+        &providers,
+    );
+    let day_ahead = database.now_ms() + (RETENTION + Duration::from_secs(3600)).as_millis() as i64;
+    let ahead = host_on(
+        Arc::clone(&journal),
+        Arc::new(ManualClock::new(day_ahead)),
+        runner,
+        &providers,
+    );
+    let first = on_time.guard.call(&pay(10)).unwrap();
+
+    let retry = ahead.guard.call(&pay(10)).unwrap();
+    assert!(retry.replayed, "within retention on the database's clock");
+    let report = journal.gc(day_ahead, RETENTION.as_millis() as i64).unwrap();
+    assert_eq!(report.invocations, 0, "gc expired nothing early");
+    let retry = on_time.guard.call(&pay(10)).unwrap();
+    assert!(retry.replayed);
+    assert_eq!(retry.outcome, first.outcome);
+    assert_eq!(payments.applied().len(), 1);
+
+    // The opposite: once the database's clock passes retention, gc removes it.
+    database.advance(RETENTION);
+    let report = journal.gc(0, RETENTION.as_millis() as i64).unwrap();
+    assert_eq!(report.invocations, 1);
 }
 
 // --- rejected before the guest started -------------------------------------------
@@ -825,8 +984,8 @@ fn an_effect_the_configuration_refuses_is_not_saved_and_succeeds_once_it_is_fixe
     let mut runner = ScriptedRunner::default();
     let runs = pay_tool(&mut runner, "payments");
     let runner = Arc::new(runner);
-    let journal = fresh_journal();
     let clock = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&clock);
     // A host without the provider configured.
     let misconfigured = host_on(
         Arc::clone(&journal),
@@ -1135,7 +1294,8 @@ fn the_journal_counts_the_replays_it_answers_and_shows_a_refused_effect_as_refus
     let first = h.guard.call(&pay(10)).unwrap();
 
     // A retry with a tool-call id always reaches the journal; a plain retry reaches it
-    // once, then this process answers from its memory of recent outcomes, uncounted.
+    // once on SQLite, then this process answers from its memory of recent outcomes
+    // and counts those replays there until the counts are read.
     let with_id = pay(10).tool_call_id("call-1");
     for _ in 0..2 {
         assert!(h.guard.call(&with_id).unwrap().replayed);
@@ -1145,13 +1305,8 @@ fn the_journal_counts_the_replays_it_answers_and_shows_a_refused_effect_as_refus
     }
 
     let entry = h.journal.story(&first.key).unwrap().entry.unwrap();
-    // A SQLite journal's process remembers the outcomes it saved lately; several
-    // hosts on PostgreSQL keep no such memory, so every replay reaches the journal.
-    let (counted, why) = match BACKEND.get() {
-        Backend::Sqlite => (3, "two with the id, one plain, two from memory"),
-        Backend::Postgres => (5, "two with the id, three plain"),
-    };
-    assert_eq!(entry.replays, counted, "{why}");
+    // Both journals count every replay, whether it was answered from memory.
+    assert_eq!(entry.replays, 5, "two with the id, three plain");
     assert_eq!(entry.arguments, Some(json!({"amount": 10})));
     assert_eq!(entry.effects[0].state, "refused");
     assert_eq!(
@@ -1365,8 +1520,9 @@ thread_local! {
     static POSTGRES: std::cell::RefCell<Option<postgres::Config>> = const { std::cell::RefCell::new(None) };
 }
 
-/// A new, empty journal of the backend this test runs on.
-fn fresh_journal() -> Arc<dyn Journal> {
+/// A new, empty journal of the backend this test runs on. On PostgreSQL, `clock`
+/// stands for the database server's clock too, which decides leases and expiry there.
+fn fresh_journal(clock: &Arc<ManualClock>) -> Arc<dyn Journal> {
     match BACKEND.get() {
         Backend::Sqlite => journal::in_memory().unwrap(),
         Backend::Postgres => {
@@ -1374,11 +1530,12 @@ fn fresh_journal() -> Arc<dyn Journal> {
                 .expect("run_on_postgres checked for a cluster");
             let config = cluster.schema();
             POSTGRES.set(Some(config.clone()));
-            journal::open_postgres(
+            let journal = journal::postgres::PostgresJournal::open(
                 journal::postgres::PostgresTarget::from_config(config),
                 journal::Durability::Full,
             )
-            .unwrap()
+            .unwrap();
+            Arc::new(journal.with_database_clock(clock.clone()))
         }
     }
 }
@@ -1460,14 +1617,20 @@ on_postgres!(
     abandon_of_a_completed_or_unknown_call_and_forget_of_an_unknown_one_are_refused,
     the_journal_counts_the_replays_it_answers_and_shows_a_refused_effect_as_refused,
     a_call_traces_each_effect_and_each_attempt_under_its_keys,
+    a_fenced_run_saves_the_definitive_answer_it_holds,
 );
 
 /// One suite, two journals: a contract test added above without adding it to
 /// `on_postgres!` fails here, by name.
 #[test]
 fn every_contract_test_runs_on_postgres_too() {
-    // Tests of something only one journal has; none so far.
+    // Tests of something only one journal has: hosts with clocks of their own share
+    // only a PostgreSQL journal (on SQLite, one machine, one clock decides).
     const SQLITE_ONLY: &[&str] = &[];
+    const POSTGRES_ONLY: &[&str] = &[
+        "a_host_whose_clock_runs_twice_the_lease_ahead_does_not_take_over_a_live_lease",
+        "a_host_whose_clock_runs_ahead_expires_nothing_early",
+    ];
     let source = include_str!("contract_tests.rs");
     let mut lines = source.lines();
     let mut missing = Vec::new();
@@ -1485,6 +1648,7 @@ fn every_contract_test_runs_on_postgres_too() {
         if name != "every_contract_test_runs_on_postgres_too"
             && !on_postgres::NAMES.contains(&name)
             && !SQLITE_ONLY.contains(&name)
+            && !POSTGRES_ONLY.contains(&name)
         {
             missing.push(name.to_string());
         }

@@ -517,8 +517,10 @@ impl EffectSession {
         })
     }
 
-    /// Saves an effect's definitive answer, fenced by the run's lease, and hands it to
-    /// the guest. A run that lost its lease is told so and performs nothing more.
+    /// Saves an effect's definitive answer and hands it to the guest. A run that lost
+    /// its lease still saves it (the journal keeps the first answer: it only moves
+    /// from pending to done), so the run that took over finds the true outcome; the
+    /// fenced run is told it lost the lease and performs nothing more.
     fn save_answer(
         &mut self,
         key: &EffectKey,
@@ -635,6 +637,7 @@ impl EffectSession {
         Lease {
             owner: &self.owner,
             until: self.shared.clock.now_ms().saturating_add(self.lease_ms),
+            ms: self.lease_ms,
         }
     }
 }

@@ -123,6 +123,7 @@ fn renew_loop(weak: &Weak<Inner>) {
             let lease = Lease {
                 owner: &owner,
                 until: inner.shared.clock.now_ms().saturating_add(inner.lease_ms),
+                ms: inner.lease_ms,
             };
             match inner.shared.journal.renew(&invocation, &lease) {
                 Ok(true) => {}

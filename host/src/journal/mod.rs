@@ -13,6 +13,7 @@
 //! PostgreSQL journal (`postgres/`).
 
 mod answer;
+pub(crate) mod decision;
 mod operate;
 pub(crate) mod outbox;
 pub(crate) mod postgres;
@@ -108,8 +109,10 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
         now: i64,
     ) -> Result<bool>;
 
-    /// Saves an effect's definitive answer. `false`: the run lost its lease and
-    /// nothing was written.
+    /// Saves an effect's definitive answer, renewing the run's lease. `false`: the run
+    /// lost its lease; the answer is saved all the same (pending→done only moves one
+    /// way, and the first answer stays), so a run that took over, or a retry, finds
+    /// the true outcome instead of an unknown one.
     fn finish_effect(
         &self,
         key: &EffectKey,

@@ -17,6 +17,9 @@ pub(crate) struct Found {
     pub state: String,
     pub lease_expires_at: Option<i64>,
     pub outcome: Option<String>,
+    /// The database's clock where it decides whether the lease is live (PostgreSQL);
+    /// `None`: the operator's (SQLite, one machine).
+    pub now: Option<i64>,
 }
 
 /// A backend's rows, read and written inside the transaction of one operation.
@@ -70,7 +73,7 @@ fn effects_detail(effects: &[JournalEffect]) -> Value {
 fn running(found: &Found, op: &Operator<'_>) -> Option<String> {
     let until = found
         .lease_expires_at
-        .filter(|&t| found.state == "running" && t > op.now && !op.force)?;
+        .filter(|&t| found.state == "running" && t > found.now.unwrap_or(op.now) && !op.force)?;
     Some(format!(
         "it is running right now (its lease is held until {}); wait for it to stop, or use \
          --force (the run's later writes are then refused)",

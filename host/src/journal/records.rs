@@ -141,8 +141,12 @@ pub struct EffectRecord {
 pub struct Lease<'a> {
     /// The run that must hold the lease.
     pub owner: &'a str,
-    /// The new expiry when it does (ms).
+    /// The new expiry when it does (ms), on the host's clock: what SQLite (one
+    /// machine) stores.
     pub until: i64,
+    /// How long the lease lasts from now (ms): PostgreSQL adds it to the database's
+    /// clock, so hosts whose clocks differ agree on when it expires.
+    pub ms: i64,
 }
 
 /// An effect about to be journaled.

@@ -188,6 +188,7 @@ pub(crate) fn call_result(
             | Error::Store { .. }
             | Error::Postgres { .. }
             | Error::NewerSchema { .. }
+            | Error::JournalPoisoned { .. }
             | Error::Host(_) => {
                 Err(RpcError::new(INTERNAL_ERROR, error.to_string())
                     .with_data(error.to_agent_json()))

@@ -9,6 +9,18 @@
 //! database that went away costs the calls in flight (a retryable error, the call
 //! resumable under the same keys) and nothing after it is back.
 
+/// The database's clock (ms since the epoch), for every statement that decides a
+/// lease, an expiry or gc: hosts' own clocks may differ, the database's is one.
+/// `clock_timestamp()`, not `now()`: a transaction that waited for a row lock judges
+/// at the time it decides. A session may pin it (`justonce.now_ms`): only tests do,
+/// see [`PostgresJournal::with_database_clock`].
+macro_rules! db_now {
+    () => {
+        "coalesce(nullif(current_setting('justonce.now_ms', true), '')::BIGINT, \
+         (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT)"
+    };
+}
+
 mod credentials;
 mod operations;
 mod ops;
@@ -163,6 +175,9 @@ pub(crate) struct PostgresJournal {
     /// failed.
     idle: Mutex<Vec<Client>>,
     commits: AtomicU64,
+    /// Tests only: a clock standing for the database server's (see
+    /// [`PostgresJournal::with_database_clock`]).
+    database_clock: Option<std::sync::Arc<dyn crate::clock::Clock>>,
 }
 
 impl std::fmt::Debug for PostgresJournal {
@@ -182,6 +197,7 @@ impl PostgresJournal {
             durability,
             idle: Mutex::new(Vec::new()),
             commits: AtomicU64::new(0),
+            database_clock: None,
         };
         let mut client = journal.connect()?;
         match schema::migrate(&mut client).map_err(|e| journal.error(e))? {
@@ -196,6 +212,21 @@ impl PostgresJournal {
         }
         journal.give_back(client);
         Ok(journal)
+    }
+
+    /// Tests only: every session of this journal reads the database's clock from
+    /// `clock` (a manual clock the test moves) instead of the server's. Statements
+    /// that decide a lease, an expiry or gc read the database's clock, never the
+    /// host's (see `ops::db_now!`); a test that steps over a boundary pins that clock
+    /// per session (`justonce.now_ms`), and hosts whose own clocks differ still agree.
+    /// Production never sets it, so the server's `clock_timestamp()` decides.
+    #[cfg(test)]
+    pub(crate) fn with_database_clock(
+        mut self,
+        clock: std::sync::Arc<dyn crate::clock::Clock>,
+    ) -> Self {
+        self.database_clock = Some(clock);
+        self
     }
 
     fn error(&self, source: postgres::Error) -> Error {
@@ -246,7 +277,15 @@ impl PostgresJournal {
             Some(client) => client,
             None => self.connect()?,
         };
-        let result = f(&mut client);
+        let result = match &self.database_clock {
+            Some(clock) => client
+                .execute(
+                    "SELECT set_config('justonce.now_ms', $1, false)",
+                    &[&clock.now_ms().to_string()],
+                )
+                .and_then(|_| f(&mut client)),
+            None => f(&mut client),
+        };
         // A failed statement leaves the connection usable (the transaction rolled
         // back when it was dropped); a broken one is closed and not given back.
         self.give_back(client);
@@ -391,9 +430,13 @@ impl Journal for PostgresJournal {
         invocation: &InvocationKey,
         now: i64,
     ) -> Result<bool> {
-        self.fenced(invocation, lease, |tx| {
-            ops::finish(tx, key, &answer.to_stored(), now)
+        // The invocation's row first (the lease), then the effect's.
+        self.transaction(|tx| {
+            let held = ops::renew_lease_in(tx, invocation, lease)?;
+            ops::finish(tx, key, &answer.to_stored(), now)?;
+            Ok(Ok::<_, ()>(held))
         })
+        .map(|r| r.unwrap_or(false))
     }
 
     fn not_performed(
@@ -605,6 +648,64 @@ mod tests {
         );
     }
 
+    /// gc and forget lock an invocation's row before its effects and aliases, so run
+    /// together, over and over, neither ever waits for the other in a cycle (a
+    /// deadlock, `40P01`, would fail one of them).
+    #[test]
+    fn gc_and_forget_run_together_never_deadlock() {
+        const NAME: &str = "gc_and_forget_run_together_never_deadlock";
+        let Some(cluster) = testing::cluster(NAME) else {
+            return;
+        };
+        let config = cluster.schema();
+        let open = || {
+            std::sync::Arc::new(
+                PostgresJournal::open(
+                    PostgresTarget::from_config(config.clone()),
+                    Durability::Normal,
+                )
+                .unwrap(),
+            )
+        };
+        let (collector, operator) = (open(), open());
+        let fp = crate::keys::Fingerprint::from_stored("f".repeat(64));
+        for round in 0..30 {
+            let keys: Vec<InvocationKey> = (0..6)
+                .map(|i| super::latency::key(&format!("r{round}x"), i))
+                .collect();
+            for k in &keys {
+                super::latency::one_effect(&collector, k, "o", &fp);
+            }
+            let gc = {
+                let collector = std::sync::Arc::clone(&collector);
+                // Everything completed is past a retention of 0.
+                std::thread::spawn(move || collector.gc(i64::MAX / 4, 0).map(|_| ()))
+            };
+            let forgets: Vec<_> = keys
+                .into_iter()
+                .map(|k| {
+                    let operator = std::sync::Arc::clone(&operator);
+                    std::thread::spawn(move || {
+                        let by = Operator {
+                            by: "ada",
+                            force: true,
+                            now: 5,
+                        };
+                        // Refused when gc removed it first: not a deadlock.
+                        match operator.forget(&k, &by) {
+                            Err(Error::CannotOperate { .. }) | Ok(_) => Ok(()),
+                            Err(e) => Err(e),
+                        }
+                    })
+                })
+                .collect();
+            gc.join().unwrap().unwrap();
+            for f in forgets {
+                f.join().unwrap().unwrap();
+            }
+        }
+    }
+
     #[test]
     fn the_password_comes_from_the_url_before_pgpassword() {
         let from_url = PostgresTarget::parse("postgres://ada:inurl@h/db", Some("env")).unwrap();
@@ -663,13 +764,18 @@ mod latency {
     use crate::determinism::Seed;
     use crate::keys::Fingerprint;
 
-    fn key(prefix: &str, i: usize) -> InvocationKey {
+    pub(super) fn key(prefix: &str, i: usize) -> InvocationKey {
         InvocationKey::from_stored(format!("{prefix}{i:028}"))
     }
 
     /// One call with one effect, as the guard writes it: the first look, the claim
     /// that journals the invocation with the effect, its answer, the outcome.
-    fn one_effect(j: &PostgresJournal, k: &InvocationKey, owner: &str, fp: &Fingerprint) {
+    pub(super) fn one_effect(
+        j: &PostgresJournal,
+        k: &InvocationKey,
+        owner: &str,
+        fp: &Fingerprint,
+    ) {
         let seed = Seed::random().unwrap();
         let b = Begin {
             arguments: "{}",
@@ -700,6 +806,7 @@ mod latency {
         let lease = Lease {
             owner,
             until: 60_000,
+            ms: 60_000,
         };
         let effect = NewEffect {
             key: &ek,

@@ -46,14 +46,18 @@ impl OperateTx for Tx<'_, '_> {
         Ok(self
             .0
             .query_opt(
-                "SELECT state, lease_expires_at, outcome FROM invocations WHERE key = $1
-                    FOR UPDATE",
+                concat!(
+                    "SELECT state, lease_expires_at, outcome, ",
+                    db_now!(),
+                    " FROM invocations WHERE key = $1 FOR UPDATE"
+                ),
                 &[&key],
             )?
             .map(|r| Found {
                 state: r.get(0),
                 lease_expires_at: r.get(1),
                 outcome: r.get(2),
+                now: Some(r.get(3)),
             }))
     }
 
@@ -77,9 +81,11 @@ impl OperateTx for Tx<'_, '_> {
 
     fn close(&mut self, key: &str, outcome: &str, now: i64) -> Result<(), postgres::Error> {
         self.0.execute(
-            "UPDATE invocations SET state = 'completed', outcome = $2, completed_at = $3,
-                    updated_at = $3, lease_owner = NULL, lease_expires_at = NULL
-              WHERE key = $1",
+            concat!(
+                "UPDATE invocations SET state = 'completed', outcome = $2, completed_at = ",
+                db_now!(),
+                ", updated_at = $3, lease_owner = NULL, lease_expires_at = NULL WHERE key = $1"
+            ),
             &[&key, &outcome, &now],
         )?;
         Ok(())

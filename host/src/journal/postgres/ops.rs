@@ -6,36 +6,25 @@ use postgres::{GenericClient, Transaction};
 
 use crate::determinism::{GuestEntropy, Seed};
 use crate::fault::{self, FaultPoint};
+use crate::journal::decision::{self, Decision, Found, expired, parse_state};
 use crate::journal::read::{EFFECT_COLUMNS, ENTRY_COLUMNS, parse_json, shown_state, summary};
 use crate::journal::{
-    Answer, Begin, BeginOutcome, EffectRecord, EffectState, GcReport, InvocationState,
-    JournalEffect, JournalEntry, Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution,
-    TransactionalRequest, UnresolvedEffect, transactional_answer,
+    Answer, Begin, BeginOutcome, EffectRecord, EffectState, GcReport, JournalEffect, JournalEntry,
+    Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution, TransactionalRequest,
+    UnresolvedEffect, transactional_answer,
 };
 use crate::keys::{EffectKey, Fingerprint, InvocationKey};
 use crate::provider::{EffectRequest, Provider};
 
 type PgResult<T> = Result<T, postgres::Error>;
 
-/// Whether a record completed at `completed_at` is past retention at `now`.
-fn expired(completed_at: Option<i64>, now: i64, retention_ms: i64) -> bool {
-    completed_at.is_some_and(|at| now >= at.saturating_add(retention_ms))
-}
-
-fn parse_state(s: &str) -> InvocationState {
-    match s {
-        "running" => InvocationState::Running,
-        "completed" => InvocationState::Completed,
-        _ => InvocationState::Incomplete,
-    }
-}
-
 fn seq_of(seq: u32) -> i32 {
     i32::try_from(seq).unwrap_or(i32::MAX)
 }
 
-/// Inserts a new invocation record, running under a lease or complete with an
-/// outcome, unless the key has one already (`false`, nothing written).
+/// Inserts a new invocation record, running under a lease (its owner, and how long
+/// it lasts from now on the database's clock) or complete with an outcome (and the
+/// host's time, a label), unless the key has one already (`false`, nothing written).
 pub(super) fn insert_in(
     client: &mut impl GenericClient,
     record: &NewInvocation,
@@ -48,11 +37,18 @@ pub(super) fn insert_in(
         "running"
     };
     let n = client.execute(
-        "INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state, runs,
-                                  outcome, created_at, updated_at, completed_at,
-                                  lease_owner, lease_expires_at, entropy, arguments)
-         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9, $10, $11, $12, $13, $14)
-         ON CONFLICT (key) DO NOTHING",
+        concat!(
+            "INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state, runs,
+                                      outcome, created_at, updated_at, completed_at,
+                                      lease_owner, lease_expires_at, entropy, arguments)
+             VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9,
+                     CASE WHEN $10 THEN ",
+            db_now!(),
+            " END, $11, ",
+            db_now!(),
+            " + $12, $13, $14)
+             ON CONFLICT (key) DO NOTHING"
+        ),
         &[
             &record.key.as_str(),
             &record.scope,
@@ -63,9 +59,9 @@ pub(super) fn insert_in(
             &completed.map(|(outcome, _)| outcome),
             &record.created_at,
             &completed.map_or(record.created_at, |(_, at)| at),
-            &completed.map(|(_, at)| at),
+            &completed.is_some(),
             &lease.map(|(owner, _)| owner),
-            &lease.map(|(_, until)| until),
+            &lease.map(|(_, ms)| ms),
             &record.seed.to_hex(),
             &record.arguments,
         ],
@@ -83,9 +79,12 @@ pub(super) fn complete_in(
     now: i64,
 ) -> PgResult<bool> {
     let n = client.execute(
-        "UPDATE invocations SET state = 'completed', outcome = $3, completed_at = $4,
-                updated_at = $4, lease_owner = NULL, lease_expires_at = NULL
-          WHERE key = $1 AND lease_owner = $2 AND state = 'running'",
+        concat!(
+            "UPDATE invocations SET state = 'completed', outcome = $3, completed_at = ",
+            db_now!(),
+            ", updated_at = $4, lease_owner = NULL, lease_expires_at = NULL
+              WHERE key = $1 AND lease_owner = $2 AND state = 'running'"
+        ),
         &[&key.as_str(), &owner, &outcome, &now],
     )?;
     Ok(n == 1)
@@ -110,26 +109,32 @@ pub(super) fn suspend_in(
 
 pub(super) fn lookup_in(client: &mut impl GenericClient, b: &Begin<'_>) -> PgResult<Lookup> {
     let row = client.query_opt(
-        "SELECT fingerprint, state, outcome, completed_at FROM invocations WHERE key = $1",
+        concat!(
+            "SELECT fingerprint, state, outcome, completed_at, ",
+            db_now!(),
+            " FROM invocations WHERE key = $1"
+        ),
         &[&b.key.as_str()],
     )?;
-    let Some(row) = row else {
-        return Ok(if b.tool_call_id.is_none() {
-            Lookup::Absent
-        } else {
-            Lookup::Decide
-        });
+    let (fingerprint, state, outcome, completed_at, now): (
+        String,
+        String,
+        Option<String>,
+        Option<i64>,
+        i64,
+    ) = match &row {
+        Some(r) => (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)),
+        None => Default::default(),
     };
-    let (fingerprint, state, outcome, completed): (String, String, Option<String>, Option<i64>) =
-        (row.get(0), row.get(1), row.get(2), row.get(3));
-    let Some(outcome) = outcome.filter(|_| parse_state(&state) == InvocationState::Completed)
-    else {
-        return Ok(Lookup::Decide);
-    };
-    if fingerprint != b.fingerprint.as_str() || expired(completed, b.now, b.retention_ms) {
-        return Ok(Lookup::Decide);
-    }
-    if let Some(call_id) = b.tool_call_id {
+    let found = row.is_some().then(|| Found {
+        state: parse_state(&state),
+        fingerprint: &fingerprint,
+        completed_at,
+        lease_expires_at: None,
+        retention_ms: b.retention_ms,
+    });
+    let look = decision::first_look(found.as_ref(), outcome, b, now);
+    if let (Lookup::Replay { .. }, Some(call_id)) = (&look, b.tool_call_id) {
         let bound: Option<String> = client
             .query_opt(
                 "SELECT invocation_key FROM aliases WHERE scope = $1 AND tool_call_id = $2",
@@ -140,10 +145,7 @@ pub(super) fn lookup_in(client: &mut impl GenericClient, b: &Begin<'_>) -> PgRes
             return Ok(Lookup::Decide);
         }
     }
-    Ok(Lookup::Replay {
-        outcome,
-        completed_at: completed.unwrap_or(b.now),
-    })
+    Ok(look)
 }
 
 /// A number for a tool-call id's advisory lock: hosts binding the same id serialize.
@@ -164,13 +166,18 @@ pub(super) fn begin_in(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<Begi
             &[&alias_lock(b.scope, call_id)],
         )?;
         let bound = tx.query_opt(
-            "SELECT i.key, i.completed_at FROM aliases a JOIN invocations i ON i.key = a.invocation_key
-              WHERE a.scope = $1 AND a.tool_call_id = $2",
+            concat!(
+                "SELECT i.key, i.completed_at, ",
+                db_now!(),
+                " FROM aliases a JOIN invocations i ON i.key = a.invocation_key
+                  WHERE a.scope = $1 AND a.tool_call_id = $2"
+            ),
             &[&b.scope, &call_id],
         )?;
         if let Some(row) = bound {
-            let (bound_key, completed): (String, Option<i64>) = (row.get(0), row.get(1));
-            if bound_key != b.key.as_str() && !expired(completed, b.now, b.retention_ms) {
+            let (bound_key, completed, now): (String, Option<i64>, i64) =
+                (row.get(0), row.get(1), row.get(2));
+            if bound_key != b.key.as_str() && !expired(completed, now, b.retention_ms) {
                 return Ok(BeginOutcome::Mismatch(InvocationKey::from_stored(
                     bound_key,
                 )));
@@ -184,13 +191,18 @@ pub(super) fn begin_in(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<Begi
     };
     // The row lock serializes hosts deciding the same key. A host that finds no row
     // inserts one; if another inserted it meanwhile (ON CONFLICT), the second look
-    // finds and locks it.
+    // finds and locks it. The database's clock is read in the same statement: if it
+    // is read before the lock is granted, it is earlier than the decision, which only
+    // makes a lease look live longer and a record expire later.
     let mut outcome = None;
     for _ in 0..2 {
         let existing = tx.query_opt(
-            "SELECT fingerprint, state, outcome, created_at, lease_expires_at, entropy,
-                    completed_at
-               FROM invocations WHERE key = $1 FOR UPDATE",
+            concat!(
+                "SELECT fingerprint, state, outcome, created_at, lease_expires_at, entropy,
+                        completed_at, ",
+                db_now!(),
+                " FROM invocations WHERE key = $1 FOR UPDATE"
+            ),
             &[&b.key.as_str()],
         )?;
         let Some(row) = existing else {
@@ -204,16 +216,18 @@ pub(super) fn begin_in(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<Begi
             continue;
         };
         let fingerprint: String = row.get(0);
-        let state = parse_state(row.get(1));
-        let saved: Option<String> = row.get(2);
-        let created: i64 = row.get(3);
-        let lease_expires: Option<i64> = row.get(4);
-        let entropy: Option<String> = row.get(5);
-        let completed: Option<i64> = row.get(6);
-        let lease_live =
-            state == InvocationState::Running && lease_expires.is_some_and(|t| t > b.now);
-        outcome = Some(
-            if state == InvocationState::Completed && expired(completed, b.now, b.retention_ms) {
+        let state: String = row.get(1);
+        let found = Found {
+            state: parse_state(&state),
+            fingerprint: &fingerprint,
+            completed_at: row.get(6),
+            lease_expires_at: row.get(4),
+            retention_ms: b.retention_ms,
+        };
+        let now: i64 = row.get(7);
+        outcome = Some(match decision::decide(Some(&found), b.fingerprint, now) {
+            // A row was found: never `Run`, but the same as `Expired` if it were.
+            Decision::Run | Decision::Expired => {
                 // Past retention the record is treated as absent, by design.
                 tx.execute("DELETE FROM invocations WHERE key = $1", &[&b.key.as_str()])?;
                 insert(tx, b)?;
@@ -221,26 +235,30 @@ pub(super) fn begin_in(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<Begi
                     resumed: false,
                     entropy: fresh(),
                 }
-            } else if fingerprint != b.fingerprint.as_str() {
-                return Ok(BeginOutcome::Mismatch(b.key.clone()));
-            } else if state == InvocationState::Completed {
+            }
+            Decision::Mismatch => return Ok(BeginOutcome::Mismatch(b.key.clone())),
+            Decision::Replay => {
                 // Counted in the transaction that decides it.
                 count_replay_in(tx, b.key)?;
-                BeginOutcome::Replay(saved.unwrap_or_default())
-            } else if lease_live {
-                BeginOutcome::Wait
-            } else {
+                BeginOutcome::Replay(row.get::<_, Option<String>>(2).unwrap_or_default())
+            }
+            Decision::Wait => BeginOutcome::Wait,
+            Decision::Resume => {
+                let entropy: Option<String> = row.get(5);
                 let seed = entropy.as_deref().and_then(Seed::from_hex);
                 let seed = seed.unwrap_or_else(|| b.seed.clone());
                 tx.execute(
-                    "UPDATE invocations SET state = 'running', runs = runs + 1, updated_at = $2,
-                            lease_owner = $3, lease_expires_at = $4, entropy = $5
-                      WHERE key = $1",
+                    concat!(
+                        "UPDATE invocations SET state = 'running', runs = runs + 1, updated_at = $2,
+                                lease_owner = $3, lease_expires_at = ",
+                        db_now!(),
+                        " + $4, entropy = $5 WHERE key = $1"
+                    ),
                     &[
                         &b.key.as_str(),
                         &b.now,
                         &b.owner,
-                        &b.now.saturating_add(b.lease_ms),
+                        &b.lease_ms,
                         &seed.to_hex(),
                     ],
                 )?;
@@ -248,11 +266,11 @@ pub(super) fn begin_in(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<Begi
                     resumed: true,
                     entropy: GuestEntropy {
                         seed,
-                        started_ms: created,
+                        started_ms: row.get(3),
                     },
                 }
-            },
-        );
+            }
+        });
         break;
     }
     // Both looks lost a race with a delete and an insert: let the guard ask again.
@@ -284,12 +302,7 @@ fn insert(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<bool> {
         seed: b.seed.clone(),
         arguments: b.arguments.to_owned(),
     };
-    insert_in(
-        tx,
-        &record,
-        Some((b.owner, b.now.saturating_add(b.lease_ms))),
-        None,
-    )
+    insert_in(tx, &record, Some((b.owner, b.lease_ms)), None)
 }
 
 pub(super) fn get(
@@ -345,9 +358,12 @@ pub(super) fn renew_lease_in(
     lease: &Lease<'_>,
 ) -> PgResult<bool> {
     let n = client.execute(
-        "UPDATE invocations SET lease_expires_at = $3
-          WHERE key = $1 AND lease_owner = $2 AND state = 'running'",
-        &[&invocation.as_str(), &lease.owner, &lease.until],
+        concat!(
+            "UPDATE invocations SET lease_expires_at = ",
+            db_now!(),
+            " + $3 WHERE key = $1 AND lease_owner = $2 AND state = 'running'"
+        ),
+        &[&invocation.as_str(), &lease.owner, &lease.ms],
     )?;
     Ok(n == 1)
 }
@@ -359,7 +375,7 @@ pub(super) fn claim_in(
     unjournaled: Option<&NewInvocation>,
 ) -> PgResult<Result<(EffectKey, u32), Refusal>> {
     let held = match unjournaled {
-        Some(record) => insert_in(tx, record, Some((lease.owner, lease.until)), None)?
+        Some(record) => insert_in(tx, record, Some((lease.owner, lease.ms)), None)?
             .then_some(())
             .ok_or(Refusal::Superseded),
         None => renew_lease_in(tx, effect.invocation, lease)?
@@ -617,21 +633,33 @@ pub(super) fn count_replay_unsynced(
     Ok(())
 }
 
-pub(super) fn gc_in(tx: &mut Transaction<'_>, now: i64, retention_ms: i64) -> PgResult<GcReport> {
-    let cutoff = now.saturating_sub(retention_ms);
-    let expired = "SELECT key FROM invocations WHERE state = 'completed' AND completed_at <= $1";
+/// Deletes what is past retention on the database's clock (the caller's `now` is
+/// not used: a host whose clock runs ahead must not expire records early). The
+/// expired invocations are locked first, in key order, then their effects and
+/// aliases deleted: the order `forget` and `decide` lock in too, so gc and they
+/// never wait for each other in a cycle.
+pub(super) fn gc_in(tx: &mut Transaction<'_>, _now: i64, retention_ms: i64) -> PgResult<GcReport> {
+    let cutoff: i64 = tx
+        .query_one(concat!("SELECT ", db_now!(), " - $1"), &[&retention_ms])?
+        .get(0);
+    let keys: Vec<String> = tx
+        .query(
+            "SELECT key FROM invocations WHERE state = 'completed' AND completed_at <= $1
+              ORDER BY key FOR UPDATE",
+            &[&cutoff],
+        )?
+        .into_iter()
+        .map(|r| r.get(0))
+        .collect();
     let effects = tx.execute(
-        &format!("DELETE FROM effects WHERE invocation_key IN ({expired})"),
-        &[&cutoff],
+        "DELETE FROM effects WHERE invocation_key = ANY($1)",
+        &[&keys],
     )?;
     let aliases = tx.execute(
-        &format!("DELETE FROM aliases WHERE invocation_key IN ({expired})"),
-        &[&cutoff],
+        "DELETE FROM aliases WHERE invocation_key = ANY($1)",
+        &[&keys],
     )?;
-    let invocations = tx.execute(
-        "DELETE FROM invocations WHERE state = 'completed' AND completed_at <= $1",
-        &[&cutoff],
-    )?;
+    let invocations = tx.execute("DELETE FROM invocations WHERE key = ANY($1)", &[&keys])?;
     let has = |tx: &mut Transaction<'_>, table: &str| -> PgResult<bool> {
         Ok(tx
             .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])?
@@ -654,20 +682,26 @@ pub(super) fn gc_in(tx: &mut Transaction<'_>, now: i64, retention_ms: i64) -> Pg
     })
 }
 
+/// Pending unkeyed effects of calls no run holds (a live lease on the database's
+/// clock; the caller's `now` is not used).
 pub(super) fn unresolved_in(
     client: &mut impl GenericClient,
-    now: i64,
+    _now: i64,
 ) -> PgResult<Vec<UnresolvedEffect>> {
     Ok(client
         .query(
-            "SELECT e.key, e.invocation_key, i.scope, i.tool, e.seq, e.provider, e.operation,
+            concat!(
+                r#"SELECT e.key, e.invocation_key, i.scope, i.tool, e.seq, e.provider, e.operation,
                     e.attempts, e.last_error, e.updated_at
                FROM effects e JOIN invocations i ON i.key = e.invocation_key
               WHERE e.state = 'pending' AND e.class = 'unkeyed' AND e.resolution IS NULL
-                AND NOT (i.state = 'running' AND i.lease_expires_at > $1)
+                AND NOT (i.state = 'running' AND i.lease_expires_at > "#,
+                db_now!(),
+                r#")
                 AND i.state <> 'completed'
-              ORDER BY e.updated_at, e.key",
-            &[&now],
+              ORDER BY e.updated_at, e.key"#
+            ),
+            &[],
         )?
         .into_iter()
         .map(|r| UnresolvedEffect {
@@ -692,17 +726,35 @@ pub(super) fn resolve_in(
     response: &serde_json::Value,
     now: i64,
 ) -> PgResult<Result<(), String>> {
-    let row = tx.query_opt(
-        "SELECT e.state, e.class, i.state, i.lease_expires_at
-           FROM effects e JOIN invocations i ON i.key = e.invocation_key
-          WHERE e.key = $1 FOR UPDATE",
-        &[&effect_key],
-    )?;
-    let Some(row) = row else {
+    // The invocation's row first, then the effect's: the order every other
+    // transaction locks them in.
+    let invocation: Option<String> = tx
+        .query_opt(
+            "SELECT invocation_key FROM effects WHERE key = $1",
+            &[&effect_key],
+        )?
+        .map(|r| r.get(0));
+    let Some(invocation) = invocation else {
         return Ok(Err("the journal holds no effect with this key".to_string()));
     };
-    let (state, class, invocation_state, lease): (String, String, String, Option<i64>) =
-        (row.get(0), row.get(1), row.get(2), row.get(3));
+    let held = tx.query_opt(
+        concat!(
+            "SELECT state, lease_expires_at, ",
+            db_now!(),
+            " FROM invocations WHERE key = $1 FOR UPDATE"
+        ),
+        &[&invocation],
+    )?;
+    let effect = tx.query_opt(
+        "SELECT state, class FROM effects WHERE key = $1 FOR UPDATE",
+        &[&effect_key],
+    )?;
+    let (Some(held), Some(effect)) = (held, effect) else {
+        return Ok(Err("the journal holds no effect with this key".to_string()));
+    };
+    let (state, class): (String, String) = (effect.get(0), effect.get(1));
+    let (invocation_state, lease, db_now): (String, Option<i64>, i64) =
+        (held.get(0), held.get(1), held.get(2));
     if state != "pending" {
         return Ok(Err(
             "it already has a definitive answer; there is nothing to resolve".into(),
@@ -713,7 +765,7 @@ pub(super) fn resolve_in(
             "it is a {class} effect; the host retries it under its key on the next call, so a person need not resolve it"
         )));
     }
-    if invocation_state == "running" && lease.is_some_and(|t| t > now) {
+    if invocation_state == "running" && lease.is_some_and(|t| t > db_now) {
         return Ok(Err(
             "its call is running right now; resolve it after the run stops".into(),
         ));

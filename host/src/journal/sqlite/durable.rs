@@ -14,6 +14,19 @@
 //!   WAL (outside the connection's lock, so others keep committing) and raises
 //!   `synced` to the noted count for everyone whose commit it covered.
 //!
+//! A replay found by a read may be of a commit another process made and has not
+//! synced yet ([`GroupSync::sync_everything`]): it waits for an fsync that *starts*
+//! after the read, which covers every commit the read could see (the WAL is one
+//! file, whoever wrote it). That costs one fsync, shared with concurrent callers,
+//! for the first replay of a key a process reads (later ones come from its memory
+//! of outcomes it answered, synced already).
+//!
+//! A failed fsync poisons the store: the kernel may have dropped the dirty pages it
+//! could not write and report the next fsync as a success, so nothing written
+//! since the last good fsync can be counted durable again. Every later durable
+//! point, and every write ([`GroupSync::check`]), fails with the first error until
+//! the process reopens the journal (SQLite recovers from what is on disk).
+//!
 //! Why an fsync of the `-wal` file through our own descriptor is the same as SQLite's
 //! own `FULL` commit: in WAL mode a commit is frames appended with `write()`; `FULL`
 //! only adds an fsync of that file before returning. An fsync flushes the file's
@@ -36,7 +49,17 @@ struct SyncState {
     synced: u64,
     /// A leader is in `fsync` now.
     syncing: bool,
+    /// Fsyncs started so far (the one running, if any, is number `begun`).
+    begun: u64,
+    /// The number of the last fsync that completed.
+    finished: u64,
+    /// Why the store is poisoned: the error of the fsync that failed.
+    poisoned: Option<String>,
 }
+
+/// A durable point that cannot be had.
+#[derive(Debug)]
+pub(crate) struct Poisoned(pub String);
 
 /// The group-commit state of one store.
 #[derive(Debug)]
@@ -52,6 +75,8 @@ pub(crate) struct GroupSync {
     state: Mutex<SyncState>,
     synced_cond: Condvar,
     file: Mutex<Option<File>>,
+    /// Tests: the next fsync fails as a failing disk's would.
+    fail_next: std::sync::atomic::AtomicBool,
 }
 
 impl GroupSync {
@@ -71,6 +96,7 @@ impl GroupSync {
             state: Mutex::new(SyncState::default()),
             synced_cond: Condvar::new(),
             file: Mutex::new(None),
+            fail_next: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -116,13 +142,43 @@ impl GroupSync {
         }
     }
 
+    /// Why writes are refused, once an fsync failed.
+    pub(crate) fn check(&self) -> Result<(), Poisoned> {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match &state.poisoned {
+            Some(why) => Err(Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+
     /// Returns once every commit written before this call is on disk.
-    pub(crate) fn make_durable(&self) -> std::io::Result<()> {
-        let Some(wal) = &self.wal else { return Ok(()) };
+    pub(crate) fn make_durable(&self) -> Result<(), Poisoned> {
+        if self.wal.is_none() {
+            return Ok(());
+        }
         let target = self.written.load(Ordering::Acquire);
+        self.sync_until(|state| state.synced >= target)
+    }
+
+    /// Returns once an fsync that started after this call completed: every commit
+    /// visible now, whichever connection or process made it, is then on disk.
+    pub(crate) fn sync_everything(&self) -> Result<(), Poisoned> {
+        if self.wal.is_none() {
+            return Ok(());
+        }
+        let after = self.state.lock().unwrap_or_else(|p| p.into_inner()).begun;
+        self.sync_until(|state| state.finished > after)
+    }
+
+    /// Waits until `done`, leading an fsync whenever none runs.
+    fn sync_until(&self, done: impl Fn(&SyncState) -> bool) -> Result<(), Poisoned> {
+        let Some(wal) = &self.wal else { return Ok(()) };
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
-            if state.synced >= target {
+            if let Some(why) = &state.poisoned {
+                return Err(Poisoned(why.clone()));
+            }
+            if done(&state) {
                 return Ok(());
             }
             if state.syncing {
@@ -133,22 +189,41 @@ impl GroupSync {
                 continue;
             }
             state.syncing = true;
+            state.begun += 1;
+            let number = state.begun;
             // Every commit counted here finished its `write()` before this fsync starts.
             let covered = self.written.load(Ordering::Acquire);
             drop(state);
             let result = self.fsync(wal);
             state = self.state.lock().unwrap_or_else(|p| p.into_inner());
             state.syncing = false;
-            if result.is_ok() {
-                state.synced = state.synced.max(covered);
-                self.syncs.fetch_add(1, Ordering::Relaxed);
+            match result {
+                Ok(()) => {
+                    state.synced = state.synced.max(covered);
+                    state.finished = number;
+                    self.syncs.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    tracing::error!(wal = %wal.display(), "fsync failed, the journal refuses writes from now on: {e}");
+                    state.poisoned = Some(format!("fsync of {}: {e}", wal.display()));
+                }
             }
             self.synced_cond.notify_all();
-            result?;
         }
     }
 
+    /// Tests: makes the next fsync fail (`EIO`), as a failing disk's would.
+    #[cfg(test)]
+    pub(crate) fn fail_next_fsync(&self) {
+        self.fail_next.store(true, Ordering::SeqCst);
+    }
+
     fn fsync(&self, wal: &Path) -> std::io::Result<()> {
+        if self.fail_next.swap(false, Ordering::SeqCst)
+            || crate::fault::arrived(crate::fault::FaultPoint::FsyncFails)
+        {
+            return Err(std::io::Error::from_raw_os_error(5));
+        }
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         if file.is_none() {
             *file = Some(File::open(wal)?);

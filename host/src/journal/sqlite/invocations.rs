@@ -3,15 +3,9 @@
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use crate::determinism::{GuestEntropy, Seed};
-use crate::journal::{Begin, BeginOutcome, InvocationState, Lookup, NewInvocation};
+use crate::journal::decision::{self, Decision, Found, expired, parse_state};
+use crate::journal::{Begin, BeginOutcome, Lookup, NewInvocation};
 use crate::keys::InvocationKey;
-
-/// Whether a record completed at `completed_at` is past retention at `now`. Only a
-/// completed record expires: a call that is running, suspended with an unknown
-/// outcome or waiting for a person never does.
-fn expired(completed_at: Option<i64>, now: i64, retention_ms: i64) -> bool {
-    completed_at.is_some_and(|at| now >= at.saturating_add(retention_ms))
-}
 
 /// Leaves the run `owner` resumable (an effect's outcome is unknown) and releases its
 /// lease; `false` when the run no longer holds it.
@@ -28,14 +22,6 @@ pub(super) fn suspend_in(
         params![key.as_str(), owner, now],
     )?;
     Ok(n == 1)
-}
-
-pub(super) fn parse_state(s: &str) -> InvocationState {
-    match s {
-        "running" => InvocationState::Running,
-        "completed" => InvocationState::Completed,
-        _ => InvocationState::Incomplete,
-    }
 }
 
 /// Journals `record` as running under `owner`'s lease until `lease_until`, unless a
@@ -122,8 +108,17 @@ pub(crate) fn complete_in(
 
 /// Counts one more retry answered with the saved outcome of `key`.
 pub(super) fn count_replay_in(conn: &Connection, key: &InvocationKey) -> rusqlite::Result<()> {
-    conn.prepare_cached("UPDATE invocations SET replays = replays + 1 WHERE key = ?1")?
-        .execute(params![key.as_str()])?;
+    count_replays_in(conn, key, 1)
+}
+
+/// Counts `n` more retries answered with the saved outcome of `key`.
+pub(super) fn count_replays_in(
+    conn: &Connection,
+    key: &InvocationKey,
+    n: u32,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE invocations SET replays = replays + ?2 WHERE key = ?1")?
+        .execute(params![key.as_str(), n])?;
     Ok(())
 }
 
@@ -136,21 +131,18 @@ pub(super) fn lookup_in(conn: &Connection, b: &Begin<'_>) -> rusqlite::Result<Lo
             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
         })
         .optional()?;
-    let Some((fingerprint, state, outcome, completed)) = row else {
-        return Ok(if b.tool_call_id.is_none() {
-            Lookup::Absent
-        } else {
-            Lookup::Decide
+    let found = row
+        .as_ref()
+        .map(|(fingerprint, state, _, completed_at)| Found {
+            state: parse_state(state),
+            fingerprint,
+            completed_at: *completed_at,
+            lease_expires_at: None,
+            retention_ms: b.retention_ms,
         });
-    };
-    let Some(outcome) = outcome.filter(|_| parse_state(&state) == InvocationState::Completed)
-    else {
-        return Ok(Lookup::Decide);
-    };
-    if fingerprint != b.fingerprint.as_str() || expired(completed, b.now, b.retention_ms) {
-        return Ok(Lookup::Decide);
-    }
-    if let Some(call_id) = b.tool_call_id {
+    let outcome = row.as_ref().and_then(|(_, _, outcome, _)| outcome.clone());
+    let look = decision::first_look(found.as_ref(), outcome, b, b.now);
+    if let (Lookup::Replay { .. }, Some(call_id)) = (&look, b.tool_call_id) {
         let bound: Option<String> = conn
             .prepare_cached(
                 "SELECT invocation_key FROM aliases WHERE scope = ?1 AND tool_call_id = ?2",
@@ -161,10 +153,7 @@ pub(super) fn lookup_in(conn: &Connection, b: &Begin<'_>) -> rusqlite::Result<Lo
             return Ok(Lookup::Decide);
         }
     }
-    Ok(Lookup::Replay {
-        outcome,
-        completed_at: completed.unwrap_or(b.now),
-    })
+    Ok(look)
 }
 
 pub(super) fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<BeginOutcome> {
@@ -220,62 +209,68 @@ pub(super) fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<
         started_ms: b.now,
     };
 
-    let outcome = match existing {
-        Some((fingerprint, state, outcome, created, lease_expires, entropy, completed)) => {
-            let state = parse_state(&state);
-            let lease_live =
-                state == InvocationState::Running && lease_expires.is_some_and(|t| t > b.now);
-            if state == InvocationState::Completed && expired(completed, b.now, b.retention_ms) {
-                // Past retention the record is treated as absent, by design.
-                tx.execute(
-                    "DELETE FROM invocations WHERE key = ?1",
-                    params![b.key.as_str()],
-                )?;
-                insert(tx, b)?;
-                BeginOutcome::Run {
-                    resumed: false,
-                    entropy: fresh(),
-                }
-            } else if fingerprint != b.fingerprint.as_str() {
-                return Ok(BeginOutcome::Mismatch(b.key.clone()));
-            } else if state == InvocationState::Completed {
-                // Counted in the transaction that decides it, so the durable point of
-                // the replay covers the count too.
-                count_replay_in(tx, b.key)?;
-                BeginOutcome::Replay(outcome.unwrap_or_default())
-            } else if lease_live {
-                BeginOutcome::Wait
-            } else {
-                // The seed journaled at creation; a record written before seeds were
-                // journaled gets one now, so its later resumes agree with this one.
-                let seed = entropy.as_deref().and_then(Seed::from_hex);
-                let seed = seed.unwrap_or_else(|| b.seed.clone());
-                tx.execute(
-                    "UPDATE invocations SET state = 'running', runs = runs + 1, updated_at = ?2,
-                            lease_owner = ?3, lease_expires_at = ?4, entropy = ?5
-                      WHERE key = ?1",
-                    params![
-                        b.key.as_str(),
-                        b.now,
-                        b.owner,
-                        b.now.saturating_add(b.lease_ms),
-                        seed.to_hex()
-                    ],
-                )?;
-                BeginOutcome::Run {
-                    resumed: true,
-                    entropy: GuestEntropy {
-                        seed,
-                        started_ms: created,
-                    },
-                }
-            }
-        }
-        None => {
+    let found = existing.as_ref().map(
+        |(fingerprint, state, _, _, lease_expires_at, _, completed_at)| Found {
+            state: parse_state(state),
+            fingerprint,
+            completed_at: *completed_at,
+            lease_expires_at: *lease_expires_at,
+            retention_ms: b.retention_ms,
+        },
+    );
+    let outcome = match decision::decide(found.as_ref(), b.fingerprint, b.now) {
+        Decision::Run => {
             insert(tx, b)?;
             BeginOutcome::Run {
                 resumed: false,
                 entropy: fresh(),
+            }
+        }
+        Decision::Expired => {
+            // Past retention the record is treated as absent, by design.
+            tx.execute(
+                "DELETE FROM invocations WHERE key = ?1",
+                params![b.key.as_str()],
+            )?;
+            insert(tx, b)?;
+            BeginOutcome::Run {
+                resumed: false,
+                entropy: fresh(),
+            }
+        }
+        Decision::Mismatch => return Ok(BeginOutcome::Mismatch(b.key.clone())),
+        Decision::Replay => {
+            // Counted in the transaction that decides it, so the durable point of
+            // the replay covers the count too.
+            count_replay_in(tx, b.key)?;
+            let saved = existing.and_then(|row| row.2);
+            BeginOutcome::Replay(saved.unwrap_or_default())
+        }
+        Decision::Wait => BeginOutcome::Wait,
+        Decision::Resume => {
+            let (created, entropy) = existing.map(|row| (row.3, row.5)).unwrap_or((b.now, None));
+            // The seed journaled at creation; a record written before seeds were
+            // journaled gets one now, so its later resumes agree with this one.
+            let seed = entropy.as_deref().and_then(Seed::from_hex);
+            let seed = seed.unwrap_or_else(|| b.seed.clone());
+            tx.execute(
+                "UPDATE invocations SET state = 'running', runs = runs + 1, updated_at = ?2,
+                        lease_owner = ?3, lease_expires_at = ?4, entropy = ?5
+                  WHERE key = ?1",
+                params![
+                    b.key.as_str(),
+                    b.now,
+                    b.owner,
+                    b.now.saturating_add(b.lease_ms),
+                    seed.to_hex()
+                ],
+            )?;
+            BeginOutcome::Run {
+                resumed: true,
+                entropy: GuestEntropy {
+                    seed,
+                    started_ms: created,
+                },
             }
         }
     };

@@ -172,12 +172,28 @@ impl SqliteJournal {
     /// fsync of the WAL, shared with every caller waiting at the same time. Free with
     /// [`Durability::Normal`] and for an in-memory journal.
     fn make_durable(&self) -> Result<()> {
-        self.sync.make_durable().map_err(|e| {
-            Error::Host(anyhow::anyhow!(
-                "cannot sync the journal {}: {e}",
-                self.path.display()
-            ))
-        })
+        self.sync.make_durable().map_err(|p| self.poisoned(p))
+    }
+
+    /// Returns once every commit visible now is on disk, whichever process made it:
+    /// for a replay read from the journal, which may be of another process's commit
+    /// that it has not synced yet. Free where durable points are.
+    fn sync_everything(&self) -> Result<()> {
+        self.sync.sync_everything().map_err(|p| self.poisoned(p))
+    }
+
+    fn poisoned(&self, durable::Poisoned(reason): durable::Poisoned) -> Error {
+        Error::JournalPoisoned {
+            path: self.path.clone(),
+            reason,
+        }
+    }
+
+    /// Runs the write `f` with the connection, unless an fsync failed (then nothing
+    /// is written: see `durable`).
+    fn write<R>(&self, f: impl FnOnce(&mut Connection) -> rusqlite::Result<R>) -> Result<R> {
+        self.sync.check().map_err(|p| self.poisoned(p))?;
+        self.with(f)
     }
 
     /// Where the journal lives (`:memory:` for an in-memory one).
@@ -216,7 +232,7 @@ impl SqliteJournal {
         &self,
         f: impl FnOnce(&mut rusqlite::Transaction<'_>) -> rusqlite::Result<std::result::Result<R, E>>,
     ) -> Result<std::result::Result<R, E>> {
-        self.with(|conn| {
+        self.write(|conn| {
             let mut tx =
                 conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let result = f(&mut tx)?;
@@ -270,17 +286,43 @@ impl SqliteJournal {
     /// Counts a replay found by a read, after its durable point: the count is
     /// bookkeeping, not an answer, so neither this replay nor a later durable point
     /// waits for an fsync of it, and a power cut may lose it. A failure is logged,
-    /// never the caller's: the answer is on disk already. A replay this process
-    /// answers from `recent` is not counted, so the fastest path stays free of writes.
+    /// never the caller's: the answer is on disk already. Replays this process
+    /// answered from `recent` are counted in memory (the fastest path stays free of
+    /// writes) and added here too.
     fn count_replay(&self, key: &InvocationKey) {
+        let mut counts = self.recent.take_uncounted();
+        *counts.entry(key.clone()).or_default() += 1;
+        self.add_replays(counts);
+    }
+
+    /// Adds replays this process answered from its memory to the journal's counts,
+    /// so they agree with a journal that reads every replay (PostgreSQL): before the
+    /// counts are read here, with the next counted replay, and when the journal is
+    /// closed. Bookkeeping like [`SqliteJournal::count_replay`]: no fsync of its own.
+    fn flush_replays(&self) {
+        let counts = self.recent.take_uncounted();
+        if !counts.is_empty() {
+            self.add_replays(counts);
+        }
+    }
+
+    fn add_replays(&self, counts: std::collections::HashMap<InvocationKey, u32>) {
+        if self.sync.check().is_err() {
+            return;
+        }
         let conn = self.lock();
         let before = self.sync.written();
-        let counted = invocations::count_replay_in(&conn, key);
+        let counted = conn.unchecked_transaction().and_then(|tx| {
+            for (key, n) in &counts {
+                invocations::count_replays_in(&tx, key, *n)?;
+            }
+            tx.commit()
+        });
         self.sync.note_written();
         self.sync.excuse_since(before);
         drop(conn);
         if let Err(e) = counted {
-            tracing::warn!(%key, "cannot count a replay: {e}");
+            tracing::warn!("cannot count {} key(s)' replays: {e}", counts.len());
         }
     }
 
@@ -290,6 +332,12 @@ impl SqliteJournal {
             self.make_durable()?;
         }
         Ok(())
+    }
+}
+
+impl Drop for SqliteJournal {
+    fn drop(&mut self) {
+        self.flush_replays();
     }
 }
 
@@ -306,6 +354,9 @@ impl Journal for SqliteJournal {
         {
             // Durable before it is returned, like the answer its first caller got.
             self.make_durable()?;
+            if self.recent.count(b.key) {
+                self.flush_replays();
+            }
             return Ok(Lookup::Replay {
                 outcome: outcome.to_string(),
                 completed_at: 0,
@@ -317,7 +368,9 @@ impl Journal for SqliteJournal {
             completed_at,
         } = &found
         {
-            self.make_durable()?;
+            // Perhaps another process's commit, not synced yet: one fsync that starts
+            // now covers it.
+            self.sync_everything()?;
             self.count_replay(b.key);
             if b.tool_call_id.is_none() {
                 self.recent
@@ -398,9 +451,12 @@ impl Journal for SqliteJournal {
         invocation: &InvocationKey,
         now: i64,
     ) -> Result<bool> {
-        self.fenced(invocation, lease, |tx| {
-            effects::finish(tx, key, &answer.to_stored(), now)
+        self.transaction(|tx| {
+            let held = effects::renew_lease_in(tx, invocation, lease)?;
+            effects::finish(tx, key, &answer.to_stored(), now)?;
+            Ok(Ok::<_, ()>(held))
         })
+        .map(|r| r.unwrap_or(false))
     }
 
     fn not_performed(
@@ -417,11 +473,11 @@ impl Journal for SqliteJournal {
     }
 
     fn renew(&self, invocation: &InvocationKey, lease: &Lease<'_>) -> Result<bool> {
-        self.with(|conn| effects::renew_lease_in(conn, invocation, lease))
+        self.write(|conn| effects::renew_lease_in(conn, invocation, lease))
     }
 
     fn complete(&self, key: &InvocationKey, owner: &str, outcome: &str, now: i64) -> Result<bool> {
-        let saved = self.with(|conn| invocations::complete_in(conn, key, owner, outcome, now))?;
+        let saved = self.write(|conn| invocations::complete_in(conn, key, owner, outcome, now))?;
         if saved {
             self.durable_if_full()?;
         }
@@ -430,7 +486,7 @@ impl Journal for SqliteJournal {
 
     fn complete_new(&self, record: &NewInvocation, outcome: &str, now: i64) -> Result<bool> {
         let saved =
-            self.with(|conn| invocations::insert_completed_in(conn, record, outcome, now))?;
+            self.write(|conn| invocations::insert_completed_in(conn, record, outcome, now))?;
         if saved {
             self.durable_if_full()?;
         }
@@ -438,14 +494,16 @@ impl Journal for SqliteJournal {
     }
 
     fn suspend(&self, key: &InvocationKey, owner: &str, now: i64) -> Result<bool> {
-        self.with(|conn| invocations::suspend_in(conn, key, owner, now))
+        self.write(|conn| invocations::suspend_in(conn, key, owner, now))
     }
 
     fn entries(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>> {
+        self.flush_replays();
         self.with(|conn| journal::entries_in(conn, scope, None, limit))
     }
 
     fn entries_by_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<JournalEntry>> {
+        self.flush_replays();
         self.with(|conn| journal::entries_in(conn, None, Some(prefix), limit))
     }
 
@@ -480,6 +538,7 @@ impl Journal for SqliteJournal {
     }
 
     fn story(&self, key: &InvocationKey) -> Result<CallStory> {
+        self.flush_replays();
         self.with(|conn| {
             Ok(CallStory {
                 key: key.to_string(),
@@ -510,7 +569,7 @@ impl Journal for SqliteJournal {
     }
 
     fn prepare_provider(&self, provider: &dyn Provider) -> Result<()> {
-        self.with(|conn| provider.prepare(conn))
+        self.write(|conn| provider.prepare(conn))
     }
 
     fn outbox(&self) -> &dyn super::outbox::OutboxQueue {
@@ -521,3 +580,6 @@ impl Journal for SqliteJournal {
         Some(self)
     }
 }
+
+#[cfg(test)]
+mod tests;

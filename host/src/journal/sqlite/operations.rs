@@ -54,6 +54,7 @@ impl OperateTx for Tx<'_> {
                         state: r.get(0)?,
                         lease_expires_at: r.get(1)?,
                         outcome: r.get(2)?,
+                        now: None,
                     })
                 },
             )

@@ -15,7 +15,7 @@ use crate::journal::outbox::{
 
 impl OutboxQueue for SqliteJournal {
     fn prepare_outbox(&self) -> Result<()> {
-        self.with(|conn| conn.execute_batch(SQLITE_SCHEMA))
+        self.write(|conn| conn.execute_batch(SQLITE_SCHEMA))
     }
 
     fn pass_lock_file(&self) -> Option<PathBuf> {
@@ -61,7 +61,7 @@ impl OutboxQueue for SqliteJournal {
 
     fn settle_message(&self, taken: &Taken, settle: Settle<'_>, now: i64) -> Result<()> {
         let c = settle.columns(now);
-        self.with(|conn| {
+        self.write(|conn| {
             conn.execute(
                 &settle_sql('?'),
                 params![

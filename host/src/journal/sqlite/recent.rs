@@ -58,7 +58,12 @@ pub(crate) enum Recall {
 #[derive(Debug, Default)]
 pub(crate) struct Recent {
     state: Mutex<State>,
+    /// Replays answered from memory and not yet added to the journal's counts.
+    uncounted: Mutex<HashMap<InvocationKey, u32>>,
 }
+
+/// Replays from memory are added to the journal once this many keys have some.
+const MAX_UNCOUNTED: usize = 256;
 
 impl Recent {
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -114,12 +119,29 @@ impl Recent {
         match state.entries.get(key) {
             Some(e)
                 if e.fingerprint == *fingerprint
-                    && now < e.created_at.saturating_add(retention_ms) =>
+                    && !crate::journal::decision::expired(
+                        Some(e.created_at),
+                        now,
+                        retention_ms,
+                    ) =>
             {
                 Recall::Replay(Arc::clone(&e.outcome))
             }
             _ => Recall::Unknown,
         }
+    }
+
+    /// Counts a replay of `key` answered from memory; `true` when the counts should
+    /// be added to the journal now ([`Recent::take_uncounted`]) to bound them.
+    pub(crate) fn count(&self, key: &InvocationKey) -> bool {
+        let mut uncounted = self.uncounted.lock().unwrap_or_else(|p| p.into_inner());
+        *uncounted.entry(key.clone()).or_default() += 1;
+        uncounted.len() >= MAX_UNCOUNTED
+    }
+
+    /// The replays from memory not yet added to the journal's counts, now taken.
+    pub(crate) fn take_uncounted(&self) -> HashMap<InvocationKey, u32> {
+        std::mem::take(&mut *self.uncounted.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Forgets everything (records were deleted).
