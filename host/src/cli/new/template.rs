@@ -111,6 +111,7 @@ type Value = fn(&Values) -> Result<String, NewError>;
 const PLACEHOLDERS: &[(&str, Value)] = &[
     ("name", |v| Ok(v.name.to_owned())),
     ("Name", |v| Ok(camel_case(v.name))),
+    ("py_function", |v| Ok(python_function(v.name))),
     ("sdk", |v| Ok(slashed(v.sdk))),
     ("dir", |v| Ok(shell_word(&v.dir.display().to_string()))),
     ("python_sdk", |v| {
@@ -193,6 +194,24 @@ impl Values<'_> {
             .ok_or_else(|| fail("it has no `devDependencies`".into()))?;
         let json = serde_json::to_string_pretty(pins).map_err(|e| fail(e.to_string()))?;
         Ok(json.replace('\n', "\n  "))
+    }
+}
+
+/// Names a Python function cannot take: the keywords, and what the template imports.
+const PYTHON_TAKEN: &[&str] = &[
+    "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
+    "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is",
+    "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with",
+    "yield", "export", "perform", "tool", "reminder", "dataclass",
+];
+
+/// The Python function of the tool `name`: its name, unless Python or the template
+/// already takes it (`import` → `import_tool`).
+fn python_function(name: &str) -> String {
+    if PYTHON_TAKEN.contains(&name) {
+        format!("{name}_tool")
+    } else {
+        name.to_owned()
     }
 }
 
@@ -300,7 +319,14 @@ mod tests {
     fn the_python_project_builds_against_the_sdk_and_the_wit_of_the_checkout() {
         let sdk = sdk();
         let python = render("python", "remind_unpaid", &sdk);
-        assert!(file(&python, "app.py").contains("@tool(name=\"remind_unpaid\")"));
+        let app = file(&python, "app.py");
+        assert!(app.contains("@tool(name=\"remind_unpaid\")"));
+        // Named after the tool, not after the example it starts from.
+        assert!(app.contains("def remind_unpaid(args: Args)"), "{app}");
+        assert!(app.contains("WitWorld = export(remind_unpaid)"), "{app}");
+        assert!(!app.contains("def remind("), "{app}");
+        let taken = render("python", "import", &sdk);
+        assert!(file(&taken, "app.py").contains("def import_tool(args: Args)"));
         let requirements = file(&python, "requirements.txt");
         let pin = requirements.lines().last().unwrap();
         let pinned = Path::new(pin.strip_prefix("-r ").unwrap());
