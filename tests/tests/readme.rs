@@ -73,6 +73,41 @@ fn file_block(lang: &str, marker: &str, first_line: &str) -> String {
         .to_owned()
 }
 
+/// The HTTP excerpts, one per language, are the example tools' own lines (which
+/// `cargo test` builds and runs against a local API: `lang::seed`, `http`), so an
+/// author copying one copies code that works.
+#[test]
+fn the_http_excerpts_are_the_example_tools_code() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut checked = 0;
+    for (lang, comment) in [("rust", "// "), ("python", "# "), ("js", "// ")] {
+        for (_, text) in blocks().into_iter().filter(|(l, _)| *l == lang) {
+            let Some(first) = text.lines().next() else {
+                continue;
+            };
+            let Some(path) = first
+                .strip_prefix(comment)
+                .and_then(|rest| rest.split(' ').next())
+                .filter(|p| p.starts_with("tools/"))
+            else {
+                continue;
+            };
+            let source = std::fs::read_to_string(root.join(path))
+                .unwrap_or_else(|e| panic!("{path}, which the README quotes: {e}"));
+            let excerpt: Vec<&str> = text.lines().skip(1).collect();
+            let lines: Vec<&str> = source.lines().map(str::trim_start).collect();
+            let trimmed: Vec<&str> = excerpt.iter().map(|l| l.trim_start()).collect();
+            assert!(
+                lines.windows(trimmed.len()).any(|w| w == trimmed.as_slice()),
+                "the README's excerpt of {path} is not in it:\n{}",
+                excerpt.join("\n")
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 3, "one excerpt per language");
+}
+
 #[test]
 fn the_rust_tool_and_its_manifest_are_what_justonce_new_writes() {
     let (_dir, project) = new_remind(&[]);
