@@ -121,6 +121,7 @@ const PLACEHOLDERS: &[(&str, Value)] = &[
         Ok(slashed(&v.sdk_file("python/requirements.txt")?))
     }),
     ("wit", |v| Ok(shell_word(&slashed(&v.wit()?)))),
+    ("js_sdk", |v| Ok(shell_word(&slashed(&v.sdk.join("js"))))),
     ("js_dev_dependencies", |v| v.js_dev_dependencies()),
 ];
 
@@ -354,6 +355,16 @@ mod tests {
         );
         let package: serde_json::Value = serde_json::from_str(file(&js, "package.json"))
             .unwrap_or_else(|e| panic!("package.json is JSON: {e}"));
+        // `npm run refresh-sdk` copies this checkout's SDK over the project's copy.
+        let refresh = package["scripts"]["refresh-sdk"].as_str().unwrap_or_default();
+        let js_sdk = sdk.join("js");
+        assert_eq!(
+            refresh,
+            format!(
+                "cp {0}/justonce.js {0}/justonce.d.ts justonce-guest/",
+                js_sdk.display()
+            )
+        );
         let sdk_package: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(sdk.join("js/package.json")).unwrap())
                 .unwrap();
