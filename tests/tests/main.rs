@@ -16,6 +16,7 @@ mod guests;
 #[cfg(any(debug_assertions, feature = "fault-injection"))]
 mod crash;
 mod determinism;
+mod exact_numbers;
 mod http;
 // Python and JavaScript tools (builds them with the toolchains pinned in guest-sdk/).
 mod lang;
