@@ -17,6 +17,24 @@ pub enum InvocationState {
     Completed,
 }
 
+/// When a record completed at `completed` stops being a replay: a retention after
+/// it, its own `stored` one, or, for a record journaled before records carried
+/// their own, `default_ms`. `None` while it is not completed: a call that is
+/// running, suspended with an unknown outcome or waiting for a person never expires.
+pub(crate) fn expires_at(
+    completed: Option<i64>,
+    stored: Option<i64>,
+    default_ms: i64,
+) -> Option<i64> {
+    completed.map(|at| at.saturating_add(stored.unwrap_or(default_ms)))
+}
+
+/// Whether a record completed at `completed`, with its own window `stored`, is past
+/// it at `b.now` (see [`expires_at`]).
+pub(crate) fn expired(completed: Option<i64>, stored: Option<i64>, b: &Begin<'_>) -> bool {
+    expires_at(completed, stored, b.default_retention_ms).is_some_and(|end| b.now >= end)
+}
+
 /// A request to start (or join) an invocation.
 #[derive(Debug, Clone)]
 pub struct Begin<'a> {
@@ -38,8 +56,12 @@ pub struct Begin<'a> {
     pub tool_call_id: Option<&'a str>,
     /// The current time (ms).
     pub now: i64,
-    /// Records created at or before `now - retention` are treated as absent.
+    /// This call's window (ms), stored with a record it creates: a completed record
+    /// is treated as absent from its completion plus its own stored window on.
     pub retention_ms: i64,
+    /// The window of a record journaled before records carried their own (ms): the
+    /// host's retention.
+    pub default_retention_ms: i64,
     /// How long a lease taken now lasts (ms).
     pub lease_ms: i64,
     /// Who takes the lease.
@@ -75,8 +97,8 @@ pub enum Lookup {
     Replay {
         /// The saved outcome (stored text).
         outcome: String,
-        /// When it completed (ms): retention counts from here.
-        completed_at: i64,
+        /// When its window ends (ms): its completion plus its retention.
+        expires_at: i64,
     },
     /// No record of the key at all, and no tool-call id to bind.
     Absent,
@@ -100,6 +122,8 @@ pub struct NewInvocation {
     pub explicit_key: bool,
     /// The invocation's creation time: the start of the guest's wall clock.
     pub created_at: i64,
+    /// How long the record is kept once completed (ms), stored with it.
+    pub retention_ms: i64,
     /// The seed of the guest's random values.
     pub seed: Seed,
 }

@@ -455,8 +455,8 @@ impl Journal for PostgresJournal {
         })
     }
 
-    fn gc(&self, now: i64, retention_ms: i64) -> Result<GcReport> {
-        self.transaction(|tx| ops::gc_in(tx, now, retention_ms).map(Ok::<_, ()>))?
+    fn gc(&self, now: i64, default_retention_ms: i64) -> Result<GcReport> {
+        self.transaction(|tx| ops::gc_in(tx, now, default_retention_ms).map(Ok::<_, ()>))?
             .map_err(|()| unreachable!("gc never refuses"))
     }
 
@@ -681,6 +681,7 @@ mod latency {
             tool_call_id: None,
             now: 1,
             retention_ms: 1 << 40,
+            default_retention_ms: 1 << 40,
             lease_ms: 60_000,
             owner,
             seed: &seed,
@@ -694,6 +695,7 @@ mod latency {
             fingerprint: fp.clone(),
             explicit_key: false,
             created_at: 1,
+            retention_ms: 1 << 40,
             seed: seed.clone(),
         };
         let ek = EffectKey::from_stored(format!("e{}", k.as_str()));
@@ -751,6 +753,7 @@ mod latency {
                 fingerprint: fp.clone(),
                 explicit_key: false,
                 created_at: 1,
+                retention_ms: 1 << 40,
                 seed,
             };
             assert!(j.complete_new(&record, "{}", 1).unwrap());
@@ -775,6 +778,7 @@ mod latency {
                 tool_call_id: None,
                 now: 5,
                 retention_ms: 1 << 40,
+                default_retention_ms: 1 << 40,
                 lease_ms: 60_000,
                 owner: "o",
                 seed: &seed,

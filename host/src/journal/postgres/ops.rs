@@ -7,6 +7,7 @@ use postgres::{GenericClient, Transaction};
 use crate::determinism::{GuestEntropy, Seed};
 use crate::fault::{self, FaultPoint};
 use crate::journal::read::{EFFECT_COLUMNS, ENTRY_COLUMNS, parse_json, shown_state, summary};
+use crate::journal::records::{expired, expires_at};
 use crate::journal::{
     Answer, Begin, BeginOutcome, EffectRecord, EffectState, GcReport, InvocationState,
     JournalEffect, JournalEntry, Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution,
@@ -16,11 +17,6 @@ use crate::keys::{EffectKey, Fingerprint, InvocationKey};
 use crate::provider::{EffectRequest, Provider};
 
 type PgResult<T> = Result<T, postgres::Error>;
-
-/// Whether a record completed at `completed_at` is past retention at `now`.
-fn expired(completed_at: Option<i64>, now: i64, retention_ms: i64) -> bool {
-    completed_at.is_some_and(|at| now >= at.saturating_add(retention_ms))
-}
 
 fn parse_state(s: &str) -> InvocationState {
     match s {
@@ -50,8 +46,9 @@ pub(super) fn insert_in(
     let n = client.execute(
         "INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state, runs,
                                   outcome, created_at, updated_at, completed_at,
-                                  lease_owner, lease_expires_at, entropy, arguments)
-         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9, $10, $11, $12, $13, $14)
+                                  lease_owner, lease_expires_at, entropy, arguments,
+                                  retention_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9, $10, $11, $12, $13, $14, $15)
          ON CONFLICT (key) DO NOTHING",
         &[
             &record.key.as_str(),
@@ -68,6 +65,7 @@ pub(super) fn insert_in(
             &lease.map(|(_, until)| until),
             &record.seed.to_hex(),
             &record.arguments,
+            &record.retention_ms,
         ],
     )?;
     Ok(n == 1)
@@ -110,7 +108,8 @@ pub(super) fn suspend_in(
 
 pub(super) fn lookup_in(client: &mut impl GenericClient, b: &Begin<'_>) -> PgResult<Lookup> {
     let row = client.query_opt(
-        "SELECT fingerprint, state, outcome, completed_at FROM invocations WHERE key = $1",
+        "SELECT fingerprint, state, outcome, completed_at, retention_ms
+           FROM invocations WHERE key = $1",
         &[&b.key.as_str()],
     )?;
     let Some(row) = row else {
@@ -122,11 +121,12 @@ pub(super) fn lookup_in(client: &mut impl GenericClient, b: &Begin<'_>) -> PgRes
     };
     let (fingerprint, state, outcome, completed): (String, String, Option<String>, Option<i64>) =
         (row.get(0), row.get(1), row.get(2), row.get(3));
+    let retention: Option<i64> = row.get(4);
     let Some(outcome) = outcome.filter(|_| parse_state(&state) == InvocationState::Completed)
     else {
         return Ok(Lookup::Decide);
     };
-    if fingerprint != b.fingerprint.as_str() || expired(completed, b.now, b.retention_ms) {
+    if fingerprint != b.fingerprint.as_str() || expired(completed, retention, b) {
         return Ok(Lookup::Decide);
     }
     if let Some(call_id) = b.tool_call_id {
@@ -142,7 +142,7 @@ pub(super) fn lookup_in(client: &mut impl GenericClient, b: &Begin<'_>) -> PgRes
     }
     Ok(Lookup::Replay {
         outcome,
-        completed_at: completed.unwrap_or(b.now),
+        expires_at: expires_at(completed, retention, b.default_retention_ms).unwrap_or(b.now),
     })
 }
 
@@ -164,13 +164,14 @@ pub(super) fn begin_in(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<Begi
             &[&alias_lock(b.scope, call_id)],
         )?;
         let bound = tx.query_opt(
-            "SELECT i.key, i.completed_at FROM aliases a JOIN invocations i ON i.key = a.invocation_key
+            "SELECT i.key, i.completed_at, i.retention_ms
+               FROM aliases a JOIN invocations i ON i.key = a.invocation_key
               WHERE a.scope = $1 AND a.tool_call_id = $2",
             &[&b.scope, &call_id],
         )?;
         if let Some(row) = bound {
             let (bound_key, completed): (String, Option<i64>) = (row.get(0), row.get(1));
-            if bound_key != b.key.as_str() && !expired(completed, b.now, b.retention_ms) {
+            if bound_key != b.key.as_str() && !expired(completed, row.get(2), b) {
                 return Ok(BeginOutcome::Mismatch(InvocationKey::from_stored(
                     bound_key,
                 )));
@@ -189,7 +190,7 @@ pub(super) fn begin_in(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<Begi
     for _ in 0..2 {
         let existing = tx.query_opt(
             "SELECT fingerprint, state, outcome, created_at, lease_expires_at, entropy,
-                    completed_at
+                    completed_at, retention_ms
                FROM invocations WHERE key = $1 FOR UPDATE",
             &[&b.key.as_str()],
         )?;
@@ -210,10 +211,11 @@ pub(super) fn begin_in(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<Begi
         let lease_expires: Option<i64> = row.get(4);
         let entropy: Option<String> = row.get(5);
         let completed: Option<i64> = row.get(6);
+        let retention: Option<i64> = row.get(7);
         let lease_live =
             state == InvocationState::Running && lease_expires.is_some_and(|t| t > b.now);
         outcome = Some(
-            if state == InvocationState::Completed && expired(completed, b.now, b.retention_ms) {
+            if state == InvocationState::Completed && expired(completed, retention, b) {
                 // Past retention the record is treated as absent, by design.
                 tx.execute("DELETE FROM invocations WHERE key = $1", &[&b.key.as_str()])?;
                 insert(tx, b)?;
@@ -281,6 +283,7 @@ fn insert(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<bool> {
         fingerprint: b.fingerprint.clone(),
         explicit_key: b.explicit_key,
         created_at: b.now,
+        retention_ms: b.retention_ms,
         seed: b.seed.clone(),
         arguments: b.arguments.to_owned(),
     };
@@ -617,20 +620,29 @@ pub(super) fn count_replay_unsynced(
     Ok(())
 }
 
-pub(super) fn gc_in(tx: &mut Transaction<'_>, now: i64, retention_ms: i64) -> PgResult<GcReport> {
-    let cutoff = now.saturating_sub(retention_ms);
-    let expired = "SELECT key FROM invocations WHERE state = 'completed' AND completed_at <= $1";
+/// Deletes every completed record past its own window at `now` (see
+/// `sqlite/journal.rs`), and provider rows older than `default_retention_ms`.
+pub(super) fn gc_in(
+    tx: &mut Transaction<'_>,
+    now: i64,
+    default_retention_ms: i64,
+) -> PgResult<GcReport> {
+    let cutoff = now.saturating_sub(default_retention_ms);
+    // `now - window` rather than `completed_at + window`: no sum can overflow.
+    let expired =
+        "state = 'completed' AND completed_at <= $1::BIGINT - COALESCE(retention_ms, $2::BIGINT)";
+    let keys = format!("SELECT key FROM invocations WHERE {expired}");
     let effects = tx.execute(
-        &format!("DELETE FROM effects WHERE invocation_key IN ({expired})"),
-        &[&cutoff],
+        &format!("DELETE FROM effects WHERE invocation_key IN ({keys})"),
+        &[&now, &default_retention_ms],
     )?;
     let aliases = tx.execute(
-        &format!("DELETE FROM aliases WHERE invocation_key IN ({expired})"),
-        &[&cutoff],
+        &format!("DELETE FROM aliases WHERE invocation_key IN ({keys})"),
+        &[&now, &default_retention_ms],
     )?;
     let invocations = tx.execute(
-        "DELETE FROM invocations WHERE state = 'completed' AND completed_at <= $1",
-        &[&cutoff],
+        &format!("DELETE FROM invocations WHERE {expired}"),
+        &[&now, &default_retention_ms],
     )?;
     let has = |tx: &mut Transaction<'_>, table: &str| -> PgResult<bool> {
         Ok(tx

@@ -3,15 +3,9 @@
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use crate::determinism::{GuestEntropy, Seed};
+use crate::journal::records::{expired, expires_at};
 use crate::journal::{Begin, BeginOutcome, InvocationState, Lookup, NewInvocation};
 use crate::keys::InvocationKey;
-
-/// Whether a record completed at `completed_at` is past retention at `now`. Only a
-/// completed record expires: a call that is running, suspended with an unknown
-/// outcome or waiting for a person never does.
-fn expired(completed_at: Option<i64>, now: i64, retention_ms: i64) -> bool {
-    completed_at.is_some_and(|at| now >= at.saturating_add(retention_ms))
-}
 
 /// Leaves the run `owner` resumable (an effect's outcome is unknown) and releases its
 /// lease; `false` when the run no longer holds it.
@@ -78,8 +72,9 @@ fn insert_in(
         .prepare_cached(
             "INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state, runs,
                                       outcome, created_at, updated_at, completed_at,
-                                      lease_owner, lease_expires_at, entropy, arguments)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+                                      lease_owner, lease_expires_at, entropy, arguments,
+                                      retention_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
              ON CONFLICT (key) DO NOTHING",
         )?
         .execute(params![
@@ -96,7 +91,8 @@ fn insert_in(
             lease.map(|(owner, _)| owner),
             lease.map(|(_, until)| until),
             record.seed.to_hex(),
-            record.arguments
+            record.arguments,
+            record.retention_ms
         ])?;
     Ok(n == 1)
 }
@@ -128,15 +124,17 @@ pub(super) fn count_replay_in(conn: &Connection, key: &InvocationKey) -> rusqlit
 }
 
 pub(super) fn lookup_in(conn: &Connection, b: &Begin<'_>) -> rusqlite::Result<Lookup> {
-    let row: Option<(String, String, Option<String>, Option<i64>)> = conn
+    type Row = (String, String, Option<String>, Option<i64>, Option<i64>);
+    let row: Option<Row> = conn
         .prepare_cached(
-            "SELECT fingerprint, state, outcome, completed_at FROM invocations WHERE key = ?1",
+            "SELECT fingerprint, state, outcome, completed_at, retention_ms
+               FROM invocations WHERE key = ?1",
         )?
         .query_row(params![b.key.as_str()], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
         })
         .optional()?;
-    let Some((fingerprint, state, outcome, completed)) = row else {
+    let Some((fingerprint, state, outcome, completed, retention)) = row else {
         return Ok(if b.tool_call_id.is_none() {
             Lookup::Absent
         } else {
@@ -147,7 +145,7 @@ pub(super) fn lookup_in(conn: &Connection, b: &Begin<'_>) -> rusqlite::Result<Lo
     else {
         return Ok(Lookup::Decide);
     };
-    if fingerprint != b.fingerprint.as_str() || expired(completed, b.now, b.retention_ms) {
+    if fingerprint != b.fingerprint.as_str() || expired(completed, retention, b) {
         return Ok(Lookup::Decide);
     }
     if let Some(call_id) = b.tool_call_id {
@@ -163,24 +161,25 @@ pub(super) fn lookup_in(conn: &Connection, b: &Begin<'_>) -> rusqlite::Result<Lo
     }
     Ok(Lookup::Replay {
         outcome,
-        completed_at: completed.unwrap_or(b.now),
+        expires_at: expires_at(completed, retention, b.default_retention_ms).unwrap_or(b.now),
     })
 }
 
 pub(super) fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<BeginOutcome> {
     // A tool-call id bound to a live invocation of other arguments is a mismatch.
     if let Some(call_id) = b.tool_call_id {
-        let bound: Option<(String, Option<i64>)> = tx
+        let bound: Option<(String, Option<i64>, Option<i64>)> = tx
             .query_row(
-                "SELECT i.key, i.completed_at FROM aliases a JOIN invocations i ON i.key = a.invocation_key
+                "SELECT i.key, i.completed_at, i.retention_ms
+                   FROM aliases a JOIN invocations i ON i.key = a.invocation_key
                   WHERE a.scope = ?1 AND a.tool_call_id = ?2",
                 params![b.scope, call_id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()?;
-        if let Some((bound_key, completed)) = bound
+        if let Some((bound_key, completed, retention)) = bound
             && bound_key != b.key.as_str()
-            && !expired(completed, b.now, b.retention_ms)
+            && !expired(completed, retention, b)
         {
             return Ok(BeginOutcome::Mismatch(InvocationKey::from_stored(
                 bound_key,
@@ -196,11 +195,12 @@ pub(super) fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<
         Option<i64>,
         Option<String>,
         Option<i64>,
+        Option<i64>,
     );
     let existing: Option<Row> = tx
         .prepare_cached(
             "SELECT fingerprint, state, outcome, created_at, lease_expires_at, entropy,
-                    completed_at
+                    completed_at, retention_ms
                FROM invocations WHERE key = ?1",
         )?
         .query_row(params![b.key.as_str()], |r| {
@@ -212,6 +212,7 @@ pub(super) fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<
                 r.get(4)?,
                 r.get(5)?,
                 r.get(6)?,
+                r.get(7)?,
             ))
         })
         .optional()?;
@@ -221,11 +222,20 @@ pub(super) fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<
     };
 
     let outcome = match existing {
-        Some((fingerprint, state, outcome, created, lease_expires, entropy, completed)) => {
+        Some((
+            fingerprint,
+            state,
+            outcome,
+            created,
+            lease_expires,
+            entropy,
+            completed,
+            retention,
+        )) => {
             let state = parse_state(&state);
             let lease_live =
                 state == InvocationState::Running && lease_expires.is_some_and(|t| t > b.now);
-            if state == InvocationState::Completed && expired(completed, b.now, b.retention_ms) {
+            if state == InvocationState::Completed && expired(completed, retention, b) {
                 // Past retention the record is treated as absent, by design.
                 tx.execute(
                     "DELETE FROM invocations WHERE key = ?1",
@@ -302,6 +312,7 @@ fn insert(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<()> {
         arguments: b.arguments.to_owned(),
         explicit_key: b.explicit_key,
         created_at: b.now,
+        retention_ms: b.retention_ms,
         seed: b.seed.clone(),
     };
     // The caller deleted any record of the key in this transaction.
