@@ -419,3 +419,38 @@ fn compile_cache_beside(db: &Path) -> PathBuf {
     name.push(".compiled");
     db.with_file_name(name)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPEN_FOR: Duration = Duration::from_secs(65);
+
+    #[test]
+    fn every_window_defaults_sensibly_and_one_shorter_than_a_lease_is_refused_by_name() {
+        let windows = HostBuilder::default().windows(OPEN_FOR).unwrap();
+        assert_eq!(windows.unscoped, Duration::from_secs(600));
+        assert_eq!(windows.conversation, Duration::from_secs(24 * 3600));
+        let long_lease = HostBuilder::default()
+            .windows(Duration::from_secs(900))
+            .unwrap();
+        assert_eq!(
+            long_lease.unscoped,
+            Duration::from_secs(900),
+            "the default is raised to a lease plus the retry budget"
+        );
+        let refused = |builder: HostBuilder| match builder.windows(OPEN_FOR) {
+            Err(Error::Config { reason, .. }) => reason,
+            other => panic!("expected a refusal, got {other:?}"),
+        };
+        let why = refused(HostBuilder::default().unscoped_retention(Duration::from_secs(30)));
+        assert!(
+            why.contains("unscoped_retention_minutes") && why.contains("30 s"),
+            "{why}"
+        );
+        let why = refused(HostBuilder::default().tool_retention("nightly", Duration::from_secs(1)));
+        assert!(why.contains("[tools.nightly] retention_hours"), "{why}");
+        let why = refused(HostBuilder::default().retention(Duration::from_secs(1)));
+        assert!(why.starts_with("the retention of 1 s"), "{why}");
+    }
+}

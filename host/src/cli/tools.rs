@@ -9,12 +9,14 @@ use super::{Cli, exit, print_json};
 use crate::error::Error;
 use crate::runtime::{Runtime, portable_schema};
 
-/// List the loaded tools with description and argument schema (in the form model
-/// APIs accept: references inlined, integer formats as ranges), and the components
-/// that were refused with the reason.
+/// List the loaded tools with description, how long a repeat is deduplicated (in a
+/// conversation, and without one) and argument schema (in the form model APIs
+/// accept: references inlined, integer formats as ranges), and the components that
+/// were refused with the reason.
 #[derive(Debug, Args)]
 pub struct Tools {
-    /// Print a JSON array of `{name, description, inputSchema}`.
+    /// Print a JSON array of `{name, description, inputSchema, retention}`
+    /// (`retention`: `{conversation_seconds, unscoped_seconds}`).
     #[arg(long)]
     json: bool,
     /// A component file to describe instead of the tools directory.
@@ -38,6 +40,7 @@ impl Tools {
                         "name": t.name,
                         "description": t.description,
                         "inputSchema": portable_schema(&t.input_schema),
+                        "retention": host.retention().of_tool(&t.name).to_json(),
                     })
                 })
                 .collect();
@@ -45,6 +48,7 @@ impl Tools {
         } else {
             for tool in runtime.tools() {
                 println!("{}\n  {}", tool.name, tool.description);
+                println!("  ({})", host.retention().of_tool(&tool.name).describe());
                 let schema = serde_json::to_string_pretty(&portable_schema(&tool.input_schema))
                     .unwrap_or_default();
                 for line in schema.lines() {
