@@ -15,8 +15,9 @@ use crate::runtime::{Runtime, portable_schema};
 /// were refused with the reason.
 #[derive(Debug, Args)]
 pub struct Tools {
-    /// Print a JSON array of `{name, description, inputSchema, retention}`
-    /// (`retention`: `{conversation_seconds, unscoped_seconds}`).
+    /// Print a JSON array of `{name, description, inputSchema, readOnly, retention}`
+    /// (`retention`: `{conversation_seconds, unscoped_seconds}`, `null` for a
+    /// read-only tool).
     #[arg(long)]
     json: bool,
     /// A component file to describe instead of the tools directory.
@@ -40,7 +41,9 @@ impl Tools {
                         "name": t.name,
                         "description": t.description,
                         "inputSchema": portable_schema(&t.input_schema),
-                        "retention": host.retention().of_tool(&t.name).to_json(),
+                        "readOnly": t.read_only,
+                        "retention": (!t.read_only)
+                            .then(|| host.retention().of_tool(&t.name).to_json()),
                     })
                 })
                 .collect();
@@ -48,7 +51,11 @@ impl Tools {
         } else {
             for tool in runtime.tools() {
                 println!("{}\n  {}", tool.name, tool.description);
-                println!("  ({})", host.retention().of_tool(&tool.name).describe());
+                if tool.read_only {
+                    println!("  (read-only: every call runs, nothing is saved, an effect traps)");
+                } else {
+                    println!("  ({})", host.retention().of_tool(&tool.name).describe());
+                }
                 let schema = serde_json::to_string_pretty(&portable_schema(&tool.input_schema))
                     .unwrap_or_default();
                 for line in schema.lines() {

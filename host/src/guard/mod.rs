@@ -152,6 +152,22 @@ impl Guard {
         // Journaled only if this call creates the invocation; a resumed run gets the
         // seed its first run drew, so it sees the same random values.
         let seed = Seed::random()?;
+        if prepared.tool.read_only {
+            // Nothing to deduplicate: no record, no waiting for a duplicate; every
+            // call runs, and an effect it asks for traps.
+            let start = RunStart {
+                entropy: GuestEntropy {
+                    seed,
+                    started_ms: self.shared.clock.now_ms(),
+                },
+                unjournaled: None,
+                resumed: false,
+                read_only: true,
+            };
+            return self
+                .run(&prepared, &owner, start)?
+                .ok_or_else(|| Error::Host(anyhow::anyhow!("a read-only run saves nothing")));
+        }
         let scope = request.scope();
         let retention_ms = millis(
             self.policy
@@ -207,6 +223,7 @@ impl Guard {
                         },
                         unjournaled: Some(record),
                         resumed: false,
+                        read_only: false,
                     };
                     match self.run(&prepared, &owner, start)? {
                         Some(response) => return Ok(response),
@@ -222,6 +239,7 @@ impl Guard {
                         entropy,
                         unjournaled: None,
                         resumed,
+                        read_only: false,
                     };
                     match self.run(&prepared, &owner, start)? {
                         Some(response) => return Ok(response),

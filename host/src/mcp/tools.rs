@@ -31,18 +31,26 @@ pub const RETENTION_META_KEY: &str = "dev.justonce/retention";
 
 /// The `tools/list` entries: name, description, the argument schema from the tool's
 /// `describe`, `idempotentHint`, which every tool behind the guard honours within
-/// its window, and that window in `_meta["dev.justonce/retention"]`.
+/// its window, and that window in `_meta["dev.justonce/retention"]`. A tool marked
+/// read-only has `readOnlyHint` instead: nothing of its calls is saved or
+/// deduplicated (MCP reads `idempotentHint` only when `readOnlyHint` is false).
 pub(crate) fn descriptors(runtime: &Runtime, retention: &Retention) -> Vec<Value> {
     runtime
         .tools()
         .map(|tool| {
-            json!({
+            let mut entry = json!({
                 "name": tool.name,
                 "description": tool.description,
                 "inputSchema": input_schema(&crate::runtime::portable_schema(&tool.input_schema)),
-                "annotations": { "idempotentHint": true },
-                "_meta": { RETENTION_META_KEY: retention.of_tool(&tool.name).to_json() },
-            })
+            });
+            if tool.read_only {
+                entry["annotations"] = json!({ "readOnlyHint": true });
+            } else {
+                entry["annotations"] = json!({ "idempotentHint": true });
+                entry["_meta"] =
+                    json!({ RETENTION_META_KEY: retention.of_tool(&tool.name).to_json() });
+            }
+            entry
         })
         .collect()
 }
