@@ -883,6 +883,52 @@ fn gc_deletes_each_record_at_the_end_of_its_own_window_and_not_before() {
     assert!(!h.guard.call(&pay(10)).unwrap().replayed);
 }
 
+// --- tools that only read --------------------------------------------------------
+
+#[test]
+fn a_read_only_tool_runs_every_time_and_nothing_of_it_is_saved() {
+    let mut runner = ScriptedRunner::default();
+    let runs = runner.tool("balance", ScriptedRunner::open_schema(), |args, _| {
+        returned(json!({ "balance": 42, "of": args }))
+    });
+    runner.read_only("balance");
+    let h = host(runner, &[]);
+    let request = CallRequest::new("balance", r#"{"account":"a1"}"#).conversation("c1");
+
+    let first = h.guard.call(&request).unwrap();
+    let second = h.guard.call(&request).unwrap();
+
+    assert!(!first.replayed && !second.replayed, "no replay");
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "both calls ran");
+    assert!(second.outcome.is_success(), "{:?}", second.outcome);
+    assert_eq!(first.key, second.key, "the key is still derived (for logs)");
+    assert!(h.journal.entries(None, 10).unwrap().is_empty(), "nothing saved");
+}
+
+#[test]
+fn a_read_only_tool_that_asks_for_an_effect_traps_and_nothing_is_performed() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "payments");
+    runner.read_only("pay");
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let h = host(runner, &[("payments", payments.clone())]);
+
+    let answer = h.guard.call(&pay(10)).unwrap();
+
+    match &answer.outcome {
+        Outcome::Trap { reason, message } => {
+            assert_eq!(reason, "read_only_effect");
+            assert!(
+                message.contains("`pay` is marked read-only") && message.contains("payments.pay"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a trap, got {other:?}"),
+    }
+    assert!(payments.attempts().is_empty(), "nothing reached the downstream");
+    assert!(h.journal.entries(None, 10).unwrap().is_empty(), "nothing saved");
+}
+
 /// A host whose keyed payment lands, its response lost, and whose retries within
 /// the budget fail: the first call's outcome is unknown.
 fn stuck_payment() -> (Host, Arc<Downstream>) {
@@ -1653,6 +1699,8 @@ on_postgres!(
     a_call_in_a_conversation_is_still_a_replay_when_an_unscoped_one_expired,
     gc_deletes_each_record_at_the_end_of_its_own_window_and_not_before,
     a_tools_own_retention_replaces_both_windows,
+    a_read_only_tool_runs_every_time_and_nothing_of_it_is_saved,
+    a_read_only_tool_that_asks_for_an_effect_traps_and_nothing_is_performed,
     a_record_journaled_without_its_own_window_keeps_the_hosts_retention,
     a_resumed_guest_that_asks_for_another_effect_is_refused_as_a_divergence,
     a_resumed_run_sees_the_clock_its_first_run_saw,

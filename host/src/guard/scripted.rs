@@ -103,6 +103,7 @@ impl ScriptedRunner {
     }
 
     /// Marks the tool called `name` read-only, as the SDKs do.
+    #[cfg(test)]
     pub(crate) fn read_only(&mut self, name: &str) {
         if let Some((spec, _, _)) = self.tools.get_mut(name) {
             spec.read_only = true;
