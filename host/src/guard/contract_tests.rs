@@ -902,7 +902,10 @@ fn a_read_only_tool_runs_every_time_and_nothing_of_it_is_saved() {
     assert_eq!(runs.load(Ordering::SeqCst), 2, "both calls ran");
     assert!(second.outcome.is_success(), "{:?}", second.outcome);
     assert_eq!(first.key, second.key, "the key is still derived (for logs)");
-    assert!(h.journal.entries(None, 10).unwrap().is_empty(), "nothing saved");
+    assert!(
+        h.journal.entries(None, 10).unwrap().is_empty(),
+        "nothing saved"
+    );
 }
 
 #[test]
@@ -925,8 +928,14 @@ fn a_read_only_tool_that_asks_for_an_effect_traps_and_nothing_is_performed() {
         }
         other => panic!("expected a trap, got {other:?}"),
     }
-    assert!(payments.attempts().is_empty(), "nothing reached the downstream");
-    assert!(h.journal.entries(None, 10).unwrap().is_empty(), "nothing saved");
+    assert!(
+        payments.attempts().is_empty(),
+        "nothing reached the downstream"
+    );
+    assert!(
+        h.journal.entries(None, 10).unwrap().is_empty(),
+        "nothing saved"
+    );
 }
 
 /// A host whose keyed payment lands, its response lost, and whose retries within
