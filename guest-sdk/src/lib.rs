@@ -120,6 +120,11 @@ pub trait Tool {
     const NAME: &'static str;
     /// One or two sentences an agent reads to decide when to call the tool.
     const DESCRIPTION: &'static str;
+    /// `true` for a tool that only reads (MCP's `readOnlyHint`): it has nothing to
+    /// deduplicate, so the host saves none of its outcomes and runs every call, and
+    /// stops it with a `read_only_effect` trap if it asks for an effect. Reads such
+    /// as [`http::get`](crate::http) are allowed.
+    const READ_ONLY: bool = false;
 
     /// Handles one call.
     ///
@@ -155,10 +160,20 @@ macro_rules! export_tool {
     };
 }
 
+/// The keyword at the root of the input schema that marks a read-only tool; the host
+/// reads it and removes it from the schema agents see.
+const READ_ONLY_KEYWORD: &str = "x-justonce-read-only";
+
 /// The body of the exported `describe`.
 #[doc(hidden)]
 pub fn __describe<T: Tool>() -> __bindings::ToolInfo {
-    let schema = schema::input_schema::<T::Args>();
+    let mut schema = schema::input_schema::<T::Args>();
+    if T::READ_ONLY
+        && let Some(root) = schema.as_object_mut()
+    {
+        // In the schema's root, so `tool-info` (the ABI) stays as it is.
+        root.insert(READ_ONLY_KEYWORD.into(), serde_json::Value::Bool(true));
+    }
     __bindings::ToolInfo {
         name: T::NAME.to_owned(),
         description: T::DESCRIPTION.to_owned(),
@@ -236,6 +251,27 @@ mod tests {
         assert_eq!(schema["properties"]["n"]["description"], "How many.");
         assert_eq!(schema["required"], serde_json::json!(["n"]));
         assert_eq!(schema["additionalProperties"], false);
+    }
+
+    #[test]
+    fn a_read_only_tool_says_so_in_its_schema_root_and_others_do_not() {
+        struct Look;
+        impl Tool for Look {
+            type Args = Args;
+            type Output = serde_json::Value;
+            const NAME: &'static str = "look";
+            const DESCRIPTION: &'static str = "Looks.";
+            const READ_ONLY: bool = true;
+            fn call(_: Args) -> Result<serde_json::Value, ToolError> {
+                Ok(serde_json::Value::Null)
+            }
+        }
+        let read_only: serde_json::Value =
+            serde_json::from_str(&__describe::<Look>().input_schema).unwrap();
+        assert_eq!(read_only[READ_ONLY_KEYWORD], true);
+        let other: serde_json::Value =
+            serde_json::from_str(&__describe::<Double>().input_schema).unwrap();
+        assert!(other.get(READ_ONLY_KEYWORD).is_none());
     }
 
     #[test]

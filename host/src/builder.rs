@@ -15,6 +15,7 @@ use crate::http::HttpConfig;
 use crate::journal::{self, Durability};
 use crate::provider::Provider;
 use crate::providers::{HttpProvider, KvProvider, MailProvider, OutboxProvider};
+use crate::retention::Retention;
 use crate::retry::RetryPolicy;
 use crate::runtime::{Limits, Runtime, ToolLimits};
 
@@ -25,6 +26,8 @@ pub struct HostBuilder {
     durability: Durability,
     clock: Arc<dyn Clock>,
     retention: Duration,
+    unscoped_retention: Option<Duration>,
+    tool_retention: BTreeMap<String, Duration>,
     lease: Duration,
     wait_bound: Duration,
     poll: Duration,
@@ -51,6 +54,8 @@ impl Default for HostBuilder {
             durability: Durability::default(),
             clock: Arc::new(SystemClock),
             retention: Duration::from_secs(24 * 60 * 60),
+            unscoped_retention: None,
+            tool_retention: BTreeMap::new(),
             lease: Duration::from_secs(60),
             wait_bound: Duration::from_secs(30),
             poll: Duration::from_millis(20),
@@ -101,9 +106,27 @@ impl HostBuilder {
         self
     }
 
-    /// How long records are kept; older ones are treated as absent (default 24 h).
+    /// How long the records of calls in a conversation (or with an explicit key) are
+    /// kept after they complete; older ones are treated as absent (default 24 h).
     pub fn retention(mut self, retention: Duration) -> Self {
         self.retention = retention;
+        self
+    }
+
+    /// How long the records of calls that name no conversation are kept (default
+    /// 10 min, or the [`retention`](Self::retention) if that is shorter): such a
+    /// call is scoped by its principal alone, so the same call again later is a new
+    /// one (the second refund next morning).
+    pub fn unscoped_retention(mut self, window: Duration) -> Self {
+        self.unscoped_retention = Some(window);
+        self
+    }
+
+    /// How long the records of `tool`'s calls are kept, conversation or not,
+    /// replacing both windows above for it (a nightly job that must not run twice
+    /// in two days).
+    pub fn tool_retention(mut self, tool: impl Into<String>, retention: Duration) -> Self {
+        self.tool_retention.insert(tool.into(), retention);
         self
     }
 
@@ -212,18 +235,7 @@ impl HostBuilder {
     pub fn build(self) -> Result<Host> {
         fault::check_env()?;
         let open_for = self.lease.saturating_add(self.retry.longest_wait());
-        if self.retention < open_for {
-            // A record could expire while a run that holds its lease is still
-            // retrying one of its effects.
-            return Err(Error::Config {
-                path: PathBuf::from("<host builder>"),
-                reason: format!(
-                    "the retention of {} s is shorter than a lease plus the retry budget ({} s); keep records at least that long",
-                    self.retention.as_secs_f64(),
-                    open_for.as_secs_f64()
-                ),
-            });
-        }
+        let retention = self.windows(open_for)?;
         if self.lease.is_zero() {
             // A zero lease would let every duplicate take over a running call.
             return Err(Error::Host(anyhow::anyhow!(
@@ -334,8 +346,13 @@ impl HostBuilder {
             clock: self.clock,
             retry: self.retry,
         });
+        for tool in retention.tools.keys() {
+            if runtime.tool(tool).is_none() {
+                tracing::warn!(tool, "a retention is set for a tool that is not loaded");
+            }
+        }
         let policy = Policy {
-            retention_ms: millis(self.retention),
+            retention: Arc::new(retention),
             lease_ms: millis(self.lease),
             wait_bound: self.wait_bound,
             poll: self.poll,
@@ -350,6 +367,46 @@ impl HostBuilder {
     }
 }
 
+impl HostBuilder {
+    /// The window of every call, each at least `open_for` (a lease plus the retry
+    /// budget): a record could otherwise expire while a run that holds its lease is
+    /// still retrying one of its effects. A window set shorter is refused, naming
+    /// it; the default unscoped window (10 min, at most the retention) is raised to
+    /// `open_for` when a long lease needs it.
+    fn windows(&self, open_for: Duration) -> Result<Retention> {
+        let too_short = |what: String, window: Duration| Error::Config {
+            path: PathBuf::from("<host builder>"),
+            reason: format!(
+                "{what} of {} s is shorter than a lease plus the retry budget ({} s); keep records at least that long",
+                window.as_secs_f64(),
+                open_for.as_secs_f64()
+            ),
+        };
+        let mut retention = Retention::new(self.retention);
+        retention.unscoped = match self.unscoped_retention {
+            Some(window) => window,
+            None => retention.unscoped.max(open_for),
+        };
+        retention.tools = self.tool_retention.clone();
+        if self.retention < open_for {
+            return Err(too_short("the retention".into(), self.retention));
+        }
+        if retention.unscoped < open_for {
+            return Err(too_short(
+                "the retention of calls without a conversation (unscoped_retention_minutes)".into(),
+                retention.unscoped,
+            ));
+        }
+        if let Some((tool, &window)) = retention.tools.iter().find(|(_, w)| **w < open_for) {
+            return Err(too_short(
+                format!("the retention of tool `{tool}` ([tools.{tool}] retention_hours)"),
+                window,
+            ));
+        }
+        Ok(retention)
+    }
+}
+
 /// Where a host with the database `db` keeps compiled components by default: a
 /// directory of its own named after the database (`x.db` → `x.db.compiled/`), so a
 /// database in a shared directory (`/tmp/x.db`) claims no generic name there.
@@ -361,4 +418,39 @@ fn compile_cache_beside(db: &Path) -> PathBuf {
     let mut name = db.file_name().unwrap_or_default().to_owned();
     name.push(".compiled");
     db.with_file_name(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPEN_FOR: Duration = Duration::from_secs(65);
+
+    #[test]
+    fn every_window_defaults_sensibly_and_one_shorter_than_a_lease_is_refused_by_name() {
+        let windows = HostBuilder::default().windows(OPEN_FOR).unwrap();
+        assert_eq!(windows.unscoped, Duration::from_secs(600));
+        assert_eq!(windows.conversation, Duration::from_secs(24 * 3600));
+        let long_lease = HostBuilder::default()
+            .windows(Duration::from_secs(900))
+            .unwrap();
+        assert_eq!(
+            long_lease.unscoped,
+            Duration::from_secs(900),
+            "the default is raised to a lease plus the retry budget"
+        );
+        let refused = |builder: HostBuilder| match builder.windows(OPEN_FOR) {
+            Err(Error::Config { reason, .. }) => reason,
+            other => panic!("expected a refusal, got {other:?}"),
+        };
+        let why = refused(HostBuilder::default().unscoped_retention(Duration::from_secs(30)));
+        assert!(
+            why.contains("unscoped_retention_minutes") && why.contains("30 s"),
+            "{why}"
+        );
+        let why = refused(HostBuilder::default().tool_retention("nightly", Duration::from_secs(1)));
+        assert!(why.contains("[tools.nightly] retention_hours"), "{why}");
+        let why = refused(HostBuilder::default().retention(Duration::from_secs(1)));
+        assert!(why.starts_with("the retention of 1 s"), "{why}");
+    }
 }

@@ -79,6 +79,13 @@ impl CallRequest {
         self
     }
 
+    /// Whether the call names its window: a conversation, or an explicit key (a
+    /// caller that chose the key chose what a repeat is). A call that does neither
+    /// is deduplicated within the short unscoped window.
+    pub(crate) fn is_scoped(&self) -> bool {
+        self.conversation.is_some() || self.key.is_some()
+    }
+
     /// The window of the call's key: the conversation, and the principal with it
     /// when there is one.
     pub(crate) fn scope(&self) -> std::borrow::Cow<'_, str> {

@@ -5,7 +5,8 @@
 //! tools_dir = "tools"            # relative paths are relative to this file
 //! database = "state.db"         # or postgres://USER@HOST:PORT/DB
 //! password_file = "db-password"  # PostgreSQL's password, when the URL has none
-//! retention_hours = 24
+//! retention_hours = 24           # calls in a conversation
+//! unscoped_retention_minutes = 10 # calls that name no conversation
 //! durability = "full"            # or "normal": no fsync on the call path
 //! tokens_file = "tokens.json"    # bearer tokens of `serve --http` (`justonce token`)
 //!
@@ -21,6 +22,7 @@
 //! [tools.send_receipt]           # one tool; unset keys come from [limits]
 //! deadline_ms = 2000
 //! max_effects = 10
+//! retention_hours = 48           # its records, conversation or not
 //!
 //! [telemetry]                    # traces over OTLP/HTTP (OTEL_EXPORTER_OTLP_* win)
 //! otlp_endpoint = "http://localhost:4318"
@@ -58,8 +60,13 @@ pub struct Config {
     pub database: Option<PathBuf>,
     /// The file whose first line is a PostgreSQL journal's password.
     pub password_file: Option<PathBuf>,
-    /// How long records are kept.
+    /// How long records of calls in a conversation are kept.
     pub retention: Option<Duration>,
+    /// How long records of calls that name no conversation are kept.
+    pub unscoped_retention: Option<Duration>,
+    /// `[tools.NAME] retention_hours`: how long each of these tools' records are
+    /// kept, conversation or not.
+    pub tool_retention: BTreeMap<String, Duration>,
     /// How hard the journal works to survive a power cut.
     pub durability: Option<Durability>,
     /// The retry policy for effects whose outcome is unknown.
@@ -82,6 +89,7 @@ struct RawConfig {
     database: Option<PathBuf>,
     password_file: Option<PathBuf>,
     retention_hours: Option<u64>,
+    unscoped_retention_minutes: Option<u64>,
     durability: Option<RawDurability>,
     retry: Option<RawRetry>,
     #[serde(default)]
@@ -151,6 +159,8 @@ struct RawLimits {
     max_result_bytes: Option<usize>,
     max_effects: Option<u32>,
     max_output_bytes: Option<usize>,
+    /// Only in `[tools.NAME]`: not a sandbox limit, but how long its records are kept.
+    retention_hours: Option<u64>,
 }
 
 /// `Err("`{key}` {problem}")` unless `ok`.
@@ -231,6 +241,11 @@ impl RawRetry {
     }
 }
 
+/// `hours` as a duration.
+fn hours_of(hours: u64) -> Duration {
+    Duration::from_secs(hours.saturating_mul(3600))
+}
+
 /// The 1-based line of byte `offset` in `text`.
 fn line_of(text: &str, offset: usize) -> usize {
     text.get(..offset).map_or(0, |t| t.matches('\n').count()) + 1
@@ -280,6 +295,32 @@ impl Config {
         if let Some(hours) = raw.retention_hours {
             require(hours >= 1, "retention_hours", "must be at least 1").map_err(error)?;
         }
+        if let Some(minutes) = raw.unscoped_retention_minutes {
+            require(
+                minutes >= 1,
+                "unscoped_retention_minutes",
+                "must be at least 1",
+            )
+            .map_err(error)?;
+        }
+        require(
+            raw.limits.retention_hours.is_none(),
+            "limits.retention_hours",
+            "is not a limit: set `retention_hours` at the top level, or in [tools.NAME] for one tool",
+        )
+        .map_err(error)?;
+        let mut tool_retention = BTreeMap::new();
+        for (name, section) in &raw.tools {
+            if let Some(hours) = section.retention_hours {
+                require(
+                    hours >= 1,
+                    &format!("tools.{name}.retention_hours"),
+                    "must be at least 1",
+                )
+                .map_err(error)?;
+                tool_retention.insert(name.clone(), hours_of(hours));
+            }
+        }
         let defaults = raw
             .limits
             .over(&Limits::default(), "limits")
@@ -302,9 +343,11 @@ impl Config {
                 }
             }),
             password_file: raw.password_file.map(|p| dir.join(p)),
-            retention: raw
-                .retention_hours
-                .map(|h| Duration::from_secs(h.saturating_mul(3600))),
+            retention: raw.retention_hours.map(hours_of),
+            unscoped_retention: raw
+                .unscoped_retention_minutes
+                .map(|m| Duration::from_secs(m.saturating_mul(60))),
+            tool_retention,
             durability: raw.durability.map(Durability::from),
             retry: raw.retry.map(|r| r.policy()).transpose().map_err(error)?,
             limits: ToolLimits { defaults, tools },
@@ -320,8 +363,8 @@ impl Config {
 }
 
 impl HostBuilder {
-    /// Applies a configuration file: its tools directory, database, retention, retry
-    /// policy and limits. Later builder calls override it.
+    /// Applies a configuration file: its tools directory, database, retention windows,
+    /// retry policy and limits. Later builder calls override it.
     pub fn config(mut self, config: &Config) -> Self {
         if let Some(dir) = &config.tools_dir {
             self = self.tools_dir(dir);
@@ -334,6 +377,12 @@ impl HostBuilder {
         }
         if let Some(retention) = config.retention {
             self = self.retention(retention);
+        }
+        if let Some(window) = config.unscoped_retention {
+            self = self.unscoped_retention(window);
+        }
+        for (tool, retention) in &config.tool_retention {
+            self = self.tool_retention(tool.clone(), *retention);
         }
         if let Some(durability) = config.durability {
             self = self.durability(durability);
@@ -443,6 +492,38 @@ mod tests {
         assert_eq!(tool.fuel, Some(1_000_000));
         assert_eq!(tool.max_effects, 7, "inherited from [limits]");
         assert_eq!(config.limits.for_tool("refund"), defaults);
+    }
+
+    #[test]
+    fn the_unscoped_window_and_a_tools_retention_are_read_and_checked() {
+        let config = parse(
+            "unscoped_retention_minutes = 30\n[tools.nightly]\nretention_hours = 48\ndeadline_ms = 5\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.unscoped_retention,
+            Some(Duration::from_secs(30 * 60))
+        );
+        assert_eq!(
+            config.tool_retention.get("nightly"),
+            Some(&Duration::from_secs(48 * 3600))
+        );
+        assert_eq!(
+            config.limits.for_tool("nightly").deadline,
+            Duration::from_millis(5)
+        );
+        let r = reason("unscoped_retention_minutes = 0\n");
+        assert!(
+            r.contains("`unscoped_retention_minutes` must be at least 1"),
+            "{r}"
+        );
+        let r = reason("[tools.nightly]\nretention_hours = 0\n");
+        assert!(
+            r.contains("`tools.nightly.retention_hours` must be at least 1"),
+            "{r}"
+        );
+        let r = reason("[limits]\nretention_hours = 5\n");
+        assert!(r.contains("`limits.retention_hours` is not a limit"), "{r}");
     }
 
     #[test]

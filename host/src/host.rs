@@ -14,6 +14,7 @@ use crate::journal::{
     UnresolvedEffect,
 };
 use crate::keys::InvocationKey;
+use crate::retention::Retention;
 use crate::runtime::{Runtime, ToolLimits};
 
 /// The guarded tool host. Build it once with [`Host::builder`]; `call` it from many
@@ -81,9 +82,16 @@ impl Host {
         &*self.shared().clock
     }
 
-    /// How long completed records are kept, in milliseconds.
+    /// How long completed records of calls in a conversation are kept, in
+    /// milliseconds (also the window of records journaled before each record
+    /// carried its own).
     pub fn retention_ms(&self) -> i64 {
         self.guard.retention_ms()
+    }
+
+    /// The window of every call: in a conversation, without one, and per tool.
+    pub fn retention(&self) -> &Retention {
+        self.guard.retention()
     }
 
     /// How this host reaches HTTP downstreams.
@@ -154,7 +162,7 @@ impl Host {
         }
     }
 
-    /// Deletes completed records past the retention window.
+    /// Deletes completed records past their own windows.
     pub fn gc(&self) -> Result<GcReport> {
         let now = self.clock().now_ms();
         self.shared().journal.gc(now, self.retention_ms())

@@ -20,6 +20,7 @@ const LAYERS: &[&[&str]] = &[
         "outcome",
         "determinism",
         "retry",
+        "retention",
         "fault",
         "provider",
         "examples",

@@ -47,6 +47,7 @@ mod outcome;
 mod provider;
 mod providers;
 mod replay;
+mod retention;
 mod retry;
 mod runtime;
 mod sim;
@@ -68,6 +69,7 @@ pub use journal::{
 pub use keys::{EffectKey, Fingerprint, InvocationKey};
 pub use outcome::Outcome;
 pub use provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
+pub use retention::{Retention, ToolWindows};
 pub use retry::RetryPolicy;
 pub use runtime::{Limits, Runtime};
 

@@ -40,10 +40,10 @@ fn gc_removes_exactly_the_expired_records() {
     let t = test_host(|b| b.retention(DAY));
     let call = |order: u64| {
         t.host
-            .call(&CallRequest::new(
-                "send_receipt",
-                receipt_args(order, "a@example.com"),
-            ))
+            .call(
+                &CallRequest::new("send_receipt", receipt_args(order, "a@example.com"))
+                    .conversation("c"),
+            )
             .unwrap()
     };
     call(1);

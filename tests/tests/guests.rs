@@ -27,6 +27,7 @@ mod run_in {
     pub const raw_output: &[&str] = &["bad_input", "sandbox"];
     pub const read_env: &[&str] = &["sandbox"];
     pub const read_file: &[&str] = &["sandbox"];
+    pub const read_only: &[&str] = &["read_only"];
     pub const time_and_random: &[&str] = &["determinism", "crash"];
 }
 

@@ -31,6 +31,7 @@ mod mcp_python;
 mod new_tool;
 mod operate;
 mod outbox;
+mod read_only;
 mod readme;
 mod replay;
 mod resolve;

@@ -42,6 +42,11 @@ fn initialize_list_call_and_a_replayed_call() {
     assert_eq!(names, ["notify", "refund", "send_receipt"]);
     for tool in &tools {
         assert_eq!(tool["annotations"]["idempotentHint"], true, "{tool}");
+        assert_eq!(
+            tool["_meta"]["dev.justonce/retention"],
+            json!({ "conversation_seconds": 86400, "unscoped_seconds": 600 }),
+            "{tool}"
+        );
         assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
     }
     assert!(tools[2]["inputSchema"]["properties"]["orders"].is_object());

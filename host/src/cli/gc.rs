@@ -1,4 +1,4 @@
-//! `justonce gc`: delete records older than the retention window.
+//! `justonce gc`: delete records past their own windows.
 
 use std::time::Duration;
 
@@ -8,10 +8,13 @@ use super::{Cli, exit};
 use crate::clock::{Clock, SystemClock, millis};
 use crate::error::Error;
 
-/// Delete expired records and say how many.
+/// Delete expired records and say how many. Each record is kept for the window it
+/// was journaled with (its conversation's, the unscoped one, or its tool's own), never
+/// less.
 #[derive(Debug, Args)]
 pub struct Gc {
-    /// How long records are kept, in hours [default: the configuration's
+    /// How long records journaled before records carried their own window, and
+    /// delivered outbox messages, are kept, in hours [default: the configuration's
     /// `retention_hours`, else 24].
     #[arg(long)]
     retention_hours: Option<u64>,

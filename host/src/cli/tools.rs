@@ -9,12 +9,15 @@ use super::{Cli, exit, print_json};
 use crate::error::Error;
 use crate::runtime::{Runtime, portable_schema};
 
-/// List the loaded tools with description and argument schema (in the form model
-/// APIs accept: references inlined, integer formats as ranges), and the components
-/// that were refused with the reason.
+/// List the loaded tools with description, how long a repeat is deduplicated (in a
+/// conversation, and without one) and argument schema (in the form model APIs
+/// accept: references inlined, integer formats as ranges), and the components that
+/// were refused with the reason.
 #[derive(Debug, Args)]
 pub struct Tools {
-    /// Print a JSON array of `{name, description, inputSchema}`.
+    /// Print a JSON array of `{name, description, inputSchema, readOnly, retention}`
+    /// (`retention`: `{conversation_seconds, unscoped_seconds}`, `null` for a
+    /// read-only tool).
     #[arg(long)]
     json: bool,
     /// A component file to describe instead of the tools directory.
@@ -38,6 +41,9 @@ impl Tools {
                         "name": t.name,
                         "description": t.description,
                         "inputSchema": portable_schema(&t.input_schema),
+                        "readOnly": t.read_only,
+                        "retention": (!t.read_only)
+                            .then(|| host.retention().of_tool(&t.name).to_json()),
                     })
                 })
                 .collect();
@@ -45,6 +51,11 @@ impl Tools {
         } else {
             for tool in runtime.tools() {
                 println!("{}\n  {}", tool.name, tool.description);
+                if tool.read_only {
+                    println!("  (read-only: every call runs, nothing is saved, an effect traps)");
+                } else {
+                    println!("  ({})", host.retention().of_tool(&tool.name).describe());
+                }
                 let schema = serde_json::to_string_pretty(&portable_schema(&tool.input_schema))
                     .unwrap_or_default();
                 for line in schema.lines() {

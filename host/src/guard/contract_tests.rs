@@ -19,6 +19,7 @@ use crate::journal::{self, Journal, Resolution};
 use crate::outcome::Outcome;
 use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError};
 use crate::providers::KvProvider;
+use crate::retention::Retention;
 use crate::retry::RetryPolicy;
 use crate::runtime::EffectFailure;
 
@@ -140,6 +141,17 @@ fn host_on(
     )
 }
 
+/// [`host`] with these windows instead of the defaults.
+fn host_keeping(
+    runner: ScriptedRunner,
+    providers: &[(&str, Arc<dyn Provider>)],
+    retention: Retention,
+) -> Host {
+    let mut h = host(runner, providers);
+    h.guard.policy.retention = Arc::new(retention);
+    h
+}
+
 /// A host that renews leases every `renew_every` (real time), or never: a paused
 /// host renews nothing.
 fn host_renewing(
@@ -169,7 +181,7 @@ fn host_renewing(
         },
     });
     let policy = Policy {
-        retention_ms: RETENTION.as_millis() as i64,
+        retention: Arc::new(Retention::new(RETENTION)),
         lease_ms: LEASE.as_millis() as i64,
         wait_bound: Duration::from_millis(200),
         poll: Duration::from_millis(5),
@@ -851,6 +863,237 @@ fn past_retention_the_same_call_is_a_new_effect_under_a_new_downstream_key() {
         payments.applied().len(),
         2,
         "a downstream that remembers keys still pays twice"
+    );
+}
+
+// --- the window of a call --------------------------------------------------------
+
+/// The window of a call that names no conversation, by default.
+const UNSCOPED: Duration = Duration::from_secs(10 * 60);
+
+/// `pay(amount)` without a conversation, as an MCP client that sends no `_meta` makes it.
+fn pay_unscoped(amount: u64) -> CallRequest {
+    CallRequest::new("pay", json!({ "amount": amount }).to_string())
+}
+
+#[test]
+fn an_unscoped_call_is_a_replay_within_its_window_and_a_new_effect_after_it() {
+    let mut runner = ScriptedRunner::default();
+    let runs = pay_tool(&mut runner, "payments");
+    let payments = Downstream::new(ProviderClass::Keyed, vec![Fault::LoseResponse]);
+    let h = host(runner, &[("payments", payments.clone())]);
+
+    let first = h.guard.call(&pay_unscoped(10)).unwrap();
+    // The agent retries one millisecond before the end of the window.
+    h.clock.advance(UNSCOPED - Duration::from_millis(1));
+    let retry = h.guard.call(&pay_unscoped(10)).unwrap();
+
+    let attempts = payments.attempts();
+    assert!(
+        retry.replayed,
+        "the retry happened and was answered from the journal"
+    );
+    assert_eq!(attempts.len(), 2, "the lost response was retried once");
+    assert_eq!(
+        attempts[0], attempts[1],
+        "both attempts carried the same key"
+    );
+    assert_eq!(payments.applied().len(), 1, "the effect happened once");
+    assert!(
+        retry.outcome.is_success(),
+        "the agent was told: {:?}",
+        retry.outcome
+    );
+    assert_eq!(retry.outcome, first.outcome);
+
+    // The same call the next morning is a new refund, under a new downstream key.
+    h.clock.advance(Duration::from_millis(1));
+    let again = h.guard.call(&pay_unscoped(10)).unwrap();
+    assert!(!again.replayed, "past its window the unscoped call is new");
+    assert_eq!(again.key, first.key, "the same invocation key");
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    let attempts = payments.attempts();
+    assert_eq!(attempts.len(), 3);
+    assert_ne!(
+        attempts[2], attempts[0],
+        "a new generation, a new downstream key"
+    );
+    assert_eq!(payments.applied().len(), 2);
+}
+
+#[test]
+fn a_call_in_a_conversation_is_still_a_replay_when_an_unscoped_one_expired() {
+    let mut runner = ScriptedRunner::default();
+    let runs = pay_tool(&mut runner, "payments");
+    let payments = Downstream::new(ProviderClass::Keyed, vec![Fault::LoseResponse]);
+    let h = host(runner, &[("payments", payments.clone())]);
+
+    let first = h.guard.call(&pay(10)).unwrap();
+    h.clock.advance(UNSCOPED * 6);
+    let retry = h.guard.call(&pay(10)).unwrap();
+
+    let attempts = payments.attempts();
+    assert!(retry.replayed, "the retry was answered from the journal");
+    assert_eq!(attempts.len(), 2, "the lost response was retried once");
+    assert_eq!(
+        attempts[0], attempts[1],
+        "both attempts carried the same key"
+    );
+    assert_eq!(payments.applied().len(), 1, "the effect happened once");
+    assert!(
+        retry.outcome.is_success(),
+        "the agent was told: {:?}",
+        retry.outcome
+    );
+    assert_eq!(retry.outcome, first.outcome);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_tools_own_retention_replaces_both_windows() {
+    let mut runner = ScriptedRunner::default();
+    let runs = pay_tool(&mut runner, "payments");
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let own = Duration::from_secs(2 * 3600);
+    let mut retention = Retention::new(RETENTION);
+    retention.tools.insert("pay".into(), own);
+    let h = host_keeping(runner, &[("payments", payments.clone())], retention);
+
+    h.guard.call(&pay_unscoped(10)).unwrap();
+    h.guard.call(&pay(10)).unwrap();
+    h.clock.advance(own - Duration::from_millis(1));
+    assert!(
+        h.guard.call(&pay_unscoped(10)).unwrap().replayed,
+        "longer than 10 min"
+    );
+    assert!(h.guard.call(&pay(10)).unwrap().replayed);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    h.clock.advance(Duration::from_millis(1));
+    assert!(
+        !h.guard.call(&pay_unscoped(10)).unwrap().replayed,
+        "the tool's window ended"
+    );
+    assert!(
+        !h.guard.call(&pay(10)).unwrap().replayed,
+        "shorter than 24 h"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 4);
+    let attempts = payments.attempts();
+    assert_eq!(attempts.len(), 4);
+    assert!(!attempts[..2].contains(&attempts[2]) && !attempts[..2].contains(&attempts[3]));
+}
+
+#[test]
+fn a_record_journaled_without_its_own_window_keeps_the_hosts_retention() {
+    let mut runner = ScriptedRunner::default();
+    let runs = pay_tool(&mut runner, "payments");
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let h = host(runner, &[("payments", payments.clone())]);
+
+    h.guard.call(&pay_unscoped(10)).unwrap();
+    // As a journal written before records carried their window holds it.
+    execute(&h.journal, "UPDATE invocations SET retention_ms = NULL");
+    let gc = |h: &Host| {
+        h.journal
+            .gc(h.clock.now_ms(), RETENTION.as_millis() as i64)
+            .unwrap()
+            .invocations
+    };
+    h.clock.advance(UNSCOPED);
+    assert!(h.guard.call(&pay_unscoped(10)).unwrap().replayed);
+    assert_eq!(gc(&h), 0);
+    h.clock
+        .advance(RETENTION - UNSCOPED - Duration::from_millis(1));
+    assert!(h.guard.call(&pay_unscoped(10)).unwrap().replayed);
+    assert_eq!(gc(&h), 0);
+    h.clock.advance(Duration::from_millis(1));
+    assert_eq!(gc(&h), 1);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn gc_deletes_each_record_at_the_end_of_its_own_window_and_not_before() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "payments");
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let h = host(runner, &[("payments", payments.clone())]);
+    let gc = |h: &Host| {
+        h.journal
+            .gc(h.clock.now_ms(), RETENTION.as_millis() as i64)
+            .unwrap()
+            .invocations
+    };
+
+    h.guard.call(&pay_unscoped(10)).unwrap();
+    h.guard.call(&pay(10)).unwrap();
+    h.clock.advance(UNSCOPED - Duration::from_millis(1));
+    assert_eq!(gc(&h), 0, "both are inside their windows");
+    h.clock.advance(Duration::from_millis(1));
+    assert_eq!(gc(&h), 1, "the unscoped record's window ended");
+    assert!(
+        h.guard.call(&pay(10)).unwrap().replayed,
+        "gc kept the conversation's"
+    );
+    h.clock
+        .advance(RETENTION - UNSCOPED - Duration::from_millis(1));
+    assert_eq!(gc(&h), 0, "the conversation's record is inside its window");
+    h.clock.advance(Duration::from_millis(1));
+    assert_eq!(gc(&h), 1, "the conversation's record's window ended");
+    assert!(!h.guard.call(&pay(10)).unwrap().replayed);
+}
+
+// --- tools that only read --------------------------------------------------------
+
+#[test]
+fn a_read_only_tool_runs_every_time_and_nothing_of_it_is_saved() {
+    let mut runner = ScriptedRunner::default();
+    let runs = runner.tool("balance", ScriptedRunner::open_schema(), |args, _| {
+        returned(json!({ "balance": 42, "of": args }))
+    });
+    runner.read_only("balance");
+    let h = host(runner, &[]);
+    let request = CallRequest::new("balance", r#"{"account":"a1"}"#).conversation("c1");
+
+    let first = h.guard.call(&request).unwrap();
+    let second = h.guard.call(&request).unwrap();
+
+    assert!(!first.replayed && !second.replayed, "no replay");
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "both calls ran");
+    assert!(second.outcome.is_success(), "{:?}", second.outcome);
+    assert_eq!(first.key, second.key, "the key is still derived (for logs)");
+    assert!(
+        h.journal.entries(None, 10).unwrap().is_empty(),
+        "nothing saved"
+    );
+}
+
+#[test]
+fn a_read_only_tool_that_asks_for_an_effect_traps_and_nothing_is_performed() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "payments");
+    runner.read_only("pay");
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let h = host(runner, &[("payments", payments.clone())]);
+
+    let answer = h.guard.call(&pay(10)).unwrap();
+
+    match &answer.outcome {
+        Outcome::Trap { reason, message } => {
+            assert_eq!(reason, "read_only_effect");
+            assert!(
+                message.contains("`pay` is marked read-only") && message.contains("payments.pay"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a trap, got {other:?}"),
+    }
+    assert!(
+        payments.attempts().is_empty(),
+        "nothing reached the downstream"
+    );
+    assert!(
+        h.journal.entries(None, 10).unwrap().is_empty(),
+        "nothing saved"
     );
 }
 
@@ -1556,6 +1799,18 @@ fn query_i64(journal: &Arc<dyn Journal>, sql: &str) -> Option<i64> {
     }
 }
 
+/// Runs `sql` on the journal's database.
+fn execute(journal: &Arc<dyn Journal>, sql: &str) {
+    match journal.as_sqlite() {
+        Some(sqlite) => {
+            sqlite.with(|c| c.execute_batch(sql)).unwrap();
+        }
+        None => {
+            postgres_client().batch_execute(sql).unwrap();
+        }
+    }
+}
+
 /// The value the kv provider holds under `key`.
 fn kv_value(journal: &Arc<dyn Journal>, key: &str) -> Option<Value> {
     match journal.as_sqlite() {
@@ -1606,6 +1861,13 @@ on_postgres!(
     a_transactional_effect_commits_with_its_record_exactly_once,
     past_retention_the_same_call_is_a_new_effect_under_a_new_downstream_key,
     a_call_left_open_never_expires_and_gc_keeps_it,
+    an_unscoped_call_is_a_replay_within_its_window_and_a_new_effect_after_it,
+    a_call_in_a_conversation_is_still_a_replay_when_an_unscoped_one_expired,
+    gc_deletes_each_record_at_the_end_of_its_own_window_and_not_before,
+    a_tools_own_retention_replaces_both_windows,
+    a_read_only_tool_runs_every_time_and_nothing_of_it_is_saved,
+    a_read_only_tool_that_asks_for_an_effect_traps_and_nothing_is_performed,
+    a_record_journaled_without_its_own_window_keeps_the_hosts_retention,
     a_resumed_guest_that_asks_for_another_effect_is_refused_as_a_divergence,
     a_resumed_run_sees_the_clock_its_first_run_saw,
     an_effect_the_configuration_refuses_is_not_saved_and_succeeds_once_it_is_fixed,

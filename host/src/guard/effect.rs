@@ -63,6 +63,8 @@ pub(crate) struct RunStart {
     pub unjournaled: Option<NewInvocation>,
     /// Whether an earlier run journaled effects this run must replay.
     pub resumed: bool,
+    /// The tool only reads: nothing is journaled, reads run, an effect traps.
+    pub read_only: bool,
 }
 
 /// The effect guard for one run of one invocation.
@@ -91,6 +93,8 @@ pub(crate) struct EffectSession {
     pub interrupted: Option<Interruption>,
     /// Set when the journal itself failed; the run's outcome is then not saved.
     pub host_fault: Option<Error>,
+    /// The tool only reads: its run journals nothing and may not perform an effect.
+    pub read_only: bool,
 }
 
 /// One attempt's result, for [`EffectSession::retrying`].
@@ -154,6 +158,7 @@ impl EffectSession {
             resumed: start.resumed,
             interrupted: None,
             host_fault: None,
+            read_only: start.read_only,
         }
     }
 
@@ -197,6 +202,14 @@ impl EffectSession {
         };
         if provider.unjournaled_read(operation, &payload) {
             return self.read(provider.as_ref(), provider_name, operation, &payload);
+        }
+        if self.read_only {
+            return Ok(Err(EffectFailure::ReadOnly(format!(
+                "the tool `{}` is marked read-only but asked for the effect {provider_name}.{operation}: \
+                 a read-only tool's calls are not journaled, so it may only read (an HTTP GET); \
+                 remove its read-only mark to perform effects",
+                self.tool
+            ))));
         }
         let seq = self.next_seq;
         self.next_seq += 1;

@@ -35,13 +35,14 @@ use std::time::{Duration, Instant};
 
 use crate::call::CallRequest;
 use crate::call::CallResponse;
-use crate::clock::Clock;
+use crate::clock::{Clock, millis};
 use crate::determinism::{GuestEntropy, Seed};
 use crate::error::{Error, Result};
 use crate::journal::{Begin, BeginOutcome, Journal, Lookup, NewInvocation};
 use crate::keys::InvocationKey;
 use crate::outcome::Outcome;
 use crate::provider::Provider;
+use crate::retention::Retention;
 use crate::retry::RetryPolicy;
 use crate::runtime::spans;
 use effect::{EffectSession, RunStart};
@@ -60,9 +61,10 @@ pub(crate) struct Shared {
 
 /// The guard's settings: how long records are kept and leases last, how long a
 /// duplicate waits.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Policy {
-    pub retention_ms: i64,
+    /// The window of each call, stored with the record it creates.
+    pub retention: Arc<Retention>,
     pub lease_ms: i64,
     pub wait_bound: Duration,
     pub poll: Duration,
@@ -107,9 +109,15 @@ impl Guard {
         &self.shared
     }
 
-    /// How long records are kept, in ms.
+    /// How long records of calls in a conversation are kept, in ms: the window of a
+    /// record journaled before records carried their own.
     pub(crate) fn retention_ms(&self) -> i64 {
-        self.policy.retention_ms
+        millis(self.policy.retention.conversation)
+    }
+
+    /// The window of every call.
+    pub(crate) fn retention(&self) -> &Retention {
+        &self.policy.retention
     }
 
     /// The invocation key a call would run under, without running anything.
@@ -144,7 +152,29 @@ impl Guard {
         // Journaled only if this call creates the invocation; a resumed run gets the
         // seed its first run drew, so it sees the same random values.
         let seed = Seed::random()?;
+        if prepared.tool.read_only {
+            // Nothing to deduplicate: no record, no waiting for a duplicate; every
+            // call runs, and an effect it asks for traps.
+            let start = RunStart {
+                entropy: GuestEntropy {
+                    seed,
+                    started_ms: self.shared.clock.now_ms(),
+                },
+                unjournaled: None,
+                resumed: false,
+                read_only: true,
+            };
+            return self
+                .run(&prepared, &owner, start)?
+                .ok_or_else(|| Error::Host(anyhow::anyhow!("a read-only run saves nothing")));
+        }
         let scope = request.scope();
+        let retention_ms = millis(
+            self.policy
+                .retention
+                .of_call(&prepared.tool.name, request.is_scoped()),
+        );
+        let default_retention_ms = self.retention_ms();
         loop {
             // One call of a key at a time in this process: a duplicate waits here for
             // the running one, then looks again (and replays its outcome).
@@ -163,7 +193,8 @@ impl Guard {
                 explicit_key: request.key.is_some(),
                 tool_call_id: request.tool_call_id.as_deref(),
                 now: self.shared.clock.now_ms(),
-                retention_ms: self.policy.retention_ms,
+                retention_ms,
+                default_retention_ms,
                 lease_ms: self.policy.lease_ms,
                 owner: &owner,
                 seed: &seed,
@@ -182,6 +213,7 @@ impl Guard {
                         arguments: prepared.canonical.clone(),
                         explicit_key: begin.explicit_key,
                         created_at: begin.now,
+                        retention_ms,
                         seed: seed.clone(),
                     };
                     let start = RunStart {
@@ -191,6 +223,7 @@ impl Guard {
                         },
                         unjournaled: Some(record),
                         resumed: false,
+                        read_only: false,
                     };
                     match self.run(&prepared, &owner, start)? {
                         Some(response) => return Ok(response),
@@ -206,6 +239,7 @@ impl Guard {
                         entropy,
                         unjournaled: None,
                         resumed,
+                        read_only: false,
                     };
                     match self.run(&prepared, &owner, start)? {
                         Some(response) => return Ok(response),

@@ -19,6 +19,8 @@ pub(crate) struct ToolSpec {
     pub schema: Arc<InputSchema>,
     /// The sandbox limits it runs under.
     pub limits: Limits,
+    /// It only reads: nothing of its calls is journaled, and an effect traps.
+    pub read_only: bool,
 }
 
 /// Runs guests for the guard.
@@ -53,6 +55,7 @@ impl Runner for WasmRunner {
             input_schema: Arc::clone(&tool.input_schema_arc),
             schema: Arc::clone(&tool.schema),
             limits: self.limits.for_tool(name).clone(),
+            read_only: tool.read_only,
         })
     }
 

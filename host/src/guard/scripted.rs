@@ -17,6 +17,8 @@ pub(crate) struct Effects<'a> {
     handler: &'a mut dyn EffectHandler,
     /// Set when the host itself failed: the guest traps, as a wasm guest would.
     fault: Option<String>,
+    /// Set when a read-only tool asked for an effect: the guest traps.
+    read_only: Option<String>,
 }
 
 impl Effects<'_> {
@@ -32,6 +34,11 @@ impl Effects<'_> {
             .perform(provider, operation, &payload.to_string())
         {
             Ok(Ok(text)) => Ok(serde_json::from_str(&text).unwrap_or(Value::String(text))),
+            Ok(Err(EffectFailure::ReadOnly(message))) => {
+                // A wasm guest traps here; so does this one, when it returns.
+                self.read_only = Some(message.clone());
+                Err(EffectFailure::ReadOnly(message))
+            }
             Ok(Err(failure)) => Err(failure),
             Err(fault) => {
                 self.fault = Some(fault.clone());
@@ -88,10 +95,19 @@ impl ScriptedRunner {
             schema: Arc::new(InputSchema::compile(&schema).expect("a valid schema")),
             input_schema: Arc::new(schema),
             limits: Limits::default(),
+            read_only: false,
         };
         self.tools
             .insert(name.to_string(), (spec, Arc::new(guest), Arc::clone(&runs)));
         runs
+    }
+
+    /// Marks the tool called `name` read-only, as the SDKs do.
+    #[cfg(test)]
+    pub(crate) fn read_only(&mut self, name: &str) {
+        if let Some((spec, _, _)) = self.tools.get_mut(name) {
+            spec.read_only = true;
+        }
     }
 
     /// An object schema with the given properties, none required.
@@ -122,14 +138,19 @@ impl Runner for ScriptedRunner {
         let mut effects = Effects {
             handler: &mut *handler,
             fault: None,
+            read_only: None,
         };
         let outcome = guest(&args, &mut effects);
-        let outcome = match effects.fault.take() {
-            Some(fault) => GuestOutcome::Trapped {
+        let outcome = match (effects.fault.take(), effects.read_only.take()) {
+            (Some(fault), _) => GuestOutcome::Trapped {
                 reason: TrapReason::HostFailure,
                 message: fault,
             },
-            None => outcome,
+            (None, Some(message)) => GuestOutcome::Trapped {
+                reason: TrapReason::ReadOnlyEffect,
+                message,
+            },
+            (None, None) => outcome,
         };
         (outcome, handler)
     }

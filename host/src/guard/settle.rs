@@ -31,8 +31,10 @@ pub(super) fn settle(
     let key = &prepared.key;
     let journal = &shared.journal;
     let now = shared.clock.now_ms();
-    // A run that never journaled its invocation has no record to leave resumable.
-    let journaled = session.unjournaled.is_none();
+    // A run that never journaled its invocation (or of a read-only tool, which
+    // journals nothing) has no record to leave resumable.
+    let read_only = session.read_only;
+    let journaled = session.unjournaled.is_none() && !read_only;
     // Leaves the call resumable; `false` when another host took it over meanwhile.
     let suspend = || -> Result<bool> {
         if journaled {
@@ -123,6 +125,8 @@ pub(super) fn settle(
     // Saved first, then answered.
     let saved = match session.unjournaled.take() {
         _ if mutants::on(Mutant::AnswerBeforeSave) => Ok(true),
+        // Nothing to deduplicate: a read-only call's outcome is not saved.
+        _ if read_only => Ok(true),
         // No effect: the record is written once, complete.
         Some(record) => journal.complete_new(&record, &stored, now),
         None => journal.complete(key, owner, &stored, now),

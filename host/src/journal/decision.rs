@@ -35,8 +35,8 @@ pub(crate) struct Found<'a> {
     pub completed_at: Option<i64>,
     /// When the lease of the run holding it expires (ms), if one does.
     pub lease_expires_at: Option<i64>,
-    /// How long it is kept once completed (ms): the journal's retention today, the
-    /// record's own where records carry one.
+    /// How long it is kept once completed (ms): the record's own window, or the
+    /// host's retention for a record journaled before records carried one.
     pub retention_ms: i64,
 }
 
@@ -112,7 +112,9 @@ pub(crate) fn first_look(
         (Decision::Run, _) if b.tool_call_id.is_none() => Lookup::Absent,
         (Decision::Replay, Some(outcome)) => Lookup::Replay {
             outcome,
-            completed_at: found.and_then(|f| f.completed_at).unwrap_or(b.now),
+            expires_at: found
+                .and_then(|f| f.completed_at.map(|at| at.saturating_add(f.retention_ms)))
+                .unwrap_or(b.now),
         },
         _ => Lookup::Decide,
     }

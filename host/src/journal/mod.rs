@@ -158,8 +158,10 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// principal, see [`principal_scope`](crate::principal_scope)).
     fn entries_by_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<JournalEntry>>;
 
-    /// Deletes what is past retention at `now`; never a call that is open.
-    fn gc(&self, now: i64, retention_ms: i64) -> Result<GcReport>;
+    /// Deletes every completed record past its own window at `now` (a record
+    /// journaled before records carried one: `default_retention_ms`), and provider
+    /// rows older than `default_retention_ms`; never a call that is open.
+    fn gc(&self, now: i64, default_retention_ms: i64) -> Result<GcReport>;
 
     /// Pending unkeyed effects that wait for a person.
     fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>>;

@@ -38,8 +38,12 @@ pub struct Begin<'a> {
     pub tool_call_id: Option<&'a str>,
     /// The current time (ms).
     pub now: i64,
-    /// Records created at or before `now - retention` are treated as absent.
+    /// This call's window (ms), stored with a record it creates: a completed record
+    /// is treated as absent from its completion plus its own stored window on.
     pub retention_ms: i64,
+    /// The window of a record journaled before records carried their own (ms): the
+    /// host's retention.
+    pub default_retention_ms: i64,
     /// How long a lease taken now lasts (ms).
     pub lease_ms: i64,
     /// Who takes the lease.
@@ -75,8 +79,8 @@ pub enum Lookup {
     Replay {
         /// The saved outcome (stored text).
         outcome: String,
-        /// When it completed (ms): retention counts from here.
-        completed_at: i64,
+        /// When its window ends (ms): its completion plus its retention.
+        expires_at: i64,
     },
     /// No record of the key at all, and no tool-call id to bind.
     Absent,
@@ -100,6 +104,8 @@ pub struct NewInvocation {
     pub explicit_key: bool,
     /// The invocation's creation time: the start of the guest's wall clock.
     pub created_at: i64,
+    /// How long the record is kept once completed (ms), stored with it.
+    pub retention_ms: i64,
     /// The seed of the guest's random values.
     pub seed: Seed,
 }

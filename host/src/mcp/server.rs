@@ -170,7 +170,7 @@ impl<W: Write> Outbox<W> {
 impl Server {
     /// A server for `host`'s tools.
     pub fn new(host: Arc<Host>, config: ServerConfig) -> Self {
-        let tools = tools::descriptors(host.runtime());
+        let tools = tools::descriptors(host.runtime(), host.retention());
         Self {
             host,
             config,

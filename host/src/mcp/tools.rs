@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 use super::protocol::{INTERNAL_ERROR, Params, RpcError, type_name};
 use crate::call::{CallRequest, CallResponse};
 use crate::error::Error;
+use crate::retention::Retention;
 use crate::runtime::Runtime;
 
 /// Request `_meta` key: the conversation (the window in which a repeat is a
@@ -23,19 +24,33 @@ pub const REPLAYED_META_KEY: &str = "dev.justonce/replayed";
 /// Result `_meta` key: the invocation key the call ran (or was found) under.
 pub const KEY_META_KEY: &str = "dev.justonce/key";
 
+/// Tool `_meta` key in `tools/list`: how long a repeat of the tool's call is
+/// deduplicated, `{"conversation_seconds": …, "unscoped_seconds": …}` (in a
+/// conversation, and without one).
+pub const RETENTION_META_KEY: &str = "dev.justonce/retention";
+
 /// The `tools/list` entries: name, description, the argument schema from the tool's
-/// `describe`, and `idempotentHint`, which every tool behind the guard honours within
-/// its conversation.
-pub(crate) fn descriptors(runtime: &Runtime) -> Vec<Value> {
+/// `describe`, `idempotentHint`, which every tool behind the guard honours within
+/// its window, and that window in `_meta["dev.justonce/retention"]`. A tool marked
+/// read-only has `readOnlyHint` instead: nothing of its calls is saved or
+/// deduplicated (MCP reads `idempotentHint` only when `readOnlyHint` is false).
+pub(crate) fn descriptors(runtime: &Runtime, retention: &Retention) -> Vec<Value> {
     runtime
         .tools()
         .map(|tool| {
-            json!({
+            let mut entry = json!({
                 "name": tool.name,
                 "description": tool.description,
                 "inputSchema": input_schema(&crate::runtime::portable_schema(&tool.input_schema)),
-                "annotations": { "idempotentHint": true },
-            })
+            });
+            if tool.read_only {
+                entry["annotations"] = json!({ "readOnlyHint": true });
+            } else {
+                entry["annotations"] = json!({ "idempotentHint": true });
+                entry["_meta"] =
+                    json!({ RETENTION_META_KEY: retention.of_tool(&tool.name).to_json() });
+            }
+            entry
         })
         .collect()
 }

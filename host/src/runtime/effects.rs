@@ -17,6 +17,9 @@ pub(crate) enum EffectFailure {
     Denied(String),
     /// The guest asked for another effect than its journal holds.
     Divergence(String),
+    /// A tool marked read-only asked for an effect: the guest traps
+    /// (`read_only_effect`), since nothing of a read-only call is journaled.
+    ReadOnly(String),
 }
 
 /// What a guest's host imports call back into for one call.

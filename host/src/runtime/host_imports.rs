@@ -89,11 +89,17 @@ impl tool::effects::Host for GuestState {
         let performed = handler.perform(&provider, &operation, &payload);
         self.host_time += entered.elapsed();
         match performed {
+            Ok(Err(EffectFailure::ReadOnly(message))) => {
+                let hit = LimitHit::ReadOnly(message);
+                self.limit_hit.get_or_insert(hit.clone());
+                Err(wasmtime::Error::new(hit))
+            }
             Ok(result) => Ok(result.map_err(|failure| match failure {
                 EffectFailure::Rejected(s) => EffectError::Rejected(s),
                 EffectFailure::OutcomeUnknown(s) => EffectError::OutcomeUnknown(s),
                 EffectFailure::Denied(s) => EffectError::Denied(s),
                 EffectFailure::Divergence(s) => EffectError::Divergence(s),
+                EffectFailure::ReadOnly(s) => unreachable!("matched above: {s}"),
             })),
             Err(fault) => Err(wasmtime::Error::msg(fault)),
         }

@@ -19,6 +19,9 @@ pub(crate) enum LimitHit {
     /// An effect payload over the cap.
     #[error("the tool sent an effect payload of {size} bytes; the limit is {limit} bytes")]
     Payload { size: usize, limit: usize },
+    /// An effect asked for by a tool marked read-only (the message says which).
+    #[error("{0}")]
+    ReadOnly(String),
 }
 
 impl LimitHit {
@@ -28,6 +31,7 @@ impl LimitHit {
             Self::Memory { .. } | Self::Table { .. } => super::TrapReason::MemoryLimit,
             Self::Effects { .. } => super::TrapReason::EffectBudgetExceeded,
             Self::Payload { .. } => super::TrapReason::PayloadTooLarge,
+            Self::ReadOnly(_) => super::TrapReason::ReadOnlyEffect,
         }
     }
 }

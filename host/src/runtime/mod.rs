@@ -46,6 +46,10 @@ use limiter::{CallLimiter, LimitHit};
 /// How often the engine's epoch advances; the deadline is counted in these ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(5);
 
+/// The keyword at the root of a tool's input schema by which the SDKs mark a tool
+/// that only reads.
+pub const READ_ONLY_KEYWORD: &str = "x-justonce-read-only";
+
 /// A tool that was loaded and checked.
 pub struct LoadedTool {
     /// The name agents call it by.
@@ -54,6 +58,9 @@ pub struct LoadedTool {
     pub description: String,
     /// The JSON Schema of its arguments.
     pub input_schema: Value,
+    /// The tool only reads (the SDKs' read-only mark, MCP's `readOnlyHint`): nothing
+    /// of its calls is journaled, every call runs, and an effect it asks for traps.
+    pub read_only: bool,
     /// Where the component came from.
     pub source: PathBuf,
     /// `input_schema`, compiled; every call's arguments are checked against it.
@@ -304,14 +311,29 @@ impl Runtime {
                 info.name
             )));
         }
-        let input_schema: Value = serde_json::from_str(&info.input_schema)
+        let mut input_schema: Value = serde_json::from_str(&info.input_schema)
             .map_err(|e| refuse(format!("input schema is not JSON: {e}")))?;
+        // The read-only mark travels in the schema's root (no change to the ABI's
+        // `tool-info`), and is not part of the schema agents see.
+        let read_only = match input_schema
+            .as_object_mut()
+            .and_then(|root| root.remove(READ_ONLY_KEYWORD))
+        {
+            None | Some(Value::Bool(false)) => false,
+            Some(Value::Bool(true)) => true,
+            Some(other) => {
+                return Err(refuse(format!(
+                    "`{READ_ONLY_KEYWORD}` in the input schema must be true or false, not {other}"
+                )));
+            }
+        };
         let schema = InputSchema::compile(&input_schema).map_err(refuse)?;
         Ok(LoadedTool {
             name: info.name,
             description: info.description,
             input_schema_arc: Arc::new(input_schema.clone()),
             input_schema,
+            read_only,
             source: source.to_path_buf(),
             schema: Arc::new(schema),
             pre,

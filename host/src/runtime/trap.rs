@@ -17,6 +17,8 @@ pub(crate) enum TrapReason {
     EffectBudgetExceeded,
     /// It sent an effect payload over the cap.
     PayloadTooLarge,
+    /// It is marked read-only and asked for an effect.
+    ReadOnlyEffect,
     /// It called `exit`.
     Exited,
     /// Another wasm trap.
@@ -39,6 +41,7 @@ impl TrapReason {
             Self::FuelExhausted => "fuel_exhausted",
             Self::MemoryLimit => "memory_limit",
             Self::EffectBudgetExceeded => "effect_budget_exceeded",
+            Self::ReadOnlyEffect => "read_only_effect",
             Self::PayloadTooLarge => "payload_too_large",
             Self::Exited => "exited",
             Self::Trap => "trap",

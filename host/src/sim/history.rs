@@ -28,6 +28,7 @@ use crate::journal::{self, Durability, Journal, Resolution};
 use crate::outcome::Outcome;
 use crate::provider::{Provider, ProviderClass};
 use crate::providers::KvProvider;
+use crate::retention::Retention;
 use crate::retry::RetryPolicy;
 
 /// Records are kept this long (simulated time).
@@ -136,7 +137,7 @@ impl World {
         let runner: Arc<dyn crate::guard::Runner> = self.runner.clone();
         let policy = Policy {
             renew_every: i.is_multiple_of(2).then_some(Duration::from_millis(1)),
-            ..self.policy
+            ..self.policy.clone()
         };
         Ok(Arc::new(SimHost {
             guard: Guard::new(shared, runner, policy),
@@ -653,7 +654,7 @@ pub(crate) fn run(seed: u64, size: Size) -> Outcomes {
         intents: Mutex::default(),
         calls: Mutex::default(),
         policy: Policy {
-            retention_ms: RETENTION_MS,
+            retention: Arc::new(Retention::new(Duration::from_millis(RETENTION_MS as u64))),
             lease_ms: LEASE_MS,
             wait_bound: Duration::from_millis(20),
             poll: Duration::from_millis(1),

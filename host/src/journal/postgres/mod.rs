@@ -498,8 +498,8 @@ impl Journal for PostgresJournal {
         })
     }
 
-    fn gc(&self, now: i64, retention_ms: i64) -> Result<GcReport> {
-        self.transaction(|tx| ops::gc_in(tx, now, retention_ms).map(Ok::<_, ()>))?
+    fn gc(&self, now: i64, default_retention_ms: i64) -> Result<GcReport> {
+        self.transaction(|tx| ops::gc_in(tx, now, default_retention_ms).map(Ok::<_, ()>))?
             .map_err(|()| unreachable!("gc never refuses"))
     }
 
@@ -787,6 +787,7 @@ mod latency {
             tool_call_id: None,
             now: 1,
             retention_ms: 1 << 40,
+            default_retention_ms: 1 << 40,
             lease_ms: 60_000,
             owner,
             seed: &seed,
@@ -800,6 +801,7 @@ mod latency {
             fingerprint: fp.clone(),
             explicit_key: false,
             created_at: 1,
+            retention_ms: 1 << 40,
             seed: seed.clone(),
         };
         let ek = EffectKey::from_stored(format!("e{}", k.as_str()));
@@ -858,6 +860,7 @@ mod latency {
                 fingerprint: fp.clone(),
                 explicit_key: false,
                 created_at: 1,
+                retention_ms: 1 << 40,
                 seed,
             };
             assert!(j.complete_new(&record, "{}", 1).unwrap());
@@ -882,6 +885,7 @@ mod latency {
                 tool_call_id: None,
                 now: 5,
                 retention_ms: 1 << 40,
+                default_retention_ms: 1 << 40,
                 lease_ms: 60_000,
                 owner: "o",
                 seed: &seed,

@@ -40,13 +40,14 @@ pub(super) fn insert_in(
         concat!(
             "INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state, runs,
                                       outcome, created_at, updated_at, completed_at,
-                                      lease_owner, lease_expires_at, entropy, arguments)
+                                      lease_owner, lease_expires_at, entropy, arguments,
+                                      retention_ms)
              VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9,
                      CASE WHEN $10 THEN ",
             db_now!(),
             " END, $11, ",
             db_now!(),
-            " + $12, $13, $14)
+            " + $12, $13, $14, $15)
              ON CONFLICT (key) DO NOTHING"
         ),
         &[
@@ -64,6 +65,7 @@ pub(super) fn insert_in(
             &lease.map(|(_, ms)| ms),
             &record.seed.to_hex(),
             &record.arguments,
+            &record.retention_ms,
         ],
     )?;
     Ok(n == 1)
@@ -112,18 +114,13 @@ pub(super) fn lookup_in(client: &mut impl GenericClient, b: &Begin<'_>) -> PgRes
         concat!(
             "SELECT fingerprint, state, outcome, completed_at, ",
             db_now!(),
-            " FROM invocations WHERE key = $1"
+            ", retention_ms FROM invocations WHERE key = $1"
         ),
         &[&b.key.as_str()],
     )?;
-    let (fingerprint, state, outcome, completed_at, now): (
-        String,
-        String,
-        Option<String>,
-        Option<i64>,
-        i64,
-    ) = match &row {
-        Some(r) => (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)),
+    type Row = (String, String, Option<String>, Option<i64>, i64, Option<i64>);
+    let (fingerprint, state, outcome, completed_at, now, retention): Row = match &row {
+        Some(r) => (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5)),
         None => Default::default(),
     };
     let found = row.is_some().then(|| Found {
@@ -131,7 +128,7 @@ pub(super) fn lookup_in(client: &mut impl GenericClient, b: &Begin<'_>) -> PgRes
         fingerprint: &fingerprint,
         completed_at,
         lease_expires_at: None,
-        retention_ms: b.retention_ms,
+        retention_ms: retention.unwrap_or(b.default_retention_ms),
     });
     let look = decision::first_look(found.as_ref(), outcome, b, now);
     if let (Lookup::Replay { .. }, Some(call_id)) = (&look, b.tool_call_id) {
@@ -169,15 +166,16 @@ pub(super) fn begin_in(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<Begi
             concat!(
                 "SELECT i.key, i.completed_at, ",
                 db_now!(),
-                " FROM aliases a JOIN invocations i ON i.key = a.invocation_key
+                ", i.retention_ms FROM aliases a JOIN invocations i ON i.key = a.invocation_key
                   WHERE a.scope = $1 AND a.tool_call_id = $2"
             ),
             &[&b.scope, &call_id],
         )?;
         if let Some(row) = bound {
-            let (bound_key, completed, now): (String, Option<i64>, i64) =
-                (row.get(0), row.get(1), row.get(2));
-            if bound_key != b.key.as_str() && !expired(completed, now, b.retention_ms) {
+            let (bound_key, completed, now, retention): (String, Option<i64>, i64, Option<i64>) =
+                (row.get(0), row.get(1), row.get(2), row.get(3));
+            let retention_ms = retention.unwrap_or(b.default_retention_ms);
+            if bound_key != b.key.as_str() && !expired(completed, now, retention_ms) {
                 return Ok(BeginOutcome::Mismatch(InvocationKey::from_stored(
                     bound_key,
                 )));
@@ -201,7 +199,7 @@ pub(super) fn begin_in(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<Begi
                 "SELECT fingerprint, state, outcome, created_at, lease_expires_at, entropy,
                         completed_at, ",
                 db_now!(),
-                " FROM invocations WHERE key = $1 FOR UPDATE"
+                ", retention_ms FROM invocations WHERE key = $1 FOR UPDATE"
             ),
             &[&b.key.as_str()],
         )?;
@@ -217,12 +215,13 @@ pub(super) fn begin_in(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<Begi
         };
         let fingerprint: String = row.get(0);
         let state: String = row.get(1);
+        let retention: Option<i64> = row.get(8);
         let found = Found {
             state: parse_state(&state),
             fingerprint: &fingerprint,
             completed_at: row.get(6),
             lease_expires_at: row.get(4),
-            retention_ms: b.retention_ms,
+            retention_ms: retention.unwrap_or(b.default_retention_ms),
         };
         let now: i64 = row.get(7);
         outcome = Some(match decision::decide(Some(&found), b.fingerprint, now) {
@@ -299,6 +298,7 @@ fn insert(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<bool> {
         fingerprint: b.fingerprint.clone(),
         explicit_key: b.explicit_key,
         created_at: b.now,
+        retention_ms: b.retention_ms,
         seed: b.seed.clone(),
         arguments: b.arguments.to_owned(),
     };
@@ -633,20 +633,28 @@ pub(super) fn count_replay_unsynced(
     Ok(())
 }
 
-/// Deletes what is past retention on the database's clock (the caller's `now` is
-/// not used: a host whose clock runs ahead must not expire records early). The
-/// expired invocations are locked first, in key order, then their effects and
-/// aliases deleted: the order `forget` and `decide` lock in too, so gc and they
-/// never wait for each other in a cycle.
-pub(super) fn gc_in(tx: &mut Transaction<'_>, _now: i64, retention_ms: i64) -> PgResult<GcReport> {
-    let cutoff: i64 = tx
-        .query_one(concat!("SELECT ", db_now!(), " - $1"), &[&retention_ms])?
-        .get(0);
+/// Deletes every completed record past its own window on the database's clock (a
+/// record journaled before records carried one: `default_retention_ms`; the caller's
+/// `now` is not used: a host whose clock runs ahead must not expire records early),
+/// and provider rows older than `default_retention_ms`. The expired invocations are
+/// locked first, in key order, then their effects and aliases deleted: the order
+/// `forget` and `decide` lock in too, so gc and they never wait for each other in a
+/// cycle.
+pub(super) fn gc_in(
+    tx: &mut Transaction<'_>,
+    _now: i64,
+    default_retention_ms: i64,
+) -> PgResult<GcReport> {
+    let now: i64 = tx.query_one(concat!("SELECT ", db_now!()), &[])?.get(0);
+    let cutoff = now.saturating_sub(default_retention_ms);
+    // `now - window` rather than `completed_at + window`: no sum can overflow.
     let keys: Vec<String> = tx
         .query(
-            "SELECT key FROM invocations WHERE state = 'completed' AND completed_at <= $1
+            "SELECT key FROM invocations
+              WHERE state = 'completed'
+                AND completed_at <= $1::BIGINT - COALESCE(retention_ms, $2::BIGINT)
               ORDER BY key FOR UPDATE",
-            &[&cutoff],
+            &[&now, &default_retention_ms],
         )?
         .into_iter()
         .map(|r| r.get(0))

@@ -74,6 +74,12 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX operations_by_key ON operations (invocation_key, at);
     "#,
+    // 2 -> 3: each record's own window (ms from completion), fixed when it is first
+    // journaled (the SQLite journal's version 5). Records written before this
+    // version have none and keep the host's retention.
+    r#"
+    ALTER TABLE invocations ADD COLUMN retention_ms BIGINT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -64,8 +64,9 @@ fn insert_in(
         .prepare_cached(
             "INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state, runs,
                                       outcome, created_at, updated_at, completed_at,
-                                      lease_owner, lease_expires_at, entropy, arguments)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+                                      lease_owner, lease_expires_at, entropy, arguments,
+                                      retention_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
              ON CONFLICT (key) DO NOTHING",
         )?
         .execute(params![
@@ -82,7 +83,8 @@ fn insert_in(
             lease.map(|(owner, _)| owner),
             lease.map(|(_, until)| until),
             record.seed.to_hex(),
-            record.arguments
+            record.arguments,
+            record.retention_ms
         ])?;
     Ok(n == 1)
 }
@@ -123,24 +125,26 @@ pub(super) fn count_replays_in(
 }
 
 pub(super) fn lookup_in(conn: &Connection, b: &Begin<'_>) -> rusqlite::Result<Lookup> {
-    let row: Option<(String, String, Option<String>, Option<i64>)> = conn
+    type Row = (String, String, Option<String>, Option<i64>, Option<i64>);
+    let row: Option<Row> = conn
         .prepare_cached(
-            "SELECT fingerprint, state, outcome, completed_at FROM invocations WHERE key = ?1",
+            "SELECT fingerprint, state, outcome, completed_at, retention_ms
+               FROM invocations WHERE key = ?1",
         )?
         .query_row(params![b.key.as_str()], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
         })
         .optional()?;
     let found = row
         .as_ref()
-        .map(|(fingerprint, state, _, completed_at)| Found {
+        .map(|(fingerprint, state, _, completed_at, retention)| Found {
             state: parse_state(state),
             fingerprint,
             completed_at: *completed_at,
             lease_expires_at: None,
-            retention_ms: b.retention_ms,
+            retention_ms: retention.unwrap_or(b.default_retention_ms),
         });
-    let outcome = row.as_ref().and_then(|(_, _, outcome, _)| outcome.clone());
+    let outcome = row.as_ref().and_then(|(_, _, outcome, _, _)| outcome.clone());
     let look = decision::first_look(found.as_ref(), outcome, b, b.now);
     if let (Lookup::Replay { .. }, Some(call_id)) = (&look, b.tool_call_id) {
         let bound: Option<String> = conn
@@ -159,17 +163,22 @@ pub(super) fn lookup_in(conn: &Connection, b: &Begin<'_>) -> rusqlite::Result<Lo
 pub(super) fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<BeginOutcome> {
     // A tool-call id bound to a live invocation of other arguments is a mismatch.
     if let Some(call_id) = b.tool_call_id {
-        let bound: Option<(String, Option<i64>)> = tx
+        let bound: Option<(String, Option<i64>, Option<i64>)> = tx
             .query_row(
-                "SELECT i.key, i.completed_at FROM aliases a JOIN invocations i ON i.key = a.invocation_key
+                "SELECT i.key, i.completed_at, i.retention_ms
+                   FROM aliases a JOIN invocations i ON i.key = a.invocation_key
                   WHERE a.scope = ?1 AND a.tool_call_id = ?2",
                 params![b.scope, call_id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()?;
-        if let Some((bound_key, completed)) = bound
+        if let Some((bound_key, completed, retention)) = bound
             && bound_key != b.key.as_str()
-            && !expired(completed, b.now, b.retention_ms)
+            && !expired(
+                completed,
+                b.now,
+                retention.unwrap_or(b.default_retention_ms),
+            )
         {
             return Ok(BeginOutcome::Mismatch(InvocationKey::from_stored(
                 bound_key,
@@ -185,11 +194,12 @@ pub(super) fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<
         Option<i64>,
         Option<String>,
         Option<i64>,
+        Option<i64>,
     );
     let existing: Option<Row> = tx
         .prepare_cached(
             "SELECT fingerprint, state, outcome, created_at, lease_expires_at, entropy,
-                    completed_at
+                    completed_at, retention_ms
                FROM invocations WHERE key = ?1",
         )?
         .query_row(params![b.key.as_str()], |r| {
@@ -201,6 +211,7 @@ pub(super) fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<
                 r.get(4)?,
                 r.get(5)?,
                 r.get(6)?,
+                r.get(7)?,
             ))
         })
         .optional()?;
@@ -210,12 +221,12 @@ pub(super) fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<
     };
 
     let found = existing.as_ref().map(
-        |(fingerprint, state, _, _, lease_expires_at, _, completed_at)| Found {
+        |(fingerprint, state, _, _, lease_expires_at, _, completed_at, retention)| Found {
             state: parse_state(state),
             fingerprint,
             completed_at: *completed_at,
             lease_expires_at: *lease_expires_at,
-            retention_ms: b.retention_ms,
+            retention_ms: retention.unwrap_or(b.default_retention_ms),
         },
     );
     let outcome = match decision::decide(found.as_ref(), b.fingerprint, b.now) {
@@ -297,6 +308,7 @@ fn insert(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<()> {
         arguments: b.arguments.to_owned(),
         explicit_key: b.explicit_key,
         created_at: b.now,
+        retention_ms: b.retention_ms,
         seed: b.seed.clone(),
     };
     // The caller deleted any record of the key in this transaction.

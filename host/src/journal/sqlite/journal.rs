@@ -103,22 +103,30 @@ pub(super) fn entry_in(conn: &Connection, key: &str) -> rusqlite::Result<Option<
     Ok(Some(entry))
 }
 
-/// Deletes every completed record whose retention ended at or before `now`; a call
-/// that is running, suspended or waiting for a person is never deleted.
-pub(super) fn gc_in(tx: &Connection, now: i64, retention_ms: i64) -> rusqlite::Result<GcReport> {
-    let cutoff = now.saturating_sub(retention_ms);
-    let expired = "SELECT key FROM invocations WHERE state = 'completed' AND completed_at <= ?1";
+/// Deletes every completed record whose own window ended at or before `now` (one
+/// journaled before records carried a window: `default_retention_ms`), and provider
+/// rows older than `default_retention_ms`; a call that is running, suspended or
+/// waiting for a person is never deleted.
+pub(super) fn gc_in(
+    tx: &Connection,
+    now: i64,
+    default_retention_ms: i64,
+) -> rusqlite::Result<GcReport> {
+    let cutoff = now.saturating_sub(default_retention_ms);
+    // `now - window` rather than `completed_at + window`: no sum can overflow.
+    let expired = "state = 'completed' AND completed_at <= ?1 - COALESCE(retention_ms, ?2)";
+    let keys = format!("SELECT key FROM invocations WHERE {expired}");
     let effects = tx.execute(
-        &format!("DELETE FROM effects WHERE invocation_key IN ({expired})"),
-        params![cutoff],
+        &format!("DELETE FROM effects WHERE invocation_key IN ({keys})"),
+        params![now, default_retention_ms],
     )?;
     let aliases = tx.execute(
-        &format!("DELETE FROM aliases WHERE invocation_key IN ({expired})"),
-        params![cutoff],
+        &format!("DELETE FROM aliases WHERE invocation_key IN ({keys})"),
+        params![now, default_retention_ms],
     )?;
     let invocations = tx.execute(
-        "DELETE FROM invocations WHERE state = 'completed' AND completed_at <= ?1",
-        params![cutoff],
+        &format!("DELETE FROM invocations WHERE {expired}"),
+        params![now, default_retention_ms],
     )?;
     // Tables of providers that keep their rows in this file, if they exist: delivered
     // (or given up) outbox messages, and the built-in mailbox's rows.

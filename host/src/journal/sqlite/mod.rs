@@ -348,9 +348,7 @@ impl Journal for SqliteJournal {
             self.recent.saw_operations(latest, b.now);
         }
         if b.tool_call_id.is_none()
-            && let recent::Recall::Replay(outcome) =
-                self.recent
-                    .recall(b.key, b.fingerprint, b.now, b.retention_ms)
+            && let recent::Recall::Replay(outcome) = self.recent.recall(b.key, b.fingerprint, b.now)
         {
             // Durable before it is returned, like the answer its first caller got.
             self.make_durable()?;
@@ -359,13 +357,13 @@ impl Journal for SqliteJournal {
             }
             return Ok(Lookup::Replay {
                 outcome: outcome.to_string(),
-                completed_at: 0,
+                expires_at: 0,
             });
         }
         let found = self.with_reader(|conn| invocations::lookup_in(conn, b))?;
         if let Lookup::Replay {
             outcome,
-            completed_at,
+            expires_at,
         } = &found
         {
             // Perhaps another process's commit, not synced yet: one fsync that starts
@@ -374,7 +372,7 @@ impl Journal for SqliteJournal {
             self.count_replay(b.key);
             if b.tool_call_id.is_none() {
                 self.recent
-                    .remember(b.key, b.fingerprint, *completed_at, outcome);
+                    .remember(b.key, b.fingerprint, *expires_at, outcome);
             }
         }
         Ok(found)
@@ -507,9 +505,9 @@ impl Journal for SqliteJournal {
         self.with(|conn| journal::entries_in(conn, None, Some(prefix), limit))
     }
 
-    fn gc(&self, now: i64, retention_ms: i64) -> Result<GcReport> {
+    fn gc(&self, now: i64, default_retention_ms: i64) -> Result<GcReport> {
         let report = self
-            .transaction(|tx| Ok(Ok::<_, ()>(journal::gc_in(tx, now, retention_ms)?)))?
+            .transaction(|tx| Ok(Ok::<_, ()>(journal::gc_in(tx, now, default_retention_ms)?)))?
             .unwrap_or_else(|()| unreachable!("gc never refuses"));
         // After the delete: a replay remembered meanwhile may be of a deleted record.
         // (A `gc` in another process is not seen here; this process replays what it

@@ -2,7 +2,7 @@
 //!
 //! A completed invocation never changes: its record is only ever deleted, by `gc` or
 //! by a call after it expired. So an outcome remembered here is the journal's, as long
-//! as it is within retention (checked on every hit) and `gc` has not run since (it
+//! as it is within its record's own window (checked on every hit) and `gc` has not run since (it
 //! clears this). What is remembered is bounded in entries and in bytes; older entries
 //! make way for newer ones.
 //!
@@ -30,7 +30,8 @@ pub(crate) const RECHECK_MS: i64 = 1_000;
 #[derive(Debug)]
 struct Entry {
     fingerprint: Fingerprint,
-    created_at: i64,
+    /// When the record's window ends.
+    expires_at: i64,
     outcome: Arc<str>,
 }
 
@@ -70,12 +71,13 @@ impl Recent {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Remembers the outcome of `key`, saved (or read) complete.
+    /// Remembers the outcome of `key`, saved (or read) complete, whose record's
+    /// window ends at `expires_at`.
     pub(crate) fn remember(
         &self,
         key: &InvocationKey,
         fingerprint: &Fingerprint,
-        created_at: i64,
+        expires_at: i64,
         outcome: &str,
     ) {
         if outcome.len() > MAX_OUTCOME_BYTES {
@@ -92,7 +94,7 @@ impl Recent {
             key.clone(),
             Entry {
                 fingerprint: fingerprint.clone(),
-                created_at,
+                expires_at,
                 outcome: Arc::from(outcome),
             },
         );
@@ -113,18 +115,10 @@ impl Recent {
         key: &InvocationKey,
         fingerprint: &Fingerprint,
         now: i64,
-        retention_ms: i64,
     ) -> Recall {
         let state = self.lock();
         match state.entries.get(key) {
-            Some(e)
-                if e.fingerprint == *fingerprint
-                    && !crate::journal::decision::expired(
-                        Some(e.created_at),
-                        now,
-                        retention_ms,
-                    ) =>
-            {
+            Some(e) if e.fingerprint == *fingerprint && now < e.expires_at => {
                 Recall::Replay(Arc::clone(&e.outcome))
             }
             _ => Recall::Unknown,
@@ -181,31 +175,22 @@ mod tests {
     }
 
     #[test]
-    fn replays_only_the_same_arguments_within_retention() {
+    fn replays_only_the_same_arguments_within_the_records_window() {
         let recent = Recent::default();
-        recent.remember(&key(1), &print('a'), 1_000, "out");
+        recent.remember(&key(1), &print('a'), 2_000, "out");
         assert_eq!(
-            recent.recall(&key(1), &print('a'), 1_999, 1_000),
+            recent.recall(&key(1), &print('a'), 1_999),
             Recall::Replay(Arc::from("out"))
         );
+        assert_eq!(recent.recall(&key(1), &print('b'), 1_500), Recall::Unknown);
         assert_eq!(
-            recent.recall(&key(1), &print('b'), 1_500, 1_000),
-            Recall::Unknown
-        );
-        assert_eq!(
-            recent.recall(&key(1), &print('a'), 2_000, 1_000),
+            recent.recall(&key(1), &print('a'), 2_000),
             Recall::Unknown,
             "expired at the boundary"
         );
-        assert_eq!(
-            recent.recall(&key(2), &print('a'), 1_500, 1_000),
-            Recall::Unknown
-        );
+        assert_eq!(recent.recall(&key(2), &print('a'), 1_500), Recall::Unknown);
         recent.clear();
-        assert_eq!(
-            recent.recall(&key(1), &print('a'), 1_500, 1_000),
-            Recall::Unknown
-        );
+        assert_eq!(recent.recall(&key(1), &print('a'), 1_500), Recall::Unknown);
     }
 
     #[test]
@@ -213,15 +198,15 @@ mod tests {
         let recent = Recent::default();
         assert!(recent.operations_due(0), "first look");
         recent.saw_operations(7, 0);
-        recent.remember(&key(1), &print('a'), 0, "out");
+        recent.remember(&key(1), &print('a'), 1 << 40, "out");
         assert!(!recent.operations_due(RECHECK_MS - 1));
         assert!(recent.operations_due(RECHECK_MS), "a second later");
         recent.saw_operations(7, RECHECK_MS);
-        let remembered = recent.recall(&key(1), &print('a'), RECHECK_MS, 1 << 40);
+        let remembered = recent.recall(&key(1), &print('a'), RECHECK_MS);
         assert_eq!(remembered, Recall::Replay(Arc::from("out")), "nothing new");
         recent.saw_operations(8, 2 * RECHECK_MS);
         assert_eq!(
-            recent.recall(&key(1), &print('a'), 2 * RECHECK_MS, 1 << 40),
+            recent.recall(&key(1), &print('a'), 2 * RECHECK_MS),
             Recall::Unknown,
             "an operation elsewhere"
         );
@@ -232,17 +217,17 @@ mod tests {
     fn forgets_the_oldest_past_its_bounds_and_skips_large_outcomes() {
         let recent = Recent::default();
         for n in 0..(MAX_ENTRIES as u32 + 10) {
-            recent.remember(&key(n), &print('a'), 0, "x");
+            recent.remember(&key(n), &print('a'), 10, "x");
         }
-        assert_eq!(recent.recall(&key(0), &print('a'), 1, 10), Recall::Unknown);
+        assert_eq!(recent.recall(&key(0), &print('a'), 1), Recall::Unknown);
         assert!(matches!(
-            recent.recall(&key(MAX_ENTRIES as u32 + 9), &print('a'), 1, 10),
+            recent.recall(&key(MAX_ENTRIES as u32 + 9), &print('a'), 1),
             Recall::Replay(_)
         ));
         let big = "y".repeat(MAX_OUTCOME_BYTES + 1);
-        recent.remember(&key(u32::MAX), &print('a'), 0, &big);
+        recent.remember(&key(u32::MAX), &print('a'), 10, &big);
         assert_eq!(
-            recent.recall(&key(u32::MAX), &print('a'), 1, 10),
+            recent.recall(&key(u32::MAX), &print('a'), 1),
             Recall::Unknown
         );
     }

@@ -93,6 +93,13 @@ const MIGRATIONS: &[&str] = &[
     ) STRICT;
     CREATE INDEX operations_by_key ON operations (invocation_key, at);
     "#,
+    // 4 -> 5: each record's own window (ms from completion), fixed when it is first
+    // journaled: a call without a conversation keeps its record minutes, one in a
+    // conversation hours, a tool may set its own. Records written before this
+    // version have none and keep the host's retention.
+    r#"
+    ALTER TABLE invocations ADD COLUMN retention_ms INTEGER;
+    "#,
 ];
 
 /// The schema version this build writes.

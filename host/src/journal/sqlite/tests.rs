@@ -22,6 +22,7 @@ fn record(i: u32) -> NewInvocation {
         arguments: "{}".into(),
         explicit_key: false,
         created_at: 1,
+        retention_ms: 1 << 40,
         seed: Seed::random().unwrap(),
     }
 }
@@ -38,6 +39,7 @@ fn lookup(journal: &SqliteJournal, i: u32) -> Result<Lookup> {
         tool_call_id: None,
         now: 2,
         retention_ms: 1 << 40,
+        default_retention_ms: 1 << 40,
         lease_ms: 60_000,
         owner: "o",
         seed: &seed,

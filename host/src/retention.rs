@@ -1,0 +1,127 @@
+//! How long a call's record is kept: the window in which the same call again is a
+//! duplicate. A call in a conversation keeps its record for the retention (24 h by
+//! default); a call that names no conversation is deduplicated within a short window
+//! (10 min by default), since its scope is the whole principal; a tool may set its
+//! own retention for both. The window is stored with each record when it is first
+//! journaled, so lookups and `gc` agree on it whatever the host's settings are later.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The window of a call that names no conversation, unless configured.
+pub const DEFAULT_UNSCOPED: Duration = Duration::from_secs(10 * 60);
+
+/// The windows of every call of one host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retention {
+    /// A call in a conversation, or with an explicit key.
+    pub conversation: Duration,
+    /// A call that names no conversation.
+    pub unscoped: Duration,
+    /// Tools whose calls keep their records this long, conversation or not.
+    pub tools: BTreeMap<String, Duration>,
+}
+
+/// The windows that apply to the calls of one tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolWindows {
+    /// A call in a conversation (or with an explicit key).
+    pub conversation: Duration,
+    /// A call that names no conversation.
+    pub unscoped: Duration,
+}
+
+impl Retention {
+    /// `conversation` for calls in a conversation, and the default unscoped window
+    /// (never longer than `conversation`) for the others; no tool of its own.
+    pub fn new(conversation: Duration) -> Self {
+        Self {
+            conversation,
+            unscoped: DEFAULT_UNSCOPED.min(conversation),
+            tools: BTreeMap::new(),
+        }
+    }
+
+    /// The windows of `tool`'s calls.
+    pub fn of_tool(&self, tool: &str) -> ToolWindows {
+        match self.tools.get(tool) {
+            Some(&own) => ToolWindows {
+                conversation: own,
+                unscoped: own,
+            },
+            None => ToolWindows {
+                conversation: self.conversation,
+                unscoped: self.unscoped,
+            },
+        }
+    }
+
+    /// The window of one call of `tool`; `scoped` when it names a conversation or
+    /// an explicit key.
+    pub fn of_call(&self, tool: &str, scoped: bool) -> Duration {
+        let windows = self.of_tool(tool);
+        if scoped {
+            windows.conversation
+        } else {
+            windows.unscoped
+        }
+    }
+}
+
+impl ToolWindows {
+    /// What `tools/list` and `justonce tools` say: `{"conversation_seconds": …,
+    /// "unscoped_seconds": …}`.
+    pub fn to_json(self) -> serde_json::Value {
+        serde_json::json!({
+            "conversation_seconds": self.conversation.as_secs(),
+            "unscoped_seconds": self.unscoped.as_secs(),
+        })
+    }
+
+    /// For people: "a repeat is deduplicated for 24 h in a conversation, 10 min
+    /// without one".
+    pub fn describe(self) -> String {
+        format!(
+            "a repeat is deduplicated for {} in a conversation, {} without one",
+            human(self.conversation),
+            human(self.unscoped)
+        )
+    }
+}
+
+/// `24 h`, `10 min`, `90 s`: the largest whole unit.
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 && s % 3600 == 0 {
+        format!("{} h", s / 3600)
+    } else if s >= 60 && s % 60 == 0 {
+        format!("{} min", s / 60)
+    } else {
+        format!("{} s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_without_a_conversation_gets_the_short_window_unless_its_tool_has_its_own() {
+        let mut r = Retention::new(Duration::from_secs(24 * 3600));
+        r.tools
+            .insert("nightly".into(), Duration::from_secs(48 * 3600));
+        assert_eq!(r.of_call("refund", true), Duration::from_secs(24 * 3600));
+        assert_eq!(r.of_call("refund", false), DEFAULT_UNSCOPED);
+        assert_eq!(r.of_call("nightly", false), Duration::from_secs(48 * 3600));
+        assert_eq!(
+            r.of_tool("refund").describe(),
+            "a repeat is deduplicated for 24 h in a conversation, 10 min without one"
+        );
+    }
+
+    #[test]
+    fn the_default_unscoped_window_is_never_longer_than_the_retention() {
+        let r = Retention::new(Duration::from_secs(60));
+        assert_eq!(r.unscoped, Duration::from_secs(60));
+    }
+}
