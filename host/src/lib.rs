@@ -94,5 +94,6 @@ pub mod __private {
     pub use crate::mutants::Mutant;
     pub use crate::providers::{KvProvider, MailProvider, OutboxMessage, OutboxProvider};
     pub use crate::runtime::CacheStats;
+    pub use crate::runtime::CONCURRENT_CALLS;
     pub use crate::sim::{FaultKind, Options, Report, run};
 }

@@ -1401,6 +1401,7 @@ fn query_i64(journal: &Arc<dyn Journal>, sql: &str) -> Option<i64> {
 
 /// The value the kv provider holds under `key`.
 fn kv_value(journal: &Arc<dyn Journal>, key: &str) -> Option<Value> {
+    let key = &KvProvider::stored_key("put", None, key);
     match journal.as_sqlite() {
         Some(sqlite) => sqlite.read(|c| KvProvider::get(c, key)).unwrap(),
         None => postgres_client()

@@ -73,6 +73,8 @@ pub(crate) struct EffectSession {
     invocation: InvocationKey,
     /// The tool being run; providers see it (the `http` allowlist is per tool).
     tool: String,
+    /// The authenticated principal of the call, if any; providers see it.
+    principal: Option<String>,
     /// The run that holds the invocation's lease.
     owner: String,
     /// How far each journal write renews the lease.
@@ -137,6 +139,7 @@ impl EffectSession {
         heartbeats: Arc<Heartbeats>,
         invocation: InvocationKey,
         tool: &str,
+        principal: Option<&str>,
         owner: &str,
         lease_ms: i64,
         start: RunStart,
@@ -146,6 +149,7 @@ impl EffectSession {
             heartbeats,
             invocation,
             tool: tool.to_owned(),
+            principal: principal.map(str::to_owned),
             owner: owner.to_string(),
             lease_ms,
             entropy: start.entropy,
@@ -433,6 +437,7 @@ impl EffectSession {
             spans::attempt_claimed(&span, &key, attempt);
             let request = EffectRequest {
                 tool: &session.tool,
+                principal: session.principal.as_deref(),
                 key: &key,
                 invocation: &session.invocation,
                 seq: new.seq,
@@ -567,6 +572,7 @@ impl EffectSession {
     ) -> Result<Result<String, EffectFailure>, Error> {
         let request = TransactionalRequest {
             tool: &self.tool,
+            principal: self.principal.as_deref(),
             operation,
             payload,
         };

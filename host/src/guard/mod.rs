@@ -240,6 +240,7 @@ impl Guard {
             Arc::clone(&self.heartbeats),
             prepared.key.clone(),
             &prepared.tool.name,
+            prepared.principal.as_deref(),
             owner,
             self.policy.lease_ms,
             start,
