@@ -354,7 +354,7 @@ mod tests {
                 .map(|e| e.to_string())
                 .unwrap_or_default()
         };
-        assert!(why(&cache).contains("format"), "read and verified: {}", why(&cache));
+        assert!(why(&cache).contains("header"), "read and verified: {}", why(&cache));
 
         fs::set_permissions(&entry, fs::Permissions::from_mode(0o666)).unwrap();
         assert!(why(&cache).contains("writable by its group or by others"), "{}", why(&cache));
