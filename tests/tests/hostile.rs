@@ -51,7 +51,10 @@ fn a_tool_sleeping_in_a_wasi_call_is_stopped_at_its_deadline() {
     let (reason, message) = trap(&first.outcome);
     assert_eq!(reason, "deadline_exceeded", "{message}");
     assert!(message.contains("deadline of 1000 ms"), "{message}");
-    assert!(took >= SHORT_DEADLINE, "stopped at the deadline, not before: {took:?}");
+    assert!(
+        took >= SHORT_DEADLINE,
+        "stopped at the deadline, not before: {took:?}"
+    );
     let retry = t
         .host
         .call(&CallRequest::new("sleep_forever", r#"{"seconds":3600}"#))
@@ -79,12 +82,7 @@ fn sleepers_runtime(deadline: Duration) -> Arc<Runtime> {
 #[test]
 fn sleeping_calls_in_every_slot_do_not_keep_a_fresh_call_from_being_served() {
     let runtime = sleepers_runtime(SHORT_DEADLINE);
-    let host: Arc<Host> = Arc::new(
-        Host::builder()
-            .runtime(runtime)
-            .build()
-            .expect("host"),
-    );
+    let host: Arc<Host> = Arc::new(Host::builder().runtime(runtime).build().expect("host"));
     let slots = justonce::__private::CONCURRENT_CALLS;
     let sleepers: Vec<_> = (0..slots)
         .map(|tag| {
@@ -153,9 +151,14 @@ fn a_service_secret_stays_on_the_services_paths() {
             .cloned()
     };
     assert_eq!(auth("/v1/refunds"), Some(format!("Bearer {PAY_TOKEN}")));
-    assert_eq!(auth("/admin/delete"), None, "sent normalized, without the secret");
+    assert_eq!(
+        auth("/admin/delete"),
+        None,
+        "sent normalized, without the secret"
+    );
     assert!(
-        seen.iter().all(|r| !r.path.contains("..") && !r.path.contains('%')),
+        seen.iter()
+            .all(|r| !r.path.contains("..") && !r.path.contains('%')),
         "no request left with dot-segments or encoded separators: {seen:?}"
     );
     for refused in &result.as_array().unwrap()[2..] {
@@ -182,7 +185,10 @@ fn a_secret_the_downstream_echoes_is_stripped_before_it_is_saved_or_returned() {
     assert!(!agent.contains(PAY_TOKEN), "returned to the guest: {agent}");
     assert!(agent.contains("[redacted]"), "{agent}");
     let journal = crate::support::journal_snapshot(&t.host).to_string();
-    assert!(!journal.contains(PAY_TOKEN), "saved in the journal: {journal}");
+    assert!(
+        !journal.contains(PAY_TOKEN),
+        "saved in the journal: {journal}"
+    );
     let retry = t
         .host
         .call(&fetch(&[format!("{}/v1/echo", api.url())]))
@@ -219,9 +225,21 @@ fn kv_keys_of_one_tool_or_principal_are_out_of_reach_of_another() {
         crate::support::success(&response.outcome)[0]["previous"].clone()
     };
     assert_eq!(put("alice's", Some("alice")), json!(null));
-    assert_eq!(put("mallory's", Some("mallory")), json!(null), "alice's value is not read");
-    assert_eq!(put("alice's again", Some("alice")), json!("alice's"), "nor overwritten");
-    assert_eq!(put("local", None), json!(null), "a local call has its own keys");
+    assert_eq!(
+        put("mallory's", Some("mallory")),
+        json!(null),
+        "alice's value is not read"
+    );
+    assert_eq!(
+        put("alice's again", Some("alice")),
+        json!("alice's"),
+        "nor overwritten"
+    );
+    assert_eq!(
+        put("local", None),
+        json!(null),
+        "a local call has its own keys"
+    );
     assert_eq!(put("local again", None), json!("local"), "and keeps them");
 }
 
@@ -246,7 +264,10 @@ fn the_journal_and_its_directory_are_private_to_the_user() {
             assert_eq!(mode(&path), 0o600, "{}", path.display());
         }
     }
-    assert!(dir.join("state.db-wal").exists(), "the journal is in WAL mode");
+    assert!(
+        dir.join("state.db-wal").exists(),
+        "the journal is in WAL mode"
+    );
 }
 
 /// A log sink the test reads back.
@@ -282,7 +303,12 @@ fn guest_logs_have_a_budget_per_call_and_cannot_forge_a_host_line() {
         ))
     })
     .unwrap();
-    assert_eq!(response.outcome, Outcome::Success { result: json!(null) });
+    assert_eq!(
+        response.outcome,
+        Outcome::Success {
+            result: json!(null)
+        }
+    );
     let log = String::from_utf8_lossy(&sink.0.lock().unwrap()).into_owned();
     assert!(
         log.len() < 256 << 10,
@@ -296,5 +322,8 @@ fn guest_logs_have_a_budget_per_call_and_cannot_forge_a_host_line() {
             "a guest forged a host line: {line}"
         );
     }
-    assert!(log.contains("FORGED-HOST-LINE"), "the line is logged, escaped");
+    assert!(
+        log.contains("FORGED-HOST-LINE"),
+        "the line is logged, escaped"
+    );
 }

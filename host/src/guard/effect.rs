@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use super::Shared;
 use super::heartbeat::Heartbeats;
+use super::prepare::Prepared;
 use crate::determinism::GuestEntropy;
 use crate::error::Error;
 use crate::fault::{self, FaultPoint};
@@ -133,13 +134,11 @@ impl EffectHandler for EffectSession {
 }
 
 impl EffectSession {
-    /// A session for one run of `invocation` under `owner`'s lease.
+    /// A session for one run of the `prepared` call under `owner`'s lease.
     pub(crate) fn new(
         shared: Arc<Shared>,
         heartbeats: Arc<Heartbeats>,
-        invocation: InvocationKey,
-        tool: &str,
-        principal: Option<&str>,
+        prepared: &Prepared,
         owner: &str,
         lease_ms: i64,
         start: RunStart,
@@ -147,9 +146,9 @@ impl EffectSession {
         Self {
             shared,
             heartbeats,
-            invocation,
-            tool: tool.to_owned(),
-            principal: principal.map(str::to_owned),
+            invocation: prepared.key.clone(),
+            tool: prepared.tool.name.to_string(),
+            principal: prepared.principal.clone(),
             owner: owner.to_string(),
             lease_ms,
             entropy: start.entropy,

@@ -238,9 +238,7 @@ impl Guard {
         let session = EffectSession::new(
             Arc::clone(&self.shared),
             Arc::clone(&self.heartbeats),
-            prepared.key.clone(),
-            &prepared.tool.name,
-            prepared.principal.as_deref(),
+            prepared,
             owner,
             self.policy.lease_ms,
             start,

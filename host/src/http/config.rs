@@ -623,10 +623,24 @@ mod tests {
         let config = HttpConfig::default()
             .service("pay", "http://127.0.0.1:9000/v1")
             .service_header("pay", "Authorization", "Bearer tok_12345678");
-        assert!(config.service_headers("http://127.0.0.1:9000/v1/../admin").is_empty());
-        assert!(config.service_headers("http://127.0.0.1:9000/v1/%2e%2e/admin").is_empty());
-        assert_eq!(config.service_headers("http://127.0.0.1:9000/v1/./x").len(), 1);
-        assert_eq!(config.secret_values(), ["Bearer tok_12345678", "tok_12345678"]);
+        assert!(
+            config
+                .service_headers("http://127.0.0.1:9000/v1/../admin")
+                .is_empty()
+        );
+        assert!(
+            config
+                .service_headers("http://127.0.0.1:9000/v1/%2e%2e/admin")
+                .is_empty()
+        );
+        assert_eq!(
+            config.service_headers("http://127.0.0.1:9000/v1/./x").len(),
+            1
+        );
+        assert_eq!(
+            config.secret_values(),
+            ["Bearer tok_12345678", "tok_12345678"]
+        );
     }
 
     #[test]

@@ -34,7 +34,11 @@ impl SecretValue {
         let value = value.into();
         // `Bearer TOKEN`: the token is secret on its own too.
         let mut secrets = vec![value.clone()];
-        secrets.extend(value.split_once(' ').map(|(_, rest)| rest.trim().to_owned()));
+        secrets.extend(
+            value
+                .split_once(' ')
+                .map(|(_, rest)| rest.trim().to_owned()),
+        );
         Self {
             template: REDACTED.to_owned(),
             value: Some(value),
@@ -244,7 +248,10 @@ mod tests {
         assert_eq!(secrets, ["s3cr3t"]);
         let mut text = "{\"auth\":\"Bearer s3cr3t\",\"again\":\"s3cr3t\"}".to_owned();
         strip_secrets(&mut text, &secrets);
-        assert_eq!(text, "{\"auth\":\"Bearer [redacted]\",\"again\":\"[redacted]\"}");
+        assert_eq!(
+            text,
+            "{\"auth\":\"Bearer [redacted]\",\"again\":\"[redacted]\"}"
+        );
         let mut cut = "token=s3cr".to_owned();
         strip_secrets(&mut cut, &secrets);
         assert_eq!(cut, "token=[redacted]");

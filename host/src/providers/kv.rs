@@ -45,7 +45,10 @@ fn key_of<'a>(request: &EffectRequest<'a>) -> Result<(&'a str, String), Provider
         .get("key")
         .and_then(Value::as_str)
         .ok_or_else(|| ProviderError::Invalid("payload needs a string field `key`".into()))?;
-    Ok((key, KvProvider::stored_key(request.tool, request.principal, key)))
+    Ok((
+        key,
+        KvProvider::stored_key(request.tool, request.principal, key),
+    ))
 }
 
 impl Provider for KvProvider {

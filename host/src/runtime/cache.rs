@@ -197,8 +197,7 @@ impl CompileCache {
         let meta = file.metadata().map_err(Unusable::Unreadable)?;
         trusted(path, &meta, false).map_err(Unusable::Untrusted)?;
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(Unusable::Unreadable)?;
+        file.read_to_end(&mut bytes).map_err(Unusable::Unreadable)?;
         let artifact = self.verify(&bytes, wasm_digest)?;
         deserialize_verified(engine, artifact).map_err(Unusable::Refused)
     }
@@ -275,7 +274,10 @@ fn trusted(path: &Path, meta: &fs::Metadata, dir: bool) -> Result<(), String> {
         return Err(format!("{shown} is a symbolic link"));
     }
     if dir != meta.is_dir() {
-        return Err(format!("{shown} is not a {}", if dir { "directory" } else { "file" }));
+        return Err(format!(
+            "{shown} is not a {}",
+            if dir { "directory" } else { "file" }
+        ));
     }
     // SAFETY: `geteuid` has no preconditions and cannot fail.
     #[allow(unsafe_code)]
@@ -309,8 +311,8 @@ fn deserialize_verified(engine: &Engine, artifact: &[u8]) -> wasmtime::Result<Co
     // stale entry or a file of another format is refused before it gets here, and
     // wasmtime itself checks its version and configuration in the artifact again. What
     // the digest cannot stop is someone who can write the cache directory forging an
-    // entry; the cache directory must be as trusted as the tool components and the
-    // journal beside it (it lives next to the database by default).
+    // entry: `read` used it only after `trusted` found the directory and the entry
+    // owned by this user, writable by nobody else, and not symbolic links.
     unsafe { Component::deserialize(engine, artifact) }
 }
 
@@ -342,7 +344,11 @@ mod tests {
         let wasm = sha256(b"component");
         let entry = cache.path_for(&wasm);
         // What `write` creates: a private directory and file.
-        fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).unwrap();
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .unwrap();
         let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&dir), 0o700);
         fs::write(&entry, b"not an entry").unwrap();
@@ -354,14 +360,26 @@ mod tests {
                 .map(|e| e.to_string())
                 .unwrap_or_default()
         };
-        assert!(why(&cache).contains("header"), "read and verified: {}", why(&cache));
+        assert!(
+            why(&cache).contains("header"),
+            "read and verified: {}",
+            why(&cache)
+        );
 
         fs::set_permissions(&entry, fs::Permissions::from_mode(0o666)).unwrap();
-        assert!(why(&cache).contains("writable by its group or by others"), "{}", why(&cache));
+        assert!(
+            why(&cache).contains("writable by its group or by others"),
+            "{}",
+            why(&cache)
+        );
         fs::set_permissions(&entry, fs::Permissions::from_mode(0o600)).unwrap();
 
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(why(&cache).contains("writable by its group or by others"), "{}", why(&cache));
+        assert!(
+            why(&cache).contains("writable by its group or by others"),
+            "{}",
+            why(&cache)
+        );
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
 
         let elsewhere = root.path().join("forged");

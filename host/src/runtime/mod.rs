@@ -23,8 +23,8 @@ pub use cache::{CacheStats, CompileCache};
 pub(crate) use effects::{EffectFailure, EffectHandler};
 pub use input_schema::InputSchema;
 pub use limits::{Limits, ToolLimits};
-pub(crate) use pool::check_fits as check_pool_fits;
 pub use pool::CONCURRENT_CALLS;
+pub(crate) use pool::check_fits as check_pool_fits;
 pub use portable_schema::portable as portable_schema;
 pub(crate) use trap::TrapReason;
 

@@ -43,7 +43,10 @@ impl Tool for HostileOutputs {
             eprintln!("fine\n{FORGED}");
         }
         if args.error_bytes > 0 {
-            return Err(ToolError::new("huge", "e".repeat(args.error_bytes as usize)));
+            return Err(ToolError::new(
+                "huge",
+                "e".repeat(args.error_bytes as usize),
+            ));
         }
         Ok(())
     }
