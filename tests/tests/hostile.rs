@@ -81,8 +81,15 @@ fn sleepers_runtime(deadline: Duration) -> Arc<Runtime> {
 
 #[test]
 fn sleeping_calls_in_every_slot_do_not_keep_a_fresh_call_from_being_served() {
-    let runtime = sleepers_runtime(SHORT_DEADLINE);
-    let host: Arc<Host> = Arc::new(Host::builder().runtime(runtime).build().expect("host"));
+    // Long enough for 128 calls to start on a loaded machine before the first ends.
+    let deadline = Duration::from_secs(3);
+    let runtime = sleepers_runtime(deadline);
+    let host: Arc<Host> = Arc::new(
+        Host::builder()
+            .runtime(Arc::clone(&runtime))
+            .build()
+            .expect("host"),
+    );
     let slots = justonce::__private::CONCURRENT_CALLS;
     let sleepers: Vec<_> = (0..slots)
         .map(|tag| {
@@ -93,9 +100,19 @@ fn sleeping_calls_in_every_slot_do_not_keep_a_fresh_call_from_being_served() {
             })
         })
         .collect();
+    // Every slot taken by a sleeper before the fresh call comes.
+    let filling = Instant::now();
+    while runtime.free_call_slots() > 0 {
+        assert!(
+            filling.elapsed() < deadline,
+            "the sleepers did not fill the slots: {} free",
+            runtime.free_call_slots()
+        );
+        std::thread::yield_now();
+    }
     let started = Instant::now();
     let fresh = Arc::clone(&host);
-    let answer = within(SHORT_DEADLINE * 3, move || {
+    let answer = within(deadline * 2, move || {
         fresh.call(&CallRequest::new("echo", r#"{"message":"fresh"}"#))
     });
     let took = started.elapsed();

@@ -207,6 +207,13 @@ impl Runtime {
         self.pool_memory_bytes
     }
 
+    /// How many of the [`CONCURRENT_CALLS`] call slots are free now (for tests that
+    /// fill them).
+    #[doc(hidden)]
+    pub fn free_call_slots(&self) -> u32 {
+        self.permits.free()
+    }
+
     /// The default limits: a tool describes itself under them at load, and a host
     /// that sets none runs every call under them.
     pub fn limits(&self) -> &Limits {

@@ -105,6 +105,11 @@ impl CallPermits {
         }
     }
 
+    /// How many slots are free now.
+    pub(crate) fn free(&self) -> u32 {
+        *self.free.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Waits at most `bound` for a free slot; `None` when every slot stayed taken.
     /// Every call ends within its deadline (waits in WASI calls included), so a bound
     /// of a deadline or so lets a caller through behind calls that run to theirs.
