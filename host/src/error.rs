@@ -61,6 +61,20 @@ pub enum Error {
         key: InvocationKey,
     },
 
+    /// Every call slot of the runtime stayed taken (by calls running to their
+    /// deadlines) while this call waited. Nothing ran; retrying the same call later is
+    /// safe.
+    #[error(
+        "the host is busy: every call slot stayed taken for {} ms, so call {key} did not run; retry the same call later",
+        waited.as_millis()
+    )]
+    Busy {
+        /// The invocation that did not run.
+        key: InvocationKey,
+        /// How long it waited for a slot.
+        waited: std::time::Duration,
+    },
+
     /// An effect's outcome is still unknown after the retry budget. The invocation is
     /// kept open; retrying the same call resumes it under the same keys.
     #[error(
@@ -241,6 +255,7 @@ impl Error {
             Self::InvalidKey(_) => "invalid_key",
             Self::Mismatch { .. } => "mismatch",
             Self::InProgress { .. } => "in_progress",
+            Self::Busy { .. } => "busy",
             Self::OutcomeUnknown { .. } => "outcome_unknown",
             Self::NotPerformed { .. } => "not_performed",
             Self::Divergence { .. } => "divergence",
@@ -266,6 +281,7 @@ impl Error {
         matches!(
             self,
             Self::InProgress { .. }
+                | Self::Busy { .. }
                 | Self::OutcomeUnknown { .. }
                 | Self::NotPerformed { .. }
                 | Self::LeaseLost { .. }
@@ -277,6 +293,7 @@ impl Error {
         match self {
             Self::Mismatch { key }
             | Self::InProgress { key }
+            | Self::Busy { key, .. }
             | Self::OutcomeUnknown { key, .. }
             | Self::NotPerformed { key, .. }
             | Self::Divergence { key, .. }

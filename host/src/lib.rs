@@ -95,6 +95,7 @@ pub mod __private {
     pub use crate::mcp::{HttpOptions, HttpServer, MAX_QUEUED_CALLS, Server, ServerConfig};
     pub use crate::mutants::Mutant;
     pub use crate::providers::{KvProvider, MailProvider, OutboxMessage, OutboxProvider};
+    pub use crate::runtime::CONCURRENT_CALLS;
     pub use crate::runtime::CacheStats;
     pub use crate::sim::{FaultKind, Options, Report, run};
 }

@@ -39,6 +39,9 @@ pub struct EffectRequest<'a> {
     /// The tool whose call this effect belongs to; a provider may allow or refuse
     /// per tool (the `http` provider's allowlist does).
     pub tool: &'a str,
+    /// The authenticated principal the call came from (over MCP HTTP), if any; a
+    /// provider that keeps state keeps each principal's apart (`kv` does).
+    pub principal: Option<&'a str>,
     /// The idempotency key of this effect, read from the journal. A keyed provider
     /// passes it downstream (for example as an `Idempotency-Key` header).
     pub key: &'a EffectKey,

@@ -91,7 +91,9 @@ fn kv_writes_commit_with_their_effect_record_once() {
     assert_eq!(journal[0].effects[0].class, "transactional");
     let value = t
         .host
-        .inspect_sqlite(|conn| KvProvider::get(conn, "greeting"))
+        .inspect_sqlite(|conn| {
+            KvProvider::get(conn, &KvProvider::stored_key("kv_put", None, "greeting"))
+        })
         .unwrap();
     assert_eq!(value, Some(serde_json::json!("hello")));
 }

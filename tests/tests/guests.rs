@@ -10,15 +10,17 @@ use std::path::Path;
 #[allow(non_upper_case_globals)]
 mod run_in {
     pub const chatty: &[&str] = &["sandbox"];
+    pub const sleep_forever: &[&str] = &["hostile"];
+    pub const hostile_outputs: &[&str] = &["hostile"];
     pub const deep_recursion: &[&str] = &["sandbox"];
     pub const diverge: &[&str] = &["determinism", "crash"];
     pub const diverge_v2: &[&str] = &["determinism", "crash"];
-    pub const echo: &[&str] = &["bad_input", "fast_path", "loading", "sandbox"];
+    pub const echo: &[&str] = &["bad_input", "fast_path", "hostile", "loading", "sandbox"];
     pub const effect_flood: &[&str] = &["sandbox"];
     pub const effect_then_trap: &[&str] = &["retry"];
     pub const fail: &[&str] = &["retry"];
-    pub const http_fetch: &[&str] = &["http", "first_record"];
-    pub const kv_put: &[&str] = &["contract", "fast_path", "sandbox"];
+    pub const http_fetch: &[&str] = &["http", "first_record", "hostile"];
+    pub const kv_put: &[&str] = &["contract", "fast_path", "hostile", "sandbox"];
     pub const loop_forever: &[&str] = &["sandbox"];
     pub const memory_bomb: &[&str] = &["sandbox", "fast_path"];
     pub const open_socket: &[&str] = &["loading", "sandbox"];

@@ -12,6 +12,7 @@ mod contract;
 mod fast_path;
 mod first_record;
 mod guests;
+mod hostile;
 // Needs the fault-injection points, which release builds have only with the feature.
 #[cfg(any(debug_assertions, feature = "fault-injection"))]
 mod crash;

@@ -104,7 +104,10 @@ fn an_effect_flood_stops_at_the_budget_with_exactly_the_budget_performed() {
     assert!(journal[0].effects.iter().all(|e| e.state == "done"));
     let stored = |key: &str| {
         t.host
-            .inspect_sqlite(|c| justonce::__private::KvProvider::get(c, key))
+            .inspect_sqlite(|c| {
+                use justonce::__private::KvProvider;
+                KvProvider::get(c, &KvProvider::stored_key("effect_flood", None, key))
+            })
             .unwrap()
     };
     assert_eq!(stored("4"), Some(json!(4)));

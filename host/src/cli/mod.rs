@@ -221,6 +221,7 @@ pub fn exit_code(error: &Error) -> u8 {
         | Error::CannotOperate { .. }
         | Error::Config { .. } => exit::BAD_INPUT,
         Error::InProgress { .. }
+        | Error::Busy { .. }
         | Error::OutcomeUnknown { .. }
         | Error::NotPerformed { .. }
         | Error::LeaseLost { .. } => exit::RETRY_SAFE,

@@ -1813,6 +1813,7 @@ fn execute(journal: &Arc<dyn Journal>, sql: &str) {
 
 /// The value the kv provider holds under `key`.
 fn kv_value(journal: &Arc<dyn Journal>, key: &str) -> Option<Value> {
+    let key = &KvProvider::stored_key("put", None, key);
     match journal.as_sqlite() {
         Some(sqlite) => sqlite.read(|c| KvProvider::get(c, key)).unwrap(),
         None => postgres_client()

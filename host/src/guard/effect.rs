@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use super::Shared;
 use super::heartbeat::Heartbeats;
+use super::prepare::Prepared;
 use crate::determinism::GuestEntropy;
 use crate::error::Error;
 use crate::fault::{self, FaultPoint};
@@ -75,6 +76,8 @@ pub(crate) struct EffectSession {
     invocation: InvocationKey,
     /// The tool being run; providers see it (the `http` allowlist is per tool).
     tool: String,
+    /// The authenticated principal of the call, if any; providers see it.
+    principal: Option<String>,
     /// The run that holds the invocation's lease.
     owner: String,
     /// How far each journal write renews the lease.
@@ -135,12 +138,11 @@ impl EffectHandler for EffectSession {
 }
 
 impl EffectSession {
-    /// A session for one run of `invocation` under `owner`'s lease.
+    /// A session for one run of the `prepared` call under `owner`'s lease.
     pub(crate) fn new(
         shared: Arc<Shared>,
         heartbeats: Arc<Heartbeats>,
-        invocation: InvocationKey,
-        tool: &str,
+        prepared: &Prepared,
         owner: &str,
         lease_ms: i64,
         start: RunStart,
@@ -148,8 +150,9 @@ impl EffectSession {
         Self {
             shared,
             heartbeats,
-            invocation,
-            tool: tool.to_owned(),
+            invocation: prepared.key.clone(),
+            tool: prepared.tool.name.to_string(),
+            principal: prepared.principal.clone(),
             owner: owner.to_string(),
             lease_ms,
             entropy: start.entropy,
@@ -446,6 +449,7 @@ impl EffectSession {
             spans::attempt_claimed(&span, &key, attempt);
             let request = EffectRequest {
                 tool: &session.tool,
+                principal: session.principal.as_deref(),
                 key: &key,
                 invocation: &session.invocation,
                 seq: new.seq,
@@ -582,6 +586,7 @@ impl EffectSession {
     ) -> Result<Result<String, EffectFailure>, Error> {
         let request = TransactionalRequest {
             tool: &self.tool,
+            principal: self.principal.as_deref(),
             operation,
             payload,
         };

@@ -272,8 +272,7 @@ impl Guard {
         let session = EffectSession::new(
             Arc::clone(&self.shared),
             Arc::clone(&self.heartbeats),
-            prepared.key.clone(),
-            &prepared.tool.name,
+            prepared,
             owner,
             self.policy.lease_ms,
             start,

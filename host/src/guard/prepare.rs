@@ -19,6 +19,9 @@ pub(crate) struct Prepared {
     pub fingerprint: Fingerprint,
     /// The invocation key.
     pub key: InvocationKey,
+    /// The authenticated principal the call came from, if any: effects that keep
+    /// state (`kv`) keep each principal's apart.
+    pub principal: Option<String>,
 }
 
 /// Checks `request` against its tool and computes its key.
@@ -87,6 +90,7 @@ pub(crate) fn prepare(runner: &dyn Runner, request: &CallRequest) -> Result<Prep
         canonical,
         fingerprint,
         key,
+        principal: request.principal.clone(),
     })
 }
 

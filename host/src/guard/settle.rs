@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::fault::{self, FaultPoint};
 use crate::mutants::{self, Mutant};
 use crate::outcome::Outcome;
-use crate::runtime::{GuestOutcome, Limits, TrapReason};
+use crate::runtime::{GuestOutcome, GuestToolError, Limits, TrapReason};
 
 /// Settles one run. `None` when the run gave way to another run of the same key.
 pub(super) fn settle(
@@ -109,6 +109,14 @@ pub(super) fn settle(
             ),
         });
     }
+    if let GuestOutcome::Busy { waited } = guest {
+        // Nothing ran: nothing to save, and the same call may be retried.
+        let _ = suspend();
+        return Err(Error::Busy {
+            key: key.clone(),
+            waited,
+        });
+    }
     if let GuestOutcome::Trapped {
         reason: TrapReason::HostFailure,
         message,
@@ -151,21 +159,42 @@ pub(super) fn settle(
     }))
 }
 
+/// A tool error as the outcome: its code, message and details together fit under
+/// the result cap, or the tool's own `result_too_large` trap is saved instead.
+fn error_outcome(e: GuestToolError, limits: &Limits) -> Outcome {
+    let size = e.code.len() + e.message.len() + e.details.as_ref().map_or(0, String::len);
+    if let Some(trap) = too_large("error", size, limits) {
+        return trap;
+    }
+    Outcome::ToolError {
+        code: e.code,
+        message: e.message,
+        details: e
+            .details
+            .map(|d| serde_json::from_str(&d).unwrap_or(Value::String(d))),
+    }
+}
+
+/// The `result_too_large` trap for a `what` (result, error) of `size` bytes over
+/// the cap.
+fn too_large(what: &str, size: usize, limits: &Limits) -> Option<Outcome> {
+    let limit = limits.max_result_bytes;
+    (size > limit).then(|| Outcome::Trap {
+        reason: TrapReason::ResultTooLarge.as_str().into(),
+        message: format!("the tool's {what} of {size} bytes exceeds the limit of {limit} bytes"),
+    })
+}
+
 /// How the guest's ending reads as an outcome.
 fn outcome_of(guest: GuestOutcome, limits: &Limits) -> Outcome {
     match guest {
         GuestOutcome::Returned(Ok(text)) => result_outcome(&text, limits),
-        GuestOutcome::Returned(Err(e)) => Outcome::ToolError {
-            code: e.code,
-            message: e.message,
-            details: e
-                .details
-                .map(|d| serde_json::from_str(&d).unwrap_or(Value::String(d))),
-        },
+        GuestOutcome::Returned(Err(e)) => error_outcome(e, limits),
         GuestOutcome::Trapped { reason, message } => Outcome::Trap {
             reason: reason.as_str().to_string(),
             message,
         },
+        GuestOutcome::Busy { .. } => unreachable!("a busy call ran nothing and is not settled"),
     }
 }
 
@@ -188,15 +217,8 @@ fn savable(outcome: Outcome) -> (String, Outcome) {
 
 /// A returned result: JSON within the size limit, or a trap that says why not.
 fn result_outcome(text: &str, limits: &Limits) -> Outcome {
-    let limit = limits.max_result_bytes;
-    if text.len() > limit {
-        return Outcome::Trap {
-            reason: TrapReason::ResultTooLarge.as_str().into(),
-            message: format!(
-                "the tool's result of {} bytes exceeds the limit of {limit} bytes",
-                text.len()
-            ),
-        };
+    if let Some(trap) = too_large("result", text.len(), limits) {
+        return trap;
     }
     match serde_json::from_str(text) {
         Ok(result) => Outcome::Success { result },

@@ -12,6 +12,7 @@ use ureq::http::Request;
 
 use super::config::HttpConfig;
 use super::request::Outbound;
+use super::secrets::strip_secrets;
 
 /// What the downstream answered, as saved in the journal and handed to the tool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,10 +167,18 @@ impl Client {
             })?;
         let truncated = bytes.len() > cap;
         bytes.truncate(cap);
+        let mut body = String::from_utf8_lossy(&bytes).into_owned();
+        // A downstream that echoes a credential (in a body, a `Set-Cookie`) must not
+        // put it in the journal, the logs or the guest's hands.
+        let secrets = self.config.secret_values();
+        strip_secrets(&mut body, &secrets);
+        for value in headers.values_mut() {
+            strip_secrets(value, &secrets);
+        }
         Ok(HttpResponse {
             status,
             headers,
-            body: String::from_utf8_lossy(&bytes).into_owned(),
+            body,
             truncated,
         })
     }

@@ -319,8 +319,23 @@ impl HttpConfig {
             (Some(_), Some(_)) => return Err("give either `url` or `service`, not both".into()),
             (None, None) => return Err("the request needs a `url` or a `service`".into()),
         };
+        let url = normalize_url(&url)?;
         let origin = parse_url(&url)?;
         Ok((url, origin))
+    }
+
+    /// Every secret part of every service header, to strip from responses.
+    pub(crate) fn secret_values(&self) -> Vec<&str> {
+        let mut secrets: Vec<&str> = self
+            .services
+            .values()
+            .flat_map(|s| s.headers.values())
+            .flat_map(SecretValue::secrets)
+            .collect();
+        // The longest first, so a whole `Bearer TOKEN` goes before its token.
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        secrets.dedup();
+        secrets
     }
 
     /// The headers the host adds to a request to `url`: those of the service whose
@@ -377,11 +392,65 @@ impl Service {
     }
 }
 
-/// A URL's origin and path.
+/// A URL's origin and path, dot-segments resolved; `None` for a URL that
+/// [`normalize_url`] refuses.
 fn split_url(url: &str) -> Option<(Origin, String)> {
     let origin = parse_url(url).ok()?;
-    let uri: Uri = url.parse().ok()?;
+    let uri: Uri = normalize_url(url).ok()?.parse().ok()?;
     Some((origin, uri.path().to_owned()))
+}
+
+/// What a path may not hide in percent-encoding (or hold at all): servers disagree on
+/// whether `%2F` is a separator and `\` a `/`, so a service's prefix cannot be
+/// checked against it.
+const HIDDEN_IN_PATHS: [&str; 4] = ["%2f", "%2e", "%5c", "\\"];
+
+/// `url` with the dot-segments of its path resolved (RFC 3986, 5.2.4), as it is
+/// matched against a service's base URL and sent: `/v1/../admin` is `/admin`, never
+/// under `/v1`. A path holding an encoded `/`, `.` or `\` (or a raw `\`) is refused.
+pub(crate) fn normalize_url(url: &str) -> Result<String, String> {
+    let uri: Uri = url
+        .parse()
+        .map_err(|e| format!("`{url}` is not a valid URL: {e}"))?;
+    let path = uri.path();
+    let lower = path.to_ascii_lowercase();
+    if let Some(hidden) = HIDDEN_IN_PATHS.iter().find(|h| lower.contains(*h)) {
+        return Err(format!(
+            "`{url}` hides `{hidden}` in its path; write `/` and `.` plainly (the host resolves `..` itself)"
+        ));
+    }
+    let resolved = remove_dot_segments(path);
+    if resolved == path {
+        return Ok(url.to_owned());
+    }
+    let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+        return Err(format!("`{url}` is not an absolute URL"));
+    };
+    let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
+    Ok(format!("{scheme}://{authority}{resolved}{query}"))
+}
+
+/// RFC 3986's `remove_dot_segments` for an absolute path: `.` segments dropped, each
+/// `..` removing the segment before it (never above the root).
+fn remove_dot_segments(path: &str) -> String {
+    let mut kept: Vec<&str> = Vec::new();
+    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    for (i, segment) in segments.iter().enumerate() {
+        let last = i + 1 == segments.len();
+        match *segment {
+            "." | ".." => {
+                if *segment == ".." {
+                    kept.pop();
+                }
+                // `/a/..` is the directory `/`, `/a/.` is `/a/`: the slash stays.
+                if last {
+                    kept.push("");
+                }
+            }
+            other => kept.push(other),
+        }
+    }
+    format!("/{}", kept.join("/"))
 }
 
 impl<'de> Deserialize<'de> for Service {
@@ -528,6 +597,50 @@ mod tests {
             let err = input.parse::<Origin>().unwrap_err();
             assert!(err.contains(needle), "{input}: {err}");
         }
+    }
+
+    #[test]
+    fn dot_segments_are_resolved_and_hidden_separators_refused() {
+        for (path, resolved) in [
+            ("/v1/refunds", "/v1/refunds"),
+            ("/v1/../admin/delete", "/admin/delete"),
+            ("/v1/./refunds/", "/v1/refunds/"),
+            ("/../../etc", "/etc"),
+            ("/a/b/..", "/a/"),
+            ("/a/.", "/a/"),
+            ("/", "/"),
+        ] {
+            assert_eq!(remove_dot_segments(path), resolved, "{path}");
+        }
+        assert_eq!(
+            normalize_url("http://127.0.0.1:9000/v1/../admin?x=%2F").unwrap(),
+            "http://127.0.0.1:9000/admin?x=%2F"
+        );
+        for hidden in ["/v1/%2e%2e/admin", "/v1/..%2Fadmin", "/v1/%5C..%5Cadmin"] {
+            let err = normalize_url(&format!("http://127.0.0.1:9000{hidden}")).unwrap_err();
+            assert!(err.contains("hides"), "{hidden}: {err}");
+        }
+        let config = HttpConfig::default()
+            .service("pay", "http://127.0.0.1:9000/v1")
+            .service_header("pay", "Authorization", "Bearer tok_12345678");
+        assert!(
+            config
+                .service_headers("http://127.0.0.1:9000/v1/../admin")
+                .is_empty()
+        );
+        assert!(
+            config
+                .service_headers("http://127.0.0.1:9000/v1/%2e%2e/admin")
+                .is_empty()
+        );
+        assert_eq!(
+            config.service_headers("http://127.0.0.1:9000/v1/./x").len(),
+            1
+        );
+        assert_eq!(
+            config.secret_values(),
+            ["Bearer tok_12345678", "tok_12345678"]
+        );
     }
 
     #[test]

@@ -233,6 +233,18 @@ fn handle(
             drop(state);
             return respond(&mut stream, 401, &json!({ "error": message }), None);
         }
+        if request.path.ends_with("/echo") {
+            drop(state);
+            // A careless downstream: it answers the request's headers back, in the body
+            // and as a cookie (to test that the host strips its secrets).
+            let cookie = request
+                .headers
+                .get("authorization")
+                .map(|auth| format!("Set-Cookie: session={auth}\r\n"))
+                .unwrap_or_default();
+            let echoed = json!({ "headers": request.headers });
+            return respond_with_head(&mut stream, 200, &echoed, &cookie);
+        }
         let behaviour = state.script.pop_front().unwrap_or(Behaviour::Answer);
         let answer = match behaviour {
             Behaviour::Status { .. } => None,
@@ -385,6 +397,19 @@ fn respond(
     body: &Value,
     retry_after: Option<u64>,
 ) -> io::Result<()> {
+    let extra = retry_after
+        .map(|seconds| format!("Retry-After: {seconds}\r\n"))
+        .unwrap_or_default();
+    respond_with_head(stream, status, body, &extra)
+}
+
+/// Answers `status` with `body`, `extra` (whole header lines) added to the head.
+fn respond_with_head(
+    stream: &mut TcpStream,
+    status: u16,
+    body: &Value,
+    extra: &str,
+) -> io::Result<()> {
     let body = body.to_string();
     let reason = match status {
         200 => "OK",
@@ -401,9 +426,7 @@ fn respond(
         "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
     );
-    if let Some(seconds) = retry_after {
-        head.push_str(&format!("Retry-After: {seconds}\r\n"));
-    }
+    head.push_str(extra);
     head.push_str("\r\n");
     stream.write_all(head.as_bytes())?;
     stream.write_all(body.as_bytes())?;

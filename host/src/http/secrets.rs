@@ -10,8 +10,12 @@ use std::path::Path;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// What `Debug` and serialization show of a value that was given directly, not as a
-/// template.
-const REDACTED: &str = "[redacted]";
+/// template; and what replaces a secret a downstream echoed back.
+pub(crate) const REDACTED: &str = "[redacted]";
+
+/// Secrets shorter than this are not stripped from responses: replacing every
+/// occurrence of a two-letter value would garble the response and protect nothing.
+const MIN_STRIPPED_SECRET: usize = 4;
 
 /// A header value the host adds to a service's requests; the guest never sees it.
 #[derive(Clone, PartialEq, Eq)]
@@ -20,14 +24,25 @@ pub struct SecretValue {
     template: String,
     /// The value with every reference filled in; `None` until resolved.
     value: Option<String>,
+    /// What of `value` is secret: each variable's value, or all of a literal value.
+    secrets: Vec<String>,
 }
 
 impl SecretValue {
     /// A value given directly (not read from a config file): shown as `[redacted]`.
     pub fn literal(value: impl Into<String>) -> Self {
+        let value = value.into();
+        // `Bearer TOKEN`: the token is secret on its own too.
+        let mut secrets = vec![value.clone()];
+        secrets.extend(
+            value
+                .split_once(' ')
+                .map(|(_, rest)| rest.trim().to_owned()),
+        );
         Self {
             template: REDACTED.to_owned(),
-            value: Some(value.into()),
+            value: Some(value),
+            secrets,
         }
     }
 
@@ -36,6 +51,7 @@ impl SecretValue {
         Self {
             template: template.into(),
             value: None,
+            secrets: Vec::new(),
         }
     }
 
@@ -53,9 +69,22 @@ impl SecretValue {
     /// variable that is missing, never a value.
     pub fn resolve(&mut self, lookup: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
         if self.value.is_none() {
-            self.value = Some(expand(&self.template, lookup)?);
+            let filled = std::cell::RefCell::new(Vec::new());
+            let value = expand(&self.template, &|name| {
+                let value = lookup(name)?;
+                filled.borrow_mut().push(value.clone());
+                Some(value)
+            })?;
+            self.secrets = filled.into_inner();
+            self.value = Some(value);
         }
         Ok(())
+    }
+
+    /// The secret parts of the value (each filled-in variable, or a literal value
+    /// whole), to strip from what a downstream answers.
+    pub(crate) fn secrets(&self) -> impl Iterator<Item = &str> {
+        self.secrets.iter().map(String::as_str)
     }
 }
 
@@ -74,6 +103,24 @@ impl Serialize for SecretValue {
 impl<'de> Deserialize<'de> for SecretValue {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         String::deserialize(deserializer).map(Self::template)
+    }
+}
+
+/// `text` with every occurrence of each of `secrets` replaced by `[redacted]`, and a
+/// secret's beginning at the very end cut too (a body truncated inside a secret).
+pub(crate) fn strip_secrets(text: &mut String, secrets: &[&str]) {
+    for secret in secrets.iter().filter(|s| s.len() >= MIN_STRIPPED_SECRET) {
+        if text.contains(secret) {
+            *text = text.replace(secret, REDACTED);
+        }
+        let cut = (MIN_STRIPPED_SECRET..secret.len())
+            .rev()
+            .filter(|&n| secret.is_char_boundary(n))
+            .find(|&n| text.ends_with(&secret[..n]));
+        if let Some(n) = cut {
+            text.truncate(text.len() - n);
+            text.push_str(REDACTED);
+        }
     }
 }
 
@@ -190,6 +237,31 @@ mod tests {
         assert!(
             !shown.contains("s3cr3t") && shown.contains(REDACTED),
             "{shown}"
+        );
+    }
+
+    #[test]
+    fn secrets_are_stripped_whole_and_at_a_cut_end() {
+        let mut secret = SecretValue::template("Bearer ${TOKEN}");
+        secret.resolve(&env).unwrap();
+        let secrets: Vec<&str> = secret.secrets().collect();
+        assert_eq!(secrets, ["s3cr3t"]);
+        let mut text = "{\"auth\":\"Bearer s3cr3t\",\"again\":\"s3cr3t\"}".to_owned();
+        strip_secrets(&mut text, &secrets);
+        assert_eq!(
+            text,
+            "{\"auth\":\"Bearer [redacted]\",\"again\":\"[redacted]\"}"
+        );
+        let mut cut = "token=s3cr".to_owned();
+        strip_secrets(&mut cut, &secrets);
+        assert_eq!(cut, "token=[redacted]");
+        let mut short = "ab ab".to_owned();
+        strip_secrets(&mut short, &["ab"]);
+        assert_eq!(short, "ab ab", "too short to be worth stripping");
+        let literal = SecretValue::literal("Bearer abcdefgh");
+        assert_eq!(
+            literal.secrets().collect::<Vec<_>>(),
+            ["Bearer abcdefgh", "abcdefgh"]
         );
     }
 

@@ -224,6 +224,8 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
 pub(crate) struct TransactionalRequest<'a> {
     /// The tool whose call asked for it.
     pub tool: &'a str,
+    /// The authenticated principal of the call, if any.
+    pub principal: Option<&'a str>,
     /// The operation.
     pub operation: &'a str,
     /// The payload.

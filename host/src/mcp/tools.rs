@@ -186,6 +186,7 @@ pub(crate) fn call_result(
             Error::InvalidArguments { .. }
             | Error::Mismatch { .. }
             | Error::InProgress { .. }
+            | Error::Busy { .. }
             | Error::OutcomeUnknown { .. }
             | Error::NotPerformed { .. }
             | Error::Divergence { .. }

@@ -8,14 +8,26 @@ use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError};
 /// Key-value writes that commit in the same SQLite transaction as their effect record,
 /// so each happens exactly once however often a tool is retried.
 ///
+/// Each tool has its own keys, and over MCP HTTP each authenticated principal its own
+/// within them: a tool never reads (through `put`'s `previous`) nor overwrites another
+/// tool's or another tenant's keys. The row is stored under [`KvProvider::stored_key`].
+///
 /// Operations: `put` with `{"key": string, "value": any}` answers `{"key", "previous"}`;
 /// `delete` with `{"key": string}` answers `{"key", "deleted": bool}`.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct KvProvider;
 
 impl KvProvider {
-    /// Reads a value written by `put` (not an effect: reads change nothing).
-    pub fn get(conn: &Connection, key: &str) -> rusqlite::Result<Option<Value>> {
+    /// The row key of `tool`'s `key` for `principal` (none for a local call): the JSON
+    /// array `[tool, principal, key]`, unambiguous for any three strings.
+    pub fn stored_key(tool: &str, principal: Option<&str>, key: &str) -> String {
+        json!([tool, principal, key]).to_string()
+    }
+
+    /// Reads the value stored under `stored_key` (see [`KvProvider::stored_key`]); not
+    /// an effect: reads change nothing.
+    pub fn get(conn: &Connection, stored_key: &str) -> rusqlite::Result<Option<Value>> {
+        let key = stored_key;
         let text: Option<String> = conn
             .query_row("SELECT value FROM kv WHERE key = ?1", params![key], |r| {
                 r.get(0)
@@ -25,11 +37,18 @@ impl KvProvider {
     }
 }
 
-fn key_of(payload: &Value) -> Result<&str, ProviderError> {
-    payload
+/// The tool's key in the payload, and the row it names for this call's tool and
+/// principal.
+fn key_of<'a>(request: &EffectRequest<'a>) -> Result<(&'a str, String), ProviderError> {
+    let key = request
+        .payload
         .get("key")
         .and_then(Value::as_str)
-        .ok_or_else(|| ProviderError::Invalid("payload needs a string field `key`".into()))
+        .ok_or_else(|| ProviderError::Invalid("payload needs a string field `key`".into()))?;
+    Ok((
+        key,
+        KvProvider::stored_key(request.tool, request.principal, key),
+    ))
 }
 
 impl Provider for KvProvider {
@@ -71,13 +90,13 @@ impl Provider for KvProvider {
         let db = |e: postgres::Error| ProviderError::Invalid(format!("kv table: {e}"));
         match request.operation {
             "put" => {
-                let key = key_of(request.payload)?;
+                let (key, row) = key_of(request)?;
                 let value = request.payload.get("value").ok_or_else(|| {
                     ProviderError::Invalid("payload needs a field `value`".into())
                 })?;
                 // Locks the row, so two calls putting one key serialize.
                 let previous = tx
-                    .query_opt("SELECT value FROM kv WHERE key = $1 FOR UPDATE", &[&key])
+                    .query_opt("SELECT value FROM kv WHERE key = $1 FOR UPDATE", &[&row])
                     .map_err(db)?
                     .map(|r| {
                         let text: String = r.get(0);
@@ -86,15 +105,15 @@ impl Provider for KvProvider {
                 tx.execute(
                     "INSERT INTO kv (key, value, effect_key) VALUES ($1, $2, $3)
                      ON CONFLICT (key) DO UPDATE SET value = excluded.value, effect_key = excluded.effect_key",
-                    &[&key, &value.to_string(), &request.key.as_str()],
+                    &[&row, &value.to_string(), &request.key.as_str()],
                 )
                 .map_err(db)?;
                 Ok(json!({ "key": key, "previous": previous }))
             }
             "delete" => {
-                let key = key_of(request.payload)?;
+                let (key, row) = key_of(request)?;
                 let n = tx
-                    .execute("DELETE FROM kv WHERE key = $1", &[&key])
+                    .execute("DELETE FROM kv WHERE key = $1", &[&row])
                     .map_err(db)?;
                 Ok(json!({ "key": key, "deleted": n > 0 }))
             }
@@ -112,23 +131,23 @@ impl Provider for KvProvider {
         let db = |e: rusqlite::Error| ProviderError::Invalid(format!("kv table: {e}"));
         match request.operation {
             "put" => {
-                let key = key_of(request.payload)?;
+                let (key, row) = key_of(request)?;
                 let value = request.payload.get("value").ok_or_else(|| {
                     ProviderError::Invalid("payload needs a field `value`".into())
                 })?;
-                let previous = Self::get(tx, key).map_err(db)?;
+                let previous = Self::get(tx, &row).map_err(db)?;
                 tx.execute(
                     "INSERT INTO kv (key, value, effect_key) VALUES (?1, ?2, ?3)
                      ON CONFLICT (key) DO UPDATE SET value = excluded.value, effect_key = excluded.effect_key",
-                    params![key, value.to_string(), request.key.as_str()],
+                    params![row, value.to_string(), request.key.as_str()],
                 )
                 .map_err(db)?;
                 Ok(json!({ "key": key, "previous": previous }))
             }
             "delete" => {
-                let key = key_of(request.payload)?;
+                let (key, row) = key_of(request)?;
                 let n = tx
-                    .execute("DELETE FROM kv WHERE key = ?1", params![key])
+                    .execute("DELETE FROM kv WHERE key = ?1", params![row])
                     .map_err(db)?;
                 Ok(json!({ "key": key, "deleted": n > 0 }))
             }

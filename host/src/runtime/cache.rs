@@ -8,10 +8,18 @@
 //! compiled again and rewritten (a new file renamed into place, so a reader never sees
 //! half an entry). The cache never makes a load fail: when it cannot be read or
 //! written, the component is compiled as if there were none.
+//!
+//! The digests catch damage, not forgery: an entry's artifact is machine code that
+//! wasmtime runs as it is. So the cache is used only when nobody else can write it:
+//! the directory is created `0700`, and a directory or entry that is not owned by this
+//! user, is writable by group or others, or is a symbolic link, is neither read nor
+//! written (the component is compiled instead). Entries are opened without following
+//! symbolic links, and written to a new `0600` file (`create_new`) renamed into place.
 
 use std::fs;
 use std::hash::{Hash, Hasher};
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -75,6 +83,7 @@ fn hex(bytes: &[u8]) -> String {
 enum Unusable {
     Missing,
     Unreadable(std::io::Error),
+    Untrusted(String),
     Invalid(&'static str),
     Refused(wasmtime::Error),
 }
@@ -84,6 +93,7 @@ impl std::fmt::Display for Unusable {
         match self {
             Self::Missing => f.write_str("no entry"),
             Self::Unreadable(e) => write!(f, "unreadable: {e}"),
+            Self::Untrusted(why) => write!(f, "not trusted: {why}"),
             Self::Invalid(why) => f.write_str(why),
             Self::Refused(e) => write!(f, "refused by wasmtime: {e:#}"),
         }
@@ -166,10 +176,28 @@ impl CompileCache {
         path: &Path,
         wasm_digest: &[u8; 32],
     ) -> Result<Component, Unusable> {
-        let bytes = fs::read(path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory => Unusable::Missing,
-            _ => Unusable::Unreadable(e),
-        })?;
+        match fs::symlink_metadata(&self.dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Unusable::Missing),
+            Err(e) => return Err(Unusable::Unreadable(e)),
+            Ok(meta) => trusted(&self.dir, &meta, true).map_err(Unusable::Untrusted)?,
+        }
+        let mut file = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory => {
+                    Unusable::Missing
+                }
+                _ if e.raw_os_error() == Some(libc::ELOOP) => {
+                    Unusable::Untrusted(format!("{} is a symbolic link", path.display()))
+                }
+                _ => Unusable::Unreadable(e),
+            })?;
+        let meta = file.metadata().map_err(Unusable::Unreadable)?;
+        trusted(path, &meta, false).map_err(Unusable::Untrusted)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(Unusable::Unreadable)?;
         let artifact = self.verify(&bytes, wasm_digest)?;
         deserialize_verified(engine, artifact).map_err(Unusable::Refused)
     }
@@ -206,14 +234,23 @@ impl CompileCache {
         component: &Component,
     ) -> anyhow::Result<()> {
         let artifact = component.serialize()?;
-        fs::create_dir_all(&self.dir)?;
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)?;
+        trusted(&self.dir, &fs::symlink_metadata(&self.dir)?, true).map_err(anyhow::Error::msg)?;
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
             .unwrap_or(0);
         let temp = path.with_extension(format!("tmp-{}-{nanos}", std::process::id()));
         let result = (|| -> std::io::Result<()> {
-            let mut file = fs::File::create(&temp)?;
+            let mut file = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&temp)?;
             file.write_all(MAGIC)?;
             file.write_all(wasm_digest)?;
             file.write_all(&self.engine)?;
@@ -227,6 +264,37 @@ impl CompileCache {
         }
         Ok(result?)
     }
+}
+
+/// Whether `path` (a directory when `dir`) may hold entries: not a symbolic link,
+/// owned by this process's user, and writable by nobody else.
+fn trusted(path: &Path, meta: &fs::Metadata, dir: bool) -> Result<(), String> {
+    let shown = path.display();
+    if meta.file_type().is_symlink() {
+        return Err(format!("{shown} is a symbolic link"));
+    }
+    if dir != meta.is_dir() {
+        return Err(format!(
+            "{shown} is not a {}",
+            if dir { "directory" } else { "file" }
+        ));
+    }
+    // SAFETY: `geteuid` has no preconditions and cannot fail.
+    #[allow(unsafe_code)]
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(format!(
+            "{shown} is owned by user {}, not by this user ({me})",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "{shown} is writable by its group or by others (mode {:o}); `chmod go-w` it",
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
 }
 
 /// Loads an artifact this cache wrote, after [`CompileCache::verify`] accepted it.
@@ -243,8 +311,8 @@ fn deserialize_verified(engine: &Engine, artifact: &[u8]) -> wasmtime::Result<Co
     // stale entry or a file of another format is refused before it gets here, and
     // wasmtime itself checks its version and configuration in the artifact again. What
     // the digest cannot stop is someone who can write the cache directory forging an
-    // entry; the cache directory must be as trusted as the tool components and the
-    // journal beside it (it lives next to the database by default).
+    // entry: `read` used it only after `trusted` found the directory and the entry
+    // owned by this user, writable by nobody else, and not symbolic links.
     unsafe { Component::deserialize(engine, artifact) }
 }
 
@@ -265,6 +333,59 @@ mod tests {
             a.engine, other.engine,
             "another compiler configuration hashes apart"
         );
+    }
+
+    #[test]
+    fn a_directory_or_entry_others_could_forge_is_not_used() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("compiled");
+        let cache = CompileCache::new(&Engine::default(), dir.clone());
+        let wasm = sha256(b"component");
+        let entry = cache.path_for(&wasm);
+        // What `write` creates: a private directory and file.
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        fs::write(&entry, b"not an entry").unwrap();
+        fs::set_permissions(&entry, fs::Permissions::from_mode(0o600)).unwrap();
+        let why = |cache: &CompileCache| {
+            cache
+                .read(&Engine::default(), &entry, &wasm)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        assert!(
+            why(&cache).contains("header"),
+            "read and verified: {}",
+            why(&cache)
+        );
+
+        fs::set_permissions(&entry, fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(
+            why(&cache).contains("writable by its group or by others"),
+            "{}",
+            why(&cache)
+        );
+        fs::set_permissions(&entry, fs::Permissions::from_mode(0o600)).unwrap();
+
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(
+            why(&cache).contains("writable by its group or by others"),
+            "{}",
+            why(&cache)
+        );
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+
+        let elsewhere = root.path().join("forged");
+        fs::rename(&entry, &elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &entry).unwrap();
+        assert!(why(&cache).contains("symbolic link"), "{}", why(&cache));
     }
 
     #[test]

@@ -35,8 +35,14 @@ pub(crate) struct GuestState {
     pub stdout: BoundedCapture,
     /// See `stdout`.
     pub stderr: BoundedCapture,
+    /// Bytes the guest may still write through the `log` import in this call.
+    pub log_budget: usize,
+    /// Log lines dropped once the budget ran out.
+    pub log_dropped: u64,
     /// When the call started, for the deadline.
     pub started: std::time::Instant,
+    /// The guest's running time the call may take (see `host_time`).
+    pub deadline: std::time::Duration,
     /// Time spent inside the host's `perform` (providers, retries, backoff): it does
     /// not count against the guest's deadline, or an effect that took place could
     /// end in a saved `deadline_exceeded` trap.
@@ -109,6 +115,13 @@ impl tool::effects::Host for GuestState {
 impl tool::log::Host for GuestState {
     fn write(&mut self, level: Level, message: String) {
         let message = truncate(&message, MAX_LOG_LINE);
+        if message.len() > self.log_budget {
+            self.log_budget = 0;
+            self.log_dropped += 1;
+            return;
+        }
+        self.log_budget -= message.len();
+        let message = escape_controls(message);
         let tool = &*self.tool;
         match level {
             Level::Trace => tracing::trace!(target: "justonce::guest", tool, "{message}"),
@@ -121,24 +134,54 @@ impl tool::log::Host for GuestState {
 }
 
 impl GuestState {
-    /// Sends what the guest printed to the host's log (never into results).
+    /// Sends what the guest printed to the host's log (never into results), each
+    /// line escaped, and says what the caps dropped.
     pub fn flush_output(&self) {
         for (stream, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
             let (bytes, dropped) = pipe.contents();
-            if !bytes.is_empty() {
-                let text = String::from_utf8_lossy(&bytes);
-                tracing::info!(target: "justonce::guest", tool = &*self.tool, stream, "{}", text.trim_end());
+            let text = String::from_utf8_lossy(&bytes);
+            for line in text.trim_end().lines() {
+                let line = escape_controls(line);
+                tracing::info!(target: "justonce::guest", tool = &*self.tool, stream, "{line}");
             }
             if dropped > 0 {
                 tracing::warn!(target: "justonce::guest", tool = &*self.tool, stream, dropped, "output past the limit was dropped");
             }
         }
+        if self.log_dropped > 0 {
+            tracing::warn!(target: "justonce::guest", tool = &*self.tool, dropped = self.log_dropped, "log lines past the call's budget were dropped");
+        }
+    }
+
+    /// What is left of the call's deadline: the guest's running time so far (the
+    /// time since it started, less the time inside `perform`) counts against it.
+    pub fn deadline_left(&self) -> std::time::Duration {
+        let guest_time = self.started.elapsed().saturating_sub(self.host_time);
+        self.deadline.saturating_sub(guest_time)
     }
 
     /// The first sandbox limit this call ran into, if any.
     pub fn limit_hit(&self) -> Option<LimitHit> {
         self.limit_hit.clone().or_else(|| self.limiter.hit.clone())
     }
+}
+
+/// `s` with its control characters escaped (`\n` as `\\n`, …): a guest's text is one
+/// line of the host's log, and cannot forge another.
+pub(crate) fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return s.into();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<String>()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
 }
 
 /// Cuts `s` to at most `max` bytes on a character boundary.
@@ -151,4 +194,18 @@ pub(crate) fn truncate(s: &str, max: usize) -> &str {
         end -= 1;
     }
     &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_guests_newline_cannot_start_a_host_log_line() {
+        assert_eq!(escape_controls("plain"), "plain");
+        assert_eq!(
+            escape_controls("fine\nINFO justonce: forged\r\u{1b}[2J"),
+            "fine\\nINFO justonce: forged\\r\\u{1b}[2J"
+        );
+    }
 }

@@ -21,8 +21,9 @@ pub struct Limits {
     pub max_result_bytes: usize,
     /// Effects one invocation may perform (`effect_budget_exceeded`).
     pub max_effects: u32,
-    /// Bytes of guest stdout and of stderr kept for the host's log, each; the rest is
-    /// counted and dropped, never an error for the guest.
+    /// Bytes of guest stdout, of stderr and of lines written through the `log`
+    /// import kept for the host's log per call, each; the rest is counted and
+    /// dropped, never an error for the guest.
     pub max_output_bytes: usize,
 }
 

@@ -16,12 +16,14 @@ mod portable_schema;
 pub mod spans;
 mod trap;
 mod unguarded;
+mod waits;
 
 pub(crate) use bindings::ToolError as GuestToolError;
 pub use cache::{CacheStats, CompileCache};
 pub(crate) use effects::{EffectFailure, EffectHandler};
 pub use input_schema::InputSchema;
 pub use limits::{Limits, ToolLimits};
+pub use pool::CONCURRENT_CALLS;
 pub(crate) use pool::check_fits as check_pool_fits;
 pub use portable_schema::portable as portable_schema;
 pub(crate) use trap::TrapReason;
@@ -92,6 +94,11 @@ pub struct RefusedTool {
 pub(crate) enum GuestOutcome {
     /// `call` returned.
     Returned(Result<String, bindings::ToolError>),
+    /// Every call slot stayed taken for `waited`: the guest never started.
+    Busy {
+        /// How long the call waited for a slot.
+        waited: Duration,
+    },
     /// The guest trapped: a reason code and the runtime's message.
     Trapped {
         /// Why.
@@ -158,6 +165,7 @@ impl Runtime {
         let engine = Engine::new(&config)?;
         let mut linker = Linker::<GuestState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        waits::shadow_blocking_poll(&mut linker)?;
         Tool::add_to_linker::<_, HasSelf<GuestState>>(&mut linker, |state| state)?;
 
         let ticker_stop = Arc::new(AtomicBool::new(false));
@@ -204,6 +212,13 @@ impl Runtime {
     /// builder refuses it); [`Runtime::new`] sizes it from its limits.
     pub fn pool_memory_bytes(&self) -> usize {
         self.pool_memory_bytes
+    }
+
+    /// How many of the [`CONCURRENT_CALLS`] call slots are free now (for tests that
+    /// fill them).
+    #[doc(hidden)]
+    pub fn free_call_slots(&self) -> u32 {
+        self.permits.free()
     }
 
     /// The default limits: a tool describes itself under them at load, and a host
@@ -294,7 +309,18 @@ impl Runtime {
         let pre = ToolPre::new(pre)
             .map_err(|e| refuse(format!("does not export the justonce `tool` world: {e:#}")))?;
 
-        let _slot = self.permits.acquire();
+        let _slot = self
+            .permits
+            .acquire_within(self.limits.deadline)
+            .ok_or_else(|| Error::Load {
+                path: source.to_path_buf(),
+                reason: format!(
+                    "every one of the {CONCURRENT_CALLS} call slots stayed taken for {} ms; \
+                     try loading it again",
+                    self.limits.deadline.as_millis()
+                ),
+                fault: LoadFault::Host,
+            })?;
         let mut store = self.store(Arc::from("<describe>"), None, &self.limits);
         let info = pre
             .instantiate(&mut store)
@@ -397,7 +423,10 @@ impl Runtime {
             tool,
             stdout,
             stderr,
+            log_budget: limits.max_output_bytes,
+            log_dropped: 0,
             started: std::time::Instant::now(),
+            deadline: limits.deadline,
             host_time: std::time::Duration::ZERO,
         };
         let mut store = wasmtime::Store::new(&self.engine, state);
@@ -405,16 +434,15 @@ impl Runtime {
         store
             .set_fuel(limits.fuel.unwrap_or(u64::MAX))
             .expect("fuel is enabled on the engine");
-        let deadline = limits.deadline;
-        store.set_epoch_deadline(ticks_for(deadline));
+        store.set_epoch_deadline(ticks_for(limits.deadline));
         // At each expiry, time the host spent inside `perform` is given back: the
         // deadline bounds the guest's own running time.
-        store.epoch_deadline_callback(move |ctx| {
-            let state = ctx.data();
-            let guest_time = state.started.elapsed().saturating_sub(state.host_time);
-            Ok(match deadline.checked_sub(guest_time) {
-                Some(left) if !left.is_zero() => UpdateDeadline::Continue(ticks_for(left)),
-                _ => UpdateDeadline::Interrupt,
+        store.epoch_deadline_callback(|ctx| {
+            let left = ctx.data().deadline_left();
+            Ok(if left.is_zero() {
+                UpdateDeadline::Interrupt
+            } else {
+                UpdateDeadline::Continue(ticks_for(left))
             })
         });
         store
@@ -429,7 +457,16 @@ impl Runtime {
         handler: Box<dyn EffectHandler>,
         limits: &Limits,
     ) -> (GuestOutcome, Box<dyn EffectHandler>) {
-        let _slot = self.permits.acquire();
+        // A slot frees within a deadline of the longest call holding one (time in
+        // `perform` aside), so waiting one deadline serves a call behind full slots.
+        let Some(_slot) = self.permits.acquire_within(limits.deadline) else {
+            return (
+                GuestOutcome::Busy {
+                    waited: limits.deadline,
+                },
+                handler,
+            );
+        };
         let mut store = self.store(Arc::from(tool.name.as_str()), Some(handler), limits);
         let result = tool
             .pre

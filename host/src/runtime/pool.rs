@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Condvar, Mutex};
+use std::time::Duration;
 
 use wasmtime::PoolingAllocationConfig;
 
@@ -104,15 +105,25 @@ impl CallPermits {
         }
     }
 
-    /// Waits for a free slot.
-    pub(crate) fn acquire(&self) -> CallPermit<'_> {
+    /// How many slots are free now.
+    pub(crate) fn free(&self) -> u32 {
+        *self.free.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits at most `bound` for a free slot; `None` when every slot stayed taken.
+    /// Every call ends within its deadline (waits in WASI calls included), so a bound
+    /// of a deadline or so lets a caller through behind calls that run to theirs.
+    pub(crate) fn acquire_within(&self, bound: Duration) -> Option<CallPermit<'_>> {
         let free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        let mut free = self
+        let (mut free, waited) = self
             .released
-            .wait_while(free, |n| *n == 0)
+            .wait_timeout_while(free, bound, |n| *n == 0)
             .unwrap_or_else(|p| p.into_inner());
+        if waited.timed_out() && *free == 0 {
+            return None;
+        }
         *free -= 1;
-        CallPermit(self)
+        Some(CallPermit(self))
     }
 }
 
@@ -140,7 +151,7 @@ mod tests {
                 let (permits, inside, most) = (permits.clone(), inside.clone(), most.clone());
                 std::thread::spawn(move || {
                     for _ in 0..200 {
-                        let _permit = permits.acquire();
+                        let _permit = permits.acquire_within(Duration::from_secs(60)).unwrap();
                         let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
                         most.fetch_max(now, Ordering::SeqCst);
                         std::thread::yield_now();
@@ -157,5 +168,17 @@ mod tests {
             "at most two holders at once"
         );
         assert_eq!(*permits.free.lock().unwrap(), 2, "every permit came back");
+    }
+
+    #[test]
+    fn a_caller_waits_for_a_slot_at_most_its_bound() {
+        let permits = CallPermits::new(1);
+        let held = permits.acquire_within(Duration::ZERO).expect("a free slot");
+        assert!(
+            permits.acquire_within(Duration::from_millis(10)).is_none(),
+            "every slot is taken"
+        );
+        drop(held);
+        assert!(permits.acquire_within(Duration::ZERO).is_some());
     }
 }

@@ -21,7 +21,15 @@ impl Runtime {
             name: tool.to_string(),
             available: self.names(),
         })?;
-        let _slot = self.permits.acquire();
+        let _slot = self
+            .permits
+            .acquire_within(self.limits.deadline)
+            .ok_or_else(|| {
+                Error::Host(anyhow::anyhow!(
+                    "every call slot stayed taken for {} ms",
+                    self.limits.deadline.as_millis()
+                ))
+            })?;
         let mut store = self.store(Arc::from(loaded.name.as_str()), None, &self.limits);
         let result = loaded
             .pre

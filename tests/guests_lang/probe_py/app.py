@@ -2,11 +2,12 @@
 
 import os
 import socket
+import time
 from typing import Annotated, Literal, Optional
 
 from justonce import export, perform, tool
 
-Op = Literal["echo", "mail", "file", "socket", "env"]
+Op = Literal["echo", "mail", "file", "socket", "env", "sleep"]
 
 
 @tool(name="probe_py")
@@ -18,6 +19,9 @@ def probe(
     """Echoes a message, mails it, or tries what the sandbox denies."""
     if op == "echo":
         return {"echo": message}
+    if op == "sleep":
+        time.sleep(3600)
+        return {"slept": True}
     if op == "mail":
         sent = perform("mail", "send", {"to": email, "subject": message, "body": message})
         return {"message_id": sent["message_id"]}

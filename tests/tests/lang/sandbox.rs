@@ -84,3 +84,39 @@ fn the_language_runtimes_load_and_a_rust_guest_that_imports_sockets_is_still_ref
         .to_string();
     assert!(err.contains("`wasi:sockets/"), "{err}");
 }
+
+#[test]
+fn a_python_tool_in_time_sleep_is_stopped_at_its_deadline() {
+    use std::time::{Duration, Instant};
+    let deadline = Duration::from_secs(1);
+    // The runtime's first load (building and compiling CPython) is not the call's.
+    std::sync::LazyLock::force(&PYTHON);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let started = Instant::now();
+    std::thread::spawn(move || {
+        let t = crate::support::test_host(|b| {
+            b.runtime(PYTHON.runtime.clone())
+                .limits(super::limits())
+                .tool_limits(
+                    PYTHON.probe_tool,
+                    justonce::Limits {
+                        deadline,
+                        ..super::limits()
+                    },
+                )
+        });
+        let response = t
+            .host
+            .call(&CallRequest::new(PYTHON.probe_tool, r#"{"op":"sleep"}"#))
+            .unwrap();
+        let _ = tx.send((response.outcome, started.elapsed()));
+    });
+    let (outcome, took) = rx
+        .recv_timeout(deadline + Duration::from_secs(1))
+        .expect("the sleeping call ended within its deadline and a second");
+    match outcome {
+        justonce::Outcome::Trap { reason, .. } => assert_eq!(reason, "deadline_exceeded"),
+        other => panic!("expected deadline_exceeded, got {other:?}"),
+    }
+    eprintln!("python: the sleeping call ended after {took:?}");
+}

@@ -177,6 +177,7 @@ pub(super) fn perform_transactional_in(
     };
     let full = EffectRequest {
         tool: request.tool,
+        principal: request.principal,
         key: &key,
         invocation: effect.invocation,
         seq: effect.seq,

@@ -56,16 +56,30 @@ impl std::fmt::Debug for SqliteJournal {
     }
 }
 
-/// Opens a SQLite file, creating its parent directory first.
+/// Opens a SQLite file, creating its parent directory first. A new directory is
+/// `0700` and a new file `0600` (SQLite gives its `-wal` and `-shm` files the
+/// database's mode): the journal holds arguments, outcomes and each call's seed.
 pub(crate) fn open_file(path: &Path) -> Result<Connection> {
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|e| {
-            Error::Host(anyhow::anyhow!(
-                "cannot create the directory {}: {e}",
-                parent.display()
-            ))
-        })?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(|e| {
+                Error::Host(anyhow::anyhow!(
+                    "cannot create the directory {}: {e}",
+                    parent.display()
+                ))
+            })?;
     }
+    // A new file is created here, empty, so that SQLite does not create it with the
+    // umask's mode. An existing one keeps its mode, and SQLite reports any problem.
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path);
     Connection::open(path).map_err(|e| Error::store(path, e))
 }
 
