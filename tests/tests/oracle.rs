@@ -36,38 +36,62 @@ use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, TestCaseError, TestError, TestRng, TestRunner};
 use serde_json::Value;
 
-const TOOL: &str = "parsed_echo";
-
-/// Cases per `cargo test` unless `JUSTONCE_ORACLE_CASES` says otherwise.
+/// Cases per `cargo test` for a Rust tool unless `JUSTONCE_ORACLE_CASES` says
+/// otherwise.
 const DEFAULT_CASES: u32 = 256;
 
-/// The host of the oracle: `parsed_echo` compiled once for the test binary.
-static ORACLE: LazyLock<(Arc<Runtime>, Host)> = LazyLock::new(|| {
+/// A tool the oracle checks: the runtime that loaded it and a host on that runtime.
+pub(crate) struct Target {
+    pub tool: &'static str,
+    pub runtime: Arc<Runtime>,
+    pub host: Host,
+    /// Where the host may refuse a spelling as an uncertain branch (the JSON pointer
+    /// of an untagged enum, which its refusal names).
+    pub uncertain: Option<&'static str>,
+    /// Cases per `cargo test` unless `JUSTONCE_ORACLE_CASES` says otherwise.
+    pub cases: u32,
+    /// Spellings refused that way.
+    pub refusals: AtomicUsize,
+}
+
+impl Target {
+    /// `tool` from `runtime`, under a host on a manual clock.
+    pub fn new(tool: &'static str, runtime: Arc<Runtime>, uncertain: Option<&'static str>) -> Self {
+        let host = Host::builder()
+            .runtime(runtime.clone())
+            .limits(runtime.limits().clone())
+            .clock(Arc::new(ManualClock::default()))
+            .build()
+            .expect("host");
+        Self {
+            tool,
+            runtime,
+            host,
+            uncertain,
+            cases: DEFAULT_CASES,
+            refusals: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// `parsed_echo`, compiled once for the test binary.
+static PARSED_ECHO: LazyLock<Target> = LazyLock::new(|| {
     let mut runtime = Runtime::new(Limits::default()).expect("runtime");
     runtime
         .load_file(Path::new(justonce_tests::guests::PARSED_ECHO_COMPONENT))
         .expect("parsed_echo loads");
-    let runtime = Arc::new(runtime);
-    let host = Host::builder()
-        .runtime(runtime.clone())
-        .clock(Arc::new(ManualClock::default()))
-        .build()
-        .expect("host");
-    (runtime, host)
+    Target::new("parsed_echo", Arc::new(runtime), Some("/shape"))
 });
 
 /// Makes each call's conversation new, so no call replays an earlier one.
 static CALLS: AtomicU64 = AtomicU64::new(0);
-
-/// Spellings the host refused as an uncertain untagged-enum branch.
-static AMBIGUOUS: AtomicUsize = AtomicUsize::new(0);
 
 // ---------------------------------------------------------------------------------
 // A value of the arguments, with what a spelling may leave out.
 
 /// A JSON value of the arguments as the tool means it.
 #[derive(Clone, Debug)]
-enum Node {
+pub(crate) enum Node {
     /// Properties in their canonical order.
     Obj(Vec<Prop>),
     Arr(Vec<Node>),
@@ -82,13 +106,13 @@ enum Node {
 /// One property; `omittable` when leaving it out means the same (it holds its
 /// default, or it is a `None`, written `null`).
 #[derive(Clone, Debug)]
-struct Prop {
-    key: String,
-    value: Node,
-    omittable: bool,
+pub(crate) struct Prop {
+    pub key: String,
+    pub value: Node,
+    pub omittable: bool,
 }
 
-fn prop(key: &str, value: Node) -> Prop {
+pub(crate) fn prop(key: &str, value: Node) -> Prop {
     Prop {
         key: key.to_owned(),
         value,
@@ -97,7 +121,12 @@ fn prop(key: &str, value: Node) -> Prop {
 }
 
 /// A field with a serde default: omittable when it holds `default`.
-fn defaulted<T: PartialEq>(key: &str, value: T, default: T, node: fn(T) -> Node) -> Prop {
+pub(crate) fn defaulted<T: PartialEq>(
+    key: &str,
+    value: T,
+    default: T,
+    node: fn(T) -> Node,
+) -> Prop {
     let omittable = value == default;
     Prop {
         omittable,
@@ -106,18 +135,18 @@ fn defaulted<T: PartialEq>(key: &str, value: T, default: T, node: fn(T) -> Node)
 }
 
 /// An `Option` field: `None` is `null`, and may be left out.
-fn optional(key: &str, value: Option<Node>) -> Prop {
+pub(crate) fn optional(key: &str, value: Option<Node>) -> Prop {
     Prop {
         omittable: value.is_none(),
         ..prop(key, value.unwrap_or(Node::Null))
     }
 }
 
-fn obj(props: Vec<Prop>) -> Node {
+pub(crate) fn obj(props: Vec<Prop>) -> Node {
     Node::Obj(props)
 }
 
-fn string(s: String) -> Node {
+pub(crate) fn string(s: String) -> Node {
     Node::Str(s)
 }
 
@@ -126,7 +155,7 @@ fn string(s: String) -> Node {
 
 /// Short strings over an alphabet that needs escapes, leaves ASCII and the BMP, and
 /// is small enough that two random strings are often equal.
-fn text() -> impl Strategy<Value = String> + Clone {
+pub(crate) fn text() -> impl Strategy<Value = String> + Clone {
     let alphabet = vec![
         'a', 'b', ' ', 'é', '€', '😀', '"', '\\', '/', '\n', '\u{1}', '\u{7f}', '\u{2028}',
     ];
@@ -134,16 +163,18 @@ fn text() -> impl Strategy<Value = String> + Clone {
         .prop_map(|chars| chars.into_iter().collect())
 }
 
-fn one_of_or_text(words: &'static [&'static str]) -> impl Strategy<Value = String> + Clone {
+pub(crate) fn one_of_or_text(
+    words: &'static [&'static str],
+) -> impl Strategy<Value = String> + Clone {
     prop_oneof![
         3 => prop::sample::select(words).prop_map(str::to_owned),
         1 => text(),
     ]
 }
 
-const TWO_53: u64 = 1 << 53;
+pub(crate) const TWO_53: u64 = 1 << 53;
 
-fn u64s() -> impl Strategy<Value = u64> + Clone {
+pub(crate) fn u64s() -> impl Strategy<Value = u64> + Clone {
     prop_oneof![
         0..1000u64,
         prop::sample::select(vec![100, 1_000_000, 12_345_678_901_234_567_890]),
@@ -153,7 +184,7 @@ fn u64s() -> impl Strategy<Value = u64> + Clone {
     ]
 }
 
-fn i64s() -> impl Strategy<Value = i64> + Clone {
+pub(crate) fn i64s() -> impl Strategy<Value = i64> + Clone {
     let two_53 = TWO_53 as i64;
     prop_oneof![
         -1000..1000i64,
@@ -165,7 +196,7 @@ fn i64s() -> impl Strategy<Value = i64> + Clone {
     ]
 }
 
-fn f64s() -> impl Strategy<Value = f64> + Clone {
+pub(crate) fn f64s() -> impl Strategy<Value = f64> + Clone {
     prop_oneof![
         (-100..100i32).prop_map(f64::from),
         (-400..400i32).prop_map(|q| f64::from(q) / 4.0),
@@ -519,12 +550,17 @@ struct Seen {
     sent: Result<Value, String>,
 }
 
-fn observe(text: String) -> Seen {
-    let (runtime, host) = &*ORACLE;
-    let mut keyed = CallRequest::new(TOOL, text.clone());
+fn observe(target: &Target, text: String) -> Seen {
+    let Target {
+        tool: name,
+        runtime,
+        host,
+        ..
+    } = target;
+    let mut keyed = CallRequest::new(*name, text.clone());
     keyed.conversation = Some("oracle".into());
     let key = host.key_for(&keyed).map_err(|e| refusal(&e));
-    let mut call = CallRequest::new(TOOL, text.clone());
+    let mut call = CallRequest::new(*name, text.clone());
     call.conversation = Some(format!("oracle-{}", CALLS.fetch_add(1, Ordering::Relaxed)));
     let delivered = match host.call(&call) {
         Ok(response) => {
@@ -532,15 +568,15 @@ fn observe(text: String) -> Seen {
             match response.outcome {
                 Outcome::Success { result } => Ok(result),
                 Outcome::ToolError { code, message, .. } => Err(format!("{code}: {message}")),
-                Outcome::Trap { reason, message } => panic!("{TOOL} trapped ({reason}): {message}"),
+                Outcome::Trap { reason, message } => panic!("{name} trapped ({reason}): {message}"),
             }
         }
         Err(e) => Err(refusal(&e)),
     };
     let sent = runtime
-        .call_unguarded(TOOL, &text)
+        .call_unguarded(name, &text)
         .map_err(|e| e.to_string())
-        .map(|out| serde_json::from_str(&out).expect("parsed_echo returns JSON"));
+        .map(|out| serde_json::from_str(&out).expect("the tool returns JSON"));
     Seen {
         text,
         key,
@@ -579,10 +615,13 @@ fn refused(seen: &Seen) -> bool {
 }
 
 /// Checks one spelling on its own.
-fn check_one(seen: &Seen) -> Result<(), Broke> {
+fn check_one(target: &Target, seen: &Seen) -> Result<(), Broke> {
     if refused(seen) {
         let reason = seen.key.as_ref().err().or(seen.delivered.as_ref().err());
-        if seen.sent.is_ok() && !reason.is_some_and(|r| r.contains("/shape")) {
+        let uncertain = target
+            .uncertain
+            .is_some_and(|path| reason.is_some_and(|r| r.contains(path)));
+        if seen.sent.is_ok() && !uncertain {
             return Err(Broke::Refused);
         }
         return Ok(());
@@ -595,10 +634,10 @@ fn check_one(seen: &Seen) -> Result<(), Broke> {
 }
 
 /// The checks a pair of spellings breaks, in [`Broke`]'s order.
-fn breaks(a: &Seen, b: &Seen) -> Vec<Broke> {
+fn breaks(target: &Target, a: &Seen, b: &Seen) -> Vec<Broke> {
     let mut broken: Vec<Broke> = [a, b]
         .into_iter()
-        .filter_map(|s| check_one(s).err())
+        .filter_map(|s| check_one(target, s).err())
         .collect();
     if !refused(a) && !refused(b) {
         let same_key = a.key == b.key;
@@ -615,10 +654,10 @@ fn breaks(a: &Seen, b: &Seen) -> Vec<Broke> {
 }
 
 /// How many of `a` and `b` the host refused as an uncertain untagged branch.
-fn ambiguous(a: &Seen, b: &Seen) -> usize {
+fn ambiguous(target: &Target, a: &Seen, b: &Seen) -> usize {
     [a, b]
         .into_iter()
-        .filter(|s| refused(s) && s.sent.is_ok() && check_one(s).is_ok())
+        .filter(|s| refused(s) && s.sent.is_ok() && check_one(target, s).is_ok())
         .count()
 }
 
@@ -642,29 +681,32 @@ fn describe(broke: Broke, a: &Seen, b: &Seen) -> String {
 /// A case: a value, a second value for `b` or none, and two spellings.
 type Case = (Node, Option<Node>, Vec<u8>, Vec<u8>);
 
-fn cases() -> impl Strategy<Value = Case> {
+/// Values of a tool's arguments.
+pub(crate) type Values = fn() -> BoxedStrategy<Node>;
+
+fn cases(values: Values) -> impl Strategy<Value = Case> {
     let choices = || prop::collection::vec(any::<u8>(), 0..600);
     (
-        args(),
-        prop::option::weighted(0.3, args()),
+        values(),
+        prop::option::weighted(0.3, values()),
         choices(),
         choices(),
     )
 }
 
-fn run_case((value, other, choices_a, choices_b): &Case) -> (Seen, Seen) {
-    let a = observe(spell(value, choices_a));
-    let b = observe(spell(other.as_ref().unwrap_or(value), choices_b));
+fn run_case(target: &Target, (value, other, choices_a, choices_b): &Case) -> (Seen, Seen) {
+    let a = observe(target, spell(value, choices_a));
+    let b = observe(target, spell(other.as_ref().unwrap_or(value), choices_b));
     (a, b)
 }
 
 /// Shrinks a case that breaks `broke` further than proptest can (dropping a choice
 /// shifts the ones after it): sets each choice to the plain spelling where the case
 /// still breaks it, so what is left is the difference that matters.
-fn minimize(mut case: Case, broke: Broke) -> (Seen, Seen) {
+fn minimize(target: &Target, mut case: Case, broke: Broke) -> (Seen, Seen) {
     let still = |case: &Case| {
-        let (a, b) = run_case(case);
-        breaks(&a, &b).contains(&broke)
+        let (a, b) = run_case(target, case);
+        breaks(target, &a, &b).contains(&broke)
     };
     for side in [2, 3] {
         let len = if side == 2 {
@@ -681,22 +723,29 @@ fn minimize(mut case: Case, broke: Broke) -> (Seen, Seen) {
             }
         }
     }
-    run_case(&case)
+    run_case(target, &case)
 }
 
 /// Looks for a case that breaks `target` (any check if `None`) in `count` cases;
 /// the one found, shrunk, with the check it breaks.
-fn search(count: u32, target: Option<Broke>) -> Option<(Broke, Seen, Seen)> {
+fn search(
+    target: &Target,
+    values: Values,
+    count: u32,
+    looked_for: Option<Broke>,
+) -> Option<(Broke, Seen, Seen)> {
     let hit = |a: &Seen, b: &Seen| {
-        let broken = breaks(a, b);
-        match target {
+        let broken = breaks(target, a, b);
+        match looked_for {
             None => broken.first().copied(),
             Some(t) => broken.contains(&t).then_some(t),
         }
     };
-    let result = runner(count).run(&cases(), |case| {
-        let (a, b) = run_case(&case);
-        AMBIGUOUS.fetch_add(ambiguous(&a, &b), Ordering::Relaxed);
+    let result = runner(count).run(&cases(values), |case| {
+        let (a, b) = run_case(target, &case);
+        target
+            .refusals
+            .fetch_add(ambiguous(target, &a, &b), Ordering::Relaxed);
         match hit(&a, &b) {
             Some(broke) => Err(TestCaseError::fail(format!("{broke:?}"))),
             None => Ok(()),
@@ -705,20 +754,20 @@ fn search(count: u32, target: Option<Broke>) -> Option<(Broke, Seen, Seen)> {
     match result {
         Ok(()) => None,
         Err(TestError::Fail(_, case)) => {
-            let (a, b) = run_case(&case);
+            let (a, b) = run_case(target, &case);
             let broke = hit(&a, &b).expect("the shrunk case fails");
-            let (a, b) = minimize(case, broke);
+            let (a, b) = minimize(target, case, broke);
             Some((broke, a, b))
         }
         Err(e) => panic!("{e}"),
     }
 }
 
-fn case_count() -> u32 {
+fn case_count(target: &Target) -> u32 {
     std::env::var("JUSTONCE_ORACLE_CASES")
         .ok()
         .map(|n| n.parse().expect("JUSTONCE_ORACLE_CASES is a number"))
-        .unwrap_or(DEFAULT_CASES)
+        .unwrap_or(target.cases)
 }
 
 fn runner(cases: u32) -> TestRunner {
@@ -733,31 +782,40 @@ fn runner(cases: u32) -> TestRunner {
 
 #[test]
 fn one_key_exactly_when_the_tool_sees_one_value() {
+    check_tool(&PARSED_ECHO, || args().boxed());
+}
+
+/// Runs the oracle on `target` with arguments from `values`: `JUSTONCE_ORACLE_CASES`
+/// cases, or with `JUSTONCE_ORACLE_SURVEY` the survey; panics with a shrunk
+/// counterexample.
+pub(crate) fn check_tool(target: &'static Target, values: Values) {
     // The strategies nest deeply, and unoptimized their trees need more than a test
     // thread's stack.
     std::thread::Builder::new()
         .stack_size(256 << 20)
-        .spawn(oracle)
+        .spawn(move || oracle(target, values))
         .expect("a thread")
         .join()
         .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
 }
 
-fn oracle() {
-    let count = case_count();
+fn oracle(target: &Target, values: Values) {
+    let count = case_count(target);
     if std::env::var_os("JUSTONCE_ORACLE_SURVEY").is_some() {
-        return survey(count);
+        return survey(target, values, count);
     }
     let started = Instant::now();
-    let found = search(count, None);
+    let found = search(target, values, count, None);
     println!(
-        "oracle: {count} cases in {:.1} s, {} spellings refused as an uncertain untagged branch",
+        "oracle of {}: {count} cases in {:.1} s, {} spellings refused as an uncertain untagged branch",
+        target.tool,
         started.elapsed().as_secs_f64(),
-        AMBIGUOUS.load(Ordering::Relaxed)
+        target.refusals.load(Ordering::Relaxed)
     );
     if let Some((broke, a, b)) = found {
         panic!(
-            "the key and the tool disagree (shrunk):\n{}",
+            "the key and {} disagree (shrunk):\n{}",
+            target.tool,
             describe(broke, &a, &b)
         );
     }
@@ -765,24 +823,25 @@ fn oracle() {
 
 /// Runs every case without stopping, prints how many broke each check, then a shrunk
 /// example of each.
-fn survey(count: u32) {
+fn survey(target: &Target, values: Values, count: u32) {
     let mut runner = runner(count);
-    let strategy = cases();
+    let strategy = cases(values);
     let mut broken: BTreeMap<Broke, usize> = BTreeMap::new();
     let mut refusals = 0;
     for _ in 0..count {
         let case = strategy.new_tree(&mut runner).expect("a case").current();
-        let (a, b) = run_case(&case);
-        refusals += ambiguous(&a, &b);
-        for broke in breaks(&a, &b) {
+        let (a, b) = run_case(target, &case);
+        refusals += ambiguous(target, &a, &b);
+        for broke in breaks(target, &a, &b) {
             *broken.entry(broke).or_default() += 1;
         }
     }
     println!(
-        "oracle survey: {count} cases, {refusals} spellings refused as an uncertain untagged branch, broken: {broken:?}"
+        "oracle survey of {}: {count} cases, {refusals} spellings refused as an uncertain untagged branch, broken: {broken:?}",
+        target.tool
     );
     for broke in broken.keys() {
-        if let Some((broke, a, b)) = search(count, Some(*broke)) {
+        if let Some((broke, a, b)) = search(target, values, count, Some(*broke)) {
             println!("{}", describe(broke, &a, &b));
         }
     }
