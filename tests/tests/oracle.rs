@@ -50,6 +50,8 @@ pub(crate) struct Target {
     pub uncertain: Option<&'static str>,
     /// Cases per `cargo test` unless `JUSTONCE_ORACLE_CASES` says otherwise.
     pub cases: u32,
+    /// How many smaller cases proptest tries when one fails.
+    pub shrink_iters: u32,
     /// Spellings refused that way.
     pub refusals: AtomicUsize,
 }
@@ -69,6 +71,7 @@ impl Target {
             host,
             uncertain,
             cases: DEFAULT_CASES,
+            shrink_iters: 2000,
             refusals: AtomicUsize::new(0),
         }
     }
@@ -678,8 +681,9 @@ fn describe(broke: Broke, a: &Seen, b: &Seen) -> String {
     format!("{broke:?}\n{}{}", side("a", a), side("b", b))
 }
 
-/// A case: a value, a second value for `b` or none, and two spellings.
-type Case = (Node, Option<Node>, Vec<u8>, Vec<u8>);
+/// A case: a value, a second value for `b` or none, the [`nudge`]s that make `b`'s
+/// value from the first when there is no second, and the two spellings.
+type Case = (Node, Option<Node>, Vec<u8>, Vec<u8>, Vec<u8>);
 
 /// Values of a tool's arguments.
 pub(crate) type Values = fn() -> BoxedStrategy<Node>;
@@ -688,15 +692,55 @@ fn cases(values: Values) -> impl Strategy<Value = Case> {
     let choices = || prop::collection::vec(any::<u8>(), 0..600);
     (
         values(),
-        prop::option::weighted(0.3, values()),
+        prop::option::weighted(0.2, values()),
+        prop::collection::vec(any::<u8>(), 0..40),
         choices(),
         choices(),
     )
 }
 
-fn run_case(target: &Target, (value, other, choices_a, choices_b): &Case) -> (Seen, Seen) {
+/// `node` with some integers one more or one less, by `choices` (one per integer, in
+/// order; 0 or none left keeps it): a neighbouring value, which a tool that rounds
+/// big integers cannot tell from `node`.
+fn nudge(node: &Node, choices: &mut std::slice::Iter<'_, u8>) -> Node {
+    let mut by = || choices.next().map_or(0, |c| c % 3);
+    match node {
+        Node::Obj(props) => Node::Obj(
+            props
+                .iter()
+                .map(|p| {
+                    let value = nudge(&p.value, choices);
+                    // A default nudged is a value that must be written.
+                    let same = format!("{value:?}") == format!("{:?}", p.value);
+                    Prop {
+                        omittable: p.omittable && same,
+                        key: p.key.clone(),
+                        value,
+                    }
+                })
+                .collect(),
+        ),
+        Node::Arr(items) => Node::Arr(items.iter().map(|n| nudge(n, choices)).collect()),
+        Node::U64(v) => Node::U64(match by() {
+            1 => v.saturating_add(1),
+            2 => v.saturating_sub(1),
+            _ => *v,
+        }),
+        Node::I64(v) => Node::I64(match by() {
+            1 => v.saturating_add(1),
+            2 => v.saturating_sub(1),
+            _ => *v,
+        }),
+        other => other.clone(),
+    }
+}
+
+fn run_case(target: &Target, (value, other, nudges, choices_a, choices_b): &Case) -> (Seen, Seen) {
     let a = observe(target, spell(value, choices_a));
-    let b = observe(target, spell(other.as_ref().unwrap_or(value), choices_b));
+    let second = other
+        .clone()
+        .unwrap_or_else(|| nudge(value, &mut nudges.iter()));
+    let b = observe(target, spell(&second, choices_b));
     (a, b)
 }
 
@@ -708,22 +752,24 @@ fn minimize(target: &Target, mut case: Case, broke: Broke) -> (Seen, Seen) {
         let (a, b) = run_case(target, case);
         breaks(target, &a, &b).contains(&broke)
     };
-    for side in [2, 3] {
-        let len = if side == 2 {
-            case.2.len()
-        } else {
-            case.3.len()
-        };
-        for i in 0..len {
-            let choices = if side == 2 { &mut case.2 } else { &mut case.3 };
-            let kept = std::mem::take(&mut choices[i]);
+    for side in [2, 3, 4] {
+        for i in 0..choices(&mut case, side).len() {
+            let kept = std::mem::take(&mut choices(&mut case, side)[i]);
             if kept != 0 && !still(&case) {
-                let choices = if side == 2 { &mut case.2 } else { &mut case.3 };
-                choices[i] = kept;
+                choices(&mut case, side)[i] = kept;
             }
         }
     }
     run_case(target, &case)
+}
+
+/// The choices of `case` at tuple position `side` (2, 3 or 4).
+fn choices(case: &mut Case, side: usize) -> &mut Vec<u8> {
+    match side {
+        2 => &mut case.2,
+        3 => &mut case.3,
+        _ => &mut case.4,
+    }
 }
 
 /// Looks for a case that breaks `target` (any check if `None`) in `count` cases;
@@ -741,7 +787,7 @@ fn search(
             Some(t) => broken.contains(&t).then_some(t),
         }
     };
-    let result = runner(count).run(&cases(values), |case| {
+    let result = runner(target, count).run(&cases(values), |case| {
         let (a, b) = run_case(target, &case);
         target
             .refusals
@@ -770,11 +816,11 @@ fn case_count(target: &Target) -> u32 {
         .unwrap_or(target.cases)
 }
 
-fn runner(cases: u32) -> TestRunner {
+fn runner(target: &Target, cases: u32) -> TestRunner {
     let config = Config {
         cases,
         failure_persistence: None,
-        max_shrink_iters: 2000,
+        max_shrink_iters: target.shrink_iters,
         ..Config::default()
     };
     TestRunner::new_with_rng(config, TestRng::deterministic_rng(Default::default()))
@@ -824,7 +870,7 @@ fn oracle(target: &Target, values: Values) {
 /// Runs every case without stopping, prints how many broke each check, then a shrunk
 /// example of each.
 fn survey(target: &Target, values: Values, count: u32) {
-    let mut runner = runner(count);
+    let mut runner = runner(target, count);
     let strategy = cases(values);
     let mut broken: BTreeMap<Broke, usize> = BTreeMap::new();
     let mut refusals = 0;

@@ -24,6 +24,7 @@ fn target(tool: &'static str, built: Result<std::path::PathBuf, String>) -> Targ
     Target {
         // A call of these tools takes milliseconds, not microseconds.
         cases: 48,
+        shrink_iters: 300,
         ..Target::new(tool, Arc::new(runtime), None)
     }
 }
@@ -177,4 +178,37 @@ fn one_key_exactly_when_the_python_tool_sees_one_value() {
 #[test]
 fn one_key_exactly_when_the_javascript_tool_sees_one_value() {
     check_tool(&ORACLE_JS, js_args as Values);
+}
+
+/// What a tool of each language receives for integers a double cannot hold, run
+/// outside the host (the text exactly as sent): the same digits, returned as they
+/// came (a JavaScript tool gets a `BigInt` for them, see guest-sdk/js/README.md).
+#[test]
+fn integers_past_2_53_reach_python_and_javascript_tools_exactly() {
+    for target in [&*ORACLE_PY, &*ORACLE_JS] {
+        for (id, delta) in [
+            ("9007199254740993", "-9007199254740993"),
+            ("18446744073709551615", "-9223372036854775808"),
+            ("9007199254740992", "9007199254740991"),
+        ] {
+            let args = format!(
+                r#"{{"id":{id},"delta":{delta},"ratio":1,"name":"","address":{{"street":""}},"action":{{"kind":"cancel"}}}}"#
+            );
+            let args = if target.tool == "oracle_js" {
+                args.replace(r#","action":{"kind":"cancel"}"#, "")
+            } else {
+                args
+            };
+            let out = target
+                .runtime
+                .call_unguarded(target.tool, &args)
+                .unwrap_or_else(|e| panic!("{}: {e}", target.tool));
+            assert!(
+                out.contains(&format!(r#""id":{id}"#))
+                    && out.contains(&format!(r#""delta":{delta}"#)),
+                "{} got {id} and {delta} as: {out}",
+                target.tool
+            );
+        }
+    }
 }
