@@ -1,27 +1,33 @@
 //! The oracle of the invocation key (issue 21): two argument objects are one call
 //! exactly when the tool's own parsed view of them is equal.
 //!
-//! The guest `parsed_echo` returns its arguments as serde parsed them. A property
+//! The guest `parsed_echo` returns its arguments as serde parsed them (and
+//! `lang::oracle` does the same through a Python and a JavaScript tool). A property
 //! test generates a value of its arguments, two random *spellings* of it (defaults
-//! written out or left out, `null` or absence for a `None`, key order, `1.0` and
-//! `1e2` for integers, exponents for floats, `\u` escapes in strings and property
-//! names, big integers near 2^53, `u64::MAX` and `i64::MIN`), and sometimes a second,
-//! different value for the second spelling. For each spelling it asks the host for
-//! the key (`Host::key_for`, what `justonce key` prints), calls the tool through the
-//! host (a fresh conversation per call, so nothing replays) and outside it
+//! written out or left out, `null` or absence for a `None`, key order, `1.0`, `1e2`
+//! and `1E+0` for integers, exponents for floats, `-0`, `\u` escapes in strings and
+//! property names, whitespace, big integers near 2^53, `u64::MAX` and `i64::MIN`),
+//! and for the second call either the same value, a neighbouring one (integers one
+//! off) or a different one. For each spelling it asks the host for the key
+//! (`Host::key_for`, what `justonce key` prints), calls the tool through the host (a
+//! fresh conversation per call, so nothing replays) and outside it
 //! (`Runtime::call_unguarded`, the tool's view of the text exactly as sent), and
-//! checks:
+//! checks ([`Broke`]):
 //!
 //! - **delivered**: what the tool parsed through the host is what it parses from the
 //!   text that was sent (no number rounded on the way), whenever it parses that text;
 //! - **one key per view**: the two keys are equal iff the two views through the host
 //!   are equal;
 //! - **refusals**: the host refuses a spelling the tool parses only where an untagged
-//!   enum makes the branch uncertain (the reason names `/shape`); those are counted.
+//!   enum makes the branch uncertain (the reason names its path, `/shape`); those
+//!   are counted and printed.
 //!
-//! `JUSTONCE_ORACLE_CASES` sets the number of cases (default 256), for soaks;
-//! `JUSTONCE_ORACLE_SURVEY=1` runs them all without stopping or shrinking and prints
-//! how many cases broke each check, with the first example of each.
+//! A failure prints the case shrunk (proptest), then each spelling choice set back
+//! to the plain one where the failure stays, so the spellings left differ only where
+//! it matters. `JUSTONCE_ORACLE_CASES` sets the number of cases (default 256 for
+//! `parsed_echo`, 48 for the slower Python and JavaScript tools), for soaks;
+//! `JUSTONCE_ORACLE_SURVEY=1` runs them all without stopping and prints how many
+//! cases broke each check, then a shrunk example of each.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -752,10 +758,19 @@ fn minimize(target: &Target, mut case: Case, broke: Broke) -> (Seen, Seen) {
         let (a, b) = run_case(target, case);
         breaks(target, &a, &b).contains(&broke)
     };
+    // As many tries as proptest's shrinking had: a slow tool gets fewer.
+    let mut budget = target.shrink_iters;
     for side in [2, 3, 4] {
         for i in 0..choices(&mut case, side).len() {
+            if budget == 0 {
+                break;
+            }
             let kept = std::mem::take(&mut choices(&mut case, side)[i]);
-            if kept != 0 && !still(&case) {
+            if kept == 0 {
+                continue;
+            }
+            budget -= 1;
+            if !still(&case) {
                 choices(&mut case, side)[i] = kept;
             }
         }

@@ -15,6 +15,7 @@ export const { describe, call } = tool({
   description: 'Returns its arguments as it parsed them.',
   args: s.object({
     id: s.integer({ minimum: 0 }),
+    big: s.integer().bigint().default(0),
     delta: s.integer(),
     ratio: s.number(),
     name: s.string(),

@@ -139,7 +139,14 @@ fn js_args() -> BoxedStrategy<Node> {
         ])
     });
     (
-        (u64s(), i64s(), f64s(), text(), address()),
+        (
+            u64s(),
+            prop_oneof![Just(0), u64s()],
+            i64s(),
+            f64s(),
+            text(),
+            address(),
+        ),
         (
             one_of_or_text(&["EUR", "USD"]),
             prop::option::of(text()),
@@ -149,9 +156,10 @@ fn js_args() -> BoxedStrategy<Node> {
         ),
     )
         .prop_map(
-            |((id, delta, ratio, name, address), (currency, note, level, shipping, lines))| {
+            |((id, big, delta, ratio, name, address), (currency, note, level, shipping, lines))| {
                 obj(vec![
                     prop("id", Node::U64(id)),
+                    defaulted("big", big, 0, Node::U64),
                     prop("delta", Node::I64(delta)),
                     prop("ratio", Node::F64(ratio)),
                     prop("name", string(name)),
