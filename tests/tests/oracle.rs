@@ -699,7 +699,11 @@ fn cases(values: Values) -> impl Strategy<Value = Case> {
     (
         values(),
         prop::option::weighted(0.2, values()),
-        prop::collection::vec(any::<u8>(), 0..40),
+        // Mostly the same value respelled; sometimes a neighbour.
+        prop_oneof![
+            3 => Just(Vec::new()),
+            1 => prop::collection::vec(any::<u8>(), 1..40),
+        ],
         choices(),
         choices(),
     )
@@ -889,6 +893,7 @@ fn survey(target: &Target, values: Values, count: u32) {
     let strategy = cases(values);
     let mut broken: BTreeMap<Broke, usize> = BTreeMap::new();
     let mut refusals = 0;
+    let started = Instant::now();
     for _ in 0..count {
         let case = strategy.new_tree(&mut runner).expect("a case").current();
         let (a, b) = run_case(target, &case);
@@ -898,8 +903,9 @@ fn survey(target: &Target, values: Values, count: u32) {
         }
     }
     println!(
-        "oracle survey of {}: {count} cases, {refusals} spellings refused as an uncertain untagged branch, broken: {broken:?}",
-        target.tool
+        "oracle survey of {}: {count} cases in {:.1} s, {refusals} spellings refused as an uncertain untagged branch, broken: {broken:?}",
+        target.tool,
+        started.elapsed().as_secs_f64()
     );
     for broke in broken.keys() {
         if let Some((broke, a, b)) = search(target, values, count, Some(*broke)) {
