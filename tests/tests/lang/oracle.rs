@@ -9,11 +9,12 @@ use proptest::prelude::*;
 
 use super::{limits, state_dir, toolchain};
 use crate::oracle::{
-    Node, Target, Values, check_tool, defaulted, f64s, i64s, obj, one_of_or_text, optional, prop,
-    string, text, u64s,
+    Node, Prop, Target, Values, check_tool, defaulted, f64s, i64s, obj, one_of_or_text, optional,
+    prop, string, text, u64s,
 };
 
-/// `tool`, built from `dir` by `build`, compiled once per test binary.
+/// `tool`, from the component `built` (by [`toolchain`]), compiled through the
+/// languages' compile cache.
 fn target(tool: &'static str, built: Result<std::path::PathBuf, String>) -> Target {
     let path = built.unwrap_or_else(|e| panic!("cannot build {tool}: {e}"));
     let mut runtime = Runtime::new(limits()).expect("runtime");
@@ -111,11 +112,11 @@ fn python_args() -> BoxedStrategy<Node> {
                     defaulted("level", level.to_owned(), "low".into(), string),
                     optional("shipping", shipping),
                     optional("next", next),
-                    crate::oracle::Prop {
+                    Prop {
                         omittable: lines.is_empty(),
                         ..prop("lines", Node::Arr(lines))
                     },
-                    crate::oracle::Prop {
+                    Prop {
                         omittable: counts.is_empty(),
                         ..prop(
                             "counts",
@@ -168,7 +169,7 @@ fn js_args() -> BoxedStrategy<Node> {
                     optional("note", note.map(string)),
                     defaulted("level", level.to_owned(), "low".into(), string),
                     optional("shipping", shipping),
-                    crate::oracle::Prop {
+                    Prop {
                         omittable: lines.is_empty(),
                         ..prop("lines", Node::Arr(lines))
                     },
