@@ -113,6 +113,8 @@ export interface Schema<T> {
   default(value: T): Schema<T>;
   /** Adds JSON Schema keywords, such as `{ minimum: 1 }`. */
   with(keywords: Record<string, Json>): Schema<T>;
+  /** For an `s.integer()`: the tool always sees a `BigInt`, whatever its size. */
+  bigint(): Schema<bigint>;
 }
 
 /** The type a schema accepts. */
@@ -123,6 +125,8 @@ type Keywords = Record<string, Json>;
 /** Schema builders; `s.object` is closed (`additionalProperties: false`). */
 export const s: {
   string(keywords?: Keywords): Schema<string>;
+  /** A `number`; one beyond `Number.MAX_SAFE_INTEGER` arrives as a `BigInt` of its
+   * exact digits rather than rounded (`.bigint()` makes every value a `BigInt`). */
   integer(keywords?: Keywords): Schema<number>;
   number(keywords?: Keywords): Schema<number>;
   boolean(): Schema<boolean>;

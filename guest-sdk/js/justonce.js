@@ -9,6 +9,62 @@ import { perform as witPerform } from 'justonce:tool/effects@0.1.0';
 import { write as witLog } from 'justonce:tool/log@0.1.0';
 
 // ---------------------------------------------------------------------------
+// JSON with exact integers
+
+// Number literals and strings in JSON text (strings first, so digits inside them are
+// skipped).
+const JSON_TOKENS = /"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g;
+
+/**
+ * `JSON.parse`, except that an integer literal a double cannot hold exactly (beyond
+ * `Number.MAX_SAFE_INTEGER`) becomes a `BigInt` of its digits instead of a rounded
+ * number. (`JSON.parse`'s source-text access is not in this engine.)
+ */
+export function parseJson(text) {
+  if (!/\d{16}/.test(text)) return JSON.parse(text);
+  // Each such literal is swapped for a string marked with a tag the text does not
+  // hold, which the reviver turns back into a BigInt.
+  const marker = `\u0000bigint-${freshTag(text)}:`;
+  const marked = text.replace(JSON_TOKENS, (token) =>
+    token[0] === '"' || !/^-?\d+$/.test(token) || Number.isSafeInteger(Number(token))
+      ? token
+      : JSON.stringify(marker + token),
+  );
+  return JSON.parse(marked, (_, value) =>
+    typeof value === 'string' && value.startsWith(marker)
+      ? BigInt(value.slice(marker.length))
+      : value,
+  );
+}
+
+/** `JSON.stringify`, except that a `BigInt` is written as its digits (a JSON number). */
+export function stringifyJson(value) {
+  if (!containsBigInt(value)) return JSON.stringify(value);
+  const plain = JSON.stringify(value, (_, v) => (typeof v === 'bigint' ? '' : v));
+  const marker = `\u0000bigint-${freshTag(plain)}:`;
+  const text = JSON.stringify(value, (_, v) => (typeof v === 'bigint' ? marker + v : v));
+  const quoted = JSON.stringify(marker).slice(0, -1);
+  return text.replaceAll(new RegExp(`${escapeRegExp(quoted)}(-?\\d+)"`, 'g'), '$1');
+}
+
+/** A tag (`t0`, `t1`, …) that `text` does not contain. */
+function freshTag(text) {
+  let n = 0;
+  while (text.includes(`bigint-t${n}:`)) n += 1;
+  return `t${n}`;
+}
+
+function containsBigInt(value) {
+  if (typeof value === 'bigint') return true;
+  if (value === null || typeof value !== 'object') return false;
+  return Object.values(value).some(containsBigInt);
+}
+
+function escapeRegExp(text) {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+// ---------------------------------------------------------------------------
 // Errors
 
 /** A failure the tool reports to the agent: throw it from `call`. */
@@ -75,7 +131,7 @@ function effectError(kind, text, answer) {
 export function perform(provider, operation, payload) {
   let text;
   try {
-    text = JSON.stringify(payload);
+    text = stringifyJson(payload);
   } catch (e) {
     throw effectError('bad-payload', String(e?.message ?? e));
   }
@@ -195,6 +251,7 @@ class Schema {
     this.defaultValue = extra.defaultValue;
     this.fields = extra.fields;
     this.item = extra.item;
+    this.isBigInt = extra.isBigInt ?? false;
   }
 
   #with(json, extra) {
@@ -204,6 +261,7 @@ class Schema {
       defaultValue: this.defaultValue,
       fields: this.fields,
       item: this.item,
+      isBigInt: this.isBigInt,
       ...extra,
     });
   }
@@ -226,6 +284,11 @@ class Schema {
   /** Adds JSON Schema keywords, such as `{ minimum: 1 }`. */
   with(keywords) {
     return this.#with({ ...this.json, ...keywords });
+  }
+
+  /** For an `s.integer()`: the tool always sees a `BigInt`, whatever its size. */
+  bigint() {
+    return this.#with(this.json, { isBigInt: true });
   }
 }
 
@@ -256,7 +319,7 @@ export const s = {
  * property the same as leaving it out. */
 function fill(schema, value) {
   if (value === null || value === undefined) {
-    return schema.hasDefault ? structuredClone(schema.defaultValue) : undefined;
+    return schema.hasDefault ? scalar(schema, structuredClone(schema.defaultValue)) : undefined;
   }
   if (schema.fields && typeof value === 'object' && !Array.isArray(value)) {
     const out = {};
@@ -267,6 +330,16 @@ function fill(schema, value) {
     return out;
   }
   if (schema.item && Array.isArray(value)) return value.map((v) => fill(schema.item, v));
+  return scalar(schema, value);
+}
+
+/** An integer as a `BigInt` where the schema says `.bigint()`; a `number` as one. */
+function scalar(schema, value) {
+  if (schema.json.type === 'integer' && schema.isBigInt && typeof value === 'number') {
+    return BigInt(value);
+  }
+  // A `number` is a double: one past 2^53 is as close as a double gets.
+  if (schema.json.type === 'number' && typeof value === 'bigint') return Number(value);
   return value;
 }
 
@@ -285,7 +358,7 @@ export function tool(definition) {
     throw new TypeError(`tool name ${JSON.stringify(name)}: lowercase letters, digits, _ or -`);
   }
   if (!args || !args.fields) throw new TypeError('`args` must be an s.object({...})');
-  const inputSchema = JSON.stringify({
+  const inputSchema = stringifyJson({
     $schema: 'https://json-schema.org/draft/2020-12/schema',
     ...args.json,
   });
@@ -297,7 +370,7 @@ export function tool(definition) {
       try {
         let parsed;
         try {
-          parsed = JSON.parse(argsJson);
+          parsed = parseJson(argsJson);
         } catch (e) {
           throw new ToolError(
             'invalid_arguments',
@@ -305,7 +378,7 @@ export function tool(definition) {
           );
         }
         const result = call(fill(args, parsed));
-        const text = JSON.stringify(result ?? null);
+        const text = stringifyJson(result ?? null);
         return text;
       } catch (e) {
         let error = e;
@@ -315,7 +388,7 @@ export function tool(definition) {
           payload: {
             code: error.code,
             message: error.toolMessage,
-            details: error.details === undefined ? undefined : JSON.stringify(error.details),
+            details: error.details === undefined ? undefined : stringifyJson(error.details),
           },
         };
       }

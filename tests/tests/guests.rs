@@ -25,6 +25,7 @@ mod run_in {
     pub const memory_bomb: &[&str] = &["sandbox", "fast_path"];
     pub const open_socket: &[&str] = &["loading", "sandbox"];
     pub const panics: &[&str] = &["bad_input"];
+    pub const parsed_echo: &[&str] = &["oracle"];
     pub const payments_refund: &[&str] = &["contract", "retry", "lease", "resolve", "mcp_calls"];
     pub const raw_output: &[&str] = &["bad_input", "sandbox"];
     pub const read_env: &[&str] = &["sandbox"];

@@ -31,6 +31,8 @@ mod mcp_protocol;
 mod mcp_python;
 mod new_tool;
 mod operate;
+// The invocation key against the parsed_echo guest's own view of its arguments.
+mod oracle;
 mod outbox;
 mod read_only;
 mod readme;

@@ -191,10 +191,16 @@ class Signature:
 
 
 def _fields_from_json(fields: list[Field], obj: dict) -> dict:
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected an object, got {obj!r}")
     values = {}
     for f in fields:
         if f.name in obj and obj[f.name] is not None:
             values[f.name] = from_json(f.hint, obj[f.name])
+        elif f.name in obj and _is_optional(_unwrap_annotated(f.hint)[0])[0]:
+            # `null` for an `Optional` is `None`, even where leaving it out gives a
+            # default other than `None`: as serde's `Option`, and as the host keys it.
+            values[f.name] = None
         elif f.default is not inspect.Parameter.empty:
             values[f.name] = f.default
         elif f.name in obj:
@@ -225,6 +231,19 @@ def from_json(hint: Any, value: Any) -> Any:
     if optional:
         return from_json(inner, value)
     origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Literal:
+        if value not in args:
+            raise ValueError(f"{value!r} is none of {list(args)!r}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        # The first branch that takes the value (a `Literal` field tells dataclasses
+        # apart), parsed with its defaults, as the host normalizes it.
+        for branch in args:
+            try:
+                return from_json(branch, value)
+            except (ValueError, TypeError, KeyError):
+                continue
+        raise ValueError(f"no type of {hint!r} takes {value!r}")
     if origin in (list, set, frozenset) and args:
         return origin(from_json(args[0], v) for v in value)
     if origin is tuple and args:

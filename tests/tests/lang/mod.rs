@@ -8,6 +8,7 @@
 //! [`toolchain`]).
 
 mod bench;
+mod oracle;
 mod sandbox;
 mod seed;
 pub mod toolchain;
