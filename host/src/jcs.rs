@@ -20,9 +20,9 @@
 //!   decimal digits (`9007199254740993` stays `9007199254740993`; RFC 8785 alone
 //!   would print the double nearest to it, `9007199254740992`), however it was
 //!   spelled (`9007199254740993.0` and `9.007199254740993e15` are that integer too).
-//!   An integer *literal* beyond 64 bits is refused unless a double holds it and
-//!   prints it with the same digits: a tool reading it as an integer (Python's `int`)
-//!   would otherwise be handed another number. Everything within ±2^53 canonicalizes
+//!   An integer *literal* beyond 64 bits is refused unless a double holds that very
+//!   number (`1000000000000000000000` is the double 1e21, written `1e+21`): any
+//!   other would hand the tool another number. Everything within ±2^53 canonicalizes
 //!   exactly as RFC 8785 says, so no key of such values changes. Fractions and
 //!   exponent forms beyond 64 bits are doubles, as every JSON reader takes them.
 //!
@@ -51,7 +51,7 @@ pub enum JcsError {
     #[error("number {0} is not representable as a finite IEEE-754 double")]
     NumberOutOfRange(String),
     /// An integer literal that can be kept neither as a 64-bit integer nor as a
-    /// double that prints it with the same digits: keeping it would change the value
+    /// double that holds that very number: keeping it would change the value
     /// the tool is handed.
     #[error(
         "integer {literal} at line {line} column {column} does not fit in 64 bits and would be rounded; send it as a string"
@@ -105,8 +105,8 @@ pub fn parse_exact(json: &str) -> Result<Value, JcsError> {
 /// serde_json reads an integer literal within 64 bits exactly and everything else as
 /// a double. So a fraction or exponent whose value is an integer beyond 2^53 that
 /// fits in 64 bits (`9007199254740993.0`, `1.5e18`) is rewritten to its digits, and
-/// an integer literal beyond 64 bits is refused unless the double nearest to it
-/// prints as the same digits. Text that is not JSON is passed on for the parser to
+/// an integer literal beyond 64 bits is refused unless the double nearest to it is
+/// that very number. Text that is not JSON is passed on for the parser to
 /// refuse.
 pub fn exact_numbers(json: &str) -> Result<std::borrow::Cow<'_, str>, JcsError> {
     let bytes = json.as_bytes();
@@ -197,12 +197,14 @@ fn exact_token(token: &str) -> Exact {
         if fits_64_bits(negative, whole) {
             return Exact::Keep;
         }
+        // Past 64 bits serde_json reads it as the nearest double: kept if that double
+        // is the same number (`1000000000000000000000` is 1e21), refused otherwise.
         let nearest: f64 = match token.parse() {
             Ok(f) => f,
             Err(_) => return Exact::Refuse,
         };
-        let printed = ryu_js::Buffer::new().format(nearest).to_owned();
-        return if nearest.is_finite() && printed == token {
+        let digits = whole.trim_start_matches('0');
+        return if nearest.is_finite() && integer_digits(nearest.abs()).as_deref() == Some(digits) {
             Exact::Keep
         } else {
             Exact::Refuse
@@ -234,6 +236,38 @@ fn exact_token(token: &str) -> Exact {
         return Exact::Keep;
     }
     Exact::Digits(if negative { format!("-{integer}") } else { integer })
+}
+
+/// The exact decimal digits of `f`, a non-negative integral double (every double of
+/// 2^53 or more is one); `None` for a fraction.
+fn integer_digits(f: f64) -> Option<String> {
+    if f.fract() != 0.0 {
+        return None;
+    }
+    let bits = f.to_bits();
+    let exponent = ((bits >> 52) & 0x7ff) as i64 - 1075;
+    let mantissa = if (bits >> 52) & 0x7ff == 0 {
+        (bits & ((1 << 52) - 1)) << 1
+    } else {
+        (bits & ((1 << 52) - 1)) | (1 << 52)
+    };
+    if exponent <= 0 {
+        return Some(((mantissa as u128) >> exponent.unsigned_abs()).to_string());
+    }
+    // mantissa × 2^exponent, in base 10, least significant digit first.
+    let mut digits: Vec<u8> = mantissa.to_string().bytes().rev().map(|b| b - b'0').collect();
+    for _ in 0..exponent {
+        let mut carry = 0;
+        for digit in &mut digits {
+            let doubled = *digit * 2 + carry;
+            *digit = doubled % 10;
+            carry = doubled / 10;
+        }
+        if carry > 0 {
+            digits.push(carry);
+        }
+    }
+    Some(digits.iter().rev().map(|d| char::from(b'0' + d)).collect())
 }
 
 /// Whether the decimal `digits` (no sign) with the given sign fit in an `i64` or `u64`.
@@ -561,7 +595,7 @@ mod tests {
     fn integer_literals_that_would_be_rounded_are_refused() {
         for (json, literal) in [
             ("123456789012345678901234567890", "123456789012345678901234567890"),
-            ("{\n \"id\": 18446744073709551616}", "18446744073709551616"),
+            ("{\n \"id\": 18446744073709551617}", "18446744073709551617"),
             ("[-9223372036854775809]", "-9223372036854775809"),
         ] {
             match canonicalize_str(json) {
@@ -569,7 +603,7 @@ mod tests {
                 other => panic!("{json}: expected InexactInteger, got {other:?}"),
             }
         }
-        let msg = canonicalize_str("{\n \"id\": 18446744073709551616}")
+        let msg = canonicalize_str("{\n \"id\": 18446744073709551617}")
             .unwrap_err()
             .to_string();
         assert!(msg.contains("line 2 column 8"), "{msg}");
@@ -579,8 +613,18 @@ mod tests {
             canon(r#"{"id":"123456789012345678901234567890","e":1e30}"#),
             r#"{"e":1e+30,"id":"123456789012345678901234567890"}"#
         );
-        // A double that holds the literal and prints its digits keeps it.
+        // A double that holds the literal's number exactly keeps it, as RFC 8785
+        // prints that double: no value changes, only its spelling.
         assert_eq!(canon("100000000000000000000"), "100000000000000000000");
+        assert_eq!(canon("1000000000000000000000"), canon("1e21"));
+        assert_eq!(canon("18446744073709551616"), canon("1.8446744073709552e19"));
+        assert_eq!(
+            integer_digits(18446744073709551616.0).as_deref(),
+            Some("18446744073709551616")
+        );
+        assert_eq!(integer_digits(1e21).as_deref(), Some("1000000000000000000000"));
+        assert_eq!(integer_digits(4.0).as_deref(), Some("4"));
+        assert_eq!(integer_digits(0.5), None);
     }
 
     #[test]

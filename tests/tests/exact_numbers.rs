@@ -72,8 +72,8 @@ fn key_gives_ids_past_2_pow_53_their_own_keys_and_refuses_what_it_would_round() 
     assert_eq!(key("9.007199254740993e15").1, odd);
     assert_eq!(key("18446744073709551615").0, Some(0));
     // Past 64 bits a double would round it: refused with the literal, nothing keyed.
-    let (code, stdout, stderr) = key("18446744073709551616");
+    let (code, stdout, stderr) = key("18446744073709551617");
     assert_eq!(code, Some(2), "{stdout}{stderr}");
-    assert!(stderr.contains("18446744073709551616"), "{stderr}");
+    assert!(stderr.contains("18446744073709551617"), "{stderr}");
     assert!(stderr.contains("send it as a string"), "{stderr}");
 }
