@@ -123,6 +123,9 @@ export type Infer<S> = S extends Schema<infer T> ? T : never;
 type Keywords = Record<string, Json>;
 
 /** Schema builders; `s.object` is closed (`additionalProperties: false`). */
+/** The keyword at the root of the input schema that marks a read-only tool. */
+export const READ_ONLY_KEYWORD: 'x-justonce-read-only';
+
 export const s: {
   string(keywords?: Keywords): Schema<string>;
   /** A `number`; one beyond `Number.MAX_SAFE_INTEGER` arrives as a `BigInt` of its
@@ -143,6 +146,10 @@ export interface ToolDefinition<A extends Schema<any>, R> {
   description: string;
   /** The arguments, as an `s.object({...})`; their JSON Schema is the input schema. */
   args: A;
+  /** `true` for a tool that only reads (MCP's `readOnlyHint`): the host saves none
+   * of its outcomes, runs every call, and stops it with a `read_only_effect` trap if
+   * it asks for an effect (`http.get` is a read). */
+  readOnly?: boolean;
   /** Handles one call, with the arguments checked and defaults filled in. Return
    * JSON data; throw a `ToolError` for the agent to read. */
   call(args: Infer<A>): R;

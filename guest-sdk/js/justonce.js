@@ -347,20 +347,26 @@ function scalar(schema, value) {
 // The tool
 
 const NAME = /^[a-z0-9_-]+$/;
+/** The keyword at the root of the input schema that marks a read-only tool (the host
+ * reads it and removes it from the schema agents see). */
+export const READ_ONLY_KEYWORD = 'x-justonce-read-only';
 
 /**
  * Makes the component's exports from a tool definition:
  * `export const { describe, call } = tool({ name, description, args, call })`.
  */
 export function tool(definition) {
-  const { name, description, args, call } = definition;
+  const { name, description, args, call, readOnly = false } = definition;
   if (typeof name !== 'string' || !NAME.test(name)) {
     throw new TypeError(`tool name ${JSON.stringify(name)}: lowercase letters, digits, _ or -`);
   }
   if (!args || !args.fields) throw new TypeError('`args` must be an s.object({...})');
+  if (typeof readOnly !== 'boolean') throw new TypeError('`readOnly` must be true or false');
   const inputSchema = stringifyJson({
     $schema: 'https://json-schema.org/draft/2020-12/schema',
     ...args.json,
+    // In the schema's root, so the ABI's `tool-info` stays as it is.
+    ...(readOnly ? { [READ_ONLY_KEYWORD]: true } : {}),
   });
   return {
     describe() {

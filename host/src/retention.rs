@@ -92,9 +92,9 @@ impl ToolWindows {
 /// `24 h`, `10 min`, `90 s`: the largest whole unit.
 fn human(d: Duration) -> String {
     let s = d.as_secs();
-    if s >= 3600 && s % 3600 == 0 {
+    if s >= 3600 && s.is_multiple_of(3600) {
         format!("{} h", s / 3600)
-    } else if s >= 60 && s % 60 == 0 {
+    } else if s >= 60 && s.is_multiple_of(60) {
         format!("{} min", s / 60)
     } else {
         format!("{} s", d.as_secs_f64())

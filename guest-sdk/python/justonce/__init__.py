@@ -73,10 +73,21 @@ __all__ = [
 ]
 
 
+# The keyword at the root of the input schema that marks a read-only tool (the host
+# reads it and removes it from the schema agents see).
+READ_ONLY_KEYWORD = "x-justonce-read-only"
+
+
 class Tool:
     """A function made a tool by `@tool`: its name, description and input schema."""
 
-    def __init__(self, func: Callable, name: Optional[str], description: Optional[str]):
+    def __init__(
+        self,
+        func: Callable,
+        name: Optional[str],
+        description: Optional[str],
+        read_only: bool = False,
+    ):
         self.func = func
         self.name = name or func.__name__
         doc = description if description is not None else (func.__doc__ or "")
@@ -84,7 +95,11 @@ class Tool:
         if not self.description:
             raise TypeError(f"tool `{self.name}` needs a description (a docstring)")
         self.signature = Signature(func)
+        self.read_only = read_only
         self.input_schema = self.signature.schema()
+        if read_only:
+            # In the schema's root, so the ABI's `tool-info` stays as it is.
+            self.input_schema[READ_ONLY_KEYWORD] = True
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)
@@ -119,9 +134,14 @@ def tool(
     *,
     name: Optional[str] = None,
     description: Optional[str] = None,
+    read_only: bool = False,
 ) -> Any:
     """Makes a typed function a tool. Use it bare (`@tool`) or with a name or a
     description other than the function's name and docstring.
+
+    `read_only=True` marks a tool that only reads (MCP's `readOnlyHint`): the host
+    saves none of its outcomes, runs every call, and stops it with a
+    `read_only_effect` trap if it asks for an effect (`http.get` is a read).
 
     The function takes either one dataclass parameter or one keyword parameter per
     argument; their type hints are the input schema. `Annotated[T, "text"]` describes
@@ -130,7 +150,7 @@ def tool(
     """
 
     def wrap(f: Callable) -> Tool:
-        return Tool(f, name, description)
+        return Tool(f, name, description, read_only)
 
     return wrap(func) if func is not None else wrap
 

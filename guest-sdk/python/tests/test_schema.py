@@ -143,6 +143,23 @@ class SchemaTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             Signature(bad)
 
+class ReadOnlyTest(unittest.TestCase):
+    def test_a_read_only_tool_says_so_in_its_schema_root_and_others_do_not(self):
+        from justonce import READ_ONLY_KEYWORD, tool
+
+        @tool(read_only=True)
+        def balance(account: str) -> int:
+            """Looks up a balance."""
+            return 0
+
+        @tool
+        def refund(account: str) -> int:
+            """Refunds."""
+            return 0
+
+        self.assertIs(balance.input_schema[READ_ONLY_KEYWORD], True)
+        self.assertNotIn(READ_ONLY_KEYWORD, refund.input_schema)
+
 
 if __name__ == "__main__":
     unittest.main()

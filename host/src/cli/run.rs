@@ -16,7 +16,9 @@ pub struct Run {
     /// The arguments, a JSON object.
     #[arg(long, value_name = "JSON")]
     args: String,
-    /// The conversation: the window in which a repeat is a duplicate.
+    /// The conversation: the window in which a repeat is a duplicate (kept
+    /// `retention_hours`). Without one, a repeat is a duplicate only within
+    /// `unscoped_retention_minutes` (10 by default).
     #[arg(long, value_name = "ID", conflicts_with = "fresh")]
     conversation: Option<String>,
     /// Run in a conversation of its own, new each time: nothing an earlier run saved is

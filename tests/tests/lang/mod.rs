@@ -151,3 +151,20 @@ fn the_python_sdk_unit_tests_pass() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The JavaScript SDK's own tests (what `describe` says), on the host's `node`, with
+/// the host's imports stubbed: no component needed.
+#[test]
+fn the_javascript_sdk_unit_tests_pass() {
+    let out = std::process::Command::new("node")
+        .args(["--import", "./tests/register.mjs", "--test", "tests/"])
+        .current_dir(std::path::Path::new(toolchain::ROOT).join("guest-sdk/js"))
+        .output()
+        .expect("run node");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
