@@ -302,7 +302,7 @@ impl HttpConfig {
                 let base = self.services.get(service).map(|s| &s.url).ok_or_else(|| {
                     let known: Vec<&str> = self.services.keys().map(String::as_str).collect();
                     format!(
-                        "no service named `{service}` is configured (configured: {})",
+                        "no service named `{service}` is configured (configured: {}); name it under \"services\" in the host's HTTP config (`--http-config FILE`), then retry the same call: nothing was sent",
                         if known.is_empty() {
                             "none".to_owned()
                         } else {
@@ -719,6 +719,8 @@ mod tests {
             err.contains("no service named `mail`") && err.contains("payments"),
             "{err}"
         );
+        // It says how to configure one, and that retrying is safe.
+        assert!(err.contains("--http-config FILE") && err.contains("nothing was sent"), "{err}");
         let err = config
             .resolve(None, Some("payments"), Some("v1"))
             .unwrap_err();
