@@ -58,6 +58,11 @@ impl Mutant {
         }
     }
 
+    /// The journal its histories must run on to be caught.
+    pub fn journal(self) -> crate::sim::JournalKind {
+        crate::sim::JournalKind::Sqlite
+    }
+
     /// The mutant called `name`.
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|m| m.name() == name)

@@ -202,6 +202,7 @@ impl Guard {
             };
             match decided {
                 BeginOutcome::Run { entropy, resumed } => {
+                    crate::fault::point(crate::fault::FaultPoint::AfterDecide);
                     let start = RunStart {
                         entropy,
                         unjournaled: None,
