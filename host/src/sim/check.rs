@@ -253,6 +253,33 @@ fn downstreams(h: &History<'_>, violations: &mut Vec<String>) {
             ));
         }
     }
+    // One intent (its invocation key: one intent has one key) performs each of its
+    // effects once per retention: a second generation's effect at the same position
+    // comes only after the record completed and expired.
+    let mut generations: BTreeMap<(&str, u32), Vec<&Applied>> = BTreeMap::new();
+    for applied in h.keyed.iter().chain(h.unkeyed) {
+        let (invocation, _, seq) = &applied.position;
+        generations.entry((invocation, *seq)).or_default().push(applied);
+    }
+    for ((invocation, seq), applied) in &generations {
+        let again = applied.iter().enumerate().find_map(|(i, a)| {
+            applied[i + 1..].iter().find(|b| {
+                a.position.1 != b.position.1 && !could_expire(h, a.at.min(b.at), a.at.max(b.at))
+            })
+            .map(|b| (a, b))
+        });
+        if let Some((a, b)) = again {
+            violations.push(format!(
+                "invocation {invocation}'s effect #{seq} was performed under generations {} and {} within retention (t={} and t={}): {} then {}",
+                a.position.1,
+                b.position.1,
+                h.clock.at(a.at),
+                h.clock.at(b.at),
+                a.what,
+                b.what
+            ));
+        }
+    }
     let mut times: BTreeMap<&Position, u32> = BTreeMap::new();
     for applied in h.unkeyed {
         *times.entry(&applied.position).or_default() += 1;
@@ -358,6 +385,7 @@ mod tests {
             key: key.into(),
             position: ("inv".into(), 1, seq),
             what: what.into(),
+            at: 0,
         }
     }
 

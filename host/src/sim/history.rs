@@ -527,7 +527,14 @@ fn stir(world: &World, mut rng: Rng, stop: &AtomicBool) {
                 world.clock.shift(ms);
                 chaos.record(FaultKind::ClockForward, &format!("+{ms}ms past retention"));
             }
-            46..65 => {
+            46..47 => {
+                // Long enough that a call begun before it and completed after it is
+                // still within retention when one counted from its start is not.
+                let ms = RETENTION_MS / 3 + rng.between(0, RETENTION_MS as u64 / 6) as i64;
+                world.clock.shift(ms);
+                chaos.record(FaultKind::ClockForward, &format!("+{ms}ms, a third of retention"));
+            }
+            47..65 => {
                 let ms = rng.between(1_000, 40_000) as i64;
                 world.clock.shift(-ms);
                 chaos.record(FaultKind::ClockBack, &format!("-{ms}ms"));

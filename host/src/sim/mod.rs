@@ -205,7 +205,11 @@ mod tests {
             "the mutant {name} survived {} histories",
             report.histories
         );
-        println!("caught {name} after {} histories", report.histories);
+        let first = &report.failures[0];
+        println!(
+            "caught {name} after {} histories (seed {}): {}",
+            report.histories, first.seed, first.violations[0]
+        );
     }
 
     /// A short seeded batch: every invariant holds over a few small histories.

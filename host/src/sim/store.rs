@@ -72,7 +72,7 @@ pub(crate) enum Store {
         path: PathBuf,
     },
     Postgres {
-        config: postgres::Config,
+        config: Box<postgres::Config>,
         schema: String,
         admin_url: String,
         /// The verifier's own reads.
@@ -106,7 +106,7 @@ impl Store {
                 let mut config: postgres::Config = admin_url.parse().map_err(StoreError::Schema)?;
                 config.options(&format!("-c search_path={schema}"));
                 Ok(Self::Postgres {
-                    config,
+                    config: Box::new(config),
                     schema,
                     admin_url,
                     reader: Mutex::new(None),
@@ -133,7 +133,7 @@ impl Store {
         match self {
             Self::Sqlite { path } => journal::open(path, Durability::Normal, None),
             Self::Postgres { config, .. } => {
-                let mut config = config.clone();
+                let mut config = postgres::Config::clone(config);
                 config.application_name(&self.application(host));
                 let database: Arc<dyn Clock> = clock.clone();
                 let journal = PostgresJournal::open(

@@ -193,6 +193,8 @@ pub(crate) struct Applied {
     pub position: Position,
     /// What it was: operation and payload.
     pub what: String,
+    /// The clock's moment it was applied.
+    pub at: usize,
 }
 
 /// A fake downstream of the keyed or unkeyed class. A keyed one deduplicates by key,
@@ -312,6 +314,7 @@ impl Downstream {
             key: key.clone(),
             position: (request.invocation.to_string(), generation, request.seq),
             what: what.clone(),
+            at: self.chaos.clock.mark(),
         };
         let amount = request.payload["amount"].as_u64().unwrap_or(1);
         let mut state = self.lock();

@@ -107,7 +107,13 @@ pub(super) fn entry_in(conn: &Connection, key: &str) -> rusqlite::Result<Option<
 /// that is running, suspended or waiting for a person is never deleted.
 pub(super) fn gc_in(tx: &Connection, now: i64, retention_ms: i64) -> rusqlite::Result<GcReport> {
     let cutoff = now.saturating_sub(retention_ms);
-    let expired = "SELECT key FROM invocations WHERE state = 'completed' AND completed_at <= ?1";
+    let running_too = crate::mutants::on(crate::mutants::Mutant::GcRunning);
+    let which = if running_too {
+        "coalesce(completed_at, created_at) <= ?1"
+    } else {
+        "state = 'completed' AND completed_at <= ?1"
+    };
+    let expired = format!("SELECT key FROM invocations WHERE {which}");
     let effects = tx.execute(
         &format!("DELETE FROM effects WHERE invocation_key IN ({expired})"),
         params![cutoff],
@@ -117,7 +123,7 @@ pub(super) fn gc_in(tx: &Connection, now: i64, retention_ms: i64) -> rusqlite::R
         params![cutoff],
     )?;
     let invocations = tx.execute(
-        "DELETE FROM invocations WHERE state = 'completed' AND completed_at <= ?1",
+        &format!("DELETE FROM invocations WHERE {which}"),
         params![cutoff],
     )?;
     // Tables of providers that keep their rows in this file, if they exist: delivered
