@@ -129,14 +129,16 @@ pub(crate) fn check(h: &History<'_>) -> Vec<String> {
     violations
 }
 
-/// Whether `message` says the PostgreSQL server ended the session (`57P01`, or
-/// the client's `connection closed` once it read that). A host's pool keeps the connections that were idle when the server
+/// Whether `message` says the PostgreSQL server ended the session (`57P01`, the
+/// client's `connection closed` once it read that, or a reset socket). A host's pool keeps the connections that were idle when the server
 /// ended them during the faults, and learns they are dead only by using them: the
 /// first calls after the database is back may fail so, retry-safe (the journal
 /// cannot tell a dead idle connection from one that died mid-statement, so it does
 /// not retry the statement itself).
 fn ended_session(message: &str) -> bool {
-    message.contains("57P01") || message.ends_with("connection closed")
+    message.contains("57P01")
+        || message.ends_with("connection closed")
+        || message.contains("Connection reset by peer")
 }
 
 fn describe(h: &History<'_>, call: &Call) -> String {
