@@ -7,6 +7,7 @@
 //! then they do nothing unless the environment variable `JUSTONCE_FAULT` names one:
 //!
 //! ```text
+//! JUSTONCE_FAULT=after_decide        # the run holds the lease of its record; the guest has not run
 //! JUSTONCE_FAULT=before_effect       # the effect is journaled; the provider is not called
 //! JUSTONCE_FAULT=after_provider      # the provider answered; the answer is not recorded
 //! JUSTONCE_FAULT=after_record        # every effect is recorded; the outcome is not saved
@@ -16,6 +17,9 @@
 //! ```
 //!
 //! A release build without the feature ignores the variable (with a warning).
+//!
+//! The simulator crashes hosts in-process instead: [`with_hook`] calls a hook of its
+//! own at every point a thread reaches (in every build), and the hook may panic.
 
 use std::str::FromStr;
 use std::sync::OnceLock;
@@ -29,6 +33,9 @@ pub const ENV: &str = "JUSTONCE_FAULT";
 /// Where the host can be made to abort.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultPoint {
+    /// A journaled call was decided to run (or resume): its run holds the record's
+    /// lease; the guest has not run.
+    AfterDecide,
     /// The effect record (and its attempt) is journaled; the provider is not called.
     BeforeEffect,
     /// The provider answered; its answer is not recorded.
@@ -44,7 +51,8 @@ pub enum FaultPoint {
 
 impl FaultPoint {
     /// Every point, in the order a call reaches them.
-    pub const ALL: [FaultPoint; 5] = [
+    pub const ALL: [FaultPoint; 6] = [
+        Self::AfterDecide,
         Self::BeforeEffect,
         Self::AfterProvider,
         Self::AfterRecord,
@@ -55,6 +63,7 @@ impl FaultPoint {
     /// The name `JUSTONCE_FAULT` uses.
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::AfterDecide => "after_decide",
             Self::BeforeEffect => "before_effect",
             Self::AfterProvider => "after_provider",
             Self::AfterRecord => "after_record",
@@ -136,10 +145,38 @@ pub(crate) fn check_env() -> Result<()> {
 /// Aborts the process if `JUSTONCE_FAULT` arms `point` and this is the arrival it
 /// names.
 pub(crate) fn point(point: FaultPoint) {
+    HOOK.with_borrow(|hook| {
+        if let Some(hook) = hook {
+            hook(point);
+        }
+    });
     if arrived(point) {
         eprintln!("justonce: {ENV}: aborting at {}", point.as_str());
         std::process::abort();
     }
+}
+
+/// What [`with_hook`] calls at each fault point.
+pub(crate) type Hook = std::rc::Rc<dyn Fn(FaultPoint)>;
+
+thread_local! {
+    static HOOK: std::cell::RefCell<Option<Hook>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with `hook` called at every fault point this thread reaches meanwhile
+/// (the simulator's in-process crashes: the hook may panic, and the panic unwinds
+/// through the call). The thread's previous hook is back afterwards, also when `f`
+/// panics.
+pub(crate) fn with_hook<R>(hook: Hook, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Hook>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            HOOK.with_borrow_mut(|hook| *hook = previous);
+        }
+    }
+    let _restore = Restore(HOOK.with_borrow_mut(|h| h.replace(hook)));
+    f()
 }
 
 /// Whether `JUSTONCE_FAULT` arms `point` and this is the arrival it names: for a

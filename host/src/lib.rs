@@ -97,5 +97,5 @@ pub mod __private {
     pub use crate::providers::{KvProvider, MailProvider, OutboxMessage, OutboxProvider};
     pub use crate::runtime::CONCURRENT_CALLS;
     pub use crate::runtime::CacheStats;
-    pub use crate::sim::{FaultKind, Options, Report, run};
+    pub use crate::sim::{FaultKind, JournalKind, Options, Report, StoreError, run};
 }

@@ -31,11 +31,30 @@ pub enum Mutant {
     /// (`normalize.rs`), as before unions were normalized: a tagged variant's default
     /// written out and left out are two keys.
     UnionsUntouched,
+    /// The SQLite journal renews a lease without asking whose it is (the
+    /// `lease_owner` predicate dropped from one statement, `sqlite/effects.rs`): a
+    /// run that was taken over still claims effects.
+    UnfencedRenew,
+    /// `gc` deletes every record created before the retention, running and
+    /// suspended work too (`sqlite/journal.rs`): a call in progress loses its
+    /// effects' keys and runs them again under new ones.
+    GcRunning,
+    /// A completed record is stamped as completed when its call began
+    /// (`sqlite/invocations.rs`): expiry and gc count retention from the start of a
+    /// call instead of its completion, so a long call expires early.
+    ExpiryFromStart,
+    /// An absent property's `default` is not filled in (`normalize.rs`): a default
+    /// written out and left out are two keys.
+    SkippedDefault,
+    /// The PostgreSQL journal renews a lease until the host's own clock says
+    /// (`postgres/ops.rs`), not the database's: a host whose clock runs behind holds
+    /// a lease the others already see expired.
+    HostClockLease,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 7] = [
+    pub const ALL: [Mutant; 12] = [
         Self::FreshEffectKey,
         Self::AnswerBeforeSave,
         Self::RetryUnkeyed,
@@ -43,6 +62,11 @@ impl Mutant {
         Self::UnfencedAnswer,
         Self::RoundedIntegers,
         Self::UnionsUntouched,
+        Self::UnfencedRenew,
+        Self::GcRunning,
+        Self::ExpiryFromStart,
+        Self::SkippedDefault,
+        Self::HostClockLease,
     ];
 
     /// The name `--mutant` takes.
@@ -55,6 +79,11 @@ impl Mutant {
             Self::UnfencedAnswer => "unfenced_answer",
             Self::RoundedIntegers => "rounded_integers",
             Self::UnionsUntouched => "unions_untouched",
+            Self::UnfencedRenew => "unfenced_renew",
+            Self::GcRunning => "gc_running",
+            Self::ExpiryFromStart => "expiry_from_start",
+            Self::SkippedDefault => "skipped_default",
+            Self::HostClockLease => "host_clock_lease",
         }
     }
 

@@ -447,6 +447,7 @@ impl<'s> Normalizer<'s> {
         }
         for (name, schemas) in &view.properties {
             if !object.contains_key(*name)
+                && !crate::mutants::on(crate::mutants::Mutant::SkippedDefault)
                 && let Some(default) = schemas.iter().find_map(|s| self.default_of(s, 0))
             {
                 object.insert((*name).to_owned(), default.clone());

@@ -235,6 +235,7 @@ impl Guard {
             };
             match decided {
                 BeginOutcome::Run { entropy, resumed } => {
+                    crate::fault::point(crate::fault::FaultPoint::AfterDecide);
                     let start = RunStart {
                         entropy,
                         unjournaled: None,

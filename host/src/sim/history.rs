@@ -1,30 +1,32 @@
-//! One history: several hosts (guards, each with its own connection to one SQLite
-//! file) shared by agents that call, retry, re-plan, duplicate and reuse keys, while a
-//! chaos thread moves the clock, runs `gc` and fills the disk and the downstreams
-//! lose responses, throttle, stall and crash. Then faults stop and every call is
-//! retried until it has a final answer; everything anyone was told is recorded for
-//! the checker.
+//! One history: several hosts (guards, each with its own connection to one journal,
+//! SQLite or PostgreSQL, see `store.rs`) shared by agents that call, retry, re-plan,
+//! duplicate and reuse keys, while a chaos thread moves the clocks (the shared one,
+//! and on PostgreSQL each host's own), runs `gc` and fills the disk or ends the
+//! database's sessions, the downstreams lose responses, throttle, stall and crash,
+//! and hosts crash at the guard's steps. Then faults stop and every call is retried
+//! until it has a final answer; everything anyone was told is recorded for the
+//! checker.
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use rusqlite::{OptionalExtension, params};
 use serde_json::{Value, json};
 
 use super::check::{self, Call, Res};
-use super::clock::SimClock;
+use super::clock::{HostClock, SimClock};
 use super::guests;
 use super::rng::Rng;
+use super::store::{JournalKind, Store, StoreError};
 use super::world::{Chaos, Downstream, FaultKind, Ledger, SimCrash};
 use crate::call::CallRequest;
 use crate::clock::Clock;
 use crate::guard::scripted::ScriptedRunner;
 use crate::guard::{Guard, Policy, Shared};
-use crate::journal::{self, Durability, Journal, Resolution};
+use crate::journal::{Journal, Resolution};
 use crate::outcome::Outcome;
 use crate::provider::{Provider, ProviderClass};
 use crate::providers::KvProvider;
@@ -80,8 +82,9 @@ struct SimHost {
 }
 
 struct World {
-    path: PathBuf,
     clock: Arc<SimClock>,
+    /// Each host's own clock (a restarted host's process runs on the same machine).
+    host_clocks: Vec<Arc<HostClock>>,
     chaos: Arc<Chaos>,
     runner: Arc<ScriptedRunner>,
     providers: BTreeMap<String, Arc<dyn Provider>>,
@@ -95,6 +98,8 @@ struct World {
     policy: Policy,
     /// Host panics that were not simulated crashes.
     panics: Mutex<Vec<String>>,
+    /// The journal's database: last, so every connection is closed before it goes.
+    store: Store,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -119,14 +124,14 @@ impl World {
     /// waiting on a provider (as a live host does); odd ones stand for paused hosts
     /// and never do, so a slow downstream lets another host take over.
     fn open_host(&self, i: usize) -> crate::error::Result<Arc<SimHost>> {
-        let journal = journal::open(&self.path, Durability::Normal, None)?;
+        let journal = self.store.open(Some(i), &self.clock)?;
         for provider in self.providers.values() {
             journal.prepare_provider(provider.as_ref())?;
         }
         let shared = Arc::new(Shared {
             journal: Arc::clone(&journal),
             providers: self.providers.clone(),
-            clock: self.clock.clone(),
+            clock: self.host_clocks[i].clone(),
             retry: RetryPolicy {
                 max_attempts: 3,
                 initial_backoff: Duration::from_millis(100),
@@ -167,7 +172,14 @@ impl World {
             .is_none()
             .then(|| format!("{} {fingerprint}", request.scope()));
         let from = self.clock.mark();
-        let answer = catch_unwind(AssertUnwindSafe(|| h.guard.call(request)));
+        let chaos = Arc::clone(&self.chaos);
+        let at = host % self.hosts.len();
+        let crash: crate::fault::Hook = Rc::new(move |point| chaos.crash_at(point, at));
+        let answer = catch_unwind(AssertUnwindSafe(|| {
+            crate::fault::with_hook(crash, || {
+                super::world::in_call(from, || h.guard.call(request))
+            })
+        }));
         let res = match answer {
             Ok(Ok(response)) => Res::Answer {
                 outcome: response.outcome,
@@ -227,16 +239,7 @@ impl World {
     /// `None` when the journal holds `outcome` as the completed outcome of `key`;
     /// otherwise what it holds instead.
     fn on_record(&self, key: &str, outcome: &Outcome) -> Option<String> {
-        let sqlite = self.verifier.as_sqlite()?;
-        let row: Result<Option<(String, Option<String>)>, _> = sqlite.read(|c| {
-            c.query_row(
-                "SELECT state, outcome FROM invocations WHERE key = ?1",
-                params![key],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()
-        });
-        match row {
+        match self.store.held(&*self.verifier, key) {
             Ok(Some((state, Some(stored))))
                 if state == "completed"
                     && Outcome::from_stored(&stored).ok().as_ref() == Some(outcome) =>
@@ -525,14 +528,24 @@ fn stir(world: &World, mut rng: Rng, stop: &AtomicBool) {
                 world.clock.shift(ms);
                 chaos.record(FaultKind::ClockForward, &format!("+{ms}ms past retention"));
             }
-            46..65 => {
+            46..47 => {
+                // Long enough that a call begun before it and completed after it is
+                // still within retention when one counted from its start is not.
+                let ms = RETENTION_MS / 3 + rng.between(0, RETENTION_MS as u64 / 6) as i64;
+                world.clock.shift(ms);
+                chaos.record(FaultKind::ClockForward, &format!("+{ms}ms, a third of retention"));
+            }
+            47..65 => {
                 let ms = rng.between(1_000, 40_000) as i64;
                 world.clock.shift(-ms);
                 chaos.record(FaultKind::ClockBack, &format!("-{ms}ms"));
             }
             65..80 => {
-                let host = world.host(rng.index(world.hosts.len()));
-                if let Ok(report) = host.journal.gc(world.clock.now_ms(), RETENTION_MS) {
+                let i = rng.index(world.hosts.len());
+                let host = world.host(i);
+                // The host's own time: on PostgreSQL gc goes by the database's.
+                let now = world.host_clocks[i].now_ms();
+                if let Ok(report) = host.journal.gc(now, RETENTION_MS) {
                     let kind = if report.invocations > 0 {
                         FaultKind::GcPastRetention
                     } else {
@@ -544,34 +557,34 @@ fn stir(world: &World, mut rng: Rng, stop: &AtomicBool) {
             80..90 => {
                 let i = rng.index(world.hosts.len());
                 let host = world.host(i);
-                if set_page_limit(&*host.journal, None) {
-                    chaos.record(FaultKind::DiskFull, &format!("host {i}"));
+                if world.store.starve(i, &*host.journal) {
+                    let kind = match world.store.kind() {
+                        JournalKind::Sqlite => FaultKind::DiskFull,
+                        JournalKind::Postgres => FaultKind::SessionsEnded,
+                    };
+                    chaos.record(kind, &format!("host {i}"));
                     std::thread::sleep(Duration::from_micros(rng.between(1_000, 10_000)));
-                    set_page_limit(&*host.journal, Some(2_000_000_000));
+                    world.store.relieve(&*host.journal);
                 }
+            }
+            // One host's clock alone jumps: PostgreSQL only (on SQLite the hosts are
+            // processes of one machine, which read one clock).
+            90..97 if world.store.kind() == JournalKind::Postgres => {
+                let i = rng.index(world.hosts.len());
+                let ms = match rng.below(10) {
+                    0 => RETENTION_MS + rng.between(1_000, 600_000) as i64,
+                    _ => rng.between(1_000, 3 * LEASE_MS as u64) as i64,
+                } * if rng.chance(50) { 1 } else { -1 };
+                world.host_clocks[i].step(ms);
+                let offset = world.host_clocks[i].offset();
+                chaos.record(
+                    FaultKind::HostClockJump,
+                    &format!("host {i} {ms:+}ms, now {offset:+}ms off"),
+                );
             }
             _ => {}
         }
     }
-}
-
-/// Caps the pages the host's connection may write to `limit`, or to what the file
-/// has now (a full disk). `false` when it could not be done.
-fn set_page_limit(journal: &dyn Journal, limit: Option<i64>) -> bool {
-    let Some(sqlite) = journal.as_sqlite() else {
-        return false;
-    };
-    sqlite
-        .read(|c| {
-            let limit = match limit {
-                Some(limit) => limit,
-                None => c.query_row("PRAGMA page_count", [], |r| r.get(0))?,
-            };
-            c.query_row(&format!("PRAGMA max_page_count = {limit}"), [], |r| {
-                r.get::<_, i64>(0)
-            })
-        })
-        .is_ok()
 }
 
 /// A person's answer to each pending unkeyed effect, from what the downstream knows.
@@ -594,21 +607,22 @@ fn resolve_unkeyed(world: &World) {
     }
 }
 
-/// A unique scratch file name for one history's journal.
-fn scratch(seed: u64) -> PathBuf {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!(
-        "justonce-sim-{}-{seed:x}-{n}/journal.db",
-        std::process::id()
-    ))
+/// How far each host's clock is from the shared one at the start: on PostgreSQL up
+/// to two leases either way (the skew, twice the lease); on SQLite none.
+fn skews(kind: JournalKind, hosts: usize, rng: &mut Rng) -> Vec<i64> {
+    (0..hosts)
+        .map(|_| match kind {
+            JournalKind::Sqlite => 0,
+            JournalKind::Postgres => rng.between(0, 4 * LEASE_MS as u64) as i64 - 2 * LEASE_MS,
+        })
+        .collect()
 }
 
-/// Runs the history of `seed`.
-pub(crate) fn run(seed: u64, size: Size) -> Outcomes {
+/// Runs the history of `seed` on a fresh journal of `kind`.
+pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, StoreError> {
     quiet_crashes();
     let mut rng = Rng::new(seed);
-    let path = scratch(seed);
+    let store = Store::new(kind, seed)?;
     let clock = Arc::new(SimClock::new(1_767_225_600_000));
     let chaos = Arc::new(Chaos::new(rng.fork(), Arc::clone(&clock), LEASE_MS));
     let pay = Arc::new(Downstream::new(
@@ -626,24 +640,28 @@ pub(crate) fn run(seed: u64, size: Size) -> Outcomes {
     providers.insert("ledger".into(), Arc::new(Ledger));
     providers.insert("pay".into(), pay.clone());
     providers.insert("sms".into(), sms.clone());
-    let verifier = match journal::open(&path, Durability::Normal, None) {
+    let verifier = match store.open(None, &clock) {
         Ok(j) => j,
         Err(e) => {
-            return Outcomes {
+            return Ok(Outcomes {
                 faults: chaos.counts(),
                 violations: vec![format!("cannot open the journal: {e}")],
                 schedule: Vec::new(),
                 calls: 0,
                 endings: BTreeMap::new(),
-            };
+            });
         }
     };
+    let host_clocks = skews(kind, size.hosts, &mut rng)
+        .into_iter()
+        .map(|offset| Arc::new(HostClock::new(Arc::clone(&clock), offset)))
+        .collect();
     for provider in providers.values() {
         let _ = verifier.prepare_provider(provider.as_ref());
     }
     let mut world = World {
-        path: path.clone(),
         clock: Arc::clone(&clock),
+        host_clocks,
         chaos: Arc::clone(&chaos),
         runner: Arc::new(guests::runner()),
         providers,
@@ -661,6 +679,7 @@ pub(crate) fn run(seed: u64, size: Size) -> Outcomes {
             renew_every: None,
         },
         panics: Mutex::default(),
+        store,
     };
     for i in 0..size.hosts {
         let host = world.open_host(i).expect("a host opens the journal");
@@ -690,7 +709,7 @@ pub(crate) fn run(seed: u64, size: Size) -> Outcomes {
     // Faults stop; every call is retried until it has a final answer.
     chaos.stop();
     for host in &world.hosts {
-        set_page_limit(&*lock(host).journal, Some(2_000_000_000));
+        world.store.relieve(&*lock(host).journal);
     }
     let count = lock(&world.intents).len();
     let mut open: Vec<usize> = (0..count).collect();
@@ -717,14 +736,9 @@ pub(crate) fn run(seed: u64, size: Size) -> Outcomes {
 
     let calls = std::mem::take(&mut *lock(&world.calls));
     let mut violations = std::mem::take(&mut *lock(&world.panics));
-    let ledger = world
-        .verifier
-        .as_sqlite()
-        .map(|s| s.read(super::world::ledger_duplicates))
-        .transpose()
-        .map(Option::unwrap_or_default)
-        .unwrap_or_else(|e| vec![format!("cannot read the ledger: {e}")]);
-    violations.extend(ledger);
+    violations.extend(world.store.ledger_duplicates(&*world.verifier));
+    violations.extend(world.pay.overlaps());
+    violations.extend(world.sms.overlaps());
     violations.extend(check::check(&check::History {
         calls: &calls,
         keyed: &world.pay.applied(),
@@ -744,8 +758,5 @@ pub(crate) fn run(seed: u64, size: Size) -> Outcomes {
         }),
     };
     drop(world);
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::remove_dir_all(dir);
-    }
-    outcomes
+    Ok(outcomes)
 }

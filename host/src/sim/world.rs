@@ -40,11 +40,22 @@ pub enum FaultKind {
     Crash,
     /// The downstream refused the connection: nothing was sent.
     Refused,
+    /// The downstream took a while (real time) but less than the lease: a host that
+    /// takes the call over meanwhile would send its key twice at once.
+    Slow,
+    /// A host died at a step of the guard (after deciding, after the claim, after
+    /// the provider answered, after the record, after the outcome was saved but
+    /// before answering), and was restarted or lost only that call.
+    CrashAtStep,
+    /// One host's clock (alone) jumped; PostgreSQL only (see `store.rs`).
+    HostClockJump,
+    /// The PostgreSQL server ended a host's sessions (the database went away).
+    SessionsEnded,
 }
 
 impl FaultKind {
     /// Every kind, in the order the report prints them.
-    pub const ALL: [FaultKind; 11] = [
+    pub const ALL: [FaultKind; 15] = [
         Self::LostResponse,
         Self::InFlight,
         Self::Throttled,
@@ -56,6 +67,10 @@ impl FaultKind {
         Self::DiskFull,
         Self::Crash,
         Self::Refused,
+        Self::Slow,
+        Self::CrashAtStep,
+        Self::HostClockJump,
+        Self::SessionsEnded,
     ];
 
     /// Its name in the report.
@@ -72,6 +87,10 @@ impl FaultKind {
             Self::DiskFull => "disk_full",
             Self::Crash => "crash",
             Self::Refused => "refused",
+            Self::Slow => "slow_within_lease",
+            Self::CrashAtStep => "crash_at_step",
+            Self::HostClockJump => "host_clock_jump",
+            Self::SessionsEnded => "db_sessions_ended",
         }
     }
 }
@@ -131,6 +150,19 @@ impl Chaos {
             .push(line);
     }
 
+    /// Maybe crashes host `host` at the guard's fault point `point` (the hook of
+    /// [`crate::fault::with_hook`]).
+    pub(crate) fn crash_at(&self, point: crate::fault::FaultPoint, host: usize) {
+        let Some((dice, restart)) = self.roll(|rng| (rng.below(1000), rng.chance(50))) else {
+            return;
+        };
+        if dice < 12 {
+            let detail = format!("host {host} at {} restart={restart}", point.as_str());
+            self.record(FaultKind::CrashAtStep, &detail);
+            std::panic::panic_any(SimCrash { restart });
+        }
+    }
+
     /// How many faults of each kind were injected.
     pub(crate) fn counts(&self) -> BTreeMap<FaultKind, u64> {
         FaultKind::ALL
@@ -161,6 +193,8 @@ pub(crate) struct Applied {
     pub position: Position,
     /// What it was: operation and payload.
     pub what: String,
+    /// The clock's moment it was applied.
+    pub at: usize,
 }
 
 /// A fake downstream of the keyed or unkeyed class. A keyed one deduplicates by key,
@@ -178,6 +212,43 @@ struct DownState {
     /// A keyed downstream's answer per key, with what was applied under it.
     answers: BTreeMap<String, (String, Value)>,
     applied: Vec<Applied>,
+    /// Requests on the wire now: key, the clock's moment their call began, a number.
+    in_flight: Vec<(String, usize, u64)>,
+    next_flight: u64,
+    /// Keys sent while a request under them was on the wire and its lease could not
+    /// have run out.
+    overlaps: Vec<String>,
+}
+
+thread_local! {
+    /// The clock's moment the call this thread serves began (see [`in_call`]).
+    static CALL_FROM: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f`, a call that began at the clock's moment `from`, on this thread: the
+/// downstreams it reaches know since when its run can have held its lease.
+pub(crate) fn in_call<R>(from: usize, f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<usize>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            CALL_FROM.set(self.0);
+        }
+    }
+    let _reset = Reset(CALL_FROM.replace(Some(from)));
+    f()
+}
+
+/// A request on the wire; it lands (or dies) when dropped.
+struct Flight<'a> {
+    downstream: &'a Downstream,
+    id: u64,
+}
+
+impl Drop for Flight<'_> {
+    fn drop(&mut self) {
+        let mut state = self.downstream.lock();
+        state.in_flight.retain(|(_, _, id)| *id != self.id);
+    }
 }
 
 impl Downstream {
@@ -199,6 +270,40 @@ impl Downstream {
         self.lock().applied.clone()
     }
 
+    /// Every time a key was sent while another request under it was on the wire and
+    /// the run that sent that one could not have lost its lease: from its call's
+    /// start to now the clock never spread over a lease, so no host could have found
+    /// the lease expired (a downstream without an in-flight lock applies both).
+    pub(crate) fn overlaps(&self) -> Vec<String> {
+        self.lock().overlaps.clone()
+    }
+
+    /// Puts a request under `key` on the wire, noting an overlap.
+    fn take_off(&self, key: &str) -> Flight<'_> {
+        let now = self.chaos.clock.mark();
+        let from = CALL_FROM.get().unwrap_or(now);
+        let mut state = self.lock();
+        for (other, since, _) in &state.in_flight {
+            if other == key && self.chaos.clock.spread(*since, now) < self.chaos.lease_ms {
+                let line = format!(
+                    "{} key {key} was sent while a request under it was on the wire and its run's lease was live (t={}..{})",
+                    self.name,
+                    self.chaos.clock.at(*since),
+                    self.chaos.clock.at(now)
+                );
+                state.overlaps.push(line);
+                break;
+            }
+        }
+        let id = state.next_flight;
+        state.next_flight += 1;
+        state.in_flight.push((key.to_string(), from, id));
+        Flight {
+            downstream: self,
+            id,
+        }
+    }
+
     /// Applies the request (once per key when keyed) and returns the downstream's
     /// answer to it.
     fn apply(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
@@ -209,6 +314,7 @@ impl Downstream {
             key: key.clone(),
             position: (request.invocation.to_string(), generation, request.seq),
             what: what.clone(),
+            at: self.chaos.clock.mark(),
         };
         let amount = request.payload["amount"].as_u64().unwrap_or(1);
         let mut state = self.lock();
@@ -246,6 +352,7 @@ impl Provider for Downstream {
     }
 
     fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
+        let _flight = self.take_off(request.key.as_str());
         let chaos = &self.chaos;
         let fault = chaos.roll(|rng| (rng.below(100), rng.between(1, 4), rng.between(2, 12)));
         let Some((dice, secs, real_ms)) = fault else {
@@ -294,6 +401,11 @@ impl Provider for Downstream {
                     self.apply(request).ok();
                 }
                 std::panic::panic_any(SimCrash { restart })
+            }
+            33..38 => {
+                chaos.record(FaultKind::Slow, &format!("{at} {real_ms}ms"));
+                std::thread::sleep(Duration::from_millis(real_ms));
+                self.apply(request)
             }
             29..33 => {
                 chaos.record(FaultKind::Refused, &at);
@@ -357,22 +469,37 @@ impl Provider for Ledger {
         .map_err(|e| ProviderError::Invalid(format!("ledger: {e}")))?;
         Ok(json!({"row": tx.last_insert_rowid()}))
     }
+
+    fn prepare_postgres(&self, tx: &mut postgres::Transaction<'_>) -> Result<(), postgres::Error> {
+        tx.batch_execute(
+            "CREATE TABLE IF NOT EXISTS sim_ledger (
+                 row_id BIGSERIAL PRIMARY KEY,
+                 invocation TEXT NOT NULL, generation BIGINT NOT NULL, seq BIGINT NOT NULL,
+                 effect_key TEXT NOT NULL, what TEXT NOT NULL
+             );",
+        )
+    }
+
+    fn perform_in_postgres(
+        &self,
+        tx: &mut postgres::Transaction<'_>,
+        request: &EffectRequest<'_>,
+    ) -> Result<Value, ProviderError> {
+        let generation = request.payload["gen"].as_i64().unwrap_or(-1);
+        let row = tx
+            .query_one(
+                "INSERT INTO sim_ledger (invocation, generation, seq, effect_key, what)
+                 VALUES ($1, $2, $3, $4, $5) RETURNING row_id",
+                &[
+                    &request.invocation.as_str(),
+                    &generation,
+                    &i64::from(request.seq),
+                    &request.key.as_str(),
+                    &request.payload.to_string(),
+                ],
+            )
+            .map_err(|e| ProviderError::Invalid(format!("ledger: {e}")))?;
+        Ok(json!({"row": row.get::<_, i64>(0)}))
+    }
 }
 
-/// Positions the ledger holds more than one row for.
-pub(crate) fn ledger_duplicates(conn: &Connection) -> rusqlite::Result<Vec<String>> {
-    let mut stmt = conn.prepare(
-        "SELECT invocation, generation, seq, COUNT(*) FROM sim_ledger
-          GROUP BY invocation, generation, seq HAVING COUNT(*) > 1",
-    )?;
-    stmt.query_map([], |r| {
-        Ok(format!(
-            "the transactional ledger applied ({}, gen {}, #{}) {} times",
-            r.get::<_, String>(0)?,
-            r.get::<_, i64>(1)?,
-            r.get::<_, i64>(2)?,
-            r.get::<_, i64>(3)?
-        ))
-    })?
-    .collect()
-}

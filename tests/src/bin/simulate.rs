@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p justonce-tests --bin simulate -- --seconds 600
+//! cargo run --release -p justonce-tests --bin simulate -- --seconds 600 --journal postgres
 //! cargo run --release -p justonce-tests --bin simulate -- --seed 1234      # replay one
 //! cargo run --release -p justonce-tests --features mutants --bin simulate -- \
 //!     --seconds 60 --mutant fresh_effect_key
@@ -16,7 +17,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
-use justonce::__private::{Mutant, Options, run};
+use justonce::__private::{JournalKind, Mutant, Options, run};
 
 /// Seeded random histories of agents, hosts and faults, checked against the contract.
 #[derive(Parser)]
@@ -28,11 +29,15 @@ struct Args {
     /// The first history's seed (history n runs seed + n); defaults to the time.
     #[arg(long)]
     seed: Option<u64>,
-    /// Run against a deliberate bug (needs `--features mutants`): one of
-    /// fresh_effect_key, answer_before_save, retry_unkeyed, forget_journaled,
-    /// unfenced_answer.
+    /// Run against a deliberate bug (needs `--features mutants`); an unknown name
+    /// lists them.
     #[arg(long)]
     mutant: Option<String>,
+    /// The journal the hosts share: `sqlite` (a file) or `postgres` (a throwaway
+    /// cluster started for this process, as the tests start one; hosts' clocks are
+    /// then skewed and jump, and the database's clock decides).
+    #[arg(long, default_value = "sqlite")]
+    journal: String,
     /// Keep going after a history breaks an invariant.
     #[arg(long)]
     keep_going: bool,
@@ -57,6 +62,13 @@ fn main() -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
+    let Some(journal) = JournalKind::parse(&args.journal) else {
+        eprintln!(
+            "error: no journal `{}`; there are: sqlite, postgres",
+            args.journal
+        );
+        return ExitCode::from(2);
+    };
     let seed = args.seed.unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -66,9 +78,16 @@ fn main() -> ExitCode {
         seed,
         duration: args.seconds.map(Duration::from_secs),
         stop_at_violation: !args.keep_going,
+        journal,
         ..Options::default()
     };
-    let report = run(&options);
+    let report = match run(&options) {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     for failure in &report.failures {
         println!(
             "\nseed {} broke {} invariant(s) after {:.1}s (replay: --seed {}):",

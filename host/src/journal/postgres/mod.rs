@@ -175,7 +175,7 @@ pub(crate) struct PostgresJournal {
     /// failed.
     idle: Mutex<Vec<Client>>,
     commits: AtomicU64,
-    /// Tests only: a clock standing for the database server's (see
+    /// Tests and the simulator only: a clock standing for the database server's (see
     /// [`PostgresJournal::with_database_clock`]).
     database_clock: Option<std::sync::Arc<dyn crate::clock::Clock>>,
 }
@@ -214,13 +214,13 @@ impl PostgresJournal {
         Ok(journal)
     }
 
-    /// Tests only: every session of this journal reads the database's clock from
-    /// `clock` (a manual clock the test moves) instead of the server's. Statements
-    /// that decide a lease, an expiry or gc read the database's clock, never the
-    /// host's (see `ops::db_now!`); a test that steps over a boundary pins that clock
-    /// per session (`justonce.now_ms`), and hosts whose own clocks differ still agree.
+    /// Tests and the simulator only: every session of this journal reads the
+    /// database's clock from `clock` (a manual clock the test moves) instead of the
+    /// server's. Statements that decide a lease, an expiry or gc read the database's
+    /// clock, never the host's (see `ops::db_now!`); a test that steps over a boundary
+    /// pins that clock per session (`justonce.now_ms`, set each time a connection is
+    /// taken from the pool), and hosts whose own clocks differ still agree.
     /// Production never sets it, so the server's `clock_timestamp()` decides.
-    #[cfg(test)]
     pub(crate) fn with_database_clock(
         mut self,
         clock: std::sync::Arc<dyn crate::clock::Clock>,

@@ -357,6 +357,14 @@ pub(super) fn renew_lease_in(
     invocation: &InvocationKey,
     lease: &Lease<'_>,
 ) -> PgResult<bool> {
+    if crate::mutants::on(crate::mutants::Mutant::HostClockLease) {
+        let n = client.execute(
+            "UPDATE invocations SET lease_expires_at = $3
+              WHERE key = $1 AND lease_owner = $2 AND state = 'running'",
+            &[&invocation.as_str(), &lease.owner, &lease.until],
+        )?;
+        return Ok(n == 1);
+    }
     let n = client.execute(
         concat!(
             "UPDATE invocations SET lease_expires_at = ",

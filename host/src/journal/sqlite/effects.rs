@@ -111,11 +111,15 @@ pub(super) fn renew_lease_in(
     invocation: &InvocationKey,
     lease: &Lease<'_>,
 ) -> rusqlite::Result<bool> {
+    let sql = if crate::mutants::on(crate::mutants::Mutant::UnfencedRenew) {
+        "UPDATE invocations SET lease_expires_at = ?3
+          WHERE key = ?1 AND ?2 IS NOT NULL AND state = 'running'"
+    } else {
+        "UPDATE invocations SET lease_expires_at = ?3
+          WHERE key = ?1 AND lease_owner = ?2 AND state = 'running'"
+    };
     let n = conn
-        .prepare_cached(
-            "UPDATE invocations SET lease_expires_at = ?3
-              WHERE key = ?1 AND lease_owner = ?2 AND state = 'running'",
-        )?
+        .prepare_cached(sql)?
         .execute(params![invocation.as_str(), lease.owner, lease.until])?;
     Ok(n == 1)
 }

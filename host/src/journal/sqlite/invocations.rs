@@ -98,12 +98,17 @@ pub(crate) fn complete_in(
     outcome: &str,
     now: i64,
 ) -> rusqlite::Result<bool> {
+    let sql = if crate::mutants::on(crate::mutants::Mutant::ExpiryFromStart) {
+        "UPDATE invocations SET state = 'completed', outcome = ?3, completed_at = created_at,
+                updated_at = ?4, lease_owner = NULL, lease_expires_at = NULL
+          WHERE key = ?1 AND lease_owner = ?2 AND state = 'running'"
+    } else {
+        "UPDATE invocations SET state = 'completed', outcome = ?3, completed_at = ?4,
+                updated_at = ?4, lease_owner = NULL, lease_expires_at = NULL
+          WHERE key = ?1 AND lease_owner = ?2 AND state = 'running'"
+    };
     let n = conn
-        .prepare_cached(
-            "UPDATE invocations SET state = 'completed', outcome = ?3, completed_at = ?4,
-                    updated_at = ?4, lease_owner = NULL, lease_expires_at = NULL
-              WHERE key = ?1 AND lease_owner = ?2 AND state = 'running'",
-        )?
+        .prepare_cached(sql)?
         .execute(params![key.as_str(), owner, outcome, now])?;
     Ok(n == 1)
 }

@@ -114,7 +114,11 @@ pub(super) fn gc_in(
 ) -> rusqlite::Result<GcReport> {
     let cutoff = now.saturating_sub(default_retention_ms);
     // `now - window` rather than `completed_at + window`: no sum can overflow.
-    let expired = "state = 'completed' AND completed_at <= ?1 - COALESCE(retention_ms, ?2)";
+    let expired = if crate::mutants::on(crate::mutants::Mutant::GcRunning) {
+        "coalesce(completed_at, created_at) <= ?1 - COALESCE(retention_ms, ?2)"
+    } else {
+        "state = 'completed' AND completed_at <= ?1 - COALESCE(retention_ms, ?2)"
+    };
     let keys = format!("SELECT key FROM invocations WHERE {expired}");
     let effects = tx.execute(
         &format!("DELETE FROM effects WHERE invocation_key IN ({keys})"),
