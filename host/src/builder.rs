@@ -44,6 +44,8 @@ pub struct HostBuilder {
     http_config_file: Option<PathBuf>,
     /// `None`: beside the database; `Some(None)`: no cache.
     compile_cache: Option<Option<PathBuf>>,
+    /// Tests only: a PostgreSQL journal's clock is [`HostBuilder::clock`].
+    database_clock_is_host_clock: bool,
 }
 
 impl Default for HostBuilder {
@@ -71,6 +73,7 @@ impl Default for HostBuilder {
             http: HttpConfig::default(),
             http_config_file: None,
             compile_cache: None,
+            database_clock_is_host_clock: false,
         }
     }
 }
@@ -100,7 +103,17 @@ impl HostBuilder {
         self
     }
 
-    /// The clock retention and leases are measured on.
+    /// Tests only: a PostgreSQL journal decides leases, expiry and gc on the
+    /// builder's [`clock`](HostBuilder::clock), as if it were the database's (in
+    /// production the database's own clock decides, never a host's).
+    #[doc(hidden)]
+    pub fn database_clock_is_host_clock(mut self) -> Self {
+        self.database_clock_is_host_clock = true;
+        self
+    }
+
+    /// The clock retention and leases are measured on (on PostgreSQL the database's
+    /// clock decides them; this one labels).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
@@ -278,7 +291,13 @@ impl HostBuilder {
             }
         };
         let journal = match &self.database {
-            Some(path) => journal::open(path, self.durability, self.password_file.as_deref())?,
+            Some(path) => journal::open_with_clock(
+                path,
+                self.durability,
+                self.password_file.as_deref(),
+                self.database_clock_is_host_clock
+                    .then(|| Arc::clone(&self.clock)),
+            )?,
             None => journal::in_memory()?,
         };
         let http = Arc::new(match &self.http_config_file {

@@ -83,7 +83,8 @@ impl On {
             });
         }
         let url = cluster(self.test)?.database();
-        let t = test_host(|b| configure(b).database(&url));
+        // The database's clock decides expiry there: the test's clock stands for it.
+        let t = test_host(|b| configure(b).database(&url).database_clock_is_host_clock());
         Some(OutboxHost { t, url: Some(url) })
     }
 }

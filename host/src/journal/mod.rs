@@ -241,25 +241,30 @@ pub(crate) fn open(
     durability: Durability,
     password_file: Option<&Path>,
 ) -> Result<std::sync::Arc<dyn Journal>> {
+    open_with_clock(path, durability, password_file, None)
+}
+
+/// [`open`], and, for tests only, a PostgreSQL journal whose database clock is
+/// `database_clock` (see `PostgresJournal::with_database_clock`).
+pub(crate) fn open_with_clock(
+    path: &Path,
+    durability: Durability,
+    password_file: Option<&Path>,
+    database_clock: Option<std::sync::Arc<dyn crate::clock::Clock>>,
+) -> Result<std::sync::Arc<dyn Journal>> {
     let text = path.to_string_lossy();
     if self::postgres::is_postgres_url(&text) {
         let password = std::env::var("PGPASSWORD").ok();
         let target = self::postgres::PostgresTarget::parse(&text, password.as_deref())?
             .password_from_files(password_file, self::postgres::pgpass_path().as_deref())?;
-        return open_postgres(target, durability);
+        let journal = self::postgres::PostgresJournal::open(target, durability)?;
+        return Ok(std::sync::Arc::new(match database_clock {
+            Some(clock) => journal.with_database_clock(clock),
+            None => journal,
+        }));
     }
     Ok(std::sync::Arc::new(sqlite::SqliteJournal::open(
         path, durability,
-    )?))
-}
-
-/// Opens the PostgreSQL journal at `target`, creating or migrating its schema.
-pub(crate) fn open_postgres(
-    target: self::postgres::PostgresTarget,
-    durability: Durability,
-) -> Result<std::sync::Arc<dyn Journal>> {
-    Ok(std::sync::Arc::new(self::postgres::PostgresJournal::open(
-        target, durability,
     )?))
 }
 

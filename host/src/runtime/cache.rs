@@ -179,6 +179,9 @@ impl CompileCache {
         match fs::symlink_metadata(&self.dir) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Unusable::Missing),
             Err(e) => return Err(Unusable::Unreadable(e)),
+            // A plain file where the directory should be holds no entry: a miss (and
+            // the write after it fails), not a forgery.
+            Ok(meta) if meta.is_file() => return Err(Unusable::Missing),
             Ok(meta) => trusted(&self.dir, &meta, true).map_err(Unusable::Untrusted)?,
         }
         let mut file = fs::OpenOptions::new()
