@@ -161,9 +161,11 @@ fn could_expire(h: &History<'_>, from: usize, to: usize) -> bool {
     h.clock.spread(from, to) >= h.retention_ms
 }
 
-/// When each answer of each key was first given (the earliest start of a call that
-/// got it): a replayed answer was saved then, not when it was replayed, and expires a
-/// retention after that.
+/// When each answer of each key may first have been saved, and a retention counted
+/// from: the earliest start of a call that got it (a replayed answer was saved then,
+/// not when it was replayed), or, earlier, the start of a call of the same key that
+/// got no answer (it crashed or failed after its outcome was committed) since the
+/// key last answered something else: that call may be the one that saved it.
 struct Origins<'a> {
     first: BTreeMap<(&'a str, String), usize>,
 }
@@ -177,6 +179,24 @@ impl<'a> Origins<'a> {
                     .entry((key, format!("{outcome:?}")))
                     .or_insert(call.from);
                 *at = (*at).min(call.from);
+            }
+        }
+        for ((key, outcome), at) in first.iter_mut() {
+            let of_key = || calls.iter().filter(|c| c.key.as_deref() == Some(*key));
+            // The last answer of something else before this one was first given.
+            let since = of_key()
+                .filter(|c| c.from < *at)
+                .filter(|c| matches!(&c.res, Res::Answer { outcome: o, .. } if format!("{o:?}") != *outcome))
+                .map(|c| c.from)
+                .max()
+                .unwrap_or(0);
+            let unanswered = of_key()
+                .filter(|c| !matches!(c.res, Res::Answer { .. }))
+                .filter(|c| c.from >= since && c.from < *at)
+                .map(|c| c.from)
+                .min();
+            if let Some(earlier) = unanswered {
+                *at = (*at).min(earlier);
             }
         }
         Self { first }
@@ -469,6 +489,43 @@ mod tests {
         let has = |what: &str| found.iter().filter(|v| v.contains(what)).count();
         assert_eq!(has("one intent got 2 keys"), 1, "{found:#?}");
         assert_eq!(has("key k3 stands for 2 intents"), 1, "{found:#?}");
+    }
+
+    /// PostgreSQL soak, seed 1796143879: the run that saved an answer crashed before
+    /// giving it; a replay gave it later, and a retention after the crashed run (not
+    /// after the replay) the call ran again. That is expiry, not a broken promise.
+    #[test]
+    fn an_answer_saved_by_a_run_that_crashed_expires_a_retention_after_that_run() {
+        let clock = SimClock::new(0);
+        let crashed = clock.mark();
+        clock.shift(50);
+        let replay = clock.mark();
+        clock.shift(60);
+        let rerun = clock.mark();
+        let mut replayed = answer(1);
+        if let Res::Answer { replayed: r, .. } = &mut replayed {
+            *r = true;
+        }
+        let calls = vec![
+            call(0, "audit 1", Res::Crashed, crashed, crashed),
+            call(0, "audit 1", replayed, replay, replay),
+            call(0, "audit 1", answer(2), rerun, rerun),
+        ];
+        let history = History {
+            calls: &calls,
+            keyed: &[],
+            unkeyed: &[],
+            open: &[],
+            clock: &clock,
+            retention_ms: 100,
+        };
+        assert!(check(&history).is_empty(), "{:#?}", check(&history));
+        // Without the crashed run the replay is the origin, and the rerun too early.
+        let history = History {
+            calls: &calls[1..],
+            ..history
+        };
+        assert_eq!(check(&history).len(), 1);
     }
 
     /// Seed 1596 of the first soak: a key answered at t, replayed just before t + the
