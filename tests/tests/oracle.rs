@@ -226,7 +226,9 @@ pub(crate) fn f64s() -> impl Strategy<Value = f64> + Clone {
     ]
 }
 
-fn address() -> impl Strategy<Value = Node> + Clone {
+/// An `Address` (the Rust guest's, and the Python and JS oracle tools'): `unit` and
+/// `zip` optional.
+pub(crate) fn address() -> impl Strategy<Value = Node> + Clone {
     (text(), prop::option::of(text()), prop::option::of(u64s())).prop_map(|(street, unit, zip)| {
         obj(vec![
             prop("street", string(street)),

@@ -249,6 +249,28 @@ fn a_first_call_runs_journals_its_effect_and_saves_its_outcome() {
     assert_eq!(entries[0].effects[0].key, payments.attempts()[0]);
 }
 
+/// The seed's assertions for a keyed effect whose first response was lost: the
+/// retry happened (two attempts), both carried the same key, the effect happened
+/// once, and the agent was told a success-shaped result. Returns the attempts' keys.
+fn assert_retried_once_under_one_key(
+    payments: &Downstream,
+    told: &crate::call::CallResponse,
+) -> Vec<String> {
+    let attempts = payments.attempts();
+    assert_eq!(attempts.len(), 2, "the retry happened");
+    assert_eq!(
+        attempts[0], attempts[1],
+        "both attempts carried the same key"
+    );
+    assert_eq!(payments.applied().len(), 1, "the effect happened once");
+    assert!(
+        told.outcome.is_success(),
+        "the agent was told: {:?}",
+        told.outcome
+    );
+    attempts
+}
+
 // --- same key, completed --------------------------------------------------------
 
 #[test]
@@ -260,18 +282,7 @@ fn a_lost_response_is_retried_under_the_same_key_and_the_effect_happens_once() {
 
     let answer = h.guard.call(&pay(10)).unwrap();
 
-    let attempts = payments.attempts();
-    assert_eq!(attempts.len(), 2, "the retry happened");
-    assert_eq!(
-        attempts[0], attempts[1],
-        "both attempts carried the same key"
-    );
-    assert_eq!(payments.applied().len(), 1, "the effect happened once");
-    assert!(
-        answer.outcome.is_success(),
-        "the agent was told: {:?}",
-        answer.outcome
-    );
+    let attempts = assert_retried_once_under_one_key(&payments, &answer);
     assert_eq!(effect_keys(&h), vec![attempts[0].clone()]);
 }
 
@@ -888,22 +899,11 @@ fn an_unscoped_call_is_a_replay_within_its_window_and_a_new_effect_after_it() {
     h.clock.advance(UNSCOPED - Duration::from_millis(1));
     let retry = h.guard.call(&pay_unscoped(10)).unwrap();
 
-    let attempts = payments.attempts();
     assert!(
         retry.replayed,
         "the retry happened and was answered from the journal"
     );
-    assert_eq!(attempts.len(), 2, "the lost response was retried once");
-    assert_eq!(
-        attempts[0], attempts[1],
-        "both attempts carried the same key"
-    );
-    assert_eq!(payments.applied().len(), 1, "the effect happened once");
-    assert!(
-        retry.outcome.is_success(),
-        "the agent was told: {:?}",
-        retry.outcome
-    );
+    assert_retried_once_under_one_key(&payments, &retry);
     assert_eq!(retry.outcome, first.outcome);
 
     // The same call the next morning is a new refund, under a new downstream key.
@@ -932,19 +932,8 @@ fn a_call_in_a_conversation_is_still_a_replay_when_an_unscoped_one_expired() {
     h.clock.advance(UNSCOPED * 6);
     let retry = h.guard.call(&pay(10)).unwrap();
 
-    let attempts = payments.attempts();
     assert!(retry.replayed, "the retry was answered from the journal");
-    assert_eq!(attempts.len(), 2, "the lost response was retried once");
-    assert_eq!(
-        attempts[0], attempts[1],
-        "both attempts carried the same key"
-    );
-    assert_eq!(payments.applied().len(), 1, "the effect happened once");
-    assert!(
-        retry.outcome.is_success(),
-        "the agent was told: {:?}",
-        retry.outcome
-    );
+    assert_retried_once_under_one_key(&payments, &retry);
     assert_eq!(retry.outcome, first.outcome);
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }

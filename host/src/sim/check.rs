@@ -281,14 +281,19 @@ fn downstreams(h: &History<'_>, violations: &mut Vec<String>) {
     let mut generations: BTreeMap<(&str, u32), Vec<&Applied>> = BTreeMap::new();
     for applied in h.keyed.iter().chain(h.unkeyed) {
         let (invocation, _, seq) = &applied.position;
-        generations.entry((invocation, *seq)).or_default().push(applied);
+        generations
+            .entry((invocation, *seq))
+            .or_default()
+            .push(applied);
     }
     for ((invocation, seq), applied) in &generations {
         let again = applied.iter().enumerate().find_map(|(i, a)| {
-            applied[i + 1..].iter().find(|b| {
-                a.position.1 != b.position.1 && !could_expire(h, a.at.min(b.at), a.at.max(b.at))
-            })
-            .map(|b| (a, b))
+            applied[i + 1..]
+                .iter()
+                .find(|b| {
+                    a.position.1 != b.position.1 && !could_expire(h, a.at.min(b.at), a.at.max(b.at))
+                })
+                .map(|b| (a, b))
         });
         if let Some((a, b)) = again {
             violations.push(format!(
@@ -402,6 +407,30 @@ mod tests {
         }
     }
 
+    /// A replayed answer `n`.
+    fn replayed(n: u32) -> Res {
+        match answer(n) {
+            Res::Answer { outcome, .. } => Res::Answer {
+                outcome,
+                replayed: true,
+            },
+            other => other,
+        }
+    }
+
+    /// A history of `calls` alone (no downstream effects, every call ended), with a
+    /// retention of 100 on `clock`.
+    fn calls_only<'a>(calls: &'a [Call], clock: &'a SimClock) -> History<'a> {
+        History {
+            calls,
+            keyed: &[],
+            unkeyed: &[],
+            open: &[],
+            clock,
+            retention_ms: 100,
+        }
+    }
+
     fn applied(key: &str, seq: u32, what: &str) -> Applied {
         Applied {
             key: key.into(),
@@ -450,14 +479,7 @@ mod tests {
             call(0, "pay 1", answer(1), 0, 0),
             call(0, "pay 1", answer(2), 2, 2),
         ];
-        let history = History {
-            calls: &late,
-            keyed: &[],
-            unkeyed: &[],
-            open: &[],
-            clock: &clock,
-            retention_ms: 100,
-        };
+        let history = calls_only(&late, &clock);
         assert!(check(&history).is_empty());
     }
 
@@ -477,14 +499,7 @@ mod tests {
             // An explicit key is the caller's: no meaning is recorded for it.
             call(3, "pay", answer(1), 0, 0),
         ];
-        let history = History {
-            calls: &calls,
-            keyed: &[],
-            unkeyed: &[],
-            open: &[],
-            clock: &clock,
-            retention_ms: 100,
-        };
+        let history = calls_only(&calls, &clock);
         let found = check(&history);
         let has = |what: &str| found.iter().filter(|v| v.contains(what)).count();
         assert_eq!(has("one intent got 2 keys"), 1, "{found:#?}");
@@ -502,29 +517,15 @@ mod tests {
         let replay = clock.mark();
         clock.shift(60);
         let rerun = clock.mark();
-        let mut replayed = answer(1);
-        if let Res::Answer { replayed: r, .. } = &mut replayed {
-            *r = true;
-        }
         let calls = vec![
             call(0, "audit 1", Res::Crashed, crashed, crashed),
-            call(0, "audit 1", replayed, replay, replay),
+            call(0, "audit 1", replayed(1), replay, replay),
             call(0, "audit 1", answer(2), rerun, rerun),
         ];
-        let history = History {
-            calls: &calls,
-            keyed: &[],
-            unkeyed: &[],
-            open: &[],
-            clock: &clock,
-            retention_ms: 100,
-        };
+        let history = calls_only(&calls, &clock);
         assert!(check(&history).is_empty(), "{:#?}", check(&history));
         // Without the crashed run the replay is the origin, and the rerun too early.
-        let history = History {
-            calls: &calls[1..],
-            ..history
-        };
+        let history = calls_only(&calls[1..], &clock);
         assert_eq!(check(&history).len(), 1);
     }
 
@@ -539,29 +540,15 @@ mod tests {
         let replay = clock.mark();
         clock.shift(2);
         let rerun = clock.mark();
-        let mut replayed = answer(1);
-        if let Res::Answer { replayed: r, .. } = &mut replayed {
-            *r = true;
-        }
         let calls = vec![
             call(0, "audit 1", answer(1), first, first),
-            call(0, "audit 1", replayed, replay, replay),
+            call(0, "audit 1", replayed(1), replay, replay),
             call(0, "audit 1", answer(2), rerun, rerun),
         ];
-        let history = History {
-            calls: &calls,
-            keyed: &[],
-            unkeyed: &[],
-            open: &[],
-            clock: &clock,
-            retention_ms: 100,
-        };
+        let history = calls_only(&calls, &clock);
         assert!(check(&history).is_empty(), "{:#?}", check(&history));
         // Without the first answer the same two calls are a violation.
-        let history = History {
-            calls: &calls[1..],
-            ..history
-        };
+        let history = calls_only(&calls[1..], &clock);
         assert_eq!(check(&history).len(), 1);
     }
 }

@@ -9,8 +9,8 @@ use proptest::prelude::*;
 
 use super::{limits, state_dir, toolchain};
 use crate::oracle::{
-    Node, Prop, Target, Values, check_tool, defaulted, f64s, i64s, obj, one_of_or_text, optional,
-    prop, string, text, u64s,
+    Node, Prop, Target, Values, address, check_tool, defaulted, f64s, i64s, obj, one_of_or_text,
+    optional, prop, string, text, u64s,
 };
 
 /// `tool`, from the component `built` (by [`toolchain`]), compiled through the
@@ -43,17 +43,6 @@ static ORACLE_JS: LazyLock<Target> = LazyLock::new(|| {
         toolchain::build_js("tests/guests_lang/oracle_js"),
     )
 });
-
-/// An `Address` of either tool: `unit` and `zip` optional.
-fn address() -> impl Strategy<Value = Node> + Clone {
-    (text(), prop::option::of(text()), prop::option::of(u64s())).prop_map(|(street, unit, zip)| {
-        obj(vec![
-            prop("street", string(street)),
-            optional("unit", unit.map(string)),
-            optional("zip", zip.map(Node::U64)),
-        ])
-    })
-}
 
 /// The Python tool's discriminated union: `Cancel | Ship` by `kind`.
 fn action_py() -> impl Strategy<Value = Node> + Clone {
