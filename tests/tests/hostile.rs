@@ -344,3 +344,66 @@ fn guest_logs_have_a_budget_per_call_and_cannot_forge_a_host_line() {
         "the line is logged, escaped"
     );
 }
+
+/// `http_fetch` allowed `origins`, and nothing else configured.
+fn fetching(origins: &[String]) -> justonce::HttpConfig {
+    origins
+        .iter()
+        .fold(justonce::HttpConfig::default(), |config, origin| {
+            config.allow("http_fetch", origin)
+        })
+}
+
+#[test]
+fn a_name_that_resolves_to_loopback_is_refused_unless_the_config_names_the_address() {
+    let api = justonce::__private::LocalApi::start().unwrap();
+    let port = api.url().rsplit(':').next().unwrap().to_owned();
+    let by_name = format!("http://localhost:{port}");
+    let request = fetch(&[format!("{by_name}/internal")]);
+
+    // Allowed by name only: `localhost` is 127.0.0.1, which nothing names.
+    let t = test_host(|b| b.http(fetching(std::slice::from_ref(&by_name))));
+    let err = t.host.call(&request).unwrap_err();
+    let told = err.to_string();
+    assert!(
+        matches!(err, justonce::Error::NotPerformed { .. }),
+        "{err:?}"
+    );
+    assert!(told.contains("resolves to"), "{told}");
+    assert!(told.contains("loopback"), "{told}");
+    assert_eq!(api.connections(), 0, "nothing reached the loopback API");
+
+    // The opposite: the config names 127.0.0.1 as a literal, so the name may reach it.
+    let t = test_host(|b| b.http(fetching(&[by_name.clone(), api.url()])));
+    let response = t.host.call(&request).unwrap();
+    let result = crate::support::success(&response.outcome);
+    assert!(result[0]["status"].is_u64(), "an answer: {result}");
+    assert_eq!(api.requests()[0].path, "/internal");
+}
+
+#[test]
+fn a_tool_may_not_send_a_cloud_metadata_header() {
+    let api = justonce::__private::LocalApi::start().unwrap();
+    let t = test_host(|b| b.http(fetching(&[api.url()])));
+    let step = |headers: serde_json::Value| {
+        json!({ "method": "PUT", "url": format!("{}/computeMetadata/v1/token", api.url()),
+                "headers": headers, "body": "x" })
+    };
+    let call = |headers| {
+        CallRequest::new(
+            "http_fetch",
+            json!({ "requests": [step(headers)] }).to_string(),
+        )
+    };
+    for header in ["Metadata-Flavor", "metadata", "X-aws-ec2-metadata-token-ttl-seconds"] {
+        let response = t.host.call(&call(json!({ header: "Google" }))).unwrap();
+        let result = crate::support::success(&response.outcome);
+        let error = result[0]["error"].as_str().unwrap_or_default();
+        assert!(error.contains("cloud metadata"), "{header}: {result}");
+    }
+    assert_eq!(api.connections(), 0, "no request was sent");
+    // The opposite: an ordinary header goes.
+    let response = t.host.call(&call(json!({ "X-Tenant": "acme" }))).unwrap();
+    assert!(response.outcome.is_success(), "{response:?}");
+    assert_eq!(api.requests()[0].headers.get("x-tenant").map(String::as_str), Some("acme"));
+}

@@ -54,6 +54,7 @@ on_both!(
     the_delivery_loop_delivers_in_the_background_until_stopped,
     the_same_notify_past_retention_queues_a_new_message_under_a_new_key,
     a_message_whose_stored_headers_are_unreadable_is_failed_not_sent_without_them,
+    a_queued_row_is_checked_again_against_the_allowlist_and_reserved_headers_when_delivered,
 );
 
 /// A host of the test's journal: `None` (the test is skipped, by name) on
@@ -436,6 +437,45 @@ fn a_message_whose_stored_headers_are_unreadable_is_failed_not_sent_without_them
             .count(DeliveryOutcome::Delivered),
         1
     );
+}
+
+/// A row changed after it was queued (by other hands, or queued before the
+/// configuration changed) is checked again when it is read for delivery: an origin
+/// off the tool's allowlist is not sent to, nor is a reserved header.
+fn a_queued_row_is_checked_again_against_the_allowlist_and_reserved_headers_when_delivered(
+    on: On,
+) {
+    let receiver = LocalApi::start().unwrap();
+    let elsewhere = LocalApi::start().unwrap();
+    let Some(t) = on.host(|b| b.http(webhooks(&receiver))) else {
+        return;
+    };
+    t.host.call(&notify("refund.issued")).unwrap();
+    t.execute(&format!("UPDATE outbox SET url = '{}/steal'", elsewhere.url()));
+    let deliverer = Deliverer::new(&t.host).unwrap().policy(policy());
+
+    let report = deliverer.run_once().unwrap();
+
+    assert_eq!(report.count(DeliveryOutcome::Retrying), 1, "{report:?}");
+    let error = report.attempts[0].error.as_deref().unwrap();
+    assert!(error.contains("not on the tool's allowlist"), "{error}");
+    assert_eq!(elsewhere.connections(), 0, "nothing reached the other origin");
+
+    t.host.call(&notify("refund.failed")).unwrap();
+    t.execute(&format!(
+        "UPDATE outbox SET headers = '[[\"Metadata-Flavor\",\"Google\"]]' WHERE url LIKE '{}%'",
+        receiver.url()
+    ));
+    let report = deliverer.run_once().unwrap();
+    let failed: Vec<_> = report
+        .attempts
+        .iter()
+        .filter(|a| a.outcome == DeliveryOutcome::Failed)
+        .collect();
+    assert_eq!(failed.len(), 1, "{report:?}");
+    let error = failed[0].error.as_deref().unwrap();
+    assert!(error.contains("cloud metadata"), "{error}");
+    assert_eq!(receiver.connections(), 0, "nothing was sent");
 }
 
 // --- several hosts, one PostgreSQL outbox ---------------------------------------------

@@ -24,7 +24,9 @@ use serde::Serialize;
 use crate::clock::{Clock, millis};
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::http::{Client, HttpConfig, HttpResponse, Outbound, SendError, parse_url};
+use crate::http::{
+    Client, HttpConfig, HttpResponse, Origin, Outbound, SendError, check_headers, parse_url,
+};
 use crate::journal::Journal;
 use crate::journal::outbox::{Settle, Taken};
 
@@ -243,24 +245,44 @@ impl Deliverer {
         response.asks_to_retry(self.config.retry_statuses(url))
     }
 
+    /// Checks a queued message again before it is sent: the row was checked when it
+    /// was queued, but the configuration may have changed since (an origin taken off
+    /// the tool's allowlist waits until it is back), and a row may have been written
+    /// by other hands (a reserved header gives the message up).
+    fn recheck(
+        &self,
+        message: &Taken,
+        origin: &Origin,
+        headers: &[(String, String)],
+    ) -> std::result::Result<(), SendError> {
+        self.config
+            .check_allowed(&message.tool, origin)
+            .map_err(SendError::Refused)?;
+        let headers = headers.iter().map(|(n, v)| (n, v));
+        check_headers(&self.config, &message.url, origin, headers).map_err(SendError::Invalid)
+    }
+
     fn send(&self, message: &Taken) -> Result<(DeliveryOutcome, Option<u16>, Option<String>)> {
         // A message that cannot be sent as queued is given up, never sent without
         // what it was queued with.
         let answer = match (parse_url(&message.url), &message.headers) {
             (Err(reason), _) => Err(SendError::Invalid(reason)),
             (_, Err(reason)) => Err(SendError::Invalid(reason.clone())),
-            (Ok(origin), Ok(headers)) => {
-                let header = self.config.header_for(&origin).to_owned();
-                let outbound = Outbound {
-                    method: message.method.clone(),
-                    url: message.url.clone(),
-                    origin,
-                    headers: headers.clone(),
-                    body: message.body.clone(),
-                };
-                self.client
-                    .send(&outbound, Some((&header, &message.effect_key)))
-            }
+            (Ok(origin), Ok(headers)) => match self.recheck(message, &origin, headers) {
+                Err(refused) => Err(refused),
+                Ok(()) => {
+                    let header = self.config.header_for(&origin).to_owned();
+                    let outbound = Outbound {
+                        method: message.method.clone(),
+                        url: message.url.clone(),
+                        origin,
+                        headers: headers.clone(),
+                        body: message.body.clone(),
+                    };
+                    self.client
+                        .send(&outbound, Some((&header, &message.effect_key)))
+                }
+            },
         };
         let now = self.clock.now_ms();
         let settle =
@@ -294,7 +316,9 @@ impl Deliverer {
                 format!("the receiver answered {}", response.status),
                 response.retry_after(),
             ),
-            Err(SendError::Unknown(reason) | SendError::NotSent(reason)) => (None, reason, None),
+            Err(
+                SendError::Unknown(reason) | SendError::NotSent(reason) | SendError::Refused(reason),
+            ) => (None, reason, None),
             Err(SendError::Invalid(reason)) => return failed(None, reason),
         };
         if message.attempt >= self.policy.max_attempts {

@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use ureq::Agent;
 use ureq::http::Request;
+use ureq::unversioned::transport::DefaultConnector;
 
+use super::address::{AddressRefused, CheckedResolver, named_addresses};
 use super::config::HttpConfig;
 use super::request::Outbound;
 use super::secrets::strip_secrets;
@@ -72,6 +74,10 @@ pub(crate) enum SendError {
     /// Nothing was sent: the connection was refused, or the host name did not
     /// resolve. Known not performed; trying again later is safe.
     NotSent(String),
+    /// The host name resolved to an address the configuration does not let a name
+    /// reach (loopback, private, link-local): nothing was sent, and nothing will be
+    /// until the configuration names the address.
+    Refused(String),
 }
 
 /// The statuses that are not an answer by default: 409 (the key's first request
@@ -90,7 +96,7 @@ pub(crate) struct Client {
 
 impl Client {
     pub fn new(config: Arc<HttpConfig>) -> Self {
-        let agent: Agent = Agent::config_builder()
+        let agent_config = Agent::config_builder()
             // A status is an answer, saved as the outcome; only the transport fails.
             .http_status_as_error(false)
             // A redirect could lead off the allowlist and would repeat the request:
@@ -101,8 +107,10 @@ impl Client {
             .proxy(None)
             .timeout_global(Some(config.timeout_duration()))
             .user_agent(concat!("justonce/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
+            .build();
+        // The one lookup of a name, checked; the connection goes to what it returned.
+        let resolver = CheckedResolver::new(named_addresses(config.named_hosts().iter().map(String::as_str)));
+        let agent = Agent::with_parts(agent_config, DefaultConnector::new(), resolver);
         Self { agent, config }
     }
 
@@ -195,6 +203,9 @@ fn classify(url: &str, error: ureq::Error) -> SendError {
         ureq::Error::Timeout(_) => SendError::Unknown(format!("{url} timed out ({error})")),
         ureq::Error::HostNotFound => {
             SendError::NotSent(format!("{url}: the host name did not resolve"))
+        }
+        ureq::Error::Io(e) if e.get_ref().is_some_and(|e| e.is::<AddressRefused>()) => {
+            SendError::Refused(format!("{url}: {e}"))
         }
         ureq::Error::Io(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
             SendError::NotSent(format!("{url}: the connection was refused ({e})"))

@@ -259,6 +259,18 @@ impl HttpConfig {
         ))
     }
 
+    /// Every host the configuration names: those of the allowlist's origins and of
+    /// the services' base URLs.
+    pub(crate) fn named_hosts(&self) -> Vec<String> {
+        let allowed = self.allow.values().flatten();
+        let services = self.services.values().map(|s| &s.url);
+        allowed
+            .chain(services)
+            .filter_map(|url| parse_url(url).ok())
+            .map(|origin| origin.host)
+            .collect()
+    }
+
     /// Whether a service of this name is configured.
     pub(crate) fn has_service(&self, name: &str) -> bool {
         self.services.contains_key(name)

@@ -4,6 +4,7 @@
 //! ([`HttpResponse`]). [`LocalApi`] is a loopback payments API and webhook receiver
 //! for the demo and the tests.
 
+mod address;
 mod client;
 mod config;
 pub mod local_api;
@@ -12,6 +13,6 @@ mod secrets;
 
 pub use client::HttpResponse;
 pub(crate) use client::{Client, RETRY_STATUSES, SendError};
-pub(crate) use config::parse_url;
+pub(crate) use config::{Origin, parse_url};
 pub use config::{DEFAULT_IDEMPOTENCY_HEADER, HttpConfig};
-pub(crate) use request::{CheckError, Outbound, RequestSpec, is_safe};
+pub(crate) use request::{CheckError, Outbound, RequestSpec, check_headers, is_safe};

@@ -61,6 +61,56 @@ const RESERVED: &[&str] = &[
     "proxy-connection",
 ];
 
+/// Headers that ask a cloud metadata service (GCP, Azure, AWS IMDSv2) for its
+/// credentials; no tool has a reason to send them.
+const METADATA: &[&str] = &[
+    "metadata-flavor",
+    "metadata",
+    "x-google-metadata-request",
+    "x-aws-ec2-metadata-token",
+    "x-aws-ec2-metadata-token-ttl-seconds",
+];
+
+/// Checks the headers a tool asked for on a request to `url`: none the host sets
+/// itself (framing, the effect key, the service's credentials), none that speak to a
+/// cloud metadata service, every name and value valid. Run when a request is made and
+/// again when a queued message is delivered.
+pub(crate) fn check_headers<'a>(
+    config: &HttpConfig,
+    url: &str,
+    origin: &Origin,
+    headers: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Result<(), String> {
+    let key_header = config.header_for(origin);
+    let secrets = config.service_headers(url);
+    for (name, value) in headers {
+        let lower = name.to_ascii_lowercase();
+        if RESERVED.contains(&lower.as_str()) {
+            return Err(format!("header `{name}` is set by the host, not by a tool"));
+        }
+        if METADATA.contains(&lower.as_str()) {
+            return Err(format!(
+                "header `{name}` asks a cloud metadata service for credentials; a tool may not send it"
+            ));
+        }
+        if lower.eq_ignore_ascii_case(key_header) {
+            return Err(format!(
+                "header `{name}` carries the effect key, which the host sets; a tool never chooses it"
+            ));
+        }
+        if secrets.iter().any(|(s, _)| s.eq_ignore_ascii_case(name)) {
+            return Err(format!(
+                "header `{name}` is set by the host for this service (from its configuration); a tool does not set it"
+            ));
+        }
+        HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("`{name}` is not a valid header name"))?;
+        HeaderValue::from_str(value)
+            .map_err(|_| format!("the value of header `{name}` is not a valid header value"))?;
+    }
+    Ok(())
+}
+
 /// Whether a method changes nothing on the server (RFC 9110 §9.2.1): such requests
 /// carry no key and are not journaled unless the tool asks.
 pub(crate) fn is_safe(method: &str) -> bool {
@@ -139,30 +189,12 @@ impl RequestSpec {
         url: String,
         origin: Origin,
     ) -> Result<Outbound, String> {
-        let key_header = config.header_for(&origin);
-        let secrets = config.service_headers(&url);
-        let mut headers = Vec::with_capacity(self.headers.len() + 1);
-        for (name, value) in &self.headers {
-            let lower = name.to_ascii_lowercase();
-            if RESERVED.contains(&lower.as_str()) {
-                return Err(format!("header `{name}` is set by the host, not by a tool"));
-            }
-            if lower.eq_ignore_ascii_case(key_header) {
-                return Err(format!(
-                    "header `{name}` carries the effect key, which the host sets; a tool never chooses it"
-                ));
-            }
-            if secrets.iter().any(|(s, _)| s.eq_ignore_ascii_case(name)) {
-                return Err(format!(
-                    "header `{name}` is set by the host for this service (from its configuration); a tool does not set it"
-                ));
-            }
-            HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| format!("`{name}` is not a valid header name"))?;
-            HeaderValue::from_str(value)
-                .map_err(|_| format!("the value of header `{name}` is not a valid header value"))?;
-            headers.push((name.clone(), value.clone()));
-        }
+        check_headers(config, &url, &origin, &self.headers)?;
+        let mut headers: Vec<(String, String)> = self
+            .headers
+            .iter()
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .collect();
         let body = match (&self.body, &self.json) {
             (Some(_), Some(_)) => return Err("give either `body` or `json`, not both".into()),
             (Some(text), None) => text.clone().into_bytes(),
@@ -232,6 +264,10 @@ mod tests {
             (
                 json!({"method": "POST", "url": "http://127.0.0.1:9000/", "headers": {"Host": "x"}}),
                 "set by the host",
+            ),
+            (
+                json!({"method": "PUT", "url": "http://127.0.0.1:9000/", "headers": {"Metadata-Flavor": "Google"}}),
+                "cloud metadata service",
             ),
             (
                 json!({"method": "GET", "url": "http://127.0.0.1:9000/", "body": "x"}),

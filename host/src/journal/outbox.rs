@@ -102,6 +102,8 @@ pub(crate) struct Taken {
     pub body: Vec<u8>,
     /// The attempt's number, from 1, counted when it was taken.
     pub attempt: u32,
+    /// The tool that queued it, whose allowlist delivery checks again.
+    pub tool: String,
 }
 
 /// Reads the stored headers of a message.

@@ -26,8 +26,9 @@ const REQUEST: &str = "request";
 ///   (waiting out `Retry-After`, seconds or a date, up to its bound). Any other
 ///   status is a definitive answer, saved and replayed.
 /// - A refused connection is known not performed; a request the host's
-///   configuration refuses (not on the tool's allowlist, no such service) is not
-///   performed either. Neither is saved: the call may succeed later.
+///   configuration refuses (not on the tool's allowlist, no such service, a name
+///   that resolves to a loopback, private or link-local address the configuration
+///   does not name) is not performed either. Neither is saved: the call may succeed later.
 /// - `GET`, `HEAD` and `OPTIONS` are reads: performed without a journal record or a
 ///   key, unless the payload says `"record": true`.
 pub struct HttpProvider {
@@ -86,6 +87,10 @@ impl HttpProvider {
             Err(SendError::NotSent(reason)) => Err(ProviderError::NotPerformed {
                 reason,
                 retry: true,
+            }),
+            Err(SendError::Refused(reason)) => Err(ProviderError::NotPerformed {
+                reason,
+                retry: false,
             }),
         }
     }

@@ -39,7 +39,7 @@ impl OutboxQueue for PostgresJournal {
                                  AND NOT (id = ANY($3))
                                ORDER BY next_attempt_at, id LIMIT 1
                                FOR UPDATE SKIP LOCKED)
-              RETURNING id, effect_key, method, url, headers, body, attempts",
+              RETURNING id, effect_key, method, url, headers, body, attempts, tool",
                 &[&now, &hold_until, &skip],
             )
         })?;
@@ -51,6 +51,7 @@ impl OutboxQueue for PostgresJournal {
             headers: parse_headers(r.get(4)),
             body: r.get(5),
             attempt: count(r.get(6)),
+            tool: r.get(7),
         }))
     }
 

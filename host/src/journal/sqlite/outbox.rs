@@ -38,7 +38,7 @@ impl OutboxQueue for SqliteJournal {
                                    WHERE state = 'pending' AND next_attempt_at <= ?1
                                      AND id NOT IN (SELECT value FROM json_each(?2))
                                    ORDER BY next_attempt_at, id LIMIT 1)
-                  RETURNING id, effect_key, method, url, headers, body, attempts",
+                  RETURNING id, effect_key, method, url, headers, body, attempts, tool",
                     params![now, skip],
                     |r| {
                         let headers: String = r.get(4)?;
@@ -50,6 +50,7 @@ impl OutboxQueue for SqliteJournal {
                             headers: parse_headers(&headers),
                             body: r.get(5)?,
                             attempt: r.get(6)?,
+                            tool: r.get(7)?,
                         })
                     },
                 )

@@ -1,6 +1,8 @@
 //! Test guest: performs the http requests its arguments describe, in order, and
 //! returns each response (or the effect error) as JSON.
 
+use std::collections::BTreeMap;
+
 use justonce_guest::http::Request;
 use justonce_guest::{Tool, ToolError, export_tool};
 use schemars::JsonSchema;
@@ -21,6 +23,9 @@ struct Step {
     record: bool,
     #[serde(default)]
     body: Option<String>,
+    /// Headers to send, by name.
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
 }
 
 struct HttpFetch;
@@ -37,6 +42,9 @@ impl Tool for HttpFetch {
             let mut request = Request::new(&step.method, &step.url);
             if step.record {
                 request = request.record();
+            }
+            for (name, value) in &step.headers {
+                request = request.header(name, value);
             }
             if let Some(body) = &step.body {
                 request = request.body(body);
