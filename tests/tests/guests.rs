@@ -12,6 +12,7 @@ mod run_in {
     pub const chatty: &[&str] = &["sandbox"];
     pub const sleep_forever: &[&str] = &["hostile"];
     pub const hostile_outputs: &[&str] = &["hostile"];
+    pub const leak_handles: &[&str] = &["hostile"];
     pub const deep_recursion: &[&str] = &["sandbox"];
     pub const diverge: &[&str] = &["determinism", "crash"];
     pub const diverge_v2: &[&str] = &["determinism", "crash"];

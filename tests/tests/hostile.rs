@@ -407,3 +407,23 @@ fn a_tool_may_not_send_a_cloud_metadata_header() {
     assert!(response.outcome.is_success(), "{response:?}");
     assert_eq!(api.requests()[0].headers.get("x-tenant").map(String::as_str), Some("acme"));
 }
+
+#[test]
+fn a_tool_leaking_handles_ends_in_its_own_saved_handle_limit_trap() {
+    let t = test_host(|b| b);
+    let request = CallRequest::new("leak_handles", r#"{"handles":2000000}"#);
+    let first = t.host.call(&request).expect("the tool's trap, not a host failure");
+    let (reason, message) = trap(&first.outcome);
+    assert_eq!(reason, "handle_limit", "{message}");
+    assert!(message.contains("10000 handles"), "{message}");
+    let retry = t.host.call(&request).unwrap();
+    assert!(retry.replayed, "the trap is the saved outcome, not re-run");
+    assert_eq!(retry.outcome, first.outcome);
+    // The opposite: a tool that holds fewer handles than the cap returns.
+    let fewer = t
+        .host
+        .call(&CallRequest::new("leak_handles", r#"{"handles":1000}"#))
+        .unwrap();
+    assert_eq!(crate::support::success(&fewer.outcome), &json!(1000));
+    assert_still_serving(&t.host);
+}

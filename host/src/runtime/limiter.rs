@@ -22,6 +22,12 @@ pub(crate) enum LimitHit {
     /// An effect asked for by a tool marked read-only (the message says which).
     #[error("{0}")]
     ReadOnly(String),
+    /// One handle (a WASI stream, pollable or other resource) more than the cap held
+    /// at once.
+    #[error(
+        "the tool held more than {limit} handles (WASI streams, pollables, other resources) at once; drop each one when done with it"
+    )]
+    Handles { limit: usize },
 }
 
 impl LimitHit {
@@ -32,8 +38,24 @@ impl LimitHit {
             Self::Effects { .. } => super::TrapReason::EffectBudgetExceeded,
             Self::Payload { .. } => super::TrapReason::PayloadTooLarge,
             Self::ReadOnly(_) => super::TrapReason::ReadOnlyEffect,
+            Self::Handles { .. } => super::TrapReason::HandleLimit,
         }
     }
+}
+
+/// Most handles (entries of the store's resource table: WASI streams, pollables) a
+/// call may hold at once. The table's memory is the host's, outside the guest's
+/// memory cap; wasmtime's own store-wide cap on a component's handles is 100 000.
+pub(crate) const MAX_HANDLES: usize = 10_000;
+
+/// Whether `error` is a handle cap: the host's resource table full, or wasmtime's
+/// store-wide count of component handles reached (an error with no type of its own).
+pub(crate) fn is_handle_cap(error: &wasmtime::Error) -> bool {
+    error.chain().any(|e| {
+        e.downcast_ref::<wasmtime::component::ResourceTableError>()
+            .is_some_and(|e| matches!(e, wasmtime::component::ResourceTableError::Full))
+            || e.to_string().starts_with("cannot allocate another handle")
+    })
 }
 
 /// Most table elements a guest may have (function tables of Rust guests are small).

@@ -413,7 +413,11 @@ impl Runtime {
         }
         let state = GuestState {
             wasi: wasi.build(),
-            table: ResourceTable::new(),
+            table: {
+                let mut table = ResourceTable::new();
+                table.set_max_capacity(limiter::MAX_HANDLES);
+                table
+            },
             limiter: CallLimiter::new(limits.memory_bytes),
             max_effects: limits.max_effects,
             max_payload_bytes: limits.max_payload_bytes,
@@ -499,6 +503,10 @@ impl Runtime {
                             .unwrap_or_else(|| panic_message::trap_summary(&error))
                     }
                     (None, TrapReason::HostFailure) => format!("{error:#}"),
+                    (None, TrapReason::HandleLimit) => LimitHit::Handles {
+                        limit: limiter::MAX_HANDLES,
+                    }
+                    .to_string(),
                     _ => panic_message::trap_summary(&error),
                 };
                 if reason != TrapReason::HostFailure {
@@ -536,6 +544,9 @@ fn ticks_for(d: Duration) -> u64 {
 fn classify_trap(error: &wasmtime::Error, hit: Option<&LimitHit>) -> TrapReason {
     if let Some(hit) = hit.or_else(|| error.downcast_ref::<LimitHit>()) {
         return hit.reason();
+    }
+    if limiter::is_handle_cap(error) {
+        return TrapReason::HandleLimit;
     }
     match error.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => TrapReason::DeadlineExceeded,

@@ -17,6 +17,8 @@ pub(crate) enum TrapReason {
     EffectBudgetExceeded,
     /// It sent an effect payload over the cap.
     PayloadTooLarge,
+    /// It held more handles (WASI resources) at once than the cap.
+    HandleLimit,
     /// It is marked read-only and asked for an effect.
     ReadOnlyEffect,
     /// It called `exit`.
@@ -43,6 +45,7 @@ impl TrapReason {
             Self::EffectBudgetExceeded => "effect_budget_exceeded",
             Self::ReadOnlyEffect => "read_only_effect",
             Self::PayloadTooLarge => "payload_too_large",
+            Self::HandleLimit => "handle_limit",
             Self::Exited => "exited",
             Self::Trap => "trap",
             Self::HostFailure => "host_failure",
