@@ -427,3 +427,52 @@ fn a_tool_leaking_handles_ends_in_its_own_saved_handle_limit_trap() {
     assert_eq!(crate::support::success(&fewer.outcome), &json!(1000));
     assert_still_serving(&t.host);
 }
+
+/// `component` with a name section naming a core module `libpython3.14.so`, as
+/// CPython's is named: the import policy takes it for a component that embeds CPython.
+fn disguised_as_cpython(component: &[u8]) -> Vec<u8> {
+    let module = b"libpython3.14.so";
+    // A `name` custom section whose module-name subsection (0) holds `module`; every
+    // length here is below 128, so each LEB128 is one byte.
+    let mut subsection = vec![module.len() as u8];
+    subsection.extend_from_slice(module);
+    let mut payload = vec![4];
+    payload.extend_from_slice(b"name");
+    payload.extend_from_slice(&[0, subsection.len() as u8]);
+    payload.extend_from_slice(&subsection);
+    let mut bytes = component.to_vec();
+    bytes.extend_from_slice(&[0, payload.len() as u8]);
+    bytes.extend_from_slice(&payload);
+    bytes
+}
+
+#[test]
+fn a_guest_disguised_as_cpython_loads_but_its_sockets_deny_whatever_wasi_allows() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("open_socket.wasm");
+    let bytes = std::fs::read(justonce_tests::guests::OPEN_SOCKET_COMPONENT).unwrap();
+    std::fs::write(&path, disguised_as_cpython(&bytes)).unwrap();
+    let mut runtime = Runtime::new(Limits::default()).unwrap();
+    // A WASI context that would let every socket through.
+    runtime.open_wasi_network_context();
+    runtime
+        .load_file(&path)
+        .expect("taken for CPython by its name, it loads");
+    let host = Host::builder()
+        .runtime(Arc::new(runtime))
+        .build()
+        .unwrap();
+    let args = json!({ "address": address }).to_string();
+    let response = host.call(&CallRequest::new("open_socket", args)).unwrap();
+    let out = crate::support::success(&response.outcome);
+    assert_eq!(out["connected"], false, "{out}");
+    let error = out["error"].as_str().unwrap_or_default().to_lowercase();
+    assert!(error.contains("denied"), "a refusal: {out}");
+    assert!(
+        matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "nothing connected to {address}"
+    );
+}

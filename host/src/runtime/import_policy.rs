@@ -7,14 +7,15 @@
 //! interfaces with no directory ever preopened. Refused: sockets, HTTP, and any
 //! interface this host does not know.
 //!
-//! Sockets and name lookup are linked, and denied at run time: the store's WASI
-//! context allows no TCP, no UDP and no lookup, so every use fails with
-//! `access-denied`. Refusing them at load too means a tool that asked for the network
-//! (a Rust tool imports them once it touches `std::net`) learns it at once instead of
-//! on its first call. A language runtime, though, imports them whether or not the tool
-//! opens a socket (CPython's socket module is always linked into a componentize-py
-//! component): a component that embeds one of [`RUNTIMES`] loads, and its sockets
-//! refuse every use.
+//! Sockets and name lookup are linked to stubs that deny every use (see `sockets`):
+//! creating a socket or looking up a name answers `access-denied` whatever the store's
+//! WASI context says. Refusing them at load too means a tool that asked for the
+//! network (a Rust tool imports them once it touches `std::net`) learns it at once
+//! instead of on its first call. A language runtime, though, imports them whether or
+//! not the tool opens a socket (CPython's socket module is always linked into a
+//! componentize-py component): a component that embeds one of [`RUNTIMES`] loads.
+//! That is known by a name section, which any component can carry: it decides only
+//! whether a component is refused at load, never what its sockets can do.
 
 use wasmtime::Engine;
 use wasmtime::component::Component;

@@ -13,6 +13,7 @@ mod limits;
 mod panic_message;
 mod pool;
 mod portable_schema;
+mod sockets;
 pub mod spans;
 mod trap;
 mod unguarded;
@@ -120,6 +121,9 @@ pub struct Runtime {
     cache: Option<CompileCache>,
     permits: pool::CallPermits,
     pool_memory_bytes: usize,
+    /// Whether the store's WASI context lets the network through (only the sockets
+    /// tests set it, to show that the stubs deny whatever the context says).
+    wasi_network: bool,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -166,6 +170,7 @@ impl Runtime {
         let mut linker = Linker::<GuestState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
         waits::shadow_blocking_poll(&mut linker)?;
+        sockets::deny_sockets(&mut linker)?;
         Tool::add_to_linker::<_, HasSelf<GuestState>>(&mut linker, |state| state)?;
 
         let ticker_stop = Arc::new(AtomicBool::new(false));
@@ -192,6 +197,7 @@ impl Runtime {
             cache: None,
             permits: pool::CallPermits::new(pool::CONCURRENT_CALLS),
             pool_memory_bytes,
+            wasi_network: false,
         })
     }
 
@@ -212,6 +218,14 @@ impl Runtime {
     /// builder refuses it); [`Runtime::new`] sizes it from its limits.
     pub fn pool_memory_bytes(&self) -> usize {
         self.pool_memory_bytes
+    }
+
+    /// Configures every store's WASI context to allow TCP, UDP, name lookup and every
+    /// address, as a careless embedder might: `wasi:sockets` is linked to stubs that
+    /// deny all the same (for the test that shows it).
+    #[doc(hidden)]
+    pub fn open_wasi_network_context(&mut self) {
+        self.wasi_network = true;
     }
 
     /// How many of the [`CONCURRENT_CALLS`] call slots are free now (for tests that
@@ -400,11 +414,15 @@ impl Runtime {
         let stdout = BoundedCapture::new(limits.max_output_bytes);
         let stderr = BoundedCapture::new(limits.max_output_bytes);
         let mut wasi = WasiCtx::builder();
+        // Denied twice: by this context, and by the stubs `wasi:sockets` is linked to.
         wasi.stdout(stdout.clone())
             .stderr(stderr.clone())
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false);
+            .allow_tcp(self.wasi_network)
+            .allow_udp(self.wasi_network)
+            .allow_ip_name_lookup(self.wasi_network);
+        if self.wasi_network {
+            wasi.inherit_network();
+        }
         // Clocks and random come from the invocation's journal, so a resumed run sees
         // the same values (see `determinism`).
         match &handler {

@@ -5,7 +5,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 #[derive(Deserialize, JsonSchema)]
-struct Args {}
+struct Args {
+    /// Where to connect (default `127.0.0.1:9`).
+    #[serde(default)]
+    address: Option<String>,
+}
 
 #[derive(Serialize)]
 struct Output {
@@ -21,10 +25,11 @@ impl Tool for OpenSocket {
     type Args = Args;
     type Output = Output;
     const NAME: &'static str = "open_socket";
-    const DESCRIPTION: &'static str = "Tries to connect to 127.0.0.1:9.";
+    const DESCRIPTION: &'static str = "Tries to connect to an address (127.0.0.1:9 by default).";
 
-    fn call(_: Args) -> Result<Output, ToolError> {
-        Ok(match std::net::TcpStream::connect("127.0.0.1:9") {
+    fn call(args: Args) -> Result<Output, ToolError> {
+        let address = args.address.as_deref().unwrap_or("127.0.0.1:9");
+        Ok(match std::net::TcpStream::connect(address) {
             Ok(_) => Output {
                 connected: true,
                 error: None,
