@@ -230,9 +230,9 @@ impl HostBuilder {
 
     /// Keeps compiled components in `dir` so the next process loads them without
     /// compiling (see [`Runtime::set_compile_cache`]). By default a host with a
-    /// database file keeps them in a directory of their own beside it, named after it
-    /// (`state.db.compiled/` beside `state.db`; `.justonce/state.db.compiled/` for the
-    /// CLI's default); an in-memory host keeps none.
+    /// database (SQLite or PostgreSQL) uses the per-user cache that every journal
+    /// shares: `$JUSTONCE_CACHE_DIR`, else `$XDG_CACHE_HOME/justonce`, else
+    /// `~/.cache/justonce`); an in-memory host keeps none.
     pub fn compile_cache(mut self, dir: impl Into<PathBuf>) -> Self {
         self.compile_cache = Some(Some(dir.into()));
         self
@@ -268,7 +268,10 @@ impl HostBuilder {
                 let mut runtime = Runtime::with_pool_memory(defaults, pool_memory)?;
                 let cache_dir = match &self.compile_cache {
                     Some(choice) => choice.clone(),
-                    None => self.database.as_deref().map(compile_cache_beside),
+                    None => self
+                        .database
+                        .as_ref()
+                        .and_then(|_| crate::runtime::CompileCache::default_dir()),
                 };
                 if let Some(dir) = cache_dir {
                     runtime.set_compile_cache(dir);
@@ -424,19 +427,6 @@ impl HostBuilder {
         }
         Ok(retention)
     }
-}
-
-/// Where a host with the database `db` keeps compiled components by default: a
-/// directory of its own named after the database (`x.db` → `x.db.compiled/`), so a
-/// database in a shared directory (`/tmp/x.db`) claims no generic name there.
-fn compile_cache_beside(db: &Path) -> PathBuf {
-    if journal::postgres::is_postgres_url(&db.to_string_lossy()) {
-        // Each host compiles for itself, in its own working directory.
-        return PathBuf::from(".justonce/compiled");
-    }
-    let mut name = db.file_name().unwrap_or_default().to_owned();
-    name.push(".compiled");
-    db.with_file_name(name)
 }
 
 #[cfg(test)]

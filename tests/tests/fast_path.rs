@@ -135,30 +135,79 @@ fn an_unwritable_cache_never_fails_a_load() {
 }
 
 #[test]
-fn a_host_with_a_database_caches_beside_it_unless_told_otherwise() {
+fn every_host_with_a_database_shares_the_per_user_cache_unless_told_otherwise() {
+    // `.cargo/config.toml` points the per-user cache of the tests under target/.
+    let per_user = std::path::PathBuf::from(
+        std::env::var_os("JUSTONCE_CACHE_DIR").expect("cargo sets JUSTONCE_CACHE_DIR"),
+    );
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("state.db");
-    let host = Host::builder()
-        .database(&db)
-        .component(justonce_tests::guests::ECHO_COMPONENT)
-        .build()
-        .unwrap();
-    let cache = host
-        .runtime()
-        .compile_cache()
-        .expect("a cache beside the database");
-    assert_eq!(cache.dir(), dir.path().join("state.db.compiled"));
-    // A place of its own: nothing generic is created beside the database.
-    assert!(!dir.path().join("cache").exists());
-    assert!(cache.entry_path(&echo_bytes()).is_file());
+    let hosts: Vec<Host> = ["a.db", "b.db"]
+        .iter()
+        .map(|name| {
+            Host::builder()
+                .database(dir.path().join(name))
+                .component(justonce_tests::guests::ECHO_COMPONENT)
+                .build()
+                .unwrap()
+        })
+        .collect();
+    for host in &hosts {
+        let cache = host.runtime().compile_cache().expect("the per-user cache");
+        assert_eq!(cache.dir(), per_user, "one cache for every journal");
+        assert!(cache.entry_path(&echo_bytes()).is_file());
+    }
+    // The second journal compiled nothing: the first one's entry served it.
+    let second = hosts[1].runtime().compile_cache().unwrap().stats();
+    assert_eq!(second.hits, 1, "{second:?}");
+    // Nothing is created beside the databases.
+    let beside: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| {
+            let journal = name.starts_with("a.db") || name.starts_with("b.db");
+            !journal || name.ends_with(".compiled")
+        })
+        .collect();
+    assert!(beside.is_empty(), "{beside:?}");
 
     let uncached = Host::builder()
-        .database(&db)
+        .database(dir.path().join("a.db"))
         .no_compile_cache()
         .component(justonce_tests::guests::ECHO_COMPONENT)
         .build()
         .unwrap();
     assert!(uncached.runtime().compile_cache().is_none());
+}
+
+#[test]
+fn a_forged_cache_entry_is_a_miss_and_is_compiled_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let first = runtime_with_cache(&cache);
+    let entry = first.compile_cache().unwrap().entry_path(&echo_bytes());
+    // What the old format's digest allowed: an entry rewritten with a digest of its
+    // own that matches, here the artifact of another cache with its own key.
+    let other = dir.path().join("other");
+    let elsewhere = runtime_with_cache(&other);
+    let theirs = elsewhere.compile_cache().unwrap().entry_path(&echo_bytes());
+    std::fs::copy(&theirs, &entry).unwrap();
+    let after_forgery = runtime_with_cache(&cache);
+    assert_eq!(
+        stats(&after_forgery),
+        CacheStats {
+            rebuilt: 1,
+            ..Default::default()
+        },
+        "a forged entry is not used"
+    );
+    assert_eq!(echo_through(&after_forgery), json!({"echo": "hi"}));
+    let key = cache.join("key");
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600,
+        "the key is the user's alone"
+    );
 }
 
 fn file_host(dir: &Path, durability: Durability) -> Host {

@@ -1,20 +1,25 @@
 //! Compiled components cached on disk, so a process compiles a tool once, not on every
 //! start.
 //!
-//! An entry is named by the sha256 of the component's bytes and of the engine's
-//! compatibility hash (wasmtime's version, target, compiler flags and tunables), and
-//! holds a header that repeats both digests plus the sha256 of the compiled artifact.
-//! Every entry is verified before use; a missing, stale, torn or corrupt one is
-//! compiled again and rewritten (a new file renamed into place, so a reader never sees
-//! half an entry). The cache never makes a load fail: when it cannot be read or
-//! written, the component is compiled as if there were none.
+//! One cache per user serves every journal: `$JUSTONCE_CACHE_DIR` when set, else
+//! `$XDG_CACHE_HOME/justonce`, else `~/.cache/justonce` ([`CompileCache::default_dir`]). An entry is
+//! named by the sha256 of the component's bytes and of the engine's compatibility
+//! hash (wasmtime's version, target, compiler flags and tunables), and holds a header
+//! that repeats both digests plus an HMAC-SHA256 of the whole entry under a key of
+//! this cache (`key`, 32 random bytes in a `0600` file in the directory). Every entry
+//! is verified before use; a missing, stale, torn or corrupt one is compiled again and
+//! rewritten (a new file, created with `create_new`, renamed into place, so a reader
+//! never sees half an entry). An entry whose HMAC does not match was not written by
+//! this cache: it is logged as a warning and compiled again, never run. The cache never
+//! makes a load fail: when it cannot be read or written, the component is compiled as
+//! if there were none.
 //!
-//! The digests catch damage, not forgery: an entry's artifact is machine code that
-//! wasmtime runs as it is. So the cache is used only when nobody else can write it:
-//! the directory is created `0700`, and a directory or entry that is not owned by this
-//! user, is writable by group or others, or is a symbolic link, is neither read nor
-//! written (the component is compiled instead). Entries are opened without following
-//! symbolic links, and written to a new `0600` file (`create_new`) renamed into place.
+//! An entry's artifact is machine code that wasmtime runs as it is, so forging one
+//! must take the key: it is readable by this user alone, and the cache is used only
+//! when nobody else can write it: the directory is created `0700`, and a directory,
+//! key or entry that is not owned by this user, is writable by group or others (the
+//! key: readable by them), or is a symbolic link, is neither read nor written (the
+//! component is compiled instead). Files are opened without following symbolic links.
 
 use std::fs;
 use std::hash::{Hash, Hasher};
@@ -28,9 +33,29 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 /// The first bytes of every entry: a name and the format's version.
-const MAGIC: &[u8; 16] = b"justonce-cwasm\0\x01";
-/// Magic, then the sha256 of the component, of the engine and of the artifact.
+const MAGIC: &[u8; 16] = b"justonce-cwasm\0\x02";
+/// Magic, then the sha256 of the component and of the engine, then the HMAC of the
+/// entry (all but the HMAC itself).
 const HEADER_LEN: usize = MAGIC.len() + 3 * 32;
+/// The file of the cache's HMAC key, in its directory.
+const KEY_FILE: &str = "key";
+/// The variable that moves the cache (the tests point it at a directory of their own).
+const CACHE_DIR_ENV: &str = "JUSTONCE_CACHE_DIR";
+
+/// The per-user cache directory given the environment `env`: `$JUSTONCE_CACHE_DIR`,
+/// else `$XDG_CACHE_HOME/justonce`, else `$HOME/.cache/justonce` (a relative
+/// `XDG_CACHE_HOME` or `HOME` is ignored, as the XDG spec says); `None` when none is
+/// known.
+fn dir_from(env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
+    let absolute = |name: &str| env(name).map(PathBuf::from).filter(|p| p.is_absolute());
+    if let Some(dir) = env(CACHE_DIR_ENV).filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    if let Some(cache) = absolute("XDG_CACHE_HOME") {
+        return Some(cache.join("justonce"));
+    }
+    absolute("HOME").map(|home| home.join(".cache").join("justonce"))
+}
 
 /// How the cache served the loads so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -74,6 +99,26 @@ fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
+/// HMAC-SHA256 (RFC 2104) of `header` then `artifact`, under `key` (at most one
+/// block, 64 bytes, long).
+fn mac(key: &[u8], header: &[u8], artifact: &[u8]) -> [u8; 32] {
+    const BLOCK: usize = 64;
+    assert!(key.len() <= BLOCK, "a key longer than a block is hashed first");
+    let mut padded = [0u8; BLOCK];
+    padded[..key.len()].copy_from_slice(key);
+    let pad = |byte: u8| padded.map(|k| k ^ byte);
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(header)
+        .chain_update(artifact)
+        .finalize();
+    Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -85,6 +130,9 @@ enum Unusable {
     Unreadable(std::io::Error),
     Untrusted(String),
     Invalid(&'static str),
+    /// Well formed, for this component and engine, but not written under this
+    /// cache's key.
+    Forged,
     Refused(wasmtime::Error),
 }
 
@@ -95,6 +143,9 @@ impl std::fmt::Display for Unusable {
             Self::Unreadable(e) => write!(f, "unreadable: {e}"),
             Self::Untrusted(why) => write!(f, "not trusted: {why}"),
             Self::Invalid(why) => f.write_str(why),
+            Self::Forged => f.write_str(
+                "its HMAC does not match this cache's key: not written by this cache (forged, or written under a key since replaced)",
+            ),
             Self::Refused(e) => write!(f, "refused by wasmtime: {e:#}"),
         }
     }
@@ -114,6 +165,13 @@ impl CompileCache {
             rebuilt: AtomicU64::new(0),
             write_failures: AtomicU64::new(0),
         }
+    }
+
+    /// The per-user cache directory that every journal shares: `$JUSTONCE_CACHE_DIR`
+    /// when set, else `$XDG_CACHE_HOME/justonce`, else `~/.cache/justonce`; `None`
+    /// when the environment names no home.
+    pub fn default_dir() -> Option<PathBuf> {
+        dir_from(&|name| std::env::var_os(name))
     }
 
     /// The directory the entries live in.
@@ -156,6 +214,10 @@ impl CompileCache {
             }
             Err(Unusable::Missing) => {
                 self.misses.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(Unusable::Forged) => {
+                tracing::warn!(entry = %path.display(), why = %Unusable::Forged, "compiled-component cache entry not used; compiling again");
+                self.rebuilt.fetch_add(1, Ordering::Relaxed);
             }
             Err(why) => {
                 tracing::info!(entry = %path.display(), %why, "compiled-component cache entry not used; compiling again");
@@ -201,13 +263,20 @@ impl CompileCache {
         trusted(path, &meta, false).map_err(Unusable::Untrusted)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(Unusable::Unreadable)?;
-        let artifact = self.verify(&bytes, wasm_digest)?;
+        // No key yet: no entry this cache could have written.
+        let key = self.read_key()?.ok_or(Unusable::Missing)?;
+        let artifact = self.verify(&bytes, wasm_digest, &key)?;
         deserialize_verified(engine, artifact).map_err(Unusable::Refused)
     }
 
     /// The artifact inside an entry, if the entry is whole and was written for this
     /// component and this engine.
-    fn verify<'a>(&self, entry: &'a [u8], wasm_digest: &[u8; 32]) -> Result<&'a [u8], Unusable> {
+    fn verify<'a>(
+        &self,
+        entry: &'a [u8],
+        wasm_digest: &[u8; 32],
+        key: &[u8; 32],
+    ) -> Result<&'a [u8], Unusable> {
         if entry.len() < HEADER_LEN {
             return Err(Unusable::Invalid("shorter than its header"));
         }
@@ -222,12 +291,68 @@ impl CompileCache {
         if digests[32..64] != self.engine {
             return Err(Unusable::Invalid("written by another engine configuration"));
         }
-        if digests[64..] != sha256(artifact) {
-            return Err(Unusable::Invalid(
-                "the artifact does not match its digest (torn or corrupt)",
-            ));
+        if digests[64..] != mac(key, &header[..HEADER_LEN - 32], artifact) {
+            return Err(Unusable::Forged);
         }
         Ok(artifact)
+    }
+
+    /// The cache's key, if its file exists and only this user can read it.
+    fn read_key(&self) -> Result<Option<[u8; 32]>, Unusable> {
+        let path = self.dir.join(KEY_FILE);
+        let mut file = match fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+        {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(Unusable::Untrusted(format!(
+                    "{} is a symbolic link",
+                    path.display()
+                )));
+            }
+            Err(e) => return Err(Unusable::Unreadable(e)),
+        };
+        let meta = file.metadata().map_err(Unusable::Unreadable)?;
+        trusted(&path, &meta, false).map_err(Unusable::Untrusted)?;
+        if meta.mode() & 0o077 != 0 {
+            return Err(Unusable::Untrusted(format!(
+                "{} is readable by its group or by others (mode {:o}); remove it and the cache is rebuilt under a new key",
+                path.display(),
+                meta.mode() & 0o7777
+            )));
+        }
+        let mut key = [0u8; 32];
+        file.read_exact(&mut key).map_err(Unusable::Unreadable)?;
+        Ok(Some(key))
+    }
+
+    /// The cache's key, made now (32 random bytes, `0600`, `create_new`) when there is
+    /// none; a process that loses the race to make it reads the winner's.
+    fn key_for_writing(&self) -> anyhow::Result<[u8; 32]> {
+        if let Some(key) = self.read_key().map_err(|e| anyhow::anyhow!("{e}"))? {
+            return Ok(key);
+        }
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("no randomness for the cache key: {e}"))?;
+        let path = self.dir.join(KEY_FILE);
+        let made = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .and_then(|mut file| file.write_all(&key).and_then(|()| file.sync_all()));
+        match made {
+            Ok(()) => Ok(key),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => self
+                .read_key()
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .ok_or_else(|| anyhow::anyhow!("{} vanished", path.display())),
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn write(
@@ -242,6 +367,11 @@ impl CompileCache {
             .mode(0o700)
             .create(&self.dir)?;
         trusted(&self.dir, &fs::symlink_metadata(&self.dir)?, true).map_err(anyhow::Error::msg)?;
+        let key = self.key_for_writing()?;
+        let mut header = MAGIC.to_vec();
+        header.extend_from_slice(wasm_digest);
+        header.extend_from_slice(&self.engine);
+        let mac = mac(&key, &header, &artifact);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
@@ -254,10 +384,8 @@ impl CompileCache {
                 .mode(0o600)
                 .custom_flags(libc::O_NOFOLLOW)
                 .open(&temp)?;
-            file.write_all(MAGIC)?;
-            file.write_all(wasm_digest)?;
-            file.write_all(&self.engine)?;
-            file.write_all(&sha256(&artifact))?;
+            file.write_all(&header)?;
+            file.write_all(&mac)?;
             file.write_all(&artifact)?;
             // No fsync: an entry torn by a power cut fails verification and is rebuilt.
             fs::rename(&temp, path)
@@ -356,6 +484,9 @@ mod tests {
         assert_eq!(mode(&dir), 0o700);
         fs::write(&entry, b"not an entry").unwrap();
         fs::set_permissions(&entry, fs::Permissions::from_mode(0o600)).unwrap();
+        let key = dir.join(KEY_FILE);
+        fs::write(&key, [7u8; 32]).unwrap();
+        fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
         let why = |cache: &CompileCache| {
             cache
                 .read(&Engine::default(), &entry, &wasm)
@@ -377,6 +508,14 @@ mod tests {
         );
         fs::set_permissions(&entry, fs::Permissions::from_mode(0o600)).unwrap();
 
+        fs::set_permissions(&key, fs::Permissions::from_mode(0o640)).unwrap();
+        assert!(
+            why(&cache).contains("readable by its group or by others"),
+            "the key must be secret: {}",
+            why(&cache)
+        );
+        fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
+
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
         assert!(
             why(&cache).contains("writable by its group or by others"),
@@ -396,18 +535,21 @@ mod tests {
         let cache = CompileCache::new(&Engine::default(), PathBuf::from("unused"));
         let wasm = sha256(b"component");
         let artifact = b"compiled code".to_vec();
+        let key = [7u8; 32];
         let mut entry = MAGIC.to_vec();
         entry.extend_from_slice(&wasm);
         entry.extend_from_slice(&cache.engine);
-        entry.extend_from_slice(&sha256(&artifact));
+        let mac = mac(&key, &entry, &artifact);
+        entry.extend_from_slice(&mac);
         entry.extend_from_slice(&artifact);
-        assert_eq!(cache.verify(&entry, &wasm).ok(), Some(&artifact[..]));
+        assert_eq!(cache.verify(&entry, &wasm, &key).ok(), Some(&artifact[..]));
 
         let damaged = |f: &dyn Fn(&mut Vec<u8>)| {
             let mut e = entry.clone();
             f(&mut e);
-            match cache.verify(&e, &wasm) {
+            match cache.verify(&e, &wasm, &key) {
                 Err(Unusable::Invalid(why)) => why,
+                Err(Unusable::Forged) => "forged: torn or corrupt",
                 other => panic!("damage accepted: {other:?}"),
             }
         };
@@ -429,8 +571,53 @@ mod tests {
             .contains("torn")
         );
         assert!(matches!(
-            cache.verify(&entry, &sha256(b"another component")),
+            cache.verify(&entry, &sha256(b"another component"), &key),
             Err(Unusable::Invalid(_))
         ));
+        // The same entry under another cache's key is a forgery.
+        assert!(matches!(
+            cache.verify(&entry, &wasm, &[8u8; 32]),
+            Err(Unusable::Forged)
+        ));
+    }
+
+    #[test]
+    fn the_per_user_directory_follows_the_override_then_xdg_then_home() {
+        let with = |vars: &[(&str, &str)]| {
+            let vars: Vec<(String, String)> = vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            dir_from(&move |name| {
+                vars.iter()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| v.into())
+            })
+        };
+        let all = [
+            ("JUSTONCE_CACHE_DIR", "/tmp/mine"),
+            ("XDG_CACHE_HOME", "/home/ada/.xdg"),
+            ("HOME", "/home/ada"),
+        ];
+        assert_eq!(with(&all), Some(PathBuf::from("/tmp/mine")));
+        assert_eq!(
+            with(&all[1..]),
+            Some(PathBuf::from("/home/ada/.xdg/justonce"))
+        );
+        assert_eq!(
+            with(&[("XDG_CACHE_HOME", "relative"), ("HOME", "/home/ada")]),
+            Some(PathBuf::from("/home/ada/.cache/justonce"))
+        );
+        assert_eq!(with(&[]), None);
+    }
+
+    #[test]
+    fn the_mac_is_rfc_4231s_hmac_sha256() {
+        // RFC 4231, test case 2.
+        let mac = mac(b"Jefe", b"what do ya want ", b"for nothing?");
+        assert_eq!(
+            hex(&mac),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
     }
 }

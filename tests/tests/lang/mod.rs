@@ -33,9 +33,9 @@ pub fn limits() -> Limits {
     }
 }
 
-/// `target/tmp/lang/`: the compiled-component cache (`cache/`) that the test runtimes
-/// and the `justonce` processes of `seed` share, the latter by keeping their databases
-/// beside it (a host caches beside its database).
+/// `target/tmp/lang/`: the compiled-component cache (`cache/`) of the test runtimes,
+/// and the databases of the `justonce` processes of `seed` (which share the tests'
+/// per-user cache, `JUSTONCE_CACHE_DIR` of `.cargo/config.toml`).
 pub fn state_dir() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("lang");
     std::fs::create_dir_all(&dir).expect("create target/tmp/lang");

@@ -183,7 +183,7 @@ pub fn tool_errors_are_replayed_and_the_derived_schema_is_closed(lang: &Lang) {
 
 /// The `justonce` CLI, killed at `point` of a call of the ticket tool and run again,
 /// as `tests/tests/crash.rs` does for Rust tools. Each point runs against its own
-/// database in `dir`, which the processes share for their compiled-component cache.
+/// database in `dir`; the processes share the tests' per-user compiled-component cache.
 fn kill_and_resume(lang: &Lang, dir: &Path, point: &str) {
     let name = format!(
         "{}-{}-{}",
