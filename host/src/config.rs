@@ -152,6 +152,7 @@ struct RawRetry {
 #[serde(deny_unknown_fields)]
 struct RawLimits {
     deadline_ms: Option<u64>,
+    wall_clock_ms: Option<u64>,
     memory_mib: Option<u64>,
     fuel: Option<u64>,
     max_args_bytes: Option<usize>,
@@ -181,6 +182,7 @@ impl RawLimits {
             _ => Ok(()),
         };
         at_least_one(self.deadline_ms, "deadline_ms")?;
+        at_least_one(self.wall_clock_ms, "wall_clock_ms")?;
         at_least_one(self.memory_mib, "memory_mib")?;
         at_least_one(self.fuel, "fuel")?;
         for (name, value) in [
@@ -201,6 +203,9 @@ impl RawLimits {
             deadline: self
                 .deadline_ms
                 .map_or(base.deadline, Duration::from_millis),
+            wall_clock: self
+                .wall_clock_ms
+                .map_or(base.wall_clock, Duration::from_millis),
             memory_bytes: self
                 .memory_mib
                 .map_or(base.memory_bytes, |mib| (mib as usize) << 20),

@@ -476,3 +476,86 @@ fn a_guest_disguised_as_cpython_loads_but_its_sockets_deny_whatever_wasi_allows(
         "nothing connected to {address}"
     );
 }
+
+/// `payments_refund` against a payments API that never answers, with `attempts`
+/// attempts a second apart, under a wall-clock cap of `cap`.
+fn refund_never_answered(
+    attempts: u32,
+    cap: Duration,
+) -> (crate::support::TestHost, Arc<crate::support::FakePayments>) {
+    let payments = Arc::new(crate::support::FakePayments::new(
+        crate::support::Fault::AlwaysTimeout,
+    ));
+    let second = Duration::from_secs(1);
+    let t = test_host(|b| {
+        b.provider("payments", payments.clone())
+            .retry_policy(justonce::RetryPolicy {
+                max_attempts: attempts,
+                initial_backoff: second,
+                max_backoff: second,
+                max_retry_after: second,
+            })
+            .tool_limits(
+                "payments_refund",
+                Limits {
+                    wall_clock: cap,
+                    ..Limits::default()
+                },
+            )
+    });
+    (t, payments)
+}
+
+#[test]
+fn an_effect_retrying_past_the_calls_wall_clock_cap_stops_there_on_the_hosts_clock() {
+    use justonce::Clock as _;
+    let refund = || CallRequest::new("payments_refund", r#"{"order_id":7,"amount_cents":100}"#);
+    let (t, payments) = refund_never_answered(50, Duration::from_millis(2500));
+    let started = t.clock.now_ms();
+    let err = t.host.call(&refund()).unwrap_err();
+    assert!(matches!(err, justonce::Error::OutcomeUnknown { .. }), "{err:?}");
+    let told = err.to_string();
+    assert!(told.contains("wall-clock cap of 2500 ms"), "{told}");
+    // Attempts at 0, 1 and 2 s of the host's (manual) clock; the pause before a
+    // fourth would end past the cap. Every attempt under the one key.
+    let attempts = payments.attempts();
+    assert_eq!(attempts.len(), 3, "{attempts:?}");
+    assert!(attempts.iter().all(|key| key == &attempts[0]), "{attempts:?}");
+    assert!(t.clock.now_ms() - started < 2500, "no wait past the cap");
+
+    // The opposite: under the default cap (60 s) the retry budget is what ends it.
+    let (t, payments) = refund_never_answered(5, Limits::default().wall_clock);
+    let err = t.host.call(&refund()).unwrap_err();
+    assert!(!err.to_string().contains("wall-clock"), "{err}");
+    assert_eq!(payments.attempts().len(), 5);
+}
+
+#[test]
+fn time_inside_effects_counts_toward_the_calls_wall_clock_cap() {
+    // A provider that takes 300 ms per effect, a tool that asks for one effect per
+    // order: past the 500 ms cap the guest is stopped, though its own running time
+    // is far inside its 10 s deadline.
+    let limits = Limits {
+        wall_clock: Duration::from_millis(500),
+        ..Limits::default()
+    };
+    let t = test_host(|b| {
+        b.tool_limits("send_receipt", limits).provider(
+            "mail",
+            Arc::new(crate::sandbox::SlowMail(Duration::from_millis(300))),
+        )
+    });
+    let orders: Vec<_> = (1..=5)
+        .map(|i| json!({ "order_id": i, "email": "a@example.com", "amount_cents": 1 }))
+        .collect();
+    let request = CallRequest::new("send_receipt", json!({ "orders": orders }).to_string());
+    let response = within(Duration::from_secs(5), {
+        let t = Arc::new(t);
+        move || t.host.call(&request)
+    })
+    .unwrap();
+    let (reason, message) = trap(&response.outcome);
+    assert_eq!(reason, "deadline_exceeded", "{message}");
+    assert!(message.contains("wall-clock cap of 500 ms"), "{message}");
+    assert!(message.contains("inside effects"), "{message}");
+}

@@ -263,7 +263,7 @@ fn a_chatty_guest_is_not_killed_by_its_output_and_none_of_it_reaches_the_result(
 }
 
 /// A mail downstream that takes longer to answer than the guest's whole deadline.
-struct SlowMail(Duration);
+pub(crate) struct SlowMail(pub(crate) Duration);
 
 impl justonce::Provider for SlowMail {
     fn class(&self) -> justonce::ProviderClass {

@@ -98,6 +98,10 @@ pub(crate) struct EffectSession {
     pub host_fault: Option<Error>,
     /// The tool only reads: its run journals nothing and may not perform an effect.
     pub read_only: bool,
+    /// The call's wall-clock cap, and when it ends on the host's clock: no attempt
+    /// of an effect starts after it.
+    wall_clock: Duration,
+    ends_at_ms: i64,
 }
 
 /// One attempt's result, for [`EffectSession::retrying`].
@@ -147,6 +151,10 @@ impl EffectSession {
         lease_ms: i64,
         start: RunStart,
     ) -> Self {
+        let ends_at_ms = shared
+            .clock
+            .now_ms()
+            .saturating_add(crate::clock::millis(prepared.tool.limits.wall_clock));
         Self {
             shared,
             heartbeats,
@@ -162,6 +170,8 @@ impl EffectSession {
             interrupted: None,
             host_fault: None,
             read_only: start.read_only,
+            wall_clock: prepared.tool.limits.wall_clock,
+            ends_at_ms,
         }
     }
 
@@ -308,9 +318,21 @@ impl EffectSession {
         let shared = Arc::clone(&self.shared);
         let mut retry_after = None;
         let mut made = 0;
+        let mut last_reason = None;
         loop {
             made += 1;
             let pause = shared.retry.pause_before(made, retry_after);
+            // The effect's retries live inside the call's wall-clock cap.
+            if let Some(reason) = last_reason.take()
+                && shared.clock.now_ms().saturating_add(crate::clock::millis(pause))
+                    >= self.ends_at_ms
+            {
+                let reason = format!(
+                    "{reason}; the call's wall-clock cap of {} ms leaves no time for another attempt",
+                    self.wall_clock.as_millis()
+                );
+                return Ok(Err((reason, made - 1)));
+            }
             if !pause.is_zero() {
                 shared.clock.sleep(pause);
             }
@@ -324,6 +346,7 @@ impl EffectSession {
                         return Ok(Err((reason, made)));
                     }
                     retry_after = hint;
+                    last_reason = Some(reason);
                 }
             }
         }

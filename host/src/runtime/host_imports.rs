@@ -43,6 +43,8 @@ pub(crate) struct GuestState {
     pub started: std::time::Instant,
     /// The guest's running time the call may take (see `host_time`).
     pub deadline: std::time::Duration,
+    /// The wall-clock time the whole call may take, time inside `perform` included.
+    pub wall_clock: std::time::Duration,
     /// Time spent inside the host's `perform` (providers, retries, backoff): it does
     /// not count against the guest's deadline, or an effect that took place could
     /// end in a saved `deadline_exceeded` trap.
@@ -156,8 +158,16 @@ impl GuestState {
     /// What is left of the call's deadline: the guest's running time so far (the
     /// time since it started, less the time inside `perform`) counts against it.
     pub fn deadline_left(&self) -> std::time::Duration {
-        let guest_time = self.started.elapsed().saturating_sub(self.host_time);
-        self.deadline.saturating_sub(guest_time)
+        let elapsed = self.started.elapsed();
+        let guest_time = elapsed.saturating_sub(self.host_time);
+        self.deadline
+            .saturating_sub(guest_time)
+            .min(self.wall_clock.saturating_sub(elapsed))
+    }
+
+    /// Whether the call ran past its wall-clock cap (rather than its guest deadline).
+    pub fn past_wall_clock(&self) -> bool {
+        self.started.elapsed() >= self.wall_clock
     }
 
     /// The first sandbox limit this call ran into, if any.

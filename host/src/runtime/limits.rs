@@ -6,8 +6,14 @@ use std::time::Duration;
 /// Limits applied to every call of a tool. The defaults are safe for untrusted tools.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
-    /// Wall-clock time a call may run before it is interrupted (`deadline_exceeded`).
+    /// The guest's own running time a call may take before it is interrupted
+    /// (`deadline_exceeded`); time inside effects does not count here.
     pub deadline: Duration,
+    /// Wall-clock time a whole call may take, time inside effects (providers, their
+    /// retries and backoff) included: past it the guest is interrupted
+    /// (`deadline_exceeded`), and an effect still retrying stops (its outcome
+    /// unknown, the call resumable).
+    pub wall_clock: Duration,
     /// Linear memory a guest may grow to, in bytes (`memory_limit`).
     pub memory_bytes: usize,
     /// Fuel (roughly, WebAssembly instructions) a call may burn before it is stopped
@@ -31,6 +37,7 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             deadline: Duration::from_secs(10),
+            wall_clock: Duration::from_secs(60),
             memory_bytes: 64 << 20,
             fuel: None,
             max_args_bytes: 1 << 20,

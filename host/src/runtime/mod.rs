@@ -449,6 +449,7 @@ impl Runtime {
             log_dropped: 0,
             started: std::time::Instant::now(),
             deadline: limits.deadline,
+            wall_clock: limits.wall_clock,
             host_time: std::time::Duration::ZERO,
         };
         let mut store = wasmtime::Store::new(&self.engine, state);
@@ -456,7 +457,7 @@ impl Runtime {
         store
             .set_fuel(limits.fuel.unwrap_or(u64::MAX))
             .expect("fuel is enabled on the engine");
-        store.set_epoch_deadline(ticks_for(limits.deadline));
+        store.set_epoch_deadline(ticks_for(limits.deadline.min(limits.wall_clock)));
         // At each expiry, time the host spent inside `perform` is given back: the
         // deadline bounds the guest's own running time.
         store.epoch_deadline_callback(|ctx| {
@@ -507,6 +508,13 @@ impl Runtime {
                 let reason = classify_trap(&error, hit.as_ref());
                 let message = match (&hit, reason) {
                     (Some(hit), _) => hit.to_string(),
+                    (None, TrapReason::DeadlineExceeded) if store.data().past_wall_clock() => {
+                        format!(
+                            "the call ran past its wall-clock cap of {} ms ({} ms of it inside effects)",
+                            limits.wall_clock.as_millis(),
+                            store.data().host_time.as_millis()
+                        )
+                    }
                     (None, TrapReason::DeadlineExceeded) => format!(
                         "the call ran past its deadline of {} ms",
                         limits.deadline.as_millis()
