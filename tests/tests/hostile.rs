@@ -559,3 +559,45 @@ fn time_inside_effects_counts_toward_the_calls_wall_clock_cap() {
     assert!(message.contains("wall-clock cap of 500 ms"), "{message}");
     assert!(message.contains("inside effects"), "{message}");
 }
+
+#[test]
+fn a_tool_not_granted_a_service_does_not_get_its_credentials_on_the_same_origin() {
+    let api = justonce::__private::LocalApi::start().unwrap();
+    let refunds = format!("{}/v1/refunds", api.url());
+    let authorization = |config: justonce::HttpConfig| {
+        let before = api.requests().len();
+        let t = test_host(|b| b.http(config));
+        let response = t.host.call(&fetch(std::slice::from_ref(&refunds))).unwrap();
+        assert!(response.outcome.is_success(), "{response:?}");
+        let seen = api.requests();
+        assert_eq!(seen.len(), before + 1, "the request was sent");
+        seen[before].headers.get("authorization").cloned()
+    };
+    // `pay` is granted to `payments_refund` only; `http_fetch` may reach the origin.
+    assert_eq!(
+        authorization(pay_service(&api).grant("pay", "payments_refund")),
+        None,
+        "an ungranted tool's request goes without the service's secret"
+    );
+    // The opposite: granted, the same request carries it.
+    assert_eq!(
+        authorization(pay_service(&api).grant("pay", "http_fetch")),
+        Some(format!("Bearer {PAY_TOKEN}"))
+    );
+}
+
+#[test]
+fn the_built_in_mailbox_file_is_private_to_the_user() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let root = tempfile::tempdir().unwrap();
+    let path = root.path().join("state").join("mailbox.db");
+    let _mail = justonce::__private::MailProvider::open(
+        Some(&path),
+        Arc::new(justonce::ManualClock::default()),
+        Duration::from_secs(60),
+    )
+    .unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(path.parent().unwrap()), 0o700);
+}

@@ -273,6 +273,7 @@ impl Deliverer {
                 Ok(()) => {
                     let header = self.config.header_for(&origin).to_owned();
                     let outbound = Outbound {
+                        tool: message.tool.clone(),
                         method: message.method.clone(),
                         url: message.url.clone(),
                         origin,

@@ -123,7 +123,7 @@ impl Client {
         let mut builder = Request::builder()
             .method(request.method.as_str())
             .uri(request.url.as_str());
-        let secrets = self.config.service_headers(&request.url);
+        let secrets = self.config.service_headers_for(&request.tool, &request.url);
         // The service's own header wins over one queued before the config named it.
         for (name, value) in &request.headers {
             if !secrets.iter().any(|(s, _)| s.eq_ignore_ascii_case(name)) {

@@ -27,6 +27,7 @@ pub const DEFAULT_IDEMPOTENCY_HEADER: &str = "Idempotency-Key";
 ///     "payments": {
 ///       "url": "https://api.payments.example",
 ///       "headers": { "Authorization": "Bearer ${PAYMENTS_TOKEN}" },
+///       "tools": ["refund"],
 ///       "retry_statuses": [409, 429, 503]
 ///     },
 ///     "webhooks": "https://hooks.shop.example"
@@ -165,6 +166,16 @@ impl HttpConfig {
         self
     }
 
+    /// Grants the service `name` (configured before with [`HttpConfig::service`]) to
+    /// `tool`: once a service names any tool, only the tools it names may use it or
+    /// get its headers.
+    pub fn grant(mut self, name: &str, tool: impl Into<String>) -> Self {
+        if let Some(service) = self.services.get_mut(name) {
+            service.tools.get_or_insert_with(Vec::new).push(tool.into());
+        }
+        self
+    }
+
     /// Uses `header` instead of the default to carry the key to `origin`.
     pub fn idempotency_header_for(
         mut self,
@@ -276,6 +287,27 @@ impl HttpConfig {
         self.services.contains_key(name)
     }
 
+    /// Whether `tool` may use the service `name` (configured): the error says which
+    /// tools may.
+    pub(crate) fn check_granted(&self, tool: &str, name: &str) -> Result<(), String> {
+        match self.services.get(name) {
+            Some(service) if !service.grants(tool) => Err(format!(
+                "tool `{tool}` is not granted the service `{name}` (granted: {}); add it to services.{name}.tools in the host's HTTP config",
+                service.tools.as_deref().unwrap_or_default().join(", ")
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The headers the host adds to `tool`'s request to `url`: those of the service
+    /// whose base URL `url` is under, when `tool` is granted it.
+    pub(crate) fn service_headers_for(&self, tool: &str, url: &str) -> Vec<(&str, &str)> {
+        match self.service_for(url) {
+            Some(service) if !service.grants(tool) => Vec::new(),
+            _ => self.service_headers(url),
+        }
+    }
+
     /// The statuses that are not an answer for a request to `url`: its service's own
     /// list, else the config's, else [`RETRY_STATUSES`](super::RETRY_STATUSES).
     pub(crate) fn retry_statuses(&self, url: &str) -> &[u16] {
@@ -379,6 +411,12 @@ pub struct Service {
     /// answers 409 while a key is in flight, say); unset means the config's list.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_statuses: Option<Vec<u16>>,
+    /// The tools granted this service: only they may name it and only their requests
+    /// carry its headers, even when another tool may reach its origin. Unset means
+    /// every tool whose allowlist names its origin (set it for a service with
+    /// credentials).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
 }
 
 impl Service {
@@ -388,7 +426,15 @@ impl Service {
             url: url.into(),
             headers: BTreeMap::new(),
             retry_statuses: None,
+            tools: None,
         }
+    }
+
+    /// Whether `tool` is granted this service.
+    fn grants(&self, tool: &str) -> bool {
+        self.tools
+            .as_ref()
+            .is_none_or(|tools| tools.iter().any(|t| t == tool))
     }
 
     /// The length of the base URL's path when `url` is on the same origin and under
@@ -476,6 +522,8 @@ impl<'de> Deserialize<'de> for Service {
             headers: BTreeMap<String, SecretValue>,
             #[serde(default)]
             retry_statuses: Option<Vec<u16>>,
+            #[serde(default)]
+            tools: Option<Vec<String>>,
         }
         #[derive(Deserialize)]
         #[serde(untagged, expecting = "a base URL, or {\"url\": …, \"headers\": {…}}")]
@@ -489,10 +537,12 @@ impl<'de> Deserialize<'de> for Service {
                 url,
                 headers,
                 retry_statuses,
+                tools,
             }) => Self {
                 url,
                 headers,
                 retry_statuses,
+                tools,
             },
         })
     }

@@ -120,6 +120,8 @@ pub(crate) fn is_safe(method: &str) -> bool {
 /// A checked request, ready to send.
 #[derive(Debug, Clone)]
 pub(crate) struct Outbound {
+    /// The tool that asked for it: a service's headers go only with its grant.
+    pub tool: String,
     pub method: String,
     pub url: String,
     pub origin: Origin,
@@ -159,6 +161,13 @@ impl RequestSpec {
     ) -> Result<Outbound, CheckError> {
         if let Some(service) = self.service.as_deref()
             && self.url.is_none()
+        {
+            config
+                .check_granted(tool, service)
+                .map_err(CheckError::Config)?;
+        }
+        if let Some(service) = self.service.as_deref()
+            && self.url.is_none()
             && !config.has_service(service)
         {
             return Err(CheckError::Config(
@@ -178,13 +187,14 @@ impl RequestSpec {
         config
             .check_allowed(tool, &origin)
             .map_err(CheckError::Config)?;
-        self.outbound(config, method, url, origin)
+        self.outbound(config, tool, method, url, origin)
             .map_err(CheckError::Tool)
     }
 
     fn outbound(
         &self,
         config: &HttpConfig,
+        tool: &str,
         method: String,
         url: String,
         origin: Origin,
@@ -213,6 +223,7 @@ impl RequestSpec {
             return Err(format!("a {method} request carries no body"));
         }
         Ok(Outbound {
+            tool: tool.to_owned(),
             method,
             url,
             origin,
@@ -296,6 +307,19 @@ mod tests {
         }
         let err = RequestSpec::parse(&json!({"methd": "GET"})).unwrap_err();
         assert!(err.contains("methd"), "{err}");
+    }
+
+    #[test]
+    fn only_a_tool_granted_a_service_may_name_it() {
+        let config = config().grant("payments", "payout");
+        let spec = RequestSpec::parse(&json!({"method": "POST", "service": "payments"})).unwrap();
+        let err = spec.check(&config, "refund", "POST".into()).unwrap_err();
+        assert!(
+            matches!(&err, CheckError::Config(e) if e.contains("not granted the service `payments`")),
+            "{err}"
+        );
+        let config = config.grant("payments", "refund");
+        spec.check(&config, "refund", "POST".into()).unwrap();
     }
 
     #[test]
