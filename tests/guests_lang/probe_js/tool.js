@@ -6,12 +6,23 @@ export const { describe, call } = tool({
   name: 'probe_js',
   description: 'Echoes a message, mails it, or tries what the sandbox denies.',
   args: s.object({
-    op: s.enum(['echo', 'mail', 'env']).describe('What to do.'),
+    op: s.enum(['echo', 'mail', 'env', 'sleep', 'timer']).describe('What to do.'),
     message: s.string().describe("Echoed, or the mail's subject.").default(''),
     email: s.string().optional(),
   }),
   call({ op, message, email }) {
     if (op === 'echo') return { echo: message };
+    if (op === 'sleep') {
+      // A busy wait for an hour: the guest never yields to the host.
+      const end = Date.now() + 3_600_000;
+      while (Date.now() < end) { /* spin */ }
+      return { slept: true };
+    }
+    if (op === 'timer') {
+      // A timer an hour away, left pending when the call returns.
+      setTimeout(() => {}, 3_600_000);
+      return { slept: false };
+    }
     if (op === 'mail') {
       const sent = perform('mail', 'send', { to: email, subject: message, body: message });
       return { message_id: sent.message_id };

@@ -85,38 +85,60 @@ fn the_language_runtimes_load_and_a_rust_guest_that_imports_sockets_is_still_ref
     assert!(err.contains("`wasi:sockets/"), "{err}");
 }
 
-#[test]
-fn a_python_tool_in_time_sleep_is_stopped_at_its_deadline() {
+/// The outcome of `op` of `lang`'s probe under a 1 s deadline, and how long the call
+/// took; a panic if it is still running a second past the deadline.
+fn sleep_probe(lang: &'static std::sync::LazyLock<Lang>, op: &str) -> (justonce::Outcome, std::time::Duration) {
     use std::time::{Duration, Instant};
     let deadline = Duration::from_secs(1);
-    // The runtime's first load (building and compiling CPython) is not the call's.
-    std::sync::LazyLock::force(&PYTHON);
+    // The runtime's first load (building and compiling the runtime) is not the call's,
+    // nor is the first load of the Rust test guests, which `test_host` starts from.
+    std::sync::LazyLock::force(lang);
+    std::sync::LazyLock::force(&crate::support::RUNTIME);
     let (tx, rx) = std::sync::mpsc::channel();
-    let started = Instant::now();
+    let args = serde_json::json!({ "op": op }).to_string();
     std::thread::spawn(move || {
         let t = crate::support::test_host(|b| {
-            b.runtime(PYTHON.runtime.clone())
+            b.runtime(lang.runtime.clone())
                 .limits(super::limits())
                 .tool_limits(
-                    PYTHON.probe_tool,
+                    lang.probe_tool,
                     justonce::Limits {
                         deadline,
                         ..super::limits()
                     },
                 )
         });
+        let started = Instant::now();
         let response = t
             .host
-            .call(&CallRequest::new(PYTHON.probe_tool, r#"{"op":"sleep"}"#))
+            .call(&CallRequest::new(lang.probe_tool, args))
             .unwrap();
         let _ = tx.send((response.outcome, started.elapsed()));
     });
-    let (outcome, took) = rx
-        .recv_timeout(deadline + Duration::from_secs(1))
-        .expect("the sleeping call ended within its deadline and a second");
+    rx.recv_timeout(deadline + Duration::from_secs(1))
+        .unwrap_or_else(|_| panic!("{} `{op}` still ran a second past its deadline", lang.name))
+}
+
+#[test]
+fn a_python_tool_in_time_sleep_is_stopped_at_its_deadline() {
+    let (outcome, took) = sleep_probe(&PYTHON, "sleep");
     match outcome {
         justonce::Outcome::Trap { reason, .. } => assert_eq!(reason, "deadline_exceeded"),
         other => panic!("expected deadline_exceeded, got {other:?}"),
     }
     eprintln!("python: the sleeping call ended after {took:?}");
+}
+
+#[test]
+fn a_javascript_tool_in_a_busy_wait_or_with_a_pending_timer_ends_within_its_deadline() {
+    let (outcome, took) = sleep_probe(&JAVASCRIPT, "sleep");
+    match outcome {
+        justonce::Outcome::Trap { reason, .. } => assert_eq!(reason, "deadline_exceeded"),
+        other => panic!("expected deadline_exceeded, got {other:?}"),
+    }
+    eprintln!("javascript: the busy wait ended after {took:?}");
+    // A timer an hour away: the call ends within the deadline, whether the runtime
+    // waits for the timer (and is stopped) or returns at once.
+    let (outcome, took) = sleep_probe(&JAVASCRIPT, "timer");
+    eprintln!("javascript: the call with a pending timer ended after {took:?}: {outcome:?}");
 }
