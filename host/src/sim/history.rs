@@ -601,9 +601,14 @@ fn resolve_unkeyed(world: &World) {
         } else {
             (Resolution::NotPerformed, json!(null))
         };
+        let person = crate::journal::Operator {
+            by: "sim",
+            force: false,
+            now,
+        };
         let _ = world
             .verifier
-            .resolve(&effect.key, resolution, &response, now);
+            .resolve(&effect.key, resolution, &response, &person);
     }
 }
 

@@ -278,22 +278,17 @@ impl PostgresJournal {
         .map(|r| r.is_ok())
     }
 
-    /// Runs an operator's `action` on `key` in one transaction; a refusal writes
-    /// nothing.
+    /// Runs an operator's action in one transaction; a refusal writes nothing and is
+    /// the error `refused` makes of its reason.
     fn operate(
         &self,
-        key: &InvocationKey,
-        action: Action,
+        refused: impl FnOnce(String) -> Error,
         f: impl FnOnce(
             &mut Transaction<'_>,
         )
             -> std::result::Result<std::result::Result<Operated, String>, postgres::Error>,
     ) -> Result<Operated> {
-        self.transaction(f)?.map_err(|reason| Error::CannotOperate {
-            action: action.as_str(),
-            key: key.clone(),
-            reason,
-        })
+        self.transaction(f)?.map_err(refused)
     }
 }
 
@@ -422,13 +417,13 @@ impl Journal for PostgresJournal {
     }
 
     fn forget(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
-        self.operate(key, Action::Forget, |tx| {
+        self.operate(super::cannot(Action::Forget, key), |tx| {
             operate::forget(&mut operations::Tx(tx), key.as_str(), operator)
         })
     }
 
     fn abandon(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
-        self.operate(key, Action::Abandon, |tx| {
+        self.operate(super::cannot(Action::Abandon, key), |tx| {
             operate::abandon(&mut operations::Tx(tx), key.as_str(), operator)
         })
     }
@@ -447,13 +442,15 @@ impl Journal for PostgresJournal {
         effect_key: &str,
         resolution: Resolution,
         response: &serde_json::Value,
-        now: i64,
-    ) -> Result<()> {
-        let refused =
-            self.transaction(|tx| ops::resolve_in(tx, effect_key, resolution, response, now))?;
-        refused.map_err(|reason| Error::CannotResolve {
+        operator: &Operator<'_>,
+    ) -> Result<Operated> {
+        let refused = |reason| Error::CannotResolve {
             effect: effect_key.to_string(),
             reason,
+        };
+        self.operate(refused, |tx| {
+            let tx = &mut operations::Tx(tx);
+            operate::resolve(tx, effect_key, resolution, response, operator)
         })
     }
 

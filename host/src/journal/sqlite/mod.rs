@@ -280,19 +280,12 @@ impl SqliteJournal {
     /// returns under [`Durability::Full`]; a refusal writes nothing.
     fn operate(
         &self,
-        key: &InvocationKey,
-        action: Action,
+        refused: impl FnOnce(String) -> Error,
         f: impl FnOnce(
             &rusqlite::Transaction<'_>,
         ) -> rusqlite::Result<std::result::Result<Operated, String>>,
     ) -> Result<Operated> {
-        let done = self
-            .transaction(|tx| f(tx))?
-            .map_err(|reason| Error::CannotOperate {
-                action: action.as_str(),
-                key: key.clone(),
-                reason,
-            })?;
+        let done = self.transaction(|tx| f(tx))?.map_err(refused)?;
         self.durable_if_full()?;
         Ok(done)
     }
@@ -539,13 +532,15 @@ impl Journal for SqliteJournal {
         effect_key: &str,
         resolution: Resolution,
         response: &serde_json::Value,
-        now: i64,
-    ) -> Result<()> {
-        let refused = self
-            .transaction(|tx| resolution::resolve_in(tx, effect_key, resolution, response, now))?;
-        refused.map_err(|reason| Error::CannotResolve {
+        operator: &Operator<'_>,
+    ) -> Result<Operated> {
+        let refused = |reason| Error::CannotResolve {
             effect: effect_key.to_string(),
             reason,
+        };
+        self.operate(refused, |tx| {
+            let tx = &mut operations::Tx(tx);
+            operate::resolve(tx, effect_key, resolution, response, operator)
         })
     }
 
@@ -561,7 +556,7 @@ impl Journal for SqliteJournal {
     }
 
     fn forget(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
-        let done = self.operate(key, Action::Forget, |tx| {
+        let done = self.operate(super::cannot(Action::Forget, key), |tx| {
             operate::forget(&mut operations::Tx(tx), key.as_str(), operator)
         })?;
         // After the delete: a replay remembered meanwhile may be of the deleted
@@ -571,7 +566,7 @@ impl Journal for SqliteJournal {
     }
 
     fn abandon(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
-        self.operate(key, Action::Abandon, |tx| {
+        self.operate(super::cannot(Action::Abandon, key), |tx| {
             operate::abandon(&mut operations::Tx(tx), key.as_str(), operator)
         })
     }
