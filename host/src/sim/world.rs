@@ -319,16 +319,25 @@ impl Downstream {
         let amount = request.payload["amount"].as_u64().unwrap_or(1);
         let mut state = self.lock();
         if self.class == ProviderClass::Keyed {
-            if let Some((_, answer)) = state.answers.get(&key) {
-                // A repeated key: the first answer again, nothing applied. (A second
-                // request with another payload under it is recorded for the checker.)
+            // A refusal is definitive and depends on the request alone; a repeated key
+            // gets the first answer again as it was given (a decline is a refusal
+            // every time, as a keyed API replays its error), nothing applied.
+            let given = |answer: Value| {
+                if answer.get("declined").is_some() {
+                    Err(ProviderError::Rejected(answer))
+                } else {
+                    Ok(answer)
+                }
+            };
+            if let Some((first, answer)) = state.answers.get(&key) {
                 let answer = answer.clone();
-                if state.answers[&key].0 != what {
+                // A second request with another payload under it is recorded for the
+                // checker.
+                if *first != what {
                     state.applied.push(applied);
                 }
-                return Ok(answer);
+                return given(answer);
             }
-            // A refusal is definitive and depends on the request alone.
             let answer = if amount.is_multiple_of(13) {
                 json!({"declined": true})
             } else {
@@ -336,10 +345,7 @@ impl Downstream {
             };
             state.answers.insert(key, (what, answer.clone()));
             state.applied.push(applied);
-            if amount.is_multiple_of(13) {
-                return Err(ProviderError::Rejected(answer));
-            }
-            return Ok(answer);
+            return given(answer);
         }
         state.applied.push(applied);
         Ok(json!({"sent": state.applied.len()}))
