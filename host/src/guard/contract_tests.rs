@@ -1536,7 +1536,10 @@ fn a_resolve_is_in_its_calls_operations_with_who_and_what_and_an_abandoned_calls
     assert_eq!(op.detail["effect"]["provider"], "sms");
     assert_eq!(op.detail["resolution"], "performed");
     assert_eq!(op.detail["response"], json!({"sent": "by hand"}));
-    assert_eq!(h.journal.story(&resolved).unwrap().operations, [op.clone()]);
+    assert_eq!(
+        h.journal.story(&resolved).unwrap().operations,
+        std::slice::from_ref(&op)
+    );
 
     // Why resolving `effect` is refused.
     let refused = |effect: &str| {
