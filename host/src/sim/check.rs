@@ -128,6 +128,36 @@ pub(crate) fn check(h: &History<'_>) -> Vec<String> {
     violations
 }
 
+/// What a power cut at moment `end` took back: each answer (fresh or replayed) whose
+/// outcome the journal no longer holds afterwards (`held` says what it holds
+/// instead, `None` when it holds the answer), unless the record could have expired
+/// by then. Under `Full` an answer is durable before it is given, so there is none.
+pub(crate) fn lost_by_power_cut(
+    h: &History<'_>,
+    end: usize,
+    held: impl Fn(&str, &Outcome) -> Option<String>,
+) -> Vec<String> {
+    let origins = Origins::of(h.calls);
+    h.calls
+        .iter()
+        .filter_map(|call| {
+            let (Res::Answer { outcome, .. }, Some(key)) = (&call.res, &call.key) else {
+                return None;
+            };
+            if could_expire(h, origins.of_call(call), end) {
+                return None;
+            }
+            let instead = held(key, outcome)?;
+            Some(format!(
+                "a power cut took back an answer: {} was told {:?} by host {}, after the cut the journal holds {instead}",
+                describe(h, call),
+                call.res,
+                call.host
+            ))
+        })
+        .collect()
+}
+
 fn describe(h: &History<'_>, call: &Call) -> String {
     let replayed = matches!(call.res, Res::Answer { replayed: true, .. });
     format!(

@@ -51,11 +51,13 @@ pub enum FaultKind {
     HostClockJump,
     /// The PostgreSQL server ended a host's sessions (the database went away).
     SessionsEnded,
+    /// The machine lost power (SQLite under `Full`): what was not synced is gone.
+    PowerCut,
 }
 
 impl FaultKind {
     /// Every kind, in the order the report prints them.
-    pub const ALL: [FaultKind; 15] = [
+    pub const ALL: [FaultKind; 16] = [
         Self::LostResponse,
         Self::InFlight,
         Self::Throttled,
@@ -71,6 +73,7 @@ impl FaultKind {
         Self::CrashAtStep,
         Self::HostClockJump,
         Self::SessionsEnded,
+        Self::PowerCut,
     ];
 
     /// Its name in the report.
@@ -91,6 +94,7 @@ impl FaultKind {
             Self::CrashAtStep => "crash_at_step",
             Self::HostClockJump => "host_clock_jump",
             Self::SessionsEnded => "db_sessions_ended",
+            Self::PowerCut => "power_cut",
         }
     }
 }
