@@ -107,7 +107,8 @@ export interface Schema<T> {
   readonly json: Json;
   /** A description the agent reads. */
   describe(text: string): Schema<T>;
-  /** May be left out (or `null`); the tool then sees `undefined`. */
+  /** May be left out or `null` (the same call); the tool then sees `undefined`.
+   * Its property's schema says both: not required, and `anyOf` it or `null`. */
   optional(): Schema<T | undefined>;
   /** May be left out; the tool then sees `value`. */
   default(value: T): Schema<T>;

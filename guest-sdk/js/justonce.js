@@ -271,7 +271,8 @@ class Schema {
     return this.#with({ ...this.json, description: text });
   }
 
-  /** May be left out (or `null`); the tool then sees `undefined`. */
+  /** May be left out or `null` (the same call); the tool then sees `undefined`.
+   * Its property's schema says both: not required, and `anyOf` it or `null`. */
   optional() {
     return this.#with(this.json, { isOptional: true });
   }
@@ -305,7 +306,8 @@ export const s = {
     const properties = {};
     const required = [];
     for (const [name, field] of Object.entries(fields)) {
-      properties[name] = field.json;
+      const optional = field.isOptional && !field.hasDefault;
+      properties[name] = optional ? orNull(field.json) : field.json;
       if (!field.isOptional && !field.hasDefault) required.push(name);
     }
     const json = { type: 'object', properties };
@@ -314,6 +316,18 @@ export const s = {
     return new Schema(json, { fields });
   },
 };
+
+/** The schema of an optional property: `json` or `null`, as the Python SDK's
+ * `Optional[T]` and the Rust SDK's `Option<T>` say it (the SDK reads `null` as left
+ * out, and so does the host). Its description stays where agents read it. A
+ * defaulted property is not marked so: there the host takes a `null` for "not
+ * given" and fills the default, as the SDK does. */
+function orNull(json) {
+  const { description, ...inner } = json;
+  const schema = { anyOf: [inner, { type: 'null' }] };
+  if (description !== undefined) schema.description = description;
+  return schema;
+}
 
 /** `value` as the schema describes it: defaults filled in, `null` for an optional
  * property the same as leaving it out. */

@@ -263,6 +263,21 @@ mod tests {
         assert_eq!(properties["reason"]["type"], json!(["string", "null"]));
     }
 
+    /// The rule of all three SDKs: an optional property (an `Option` here) may be
+    /// left out or `null`, and its schema says both.
+    #[test]
+    fn an_option_is_not_required_and_admits_null() {
+        let schema = input_schema::<Refund>();
+        let required = schema["required"].as_array().unwrap();
+        for optional in ["reason", "shipping", "currency", "data"] {
+            assert!(!required.contains(&json!(optional)), "{optional}: {schema:#}");
+        }
+        assert!(required.contains(&json!("order_id")));
+        assert_eq!(schema["properties"]["reason"]["type"], json!(["string", "null"]));
+        let shipping = schema["properties"]["shipping"]["anyOf"].as_array().unwrap();
+        assert!(shipping.contains(&json!({"type": "null"})), "{schema:#}");
+    }
+
     #[allow(dead_code)]
     #[derive(Deserialize, JsonSchema)]
     #[schemars(extend("additionalProperties" = true))]

@@ -117,17 +117,19 @@ impl Host {
     }
 
     /// Records a person's decision about a pending unkeyed effect (see
-    /// [`Resolution`]).
+    /// [`Resolution`]; `justonce resolve`), as done `by` someone, in the operations
+    /// of the effect's call.
     pub fn resolve(
         &self,
         effect_key: &str,
         resolution: Resolution,
         response: &serde_json::Value,
-    ) -> Result<()> {
-        let now = self.clock().now_ms();
+        by: &str,
+    ) -> Result<Operated> {
+        let operator = self.operator(by, false);
         self.shared()
             .journal
-            .resolve(effect_key, resolution, response, now)
+            .resolve(effect_key, resolution, response, &operator)
     }
 
     /// One call's whole story: its record with every effect, and what operators did

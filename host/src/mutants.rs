@@ -50,11 +50,14 @@ pub enum Mutant {
     /// (`postgres/ops.rs`), not the database's: a host whose clock runs behind holds
     /// a lease the others already see expired.
     HostClockLease,
+    /// The SQLite journal's durable point returns without its fsync
+    /// (`sqlite/durable.rs`): an answer counted durable is lost by a power cut.
+    SkippedFsync,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 12] = [
+    pub const ALL: [Mutant; 13] = [
         Self::FreshEffectKey,
         Self::AnswerBeforeSave,
         Self::RetryUnkeyed,
@@ -67,6 +70,7 @@ impl Mutant {
         Self::ExpiryFromStart,
         Self::SkippedDefault,
         Self::HostClockLease,
+        Self::SkippedFsync,
     ];
 
     /// The name `--mutant` takes.
@@ -84,6 +88,7 @@ impl Mutant {
             Self::ExpiryFromStart => "expiry_from_start",
             Self::SkippedDefault => "skipped_default",
             Self::HostClockLease => "host_clock_lease",
+            Self::SkippedFsync => "skipped_fsync",
         }
     }
 

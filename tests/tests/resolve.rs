@@ -52,7 +52,7 @@ fn not_performed_lets_the_retry_attempt_once_more_under_the_same_key() {
 
     // The person checked downstream: it did not happen.
     t.host
-        .resolve(&effect.key, Resolution::NotPerformed, &Value::Null)
+        .resolve(&effect.key, Resolution::NotPerformed, &Value::Null, "ada")
         .unwrap();
     assert!(t.host.unresolved(t.clock.now_ms()).unwrap().is_empty());
     payments.set_fault(Fault::None);
@@ -72,7 +72,7 @@ fn a_not_performed_resolution_is_used_once() {
     assert!(t.host.call(&refund()).is_err());
     let key = payments.attempts()[0].clone();
     t.host
-        .resolve(&key, Resolution::NotPerformed, &Value::Null)
+        .resolve(&key, Resolution::NotPerformed, &Value::Null, "ada")
         .unwrap();
     // The second attempt is as unknown as the first: a person must look again.
     assert!(matches!(
@@ -96,7 +96,7 @@ fn performed_finishes_the_effect_with_the_persons_answer_and_the_provider_is_not
     let key = payments.attempts()[0].clone();
     let answer = json!({"refund_id": "re_by_hand", "status": "succeeded"});
     t.host
-        .resolve(&key, Resolution::Performed, &answer)
+        .resolve(&key, Resolution::Performed, &answer, "ada")
         .unwrap();
     payments.set_fault(Fault::None);
     let done = t.host.call(&refund()).unwrap();
@@ -119,7 +119,7 @@ fn resolving_anything_but_a_stopped_pending_unkeyed_effect_is_refused_with_the_r
     let refuse = |key: &str| {
         let err = t
             .host
-            .resolve(key, Resolution::Performed, &json!({}))
+            .resolve(key, Resolution::Performed, &json!({}), "ada")
             .unwrap_err();
         assert_eq!(err.kind(), "cannot_resolve");
         assert!(err.to_string().contains(key), "names the effect: {err}");
@@ -194,12 +194,32 @@ fn the_cli_lists_unresolved_effects_and_a_person_resolves_one() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--response is not valid JSON"));
 
-    let out = justonce(&db, &["resolve", &key, "--not-performed"], None);
+    let out = justonce(
+        &db,
+        &["resolve", &key, "--not-performed", "--by", "grace"],
+        None,
+    );
     assert_eq!(
         out.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("(by grace)"));
+    // The call's story names the operation, who and what they said.
+    let invocation = listed[0]["invocation"].as_str().unwrap();
+    let story = json_of(&justonce(&db, &["journal", invocation, "--json"], None));
+    let operations = story["operations"].as_array().unwrap();
+    assert_eq!(operations.len(), 1, "{story}");
+    assert_eq!(operations[0]["action"], "resolve");
+    assert_eq!(operations[0]["by"], "grace");
+    assert_eq!(operations[0]["detail"]["effect"]["key"], key.as_str());
+    assert_eq!(operations[0]["detail"]["resolution"], "not_performed");
+    let text = justonce(&db, &["journal", invocation], None);
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("resolve  by=grace"),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
     );
     assert_eq!(
         json_of(&justonce(&db, &["journal", "--unresolved", "--json"], None)),

@@ -13,3 +13,39 @@ test('a read-only tool says so in its schema root and others do not', () => {
   assert.equal(READ_ONLY_KEYWORD in JSON.parse(other.describe().inputSchema), false);
   assert.throws(() => tool({ name: 'x', description: 'X.', args, readOnly: 'yes', call: () => 0 }));
 });
+
+test('an optional property says it may be null or left out, and the tool sees both as left out', () => {
+  const refund = tool({
+    name: 'refund',
+    description: 'Refunds.',
+    args: s.object({
+      order: s.integer().bigint(),
+      note: s.string().describe('Why.').optional(),
+      shipping: s.object({ street: s.string() }).optional(),
+      currency: s.string().default('EUR'),
+    }),
+    call: (args) => ({
+      note: args.note === undefined ? 'left out' : args.note,
+      shipping: 'shipping' in args ? args.shipping : 'left out',
+      currency: args.currency,
+    }),
+  });
+  const schema = JSON.parse(refund.describe().inputSchema);
+  assert.deepEqual(schema.required, ['order']);
+  assert.deepEqual(schema.properties.note, {
+    anyOf: [{ type: 'string' }, { type: 'null' }],
+    description: 'Why.',
+  });
+  assert.deepEqual(schema.properties.shipping.anyOf[1], { type: 'null' });
+  assert.equal(schema.properties.shipping.anyOf[0].type, 'object');
+  // The opposite: a defaulted property is not nullable (a null there is "not given").
+  assert.deepEqual(schema.properties.currency, { type: 'string', default: 'EUR' });
+  // An optional integer keeps its own keywords, so `.bigint()` still applies.
+  assert.deepEqual(schema.properties.order, { type: 'integer' });
+
+  const leftOut = refund.call('{"order": 1}');
+  const nulls = refund.call('{"order": 1, "note": null, "shipping": null, "currency": null}');
+  assert.equal(nulls, leftOut);
+  assert.deepEqual(JSON.parse(leftOut), { note: 'left out', shipping: 'left out', currency: 'EUR' });
+  assert.equal(JSON.parse(refund.call('{"order": 1, "note": "late"}')).note, 'late');
+});

@@ -136,6 +136,10 @@ def object_schema(fields: list[Field], description: str | None = None) -> dict:
     required = []
     for f in fields:
         prop = schema_of(f.hint)
+        if f.default is None and not _admits_null(f.hint):
+            # `note: str = None` is optional as `Optional[str] = None` is: it may be
+            # left out or null, and its schema says both.
+            prop = _or_null(prop)
         if f.default is inspect.Parameter.empty:
             required.append(f.name)
         elif f.default is not None:
@@ -149,6 +153,22 @@ def object_schema(fields: list[Field], description: str | None = None) -> dict:
         schema["required"] = required
     schema["additionalProperties"] = False
     return schema
+
+
+def _admits_null(hint: Any) -> bool:
+    """Whether a value of `hint` may be `None` (`Optional[T]`, `Any`, `None`)."""
+    base = _unwrap_annotated(hint)[0]
+    return base is Any or base is _NONE or base is None or _is_optional(base)[0]
+
+
+def _or_null(schema: dict) -> dict:
+    """`schema` or `null`, as `Optional[T]` is, its description kept where agents read it."""
+    inner = dict(schema)
+    description = inner.pop("description", None)
+    wrapped: dict = {"anyOf": [inner, {"type": "null"}]}
+    if description is not None:
+        wrapped["description"] = description
+    return wrapped
 
 
 class Signature:

@@ -83,6 +83,32 @@ class SchemaTest(unittest.TestCase):
         self.assertEqual(schema["required"], ["name"])
         self.assertEqual(schema["properties"]["mode"], {"enum": ["a", "b"], "default": "a"})
 
+    def test_an_optional_says_it_may_be_null_or_left_out_and_both_are_none(self):
+        def refund(
+            order: int,
+            note: Optional[str] = None,
+            memo: Annotated[str, "Why."] = None,
+            currency: str = "EUR",
+        ) -> dict:
+            return {}
+
+        sig = Signature(refund)
+        schema = sig.schema()
+        self.assertEqual(schema["required"], ["order"])
+        props = schema["properties"]
+        self.assertEqual(props["note"], {"anyOf": [{"type": "string"}, {"type": "null"}]})
+        # A `None` default makes a property optional whatever its hint says.
+        self.assertEqual(
+            props["memo"],
+            {"anyOf": [{"type": "string"}, {"type": "null"}], "description": "Why."},
+        )
+        # The opposite: a property with another default is not nullable.
+        self.assertEqual(props["currency"], {"type": "string", "default": "EUR"})
+        left_out = sig.bind({"order": 1})
+        given_null = sig.bind({"order": 1, "note": None, "memo": None, "currency": None})
+        self.assertEqual(left_out, given_null)
+        self.assertEqual(left_out, {"order": 1, "note": None, "memo": None, "currency": "EUR"})
+
     def test_arguments_are_bound_to_the_types_with_defaults_and_null_as_absent(self):
         def place(order: Order) -> Order:
             return order

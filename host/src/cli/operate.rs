@@ -1,5 +1,5 @@
 //! What `justonce forget` and `justonce abandon` share: who operates, `--force`,
-//! `--json`, and how the result is printed.
+//! `--json`, and how the result is printed (`justonce resolve` too, but `--force`).
 
 use clap::Args;
 
@@ -34,18 +34,11 @@ impl OperateArgs {
     /// Who operates: `--by`, else `$USER`. An empty name is refused: the audit trail
     /// must say who.
     pub fn by(&self, action: Action, key: &InvocationKey) -> Result<String, Error> {
-        let by = match &self.by {
-            Some(by) => by.trim().to_string(),
-            None => std::env::var("USER").unwrap_or_default().trim().to_string(),
-        };
-        if by.is_empty() {
-            return Err(Error::CannotOperate {
-                action: action.as_str(),
-                key: key.clone(),
-                reason: "the journal records who operates: pass --by NAME (USER is not set)".into(),
-            });
-        }
-        Ok(by)
+        who(self.by.as_deref()).map_err(|reason| Error::CannotOperate {
+            action: action.as_str(),
+            key: key.clone(),
+            reason,
+        })
     }
 
     /// The operator, now.
@@ -59,19 +52,38 @@ impl OperateArgs {
 
     /// Prints what was done, or that an earlier operation did it.
     pub fn print(&self, operated: &Operated, done: &str) -> u8 {
-        if self.json {
-            print_json(&serde_json::to_value(operated).unwrap_or_default());
-            return exit::SUCCESS;
-        }
-        match operated {
-            Operated::Done(o) => println!("call {} {done} (by {}, {})", o.key, o.by, rfc3339(o.at)),
-            Operated::AlreadyDone(o) => println!(
-                "call {} was {done} already (by {}, {}); nothing to do",
-                o.key,
-                o.by,
-                rfc3339(o.at)
-            ),
-        }
-        exit::SUCCESS
+        print(operated, done, self.json)
     }
+}
+
+/// Who operates: `by` (`--by`), else `$USER`; `Err` says why there is no one. An empty
+/// name is refused: the audit trail must say who.
+pub(super) fn who(by: Option<&str>) -> Result<String, String> {
+    let by = match by {
+        Some(by) => by.trim().to_string(),
+        None => std::env::var("USER").unwrap_or_default().trim().to_string(),
+    };
+    if by.is_empty() {
+        return Err("the journal records who operates: pass --by NAME (USER is not set)".into());
+    }
+    Ok(by)
+}
+
+/// Prints what was done (`--json`: the recorded operation), or that an earlier
+/// operation did it.
+pub(super) fn print(operated: &Operated, done: &str, json: bool) -> u8 {
+    if json {
+        print_json(&serde_json::to_value(operated).unwrap_or_default());
+        return exit::SUCCESS;
+    }
+    match operated {
+        Operated::Done(o) => println!("call {} {done} (by {}, {})", o.key, o.by, rfc3339(o.at)),
+        Operated::AlreadyDone(o) => println!(
+            "call {} was {done} already (by {}, {}); nothing to do",
+            o.key,
+            o.by,
+            rfc3339(o.at)
+        ),
+    }
+    exit::SUCCESS
 }

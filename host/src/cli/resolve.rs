@@ -3,10 +3,11 @@
 use clap::Args;
 use serde_json::Value;
 
+use super::operate::{print, who};
 use super::{Cli, exit};
 use crate::clock::{Clock, SystemClock};
 use crate::error::Error;
-use crate::journal::Resolution;
+use crate::journal::{Operator, Resolution};
 
 /// Resolve a pending unkeyed effect (see `justonce journal --unresolved`): say whether
 /// it took effect, so the next retry of its call can finish.
@@ -32,6 +33,12 @@ pub struct Resolve {
         default_value = "{}"
     )]
     response: String,
+    /// Who says so, for the journal's audit trail [default: $USER].
+    #[arg(long, value_name = "NAME")]
+    by: Option<String>,
+    /// Print the recorded operation as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 impl Resolve {
@@ -46,10 +53,22 @@ impl Resolve {
         } else {
             Resolution::NotPerformed
         };
+        let by = who(self.by.as_deref()).map_err(|reason| Error::CannotResolve {
+            effect: self.effect.clone(),
+            reason,
+        })?;
+        let person = Operator {
+            by: &by,
+            force: false,
+            now: SystemClock.now_ms(),
+        };
         let store = cli.journal()?;
-        store.resolve(&self.effect, resolution, &response, SystemClock.now_ms())?;
+        let operated = store.resolve(&self.effect, resolution, &response, &person)?;
+        if self.json {
+            return Ok(print(&operated, "", true));
+        }
         println!(
-            "effect {} resolved as {}; retry its call to finish it",
+            "effect {} resolved as {} (by {by}); retry its call to finish it",
             self.effect,
             resolution.as_str()
         );

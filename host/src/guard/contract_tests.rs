@@ -799,7 +799,7 @@ fn an_unkeyed_effect_whose_outcome_is_unknown_is_never_repeated_until_a_person_r
             &unresolved[0].key,
             Resolution::Performed,
             &json!({"sent": true}),
-            h.clock.now_ms(),
+            &ada(&h, false),
         )
         .unwrap();
     let done = h.guard.call(&pay(10)).unwrap();
@@ -1489,6 +1489,92 @@ fn an_abandoned_call_replays_an_abandoned_outcome_that_lists_its_effects() {
 }
 
 #[test]
+fn a_resolve_is_in_its_calls_operations_with_who_and_what_and_an_abandoned_calls_effect_is_refused()
+{
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "sms");
+    let sms = Downstream::new(
+        ProviderClass::Unkeyed,
+        vec![Fault::LoseResponse, Fault::LoseResponse],
+    );
+    let h = host(runner, &[("sms", sms.clone())]);
+    // Two calls, each stopped on an effect whose outcome is unknown.
+    let Err(Error::OutcomeUnknown { key: resolved, .. }) = h.guard.call(&pay(10)) else {
+        panic!("the first sms outcome should be unknown")
+    };
+    let Err(Error::OutcomeUnknown { key: abandoned, .. }) = h.guard.call(&pay(11)) else {
+        panic!("the second sms outcome should be unknown")
+    };
+    let unresolved = h.journal.unresolved(h.clock.now_ms()).unwrap();
+    let effect_of = |call: &crate::keys::InvocationKey| {
+        unresolved
+            .iter()
+            .find(|e| e.invocation == call.as_str())
+            .expect("each call waits for a person")
+            .key
+            .clone()
+    };
+    let (first, second) = (effect_of(&resolved), effect_of(&abandoned));
+
+    let done = h
+        .journal
+        .resolve(
+            &first,
+            Resolution::Performed,
+            &json!({"sent": "by hand"}),
+            &ada(&h, false),
+        )
+        .unwrap();
+    let Operated::Done(op) = done else {
+        panic!("{done:?}")
+    };
+    assert_eq!(
+        (op.action, op.by.as_str(), op.key.as_str(), op.at),
+        (Action::Resolve, "ada", resolved.as_str(), h.clock.now_ms())
+    );
+    assert_eq!(op.detail["effect"]["key"], first.as_str());
+    assert_eq!(op.detail["effect"]["provider"], "sms");
+    assert_eq!(op.detail["resolution"], "performed");
+    assert_eq!(op.detail["response"], json!({"sent": "by hand"}));
+    assert_eq!(
+        h.journal.story(&resolved).unwrap().operations,
+        std::slice::from_ref(&op)
+    );
+
+    // Why resolving `effect` is refused.
+    let refused = |effect: &str| {
+        match h
+            .journal
+            .resolve(effect, Resolution::NotPerformed, &Value::Null, &ada(&h, false))
+        {
+            Err(Error::CannotResolve { reason, .. }) => reason,
+            other => panic!("resolving {effect} should be refused: {other:?}"),
+        }
+    };
+    // Resolved already: refused, and nothing more is recorded.
+    assert!(refused(&first).contains("definitive answer"));
+    assert_eq!(h.journal.story(&resolved).unwrap().operations.len(), 1);
+
+    // A call closed by `abandon` replays its outcome: its effect is no one's to resolve.
+    h.journal.abandon(&abandoned, &ada(&h, false)).unwrap();
+    assert!(refused(&second).contains("abandoned"));
+    let actions: Vec<Action> = h
+        .journal
+        .story(&abandoned)
+        .unwrap()
+        .operations
+        .iter()
+        .map(|o| o.action)
+        .collect();
+    assert_eq!(actions, [Action::Abandon]);
+
+    // The retry gets the person's answer; nothing is sent again.
+    let retry = h.guard.call(&pay(10)).unwrap();
+    assert_eq!(retry.outcome, Outcome::Success { result: json!({"sent": "by hand"}) });
+    assert_eq!(sms.attempts().len(), 2, "one attempt per call");
+}
+
+#[test]
 fn abandon_of_a_completed_or_unknown_call_and_forget_of_an_unknown_one_are_refused() {
     let mut runner = ScriptedRunner::default();
     pay_tool(&mut runner, "payments");
@@ -1867,6 +1953,7 @@ on_postgres!(
     forget_and_abandon_are_refused_for_a_running_call_unless_forced_and_the_run_is_fenced,
     an_abandoned_call_replays_an_abandoned_outcome_that_lists_its_effects,
     abandon_of_a_completed_or_unknown_call_and_forget_of_an_unknown_one_are_refused,
+    a_resolve_is_in_its_calls_operations_with_who_and_what_and_an_abandoned_calls_effect_is_refused,
     the_journal_counts_the_replays_it_answers_and_shows_a_refused_effect_as_refused,
     a_call_traces_each_effect_and_each_attempt_under_its_keys,
     a_fenced_run_saves_the_definitive_answer_it_holds,

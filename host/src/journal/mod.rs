@@ -166,14 +166,21 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// Pending unkeyed effects that wait for a person.
     fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>>;
 
-    /// Records a person's decision about a pending unkeyed effect.
+    /// `justonce resolve`: atomically records a person's decision about a pending
+    /// unkeyed effect (see [`Resolution`]) and the operation, on the effect's call
+    /// (`operator.force` is not used). Refused ([`Error::CannotResolve`]) for an
+    /// effect the journal does not hold, one with a definitive answer, a keyed or
+    /// transactional one, one whose call was abandoned or holds a live lease.
+    /// Durable under [`Durability::Full`].
+    ///
+    /// [`Error::CannotResolve`]: crate::error::Error::CannotResolve
     fn resolve(
         &self,
         effect_key: &str,
         resolution: Resolution,
         response: &serde_json::Value,
-        now: i64,
-    ) -> Result<()>;
+        operator: &Operator<'_>,
+    ) -> Result<Operated>;
 
     /// One call's whole story: its record with every effect (keys sent downstream,
     /// attempts, answers, last errors, resolutions), if the journal holds it, and the
@@ -289,4 +296,14 @@ pub(crate) fn transactional_answer(
             | ProviderError::Throttled { reason, .. },
         ) => Answer::Denied(format!("{provider_name} refused the request: {reason}")),
     })
+}
+
+/// The error an operator's `action` on `key` is refused with, given the reason.
+fn cannot(action: Action, key: &InvocationKey) -> impl FnOnce(String) -> crate::error::Error {
+    let key = key.clone();
+    move |reason| crate::error::Error::CannotOperate {
+        action: action.as_str(),
+        key,
+        reason,
+    }
 }

@@ -1,11 +1,11 @@
-//! What operators do to one call (`justonce forget`, `justonce abandon`), decided the
-//! same way on every journal: each backend only reads and writes its rows
+//! What operators do to one call (`justonce forget`, `abandon`, `resolve`), decided
+//! the same way on every journal: each backend only reads and writes its rows
 //! ([`OperateTx`], inside the transaction that does the operation), and the
 //! operation is recorded in its `operations` audit table with who and when.
 
 use serde_json::{Value, json};
 
-use super::{Action, JournalEffect, JournalOperation, Operated, Operator};
+use super::{Action, Answer, JournalEffect, JournalOperation, Operated, Operator, Resolution};
 use crate::clock::rfc3339;
 use crate::outcome::Outcome;
 
@@ -39,6 +39,19 @@ pub(crate) trait OperateTx {
     fn close(&mut self, key: &str, outcome: &str, now: i64) -> Result<(), Self::Error>;
     /// Appends `operation` to the audit table.
     fn record(&mut self, operation: &JournalOperation) -> Result<(), Self::Error>;
+    /// The invocation the effect `key` belongs to, if the journal holds the effect
+    /// (not locked: a backend that locks rows locks the invocation's first, with
+    /// [`OperateTx::find`], and every write of an effect locks it too).
+    fn effect_of(&mut self, key: &str) -> Result<Option<String>, Self::Error>;
+    /// Saves a person's resolution of the pending effect `key` at `now`: with
+    /// `performed` (a stored answer) it is done, answered so; without, it is marked
+    /// `not_performed`, and the next run makes one more attempt under its key.
+    fn resolve_effect(
+        &mut self,
+        key: &str,
+        performed: Option<&str>,
+        now: i64,
+    ) -> Result<(), Self::Error>;
 }
 
 /// What is known of whether an effect reached the world: `performed` (answered, or a
@@ -69,11 +82,16 @@ fn effects_detail(effects: &[JournalEffect]) -> Value {
         .collect()
 }
 
+/// Until when the call's run holds a live lease, if it does.
+fn live_lease(found: &Found, op: &Operator<'_>) -> Option<i64> {
+    found
+        .lease_expires_at
+        .filter(|&t| found.state == "running" && t > found.now.unwrap_or(op.now))
+}
+
 /// Why an operation is refused on a call whose run holds a live lease, if it does.
 fn running(found: &Found, op: &Operator<'_>) -> Option<String> {
-    let until = found
-        .lease_expires_at
-        .filter(|&t| found.state == "running" && t > found.now.unwrap_or(op.now) && !op.force)?;
+    let until = live_lease(found, op).filter(|_| !op.force)?;
     Some(format!(
         "it is running right now (its lease is held until {}); wait for it to stop, or use \
          --force (the run's later writes are then refused)",
@@ -229,6 +247,82 @@ pub(crate) fn abandon<T: OperateTx>(
         tx,
         key,
         Action::Abandon,
+        op,
+        detail,
+    )?)))
+}
+
+/// Records a person's decision about the pending unkeyed effect `effect_key`
+/// (`justonce resolve`) and the operation, on the effect's call: `Performed`
+/// finishes the effect with `response` (the downstream's answer, as far as the person
+/// knows it), which the call's retry gets instead of an attempt; `NotPerformed` lets
+/// the retry make one more attempt under the same key. `Err` names why it is
+/// refused: no such effect, a definitive answer already, a class the host retries by
+/// itself, a call closed by `abandon`, or a run that holds a live lease.
+pub(crate) fn resolve<T: OperateTx>(
+    tx: &mut T,
+    effect_key: &str,
+    resolution: Resolution,
+    response: &Value,
+    op: &Operator<'_>,
+) -> Result<Result<Operated, String>, T::Error> {
+    const NO_EFFECT: &str = "the journal holds no effect with this key";
+    let Some(invocation) = tx.effect_of(effect_key)? else {
+        return Ok(Err(NO_EFFECT.into()));
+    };
+    let Some(found) = tx.find(&invocation)? else {
+        return Ok(Err(NO_EFFECT.into()));
+    };
+    let effects = tx.effects(&invocation)?;
+    let Some(effect) = effects.iter().find(|e| e.key == effect_key) else {
+        return Ok(Err(NO_EFFECT.into()));
+    };
+    if effect.state != "pending" {
+        return Ok(Err(
+            "it already has a definitive answer; there is nothing to resolve".into(),
+        ));
+    }
+    if effect.class != "unkeyed" {
+        return Ok(Err(format!(
+            "it is a {} effect; the host retries it under its key on the next call, so a \
+             person need not resolve it",
+            effect.class
+        )));
+    }
+    if found.state == "completed" {
+        return Ok(Err(
+            "its call was abandoned (justonce abandon) and no retry will resume it; the \
+             journal keeps the effect as it was"
+                .into(),
+        ));
+    }
+    if live_lease(&found, op).is_some() {
+        return Ok(Err(
+            "its call is running right now; resolve it after the run stops".into(),
+        ));
+    }
+    let performed = match resolution {
+        Resolution::Performed => Some(Answer::Ok(response.clone()).to_stored()),
+        Resolution::NotPerformed => None,
+    };
+    tx.resolve_effect(effect_key, performed.as_deref(), op.now)?;
+    let detail = json!({
+        "state": found.state,
+        "effect": {
+            "seq": effect.seq,
+            "key": effect.key,
+            "provider": effect.provider,
+            "operation": effect.operation,
+            "attempts": effect.attempts,
+            "last_error": effect.last_error,
+        },
+        "resolution": resolution.as_str(),
+        "response": performed.is_some().then_some(response),
+    });
+    Ok(Ok(Operated::Done(record(
+        tx,
+        &invocation,
+        Action::Resolve,
         op,
         detail,
     )?)))

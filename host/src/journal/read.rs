@@ -182,7 +182,7 @@ pub struct JournalEffect {
     pub updated_at: i64,
 }
 
-/// What an operator did to a call (`justonce forget`, `justonce abandon`).
+/// What an operator did to a call (`justonce forget`, `abandon`, `resolve`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
@@ -192,6 +192,10 @@ pub enum Action {
     /// Closed the call with a saved `abandoned` outcome (a trap whose reason is
     /// `abandoned`), replayed to every retry.
     Abandon,
+    /// Said whether one of the call's unkeyed effects whose outcome was unknown took
+    /// effect (`justonce resolve`): the retry replays the answer given, or makes one
+    /// more attempt under the same key.
+    Resolve,
 }
 
 impl Action {
@@ -200,6 +204,7 @@ impl Action {
         match self {
             Self::Forget => "forget",
             Self::Abandon => "abandon",
+            Self::Resolve => "resolve",
         }
     }
 
@@ -207,6 +212,7 @@ impl Action {
         match s {
             "forget" => Some(Self::Forget),
             "abandon" => Some(Self::Abandon),
+            "resolve" => Some(Self::Resolve),
             _ => None,
         }
     }
@@ -236,11 +242,12 @@ pub struct JournalOperation {
     #[serde(serialize_with = "serialize_rfc3339")]
     pub at: i64,
     /// What the call was when it was done: its state, whether it was forced, and
-    /// its effects as they stood.
+    /// its effects as they stood (for `resolve`: the effect, what the person said,
+    /// and the answer they gave).
     pub detail: serde_json::Value,
 }
 
-/// What `forget` or `abandon` did.
+/// What `forget`, `abandon` or `resolve` did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "result", content = "operation", rename_all = "snake_case")]
 pub enum Operated {

@@ -100,10 +100,9 @@ pub(crate) fn check(h: &History<'_>) -> Vec<String> {
             let allowed = match kind.as_str() {
                 "in_progress" | "outcome_unknown" | "not_performed" | "lease_lost" => true,
                 "mismatch" => true,
-                // A full disk: the journal refused a write. Only while faults are on.
-                k if k.starts_with("store_") || k == "host_failed" => {
-                    !call.final_phase || ended_session(message)
-                }
+                // A full disk, a session the server ended: the journal refused a
+                // write. Only while faults are on.
+                k if k.starts_with("store_") || k == "host_failed" => !call.final_phase,
                 _ => false,
             };
             if !allowed {
@@ -129,16 +128,34 @@ pub(crate) fn check(h: &History<'_>) -> Vec<String> {
     violations
 }
 
-/// Whether `message` says the PostgreSQL server ended the session (`57P01`, the
-/// client's `connection closed` once it read that, or a reset socket). A host's pool keeps the connections that were idle when the server
-/// ended them during the faults, and learns they are dead only by using them: the
-/// first calls after the database is back may fail so, retry-safe (the journal
-/// cannot tell a dead idle connection from one that died mid-statement, so it does
-/// not retry the statement itself).
-fn ended_session(message: &str) -> bool {
-    message.contains("57P01")
-        || message.ends_with("connection closed")
-        || message.contains("Connection reset by peer")
+/// What a power cut at moment `end` took back: each answer (fresh or replayed) whose
+/// outcome the journal no longer holds afterwards (`held` says what it holds
+/// instead, `None` when it holds the answer), unless the record could have expired
+/// by then. Under `Full` an answer is durable before it is given, so there is none.
+pub(crate) fn lost_by_power_cut(
+    h: &History<'_>,
+    end: usize,
+    held: impl Fn(&str, &Outcome) -> Option<String>,
+) -> Vec<String> {
+    let origins = Origins::of(h.calls);
+    h.calls
+        .iter()
+        .filter_map(|call| {
+            let (Res::Answer { outcome, .. }, Some(key)) = (&call.res, &call.key) else {
+                return None;
+            };
+            if could_expire(h, origins.of_call(call), end) {
+                return None;
+            }
+            let instead = held(key, outcome)?;
+            Some(format!(
+                "a power cut took back an answer: {} was told {:?} by host {}, after the cut the journal holds {instead}",
+                describe(h, call),
+                call.res,
+                call.host
+            ))
+        })
+        .collect()
 }
 
 fn describe(h: &History<'_>, call: &Call) -> String {

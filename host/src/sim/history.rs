@@ -20,7 +20,7 @@ use super::check::{self, Call, Res};
 use super::clock::{HostClock, SimClock};
 use super::guests;
 use super::rng::Rng;
-use super::store::{JournalKind, Store, StoreError};
+use super::store::{Held, JournalKind, Store, StoreError};
 use super::world::{Chaos, Downstream, FaultKind, Ledger, SimCrash};
 use crate::call::CallRequest;
 use crate::clock::Clock;
@@ -239,17 +239,23 @@ impl World {
     /// `None` when the journal holds `outcome` as the completed outcome of `key`;
     /// otherwise what it holds instead.
     fn on_record(&self, key: &str, outcome: &Outcome) -> Option<String> {
-        match self.store.held(&*self.verifier, key) {
-            Ok(Some((state, Some(stored))))
-                if state == "completed"
-                    && Outcome::from_stored(&stored).ok().as_ref() == Some(outcome) =>
-            {
-                None
-            }
-            Ok(Some((state, stored))) => Some(format!("{state} with {stored:?}")),
-            Ok(None) => Some("no record".into()),
-            Err(e) => Some(format!("unreadable: {e}")),
+        on_record_in(self.store.held(&*self.verifier, key), outcome)
+    }
+}
+
+/// `None` when `held` (an invocation's state and stored outcome) is `outcome`,
+/// completed; otherwise what it is instead.
+fn on_record_in(held: Result<Held, String>, outcome: &Outcome) -> Option<String> {
+    match held {
+        Ok(Some((state, Some(stored))))
+            if state == "completed"
+                && Outcome::from_stored(&stored).ok().as_ref() == Some(outcome) =>
+        {
+            None
         }
+        Ok(Some((state, stored))) => Some(format!("{state} with {stored:?}")),
+        Ok(None) => Some("no record".into()),
+        Err(e) => Some(format!("unreadable: {e}")),
     }
 }
 
@@ -601,9 +607,14 @@ fn resolve_unkeyed(world: &World) {
         } else {
             (Resolution::NotPerformed, json!(null))
         };
+        let person = crate::journal::Operator {
+            by: "sim",
+            force: false,
+            now,
+        };
         let _ = world
             .verifier
-            .resolve(&effect.key, resolution, &response, now);
+            .resolve(&effect.key, resolution, &response, &person);
     }
 }
 
@@ -622,7 +633,10 @@ fn skews(kind: JournalKind, hosts: usize, rng: &mut Rng) -> Vec<i64> {
 pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, StoreError> {
     quiet_crashes();
     let mut rng = Rng::new(seed);
-    let store = Store::new(kind, seed)?;
+    // Every other SQLite history runs under `Full`, where a power cut is simulated
+    // at its end (see `store.rs`).
+    let full = kind == JournalKind::Sqlite && seed % 2 == 1;
+    let store = Store::new(kind, seed, full)?;
     let clock = Arc::new(SimClock::new(1_767_225_600_000));
     let chaos = Arc::new(Chaos::new(rng.fork(), Arc::clone(&clock), LEASE_MS));
     let pay = Arc::new(Downstream::new(
@@ -739,14 +753,27 @@ pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, 
     violations.extend(world.store.ledger_duplicates(&*world.verifier));
     violations.extend(world.pay.overlaps());
     violations.extend(world.sms.overlaps());
-    violations.extend(check::check(&check::History {
+    let history = check::History {
         calls: &calls,
         keyed: &world.pay.applied(),
         unkeyed: &world.sms.applied(),
         open: &open,
         clock: &world.clock,
         retention_ms: RETENTION_MS,
-    }));
+    };
+    violations.extend(check::check(&history));
+    // The power goes: what was not synced is gone, and nothing answered may be.
+    match world.store.power_cut() {
+        None => {}
+        Some(Err(e)) => violations.push(e),
+        Some(Ok(cut)) => {
+            chaos.record(FaultKind::PowerCut, "at the end");
+            let end = world.clock.mark();
+            violations.extend(check::lost_by_power_cut(&history, end, |key, outcome| {
+                on_record_in(cut.held(key), outcome)
+            }));
+        }
+    }
     let outcomes = Outcomes {
         faults: chaos.counts(),
         violations,

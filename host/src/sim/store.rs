@@ -13,6 +13,9 @@
 //!   (a full disk: `PRAGMA max_page_count`); on PostgreSQL a host's connections are
 //!   terminated by the server (`pg_terminate_backend`: a database that went away),
 //!   mid-statement or between statements.
+//! - **Power loss.** Every other SQLite history runs under `Full` without checkpoints
+//!   (the WAL only grows); [`Store::power_cut`] keeps the database file and the WAL
+//!   as far as an fsync covered it, as a disk does when the power goes.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +26,7 @@ use rusqlite::OptionalExtension;
 use super::clock::SimClock;
 use crate::clock::Clock;
 use crate::journal::postgres::{PostgresJournal, PostgresTarget, testing};
+use crate::journal::sqlite::{SqliteJournal, forget_synced_wal, synced_wal_length};
 use crate::journal::{self, Durability, Journal};
 
 /// Which journal the hosts of a history share.
@@ -70,6 +74,9 @@ pub enum StoreError {
 pub(crate) enum Store {
     Sqlite {
         path: PathBuf,
+        /// `Durability::Full` under the power-loss model (see [`Store::power_cut`]);
+        /// else `Normal`, with checkpoints.
+        full: bool,
     },
     Postgres {
         config: Box<postgres::Config>,
@@ -84,8 +91,9 @@ pub(crate) enum Store {
 pub(crate) type Held = Option<(String, Option<String>)>;
 
 impl Store {
-    /// A fresh, empty journal of `kind` for the history of `seed`.
-    pub(crate) fn new(kind: JournalKind, seed: u64) -> Result<Self, StoreError> {
+    /// A fresh, empty journal of `kind` for the history of `seed`; on SQLite, with
+    /// `full`, durable points fsync and a power cut can be simulated.
+    pub(crate) fn new(kind: JournalKind, seed: u64, full: bool) -> Result<Self, StoreError> {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
@@ -93,6 +101,7 @@ impl Store {
             JournalKind::Sqlite => Ok(Self::Sqlite {
                 path: std::env::temp_dir()
                     .join(format!("justonce-sim-{pid}-{seed:x}-{n}/journal.db")),
+                full,
             }),
             JournalKind::Postgres => {
                 let cluster = testing::cluster("the simulator").ok_or(StoreError::NoPostgres)?;
@@ -131,7 +140,10 @@ impl Store {
         clock: &Arc<SimClock>,
     ) -> crate::error::Result<Arc<dyn Journal>> {
         match self {
-            Self::Sqlite { path } => journal::open(path, Durability::Normal, None),
+            Self::Sqlite { path, full: false } => journal::open(path, Durability::Normal, None),
+            Self::Sqlite { path, full: true } => Ok(Arc::new(
+                SqliteJournal::open_for_power_loss(path, Durability::Full)?,
+            )),
             Self::Postgres { config, .. } => {
                 let mut config = postgres::Config::clone(config);
                 config.application_name(&self.application(host));
@@ -177,6 +189,27 @@ impl Store {
                     .map(|r| (r.get(0), r.get(1))))
             }),
         }
+    }
+
+    /// What a power cut now would leave of a SQLite journal under `Full` (opened
+    /// without checkpoints, so its WAL only grows): the database file and as much
+    /// of the WAL as an fsync began after, copied beside it. A reader of what it
+    /// holds (`held` of an invocation); `None` for other journals.
+    pub(crate) fn power_cut(&self) -> Option<Result<PowerCut, String>> {
+        let Self::Sqlite { path, full: true } = self else {
+            return None;
+        };
+        let copy = || -> std::io::Result<PowerCut> {
+            let wal = with_suffix(path, "-wal");
+            let kept = path.with_file_name("after-power-cut.db");
+            std::fs::copy(path, &kept)?;
+            let synced = usize::try_from(synced_wal_length(&wal)).unwrap_or(usize::MAX);
+            let mut frames = std::fs::read(&wal)?;
+            frames.truncate(synced);
+            std::fs::write(with_suffix(&kept, "-wal"), frames)?;
+            Ok(PowerCut { path: kept })
+        };
+        Some(copy().map_err(|e| format!("cannot copy what a power cut keeps: {e}")))
     }
 
     /// Positions the transactional ledger holds more than one row for, one line each.
@@ -255,7 +288,8 @@ impl Store {
 impl Drop for Store {
     fn drop(&mut self) {
         match self {
-            Self::Sqlite { path } => {
+            Self::Sqlite { path, .. } => {
+                forget_synced_wal(&with_suffix(path, "-wal"));
                 if let Some(dir) = path.parent() {
                     let _ = std::fs::remove_dir_all(dir);
                 }
@@ -292,4 +326,86 @@ fn set_page_limit(journal: &dyn Journal, limit: Option<i64>) -> bool {
             })
         })
         .is_ok()
+}
+
+/// `path` with `suffix` appended to its name (`journal.db-wal`).
+fn with_suffix(path: &std::path::Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// What a simulated power cut left of a SQLite journal: a copy that SQLite recovers
+/// when it is opened.
+pub(crate) struct PowerCut {
+    path: PathBuf,
+}
+
+impl PowerCut {
+    /// The state and stored outcome of the invocation `key` after the power cut.
+    pub(crate) fn held(&self, key: &str) -> Result<Held, String> {
+        let conn = rusqlite::Connection::open(&self.path).map_err(|e| e.to_string())?;
+        conn.query_row(
+            "SELECT state, outcome FROM invocations WHERE key = ?1",
+            [key],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::determinism::Seed;
+    use crate::journal::NewInvocation;
+    use crate::keys::{Fingerprint, InvocationKey};
+
+    /// The power-loss model: what a durable point synced survives a power cut, a
+    /// commit after it does not.
+    #[test]
+    fn a_power_cut_keeps_what_was_synced_and_drops_the_rest() {
+        let store = Store::new(JournalKind::Sqlite, 7, true).unwrap();
+        let clock = Arc::new(SimClock::new(1_000));
+        let journal = store.open(Some(0), &clock).unwrap();
+        let key = InvocationKey::from_stored("a".repeat(32));
+        let record = NewInvocation {
+            arguments: "{}".into(),
+            key: key.clone(),
+            scope: "s".into(),
+            tool: "t".into(),
+            fingerprint: Fingerprint::from_stored("f".repeat(64)),
+            explicit_key: false,
+            created_at: 1,
+            retention_ms: 1 << 40,
+            seed: Seed::random().unwrap(),
+        };
+        // Saved and synced before it would be answered.
+        assert!(journal.complete_new(&record, "synced", 1).unwrap());
+        // Committed after the last fsync, and never synced.
+        journal
+            .as_sqlite()
+            .unwrap()
+            .with(|c| {
+                c.execute(
+                    "UPDATE invocations SET outcome = 'unsynced' WHERE key = ?1",
+                    [key.as_str()],
+                )
+            })
+            .unwrap();
+        assert_eq!(
+            store.held(&*journal, key.as_str()).unwrap(),
+            Some(("completed".into(), Some("unsynced".into()))),
+            "before the cut"
+        );
+
+        let cut = store.power_cut().expect("a Full SQLite journal").unwrap();
+        assert_eq!(
+            cut.held(key.as_str()).unwrap(),
+            Some(("completed".into(), Some("synced".into())))
+        );
+        // The opposite: a journal under Normal has no power-loss model.
+        assert!(Store::new(JournalKind::Sqlite, 8, false).unwrap().power_cut().is_none());
+    }
 }

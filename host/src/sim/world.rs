@@ -51,11 +51,13 @@ pub enum FaultKind {
     HostClockJump,
     /// The PostgreSQL server ended a host's sessions (the database went away).
     SessionsEnded,
+    /// The machine lost power (SQLite under `Full`): what was not synced is gone.
+    PowerCut,
 }
 
 impl FaultKind {
     /// Every kind, in the order the report prints them.
-    pub const ALL: [FaultKind; 15] = [
+    pub const ALL: [FaultKind; 16] = [
         Self::LostResponse,
         Self::InFlight,
         Self::Throttled,
@@ -71,6 +73,7 @@ impl FaultKind {
         Self::CrashAtStep,
         Self::HostClockJump,
         Self::SessionsEnded,
+        Self::PowerCut,
     ];
 
     /// Its name in the report.
@@ -91,6 +94,7 @@ impl FaultKind {
             Self::CrashAtStep => "crash_at_step",
             Self::HostClockJump => "host_clock_jump",
             Self::SessionsEnded => "db_sessions_ended",
+            Self::PowerCut => "power_cut",
         }
     }
 }
@@ -319,16 +323,25 @@ impl Downstream {
         let amount = request.payload["amount"].as_u64().unwrap_or(1);
         let mut state = self.lock();
         if self.class == ProviderClass::Keyed {
-            if let Some((_, answer)) = state.answers.get(&key) {
-                // A repeated key: the first answer again, nothing applied. (A second
-                // request with another payload under it is recorded for the checker.)
+            // A refusal is definitive and depends on the request alone; a repeated key
+            // gets the first answer again as it was given (a decline is a refusal
+            // every time, as a keyed API replays its error), nothing applied.
+            let given = |answer: Value| {
+                if answer.get("declined").is_some() {
+                    Err(ProviderError::Rejected(answer))
+                } else {
+                    Ok(answer)
+                }
+            };
+            if let Some((first, answer)) = state.answers.get(&key) {
                 let answer = answer.clone();
-                if state.answers[&key].0 != what {
+                // A second request with another payload under it is recorded for the
+                // checker.
+                if *first != what {
                     state.applied.push(applied);
                 }
-                return Ok(answer);
+                return given(answer);
             }
-            // A refusal is definitive and depends on the request alone.
             let answer = if amount.is_multiple_of(13) {
                 json!({"declined": true})
             } else {
@@ -336,10 +349,7 @@ impl Downstream {
             };
             state.answers.insert(key, (what, answer.clone()));
             state.applied.push(applied);
-            if amount.is_multiple_of(13) {
-                return Err(ProviderError::Rejected(answer));
-            }
-            return Ok(answer);
+            return given(answer);
         }
         state.applied.push(applied);
         Ok(json!({"sent": state.applied.len()}))

@@ -210,3 +210,45 @@ fn integers_past_2_53_reach_python_and_javascript_tools_exactly() {
         }
     }
 }
+
+/// One rule in every SDK (Rust's `Option`, Python's `Optional` or `= None`, the
+/// JavaScript SDK's `.optional()`): an optional property may be left out or `null`,
+/// and the schema the tool advertises says both, so an agent that reads it is
+/// allowed what the tool accepts. The opposite: a required property refuses `null`.
+#[test]
+fn optional_properties_admit_null_in_the_advertised_schema_in_every_language() {
+    let mut rust = Runtime::new(limits()).expect("runtime");
+    rust.load_file(std::path::Path::new(
+        justonce_tests::guests::PARSED_ECHO_COMPONENT,
+    ))
+    .expect("parsed_echo loads");
+    let tools = [
+        ("parsed_echo", &rust),
+        (ORACLE_PY.tool, &*ORACLE_PY.runtime),
+        (ORACLE_JS.tool, &*ORACLE_JS.runtime),
+    ];
+    for (tool, runtime) in tools {
+        let schema = &runtime.tool(tool).expect("loaded").input_schema;
+        let required = schema["required"].as_array().expect("required properties");
+        // A property's schema, with the definitions its `$ref`s name.
+        let admits_null = |name: &str| {
+            let mut property = schema["properties"][name].clone();
+            if let Some(defs) = schema.get("$defs") {
+                property["$defs"] = defs.clone();
+            }
+            jsonschema::is_valid(&property, &serde_json::Value::Null)
+        };
+        for optional in ["note", "shipping"] {
+            assert!(
+                !required.contains(&optional.into()),
+                "{tool}: {optional} is optional: {schema:#}"
+            );
+            assert!(
+                admits_null(optional),
+                "{tool} accepts null for {optional}, so its schema must say so: {schema:#}"
+            );
+        }
+        assert!(required.contains(&"name".into()), "{tool}: {schema:#}");
+        assert!(!admits_null("name"), "{tool}: a required string is no null");
+    }
+}

@@ -5,9 +5,10 @@
 //! the invocation's row (`SELECT … FOR UPDATE`, or an `UPDATE` that names the lease
 //! owner), first records are `INSERT … ON CONFLICT DO NOTHING`, and a tool-call id is
 //! bound under a transaction-scoped advisory lock of its own. Each host keeps a few
-//! connections; one that fails is dropped and the next call connects again, so a
-//! database that went away costs the calls in flight (a retryable error, the call
-//! resumable under the same keys) and nothing after it is back.
+//! connections (`pool.rs`); one the server ended while it sat idle is found before
+//! anything is written and replaced, so a database that went away or restarted
+//! costs only the calls in flight (a retryable error, the call resumable under the
+//! same keys) and nothing after it is back.
 
 /// The database's clock (ms since the epoch), for every statement that decides a
 /// lease, an expiry or gc: hosts' own clocks may differ, the database's is one.
@@ -25,6 +26,7 @@ mod credentials;
 mod operations;
 mod ops;
 mod outbox;
+mod pool;
 mod schema;
 pub mod testing;
 
@@ -257,63 +259,6 @@ impl PostgresJournal {
         Ok(client)
     }
 
-    fn give_back(&self, client: Client) {
-        if client.is_closed() {
-            return;
-        }
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        if idle.len() < POOL_SIZE {
-            idle.push(client);
-        }
-    }
-
-    /// Runs `f` with a connection of the pool (or a new one).
-    fn with<R>(
-        &self,
-        f: impl FnOnce(&mut Client) -> std::result::Result<R, postgres::Error>,
-    ) -> Result<R> {
-        let taken = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let mut client = match taken {
-            Some(client) => client,
-            None => self.connect()?,
-        };
-        let result = match &self.database_clock {
-            Some(clock) => client
-                .execute(
-                    "SELECT set_config('justonce.now_ms', $1, false)",
-                    &[&clock.now_ms().to_string()],
-                )
-                .and_then(|_| f(&mut client)),
-            None => f(&mut client),
-        };
-        // A failed statement leaves the connection usable (the transaction rolled
-        // back when it was dropped); a broken one is closed and not given back.
-        self.give_back(client);
-        result.map_err(|e| self.error(e))
-    }
-
-    /// Runs `f` in one transaction, committed if it returns `Ok(Ok(_))` and rolled
-    /// back otherwise.
-    fn transaction<R, E>(
-        &self,
-        f: impl FnOnce(
-            &mut Transaction<'_>,
-        ) -> std::result::Result<std::result::Result<R, E>, postgres::Error>,
-    ) -> Result<std::result::Result<R, E>> {
-        let result = self.with(|client| {
-            let mut tx = client.transaction()?;
-            let result = f(&mut tx)?;
-            if result.is_ok() {
-                tx.commit()?;
-            }
-            Ok(result)
-        })?;
-        if result.is_ok() {
-            self.commits.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(result)
-    }
-
     /// Runs the write `f` of a run in one transaction, only while the run still holds
     /// the invocation's lease (which it renews): `false`, and nothing written, when
     /// another host took the call over.
@@ -333,38 +278,23 @@ impl PostgresJournal {
         .map(|r| r.is_ok())
     }
 
-    /// Runs an operator's `action` on `key` in one transaction; a refusal writes
-    /// nothing.
+    /// Runs an operator's action in one transaction; a refusal writes nothing and is
+    /// the error `refused` makes of its reason.
     fn operate(
         &self,
-        key: &InvocationKey,
-        action: Action,
+        refused: impl FnOnce(String) -> Error,
         f: impl FnOnce(
             &mut Transaction<'_>,
         )
             -> std::result::Result<std::result::Result<Operated, String>, postgres::Error>,
     ) -> Result<Operated> {
-        self.transaction(f)?.map_err(|reason| Error::CannotOperate {
-            action: action.as_str(),
-            key: key.clone(),
-            reason,
-        })
-    }
-
-    /// One statement outside a transaction (it commits by itself).
-    fn single<R>(
-        &self,
-        f: impl FnOnce(&mut Client) -> std::result::Result<R, postgres::Error>,
-    ) -> Result<R> {
-        let result = self.with(f)?;
-        self.commits.fetch_add(1, Ordering::Relaxed);
-        Ok(result)
+        self.transaction(f)?.map_err(refused)
     }
 }
 
 impl Journal for PostgresJournal {
     fn lookup(&self, b: &Begin<'_>) -> Result<Lookup> {
-        let found = self.with(|client| ops::lookup_in(client, b))?;
+        let found = self.read(|client| ops::lookup_in(client, b))?;
         if matches!(found, Lookup::Replay { .. }) {
             // Bookkeeping, not an answer: a failure is logged, never the caller's.
             if let Err(e) = self.single(|client| ops::count_replay_unsynced(client, b.key)) {
@@ -380,11 +310,11 @@ impl Journal for PostgresJournal {
     }
 
     fn effect(&self, invocation: &InvocationKey, seq: u32) -> Result<Option<EffectRecord>> {
-        self.with(|client| ops::get(client, invocation, seq))
+        self.read(|client| ops::get(client, invocation, seq))
     }
 
     fn effects_from(&self, invocation: &InvocationKey, seq: u32) -> Result<u32> {
-        self.with(|client| ops::count_from(client, invocation, seq))
+        self.read(|client| ops::count_from(client, invocation, seq))
     }
 
     fn claim_attempt(
@@ -469,15 +399,15 @@ impl Journal for PostgresJournal {
     }
 
     fn entries(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>> {
-        self.with(|client| ops::entries_in(client, scope, None, limit))
+        self.read(|client| ops::entries_in(client, scope, None, limit))
     }
 
     fn entries_by_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<JournalEntry>> {
-        self.with(|client| ops::entries_in(client, None, Some(prefix), limit))
+        self.read(|client| ops::entries_in(client, None, Some(prefix), limit))
     }
 
     fn story(&self, key: &InvocationKey) -> Result<CallStory> {
-        self.with(|client| {
+        self.read(|client| {
             Ok(CallStory {
                 key: key.to_string(),
                 entry: ops::entry_in(client, key.as_str())?,
@@ -487,13 +417,13 @@ impl Journal for PostgresJournal {
     }
 
     fn forget(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
-        self.operate(key, Action::Forget, |tx| {
+        self.operate(super::cannot(Action::Forget, key), |tx| {
             operate::forget(&mut operations::Tx(tx), key.as_str(), operator)
         })
     }
 
     fn abandon(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
-        self.operate(key, Action::Abandon, |tx| {
+        self.operate(super::cannot(Action::Abandon, key), |tx| {
             operate::abandon(&mut operations::Tx(tx), key.as_str(), operator)
         })
     }
@@ -504,7 +434,7 @@ impl Journal for PostgresJournal {
     }
 
     fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>> {
-        self.with(|client| ops::unresolved_in(client, now))
+        self.read(|client| ops::unresolved_in(client, now))
     }
 
     fn resolve(
@@ -512,13 +442,15 @@ impl Journal for PostgresJournal {
         effect_key: &str,
         resolution: Resolution,
         response: &serde_json::Value,
-        now: i64,
-    ) -> Result<()> {
-        let refused =
-            self.transaction(|tx| ops::resolve_in(tx, effect_key, resolution, response, now))?;
-        refused.map_err(|reason| Error::CannotResolve {
+        operator: &Operator<'_>,
+    ) -> Result<Operated> {
+        let refused = |reason| Error::CannotResolve {
             effect: effect_key.to_string(),
             reason,
+        };
+        self.operate(refused, |tx| {
+            let tx = &mut operations::Tx(tx);
+            operate::resolve(tx, effect_key, resolution, response, operator)
         })
     }
 
@@ -768,6 +700,32 @@ mod latency {
         InvocationKey::from_stored(format!("{prefix}{i:028}"))
     }
 
+    /// The first look at `k` by `owner` at `now`: a call of tool `t` in scope `s`
+    /// with arguments `{}`, kept for a very long time.
+    pub(super) fn begin<'a>(
+        k: &'a InvocationKey,
+        fp: &'a Fingerprint,
+        seed: &'a Seed,
+        owner: &'a str,
+        now: i64,
+    ) -> Begin<'a> {
+        Begin {
+            arguments: "{}",
+            key: k,
+            scope: "s",
+            tool: "t",
+            fingerprint: fp,
+            explicit_key: false,
+            tool_call_id: None,
+            now,
+            retention_ms: 1 << 40,
+            default_retention_ms: 1 << 40,
+            lease_ms: 60_000,
+            owner,
+            seed,
+        }
+    }
+
     /// One call with one effect, as the guard writes it: the first look, the claim
     /// that journals the invocation with the effect, its answer, the outcome.
     pub(super) fn one_effect(
@@ -777,22 +735,10 @@ mod latency {
         fp: &Fingerprint,
     ) {
         let seed = Seed::random().unwrap();
-        let b = Begin {
-            arguments: "{}",
-            key: k,
-            scope: "s",
-            tool: "t",
-            fingerprint: fp,
-            explicit_key: false,
-            tool_call_id: None,
-            now: 1,
-            retention_ms: 1 << 40,
-            default_retention_ms: 1 << 40,
-            lease_ms: 60_000,
-            owner,
-            seed: &seed,
-        };
-        assert_eq!(j.lookup(&b).unwrap(), Lookup::Absent);
+        assert_eq!(
+            j.lookup(&begin(k, fp, &seed, owner, 1)).unwrap(),
+            Lookup::Absent
+        );
         let record = NewInvocation {
             arguments: "{}".into(),
             key: k.clone(),
@@ -875,21 +821,7 @@ mod latency {
         for i in 0..n {
             let seed = Seed::random().unwrap();
             let k = key("b", i);
-            let b = Begin {
-                arguments: "{}",
-                key: &k,
-                scope: "s",
-                tool: "t",
-                fingerprint: &fp,
-                explicit_key: false,
-                tool_call_id: None,
-                now: 5,
-                retention_ms: 1 << 40,
-                default_retention_ms: 1 << 40,
-                lease_ms: 60_000,
-                owner: "o",
-                seed: &seed,
-            };
+            let b = begin(&k, &fp, &seed, "o", 5);
             assert!(matches!(j.lookup(&b).unwrap(), Lookup::Replay { .. }));
         }
         let replay = t.elapsed() / n as u32;

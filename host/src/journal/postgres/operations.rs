@@ -1,5 +1,5 @@
-//! The rows `justonce forget` and `abandon` read and write on PostgreSQL; what they
-//! decide is shared with SQLite (`journal/operate.rs`). The invocation's row is
+//! The rows `justonce forget`, `abandon` and `resolve` read and write on PostgreSQL;
+//! what they decide is shared with SQLite (`journal/operate.rs`). The invocation's row is
 //! locked (`FOR UPDATE`) for the operation's transaction, so a host deciding the
 //! same call waits for it.
 
@@ -103,6 +103,39 @@ impl OperateTx for Tx<'_, '_> {
                 &op.detail.to_string(),
             ],
         )?;
+        Ok(())
+    }
+
+    fn effect_of(&mut self, key: &str) -> Result<Option<String>, postgres::Error> {
+        Ok(self
+            .0
+            .query_opt(
+                "SELECT invocation_key FROM effects WHERE key = $1",
+                &[&key],
+            )?
+            .map(|r| r.get(0)))
+    }
+
+    fn resolve_effect(
+        &mut self,
+        key: &str,
+        performed: Option<&str>,
+        now: i64,
+    ) -> Result<(), postgres::Error> {
+        match performed {
+            Some(answer) => self.0.execute(
+                "UPDATE effects SET state = 'done', response = $2, resolution = 'performed',
+                        resolved_at = $3, updated_at = $3
+                  WHERE key = $1",
+                &[&key, &answer, &now],
+            )?,
+            None => self.0.execute(
+                "UPDATE effects SET resolution = 'not_performed', resolved_at = $2,
+                        updated_at = $2
+                  WHERE key = $1",
+                &[&key, &now],
+            )?,
+        };
         Ok(())
     }
 }

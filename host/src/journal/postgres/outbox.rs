@@ -78,7 +78,7 @@ impl OutboxQueue for PostgresJournal {
     }
 
     fn outbox_messages(&self) -> Result<Vec<OutboxMessage>> {
-        let rows = self.with(|client| {
+        let rows = self.read(|client| {
             client.query(
                 &format!("SELECT {MESSAGE_COLUMNS} FROM outbox ORDER BY id"),
                 &[],

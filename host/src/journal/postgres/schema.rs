@@ -80,6 +80,13 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE invocations ADD COLUMN retention_ms BIGINT;
     "#,
+    // 3 -> 4: `justonce resolve` is in the audit trail too (the SQLite journal's
+    // version 6).
+    r#"
+    ALTER TABLE operations DROP CONSTRAINT operations_action_check;
+    ALTER TABLE operations ADD CONSTRAINT operations_action_check
+        CHECK (action IN ('forget', 'abandon', 'resolve'));
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -124,4 +131,49 @@ pub(super) fn migrate(client: &mut Client) -> Result<Option<i64>, postgres::Erro
 pub(super) fn lock(tx: &mut postgres::Transaction<'_>) -> Result<(), postgres::Error> {
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A journal an older build wrote (version 3) keeps its audit trail when it is
+    /// migrated, and records a `resolve` after.
+    #[test]
+    fn the_audit_trail_survives_the_migration_that_admits_resolve() {
+        const NAME: &str = "the_audit_trail_survives_the_migration_that_admits_resolve";
+        let Some(cluster) = super::super::testing::cluster(NAME) else {
+            return;
+        };
+        let mut client = cluster.schema().connect(postgres::NoTls).unwrap();
+        client
+            .batch_execute(
+                "CREATE TABLE justonce_schema (
+                     only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row),
+                     version  BIGINT NOT NULL);
+                 INSERT INTO justonce_schema (version) VALUES (3);",
+            )
+            .unwrap();
+        for step in &MIGRATIONS[..3] {
+            client.batch_execute(step).unwrap();
+        }
+        let insert = "INSERT INTO operations (invocation_key, action, who, at, detail)
+                      VALUES ('k', $1, 'ada', 7, '{}')";
+        client.execute(insert, &[&"forget"]).unwrap();
+        assert!(
+            client.execute(insert, &[&"resolve"]).is_err(),
+            "version 3 knows no resolve"
+        );
+
+        assert_eq!(migrate(&mut client).unwrap(), None);
+        client.execute(insert, &[&"resolve"]).unwrap();
+        assert!(client.execute(insert, &[&"erase"]).is_err(), "still checked");
+        let kept: Vec<String> = client
+            .query("SELECT action FROM operations ORDER BY id", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(kept, ["forget", "resolve"]);
+    }
 }

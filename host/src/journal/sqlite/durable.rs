@@ -77,12 +77,42 @@ pub(crate) struct GroupSync {
     file: Mutex<Option<File>>,
     /// Tests: the next fsync fails as a failing disk's would.
     fail_next: std::sync::atomic::AtomicBool,
+    /// The simulator's power-loss model: record how long the WAL was when each fsync
+    /// began (see [`synced_wal_length`]).
+    record_lengths: bool,
+}
+
+/// For each WAL whose journal records them, the longest it was when an fsync of it
+/// began: what a power cut keeps of a WAL that only grows (a journal opened without
+/// checkpoints, see `SqliteJournal::open_for_power_loss`). The simulator copies that
+/// much of the WAL, with the database file, to see what survives.
+static SYNCED_LENGTHS: Mutex<std::collections::BTreeMap<PathBuf, u64>> =
+    Mutex::new(std::collections::BTreeMap::new());
+
+/// Forgets what [`synced_wal_length`] knows of `wal` (its journal is gone).
+pub(crate) fn forget_synced_wal(wal: &Path) {
+    let mut lengths = SYNCED_LENGTHS.lock().unwrap_or_else(|p| p.into_inner());
+    lengths.remove(wal);
+}
+
+/// How much of the WAL at `wal` an fsync made durable (0 when none did), for a
+/// journal that records it.
+pub(crate) fn synced_wal_length(wal: &Path) -> u64 {
+    let lengths = SYNCED_LENGTHS.lock().unwrap_or_else(|p| p.into_inner());
+    lengths.get(wal).copied().unwrap_or(0)
 }
 
 impl GroupSync {
     /// Group sync for the journal at `db`; `wal_sync` says whether durable points
     /// fsync the WAL.
+    #[cfg(test)]
     pub(crate) fn new(db: &Path, wal_sync: bool) -> Self {
+        Self::recording(db, wal_sync, false)
+    }
+
+    /// [`GroupSync::new`], recording the WAL's synced lengths when `record_lengths`
+    /// (see [`synced_wal_length`]).
+    pub(crate) fn recording(db: &Path, wal_sync: bool, record_lengths: bool) -> Self {
         let wal = wal_sync.then(|| {
             let mut name = db.as_os_str().to_owned();
             name.push("-wal");
@@ -97,6 +127,7 @@ impl GroupSync {
             synced_cond: Condvar::new(),
             file: Mutex::new(None),
             fail_next: std::sync::atomic::AtomicBool::new(false),
+            record_lengths,
         }
     }
 
@@ -224,11 +255,25 @@ impl GroupSync {
         {
             return Err(std::io::Error::from_raw_os_error(5));
         }
+        if crate::mutants::on(crate::mutants::Mutant::SkippedFsync) {
+            return Ok(());
+        }
+        // Before the fsync: everything this long was written before it began.
+        let length = match self.record_lengths {
+            true => Some(std::fs::metadata(wal)?.len()),
+            false => None,
+        };
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         if file.is_none() {
             *file = Some(File::open(wal)?);
         }
-        file.as_ref().expect("opened above").sync_data()
+        file.as_ref().expect("opened above").sync_data()?;
+        if let Some(length) = length {
+            let mut lengths = SYNCED_LENGTHS.lock().unwrap_or_else(|p| p.into_inner());
+            let synced = lengths.entry(wal.to_path_buf()).or_default();
+            *synced = (*synced).max(length);
+        }
+        Ok(())
     }
 }
 

@@ -24,6 +24,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 pub use schema::CURRENT_VERSION;
+pub(crate) use durable::{forget_synced_wal, synced_wal_length};
 
 use super::operate;
 use super::{
@@ -90,14 +91,24 @@ impl SqliteJournal {
     /// Opens (creating if needed) the journal at `path`, with its parent directory.
     pub(crate) fn open(path: &Path, durability: Durability) -> Result<Self> {
         let conn = open_file(path)?;
-        Self::init(path.to_path_buf(), conn, durability, true)
+        Self::init(path.to_path_buf(), conn, durability, true, true)
+    }
+
+    /// The simulator's power-loss model: [`open`](Self::open) without checkpoints
+    /// (no background checkpointer, no automatic ones), so the WAL only grows while
+    /// a connection is open, and each fsync records how much of it is durable (see
+    /// `durable::synced_wal_length`): a power cut keeps the database file and that
+    /// much of the WAL.
+    pub(crate) fn open_for_power_loss(path: &Path, durability: Durability) -> Result<Self> {
+        let conn = open_file(path)?;
+        Self::init(path.to_path_buf(), conn, durability, true, false)
     }
 
     /// A journal that lives in memory only, for tests and dry runs.
     pub(crate) fn in_memory() -> Result<Self> {
         let path = PathBuf::from(":memory:");
         let conn = Connection::open_in_memory().map_err(|e| Error::store(&path, e))?;
-        Self::init(path, conn, Durability::Normal, false)
+        Self::init(path, conn, Durability::Normal, false, true)
     }
 
     fn init(
@@ -105,10 +116,12 @@ impl SqliteJournal {
         mut conn: Connection,
         durability: Durability,
         wal: bool,
+        checkpoints: bool,
     ) -> Result<Self> {
-        let sync = Arc::new(durable::GroupSync::new(
+        let sync = Arc::new(durable::GroupSync::recording(
             &path,
             wal && durability == Durability::Full,
+            !checkpoints,
         ));
         sync.watch(&conn);
         let setup = |conn: &mut Connection| -> rusqlite::Result<schema::Migration> {
@@ -127,7 +140,8 @@ impl SqliteJournal {
             // never wait for the disk inside the write lock.
             conn.pragma_update(None, "synchronous", "NORMAL")?;
             if wal {
-                conn.pragma_update(None, "wal_autocheckpoint", checkpoint::BACKSTOP_PAGES)?;
+                let pages = if checkpoints { checkpoint::BACKSTOP_PAGES } else { 0 };
+                conn.pragma_update(None, "wal_autocheckpoint", pages)?;
             }
             conn.pragma_update(None, "foreign_keys", "ON")?;
             schema::migrate(conn)
@@ -143,7 +157,7 @@ impl SqliteJournal {
             }
         }
         sync.note_written();
-        let checkpointer = if wal {
+        let checkpointer = if wal && checkpoints {
             checkpoint::Checkpointer::start(&path)
         } else {
             None
@@ -280,19 +294,12 @@ impl SqliteJournal {
     /// returns under [`Durability::Full`]; a refusal writes nothing.
     fn operate(
         &self,
-        key: &InvocationKey,
-        action: Action,
+        refused: impl FnOnce(String) -> Error,
         f: impl FnOnce(
             &rusqlite::Transaction<'_>,
         ) -> rusqlite::Result<std::result::Result<Operated, String>>,
     ) -> Result<Operated> {
-        let done = self
-            .transaction(|tx| f(tx))?
-            .map_err(|reason| Error::CannotOperate {
-                action: action.as_str(),
-                key: key.clone(),
-                reason,
-            })?;
+        let done = self.transaction(|tx| f(tx))?.map_err(refused)?;
         self.durable_if_full()?;
         Ok(done)
     }
@@ -539,13 +546,15 @@ impl Journal for SqliteJournal {
         effect_key: &str,
         resolution: Resolution,
         response: &serde_json::Value,
-        now: i64,
-    ) -> Result<()> {
-        let refused = self
-            .transaction(|tx| resolution::resolve_in(tx, effect_key, resolution, response, now))?;
-        refused.map_err(|reason| Error::CannotResolve {
+        operator: &Operator<'_>,
+    ) -> Result<Operated> {
+        let refused = |reason| Error::CannotResolve {
             effect: effect_key.to_string(),
             reason,
+        };
+        self.operate(refused, |tx| {
+            let tx = &mut operations::Tx(tx);
+            operate::resolve(tx, effect_key, resolution, response, operator)
         })
     }
 
@@ -561,7 +570,7 @@ impl Journal for SqliteJournal {
     }
 
     fn forget(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
-        let done = self.operate(key, Action::Forget, |tx| {
+        let done = self.operate(super::cannot(Action::Forget, key), |tx| {
             operate::forget(&mut operations::Tx(tx), key.as_str(), operator)
         })?;
         // After the delete: a replay remembered meanwhile may be of the deleted
@@ -571,7 +580,7 @@ impl Journal for SqliteJournal {
     }
 
     fn abandon(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
-        self.operate(key, Action::Abandon, |tx| {
+        self.operate(super::cannot(Action::Abandon, key), |tx| {
             operate::abandon(&mut operations::Tx(tx), key.as_str(), operator)
         })
     }

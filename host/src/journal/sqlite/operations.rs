@@ -1,5 +1,5 @@
-//! The rows `justonce forget` and `abandon` read and write on SQLite; what they
-//! decide is shared with PostgreSQL (`journal/operate.rs`).
+//! The rows `justonce forget`, `abandon` and `resolve` read and write on SQLite;
+//! what they decide is shared with PostgreSQL (`journal/operate.rs`).
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
@@ -105,6 +105,39 @@ impl OperateTx for Tx<'_> {
                 op.detail.to_string()
             ],
         )?;
+        Ok(())
+    }
+
+    fn effect_of(&mut self, key: &str) -> rusqlite::Result<Option<String>> {
+        self.0
+            .query_row(
+                "SELECT invocation_key FROM effects WHERE key = ?1",
+                params![key],
+                |r| r.get(0),
+            )
+            .optional()
+    }
+
+    fn resolve_effect(
+        &mut self,
+        key: &str,
+        performed: Option<&str>,
+        now: i64,
+    ) -> rusqlite::Result<()> {
+        match performed {
+            Some(answer) => self.0.execute(
+                "UPDATE effects SET state = 'done', response = ?2, resolution = 'performed',
+                        resolved_at = ?3, updated_at = ?3
+                  WHERE key = ?1",
+                params![key, answer, now],
+            )?,
+            None => self.0.execute(
+                "UPDATE effects SET resolution = 'not_performed', resolved_at = ?2,
+                        updated_at = ?2
+                  WHERE key = ?1",
+                params![key, now],
+            )?,
+        };
         Ok(())
     }
 }

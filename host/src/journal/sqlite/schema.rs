@@ -100,6 +100,23 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE invocations ADD COLUMN retention_ms INTEGER;
     "#,
+    // 5 -> 6: `justonce resolve` is in the audit trail too. SQLite cannot change a
+    // CHECK, so the table is made again with its rows.
+    r#"
+    CREATE TABLE operations_v6 (
+        id             INTEGER PRIMARY KEY,
+        invocation_key TEXT NOT NULL,
+        action         TEXT NOT NULL CHECK (action IN ('forget', 'abandon', 'resolve')),
+        who            TEXT NOT NULL,
+        at             INTEGER NOT NULL,
+        detail         TEXT NOT NULL
+    ) STRICT;
+    INSERT INTO operations_v6 (id, invocation_key, action, who, at, detail)
+        SELECT id, invocation_key, action, who, at, detail FROM operations;
+    DROP TABLE operations;
+    ALTER TABLE operations_v6 RENAME TO operations;
+    CREATE INDEX operations_by_key ON operations (invocation_key, at);
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -129,5 +146,46 @@ pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<Migration> {
         tx.execute_batch(step)?;
         tx.pragma_update(None, "user_version", version + 1)?;
         tx.commit()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A journal an older build wrote (version 5) keeps its audit trail when it is
+    /// migrated, and records a `resolve` after.
+    #[test]
+    fn the_audit_trail_survives_the_migration_that_admits_resolve() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        for step in &MIGRATIONS[..5] {
+            conn.execute_batch(step).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 5).unwrap();
+        let insert = "INSERT INTO operations (invocation_key, action, who, at, detail)
+                      VALUES ('k', ?1, 'ada', 7, '{}')";
+        conn.execute(insert, ["forget"]).unwrap();
+        assert!(
+            conn.execute(insert, ["resolve"]).is_err(),
+            "version 5 knows no resolve"
+        );
+
+        assert_eq!(migrate(&mut conn).unwrap(), Migration::Current);
+        conn.execute(insert, ["resolve"]).unwrap();
+        assert!(conn.execute(insert, ["erase"]).is_err(), "still checked");
+        let kept: Vec<(i64, String, String)> = conn
+            .prepare("SELECT id, action, who FROM operations ORDER BY id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            kept,
+            [
+                (1, "forget".to_string(), "ada".to_string()),
+                (2, "resolve".to_string(), "ada".to_string())
+            ]
+        );
     }
 }
