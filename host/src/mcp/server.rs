@@ -327,15 +327,17 @@ impl Server {
     }
 
     /// Runs one tool call to its answer, shaped for the connection's revision; the
-    /// same for every transport.
+    /// same for every transport. A `remote` caller is told of a failure of the host
+    /// itself without its detail (see [`tools::call_result`]).
     pub(crate) fn run_call(
         &self,
         request: &CallRequest,
         stateless: bool,
+        remote: bool,
     ) -> Result<Value, RpcError> {
         let result = catch_unwind(AssertUnwindSafe(|| self.host.call(request)));
         let reply = match result {
-            Ok(result) => tools::call_result(result, stateless),
+            Ok(result) => tools::call_result(result, stateless, remote),
             Err(_) => Err(RpcError::new(
                 INTERNAL_ERROR,
                 "the host panicked while running the call",
@@ -372,7 +374,7 @@ impl Server {
                 in_flight.finish(&job.id);
                 continue;
             }
-            let reply = self.run_call(&job.request, job.stateless);
+            let reply = self.run_call(&job.request, job.stateless, false);
             if in_flight.finish(&job.id) {
                 tracing::info!(id = %job.id, "cancelled call finished; its response is withheld");
             } else {

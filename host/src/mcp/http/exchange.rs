@@ -2,19 +2,23 @@
 //! is not for this server, not authenticated or too large; otherwise its JSON-RPC
 //! message goes through the same [`Session`] and [`Server::run_call`] as stdio's.
 
+use std::time::Instant;
+
 use serde_json::Value;
 
 use super::checks::{Caller, caller};
+use super::sessions::Refused;
 use super::wire::{Head, Kind, Response};
 use super::{ENDPOINT, HttpServer};
 use crate::mcp::protocol::{
-    self, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND,
-    PARSE_ERROR, PROTOCOL_VERSION_META_KEY, Params, RequestId, RpcError, SERVER_BUSY,
-    UNSUPPORTED_PROTOCOL_VERSION,
+    self, HANDSHAKE_VERSIONS, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, Incoming,
+    METHOD_NOT_FOUND, PARSE_ERROR, PROTOCOL_VERSION_META_KEY, Params, RequestId, RpcError,
+    SERVER_BUSY, UNSUPPORTED_PROTOCOL_VERSION,
 };
 use crate::mcp::session::{Dispatch, Era, Session};
 
-/// JSON-RPC code of a call refused because its principal has too many in flight.
+/// JSON-RPC code of a request refused because its principal has too many calls in
+/// flight or sessions open.
 pub const TOO_MANY_CALLS: i64 = -32029;
 
 /// The realm named in `WWW-Authenticate`.
@@ -207,7 +211,7 @@ impl HttpServer {
             .is_some_and(|m| m.contains_key(PROTOCOL_VERSION_META_KEY));
         let (mut session, opening) = match head.header("mcp-session-id") {
             Some(session_id) => {
-                let Some(era) = self.sessions.era(session_id, principal) else {
+                let Some(era) = self.sessions.era(session_id, principal, Instant::now()) else {
                     return refusal(
                         404,
                         Some(id),
@@ -215,15 +219,20 @@ impl HttpServer {
                         "no such session (it ended or was never opened): initialize again",
                     );
                 };
-                if let (Era::Handshake(version), Some(header)) =
+                // Any revision this server speaks is accepted on a session, as the
+                // official SDKs do; only an unknown one is refused.
+                if let (Era::Handshake(_), Some(header)) =
                     (era, head.header("mcp-protocol-version"))
-                    && header != version
+                    && !HANDSHAKE_VERSIONS.contains(&header)
                 {
                     return refusal(
                         400,
                         Some(id),
                         INVALID_REQUEST,
-                        &format!("MCP-Protocol-Version {header:?} is not this session's {version}"),
+                        &format!(
+                            "MCP-Protocol-Version {header:?} is not supported; this server speaks {}",
+                            HANDSHAKE_VERSIONS.join(", ")
+                        ),
                     );
                 }
                 (Session::resume(tools, conversation, era), false)
@@ -272,8 +281,10 @@ impl HttpServer {
                     .with("retry-after", "1");
                 }
                 // Runs to its outcome even if the client hangs up meanwhile: the
-                // record is kept and a retry gets the outcome.
-                let reply = self.server.run_call(&request, stateless);
+                // record is kept and a retry gets the outcome. The guard blocks, so
+                // this thread hands its other connections to another worker first.
+                let reply =
+                    tokio::task::block_in_place(|| self.server.run_call(&request, stateless, true));
                 shutdown.finish();
                 reply
             }
@@ -293,15 +304,17 @@ impl HttpServer {
         let kind = if status == 200 { kind } else { Kind::Json };
         let mut response = Response::message(status, kind, &message);
         if opening && reply.is_ok() {
-            match self.sessions.open(principal, session.era()) {
-                Some(session_id) => response = response.with("mcp-session-id", session_id),
-                None => {
-                    return refusal(
-                        500,
-                        Some(id),
-                        protocol::INTERNAL_ERROR,
-                        "cannot draw a session id",
-                    );
+            match self.sessions.open(principal, session.era(), Instant::now()) {
+                Ok(session_id) => response = response.with("mcp-session-id", session_id),
+                Err(refused) => {
+                    tracing::warn!("initialize refused: {refused}");
+                    let (status, code) = match refused {
+                        Refused::PrincipalFull { .. } => (429, TOO_MANY_CALLS),
+                        Refused::ServerFull(_) => (503, SERVER_BUSY),
+                        Refused::Random => (500, protocol::INTERNAL_ERROR),
+                    };
+                    return refusal(status, Some(id), code, &refused.to_string())
+                        .with("retry-after", "1");
                 }
             }
         }
