@@ -27,6 +27,7 @@ mod logs;
 mod mcp_calls;
 mod mcp_http;
 mod mcp_http_cli;
+mod mcp_logging;
 mod mcp_protocol;
 mod mcp_python;
 mod new_tool;

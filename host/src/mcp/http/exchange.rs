@@ -211,7 +211,9 @@ impl HttpServer {
             .is_some_and(|m| m.contains_key(PROTOCOL_VERSION_META_KEY));
         let (mut session, opening) = match head.header("mcp-session-id") {
             Some(session_id) => {
-                let Some(era) = self.sessions.era(session_id, principal, Instant::now()) else {
+                let Some((era, log_level)) =
+                    self.sessions.lookup(session_id, principal, Instant::now())
+                else {
                     return refusal(
                         404,
                         Some(id),
@@ -235,7 +237,7 @@ impl HttpServer {
                         ),
                     );
                 }
-                (Session::resume(tools, conversation, era), false)
+                (Session::resume(tools, conversation, era, log_level), false)
             }
             None if enveloped => {
                 if let Some(why) = routing_mismatch(head, method, params) {
@@ -253,9 +255,15 @@ impl HttpServer {
                 );
             }
         };
+        let before = session.log_level();
+        let mut notes = Vec::new();
         let reply = match session.request(method, params) {
             Dispatch::Reply(reply) => reply,
-            Dispatch::Call { request, stateless } => {
+            Dispatch::Call {
+                request,
+                stateless,
+                log_level,
+            } => {
                 let request = request.principal(principal);
                 let Some(_permit) = self.admission.enter(principal) else {
                     return refusal(
@@ -283,12 +291,21 @@ impl HttpServer {
                 // Runs to its outcome even if the client hangs up meanwhile: the
                 // record is kept and a retry gets the outcome. The guard blocks, so
                 // this thread hands its other connections to another worker first.
-                let reply =
-                    tokio::task::block_in_place(|| self.server.run_call(&request, stateless, true));
+                let (logged, reply) = tokio::task::block_in_place(|| {
+                    self.server
+                        .run_call_logged(&request, stateless, true, log_level)
+                });
                 shutdown.finish();
+                notes = logged;
                 reply
             }
         };
+        if session.log_level() != before
+            && let Some(session_id) = head.header("mcp-session-id")
+        {
+            self.sessions
+                .set_log_level(session_id, principal, session.log_level());
+        }
         let stateless = session.era() == Era::Stateless;
         let (status, message) = match &reply {
             Ok(result) => (200, protocol::response(id, result.clone())),
@@ -301,8 +318,17 @@ impl HttpServer {
                 protocol::error_response(Some(id), error),
             ),
         };
+        // A call's log lines go out as events before its answer: on a stream, which
+        // a client that accepts one gets whenever there are lines to send.
+        let kind = match reply_kind(head, !notes.is_empty()) {
+            Some(Kind::Sse) if !notes.is_empty() => Kind::Sse,
+            _ => kind,
+        };
         let kind = if status == 200 { kind } else { Kind::Json };
         let mut response = Response::message(status, kind, &message);
+        if kind == Kind::Sse {
+            response.notes = notes;
+        }
         if opening && reply.is_ok() {
             match self.sessions.open(principal, session.era(), Instant::now()) {
                 Ok(session_id) => response = response.with("mcp-session-id", session_id),

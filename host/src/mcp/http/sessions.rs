@@ -18,6 +18,7 @@ use crate::mcp::session::Era;
 struct Entry {
     principal: String,
     era: Era,
+    log_level: Option<usize>,
     used: Instant,
 }
 
@@ -100,6 +101,7 @@ impl Sessions {
             Entry {
                 principal: principal.to_owned(),
                 era,
+                log_level: None,
                 used: now,
             },
         );
@@ -107,7 +109,14 @@ impl Sessions {
     }
 
     /// The era of session `id` if it is open, unexpired at `now`, and `principal`'s.
+    #[cfg(test)]
     pub fn era(&self, id: &str, principal: &str, now: Instant) -> Option<Era> {
+        self.lookup(id, principal, now).map(|(era, _)| era)
+    }
+
+    /// The era and log level of session `id` if it is open, unexpired at `now`, and
+    /// `principal`'s.
+    pub fn lookup(&self, id: &str, principal: &str, now: Instant) -> Option<(Era, Option<usize>)> {
         let mut table = self.lock();
         let entry = table.get(id)?;
         if entry.principal != principal {
@@ -119,7 +128,17 @@ impl Sessions {
         }
         let entry = table.get_mut(id)?;
         entry.used = now;
-        Some(entry.era)
+        Some((entry.era, entry.log_level))
+    }
+
+    /// Sets the log level of session `id` (`logging/setLevel`), if it is open and
+    /// `principal`'s.
+    pub fn set_log_level(&self, id: &str, principal: &str, level: Option<usize>) {
+        if let Some(entry) = self.lock().get_mut(id)
+            && entry.principal == principal
+        {
+            entry.log_level = level;
+        }
     }
 
     /// Closes session `id` if it is open and `principal`'s; whether it was.

@@ -94,6 +94,9 @@ pub(crate) struct Response {
     pub kind: Kind,
     /// The JSON of the body, if any.
     pub body: Vec<u8>,
+    /// Messages sent as events before the body's, on a stream (the call's log
+    /// lines).
+    pub notes: Vec<serde_json::Value>,
 }
 
 impl Response {
@@ -104,6 +107,7 @@ impl Response {
             headers: Vec::new(),
             kind: Kind::Empty,
             body: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -114,6 +118,7 @@ impl Response {
             headers: Vec::new(),
             kind,
             body: body.to_string().into_bytes(),
+            notes: Vec::new(),
         }
     }
 
@@ -166,10 +171,16 @@ impl Response {
                 builder = builder
                     .header("content-type", "text/event-stream")
                     .header("cache-control", "no-store");
-                let mut event = b"event: message\ndata: ".to_vec();
-                event.extend_from_slice(&self.body);
-                event.extend_from_slice(b"\n\n");
-                Payload::streamed(Bytes::from(event))
+                let mut events = Vec::new();
+                for note in &self.notes {
+                    events.extend_from_slice(b"event: message\ndata: ");
+                    events.extend_from_slice(note.to_string().as_bytes());
+                    events.extend_from_slice(b"\n\n");
+                }
+                events.extend_from_slice(b"event: message\ndata: ");
+                events.extend_from_slice(&self.body);
+                events.extend_from_slice(b"\n\n");
+                Payload::streamed(Bytes::from(events))
             }
         };
         builder.body(payload).unwrap_or_else(|e| {
