@@ -354,13 +354,14 @@ fn a_session_is_opened_by_initialize_required_after_it_and_its_openers_alone() {
     let list = alice.request("tools/list", json!({}));
     assert_eq!(list.status, 200);
     assert!(list.message()["result"]["tools"].as_array().unwrap().len() > 1);
-    let message = alice.message("ping", json!({}));
-    assert_eq!(
-        alice
-            .post(&message, &[("MCP-Protocol-Version", "2025-03-26")])
-            .status,
-        400
-    );
+    // Any revision the server speaks is accepted on the session, as the official
+    // SDKs do (the conformance suite's server-sse-multiple-streams sends 2025-03-26
+    // on a 2025-11-25 session); an unknown one is 400.
+    for (version, status) in [("2031-01-01", 400), ("2025-03-26", 200)] {
+        let message = alice.message("ping", json!({}));
+        let reply = alice.post(&message, &[("MCP-Protocol-Version", version)]);
+        assert_eq!(reply.status, status, "{version}: {reply:?}");
+    }
     let call = alice.request(
         "tools/call",
         json!({ "name": "echo", "arguments": { "message": "s" } }),
@@ -485,4 +486,62 @@ fn a_client_that_waits_for_a_go_ahead_gets_one_before_it_sends_its_body() {
         read_reply(&mut stream).tool_result()["structuredContent"]["echo"],
         "e"
     );
+}
+
+#[test]
+fn two_hundred_silent_half_heads_do_not_keep_an_authenticated_initialize_from_being_answered() {
+    let http = plain(&["alice"]);
+    let addr = http.running.addr();
+    // Each sends half a request head, unauthenticated, and goes quiet.
+    let silent: Vec<std::net::TcpStream> = (0..200)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(addr).expect("connect");
+            s.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty")
+                .expect("send half a head");
+            s
+        })
+        .collect();
+    let mut alice = http.client("alice");
+    let init = alice.initialize("2025-11-25");
+    assert_eq!(init.status, 200, "{init:?}");
+    assert_eq!(init.message()["result"]["protocolVersion"], "2025-11-25");
+    assert!(alice.session.is_some(), "a session was opened");
+    // Answered while the 200 sockets are still open on this side.
+    assert_eq!(silent.len(), 200);
+    assert_eq!(alice.request("tools/list", json!({})).status, 200);
+    drop(silent);
+}
+
+#[test]
+fn one_principals_many_initializes_cannot_end_another_principals_session() {
+    let http = HttpFixture::start(
+        payments_host(Arc::new(FakePayments::new(Fault::None))),
+        HttpOptions {
+            max_sessions: 4,
+            ..HttpOptions::default()
+        },
+        &["alice", "bob"],
+    );
+    let mut bob = http.client("bob");
+    assert_eq!(bob.initialize("2025-11-25").status, 200);
+    let mut refused = Vec::new();
+    for _ in 0..10 {
+        let mut alice = http.client("alice");
+        let init = alice.initialize("2025-11-25");
+        if init.status != 200 {
+            refused.push(init);
+        }
+    }
+    assert!(!refused.is_empty(), "alice's sessions are capped");
+    for reply in &refused {
+        assert!(
+            matches!(reply.status, 429 | 503),
+            "refused with 429 (her cap) or 503 (the server's): {reply:?}"
+        );
+        let message = reply.message()["error"]["message"].as_str().unwrap().to_owned();
+        assert!(message.contains("sessions"), "{message}");
+        assert!(reply.header("mcp-session-id").is_none());
+    }
+    // Bob's session was not forgotten to make room for alice's.
+    assert_eq!(bob.request("tools/list", json!({})).status, 200);
 }

@@ -77,3 +77,44 @@ fn tokens_from_the_cli_name_principals_whose_calls_the_journal_tells_apart() {
     assert_eq!(refused.status, 401);
     assert_eq!(crate::support::db::mailbox_count(&db), 2);
 }
+
+#[test]
+fn a_host_failure_tells_a_remote_principal_what_happened_and_an_error_id_the_log_carries_not_internals()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let alice = add_token(&db, "alice");
+    // The journal's first fsync fails (EIO): the journal refuses writes from then on.
+    let server = HttpProcess::spawn_logged(
+        &db,
+        &[],
+        &[(justonce::__private::FAULT_ENV, "fsync_fails")],
+    );
+    let reply =
+        HttpClient::new(server.addr, Some(alice)).call("send_receipt", receipt(1), json!({}));
+    let log = server.stop_for_log();
+
+    let message = reply.message();
+    let error = &message["error"];
+    assert_eq!(error["code"], -32603, "{message}");
+    let text = message.to_string();
+    let db_text = db.display().to_string();
+    for internal in [db_text.as_str(), "fsync", "os error", "state.db"] {
+        assert!(!text.contains(internal), "{internal:?} leaked to the client: {text}");
+    }
+    let id = error["data"]["error_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error id: {message}"))
+        .to_owned();
+    assert!(error["message"].as_str().unwrap().contains(&id), "{message}");
+    assert!(
+        error["message"].as_str().unwrap().contains("journal"),
+        "says what happened: {message}"
+    );
+    // The log has the detail under the same id.
+    let logged = log
+        .lines()
+        .find(|l| l.contains(&id))
+        .unwrap_or_else(|| panic!("the log does not carry {id}: {log}"));
+    assert!(logged.contains("fsync"), "{logged}");
+}

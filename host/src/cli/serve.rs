@@ -48,8 +48,9 @@ pub struct Serve {
     /// Tool calls one principal may have in flight; more get 429 (HTTP).
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
     max_calls_per_principal: u16,
-    /// Connections served at once (HTTP).
-    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..))]
+    /// Connections open at once (HTTP); past it, the oldest one that has not sent an
+    /// authenticated request is closed, and without one the newcomer gets 503.
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u16).range(1..))]
     max_connections: u16,
     /// The largest request body, in bytes (HTTP).
     #[arg(long, value_name = "BYTES", default_value_t = 4 << 20)]

@@ -14,10 +14,11 @@ use super::ServerConfig;
 use super::protocol::{
     self, INTERNAL_ERROR, INVALID_REQUEST, Incoming, Params, RequestId, RpcError,
 };
-use super::session::{Dispatch, Session, stateless_result};
+use super::session::{Dispatch, LOG_LEVELS, Session, stateless_result};
 use super::tools;
 use crate::call::CallRequest;
 use crate::host::Host;
+use crate::runtime::log_listener::{LogLevel, with_log_listener};
 
 // Workers share one host; a change that made `Host` unshareable must fail here.
 const _: () = {
@@ -109,6 +110,7 @@ struct Job {
     id: RequestId,
     request: CallRequest,
     stateless: bool,
+    log_level: Option<usize>,
 }
 
 /// The tool calls that were received and not yet answered, and which of them the
@@ -260,7 +262,11 @@ impl Server {
                 tracing::debug!(%id, method, "request");
                 match session.request(&method, &params) {
                     Dispatch::Reply(reply) => outbox.reply(&id, reply),
-                    Dispatch::Call { request, stateless } => {
+                    Dispatch::Call {
+                        request,
+                        stateless,
+                        log_level,
+                    } => {
                         if !in_flight.admit(&id) {
                             let error = RpcError::new(
                                 INVALID_REQUEST,
@@ -272,6 +278,7 @@ impl Server {
                             id,
                             request,
                             stateless,
+                            log_level,
                         };
                         // The workers live as long as this loop, so the queue is open;
                         // a full one answers at once instead of growing.
@@ -327,15 +334,17 @@ impl Server {
     }
 
     /// Runs one tool call to its answer, shaped for the connection's revision; the
-    /// same for every transport.
+    /// same for every transport. A `remote` caller is told of a failure of the host
+    /// itself without its detail (see [`tools::call_result`]).
     pub(crate) fn run_call(
         &self,
         request: &CallRequest,
         stateless: bool,
+        remote: bool,
     ) -> Result<Value, RpcError> {
         let result = catch_unwind(AssertUnwindSafe(|| self.host.call(request)));
         let reply = match result {
-            Ok(result) => tools::call_result(result, stateless),
+            Ok(result) => tools::call_result(result, stateless, remote),
             Err(_) => Err(RpcError::new(
                 INTERNAL_ERROR,
                 "the host panicked while running the call",
@@ -346,6 +355,42 @@ impl Server {
         } else {
             reply
         }
+    }
+
+    /// [`Server::run_call`], and the tool's log lines at `log_level` or more severe
+    /// (an index of [`LOG_LEVELS`]) as `notifications/message`, to send before the
+    /// answer. Nothing is collected without a level, nor for a replayed call (its
+    /// tool does not run).
+    pub(crate) fn run_call_logged(
+        &self,
+        request: &CallRequest,
+        stateless: bool,
+        remote: bool,
+        log_level: Option<usize>,
+    ) -> (Vec<Value>, Result<Value, RpcError>) {
+        let Some(least) = log_level else {
+            return (Vec::new(), self.run_call(request, stateless, remote));
+        };
+        let lines = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let sink = std::rc::Rc::clone(&lines);
+        let listener = Box::new(move |tool: &str, level: LogLevel, message: &str| {
+            let level = match level {
+                LogLevel::Trace | LogLevel::Debug => 0,
+                LogLevel::Info => 1,
+                LogLevel::Warn => 3,
+                LogLevel::Error => 4,
+            };
+            if level >= least {
+                sink.borrow_mut().push(serde_json::json!({
+                    "jsonrpc": "2.0",
+                    "method": "notifications/message",
+                    "params": { "level": LOG_LEVELS[level], "logger": tool, "data": message },
+                }));
+            }
+        });
+        let reply = with_log_listener(listener, || self.run_call(request, stateless, remote));
+        let lines = lines.take();
+        (lines, reply)
     }
 
     /// The `tools/list` entries.
@@ -372,10 +417,14 @@ impl Server {
                 in_flight.finish(&job.id);
                 continue;
             }
-            let reply = self.run_call(&job.request, job.stateless);
+            let (notes, reply) =
+                self.run_call_logged(&job.request, job.stateless, false, job.log_level);
             if in_flight.finish(&job.id) {
                 tracing::info!(id = %job.id, "cancelled call finished; its response is withheld");
             } else {
+                for note in &notes {
+                    outbox.send(note);
+                }
                 outbox.reply(&job.id, reply);
             }
             self.shutdown.finish();

@@ -34,6 +34,19 @@ pub(crate) enum Era {
     Stateless,
 }
 
+/// MCP's log levels (the syslog severities of RFC 5424), least severe first; a
+/// level is its index here.
+pub(crate) const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
 /// What to do with a request.
 #[derive(Debug)]
 pub(crate) enum Dispatch {
@@ -45,6 +58,10 @@ pub(crate) enum Dispatch {
         request: CallRequest,
         /// Whether the result needs the stateless decorations.
         stateless: bool,
+        /// The least severe of the tool's log lines that go to the client as
+        /// `notifications/message` (an index of [`LOG_LEVELS`]); none without
+        /// `logging/setLevel`.
+        log_level: Option<usize>,
     },
 }
 
@@ -54,6 +71,7 @@ pub(crate) struct Session<'a> {
     era: Era,
     tools: &'a [Value],
     conversation: Option<&'a str>,
+    log_level: Option<usize>,
 }
 
 impl<'a> Session<'a> {
@@ -64,16 +82,29 @@ impl<'a> Session<'a> {
             era: Era::Fresh,
             tools,
             conversation,
+            log_level: None,
         }
     }
 
-    /// A connection that already speaks `era` (an HTTP session between requests).
-    pub(crate) fn resume(tools: &'a [Value], conversation: Option<&'a str>, era: Era) -> Self {
+    /// A connection that already speaks `era`, with the log level it set (an HTTP
+    /// session between requests).
+    pub(crate) fn resume(
+        tools: &'a [Value],
+        conversation: Option<&'a str>,
+        era: Era,
+        log_level: Option<usize>,
+    ) -> Self {
         Self {
             era,
             tools,
             conversation,
+            log_level,
         }
+    }
+
+    /// The log level set with `logging/setLevel`, an index of [`LOG_LEVELS`].
+    pub(crate) fn log_level(&self) -> Option<usize> {
+        self.log_level
     }
 
     /// The era the connection speaks now.
@@ -120,17 +151,34 @@ impl<'a> Session<'a> {
         let reply = match method {
             "initialize" => self.initialize(params),
             "ping" => Ok(json!({})),
-            "tools/list" | "tools/call" if self.era == Era::Fresh => Err(RpcError::new(
-                INVALID_REQUEST,
-                format!(
-                    "{method} before initialize: send initialize first (or a request carrying the 2026-07-28 _meta envelope)"
-                ),
-            )),
+            "tools/list" | "tools/call" | "logging/setLevel" if self.era == Era::Fresh => {
+                Err(RpcError::new(
+                    INVALID_REQUEST,
+                    format!(
+                        "{method} before initialize: send initialize first (or a request carrying the 2026-07-28 _meta envelope)"
+                    ),
+                ))
+            }
             "tools/list" => self.list(params).map(|tools| json!({ "tools": tools })),
             "tools/call" => return self.call(params, false),
+            "logging/setLevel" => self.set_level(params),
             _ => Err(method_not_found(method)),
         };
         Dispatch::Reply(reply)
+    }
+
+    /// `logging/setLevel`: from now on the tools' log lines of this level or more
+    /// severe go to the client.
+    fn set_level(&mut self, params: &Params) -> Result<Value, RpcError> {
+        let level = string_param(params, "logging/setLevel", "level")?;
+        let Some(index) = LOG_LEVELS.iter().position(|l| *l == level) else {
+            return Err(RpcError::invalid_params(format!(
+                "logging/setLevel: unknown level {level:?}; use one of {}",
+                LOG_LEVELS.join(", ")
+            )));
+        };
+        self.log_level = Some(index);
+        Ok(json!({}))
     }
 
     fn initialize(&mut self, params: &Params) -> Result<Value, RpcError> {
@@ -140,26 +188,13 @@ impl<'a> Session<'a> {
                 format!("initialize was already received; this connection speaks {version}"),
             ));
         }
-        let requested = match params.get("protocolVersion") {
-            Some(Value::String(v)) => v,
-            Some(other) => {
-                return Err(RpcError::invalid_params(format!(
-                    "initialize: \"protocolVersion\" must be a string, not {}",
-                    type_name(other)
-                )));
-            }
-            None => {
-                return Err(RpcError::invalid_params(
-                    "initialize: \"protocolVersion\" is missing",
-                ));
-            }
-        };
+        let requested = string_param(params, "initialize", "protocolVersion")?;
         let version = negotiate_handshake(requested);
         tracing::info!(requested, version, "initialize");
         self.era = Era::Handshake(version);
         Ok(json!({
             "protocolVersion": version,
-            "capabilities": capabilities(),
+            "capabilities": { "tools": {}, "logging": {} },
             "serverInfo": server_info(),
             "instructions": INSTRUCTIONS,
         }))
@@ -202,9 +237,28 @@ impl<'a> Session<'a> {
 
     fn call(&self, params: &Params, stateless: bool) -> Dispatch {
         match tools::call_request(params, self.conversation) {
-            Ok(request) => Dispatch::Call { request, stateless },
+            Ok(request) => Dispatch::Call {
+                request,
+                stateless,
+                log_level: self.log_level,
+            },
             Err(error) => Dispatch::Reply(Err(error)),
         }
+    }
+}
+
+/// The string parameter `name` of a `method` request, or `-32602` naming what is
+/// wrong with it.
+fn string_param<'p>(params: &'p Params, method: &str, name: &str) -> Result<&'p str, RpcError> {
+    match params.get(name) {
+        Some(Value::String(value)) => Ok(value),
+        Some(other) => Err(RpcError::invalid_params(format!(
+            "{method}: {name:?} must be a string, not {}",
+            type_name(other)
+        ))),
+        None => Err(RpcError::invalid_params(format!(
+            "{method}: {name:?} is missing"
+        ))),
     }
 }
 
@@ -327,6 +381,32 @@ mod tests {
         ))
         .unwrap_err();
         assert_eq!(modern.code, INVALID_REQUEST);
+    }
+
+    #[test]
+    fn set_level_takes_the_syslog_names_after_initialize_and_calls_carry_it() {
+        let tools = [json!({"name": "t"})];
+        let mut session = Session::new(&tools, None);
+        let early = reply(session.request("logging/setLevel", &params(json!({"level": "info"}))));
+        assert_eq!(early.unwrap_err().code, INVALID_REQUEST);
+        let init = reply(session.request(
+            "initialize",
+            &params(json!({"protocolVersion": "2025-11-25"})),
+        ))
+        .unwrap();
+        assert_eq!(init["capabilities"]["logging"], json!({}));
+        let bad = reply(session.request("logging/setLevel", &params(json!({"level": "loud"}))));
+        let bad = bad.unwrap_err();
+        assert_eq!(bad.code, INVALID_PARAMS);
+        assert!(bad.message.contains("warning"), "{}", bad.message);
+        assert_eq!(session.log_level(), None);
+        let set = reply(session.request("logging/setLevel", &params(json!({"level": "warning"}))));
+        assert_eq!(set.unwrap(), json!({}));
+        assert_eq!(session.log_level(), Some(3));
+        match session.request("tools/call", &params(json!({"name": "t"}))) {
+            Dispatch::Call { log_level, .. } => assert_eq!(log_level, Some(3)),
+            Dispatch::Reply(r) => panic!("expected a call, got {r:?}"),
+        }
     }
 
     #[test]

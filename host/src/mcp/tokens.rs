@@ -135,18 +135,27 @@ pub fn revoke(path: &Path, name: &str) -> Result<(), TokenError> {
     write(path, &doc)
 }
 
+/// The file's bytes; `None` when it does not exist.
+fn contents(path: &Path) -> Result<Option<Vec<u8>>, TokenError> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(TokenError::Io {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
 fn read(path: &Path) -> Result<TokensDoc, TokenError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(TokensDoc::default()),
-        Err(source) => {
-            return Err(TokenError::Io {
-                path: path.to_owned(),
-                source,
-            });
-        }
+    parse(path, contents(path)?.as_deref())
+}
+
+fn parse(path: &Path, bytes: Option<&[u8]>) -> Result<TokensDoc, TokenError> {
+    let Some(bytes) = bytes else {
+        return Ok(TokensDoc::default());
     };
-    let doc: TokensDoc = serde_json::from_str(&text).map_err(|e| TokenError::Malformed {
+    let doc: TokensDoc = serde_json::from_slice(bytes).map_err(|e| TokenError::Malformed {
         path: path.to_owned(),
         reason: e.to_string(),
     })?;
@@ -193,19 +202,16 @@ fn write(path: &Path, doc: &TokensDoc) -> Result<(), TokenError> {
         })
 }
 
-/// What identifies one version of the file: its modification time and length.
-type Stamp = Option<(SystemTime, u64)>;
+/// One version of the file: its bytes (`None`: no file). Compared by content, so
+/// a rewrite that keeps the length and the modification time (within one tick of
+/// the file system's clock) is still noticed.
+type Version = Option<Vec<u8>>;
 
-fn stamp(path: &Path) -> Stamp {
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.modified().ok()?, meta.len()))
-}
-
-/// The tokens a server accepts, re-read whenever the file changes.
+/// The tokens a server accepts, re-read whenever the file's content changes.
 #[derive(Debug)]
 pub struct Tokens {
     path: PathBuf,
-    loaded: Mutex<(Stamp, HashMap<String, String>)>,
+    loaded: Mutex<(Version, HashMap<String, String>)>,
 }
 
 impl Tokens {
@@ -235,25 +241,34 @@ impl Tokens {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (Stamp, HashMap<String, String>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Version, HashMap<String, String>)> {
         self.loaded.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn reload(&self) -> Result<(), TokenError> {
-        let now = stamp(&self.path);
-        let doc = read(&self.path)?;
+        let now = contents(&self.path)?;
+        self.load(now)
+    }
+
+    fn load(&self, version: Version) -> Result<(), TokenError> {
+        let doc = parse(&self.path, version.as_deref())?;
         let by_digest = doc.tokens.into_iter().map(|t| (t.sha256, t.name)).collect();
-        *self.lock() = (now, by_digest);
+        *self.lock() = (version, by_digest);
         Ok(())
     }
 
-    /// Re-reads the file if it changed; a file that became unreadable keeps the last
-    /// good tokens (and says so in the log) rather than locking everyone out.
+    /// Re-reads the file if its content changed; a file that became unreadable or
+    /// malformed keeps the last good tokens (and says so in the log) rather than
+    /// locking everyone out.
     fn refresh(&self) {
-        if self.lock().0 == stamp(&self.path) {
+        let now = match contents(&self.path) {
+            Ok(now) => now,
+            Err(e) => return tracing::warn!("keeping the tokens read before: {e}"),
+        };
+        if self.lock().0 == now {
             return;
         }
-        if let Err(e) = self.reload() {
+        if let Err(e) = self.load(now) {
             tracing::warn!("keeping the tokens read before: {e}");
         }
     }
@@ -289,6 +304,36 @@ mod tests {
         assert_eq!(tokens.principal(&alice), None);
         assert_eq!(tokens.principal(&bob).as_deref(), Some("bob"));
         assert_eq!(list(&path).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_same_length_rewrite_within_one_mtime_tick_is_noticed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens.json");
+        let old = add(&path, "alice").unwrap();
+        let tokens = Tokens::open(&path).unwrap();
+        assert_eq!(tokens.principal(&old).as_deref(), Some("alice"));
+        let before = std::fs::metadata(&path).unwrap();
+        // Another token for the same name: the file keeps its length.
+        let new = format!("{TOKEN_PREFIX}{}", "7".repeat(64));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let rewritten = text.replace(&digest(&old), &digest(&new));
+        assert_eq!(rewritten.len(), text.len());
+        std::fs::write(&path, rewritten).unwrap();
+        // Within one tick of the file system's clock: the same modification time.
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(before.modified().unwrap())
+            .unwrap();
+        let after = std::fs::metadata(&path).unwrap();
+        assert_eq!(
+            (after.modified().unwrap(), after.len()),
+            (before.modified().unwrap(), before.len())
+        );
+        assert_eq!(tokens.principal(&old), None, "the revoked token is refused");
+        assert_eq!(tokens.principal(&new).as_deref(), Some("alice"));
     }
 
     #[test]

@@ -156,9 +156,14 @@ fn non_empty_string(value: Option<&Value>, what: &str) -> Result<Option<String>,
 ///
 /// `any_structured`: the protocol revision allows any JSON as `structuredContent`
 /// (2026-07-28); earlier ones only an object.
+///
+/// A failure of the host itself goes to the log with an error id; a `remote` caller
+/// (over HTTP) gets what happened and that id, never the detail (a database URL, a
+/// driver's or the operating system's message), which stays in the log.
 pub(crate) fn call_result(
     result: Result<CallResponse, Error>,
     any_structured: bool,
+    remote: bool,
 ) -> Result<Value, RpcError> {
     match result {
         Ok(response) => {
@@ -205,12 +210,49 @@ pub(crate) fn call_result(
             | Error::Postgres { .. }
             | Error::NewerSchema { .. }
             | Error::JournalPoisoned { .. }
-            | Error::Host(_) => {
-                Err(RpcError::new(INTERNAL_ERROR, error.to_string())
-                    .with_data(error.to_agent_json()))
-            }
+            | Error::Host(_) => Err(host_failure(&error, remote)),
         },
     }
+}
+
+/// The protocol error for a failure of the host itself, logged under a fresh error
+/// id that the error carries too.
+fn host_failure(error: &Error, remote: bool) -> RpcError {
+    let mut id = [0u8; 8];
+    let _ = getrandom::fill(&mut id);
+    let id = id.iter().fold(String::from("err-"), |mut s, b| {
+        let _ = std::fmt::Write::write_fmt(&mut s, format_args!("{b:02x}"));
+        s
+    });
+    tracing::error!(error_id = %id, "a call failed in the host: {error:#}");
+    if !remote {
+        let mut data = error.to_agent_json();
+        data["error_id"] = json!(id);
+        return RpcError::new(INTERNAL_ERROR, error.to_string()).with_data(data);
+    }
+    let what = match error {
+        Error::Store { .. }
+        | Error::Postgres { .. }
+        | Error::NewerSchema { .. }
+        | Error::JournalPoisoned { .. } => "the host's journal failed",
+        Error::Load { .. } | Error::DuplicateTool { .. } => "a tool could not be loaded",
+        Error::Config { .. } => "the host's configuration is invalid",
+        _ => "the host failed",
+    };
+    let retry = if error.retry_safe() {
+        "retrying the same call later is safe"
+    } else {
+        "an operator must look before a retry"
+    };
+    RpcError::new(
+        INTERNAL_ERROR,
+        format!("{what}; {retry}; the host's log has the details under error id {id}"),
+    )
+    .with_data(json!({
+        "kind": error.kind(),
+        "retry_safe": error.retry_safe(),
+        "error_id": id,
+    }))
 }
 
 fn tool_result(
@@ -318,6 +360,7 @@ mod tests {
                 },
             }),
             false,
+            false,
         )
         .unwrap();
         assert_eq!(ok["isError"], false);
@@ -334,6 +377,7 @@ mod tests {
                 reason: "timeout".into(),
             }),
             false,
+            false,
         )
         .unwrap();
         assert_eq!(unknown["isError"], true);
@@ -348,6 +392,7 @@ mod tests {
                 name: "x".into(),
                 available: "a".into(),
             }),
+            false,
             false,
         )
         .unwrap_err();
@@ -364,10 +409,10 @@ mod tests {
                 result: json!([1, 2]),
             },
         };
-        let legacy = call_result(Ok(response.clone()), false).unwrap();
+        let legacy = call_result(Ok(response.clone()), false, false).unwrap();
         assert!(legacy.get("structuredContent").is_none());
         assert_eq!(legacy["content"][0]["text"], "[1,2]");
-        let modern = call_result(Ok(response), true).unwrap();
+        let modern = call_result(Ok(response), true, false).unwrap();
         assert_eq!(modern["structuredContent"], json!([1, 2]));
     }
 }

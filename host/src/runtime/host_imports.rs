@@ -9,6 +9,7 @@ use super::bindings::{EffectError, Level, justonce::tool};
 use super::capture::BoundedCapture;
 use super::effects::{EffectFailure, EffectHandler};
 use super::limiter::{CallLimiter, LimitHit};
+use super::log_listener::LogLevel;
 
 /// The longest log line a guest may write; longer ones are cut.
 const MAX_LOG_LINE: usize = 4096;
@@ -125,6 +126,17 @@ impl tool::log::Host for GuestState {
         self.log_budget -= message.len();
         let message = escape_controls(message);
         let tool = &*self.tool;
+        super::log_listener::deliver(
+            tool,
+            match level {
+                Level::Trace => LogLevel::Trace,
+                Level::Debug => LogLevel::Debug,
+                Level::Info => LogLevel::Info,
+                Level::Warn => LogLevel::Warn,
+                Level::Error => LogLevel::Error,
+            },
+            &message,
+        );
         match level {
             Level::Trace => tracing::trace!(target: "justonce::guest", tool, "{message}"),
             Level::Debug => tracing::debug!(target: "justonce::guest", tool, "{message}"),

@@ -9,6 +9,7 @@ mod host_imports;
 mod import_policy;
 mod input_schema;
 mod limiter;
+pub mod log_listener;
 mod limits;
 mod panic_message;
 mod pool;

@@ -50,20 +50,7 @@ pub fn componentize_js() -> Result<PathBuf, String> {
     }
     let help = "install Node.js 20 or newer with npm, or set JUSTONCE_COMPONENTIZE_JS to \
         the componentize-js of guest-sdk/js/package-lock.json";
-    let sdk = root().join("guest-sdk/js");
-    let pins = [sdk.join("package.json"), sdk.join("package-lock.json")];
-    let dir = install::installed("componentize-js", &[&pins[0], &pins[1]], |staging| {
-        for file in &pins {
-            std::fs::copy(file, staging.join(file.file_name().unwrap()))
-                .map_err(|e| e.to_string())?;
-        }
-        run(
-            Command::new("npm")
-                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-                .current_dir(staging),
-            help,
-        )
-    })?;
+    let dir = install::npm_ci("componentize-js", &root().join("guest-sdk/js"), help)?;
     Ok(dir.join("node_modules/.bin/componentize-js"))
 }
 

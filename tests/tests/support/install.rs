@@ -85,6 +85,25 @@ pub fn run(command: &mut Command, help: &str) -> Result<(), String> {
     }
 }
 
+/// `target/tmp/<name>` with the packages of `package`'s `package.json` and
+/// `package-lock.json`, installed with `npm ci`; `help` says what to do when it
+/// cannot be made.
+pub fn npm_ci(name: &str, package: &Path, help: &str) -> Result<PathBuf, String> {
+    let pins = [package.join("package.json"), package.join("package-lock.json")];
+    installed(name, &[&pins[0], &pins[1]], |staging| {
+        for file in &pins {
+            std::fs::copy(file, staging.join(file.file_name().unwrap()))
+                .map_err(|e| e.to_string())?;
+        }
+        run(
+            Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .current_dir(staging),
+            help,
+        )
+    })
+}
+
 /// The file `$variable` names, if it is set: a ready-made toolchain instead of one
 /// installed here.
 pub fn from_env(variable: &str) -> Option<Result<PathBuf, String>> {

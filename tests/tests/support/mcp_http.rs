@@ -249,12 +249,33 @@ pub struct HttpProcess {
 impl HttpProcess {
     /// Starts it on `db` with `args` and reads the URL it prints.
     pub fn spawn(db: &Path, args: &[&str]) -> Self {
+        Self::start(db, args, &[], Stdio::inherit())
+    }
+
+    /// Starts it with `env` set and its log (stderr) kept for [`Self::stop_for_log`].
+    pub fn spawn_logged(db: &Path, args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::start(db, args, env, Stdio::piped())
+    }
+
+    /// Kills it and returns what it logged (started with [`Self::spawn_logged`]).
+    pub fn stop_for_log(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let mut log = String::new();
+        if let Some(mut stderr) = self.child.stderr.take() {
+            stderr.read_to_string(&mut log).expect("read the log");
+        }
+        log
+    }
+
+    fn start(db: &Path, args: &[&str], env: &[(&str, &str)], stderr: Stdio) -> Self {
         let mut child = justonce_command(Some(db))
             .args(["serve", "--http", "127.0.0.1:0", "--deliver-every-ms", "0"])
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start justonce serve --http");
         let mut line = String::new();

@@ -2,19 +2,23 @@
 //! is not for this server, not authenticated or too large; otherwise its JSON-RPC
 //! message goes through the same [`Session`] and [`Server::run_call`] as stdio's.
 
+use std::time::Instant;
+
 use serde_json::Value;
 
 use super::checks::{Caller, caller};
+use super::sessions::Refused;
 use super::wire::{Head, Kind, Response};
 use super::{ENDPOINT, HttpServer};
 use crate::mcp::protocol::{
-    self, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND,
-    PARSE_ERROR, PROTOCOL_VERSION_META_KEY, Params, RequestId, RpcError, SERVER_BUSY,
-    UNSUPPORTED_PROTOCOL_VERSION,
+    self, HANDSHAKE_VERSIONS, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, Incoming,
+    METHOD_NOT_FOUND, PARSE_ERROR, PROTOCOL_VERSION_META_KEY, Params, RequestId, RpcError,
+    SERVER_BUSY, UNSUPPORTED_PROTOCOL_VERSION,
 };
 use crate::mcp::session::{Dispatch, Era, Session};
 
-/// JSON-RPC code of a call refused because its principal has too many in flight.
+/// JSON-RPC code of a request refused because its principal has too many calls in
+/// flight or sessions open.
 pub const TOO_MANY_CALLS: i64 = -32029;
 
 /// The realm named in `WWW-Authenticate`.
@@ -207,7 +211,9 @@ impl HttpServer {
             .is_some_and(|m| m.contains_key(PROTOCOL_VERSION_META_KEY));
         let (mut session, opening) = match head.header("mcp-session-id") {
             Some(session_id) => {
-                let Some(era) = self.sessions.era(session_id, principal) else {
+                let Some((era, log_level)) =
+                    self.sessions.lookup(session_id, principal, Instant::now())
+                else {
                     return refusal(
                         404,
                         Some(id),
@@ -215,18 +221,23 @@ impl HttpServer {
                         "no such session (it ended or was never opened): initialize again",
                     );
                 };
-                if let (Era::Handshake(version), Some(header)) =
+                // Any revision this server speaks is accepted on a session, as the
+                // official SDKs do; only an unknown one is refused.
+                if let (Era::Handshake(_), Some(header)) =
                     (era, head.header("mcp-protocol-version"))
-                    && header != version
+                    && !HANDSHAKE_VERSIONS.contains(&header)
                 {
                     return refusal(
                         400,
                         Some(id),
                         INVALID_REQUEST,
-                        &format!("MCP-Protocol-Version {header:?} is not this session's {version}"),
+                        &format!(
+                            "MCP-Protocol-Version {header:?} is not supported; this server speaks {}",
+                            HANDSHAKE_VERSIONS.join(", ")
+                        ),
                     );
                 }
-                (Session::resume(tools, conversation, era), false)
+                (Session::resume(tools, conversation, era, log_level), false)
             }
             None if enveloped => {
                 if let Some(why) = routing_mismatch(head, method, params) {
@@ -244,9 +255,15 @@ impl HttpServer {
                 );
             }
         };
+        let before = session.log_level();
+        let mut notes = Vec::new();
         let reply = match session.request(method, params) {
             Dispatch::Reply(reply) => reply,
-            Dispatch::Call { request, stateless } => {
+            Dispatch::Call {
+                request,
+                stateless,
+                log_level,
+            } => {
                 let request = request.principal(principal);
                 let Some(_permit) = self.admission.enter(principal) else {
                     return refusal(
@@ -272,12 +289,23 @@ impl HttpServer {
                     .with("retry-after", "1");
                 }
                 // Runs to its outcome even if the client hangs up meanwhile: the
-                // record is kept and a retry gets the outcome.
-                let reply = self.server.run_call(&request, stateless);
+                // record is kept and a retry gets the outcome. The guard blocks, so
+                // this thread hands its other connections to another worker first.
+                let (logged, reply) = tokio::task::block_in_place(|| {
+                    self.server
+                        .run_call_logged(&request, stateless, true, log_level)
+                });
                 shutdown.finish();
+                notes = logged;
                 reply
             }
         };
+        if session.log_level() != before
+            && let Some(session_id) = head.header("mcp-session-id")
+        {
+            self.sessions
+                .set_log_level(session_id, principal, session.log_level());
+        }
         let stateless = session.era() == Era::Stateless;
         let (status, message) = match &reply {
             Ok(result) => (200, protocol::response(id, result.clone())),
@@ -290,18 +318,29 @@ impl HttpServer {
                 protocol::error_response(Some(id), error),
             ),
         };
+        // A call's log lines go out as events before its answer: on a stream, which
+        // a client that accepts one gets whenever there are lines to send.
+        let kind = match reply_kind(head, !notes.is_empty()) {
+            Some(Kind::Sse) if !notes.is_empty() => Kind::Sse,
+            _ => kind,
+        };
         let kind = if status == 200 { kind } else { Kind::Json };
         let mut response = Response::message(status, kind, &message);
+        if kind == Kind::Sse {
+            response.notes = notes;
+        }
         if opening && reply.is_ok() {
-            match self.sessions.open(principal, session.era()) {
-                Some(session_id) => response = response.with("mcp-session-id", session_id),
-                None => {
-                    return refusal(
-                        500,
-                        Some(id),
-                        protocol::INTERNAL_ERROR,
-                        "cannot draw a session id",
-                    );
+            match self.sessions.open(principal, session.era(), Instant::now()) {
+                Ok(session_id) => response = response.with("mcp-session-id", session_id),
+                Err(refused) => {
+                    tracing::warn!("initialize refused: {refused}");
+                    let (status, code) = match refused {
+                        Refused::PrincipalFull { .. } => (429, TOO_MANY_CALLS),
+                        Refused::ServerFull(_) => (503, SERVER_BUSY),
+                        Refused::Random => (500, protocol::INTERNAL_ERROR),
+                    };
+                    return refusal(status, Some(id), code, &refused.to_string())
+                        .with("retry-after", "1");
                 }
             }
         }

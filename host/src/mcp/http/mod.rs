@@ -17,41 +17,57 @@
 //!   with `WWW-Authenticate`, and nothing runs.
 //! - Safe by default: `Origin` and (on a loopback listener) `Host` are checked
 //!   against DNS rebinding, heads and bodies are capped, a client gets a bounded time
-//!   to send its request, each principal a bounded number of calls in flight (`429`
-//!   with `Retry-After` past it), and the server a bounded number of connections
-//!   (`503` past it). TLS is left to a reverse proxy (see the README).
+//!   to send its request head and body, each principal a bounded number of calls in
+//!   flight and of sessions (`429` with `Retry-After` past them), connections that
+//!   have not yet sent an authenticated request a small cap of their own (the oldest
+//!   is closed past it), and the server a bounded number of connections (`503` past
+//!   it). TLS is left to a reverse proxy (see the README).
+//! - HTTP/1.1 is hyper's, on a tokio runtime of a few threads: a connection waiting
+//!   for its client costs no thread, and a tool call runs on a blocking thread
+//!   (`block_in_place`), never stalling the others.
+//! - A failure of the host itself (the journal unreachable, say) is told to the
+//!   client by kind with an error id, never with its detail (a database URL, a
+//!   driver's message); the log has the detail under the same id.
 //! - A client that hangs up mid-call does not cancel the call: it runs to its
 //!   outcome and keeps its record, and the retry gets that outcome.
 
 mod admission;
 mod checks;
+mod connections;
+mod deadline;
 mod exchange;
 mod sessions;
 mod wire;
 
-use std::collections::HashMap;
 use std::io;
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_channel::{TrySendError, bounded};
+use http_body_util::BodyExt as _;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use tokio::sync::watch;
 
 pub use exchange::TOO_MANY_CALLS;
 
 use self::admission::Admission;
 use self::checks::Origins;
+use self::connections::Connections;
+use self::deadline::{Bounds, Deadlined, Phase};
 use self::exchange::{Admitted, refusal};
 use self::sessions::Sessions;
-use self::wire::{Conn, ReadError, Response};
+use self::wire::{Head, Payload};
 use super::Server;
 use super::protocol::INVALID_REQUEST;
 use super::tokens::Tokens;
 
 /// The path of the MCP endpoint.
 pub const ENDPOINT: &str = "/mcp";
+
+/// The most header lines a request may have (431 past it).
+const MAX_HEADERS: usize = 64;
 
 /// The limits and choices of the HTTP transport.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,16 +80,24 @@ pub struct HttpOptions {
     pub max_body_bytes: usize,
     /// Tool calls one principal may have in flight; more are refused with 429.
     pub max_calls_per_principal: usize,
-    /// Connections served at once; more wait, and past as many again get 503.
+    /// Connections open at once; past it, the oldest one without an authenticated
+    /// request is closed, and when there is none the newcomer gets 503.
     pub max_connections: usize,
-    /// Sessions kept open; one more forgets the least recently used.
+    /// Connections open at once that have not yet sent an authenticated request;
+    /// one more closes the one that has waited longest.
+    pub max_unauthenticated_connections: usize,
+    /// Sessions kept open in all; past it, `initialize` gets 503.
     pub max_sessions: usize,
+    /// Sessions one principal may keep open; past it, its `initialize` gets 429.
+    pub max_sessions_per_principal: usize,
+    /// How long a session may go unused before it expires.
+    pub session_idle_timeout: Duration,
     /// How long a kept-alive connection may sit idle between requests.
     pub idle_timeout: Duration,
-    /// How long a client may take to send a request once it began.
+    /// How long a client may take to send a request head once it began it.
+    pub head_timeout: Duration,
+    /// How long a client may take to send a whole request once it began it.
     pub request_timeout: Duration,
-    /// How long writing a response may block on a client that does not read.
-    pub write_timeout: Duration,
     /// Answer requests as an SSE stream whenever the client accepts one.
     pub prefer_sse: bool,
 }
@@ -85,11 +109,14 @@ impl Default for HttpOptions {
             max_header_bytes: 16 * 1024,
             max_body_bytes: 4 << 20,
             max_calls_per_principal: 8,
-            max_connections: 64,
+            max_connections: 1024,
+            max_unauthenticated_connections: 64,
             max_sessions: 4096,
+            max_sessions_per_principal: 64,
+            session_idle_timeout: Duration::from_secs(3600),
             idle_timeout: Duration::from_secs(60),
+            head_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
-            write_timeout: Duration::from_secs(30),
             prefer_sse: false,
         }
     }
@@ -103,10 +130,9 @@ pub struct HttpServer {
     options: HttpOptions,
     sessions: Sessions,
     admission: Admission,
+    connections: Connections,
     origins: OnceLock<Origins>,
-    stopping: AtomicBool,
-    open: Mutex<HashMap<u64, TcpStream>>,
-    next_conn: AtomicU64,
+    stop: watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for HttpServer {
@@ -123,15 +149,21 @@ impl HttpServer {
     /// Serves `server`'s tools to the holders of `tokens`.
     pub fn new(server: Server, tokens: Tokens, options: HttpOptions) -> Self {
         Self {
-            sessions: Sessions::new(options.max_sessions),
+            sessions: Sessions::new(
+                options.max_sessions,
+                options.max_sessions_per_principal,
+                options.session_idle_timeout,
+            ),
             admission: Admission::new(options.max_calls_per_principal),
+            connections: Connections::new(
+                options.max_connections,
+                options.max_unauthenticated_connections,
+            ),
             server,
             tokens,
             options,
             origins: OnceLock::new(),
-            stopping: AtomicBool::new(false),
-            open: Mutex::new(HashMap::new()),
-            next_conn: AtomicU64::new(0),
+            stop: watch::Sender::new(false),
         }
     }
 
@@ -141,47 +173,8 @@ impl HttpServer {
     }
 
     /// Serves connections from `listener` until [`Running::stop`] (or forever).
-    pub fn serve(&self, listener: TcpListener) -> io::Result<()> {
-        let loopback = listener.local_addr()?.ip().is_loopback();
-        let _ = self
-            .origins
-            .set(Origins::new(&self.options.allowed_origins, loopback));
-        let workers = self.options.max_connections.max(1);
-        let (waiting, queue) = bounded::<TcpStream>(workers);
-        std::thread::scope(|scope| {
-            for n in 0..workers {
-                let queue = queue.clone();
-                std::thread::Builder::new()
-                    .name(format!("justonce-http-{n}"))
-                    .spawn_scoped(scope, move || {
-                        while let Ok(stream) = queue.recv() {
-                            self.connection(stream);
-                        }
-                    })?;
-            }
-            for stream in listener.incoming() {
-                if self.stopping.load(Ordering::Acquire) {
-                    break;
-                }
-                let stream = match stream {
-                    Ok(stream) => stream,
-                    Err(e) => {
-                        tracing::warn!("accepting a connection: {e}");
-                        continue;
-                    }
-                };
-                if let Err(TrySendError::Full(stream)) = waiting.try_send(stream) {
-                    tracing::warn!("every connection slot is busy; answering 503");
-                    let busy = refusal(503, None, INVALID_REQUEST, "the server is busy")
-                        .with("retry-after", "1");
-                    if let Ok(mut conn) = Conn::new(stream, self.options.write_timeout) {
-                        let _ = conn.write(&busy, false);
-                    }
-                }
-            }
-            drop(waiting);
-            Ok(())
-        })
+    pub fn serve(self, listener: TcpListener) -> io::Result<()> {
+        Arc::new(self).run(listener)
     }
 
     /// Serves `listener` on a thread of its own.
@@ -190,8 +183,8 @@ impl HttpServer {
         let server = Arc::new(self);
         let serving = Arc::clone(&server);
         let handle = std::thread::Builder::new()
-            .name("justonce-http-accept".into())
-            .spawn(move || serving.serve(listener))?;
+            .name("justonce-http".into())
+            .spawn(move || serving.run(listener))?;
         Ok(Running {
             addr,
             server,
@@ -199,109 +192,157 @@ impl HttpServer {
         })
     }
 
-    /// Serves one connection: its requests in order, until it closes, idles out or
-    /// errs.
-    fn connection(&self, stream: TcpStream) {
-        let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
-        let Ok(mut conn) = Conn::new(stream, self.options.write_timeout) else {
+    /// Runs the server on a runtime of its own until stopped; returns once every
+    /// connection is closed and every call under way has finished.
+    fn run(self: Arc<Self>, listener: TcpListener) -> io::Result<()> {
+        let loopback = listener.local_addr()?.ip().is_loopback();
+        let _ = self
+            .origins
+            .set(Origins::new(&self.options.allowed_origins, loopback));
+        listener.set_nonblocking(true)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("justonce-http")
+            .enable_all()
+            .build()?;
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            let mut stop = self.stop.subscribe();
+            let mut tasks = tokio::task::JoinSet::new();
+            loop {
+                let accepted = tokio::select! {
+                    accepted = listener.accept() => accepted,
+                    _ = stop.wait_for(|s| *s) => break,
+                };
+                let (stream, _) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        tracing::warn!("accepting a connection: {e}");
+                        continue;
+                    }
+                };
+                let server = Arc::clone(&self);
+                tasks.spawn(async move { server.connection(stream).await });
+                while tasks.try_join_next().is_some() {}
+            }
+            drop(listener);
+            self.connections.close_anonymous();
+            while tasks.join_next().await.is_some() {}
+            Ok(())
+        })
+    }
+
+    /// Serves one connection: its requests in order, until it closes, idles out,
+    /// errs, is evicted, or the server stops (between requests).
+    async fn connection(self: Arc<Self>, stream: tokio::net::TcpStream) {
+        let _ = stream.set_nodelay(true);
+        let Some(slot) = self.connections.admit() else {
+            tracing::warn!("every connection place is held; answering 503");
+            let busy =
+                refusal(503, None, INVALID_REQUEST, "the server is busy").with("retry-after", "1");
+            let _ = stream.try_write(&busy.to_closing_bytes());
             return;
         };
-        if let Ok(handle) = conn.try_clone_stream() {
-            self.lock_open().insert(id, handle);
-        }
-        self.requests(&mut conn);
-        self.lock_open().remove(&id);
-    }
-
-    fn lock_open(&self) -> std::sync::MutexGuard<'_, HashMap<u64, TcpStream>> {
-        self.open.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn requests(&self, conn: &mut Conn) {
         let o = &self.options;
-        loop {
-            if self.stopping.load(Ordering::Acquire) {
-                return;
+        let late = refusal(
+            408,
+            None,
+            INVALID_REQUEST,
+            "the request was not sent in time",
+        );
+        let bounds = Arc::new(Bounds {
+            idle: o.idle_timeout,
+            head: o.head_timeout.min(o.request_timeout),
+            late: late.to_closing_bytes(),
+        });
+        let phase = Arc::new(Phase::default());
+        let io = hyper_util::rt::TokioIo::new(Deadlined::new(stream, Arc::clone(&phase), bounds));
+        let slot = &slot;
+        let service = service_fn(|request| {
+            let server = Arc::clone(&self);
+            let phase = Arc::clone(&phase);
+            async move {
+                let began = phase.request_began();
+                let response = server
+                    .exchange(request, began, || slot.authenticated())
+                    .await;
+                phase.request_ended();
+                Ok::<_, std::convert::Infallible>(response)
             }
-            let (head, deadline) =
-                match conn.read_head(o.idle_timeout, o.request_timeout, o.max_header_bytes) {
-                    Ok(read) => read,
-                    Err(e) => return self.unreadable(conn, e),
-                };
-            let keep_alive = head.keep_alive();
-            let response = match self.admit(&head) {
-                // The body, if any, is left unread: the connection cannot go on.
-                Err(refused) => {
-                    let _ = conn.write(&refused, false);
+        });
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .max_headers(MAX_HEADERS)
+            .max_header_size(o.max_header_bytes)
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(None);
+        let connection = builder.serve_connection(io, service);
+        tokio::pin!(connection);
+        let mut stop = self.stop.subscribe();
+        let mut stopping = false;
+        loop {
+            tokio::select! {
+                ended = connection.as_mut() => {
+                    if let Err(e) = ended {
+                        tracing::debug!("connection ended: {e}");
+                    }
                     return;
                 }
-                Ok(Admitted::Delete { principal }) => self.delete(&head, &principal),
-                Ok(Admitted::Post { principal, length }) => {
-                    let expects = head
-                        .header("expect")
-                        .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"));
-                    if expects && conn.go_ahead().is_err() {
-                        return;
-                    }
-                    match conn.read_body(length, deadline) {
-                        Ok(body) => self.post(&head, &principal, &body),
-                        Err(e) => return self.unreadable(conn, e),
-                    }
+                () = slot.close.notified() => return,
+                _ = stop.wait_for(|s| *s), if !stopping => {
+                    stopping = true;
+                    connection.as_mut().graceful_shutdown();
                 }
-            };
-            if conn.write(&response, keep_alive).is_err() {
-                tracing::info!(
-                    "the client left before its response; the call kept its outcome for a retry"
-                );
-                return;
-            }
-            if !keep_alive {
-                return;
             }
         }
     }
 
-    /// Answers a request that could not be read, where an answer helps, and ends the
-    /// connection.
-    fn unreadable(&self, conn: &mut Conn, error: ReadError) {
-        let response: Response = match error {
-            ReadError::Idle => return,
-            ReadError::Io(e) => {
-                tracing::debug!("reading a request: {e}");
-                return;
+    /// One request, from its head to its response.
+    async fn exchange(
+        &self,
+        request: hyper::Request<Incoming>,
+        began: tokio::time::Instant,
+        authenticated: impl FnOnce(),
+    ) -> hyper::Response<Payload> {
+        let head = Head::of(&request);
+        let response = match self.admit(&head) {
+            // The body, if any, is left unread: the connection cannot go on.
+            Err(refused) => return refused.into_hyper(true),
+            Ok(Admitted::Delete { principal }) => {
+                authenticated();
+                self.delete(&head, &principal)
             }
-            ReadError::TimedOut => {
-                tracing::info!("a client was too slow sending its request; closing");
-                refusal(
-                    408,
-                    None,
-                    INVALID_REQUEST,
-                    "the request was not sent in time",
-                )
+            Ok(Admitted::Post { principal, length }) => {
+                authenticated();
+                let deadline = began + self.options.request_timeout;
+                let body = http_body_util::Limited::new(request.into_body(), length.max(1));
+                match tokio::time::timeout_at(deadline, body.collect()).await {
+                    Err(_) => {
+                        tracing::info!("a client was too slow sending its request; closing");
+                        let late = refusal(
+                            408,
+                            None,
+                            INVALID_REQUEST,
+                            "the request was not sent in time",
+                        );
+                        return late.into_hyper(true);
+                    }
+                    Ok(Err(e)) => {
+                        tracing::debug!("reading a request body: {e}");
+                        let bad = refusal(400, None, INVALID_REQUEST, "the body could not be read");
+                        return bad.into_hyper(true);
+                    }
+                    Ok(Ok(body)) => self.post(&head, &principal, &body.to_bytes()),
+                }
             }
-            ReadError::HeadTooLarge => refusal(
-                431,
-                None,
-                INVALID_REQUEST,
-                &format!(
-                    "the request head is larger than {} bytes",
-                    self.options.max_header_bytes
-                ),
-            ),
-            ReadError::Malformed(why) => refusal(400, None, INVALID_REQUEST, &why),
         };
-        let _ = conn.write(&response, false);
+        response.into_hyper(false)
     }
 
     /// Stops accepting, and ends every connection between requests (a call under
     /// way finishes and keeps its record).
-    fn stop(&self, addr: SocketAddr) {
-        self.stopping.store(true, Ordering::Release);
-        for stream in self.lock_open().values() {
-            let _ = stream.shutdown(Shutdown::Read);
-        }
-        // Wakes the accept loop so it sees the flag.
-        let _ = TcpStream::connect_timeout(&addr, Duration::from_secs(1));
+    fn stop(&self) {
+        self.stop.send_replace(true);
     }
 }
 
@@ -333,7 +374,7 @@ impl Running {
         let Some(handle) = self.handle.take() else {
             return Ok(());
         };
-        self.server.stop(self.addr);
+        self.server.stop();
         handle
             .join()
             .unwrap_or_else(|_| Err(io::Error::other("the HTTP server panicked")))

@@ -2,102 +2,150 @@
 //! era each session speaks, and whose it is. A session is bound to the principal
 //! that opened it; another principal presenting its id is told it does not exist.
 //!
-//! The table is bounded: opening one more session than the cap forgets the one used
-//! longest ago, whose client then gets 404 and opens a new session, as the transport
-//! asks of it.
+//! The table is bounded per principal and in all: a principal at its cap is refused
+//! a new session (429) until it ends one (`DELETE`) or one expires, and so is
+//! everyone when the table is full (503). No principal's sessions make room for
+//! another's. A session unused for the idle bound expires; its client then gets 404
+//! and opens a new one, as the transport asks of it.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use crate::mcp::session::Era;
 
 struct Entry {
     principal: String,
     era: Era,
-    used: u64,
+    log_level: Option<usize>,
+    used: Instant,
 }
 
-#[derive(Default)]
-struct Table {
-    entries: HashMap<String, Entry>,
-    clock: u64,
+/// Why no session was opened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refused {
+    /// The principal holds its cap of sessions.
+    #[error(
+        "{principal} has {cap} open sessions, the most allowed: end one (DELETE /mcp) or wait until one is idle for {idle_secs} s"
+    )]
+    PrincipalFull {
+        /// Who.
+        principal: String,
+        /// The cap.
+        cap: usize,
+        /// The idle bound, in seconds.
+        idle_secs: u64,
+    },
+    /// The table holds its cap of sessions.
+    #[error("the server holds {0} open sessions, the most it keeps: retry later")]
+    ServerFull(usize),
+    /// The operating system's randomness failed.
+    #[error("cannot draw a session id")]
+    Random,
 }
 
 /// The open sessions.
 pub(crate) struct Sessions {
-    table: Mutex<Table>,
+    table: Mutex<HashMap<String, Entry>>,
     cap: usize,
+    per_principal: usize,
+    idle: Duration,
 }
 
 impl Sessions {
-    /// An empty table holding at most `cap` sessions.
-    pub fn new(cap: usize) -> Self {
+    /// An empty table holding at most `cap` sessions, `per_principal` of one
+    /// principal, each expiring after `idle` unused.
+    pub fn new(cap: usize, per_principal: usize, idle: Duration) -> Self {
         Self {
-            table: Mutex::new(Table::default()),
+            table: Mutex::new(HashMap::new()),
             cap: cap.max(1),
+            per_principal: per_principal.max(1),
+            idle,
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Table> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Opens a session of `principal` speaking `era`; its id, or `None` if the
-    /// operating system's randomness failed.
-    pub fn open(&self, principal: &str, era: Era) -> Option<String> {
+    fn expired(&self, entry: &Entry, now: Instant) -> bool {
+        now.saturating_duration_since(entry.used) >= self.idle
+    }
+
+    /// Opens a session of `principal` speaking `era` at `now`; its id.
+    pub fn open(&self, principal: &str, era: Era, now: Instant) -> Result<String, Refused> {
         let mut secret = [0u8; 16];
-        getrandom::fill(&mut secret).ok()?;
+        getrandom::fill(&mut secret).map_err(|_| Refused::Random)?;
         let id = secret.iter().fold(String::new(), |mut s, b| {
             let _ = write!(s, "{b:02x}");
             s
         });
         let mut table = self.lock();
-        if table.entries.len() >= self.cap
-            && let Some(oldest) = table
-                .entries
-                .iter()
-                .min_by_key(|(_, e)| e.used)
-                .map(|(id, _)| id.clone())
-        {
-            tracing::info!(session = %oldest, "session table full; forgetting the least recently used session");
-            table.entries.remove(&oldest);
+        let mine = table.values().filter(|e| e.principal == principal).count();
+        if mine >= self.per_principal || table.len() >= self.cap {
+            table.retain(|_, e| !self.expired(e, now));
         }
-        table.clock += 1;
-        let used = table.clock;
-        table.entries.insert(
+        if table.values().filter(|e| e.principal == principal).count() >= self.per_principal {
+            return Err(Refused::PrincipalFull {
+                principal: principal.to_owned(),
+                cap: self.per_principal,
+                idle_secs: self.idle.as_secs(),
+            });
+        }
+        if table.len() >= self.cap {
+            return Err(Refused::ServerFull(self.cap));
+        }
+        table.insert(
             id.clone(),
             Entry {
                 principal: principal.to_owned(),
                 era,
-                used,
+                log_level: None,
+                used: now,
             },
         );
-        Some(id)
+        Ok(id)
     }
 
-    /// The era of session `id` if it is open and `principal`'s.
-    pub fn era(&self, id: &str, principal: &str) -> Option<Era> {
+    /// The era of session `id` if it is open, unexpired at `now`, and `principal`'s.
+    #[cfg(test)]
+    pub fn era(&self, id: &str, principal: &str, now: Instant) -> Option<Era> {
+        self.lookup(id, principal, now).map(|(era, _)| era)
+    }
+
+    /// The era and log level of session `id` if it is open, unexpired at `now`, and
+    /// `principal`'s.
+    pub fn lookup(&self, id: &str, principal: &str, now: Instant) -> Option<(Era, Option<usize>)> {
         let mut table = self.lock();
-        table.clock += 1;
-        let now = table.clock;
-        let entry = table.entries.get_mut(id)?;
+        let entry = table.get(id)?;
         if entry.principal != principal {
             return None;
         }
+        if self.expired(entry, now) {
+            table.remove(id);
+            return None;
+        }
+        let entry = table.get_mut(id)?;
         entry.used = now;
-        Some(entry.era)
+        Some((entry.era, entry.log_level))
+    }
+
+    /// Sets the log level of session `id` (`logging/setLevel`), if it is open and
+    /// `principal`'s.
+    pub fn set_log_level(&self, id: &str, principal: &str, level: Option<usize>) {
+        if let Some(entry) = self.lock().get_mut(id)
+            && entry.principal == principal
+        {
+            entry.log_level = level;
+        }
     }
 
     /// Closes session `id` if it is open and `principal`'s; whether it was.
     pub fn close(&self, id: &str, principal: &str) -> bool {
         let mut table = self.lock();
-        if table
-            .entries
-            .get(id)
-            .is_some_and(|e| e.principal == principal)
-        {
-            table.entries.remove(id);
+        if table.get(id).is_some_and(|e| e.principal == principal) {
+            table.remove(id);
             true
         } else {
             false
@@ -109,27 +157,79 @@ impl Sessions {
 mod tests {
     use super::*;
 
+    const V: Era = Era::Handshake("2025-11-25");
+
     #[test]
-    fn a_session_is_its_principals_alone_and_the_least_recently_used_goes_first() {
-        let sessions = Sessions::new(2);
+    fn a_session_is_its_principals_alone_and_ends_when_closed() {
+        let sessions = Sessions::new(8, 8, Duration::from_secs(60));
+        let now = Instant::now();
         let a = sessions
-            .open("alice", Era::Handshake("2025-11-25"))
+            .open("alice", Era::Handshake("2025-06-18"), now)
             .unwrap();
         assert_eq!(
-            sessions.era(&a, "alice"),
-            Some(Era::Handshake("2025-11-25"))
+            sessions.era(&a, "alice", now),
+            Some(Era::Handshake("2025-06-18"))
         );
-        assert_eq!(sessions.era(&a, "bob"), None, "not bob's");
+        assert_eq!(sessions.era(&a, "bob", now), None, "not bob's");
         assert!(!sessions.close(&a, "bob"));
-        let b = sessions.open("bob", Era::Handshake("2025-06-18")).unwrap();
+        let b = sessions.open("bob", V, now).unwrap();
         assert_ne!(a, b);
-        sessions.era(&a, "alice");
-        let c = sessions
-            .open("carol", Era::Handshake("2025-06-18"))
-            .unwrap();
-        assert_eq!(sessions.era(&b, "bob"), None, "bob's was used longest ago");
-        assert!(sessions.era(&a, "alice").is_some());
-        assert!(sessions.close(&c, "carol"));
-        assert_eq!(sessions.era(&c, "carol"), None);
+        assert!(sessions.close(&a, "alice"));
+        assert_eq!(sessions.era(&a, "alice", now), None);
+        assert!(sessions.era(&b, "bob", now).is_some());
+    }
+
+    #[test]
+    fn a_principal_at_its_cap_is_refused_and_nobody_elses_session_makes_room() {
+        let sessions = Sessions::new(3, 2, Duration::from_secs(60));
+        let now = Instant::now();
+        let bob = sessions.open("bob", V, now).unwrap();
+        let a1 = sessions.open("alice", V, now).unwrap();
+        sessions.open("alice", V, now).unwrap();
+        let full = sessions.open("alice", V, now).unwrap_err();
+        assert!(
+            matches!(full, Refused::PrincipalFull { cap: 2, .. }),
+            "{full}"
+        );
+        assert!(
+            full.to_string().contains("alice has 2 open sessions"),
+            "{full}"
+        );
+        assert!(
+            sessions.era(&bob, "bob", now).is_some(),
+            "bob's session stays"
+        );
+        // The table is full (3): carol is refused too, and bob's session stays.
+        assert_eq!(sessions.open("carol", V, now), Err(Refused::ServerFull(3)));
+        assert!(sessions.era(&bob, "bob", now).is_some());
+        // Alice ends one: she has room again.
+        assert!(sessions.close(&a1, "alice"));
+        assert!(sessions.open("alice", V, now).is_ok());
+    }
+
+    #[test]
+    fn an_idle_session_expires_and_frees_its_place_and_a_used_one_does_not() {
+        let idle = Duration::from_secs(60);
+        let sessions = Sessions::new(8, 2, idle);
+        let t0 = Instant::now();
+        let old = sessions.open("alice", V, t0).unwrap();
+        let used = sessions.open("alice", V, t0).unwrap();
+        let t1 = t0 + idle / 2;
+        assert!(sessions.era(&used, "alice", t1).is_some());
+        let t2 = t0 + idle;
+        assert_eq!(
+            sessions.era(&old, "alice", t2),
+            None,
+            "idle for the bound: expired"
+        );
+        assert!(
+            sessions.era(&used, "alice", t2).is_some(),
+            "used at t1: alive"
+        );
+        assert!(
+            sessions.open("alice", V, t2).is_ok(),
+            "the expired one made room"
+        );
+        assert!(sessions.open("alice", V, t2).is_err(), "two alive: full");
     }
 }

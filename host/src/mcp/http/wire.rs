@@ -1,16 +1,15 @@
-//! HTTP/1.1 on one connection: reading a request head and body within size caps and
-//! a deadline, and writing a response as JSON, as a one-event SSE stream, or empty.
+//! What the MCP exchange sees of HTTP: a request head (from hyper's parsed request),
+//! and a response to send as JSON, as a one-event SSE stream, or empty.
 //!
-//! Only what MCP's Streamable HTTP transport needs: bodies by `Content-Length` (a
-//! `Transfer-Encoding` request is refused, which also closes the door on request
-//! smuggling), persistent connections, no pipelining beyond reading in order.
+//! hyper does the HTTP/1.1 itself: parsing, `Content-Length` and chunked framing,
+//! keep-alive, `Expect: 100-continue`, and the caps on head size and header count.
 
-use std::io::{self, Read, Write};
-use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
-/// The most header lines a request may have.
-const MAX_HEADERS: usize = 64;
+use bytes::Bytes;
+use hyper::body::{Body, Frame, SizeHint};
 
 /// A request head.
 #[derive(Debug)]
@@ -21,11 +20,30 @@ pub(crate) struct Head {
     pub path: String,
     /// Header names (lowercase) and values, in order.
     pub headers: Vec<(String, String)>,
-    /// HTTP/1.0 closes after the response unless it asks otherwise.
-    pub http10: bool,
 }
 
 impl Head {
+    /// The head of a request hyper parsed.
+    pub fn of<B>(request: &hyper::Request<B>) -> Self {
+        Self {
+            method: request.method().as_str().to_owned(),
+            path: request.uri().path_and_query().map_or_else(
+                || request.uri().path().to_owned(),
+                |p| p.as_str().to_owned(),
+            ),
+            headers: request
+                .headers()
+                .iter()
+                .map(|(n, v)| {
+                    (
+                        n.as_str().to_owned(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+        }
+    }
+
     /// A POST to `/mcp` with `headers` (lowercase names), for tests.
     #[cfg(test)]
     pub fn with_headers(headers: &[(&str, &str)]) -> Self {
@@ -36,7 +54,6 @@ impl Head {
                 .iter()
                 .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
                 .collect(),
-            http10: false,
         }
     }
 
@@ -52,199 +69,6 @@ impl Head {
     pub fn count(&self, name: &str) -> usize {
         self.headers.iter().filter(|(n, _)| n == name).count()
     }
-
-    /// Whether the client wants the connection kept open after the response.
-    pub fn keep_alive(&self) -> bool {
-        let connection = self.header("connection").unwrap_or("").to_ascii_lowercase();
-        if self.http10 {
-            connection.contains("keep-alive")
-        } else {
-            !connection.contains("close")
-        }
-    }
-}
-
-/// Why no request could be read.
-#[derive(Debug)]
-pub(crate) enum ReadError {
-    /// The client closed the connection (or stayed idle past the limit) between
-    /// requests: nothing to answer.
-    Idle,
-    /// The client did not send its request in time.
-    TimedOut,
-    /// The head is larger than allowed (431).
-    HeadTooLarge,
-    /// The head is not HTTP/1.x (400).
-    Malformed(String),
-    /// The connection failed.
-    Io(io::Error),
-}
-
-/// One client connection and the bytes read from it ahead of the current request.
-pub(crate) struct Conn {
-    stream: TcpStream,
-    buffered: Vec<u8>,
-}
-
-impl Conn {
-    /// Wraps an accepted stream; responses go out without Nagle's delay.
-    pub fn new(stream: TcpStream, write_timeout: Duration) -> io::Result<Self> {
-        stream.set_nodelay(true)?;
-        stream.set_write_timeout(Some(write_timeout))?;
-        Ok(Self {
-            stream,
-            buffered: Vec::new(),
-        })
-    }
-
-    /// Reads into the buffer once, waiting at most until `deadline`; the bytes read.
-    fn fill(&mut self, deadline: Instant) -> Result<usize, ReadError> {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(ReadError::TimedOut);
-        }
-        self.stream
-            .set_read_timeout(Some(left))
-            .map_err(ReadError::Io)?;
-        let mut chunk = [0u8; 8192];
-        loop {
-            match self.stream.read(&mut chunk) {
-                Ok(n) => {
-                    self.buffered.extend_from_slice(&chunk[..n]);
-                    return Ok(n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return Err(ReadError::TimedOut);
-                }
-                Err(e) => return Err(ReadError::Io(e)),
-            }
-        }
-    }
-
-    /// Reads the next request head: waits up to `idle` for its first byte, then up to
-    /// `within` for the rest of it. A head over `max_bytes` is refused.
-    pub fn read_head(
-        &mut self,
-        idle: Duration,
-        within: Duration,
-        max_bytes: usize,
-    ) -> Result<(Head, Instant), ReadError> {
-        if self.buffered.is_empty() {
-            match self.fill(Instant::now() + idle) {
-                Ok(0) | Err(ReadError::TimedOut) => return Err(ReadError::Idle),
-                Ok(_) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        let deadline = Instant::now() + within;
-        loop {
-            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-            let mut request = httparse::Request::new(&mut headers);
-            match request.parse(&self.buffered) {
-                Ok(httparse::Status::Complete(len)) => {
-                    if len > max_bytes {
-                        return Err(ReadError::HeadTooLarge);
-                    }
-                    let head = Head {
-                        method: request.method.unwrap_or("").to_owned(),
-                        path: request.path.unwrap_or("").to_owned(),
-                        headers: request
-                            .headers
-                            .iter()
-                            .map(|h| {
-                                (
-                                    h.name.to_ascii_lowercase(),
-                                    String::from_utf8_lossy(h.value).into_owned(),
-                                )
-                            })
-                            .collect(),
-                        http10: request.version == Some(0),
-                    };
-                    self.buffered.drain(..len);
-                    return Ok((head, deadline));
-                }
-                Ok(httparse::Status::Partial) if self.buffered.len() > max_bytes => {
-                    return Err(ReadError::HeadTooLarge);
-                }
-                Ok(httparse::Status::Partial) => {}
-                Err(httparse::Error::TooManyHeaders) => return Err(ReadError::HeadTooLarge),
-                Err(e) => return Err(ReadError::Malformed(e.to_string())),
-            }
-            if self.fill(deadline)? == 0 {
-                return Err(ReadError::Malformed(
-                    "the connection closed mid-head".into(),
-                ));
-            }
-        }
-    }
-
-    /// Reads a body of `len` bytes by `deadline`.
-    pub fn read_body(&mut self, len: usize, deadline: Instant) -> Result<Vec<u8>, ReadError> {
-        while self.buffered.len() < len {
-            if self.fill(deadline)? == 0 {
-                return Err(ReadError::Malformed(
-                    "the connection closed mid-body".into(),
-                ));
-            }
-        }
-        Ok(self.buffered.drain(..len).collect())
-    }
-
-    /// Writes `response`; with `keep_alive` false, says the connection closes.
-    pub fn write(&mut self, response: &Response, keep_alive: bool) -> io::Result<()> {
-        let mut out = Vec::with_capacity(256 + response.body.len());
-        let _ = write!(
-            out,
-            "HTTP/1.1 {} {}\r\n",
-            response.status,
-            reason(response.status)
-        );
-        for (name, value) in &response.headers {
-            let _ = write!(out, "{name}: {value}\r\n");
-        }
-        if !keep_alive {
-            out.extend_from_slice(b"connection: close\r\n");
-        }
-        match response.kind {
-            Kind::Json | Kind::Empty => {
-                if response.kind == Kind::Json {
-                    out.extend_from_slice(b"content-type: application/json\r\n");
-                }
-                let _ = write!(out, "content-length: {}\r\n\r\n", response.body.len());
-                out.extend_from_slice(&response.body);
-            }
-            Kind::Sse => {
-                // One event in one chunk, then the last chunk: the stream ends with
-                // the response and the connection stays usable.
-                out.extend_from_slice(
-                    b"content-type: text/event-stream\r\ncache-control: no-store\r\ntransfer-encoding: chunked\r\n\r\n",
-                );
-                let event_len = b"event: message\ndata: ".len() + response.body.len() + 2;
-                let _ = write!(out, "{event_len:x}\r\nevent: message\ndata: ");
-                out.extend_from_slice(&response.body);
-                out.extend_from_slice(b"\n\n\r\n0\r\n\r\n");
-            }
-        }
-        self.stream.write_all(&out)?;
-        self.stream.flush()
-    }
-
-    /// Tells a client that waits for a go-ahead before its body
-    /// (`Expect: 100-continue`, as curl sends for larger bodies) to send it.
-    pub fn go_ahead(&mut self) -> io::Result<()> {
-        self.stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-    }
-
-    /// A second handle on the socket, to shut it down from another thread.
-    pub fn try_clone_stream(&self) -> io::Result<TcpStream> {
-        self.stream.try_clone()
-    }
 }
 
 /// How a response's body goes out.
@@ -252,13 +76,14 @@ impl Conn {
 pub(crate) enum Kind {
     /// `application/json` with a length.
     Json,
-    /// One `message` event of `text/event-stream`, chunked.
+    /// One `message` event of `text/event-stream`, chunked: the stream ends with the
+    /// response and the connection stays usable.
     Sse,
     /// No body.
     Empty,
 }
 
-/// A response to write.
+/// A response to send.
 #[derive(Debug)]
 pub(crate) struct Response {
     /// The status code.
@@ -269,6 +94,9 @@ pub(crate) struct Response {
     pub kind: Kind,
     /// The JSON of the body, if any.
     pub body: Vec<u8>,
+    /// Messages sent as events before the body's, on a stream (the call's log
+    /// lines).
+    pub notes: Vec<serde_json::Value>,
 }
 
 impl Response {
@@ -279,6 +107,7 @@ impl Response {
             headers: Vec::new(),
             kind: Kind::Empty,
             body: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -289,6 +118,7 @@ impl Response {
             headers: Vec::new(),
             kind,
             body: body.to_string().into_bytes(),
+            notes: Vec::new(),
         }
     }
 
@@ -297,29 +127,119 @@ impl Response {
         self.headers.push((name, value.into()));
         self
     }
+
+    /// The bytes of this response on a connection that closes after it, for the
+    /// few answers written before hyper has the connection (503) or after it gave
+    /// up on it (408).
+    pub fn to_closing_bytes(&self) -> Vec<u8> {
+        let reason = hyper::StatusCode::from_u16(self.status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("");
+        let mut out = format!("HTTP/1.1 {} {reason}\r\n", self.status);
+        for (name, value) in &self.headers {
+            out.push_str(&format!("{name}: {value}\r\n"));
+        }
+        if self.kind == Kind::Json {
+            out.push_str("content-type: application/json\r\n");
+        }
+        out.push_str(&format!(
+            "content-length: {}\r\nconnection: close\r\n\r\n",
+            self.body.len()
+        ));
+        let mut bytes = out.into_bytes();
+        bytes.extend_from_slice(&self.body);
+        bytes
+    }
+
+    /// This response for hyper; with `close`, the connection closes after it.
+    pub fn into_hyper(self, close: bool) -> hyper::Response<Payload> {
+        let mut builder = hyper::Response::builder().status(self.status);
+        for (name, value) in &self.headers {
+            builder = builder.header(*name, value.as_str());
+        }
+        if close {
+            builder = builder.header("connection", "close");
+        }
+        let payload = match self.kind {
+            Kind::Empty => Payload::sized(Bytes::new()),
+            Kind::Json => {
+                builder = builder.header("content-type", "application/json");
+                Payload::sized(Bytes::from(self.body))
+            }
+            Kind::Sse => {
+                builder = builder
+                    .header("content-type", "text/event-stream")
+                    .header("cache-control", "no-store");
+                let mut events = Vec::new();
+                for note in &self.notes {
+                    events.extend_from_slice(b"event: message\ndata: ");
+                    events.extend_from_slice(note.to_string().as_bytes());
+                    events.extend_from_slice(b"\n\n");
+                }
+                events.extend_from_slice(b"event: message\ndata: ");
+                events.extend_from_slice(&self.body);
+                events.extend_from_slice(b"\n\n");
+                Payload::streamed(Bytes::from(events))
+            }
+        };
+        builder.body(payload).unwrap_or_else(|e| {
+            tracing::error!("building a response: {e}");
+            let mut fallback = hyper::Response::new(Payload::sized(Bytes::new()));
+            *fallback.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+            fallback
+        })
+    }
 }
 
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        202 => "Accepted",
-        204 => "No Content",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        406 => "Not Acceptable",
-        408 => "Request Timeout",
-        411 => "Length Required",
-        413 => "Content Too Large",
-        415 => "Unsupported Media Type",
-        421 => "Misdirected Request",
-        429 => "Too Many Requests",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
-        503 => "Service Unavailable",
-        _ => "",
+/// A response body of one piece: with its length, or (an SSE stream) chunked.
+#[derive(Debug)]
+pub(crate) struct Payload {
+    data: Option<Bytes>,
+    sized: bool,
+}
+
+impl Payload {
+    fn sized(data: Bytes) -> Self {
+        Self {
+            data: Some(data),
+            sized: true,
+        }
+    }
+
+    fn streamed(data: Bytes) -> Self {
+        Self {
+            data: Some(data),
+            sized: false,
+        }
+    }
+}
+
+impl Body for Payload {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Poll::Ready(
+            self.data
+                .take()
+                .filter(|d| !d.is_empty())
+                .map(|d| Ok(Frame::data(d))),
+        )
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.sized && self.data.as_ref().is_none_or(Bytes::is_empty)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match (&self.data, self.sized) {
+            (Some(d), true) => SizeHint::with_exact(d.len() as u64),
+            (None, true) => SizeHint::with_exact(0),
+            (_, false) => SizeHint::default(),
+        }
     }
 }

@@ -1,0 +1,19 @@
+// The conformance suite connects without credentials; justonce's HTTP transport
+// needs a bearer token. Loaded with `node --import`, this adds
+// `Authorization: Bearer $JUSTONCE_CONFORMANCE_TOKEN` to every request the suite
+// sends (through the global fetch, as the MCP SDK does, and through undici's
+// `request`, as its DNS-rebinding scenario does) that carries none, without
+// touching the suite.
+import { register } from "node:module";
+
+const token = process.env.JUSTONCE_CONFORMANCE_TOKEN;
+if (token) {
+  const authorization = `Bearer ${token}`;
+  const fetch = globalThis.fetch;
+  globalThis.fetch = (input, init = {}) => {
+    const headers = new Headers(init.headers ?? (input instanceof Request ? input.headers : undefined));
+    if (!headers.has("authorization")) headers.set("authorization", authorization);
+    return fetch(input, { ...init, headers });
+  };
+  register("./bearer-hooks.mjs", import.meta.url, { data: { authorization } });
+}
