@@ -24,6 +24,11 @@
 //! max_effects = 10
 //! retention_hours = 48           # its records, conversation or not
 //!
+//! [tools.refund]                 # a tool from an OCI registry, by digest or by a
+//! source = "oci://127.0.0.1:5000/shop/refund:v1"  # tag that `justonce lock` pins
+//!                                # in justonce.lock beside this file
+//! registry_secrets_file = "registry.env"  # (top level) JUSTONCE_REGISTRY_USERNAME/PASSWORD
+//!
 //! [telemetry]                    # traces over OTLP/HTTP (OTEL_EXPORTER_OTLP_* win)
 //! otlp_endpoint = "http://localhost:4318"
 //! ```
@@ -39,6 +44,7 @@ use serde::Deserialize;
 use crate::builder::HostBuilder;
 use crate::error::{Error, Result};
 use crate::journal::Durability;
+use crate::registry::{LockFile, Reference, lock_path_beside};
 use crate::retry::RetryPolicy;
 use crate::runtime::{Limits, ToolLimits};
 
@@ -80,6 +86,15 @@ pub struct Config {
     /// (its base URL; `/v1/traces` is added), unless the standard
     /// `OTEL_EXPORTER_OTLP_*ENDPOINT` variables name one.
     pub otlp_endpoint: Option<String>,
+    /// `[tools.NAME] source`: the tools loaded from OCI registries, as written.
+    pub sources: BTreeMap<String, Reference>,
+    /// `justonce.lock` beside the file (empty when there is none): the digests the
+    /// sources' tags were pinned to; the error when it cannot be read (a tool whose
+    /// tag needs it is then refused with it, and `justonce lock` writes it anew).
+    pub lock: std::result::Result<LockFile, String>,
+    /// The file the registry credentials are read from when the environment has
+    /// none (`NAME=value` lines).
+    pub registry_secrets_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -98,6 +113,7 @@ struct RawConfig {
     tools: BTreeMap<String, RawLimits>,
     tokens_file: Option<PathBuf>,
     telemetry: Option<RawTelemetry>,
+    registry_secrets_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -161,6 +177,8 @@ struct RawLimits {
     max_output_bytes: Option<usize>,
     /// Only in `[tools.NAME]`: not a sandbox limit, but how long its records are kept.
     retention_hours: Option<u64>,
+    /// Only in `[tools.NAME]`: the OCI reference the tool's component is pulled from.
+    source: Option<String>,
 }
 
 /// `Err("`{key}` {problem}")` unless `ok`.
@@ -309,6 +327,26 @@ impl Config {
             "is not a limit: set `retention_hours` at the top level, or in [tools.NAME] for one tool",
         )
         .map_err(error)?;
+        require(
+            raw.limits.source.is_none(),
+            "limits.source",
+            "is not a limit: set `source` in [tools.NAME] for the tool it holds",
+        )
+        .map_err(error)?;
+        let mut sources = BTreeMap::new();
+        for (name, section) in &raw.tools {
+            if let Some(source) = &section.source {
+                let reference = source
+                    .parse::<Reference>()
+                    .map_err(|why| error(format!("`tools.{name}.source`: {why}")))?;
+                sources.insert(name.clone(), reference);
+            }
+        }
+        let lock = if sources.is_empty() {
+            Ok(LockFile::default())
+        } else {
+            LockFile::read(&lock_path_beside(path))
+        };
         let mut tool_retention = BTreeMap::new();
         for (name, section) in &raw.tools {
             if let Some(hours) = section.retention_hours {
@@ -358,6 +396,9 @@ impl Config {
                 .transpose()
                 .map_err(error)?
                 .flatten(),
+            sources,
+            lock,
+            registry_secrets_file: raw.registry_secrets_file.map(|p| dir.join(p)),
         })
     }
 }
@@ -389,6 +430,12 @@ impl HostBuilder {
         }
         if let Some(retry) = &config.retry {
             self = self.retry_policy(retry.clone());
+        }
+        for (tool, source) in &config.sources {
+            self = self.tool_source_pinned_by(tool.clone(), source, &config.lock);
+        }
+        if let Some(path) = &config.registry_secrets_file {
+            self = self.registry_secrets_file(path);
         }
         self = self.limits(config.limits.defaults.clone());
         for (tool, limits) in &config.limits.tools {

@@ -8,9 +8,11 @@ mod forget;
 mod gc;
 mod journal;
 mod key;
+mod lock;
 mod logging;
 mod new;
 mod operate;
+mod push;
 mod replay;
 mod resolve;
 mod run;
@@ -119,6 +121,8 @@ enum Command {
     Token(token::Token),
     Replay(replay::Replay),
     New(new::New),
+    Push(push::Push),
+    Lock(lock::Lock),
 }
 
 impl Cli {
@@ -270,6 +274,8 @@ pub fn main() -> ExitCode {
         Command::Token(cmd) => cmd.run(&cli),
         Command::Replay(cmd) => cmd.run(&cli),
         Command::New(cmd) => cmd.run(&cli),
+        Command::Push(cmd) => cmd.run(&cli),
+        Command::Lock(cmd) => cmd.run(&cli),
     };
     // Every span of the command is closed: send what is not sent yet.
     telemetry::shutdown();

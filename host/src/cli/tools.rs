@@ -15,7 +15,9 @@ use crate::runtime::{Runtime, portable_schema};
 /// were refused with the reason.
 #[derive(Debug, Args)]
 pub struct Tools {
-    /// Print a JSON array of `{name, description, inputSchema, readOnly, retention}`
+    /// Print a JSON array of `{name, description, inputSchema, readOnly, source,
+    /// digest, retention}` (`source`: the file or `oci://` reference the component
+    /// came from; `digest`: the component's `sha256:…`)
     /// (`retention`: `{conversation_seconds, unscoped_seconds}`, `null` for a
     /// read-only tool).
     #[arg(long)]
@@ -42,6 +44,8 @@ impl Tools {
                         "description": t.description,
                         "inputSchema": portable_schema(&t.input_schema),
                         "readOnly": t.read_only,
+                        "source": t.source.display().to_string(),
+                        "digest": t.digest,
                         "retention": (!t.read_only)
                             .then(|| host.retention().of_tool(&t.name).to_json()),
                     })
@@ -51,6 +55,7 @@ impl Tools {
         } else {
             for tool in runtime.tools() {
                 println!("{}\n  {}", tool.name, tool.description);
+                println!("  component {} from {}", tool.digest, tool.source.display());
                 if tool.read_only {
                     println!("  (read-only: every call runs, nothing is saved, an effect traps)");
                 } else {

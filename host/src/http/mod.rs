@@ -15,3 +15,4 @@ pub(crate) use client::{Client, RETRY_STATUSES, SendError};
 pub(crate) use config::parse_url;
 pub use config::{DEFAULT_IDEMPOTENCY_HEADER, HttpConfig};
 pub(crate) use request::{CheckError, Outbound, RequestSpec, is_safe};
+pub(crate) use secrets::read_secrets_file;

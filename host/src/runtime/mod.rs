@@ -65,6 +65,9 @@ pub struct LoadedTool {
     pub read_only: bool,
     /// Where the component came from.
     pub source: PathBuf,
+    /// The component's digest (`sha256:…` of its bytes): which build of the tool
+    /// this is.
+    pub digest: String,
     /// `input_schema`, compiled; every call's arguments are checked against it.
     pub schema: Arc<InputSchema>,
     /// `input_schema`, shared with the guard's view of the tool.
@@ -361,6 +364,7 @@ impl Runtime {
             input_schema,
             read_only,
             source: source.to_path_buf(),
+            digest: crate::registry::Digest::of(bytes).to_string(),
             schema: Arc::new(schema),
             pre,
         })
