@@ -280,6 +280,13 @@ impl HostBuilder {
         self
     }
 
+    /// Forgets the tools from registries named so far (`run COMPONENT` loads that
+    /// component alone).
+    pub(crate) fn without_tool_sources(mut self) -> Self {
+        self.sources.clear();
+        self
+    }
+
     /// The credentials for every registry a [`tool_source`](Self::tool_source) is on
     /// (default: [`registry::USERNAME_VAR`] and [`registry::PASSWORD_VAR`] from the
     /// environment, else from [`registry_secrets_file`](Self::registry_secrets_file)).

@@ -431,15 +431,24 @@ impl HostBuilder {
         if let Some(retry) = &config.retry {
             self = self.retry_policy(retry.clone());
         }
+        self = self.tool_sources_of(config);
+        self = self.limits(config.limits.defaults.clone());
+        for (tool, limits) in &config.limits.tools {
+            self = self.tool_limits(tool.clone(), limits.clone());
+        }
+        self
+    }
+}
+
+impl HostBuilder {
+    /// The configuration's `[tools.NAME] source`s, pinned by their digests or the lock
+    /// file, and where the registry credentials are read from.
+    pub(crate) fn tool_sources_of(mut self, config: &Config) -> Self {
         for (tool, source) in &config.sources {
             self = self.tool_source_pinned_by(tool.clone(), source, &config.lock);
         }
         if let Some(path) = &config.registry_secrets_file {
             self = self.registry_secrets_file(path);
-        }
-        self = self.limits(config.limits.defaults.clone());
-        for (tool, limits) in &config.limits.tools {
-            self = self.tool_limits(tool.clone(), limits.clone());
         }
         self
     }

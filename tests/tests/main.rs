@@ -36,6 +36,7 @@ mod oracle;
 mod outbox;
 mod read_only;
 mod readme;
+mod registry;
 mod replay;
 mod resolve;
 mod retry;

@@ -32,7 +32,9 @@ impl Lock {
         let mut lock = LockFile::default();
         for (tool, source) in &config.sources {
             if source.digest.is_some() {
-                print_json(&json!({"tool": tool, "source": source.to_string(), "pinned": "in justonce.toml"}));
+                print_json(
+                    &json!({"tool": tool, "source": source.to_string(), "pinned": "in justonce.toml"}),
+                );
                 continue;
             }
             let digest =

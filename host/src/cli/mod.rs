@@ -148,8 +148,11 @@ impl Cli {
         let configured_tools = self
             .settings
             .as_ref()
-            .is_some_and(|c| c.tools_dir.is_some());
-        let builder = self.host_without_tools();
+            .is_some_and(|c| c.tools_dir.is_some() || !c.sources.is_empty());
+        let mut builder = self.host_without_tools();
+        if let Some(config) = &self.settings {
+            builder = builder.tool_sources_of(config);
+        }
         match &self.tools {
             Some(dir) => builder.tools_dir(dir),
             None if configured_tools => builder,
@@ -165,6 +168,7 @@ impl Cli {
             builder = builder.config(config);
         }
         let builder = builder
+            .without_tool_sources()
             .database(&self.db)
             .lease(std::time::Duration::from_millis(self.lease_ms));
         match &self.http_config {

@@ -102,10 +102,18 @@ impl Manifest {
         let layer = match wasm.as_slice() {
             [one] => (*one).clone(),
             [] => {
-                let types: Vec<&str> = manifest.layers.iter().map(|l| l.media_type.as_str()).collect();
+                let types: Vec<&str> = manifest
+                    .layers
+                    .iter()
+                    .map(|l| l.media_type.as_str())
+                    .collect();
                 return Err(format!(
                     "not a WebAssembly component artifact: no `{LAYER_MEDIA_TYPE}` layer (its layers: {})",
-                    if types.is_empty() { "none".to_owned() } else { types.join(", ") }
+                    if types.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        types.join(", ")
+                    }
                 ));
             }
             _ => {
@@ -132,7 +140,10 @@ mod tests {
         assert_eq!(digest, Digest::of(wasm));
         assert_eq!(layer.size, wasm.len() as u64);
         assert_eq!(manifest.config.media_type, CONFIG_MEDIA_TYPE);
-        assert_eq!(manifest.config.digest, Digest::of(&artifact.config).to_string());
+        assert_eq!(
+            manifest.config.digest,
+            Digest::of(&artifact.config).to_string()
+        );
         let config: serde_json::Value = serde_json::from_slice(&artifact.config).unwrap();
         assert_eq!(config["layerDigests"][0], digest.as_str());
         assert_eq!(Artifact::of(wasm).digest(), artifact.digest());

@@ -68,7 +68,10 @@ impl BlobCache {
         let digest = Digest::of(bytes);
         let path = self.path_of(&digest);
         let parent = path.parent().expect("an entry is in a directory");
-        fs::DirBuilder::new().recursive(true).mode(0o700).create(parent)?;
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)?;
         let tmp = parent.join(format!(".{}.{}.tmp", digest.hex(), std::process::id()));
         let mut file = fs::OpenOptions::new()
             .write(true)

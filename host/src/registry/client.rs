@@ -74,13 +74,15 @@ impl RegistryClient {
         let Some(tag) = &reference.tag else {
             return Err(RegistryError::Protocol {
                 reference: reference.to_string(),
-                reason: "push needs a tag (oci://REGISTRY/REPOSITORY:TAG); the digest is computed".into(),
+                reason: "push needs a tag (oci://REGISTRY/REPOSITORY:TAG); the digest is computed"
+                    .into(),
             });
         };
         if reference.digest.is_some() {
             return Err(RegistryError::Protocol {
                 reference: reference.to_string(),
-                reason: "push takes a tag without a digest; the digest is computed and printed".into(),
+                reason: "push takes a tag without a digest; the digest is computed and printed"
+                    .into(),
             });
         }
         let artifact = Artifact::of(wasm);
@@ -113,13 +115,17 @@ impl RegistryClient {
     /// checks that its bytes have that digest and that it is a component artifact.
     pub fn manifest(&self, reference: &Reference) -> Result<PulledManifest, RegistryError> {
         let mut session = Session::new(self, reference);
-        let url = format!("{}/manifests/{}", session.repo_url(), reference.manifest_ref());
+        let url = format!(
+            "{}/manifests/{}",
+            session.repo_url(),
+            reference.manifest_ref()
+        );
         let reply = session.send("GET", &url, &[("accept", MANIFEST_MEDIA_TYPE)], None)?;
         session.expect(&reply, &[200], "reading the manifest")?;
         if reply.body.len() as u64 > MAX_MANIFEST_BYTES {
-            return Err(session.protocol(format!(
-                "the manifest is over {MAX_MANIFEST_BYTES} bytes"
-            )));
+            return Err(
+                session.protocol(format!("the manifest is over {MAX_MANIFEST_BYTES} bytes"))
+            );
         }
         let digest = Digest::of(&reply.body);
         if let Some(expected) = &reference.digest
@@ -192,7 +198,11 @@ impl<'a> Session<'a> {
     }
 
     fn origin(&self) -> String {
-        let scheme = if self.reference.is_loopback() { "http" } else { "https" };
+        let scheme = if self.reference.is_loopback() {
+            "http"
+        } else {
+            "https"
+        };
         format!("{scheme}://{}", self.reference.registry)
     }
 
@@ -219,7 +229,11 @@ impl<'a> Session<'a> {
         if reply.status != 401 {
             return Ok(reply);
         }
-        let challenge = reply.headers.get("www-authenticate").cloned().unwrap_or_default();
+        let challenge = reply
+            .headers
+            .get("www-authenticate")
+            .cloned()
+            .unwrap_or_default();
         self.authorization = Some(self.answer(&challenge)?);
         let reply = self.send_once(method, url, headers, body)?;
         if reply.status == 401 {
@@ -358,7 +372,9 @@ impl<'a> Session<'a> {
             .read_to_end(&mut body)
             .map_err(|e| unreachable(format!("{url}: the answer was cut off: {e}")))?;
         if body.len() as u64 > MAX_COMPONENT_BYTES {
-            return Err(self.protocol(format!("{url} answered more than {MAX_COMPONENT_BYTES} bytes")));
+            return Err(self.protocol(format!(
+                "{url} answered more than {MAX_COMPONENT_BYTES} bytes"
+            )));
         }
         Ok(Reply {
             status,
@@ -424,7 +440,11 @@ fn challenge_params(text: &str) -> BTreeMap<String, String> {
     let mut params = BTreeMap::new();
     let mut rest = text.trim();
     while let Some((name, after)) = rest.split_once('=') {
-        let name = name.trim().trim_start_matches(',').trim().to_ascii_lowercase();
+        let name = name
+            .trim()
+            .trim_start_matches(',')
+            .trim()
+            .to_ascii_lowercase();
         let after = after.trim_start();
         let (value, next) = match after.strip_prefix('"') {
             Some(quoted) => match quoted.find('"') {
@@ -492,13 +512,20 @@ mod tests {
         assert_eq!(params["realm"], "https://ghcr.io/token");
         assert_eq!(params["service"], "ghcr.io");
         assert_eq!(params["scope"], "repository:acme/refund:pull,push");
-        assert_eq!(percent_encode("repository:a/b:pull,push"), "repository%3Aa%2Fb%3Apull%2Cpush");
+        assert_eq!(
+            percent_encode("repository:a/b:pull,push"),
+            "repository%3Aa%2Fb%3Apull%2Cpush"
+        );
     }
 
     #[test]
     fn a_registry_error_body_is_summarised_and_anything_else_is_not_shown() {
-        let body = br#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown","detail":{}}]}"#;
-        assert_eq!(registry_errors(body), "(MANIFEST_UNKNOWN: manifest unknown)");
+        let body =
+            br#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown","detail":{}}]}"#;
+        assert_eq!(
+            registry_errors(body),
+            "(MANIFEST_UNKNOWN: manifest unknown)"
+        );
         assert_eq!(registry_errors(b"<html>secret page</html>"), "");
     }
 }

@@ -50,7 +50,8 @@ impl Credentials {
         let mut user = env(USERNAME_VAR);
         let mut password = env(PASSWORD_VAR);
         let mut place = "the environment".to_owned();
-        if user.is_none() && password.is_none()
+        if user.is_none()
+            && password.is_none()
             && let Some(path) = secrets_file
         {
             let file = crate::http::read_secrets_file(path)?;
@@ -61,8 +62,12 @@ impl Credentials {
         match (user, password) {
             (Some(user), Some(password)) => Ok(Self::login(user, password)),
             (None, None) => Ok(Self::anonymous()),
-            (Some(_), None) => Err(format!("{USERNAME_VAR} is set in {place} but {PASSWORD_VAR} is not")),
-            (None, Some(_)) => Err(format!("{PASSWORD_VAR} is set in {place} but {USERNAME_VAR} is not")),
+            (Some(_), None) => Err(format!(
+                "{USERNAME_VAR} is set in {place} but {PASSWORD_VAR} is not"
+            )),
+            (None, Some(_)) => Err(format!(
+                "{PASSWORD_VAR} is set in {place} but {USERNAME_VAR} is not"
+            )),
         }
     }
 
@@ -70,7 +75,8 @@ impl Credentials {
     pub(crate) fn basic(&self) -> Option<String> {
         use base64::Engine as _;
         let (user, password) = self.login.as_ref()?;
-        let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        let encoded =
+            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
         Some(format!("Basic {encoded}"))
     }
 
@@ -88,7 +94,11 @@ mod tests {
     fn the_environment_wins_over_the_file_and_half_a_login_is_named() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("registry.env");
-        std::fs::write(&file, format!("{USERNAME_VAR}=file-user\n{PASSWORD_VAR}=file-pw\n")).unwrap();
+        std::fs::write(
+            &file,
+            format!("{USERNAME_VAR}=file-user\n{PASSWORD_VAR}=file-pw\n"),
+        )
+        .unwrap();
         let none = |_: &str| None;
         let from_file = Credentials::resolve(&none, Some(&file)).unwrap();
         assert_eq!(from_file, Credentials::login("file-user", "file-pw"));
@@ -104,7 +114,10 @@ mod tests {
         assert!(Credentials::resolve(&none, None).unwrap().is_anonymous());
         let half = |name: &str| (name == USERNAME_VAR).then(|| "u".to_owned());
         let why = Credentials::resolve(&half, None).unwrap_err();
-        assert!(why.contains(PASSWORD_VAR) && why.contains("is not"), "{why}");
+        assert!(
+            why.contains(PASSWORD_VAR) && why.contains("is not"),
+            "{why}"
+        );
         let shown = format!("{:?}", Credentials::login("env-user", "env-pw"));
         assert!(!shown.contains("env-pw"), "{shown}");
     }

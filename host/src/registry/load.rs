@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::{BlobCache, RegistryClient, RegistryError, Reference, fetch};
+use super::{BlobCache, Reference, RegistryClient, RegistryError, fetch};
 use crate::error::{Error, LoadFault};
 use crate::runtime::Runtime;
 

@@ -63,7 +63,11 @@ impl LockFile {
             Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
         };
         let raw: RawLock = toml::from_str(&text).map_err(|e| {
-            format!("{}: {} (run `justonce lock` to write it again)", path.display(), e.message())
+            format!(
+                "{}: {} (run `justonce lock` to write it again)",
+                path.display(),
+                e.message()
+            )
         })?;
         let mut tools = BTreeMap::new();
         for (name, locked) in raw.tools {
@@ -149,16 +153,25 @@ mod tests {
         lock.write(&path).unwrap();
         let read = LockFile::read(&path).unwrap();
         assert_eq!(read, lock);
-        assert_eq!(read.pin("refund", &v1).unwrap().digest.unwrap().as_str(), D1);
+        assert_eq!(
+            read.pin("refund", &v1).unwrap().digest.unwrap().as_str(),
+            D1
+        );
         let v2: Reference = "oci://127.0.0.1:5000/shop/refund:v2".parse().unwrap();
         let why = read.pin("refund", &v2).unwrap_err();
-        assert!(why.contains("run `justonce lock`") && why.contains(":v1"), "{why}");
+        assert!(
+            why.contains("run `justonce lock`") && why.contains(":v1"),
+            "{why}"
+        );
         let why = read.pin("send_receipt", &v1).unwrap_err();
         assert!(why.contains("names the tag"), "{why}");
         let by_digest: Reference = format!("oci://r.example/a@{D1}").parse().unwrap();
         assert_eq!(read.pin("other", &by_digest).unwrap(), by_digest);
         std::fs::write(&path, "[tools.refund]\nsource = \"x\"\ndigest = \"y\"\n").unwrap();
         let why = LockFile::read(&path).unwrap_err();
-        assert!(why.contains("tools.refund") && why.contains("oci://"), "{why}");
+        assert!(
+            why.contains("tools.refund") && why.contains("oci://"),
+            "{why}"
+        );
     }
 }

@@ -76,10 +76,14 @@ fn binary() -> Option<PathBuf> {
     if let Ok(bin) = std::env::var("JUSTONCE_REGISTRY_BIN") {
         return Some(PathBuf::from(bin));
     }
-    ["/usr/bin/docker-registry", "/usr/local/bin/docker-registry", "/usr/bin/registry"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
+    [
+        "/usr/bin/docker-registry",
+        "/usr/local/bin/docker-registry",
+        "/usr/bin/registry",
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .find(|p| p.is_file())
 }
 
 fn start() -> Result<TestRegistry, String> {

@@ -364,7 +364,7 @@ impl Runtime {
             input_schema,
             read_only,
             source: source.to_path_buf(),
-            digest: crate::registry::Digest::of(bytes).to_string(),
+            digest: component_digest(bytes),
             schema: Arc::new(schema),
             pre,
         })
@@ -528,6 +528,16 @@ fn io_fault(e: &std::io::Error) -> LoadFault {
         | Kind::InvalidFilename => LoadFault::Input,
         _ => LoadFault::Host,
     }
+}
+
+/// `sha256:` and the hex digest of `bytes` (the form OCI registries name blobs by).
+fn component_digest(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    let hex: String = sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256:{hex}")
 }
 
 /// The epoch ticks in `d`, at least one.
