@@ -151,7 +151,7 @@ fn a_digest_in_the_source_runs_without_a_lock_and_a_wrong_tool_name_is_refused()
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let (_, by_digest) = push_echo(&registry, dir.path());
+    let (pushed, by_digest) = push_echo(&registry, dir.path());
     let out = justonce_in(dir.path(), &["run", "echo", "--args", ECHO_ARGS], &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(
@@ -160,6 +160,12 @@ fn a_digest_in_the_source_runs_without_a_lock_and_a_wrong_tool_name_is_refused()
         text(&out)
     );
     assert!(!dir.path().join("justonce.lock").exists());
+    let journal = justonce_in(dir.path(), &["journal", "--json"], &[]);
+    let entries = json_of(&journal);
+    assert_eq!(
+        entries[0]["component"], pushed["component_digest"],
+        "the journal names the build that ran: {entries}"
+    );
 
     configure(dir.path(), "refund", &by_digest);
     let out = justonce_in(dir.path(), &["tools"], &[]);
@@ -422,4 +428,69 @@ fn registry_credentials_reach_the_registry_and_not_the_journal_or_the_logs() {
             );
         }
     }
+}
+
+/// A host on `db` whose tools are `runtime`'s (a deployment of one build).
+fn deployment(
+    db: &Path,
+    runtime: Arc<justonce::Runtime>,
+    mail: &Arc<crate::support::FakePayments>,
+) -> justonce::Host {
+    justonce::Host::builder()
+        .database(db)
+        .runtime(runtime)
+        .provider("mail", mail.clone())
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_new_build_keeps_the_tools_keys_and_the_journal_names_the_build_of_each_call() {
+    use justonce::CallRequest;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let mail = Arc::new(crate::support::FakePayments::new(
+        crate::support::Fault::None,
+    ));
+    let first = CallRequest::new("diverge", r#"{"variant":"a"}"#).conversation("c");
+    let second = CallRequest::new("diverge", r#"{"variant":"b"}"#).conversation("c");
+
+    let v1 = deployment(&db, crate::support::RUNTIME.clone(), &mail);
+    let done = v1.call(&first).unwrap();
+    let mut runtime = justonce::Runtime::new(justonce::Limits::default()).unwrap();
+    runtime.load_file(Path::new(DIVERGE_V2_COMPONENT)).unwrap();
+    let v2 = deployment(&db, Arc::new(runtime), &mail);
+
+    // The retry after the roll-out is the same call: same key, replayed, not run.
+    assert_eq!(v2.key_for(&first).unwrap(), done.key);
+    let retried = v2.call(&first).unwrap();
+    assert!(retried.replayed);
+    assert_eq!(
+        mail.applied().len(),
+        1,
+        "the mail of the first call went once"
+    );
+    let new = v2.call(&second).unwrap();
+    assert!(!new.replayed);
+    assert_eq!(mail.applied().len(), 2);
+
+    let journal = v2.journal(Some("c"), 10).unwrap();
+    let component_of = |key: &justonce::InvocationKey| {
+        journal
+            .iter()
+            .find(|e| e.key == key.as_str())
+            .and_then(|e| e.component.clone())
+    };
+    assert_eq!(
+        component_of(&done.key),
+        Some(digest_of_file(DIVERGE_COMPONENT))
+    );
+    assert_eq!(
+        component_of(&new.key),
+        Some(digest_of_file(DIVERGE_V2_COMPONENT))
+    );
+    assert_ne!(
+        digest_of_file(DIVERGE_COMPONENT),
+        digest_of_file(DIVERGE_V2_COMPONENT)
+    );
 }

@@ -21,6 +21,8 @@ pub(crate) struct ToolSpec {
     pub limits: Limits,
     /// It only reads: nothing of its calls is journaled, and an effect traps.
     pub read_only: bool,
+    /// The digest (`sha256:…`) of its component, journaled with each run.
+    pub component: Option<Arc<str>>,
 }
 
 /// Runs guests for the guard.
@@ -56,6 +58,7 @@ impl Runner for WasmRunner {
             schema: Arc::clone(&tool.schema),
             limits: self.limits.for_tool(name).clone(),
             read_only: tool.read_only,
+            component: Some(Arc::from(tool.digest.as_str())),
         })
     }
 

@@ -791,6 +791,7 @@ mod latency {
             lease_ms: 60_000,
             owner,
             seed: &seed,
+            component: None,
         };
         assert_eq!(j.lookup(&b).unwrap(), Lookup::Absent);
         let record = NewInvocation {
@@ -803,6 +804,7 @@ mod latency {
             created_at: 1,
             retention_ms: 1 << 40,
             seed: seed.clone(),
+            component: None,
         };
         let ek = EffectKey::from_stored(format!("e{}", k.as_str()));
         let lease = Lease {
@@ -862,6 +864,7 @@ mod latency {
                 created_at: 1,
                 retention_ms: 1 << 40,
                 seed,
+                component: None,
             };
             assert!(j.complete_new(&record, "{}", 1).unwrap());
         }
@@ -889,6 +892,7 @@ mod latency {
                 lease_ms: 60_000,
                 owner: "o",
                 seed: &seed,
+                component: None,
             };
             assert!(matches!(j.lookup(&b).unwrap(), Lookup::Replay { .. }));
         }

@@ -80,6 +80,11 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE invocations ADD COLUMN retention_ms BIGINT;
     "#,
+    // 3 -> 4: the digest of the component of the call's latest run (the SQLite
+    // journal's version 6).
+    r#"
+    ALTER TABLE invocations ADD COLUMN component TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

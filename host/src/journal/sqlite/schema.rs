@@ -100,6 +100,11 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE invocations ADD COLUMN retention_ms INTEGER;
     "#,
+    // 5 -> 6: the digest of the component of the call's latest run (tools pinned by
+    // digest, a roll-out shows which build ran each call).
+    r#"
+    ALTER TABLE invocations ADD COLUMN component TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.
