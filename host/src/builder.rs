@@ -53,6 +53,9 @@ pub struct HostBuilder {
     registry_secrets_file: Option<PathBuf>,
     /// `None`: beside the compiled-component cache.
     blob_cache: Option<PathBuf>,
+    /// Per tool: origins and service names added to the HTTP allowlist.
+    tool_allow: BTreeMap<String, Vec<String>>,
+    hidden_from_mcp: std::collections::BTreeSet<String>,
 }
 
 impl Default for HostBuilder {
@@ -85,6 +88,8 @@ impl Default for HostBuilder {
             registry_credentials: None,
             registry_secrets_file: None,
             blob_cache: None,
+            tool_allow: BTreeMap::new(),
+            hidden_from_mcp: std::collections::BTreeSet::new(),
         }
     }
 }
@@ -280,6 +285,21 @@ impl HostBuilder {
         self
     }
 
+    /// Lets `tool` reach each of `entries` over HTTP too: an origin
+    /// (`https://host[:port]`) or the name of a service of the HTTP config, added to
+    /// its allowlist (`[tools.NAME] allow`).
+    pub fn tool_allow(mut self, tool: impl Into<String>, entries: Vec<String>) -> Self {
+        self.tool_allow.entry(tool.into()).or_default().extend(entries);
+        self
+    }
+
+    /// Keeps `tool` out of what `serve` offers over MCP (`[tools.NAME] mcp = false`);
+    /// the library and `run` still call it. See [`Host::exposed_over_mcp`].
+    pub fn hide_from_mcp(mut self, tool: impl Into<String>) -> Self {
+        self.hidden_from_mcp.insert(tool.into());
+        self
+    }
+
     /// Forgets the tools from registries named so far (`run COMPONENT` loads that
     /// component alone).
     pub(crate) fn without_tool_sources(mut self) -> Self {
@@ -417,7 +437,7 @@ impl HostBuilder {
             )?,
             None => journal::in_memory()?,
         };
-        let http = Arc::new(match &self.http_config_file {
+        let mut http = match &self.http_config_file {
             Some(path) => HttpConfig::load(path).map_err(|e| Error::Config {
                 path: path.clone(),
                 reason: e.to_string(),
@@ -429,7 +449,15 @@ impl HostBuilder {
                 })?;
                 self.http
             }
-        });
+        };
+        for (tool, entries) in &self.tool_allow {
+            http.allow_for_tool(tool, entries)
+                .map_err(|reason| Error::Config {
+                    path: PathBuf::from("<[tools.NAME] allow>"),
+                    reason,
+                })?;
+        }
+        let http = Arc::new(http);
         let mut providers = self.providers;
         providers
             .entry("http".into())
@@ -499,7 +527,8 @@ impl HostBuilder {
             runtime,
             limits,
             http,
-        ))
+        )
+        .hiding_from_mcp(self.hidden_from_mcp))
     }
 }
 

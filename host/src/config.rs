@@ -23,6 +23,8 @@
 //! deadline_ms = 2000
 //! max_effects = 10
 //! retention_hours = 48           # its records, conversation or not
+//! allow = ["payments", "https://hooks.example"]  # services and origins it may reach
+//! mcp = false                    # not offered by `serve` over MCP
 //!
 //! [tools.refund]                 # a tool from an OCI registry, by digest or by a
 //! source = "oci://127.0.0.1:5000/shop/refund:v1"  # tag that `justonce lock` pins
@@ -95,6 +97,11 @@ pub struct Config {
     /// The file the registry credentials are read from when the environment has
     /// none (`NAME=value` lines).
     pub registry_secrets_file: Option<PathBuf>,
+    /// `[tools.NAME] allow`: origins and service names each tool may reach over
+    /// HTTP, added to the HTTP config's allowlist.
+    pub tool_allow: BTreeMap<String, Vec<String>>,
+    /// `[tools.NAME] mcp = false`: the tools `serve` does not offer over MCP.
+    pub hidden_from_mcp: std::collections::BTreeSet<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -179,6 +186,10 @@ struct RawLimits {
     retention_hours: Option<u64>,
     /// Only in `[tools.NAME]`: the OCI reference the tool's component is pulled from.
     source: Option<String>,
+    /// Only in `[tools.NAME]`: origins and service names the tool may reach over HTTP.
+    allow: Option<Vec<String>>,
+    /// Only in `[tools.NAME]`: whether `serve` offers the tool over MCP (default true).
+    mcp: Option<bool>,
 }
 
 /// `Err("`{key}` {problem}")` unless `ok`.
@@ -327,12 +338,29 @@ impl Config {
             "is not a limit: set `retention_hours` at the top level, or in [tools.NAME] for one tool",
         )
         .map_err(error)?;
-        require(
-            raw.limits.source.is_none(),
-            "limits.source",
-            "is not a limit: set `source` in [tools.NAME] for the tool it holds",
-        )
-        .map_err(error)?;
+        for (key, set) in [
+            ("source", raw.limits.source.is_some()),
+            ("allow", raw.limits.allow.is_some()),
+            ("mcp", raw.limits.mcp.is_some()),
+        ] {
+            require(
+                !set,
+                &format!("limits.{key}"),
+                "is not a limit: set it in [tools.NAME] for one tool",
+            )
+            .map_err(error)?;
+        }
+        let tool_allow: BTreeMap<String, Vec<String>> = raw
+            .tools
+            .iter()
+            .filter_map(|(name, t)| Some((name.clone(), t.allow.clone()?)))
+            .collect();
+        let hidden_from_mcp = raw
+            .tools
+            .iter()
+            .filter(|(_, t)| t.mcp == Some(false))
+            .map(|(name, _)| name.clone())
+            .collect();
         let mut sources = BTreeMap::new();
         for (name, section) in &raw.tools {
             if let Some(source) = &section.source {
@@ -399,6 +427,8 @@ impl Config {
             sources,
             lock,
             registry_secrets_file: raw.registry_secrets_file.map(|p| dir.join(p)),
+            tool_allow,
+            hidden_from_mcp,
         })
     }
 }
@@ -432,6 +462,12 @@ impl HostBuilder {
             self = self.retry_policy(retry.clone());
         }
         self = self.tool_sources_of(config);
+        for (tool, entries) in &config.tool_allow {
+            self = self.tool_allow(tool.clone(), entries.clone());
+        }
+        for tool in &config.hidden_from_mcp {
+            self = self.hide_from_mcp(tool.clone());
+        }
         self = self.limits(config.limits.defaults.clone());
         for (tool, limits) in &config.limits.tools {
             self = self.tool_limits(tool.clone(), limits.clone());
@@ -580,6 +616,28 @@ mod tests {
         );
         let r = reason("[limits]\nretention_hours = 5\n");
         assert!(r.contains("`limits.retention_hours` is not a limit"), "{r}");
+    }
+
+    #[test]
+    fn a_tools_section_holds_its_source_allowlist_and_mcp_exposure_and_limits_holds_none() {
+        let config = parse(
+            "[tools.refund]\nsource = \"oci://127.0.0.1:5000/shop/refund:v1\"\nallow = [\"payments\"]\nmcp = false\n[tools.echo]\nmcp = true\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.sources["refund"].to_string(),
+            "oci://127.0.0.1:5000/shop/refund:v1"
+        );
+        assert_eq!(config.tool_allow["refund"], ["payments"]);
+        assert!(config.hidden_from_mcp.contains("refund"));
+        assert!(!config.hidden_from_mcp.contains("echo"));
+        assert_eq!(config.lock, Ok(LockFile::default()), "no lock file yet");
+        for key in ["source = \"oci://r/a:v1\"", "allow = []", "mcp = false"] {
+            let r = reason(&format!("[limits]\n{key}\n"));
+            assert!(r.contains("is not a limit"), "{r}");
+        }
+        let r = reason("[tools.refund]\nsource = \"https://r/a:v1\"\n");
+        assert!(r.contains("`tools.refund.source`") && r.contains("oci://"), "{r}");
     }
 
     #[test]

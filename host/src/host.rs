@@ -24,6 +24,7 @@ pub struct Host {
     runtime: Arc<Runtime>,
     limits: ToolLimits,
     http: Arc<HttpConfig>,
+    hidden_from_mcp: std::collections::BTreeSet<String>,
 }
 
 impl std::fmt::Debug for Host {
@@ -47,7 +48,19 @@ impl Host {
             runtime,
             limits,
             http,
+            hidden_from_mcp: Default::default(),
         }
+    }
+
+    pub(crate) fn hiding_from_mcp(mut self, tools: std::collections::BTreeSet<String>) -> Self {
+        self.hidden_from_mcp = tools;
+        self
+    }
+
+    /// Whether `serve` offers `tool` over MCP (`[tools.NAME] mcp`, true unless set
+    /// false). A hidden tool is still called by the library and `run`.
+    pub fn exposed_over_mcp(&self, tool: &str) -> bool {
+        !self.hidden_from_mcp.contains(tool)
     }
 
     /// Starts building a host.

@@ -9,6 +9,7 @@ mod config;
 pub mod local_api;
 mod request;
 mod secrets;
+mod tool_allow;
 
 pub use client::HttpResponse;
 pub(crate) use client::{Client, RETRY_STATUSES, SendError};
