@@ -15,7 +15,7 @@ use crate::journal::{
 };
 use crate::keys::InvocationKey;
 use crate::retention::Retention;
-use crate::runtime::{Runtime, ToolLimits};
+use crate::runtime::{Runtime, SwapReport, ToolLimits};
 
 /// The guarded tool host. Build it once with [`Host::builder`]; `call` it from many
 /// threads.
@@ -83,6 +83,16 @@ impl Host {
     /// The loaded tools.
     pub fn runtime(&self) -> &Runtime {
         &self.runtime
+    }
+
+    /// Loads a new build of a tool (or a new tool) while calls run: calls in flight
+    /// finish on the component they started with, calls that start after get this
+    /// one, and the tool keeps its name and so its keys (a retry of a call the old
+    /// build completed replays its answer). A component that fails to load changes
+    /// nothing, and the error says why. An MCP server then lists
+    /// [`Runtime::current_tools`] and tells its clients the list changed.
+    pub fn swap_tool(&self, source: &std::path::Path, bytes: &[u8]) -> Result<SwapReport> {
+        self.runtime.swap(source, bytes)
     }
 
     /// The sandbox limits of every tool.

@@ -40,6 +40,7 @@ mod registry;
 mod replay;
 mod resolve;
 mod retry;
+mod rollout;
 mod sandbox;
 mod secrets;
 mod several_hosts;

@@ -97,6 +97,7 @@ impl ScriptedRunner {
             limits: Limits::default(),
             read_only: false,
             component: None,
+            loaded: None,
         };
         self.tools
             .insert(name.to_string(), (spec, Arc::new(guest), Arc::clone(&runs)));

@@ -58,9 +58,16 @@ mod tests {
         let payments: Origin = "https://api.payments.example".parse().unwrap();
         assert!(config.check_allowed("refund", &payments).is_ok());
         assert!(config.check_allowed("send_receipt", &payments).is_err());
-        let why = config.allow_for_tool("refund", &["ledger".into()]).unwrap_err();
-        assert!(why.contains("`ledger` is neither") && why.contains("payments"), "{why}");
-        let why = config.allow_for_tool("refund", &["ftp://x".into()]).unwrap_err();
+        let why = config
+            .allow_for_tool("refund", &["ledger".into()])
+            .unwrap_err();
+        assert!(
+            why.contains("`ledger` is neither") && why.contains("payments"),
+            "{why}"
+        );
+        let why = config
+            .allow_for_tool("refund", &["ftp://x".into()])
+            .unwrap_err();
         assert!(why.contains("tools.refund.allow"), "{why}");
     }
 }

@@ -14,6 +14,7 @@ mod panic_message;
 mod pool;
 mod portable_schema;
 pub mod spans;
+mod swap;
 mod trap;
 mod unguarded;
 mod waits;
@@ -26,6 +27,7 @@ pub use limits::{Limits, ToolLimits};
 pub use pool::CONCURRENT_CALLS;
 pub(crate) use pool::check_fits as check_pool_fits;
 pub use portable_schema::portable as portable_schema;
+pub use swap::SwapReport;
 pub(crate) use trap::TrapReason;
 
 use std::collections::BTreeMap;
@@ -123,6 +125,8 @@ pub struct Runtime {
     cache: Option<CompileCache>,
     permits: pool::CallPermits,
     pool_memory_bytes: usize,
+    /// Components swapped in while serving (see `swap`).
+    swapped: swap::Swapped,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -195,6 +199,7 @@ impl Runtime {
             cache: None,
             permits: pool::CallPermits::new(pool::CONCURRENT_CALLS),
             pool_memory_bytes,
+            swapped: swap::Swapped::default(),
         })
     }
 
@@ -375,7 +380,8 @@ impl Runtime {
         self.tools.get(name)
     }
 
-    /// Every loaded tool, by name.
+    /// Every tool loaded at start, by name (with the builds swapped in since:
+    /// [`Runtime::current_tools`]).
     pub fn tools(&self) -> impl Iterator<Item = &LoadedTool> {
         self.tools.values().map(|t| &**t)
     }

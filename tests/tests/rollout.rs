@@ -1,0 +1,127 @@
+//! A roll-out while serving: a new build of a tool is swapped into a running host
+//! (`Host::swap_tool`). A call in flight on the old build finishes on it, a new call
+//! gets the new build, no call is dropped, the journal names the build that ran each,
+//! and a build that fails to load leaves the old one serving.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use justonce::registry::Digest;
+use justonce::{CallRequest, Host, Limits, Runtime};
+use justonce_tests::guests::{DIVERGE_COMPONENT, DIVERGE_V2_COMPONENT, ECHO_COMPONENT};
+
+use crate::support::HoldFirst;
+
+fn digest_of_file(path: &str) -> String {
+    Digest::of(&std::fs::read(path).unwrap()).to_string()
+}
+
+#[test]
+fn a_call_in_flight_finishes_on_the_old_build_while_new_calls_get_the_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    // A runtime of its own: the swap must not reach other tests' shared one.
+    let mut runtime = Runtime::new(Limits::default()).unwrap();
+    runtime.load_file(Path::new(DIVERGE_COMPONENT)).unwrap();
+    let gate = Arc::new(HoldFirst::new());
+    let host = Arc::new(
+        Host::builder()
+            .database(dir.path().join("state.db"))
+            .runtime(Arc::new(runtime))
+            .provider("mail", gate.clone())
+            .build()
+            .unwrap(),
+    );
+    let slow = CallRequest::new("diverge", r#"{"variant":"a"}"#).conversation("c");
+    let fresh = CallRequest::new("diverge", r#"{"variant":"b"}"#).conversation("c");
+
+    // v1 runs the slow call and is held inside its effect.
+    let in_flight = {
+        let host = Arc::clone(&host);
+        let slow = slow.clone();
+        std::thread::spawn(move || host.call(&slow))
+    };
+    gate.wait_until_reached();
+
+    // A build that fails to load changes nothing and says why.
+    let err = host
+        .swap_tool(Path::new("broken.wasm"), b"not a component")
+        .unwrap_err();
+    assert!(err.to_string().contains("not a WebAssembly file"), "{err}");
+    assert_eq!(
+        host.runtime().current("diverge").unwrap().digest,
+        digest_of_file(DIVERGE_COMPONENT)
+    );
+
+    // v2 is swapped in while the slow call is still running.
+    let report = host
+        .swap_tool(
+            Path::new(DIVERGE_V2_COMPONENT),
+            &std::fs::read(DIVERGE_V2_COMPONENT).unwrap(),
+        )
+        .unwrap();
+    assert_eq!(report.replaced, Some(digest_of_file(DIVERGE_COMPONENT)));
+    assert_eq!(report.tool.digest, digest_of_file(DIVERGE_V2_COMPONENT));
+    let listed: Vec<String> = host
+        .runtime()
+        .current_tools()
+        .iter()
+        .map(|t| t.digest.clone())
+        .collect();
+    assert_eq!(listed, [digest_of_file(DIVERGE_V2_COMPONENT)]);
+
+    // A new call runs on v2 and is answered while v1's call is held.
+    let answered = host.call(&fresh).unwrap();
+    assert!(answered.outcome.is_success(), "{:?}", answered.outcome);
+    assert!(!in_flight.is_finished(), "the slow call is still in flight");
+
+    // The slow call finishes, on v1.
+    gate.release();
+    let slow_answer = in_flight.join().unwrap().unwrap();
+    assert!(
+        slow_answer.outcome.is_success(),
+        "{:?}",
+        slow_answer.outcome
+    );
+    assert_eq!(gate.applied().len(), 2, "both calls' mail went, once each");
+
+    let journal = host.journal(Some("c"), 10).unwrap();
+    let component_of = |key: &justonce::InvocationKey| {
+        journal
+            .iter()
+            .find(|e| e.key == key.as_str())
+            .and_then(|e| e.component.clone())
+    };
+    assert_eq!(
+        component_of(&slow_answer.key),
+        Some(digest_of_file(DIVERGE_COMPONENT))
+    );
+    assert_eq!(
+        component_of(&answered.key),
+        Some(digest_of_file(DIVERGE_V2_COMPONENT))
+    );
+
+    // The name is the identity: a retry of the slow call after the roll-out replays
+    // v1's answer, under the same key, and sends nothing.
+    let retried = host.call(&slow).unwrap();
+    assert!(retried.replayed);
+    assert_eq!(retried.key, slow_answer.key);
+    assert_eq!(gate.applied().len(), 2);
+}
+
+#[test]
+fn a_swap_can_add_a_tool_that_was_not_loaded() {
+    let mut runtime = Runtime::new(Limits::default()).unwrap();
+    runtime.load_file(Path::new(DIVERGE_COMPONENT)).unwrap();
+    let host = Host::builder().runtime(Arc::new(runtime)).build().unwrap();
+    let echo = CallRequest::new("echo", r#"{"message":"hi"}"#);
+    assert!(host.call(&echo).is_err(), "not loaded yet");
+    let report = host
+        .swap_tool(
+            Path::new(ECHO_COMPONENT),
+            &std::fs::read(ECHO_COMPONENT).unwrap(),
+        )
+        .unwrap();
+    assert_eq!(report.replaced, None);
+    let answer = host.call(&echo).unwrap();
+    assert!(answer.outcome.is_success(), "{:?}", answer.outcome);
+}
