@@ -392,6 +392,11 @@ impl HostBuilder {
             )));
         }
         let runtime = match self.runtime {
+            Some(_) if !self.sources.is_empty() => {
+                return Err(Error::Host(anyhow::anyhow!(
+                    "tools from registries are loaded by the builder, not into a shared runtime (HostBuilder::runtime); swap them in with Host::swap_tool"
+                )));
+            }
             Some(runtime) => runtime,
             None => {
                 // Pooled slots big enough for the largest memory any tool is given.

@@ -18,6 +18,7 @@ use justonce::registry::artifact::Artifact;
 use justonce_tests::guests::{DIVERGE_COMPONENT, DIVERGE_V2_COMPONENT, ECHO_COMPONENT};
 use serde_json::Value;
 
+use crate::support::builds::{component_of, digest_of_file};
 use crate::support::cli::{json_of, justonce_command};
 
 const ECHO_ARGS: &str = r#"{"message":"hello from the registry"}"#;
@@ -84,10 +85,6 @@ fn listed_digest(dir: &Path, name: &str) -> String {
         .find(|t| t["name"] == name)
         .unwrap_or_else(|| panic!("no tool {name} in {tools}"));
     tool["digest"].as_str().unwrap().to_owned()
-}
-
-fn digest_of_file(path: &str) -> String {
-    Digest::of(&std::fs::read(path).unwrap()).to_string()
 }
 
 #[test]
@@ -475,18 +472,12 @@ fn a_new_build_keeps_the_tools_keys_and_the_journal_names_the_build_of_each_call
     assert_eq!(mail.applied().len(), 2);
 
     let journal = v2.journal(Some("c"), 10).unwrap();
-    let component_of = |key: &justonce::InvocationKey| {
-        journal
-            .iter()
-            .find(|e| e.key == key.as_str())
-            .and_then(|e| e.component.clone())
-    };
     assert_eq!(
-        component_of(&done.key),
+        component_of(&journal, &done.key),
         Some(digest_of_file(DIVERGE_COMPONENT))
     );
     assert_eq!(
-        component_of(&new.key),
+        component_of(&journal, &new.key),
         Some(digest_of_file(DIVERGE_V2_COMPONENT))
     );
     assert_ne!(

@@ -6,15 +6,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use justonce::registry::Digest;
 use justonce::{CallRequest, Host, Limits, Runtime};
 use justonce_tests::guests::{DIVERGE_COMPONENT, DIVERGE_V2_COMPONENT, ECHO_COMPONENT};
 
 use crate::support::HoldFirst;
-
-fn digest_of_file(path: &str) -> String {
-    Digest::of(&std::fs::read(path).unwrap()).to_string()
-}
+use crate::support::builds::{component_of, digest_of_file};
 
 #[test]
 fn a_call_in_flight_finishes_on_the_old_build_while_new_calls_get_the_new_one() {
@@ -85,18 +81,12 @@ fn a_call_in_flight_finishes_on_the_old_build_while_new_calls_get_the_new_one() 
     assert_eq!(gate.applied().len(), 2, "both calls' mail went, once each");
 
     let journal = host.journal(Some("c"), 10).unwrap();
-    let component_of = |key: &justonce::InvocationKey| {
-        journal
-            .iter()
-            .find(|e| e.key == key.as_str())
-            .and_then(|e| e.component.clone())
-    };
     assert_eq!(
-        component_of(&slow_answer.key),
+        component_of(&journal, &slow_answer.key),
         Some(digest_of_file(DIVERGE_COMPONENT))
     );
     assert_eq!(
-        component_of(&answered.key),
+        component_of(&journal, &answered.key),
         Some(digest_of_file(DIVERGE_V2_COMPONENT))
     );
 
