@@ -9,6 +9,7 @@
 //! unscoped_retention_minutes = 10 # calls that name no conversation
 //! durability = "full"            # or "normal": no fsync on the call path
 //! tokens_file = "tokens.json"    # bearer tokens of `serve --http` (`justonce token`)
+//! registry_secrets_file = "registry.env" # JUSTONCE_REGISTRY_USERNAME/PASSWORD, if not in the environment
 //!
 //! [retry]
 //! attempts = 3
@@ -24,12 +25,11 @@
 //! max_effects = 10
 //! retention_hours = 48           # its records, conversation or not
 //! allow = ["payments", "https://hooks.example"]  # services and origins it may reach
-//! mcp = false                    # not offered by `serve` over MCP
+//! mcp = false                    # not offered over MCP (Host::exposed_over_mcp)
 //!
 //! [tools.refund]                 # a tool from an OCI registry, by digest or by a
 //! source = "oci://127.0.0.1:5000/shop/refund:v1"  # tag that `justonce lock` pins
 //!                                # in justonce.lock beside this file
-//! registry_secrets_file = "registry.env"  # (top level) JUSTONCE_REGISTRY_USERNAME/PASSWORD
 //!
 //! [telemetry]                    # traces over OTLP/HTTP (OTEL_EXPORTER_OTLP_* win)
 //! otlp_endpoint = "http://localhost:4318"

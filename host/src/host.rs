@@ -15,7 +15,7 @@ use crate::journal::{
 };
 use crate::keys::InvocationKey;
 use crate::retention::Retention;
-use crate::runtime::{Runtime, SwapReport, ToolLimits};
+use crate::runtime::{DirSwap, Runtime, SwapReport, ToolLimits};
 
 /// The guarded tool host. Build it once with [`Host::builder`]; `call` it from many
 /// threads.
@@ -93,6 +93,12 @@ impl Host {
     /// [`Runtime::current_tools`] and tells its clients the list changed.
     pub fn swap_tool(&self, source: &std::path::Path, bytes: &[u8]) -> Result<SwapReport> {
         self.runtime.swap(source, bytes)
+    }
+
+    /// Swaps in every component of the tools directory `dir` that is not a build
+    /// some tool runs now (see [`Host::swap_tool`] and [`Runtime::swap_dir`]).
+    pub fn swap_tools_dir(&self, dir: &std::path::Path) -> Result<DirSwap> {
+        self.runtime.swap_dir(dir)
     }
 
     /// The sandbox limits of every tool.

@@ -72,7 +72,7 @@ pub use outcome::Outcome;
 pub use provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
 pub use retention::{Retention, ToolWindows};
 pub use retry::RetryPolicy;
-pub use runtime::{Limits, LoadedTool, Runtime, SwapReport};
+pub use runtime::{DirSwap, Limits, LoadedTool, RefusedTool, Runtime, SwapReport};
 
 /// The `justonce` command line. Only the binary calls it.
 #[doc(hidden)]

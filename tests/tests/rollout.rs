@@ -115,3 +115,35 @@ fn a_swap_can_add_a_tool_that_was_not_loaded() {
     let answer = host.call(&echo).unwrap();
     assert!(answer.outcome.is_success(), "{:?}", answer.outcome);
 }
+
+#[test]
+fn a_changed_tools_directory_swaps_in_what_changed_and_names_what_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools");
+    std::fs::create_dir(&tools).unwrap();
+    std::fs::copy(DIVERGE_COMPONENT, tools.join("diverge.wasm")).unwrap();
+    std::fs::copy(ECHO_COMPONENT, tools.join("echo.wasm")).unwrap();
+    let host = Host::builder().tools_dir(&tools).build().unwrap();
+
+    let nothing_new = host.swap_tools_dir(&tools).unwrap();
+    assert!(nothing_new.swapped.is_empty() && nothing_new.refused.is_empty());
+    assert_eq!(nothing_new.unchanged.len(), 2);
+
+    std::fs::copy(DIVERGE_V2_COMPONENT, tools.join("diverge.wasm")).unwrap();
+    std::fs::write(tools.join("half-written.wasm"), b"\0asm").unwrap();
+    let report = host.swap_tools_dir(&tools).unwrap();
+    assert_eq!(report.swapped.len(), 1);
+    assert_eq!(report.swapped[0].tool.name, "diverge");
+    assert_eq!(
+        report.swapped[0].replaced,
+        Some(digest_of_file(DIVERGE_COMPONENT))
+    );
+    assert_eq!(report.unchanged, [tools.join("echo.wasm")]);
+    assert_eq!(report.refused.len(), 1);
+    assert_eq!(report.refused[0].source, tools.join("half-written.wasm"));
+    assert!(!report.refused[0].reason.is_empty());
+    assert_eq!(
+        host.runtime().current("diverge").unwrap().digest,
+        digest_of_file(DIVERGE_V2_COMPONENT)
+    );
+}

@@ -3,8 +3,10 @@
 //! `DIR/sha256/HEX` holds the blob whose digest is `sha256:HEX`: a manifest or a
 //! component. Every read checks the bytes against the digest that names them; an
 //! entry that does not match is removed and treated as missing, so a damaged or
-//! altered cache costs a pull, never a wrong component. The directory is created
-//! `0700` and entries are written to a new file renamed into place.
+//! altered cache costs a pull, never a wrong component (so, unlike the compiled
+//! cache, whose entries are machine code run as they are, it needs no ownership
+//! checks). The directory is created `0700` and entries are written to a new file
+//! renamed into place.
 
 use std::fs;
 use std::io::Write as _;
@@ -72,7 +74,10 @@ impl BlobCache {
             .recursive(true)
             .mode(0o700)
             .create(parent)?;
-        let tmp = parent.join(format!(".{}.{}.tmp", digest.hex(), std::process::id()));
+        // Unique per process and write: two threads may keep the same blob at once.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = parent.join(format!(".{}.{}.{n}.tmp", digest.hex(), std::process::id()));
         let mut file = fs::OpenOptions::new()
             .write(true)
             .create(true)

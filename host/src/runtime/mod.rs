@@ -27,7 +27,7 @@ pub use limits::{Limits, ToolLimits};
 pub use pool::CONCURRENT_CALLS;
 pub(crate) use pool::check_fits as check_pool_fits;
 pub use portable_schema::portable as portable_schema;
-pub use swap::SwapReport;
+pub use swap::{DirSwap, SwapReport};
 pub(crate) use trap::TrapReason;
 
 use std::collections::BTreeMap;
@@ -267,17 +267,7 @@ impl Runtime {
     /// Loads every `*.wasm` file in `dir` (sorted by name). A component that is refused
     /// is remembered in [`Runtime::refused`] instead of failing the whole directory.
     pub fn load_dir(&mut self, dir: &Path) -> Result<(), Error> {
-        let entries = std::fs::read_dir(dir).map_err(|e| Error::Load {
-            path: dir.to_path_buf(),
-            fault: io_fault(&e),
-            reason: format!("cannot read the tools directory: {e} (check --tools or `tools_dir`)"),
-        })?;
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
-            .collect();
-        paths.sort();
-        for path in paths {
+        for path in wasm_files(dir)? {
             if let Err(e) = self.load_file(&path) {
                 self.refused.push(RefusedTool {
                     source: path,
@@ -520,6 +510,21 @@ impl Runtime {
         };
         (outcome, handler)
     }
+}
+
+/// The `*.wasm` files in the tools directory `dir`, sorted by name.
+fn wasm_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::Load {
+        path: dir.to_path_buf(),
+        fault: io_fault(&e),
+        reason: format!("cannot read the tools directory: {e} (check --tools or `tools_dir`)"),
+    })?;
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+        .collect();
+    paths.sort();
+    Ok(paths)
 }
 
 /// Whose fault a failure to read a path the user gave is: theirs when it does not

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
-use super::{LoadedTool, Runtime};
+use super::{LoadedTool, RefusedTool, Runtime, wasm_files};
 use crate::error::Error;
 
 /// The components swapped in since the runtime was loaded, by tool name.
@@ -23,7 +23,52 @@ pub struct SwapReport {
     pub replaced: Option<String>,
 }
 
+/// What [`Runtime::swap_dir`] did.
+#[derive(Debug, Default)]
+pub struct DirSwap {
+    /// The components swapped in (a new build of a tool, or a new tool).
+    pub swapped: Vec<SwapReport>,
+    /// The files whose build is the one their tool already runs (not compiled again).
+    pub unchanged: Vec<std::path::PathBuf>,
+    /// The files that failed to load, with why; their tools keep their old build.
+    pub refused: Vec<RefusedTool>,
+}
+
 impl Runtime {
+    /// Swaps in every `*.wasm` component of the tools directory `dir` whose bytes are
+    /// not a build some tool runs now (see [`Runtime::swap`]): what a server calls
+    /// when the directory changed (or on `SIGHUP`). A file that fails to load is
+    /// listed with why and changes nothing; a tool whose file is gone keeps running.
+    pub fn swap_dir(&self, dir: &Path) -> Result<DirSwap, Error> {
+        let running: std::collections::BTreeSet<String> = self
+            .current_tools()
+            .iter()
+            .map(|t| t.digest.clone())
+            .collect();
+        let mut report = DirSwap::default();
+        for path in wasm_files(dir)? {
+            let swapped = std::fs::read(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| {
+                    if running.contains(&super::component_digest(&bytes)) {
+                        return Ok(None);
+                    }
+                    self.swap(&path, &bytes)
+                        .map(Some)
+                        .map_err(|e| e.to_string())
+                });
+            match swapped {
+                Ok(Some(swap)) => report.swapped.push(swap),
+                Ok(None) => report.unchanged.push(path),
+                Err(reason) => report.refused.push(RefusedTool {
+                    source: path,
+                    reason,
+                }),
+            }
+        }
+        Ok(report)
+    }
+
     /// Compiles and checks the component `bytes` (from `source`) and makes it the one
     /// that new calls of its tool get: a new build of a loaded tool, or a new tool.
     /// Calls already running keep the component they started with. On an error
