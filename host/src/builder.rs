@@ -15,6 +15,7 @@ use crate::http::HttpConfig;
 use crate::journal::{self, Durability};
 use crate::provider::Provider;
 use crate::providers::{HttpProvider, KvProvider, MailProvider, OutboxProvider};
+use crate::registry::{self, BlobCache, Credentials, LockFile, Reference, RegistryClient};
 use crate::retention::Retention;
 use crate::retry::RetryPolicy;
 use crate::runtime::{Limits, Runtime, ToolLimits};
@@ -46,6 +47,15 @@ pub struct HostBuilder {
     compile_cache: Option<Option<PathBuf>>,
     /// Tests only: a PostgreSQL journal's clock is [`HostBuilder::clock`].
     database_clock_is_host_clock: bool,
+    /// Tools from OCI registries: name → pinned reference, or why it is not pinned.
+    sources: BTreeMap<String, std::result::Result<Reference, String>>,
+    registry_credentials: Option<Credentials>,
+    registry_secrets_file: Option<PathBuf>,
+    /// `None`: beside the compiled-component cache.
+    blob_cache: Option<PathBuf>,
+    /// Per tool: origins and service names added to the HTTP allowlist.
+    tool_allow: BTreeMap<String, Vec<String>>,
+    hidden_from_mcp: std::collections::BTreeSet<String>,
 }
 
 impl Default for HostBuilder {
@@ -74,6 +84,12 @@ impl Default for HostBuilder {
             http_config_file: None,
             compile_cache: None,
             database_clock_is_host_clock: false,
+            sources: BTreeMap::new(),
+            registry_credentials: None,
+            registry_secrets_file: None,
+            blob_cache: None,
+            tool_allow: BTreeMap::new(),
+            hidden_from_mcp: std::collections::BTreeSet::new(),
         }
     }
 }
@@ -244,6 +260,126 @@ impl HostBuilder {
         self
     }
 
+    /// Loads the tool `tool` from an OCI registry: `reference` must carry the
+    /// manifest's digest (`oci://REGISTRY/REPOSITORY@sha256:…`, a tag may stand before
+    /// it). The component is read from the blob cache, else pulled, and refused when
+    /// its bytes do not match the digest or when it is not the tool `tool`.
+    pub fn tool_source(mut self, tool: impl Into<String>, reference: Reference) -> Self {
+        self.sources.insert(tool.into(), Ok(reference));
+        self
+    }
+
+    /// `[tools.NAME] source`, pinned by its own digest or else by the lock file.
+    pub(crate) fn tool_source_pinned_by(
+        mut self,
+        tool: String,
+        source: &Reference,
+        lock: &std::result::Result<LockFile, String>,
+    ) -> Self {
+        let pinned = match lock {
+            Ok(lock) => lock.pin(&tool, source),
+            Err(_) if source.digest.is_some() => Ok(source.clone()),
+            Err(why) => Err(format!("{why} (run `justonce lock` to write it anew)")),
+        };
+        self.sources.insert(tool, pinned);
+        self
+    }
+
+    /// Lets `tool` reach each of `entries` over HTTP too: an origin
+    /// (`https://host[:port]`) or the name of a service of the HTTP config, added to
+    /// its allowlist (`[tools.NAME] allow`).
+    pub fn tool_allow(mut self, tool: impl Into<String>, entries: Vec<String>) -> Self {
+        self.tool_allow.entry(tool.into()).or_default().extend(entries);
+        self
+    }
+
+    /// Keeps `tool` out of what `serve` offers over MCP (`[tools.NAME] mcp = false`);
+    /// the library and `run` still call it. See [`Host::exposed_over_mcp`].
+    pub fn hide_from_mcp(mut self, tool: impl Into<String>) -> Self {
+        self.hidden_from_mcp.insert(tool.into());
+        self
+    }
+
+    /// Forgets the tools from registries named so far (`run COMPONENT` loads that
+    /// component alone).
+    pub(crate) fn without_tool_sources(mut self) -> Self {
+        self.sources.clear();
+        self
+    }
+
+    /// The credentials for every registry a [`tool_source`](Self::tool_source) is on
+    /// (default: [`registry::USERNAME_VAR`] and [`registry::PASSWORD_VAR`] from the
+    /// environment, else from [`registry_secrets_file`](Self::registry_secrets_file)).
+    pub fn registry_credentials(mut self, credentials: Credentials) -> Self {
+        self.registry_credentials = Some(credentials);
+        self
+    }
+
+    /// Reads the registry credentials from this file (`NAME=value` lines) when the
+    /// environment has none.
+    pub fn registry_secrets_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.registry_secrets_file = Some(path.into());
+        self
+    }
+
+    /// Keeps pulled components in `dir`, by digest (default: beside the
+    /// compiled-component cache, see [`registry::blob_cache_beside`]; none for a host
+    /// without one).
+    pub fn blob_cache(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.blob_cache = Some(dir.into());
+        self
+    }
+
+    /// Fetches and loads the tools from registries.
+    fn load_sources(&self, runtime: &mut Runtime, compiled: Option<&Path>) -> Result<()> {
+        if self.sources.is_empty() {
+            return Ok(());
+        }
+        let mut pinned = BTreeMap::new();
+        for (tool, source) in &self.sources {
+            let reference = source.as_ref().map_err(|why| Error::Load {
+                path: PathBuf::from(format!("[tools.{tool}]")),
+                reason: why.clone(),
+                fault: crate::error::LoadFault::Input,
+            })?;
+            if reference.digest.is_none() {
+                return Err(Error::Load {
+                    path: PathBuf::from(reference.to_string()),
+                    reason: format!(
+                        "the source of `{tool}` names no digest; pin it (`@sha256:…`, or `justonce lock`)"
+                    ),
+                    fault: crate::error::LoadFault::Input,
+                });
+            }
+            pinned.insert(tool.clone(), reference.clone());
+        }
+        let credentials = match &self.registry_credentials {
+            Some(credentials) => credentials.clone(),
+            None => Credentials::resolve(
+                &|name| std::env::var(name).ok(),
+                self.registry_secrets_file.as_deref(),
+            )
+            .map_err(|reason| Error::Config {
+                path: self
+                    .registry_secrets_file
+                    .clone()
+                    .unwrap_or_else(|| PathBuf::from("<environment>")),
+                reason,
+            })?,
+        };
+        let cache = self
+            .blob_cache
+            .clone()
+            .or_else(|| compiled.map(registry::blob_cache_beside))
+            .map(BlobCache::new);
+        registry::load_sources(
+            runtime,
+            &pinned,
+            &RegistryClient::new(credentials),
+            cache.as_ref(),
+        )
+    }
+
     /// Opens the journal, loads the tools and registers the built-in providers.
     pub fn build(self) -> Result<Host> {
         fault::check_env()?;
@@ -256,6 +392,11 @@ impl HostBuilder {
             )));
         }
         let runtime = match self.runtime {
+            Some(_) if !self.sources.is_empty() => {
+                return Err(Error::Host(anyhow::anyhow!(
+                    "tools from registries are loaded by the builder, not into a shared runtime (HostBuilder::runtime); swap them in with Host::swap_tool"
+                )));
+            }
             Some(runtime) => runtime,
             None => {
                 // Pooled slots big enough for the largest memory any tool is given.
@@ -273,7 +414,7 @@ impl HostBuilder {
                         .as_ref()
                         .and_then(|_| crate::runtime::CompileCache::default_dir()),
                 };
-                if let Some(dir) = cache_dir {
+                if let Some(dir) = &cache_dir {
                     runtime.set_compile_cache(dir);
                 }
                 if self.example_tools {
@@ -290,6 +431,7 @@ impl HostBuilder {
                         None => runtime.load_file(path)?,
                     };
                 }
+                self.load_sources(&mut runtime, cache_dir.as_deref())?;
                 Arc::new(runtime)
             }
         };
@@ -303,7 +445,7 @@ impl HostBuilder {
             )?,
             None => journal::in_memory()?,
         };
-        let http = Arc::new(match &self.http_config_file {
+        let mut http = match &self.http_config_file {
             Some(path) => HttpConfig::load(path).map_err(|e| Error::Config {
                 path: path.clone(),
                 reason: e.to_string(),
@@ -315,7 +457,15 @@ impl HostBuilder {
                 })?;
                 self.http
             }
-        });
+        };
+        for (tool, entries) in &self.tool_allow {
+            http.allow_for_tool(tool, entries)
+                .map_err(|reason| Error::Config {
+                    path: PathBuf::from("<[tools.NAME] allow>"),
+                    reason,
+                })?;
+        }
+        let http = Arc::new(http);
         let mut providers = self.providers;
         providers
             .entry("http".into())
@@ -385,7 +535,8 @@ impl HostBuilder {
             runtime,
             limits,
             http,
-        ))
+        )
+        .hiding_from_mcp(self.hidden_from_mcp))
     }
 }
 

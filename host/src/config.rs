@@ -9,6 +9,7 @@
 //! unscoped_retention_minutes = 10 # calls that name no conversation
 //! durability = "full"            # or "normal": no fsync on the call path
 //! tokens_file = "tokens.json"    # bearer tokens of `serve --http` (`justonce token`)
+//! registry_secrets_file = "registry.env" # JUSTONCE_REGISTRY_USERNAME/PASSWORD, if not in the environment
 //!
 //! [retry]
 //! attempts = 3
@@ -23,6 +24,12 @@
 //! deadline_ms = 2000
 //! max_effects = 10
 //! retention_hours = 48           # its records, conversation or not
+//! allow = ["payments", "https://hooks.example"]  # services and origins it may reach
+//! mcp = false                    # not offered over MCP (Host::exposed_over_mcp)
+//!
+//! [tools.refund]                 # a tool from an OCI registry, by digest or by a
+//! source = "oci://127.0.0.1:5000/shop/refund:v1"  # tag that `justonce lock` pins
+//!                                # in justonce.lock beside this file
 //!
 //! [telemetry]                    # traces over OTLP/HTTP (OTEL_EXPORTER_OTLP_* win)
 //! otlp_endpoint = "http://localhost:4318"
@@ -39,6 +46,7 @@ use serde::Deserialize;
 use crate::builder::HostBuilder;
 use crate::error::{Error, Result};
 use crate::journal::Durability;
+use crate::registry::{LockFile, Reference, lock_path_beside};
 use crate::retry::RetryPolicy;
 use crate::runtime::{Limits, ToolLimits};
 
@@ -80,6 +88,20 @@ pub struct Config {
     /// (its base URL; `/v1/traces` is added), unless the standard
     /// `OTEL_EXPORTER_OTLP_*ENDPOINT` variables name one.
     pub otlp_endpoint: Option<String>,
+    /// `[tools.NAME] source`: the tools loaded from OCI registries, as written.
+    pub sources: BTreeMap<String, Reference>,
+    /// `justonce.lock` beside the file (empty when there is none): the digests the
+    /// sources' tags were pinned to; the error when it cannot be read (a tool whose
+    /// tag needs it is then refused with it, and `justonce lock` writes it anew).
+    pub lock: std::result::Result<LockFile, String>,
+    /// The file the registry credentials are read from when the environment has
+    /// none (`NAME=value` lines).
+    pub registry_secrets_file: Option<PathBuf>,
+    /// `[tools.NAME] allow`: origins and service names each tool may reach over
+    /// HTTP, added to the HTTP config's allowlist.
+    pub tool_allow: BTreeMap<String, Vec<String>>,
+    /// `[tools.NAME] mcp = false`: the tools `serve` does not offer over MCP.
+    pub hidden_from_mcp: std::collections::BTreeSet<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -98,6 +120,7 @@ struct RawConfig {
     tools: BTreeMap<String, RawLimits>,
     tokens_file: Option<PathBuf>,
     telemetry: Option<RawTelemetry>,
+    registry_secrets_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -162,6 +185,12 @@ struct RawLimits {
     max_output_bytes: Option<usize>,
     /// Only in `[tools.NAME]`: not a sandbox limit, but how long its records are kept.
     retention_hours: Option<u64>,
+    /// Only in `[tools.NAME]`: the OCI reference the tool's component is pulled from.
+    source: Option<String>,
+    /// Only in `[tools.NAME]`: origins and service names the tool may reach over HTTP.
+    allow: Option<Vec<String>>,
+    /// Only in `[tools.NAME]`: whether `serve` offers the tool over MCP (default true).
+    mcp: Option<bool>,
 }
 
 /// `Err("`{key}` {problem}")` unless `ok`.
@@ -314,6 +343,43 @@ impl Config {
             "is not a limit: set `retention_hours` at the top level, or in [tools.NAME] for one tool",
         )
         .map_err(error)?;
+        for (key, set) in [
+            ("source", raw.limits.source.is_some()),
+            ("allow", raw.limits.allow.is_some()),
+            ("mcp", raw.limits.mcp.is_some()),
+        ] {
+            require(
+                !set,
+                &format!("limits.{key}"),
+                "is not a limit: set it in [tools.NAME] for one tool",
+            )
+            .map_err(error)?;
+        }
+        let tool_allow: BTreeMap<String, Vec<String>> = raw
+            .tools
+            .iter()
+            .filter_map(|(name, t)| Some((name.clone(), t.allow.clone()?)))
+            .collect();
+        let hidden_from_mcp = raw
+            .tools
+            .iter()
+            .filter(|(_, t)| t.mcp == Some(false))
+            .map(|(name, _)| name.clone())
+            .collect();
+        let mut sources = BTreeMap::new();
+        for (name, section) in &raw.tools {
+            if let Some(source) = &section.source {
+                let reference = source
+                    .parse::<Reference>()
+                    .map_err(|why| error(format!("`tools.{name}.source`: {why}")))?;
+                sources.insert(name.clone(), reference);
+            }
+        }
+        let lock = if sources.is_empty() {
+            Ok(LockFile::default())
+        } else {
+            LockFile::read(&lock_path_beside(path))
+        };
         let mut tool_retention = BTreeMap::new();
         for (name, section) in &raw.tools {
             if let Some(hours) = section.retention_hours {
@@ -363,6 +429,11 @@ impl Config {
                 .transpose()
                 .map_err(error)?
                 .flatten(),
+            sources,
+            lock,
+            registry_secrets_file: raw.registry_secrets_file.map(|p| dir.join(p)),
+            tool_allow,
+            hidden_from_mcp,
         })
     }
 }
@@ -395,9 +466,30 @@ impl HostBuilder {
         if let Some(retry) = &config.retry {
             self = self.retry_policy(retry.clone());
         }
+        self = self.tool_sources_of(config);
+        for (tool, entries) in &config.tool_allow {
+            self = self.tool_allow(tool.clone(), entries.clone());
+        }
+        for tool in &config.hidden_from_mcp {
+            self = self.hide_from_mcp(tool.clone());
+        }
         self = self.limits(config.limits.defaults.clone());
         for (tool, limits) in &config.limits.tools {
             self = self.tool_limits(tool.clone(), limits.clone());
+        }
+        self
+    }
+}
+
+impl HostBuilder {
+    /// The configuration's `[tools.NAME] source`s, pinned by their digests or the lock
+    /// file, and where the registry credentials are read from.
+    pub(crate) fn tool_sources_of(mut self, config: &Config) -> Self {
+        for (tool, source) in &config.sources {
+            self = self.tool_source_pinned_by(tool.clone(), source, &config.lock);
+        }
+        if let Some(path) = &config.registry_secrets_file {
+            self = self.registry_secrets_file(path);
         }
         self
     }
@@ -529,6 +621,28 @@ mod tests {
         );
         let r = reason("[limits]\nretention_hours = 5\n");
         assert!(r.contains("`limits.retention_hours` is not a limit"), "{r}");
+    }
+
+    #[test]
+    fn a_tools_section_holds_its_source_allowlist_and_mcp_exposure_and_limits_holds_none() {
+        let config = parse(
+            "[tools.refund]\nsource = \"oci://127.0.0.1:5000/shop/refund:v1\"\nallow = [\"payments\"]\nmcp = false\n[tools.echo]\nmcp = true\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.sources["refund"].to_string(),
+            "oci://127.0.0.1:5000/shop/refund:v1"
+        );
+        assert_eq!(config.tool_allow["refund"], ["payments"]);
+        assert!(config.hidden_from_mcp.contains("refund"));
+        assert!(!config.hidden_from_mcp.contains("echo"));
+        assert_eq!(config.lock, Ok(LockFile::default()), "no lock file yet");
+        for key in ["source = \"oci://r/a:v1\"", "allow = []", "mcp = false"] {
+            let r = reason(&format!("[limits]\n{key}\n"));
+            assert!(r.contains("is not a limit"), "{r}");
+        }
+        let r = reason("[tools.refund]\nsource = \"https://r/a:v1\"\n");
+        assert!(r.contains("`tools.refund.source`") && r.contains("oci://"), "{r}");
     }
 
     #[test]

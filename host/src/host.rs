@@ -15,7 +15,7 @@ use crate::journal::{
 };
 use crate::keys::InvocationKey;
 use crate::retention::Retention;
-use crate::runtime::{Runtime, ToolLimits};
+use crate::runtime::{DirSwap, Runtime, SwapReport, ToolLimits};
 
 /// The guarded tool host. Build it once with [`Host::builder`]; `call` it from many
 /// threads.
@@ -24,6 +24,7 @@ pub struct Host {
     runtime: Arc<Runtime>,
     limits: ToolLimits,
     http: Arc<HttpConfig>,
+    hidden_from_mcp: std::collections::BTreeSet<String>,
 }
 
 impl std::fmt::Debug for Host {
@@ -47,7 +48,19 @@ impl Host {
             runtime,
             limits,
             http,
+            hidden_from_mcp: Default::default(),
         }
+    }
+
+    pub(crate) fn hiding_from_mcp(mut self, tools: std::collections::BTreeSet<String>) -> Self {
+        self.hidden_from_mcp = tools;
+        self
+    }
+
+    /// Whether `serve` offers `tool` over MCP (`[tools.NAME] mcp`, true unless set
+    /// false). A hidden tool is still called by the library and `run`.
+    pub fn exposed_over_mcp(&self, tool: &str) -> bool {
+        !self.hidden_from_mcp.contains(tool)
     }
 
     /// Starts building a host.
@@ -70,6 +83,22 @@ impl Host {
     /// The loaded tools.
     pub fn runtime(&self) -> &Runtime {
         &self.runtime
+    }
+
+    /// Loads a new build of a tool (or a new tool) while calls run: calls in flight
+    /// finish on the component they started with, calls that start after get this
+    /// one, and the tool keeps its name and so its keys (a retry of a call the old
+    /// build completed replays its answer). A component that fails to load changes
+    /// nothing, and the error says why. An MCP server then lists
+    /// [`Runtime::current_tools`] and tells its clients the list changed.
+    pub fn swap_tool(&self, source: &std::path::Path, bytes: &[u8]) -> Result<SwapReport> {
+        self.runtime.swap(source, bytes)
+    }
+
+    /// Swaps in every component of the tools directory `dir` that is not a build
+    /// some tool runs now (see [`Host::swap_tool`] and [`Runtime::swap_dir`]).
+    pub fn swap_tools_dir(&self, dir: &std::path::Path) -> Result<DirSwap> {
+        self.runtime.swap_dir(dir)
     }
 
     /// The sandbox limits of every tool.

@@ -10,7 +10,7 @@ const LAYERS: &[&[&str]] = &[
     &["main", "lib", "cli", "mcp", "replay", "delivery", "sim"],
     &["config", "builder", "host"],
     &["guard"],
-    &["runtime", "providers", "journal", "http"],
+    &["runtime", "providers", "journal", "http", "registry"],
     &[
         "call",
         "keys",

@@ -46,6 +46,7 @@ mod normalize;
 mod outcome;
 mod provider;
 mod providers;
+pub mod registry;
 mod replay;
 mod retention;
 mod retry;
@@ -71,7 +72,7 @@ pub use outcome::Outcome;
 pub use provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
 pub use retention::{Retention, ToolWindows};
 pub use retry::RetryPolicy;
-pub use runtime::{Limits, Runtime};
+pub use runtime::{DirSwap, Limits, LoadedTool, RefusedTool, Runtime, SwapReport};
 
 /// The `justonce` command line. Only the binary calls it.
 #[doc(hidden)]
@@ -95,6 +96,7 @@ pub mod __private {
     pub use crate::mcp::{HttpOptions, HttpServer, MAX_QUEUED_CALLS, Server, ServerConfig};
     pub use crate::mutants::Mutant;
     pub use crate::providers::{KvProvider, MailProvider, OutboxMessage, OutboxProvider};
+    pub use crate::registry::testing::TestRegistry;
     pub use crate::runtime::CONCURRENT_CALLS;
     pub use crate::runtime::CacheStats;
     pub use crate::sim::{FaultKind, JournalKind, Options, Report, StoreError, run};

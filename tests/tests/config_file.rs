@@ -154,3 +154,70 @@ fn with_normal_durability_each_run_process_saves_its_outcome_before_it_exits() {
         assert_eq!(again["error"], first["error"]);
     }
 }
+
+#[test]
+fn tools_shows_each_tools_effective_policy_from_one_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    std::fs::write(
+        dir.path().join("justonce.toml"),
+        "[limits]\nmemory_mib = 32\nmax_effects = 7\n\
+         [tools.refund]\ndeadline_ms = 1500\nfuel = 5000000\nallow = [\"payments\", \"http://127.0.0.1:9\"]\nmcp = false\n",
+    )
+    .unwrap();
+    let http = dir.path().join("http.json");
+    std::fs::write(
+        &http,
+        r#"{"services": {"payments": "https://api.payments.example"}}"#,
+    )
+    .unwrap();
+    let out = justonce(
+        &["--http-config", http.to_str().unwrap(), "tools", "--json"],
+        Some(&db),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tools = json_of(&out);
+    let policy = |name: &str| {
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {tools}"))["policy"]
+            .clone()
+    };
+    let refund = policy("refund");
+    assert_eq!(refund["deadline_ms"], 1500);
+    assert_eq!(refund["fuel"], 5_000_000);
+    assert_eq!(refund["memory_mib"], 32, "from [limits]");
+    assert_eq!(refund["max_effects"], 7, "from [limits]");
+    assert_eq!(
+        refund["allow"],
+        serde_json::json!(["https://api.payments.example:443", "http://127.0.0.1:9"])
+    );
+    assert_eq!(refund["mcp"], false);
+    let receipt = policy("send_receipt");
+    assert_eq!(receipt["deadline_ms"], 10_000);
+    assert_eq!(receipt["fuel"], serde_json::Value::Null);
+    assert_eq!(receipt["allow"], serde_json::json!([]));
+    assert_eq!(receipt["mcp"], true);
+
+    // An entry that is neither an origin nor a service is named.
+    std::fs::write(
+        dir.path().join("justonce.toml"),
+        "[tools.refund]\nallow = [\"ledger\"]\n",
+    )
+    .unwrap();
+    let out = justonce(&["tools"], Some(&db));
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("tools.refund.allow") && said.contains("`ledger` is neither"),
+        "{said}"
+    );
+}

@@ -166,6 +166,9 @@ fn print_entry(e: &JournalEntry, full: bool) {
     if let Some(arguments) = &e.arguments {
         println!("  arguments: {arguments}");
     }
+    if let Some(component) = &e.component {
+        println!("  component: {component}");
+    }
     for f in &e.effects {
         print_effect(f, full);
     }

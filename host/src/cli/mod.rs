@@ -8,9 +8,11 @@ mod forget;
 mod gc;
 mod journal;
 mod key;
+mod lock;
 mod logging;
 mod new;
 mod operate;
+mod push;
 mod replay;
 mod resolve;
 mod run;
@@ -119,6 +121,8 @@ enum Command {
     Token(token::Token),
     Replay(replay::Replay),
     New(new::New),
+    Push(push::Push),
+    Lock(lock::Lock),
 }
 
 impl Cli {
@@ -144,8 +148,11 @@ impl Cli {
         let configured_tools = self
             .settings
             .as_ref()
-            .is_some_and(|c| c.tools_dir.is_some());
-        let builder = self.host_without_tools();
+            .is_some_and(|c| c.tools_dir.is_some() || !c.sources.is_empty());
+        let mut builder = self.host_without_tools();
+        if let Some(config) = &self.settings {
+            builder = builder.tool_sources_of(config);
+        }
         match &self.tools {
             Some(dir) => builder.tools_dir(dir),
             None if configured_tools => builder,
@@ -161,6 +168,7 @@ impl Cli {
             builder = builder.config(config);
         }
         let builder = builder
+            .without_tool_sources()
             .database(&self.db)
             .lease(std::time::Duration::from_millis(self.lease_ms));
         match &self.http_config {
@@ -270,6 +278,8 @@ pub fn main() -> ExitCode {
         Command::Token(cmd) => cmd.run(&cli),
         Command::Replay(cmd) => cmd.run(&cli),
         Command::New(cmd) => cmd.run(&cli),
+        Command::Push(cmd) => cmd.run(&cli),
+        Command::Lock(cmd) => cmd.run(&cli),
     };
     // Every span of the command is closed: send what is not sent yet.
     telemetry::shutdown();

@@ -15,9 +15,11 @@ use crate::runtime::{Runtime, portable_schema};
 /// were refused with the reason.
 #[derive(Debug, Args)]
 pub struct Tools {
-    /// Print a JSON array of `{name, description, inputSchema, readOnly, retention}`
-    /// (`retention`: `{conversation_seconds, unscoped_seconds}`, `null` for a
-    /// read-only tool).
+    /// Print a JSON array of `{name, description, inputSchema, readOnly, source,
+    /// digest, policy, retention}`: `source` is the file or `oci://` reference the
+    /// component came from, `digest` the component's `sha256:…`, `policy` the
+    /// effective limits, HTTP allowlist and MCP exposure, `retention`
+    /// `{conversation_seconds, unscoped_seconds}` (`null` for a read-only tool).
     #[arg(long)]
     json: bool,
     /// A component file to describe instead of the tools directory.
@@ -42,6 +44,9 @@ impl Tools {
                         "description": t.description,
                         "inputSchema": portable_schema(&t.input_schema),
                         "readOnly": t.read_only,
+                        "source": t.source.display().to_string(),
+                        "digest": t.digest,
+                        "policy": policy(&host, &t.name),
                         "retention": (!t.read_only)
                             .then(|| host.retention().of_tool(&t.name).to_json()),
                     })
@@ -51,6 +56,8 @@ impl Tools {
         } else {
             for tool in runtime.tools() {
                 println!("{}\n  {}", tool.name, tool.description);
+                println!("  component {} from {}", tool.digest, tool.source.display());
+                println!("  policy: {}", describe_policy(&policy(&host, &tool.name)));
                 if tool.read_only {
                     println!("  (read-only: every call runs, nothing is saved, an effect traps)");
                 } else {
@@ -79,6 +86,40 @@ impl Tools {
         }
         Ok(exit::SUCCESS)
     }
+}
+
+/// The effective policy of `tool`: its limits (`[tools.NAME]` over `[limits]`), the
+/// origins it may reach over HTTP, and whether `serve` offers it over MCP.
+fn policy(host: &crate::host::Host, tool: &str) -> serde_json::Value {
+    let limits = host.limits().for_tool(tool);
+    json!({
+        "deadline_ms": limits.deadline.as_millis() as u64,
+        "memory_mib": limits.memory_bytes >> 20,
+        "fuel": limits.fuel,
+        "max_effects": limits.max_effects,
+        "max_args_bytes": limits.max_args_bytes,
+        "max_payload_bytes": limits.max_payload_bytes,
+        "max_result_bytes": limits.max_result_bytes,
+        "max_output_bytes": limits.max_output_bytes,
+        "allow": host.http_config().allow.get(tool).cloned().unwrap_or_default(),
+        "mcp": host.exposed_over_mcp(tool),
+    })
+}
+
+/// [`policy`] in one line.
+fn describe_policy(policy: &serde_json::Value) -> String {
+    let allow = policy["allow"].as_array().map_or(Vec::new(), |a| {
+        a.iter().filter_map(|o| o.as_str().map(str::to_owned)).collect()
+    });
+    format!(
+        "deadline {} ms, memory {} MiB, fuel {}, at most {} effects; reaches {}; {}",
+        policy["deadline_ms"],
+        policy["memory_mib"],
+        policy["fuel"].as_u64().map_or("unlimited".to_owned(), |f| f.to_string()),
+        policy["max_effects"],
+        if allow.is_empty() { "no HTTP origin".to_owned() } else { allow.join(", ") },
+        if policy["mcp"] == true { "offered over MCP" } else { "not offered over MCP" },
+    )
 }
 
 /// Why no tool is listed, and what to do.

@@ -198,6 +198,7 @@ impl Guard {
                 lease_ms: self.policy.lease_ms,
                 owner: &owner,
                 seed: &seed,
+                component: prepared.tool.component.as_deref(),
             };
             let decided = match self.shared.journal.lookup(&begin)? {
                 // Same key, completed: the saved outcome, byte for byte; nothing runs.
@@ -215,6 +216,7 @@ impl Guard {
                         created_at: begin.now,
                         retention_ms,
                         seed: seed.clone(),
+                        component: prepared.tool.component.as_deref().map(str::to_owned),
                     };
                     let start = RunStart {
                         entropy: GuestEntropy {

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::runtime::{EffectHandler, GuestOutcome, InputSchema, Limits, Runtime, ToolLimits};
+use crate::runtime::{
+    EffectHandler, GuestOutcome, InputSchema, Limits, LoadedTool, Runtime, ToolLimits,
+};
 
 /// What the guard knows of a tool before it runs it.
 #[derive(Debug, Clone)]
@@ -21,6 +23,12 @@ pub(crate) struct ToolSpec {
     pub limits: Limits,
     /// It only reads: nothing of its calls is journaled, and an effect traps.
     pub read_only: bool,
+    /// The digest (`sha256:…`) of its component, journaled with each run.
+    pub component: Option<Arc<str>>,
+    /// The component the call runs: fixed when the call is prepared, so a call in
+    /// flight finishes on it when a new build is swapped in (`None` for a scripted
+    /// guest).
+    pub loaded: Option<Arc<LoadedTool>>,
 }
 
 /// Runs guests for the guard.
@@ -49,13 +57,15 @@ pub(crate) struct WasmRunner {
 
 impl Runner for WasmRunner {
     fn tool(&self, name: &str) -> Option<ToolSpec> {
-        let tool = self.runtime.tool(name)?;
+        let tool = self.runtime.current(name)?;
         Some(ToolSpec {
             name: Arc::from(tool.name.as_str()),
             input_schema: Arc::clone(&tool.input_schema_arc),
             schema: Arc::clone(&tool.schema),
             limits: self.limits.for_tool(name).clone(),
             read_only: tool.read_only,
+            component: Some(Arc::from(tool.digest.as_str())),
+            loaded: Some(tool),
         })
     }
 
@@ -69,10 +79,10 @@ impl Runner for WasmRunner {
         args: &str,
         handler: Box<dyn EffectHandler>,
     ) -> (GuestOutcome, Box<dyn EffectHandler>) {
-        let loaded = self
-            .runtime
-            .tool(&tool.name)
-            .expect("a tool the guard found stays loaded");
+        let loaded = tool
+            .loaded
+            .as_ref()
+            .expect("a tool this runner found carries its component");
         self.runtime.call(loaded, args, handler, &tool.limits)
     }
 }

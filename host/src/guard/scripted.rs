@@ -96,6 +96,8 @@ impl ScriptedRunner {
             input_schema: Arc::new(schema),
             limits: Limits::default(),
             read_only: false,
+            component: None,
+            loaded: None,
         };
         self.tools
             .insert(name.to_string(), (spec, Arc::new(guest), Arc::clone(&runs)));

@@ -9,9 +9,9 @@ use crate::outcome::Outcome;
 
 /// The columns of an invocation as [`JournalEntry`] shows it, the same on both
 /// backends: key, scope, tool, state, arguments, runs, replays, outcome,
-/// created_at, completed_at.
+/// created_at, completed_at, component.
 pub(crate) const ENTRY_COLUMNS: &str =
-    "key, scope, tool, state, arguments, runs, replays, outcome, created_at, completed_at";
+    "key, scope, tool, state, arguments, runs, replays, outcome, created_at, completed_at, component";
 
 /// The columns of an effect as [`JournalEffect`] shows it, in its order but for
 /// `response` (eighth) and `last_error`.
@@ -148,6 +148,9 @@ pub struct JournalEntry {
     pub completed_at: Option<i64>,
     /// Its effects, in order.
     pub effects: Vec<JournalEffect>,
+    /// The digest (`sha256:…`) of the component of its latest run (`None` for a
+    /// record written before justonce stored it).
+    pub component: Option<String>,
 }
 
 /// One effect, as `justonce journal` shows it.

@@ -51,6 +51,9 @@ pub struct Begin<'a> {
     /// A fresh seed, journaled if this call creates the invocation (a resumed one
     /// keeps the seed it was created with).
     pub seed: &'a Seed,
+    /// The digest (`sha256:…`) of the component that runs the call, recorded with
+    /// each run (a retry across a redeploy keeps the key and shows the new digest).
+    pub component: Option<&'a str>,
 }
 
 /// What the caller of [`Journal::decide`](super::Journal::decide) must do next.
@@ -108,6 +111,8 @@ pub struct NewInvocation {
     pub retention_ms: i64,
     /// The seed of the guest's random values.
     pub seed: Seed,
+    /// The digest (`sha256:…`) of the component that runs it.
+    pub component: Option<String>,
 }
 
 /// Whether an effect's outcome is known.

@@ -16,6 +16,7 @@ mod pool;
 mod portable_schema;
 mod sockets;
 pub mod spans;
+mod swap;
 mod trap;
 mod unguarded;
 mod waits;
@@ -28,6 +29,7 @@ pub use limits::{Limits, ToolLimits};
 pub use pool::CONCURRENT_CALLS;
 pub(crate) use pool::check_fits as check_pool_fits;
 pub use portable_schema::portable as portable_schema;
+pub use swap::{DirSwap, SwapReport};
 pub(crate) use trap::TrapReason;
 
 use std::collections::BTreeMap;
@@ -67,6 +69,9 @@ pub struct LoadedTool {
     pub read_only: bool,
     /// Where the component came from.
     pub source: PathBuf,
+    /// The component's digest (`sha256:…` of its bytes): which build of the tool
+    /// this is.
+    pub digest: String,
     /// `input_schema`, compiled; every call's arguments are checked against it.
     pub schema: Arc<InputSchema>,
     /// `input_schema`, shared with the guard's view of the tool.
@@ -125,6 +130,8 @@ pub struct Runtime {
     /// Whether the store's WASI context lets the network through (only the sockets
     /// tests set it, to show that the stubs deny whatever the context says).
     wasi_network: bool,
+    /// Components swapped in while serving (see `swap`).
+    swapped: swap::Swapped,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -199,6 +206,7 @@ impl Runtime {
             permits: pool::CallPermits::new(pool::CONCURRENT_CALLS),
             pool_memory_bytes,
             wasi_network: false,
+            swapped: swap::Swapped::default(),
         })
     }
 
@@ -274,17 +282,7 @@ impl Runtime {
     /// Loads every `*.wasm` file in `dir` (sorted by name). A component that is refused
     /// is remembered in [`Runtime::refused`] instead of failing the whole directory.
     pub fn load_dir(&mut self, dir: &Path) -> Result<(), Error> {
-        let entries = std::fs::read_dir(dir).map_err(|e| Error::Load {
-            path: dir.to_path_buf(),
-            fault: io_fault(&e),
-            reason: format!("cannot read the tools directory: {e} (check --tools or `tools_dir`)"),
-        })?;
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
-            .collect();
-        paths.sort();
-        for path in paths {
+        for path in wasm_files(dir)? {
             if let Err(e) = self.load_file(&path) {
                 self.refused.push(RefusedTool {
                     source: path,
@@ -376,6 +374,7 @@ impl Runtime {
             input_schema,
             read_only,
             source: source.to_path_buf(),
+            digest: component_digest(bytes),
             schema: Arc::new(schema),
             pre,
         })
@@ -386,7 +385,8 @@ impl Runtime {
         self.tools.get(name)
     }
 
-    /// Every loaded tool, by name.
+    /// Every tool loaded at start, by name (with the builds swapped in since:
+    /// [`Runtime::current_tools`]).
     pub fn tools(&self) -> impl Iterator<Item = &LoadedTool> {
         self.tools.values().map(|t| &**t)
     }
@@ -547,6 +547,21 @@ impl Runtime {
     }
 }
 
+/// The `*.wasm` files in the tools directory `dir`, sorted by name.
+fn wasm_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::Load {
+        path: dir.to_path_buf(),
+        fault: io_fault(&e),
+        reason: format!("cannot read the tools directory: {e} (check --tools or `tools_dir`)"),
+    })?;
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+        .collect();
+    paths.sort();
+    Ok(paths)
+}
+
 /// Whose fault a failure to read a path the user gave is: theirs when it does not
 /// exist or is not what was asked for, else the host's.
 fn io_fault(e: &std::io::Error) -> LoadFault {
@@ -559,6 +574,16 @@ fn io_fault(e: &std::io::Error) -> LoadFault {
         | Kind::InvalidFilename => LoadFault::Input,
         _ => LoadFault::Host,
     }
+}
+
+/// `sha256:` and the hex digest of `bytes` (the form OCI registries name blobs by).
+fn component_digest(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    let hex: String = sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256:{hex}")
 }
 
 /// The epoch ticks in `d`, at least one.

@@ -6,9 +6,12 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 /// The `justonce` binary, with `--db db` when given, and none of justonce's own
-/// variables inherited from the test's environment.
+/// variables inherited from the test's environment. `JUSTONCE_TEST_BIN` names another
+/// build of it (where several checkouts share one target directory).
 pub fn justonce_command(db: Option<&Path>) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_justonce"));
+    let bin = std::env::var_os("JUSTONCE_TEST_BIN")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_justonce").into());
+    let mut command = Command::new(bin);
     if let Some(db) = db {
         command.arg("--db").arg(db);
     }
@@ -19,6 +22,8 @@ pub fn justonce_command(db: Option<&Path>) -> Command {
         "JUSTONCE_HTTP_CONFIG",
         "JUSTONCE_LEASE_MS",
         justonce::__private::FAULT_ENV,
+        "JUSTONCE_REGISTRY_USERNAME",
+        "JUSTONCE_REGISTRY_PASSWORD",
         // No traces unless a test names a collector.
         "OTEL_EXPORTER_OTLP_ENDPOINT",
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",

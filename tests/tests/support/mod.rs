@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod builds;
 pub mod cli;
 pub mod db;
 pub mod gate;

@@ -723,6 +723,7 @@ mod latency {
             lease_ms: 60_000,
             owner,
             seed,
+            component: None,
         }
     }
 
@@ -749,6 +750,7 @@ mod latency {
             created_at: 1,
             retention_ms: 1 << 40,
             seed: seed.clone(),
+            component: None,
         };
         let ek = EffectKey::from_stored(format!("e{}", k.as_str()));
         let lease = Lease {
@@ -808,6 +810,7 @@ mod latency {
                 created_at: 1,
                 retention_ms: 1 << 40,
                 seed,
+                component: None,
             };
             assert!(j.complete_new(&record, "{}", 1).unwrap());
         }

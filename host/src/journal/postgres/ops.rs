@@ -41,13 +41,13 @@ pub(super) fn insert_in(
             "INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state, runs,
                                       outcome, created_at, updated_at, completed_at,
                                       lease_owner, lease_expires_at, entropy, arguments,
-                                      retention_ms)
+                                      retention_ms, component)
              VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9,
                      CASE WHEN $10 THEN ",
             db_now!(),
             " END, $11, ",
             db_now!(),
-            " + $12, $13, $14, $15)
+            " + $12, $13, $14, $15, $16)
              ON CONFLICT (key) DO NOTHING"
         ),
         &[
@@ -66,6 +66,7 @@ pub(super) fn insert_in(
             &record.seed.to_hex(),
             &record.arguments,
             &record.retention_ms,
+            &record.component,
         ],
     )?;
     Ok(n == 1)
@@ -251,7 +252,8 @@ pub(super) fn begin_in(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<Begi
                         "UPDATE invocations SET state = 'running', runs = runs + 1, updated_at = $2,
                                 lease_owner = $3, lease_expires_at = ",
                         db_now!(),
-                        " + $4, entropy = $5 WHERE key = $1"
+                        " + $4, entropy = $5, component = coalesce($6, component)
+                          WHERE key = $1"
                     ),
                     &[
                         &b.key.as_str(),
@@ -259,6 +261,7 @@ pub(super) fn begin_in(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<Begi
                         &b.owner,
                         &b.lease_ms,
                         &seed.to_hex(),
+                        &b.component,
                     ],
                 )?;
                 BeginOutcome::Run {
@@ -301,6 +304,7 @@ fn insert(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<bool> {
         retention_ms: b.retention_ms,
         seed: b.seed.clone(),
         arguments: b.arguments.to_owned(),
+        component: b.component.map(str::to_owned),
     };
     insert_in(tx, &record, Some((b.owner, b.lease_ms)), None)
 }
@@ -526,6 +530,7 @@ fn entry_from(r: &postgres::Row) -> JournalEntry {
         created_at: r.get(8),
         completed_at: r.get(9),
         effects: Vec::new(),
+        component: r.get(10),
     }
 }
 

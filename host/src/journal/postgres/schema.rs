@@ -87,6 +87,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE operations ADD CONSTRAINT operations_action_check
         CHECK (action IN ('forget', 'abandon', 'resolve'));
     "#,
+    // 4 -> 5: the digest of the component of the call's latest run (the SQLite
+    // journal's version 7).
+    r#"
+    ALTER TABLE invocations ADD COLUMN component TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -252,7 +252,8 @@ fn is_root() -> bool {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
-fn free_port() -> Result<u16, String> {
+/// A port of 127.0.0.1 that was free a moment ago (the registry tests use it too).
+pub(crate) fn free_port() -> Result<u16, String> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     listener
         .local_addr()

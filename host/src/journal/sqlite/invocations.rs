@@ -65,8 +65,8 @@ fn insert_in(
             "INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state, runs,
                                       outcome, created_at, updated_at, completed_at,
                                       lease_owner, lease_expires_at, entropy, arguments,
-                                      retention_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+                                      retention_ms, component)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
              ON CONFLICT (key) DO NOTHING",
         )?
         .execute(params![
@@ -84,7 +84,8 @@ fn insert_in(
             lease.map(|(_, until)| until),
             record.seed.to_hex(),
             record.arguments,
-            record.retention_ms
+            record.retention_ms,
+            record.component
         ])?;
     Ok(n == 1)
 }
@@ -271,14 +272,16 @@ pub(super) fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<
             let seed = seed.unwrap_or_else(|| b.seed.clone());
             tx.execute(
                 "UPDATE invocations SET state = 'running', runs = runs + 1, updated_at = ?2,
-                        lease_owner = ?3, lease_expires_at = ?4, entropy = ?5
+                        lease_owner = ?3, lease_expires_at = ?4, entropy = ?5,
+                        component = coalesce(?6, component)
                   WHERE key = ?1",
                 params![
                     b.key.as_str(),
                     b.now,
                     b.owner,
                     b.now.saturating_add(b.lease_ms),
-                    seed.to_hex()
+                    seed.to_hex(),
+                    b.component
                 ],
             )?;
             BeginOutcome::Run {
@@ -315,6 +318,7 @@ fn insert(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<()> {
         created_at: b.now,
         retention_ms: b.retention_ms,
         seed: b.seed.clone(),
+        component: b.component.map(str::to_owned),
     };
     // The caller deleted any record of the key in this transaction.
     insert_in(

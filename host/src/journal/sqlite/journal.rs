@@ -21,6 +21,7 @@ fn entry_from(r: &Row<'_>) -> rusqlite::Result<JournalEntry> {
         created_at: r.get(8)?,
         completed_at: r.get(9)?,
         effects: Vec::new(),
+        component: r.get(10)?,
     })
 }
 

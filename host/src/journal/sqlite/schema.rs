@@ -117,6 +117,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE operations_v6 RENAME TO operations;
     CREATE INDEX operations_by_key ON operations (invocation_key, at);
     "#,
+    // 6 -> 7: the digest of the component of the call's latest run (tools pinned by
+    // digest, a roll-out shows which build ran each call).
+    r#"
+    ALTER TABLE invocations ADD COLUMN component TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -24,6 +24,7 @@ fn record(i: u32) -> NewInvocation {
         created_at: 1,
         retention_ms: 1 << 40,
         seed: Seed::random().unwrap(),
+        component: None,
     }
 }
 
@@ -43,6 +44,7 @@ fn lookup(journal: &SqliteJournal, i: u32) -> Result<Lookup> {
         lease_ms: 60_000,
         owner: "o",
         seed: &seed,
+        component: None,
     })
 }
 
