@@ -380,6 +380,7 @@ mod tests {
             created_at: 1,
             retention_ms: 1 << 40,
             seed: Seed::random().unwrap(),
+            component: None,
         };
         // Saved and synced before it would be answered.
         assert!(journal.complete_new(&record, "synced", 1).unwrap());
