@@ -322,8 +322,8 @@ impl HostBuilder {
         self
     }
 
-    /// Keeps pulled components in `dir`, by digest (default: beside the
-    /// compiled-component cache, see [`registry::blob_cache_beside`]; none for a host
+    /// Keeps pulled components in `dir`, by digest (default: `blobs/` in the
+    /// compiled-component cache, see [`registry::blob_cache_in`]; none for a host
     /// without one).
     pub fn blob_cache(mut self, dir: impl Into<PathBuf>) -> Self {
         self.blob_cache = Some(dir.into());
@@ -370,7 +370,7 @@ impl HostBuilder {
         let cache = self
             .blob_cache
             .clone()
-            .or_else(|| compiled.map(registry::blob_cache_beside))
+            .or_else(|| compiled.map(registry::blob_cache_in))
             .map(BlobCache::new);
         registry::load_sources(
             runtime,

@@ -26,7 +26,12 @@ const ECHO_ARGS: &str = r#"{"message":"hello from the registry"}"#;
 /// `justonce ARGS` with the journal (and its caches) in `dir`.
 fn justonce_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = justonce_command(Some(&dir.join("state.db")));
-    command.args(args).env_remove("JUSTONCE_LOG");
+    // Each test directory is one user's machine: its own cache of compiled
+    // components and pulled blobs.
+    command
+        .args(args)
+        .env_remove("JUSTONCE_LOG")
+        .env("JUSTONCE_CACHE_DIR", dir.join("cache"));
     for (name, value) in env {
         command.env(name, value);
     }
@@ -192,9 +197,9 @@ fn a_tampered_blob_is_refused_and_a_tampered_cache_entry_is_pulled_again() {
         .unwrap();
     let cached = dir
         .path()
-        .join("state.db.blobs/sha256")
+        .join("cache/blobs/sha256")
         .join(component.hex());
-    let original = std::fs::read(&cached).expect("the pull was cached beside the database");
+    let original = std::fs::read(&cached).expect("the pull was cached in the per-user cache");
     let mut altered = original.clone();
     *altered.last_mut().unwrap() ^= 1;
     std::fs::write(&cached, &altered).unwrap();
@@ -221,7 +226,7 @@ fn a_tampered_blob_is_refused_and_a_tampered_cache_entry_is_pulled_again() {
     assert!(
         !fresh
             .path()
-            .join("state.db.blobs/sha256")
+            .join("cache/blobs/sha256")
             .join(component.hex())
             .exists()
     );

@@ -99,11 +99,11 @@ pub struct Fetched {
     pub from_cache: bool,
 }
 
-/// Where pulled blobs are kept for a host whose compiled components are kept in
-/// `compiled`: a directory beside it (`state.db.compiled/` → `state.db.blobs/`,
-/// `compiled/` → `compiled.blobs/`). The one place that decides it.
-pub fn blob_cache_beside(compiled: &Path) -> PathBuf {
-    compiled.with_extension("blobs")
+/// Where pulled blobs are kept for a host whose compiled components are kept in the
+/// per-user cache `cache`: its `blobs/` directory, shared like the compiled
+/// components by every journal. The one place that decides it.
+pub fn blob_cache_in(cache: &Path) -> PathBuf {
+    cache.join("blobs")
 }
 
 /// The component `reference` (which must carry a digest) pins: from `cache` when it
