@@ -557,10 +557,12 @@ impl EffectSession {
         })
     }
 
-    /// Saves an effect's definitive answer and hands it to the guest. A run that lost
-    /// its lease still saves it (the journal keeps the first answer: it only moves
-    /// from pending to done), so the run that took over finds the true outcome; the
-    /// fenced run is told it lost the lease and performs nothing more.
+    /// Saves an effect's definitive answer and hands the guest the one the journal
+    /// holds: its own, or the first recorded when another hand answered the effect
+    /// meanwhile (what every resumed run will replay, so the tool sees one answer).
+    /// A run that lost its lease still saves it (the journal keeps the first answer:
+    /// it only moves from pending to done), so the run that took over finds the true
+    /// outcome; the fenced run is told it lost the lease and performs nothing more.
     fn save_answer(
         &mut self,
         key: &EffectKey,
@@ -568,15 +570,15 @@ impl EffectSession {
     ) -> Result<Result<String, EffectFailure>, Error> {
         let now = self.shared.clock.now_ms();
         let lease = self.lease();
-        if !self
+        let Some(recorded) = self
             .shared
             .journal
             .finish_effect(key, &answer, &lease, &self.invocation, now)?
-        {
+        else {
             self.interrupted = Some(Interruption::LeaseLost);
             return Ok(Err(lease_lost()));
-        }
-        Ok(answer_to_guest(answer))
+        };
+        Ok(answer_to_guest(recorded))
     }
 
     /// Records an attempt known not performed, fenced by the run's lease.

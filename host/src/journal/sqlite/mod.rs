@@ -469,13 +469,13 @@ impl Journal for SqliteJournal {
         lease: &Lease<'_>,
         invocation: &InvocationKey,
         now: i64,
-    ) -> Result<bool> {
+    ) -> Result<Option<Answer>> {
         self.transaction(|tx| {
             let held = effects::renew_lease_in(tx, invocation, lease)?;
-            effects::finish(tx, key, &answer.to_stored(), now)?;
-            Ok(Ok::<_, ()>(held))
+            let recorded = effects::finish(tx, key, &answer.to_stored(), now)?;
+            Ok(Ok::<_, ()>(held.then(|| recorded.map_or_else(|| answer.clone(), |s| Answer::from_stored(&s)))))
         })
-        .map(|r| r.unwrap_or(false))
+        .map(|r| r.unwrap_or(None))
     }
 
     fn not_performed(
