@@ -29,7 +29,7 @@ pub use read::{
     Operated, Operator, Resolution, UnresolvedEffect,
 };
 pub(crate) use records::{
-    Begin, BeginOutcome, EffectRecord, EffectState, InvocationState, Lease, Lookup, NewEffect,
+    Begin, BeginOutcome, ClockRef, EffectRecord, EffectState, InvocationState, Lease, Lookup, NewEffect,
     NewInvocation, Refusal,
 };
 pub use sqlite::CURRENT_VERSION;
