@@ -41,7 +41,7 @@ pub use schema::CURRENT_VERSION;
 use super::operate;
 use super::{Action, CallStory, Operated, Operator};
 use super::{
-    Answer, Begin, BeginOutcome, Durability, EffectRecord, GcReport, Journal, JournalEntry,
+    Answer, Begin, BeginOutcome, DeferredAnswer, Durability, EffectRecord, GcReport, Journal, JournalEntry,
     JournalStats, Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution,
     TransactionalRequest, UnresolvedEffect,
 };
@@ -351,6 +351,23 @@ impl PostgresJournal {
         })
     }
 
+    /// Runs the write `f` and saves a run's `deferred` effect answers in one
+    /// transaction, committed whatever `f` found (a refusal writes nothing of its
+    /// own; the answers are the first ones, whoever holds the lease).
+    fn with_deferred<R>(
+        &self,
+        deferred: &[DeferredAnswer],
+        f: impl FnOnce(&mut Transaction<'_>) -> std::result::Result<R, postgres::Error>,
+    ) -> Result<R> {
+        let done = self.transaction(|tx| {
+            let done = f(tx)?;
+            ops::finish_deferred(tx, deferred)?;
+            Ok(Ok::<_, std::convert::Infallible>(done))
+        })?;
+        let Ok(done) = done;
+        Ok(done)
+    }
+
     /// One statement outside a transaction (it commits by itself).
     fn single<R>(
         &self,
@@ -392,8 +409,13 @@ impl Journal for PostgresJournal {
         effect: &NewEffect<'_>,
         lease: &Lease<'_>,
         unjournaled: Option<&NewInvocation>,
+        deferred: &[DeferredAnswer],
     ) -> Result<std::result::Result<(EffectKey, u32), Refusal>> {
-        self.transaction(|tx| ops::claim_in(tx, effect, lease, unjournaled))
+        if deferred.is_empty() {
+            return self.transaction(|tx| ops::claim_in(tx, effect, lease, unjournaled));
+        }
+        // A refused claim wrote nothing of its own; the deferred answers still count.
+        self.with_deferred(deferred, |tx| ops::claim_in(tx, effect, lease, unjournaled))
     }
 
     fn perform_transactional(
@@ -456,16 +478,32 @@ impl Journal for PostgresJournal {
         self.single(|client| ops::renew_lease_in(client, invocation, lease))
     }
 
-    fn complete(&self, key: &InvocationKey, owner: &str, outcome: &str, now: i64) -> Result<bool> {
-        self.single(|client| ops::complete_in(client, key, owner, outcome, now))
+    fn complete(
+        &self,
+        key: &InvocationKey,
+        owner: &str,
+        outcome: &str,
+        now: i64,
+        deferred: &[DeferredAnswer],
+    ) -> Result<bool> {
+        self.single(|client| ops::complete_with_in(client, key, owner, outcome, now, deferred))
     }
 
     fn complete_new(&self, record: &NewInvocation, outcome: &str, now: i64) -> Result<bool> {
         self.single(|client| ops::insert_in(client, record, None, Some((outcome, now))))
     }
 
-    fn suspend(&self, key: &InvocationKey, owner: &str, now: i64) -> Result<bool> {
-        self.single(|client| ops::suspend_in(client, key, owner, now))
+    fn suspend(
+        &self,
+        key: &InvocationKey,
+        owner: &str,
+        now: i64,
+        deferred: &[DeferredAnswer],
+    ) -> Result<bool> {
+        if deferred.is_empty() {
+            return self.single(|client| ops::suspend_in(client, key, owner, now));
+        }
+        self.with_deferred(deferred, |tx| ops::suspend_in(tx, key, owner, now))
     }
 
     fn entries(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>> {
@@ -820,14 +858,14 @@ mod latency {
             fingerprint: fp,
             now: 1,
         };
-        j.claim_attempt(&effect, &lease, Some(&record))
+        j.claim_attempt(&effect, &lease, Some(&record), &[])
             .unwrap()
             .unwrap();
         assert!(
             j.finish_effect(&ek, &Answer::Ok(serde_json::json!(1)), &lease, k, 2)
                 .unwrap()
         );
-        assert!(j.complete(k, owner, "{}", 3).unwrap());
+        assert!(j.complete(k, owner, "{}", 3, &[]).unwrap());
     }
 
     #[test]

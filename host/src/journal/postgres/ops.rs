@@ -9,7 +9,7 @@ use crate::fault::{self, FaultPoint};
 use crate::journal::decision::{self, Decision, Found, expired, parse_state};
 use crate::journal::read::{EFFECT_COLUMNS, ENTRY_COLUMNS, parse_json, shown_state, summary};
 use crate::journal::{
-    Answer, Begin, BeginOutcome, EffectRecord, EffectState, GcReport, JournalEffect, JournalEntry,
+    Answer, Begin, BeginOutcome, DeferredAnswer, EffectRecord, EffectState, GcReport, JournalEffect, JournalEntry,
     Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution, TransactionalRequest,
     UnresolvedEffect, transactional_answer,
 };
@@ -90,6 +90,57 @@ pub(super) fn complete_in(
         &[&key.as_str(), &owner, &outcome, &now],
     )?;
     Ok(n == 1)
+}
+
+/// [`complete_in`] and the run's deferred effect answers in one statement (one round
+/// trip, one commit): the answers are saved whether or not the run still holds the
+/// lease (each only while its effect is pending: the first answer stays). The main
+/// query reads `completed`, so the invocation's row is locked before the effects'
+/// rows, in the order every other write of a run takes them.
+pub(super) fn complete_with_in(
+    client: &mut impl GenericClient,
+    key: &InvocationKey,
+    owner: &str,
+    outcome: &str,
+    now: i64,
+    deferred: &[DeferredAnswer],
+) -> PgResult<bool> {
+    if deferred.is_empty() {
+        return complete_in(client, key, owner, outcome, now);
+    }
+    let keys: Vec<&str> = deferred.iter().map(|d| d.key.as_str()).collect();
+    let stored: Vec<String> = deferred.iter().map(|d| d.answer.to_stored()).collect();
+    let at: Vec<i64> = deferred.iter().map(|d| d.at).collect();
+    let row = client.query_one(
+        concat!(
+            "WITH completed AS (
+                UPDATE invocations SET state = 'completed', outcome = $3, completed_at = ",
+            db_now!(),
+            ", updated_at = $4, lease_owner = NULL, lease_expires_at = NULL
+                 WHERE key = $1 AND lease_owner = $2 AND state = 'running'
+             RETURNING 1
+             ), answered AS (
+                UPDATE effects SET state = 'done', response = d.response, updated_at = d.at
+                  FROM unnest($5::TEXT[], $6::TEXT[], $7::BIGINT[]) AS d (key, response, at)
+                 WHERE effects.key = d.key AND effects.state = 'pending'
+             )
+             SELECT count(*) FROM completed"
+        ),
+        &[&key.as_str(), &owner, &outcome, &now, &keys, &stored, &at],
+    )?;
+    Ok(row.get::<_, i64>(0) == 1)
+}
+
+/// Saves a run's deferred answers of keyed effects, each only while its effect is
+/// pending (the first answer stays).
+pub(super) fn finish_deferred(
+    client: &mut impl GenericClient,
+    deferred: &[DeferredAnswer],
+) -> PgResult<()> {
+    for answer in deferred {
+        finish(client, &answer.key, &answer.answer.to_stored(), answer.at)?;
+    }
+    Ok(())
 }
 
 /// Leaves the run `owner` resumable and releases its lease; `false` when the run no
