@@ -411,8 +411,15 @@ impl Journal for PostgresJournal {
         unjournaled: Option<&NewInvocation>,
         deferred: &[DeferredAnswer],
     ) -> Result<std::result::Result<(EffectKey, u32), Refusal>> {
-        if deferred.is_empty() {
-            return self.transaction(|tx| ops::claim_in(tx, effect, lease, unjournaled));
+        match (unjournaled, deferred.is_empty()) {
+            // The first effect of a fresh call: one round trip.
+            (Some(record), true) => {
+                return self.single(|client| ops::claim_first_in(client, effect, lease, record));
+            }
+            (None, true) => {
+                return self.transaction(|tx| ops::claim_in(tx, effect, lease, unjournaled));
+            }
+            _ => {}
         }
         // A refused claim wrote nothing of its own; the deferred answers still count.
         self.with_deferred(deferred, |tx| ops::claim_in(tx, effect, lease, unjournaled))

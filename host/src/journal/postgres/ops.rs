@@ -427,6 +427,69 @@ pub(super) fn renew_lease_in(
     Ok(n == 1)
 }
 
+/// [`claim_in`] for the first effect of a run that has not journaled its invocation,
+/// in one statement (one round trip, committed by itself): the invocation running
+/// under the run's lease (from the database's clock) and the effect pending with its
+/// first attempt, or nothing when a record of the key exists already
+/// ([`Refusal::Superseded`]). A fresh invocation has no effects, so the effect is
+/// inserted with its attempt counted.
+pub(super) fn claim_first_in(
+    client: &mut impl GenericClient,
+    effect: &NewEffect<'_>,
+    lease: &Lease<'_>,
+    record: &NewInvocation,
+) -> PgResult<Result<(EffectKey, u32), Refusal>> {
+    let row = client.query_opt(
+        concat!(
+            "WITH created AS (
+                INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state,
+                                         runs, created_at, updated_at, lease_owner,
+                                         lease_expires_at, entropy, arguments, retention_ms)
+                VALUES ($1, $2, $3, $4, $5, 'running', 1, $6, $6, $7, ",
+            db_now!(),
+            " + $8, $9, $10, $11)
+                ON CONFLICT (key) DO NOTHING
+                RETURNING key
+             ), claimed AS (
+                INSERT INTO effects (key, invocation_key, seq, provider, class, operation,
+                                     fingerprint, state, attempts, created_at, updated_at)
+                SELECT $12, key, $13, $14, $15, $16, $17, 'pending', 1, $18, $18 FROM created
+                RETURNING key, attempts
+             )
+             SELECT key, attempts FROM claimed"
+        ),
+        &[
+            &record.key.as_str(),
+            &record.scope,
+            &record.tool,
+            &record.fingerprint.as_str(),
+            &record.explicit_key,
+            &record.created_at,
+            &lease.owner,
+            &lease.ms,
+            &record.seed.to_hex(),
+            &record.arguments,
+            &record.retention_ms,
+            &effect.key.as_str(),
+            &seq_of(effect.seq),
+            &effect.provider,
+            &effect.class,
+            &effect.operation,
+            &effect.fingerprint.as_str(),
+            &effect.now,
+        ],
+    )?;
+    Ok(row.as_ref().map(claimed).ok_or(Refusal::Superseded))
+}
+
+/// The key and attempt number a claim read back (`RETURNING key, attempts`).
+fn claimed(row: &postgres::Row) -> (EffectKey, u32) {
+    (
+        EffectKey::from_stored(row.get(0)),
+        u32::try_from(row.get::<_, i32>(1)).unwrap_or(0),
+    )
+}
+
 pub(super) fn claim_in(
     tx: &mut Transaction<'_>,
     effect: &NewEffect<'_>,
@@ -471,10 +534,7 @@ pub(super) fn claim_in(
             &effect.now,
         ],
     )?;
-    Ok(Ok((
-        EffectKey::from_stored(row.get(0)),
-        u32::try_from(row.get::<_, i32>(1)).unwrap_or(0),
-    )))
+    Ok(Ok(claimed(&row)))
 }
 
 pub(super) fn perform_transactional_in(
