@@ -209,8 +209,9 @@ pub(crate) struct Downstream {
 
 #[derive(Default)]
 struct DownState {
-    /// A keyed downstream's answer per key, with what was applied under it.
-    answers: BTreeMap<String, (String, Value)>,
+    /// A keyed downstream's answer per key (a refusal too), with what was applied
+    /// under it.
+    answers: BTreeMap<String, (String, Result<Value, ProviderError>)>,
     applied: Vec<Applied>,
     /// Requests on the wire now: key, the clock's moment their call began, a number.
     in_flight: Vec<(String, usize, u64)>,
@@ -319,27 +320,25 @@ impl Downstream {
         let amount = request.payload["amount"].as_u64().unwrap_or(1);
         let mut state = self.lock();
         if self.class == ProviderClass::Keyed {
-            if let Some((_, answer)) = state.answers.get(&key) {
-                // A repeated key: the first answer again, nothing applied. (A second
-                // request with another payload under it is recorded for the checker.)
+            if let Some((first, answer)) = state.answers.get(&key) {
+                // A repeated key: the first answer again, a refusal as a refusal,
+                // nothing applied. (A second request with another payload under it is
+                // recorded for the checker.)
                 let answer = answer.clone();
-                if state.answers[&key].0 != what {
+                if *first != what {
                     state.applied.push(applied);
                 }
-                return Ok(answer);
+                return answer;
             }
             // A refusal is definitive and depends on the request alone.
             let answer = if amount.is_multiple_of(13) {
-                json!({"declined": true})
+                Err(ProviderError::Rejected(json!({"declined": true})))
             } else {
-                json!({"id": format!("{}-{}", self.name, state.answers.len()), "amount": amount})
+                Ok(json!({"id": format!("{}-{}", self.name, state.answers.len()), "amount": amount}))
             };
             state.answers.insert(key, (what, answer.clone()));
             state.applied.push(applied);
-            if amount.is_multiple_of(13) {
-                return Err(ProviderError::Rejected(answer));
-            }
-            return Ok(answer);
+            return answer;
         }
         state.applied.push(applied);
         Ok(json!({"sent": state.applied.len()}))
