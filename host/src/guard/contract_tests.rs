@@ -651,6 +651,39 @@ fn a_keyed_answer_is_saved_with_the_next_commit_and_an_unkeyed_one_at_once() {
         assert_eq!(entry.state, "completed");
         assert!(entry.effects.iter().all(|e| e.state == "done"));
     }
+/// A run whose lease ran out while its provider call was in flight, and whose
+/// pending effect a person resolved meanwhile, keeps its lease (nobody took over)
+/// but not its own answer: the journal keeps the first answer, the person's, and the
+/// tool is handed that one, so its outcome agrees with what every resumed run replays.
+#[test]
+fn a_run_whose_effect_a_person_answered_meanwhile_hands_the_tool_the_recorded_answer() {
+    let clock = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&clock);
+    let (sms, HeldRace { b, a_call, release }) =
+        held_race(ProviderClass::Unkeyed, &journal, &clock, clock.clone());
+    clock.advance(LEASE + Duration::from_secs(1));
+    let unresolved = h_unresolved(&journal, &clock);
+    assert_eq!(unresolved.len(), 1, "the stalled run's effect is unresolved");
+    journal
+        .resolve(
+            &unresolved[0].key,
+            Resolution::Performed,
+            &json!({"sent": "by hand"}),
+            &ada(&b, false),
+        )
+        .unwrap();
+    // A's provider answers now, with its own response.
+    release.send(()).unwrap();
+    let a_answer = a_call.join().unwrap().unwrap();
+    let Outcome::Success { result } = a_answer.outcome.clone() else {
+        panic!("{:?}", a_answer.outcome)
+    };
+    assert_eq!(result, json!({"sent": "by hand"}), "the recorded answer");
+    // The retry replays that outcome and attempts nothing.
+    let retry = b.guard.call(&pay(10)).unwrap();
+    assert!(retry.replayed);
+    assert_eq!(retry.outcome, a_answer.outcome);
+    assert_eq!(sms.attempts().len(), 1, "sent once");
 }
 
 fn h_unresolved(
@@ -2055,6 +2088,7 @@ on_postgres!(
     a_call_traces_each_effect_and_each_attempt_under_its_keys,
     a_fenced_run_saves_the_definitive_answer_it_holds,
     a_keyed_answer_is_saved_with_the_next_commit_and_an_unkeyed_one_at_once,
+    a_run_whose_effect_a_person_answered_meanwhile_hands_the_tool_the_recorded_answer,
 );
 
 /// One suite, two journals: a contract test added above without adding it to

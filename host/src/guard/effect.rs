@@ -565,15 +565,18 @@ impl EffectSession {
         })
     }
 
-    /// Saves an effect's definitive answer and hands it to the guest. A run that lost
-    /// its lease still saves it (the journal keeps the first answer: it only moves
-    /// from pending to done), so the run that took over finds the true outcome; the
-    /// fenced run is told it lost the lease and performs nothing more.
+    /// Saves an effect's definitive answer and hands the guest the one the journal
+    /// holds: its own, or the first recorded when another hand answered the effect
+    /// meanwhile (what every resumed run will replay, so the tool sees one answer).
+    /// A run that lost its lease still saves it (the journal keeps the first answer:
+    /// it only moves from pending to done), so the run that took over finds the true
+    /// outcome; the fenced run is told it lost the lease and performs nothing more.
     ///
     /// A keyed effect's answer is saved with the run's next commit instead (see
     /// [`DeferredAnswer`]): until then the effect is pending, and a run that resumes
-    /// it asks the downstream again under the same key. A lost lease then shows at
-    /// that commit: the next claim is refused, or the outcome is not saved.
+    /// it asks the downstream again under the same key, which answers as the first
+    /// time (nobody else answers a keyed effect). A lost lease then shows at that
+    /// commit: the next claim is refused, or the outcome is not saved.
     fn save_answer(
         &mut self,
         key: &EffectKey,
@@ -590,15 +593,15 @@ impl EffectSession {
             return Ok(answer_to_guest(answer));
         }
         let lease = self.lease();
-        if !self
+        let Some(recorded) = self
             .shared
             .journal
             .finish_effect(key, &answer, &lease, &self.invocation, now)?
-        {
+        else {
             self.interrupted = Some(Interruption::LeaseLost);
             return Ok(Err(lease_lost()));
-        }
-        Ok(answer_to_guest(answer))
+        };
+        Ok(answer_to_guest(recorded))
     }
 
     /// Saves the deferred answers of keyed effects now, in a commit of their own

@@ -113,10 +113,13 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
         now: i64,
     ) -> Result<bool>;
 
-    /// Saves an effect's definitive answer, renewing the run's lease. `false`: the run
-    /// lost its lease; the answer is saved all the same (pending→done only moves one
-    /// way, and the first answer stays), so a run that took over, or a retry, finds
-    /// the true outcome instead of an unknown one.
+    /// Saves an effect's definitive answer, renewing the run's lease, and returns the
+    /// answer the journal holds for it: this one, or the first one recorded when
+    /// another hand answered it first (a person's `resolve`, a run that took over),
+    /// which is the one every resumed run will replay. `None`: the run lost its
+    /// lease; the answer is saved all the same (pending→done only moves one way, and
+    /// the first answer stays), so a run that took over, or a retry, finds the true
+    /// outcome instead of an unknown one.
     fn finish_effect(
         &self,
         key: &EffectKey,
@@ -124,7 +127,7 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
         lease: &Lease<'_>,
         invocation: &InvocationKey,
         now: i64,
-    ) -> Result<bool>;
+    ) -> Result<Option<Answer>>;
 
     /// Records that an attempt of an effect was known not to happen (a refused
     /// connection, a configuration refusal), so a later run may attempt it again

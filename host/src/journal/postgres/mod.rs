@@ -388,14 +388,14 @@ impl Journal for PostgresJournal {
         lease: &Lease<'_>,
         invocation: &InvocationKey,
         now: i64,
-    ) -> Result<bool> {
+    ) -> Result<Option<Answer>> {
         // The invocation's row first (the lease), then the effect's.
         self.transaction(|tx| {
             let held = ops::renew_lease_in(tx, invocation, lease)?;
-            ops::finish(tx, key, &answer.to_stored(), now)?;
-            Ok(Ok::<_, ()>(held))
+            let recorded = ops::finish(tx, key, &answer.to_stored(), now)?;
+            Ok(Ok::<_, ()>(held.then(|| recorded.map_or_else(|| answer.clone(), |s| Answer::from_stored(&s)))))
         })
-        .map(|r| r.unwrap_or(false))
+        .map(|r| r.unwrap_or(None))
     }
 
     fn not_performed(
@@ -819,6 +819,7 @@ mod latency {
         assert!(
             j.finish_effect(&ek, &Answer::Ok(serde_json::json!(1)), &lease, k, 2)
                 .unwrap()
+                .is_some()
         );
         assert!(j.complete(k, owner, "{}", 3, &[]).unwrap());
     }

@@ -580,18 +580,28 @@ pub(super) fn perform_transactional_in(
     Ok(Ok(answer))
 }
 
+/// Saves an effect's answer unless one is recorded already; returns the recorded
+/// one in that case (`None`: this one was saved).
 pub(super) fn finish(
     client: &mut impl GenericClient,
     key: &EffectKey,
     response: &str,
     now: i64,
-) -> PgResult<()> {
-    client.execute(
+) -> PgResult<Option<String>> {
+    // The first definitive answer stays (see the SQLite journal's `finish`).
+    let saved = client.execute(
         "UPDATE effects SET state = 'done', response = $2, updated_at = $3
           WHERE key = $1 AND state = 'pending'",
         &[&key.as_str(), &response, &now],
     )?;
-    Ok(())
+    if saved == 1 {
+        return Ok(None);
+    }
+    let row = client.query_opt(
+        "SELECT response FROM effects WHERE key = $1 AND state = 'done'",
+        &[&key.as_str()],
+    )?;
+    Ok(row.and_then(|r| r.get::<_, Option<String>>(0)))
 }
 
 pub(super) fn not_performed_in(

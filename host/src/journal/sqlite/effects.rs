@@ -89,20 +89,29 @@ pub(super) fn begin_attempt_in(
     })
 }
 
+/// Saves an effect's answer unless one is recorded already; returns the recorded
+/// one in that case (`None`: this one was saved).
 pub(super) fn finish(
     conn: &Connection,
     key: &EffectKey,
     response: &str,
     now: i64,
-) -> rusqlite::Result<()> {
+) -> rusqlite::Result<Option<String>> {
     // The first definitive answer stays: a run that lost its lease may still be
     // answered after the run that took over recorded the same answer.
-    conn.prepare_cached(
-        "UPDATE effects SET state = 'done', response = ?2, updated_at = ?3
-          WHERE key = ?1 AND state = 'pending'",
-    )?
-    .execute(params![key.as_str(), response, now])?;
-    Ok(())
+    let saved = conn
+        .prepare_cached(
+            "UPDATE effects SET state = 'done', response = ?2, updated_at = ?3
+              WHERE key = ?1 AND state = 'pending'",
+        )?
+        .execute(params![key.as_str(), response, now])?;
+    if saved == 1 {
+        return Ok(None);
+    }
+    conn.prepare_cached("SELECT response FROM effects WHERE key = ?1 AND state = 'done'")?
+        .query_row(params![key.as_str()], |r| r.get::<_, Option<String>>(0))
+        .optional()
+        .map(Option::flatten)
 }
 
 /// Saves a run's deferred answers of keyed effects (see [`DeferredAnswer`]), each

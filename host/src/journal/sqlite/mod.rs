@@ -503,11 +503,12 @@ impl Journal for SqliteJournal {
         lease: &Lease<'_>,
         invocation: &InvocationKey,
         now: i64,
-    ) -> Result<bool> {
+    ) -> Result<Option<Answer>> {
         self.grouped(|conn| {
             let held = effects::renew_lease_in(conn, invocation, lease)?;
-            effects::finish(conn, key, &answer.to_stored(), now)?;
-            Ok((held, true))
+            let recorded = effects::finish(conn, key, &answer.to_stored(), now)?;
+            let handed = held.then(|| recorded.map_or_else(|| answer.clone(), |s| Answer::from_stored(&s)));
+            Ok((handed, true))
         })
     }
 
