@@ -29,8 +29,8 @@ pub use read::{
     Operated, Operator, Resolution, UnresolvedEffect,
 };
 pub(crate) use records::{
-    Begin, BeginOutcome, DeferredAnswer, EffectRecord, EffectState, InvocationState, Lease,
-    Lookup, NewEffect, NewInvocation, Refusal,
+    Begin, BeginOutcome, ClockRef, DeferredAnswer, EffectRecord, EffectState, InvocationState,
+    Lease, Lookup, NewEffect, NewInvocation, Refusal,
 };
 pub use sqlite::CURRENT_VERSION;
 

@@ -52,8 +52,15 @@ pub struct Begin<'a> {
     pub explicit_key: bool,
     /// The provider's tool-call id, if the caller has one.
     pub tool_call_id: Option<&'a str>,
-    /// The current time (ms).
+    /// The current time (ms), read before the journal was reached: what a first
+    /// look (which takes no lock) judges by, and the label of what it writes.
     pub now: i64,
+    /// The clock `now` was read from. A journal that decides on the host's clock
+    /// (SQLite: one machine, one clock) reads it again once it holds the lock it
+    /// decides under: a `now` read before waiting for that lock may be older than
+    /// a lease another run took meanwhile (the clock stepped back), and would find
+    /// that live lease expired.
+    pub clock: ClockRef<'a>,
     /// This call's window (ms), stored with a record it creates: a completed record
     /// is treated as absent from its completion plus its own stored window on.
     pub retention_ms: i64,
@@ -70,6 +77,16 @@ pub struct Begin<'a> {
     /// The digest (`sha256:…`) of the component that runs the call, recorded with
     /// each run (a retry across a redeploy keeps the key and shows the new digest).
     pub component: Option<&'a str>,
+}
+
+/// A clock lent to the journal for one request (see [`Begin::clock`]).
+#[derive(Clone, Copy)]
+pub struct ClockRef<'a>(pub &'a dyn crate::clock::Clock);
+
+impl std::fmt::Debug for ClockRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ClockRef({} ms)", self.0.now_ms())
+    }
 }
 
 /// What the caller of [`Journal::decide`](super::Journal::decide) must do next.

@@ -763,6 +763,9 @@ mod latency {
             explicit_key: false,
             tool_call_id: None,
             now,
+            clock: crate::journal::ClockRef(Box::leak(Box::new(
+                crate::clock::ManualClock::new(now),
+            ))),
             retention_ms: 1 << 40,
             default_retention_ms: 1 << 40,
             lease_ms: 60_000,

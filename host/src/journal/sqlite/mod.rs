@@ -427,7 +427,15 @@ impl Journal for SqliteJournal {
 
     fn decide(&self, b: &Begin<'_>) -> Result<BeginOutcome> {
         let outcome = self
-            .transaction(|tx| Ok(Ok::<_, ()>(invocations::begin_in(tx, b)?)))
+            .transaction(|tx| {
+                // The time it decides, read under the write lock: a lease another run
+                // took while this caller waited for the lock is judged as it is now.
+                let b = Begin {
+                    now: b.clock.0.now_ms(),
+                    ..b.clone()
+                };
+                Ok(Ok::<_, ()>(invocations::begin_in(tx, &b)?))
+            })
             .map(|r| r.unwrap_or(BeginOutcome::Wait))?;
         if matches!(outcome, BeginOutcome::Replay(_)) {
             self.make_durable()?;
