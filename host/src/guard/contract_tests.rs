@@ -651,6 +651,8 @@ fn a_keyed_answer_is_saved_with_the_next_commit_and_an_unkeyed_one_at_once() {
         assert_eq!(entry.state, "completed");
         assert!(entry.effects.iter().all(|e| e.state == "done"));
     }
+}
+
 /// A run whose lease ran out while its provider call was in flight, and whose
 /// pending effect a person resolved meanwhile, keeps its lease (nobody took over)
 /// but not its own answer: the journal keeps the first answer, the person's, and the
