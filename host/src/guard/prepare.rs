@@ -45,22 +45,24 @@ pub(crate) fn prepare(runner: &dyn Runner, request: &CallRequest) -> Result<Prep
     }
     // Canonicalizing the text (not a parsed value) also refuses duplicate keys, which
     // a parser would silently collapse.
-    let canonical =
+    let given =
         crate::jcs::canonicalize_str(&request.arguments).map_err(|e| invalid(e.to_string()))?;
-    let args: Value =
-        serde_json::from_str(&canonical).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
+    let parse = |text: &str| -> Result<Value> {
+        serde_json::from_str(text).map_err(|e| invalid(format!("not valid JSON: {e}")))
+    };
+    let args = parse(&given)?;
     if !args.is_object() {
         return Err(invalid("arguments must be a JSON object".into()));
     }
     // The arguments as the tool will see them: defaults filled in, an explicit null
     // for an optional property dropped, undeclared properties refused. Two argument
     // objects the tool cannot tell apart are one call, with one key.
-    let args = match normalize(&tool.input_schema, args.clone()) {
+    let args = match normalize(&tool.input_schema, args) {
         Ok(normalized) => normalized,
         // Every problem at once, not only the first: what the schema check finds too.
         Err(e) => {
             let mut reason = e.to_string();
-            if let Err(more) = tool.schema.check(&args) {
+            if let Err(more) = tool.schema.check(&parse(&given)?) {
                 reason = format!("{reason}; and the arguments {more}");
             }
             return Err(invalid(reason));
@@ -68,8 +70,9 @@ pub(crate) fn prepare(runner: &dyn Runner, request: &CallRequest) -> Result<Prep
     };
     let canonical = crate::jcs::canonicalize(&args).map_err(|e| invalid(e.to_string()))?;
     tool.schema.check(&args).map_err(invalid)?;
-    let fingerprint =
-        keys::arguments_fingerprint(&tool.name, &args).map_err(|e| invalid(e.to_string()))?;
+    // The key and the fingerprint hash this canonical text; the value is not
+    // serialized again.
+    let fingerprint = keys::arguments_fingerprint_of_canonical(&tool.name, &canonical);
     let key = match &request.key {
         Some(explicit) => {
             let key =
@@ -82,8 +85,7 @@ pub(crate) fn prepare(runner: &dyn Runner, request: &CallRequest) -> Result<Prep
                     .map_err(|e| Error::InvalidKey(e.to_string()))?,
             }
         }
-        None => keys::invocation_key(&request.scope(), &tool.name, &args)
-            .map_err(|e| invalid(e.to_string()))?,
+        None => keys::invocation_key_of_canonical(&request.scope(), &tool.name, &canonical),
     };
     Ok(Prepared {
         tool,

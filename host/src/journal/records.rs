@@ -17,6 +17,22 @@ pub enum InvocationState {
     Completed,
 }
 
+/// A keyed effect's definitive answer that its run has not written yet: it is saved
+/// with the run's next commit (the next effect's claim, or the outcome), so a
+/// one-effect call costs two commits, not three. Only for a provider that
+/// deduplicates by key: should the process die before that commit, the effect is
+/// still pending and a retry performs it again under the same key, which the
+/// downstream answers as before. An unkeyed effect's answer is never deferred.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct DeferredAnswer {
+    /// The effect's key.
+    pub key: EffectKey,
+    /// Its answer.
+    pub answer: super::Answer,
+    /// When it was answered (ms).
+    pub at: i64,
+}
+
 /// A request to start (or join) an invocation.
 #[derive(Debug, Clone)]
 pub struct Begin<'a> {

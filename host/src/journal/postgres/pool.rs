@@ -325,7 +325,7 @@ mod tests {
             (
                 "complete (a single write)",
                 Box::new(|j| {
-                    assert!(j.complete(&key("decided", 0), "o", "{}", 9)?);
+                    assert!(j.complete(&key("decided", 0), "o", "{}", 9, &[])?);
                     Ok(())
                 }),
             ),
@@ -407,7 +407,7 @@ mod tests {
             let j = Arc::clone(&j);
             let k = k.clone();
             std::thread::spawn(move || {
-                let _ = told.send(j.complete(&k, "o", "{\"ok\":1}", 9));
+                let _ = told.send(j.complete(&k, "o", "{\"ok\":1}", 9, &[]));
             });
         }
         let mut watcher = postgres::Client::connect(&cluster.admin_url(), postgres::NoTls).unwrap();
@@ -444,6 +444,6 @@ mod tests {
             .get(0);
         assert_eq!(state, "running", "the ended write did not happen");
         // The call, made again, completes.
-        assert!(j.complete(&k, "o", "{\"ok\":1}", 10).unwrap());
+        assert!(j.complete(&k, "o", "{\"ok\":1}", 10, &[]).unwrap());
     }
 }

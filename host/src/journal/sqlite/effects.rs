@@ -5,8 +5,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::invocations::create_running_in;
 use crate::fault::{self, FaultPoint};
 use crate::journal::{
-    Answer, EffectRecord, EffectState, Lease, NewEffect, NewInvocation, Refusal, Resolution,
-    TransactionalRequest, transactional_answer,
+    Answer, DeferredAnswer, EffectRecord, EffectState, Lease, NewEffect, NewInvocation, Refusal,
+    Resolution, TransactionalRequest, transactional_answer,
 };
 use crate::keys::{EffectKey, Fingerprint, InvocationKey};
 use crate::provider::{EffectRequest, Provider};
@@ -112,6 +112,18 @@ pub(super) fn finish(
         .query_row(params![key.as_str()], |r| r.get::<_, Option<String>>(0))
         .optional()
         .map(Option::flatten)
+}
+
+/// Saves a run's deferred answers of keyed effects (see [`DeferredAnswer`]), each
+/// only if its effect is still pending: the first answer stays.
+pub(super) fn finish_deferred(
+    conn: &Connection,
+    deferred: &[DeferredAnswer],
+) -> rusqlite::Result<()> {
+    for answer in deferred {
+        finish(conn, &answer.key, &answer.answer.to_stored(), answer.at)?;
+    }
+    Ok(())
 }
 
 /// Extends the lease of `invocation` if `lease.owner` still holds it.

@@ -132,6 +132,7 @@ fn after_a_failed_fsync_the_journal_refuses_every_write_and_says_why() {
             ms: 60_000,
         },
         Some(&record(4)),
+        &[],
     );
     assert!(
         matches!(claimed, Err(Error::JournalPoisoned { .. })),
