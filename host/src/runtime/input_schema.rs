@@ -29,9 +29,18 @@ impl InputSchema {
     /// Checks `args`; the error names each failing location as a JSON pointer
     /// (`/orders/0/order_id`, or `/` for the whole object).
     pub fn check(&self, args: &Value) -> Result<(), String> {
+        self.check_besides(args, None)
+    }
+
+    /// Checks `args` as [`check`](Self::check) does, leaving out the complaint that
+    /// the one property at `undeclared` (a JSON pointer) is not allowed, which the
+    /// caller has reported already.
+    pub fn check_besides(&self, args: &Value, undeclared: Option<&str>) -> Result<(), String> {
+        let reported = undeclared.and_then(|path| path.rsplit_once('/'));
         let mut problems: Vec<String> = self
             .validator
             .iter_errors(args)
+            .filter(|e| !reported.is_some_and(|(parent, name)| only_unexpected(e, parent, name)))
             .take(MAX_REPORTED + 1)
             .map(|e| {
                 let path = e.instance_path().to_string();
@@ -55,6 +64,17 @@ impl InputSchema {
             problems.join("; ")
         ))
     }
+}
+
+/// Whether `error` says no more than that the property `name` (escaped as in a JSON
+/// pointer) of the object at `parent` is not allowed.
+fn only_unexpected(error: &jsonschema::ValidationError<'_>, parent: &str, name: &str) -> bool {
+    let name = name.replace("~1", "/").replace("~0", "~");
+    matches!(
+        error.kind(),
+        jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected }
+            if unexpected.as_slice() == [name]
+    ) && error.instance_path().to_string() == parent
 }
 
 #[cfg(test)]
