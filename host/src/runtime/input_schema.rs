@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+use super::integer_formats;
+
 /// How many schema violations one error message lists.
 const MAX_REPORTED: usize = 5;
 
@@ -19,9 +21,12 @@ impl std::fmt::Debug for InputSchema {
 }
 
 impl InputSchema {
-    /// Compiles `schema`; the error says why it is not a usable JSON Schema.
+    /// Compiles `schema`; the error says why it is not a usable JSON Schema. The
+    /// 64-bit integer formats it declares are checked too (see [`integer_formats`]).
     pub fn compile(schema: &Value) -> Result<Self, String> {
-        jsonschema::validator_for(schema)
+        jsonschema::options()
+            .with_keyword(integer_formats::KEYWORD, integer_formats::keyword)
+            .build(&integer_formats::marked(schema))
             .map(|validator| Self { validator })
             .map_err(|e| format!("input schema is not a valid JSON Schema: {e}"))
     }
@@ -121,6 +126,37 @@ mod tests {
             orders()
                 .check(&json!({"orders": [{"order_id": 4417.5}]}))
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn a_64_bit_integer_format_refuses_what_its_type_cannot_take() {
+        // What schemars writes for `struct Args { id: u64, delta: i64 }`.
+        let schema = InputSchema::compile(&json!({
+            "type": "object",
+            "properties": {
+                "id": { "type": "integer", "format": "uint64", "minimum": 0 },
+                "delta": { "type": "integer", "format": "int64" },
+                "note": { "type": "string", "default": { "format": "uint64" } }
+            }
+        }))
+        .unwrap();
+        let args = |text: &str| serde_json::from_str::<Value>(text).unwrap();
+        schema
+            .check(&args(
+                r#"{"id": 18446744073709551615, "delta": -9223372036854775808}"#,
+            ))
+            .unwrap();
+        let err = schema
+            .check(&args(
+                r#"{"id": 18446744073709551616, "delta": 9223372036854775808}"#,
+            ))
+            .unwrap_err();
+        assert!(
+            err.contains("at /id:")
+                && err.contains("unsigned 64-bit")
+                && err.contains("at /delta:"),
+            "{err}"
         );
     }
 
