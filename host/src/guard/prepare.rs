@@ -7,7 +7,7 @@ use super::runner::{Runner, ToolSpec};
 use crate::call::CallRequest;
 use crate::error::{Error, Result};
 use crate::keys::{self, Fingerprint, InvocationKey};
-use crate::normalize::normalize;
+use crate::normalize::{NormalizeError, normalize};
 
 /// A call whose arguments were checked and whose key is known.
 pub(crate) struct Prepared {
@@ -62,7 +62,11 @@ pub(crate) fn prepare(runner: &dyn Runner, request: &CallRequest) -> Result<Prep
         // Every problem at once, not only the first: what the schema check finds too.
         Err(e) => {
             let mut reason = e.to_string();
-            if let Err(more) = tool.schema.check(&parse(&given)?) {
+            let reported = match &e {
+                NormalizeError::Undeclared { path, .. } => Some(path.as_str()),
+                _ => None,
+            };
+            if let Err(more) = tool.schema.check_besides(&parse(&given)?, reported) {
                 reason = format!("{reason}; and the arguments {more}");
             }
             return Err(invalid(reason));
@@ -121,5 +125,14 @@ mod tests {
         };
         assert!(reason.contains("/extra"), "{reason}");
         assert!(reason.contains("/customer_id"), "{reason}");
+        // Each problem once: the undeclared property is not reported again by the
+        // schema check.
+        assert_eq!(reason.matches("extra").count(), 1, "{reason}");
+        // A second undeclared property, which the first report does not name, is.
+        let request = CallRequest::new("refund", r#"{"extra": 1, "more": 2}"#);
+        let Err(Error::InvalidArguments { reason, .. }) = prepare(&runner, &request) else {
+            panic!("expected invalid arguments");
+        };
+        assert!(reason.contains("more"), "{reason}");
     }
 }
