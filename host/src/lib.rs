@@ -41,6 +41,7 @@ mod jcs;
 mod journal;
 mod keys;
 mod mcp;
+mod metrics;
 mod mutants;
 mod normalize;
 mod outcome;

@@ -215,6 +215,9 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// Commits and fsyncs so far.
     fn stats(&self) -> JournalStats;
 
+    /// How long its commits and fsyncs took, for `/metrics`.
+    fn metrics(&self) -> &crate::metrics::JournalMetrics;
+
     /// Creates what a transactional provider keeps in the journal.
     fn prepare_provider(&self, provider: &dyn Provider) -> Result<()>;
 

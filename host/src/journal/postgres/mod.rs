@@ -177,6 +177,8 @@ pub(crate) struct PostgresJournal {
     /// failed.
     idle: Mutex<Vec<Client>>,
     commits: AtomicU64,
+    /// How long commits take.
+    metrics: crate::metrics::JournalMetrics,
     /// Tests and the simulator only: a clock standing for the database server's (see
     /// [`PostgresJournal::with_database_clock`]).
     database_clock: Option<std::sync::Arc<dyn crate::clock::Clock>>,
@@ -199,6 +201,7 @@ impl PostgresJournal {
             durability,
             idle: Mutex::new(Vec::new()),
             commits: AtomicU64::new(0),
+            metrics: Default::default(),
             database_clock: None,
         };
         let mut client = journal.connect()?;
@@ -465,6 +468,10 @@ impl Journal for PostgresJournal {
                 0
             },
         }
+    }
+
+    fn metrics(&self) -> &crate::metrics::JournalMetrics {
+        &self.metrics
     }
 
     fn prepare_provider(&self, provider: &dyn Provider) -> Result<()> {
