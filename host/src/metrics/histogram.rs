@@ -34,6 +34,12 @@ impl Histogram {
         self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
     }
 
+    /// How many observations it counted.
+    #[cfg(test)]
+    pub(crate) fn count(&self) -> u64 {
+        self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
+    }
+
     /// Writes `name_bucket` (cumulative), `name_sum` and `name_count`.
     pub(crate) fn render(&self, name: &str, out: &mut Text) {
         let bucket = format!("{name}_bucket");

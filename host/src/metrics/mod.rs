@@ -283,6 +283,12 @@ impl JournalMetrics {
         self.fsyncs.observe(took);
     }
 
+    /// How many commits and fsyncs were timed.
+    #[cfg(test)]
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        (self.commits.count(), self.fsyncs.count())
+    }
+
     /// Writes both histograms in the text format.
     pub(crate) fn render(&self, out: &mut Text) {
         out.family(

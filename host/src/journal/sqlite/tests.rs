@@ -141,3 +141,22 @@ fn after_a_failed_fsync_the_journal_refuses_every_write_and_says_why() {
         Err(Error::JournalPoisoned { .. })
     ));
 }
+
+#[test]
+fn every_commit_and_every_fsync_is_timed() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = SqliteJournal::open(&dir.path().join("full.db"), Durability::Full).unwrap();
+    let (commits, _) = full.metrics().counts();
+    assert!(full.complete_new(&record(1), "{}", 1).unwrap());
+    full.make_durable().unwrap();
+    let (after, fsyncs) = full.metrics().counts();
+    assert_eq!(after, commits + 1, "the outcome's commit");
+    assert!(fsyncs >= 1);
+    assert_eq!(fsyncs, full.stats().syncs, "each fsync made is timed");
+    // The opposite: a journal that makes no fsyncs times none.
+    let normal = SqliteJournal::open(&dir.path().join("normal.db"), Durability::Normal).unwrap();
+    assert!(normal.complete_new(&record(1), "{}", 1).unwrap());
+    normal.make_durable().unwrap();
+    assert_eq!(normal.metrics().counts().1, 0);
+    assert!(normal.metrics().counts().0 >= 1);
+}
