@@ -113,11 +113,7 @@ impl Serve {
             return Ok(exit::SUCCESS);
         };
         let addr = bind_address("--http", http).map_err(|e| Error::Host(anyhow::anyhow!(e)))?;
-        let path = cli.tokens_file(self.tokens.as_ref());
-        let tokens = Tokens::open(&path).map_err(|e| Error::Config {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
+        let (path, tokens) = self.open_tokens(cli)?;
         if tokens.is_empty() {
             tracing::warn!(
                 "{} holds no tokens: every request will be refused (justonce token add NAME)",
@@ -152,6 +148,16 @@ impl Serve {
         Ok(exit::SUCCESS)
     }
 
+    /// The tokens file (`--tokens`, else the default) and its tokens.
+    fn open_tokens(&self, cli: &Cli) -> Result<(PathBuf, Tokens), Error> {
+        let path = cli.tokens_file(self.tokens.as_ref());
+        let tokens = Tokens::open(&path).map_err(|e| Error::Config {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok((path, tokens))
+    }
+
     /// Starts the `--metrics` listener at `addr`: open on loopback, behind the
     /// tokens file's bearer tokens anywhere else.
     fn serve_metrics(
@@ -169,11 +175,7 @@ impl Serve {
         let tokens = if bound.ip().is_loopback() {
             None
         } else {
-            let path = cli.tokens_file(self.tokens.as_ref());
-            let tokens = Tokens::open(&path).map_err(|e| Error::Config {
-                path: path.clone(),
-                reason: e.to_string(),
-            })?;
+            let (path, tokens) = self.open_tokens(cli)?;
             if tokens.is_empty() {
                 return Err(Error::Config {
                     path,
@@ -223,26 +225,15 @@ mod tests {
 
     #[test]
     fn a_bare_port_binds_loopback_and_an_address_is_taken_as_given() {
-        assert_eq!(
-            bind_address("--http", "8080").unwrap().to_string(),
-            "127.0.0.1:8080"
-        );
-        assert_eq!(
-            bind_address("--http", ":0").unwrap().to_string(),
-            "127.0.0.1:0"
-        );
-        assert_eq!(
-            bind_address("--http", "0.0.0.0:9").unwrap().to_string(),
-            "0.0.0.0:9"
-        );
-        assert_eq!(
-            bind_address("--http", "[::1]:9").unwrap().to_string(),
-            "[::1]:9"
-        );
-        assert!(
-            bind_address("--metrics", "localhost")
-                .unwrap_err()
-                .starts_with("--metrics")
-        );
+        for (given, bound) in [
+            ("8080", "127.0.0.1:8080"),
+            (":0", "127.0.0.1:0"),
+            ("0.0.0.0:9", "0.0.0.0:9"),
+            ("[::1]:9", "[::1]:9"),
+        ] {
+            assert_eq!(bind_address("--http", given).unwrap().to_string(), bound);
+        }
+        let refused = bind_address("--metrics", "localhost").unwrap_err();
+        assert!(refused.starts_with("--metrics"), "{refused}");
     }
 }

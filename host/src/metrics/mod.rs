@@ -128,6 +128,26 @@ impl ProviderCounters {
     }
 }
 
+fn load(count: &AtomicU64) -> u64 {
+    count.load(Ordering::Relaxed)
+}
+
+/// Writes the series `name{row_label=…,kind_label=…}` of every row and kind: `counts`
+/// gives a row's counters in the order of `kinds`.
+fn split<T>(
+    name: &str,
+    (row_label, rows): (&str, &[(String, Arc<T>)]),
+    (kind_label, kinds): (&str, &[&str]),
+    counts: impl Fn(&T) -> &[AtomicU64],
+    out: &mut Text,
+) {
+    for (row, counters) in rows {
+        for (kind, count) in kinds.iter().zip(counts(counters)) {
+            out.sample(name, &[(row_label, row), (kind_label, kind)], load(count));
+        }
+    }
+}
+
 /// What one host's guard counts.
 #[derive(Debug, Default)]
 pub(crate) struct CallMetrics {
@@ -172,20 +192,19 @@ impl CallMetrics {
     /// Writes every counter in the text format.
     pub(crate) fn render(&self, out: &mut Text) {
         let tools = self.tools.rows();
+        let providers = self.providers.rows();
         out.family(
             "justonce_calls_total",
             "counter",
             "Tool calls answered, by tool and outcome (replayed: answered from the journal).",
         );
-        for (tool, row) in &tools {
-            for (outcome, count) in CALL_OUTCOMES.iter().zip(&row.outcomes) {
-                out.sample(
-                    "justonce_calls_total",
-                    &[("tool", tool), ("outcome", outcome)],
-                    count.load(Ordering::Relaxed),
-                );
-            }
-        }
+        split(
+            "justonce_calls_total",
+            ("tool", &tools),
+            ("outcome", &CALL_OUTCOMES),
+            |r| &r.outcomes,
+            out,
+        );
         out.family(
             "justonce_calls_refused_total",
             "counter",
@@ -195,7 +214,7 @@ impl CallMetrics {
             out.sample(
                 "justonce_calls_refused_total",
                 &[("reason", reason)],
-                count.load(Ordering::Relaxed),
+                load(count),
             );
         }
         out.family(
@@ -217,38 +236,33 @@ impl CallMetrics {
             out.sample(
                 "justonce_lease_takeovers_total",
                 &[("tool", tool)],
-                row.takeovers.load(Ordering::Relaxed),
+                load(&row.takeovers),
             );
         }
-        let providers = self.providers.rows();
         out.family(
             "justonce_effects_total",
             "counter",
             "Guarded effects, by provider and what the tool was told.",
         );
-        for (provider, row) in &providers {
-            for (result, count) in EFFECT_RESULTS.iter().zip(&row.effects) {
-                out.sample(
-                    "justonce_effects_total",
-                    &[("provider", provider), ("result", result)],
-                    count.load(Ordering::Relaxed),
-                );
-            }
-        }
+        split(
+            "justonce_effects_total",
+            ("provider", &providers),
+            ("result", &EFFECT_RESULTS),
+            |r| &r.effects,
+            out,
+        );
         out.family(
             "justonce_effect_attempts_total",
             "counter",
             "Attempts at effects (each sent under the effect's key), by provider and result.",
         );
-        for (provider, row) in &providers {
-            for (result, count) in ATTEMPT_RESULTS.iter().zip(&row.attempts) {
-                out.sample(
-                    "justonce_effect_attempts_total",
-                    &[("provider", provider), ("result", result)],
-                    count.load(Ordering::Relaxed),
-                );
-            }
-        }
+        split(
+            "justonce_effect_attempts_total",
+            ("provider", &providers),
+            ("result", &ATTEMPT_RESULTS),
+            |r| &r.attempts,
+            out,
+        );
         out.family(
             "justonce_effect_retries_total",
             "counter",
@@ -258,7 +272,7 @@ impl CallMetrics {
             out.sample(
                 "justonce_effect_retries_total",
                 &[("provider", provider)],
-                row.retries.load(Ordering::Relaxed),
+                load(&row.retries),
             );
         }
     }
