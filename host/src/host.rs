@@ -202,8 +202,8 @@ impl Host {
     /// What this host counted since it started, in Prometheus' text format (what
     /// `/metrics` serves): calls by tool and outcome, effects and attempts by
     /// provider and result, retries, lease takeovers, calls in flight, the journal's
-    /// commit and fsync latencies; and, read from the journal now, the outbox's depth
-    /// and the effects waiting for a person. Every loaded tool and configured
+    /// commit and fsync latencies; and, read from the journal now, the outbox's depth,
+    /// the effects without a definitive answer and those waiting for a person. Every loaded tool and configured
     /// provider has its series from the start, at zero.
     pub fn metrics_text(&self) -> String {
         let shared = self.shared();
@@ -220,9 +220,15 @@ impl Host {
             Ok(depth) => depth.render(&mut text),
             Err(e) => tracing::warn!("metrics: reading the outbox's depth: {e}"),
         }
-        match shared.journal.unresolved(self.clock().now_ms()) {
-            Ok(unresolved) => crate::metrics::render_unresolved(unresolved.len(), &mut text),
-            Err(e) => tracing::warn!("metrics: reading the unresolved effects: {e}"),
+        let journal = &shared.journal;
+        match journal.pending_effects().and_then(|pending| {
+            let unresolved = journal.unresolved(self.clock().now_ms())?.len();
+            Ok((pending, unresolved))
+        }) {
+            Ok((pending, unresolved)) => {
+                crate::metrics::render_unknown(pending, unresolved, &mut text)
+            }
+            Err(e) => tracing::warn!("metrics: reading the pending effects: {e}"),
         }
         text.finish()
     }

@@ -119,6 +119,61 @@ fn a_scrape_counts_each_call_once_a_replay_as_replayed_and_each_attempt() {
         0.0
     );
     assert_eq!(value(text, "justonce_effects_unresolved"), 0.0);
+    assert_eq!(
+        value(text, "justonce_effects_pending"),
+        0.0,
+        "every effect was answered"
+    );
+}
+
+#[test]
+fn an_effect_whose_outcome_stays_unknown_shows_as_pending_and_its_call_as_outcome_unknown() {
+    let payments = Arc::new(FakePayments::new(Fault::AlwaysTimeout));
+    let host = Arc::new(test_host(|b| b.provider("payments", payments.clone())).host);
+    let http = HttpFixture::start(host, HttpOptions::default(), &["agent"]);
+    let before = scrape(http.running.addr(), Some(&http.tokens["agent"]), "GET").body;
+    assert_eq!(value(&before, "justonce_effects_pending"), 0.0);
+
+    let told = http
+        .client("agent")
+        .call("payments_refund", refund(1), json!({}))
+        .message();
+    assert!(told.to_string().contains("outcome_unknown"), "{told}");
+
+    let text = scrape(http.running.addr(), Some(&http.tokens["agent"]), "GET").body;
+    assert_eq!(
+        value(
+            &text,
+            r#"justonce_calls_total{tool="payments_refund",outcome="outcome_unknown"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"justonce_calls_total{tool="payments_refund",outcome="success"}"#
+        ),
+        0.0
+    );
+    assert_eq!(
+        value(&text, "justonce_effects_pending"),
+        1.0,
+        "its outcome is unknown"
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"justonce_effects_total{provider="payments",result="outcome_unknown"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"justonce_effect_attempts_total{provider="payments",result="unknown"}"#
+        ),
+        payments.attempts().len() as f64
+    );
 }
 
 #[test]

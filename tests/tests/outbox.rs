@@ -374,6 +374,9 @@ fn a_503_waits_its_retry_after_and_the_attempts_run_out_into_failed(on: On) {
     );
     assert!(receiver.applied().is_empty());
     assert_eq!(queue_depth(&t.host), [0.0, 0.0, 1.0]);
+    // The notify's own effect was answered (the webhook is the outbox's business).
+    let text = t.host.metrics_text();
+    assert!(text.contains("\njustonce_effects_pending 0\n"), "{text}");
 }
 
 fn the_delivery_loop_delivers_in_the_background_until_stopped(on: On) {

@@ -320,15 +320,22 @@ impl JournalMetrics {
     }
 }
 
-/// Writes how many effects wait for a person now (an unkeyed effect whose outcome is
-/// unknown: `justonce journal --unresolved`).
-pub(crate) fn render_unresolved(count: usize, out: &mut Text) {
+/// Writes how many effects have no definitive answer now (`pending`: in flight, or
+/// their outcome unknown), and how many of them wait for a person (`unresolved`: an
+/// unkeyed effect whose outcome is unknown, `justonce journal --unresolved`).
+pub(crate) fn render_unknown(pending: u64, unresolved: usize, out: &mut Text) {
+    out.family(
+        "justonce_effects_pending",
+        "gauge",
+        "Effects claimed without a definitive answer: in flight, or their outcome unknown.",
+    );
+    out.sample("justonce_effects_pending", &[], pending);
     out.family(
         "justonce_effects_unresolved",
         "gauge",
         "Unkeyed effects whose outcome is unknown, waiting for a person (justonce resolve).",
     );
-    out.sample("justonce_effects_unresolved", &[], count);
+    out.sample("justonce_effects_unresolved", &[], unresolved);
 }
 
 /// The outbox's depth, which the host reads from its journal when it is scraped.

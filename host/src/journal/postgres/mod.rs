@@ -440,6 +440,11 @@ impl Journal for PostgresJournal {
         self.read(|client| ops::unresolved_in(client, now))
     }
 
+    fn pending_effects(&self) -> Result<u64> {
+        let row = self.read(|client| client.query_one(super::PENDING_EFFECTS_SQL, &[]))?;
+        Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
+    }
+
     fn resolve(
         &self,
         effect_key: &str,

@@ -546,6 +546,10 @@ impl Journal for SqliteJournal {
         self.with(|conn| resolution::unresolved_in(conn, now))
     }
 
+    fn pending_effects(&self) -> Result<u64> {
+        self.with_reader(|conn| conn.query_row(super::PENDING_EFFECTS_SQL, [], |r| r.get(0)))
+    }
+
     fn resolve(
         &self,
         effect_key: &str,
