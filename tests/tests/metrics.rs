@@ -89,7 +89,7 @@ fn a_scrape_counts_each_call_once_a_replay_as_replayed_and_each_attempt() {
     assert_eq!(
         value(
             text,
-            r#"justonce_effect_retries_total{provider="payments"}"#
+            r#"justonce_effect_retries_total{provider="payments",after="unknown"}"#
         ),
         2.0
     );

@@ -342,7 +342,10 @@ fn each_call_is_counted_once_under_its_outcome_and_a_replay_as_replayed() {
         "the lost response and its retry"
     );
     assert_eq!(
-        counted(&h, r#"justonce_effect_retries_total{provider="payments"}"#),
+        counted(
+            &h,
+            r#"justonce_effect_retries_total{provider="payments",after="unknown"}"#
+        ),
         1.0
     );
     assert_eq!(
@@ -552,7 +555,10 @@ fn a_host_whose_lease_expired_is_taken_over_fenced_and_the_effect_happens_once()
         1.0
     );
     assert_eq!(
-        counted(&b, r#"justonce_effect_retries_total{provider="payments"}"#),
+        counted(
+            &b,
+            r#"justonce_effect_retries_total{provider="payments",after="earlier_run"}"#
+        ),
         1.0
     );
 }

@@ -460,6 +460,8 @@ impl EffectSession {
         let mut last_key = None;
         let mut last_not_performed = false;
         let counters = self.shared.metrics.provider(new.provider);
+        // The previous attempt's result, when this run made it.
+        let mut previous = None;
         let performed = self.retrying(budget, |session, _made| {
             let span = spans::attempt(&session.invocation).entered();
             let now = session.shared.clock.now_ms();
@@ -494,7 +496,7 @@ impl EffectSession {
             };
             spans::attempt_claimed(&span, &key, attempt);
             if attempt > 1 {
-                counters.retried();
+                counters.retried(previous.unwrap_or("earlier_run"));
             }
             let request = EffectRequest {
                 tool: &session.tool,
@@ -513,6 +515,7 @@ impl EffectSession {
             fault::point(FaultPoint::AfterProvider);
             spans::attempt_ended(&span, attempt_result(&answer));
             counters.attempt_ended(attempt_result(&answer));
+            previous = Some(attempt_result(&answer));
             let answer = match answer {
                 Ok(response) => Answer::Ok(response),
                 Err(ProviderError::Rejected(answer)) => Answer::Rejected(answer),

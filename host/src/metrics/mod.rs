@@ -75,6 +75,11 @@ pub(crate) const ATTEMPT_RESULTS: [&str; 7] = [
     "refused",
 ];
 
+/// What an effect was retried after (`justonce_effect_retries_total{after}`): the
+/// previous attempt's result in the same run, or `earlier_run` when that attempt was
+/// made by an earlier run of the call (a resumed or taken-over call).
+pub(crate) const RETRY_CAUSES: [&str; 4] = ["unknown", "throttled", "not_performed", "earlier_run"];
+
 /// The position of `kind` in `kinds`, or of the last one (the catch-all).
 fn index_of(kinds: &[&str], kind: &str) -> usize {
     kinds
@@ -107,7 +112,7 @@ impl ToolCounters {
 pub(crate) struct ProviderCounters {
     effects: [AtomicU64; EFFECT_RESULTS.len()],
     attempts: [AtomicU64; ATTEMPT_RESULTS.len()],
-    retries: AtomicU64,
+    retries: [AtomicU64; RETRY_CAUSES.len()],
 }
 
 impl ProviderCounters {
@@ -121,10 +126,10 @@ impl ProviderCounters {
         self.attempts[index_of(&ATTEMPT_RESULTS, result)].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts an attempt after the first under the same effect key (in this run or
-    /// an earlier one).
-    pub(crate) fn retried(&self) {
-        self.retries.fetch_add(1, Ordering::Relaxed);
+    /// Counts an attempt after the first under the same effect key, made after
+    /// `cause` (one of [`RETRY_CAUSES`]).
+    pub(crate) fn retried(&self, cause: &str) {
+        self.retries[index_of(&RETRY_CAUSES, cause)].fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -266,15 +271,15 @@ impl CallMetrics {
         out.family(
             "justonce_effect_retries_total",
             "counter",
-            "Attempts after an effect's first (the same key sent again), by provider.",
+            "Attempts after an effect's first (the same key sent again), by provider and what the previous attempt got.",
         );
-        for (provider, row) in &providers {
-            out.sample(
-                "justonce_effect_retries_total",
-                &[("provider", provider)],
-                load(&row.retries),
-            );
-        }
+        split(
+            "justonce_effect_retries_total",
+            ("provider", &providers),
+            ("after", &RETRY_CAUSES),
+            |r| &r.retries,
+            out,
+        );
     }
 }
 

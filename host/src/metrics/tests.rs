@@ -75,7 +75,7 @@ fn effects_attempts_and_retries_are_counted_by_provider() {
     let metrics = CallMetrics::default();
     let http = metrics.provider("http");
     http.attempt_ended("unknown");
-    http.retried();
+    http.retried("unknown");
     http.attempt_ended("ok");
     http.effect_ended("ok");
     metrics.tool("t").took_over();
@@ -97,7 +97,14 @@ fn effects_attempts_and_retries_are_counted_by_provider() {
             r#"justonce_effect_attempts_total{provider="http",result="ok"}"#,
             1.0,
         ),
-        (r#"justonce_effect_retries_total{provider="http"}"#, 1.0),
+        (
+            r#"justonce_effect_retries_total{provider="http",after="unknown"}"#,
+            1.0,
+        ),
+        (
+            r#"justonce_effect_retries_total{provider="http",after="earlier_run"}"#,
+            0.0,
+        ),
         (r#"justonce_lease_takeovers_total{tool="t"}"#, 1.0),
     ] {
         assert_eq!(value(&text, series), Some(expected), "{series} in\n{text}");
