@@ -517,6 +517,7 @@ impl HostBuilder {
             providers,
             clock: self.clock,
             retry: self.retry,
+            metrics: Default::default(),
         });
         for tool in retention.tools.keys() {
             if runtime.tool(tool).is_none() {

@@ -199,6 +199,40 @@ impl Host {
         self.shared().journal.gc(now, self.retention_ms())
     }
 
+    /// What this host counted since it started, in Prometheus' text format (what
+    /// `/metrics` serves): calls by tool and outcome, effects and attempts by
+    /// provider and result, retries, lease takeovers, calls in flight, the journal's
+    /// commit and fsync latencies; and, read from the journal now, the outbox's depth,
+    /// the effects without a definitive answer and those waiting for a person. Every loaded tool and configured
+    /// provider has its series from the start, at zero.
+    pub fn metrics_text(&self) -> String {
+        let shared = self.shared();
+        for tool in self.runtime.current_tools() {
+            shared.metrics.tool(&tool.name);
+        }
+        for provider in shared.providers.keys() {
+            shared.metrics.provider(provider);
+        }
+        let mut text = crate::metrics::text::Text::default();
+        shared.metrics.render(&mut text);
+        shared.journal.metrics().render(&mut text);
+        match shared.journal.outbox().outbox_depth() {
+            Ok(depth) => depth.render(&mut text),
+            Err(e) => tracing::warn!("metrics: reading the outbox's depth: {e}"),
+        }
+        let journal = &shared.journal;
+        match journal.pending_effects().and_then(|pending| {
+            let unresolved = journal.unresolved(self.clock().now_ms())?.len();
+            Ok((pending, unresolved))
+        }) {
+            Ok((pending, unresolved)) => {
+                crate::metrics::render_unknown(pending, unresolved, &mut text)
+            }
+            Err(e) => tracing::warn!("metrics: reading the pending effects: {e}"),
+        }
+        text.finish()
+    }
+
     /// How many commits and fsyncs the journal made so far.
     pub fn journal_stats(&self) -> JournalStats {
         self.shared().journal.stats()

@@ -26,6 +26,7 @@ const LAYERS: &[&[&str]] = &[
         "examples",
         "normalize",
         "mutants",
+        "metrics",
         "layering_tests",
     ],
 ];

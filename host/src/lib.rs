@@ -41,6 +41,7 @@ mod jcs;
 mod journal;
 mod keys;
 mod mcp;
+mod metrics;
 mod mutants;
 mod normalize;
 mod outcome;
@@ -91,7 +92,7 @@ pub mod __private {
     pub use crate::http::local_api::{Behaviour, LocalApi};
     pub use crate::journal::CURRENT_VERSION;
     pub use crate::journal::postgres::testing as postgres_testing;
-    pub use crate::mcp::http::{Running, TOO_MANY_CALLS};
+    pub use crate::mcp::http::{METRICS_PATH, MetricsRunning, MetricsServer, Running, TOO_MANY_CALLS};
     pub use crate::mcp::tokens;
     pub use crate::mcp::{HttpOptions, HttpServer, MAX_QUEUED_CALLS, Server, ServerConfig};
     pub use crate::mutants::Mutant;

@@ -33,6 +33,15 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Its kind in one word: `success`, `tool_error` or `trap`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Success { .. } => "success",
+            Self::ToolError { .. } => "tool_error",
+            Self::Trap { .. } => "trap",
+        }
+    }
+
     /// Whether the tool succeeded.
     pub fn is_success(&self) -> bool {
         matches!(self, Self::Success { .. })

@@ -31,6 +31,7 @@ mod mcp_http_cli;
 mod mcp_logging;
 mod mcp_protocol;
 mod mcp_python;
+mod metrics;
 mod new_tool;
 mod operate;
 // The invocation key against the parsed_echo guest's own view of its arguments.

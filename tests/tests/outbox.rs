@@ -128,6 +128,18 @@ fn messages(host: &Host) -> Vec<OutboxMessage> {
     host.outbox_messages().unwrap()
 }
 
+/// `justonce_outbox_messages` by state (pending, retrying, failed), as `/metrics`
+/// shows it.
+fn queue_depth(host: &Host) -> [f64; 3] {
+    let text = host.metrics_text();
+    ["pending", "retrying", "failed"].map(|state| {
+        let series = format!("justonce_outbox_messages{{state=\"{state}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&series)?.parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in\n{text}"))
+    })
+}
+
 fn result_of(outcome: &Outcome) -> &Value {
     match outcome {
         Outcome::Success { result } => result,
@@ -333,6 +345,11 @@ fn a_503_waits_its_retry_after_and_the_attempts_run_out_into_failed(on: On) {
         max_attempts: 2,
         ..policy()
     });
+    assert_eq!(
+        queue_depth(&t.host),
+        [1.0, 0.0, 0.0],
+        "pending, retrying, failed"
+    );
 
     assert_eq!(
         deliverer
@@ -341,6 +358,7 @@ fn a_503_waits_its_retry_after_and_the_attempts_run_out_into_failed(on: On) {
             .count(DeliveryOutcome::Retrying),
         1
     );
+    assert_eq!(queue_depth(&t.host), [0.0, 1.0, 0.0]);
     // The backoff is 10 s, but the receiver asked for 120 s.
     t.clock.advance(Duration::from_secs(119));
     assert!(deliverer.run_once().unwrap().attempts.is_empty());
@@ -355,6 +373,10 @@ fn a_503_waits_its_retry_after_and_the_attempts_run_out_into_failed(on: On) {
             .contains("gave up after 2 attempts")
     );
     assert!(receiver.applied().is_empty());
+    assert_eq!(queue_depth(&t.host), [0.0, 0.0, 1.0]);
+    // The notify's own effect was answered (the webhook is the outbox's business).
+    let text = t.host.metrics_text();
+    assert!(text.contains("\njustonce_effects_pending 0\n"), "{text}");
 }
 
 fn the_delivery_loop_delivers_in_the_background_until_stopped(on: On) {
@@ -442,16 +464,17 @@ fn a_message_whose_stored_headers_are_unreadable_is_failed_not_sent_without_them
 /// A row changed after it was queued (by other hands, or queued before the
 /// configuration changed) is checked again when it is read for delivery: an origin
 /// off the tool's allowlist is not sent to, nor is a reserved header.
-fn a_queued_row_is_checked_again_against_the_allowlist_and_reserved_headers_when_delivered(
-    on: On,
-) {
+fn a_queued_row_is_checked_again_against_the_allowlist_and_reserved_headers_when_delivered(on: On) {
     let receiver = LocalApi::start().unwrap();
     let elsewhere = LocalApi::start().unwrap();
     let Some(t) = on.host(|b| b.http(webhooks(&receiver))) else {
         return;
     };
     t.host.call(&notify("refund.issued")).unwrap();
-    t.execute(&format!("UPDATE outbox SET url = '{}/steal'", elsewhere.url()));
+    t.execute(&format!(
+        "UPDATE outbox SET url = '{}/steal'",
+        elsewhere.url()
+    ));
     let deliverer = Deliverer::new(&t.host).unwrap().policy(policy());
 
     let report = deliverer.run_once().unwrap();
@@ -459,7 +482,11 @@ fn a_queued_row_is_checked_again_against_the_allowlist_and_reserved_headers_when
     assert_eq!(report.count(DeliveryOutcome::Retrying), 1, "{report:?}");
     let error = report.attempts[0].error.as_deref().unwrap();
     assert!(error.contains("not on the tool's allowlist"), "{error}");
-    assert_eq!(elsewhere.connections(), 0, "nothing reached the other origin");
+    assert_eq!(
+        elsewhere.connections(),
+        0,
+        "nothing reached the other origin"
+    );
 
     t.host.call(&notify("refund.failed")).unwrap();
     t.execute(&format!(

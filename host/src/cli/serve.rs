@@ -12,6 +12,8 @@ use clap::Args;
 use super::{Cli, exit};
 use crate::delivery::Deliverer;
 use crate::error::Error;
+use crate::host::Host;
+use crate::mcp::http::{MetricsRunning, MetricsServer};
 use crate::mcp::tokens::Tokens;
 use crate::mcp::{HttpOptions, HttpServer, Server, ServerConfig, Shutdown};
 
@@ -38,9 +40,17 @@ pub struct Serve {
     #[arg(long, value_name = "ADDR:PORT")]
     http: Option<String>,
     /// The tokens file [default: the configuration's `tokens_file`, else tokens.json
-    /// next to the database].
-    #[arg(long, value_name = "FILE", requires = "http")]
+    /// next to the database]; used with --http, and with --metrics on an address
+    /// other than loopback.
+    #[arg(long, value_name = "FILE")]
     tokens: Option<PathBuf>,
+    /// Also serve Prometheus metrics at http://ADDR:PORT/metrics (or PORT, on
+    /// 127.0.0.1), on a listener of its own, whether MCP goes over stdio or HTTP.
+    /// Open to anyone on a loopback address; on any other, every scrape needs a
+    /// bearer token of the tokens file (`justonce token add prometheus`), and serve
+    /// refuses to start when that file holds none.
+    #[arg(long, value_name = "ADDR:PORT")]
+    metrics: Option<String>,
     /// A browser origin allowed to call besides loopback ones (repeatable), e.g.
     /// https://app.example.com.
     #[arg(long, value_name = "ORIGIN", requires = "http")]
@@ -60,15 +70,15 @@ pub struct Serve {
     sse: bool,
 }
 
-/// `ADDR:PORT`, `:PORT` or `PORT`; a bare port binds 127.0.0.1.
-fn bind_address(text: &str) -> Result<SocketAddr, String> {
+/// `ADDR:PORT`, `:PORT` or `PORT` given to `flag`; a bare port binds 127.0.0.1.
+fn bind_address(flag: &str, text: &str) -> Result<SocketAddr, String> {
     let text = text.trim();
     let port_only = text.strip_prefix(':').unwrap_or(text);
     if let Ok(port) = port_only.parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
     text.parse()
-        .map_err(|_| format!("--http {text:?}: expected ADDR:PORT (e.g. 127.0.0.1:8080) or PORT"))
+        .map_err(|_| format!("{flag} {text:?}: expected ADDR:PORT (e.g. 127.0.0.1:8080) or PORT"))
 }
 
 impl Serve {
@@ -87,6 +97,10 @@ impl Serve {
             conversation: self.conversation.clone(),
             max_concurrent_calls: usize::from(self.max_concurrent_calls),
         };
+        let _metrics = match &self.metrics {
+            Some(addr) => Some(self.serve_metrics(cli, &host, addr)?),
+            None => None,
+        };
         let server = Server::new(Arc::clone(&host), config);
         let Some(http) = &self.http else {
             tracing::info!(tools = host.runtime().names(), db = %cli.db.display(), "serving MCP on stdio");
@@ -98,12 +112,8 @@ impl Serve {
                 })?;
             return Ok(exit::SUCCESS);
         };
-        let addr = bind_address(http).map_err(|e| Error::Host(anyhow::anyhow!(e)))?;
-        let path = cli.tokens_file(self.tokens.as_ref());
-        let tokens = Tokens::open(&path).map_err(|e| Error::Config {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
+        let addr = bind_address("--http", http).map_err(|e| Error::Host(anyhow::anyhow!(e)))?;
+        let (path, tokens) = self.open_tokens(cli)?;
         if tokens.is_empty() {
             tracing::warn!(
                 "{} holds no tokens: every request will be refused (justonce token add NAME)",
@@ -137,6 +147,52 @@ impl Serve {
             .map_err(|e| Error::Host(anyhow::anyhow!("serving HTTP on {bound}: {e}")))?;
         Ok(exit::SUCCESS)
     }
+
+    /// The tokens file (`--tokens`, else the default) and its tokens.
+    fn open_tokens(&self, cli: &Cli) -> Result<(PathBuf, Tokens), Error> {
+        let path = cli.tokens_file(self.tokens.as_ref());
+        let tokens = Tokens::open(&path).map_err(|e| Error::Config {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok((path, tokens))
+    }
+
+    /// Starts the `--metrics` listener at `addr`: open on loopback, behind the
+    /// tokens file's bearer tokens anywhere else.
+    fn serve_metrics(
+        &self,
+        cli: &Cli,
+        host: &Arc<Host>,
+        addr: &str,
+    ) -> Result<MetricsRunning, Error> {
+        let addr = bind_address("--metrics", addr).map_err(|e| Error::Host(anyhow::anyhow!(e)))?;
+        let listener = TcpListener::bind(addr)
+            .map_err(|e| Error::Host(anyhow::anyhow!("--metrics: cannot listen on {addr}: {e}")))?;
+        let bound = listener
+            .local_addr()
+            .map_err(|e| Error::Host(anyhow::anyhow!("{e}")))?;
+        let tokens = if bound.ip().is_loopback() {
+            None
+        } else {
+            let (path, tokens) = self.open_tokens(cli)?;
+            if tokens.is_empty() {
+                return Err(Error::Config {
+                    path,
+                    reason: format!(
+                        "--metrics {bound} is reachable beyond this machine, so every scrape needs a bearer token, \
+                         and this tokens file holds none: add one (justonce token add prometheus) or listen on 127.0.0.1"
+                    ),
+                });
+            }
+            Some(tokens)
+        };
+        let running = MetricsServer::new(Arc::clone(host), tokens)
+            .spawn(listener)
+            .map_err(|e| Error::Host(anyhow::anyhow!("--metrics: serving on {bound}: {e}")))?;
+        tracing::info!("serving Prometheus metrics on {}", running.url());
+        Ok(running)
+    }
 }
 
 /// On SIGTERM or SIGINT: stop reading, let the calls in flight finish and save their
@@ -169,10 +225,15 @@ mod tests {
 
     #[test]
     fn a_bare_port_binds_loopback_and_an_address_is_taken_as_given() {
-        assert_eq!(bind_address("8080").unwrap().to_string(), "127.0.0.1:8080");
-        assert_eq!(bind_address(":0").unwrap().to_string(), "127.0.0.1:0");
-        assert_eq!(bind_address("0.0.0.0:9").unwrap().to_string(), "0.0.0.0:9");
-        assert_eq!(bind_address("[::1]:9").unwrap().to_string(), "[::1]:9");
-        assert!(bind_address("localhost").is_err());
+        for (given, bound) in [
+            ("8080", "127.0.0.1:8080"),
+            (":0", "127.0.0.1:0"),
+            ("0.0.0.0:9", "0.0.0.0:9"),
+            ("[::1]:9", "[::1]:9"),
+        ] {
+            assert_eq!(bind_address("--http", given).unwrap().to_string(), bound);
+        }
+        let refused = bind_address("--metrics", "localhost").unwrap_err();
+        assert!(refused.starts_with("--metrics"), "{refused}");
     }
 }

@@ -179,6 +179,7 @@ fn host_renewing(
             max_backoff: Duration::from_secs(1),
             max_retry_after: Duration::from_secs(5),
         },
+        metrics: Default::default(),
     });
     let policy = Policy {
         retention: Arc::new(Retention::new(RETENTION)),
@@ -214,6 +215,12 @@ fn pay_tool(
             Err(other) => tool_error("effect_failed", &format!("{other:?}")),
         },
     )
+}
+
+/// The value of one series the host's guard counts (`name{labels}`, as written).
+fn counted(host: &Host, series: &str) -> f64 {
+    let text = host.guard.shared.metrics.rendered();
+    crate::metrics::sample(&text, series).unwrap_or_else(|| panic!("no {series} in\n{text}"))
 }
 
 fn pay(amount: u64) -> CallRequest {
@@ -306,6 +313,70 @@ fn a_completed_key_replays_its_outcome_byte_for_byte_and_runs_nothing() {
     assert_eq!(third.outcome, first.outcome);
     assert_eq!(runs.load(Ordering::SeqCst), 1, "nothing ran again");
     assert_eq!(payments.attempts().len(), 1);
+}
+
+#[test]
+fn each_call_is_counted_once_under_its_outcome_and_a_replay_as_replayed() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "payments");
+    let payments = Downstream::new(ProviderClass::Keyed, vec![Fault::LoseResponse]);
+    let h = host(runner, &[("payments", payments.clone())]);
+    let calls = |outcome: &str| {
+        counted(
+            &h,
+            &format!(r#"justonce_calls_total{{tool="pay",outcome="{outcome}"}}"#),
+        )
+    };
+    let attempts = |result: &str| {
+        counted(
+            &h,
+            &format!(r#"justonce_effect_attempts_total{{provider="payments",result="{result}"}}"#),
+        )
+    };
+
+    h.guard.call(&pay(10)).unwrap();
+    assert_eq!((calls("success"), calls("replayed")), (1.0, 0.0));
+    assert_eq!(
+        (attempts("unknown"), attempts("ok")),
+        (1.0, 1.0),
+        "the lost response and its retry"
+    );
+    assert_eq!(
+        counted(
+            &h,
+            r#"justonce_effect_retries_total{provider="payments",after="unknown"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        counted(
+            &h,
+            r#"justonce_effects_total{provider="payments",result="ok"}"#
+        ),
+        1.0
+    );
+
+    let retry = h.guard.call(&pay(10)).unwrap();
+    assert!(retry.replayed);
+    assert_eq!(
+        (calls("success"), calls("replayed")),
+        (1.0, 1.0),
+        "the replay is not a second success"
+    );
+    assert_eq!(attempts("ok"), 1.0, "a replay attempts nothing");
+
+    h.guard.call(&pay(11)).unwrap();
+    assert_eq!(
+        (calls("success"), calls("replayed")),
+        (2.0, 1.0),
+        "another call is counted as run"
+    );
+    assert!(h.guard.call(&CallRequest::new("nope", "{}")).is_err());
+    assert_eq!(
+        counted(&h, r#"justonce_calls_refused_total{reason="unknown_tool"}"#),
+        1.0
+    );
+    assert_eq!(counted(&h, "justonce_calls_in_flight"), 0.0);
 }
 
 #[test]
@@ -468,6 +539,28 @@ fn a_host_whose_lease_expired_is_taken_over_fenced_and_the_effect_happens_once()
     let retry = b.guard.call(&pay(10)).unwrap();
     assert!(retry.replayed);
     assert_eq!(retry.outcome, b_answer.outcome);
+    assert_eq!(
+        counted(&b, r#"justonce_lease_takeovers_total{tool="pay"}"#),
+        1.0
+    );
+    assert_eq!(
+        counted(&a, r#"justonce_lease_takeovers_total{tool="pay"}"#),
+        0.0
+    );
+    assert_eq!(
+        counted(
+            &a,
+            r#"justonce_calls_total{tool="pay",outcome="lease_lost"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        counted(
+            &b,
+            r#"justonce_effect_retries_total{provider="payments",after="earlier_run"}"#
+        ),
+        1.0
+    );
 }
 
 #[test]
@@ -522,6 +615,17 @@ fn a_provider_slower_than_the_lease_keeps_its_lease_and_no_other_host_takes_over
     let retry = b.guard.call(&pay(10)).unwrap();
     assert!(retry.replayed, "B's retry gets A's outcome");
     assert_eq!(retry.outcome, a_answer.outcome);
+    assert_eq!(
+        counted(&b, r#"justonce_lease_takeovers_total{tool="pay"}"#),
+        0.0
+    );
+    assert_eq!(
+        counted(
+            &b,
+            r#"justonce_calls_total{tool="pay",outcome="in_progress"}"#
+        ),
+        1.0
+    );
 }
 
 /// A run fenced off while its provider call was in flight still saves the definitive
@@ -2056,6 +2160,7 @@ on_postgres!(
     a_first_call_runs_journals_its_effect_and_saves_its_outcome,
     a_lost_response_is_retried_under_the_same_key_and_the_effect_happens_once,
     a_completed_key_replays_its_outcome_byte_for_byte_and_runs_nothing,
+    each_call_is_counted_once_under_its_outcome_and_a_replay_as_replayed,
     two_different_calls_both_happen,
     tool_errors_and_traps_are_saved_and_replayed,
     the_same_key_with_other_arguments_is_a_mismatch_and_nothing_runs_or_is_stored,

@@ -229,9 +229,27 @@ impl EffectSession {
                 self.tool
             ))));
         }
+        let counters = self.shared.metrics.provider(provider_name);
+        let answer = self.journaled(provider.as_ref(), provider_name, operation, &payload);
+        counters.effect_ended(match &answer {
+            Ok(Ok(_)) => "ok",
+            Ok(Err(failure)) => failure.kind(),
+            Err(_) => "host_failed",
+        });
+        answer
+    }
+
+    /// Steps 2 to 5 for an effect that is journaled.
+    fn journaled(
+        &mut self,
+        provider: &dyn Provider,
+        provider_name: &str,
+        operation: &str,
+        payload: &Value,
+    ) -> Result<Result<String, EffectFailure>, Error> {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let fingerprint = match keys::effect_fingerprint(provider_name, operation, &payload) {
+        let fingerprint = match keys::effect_fingerprint(provider_name, operation, payload) {
             Ok(f) => f,
             Err(e) => return Ok(Err(EffectFailure::Denied(format!("payload: {e}")))),
         };
@@ -278,7 +296,7 @@ impl EffectSession {
 
         // 3. Transactional: claimed and performed in one journal transaction.
         if class == ProviderClass::Transactional {
-            return self.transactional(provider.as_ref(), &new, operation, &payload);
+            return self.transactional(provider, &new, operation, payload);
         }
 
         // 4. A pending unkeyed effect may have happened; repeating it could do it
@@ -296,7 +314,7 @@ impl EffectSession {
         }
 
         // 5. Keyed or unkeyed: claim, perform, retry under the same key.
-        self.keyed_or_unkeyed(provider.as_ref(), class, &new, &payload)
+        self.keyed_or_unkeyed(provider, class, &new, payload)
     }
 
     /// After the guest finished: the first position and number of journaled effects
@@ -329,7 +347,10 @@ impl EffectSession {
             let pause = shared.retry.pause_before(made, retry_after);
             // The effect's retries live inside the call's wall-clock cap.
             if let Some(reason) = last_reason.take()
-                && shared.clock.now_ms().saturating_add(crate::clock::millis(pause))
+                && shared
+                    .clock
+                    .now_ms()
+                    .saturating_add(crate::clock::millis(pause))
                     >= self.ends_at_ms
             {
                 let reason = format!(
@@ -443,6 +464,9 @@ impl EffectSession {
         };
         let mut last_key = None;
         let mut last_not_performed = false;
+        let counters = self.shared.metrics.provider(new.provider);
+        // The previous attempt's result, when this run made it.
+        let mut previous = None;
         let performed = self.retrying(budget, |session, _made| {
             let span = spans::attempt(&session.invocation).entered();
             let now = session.shared.clock.now_ms();
@@ -458,6 +482,7 @@ impl EffectSession {
                 Ok(claimed) => claimed,
                 Err(refusal) => {
                     spans::attempt_ended(&span, "refused");
+                    counters.attempt_ended("refused");
                     return Ok(Attempt::Done(Err(session.refused(
                         refusal,
                         new.seq,
@@ -478,6 +503,9 @@ impl EffectSession {
                 key
             };
             spans::attempt_claimed(&span, &key, attempt);
+            if attempt > 1 {
+                counters.retried(previous.unwrap_or("earlier_run"));
+            }
             let request = EffectRequest {
                 tool: &session.tool,
                 principal: session.principal.as_deref(),
@@ -494,6 +522,8 @@ impl EffectSession {
             drop(beat);
             fault::point(FaultPoint::AfterProvider);
             spans::attempt_ended(&span, attempt_result(&answer));
+            counters.attempt_ended(attempt_result(&answer));
+            previous = Some(attempt_result(&answer));
             let answer = match answer {
                 Ok(response) => Answer::Ok(response),
                 Err(ProviderError::Rejected(answer)) => Answer::Rejected(answer),
@@ -666,14 +696,17 @@ impl EffectSession {
             provider,
             &request,
         )?;
+        let counters = self.shared.metrics.provider(new.provider);
         Ok(match performed {
             Ok(answer) => {
                 spans::attempt_ended(&span, answer_kind(&answer));
+                counters.attempt_ended(answer_kind(&answer));
                 self.unjournaled = None;
                 answer_to_guest(answer)
             }
             Err(refusal) => {
                 spans::attempt_ended(&span, "refused");
+                counters.attempt_ended("refused");
                 Err(self.refused(refusal, new.seq, new.provider))
             }
         })

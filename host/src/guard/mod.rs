@@ -40,6 +40,7 @@ use crate::determinism::{GuestEntropy, Seed};
 use crate::error::{Error, Result};
 use crate::journal::{Begin, BeginOutcome, ClockRef, Journal, Lookup, NewInvocation};
 use crate::keys::InvocationKey;
+use crate::metrics::CallMetrics;
 use crate::outcome::Outcome;
 use crate::provider::Provider;
 use crate::retention::Retention;
@@ -57,6 +58,8 @@ pub(crate) struct Shared {
     pub providers: BTreeMap<String, Arc<dyn Provider>>,
     pub clock: Arc<dyn Clock>,
     pub retry: RetryPolicy,
+    /// What the guard counts for `/metrics`.
+    pub metrics: CallMetrics,
 }
 
 /// The guard's settings: how long records are kept and leases last, how long a
@@ -129,14 +132,27 @@ impl Guard {
     /// outcome to every retry, waits for a parallel duplicate, and refuses the same key
     /// with different arguments.
     pub(crate) fn call(&self, request: &CallRequest) -> Result<CallResponse> {
-        let prepared = prepare(&*self.runner, request)?;
+        let metrics = &self.shared.metrics;
+        let prepared =
+            prepare(&*self.runner, request).inspect_err(|e| metrics.refused(e.kind()))?;
+        let _in_flight = metrics.in_flight();
+        let counters = metrics.tool(&prepared.tool.name);
         // Every log line of the call names its key (JUSTONCE_LOG_FORMAT=json), and the
         // call's trace says how it ended.
         let span = spans::call(&prepared.tool.name, &prepared.key).entered();
         let answer = self.decide_and_run(request, prepared);
         match &answer {
-            Ok(response) => spans::call_answered(&span, &response.outcome, response.replayed),
-            Err(error) => spans::call_failed(&span, error.kind()),
+            Ok(response) => {
+                spans::call_answered(&span, &response.outcome, response.replayed);
+                counters.answered(match response.replayed {
+                    true => "replayed",
+                    false => response.outcome.kind(),
+                });
+            }
+            Err(error) => {
+                spans::call_failed(&span, error.kind());
+                counters.answered(error.kind());
+            }
         }
         answer
     }
@@ -237,7 +253,14 @@ impl Guard {
                 Lookup::Decide => self.shared.journal.decide(&begin)?,
             };
             match decided {
-                BeginOutcome::Run { entropy, resumed } => {
+                BeginOutcome::Run {
+                    entropy,
+                    resumed,
+                    took_over,
+                } => {
+                    if took_over {
+                        self.shared.metrics.tool(&prepared.tool.name).took_over();
+                    }
                     crate::fault::point(crate::fault::FaultPoint::AfterDecide);
                     let start = RunStart {
                         entropy,

@@ -98,6 +98,12 @@ pub(crate) fn decide(found: Option<&Found<'_>>, fingerprint: &Fingerprint, now: 
     }
 }
 
+/// Whether resuming `found` takes over a run that held the lease until it expired (a
+/// host that died or stalled), not a call that was left suspended.
+pub(crate) fn takes_over(found: &Found<'_>) -> bool {
+    found.state == InvocationState::Running
+}
+
 /// What a call's first look (read-only) makes of the record it read at `now`: a
 /// saved outcome to replay, no record at all (and no tool-call id to bind), or
 /// something for the deciding transaction. A backend still checks that a replay's

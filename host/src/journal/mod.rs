@@ -188,6 +188,10 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// Pending unkeyed effects that wait for a person.
     fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>>;
 
+    /// How many effects are claimed without a definitive answer: in flight, or
+    /// whose outcome is unknown.
+    fn pending_effects(&self) -> Result<u64>;
+
     /// `justonce resolve`: atomically records a person's decision about a pending
     /// unkeyed effect (see [`Resolution`]) and the operation, on the effect's call
     /// (`operator.force` is not used). Refused ([`Error::CannotResolve`]) for an
@@ -237,6 +241,9 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// Commits and fsyncs so far.
     fn stats(&self) -> JournalStats;
 
+    /// How long its commits and fsyncs took, for `/metrics`.
+    fn metrics(&self) -> &crate::metrics::JournalMetrics;
+
     /// Creates what a transactional provider keeps in the journal.
     fn prepare_provider(&self, provider: &dyn Provider) -> Result<()>;
 
@@ -246,6 +253,9 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// The SQLite journal behind this one, for tests that read a provider's tables.
     fn as_sqlite(&self) -> Option<&sqlite::SqliteJournal>;
 }
+
+/// [`Journal::pending_effects`] on both backends.
+const PENDING_EFFECTS_SQL: &str = "SELECT COUNT(*) FROM effects WHERE state = 'pending'";
 
 /// A transactional effect's request, but for the key and attempt number, which the
 /// journal reads back inside its transaction.

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::error::Result;
+pub(crate) use crate::metrics::OutboxDepth;
 
 /// The `outbox` table on SQLite: one row per enqueued message, keyed by its effect key.
 pub(crate) const SQLITE_SCHEMA: &str = "
@@ -111,6 +112,14 @@ pub(crate) fn parse_headers(text: &str) -> std::result::Result<Vec<(String, Stri
     serde_json::from_str(text)
         .map_err(|e| format!("the queued message's headers are unreadable: {e}"))
 }
+
+/// How many messages are undelivered, by state, on both backends (see
+/// [`OutboxDepth`]): a pending message that has failed an attempt has a last error.
+pub(crate) const DEPTH_SQL: &str = "
+SELECT COALESCE(SUM(CASE WHEN state = 'pending' AND last_error IS NULL THEN 1 ELSE 0 END), 0),
+       COALESCE(SUM(CASE WHEN state = 'pending' AND last_error IS NOT NULL THEN 1 ELSE 0 END), 0),
+       COALESCE(SUM(CASE WHEN state = 'failed' THEN 1 ELSE 0 END), 0)
+  FROM outbox";
 
 /// What became of a taken message.
 #[derive(Debug, Clone, Copy)]
@@ -214,4 +223,8 @@ pub(crate) trait OutboxQueue {
 
     /// Every message, oldest first.
     fn outbox_messages(&self) -> Result<Vec<OutboxMessage>>;
+
+    /// How many messages wait to be delivered, and how many were given up on (all
+    /// zero when no outbox was ever created).
+    fn outbox_depth(&self) -> Result<OutboxDepth>;
 }

@@ -96,6 +96,8 @@ pub enum BeginOutcome {
     Run {
         /// Whether an earlier, unfinished run exists (its journaled effects replay).
         resumed: bool,
+        /// Whether that run held the lease, which expired: this run took it over.
+        took_over: bool,
         /// The journaled clock start and random seed the guest sees.
         entropy: GuestEntropy,
     },

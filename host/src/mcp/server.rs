@@ -394,6 +394,10 @@ impl Server {
     }
 
     /// The `tools/list` entries.
+    pub(crate) fn host(&self) -> &Host {
+        &self.host
+    }
+
     pub(crate) fn tools(&self) -> &[Value] {
         &self.tools
     }

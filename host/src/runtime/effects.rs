@@ -22,6 +22,20 @@ pub(crate) enum EffectFailure {
     ReadOnly(String),
 }
 
+impl EffectFailure {
+    /// Its kind in one word (`rejected`, `outcome_unknown`, `denied`, `divergence`,
+    /// `read_only`).
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Self::Rejected(_) => "rejected",
+            Self::OutcomeUnknown(_) => "outcome_unknown",
+            Self::Denied(_) => "denied",
+            Self::Divergence(_) => "divergence",
+            Self::ReadOnly(_) => "read_only",
+        }
+    }
+}
+
 /// What a guest's host imports call back into for one call.
 pub(crate) trait EffectHandler: Send + 'static {
     /// Performs one effect the guest asked for. `Err` is a fault of the host itself

@@ -30,7 +30,7 @@ pub fn call(tool: &str, invocation: &InvocationKey) -> Span {
 /// Records on a [`call`] span how the call ended: the outcome's kind (`success`,
 /// `tool_error`, `trap`) and whether it was replayed.
 pub fn call_answered(span: &Span, outcome: &Outcome, replayed: bool) {
-    span.record("outcome", outcome_kind(outcome));
+    span.record("outcome", outcome.kind());
     span.record("replayed", replayed);
 }
 
@@ -85,12 +85,4 @@ pub fn attempt_claimed(span: &Span, key: &EffectKey, attempt: u32) {
 /// `throttled`, `not_performed` or `refused` (the journal refused the claim).
 pub fn attempt_ended(span: &Span, result: &'static str) {
     span.record("result", result);
-}
-
-fn outcome_kind(outcome: &Outcome) -> &'static str {
-    match outcome {
-        Outcome::Success { .. } => "success",
-        Outcome::ToolError { .. } => "tool_error",
-        Outcome::Trap { .. } => "trap",
-    }
 }

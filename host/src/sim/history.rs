@@ -138,6 +138,7 @@ impl World {
                 max_backoff: Duration::from_secs(1),
                 max_retry_after: Duration::from_secs(5),
             },
+            metrics: Default::default(),
         });
         let runner: Arc<dyn crate::guard::Runner> = self.runner.clone();
         let policy = Policy {

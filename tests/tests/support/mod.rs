@@ -13,6 +13,7 @@ pub mod mcp;
 pub mod mcp_http;
 pub mod otlp;
 pub mod process;
+pub mod prometheus;
 pub mod providers;
 
 use std::path::Path;

@@ -177,6 +177,8 @@ pub(crate) struct PostgresJournal {
     /// failed.
     idle: Mutex<Vec<Client>>,
     commits: AtomicU64,
+    /// How long commits take.
+    metrics: crate::metrics::JournalMetrics,
     /// Tests and the simulator only: a clock standing for the database server's (see
     /// [`PostgresJournal::with_database_clock`]).
     database_clock: Option<std::sync::Arc<dyn crate::clock::Clock>>,
@@ -199,6 +201,7 @@ impl PostgresJournal {
             durability,
             idle: Mutex::new(Vec::new()),
             commits: AtomicU64::new(0),
+            metrics: Default::default(),
             database_clock: None,
         };
         let mut client = journal.connect()?;
@@ -482,6 +485,11 @@ impl Journal for PostgresJournal {
         self.read(|client| ops::unresolved_in(client, now))
     }
 
+    fn pending_effects(&self) -> Result<u64> {
+        let row = self.read(|client| client.query_one(super::PENDING_EFFECTS_SQL, &[]))?;
+        Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
+    }
+
     fn resolve(
         &self,
         effect_key: &str,
@@ -510,6 +518,10 @@ impl Journal for PostgresJournal {
                 0
             },
         }
+    }
+
+    fn metrics(&self) -> &crate::metrics::JournalMetrics {
+        &self.metrics
     }
 
     fn prepare_provider(&self, provider: &dyn Provider) -> Result<()> {

@@ -259,6 +259,7 @@ pub(super) fn begin_in(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<Begi
             if insert(tx, b)? {
                 outcome = Some(BeginOutcome::Run {
                     resumed: false,
+                    took_over: false,
                     entropy: fresh(),
                 });
                 break;
@@ -284,6 +285,7 @@ pub(super) fn begin_in(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<Begi
                 insert(tx, b)?;
                 BeginOutcome::Run {
                     resumed: false,
+                    took_over: false,
                     entropy: fresh(),
                 }
             }
@@ -317,6 +319,7 @@ pub(super) fn begin_in(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<Begi
                 )?;
                 BeginOutcome::Run {
                     resumed: true,
+                    took_over: decision::takes_over(&found),
                     entropy: GuestEntropy {
                         seed,
                         started_ms: row.get(3),

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use super::{PostgresJournal, schema};
 use crate::error::Result;
 use crate::journal::outbox::{
-    MESSAGE_COLUMNS, OutboxMessage, OutboxQueue, POSTGRES_SCHEMA, Settle, Taken, parse_headers,
-    settle_sql,
+    DEPTH_SQL, MESSAGE_COLUMNS, OutboxDepth, OutboxMessage, OutboxQueue, POSTGRES_SCHEMA, Settle,
+    Taken, parse_headers, settle_sql,
 };
 
 fn count(n: i32) -> u32 {
@@ -106,6 +106,25 @@ impl OutboxQueue for PostgresJournal {
                 last_error: r.get(8),
             })
             .collect())
+    }
+
+    fn outbox_depth(&self) -> Result<OutboxDepth> {
+        let row = self.read(|client| {
+            let exists = client.query_one("SELECT to_regclass('outbox') IS NOT NULL", &[])?;
+            if !exists.get::<_, bool>(0) {
+                return Ok(None);
+            }
+            client.query_one(DEPTH_SQL, &[]).map(Some)
+        })?;
+        let count = |i: usize| {
+            row.as_ref()
+                .map_or(0, |r| u64::try_from(r.get::<_, i64>(i)).unwrap_or(0))
+        };
+        Ok(OutboxDepth {
+            pending: count(0),
+            retrying: count(1),
+            failed: count(2),
+        })
     }
 }
 

@@ -150,6 +150,7 @@ impl PostgresJournal {
         ) -> std::result::Result<std::result::Result<R, E>, postgres::Error>,
     ) -> Result<std::result::Result<R, E>> {
         let mut body = Some(f);
+        let started = std::time::Instant::now();
         let result = self.run(false, |client| {
             let mut tx = client.transaction().map_err(Failure::before)?;
             let f = body
@@ -164,6 +165,7 @@ impl PostgresJournal {
         if result.is_ok() {
             self.commits
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.metrics.committed(started.elapsed());
         }
         Ok(result)
     }
@@ -175,6 +177,7 @@ impl PostgresJournal {
         f: impl FnOnce(&mut Client) -> std::result::Result<R, postgres::Error>,
     ) -> Result<R> {
         let mut body = Some(f);
+        let started = std::time::Instant::now();
         let result = self.run(true, |client| {
             let f = body
                 .take()
@@ -183,6 +186,7 @@ impl PostgresJournal {
         })?;
         self.commits
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.metrics.committed(started.elapsed());
         Ok(result)
     }
 }

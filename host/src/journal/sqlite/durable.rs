@@ -77,6 +77,8 @@ pub(crate) struct GroupSync {
     file: Mutex<Option<File>>,
     /// Tests: the next fsync fails as a failing disk's would.
     fail_next: std::sync::atomic::AtomicBool,
+    /// How long commits (timed by the journal) and fsyncs take.
+    pub(crate) metrics: crate::metrics::JournalMetrics,
     /// The simulator's power-loss model: record how long the WAL was when each fsync
     /// began (see [`synced_wal_length`]).
     record_lengths: bool,
@@ -127,6 +129,7 @@ impl GroupSync {
             synced_cond: Condvar::new(),
             file: Mutex::new(None),
             fail_next: std::sync::atomic::AtomicBool::new(false),
+            metrics: Default::default(),
             record_lengths,
         }
     }
@@ -225,7 +228,11 @@ impl GroupSync {
             // Every commit counted here finished its `write()` before this fsync starts.
             let covered = self.written.load(Ordering::Acquire);
             drop(state);
+            let started = std::time::Instant::now();
             let result = self.fsync(wal);
+            if result.is_ok() {
+                self.metrics.synced(started.elapsed());
+            }
             state = self.state.lock().unwrap_or_else(|p| p.into_inner());
             state.syncing = false;
             match result {

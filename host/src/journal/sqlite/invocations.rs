@@ -235,11 +235,13 @@ pub(super) fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<
             retention_ms: retention.unwrap_or(b.default_retention_ms),
         },
     );
+    let took_over = found.as_ref().is_some_and(decision::takes_over);
     let outcome = match decision::decide(found.as_ref(), b.fingerprint, b.now) {
         Decision::Run => {
             insert(tx, b)?;
             BeginOutcome::Run {
                 resumed: false,
+                took_over: false,
                 entropy: fresh(),
             }
         }
@@ -252,6 +254,7 @@ pub(super) fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<
             insert(tx, b)?;
             BeginOutcome::Run {
                 resumed: false,
+                took_over: false,
                 entropy: fresh(),
             }
         }
@@ -286,6 +289,7 @@ pub(super) fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<
             )?;
             BeginOutcome::Run {
                 resumed: true,
+                took_over,
                 entropy: GuestEntropy {
                     seed,
                     started_ms: created,

@@ -221,7 +221,12 @@ impl SqliteJournal {
     /// is written: see `durable`).
     fn write<R>(&self, f: impl FnOnce(&mut Connection) -> rusqlite::Result<R>) -> Result<R> {
         self.sync.check().map_err(|p| self.poisoned(p))?;
-        self.with(f)
+        let started = std::time::Instant::now();
+        let written = self.with(f);
+        if written.is_ok() {
+            self.sync.metrics.committed(started.elapsed());
+        }
+        written
     }
 
     /// Where the journal lives (`:memory:` for an in-memory one).
@@ -589,6 +594,10 @@ impl Journal for SqliteJournal {
         self.with(|conn| resolution::unresolved_in(conn, now))
     }
 
+    fn pending_effects(&self) -> Result<u64> {
+        self.with_reader(|conn| conn.query_row(super::PENDING_EFFECTS_SQL, [], |r| r.get(0)))
+    }
+
     fn resolve(
         &self,
         effect_key: &str,
@@ -635,6 +644,10 @@ impl Journal for SqliteJournal {
 
     fn stats(&self) -> JournalStats {
         self.sync.stats()
+    }
+
+    fn metrics(&self) -> &crate::metrics::JournalMetrics {
+        &self.sync.metrics
     }
 
     fn prepare_provider(&self, provider: &dyn Provider) -> Result<()> {

@@ -9,8 +9,8 @@ use rusqlite::{OptionalExtension, params};
 use super::SqliteJournal;
 use crate::error::Result;
 use crate::journal::outbox::{
-    MESSAGE_COLUMNS, OutboxMessage, OutboxQueue, SQLITE_SCHEMA, Settle, Taken, parse_headers,
-    settle_sql,
+    DEPTH_SQL, MESSAGE_COLUMNS, OutboxDepth, OutboxMessage, OutboxQueue, SQLITE_SCHEMA, Settle,
+    Taken, parse_headers, settle_sql,
 };
 
 impl OutboxQueue for SqliteJournal {
@@ -98,6 +98,26 @@ impl OutboxQueue for SqliteJournal {
                 })
             })?
             .collect()
+        })
+    }
+
+    fn outbox_depth(&self) -> Result<OutboxDepth> {
+        self.with_reader(|conn| {
+            let exists: bool = conn.query_row(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'outbox')",
+                [],
+                |r| r.get(0),
+            )?;
+            if !exists {
+                return Ok(OutboxDepth::default());
+            }
+            conn.query_row(DEPTH_SQL, [], |r| {
+                Ok(OutboxDepth {
+                    pending: r.get(0)?,
+                    retrying: r.get(1)?,
+                    failed: r.get(2)?,
+                })
+            })
         })
     }
 }

@@ -187,4 +187,22 @@ fn a_decision_judges_a_lease_by_the_clock_under_the_lock_not_by_a_time_read_befo
     clock.set(180_001);
     let resumed = journal.decide(&stale).unwrap();
     assert!(matches!(resumed, BeginOutcome::Run { resumed: true, .. }), "{resumed:?}");
+
+#[test]
+fn every_commit_and_every_fsync_is_timed() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = SqliteJournal::open(&dir.path().join("full.db"), Durability::Full).unwrap();
+    let (commits, _) = full.metrics().counts();
+    assert!(full.complete_new(&record(1), "{}", 1).unwrap());
+    full.make_durable().unwrap();
+    let (after, fsyncs) = full.metrics().counts();
+    assert_eq!(after, commits + 1, "the outcome's commit");
+    assert!(fsyncs >= 1);
+    assert_eq!(fsyncs, full.stats().syncs, "each fsync made is timed");
+    // The opposite: a journal that makes no fsyncs times none.
+    let normal = SqliteJournal::open(&dir.path().join("normal.db"), Durability::Normal).unwrap();
+    assert!(normal.complete_new(&record(1), "{}", 1).unwrap());
+    normal.make_durable().unwrap();
+    assert_eq!(normal.metrics().counts().1, 0);
+    assert!(normal.metrics().counts().0 >= 1);
 }

@@ -11,6 +11,8 @@
 //!   it. A request carrying the 2026-07-28 `_meta` envelope is stateless and must
 //!   repeat its version, method and tool in `MCP-Protocol-Version`, `Mcp-Method` and
 //!   `Mcp-Name`.
+//! - `GET /metrics` serves the host's counters in Prometheus' text format
+//!   (`scrape.rs`), to any valid token.
 //! - Every request needs `Authorization: Bearer <token>` from the tokens file
 //!   ([`crate::mcp::tokens`]); the token names the principal, and the principal is
 //!   part of the scope of every key its calls run under. Missing or unknown: `401`
@@ -36,6 +38,7 @@ mod checks;
 mod connections;
 mod deadline;
 mod exchange;
+mod scrape;
 mod sessions;
 mod wire;
 
@@ -51,6 +54,7 @@ use hyper::service::service_fn;
 use tokio::sync::watch;
 
 pub use exchange::TOO_MANY_CALLS;
+pub use scrape::{METRICS_PATH, MetricsRunning, MetricsServer};
 
 use self::admission::Admission;
 use self::checks::Origins;
@@ -305,6 +309,13 @@ impl HttpServer {
         authenticated: impl FnOnce(),
     ) -> hyper::Response<Payload> {
         let head = Head::of(&request);
+        if scrape::is_metrics(&head.path) {
+            let response = self.scrape(&head);
+            if response.status == 200 {
+                authenticated();
+            }
+            return response.into_hyper(false);
+        }
         let response = match self.admit(&head) {
             // The body, if any, is left unread: the connection cannot go on.
             Err(refused) => return refused.into_hyper(true),
@@ -337,6 +348,16 @@ impl HttpServer {
             }
         };
         response.into_hyper(false)
+    }
+
+    /// `/metrics`, for any valid bearer token (and the same `Origin` and `Host`
+    /// checks as `/mcp`).
+    fn scrape(&self, head: &Head) -> wire::Response {
+        if let Some((status, why)) = self.origins().check(head) {
+            tracing::warn!(status, "{why}");
+            return refusal(status, None, INVALID_REQUEST, &why);
+        }
+        scrape::answer(self.server.host(), head, Some(&self.tokens))
     }
 
     /// Stops accepting, and ends every connection between requests (a call under

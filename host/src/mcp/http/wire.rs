@@ -79,6 +79,8 @@ pub(crate) enum Kind {
     /// One `message` event of `text/event-stream`, chunked: the stream ends with the
     /// response and the connection stays usable.
     Sse,
+    /// Text of this content type, with a length (`/metrics`).
+    Text(&'static str),
     /// No body.
     Empty,
 }
@@ -165,6 +167,10 @@ impl Response {
             Kind::Empty => Payload::sized(Bytes::new()),
             Kind::Json => {
                 builder = builder.header("content-type", "application/json");
+                Payload::sized(Bytes::from(self.body))
+            }
+            Kind::Text(content_type) => {
+                builder = builder.header("content-type", content_type);
                 Payload::sized(Bytes::from(self.body))
             }
             Kind::Sse => {

@@ -1,0 +1,191 @@
+//! `GET /metrics`: the host's counters in Prometheus' text format
+//! ([`Host::metrics_text`]). Served by the MCP server to any valid bearer token, and
+//! by a listener of its own ([`MetricsServer`], `serve --metrics ADDR:PORT`), which
+//! serves nothing else: open on a loopback address, behind the tokens file's bearer
+//! tokens on any other.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use tokio::sync::{Semaphore, watch};
+
+use super::checks::{Caller, caller};
+use super::exchange::refusal;
+use super::wire::{Head, Kind, Response};
+use crate::host::Host;
+use crate::mcp::protocol::INVALID_REQUEST;
+use crate::mcp::tokens::Tokens;
+use crate::metrics::text::CONTENT_TYPE;
+
+/// The path the metrics are served at.
+pub const METRICS_PATH: &str = "/metrics";
+
+/// How long a scraper may take to send its request head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections a metrics listener serves at once; more wait to be accepted.
+const MAX_CONNECTIONS: usize = 16;
+
+/// Whether `path` (with any query) is the metrics path.
+pub(crate) fn is_metrics(path: &str) -> bool {
+    path.split('?').next() == Some(METRICS_PATH)
+}
+
+/// Answers a request for the metrics: `GET` only, and, when `tokens` are given, only
+/// with a bearer token from them (401 otherwise, as for `/mcp`).
+pub(crate) fn answer(host: &Host, head: &Head, tokens: Option<&Tokens>) -> Response {
+    if let Some(tokens) = tokens {
+        match caller(head, tokens) {
+            Caller::Principal(_) => {}
+            Caller::Anonymous => {
+                return refusal(401, None, INVALID_REQUEST, "a bearer token is required")
+                    .with("www-authenticate", "Bearer realm=\"justonce\"");
+            }
+            Caller::Unknown => {
+                tracing::warn!("a scrape of /metrics with an unknown bearer token was refused");
+                return refusal(401, None, INVALID_REQUEST, "the bearer token is not valid").with(
+                    "www-authenticate",
+                    "Bearer realm=\"justonce\", error=\"invalid_token\"",
+                );
+            }
+        }
+    }
+    if head.method != "GET" {
+        return refusal(405, None, INVALID_REQUEST, "GET /metrics").with("allow", "GET");
+    }
+    // The gauges read the journal (a query, or a round trip to PostgreSQL).
+    let text = tokio::task::block_in_place(|| host.metrics_text());
+    Response {
+        status: 200,
+        headers: vec![("cache-control", "no-store".into())],
+        kind: Kind::Text(CONTENT_TYPE),
+        body: text.into_bytes(),
+        notes: Vec::new(),
+    }
+}
+
+/// A listener that serves only `/metrics` (`serve --metrics`). Build it with
+/// [`MetricsServer::new`], run it with [`MetricsServer::spawn`].
+#[derive(Debug)]
+pub struct MetricsServer {
+    host: Arc<Host>,
+    tokens: Option<Tokens>,
+}
+
+impl MetricsServer {
+    /// Serves `host`'s metrics; with `tokens`, only to their bearers.
+    pub fn new(host: Arc<Host>, tokens: Option<Tokens>) -> Self {
+        Self { host, tokens }
+    }
+
+    /// Serves `listener` on a thread of its own until the returned handle is dropped.
+    pub fn spawn(self, listener: TcpListener) -> io::Result<MetricsRunning> {
+        let addr = listener.local_addr()?;
+        listener.set_nonblocking(true)?;
+        let (stop, stopped) = watch::channel(false);
+        let server = Arc::new(self);
+        let handle = std::thread::Builder::new()
+            .name("justonce-metrics".into())
+            .spawn(move || server.run(listener, stopped))?;
+        Ok(MetricsRunning {
+            addr,
+            stop,
+            handle: Some(handle),
+        })
+    }
+
+    fn run(
+        self: Arc<Self>,
+        listener: TcpListener,
+        mut stopped: watch::Receiver<bool>,
+    ) -> io::Result<()> {
+        // Multi-threaded, if small: a scrape blocks its thread on the journal.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("justonce-metrics")
+            .enable_all()
+            .build()?;
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            let places = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+            loop {
+                let Ok(place) = Arc::clone(&places).acquire_owned().await else {
+                    return Ok(());
+                };
+                let accepted = tokio::select! {
+                    accepted = listener.accept() => accepted,
+                    _ = stopped.wait_for(|s| *s) => return Ok(()),
+                };
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        tracing::warn!("metrics: accepting a connection: {e}");
+                        continue;
+                    }
+                };
+                let server = Arc::clone(&self);
+                tokio::spawn(async move {
+                    let service = service_fn(|request: hyper::Request<hyper::body::Incoming>| {
+                        let server = Arc::clone(&server);
+                        async move {
+                            let head = Head::of(&request);
+                            let response = if is_metrics(&head.path) {
+                                answer(&server.host, &head, server.tokens.as_ref())
+                            } else {
+                                refusal(
+                                    404,
+                                    None,
+                                    INVALID_REQUEST,
+                                    "this listener serves /metrics only",
+                                )
+                            };
+                            Ok::<_, std::convert::Infallible>(response.into_hyper(false))
+                        }
+                    });
+                    let served = hyper::server::conn::http1::Builder::new()
+                        .timer(hyper_util::rt::TokioTimer::new())
+                        .header_read_timeout(HEAD_TIMEOUT)
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                    if let Err(e) = served {
+                        tracing::debug!("metrics: connection ended: {e}");
+                    }
+                    drop(place);
+                });
+            }
+        })
+    }
+}
+
+/// A metrics listener running on its own thread; dropping it stops it.
+#[derive(Debug)]
+pub struct MetricsRunning {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    handle: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl MetricsRunning {
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The URL of the metrics.
+    pub fn url(&self) -> String {
+        format!("http://{}{METRICS_PATH}", self.addr)
+    }
+}
+
+impl Drop for MetricsRunning {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}

@@ -1,0 +1,395 @@
+//! What a host counts for Prometheus (`/metrics`): calls by tool and outcome, effects
+//! and their attempts by provider and result, retries, lease takeovers, calls in
+//! flight, and the journal's commit and fsync latencies.
+//!
+//! A leaf module: the guard and the journals report into it, the host adds what it
+//! reads from the journal at scrape time (queue depths, effects waiting for a person)
+//! and the HTTP layer serves the text ([`text`]).
+//!
+//! Counters are plain atomics, not a metrics crate: `prometheus-client`'s histogram
+//! takes a lock on every observation, and the `prometheus` crate brings a global
+//! registry and protobuf; the text format is a page of code. On a call's path the
+//! only lock is one uncontended read lock to find its tool's (or an effect's
+//! provider's) row of counters; a write lock is taken once per tool or provider, the
+//! first time it is seen. Label values are tool and provider names the host loaded
+//! or configured, so the number of series is bounded by the configuration, never by
+//! what a client sends.
+
+mod family;
+mod histogram;
+pub(crate) mod text;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use family::Family;
+pub(crate) use histogram::Histogram;
+use text::Text;
+
+/// How a call ended, as the `outcome` label of `justonce_calls_total` says it: the
+/// kind of a saved outcome of a call that ran, `replayed` for one answered from the
+/// journal, the kind of an error otherwise ([`crate::Error::kind`]); any other error
+/// kind counts as `error`.
+pub(crate) const CALL_OUTCOMES: [&str; 12] = [
+    "success",
+    "tool_error",
+    "trap",
+    "replayed",
+    "mismatch",
+    "in_progress",
+    "busy",
+    "outcome_unknown",
+    "not_performed",
+    "divergence",
+    "lease_lost",
+    "error",
+];
+
+/// Why a call was refused before its tool and key were known
+/// (`justonce_calls_refused_total{reason}`); any other error counts as `error`.
+pub(crate) const REFUSALS: [&str; 4] =
+    ["unknown_tool", "invalid_arguments", "invalid_key", "error"];
+
+/// What a guarded effect ended as, as its guest was told
+/// (`justonce_effects_total{result}`): `host_failed` when the journal failed.
+pub(crate) const EFFECT_RESULTS: [&str; 7] = [
+    "ok",
+    "rejected",
+    "denied",
+    "outcome_unknown",
+    "divergence",
+    "read_only",
+    "host_failed",
+];
+
+/// How one attempt at an effect ended (`justonce_effect_attempts_total{result}`), as
+/// its trace span says: `refused` when the journal refused the claim (a lost lease).
+pub(crate) const ATTEMPT_RESULTS: [&str; 7] = [
+    "ok",
+    "rejected",
+    "denied",
+    "not_performed",
+    "unknown",
+    "throttled",
+    "refused",
+];
+
+/// What an effect was retried after (`justonce_effect_retries_total{after}`): the
+/// previous attempt's result in the same run, or `earlier_run` when that attempt was
+/// made by an earlier run of the call (a resumed or taken-over call).
+pub(crate) const RETRY_CAUSES: [&str; 4] = ["unknown", "throttled", "not_performed", "earlier_run"];
+
+/// The position of `kind` in `kinds`, or of the last one (the catch-all).
+fn index_of(kinds: &[&str], kind: &str) -> usize {
+    kinds
+        .iter()
+        .position(|k| *k == kind)
+        .unwrap_or(kinds.len() - 1)
+}
+
+/// The counters of one tool.
+#[derive(Debug, Default)]
+pub(crate) struct ToolCounters {
+    outcomes: [AtomicU64; CALL_OUTCOMES.len()],
+    takeovers: AtomicU64,
+}
+
+impl ToolCounters {
+    /// Counts a call that ended as `outcome` (one of [`CALL_OUTCOMES`]).
+    pub(crate) fn answered(&self, outcome: &str) {
+        self.outcomes[index_of(&CALL_OUTCOMES, outcome)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a run that took over a call whose previous run's lease expired.
+    pub(crate) fn took_over(&self) {
+        self.takeovers.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The counters of one provider.
+#[derive(Debug, Default)]
+pub(crate) struct ProviderCounters {
+    effects: [AtomicU64; EFFECT_RESULTS.len()],
+    attempts: [AtomicU64; ATTEMPT_RESULTS.len()],
+    retries: [AtomicU64; RETRY_CAUSES.len()],
+}
+
+impl ProviderCounters {
+    /// Counts an effect that ended as `result` (one of [`EFFECT_RESULTS`]).
+    pub(crate) fn effect_ended(&self, result: &str) {
+        self.effects[index_of(&EFFECT_RESULTS, result)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an attempt that ended as `result` (one of [`ATTEMPT_RESULTS`]).
+    pub(crate) fn attempt_ended(&self, result: &str) {
+        self.attempts[index_of(&ATTEMPT_RESULTS, result)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an attempt after the first under the same effect key, made after
+    /// `cause` (one of [`RETRY_CAUSES`]).
+    pub(crate) fn retried(&self, cause: &str) {
+        self.retries[index_of(&RETRY_CAUSES, cause)].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn load(count: &AtomicU64) -> u64 {
+    count.load(Ordering::Relaxed)
+}
+
+/// Writes the series `name{row_label=…,kind_label=…}` of every row and kind: `counts`
+/// gives a row's counters in the order of `kinds`.
+fn split<T>(
+    name: &str,
+    (row_label, rows): (&str, &[(String, Arc<T>)]),
+    (kind_label, kinds): (&str, &[&str]),
+    counts: impl Fn(&T) -> &[AtomicU64],
+    out: &mut Text,
+) {
+    for (row, counters) in rows {
+        for (kind, count) in kinds.iter().zip(counts(counters)) {
+            out.sample(name, &[(row_label, row), (kind_label, kind)], load(count));
+        }
+    }
+}
+
+/// What one host's guard counts.
+#[derive(Debug, Default)]
+pub(crate) struct CallMetrics {
+    tools: Family<ToolCounters>,
+    providers: Family<ProviderCounters>,
+    refused: [AtomicU64; REFUSALS.len()],
+    in_flight: AtomicI64,
+}
+
+/// A call in flight; counted until dropped.
+#[derive(Debug)]
+pub(crate) struct InFlight<'a>(&'a AtomicI64);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl CallMetrics {
+    /// The counters of `tool` (created with zeros the first time).
+    pub(crate) fn tool(&self, tool: &str) -> Arc<ToolCounters> {
+        self.tools.row(tool)
+    }
+
+    /// The counters of `provider` (created with zeros the first time).
+    pub(crate) fn provider(&self, provider: &str) -> Arc<ProviderCounters> {
+        self.providers.row(provider)
+    }
+
+    /// Counts a call refused before its tool was known, by error kind.
+    pub(crate) fn refused(&self, kind: &str) {
+        self.refused[index_of(&REFUSALS, kind)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a call in flight until the returned guard is dropped.
+    pub(crate) fn in_flight(&self) -> InFlight<'_> {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(&self.in_flight)
+    }
+
+    /// Writes every counter in the text format.
+    pub(crate) fn render(&self, out: &mut Text) {
+        let tools = self.tools.rows();
+        let providers = self.providers.rows();
+        out.family(
+            "justonce_calls_total",
+            "counter",
+            "Tool calls answered, by tool and outcome (replayed: answered from the journal).",
+        );
+        split(
+            "justonce_calls_total",
+            ("tool", &tools),
+            ("outcome", &CALL_OUTCOMES),
+            |r| &r.outcomes,
+            out,
+        );
+        out.family(
+            "justonce_calls_refused_total",
+            "counter",
+            "Tool calls refused before their tool and key were known, by reason.",
+        );
+        for (reason, count) in REFUSALS.iter().zip(&self.refused) {
+            out.sample(
+                "justonce_calls_refused_total",
+                &[("reason", reason)],
+                load(count),
+            );
+        }
+        out.family(
+            "justonce_calls_in_flight",
+            "gauge",
+            "Tool calls being answered now.",
+        );
+        out.sample(
+            "justonce_calls_in_flight",
+            &[],
+            self.in_flight.load(Ordering::Relaxed),
+        );
+        out.family(
+            "justonce_lease_takeovers_total",
+            "counter",
+            "Runs that took over a call whose previous run's lease had expired, by tool.",
+        );
+        for (tool, row) in &tools {
+            out.sample(
+                "justonce_lease_takeovers_total",
+                &[("tool", tool)],
+                load(&row.takeovers),
+            );
+        }
+        out.family(
+            "justonce_effects_total",
+            "counter",
+            "Guarded effects, by provider and what the tool was told.",
+        );
+        split(
+            "justonce_effects_total",
+            ("provider", &providers),
+            ("result", &EFFECT_RESULTS),
+            |r| &r.effects,
+            out,
+        );
+        out.family(
+            "justonce_effect_attempts_total",
+            "counter",
+            "Attempts at effects (each sent under the effect's key), by provider and result.",
+        );
+        split(
+            "justonce_effect_attempts_total",
+            ("provider", &providers),
+            ("result", &ATTEMPT_RESULTS),
+            |r| &r.attempts,
+            out,
+        );
+        out.family(
+            "justonce_effect_retries_total",
+            "counter",
+            "Attempts after an effect's first (the same key sent again), by provider and what the previous attempt got.",
+        );
+        split(
+            "justonce_effect_retries_total",
+            ("provider", &providers),
+            ("after", &RETRY_CAUSES),
+            |r| &r.retries,
+            out,
+        );
+    }
+}
+
+/// What a journal measures: how long its commits and its fsyncs take.
+#[derive(Debug, Default)]
+pub(crate) struct JournalMetrics {
+    commits: Histogram,
+    fsyncs: Histogram,
+}
+
+impl JournalMetrics {
+    /// Records a committed write transaction that took `took` (waiting for the
+    /// connection included).
+    pub(crate) fn committed(&self, took: Duration) {
+        self.commits.observe(took);
+    }
+
+    /// Records an fsync of the journal at a durable point that took `took`.
+    pub(crate) fn synced(&self, took: Duration) {
+        self.fsyncs.observe(took);
+    }
+
+    /// How many commits and fsyncs were timed.
+    #[cfg(test)]
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        (self.commits.count(), self.fsyncs.count())
+    }
+
+    /// Writes both histograms in the text format.
+    pub(crate) fn render(&self, out: &mut Text) {
+        out.family(
+            "justonce_journal_commit_seconds",
+            "histogram",
+            "How long the journal's write transactions take, from taking the connection to the commit.",
+        );
+        self.commits.render("justonce_journal_commit_seconds", out);
+        out.family(
+            "justonce_journal_fsync_seconds",
+            "histogram",
+            "How long the journal's fsyncs at durable points take (SQLite with full durability).",
+        );
+        self.fsyncs.render("justonce_journal_fsync_seconds", out);
+    }
+}
+
+/// Writes how many effects have no definitive answer now (`pending`: in flight, or
+/// their outcome unknown), and how many of them wait for a person (`unresolved`: an
+/// unkeyed effect whose outcome is unknown, `justonce journal --unresolved`).
+pub(crate) fn render_unknown(pending: u64, unresolved: usize, out: &mut Text) {
+    out.family(
+        "justonce_effects_pending",
+        "gauge",
+        "Effects claimed without a definitive answer: in flight, or their outcome unknown.",
+    );
+    out.sample("justonce_effects_pending", &[], pending);
+    out.family(
+        "justonce_effects_unresolved",
+        "gauge",
+        "Unkeyed effects whose outcome is unknown, waiting for a person (justonce resolve).",
+    );
+    out.sample("justonce_effects_unresolved", &[], unresolved);
+}
+
+/// The outbox's depth, which the host reads from its journal when it is scraped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct OutboxDepth {
+    /// Messages waiting for their first delivery attempt.
+    pub pending: u64,
+    /// Messages still to be delivered after failed attempts.
+    pub retrying: u64,
+    /// Messages given up on.
+    pub failed: u64,
+}
+
+impl OutboxDepth {
+    /// Writes the queue depths in the text format.
+    pub(crate) fn render(&self, out: &mut Text) {
+        out.family(
+            "justonce_outbox_messages",
+            "gauge",
+            "Webhooks in the outbox not delivered, by state (pending: not tried yet; retrying: tried and due again; failed: given up).",
+        );
+        for (state, count) in [
+            ("pending", self.pending),
+            ("retrying", self.retrying),
+            ("failed", self.failed),
+        ] {
+            out.sample("justonce_outbox_messages", &[("state", state)], count);
+        }
+    }
+}
+
+/// The value of the series `name{labels}` (labels in the order they are written) in
+/// `text`, if it is there.
+#[cfg(test)]
+pub(crate) fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[cfg(test)]
+impl CallMetrics {
+    /// Every counter in the text format.
+    pub(crate) fn rendered(&self) -> String {
+        let mut text = Text::default();
+        self.render(&mut text);
+        text.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,198 @@
+use std::time::Duration;
+
+use super::*;
+
+fn value(text: &str, series: &str) -> Option<f64> {
+    sample(text, series)
+}
+
+fn rendered(metrics: &CallMetrics) -> String {
+    metrics.rendered()
+}
+
+#[test]
+fn a_call_is_counted_once_under_its_outcome_and_a_replay_as_replayed() {
+    let metrics = CallMetrics::default();
+    metrics.tool("send").answered("success");
+    metrics.tool("send").answered("replayed");
+    metrics.tool("send").answered("replayed");
+    let text = rendered(&metrics);
+    assert_eq!(
+        value(
+            &text,
+            r#"justonce_calls_total{tool="send",outcome="success"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"justonce_calls_total{tool="send",outcome="replayed"}"#
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(&text, r#"justonce_calls_total{tool="send",outcome="trap"}"#),
+        Some(0.0),
+        "every outcome of a tool seen is a series, zero until it happens"
+    );
+}
+
+#[test]
+fn an_error_kind_without_a_series_of_its_own_counts_as_error() {
+    let metrics = CallMetrics::default();
+    metrics.tool("t").answered("store_unavailable");
+    metrics.tool("t").answered("mismatch");
+    metrics.refused("unknown_tool");
+    metrics.refused("host_failed");
+    let text = rendered(&metrics);
+    assert_eq!(
+        value(&text, r#"justonce_calls_total{tool="t",outcome="error"}"#),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"justonce_calls_total{tool="t",outcome="mismatch"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"justonce_calls_refused_total{reason="unknown_tool"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, r#"justonce_calls_refused_total{reason="error"}"#),
+        Some(1.0)
+    );
+}
+
+#[test]
+fn effects_attempts_and_retries_are_counted_by_provider() {
+    let metrics = CallMetrics::default();
+    let http = metrics.provider("http");
+    http.attempt_ended("unknown");
+    http.retried("unknown");
+    http.attempt_ended("ok");
+    http.effect_ended("ok");
+    metrics.tool("t").took_over();
+    let text = rendered(&metrics);
+    for (series, expected) in [
+        (
+            r#"justonce_effects_total{provider="http",result="ok"}"#,
+            1.0,
+        ),
+        (
+            r#"justonce_effects_total{provider="http",result="outcome_unknown"}"#,
+            0.0,
+        ),
+        (
+            r#"justonce_effect_attempts_total{provider="http",result="unknown"}"#,
+            1.0,
+        ),
+        (
+            r#"justonce_effect_attempts_total{provider="http",result="ok"}"#,
+            1.0,
+        ),
+        (
+            r#"justonce_effect_retries_total{provider="http",after="unknown"}"#,
+            1.0,
+        ),
+        (
+            r#"justonce_effect_retries_total{provider="http",after="earlier_run"}"#,
+            0.0,
+        ),
+        (r#"justonce_lease_takeovers_total{tool="t"}"#, 1.0),
+    ] {
+        assert_eq!(value(&text, series), Some(expected), "{series} in\n{text}");
+    }
+}
+
+#[test]
+fn a_call_is_in_flight_until_its_guard_is_dropped() {
+    let metrics = CallMetrics::default();
+    let first = metrics.in_flight();
+    let second = metrics.in_flight();
+    assert_eq!(
+        value(&rendered(&metrics), "justonce_calls_in_flight"),
+        Some(2.0)
+    );
+    drop(first);
+    drop(second);
+    assert_eq!(
+        value(&rendered(&metrics), "justonce_calls_in_flight"),
+        Some(0.0)
+    );
+}
+
+#[test]
+fn a_histogram_is_cumulative_with_its_sum_and_count() {
+    let journal = JournalMetrics::default();
+    journal.committed(Duration::from_micros(40));
+    journal.committed(Duration::from_millis(3));
+    journal.committed(Duration::from_secs(60));
+    let mut text = Text::default();
+    journal.render(&mut text);
+    let text = text.finish();
+    let bucket = |le: &str| {
+        value(
+            &text,
+            &format!("justonce_journal_commit_seconds_bucket{{le=\"{le}\"}}"),
+        )
+    };
+    assert_eq!(bucket("0.00005"), Some(1.0));
+    assert_eq!(bucket("0.0025"), Some(1.0), "3 ms is above 2.5 ms");
+    assert_eq!(bucket("0.005"), Some(2.0));
+    assert_eq!(bucket("5"), Some(2.0));
+    assert_eq!(bucket("+Inf"), Some(3.0));
+    assert_eq!(
+        value(&text, "justonce_journal_commit_seconds_count"),
+        Some(3.0)
+    );
+    let sum = value(&text, "justonce_journal_commit_seconds_sum").unwrap();
+    assert!((sum - 60.00304).abs() < 1e-9, "{sum}");
+    assert_eq!(
+        value(&text, "justonce_journal_fsync_seconds_count"),
+        Some(0.0)
+    );
+}
+
+#[test]
+fn families_are_typed_and_label_values_escaped() {
+    let mut text = Text::default();
+    text.family("x_total", "counter", "A help\\text\nover two lines.");
+    text.sample("x_total", &[("tool", "a\"b\\c\nd"), ("k", "v")], 7);
+    assert_eq!(
+        text.finish(),
+        "# HELP x_total A help\\\\text\\nover two lines.\n# TYPE x_total counter\n\
+         x_total{tool=\"a\\\"b\\\\c\\nd\",k=\"v\"} 7\n"
+    );
+}
+
+#[test]
+fn the_outbox_depth_is_a_gauge_per_state() {
+    let mut text = Text::default();
+    OutboxDepth {
+        pending: 2,
+        retrying: 1,
+        failed: 0,
+    }
+    .render(&mut text);
+    let text = text.finish();
+    assert!(text.contains("# TYPE justonce_outbox_messages gauge"));
+    assert_eq!(
+        value(&text, r#"justonce_outbox_messages{state="pending"}"#),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(&text, r#"justonce_outbox_messages{state="retrying"}"#),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&text, r#"justonce_outbox_messages{state="failed"}"#),
+        Some(0.0)
+    );
+}
