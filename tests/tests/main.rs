@@ -25,6 +25,7 @@ mod lease;
 mod loading;
 mod logs;
 mod mcp_calls;
+mod mcp_hidden;
 mod mcp_conformance;
 mod mcp_http;
 mod mcp_http_cli;

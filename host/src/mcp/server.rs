@@ -172,7 +172,7 @@ impl<W: Write> Outbox<W> {
 impl Server {
     /// A server for `host`'s tools.
     pub fn new(host: Arc<Host>, config: ServerConfig) -> Self {
-        let tools = tools::descriptors(host.runtime(), host.retention());
+        let tools = tools::descriptors(&host);
         Self {
             host,
             config,
@@ -335,14 +335,21 @@ impl Server {
 
     /// Runs one tool call to its answer, shaped for the connection's revision; the
     /// same for every transport. A `remote` caller is told of a failure of the host
-    /// itself without its detail (see [`tools::call_result`]).
+    /// itself without its detail (see [`tools::call_result`]). A tool kept from MCP
+    /// is answered as an unknown one, and does not run.
     pub(crate) fn run_call(
         &self,
         request: &CallRequest,
         stateless: bool,
         remote: bool,
     ) -> Result<Value, RpcError> {
-        let result = catch_unwind(AssertUnwindSafe(|| self.host.call(request)));
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            if self.host.exposed_over_mcp(&request.tool) {
+                self.host.call(request)
+            } else {
+                Err(tools::hidden_tool(&self.host, &request.tool))
+            }
+        }));
         let reply = match result {
             Ok(result) => tools::call_result(result, stateless, remote),
             Err(_) => Err(RpcError::new(
