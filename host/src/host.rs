@@ -24,7 +24,7 @@ pub struct Host {
     runtime: Arc<Runtime>,
     limits: ToolLimits,
     http: Arc<HttpConfig>,
-    hidden_from_mcp: std::collections::BTreeSet<String>,
+    hidden_from_mcp: std::sync::RwLock<std::collections::BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for Host {
@@ -52,15 +52,31 @@ impl Host {
         }
     }
 
-    pub(crate) fn hiding_from_mcp(mut self, tools: std::collections::BTreeSet<String>) -> Self {
-        self.hidden_from_mcp = tools;
+    pub(crate) fn hiding_from_mcp(self, tools: std::collections::BTreeSet<String>) -> Self {
+        self.hide_from_mcp(tools);
         self
+    }
+
+    /// Keeps exactly `tools` from MCP from now on (a reload of the configuration);
+    /// whether that changed anything.
+    pub(crate) fn hide_from_mcp(&self, tools: std::collections::BTreeSet<String>) -> bool {
+        let mut hidden = self
+            .hidden_from_mcp
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        let changed = *hidden != tools;
+        *hidden = tools;
+        changed
     }
 
     /// Whether `serve` offers `tool` over MCP (`[tools.NAME] mcp`, true unless set
     /// false). A hidden tool is still called by the library and `run`.
     pub fn exposed_over_mcp(&self, tool: &str) -> bool {
-        !self.hidden_from_mcp.contains(tool)
+        !self
+            .hidden_from_mcp
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(tool)
     }
 
     /// Starts building a host.

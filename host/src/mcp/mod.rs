@@ -35,6 +35,7 @@
 //! # }
 //! ```
 
+mod catalog;
 pub mod http;
 pub mod protocol;
 mod server;
@@ -42,6 +43,7 @@ mod session;
 pub mod tokens;
 pub mod tools;
 
+pub use catalog::{Catalog, LIST_CHANGED};
 pub use http::{HttpOptions, HttpServer};
 pub use server::{MAX_QUEUED_CALLS, Server, Shutdown};
 
