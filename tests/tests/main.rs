@@ -42,6 +42,7 @@ mod readme;
 mod registry;
 mod replay;
 mod resolve;
+mod reload;
 mod retry;
 mod rollout;
 mod sandbox;

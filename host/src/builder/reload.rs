@@ -102,14 +102,13 @@ impl HostBuilder {
                 .map_or_else(|_| format!("[tools.{tool}]"), ToString::to_string);
             let swapped = self.pinned_source(tool, source).and_then(|reference| {
                 let client = client.as_ref().map_err(clone_error)?;
-                let fetched =
-                    registry::fetch(client, blobs.as_ref(), &reference).map_err(|e| {
-                        Error::Load {
-                            path: PathBuf::from(&shown),
-                            fault: e.fault(),
-                            reason: format!("`tools.{tool}.source`: {e}"),
-                        }
-                    })?;
+                let fetched = registry::fetch(client, blobs.as_ref(), &reference).map_err(|e| {
+                    Error::Load {
+                        path: PathBuf::from(&shown),
+                        fault: e.fault(),
+                        reason: format!("`tools.{tool}.source`: {e}"),
+                    }
+                })?;
                 let digest = fetched.component_digest.to_string();
                 if runtime.current(tool).is_some_and(|t| t.digest == digest) {
                     return Ok(None);

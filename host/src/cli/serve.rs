@@ -95,8 +95,8 @@ impl Serve {
             max_concurrent_calls: usize::from(self.max_concurrent_calls),
         };
         let server = Server::new(Arc::clone(&host), config);
-        let interval = (self.watch_interval_ms > 0)
-            .then(|| Duration::from_millis(self.watch_interval_ms));
+        let interval =
+            (self.watch_interval_ms > 0).then(|| Duration::from_millis(self.watch_interval_ms));
         watch::spawn(
             (sources, since),
             Arc::clone(&host),

@@ -146,7 +146,11 @@ pub(super) fn spawn(
                         let now = sources.fingerprint();
                         if now != last {
                             last = now;
-                            sources.reload(&host, &catalog, "the tools directory or the configuration changed");
+                            sources.reload(
+                                &host,
+                                &catalog,
+                                "the tools directory or the configuration changed",
+                            );
                         }
                     }
                     Err(RecvTimeoutError::Disconnected) => return,

@@ -25,7 +25,9 @@ type Listener = Box<dyn Fn() + Send + Sync>;
 /// The `tools/list` entries a server offers now, and who is told when they change.
 pub struct Catalog {
     host: Arc<Host>,
-    listing: RwLock<Arc<Vec<Value>>>,
+    /// The entries, and the builds behind them (a new build of a tool changes the
+    /// list even when its entry reads the same).
+    listing: RwLock<(Arc<Vec<Value>>, Vec<String>)>,
     listeners: Mutex<BTreeMap<u64, Listener>>,
     next: AtomicU64,
 }
@@ -41,7 +43,7 @@ impl std::fmt::Debug for Catalog {
 impl Catalog {
     /// The tools `host` offers over MCP now.
     pub(crate) fn new(host: Arc<Host>) -> Self {
-        let listing = RwLock::new(Arc::new(tools::descriptors(&host)));
+        let listing = RwLock::new((Arc::new(tools::descriptors(&host)), builds(&host)));
         Self {
             host,
             listing,
@@ -52,20 +54,21 @@ impl Catalog {
 
     /// The `tools/list` entries.
     pub(crate) fn listing(&self) -> Arc<Vec<Value>> {
-        Arc::clone(&self.listing.read().unwrap_or_else(|e| e.into_inner()))
+        Arc::clone(&self.listing.read().unwrap_or_else(|e| e.into_inner()).0)
     }
 
-    /// Reads the host's tools again; when the list changed, stores it (so a
-    /// `tools/list` sent after the notification gets it) and tells every listener.
-    /// Whether it changed.
+    /// Reads the host's tools again; when the list changed (or a tool's build),
+    /// stores it (so a `tools/list` sent after the notification gets it) and tells
+    /// every listener. Whether it changed.
     pub fn refresh(&self) -> bool {
         let now = tools::descriptors(&self.host);
+        let built = builds(&self.host);
         {
             let mut listing = self.listing.write().unwrap_or_else(|e| e.into_inner());
-            if **listing == now {
+            if *listing.0 == now && listing.1 == built {
                 return false;
             }
-            *listing = Arc::new(now);
+            *listing = (Arc::new(now), built);
         }
         let listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
         tracing::info!(
@@ -95,6 +98,16 @@ impl Catalog {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&id);
     }
+}
+
+/// The digests of the tools `host` offers over MCP, by name.
+fn builds(host: &Host) -> Vec<String> {
+    host.runtime()
+        .current_tools()
+        .iter()
+        .filter(|tool| host.exposed_over_mcp(&tool.name))
+        .map(|tool| tool.digest.clone())
+        .collect()
 }
 
 /// The `notifications/tools/list_changed` message.

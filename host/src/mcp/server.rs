@@ -12,10 +12,10 @@ use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use serde_json::Value;
 
 use super::ServerConfig;
+use super::catalog::{self, Catalog};
 use super::protocol::{
     self, INTERNAL_ERROR, INVALID_REQUEST, Incoming, Params, RequestId, RpcError,
 };
-use super::catalog::{self, Catalog};
 use super::session::{Dispatch, Era, LOG_LEVELS, Session, stateless_result};
 use super::tools;
 use crate::call::CallRequest;
@@ -245,7 +245,8 @@ impl Server {
         initialized: &AtomicBool,
     ) -> io::Result<()> {
         {
-            let mut session = Session::new(self.catalog.listing(), self.config.conversation.as_deref());
+            let mut session =
+                Session::new(self.catalog.listing(), self.config.conversation.as_deref());
             let mut line = Vec::new();
             loop {
                 if self.shutdown.stopping() {

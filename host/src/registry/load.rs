@@ -55,7 +55,11 @@ pub(crate) fn load_sources(
 
 /// `Ok` when the component `loaded` from `source` is the tool `tool` that the
 /// configuration names it as.
-pub(crate) fn named_as_configured(loaded: &LoadedTool, tool: &str, source: &str) -> Result<(), Error> {
+pub(crate) fn named_as_configured(
+    loaded: &LoadedTool,
+    tool: &str,
+    source: &str,
+) -> Result<(), Error> {
     if loaded.name == tool {
         return Ok(());
     }

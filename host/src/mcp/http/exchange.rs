@@ -378,7 +378,11 @@ impl HttpServer {
             )
             .with("allow", "GET, POST, DELETE"));
         };
-        if self.sessions.lookup(id, principal, Instant::now()).is_none() {
+        if self
+            .sessions
+            .lookup(id, principal, Instant::now())
+            .is_none()
+        {
             return Err(refusal(
                 404,
                 None,

@@ -258,7 +258,10 @@ impl Drop for Payload {
 }
 
 /// A session's standalone stream as a response.
-pub(crate) fn event_stream(first: Bytes, events: UnboundedReceiver<Bytes>) -> hyper::Response<Payload> {
+pub(crate) fn event_stream(
+    first: Bytes,
+    events: UnboundedReceiver<Bytes>,
+) -> hyper::Response<Payload> {
     let mut response = hyper::Response::new(Payload::events(first, events));
     let headers = response.headers_mut();
     headers.insert(
