@@ -244,36 +244,31 @@ impl Server {
         outbox: &Outbox<W>,
         initialized: &AtomicBool,
     ) -> io::Result<()> {
-        {
-            let mut session =
-                Session::new(self.catalog.listing(), self.config.conversation.as_deref());
-            let mut line = Vec::new();
-            loop {
-                if self.shutdown.stopping() {
-                    break Ok(());
-                }
-                line.clear();
-                match read_line(input, &mut line) {
-                    Ok(Line::End) => break Ok(()),
-                    Ok(Line::Read) => {
-                        session.offer(self.catalog.listing());
-                        self.handle(&line, &mut session, jobs, in_flight, outbox);
-                        if matches!(session.era(), Era::Handshake(_)) {
-                            initialized.store(true, Ordering::Release);
-                        }
+        let mut session = Session::new(self.catalog.listing(), self.config.conversation.as_deref());
+        let mut line = Vec::new();
+        loop {
+            if self.shutdown.stopping() {
+                break Ok(());
+            }
+            line.clear();
+            match read_line(input, &mut line) {
+                Ok(Line::End) => break Ok(()),
+                Ok(Line::Read) => {
+                    session.offer(self.catalog.listing());
+                    self.handle(&line, &mut session, jobs, in_flight, outbox);
+                    if matches!(session.era(), Era::Handshake(_)) {
+                        initialized.store(true, Ordering::Release);
                     }
-                    Ok(Line::TooLong) => {
-                        let error = RpcError::new(
-                            INVALID_REQUEST,
-                            format!(
-                                "the request line exceeds {MAX_LINE_BYTES} bytes; it was not read"
-                            ),
-                        );
-                        outbox.send(&protocol::error_response(None, &error));
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => break Err(e),
                 }
+                Ok(Line::TooLong) => {
+                    let error = RpcError::new(
+                        INVALID_REQUEST,
+                        format!("the request line exceeds {MAX_LINE_BYTES} bytes; it was not read"),
+                    );
+                    outbox.send(&protocol::error_response(None, &error));
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
             }
         }
     }
