@@ -105,8 +105,9 @@ impl Host {
     /// finish on the component they started with, calls that start after get this
     /// one, and the tool keeps its name and so its keys (a retry of a call the old
     /// build completed replays its answer). A component that fails to load changes
-    /// nothing, and the error says why. An MCP server then lists
-    /// [`Runtime::current_tools`] and tells its clients the list changed.
+    /// nothing, and the error says why. An MCP server lists
+    /// [`Runtime::current_tools`]; its `Catalog::refresh` tells its clients the
+    /// list changed (`serve` does both on a reload, see [`crate::HostBuilder::reload`]).
     pub fn swap_tool(&self, source: &std::path::Path, bytes: &[u8]) -> Result<SwapReport> {
         self.runtime.swap(source, bytes)
     }
