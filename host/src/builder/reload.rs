@@ -58,12 +58,12 @@ impl HostBuilder {
             report.refused.extend(swapped.refused);
         }
         self.reload_sources(host, &mut report, &mut provided);
-        let before_retiring: Vec<std::sync::Arc<LoadedTool>> = runtime.current_tools();
-        for tool in before_retiring {
-            if !provided.contains(&tool.name) && self.left(&tool, tools_dir) {
-                if let Some(digest) = runtime.retire(&tool.name) {
-                    report.retired.push((tool.name.clone(), digest));
-                }
+        for tool in runtime.current_tools() {
+            if !provided.contains(&tool.name)
+                && self.left(&tool, tools_dir)
+                && let Some(digest) = runtime.retire(&tool.name)
+            {
+                report.retired.push((tool.name.clone(), digest));
             }
         }
         report.mcp_changed = host.hide_from_mcp(self.hidden_from_mcp.clone());
