@@ -20,6 +20,10 @@ use crate::retention::Retention;
 use crate::retry::RetryPolicy;
 use crate::runtime::{Limits, Runtime, ToolLimits};
 
+mod reload;
+
+pub use reload::Reload;
+
 /// Builds a [`Host`].
 pub struct HostBuilder {
     database: Option<PathBuf>,
@@ -337,22 +341,41 @@ impl HostBuilder {
         }
         let mut pinned = BTreeMap::new();
         for (tool, source) in &self.sources {
-            let reference = source.as_ref().map_err(|why| Error::Load {
-                path: PathBuf::from(format!("[tools.{tool}]")),
-                reason: why.clone(),
-                fault: crate::error::LoadFault::Input,
-            })?;
-            if reference.digest.is_none() {
-                return Err(Error::Load {
-                    path: PathBuf::from(reference.to_string()),
-                    reason: format!(
-                        "the source of `{tool}` names no digest; pin it (`@sha256:…`, or `justonce lock`)"
-                    ),
-                    fault: crate::error::LoadFault::Input,
-                });
-            }
-            pinned.insert(tool.clone(), reference.clone());
+            pinned.insert(tool.clone(), self.pinned_source(tool, source)?);
         }
+        registry::load_sources(
+            runtime,
+            &pinned,
+            &self.registry_client()?,
+            self.pulled_blobs(compiled).as_ref(),
+        )
+    }
+
+    /// The reference `tool`'s `source` pins, or why it pins none.
+    fn pinned_source(
+        &self,
+        tool: &str,
+        source: &std::result::Result<Reference, String>,
+    ) -> Result<Reference> {
+        let reference = source.as_ref().map_err(|why| Error::Load {
+            path: PathBuf::from(format!("[tools.{tool}]")),
+            reason: why.clone(),
+            fault: crate::error::LoadFault::Input,
+        })?;
+        if reference.digest.is_none() {
+            return Err(Error::Load {
+                path: PathBuf::from(reference.to_string()),
+                reason: format!(
+                    "the source of `{tool}` names no digest; pin it (`@sha256:…`, or `justonce lock`)"
+                ),
+                fault: crate::error::LoadFault::Input,
+            });
+        }
+        Ok(reference.clone())
+    }
+
+    /// A client with the registry credentials.
+    fn registry_client(&self) -> Result<RegistryClient> {
         let credentials = match &self.registry_credentials {
             Some(credentials) => credentials.clone(),
             None => Credentials::resolve(
@@ -367,17 +390,16 @@ impl HostBuilder {
                 reason,
             })?,
         };
-        let cache = self
-            .blob_cache
+        Ok(RegistryClient::new(credentials))
+    }
+
+    /// Where pulled components are kept, for a host whose compiled components are
+    /// kept in `compiled`.
+    fn pulled_blobs(&self, compiled: Option<&Path>) -> Option<BlobCache> {
+        self.blob_cache
             .clone()
             .or_else(|| compiled.map(registry::blob_cache_in))
-            .map(BlobCache::new);
-        registry::load_sources(
-            runtime,
-            &pinned,
-            &RegistryClient::new(credentials),
-            cache.as_ref(),
-        )
+            .map(BlobCache::new)
     }
 
     /// Opens the journal, loads the tools and registers the built-in providers.

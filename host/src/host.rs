@@ -24,7 +24,7 @@ pub struct Host {
     runtime: Arc<Runtime>,
     limits: ToolLimits,
     http: Arc<HttpConfig>,
-    hidden_from_mcp: std::collections::BTreeSet<String>,
+    hidden_from_mcp: std::sync::RwLock<std::collections::BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for Host {
@@ -52,15 +52,31 @@ impl Host {
         }
     }
 
-    pub(crate) fn hiding_from_mcp(mut self, tools: std::collections::BTreeSet<String>) -> Self {
-        self.hidden_from_mcp = tools;
+    pub(crate) fn hiding_from_mcp(self, tools: std::collections::BTreeSet<String>) -> Self {
+        self.hide_from_mcp(tools);
         self
+    }
+
+    /// Keeps exactly `tools` from MCP from now on (a reload of the configuration);
+    /// whether that changed anything.
+    pub(crate) fn hide_from_mcp(&self, tools: std::collections::BTreeSet<String>) -> bool {
+        let mut hidden = self
+            .hidden_from_mcp
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        let changed = *hidden != tools;
+        *hidden = tools;
+        changed
     }
 
     /// Whether `serve` offers `tool` over MCP (`[tools.NAME] mcp`, true unless set
     /// false). A hidden tool is still called by the library and `run`.
     pub fn exposed_over_mcp(&self, tool: &str) -> bool {
-        !self.hidden_from_mcp.contains(tool)
+        !self
+            .hidden_from_mcp
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(tool)
     }
 
     /// Starts building a host.
@@ -89,8 +105,9 @@ impl Host {
     /// finish on the component they started with, calls that start after get this
     /// one, and the tool keeps its name and so its keys (a retry of a call the old
     /// build completed replays its answer). A component that fails to load changes
-    /// nothing, and the error says why. An MCP server then lists
-    /// [`Runtime::current_tools`] and tells its clients the list changed.
+    /// nothing, and the error says why. An MCP server lists
+    /// [`Runtime::current_tools`]; its `Catalog::refresh` tells its clients the
+    /// list changed (`serve` does both on a reload, see [`crate::HostBuilder::reload`]).
     pub fn swap_tool(&self, source: &std::path::Path, bytes: &[u8]) -> Result<SwapReport> {
         self.runtime.swap(source, bytes)
     }

@@ -57,7 +57,7 @@ mod sim;
 #[cfg(test)]
 mod layering_tests;
 
-pub use builder::HostBuilder;
+pub use builder::{HostBuilder, Reload};
 pub use call::{CallRequest, CallResponse, DEFAULT_SCOPE, principal_scope};
 pub use clock::{Clock, ManualClock, SystemClock, rfc3339};
 pub use config::Config;
@@ -94,7 +94,9 @@ pub mod __private {
     pub use crate::journal::postgres::testing as postgres_testing;
     pub use crate::mcp::http::{METRICS_PATH, MetricsRunning, MetricsServer, Running, TOO_MANY_CALLS};
     pub use crate::mcp::tokens;
-    pub use crate::mcp::{HttpOptions, HttpServer, MAX_QUEUED_CALLS, Server, ServerConfig};
+    pub use crate::mcp::{
+        Catalog, HttpOptions, HttpServer, LIST_CHANGED, MAX_QUEUED_CALLS, Server, ServerConfig,
+    };
     pub use crate::mutants::Mutant;
     pub use crate::providers::{KvProvider, MailProvider, OutboxMessage, OutboxProvider};
     pub use crate::registry::testing::TestRegistry;

@@ -490,3 +490,81 @@ fn a_new_build_keeps_the_tools_keys_and_the_journal_names_the_build_of_each_call
         digest_of_file(DIVERGE_V2_COMPONENT)
     );
 }
+
+/// The descriptions of the tools a `tools/list` response lists, by name.
+fn listed(response: &Value) -> Vec<(String, String)> {
+    crate::support::mcp::result(response)["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_owned(),
+                t["description"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Waits for `notifications/tools/list_changed`; no other message comes first.
+fn await_list_changed(client: &mut crate::support::mcp::McpClient) {
+    let message = client.next_message();
+    assert_eq!(
+        message["method"], "notifications/tools/list_changed",
+        "{message}"
+    );
+}
+
+#[test]
+fn serve_swaps_in_the_build_a_new_lock_pins_and_retires_a_source_the_configuration_dropped() {
+    use crate::support::mcp::{McpProcess, VERSION};
+    let Some(registry) = TestRegistry::start("registry::serve_swaps_in") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let tag = format!("oci://{}/shop/diverge:v1", registry.address());
+    push(dir.path(), DIVERGE_COMPONENT, &tag);
+    let (_, echo) = push_echo(&registry, dir.path());
+    let both = format!("[tools.diverge]\nsource = \"{tag}\"\n[tools.echo]\nsource = \"{echo}\"\n");
+    std::fs::write(dir.path().join("justonce.toml"), &both).unwrap();
+    let out = justonce_in(dir.path(), &["lock"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    let mut serve = McpProcess::spawn(
+        &dir.path().join("state.db"),
+        &["--watch-interval-ms", "25"],
+        "warn",
+    );
+    serve.client.initialize(VERSION);
+    let before = listed(&serve.client.request("tools/list", serde_json::json!({})));
+    assert_eq!(before.len(), 2, "{before:?}");
+    assert!(!before[0].1.contains("(v2)"), "{before:?}");
+
+    // The tag moves to v2 and `lock` pins it: the running server swaps it in.
+    push(dir.path(), DIVERGE_V2_COMPONENT, &tag);
+    let out = justonce_in(dir.path(), &["lock"], &[]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(r#""changed":true"#),
+        "{}",
+        text(&out)
+    );
+    await_list_changed(&mut serve.client);
+    let after = listed(&serve.client.request("tools/list", serde_json::json!({})));
+    assert_eq!(after[0].0, "diverge");
+    assert!(after[0].1.contains("(v2)"), "{after:?}");
+
+    // `echo` leaves the configuration: offered to no new call.
+    std::fs::write(
+        dir.path().join("justonce.toml"),
+        format!("[tools.diverge]\nsource = \"{tag}\"\n"),
+    )
+    .unwrap();
+    await_list_changed(&mut serve.client);
+    let last = listed(&serve.client.request("tools/list", serde_json::json!({})));
+    assert_eq!(
+        last.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        ["diverge"]
+    );
+    let (_, code, log) = serve.close();
+    assert_eq!(code, Some(0), "{log}");
+}

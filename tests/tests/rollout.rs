@@ -147,3 +147,58 @@ fn a_changed_tools_directory_swaps_in_what_changed_and_names_what_failed() {
         digest_of_file(DIVERGE_V2_COMPONENT)
     );
 }
+
+#[test]
+fn a_retired_tool_is_offered_to_no_new_call_while_its_call_in_flight_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut runtime = Runtime::new(Limits::default()).unwrap();
+    runtime.load_file(Path::new(DIVERGE_COMPONENT)).unwrap();
+    runtime.load_file(Path::new(ECHO_COMPONENT)).unwrap();
+    let gate = Arc::new(HoldFirst::new());
+    let host = Arc::new(
+        Host::builder()
+            .database(dir.path().join("state.db"))
+            .runtime(Arc::new(runtime))
+            .provider("mail", gate.clone())
+            .build()
+            .unwrap(),
+    );
+    let slow = CallRequest::new("diverge", r#"{"variant":"a"}"#).conversation("c");
+    let in_flight = {
+        let host = Arc::clone(&host);
+        std::thread::spawn(move || host.call(&slow))
+    };
+    gate.wait_until_reached();
+
+    assert_eq!(
+        host.runtime().retire("diverge"),
+        Some(digest_of_file(DIVERGE_COMPONENT))
+    );
+    assert_eq!(host.runtime().retire("diverge"), None, "already gone");
+    let names: Vec<String> = host
+        .runtime()
+        .current_tools()
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    assert_eq!(names, ["echo"]);
+    let fresh = CallRequest::new("diverge", r#"{"variant":"b"}"#).conversation("c");
+    let refused = host.call(&fresh).unwrap_err();
+    assert!(
+        matches!(&refused, justonce::Error::UnknownTool { available, .. } if available == "echo"),
+        "{refused}"
+    );
+
+    gate.release();
+    let answer = in_flight.join().unwrap().unwrap();
+    assert!(answer.outcome.is_success(), "{:?}", answer.outcome);
+    assert_eq!(gate.applied().len(), 1, "only the call in flight sent mail");
+
+    // A new build of that name brings it back.
+    host.swap_tool(
+        Path::new(DIVERGE_V2_COMPONENT),
+        &std::fs::read(DIVERGE_V2_COMPONENT).unwrap(),
+    )
+    .unwrap();
+    assert!(host.call(&fresh).unwrap().outcome.is_success());
+}

@@ -21,6 +21,7 @@ mod target;
 mod telemetry;
 mod token;
 mod tools;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -157,6 +158,16 @@ impl Cli {
             Some(dir) => builder.tools_dir(dir),
             None if configured_tools => builder,
             None => builder.example_tools(),
+        }
+    }
+
+    /// What `serve` watches and reads again on a reload.
+    fn watched(&self) -> watch::Sources {
+        let config_dir = self.settings.as_ref().and_then(|c| c.tools_dir.clone());
+        watch::Sources {
+            config: watch::config_path(self.settings.as_ref(), &self.db),
+            tools_dir: self.tools.clone().or(config_dir),
+            tools_flag: self.tools.is_some(),
         }
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{Cli, exit};
+use super::{Cli, exit, watch};
 use crate::delivery::Deliverer;
 use crate::error::Error;
 use crate::host::Host;
@@ -68,6 +68,11 @@ pub struct Serve {
     /// Answer with an SSE stream whenever the client accepts one, not JSON (HTTP).
     #[arg(long, requires = "http")]
     sse: bool,
+    /// How often the tools directory, justonce.toml and its lock file are checked
+    /// for changes, in milliseconds; a change reloads the tools while serving (so
+    /// does SIGHUP). 0: only SIGHUP reloads.
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    watch_interval_ms: u64,
 }
 
 /// `ADDR:PORT`, `:PORT` or `PORT` given to `flag`; a bare port binds 127.0.0.1.
@@ -83,6 +88,8 @@ fn bind_address(flag: &str, text: &str) -> Result<SocketAddr, String> {
 
 impl Serve {
     pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
+        let sources = cli.watched();
+        let since = sources.fingerprint();
         let host = Arc::new(cli.host().build()?);
         for refused in host.runtime().refused() {
             tracing::warn!("refused {}: {}", refused.source.display(), refused.reason);
@@ -102,6 +109,15 @@ impl Serve {
             None => None,
         };
         let server = Server::new(Arc::clone(&host), config);
+        let interval =
+            (self.watch_interval_ms > 0).then(|| Duration::from_millis(self.watch_interval_ms));
+        watch::spawn(
+            (sources, since),
+            Arc::clone(&host),
+            server.catalog(),
+            interval,
+            reload_on_hangup()?,
+        )?;
         let Some(http) = &self.http else {
             tracing::info!(tools = host.runtime().names(), db = %cli.db.display(), "serving MCP on stdio");
             stop_on_signals(server.shutdown())?;
@@ -193,6 +209,24 @@ impl Serve {
         tracing::info!("serving Prometheus metrics on {}", running.url());
         Ok(running)
     }
+}
+
+/// Each SIGHUP, as a message on the channel returned.
+fn reload_on_hangup() -> Result<crossbeam_channel::Receiver<()>, Error> {
+    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP])
+        .map_err(|e| Error::Host(anyhow::anyhow!("cannot handle SIGHUP: {e}")))?;
+    let (hangup, hangups) = crossbeam_channel::unbounded();
+    std::thread::Builder::new()
+        .name("justonce-sighup".into())
+        .spawn(move || {
+            for _ in signals.forever() {
+                if hangup.send(()).is_err() {
+                    return;
+                }
+            }
+        })
+        .map_err(|e| Error::Host(anyhow::anyhow!("cannot start the SIGHUP thread: {e}")))?;
+    Ok(hangups)
 }
 
 /// On SIGTERM or SIGINT: stop reading, let the calls in flight finish and save their

@@ -8,7 +8,10 @@
 //! `_meta`), whichever the client opens with.
 //!
 //! - `tools/list`: name, description, `inputSchema` from the tool's `describe`, and
-//!   `annotations.idempotentHint: true`.
+//!   `annotations.idempotentHint: true`; not the tools kept from MCP
+//!   (`[tools.NAME] mcp = false`), whose calls are answered as of unknown tools.
+//!   After a reload changed the tools ([`Catalog::refresh`]), clients get
+//!   `notifications/tools/list_changed` (`initialize` advertises `listChanged`).
 //! - `tools/call`: the conversation is `_meta["dev.justonce/conversation"]`, else the
 //!   server's [`ServerConfig::conversation`], else [`crate::host::DEFAULT_SCOPE`]; an
 //!   explicit key may come as `params.idempotencyKey` (SEP-3182) or
@@ -35,6 +38,7 @@
 //! # }
 //! ```
 
+mod catalog;
 pub mod http;
 pub mod protocol;
 mod server;
@@ -42,6 +46,7 @@ mod session;
 pub mod tokens;
 pub mod tools;
 
+pub use catalog::{Catalog, LIST_CHANGED};
 pub use http::{HttpOptions, HttpServer};
 pub use server::{MAX_QUEUED_CALLS, Server, Shutdown};
 

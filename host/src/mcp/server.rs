@@ -5,16 +5,18 @@
 use std::collections::HashMap;
 use std::io::{self, BufRead, Read, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use serde_json::Value;
 
 use super::ServerConfig;
+use super::catalog::{self, Catalog};
 use super::protocol::{
     self, INTERNAL_ERROR, INVALID_REQUEST, Incoming, Params, RequestId, RpcError,
 };
-use super::session::{Dispatch, LOG_LEVELS, Session, stateless_result};
+use super::session::{Dispatch, Era, LOG_LEVELS, Session, stateless_result};
 use super::tools;
 use crate::call::CallRequest;
 use crate::host::Host;
@@ -31,7 +33,7 @@ const _: () = {
 pub struct Server {
     host: Arc<Host>,
     config: ServerConfig,
-    tools: Vec<Value>,
+    catalog: Arc<Catalog>,
     shutdown: Arc<Shutdown>,
 }
 
@@ -172,13 +174,18 @@ impl<W: Write> Outbox<W> {
 impl Server {
     /// A server for `host`'s tools.
     pub fn new(host: Arc<Host>, config: ServerConfig) -> Self {
-        let tools = tools::descriptors(host.runtime(), host.retention());
         Self {
+            catalog: Arc::new(Catalog::new(Arc::clone(&host))),
             host,
             config,
-            tools,
             shutdown: Arc::default(),
         }
+    }
+
+    /// The tools this server offers; [`Catalog::refresh`] after a reload tells its
+    /// clients when they changed.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        Arc::clone(&self.catalog)
     }
 
     /// The handle that stops this server gracefully (see [`Shutdown`]).
@@ -188,44 +195,82 @@ impl Server {
 
     /// Serves one client: reads newline-delimited JSON-RPC from `input` and writes
     /// only protocol messages to `output`, until `input` ends. Tool calls still
-    /// running then are finished (and journaled) before this returns.
+    /// running then are finished (and journaled) before this returns. Once the
+    /// client initialized, a change of the tools is told to it as
+    /// `notifications/tools/list_changed`.
     pub fn serve<R: BufRead, W: Write + Send>(&self, mut input: R, output: W) -> io::Result<()> {
         let outbox = Outbox(Mutex::new(output));
         let in_flight = InFlight::default();
         let (jobs, queue) = bounded::<Job>(MAX_QUEUED_CALLS);
         let workers = self.config.max_concurrent_calls.max(1);
-        std::thread::scope(|scope| {
+        let (changed, changes) = crossbeam_channel::unbounded::<()>();
+        let listener = self.catalog.listen(Box::new(move || {
+            let _ = changed.send(());
+        }));
+        let initialized = AtomicBool::new(false);
+        let served = std::thread::scope(|scope| {
             for n in 0..workers {
                 std::thread::Builder::new()
                     .name(format!("justonce-mcp-{n}"))
                     .spawn_scoped(scope, || self.work(&queue, &in_flight, &outbox))?;
             }
-            let mut session = Session::new(&self.tools, self.config.conversation.as_deref());
-            let mut line = Vec::new();
-            let result = loop {
-                if self.shutdown.stopping() {
-                    break Ok(());
-                }
-                line.clear();
-                match read_line(&mut input, &mut line) {
-                    Ok(Line::End) => break Ok(()),
-                    Ok(Line::Read) => self.handle(&line, &mut session, &jobs, &in_flight, &outbox),
-                    Ok(Line::TooLong) => {
-                        let error = RpcError::new(
-                            INVALID_REQUEST,
-                            format!(
-                                "the request line exceeds {MAX_LINE_BYTES} bytes; it was not read"
-                            ),
-                        );
-                        outbox.send(&protocol::error_response(None, &error));
+            // Ends when the listener is dropped, after the loop below.
+            let notifier = std::thread::Builder::new()
+                .name("justonce-mcp-notify".into())
+                .spawn_scoped(scope, || {
+                    for () in changes.iter() {
+                        if initialized.load(Ordering::Acquire) {
+                            outbox.send(&catalog::list_changed());
+                        }
                     }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => break Err(e),
-                }
-            };
+                })?;
+            let result = self.read_loop(&mut input, &jobs, &in_flight, &outbox, &initialized);
             drop(jobs);
+            self.catalog.unlisten(listener);
+            let _ = notifier.join();
             result
-        })
+        });
+        self.catalog.unlisten(listener);
+        served
+    }
+
+    /// Reads and handles the client's messages until its input ends (or the server
+    /// stops); `initialized` is set once it speaks through `initialize`.
+    fn read_loop<R: BufRead, W: Write>(
+        &self,
+        input: &mut R,
+        jobs: &Sender<Job>,
+        in_flight: &InFlight,
+        outbox: &Outbox<W>,
+        initialized: &AtomicBool,
+    ) -> io::Result<()> {
+        let mut session = Session::new(self.catalog.listing(), self.config.conversation.as_deref());
+        let mut line = Vec::new();
+        loop {
+            if self.shutdown.stopping() {
+                break Ok(());
+            }
+            line.clear();
+            match read_line(input, &mut line) {
+                Ok(Line::End) => break Ok(()),
+                Ok(Line::Read) => {
+                    session.offer(self.catalog.listing());
+                    self.handle(&line, &mut session, jobs, in_flight, outbox);
+                    if matches!(session.era(), Era::Handshake(_)) {
+                        initialized.store(true, Ordering::Release);
+                    }
+                }
+                Ok(Line::TooLong) => {
+                    let error = RpcError::new(
+                        INVALID_REQUEST,
+                        format!("the request line exceeds {MAX_LINE_BYTES} bytes; it was not read"),
+                    );
+                    outbox.send(&protocol::error_response(None, &error));
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        }
     }
 
     fn handle<W: Write>(
@@ -335,14 +380,21 @@ impl Server {
 
     /// Runs one tool call to its answer, shaped for the connection's revision; the
     /// same for every transport. A `remote` caller is told of a failure of the host
-    /// itself without its detail (see [`tools::call_result`]).
+    /// itself without its detail (see [`tools::call_result`]). A tool kept from MCP
+    /// is answered as an unknown one, and does not run.
     pub(crate) fn run_call(
         &self,
         request: &CallRequest,
         stateless: bool,
         remote: bool,
     ) -> Result<Value, RpcError> {
-        let result = catch_unwind(AssertUnwindSafe(|| self.host.call(request)));
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            if self.host.exposed_over_mcp(&request.tool) {
+                self.host.call(request)
+            } else {
+                Err(tools::hidden_tool(&self.host, &request.tool))
+            }
+        }));
         let reply = match result {
             Ok(result) => tools::call_result(result, stateless, remote),
             Err(_) => Err(RpcError::new(
@@ -393,13 +445,14 @@ impl Server {
         (lines, reply)
     }
 
-    /// The `tools/list` entries.
+    /// The host the server calls tools on.
     pub(crate) fn host(&self) -> &Host {
         &self.host
     }
 
-    pub(crate) fn tools(&self) -> &[Value] {
-        &self.tools
+    /// The `tools/list` entries now.
+    pub(crate) fn tools(&self) -> Arc<Vec<Value>> {
+        self.catalog.listing()
     }
 
     /// How the server runs calls.

@@ -7,6 +7,8 @@
 //! `io.modelcontextprotocol/protocolVersion` opens a stateless one. A later request
 //! from the other era is refused.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use super::protocol::{
@@ -69,7 +71,7 @@ pub(crate) enum Dispatch {
 #[derive(Debug)]
 pub(crate) struct Session<'a> {
     era: Era,
-    tools: &'a [Value],
+    tools: Arc<Vec<Value>>,
     conversation: Option<&'a str>,
     log_level: Option<usize>,
 }
@@ -77,7 +79,7 @@ pub(crate) struct Session<'a> {
 impl<'a> Session<'a> {
     /// A fresh connection serving `tools` (their `tools/list` entries), with calls
     /// defaulting to `conversation`.
-    pub(crate) fn new(tools: &'a [Value], conversation: Option<&'a str>) -> Self {
+    pub(crate) fn new(tools: Arc<Vec<Value>>, conversation: Option<&'a str>) -> Self {
         Self {
             era: Era::Fresh,
             tools,
@@ -89,7 +91,7 @@ impl<'a> Session<'a> {
     /// A connection that already speaks `era`, with the log level it set (an HTTP
     /// session between requests).
     pub(crate) fn resume(
-        tools: &'a [Value],
+        tools: Arc<Vec<Value>>,
         conversation: Option<&'a str>,
         era: Era,
         log_level: Option<usize>,
@@ -100,6 +102,11 @@ impl<'a> Session<'a> {
             conversation,
             log_level,
         }
+    }
+
+    /// Serves `tools` from now on (the list changed while the connection is open).
+    pub(crate) fn offer(&mut self, tools: Arc<Vec<Value>>) {
+        self.tools = tools;
     }
 
     /// The log level set with `logging/setLevel`, an index of [`LOG_LEVELS`].
@@ -194,7 +201,7 @@ impl<'a> Session<'a> {
         self.era = Era::Handshake(version);
         Ok(json!({
             "protocolVersion": version,
-            "capabilities": { "tools": {}, "logging": {} },
+            "capabilities": { "tools": { "listChanged": true }, "logging": {} },
             "serverInfo": server_info(),
             "instructions": INSTRUCTIONS,
         }))
@@ -228,7 +235,7 @@ impl<'a> Session<'a> {
 
     fn list(&self, params: &Params) -> Result<Vec<Value>, RpcError> {
         match params.get("cursor") {
-            None | Some(Value::Null) => Ok(self.tools.to_vec()),
+            None | Some(Value::Null) => Ok(self.tools.as_ref().clone()),
             Some(_) => Err(RpcError::invalid_params(
                 "tools/list: unknown cursor (every tool is returned in the first page)",
             )),
@@ -347,8 +354,7 @@ mod tests {
 
     #[test]
     fn tools_are_refused_before_initialize_and_served_after() {
-        let tools = [json!({"name": "t"})];
-        let mut session = Session::new(&tools, None);
+        let mut session = Session::new(Arc::new(vec![json!({"name": "t"})]), None);
         let early = reply(session.request("tools/list", &Params::new())).unwrap_err();
         assert_eq!(early.code, INVALID_REQUEST);
         assert!(early.message.contains("initialize"), "{}", early.message);
@@ -385,8 +391,7 @@ mod tests {
 
     #[test]
     fn set_level_takes_the_syslog_names_after_initialize_and_calls_carry_it() {
-        let tools = [json!({"name": "t"})];
-        let mut session = Session::new(&tools, None);
+        let mut session = Session::new(Arc::new(vec![json!({"name": "t"})]), None);
         let early = reply(session.request("logging/setLevel", &params(json!({"level": "info"}))));
         assert_eq!(early.unwrap_err().code, INVALID_REQUEST);
         let init = reply(session.request(
@@ -411,8 +416,7 @@ mod tests {
 
     #[test]
     fn a_stateless_connection_discovers_and_stamps_every_result() {
-        let tools = [json!({"name": "t"})];
-        let mut session = Session::new(&tools, None);
+        let mut session = Session::new(Arc::new(vec![json!({"name": "t"})]), None);
         let found = reply(session.request(
             "server/discover",
             &params(json!({"_meta": envelope("2026-07-28")})),
@@ -454,14 +458,14 @@ mod tests {
 
     #[test]
     fn a_discover_without_the_envelope_is_unknown_so_clients_fall_back_to_initialize() {
-        let mut session = Session::new(&[], None);
+        let mut session = Session::new(Arc::default(), None);
         let e = reply(session.request("server/discover", &Params::new())).unwrap_err();
         assert_eq!(e.code, METHOD_NOT_FOUND);
     }
 
     #[test]
     fn a_missing_envelope_key_is_named() {
-        let mut session = Session::new(&[], None);
+        let mut session = Session::new(Arc::default(), None);
         let e = reply(session.request(
             "tools/list",
             &params(json!({"_meta": {PROTOCOL_VERSION_META_KEY: "2026-07-28"}})),

@@ -7,7 +7,8 @@ use serde_json::{Map, Value, json};
 use super::protocol::{INTERNAL_ERROR, Params, RpcError, type_name};
 use crate::call::{CallRequest, CallResponse};
 use crate::error::Error;
-use crate::retention::Retention;
+use crate::host::Host;
+#[cfg(doc)]
 use crate::runtime::Runtime;
 
 /// Request `_meta` key: the conversation (the window in which a repeat is a
@@ -34,9 +35,14 @@ pub const RETENTION_META_KEY: &str = "dev.justonce/retention";
 /// its window, and that window in `_meta["dev.justonce/retention"]`. A tool marked
 /// read-only has `readOnlyHint` instead: nothing of its calls is saved or
 /// deduplicated (MCP reads `idempotentHint` only when `readOnlyHint` is false).
-pub(crate) fn descriptors(runtime: &Runtime, retention: &Retention) -> Vec<Value> {
-    runtime
-        .tools()
+/// The tools are the ones new calls get now ([`Runtime::current_tools`]), without
+/// those kept from MCP (`[tools.NAME] mcp = false`).
+pub(crate) fn descriptors(host: &Host) -> Vec<Value> {
+    let retention = host.retention();
+    host.runtime()
+        .current_tools()
+        .iter()
+        .filter(|tool| host.exposed_over_mcp(&tool.name))
         .map(|tool| {
             let mut entry = json!({
                 "name": tool.name,
@@ -53,6 +59,27 @@ pub(crate) fn descriptors(runtime: &Runtime, retention: &Retention) -> Vec<Value
             entry
         })
         .collect()
+}
+
+/// The error of a call of `name`, a tool kept from MCP (`[tools.NAME] mcp =
+/// false`): the one an unknown tool gets, naming only the tools MCP offers, so a
+/// client learns nothing of the hidden one.
+pub(crate) fn hidden_tool(host: &Host, name: &str) -> Error {
+    let offered: Vec<String> = host
+        .runtime()
+        .current_tools()
+        .iter()
+        .filter(|tool| host.exposed_over_mcp(&tool.name))
+        .map(|tool| tool.name.clone())
+        .collect();
+    Error::UnknownTool {
+        name: name.to_owned(),
+        available: if offered.is_empty() {
+            "(none)".into()
+        } else {
+            offered.join(", ")
+        },
+    }
 }
 
 /// MCP requires `"type": "object"` at the root of an input schema; a tool's schema

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::{BlobCache, Reference, RegistryClient, RegistryError, fetch};
 use crate::error::{Error, LoadFault};
-use crate::runtime::Runtime;
+use crate::runtime::{LoadedTool, Runtime};
 
 impl RegistryError {
     /// Whose fault it is: the host's when the registry cannot be reached, else the
@@ -48,15 +48,27 @@ pub(crate) fn load_sources(
             "loading a tool from a registry"
         );
         let tool = runtime.load(Path::new(&shown), &fetched.component)?;
-        if tool.name != *name {
-            return Err(refuse(
-                format!(
-                    "`tools.{name}.source` holds the tool `{}`, not `{name}`: name the section after the tool, or fix the source",
-                    tool.name
-                ),
-                LoadFault::Input,
-            ));
-        }
+        named_as_configured(tool, name, &shown)?;
     }
     Ok(())
+}
+
+/// `Ok` when the component `loaded` from `source` is the tool `tool` that the
+/// configuration names it as.
+pub(crate) fn named_as_configured(
+    loaded: &LoadedTool,
+    tool: &str,
+    source: &str,
+) -> Result<(), Error> {
+    if loaded.name == tool {
+        return Ok(());
+    }
+    Err(Error::Load {
+        path: PathBuf::from(source),
+        reason: format!(
+            "`tools.{tool}.source` holds the tool `{}`, not `{tool}`: name the section after the tool, or fix the source",
+            loaded.name
+        ),
+        fault: LoadFault::Input,
+    })
 }

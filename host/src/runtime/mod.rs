@@ -397,9 +397,10 @@ impl Runtime {
         &self.refused
     }
 
-    /// The loaded tool names, comma-separated (for error messages).
+    /// The names of the tools new calls get, comma-separated (for error messages).
     pub(crate) fn names(&self) -> String {
-        let names: Vec<&str> = self.tools.keys().map(String::as_str).collect();
+        let current = self.current_tools();
+        let names: Vec<&str> = current.iter().map(|t| t.name.as_str()).collect();
         if names.is_empty() {
             "(none)".into()
         } else {

@@ -2,6 +2,8 @@
 //! is compiled and checked beside the running ones, then swapped in for the calls that
 //! start after. A call holds the `Arc` of the component it started with, so calls in
 //! flight finish on the old build; a component that fails to load changes nothing.
+//! A tool retired ([`Runtime::retire`]) is offered to no new call; calls in flight
+//! on it finish.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -10,9 +12,10 @@ use std::sync::{Arc, RwLock};
 use super::{LoadedTool, RefusedTool, Runtime, wasm_files};
 use crate::error::Error;
 
-/// The components swapped in since the runtime was loaded, by tool name.
+/// The components swapped in since the runtime was loaded, by tool name; `None` for
+/// a tool retired.
 #[derive(Debug, Default)]
-pub(crate) struct Swapped(RwLock<BTreeMap<String, Arc<LoadedTool>>>);
+pub(crate) struct Swapped(RwLock<BTreeMap<String, Option<Arc<LoadedTool>>>>);
 
 /// What [`Runtime::swap`] did.
 #[derive(Debug, Clone)]
@@ -32,6 +35,9 @@ pub struct DirSwap {
     pub unchanged: Vec<std::path::PathBuf>,
     /// The files that failed to load, with why; their tools keep their old build.
     pub refused: Vec<RefusedTool>,
+    /// The tools the directory's loadable components are now (swapped in, or
+    /// unchanged).
+    pub tools: std::collections::BTreeSet<String>,
 }
 
 impl Runtime {
@@ -40,17 +46,18 @@ impl Runtime {
     /// when the directory changed (or on `SIGHUP`). A file that fails to load is
     /// listed with why and changes nothing; a tool whose file is gone keeps running.
     pub fn swap_dir(&self, dir: &Path) -> Result<DirSwap, Error> {
-        let running: std::collections::BTreeSet<String> = self
+        let running: BTreeMap<String, String> = self
             .current_tools()
             .iter()
-            .map(|t| t.digest.clone())
+            .map(|t| (t.digest.clone(), t.name.clone()))
             .collect();
         let mut report = DirSwap::default();
         for path in wasm_files(dir)? {
             let swapped = std::fs::read(&path)
                 .map_err(|e| e.to_string())
                 .and_then(|bytes| {
-                    if running.contains(&super::component_digest(&bytes)) {
+                    if let Some(name) = running.get(&super::component_digest(&bytes)) {
+                        report.tools.insert(name.clone());
                         return Ok(None);
                     }
                     self.swap(&path, &bytes)
@@ -58,7 +65,10 @@ impl Runtime {
                         .map_err(|e| e.to_string())
                 });
             match swapped {
-                Ok(Some(swap)) => report.swapped.push(swap),
+                Ok(Some(swap)) => {
+                    report.tools.insert(swap.tool.name.clone());
+                    report.swapped.push(swap);
+                }
                 Ok(None) => report.unchanged.push(path),
                 Err(reason) => report.refused.push(RefusedTool {
                     source: path,
@@ -75,13 +85,25 @@ impl Runtime {
     /// (not a component, a denied import, a bad description) nothing changes: the
     /// old build keeps serving, and the error says why.
     pub fn swap(&self, source: &Path, bytes: &[u8]) -> Result<SwapReport, Error> {
+        self.swap_checked(source, bytes, |_| Ok(()))
+    }
+
+    /// [`Runtime::swap`], when the loaded tool passes `check` (say, that it is the
+    /// tool the configuration names); else nothing changes and `check`'s error is
+    /// returned.
+    pub(crate) fn swap_checked(
+        &self,
+        source: &Path,
+        bytes: &[u8],
+        check: impl FnOnce(&LoadedTool) -> Result<(), Error>,
+    ) -> Result<SwapReport, Error> {
         let tool = Arc::new(self.prepare(source, bytes)?);
+        check(&tool)?;
         let mut swapped = self.swapped.0.write().unwrap_or_else(|e| e.into_inner());
-        let replaced = swapped
-            .get(&tool.name)
-            .or_else(|| self.tools.get(&tool.name))
+        let replaced = self
+            .current_in(&swapped, &tool.name)
             .map(|old| old.digest.clone());
-        swapped.insert(tool.name.clone(), Arc::clone(&tool));
+        swapped.insert(tool.name.clone(), Some(Arc::clone(&tool)));
         tracing::info!(
             tool = %tool.name,
             component = %tool.digest,
@@ -91,11 +113,35 @@ impl Runtime {
         Ok(SwapReport { tool, replaced })
     }
 
+    /// Offers the tool `name` to no new call (its component left the tools
+    /// directory, or its source the configuration): it is no longer listed, and a
+    /// new call of it is of an unknown tool. Calls in flight on it finish. The
+    /// digest of the build it ran, `None` if no such tool runs. A later
+    /// [`Runtime::swap`] of a component of that name brings it back.
+    pub fn retire(&self, name: &str) -> Option<String> {
+        let mut swapped = self.swapped.0.write().unwrap_or_else(|e| e.into_inner());
+        let retired = self.current_in(&swapped, name)?.digest.clone();
+        swapped.insert(name.to_owned(), None);
+        tracing::info!(tool = %name, component = %retired, "retired a tool");
+        Some(retired)
+    }
+
     /// The component new calls of `name` get: the latest swapped in, else the one
-    /// loaded at start.
+    /// loaded at start; `None` for a tool never loaded, or retired.
     pub fn current(&self, name: &str) -> Option<Arc<LoadedTool>> {
         let swapped = self.swapped.0.read().unwrap_or_else(|e| e.into_inner());
-        swapped.get(name).or_else(|| self.tools.get(name)).cloned()
+        self.current_in(&swapped, name)
+    }
+
+    fn current_in(
+        &self,
+        swapped: &BTreeMap<String, Option<Arc<LoadedTool>>>,
+        name: &str,
+    ) -> Option<Arc<LoadedTool>> {
+        match swapped.get(name) {
+            Some(now) => now.clone(),
+            None => self.tools.get(name).cloned(),
+        }
     }
 
     /// Every tool as new calls get it, by name (what an MCP `tools/list` should
@@ -107,8 +153,11 @@ impl Runtime {
             .iter()
             .map(|(name, tool)| (name.as_str(), Arc::clone(tool)))
             .collect();
-        for (name, tool) in swapped.iter() {
-            all.insert(name.as_str(), Arc::clone(tool));
+        for (name, now) in swapped.iter() {
+            match now {
+                Some(tool) => all.insert(name.as_str(), Arc::clone(tool)),
+                None => all.remove(name.as_str()),
+            };
         }
         all.into_values().collect()
     }

@@ -174,6 +174,11 @@ impl McpProcess {
         }
     }
 
+    /// The process id (to signal it).
+    pub fn child_id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends `signal` (`TERM`, `INT`) with the client still connected, and waits (at
     /// most a minute) for the process to end: its exit code and log.
     pub fn signal_and_wait(mut self, signal: &str) -> (Option<i32>, String) {

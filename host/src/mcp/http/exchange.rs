@@ -38,6 +38,11 @@ pub(crate) enum Admitted {
         /// Who is calling.
         principal: String,
     },
+    /// A GET of a session's stream.
+    Get {
+        /// Who is calling.
+        principal: String,
+    },
 }
 
 /// A JSON-RPC error as the body of an HTTP error.
@@ -101,10 +106,10 @@ impl HttpServer {
         match head.method.as_str() {
             "POST" => self.admit_post(head, principal),
             "DELETE" => Ok(Admitted::Delete { principal }),
-            // No server-initiated messages, so no standalone stream to GET.
+            "GET" => Ok(Admitted::Get { principal }),
             _ => Err(
                 refusal(405, None, INVALID_REQUEST, "POST JSON-RPC messages to /mcp")
-                    .with("allow", "POST, DELETE"),
+                    .with("allow", "GET, POST, DELETE"),
             ),
         }
     }
@@ -347,7 +352,53 @@ impl HttpServer {
         response
     }
 
-    /// Ends a session (DELETE).
+    /// Opens the stream of the server's own messages to a session (GET): the
+    /// response lasts until the session ends, the server stops or the client hangs
+    /// up. Without a session there is no stream (`405`).
+    pub(crate) fn open_stream(
+        &self,
+        head: &Head,
+        principal: &str,
+    ) -> Result<hyper::Response<super::wire::Payload>, Response> {
+        let accept = head.header("accept").unwrap_or("").to_ascii_lowercase();
+        if !accept.contains("text/event-stream") {
+            return Err(refusal(
+                406,
+                None,
+                INVALID_REQUEST,
+                "GET /mcp is a text/event-stream: accept it",
+            ));
+        }
+        let Some(id) = head.header("mcp-session-id") else {
+            return Err(refusal(
+                405,
+                None,
+                INVALID_REQUEST,
+                "only a session has a stream of the server's messages: initialize, then GET with its Mcp-Session-Id",
+            )
+            .with("allow", "GET, POST, DELETE"));
+        };
+        if self
+            .sessions
+            .lookup(id, principal, Instant::now())
+            .is_none()
+        {
+            return Err(refusal(
+                404,
+                None,
+                INVALID_REQUEST,
+                "no such session (it ended or was never opened): initialize again",
+            ));
+        }
+        let events = self.streams.open(id);
+        tracing::debug!("a session opened its stream of the server's messages");
+        Ok(super::wire::event_stream(
+            bytes::Bytes::from_static(b": justonce: notifications follow\n\n"),
+            events,
+        ))
+    }
+
+    /// Ends a session (DELETE), and its stream.
     pub(crate) fn delete(&self, head: &Head, principal: &str) -> Response {
         match head.header("mcp-session-id") {
             None => refusal(
@@ -356,7 +407,10 @@ impl HttpServer {
                 INVALID_REQUEST,
                 "DELETE needs an Mcp-Session-Id header",
             ),
-            Some(id) if self.sessions.close(id, principal) => Response::empty(204),
+            Some(id) if self.sessions.close(id, principal) => {
+                self.streams.close(id);
+                Response::empty(204)
+            }
             Some(_) => refusal(404, None, INVALID_REQUEST, "no such session"),
         }
     }

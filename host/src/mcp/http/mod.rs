@@ -5,7 +5,9 @@
 //! - `POST /mcp` carries one JSON-RPC message. A request is answered as
 //!   `application/json`, or as a one-event `text/event-stream` when the client
 //!   accepts only that (or [`HttpOptions::prefer_sse`]); a notification or response
-//!   gets `202`. `GET` is `405`: this server sends no messages of its own.
+//!   gets `202`. `GET` with a session's `Mcp-Session-Id` opens that session's
+//!   stream of the server's own messages (`notifications/tools/list_changed` when
+//!   a reload changed the tools); without a session it is `405`.
 //! - `initialize` (revisions 2024-11-05 to 2025-11-25) opens a session whose id comes
 //!   back in `Mcp-Session-Id` and must come with every later request; `DELETE` ends
 //!   it. A request carrying the 2026-07-28 `_meta` envelope is stateless and must
@@ -40,6 +42,7 @@ mod deadline;
 mod exchange;
 mod scrape;
 mod sessions;
+mod streams;
 mod wire;
 
 use std::io;
@@ -62,6 +65,7 @@ use self::connections::Connections;
 use self::deadline::{Bounds, Deadlined, Phase};
 use self::exchange::{Admitted, refusal};
 use self::sessions::Sessions;
+use self::streams::Streams;
 use self::wire::{Head, Payload};
 use super::Server;
 use super::protocol::INVALID_REQUEST;
@@ -137,6 +141,14 @@ pub struct HttpServer {
     connections: Connections,
     origins: OnceLock<Origins>,
     stop: watch::Sender<bool>,
+    streams: Arc<Streams>,
+    listener: u64,
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        self.server.catalog().unlisten(self.listener);
+    }
 }
 
 impl std::fmt::Debug for HttpServer {
@@ -152,7 +164,14 @@ impl std::fmt::Debug for HttpServer {
 impl HttpServer {
     /// Serves `server`'s tools to the holders of `tokens`.
     pub fn new(server: Server, tokens: Tokens, options: HttpOptions) -> Self {
+        let streams = Arc::new(Streams::default());
+        let notified = Arc::clone(&streams);
+        let listener = server.catalog().listen(Box::new(move || {
+            notified.send(&super::catalog::list_changed());
+        }));
         Self {
+            streams,
+            listener,
             sessions: Sessions::new(
                 options.max_sessions,
                 options.max_sessions_per_principal,
@@ -267,10 +286,15 @@ impl HttpServer {
             let phase = Arc::clone(&phase);
             async move {
                 let began = phase.request_began();
-                let response = server
+                let mut response = server
                     .exchange(request, began, || slot.authenticated())
                     .await;
-                phase.request_ended();
+                if response.body().is_event_stream() {
+                    // The request lasts as long as its stream.
+                    response.body_mut().end_with(phase);
+                } else {
+                    phase.request_ended();
+                }
                 Ok::<_, std::convert::Infallible>(response)
             }
         });
@@ -323,6 +347,13 @@ impl HttpServer {
                 authenticated();
                 self.delete(&head, &principal)
             }
+            Ok(Admitted::Get { principal }) => {
+                authenticated();
+                match self.open_stream(&head, &principal) {
+                    Ok(stream) => return stream,
+                    Err(refused) => refused,
+                }
+            }
             Ok(Admitted::Post { principal, length }) => {
                 authenticated();
                 let deadline = began + self.options.request_timeout;
@@ -364,6 +395,8 @@ impl HttpServer {
     /// way finishes and keeps its record).
     fn stop(&self) {
         self.stop.send_replace(true);
+        // A session's stream lasts until it is ended: end them all.
+        self.streams.close_all();
     }
 }
 

@@ -8,8 +8,13 @@ use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::deadline::Phase;
 
 /// A request head.
 #[derive(Debug)]
@@ -198,11 +203,15 @@ impl Response {
     }
 }
 
-/// A response body of one piece: with its length, or (an SSE stream) chunked.
+/// A response body of one piece: with its length, or (an SSE stream) chunked; or a
+/// session's standalone stream, whose events come as the server sends them.
 #[derive(Debug)]
 pub(crate) struct Payload {
     data: Option<Bytes>,
     sized: bool,
+    events: Option<UnboundedReceiver<Bytes>>,
+    /// Told when the body is done (dropped): the connection's request is over.
+    on_end: Option<Arc<Phase>>,
 }
 
 impl Payload {
@@ -210,6 +219,8 @@ impl Payload {
         Self {
             data: Some(data),
             sized: true,
+            events: None,
+            on_end: None,
         }
     }
 
@@ -217,8 +228,57 @@ impl Payload {
         Self {
             data: Some(data),
             sized: false,
+            events: None,
+            on_end: None,
         }
     }
+
+    /// `first`, then every event `events` carries, until it ends.
+    pub fn events(first: Bytes, events: UnboundedReceiver<Bytes>) -> Self {
+        Self {
+            data: Some(first),
+            sized: false,
+            events: Some(events),
+            on_end: None,
+        }
+    }
+
+    /// Whether this is a session's standalone stream (it lasts past its response).
+    pub fn is_event_stream(&self) -> bool {
+        self.events.is_some()
+    }
+
+    /// Tells `phase` the request is over when this body is done, not when its
+    /// response began.
+    pub fn end_with(&mut self, phase: Arc<Phase>) {
+        self.on_end = Some(phase);
+    }
+}
+
+impl Drop for Payload {
+    fn drop(&mut self) {
+        if let Some(phase) = self.on_end.take() {
+            phase.request_ended();
+        }
+    }
+}
+
+/// A session's standalone stream as a response.
+pub(crate) fn event_stream(
+    first: Bytes,
+    events: UnboundedReceiver<Bytes>,
+) -> hyper::Response<Payload> {
+    let mut response = hyper::Response::new(Payload::events(first, events));
+    let headers = response.headers_mut();
+    headers.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(
+        hyper::header::CACHE_CONTROL,
+        hyper::header::HeaderValue::from_static("no-store"),
+    );
+    response
 }
 
 impl Body for Payload {
@@ -227,18 +287,21 @@ impl Body for Payload {
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Poll::Ready(
-            self.data
-                .take()
-                .filter(|d| !d.is_empty())
-                .map(|d| Ok(Frame::data(d))),
-        )
+        if let Some(data) = self.data.take().filter(|d| !d.is_empty()) {
+            return Poll::Ready(Some(Ok(Frame::data(data))));
+        }
+        match &mut self.events {
+            None => Poll::Ready(None),
+            Some(events) => events
+                .poll_recv(cx)
+                .map(|event| event.map(|e| Ok(Frame::data(e)))),
+        }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.sized && self.data.as_ref().is_none_or(Bytes::is_empty)
+        self.sized && self.data.as_ref().is_none_or(Bytes::is_empty) && self.events.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {

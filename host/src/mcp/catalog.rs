@@ -1,0 +1,116 @@
+//! The tools a server offers (`tools/list`), kept current while it serves: after a
+//! reload swapped in, added or retired tools ([`HostBuilder::reload`]), or changed
+//! which ones MCP offers, [`Catalog::refresh`] reads them again and, when the list
+//! changed, tells every listener, which send their clients
+//! `notifications/tools/list_changed` (stdio: on the output; HTTP: on each open
+//! `GET` stream of a session).
+//!
+//! [`HostBuilder::reload`]: crate::HostBuilder::reload
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde_json::{Value, json};
+
+use super::tools;
+use crate::host::Host;
+
+/// The notification a client gets when the tools changed.
+pub const LIST_CHANGED: &str = "notifications/tools/list_changed";
+
+/// Something to do when the list changed.
+type Listener = Box<dyn Fn() + Send + Sync>;
+
+/// The `tools/list` entries a server offers now, and who is told when they change.
+pub struct Catalog {
+    host: Arc<Host>,
+    /// The entries, and the builds behind them (a new build of a tool changes the
+    /// list even when its entry reads the same).
+    listing: RwLock<(Arc<Vec<Value>>, Vec<String>)>,
+    listeners: Mutex<BTreeMap<u64, Listener>>,
+    next: AtomicU64,
+}
+
+impl std::fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Catalog")
+            .field("tools", &self.listing().len())
+            .finish()
+    }
+}
+
+impl Catalog {
+    /// The tools `host` offers over MCP now.
+    pub(crate) fn new(host: Arc<Host>) -> Self {
+        let listing = RwLock::new((Arc::new(tools::descriptors(&host)), builds(&host)));
+        Self {
+            host,
+            listing,
+            listeners: Mutex::default(),
+            next: AtomicU64::new(0),
+        }
+    }
+
+    /// The `tools/list` entries.
+    pub(crate) fn listing(&self) -> Arc<Vec<Value>> {
+        Arc::clone(&self.listing.read().unwrap_or_else(|e| e.into_inner()).0)
+    }
+
+    /// Reads the host's tools again; when the list changed (or a tool's build),
+    /// stores it (so a `tools/list` sent after the notification gets it) and tells
+    /// every listener. Whether it changed.
+    pub fn refresh(&self) -> bool {
+        let now = tools::descriptors(&self.host);
+        let built = builds(&self.host);
+        {
+            let mut listing = self.listing.write().unwrap_or_else(|e| e.into_inner());
+            if *listing.0 == now && listing.1 == built {
+                return false;
+            }
+            *listing = (Arc::new(now), built);
+        }
+        let listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
+        tracing::info!(
+            listeners = listeners.len(),
+            "the tools changed; telling the clients"
+        );
+        for listener in listeners.values() {
+            listener();
+        }
+        true
+    }
+
+    /// Calls `listener` after every change of the list, until [`Catalog::unlisten`].
+    pub(crate) fn listen(&self, listener: Listener) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, listener);
+        id
+    }
+
+    /// Drops the listener [`Catalog::listen`] returned `id` for.
+    pub(crate) fn unlisten(&self, id: u64) {
+        self.listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+    }
+}
+
+/// The digests of the tools `host` offers over MCP, by name.
+fn builds(host: &Host) -> Vec<String> {
+    host.runtime()
+        .current_tools()
+        .iter()
+        .filter(|tool| host.exposed_over_mcp(&tool.name))
+        .map(|tool| tool.digest.clone())
+        .collect()
+}
+
+/// The `notifications/tools/list_changed` message.
+pub(crate) fn list_changed() -> Value {
+    json!({ "jsonrpc": "2.0", "method": LIST_CHANGED })
+}

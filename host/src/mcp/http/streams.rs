@@ -1,0 +1,81 @@
+//! The standalone `GET /mcp` streams of sessions: where the server's own messages go
+//! (`notifications/tools/list_changed`). One stream per session, a newer `GET`
+//! replacing the older; a stream ends when its session is deleted, the server
+//! stops, or the client hangs up.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use bytes::Bytes;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+/// The open streams, by session id.
+#[derive(Debug, Default)]
+pub(crate) struct Streams(Mutex<HashMap<String, UnboundedSender<Bytes>>>);
+
+impl Streams {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, UnboundedSender<Bytes>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Opens the stream of `session` (ending the one it had); what to send on it.
+    pub fn open(&self, session: &str) -> UnboundedReceiver<Bytes> {
+        let (sender, receiver) = unbounded_channel();
+        self.lock().insert(session.to_owned(), sender);
+        receiver
+    }
+
+    /// Sends `message` as an event on every open stream, and forgets the streams
+    /// whose client hung up.
+    pub fn send(&self, message: &serde_json::Value) {
+        let event = event(message);
+        self.lock()
+            .retain(|_, stream| stream.send(event.clone()).is_ok());
+    }
+
+    /// Ends the stream of `session`, if it has one.
+    pub fn close(&self, session: &str) {
+        self.lock().remove(session);
+    }
+
+    /// Ends every stream (the server stops).
+    pub fn close_all(&self) {
+        self.lock().clear();
+    }
+}
+
+/// `message` as one `message` event of `text/event-stream`.
+pub(crate) fn event(message: &serde_json::Value) -> Bytes {
+    Bytes::from(format!("event: message\ndata: {message}\n\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_message_reaches_every_open_stream_and_a_closed_one_is_forgotten() {
+        let streams = Streams::default();
+        let mut a = streams.open("a");
+        let mut b = streams.open("b");
+        streams.send(&json!({"n": 1}));
+        assert_eq!(a.try_recv().unwrap(), event(&json!({"n": 1})));
+        assert_eq!(b.try_recv().unwrap(), event(&json!({"n": 1})));
+        drop(b);
+        streams.close("a");
+        assert!(a.try_recv().is_err(), "closed: the stream ends");
+        streams.send(&json!({"n": 2}));
+        assert!(streams.lock().is_empty(), "b hung up and was forgotten");
+    }
+
+    #[test]
+    fn a_newer_stream_of_a_session_replaces_the_older() {
+        let streams = Streams::default();
+        let mut old = streams.open("s");
+        let mut new = streams.open("s");
+        streams.send(&json!({"n": 1}));
+        assert!(old.try_recv().is_err());
+        assert!(new.try_recv().is_ok());
+    }
+}
