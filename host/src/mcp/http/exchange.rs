@@ -97,6 +97,18 @@ impl HttpServer {
                     ),
                 );
             }
+            Caller::NotAgent(role) => {
+                tracing::warn!(%role, "a console token was refused at /mcp");
+                return Err(refusal(
+                    403,
+                    None,
+                    INVALID_REQUEST,
+                    &format!(
+                        "a token with the role {role} opens the console at /console and calls no \
+                         tool; an agent's token does (justonce token add NAME --role agent)"
+                    ),
+                ));
+            }
         };
         match head.method.as_str() {
             "POST" => self.admit_post(head, principal),
