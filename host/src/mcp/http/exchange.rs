@@ -51,7 +51,7 @@ impl HttpServer {
     /// is answered without reading the body, and nothing runs.
     pub(crate) fn admit(&self, head: &Head) -> Result<Admitted, Response> {
         let path = head.path.split('?').next().unwrap_or("");
-        if path != ENDPOINT {
+        if path != ENDPOINT || self.server.is_none() {
             return Err(refusal(
                 404,
                 None,
@@ -215,8 +215,11 @@ impl HttpServer {
         params: &Params,
         kind: Kind,
     ) -> Response {
-        let tools = self.server.tools();
-        let conversation = self.server.config().conversation.as_deref();
+        let Some(server) = &self.server else {
+            return refusal(404, Some(id), INVALID_REQUEST, "this server serves no MCP");
+        };
+        let tools = server.tools();
+        let conversation = server.config().conversation.as_deref();
         let enveloped = params
             .get("_meta")
             .and_then(Value::as_object)
@@ -290,7 +293,7 @@ impl HttpServer {
                     .with("retry-after", "1");
                 };
                 // Stopping (SIGTERM): the calls running finish, no new one starts.
-                let shutdown = self.server.shutdown();
+                let shutdown = server.shutdown();
                 if !shutdown.start() {
                     return refusal(
                         503,
@@ -304,8 +307,7 @@ impl HttpServer {
                 // record is kept and a retry gets the outcome. The guard blocks, so
                 // this thread hands its other connections to another worker first.
                 let (logged, reply) = tokio::task::block_in_place(|| {
-                    self.server
-                        .run_call_logged(&request, stateless, true, log_level)
+                    server.run_call_logged(&request, stateless, true, log_level)
                 });
                 shutdown.finish();
                 notes = logged;
