@@ -7,6 +7,7 @@ mod bad_input;
 mod cli;
 mod cli_outbound;
 mod concurrency;
+mod console;
 mod config_file;
 mod contract;
 mod fast_path;
