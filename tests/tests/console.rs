@@ -21,18 +21,18 @@ const TTL: Duration = Duration::from_secs(3600);
 
 /// A host with a payments API whose unkeyed refunds time out (a stuck effect), and
 /// its console alone on 127.0.0.1 with an operator's, a viewer's and an agent's token.
-struct Fixture {
-    t: TestHost,
+pub(crate) struct Fixture {
+    pub t: TestHost,
     running: Running,
-    operator: String,
-    viewer: String,
+    pub operator: String,
+    pub viewer: String,
     agent: String,
     _dir: tempfile::TempDir,
 }
 
 impl Fixture {
     /// On SQLite; on PostgreSQL with `postgres` (`None`: skipped, no PostgreSQL).
-    fn start(test: &str, postgres: bool) -> Option<Self> {
+    pub fn start(test: &str, postgres: bool) -> Option<Self> {
         let payments = Arc::new(FakePayments::with_class(
             ProviderClass::Unkeyed,
             Fault::AlwaysTimeout,
@@ -75,13 +75,13 @@ impl Fixture {
         })
     }
 
-    fn addr(&self) -> SocketAddr {
+    pub fn addr(&self) -> SocketAddr {
         self.running.addr()
     }
 
     /// A refund whose unkeyed effect is stuck with an unknown outcome: its key and
     /// the effect's.
-    fn stuck_refund(&self, order: u64) -> (String, String) {
+    pub fn stuck_refund(&self, order: u64) -> (String, String) {
         let request = CallRequest::new(
             "payments_refund",
             json!({"order_id": order, "amount_cents": 500}).to_string(),

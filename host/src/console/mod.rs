@@ -133,7 +133,9 @@ fn response(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> PlainR
             ("content-type".into(), content_type.into()),
             ("cache-control".into(), "no-store".into()),
             ("x-content-type-options".into(), "nosniff".into()),
-            ("referrer-policy".into(), "no-referrer".into()),
+            // `same-origin`, not `no-referrer`: with the latter a browser sends `Origin: null`
+            // on form posts, which the origin check refuses.
+            ("referrer-policy".into(), "same-origin".into()),
             ("content-security-policy".into(), CSP.into()),
             ("x-frame-options".into(), "DENY".into()),
         ],
@@ -501,7 +503,9 @@ impl Console {
             e.completed_at.unwrap_or(e.created_at).max(e.created_at)
         };
         let mut entries = self.filtered(&filters)?;
-        entries.retain(|e| changed(e) > since);
+        // `>=`: a call made in the same millisecond as the last one sent is not missed
+        // (the page updates a row it has rather than adding it twice).
+        entries.retain(|e| changed(e) >= since);
         entries.reverse();
         let mut body = format!("retry: {LIVE_RETRY_MS}\n\n");
         for e in &entries {
