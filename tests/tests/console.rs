@@ -3,7 +3,9 @@
 //! operator's role and the session's CSRF token and are recorded with its principal.
 //! On SQLite and, where there is one, PostgreSQL.
 
+use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +15,8 @@ use justonce::__private::{Console, HttpOptions, HttpServer, Running};
 use justonce::{CallRequest, Clock, ProviderClass};
 use serde_json::{Value, json};
 
-use crate::support::mcp_http::{HttpClient, Reply, read_reply};
+use crate::support::cli::justonce_command;
+use crate::support::mcp_http::{HttpClient, HttpProcess, Reply, read_reply};
 use crate::support::{FakePayments, Fault, TestHost, test_host};
 
 /// How long a session lasts in these tests (on the test's clock).
@@ -460,4 +463,80 @@ fn hostile_arguments_and_queries_render_as_text() {
     for header in ["content-security-policy", "x-content-type-options"] {
         assert!(story.header(header).is_some(), "{header}");
     }
+}
+
+/// `justonce` with `args` on `db`, to success: its stdout.
+fn cli(db: &std::path::Path, args: &[&str]) -> String {
+    let out = justonce_command(Some(db)).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// GET `target` with a bearer `token`.
+fn get_with_token(addr: SocketAddr, target: &str, token: &str) -> Reply {
+    let request = format!(
+        "GET {target} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    );
+    read_reply(&mut HttpClient::new(addr, None).send_raw(request.as_bytes()))
+}
+
+#[test]
+fn serve_http_has_the_console_beside_mcp_and_justonce_console_serves_it_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let ops = cli(&db, &["token", "add", "ops", "--role", "operator"])
+        .trim()
+        .to_owned();
+    cli(&db, &["token", "add", "bot"]);
+    let listed: Value = serde_json::from_str(&cli(&db, &["token", "list", "--json"])).unwrap();
+    let roles: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["operator", "agent"], "the default role is agent");
+    // A refund with no payments service configured: recorded, not performed.
+    let refund = r#"{"order_id":7,"amount_cents":5,"currency":"EUR","reason":"<b>"}"#;
+    let ran = justonce_command(Some(&db))
+        .args(["run", "refund", "--args", refund])
+        .output()
+        .unwrap();
+    assert_eq!(ran.status.code(), Some(3), "{ran:?}");
+    let journal: Value = serde_json::from_str(&cli(&db, &["journal", "--json"])).unwrap();
+    assert_eq!(journal.as_array().map(Vec::len), Some(1), "{journal}");
+
+    let served = HttpProcess::spawn(&db, &[]);
+    let calls = get_with_token(served.addr, "/console/api/calls", &ops);
+    assert_eq!(calls.status, 200, "{calls:?}");
+    assert_eq!(serde_json::from_str::<Value>(&calls.body).unwrap(), journal);
+    drop(served);
+
+    let mut alone = justonce_command(Some(&db))
+        .args(["console", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(alone.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr: SocketAddr = line
+        .trim()
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix("/console"))
+        .unwrap_or_else(|| panic!("not the console's URL: {line:?}"))
+        .parse()
+        .unwrap();
+    let calls = get_with_token(addr, "/console/api/calls", &ops);
+    let mcp = get_with_token(addr, "/mcp", &ops);
+    let _ = alone.kill();
+    let _ = alone.wait();
+    assert_eq!(calls.status, 200, "{calls:?}");
+    assert_eq!(serde_json::from_str::<Value>(&calls.body).unwrap(), journal);
+    assert_eq!(mcp.status, 404, "no MCP on the console alone");
 }
