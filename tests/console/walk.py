@@ -80,5 +80,8 @@ with sync_playwright() as p:
         timeout=30_000
     )
     shot(page, "09-live")
+    page.click("text=Charts")
+    expect(page.locator("#per-tool")).to_contain_text("payments_refund")
+    shot(page, "10-charts")
     browser.close()
 print("OK", flush=True)

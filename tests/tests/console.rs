@@ -253,6 +253,16 @@ fn the_json_api_answers_what_the_clis_json_prints_to_a_session_or_a_consoles_bea
         cli_story
     );
 
+    let charts = send(addr, "GET", "/console/charts", Some(&cookie), &[]);
+    assert_eq!(charts.status, 200);
+    // payments_refund: 1 call, 0 replays, 0 retried, 1 unknown, 0 failed.
+    assert!(
+        charts
+            .body
+            .contains("<td>payments_refund</td><td>1</td><td>0</td><td>0</td><td>1</td><td>0</td>"),
+        "{}",
+        charts.body
+    );
     let bearer = |token: &str| {
         let request = format!(
             "GET /console/api/unresolved HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"

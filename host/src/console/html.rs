@@ -68,7 +68,7 @@ pub fn page(title: &str, session: Option<&BrowserSession>, body: &str) -> String
         let _ = write!(
             out,
             "<nav><a href=\"{ROOT}\">Calls</a> <a href=\"{ROOT}/unresolved\">Unresolved effects</a> \
-             <a href=\"{ROOT}/outbox\">Outbox</a>\
+             <a href=\"{ROOT}/outbox\">Outbox</a> <a href=\"{ROOT}/charts\">Charts</a>\
              <span class=\"who\">{} ({})</span>\
              <form method=\"post\" action=\"{ROOT}/logout\" class=\"inline\">{}\
              <button type=\"submit\">Log out</button></form></nav>",

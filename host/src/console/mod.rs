@@ -6,7 +6,7 @@
 //!   lives on the server and ends at a time read from the injected clock. Nothing
 //!   but the login page and the static files answers without one.
 //! - Pages: the calls, newest first, filtered and searched; one call's story; the
-//!   unresolved effects; the outbox. A live view (`/console/live`, SSE) adds new
+//!   unresolved effects; the outbox; charts. A live view (`/console/live`, SSE) adds new
 //!   calls and state changes to the calls page.
 //! - Operators act (resolve, forget, abandon) after a confirmation; every action
 //!   form carries the session's CSRF token, and the journal records the token's
@@ -16,6 +16,7 @@
 //! - Every value from the journal is escaped; pages send a strict
 //!   Content-Security-Policy (scripts and styles from the console only).
 
+mod charts;
 mod html;
 mod pages;
 mod sessions;
@@ -208,6 +209,7 @@ impl Routes for Console {
             ("GET", "/console/call") => self.story(session, &query, false),
             ("GET", "/console/unresolved") => self.unresolved(session, &query, false, now),
             ("GET", "/console/outbox") => self.outbox(session, false),
+            ("GET", "/console/charts") => self.charts(session),
             ("GET", "/console/live") => self.live(request, &query),
             ("GET", "/console/confirm") => Ok(self.confirm(session, &query)),
             ("POST", "/console/act") => self.act(request, session, now),
@@ -469,6 +471,11 @@ impl Console {
             ));
         }
         Ok(html(200, pages::unresolved(session, &effects)))
+    }
+
+    fn charts(&self, session: &BrowserSession) -> Result<PlainResponse, Error> {
+        let entries = Selection::default().entries(&*self.journal, MAX_LIMIT)?;
+        Ok(html(200, charts::charts(session, &entries)))
     }
 
     fn outbox(&self, session: &BrowserSession, api: bool) -> Result<PlainResponse, Error> {

@@ -172,7 +172,7 @@ pub fn calls(session: &BrowserSession, filters: &Filters, entries: &[JournalEntr
         .unwrap_or(0);
     let _ = write!(
         body,
-        "<p class=\"note\">{} calls, newest first. <span id=\"live\" data-since=\"{since}\">New calls appear here as they are made.</span></p>\
+        "<p class=\"note\">Calls listed: {}, newest first. <span id=\"live\" data-since=\"{since}\">New calls appear here as they are made.</span></p>\
          <table id=\"calls\"><thead><tr><th>Created</th><th>Tool</th><th>State</th><th>Principal</th>\
          <th>Conversation</th><th>Runs</th><th>Replays</th><th>Outcome</th><th>Key</th></tr></thead><tbody>",
         entries.len()
