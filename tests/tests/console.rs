@@ -209,6 +209,26 @@ fn nothing_works_without_a_session_and_a_session_ends_at_its_time_on_the_clock()
     assert!(agent.header("set-cookie").is_none());
 
     let (cookie, _) = login(addr, &f.viewer);
+    let plain = send(
+        addr,
+        "POST",
+        "/console/login",
+        None,
+        &[("token", &f.viewer)],
+    );
+    assert!(!plain.header("set-cookie").unwrap().contains("Secure"));
+    let body = format!("token={}", percent(&f.viewer));
+    let behind_tls = format!(
+        "POST /console/login HTTP/1.1\r\nHost: {addr}\r\nX-Forwarded-Proto: https\r\n\
+         Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let proxied = read_reply(&mut HttpClient::new(addr, None).send_raw(behind_tls.as_bytes()));
+    assert!(
+        proxied.header("set-cookie").unwrap().ends_with("; Secure"),
+        "{proxied:?}"
+    );
     f.t.clock.advance(TTL - Duration::from_millis(1));
     assert_eq!(
         send(addr, "GET", "/console", Some(&cookie), &[]).status,

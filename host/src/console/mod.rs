@@ -346,10 +346,17 @@ impl Console {
         };
         tracing::info!(principal = %session.principal, role = %session.role, "a console session opened");
         let max_age = (session.expires_at - now) / 1000;
+        // Behind a TLS proxy that says so, the cookie never travels in the clear.
+        let secure = request
+            .header("x-forwarded-proto")
+            .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"));
         let mut r = redirect(ROOT);
         r.headers.push((
             "set-cookie".into(),
-            format!("{COOKIE}={id}; HttpOnly; SameSite=Strict; Path={ROOT}; Max-Age={max_age}"),
+            format!(
+                "{COOKIE}={id}; HttpOnly; SameSite=Strict; Path={ROOT}; Max-Age={max_age}{}",
+                if secure { "; Secure" } else { "" }
+            ),
         ));
         r
     }
