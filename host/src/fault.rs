@@ -10,7 +10,7 @@
 //! JUSTONCE_FAULT=after_decide        # the run holds the lease of its record; the guest has not run
 //! JUSTONCE_FAULT=before_effect       # the effect is journaled; the provider is not called
 //! JUSTONCE_FAULT=after_provider      # the provider answered; the answer is not recorded
-//! JUSTONCE_FAULT=after_record        # every effect is recorded; the outcome is not saved
+//! JUSTONCE_FAULT=after_record        # the guest finished; its outcome (and its keyed effects' answers, saved with it) not
 //! JUSTONCE_FAULT=after_outcome       # the outcome is saved; the caller is not answered
 //! JUSTONCE_FAULT=before_effect:2     # the same, at the second time the point is reached
 //! JUSTONCE_FAULT=fsync_fails         # the journal's first fsync fails (EIO); no abort
@@ -40,7 +40,9 @@ pub enum FaultPoint {
     BeforeEffect,
     /// The provider answered; its answer is not recorded.
     AfterProvider,
-    /// The guest finished and its effects are recorded; the outcome is not saved.
+    /// The guest finished; its outcome is not saved, nor are the answers of keyed
+    /// effects, which are saved with it (their records are pending: a retry asks
+    /// the downstream again under the same key).
     AfterRecord,
     /// The outcome is saved; the caller is not answered.
     AfterOutcome,

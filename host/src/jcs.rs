@@ -348,7 +348,7 @@ fn write_number(out: &mut String, n: &Number) -> Result<(), JcsError> {
     }
 }
 
-fn write_string(out: &mut String, s: &str) {
+pub(crate) fn write_string(out: &mut String, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push('"');
     for c in s.chars() {

@@ -140,11 +140,50 @@ fn hash_parts(parts: Vec<Value>) -> Result<String, JcsError> {
     Ok(format!("{:x}", Sha256::digest(canonical.as_bytes())))
 }
 
+/// The digest [`hash_parts`] gives for the string parts `strings` followed by one
+/// value given in canonical form (`canonical`, the output of
+/// [`canonicalize`](crate::jcs::canonicalize)), without serializing that value
+/// again: the canonical form of an array is its members' canonical forms joined by
+/// commas inside brackets.
+fn hash_strings_and_canonical(strings: &[&str], canonical: &str) -> String {
+    let mut text = String::with_capacity(canonical.len() + 64);
+    text.push('[');
+    for part in strings {
+        crate::jcs::write_string(&mut text, part);
+        text.push(',');
+    }
+    text.push_str(canonical);
+    text.push(']');
+    format!("{:x}", Sha256::digest(text.as_bytes()))
+}
+
+/// [`invocation_key`] of arguments already in canonical form.
+pub(crate) fn invocation_key_of_canonical(
+    scope: &str,
+    tool: &str,
+    canonical_args: &str,
+) -> InvocationKey {
+    let mut hex = hash_strings_and_canonical(&[INVOCATION_TAG, scope, tool], canonical_args);
+    hex.truncate(KEY_HEX_LEN);
+    InvocationKey(hex)
+}
+
+/// [`arguments_fingerprint`] of arguments already in canonical form.
+pub(crate) fn arguments_fingerprint_of_canonical(tool: &str, canonical_args: &str) -> Fingerprint {
+    Fingerprint(hash_strings_and_canonical(
+        &[ARGUMENTS_TAG, tool],
+        canonical_args,
+    ))
+}
+
 /// The invocation key of a tool call:
 /// `hex(sha256(JCS(["justonce.invocation.v1", scope, tool, args])))[..32]`.
 ///
 /// `scope` is the window in which a repeat counts as a duplicate (typically the
-/// conversation). Fails only if `args` has no canonical form.
+/// conversation). Fails only if `args` has no canonical form. The guard hashes the
+/// canonical text it has already ([`invocation_key_of_canonical`]); this is the
+/// definition its tests compare that with.
+#[cfg(test)]
 pub fn invocation_key(scope: &str, tool: &str, args: &Value) -> Result<InvocationKey, JcsError> {
     let mut hex = hash_parts(vec![
         INVOCATION_TAG.into(),
@@ -204,7 +243,10 @@ pub fn effect_fingerprint(
 /// `hex(sha256(JCS(["justonce.arguments.v1", tool, args])))`, all 64 hex characters.
 ///
 /// Stored with an invocation key (explicit, or reached through a tool-call id
-/// alias) to detect the same key being reused with different arguments.
+/// alias) to detect the same key being reused with different arguments. The guard
+/// hashes the canonical text it has already ([`arguments_fingerprint_of_canonical`]);
+/// this is the definition its tests compare that with.
+#[cfg(test)]
 pub fn arguments_fingerprint(tool: &str, args: &Value) -> Result<Fingerprint, JcsError> {
     hash_parts(vec![ARGUMENTS_TAG.into(), tool.into(), args.clone()]).map(Fingerprint)
 }
@@ -226,6 +268,33 @@ from_stored!(InvocationKey, EffectKey, Fingerprint);
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn keys_of_canonical_text_are_the_keys_of_the_value() {
+        let big = crate::jcs::canonicalize_str(r#"{"id": 9007199254740993}"#).unwrap();
+        let values = [
+            json!({}),
+            json!({"b": [1, 2.5, "x"], "a": {"é": null, "\u{1F600}": true}}),
+            json!({"text": "quote \" backslash \\ newline \n tab \t \u{1}"}),
+            json!({"n": 1e21, "m": -0.0, "k": 100}),
+            serde_json::from_str(&big).unwrap(),
+        ];
+        for value in values {
+            let canonical = crate::jcs::canonicalize(&value).unwrap();
+            for (scope, tool) in [("c1", "pay"), ("", "t\"é\u{0}"), ("scope,\"x\"", "a")] {
+                assert_eq!(
+                    invocation_key_of_canonical(scope, tool, &canonical),
+                    invocation_key(scope, tool, &value).unwrap(),
+                    "{value} in {scope:?} of {tool:?}"
+                );
+                assert_eq!(
+                    arguments_fingerprint_of_canonical(tool, &canonical),
+                    arguments_fingerprint(tool, &value).unwrap(),
+                    "{value} of {tool:?}"
+                );
+            }
+        }
+    }
 
     fn ikey(scope: &str, tool: &str, args: &Value) -> InvocationKey {
         invocation_key(scope, tool, args).unwrap()

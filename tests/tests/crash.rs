@@ -103,11 +103,15 @@ fn kill_and_retry(backend: Backend, point: FaultPoint, order: u64) {
             );
         }
         FaultPoint::AfterRecord => {
+            // The mail provider is keyed: its answer is saved with the outcome, in
+            // one commit, so the effect is still pending and the retry asks again
+            // under the same key (the mailbox sends nothing twice).
             assert_eq!(
                 (inv_state.as_str(), effects[0].state.as_str()),
-                ("running", "done")
+                ("running", "pending")
             );
             assert_eq!(state.outcome(&invocation), None);
+            assert_eq!((mails, requests), (1, 1), "sent once, answered");
         }
         FaultPoint::AfterOutcome => {
             assert_eq!(
@@ -151,7 +155,10 @@ fn kill_and_retry(backend: Backend, point: FaultPoint, order: u64) {
         "{requests:?} vs {journaled_key}"
     );
     assert_eq!(mails[0].key, journaled_key);
-    let expected_requests = if point == FaultPoint::AfterProvider {
+    let expected_requests = if matches!(
+        point,
+        FaultPoint::AfterProvider | FaultPoint::AfterRecord
+    ) {
         2
     } else {
         1

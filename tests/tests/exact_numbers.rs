@@ -52,6 +52,32 @@ fn two_orders_a_double_cannot_tell_apart_are_two_refunds_each_for_its_own_order(
     assert_eq!(api.applied()[2].body["order_id"].as_u64(), Some(u64::MAX));
 }
 
+/// An id past what the tool's `u64` takes is the author's (or agent's) bad input,
+/// refused before anything is stored or sent, not a saved tool error (issue 27, 8).
+#[test]
+fn an_id_past_u64_max_is_invalid_arguments_and_nothing_is_stored() {
+    let api = LocalApi::start().unwrap();
+    let t = test_host(|b| {
+        b.http(
+            HttpConfig::default()
+                .service("payments", api.url())
+                .allow("refund", api.url()),
+        )
+    });
+    let err = t.host.call(&refund("18446744073709551616")).unwrap_err();
+    match &err {
+        justonce::Error::InvalidArguments { reason, .. } => {
+            assert!(reason.contains("at /order_id:"), "{reason}")
+        }
+        other => panic!("expected invalid arguments: {other:?}"),
+    }
+    assert!(
+        t.host.journal(None, 10).unwrap().is_empty(),
+        "nothing stored"
+    );
+    assert!(api.requests().is_empty(), "nothing sent");
+}
+
 #[test]
 fn key_gives_ids_past_2_pow_53_their_own_keys_and_refuses_what_it_would_round() {
     let dir = tempfile::tempdir().unwrap();

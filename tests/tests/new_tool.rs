@@ -110,6 +110,31 @@ fn a_new_tool_builds_passes_its_own_test_and_runs() {
     let answer = json_of(&run);
     assert_eq!(answer["ok"], true, "{answer}");
     assert!(answer["result"]["message_id"].is_string(), "{answer}");
+    agents_see_the_arguments_not_the_template_notes(&wasm);
+    says_how_to_run_a_rebuild(&told);
+}
+
+/// What `justonce tools` advertises for `wasm`: the fields' descriptions, and no note
+/// of the template meant for the author (the root of the input schema has none).
+fn agents_see_the_arguments_not_the_template_notes(wasm: &Path) {
+    let out = justonce_command(None)
+        .args(["tools", "--json"])
+        .arg(wasm)
+        .output()
+        .unwrap();
+    let listed = json_of(&out);
+    let schema = &listed[0]["inputSchema"];
+    assert!(
+        schema["properties"]["order_id"]["description"].is_string(),
+        "{schema}"
+    );
+    assert!(schema.get("description").is_none(), "{schema}");
+}
+
+/// The printed hints tell the author that the same call replays a saved answer after a
+/// rebuild, and how to run the new build.
+fn says_how_to_run_a_rebuild(told: &str) {
+    assert!(told.contains("--fresh"), "{told}");
 }
 
 /// The commands `justonce new` printed (its indented lines), in order.
@@ -202,6 +227,8 @@ fn a_new_tool_in(lang: &Lang) {
     assert_eq!(answer["ok"], true, "{answer}");
     assert_eq!(answer["replayed"], false, "{answer}");
     assert!(answer["result"]["message_id"].is_string(), "{answer}");
+    agents_see_the_arguments_not_the_template_notes(&project.join(wasm));
+    says_how_to_run_a_rebuild(&told);
 }
 
 #[test]

@@ -483,7 +483,15 @@ fn a_queued_row_is_checked_again_against_the_allowlist_and_reserved_headers_when
 /// Two hosts on one PostgreSQL database, each with its own clock.
 fn two_hosts(test: &str, receiver: &LocalApi) -> Option<(TestHost, TestHost)> {
     let url = cluster(test)?.database();
-    let host = || test_host(|b| b.http(webhooks(receiver)).database(&url));
+    // Each host pins the database's clock to its own clock when it asks: the
+    // deliverers decide what is due and what is held on the database's clock.
+    let host = || {
+        test_host(|b| {
+            b.http(webhooks(receiver))
+                .database(&url)
+                .database_clock_is_host_clock()
+        })
+    };
     Some((host(), host()))
 }
 

@@ -221,7 +221,7 @@ impl Deliverer {
         let mut report = DeliveryReport::default();
         while taken.len() < usize::try_from(self.policy.batch).unwrap_or(usize::MAX) {
             let now = self.clock.now_ms();
-            let Some(message) = outbox.take_message(now, now.saturating_add(hold), &taken)? else {
+            let Some(message) = outbox.take_message(now, hold, &taken)? else {
                 break;
             };
             taken.push(message.id);
@@ -330,7 +330,7 @@ impl Deliverer {
         settle(Settle::RetryLater {
             status,
             error: &error,
-            next_attempt_at: now.saturating_add(millis(wait)),
+            retry_in_ms: millis(wait),
         })?;
         Ok((DeliveryOutcome::Retrying, status, Some(error)))
     }

@@ -556,6 +556,138 @@ fn a_fenced_run_saves_the_definitive_answer_it_holds() {
     assert_eq!(sms.attempts().len(), 1, "sent once");
 }
 
+/// A tool that performs `pay` twice on `provider` (the amount, then the amount + 1)
+/// and returns both answers.
+fn pay_twice_tool(runner: &mut ScriptedRunner, provider: &'static str) {
+    runner.tool(
+        "pay",
+        ScriptedRunner::open_schema(),
+        move |args, fx: &mut Effects<'_>| {
+            let second = json!({ "amount": args["amount"].as_u64().unwrap_or(0) + 1 });
+            match (
+                fx.perform(provider, "pay", args.clone()),
+                fx.perform(provider, "pay", second),
+            ) {
+                (Ok(a), Ok(b)) => returned(json!([a, b])),
+                other => tool_error("effect_failed", &format!("{other:?}")),
+            }
+        },
+    );
+}
+
+/// A keyed effect's answer is not a commit of its own: it is saved with the run's
+/// next commit (the next effect's claim, or the outcome). A host that dies after
+/// its guest finished, before that commit, leaves the effects pending, and the
+/// retry asks the downstream again under the same keys, which it deduplicates. An
+/// unkeyed effect's answer is saved before its guest goes on: the retry of a host
+/// that died there replays it and sends nothing again.
+#[test]
+fn a_keyed_answer_is_saved_with_the_next_commit_and_an_unkeyed_one_at_once() {
+    for (class, commits, attempts_after_crash) in
+        [(ProviderClass::Keyed, 3, 3), (ProviderClass::Unkeyed, 5, 2)]
+    {
+        let mut runner = ScriptedRunner::default();
+        pay_twice_tool(&mut runner, "payments");
+        let runner = Arc::new(runner);
+        let payments = Downstream::new(class, vec![]);
+        let providers: [(&str, Arc<dyn Provider>); 1] = [("payments", payments.clone())];
+        let clock = Arc::new(ManualClock::default());
+        let journal = fresh_journal(&clock);
+        let a = host_on(
+            Arc::clone(&journal),
+            clock.clone(),
+            Arc::clone(&runner),
+            &providers,
+        );
+
+        // Both effects and the outcome: claim, claim with the first answer, outcome
+        // with the second (keyed); each answer a commit of its own (unkeyed).
+        let before = journal.stats().commits;
+        let first = a.guard.call(&pay(10)).unwrap();
+        assert!(first.outcome.is_success(), "{:?}", first.outcome);
+        assert_eq!(journal.stats().commits - before, commits, "{class:?}");
+        let entry = &journal.entries(None, 1).unwrap()[0];
+        assert!(
+            entry.effects.iter().all(|e| e.state == "done"),
+            "{class:?}: every answer is saved by the end: {:?}",
+            entry.effects
+        );
+
+        // Host A dies after its guest finished, before the outcome is saved.
+        clock.advance(Duration::from_secs(1));
+        let crashed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let crash: crate::fault::Hook = std::rc::Rc::new(|point| {
+                if point == crate::fault::FaultPoint::AfterRecord {
+                    panic!("host A dies");
+                }
+            });
+            crate::fault::with_hook(crash, || a.guard.call(&pay(20)))
+        }));
+        assert!(crashed.is_err(), "{class:?}: A died");
+        let entry = &journal.entries(None, 1).unwrap()[0];
+        let states: Vec<&str> = entry.effects.iter().map(|e| e.state.as_str()).collect();
+        // The first keyed answer was saved with the second effect's claim.
+        let expected = if class == ProviderClass::Keyed {
+            ["done", "pending"]
+        } else {
+            ["done", "done"]
+        };
+        assert_eq!(states, expected, "{class:?}");
+        let sent = payments.attempts().len();
+
+        // B retries once A's lease expired: a success-shaped answer, each effect
+        // applied once, every attempt of an effect under its one key.
+        clock.advance(LEASE + Duration::from_secs(1));
+        let b = host_on(journal, clock.clone(), runner, &providers);
+        let retry = b.guard.call(&pay(20)).unwrap();
+        assert!(!retry.replayed && retry.outcome.is_success(), "{retry:?}");
+        let attempts = payments.attempts()[sent - 2..].to_vec();
+        assert_eq!(attempts.len(), attempts_after_crash, "{class:?}: {attempts:?}");
+        if class == ProviderClass::Keyed {
+            assert_eq!(attempts[1], attempts[2], "the retry carried the second key");
+        }
+        assert_eq!(payments.applied().len(), 4, "{class:?}: two calls, two effects each");
+        let entry = &b.journal.entries(None, 1).unwrap()[0];
+        assert_eq!(entry.state, "completed");
+        assert!(entry.effects.iter().all(|e| e.state == "done"));
+    }
+}
+
+/// A run whose lease ran out while its provider call was in flight, and whose
+/// pending effect a person resolved meanwhile, keeps its lease (nobody took over)
+/// but not its own answer: the journal keeps the first answer, the person's, and the
+/// tool is handed that one, so its outcome agrees with what every resumed run replays.
+#[test]
+fn a_run_whose_effect_a_person_answered_meanwhile_hands_the_tool_the_recorded_answer() {
+    let clock = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&clock);
+    let (sms, HeldRace { b, a_call, release }) =
+        held_race(ProviderClass::Unkeyed, &journal, &clock, clock.clone());
+    clock.advance(LEASE + Duration::from_secs(1));
+    let unresolved = h_unresolved(&journal, &clock);
+    assert_eq!(unresolved.len(), 1, "the stalled run's effect is unresolved");
+    journal
+        .resolve(
+            &unresolved[0].key,
+            Resolution::Performed,
+            &json!({"sent": "by hand"}),
+            &ada(&b, false),
+        )
+        .unwrap();
+    // A's provider answers now, with its own response.
+    release.send(()).unwrap();
+    let a_answer = a_call.join().unwrap().unwrap();
+    let Outcome::Success { result } = a_answer.outcome.clone() else {
+        panic!("{:?}", a_answer.outcome)
+    };
+    assert_eq!(result, json!({"sent": "by hand"}), "the recorded answer");
+    // The retry replays that outcome and attempts nothing.
+    let retry = b.guard.call(&pay(10)).unwrap();
+    assert!(retry.replayed);
+    assert_eq!(retry.outcome, a_answer.outcome);
+    assert_eq!(sms.attempts().len(), 1, "sent once");
+}
+
 fn h_unresolved(
     journal: &Arc<dyn Journal>,
     clock: &Arc<ManualClock>,
@@ -1957,6 +2089,8 @@ on_postgres!(
     the_journal_counts_the_replays_it_answers_and_shows_a_refused_effect_as_refused,
     a_call_traces_each_effect_and_each_attempt_under_its_keys,
     a_fenced_run_saves_the_definitive_answer_it_holds,
+    a_keyed_answer_is_saved_with_the_next_commit_and_an_unkeyed_one_at_once,
+    a_run_whose_effect_a_person_answered_meanwhile_hands_the_tool_the_recorded_answer,
 );
 
 /// One suite, two journals: a contract test added above without adding it to

@@ -23,7 +23,8 @@ use crate::determinism::GuestEntropy;
 use crate::error::Error;
 use crate::fault::{self, FaultPoint};
 use crate::journal::{
-    Answer, EffectState, Lease, NewEffect, NewInvocation, Refusal, Resolution, TransactionalRequest,
+    Answer, DeferredAnswer, EffectState, Lease, NewEffect, NewInvocation, Refusal, Resolution,
+    TransactionalRequest,
 };
 use crate::keys::{self, EffectKey, InvocationKey};
 use crate::mutants::{self, Mutant};
@@ -102,6 +103,9 @@ pub(crate) struct EffectSession {
     /// of an effect starts after it.
     wall_clock: Duration,
     ends_at_ms: i64,
+    /// Answers of keyed effects not written yet: the run's next commit (the next
+    /// claim, its outcome, or its suspension) saves them.
+    pub deferred: Vec<DeferredAnswer>,
 }
 
 /// One attempt's result, for [`EffectSession::retrying`].
@@ -172,6 +176,7 @@ impl EffectSession {
             read_only: start.read_only,
             wall_clock: prepared.tool.limits.wall_clock,
             ends_at_ms,
+            deferred: Vec::new(),
         }
     }
 
@@ -445,7 +450,10 @@ impl EffectSession {
                 &NewEffect { now, ..*new },
                 &session.lease(),
                 session.unjournaled.as_ref(),
+                &session.deferred,
             )?;
+            // Saved with the claim, refused or not.
+            session.deferred.clear();
             let (key, attempt) = match claimed {
                 Ok(claimed) => claimed,
                 Err(refusal) => {
@@ -530,7 +538,7 @@ impl EffectSession {
                     });
                 }
             };
-            Ok(Attempt::Done(session.save_answer(&key, answer)?))
+            Ok(Attempt::Done(session.save_answer(&key, answer, class)?))
         })?;
         Ok(match performed {
             Ok(answer) => answer,
@@ -557,26 +565,60 @@ impl EffectSession {
         })
     }
 
-    /// Saves an effect's definitive answer and hands it to the guest. A run that lost
-    /// its lease still saves it (the journal keeps the first answer: it only moves
-    /// from pending to done), so the run that took over finds the true outcome; the
-    /// fenced run is told it lost the lease and performs nothing more.
+    /// Saves an effect's definitive answer and hands the guest the one the journal
+    /// holds: its own, or the first recorded when another hand answered the effect
+    /// meanwhile (what every resumed run will replay, so the tool sees one answer).
+    /// A run that lost its lease still saves it (the journal keeps the first answer:
+    /// it only moves from pending to done), so the run that took over finds the true
+    /// outcome; the fenced run is told it lost the lease and performs nothing more.
+    ///
+    /// A keyed effect's answer is saved with the run's next commit instead (see
+    /// [`DeferredAnswer`]): until then the effect is pending, and a run that resumes
+    /// it asks the downstream again under the same key, which answers as the first
+    /// time (nobody else answers a keyed effect). A lost lease then shows at that
+    /// commit: the next claim is refused, or the outcome is not saved.
     fn save_answer(
         &mut self,
         key: &EffectKey,
         answer: Answer,
+        class: ProviderClass,
     ) -> Result<Result<String, EffectFailure>, Error> {
         let now = self.shared.clock.now_ms();
+        if class == ProviderClass::Keyed {
+            self.deferred.push(DeferredAnswer {
+                key: key.clone(),
+                answer: answer.clone(),
+                at: now,
+            });
+            return Ok(answer_to_guest(answer));
+        }
         let lease = self.lease();
-        if !self
+        let Some(recorded) = self
             .shared
             .journal
             .finish_effect(key, &answer, &lease, &self.invocation, now)?
-        {
+        else {
             self.interrupted = Some(Interruption::LeaseLost);
             return Ok(Err(lease_lost()));
+        };
+        Ok(answer_to_guest(recorded))
+    }
+
+    /// Saves the deferred answers of keyed effects now, in a commit of their own
+    /// each: before a write that does not carry them.
+    fn save_deferred(&mut self) -> Result<(), Error> {
+        let deferred = std::mem::take(&mut self.deferred);
+        let lease = self.lease();
+        for answer in deferred {
+            self.shared.journal.finish_effect(
+                &answer.key,
+                &answer.answer,
+                &lease,
+                &self.invocation,
+                answer.at,
+            )?;
         }
-        Ok(answer_to_guest(answer))
+        Ok(())
     }
 
     /// Records an attempt known not performed, fenced by the run's lease.
@@ -607,6 +649,7 @@ impl EffectSession {
         operation: &str,
         payload: &Value,
     ) -> Result<Result<String, EffectFailure>, Error> {
+        self.save_deferred()?;
         let request = TransactionalRequest {
             tool: &self.tool,
             principal: self.principal.as_deref(),

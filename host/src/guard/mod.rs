@@ -38,7 +38,7 @@ use crate::call::CallResponse;
 use crate::clock::{Clock, millis};
 use crate::determinism::{GuestEntropy, Seed};
 use crate::error::{Error, Result};
-use crate::journal::{Begin, BeginOutcome, Journal, Lookup, NewInvocation};
+use crate::journal::{Begin, BeginOutcome, ClockRef, Journal, Lookup, NewInvocation};
 use crate::keys::InvocationKey;
 use crate::outcome::Outcome;
 use crate::provider::Provider;
@@ -193,6 +193,7 @@ impl Guard {
                 explicit_key: request.key.is_some(),
                 tool_call_id: request.tool_call_id.as_deref(),
                 now: self.shared.clock.now_ms(),
+                clock: ClockRef(self.shared.clock.as_ref()),
                 retention_ms,
                 default_retention_ms,
                 lease_ms: self.policy.lease_ms,

@@ -7,7 +7,7 @@ use super::runner::{Runner, ToolSpec};
 use crate::call::CallRequest;
 use crate::error::{Error, Result};
 use crate::keys::{self, Fingerprint, InvocationKey};
-use crate::normalize::normalize;
+use crate::normalize::{NormalizeError, normalize};
 
 /// A call whose arguments were checked and whose key is known.
 pub(crate) struct Prepared {
@@ -45,22 +45,28 @@ pub(crate) fn prepare(runner: &dyn Runner, request: &CallRequest) -> Result<Prep
     }
     // Canonicalizing the text (not a parsed value) also refuses duplicate keys, which
     // a parser would silently collapse.
-    let canonical =
+    let given =
         crate::jcs::canonicalize_str(&request.arguments).map_err(|e| invalid(e.to_string()))?;
-    let args: Value =
-        serde_json::from_str(&canonical).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
+    let parse = |text: &str| -> Result<Value> {
+        serde_json::from_str(text).map_err(|e| invalid(format!("not valid JSON: {e}")))
+    };
+    let args = parse(&given)?;
     if !args.is_object() {
         return Err(invalid("arguments must be a JSON object".into()));
     }
     // The arguments as the tool will see them: defaults filled in, an explicit null
     // for an optional property dropped, undeclared properties refused. Two argument
     // objects the tool cannot tell apart are one call, with one key.
-    let args = match normalize(&tool.input_schema, args.clone()) {
+    let args = match normalize(&tool.input_schema, args) {
         Ok(normalized) => normalized,
         // Every problem at once, not only the first: what the schema check finds too.
         Err(e) => {
             let mut reason = e.to_string();
-            if let Err(more) = tool.schema.check(&args) {
+            let reported = match &e {
+                NormalizeError::Undeclared { path, .. } => Some(path.as_str()),
+                _ => None,
+            };
+            if let Err(more) = tool.schema.check_besides(&parse(&given)?, reported) {
                 reason = format!("{reason}; and the arguments {more}");
             }
             return Err(invalid(reason));
@@ -68,8 +74,9 @@ pub(crate) fn prepare(runner: &dyn Runner, request: &CallRequest) -> Result<Prep
     };
     let canonical = crate::jcs::canonicalize(&args).map_err(|e| invalid(e.to_string()))?;
     tool.schema.check(&args).map_err(invalid)?;
-    let fingerprint =
-        keys::arguments_fingerprint(&tool.name, &args).map_err(|e| invalid(e.to_string()))?;
+    // The key and the fingerprint hash this canonical text; the value is not
+    // serialized again.
+    let fingerprint = keys::arguments_fingerprint_of_canonical(&tool.name, &canonical);
     let key = match &request.key {
         Some(explicit) => {
             let key =
@@ -82,8 +89,7 @@ pub(crate) fn prepare(runner: &dyn Runner, request: &CallRequest) -> Result<Prep
                     .map_err(|e| Error::InvalidKey(e.to_string()))?,
             }
         }
-        None => keys::invocation_key(&request.scope(), &tool.name, &args)
-            .map_err(|e| invalid(e.to_string()))?,
+        None => keys::invocation_key_of_canonical(&request.scope(), &tool.name, &canonical),
     };
     Ok(Prepared {
         tool,
@@ -119,5 +125,14 @@ mod tests {
         };
         assert!(reason.contains("/extra"), "{reason}");
         assert!(reason.contains("/customer_id"), "{reason}");
+        // Each problem once: the undeclared property is not reported again by the
+        // schema check.
+        assert_eq!(reason.matches("extra").count(), 1, "{reason}");
+        // A second undeclared property, which the first report does not name, is.
+        let request = CallRequest::new("refund", r#"{"extra": 1, "more": 2}"#);
+        let Err(Error::InvalidArguments { reason, .. }) = prepare(&runner, &request) else {
+            panic!("expected invalid arguments");
+        };
+        assert!(reason.contains("more"), "{reason}");
     }
 }

@@ -35,10 +35,13 @@ pub(super) fn settle(
     // journals nothing) has no record to leave resumable.
     let read_only = session.read_only;
     let journaled = session.unjournaled.is_none() && !read_only;
+    // Keyed effects' answers the run has not written yet: saved with whatever this
+    // run commits last.
+    let deferred = std::mem::take(&mut session.deferred);
     // Leaves the call resumable; `false` when another host took it over meanwhile.
     let suspend = || -> Result<bool> {
         if journaled {
-            journal.suspend(key, owner, now)
+            journal.suspend(key, owner, now, &deferred)
         } else {
             Ok(true)
         }
@@ -137,7 +140,7 @@ pub(super) fn settle(
         _ if read_only => Ok(true),
         // No effect: the record is written once, complete.
         Some(record) => journal.complete_new(&record, &stored, now),
-        None => journal.complete(key, owner, &stored, now),
+        None => journal.complete(key, owner, &stored, now, &deferred),
     };
     match saved {
         Ok(true) => {}

@@ -266,7 +266,9 @@ impl HttpConfig {
             allowed.join(", ")
         };
         Err(format!(
-            "tool `{tool}` may not reach {origin}: it is not on the tool's allowlist (allowed: {listed})"
+            "tool `{tool}` may not reach {origin}: it is not on the tool's allowlist (allowed: {listed}); \
+             allow it in the host's HTTP config (`\"allow\": {{\"{tool}\": [\"{origin}\"]}}`) \
+             or in justonce.toml (`[tools.{tool}] allow = [\"{origin}\"]`, or the service's name)"
         ))
     }
 
@@ -766,6 +768,12 @@ mod tests {
             err.contains("tool `notify`") && err.contains("allowed: none"),
             "{err}"
         );
+        // It says how to allow it, in either file.
+        assert!(
+            err.contains(r#""allow": {"notify": ["http://127.0.0.1:9000"]}"#)
+                && err.contains(r#"[tools.notify] allow = ["http://127.0.0.1:9000"]"#),
+            "{err}"
+        );
     }
 
     #[test]
@@ -782,7 +790,10 @@ mod tests {
             "{err}"
         );
         // It says how to configure one, and that retrying is safe.
-        assert!(err.contains("--http-config FILE") && err.contains("nothing was sent"), "{err}");
+        assert!(
+            err.contains("--http-config FILE") && err.contains("nothing was sent"),
+            "{err}"
+        );
         let err = config
             .resolve(None, Some("payments"), Some("v1"))
             .unwrap_err();

@@ -30,8 +30,8 @@ pub use read::{
     Operated, Operator, Resolution, UnresolvedEffect,
 };
 pub(crate) use records::{
-    Begin, BeginOutcome, EffectRecord, EffectState, InvocationState, Lease, Lookup, NewEffect,
-    NewInvocation, Refusal,
+    Begin, BeginOutcome, ClockRef, DeferredAnswer, EffectRecord, EffectState, InvocationState,
+    Lease, Lookup, NewEffect, NewInvocation, Refusal,
 };
 pub(crate) use select::Selection;
 pub use sqlite::CURRENT_VERSION;
@@ -80,12 +80,16 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// it, for a run that has not yet), journals the effect as pending unless it is
     /// already, counts one more attempt, and returns the key to use, read back (never
     /// recomputed), with the attempt's number. Durable before it returns when the
-    /// journal's durability asks for it: the provider is called next.
+    /// journal's durability asks for it: the provider is called next. The run's
+    /// `deferred` answers of earlier keyed effects are saved in the same commit, also
+    /// when the claim is refused (they are the first answers, whoever holds the
+    /// lease).
     fn claim_attempt(
         &self,
         effect: &NewEffect<'_>,
         lease: &Lease<'_>,
         unjournaled: Option<&NewInvocation>,
+        deferred: &[DeferredAnswer],
     ) -> Result<std::result::Result<(EffectKey, u32), Refusal>>;
 
     /// The same claim for a transactional provider, which then performs the effect
@@ -111,10 +115,13 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
         now: i64,
     ) -> Result<bool>;
 
-    /// Saves an effect's definitive answer, renewing the run's lease. `false`: the run
-    /// lost its lease; the answer is saved all the same (pending→done only moves one
-    /// way, and the first answer stays), so a run that took over, or a retry, finds
-    /// the true outcome instead of an unknown one.
+    /// Saves an effect's definitive answer, renewing the run's lease, and returns the
+    /// answer the journal holds for it: this one, or the first one recorded when
+    /// another hand answered it first (a person's `resolve`, a run that took over),
+    /// which is the one every resumed run will replay. `None`: the run lost its
+    /// lease; the answer is saved all the same (pending→done only moves one way, and
+    /// the first answer stays), so a run that took over, or a retry, finds the true
+    /// outcome instead of an unknown one.
     fn finish_effect(
         &self,
         key: &EffectKey,
@@ -122,7 +129,7 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
         lease: &Lease<'_>,
         invocation: &InvocationKey,
         now: i64,
-    ) -> Result<bool>;
+    ) -> Result<Option<Answer>>;
 
     /// Records that an attempt of an effect was known not to happen (a refused
     /// connection, a configuration refusal), so a later run may attempt it again
@@ -139,19 +146,34 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// Renews the run's lease; `false` when it lost it.
     fn renew(&self, invocation: &InvocationKey, lease: &Lease<'_>) -> Result<bool>;
 
-    /// Saves the outcome of the run `owner` and releases its lease; `false` when the
-    /// run lost it (nothing written). Durable before it returns under
-    /// [`Durability::Full`].
-    fn complete(&self, key: &InvocationKey, owner: &str, outcome: &str, now: i64) -> Result<bool>;
+    /// Saves the outcome of the run `owner` and releases its lease, with the run's
+    /// `deferred` effect answers in the same commit; `false` when the run lost the
+    /// lease (the outcome is not written, the deferred answers are: they are the
+    /// first answers). Durable before it returns under [`Durability::Full`].
+    fn complete(
+        &self,
+        key: &InvocationKey,
+        owner: &str,
+        outcome: &str,
+        now: i64,
+        deferred: &[DeferredAnswer],
+    ) -> Result<bool>;
 
     /// Journals a run that never journaled its invocation (it performed no effect)
     /// complete with its outcome; `false` when a record of the key exists already
     /// (another run wins; nothing written). Durable under [`Durability::Full`].
     fn complete_new(&self, record: &NewInvocation, outcome: &str, now: i64) -> Result<bool>;
 
-    /// Leaves the run `owner` resumable and releases its lease; `false` when the run
-    /// lost it.
-    fn suspend(&self, key: &InvocationKey, owner: &str, now: i64) -> Result<bool>;
+    /// Leaves the run `owner` resumable and releases its lease, with the run's
+    /// `deferred` effect answers in the same commit; `false` when the run lost the
+    /// lease (the deferred answers are saved all the same).
+    fn suspend(
+        &self,
+        key: &InvocationKey,
+        owner: &str,
+        now: i64,
+        deferred: &[DeferredAnswer],
+    ) -> Result<bool>;
 
     /// Invocations (newest first), optionally of one scope, with their effects.
     fn entries(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>>;

@@ -117,74 +117,75 @@ pub(crate) fn parse_headers(text: &str) -> std::result::Result<Vec<(String, Stri
 pub(crate) enum Settle<'a> {
     /// The receiver answered 2xx with `response`.
     Delivered { status: u16, response: &'a str },
-    /// Not delivered yet: due again at `next_attempt_at`.
+    /// Not delivered yet: due again `retry_in_ms` after it is settled, on the
+    /// journal's clock (the database's, on PostgreSQL).
     RetryLater {
         status: Option<u16>,
         error: &'a str,
-        next_attempt_at: i64,
+        retry_in_ms: i64,
     },
     /// Given up.
     Failed { status: Option<u16>, error: &'a str },
 }
 
 /// The columns a [`Settle`] writes, the same on both backends: `state`,
-/// `last_status`, `last_error`, `response` (kept when `None`), `next_attempt_at`
-/// (kept when `None`) and `delivered_at`.
+/// `last_status`, `last_error`, `response` (kept when `None`) and the wait before
+/// the next attempt (`next_attempt_at` kept when `None`); `delivered_at` is the
+/// settling time when delivered.
 pub(crate) struct Settled<'a> {
     pub state: &'static str,
     pub status: Option<i32>,
     pub error: Option<&'a str>,
     pub response: Option<&'a str>,
-    pub next_attempt_at: Option<i64>,
-    pub delivered_at: Option<i64>,
+    pub retry_in_ms: Option<i64>,
 }
 
 /// The one `UPDATE` that settles a message, with numbered parameters (`?N` on
 /// SQLite, `$N` on PostgreSQL): 1 id, 2 state, 3 status, 4 error, 5 response,
-/// 6 next attempt, 7 delivered at, 8 now, 9 the taker's attempt. A delivery is
-/// recorded whoever sent it; a retry or a failure only by the deliverer whose
-/// attempt is the message's last (one whose hold ended and whose message another
-/// took since changes nothing).
-pub(crate) fn settle_sql(mark: char) -> String {
+/// 6 the wait before the next attempt, 7 the taker's attempt; the time is `now`,
+/// an SQL expression (the caller's `?8` on SQLite, the database's clock on
+/// PostgreSQL). A delivery is recorded whoever sent it; a retry or a failure only
+/// by the deliverer whose attempt is the message's last (one whose hold ended and
+/// whose message another took since changes nothing).
+pub(crate) fn settle_sql(mark: char, now: &str) -> String {
     "UPDATE outbox SET state = #2, last_status = #3, last_error = #4,
             response = COALESCE(#5, response),
-            next_attempt_at = COALESCE(#6, next_attempt_at),
-            delivered_at = #7, updated_at = #8
-      WHERE id = #1 AND state = 'pending' AND (#2 = 'delivered' OR attempts = #9)"
+            next_attempt_at = COALESCE(NOW + #6, next_attempt_at),
+            delivered_at = CASE WHEN #2 = 'delivered' THEN NOW END,
+            updated_at = NOW
+      WHERE id = #1 AND state = 'pending' AND (#2 = 'delivered' OR attempts = #7)"
+        .replace("NOW", now)
         .replace('#', &mark.to_string())
 }
 
 impl<'a> Settle<'a> {
-    /// The columns it writes at `now`.
-    pub(crate) fn columns(&self, now: i64) -> Settled<'a> {
+    /// The columns it writes.
+    pub(crate) fn columns(&self) -> Settled<'a> {
         match *self {
             Settle::Delivered { status, response } => Settled {
                 state: "delivered",
                 status: Some(i32::from(status)),
                 error: None,
                 response: Some(response),
-                next_attempt_at: None,
-                delivered_at: Some(now),
+                retry_in_ms: None,
             },
             Settle::RetryLater {
                 status,
                 error,
-                next_attempt_at,
+                retry_in_ms,
             } => Settled {
                 state: "pending",
                 status: status.map(i32::from),
                 error: Some(error),
                 response: None,
-                next_attempt_at: Some(next_attempt_at),
-                delivered_at: None,
+                retry_in_ms: Some(retry_in_ms),
             },
             Settle::Failed { status, error } => Settled {
                 state: "failed",
                 status: status.map(i32::from),
                 error: Some(error),
                 response: None,
-                next_attempt_at: None,
-                delivered_at: None,
+                retry_in_ms: None,
             },
         }
     }
@@ -200,12 +201,15 @@ pub(crate) trait OutboxQueue {
     /// two deliverers from sending one message at once (SQLite); `None` otherwise.
     fn pass_lock_file(&self) -> Option<PathBuf>;
 
-    /// Takes the oldest pending message due at `now` whose id is not in `skip` (the
-    /// ones this pass took already), counting its attempt. A backend shared by hosts
-    /// hides it from other deliverers until `hold_until`.
-    fn take_message(&self, now: i64, hold_until: i64, skip: &[i64]) -> Result<Option<Taken>>;
+    /// Takes the oldest pending message due now whose id is not in `skip` (the ones
+    /// this pass took already), counting its attempt. A backend shared by hosts
+    /// hides it from other deliverers for `hold_ms`, and judges "now" and the hold
+    /// on the database's clock, not the caller's `now` (hosts' clocks may differ: a
+    /// host whose clock is ahead must not take a message another is sending).
+    fn take_message(&self, now: i64, hold_ms: i64, skip: &[i64]) -> Result<Option<Taken>>;
 
-    /// Records what became of a taken message (see [`settle_sql`]).
+    /// Records what became of a taken message (see [`settle_sql`]), at `now` on a
+    /// backend of one host, on the database's clock on one shared by hosts.
     fn settle_message(&self, taken: &Taken, settle: Settle<'_>, now: i64) -> Result<()>;
 
     /// Every message, oldest first.

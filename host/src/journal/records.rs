@@ -17,6 +17,22 @@ pub enum InvocationState {
     Completed,
 }
 
+/// A keyed effect's definitive answer that its run has not written yet: it is saved
+/// with the run's next commit (the next effect's claim, or the outcome), so a
+/// one-effect call costs two commits, not three. Only for a provider that
+/// deduplicates by key: should the process die before that commit, the effect is
+/// still pending and a retry performs it again under the same key, which the
+/// downstream answers as before. An unkeyed effect's answer is never deferred.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct DeferredAnswer {
+    /// The effect's key.
+    pub key: EffectKey,
+    /// Its answer.
+    pub answer: super::Answer,
+    /// When it was answered (ms).
+    pub at: i64,
+}
+
 /// A request to start (or join) an invocation.
 #[derive(Debug, Clone)]
 pub struct Begin<'a> {
@@ -36,8 +52,15 @@ pub struct Begin<'a> {
     pub explicit_key: bool,
     /// The provider's tool-call id, if the caller has one.
     pub tool_call_id: Option<&'a str>,
-    /// The current time (ms).
+    /// The current time (ms), read before the journal was reached: what a first
+    /// look (which takes no lock) judges by, and the label of what it writes.
     pub now: i64,
+    /// The clock `now` was read from. A journal that decides on the host's clock
+    /// (SQLite: one machine, one clock) reads it again once it holds the lock it
+    /// decides under: a `now` read before waiting for that lock may be older than
+    /// a lease another run took meanwhile (the clock stepped back), and would find
+    /// that live lease expired.
+    pub clock: ClockRef<'a>,
     /// This call's window (ms), stored with a record it creates: a completed record
     /// is treated as absent from its completion plus its own stored window on.
     pub retention_ms: i64,
@@ -54,6 +77,16 @@ pub struct Begin<'a> {
     /// The digest (`sha256:…`) of the component that runs the call, recorded with
     /// each run (a retry across a redeploy keeps the key and shows the new digest).
     pub component: Option<&'a str>,
+}
+
+/// A clock lent to the journal for one request (see [`Begin::clock`]).
+#[derive(Clone, Copy)]
+pub struct ClockRef<'a>(pub &'a dyn crate::clock::Clock);
+
+impl std::fmt::Debug for ClockRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ClockRef({} ms)", self.0.now_ms())
+    }
 }
 
 /// What the caller of [`Journal::decide`](super::Journal::decide) must do next.

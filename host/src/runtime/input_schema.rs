@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+use super::integer_formats;
+
 /// How many schema violations one error message lists.
 const MAX_REPORTED: usize = 5;
 
@@ -19,9 +21,12 @@ impl std::fmt::Debug for InputSchema {
 }
 
 impl InputSchema {
-    /// Compiles `schema`; the error says why it is not a usable JSON Schema.
+    /// Compiles `schema`; the error says why it is not a usable JSON Schema. The
+    /// 64-bit integer formats it declares are checked too (see [`integer_formats`]).
     pub fn compile(schema: &Value) -> Result<Self, String> {
-        jsonschema::validator_for(schema)
+        jsonschema::options()
+            .with_keyword(integer_formats::KEYWORD, integer_formats::keyword)
+            .build(&integer_formats::marked(schema))
             .map(|validator| Self { validator })
             .map_err(|e| format!("input schema is not a valid JSON Schema: {e}"))
     }
@@ -29,9 +34,18 @@ impl InputSchema {
     /// Checks `args`; the error names each failing location as a JSON pointer
     /// (`/orders/0/order_id`, or `/` for the whole object).
     pub fn check(&self, args: &Value) -> Result<(), String> {
+        self.check_besides(args, None)
+    }
+
+    /// Checks `args` as [`check`](Self::check) does, leaving out the complaint that
+    /// the one property at `undeclared` (a JSON pointer) is not allowed, which the
+    /// caller has reported already.
+    pub fn check_besides(&self, args: &Value, undeclared: Option<&str>) -> Result<(), String> {
+        let reported = undeclared.and_then(|path| path.rsplit_once('/'));
         let mut problems: Vec<String> = self
             .validator
             .iter_errors(args)
+            .filter(|e| !reported.is_some_and(|(parent, name)| only_unexpected(e, parent, name)))
             .take(MAX_REPORTED + 1)
             .map(|e| {
                 let path = e.instance_path().to_string();
@@ -55,6 +69,17 @@ impl InputSchema {
             problems.join("; ")
         ))
     }
+}
+
+/// Whether `error` says no more than that the property `name` (escaped as in a JSON
+/// pointer) of the object at `parent` is not allowed.
+fn only_unexpected(error: &jsonschema::ValidationError<'_>, parent: &str, name: &str) -> bool {
+    let name = name.replace("~1", "/").replace("~0", "~");
+    matches!(
+        error.kind(),
+        jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected }
+            if unexpected.as_slice() == [name]
+    ) && error.instance_path().to_string() == parent
 }
 
 #[cfg(test)]
@@ -101,6 +126,37 @@ mod tests {
             orders()
                 .check(&json!({"orders": [{"order_id": 4417.5}]}))
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn a_64_bit_integer_format_refuses_what_its_type_cannot_take() {
+        // What schemars writes for `struct Args { id: u64, delta: i64 }`.
+        let schema = InputSchema::compile(&json!({
+            "type": "object",
+            "properties": {
+                "id": { "type": "integer", "format": "uint64", "minimum": 0 },
+                "delta": { "type": "integer", "format": "int64" },
+                "note": { "type": "string", "default": { "format": "uint64" } }
+            }
+        }))
+        .unwrap();
+        let args = |text: &str| serde_json::from_str::<Value>(text).unwrap();
+        schema
+            .check(&args(
+                r#"{"id": 18446744073709551615, "delta": -9223372036854775808}"#,
+            ))
+            .unwrap();
+        let err = schema
+            .check(&args(
+                r#"{"id": 18446744073709551616, "delta": 9223372036854775808}"#,
+            ))
+            .unwrap_err();
+        assert!(
+            err.contains("at /id:")
+                && err.contains("unsigned 64-bit")
+                && err.contains("at /delta:"),
+            "{err}"
         );
     }
 

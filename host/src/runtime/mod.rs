@@ -8,6 +8,7 @@ mod effects;
 mod host_imports;
 mod import_policy;
 mod input_schema;
+mod integer_formats;
 mod limiter;
 pub mod log_listener;
 mod limits;

@@ -213,8 +213,9 @@ pub(crate) struct Downstream {
 
 #[derive(Default)]
 struct DownState {
-    /// A keyed downstream's answer per key, with what was applied under it.
-    answers: BTreeMap<String, (String, Value)>,
+    /// A keyed downstream's answer per key (a refusal too), with what was applied
+    /// under it.
+    answers: BTreeMap<String, (String, Result<Value, ProviderError>)>,
     applied: Vec<Applied>,
     /// Requests on the wire now: key, the clock's moment their call began, a number.
     in_flight: Vec<(String, usize, u64)>,
@@ -323,33 +324,24 @@ impl Downstream {
         let amount = request.payload["amount"].as_u64().unwrap_or(1);
         let mut state = self.lock();
         if self.class == ProviderClass::Keyed {
-            // A refusal is definitive and depends on the request alone; a repeated key
-            // gets the first answer again as it was given (a decline is a refusal
-            // every time, as a keyed API replays its error), nothing applied.
-            let given = |answer: Value| {
-                if answer.get("declined").is_some() {
-                    Err(ProviderError::Rejected(answer))
-                } else {
-                    Ok(answer)
-                }
-            };
             if let Some((first, answer)) = state.answers.get(&key) {
+                // A repeated key: the first answer again, a refusal as a refusal,
+                // nothing applied. (A second request with another payload under it is
+                // recorded for the checker.)
                 let answer = answer.clone();
-                // A second request with another payload under it is recorded for the
-                // checker.
                 if *first != what {
                     state.applied.push(applied);
                 }
-                return given(answer);
+                return answer;
             }
             let answer = if amount.is_multiple_of(13) {
-                json!({"declined": true})
+                Err(ProviderError::Rejected(json!({"declined": true})))
             } else {
-                json!({"id": format!("{}-{}", self.name, state.answers.len()), "amount": amount})
+                Ok(json!({"id": format!("{}-{}", self.name, state.answers.len()), "amount": amount}))
             };
             state.answers.insert(key, (what, answer.clone()));
             state.applied.push(applied);
-            return given(answer);
+            return answer;
         }
         state.applied.push(applied);
         Ok(json!({"sent": state.applied.len()}))

@@ -43,7 +43,7 @@ pub use schema::CURRENT_VERSION;
 use super::operate;
 use super::{Action, CallStory, Operated, Operator};
 use super::{
-    Answer, Begin, BeginOutcome, Durability, EffectRecord, GcReport, Journal, JournalEntry,
+    Answer, Begin, BeginOutcome, DeferredAnswer, Durability, EffectRecord, GcReport, Journal, JournalEntry,
     JournalStats, Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution,
     TransactionalRequest, UnresolvedEffect,
 };
@@ -290,6 +290,23 @@ impl PostgresJournal {
     ) -> Result<Operated> {
         self.transaction(f)?.map_err(refused)
     }
+
+    /// Runs the write `f` and saves a run's `deferred` effect answers in one
+    /// transaction, committed whatever `f` found (a refusal writes nothing of its
+    /// own; the answers are the first ones, whoever holds the lease).
+    fn with_deferred<R>(
+        &self,
+        deferred: &[DeferredAnswer],
+        f: impl FnOnce(&mut Transaction<'_>) -> std::result::Result<R, postgres::Error>,
+    ) -> Result<R> {
+        let done = self.transaction(|tx| {
+            let done = f(tx)?;
+            ops::finish_deferred(tx, deferred)?;
+            Ok(Ok::<_, std::convert::Infallible>(done))
+        })?;
+        let Ok(done) = done;
+        Ok(done)
+    }
 }
 
 impl Journal for PostgresJournal {
@@ -322,8 +339,20 @@ impl Journal for PostgresJournal {
         effect: &NewEffect<'_>,
         lease: &Lease<'_>,
         unjournaled: Option<&NewInvocation>,
+        deferred: &[DeferredAnswer],
     ) -> Result<std::result::Result<(EffectKey, u32), Refusal>> {
-        self.transaction(|tx| ops::claim_in(tx, effect, lease, unjournaled))
+        match (unjournaled, deferred.is_empty()) {
+            // The first effect of a fresh call: one round trip.
+            (Some(record), true) => {
+                return self.single(|client| ops::claim_first_in(client, effect, lease, record));
+            }
+            (None, true) => {
+                return self.transaction(|tx| ops::claim_in(tx, effect, lease, unjournaled));
+            }
+            _ => {}
+        }
+        // A refused claim wrote nothing of its own; the deferred answers still count.
+        self.with_deferred(deferred, |tx| ops::claim_in(tx, effect, lease, unjournaled))
     }
 
     fn perform_transactional(
@@ -359,14 +388,14 @@ impl Journal for PostgresJournal {
         lease: &Lease<'_>,
         invocation: &InvocationKey,
         now: i64,
-    ) -> Result<bool> {
+    ) -> Result<Option<Answer>> {
         // The invocation's row first (the lease), then the effect's.
         self.transaction(|tx| {
             let held = ops::renew_lease_in(tx, invocation, lease)?;
-            ops::finish(tx, key, &answer.to_stored(), now)?;
-            Ok(Ok::<_, ()>(held))
+            let recorded = ops::finish(tx, key, &answer.to_stored(), now)?;
+            Ok(Ok::<_, ()>(held.then(|| recorded.map_or_else(|| answer.clone(), |s| Answer::from_stored(&s)))))
         })
-        .map(|r| r.unwrap_or(false))
+        .map(|r| r.unwrap_or(None))
     }
 
     fn not_performed(
@@ -386,16 +415,32 @@ impl Journal for PostgresJournal {
         self.single(|client| ops::renew_lease_in(client, invocation, lease))
     }
 
-    fn complete(&self, key: &InvocationKey, owner: &str, outcome: &str, now: i64) -> Result<bool> {
-        self.single(|client| ops::complete_in(client, key, owner, outcome, now))
+    fn complete(
+        &self,
+        key: &InvocationKey,
+        owner: &str,
+        outcome: &str,
+        now: i64,
+        deferred: &[DeferredAnswer],
+    ) -> Result<bool> {
+        self.single(|client| ops::complete_with_in(client, key, owner, outcome, now, deferred))
     }
 
     fn complete_new(&self, record: &NewInvocation, outcome: &str, now: i64) -> Result<bool> {
         self.single(|client| ops::insert_in(client, record, None, Some((outcome, now))))
     }
 
-    fn suspend(&self, key: &InvocationKey, owner: &str, now: i64) -> Result<bool> {
-        self.single(|client| ops::suspend_in(client, key, owner, now))
+    fn suspend(
+        &self,
+        key: &InvocationKey,
+        owner: &str,
+        now: i64,
+        deferred: &[DeferredAnswer],
+    ) -> Result<bool> {
+        if deferred.is_empty() {
+            return self.single(|client| ops::suspend_in(client, key, owner, now));
+        }
+        self.with_deferred(deferred, |tx| ops::suspend_in(tx, key, owner, now))
     }
 
     fn entries(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>> {
@@ -718,6 +763,9 @@ mod latency {
             explicit_key: false,
             tool_call_id: None,
             now,
+            clock: crate::journal::ClockRef(Box::leak(Box::new(
+                crate::clock::ManualClock::new(now),
+            ))),
             retention_ms: 1 << 40,
             default_retention_ms: 1 << 40,
             lease_ms: 60_000,
@@ -768,14 +816,15 @@ mod latency {
             fingerprint: fp,
             now: 1,
         };
-        j.claim_attempt(&effect, &lease, Some(&record))
+        j.claim_attempt(&effect, &lease, Some(&record), &[])
             .unwrap()
             .unwrap();
         assert!(
             j.finish_effect(&ek, &Answer::Ok(serde_json::json!(1)), &lease, k, 2)
                 .unwrap()
+                .is_some()
         );
-        assert!(j.complete(k, owner, "{}", 3).unwrap());
+        assert!(j.complete(k, owner, "{}", 3, &[]).unwrap());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::fault::{self, FaultPoint};
 use crate::journal::decision::{self, Decision, Found, expired, parse_state};
 use crate::journal::read::{EFFECT_COLUMNS, ENTRY_COLUMNS, parse_json, shown_state, summary};
 use crate::journal::{
-    Answer, Begin, BeginOutcome, EffectRecord, EffectState, GcReport, JournalEffect, JournalEntry,
+    Answer, Begin, BeginOutcome, DeferredAnswer, EffectRecord, EffectState, GcReport, JournalEffect, JournalEntry,
     Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution, TransactionalRequest,
     UnresolvedEffect, transactional_answer,
 };
@@ -91,6 +91,57 @@ pub(super) fn complete_in(
         &[&key.as_str(), &owner, &outcome, &now],
     )?;
     Ok(n == 1)
+}
+
+/// [`complete_in`] and the run's deferred effect answers in one statement (one round
+/// trip, one commit): the answers are saved whether or not the run still holds the
+/// lease (each only while its effect is pending: the first answer stays). The main
+/// query reads `completed`, so the invocation's row is locked before the effects'
+/// rows, in the order every other write of a run takes them.
+pub(super) fn complete_with_in(
+    client: &mut impl GenericClient,
+    key: &InvocationKey,
+    owner: &str,
+    outcome: &str,
+    now: i64,
+    deferred: &[DeferredAnswer],
+) -> PgResult<bool> {
+    if deferred.is_empty() {
+        return complete_in(client, key, owner, outcome, now);
+    }
+    let keys: Vec<&str> = deferred.iter().map(|d| d.key.as_str()).collect();
+    let stored: Vec<String> = deferred.iter().map(|d| d.answer.to_stored()).collect();
+    let at: Vec<i64> = deferred.iter().map(|d| d.at).collect();
+    let row = client.query_one(
+        concat!(
+            "WITH completed AS (
+                UPDATE invocations SET state = 'completed', outcome = $3, completed_at = ",
+            db_now!(),
+            ", updated_at = $4, lease_owner = NULL, lease_expires_at = NULL
+                 WHERE key = $1 AND lease_owner = $2 AND state = 'running'
+             RETURNING 1
+             ), answered AS (
+                UPDATE effects SET state = 'done', response = d.response, updated_at = d.at
+                  FROM unnest($5::TEXT[], $6::TEXT[], $7::BIGINT[]) AS d (key, response, at)
+                 WHERE effects.key = d.key AND effects.state = 'pending'
+             )
+             SELECT count(*) FROM completed"
+        ),
+        &[&key.as_str(), &owner, &outcome, &now, &keys, &stored, &at],
+    )?;
+    Ok(row.get::<_, i64>(0) == 1)
+}
+
+/// Saves a run's deferred answers of keyed effects, each only while its effect is
+/// pending (the first answer stays).
+pub(super) fn finish_deferred(
+    client: &mut impl GenericClient,
+    deferred: &[DeferredAnswer],
+) -> PgResult<()> {
+    for answer in deferred {
+        finish(client, &answer.key, &answer.answer.to_stored(), answer.at)?;
+    }
+    Ok(())
 }
 
 /// Leaves the run `owner` resumable and releases its lease; `false` when the run no
@@ -380,6 +431,69 @@ pub(super) fn renew_lease_in(
     Ok(n == 1)
 }
 
+/// [`claim_in`] for the first effect of a run that has not journaled its invocation,
+/// in one statement (one round trip, committed by itself): the invocation running
+/// under the run's lease (from the database's clock) and the effect pending with its
+/// first attempt, or nothing when a record of the key exists already
+/// ([`Refusal::Superseded`]). A fresh invocation has no effects, so the effect is
+/// inserted with its attempt counted.
+pub(super) fn claim_first_in(
+    client: &mut impl GenericClient,
+    effect: &NewEffect<'_>,
+    lease: &Lease<'_>,
+    record: &NewInvocation,
+) -> PgResult<Result<(EffectKey, u32), Refusal>> {
+    let row = client.query_opt(
+        concat!(
+            "WITH created AS (
+                INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state,
+                                         runs, created_at, updated_at, lease_owner,
+                                         lease_expires_at, entropy, arguments, retention_ms)
+                VALUES ($1, $2, $3, $4, $5, 'running', 1, $6, $6, $7, ",
+            db_now!(),
+            " + $8, $9, $10, $11)
+                ON CONFLICT (key) DO NOTHING
+                RETURNING key
+             ), claimed AS (
+                INSERT INTO effects (key, invocation_key, seq, provider, class, operation,
+                                     fingerprint, state, attempts, created_at, updated_at)
+                SELECT $12, key, $13, $14, $15, $16, $17, 'pending', 1, $18, $18 FROM created
+                RETURNING key, attempts
+             )
+             SELECT key, attempts FROM claimed"
+        ),
+        &[
+            &record.key.as_str(),
+            &record.scope,
+            &record.tool,
+            &record.fingerprint.as_str(),
+            &record.explicit_key,
+            &record.created_at,
+            &lease.owner,
+            &lease.ms,
+            &record.seed.to_hex(),
+            &record.arguments,
+            &record.retention_ms,
+            &effect.key.as_str(),
+            &seq_of(effect.seq),
+            &effect.provider,
+            &effect.class,
+            &effect.operation,
+            &effect.fingerprint.as_str(),
+            &effect.now,
+        ],
+    )?;
+    Ok(row.as_ref().map(claimed).ok_or(Refusal::Superseded))
+}
+
+/// The key and attempt number a claim read back (`RETURNING key, attempts`).
+fn claimed(row: &postgres::Row) -> (EffectKey, u32) {
+    (
+        EffectKey::from_stored(row.get(0)),
+        u32::try_from(row.get::<_, i32>(1)).unwrap_or(0),
+    )
+}
+
 pub(super) fn claim_in(
     tx: &mut Transaction<'_>,
     effect: &NewEffect<'_>,
@@ -424,10 +538,7 @@ pub(super) fn claim_in(
             &effect.now,
         ],
     )?;
-    Ok(Ok((
-        EffectKey::from_stored(row.get(0)),
-        u32::try_from(row.get::<_, i32>(1)).unwrap_or(0),
-    )))
+    Ok(Ok(claimed(&row)))
 }
 
 pub(super) fn perform_transactional_in(
@@ -469,18 +580,28 @@ pub(super) fn perform_transactional_in(
     Ok(Ok(answer))
 }
 
+/// Saves an effect's answer unless one is recorded already; returns the recorded
+/// one in that case (`None`: this one was saved).
 pub(super) fn finish(
     client: &mut impl GenericClient,
     key: &EffectKey,
     response: &str,
     now: i64,
-) -> PgResult<()> {
-    client.execute(
+) -> PgResult<Option<String>> {
+    // The first definitive answer stays (see the SQLite journal's `finish`).
+    let saved = client.execute(
         "UPDATE effects SET state = 'done', response = $2, updated_at = $3
           WHERE key = $1 AND state = 'pending'",
         &[&key.as_str(), &response, &now],
     )?;
-    Ok(())
+    if saved == 1 {
+        return Ok(None);
+    }
+    let row = client.query_opt(
+        "SELECT response FROM effects WHERE key = $1 AND state = 'done'",
+        &[&key.as_str()],
+    )?;
+    Ok(row.and_then(|r| r.get::<_, Option<String>>(0)))
 }
 
 pub(super) fn not_performed_in(

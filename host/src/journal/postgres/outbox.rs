@@ -30,17 +30,25 @@ impl OutboxQueue for PostgresJournal {
         None
     }
 
-    fn take_message(&self, now: i64, hold_until: i64, skip: &[i64]) -> Result<Option<Taken>> {
+    fn take_message(&self, _now: i64, hold_ms: i64, skip: &[i64]) -> Result<Option<Taken>> {
         let row = self.single(|client| {
             client.query_opt(
-                "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = $2, updated_at = $1
-                  WHERE id = (SELECT id FROM outbox
-                               WHERE state = 'pending' AND next_attempt_at <= $1
-                                 AND NOT (id = ANY($3))
-                               ORDER BY next_attempt_at, id LIMIT 1
-                               FOR UPDATE SKIP LOCKED)
-              RETURNING id, effect_key, method, url, headers, body, attempts, tool",
-                &[&now, &hold_until, &skip],
+                concat!(
+                    "WITH clock AS (SELECT ",
+                    db_now!(),
+                    " AS now)
+                     UPDATE outbox SET attempts = attempts + 1,
+                            next_attempt_at = (SELECT now FROM clock) + $1,
+                            updated_at = (SELECT now FROM clock)
+                      WHERE id = (SELECT id FROM outbox
+                                   WHERE state = 'pending'
+                                     AND next_attempt_at <= (SELECT now FROM clock)
+                                     AND NOT (id = ANY($2))
+                                   ORDER BY next_attempt_at, id LIMIT 1
+                                   FOR UPDATE SKIP LOCKED)
+                  RETURNING id, effect_key, method, url, headers, body, attempts, tool"
+                ),
+                &[&hold_ms, &skip],
             )
         })?;
         Ok(row.map(|r| Taken {
@@ -55,21 +63,19 @@ impl OutboxQueue for PostgresJournal {
         }))
     }
 
-    fn settle_message(&self, taken: &Taken, settle: Settle<'_>, now: i64) -> Result<()> {
-        let c = settle.columns(now);
+    fn settle_message(&self, taken: &Taken, settle: Settle<'_>, _now: i64) -> Result<()> {
+        let c = settle.columns();
         let attempt = i32::try_from(taken.attempt).unwrap_or(i32::MAX);
         self.single(|client| {
             client.execute(
-                &settle_sql('$'),
+                &settle_sql('$', db_now!()),
                 &[
                     &taken.id,
                     &c.state,
                     &c.status,
                     &c.error,
                     &c.response,
-                    &c.next_attempt_at,
-                    &c.delivered_at,
-                    &now,
+                    &c.retry_in_ms,
                     &attempt,
                 ],
             )
@@ -107,7 +113,11 @@ impl OutboxQueue for PostgresJournal {
 mod tests {
     use super::super::{PostgresTarget, testing};
     use super::*;
+    use crate::clock::ManualClock;
     use crate::journal::Durability;
+    use std::sync::Arc;
+
+    const FIVE_MINUTES: i64 = 5 * 60 * 1000;
 
     fn enqueue(client: &mut postgres::Client, key: &str, now: i64) {
         client
@@ -122,42 +132,49 @@ mod tests {
     }
 
     #[test]
-    fn a_taken_message_is_hidden_from_other_hosts_until_its_hold_ends_and_a_late_sender_is_fenced()
-    {
-        let Some(cluster) = testing::cluster(
-            "a_taken_message_is_hidden_from_other_hosts_until_its_hold_ends_and_a_late_sender_is_fenced",
-        ) else {
+    fn a_taken_message_is_hidden_from_other_hosts_until_its_hold_ends_on_the_database_clock_and_a_late_sender_is_fenced()
+     {
+        let Some(cluster) = testing::cluster("a_taken_message_is_hidden_on_the_database_clock")
+        else {
             return;
         };
         let config = cluster.schema();
+        // One database clock both hosts read; their own clocks disagree by minutes.
+        let database = Arc::new(ManualClock::new(0));
         let open = || {
             PostgresJournal::open(
                 PostgresTarget::from_config(config.clone()),
                 Durability::Full,
             )
             .unwrap()
+            .with_database_clock(database.clone())
         };
         let (a, b) = (open(), open());
         a.prepare_outbox().unwrap();
         b.prepare_outbox().unwrap();
         let mut client = config.connect(postgres::NoTls).unwrap();
         enqueue(&mut client, "k1", 0);
+        let (a_now, b_now) = (|| 10, || 10 + FIVE_MINUTES);
 
-        let first = a.take_message(10, 1_000, &[]).unwrap().unwrap();
-        // The other host finds nothing while the first holds it.
-        assert!(b.take_message(20, 1_020, &[]).unwrap().is_none());
-        // The hold ended (the first host died mid-send): the other takes it, under
-        // the same key, as the second attempt.
-        let second = b.take_message(1_000, 2_000, &[]).unwrap().unwrap();
+        database.set(10);
+        let first = a.take_message(a_now(), 1_000, &[]).unwrap().unwrap();
+        // The other host finds nothing while the first holds it, though its own
+        // clock is five minutes past the hold.
+        database.set(20);
+        assert!(b.take_message(b_now(), 1_000, &[]).unwrap().is_none());
+        // The hold ended on the database's clock (the first host died mid-send): the
+        // other takes it, under the same key, as the second attempt.
+        database.set(1_010);
+        let second = b.take_message(b_now(), 1_000, &[]).unwrap().unwrap();
         assert_eq!((first.attempt, second.attempt), (1, 2));
         assert_eq!(first.effect_key, second.effect_key);
         // The late first sender's retry changes nothing; the second's delivery stands.
         let late = Settle::RetryLater {
             status: None,
             error: "late",
-            next_attempt_at: 5,
+            retry_in_ms: 5,
         };
-        a.settle_message(&first, late, 1_100).unwrap();
+        a.settle_message(&first, late, a_now()).unwrap();
         let shown = a.outbox_messages().unwrap();
         assert_eq!(
             (shown[0].state.as_str(), shown[0].last_error.as_deref()),
@@ -167,7 +184,7 @@ mod tests {
             status: 200,
             response: "{}",
         };
-        b.settle_message(&second, delivered, 1_200).unwrap();
+        b.settle_message(&second, delivered, b_now()).unwrap();
         let shown = b.outbox_messages().unwrap();
         assert_eq!(
             (
@@ -178,12 +195,47 @@ mod tests {
             ("delivered", 2, Some(200))
         );
         // Delivered: nobody takes it again, however late.
-        assert!(a.take_message(9_999_999, 0, &[]).unwrap().is_none());
+        database.set(9_999_999);
+        assert!(a.take_message(a_now(), 0, &[]).unwrap().is_none());
         // The opposite: a second message is taken by whoever asks, and a pass skips
         // what it took already.
         enqueue(&mut client, "k2", 0);
-        let other = a.take_message(3_000, 3_000, &[]).unwrap().unwrap();
+        let other = a.take_message(a_now(), 3_000, &[]).unwrap().unwrap();
         assert_eq!(other.effect_key, "k2");
-        assert!(a.take_message(3_000, 3_000, &[other.id]).unwrap().is_none());
+        assert!(a.take_message(a_now(), 3_000, &[other.id]).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_retry_is_due_after_its_wait_on_the_database_clock_whatever_the_settling_host_reads() {
+        let Some(cluster) = testing::cluster("a_retry_is_due_on_the_database_clock") else {
+            return;
+        };
+        let config = cluster.schema();
+        let database = Arc::new(ManualClock::new(0));
+        let journal = PostgresJournal::open(
+            PostgresTarget::from_config(config.clone()),
+            Durability::Full,
+        )
+        .unwrap()
+        .with_database_clock(database.clone());
+        journal.prepare_outbox().unwrap();
+        let mut client = config.connect(postgres::NoTls).unwrap();
+        enqueue(&mut client, "k1", 0);
+        database.set(100);
+        let taken = journal.take_message(0, 1_000, &[]).unwrap().unwrap();
+        // A host whose clock is five minutes behind settles a retry in 50 ms.
+        let retry = Settle::RetryLater {
+            status: Some(503),
+            error: "the receiver answered 503",
+            retry_in_ms: 50,
+        };
+        journal.settle_message(&taken, retry, 100 - FIVE_MINUTES).unwrap();
+        // Not due before the wait has passed on the database's clock...
+        database.set(149);
+        assert!(journal.take_message(0, 1_000, &[]).unwrap().is_none());
+        // ...and due once it has, not five minutes early or late.
+        database.set(150);
+        let again = journal.take_message(0, 1_000, &[]).unwrap().unwrap();
+        assert_eq!((again.effect_key.as_str(), again.attempt), ("k1", 2));
     }
 }

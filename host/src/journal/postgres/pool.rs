@@ -255,7 +255,10 @@ mod tests {
             let client = j.connect().unwrap();
             j.give_back(client);
         }
-        assert_eq!(end_sessions(cluster, app), n as i64);
+        // At least these: a session dropped from the pool just before may still be
+        // on its way out, and is ended (and counted) too.
+        let ended = end_sessions(cluster, app);
+        assert!(ended >= n as i64, "{ended} sessions ended, {n} expected");
     }
 
     /// Sessions the server ended while they sat idle in the pool cost no call: each
@@ -322,7 +325,7 @@ mod tests {
             (
                 "complete (a single write)",
                 Box::new(|j| {
-                    assert!(j.complete(&key("decided", 0), "o", "{}", 9)?);
+                    assert!(j.complete(&key("decided", 0), "o", "{}", 9, &[])?);
                     Ok(())
                 }),
             ),
@@ -404,7 +407,7 @@ mod tests {
             let j = Arc::clone(&j);
             let k = k.clone();
             std::thread::spawn(move || {
-                let _ = told.send(j.complete(&k, "o", "{\"ok\":1}", 9));
+                let _ = told.send(j.complete(&k, "o", "{\"ok\":1}", 9, &[]));
             });
         }
         let mut watcher = postgres::Client::connect(&cluster.admin_url(), postgres::NoTls).unwrap();
@@ -423,7 +426,8 @@ mod tests {
             }
         });
         assert!(waiting, "the write never waited for the row");
-        assert_eq!(end_sessions(cluster, &app), 1);
+        let ended = end_sessions(cluster, &app);
+        assert!(ended >= 1, "{ended} sessions ended");
         let result = answer
             .recv_timeout(Duration::from_secs(10))
             .expect("the write was run again on another connection (it waits for the row)");
@@ -440,6 +444,6 @@ mod tests {
             .get(0);
         assert_eq!(state, "running", "the ended write did not happen");
         // The call, made again, completes.
-        assert!(j.complete(&k, "o", "{\"ok\":1}", 10).unwrap());
+        assert!(j.complete(&k, "o", "{\"ok\":1}", 10, &[]).unwrap());
     }
 }

@@ -5,8 +5,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::invocations::create_running_in;
 use crate::fault::{self, FaultPoint};
 use crate::journal::{
-    Answer, EffectRecord, EffectState, Lease, NewEffect, NewInvocation, Refusal, Resolution,
-    TransactionalRequest, transactional_answer,
+    Answer, DeferredAnswer, EffectRecord, EffectState, Lease, NewEffect, NewInvocation, Refusal,
+    Resolution, TransactionalRequest, transactional_answer,
 };
 use crate::keys::{EffectKey, Fingerprint, InvocationKey};
 use crate::provider::{EffectRequest, Provider};
@@ -89,19 +89,40 @@ pub(super) fn begin_attempt_in(
     })
 }
 
+/// Saves an effect's answer unless one is recorded already; returns the recorded
+/// one in that case (`None`: this one was saved).
 pub(super) fn finish(
     conn: &Connection,
     key: &EffectKey,
     response: &str,
     now: i64,
-) -> rusqlite::Result<()> {
+) -> rusqlite::Result<Option<String>> {
     // The first definitive answer stays: a run that lost its lease may still be
     // answered after the run that took over recorded the same answer.
-    conn.prepare_cached(
-        "UPDATE effects SET state = 'done', response = ?2, updated_at = ?3
-          WHERE key = ?1 AND state = 'pending'",
-    )?
-    .execute(params![key.as_str(), response, now])?;
+    let saved = conn
+        .prepare_cached(
+            "UPDATE effects SET state = 'done', response = ?2, updated_at = ?3
+              WHERE key = ?1 AND state = 'pending'",
+        )?
+        .execute(params![key.as_str(), response, now])?;
+    if saved == 1 {
+        return Ok(None);
+    }
+    conn.prepare_cached("SELECT response FROM effects WHERE key = ?1 AND state = 'done'")?
+        .query_row(params![key.as_str()], |r| r.get::<_, Option<String>>(0))
+        .optional()
+        .map(Option::flatten)
+}
+
+/// Saves a run's deferred answers of keyed effects (see [`DeferredAnswer`]), each
+/// only if its effect is still pending: the first answer stays.
+pub(super) fn finish_deferred(
+    conn: &Connection,
+    deferred: &[DeferredAnswer],
+) -> rusqlite::Result<()> {
+    for answer in deferred {
+        finish(conn, &answer.key, &answer.answer.to_stored(), answer.at)?;
+    }
     Ok(())
 }
 

@@ -28,7 +28,7 @@ pub(crate) use durable::{forget_synced_wal, synced_wal_length};
 
 use super::operate;
 use super::{
-    Action, Answer, Begin, BeginOutcome, CallStory, Durability, EffectRecord, GcReport, Journal,
+    Action, Answer, Begin, BeginOutcome, CallStory, DeferredAnswer, Durability, EffectRecord, GcReport, Journal,
     JournalEntry, JournalStats, Lease, Lookup, NewEffect, NewInvocation, Operated, Operator,
     Refusal, Resolution, TransactionalRequest, UnresolvedEffect,
 };
@@ -401,7 +401,15 @@ impl Journal for SqliteJournal {
 
     fn decide(&self, b: &Begin<'_>) -> Result<BeginOutcome> {
         let outcome = self
-            .transaction(|tx| Ok(Ok::<_, ()>(invocations::begin_in(tx, b)?)))
+            .transaction(|tx| {
+                // The time it decides, read under the write lock: a lease another run
+                // took while this caller waited for the lock is judged as it is now.
+                let b = Begin {
+                    now: b.clock.0.now_ms(),
+                    ..b.clone()
+                };
+                Ok(Ok::<_, ()>(invocations::begin_in(tx, &b)?))
+            })
             .map(|r| r.unwrap_or(BeginOutcome::Wait))?;
         if matches!(outcome, BeginOutcome::Replay(_)) {
             self.make_durable()?;
@@ -422,8 +430,19 @@ impl Journal for SqliteJournal {
         effect: &NewEffect<'_>,
         lease: &Lease<'_>,
         unjournaled: Option<&NewInvocation>,
+        deferred: &[DeferredAnswer],
     ) -> Result<std::result::Result<(EffectKey, u32), Refusal>> {
-        let claimed = self.transaction(|tx| effects::claim_in(tx, effect, lease, unjournaled))?;
+        let claimed = self.write(|conn| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let claimed = effects::claim_in(&tx, effect, lease, unjournaled)?;
+            effects::finish_deferred(&tx, deferred)?;
+            // A refused claim wrote nothing of its own; the deferred answers still
+            // count.
+            if claimed.is_ok() || !deferred.is_empty() {
+                tx.commit()?;
+            }
+            Ok(claimed)
+        })?;
         // The one write that must be on disk before the provider is called: after a
         // crash or a power cut, a retry finds the key it must reuse.
         if claimed.is_ok() {
@@ -469,13 +488,14 @@ impl Journal for SqliteJournal {
         lease: &Lease<'_>,
         invocation: &InvocationKey,
         now: i64,
-    ) -> Result<bool> {
+    ) -> Result<Option<Answer>> {
         self.transaction(|tx| {
             let held = effects::renew_lease_in(tx, invocation, lease)?;
-            effects::finish(tx, key, &answer.to_stored(), now)?;
-            Ok(Ok::<_, ()>(held))
+            let recorded = effects::finish(tx, key, &answer.to_stored(), now)?;
+            let handed = held.then(|| recorded.map_or_else(|| answer.clone(), |s| Answer::from_stored(&s)));
+            Ok(Ok::<_, ()>(handed))
         })
-        .map(|r| r.unwrap_or(false))
+        .map(|r| r.unwrap_or(None))
     }
 
     fn not_performed(
@@ -495,8 +515,24 @@ impl Journal for SqliteJournal {
         self.write(|conn| effects::renew_lease_in(conn, invocation, lease))
     }
 
-    fn complete(&self, key: &InvocationKey, owner: &str, outcome: &str, now: i64) -> Result<bool> {
-        let saved = self.write(|conn| invocations::complete_in(conn, key, owner, outcome, now))?;
+    fn complete(
+        &self,
+        key: &InvocationKey,
+        owner: &str,
+        outcome: &str,
+        now: i64,
+        deferred: &[DeferredAnswer],
+    ) -> Result<bool> {
+        let saved = self.write(|conn| {
+            if deferred.is_empty() {
+                return invocations::complete_in(conn, key, owner, outcome, now);
+            }
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let saved = invocations::complete_in(&tx, key, owner, outcome, now)?;
+            effects::finish_deferred(&tx, deferred)?;
+            tx.commit()?;
+            Ok(saved)
+        })?;
         if saved {
             self.durable_if_full()?;
         }
@@ -512,8 +548,20 @@ impl Journal for SqliteJournal {
         Ok(saved)
     }
 
-    fn suspend(&self, key: &InvocationKey, owner: &str, now: i64) -> Result<bool> {
-        self.write(|conn| invocations::suspend_in(conn, key, owner, now))
+    fn suspend(
+        &self,
+        key: &InvocationKey,
+        owner: &str,
+        now: i64,
+        deferred: &[DeferredAnswer],
+    ) -> Result<bool> {
+        self.write(|conn| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let suspended = invocations::suspend_in(&tx, key, owner, now)?;
+            effects::finish_deferred(&tx, deferred)?;
+            tx.commit()?;
+            Ok(suspended)
+        })
     }
 
     fn entries(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>> {

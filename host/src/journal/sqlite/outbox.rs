@@ -27,7 +27,7 @@ impl OutboxQueue for SqliteJournal {
         })
     }
 
-    fn take_message(&self, now: i64, _hold_until: i64, skip: &[i64]) -> Result<Option<Taken>> {
+    fn take_message(&self, now: i64, _hold_ms: i64, skip: &[i64]) -> Result<Option<Taken>> {
         // Not hidden: passes are exclusive under the lock file.
         let skip = serde_json::to_string(skip).expect("ids serialize");
         self.transaction(|tx| {
@@ -61,20 +61,19 @@ impl OutboxQueue for SqliteJournal {
     }
 
     fn settle_message(&self, taken: &Taken, settle: Settle<'_>, now: i64) -> Result<()> {
-        let c = settle.columns(now);
+        let c = settle.columns();
         self.write(|conn| {
             conn.execute(
-                &settle_sql('?'),
+                &settle_sql('?', "?8"),
                 params![
                     taken.id,
                     c.state,
                     c.status,
                     c.error,
                     c.response,
-                    c.next_attempt_at,
-                    c.delivered_at,
-                    now,
-                    taken.attempt
+                    c.retry_in_ms,
+                    taken.attempt,
+                    now
                 ],
             )
         })?;

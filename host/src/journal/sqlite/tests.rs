@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::determinism::Seed;
+use crate::clock::Clock;
 use crate::keys::Fingerprint;
 
 fn key(i: u32) -> InvocationKey {
@@ -39,6 +40,7 @@ fn lookup(journal: &SqliteJournal, i: u32) -> Result<Lookup> {
         explicit_key: false,
         tool_call_id: None,
         now: 2,
+        clock: crate::journal::ClockRef(&crate::clock::ManualClock::new(2)),
         retention_ms: 1 << 40,
         default_retention_ms: 1 << 40,
         lease_ms: 60_000,
@@ -130,6 +132,7 @@ fn after_a_failed_fsync_the_journal_refuses_every_write_and_says_why() {
             ms: 60_000,
         },
         Some(&record(4)),
+        &[],
     );
     assert!(
         matches!(claimed, Err(Error::JournalPoisoned { .. })),
@@ -140,4 +143,48 @@ fn after_a_failed_fsync_the_journal_refuses_every_write_and_says_why() {
         lookup(&journal, 1),
         Err(Error::JournalPoisoned { .. })
     ));
+}
+
+/// A caller that read the clock, then waited for the write lock while the clock
+/// stepped back and another run took the call over, judges that run's lease by the
+/// time it decides, not by the time it read before: the lease is live, it waits.
+#[test]
+fn a_decision_judges_a_lease_by_the_clock_under_the_lock_not_by_a_time_read_before() {
+    let journal = SqliteJournal::in_memory().unwrap();
+    let clock = crate::clock::ManualClock::new(100_000);
+    let (k, fp, seed) = (key(7), fingerprint(), Seed::random().unwrap());
+    let begin = |owner: &'static str, now: i64| Begin {
+        key: &k,
+        scope: "s",
+        tool: "t",
+        fingerprint: &fp,
+        arguments: "{}",
+        explicit_key: false,
+        tool_call_id: None,
+        now,
+        clock: crate::journal::ClockRef(&clock),
+        retention_ms: 1 << 40,
+        default_retention_ms: 1 << 40,
+        lease_ms: 30_000,
+        owner,
+        seed: &seed,
+        component: None,
+    };
+    // A first run holds the call until 130 000, and dies.
+    let first = journal.decide(&begin("first", clock.now_ms())).unwrap();
+    assert!(matches!(first, BeginOutcome::Run { resumed: false, .. }), "{first:?}");
+    // A duplicate reads the clock at 200 000, then waits for the lock...
+    clock.set(200_000);
+    let stale = begin("late", clock.now_ms());
+    // ...while the clock steps back 50 s and another run takes the call over, with
+    // a lease until 180 000.
+    clock.set(150_000);
+    let taken = journal.decide(&begin("second", clock.now_ms())).unwrap();
+    assert!(matches!(taken, BeginOutcome::Run { resumed: true, .. }), "{taken:?}");
+    // The duplicate decides now: the second run's lease is live at 150 000.
+    assert_eq!(journal.decide(&stale).unwrap(), BeginOutcome::Wait);
+    // The opposite: once that lease has run out, the duplicate takes over.
+    clock.set(180_001);
+    let resumed = journal.decide(&stale).unwrap();
+    assert!(matches!(resumed, BeginOutcome::Run { resumed: true, .. }), "{resumed:?}");
 }
