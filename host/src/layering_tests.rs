@@ -7,7 +7,9 @@ use std::path::Path;
 
 /// Top to bottom; a module may use modules of its own layer or any layer below.
 const LAYERS: &[&[&str]] = &[
-    &["main", "lib", "cli", "mcp", "replay", "delivery", "sim"],
+    &[
+        "main", "lib", "cli", "console", "mcp", "replay", "delivery", "sim",
+    ],
     &["config", "builder", "host"],
     &["guard"],
     &["runtime", "providers", "journal", "http", "registry"],

@@ -29,6 +29,7 @@ mod call;
 mod cli;
 mod clock;
 mod config;
+mod console;
 mod delivery;
 mod determinism;
 mod error;
@@ -85,6 +86,7 @@ pub fn main_cli() -> std::process::ExitCode {
 /// of the embedding surface. Not covered by any compatibility promise.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::console::{Console, DEFAULT_TTL_MS as CONSOLE_SESSION_TTL_MS};
     pub use crate::delivery::{Deliverer, DeliveryOutcome, DeliveryPolicy};
     pub use crate::examples::{ALL as EXAMPLE_TOOLS, SEND_RECEIPT};
     pub use crate::fault::{ENV as FAULT_ENV, FaultPoint};
@@ -92,7 +94,10 @@ pub mod __private {
     pub use crate::http::local_api::{Behaviour, LocalApi};
     pub use crate::journal::CURRENT_VERSION;
     pub use crate::journal::postgres::testing as postgres_testing;
-    pub use crate::mcp::http::{METRICS_PATH, MetricsRunning, MetricsServer, Running, TOO_MANY_CALLS};
+    pub use crate::mcp::http::{
+        METRICS_PATH, MetricsRunning, MetricsServer, PlainRequest, PlainResponse, Routes, Running,
+        TOO_MANY_CALLS,
+    };
     pub use crate::mcp::tokens;
     pub use crate::mcp::{
         Catalog, HttpOptions, HttpServer, LIST_CHANGED, MAX_QUEUED_CALLS, Server, ServerConfig,

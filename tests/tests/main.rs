@@ -7,6 +7,9 @@ mod bad_input;
 mod cli;
 mod cli_outbound;
 mod concurrency;
+mod console;
+// A real Chromium driven by Playwright (skipped without them, but under CI=true).
+mod console_browser;
 mod config_file;
 mod contract;
 mod fast_path;

@@ -171,6 +171,29 @@ fn a_missing_or_unknown_token_is_401_with_www_authenticate_and_nothing_runs() {
 }
 
 #[test]
+fn a_viewers_or_operators_token_is_403_at_mcp_and_nothing_runs() {
+    use justonce::__private::tokens::{Role, add_with_role};
+    let payments = Arc::new(FakePayments::new(Fault::None));
+    let host = payments_host(payments.clone());
+    let http = HttpFixture::start(host.clone(), HttpOptions::default(), &["alice"]);
+    let addr = http.running.addr();
+    for role in [Role::Viewer, Role::Operator] {
+        let token = add_with_role(&http.tokens_file, role.as_str(), role).unwrap();
+        let refused =
+            HttpClient::new(addr, Some(token)).call("payments_refund", refund(1), json!({}));
+        assert_eq!(refused.status, 403, "{refused:?}");
+        assert!(refused.body.contains("/console"), "{}", refused.body);
+    }
+    assert!(payments.attempts().is_empty(), "nothing ran");
+    assert_eq!(invocation_count(&host), 0, "nothing was journaled");
+    // The opposite case: an agent's token (the default role) calls.
+    http.client("alice")
+        .call("payments_refund", refund(1), json!({}))
+        .tool_result();
+    assert_eq!(payments.applied().len(), 1);
+}
+
+#[test]
 fn a_foreign_origin_or_host_is_refused_and_a_local_page_is_served() {
     let payments = Arc::new(FakePayments::new(Fault::None));
     let http = HttpFixture::start(
@@ -538,7 +561,10 @@ fn one_principals_many_initializes_cannot_end_another_principals_session() {
             matches!(reply.status, 429 | 503),
             "refused with 429 (her cap) or 503 (the server's): {reply:?}"
         );
-        let message = reply.message()["error"]["message"].as_str().unwrap().to_owned();
+        let message = reply.message()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         assert!(message.contains("sessions"), "{message}");
         assert!(reply.header("mcp-session-id").is_none());
     }

@@ -6,11 +6,10 @@
 use clap::Args;
 
 use super::{Cli, exit, print_json};
-use crate::call::{principal_prefix, principal_scope};
 use crate::clock::{Clock, SystemClock, rfc3339};
 use crate::error::Error;
 use crate::journal::{
-    self as journal_store, CallStory, JournalEffect, JournalEntry, JournalOperation,
+    self as journal_store, CallStory, JournalEffect, JournalEntry, JournalOperation, Selection,
 };
 use crate::keys::InvocationKey;
 
@@ -54,15 +53,7 @@ impl Journal {
         if let Some(key) = key {
             return self.story(&store.story(&key)?);
         }
-        let entries = match (&self.principal, &self.conversation) {
-            (None, conversation) => store.entries(conversation.as_deref(), self.limit)?,
-            (Some(principal), Some(conversation)) => {
-                store.entries(Some(&principal_scope(principal, conversation)), self.limit)?
-            }
-            (Some(principal), None) => {
-                store.entries_by_prefix(&principal_prefix(principal), self.limit)?
-            }
-        };
+        let entries = self.selection().entries(&*store, self.limit)?;
         if self.json {
             print_json(&serde_json::to_value(&entries).unwrap_or_default());
             return Ok(exit::SUCCESS);
@@ -74,6 +65,13 @@ impl Journal {
             print_entry(e, false);
         }
         Ok(exit::SUCCESS)
+    }
+
+    fn selection(&self) -> Selection<'_> {
+        Selection {
+            principal: self.principal.as_deref(),
+            conversation: self.conversation.as_deref(),
+        }
     }
 
     fn story(&self, story: &CallStory) -> Result<u8, Error> {
@@ -98,17 +96,7 @@ impl Journal {
     }
 
     fn unresolved(&self, store: &dyn journal_store::Journal) -> Result<u8, Error> {
-        let mut effects = store.unresolved(SystemClock.now_ms())?;
-        if let Some(conversation) = &self.conversation {
-            let scope = match &self.principal {
-                Some(principal) => principal_scope(principal, conversation),
-                None => conversation.clone(),
-            };
-            effects.retain(|e| e.conversation == scope);
-        } else if let Some(principal) = &self.principal {
-            let prefix = principal_prefix(principal);
-            effects.retain(|e| e.conversation.starts_with(&prefix));
-        }
+        let effects = self.selection().unresolved(store, SystemClock.now_ms())?;
         if self.json {
             print_json(&serde_json::to_value(&effects).unwrap_or_default());
             return Ok(exit::SUCCESS);

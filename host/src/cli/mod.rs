@@ -2,6 +2,7 @@
 //! `run`. `main` only calls [`main`].
 
 mod abandon;
+mod console;
 mod deliver;
 mod demo;
 mod forget;
@@ -119,6 +120,7 @@ enum Command {
     Forget(forget::Forget),
     Abandon(abandon::Abandon),
     Serve(serve::Serve),
+    Console(console::Console),
     Token(token::Token),
     Replay(replay::Replay),
     New(new::New),
@@ -286,6 +288,7 @@ pub fn main() -> ExitCode {
         Command::Forget(cmd) => cmd.run(&cli),
         Command::Abandon(cmd) => cmd.run(&cli),
         Command::Serve(cmd) => cmd.run(&cli),
+        Command::Console(cmd) => cmd.run(&cli),
         Command::Token(cmd) => cmd.run(&cli),
         Command::Replay(cmd) => cmd.run(&cli),
         Command::New(cmd) => cmd.run(&cli),

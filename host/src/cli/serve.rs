@@ -10,6 +10,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{Cli, exit, watch};
+use crate::console::{Console, DEFAULT_TTL_MS as CONSOLE_SESSION_TTL_MS};
 use crate::delivery::Deliverer;
 use crate::error::Error;
 use crate::host::Host;
@@ -21,7 +22,8 @@ use crate::mcp::{HttpOptions, HttpServer, Server, ServerConfig, Shutdown};
 ///
 /// On stdio: newline-delimited JSON-RPC on stdout. On HTTP: the endpoint's URL is
 /// the first line on stdout; every request needs a bearer token (`justonce token
-/// add NAME`). Logs go to stderr (JUSTONCE_LOG=info shows more of them).
+/// add NAME`). The web console is at /console on the same server (a viewer's or
+/// operator's token opens it). Logs go to stderr (JUSTONCE_LOG=info shows more of them).
 #[derive(Debug, Args)]
 pub struct Serve {
     /// The conversation of calls whose request sends none in
@@ -75,15 +77,46 @@ pub struct Serve {
     watch_interval_ms: u64,
 }
 
-/// `ADDR:PORT`, `:PORT` or `PORT` given to `flag`; a bare port binds 127.0.0.1.
-fn bind_address(flag: &str, text: &str) -> Result<SocketAddr, String> {
+/// `ADDR:PORT`, `:PORT` or `PORT`; a bare port binds 127.0.0.1.
+pub(super) fn bind_address(text: &str) -> Result<SocketAddr, String> {
     let text = text.trim();
     let port_only = text.strip_prefix(':').unwrap_or(text);
     if let Ok(port) = port_only.parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
     text.parse()
-        .map_err(|_| format!("{flag} {text:?}: expected ADDR:PORT (e.g. 127.0.0.1:8080) or PORT"))
+        .map_err(|_| format!("{text:?}: expected ADDR:PORT (e.g. 127.0.0.1:8080) or PORT"))
+}
+
+/// The tokens file `flag` names (else the configuration's, else the default), read;
+/// an empty one is allowed and said in the log.
+pub(super) fn open_tokens(cli: &Cli, flag: Option<&PathBuf>) -> Result<(PathBuf, Tokens), Error> {
+    let path = cli.tokens_file(flag);
+    let tokens = Tokens::open(&path).map_err(|e| Error::Config {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
+    if tokens.is_empty() {
+        tracing::warn!(
+            "{} holds no tokens: every request will be refused (justonce token add NAME)",
+            path.display()
+        );
+    }
+    Ok((path, tokens))
+}
+
+/// Listens on `text` (see [`bind_address`]), warning when beyond this machine.
+pub(super) fn listen(flag: &str, text: &str) -> Result<(TcpListener, SocketAddr), Error> {
+    let addr = bind_address(text).map_err(|e| Error::Host(anyhow::anyhow!("{flag} {e}")))?;
+    let listener = TcpListener::bind(addr)
+        .map_err(|e| Error::Host(anyhow::anyhow!("cannot listen on {addr}: {e}")))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| Error::Host(anyhow::anyhow!("{e}")))?;
+    if !bound.ip().is_loopback() {
+        tracing::warn!(%bound, "listening beyond this machine on plain HTTP: put TLS in front (see the README)");
+    }
+    Ok((listener, bound))
 }
 
 impl Serve {
@@ -128,22 +161,9 @@ impl Serve {
                 })?;
             return Ok(exit::SUCCESS);
         };
-        let addr = bind_address("--http", http).map_err(|e| Error::Host(anyhow::anyhow!(e)))?;
-        let (path, tokens) = self.open_tokens(cli)?;
-        if tokens.is_empty() {
-            tracing::warn!(
-                "{} holds no tokens: every request will be refused (justonce token add NAME)",
-                path.display()
-            );
-        }
-        let listener = TcpListener::bind(addr)
-            .map_err(|e| Error::Host(anyhow::anyhow!("cannot listen on {addr}: {e}")))?;
-        let bound = listener
-            .local_addr()
-            .map_err(|e| Error::Host(anyhow::anyhow!("{e}")))?;
-        if !bound.ip().is_loopback() {
-            tracing::warn!(%bound, "listening beyond this machine on plain HTTP: put TLS in front (see the README)");
-        }
+        let (path, tokens) = open_tokens(cli, self.tokens.as_ref())?;
+        let (_, console_tokens) = open_tokens(cli, self.tokens.as_ref())?;
+        let (listener, bound) = listen("--http", http)?;
         let options = HttpOptions {
             allowed_origins: self.allow_origin.clone(),
             max_calls_per_principal: usize::from(self.max_calls_per_principal),
@@ -158,20 +178,12 @@ impl Serve {
         let _ = writeln!(out, "{url}").and_then(|()| out.flush());
         drop(out);
         stop_on_signals(server.shutdown())?;
+        let console = Console::for_host(&host, console_tokens, CONSOLE_SESSION_TTL_MS);
         HttpServer::new(server, tokens, options)
+            .with_routes(Arc::new(console))
             .serve(listener)
             .map_err(|e| Error::Host(anyhow::anyhow!("serving HTTP on {bound}: {e}")))?;
         Ok(exit::SUCCESS)
-    }
-
-    /// The tokens file (`--tokens`, else the default) and its tokens.
-    fn open_tokens(&self, cli: &Cli) -> Result<(PathBuf, Tokens), Error> {
-        let path = cli.tokens_file(self.tokens.as_ref());
-        let tokens = Tokens::open(&path).map_err(|e| Error::Config {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        Ok((path, tokens))
     }
 
     /// Starts the `--metrics` listener at `addr`: open on loopback, behind the
@@ -182,16 +194,11 @@ impl Serve {
         host: &Arc<Host>,
         addr: &str,
     ) -> Result<MetricsRunning, Error> {
-        let addr = bind_address("--metrics", addr).map_err(|e| Error::Host(anyhow::anyhow!(e)))?;
-        let listener = TcpListener::bind(addr)
-            .map_err(|e| Error::Host(anyhow::anyhow!("--metrics: cannot listen on {addr}: {e}")))?;
-        let bound = listener
-            .local_addr()
-            .map_err(|e| Error::Host(anyhow::anyhow!("{e}")))?;
+        let (listener, bound) = listen("--metrics", addr)?;
         let tokens = if bound.ip().is_loopback() {
             None
         } else {
-            let (path, tokens) = self.open_tokens(cli)?;
+            let (path, tokens) = open_tokens(cli, self.tokens.as_ref())?;
             if tokens.is_empty() {
                 return Err(Error::Config {
                     path,
@@ -265,9 +272,9 @@ mod tests {
             ("0.0.0.0:9", "0.0.0.0:9"),
             ("[::1]:9", "[::1]:9"),
         ] {
-            assert_eq!(bind_address("--http", given).unwrap().to_string(), bound);
+            assert_eq!(bind_address(given).unwrap().to_string(), bound);
         }
-        let refused = bind_address("--metrics", "localhost").unwrap_err();
-        assert!(refused.starts_with("--metrics"), "{refused}");
+        let refused = bind_address("localhost").unwrap_err();
+        assert!(refused.contains("expected ADDR:PORT"), "{refused}");
     }
 }

@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 
 use super::{Cli, exit, print_json};
 use crate::error::Error;
-use crate::mcp::tokens::{self, TokenError};
+use crate::mcp::tokens::{self, Role, TokenError};
 
 /// Issue, list and revoke the bearer tokens of `serve --http`.
 ///
@@ -27,6 +27,10 @@ enum Action {
     Add {
         /// The principal: 1 to 64 of A-Z a-z 0-9 . _ -
         name: String,
+        /// What its holder may do: `agent` calls tools over MCP, `viewer` reads the
+        /// console, `operator` reads it and resolves, forgets and abandons calls.
+        #[arg(long, value_name = "ROLE", default_value = "agent")]
+        role: Role,
     },
     /// List the principals that have a token.
     List {
@@ -49,11 +53,11 @@ impl Token {
             reason: e.to_string(),
         };
         match &self.action {
-            Action::Add { name } => {
-                let token = tokens::add(&path, name).map_err(failed)?;
+            Action::Add { name, role } => {
+                let token = tokens::add_with_role(&path, name, *role).map_err(failed)?;
                 println!("{token}");
                 eprintln!(
-                    "token for {name} (shown once; {} keeps only its SHA-256)",
+                    "{role} token for {name} (shown once; {} keeps only its SHA-256)",
                     path.display()
                 );
             }
@@ -66,8 +70,9 @@ impl Token {
                 } else {
                     for t in &list {
                         println!(
-                            "{}  sha256={}…  created_at_ms={}",
+                            "{}  role={}  sha256={}…  created_at_ms={}",
                             t.name,
+                            t.role,
                             &t.sha256[..12],
                             t.created_at_ms
                         );

@@ -19,6 +19,7 @@ pub(crate) mod outbox;
 pub(crate) mod postgres;
 mod read;
 mod records;
+mod select;
 pub(crate) mod sqlite;
 
 use std::path::Path;
@@ -32,6 +33,7 @@ pub(crate) use records::{
     Begin, BeginOutcome, ClockRef, DeferredAnswer, EffectRecord, EffectState, InvocationState,
     Lease, Lookup, NewEffect, NewInvocation, Refusal,
 };
+pub(crate) use select::Selection;
 pub use sqlite::CURRENT_VERSION;
 
 use crate::error::Result;

@@ -1,8 +1,11 @@
 //! Bearer tokens for MCP over HTTP: each names a principal, the caller whose calls
 //! are keyed apart from everyone else's.
 //!
-//! The tokens file is JSON, `{"tokens": [{"name", "sha256", "created_at_ms"}]}`: only
-//! the SHA-256 of each token is stored, so the file does not let its reader call.
+//! The tokens file is JSON, `{"tokens": [{"name", "sha256", "created_at_ms", "role"}]}`:
+//! only the SHA-256 of each token is stored, so the file does not let its reader call.
+//! Each token has a [`Role`]: agents call tools over MCP, viewers read the console,
+//! operators read it and act on calls; a token written before roles existed is an
+//! agent's.
 //! A token is shown once, by [`add`]. A running server re-reads the file when it
 //! changes, so [`revoke`] takes effect on the next request.
 
@@ -56,6 +59,71 @@ pub enum TokenError {
     Random(String),
 }
 
+/// What a token's holder may do; each role is refused what is another's, by the
+/// server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Calls tools over MCP (`/mcp`); no console.
+    #[default]
+    Agent,
+    /// Reads the console; no action, no tool call.
+    Viewer,
+    /// Reads the console and acts on calls (resolve, forget, abandon); no tool call.
+    Operator,
+}
+
+impl Role {
+    /// The name in the tokens file and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Agent => "agent",
+            Self::Viewer => "viewer",
+            Self::Operator => "operator",
+        }
+    }
+
+    /// Whether it may read the console.
+    pub fn reads_console(self) -> bool {
+        matches!(self, Self::Viewer | Self::Operator)
+    }
+
+    /// Whether it may act on calls from the console.
+    pub fn acts(self) -> bool {
+        self == Self::Operator
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "agent" => Ok(Self::Agent),
+            "viewer" => Ok(Self::Viewer),
+            "operator" => Ok(Self::Operator),
+            other => Err(format!(
+                "unknown role {other:?}: use agent, viewer or operator"
+            )),
+        }
+    }
+}
+
+/// Who holds a token: the principal it names and its role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// The principal.
+    pub name: String,
+    /// What it may do.
+    pub role: Role,
+}
+
 /// One token as the file stores it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -66,6 +134,9 @@ pub struct TokenRecord {
     pub sha256: String,
     /// When it was issued (ms since the epoch).
     pub created_at_ms: u64,
+    /// What its holder may do (absent in a file written before roles: an agent).
+    #[serde(default)]
+    pub role: Role,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -99,9 +170,14 @@ pub fn list(path: &Path) -> Result<Vec<TokenRecord>, TokenError> {
     Ok(read(path)?.tokens)
 }
 
-/// Issues a token for principal `name`, stores its hash, and returns the token: the
-/// only time it is shown.
+/// Issues an agent's token for principal `name` (see [`add_with_role`]).
 pub fn add(path: &Path, name: &str) -> Result<String, TokenError> {
+    add_with_role(path, name, Role::Agent)
+}
+
+/// Issues a token with `role` for principal `name`, stores its hash, and returns the
+/// token: the only time it is shown.
+pub fn add_with_role(path: &Path, name: &str, role: Role) -> Result<String, TokenError> {
     if !valid_name(name) {
         return Err(TokenError::InvalidName(name.to_owned()));
     }
@@ -119,6 +195,7 @@ pub fn add(path: &Path, name: &str) -> Result<String, TokenError> {
         name: name.to_owned(),
         sha256: digest(&token),
         created_at_ms,
+        role,
     });
     write(path, &doc)?;
     Ok(token)
@@ -211,7 +288,7 @@ type Version = Option<Vec<u8>>;
 #[derive(Debug)]
 pub struct Tokens {
     path: PathBuf,
-    loaded: Mutex<(Version, HashMap<String, String>)>,
+    loaded: Mutex<(Version, HashMap<String, Holder>)>,
 }
 
 impl Tokens {
@@ -241,7 +318,7 @@ impl Tokens {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (Version, HashMap<String, String>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Version, HashMap<String, Holder>)> {
         self.loaded.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -252,7 +329,17 @@ impl Tokens {
 
     fn load(&self, version: Version) -> Result<(), TokenError> {
         let doc = parse(&self.path, version.as_deref())?;
-        let by_digest = doc.tokens.into_iter().map(|t| (t.sha256, t.name)).collect();
+        let by_digest = doc
+            .tokens
+            .into_iter()
+            .map(|t| {
+                let holder = Holder {
+                    name: t.name,
+                    role: t.role,
+                };
+                (t.sha256, holder)
+            })
+            .collect();
         *self.lock() = (version, by_digest);
         Ok(())
     }
@@ -273,8 +360,13 @@ impl Tokens {
         }
     }
 
-    /// The principal `token` names, if it is a token of the file.
+    /// The principal `token` names, if it is a token of the file (whatever its role).
     pub fn principal(&self, token: &str) -> Option<String> {
+        self.holder(token).map(|h| h.name)
+    }
+
+    /// Who holds `token` and with which role, if it is a token of the file.
+    pub fn holder(&self, token: &str) -> Option<Holder> {
         self.refresh();
         // Looked up by digest: comparing digests leaks nothing about the token.
         self.lock().1.get(&digest(token)).cloned()
@@ -334,6 +426,34 @@ mod tests {
         );
         assert_eq!(tokens.principal(&old), None, "the revoked token is refused");
         assert_eq!(tokens.principal(&new).as_deref(), Some("alice"));
+    }
+
+    #[test]
+    fn a_token_carries_its_role_and_a_file_without_roles_reads_as_agents() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens.json");
+        let old = format!("{TOKEN_PREFIX}{}", "1".repeat(64));
+        let before_roles = format!(
+            r#"{{"tokens": [{{"name": "old-bot", "sha256": "{}", "created_at_ms": 1}}]}}"#,
+            digest(&old)
+        );
+        std::fs::write(&path, before_roles).unwrap();
+        let ops = add_with_role(&path, "ops", Role::Operator).unwrap();
+        let eve = add_with_role(&path, "eve", Role::Viewer).unwrap();
+        let tokens = Tokens::open(&path).unwrap();
+        let role = |t: &str| tokens.holder(t).map(|h| h.role);
+        assert_eq!(role(&old), Some(Role::Agent));
+        assert_eq!(role(&ops), Some(Role::Operator));
+        assert_eq!(role(&eve), Some(Role::Viewer));
+        assert_eq!("operator".parse::<Role>(), Ok(Role::Operator));
+        assert!(
+            "admin"
+                .parse::<Role>()
+                .unwrap_err()
+                .contains("agent, viewer or operator")
+        );
+        assert!(Role::Operator.acts() && !Role::Viewer.acts() && !Role::Agent.acts());
+        assert!(!Role::Agent.reads_console() && Role::Viewer.reads_console());
     }
 
     #[test]

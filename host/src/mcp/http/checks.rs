@@ -3,7 +3,7 @@
 //! defence), and who is calling (the bearer token).
 
 use super::wire::Head;
-use crate::mcp::tokens::Tokens;
+use crate::mcp::tokens::{Role, Tokens};
 
 /// Host names that are this machine.
 const LOOPBACK_HOSTS: &[&str] = &["localhost", "127.0.0.1", "[::1]"];
@@ -85,9 +85,12 @@ pub(crate) enum Caller {
     Anonymous,
     /// A bearer token that is not (or no longer) in the file.
     Unknown,
+    /// A token of the file whose role calls no tool (a viewer's or operator's, for
+    /// the console).
+    NotAgent(Role),
 }
 
-/// Reads the bearer token and looks it up.
+/// Reads the bearer token and looks it up: only an agent's token calls tools.
 pub(crate) fn caller(head: &Head, tokens: &Tokens) -> Caller {
     let Some(value) = head.header("authorization") else {
         return Caller::Anonymous;
@@ -98,9 +101,11 @@ pub(crate) fn caller(head: &Head, tokens: &Tokens) -> Caller {
     if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
         return Caller::Anonymous;
     }
-    tokens
-        .principal(token)
-        .map_or(Caller::Unknown, Caller::Principal)
+    match tokens.holder(token) {
+        None => Caller::Unknown,
+        Some(holder) if holder.role == Role::Agent => Caller::Principal(holder.name),
+        Some(holder) => Caller::NotAgent(holder.role),
+    }
 }
 
 #[cfg(test)]

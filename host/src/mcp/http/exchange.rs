@@ -56,7 +56,7 @@ impl HttpServer {
     /// is answered without reading the body, and nothing runs.
     pub(crate) fn admit(&self, head: &Head) -> Result<Admitted, Response> {
         let path = head.path.split('?').next().unwrap_or("");
-        if path != ENDPOINT {
+        if path != ENDPOINT || self.server.is_none() {
             return Err(refusal(
                 404,
                 None,
@@ -101,6 +101,18 @@ impl HttpServer {
                         format!("Bearer realm=\"{REALM}\", error=\"invalid_token\""),
                     ),
                 );
+            }
+            Caller::NotAgent(role) => {
+                tracing::warn!(%role, "a console token was refused at /mcp");
+                return Err(refusal(
+                    403,
+                    None,
+                    INVALID_REQUEST,
+                    &format!(
+                        "a token with the role {role} opens the console at /console and calls no \
+                         tool; an agent's token does (justonce token add NAME --role agent)"
+                    ),
+                ));
             }
         };
         match head.method.as_str() {
@@ -208,8 +220,11 @@ impl HttpServer {
         params: &Params,
         kind: Kind,
     ) -> Response {
-        let tools = self.server.tools();
-        let conversation = self.server.config().conversation.as_deref();
+        let Some(server) = &self.server else {
+            return refusal(404, Some(id), INVALID_REQUEST, "this server serves no MCP");
+        };
+        let tools = server.tools();
+        let conversation = server.config().conversation.as_deref();
         let enveloped = params
             .get("_meta")
             .and_then(Value::as_object)
@@ -283,7 +298,7 @@ impl HttpServer {
                     .with("retry-after", "1");
                 };
                 // Stopping (SIGTERM): the calls running finish, no new one starts.
-                let shutdown = self.server.shutdown();
+                let shutdown = server.shutdown();
                 if !shutdown.start() {
                     return refusal(
                         503,
@@ -297,8 +312,7 @@ impl HttpServer {
                 // record is kept and a retry gets the outcome. The guard blocks, so
                 // this thread hands its other connections to another worker first.
                 let (logged, reply) = tokio::task::block_in_place(|| {
-                    self.server
-                        .run_call_logged(&request, stateless, true, log_level)
+                    server.run_call_logged(&request, stateless, true, log_level)
                 });
                 shutdown.finish();
                 notes = logged;

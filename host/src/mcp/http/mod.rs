@@ -34,12 +34,15 @@
 //!   driver's message); the log has the detail under the same id.
 //! - A client that hangs up mid-call does not cancel the call: it runs to its
 //!   outcome and keeps its record, and the retry gets that outcome.
+//! - Other [`Routes`] (the console) may be served beside `/mcp`, or alone
+//!   ([`HttpServer::routes_only`]), behind the same origin checks, caps and deadlines.
 
 mod admission;
 mod checks;
 mod connections;
 mod deadline;
 mod exchange;
+mod routes;
 mod scrape;
 mod sessions;
 mod streams;
@@ -57,6 +60,7 @@ use hyper::service::service_fn;
 use tokio::sync::watch;
 
 pub use exchange::TOO_MANY_CALLS;
+pub use routes::{PlainRequest, PlainResponse, Routes};
 pub use scrape::{METRICS_PATH, MetricsRunning, MetricsServer};
 
 use self::admission::Admission;
@@ -133,7 +137,9 @@ impl Default for HttpOptions {
 /// An MCP server on HTTP. Build it with [`HttpServer::new`]; run it with
 /// [`HttpServer::serve`] (blocking) or [`HttpServer::spawn`].
 pub struct HttpServer {
-    server: Server,
+    /// The MCP server behind `/mcp`; `None`: only `routes` are served.
+    server: Option<Server>,
+    routes: Option<Arc<dyn Routes>>,
     tokens: Tokens,
     options: HttpOptions,
     sessions: Sessions,
@@ -142,12 +148,15 @@ pub struct HttpServer {
     origins: OnceLock<Origins>,
     stop: watch::Sender<bool>,
     streams: Arc<Streams>,
-    listener: u64,
+    /// The catalog listener that feeds `streams` (none without MCP).
+    listener: Option<u64>,
 }
 
 impl Drop for HttpServer {
     fn drop(&mut self) {
-        self.server.catalog().unlisten(self.listener);
+        if let (Some(server), Some(listener)) = (&self.server, self.listener) {
+            server.catalog().unlisten(listener);
+        }
     }
 }
 
@@ -155,6 +164,7 @@ impl std::fmt::Debug for HttpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpServer")
             .field("server", &self.server)
+            .field("routes", &self.routes)
             .field("tokens", &self.tokens.path())
             .field("options", &self.options)
             .finish()
@@ -164,12 +174,32 @@ impl std::fmt::Debug for HttpServer {
 impl HttpServer {
     /// Serves `server`'s tools to the holders of `tokens`.
     pub fn new(server: Server, tokens: Tokens, options: HttpOptions) -> Self {
+        Self::build(Some(server), tokens, options)
+    }
+
+    /// Serves only `routes` (`/mcp` is 404): the console of a host that serves MCP
+    /// over stdio, or not at all.
+    pub fn routes_only(routes: Arc<dyn Routes>, tokens: Tokens, options: HttpOptions) -> Self {
+        Self::build(None, tokens, options).with_routes(routes)
+    }
+
+    /// Serves `routes` beside `/mcp`.
+    pub fn with_routes(mut self, routes: Arc<dyn Routes>) -> Self {
+        self.routes = Some(routes);
+        self
+    }
+
+    fn build(server: Option<Server>, tokens: Tokens, options: HttpOptions) -> Self {
+        // Clients with a stream open hear when the tools change.
         let streams = Arc::new(Streams::default());
         let notified = Arc::clone(&streams);
-        let listener = server.catalog().listen(Box::new(move || {
-            notified.send(&super::catalog::list_changed());
-        }));
+        let listener = server.as_ref().map(|server| {
+            server.catalog().listen(Box::new(move || {
+                notified.send(&super::catalog::list_changed());
+            }))
+        });
         Self {
+            routes: None,
             streams,
             listener,
             sessions: Sessions::new(
@@ -340,6 +370,11 @@ impl HttpServer {
             }
             return response.into_hyper(false);
         }
+        if let Some(routes) = &self.routes
+            && routes.serves(head.path.split('?').next().unwrap_or(""))
+        {
+            return self.routed(routes, request, head, began).await;
+        }
         let response = match self.admit(&head) {
             // The body, if any, is left unread: the connection cannot go on.
             Err(refused) => return refused.into_hyper(true),
@@ -356,25 +391,9 @@ impl HttpServer {
             }
             Ok(Admitted::Post { principal, length }) => {
                 authenticated();
-                let deadline = began + self.options.request_timeout;
-                let body = http_body_util::Limited::new(request.into_body(), length.max(1));
-                match tokio::time::timeout_at(deadline, body.collect()).await {
-                    Err(_) => {
-                        tracing::info!("a client was too slow sending its request; closing");
-                        let late = refusal(
-                            408,
-                            None,
-                            INVALID_REQUEST,
-                            "the request was not sent in time",
-                        );
-                        return late.into_hyper(true);
-                    }
-                    Ok(Err(e)) => {
-                        tracing::debug!("reading a request body: {e}");
-                        let bad = refusal(400, None, INVALID_REQUEST, "the body could not be read");
-                        return bad.into_hyper(true);
-                    }
-                    Ok(Ok(body)) => self.post(&head, &principal, &body.to_bytes()),
+                match self.body(request, length, began).await {
+                    Err(refused) => return refused.into_hyper(true),
+                    Ok(body) => self.post(&head, &principal, &body),
                 }
             }
         };
@@ -382,13 +401,103 @@ impl HttpServer {
     }
 
     /// `/metrics`, for any valid bearer token (and the same `Origin` and `Host`
-    /// checks as `/mcp`).
+    /// checks as `/mcp`); 404 on a server without MCP (the console alone).
     fn scrape(&self, head: &Head) -> wire::Response {
         if let Some((status, why)) = self.origins().check(head) {
             tracing::warn!(status, "{why}");
             return refusal(status, None, INVALID_REQUEST, &why);
         }
-        scrape::answer(self.server.host(), head, Some(&self.tokens))
+        let Some(server) = &self.server else {
+            return wire::Response::plain(404, "text/plain; charset=utf-8", b"no such path".to_vec());
+        };
+        scrape::answer(server.host(), head, Some(&self.tokens))
+    }
+
+    /// Reads a body of `length` bytes (at most) within the request's time; `Err` is
+    /// the answer to close the connection with.
+    async fn body(
+        &self,
+        request: hyper::Request<Incoming>,
+        length: usize,
+        began: tokio::time::Instant,
+    ) -> Result<bytes::Bytes, wire::Response> {
+        let deadline = began + self.options.request_timeout;
+        let body = http_body_util::Limited::new(request.into_body(), length.max(1));
+        match tokio::time::timeout_at(deadline, body.collect()).await {
+            Err(_) => {
+                tracing::info!("a client was too slow sending its request; closing");
+                Err(refusal(
+                    408,
+                    None,
+                    INVALID_REQUEST,
+                    "the request was not sent in time",
+                ))
+            }
+            Ok(Err(e)) => {
+                tracing::debug!("reading a request body: {e}");
+                Err(refusal(
+                    400,
+                    None,
+                    INVALID_REQUEST,
+                    "the body could not be read",
+                ))
+            }
+            Ok(Ok(body)) => Ok(body.to_bytes()),
+        }
+    }
+
+    /// A request to one of the other `routes`: the origin checked, the body capped
+    /// and read in time, then answered on a blocking thread.
+    async fn routed(
+        &self,
+        routes: &Arc<dyn Routes>,
+        request: hyper::Request<Incoming>,
+        head: Head,
+        began: tokio::time::Instant,
+    ) -> hyper::Response<Payload> {
+        let plain = |status: u16, why: &str| {
+            wire::Response::plain(status, "text/plain; charset=utf-8", why.as_bytes().to_vec())
+        };
+        if let Some((status, why)) = self.origins().check(&head) {
+            tracing::warn!(status, "{why}");
+            return plain(status, &why).into_hyper(true);
+        }
+        let length = match head
+            .header("content-length")
+            .map(|l| l.trim().parse::<usize>())
+        {
+            None => 0,
+            Some(Ok(length)) if length <= self.options.max_body_bytes => length,
+            Some(Ok(_)) => return plain(413, "the body is too large").into_hyper(true),
+            Some(Err(_)) => {
+                return plain(400, "the Content-Length is not a number").into_hyper(true);
+            }
+        };
+        if head.header("transfer-encoding").is_some() {
+            return plain(501, "send the body with a Content-Length").into_hyper(true);
+        }
+        let body = if length == 0 {
+            Vec::new()
+        } else {
+            match self.body(request, length, began).await {
+                Err(refused) => return refused.into_hyper(true),
+                Ok(body) => body.to_vec(),
+            }
+        };
+        let request = PlainRequest {
+            method: head.method,
+            target: head.path,
+            headers: head.headers,
+            body,
+        };
+        let answer = tokio::task::block_in_place(|| routes.respond(&request));
+        let mut response = wire::Response::plain(answer.status, "", answer.body);
+        response.headers = answer
+            .headers
+            .into_iter()
+            .map(|(name, value)| (name.into(), value))
+            .collect();
+        response.into_hyper(false)
     }
 
     /// Stops accepting, and ends every connection between requests (a call under

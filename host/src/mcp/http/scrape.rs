@@ -40,7 +40,9 @@ pub(crate) fn is_metrics(path: &str) -> bool {
 pub(crate) fn answer(host: &Host, head: &Head, tokens: Option<&Tokens>) -> Response {
     if let Some(tokens) = tokens {
         match caller(head, tokens) {
-            Caller::Principal(_) => {}
+            // Any role may read the figures (a viewer's token is the one to give
+            // Prometheus).
+            Caller::Principal(_) | Caller::NotAgent(_) => {}
             Caller::Anonymous => {
                 return refusal(401, None, INVALID_REQUEST, "a bearer token is required")
                     .with("www-authenticate", "Bearer realm=\"justonce\"");
@@ -61,7 +63,7 @@ pub(crate) fn answer(host: &Host, head: &Head, tokens: Option<&Tokens>) -> Respo
     let text = tokio::task::block_in_place(|| host.metrics_text());
     Response {
         status: 200,
-        headers: vec![("cache-control", "no-store".into())],
+        headers: vec![("cache-control".into(), "no-store".into())],
         kind: Kind::Text(CONTENT_TYPE),
         body: text.into_bytes(),
         notes: Vec::new(),

@@ -4,6 +4,7 @@
 //! hyper does the HTTP/1.1 itself: parsing, `Content-Length` and chunked framing,
 //! keep-alive, `Expect: 100-continue`, and the caps on head size and header count.
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -88,6 +89,8 @@ pub(crate) enum Kind {
     Text(&'static str),
     /// No body.
     Empty,
+    /// A body of its own type (named in the headers), with a length.
+    Plain,
 }
 
 /// A response to send.
@@ -96,7 +99,7 @@ pub(crate) struct Response {
     /// The status code.
     pub status: u16,
     /// Extra headers (lowercase names).
-    pub headers: Vec<(&'static str, String)>,
+    pub headers: Vec<(Cow<'static, str>, String)>,
     /// How the body goes out.
     pub kind: Kind,
     /// The JSON of the body, if any.
@@ -129,9 +132,24 @@ impl Response {
         }
     }
 
+    /// A status with a body of `content_type` (none when empty: the headers name it).
+    pub fn plain(status: u16, content_type: &'static str, body: Vec<u8>) -> Self {
+        let mut headers = Vec::new();
+        if !content_type.is_empty() {
+            headers.push((Cow::Borrowed("content-type"), content_type.to_owned()));
+        }
+        Self {
+            status,
+            headers,
+            kind: Kind::Plain,
+            body,
+            notes: Vec::new(),
+        }
+    }
+
     /// Adds a header.
     pub fn with(mut self, name: &'static str, value: impl Into<String>) -> Self {
-        self.headers.push((name, value.into()));
+        self.headers.push((Cow::Borrowed(name), value.into()));
         self
     }
 
@@ -163,13 +181,14 @@ impl Response {
     pub fn into_hyper(self, close: bool) -> hyper::Response<Payload> {
         let mut builder = hyper::Response::builder().status(self.status);
         for (name, value) in &self.headers {
-            builder = builder.header(*name, value.as_str());
+            builder = builder.header(name.as_ref(), value.as_str());
         }
         if close {
             builder = builder.header("connection", "close");
         }
         let payload = match self.kind {
             Kind::Empty => Payload::sized(Bytes::new()),
+            Kind::Plain => Payload::sized(Bytes::from(self.body)),
             Kind::Json => {
                 builder = builder.header("content-type", "application/json");
                 Payload::sized(Bytes::from(self.body))

@@ -1,0 +1,662 @@
+//! The web console: the journal for people, at `/console` on the HTTP server of
+//! `serve --http` or of `justonce console` (the same routes, [`Console`]).
+//!
+//! - A browser opens a session with a viewer's or operator's token (a form POSTs
+//!   it; the cookie is `HttpOnly; SameSite=Strict; Path=/console`); the session
+//!   lives on the server and ends at a time read from the injected clock. Nothing
+//!   but the login page and the static files answers without one.
+//! - Pages: the calls, newest first, filtered and searched; one call's story; the
+//!   unresolved effects; the outbox; charts. A live view (`/console/live`, SSE) adds new
+//!   calls and state changes to the calls page.
+//! - Operators act (resolve, forget, abandon) after a confirmation; every action
+//!   form carries the session's CSRF token, and the journal records the token's
+//!   principal as who did it. A viewer is refused (403), server-side.
+//! - `/console/api/…` answers the same JSON as the CLI's `--json`, to a session or
+//!   to a viewer's or operator's bearer token.
+//! - Every value from the journal is escaped; pages send a strict
+//!   Content-Security-Policy (scripts and styles from the console only).
+
+mod charts;
+mod html;
+mod pages;
+mod sessions;
+mod view;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use self::html::ROOT;
+use self::pages::Act;
+use self::sessions::{BrowserSession, BrowserSessions};
+use self::view::{Filters, MAX_LIMIT};
+use crate::clock::Clock;
+use crate::error::Error;
+use crate::host::Host;
+use crate::journal::{Journal, Operated, Operator, Resolution, Selection};
+use crate::keys::InvocationKey;
+use crate::mcp::http::{PlainRequest, PlainResponse, Routes};
+use crate::mcp::tokens::Tokens;
+
+pub use self::sessions::DEFAULT_TTL_MS;
+
+/// The session cookie's name.
+const COOKIE: &str = "justonce_console";
+
+/// Every page's Content-Security-Policy: nothing inline, nothing from elsewhere.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+                   img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// How long a browser waits before asking the live view again, in milliseconds.
+const LIVE_RETRY_MS: u32 = 2000;
+
+const STYLE: &str = include_str!("assets/style.css");
+const SCRIPT: &str = include_str!("assets/app.js");
+
+/// The console's routes over one journal.
+pub struct Console {
+    journal: Arc<dyn Journal>,
+    tokens: Tokens,
+    clock: Arc<dyn Clock>,
+    sessions: BrowserSessions,
+}
+
+impl std::fmt::Debug for Console {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Console")
+            .field("journal", &self.journal)
+            .field("tokens", &self.tokens.path())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Console {
+    /// The console of `host`'s journal, for the holders of `tokens`, with sessions
+    /// lasting `session_ttl_ms` on the host's clock.
+    pub fn for_host(host: &Host, tokens: Tokens, session_ttl_ms: i64) -> Self {
+        Self::new(
+            Arc::clone(host.journal_handle()),
+            tokens,
+            Arc::clone(&host.shared().clock),
+            session_ttl_ms,
+        )
+    }
+
+    /// The console of `journal`.
+    pub(crate) fn new(
+        journal: Arc<dyn Journal>,
+        tokens: Tokens,
+        clock: Arc<dyn Clock>,
+        session_ttl_ms: i64,
+    ) -> Self {
+        Self {
+            journal,
+            tokens,
+            clock,
+            sessions: BrowserSessions::new(session_ttl_ms),
+        }
+    }
+}
+
+/// A request's query (or form body) as names and values; invalid UTF-8 is replaced,
+/// a repeated name keeps its first value.
+fn fields(text: &[u8]) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    for (name, value) in form_urlencoded::parse(text) {
+        out.entry(name.into_owned())
+            .or_insert_with(|| value.into_owned());
+    }
+    out
+}
+
+/// The value of cookie `name` in the request, if any.
+fn cookie<'a>(request: &'a PlainRequest, name: &str) -> Option<&'a str> {
+    request
+        .headers
+        .iter()
+        .filter(|(n, _)| n == "cookie")
+        .flat_map(|(_, v)| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v)
+}
+
+/// Compares two secrets in time independent of where they differ.
+fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+fn response(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> PlainResponse {
+    PlainResponse {
+        status,
+        headers: vec![
+            ("content-type".into(), content_type.into()),
+            ("cache-control".into(), "no-store".into()),
+            ("x-content-type-options".into(), "nosniff".into()),
+            // `same-origin`, not `no-referrer`: with the latter a browser sends `Origin: null`
+            // on form posts, which the origin check refuses.
+            ("referrer-policy".into(), "same-origin".into()),
+            ("content-security-policy".into(), CSP.into()),
+            ("x-frame-options".into(), "DENY".into()),
+        ],
+        body: body.into(),
+    }
+}
+
+fn html(status: u16, body: String) -> PlainResponse {
+    response(status, "text/html; charset=utf-8", body)
+}
+
+fn json(status: u16, value: &Value) -> PlainResponse {
+    response(status, "application/json", value.to_string())
+}
+
+fn redirect(to: &str) -> PlainResponse {
+    let mut r = response(303, "text/plain; charset=utf-8", "");
+    r.headers.push(("location".into(), to.into()));
+    r
+}
+
+/// Who is asking: a browser's session, or a bearer token on the JSON API.
+struct Visitor {
+    session: BrowserSession,
+    /// The session's id (none for a bearer token).
+    id: Option<String>,
+}
+
+impl Routes for Console {
+    fn serves(&self, path: &str) -> bool {
+        path == ROOT
+            || path
+                .strip_prefix(ROOT)
+                .is_some_and(|rest| rest.starts_with('/'))
+    }
+
+    fn respond(&self, request: &PlainRequest) -> PlainResponse {
+        let now = self.clock.now_ms();
+        let path = request.path().trim_end_matches('/');
+        let api = path.starts_with("/console/api/");
+        match (request.method.as_str(), path) {
+            ("GET", "/console/static/style.css") => {
+                return response(200, "text/css; charset=utf-8", STYLE);
+            }
+            ("GET", "/console/static/app.js") => {
+                return response(200, "text/javascript; charset=utf-8", SCRIPT);
+            }
+            ("POST", "/console/login") => return self.login(request, now),
+            _ => {}
+        }
+        let Some(visitor) = self.visitor(request, api, now) else {
+            return if api {
+                let mut r = json(
+                    401,
+                    &serde_json::json!({"error": "a console session or a viewer's or operator's bearer token is required"}),
+                );
+                r.headers.push((
+                    "www-authenticate".into(),
+                    "Bearer realm=\"justonce\"".into(),
+                ));
+                r
+            } else {
+                html(401, pages::login(None))
+            };
+        };
+        let query = fields(request.query().as_bytes());
+        let session = &visitor.session;
+        let result = match (request.method.as_str(), path) {
+            ("GET", "/console") => self.calls(session, &query),
+            ("GET", "/console/call") => self.story(session, &query, false),
+            ("GET", "/console/unresolved") => self.unresolved(session, &query, false, now),
+            ("GET", "/console/outbox") => self.outbox(session, false),
+            ("GET", "/console/charts") => self.charts(session),
+            ("GET", "/console/live") => self.live(request, &query),
+            ("GET", "/console/confirm") => Ok(self.confirm(session, &query)),
+            ("POST", "/console/act") => self.act(request, session, now),
+            ("POST", "/console/logout") => Ok(self.logout(request, &visitor)),
+            ("GET", "/console/api/calls") => self.api_calls(&query),
+            ("GET", "/console/api/call") => self.story(session, &query, true),
+            ("GET", "/console/api/unresolved") => self.unresolved(session, &query, true, now),
+            ("GET", "/console/api/outbox") => self.outbox(session, true),
+            (
+                _,
+                "/console"
+                | "/console/call"
+                | "/console/unresolved"
+                | "/console/outbox"
+                | "/console/live"
+                | "/console/confirm"
+                | "/console/act"
+                | "/console/logout"
+                | "/console/login",
+            ) => {
+                let mut r = html(
+                    405,
+                    pages::message(
+                        "Not allowed",
+                        Some(session),
+                        "This page does not take that method.",
+                        Some(ROOT),
+                    ),
+                );
+                r.headers.push((
+                    "allow".into(),
+                    if path == "/console/act"
+                        || path == "/console/logout"
+                        || path == "/console/login"
+                    {
+                        "POST"
+                    } else {
+                        "GET"
+                    }
+                    .into(),
+                ));
+                Ok(r)
+            }
+            _ if api => Ok(json(
+                404,
+                &serde_json::json!({"error": "no such API route"}),
+            )),
+            _ => Ok(html(
+                404,
+                pages::message("Not found", Some(session), "No such page.", Some(ROOT)),
+            )),
+        };
+        result.unwrap_or_else(|e| self.failure(&e, Some(session), api))
+    }
+}
+
+impl Console {
+    /// The visitor of `request`: its session cookie, or (on the API) a bearer token
+    /// of a role that reads the console.
+    fn visitor(&self, request: &PlainRequest, api: bool, now: i64) -> Option<Visitor> {
+        if let Some(id) = cookie(request, COOKIE)
+            && let Some(session) = self.sessions.get(id, now)
+        {
+            return Some(Visitor {
+                session,
+                id: Some(id.to_owned()),
+            });
+        }
+        if !api {
+            return None;
+        }
+        let value = request.header("authorization")?;
+        let (scheme, token) = value.trim().split_once(' ')?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return None;
+        }
+        let holder = self.tokens.holder(token.trim())?;
+        holder.role.reads_console().then(|| Visitor {
+            session: BrowserSession {
+                principal: holder.name,
+                role: holder.role,
+                csrf: String::new(),
+                expires_at: now,
+            },
+            id: None,
+        })
+    }
+
+    /// A failure as the visitor sees it: a refusal with its reason, or (the host's
+    /// own fault) its kind only, the detail in the log.
+    fn failure(&self, error: &Error, session: Option<&BrowserSession>, api: bool) -> PlainResponse {
+        let (status, text) = match error {
+            Error::CannotOperate { .. } | Error::CannotResolve { .. } => (409, error.to_string()),
+            Error::InvalidKey(_) => (400, error.to_string()),
+            _ => {
+                tracing::error!("the console failed: {error:#}");
+                (
+                    500,
+                    "the journal could not be read or written (the server's log has the detail)"
+                        .to_owned(),
+                )
+            }
+        };
+        if api {
+            return json(status, &serde_json::json!({"error": text}));
+        }
+        html(
+            status,
+            pages::message("Refused", session, &text, Some(ROOT)),
+        )
+    }
+
+    fn login(&self, request: &PlainRequest, now: i64) -> PlainResponse {
+        let form = fields(&request.body);
+        let token = form.get("token").map(|t| t.trim()).unwrap_or("");
+        let Some(holder) = self.tokens.holder(token) else {
+            tracing::warn!("a console login with an unknown token was refused");
+            return html(401, pages::login(Some("That token is not valid.")));
+        };
+        if !holder.role.reads_console() {
+            return html(
+                403,
+                pages::login(Some(
+                    "An agent's token calls tools and does not open the console: use a viewer's or operator's token.",
+                )),
+            );
+        }
+        let Some((id, session)) = self.sessions.open(&holder.name, holder.role, now) else {
+            tracing::error!("cannot draw a random session id");
+            return html(
+                500,
+                pages::login(Some("The server could not open a session; try again.")),
+            );
+        };
+        tracing::info!(principal = %session.principal, role = %session.role, "a console session opened");
+        let max_age = (session.expires_at - now) / 1000;
+        // Behind a TLS proxy that says so, the cookie never travels in the clear.
+        let secure = request
+            .header("x-forwarded-proto")
+            .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"));
+        let mut r = redirect(ROOT);
+        r.headers.push((
+            "set-cookie".into(),
+            format!(
+                "{COOKIE}={id}; HttpOnly; SameSite=Strict; Path={ROOT}; Max-Age={max_age}{}",
+                if secure { "; Secure" } else { "" }
+            ),
+        ));
+        r
+    }
+
+    fn logout(&self, request: &PlainRequest, visitor: &Visitor) -> PlainResponse {
+        if let Err(refused) = self.checked_form(request, &visitor.session) {
+            return refused;
+        }
+        if let Some(id) = &visitor.id {
+            self.sessions.close(id);
+        }
+        let mut r = redirect(ROOT);
+        r.headers.push((
+            "set-cookie".into(),
+            format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path={ROOT}; Max-Age=0"),
+        ));
+        r
+    }
+
+    /// The form of a POST, if it carries the session's CSRF token; else the 403.
+    fn checked_form(
+        &self,
+        request: &PlainRequest,
+        session: &BrowserSession,
+    ) -> Result<HashMap<String, String>, PlainResponse> {
+        let form = fields(&request.body);
+        let given = form.get("csrf").map(String::as_str).unwrap_or("");
+        if session.csrf.is_empty() || !same_secret(given, &session.csrf) {
+            tracing::warn!(principal = %session.principal, "a console form without its CSRF token was refused");
+            return Err(html(
+                403,
+                pages::message(
+                    "Refused",
+                    Some(session),
+                    "This form did not carry this session's CSRF token: reload the page and try again.",
+                    Some(ROOT),
+                ),
+            ));
+        }
+        Ok(form)
+    }
+
+    fn filtered(&self, filters: &Filters) -> Result<Vec<crate::journal::JournalEntry>, Error> {
+        let selection = Selection {
+            principal: filters.principal.as_deref(),
+            conversation: filters.conversation.as_deref(),
+        };
+        // A search or a tool or state filter looks further back than one page.
+        let narrowed =
+            filters.search.is_some() || filters.tool.is_some() || filters.state.is_some();
+        let read = if narrowed { MAX_LIMIT } else { filters.limit };
+        let mut entries = selection.entries(&*self.journal, read)?;
+        entries.retain(|e| filters.keeps(e));
+        entries.truncate(filters.limit as usize);
+        Ok(entries)
+    }
+
+    fn calls(
+        &self,
+        session: &BrowserSession,
+        query: &HashMap<String, String>,
+    ) -> Result<PlainResponse, Error> {
+        let filters = Filters::parse(query);
+        if let Some(search) = &filters.search
+            && let Ok(key) = InvocationKey::parse(search)
+            && self.journal.story(&key)?.entry.is_some()
+        {
+            return Ok(redirect(&html::call_path(search)));
+        }
+        let entries = self.filtered(&filters)?;
+        Ok(html(200, pages::calls(session, &filters, &entries)))
+    }
+
+    fn api_calls(&self, query: &HashMap<String, String>) -> Result<PlainResponse, Error> {
+        let entries = self.filtered(&Filters::parse(query))?;
+        Ok(json(
+            200,
+            &serde_json::to_value(&entries).unwrap_or_default(),
+        ))
+    }
+
+    fn story(
+        &self,
+        session: &BrowserSession,
+        query: &HashMap<String, String>,
+        api: bool,
+    ) -> Result<PlainResponse, Error> {
+        let text = query.get("key").map(String::as_str).unwrap_or("");
+        let key = InvocationKey::parse(text).map_err(|e| Error::InvalidKey(e.to_string()))?;
+        let story = self.journal.story(&key)?;
+        if api {
+            return Ok(json(200, &serde_json::to_value(&story).unwrap_or_default()));
+        }
+        Ok(html(200, pages::story(session, &story)))
+    }
+
+    fn unresolved(
+        &self,
+        session: &BrowserSession,
+        query: &HashMap<String, String>,
+        api: bool,
+        now: i64,
+    ) -> Result<PlainResponse, Error> {
+        let given = |name: &str| {
+            query
+                .get(name)
+                .map(String::as_str)
+                .filter(|v| !v.is_empty())
+        };
+        let selection = Selection {
+            principal: given("principal"),
+            conversation: given("conversation"),
+        };
+        let effects = selection.unresolved(&*self.journal, now)?;
+        if api {
+            return Ok(json(
+                200,
+                &serde_json::to_value(&effects).unwrap_or_default(),
+            ));
+        }
+        Ok(html(200, pages::unresolved(session, &effects)))
+    }
+
+    fn charts(&self, session: &BrowserSession) -> Result<PlainResponse, Error> {
+        let entries = Selection::default().entries(&*self.journal, MAX_LIMIT)?;
+        Ok(html(200, charts::charts(session, &entries)))
+    }
+
+    fn outbox(&self, session: &BrowserSession, api: bool) -> Result<PlainResponse, Error> {
+        let messages = self.journal.outbox().outbox_messages()?;
+        if api {
+            return Ok(json(
+                200,
+                &serde_json::to_value(&messages).unwrap_or_default(),
+            ));
+        }
+        Ok(html(200, pages::outbox(session, &messages)))
+    }
+
+    /// The live view: an SSE response with the calls made or changed since `since`
+    /// (or `Last-Event-ID`), ending at once; the browser asks again after
+    /// [`LIVE_RETRY_MS`], from the id of the last event.
+    fn live(
+        &self,
+        request: &PlainRequest,
+        query: &HashMap<String, String>,
+    ) -> Result<PlainResponse, Error> {
+        let since: i64 = request
+            .header("last-event-id")
+            .or(query.get("since").map(String::as_str))
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        let filters = Filters {
+            limit: 50,
+            ..Filters::parse(query)
+        };
+        let changed = |e: &crate::journal::JournalEntry| {
+            e.completed_at.unwrap_or(e.created_at).max(e.created_at)
+        };
+        let mut entries = self.filtered(&filters)?;
+        // `>=`: a call made in the same millisecond as the last one sent is not missed
+        // (the page updates a row it has rather than adding it twice).
+        entries.retain(|e| changed(e) >= since);
+        entries.reverse();
+        let mut body = format!("retry: {LIVE_RETRY_MS}\n\n");
+        for e in &entries {
+            body.push_str(&format!(
+                "id: {}\nevent: call\ndata: {}\n\n",
+                changed(e),
+                pages::live_row(e)
+            ));
+        }
+        if entries.is_empty() {
+            body.push_str(&format!("id: {since}\nevent: idle\ndata: {{}}\n\n"));
+        }
+        Ok(response(200, "text/event-stream", body))
+    }
+
+    fn confirm(&self, session: &BrowserSession, query: &HashMap<String, String>) -> PlainResponse {
+        if let Err(refused) = self.may_act(session) {
+            return refused;
+        }
+        let act = query.get("action").and_then(|a| Act::parse(a));
+        let key = query.get("key").map(String::as_str).unwrap_or("");
+        match act {
+            Some(act) if !key.is_empty() => html(200, pages::confirm(session, act, key)),
+            _ => html(
+                400,
+                pages::message(
+                    "Refused",
+                    Some(session),
+                    "Name an action and a key.",
+                    Some(ROOT),
+                ),
+            ),
+        }
+    }
+
+    /// `Err`: the 403 of a role that may not act.
+    fn may_act(&self, session: &BrowserSession) -> Result<(), PlainResponse> {
+        if session.role.acts() {
+            return Ok(());
+        }
+        tracing::warn!(principal = %session.principal, role = %session.role, "a console action by a role that may not act was refused");
+        Err(html(
+            403,
+            pages::message(
+                "Refused",
+                Some(session),
+                &format!(
+                    "A {} reads the console; only an operator acts on calls.",
+                    session.role
+                ),
+                Some(ROOT),
+            ),
+        ))
+    }
+
+    fn act(
+        &self,
+        request: &PlainRequest,
+        session: &BrowserSession,
+        now: i64,
+    ) -> Result<PlainResponse, Error> {
+        if let Err(refused) = self.may_act(session) {
+            return Ok(refused);
+        }
+        let form = match self.checked_form(request, session) {
+            Ok(form) => form,
+            Err(refused) => return Ok(refused),
+        };
+        let Some(act) = form.get("action").and_then(|a| Act::parse(a)) else {
+            return Ok(html(
+                400,
+                pages::message("Refused", Some(session), "Unknown action.", Some(ROOT)),
+            ));
+        };
+        let key = form.get("key").map(|k| k.trim()).unwrap_or("");
+        let operator = Operator {
+            by: &session.principal,
+            force: false,
+            now,
+        };
+        let (operated, what) = match act {
+            Act::ResolvePerformed | Act::ResolveNotPerformed => {
+                let text = form
+                    .get("response")
+                    .map(|r| r.trim())
+                    .filter(|r| !r.is_empty())
+                    .unwrap_or("{}");
+                let response: Value =
+                    serde_json::from_str(text).map_err(|e| Error::CannotResolve {
+                        effect: key.to_owned(),
+                        reason: format!("the answer is not valid JSON: {e}"),
+                    })?;
+                let resolution = if act == Act::ResolvePerformed {
+                    Resolution::Performed
+                } else {
+                    Resolution::NotPerformed
+                };
+                let operated = self
+                    .journal
+                    .resolve(key, resolution, &response, &operator)?;
+                (
+                    operated,
+                    format!(
+                        "Effect {key} resolved as {}; retry its call to finish it.",
+                        resolution.as_str()
+                    ),
+                )
+            }
+            Act::Forget | Act::Abandon => {
+                let invocation =
+                    InvocationKey::parse(key).map_err(|e| Error::InvalidKey(e.to_string()))?;
+                if act == Act::Forget {
+                    (
+                        self.journal.forget(&invocation, &operator)?,
+                        format!("Call {key} forgotten."),
+                    )
+                } else {
+                    (
+                        self.journal.abandon(&invocation, &operator)?,
+                        format!("Call {key} abandoned."),
+                    )
+                }
+            }
+        };
+        let (operation, what) = match &operated {
+            Operated::Done(o) => (o, what),
+            Operated::AlreadyDone(o) => (o, format!("Nothing to do: {} did it already.", o.by)),
+        };
+        tracing::info!(principal = %session.principal, action = act.name(), key, "a console action was recorded");
+        Ok(html(
+            200,
+            pages::done(
+                session,
+                &what,
+                &serde_json::to_value(&operated).unwrap_or_default(),
+                &operation.key,
+            ),
+        ))
+    }
+}

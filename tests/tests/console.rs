@@ -1,0 +1,572 @@
+//! The web console over HTTP, as a browser uses it: a session opened with a token,
+//! pages that render untrusted text as text, and operator actions that need the
+//! operator's role and the session's CSRF token and are recorded with its principal.
+//! On SQLite and, where there is one, PostgreSQL.
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use justonce::__private::postgres_testing::cluster;
+use justonce::__private::tokens::{Role, Tokens, add_with_role};
+use justonce::__private::{Console, HttpOptions, HttpServer, Running};
+use justonce::{CallRequest, Clock, ProviderClass};
+use serde_json::{Value, json};
+
+use crate::support::cli::justonce_command;
+use crate::support::mcp_http::{HttpClient, HttpProcess, Reply, read_reply};
+use crate::support::{FakePayments, Fault, TestHost, test_host};
+
+/// How long a session lasts in these tests (on the test's clock).
+const TTL: Duration = Duration::from_secs(3600);
+
+/// A host with a payments API whose unkeyed refunds time out (a stuck effect), and
+/// its console alone on 127.0.0.1 with an operator's, a viewer's and an agent's token.
+pub(crate) struct Fixture {
+    pub t: TestHost,
+    running: Running,
+    pub operator: String,
+    pub viewer: String,
+    agent: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    /// On SQLite; on PostgreSQL with `postgres` (`None`: skipped, no PostgreSQL).
+    pub fn start(test: &str, postgres: bool) -> Option<Self> {
+        let payments = Arc::new(FakePayments::with_class(
+            ProviderClass::Unkeyed,
+            Fault::AlwaysTimeout,
+        ));
+        let url = match postgres {
+            true => Some(cluster(test)?.database()),
+            false => None,
+        };
+        let t = test_host(|b| {
+            let b = b.provider("payments", payments.clone());
+            match &url {
+                Some(url) => b.database(url).database_clock_is_host_clock(),
+                None => b,
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("tokens.json");
+        let operator = add_with_role(&file, "ops", Role::Operator).unwrap();
+        let viewer = add_with_role(&file, "eve", Role::Viewer).unwrap();
+        let agent = add_with_role(&file, "bot", Role::Agent).unwrap();
+        let console = Console::for_host(
+            &t.host,
+            Tokens::open(&file).unwrap(),
+            i64::try_from(TTL.as_millis()).unwrap(),
+        );
+        let running = HttpServer::routes_only(
+            Arc::new(console),
+            Tokens::open(&file).unwrap(),
+            HttpOptions::default(),
+        )
+        .spawn(TcpListener::bind("127.0.0.1:0").unwrap())
+        .unwrap();
+        Some(Self {
+            t,
+            running,
+            operator,
+            viewer,
+            agent,
+            _dir: dir,
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.running.addr()
+    }
+
+    /// A refund whose unkeyed effect is stuck with an unknown outcome: its key and
+    /// the effect's.
+    pub fn stuck_refund(&self, order: u64) -> (String, String) {
+        let request = CallRequest::new(
+            "payments_refund",
+            json!({"order_id": order, "amount_cents": 500}).to_string(),
+        )
+        .conversation("c");
+        assert!(
+            self.t.host.call(&request).is_err(),
+            "the outcome is unknown"
+        );
+        let key = self.t.host.key_for(&request).unwrap().to_string();
+        let effects = self.t.host.unresolved(self.t.clock.now_ms()).unwrap();
+        let effect = effects.iter().find(|e| e.invocation == key).unwrap();
+        (key, effect.key.clone())
+    }
+
+    fn unresolved(&self) -> usize {
+        self.t.host.unresolved(self.t.clock.now_ms()).unwrap().len()
+    }
+}
+
+/// One request on a fresh connection, with the session `cookie` if any.
+fn send(
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    cookie: Option<&str>,
+    form: &[(&str, &str)],
+) -> Reply {
+    let body: String = form_body(form);
+    let mut head = format!(
+        "{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if !form.is_empty() {
+        head.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
+    }
+    if let Some(cookie) = cookie {
+        head.push_str(&format!("Cookie: {cookie}\r\n"));
+    }
+    head.push_str("\r\n");
+    let mut stream = HttpClient::new(addr, None).send_raw(format!("{head}{body}").as_bytes());
+    read_reply(&mut stream)
+}
+
+fn form_body(form: &[(&str, &str)]) -> String {
+    form.iter()
+        .map(|(n, v)| format!("{n}={}", percent(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+fn percent(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Logs in with `token`: the session cookie (`name=value`) and the page's CSRF token.
+fn login(addr: SocketAddr, token: &str) -> (String, String) {
+    let reply = send(addr, "POST", "/console/login", None, &[("token", token)]);
+    assert_eq!(reply.status, 303, "{reply:?}");
+    let set = reply
+        .header("set-cookie")
+        .expect("a session cookie")
+        .to_owned();
+    for flag in ["HttpOnly", "SameSite=Strict", "Path=/console"] {
+        assert!(set.contains(flag), "{flag} in {set}");
+    }
+    let cookie = set.split(';').next().unwrap().to_owned();
+    let page = send(addr, "GET", "/console", Some(&cookie), &[]);
+    assert_eq!(page.status, 200, "{page:?}");
+    (cookie, csrf_of(&page.body))
+}
+
+fn csrf_of(page: &str) -> String {
+    let marker = "name=\"csrf\" value=\"";
+    let at = page.find(marker).expect("a CSRF field") + marker.len();
+    page[at..].split('"').next().unwrap().to_owned()
+}
+
+fn resolve_form<'a>(csrf: &'a str, effect: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("csrf", csrf),
+        ("action", "resolve-not-performed"),
+        ("key", effect),
+    ]
+}
+
+#[test]
+fn nothing_works_without_a_session_and_a_session_ends_at_its_time_on_the_clock() {
+    let f = Fixture::start("", false).unwrap();
+    let addr = f.addr();
+    let (key, effect) = f.stuck_refund(1);
+    for (method, target) in [
+        ("GET", "/console"),
+        ("GET", "/console/unresolved"),
+        ("GET", &*format!("/console/call?key={key}")),
+        ("GET", "/console/api/calls"),
+        ("POST", "/console/act"),
+    ] {
+        let reply = send(addr, method, target, Some("justonce_console=forged"), &[]);
+        assert_eq!(reply.status, 401, "{method} {target}: {reply:?}");
+        assert!(
+            !reply.body.contains(&effect),
+            "nothing of the journal shown"
+        );
+    }
+    let unknown = send(
+        addr,
+        "POST",
+        "/console/login",
+        None,
+        &[("token", "jo_guess")],
+    );
+    assert_eq!(unknown.status, 401);
+    assert!(unknown.header("set-cookie").is_none());
+    let agent = send(addr, "POST", "/console/login", None, &[("token", &f.agent)]);
+    assert_eq!(agent.status, 403, "an agent's token opens no console");
+    assert!(agent.header("set-cookie").is_none());
+
+    let (cookie, _) = login(addr, &f.viewer);
+    let plain = send(
+        addr,
+        "POST",
+        "/console/login",
+        None,
+        &[("token", &f.viewer)],
+    );
+    assert!(!plain.header("set-cookie").unwrap().contains("Secure"));
+    let body = format!("token={}", percent(&f.viewer));
+    let behind_tls = format!(
+        "POST /console/login HTTP/1.1\r\nHost: {addr}\r\nX-Forwarded-Proto: https\r\n\
+         Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let proxied = read_reply(&mut HttpClient::new(addr, None).send_raw(behind_tls.as_bytes()));
+    assert!(
+        proxied.header("set-cookie").unwrap().ends_with("; Secure"),
+        "{proxied:?}"
+    );
+    f.t.clock.advance(TTL - Duration::from_millis(1));
+    assert_eq!(
+        send(addr, "GET", "/console", Some(&cookie), &[]).status,
+        200
+    );
+    f.t.clock.advance(Duration::from_millis(1));
+    assert_eq!(
+        send(addr, "GET", "/console", Some(&cookie), &[]).status,
+        401,
+        "ended at its time"
+    );
+}
+
+#[test]
+fn the_json_api_answers_what_the_clis_json_prints_to_a_session_or_a_consoles_bearer_token() {
+    let f = Fixture::start("", false).unwrap();
+    let addr = f.addr();
+    let (key, _) = f.stuck_refund(2);
+    let (cookie, _) = login(addr, &f.viewer);
+    let calls = send(addr, "GET", "/console/api/calls", Some(&cookie), &[]);
+    assert_eq!(calls.status, 200);
+    let cli_json = serde_json::to_value(f.t.host.journal(None, 100).unwrap()).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&calls.body).unwrap(),
+        cli_json
+    );
+    let story = send(
+        addr,
+        "GET",
+        &format!("/console/api/call?key={key}"),
+        Some(&cookie),
+        &[],
+    );
+    let cli_story = serde_json::to_value(
+        f.t.host
+            .story(&justonce::InvocationKey::parse(&key).unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&story.body).unwrap(),
+        cli_story
+    );
+
+    let charts = send(addr, "GET", "/console/charts", Some(&cookie), &[]);
+    assert_eq!(charts.status, 200);
+    // payments_refund: 1 call, 0 replays, 0 retried, 1 unknown, 0 failed.
+    assert!(
+        charts
+            .body
+            .contains("<td>payments_refund</td><td>1</td><td>0</td><td>0</td><td>1</td><td>0</td>"),
+        "{}",
+        charts.body
+    );
+    let bearer = |token: &str| {
+        let request = format!(
+            "GET /console/api/unresolved HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        );
+        read_reply(&mut HttpClient::new(addr, None).send_raw(request.as_bytes()))
+    };
+    let unresolved = bearer(&f.operator);
+    assert_eq!(unresolved.status, 200);
+    let cli_unresolved =
+        serde_json::to_value(f.t.host.unresolved(f.t.clock.now_ms()).unwrap()).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&unresolved.body).unwrap(),
+        cli_unresolved
+    );
+    assert_eq!(
+        bearer(&f.agent).status,
+        401,
+        "an agent's token reads no console"
+    );
+}
+
+/// A viewer reads the stuck effect but its action is refused; an operator's action
+/// without the CSRF token too; then the operator resolves it, recorded as its own.
+fn a_viewer_is_refused_and_an_operators_resolve_is_recorded_with_its_principal(f: &Fixture) {
+    let addr = f.addr();
+    let (key, effect) = f.stuck_refund(3);
+
+    let (viewer, viewer_csrf) = login(addr, &f.viewer);
+    let listed = send(addr, "GET", "/console/unresolved", Some(&viewer), &[]);
+    assert!(
+        listed.body.contains(&effect),
+        "the viewer sees the stuck effect"
+    );
+    assert!(!listed.body.contains("/console/confirm"), "and no action");
+    let confirm = format!("/console/confirm?action=resolve-not-performed&key={effect}");
+    assert_eq!(send(addr, "GET", &confirm, Some(&viewer), &[]).status, 403);
+    let refused = send(
+        addr,
+        "POST",
+        "/console/act",
+        Some(&viewer),
+        &resolve_form(&viewer_csrf, &effect),
+    );
+    assert_eq!(refused.status, 403, "{refused:?}");
+    assert_eq!(f.unresolved(), 1, "the viewer changed nothing");
+
+    let (operator, csrf) = login(addr, &f.operator);
+    let page = send(addr, "GET", &confirm, Some(&operator), &[]);
+    assert_eq!(page.status, 200);
+    assert_eq!(
+        csrf_of(&page.body),
+        csrf,
+        "the confirmation carries the CSRF token"
+    );
+    let without = send(
+        addr,
+        "POST",
+        "/console/act",
+        Some(&operator),
+        &resolve_form("", &effect)[1..],
+    );
+    assert_eq!(without.status, 403, "{without:?}");
+    let forged = send(
+        addr,
+        "POST",
+        "/console/act",
+        Some(&operator),
+        &resolve_form(&viewer_csrf, &effect),
+    );
+    assert_eq!(forged.status, 403, "another session's CSRF token");
+    assert_eq!(f.unresolved(), 1, "nothing changed without the token");
+
+    let done = send(
+        addr,
+        "POST",
+        "/console/act",
+        Some(&operator),
+        &resolve_form(&csrf, &effect),
+    );
+    assert_eq!(done.status, 200, "{done:?}");
+    assert_eq!(f.unresolved(), 0);
+    let story =
+        f.t.host
+            .story(&justonce::InvocationKey::parse(&key).unwrap())
+            .unwrap();
+    let operation = story.operations.last().expect("recorded");
+    assert_eq!(
+        (operation.action.as_str(), operation.by.as_str()),
+        ("resolve", "ops")
+    );
+    let page = send(
+        addr,
+        "GET",
+        &format!("/console/call?key={key}"),
+        Some(&viewer),
+        &[],
+    );
+    assert!(
+        page.body.contains("<td class=\"by\">ops</td>"),
+        "the story shows who"
+    );
+
+    // The operator abandons the call; resolving its effect then is refused with the
+    // journal's reason (409), not a server error.
+    let abandon = [
+        ("csrf", csrf.as_str()),
+        ("action", "abandon"),
+        ("key", key.as_str()),
+    ];
+    let abandoned = send(addr, "POST", "/console/act", Some(&operator), &abandon);
+    assert_eq!(abandoned.status, 200, "{abandoned:?}");
+    let story =
+        f.t.host
+            .story(&justonce::InvocationKey::parse(&key).unwrap())
+            .unwrap();
+    let operation = story.operations.last().unwrap();
+    assert_eq!(
+        (operation.action.as_str(), operation.by.as_str()),
+        ("abandon", "ops")
+    );
+    let again = send(
+        addr,
+        "POST",
+        "/console/act",
+        Some(&operator),
+        &resolve_form(&csrf, &effect),
+    );
+    assert_eq!(again.status, 409, "{again:?}");
+    assert!(again.body.contains("abandoned"), "{}", again.body);
+}
+
+#[test]
+fn a_viewer_is_refused_and_an_operators_resolve_is_recorded_with_its_principal_on_sqlite() {
+    let f = Fixture::start("", false).unwrap();
+    a_viewer_is_refused_and_an_operators_resolve_is_recorded_with_its_principal(&f);
+}
+
+#[test]
+fn a_viewer_is_refused_and_an_operators_resolve_is_recorded_with_its_principal_on_postgres() {
+    let test =
+        "a_viewer_is_refused_and_an_operators_resolve_is_recorded_with_its_principal_on_postgres";
+    if let Some(f) = Fixture::start(test, true) {
+        a_viewer_is_refused_and_an_operators_resolve_is_recorded_with_its_principal(&f);
+    }
+}
+
+#[test]
+fn hostile_arguments_and_queries_render_as_text() {
+    let f = Fixture::start("", false).unwrap();
+    let addr = f.addr();
+    let hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>\"'&";
+    let huge = "A".repeat(1_000_000);
+    let bytes = "invalid UTF-8 as sent: \\xff\\xfe \u{fffd} \u{0} \u{202e}";
+    let request = CallRequest::new(
+        "echo",
+        json!({"message": format!("{hostile}{bytes}{huge}")}).to_string(),
+    );
+    f.t.host.call(&request).unwrap();
+    let key = f.t.host.key_for(&request).unwrap().to_string();
+    let (cookie, _) = login(addr, &f.viewer);
+    for target in [
+        "/console".to_owned(),
+        format!("/console/call?key={key}"),
+        "/console?q=%FF%3Cscript%3Ealert(3)%3C%2Fscript%3E&tool=%3Cb%3E".to_owned(),
+    ] {
+        let page = send(addr, "GET", &target, Some(&cookie), &[]);
+        assert_eq!(page.status, 200, "{target}");
+        assert!(
+            !page.body.contains("<script>alert"),
+            "{target}: a script tag"
+        );
+        assert!(!page.body.contains("<img src=x"), "{target}: an element");
+        assert!(!page.body.contains("<b>"), "{target}: an element");
+        assert!(
+            page.body.len() < 200_000,
+            "{target}: the huge argument is cut ({} bytes)",
+            page.body.len()
+        );
+    }
+    let story = send(
+        addr,
+        "GET",
+        &format!("/console/call?key={key}"),
+        Some(&cookie),
+        &[],
+    );
+    assert!(
+        story
+            .body
+            .contains("&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;")
+    );
+    assert!(
+        story.body.contains("\\\\xff\\\\xfe \u{fffd}"),
+        "shown as text"
+    );
+    assert!(story.body.contains("more characters not shown"));
+    let search = send(
+        addr,
+        "GET",
+        "/console?q=%FF%3Cscript%3E",
+        Some(&cookie),
+        &[],
+    );
+    assert!(
+        search.body.contains("value=\"\u{fffd}&lt;script&gt;\""),
+        "the invalid byte is shown replaced"
+    );
+    for header in ["content-security-policy", "x-content-type-options"] {
+        assert!(story.header(header).is_some(), "{header}");
+    }
+}
+
+/// `justonce` with `args` on `db`, to success: its stdout.
+fn cli(db: &std::path::Path, args: &[&str]) -> String {
+    let out = justonce_command(Some(db)).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// GET `target` with a bearer `token`.
+fn get_with_token(addr: SocketAddr, target: &str, token: &str) -> Reply {
+    let request = format!(
+        "GET {target} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    );
+    read_reply(&mut HttpClient::new(addr, None).send_raw(request.as_bytes()))
+}
+
+#[test]
+fn serve_http_has_the_console_beside_mcp_and_justonce_console_serves_it_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let ops = cli(&db, &["token", "add", "ops", "--role", "operator"])
+        .trim()
+        .to_owned();
+    cli(&db, &["token", "add", "bot"]);
+    let listed: Value = serde_json::from_str(&cli(&db, &["token", "list", "--json"])).unwrap();
+    let roles: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["operator", "agent"], "the default role is agent");
+    // A refund with no payments service configured: recorded, not performed.
+    let refund = r#"{"order_id":7,"amount_cents":5,"currency":"EUR","reason":"<b>"}"#;
+    let ran = justonce_command(Some(&db))
+        .args(["run", "refund", "--args", refund])
+        .output()
+        .unwrap();
+    assert_eq!(ran.status.code(), Some(3), "{ran:?}");
+    let journal: Value = serde_json::from_str(&cli(&db, &["journal", "--json"])).unwrap();
+    assert_eq!(journal.as_array().map(Vec::len), Some(1), "{journal}");
+
+    let served = HttpProcess::spawn(&db, &[]);
+    let calls = get_with_token(served.addr, "/console/api/calls", &ops);
+    assert_eq!(calls.status, 200, "{calls:?}");
+    assert_eq!(serde_json::from_str::<Value>(&calls.body).unwrap(), journal);
+    drop(served);
+
+    let mut alone = justonce_command(Some(&db))
+        .args(["console", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(alone.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr: SocketAddr = line
+        .trim()
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix("/console"))
+        .unwrap_or_else(|| panic!("not the console's URL: {line:?}"))
+        .parse()
+        .unwrap();
+    let calls = get_with_token(addr, "/console/api/calls", &ops);
+    let mcp = get_with_token(addr, "/mcp", &ops);
+    let _ = alone.kill();
+    let _ = alone.wait();
+    assert_eq!(calls.status, 200, "{calls:?}");
+    assert_eq!(serde_json::from_str::<Value>(&calls.body).unwrap(), journal);
+    assert_eq!(mcp.status, 404, "no MCP on the console alone");
+}
