@@ -49,7 +49,7 @@ pub struct Serve {
     /// Also serve Prometheus metrics at http://ADDR:PORT/metrics (or PORT, on
     /// 127.0.0.1), on a listener of its own, whether MCP goes over stdio or HTTP.
     /// Open to anyone on a loopback address; on any other, every scrape needs a
-    /// bearer token of the tokens file (`justonce token add prometheus`), and serve
+    /// bearer token of the tokens file (`justonce token add prometheus --role viewer`), and serve
     /// refuses to start when that file holds none.
     #[arg(long, value_name = "ADDR:PORT")]
     metrics: Option<String>,
@@ -204,7 +204,7 @@ impl Serve {
                     path,
                     reason: format!(
                         "--metrics {bound} is reachable beyond this machine, so every scrape needs a bearer token, \
-                         and this tokens file holds none: add one (justonce token add prometheus) or listen on 127.0.0.1"
+                         and this tokens file holds none: add one (justonce token add prometheus --role viewer) or listen on 127.0.0.1"
                     ),
                 });
             }
