@@ -187,6 +187,7 @@ fn a_decision_judges_a_lease_by_the_clock_under_the_lock_not_by_a_time_read_befo
     clock.set(180_001);
     let resumed = journal.decide(&stale).unwrap();
     assert!(matches!(resumed, BeginOutcome::Run { resumed: true, .. }), "{resumed:?}");
+}
 
 #[test]
 fn every_commit_and_every_fsync_is_timed() {
