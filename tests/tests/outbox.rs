@@ -130,7 +130,7 @@ fn messages(host: &Host) -> Vec<OutboxMessage> {
 
 fn result_of(outcome: &Outcome) -> &Value {
     match outcome {
-        Outcome::Success { result } => result,
+        Outcome::Success { result, .. } => result,
         other => panic!("expected a success-shaped result, got {other:?}"),
     }
 }

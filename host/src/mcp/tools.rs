@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 use super::protocol::{INTERNAL_ERROR, Params, RpcError, type_name};
 use crate::call::{CallRequest, CallResponse};
 use crate::error::Error;
+use crate::outcome::Outcome;
 use crate::retention::Retention;
 use crate::runtime::Runtime;
 
@@ -30,7 +31,7 @@ pub const KEY_META_KEY: &str = "dev.justonce/key";
 pub const RETENTION_META_KEY: &str = "dev.justonce/retention";
 
 /// The `tools/list` entries: name, description, the argument schema from the tool's
-/// `describe`, `idempotentHint`, which every tool behind the guard honours within
+/// `describe` (and the result's, `outputSchema`, if it declared one), `idempotentHint`, which every tool behind the guard honours within
 /// its window, and that window in `_meta["dev.justonce/retention"]`. A tool marked
 /// read-only has `readOnlyHint` instead: nothing of its calls is saved or
 /// deduplicated (MCP reads `idempotentHint` only when `readOnlyHint` is false).
@@ -43,6 +44,9 @@ pub(crate) fn descriptors(runtime: &Runtime, retention: &Retention) -> Vec<Value
                 "description": tool.description,
                 "inputSchema": input_schema(&crate::runtime::portable_schema(&tool.input_schema)),
             });
+            if let Some(output) = &tool.output_schema {
+                entry["outputSchema"] = crate::runtime::portable_schema(output);
+            }
             if tool.read_only {
                 entry["annotations"] = json!({ "readOnlyHint": true });
             } else {
@@ -167,17 +171,24 @@ pub(crate) fn call_result(
 ) -> Result<Value, RpcError> {
     match result {
         Ok(response) => {
-            let (payload, is_error) = match &response.outcome {
-                crate::outcome::Outcome::Success { result } => (result.clone(), false),
-                failure => (failure.to_agent_json(), true),
-            };
-            Ok(tool_result(
-                payload,
-                is_error,
-                response.replayed,
-                Some(response.key.to_string()),
-                any_structured,
-            ))
+            let key = Some(response.key.to_string());
+            Ok(match response.outcome {
+                Outcome::Success {
+                    result,
+                    content: Some(content),
+                } => rich_result(result, content, response.replayed, key, any_structured),
+                Outcome::Success {
+                    result,
+                    content: None,
+                } => tool_result(result, false, response.replayed, key, any_structured),
+                failure => tool_result(
+                    failure.to_agent_json(),
+                    true,
+                    response.replayed,
+                    key,
+                    any_structured,
+                ),
+            })
         }
         Err(error) => match &error {
             // `CannotResolve` and `CannotOperate` come from `justonce resolve`, `forget`
@@ -255,6 +266,8 @@ fn host_failure(error: &Error, remote: bool) -> RpcError {
     }))
 }
 
+/// A result of JSON `payload`: the JSON as text (for clients before
+/// `structuredContent`), and as `structuredContent` where the revision allows it.
 fn tool_result(
     payload: Value,
     is_error: bool,
@@ -262,27 +275,59 @@ fn tool_result(
     key: Option<String>,
     any_structured: bool,
 ) -> Value {
-    let mut meta = Map::new();
-    meta.insert(REPLAYED_META_KEY.into(), Value::Bool(replayed));
-    if let Some(key) = key {
-        meta.insert(KEY_META_KEY.into(), Value::String(key));
-    }
-    let mut result = json!({
-        "content": [{ "type": "text", "text": payload.to_string() }],
-        "isError": is_error,
-        "_meta": meta,
+    let text = payload.to_string();
+    with_structured(
+        json!({
+            "content": [{ "type": "text", "text": text }],
+            "isError": is_error,
+            "_meta": result_meta(replayed, key),
+        }),
+        payload,
+        any_structured,
+    )
+}
+
+/// A result the tool gave in parts (its content blocks as saved) and, unless
+/// `null`, a structured result besides them.
+fn rich_result(
+    structured: Value,
+    content: Vec<Value>,
+    replayed: bool,
+    key: Option<String>,
+    any_structured: bool,
+) -> Value {
+    let result = json!({
+        "content": content,
+        "isError": false,
+        "_meta": result_meta(replayed, key),
     });
+    if structured.is_null() {
+        result
+    } else {
+        with_structured(result, structured, any_structured)
+    }
+}
+
+fn with_structured(mut result: Value, payload: Value, any_structured: bool) -> Value {
     if any_structured || payload.is_object() {
         result["structuredContent"] = payload;
     }
     result
 }
 
+fn result_meta(replayed: bool, key: Option<String>) -> Map<String, Value> {
+    let mut meta = Map::new();
+    meta.insert(REPLAYED_META_KEY.into(), Value::Bool(replayed));
+    if let Some(key) = key {
+        meta.insert(KEY_META_KEY.into(), Value::String(key));
+    }
+    meta
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::keys::InvocationKey;
-    use crate::outcome::Outcome;
 
     fn params(value: Value) -> Params {
         value.as_object().unwrap().clone()
@@ -357,6 +402,7 @@ mod tests {
                 replayed: true,
                 outcome: Outcome::Success {
                     result: json!({"sent": 1}),
+                    content: None,
                 },
             }),
             false,
@@ -400,6 +446,31 @@ mod tests {
     }
 
     #[test]
+    fn a_result_in_parts_is_its_parts_and_its_structured_value_besides() {
+        let key = InvocationKey::parse("0123456789abcdef0123456789abcdef").unwrap();
+        let image = json!({ "type": "image", "data": "AQID", "mimeType": "image/png" });
+        let response = |result: Value| CallResponse {
+            key: key.clone(),
+            replayed: false,
+            outcome: Outcome::Success {
+                result,
+                content: Some(vec![
+                    json!({ "type": "text", "text": "chart:" }),
+                    image.clone(),
+                ]),
+            },
+        };
+        let parts_only = call_result(Ok(response(Value::Null)), false, false).unwrap();
+        assert_eq!(parts_only["content"][1], image);
+        assert_eq!(parts_only["content"].as_array().unwrap().len(), 2);
+        assert_eq!(parts_only["isError"], false);
+        assert!(parts_only.get("structuredContent").is_none());
+        let typed = call_result(Ok(response(json!({ "points": 3 }))), false, false).unwrap();
+        assert_eq!(typed["structuredContent"], json!({ "points": 3 }));
+        assert_eq!(typed["content"][0]["text"], "chart:");
+    }
+
+    #[test]
     fn a_result_that_is_not_an_object_is_structured_only_where_the_revision_allows_it() {
         let key = InvocationKey::parse("0123456789abcdef0123456789abcdef").unwrap();
         let response = CallResponse {
@@ -407,6 +478,7 @@ mod tests {
             replayed: false,
             outcome: Outcome::Success {
                 result: json!([1, 2]),
+                content: None,
             },
         };
         let legacy = call_result(Ok(response.clone()), false, false).unwrap();

@@ -25,6 +25,10 @@ pub(crate) struct GuestState {
     pub max_effects: u32,
     /// Largest effect payload this call may send, in bytes.
     pub max_payload_bytes: usize,
+    /// Largest result this call may return, in bytes (its parts together too).
+    pub max_result_bytes: usize,
+    /// The result parts added so far.
+    pub parts: super::content::ResultParts,
     /// Effects asked for so far.
     pub effects: u32,
     /// A limit `perform` refused (the limiter keeps its own).
@@ -112,6 +116,16 @@ impl tool::effects::Host for GuestState {
             })),
             Err(fault) => Err(wasmtime::Error::msg(fault)),
         }
+    }
+}
+
+impl tool::content::Host for GuestState {
+    fn add(&mut self, part: tool::content::Part) -> wasmtime::Result<()> {
+        // Past the cap the call traps, and the trap is the saved outcome.
+        self.parts.add(part, self.max_result_bytes).map_err(|hit| {
+            self.limit_hit.get_or_insert(hit.clone());
+            wasmtime::Error::new(hit)
+        })
     }
 }
 

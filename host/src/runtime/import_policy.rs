@@ -1,7 +1,7 @@
 //! The imports a tool component may have. Everything else is refused at load, with
 //! the import named, before the component can run.
 //!
-//! Allowed: the justonce imports (`effects`, `log`, `types`), and the parts of WASI that
+//! Allowed: the justonce imports (`effects`, `log`, `content`, `types`), and the parts of WASI that
 //! Rust's standard library links and that the host backs with nothing: streams, the
 //! command-line world's empty environment and stdio, clocks, random, and the filesystem
 //! interfaces with no directory ever preopened. Refused: sockets, HTTP, and any
@@ -22,7 +22,7 @@ use wasmtime::component::Component;
 
 /// `(package, interfaces)`: every interface listed may be imported at any version.
 const ALLOWED: &[(&str, &[&str])] = &[
-    ("justonce:tool", &["types", "effects", "log"]),
+    ("justonce:tool", &["types", "effects", "log", "content"]),
     ("wasi:io", &["error", "poll", "streams"]),
     (
         "wasi:cli",
