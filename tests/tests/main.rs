@@ -42,6 +42,7 @@ mod registry;
 mod replay;
 mod resolve;
 mod retry;
+mod rich;
 mod rollout;
 mod sandbox;
 mod secrets;
