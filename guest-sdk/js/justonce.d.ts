@@ -191,3 +191,7 @@ export interface Rich<T = null> {
 
 /** A result in `parts` and, optionally, a `structured` value besides them. */
 export function rich<T = null>(parts: ContentPart[], structured?: T): Rich<T>;
+
+/** Reports that `done` of `total` (if known) is done, and what is happening, to a
+ * client that asked to hear (MCP's `notifications/progress`). */
+export function progress(done: number, total?: number, message?: string): void;

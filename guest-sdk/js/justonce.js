@@ -8,6 +8,7 @@
 import { perform as witPerform } from 'justonce:tool/effects@0.1.0';
 import { write as witLog } from 'justonce:tool/log@0.1.0';
 import { add as witAddContent } from 'justonce:tool/content@0.1.0';
+import { report as witProgress } from 'justonce:tool/progress@0.1.0';
 
 // ---------------------------------------------------------------------------
 // JSON with exact integers
@@ -240,6 +241,16 @@ export const log = Object.fromEntries(
     (message) => witLog(level, String(message)),
   ]),
 );
+
+/**
+ * Reports that `done` of `total` (if known) is done, and what is happening, to a
+ * client that asked to hear (MCP's `notifications/progress`). Each report's `done`
+ * should be larger than the last; the host drops one that is not. Not an effect: not
+ * journaled, and a replayed call reports nothing.
+ */
+export function progress(done, total = undefined, message = undefined) {
+  witProgress(Number(done), total === undefined ? undefined : Number(total), message);
+}
 
 // ---------------------------------------------------------------------------
 // Results beyond JSON: text, images, sounds and resources for the agent.

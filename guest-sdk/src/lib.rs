@@ -77,10 +77,12 @@ pub mod effects;
 mod error;
 pub mod http;
 pub mod log;
+mod progress;
 mod schema;
 
 pub use content::{Content, Rich, ToolOutput};
 pub use error::ToolError;
+pub use progress::progress;
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;

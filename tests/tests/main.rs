@@ -29,6 +29,7 @@ mod mcp_conformance;
 mod mcp_http;
 mod mcp_http_cli;
 mod mcp_logging;
+mod mcp_progress;
 mod mcp_protocol;
 mod mcp_python;
 mod new_tool;

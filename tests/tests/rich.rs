@@ -46,7 +46,11 @@ pub fn saved_and_replayed(t: &TestHost, request: &CallRequest) {
     let first = t.host.call(request).unwrap();
     let sent = t.mail.sent().unwrap();
     assert_eq!(sent.len(), 1, "one mail");
-    assert_eq!(t.mail.attempts(), vec![sent[0].key.clone(); 2], "the retry, same key");
+    assert_eq!(
+        t.mail.attempts(),
+        vec![sent[0].key.clone(); 2],
+        "the retry, same key"
+    );
     let Outcome::Success {
         result,
         content: Some(content),
@@ -86,7 +90,9 @@ fn over_mcp_the_output_schema_is_listed_and_a_retry_gets_the_same_parts_and_stru
     );
     assert_eq!(rich["outputSchema"]["required"], json!(["message_id"]));
     assert!(
-        rich["inputSchema"].get("x-justonce-output-schema").is_none(),
+        rich["inputSchema"]
+            .get("x-justonce-output-schema")
+            .is_none(),
         "the mark is not shown: {rich}"
     );
     let echo = tools.iter().find(|t| t["name"] == "echo").unwrap();

@@ -44,6 +44,7 @@ from typing import Any, Callable, Optional
 from . import http, log
 from ._errors import ToolError
 from .content import Audio, Image, Resource, ResourceLink, Rich, Text, add_parts
+from .log import progress
 from ._schema import Signature, to_json
 from .effects import (
     BadPayload,
@@ -76,6 +77,7 @@ __all__ = [
     "http",
     "log",
     "perform",
+    "progress",
     "tool",
 ]
 

@@ -18,7 +18,7 @@ use super::session::{Dispatch, LOG_LEVELS, Session, stateless_result};
 use super::tools;
 use crate::call::CallRequest;
 use crate::host::Host;
-use crate::runtime::log_listener::{LogLevel, with_log_listener};
+use crate::runtime::log_listener::{GuestNote, LogLevel, with_log_listener};
 
 // Workers share one host; a change that made `Host` unshareable must fail here.
 const _: () = {
@@ -111,6 +111,7 @@ struct Job {
     request: CallRequest,
     stateless: bool,
     log_level: Option<usize>,
+    progress_token: Option<Value>,
 }
 
 /// The tool calls that were received and not yet answered, and which of them the
@@ -266,6 +267,7 @@ impl Server {
                         request,
                         stateless,
                         log_level,
+                        progress_token,
                     } => {
                         if !in_flight.admit(&id) {
                             let error = RpcError::new(
@@ -279,6 +281,7 @@ impl Server {
                             request,
                             stateless,
                             log_level,
+                            progress_token,
                         };
                         // The workers live as long as this loop, so the queue is open;
                         // a full one answers at once instead of growing.
@@ -358,33 +361,63 @@ impl Server {
     }
 
     /// [`Server::run_call`], and the tool's log lines at `log_level` or more severe
-    /// (an index of [`LOG_LEVELS`]) as `notifications/message`, to send before the
-    /// answer. Nothing is collected without a level, nor for a replayed call (its
-    /// tool does not run).
+    /// (an index of [`LOG_LEVELS`]) as `notifications/message`, and its progress
+    /// reports to `progress_token` as `notifications/progress` (each `progress`
+    /// larger than the last; others are dropped), to send before the answer. Nothing
+    /// is collected without a level or a token, nor for a replayed call (its tool
+    /// does not run).
     pub(crate) fn run_call_logged(
         &self,
         request: &CallRequest,
         stateless: bool,
         remote: bool,
         log_level: Option<usize>,
+        progress_token: Option<Value>,
     ) -> (Vec<Value>, Result<Value, RpcError>) {
-        let Some(least) = log_level else {
+        if log_level.is_none() && progress_token.is_none() {
             return (Vec::new(), self.run_call(request, stateless, remote));
-        };
+        }
         let lines = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
         let sink = std::rc::Rc::clone(&lines);
-        let listener = Box::new(move |tool: &str, level: LogLevel, message: &str| {
-            let level = match level {
-                LogLevel::Trace | LogLevel::Debug => 0,
-                LogLevel::Info => 1,
-                LogLevel::Warn => 3,
-                LogLevel::Error => 4,
-            };
-            if level >= least {
+        let last_progress = std::cell::Cell::new(f64::NEG_INFINITY);
+        let listener = Box::new(move |tool: &str, note: GuestNote<'_>| match note {
+            GuestNote::Log(level, message) => {
+                let level = match level {
+                    LogLevel::Trace | LogLevel::Debug => 0,
+                    LogLevel::Info => 1,
+                    LogLevel::Warn => 3,
+                    LogLevel::Error => 4,
+                };
+                if log_level.is_some_and(|least| level >= least) {
+                    sink.borrow_mut().push(serde_json::json!({
+                        "jsonrpc": "2.0",
+                        "method": "notifications/message",
+                        "params": { "level": LOG_LEVELS[level], "logger": tool, "data": message },
+                    }));
+                }
+            }
+            GuestNote::Progress {
+                done,
+                total,
+                message,
+            } => {
+                let Some(token) = &progress_token else { return };
+                // MCP: progress increases with each notification (NaN never does).
+                if !(done > last_progress.get()) || !done.is_finite() {
+                    return;
+                }
+                last_progress.set(done);
+                let mut params = serde_json::json!({ "progressToken": token, "progress": done });
+                if let Some(total) = total.filter(|t| t.is_finite()) {
+                    params["total"] = serde_json::json!(total);
+                }
+                if let Some(message) = message {
+                    params["message"] = serde_json::json!(message);
+                }
                 sink.borrow_mut().push(serde_json::json!({
                     "jsonrpc": "2.0",
-                    "method": "notifications/message",
-                    "params": { "level": LOG_LEVELS[level], "logger": tool, "data": message },
+                    "method": "notifications/progress",
+                    "params": params,
                 }));
             }
         });
@@ -417,8 +450,13 @@ impl Server {
                 in_flight.finish(&job.id);
                 continue;
             }
-            let (notes, reply) =
-                self.run_call_logged(&job.request, job.stateless, false, job.log_level);
+            let (notes, reply) = self.run_call_logged(
+                &job.request,
+                job.stateless,
+                false,
+                job.log_level,
+                job.progress_token,
+            );
             if in_flight.finish(&job.id) {
                 tracing::info!(id = %job.id, "cancelled call finished; its response is withheld");
             } else {

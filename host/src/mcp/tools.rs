@@ -131,6 +131,22 @@ pub(crate) fn call_request(
     Ok(request)
 }
 
+/// The `_meta.progressToken` of `tools/call` parameters: a string or an integer, or
+/// none.
+pub(crate) fn progress_token(params: &Params) -> Result<Option<Value>, RpcError> {
+    match params
+        .get("_meta")
+        .and_then(|meta| meta.get("progressToken"))
+    {
+        None | Some(Value::Null) => Ok(None),
+        Some(token @ Value::String(_)) => Ok(Some(token.clone())),
+        Some(token @ Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(Some(token.clone())),
+        Some(other) => Err(RpcError::invalid_params(format!(
+            "tools/call: _meta.progressToken must be a string or an integer, not {other}"
+        ))),
+    }
+}
+
 fn meta_string(meta: Option<&Map<String, Value>>, key: &str) -> Result<Option<String>, RpcError> {
     non_empty_string(meta.and_then(|m| m.get(key)), &format!("_meta[\"{key}\"]"))
 }
@@ -371,6 +387,21 @@ mod tests {
         assert!(e.message.contains("different keys"), "{}", e.message);
         let bad = params(json!({ "name": "t", "idempotencyKey": 7 }));
         assert!(call_request(&bad, None).is_err());
+    }
+
+    #[test]
+    fn a_progress_token_is_a_string_or_an_integer() {
+        for token in [json!("p-1"), json!(7)] {
+            let p = params(json!({ "name": "t", "_meta": { "progressToken": token } }));
+            assert_eq!(progress_token(&p).unwrap(), Some(token));
+        }
+        assert_eq!(
+            progress_token(&params(json!({ "name": "t" }))).unwrap(),
+            None
+        );
+        let bad = params(json!({ "name": "t", "_meta": { "progressToken": 1.5 } }));
+        let e = progress_token(&bad).unwrap_err();
+        assert!(e.message.contains("progressToken"), "{}", e.message);
     }
 
     #[test]

@@ -9,10 +9,13 @@ use super::bindings::{EffectError, Level, justonce::tool};
 use super::capture::BoundedCapture;
 use super::effects::{EffectFailure, EffectHandler};
 use super::limiter::{CallLimiter, LimitHit};
-use super::log_listener::LogLevel;
+use super::log_listener::{GuestNote, LogLevel};
 
 /// The longest log line a guest may write; longer ones are cut.
 const MAX_LOG_LINE: usize = 4096;
+
+/// What a progress report costs of the log budget besides its message, in bytes.
+const PROGRESS_COST: usize = 64;
 
 /// Per-call guest state: a deny-all WASI context, the store's limits and the effect
 /// guard of this run (absent while the tool only describes itself).
@@ -129,6 +132,29 @@ impl tool::content::Host for GuestState {
     }
 }
 
+impl tool::progress::Host for GuestState {
+    fn report(&mut self, done: f64, total: Option<f64>, message: Option<String>) {
+        if !super::log_listener::listening() {
+            return;
+        }
+        // Reports share the log lines' budget: a guest cannot flood the client.
+        let message = message.as_deref().map(|m| truncate(m, MAX_LOG_LINE));
+        let cost = PROGRESS_COST + message.map_or(0, str::len);
+        if cost > self.log_budget {
+            self.log_budget = 0;
+            self.log_dropped += 1;
+            return;
+        }
+        self.log_budget -= cost;
+        let note = GuestNote::Progress {
+            done,
+            total,
+            message,
+        };
+        super::log_listener::deliver(&self.tool, note);
+    }
+}
+
 impl tool::log::Host for GuestState {
     fn write(&mut self, level: Level, message: String) {
         let message = truncate(&message, MAX_LOG_LINE);
@@ -140,17 +166,14 @@ impl tool::log::Host for GuestState {
         self.log_budget -= message.len();
         let message = escape_controls(message);
         let tool = &*self.tool;
-        super::log_listener::deliver(
-            tool,
-            match level {
-                Level::Trace => LogLevel::Trace,
-                Level::Debug => LogLevel::Debug,
-                Level::Info => LogLevel::Info,
-                Level::Warn => LogLevel::Warn,
-                Level::Error => LogLevel::Error,
-            },
-            &message,
-        );
+        let note_level = match level {
+            Level::Trace => LogLevel::Trace,
+            Level::Debug => LogLevel::Debug,
+            Level::Info => LogLevel::Info,
+            Level::Warn => LogLevel::Warn,
+            Level::Error => LogLevel::Error,
+        };
+        super::log_listener::deliver(tool, GuestNote::Log(note_level, &message));
         match level {
             Level::Trace => tracing::trace!(target: "justonce::guest", tool, "{message}"),
             Level::Debug => tracing::debug!(target: "justonce::guest", tool, "{message}"),

@@ -2,8 +2,8 @@
 //! (its first answer lost, retried under the same key) and answers in parts with a
 //! structured result, saved and replayed byte for byte as a Rust tool's is.
 
-use justonce::CallRequest;
 use justonce::__private::LocalApi;
+use justonce::CallRequest;
 use serde_json::json;
 
 use super::{JAVASCRIPT, Lang, PYTHON};

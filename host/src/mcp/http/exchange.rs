@@ -263,6 +263,7 @@ impl HttpServer {
                 request,
                 stateless,
                 log_level,
+                progress_token,
             } => {
                 let request = request.principal(principal);
                 let Some(_permit) = self.admission.enter(principal) else {
@@ -292,8 +293,13 @@ impl HttpServer {
                 // record is kept and a retry gets the outcome. The guard blocks, so
                 // this thread hands its other connections to another worker first.
                 let (logged, reply) = tokio::task::block_in_place(|| {
-                    self.server
-                        .run_call_logged(&request, stateless, true, log_level)
+                    self.server.run_call_logged(
+                        &request,
+                        stateless,
+                        true,
+                        log_level,
+                        progress_token,
+                    )
                 });
                 shutdown.finish();
                 notes = logged;
