@@ -190,8 +190,13 @@ impl Server {
     /// Serves one client: reads newline-delimited JSON-RPC from `input` and writes
     /// only protocol messages to `output`, until `input` ends. Tool calls still
     /// running then are finished (and journaled) before this returns.
-    pub fn serve<R: BufRead, W: Write + Send>(&self, mut input: R, output: W) -> io::Result<()> {
-        let outbox = Outbox(Mutex::new(output));
+    pub fn serve<R: BufRead, W: Write + Send + 'static>(
+        &self,
+        mut input: R,
+        output: W,
+    ) -> io::Result<()> {
+        // Shared with the calls' listeners, which write what a tool says as it runs.
+        let outbox = Arc::new(Outbox(Mutex::new(output)));
         let in_flight = InFlight::default();
         let (jobs, queue) = bounded::<Job>(MAX_QUEUED_CALLS);
         let workers = self.config.max_concurrent_calls.max(1);
@@ -360,25 +365,23 @@ impl Server {
         }
     }
 
-    /// [`Server::run_call`], and the tool's log lines at `log_level` or more severe
-    /// (an index of [`LOG_LEVELS`]) as `notifications/message`, and its progress
-    /// reports to `progress_token` as `notifications/progress` (each `progress`
-    /// larger than the last; others are dropped), to send before the answer. Nothing
-    /// is collected without a level or a token, nor for a replayed call (its tool
-    /// does not run).
+    /// [`Server::run_call`], handing `deliver` the tool's log lines at `log_level` or
+    /// more severe (an index of [`LOG_LEVELS`]) as `notifications/message`, and its
+    /// progress reports to `progress_token` as `notifications/progress` (each
+    /// `progress` larger than the last; others are dropped), as the tool says them,
+    /// before the answer. Nothing is heard without a level or a token, nor for a
+    /// replayed call (its tool does not run).
     pub(crate) fn run_call_logged(
         &self,
         request: &CallRequest,
         stateless: bool,
         remote: bool,
-        log_level: Option<usize>,
-        progress_token: Option<Value>,
-    ) -> (Vec<Value>, Result<Value, RpcError>) {
+        (log_level, progress_token): (Option<usize>, Option<Value>),
+        deliver: Box<dyn Fn(Value)>,
+    ) -> Result<Value, RpcError> {
         if log_level.is_none() && progress_token.is_none() {
-            return (Vec::new(), self.run_call(request, stateless, remote));
+            return self.run_call(request, stateless, remote);
         }
-        let lines = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-        let sink = std::rc::Rc::clone(&lines);
         let last_progress = std::cell::Cell::new(f64::NEG_INFINITY);
         let listener = Box::new(move |tool: &str, note: GuestNote<'_>| match note {
             GuestNote::Log(level, message) => {
@@ -389,7 +392,7 @@ impl Server {
                     LogLevel::Error => 4,
                 };
                 if log_level.is_some_and(|least| level >= least) {
-                    sink.borrow_mut().push(serde_json::json!({
+                    deliver(serde_json::json!({
                         "jsonrpc": "2.0",
                         "method": "notifications/message",
                         "params": { "level": LOG_LEVELS[level], "logger": tool, "data": message },
@@ -414,16 +417,14 @@ impl Server {
                 if let Some(message) = message {
                     params["message"] = serde_json::json!(message);
                 }
-                sink.borrow_mut().push(serde_json::json!({
+                deliver(serde_json::json!({
                     "jsonrpc": "2.0",
                     "method": "notifications/progress",
                     "params": params,
                 }));
             }
         });
-        let reply = with_log_listener(listener, || self.run_call(request, stateless, remote));
-        let lines = lines.take();
-        (lines, reply)
+        with_log_listener(listener, || self.run_call(request, stateless, remote))
     }
 
     /// The `tools/list` entries.
@@ -436,7 +437,12 @@ impl Server {
         &self.config
     }
 
-    fn work<W: Write>(&self, queue: &Receiver<Job>, in_flight: &InFlight, outbox: &Outbox<W>) {
+    fn work<W: Write + 'static>(
+        &self,
+        queue: &Receiver<Job>,
+        in_flight: &InFlight,
+        outbox: &Arc<Outbox<W>>,
+    ) {
         loop {
             let Ok(job) = queue.recv() else { return };
             if in_flight.is_cancelled(&job.id) {
@@ -450,19 +456,18 @@ impl Server {
                 in_flight.finish(&job.id);
                 continue;
             }
-            let (notes, reply) = self.run_call_logged(
+            // What the tool says goes out as it says it, before the answer.
+            let out = Arc::clone(outbox);
+            let reply = self.run_call_logged(
                 &job.request,
                 job.stateless,
                 false,
-                job.log_level,
-                job.progress_token,
+                (job.log_level, job.progress_token),
+                Box::new(move |note| out.send(&note)),
             );
             if in_flight.finish(&job.id) {
                 tracing::info!(id = %job.id, "cancelled call finished; its response is withheld");
             } else {
-                for note in &notes {
-                    outbox.send(note);
-                }
                 outbox.reply(&job.id, reply);
             }
             self.shutdown.finish();

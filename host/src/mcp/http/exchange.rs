@@ -292,17 +292,20 @@ impl HttpServer {
                 // Runs to its outcome even if the client hangs up meanwhile: the
                 // record is kept and a retry gets the outcome. The guard blocks, so
                 // this thread hands its other connections to another worker first.
-                let (logged, reply) = tokio::task::block_in_place(|| {
+                // What the tool says is collected, and sent as events before the answer.
+                let heard = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+                let sink = std::rc::Rc::clone(&heard);
+                let reply = tokio::task::block_in_place(|| {
                     self.server.run_call_logged(
                         &request,
                         stateless,
                         true,
-                        log_level,
-                        progress_token,
+                        (log_level, progress_token),
+                        Box::new(move |note| sink.borrow_mut().push(note)),
                     )
                 });
                 shutdown.finish();
-                notes = logged;
+                notes = heard.take();
                 reply
             }
         };
