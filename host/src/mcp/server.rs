@@ -377,7 +377,7 @@ impl Server {
         stateless: bool,
         remote: bool,
         (log_level, progress_token): (Option<usize>, Option<Value>),
-        deliver: Box<dyn Fn(Value)>,
+        deliver: impl Fn(Value) + 'static,
     ) -> Result<Value, RpcError> {
         if log_level.is_none() && progress_token.is_none() {
             return self.run_call(request, stateless, remote);
@@ -405,8 +405,8 @@ impl Server {
                 message,
             } => {
                 let Some(token) = &progress_token else { return };
-                // MCP: progress increases with each notification (NaN never does).
-                if !(done > last_progress.get()) || !done.is_finite() {
+                // MCP: progress increases with each notification.
+                if !done.is_finite() || done <= last_progress.get() {
                     return;
                 }
                 last_progress.set(done);
@@ -463,7 +463,7 @@ impl Server {
                 job.stateless,
                 false,
                 (job.log_level, job.progress_token),
-                Box::new(move |note| out.send(&note)),
+                move |note| out.send(&note),
             );
             if in_flight.finish(&job.id) {
                 tracing::info!(id = %job.id, "cancelled call finished; its response is withheld");

@@ -301,7 +301,7 @@ impl HttpServer {
                         stateless,
                         true,
                         (log_level, progress_token),
-                        Box::new(move |note| sink.borrow_mut().push(note)),
+                        move |note| sink.borrow_mut().push(note),
                     )
                 });
                 shutdown.finish();

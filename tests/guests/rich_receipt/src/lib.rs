@@ -53,10 +53,12 @@ impl Tool for RichReceipt {
             body: "Thank you.".into(),
         };
         let sent: Sent = effects::perform("mail", "send", &mail)?;
-        let mut link = Content::resource_link(format!("mail://{}", sent.message_id), "receipt");
-        if let Content::ResourceLink { mime_type, .. } = &mut link {
-            *mime_type = Some("message/rfc822".into());
-        }
+        let link = Content::ResourceLink {
+            uri: format!("mail://{}", sent.message_id),
+            name: "receipt".into(),
+            description: None,
+            mime_type: Some("message/rfc822".into()),
+        };
         Ok(Rich::structured(Receipt {
             message_id: sent.message_id.clone(),
         })
