@@ -45,7 +45,7 @@ fn a_rich_result_is_saved_and_a_retry_is_told_the_same_byte_for_byte() {
 pub fn saved_and_replayed(t: &TestHost, request: &CallRequest) {
     let first = t.host.call(request).unwrap();
     let sent = t.mail.sent().unwrap();
-    assert_eq!(sent.len(), 1, "one mail");
+    assert_eq!(sent.len(), 1, "one mail: {:?}", first.outcome);
     assert_eq!(
         t.mail.attempts(),
         vec![sent[0].key.clone(); 2],

@@ -1,6 +1,6 @@
 // probe_js: the same tool as probe_py, for the tests and the bench.
 
-import { content, perform, rich, s, tool } from '../../../guest-sdk/js/justonce.js';
+import { content, perform, progress, rich, s, tool } from '../../../guest-sdk/js/justonce.js';
 
 export const { describe, call } = tool({
   name: 'probe_js',
@@ -28,6 +28,7 @@ export const { describe, call } = tool({
       return { message_id: sent.message_id };
     }
     if (op === 'receipt') {
+      progress(1, 2, 'mailing');
       const sent = perform('mail', 'send', { to: email, subject: message, body: message });
       const id = sent.message_id;
       return rich(
