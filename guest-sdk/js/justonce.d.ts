@@ -151,6 +151,8 @@ export interface ToolDefinition<A extends Schema<any>, R> {
    * of its outcomes, runs every call, and stops it with a `read_only_effect` trap if
    * it asks for an effect (`http.get` is a read). */
   readOnly?: boolean;
+  /** The schema of the structured result (MCP's `outputSchema`), an `s.object`. */
+  output?: Schema<any>;
   /** Handles one call, with the arguments checked and defaults filled in. Return
    * JSON data; throw a `ToolError` for the agent to read. */
   call(args: Infer<A>): R;
@@ -163,3 +165,33 @@ export function tool<A extends Schema<any>, R>(
   describe(): { name: string; description: string; inputSchema: string };
   call(args: string): string;
 };
+
+/** One part of a `rich` result (an MCP content block). */
+export type ContentPart = { tag: string; val: unknown };
+
+/** Content parts of a `rich` result. Bytes are a `Uint8Array` (sent in base64). */
+export const content: {
+  text(text: string): ContentPart;
+  image(data: Uint8Array | number[], mimeType: string): ContentPart;
+  audio(data: Uint8Array | number[], mimeType: string): ContentPart;
+  resourceLink(
+    uri: string,
+    name: string,
+    options?: { description?: string; mimeType?: string },
+  ): ContentPart;
+  resourceText(uri: string, mimeType: string, text: string): ContentPart;
+  resourceBlob(uri: string, mimeType: string, blob: Uint8Array | number[]): ContentPart;
+};
+
+/** A result of content `parts` and, optionally, a `structured` value besides them. */
+export interface Rich<T = null> {
+  parts: ContentPart[];
+  structured: T;
+}
+
+/** A result in `parts` and, optionally, a `structured` value besides them. */
+export function rich<T = null>(parts: ContentPart[], structured?: T): Rich<T>;
+
+/** Reports that `done` of `total` (if known) is done, and what is happening, to a
+ * client that asked to hear (MCP's `notifications/progress`). */
+export function progress(done: number, total?: number, message?: string): void;

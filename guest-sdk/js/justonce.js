@@ -7,6 +7,8 @@
 
 import { perform as witPerform } from 'justonce:tool/effects@0.1.0';
 import { write as witLog } from 'justonce:tool/log@0.1.0';
+import { add as witAddContent } from 'justonce:tool/content@0.1.0';
+import { report as witProgress } from 'justonce:tool/progress@0.1.0';
 
 // ---------------------------------------------------------------------------
 // JSON with exact integers
@@ -240,6 +242,60 @@ export const log = Object.fromEntries(
   ]),
 );
 
+/**
+ * Reports that `done` of `total` (if known) is done, and what is happening, to a
+ * client that asked to hear (MCP's `notifications/progress`). Each report's `done`
+ * should be larger than the last; the host drops one that is not. Not an effect: not
+ * journaled, and a replayed call reports nothing.
+ */
+export function progress(done, total = undefined, message = undefined) {
+  witProgress(Number(done), total === undefined ? undefined : Number(total), message);
+}
+
+// ---------------------------------------------------------------------------
+// Results beyond JSON: text, images, sounds and resources for the agent.
+
+/** Content parts of a `rich` result, as MCP's content blocks. Bytes are a
+ * `Uint8Array` (sent in base64). */
+export const content = {
+  /** Text for the agent to read. */
+  text: (text) => ({ tag: 'text', val: String(text) }),
+  /** An image of `data` in `mimeType` (such as `image/png`). */
+  image: (data, mimeType) => ({ tag: 'image', val: { data: bytes(data), mimeType } }),
+  /** A sound of `data` in `mimeType` (such as `audio/wav`). */
+  audio: (data, mimeType) => ({ tag: 'audio', val: { data: bytes(data), mimeType } }),
+  /** A link to the resource at `uri` called `name`. */
+  resourceLink: (uri, name, { description, mimeType } = {}) => ({
+    tag: 'resource-link',
+    val: { uri, name, description, mimeType },
+  }),
+  /** The resource at `uri` carried in the result: `text` of `mimeType`. */
+  resourceText: (uri, mimeType, text) => ({
+    tag: 'embedded',
+    val: { uri, mimeType, body: { tag: 'text', val: String(text) } },
+  }),
+  /** The resource at `uri` carried in the result: the bytes `blob` of `mimeType`. */
+  resourceBlob: (uri, mimeType, blob) => ({
+    tag: 'embedded',
+    val: { uri, mimeType, body: { tag: 'blob', val: bytes(blob) } },
+  }),
+};
+
+function bytes(data) {
+  if (data instanceof Uint8Array) return data;
+  if (Array.isArray(data)) return Uint8Array.from(data);
+  throw new TypeError('content bytes must be a Uint8Array or an array of bytes');
+}
+
+const RICH = Symbol('justonce.rich');
+
+/** A result in `parts` (made with `content.*`) and, optionally, a `structured`
+ * value besides them (declare its schema with `output` in `tool`). */
+export function rich(parts, structured = null) {
+  if (!Array.isArray(parts)) throw new TypeError('`parts` must be an array of content parts');
+  return { [RICH]: true, parts, structured };
+}
+
 // ---------------------------------------------------------------------------
 // Argument schemas: JSON Schema built from code, with TypeScript types inferred.
 
@@ -364,23 +420,29 @@ const NAME = /^[a-z0-9_-]+$/;
 /** The keyword at the root of the input schema that marks a read-only tool (the host
  * reads it and removes it from the schema agents see). */
 export const READ_ONLY_KEYWORD = 'x-justonce-read-only';
+/** The keyword there that carries the JSON Schema of the tool's result. */
+export const OUTPUT_SCHEMA_KEYWORD = 'x-justonce-output-schema';
 
 /**
  * Makes the component's exports from a tool definition:
  * `export const { describe, call } = tool({ name, description, args, call })`.
  */
 export function tool(definition) {
-  const { name, description, args, call, readOnly = false } = definition;
+  const { name, description, args, call, readOnly = false, output } = definition;
   if (typeof name !== 'string' || !NAME.test(name)) {
     throw new TypeError(`tool name ${JSON.stringify(name)}: lowercase letters, digits, _ or -`);
   }
   if (!args || !args.fields) throw new TypeError('`args` must be an s.object({...})');
   if (typeof readOnly !== 'boolean') throw new TypeError('`readOnly` must be true or false');
+  if (output !== undefined && output?.json?.type !== 'object') {
+    throw new TypeError('`output` must be an s.object({...})');
+  }
   const inputSchema = stringifyJson({
     $schema: 'https://json-schema.org/draft/2020-12/schema',
     ...args.json,
     // In the schema's root, so the ABI's `tool-info` stays as it is.
     ...(readOnly ? { [READ_ONLY_KEYWORD]: true } : {}),
+    ...(output ? { [OUTPUT_SCHEMA_KEYWORD]: output.json } : {}),
   });
   return {
     describe() {
@@ -398,6 +460,11 @@ export function tool(definition) {
           );
         }
         const result = call(fill(args, parsed));
+        if (result && result[RICH]) {
+          const text = stringifyJson(result.structured ?? null);
+          for (const part of result.parts) witAddContent(part);
+          return text;
+        }
         const text = stringifyJson(result ?? null);
         return text;
       } catch (e) {

@@ -72,16 +72,19 @@
 //!
 //! [justonce]: https://example.invalid/justonce
 
+pub mod content;
 pub mod effects;
 mod error;
 pub mod http;
 pub mod log;
+mod progress;
 mod schema;
 
+pub use content::{Content, Rich, ToolOutput};
 pub use error::ToolError;
+pub use progress::progress;
 
 use schemars::JsonSchema;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// The bindings generated from `wit/`. Not a stable API: use [`Tool`], [`effects`]
@@ -114,8 +117,9 @@ pub trait Tool {
     /// treats `null` for an optional field as leaving it out before computing the
     /// key, so arguments the tool cannot tell apart are one call.
     type Args: DeserializeOwned + JsonSchema;
-    /// What a successful call returns to the agent, as JSON.
-    type Output: Serialize;
+    /// What a successful call returns to the agent: any `Serialize` type, as JSON,
+    /// or a [`Rich`] result of [`Content`] parts.
+    type Output: ToolOutput;
     /// The name agents call the tool by: lowercase letters, digits and `_`.
     const NAME: &'static str;
     /// One or two sentences an agent reads to decide when to call the tool.
@@ -125,6 +129,15 @@ pub trait Tool {
     /// stops it with a `read_only_effect` trap if it asks for an effect. Reads such
     /// as [`http::get`](crate::http) are allowed.
     const READ_ONLY: bool = false;
+
+    /// The JSON Schema of the structured result (an object's), which MCP clients
+    /// get as the tool's `outputSchema` and check results against; `None` (the
+    /// default) declares none. Typically
+    /// `Some(schemars::schema_for!(Output))` for an `Output` (or the `T` of a
+    /// `Rich<T>`) that derives `JsonSchema`.
+    fn output_schema() -> Option<schemars::Schema> {
+        None
+    }
 
     /// Handles one call.
     ///
@@ -164,15 +177,22 @@ macro_rules! export_tool {
 /// reads it and removes it from the schema agents see.
 const READ_ONLY_KEYWORD: &str = "x-justonce-read-only";
 
+/// The keyword at the root of the input schema that carries the output schema; the
+/// host reads it and removes it from the schema agents see.
+const OUTPUT_SCHEMA_KEYWORD: &str = "x-justonce-output-schema";
+
 /// The body of the exported `describe`.
 #[doc(hidden)]
 pub fn __describe<T: Tool>() -> __bindings::ToolInfo {
     let mut schema = schema::input_schema::<T::Args>();
-    if T::READ_ONLY
-        && let Some(root) = schema.as_object_mut()
-    {
-        // In the schema's root, so `tool-info` (the ABI) stays as it is.
-        root.insert(READ_ONLY_KEYWORD.into(), serde_json::Value::Bool(true));
+    // In the schema's root, so `tool-info` (the ABI) stays as it is.
+    if let Some(root) = schema.as_object_mut() {
+        if T::READ_ONLY {
+            root.insert(READ_ONLY_KEYWORD.into(), serde_json::Value::Bool(true));
+        }
+        if let Some(output) = T::output_schema() {
+            root.insert(OUTPUT_SCHEMA_KEYWORD.into(), output.to_value());
+        }
     }
     __bindings::ToolInfo {
         name: T::NAME.to_owned(),
@@ -191,7 +211,7 @@ pub fn __call<T: Tool>(args: String) -> Result<String, __bindings::ToolError> {
         ))
     })?;
     let output = T::call(args).map_err(to_wit)?;
-    serde_json::to_string(&output).map_err(|e| {
+    output.into_json().map_err(|e| {
         to_wit(ToolError::new(
             "invalid_output",
             format!("The tool's output is not serializable: {e}"),
@@ -272,6 +292,44 @@ mod tests {
         let other: serde_json::Value =
             serde_json::from_str(&__describe::<Double>().input_schema).unwrap();
         assert!(other.get(READ_ONLY_KEYWORD).is_none());
+    }
+
+    #[test]
+    fn a_declared_output_schema_travels_in_the_input_schema_root() {
+        #[derive(serde::Serialize, JsonSchema)]
+        struct Total {
+            cents: u64,
+        }
+        struct Sum;
+        impl Tool for Sum {
+            type Args = Args;
+            type Output = Rich<Total>;
+            const NAME: &'static str = "sum";
+            const DESCRIPTION: &'static str = "Sums.";
+            fn output_schema() -> Option<schemars::Schema> {
+                Some(schemars::schema_for!(Total))
+            }
+            fn call(args: Args) -> Result<Rich<Total>, ToolError> {
+                Ok(Rich::structured(Total {
+                    cents: args.n.into(),
+                }))
+            }
+        }
+        let typed: serde_json::Value =
+            serde_json::from_str(&__describe::<Sum>().input_schema).unwrap();
+        assert_eq!(typed[OUTPUT_SCHEMA_KEYWORD]["type"], "object");
+        assert_eq!(
+            typed[OUTPUT_SCHEMA_KEYWORD]["properties"]["cents"]["type"],
+            "integer"
+        );
+        // A `Rich` without parts adds none: its structured value is the JSON.
+        assert_eq!(
+            __call::<Sum>(r#"{"n":5}"#.into()).unwrap(),
+            r#"{"cents":5}"#
+        );
+        let plain: serde_json::Value =
+            serde_json::from_str(&__describe::<Double>().input_schema).unwrap();
+        assert!(plain.get(OUTPUT_SCHEMA_KEYWORD).is_none());
     }
 
     #[test]

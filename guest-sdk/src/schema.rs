@@ -270,11 +270,19 @@ mod tests {
         let schema = input_schema::<Refund>();
         let required = schema["required"].as_array().unwrap();
         for optional in ["reason", "shipping", "currency", "data"] {
-            assert!(!required.contains(&json!(optional)), "{optional}: {schema:#}");
+            assert!(
+                !required.contains(&json!(optional)),
+                "{optional}: {schema:#}"
+            );
         }
         assert!(required.contains(&json!("order_id")));
-        assert_eq!(schema["properties"]["reason"]["type"], json!(["string", "null"]));
-        let shipping = schema["properties"]["shipping"]["anyOf"].as_array().unwrap();
+        assert_eq!(
+            schema["properties"]["reason"]["type"],
+            json!(["string", "null"])
+        );
+        let shipping = schema["properties"]["shipping"]["anyOf"]
+            .as_array()
+            .unwrap();
         assert!(shipping.contains(&json!({"type": "null"})), "{schema:#}");
     }
 

@@ -10,8 +10,14 @@ use serde_json::Value;
 pub enum Outcome {
     /// The tool returned a result.
     Success {
-        /// The tool's result, JSON.
+        /// The tool's result, JSON: with `content`, its structured result besides
+        /// the parts (`null` for none).
         result: Value,
+        /// The parts the tool returned (MCP content blocks: text, image, audio,
+        /// resource link, embedded resource), in order; `None` for a plain JSON
+        /// result, which is then the agent's text.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<Vec<Value>>,
     },
     /// The tool reported a failure of its own.
     ToolError {
@@ -47,11 +53,18 @@ impl Outcome {
         matches!(self, Self::Success { .. })
     }
 
-    /// The agent-facing JSON: `{"ok": true, "result": …}` or
-    /// `{"ok": false, "error": {"kind": …, …}}`.
+    /// The agent-facing JSON: `{"ok": true, "result": …}` (and `"content": […]`
+    /// for a result with parts) or `{"ok": false, "error": {"kind": …, …}}`.
     pub fn to_agent_json(&self) -> Value {
         match self {
-            Self::Success { result } => serde_json::json!({ "ok": true, "result": result }),
+            Self::Success {
+                result,
+                content: None,
+            } => serde_json::json!({ "ok": true, "result": result }),
+            Self::Success {
+                result,
+                content: Some(content),
+            } => serde_json::json!({ "ok": true, "result": result, "content": content }),
             Self::ToolError {
                 code,
                 message,

@@ -32,6 +32,15 @@ mod run_in {
     pub const read_env: &[&str] = &["sandbox"];
     pub const read_file: &[&str] = &["sandbox"];
     pub const read_only: &[&str] = &["read_only"];
+    pub const rich_receipt: &[&str] = &["rich"];
+    pub const conformance_simple_text: &[&str] = &["mcp_conformance"];
+    pub const conformance_error: &[&str] = &["mcp_conformance"];
+    pub const conformance_image: &[&str] = &["mcp_conformance"];
+    pub const conformance_audio: &[&str] = &["mcp_conformance"];
+    pub const conformance_embedded_resource: &[&str] = &["mcp_conformance"];
+    pub const conformance_mixed_content: &[&str] = &["mcp_conformance"];
+    pub const conformance_logging: &[&str] = &["mcp_conformance"];
+    pub const conformance_progress: &[&str] = &["mcp_conformance", "mcp_progress"];
     pub const time_and_random: &[&str] = &["determinism", "crash"];
 }
 

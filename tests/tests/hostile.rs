@@ -323,7 +323,8 @@ fn guest_logs_have_a_budget_per_call_and_cannot_forge_a_host_line() {
     assert_eq!(
         response.outcome,
         Outcome::Success {
-            result: json!(null)
+            result: json!(null),
+            content: None,
         }
     );
     let log = String::from_utf8_lossy(&sink.0.lock().unwrap()).into_owned();

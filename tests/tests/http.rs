@@ -43,7 +43,7 @@ fn keys_seen(api: &LocalApi) -> Vec<Option<String>> {
 
 fn result_of(outcome: &Outcome) -> &Value {
     match outcome {
-        Outcome::Success { result } => result,
+        Outcome::Success { result, .. } => result,
         other => panic!("expected a success-shaped result, got {other:?}"),
     }
 }

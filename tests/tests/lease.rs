@@ -127,7 +127,7 @@ fn a_duplicate_at_expiry_takes_over_and_the_old_run_performs_nothing_more() {
     s.clock.advance(MS);
     let taken_over = s.b.call(&request).unwrap();
     assert!(!taken_over.replayed, "at expiry B resumes the call itself");
-    let Outcome::Success { result } = &taken_over.outcome else {
+    let Outcome::Success { result, .. } = &taken_over.outcome else {
         panic!("expected success, got {:?}", taken_over.outcome);
     };
     assert_eq!(result["sent"].as_array().unwrap().len(), 2);

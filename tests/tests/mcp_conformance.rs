@@ -9,6 +9,11 @@
 //! gives Node 20 the `fs.globSync` of Node 22 that the suite imports, and
 //! `bearer.mjs` adds the bearer token the server requires to the suite's requests.
 //!
+//! The server serves the conformance guests of tests/guests/ (`conformance_*`), which
+//! implement the suite's `test_*` tools with the Rust SDK, like any tool: the
+//! `tools-call-*` scenarios exercise the SDK's rich results, logging and progress,
+//! not a special path.
+//!
 //! The suite drives servers over HTTP only (`server --url`), so stdio is covered by
 //! the Python SDK's tests instead. Scenarios that do not apply:
 //! - `resources-*`, `prompts-*`, `completion-complete`: justonce serves tools only (no
@@ -17,9 +22,11 @@
 //!   `elicitation-sep1330-enums`: a tool cannot send requests to the client.
 //! - `server-sse-polling`: needs a tool whose stream the server closes for the client
 //!   to resume with `Last-Event-ID` (no SSE resumption yet); it records no check.
-//! - Left for a conformance guest that implements the suite's tools (`test_*`):
-//!   `tools-call-simple-text`, `-error`, `-with-logging`, `-with-progress`, `-image`,
-//!   `-audio`, `-embedded-resource`, `-mixed-content`, `json-schema-2020-12`.
+//! - `json-schema-2020-12` (SEP-1613: `tools/list` keeps `$schema` and `$defs`):
+//!   `tools/list` shows each input schema in the portable form the strict tool-schema
+//!   modes of model APIs accept (`$ref`s inlined, `$defs` and `$schema` dropped; see
+//!   `runtime/portable_schema.rs`), on purpose. Arguments are still checked against
+//!   the tool's own draft 2020-12 schema.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -35,6 +42,26 @@ const SCENARIOS: &[&str] = &[
     "logging-set-level",
     "server-sse-multiple-streams",
     "dns-rebinding-protection",
+    "tools-call-simple-text",
+    "tools-call-error",
+    "tools-call-with-logging",
+    "tools-call-with-progress",
+    "tools-call-image",
+    "tools-call-audio",
+    "tools-call-embedded-resource",
+    "tools-call-mixed-content",
+];
+
+/// The conformance guests, which implement the suite's `test_*` tools.
+const GUESTS: &[&str] = &[
+    justonce_tests::guests::CONFORMANCE_SIMPLE_TEXT_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_ERROR_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_LOGGING_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_PROGRESS_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_IMAGE_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_AUDIO_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_EMBEDDED_RESOURCE_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_MIXED_CONTENT_COMPONENT,
 ];
 
 const PRELOADS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp/conformance");
@@ -65,7 +92,13 @@ fn every_applicable_server_scenario_of_the_official_suite_passes_against_serve_h
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");
     let token = add_token(&db, "conformance");
-    let server = HttpProcess::spawn(&db, &[]);
+    let tools = dir.path().join("tools");
+    std::fs::create_dir(&tools).unwrap();
+    for guest in GUESTS {
+        let guest = Path::new(guest);
+        std::fs::copy(guest, tools.join(guest.file_name().unwrap())).unwrap();
+    }
+    let server = HttpProcess::spawn(&db, &["--tools", tools.to_str().unwrap()]);
     let url = format!("http://{}/mcp", server.addr);
     let mut failed = Vec::new();
     for scenario in SCENARIOS {

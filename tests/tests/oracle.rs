@@ -580,7 +580,7 @@ fn observe(target: &Target, text: String) -> Seen {
         Ok(response) => {
             assert!(!response.replayed, "a fresh conversation never replays");
             match response.outcome {
-                Outcome::Success { result } => Ok(result),
+                Outcome::Success { result, .. } => Ok(result),
                 Outcome::ToolError { code, message, .. } => Err(format!("{code}: {message}")),
                 Outcome::Trap { reason, message } => panic!("{name} trapped ({reason}): {message}"),
             }

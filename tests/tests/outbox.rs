@@ -142,7 +142,7 @@ fn queue_depth(host: &Host) -> [f64; 3] {
 
 fn result_of(outcome: &Outcome) -> &Value {
     match outcome {
-        Outcome::Success { result } => result,
+        Outcome::Success { result, .. } => result,
         other => panic!("expected a success-shaped result, got {other:?}"),
     }
 }

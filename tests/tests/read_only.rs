@@ -19,7 +19,7 @@ fn two_identical_calls_of_a_read_only_tool_both_run_and_nothing_is_saved() {
 
     assert!(!first.replayed && !second.replayed, "no replay");
     let nonce = |outcome: &Outcome| match outcome {
-        Outcome::Success { result } => result["nonce"].clone(),
+        Outcome::Success { result, .. } => result["nonce"].clone(),
         other => panic!("expected a success, got {other:?}"),
     };
     assert_ne!(

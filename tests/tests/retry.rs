@@ -11,7 +11,7 @@ use crate::support::{self, FakePayments, Fault, receipt_args, test_host, test_ho
 
 fn result_of(outcome: &Outcome) -> &Value {
     match outcome {
-        Outcome::Success { result } => result,
+        Outcome::Success { result, .. } => result,
         other => panic!("expected a success-shaped result, got {other:?}"),
     }
 }

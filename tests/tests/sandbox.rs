@@ -20,7 +20,7 @@ fn trap(outcome: &Outcome) -> (&str, &str) {
 
 fn result(outcome: &Outcome) -> &Value {
     match outcome {
-        Outcome::Success { result } => result,
+        Outcome::Success { result, .. } => result,
         other => panic!("expected a result, got {other:?}"),
     }
 }

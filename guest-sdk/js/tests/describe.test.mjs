@@ -49,3 +49,23 @@ test('an optional property says it may be null or left out, and the tool sees bo
   assert.deepEqual(JSON.parse(leftOut), { note: 'left out', shipping: 'left out', currency: 'EUR' });
   assert.equal(JSON.parse(refund.call('{"order": 1, "note": "late"}')).note, 'late');
 });
+
+test('an output schema travels in the schema root, and a rich result hands its parts over', async () => {
+  const { OUTPUT_SCHEMA_KEYWORD, content, rich } = await import('../justonce.js');
+  const output = s.object({ points: s.integer() });
+  const chart = tool({
+    name: 'chart',
+    description: 'Charts.',
+    args,
+    output,
+    call: () => rich([content.text('chart:'), content.image([1, 2], 'image/png')], { points: 2 }),
+  });
+  assert.deepEqual(JSON.parse(chart.describe().inputSchema)[OUTPUT_SCHEMA_KEYWORD], output.json);
+  globalThis.addedContent = [];
+  assert.equal(chart.call('{"account":"a"}'), '{"points":2}');
+  assert.deepEqual(globalThis.addedContent, [
+    { tag: 'text', val: 'chart:' },
+    { tag: 'image', val: { data: Uint8Array.from([1, 2]), mimeType: 'image/png' } },
+  ]);
+  assert.throws(() => tool({ name: 'x', description: 'X.', args, output: s.string(), call: () => 0 }));
+});

@@ -4,7 +4,10 @@ const STUB =
   'data:text/javascript,' +
   encodeURIComponent(
     'export function perform() { throw new Error("no host in unit tests"); }\n' +
-      'export function write() {}\n',
+      'export function write() {}\n' +
+      'export function report() {}\n' +
+      '// content.add: the parts a test\'s tool added, in globalThis.addedContent.\n' +
+      'export function add(part) { (globalThis.addedContent ??= []).push(part); }\n',
   );
 
 export async function resolve(specifier, context, next) {

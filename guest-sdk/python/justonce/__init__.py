@@ -43,6 +43,8 @@ from typing import Any, Callable, Optional
 
 from . import http, log
 from ._errors import ToolError
+from .content import Audio, Image, Resource, ResourceLink, Rich, Text, add_parts
+from .log import progress
 from ._schema import Signature, to_json
 from .effects import (
     BadPayload,
@@ -56,19 +58,26 @@ from .effects import (
 )
 
 __all__ = [
+    "Audio",
     "BadPayload",
     "BadResponse",
     "Denied",
     "Divergence",
     "EffectError",
+    "Image",
     "OutcomeUnknown",
     "Rejected",
+    "Resource",
+    "ResourceLink",
+    "Rich",
+    "Text",
     "Tool",
     "ToolError",
     "export",
     "http",
     "log",
     "perform",
+    "progress",
     "tool",
 ]
 
@@ -76,6 +85,8 @@ __all__ = [
 # The keyword at the root of the input schema that marks a read-only tool (the host
 # reads it and removes it from the schema agents see).
 READ_ONLY_KEYWORD = "x-justonce-read-only"
+# The keyword there that carries the JSON Schema of the tool's result.
+OUTPUT_SCHEMA_KEYWORD = "x-justonce-output-schema"
 
 
 class Tool:
@@ -87,6 +98,7 @@ class Tool:
         name: Optional[str],
         description: Optional[str],
         read_only: bool = False,
+        output_schema: Optional[dict] = None,
     ):
         self.func = func
         self.name = name or func.__name__
@@ -100,6 +112,10 @@ class Tool:
         if read_only:
             # In the schema's root, so the ABI's `tool-info` stays as it is.
             self.input_schema[READ_ONLY_KEYWORD] = True
+        if output_schema is not None:
+            if output_schema.get("type") != "object":
+                raise TypeError(f"tool `{self.name}`: output_schema must describe an object")
+            self.input_schema[OUTPUT_SCHEMA_KEYWORD] = output_schema
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)
@@ -122,6 +138,10 @@ class Tool:
         except EffectError as e:
             raise e.to_tool_error() from None
         try:
+            if isinstance(result, Rich):
+                text = json.dumps(to_json(result.structured), separators=(",", ":"), ensure_ascii=False)
+                add_parts(result.parts)
+                return text
             return json.dumps(to_json(result), separators=(",", ":"), ensure_ascii=False)
         except (TypeError, ValueError) as e:
             raise ToolError(
@@ -135,6 +155,7 @@ def tool(
     name: Optional[str] = None,
     description: Optional[str] = None,
     read_only: bool = False,
+    output_schema: Optional[dict] = None,
 ) -> Any:
     """Makes a typed function a tool. Use it bare (`@tool`) or with a name or a
     description other than the function's name and docstring.
@@ -143,6 +164,10 @@ def tool(
     saves none of its outcomes, runs every call, and stops it with a
     `read_only_effect` trap if it asks for an effect (`http.get` is a read).
 
+    `output_schema` (the JSON Schema of an object) declares the structured result,
+    MCP's `outputSchema`. A tool returns plain JSON, or a `Rich` result of parts
+    (`Text`, `Image`, `Audio`, `ResourceLink`, `Resource`) and a structured value.
+
     The function takes either one dataclass parameter or one keyword parameter per
     argument; their type hints are the input schema. `Annotated[T, "text"]` describes
     a property, `Annotated[T, {"minimum": 1}]` adds JSON Schema keywords, a default
@@ -150,7 +175,7 @@ def tool(
     """
 
     def wrap(f: Callable) -> Tool:
-        return Tool(f, name, description, read_only)
+        return Tool(f, name, description, read_only, output_schema)
 
     return wrap(func) if func is not None else wrap
 

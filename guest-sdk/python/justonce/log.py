@@ -33,3 +33,13 @@ def warn(message: str) -> None:
 def error(message: str) -> None:
     """Writes a line about a failure."""
     _write("ERROR", message)
+
+
+def progress(done: float, total: "float | None" = None, message: "str | None" = None) -> None:
+    """Reports that `done` of `total` (if known) is done, and what is happening, to a
+    client that asked to hear (MCP's `notifications/progress`). Each report's `done`
+    should be larger than the last; the host drops one that is not. Not an effect:
+    not journaled, and a replayed call reports nothing."""
+    from wit_world.imports import progress as wit
+
+    wit.report(float(done), None if total is None else float(total), message)

@@ -187,5 +187,33 @@ class ReadOnlyTest(unittest.TestCase):
         self.assertNotIn(READ_ONLY_KEYWORD, refund.input_schema)
 
 
+class RichTest(unittest.TestCase):
+    def test_an_output_schema_travels_in_the_input_schema_root_and_must_be_an_objects(self):
+        from justonce import tool
+        from justonce import OUTPUT_SCHEMA_KEYWORD
+
+        total = {"type": "object", "properties": {"cents": {"type": "integer"}}}
+
+        @tool(output_schema=total)
+        def add(a: int) -> dict:
+            """Adds."""
+            return {"cents": a}
+
+        self.assertEqual(add.input_schema[OUTPUT_SCHEMA_KEYWORD], total)
+        with self.assertRaisesRegex(TypeError, "output_schema"):
+
+            @tool(output_schema={"type": "string"})
+            def name(a: int) -> str:
+                """Names."""
+                return str(a)
+
+    def test_a_resource_holds_text_or_bytes_not_both(self):
+        from justonce import Resource
+
+        Resource("test://r", "text/plain", text="hi")
+        with self.assertRaises(TypeError):
+            Resource("test://r", text="hi", blob=b"x")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -43,6 +43,7 @@ impl Tools {
                         "name": t.name,
                         "description": t.description,
                         "inputSchema": portable_schema(&t.input_schema),
+                        "outputSchema": t.output_schema.as_ref().map(portable_schema),
                         "readOnly": t.read_only,
                         "source": t.source.display().to_string(),
                         "digest": t.digest,

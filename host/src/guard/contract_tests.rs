@@ -653,7 +653,7 @@ fn a_fenced_run_saves_the_definitive_answer_it_holds() {
         "nothing for a person to resolve"
     );
     let retry = b.guard.call(&pay(10)).unwrap();
-    let Outcome::Success { result } = retry.outcome else {
+    let Outcome::Success { result, .. } = retry.outcome else {
         panic!("{:?}", retry.outcome)
     };
     assert_eq!(result["payload"], json!({"amount": 10}), "A's answer");
@@ -1044,7 +1044,7 @@ fn an_unkeyed_effect_whose_outcome_is_unknown_is_never_repeated_until_a_person_r
         1,
         "the person's answer, not a new attempt"
     );
-    let Outcome::Success { result } = done.outcome else {
+    let Outcome::Success { result, .. } = done.outcome else {
         panic!("{:?}", done.outcome)
     };
     assert_eq!(result, json!({"sent": true}));
@@ -1068,7 +1068,7 @@ fn a_transactional_effect_commits_with_its_record_exactly_once() {
 
     assert!(retry.replayed);
     assert_eq!(retry.outcome, first.outcome);
-    let Outcome::Success { result } = other.outcome else {
+    let Outcome::Success { result, .. } = other.outcome else {
         panic!()
     };
     assert_eq!(
@@ -1806,7 +1806,7 @@ fn a_resolve_is_in_its_calls_operations_with_who_and_what_and_an_abandoned_calls
 
     // The retry gets the person's answer; nothing is sent again.
     let retry = h.guard.call(&pay(10)).unwrap();
-    assert_eq!(retry.outcome, Outcome::Success { result: json!({"sent": "by hand"}) });
+    assert_eq!(retry.outcome, Outcome::Success { result: json!({"sent": "by hand"}), content: None });
     assert_eq!(sms.attempts().len(), 2, "one attempt per call");
 }
 

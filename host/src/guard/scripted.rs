@@ -64,7 +64,7 @@ pub(crate) type Guest = dyn Fn(&Value, &mut Effects<'_>) -> GuestOutcome + Send 
 
 /// A guest that returns `value` as its JSON result.
 pub(crate) fn returned(value: Value) -> GuestOutcome {
-    GuestOutcome::Returned(Ok(value.to_string()))
+    GuestOutcome::Returned(Ok(value.to_string()), None)
 }
 
 /// A guest that traps as a panic would.
@@ -160,9 +160,12 @@ impl Runner for ScriptedRunner {
 
 /// A guest that fails with a tool error of its own.
 pub(crate) fn tool_error(code: &str, message: &str) -> GuestOutcome {
-    GuestOutcome::Returned(Err(crate::runtime::GuestToolError {
-        code: code.to_string(),
-        message: message.to_string(),
-        details: None,
-    }))
+    GuestOutcome::Returned(
+        Err(crate::runtime::GuestToolError {
+            code: code.to_string(),
+            message: message.to_string(),
+            details: None,
+        }),
+        None,
+    )
 }

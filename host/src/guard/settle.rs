@@ -191,8 +191,9 @@ fn too_large(what: &str, size: usize, limits: &Limits) -> Option<Outcome> {
 /// How the guest's ending reads as an outcome.
 fn outcome_of(guest: GuestOutcome, limits: &Limits) -> Outcome {
     match guest {
-        GuestOutcome::Returned(Ok(text)) => result_outcome(&text, limits),
-        GuestOutcome::Returned(Err(e)) => error_outcome(e, limits),
+        GuestOutcome::Returned(Ok(text), content) => result_outcome(&text, content, limits),
+        // The parts of a failed call are dropped (see `content.add` in the WIT).
+        GuestOutcome::Returned(Err(e), _) => error_outcome(e, limits),
         GuestOutcome::Trapped { reason, message } => Outcome::Trap {
             reason: reason.as_str().to_string(),
             message,
@@ -218,13 +219,17 @@ fn savable(outcome: Outcome) -> (String, Outcome) {
     }
 }
 
-/// A returned result: JSON within the size limit, or a trap that says why not.
-fn result_outcome(text: &str, limits: &Limits) -> Outcome {
-    if let Some(trap) = too_large("result", text.len(), limits) {
+/// A returned result: JSON within the size limit (its parts, bounded as they were
+/// added, included), or a trap that says why not.
+fn result_outcome(text: &str, content: Option<Vec<Value>>, limits: &Limits) -> Outcome {
+    let parts = content.as_ref().map_or(0, |parts| {
+        parts.iter().map(|p| p.to_string().len() + 1).sum()
+    });
+    if let Some(trap) = too_large("result", text.len() + parts, limits) {
         return trap;
     }
     match serde_json::from_str(text) {
-        Ok(result) => Outcome::Success { result },
+        Ok(result) => Outcome::Success { result, content },
         Err(e) => Outcome::Trap {
             reason: TrapReason::InvalidOutput.as_str().into(),
             message: format!("the tool returned a result that is not JSON: {e}"),

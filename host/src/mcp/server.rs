@@ -20,7 +20,7 @@ use super::session::{Dispatch, Era, LOG_LEVELS, Session, stateless_result};
 use super::tools;
 use crate::call::CallRequest;
 use crate::host::Host;
-use crate::runtime::log_listener::{LogLevel, with_log_listener};
+use crate::runtime::log_listener::{GuestNote, LogLevel, with_log_listener};
 
 // Workers share one host; a change that made `Host` unshareable must fail here.
 const _: () = {
@@ -113,6 +113,7 @@ struct Job {
     request: CallRequest,
     stateless: bool,
     log_level: Option<usize>,
+    progress_token: Option<Value>,
 }
 
 /// The tool calls that were received and not yet answered, and which of them the
@@ -198,8 +199,13 @@ impl Server {
     /// running then are finished (and journaled) before this returns. Once the
     /// client initialized, a change of the tools is told to it as
     /// `notifications/tools/list_changed`.
-    pub fn serve<R: BufRead, W: Write + Send>(&self, mut input: R, output: W) -> io::Result<()> {
-        let outbox = Outbox(Mutex::new(output));
+    pub fn serve<R: BufRead, W: Write + Send + 'static>(
+        &self,
+        mut input: R,
+        output: W,
+    ) -> io::Result<()> {
+        // Shared with the calls' listeners, which write what a tool says as it runs.
+        let outbox = Arc::new(Outbox(Mutex::new(output)));
         let in_flight = InFlight::default();
         let (jobs, queue) = bounded::<Job>(MAX_QUEUED_CALLS);
         let workers = self.config.max_concurrent_calls.max(1);
@@ -311,6 +317,7 @@ impl Server {
                         request,
                         stateless,
                         log_level,
+                        progress_token,
                     } => {
                         if !in_flight.admit(&id) {
                             let error = RpcError::new(
@@ -324,6 +331,7 @@ impl Server {
                             request,
                             stateless,
                             log_level,
+                            progress_token,
                         };
                         // The workers live as long as this loop, so the queue is open;
                         // a full one answers at once instead of growing.
@@ -409,40 +417,66 @@ impl Server {
         }
     }
 
-    /// [`Server::run_call`], and the tool's log lines at `log_level` or more severe
-    /// (an index of [`LOG_LEVELS`]) as `notifications/message`, to send before the
-    /// answer. Nothing is collected without a level, nor for a replayed call (its
-    /// tool does not run).
+    /// [`Server::run_call`], handing `deliver` the tool's log lines at `log_level` or
+    /// more severe (an index of [`LOG_LEVELS`]) as `notifications/message`, and its
+    /// progress reports to `progress_token` as `notifications/progress` (each
+    /// `progress` larger than the last; others are dropped), as the tool says them,
+    /// before the answer. Nothing is heard without a level or a token, nor for a
+    /// replayed call (its tool does not run).
     pub(crate) fn run_call_logged(
         &self,
         request: &CallRequest,
         stateless: bool,
         remote: bool,
-        log_level: Option<usize>,
-    ) -> (Vec<Value>, Result<Value, RpcError>) {
-        let Some(least) = log_level else {
-            return (Vec::new(), self.run_call(request, stateless, remote));
-        };
-        let lines = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-        let sink = std::rc::Rc::clone(&lines);
-        let listener = Box::new(move |tool: &str, level: LogLevel, message: &str| {
-            let level = match level {
-                LogLevel::Trace | LogLevel::Debug => 0,
-                LogLevel::Info => 1,
-                LogLevel::Warn => 3,
-                LogLevel::Error => 4,
-            };
-            if level >= least {
-                sink.borrow_mut().push(serde_json::json!({
+        (log_level, progress_token): (Option<usize>, Option<Value>),
+        deliver: impl Fn(Value) + 'static,
+    ) -> Result<Value, RpcError> {
+        if log_level.is_none() && progress_token.is_none() {
+            return self.run_call(request, stateless, remote);
+        }
+        let last_progress = std::cell::Cell::new(f64::NEG_INFINITY);
+        let listener = Box::new(move |tool: &str, note: GuestNote<'_>| match note {
+            GuestNote::Log(level, message) => {
+                let level = match level {
+                    LogLevel::Trace | LogLevel::Debug => 0,
+                    LogLevel::Info => 1,
+                    LogLevel::Warn => 3,
+                    LogLevel::Error => 4,
+                };
+                if log_level.is_some_and(|least| level >= least) {
+                    deliver(serde_json::json!({
+                        "jsonrpc": "2.0",
+                        "method": "notifications/message",
+                        "params": { "level": LOG_LEVELS[level], "logger": tool, "data": message },
+                    }));
+                }
+            }
+            GuestNote::Progress {
+                done,
+                total,
+                message,
+            } => {
+                let Some(token) = &progress_token else { return };
+                // MCP: progress increases with each notification.
+                if !done.is_finite() || done <= last_progress.get() {
+                    return;
+                }
+                last_progress.set(done);
+                let mut params = serde_json::json!({ "progressToken": token, "progress": done });
+                if let Some(total) = total.filter(|t| t.is_finite()) {
+                    params["total"] = serde_json::json!(total);
+                }
+                if let Some(message) = message {
+                    params["message"] = serde_json::json!(message);
+                }
+                deliver(serde_json::json!({
                     "jsonrpc": "2.0",
-                    "method": "notifications/message",
-                    "params": { "level": LOG_LEVELS[level], "logger": tool, "data": message },
+                    "method": "notifications/progress",
+                    "params": params,
                 }));
             }
         });
-        let reply = with_log_listener(listener, || self.run_call(request, stateless, remote));
-        let lines = lines.take();
-        (lines, reply)
+        with_log_listener(listener, || self.run_call(request, stateless, remote))
     }
 
     /// The host the server calls tools on.
@@ -460,7 +494,12 @@ impl Server {
         &self.config
     }
 
-    fn work<W: Write>(&self, queue: &Receiver<Job>, in_flight: &InFlight, outbox: &Outbox<W>) {
+    fn work<W: Write + 'static>(
+        &self,
+        queue: &Receiver<Job>,
+        in_flight: &InFlight,
+        outbox: &Arc<Outbox<W>>,
+    ) {
         loop {
             let Ok(job) = queue.recv() else { return };
             if in_flight.is_cancelled(&job.id) {
@@ -474,14 +513,18 @@ impl Server {
                 in_flight.finish(&job.id);
                 continue;
             }
-            let (notes, reply) =
-                self.run_call_logged(&job.request, job.stateless, false, job.log_level);
+            // What the tool says goes out as it says it, before the answer.
+            let out = Arc::clone(outbox);
+            let reply = self.run_call_logged(
+                &job.request,
+                job.stateless,
+                false,
+                (job.log_level, job.progress_token),
+                move |note| out.send(&note),
+            );
             if in_flight.finish(&job.id) {
                 tracing::info!(id = %job.id, "cancelled call finished; its response is withheld");
             } else {
-                for note in &notes {
-                    outbox.send(note);
-                }
                 outbox.reply(&job.id, reply);
             }
             self.shutdown.finish();

@@ -64,6 +64,9 @@ pub(crate) enum Dispatch {
         /// `notifications/message` (an index of [`LOG_LEVELS`]); none without
         /// `logging/setLevel`.
         log_level: Option<usize>,
+        /// The client's `_meta.progressToken`: the tool's progress reports go to it
+        /// as `notifications/progress`.
+        progress_token: Option<Value>,
     },
 }
 
@@ -243,11 +246,14 @@ impl<'a> Session<'a> {
     }
 
     fn call(&self, params: &Params, stateless: bool) -> Dispatch {
-        match tools::call_request(params, self.conversation) {
-            Ok(request) => Dispatch::Call {
+        let call = tools::call_request(params, self.conversation)
+            .and_then(|request| Ok((request, tools::progress_token(params)?)));
+        match call {
+            Ok((request, progress_token)) => Dispatch::Call {
                 request,
                 stateless,
                 log_level: self.log_level,
+                progress_token,
             },
             Err(error) => Dispatch::Reply(Err(error)),
         }

@@ -8,6 +8,7 @@ use super::protocol::{INTERNAL_ERROR, Params, RpcError, type_name};
 use crate::call::{CallRequest, CallResponse};
 use crate::error::Error;
 use crate::host::Host;
+use crate::outcome::Outcome;
 #[cfg(doc)]
 use crate::runtime::Runtime;
 
@@ -31,7 +32,7 @@ pub const KEY_META_KEY: &str = "dev.justonce/key";
 pub const RETENTION_META_KEY: &str = "dev.justonce/retention";
 
 /// The `tools/list` entries: name, description, the argument schema from the tool's
-/// `describe`, `idempotentHint`, which every tool behind the guard honours within
+/// `describe` (and the result's, `outputSchema`, if it declared one), `idempotentHint`, which every tool behind the guard honours within
 /// its window, and that window in `_meta["dev.justonce/retention"]`. A tool marked
 /// read-only has `readOnlyHint` instead: nothing of its calls is saved or
 /// deduplicated (MCP reads `idempotentHint` only when `readOnlyHint` is false).
@@ -49,6 +50,9 @@ pub(crate) fn descriptors(host: &Host) -> Vec<Value> {
                 "description": tool.description,
                 "inputSchema": input_schema(&crate::runtime::portable_schema(&tool.input_schema)),
             });
+            if let Some(output) = &tool.output_schema {
+                entry["outputSchema"] = crate::runtime::portable_schema(output);
+            }
             if tool.read_only {
                 entry["annotations"] = json!({ "readOnlyHint": true });
             } else {
@@ -154,6 +158,22 @@ pub(crate) fn call_request(
     Ok(request)
 }
 
+/// The `_meta.progressToken` of `tools/call` parameters: a string or an integer, or
+/// none.
+pub(crate) fn progress_token(params: &Params) -> Result<Option<Value>, RpcError> {
+    match params
+        .get("_meta")
+        .and_then(|meta| meta.get("progressToken"))
+    {
+        None | Some(Value::Null) => Ok(None),
+        Some(token @ Value::String(_)) => Ok(Some(token.clone())),
+        Some(token @ Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(Some(token.clone())),
+        Some(other) => Err(RpcError::invalid_params(format!(
+            "tools/call: _meta.progressToken must be a string or an integer, not {other}"
+        ))),
+    }
+}
+
 fn meta_string(meta: Option<&Map<String, Value>>, key: &str) -> Result<Option<String>, RpcError> {
     non_empty_string(meta.and_then(|m| m.get(key)), &format!("_meta[\"{key}\"]"))
 }
@@ -194,17 +214,24 @@ pub(crate) fn call_result(
 ) -> Result<Value, RpcError> {
     match result {
         Ok(response) => {
-            let (payload, is_error) = match &response.outcome {
-                crate::outcome::Outcome::Success { result } => (result.clone(), false),
-                failure => (failure.to_agent_json(), true),
-            };
-            Ok(tool_result(
-                payload,
-                is_error,
-                response.replayed,
-                Some(response.key.to_string()),
-                any_structured,
-            ))
+            let key = Some(response.key.to_string());
+            Ok(match response.outcome {
+                Outcome::Success {
+                    result,
+                    content: Some(content),
+                } => rich_result(result, content, response.replayed, key, any_structured),
+                Outcome::Success {
+                    result,
+                    content: None,
+                } => tool_result(result, false, response.replayed, key, any_structured),
+                failure => tool_result(
+                    failure.to_agent_json(),
+                    true,
+                    response.replayed,
+                    key,
+                    any_structured,
+                ),
+            })
         }
         Err(error) => match &error {
             // `CannotResolve` and `CannotOperate` come from `justonce resolve`, `forget`
@@ -282,6 +309,8 @@ fn host_failure(error: &Error, remote: bool) -> RpcError {
     }))
 }
 
+/// A result of JSON `payload`: the JSON as text (for clients before
+/// `structuredContent`), and as `structuredContent` where the revision allows it.
 fn tool_result(
     payload: Value,
     is_error: bool,
@@ -289,27 +318,59 @@ fn tool_result(
     key: Option<String>,
     any_structured: bool,
 ) -> Value {
-    let mut meta = Map::new();
-    meta.insert(REPLAYED_META_KEY.into(), Value::Bool(replayed));
-    if let Some(key) = key {
-        meta.insert(KEY_META_KEY.into(), Value::String(key));
-    }
-    let mut result = json!({
-        "content": [{ "type": "text", "text": payload.to_string() }],
-        "isError": is_error,
-        "_meta": meta,
+    let text = payload.to_string();
+    with_structured(
+        json!({
+            "content": [{ "type": "text", "text": text }],
+            "isError": is_error,
+            "_meta": result_meta(replayed, key),
+        }),
+        payload,
+        any_structured,
+    )
+}
+
+/// A result the tool gave in parts (its content blocks as saved) and, unless
+/// `null`, a structured result besides them.
+fn rich_result(
+    structured: Value,
+    content: Vec<Value>,
+    replayed: bool,
+    key: Option<String>,
+    any_structured: bool,
+) -> Value {
+    let result = json!({
+        "content": content,
+        "isError": false,
+        "_meta": result_meta(replayed, key),
     });
+    if structured.is_null() {
+        result
+    } else {
+        with_structured(result, structured, any_structured)
+    }
+}
+
+fn with_structured(mut result: Value, payload: Value, any_structured: bool) -> Value {
     if any_structured || payload.is_object() {
         result["structuredContent"] = payload;
     }
     result
 }
 
+fn result_meta(replayed: bool, key: Option<String>) -> Map<String, Value> {
+    let mut meta = Map::new();
+    meta.insert(REPLAYED_META_KEY.into(), Value::Bool(replayed));
+    if let Some(key) = key {
+        meta.insert(KEY_META_KEY.into(), Value::String(key));
+    }
+    meta
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::keys::InvocationKey;
-    use crate::outcome::Outcome;
 
     fn params(value: Value) -> Params {
         value.as_object().unwrap().clone()
@@ -356,6 +417,21 @@ mod tests {
     }
 
     #[test]
+    fn a_progress_token_is_a_string_or_an_integer() {
+        for token in [json!("p-1"), json!(7)] {
+            let p = params(json!({ "name": "t", "_meta": { "progressToken": token } }));
+            assert_eq!(progress_token(&p).unwrap(), Some(token));
+        }
+        assert_eq!(
+            progress_token(&params(json!({ "name": "t" }))).unwrap(),
+            None
+        );
+        let bad = params(json!({ "name": "t", "_meta": { "progressToken": 1.5 } }));
+        let e = progress_token(&bad).unwrap_err();
+        assert!(e.message.contains("progressToken"), "{}", e.message);
+    }
+
+    #[test]
     fn malformed_call_parameters_are_invalid_params_naming_the_field() {
         for (p, field) in [
             (json!({}), "\"name\" is missing"),
@@ -384,6 +460,7 @@ mod tests {
                 replayed: true,
                 outcome: Outcome::Success {
                     result: json!({"sent": 1}),
+                    content: None,
                 },
             }),
             false,
@@ -427,6 +504,31 @@ mod tests {
     }
 
     #[test]
+    fn a_result_in_parts_is_its_parts_and_its_structured_value_besides() {
+        let key = InvocationKey::parse("0123456789abcdef0123456789abcdef").unwrap();
+        let image = json!({ "type": "image", "data": "AQID", "mimeType": "image/png" });
+        let response = |result: Value| CallResponse {
+            key: key.clone(),
+            replayed: false,
+            outcome: Outcome::Success {
+                result,
+                content: Some(vec![
+                    json!({ "type": "text", "text": "chart:" }),
+                    image.clone(),
+                ]),
+            },
+        };
+        let parts_only = call_result(Ok(response(Value::Null)), false, false).unwrap();
+        assert_eq!(parts_only["content"][1], image);
+        assert_eq!(parts_only["content"].as_array().unwrap().len(), 2);
+        assert_eq!(parts_only["isError"], false);
+        assert!(parts_only.get("structuredContent").is_none());
+        let typed = call_result(Ok(response(json!({ "points": 3 }))), false, false).unwrap();
+        assert_eq!(typed["structuredContent"], json!({ "points": 3 }));
+        assert_eq!(typed["content"][0]["text"], "chart:");
+    }
+
+    #[test]
     fn a_result_that_is_not_an_object_is_structured_only_where_the_revision_allows_it() {
         let key = InvocationKey::parse("0123456789abcdef0123456789abcdef").unwrap();
         let response = CallResponse {
@@ -434,6 +536,7 @@ mod tests {
             replayed: false,
             outcome: Outcome::Success {
                 result: json!([1, 2]),
+                content: None,
             },
         };
         let legacy = call_result(Ok(response.clone()), false, false).unwrap();

@@ -7,6 +7,8 @@ wasmtime::component::bindgen!({
         // A host fault while guarding an effect (the journal failed) traps the guest
         // instead of being reported to it as a domain error.
         "justonce:tool/effects.perform": trappable,
+        // Result parts past the size cap trap the guest.
+        "justonce:tool/content.add": trappable,
     },
 });
 

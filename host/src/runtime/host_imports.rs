@@ -9,10 +9,13 @@ use super::bindings::{EffectError, Level, justonce::tool};
 use super::capture::BoundedCapture;
 use super::effects::{EffectFailure, EffectHandler};
 use super::limiter::{CallLimiter, LimitHit};
-use super::log_listener::LogLevel;
+use super::log_listener::{GuestNote, LogLevel};
 
 /// The longest log line a guest may write; longer ones are cut.
 const MAX_LOG_LINE: usize = 4096;
+
+/// What a progress report costs of the log budget besides its message, in bytes.
+const PROGRESS_COST: usize = 64;
 
 /// Per-call guest state: a deny-all WASI context, the store's limits and the effect
 /// guard of this run (absent while the tool only describes itself).
@@ -25,6 +28,10 @@ pub(crate) struct GuestState {
     pub max_effects: u32,
     /// Largest effect payload this call may send, in bytes.
     pub max_payload_bytes: usize,
+    /// Largest result this call may return, in bytes (its parts together too).
+    pub max_result_bytes: usize,
+    /// The result parts added so far.
+    pub parts: super::content::ResultParts,
     /// Effects asked for so far.
     pub effects: u32,
     /// A limit `perform` refused (the limiter keeps its own).
@@ -115,6 +122,39 @@ impl tool::effects::Host for GuestState {
     }
 }
 
+impl tool::content::Host for GuestState {
+    fn add(&mut self, part: tool::content::Part) -> wasmtime::Result<()> {
+        // Past the cap the call traps, and the trap is the saved outcome.
+        self.parts.add(part, self.max_result_bytes).map_err(|hit| {
+            self.limit_hit.get_or_insert(hit.clone());
+            wasmtime::Error::new(hit)
+        })
+    }
+}
+
+impl tool::progress::Host for GuestState {
+    fn report(&mut self, done: f64, total: Option<f64>, message: Option<String>) {
+        if !super::log_listener::listening() {
+            return;
+        }
+        // Reports share the log lines' budget: a guest cannot flood the client.
+        let message = message.as_deref().map(|m| truncate(m, MAX_LOG_LINE));
+        let cost = PROGRESS_COST + message.map_or(0, str::len);
+        if cost > self.log_budget {
+            self.log_budget = 0;
+            self.log_dropped += 1;
+            return;
+        }
+        self.log_budget -= cost;
+        let note = GuestNote::Progress {
+            done,
+            total,
+            message,
+        };
+        super::log_listener::deliver(&self.tool, note);
+    }
+}
+
 impl tool::log::Host for GuestState {
     fn write(&mut self, level: Level, message: String) {
         let message = truncate(&message, MAX_LOG_LINE);
@@ -126,17 +166,14 @@ impl tool::log::Host for GuestState {
         self.log_budget -= message.len();
         let message = escape_controls(message);
         let tool = &*self.tool;
-        super::log_listener::deliver(
-            tool,
-            match level {
-                Level::Trace => LogLevel::Trace,
-                Level::Debug => LogLevel::Debug,
-                Level::Info => LogLevel::Info,
-                Level::Warn => LogLevel::Warn,
-                Level::Error => LogLevel::Error,
-            },
-            &message,
-        );
+        let note_level = match level {
+            Level::Trace => LogLevel::Trace,
+            Level::Debug => LogLevel::Debug,
+            Level::Info => LogLevel::Info,
+            Level::Warn => LogLevel::Warn,
+            Level::Error => LogLevel::Error,
+        };
+        super::log_listener::deliver(tool, GuestNote::Log(note_level, &message));
         match level {
             Level::Trace => tracing::trace!(target: "justonce::guest", tool, "{message}"),
             Level::Debug => tracing::debug!(target: "justonce::guest", tool, "{message}"),

@@ -1,10 +1,10 @@
 //! The imports a tool component may have. Everything else is refused at load, with
 //! the import named, before the component can run.
 //!
-//! Allowed: the justonce imports (`effects`, `log`, `types`), and the parts of WASI that
-//! Rust's standard library links and that the host backs with nothing: streams, the
-//! command-line world's empty environment and stdio, clocks, random, and the filesystem
-//! interfaces with no directory ever preopened. Refused: sockets, HTTP, and any
+//! Allowed: the justonce imports (`effects`, `log`, `content`, `progress`, `types`),
+//! and the parts of WASI that Rust's standard library links and that the host backs
+//! with nothing: streams, the command-line world's empty environment and stdio,
+//! clocks, random, and the filesystem interfaces with no directory ever preopened. Refused: sockets, HTTP, and any
 //! interface this host does not know.
 //!
 //! Sockets and name lookup are linked to stubs that deny every use (see `sockets`):
@@ -22,7 +22,7 @@ use wasmtime::component::Component;
 
 /// `(package, interfaces)`: every interface listed may be imported at any version.
 const ALLOWED: &[(&str, &[&str])] = &[
-    ("justonce:tool", &["types", "effects", "log"]),
+    ("justonce:tool", &["types", "effects", "log", "content", "progress"]),
     ("wasi:io", &["error", "poll", "streams"]),
     (
         "wasi:cli",

@@ -28,6 +28,9 @@ pub(crate) enum LimitHit {
         "the tool held more than {limit} handles (WASI streams, pollables, other resources) at once; drop each one when done with it"
     )]
     Handles { limit: usize },
+    /// Result parts (the `content` import) past the result size cap.
+    #[error("the tool's result parts take {size} bytes; the limit is {limit} bytes")]
+    Result { size: usize, limit: usize },
 }
 
 impl LimitHit {
@@ -39,6 +42,7 @@ impl LimitHit {
             Self::Payload { .. } => super::TrapReason::PayloadTooLarge,
             Self::ReadOnly(_) => super::TrapReason::ReadOnlyEffect,
             Self::Handles { .. } => super::TrapReason::HandleLimit,
+            Self::Result { .. } => super::TrapReason::ResultTooLarge,
         }
     }
 }

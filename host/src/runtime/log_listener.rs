@@ -1,7 +1,8 @@
-//! A guest's log lines, handed to whoever runs the call on this thread besides the
-//! host's log: the MCP server forwards them to its client as `notifications/message`.
-//! Guests run on the thread that called them, so a thread-local listener sees the
-//! lines of exactly the calls it wraps.
+//! A guest's log lines and progress reports, handed to whoever runs the call on this
+//! thread (log lines go to the host's log besides): the MCP server forwards them to
+//! its client as `notifications/message` and `notifications/progress`. Guests run on
+//! the thread that called them, so a thread-local listener hears exactly the calls
+//! it wraps.
 
 use std::cell::RefCell;
 
@@ -20,15 +21,31 @@ pub enum LogLevel {
     Error,
 }
 
-/// Receives `(tool, level, message)` for each line a guest logs.
-pub type Listener = Box<dyn Fn(&str, LogLevel, &str)>;
+/// What a guest said while it ran.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum GuestNote<'a> {
+    /// A log line.
+    Log(LogLevel, &'a str),
+    /// A progress report: `done` of `total`, if known, and what is happening.
+    Progress {
+        /// How much is done.
+        done: f64,
+        /// How much there is to do, if known.
+        total: Option<f64>,
+        /// What is happening.
+        message: Option<&'a str>,
+    },
+}
+
+/// Receives `(tool, note)` for each line a guest logs and each progress it reports.
+pub type Listener = Box<dyn Fn(&str, GuestNote<'_>)>;
 
 thread_local! {
     static LISTENER: RefCell<Option<Listener>> = const { RefCell::new(None) };
 }
 
-/// Runs `run` with `listener` receiving the log lines of the guests it runs on this
-/// thread; the listener that was there before is restored after.
+/// Runs `run` with `listener` hearing the guests it runs on this thread; the listener
+/// that was there before is restored after.
 pub fn with_log_listener<R>(listener: Listener, run: impl FnOnce() -> R) -> R {
     struct Restore(Option<Listener>);
     impl Drop for Restore {
@@ -41,13 +58,18 @@ pub fn with_log_listener<R>(listener: Listener, run: impl FnOnce() -> R) -> R {
     run()
 }
 
-/// Hands one line to this thread's listener, if there is one.
-pub(crate) fn deliver(tool: &str, level: LogLevel, message: &str) {
+/// Hands one note to this thread's listener, if there is one.
+pub(crate) fn deliver(tool: &str, note: GuestNote<'_>) {
     LISTENER.with(|l| {
         if let Some(listener) = l.borrow().as_ref() {
-            listener(tool, level, message);
+            listener(tool, note);
         }
     });
+}
+
+/// Whether this thread has a listener (a guest need not say what no one hears).
+pub(crate) fn listening() -> bool {
+    LISTENER.with(|l| l.borrow().is_some())
 }
 
 #[cfg(test)]
@@ -59,15 +81,16 @@ mod tests {
     fn lines_reach_the_listener_of_the_run_only() {
         let seen = Rc::new(RefCell::new(Vec::new()));
         let sink = Rc::clone(&seen);
-        deliver("t", LogLevel::Info, "before");
+        deliver("t", GuestNote::Log(LogLevel::Info, "before"));
+        assert!(!listening());
         with_log_listener(
-            Box::new(move |tool, level, message| {
-                sink.borrow_mut()
-                    .push(format!("{tool} {level:?} {message}"))
-            }),
-            || deliver("t", LogLevel::Warn, "during"),
+            Box::new(move |tool, note| sink.borrow_mut().push(format!("{tool} {note:?}"))),
+            || {
+                assert!(listening());
+                deliver("t", GuestNote::Log(LogLevel::Warn, "during"));
+            },
         );
-        deliver("t", LogLevel::Info, "after");
-        assert_eq!(*seen.borrow(), vec!["t Warn during".to_owned()]);
+        deliver("t", GuestNote::Log(LogLevel::Info, "after"));
+        assert_eq!(*seen.borrow(), vec![r#"t Log(Warn, "during")"#.to_owned()]);
     }
 }

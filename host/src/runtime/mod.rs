@@ -4,14 +4,15 @@
 mod bindings;
 mod cache;
 mod capture;
+mod content;
 mod effects;
 mod host_imports;
 mod import_policy;
 mod input_schema;
 mod integer_formats;
 mod limiter;
-pub mod log_listener;
 mod limits;
+pub mod log_listener;
 mod panic_message;
 mod pool;
 mod portable_schema;
@@ -57,6 +58,10 @@ const EPOCH_TICK: Duration = Duration::from_millis(5);
 /// that only reads.
 pub const READ_ONLY_KEYWORD: &str = "x-justonce-read-only";
 
+/// The keyword at the root of a tool's input schema that carries the JSON Schema of
+/// its result (MCP's `outputSchema`).
+pub const OUTPUT_SCHEMA_KEYWORD: &str = "x-justonce-output-schema";
+
 /// A tool that was loaded and checked.
 pub struct LoadedTool {
     /// The name agents call it by.
@@ -68,6 +73,9 @@ pub struct LoadedTool {
     /// The tool only reads (the SDKs' read-only mark, MCP's `readOnlyHint`): nothing
     /// of its calls is journaled, every call runs, and an effect it asks for traps.
     pub read_only: bool,
+    /// The JSON Schema of its result, an object's, if it declared one (MCP's
+    /// `outputSchema`).
+    pub output_schema: Option<Value>,
     /// Where the component came from.
     pub source: PathBuf,
     /// The component's digest (`sha256:…` of its bytes): which build of the tool
@@ -100,8 +108,9 @@ pub struct RefusedTool {
 
 /// How a call of a guest ended, before the guard interprets it.
 pub(crate) enum GuestOutcome {
-    /// `call` returned.
-    Returned(Result<String, bindings::ToolError>),
+    /// `call` returned: its JSON or error, and the result parts it added (MCP
+    /// content blocks; `None` for none).
+    Returned(Result<String, bindings::ToolError>, Option<Vec<Value>>),
     /// Every call slot stayed taken for `waited`: the guest never started.
     Busy {
         /// How long the call waited for a slot.
@@ -367,6 +376,18 @@ impl Runtime {
                 )));
             }
         };
+        let output_schema = match input_schema
+            .as_object_mut()
+            .and_then(|root| root.remove(OUTPUT_SCHEMA_KEYWORD))
+        {
+            None => None,
+            Some(schema) if schema.get("type") == Some(&Value::from("object")) => Some(schema),
+            Some(other) => {
+                return Err(refuse(format!(
+                    "`{OUTPUT_SCHEMA_KEYWORD}` in the input schema must be the JSON Schema of an object (`\"type\": \"object\"`), not {other}"
+                )));
+            }
+        };
         let schema = InputSchema::compile(&input_schema).map_err(refuse)?;
         Ok(LoadedTool {
             name: info.name,
@@ -374,6 +395,7 @@ impl Runtime {
             input_schema_arc: Arc::new(input_schema.clone()),
             input_schema,
             read_only,
+            output_schema,
             source: source.to_path_buf(),
             digest: component_digest(bytes),
             schema: Arc::new(schema),
@@ -442,6 +464,8 @@ impl Runtime {
             limiter: CallLimiter::new(limits.memory_bytes),
             max_effects: limits.max_effects,
             max_payload_bytes: limits.max_payload_bytes,
+            max_result_bytes: limits.max_result_bytes,
+            parts: content::ResultParts::default(),
             effects: 0,
             limit_hit: None,
             handler,
@@ -505,7 +529,7 @@ impl Runtime {
             .take()
             .expect("the handler stays in the store for the whole call");
         let outcome = match result {
-            Ok(returned) => GuestOutcome::Returned(returned),
+            Ok(returned) => GuestOutcome::Returned(returned, store.data_mut().parts.take()),
             Err(error) => {
                 let hit = store.data().limit_hit();
                 let reason = classify_trap(&error, hit.as_ref());

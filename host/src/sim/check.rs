@@ -419,6 +419,7 @@ mod tests {
         Res::Answer {
             outcome: Outcome::Success {
                 result: json!({ "n": n }),
+                content: None,
             },
             replayed: false,
         }

@@ -1,12 +1,12 @@
 // probe_js: the same tool as probe_py, for the tests and the bench.
 
-import { perform, s, tool } from '../../../guest-sdk/js/justonce.js';
+import { content, perform, progress, rich, s, tool } from '../../../guest-sdk/js/justonce.js';
 
 export const { describe, call } = tool({
   name: 'probe_js',
   description: 'Echoes a message, mails it, or tries what the sandbox denies.',
   args: s.object({
-    op: s.enum(['echo', 'mail', 'env', 'sleep', 'timer']).describe('What to do.'),
+    op: s.enum(['echo', 'mail', 'receipt', 'env', 'sleep', 'timer']).describe('What to do.'),
     message: s.string().describe("Echoed, or the mail's subject.").default(''),
     email: s.string().optional(),
   }),
@@ -26,6 +26,19 @@ export const { describe, call } = tool({
     if (op === 'mail') {
       const sent = perform('mail', 'send', { to: email, subject: message, body: message });
       return { message_id: sent.message_id };
+    }
+    if (op === 'receipt') {
+      progress(1, 2, 'mailing');
+      const sent = perform('mail', 'send', { to: email, subject: message, body: message });
+      const id = sent.message_id;
+      return rich(
+        [
+          content.text(`Sent ${id}`),
+          content.image([0x89, 0x50, 0x4e, 0x47, 0, 1, 2, 0xff], 'image/png'),
+          content.resourceLink(`mail://${id}`, 'receipt', { mimeType: 'message/rfc822' }),
+        ],
+        { message_id: id },
+      );
     }
     const env = globalThis.process?.env ?? {};
     return { opened: Object.keys(env).length > 0, environ: env };

@@ -5,9 +5,9 @@ import socket
 import time
 from typing import Annotated, Literal, Optional
 
-from justonce import export, perform, tool
+from justonce import Image, ResourceLink, Rich, Text, export, perform, tool
 
-Op = Literal["echo", "mail", "file", "socket", "env", "sleep"]
+Op = Literal["echo", "mail", "receipt", "file", "socket", "env", "sleep"]
 
 
 @tool(name="probe_py")
@@ -16,7 +16,8 @@ def probe(
     message: Annotated[str, "Echoed, or the mail's subject."] = "",
     email: Optional[str] = None,
 ) -> dict:
-    """Echoes a message, mails it, or tries what the sandbox denies."""
+    """Echoes a message, mails it (`receipt`: and answers in parts), or tries what
+    the sandbox denies."""
     if op == "echo":
         return {"echo": message}
     if op == "sleep":
@@ -25,6 +26,17 @@ def probe(
     if op == "mail":
         sent = perform("mail", "send", {"to": email, "subject": message, "body": message})
         return {"message_id": sent["message_id"]}
+    if op == "receipt":
+        sent = perform("mail", "send", {"to": email, "subject": message, "body": message})
+        message_id = sent["message_id"]
+        return Rich(
+            [
+                Text(f"Sent {message_id}"),
+                Image(b"\x89PNG\x00\x01\x02\xff", "image/png"),
+                ResourceLink(f"mail://{message_id}", "receipt", mime_type="message/rfc822"),
+            ],
+            structured={"message_id": message_id},
+        )
     try:
         if op == "file":
             with open("/etc/passwd") as f:

@@ -9,6 +9,7 @@
 
 mod bench;
 mod oracle;
+mod rich;
 mod sandbox;
 mod seed;
 pub mod toolchain;

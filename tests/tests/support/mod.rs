@@ -124,7 +124,8 @@ pub fn assert_still_serving(host: &Host) {
     assert_eq!(
         response.outcome,
         justonce::Outcome::Success {
-            result: serde_json::json!({ "echo": message })
+            result: serde_json::json!({ "echo": message }),
+            content: None,
         }
     );
 }
@@ -137,7 +138,7 @@ pub fn invocation_count(host: &Host) -> usize {
 /// The result of a successful outcome; panics with the outcome otherwise.
 pub fn success(outcome: &justonce::Outcome) -> &serde_json::Value {
     match outcome {
-        justonce::Outcome::Success { result } => result,
+        justonce::Outcome::Success { result, .. } => result,
         other => panic!("expected a success-shaped result, got {other:?}"),
     }
 }

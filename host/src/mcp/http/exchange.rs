@@ -283,6 +283,7 @@ impl HttpServer {
                 request,
                 stateless,
                 log_level,
+                progress_token,
             } => {
                 let request = request.principal(principal);
                 let Some(_permit) = self.admission.enter(principal) else {
@@ -311,11 +312,20 @@ impl HttpServer {
                 // Runs to its outcome even if the client hangs up meanwhile: the
                 // record is kept and a retry gets the outcome. The guard blocks, so
                 // this thread hands its other connections to another worker first.
-                let (logged, reply) = tokio::task::block_in_place(|| {
-                    server.run_call_logged(&request, stateless, true, log_level)
+                // What the tool says is collected, and sent as events before the answer.
+                let heard = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+                let sink = std::rc::Rc::clone(&heard);
+                let reply = tokio::task::block_in_place(|| {
+                    server.run_call_logged(
+                        &request,
+                        stateless,
+                        true,
+                        (log_level, progress_token),
+                        move |note| sink.borrow_mut().push(note),
+                    )
                 });
                 shutdown.finish();
-                notes = logged;
+                notes = heard.take();
                 reply
             }
         };
