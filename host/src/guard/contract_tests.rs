@@ -781,7 +781,7 @@ fn a_run_whose_effect_a_person_answered_meanwhile_hands_the_tool_the_recorded_an
     // A's provider answers now, with its own response.
     release.send(()).unwrap();
     let a_answer = a_call.join().unwrap().unwrap();
-    let Outcome::Success { result } = a_answer.outcome.clone() else {
+    let Outcome::Success { result, .. } = a_answer.outcome.clone() else {
         panic!("{:?}", a_answer.outcome)
     };
     assert_eq!(result, json!({"sent": "by hand"}), "the recorded answer");
