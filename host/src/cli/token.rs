@@ -70,11 +70,11 @@ impl Token {
                 } else {
                     for t in &list {
                         println!(
-                            "{}  role={}  sha256={}…  created_at_ms={}",
+                            "{}  role={}  sha256={}…  created {}",
                             t.name,
                             t.role,
                             &t.sha256[..12],
-                            t.created_at_ms
+                            crate::clock::rfc3339(i64::try_from(t.created_at_ms).unwrap_or(i64::MAX))
                         );
                     }
                 }
