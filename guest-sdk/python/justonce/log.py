@@ -35,11 +35,23 @@ def error(message: str) -> None:
     _write("ERROR", message)
 
 
+# A component built by componentize-py can import at run time only the modules it
+# imported while it was built (its snapshot; the sandbox gives it no files to read
+# them from), so the bindings of `progress`, which nothing else imports, are imported
+# here, with the SDK. Outside a component (unit tests) there are none.
+try:
+    from wit_world.imports import progress as _progress_wit
+except ImportError:
+    _progress_wit = None
+
+
 def progress(done: float, total: "float | None" = None, message: "str | None" = None) -> None:
     """Reports that `done` of `total` (if known) is done, and what is happening, to a
     client that asked to hear (MCP's `notifications/progress`). Each report's `done`
     should be larger than the last; the host drops one that is not. Not an effect:
     not journaled, and a replayed call reports nothing."""
-    from wit_world.imports import progress as wit
+    wit = _progress_wit
+    if wit is None:
+        from wit_world.imports import progress as wit
 
     wit.report(float(done), None if total is None else float(total), message)

@@ -5,7 +5,7 @@ import socket
 import time
 from typing import Annotated, Literal, Optional
 
-from justonce import Image, ResourceLink, Rich, Text, export, perform, tool
+from justonce import Image, ResourceLink, Rich, Text, export, perform, progress, tool
 
 Op = Literal["echo", "mail", "receipt", "file", "socket", "env", "sleep"]
 
@@ -28,6 +28,8 @@ def probe(
         return {"message_id": sent["message_id"]}
     if op == "receipt":
         sent = perform("mail", "send", {"to": email, "subject": message, "body": message})
+        # Heard only by a client that asked; a Python tool that reports must not trap.
+        progress(1, 2, "mailed")
         message_id = sent["message_id"]
         return Rich(
             [
