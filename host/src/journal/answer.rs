@@ -25,6 +25,13 @@ impl Answer {
         .to_string()
     }
 
+    /// The answer a run hands its tool once it saved this one: `recorded`, the
+    /// stored text of an answer another hand saved first (the journal keeps the
+    /// first), else this one.
+    pub(crate) fn or_recorded(&self, recorded: Option<String>) -> Self {
+        recorded.map_or_else(|| self.clone(), |stored| Self::from_stored(&stored))
+    }
+
     /// Reads a stored answer; an unreadable one is a denial that says so.
     pub(crate) fn from_stored(stored: &str) -> Self {
         let v: Value = serde_json::from_str(stored).unwrap_or(Value::Null);

@@ -396,7 +396,7 @@ impl Journal for PostgresJournal {
         self.transaction(|tx| {
             let held = ops::renew_lease_in(tx, invocation, lease)?;
             let recorded = ops::finish(tx, key, &answer.to_stored(), now)?;
-            Ok(Ok::<_, ()>(held.then(|| recorded.map_or_else(|| answer.clone(), |s| Answer::from_stored(&s)))))
+            Ok(Ok::<_, ()>(held.then(|| answer.or_recorded(recorded))))
         })
         .map(|r| r.unwrap_or(None))
     }

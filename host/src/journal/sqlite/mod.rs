@@ -497,8 +497,7 @@ impl Journal for SqliteJournal {
         self.transaction(|tx| {
             let held = effects::renew_lease_in(tx, invocation, lease)?;
             let recorded = effects::finish(tx, key, &answer.to_stored(), now)?;
-            let handed = held.then(|| recorded.map_or_else(|| answer.clone(), |s| Answer::from_stored(&s)));
-            Ok(Ok::<_, ()>(handed))
+            Ok(Ok::<_, ()>(held.then(|| answer.or_recorded(recorded))))
         })
         .map(|r| r.unwrap_or(None))
     }
