@@ -33,6 +33,11 @@
 //!
 //! [telemetry]                    # traces over OTLP/HTTP (OTEL_EXPORTER_OTLP_* win)
 //! otlp_endpoint = "http://localhost:4318"
+//!
+//! [oauth]                        # `serve --http` also takes OAuth 2.1 access tokens
+//! issuer = "https://auth.example.com"
+//! resource = "https://mcp.example.com/mcp"  # the audience; default http://ADDR:PORT/mcp
+//! scopes = ["mcp:tools"]         # every token must grant them
 //! ```
 //!
 //! Unknown keys and bad values are errors that name the key.
@@ -102,6 +107,31 @@ pub struct Config {
     pub tool_allow: BTreeMap<String, Vec<String>>,
     /// `[tools.NAME] mcp = false`: the tools `serve` does not offer over MCP.
     pub hidden_from_mcp: std::collections::BTreeSet<String>,
+    /// `[oauth]`: the OAuth 2.1 access tokens `serve --http` accepts.
+    pub oauth: Option<OAuthConfig>,
+}
+
+/// `[oauth]`: `serve --http` as an OAuth 2.1 resource server (see
+/// `crate::auth::oauth`). Unset keys take the defaults there (or the command line's).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthConfig {
+    /// The authorization server's issuer identifier.
+    pub issuer: Option<String>,
+    /// Its JWKS URL; default: the `jwks_uri` of its metadata.
+    pub jwks_url: Option<String>,
+    /// This resource's canonical URL, the audience of its tokens.
+    pub resource: Option<String>,
+    /// Scopes every token must grant.
+    pub scopes: Option<Vec<String>>,
+    /// The claim naming the principal (default `sub`).
+    pub principal_claim: Option<String>,
+    /// Written before the claim's value to make the principal.
+    pub principal_prefix: Option<String>,
+    /// The role of OAuth principals (default `agent`).
+    pub role: Option<String>,
+    /// How far `exp` and `nbf` may be off the host's clock, in seconds.
+    pub leeway_seconds: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -121,6 +151,7 @@ struct RawConfig {
     tokens_file: Option<PathBuf>,
     telemetry: Option<RawTelemetry>,
     registry_secrets_file: Option<PathBuf>,
+    oauth: Option<OAuthConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -434,6 +465,7 @@ impl Config {
             registry_secrets_file: raw.registry_secrets_file.map(|p| dir.join(p)),
             tool_allow,
             hidden_from_mcp,
+            oauth: raw.oauth,
         })
     }
 }
@@ -642,7 +674,10 @@ mod tests {
             assert!(r.contains("is not a limit"), "{r}");
         }
         let r = reason("[tools.refund]\nsource = \"https://r/a:v1\"\n");
-        assert!(r.contains("`tools.refund.source`") && r.contains("oci://"), "{r}");
+        assert!(
+            r.contains("`tools.refund.source`") && r.contains("oci://"),
+            "{r}"
+        );
     }
 
     #[test]

@@ -12,7 +12,14 @@ const LAYERS: &[&[&str]] = &[
     ],
     &["config", "builder", "host"],
     &["guard"],
-    &["runtime", "providers", "journal", "http", "registry"],
+    &[
+        "runtime",
+        "providers",
+        "journal",
+        "http",
+        "registry",
+        "auth",
+    ],
     &[
         "call",
         "keys",

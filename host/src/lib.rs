@@ -24,6 +24,7 @@
 //! # }
 //! ```
 
+mod auth;
 mod builder;
 mod call;
 mod cli;
@@ -86,6 +87,7 @@ pub fn main_cli() -> std::process::ExitCode {
 /// of the embedding surface. Not covered by any compatibility promise.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::auth::oauth;
     pub use crate::console::{Console, DEFAULT_TTL_MS as CONSOLE_SESSION_TTL_MS};
     pub use crate::delivery::{Deliverer, DeliveryOutcome, DeliveryPolicy};
     pub use crate::examples::{ALL as EXAMPLE_TOOLS, SEND_RECEIPT};
@@ -95,8 +97,8 @@ pub mod __private {
     pub use crate::journal::CURRENT_VERSION;
     pub use crate::journal::postgres::testing as postgres_testing;
     pub use crate::mcp::http::{
-        METRICS_PATH, MetricsRunning, MetricsServer, PlainRequest, PlainResponse, Routes, Running,
-        TOO_MANY_CALLS,
+        METRICS_PATH, MetricsRunning, MetricsServer, OAuth, PlainRequest, PlainResponse, Routes,
+        Running, TOO_MANY_CALLS,
     };
     pub use crate::mcp::tokens;
     pub use crate::mcp::{

@@ -33,6 +33,7 @@ mod mcp_conformance;
 mod mcp_http;
 mod mcp_http_cli;
 mod mcp_logging;
+mod mcp_oauth;
 mod mcp_progress;
 mod mcp_protocol;
 mod mcp_python;

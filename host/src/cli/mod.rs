@@ -12,6 +12,7 @@ mod key;
 mod lock;
 mod logging;
 mod new;
+mod oauth;
 mod operate;
 mod push;
 mod replay;

@@ -22,7 +22,8 @@ use crate::mcp::{HttpOptions, HttpServer, Server, ServerConfig, Shutdown};
 ///
 /// On stdio: newline-delimited JSON-RPC on stdout. On HTTP: the endpoint's URL is
 /// the first line on stdout; every request needs a bearer token (`justonce token
-/// add NAME`). The web console is at /console on the same server (a viewer's or
+/// add NAME`), or with --oauth-issuer (or [oauth] in justonce.toml) an OAuth 2.1
+/// access token of that issuer. The web console is at /console on the same server (a viewer's or
 /// operator's token opens it). Logs go to stderr (JUSTONCE_LOG=info shows more of them).
 #[derive(Debug, Args)]
 pub struct Serve {
@@ -75,6 +76,8 @@ pub struct Serve {
     /// does SIGHUP). 0: only SIGHUP reloads.
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     watch_interval_ms: u64,
+    #[command(flatten)]
+    oauth: super::oauth::OAuthArgs,
 }
 
 /// `ADDR:PORT`, `:PORT` or `PORT`; a bare port binds 127.0.0.1.
@@ -172,6 +175,9 @@ impl Serve {
             prefer_sse: self.sse,
             ..HttpOptions::default()
         };
+        let oauth = self
+            .oauth
+            .resource_server(cli, bound, Arc::new(crate::clock::SystemClock))?;
         let url = format!("http://{bound}{}", crate::mcp::http::ENDPOINT);
         tracing::info!(tools = host.runtime().names(), db = %cli.db.display(), tokens = %path.display(), "serving MCP on {url}");
         let mut out = std::io::stdout().lock();
@@ -179,8 +185,11 @@ impl Serve {
         drop(out);
         stop_on_signals(server.shutdown())?;
         let console = Console::for_host(&host, console_tokens, CONSOLE_SESSION_TTL_MS);
-        HttpServer::new(server, tokens, options)
-            .with_routes(Arc::new(console))
+        let mut http = HttpServer::new(server, tokens, options);
+        if let Some(oauth) = oauth {
+            http = http.with_oauth(oauth);
+        }
+        http.with_routes(Arc::new(console))
             .serve(listener)
             .map_err(|e| Error::Host(anyhow::anyhow!("serving HTTP on {bound}: {e}")))?;
         Ok(exit::SUCCESS)

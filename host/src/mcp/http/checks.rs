@@ -1,9 +1,21 @@
 //! What is checked before a request is read further: that a browser page on another
 //! site is not driving a local server (`Origin` and `Host`, the DNS-rebinding
-//! defence), and who is calling (the bearer token).
+//! defence), and who is calling (the bearer token: one of the tokens file, or, when
+//! the server is an OAuth resource server, an access token of its issuer).
 
 use super::wire::Head;
+use crate::auth::oauth::{TokenRefused, Validator};
 use crate::mcp::tokens::{Role, Tokens};
+
+/// The server as an OAuth 2.1 resource server: the access tokens it accepts beside
+/// the tokens file's, and the role their holders get.
+#[derive(Debug)]
+pub struct OAuth {
+    /// Checks the access tokens.
+    pub validator: Validator,
+    /// The role of every principal an access token names.
+    pub role: Role,
+}
 
 /// Host names that are this machine.
 const LOOPBACK_HOSTS: &[&str] = &["localhost", "127.0.0.1", "[::1]"];
@@ -88,10 +100,13 @@ pub(crate) enum Caller {
     /// A token of the file whose role calls no tool (a viewer's or operator's, for
     /// the console).
     NotAgent(Role),
+    /// An OAuth access token that was refused, and why.
+    Refused(TokenRefused),
 }
 
-/// Reads the bearer token and looks it up: only an agent's token calls tools.
-pub(crate) fn caller(head: &Head, tokens: &Tokens) -> Caller {
+/// Reads the bearer token and looks it up: only an agent's token calls tools. A
+/// token not in the file is checked as an OAuth access token when `oauth` is given.
+pub(crate) fn caller(head: &Head, tokens: &Tokens, oauth: Option<&OAuth>) -> Caller {
     let Some(value) = head.header("authorization") else {
         return Caller::Anonymous;
     };
@@ -101,10 +116,20 @@ pub(crate) fn caller(head: &Head, tokens: &Tokens) -> Caller {
     if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
         return Caller::Anonymous;
     }
-    match tokens.holder(token) {
-        None => Caller::Unknown,
-        Some(holder) if holder.role == Role::Agent => Caller::Principal(holder.name),
-        Some(holder) => Caller::NotAgent(holder.role),
+    let holder = match (tokens.holder(token), oauth) {
+        (Some(holder), _) => holder,
+        (None, None) => return Caller::Unknown,
+        (None, Some(oauth)) => match oauth.validator.validate(token) {
+            Ok(grant) => crate::mcp::tokens::Holder {
+                name: grant.principal,
+                role: oauth.role,
+            },
+            Err(refused) => return Caller::Refused(refused),
+        },
+    };
+    match holder.role {
+        Role::Agent => Caller::Principal(holder.name),
+        role => Caller::NotAgent(role),
     }
 }
 

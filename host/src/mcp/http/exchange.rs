@@ -10,6 +10,7 @@ use super::checks::{Caller, caller};
 use super::sessions::Refused;
 use super::wire::{Head, Kind, Response};
 use super::{ENDPOINT, HttpServer};
+use crate::auth::oauth::TokenRefused;
 use crate::mcp::protocol::{
     self, HANDSHAKE_VERSIONS, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, Incoming,
     METHOD_NOT_FOUND, PARSE_ERROR, PROTOCOL_VERSION_META_KEY, Params, RequestId, RpcError,
@@ -52,6 +53,17 @@ pub(crate) fn refusal(status: u16, id: Option<&RequestId>, code: i64, message: &
 }
 
 impl HttpServer {
+    /// The `WWW-Authenticate` value of a 401 (or 403 for a scope): with the
+    /// resource metadata's URL when the server takes OAuth access tokens, else the
+    /// realm; `error="invalid_token"` for a token that was refused.
+    fn challenge(&self, refused: Option<&TokenRefused>) -> String {
+        match (&self.oauth, refused) {
+            (Some(oauth), _) => oauth.validator.challenge(refused),
+            (None, None) => format!("Bearer realm=\"{REALM}\""),
+            (None, Some(_)) => format!("Bearer realm=\"{REALM}\", error=\"invalid_token\""),
+        }
+    }
+
     /// Checks a request's head: endpoint, origin, token, method and size. A refusal
     /// is answered without reading the body, and nothing runs.
     pub(crate) fn admit(&self, head: &Head) -> Result<Admitted, Response> {
@@ -85,22 +97,32 @@ impl HttpServer {
                 ));
             }
         }
-        let principal = match caller(head, &self.tokens) {
+        let principal = match caller(head, &self.tokens, self.oauth.as_ref()) {
             Caller::Principal(principal) => principal,
             Caller::Anonymous => {
                 return Err(
                     refusal(401, None, INVALID_REQUEST, "a bearer token is required")
-                        .with("www-authenticate", format!("Bearer realm=\"{REALM}\"")),
+                        .with("www-authenticate", self.challenge(None)),
                 );
             }
             Caller::Unknown => {
                 tracing::warn!("a request with an unknown bearer token was refused");
+                let unknown = TokenRefused::Malformed("not a token of the tokens file".into());
                 return Err(
-                    refusal(401, None, INVALID_REQUEST, "the bearer token is not valid").with(
-                        "www-authenticate",
-                        format!("Bearer realm=\"{REALM}\", error=\"invalid_token\""),
-                    ),
+                    refusal(401, None, INVALID_REQUEST, "the bearer token is not valid")
+                        .with("www-authenticate", self.challenge(Some(&unknown))),
                 );
+            }
+            Caller::Refused(refused) => {
+                tracing::warn!("an OAuth access token was refused: {refused}");
+                let status = refused.status();
+                let mut answer = refusal(status, None, INVALID_REQUEST, &refused.to_string());
+                if status == 503 {
+                    answer = answer.with("retry-after", "5");
+                } else {
+                    answer = answer.with("www-authenticate", self.challenge(Some(&refused)));
+                }
+                return Err(answer);
             }
             Caller::NotAgent(role) => {
                 tracing::warn!(%role, "a console token was refused at /mcp");

@@ -16,9 +16,11 @@
 //! - `GET /metrics` serves the host's counters in Prometheus' text format
 //!   (`scrape.rs`), to any valid token.
 //! - Every request needs `Authorization: Bearer <token>` from the tokens file
-//!   ([`crate::mcp::tokens`]); the token names the principal, and the principal is
-//!   part of the scope of every key its calls run under. Missing or unknown: `401`
-//!   with `WWW-Authenticate`, and nothing runs.
+//!   ([`crate::mcp::tokens`]), or, with [`HttpServer::with_oauth`], an OAuth access
+//!   token of the configured issuer ([`crate::auth::oauth`]); the token names the
+//!   principal, and the principal is part of the scope of every key its calls run
+//!   under. Missing or refused: `401` with `WWW-Authenticate` (naming the Protected
+//!   Resource Metadata under OAuth; `403` for a missing scope), and nothing runs.
 //! - Safe by default: `Origin` and (on a loopback listener) `Host` are checked
 //!   against DNS rebinding, heads and bodies are capped, a client gets a bounded time
 //!   to send its request head and body, each principal a bounded number of calls in
@@ -59,6 +61,7 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use tokio::sync::watch;
 
+pub use checks::OAuth;
 pub use exchange::TOO_MANY_CALLS;
 pub use routes::{PlainRequest, PlainResponse, Routes};
 pub use scrape::{METRICS_PATH, MetricsRunning, MetricsServer};
@@ -74,6 +77,7 @@ use self::wire::{Head, Payload};
 use super::Server;
 use super::protocol::INVALID_REQUEST;
 use super::tokens::Tokens;
+use crate::auth::oauth;
 
 /// The path of the MCP endpoint.
 pub const ENDPOINT: &str = "/mcp";
@@ -141,6 +145,8 @@ pub struct HttpServer {
     server: Option<Server>,
     routes: Option<Arc<dyn Routes>>,
     tokens: Tokens,
+    /// OAuth access tokens accepted beside `tokens`, when configured.
+    oauth: Option<OAuth>,
     options: HttpOptions,
     sessions: Sessions,
     admission: Admission,
@@ -166,6 +172,7 @@ impl std::fmt::Debug for HttpServer {
             .field("server", &self.server)
             .field("routes", &self.routes)
             .field("tokens", &self.tokens.path())
+            .field("oauth", &self.oauth)
             .field("options", &self.options)
             .finish()
     }
@@ -186,6 +193,14 @@ impl HttpServer {
     /// Serves `routes` beside `/mcp`.
     pub fn with_routes(mut self, routes: Arc<dyn Routes>) -> Self {
         self.routes = Some(routes);
+        self
+    }
+
+    /// Also accepts OAuth 2.1 access tokens: `oauth`'s validator checks them, and
+    /// `/.well-known/oauth-protected-resource` (alone, or followed by the resource's
+    /// path) serves the metadata clients discover the authorization server from.
+    pub fn with_oauth(mut self, oauth: OAuth) -> Self {
+        self.oauth = Some(oauth);
         self
     }
 
@@ -214,6 +229,7 @@ impl HttpServer {
             ),
             server,
             tokens,
+            oauth: None,
             options,
             origins: OnceLock::new(),
             stop: watch::Sender::new(false),
@@ -363,6 +379,12 @@ impl HttpServer {
         authenticated: impl FnOnce(),
     ) -> hyper::Response<Payload> {
         let head = Head::of(&request);
+        if let Some(oauth) = &self.oauth
+            && self.server.is_some()
+            && oauth::is_metadata_path(&head.path, oauth.validator.settings())
+        {
+            return resource_metadata(&head, oauth).into_hyper(false);
+        }
         if scrape::is_metrics(&head.path) {
             let response = self.scrape(&head);
             if response.status == 200 {
@@ -408,7 +430,11 @@ impl HttpServer {
             return refusal(status, None, INVALID_REQUEST, &why);
         }
         let Some(server) = &self.server else {
-            return wire::Response::plain(404, "text/plain; charset=utf-8", b"no such path".to_vec());
+            return wire::Response::plain(
+                404,
+                "text/plain; charset=utf-8",
+                b"no such path".to_vec(),
+            );
         };
         scrape::answer(server.host(), head, Some(&self.tokens))
     }
@@ -507,6 +533,18 @@ impl HttpServer {
         // A session's stream lasts until it is ended: end them all.
         self.streams.close_all();
     }
+}
+
+/// Protected Resource Metadata (RFC 9728): public, read by clients before they have
+/// a token, so no token nor `Origin` check (it says nothing secret).
+fn resource_metadata(head: &Head, oauth: &OAuth) -> wire::Response {
+    if head.method != "GET" {
+        return refusal(405, None, INVALID_REQUEST, "GET the metadata").with("allow", "GET");
+    }
+    let doc = oauth::protected_resource_metadata(oauth.validator.settings());
+    wire::Response::message(200, wire::Kind::Json, &doc)
+        .with("cache-control", "max-age=3600")
+        .with("access-control-allow-origin", "*")
 }
 
 /// A server running on its own thread; dropping it stops it.

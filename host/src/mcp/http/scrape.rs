@@ -39,7 +39,7 @@ pub(crate) fn is_metrics(path: &str) -> bool {
 /// with a bearer token from them (401 otherwise, as for `/mcp`).
 pub(crate) fn answer(host: &Host, head: &Head, tokens: Option<&Tokens>) -> Response {
     if let Some(tokens) = tokens {
-        match caller(head, tokens) {
+        match caller(head, tokens, None) {
             // Any role may read the figures (a viewer's token is the one to give
             // Prometheus).
             Caller::Principal(_) | Caller::NotAgent(_) => {}
@@ -47,7 +47,8 @@ pub(crate) fn answer(host: &Host, head: &Head, tokens: Option<&Tokens>) -> Respo
                 return refusal(401, None, INVALID_REQUEST, "a bearer token is required")
                     .with("www-authenticate", "Bearer realm=\"justonce\"");
             }
-            Caller::Unknown => {
+            // An OAuth access token does not read the figures: a token of the file does.
+            Caller::Unknown | Caller::Refused(_) => {
                 tracing::warn!("a scrape of /metrics with an unknown bearer token was refused");
                 return refusal(401, None, INVALID_REQUEST, "the bearer token is not valid").with(
                     "www-authenticate",
