@@ -543,6 +543,23 @@ mod tests {
     }
 
     #[test]
+    fn an_oauth_table_is_read_as_written_and_an_unknown_key_in_it_is_named() {
+        let config = parse(
+            "[oauth]\nissuer = \"https://auth.example.com\"\nscopes = [\"mcp:tools\"]\nrole = \"agent\"",
+        )
+        .unwrap();
+        let oauth = config.oauth.unwrap();
+        assert_eq!(oauth.issuer.as_deref(), Some("https://auth.example.com"));
+        assert_eq!(oauth.scopes, Some(vec!["mcp:tools".to_owned()]));
+        assert_eq!(
+            (oauth.resource, oauth.role.as_deref()),
+            (None, Some("agent"))
+        );
+        let why = reason("[oauth]\naudience = \"https://mcp.example.com/mcp\"");
+        assert!(why.contains("oauth") && why.contains("audience"), "{why}");
+    }
+
+    #[test]
     fn durability_is_full_or_normal_and_nothing_else() {
         assert_eq!(
             parse("durability = \"normal\"").unwrap().durability,

@@ -62,7 +62,7 @@ mod layering_tests;
 pub use builder::{HostBuilder, Reload};
 pub use call::{CallRequest, CallResponse, DEFAULT_SCOPE, principal_scope};
 pub use clock::{Clock, ManualClock, SystemClock, rfc3339};
-pub use config::Config;
+pub use config::{Config, OAuthConfig};
 pub use error::{Error, LoadFault};
 pub use host::Host;
 pub use http::HttpConfig;

@@ -233,6 +233,15 @@ fn the_configuration_snippets_load() {
         config.password_file,
         Some(dir.path().join("secrets/db-password"))
     );
+    let oauth = block("toml", "[oauth]");
+    let config = justonce::Config::parse(&oauth, &dir.path().join("justonce.toml"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let oauth = config.oauth.expect("an [oauth] table");
+    assert_eq!(
+        oauth.resource.as_deref(),
+        Some("https://mcp.example.com/mcp")
+    );
+    assert_eq!(oauth.scopes, Some(vec!["mcp:tools".to_owned()]));
 }
 
 #[test]

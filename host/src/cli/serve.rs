@@ -94,17 +94,27 @@ pub(super) fn bind_address(text: &str) -> Result<SocketAddr, String> {
 /// The tokens file `flag` names (else the configuration's, else the default), read;
 /// an empty one is allowed and said in the log.
 pub(super) fn open_tokens(cli: &Cli, flag: Option<&PathBuf>) -> Result<(PathBuf, Tokens), Error> {
-    let path = cli.tokens_file(flag);
-    let tokens = Tokens::open(&path).map_err(|e| Error::Config {
-        path: path.clone(),
-        reason: e.to_string(),
-    })?;
+    let (path, tokens) = read_tokens(cli, flag)?;
+    warn_if_empty(&path, &tokens);
+    Ok((path, tokens))
+}
+
+fn warn_if_empty(path: &std::path::Path, tokens: &Tokens) {
     if tokens.is_empty() {
         tracing::warn!(
             "{} holds no tokens: every request will be refused (justonce token add NAME)",
             path.display()
         );
     }
+}
+
+/// The tokens file `flag` names (else the configuration's, else the default), read.
+fn read_tokens(cli: &Cli, flag: Option<&PathBuf>) -> Result<(PathBuf, Tokens), Error> {
+    let path = cli.tokens_file(flag);
+    let tokens = Tokens::open(&path).map_err(|e| Error::Config {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
     Ok((path, tokens))
 }
 
@@ -164,9 +174,15 @@ impl Serve {
                 })?;
             return Ok(exit::SUCCESS);
         };
-        let (path, tokens) = open_tokens(cli, self.tokens.as_ref())?;
-        let (_, console_tokens) = open_tokens(cli, self.tokens.as_ref())?;
         let (listener, bound) = listen("--http", http)?;
+        let oauth = self
+            .oauth
+            .resource_server(cli, bound, Arc::new(crate::clock::SystemClock))?;
+        let (path, tokens) = read_tokens(cli, self.tokens.as_ref())?;
+        let (_, console_tokens) = read_tokens(cli, self.tokens.as_ref())?;
+        if oauth.is_none() {
+            warn_if_empty(&path, &tokens);
+        }
         let options = HttpOptions {
             allowed_origins: self.allow_origin.clone(),
             max_calls_per_principal: usize::from(self.max_calls_per_principal),
@@ -175,9 +191,6 @@ impl Serve {
             prefer_sse: self.sse,
             ..HttpOptions::default()
         };
-        let oauth = self
-            .oauth
-            .resource_server(cli, bound, Arc::new(crate::clock::SystemClock))?;
         let url = format!("http://{bound}{}", crate::mcp::http::ENDPOINT);
         tracing::info!(tools = host.runtime().names(), db = %cli.db.display(), tokens = %path.display(), "serving MCP on {url}");
         let mut out = std::io::stdout().lock();
