@@ -55,12 +55,11 @@ pub(crate) fn refusal(status: u16, id: Option<&RequestId>, code: i64, message: &
 impl HttpServer {
     /// The `WWW-Authenticate` value of a 401 (or 403 for a scope): with the
     /// resource metadata's URL when the server takes OAuth access tokens, else the
-    /// realm; `error="invalid_token"` for a token that was refused.
+    /// realm.
     fn challenge(&self, refused: Option<&TokenRefused>) -> String {
-        match (&self.oauth, refused) {
-            (Some(oauth), _) => oauth.validator.challenge(refused),
-            (None, None) => format!("Bearer realm=\"{REALM}\""),
-            (None, Some(_)) => format!("Bearer realm=\"{REALM}\", error=\"invalid_token\""),
+        match &self.oauth {
+            Some(oauth) => oauth.validator.challenge(refused),
+            None => format!("Bearer realm=\"{REALM}\""),
         }
     }
 
@@ -107,10 +106,11 @@ impl HttpServer {
             }
             Caller::Unknown => {
                 tracing::warn!("a request with an unknown bearer token was refused");
-                let unknown = TokenRefused::Malformed("not a token of the tokens file".into());
                 return Err(
-                    refusal(401, None, INVALID_REQUEST, "the bearer token is not valid")
-                        .with("www-authenticate", self.challenge(Some(&unknown))),
+                    refusal(401, None, INVALID_REQUEST, "the bearer token is not valid").with(
+                        "www-authenticate",
+                        format!("Bearer realm=\"{REALM}\", error=\"invalid_token\""),
+                    ),
                 );
             }
             Caller::Refused(refused) => {
