@@ -4,8 +4,9 @@ OAuth 2.1 resource server.
 Usage: client.py URL ISSUER
 
 URL is the server's MCP endpoint; ISSUER the test's authorization server
-(authorization_server.py). The script first asks without a token and with a token
-minted for another audience, and records what the server answered; then the SDK's
+(authorization_server.py). The script first asks without a token, with a token minted
+for another audience and with one lacking the required scope, and records what the
+server answered; then the SDK's
 `OAuthClientProvider` does the whole flow by itself: the 401's `resource_metadata`,
 the Protected Resource Metadata, the authorization server's metadata, dynamic client
 registration, the authorization-code grant with PKCE (the redirect handler follows
@@ -73,6 +74,10 @@ async def refusals(url, issuer):
         minted = await http.post(f"{issuer}/test/mint", json={"aud": "https://other.example/mcp"})
         other = minted.json()["access_token"]
         elsewhere = await http.post(url, json=INITIALIZE, headers={**HEADERS, "Authorization": f"Bearer {other}"})
+        unscoped = (await http.post(f"{issuer}/test/mint", json={"aud": url, "scope": "openid"})).json()
+        narrow = await http.post(
+            url, json=INITIALIZE, headers={**HEADERS, "Authorization": f"Bearer {unscoped['access_token']}"}
+        )
         metadata_url = anonymous.headers.get("www-authenticate", "").split('resource_metadata="')[-1].split('"')[0]
         metadata = await http.get(metadata_url) if metadata_url.startswith("http") else None
         # Another user's token for this very resource, for the test's own calls.
@@ -81,6 +86,7 @@ async def refusals(url, issuer):
         "bob_token": bob.json()["access_token"],
         "anonymous": answered(anonymous),
         "other_audience": {**answered(elsewhere), "body": elsewhere.json()},
+        "without_the_scope": answered(narrow),
         "metadata": metadata.json() if metadata is not None and metadata.status_code == 200 else None,
     }
 

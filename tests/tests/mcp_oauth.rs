@@ -149,6 +149,16 @@ fn the_python_sdks_oauth_client_discovers_authorizes_and_calls_and_other_tokens_
         "{why}"
     );
 
+    // This resource's token without the required scope: 403, naming the scope.
+    let narrow = &report["without_the_scope"];
+    assert_eq!(narrow["status"], 403, "{report}");
+    let challenge = narrow["www_authenticate"].as_str().unwrap();
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"")
+            && challenge.ends_with("scope=\"mcp:tools\""),
+        "{challenge}"
+    );
+
     // The SDK's own flow: one authorization, for this resource, then the calls.
     let oauth = &report["oauth"];
     assert_eq!(oauth["authorization_requests"], 1, "{report}");
