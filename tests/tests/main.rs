@@ -36,6 +36,7 @@ mod mcp_logging;
 mod mcp_progress;
 mod mcp_protocol;
 mod mcp_python;
+mod mcp_resume;
 mod metrics;
 mod new_tool;
 mod operate;
