@@ -37,6 +37,7 @@ mod mcp_oauth;
 mod mcp_progress;
 mod mcp_protocol;
 mod mcp_python;
+mod mcp_resume;
 mod metrics;
 mod new_tool;
 mod operate;

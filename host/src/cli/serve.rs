@@ -71,6 +71,11 @@ pub struct Serve {
     /// Answer with an SSE stream whenever the client accepts one, not JSON (HTTP).
     #[arg(long, requires = "http")]
     sse: bool,
+    /// End a call's event stream after MS milliseconds, and let the client fetch the
+    /// rest with `Last-Event-ID` (SSE polling, for proxies that cut long responses;
+    /// sessions at 2025-11-25 or later). Unset: a stream lasts until its answer.
+    #[arg(long, value_name = "MS", requires = "http")]
+    sse_hold_ms: Option<u64>,
     /// How often the tools directory, justonce.toml and its lock file are checked
     /// for changes, in milliseconds; a change reloads the tools while serving (so
     /// does SIGHUP). 0: only SIGHUP reloads.
@@ -189,6 +194,7 @@ impl Serve {
             max_connections: usize::from(self.max_connections),
             max_body_bytes: self.max_body_bytes,
             prefer_sse: self.sse,
+            stream_hold: self.sse_hold_ms.map(Duration::from_millis),
             ..HttpOptions::default()
         };
         let url = format!("http://{bound}{}", crate::mcp::http::ENDPOINT);

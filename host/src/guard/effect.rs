@@ -505,6 +505,12 @@ impl EffectSession {
             spans::attempt_claimed(&span, &key, attempt);
             if attempt > 1 {
                 counters.retried(previous.unwrap_or("earlier_run"));
+                crate::runtime::log_listener::host_says(&session.tool, || {
+                    format!(
+                        "retrying effect #{} ({}) under the same key, attempt {attempt}",
+                        new.seq, new.provider
+                    )
+                });
             }
             let request = EffectRequest {
                 tool: &session.tool,
@@ -623,10 +629,10 @@ impl EffectSession {
             return Ok(answer_to_guest(answer));
         }
         let lease = self.lease();
-        let Some(recorded) = self
-            .shared
-            .journal
-            .finish_effect(key, &answer, &lease, &self.invocation, now)?
+        let Some(recorded) =
+            self.shared
+                .journal
+                .finish_effect(key, &answer, &lease, &self.invocation, now)?
         else {
             self.interrupted = Some(Interruption::LeaseLost);
             return Ok(Err(lease_lost()));

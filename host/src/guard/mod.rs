@@ -191,10 +191,20 @@ impl Guard {
                 .of_call(&prepared.tool.name, request.is_scoped()),
         );
         let default_retention_ms = self.retention_ms();
+        let mut told_waiting = false;
+        let mut waiting = || {
+            if !std::mem::replace(&mut told_waiting, true) {
+                crate::runtime::log_listener::host_says(&prepared.tool.name, || {
+                    "waiting for the first call with this key to finish; its outcome is the answer"
+                        .to_owned()
+                });
+            }
+        };
         loop {
             // One call of a key at a time in this process: a duplicate waits here for
             // the running one, then looks again (and replays its outcome).
             let Some(entered) = self.waiters.enter_or_wait(&prepared.key, self.policy.poll) else {
+                waiting();
                 if started.elapsed() >= self.policy.wait_bound {
                     return Err(Error::InProgress { key: prepared.key });
                 }
@@ -279,6 +289,7 @@ impl Guard {
                 // Running in another process (or host): poll the journal.
                 BeginOutcome::Wait => {
                     drop(entered);
+                    waiting();
                     if started.elapsed() >= self.policy.wait_bound {
                         return Err(Error::InProgress { key: prepared.key });
                     }

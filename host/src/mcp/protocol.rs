@@ -279,6 +279,14 @@ pub fn error_response(id: Option<&RequestId>, error: &RpcError) -> Value {
     })
 }
 
+/// The response to request `id`: its result or its error.
+pub fn reply(id: &RequestId, reply: Result<Value, RpcError>) -> Value {
+    match reply {
+        Ok(result) => response(id, result),
+        Err(error) => error_response(Some(id), &error),
+    }
+}
+
 /// The JSON type of a value, for error messages.
 pub fn type_name(value: &Value) -> &'static str {
     match value {

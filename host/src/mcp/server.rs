@@ -29,7 +29,8 @@ const _: () = {
 };
 
 /// An MCP server over one pair of streams. Build it with [`Server::new`] and run it
-/// with [`Server::serve`].
+/// with [`Server::serve`]. A clone serves the same host, catalog and shutdown.
+#[derive(Clone)]
 pub struct Server {
     host: Arc<Host>,
     config: ServerConfig,
@@ -103,6 +104,10 @@ impl std::fmt::Debug for Server {
 /// one is refused with a JSON-RPC error instead of being buffered.
 pub const MAX_LINE_BYTES: usize = 4 << 20;
 
+/// How far the host's own progress reports (waiting for a duplicate, retrying an
+/// effect) move the progress past the last report.
+const HOST_STEP: f64 = 0.001;
+
 /// How many tool calls wait for a worker at most; a call that finds the queue full
 /// is answered with a retryable `busy` error and not run.
 pub const MAX_QUEUED_CALLS: usize = 256;
@@ -165,10 +170,7 @@ impl<W: Write> Outbox<W> {
     }
 
     fn reply(&self, id: &RequestId, reply: Result<Value, RpcError>) {
-        self.send(&match reply {
-            Ok(result) => protocol::response(id, result),
-            Err(error) => protocol::error_response(Some(id), &error),
-        });
+        self.send(&protocol::reply(id, reply));
     }
 }
 
@@ -421,7 +423,8 @@ impl Server {
     /// more severe (an index of [`LOG_LEVELS`]) as `notifications/message`, and its
     /// progress reports to `progress_token` as `notifications/progress` (each
     /// `progress` larger than the last; others are dropped), as the tool says them,
-    /// before the answer. Nothing is heard without a level or a token, nor for a
+    /// before the answer; the host's own (waiting for a duplicate, retrying an
+    /// effect) go to the token too. Nothing is heard without a level or a token, nor for a
     /// replayed call (its tool does not run).
     pub(crate) fn run_call_logged(
         &self,
@@ -450,6 +453,23 @@ impl Server {
                         "params": { "level": LOG_LEVELS[level], "logger": tool, "data": message },
                     }));
                 }
+            }
+            // No scale of its own: a step past the last report, so progress still
+            // increases and the guest's next report still counts.
+            GuestNote::Host(message) => {
+                let Some(token) = &progress_token else { return };
+                let last = last_progress.get();
+                let done = if last.is_finite() {
+                    last + HOST_STEP
+                } else {
+                    0.0
+                };
+                last_progress.set(done);
+                deliver(serde_json::json!({
+                    "jsonrpc": "2.0",
+                    "method": "notifications/progress",
+                    "params": { "progressToken": token, "progress": done, "message": message },
+                }));
             }
             GuestNote::Progress {
                 done,

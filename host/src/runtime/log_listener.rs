@@ -35,6 +35,9 @@ pub enum GuestNote<'a> {
         /// What is happening.
         message: Option<&'a str>,
     },
+    /// The host itself says what it is doing for the call while no guest speaks:
+    /// waiting for a parallel duplicate, retrying an effect.
+    Host(&'a str),
 }
 
 /// Receives `(tool, note)` for each line a guest logs and each progress it reports.
@@ -65,6 +68,14 @@ pub(crate) fn deliver(tool: &str, note: GuestNote<'_>) {
             listener(tool, note);
         }
     });
+}
+
+/// Tells this thread's listener, if there is one, what the host is doing for a call
+/// of `tool` (`message` is made only then).
+pub(crate) fn host_says(tool: &str, message: impl FnOnce() -> String) {
+    if listening() {
+        deliver(tool, GuestNote::Host(&message()));
+    }
 }
 
 /// Whether this thread has a listener (a guest need not say what no one hears).

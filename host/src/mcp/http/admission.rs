@@ -2,51 +2,54 @@
 //! worker, and a caller over its cap is told to come back (429) instead of queueing.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+type Counts = Arc<Mutex<HashMap<String, usize>>>;
 
 /// Calls in flight, per principal.
 pub(crate) struct Admission {
-    counts: Mutex<HashMap<String, usize>>,
+    counts: Counts,
     cap: usize,
 }
 
-/// One admitted call; dropping it makes room.
-pub(crate) struct Permit<'a> {
-    admission: &'a Admission,
+/// One admitted call; dropping it makes room. It may outlive the request that took
+/// it (a call whose answer goes out on a stream).
+pub(crate) struct Permit {
+    counts: Counts,
     principal: String,
+}
+
+fn lock(counts: &Counts) -> MutexGuard<'_, HashMap<String, usize>> {
+    counts.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Admission {
     /// At most `cap` calls in flight per principal.
     pub fn new(cap: usize) -> Self {
         Self {
-            counts: Mutex::new(HashMap::new()),
+            counts: Arc::default(),
             cap: cap.max(1),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, usize>> {
-        self.counts.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Admits a call of `principal`, or `None` when it has `cap` in flight.
-    pub fn enter(&self, principal: &str) -> Option<Permit<'_>> {
-        let mut counts = self.lock();
+    pub fn enter(&self, principal: &str) -> Option<Permit> {
+        let mut counts = lock(&self.counts);
         let count = counts.entry(principal.to_owned()).or_insert(0);
         if *count >= self.cap {
             return None;
         }
         *count += 1;
         Some(Permit {
-            admission: self,
+            counts: Arc::clone(&self.counts),
             principal: principal.to_owned(),
         })
     }
 }
 
-impl Drop for Permit<'_> {
+impl Drop for Permit {
     fn drop(&mut self) {
-        let mut counts = self.admission.lock();
+        let mut counts = lock(&self.counts);
         if let Some(count) = counts.get_mut(&self.principal) {
             *count -= 1;
             if *count == 0 {

@@ -2,21 +2,27 @@
 //! is not for this server, not authenticated or too large; otherwise its JSON-RPC
 //! message goes through the same [`Session`] and [`Server::run_call`] as stdio's.
 
+use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
 use serde_json::Value;
+use tokio::sync::mpsc::unbounded_channel;
 
+use super::admission::Permit;
 use super::checks::{Caller, caller};
-use super::sessions::Refused;
+use super::sessions::{Found, Refused};
 use super::wire::{Head, Kind, Response};
 use super::{ENDPOINT, HttpServer};
 use crate::auth::oauth::TokenRefused;
+use crate::call::CallRequest;
 use crate::mcp::protocol::{
     self, HANDSHAKE_VERSIONS, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, Incoming,
     METHOD_NOT_FOUND, PARSE_ERROR, PROTOCOL_VERSION_META_KEY, Params, RequestId, RpcError,
     SERVER_BUSY, UNSUPPORTED_PROTOCOL_VERSION,
 };
 use crate::mcp::session::{Dispatch, Era, Session};
+use crate::mcp::{Server, Shutdown};
 
 /// JSON-RPC code of a request refused because its principal has too many calls in
 /// flight or sessions open.
@@ -44,6 +50,19 @@ pub(crate) enum Admitted {
         /// Who is calling.
         principal: String,
     },
+}
+
+/// A session's call whose answer goes out on a stream: what its blocking thread
+/// takes along.
+struct LiveCall {
+    id: RequestId,
+    request: CallRequest,
+    /// The log level and progress token of the call.
+    heard: (Option<usize>, Option<Value>),
+    /// Its place among its principal's calls in flight, until it finishes.
+    permit: Permit,
+    /// Counts it among the calls a stopping server waits for.
+    shutdown: Arc<Shutdown>,
 }
 
 /// A JSON-RPC error as the body of an HTTP error.
@@ -251,10 +270,10 @@ impl HttpServer {
             .get("_meta")
             .and_then(Value::as_object)
             .is_some_and(|m| m.contains_key(PROTOCOL_VERSION_META_KEY));
+        let mut found = None;
         let (mut session, opening) = match head.header("mcp-session-id") {
             Some(session_id) => {
-                let Some((era, log_level)) =
-                    self.sessions.lookup(session_id, principal, Instant::now())
+                let Some(entry) = self.sessions.lookup(session_id, principal, Instant::now())
                 else {
                     return refusal(
                         404,
@@ -266,7 +285,7 @@ impl HttpServer {
                 // Any revision this server speaks is accepted on a session, as the
                 // official SDKs do; only an unknown one is refused.
                 if let (Era::Handshake(_), Some(header)) =
-                    (era, head.header("mcp-protocol-version"))
+                    (entry.era, head.header("mcp-protocol-version"))
                     && !HANDSHAKE_VERSIONS.contains(&header)
                 {
                     return refusal(
@@ -279,7 +298,9 @@ impl HttpServer {
                         ),
                     );
                 }
-                (Session::resume(tools, conversation, era, log_level), false)
+                let resumed = Session::resume(tools, conversation, entry.era, entry.log_level);
+                found = Some(entry);
+                (resumed, false)
             }
             None if enveloped => {
                 if let Some(why) = routing_mismatch(head, method, params) {
@@ -330,6 +351,21 @@ impl HttpServer {
                         "the server is stopping: nothing was run; the same call is safe to retry once it is back",
                     )
                     .with("retry-after", "1");
+                }
+                // A session's client that takes a stream hears the call as it runs,
+                // and may come back for what it missed (`Last-Event-ID`).
+                let may_hear = log_level.is_some() || progress_token.is_some();
+                if let Some(found) = &found
+                    && reply_kind(head, self.options.prefer_sse || may_hear) == Some(Kind::Sse)
+                {
+                    let call = LiveCall {
+                        id: id.clone(),
+                        request,
+                        heard: (log_level, progress_token),
+                        permit: _permit,
+                        shutdown,
+                    };
+                    return self.stream_call(server, found, call);
                 }
                 // Runs to its outcome even if the client hangs up meanwhile: the
                 // record is kept and a retry gets the outcome. The guard blocks, so
@@ -398,6 +434,50 @@ impl HttpServer {
         response
     }
 
+    /// Answers a session's call on a stream of its own, at once: a priming event
+    /// (on a session at 2025-11-25 or later), then what the tool says as it says it,
+    /// then the answer. The call runs on a blocking thread to its outcome whatever
+    /// becomes of the stream; every event is kept in the session's record, so a
+    /// client whose stream broke gets the rest with `Last-Event-ID`. Past
+    /// [`super::HttpOptions::stream_hold`] the server ends the stream itself and the
+    /// client comes back for the rest (SSE polling).
+    fn stream_call(&self, server: &Server, found: &Found, call: LiveCall) -> Response {
+        let events = Arc::clone(&found.events);
+        let (stream, priming, live) = events.open();
+        let primed = matches!(found.era, Era::Handshake(version) if version >= "2025-11-25");
+        let server = server.clone();
+        let record = Arc::clone(&events);
+        tokio::task::spawn_blocking(move || {
+            let LiveCall {
+                id,
+                request,
+                heard,
+                permit,
+                shutdown,
+            } = call;
+            let notes = Arc::clone(&record);
+            let reply = server.run_call_logged(&request, false, true, heard, move |note| {
+                notes.append(stream, &note, false)
+            });
+            shutdown.finish();
+            drop(permit);
+            record.append(stream, &protocol::reply(&id, reply), true);
+        });
+        // Without a priming event the client has no id to come back with: held.
+        match self.options.stream_hold.filter(|_| primed) {
+            Some(hold) if hold.is_zero() => events.detach(stream),
+            Some(hold) => {
+                tokio::spawn(async move {
+                    tokio::time::sleep(hold).await;
+                    events.detach(stream);
+                });
+            }
+            None => {}
+        }
+        let first = if primed { priming } else { Bytes::new() };
+        Response::live(first, live)
+    }
+
     /// Opens the stream of the server's own messages to a session (GET): the
     /// response lasts until the session ends, the server stops or the client hangs
     /// up. Without a session there is no stream (`405`).
@@ -424,17 +504,32 @@ impl HttpServer {
             )
             .with("allow", "GET, POST, DELETE"));
         };
-        if self
-            .sessions
-            .lookup(id, principal, Instant::now())
-            .is_none()
-        {
+        let Some(found) = self.sessions.lookup(id, principal, Instant::now()) else {
             return Err(refusal(
                 404,
                 None,
                 INVALID_REQUEST,
                 "no such session (it ended or was never opened): initialize again",
             ));
+        };
+        if let Some(last) = head.header("last-event-id") {
+            // The rest of one of the session's POST streams, not its own stream.
+            return match found.events.resume(last) {
+                Ok((replay, live)) => {
+                    tracing::debug!("a session resumed a stream after {last}");
+                    let live = live.unwrap_or_else(|| unbounded_channel().1);
+                    Ok(super::wire::event_stream(replay, live))
+                }
+                Err(refused) => {
+                    tracing::info!("{refused}");
+                    Err(refusal(
+                        refused.status(),
+                        None,
+                        INVALID_REQUEST,
+                        &refused.to_string(),
+                    ))
+                }
+            };
         }
         let events = self.streams.open(id);
         tracing::debug!("a session opened its stream of the server's messages");

@@ -8,6 +8,12 @@
 //!   gets `202`. `GET` with a session's `Mcp-Session-Id` opens that session's
 //!   stream of the server's own messages (`notifications/tools/list_changed` when
 //!   a reload changed the tools); without a session it is `405`.
+//! - A session's `tools/call` answered as a stream (also when the call has a
+//!   progress token or log level and the client accepts a stream) is answered at
+//!   once: the call runs on a blocking thread and its progress, log lines and answer
+//!   are events as they happen, each with an id and kept in the session's bounded
+//!   record (`replay.rs`); a client whose stream broke `GET`s the rest with
+//!   `Last-Event-ID`.
 //! - `initialize` (revisions 2024-11-05 to 2025-11-25) opens a session whose id comes
 //!   back in `Mcp-Session-Id` and must come with every later request; `DELETE` ends
 //!   it. A request carrying the 2026-07-28 `_meta` envelope is stateless and must
@@ -44,6 +50,7 @@ mod checks;
 mod connections;
 mod deadline;
 mod exchange;
+mod replay;
 mod routes;
 mod scrape;
 mod sessions;
@@ -63,6 +70,7 @@ use tokio::sync::watch;
 
 pub use checks::OAuth;
 pub use exchange::TOO_MANY_CALLS;
+pub use replay::ReplayCaps;
 pub use routes::{PlainRequest, PlainResponse, Routes};
 pub use scrape::{METRICS_PATH, MetricsRunning, MetricsServer};
 
@@ -116,6 +124,14 @@ pub struct HttpOptions {
     pub request_timeout: Duration,
     /// Answer requests as an SSE stream whenever the client accepts one.
     pub prefer_sse: bool,
+    /// How long a call's event stream is held open before the server ends it and
+    /// the client comes back with `Last-Event-ID` for the rest (SSE polling, for
+    /// proxies that cut long responses); `None`: until the answer. Only streams
+    /// that began with a priming event (sessions at 2025-11-25 or later) are ended.
+    pub stream_hold: Option<Duration>,
+    /// How many events, and bytes of them, each session keeps for clients that
+    /// resume a stream.
+    pub replay: ReplayCaps,
 }
 
 impl Default for HttpOptions {
@@ -134,6 +150,8 @@ impl Default for HttpOptions {
             head_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             prefer_sse: false,
+            stream_hold: None,
+            replay: ReplayCaps::default(),
         }
     }
 }
@@ -221,6 +239,7 @@ impl HttpServer {
                 options.max_sessions,
                 options.max_sessions_per_principal,
                 options.session_idle_timeout,
+                options.replay,
             ),
             admission: Admission::new(options.max_calls_per_principal),
             connections: Connections::new(

@@ -68,6 +68,7 @@ pub(crate) fn answer(host: &Host, head: &Head, tokens: Option<&Tokens>) -> Respo
         kind: Kind::Text(CONTENT_TYPE),
         body: text.into_bytes(),
         notes: Vec::new(),
+        live: None,
     }
 }
 

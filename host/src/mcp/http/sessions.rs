@@ -10,9 +10,10 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::replay::{EventLog, ReplayCaps, random_tag};
 use crate::mcp::session::Era;
 
 struct Entry {
@@ -20,6 +21,18 @@ struct Entry {
     era: Era,
     log_level: Option<usize>,
     used: Instant,
+    /// The events of its POST streams, for `Last-Event-ID`; ends with the session.
+    events: Arc<EventLog>,
+}
+
+/// What a session's request needs of its entry.
+pub(crate) struct Found {
+    /// The revision it speaks.
+    pub era: Era,
+    /// Its `logging/setLevel`, if set.
+    pub log_level: Option<usize>,
+    /// The record of its streams' events.
+    pub events: Arc<EventLog>,
 }
 
 /// Why no session was opened.
@@ -51,17 +64,20 @@ pub(crate) struct Sessions {
     cap: usize,
     per_principal: usize,
     idle: Duration,
+    replay: ReplayCaps,
 }
 
 impl Sessions {
     /// An empty table holding at most `cap` sessions, `per_principal` of one
-    /// principal, each expiring after `idle` unused.
-    pub fn new(cap: usize, per_principal: usize, idle: Duration) -> Self {
+    /// principal, each expiring after `idle` unused and keeping its events within
+    /// `replay`.
+    pub fn new(cap: usize, per_principal: usize, idle: Duration, replay: ReplayCaps) -> Self {
         Self {
             table: Mutex::new(HashMap::new()),
             cap: cap.max(1),
             per_principal: per_principal.max(1),
             idle,
+            replay,
         }
     }
 
@@ -81,6 +97,7 @@ impl Sessions {
             let _ = write!(s, "{b:02x}");
             s
         });
+        let tag = random_tag().map_err(|_| Refused::Random)?;
         let mut table = self.lock();
         let mine = table.values().filter(|e| e.principal == principal).count();
         if mine >= self.per_principal || table.len() >= self.cap {
@@ -103,6 +120,7 @@ impl Sessions {
                 era,
                 log_level: None,
                 used: now,
+                events: Arc::new(EventLog::new(tag, self.replay)),
             },
         );
         Ok(id)
@@ -111,12 +129,11 @@ impl Sessions {
     /// The era of session `id` if it is open, unexpired at `now`, and `principal`'s.
     #[cfg(test)]
     pub fn era(&self, id: &str, principal: &str, now: Instant) -> Option<Era> {
-        self.lookup(id, principal, now).map(|(era, _)| era)
+        self.lookup(id, principal, now).map(|found| found.era)
     }
 
-    /// The era and log level of session `id` if it is open, unexpired at `now`, and
-    /// `principal`'s.
-    pub fn lookup(&self, id: &str, principal: &str, now: Instant) -> Option<(Era, Option<usize>)> {
+    /// Session `id` if it is open, unexpired at `now`, and `principal`'s.
+    pub fn lookup(&self, id: &str, principal: &str, now: Instant) -> Option<Found> {
         let mut table = self.lock();
         let entry = table.get(id)?;
         if entry.principal != principal {
@@ -128,7 +145,11 @@ impl Sessions {
         }
         let entry = table.get_mut(id)?;
         entry.used = now;
-        Some((entry.era, entry.log_level))
+        Some(Found {
+            era: entry.era,
+            log_level: entry.log_level,
+            events: Arc::clone(&entry.events),
+        })
     }
 
     /// Sets the log level of session `id` (`logging/setLevel`), if it is open and
@@ -161,7 +182,7 @@ mod tests {
 
     #[test]
     fn a_session_is_its_principals_alone_and_ends_when_closed() {
-        let sessions = Sessions::new(8, 8, Duration::from_secs(60));
+        let sessions = Sessions::new(8, 8, Duration::from_secs(60), ReplayCaps::default());
         let now = Instant::now();
         let a = sessions
             .open("alice", Era::Handshake("2025-06-18"), now)
@@ -181,7 +202,7 @@ mod tests {
 
     #[test]
     fn a_principal_at_its_cap_is_refused_and_nobody_elses_session_makes_room() {
-        let sessions = Sessions::new(3, 2, Duration::from_secs(60));
+        let sessions = Sessions::new(3, 2, Duration::from_secs(60), ReplayCaps::default());
         let now = Instant::now();
         let bob = sessions.open("bob", V, now).unwrap();
         let a1 = sessions.open("alice", V, now).unwrap();
@@ -210,7 +231,7 @@ mod tests {
     #[test]
     fn an_idle_session_expires_and_frees_its_place_and_a_used_one_does_not() {
         let idle = Duration::from_secs(60);
-        let sessions = Sessions::new(8, 2, idle);
+        let sessions = Sessions::new(8, 2, idle, ReplayCaps::default());
         let t0 = Instant::now();
         let old = sessions.open("alice", V, t0).unwrap();
         let used = sessions.open("alice", V, t0).unwrap();

@@ -107,6 +107,8 @@ pub(crate) struct Response {
     /// Messages sent as events before the body's, on a stream (the call's log
     /// lines).
     pub notes: Vec<serde_json::Value>,
+    /// A stream whose events come as a call runs: `body` holds its first bytes.
+    pub live: Option<UnboundedReceiver<Bytes>>,
 }
 
 impl Response {
@@ -118,6 +120,7 @@ impl Response {
             kind: Kind::Empty,
             body: Vec::new(),
             notes: Vec::new(),
+            live: None,
         }
     }
 
@@ -129,6 +132,19 @@ impl Response {
             kind,
             body: body.to_string().into_bytes(),
             notes: Vec::new(),
+            live: None,
+        }
+    }
+
+    /// A `200` event stream: `first`, then the events `live` carries until it ends.
+    pub fn live(first: Bytes, live: UnboundedReceiver<Bytes>) -> Self {
+        Self {
+            status: 200,
+            headers: Vec::new(),
+            kind: Kind::Sse,
+            body: first.to_vec(),
+            notes: Vec::new(),
+            live: Some(live),
         }
     }
 
@@ -144,6 +160,7 @@ impl Response {
             kind: Kind::Plain,
             body,
             notes: Vec::new(),
+            live: None,
         }
     }
 
@@ -201,6 +218,11 @@ impl Response {
                 builder = builder
                     .header("content-type", "text/event-stream")
                     .header("cache-control", "no-store");
+                if let Some(live) = self.live {
+                    return builder
+                        .body(Payload::events(Bytes::from(self.body), live))
+                        .unwrap_or_else(|e| failed(&e));
+                }
                 let mut events = Vec::new();
                 for note in &self.notes {
                     events.extend_from_slice(b"event: message\ndata: ");
@@ -213,13 +235,16 @@ impl Response {
                 Payload::streamed(Bytes::from(events))
             }
         };
-        builder.body(payload).unwrap_or_else(|e| {
-            tracing::error!("building a response: {e}");
-            let mut fallback = hyper::Response::new(Payload::sized(Bytes::new()));
-            *fallback.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
-            fallback
-        })
+        builder.body(payload).unwrap_or_else(|e| failed(&e))
     }
+}
+
+/// A 500 for a response that could not be built.
+fn failed(e: &hyper::http::Error) -> hyper::Response<Payload> {
+    tracing::error!("building a response: {e}");
+    let mut fallback = hyper::Response::new(Payload::sized(Bytes::new()));
+    *fallback.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+    fallback
 }
 
 /// A response body of one piece: with its length, or (an SSE stream) chunked; or a
