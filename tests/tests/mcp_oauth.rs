@@ -21,7 +21,7 @@ use crate::mcp_python::PYTHON;
 use crate::support::cli::justonce_command;
 use crate::support::db::mailbox_count;
 use crate::support::install;
-use crate::support::mcp_http::{HttpClient, HttpProcess};
+use crate::support::mcp_http::{HttpClient, HttpProcess, add_token};
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/oauth");
 
@@ -91,6 +91,7 @@ fn the_python_sdks_oauth_client_discovers_authorizes_and_calls_and_other_tokens_
     let authorization = AuthorizationServer::start();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");
+    let ci_bot = add_token(&db, "ci-bot");
     let server = HttpProcess::spawn(
         &db,
         &[
@@ -200,4 +201,9 @@ fn the_python_sdks_oauth_client_discovers_authorizes_and_calls_and_other_tokens_
     );
     assert_eq!(mailbox_count(&db), 2);
     assert_eq!(journal(&db, "bob").as_array().unwrap().len(), 1);
+
+    // A token of the tokens file still works beside OAuth.
+    let listed = HttpClient::new(server.addr, Some(ci_bot)).stateless("tools/list", json!({}));
+    assert_eq!(listed.status, 200, "{listed:?}");
+    assert!(listed.message()["result"]["tools"].is_array(), "{listed:?}");
 }
