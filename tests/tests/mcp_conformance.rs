@@ -131,6 +131,8 @@ fn every_applicable_server_scenario_of_the_official_suite_passes_against_serve_h
             .arg(Path::new(PRELOADS).join("bearer.mjs"))
             .arg(&suite)
             .args(["server", "--url", &url, "--scenario", scenario])
+            // Every check's details, to tell why a resumption did not work.
+            .args(no_warnings.then_some("--verbose"))
             .env("JUSTONCE_CONFORMANCE_TOKEN", &token)
             .env("NO_COLOR", "1")
             .output()
