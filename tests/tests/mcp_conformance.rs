@@ -70,6 +70,7 @@ const GUESTS: &[&str] = &[
     justonce_tests::guests::CONFORMANCE_AUDIO_COMPONENT,
     justonce_tests::guests::CONFORMANCE_EMBEDDED_RESOURCE_COMPONENT,
     justonce_tests::guests::CONFORMANCE_MIXED_CONTENT_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_RECONNECTION_COMPONENT,
 ];
 
 const PRELOADS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp/conformance");
@@ -107,8 +108,12 @@ fn every_applicable_server_scenario_of_the_official_suite_passes_against_serve_h
         std::fs::copy(guest, tools.join(guest.file_name().unwrap())).unwrap();
     }
     let server = HttpProcess::spawn(&db, &["--tools", tools.to_str().unwrap()]);
+    // A database of its own, started once the other is up (its own token).
+    std::fs::create_dir(dir.path().join("polling")).unwrap();
+    let polling_db = dir.path().join("polling/state.db");
+    let polling_token = add_token(&polling_db, "conformance");
     let polling = HttpProcess::spawn(
-        &db,
+        &polling_db,
         &[
             "--tools",
             tools.to_str().unwrap(),
@@ -117,12 +122,13 @@ fn every_applicable_server_scenario_of_the_official_suite_passes_against_serve_h
             "0",
         ],
     );
-    let runs = SCENARIOS
-        .iter()
-        .map(|s| (s, &server, false))
-        .chain(POLLING_SCENARIOS.iter().map(|s| (s, &polling, true)));
+    let runs = SCENARIOS.iter().map(|s| (s, &server, &token, false)).chain(
+        POLLING_SCENARIOS
+            .iter()
+            .map(|s| (s, &polling, &polling_token, true)),
+    );
     let mut failed = Vec::new();
-    for (scenario, server, no_warnings) in runs {
+    for (scenario, server, token, no_warnings) in runs {
         let url = format!("http://{}/mcp", server.addr);
         let out = Command::new("node")
             .arg("--import")
@@ -131,7 +137,9 @@ fn every_applicable_server_scenario_of_the_official_suite_passes_against_serve_h
             .arg(Path::new(PRELOADS).join("bearer.mjs"))
             .arg(&suite)
             .args(["server", "--url", &url, "--scenario", scenario])
-            .env("JUSTONCE_CONFORMANCE_TOKEN", &token)
+            // Every check's details, to tell why a resumption did not work.
+            .args(no_warnings.then_some("--verbose"))
+            .env("JUSTONCE_CONFORMANCE_TOKEN", token)
             .env("NO_COLOR", "1")
             .output()
             .expect("run node");

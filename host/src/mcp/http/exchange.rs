@@ -445,6 +445,13 @@ impl HttpServer {
         let events = Arc::clone(&found.events);
         let (stream, priming, live) = events.open();
         let primed = matches!(found.era, Era::Handshake(version) if version >= "2025-11-25");
+        // Without a priming event the client has no id to come back with: held.
+        let hold = self.options.stream_hold.filter(|_| primed);
+        if hold.is_some_and(|hold| hold.is_zero()) {
+            // Before the call starts, so even an answer at once is fetched with
+            // `Last-Event-ID`.
+            events.detach(stream);
+        }
         let server = server.clone();
         let record = Arc::clone(&events);
         tokio::task::spawn_blocking(move || {
@@ -463,16 +470,11 @@ impl HttpServer {
             drop(permit);
             record.append(stream, &protocol::reply(&id, reply), true);
         });
-        // Without a priming event the client has no id to come back with: held.
-        match self.options.stream_hold.filter(|_| primed) {
-            Some(hold) if hold.is_zero() => events.detach(stream),
-            Some(hold) => {
-                tokio::spawn(async move {
-                    tokio::time::sleep(hold).await;
-                    events.detach(stream);
-                });
-            }
-            None => {}
+        if let Some(hold) = hold.filter(|hold| !hold.is_zero()) {
+            tokio::spawn(async move {
+                tokio::time::sleep(hold).await;
+                events.detach(stream);
+            });
         }
         let first = if primed { priming } else { Bytes::new() };
         Response::live(first, live)
