@@ -257,15 +257,22 @@ impl SqliteJournal {
     /// whether its write is kept (`false`: a refusal, undone).
     fn grouped<R>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<(R, bool)>) -> Result<R> {
         self.sync.check().map_err(|p| self.poisoned(p))?;
+        let started = std::time::Instant::now();
         let announced = self.group.announce();
         let conn = self
             .conn
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         drop(announced);
-        self.group
+        let written = self
+            .group
             .write(conn, f, || self.sync.note_written())
-            .map_err(|e| Error::store(&self.path, e))
+            .map_err(|e| Error::store(&self.path, e));
+        if written.is_ok() {
+            // Until the commit that holds the write: what the caller waited.
+            self.sync.metrics.committed(started.elapsed());
+        }
+        written
     }
 
     /// Runs a read-only query against the journal database (tests and tools that
