@@ -135,11 +135,21 @@ impl GroupCommit {
             }
         };
         let kept = matches!(written, Ok((_, true)));
-        if first && !kept && !conn.is_autocommit() && conn.execute_batch("ROLLBACK").is_ok() {
-            // Refused (or failed) alone: nothing of it stays, nobody waits on it.
+        if first && !kept && !conn.is_autocommit() {
+            // Refused (or failed) alone: nothing of it stays, nobody waits on it. A
+            // rollback that fails leaves half a write: it must never be committed.
+            let undone = conn.execute_batch("ROLLBACK");
             self.state().open = None;
-            self.settle(&conn, number, None);
-            return written.map(|(r, _)| r);
+            return match undone {
+                Ok(()) => {
+                    self.settle(&conn, number, None);
+                    written.map(|(r, _)| r)
+                }
+                Err(e) => {
+                    self.settle(&conn, number, Some(copy(&e)));
+                    Err(e)
+                }
+            };
         }
         let ended = if conn.is_autocommit() || first {
             Ok(())
@@ -171,10 +181,7 @@ impl GroupCommit {
             state.open = Some((number, writes));
             drop(conn);
             while state.settled < number {
-                state = self
-                    .settled
-                    .wait(state)
-                    .unwrap_or_else(|p| p.into_inner());
+                state = self.settled.wait(state).unwrap_or_else(|p| p.into_inner());
             }
             if let Some((_, code, message)) = state.failed.iter().find(|(n, ..)| *n == number) {
                 return Err(rusqlite::Error::SqliteFailure(*code, Some(message.clone())));
@@ -243,9 +250,25 @@ mod tests {
         let conn = Connection::open(dir.join("g.db")).unwrap();
         conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
             .unwrap();
-        conn.execute_batch("CREATE TABLE t (x INTEGER PRIMARY KEY)")
-            .unwrap();
+        // A write into `doom` ends the whole transaction, as SQLite does itself on
+        // some errors (a full disk, an I/O error): every write in it is lost.
+        conn.execute_batch(
+            "CREATE TABLE t (x INTEGER PRIMARY KEY);
+             CREATE TABLE doom (x INTEGER);
+             CREATE TRIGGER doom_all AFTER INSERT ON doom
+               BEGIN SELECT RAISE(ROLLBACK, 'the transaction ends here'); END;",
+        )
+        .unwrap();
         conn
+    }
+
+    fn rows(conn: &Connection) -> Vec<i64> {
+        conn.prepare("SELECT x FROM t ORDER BY x")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
     }
 
     fn commits(conn: &Connection) -> Arc<std::sync::atomic::AtomicU64> {
@@ -386,5 +409,90 @@ mod tests {
             .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
             .unwrap();
         assert_eq!(n, 1, "committed, visible to another connection");
+    }
+
+    #[test]
+    fn a_transaction_that_ends_under_the_writer_behind_fails_the_writer_waiting_on_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let behind = Behind::open(dir.path());
+        let locked = behind.take();
+        let err = behind
+            .group
+            .write(
+                locked,
+                |c| Ok((c.execute("INSERT INTO doom VALUES (1)", [])?, true)),
+                || {},
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("ends here"), "{err}");
+        let Behind {
+            conn,
+            first,
+            commits,
+            ..
+        } = behind;
+        let err = first.join().unwrap().unwrap_err();
+        assert!(
+            err.to_string().contains("ends here"),
+            "the first writer is told its write is lost: {err}"
+        );
+        let c = conn.lock().unwrap();
+        assert!(c.is_autocommit());
+        assert_eq!(
+            rows(&c),
+            Vec::<i64>::new(),
+            "nothing of the transaction stays"
+        );
+        assert_eq!(commits.load(std::sync::atomic::Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn a_refusal_behind_undoes_only_its_own_write_and_the_first_is_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let behind = Behind::open(dir.path());
+        let locked = behind.take();
+        let inserted = behind
+            .group
+            .write(
+                locked,
+                |c| Ok((c.execute("INSERT INTO t VALUES (2)", [])?, false)),
+                || {},
+            )
+            .unwrap();
+        assert_eq!(inserted, 1, "the refused write ran before it was undone");
+        assert_eq!(behind.commits(), 1);
+        let Behind { conn, first, .. } = behind;
+        first.join().unwrap().unwrap();
+        let other = Connection::open(dir.path().join("g.db")).unwrap();
+        assert_eq!(
+            rows(&other),
+            vec![1],
+            "committed, without the refused write"
+        );
+        drop(conn);
+    }
+
+    #[test]
+    fn a_panic_behind_rolls_the_transaction_back_and_fails_the_writer_waiting_on_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let behind = Behind::open(dir.path());
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let locked = behind.take();
+            behind.group.write(
+                locked,
+                |c| -> rusqlite::Result<(usize, bool)> {
+                    c.execute("INSERT INTO t VALUES (2)", [])?;
+                    panic!("half a write")
+                },
+                || {},
+            )
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(behind.commits(), 0);
+        let Behind { conn, first, .. } = behind;
+        assert!(first.join().unwrap().is_err(), "told its write is lost");
+        let c = conn.lock().unwrap_or_else(|p| p.into_inner());
+        assert!(c.is_autocommit());
+        assert_eq!(rows(&c), Vec::<i64>::new());
     }
 }
