@@ -602,9 +602,17 @@ fn a_run_whose_lease_ran_out_before_its_provider_call_does_not_send_beside_the_r
         })
     };
     let a_answer = crate::fault::with_hook(between, || a.guard.call(&pay(10)));
-    let b_answer = b_answer.lock().unwrap().take().expect("B was called").unwrap();
+    let b_answer = b_answer
+        .lock()
+        .unwrap()
+        .take()
+        .expect("B was called")
+        .unwrap();
 
-    assert!(!b_answer.replayed && b_answer.outcome.is_success(), "{b_answer:?}");
+    assert!(
+        !b_answer.replayed && b_answer.outcome.is_success(),
+        "{b_answer:?}"
+    );
     assert_eq!(
         payments.attempts().len(),
         1,
