@@ -27,7 +27,7 @@
 //! the median of the per-round ratios. `JUSTONCE_BENCH_SCALE` (default 1.0) scales
 //! rounds and durations; `JUSTONCE_BENCH_PROFILE=bare|echo|receipt|replay` runs one
 //! call in a loop for a profiler instead, and `JUSTONCE_BENCH_ONLY=mcp` only (8),
-//! `JUSTONCE_BENCH_ONLY=postgres` only (9).
+//! `JUSTONCE_BENCH_ONLY=postgres` only (9), `JUSTONCE_BENCH_ONLY=sqlite` (1) to (6).
 //! Nothing here asserts a timing; the targets
 //! are printed next to the figures.
 
@@ -882,6 +882,10 @@ fn main() {
         verdict(scaling >= 4.0),
         shared[1].journal_stats().syncs
     );
+
+    if std::env::var("JUSTONCE_BENCH_ONLY").as_deref() == Ok("sqlite") {
+        return;
+    }
 
     println!("\n## (7) Cold start: `justonce run send_receipt`, spawn to exit\n");
     let cold_dir = dir.path().join("cold");

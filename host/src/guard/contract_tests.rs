@@ -563,6 +563,70 @@ fn a_host_whose_lease_expired_is_taken_over_fenced_and_the_effect_happens_once()
     );
 }
 
+/// A run whose lease ran out after its claim was written and before it went on (the
+/// claim waited for a commit shared with other callers, the write lock or an fsync)
+/// does not call the provider: the host that took the call over meanwhile sent under
+/// the key, and a second request beside it is what the lease exists to prevent
+/// (the simulator's overlap on the group-commit branch, seed 1796169435).
+#[test]
+fn a_run_whose_lease_ran_out_before_its_provider_call_does_not_send_beside_the_run_that_took_over()
+{
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "payments");
+    let runner = Arc::new(runner);
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let clock = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&clock);
+    let providers: [(&str, Arc<dyn Provider>); 1] = [("payments", payments.clone())];
+    let a = host_renewing(
+        Arc::clone(&journal),
+        clock.clone(),
+        Arc::clone(&runner),
+        &providers,
+        None,
+    );
+    let b = Arc::new(host_on(journal, clock.clone(), runner, &providers));
+
+    // Between A's claim and its provider call, A's lease runs out and B takes the
+    // call over and completes it.
+    let b_answer = Arc::new(Mutex::new(None));
+    let between: crate::fault::Hook = {
+        let (b, b_answer, clock) = (Arc::clone(&b), Arc::clone(&b_answer), clock.clone());
+        std::rc::Rc::new(move |point| {
+            let first = b_answer.lock().unwrap().is_none();
+            if point == crate::fault::FaultPoint::BeforeEffect && first {
+                *b_answer.lock().unwrap() = Some(Err(Error::Host(anyhow::anyhow!("B runs"))));
+                clock.advance(LEASE + Duration::from_secs(1));
+                *b_answer.lock().unwrap() = Some(b.guard.call(&pay(10)));
+            }
+        })
+    };
+    let a_answer = crate::fault::with_hook(between, || a.guard.call(&pay(10)));
+    let b_answer = b_answer
+        .lock()
+        .unwrap()
+        .take()
+        .expect("B was called")
+        .unwrap();
+
+    assert!(
+        !b_answer.replayed && b_answer.outcome.is_success(),
+        "{b_answer:?}"
+    );
+    assert_eq!(
+        payments.attempts().len(),
+        1,
+        "only B, which holds the lease, sent under the key"
+    );
+    assert!(
+        matches!(a_answer, Err(Error::LeaseLost { .. })),
+        "{a_answer:?}"
+    );
+    let retry = b.guard.call(&pay(10)).unwrap();
+    assert!(retry.replayed);
+    assert_eq!(retry.outcome, b_answer.outcome);
+}
+
 #[test]
 fn a_provider_slower_than_the_lease_keeps_its_lease_and_no_other_host_takes_over() {
     let mut runner = ScriptedRunner::default();
@@ -2166,6 +2230,7 @@ on_postgres!(
     the_same_key_with_other_arguments_is_a_mismatch_and_nothing_runs_or_is_stored,
     a_parallel_duplicate_waits_for_the_first_and_gets_its_outcome,
     a_host_whose_lease_expired_is_taken_over_fenced_and_the_effect_happens_once,
+    a_run_whose_lease_ran_out_before_its_provider_call_does_not_send_beside_the_run_that_took_over,
     a_provider_slower_than_the_lease_keeps_its_lease_and_no_other_host_takes_over,
     a_call_refused_before_the_guest_starts_stores_nothing_and_may_succeed_later,
     an_unknown_outcome_is_not_saved_and_the_retry_resumes_under_the_same_key,

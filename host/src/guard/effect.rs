@@ -31,6 +31,10 @@ use crate::mutants::{self, Mutant};
 use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
 use crate::runtime::{EffectFailure, EffectHandler, spans};
 
+/// How often a run renews a lease that ran out before its provider call (see
+/// `EffectSession::still_holds_lease`) before it gives the attempt up.
+const LEASE_CHECKS: usize = 3;
+
 /// What stopped an invocation short of a savable outcome.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Interruption {
@@ -470,9 +474,11 @@ impl EffectSession {
         let performed = self.retrying(budget, |session, _made| {
             let span = spans::attempt(&session.invocation).entered();
             let now = session.shared.clock.now_ms();
+            let lease = session.lease();
+            let leased_until = lease.until;
             let claimed = session.shared.journal.claim_attempt(
                 &NewEffect { now, ..*new },
-                &session.lease(),
+                &lease,
                 session.unjournaled.as_ref(),
                 &session.deferred,
             )?;
@@ -523,6 +529,15 @@ impl EffectSession {
                 payload,
             };
             fault::point(FaultPoint::BeforeEffect);
+            if !session.still_holds_lease(leased_until)? {
+                spans::attempt_ended(&span, "refused");
+                counters.attempt_ended("refused");
+                return Ok(Attempt::Done(Err(session.refused(
+                    Refusal::LeaseLost,
+                    new.seq,
+                    new.provider,
+                ))));
+            }
             let beat = session.heartbeats.beat(&session.invocation, &session.owner);
             let answer = provider.perform(&request);
             drop(beat);
@@ -753,6 +768,27 @@ impl EffectSession {
                 )
             }
         }
+    }
+
+    /// Whether this run may still call a provider under the lease its last write
+    /// extended to `until`: by the clock now, or else after a renewal, which is
+    /// fenced (`false` once another run took the call over). The write may return
+    /// after that lease ran out, as it waits for its commit (behind other callers'
+    /// writes, the write lock, an fsync): a run that went on regardless would send
+    /// beside the run that took over.
+    fn still_holds_lease(&self, mut until: i64) -> Result<bool, Error> {
+        for _ in 0..LEASE_CHECKS {
+            if self.shared.clock.now_ms() < until {
+                return Ok(true);
+            }
+            let lease = self.lease();
+            if !self.shared.journal.renew(&self.invocation, &lease)? {
+                return Ok(false);
+            }
+            until = lease.until;
+        }
+        // The clock outruns every renewal: give up the attempt as a lost lease.
+        Ok(false)
     }
 
     /// The lease this run must still hold, extended from now.

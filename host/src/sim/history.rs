@@ -178,7 +178,7 @@ impl World {
         let crash: crate::fault::Hook = Rc::new(move |point| chaos.crash_at(point, at));
         let answer = catch_unwind(AssertUnwindSafe(|| {
             crate::fault::with_hook(crash, || {
-                super::world::in_call(from, || h.guard.call(request))
+                super::world::in_call(from, at, || h.guard.call(request))
             })
         }));
         let res = match answer {

@@ -217,8 +217,9 @@ struct DownState {
     /// under it.
     answers: BTreeMap<String, (String, Result<Value, ProviderError>)>,
     applied: Vec<Applied>,
-    /// Requests on the wire now: key, the clock's moment their call began, a number.
-    in_flight: Vec<(String, usize, u64)>,
+    /// Requests on the wire now: key, the clock's moment their call began, a number,
+    /// and who sent it (host and attempt, for the overlap's line).
+    in_flight: Vec<(String, usize, u64, String)>,
     next_flight: u64,
     /// Keys sent while a request under them was on the wire and its lease could not
     /// have run out.
@@ -227,19 +228,20 @@ struct DownState {
 
 thread_local! {
     /// The clock's moment the call this thread serves began (see [`in_call`]).
-    static CALL_FROM: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+    static CALL_FROM: std::cell::Cell<Option<(usize, usize)>> = const { std::cell::Cell::new(None) };
 }
 
-/// Runs `f`, a call that began at the clock's moment `from`, on this thread: the
-/// downstreams it reaches know since when its run can have held its lease.
-pub(crate) fn in_call<R>(from: usize, f: impl FnOnce() -> R) -> R {
-    struct Reset(Option<usize>);
+/// Runs `f`, a call that began at the clock's moment `from` on host `host`, on this
+/// thread: the downstreams it reaches know since when its run can have held its
+/// lease, and which host sent what they received.
+pub(crate) fn in_call<R>(from: usize, host: usize, f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<(usize, usize)>);
     impl Drop for Reset {
         fn drop(&mut self) {
             CALL_FROM.set(self.0);
         }
     }
-    let _reset = Reset(CALL_FROM.replace(Some(from)));
+    let _reset = Reset(CALL_FROM.replace(Some((from, host))));
     f()
 }
 
@@ -252,7 +254,7 @@ struct Flight<'a> {
 impl Drop for Flight<'_> {
     fn drop(&mut self) {
         let mut state = self.downstream.lock();
-        state.in_flight.retain(|(_, _, id)| *id != self.id);
+        state.in_flight.retain(|(_, _, id, _)| *id != self.id);
     }
 }
 
@@ -283,15 +285,22 @@ impl Downstream {
         self.lock().overlaps.clone()
     }
 
-    /// Puts a request under `key` on the wire, noting an overlap.
-    fn take_off(&self, key: &str) -> Flight<'_> {
+    /// Puts `request` on the wire, noting an overlap.
+    fn take_off(&self, request: &EffectRequest<'_>) -> Flight<'_> {
+        let key = request.key.as_str();
         let now = self.chaos.clock.mark();
-        let from = CALL_FROM.get().unwrap_or(now);
+        let (from, host) = CALL_FROM.get().map_or((now, None), |(f, h)| (f, Some(h)));
+        let sender = format!(
+            "host {} try {} gen {}",
+            host.map_or("?".into(), |h| h.to_string()),
+            request.attempt,
+            request.payload["gen"]
+        );
         let mut state = self.lock();
-        for (other, since, _) in &state.in_flight {
+        for (other, since, _, first) in &state.in_flight {
             if other == key && self.chaos.clock.spread(*since, now) < self.chaos.lease_ms {
                 let line = format!(
-                    "{} key {key} was sent while a request under it was on the wire and its run's lease was live (t={}..{})",
+                    "{} key {key} was sent while a request under it was on the wire and its run's lease was live (t={}..{}; on the wire: {first}; sent: {sender})",
                     self.name,
                     self.chaos.clock.at(*since),
                     self.chaos.clock.at(now)
@@ -302,7 +311,7 @@ impl Downstream {
         }
         let id = state.next_flight;
         state.next_flight += 1;
-        state.in_flight.push((key.to_string(), from, id));
+        state.in_flight.push((key.to_string(), from, id, sender));
         Flight {
             downstream: self,
             id,
@@ -354,7 +363,7 @@ impl Provider for Downstream {
     }
 
     fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
-        let _flight = self.take_off(request.key.as_str());
+        let _flight = self.take_off(request);
         let chaos = &self.chaos;
         let fault = chaos.roll(|rng| (rng.below(100), rng.between(1, 4), rng.between(2, 12)));
         let Some((dice, secs, real_ms)) = fault else {

@@ -9,6 +9,7 @@
 mod checkpoint;
 mod durable;
 mod effects;
+mod group;
 mod invocations;
 mod journal;
 mod operations;
@@ -45,6 +46,8 @@ pub(crate) struct SqliteJournal {
     /// commit (`None` for an in-memory journal, which one connection holds).
     reader: Option<Mutex<Connection>>,
     sync: Arc<durable::GroupSync>,
+    /// Concurrent callers' claims and outcomes share a commit.
+    group: group::GroupCommit,
     recent: recent::Recent,
     _checkpointer: Option<checkpoint::Checkpointer>,
 }
@@ -176,6 +179,7 @@ impl SqliteJournal {
             conn: Mutex::new(conn),
             reader,
             sync,
+            group: group::GroupCommit::default(),
             recent: recent::Recent::default(),
             _checkpointer: checkpointer,
         })
@@ -188,10 +192,11 @@ impl SqliteJournal {
         };
         // The main connection's page cache is warm (it made the last writes); the
         // reader's is dropped whenever another connection wrote. Use the reader only
-        // while the main one is busy.
-        let result = match self.conn.try_lock() {
-            Ok(conn) => f(&conn),
-            Err(_) => f(&reader.lock().unwrap_or_else(|p| p.into_inner())),
+        // while the main one is busy, or holds writes that wait for their commit.
+        let main = self.conn.try_lock().ok().filter(|_| !self.group.is_open());
+        let result = match main {
+            Some(conn) => f(&conn),
+            None => f(&reader.lock().unwrap_or_else(|p| p.into_inner())),
         };
         result.map_err(|e| Error::store(&self.path, e))
     }
@@ -234,12 +239,40 @@ impl SqliteJournal {
         &self.path
     }
 
+    /// The connection, with no transaction of other callers open on it.
     fn lock(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock leaves no half-done transaction behind:
         // rusqlite rolls back on drop. The connection is still usable.
-        self.conn
+        let conn = self
+            .conn
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.group
+            .settle_open(&conn, || self.sync.note_written());
+        conn
+    }
+
+    /// Runs the call-path write `f` in the transaction that concurrent callers share
+    /// (see `group`), and returns once that transaction is committed; `f` says
+    /// whether its write is kept (`false`: a refusal, undone).
+    fn grouped<R>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<(R, bool)>) -> Result<R> {
+        self.sync.check().map_err(|p| self.poisoned(p))?;
+        let started = std::time::Instant::now();
+        let announced = self.group.announce();
+        let conn = self
+            .conn
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        drop(announced);
+        let written = self
+            .group
+            .write(conn, f, || self.sync.note_written())
+            .map_err(|e| Error::store(&self.path, e));
+        if written.is_ok() {
+            // Until the commit that holds the write: what the caller waited.
+            self.sync.metrics.committed(started.elapsed());
+        }
+        written
     }
 
     /// Runs a read-only query against the journal database (tests and tools that
@@ -437,16 +470,13 @@ impl Journal for SqliteJournal {
         unjournaled: Option<&NewInvocation>,
         deferred: &[DeferredAnswer],
     ) -> Result<std::result::Result<(EffectKey, u32), Refusal>> {
-        let claimed = self.write(|conn| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let claimed = effects::claim_in(&tx, effect, lease, unjournaled)?;
-            effects::finish_deferred(&tx, deferred)?;
+        let claimed = self.grouped(|conn| {
+            let claimed = effects::claim_in(conn, effect, lease, unjournaled)?;
+            effects::finish_deferred(conn, deferred)?;
             // A refused claim wrote nothing of its own; the deferred answers still
             // count.
-            if claimed.is_ok() || !deferred.is_empty() {
-                tx.commit()?;
-            }
-            Ok(claimed)
+            let keep = claimed.is_ok() || !deferred.is_empty();
+            Ok((claimed, keep))
         })?;
         // The one write that must be on disk before the provider is called: after a
         // crash or a power cut, a retry finds the key it must reuse.
@@ -494,12 +524,11 @@ impl Journal for SqliteJournal {
         invocation: &InvocationKey,
         now: i64,
     ) -> Result<Option<Answer>> {
-        self.transaction(|tx| {
-            let held = effects::renew_lease_in(tx, invocation, lease)?;
-            let recorded = effects::finish(tx, key, &answer.to_stored(), now)?;
-            Ok(Ok::<_, ()>(held.then(|| answer.or_recorded(recorded))))
+        self.grouped(|conn| {
+            let held = effects::renew_lease_in(conn, invocation, lease)?;
+            let recorded = effects::finish(conn, key, &answer.to_stored(), now)?;
+            Ok((held.then(|| answer.or_recorded(recorded)), true))
         })
-        .map(|r| r.unwrap_or(None))
     }
 
     fn not_performed(
@@ -527,15 +556,10 @@ impl Journal for SqliteJournal {
         now: i64,
         deferred: &[DeferredAnswer],
     ) -> Result<bool> {
-        let saved = self.write(|conn| {
-            if deferred.is_empty() {
-                return invocations::complete_in(conn, key, owner, outcome, now);
-            }
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let saved = invocations::complete_in(&tx, key, owner, outcome, now)?;
-            effects::finish_deferred(&tx, deferred)?;
-            tx.commit()?;
-            Ok(saved)
+        let saved = self.grouped(|conn| {
+            let saved = invocations::complete_in(conn, key, owner, outcome, now)?;
+            effects::finish_deferred(conn, deferred)?;
+            Ok((saved, true))
         })?;
         if saved {
             self.durable_if_full()?;
@@ -544,8 +568,12 @@ impl Journal for SqliteJournal {
     }
 
     fn complete_new(&self, record: &NewInvocation, outcome: &str, now: i64) -> Result<bool> {
-        let saved =
-            self.write(|conn| invocations::insert_completed_in(conn, record, outcome, now))?;
+        let saved = self.grouped(|conn| {
+            Ok((
+                invocations::insert_completed_in(conn, record, outcome, now)?,
+                true,
+            ))
+        })?;
         if saved {
             self.durable_if_full()?;
         }
