@@ -9,12 +9,20 @@
 //! later failure is the call's, retry-safe: a write whose session ended may or may
 //! not have committed, and only the guard's resumption under the same keys may take
 //! it up, never a blind second run here.
+//!
+//! A connection the server answered within [`FRESH`] is not probed before a lone
+//! write (a call's write right after its own read, on the connection the read gave
+//! back): a session ended in that window fails the one call that uses it next,
+//! retry-safe, as one ended during its write does.
 
 use std::sync::atomic::Ordering;
 
 use postgres::{Client, Transaction};
 
 use super::prepared::{Conn, Db};
+
+/// How long after its last answer a connection is not probed before a lone write.
+const FRESH: std::time::Duration = std::time::Duration::from_millis(10);
 use super::{POOL_SIZE, PostgresJournal};
 use crate::error::Result;
 
@@ -86,7 +94,9 @@ impl PostgresJournal {
     /// (The client learns that the server ended a session only by reading from it,
     /// and reads only while it waits for an answer: without the empty query, a lone
     /// write could not tell a session ended while idle from one ended while it ran.)
-    fn prelude(&self, client: &mut Client, reused: bool, probe: bool) -> Result<(), Failure> {
+    fn prelude(&self, conn: &mut Conn, reused: bool, probe: bool) -> Result<(), Failure> {
+        let fresh = conn.answered_at.is_some_and(|at| at.elapsed() < FRESH);
+        let client = &mut conn.client;
         match &self.database_clock {
             Some(clock) => {
                 self.trips.fetch_add(1, Ordering::Relaxed);
@@ -97,7 +107,7 @@ impl PostgresJournal {
                     ))
                     .map(drop)
             }
-            None if reused && probe => {
+            None if reused && probe && !fresh => {
                 self.trips.fetch_add(1, Ordering::Relaxed);
                 client.simple_query("").map(drop)
             }
@@ -119,7 +129,7 @@ impl PostgresJournal {
         let (mut conn, mut reused) = self.take()?;
         loop {
             let result = self
-                .prelude(&mut conn.client, reused, probe)
+                .prelude(&mut conn, reused, probe)
                 .and_then(|()| attempt(&mut conn));
             match result {
                 Err(failure)
@@ -136,6 +146,9 @@ impl PostgresJournal {
                 result => {
                     // A connection whose session ended is not given back, even before
                     // the client has seen its socket close.
+                    if result.is_ok() {
+                        conn.answered_at = Some(std::time::Instant::now());
+                    }
                     if !matches!(&result, Err(failure) if session_ended(&failure.error)) {
                         self.give_back(conn);
                     }

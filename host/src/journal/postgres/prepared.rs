@@ -24,6 +24,8 @@ pub(super) struct Statements(HashMap<&'static str, Statement>);
 pub(super) struct Conn {
     pub(super) client: Client,
     pub(super) statements: Statements,
+    /// When its last use ended well (an answer from the server), if it was used.
+    pub(super) answered_at: Option<std::time::Instant>,
 }
 
 impl Conn {
@@ -32,6 +34,7 @@ impl Conn {
         Self {
             client,
             statements: Statements::default(),
+            answered_at: None,
         }
     }
 }
