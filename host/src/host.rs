@@ -255,6 +255,13 @@ impl Host {
         self.shared().journal.stats()
     }
 
+    /// How many round trips to its server a PostgreSQL journal made so far (0 on
+    /// SQLite), for the bench. Not part of the embedding surface.
+    #[doc(hidden)]
+    pub fn journal_round_trips(&self) -> u64 {
+        self.shared().journal.round_trips()
+    }
+
     /// Runs a read-only query on the SQLite journal's database (tests read a
     /// provider's tables with it). Not part of the embedding surface.
     #[doc(hidden)]

@@ -16,8 +16,9 @@
 //!   before it reads them, with its next counted replay, and when it closes the
 //!   journal, so both journals count every replay (another process reading the
 //!   journal meanwhile sees a count behind by those). A `forget` in another process
-//!   reaches that memory within `recent::RECHECK_MS`. PostgreSQL hosts keep no such
-//!   memory.
+//!   reaches that memory within `recent::RECHECK_MS`. A PostgreSQL host keeps the
+//!   same memory, kept true by notifications from the other hosts instead
+//!   (`postgres/listen.rs`), and adds its replays to the counts every heartbeat.
 //! - **gc of mail.** The test mailer's mailbox lives in a SQLite file only, so only a
 //!   SQLite gc reports mailbox rows.
 

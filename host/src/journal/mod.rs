@@ -18,6 +18,7 @@ mod operate;
 pub(crate) mod outbox;
 pub(crate) mod postgres;
 mod read;
+pub(crate) mod recent;
 mod records;
 mod select;
 pub(crate) mod sqlite;
@@ -242,6 +243,11 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
 
     /// Commits and fsyncs so far.
     fn stats(&self) -> JournalStats;
+
+    /// Round trips to a database server so far (none for an embedded journal).
+    fn round_trips(&self) -> u64 {
+        0
+    }
 
     /// How long its commits and fsyncs took, for `/metrics`.
     fn metrics(&self) -> &crate::metrics::JournalMetrics;

@@ -22,11 +22,22 @@ macro_rules! db_now {
     };
 }
 
+/// The channel (SQL text) on which a journal's hosts hear that records they may
+/// remember were deleted (`listen.rs`): one per schema, so journals sharing a
+/// database in schemas of their own do not clear each other's memory.
+macro_rules! channel {
+    () => {
+        "'justonce_recent/' || left(current_schema(), 40)"
+    };
+}
+
 mod credentials;
+mod listen;
 mod operations;
 mod ops;
 mod outbox;
 mod pool;
+mod prepared;
 mod schema;
 pub mod testing;
 
@@ -37,17 +48,20 @@ use std::time::Duration;
 
 use postgres::{Client, NoTls, Transaction};
 
+use prepared::Db;
+
 pub(crate) use credentials::pgpass_path;
 pub use schema::CURRENT_VERSION;
 
 use super::operate;
 use super::{Action, CallStory, Operated, Operator};
 use super::{
-    Answer, Begin, BeginOutcome, DeferredAnswer, Durability, EffectRecord, GcReport, Journal, JournalEntry,
-    JournalStats, Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution,
+    Answer, Begin, BeginOutcome, DeferredAnswer, Durability, EffectRecord, GcReport, Journal,
+    JournalEntry, JournalStats, Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution,
     TransactionalRequest, UnresolvedEffect,
 };
 use crate::error::{Error, Result};
+use crate::journal::recent::Recall;
 use crate::keys::{EffectKey, InvocationKey};
 use crate::provider::Provider;
 
@@ -175,8 +189,13 @@ pub(crate) struct PostgresJournal {
     durability: Durability,
     /// Idle connections; a call takes one (or connects) and gives it back unless it
     /// failed.
-    idle: Mutex<Vec<Client>>,
+    idle: Mutex<Vec<prepared::Conn>>,
     commits: AtomicU64,
+    /// Round trips to the server so far (see `prepared.rs`).
+    trips: AtomicU64,
+    /// The outcomes this host read lately, and the listener that keeps them true
+    /// (`listen.rs`).
+    memory: std::sync::Arc<listen::Shared>,
     /// How long commits take.
     metrics: crate::metrics::JournalMetrics,
     /// Tests and the simulator only: a clock standing for the database server's (see
@@ -197,10 +216,12 @@ impl PostgresJournal {
     /// wrote).
     pub(crate) fn open(target: PostgresTarget, durability: Durability) -> Result<Self> {
         let journal = Self {
+            memory: listen::start(&target),
             target,
             durability,
             idle: Mutex::new(Vec::new()),
             commits: AtomicU64::new(0),
+            trips: AtomicU64::new(0),
             metrics: Default::default(),
             database_clock: None,
         };
@@ -215,7 +236,7 @@ impl PostgresJournal {
                 });
             }
         }
-        journal.give_back(client);
+        journal.give_back(prepared::Conn::new(client));
         Ok(journal)
     }
 
@@ -232,6 +253,28 @@ impl PostgresJournal {
     ) -> Self {
         self.database_clock = Some(clock);
         self
+    }
+
+    /// The clock the memory of outcomes judges windows on (ms): the host's monotonic
+    /// clock, or the database's clock a test pinned (see `listen.rs`).
+    fn memory_now(&self) -> i64 {
+        match &self.database_clock {
+            Some(clock) => clock.now_ms(),
+            None => self.memory.monotonic_ms(),
+        }
+    }
+
+    /// Adds the replays this host answered from memory to the journal's counts (the
+    /// listener does every heartbeat; the operator's reads do first). Bookkeeping: a
+    /// failure is logged, never the caller's.
+    fn flush_replays(&self) {
+        let counts = self.memory.recent.take_uncounted();
+        if counts.is_empty() {
+            return;
+        }
+        if let Err(e) = self.single(|client| ops::add_replays(client, &counts)) {
+            tracing::warn!("cannot count {} key(s)' replays: {e}", counts.len());
+        }
     }
 
     fn error(&self, source: postgres::Error) -> Error {
@@ -269,7 +312,7 @@ impl PostgresJournal {
         &self,
         invocation: &InvocationKey,
         lease: &Lease<'_>,
-        f: impl FnOnce(&mut Transaction<'_>) -> std::result::Result<(), postgres::Error>,
+        f: impl FnOnce(&mut Db<'_, Transaction<'_>>) -> std::result::Result<(), postgres::Error>,
     ) -> Result<bool> {
         self.transaction(|tx| {
             if !ops::renew_lease_in(tx, invocation, lease)? {
@@ -291,7 +334,11 @@ impl PostgresJournal {
         )
             -> std::result::Result<std::result::Result<Operated, String>, postgres::Error>,
     ) -> Result<Operated> {
-        self.transaction(f)?.map_err(refused)
+        let done = self.transaction(|db| f(db.c))?.map_err(refused)?;
+        // This host's own memory at once (an operation may delete a record it
+        // remembers); every other host's by the notification the operation sent.
+        self.memory.recent.clear();
+        Ok(done)
     }
 
     /// Runs the write `f` and saves a run's `deferred` effect answers in one
@@ -300,7 +347,7 @@ impl PostgresJournal {
     fn with_deferred<R>(
         &self,
         deferred: &[DeferredAnswer],
-        f: impl FnOnce(&mut Transaction<'_>) -> std::result::Result<R, postgres::Error>,
+        f: impl FnOnce(&mut Db<'_, Transaction<'_>>) -> std::result::Result<R, postgres::Error>,
     ) -> Result<R> {
         let done = self.transaction(|tx| {
             let done = f(tx)?;
@@ -312,12 +359,53 @@ impl PostgresJournal {
     }
 }
 
+impl Drop for PostgresJournal {
+    fn drop(&mut self) {
+        self.memory.stop();
+        self.flush_replays();
+    }
+}
+
 impl Journal for PostgresJournal {
     fn lookup(&self, b: &Begin<'_>) -> Result<Lookup> {
-        let found = self.read(|client| ops::lookup_in(client, b))?;
-        if matches!(found, Lookup::Replay { .. }) {
-            // Bookkeeping, not an answer: a failure is logged, never the caller's.
-            if let Err(e) = self.single(|client| ops::count_replay_unsynced(client, b.key)) {
+        let memory = &self.memory;
+        // A retry with a tool-call id reads the journal: its alias is checked there.
+        let remembers = b.tool_call_id.is_none() && memory.live();
+        if remembers
+            && let Recall::Replay(outcome) =
+                memory
+                    .recent
+                    .recall(b.key, b.fingerprint, self.memory_now())
+        {
+            if memory.recent.count(b.key) {
+                self.flush_replays();
+            }
+            return Ok(Lookup::Replay {
+                outcome: outcome.to_string(),
+                expires_at: 0,
+            });
+        }
+        let generation = memory.recent.generation();
+        let anchor = self.memory_now();
+        let (found, db_now) = self.read(|client| ops::lookup_in(client, b))?;
+        if let Lookup::Replay {
+            outcome,
+            expires_at,
+        } = &found
+        {
+            if remembers {
+                // Counted in memory, added to the journal by the listener.
+                if memory.recent.count(b.key) {
+                    self.flush_replays();
+                }
+                let until = listen::local_deadline(anchor, db_now, *expires_at);
+                memory
+                    .recent
+                    .remember(b.key, b.fingerprint, until, outcome, generation);
+            } else if let Err(e) =
+                // Bookkeeping, not an answer: a failure is logged, never the caller's.
+                self.single(|client| ops::count_replay_unsynced(client, b.key))
+            {
                 tracing::warn!(key = %b.key, "cannot count a replay: {e}");
             }
         }
@@ -447,19 +535,22 @@ impl Journal for PostgresJournal {
     }
 
     fn entries(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>> {
-        self.read(|client| ops::entries_in(client, scope, None, limit))
+        self.flush_replays();
+        self.read(|client| ops::entries_in(client.c, scope, None, limit))
     }
 
     fn entries_by_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<JournalEntry>> {
-        self.read(|client| ops::entries_in(client, None, Some(prefix), limit))
+        self.flush_replays();
+        self.read(|client| ops::entries_in(client.c, None, Some(prefix), limit))
     }
 
     fn story(&self, key: &InvocationKey) -> Result<CallStory> {
+        self.flush_replays();
         self.read(|client| {
             Ok(CallStory {
                 key: key.to_string(),
-                entry: ops::entry_in(client, key.as_str())?,
-                operations: operations::operations_of(client, key.as_str())?,
+                entry: ops::entry_in(client.c, key.as_str())?,
+                operations: operations::operations_of(client.c, key.as_str())?,
             })
         })
     }
@@ -477,8 +568,14 @@ impl Journal for PostgresJournal {
     }
 
     fn gc(&self, now: i64, default_retention_ms: i64) -> Result<GcReport> {
-        self.transaction(|tx| ops::gc_in(tx, now, default_retention_ms).map(Ok::<_, ()>))?
-            .map_err(|()| unreachable!("gc never refuses"))
+        let report = self
+            .transaction(|tx| ops::gc_in(tx, now, default_retention_ms).map(Ok::<_, ()>))?
+            .unwrap_or_else(|()| unreachable!("gc never refuses"));
+        // This host's own memory at once; every other host's by the notification.
+        if report.invocations > 0 {
+            self.memory.recent.clear();
+        }
+        Ok(report)
     }
 
     fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>> {
@@ -522,6 +619,10 @@ impl Journal for PostgresJournal {
 
     fn metrics(&self) -> &crate::metrics::JournalMetrics {
         &self.metrics
+    }
+
+    fn round_trips(&self) -> u64 {
+        self.trips.load(Ordering::Relaxed)
     }
 
     fn prepare_provider(&self, provider: &dyn Provider) -> Result<()> {
@@ -775,9 +876,9 @@ mod latency {
             explicit_key: false,
             tool_call_id: None,
             now,
-            clock: crate::journal::ClockRef(Box::leak(Box::new(
-                crate::clock::ManualClock::new(now),
-            ))),
+            clock: crate::journal::ClockRef(Box::leak(Box::new(crate::clock::ManualClock::new(
+                now,
+            )))),
             retention_ms: 1 << 40,
             default_retention_ms: 1 << 40,
             lease_ms: 60_000,

@@ -92,6 +92,12 @@ impl OperateTx for Tx<'_, '_> {
     }
 
     fn record(&mut self, op: &JournalOperation) -> Result<(), postgres::Error> {
+        // Every host drops the outcomes it remembers when the operation commits
+        // (`listen.rs`): a `forget` deletes a record they may hold.
+        self.0.execute(
+            concat!("SELECT pg_notify(", channel!(), ", $1)"),
+            &[&op.key],
+        )?;
         self.0.execute(
             "INSERT INTO operations (invocation_key, action, who, at, detail)
              VALUES ($1, $2, $3, $4, $5)",
@@ -109,10 +115,7 @@ impl OperateTx for Tx<'_, '_> {
     fn effect_of(&mut self, key: &str) -> Result<Option<String>, postgres::Error> {
         Ok(self
             .0
-            .query_opt(
-                "SELECT invocation_key FROM effects WHERE key = $1",
-                &[&key],
-            )?
+            .query_opt("SELECT invocation_key FROM effects WHERE key = $1", &[&key])?
             .map(|r| r.get(0)))
     }
 

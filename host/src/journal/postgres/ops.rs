@@ -4,14 +4,16 @@
 
 use postgres::{GenericClient, Transaction};
 
+use super::prepared::Db;
+
 use crate::determinism::{GuestEntropy, Seed};
 use crate::fault::{self, FaultPoint};
 use crate::journal::decision::{self, Decision, Found, expired, parse_state};
 use crate::journal::read::{EFFECT_COLUMNS, ENTRY_COLUMNS, parse_json, shown_state, summary};
 use crate::journal::{
-    Answer, Begin, BeginOutcome, DeferredAnswer, EffectRecord, EffectState, GcReport, JournalEffect, JournalEntry,
-    Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution, TransactionalRequest,
-    UnresolvedEffect, transactional_answer,
+    Answer, Begin, BeginOutcome, DeferredAnswer, EffectRecord, EffectState, GcReport,
+    JournalEffect, JournalEntry, Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution,
+    TransactionalRequest, UnresolvedEffect, transactional_answer,
 };
 use crate::keys::{EffectKey, Fingerprint, InvocationKey};
 use crate::provider::{EffectRequest, Provider};
@@ -26,7 +28,7 @@ fn seq_of(seq: u32) -> i32 {
 /// it lasts from now on the database's clock) or complete with an outcome (and the
 /// host's time, a label), unless the key has one already (`false`, nothing written).
 pub(super) fn insert_in(
-    client: &mut impl GenericClient,
+    client: &mut Db<'_, impl GenericClient>,
     record: &NewInvocation,
     lease: Option<(&str, i64)>,
     completed: Option<(&str, i64)>,
@@ -75,7 +77,7 @@ pub(super) fn insert_in(
 /// Saves the outcome of the run `owner` and releases its lease; `false` (nothing
 /// written) when that run no longer holds it.
 pub(super) fn complete_in(
-    client: &mut impl GenericClient,
+    client: &mut Db<'_, impl GenericClient>,
     key: &InvocationKey,
     owner: &str,
     outcome: &str,
@@ -99,7 +101,7 @@ pub(super) fn complete_in(
 /// query reads `completed`, so the invocation's row is locked before the effects'
 /// rows, in the order every other write of a run takes them.
 pub(super) fn complete_with_in(
-    client: &mut impl GenericClient,
+    client: &mut Db<'_, impl GenericClient>,
     key: &InvocationKey,
     owner: &str,
     outcome: &str,
@@ -135,7 +137,7 @@ pub(super) fn complete_with_in(
 /// Saves a run's deferred answers of keyed effects, each only while its effect is
 /// pending (the first answer stays).
 pub(super) fn finish_deferred(
-    client: &mut impl GenericClient,
+    client: &mut Db<'_, impl GenericClient>,
     deferred: &[DeferredAnswer],
 ) -> PgResult<()> {
     for answer in deferred {
@@ -147,7 +149,7 @@ pub(super) fn finish_deferred(
 /// Leaves the run `owner` resumable and releases its lease; `false` when the run no
 /// longer holds it.
 pub(super) fn suspend_in(
-    client: &mut impl GenericClient,
+    client: &mut Db<'_, impl GenericClient>,
     key: &InvocationKey,
     owner: &str,
     now: i64,
@@ -161,7 +163,11 @@ pub(super) fn suspend_in(
     Ok(n == 1)
 }
 
-pub(super) fn lookup_in(client: &mut impl GenericClient, b: &Begin<'_>) -> PgResult<Lookup> {
+/// The first look of a call, with the database's clock it was judged at.
+pub(super) fn lookup_in(
+    client: &mut Db<'_, impl GenericClient>,
+    b: &Begin<'_>,
+) -> PgResult<(Lookup, i64)> {
     let row = client.query_opt(
         concat!(
             "SELECT fingerprint, state, outcome, completed_at, ",
@@ -170,7 +176,14 @@ pub(super) fn lookup_in(client: &mut impl GenericClient, b: &Begin<'_>) -> PgRes
         ),
         &[&b.key.as_str()],
     )?;
-    type Row = (String, String, Option<String>, Option<i64>, i64, Option<i64>);
+    type Row = (
+        String,
+        String,
+        Option<String>,
+        Option<i64>,
+        i64,
+        Option<i64>,
+    );
     let (fingerprint, state, outcome, completed_at, now, retention): Row = match &row {
         Some(r) => (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5)),
         None => Default::default(),
@@ -191,10 +204,10 @@ pub(super) fn lookup_in(client: &mut impl GenericClient, b: &Begin<'_>) -> PgRes
             )?
             .map(|r| r.get(0));
         if bound.as_deref() != Some(b.key.as_str()) {
-            return Ok(Lookup::Decide);
+            return Ok((Lookup::Decide, now));
         }
     }
-    Ok(look)
+    Ok((look, now))
 }
 
 /// A number for a tool-call id's advisory lock: hosts binding the same id serialize.
@@ -206,7 +219,7 @@ fn alias_lock(scope: &str, call_id: &str) -> i64 {
     i64::from_be_bytes(bytes)
 }
 
-pub(super) fn begin_in(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<BeginOutcome> {
+pub(super) fn begin_in(tx: &mut Db<'_, Transaction<'_>>, b: &Begin<'_>) -> PgResult<BeginOutcome> {
     if let Some(call_id) = b.tool_call_id {
         // Two hosts binding one id to different keys would otherwise both see it
         // unbound.
@@ -347,7 +360,7 @@ pub(super) fn begin_in(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<Begi
     Ok(outcome)
 }
 
-fn insert(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<bool> {
+fn insert(tx: &mut Db<'_, Transaction<'_>>, b: &Begin<'_>) -> PgResult<bool> {
     let record = NewInvocation {
         key: b.key.clone(),
         scope: b.scope.to_owned(),
@@ -364,7 +377,7 @@ fn insert(tx: &mut Transaction<'_>, b: &Begin<'_>) -> PgResult<bool> {
 }
 
 pub(super) fn get(
-    client: &mut impl GenericClient,
+    client: &mut Db<'_, impl GenericClient>,
     invocation: &InvocationKey,
     seq: u32,
 ) -> PgResult<Option<EffectRecord>> {
@@ -394,7 +407,7 @@ pub(super) fn get(
 }
 
 pub(super) fn count_from(
-    client: &mut impl GenericClient,
+    client: &mut Db<'_, impl GenericClient>,
     invocation: &InvocationKey,
     seq: u32,
 ) -> PgResult<u32> {
@@ -411,7 +424,7 @@ pub(super) fn count_from(
 /// locks the row, so a fenced write that follows in the same transaction cannot be
 /// overtaken by a host taking the call over.
 pub(super) fn renew_lease_in(
-    client: &mut impl GenericClient,
+    client: &mut Db<'_, impl GenericClient>,
     invocation: &InvocationKey,
     lease: &Lease<'_>,
 ) -> PgResult<bool> {
@@ -441,7 +454,7 @@ pub(super) fn renew_lease_in(
 /// ([`Refusal::Superseded`]). A fresh invocation has no effects, so the effect is
 /// inserted with its attempt counted.
 pub(super) fn claim_first_in(
-    client: &mut impl GenericClient,
+    client: &mut Db<'_, impl GenericClient>,
     effect: &NewEffect<'_>,
     lease: &Lease<'_>,
     record: &NewInvocation,
@@ -498,7 +511,7 @@ fn claimed(row: &postgres::Row) -> (EffectKey, u32) {
 }
 
 pub(super) fn claim_in(
-    tx: &mut Transaction<'_>,
+    tx: &mut Db<'_, Transaction<'_>>,
     effect: &NewEffect<'_>,
     lease: &Lease<'_>,
     unjournaled: Option<&NewInvocation>,
@@ -545,7 +558,7 @@ pub(super) fn claim_in(
 }
 
 pub(super) fn perform_transactional_in(
-    tx: &mut Transaction<'_>,
+    tx: &mut Db<'_, Transaction<'_>>,
     effect: &NewEffect<'_>,
     lease: &Lease<'_>,
     unjournaled: Option<&NewInvocation>,
@@ -586,7 +599,7 @@ pub(super) fn perform_transactional_in(
 /// Saves an effect's answer unless one is recorded already; returns the recorded
 /// one in that case (`None`: this one was saved).
 pub(super) fn finish(
-    client: &mut impl GenericClient,
+    client: &mut Db<'_, impl GenericClient>,
     key: &EffectKey,
     response: &str,
     now: i64,
@@ -608,7 +621,7 @@ pub(super) fn finish(
 }
 
 pub(super) fn not_performed_in(
-    client: &mut impl GenericClient,
+    client: &mut Db<'_, impl GenericClient>,
     key: &EffectKey,
     reason: &str,
     now: i64,
@@ -622,7 +635,7 @@ pub(super) fn not_performed_in(
 }
 
 pub(super) fn note_error_in(
-    client: &mut impl GenericClient,
+    client: &mut Db<'_, impl GenericClient>,
     key: &EffectKey,
     error: &str,
     now: i64,
@@ -745,7 +758,7 @@ pub(super) fn entry_in(
 
 /// Counts one more retry answered with the saved outcome of `key`.
 pub(super) fn count_replay_in(
-    client: &mut impl GenericClient,
+    client: &mut Db<'_, impl GenericClient>,
     key: &InvocationKey,
 ) -> PgResult<()> {
     client.execute(
@@ -759,7 +772,7 @@ pub(super) fn count_replay_in(
 /// WAL flush: the count is bookkeeping, not an answer (as on SQLite, a crash may lose
 /// it), and a replay should not wait for the disk.
 pub(super) fn count_replay_unsynced(
-    client: &mut impl GenericClient,
+    client: &mut Db<'_, impl GenericClient>,
     key: &InvocationKey,
 ) -> PgResult<()> {
     client.execute(
@@ -767,6 +780,27 @@ pub(super) fn count_replay_unsynced(
          UPDATE invocations SET replays = replays + 1
           WHERE key = $1 AND EXISTS (SELECT 1 FROM unsynced)",
         &[&key.as_str()],
+    )?;
+    Ok(())
+}
+
+/// Adds replays a host answered from its memory to the journal's counts, in a
+/// commit that waits for no WAL flush (bookkeeping, as [`count_replay_unsynced`]).
+pub(super) fn add_replays(
+    client: &mut Db<'_, impl GenericClient>,
+    counts: &std::collections::HashMap<InvocationKey, u32>,
+) -> PgResult<()> {
+    let keys: Vec<&str> = counts.keys().map(InvocationKey::as_str).collect();
+    let n: Vec<i32> = counts
+        .values()
+        .map(|n| i32::try_from(*n).unwrap_or(i32::MAX))
+        .collect();
+    client.execute(
+        "WITH unsynced AS (SELECT set_config('synchronous_commit', 'off', true))
+         UPDATE invocations SET replays = replays + d.n
+           FROM unnest($1::TEXT[], $2::INT[]) AS d (key, n)
+          WHERE invocations.key = d.key AND EXISTS (SELECT 1 FROM unsynced)",
+        &[&keys, &n],
     )?;
     Ok(())
 }
@@ -779,7 +813,7 @@ pub(super) fn count_replay_unsynced(
 /// `forget` and `decide` lock in too, so gc and they never wait for each other in a
 /// cycle.
 pub(super) fn gc_in(
-    tx: &mut Transaction<'_>,
+    tx: &mut Db<'_, Transaction<'_>>,
     _now: i64,
     default_retention_ms: i64,
 ) -> PgResult<GcReport> {
@@ -806,7 +840,11 @@ pub(super) fn gc_in(
         &[&keys],
     )?;
     let invocations = tx.execute("DELETE FROM invocations WHERE key = ANY($1)", &[&keys])?;
-    let has = |tx: &mut Transaction<'_>, table: &str| -> PgResult<bool> {
+    if invocations > 0 {
+        // Every host drops the outcomes it remembers, when this commits (`listen.rs`).
+        tx.execute(concat!("SELECT pg_notify(", channel!(), ", '')"), &[])?;
+    }
+    let has = |tx: &mut Db<'_, Transaction<'_>>, table: &str| -> PgResult<bool> {
         Ok(tx
             .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])?
             .get(0))
@@ -831,7 +869,7 @@ pub(super) fn gc_in(
 /// Pending unkeyed effects of calls no run holds (a live lease on the database's
 /// clock; the caller's `now` is not used).
 pub(super) fn unresolved_in(
-    client: &mut impl GenericClient,
+    client: &mut Db<'_, impl GenericClient>,
     _now: i64,
 ) -> PgResult<Vec<UnresolvedEffect>> {
     Ok(client

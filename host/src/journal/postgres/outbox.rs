@@ -67,7 +67,7 @@ impl OutboxQueue for PostgresJournal {
         let c = settle.columns();
         let attempt = i32::try_from(taken.attempt).unwrap_or(i32::MAX);
         self.single(|client| {
-            client.execute(
+            client.c.execute(
                 &settle_sql('$', db_now!()),
                 &[
                     &taken.id,
@@ -85,7 +85,7 @@ impl OutboxQueue for PostgresJournal {
 
     fn outbox_messages(&self) -> Result<Vec<OutboxMessage>> {
         let rows = self.read(|client| {
-            client.query(
+            client.c.query(
                 &format!("SELECT {MESSAGE_COLUMNS} FROM outbox ORDER BY id"),
                 &[],
             )
@@ -221,7 +221,11 @@ mod tests {
         enqueue(&mut client, "k2", 0);
         let other = a.take_message(a_now(), 3_000, &[]).unwrap().unwrap();
         assert_eq!(other.effect_key, "k2");
-        assert!(a.take_message(a_now(), 3_000, &[other.id]).unwrap().is_none());
+        assert!(
+            a.take_message(a_now(), 3_000, &[other.id])
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]
@@ -248,7 +252,9 @@ mod tests {
             error: "the receiver answered 503",
             retry_in_ms: 50,
         };
-        journal.settle_message(&taken, retry, 100 - FIVE_MINUTES).unwrap();
+        journal
+            .settle_message(&taken, retry, 100 - FIVE_MINUTES)
+            .unwrap();
         // Not due before the wait has passed on the database's clock...
         database.set(149);
         assert!(journal.take_message(0, 1_000, &[]).unwrap().is_none());

@@ -9,9 +9,20 @@
 //! later failure is the call's, retry-safe: a write whose session ended may or may
 //! not have committed, and only the guard's resumption under the same keys may take
 //! it up, never a blind second run here.
+//!
+//! A connection the server answered within [`FRESH`] is not probed before a lone
+//! write (a call's write right after its own read, on the connection the read gave
+//! back): a session ended in that window fails the one call that uses it next,
+//! retry-safe, as one ended during its write does.
+
+use std::sync::atomic::Ordering;
 
 use postgres::{Client, Transaction};
 
+use super::prepared::{Conn, Db};
+
+/// How long after its last answer a connection is not probed before a lone write.
+const FRESH: std::time::Duration = std::time::Duration::from_millis(10);
 use super::{POOL_SIZE, PostgresJournal};
 use crate::error::Result;
 
@@ -56,39 +67,50 @@ pub(super) fn session_ended(error: &postgres::Error) -> bool {
 impl PostgresJournal {
     /// An idle connection of the pool (`true`: it may have been ended while idle), or
     /// a new one.
-    fn take(&self) -> Result<(Client, bool)> {
+    fn take(&self) -> Result<(Conn, bool)> {
         loop {
             let taken = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
             match taken {
-                Some(client) if client.is_closed() => continue,
-                Some(client) => return Ok((client, true)),
-                None => return Ok((self.connect()?, false)),
+                Some(conn) if conn.client.is_closed() => continue,
+                Some(conn) => return Ok((conn, true)),
+                None => return Ok((Conn::new(self.connect()?), false)),
             }
         }
     }
 
-    /// Keeps `client` for the next use, unless it is closed or the pool is full.
-    pub(super) fn give_back(&self, client: Client) {
-        if client.is_closed() {
+    /// Keeps `conn` for the next use, unless it is closed or the pool is full.
+    pub(super) fn give_back(&self, conn: Conn) {
+        if conn.client.is_closed() {
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         if idle.len() < POOL_SIZE {
-            idle.push(client);
+            idle.push(conn);
         }
     }
 
     /// What runs first on a connection, writing nothing: the database clock pinned
     /// (tests), else, on a connection that sat idle and when `probe`, an empty query.
-    fn prelude(&self, client: &mut Client, reused: bool, probe: bool) -> Result<(), Failure> {
+    /// (The client learns that the server ended a session only by reading from it,
+    /// and reads only while it waits for an answer: without the empty query, a lone
+    /// write could not tell a session ended while idle from one ended while it ran.)
+    fn prelude(&self, conn: &mut Conn, reused: bool, probe: bool) -> Result<(), Failure> {
+        let fresh = conn.answered_at.is_some_and(|at| at.elapsed() < FRESH);
+        let client = &mut conn.client;
         match &self.database_clock {
-            Some(clock) => client
-                .execute(
-                    "SELECT set_config('justonce.now_ms', $1, false)",
-                    &[&clock.now_ms().to_string()],
-                )
-                .map(drop),
-            None if reused && probe => client.simple_query("").map(drop),
+            Some(clock) => {
+                self.trips.fetch_add(1, Ordering::Relaxed);
+                client
+                    .simple_query(&format!(
+                        "SELECT set_config('justonce.now_ms', '{}', false)",
+                        clock.now_ms()
+                    ))
+                    .map(drop)
+            }
+            None if reused && probe && !fresh => {
+                self.trips.fetch_add(1, Ordering::Relaxed);
+                client.simple_query("").map(drop)
+            }
             None => Ok(()),
         }
         .map_err(Failure::before)
@@ -96,19 +118,19 @@ impl PostgresJournal {
 
     /// Runs `attempt` on a connection of the pool (or a new one), after its
     /// [prelude](Self::prelude) (with an empty query on an idle connection when
-    /// `probe`: the attempt's own first statement writes). When the session turns out
-    /// to have ended before anything was written, `attempt` runs once more on a new
-    /// connection.
+    /// `probe`: the attempt's own first statement writes). When
+    /// the session turns out to have ended before anything was written, `attempt`
+    /// runs once more on a new connection.
     fn run<R>(
         &self,
         probe: bool,
-        mut attempt: impl FnMut(&mut Client) -> std::result::Result<R, Failure>,
+        mut attempt: impl FnMut(&mut Conn) -> std::result::Result<R, Failure>,
     ) -> Result<R> {
-        let (mut client, mut reused) = self.take()?;
+        let (mut conn, mut reused) = self.take()?;
         loop {
             let result = self
-                .prelude(&mut client, reused, probe)
-                .and_then(|()| attempt(&mut client));
+                .prelude(&mut conn, reused, probe)
+                .and_then(|()| attempt(&mut conn));
             match result {
                 Err(failure)
                     if reused && failure.before_writing && session_ended(&failure.error) =>
@@ -118,14 +140,17 @@ impl PostgresJournal {
                         "an idle connection was ended by the server, taking a new one: {}",
                         failure.error
                     );
-                    client = self.connect()?;
+                    conn = Conn::new(self.connect()?);
                     reused = false;
                 }
                 result => {
                     // A connection whose session ended is not given back, even before
                     // the client has seen its socket close.
+                    if result.is_ok() {
+                        conn.answered_at = Some(std::time::Instant::now());
+                    }
                     if !matches!(&result, Err(failure) if session_ended(&failure.error)) {
-                        self.give_back(client);
+                        self.give_back(conn);
                     }
                     return result.map_err(|failure| self.error(failure.error));
                 }
@@ -136,9 +161,12 @@ impl PostgresJournal {
     /// Runs the read `f` (it writes nothing, so it may run twice) with a connection.
     pub(super) fn read<R>(
         &self,
-        mut f: impl FnMut(&mut Client) -> std::result::Result<R, postgres::Error>,
+        mut f: impl FnMut(&mut Db<'_, Client>) -> std::result::Result<R, postgres::Error>,
     ) -> Result<R> {
-        self.run(false, |client| f(client).map_err(Failure::before))
+        self.run(false, |conn| {
+            let mut db = Db::new(&mut conn.client, &mut conn.statements, &self.trips);
+            f(&mut db).map_err(Failure::before)
+        })
     }
 
     /// Runs `f` in one transaction, committed if it returns `Ok(Ok(_))` and rolled
@@ -146,25 +174,27 @@ impl PostgresJournal {
     pub(super) fn transaction<R, E>(
         &self,
         f: impl FnOnce(
-            &mut Transaction<'_>,
+            &mut Db<'_, Transaction<'_>>,
         ) -> std::result::Result<std::result::Result<R, E>, postgres::Error>,
     ) -> Result<std::result::Result<R, E>> {
         let mut body = Some(f);
         let started = std::time::Instant::now();
-        let result = self.run(false, |client| {
-            let mut tx = client.transaction().map_err(Failure::before)?;
+        let result = self.run(false, |conn| {
+            self.trips.fetch_add(1, Ordering::Relaxed);
+            let mut tx = conn.client.transaction().map_err(Failure::before)?;
             let f = body
                 .take()
                 .expect("a use starts over only before its body ran");
-            let result = f(&mut tx)?;
+            let result = f(&mut Db::new(&mut tx, &mut conn.statements, &self.trips))?;
+            // The commit, or the rollback when the transaction is dropped.
+            self.trips.fetch_add(1, Ordering::Relaxed);
             if result.is_ok() {
                 tx.commit()?;
             }
             Ok(result)
         })?;
         if result.is_ok() {
-            self.commits
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.commits.fetch_add(1, Ordering::Relaxed);
             self.metrics.committed(started.elapsed());
         }
         Ok(result)
@@ -174,18 +204,21 @@ impl PostgresJournal {
     /// on a connection that sat idle.
     pub(super) fn single<R>(
         &self,
-        f: impl FnOnce(&mut Client) -> std::result::Result<R, postgres::Error>,
+        f: impl FnOnce(&mut Db<'_, Client>) -> std::result::Result<R, postgres::Error>,
     ) -> Result<R> {
         let mut body = Some(f);
         let started = std::time::Instant::now();
-        let result = self.run(true, |client| {
+        let result = self.run(true, |conn| {
             let f = body
                 .take()
                 .expect("a use starts over only before its body ran");
-            Ok(f(client)?)
+            Ok(f(&mut Db::new(
+                &mut conn.client,
+                &mut conn.statements,
+                &self.trips,
+            ))?)
         })?;
-        self.commits
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.commits.fetch_add(1, Ordering::Relaxed);
         self.metrics.committed(started.elapsed());
         Ok(result)
     }
@@ -257,7 +290,7 @@ mod tests {
         j.idle.lock().unwrap().clear();
         for _ in 0..n {
             let client = j.connect().unwrap();
-            j.give_back(client);
+            j.give_back(super::super::prepared::Conn::new(client));
         }
         // At least these: a session dropped from the pool just before may still be
         // on its way out, and is ended (and counted) too.

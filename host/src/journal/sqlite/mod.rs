@@ -4,7 +4,7 @@
 //! Every transaction that reads and then writes starts with `BEGIN IMMEDIATE`, so two
 //! processes on one file serialize instead of failing with `database is locked`. Its
 //! machinery stays private: group commit of fsyncs (`durable`), checkpoints off the
-//! call path (`checkpoint`), and the outcomes this process saved lately (`recent`).
+//! call path (`checkpoint`); the outcomes it read lately are in `journal/recent.rs`.
 
 mod checkpoint;
 mod durable;
@@ -14,7 +14,6 @@ mod invocations;
 mod journal;
 mod operations;
 mod outbox;
-mod recent;
 mod resolution;
 mod schema;
 
@@ -28,6 +27,7 @@ pub use schema::CURRENT_VERSION;
 pub(crate) use durable::{forget_synced_wal, synced_wal_length};
 
 use super::operate;
+use super::recent;
 use super::{
     Action, Answer, Begin, BeginOutcome, CallStory, DeferredAnswer, Durability, EffectRecord, GcReport, Journal,
     JournalEntry, JournalStats, Lease, Lookup, NewEffect, NewInvocation, Operated, Operator,
@@ -419,6 +419,7 @@ impl Journal for SqliteJournal {
                 expires_at: 0,
             });
         }
+        let generation = self.recent.generation();
         let found = self.with_reader(|conn| invocations::lookup_in(conn, b))?;
         if let Lookup::Replay {
             outcome,
@@ -431,7 +432,7 @@ impl Journal for SqliteJournal {
             self.count_replay(b.key);
             if b.tool_call_id.is_none() {
                 self.recent
-                    .remember(b.key, b.fingerprint, *expires_at, outcome);
+                    .remember(b.key, b.fingerprint, *expires_at, outcome, generation);
             }
         }
         Ok(found)

@@ -1,16 +1,23 @@
-//! Outcomes this store saved or read lately, so a retry is replayed without a query.
+//! Outcomes a journal read lately, so a retry is replayed without a query (both
+//! backends keep one).
 //!
-//! A completed invocation never changes: its record is only ever deleted, by `gc` or
-//! by a call after it expired. So an outcome remembered here is the journal's, as long
-//! as it is within its record's own window (checked on every hit) and `gc` has not run since (it
-//! clears this). What is remembered is bounded in entries and in bytes; older entries
-//! make way for newer ones.
+//! A completed invocation never changes: its record is only ever deleted, by `gc`, an
+//! operator's `forget`, or a call after it expired. So an outcome remembered here is
+//! the journal's, as long as it is within its record's own window (checked on every
+//! hit, on the clock the journal gives) and nothing was deleted since (the journal
+//! clears this memory then). What is remembered is bounded in entries and in bytes;
+//! older entries make way for newer ones.
 //!
-//! An operator's `forget` in another process deletes a record this memory may still
-//! hold. Every operation is a row of the journal's `operations` table, so at most
-//! every [`RECHECK_MS`] of the host's clock the journal looks at the newest row, and
-//! when it changed, everything remembered is dropped: another process's `forget`
-//! reaches a long-lived host within a second.
+//! A read that began before a clear must not refill the memory with what the clear
+//! removed: [`Recent::remember`] takes the [generation](Recent::generation) seen
+//! before the read, and remembers nothing when a clear came in between.
+//!
+//! How a deletion elsewhere reaches this memory is the backend's: on SQLite every
+//! operation is a row of the journal's `operations` table, so at most every
+//! [`RECHECK_MS`] of the host's clock the journal looks at the newest row, and when it
+//! changed, everything remembered is dropped (another process's `forget` reaches a
+//! long-lived host within a second); on PostgreSQL each host listens for the
+//! operations and deletions of every other (`postgres/listen.rs`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -43,6 +50,8 @@ struct State {
     bytes: usize,
     /// The newest operation seen in the journal, and when it was looked for.
     operations: Option<(i64, i64)>,
+    /// How many times everything was dropped.
+    generation: u64,
 }
 
 /// What a remembered outcome says about a call.
@@ -71,19 +80,29 @@ impl Recent {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Remembers the outcome of `key`, saved (or read) complete, whose record's
-    /// window ends at `expires_at`.
+    /// What to hand [`Recent::remember`] for a read that starts now.
+    pub(crate) fn generation(&self) -> u64 {
+        self.lock().generation
+    }
+
+    /// Remembers the outcome of `key`, read complete by a read that began at
+    /// `generation`, whose record's window ends at `expires_at`; nothing when the
+    /// memory was cleared since that read began (the read may predate a deletion).
     pub(crate) fn remember(
         &self,
         key: &InvocationKey,
         fingerprint: &Fingerprint,
         expires_at: i64,
         outcome: &str,
+        generation: u64,
     ) {
         if outcome.len() > MAX_OUTCOME_BYTES {
             return;
         }
         let mut state = self.lock();
+        if state.generation != generation {
+            return;
+        }
         // A key that ran again (its old record expired) replaces what was remembered.
         if let Some(old) = state.entries.remove(key) {
             state.bytes -= old.outcome.len();
@@ -138,9 +157,21 @@ impl Recent {
         std::mem::take(&mut *self.uncounted.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Forgets everything (records were deleted).
+    /// Forgets everything (records were deleted), keeping what the journal saw of
+    /// its operations.
     pub(crate) fn clear(&self) {
-        *self.lock() = State::default();
+        let mut state = self.lock();
+        let operations = state.operations;
+        Self::drop_all(&mut state);
+        state.operations = operations;
+    }
+
+    fn drop_all(state: &mut State) {
+        let generation = state.generation + 1;
+        *state = State {
+            generation,
+            ..State::default()
+        };
     }
 
     /// Whether, at `now`, the journal's operations must be looked at before a replay
@@ -156,7 +187,7 @@ impl Recent {
     pub(crate) fn saw_operations(&self, latest: i64, now: i64) {
         let mut state = self.lock();
         if state.operations.map(|(seen, _)| seen) != Some(latest) {
-            *state = State::default();
+            Self::drop_all(&mut state);
         }
         state.operations = Some((latest, now));
     }
@@ -177,7 +208,7 @@ mod tests {
     #[test]
     fn replays_only_the_same_arguments_within_the_records_window() {
         let recent = Recent::default();
-        recent.remember(&key(1), &print('a'), 2_000, "out");
+        recent.remember(&key(1), &print('a'), 2_000, "out", 0);
         assert_eq!(
             recent.recall(&key(1), &print('a'), 1_999),
             Recall::Replay(Arc::from("out"))
@@ -194,11 +225,26 @@ mod tests {
     }
 
     #[test]
+    fn a_read_that_began_before_a_clear_remembers_nothing() {
+        let recent = Recent::default();
+        let before = recent.generation();
+        recent.clear();
+        recent.remember(&key(1), &print('a'), 2_000, "stale", before);
+        assert_eq!(recent.recall(&key(1), &print('a'), 1), Recall::Unknown);
+        // The opposite: a read that began after it.
+        recent.remember(&key(1), &print('a'), 2_000, "out", recent.generation());
+        assert_eq!(
+            recent.recall(&key(1), &print('a'), 1),
+            Recall::Replay(Arc::from("out"))
+        );
+    }
+
+    #[test]
     fn a_new_operation_in_the_journal_drops_what_is_remembered() {
         let recent = Recent::default();
         assert!(recent.operations_due(0), "first look");
         recent.saw_operations(7, 0);
-        recent.remember(&key(1), &print('a'), 1 << 40, "out");
+        recent.remember(&key(1), &print('a'), 1 << 40, "out", recent.generation());
         assert!(!recent.operations_due(RECHECK_MS - 1));
         assert!(recent.operations_due(RECHECK_MS), "a second later");
         recent.saw_operations(7, RECHECK_MS);
@@ -217,7 +263,7 @@ mod tests {
     fn forgets_the_oldest_past_its_bounds_and_skips_large_outcomes() {
         let recent = Recent::default();
         for n in 0..(MAX_ENTRIES as u32 + 10) {
-            recent.remember(&key(n), &print('a'), 10, "x");
+            recent.remember(&key(n), &print('a'), 10, "x", 0);
         }
         assert_eq!(recent.recall(&key(0), &print('a'), 1), Recall::Unknown);
         assert!(matches!(
@@ -225,7 +271,7 @@ mod tests {
             Recall::Replay(_)
         ));
         let big = "y".repeat(MAX_OUTCOME_BYTES + 1);
-        recent.remember(&key(u32::MAX), &print('a'), 10, &big);
+        recent.remember(&key(u32::MAX), &print('a'), 10, &big, 0);
         assert_eq!(
             recent.recall(&key(u32::MAX), &print('a'), 1),
             Recall::Unknown
