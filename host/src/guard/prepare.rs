@@ -43,14 +43,13 @@ pub(crate) fn prepare(runner: &dyn Runner, request: &CallRequest) -> Result<Prep
             request.arguments.len()
         )));
     }
-    // Canonicalizing the text (not a parsed value) also refuses duplicate keys, which
-    // a parser would silently collapse.
-    let given =
-        crate::jcs::canonicalize_str(&request.arguments).map_err(|e| invalid(e.to_string()))?;
-    let parse = |text: &str| -> Result<Value> {
-        serde_json::from_str(text).map_err(|e| invalid(format!("not valid JSON: {e}")))
+    // Parsed once, as its canonical form reads back (the canonical text is written
+    // once, after normalization); the strict parser also refuses duplicate keys,
+    // which serde_json alone would silently collapse.
+    let parse = || -> Result<Value> {
+        crate::jcs::parse_canonical(&request.arguments).map_err(|e| invalid(e.to_string()))
     };
-    let args = parse(&given)?;
+    let args = parse()?;
     if !args.is_object() {
         return Err(invalid("arguments must be a JSON object".into()));
     }
@@ -66,7 +65,7 @@ pub(crate) fn prepare(runner: &dyn Runner, request: &CallRequest) -> Result<Prep
                 NormalizeError::Undeclared { path, .. } => Some(path.as_str()),
                 _ => None,
             };
-            if let Err(more) = tool.schema.check_besides(&parse(&given)?, reported) {
+            if let Err(more) = tool.schema.check_besides(&parse()?, reported) {
                 reason = format!("{reason}; and the arguments {more}");
             }
             return Err(invalid(reason));

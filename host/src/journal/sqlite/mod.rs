@@ -440,7 +440,7 @@ impl Journal for SqliteJournal {
         let claimed = self.write(|conn| {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let claimed = effects::claim_in(&tx, effect, lease, unjournaled)?;
-            effects::finish_deferred(&tx, deferred)?;
+            effects::finish_deferred(&tx, effect.invocation, deferred)?;
             // A refused claim wrote nothing of its own; the deferred answers still
             // count.
             if claimed.is_ok() || !deferred.is_empty() {
@@ -482,7 +482,7 @@ impl Journal for SqliteJournal {
         now: i64,
     ) -> Result<bool> {
         self.fenced(invocation, lease, |tx| {
-            effects::note_error_in(tx, key, error, now)
+            effects::note_error_in(tx, invocation, key, error, now)
         })
     }
 
@@ -496,7 +496,7 @@ impl Journal for SqliteJournal {
     ) -> Result<Option<Answer>> {
         self.transaction(|tx| {
             let held = effects::renew_lease_in(tx, invocation, lease)?;
-            let recorded = effects::finish(tx, key, &answer.to_stored(), now)?;
+            let recorded = effects::finish(tx, invocation, key, &answer.to_stored(), now)?;
             Ok(Ok::<_, ()>(held.then(|| answer.or_recorded(recorded))))
         })
         .map(|r| r.unwrap_or(None))
@@ -511,7 +511,7 @@ impl Journal for SqliteJournal {
         now: i64,
     ) -> Result<bool> {
         self.fenced(invocation, lease, |tx| {
-            effects::not_performed_in(tx, key, reason, now)
+            effects::not_performed_in(tx, invocation, key, reason, now)
         })
     }
 
@@ -533,7 +533,7 @@ impl Journal for SqliteJournal {
             }
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let saved = invocations::complete_in(&tx, key, owner, outcome, now)?;
-            effects::finish_deferred(&tx, deferred)?;
+            effects::finish_deferred(&tx, key, deferred)?;
             tx.commit()?;
             Ok(saved)
         })?;
@@ -562,7 +562,7 @@ impl Journal for SqliteJournal {
         self.write(|conn| {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let suspended = invocations::suspend_in(&tx, key, owner, now)?;
-            effects::finish_deferred(&tx, deferred)?;
+            effects::finish_deferred(&tx, key, deferred)?;
             tx.commit()?;
             Ok(suspended)
         })
