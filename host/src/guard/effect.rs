@@ -623,10 +623,10 @@ impl EffectSession {
             return Ok(answer_to_guest(answer));
         }
         let lease = self.lease();
-        let Some(recorded) = self
-            .shared
-            .journal
-            .finish_effect(key, &answer, &lease, &self.invocation, now)?
+        let Some(recorded) =
+            self.shared
+                .journal
+                .finish_effect(key, &answer, &lease, &self.invocation, now)?
         else {
             self.interrupted = Some(Interruption::LeaseLost);
             return Ok(Err(lease_lost()));

@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::replayed_keys::ReplayedKeys;
 use super::runner::{Runner, ToolSpec};
 use crate::call::CallRequest;
 use crate::error::{Error, Result};
@@ -24,8 +25,13 @@ pub(crate) struct Prepared {
     pub principal: Option<String>,
 }
 
-/// Checks `request` against its tool and computes its key.
-pub(crate) fn prepare(runner: &dyn Runner, request: &CallRequest) -> Result<Prepared> {
+/// Checks `request` against its tool and computes its key; a call `replayed`
+/// remembers is taken from there.
+pub(crate) fn prepare(
+    runner: &dyn Runner,
+    request: &CallRequest,
+    replayed: Option<&ReplayedKeys>,
+) -> Result<Prepared> {
     let tool = runner
         .tool(&request.tool)
         .ok_or_else(|| Error::UnknownTool {
@@ -42,6 +48,9 @@ pub(crate) fn prepare(runner: &dyn Runner, request: &CallRequest) -> Result<Prep
             "{} bytes exceeds the limit of {limit} bytes",
             request.arguments.len()
         )));
+    }
+    if let Some(prepared) = replayed.and_then(|r| r.recall(&tool, request)) {
+        return Ok(prepared);
     }
     // Parsed once, as its canonical form reads back (the canonical text is written
     // once, after normalization); the strict parser also refuses duplicate keys,
@@ -119,7 +128,7 @@ mod tests {
         });
         ScriptedRunner::tool(&mut runner, "refund", schema, |_, _| returned(json!({})));
         let request = CallRequest::new("refund", r#"{"customer_id": "x", "extra": 1}"#);
-        let Err(Error::InvalidArguments { reason, .. }) = prepare(&runner, &request) else {
+        let Err(Error::InvalidArguments { reason, .. }) = prepare(&runner, &request, None) else {
             panic!("expected invalid arguments");
         };
         assert!(reason.contains("/extra"), "{reason}");
@@ -129,7 +138,7 @@ mod tests {
         assert_eq!(reason.matches("extra").count(), 1, "{reason}");
         // A second undeclared property, which the first report does not name, is.
         let request = CallRequest::new("refund", r#"{"extra": 1, "more": 2}"#);
-        let Err(Error::InvalidArguments { reason, .. }) = prepare(&runner, &request) else {
+        let Err(Error::InvalidArguments { reason, .. }) = prepare(&runner, &request, None) else {
             panic!("expected invalid arguments");
         };
         assert!(reason.contains("more"), "{reason}");
