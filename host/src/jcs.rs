@@ -82,9 +82,52 @@ pub fn canonicalize(value: &Value) -> Result<String, JcsError> {
 ///
 /// Stricter than `serde_json::from_str`: a duplicate object key is an error (I-JSON
 /// forbids them and RFC 8785 §3.1 requires the canonicalizer to fail rather than
-/// silently keep one of the values).
+/// silently keep one of the values). The guard reads arguments with
+/// [`parse_canonical`] instead, which gives the value this text reads back as.
+#[cfg(test)]
 pub fn canonicalize_str(json: &str) -> Result<String, JcsError> {
     canonicalize(&parse_exact(json)?)
+}
+
+/// Parses `json` strictly (as [`parse_exact`]) and returns the value its canonical
+/// form reads back as (`serde_json::from_str(&canonicalize_str(json)?)`), without
+/// writing and reading the text again: only numbers change (`1.0` reads back as the
+/// integer `1`, `-0` as `0`), each as its canonical spelling reads.
+pub fn parse_canonical(json: &str) -> Result<Value, JcsError> {
+    let mut value = parse_exact(json)?;
+    numbers_as_canonical(&mut value)?;
+    Ok(value)
+}
+
+/// Replaces every number of `value` whose canonical spelling reads back as another
+/// number (a double, an integer beyond 2^53) with what it reads back as.
+fn numbers_as_canonical(value: &mut Value) -> Result<(), JcsError> {
+    match value {
+        Value::Number(n) => {
+            let small_integer = n
+                .as_i64()
+                .map(|i| i.unsigned_abs())
+                .or(n.as_u64())
+                .is_some_and(|m| m <= EXACT_IN_F64);
+            if !small_integer {
+                let mut text = String::new();
+                write_number(&mut text, n)?;
+                *n = serde_json::from_str(&text)?;
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                numbers_as_canonical(item)?;
+            }
+        }
+        Value::Object(map) => {
+            for item in map.values_mut() {
+                numbers_as_canonical(item)?;
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::String(_) => {}
+    }
+    Ok(())
 }
 
 /// Parses `json` as [`canonicalize_str`] does, keeping every integer exact: duplicate
@@ -118,7 +161,9 @@ pub fn exact_numbers(json: &str) -> Result<std::borrow::Cow<'_, str>, JcsError> 
             b'"' => i = string_end(bytes, i + 1),
             b'-' | b'0'..=b'9' => {
                 let start = i;
-                while i < bytes.len() && matches!(bytes[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                while i < bytes.len()
+                    && matches!(bytes[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
                     i += 1;
                 }
                 let token = &json[start..i];
@@ -189,7 +234,12 @@ fn exact_token(token: &str) -> Exact {
         None => (body, 0),
     };
     let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    if whole.is_empty() || !whole.bytes().chain(fraction.bytes()).all(|b| b.is_ascii_digit()) {
+    if whole.is_empty()
+        || !whole
+            .bytes()
+            .chain(fraction.bytes())
+            .all(|b| b.is_ascii_digit())
+    {
         return Exact::Keep;
     }
     if fraction.is_empty() && exponent == 0 && body.len() == mantissa.len() {
@@ -235,7 +285,11 @@ fn exact_token(token: &str) -> Exact {
     if magnitude <= u128::from(EXACT_IN_F64) {
         return Exact::Keep;
     }
-    Exact::Digits(if negative { format!("-{integer}") } else { integer })
+    Exact::Digits(if negative {
+        format!("-{integer}")
+    } else {
+        integer
+    })
 }
 
 /// The exact decimal digits of `f`, a non-negative integral double (every double of
@@ -255,7 +309,12 @@ fn integer_digits(f: f64) -> Option<String> {
         return Some(((mantissa as u128) >> exponent.unsigned_abs()).to_string());
     }
     // mantissa × 2^exponent, in base 10, least significant digit first.
-    let mut digits: Vec<u8> = mantissa.to_string().bytes().rev().map(|b| b - b'0').collect();
+    let mut digits: Vec<u8> = mantissa
+        .to_string()
+        .bytes()
+        .rev()
+        .map(|b| b - b'0')
+        .collect();
     for _ in 0..exponent {
         let mut carry = 0;
         for digit in &mut digits {
@@ -570,7 +629,12 @@ mod tests {
             let input = std::fs::read_to_string(&input_path).expect("read input");
             let expected =
                 std::fs::read_to_string(dir.join("output").join(name)).expect("read output");
-            assert_eq!(canon(&input), expected.trim_end(), "{}", input_path.display());
+            assert_eq!(
+                canon(&input),
+                expected.trim_end(),
+                "{}",
+                input_path.display()
+            );
             count += 1;
         }
         assert!(count >= 2, "the exact-integer vectors are missing");
@@ -580,10 +644,7 @@ mod tests {
     fn integers_past_two_to_the_53_are_distinct() {
         // Two customers, two keys: RFC 8785 alone gives both the same bytes.
         assert_ne!(canon("9007199254740993"), canon("9007199254740992"));
-        assert_ne!(
-            canon("18446744073709551615"),
-            canon("18446744073709551614")
-        );
+        assert_ne!(canon("18446744073709551615"), canon("18446744073709551614"));
         assert_ne!(canon("1152921504606847000"), canon("1152921504606846976"));
         // Within a double's exact range the spellings of one integer are one number.
         assert_eq!(canon("100"), canon("1e2"));
@@ -594,7 +655,10 @@ mod tests {
     #[test]
     fn integer_literals_that_would_be_rounded_are_refused() {
         for (json, literal) in [
-            ("123456789012345678901234567890", "123456789012345678901234567890"),
+            (
+                "123456789012345678901234567890",
+                "123456789012345678901234567890",
+            ),
             ("{\n \"id\": 18446744073709551617}", "18446744073709551617"),
             ("[-9223372036854775809]", "-9223372036854775809"),
         ] {
@@ -617,12 +681,18 @@ mod tests {
         // prints that double: no value changes, only its spelling.
         assert_eq!(canon("100000000000000000000"), "100000000000000000000");
         assert_eq!(canon("1000000000000000000000"), canon("1e21"));
-        assert_eq!(canon("18446744073709551616"), canon("1.8446744073709552e19"));
+        assert_eq!(
+            canon("18446744073709551616"),
+            canon("1.8446744073709552e19")
+        );
         assert_eq!(
             integer_digits(18446744073709551616.0).as_deref(),
             Some("18446744073709551616")
         );
-        assert_eq!(integer_digits(1e21).as_deref(), Some("1000000000000000000000"));
+        assert_eq!(
+            integer_digits(1e21).as_deref(),
+            Some("1000000000000000000000")
+        );
         assert_eq!(integer_digits(4.0).as_deref(), Some("4"));
         assert_eq!(integer_digits(0.5), None);
     }
@@ -751,5 +821,29 @@ mod tests {
         );
         // And serde_json really is built without arbitrary_precision here.
         assert!(serde_json::from_str::<Value>("1e400").is_err());
+    }
+
+    /// The guard parses arguments once (`parse_canonical`) where it used to write
+    /// their canonical text and read it back: both must give the very same value, or
+    /// normalization and the schema would judge other numbers than the tool gets.
+    #[test]
+    fn parse_canonical_reads_what_the_canonical_text_reads_back_as() {
+        for json in [
+            r#"{"a": 1.0, "b": -0, "c": -0.0, "d": 1e2, "e": 2.5, "f": -7}"#,
+            r#"{"big": 9007199254740993.0, "bigger": 1.5e18, "huge": 1e21, "tiny": 5e-324}"#,
+            r#"{"max": 18446744073709551615, "min": -9223372036854775808, "over": 1e20}"#,
+            r#"[1.0, [2.0, {"x": 3.000}], "1.0", true, null, 0.1]"#,
+            r#"{"s": "\u00e9\ud83d\ude00", "n": {"deep": [4.0e0]}}"#,
+        ] {
+            let read_back: Value = serde_json::from_str(&canon(json)).unwrap();
+            let parsed = parse_canonical(json).unwrap_or_else(|e| panic!("{json}: {e}"));
+            assert_eq!(parsed, read_back, "{json}");
+            assert_eq!(canonicalize(&parsed).unwrap(), canon(json), "{json}");
+        }
+        assert!(
+            parse_canonical(r#"{"a": 1, "a": 2}"#).is_err(),
+            "duplicates"
+        );
+        assert!(parse_canonical("123456789012345678901234567890").is_err());
     }
 }

@@ -810,11 +810,19 @@ fn a_keyed_answer_is_saved_with_the_next_commit_and_an_unkeyed_one_at_once() {
         let retry = b.guard.call(&pay(20)).unwrap();
         assert!(!retry.replayed && retry.outcome.is_success(), "{retry:?}");
         let attempts = payments.attempts()[sent - 2..].to_vec();
-        assert_eq!(attempts.len(), attempts_after_crash, "{class:?}: {attempts:?}");
+        assert_eq!(
+            attempts.len(),
+            attempts_after_crash,
+            "{class:?}: {attempts:?}"
+        );
         if class == ProviderClass::Keyed {
             assert_eq!(attempts[1], attempts[2], "the retry carried the second key");
         }
-        assert_eq!(payments.applied().len(), 4, "{class:?}: two calls, two effects each");
+        assert_eq!(
+            payments.applied().len(),
+            4,
+            "{class:?}: two calls, two effects each"
+        );
         let entry = &b.journal.entries(None, 1).unwrap()[0];
         assert_eq!(entry.state, "completed");
         assert!(entry.effects.iter().all(|e| e.state == "done"));
@@ -833,7 +841,11 @@ fn a_run_whose_effect_a_person_answered_meanwhile_hands_the_tool_the_recorded_an
         held_race(ProviderClass::Unkeyed, &journal, &clock, clock.clone());
     clock.advance(LEASE + Duration::from_secs(1));
     let unresolved = h_unresolved(&journal, &clock);
-    assert_eq!(unresolved.len(), 1, "the stalled run's effect is unresolved");
+    assert_eq!(
+        unresolved.len(),
+        1,
+        "the stalled run's effect is unresolved"
+    );
     journal
         .resolve(
             &unresolved[0].key,
@@ -1842,14 +1854,14 @@ fn a_resolve_is_in_its_calls_operations_with_who_and_what_and_an_abandoned_calls
     );
 
     // Why resolving `effect` is refused.
-    let refused = |effect: &str| {
-        match h
-            .journal
-            .resolve(effect, Resolution::NotPerformed, &Value::Null, &ada(&h, false))
-        {
-            Err(Error::CannotResolve { reason, .. }) => reason,
-            other => panic!("resolving {effect} should be refused: {other:?}"),
-        }
+    let refused = |effect: &str| match h.journal.resolve(
+        effect,
+        Resolution::NotPerformed,
+        &Value::Null,
+        &ada(&h, false),
+    ) {
+        Err(Error::CannotResolve { reason, .. }) => reason,
+        other => panic!("resolving {effect} should be refused: {other:?}"),
     };
     // Resolved already: refused, and nothing more is recorded.
     assert!(refused(&first).contains("definitive answer"));
@@ -1870,7 +1882,13 @@ fn a_resolve_is_in_its_calls_operations_with_who_and_what_and_an_abandoned_calls
 
     // The retry gets the person's answer; nothing is sent again.
     let retry = h.guard.call(&pay(10)).unwrap();
-    assert_eq!(retry.outcome, Outcome::Success { result: json!({"sent": "by hand"}), content: None });
+    assert_eq!(
+        retry.outcome,
+        Outcome::Success {
+            result: json!({"sent": "by hand"}),
+            content: None
+        }
+    );
     assert_eq!(sms.attempts().len(), 2, "one attempt per call");
 }
 

@@ -19,6 +19,7 @@ mod effect;
 mod heartbeat;
 mod invocation;
 mod prepare;
+mod replayed_keys;
 mod runner;
 mod settle;
 
@@ -50,6 +51,7 @@ use effect::{EffectSession, RunStart};
 use heartbeat::Heartbeats;
 use invocation::InvocationGuard;
 use prepare::{Prepared, prepare};
+use replayed_keys::ReplayedKeys;
 
 /// What every run's effect guard shares: the journal, the providers, the clock and
 /// the retry policy.
@@ -84,6 +86,8 @@ pub(crate) struct Guard {
     heartbeats: Arc<Heartbeats>,
     /// In-process duplicates of a running key wait here.
     waiters: InvocationGuard,
+    /// Calls that replayed lately: a further retry is prepared by a lookup.
+    replayed: ReplayedKeys,
     /// This host's lease owner prefix; each run adds a counter.
     owner: String,
     runs: AtomicU64,
@@ -102,6 +106,7 @@ impl Guard {
             runner,
             policy,
             waiters: InvocationGuard::default(),
+            replayed: ReplayedKeys::default(),
             owner: owner_id(),
             runs: AtomicU64::new(0),
         }
@@ -125,7 +130,7 @@ impl Guard {
 
     /// The invocation key a call would run under, without running anything.
     pub(crate) fn key_for(&self, request: &CallRequest) -> Result<InvocationKey> {
-        Ok(prepare(&*self.runner, request)?.key)
+        Ok(prepare(&*self.runner, request, None)?.key)
     }
 
     /// Calls a tool under the guard: runs it the first time, replays the saved
@@ -133,8 +138,8 @@ impl Guard {
     /// with different arguments.
     pub(crate) fn call(&self, request: &CallRequest) -> Result<CallResponse> {
         let metrics = &self.shared.metrics;
-        let prepared =
-            prepare(&*self.runner, request).inspect_err(|e| metrics.refused(e.kind()))?;
+        let prepared = prepare(&*self.runner, request, Some(&self.replayed))
+            .inspect_err(|e| metrics.refused(e.kind()))?;
         let _in_flight = metrics.in_flight();
         let counters = metrics.tool(&prepared.tool.name);
         // Every log line of the call names its key (JUSTONCE_LOG_FORMAT=json), and the
@@ -283,7 +288,10 @@ impl Guard {
                         None => continue,
                     }
                 }
-                BeginOutcome::Replay(stored) => return replayed(prepared.key, &stored),
+                BeginOutcome::Replay(stored) => {
+                    self.replayed.remember(request, &prepared);
+                    return replayed(prepared.key, &stored);
+                }
                 // Same key, other arguments: nothing runs, nothing is stored.
                 BeginOutcome::Mismatch(key) => return Err(Error::Mismatch { key }),
                 // Running in another process (or host): poll the journal.

@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::replayed_keys::ReplayedKeys;
 use super::runner::{Runner, ToolSpec};
 use crate::call::CallRequest;
 use crate::error::{Error, Result};
@@ -24,8 +25,13 @@ pub(crate) struct Prepared {
     pub principal: Option<String>,
 }
 
-/// Checks `request` against its tool and computes its key.
-pub(crate) fn prepare(runner: &dyn Runner, request: &CallRequest) -> Result<Prepared> {
+/// Checks `request` against its tool and computes its key; a call `replayed`
+/// remembers is taken from there.
+pub(crate) fn prepare(
+    runner: &dyn Runner,
+    request: &CallRequest,
+    replayed: Option<&ReplayedKeys>,
+) -> Result<Prepared> {
     let tool = runner
         .tool(&request.tool)
         .ok_or_else(|| Error::UnknownTool {
@@ -43,14 +49,16 @@ pub(crate) fn prepare(runner: &dyn Runner, request: &CallRequest) -> Result<Prep
             request.arguments.len()
         )));
     }
-    // Canonicalizing the text (not a parsed value) also refuses duplicate keys, which
-    // a parser would silently collapse.
-    let given =
-        crate::jcs::canonicalize_str(&request.arguments).map_err(|e| invalid(e.to_string()))?;
-    let parse = |text: &str| -> Result<Value> {
-        serde_json::from_str(text).map_err(|e| invalid(format!("not valid JSON: {e}")))
+    if let Some(prepared) = replayed.and_then(|r| r.recall(&tool, request)) {
+        return Ok(prepared);
+    }
+    // Parsed once, as its canonical form reads back (the canonical text is written
+    // once, after normalization); the strict parser also refuses duplicate keys,
+    // which serde_json alone would silently collapse.
+    let parse = || -> Result<Value> {
+        crate::jcs::parse_canonical(&request.arguments).map_err(|e| invalid(e.to_string()))
     };
-    let args = parse(&given)?;
+    let args = parse()?;
     if !args.is_object() {
         return Err(invalid("arguments must be a JSON object".into()));
     }
@@ -66,7 +74,7 @@ pub(crate) fn prepare(runner: &dyn Runner, request: &CallRequest) -> Result<Prep
                 NormalizeError::Undeclared { path, .. } => Some(path.as_str()),
                 _ => None,
             };
-            if let Err(more) = tool.schema.check_besides(&parse(&given)?, reported) {
+            if let Err(more) = tool.schema.check_besides(&parse()?, reported) {
                 reason = format!("{reason}; and the arguments {more}");
             }
             return Err(invalid(reason));
@@ -120,7 +128,7 @@ mod tests {
         });
         ScriptedRunner::tool(&mut runner, "refund", schema, |_, _| returned(json!({})));
         let request = CallRequest::new("refund", r#"{"customer_id": "x", "extra": 1}"#);
-        let Err(Error::InvalidArguments { reason, .. }) = prepare(&runner, &request) else {
+        let Err(Error::InvalidArguments { reason, .. }) = prepare(&runner, &request, None) else {
             panic!("expected invalid arguments");
         };
         assert!(reason.contains("/extra"), "{reason}");
@@ -130,7 +138,7 @@ mod tests {
         assert_eq!(reason.matches("extra").count(), 1, "{reason}");
         // A second undeclared property, which the first report does not name, is.
         let request = CallRequest::new("refund", r#"{"extra": 1, "more": 2}"#);
-        let Err(Error::InvalidArguments { reason, .. }) = prepare(&runner, &request) else {
+        let Err(Error::InvalidArguments { reason, .. }) = prepare(&runner, &request, None) else {
             panic!("expected invalid arguments");
         };
         assert!(reason.contains("more"), "{reason}");

@@ -93,6 +93,7 @@ pub(super) fn begin_attempt_in(
 /// one in that case (`None`: this one was saved).
 pub(super) fn finish(
     conn: &Connection,
+    invocation: &InvocationKey,
     key: &EffectKey,
     response: &str,
     now: i64,
@@ -101,27 +102,40 @@ pub(super) fn finish(
     // answered after the run that took over recorded the same answer.
     let saved = conn
         .prepare_cached(
-            "UPDATE effects SET state = 'done', response = ?2, updated_at = ?3
-              WHERE key = ?1 AND state = 'pending'",
+            "UPDATE effects SET state = 'done', response = ?3, updated_at = ?4
+              WHERE invocation_key = ?1 AND key = ?2 AND state = 'pending'",
         )?
-        .execute(params![key.as_str(), response, now])?;
+        .execute(params![invocation.as_str(), key.as_str(), response, now])?;
     if saved == 1 {
         return Ok(None);
     }
-    conn.prepare_cached("SELECT response FROM effects WHERE key = ?1 AND state = 'done'")?
-        .query_row(params![key.as_str()], |r| r.get::<_, Option<String>>(0))
-        .optional()
-        .map(Option::flatten)
+    conn.prepare_cached(
+        "SELECT response FROM effects
+          WHERE invocation_key = ?1 AND key = ?2 AND state = 'done'",
+    )?
+    .query_row(params![invocation.as_str(), key.as_str()], |r| {
+        r.get::<_, Option<String>>(0)
+    })
+    .optional()
+    .map(Option::flatten)
 }
 
-/// Saves a run's deferred answers of keyed effects (see [`DeferredAnswer`]), each
-/// only if its effect is still pending: the first answer stays.
+/// Saves a run's deferred answers of keyed effects of `invocation` (see
+/// [`DeferredAnswer`]), each only if its effect is still pending: the first answer
+/// stays.
 pub(super) fn finish_deferred(
     conn: &Connection,
+    invocation: &InvocationKey,
     deferred: &[DeferredAnswer],
 ) -> rusqlite::Result<()> {
     for answer in deferred {
-        finish(conn, &answer.key, &answer.answer.to_stored(), answer.at)?;
+        finish(
+            conn,
+            invocation,
+            &answer.key,
+            &answer.answer.to_stored(),
+            answer.at,
+        )?;
     }
     Ok(())
 }
@@ -139,9 +153,11 @@ pub(super) fn renew_lease_in(
         "UPDATE invocations SET lease_expires_at = ?3
           WHERE key = ?1 AND lease_owner = ?2 AND state = 'running'"
     };
-    let n = conn
-        .prepare_cached(sql)?
-        .execute(params![invocation.as_str(), lease.owner, lease.until])?;
+    let n = conn.prepare_cached(sql)?.execute(params![
+        invocation.as_str(),
+        lease.owner,
+        lease.until
+    ])?;
     Ok(n == 1)
 }
 
@@ -224,7 +240,7 @@ pub(super) fn perform_transactional_in(
         // Rolls the whole transaction back: no record, nothing performed.
         Err(reason) => return Ok(Err(Refusal::NotPerformed(reason))),
     };
-    finish(tx, &key, &answer.to_stored(), effect.now)?;
+    finish(tx, effect.invocation, &key, &answer.to_stored(), effect.now)?;
     Ok(Ok(answer))
 }
 
@@ -244,14 +260,15 @@ pub(super) fn count_from(
 /// Marks an effect's last attempt as known not performed, with the reason.
 pub(super) fn not_performed_in(
     conn: &Connection,
+    invocation: &InvocationKey,
     key: &EffectKey,
     reason: &str,
     now: i64,
 ) -> rusqlite::Result<()> {
     conn.execute(
-        "UPDATE effects SET resolution = 'not_performed', last_error = ?2, updated_at = ?3
-          WHERE key = ?1 AND state = 'pending'",
-        params![key.as_str(), reason, now],
+        "UPDATE effects SET resolution = 'not_performed', last_error = ?3, updated_at = ?4
+          WHERE invocation_key = ?1 AND key = ?2 AND state = 'pending'",
+        params![invocation.as_str(), key.as_str(), reason, now],
     )?;
     Ok(())
 }
@@ -259,13 +276,15 @@ pub(super) fn not_performed_in(
 /// Notes why the last attempt's outcome is unknown.
 pub(super) fn note_error_in(
     conn: &Connection,
+    invocation: &InvocationKey,
     key: &EffectKey,
     error: &str,
     now: i64,
 ) -> rusqlite::Result<()> {
     conn.execute(
-        "UPDATE effects SET last_error = ?2, updated_at = ?3 WHERE key = ?1",
-        params![key.as_str(), error, now],
+        "UPDATE effects SET last_error = ?3, updated_at = ?4
+          WHERE invocation_key = ?1 AND key = ?2",
+        params![invocation.as_str(), key.as_str(), error, now],
     )?;
     Ok(())
 }

@@ -473,7 +473,7 @@ impl Journal for SqliteJournal {
     ) -> Result<std::result::Result<(EffectKey, u32), Refusal>> {
         let claimed = self.grouped(|conn| {
             let claimed = effects::claim_in(conn, effect, lease, unjournaled)?;
-            effects::finish_deferred(conn, deferred)?;
+            effects::finish_deferred(conn, effect.invocation, deferred)?;
             // A refused claim wrote nothing of its own; the deferred answers still
             // count.
             let keep = claimed.is_ok() || !deferred.is_empty();
@@ -513,7 +513,7 @@ impl Journal for SqliteJournal {
         now: i64,
     ) -> Result<bool> {
         self.fenced(invocation, lease, |tx| {
-            effects::note_error_in(tx, key, error, now)
+            effects::note_error_in(tx, invocation, key, error, now)
         })
     }
 
@@ -527,7 +527,7 @@ impl Journal for SqliteJournal {
     ) -> Result<Option<Answer>> {
         self.grouped(|conn| {
             let held = effects::renew_lease_in(conn, invocation, lease)?;
-            let recorded = effects::finish(conn, key, &answer.to_stored(), now)?;
+            let recorded = effects::finish(conn, invocation, key, &answer.to_stored(), now)?;
             Ok((held.then(|| answer.or_recorded(recorded)), true))
         })
     }
@@ -541,7 +541,7 @@ impl Journal for SqliteJournal {
         now: i64,
     ) -> Result<bool> {
         self.fenced(invocation, lease, |tx| {
-            effects::not_performed_in(tx, key, reason, now)
+            effects::not_performed_in(tx, invocation, key, reason, now)
         })
     }
 
@@ -559,7 +559,7 @@ impl Journal for SqliteJournal {
     ) -> Result<bool> {
         let saved = self.grouped(|conn| {
             let saved = invocations::complete_in(conn, key, owner, outcome, now)?;
-            effects::finish_deferred(conn, deferred)?;
+            effects::finish_deferred(conn, key, deferred)?;
             Ok((saved, true))
         })?;
         if saved {
@@ -591,7 +591,7 @@ impl Journal for SqliteJournal {
         self.write(|conn| {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let suspended = invocations::suspend_in(&tx, key, owner, now)?;
-            effects::finish_deferred(&tx, deferred)?;
+            effects::finish_deferred(&tx, key, deferred)?;
             tx.commit()?;
             Ok(suspended)
         })

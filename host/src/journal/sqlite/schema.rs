@@ -4,7 +4,7 @@ use rusqlite::Connection;
 
 /// Each entry migrates from version `index` to `index + 1`. Append only: a released
 /// migration is never edited.
-const MIGRATIONS: &[&str] = &[
+pub(super) const MIGRATIONS: &[&str] = &[
     // 0 -> 1: invocations, tool-call-id aliases and effects.
     r#"
     CREATE TABLE invocations (
@@ -121,6 +121,48 @@ const MIGRATIONS: &[&str] = &[
     // digest, a roll-out shows which build ran each call).
     r#"
     ALTER TABLE invocations ADD COLUMN component TEXT;
+    "#,
+    // 7 -> 8: fewer pages per commit again (see `pages_per_commit` in the tests of
+    // `journal::sqlite`): the call path's writes touch only B-trees a call needs.
+    // `invocations_by_age` goes: a record is appended to the table in the order it
+    // was created already, `gc` reads every record anyway (each has its own window)
+    // and `journal` lists the newest after one pass over the table, off the call
+    // path. Effects are kept in the order of their primary key, their invocation
+    // and position, without a rowid: one B-tree instead of three (the table, its key
+    // and its position). An effect is found by its invocation and key (a few rows);
+    // only an operator's `resolve`, which names the effect key alone, reads the table.
+    r#"
+    DROP INDEX invocations_by_age;
+
+    CREATE TABLE effects_v8 (
+        key            TEXT NOT NULL,
+        invocation_key TEXT NOT NULL REFERENCES invocations (key) ON DELETE CASCADE,
+        seq            INTEGER NOT NULL,
+        provider       TEXT NOT NULL,
+        class          TEXT NOT NULL,
+        operation      TEXT NOT NULL,
+        fingerprint    TEXT NOT NULL,
+        state          TEXT NOT NULL CHECK (state IN ('pending', 'done')),
+        attempts       INTEGER NOT NULL DEFAULT 0,
+        response       TEXT,
+        last_error     TEXT,
+        created_at     INTEGER NOT NULL,
+        updated_at     INTEGER NOT NULL,
+        resolution     TEXT CHECK (resolution IN ('performed', 'not_performed')),
+        resolved_at    INTEGER,
+        PRIMARY KEY (invocation_key, seq)
+    ) STRICT, WITHOUT ROWID;
+    INSERT INTO effects_v8 (key, invocation_key, seq, provider, class, operation,
+                            fingerprint, state, attempts, response, last_error,
+                            created_at, updated_at, resolution, resolved_at)
+        SELECT key, invocation_key, seq, provider, class, operation, fingerprint, state,
+               attempts, response, last_error, created_at, updated_at, resolution,
+               resolved_at
+          FROM effects;
+    DROP TABLE effects;
+    ALTER TABLE effects_v8 RENAME TO effects;
+    CREATE INDEX effects_unresolved ON effects (updated_at)
+        WHERE state = 'pending' AND class = 'unkeyed' AND resolution IS NULL;
     "#,
 ];
 
