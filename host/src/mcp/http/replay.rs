@@ -16,11 +16,12 @@
 //!   lives in the session's entry and ends with it.
 
 use std::collections::VecDeque;
-use std::fmt::Write as _;
 use std::sync::{Mutex, MutexGuard};
 
 use bytes::Bytes;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+use super::streams::event;
 
 /// How long a client waits before reconnecting, sent as `retry:` on the priming
 /// event (milliseconds).
@@ -190,13 +191,7 @@ impl EventLog {
         let Some(open) = record.stream(stream) else {
             return;
         };
-        let mut frame = String::new();
-        let _ = write!(
-            frame,
-            "id: {}\nevent: message\ndata: {message}\n\n",
-            self.id(stream, open.next_seq())
-        );
-        let frame = Bytes::from(frame);
+        let frame = event(Some(&self.id(stream, open.next_seq())), message);
         if let Some(listener) = &open.listener
             && listener.send(frame.clone()).is_err()
         {
@@ -263,16 +258,6 @@ impl EventLog {
         });
         Ok((Bytes::from(replay), live))
     }
-}
-
-/// A fresh random session tag, hex.
-pub(crate) fn random_tag() -> Result<String, getrandom::Error> {
-    let mut secret = [0u8; 8];
-    getrandom::fill(&mut secret)?;
-    Ok(secret.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    }))
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::replay::{EventLog, ReplayCaps, random_tag};
+use super::replay::{EventLog, ReplayCaps};
 use crate::mcp::session::Era;
 
 struct Entry {
@@ -91,13 +91,9 @@ impl Sessions {
 
     /// Opens a session of `principal` speaking `era` at `now`; its id.
     pub fn open(&self, principal: &str, era: Era, now: Instant) -> Result<String, Refused> {
-        let mut secret = [0u8; 16];
-        getrandom::fill(&mut secret).map_err(|_| Refused::Random)?;
-        let id = secret.iter().fold(String::new(), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        });
-        let tag = random_tag().map_err(|_| Refused::Random)?;
+        let id = random_hex::<16>()?;
+        // Names the session's event ids (see `replay`).
+        let tag = random_hex::<8>()?;
         let mut table = self.lock();
         let mine = table.values().filter(|e| e.principal == principal).count();
         if mine >= self.per_principal || table.len() >= self.cap {
@@ -172,6 +168,16 @@ impl Sessions {
             false
         }
     }
+}
+
+/// `N` fresh random bytes, as lowercase hex.
+fn random_hex<const N: usize>() -> Result<String, Refused> {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).map_err(|_| Refused::Random)?;
+    Ok(bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    }))
 }
 
 #[cfg(test)]

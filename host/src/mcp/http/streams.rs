@@ -28,7 +28,7 @@ impl Streams {
     /// Sends `message` as an event on every open stream, and forgets the streams
     /// whose client hung up.
     pub fn send(&self, message: &serde_json::Value) {
-        let event = event(message);
+        let event = event(None, message);
         self.lock()
             .retain(|_, stream| stream.send(event.clone()).is_ok());
     }
@@ -44,9 +44,11 @@ impl Streams {
     }
 }
 
-/// `message` as one `message` event of `text/event-stream`.
-pub(crate) fn event(message: &serde_json::Value) -> Bytes {
-    Bytes::from(format!("event: message\ndata: {message}\n\n"))
+/// `message` as one `message` event of `text/event-stream`, under `id` if it has
+/// one (a stream that can be resumed).
+pub(crate) fn event(id: Option<&str>, message: &serde_json::Value) -> Bytes {
+    let id = id.map(|id| format!("id: {id}\n")).unwrap_or_default();
+    Bytes::from(format!("{id}event: message\ndata: {message}\n\n"))
 }
 
 #[cfg(test)]
@@ -60,8 +62,8 @@ mod tests {
         let mut a = streams.open("a");
         let mut b = streams.open("b");
         streams.send(&json!({"n": 1}));
-        assert_eq!(a.try_recv().unwrap(), event(&json!({"n": 1})));
-        assert_eq!(b.try_recv().unwrap(), event(&json!({"n": 1})));
+        assert_eq!(a.try_recv().unwrap(), event(None, &json!({"n": 1})));
+        assert_eq!(b.try_recv().unwrap(), event(None, &json!({"n": 1})));
         drop(b);
         streams.close("a");
         assert!(a.try_recv().is_err(), "closed: the stream ends");
