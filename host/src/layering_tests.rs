@@ -10,6 +10,7 @@ const LAYERS: &[&[&str]] = &[
     &[
         "main", "lib", "cli", "console", "mcp", "replay", "delivery", "sim",
     ],
+    &["serving"],
     &["config", "builder", "host"],
     &["guard"],
     &[

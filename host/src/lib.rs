@@ -54,6 +54,7 @@ mod replay;
 mod retention;
 mod retry;
 mod runtime;
+mod serving;
 mod sim;
 
 #[cfg(test)]
@@ -88,6 +89,7 @@ pub fn main_cli() -> std::process::ExitCode {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::auth::oauth;
+    pub use crate::auth::tokens;
     pub use crate::console::{Console, DEFAULT_TTL_MS as CONSOLE_SESSION_TTL_MS};
     pub use crate::delivery::{Deliverer, DeliveryOutcome, DeliveryPolicy};
     pub use crate::examples::{ALL as EXAMPLE_TOOLS, SEND_RECEIPT};
@@ -96,11 +98,7 @@ pub mod __private {
     pub use crate::http::local_api::{Behaviour, LocalApi};
     pub use crate::journal::CURRENT_VERSION;
     pub use crate::journal::postgres::testing as postgres_testing;
-    pub use crate::mcp::http::{
-        METRICS_PATH, MetricsRunning, MetricsServer, OAuth, PlainRequest, PlainResponse, Routes,
-        Running, TOO_MANY_CALLS,
-    };
-    pub use crate::mcp::tokens;
+    pub use crate::mcp::http::{Running, TOO_MANY_CALLS};
     pub use crate::mcp::{
         Catalog, HttpOptions, HttpServer, LIST_CHANGED, MAX_QUEUED_CALLS, Server, ServerConfig,
     };
@@ -109,5 +107,8 @@ pub mod __private {
     pub use crate::registry::testing::TestRegistry;
     pub use crate::runtime::CONCURRENT_CALLS;
     pub use crate::runtime::CacheStats;
+    pub use crate::serving::{
+        METRICS_PATH, MetricsRunning, MetricsServer, OAuth, PlainRequest, PlainResponse, Routes,
+    };
     pub use crate::sim::{FaultKind, JournalKind, Options, Report, StoreError, run};
 }

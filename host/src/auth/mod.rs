@@ -1,4 +1,6 @@
-//! Who is calling, when the caller proves it with something other than a token of
-//! the tokens file: today an OAuth 2.1 access token ([`oauth`]).
+//! Who is calling: a bearer token of the tokens file ([`tokens`]), each naming a
+//! principal and its role, or an OAuth 2.1 access token of a configured issuer
+//! ([`oauth`]).
 
 pub mod oauth;
+pub mod tokens;

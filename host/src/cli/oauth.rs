@@ -11,11 +11,12 @@ use clap::Args;
 
 use super::Cli;
 use crate::auth::oauth::{OAuthSettings, Validator};
+use crate::auth::tokens::Role;
 use crate::clock::Clock;
 use crate::config::OAuthConfig;
 use crate::error::Error;
-use crate::mcp::http::{ENDPOINT, OAuth};
-use crate::mcp::tokens::Role;
+use crate::mcp::http::ENDPOINT;
+use crate::serving::OAuth;
 
 /// The `--oauth-*` flags of `serve`; each wins over the same key of `[oauth]` in
 /// justonce.toml.

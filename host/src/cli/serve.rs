@@ -10,13 +10,13 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{Cli, exit, watch};
+use crate::auth::tokens::Tokens;
 use crate::console::{Console, DEFAULT_TTL_MS as CONSOLE_SESSION_TTL_MS};
 use crate::delivery::Deliverer;
 use crate::error::Error;
 use crate::host::Host;
-use crate::mcp::http::{MetricsRunning, MetricsServer};
-use crate::mcp::tokens::Tokens;
 use crate::mcp::{HttpOptions, HttpServer, Server, ServerConfig, Shutdown};
+use crate::serving::{MetricsRunning, MetricsServer};
 
 /// Serve the tools over MCP: on stdin/stdout, or with --http on Streamable HTTP.
 ///

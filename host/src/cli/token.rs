@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use super::{Cli, exit, print_json};
+use crate::auth::tokens::{self, Role, TokenError};
 use crate::error::Error;
-use crate::mcp::tokens::{self, Role, TokenError};
 
 /// Issue, list and revoke the bearer tokens of `serve --http`.
 ///

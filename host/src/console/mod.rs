@@ -31,13 +31,13 @@ use self::html::ROOT;
 use self::pages::Act;
 use self::sessions::{BrowserSession, BrowserSessions};
 use self::view::{Filters, MAX_LIMIT};
+use crate::auth::tokens::Tokens;
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::host::Host;
 use crate::journal::{Journal, Operated, Operator, Resolution, Selection};
 use crate::keys::InvocationKey;
-use crate::mcp::http::{PlainRequest, PlainResponse, Routes};
-use crate::mcp::tokens::Tokens;
+use crate::serving::{PlainRequest, PlainResponse, Routes};
 
 pub use self::sessions::DEFAULT_TTL_MS;
 

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
 
-use crate::mcp::tokens::Role;
+use crate::auth::tokens::Role;
 
 /// How long a session lasts from its login: eight hours.
 pub const DEFAULT_TTL_MS: i64 = 8 * 3600 * 1000;

@@ -2,7 +2,8 @@
 //!
 //! Two transports over one protocol implementation: JSON-RPC 2.0 over stdio, one
 //! message per line (only protocol messages go to the output, logs go to stderr), and
-//! Streamable HTTP with bearer tokens ([`http`], [`tokens`]). It speaks the `initialize` handshake (revisions
+//! Streamable HTTP with bearer tokens ([`http`], on [`crate::serving`], with
+//! [`crate::auth::tokens`]). It speaks the `initialize` handshake (revisions
 //! 2024-11-05 to 2025-11-25; a client asking for another gets 2025-11-25) and the
 //! stateless revision 2026-07-28 (`server/discover`, the version in every request's
 //! `_meta`), whichever the client opens with.
@@ -43,7 +44,6 @@ pub mod http;
 pub mod protocol;
 mod server;
 mod session;
-pub mod tokens;
 pub mod tools;
 
 pub use catalog::{Catalog, LIST_CHANGED};

@@ -9,10 +9,7 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::mpsc::unbounded_channel;
 
-use super::admission::Permit;
-use super::checks::{Caller, caller};
 use super::sessions::{Found, Refused};
-use super::wire::{Head, Kind, Response};
 use super::{ENDPOINT, HttpServer};
 use crate::auth::oauth::TokenRefused;
 use crate::call::CallRequest;
@@ -23,6 +20,9 @@ use crate::mcp::protocol::{
 };
 use crate::mcp::session::{Dispatch, Era, Session};
 use crate::mcp::{Server, Shutdown};
+use crate::serving::admission::Permit;
+use crate::serving::checks::{Caller, caller};
+use crate::serving::wire::{Head, Kind, Response};
 
 /// JSON-RPC code of a request refused because its principal has too many calls in
 /// flight or sessions open.

@@ -20,9 +20,9 @@
 //!   repeat its version, method and tool in `MCP-Protocol-Version`, `Mcp-Method` and
 //!   `Mcp-Name`.
 //! - `GET /metrics` serves the host's counters in Prometheus' text format
-//!   (`scrape.rs`), to any valid token.
+//!   (`crate::serving::scrape`), to any valid token.
 //! - Every request needs `Authorization: Bearer <token>` from the tokens file
-//!   ([`crate::mcp::tokens`]), or, with [`HttpServer::with_oauth`], an OAuth access
+//!   ([`crate::auth::tokens`]), or, with [`HttpServer::with_oauth`], an OAuth access
 //!   token of the configured issuer ([`crate::auth::oauth`]); the token names the
 //!   principal, and the principal is part of the scope of every key its calls run
 //!   under. Missing or refused: `401` with `WWW-Authenticate` (naming the Protected
@@ -45,17 +45,10 @@
 //! - Other [`Routes`] (the console) may be served beside `/mcp`, or alone
 //!   ([`HttpServer::routes_only`]), behind the same origin checks, caps and deadlines.
 
-mod admission;
-mod checks;
-mod connections;
-mod deadline;
 mod exchange;
 mod replay;
-mod routes;
-mod scrape;
 mod sessions;
 mod streams;
-mod wire;
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -68,24 +61,23 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use tokio::sync::watch;
 
-pub use checks::OAuth;
 pub use exchange::TOO_MANY_CALLS;
 pub use replay::ReplayCaps;
-pub use routes::{PlainRequest, PlainResponse, Routes};
-pub use scrape::{METRICS_PATH, MetricsRunning, MetricsServer};
 
-use self::admission::Admission;
-use self::checks::Origins;
-use self::connections::Connections;
-use self::deadline::{Bounds, Deadlined, Phase};
 use self::exchange::{Admitted, refusal};
 use self::sessions::Sessions;
 use self::streams::Streams;
-use self::wire::{Head, Payload};
 use super::Server;
 use super::protocol::INVALID_REQUEST;
-use super::tokens::Tokens;
 use crate::auth::oauth;
+use crate::auth::tokens::Tokens;
+use crate::serving::admission::Admission;
+use crate::serving::checks::{OAuth, Origins};
+use crate::serving::connections::Connections;
+use crate::serving::deadline::{Bounds, Deadlined, Phase};
+use crate::serving::scrape;
+use crate::serving::wire::{self, Head, Payload};
+use crate::serving::{PlainRequest, Routes};
 
 /// The path of the MCP endpoint.
 pub const ENDPOINT: &str = "/mcp";

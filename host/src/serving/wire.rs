@@ -1,5 +1,6 @@
-//! What the MCP exchange sees of HTTP: a request head (from hyper's parsed request),
-//! and a response to send as JSON, as a one-event SSE stream, or empty.
+//! What an endpoint (the MCP exchange, the console, `/metrics`) sees of HTTP: a
+//! request head (from hyper's parsed request), and a response to send as JSON, as an
+//! SSE stream, as text, or empty.
 //!
 //! hyper does the HTTP/1.1 itself: parsing, `Content-Length` and chunked framing,
 //! keep-alive, `Expect: 100-continue`, and the caps on head size and header count.

@@ -5,7 +5,7 @@
 
 use super::wire::Head;
 use crate::auth::oauth::{TokenRefused, Validator};
-use crate::mcp::tokens::{Role, Tokens};
+use crate::auth::tokens::{Holder, Role, Tokens};
 
 /// The server as an OAuth 2.1 resource server: the access tokens it accepts beside
 /// the tokens file's, and the role their holders get.
@@ -120,7 +120,7 @@ pub(crate) fn caller(head: &Head, tokens: &Tokens, oauth: Option<&OAuth>) -> Cal
         (Some(holder), _) => holder,
         (None, None) => return Caller::Unknown,
         (None, Some(oauth)) => match oauth.validator.validate(token) {
-            Ok(grant) => crate::mcp::tokens::Holder {
+            Ok(grant) => Holder {
                 name: grant.principal,
                 role: oauth.role,
             },

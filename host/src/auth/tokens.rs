@@ -1,5 +1,5 @@
-//! Bearer tokens for MCP over HTTP: each names a principal, the caller whose calls
-//! are keyed apart from everyone else's.
+//! Bearer tokens for MCP over HTTP, the console and `/metrics`: each names a
+//! principal, the caller whose calls are keyed apart from everyone else's.
 //!
 //! The tokens file is JSON, `{"tokens": [{"name", "sha256", "created_at_ms", "role"}]}`:
 //! only the SHA-256 of each token is stored, so the file does not let its reader call.

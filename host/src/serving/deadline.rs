@@ -2,8 +2,8 @@
 //! itself: a connection idle between requests past its bound is closed quietly; one
 //! that began a request head and did not finish it in time gets `408` and is closed.
 //! While a request is being answered (its body read, its call run) the socket has no
-//! read deadline: the body has its own (see [`super::HttpServer`]), and a call runs
-//! as long as it runs.
+//! read deadline: the body has its own, set where it is read, and a call runs as long
+//! as it runs.
 
 use std::io;
 use std::pin::Pin;

@@ -14,11 +14,9 @@ use hyper::service::service_fn;
 use tokio::sync::{Semaphore, watch};
 
 use super::checks::{Caller, caller};
-use super::exchange::refusal;
 use super::wire::{Head, Kind, Response};
+use crate::auth::tokens::Tokens;
 use crate::host::Host;
-use crate::mcp::protocol::INVALID_REQUEST;
-use crate::mcp::tokens::Tokens;
 use crate::metrics::text::CONTENT_TYPE;
 
 /// The path the metrics are served at.
@@ -29,6 +27,20 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connections a metrics listener serves at once; more wait to be accepted.
 const MAX_CONNECTIONS: usize = 16;
+
+/// JSON-RPC's "Invalid Request" code, which `/mcp`'s refusals carry too.
+const INVALID_REQUEST: i64 = -32600;
+
+/// A refusal with the body `/mcp`'s refusals have (a JSON-RPC error without an id),
+/// so a client reads one shape of error from the server whichever path it asked.
+fn refusal(status: u16, message: &str) -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": { "code": INVALID_REQUEST, "message": message },
+    });
+    Response::message(status, Kind::Json, &body)
+}
 
 /// Whether `path` (with any query) is the metrics path.
 pub(crate) fn is_metrics(path: &str) -> bool {
@@ -44,13 +56,13 @@ pub(crate) fn answer(host: &Host, head: &Head, tokens: Option<&Tokens>) -> Respo
             // Prometheus).
             Caller::Principal(_) | Caller::NotAgent(_) => {}
             Caller::Anonymous => {
-                return refusal(401, None, INVALID_REQUEST, "a bearer token is required")
+                return refusal(401, "a bearer token is required")
                     .with("www-authenticate", "Bearer realm=\"justonce\"");
             }
             // An OAuth access token does not read the figures: a token of the file does.
             Caller::Unknown | Caller::Refused(_) => {
                 tracing::warn!("a scrape of /metrics with an unknown bearer token was refused");
-                return refusal(401, None, INVALID_REQUEST, "the bearer token is not valid").with(
+                return refusal(401, "the bearer token is not valid").with(
                     "www-authenticate",
                     "Bearer realm=\"justonce\", error=\"invalid_token\"",
                 );
@@ -58,7 +70,7 @@ pub(crate) fn answer(host: &Host, head: &Head, tokens: Option<&Tokens>) -> Respo
         }
     }
     if head.method != "GET" {
-        return refusal(405, None, INVALID_REQUEST, "GET /metrics").with("allow", "GET");
+        return refusal(405, "GET /metrics").with("allow", "GET");
     }
     // The gauges read the journal (a query, or a round trip to PostgreSQL).
     let text = tokio::task::block_in_place(|| host.metrics_text());
@@ -140,12 +152,7 @@ impl MetricsServer {
                             let response = if is_metrics(&head.path) {
                                 answer(&server.host, &head, server.tokens.as_ref())
                             } else {
-                                refusal(
-                                    404,
-                                    None,
-                                    INVALID_REQUEST,
-                                    "this listener serves /metrics only",
-                                )
+                                refusal(404, "this listener serves /metrics only")
                             };
                             Ok::<_, std::convert::Infallible>(response.into_hyper(false))
                         }

@@ -1,5 +1,6 @@
-//! Pages served beside `/mcp` by the same server (the console): whole requests in,
-//! whole responses out, after the same origin checks, caps and deadlines as MCP's.
+//! Pages served beside `/mcp` by the same server, or by a server of their own (the
+//! console): whole requests in, whole responses out, after the same origin checks,
+//! caps and deadlines as MCP's.
 
 /// A request to one of the [`Routes`], its body read whole.
 #[derive(Debug)]

@@ -1,0 +1,28 @@
+//! The HTTP server layer under every endpoint this host answers (inbound HTTP; the
+//! outbound client is [`crate::http`]): hyper's HTTP/1.1 on tokio, and what every
+//! endpoint gets from it alike. MCP's Streamable HTTP (`crate::mcp::http`), the
+//! console (`crate::console`) and `/metrics` sit on top of it.
+//!
+//! - [`wire`]: a request head as the endpoints read it, and a response to send (JSON,
+//!   an SSE stream, text, or a body of its own type).
+//! - [`connections`]: the open connections, and the cap on those that have not yet
+//!   sent an authenticated request.
+//! - [`deadline`]: the time a client gets to send a request, on the socket itself.
+//! - [`admission`]: the per-principal cap on calls in flight (the `429`s).
+//! - [`checks`]: `Origin` and `Host` against DNS rebinding, and who is calling (a
+//!   bearer token of the tokens file, or an OAuth access token).
+//! - [`Routes`]: pages served whole beside the MCP endpoint, or alone (the console).
+//! - [`scrape`]: `GET /metrics` in Prometheus' text format, on the MCP server's
+//!   listener or one of its own ([`MetricsServer`]).
+
+pub(crate) mod admission;
+pub(crate) mod checks;
+pub(crate) mod connections;
+pub(crate) mod deadline;
+mod routes;
+pub(crate) mod scrape;
+pub(crate) mod wire;
+
+pub use checks::OAuth;
+pub use routes::{PlainRequest, PlainResponse, Routes};
+pub use scrape::{METRICS_PATH, MetricsRunning, MetricsServer};
