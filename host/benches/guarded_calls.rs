@@ -27,7 +27,8 @@
 //! the median of the per-round ratios. `JUSTONCE_BENCH_SCALE` (default 1.0) scales
 //! rounds and durations; `JUSTONCE_BENCH_PROFILE=bare|echo|receipt|replay` runs one
 //! call in a loop for a profiler instead, and `JUSTONCE_BENCH_ONLY=mcp` only (8),
-//! `JUSTONCE_BENCH_ONLY=postgres` only (9), `JUSTONCE_BENCH_ONLY=sqlite` (1) to (6).
+//! `JUSTONCE_BENCH_ONLY=postgres` only (9), `JUSTONCE_BENCH_ONLY=sqlite` (1) to (6);
+//! `JUSTONCE_BENCH_BIN=PATH` runs (7) and (8) on another build of `justonce`.
 //! Nothing here asserts a timing; the targets
 //! are printed next to the figures.
 
@@ -319,7 +320,7 @@ fn throughput(host: &Arc<Host>, threads: usize, run_for: Duration) -> (f64, f64)
 /// compiled-component cache in `cache` (the per-user cache, as `JUSTONCE_CACHE_DIR`).
 fn cold_start(db: &Path, cache: &Path, n: usize) -> f64 {
     let start = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_justonce"))
+    let out = Command::new(justonce_bin())
         .env("JUSTONCE_CACHE_DIR", cache)
         .arg("--db")
         .arg(db)
@@ -357,10 +358,17 @@ fn tools_dir(dir: &Path) -> std::path::PathBuf {
     tools
 }
 
+/// The `justonce` binary the figures run: this build's, or the one
+/// `JUSTONCE_BENCH_BIN` names (another build, to compare two back to back with the
+/// same client).
+fn justonce_bin() -> std::ffi::OsString {
+    std::env::var_os("JUSTONCE_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_justonce").into())
+}
+
 /// `justonce serve` on a journal in `dir` with the CLI's default durability, serving
 /// the example tools and the `echo` test guest; `args` are the transport's.
 fn serve(dir: &Path, args: &[&str], stdin: std::process::Stdio) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_justonce"))
+    Command::new(justonce_bin())
         .arg("--db")
         .arg(dir.join("state.db"))
         .arg("--tools")
@@ -476,7 +484,7 @@ impl HttpMcp {
     fn start(dir: &Path) -> Self {
         use std::io::BufRead as _;
         let db = dir.join("state.db");
-        let added = Command::new(env!("CARGO_BIN_EXE_justonce"))
+        let added = Command::new(justonce_bin())
             .arg("--db")
             .arg(&db)
             .args(["token", "add", "bench"])
@@ -487,6 +495,11 @@ impl HttpMcp {
             .expect("utf-8")
             .trim()
             .to_owned();
+        // A server compares a tokens file changed in the last two seconds byte for
+        // byte at every request (a rewrite within one tick of the file system's clock
+        // may keep its times), and only `stat`s an older one, as a deployed file is:
+        // that is the cost measured.
+        std::thread::sleep(Duration::from_millis(2100));
         let mut child = serve(dir, &["--http", "127.0.0.1:0"], std::process::Stdio::null());
         let mut url = String::new();
         std::io::BufReader::new(child.stdout.take().expect("stdout"))

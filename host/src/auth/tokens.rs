@@ -6,17 +6,20 @@
 //! Each token has a [`Role`]: agents call tools over MCP, viewers read the console,
 //! operators read it and act on calls; a token written before roles existed is an
 //! agent's.
-//! A token is shown once, by [`add`]. A running server re-reads the file when it
-//! changes, so [`revoke`] takes effect on the next request.
+//! A token is shown once, by [`add`]. A running server notices a change of the file
+//! at the next request (one `stat` per request: see [`Tokens`]), so [`revoke`] takes
+//! effect on the next request.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::SystemTime;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use crate::clock::{Clock, SystemClock};
 
 /// What every token starts with, so a leaked one is recognisable in a log or a scan.
 pub const TOKEN_PREFIX: &str = "jo_";
@@ -279,26 +282,110 @@ fn write(path: &Path, doc: &TokensDoc) -> Result<(), TokenError> {
         })
 }
 
-/// One version of the file: its bytes (`None`: no file). Compared by content, so
-/// a rewrite that keeps the length and the modification time (within one tick of
-/// the file system's clock) is still noticed.
+/// One version of the file: its bytes (`None`: no file). Until the file settles it
+/// is compared by content, so a rewrite that keeps the length and the modification
+/// time (within one tick of the file system's clock) is still noticed.
 type Version = Option<Vec<u8>>;
 
-/// The tokens a server accepts, re-read whenever the file's content changes.
-#[derive(Debug)]
+/// How long after its last change a file is taken as settled: longer than the
+/// coarsest tick of a file system's clock (and a little clock skew), so a later
+/// change cannot carry the same change time.
+const SETTLE: Duration = Duration::from_secs(2);
+
+/// What one `stat` tells of the file: which file it is and when it last changed.
+/// The change time (`ctime`) is set by the kernel on every write, rename in and
+/// `touch`, and cannot be set back by a program, unlike the modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+impl Stamp {
+    #[cfg(unix)]
+    fn of(meta: &std::fs::Metadata) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt as _;
+        let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+        Some(Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
+            ctime_ns: ns(meta.ctime(), meta.ctime_nsec()),
+        })
+    }
+
+    /// Elsewhere no stamp: the file is read and compared on every request.
+    #[cfg(not(unix))]
+    fn of(_: &std::fs::Metadata) -> Option<Self> {
+        None
+    }
+
+    /// Whether the file had gone unchanged for [`SETTLE`] at `now_ms`.
+    fn settled_at(&self, now_ms: i64) -> bool {
+        self.ctime_ns < (i128::from(now_ms) - i128::from(crate::clock::millis(SETTLE))) * 1_000_000
+    }
+}
+
+/// The tokens as last read.
+#[derive(Debug, Default)]
+struct Loaded {
+    /// The file's bytes.
+    version: Version,
+    /// The file's stamp when it was read, kept only if the file had settled by then:
+    /// the same stamp later means the same bytes, and no read. Any change after the
+    /// read gets a change time past it (the file settled, so its own is older than
+    /// `now - SETTLE`), or is another inode (a rename into place); an inode number
+    /// reused for a new file also comes with a new change time.
+    settled: Option<Stamp>,
+    /// The holders by the SHA-256 of their token.
+    by_digest: HashMap<[u8; 32], Holder>,
+}
+
+/// The tokens a server accepts. Every request `stat`s the file: it is read again
+/// when the stamp changed, or while the file has not settled (it changed within
+/// [`SETTLE`]), and parsed again when its bytes differ, so a revoked token is
+/// refused from the next request on.
 pub struct Tokens {
     path: PathBuf,
-    loaded: Mutex<(Version, HashMap<String, Holder>)>,
+    clock: Arc<dyn Clock>,
+    loaded: Mutex<Loaded>,
+    /// How many times the file was read (a test counts them).
+    #[cfg(test)]
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokens")
+            .field("path", &self.path)
+            .field("loaded", &*self.lock())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Tokens {
     /// The tokens of the file at `path`; fails if it cannot be read now.
     pub fn open(path: &Path) -> Result<Self, TokenError> {
+        Self::open_with_clock(path, Arc::new(SystemClock))
+    }
+
+    /// The tokens of the file at `path`, taking the time from `clock` to tell
+    /// whether the file has settled.
+    fn open_with_clock(path: &Path, clock: Arc<dyn Clock>) -> Result<Self, TokenError> {
         let tokens = Self {
             path: path.to_owned(),
-            loaded: Mutex::new((None, HashMap::new())),
+            clock,
+            loaded: Mutex::new(Loaded::default()),
+            #[cfg(test)]
+            reads: std::sync::atomic::AtomicUsize::new(0),
         };
-        tokens.reload()?;
+        let stamp = tokens.stamp();
+        let version = tokens.read()?;
+        tokens.load(version, stamp)?;
         Ok(tokens)
     }
 
@@ -310,7 +397,7 @@ impl Tokens {
     /// How many tokens are accepted now.
     pub fn len(&self) -> usize {
         self.refresh();
-        self.lock().1.len()
+        self.lock().by_digest.len()
     }
 
     /// Whether no token is accepted.
@@ -318,44 +405,63 @@ impl Tokens {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (Version, HashMap<String, Holder>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Loaded> {
         self.loaded.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn reload(&self) -> Result<(), TokenError> {
-        let now = contents(&self.path)?;
-        self.load(now)
+    /// The file's stamp now, if it had settled by now (`None` also when it cannot
+    /// be `stat`ed: then it is read, and that tells what is wrong).
+    fn stamp(&self) -> Option<Stamp> {
+        let now_ms = self.clock.now_ms();
+        let meta = std::fs::metadata(&self.path).ok()?;
+        Stamp::of(&meta).filter(|s| s.settled_at(now_ms))
     }
 
-    fn load(&self, version: Version) -> Result<(), TokenError> {
+    fn read(&self) -> Result<Version, TokenError> {
+        #[cfg(test)]
+        self.reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        contents(&self.path)
+    }
+
+    /// Takes `version` as the tokens, read when the file had the settled `stamp`.
+    fn load(&self, version: Version, stamp: Option<Stamp>) -> Result<(), TokenError> {
+        let mut loaded = self.lock();
+        if loaded.version == version {
+            loaded.settled = stamp;
+            return Ok(());
+        }
+        drop(loaded);
         let doc = parse(&self.path, version.as_deref())?;
         let by_digest = doc
             .tokens
             .into_iter()
-            .map(|t| {
+            .filter_map(|t| {
                 let holder = Holder {
                     name: t.name,
                     role: t.role,
                 };
-                (t.sha256, holder)
+                Some((unhex(&t.sha256)?, holder))
             })
             .collect();
-        *self.lock() = (version, by_digest);
+        *self.lock() = Loaded {
+            version,
+            settled: stamp,
+            by_digest,
+        };
         Ok(())
     }
 
-    /// Re-reads the file if its content changed; a file that became unreadable or
-    /// malformed keeps the last good tokens (and says so in the log) rather than
-    /// locking everyone out.
+    /// Re-reads the file unless its settled stamp is unchanged, and parses it when
+    /// its content changed; a file that became unreadable or malformed keeps the
+    /// last good tokens (and says so in the log) rather than locking everyone out.
     fn refresh(&self) {
-        let now = match contents(&self.path) {
-            Ok(now) => now,
-            Err(e) => return tracing::warn!("keeping the tokens read before: {e}"),
-        };
-        if self.lock().0 == now {
+        let stamp = self.stamp();
+        if stamp.is_some() && self.lock().settled == stamp {
             return;
         }
-        if let Err(e) = self.load(now) {
+        let result = self.read().and_then(|now| self.load(now, stamp));
+        if let Err(e) = result {
             tracing::warn!("keeping the tokens read before: {e}");
         }
     }
@@ -369,8 +475,18 @@ impl Tokens {
     pub fn holder(&self, token: &str) -> Option<Holder> {
         self.refresh();
         // Looked up by digest: comparing digests leaks nothing about the token.
-        self.lock().1.get(&digest(token)).cloned()
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        self.lock().by_digest.get(&digest).cloned()
     }
+}
+
+/// The 32 bytes of a lowercase or uppercase hex SHA-256 (checked by [`parse`]).
+fn unhex(hex: &str) -> Option<[u8; 32]> {
+    let mut out = [0u8; 32];
+    for (byte, pair) in out.iter_mut().zip(hex.as_bytes().chunks(2)) {
+        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    (hex.len() == 64).then_some(out)
 }
 
 #[cfg(test)]
@@ -400,10 +516,16 @@ mod tests {
 
     #[test]
     fn a_same_length_rewrite_within_one_mtime_tick_is_noticed() {
+        same_length_rewrite_keeping_the_mtime_is_noticed(Arc::new(SystemClock));
+    }
+
+    /// Rewrites the file in place (the same inode) to the same length, with the
+    /// modification time put back, and checks the tokens follow.
+    fn same_length_rewrite_keeping_the_mtime_is_noticed(clock: Arc<dyn Clock>) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tokens.json");
         let old = add(&path, "alice").unwrap();
-        let tokens = Tokens::open(&path).unwrap();
+        let tokens = Tokens::open_with_clock(&path, clock).unwrap();
         assert_eq!(tokens.principal(&old).as_deref(), Some("alice"));
         let before = std::fs::metadata(&path).unwrap();
         // Another token for the same name: the file keeps its length.
@@ -426,6 +548,55 @@ mod tests {
         );
         assert_eq!(tokens.principal(&old), None, "the revoked token is refused");
         assert_eq!(tokens.principal(&new).as_deref(), Some("alice"));
+    }
+
+    /// A clock `ahead` of the system's: the files written now look that old.
+    fn ahead(ahead: Duration) -> Arc<dyn Clock> {
+        Arc::new(crate::clock::ManualClock::new(
+            SystemClock.now_ms() + crate::clock::millis(ahead),
+        ))
+    }
+
+    fn reads(tokens: &Tokens) -> usize {
+        tokens.reads.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    #[test]
+    fn a_settled_file_is_only_stated_and_read_again_when_it_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens.json");
+        let alice = add(&path, "alice").unwrap();
+        let tokens = Tokens::open_with_clock(&path, ahead(SETTLE * 5)).unwrap();
+        assert_eq!(reads(&tokens), 1);
+        for _ in 0..3 {
+            assert_eq!(tokens.principal(&alice).as_deref(), Some("alice"));
+        }
+        assert_eq!(reads(&tokens), 1, "an unchanged settled file is not read");
+        revoke(&path, "alice").unwrap();
+        assert_eq!(
+            tokens.principal(&alice),
+            None,
+            "the revoked token is refused"
+        );
+        assert_eq!(reads(&tokens), 2);
+    }
+
+    #[test]
+    fn a_file_changed_within_the_settling_time_is_read_at_every_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens.json");
+        let alice = add(&path, "alice").unwrap();
+        let tokens = Tokens::open_with_clock(&path, ahead(Duration::ZERO)).unwrap();
+        for _ in 0..3 {
+            assert_eq!(tokens.principal(&alice).as_deref(), Some("alice"));
+        }
+        assert_eq!(reads(&tokens), 4, "each request compares the content");
+    }
+
+    #[test]
+    fn a_same_length_rewrite_keeping_the_mtime_is_noticed_on_a_settled_file() {
+        // Only the change time, which no program sets, tells.
+        same_length_rewrite_keeping_the_mtime_is_noticed(ahead(SETTLE * 5));
     }
 
     #[test]
