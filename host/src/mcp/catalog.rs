@@ -11,13 +11,17 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use serde_json::{Value, json};
+use rmcp::model::{
+    ConstString, NotificationNoParam, Tool, ToolListChangedNotification,
+    ToolListChangedNotificationMethod,
+};
+use serde_json::Value;
 
-use super::tools;
+use super::{protocol, tools};
 use crate::host::Host;
 
 /// The notification a client gets when the tools changed.
-pub const LIST_CHANGED: &str = "notifications/tools/list_changed";
+pub const LIST_CHANGED: &str = ToolListChangedNotificationMethod::VALUE;
 
 /// Something to do when the list changed.
 type Listener = Box<dyn Fn() + Send + Sync>;
@@ -27,7 +31,7 @@ pub struct Catalog {
     host: Arc<Host>,
     /// The entries, and the builds behind them (a new build of a tool changes the
     /// list even when its entry reads the same).
-    listing: RwLock<(Arc<Vec<Value>>, Vec<String>)>,
+    listing: RwLock<(Arc<Vec<Tool>>, Vec<String>)>,
     listeners: Mutex<BTreeMap<u64, Listener>>,
     next: AtomicU64,
 }
@@ -53,7 +57,7 @@ impl Catalog {
     }
 
     /// The `tools/list` entries.
-    pub(crate) fn listing(&self) -> Arc<Vec<Value>> {
+    pub(crate) fn listing(&self) -> Arc<Vec<Tool>> {
         Arc::clone(&self.listing.read().unwrap_or_else(|e| e.into_inner()).0)
     }
 
@@ -112,5 +116,9 @@ fn builds(host: &Host) -> Vec<String> {
 
 /// The `notifications/tools/list_changed` message.
 pub(crate) fn list_changed() -> Value {
-    json!({ "jsonrpc": "2.0", "method": LIST_CHANGED })
+    let changed: ToolListChangedNotification = NotificationNoParam {
+        method: ToolListChangedNotificationMethod,
+        extensions: Default::default(),
+    };
+    protocol::notification(changed)
 }

@@ -3,40 +3,27 @@
 //!
 //! One message per line (newline-delimited JSON, no embedded newlines). MCP forbids
 //! batches and null request ids, so both are refused with `-32600`.
+//!
+//! The messages themselves are the official Rust SDK's model (`rmcp::model`: error
+//! codes, revisions, results, notifications); reading a line, the request ids and
+//! the response envelopes are ours (see [`parse`] and [`RequestId`]).
 
 use std::hash::{Hash, Hasher};
 
+pub use rmcp::model::{ErrorCode, ErrorData, ProtocolVersion};
+use rmcp::model::{JsonRpcNotification, JsonRpcVersion2_0};
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-/// Invalid JSON was received.
-pub const PARSE_ERROR: i64 = -32700;
-/// The JSON sent is not a valid request object.
-pub const INVALID_REQUEST: i64 = -32600;
-/// The method does not exist or is not available.
-pub const METHOD_NOT_FOUND: i64 = -32601;
-/// Invalid method parameters (also: unknown tool, missing request envelope).
-pub const INVALID_PARAMS: i64 = -32602;
-/// A fault of the server itself.
-pub const INTERNAL_ERROR: i64 = -32603;
+/// `-32600`, the code of most refusals of the HTTP transport's modules.
+pub const INVALID_REQUEST: ErrorCode = ErrorCode::INVALID_REQUEST;
 /// The server is busy (its queue of calls is full): nothing was run, retry later.
-pub const SERVER_BUSY: i64 = -32000;
-/// The request's protocol version is not served (MCP 2026-07-28); `data` names
-/// `supported` and `requested`.
-pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+/// justonce's own code (JSON-RPC's range for server errors; MCP names none).
+pub const SERVER_BUSY: ErrorCode = ErrorCode(-32000);
 
-/// A Streamable HTTP request's routing headers (`MCP-Protocol-Version`,
-/// `Mcp-Method`, `Mcp-Name`) disagree with its body (MCP 2026-07-28).
-pub const HEADER_MISMATCH: i64 = -32020;
-
-/// Revisions negotiated through the `initialize` handshake, oldest first.
-pub const HANDSHAKE_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
-
-/// The newest handshake revision: the answer to an `initialize` that asks for a
-/// version this server does not know.
-pub const LATEST_HANDSHAKE_VERSION: &str = "2025-11-25";
-
-/// Revisions that carry their version in every request's `_meta` (no handshake).
-pub const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
+/// Revisions that carry their version in every request's `_meta` (no handshake):
+/// the ones this server implements, which is its decision, not the SDK's.
+pub const MODERN_VERSIONS: &[ProtocolVersion] = &[ProtocolVersion::V_2026_07_28];
 
 /// Request `_meta` key: the protocol version of a stateless (2026-07-28) request.
 pub const PROTOCOL_VERSION_META_KEY: &str = "io.modelcontextprotocol/protocolVersion";
@@ -45,14 +32,32 @@ pub const CLIENT_CAPABILITIES_META_KEY: &str = "io.modelcontextprotocol/clientCa
 /// Result `_meta` key: the server's identity, stamped on stateless results.
 pub const SERVER_INFO_META_KEY: &str = "io.modelcontextprotocol/serverInfo";
 
+/// Revisions negotiated through the `initialize` handshake, oldest first: every one
+/// up to the last that has it (2024-11-05 … 2025-11-25).
+pub fn handshake_versions() -> &'static [ProtocolVersion] {
+    ProtocolVersion::known_up_to(&ProtocolVersion::LATEST_WITH_INITIALIZE)
+}
+
 /// The version an `initialize` is answered with: the client's if it is a handshake
 /// revision this server speaks, else the latest one.
-pub fn negotiate_handshake(requested: &str) -> &'static str {
-    HANDSHAKE_VERSIONS
+pub fn negotiate_handshake(requested: &str) -> &'static ProtocolVersion {
+    let versions = handshake_versions();
+    versions
         .iter()
-        .find(|v| **v == requested)
-        .copied()
-        .unwrap_or(LATEST_HANDSHAKE_VERSION)
+        .find(|v| v.as_str() == requested)
+        .unwrap_or(&versions[versions.len() - 1])
+}
+
+/// `versions` as `a, b, c`, for messages.
+pub fn version_list(versions: &[ProtocolVersion]) -> String {
+    let names: Vec<&str> = versions.iter().map(ProtocolVersion::as_str).collect();
+    names.join(", ")
+}
+
+/// A message of the protocol's model as JSON. Every type of `rmcp::model` this
+/// server sends has string keys and finite numbers, so this cannot fail.
+pub fn to_json(message: impl Serialize) -> Value {
+    serde_json::to_value(message).expect("an MCP model type serializes to JSON")
 }
 
 /// A request id as the client sent it (a string or a number), compared by its JSON
@@ -88,64 +93,23 @@ impl Hash for RequestId {
 }
 
 impl TryFrom<&Value> for RequestId {
-    type Error = RpcError;
+    type Error = ErrorData;
 
-    fn try_from(value: &Value) -> Result<Self, RpcError> {
+    fn try_from(value: &Value) -> Result<Self, ErrorData> {
         match value {
             Value::String(_) | Value::Number(_) => Ok(Self(value.clone())),
-            Value::Null => Err(RpcError::new(
-                INVALID_REQUEST,
+            Value::Null => Err(ErrorData::invalid_request(
                 "the request id must not be null",
+                None,
             )),
-            other => Err(RpcError::new(
-                INVALID_REQUEST,
+            other => Err(ErrorData::invalid_request(
                 format!(
                     "the request id must be a string or a number, not {}",
                     type_name(other)
                 ),
+                None,
             )),
         }
-    }
-}
-
-/// A JSON-RPC error object.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RpcError {
-    /// The error code.
-    pub code: i64,
-    /// One sentence saying what is wrong.
-    pub message: String,
-    /// Structured details, if any.
-    pub data: Option<Value>,
-}
-
-impl RpcError {
-    /// An error without data.
-    pub fn new(code: i64, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            data: None,
-        }
-    }
-
-    /// Attaches structured details.
-    pub fn with_data(mut self, data: Value) -> Self {
-        self.data = Some(data);
-        self
-    }
-
-    /// `-32602` with `message`.
-    pub fn invalid_params(message: impl Into<String>) -> Self {
-        Self::new(INVALID_PARAMS, message)
-    }
-
-    fn to_json(&self) -> Value {
-        let mut error = json!({ "code": self.code, "message": self.message });
-        if let Some(data) = &self.data {
-            error["data"] = data.clone();
-        }
-        error
     }
 }
 
@@ -183,7 +147,7 @@ pub struct Malformed {
     /// The id of the request, if the line had a usable one.
     pub id: Option<RequestId>,
     /// The error.
-    pub error: RpcError,
+    pub error: ErrorData,
 }
 
 /// Reads one line as a JSON-RPC 2.0 message.
@@ -195,7 +159,7 @@ pub struct Malformed {
 pub fn parse(line: &str) -> Result<Incoming, Malformed> {
     let malformed = |e: &dyn std::fmt::Display| Malformed {
         id: None,
-        error: RpcError::new(PARSE_ERROR, format!("the line is not valid JSON: {e}")),
+        error: ErrorData::parse_error(format!("the line is not valid JSON: {e}"), None),
     };
     let line = crate::jcs::exact_numbers(line).map_err(|e| malformed(&e))?;
     let value: Value = serde_json::from_str(&line).map_err(|e| malformed(&e))?;
@@ -204,18 +168,18 @@ pub fn parse(line: &str) -> Result<Incoming, Malformed> {
         Value::Array(_) => {
             return Err(Malformed {
                 id: None,
-                error: RpcError::new(
-                    INVALID_REQUEST,
+                error: ErrorData::invalid_request(
                     "JSON-RPC batches are not supported by MCP; send one message per line",
+                    None,
                 ),
             });
         }
         other => {
             return Err(Malformed {
                 id: None,
-                error: RpcError::new(
-                    INVALID_REQUEST,
+                error: ErrorData::invalid_request(
                     format!("a message must be a JSON object, not {}", type_name(&other)),
+                    None,
                 ),
             });
         }
@@ -226,7 +190,7 @@ pub fn parse(line: &str) -> Result<Incoming, Malformed> {
     };
     let malformed = |message: String| Malformed {
         id: id.clone(),
-        error: RpcError::new(INVALID_REQUEST, message),
+        error: ErrorData::invalid_request(message, None),
     };
     if object.get("jsonrpc") != Some(&Value::String("2.0".into())) {
         return Err(malformed(
@@ -252,10 +216,13 @@ pub fn parse(line: &str) -> Result<Incoming, Malformed> {
         Some(other) => {
             return Err(Malformed {
                 id: id.clone(),
-                error: RpcError::invalid_params(format!(
-                    "\"params\" of {method} must be an object, not {}",
-                    type_name(other)
-                )),
+                error: ErrorData::invalid_params(
+                    format!(
+                        "\"params\" of {method} must be an object, not {}",
+                        type_name(other)
+                    ),
+                    None,
+                ),
             });
         }
     };
@@ -265,22 +232,36 @@ pub fn parse(line: &str) -> Result<Incoming, Malformed> {
     })
 }
 
+// The envelopes stay ours: rmcp's `JsonRpcResponse` and `JsonRpcError` carry its
+// `RequestId`, an `i64` or a string, where JSON-RPC answers under the id as sent
+// (any number; see [`RequestId`]), and `JsonRpcError` leaves out an unread id where
+// JSON-RPC 2.0 (and MCP before 2026-07-28) sends `"id": null`.
+
 /// A success response.
 pub fn response(id: &RequestId, result: Value) -> Value {
     json!({ "jsonrpc": "2.0", "id": id.to_json(), "result": result })
 }
 
 /// An error response; `id` is null when the request's id could not be read.
-pub fn error_response(id: Option<&RequestId>, error: &RpcError) -> Value {
+pub fn error_response(id: Option<&RequestId>, error: &ErrorData) -> Value {
     json!({
         "jsonrpc": "2.0",
         "id": id.map_or(Value::Null, RequestId::to_json),
-        "error": error.to_json(),
+        "error": to_json(error),
+    })
+}
+
+/// A notification of the server's (rmcp's model of one) in its JSON-RPC envelope:
+/// rmcp's, which fits here (a notification has no id).
+pub fn notification<N: Serialize>(notification: N) -> Value {
+    to_json(JsonRpcNotification {
+        jsonrpc: JsonRpcVersion2_0,
+        notification,
     })
 }
 
 /// The response to request `id`: its result or its error.
-pub fn reply(id: &RequestId, reply: Result<Value, RpcError>) -> Value {
+pub fn reply(id: &RequestId, reply: Result<Value, ErrorData>) -> Value {
     match reply {
         Ok(result) => response(id, result),
         Err(error) => error_response(Some(id), &error),
@@ -315,32 +296,40 @@ mod tests {
 
     #[test]
     fn malformed_lines_get_the_json_rpc_code_that_names_the_problem() {
-        assert_eq!(parse("{not json").unwrap_err().error.code, PARSE_ERROR);
-        assert_eq!(parse("[]").unwrap_err().error.code, INVALID_REQUEST);
+        assert_eq!(
+            parse("{not json").unwrap_err().error.code,
+            ErrorCode::PARSE_ERROR
+        );
+        assert_eq!(
+            parse("[]").unwrap_err().error.code,
+            ErrorCode::INVALID_REQUEST
+        );
         let null_id = parse(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#).unwrap_err();
-        assert_eq!(null_id.error.code, INVALID_REQUEST);
+        assert_eq!(null_id.error.code, ErrorCode::INVALID_REQUEST);
         assert!(
             null_id.error.message.contains("null"),
             "{}",
             null_id.error.message
         );
         let version = parse(r#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#).unwrap_err();
-        assert_eq!(version.error.code, INVALID_REQUEST);
+        assert_eq!(version.error.code, ErrorCode::INVALID_REQUEST);
         assert_eq!(version.id.map(|id| id.to_json()), Some(json!(3)));
         let params =
             parse(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":[1]}"#).unwrap_err();
-        assert_eq!(params.error.code, INVALID_PARAMS);
+        assert_eq!(params.error.code, ErrorCode::INVALID_PARAMS);
     }
 
     #[test]
     fn initialize_echoes_a_known_version_and_offers_the_latest_otherwise() {
-        assert_eq!(negotiate_handshake("2025-06-18"), "2025-06-18");
-        assert_eq!(negotiate_handshake("2024-11-05"), "2024-11-05");
-        assert_eq!(negotiate_handshake("1999-01-01"), LATEST_HANDSHAKE_VERSION);
+        assert_eq!(negotiate_handshake("2025-06-18").as_str(), "2025-06-18");
+        assert_eq!(negotiate_handshake("2024-11-05").as_str(), "2024-11-05");
+        let latest = &ProtocolVersion::LATEST_WITH_INITIALIZE;
+        assert_eq!(negotiate_handshake("1999-01-01"), latest);
         // The stateless revision is never reached through the handshake.
+        assert_eq!(negotiate_handshake(MODERN_VERSIONS[0].as_str()), latest);
         assert_eq!(
-            negotiate_handshake(MODERN_VERSIONS[0]),
-            LATEST_HANDSHAKE_VERSION
+            version_list(handshake_versions()),
+            "2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25"
         );
     }
 

@@ -9,14 +9,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
+use rmcp::model::{
+    CancelledNotificationParam, ProgressNotification, ProgressNotificationParam, ProgressToken,
+};
+#[allow(deprecated)] // SEP-2577 deprecates logging; revisions up to 2025-11-25 have it.
+use rmcp::model::{LoggingLevel, LoggingMessageNotification, LoggingMessageNotificationParam};
 use serde_json::Value;
 
 use super::ServerConfig;
 use super::catalog::{self, Catalog};
-use super::protocol::{
-    self, INTERNAL_ERROR, INVALID_REQUEST, Incoming, Params, RequestId, RpcError,
-};
-use super::session::{Dispatch, Era, LOG_LEVELS, Session, stateless_result};
+use super::protocol::{self, ErrorData, Incoming, Params, RequestId, SERVER_BUSY};
+use super::session::{Dispatch, Era, Session, severity, stateless_result};
 use super::tools;
 use crate::call::CallRequest;
 use crate::host::Host;
@@ -113,12 +116,13 @@ const HOST_STEP: f64 = 0.001;
 pub const MAX_QUEUED_CALLS: usize = 256;
 
 /// A tool call waiting for a worker.
+#[allow(deprecated)]
 struct Job {
     id: RequestId,
     request: CallRequest,
     stateless: bool,
-    log_level: Option<usize>,
-    progress_token: Option<Value>,
+    log_level: Option<LoggingLevel>,
+    progress_token: Option<ProgressToken>,
 }
 
 /// The tool calls that were received and not yet answered, and which of them the
@@ -169,7 +173,7 @@ impl<W: Write> Outbox<W> {
         }
     }
 
-    fn reply(&self, id: &RequestId, reply: Result<Value, RpcError>) {
+    fn reply(&self, id: &RequestId, reply: Result<Value, ErrorData>) {
         self.send(&protocol::reply(id, reply));
     }
 }
@@ -269,9 +273,9 @@ impl Server {
                     }
                 }
                 Ok(Line::TooLong) => {
-                    let error = RpcError::new(
-                        INVALID_REQUEST,
+                    let error = ErrorData::invalid_request(
                         format!("the request line exceeds {MAX_LINE_BYTES} bytes; it was not read"),
+                        None,
                     );
                     outbox.send(&protocol::error_response(None, &error));
                 }
@@ -290,7 +294,7 @@ impl Server {
         outbox: &Outbox<W>,
     ) {
         let Ok(text) = std::str::from_utf8(line) else {
-            let error = RpcError::new(protocol::PARSE_ERROR, "the line is not valid UTF-8");
+            let error = ErrorData::parse_error("the line is not valid UTF-8", None);
             return outbox.send(&protocol::error_response(None, &error));
         };
         let text = text.trim();
@@ -322,9 +326,9 @@ impl Server {
                         progress_token,
                     } => {
                         if !in_flight.admit(&id) {
-                            let error = RpcError::new(
-                                INVALID_REQUEST,
+                            let error = ErrorData::invalid_request(
                                 format!("request id {id} is already in use by a call in flight"),
+                                None,
                             );
                             return outbox.reply(&id, Err(error));
                         }
@@ -341,16 +345,16 @@ impl Server {
                             jobs.try_send(job)
                         {
                             in_flight.finish(&job.id);
-                            let busy = RpcError::new(
-                                protocol::SERVER_BUSY,
+                            let busy = ErrorData::new(
+                                SERVER_BUSY,
                                 format!(
                                     "the server is busy: {MAX_QUEUED_CALLS} calls are waiting; nothing was run, retry the same call later"
                                 ),
-                            )
-                            .with_data(serde_json::json!({
-                                "kind": "busy",
-                                "retry_safe": true,
-                            }));
+                                Some(serde_json::json!({
+                                    "kind": "busy",
+                                    "retry_safe": true,
+                                })),
+                            );
                             outbox.reply(&job.id, Err(busy));
                         }
                     }
@@ -362,17 +366,17 @@ impl Server {
     fn notification(&self, method: &str, params: &Params, in_flight: &InFlight) {
         match method {
             "notifications/cancelled" => {
-                let Some(id) = params
-                    .get("requestId")
-                    .and_then(|v| RequestId::try_from(v).ok())
-                else {
+                let cancelled =
+                    serde_json::from_value::<CancelledNotificationParam>(params.clone().into());
+                // rmcp's id is an `i64` or a string; the call's, the id as sent.
+                let Some((id, reason)) = cancelled.ok().and_then(|c| {
+                    let id = RequestId::try_from(&c.request_id?.into_json_value()).ok()?;
+                    Some((id, c.reason))
+                }) else {
                     tracing::warn!("notifications/cancelled without a usable requestId");
                     return;
                 };
-                let reason = params
-                    .get("reason")
-                    .and_then(Value::as_str)
-                    .unwrap_or("none given");
+                let reason = reason.as_deref().unwrap_or("none given");
                 if in_flight.cancel(&id) {
                     // Stopping a guest between an effect and its journal record is the
                     // very ambiguity justonce removes, so the call runs to its outcome,
@@ -397,7 +401,7 @@ impl Server {
         request: &CallRequest,
         stateless: bool,
         remote: bool,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Value, ErrorData> {
         let result = catch_unwind(AssertUnwindSafe(|| {
             if self.host.exposed_over_mcp(&request.tool) {
                 self.host.call(request)
@@ -407,9 +411,9 @@ impl Server {
         }));
         let reply = match result {
             Ok(result) => tools::call_result(result, stateless, remote),
-            Err(_) => Err(RpcError::new(
-                INTERNAL_ERROR,
+            Err(_) => Err(ErrorData::internal_error(
                 "the host panicked while running the call",
+                None,
             )),
         };
         if stateless {
@@ -420,38 +424,42 @@ impl Server {
     }
 
     /// [`Server::run_call`], handing `deliver` the tool's log lines at `log_level` or
-    /// more severe (an index of [`LOG_LEVELS`]) as `notifications/message`, and its
-    /// progress reports to `progress_token` as `notifications/progress` (each
-    /// `progress` larger than the last; others are dropped), as the tool says them,
-    /// before the answer; the host's own (waiting for a duplicate, retrying an
-    /// effect) go to the token too. Nothing is heard without a level or a token, nor for a
-    /// replayed call (its tool does not run).
+    /// more severe as `notifications/message`, and its progress reports to
+    /// `progress_token` as `notifications/progress` (each `progress` larger than the
+    /// last; others are dropped), as the tool says them, before the answer; the
+    /// host's own (waiting for a duplicate, retrying an effect) go to the token too.
+    /// Nothing is heard without a level or a token, nor for a replayed call (its
+    /// tool does not run).
+    #[allow(deprecated)] // `LoggingLevel`, see the imports.
     pub(crate) fn run_call_logged(
         &self,
         request: &CallRequest,
         stateless: bool,
         remote: bool,
-        (log_level, progress_token): (Option<usize>, Option<Value>),
+        (log_level, progress_token): (Option<LoggingLevel>, Option<ProgressToken>),
         deliver: impl Fn(Value) + 'static,
-    ) -> Result<Value, RpcError> {
+    ) -> Result<Value, ErrorData> {
         if log_level.is_none() && progress_token.is_none() {
             return self.run_call(request, stateless, remote);
         }
         let last_progress = std::cell::Cell::new(f64::NEG_INFINITY);
+        let progress = move |progress: ProgressNotificationParam| {
+            let note: ProgressNotification = rmcp::model::Notification::new(progress);
+            protocol::notification(note)
+        };
         let listener = Box::new(move |tool: &str, note: GuestNote<'_>| match note {
             GuestNote::Log(level, message) => {
                 let level = match level {
-                    LogLevel::Trace | LogLevel::Debug => 0,
-                    LogLevel::Info => 1,
-                    LogLevel::Warn => 3,
-                    LogLevel::Error => 4,
+                    LogLevel::Trace | LogLevel::Debug => LoggingLevel::Debug,
+                    LogLevel::Info => LoggingLevel::Info,
+                    LogLevel::Warn => LoggingLevel::Warning,
+                    LogLevel::Error => LoggingLevel::Error,
                 };
-                if log_level.is_some_and(|least| level >= least) {
-                    deliver(serde_json::json!({
-                        "jsonrpc": "2.0",
-                        "method": "notifications/message",
-                        "params": { "level": LOG_LEVELS[level], "logger": tool, "data": message },
-                    }));
+                if log_level.is_some_and(|least| severity(level) >= severity(least)) {
+                    let line = LoggingMessageNotificationParam::new(level, Value::from(message))
+                        .with_logger(tool);
+                    let note: LoggingMessageNotification = rmcp::model::Notification::new(line);
+                    deliver(protocol::notification(note));
                 }
             }
             // No scale of its own: a step past the last report, so progress still
@@ -465,11 +473,9 @@ impl Server {
                     0.0
                 };
                 last_progress.set(done);
-                deliver(serde_json::json!({
-                    "jsonrpc": "2.0",
-                    "method": "notifications/progress",
-                    "params": { "progressToken": token, "progress": done, "message": message },
-                }));
+                deliver(progress(
+                    ProgressNotificationParam::new(token.clone(), done).with_message(message),
+                ));
             }
             GuestNote::Progress {
                 done,
@@ -482,18 +488,10 @@ impl Server {
                     return;
                 }
                 last_progress.set(done);
-                let mut params = serde_json::json!({ "progressToken": token, "progress": done });
-                if let Some(total) = total.filter(|t| t.is_finite()) {
-                    params["total"] = serde_json::json!(total);
-                }
-                if let Some(message) = message {
-                    params["message"] = serde_json::json!(message);
-                }
-                deliver(serde_json::json!({
-                    "jsonrpc": "2.0",
-                    "method": "notifications/progress",
-                    "params": params,
-                }));
+                let mut report = ProgressNotificationParam::new(token.clone(), done);
+                report.total = total.filter(|t| t.is_finite());
+                report.message = message.map(str::to_owned);
+                deliver(progress(report));
             }
         });
         with_log_listener(listener, || self.run_call(request, stateless, remote))
@@ -505,7 +503,7 @@ impl Server {
     }
 
     /// The `tools/list` entries now.
-    pub(crate) fn tools(&self) -> Arc<Vec<Value>> {
+    pub(crate) fn tools(&self) -> Arc<Vec<rmcp::model::Tool>> {
         self.catalog.listing()
     }
 

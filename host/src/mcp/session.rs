@@ -9,12 +9,18 @@
 
 use std::sync::Arc;
 
+#[allow(deprecated)] // SEP-2577 deprecates logging; revisions up to 2025-11-25 have it.
+use rmcp::model::LoggingLevel;
+use rmcp::model::{
+    CacheScope, DiscoverResult, EmptyResult, ErrorCode, Implementation, InitializeResult,
+    ListToolsResult, ProgressToken, ResultType, ServerCapabilities, Tool, ToolsCapability,
+};
 use serde_json::{Value, json};
 
 use super::protocol::{
-    CLIENT_CAPABILITIES_META_KEY, HANDSHAKE_VERSIONS, INVALID_REQUEST, METHOD_NOT_FOUND,
-    MODERN_VERSIONS, PROTOCOL_VERSION_META_KEY, Params, RpcError, SERVER_INFO_META_KEY,
-    UNSUPPORTED_PROTOCOL_VERSION, negotiate_handshake, type_name,
+    CLIENT_CAPABILITIES_META_KEY, ErrorData, MODERN_VERSIONS, PROTOCOL_VERSION_META_KEY, Params,
+    ProtocolVersion, SERVER_INFO_META_KEY, handshake_versions, negotiate_handshake, to_json,
+    type_name, version_list,
 };
 use super::tools;
 use crate::call::CallRequest;
@@ -31,29 +37,37 @@ pub(crate) enum Era {
     /// No request yet.
     Fresh,
     /// Negotiated through `initialize` at this version.
-    Handshake(&'static str),
+    Handshake(&'static ProtocolVersion),
     /// Every request carries its own version (2026-07-28 and later).
     Stateless,
 }
 
-/// MCP's log levels (the syslog severities of RFC 5424), least severe first; a
-/// level is its index here.
-pub(crate) const LOG_LEVELS: [&str; 8] = [
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
+/// MCP's log levels (the syslog severities of RFC 5424), least severe first, as
+/// `logging/setLevel` names them.
+#[allow(deprecated)]
+pub(crate) const LOG_LEVELS: [LoggingLevel; 8] = [
+    LoggingLevel::Debug,
+    LoggingLevel::Info,
+    LoggingLevel::Notice,
+    LoggingLevel::Warning,
+    LoggingLevel::Error,
+    LoggingLevel::Critical,
+    LoggingLevel::Alert,
+    LoggingLevel::Emergency,
 ];
+
+/// A level's severity: its place in [`LOG_LEVELS`] (rmcp's `LoggingLevel` is not
+/// ordered).
+#[allow(deprecated)]
+pub(crate) fn severity(level: LoggingLevel) -> usize {
+    level as usize
+}
 
 /// What to do with a request.
 #[derive(Debug)]
 pub(crate) enum Dispatch {
     /// Answer now.
-    Reply(Result<Value, RpcError>),
+    Reply(Result<Value, ErrorData>),
     /// Run a tool call; `stateless` shapes its result for the 2026-07-28 wire.
     Call {
         /// The call.
@@ -61,12 +75,12 @@ pub(crate) enum Dispatch {
         /// Whether the result needs the stateless decorations.
         stateless: bool,
         /// The least severe of the tool's log lines that go to the client as
-        /// `notifications/message` (an index of [`LOG_LEVELS`]); none without
-        /// `logging/setLevel`.
-        log_level: Option<usize>,
+        /// `notifications/message`; none without `logging/setLevel`.
+        #[allow(deprecated)]
+        log_level: Option<LoggingLevel>,
         /// The client's `_meta.progressToken`: the tool's progress reports go to it
         /// as `notifications/progress`.
-        progress_token: Option<Value>,
+        progress_token: Option<ProgressToken>,
     },
 }
 
@@ -74,15 +88,17 @@ pub(crate) enum Dispatch {
 #[derive(Debug)]
 pub(crate) struct Session<'a> {
     era: Era,
-    tools: Arc<Vec<Value>>,
+    tools: Arc<Vec<Tool>>,
     conversation: Option<&'a str>,
-    log_level: Option<usize>,
+    #[allow(deprecated)]
+    log_level: Option<LoggingLevel>,
 }
 
+#[allow(deprecated)] // `LoggingLevel`, see above.
 impl<'a> Session<'a> {
     /// A fresh connection serving `tools` (their `tools/list` entries), with calls
     /// defaulting to `conversation`.
-    pub(crate) fn new(tools: Arc<Vec<Value>>, conversation: Option<&'a str>) -> Self {
+    pub(crate) fn new(tools: Arc<Vec<Tool>>, conversation: Option<&'a str>) -> Self {
         Self {
             era: Era::Fresh,
             tools,
@@ -94,10 +110,10 @@ impl<'a> Session<'a> {
     /// A connection that already speaks `era`, with the log level it set (an HTTP
     /// session between requests).
     pub(crate) fn resume(
-        tools: Arc<Vec<Value>>,
+        tools: Arc<Vec<Tool>>,
         conversation: Option<&'a str>,
         era: Era,
-        log_level: Option<usize>,
+        log_level: Option<LoggingLevel>,
     ) -> Self {
         Self {
             era,
@@ -108,12 +124,12 @@ impl<'a> Session<'a> {
     }
 
     /// Serves `tools` from now on (the list changed while the connection is open).
-    pub(crate) fn offer(&mut self, tools: Arc<Vec<Value>>) {
+    pub(crate) fn offer(&mut self, tools: Arc<Vec<Tool>>) {
         self.tools = tools;
     }
 
-    /// The log level set with `logging/setLevel`, an index of [`LOG_LEVELS`].
-    pub(crate) fn log_level(&self) -> Option<usize> {
+    /// The log level set with `logging/setLevel`.
+    pub(crate) fn log_level(&self) -> Option<LoggingLevel> {
         self.log_level
     }
 
@@ -129,29 +145,30 @@ impl<'a> Session<'a> {
             .and_then(Value::as_object)
             .is_some_and(|m| m.contains_key(PROTOCOL_VERSION_META_KEY));
         match self.era {
-            Era::Stateless if method == "initialize" => Dispatch::Reply(Err(RpcError::new(
-                UNSUPPORTED_PROTOCOL_VERSION,
+            Era::Stateless if method == "initialize" => Dispatch::Reply(Err(ErrorData::new(
+                ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
                 "this connection speaks the stateless protocol (2026-07-28); the initialize handshake is not accepted on it",
-            )
-            .with_data(json!({
-                "supported": MODERN_VERSIONS,
-                "requested": params.get("protocolVersion").cloned().unwrap_or(Value::Null),
-            })))),
+                Some(json!({
+                    "supported": MODERN_VERSIONS,
+                    "requested": params.get("protocolVersion").cloned().unwrap_or(Value::Null),
+                })),
+            ))),
             Era::Fresh | Era::Stateless if enveloped && method != "initialize" => {
                 self.era = Era::Stateless;
                 self.stateless(method, params)
             }
             Era::Handshake(version) if enveloped && method != "initialize" => {
-                Dispatch::Reply(Err(RpcError::new(
-                    INVALID_REQUEST,
+                Dispatch::Reply(Err(ErrorData::invalid_request(
                     format!(
                         "this connection negotiated {version} through initialize; requests carrying the 2026-07-28 _meta envelope are not accepted on it"
                     ),
+                    None,
                 )))
             }
-            Era::Stateless => Dispatch::Reply(Err(stateless_envelope_error(params).unwrap_or_else(
-                || RpcError::invalid_params("params._meta is missing the request envelope"),
-            ))),
+            Era::Stateless => Dispatch::Reply(Err(stateless_envelope_error(params)
+                .unwrap_or_else(|| {
+                    ErrorData::invalid_params("params._meta is missing the request envelope", None)
+                }))),
             Era::Fresh | Era::Handshake(_) => self.handshake(method, params),
         }
     }
@@ -160,16 +177,16 @@ impl<'a> Session<'a> {
     fn handshake(&mut self, method: &str, params: &Params) -> Dispatch {
         let reply = match method {
             "initialize" => self.initialize(params),
-            "ping" => Ok(json!({})),
+            "ping" => Ok(to_json(EmptyResult::from(()))),
             "tools/list" | "tools/call" | "logging/setLevel" if self.era == Era::Fresh => {
-                Err(RpcError::new(
-                    INVALID_REQUEST,
+                Err(ErrorData::invalid_request(
                     format!(
                         "{method} before initialize: send initialize first (or a request carrying the 2026-07-28 _meta envelope)"
                     ),
+                    None,
                 ))
             }
-            "tools/list" => self.list(params).map(|tools| json!({ "tools": tools })),
+            "tools/list" => self.list(params).map(to_json),
             "tools/call" => return self.call(params, false),
             "logging/setLevel" => self.set_level(params),
             _ => Err(method_not_found(method)),
@@ -179,35 +196,46 @@ impl<'a> Session<'a> {
 
     /// `logging/setLevel`: from now on the tools' log lines of this level or more
     /// severe go to the client.
-    fn set_level(&mut self, params: &Params) -> Result<Value, RpcError> {
+    fn set_level(&mut self, params: &Params) -> Result<Value, ErrorData> {
         let level = string_param(params, "logging/setLevel", "level")?;
-        let Some(index) = LOG_LEVELS.iter().position(|l| *l == level) else {
-            return Err(RpcError::invalid_params(format!(
-                "logging/setLevel: unknown level {level:?}; use one of {}",
-                LOG_LEVELS.join(", ")
-            )));
+        let Ok(level) = serde_json::from_value::<LoggingLevel>(json!(level)) else {
+            let names: Vec<String> = LOG_LEVELS
+                .iter()
+                .filter_map(|l| to_json(l).as_str().map(str::to_owned))
+                .collect();
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "logging/setLevel: unknown level {level:?}; use one of {}",
+                    names.join(", ")
+                ),
+                None,
+            ));
         };
-        self.log_level = Some(index);
-        Ok(json!({}))
+        self.log_level = Some(level);
+        Ok(to_json(EmptyResult::from(())))
     }
 
-    fn initialize(&mut self, params: &Params) -> Result<Value, RpcError> {
+    fn initialize(&mut self, params: &Params) -> Result<Value, ErrorData> {
         if let Era::Handshake(version) = self.era {
-            return Err(RpcError::new(
-                INVALID_REQUEST,
+            return Err(ErrorData::invalid_request(
                 format!("initialize was already received; this connection speaks {version}"),
+                None,
             ));
         }
         let requested = string_param(params, "initialize", "protocolVersion")?;
         let version = negotiate_handshake(requested);
-        tracing::info!(requested, version, "initialize");
+        tracing::info!(requested, %version, "initialize");
         self.era = Era::Handshake(version);
-        Ok(json!({
-            "protocolVersion": version,
-            "capabilities": { "tools": { "listChanged": true }, "logging": {} },
-            "serverInfo": server_info(),
-            "instructions": INSTRUCTIONS,
-        }))
+        let mut capabilities = capabilities();
+        if let Some(tools) = &mut capabilities.tools {
+            tools.list_changed = Some(true);
+        }
+        capabilities.logging = Some(Default::default());
+        let result = InitializeResult::new(capabilities)
+            .with_protocol_version(version.clone())
+            .with_server_info(server_info())
+            .with_instructions(INSTRUCTIONS);
+        Ok(to_json(result))
     }
 
     /// A request carrying the 2026-07-28 envelope.
@@ -216,31 +244,39 @@ impl<'a> Session<'a> {
             return Dispatch::Reply(Err(error));
         }
         let reply = match method {
-            "server/discover" => Ok(json!({
-                "supportedVersions": MODERN_VERSIONS,
-                "capabilities": capabilities(),
-                "instructions": INSTRUCTIONS,
-                "ttlMs": 0,
-                "cacheScope": "public",
-            })),
+            "server/discover" => {
+                let mut found = DiscoverResult::new(MODERN_VERSIONS.to_vec(), capabilities())
+                    .with_cache_scope(CacheScope::Public)
+                    .with_ttl_ms(0);
+                found.instructions = Some(INSTRUCTIONS.into());
+                Ok(to_json(found))
+            }
             "tools/list" => self
                 .list(params)
-                .map(|tools| json!({ "tools": tools, "ttlMs": 0, "cacheScope": "public" })),
+                .map(|tools| to_json(tools.with_ttl_ms(0).with_cache_scope(CacheScope::Public))),
             "tools/call" => return self.call(params, true),
-            "ping" => Err(RpcError::new(
-                METHOD_NOT_FOUND,
+            "ping" => Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
                 "ping was removed in protocol 2026-07-28",
+                None,
             )),
             _ => Err(method_not_found(method)),
         };
         Dispatch::Reply(reply.map(stateless_result))
     }
 
-    fn list(&self, params: &Params) -> Result<Vec<Value>, RpcError> {
+    /// The `tools/list` result, without `resultType` (the stateless revision's
+    /// results get it in [`stateless_result`]).
+    fn list(&self, params: &Params) -> Result<ListToolsResult, ErrorData> {
         match params.get("cursor") {
-            None | Some(Value::Null) => Ok(self.tools.as_ref().clone()),
-            Some(_) => Err(RpcError::invalid_params(
+            None | Some(Value::Null) => {
+                let mut list = ListToolsResult::with_all_items(self.tools.as_ref().clone());
+                list.result_type = None;
+                Ok(list)
+            }
+            Some(_) => Err(ErrorData::invalid_params(
                 "tools/list: unknown cursor (every tool is returned in the first page)",
+                None,
             )),
         }
     }
@@ -262,92 +298,116 @@ impl<'a> Session<'a> {
 
 /// The string parameter `name` of a `method` request, or `-32602` naming what is
 /// wrong with it.
-fn string_param<'p>(params: &'p Params, method: &str, name: &str) -> Result<&'p str, RpcError> {
+fn string_param<'p>(params: &'p Params, method: &str, name: &str) -> Result<&'p str, ErrorData> {
     match params.get(name) {
         Some(Value::String(value)) => Ok(value),
-        Some(other) => Err(RpcError::invalid_params(format!(
-            "{method}: {name:?} must be a string, not {}",
-            type_name(other)
-        ))),
-        None => Err(RpcError::invalid_params(format!(
-            "{method}: {name:?} is missing"
-        ))),
+        Some(other) => Err(ErrorData::invalid_params(
+            format!(
+                "{method}: {name:?} must be a string, not {}",
+                type_name(other)
+            ),
+            None,
+        )),
+        None => Err(ErrorData::invalid_params(
+            format!("{method}: {name:?} is missing"),
+            None,
+        )),
     }
 }
 
 /// What is wrong with a request's 2026-07-28 envelope, if anything: a missing key
 /// is `-32602`, an unserved version `-32022` naming the supported ones.
-fn stateless_envelope_error(params: &Params) -> Option<RpcError> {
+fn stateless_envelope_error(params: &Params) -> Option<ErrorData> {
     let Some(meta) = params.get("_meta").and_then(Value::as_object) else {
-        return Some(RpcError::invalid_params(format!(
-            "params._meta must be an object carrying {PROTOCOL_VERSION_META_KEY:?} and {CLIENT_CAPABILITIES_META_KEY:?}"
-        )));
+        return Some(ErrorData::invalid_params(
+            format!(
+                "params._meta must be an object carrying {PROTOCOL_VERSION_META_KEY:?} and {CLIENT_CAPABILITIES_META_KEY:?}"
+            ),
+            None,
+        ));
     };
     let missing: Vec<&str> = [PROTOCOL_VERSION_META_KEY, CLIENT_CAPABILITIES_META_KEY]
         .into_iter()
         .filter(|k| !meta.contains_key(*k))
         .collect();
     if !missing.is_empty() {
-        return Some(RpcError::invalid_params(format!(
-            "params._meta is missing the required envelope key(s): {}",
-            missing.join(", ")
-        )));
+        return Some(ErrorData::invalid_params(
+            format!(
+                "params._meta is missing the required envelope key(s): {}",
+                missing.join(", ")
+            ),
+            None,
+        ));
     }
     match &meta[PROTOCOL_VERSION_META_KEY] {
-        Value::String(v) if MODERN_VERSIONS.contains(&v.as_str()) => None,
-        Value::String(v) => Some(
-            RpcError::new(
-                UNSUPPORTED_PROTOCOL_VERSION,
-                format!(
-                    "unsupported protocol version {v:?}; this server speaks {} statelessly and {} through initialize",
-                    MODERN_VERSIONS.join(", "),
-                    HANDSHAKE_VERSIONS.join(", ")
-                ),
-            )
-            .with_data(json!({ "supported": MODERN_VERSIONS, "requested": v })),
-        ),
-        other => Some(RpcError::invalid_params(format!(
-            "params._meta[{PROTOCOL_VERSION_META_KEY:?}] must be a string, not {}",
-            type_name(other)
-        ))),
+        Value::String(v) if MODERN_VERSIONS.iter().any(|m| m.as_str() == v) => None,
+        Value::String(v) => Some(ErrorData::new(
+            ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
+            format!(
+                "unsupported protocol version {v:?}; this server speaks {} statelessly and {} through initialize",
+                version_list(MODERN_VERSIONS),
+                version_list(handshake_versions())
+            ),
+            Some(json!({ "supported": MODERN_VERSIONS, "requested": v })),
+        )),
+        other => Some(ErrorData::invalid_params(
+            format!(
+                "params._meta[{PROTOCOL_VERSION_META_KEY:?}] must be a string, not {}",
+                type_name(other)
+            ),
+            None,
+        )),
     }
 }
 
 /// Adds what every 2026-07-28 result carries: `resultType` and the server's identity
-/// in `_meta`.
+/// in `_meta`. On JSON, since it stamps results of every type, a tool's among them.
 pub(crate) fn stateless_result(mut result: Value) -> Value {
     if let Value::Object(map) = &mut result {
-        map.entry("resultType").or_insert_with(|| json!("complete"));
+        map.entry("resultType")
+            .or_insert_with(|| to_json(ResultType::COMPLETE));
         let meta = map.entry("_meta").or_insert_with(|| json!({}));
         if let Value::Object(meta) = meta {
-            meta.insert(SERVER_INFO_META_KEY.into(), server_info());
+            meta.insert(SERVER_INFO_META_KEY.into(), to_json(server_info()));
         }
     }
     result
 }
 
-fn capabilities() -> Value {
-    json!({ "tools": {} })
+/// What the server offers: tools (the handshake adds `listChanged` and logging).
+fn capabilities() -> ServerCapabilities {
+    let mut capabilities = ServerCapabilities::default();
+    capabilities.tools = Some(ToolsCapability::default());
+    capabilities
 }
 
-fn server_info() -> Value {
-    json!({ "name": "justonce", "title": "justonce", "version": env!("CARGO_PKG_VERSION") })
+fn server_info() -> Implementation {
+    Implementation::new("justonce", env!("CARGO_PKG_VERSION")).with_title("justonce")
 }
 
-fn method_not_found(method: &str) -> RpcError {
-    RpcError::new(METHOD_NOT_FOUND, format!("method not found: {method}"))
+fn method_not_found(method: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!("method not found: {method}"),
+        None,
+    )
 }
 
 #[cfg(test)]
+#[allow(deprecated)]
 mod tests {
-    use super::super::protocol::INVALID_PARAMS;
     use super::*;
+
+    /// One tool, `t`.
+    fn tools() -> Arc<Vec<Tool>> {
+        Arc::new(vec![Tool::new_with_raw("t", None, Arc::default())])
+    }
 
     fn params(value: Value) -> Params {
         value.as_object().unwrap().clone()
     }
 
-    fn reply(dispatch: Dispatch) -> Result<Value, RpcError> {
+    fn reply(dispatch: Dispatch) -> Result<Value, ErrorData> {
         match dispatch {
             Dispatch::Reply(reply) => reply,
             Dispatch::Call { .. } => panic!("expected a reply, got a call"),
@@ -360,9 +420,9 @@ mod tests {
 
     #[test]
     fn tools_are_refused_before_initialize_and_served_after() {
-        let mut session = Session::new(Arc::new(vec![json!({"name": "t"})]), None);
+        let mut session = Session::new(tools(), None);
         let early = reply(session.request("tools/list", &Params::new())).unwrap_err();
-        assert_eq!(early.code, INVALID_REQUEST);
+        assert_eq!(early.code, ErrorCode::INVALID_REQUEST);
         assert!(early.message.contains("initialize"), "{}", early.message);
         assert_eq!(
             reply(session.request("ping", &Params::new())).unwrap(),
@@ -386,20 +446,20 @@ mod tests {
             &params(json!({"protocolVersion": "2025-06-18"})),
         ))
         .unwrap_err();
-        assert_eq!(again.code, INVALID_REQUEST);
+        assert_eq!(again.code, ErrorCode::INVALID_REQUEST);
         let modern = reply(session.request(
             "tools/list",
             &params(json!({"_meta": envelope("2026-07-28")})),
         ))
         .unwrap_err();
-        assert_eq!(modern.code, INVALID_REQUEST);
+        assert_eq!(modern.code, ErrorCode::INVALID_REQUEST);
     }
 
     #[test]
     fn set_level_takes_the_syslog_names_after_initialize_and_calls_carry_it() {
-        let mut session = Session::new(Arc::new(vec![json!({"name": "t"})]), None);
+        let mut session = Session::new(tools(), None);
         let early = reply(session.request("logging/setLevel", &params(json!({"level": "info"}))));
-        assert_eq!(early.unwrap_err().code, INVALID_REQUEST);
+        assert_eq!(early.unwrap_err().code, ErrorCode::INVALID_REQUEST);
         let init = reply(session.request(
             "initialize",
             &params(json!({"protocolVersion": "2025-11-25"})),
@@ -408,21 +468,21 @@ mod tests {
         assert_eq!(init["capabilities"]["logging"], json!({}));
         let bad = reply(session.request("logging/setLevel", &params(json!({"level": "loud"}))));
         let bad = bad.unwrap_err();
-        assert_eq!(bad.code, INVALID_PARAMS);
+        assert_eq!(bad.code, ErrorCode::INVALID_PARAMS);
         assert!(bad.message.contains("warning"), "{}", bad.message);
         assert_eq!(session.log_level(), None);
         let set = reply(session.request("logging/setLevel", &params(json!({"level": "warning"}))));
         assert_eq!(set.unwrap(), json!({}));
-        assert_eq!(session.log_level(), Some(3));
+        assert_eq!(session.log_level(), Some(LoggingLevel::Warning));
         match session.request("tools/call", &params(json!({"name": "t"}))) {
-            Dispatch::Call { log_level, .. } => assert_eq!(log_level, Some(3)),
+            Dispatch::Call { log_level, .. } => assert_eq!(log_level, Some(LoggingLevel::Warning)),
             Dispatch::Reply(r) => panic!("expected a call, got {r:?}"),
         }
     }
 
     #[test]
     fn a_stateless_connection_discovers_and_stamps_every_result() {
-        let mut session = Session::new(Arc::new(vec![json!({"name": "t"})]), None);
+        let mut session = Session::new(tools(), None);
         let found = reply(session.request(
             "server/discover",
             &params(json!({"_meta": envelope("2026-07-28")})),
@@ -445,28 +505,28 @@ mod tests {
             &params(json!({"_meta": envelope("2031-01-01")})),
         ))
         .unwrap_err();
-        assert_eq!(old.code, UNSUPPORTED_PROTOCOL_VERSION);
+        assert_eq!(old.code, ErrorCode::UNSUPPORTED_PROTOCOL_VERSION);
         assert_eq!(old.data.unwrap()["requested"], "2031-01-01");
 
         let bare = reply(session.request("tools/list", &Params::new())).unwrap_err();
-        assert_eq!(bare.code, INVALID_PARAMS);
+        assert_eq!(bare.code, ErrorCode::INVALID_PARAMS);
         let init = reply(session.request(
             "initialize",
             &params(json!({"protocolVersion": "2025-11-25"})),
         ))
         .unwrap_err();
-        assert_eq!(init.code, UNSUPPORTED_PROTOCOL_VERSION);
+        assert_eq!(init.code, ErrorCode::UNSUPPORTED_PROTOCOL_VERSION);
         let ping =
             reply(session.request("ping", &params(json!({"_meta": envelope("2026-07-28")}))))
                 .unwrap_err();
-        assert_eq!(ping.code, METHOD_NOT_FOUND);
+        assert_eq!(ping.code, ErrorCode::METHOD_NOT_FOUND);
     }
 
     #[test]
     fn a_discover_without_the_envelope_is_unknown_so_clients_fall_back_to_initialize() {
         let mut session = Session::new(Arc::default(), None);
         let e = reply(session.request("server/discover", &Params::new())).unwrap_err();
-        assert_eq!(e.code, METHOD_NOT_FOUND);
+        assert_eq!(e.code, ErrorCode::METHOD_NOT_FOUND);
     }
 
     #[test]
@@ -477,7 +537,7 @@ mod tests {
             &params(json!({"_meta": {PROTOCOL_VERSION_META_KEY: "2026-07-28"}})),
         ))
         .unwrap_err();
-        assert_eq!(e.code, INVALID_PARAMS);
+        assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
         assert!(
             e.message.contains(CLIENT_CAPABILITIES_META_KEY),
             "{}",

@@ -2,9 +2,12 @@
 //! parameters read into a [`CallRequest`], and a call's answer as a `CallToolResult`
 //! or a protocol error.
 
+use std::sync::Arc;
+
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, ProgressToken, Tool, ToolAnnotations};
 use serde_json::{Map, Value, json};
 
-use super::protocol::{INTERNAL_ERROR, Params, RpcError, type_name};
+use super::protocol::{ErrorCode, ErrorData, Params, to_json, type_name};
 use crate::call::{CallRequest, CallResponse};
 use crate::error::Error;
 use crate::host::Host;
@@ -38,28 +41,34 @@ pub const RETENTION_META_KEY: &str = "dev.justonce/retention";
 /// deduplicated (MCP reads `idempotentHint` only when `readOnlyHint` is false).
 /// The tools are the ones new calls get now ([`Runtime::current_tools`]), without
 /// those kept from MCP (`[tools.NAME] mcp = false`).
-pub(crate) fn descriptors(host: &Host) -> Vec<Value> {
+pub(crate) fn descriptors(host: &Host) -> Vec<Tool> {
     let retention = host.retention();
     host.runtime()
         .current_tools()
         .iter()
         .filter(|tool| host.exposed_over_mcp(&tool.name))
         .map(|tool| {
-            let mut entry = json!({
-                "name": tool.name,
-                "description": tool.description,
-                "inputSchema": input_schema(&crate::runtime::portable_schema(&tool.input_schema)),
-            });
-            if let Some(output) = &tool.output_schema {
-                entry["outputSchema"] = crate::runtime::portable_schema(output);
-            }
-            if tool.read_only {
-                entry["annotations"] = json!({ "readOnlyHint": true });
+            let schema = input_schema(crate::runtime::portable_schema(&tool.input_schema));
+            let mut entry = Tool::new(tool.name.clone(), tool.description.clone(), schema);
+            // The loader takes only an object's schema as a tool's output schema.
+            entry.output_schema = tool
+                .output_schema
+                .as_ref()
+                .map(crate::runtime::portable_schema)
+                .and_then(|schema| match schema {
+                    Value::Object(schema) => Some(Arc::new(schema)),
+                    _ => None,
+                });
+            let annotations = ToolAnnotations::new();
+            entry.annotations = Some(if tool.read_only {
+                annotations.read_only(true)
             } else {
-                entry["annotations"] = json!({ "idempotentHint": true });
-                entry["_meta"] =
-                    json!({ RETENTION_META_KEY: retention.of_tool(&tool.name).to_json() });
-            }
+                let mut meta = JsonObject::new();
+                let window = retention.of_tool(&tool.name).to_json();
+                meta.insert(RETENTION_META_KEY.into(), window);
+                entry.meta = Some(meta.into());
+                annotations.idempotent(true)
+            });
             entry
         })
         .collect()
@@ -89,16 +98,13 @@ pub(crate) fn hidden_tool(host: &Host, name: &str) -> Error {
 /// MCP requires `"type": "object"` at the root of an input schema; a tool's schema
 /// always describes an object (arguments are one), so add it where a generator left
 /// it implicit.
-fn input_schema(schema: &Value) -> Value {
-    match schema {
-        Value::Object(map) if map.contains_key("type") => schema.clone(),
-        Value::Object(map) => {
-            let mut map = map.clone();
-            map.insert("type".into(), json!("object"));
-            Value::Object(map)
-        }
-        _ => json!({ "type": "object" }),
-    }
+fn input_schema(schema: Value) -> JsonObject {
+    let mut map = match schema {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    };
+    map.entry("type").or_insert_with(|| json!("object"));
+    map
 }
 
 /// Reads `tools/call` parameters. The conversation comes from
@@ -108,35 +114,49 @@ fn input_schema(schema: &Value) -> Value {
 pub(crate) fn call_request(
     params: &Params,
     default_conversation: Option<&str>,
-) -> Result<CallRequest, RpcError> {
+) -> Result<CallRequest, ErrorData> {
     let name = match params.get("name") {
         Some(Value::String(name)) => name.clone(),
         Some(other) => {
-            return Err(RpcError::invalid_params(format!(
-                "tools/call: \"name\" must be a string, not {}",
-                type_name(other)
-            )));
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "tools/call: \"name\" must be a string, not {}",
+                    type_name(other)
+                ),
+                None,
+            ));
         }
-        None => return Err(RpcError::invalid_params("tools/call: \"name\" is missing")),
+        None => {
+            return Err(ErrorData::invalid_params(
+                "tools/call: \"name\" is missing",
+                None,
+            ));
+        }
     };
     let arguments = match params.get("arguments") {
         None | Some(Value::Null) => "{}".to_owned(),
         Some(args @ Value::Object(_)) => args.to_string(),
         Some(other) => {
-            return Err(RpcError::invalid_params(format!(
-                "tools/call: \"arguments\" must be an object, not {}",
-                type_name(other)
-            )));
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "tools/call: \"arguments\" must be an object, not {}",
+                    type_name(other)
+                ),
+                None,
+            ));
         }
     };
     let meta = match params.get("_meta") {
         None | Some(Value::Null) => None,
         Some(Value::Object(meta)) => Some(meta),
         Some(other) => {
-            return Err(RpcError::invalid_params(format!(
-                "tools/call: \"_meta\" must be an object, not {}",
-                type_name(other)
-            )));
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "tools/call: \"_meta\" must be an object, not {}",
+                    type_name(other)
+                ),
+                None,
+            ));
         }
     };
     let mut request = CallRequest::new(name, arguments);
@@ -149,46 +169,60 @@ pub(crate) fn call_request(
     )?;
     request.key = match (in_params, in_meta) {
         (Some(a), Some(b)) if a != b => {
-            return Err(RpcError::invalid_params(format!(
-                "tools/call: \"{IDEMPOTENCY_KEY_PARAM}\" and _meta[\"{IDEMPOTENCY_KEY_META_KEY}\"] name different keys"
-            )));
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "tools/call: \"{IDEMPOTENCY_KEY_PARAM}\" and _meta[\"{IDEMPOTENCY_KEY_META_KEY}\"] name different keys"
+                ),
+                None,
+            ));
         }
         (a, b) => a.or(b),
     };
     Ok(request)
 }
 
-/// The `_meta.progressToken` of `tools/call` parameters: a string or an integer, or
-/// none.
-pub(crate) fn progress_token(params: &Params) -> Result<Option<Value>, RpcError> {
-    match params
+/// The `_meta.progressToken` of `tools/call` parameters: a string or an integer
+/// that an `i64` holds (rmcp's `ProgressToken`), or none.
+pub(crate) fn progress_token(params: &Params) -> Result<Option<ProgressToken>, ErrorData> {
+    let token = match params
         .get("_meta")
         .and_then(|meta| meta.get("progressToken"))
     {
-        None | Some(Value::Null) => Ok(None),
-        Some(token @ Value::String(_)) => Ok(Some(token.clone())),
-        Some(token @ Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(Some(token.clone())),
-        Some(other) => Err(RpcError::invalid_params(format!(
-            "tools/call: _meta.progressToken must be a string or an integer, not {other}"
-        ))),
+        None | Some(Value::Null) => return Ok(None),
+        Some(token) => token,
+    };
+    // rmcp also reads `2.0` as 2; the token goes back as the client sent it.
+    let exact = token.is_string() || token.is_i64();
+    match serde_json::from_value(token.clone()) {
+        Ok(read) if exact => Ok(Some(read)),
+        _ => Err(ErrorData::invalid_params(
+            format!(
+                "tools/call: _meta.progressToken must be a string or a 64-bit integer, not {token}"
+            ),
+            None,
+        )),
     }
 }
 
-fn meta_string(meta: Option<&Map<String, Value>>, key: &str) -> Result<Option<String>, RpcError> {
+fn meta_string(meta: Option<&Map<String, Value>>, key: &str) -> Result<Option<String>, ErrorData> {
     non_empty_string(meta.and_then(|m| m.get(key)), &format!("_meta[\"{key}\"]"))
 }
 
-fn non_empty_string(value: Option<&Value>, what: &str) -> Result<Option<String>, RpcError> {
+fn non_empty_string(value: Option<&Value>, what: &str) -> Result<Option<String>, ErrorData> {
     match value {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
-        Some(Value::String(_)) => Err(RpcError::invalid_params(format!(
-            "tools/call: {what} must not be empty"
-        ))),
-        Some(other) => Err(RpcError::invalid_params(format!(
-            "tools/call: {what} must be a string, not {}",
-            type_name(other)
-        ))),
+        Some(Value::String(_)) => Err(ErrorData::invalid_params(
+            format!("tools/call: {what} must not be empty"),
+            None,
+        )),
+        Some(other) => Err(ErrorData::invalid_params(
+            format!(
+                "tools/call: {what} must be a string, not {}",
+                type_name(other)
+            ),
+            None,
+        )),
     }
 }
 
@@ -211,7 +245,7 @@ pub(crate) fn call_result(
     result: Result<CallResponse, Error>,
     any_structured: bool,
     remote: bool,
-) -> Result<Value, RpcError> {
+) -> Result<Value, ErrorData> {
     match result {
         Ok(response) => {
             let key = Some(response.key.to_string());
@@ -239,9 +273,10 @@ pub(crate) fn call_result(
             Error::UnknownTool { .. }
             | Error::InvalidKey(_)
             | Error::CannotResolve { .. }
-            | Error::CannotOperate { .. } => {
-                Err(RpcError::invalid_params(error.to_string()).with_data(error.to_agent_json()))
-            }
+            | Error::CannotOperate { .. } => Err(ErrorData::invalid_params(
+                error.to_string(),
+                Some(error.to_agent_json()),
+            )),
             Error::InvalidArguments { .. }
             | Error::Mismatch { .. }
             | Error::InProgress { .. }
@@ -271,7 +306,7 @@ pub(crate) fn call_result(
 
 /// The protocol error for a failure of the host itself, logged under a fresh error
 /// id that the error carries too.
-fn host_failure(error: &Error, remote: bool) -> RpcError {
+fn host_failure(error: &Error, remote: bool) -> ErrorData {
     let mut id = [0u8; 8];
     let _ = getrandom::fill(&mut id);
     let id = id.iter().fold(String::from("err-"), |mut s, b| {
@@ -282,7 +317,7 @@ fn host_failure(error: &Error, remote: bool) -> RpcError {
     if !remote {
         let mut data = error.to_agent_json();
         data["error_id"] = json!(id);
-        return RpcError::new(INTERNAL_ERROR, error.to_string()).with_data(data);
+        return ErrorData::new(ErrorCode::INTERNAL_ERROR, error.to_string(), Some(data));
     }
     let what = match error {
         Error::Store { .. }
@@ -298,15 +333,15 @@ fn host_failure(error: &Error, remote: bool) -> RpcError {
     } else {
         "an operator must look before a retry"
     };
-    RpcError::new(
-        INTERNAL_ERROR,
+    ErrorData::new(
+        ErrorCode::INTERNAL_ERROR,
         format!("{what}; {retry}; the host's log has the details under error id {id}"),
+        Some(json!({
+            "kind": error.kind(),
+            "retry_safe": error.retry_safe(),
+            "error_id": id,
+        })),
     )
-    .with_data(json!({
-        "kind": error.kind(),
-        "retry_safe": error.retry_safe(),
-        "error_id": id,
-    }))
 }
 
 /// A result of JSON `payload`: the JSON as text (for clients before
@@ -318,20 +353,19 @@ fn tool_result(
     key: Option<String>,
     any_structured: bool,
 ) -> Value {
-    let text = payload.to_string();
-    with_structured(
-        json!({
-            "content": [{ "type": "text", "text": text }],
-            "isError": is_error,
-            "_meta": result_meta(replayed, key),
-        }),
-        payload,
-        any_structured,
-    )
+    let text = vec![ContentBlock::text(payload.to_string())];
+    let result = if is_error {
+        CallToolResult::error(text)
+    } else {
+        CallToolResult::success(text)
+    };
+    to_json(finish(result, Some(payload), replayed, key, any_structured))
 }
 
-/// A result the tool gave in parts (its content blocks as saved) and, unless
-/// `null`, a structured result besides them.
+/// A result the tool gave in parts and, unless `null`, a structured result
+/// besides them. The parts go out as saved, not through rmcp's `ContentBlock`
+/// (which made them, see [`crate::runtime`]): a replay is the saved bytes whatever
+/// the SDK's version reads into or leaves out of a block.
 fn rich_result(
     structured: Value,
     content: Vec<Value>,
@@ -339,32 +373,37 @@ fn rich_result(
     key: Option<String>,
     any_structured: bool,
 ) -> Value {
-    let result = json!({
-        "content": content,
-        "isError": false,
-        "_meta": result_meta(replayed, key),
-    });
-    if structured.is_null() {
-        result
-    } else {
-        with_structured(result, structured, any_structured)
-    }
-}
-
-fn with_structured(mut result: Value, payload: Value, any_structured: bool) -> Value {
-    if any_structured || payload.is_object() {
-        result["structuredContent"] = payload;
-    }
+    let result = finish(
+        CallToolResult::success(Vec::new()),
+        Some(structured).filter(|s| !s.is_null()),
+        replayed,
+        key,
+        any_structured,
+    );
+    let mut result = to_json(result);
+    result["content"] = Value::Array(content);
     result
 }
 
-fn result_meta(replayed: bool, key: Option<String>) -> Map<String, Value> {
-    let mut meta = Map::new();
+/// `result` with `payload` as its `structuredContent` where the revision allows it,
+/// justonce's `_meta`, and no `resultType` (the stateless revision's results get
+/// theirs in `session::stateless_result`).
+fn finish(
+    mut result: CallToolResult,
+    payload: Option<Value>,
+    replayed: bool,
+    key: Option<String>,
+    any_structured: bool,
+) -> CallToolResult {
+    result.structured_content = payload.filter(|p| any_structured || p.is_object());
+    let mut meta = JsonObject::new();
     meta.insert(REPLAYED_META_KEY.into(), Value::Bool(replayed));
     if let Some(key) = key {
         meta.insert(KEY_META_KEY.into(), Value::String(key));
     }
-    meta
+    result.meta = Some(meta.into());
+    result.result_type = None;
+    result
 }
 
 #[cfg(test)]
@@ -420,7 +459,7 @@ mod tests {
     fn a_progress_token_is_a_string_or_an_integer() {
         for token in [json!("p-1"), json!(7)] {
             let p = params(json!({ "name": "t", "_meta": { "progressToken": token } }));
-            assert_eq!(progress_token(&p).unwrap(), Some(token));
+            assert_eq!(progress_token(&p).unwrap().map(to_json), Some(token));
         }
         assert_eq!(
             progress_token(&params(json!({ "name": "t" }))).unwrap(),
@@ -446,7 +485,7 @@ mod tests {
             ),
         ] {
             let e = call_request(&params(p), None).unwrap_err();
-            assert_eq!(e.code, super::super::protocol::INVALID_PARAMS);
+            assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
             assert!(e.message.contains(field), "{} lacks {field}", e.message);
         }
     }
@@ -500,7 +539,7 @@ mod tests {
             false,
         )
         .unwrap_err();
-        assert_eq!(no_tool.code, super::super::protocol::INVALID_PARAMS);
+        assert_eq!(no_tool.code, ErrorCode::INVALID_PARAMS);
     }
 
     #[test]

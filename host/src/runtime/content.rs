@@ -2,9 +2,10 @@
 //! blocks, gathered in order and bounded by the result size limit.
 
 use base64::Engine as _;
-use serde_json::{Map, Value, json};
+use rmcp::model::{ContentBlock, Resource, ResourceContents};
+use serde_json::Value;
 
-use super::bindings::justonce::tool::content::{Media, Part, ResourceBody};
+use super::bindings::justonce::tool::content::{Part, ResourceBody};
 use super::limiter::LimitHit;
 
 /// The parts a call added so far, as the MCP content blocks they become, and their
@@ -37,42 +38,37 @@ impl ResultParts {
     }
 }
 
-/// `part` as an MCP content block.
+/// `part` as an MCP content block: rmcp's model of one, saved as its JSON.
 fn block(part: Part) -> Value {
-    match part {
-        Part::Text(text) => json!({ "type": "text", "text": text }),
-        Part::Image(media) => media_block("image", media),
-        Part::Audio(media) => media_block("audio", media),
+    let block = match part {
+        Part::Text(text) => ContentBlock::text(text),
+        Part::Image(media) => ContentBlock::image(base64(&media.data), media.mime_type),
+        Part::Audio(media) => ContentBlock::audio(base64(&media.data), media.mime_type),
         Part::ResourceLink(link) => {
-            let mut block = Map::new();
-            block.insert("type".into(), json!("resource_link"));
-            block.insert("uri".into(), json!(link.uri));
-            block.insert("name".into(), json!(link.name));
-            if let Some(description) = link.description {
-                block.insert("description".into(), json!(description));
-            }
-            if let Some(mime_type) = link.mime_type {
-                block.insert("mimeType".into(), json!(mime_type));
-            }
-            Value::Object(block)
+            let mut resource = Resource::new(link.uri, link.name);
+            resource.description = link.description;
+            resource.mime_type = link.mime_type;
+            ContentBlock::resource_link(resource)
         }
         Part::Embedded(resource) => {
-            let mut contents = Map::new();
-            contents.insert("uri".into(), json!(resource.uri));
-            if let Some(mime_type) = resource.mime_type {
-                contents.insert("mimeType".into(), json!(mime_type));
-            }
-            match resource.body {
-                ResourceBody::Text(text) => contents.insert("text".into(), json!(text)),
-                ResourceBody::Blob(bytes) => contents.insert("blob".into(), json!(base64(&bytes))),
-            };
-            json!({ "type": "resource", "resource": contents })
+            let (uri, mime_type) = (resource.uri, resource.mime_type);
+            ContentBlock::resource(match resource.body {
+                ResourceBody::Text(text) => ResourceContents::TextResourceContents {
+                    uri,
+                    mime_type,
+                    text,
+                    meta: None,
+                },
+                ResourceBody::Blob(bytes) => ResourceContents::BlobResourceContents {
+                    uri,
+                    mime_type,
+                    blob: base64(&bytes),
+                    meta: None,
+                },
+            })
         }
-    }
-}
-
-fn media_block(kind: &str, media: Media) -> Value {
-    json!({ "type": kind, "data": base64(&media.data), "mimeType": media.mime_type })
+    };
+    serde_json::to_value(block).expect("a content block serializes to JSON")
 }
 
 fn base64(bytes: &[u8]) -> String {
@@ -81,8 +77,9 @@ fn base64(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::bindings::justonce::tool::content::{EmbeddedResource, ResourceLink};
+    use super::super::bindings::justonce::tool::content::{EmbeddedResource, Media, ResourceLink};
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn parts_become_mcp_content_blocks_in_order() {

@@ -14,9 +14,8 @@ use super::{ENDPOINT, HttpServer};
 use crate::auth::oauth::TokenRefused;
 use crate::call::CallRequest;
 use crate::mcp::protocol::{
-    self, HANDSHAKE_VERSIONS, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, Incoming,
-    METHOD_NOT_FOUND, PARSE_ERROR, PROTOCOL_VERSION_META_KEY, Params, RequestId, RpcError,
-    SERVER_BUSY, UNSUPPORTED_PROTOCOL_VERSION,
+    self, ErrorCode, ErrorData, INVALID_REQUEST, Incoming, PROTOCOL_VERSION_META_KEY, Params,
+    ProtocolVersion, RequestId, SERVER_BUSY, handshake_versions, version_list,
 };
 use crate::mcp::session::{Dispatch, Era, Session};
 use crate::mcp::{Server, Shutdown};
@@ -27,6 +26,7 @@ use crate::serving::wire::{Head, Kind, Response};
 /// JSON-RPC code of a request refused because its principal has too many calls in
 /// flight or sessions open.
 pub const TOO_MANY_CALLS: i64 = -32029;
+const TOO_MANY: ErrorCode = ErrorCode(TOO_MANY_CALLS as i32);
 
 /// The realm named in `WWW-Authenticate`.
 const REALM: &str = "justonce";
@@ -58,7 +58,11 @@ struct LiveCall {
     id: RequestId,
     request: CallRequest,
     /// The log level and progress token of the call.
-    heard: (Option<usize>, Option<Value>),
+    #[allow(deprecated)] // SEP-2577 deprecates logging; revisions up to 2025-11-25 have it.
+    heard: (
+        Option<rmcp::model::LoggingLevel>,
+        Option<rmcp::model::ProgressToken>,
+    ),
     /// Its place among its principal's calls in flight, until it finishes.
     permit: Permit,
     /// Counts it among the calls a stopping server waits for.
@@ -66,8 +70,13 @@ struct LiveCall {
 }
 
 /// A JSON-RPC error as the body of an HTTP error.
-pub(crate) fn refusal(status: u16, id: Option<&RequestId>, code: i64, message: &str) -> Response {
-    let body = protocol::error_response(id, &RpcError::new(code, message));
+pub(crate) fn refusal(
+    status: u16,
+    id: Option<&RequestId>,
+    code: ErrorCode,
+    message: &str,
+) -> Response {
+    let body = protocol::error_response(id, &ErrorData::new(code, message.to_owned(), None));
     Response::message(status, Kind::Json, &body)
 }
 
@@ -230,7 +239,12 @@ impl HttpServer {
     pub(crate) fn post(&self, head: &Head, principal: &str, body: &[u8]) -> Response {
         let kind = reply_kind(head, self.options.prefer_sse).unwrap_or(Kind::Json);
         let Ok(text) = std::str::from_utf8(body) else {
-            return refusal(400, None, PARSE_ERROR, "the body is not valid UTF-8");
+            return refusal(
+                400,
+                None,
+                ErrorCode::PARSE_ERROR,
+                "the body is not valid UTF-8",
+            );
         };
         match protocol::parse(text.trim()) {
             Err(malformed) => {
@@ -286,7 +300,7 @@ impl HttpServer {
                 // official SDKs do; only an unknown one is refused.
                 if let (Era::Handshake(_), Some(header)) =
                     (entry.era, head.header("mcp-protocol-version"))
-                    && !HANDSHAKE_VERSIONS.contains(&header)
+                    && !handshake_versions().iter().any(|v| v.as_str() == header)
                 {
                     return refusal(
                         400,
@@ -294,7 +308,7 @@ impl HttpServer {
                         INVALID_REQUEST,
                         &format!(
                             "MCP-Protocol-Version {header:?} is not supported; this server speaks {}",
-                            HANDSHAKE_VERSIONS.join(", ")
+                            version_list(handshake_versions())
                         ),
                     );
                 }
@@ -304,7 +318,7 @@ impl HttpServer {
             }
             None if enveloped => {
                 if let Some(why) = routing_mismatch(head, method, params) {
-                    return refusal(400, Some(id), HEADER_MISMATCH, &why);
+                    return refusal(400, Some(id), ErrorCode::HEADER_MISMATCH, &why);
                 }
                 (Session::new(tools, conversation), false)
             }
@@ -333,7 +347,7 @@ impl HttpServer {
                     return refusal(
                         429,
                         Some(id),
-                        TOO_MANY_CALLS,
+                        TOO_MANY,
                         &format!(
                             "{principal} has {} calls in flight, the most allowed; retry after a second",
                             self.options.max_calls_per_principal
@@ -422,9 +436,9 @@ impl HttpServer {
                 Err(refused) => {
                     tracing::warn!("initialize refused: {refused}");
                     let (status, code) = match refused {
-                        Refused::PrincipalFull { .. } => (429, TOO_MANY_CALLS),
+                        Refused::PrincipalFull { .. } => (429, TOO_MANY),
                         Refused::ServerFull(_) => (503, SERVER_BUSY),
-                        Refused::Random => (500, protocol::INTERNAL_ERROR),
+                        Refused::Random => (500, ErrorCode::INTERNAL_ERROR),
                     };
                     return refusal(status, Some(id), code, &refused.to_string())
                         .with("retry-after", "1");
@@ -444,7 +458,7 @@ impl HttpServer {
     fn stream_call(&self, server: &Server, found: &Found, call: LiveCall) -> Response {
         let events = Arc::clone(&found.events);
         let (stream, priming, live) = events.open();
-        let primed = matches!(found.era, Era::Handshake(version) if version >= "2025-11-25");
+        let primed = matches!(found.era, Era::Handshake(version) if *version >= ProtocolVersion::V_2025_11_25);
         // Without a priming event the client has no id to come back with: held.
         let hold = self.options.stream_hold.filter(|_| primed);
         if hold.is_some_and(|hold| hold.is_zero()) {
@@ -578,14 +592,14 @@ fn reply_kind(head: &Head, prefer_sse: bool) -> Option<Kind> {
 }
 
 /// The HTTP status of a 2026-07-28 error response.
-fn status_of(code: i64) -> u16 {
+fn status_of(code: ErrorCode) -> u16 {
     match code {
-        PARSE_ERROR
-        | INVALID_REQUEST
-        | INVALID_PARAMS
-        | HEADER_MISMATCH
-        | UNSUPPORTED_PROTOCOL_VERSION => 400,
-        METHOD_NOT_FOUND => 404,
+        ErrorCode::PARSE_ERROR
+        | ErrorCode::INVALID_REQUEST
+        | ErrorCode::INVALID_PARAMS
+        | ErrorCode::HEADER_MISMATCH
+        | ErrorCode::UNSUPPORTED_PROTOCOL_VERSION => 400,
+        ErrorCode::METHOD_NOT_FOUND => 404,
         _ => 200,
     }
 }

@@ -13,24 +13,29 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+#[allow(deprecated)] // SEP-2577 deprecates logging; revisions up to 2025-11-25 have it.
+use rmcp::model::LoggingLevel;
+
 use super::replay::{EventLog, ReplayCaps};
 use crate::mcp::session::Era;
 
+#[allow(deprecated)]
 struct Entry {
     principal: String,
     era: Era,
-    log_level: Option<usize>,
+    log_level: Option<LoggingLevel>,
     used: Instant,
     /// The events of its POST streams, for `Last-Event-ID`; ends with the session.
     events: Arc<EventLog>,
 }
 
 /// What a session's request needs of its entry.
+#[allow(deprecated)]
 pub(crate) struct Found {
     /// The revision it speaks.
     pub era: Era,
     /// Its `logging/setLevel`, if set.
-    pub log_level: Option<usize>,
+    pub log_level: Option<LoggingLevel>,
     /// The record of its streams' events.
     pub events: Arc<EventLog>,
 }
@@ -150,7 +155,8 @@ impl Sessions {
 
     /// Sets the log level of session `id` (`logging/setLevel`), if it is open and
     /// `principal`'s.
-    pub fn set_log_level(&self, id: &str, principal: &str, level: Option<usize>) {
+    #[allow(deprecated)]
+    pub fn set_log_level(&self, id: &str, principal: &str, level: Option<LoggingLevel>) {
         if let Some(entry) = self.lock().get_mut(id)
             && entry.principal == principal
         {
@@ -184,18 +190,20 @@ fn random_hex<const N: usize>() -> Result<String, Refused> {
 mod tests {
     use super::*;
 
-    const V: Era = Era::Handshake("2025-11-25");
+    use crate::mcp::protocol::ProtocolVersion;
+
+    const V: Era = Era::Handshake(&ProtocolVersion::V_2025_11_25);
 
     #[test]
     fn a_session_is_its_principals_alone_and_ends_when_closed() {
         let sessions = Sessions::new(8, 8, Duration::from_secs(60), ReplayCaps::default());
         let now = Instant::now();
         let a = sessions
-            .open("alice", Era::Handshake("2025-06-18"), now)
+            .open("alice", Era::Handshake(&ProtocolVersion::V_2025_06_18), now)
             .unwrap();
         assert_eq!(
             sessions.era(&a, "alice", now),
-            Some(Era::Handshake("2025-06-18"))
+            Some(Era::Handshake(&ProtocolVersion::V_2025_06_18))
         );
         assert_eq!(sessions.era(&a, "bob", now), None, "not bob's");
         assert!(!sessions.close(&a, "bob"));
