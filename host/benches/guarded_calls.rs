@@ -20,17 +20,22 @@
 //!    start it): the latency of (2), (3) and (4), and one-effect calls/s with 1, 2
 //!    and 4 host processes sharing the database.
 //!
+//! (2) and (3) are also printed against their floors, the bare guest plus the journal
+//! writes the contract requires with the journal's own rows, and (6) against its
+//! ceiling, the guest alone run by 8 threads / 1 (see `guarded_calls/floors.rs` for
+//! how each floor is measured and why it is one).
+//!
 //! Latencies are sampled per call in interleaved rounds (every figure once per round,
 //! so a burst of load on a shared machine hits them alike); a figure is the median of
 //! all its samples with the 10th–90th percentile and the mean (which also counts the
 //! rare stalls: a disk write held up by writeback, a preempted thread), and a ratio is
 //! the median of the per-round ratios. `JUSTONCE_BENCH_SCALE` (default 1.0) scales
-//! rounds and durations; `JUSTONCE_BENCH_PROFILE=bare|echo|receipt|replay` runs one
-//! call in a loop for a profiler instead, and `JUSTONCE_BENCH_ONLY=mcp` only (8),
-//! `JUSTONCE_BENCH_ONLY=postgres` only (9), `JUSTONCE_BENCH_ONLY=sqlite` (1) to (6);
-//! `JUSTONCE_BENCH_BIN=PATH` runs (7) and (8) on another build of `justonce`.
-//! Nothing here asserts a timing; the targets
-//! are printed next to the figures.
+//! rounds and durations; `JUSTONCE_BENCH_PROFILE=bare|echo|receipt|replay|receipt8`
+//! runs one call in a loop for a profiler instead (`receipt8`: (6)'s calls by 8
+//! callers), and `JUSTONCE_BENCH_ONLY=mcp` only (8), `JUSTONCE_BENCH_ONLY=postgres`
+//! only (9), `JUSTONCE_BENCH_ONLY=sqlite` (1) to (6); `JUSTONCE_BENCH_BIN=PATH` runs
+//! (7) and (8) on another build of `justonce`. Nothing here asserts a timing; the
+//! targets are printed next to the figures.
 
 use std::path::Path;
 use std::process::Command;
@@ -42,6 +47,9 @@ use justonce::Durability;
 use justonce::{CallRequest, EffectRequest, Host, Provider, ProviderClass, ProviderError};
 use justonce::{Limits, Runtime};
 use serde_json::{Value, json};
+
+#[path = "guarded_calls/floors.rs"]
+mod floors;
 
 const ECHO_ARGS: &str = r#"{"message":"hello"}"#;
 const RECEIPT_ARGS: &str =
@@ -77,6 +85,14 @@ impl Samples {
     fn spread(&self) -> (f64, f64) {
         let mut v = self.all.clone();
         (percentile(&mut v, 0.10), percentile(&mut v, 0.90))
+    }
+    /// The median over rounds of this figure's round median divided by the sum of
+    /// `parts`' round medians (a floor made of several measured parts).
+    fn ratio_to_sum(&self, parts: &[&Samples]) -> f64 {
+        let mut r: Vec<f64> = (0..self.rounds.len())
+            .map(|i| self.rounds[i] / parts.iter().map(|p| p.rounds[i]).sum::<f64>())
+            .collect();
+        median(&mut r)
     }
     /// The median over rounds of this figure's round median divided by `base`'s.
     fn ratio_to(&self, base: &Samples) -> f64 {
@@ -214,6 +230,9 @@ struct Figures {
     guarded_receipt: [Samples; 2],
     replay: [Samples; 2],
     floor: [Samples; 2],
+    /// The journal's share of (2) and (3) at its floor (see `floors`), `Normal`.
+    rows_echo: Samples,
+    rows_receipt: Samples,
 }
 
 const MODES: [(Durability, &str); 2] = [(Durability::Normal, "Normal"), (Durability::Full, "Full")];
@@ -222,6 +241,7 @@ fn latencies(
     runtime: &Arc<Runtime>,
     hosts: &[Host; 2],
     floors: &[rusqlite::Connection; 2],
+    rows: &mut floors::JournalRows,
 ) -> Figures {
     let counter = AtomicU64::new(0);
     let replayed: Vec<CallRequest> = hosts
@@ -239,6 +259,8 @@ fn latencies(
         guarded_receipt: Default::default(),
         replay: Default::default(),
         floor: Default::default(),
+        rows_echo: Samples::default(),
+        rows_receipt: Samples::default(),
     };
     let bare = |tool: &str, args: &str| {
         let _ = runtime.call_unguarded(tool, args);
@@ -276,6 +298,9 @@ fn latencies(
             f.replay[m].round(sample(fast, |_| call(h, &replayed[m])));
             f.floor[m].round(sample(n, |i| floor_commit(&floors[m], i)));
         }
+        f.rows_echo.round(sample(fast, |_| rows.no_effect()));
+        f.rows_receipt.round(sample(fast, |_| rows.one_effect()));
+        rows.checkpoint();
     }
     f
 }
@@ -690,9 +715,15 @@ fn row(name: &str, s: &Samples) {
 }
 
 /// `JUSTONCE_BENCH_PROFILE=bare|echo|receipt|replay`: only that call, in a loop for
-/// ten seconds on a `Normal` journal, so a profiler (`perf record`) sees one path.
+/// ten seconds on a `Normal` journal, so a profiler (`perf record`) sees one path;
+/// `receipt8`: (6)'s one-effect calls by 8 callers sharing the host.
 fn profile(which: &str, runtime: &Arc<Runtime>, dir: &Path) {
     let host = host(runtime, dir, Durability::Normal);
+    if which == "receipt8" {
+        let (rate, commits) = throughput(&Arc::new(host), 8, Duration::from_secs(10));
+        println!("receipt8: {rate:.0} calls/s, {commits:.2} commits per call");
+        return;
+    }
     let counter = AtomicU64::new(0);
     let replayed = fresh("echo", ECHO_ARGS, &counter);
     call(&host, &replayed);
@@ -758,7 +789,12 @@ fn main() {
     });
     let receipt_cost = costs[1].1;
 
-    let f = latencies(&runtime, &hosts, &floors);
+    let mut rows = floors::JournalRows::new(&runtime, &dir.path().join("rows"), |h| {
+        let counter = AtomicU64::new(1 << 50);
+        call(h, &fresh("echo", ECHO_ARGS, &counter));
+        call(h, &fresh("send_receipt", RECEIPT_ARGS, &counter));
+    });
+    let f = latencies(&runtime, &hosts, &floors, &mut rows);
 
     println!("\n## Latency (median of all samples, 10th–90th percentile, mean)\n");
     println!("| figure | median | p10–p90 | mean | samples |\n| --- | --- | --- | --- | --- |");
@@ -782,6 +818,14 @@ fn main() {
         );
         row(&format!("(5) one commit of one row, {name}"), &f.floor[m]);
     }
+    row(
+        "(2)'s journal floor: first look + 1 commit of its row",
+        &f.rows_echo,
+    );
+    row(
+        "(3)'s journal floor: first look + 2 commits of its rows",
+        &f.rows_receipt,
+    );
 
     println!("\n## Ratios (median of per-round ratios) and targets\n");
     println!("| ratio | value | target | |\n| --- | --- | --- | --- |");
@@ -815,6 +859,50 @@ fn main() {
         println!(
             "| (4) replay / (1) echo, {name} | {:.2} | | |",
             f.replay[m].ratio_to(&f.bare_echo)
+        );
+    }
+
+    println!("\n## (2) and (3) against their floors, Normal (see `guarded_calls/floors.rs`)\n");
+    println!(
+        "floor = the bare guest (1) + the journal writes the contract requires, with the journal's rows, schema and pragmas, measured in the same rounds\n"
+    );
+    println!(
+        "| figure | median | floor | figure / floor | floor / (1): the best ratio this floor allows | target |\n| --- | --- | --- | --- | --- | --- |"
+    );
+    for (name, figure, bare, rows, target) in [
+        (
+            "(2) no effect",
+            &f.guarded_echo[n],
+            &f.bare_echo,
+            &f.rows_echo,
+            2.0,
+        ),
+        (
+            "(3) one keyed effect",
+            &f.guarded_receipt[n],
+            &f.bare_receipt,
+            &f.rows_receipt,
+            3.0,
+        ),
+    ] {
+        let best = Samples {
+            all: Vec::new(),
+            rounds: bare
+                .rounds
+                .iter()
+                .zip(&rows.rounds)
+                .map(|(b, r)| b + r)
+                .collect(),
+        }
+        .ratio_to(bare);
+        println!(
+            "| {name} | {:.1} µs | {:.1} + {:.1} = {:.1} µs | {:.2} | {best:.2} | ≤ {target:.1} ({}) |",
+            figure.median(),
+            bare.median(),
+            rows.median(),
+            bare.median() + rows.median(),
+            figure.ratio_to_sum(&[bare, rows]),
+            verdict(figure.ratio_to(bare) <= target),
         );
     }
 
@@ -884,15 +972,37 @@ fn main() {
         per_threads.push(cells[1].0);
         normal_per_threads.push(cells[0].0);
     }
+    // The ceilings (see `floors`): the guest alone, no journal, by 1 and by 8 threads
+    // in the same trials; and for `Full`, the `Normal` rate at 8 callers (the same
+    // work without the fsyncs) over the `Full` rate of 1 caller.
+    let bare: Vec<(f64, f64)> = (0..trials)
+        .map(|_| {
+            let one = floors::bare_throughput(&runtime, "send_receipt", RECEIPT_ARGS, 1, run_for);
+            let eight = floors::bare_throughput(&runtime, "send_receipt", RECEIPT_ARGS, 8, run_for);
+            (one, eight)
+        })
+        .collect();
+    let mut bare_ratio: Vec<f64> = bare.iter().map(|(one, eight)| eight / one).collect();
+    let bare_ratio = median(&mut bare_ratio);
+    let mut bare_one: Vec<f64> = bare.iter().map(|(one, _)| *one).collect();
+    let mut bare_eight: Vec<f64> = bare.iter().map(|(_, eight)| *eight).collect();
+    println!(
+        "\nthe guest alone (send_receipt, `call_unguarded`, no journal): 1 thread {:.0} calls/s, 8 threads {:.0} calls/s = {bare_ratio:.2}×",
+        median(&mut bare_one),
+        median(&mut bare_eight)
+    );
     let normal_scaling = normal_per_threads[3] / normal_per_threads[0];
     println!(
-        "\nNormal, 8 callers / 1 caller: {normal_scaling:.2}× (target ≥ 1.7× on 2 cores: {})",
-        verdict(normal_scaling >= 1.7)
+        "(6) Normal, 8 callers / 1 caller: {normal_scaling:.2}× (target ≥ 1.7× on 2 cores: {}); ceiling (the guest alone, 8 threads / 1): {bare_ratio:.2}×; figure / ceiling {:.2}",
+        verdict(normal_scaling >= 1.7),
+        normal_scaling / bare_ratio
     );
     let scaling = per_threads[3] / per_threads[0];
+    let full_ceiling = normal_per_threads[3] / per_threads[0];
     println!(
-        "Full, 8 callers / 1 caller: {scaling:.2}× (target ≥ 4×: {}); fsyncs so far on the Full host: {}",
+        "(6) Full, 8 callers / 1 caller: {scaling:.2}× (target ≥ 4×: {}); ceiling (Normal at 8 callers / Full at 1): {full_ceiling:.2}×; figure / ceiling {:.2}; fsyncs so far on the Full host: {}",
         verdict(scaling >= 4.0),
+        scaling / full_ceiling,
         shared[1].journal_stats().syncs
     );
 
