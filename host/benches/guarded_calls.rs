@@ -1023,12 +1023,11 @@ fn postgres_figures() {
 /// figure (9): calls/s, CPU per call (hosts', and the server's whose postmaster is
 /// `postmaster`) and the floor that CPU sets; their calls/s.
 fn hosts_row(url: &str, postmaster: Option<u32>, processes: usize, run_for: Duration) -> f64 {
-    let server_before = postmaster.map(cpu::of_server);
-    let run = postgres_processes(url, processes, run_for);
-    let server = server_before
-        .zip(postmaster.map(cpu::of_server))
-        .map_or(f64::NAN, |(before, after)| after - before);
-    let (host_us, server_us) = (run.host_cpu / run.calls * 1e6, server / run.calls * 1e6);
+    let run = postgres_processes(url, postmaster, processes, run_for);
+    let (host_us, server_us) = (
+        run.host_cpu / run.calls * 1e6,
+        run.server_cpu / run.calls * 1e6,
+    );
     let floor = cores() as f64 / ((host_us + server_us) / 1e6);
     println!(
         "| {processes} | {:.0} | {host_us:.0} µs | {server_us:.0} µs | {floor:.0} calls/s | {:.2} |",
@@ -1070,11 +1069,21 @@ struct HostsRun {
     calls: f64,
     /// Their CPU seconds over the timed window.
     host_cpu: f64,
+    /// The server's CPU seconds over the same window (NaN when it is not known):
+    /// from when every host is ready (connected, its statements prepared) to when
+    /// every one has stopped calling.
+    server_cpu: f64,
 }
 
 /// Runs `processes` child hosts on `url` at once for `run_for`. Each child loads its
-/// tools first and says `ready`; all start when every one is.
-fn postgres_processes(url: &str, processes: usize, run_for: Duration) -> HostsRun {
+/// tools first and says `ready`; all start when every one is. The server's CPU is
+/// read from its `postmaster`'s processes.
+fn postgres_processes(
+    url: &str,
+    postmaster: Option<u32>,
+    processes: usize,
+    run_for: Duration,
+) -> HostsRun {
     use std::io::{BufRead, BufReader, Write};
     let mut children: Vec<_> = (0..processes)
         .map(|p| {
@@ -1099,6 +1108,7 @@ fn postgres_processes(url: &str, processes: usize, run_for: Duration) -> HostsRu
         out.read_line(&mut line).expect("ready");
         assert_eq!(line.trim(), "ready", "a host process did not start");
     }
+    let server_before = postmaster.map(cpu::of_server);
     for child in &mut children {
         writeln!(child.stdin.as_mut().expect("stdin"), "go").expect("go");
     }
@@ -1106,10 +1116,18 @@ fn postgres_processes(url: &str, processes: usize, run_for: Duration) -> HostsRu
         rate: 0.0,
         calls: 0.0,
         host_cpu: 0.0,
+        server_cpu: f64::NAN,
     };
-    for (child, out) in children.iter_mut().zip(&mut outputs) {
+    let mut lines = Vec::new();
+    for out in &mut outputs {
         let mut line = String::new();
         out.read_line(&mut line).expect("a rate");
+        lines.push(line);
+    }
+    if let (Some(before), Some(after)) = (server_before, postmaster.map(cpu::of_server)) {
+        run.server_cpu = after - before;
+    }
+    for (child, line) in children.iter_mut().zip(lines) {
         let figures: Vec<f64> = line
             .split_whitespace()
             .map(|f| f.parse().expect("a number"))
