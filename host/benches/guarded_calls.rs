@@ -18,7 +18,8 @@
 //!    replayed, and `ping` as each transport's floor;
 //! 9. on a PostgreSQL journal (a throwaway cluster on this machine, as the tests
 //!    start it): the latency of (2), (3) and (4), and one-effect calls/s with 1, 2
-//!    and 4 host processes sharing the database.
+//!    and 4 host processes sharing the database, with the CPU seconds per call of the
+//!    hosts and of the server, and the floor they set on this machine's cores.
 //!
 //! (2) and (3) are also printed against their floors, the bare guest plus the journal
 //! writes the contract requires with the journal's own rows, and (6) against its
@@ -30,12 +31,16 @@
 //! all its samples with the 10th–90th percentile and the mean (which also counts the
 //! rare stalls: a disk write held up by writeback, a preempted thread), and a ratio is
 //! the median of the per-round ratios. `JUSTONCE_BENCH_SCALE` (default 1.0) scales
-//! rounds and durations; `JUSTONCE_BENCH_PROFILE=bare|echo|receipt|replay|receipt8`
+//! rounds and durations; `JUSTONCE_BENCH_PROFILE=bare|echo|receipt|replay|receipt8|postgres`
 //! runs one call in a loop for a profiler instead (`receipt8`: (6)'s calls by 8
-//! callers), and `JUSTONCE_BENCH_ONLY=mcp` only (8), `JUSTONCE_BENCH_ONLY=postgres`
-//! only (9), `JUSTONCE_BENCH_ONLY=sqlite` (1) to (6); `JUSTONCE_BENCH_BIN=PATH` runs
-//! (7) and (8) on another build of `justonce`. Nothing here asserts a timing; the
-//! targets are printed next to the figures.
+//! callers; `postgres`: (9)'s four host processes for `perf record -a`), and
+//! `JUSTONCE_BENCH_ONLY=mcp` only (8), `JUSTONCE_BENCH_ONLY=postgres` only (9),
+//! `JUSTONCE_BENCH_ONLY=sqlite` (1) to (6); `JUSTONCE_BENCH_BIN=PATH` runs (7) and (8)
+//! on another build of `justonce`. Nothing here asserts a timing; the targets are
+//! printed next to the figures.
+
+#[path = "guarded_calls/cpu.rs"]
+mod cpu;
 
 use std::path::Path;
 use std::process::Command;
@@ -757,12 +762,17 @@ fn profile(which: &str, runtime: &Arc<Runtime>, dir: &Path) {
 
 fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
-    if let Ok(which) = std::env::var("JUSTONCE_BENCH_PROFILE") {
-        profile(&which, &runtime(), dir.path());
-        return;
-    }
+    // First: a host process of (9) is this binary, started with the parent's
+    // environment.
     if let Ok(worker) = std::env::var(PG_WORKER) {
         postgres_worker(&worker);
+        return;
+    }
+    if let Ok(which) = std::env::var("JUSTONCE_BENCH_PROFILE") {
+        if which == "postgres" {
+            return postgres_profile();
+        }
+        profile(&which, &runtime(), dir.path());
         return;
     }
     println!("# justonce guarded-call benchmark\n");
@@ -1108,14 +1118,22 @@ fn postgres_figures() {
         );
     }
 
-    println!("\n| host processes | one-effect calls/s (all hosts) |\n| --- | --- |");
+    let postmaster = server_pid(&cluster.admin_url());
+    println!(
+        "\nEach host process is one caller in a loop; CPU is user + system seconds from \
+         `/proc` over the timed window: the hosts' own, and the server's (postmaster, its \
+         live backends and the ones it reaped). With {} cores shared by hosts and server, \
+         calls/s can be no more than cores / (host + server CPU per call): the floor.\n",
+        cores()
+    );
+    println!(
+        "| host processes | one-effect calls/s (all hosts) | host CPU / call | server CPU / call | floor (cores / CPU per call) | figure / floor |\n| --- | --- | --- | --- | --- | --- |"
+    );
     let run_for = Duration::from_secs_f64(3.0 * scale());
-    let mut rates = Vec::new();
-    for processes in [1usize, 2, 4] {
-        let rate = postgres_processes(&url, processes, run_for);
-        println!("| {processes} | {rate:.0} |");
-        rates.push(rate);
-    }
+    let rates: Vec<f64> = [1usize, 2, 4]
+        .into_iter()
+        .map(|processes| hosts_row(&url, postmaster, processes, run_for))
+        .collect();
     println!(
         "\n(9) 4 hosts: {:.0} calls/s = {:.2} × 1 host (target ≥ 2 × and ≥ 3 000: {})",
         rates[2],
@@ -1124,14 +1142,76 @@ fn postgres_figures() {
     );
 }
 
-/// Runs `processes` child hosts on `url` at once for `run_for`; their calls per
-/// second together. Each child loads its tools first and says `ready`; all start
-/// when every one is.
-fn postgres_processes(url: &str, processes: usize, run_for: Duration) -> f64 {
+/// Runs `processes` host processes on `url` for `run_for` and prints their row of
+/// figure (9): calls/s, CPU per call (hosts', and the server's whose postmaster is
+/// `postmaster`) and the floor that CPU sets; their calls/s.
+fn hosts_row(url: &str, postmaster: Option<u32>, processes: usize, run_for: Duration) -> f64 {
+    let run = postgres_processes(url, postmaster, processes, run_for);
+    let (host_us, server_us) = (
+        run.host_cpu / run.calls * 1e6,
+        run.server_cpu / run.calls * 1e6,
+    );
+    let floor = cores() as f64 / ((host_us + server_us) / 1e6);
+    println!(
+        "| {processes} | {:.0} | {host_us:.0} µs | {server_us:.0} µs | {floor:.0} calls/s | {:.2} |",
+        run.rate,
+        run.rate / floor
+    );
+    run.rate
+}
+
+/// `JUSTONCE_BENCH_PROFILE=postgres`: figure (9)'s four host processes for ten seconds,
+/// for a profiler (`perf record -a`) to see hosts and server at once.
+fn postgres_profile() {
+    let Some(cluster) = justonce::__private::postgres_testing::cluster("bench (9)") else {
+        println!("skipped: no PostgreSQL server binaries on this machine");
+        return;
+    };
+    let url = cluster.database();
+    let postmaster = server_pid(&cluster.admin_url());
+    hosts_row(&url, postmaster, 4, Duration::from_secs(10));
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The postmaster's pid of the server at `admin_url`, if it runs on this machine and
+/// its data directory is readable here.
+fn server_pid(admin_url: &str) -> Option<u32> {
+    let mut admin = postgres::Client::connect(admin_url, postgres::NoTls).ok()?;
+    let data: String = admin.query_one("SHOW data_directory", &[]).ok()?.get(0);
+    cpu::postmaster(Path::new(&data))
+}
+
+/// What the host processes of one run of figure (9) did together.
+struct HostsRun {
+    /// Their calls per second, summed.
+    rate: f64,
+    /// Their calls.
+    calls: f64,
+    /// Their CPU seconds over the timed window.
+    host_cpu: f64,
+    /// The server's CPU seconds over the same window (NaN when it is not known):
+    /// from when every host is ready (connected, its statements prepared) to when
+    /// every one has stopped calling.
+    server_cpu: f64,
+}
+
+/// Runs `processes` child hosts on `url` at once for `run_for`. Each child loads its
+/// tools first and says `ready`; all start when every one is. The server's CPU is
+/// read from its `postmaster`'s processes.
+fn postgres_processes(
+    url: &str,
+    postmaster: Option<u32>,
+    processes: usize,
+    run_for: Duration,
+) -> HostsRun {
     use std::io::{BufRead, BufReader, Write};
     let mut children: Vec<_> = (0..processes)
         .map(|p| {
             Command::new(std::env::current_exe().expect("bench binary"))
+                .env_remove("JUSTONCE_BENCH_PROFILE")
                 .env(
                     PG_WORKER,
                     format!("{}|{processes}x{p}|{}", run_for.as_millis(), url),
@@ -1151,17 +1231,39 @@ fn postgres_processes(url: &str, processes: usize, run_for: Duration) -> f64 {
         out.read_line(&mut line).expect("ready");
         assert_eq!(line.trim(), "ready", "a host process did not start");
     }
+    let server_before = postmaster.map(cpu::of_server);
     for child in &mut children {
         writeln!(child.stdin.as_mut().expect("stdin"), "go").expect("go");
     }
-    let mut total = 0.0;
-    for (child, out) in children.iter_mut().zip(&mut outputs) {
+    let mut run = HostsRun {
+        rate: 0.0,
+        calls: 0.0,
+        host_cpu: 0.0,
+        server_cpu: f64::NAN,
+    };
+    let mut lines = Vec::new();
+    for out in &mut outputs {
         let mut line = String::new();
         out.read_line(&mut line).expect("a rate");
-        total += line.trim().parse::<f64>().expect("calls/s");
+        lines.push(line);
+    }
+    if let (Some(before), Some(after)) = (server_before, postmaster.map(cpu::of_server)) {
+        run.server_cpu = after - before;
+    }
+    for (child, line) in children.iter_mut().zip(lines) {
+        let figures: Vec<f64> = line
+            .split_whitespace()
+            .map(|f| f.parse().expect("a number"))
+            .collect();
+        let [rate, calls, host_cpu] = figures[..] else {
+            panic!("a host process said {line:?}")
+        };
+        run.rate += rate;
+        run.calls += calls;
+        run.host_cpu += host_cpu;
         assert!(child.wait().expect("host process").success());
     }
-    total
+    run
 }
 
 /// One host process of figure (9): `RUN_MS|ID|URL`.
@@ -1189,11 +1291,12 @@ fn postgres_worker(spec: &str) {
     println!("ready");
     let mut go = String::new();
     std::io::stdin().read_line(&mut go).expect("go");
-    let start = Instant::now();
+    let (start, cpu_before) = (Instant::now(), cpu::own());
     let mut calls = 0u64;
     while start.elapsed() < Duration::from_millis(run_ms) {
         call(&host, &named(&counter));
         calls += 1;
     }
-    println!("{}", calls as f64 / start.elapsed().as_secs_f64());
+    let (took, cpu) = (start.elapsed(), cpu::own() - cpu_before);
+    println!("{} {calls} {cpu}", calls as f64 / took.as_secs_f64());
 }

@@ -115,24 +115,32 @@ pub(super) fn complete_with_in(
     let stored: Vec<String> = deferred.iter().map(|d| d.answer.to_stored()).collect();
     let at: Vec<i64> = deferred.iter().map(|d| d.at).collect();
     let row = client.query_one(
-        concat!(
-            "WITH completed AS (
-                UPDATE invocations SET state = 'completed', outcome = $3, completed_at = ",
-            db_now!(),
-            ", updated_at = $4, lease_owner = NULL, lease_expires_at = NULL
-                 WHERE key = $1 AND lease_owner = $2 AND state = 'running'
-             RETURNING 1
-             ), answered AS (
-                UPDATE effects SET state = 'done', response = d.response, updated_at = d.at
-                  FROM unnest($5::TEXT[], $6::TEXT[], $7::BIGINT[]) AS d (key, response, at)
-                 WHERE effects.key = d.key AND effects.state = 'pending'
-             )
-             SELECT count(*) FROM completed"
-        ),
+        COMPLETE_WITH,
         &[&key.as_str(), &owner, &outcome, &now, &keys, &stored, &at],
     )?;
     Ok(row.get::<_, i64>(0) == 1)
 }
+
+/// [`complete_with_in`]'s statement. The answers are looked for among the effects of
+/// the run's invocation (`invocation_key = $1`, its index; a run defers only its own
+/// effects' answers): a join with the `unnest` alone is planned, once per
+/// connection, against the table as it was then, and on a young journal that plan
+/// reads every effect on every call.
+pub(super) const COMPLETE_WITH: &str = concat!(
+    "WITH completed AS (
+        UPDATE invocations SET state = 'completed', outcome = $3, completed_at = ",
+    db_now!(),
+    ", updated_at = $4, lease_owner = NULL, lease_expires_at = NULL
+         WHERE key = $1 AND lease_owner = $2 AND state = 'running'
+     RETURNING 1
+     ), answered AS (
+        UPDATE effects SET state = 'done', response = d.response, updated_at = d.at
+          FROM unnest($5::TEXT[], $6::TEXT[], $7::BIGINT[]) AS d (key, response, at)
+         WHERE effects.invocation_key = $1 AND effects.key = d.key
+           AND effects.state = 'pending'
+     )
+     SELECT count(*) FROM completed"
+);
 
 /// Saves a run's deferred answers of keyed effects, each only while its effect is
 /// pending (the first answer stays).
@@ -901,4 +909,45 @@ pub(super) fn unresolved_in(
             updated_at: r.get(9),
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plan PostgreSQL keeps for `sql` once it stops planning it per call (its
+    /// generic plan), on the tables as they are now.
+    fn generic_plan(client: &mut postgres::Client, sql: &str) -> String {
+        let params = client.prepare(sql).unwrap().params().len();
+        client
+            .batch_execute(&format!(
+                "SET plan_cache_mode = force_generic_plan; PREPARE planned AS {sql}"
+            ))
+            .unwrap();
+        let nulls = vec!["NULL"; params].join(", ");
+        let plan: Vec<String> = client
+            .query(&format!("EXPLAIN EXECUTE planned ({nulls})"), &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        client.batch_execute("DEALLOCATE planned").unwrap();
+        plan.join("\n")
+    }
+
+    /// Saving a call's outcome with its effects' answers looks the effects up by
+    /// index even in the plan made on a young journal's tables (a plan kept for the
+    /// connection's life), never by reading the whole table.
+    #[test]
+    fn saving_an_outcome_with_its_answers_never_reads_every_effect() {
+        const NAME: &str = "saving_an_outcome_with_its_answers_never_reads_every_effect";
+        let Some(cluster) = super::super::testing::cluster(NAME) else {
+            return;
+        };
+        let mut client = cluster.schema().connect(postgres::NoTls).unwrap();
+        assert_eq!(super::super::schema::migrate(&mut client).unwrap(), None);
+        let plan = generic_plan(&mut client, COMPLETE_WITH);
+        assert!(plan.contains("Update on effects"), "{plan}");
+        assert!(!plan.contains("Seq Scan"), "{plan}");
+    }
 }

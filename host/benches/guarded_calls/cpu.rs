@@ -1,0 +1,79 @@
+//! CPU seconds spent by processes, read from `/proc` (Linux): what figure (9) divides
+//! by its calls to say where a call's CPU goes, and so what this machine's cores allow.
+
+use std::path::Path;
+
+/// User plus system CPU seconds of process `pid`; with `reaped`, also those of its
+/// children it has waited for (a server's exited backends). `None` when the process
+/// is gone or `/proc` is not there.
+pub fn of(pid: u32, reaped: bool) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields = after_name(&stat);
+    let ticks: u64 = (11..if reaped { 15 } else { 13 })
+        .map(|i| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0)
+        })
+        .sum();
+    Some(ticks as f64 / TICKS_PER_SECOND)
+}
+
+/// This process's user plus system CPU seconds (every thread).
+pub fn own() -> f64 {
+    of(std::process::id(), false).unwrap_or(0.0)
+}
+
+/// The CPU seconds of a server `leader` (PostgreSQL's postmaster) and all its
+/// processes: its own, its reaped children's, and its live children's. The
+/// difference of two readings is what the server spent between them, backends that
+/// exited meanwhile included.
+pub fn of_server(leader: u32) -> f64 {
+    let mut total = of(leader, true).unwrap_or(0.0);
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return total;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if parent(pid) == Some(leader) {
+            total += of(pid, false).unwrap_or(0.0);
+        }
+    }
+    total
+}
+
+/// The postmaster's pid of the PostgreSQL server whose data directory is `data`
+/// (the first line of its `postmaster.pid`).
+pub fn postmaster(data: &Path) -> Option<u32> {
+    std::fs::read_to_string(data.join("postmaster.pid"))
+        .ok()?
+        .lines()
+        .next()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    after_name(&stat).get(1)?.parse().ok()
+}
+
+/// The fields of a `/proc/<pid>/stat` line after the command's name (which may hold
+/// spaces and parentheses): index 0 is the state, 1 the parent, 11 and 12 user and
+/// system time, 13 and 14 those of reaped children, in clock ticks.
+fn after_name(stat: &str) -> Vec<&str> {
+    stat.rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect())
+}
+
+/// `USER_HZ`, the unit of `/proc`'s times: 100 on every Linux architecture this runs
+/// on (reading it with `sysconf` would take `unsafe`, which the workspace denies).
+const TICKS_PER_SECOND: f64 = 100.0;
