@@ -91,6 +91,14 @@ impl Host {
         self.guard.call(request)
     }
 
+    /// [`Host::call`] of a call that replayed lately, answered from memory alone
+    /// (no I/O, nothing run): the same answer, or `None` ("not remembered") whenever
+    /// it needs the journal or a run, and then `call` decides. For a caller that
+    /// must not block, such as an async server's worker.
+    pub(crate) fn replay_from_memory(&self, request: &CallRequest) -> Option<Result<CallResponse>> {
+        self.guard.replay_from_memory(request)
+    }
+
     /// The invocation key a call would run under, without running anything.
     pub fn key_for(&self, request: &CallRequest) -> Result<InvocationKey> {
         self.guard.key_for(request)

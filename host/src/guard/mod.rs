@@ -41,7 +41,7 @@ use crate::determinism::{GuestEntropy, Seed};
 use crate::error::{Error, Result};
 use crate::journal::{Begin, BeginOutcome, ClockRef, Journal, Lookup, NewInvocation};
 use crate::keys::InvocationKey;
-use crate::metrics::CallMetrics;
+use crate::metrics::{CallMetrics, ToolCounters};
 use crate::outcome::Outcome;
 use crate::provider::Provider;
 use crate::retention::Retention;
@@ -146,20 +146,40 @@ impl Guard {
         // call's trace says how it ended.
         let span = spans::call(&prepared.tool.name, &prepared.key).entered();
         let answer = self.decide_and_run(request, prepared);
-        match &answer {
-            Ok(response) => {
-                spans::call_answered(&span, &response.outcome, response.replayed);
-                counters.answered(match response.replayed {
-                    true => "replayed",
-                    false => response.outcome.kind(),
-                });
-            }
-            Err(error) => {
-                spans::call_failed(&span, error.kind());
-                counters.answered(error.kind());
-            }
-        }
+        answered(&span, &counters, &answer);
         answer
+    }
+
+    /// [`Guard::call`] of a call that replayed lately, answered from memory alone:
+    /// the same answer, counted, traced and remembered the same, with no I/O,
+    /// nothing run and nothing waited for. `None` ("not remembered") whenever the
+    /// answer needs the journal or a run (a call not remembered, or with a tool-call
+    /// id; a read-only tool; anything the journal's memory cannot vouch for, see
+    /// [`Journal::replay_from_memory`]); then [`Guard::call`] decides.
+    ///
+    /// No duplicate of the call can be running in this process meanwhile: an
+    /// outcome is remembered only while its record is complete and within its
+    /// window, and such a record never runs again.
+    pub(crate) fn replay_from_memory(&self, request: &CallRequest) -> Option<Result<CallResponse>> {
+        if request.tool_call_id.is_some() {
+            return None;
+        }
+        let prepared = prepare::recall(&*self.runner, request, &self.replayed)?;
+        if prepared.tool.read_only {
+            return None;
+        }
+        let stored = self.shared.journal.replay_from_memory(
+            &prepared.key,
+            &prepared.fingerprint,
+            self.shared.clock.now_ms(),
+        )?;
+        let metrics = &self.shared.metrics;
+        let _in_flight = metrics.in_flight();
+        let counters = metrics.tool(&prepared.tool.name);
+        let span = spans::call(&prepared.tool.name, &prepared.key).entered();
+        let answer = replayed(prepared.key, &stored);
+        answered(&span, &counters, &answer);
+        Some(answer)
     }
 
     /// [`Guard::call`] once its arguments are accepted and its key known.
@@ -338,6 +358,23 @@ impl Guard {
 /// in flight.
 pub(crate) fn renew_interval(lease_ms: i64) -> Duration {
     Heartbeats::interval_for(lease_ms)
+}
+
+/// Records how a call ended on its span and its tool's counters.
+fn answered(span: &tracing::Span, counters: &ToolCounters, answer: &Result<CallResponse>) {
+    match answer {
+        Ok(response) => {
+            spans::call_answered(span, &response.outcome, response.replayed);
+            counters.answered(match response.replayed {
+                true => "replayed",
+                false => response.outcome.kind(),
+            });
+        }
+        Err(error) => {
+            spans::call_failed(span, error.kind());
+            counters.answered(error.kind());
+        }
+    }
 }
 
 /// The answer to a call whose outcome was saved by an earlier attempt.

@@ -32,23 +32,11 @@ pub(crate) fn prepare(
     request: &CallRequest,
     replayed: Option<&ReplayedKeys>,
 ) -> Result<Prepared> {
-    let tool = runner
-        .tool(&request.tool)
-        .ok_or_else(|| Error::UnknownTool {
-            name: request.tool.clone(),
-            available: runner.names(),
-        })?;
+    let tool = tool_of(runner, request)?;
     let invalid = |reason: String| Error::InvalidArguments {
         tool: request.tool.clone(),
         reason,
     };
-    let limit = tool.limits.max_args_bytes;
-    if request.arguments.len() > limit {
-        return Err(invalid(format!(
-            "{} bytes exceeds the limit of {limit} bytes",
-            request.arguments.len()
-        )));
-    }
     if let Some(prepared) = replayed.and_then(|r| r.recall(&tool, request)) {
         return Ok(prepared);
     }
@@ -106,6 +94,37 @@ pub(crate) fn prepare(
         key,
         principal: request.principal.clone(),
     })
+}
+
+/// What [`prepare`] makes of a call `replayed` remembers; `None` when it does not
+/// remember it, or `prepare` refuses it.
+pub(crate) fn recall(
+    runner: &dyn Runner,
+    request: &CallRequest,
+    replayed: &ReplayedKeys,
+) -> Option<Prepared> {
+    replayed.recall(&tool_of(runner, request).ok()?, request)
+}
+
+/// The tool `request` calls, if its arguments are within the tool's limit.
+fn tool_of(runner: &dyn Runner, request: &CallRequest) -> Result<ToolSpec> {
+    let tool = runner
+        .tool(&request.tool)
+        .ok_or_else(|| Error::UnknownTool {
+            name: request.tool.clone(),
+            available: runner.names(),
+        })?;
+    let limit = tool.limits.max_args_bytes;
+    if request.arguments.len() > limit {
+        return Err(Error::InvalidArguments {
+            tool: request.tool.clone(),
+            reason: format!(
+                "{} bytes exceeds the limit of {limit} bytes",
+                request.arguments.len()
+            ),
+        });
+    }
+    Ok(tool)
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ pub(crate) use select::Selection;
 pub use sqlite::CURRENT_VERSION;
 
 use crate::error::Result;
-use crate::keys::{EffectKey, InvocationKey};
+use crate::keys::{EffectKey, Fingerprint, InvocationKey};
 use crate::provider::{Provider, ProviderError};
 
 /// How hard the journal works to make what a caller was told survive a power cut.
@@ -65,6 +65,25 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// The read-only first look of a call: a saved outcome to replay, no record at
     /// all, or something [`Journal::decide`] must settle.
     fn lookup(&self, begin: &Begin<'_>) -> Result<Lookup>;
+
+    /// The saved outcome of `key`, completed with `fingerprint`, that this journal
+    /// replays from its memory alone, with no I/O (no query, no fsync, no write),
+    /// counted as [`Journal::lookup`] counts a replay: exactly the replay `lookup`
+    /// would answer, at `now` on the host's clock (a journal whose memory judges
+    /// windows on its own clock uses that). `None` ("not remembered") whenever
+    /// anything would need the journal itself (a look for other processes'
+    /// operations, an fsync, a flush of the counts, a listener not listening, a
+    /// window over, another fingerprint); the caller then calls `lookup`. Not for a
+    /// call with a tool-call id (its alias is checked in the journal).
+    fn replay_from_memory(
+        &self,
+        key: &InvocationKey,
+        fingerprint: &Fingerprint,
+        now: i64,
+    ) -> Option<std::sync::Arc<str>> {
+        let _ = (key, fingerprint, now);
+        None
+    }
 
     /// Decides, atomically, whether this call runs, replays, waits or is a mismatch,
     /// taking the lease when it runs. A mismatch writes nothing. A replayed outcome is

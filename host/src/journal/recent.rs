@@ -152,6 +152,19 @@ impl Recent {
         uncounted.len() >= MAX_UNCOUNTED
     }
 
+    /// [`Recent::count`] when the counts stay within their bound; `false`, and
+    /// nothing counted, when they would have to be added to the journal now (a
+    /// write, which a replay from memory alone does not make).
+    pub(crate) fn count_unless_due(&self, key: &InvocationKey) -> bool {
+        let mut uncounted = self.uncounted.lock().unwrap_or_else(|p| p.into_inner());
+        let after = uncounted.len() + usize::from(!uncounted.contains_key(key));
+        if after >= MAX_UNCOUNTED {
+            return false;
+        }
+        *uncounted.entry(key.clone()).or_default() += 1;
+        true
+    }
+
     /// The replays from memory not yet added to the journal's counts, now taken.
     pub(crate) fn take_uncounted(&self) -> HashMap<InvocationKey, u32> {
         std::mem::take(&mut *self.uncounted.lock().unwrap_or_else(|p| p.into_inner()))
@@ -257,6 +270,28 @@ mod tests {
             "an operation elsewhere"
         );
         assert!(!recent.operations_due(2 * RECHECK_MS + 1));
+    }
+
+    #[test]
+    fn a_count_that_would_be_due_is_left_to_count() {
+        let recent = Recent::default();
+        for n in 0..(MAX_UNCOUNTED as u32 - 1) {
+            assert!(recent.count_unless_due(&key(n)), "{n}");
+        }
+        assert!(recent.count_unless_due(&key(0)), "a key already counted adds no row");
+        assert!(
+            !recent.count_unless_due(&key(u32::MAX)),
+            "one more key would make the counts due"
+        );
+        let counts = recent.take_uncounted();
+        assert_eq!(counts.len(), MAX_UNCOUNTED - 1);
+        assert_eq!(counts[&key(0)], 2);
+        assert!(!counts.contains_key(&key(u32::MAX)), "nothing counted");
+        // The opposite: `count` counts it and says the counts are due.
+        for n in 0..(MAX_UNCOUNTED as u32 - 1) {
+            recent.count(&key(n));
+        }
+        assert!(recent.count(&key(u32::MAX)));
     }
 
     #[test]

@@ -332,6 +332,16 @@ impl Server {
                             );
                             return outbox.reply(&id, Err(error));
                         }
+                        // A replay answered from memory goes out at once; any other
+                        // call waits for a worker.
+                        if self.shutdown.start() {
+                            let replayed = self.replay_from_memory(&request, stateless, false);
+                            self.shutdown.finish();
+                            if let Some(reply) = replayed {
+                                in_flight.finish(&id);
+                                return outbox.reply(&id, reply);
+                            }
+                        }
                         let job = Job {
                             id,
                             request,
@@ -409,17 +419,30 @@ impl Server {
                 Err(tools::hidden_tool(&self.host, &request.tool))
             }
         }));
-        let reply = match result {
-            Ok(result) => tools::call_result(result, stateless, remote),
-            Err(_) => Err(ErrorData::internal_error(
-                "the host panicked while running the call",
-                None,
-            )),
-        };
-        if stateless {
-            reply.map(stateless_result)
-        } else {
-            reply
+        shaped(result, stateless, remote)
+    }
+
+    /// [`Server::run_call`] of a call that replayed lately, answered from memory
+    /// alone: no I/O, nothing run, so it never blocks (see
+    /// [`Host::replay_from_memory`]); the same reply, or `None` when the call is not
+    /// remembered, and then `run_call` (or [`Server::run_call_logged`]: a replay
+    /// hears nothing) answers it. The caller counts it for [`Shutdown`] as a call.
+    pub(crate) fn replay_from_memory(
+        &self,
+        request: &CallRequest,
+        stateless: bool,
+        remote: bool,
+    ) -> Option<Result<Value, ErrorData>> {
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            self.host
+                .exposed_over_mcp(&request.tool)
+                .then(|| self.host.replay_from_memory(request))
+                .flatten()
+        }));
+        match result {
+            Ok(None) => None,
+            Ok(Some(answer)) => Some(shaped(Ok(answer), stateless, remote)),
+            Err(panic) => Some(shaped(Err(panic), stateless, remote)),
         }
     }
 
@@ -547,6 +570,26 @@ impl Server {
             }
             self.shutdown.finish();
         }
+    }
+}
+
+/// A call's answer (or its panic) as a reply for the connection's revision.
+fn shaped(
+    result: std::thread::Result<crate::error::Result<crate::call::CallResponse>>,
+    stateless: bool,
+    remote: bool,
+) -> Result<Value, ErrorData> {
+    let reply = match result {
+        Ok(result) => tools::call_result(result, stateless, remote),
+        Err(_) => Err(ErrorData::internal_error(
+            "the host panicked while running the call",
+            None,
+        )),
+    };
+    if stateless {
+        reply.map(stateless_result)
+    } else {
+        reply
     }
 }
 

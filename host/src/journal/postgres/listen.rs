@@ -280,6 +280,10 @@ mod tests {
         let (found, trips) = retry(&a, &k, &fp);
         assert!(replayed(&found), "{found:?}");
         assert_eq!(trips, 0, "a replay from memory makes no round trip");
+        let before = a.round_trips();
+        let remembered = a.replay_from_memory(&k, &fp, 0);
+        assert_eq!(remembered.as_deref(), Some("{}"), "from memory alone");
+        assert_eq!(a.round_trips(), before);
 
         let heard = a.memory.notices();
         let by = Operator {
@@ -291,6 +295,7 @@ mod tests {
         until("the first host hears of the forget", || {
             a.memory.notices() > heard
         });
+        assert_eq!(a.replay_from_memory(&k, &fp, 0), None, "forgotten");
         let (found, trips) = retry(&a, &k, &fp);
         assert_eq!(found, Lookup::Absent, "no stale replay after the forget");
         assert!(trips > 0);
@@ -348,6 +353,28 @@ mod tests {
         assert_eq!(retry(&a, &k, &fp).1, 0, "remembered again");
     }
 
+    /// What is remembered is not replayed from memory alone while the listener is
+    /// not listening (it may have missed a deletion).
+    #[test]
+    fn a_replay_from_memory_needs_a_listening_listener() {
+        let Some(cluster) = testing::cluster("a_replay_from_memory_needs_a_listening_listener")
+        else {
+            return;
+        };
+        let mut a = listening(&cluster.schema());
+        // A memory of its own, whose listener never listened.
+        let deaf = Arc::new(Shared::new());
+        std::mem::replace(&mut a.memory, Arc::clone(&deaf)).stop();
+        let fp = Fingerprint::from_stored("f".repeat(64));
+        let k = key("unheard", 0);
+        let generation = deaf.recent.generation();
+        deaf.recent.remember(&k, &fp, i64::MAX, "out", generation);
+        assert_eq!(a.replay_from_memory(&k, &fp, 0), None, "not listening");
+        // The opposite: the same memory, listening.
+        deaf.heard_now();
+        assert_eq!(a.replay_from_memory(&k, &fp, 0).as_deref(), Some("out"));
+    }
+
     #[test]
     fn memory_is_used_only_while_the_listener_listens() {
         let shared = Shared::new();
@@ -400,7 +427,9 @@ mod tests {
         let (found, trips) = retry(&a, &k, &fp);
         assert!(replayed(&found), "{found:?}");
         assert_eq!(trips, 0, "within the window: from memory");
+        assert!(a.replay_from_memory(&k, &fp, 0).is_some());
         clock.set(start + 1_000);
+        assert_eq!(a.replay_from_memory(&k, &fp, 0), None, "past the window");
         let (found, trips) = retry(&a, &k, &fp);
         assert_eq!(
             found,

@@ -42,7 +42,7 @@ mod schema;
 pub mod testing;
 
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -62,7 +62,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::journal::recent::Recall;
-use crate::keys::{EffectKey, InvocationKey};
+use crate::keys::{EffectKey, Fingerprint, InvocationKey};
 use crate::provider::Provider;
 
 /// How long one statement may run, lock waits included, before it fails (and its
@@ -410,6 +410,25 @@ impl Journal for PostgresJournal {
             }
         }
         Ok(found)
+    }
+
+    fn replay_from_memory(
+        &self,
+        key: &InvocationKey,
+        fingerprint: &Fingerprint,
+        _now: i64,
+    ) -> Option<Arc<str>> {
+        // What `lookup` does before a replay from memory, a flush of the counts left
+        // to it; windows are judged on the memory's own clock, as there.
+        let memory = &self.memory;
+        if !memory.live() {
+            return None;
+        }
+        let Recall::Replay(outcome) = memory.recent.recall(key, fingerprint, self.memory_now())
+        else {
+            return None;
+        };
+        memory.recent.count_unless_due(key).then_some(outcome)
     }
 
     fn decide(&self, b: &Begin<'_>) -> Result<BeginOutcome> {

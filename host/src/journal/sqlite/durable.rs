@@ -185,6 +185,18 @@ impl GroupSync {
         }
     }
 
+    /// Whether every commit written before this call is on disk already: then
+    /// [`GroupSync::make_durable`] returns at once, without an fsync. `false` once
+    /// poisoned (it returns an error then).
+    pub(crate) fn is_durable(&self) -> bool {
+        if self.wal.is_none() {
+            return true;
+        }
+        let target = self.written.load(Ordering::Acquire);
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.poisoned.is_none() && state.synced >= target
+    }
+
     /// Returns once every commit written before this call is on disk.
     pub(crate) fn make_durable(&self) -> Result<(), Poisoned> {
         if self.wal.is_none() {

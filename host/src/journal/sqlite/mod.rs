@@ -34,7 +34,7 @@ use super::{
     Refusal, Resolution, TransactionalRequest, UnresolvedEffect,
 };
 use crate::error::{Error, Result};
-use crate::keys::{EffectKey, InvocationKey};
+use crate::keys::{EffectKey, Fingerprint, InvocationKey};
 use crate::provider::Provider;
 
 /// The SQLite journal database.
@@ -436,6 +436,23 @@ impl Journal for SqliteJournal {
             }
         }
         Ok(found)
+    }
+
+    fn replay_from_memory(
+        &self,
+        key: &InvocationKey,
+        fingerprint: &Fingerprint,
+        now: i64,
+    ) -> Option<Arc<str>> {
+        // What `lookup` does before a replay from memory, each step that would read,
+        // fsync or write left to it.
+        if self.recent.operations_due(now) {
+            return None;
+        }
+        let recent::Recall::Replay(outcome) = self.recent.recall(key, fingerprint, now) else {
+            return None;
+        };
+        (self.sync.is_durable() && self.recent.count_unless_due(key)).then_some(outcome)
     }
 
     fn decide(&self, b: &Begin<'_>) -> Result<BeginOutcome> {

@@ -385,17 +385,22 @@ impl HttpServer {
                 // record is kept and a retry gets the outcome. The guard blocks, so
                 // this thread hands its other connections to another worker first.
                 // What the tool says is collected, and sent as events before the answer.
+                // A replay answered from memory never blocks: it is answered here.
                 let heard = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
                 let sink = std::rc::Rc::clone(&heard);
-                let reply = tokio::task::block_in_place(|| {
-                    server.run_call_logged(
-                        &request,
-                        stateless,
-                        true,
-                        (log_level, progress_token),
-                        move |note| sink.borrow_mut().push(note),
-                    )
-                });
+                let reply = server
+                    .replay_from_memory(&request, stateless, true)
+                    .unwrap_or_else(|| {
+                        tokio::task::block_in_place(|| {
+                            server.run_call_logged(
+                                &request,
+                                stateless,
+                                true,
+                                (log_level, progress_token),
+                                move |note| sink.borrow_mut().push(note),
+                            )
+                        })
+                    });
                 shutdown.finish();
                 notes = heard.take();
                 reply
