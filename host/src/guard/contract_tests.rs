@@ -1994,7 +1994,11 @@ fn a_replay_from_memory_answers_exactly_as_the_call_does() {
             "the same bytes"
         );
     }
-    assert_eq!(replays(), 3.0, "counted as a replay, as the call counts one");
+    assert_eq!(
+        replays(),
+        3.0,
+        "counted as a replay, as the call counts one"
+    );
     assert_eq!(counted(&h, "justonce_calls_in_flight"), 0.0);
     let fields = |log: &SpanLog| -> Vec<(&'static str, BTreeMap<String, String>)> {
         let spans = log.0.lock().unwrap();
@@ -2028,7 +2032,11 @@ fn a_replay_from_memory_is_refused_whenever_the_journal_or_a_run_must_answer() {
     // Another fingerprint under the same key is the journal's to judge.
     let now = h.clock.now_ms();
     let other = crate::keys::Fingerprint::from_stored("0".repeat(64));
-    assert!(h.journal.replay_from_memory(&first.key, &other, now).is_none());
+    assert!(
+        h.journal
+            .replay_from_memory(&first.key, &other, now)
+            .is_none()
+    );
 
     // Due to look for other processes' operations (SQLite: once a second).
     h.clock.advance(Duration::from_secs(1));
@@ -2049,7 +2057,10 @@ fn a_replay_from_memory_is_refused_whenever_the_journal_or_a_run_must_answer() {
     assert!(remembered(&pay(10)), "within the window");
     h.clock.advance(Duration::from_millis(1));
     assert!(!remembered(&pay(10)), "past the window");
-    assert!(!h.guard.call(&pay(10)).unwrap().replayed, "new past its window");
+    assert!(
+        !h.guard.call(&pay(10)).unwrap().replayed,
+        "new past its window"
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 3);
 
     // Other arguments under an explicit key: the journal refuses them.

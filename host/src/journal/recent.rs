@@ -278,7 +278,10 @@ mod tests {
         for n in 0..(MAX_UNCOUNTED as u32 - 1) {
             assert!(recent.count_unless_due(&key(n)), "{n}");
         }
-        assert!(recent.count_unless_due(&key(0)), "a key already counted adds no row");
+        assert!(
+            recent.count_unless_due(&key(0)),
+            "a key already counted adds no row"
+        );
         assert!(
             !recent.count_unless_due(&key(u32::MAX)),
             "one more key would make the counts due"

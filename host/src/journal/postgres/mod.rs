@@ -42,8 +42,8 @@ mod schema;
 pub mod testing;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use postgres::{Client, NoTls, Transaction};
