@@ -313,6 +313,19 @@ mod tests {
     }
 
     #[test]
+    fn durable_says_without_an_fsync_whether_make_durable_would_need_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (conn, sync) = wal_db(dir.path());
+        conn.execute("INSERT INTO t VALUES (1)", []).unwrap();
+        sync.note_written();
+        assert!(!sync.is_durable(), "a commit not synced yet");
+        assert_eq!(sync.stats().syncs, 0, "and no fsync to say so");
+        sync.make_durable().unwrap();
+        assert!(sync.is_durable());
+        assert_eq!(sync.stats().syncs, 1);
+    }
+
+    #[test]
     fn an_excused_commit_needs_no_fsync_unless_others_wait_with_it() {
         let dir = tempfile::tempdir().unwrap();
         let (conn, sync) = wal_db(dir.path());
