@@ -49,6 +49,27 @@ pub fn of_server(leader: u32) -> f64 {
     total
 }
 
+/// The whole machine's busy CPU seconds so far, every core together (user, nice,
+/// system, irq and softirq of `/proc/stat`'s `cpu` line; idle, iowait and steal are
+/// not busy). The difference of two readings counts every process that ran between
+/// them, including a server's backends that exited meanwhile, which per-process
+/// readings miss while they are zombies.
+pub fn machine() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let fields: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    // user nice system idle iowait irq softirq steal …
+    let busy: u64 = [0, 1, 2, 5, 6]
+        .iter()
+        .map(|&i| fields.get(i).copied().unwrap_or(0))
+        .sum();
+    Some(busy as f64 / TICKS_PER_SECOND)
+}
+
 /// The postmaster's pid of the PostgreSQL server whose data directory is `data`
 /// (the first line of its `postmaster.pid`).
 pub fn postmaster(data: &Path) -> Option<u32> {
