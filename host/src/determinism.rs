@@ -81,18 +81,13 @@ impl Seed {
 
     /// The seed as stored in the journal: 64 lowercase hex characters.
     pub fn to_hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        hex::encode(self.0)
     }
 
     /// Reads a stored seed; `None` unless `hex` is exactly 64 hex characters.
     pub fn from_hex(hex: &str) -> Option<Self> {
-        if hex.len() != 64 || !hex.is_ascii() {
-            return None;
-        }
         let mut bytes = [0u8; 32];
-        for (i, byte) in bytes.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
-        }
+        hex::decode_to_slice(hex, &mut bytes).ok()?;
         Some(Self(bytes))
     }
 }

@@ -11,7 +11,6 @@
 //! effect on the next request.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -158,14 +157,7 @@ pub fn valid_name(name: &str) -> bool {
 
 /// Lowercase hex SHA-256 of a token.
 pub fn digest(token: &str) -> String {
-    hex(&Sha256::digest(token.as_bytes()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    hex::encode(Sha256::digest(token.as_bytes()))
 }
 
 /// Every token in the file at `path`; none when it does not exist.
@@ -190,7 +182,7 @@ pub fn add_with_role(path: &Path, name: &str, role: Role) -> Result<String, Toke
     }
     let mut secret = [0u8; 32];
     getrandom::fill(&mut secret).map_err(|e| TokenError::Random(e.to_string()))?;
-    let token = format!("{TOKEN_PREFIX}{}", hex(&secret));
+    let token = format!("{TOKEN_PREFIX}{}", hex::encode(secret));
     let created_at_ms = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
@@ -481,12 +473,10 @@ impl Tokens {
 }
 
 /// The 32 bytes of a lowercase or uppercase hex SHA-256 (checked by [`parse`]).
-fn unhex(hex: &str) -> Option<[u8; 32]> {
+fn unhex(text: &str) -> Option<[u8; 32]> {
     let mut out = [0u8; 32];
-    for (byte, pair) in out.iter_mut().zip(hex.as_bytes().chunks(2)) {
-        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
-    }
-    (hex.len() == 64).then_some(out)
+    hex::decode_to_slice(text, &mut out).ok()?;
+    Some(out)
 }
 
 #[cfg(test)]

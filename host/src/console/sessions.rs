@@ -2,7 +2,6 @@
 //! with a CSRF token of its own, ending at a time read from the injected clock.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::sync::Mutex;
 
 use crate::auth::tokens::Role;
@@ -37,10 +36,7 @@ pub(crate) struct BrowserSessions {
 fn secret() -> Option<String> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).ok()?;
-    Some(bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    }))
+    Some(hex::encode(bytes))
 }
 
 impl BrowserSessions {

@@ -309,10 +309,7 @@ pub(crate) fn call_result(
 fn host_failure(error: &Error, remote: bool) -> ErrorData {
     let mut id = [0u8; 8];
     let _ = getrandom::fill(&mut id);
-    let id = id.iter().fold(String::from("err-"), |mut s, b| {
-        let _ = std::fmt::Write::write_fmt(&mut s, format_args!("{b:02x}"));
-        s
-    });
+    let id = format!("err-{}", hex::encode(id));
     tracing::error!(error_id = %id, "a call failed in the host: {error:#}");
     if !remote {
         let mut data = error.to_agent_json();

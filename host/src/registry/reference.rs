@@ -17,11 +17,7 @@ pub struct Digest(String);
 impl Digest {
     /// The digest of `bytes`.
     pub fn of(bytes: &[u8]) -> Self {
-        let hex: String = Sha256::digest(bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        Self(format!("sha256:{hex}"))
+        Self(format!("sha256:{}", hex::encode(Sha256::digest(bytes))))
     }
 
     /// `sha256:…` as written.

@@ -119,10 +119,6 @@ fn mac(key: &[u8], header: &[u8], artifact: &[u8]) -> [u8; 32] {
         .into()
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Why an entry was not used.
 #[derive(Debug)]
 enum Unusable {
@@ -187,8 +183,8 @@ impl CompileCache {
     fn path_for(&self, wasm_digest: &[u8; 32]) -> PathBuf {
         self.dir.join(format!(
             "{}-{}.cwasm",
-            hex(&wasm_digest[..16]),
-            hex(&self.engine[..8])
+            hex::encode(&wasm_digest[..16]),
+            hex::encode(&self.engine[..8])
         ))
     }
 
@@ -616,7 +612,7 @@ mod tests {
         // RFC 4231, test case 2.
         let mac = mac(b"Jefe", b"what do ya want ", b"for nothing?");
         assert_eq!(
-            hex(&mac),
+            hex::encode(mac),
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
     }

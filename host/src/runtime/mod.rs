@@ -605,11 +605,7 @@ fn io_fault(e: &std::io::Error) -> LoadFault {
 /// `sha256:` and the hex digest of `bytes` (the form OCI registries name blobs by).
 fn component_digest(bytes: &[u8]) -> String {
     use sha2::Digest as _;
-    let hex: String = sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("sha256:{hex}")
+    format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes)))
 }
 
 /// The epoch ticks in `d`, at least one.

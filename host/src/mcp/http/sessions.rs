@@ -9,7 +9,6 @@
 //! and opens a new one, as the transport asks of it.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -180,10 +179,7 @@ impl Sessions {
 fn random_hex<const N: usize>() -> Result<String, Refused> {
     let mut bytes = [0u8; N];
     getrandom::fill(&mut bytes).map_err(|_| Refused::Random)?;
-    Ok(bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    }))
+    Ok(hex::encode(bytes))
 }
 
 #[cfg(test)]
