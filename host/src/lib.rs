@@ -98,9 +98,9 @@ pub mod __private {
     pub use crate::http::local_api::{Behaviour, LocalApi};
     pub use crate::journal::CURRENT_VERSION;
     pub use crate::journal::postgres::testing as postgres_testing;
-    pub use crate::mcp::http::{Running, TOO_MANY_CALLS};
+    pub use crate::mcp::http::TOO_MANY_CALLS;
     pub use crate::mcp::{
-        Catalog, HttpOptions, HttpServer, LIST_CHANGED, MAX_QUEUED_CALLS, Server, ServerConfig,
+        Catalog, HttpOptions, LIST_CHANGED, MAX_QUEUED_CALLS, Server, ServerConfig, http_server,
     };
     pub use crate::mutants::Mutant;
     pub use crate::providers::{KvProvider, MailProvider, OutboxMessage, OutboxProvider};
@@ -108,7 +108,8 @@ pub mod __private {
     pub use crate::runtime::CONCURRENT_CALLS;
     pub use crate::runtime::CacheStats;
     pub use crate::serving::{
-        METRICS_PATH, MetricsRunning, MetricsServer, OAuth, PlainRequest, PlainResponse, Routes,
+        HttpServer, METRICS_PATH, MetricsRunning, MetricsServer, OAuth, PlainRequest,
+        PlainResponse, Routes, Running, ServerOptions,
     };
     pub use crate::sim::{FaultKind, JournalKind, Options, Report, StoreError, run};
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use justonce::__private::postgres_testing::cluster;
 use justonce::__private::tokens::{Role, Tokens, add_with_role};
-use justonce::__private::{Console, HttpOptions, HttpServer, Running};
+use justonce::__private::{Console, HttpServer, Running, ServerOptions};
 use justonce::{CallRequest, Clock, ProviderClass};
 use serde_json::{Value, json};
 
@@ -61,13 +61,10 @@ impl Fixture {
             Tokens::open(&file).unwrap(),
             i64::try_from(TTL.as_millis()).unwrap(),
         );
-        let running = HttpServer::routes_only(
-            Arc::new(console),
-            Tokens::open(&file).unwrap(),
-            HttpOptions::default(),
-        )
-        .spawn(TcpListener::bind("127.0.0.1:0").unwrap())
-        .unwrap();
+        let running = HttpServer::new(Tokens::open(&file).unwrap(), ServerOptions::default())
+            .with_routes(Arc::new(console))
+            .spawn(TcpListener::bind("127.0.0.1:0").unwrap())
+            .unwrap();
         Some(Self {
             t,
             running,

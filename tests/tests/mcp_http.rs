@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
-use justonce::__private::HttpOptions;
+use justonce::__private::{HttpOptions, ServerOptions};
 use justonce::Host;
 use serde_json::{Value, json};
 
@@ -231,8 +231,11 @@ fn oversized_bodies_and_heads_are_refused_before_anything_runs() {
     let payments = Arc::new(FakePayments::new(Fault::None));
     let host = payments_host(payments.clone());
     let options = HttpOptions {
-        max_body_bytes: 1024,
-        max_header_bytes: 2048,
+        server: ServerOptions {
+            max_body_bytes: 1024,
+            max_header_bytes: 2048,
+            ..ServerOptions::default()
+        },
         ..HttpOptions::default()
     };
     let http = HttpFixture::start(host.clone(), options, &["alice"]);
@@ -340,7 +343,10 @@ fn a_client_too_slow_to_send_its_request_is_cut_off_and_a_prompt_one_served() {
     let http = HttpFixture::start(
         payments_host(Arc::new(FakePayments::new(Fault::None))),
         HttpOptions {
-            request_timeout: Duration::from_millis(200),
+            server: ServerOptions {
+                request_timeout: Duration::from_millis(200),
+                ..ServerOptions::default()
+            },
             ..HttpOptions::default()
         },
         &["alice"],

@@ -12,7 +12,7 @@ use super::{Cli, exit};
 use crate::clock::SystemClock;
 use crate::console::{Console as Routes, DEFAULT_TTL_MS};
 use crate::error::Error;
-use crate::mcp::{HttpOptions, HttpServer};
+use crate::serving::{HttpServer, ServerOptions};
 
 /// Serve the web console of the journal at http://ADDR:PORT/console (the URL is the
 /// first line on stdout); a viewer's or operator's token opens it (`justonce token
@@ -47,16 +47,17 @@ impl Console {
             Arc::new(SystemClock),
             self.session_minutes.saturating_mul(60_000),
         );
-        let options = HttpOptions {
+        let options = ServerOptions {
             allowed_origins: self.allow_origin.clone(),
-            ..HttpOptions::default()
+            ..ServerOptions::default()
         };
         let url = format!("http://{bound}/console");
         tracing::info!(db = %cli.db.display(), tokens = %path.display(), "serving the console on {url}");
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{url}").and_then(|()| out.flush());
         drop(out);
-        HttpServer::routes_only(Arc::new(routes), tokens, options)
+        HttpServer::new(tokens, options)
+            .with_routes(Arc::new(routes))
             .serve(listener)
             .map_err(|e| Error::Host(anyhow::anyhow!("serving HTTP on {bound}: {e}")))?;
         Ok(exit::SUCCESS)

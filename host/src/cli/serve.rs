@@ -15,8 +15,8 @@ use crate::console::{Console, DEFAULT_TTL_MS as CONSOLE_SESSION_TTL_MS};
 use crate::delivery::Deliverer;
 use crate::error::Error;
 use crate::host::Host;
-use crate::mcp::{HttpOptions, HttpServer, Server, ServerConfig, Shutdown};
-use crate::serving::{MetricsRunning, MetricsServer};
+use crate::mcp::{HttpOptions, Server, ServerConfig, Shutdown, http_server};
+use crate::serving::{MetricsRunning, MetricsServer, ServerOptions};
 
 /// Serve the tools over MCP: on stdin/stdout, or with --http on Streamable HTTP.
 ///
@@ -189,10 +189,13 @@ impl Serve {
             warn_if_empty(&path, &tokens);
         }
         let options = HttpOptions {
-            allowed_origins: self.allow_origin.clone(),
+            server: ServerOptions {
+                allowed_origins: self.allow_origin.clone(),
+                max_connections: usize::from(self.max_connections),
+                max_body_bytes: self.max_body_bytes,
+                ..ServerOptions::default()
+            },
             max_calls_per_principal: usize::from(self.max_calls_per_principal),
-            max_connections: usize::from(self.max_connections),
-            max_body_bytes: self.max_body_bytes,
             prefer_sse: self.sse,
             stream_hold: self.sse_hold_ms.map(Duration::from_millis),
             ..HttpOptions::default()
@@ -204,7 +207,7 @@ impl Serve {
         drop(out);
         stop_on_signals(server.shutdown())?;
         let console = Console::for_host(&host, console_tokens, CONSOLE_SESSION_TTL_MS);
-        let mut http = HttpServer::new(server, tokens, options);
+        let mut http = http_server(server, tokens, options);
         if let Some(oauth) = oauth {
             http = http.with_oauth(oauth);
         }

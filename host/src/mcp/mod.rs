@@ -47,7 +47,7 @@ mod session;
 pub mod tools;
 
 pub use catalog::{Catalog, LIST_CHANGED};
-pub use http::{HttpOptions, HttpServer};
+pub use http::{HttpOptions, server as http_server};
 pub use server::{MAX_QUEUED_CALLS, Server, Shutdown};
 
 /// How the server runs calls.

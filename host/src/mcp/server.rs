@@ -521,7 +521,7 @@ impl Server {
     }
 
     /// The host the server calls tools on.
-    pub(crate) fn host(&self) -> &Host {
+    pub(crate) fn host(&self) -> &Arc<Host> {
         &self.host
     }
 

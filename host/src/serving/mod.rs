@@ -3,6 +3,10 @@
 //! endpoint gets from it alike. MCP's Streamable HTTP (`crate::mcp::http`), the
 //! console (`crate::console`) and `/metrics` sit on top of it.
 //!
+//! - [`HttpServer`]: the accept loop, each connection and its requests, the origin
+//!   and caller checks, the body read in time, and what is served: `/metrics`,
+//!   [`Routes`], and one endpoint of a layer above (MCP's `/mcp`) through the
+//!   `Endpoint` trait.
 //! - [`wire`]: a request head as the endpoints read it, and a response to send (JSON,
 //!   an SSE stream, text, or a body of its own type).
 //! - [`connections`]: the open connections, and the cap on those that have not yet
@@ -21,8 +25,11 @@ pub(crate) mod connections;
 pub(crate) mod deadline;
 mod routes;
 pub(crate) mod scrape;
+mod server;
 pub(crate) mod wire;
 
 pub use checks::OAuth;
 pub use routes::{PlainRequest, PlainResponse, Routes};
 pub use scrape::{METRICS_PATH, MetricsRunning, MetricsServer};
+pub(crate) use server::Endpoint;
+pub use server::{HttpServer, Running, ServerOptions};

@@ -28,20 +28,6 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections a metrics listener serves at once; more wait to be accepted.
 const MAX_CONNECTIONS: usize = 16;
 
-/// JSON-RPC's "Invalid Request" code, which `/mcp`'s refusals carry too.
-const INVALID_REQUEST: i64 = -32600;
-
-/// A refusal with the body `/mcp`'s refusals have (a JSON-RPC error without an id),
-/// so a client reads one shape of error from the server whichever path it asked.
-fn refusal(status: u16, message: &str) -> Response {
-    let body = serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": { "code": INVALID_REQUEST, "message": message },
-    });
-    Response::message(status, Kind::Json, &body)
-}
-
 /// Whether `path` (with any query) is the metrics path.
 pub(crate) fn is_metrics(path: &str) -> bool {
     path.split('?').next() == Some(METRICS_PATH)
@@ -56,13 +42,13 @@ pub(crate) fn answer(host: &Host, head: &Head, tokens: Option<&Tokens>) -> Respo
             // Prometheus).
             Caller::Principal(_) | Caller::NotAgent(_) => {}
             Caller::Anonymous => {
-                return refusal(401, "a bearer token is required")
+                return Response::refusal(401, "a bearer token is required")
                     .with("www-authenticate", "Bearer realm=\"justonce\"");
             }
             // An OAuth access token does not read the figures: a token of the file does.
             Caller::Unknown | Caller::Refused(_) => {
                 tracing::warn!("a scrape of /metrics with an unknown bearer token was refused");
-                return refusal(401, "the bearer token is not valid").with(
+                return Response::refusal(401, "the bearer token is not valid").with(
                     "www-authenticate",
                     "Bearer realm=\"justonce\", error=\"invalid_token\"",
                 );
@@ -70,7 +56,7 @@ pub(crate) fn answer(host: &Host, head: &Head, tokens: Option<&Tokens>) -> Respo
         }
     }
     if head.method != "GET" {
-        return refusal(405, "GET /metrics").with("allow", "GET");
+        return Response::refusal(405, "GET /metrics").with("allow", "GET");
     }
     // The gauges read the journal (a query, or a round trip to PostgreSQL).
     let text = tokio::task::block_in_place(|| host.metrics_text());
@@ -152,7 +138,7 @@ impl MetricsServer {
                             let response = if is_metrics(&head.path) {
                                 answer(&server.host, &head, server.tokens.as_ref())
                             } else {
-                                refusal(404, "this listener serves /metrics only")
+                                Response::refusal(404, "this listener serves /metrics only")
                             };
                             Ok::<_, std::convert::Infallible>(response.into_hyper(false))
                         }

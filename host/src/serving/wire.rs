@@ -112,7 +112,22 @@ pub(crate) struct Response {
     pub live: Option<UnboundedReceiver<Bytes>>,
 }
 
+/// JSON-RPC's "Invalid Request" code, which every refusal of the server carries.
+const INVALID_REQUEST: i64 = -32600;
+
 impl Response {
+    /// A refusal with the body `/mcp`'s refusals have (a JSON-RPC error without an
+    /// id), so a client reads one shape of error from the server whichever path it
+    /// asked.
+    pub fn refusal(status: u16, message: &str) -> Self {
+        let body = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": { "code": INVALID_REQUEST, "message": message },
+        });
+        Self::message(status, Kind::Json, &body)
+    }
+
     /// A status with no body.
     pub fn empty(status: u16) -> Self {
         Self {

@@ -1,4 +1,4 @@
-//! MCP over HTTP for tests: an in-process [`justonce::__private::HttpServer`] on
+//! MCP over HTTP for tests: an in-process [`justonce::__private::http_server`] on
 //! 127.0.0.1 with a tokens file of its own, and a raw HTTP/1.1 client that can send
 //! exactly the bytes a test needs (and hang up where it wants).
 
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use justonce::__private::Running;
 use justonce::__private::tokens::{self, Tokens};
-use justonce::__private::{HttpOptions, HttpServer, Server, ServerConfig};
+use justonce::__private::{HttpOptions, Server, ServerConfig, http_server};
 use justonce::Host;
 use serde_json::{Value, json};
 
@@ -44,7 +44,7 @@ impl HttpFixture {
             .iter()
             .map(|p| ((*p).to_owned(), tokens::add(&tokens_file, p).unwrap()))
             .collect();
-        let server = HttpServer::new(
+        let server = http_server(
             Server::new(host, ServerConfig::default()),
             Tokens::open(&tokens_file).unwrap(),
             options,

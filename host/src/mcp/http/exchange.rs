@@ -1,6 +1,7 @@
-//! One HTTP request to `/mcp`, from its head to its response: refused early when it
-//! is not for this server, not authenticated or too large; otherwise its JSON-RPC
-//! message goes through the same [`Session`] and [`Server::run_call`] as stdio's.
+//! One HTTP request to `/mcp`, from its head to its response, once the server has
+//! checked its origin and token: refused early when its method, framing, content
+//! type or size is wrong; otherwise its JSON-RPC message goes through the same
+//! [`Session`] and [`Server::run_call`] as stdio's.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -9,9 +10,8 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::mpsc::unbounded_channel;
 
+use super::McpEndpoint;
 use super::sessions::{Found, Refused};
-use super::{ENDPOINT, HttpServer};
-use crate::auth::oauth::TokenRefused;
 use crate::call::CallRequest;
 use crate::mcp::protocol::{
     self, ErrorCode, ErrorData, INVALID_REQUEST, Incoming, PROTOCOL_VERSION_META_KEY, Params,
@@ -20,37 +20,12 @@ use crate::mcp::protocol::{
 use crate::mcp::session::{Dispatch, Era, Session};
 use crate::mcp::{Server, Shutdown};
 use crate::serving::admission::Permit;
-use crate::serving::checks::{Caller, caller};
 use crate::serving::wire::{Head, Kind, Response};
 
 /// JSON-RPC code of a request refused because its principal has too many calls in
 /// flight or sessions open.
 pub const TOO_MANY_CALLS: i64 = -32029;
 const TOO_MANY: ErrorCode = ErrorCode(TOO_MANY_CALLS as i32);
-
-/// The realm named in `WWW-Authenticate`.
-const REALM: &str = "justonce";
-
-/// A request that passed the checks on its head.
-pub(crate) enum Admitted {
-    /// A POST whose body of this length is to be read next.
-    Post {
-        /// Who is calling.
-        principal: String,
-        /// `Content-Length`.
-        length: usize,
-    },
-    /// A DELETE of a session.
-    Delete {
-        /// Who is calling.
-        principal: String,
-    },
-    /// A GET of a session's stream.
-    Get {
-        /// Who is calling.
-        principal: String,
-    },
-}
 
 /// A session's call whose answer goes out on a stream: what its blocking thread
 /// takes along.
@@ -70,7 +45,7 @@ struct LiveCall {
 }
 
 /// A JSON-RPC error as the body of an HTTP error.
-pub(crate) fn refusal(
+pub(super) fn refusal(
     status: u16,
     id: Option<&RequestId>,
     code: ErrorCode,
@@ -80,103 +55,10 @@ pub(crate) fn refusal(
     Response::message(status, Kind::Json, &body)
 }
 
-impl HttpServer {
-    /// The `WWW-Authenticate` value of a 401 (or 403 for a scope): with the
-    /// resource metadata's URL when the server takes OAuth access tokens, else the
-    /// realm.
-    fn challenge(&self, refused: Option<&TokenRefused>) -> String {
-        match &self.oauth {
-            Some(oauth) => oauth.validator.challenge(refused),
-            None => format!("Bearer realm=\"{REALM}\""),
-        }
-    }
-
-    /// Checks a request's head: endpoint, origin, token, method and size. A refusal
-    /// is answered without reading the body, and nothing runs.
-    pub(crate) fn admit(&self, head: &Head) -> Result<Admitted, Response> {
-        let path = head.path.split('?').next().unwrap_or("");
-        if path != ENDPOINT || self.server.is_none() {
-            return Err(refusal(
-                404,
-                None,
-                INVALID_REQUEST,
-                "the MCP endpoint is /mcp",
-            ));
-        }
-        if let Some((status, why)) = self.origins().check(head) {
-            tracing::warn!(status, "{why}");
-            return Err(refusal(status, None, INVALID_REQUEST, &why));
-        }
-        for name in [
-            "authorization",
-            "content-length",
-            "mcp-session-id",
-            "mcp-protocol-version",
-            "mcp-method",
-            "mcp-name",
-        ] {
-            if head.count(name) > 1 {
-                return Err(refusal(
-                    400,
-                    None,
-                    INVALID_REQUEST,
-                    &format!("the {name} header appears more than once"),
-                ));
-            }
-        }
-        let principal = match caller(head, &self.tokens, self.oauth.as_ref()) {
-            Caller::Principal(principal) => principal,
-            Caller::Anonymous => {
-                return Err(
-                    refusal(401, None, INVALID_REQUEST, "a bearer token is required")
-                        .with("www-authenticate", self.challenge(None)),
-                );
-            }
-            Caller::Unknown => {
-                tracing::warn!("a request with an unknown bearer token was refused");
-                return Err(
-                    refusal(401, None, INVALID_REQUEST, "the bearer token is not valid").with(
-                        "www-authenticate",
-                        format!("Bearer realm=\"{REALM}\", error=\"invalid_token\""),
-                    ),
-                );
-            }
-            Caller::Refused(refused) => {
-                tracing::warn!("an OAuth access token was refused: {refused}");
-                let status = refused.status();
-                let mut answer = refusal(status, None, INVALID_REQUEST, &refused.to_string());
-                if status == 503 {
-                    answer = answer.with("retry-after", "5");
-                } else {
-                    answer = answer.with("www-authenticate", self.challenge(Some(&refused)));
-                }
-                return Err(answer);
-            }
-            Caller::NotAgent(role) => {
-                tracing::warn!(%role, "a console token was refused at /mcp");
-                return Err(refusal(
-                    403,
-                    None,
-                    INVALID_REQUEST,
-                    &format!(
-                        "a token with the role {role} opens the console at /console and calls no \
-                         tool; an agent's token does (justonce token add NAME --role agent)"
-                    ),
-                ));
-            }
-        };
-        match head.method.as_str() {
-            "POST" => self.admit_post(head, principal),
-            "DELETE" => Ok(Admitted::Delete { principal }),
-            "GET" => Ok(Admitted::Get { principal }),
-            _ => Err(
-                refusal(405, None, INVALID_REQUEST, "POST JSON-RPC messages to /mcp")
-                    .with("allow", "GET, POST, DELETE"),
-            ),
-        }
-    }
-
-    fn admit_post(&self, head: &Head, principal: String) -> Result<Admitted, Response> {
+impl McpEndpoint {
+    /// Checks a POST's head: framing, content type, what the client accepts, and
+    /// size; `Ok` has the length of the body to read.
+    pub(super) fn admit_post(&self, head: &Head) -> Result<usize, Response> {
         if head.header("transfer-encoding").is_some() {
             return Err(refusal(
                 501,
@@ -221,22 +103,22 @@ impl HttpServer {
                 "the Content-Length is not a number",
             )
         })?;
-        if length > self.options.max_body_bytes {
+        if length > self.options.server.max_body_bytes {
             return Err(refusal(
                 413,
                 None,
                 INVALID_REQUEST,
                 &format!(
                     "the body is larger than {} bytes",
-                    self.options.max_body_bytes
+                    self.options.server.max_body_bytes
                 ),
             ));
         }
-        Ok(Admitted::Post { principal, length })
+        Ok(length)
     }
 
     /// Answers a POSTed message of `principal`.
-    pub(crate) fn post(&self, head: &Head, principal: &str, body: &[u8]) -> Response {
+    pub(super) fn post(&self, head: &Head, principal: &str, body: &[u8]) -> Response {
         let kind = reply_kind(head, self.options.prefer_sse).unwrap_or(Kind::Json);
         let Ok(text) = std::str::from_utf8(body) else {
             return refusal(
@@ -275,9 +157,7 @@ impl HttpServer {
         params: &Params,
         kind: Kind,
     ) -> Response {
-        let Some(server) = &self.server else {
-            return refusal(404, Some(id), INVALID_REQUEST, "this server serves no MCP");
-        };
+        let server = &self.server;
         let tools = server.tools();
         let conversation = server.config().conversation.as_deref();
         let enveloped = params
@@ -502,11 +382,11 @@ impl HttpServer {
     /// Opens the stream of the server's own messages to a session (GET): the
     /// response lasts until the session ends, the server stops or the client hangs
     /// up. Without a session there is no stream (`405`).
-    pub(crate) fn open_stream(
+    pub(super) fn open_stream(
         &self,
         head: &Head,
         principal: &str,
-    ) -> Result<hyper::Response<super::wire::Payload>, Response> {
+    ) -> Result<hyper::Response<crate::serving::wire::Payload>, Response> {
         let accept = head.header("accept").unwrap_or("").to_ascii_lowercase();
         if !accept.contains("text/event-stream") {
             return Err(refusal(
@@ -539,7 +419,7 @@ impl HttpServer {
                 Ok((replay, live)) => {
                     tracing::debug!("a session resumed a stream after {last}");
                     let live = live.unwrap_or_else(|| unbounded_channel().1);
-                    Ok(super::wire::event_stream(replay, live))
+                    Ok(crate::serving::wire::event_stream(replay, live))
                 }
                 Err(refused) => {
                     tracing::info!("{refused}");
@@ -554,14 +434,14 @@ impl HttpServer {
         }
         let events = self.streams.open(id);
         tracing::debug!("a session opened its stream of the server's messages");
-        Ok(super::wire::event_stream(
+        Ok(crate::serving::wire::event_stream(
             bytes::Bytes::from_static(b": justonce: notifications follow\n\n"),
             events,
         ))
     }
 
     /// Ends a session (DELETE), and its stream.
-    pub(crate) fn delete(&self, head: &Head, principal: &str) -> Response {
+    pub(super) fn delete(&self, head: &Head, principal: &str) -> Response {
         match head.header("mcp-session-id") {
             None => refusal(
                 400,
@@ -674,6 +554,16 @@ mod tests {
             reply_kind(&Head::with_headers(&[("accept", "text/html")]), false),
             None
         );
+    }
+
+    #[test]
+    fn the_servers_own_refusals_have_the_shape_of_the_endpoints() {
+        for (status, message) in [(401, "a bearer token is required"), (408, "late")] {
+            let endpoints = refusal(status, None, INVALID_REQUEST, message);
+            let servers = Response::refusal(status, message);
+            assert_eq!(servers.status, endpoints.status);
+            assert_eq!(servers.body, endpoints.body);
+        }
     }
 
     #[test]
