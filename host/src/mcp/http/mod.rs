@@ -1,5 +1,5 @@
 //! MCP's Streamable HTTP transport on one endpoint, `/mcp`, for the same
-//! [`Server`](crate::mcp::Server) that speaks stdio: one protocol implementation,
+//! [`Server`] that speaks stdio: one protocol implementation,
 //! two transports. The HTTP server itself (connections, deadlines, caps, origin and
 //! token checks, `/metrics`, the console's routes) is [`crate::serving`]'s
 //! [`HttpServer`]; this module is the endpoint it hands `/mcp` to ([`server`] builds
