@@ -25,7 +25,7 @@ pub(super) fn check(
         });
     }
     let audiences = audiences(claims.get("aud"));
-    if !audiences.iter().any(|a| *a == settings.resource) {
+    if !audiences.contains(&settings.resource) {
         return Err(TokenRefused::Audience {
             found: audiences,
             expected: settings.resource.clone(),
