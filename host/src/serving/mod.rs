@@ -16,6 +16,8 @@
 //! - [`checks`]: `Origin` and `Host` against DNS rebinding, and who is calling (a
 //!   bearer token of the tokens file, or an OAuth access token).
 //! - [`Routes`]: pages served whole beside the MCP endpoint, or alone (the console).
+//! - [`sse`]: server-sent event streams: one per key for a server's own messages,
+//!   and a resumable record of a session's streams (`Last-Event-ID`).
 //! - [`scrape`]: `GET /metrics` in Prometheus' text format, on the MCP server's
 //!   listener or one of its own ([`MetricsServer`]).
 
@@ -26,6 +28,7 @@ pub(crate) mod deadline;
 mod routes;
 pub(crate) mod scrape;
 mod server;
+pub(crate) mod sse;
 pub(crate) mod wire;
 
 pub use checks::OAuth;

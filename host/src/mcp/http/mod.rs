@@ -33,25 +33,23 @@
 //!   outcome and keeps its record, and the retry gets that outcome.
 
 mod exchange;
-mod replay;
 mod sessions;
-mod streams;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 
+pub use crate::serving::sse::ReplayCaps;
 pub use exchange::TOO_MANY_CALLS;
-pub use replay::ReplayCaps;
 
 use self::exchange::refusal;
 use self::sessions::Sessions;
-use self::streams::Streams;
 use super::Server;
 use super::protocol::INVALID_REQUEST;
 use crate::auth::tokens::{Role, Tokens};
 use crate::serving::admission::Admission;
+use crate::serving::sse::Streams;
 use crate::serving::wire::{Head, Payload, Response};
 use crate::serving::{Endpoint, HttpServer, ServerOptions};
 

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 #[allow(deprecated)] // SEP-2577 deprecates logging; revisions up to 2025-11-25 have it.
 use rmcp::model::LoggingLevel;
 
-use super::replay::{EventLog, ReplayCaps};
 use crate::mcp::session::Era;
+use crate::serving::sse::{EventLog, ReplayCaps};
 
 #[allow(deprecated)]
 struct Entry {

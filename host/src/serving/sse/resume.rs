@@ -1,7 +1,7 @@
-//! A session's record of the events sent on its POST streams, so a client whose
-//! stream dropped before the answer arrived can fetch the rest with `GET /mcp` and
-//! `Last-Event-ID` (the transport's "resumability and redelivery"): the answer of a
-//! call whose connection broke is the very loss justonce exists to prevent.
+//! A session's record of the events sent on its streams, so a client whose stream
+//! dropped before the answer arrived can fetch the rest with a `GET` carrying
+//! `Last-Event-ID` (MCP's "resumability and redelivery", on `GET /mcp`): the answer
+//! of a call whose connection broke is the very loss justonce exists to prevent.
 //!
 //! - Every event of a stream gets an id `TAG-STREAM-SEQ`: the session's random tag
 //!   (so an id of another session is refused, never read as one of this session's),

@@ -1,6 +1,6 @@
-//! The standalone `GET /mcp` streams of sessions: where the server's own messages go
-//! (`notifications/tools/list_changed`). One stream per session, a newer `GET`
-//! replacing the older; a stream ends when its session is deleted, the server
+//! The standalone streams of sessions (MCP's `GET /mcp`): where the server's own
+//! messages go (`notifications/tools/list_changed`). One stream per session, a newer
+//! `GET` replacing the older; a stream ends when its session is deleted, the server
 //! stops, or the client hangs up.
 
 use std::collections::HashMap;
