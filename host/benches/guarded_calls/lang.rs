@@ -143,7 +143,7 @@ pub fn figures(dir: &Path) {
         }
     }
     println!(
-        "every guarded sample: a conversation never used before (a new key), answered `replayed: false` and successful (asserted); {}\n",
+        "fresh calls, not replays: every guarded sample has a conversation never used before (a new key) and was answered `replayed: false` and successful (asserted); a bare call has no journal to replay from; {}\n",
         load()
     );
     println!("| figure | median | p10–p90 | mean | samples |\n| --- | --- | --- | --- | --- |");
