@@ -19,7 +19,11 @@
 //! 9. on a PostgreSQL journal (a throwaway cluster on this machine, as the tests
 //!    start it): the latency of (2), (3) and (4), and one-effect calls/s with 1, 2
 //!    and 4 host processes sharing the database, with the CPU seconds per call of the
-//!    hosts and of the server, and the floor they set on this machine's cores.
+//!    hosts and of the server, and the floor they set on this machine's cores;
+//! 10. a warm no-effect call of a Python and of a JavaScript tool (the lang tests'
+//!     probe, built with their toolchains; skipped with the reason when one cannot be
+//!     had), bare and guarded, with Rust's echo in the same rounds (see
+//!     `guarded_calls/lang.rs`).
 //!
 //! (2) and (3) are also printed against their floors, the bare guest plus the journal
 //! writes the contract requires with the journal's own rows, and (6) against its
@@ -31,10 +35,11 @@
 //! all its samples with the 10th–90th percentile and the mean (which also counts the
 //! rare stalls: a disk write held up by writeback, a preempted thread), and a ratio is
 //! the median of the per-round ratios. `JUSTONCE_BENCH_SCALE` (default 1.0) scales
-//! rounds and durations; `JUSTONCE_BENCH_PROFILE=bare|echo|receipt|replay|receipt8|postgres`
+//! rounds and durations; `JUSTONCE_BENCH_PROFILE=bare|echo|receipt|replay|receipt8|postgres|python|javascript`
 //! runs one call in a loop for a profiler instead (`receipt8`: (6)'s calls by 8
-//! callers; `postgres`: (9)'s four host processes for `perf record -a`), and
-//! `JUSTONCE_BENCH_ONLY=mcp` only (8), `JUSTONCE_BENCH_ONLY=postgres` only (9),
+//! callers; `postgres`: (9)'s four host processes for `perf record -a`; `python`,
+//! `javascript`: (10)'s guarded call), and `JUSTONCE_BENCH_ONLY=mcp` only (8),
+//! `JUSTONCE_BENCH_ONLY=postgres` only (9), `JUSTONCE_BENCH_ONLY=lang` only (10),
 //! `JUSTONCE_BENCH_ONLY=sqlite` (1) to (6); `JUSTONCE_BENCH_BIN=PATH` runs (7) and (8)
 //! on another build of `justonce`. Nothing here asserts a timing; the targets are
 //! printed next to the figures.
@@ -55,6 +60,16 @@ use serde_json::{Value, json};
 
 #[path = "guarded_calls/floors.rs"]
 mod floors;
+#[path = "guarded_calls/lang.rs"]
+mod lang;
+
+#[path = "../../tests/tests/support/install.rs"]
+pub mod install;
+
+/// The lang tests' toolchain installs, which `lang` shares (as `crate::support::install`).
+mod support {
+    pub use super::install;
+}
 
 const ECHO_ARGS: &str = r#"{"message":"hello"}"#;
 const RECEIPT_ARGS: &str =
@@ -732,31 +747,43 @@ fn profile(which: &str, runtime: &Arc<Runtime>, dir: &Path) {
     let counter = AtomicU64::new(0);
     let replayed = fresh("echo", ECHO_ARGS, &counter);
     call(&host, &replayed);
-    let start = Instant::now();
-    let mut calls = 0u64;
-    let mut times = Vec::new();
-    while start.elapsed() < Duration::from_secs(10) {
-        let t0 = Instant::now();
-        match which {
-            "bare" => {
-                let _ = runtime.call_unguarded("echo", ECHO_ARGS);
-            }
-            "echo" => call(&host, &fresh("echo", ECHO_ARGS, &counter)),
-            "receipt" => call(&host, &fresh("send_receipt", RECEIPT_ARGS, &counter)),
-            "replay" => call(&host, &replayed),
-            other => panic!("JUSTONCE_BENCH_PROFILE={other}: use bare, echo, receipt or replay"),
+    let mut times = time_for(Duration::from_secs(10), || match which {
+        "bare" => {
+            let _ = runtime.call_unguarded("echo", ECHO_ARGS);
         }
-        calls += 1;
+        "echo" => call(&host, &fresh("echo", ECHO_ARGS, &counter)),
+        "receipt" => call(&host, &fresh("send_receipt", RECEIPT_ARGS, &counter)),
+        "replay" => call(&host, &replayed),
+        other => panic!(
+            "JUSTONCE_BENCH_PROFILE={other}: use bare, echo, receipt, replay, receipt8, postgres, python or javascript"
+        ),
+    });
+    print_times(which, &mut times);
+}
+
+/// Runs `f` again and again for `run_for`; each run's time in µs.
+fn time_for(run_for: Duration, mut f: impl FnMut()) -> Vec<f64> {
+    let start = Instant::now();
+    let mut times = Vec::new();
+    while start.elapsed() < run_for {
+        let t0 = Instant::now();
+        f();
         times.push(micros(t0.elapsed()));
     }
+    times
+}
+
+/// One line: how many runs `times` holds, their mean and percentiles.
+fn print_times(which: &str, times: &mut [f64]) {
     let mean = times.iter().sum::<f64>() / times.len() as f64;
     let (p50, p90, p99) = (
-        percentile(&mut times, 0.5),
-        percentile(&mut times, 0.9),
-        percentile(&mut times, 0.99),
+        percentile(times, 0.5),
+        percentile(times, 0.9),
+        percentile(times, 0.99),
     );
     println!(
-        "{which}: {calls} calls; mean {mean:.1} µs, median {p50:.1}, p90 {p90:.1}, p99 {p99:.1}"
+        "{which}: {} calls; mean {mean:.1} µs, median {p50:.1}, p90 {p90:.1}, p99 {p99:.1}",
+        times.len()
     );
 }
 
@@ -769,8 +796,11 @@ fn main() {
         return;
     }
     if let Ok(which) = std::env::var("JUSTONCE_BENCH_PROFILE") {
-        if which == "postgres" {
-            return postgres_profile();
+        match which.as_str() {
+            "postgres" => return postgres_profile(),
+            "python" => return lang::profile("python", dir.path()),
+            "javascript" => return lang::profile("javascript", dir.path()),
+            _ => {}
         }
         profile(&which, &runtime(), dir.path());
         return;
@@ -780,6 +810,7 @@ fn main() {
     match std::env::var("JUSTONCE_BENCH_ONLY").as_deref() {
         Ok("mcp") => return mcp_figures(dir.path()),
         Ok("postgres") => return postgres_figures(),
+        Ok("lang") => return lang::figures(dir.path()),
         _ => {}
     }
     let runtime = runtime();
@@ -1046,6 +1077,7 @@ fn main() {
         verdict(w / e <= 0.2)
     );
 
+    lang::figures(dir.path());
     mcp_figures(dir.path());
     postgres_figures();
     println!("\n{} at the end", load());

@@ -2,16 +2,24 @@
 
 import { content, perform, progress, rich, s, tool } from '../../../guest-sdk/js/justonce.js';
 
+// What `count` calls left in this instance: a fresh instance per call sees only its own.
+const seen = [];
+
 export const { describe, call } = tool({
   name: 'probe_js',
   description: 'Echoes a message, mails it, or tries what the sandbox denies.',
   args: s.object({
-    op: s.enum(['echo', 'mail', 'receipt', 'env', 'sleep', 'timer']).describe('What to do.'),
+    op: s.enum(['echo', 'count', 'mail', 'receipt', 'env', 'sleep', 'timer']).describe('What to do.'),
     message: s.string().describe("Echoed, or the mail's subject.").default(''),
     email: s.string().optional(),
   }),
   call({ op, message, email }) {
     if (op === 'echo') return { echo: message };
+    if (op === 'count') {
+      // 12 MiB written: more than a pooled slot keeps resident between calls.
+      seen.push([message, new Uint8Array(12 << 20).fill(1)]);
+      return { seen: seen.map(([m]) => m) };
+    }
     if (op === 'sleep') {
       // A busy wait for an hour: the guest never yields to the host.
       const end = Date.now() + 3_600_000;

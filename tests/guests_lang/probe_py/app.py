@@ -7,7 +7,10 @@ from typing import Annotated, Literal, Optional
 
 from justonce import Image, ResourceLink, Rich, Text, export, perform, progress, tool
 
-Op = Literal["echo", "mail", "receipt", "file", "socket", "env", "sleep"]
+Op = Literal["echo", "count", "mail", "receipt", "file", "socket", "env", "sleep"]
+
+# What `count` calls left in this instance: a fresh instance per call sees only its own.
+_seen: list = []
 
 
 @tool(name="probe_py")
@@ -20,6 +23,10 @@ def probe(
     the sandbox denies."""
     if op == "echo":
         return {"echo": message}
+    if op == "count":
+        # 12 MiB written: more than a pooled slot keeps resident between calls.
+        _seen.append((message, bytearray(b"\x01") * (12 << 20)))
+        return {"seen": [m for m, _ in _seen]}
     if op == "sleep":
         time.sleep(3600)
         return {"slept": True}

@@ -23,6 +23,34 @@ fn probe(lang: &Lang, op: &str) -> Value {
     success(&response.outcome).clone()
 }
 
+/// Each call is a fresh instance with a fresh memory: what one call left in the guest
+/// (module state, a heap that grew by more than a pooled slot keeps resident) is gone
+/// at the next call of the same tool on the same host.
+#[test]
+fn a_call_sees_nothing_an_earlier_call_of_the_same_tool_left_in_memory() {
+    for lang in [&*PYTHON, &*JAVASCRIPT] {
+        let api = LocalApi::start().unwrap();
+        let t = lang.host(&api, 0);
+        for i in 0..3 {
+            let message = format!("call {i}");
+            let response = t
+                .host
+                .call(&CallRequest::new(
+                    lang.probe_tool,
+                    json!({ "op": "count", "message": message }).to_string(),
+                ))
+                .unwrap();
+            assert!(!response.replayed, "{}: call {i} ran", lang.name);
+            assert_eq!(
+                success(&response.outcome)["seen"],
+                json!([message]),
+                "{}: call {i} saw only itself",
+                lang.name
+            );
+        }
+    }
+}
+
 #[test]
 fn a_python_tool_that_opens_a_file_finds_no_file_system() {
     let out = probe(&PYTHON, "file");
@@ -87,7 +115,10 @@ fn the_language_runtimes_load_and_a_rust_guest_that_imports_sockets_is_still_ref
 
 /// The outcome of `op` of `lang`'s probe under a 1 s deadline, and how long the call
 /// took; a panic if it is still running a second past the deadline.
-fn sleep_probe(lang: &'static std::sync::LazyLock<Lang>, op: &str) -> (justonce::Outcome, std::time::Duration) {
+fn sleep_probe(
+    lang: &'static std::sync::LazyLock<Lang>,
+    op: &str,
+) -> (justonce::Outcome, std::time::Duration) {
     use std::time::{Duration, Instant};
     let deadline = Duration::from_secs(1);
     // The runtime's first load (building and compiling the runtime) is not the call's,
