@@ -14,6 +14,7 @@ mod invocations;
 mod journal;
 mod operations;
 mod outbox;
+mod owned;
 mod resolution;
 mod schema;
 
@@ -192,8 +193,8 @@ impl SqliteJournal {
         };
         // The main connection's page cache is warm (it made the last writes); the
         // reader's is dropped whenever another connection wrote. Use the reader only
-        // while the main one is busy, or holds writes that wait for their commit.
-        let main = self.conn.try_lock().ok().filter(|_| !self.group.is_open());
+        // while the main one is busy.
+        let main = self.conn.try_lock().ok();
         let result = match main {
             Some(conn) => f(&conn),
             None => f(&reader.lock().unwrap_or_else(|p| p.into_inner())),
@@ -239,34 +240,28 @@ impl SqliteJournal {
         &self.path
     }
 
-    /// The connection, with no transaction of other callers open on it.
+    /// The connection (a grouped transaction is never left open on it).
     fn lock(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock leaves no half-done transaction behind:
         // rusqlite rolls back on drop. The connection is still usable.
-        let conn = self
-            .conn
+        self.conn
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        self.group
-            .settle_open(&conn, || self.sync.note_written());
-        conn
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Runs the call-path write `f` in the transaction that concurrent callers share
-    /// (see `group`), and returns once that transaction is committed; `f` says
-    /// whether its write is kept (`false`: a refusal, undone).
-    fn grouped<R>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<(R, bool)>) -> Result<R> {
+    /// (see `group`; `f` may run on another caller's thread), and returns once that
+    /// transaction is committed; `f` says whether its write is kept (`false`: a
+    /// refusal, undone).
+    fn grouped<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<(R, bool)> + Send + 'static,
+    ) -> Result<R> {
         self.sync.check().map_err(|p| self.poisoned(p))?;
         let started = std::time::Instant::now();
-        let announced = self.group.announce();
-        let conn = self
-            .conn
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        drop(announced);
         let written = self
             .group
-            .write(conn, f, || self.sync.note_written())
+            .write(&self.conn, f, || self.sync.note_written())
             .map_err(|e| Error::store(&self.path, e));
         if written.is_ok() {
             // Until the commit that holds the write: what the caller waited.
@@ -488,9 +483,12 @@ impl Journal for SqliteJournal {
         unjournaled: Option<&NewInvocation>,
         deferred: &[DeferredAnswer],
     ) -> Result<std::result::Result<(EffectKey, u32), Refusal>> {
-        let claimed = self.grouped(|conn| {
-            let claimed = effects::claim_in(conn, effect, lease, unjournaled)?;
-            effects::finish_deferred(conn, effect.invocation, deferred)?;
+        let (effect, lease) = (owned::OwnedEffect::new(effect), owned::OwnedLease::new(lease));
+        let (unjournaled, deferred) = (unjournaled.cloned(), deferred.to_vec());
+        let claimed = self.grouped(move |conn| {
+            let (effect, lease) = (effect.view(), lease.view());
+            let claimed = effects::claim_in(conn, &effect, &lease, unjournaled.as_ref())?;
+            effects::finish_deferred(conn, effect.invocation, &deferred)?;
             // A refused claim wrote nothing of its own; the deferred answers still
             // count.
             let keep = claimed.is_ok() || !deferred.is_empty();
@@ -542,9 +540,11 @@ impl Journal for SqliteJournal {
         invocation: &InvocationKey,
         now: i64,
     ) -> Result<Option<Answer>> {
-        self.grouped(|conn| {
-            let held = effects::renew_lease_in(conn, invocation, lease)?;
-            let recorded = effects::finish(conn, invocation, key, &answer.to_stored(), now)?;
+        let (key, answer, lease) = (key.clone(), answer.clone(), owned::OwnedLease::new(lease));
+        let invocation = invocation.clone();
+        self.grouped(move |conn| {
+            let held = effects::renew_lease_in(conn, &invocation, &lease.view())?;
+            let recorded = effects::finish(conn, &invocation, &key, &answer.to_stored(), now)?;
             Ok((held.then(|| answer.or_recorded(recorded)), true))
         })
     }
@@ -574,9 +574,11 @@ impl Journal for SqliteJournal {
         now: i64,
         deferred: &[DeferredAnswer],
     ) -> Result<bool> {
-        let saved = self.grouped(|conn| {
-            let saved = invocations::complete_in(conn, key, owner, outcome, now)?;
-            effects::finish_deferred(conn, key, deferred)?;
+        let (key, owner, outcome) = (key.clone(), owner.to_owned(), outcome.to_owned());
+        let deferred = deferred.to_vec();
+        let saved = self.grouped(move |conn| {
+            let saved = invocations::complete_in(conn, &key, &owner, &outcome, now)?;
+            effects::finish_deferred(conn, &key, &deferred)?;
             Ok((saved, true))
         })?;
         if saved {
@@ -586,9 +588,10 @@ impl Journal for SqliteJournal {
     }
 
     fn complete_new(&self, record: &NewInvocation, outcome: &str, now: i64) -> Result<bool> {
-        let saved = self.grouped(|conn| {
+        let (record, outcome) = (record.clone(), outcome.to_owned());
+        let saved = self.grouped(move |conn| {
             Ok((
-                invocations::insert_completed_in(conn, record, outcome, now)?,
+                invocations::insert_completed_in(conn, &record, &outcome, now)?,
                 true,
             ))
         })?;
