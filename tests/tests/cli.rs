@@ -184,6 +184,11 @@ fn tools_json_lists_the_example_tools_with_their_schemas() {
     assert_eq!(names, ["notify", "refund", "send_receipt"]);
     let schema = &tools[2]["inputSchema"];
     assert!(schema["properties"]["orders"].is_object(), "{schema}");
+    // Fully portable, for pasting into a model API: unlike `tools/list`, no dialect
+    // keywords (send_receipt declares `$defs`).
+    for dropped in ["$schema", "$defs", "$ref"] {
+        assert!(!schema.to_string().contains(dropped), "{dropped}: {schema}");
+    }
 }
 
 #[test]

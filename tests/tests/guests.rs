@@ -42,6 +42,7 @@ mod run_in {
     pub const conformance_logging: &[&str] = &["mcp_conformance"];
     pub const conformance_progress: &[&str] = &["mcp_conformance", "mcp_progress"];
     pub const conformance_reconnection: &[&str] = &["mcp_conformance"];
+    pub const conformance_json_schema: &[&str] = &["mcp_conformance"];
     pub const time_and_random: &[&str] = &["determinism", "crash"];
 }
 

@@ -10,9 +10,9 @@
 //! `bearer.mjs` adds the bearer token the server requires to the suite's requests.
 //!
 //! The server serves the conformance guests of tests/guests/ (`conformance_*`), which
-//! implement the suite's `test_*` tools with the Rust SDK, like any tool: the
-//! `tools-call-*` scenarios exercise the SDK's rich results, logging and progress,
-//! not a special path.
+//! implement the suite's tools (`test_*`, `json_schema_2020_12_tool`) with the Rust
+//! SDK, like any tool: the `tools-call-*` scenarios exercise the SDK's rich results,
+//! logging and progress, not a special path.
 //!
 //! `server-sse-polling` runs against a second server, started with `--sse
 //! --sse-hold-ms 0`: it answers the suite's `test_reconnection` (the
@@ -20,17 +20,18 @@
 //! event, and the suite must fetch the answer with `Last-Event-ID`; for it, a warning
 //! fails too (the suite reports a resumption that did not work as one).
 //!
+//! `json-schema-2020-12` (SEP-1613) lists `json_schema_2020_12_tool` (the
+//! `conformance_json_schema` guest) and checks that its input schema keeps `$schema`,
+//! `$defs` and `additionalProperties: false`: `tools/list` shows each schema in the
+//! portable form of `runtime/portable_schema.rs` (`$ref`s inlined, formats a model's
+//! strict mode accepts) with the tool's own `$schema` and `$defs` kept beside it.
+//!
 //! The suite drives servers over HTTP only (`server --url`), so stdio is covered by
 //! the Python SDK's tests instead. Scenarios that do not apply:
 //! - `resources-*`, `prompts-*`, `completion-complete`: justonce serves tools only (no
 //!   resources, prompts or completions capability).
 //! - `tools-call-sampling`, `tools-call-elicitation`, `elicitation-sep1034-defaults`,
 //!   `elicitation-sep1330-enums`: a tool cannot send requests to the client.
-//! - `json-schema-2020-12` (SEP-1613: `tools/list` keeps `$schema` and `$defs`):
-//!   `tools/list` shows each input schema in the portable form the strict tool-schema
-//!   modes of model APIs accept (`$ref`s inlined, `$defs` and `$schema` dropped; see
-//!   `runtime/portable_schema.rs`), on purpose. Arguments are still checked against
-//!   the tool's own draft 2020-12 schema.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -54,13 +55,15 @@ const SCENARIOS: &[&str] = &[
     "tools-call-audio",
     "tools-call-embedded-resource",
     "tools-call-mixed-content",
+    "json-schema-2020-12",
 ];
 
 /// The scenarios run against the server that ends call streams after priming (SSE
 /// polling); they must pass without warnings.
 const POLLING_SCENARIOS: &[&str] = &["server-sse-polling"];
 
-/// The conformance guests, which implement the suite's `test_*` tools.
+/// The conformance guests, which implement the suite's tools (`test_*` and
+/// `json_schema_2020_12_tool`).
 const GUESTS: &[&str] = &[
     justonce_tests::guests::CONFORMANCE_SIMPLE_TEXT_COMPONENT,
     justonce_tests::guests::CONFORMANCE_ERROR_COMPONENT,
@@ -71,6 +74,7 @@ const GUESTS: &[&str] = &[
     justonce_tests::guests::CONFORMANCE_EMBEDDED_RESOURCE_COMPONENT,
     justonce_tests::guests::CONFORMANCE_MIXED_CONTENT_COMPONENT,
     justonce_tests::guests::CONFORMANCE_RECONNECTION_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_JSON_SCHEMA_COMPONENT,
 ];
 
 const PRELOADS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp/conformance");

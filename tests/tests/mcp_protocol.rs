@@ -49,7 +49,18 @@ fn initialize_list_call_and_a_replayed_call() {
         );
         assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
     }
-    assert!(tools[2]["inputSchema"]["properties"]["orders"].is_object());
+    let listed = &tools[2]["inputSchema"];
+    assert!(listed["properties"]["orders"].is_object());
+    // SEP-1613: the dialect keywords are kept beside the inlined references.
+    assert_eq!(
+        listed["$schema"], "https://json-schema.org/draft/2020-12/schema",
+        "{listed}"
+    );
+    assert!(listed["$defs"].is_object(), "{listed}");
+    assert!(
+        !listed["properties"].to_string().contains("$ref"),
+        "{listed}"
+    );
     assert!(
         tools[2]["description"]
             .as_str()

@@ -35,7 +35,8 @@ pub const KEY_META_KEY: &str = "dev.justonce/key";
 pub const RETENTION_META_KEY: &str = "dev.justonce/retention";
 
 /// The `tools/list` entries: name, description, the argument schema from the tool's
-/// `describe` (and the result's, `outputSchema`, if it declared one), `idempotentHint`, which every tool behind the guard honours within
+/// `describe` (and the result's, `outputSchema`, if it declared one) as
+/// [`listed_schema`] shows it, `idempotentHint`, which every tool behind the guard honours within
 /// its window, and that window in `_meta["dev.justonce/retention"]`. A tool marked
 /// read-only has `readOnlyHint` instead: nothing of its calls is saved or
 /// deduplicated (MCP reads `idempotentHint` only when `readOnlyHint` is false).
@@ -48,17 +49,17 @@ pub(crate) fn descriptors(host: &Host) -> Vec<Tool> {
         .iter()
         .filter(|tool| host.exposed_over_mcp(&tool.name))
         .map(|tool| {
-            let schema = input_schema(crate::runtime::portable_schema(&tool.input_schema));
+            let schema = input_schema(listed_schema(&tool.input_schema));
             let mut entry = Tool::new(tool.name.clone(), tool.description.clone(), schema);
             // The loader takes only an object's schema as a tool's output schema.
-            entry.output_schema = tool
-                .output_schema
-                .as_ref()
-                .map(crate::runtime::portable_schema)
-                .and_then(|schema| match schema {
-                    Value::Object(schema) => Some(Arc::new(schema)),
-                    _ => None,
-                });
+            entry.output_schema =
+                tool.output_schema
+                    .as_ref()
+                    .map(listed_schema)
+                    .and_then(|schema| match schema {
+                        Value::Object(schema) => Some(Arc::new(schema)),
+                        _ => None,
+                    });
             let annotations = ToolAnnotations::new();
             entry.annotations = Some(if tool.read_only {
                 annotations.read_only(true)
@@ -93,6 +94,13 @@ pub(crate) fn hidden_tool(host: &Host, name: &str) -> Error {
             offered.join(", ")
         },
     }
+}
+
+/// A schema as `tools/list` shows it: in the portable form of `justonce tools`
+/// (`$ref`s inlined, formats a model's strict mode accepts), keeping the `$schema` and
+/// `$defs` the tool declared, as SEP-1613 asks of MCP's JSON Schema 2020-12 dialect.
+fn listed_schema(schema: &Value) -> Value {
+    crate::runtime::portable_schema_with_dialect(schema)
 }
 
 /// MCP requires `"type": "object"` at the root of an input schema; a tool's schema
@@ -407,6 +415,35 @@ fn finish(
 mod tests {
     use super::*;
     use crate::keys::InvocationKey;
+
+    #[test]
+    fn tools_list_keeps_schema_and_defs_that_justonce_tools_drops() {
+        let declared = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": { "address": { "$ref": "#/$defs/address" } },
+            "additionalProperties": false,
+            "$defs": { "address": {
+                "type": "object",
+                "properties": { "zip": { "type": "integer", "format": "uint32" } }
+            } }
+        });
+        let listed = input_schema(listed_schema(&declared));
+        assert_eq!(listed["$schema"], declared["$schema"], "{listed:?}");
+        assert_eq!(listed["$defs"], declared["$defs"], "{listed:?}");
+        assert_eq!(listed["additionalProperties"], false);
+        assert_eq!(
+            listed["properties"]["address"]["properties"]["zip"],
+            json!({ "type": "integer", "minimum": 0, "maximum": 4294967295u32 }),
+            "the reference is inlined and the format made portable: {listed:?}"
+        );
+
+        // `justonce tools --json` shows the fully portable form.
+        let shown = crate::runtime::portable_schema(&declared);
+        assert!(shown.get("$schema").is_none(), "{shown}");
+        assert!(shown.get("$defs").is_none(), "{shown}");
+        assert!(!shown.to_string().contains("$ref"), "{shown}");
+    }
 
     fn params(value: Value) -> Params {
         value.as_object().unwrap().clone()

@@ -31,6 +31,7 @@ pub use limits::{Limits, ToolLimits};
 pub use pool::CONCURRENT_CALLS;
 pub(crate) use pool::check_fits as check_pool_fits;
 pub use portable_schema::portable as portable_schema;
+pub use portable_schema::portable_with_dialect as portable_schema_with_dialect;
 pub use swap::{DirSwap, SwapReport};
 pub(crate) use trap::TrapReason;
 

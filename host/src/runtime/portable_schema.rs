@@ -1,12 +1,18 @@
 //! A tool's input schema in the form the strict tool-schema modes of model APIs
 //! accept (OpenAI's structured outputs, Gemini's function declarations, Anthropic's
-//! tools), for `tools/list` and `justonce tools --json`.
+//! tools), for `justonce tools --json` and, with its dialect keywords, `tools/list`.
 //!
 //! Schema generators such as schemars write `$ref`s into `$defs` and integer formats
 //! (`uint64`, `int32`, …) that those modes refuse. [`portable`] inlines the references,
 //! drops the formats they do not know while keeping what the format meant as
 //! `minimum`/`maximum`, and writes `oneOf` as `anyOf`. Arguments are still checked
 //! against the tool's own schema; this is only what a model is shown.
+//!
+//! MCP's schema dialect is JSON Schema 2020-12, and SEP-1613 asks a server to keep
+//! `$schema` and `$defs` in `tools/list`: [`portable_with_dialect`] is the portable
+//! form with the root's `$schema` and `$defs` carried over as the tool declared them.
+//! Nothing outside `$defs` refers to them any more, so a model's strict mode still
+//! finds every property's schema inline.
 
 use serde_json::{Map, Value, json};
 
@@ -36,6 +42,20 @@ pub fn portable(schema: &Value) -> Value {
     let root = schema;
     let mut stack = Vec::new();
     rewrite(schema, root, &mut stack)
+}
+
+/// [`portable`], with the root's `$schema` and `$defs` (those it has) carried over
+/// unchanged: what MCP's `tools/list` shows (SEP-1613).
+pub fn portable_with_dialect(schema: &Value) -> Value {
+    let mut rewritten = portable(schema);
+    if let (Value::Object(declared), Value::Object(out)) = (schema, &mut rewritten) {
+        for keyword in ["$schema", "$defs"] {
+            if let Some(value) = declared.get(keyword) {
+                out.insert(keyword.to_owned(), value.clone());
+            }
+        }
+    }
+    rewritten
 }
 
 fn rewrite(schema: &Value, root: &Value, stack: &mut Vec<String>) -> Value {
@@ -267,5 +287,29 @@ mod tests {
             "additionalProperties": false
         });
         assert_eq!(portable(&schema), schema);
+        assert_eq!(
+            portable_with_dialect(&schema),
+            schema,
+            "no dialect to carry"
+        );
+    }
+
+    #[test]
+    fn with_dialect_the_root_keeps_schema_and_defs_as_declared_and_refs_stay_inlined() {
+        let declared = schemars_args();
+        let schema = portable_with_dialect(&declared);
+        assert_eq!(schema["$schema"], declared["$schema"]);
+        assert_eq!(
+            schema["$defs"], declared["$defs"],
+            "as the tool declared them"
+        );
+        let mut rest = schema.clone();
+        rest.as_object_mut().unwrap().remove("$defs");
+        rest.as_object_mut().unwrap().remove("$schema");
+        assert_eq!(
+            rest,
+            portable(&declared),
+            "everything else is the portable form"
+        );
     }
 }
