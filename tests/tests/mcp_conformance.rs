@@ -24,7 +24,8 @@
 //! `conformance_json_schema` guest) and checks that its input schema keeps `$schema`,
 //! `$defs` and `additionalProperties: false`: `tools/list` shows each schema in the
 //! portable form of `runtime/portable_schema.rs` (`$ref`s inlined, formats a model's
-//! strict mode accepts) with the tool's own `$schema` and `$defs` kept beside it.
+//! strict mode accepts) with the tool's own `$schema`, and its `$defs` by name (each
+//! definition made portable too), kept beside it.
 //!
 //! The suite drives servers over HTTP only (`server --url`), so stdio is covered by
 //! the Python SDK's tests instead. Scenarios that do not apply:

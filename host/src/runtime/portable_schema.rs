@@ -44,15 +44,26 @@ pub fn portable(schema: &Value) -> Value {
     rewrite(schema, root, &mut stack)
 }
 
-/// [`portable`], with the root's `$schema` and `$defs` (those it has) carried over
-/// unchanged: what MCP's `tools/list` shows (SEP-1613).
+/// [`portable`], with the root's `$schema` and `$defs` (those it has) kept: what
+/// MCP's `tools/list` shows (SEP-1613). `$schema` is carried over as declared; each
+/// definition of `$defs` keeps its name and is itself made portable (its `$ref`s
+/// inlined, its formats portable), so no part of the listing holds a `$ref`.
 pub fn portable_with_dialect(schema: &Value) -> Value {
     let mut rewritten = portable(schema);
     if let (Value::Object(declared), Value::Object(out)) = (schema, &mut rewritten) {
-        for keyword in ["$schema", "$defs"] {
-            if let Some(value) = declared.get(keyword) {
-                out.insert(keyword.to_owned(), value.clone());
-            }
+        if let Some(dialect) = declared.get("$schema") {
+            out.insert("$schema".to_owned(), dialect.clone());
+        }
+        if let Some(defs) = declared.get("$defs") {
+            let defs = match defs {
+                Value::Object(defs) => Value::Object(
+                    defs.iter()
+                        .map(|(name, def)| (name.clone(), rewrite(def, schema, &mut Vec::new())))
+                        .collect(),
+                ),
+                other => other.clone(),
+            };
+            out.insert("$defs".to_owned(), defs);
         }
     }
     rewritten
@@ -295,14 +306,31 @@ mod tests {
     }
 
     #[test]
-    fn with_dialect_the_root_keeps_schema_and_defs_as_declared_and_refs_stay_inlined() {
+    fn with_dialect_the_root_keeps_schema_and_defs_by_name_each_portable() {
         let declared = schemars_args();
         let schema = portable_with_dialect(&declared);
         assert_eq!(schema["$schema"], declared["$schema"]);
+        let defs = schema["$defs"].as_object().expect("$defs kept");
         assert_eq!(
-            schema["$defs"], declared["$defs"],
-            "as the tool declared them"
+            defs.keys().collect::<Vec<_>>(),
+            declared["$defs"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .collect::<Vec<_>>(),
+            "every definition, under its own name"
         );
+        assert_eq!(
+            defs["Order"],
+            portable(&declared["$defs"]["Order"]),
+            "each definition made portable"
+        );
+        assert_eq!(
+            defs["Order"]["properties"]["order_id"],
+            json!({ "type": "integer", "minimum": 0 }),
+            "uint64 is dropped for the range it meant"
+        );
+        assert!(!schema.to_string().contains("$ref"), "{schema}");
         let mut rest = schema.clone();
         rest.as_object_mut().unwrap().remove("$defs");
         rest.as_object_mut().unwrap().remove("$schema");
