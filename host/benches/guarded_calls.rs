@@ -35,10 +35,10 @@
 //! all its samples with the 10th–90th percentile and the mean (which also counts the
 //! rare stalls: a disk write held up by writeback, a preempted thread), and a ratio is
 //! the median of the per-round ratios. `JUSTONCE_BENCH_SCALE` (default 1.0) scales
-//! rounds and durations; `JUSTONCE_BENCH_PROFILE=bare|echo|receipt|replay|receipt8|postgres|python|javascript`
+//! rounds and durations; `JUSTONCE_BENCH_PROFILE=bare|echo|receipt|replay|receipt1|receipt8|postgres|python|javascript`
 //! runs one call in a loop for a profiler instead (`receipt8`: (6)'s calls by 8
-//! callers; `postgres`: (9)'s four host processes for `perf record -a`; `python`,
-//! `javascript`: (10)'s guarded call), and `JUSTONCE_BENCH_ONLY=mcp` only (8),
+//! callers, `receipt1` by 1; `postgres`: (9)'s four host processes for
+//! `perf record -a`; `python`, `javascript`: (10)'s guarded call), and `JUSTONCE_BENCH_ONLY=mcp` only (8),
 //! `JUSTONCE_BENCH_ONLY=postgres` only (9), `JUSTONCE_BENCH_ONLY=lang` only (10),
 //! `JUSTONCE_BENCH_ONLY=sqlite` (1) to (6); `JUSTONCE_BENCH_BIN=PATH` runs (7) and (8)
 //! on another build of `justonce`. Nothing here asserts a timing; the targets are
@@ -325,15 +325,17 @@ fn latencies(
     f
 }
 
-/// Guarded one-effect calls per second with `threads` callers sharing one host, and
-/// the journal's commits per call meanwhile (below 2 when group commit put several
-/// callers' writes in one transaction).
-fn throughput(host: &Arc<Host>, threads: usize, run_for: Duration) -> (f64, f64) {
+/// Guarded one-effect calls per second with `threads` callers sharing one host, the
+/// journal's commits per call meanwhile (below 2 when group commit put several
+/// callers' writes in one transaction), and this process's CPU µs per call (every
+/// thread's, the checkpointer's included; in clock ticks, so ±10 ms over the run).
+fn throughput(host: &Arc<Host>, threads: usize, run_for: Duration) -> (f64, f64, f64) {
     // One counter for every trial, so no call repeats one of an earlier trial (that
     // would be a replay, not a one-effect call).
     static CALLS: AtomicU64 = AtomicU64::new(0);
     let counter = &CALLS;
     let commits_before = host.journal_stats().commits;
+    let cpu_before = cpu::own();
     let start = Instant::now();
     let done: u64 = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
@@ -354,10 +356,13 @@ fn throughput(host: &Arc<Host>, threads: usize, run_for: Duration) -> (f64, f64)
             .collect();
         workers.into_iter().map(|w| w.join().expect("worker")).sum()
     });
+    let elapsed = start.elapsed().as_secs_f64();
+    let cpu = cpu::own() - cpu_before;
     let commits = host.journal_stats().commits - commits_before;
     (
-        done as f64 / start.elapsed().as_secs_f64(),
+        done as f64 / elapsed,
         commits as f64 / done.max(1) as f64,
+        cpu * 1e6 / done.max(1) as f64,
     )
 }
 
@@ -736,12 +741,15 @@ fn row(name: &str, s: &Samples) {
 
 /// `JUSTONCE_BENCH_PROFILE=bare|echo|receipt|replay`: only that call, in a loop for
 /// ten seconds on a `Normal` journal, so a profiler (`perf record`) sees one path;
-/// `receipt8`: (6)'s one-effect calls by 8 callers sharing the host.
+/// `receipt1`, `receipt2`, `receipt4`, `receipt8`: (6)'s one-effect calls by that many
+/// callers sharing the host, each from an empty journal as in (6).
 fn profile(which: &str, runtime: &Arc<Runtime>, dir: &Path) {
     let host = host(runtime, dir, Durability::Normal);
-    if which == "receipt8" {
-        let (rate, commits) = throughput(&Arc::new(host), 8, Duration::from_secs(10));
-        println!("receipt8: {rate:.0} calls/s, {commits:.2} commits per call");
+    if let Some(threads) = which.strip_prefix("receipt").and_then(|n| n.parse().ok()) {
+        let (rate, commits, cpu) = throughput(&Arc::new(host), threads, Duration::from_secs(10));
+        println!(
+            "{which}: {rate:.0} calls/s, {commits:.2} commits per call, {cpu:.0} µs CPU per call"
+        );
         return;
     }
     let counter = AtomicU64::new(0);
@@ -755,7 +763,7 @@ fn profile(which: &str, runtime: &Arc<Runtime>, dir: &Path) {
         "receipt" => call(&host, &fresh("send_receipt", RECEIPT_ARGS, &counter)),
         "replay" => call(&host, &replayed),
         other => panic!(
-            "JUSTONCE_BENCH_PROFILE={other}: use bare, echo, receipt, replay, receipt8, postgres, python or javascript"
+            "JUSTONCE_BENCH_PROFILE={other}: use bare, echo, receipt, replay, receipt1, receipt8, postgres, python or javascript"
         ),
     });
     print_times(which, &mut times);
@@ -976,31 +984,44 @@ fn main() {
         "\n## (6) Throughput, one-effect calls sharing one host (median of trials, min–max)\n"
     );
     println!(
-        "| callers | Normal calls/s | Full calls/s | commits per call, Normal / Full |\n| --- | --- | --- | --- |"
+        "each trial on a fresh, empty journal (a new database per trial, removed after it), so every caller count starts from the same empty tables; every call a fresh key (no replays)\n"
+    );
+    println!(
+        "| callers | Normal calls/s | Full calls/s | commits per call, Normal / Full | CPU µs per call, Normal / Full |\n| --- | --- | --- | --- | --- |"
     );
     let trials = 3;
     let run_for = Duration::from_secs_f64(1.0 * scale());
-    let shared: Vec<Arc<Host>> = MODES
-        .iter()
-        .map(|(d, name)| Arc::new(host(&runtime, &dir.path().join(format!("tp-{name}")), *d)))
-        .collect();
+    let mut full_syncs = 0;
     let mut per_threads = Vec::new();
     let mut normal_per_threads = Vec::new();
     for threads in [1, 2, 4, 8] {
-        let cells: Vec<(f64, f64, f64, f64)> = shared
+        let cells: Vec<(f64, f64, f64, f64, f64)> = MODES
             .iter()
-            .map(|h| {
-                let trial: Vec<(f64, f64)> = (0..trials)
-                    .map(|_| throughput(h, threads, run_for))
+            .map(|(d, name)| {
+                let trial: Vec<(f64, f64, f64)> = (0..trials)
+                    .map(|i| {
+                        // Every trial of every row on its own empty journal, so no
+                        // caller count runs against tables another one grew.
+                        let sub = dir.path().join(format!("tp-{name}-{threads}-{i}"));
+                        let h = Arc::new(host(&runtime, &sub, *d));
+                        let rate = throughput(&h, threads, run_for);
+                        if *d == Durability::Full {
+                            full_syncs += h.journal_stats().syncs;
+                        }
+                        drop(h);
+                        std::fs::remove_dir_all(&sub).expect("remove a trial's journal");
+                        rate
+                    })
                     .collect();
-                let mut t: Vec<f64> = trial.iter().map(|(rate, _)| *rate).collect();
-                let mut c: Vec<f64> = trial.iter().map(|(_, commits)| *commits).collect();
+                let mut t: Vec<f64> = trial.iter().map(|(rate, _, _)| *rate).collect();
+                let mut c: Vec<f64> = trial.iter().map(|(_, commits, _)| *commits).collect();
+                let mut u: Vec<f64> = trial.iter().map(|(_, _, cpu)| *cpu).collect();
                 let (lo, hi) = (percentile(&mut t, 0.0), percentile(&mut t, 1.0));
-                (median(&mut t), lo, hi, median(&mut c))
+                (median(&mut t), lo, hi, median(&mut c), median(&mut u))
             })
             .collect();
         println!(
-            "| {threads} | {:.0} ({:.0}–{:.0}) | {:.0} ({:.0}–{:.0}) | {:.2} / {:.2} |",
+            "| {threads} | {:.0} ({:.0}–{:.0}) | {:.0} ({:.0}–{:.0}) | {:.2} / {:.2} | {:.0} / {:.0} |",
             cells[0].0,
             cells[0].1,
             cells[0].2,
@@ -1008,7 +1029,9 @@ fn main() {
             cells[1].1,
             cells[1].2,
             cells[0].3,
-            cells[1].3
+            cells[1].3,
+            cells[0].4,
+            cells[1].4
         );
         per_threads.push(cells[1].0);
         normal_per_threads.push(cells[0].0);
@@ -1041,10 +1064,9 @@ fn main() {
     let scaling = per_threads[3] / per_threads[0];
     let full_ceiling = normal_per_threads[3] / per_threads[0];
     println!(
-        "(6) Full, 8 callers / 1 caller: {scaling:.2}× (target ≥ 4×: {}); ceiling (Normal at 8 callers / Full at 1): {full_ceiling:.2}×; figure / ceiling {:.2}; fsyncs so far on the Full host: {}",
+        "(6) Full, 8 callers / 1 caller: {scaling:.2}× (target ≥ 4×: {}); ceiling (Normal at 8 callers / Full at 1): {full_ceiling:.2}×; figure / ceiling {:.2}; fsyncs on the Full hosts: {full_syncs}",
         verdict(scaling >= 4.0),
         scaling / full_ceiling,
-        shared[1].journal_stats().syncs
     );
 
     if std::env::var("JUSTONCE_BENCH_ONLY").as_deref() == Ok("sqlite") {
