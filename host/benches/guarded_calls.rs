@@ -325,16 +325,31 @@ fn latencies(
     f
 }
 
-/// Guarded one-effect calls per second with `threads` callers sharing one host, the
-/// journal's commits per call meanwhile (below 2 when group commit put several
-/// callers' writes in one transaction), and this process's CPU µs per call (every
-/// thread's, the checkpointer's included; in clock ticks, so ±10 ms over the run).
-fn throughput(host: &Arc<Host>, threads: usize, run_for: Duration) -> (f64, f64, f64) {
+/// What one trial of (6) measured.
+#[derive(Debug, Clone, Copy)]
+struct Throughput {
+    /// Guarded one-effect calls per second.
+    rate: f64,
+    /// The journal's commits per call (below 2 when group commit put several
+    /// callers' writes in one transaction).
+    commits: f64,
+    /// This process's CPU µs per call (every thread's, the checkpointer's included;
+    /// in clock ticks, so ±10 ms over the run).
+    cpu: f64,
+    /// µs per call the journal's one writer was busy making and committing the
+    /// grouped writes (`Host::journal_writer_busy`): the serial part of a call.
+    writer: f64,
+}
+
+/// Guarded one-effect calls with `threads` callers sharing one host for `run_for`.
+fn throughput(host: &Arc<Host>, threads: usize, run_for: Duration) -> Throughput {
     // One counter for every trial, so no call repeats one of an earlier trial (that
     // would be a replay, not a one-effect call).
     static CALLS: AtomicU64 = AtomicU64::new(0);
     let counter = &CALLS;
     let commits_before = host.journal_stats().commits;
+    let writer_busy = || host.journal_writer_busy().unwrap_or_default();
+    let writer_before = writer_busy();
     let cpu_before = cpu::own();
     let start = Instant::now();
     let done: u64 = std::thread::scope(|s| {
@@ -359,11 +374,14 @@ fn throughput(host: &Arc<Host>, threads: usize, run_for: Duration) -> (f64, f64,
     let elapsed = start.elapsed().as_secs_f64();
     let cpu = cpu::own() - cpu_before;
     let commits = host.journal_stats().commits - commits_before;
-    (
-        done as f64 / elapsed,
-        commits as f64 / done.max(1) as f64,
-        cpu * 1e6 / done.max(1) as f64,
-    )
+    let writer = (writer_busy() - writer_before).as_secs_f64();
+    let per_call = |total: f64| total / done.max(1) as f64;
+    Throughput {
+        rate: done as f64 / elapsed,
+        commits: per_call(commits as f64),
+        cpu: per_call(cpu * 1e6),
+        writer: per_call(writer * 1e6),
+    }
 }
 
 /// Wall time of one `justonce run` process, from spawn to exit, in ms, with its
@@ -746,9 +764,10 @@ fn row(name: &str, s: &Samples) {
 fn profile(which: &str, runtime: &Arc<Runtime>, dir: &Path) {
     let host = host(runtime, dir, Durability::Normal);
     if let Some(threads) = which.strip_prefix("receipt").and_then(|n| n.parse().ok()) {
-        let (rate, commits, cpu) = throughput(&Arc::new(host), threads, Duration::from_secs(10));
+        let t = throughput(&Arc::new(host), threads, Duration::from_secs(10));
         println!(
-            "{which}: {rate:.0} calls/s, {commits:.2} commits per call, {cpu:.0} µs CPU per call"
+            "{which}: {:.0} calls/s, {:.2} commits per call, {:.0} µs CPU per call, the writer busy {:.1} µs per call",
+            t.rate, t.commits, t.cpu, t.writer
         );
         return;
     }
@@ -987,18 +1006,19 @@ fn main() {
         "each trial on a fresh, empty journal (a new database per trial, removed after it), so every caller count starts from the same empty tables; every call a fresh key (no replays)\n"
     );
     println!(
-        "| callers | Normal calls/s | Full calls/s | commits per call, Normal / Full | CPU µs per call, Normal / Full |\n| --- | --- | --- | --- | --- |"
+        "| callers | Normal calls/s | Full calls/s | commits per call, Normal / Full | CPU µs per call, Normal / Full | writer busy µs per call, Normal / Full |\n| --- | --- | --- | --- | --- | --- |"
     );
     let trials = 3;
     let run_for = Duration::from_secs_f64(1.0 * scale());
     let mut full_syncs = 0;
     let mut per_threads = Vec::new();
     let mut normal_per_threads = Vec::new();
+    let mut normal_writer = 0.0;
     for threads in [1, 2, 4, 8] {
-        let cells: Vec<(f64, f64, f64, f64, f64)> = MODES
+        let cells: Vec<[f64; 6]> = MODES
             .iter()
             .map(|(d, name)| {
-                let trial: Vec<(f64, f64, f64)> = (0..trials)
+                let trial: Vec<Throughput> = (0..trials)
                     .map(|i| {
                         // Every trial of every row on its own empty journal, so no
                         // caller count runs against tables another one grew.
@@ -1013,28 +1033,27 @@ fn main() {
                         rate
                     })
                     .collect();
-                let mut t: Vec<f64> = trial.iter().map(|(rate, _, _)| *rate).collect();
-                let mut c: Vec<f64> = trial.iter().map(|(_, commits, _)| *commits).collect();
-                let mut u: Vec<f64> = trial.iter().map(|(_, _, cpu)| *cpu).collect();
+                let of = |f: fn(&Throughput) -> f64| trial.iter().map(f).collect::<Vec<f64>>();
+                let mut t = of(|t| t.rate);
                 let (lo, hi) = (percentile(&mut t, 0.0), percentile(&mut t, 1.0));
-                (median(&mut t), lo, hi, median(&mut c), median(&mut u))
+                [
+                    median(&mut t),
+                    lo,
+                    hi,
+                    median(&mut of(|t| t.commits)),
+                    median(&mut of(|t| t.cpu)),
+                    median(&mut of(|t| t.writer)),
+                ]
             })
             .collect();
+        let (n, f) = (cells[0], cells[1]);
         println!(
-            "| {threads} | {:.0} ({:.0}–{:.0}) | {:.0} ({:.0}–{:.0}) | {:.2} / {:.2} | {:.0} / {:.0} |",
-            cells[0].0,
-            cells[0].1,
-            cells[0].2,
-            cells[1].0,
-            cells[1].1,
-            cells[1].2,
-            cells[0].3,
-            cells[1].3,
-            cells[0].4,
-            cells[1].4
+            "| {threads} | {:.0} ({:.0}–{:.0}) | {:.0} ({:.0}–{:.0}) | {:.2} / {:.2} | {:.0} / {:.0} | {:.1} / {:.1} |",
+            n[0], n[1], n[2], f[0], f[1], f[2], n[3], f[3], n[4], f[4], n[5], f[5]
         );
-        per_threads.push(cells[1].0);
-        normal_per_threads.push(cells[0].0);
+        per_threads.push(f[0]);
+        normal_per_threads.push(n[0]);
+        normal_writer = n[5];
     }
     // The ceilings (see `floors`): the guest alone, no journal, by 1 and by 8 threads
     // in the same trials; and for `Full`, the `Normal` rate at 8 callers (the same
@@ -1060,6 +1079,15 @@ fn main() {
         "(6) Normal, 8 callers / 1 caller: {normal_scaling:.2}× (target ≥ 1.7× on 2 cores: {}); ceiling (the guest alone, 8 threads / 1): {bare_ratio:.2}×; figure / ceiling {:.2}",
         verdict(normal_scaling >= 1.7),
         normal_scaling / bare_ratio
+    );
+    // The second bound: every call's writes are made one after another by the
+    // journal's one writer (group commit), so calls/s cannot pass 1 s over the
+    // writer's busy time per call at 8 callers.
+    let writer_rate = 1e6 / normal_writer;
+    let writer_ceiling = writer_rate / normal_per_threads[0];
+    println!(
+        "(6) Normal, the one writer: busy {normal_writer:.1} µs per call at 8 callers, so at most {writer_rate:.0} calls/s = {writer_ceiling:.2}× 1 caller; figure / that ceiling {:.2}",
+        normal_scaling / writer_ceiling
     );
     let scaling = per_threads[3] / per_threads[0];
     let full_ceiling = normal_per_threads[3] / per_threads[0];

@@ -270,6 +270,14 @@ impl Host {
         self.shared().journal.round_trips()
     }
 
+    /// How long the SQLite journal's one writer has been busy making and committing
+    /// the grouped writes of calls so far (`None` on PostgreSQL), for the bench. Not
+    /// part of the embedding surface.
+    #[doc(hidden)]
+    pub fn journal_writer_busy(&self) -> Option<std::time::Duration> {
+        self.shared().journal.writer_busy()
+    }
+
     /// Runs a read-only query on the SQLite journal's database (tests read a
     /// provider's tables with it). Not part of the embedding surface.
     #[doc(hidden)]

@@ -268,6 +268,14 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
         0
     }
 
+    /// How long the journal's one writer has been busy making and committing the
+    /// call path's grouped writes so far (`None` where writes are not serialized on
+    /// one connection): the serial part of every call, which bounds the calls per
+    /// second concurrent callers can reach.
+    fn writer_busy(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// How long its commits and fsyncs took, for `/metrics`.
     fn metrics(&self) -> &crate::metrics::JournalMetrics;
 

@@ -29,8 +29,10 @@
 
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::Thread;
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
@@ -170,6 +172,8 @@ struct State {
 #[derive(Default)]
 pub(crate) struct GroupCommit {
     state: Mutex<State>,
+    /// Nanoseconds leaders held the connection making and committing rounds.
+    busy: AtomicU64,
 }
 
 impl std::fmt::Debug for GroupCommit {
@@ -199,6 +203,12 @@ impl Drop for Leading<'_> {
 impl GroupCommit {
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How long leaders have held the connection making and committing rounds so
+    /// far: the serial part of the writes, which no number of callers shortens.
+    pub(crate) fn busy(&self) -> Duration {
+        Duration::from_nanos(self.busy.load(Ordering::Relaxed))
     }
 
     /// Makes the write `f` in a transaction shared with concurrent callers, on
@@ -260,7 +270,11 @@ impl GroupCommit {
             };
             let settled = {
                 let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
-                commit_round(&conn, batch, after_commit)
+                let started = Instant::now();
+                let settled = commit_round(&conn, batch, after_commit);
+                let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                self.busy.fetch_add(took, Ordering::Relaxed);
+                settled
             };
             if settled.iter().any(|w| w.is(own)) {
                 drop(leading.take());
@@ -645,5 +659,52 @@ mod tests {
         }
         assert_eq!(g.rows().len(), 400);
         assert!(g.commits() <= 400);
+    }
+
+    /// The writer's busy time is the rounds' time on the connection: a write that
+    /// takes long counts whole, a leader's wait for the connection does not.
+    #[test]
+    fn the_writer_is_busy_while_it_writes_not_while_it_waits_for_the_connection() {
+        let f = fixture();
+        assert_eq!(f.group.busy(), Duration::ZERO, "nothing written yet");
+        let slow = Duration::from_millis(30);
+        f.group
+            .write(
+                &f.conn,
+                move |c| {
+                    let started = Instant::now();
+                    while started.elapsed() < slow {
+                        std::hint::spin_loop();
+                    }
+                    Ok((c.execute(INSERT, [1])?, true))
+                },
+                || {},
+            )
+            .unwrap();
+        let after_slow = f.group.busy();
+        assert!(
+            after_slow >= slow,
+            "{after_slow:?}: the slow write counts whole"
+        );
+
+        let held_for = Duration::from_millis(300);
+        let waiter = {
+            let held = f.conn.lock().unwrap();
+            let waiter = f.spawn(INSERT, 2, true);
+            f.until(|s| s.leading && s.queue.is_empty());
+            let held_since = Instant::now();
+            while held_since.elapsed() < held_for {
+                std::thread::yield_now();
+            }
+            drop(held);
+            waiter
+        };
+        waiter.join().unwrap().unwrap();
+        let waited_write = f.group.busy() - after_slow;
+        assert!(
+            waited_write > Duration::ZERO && waited_write < held_for,
+            "{waited_write:?}: the round counts, not the {held_for:?} its leader waited"
+        );
+        assert_eq!(f.rows(), vec![1, 2]);
     }
 }

@@ -694,6 +694,10 @@ impl Journal for SqliteJournal {
         self.sync.stats()
     }
 
+    fn writer_busy(&self) -> Option<std::time::Duration> {
+        Some(self.group.busy())
+    }
+
     fn metrics(&self) -> &crate::metrics::JournalMetrics {
         &self.sync.metrics
     }
