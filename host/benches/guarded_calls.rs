@@ -37,7 +37,7 @@
 //! the median of the per-round ratios. `JUSTONCE_BENCH_SCALE` (default 1.0) scales
 //! rounds and durations; `JUSTONCE_BENCH_PROFILE=bare|echo|receipt|replay|receipt1|receipt8|postgres|python|javascript`
 //! runs one call in a loop for a profiler instead (`receipt8`: (6)'s calls by 8
-//! callers, `receipt1` by 1; `postgres`: (9)'s four host processes for
+//! callers, `receipt1` by 1, `receipt8full` on a `Full` journal; `postgres`: (9)'s four host processes for
 //! `perf record -a`; `python`, `javascript`: (10)'s guarded call), and `JUSTONCE_BENCH_ONLY=mcp` only (8),
 //! `JUSTONCE_BENCH_ONLY=postgres` only (9), `JUSTONCE_BENCH_ONLY=lang` only (10),
 //! `JUSTONCE_BENCH_ONLY=sqlite` (1) to (6); `JUSTONCE_BENCH_BIN=PATH` runs (7) and (8)
@@ -760,17 +760,27 @@ fn row(name: &str, s: &Samples) {
 /// `JUSTONCE_BENCH_PROFILE=bare|echo|receipt|replay`: only that call, in a loop for
 /// ten seconds on a `Normal` journal, so a profiler (`perf record`) sees one path;
 /// `receipt1`, `receipt2`, `receipt4`, `receipt8`: (6)'s one-effect calls by that many
-/// callers sharing the host, each from an empty journal as in (6).
+/// callers sharing the host, each from an empty journal as in (6); `receipt8full`
+/// and the like: the same on a `Full` journal.
 fn profile(which: &str, runtime: &Arc<Runtime>, dir: &Path) {
-    let host = host(runtime, dir, Durability::Normal);
-    if let Some(threads) = which.strip_prefix("receipt").and_then(|n| n.parse().ok()) {
-        let t = throughput(&Arc::new(host), threads, Duration::from_secs(10));
+    let (threads, durability) = match which.strip_suffix("full") {
+        Some(n) => (n, Durability::Full),
+        None => (which, Durability::Normal),
+    };
+    if let Some(threads) = threads.strip_prefix("receipt").and_then(|n| n.parse().ok()) {
+        let host = Arc::new(host(runtime, dir, durability));
+        let t = throughput(&host, threads, Duration::from_secs(10));
         println!(
-            "{which}: {:.0} calls/s, {:.2} commits per call, {:.0} µs CPU per call, the writer busy {:.1} µs per call",
-            t.rate, t.commits, t.cpu, t.writer
+            "{which}: {:.0} calls/s, {:.2} commits per call, {:.0} µs CPU per call, the writer busy {:.1} µs per call, {:.2} fsyncs per call",
+            t.rate,
+            t.commits,
+            t.cpu,
+            t.writer,
+            host.journal_stats().syncs as f64 / (t.rate * 10.0)
         );
         return;
     }
+    let host = host(runtime, dir, Durability::Normal);
     let counter = AtomicU64::new(0);
     let replayed = fresh("echo", ECHO_ARGS, &counter);
     call(&host, &replayed);
@@ -1014,6 +1024,7 @@ fn main() {
     let mut per_threads = Vec::new();
     let mut normal_per_threads = Vec::new();
     let mut normal_writer = 0.0;
+    let mut full_cpu = 0.0;
     for threads in [1, 2, 4, 8] {
         let cells: Vec<[f64; 6]> = MODES
             .iter()
@@ -1054,6 +1065,7 @@ fn main() {
         per_threads.push(f[0]);
         normal_per_threads.push(n[0]);
         normal_writer = n[5];
+        full_cpu = f[4];
     }
     // The ceilings (see `floors`): the guest alone, no journal, by 1 and by 8 threads
     // in the same trials; and for `Full`, the `Normal` rate at 8 callers (the same
@@ -1095,6 +1107,15 @@ fn main() {
         "(6) Full, 8 callers / 1 caller: {scaling:.2}× (target ≥ 4×: {}); ceiling (Normal at 8 callers / Full at 1): {full_ceiling:.2}×; figure / ceiling {:.2}; fsyncs on the Full hosts: {full_syncs}",
         verdict(scaling >= 4.0),
         scaling / full_ceiling,
+    );
+    // A `Full` call costs far more CPU than a `Normal` one (the fsyncs' writeback is
+    // the kernel's work, on the caller's clock), so the cores bound it too.
+    let cpu_rate = cores() as f64 * 1e6 / full_cpu;
+    let cpu_ceiling = cpu_rate / per_threads[0];
+    println!(
+        "(6) Full, the CPU: {full_cpu:.0} µs per call at 8 callers, so {} cores allow at most {cpu_rate:.0} calls/s = {cpu_ceiling:.2}× 1 caller; figure / that ceiling {:.2}",
+        cores(),
+        scaling / cpu_ceiling
     );
 
     if std::env::var("JUSTONCE_BENCH_ONLY").as_deref() == Ok("sqlite") {
