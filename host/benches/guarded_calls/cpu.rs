@@ -1,5 +1,6 @@
-//! CPU seconds spent by processes, read from `/proc` (Linux): what figure (9) divides
-//! by its calls to say where a call's CPU goes, and so what this machine's cores allow.
+//! CPU seconds spent by processes (and by the calling thread), read from `/proc`
+//! (Linux): what figures (6), (9) and (10) divide by their calls to say where a call's
+//! CPU goes, and so what this machine's cores allow.
 
 use std::path::Path;
 
@@ -23,6 +24,14 @@ pub fn of(pid: u32, reaped: bool) -> Option<f64> {
 /// This process's user plus system CPU seconds (every thread).
 pub fn own() -> f64 {
     of(std::process::id(), false).unwrap_or(0.0)
+}
+
+/// The CPU time the calling thread has run (`/proc/thread-self/schedstat`, in ns);
+/// `None` where it cannot be read.
+pub fn this_thread() -> Option<std::time::Duration> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let nanos = stat.split_whitespace().next()?.parse().ok()?;
+    Some(std::time::Duration::from_nanos(nanos))
 }
 
 /// The CPU seconds of a server `leader` (PostgreSQL's postmaster) and all its

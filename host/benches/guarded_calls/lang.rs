@@ -178,11 +178,11 @@ pub fn profile(language: &'static str, dir: &Path) {
     for _ in 0..20 {
         ran(&host, &fresh(p.tool, p.args, &counter));
     }
-    let cpu_before = thread_cpu();
+    let cpu_before = super::cpu::this_thread();
     let mut times = super::time_for(std::time::Duration::from_secs(10), || {
         ran(&host, &fresh(p.tool, p.args, &counter))
     });
-    let cpu = thread_cpu()
+    let cpu = super::cpu::this_thread()
         .zip(cpu_before)
         .map(|(after, before)| after - before);
     super::print_times(language, &mut times);
@@ -193,11 +193,4 @@ pub fn profile(language: &'static str, dir: &Path) {
             cpu.as_secs_f64() * 1e6 / times.len() as f64
         );
     }
-}
-
-/// The CPU time this thread has run (Linux: `/proc/thread-self/schedstat`).
-fn thread_cpu() -> Option<std::time::Duration> {
-    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    let nanos = stat.split_whitespace().next()?.parse().ok()?;
-    Some(std::time::Duration::from_nanos(nanos))
 }
