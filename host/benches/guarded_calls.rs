@@ -339,6 +339,39 @@ struct Throughput {
     /// µs per call the journal's one writer was busy making and committing the
     /// grouped writes (`Host::journal_writer_busy`): the serial part of a call.
     writer: f64,
+    /// fsyncs per call at durable points (0 under `Normal`; below 2 under `Full`
+    /// when callers shared them).
+    syncs: f64,
+}
+
+/// (6)'s trials of one caller count and mode: the calls/s (median, min, max) and the
+/// median of each other measure.
+#[derive(Debug, Clone, Copy)]
+struct Cell {
+    rate: f64,
+    lo: f64,
+    hi: f64,
+    median: Throughput,
+}
+
+impl Cell {
+    fn of(trials: &[Throughput]) -> Self {
+        let of = |f: fn(&Throughput) -> f64| trials.iter().map(f).collect::<Vec<f64>>();
+        let mut rates = of(|t| t.rate);
+        let rate = median(&mut rates);
+        Self {
+            rate,
+            lo: percentile(&mut rates, 0.0),
+            hi: percentile(&mut rates, 1.0),
+            median: Throughput {
+                rate,
+                commits: median(&mut of(|t| t.commits)),
+                cpu: median(&mut of(|t| t.cpu)),
+                writer: median(&mut of(|t| t.writer)),
+                syncs: median(&mut of(|t| t.syncs)),
+            },
+        }
+    }
 }
 
 /// Guarded one-effect calls with `threads` callers sharing one host for `run_for`.
@@ -347,7 +380,7 @@ fn throughput(host: &Arc<Host>, threads: usize, run_for: Duration) -> Throughput
     // would be a replay, not a one-effect call).
     static CALLS: AtomicU64 = AtomicU64::new(0);
     let counter = &CALLS;
-    let commits_before = host.journal_stats().commits;
+    let stats_before = host.journal_stats();
     let writer_busy = || host.journal_writer_busy().unwrap_or_default();
     let writer_before = writer_busy();
     let cpu_before = cpu::own();
@@ -373,14 +406,15 @@ fn throughput(host: &Arc<Host>, threads: usize, run_for: Duration) -> Throughput
     });
     let elapsed = start.elapsed().as_secs_f64();
     let cpu = cpu::own() - cpu_before;
-    let commits = host.journal_stats().commits - commits_before;
+    let stats = host.journal_stats();
     let writer = (writer_busy() - writer_before).as_secs_f64();
     let per_call = |total: f64| total / done.max(1) as f64;
     Throughput {
         rate: done as f64 / elapsed,
-        commits: per_call(commits as f64),
+        commits: per_call((stats.commits - stats_before.commits) as f64),
         cpu: per_call(cpu * 1e6),
         writer: per_call(writer * 1e6),
+        syncs: per_call((stats.syncs - stats_before.syncs) as f64),
     }
 }
 
@@ -772,11 +806,7 @@ fn profile(which: &str, runtime: &Arc<Runtime>, dir: &Path) {
         let t = throughput(&host, threads, Duration::from_secs(10));
         println!(
             "{which}: {:.0} calls/s, {:.2} commits per call, {:.0} µs CPU per call, the writer busy {:.1} µs per call, {:.2} fsyncs per call",
-            t.rate,
-            t.commits,
-            t.cpu,
-            t.writer,
-            host.journal_stats().syncs as f64 / (t.rate * 10.0)
+            t.rate, t.commits, t.cpu, t.writer, t.syncs
         );
         return;
     }
@@ -792,7 +822,7 @@ fn profile(which: &str, runtime: &Arc<Runtime>, dir: &Path) {
         "receipt" => call(&host, &fresh("send_receipt", RECEIPT_ARGS, &counter)),
         "replay" => call(&host, &replayed),
         other => panic!(
-            "JUSTONCE_BENCH_PROFILE={other}: use bare, echo, receipt, replay, receipt1, receipt8, postgres, python or javascript"
+            "JUSTONCE_BENCH_PROFILE={other}: use bare, echo, receipt, replay, receiptN (N callers, e.g. receipt8), receiptNfull, postgres, python or javascript"
         ),
     });
     print_times(which, &mut times);
@@ -1021,12 +1051,10 @@ fn main() {
     let trials = 3;
     let run_for = Duration::from_secs_f64(1.0 * scale());
     let mut full_syncs = 0;
-    let mut per_threads = Vec::new();
-    let mut normal_per_threads = Vec::new();
-    let mut normal_writer = 0.0;
-    let mut full_cpu = 0.0;
+    // (Normal, Full) for 1, 2, 4 and 8 callers.
+    let mut rows: Vec<(Cell, Cell)> = Vec::new();
     for threads in [1, 2, 4, 8] {
-        let cells: Vec<[f64; 6]> = MODES
+        let cells: Vec<Cell> = MODES
             .iter()
             .map(|(d, name)| {
                 let trial: Vec<Throughput> = (0..trials)
@@ -1044,29 +1072,28 @@ fn main() {
                         rate
                     })
                     .collect();
-                let of = |f: fn(&Throughput) -> f64| trial.iter().map(f).collect::<Vec<f64>>();
-                let mut t = of(|t| t.rate);
-                let (lo, hi) = (percentile(&mut t, 0.0), percentile(&mut t, 1.0));
-                [
-                    median(&mut t),
-                    lo,
-                    hi,
-                    median(&mut of(|t| t.commits)),
-                    median(&mut of(|t| t.cpu)),
-                    median(&mut of(|t| t.writer)),
-                ]
+                Cell::of(&trial)
             })
             .collect();
         let (n, f) = (cells[0], cells[1]);
         println!(
             "| {threads} | {:.0} ({:.0}–{:.0}) | {:.0} ({:.0}–{:.0}) | {:.2} / {:.2} | {:.0} / {:.0} | {:.1} / {:.1} |",
-            n[0], n[1], n[2], f[0], f[1], f[2], n[3], f[3], n[4], f[4], n[5], f[5]
+            n.rate,
+            n.lo,
+            n.hi,
+            f.rate,
+            f.lo,
+            f.hi,
+            n.median.commits,
+            f.median.commits,
+            n.median.cpu,
+            f.median.cpu,
+            n.median.writer,
+            f.median.writer
         );
-        per_threads.push(f[0]);
-        normal_per_threads.push(n[0]);
-        normal_writer = n[5];
-        full_cpu = f[4];
+        rows.push((n, f));
     }
+    let (one, eight) = (rows[0], rows[3]);
     // The ceilings (see `floors`): the guest alone, no journal, by 1 and by 8 threads
     // in the same trials; and for `Full`, the `Normal` rate at 8 callers (the same
     // work without the fsyncs) over the `Full` rate of 1 caller.
@@ -1086,7 +1113,7 @@ fn main() {
         median(&mut bare_one),
         median(&mut bare_eight)
     );
-    let normal_scaling = normal_per_threads[3] / normal_per_threads[0];
+    let normal_scaling = eight.0.rate / one.0.rate;
     println!(
         "(6) Normal, 8 callers / 1 caller: {normal_scaling:.2}× (target ≥ 1.7× on 2 cores: {}); ceiling (the guest alone, 8 threads / 1): {bare_ratio:.2}×; figure / ceiling {:.2}",
         verdict(normal_scaling >= 1.7),
@@ -1095,14 +1122,15 @@ fn main() {
     // The second bound: every call's writes are made one after another by the
     // journal's one writer (group commit), so calls/s cannot pass 1 s over the
     // writer's busy time per call at 8 callers.
+    let normal_writer = eight.0.median.writer;
     let writer_rate = 1e6 / normal_writer;
-    let writer_ceiling = writer_rate / normal_per_threads[0];
+    let writer_ceiling = writer_rate / one.0.rate;
     println!(
         "(6) Normal, the one writer: busy {normal_writer:.1} µs per call at 8 callers, so at most {writer_rate:.0} calls/s = {writer_ceiling:.2}× 1 caller; figure / that ceiling {:.2}",
         normal_scaling / writer_ceiling
     );
-    let scaling = per_threads[3] / per_threads[0];
-    let full_ceiling = normal_per_threads[3] / per_threads[0];
+    let scaling = eight.1.rate / one.1.rate;
+    let full_ceiling = eight.0.rate / one.1.rate;
     println!(
         "(6) Full, 8 callers / 1 caller: {scaling:.2}× (target ≥ 4×: {}); ceiling (Normal at 8 callers / Full at 1): {full_ceiling:.2}×; figure / ceiling {:.2}; fsyncs on the Full hosts: {full_syncs}",
         verdict(scaling >= 4.0),
@@ -1110,8 +1138,9 @@ fn main() {
     );
     // A `Full` call costs far more CPU than a `Normal` one (the fsyncs' writeback is
     // the kernel's work, on the caller's clock), so the cores bound it too.
+    let full_cpu = eight.1.median.cpu;
     let cpu_rate = cores() as f64 * 1e6 / full_cpu;
-    let cpu_ceiling = cpu_rate / per_threads[0];
+    let cpu_ceiling = cpu_rate / one.1.rate;
     println!(
         "(6) Full, the CPU: {full_cpu:.0} µs per call at 8 callers, so {} cores allow at most {cpu_rate:.0} calls/s = {cpu_ceiling:.2}× 1 caller; figure / that ceiling {:.2}",
         cores(),
