@@ -199,11 +199,17 @@ impl GroupSync {
 
     /// Returns once every commit written before this call is on disk.
     pub(crate) fn make_durable(&self) -> Result<(), Poisoned> {
+        self.make_durable_to(self.written.load(Ordering::Acquire))
+    }
+
+    /// Returns once the commits up to `mark` (a count of commits, as
+    /// [`written`](Self::written) gives) are on disk: a caller's own commit, not
+    /// those made after it.
+    pub(crate) fn make_durable_to(&self, mark: u64) -> Result<(), Poisoned> {
         if self.wal.is_none() {
             return Ok(());
         }
-        let target = self.written.load(Ordering::Acquire);
-        self.sync_until(|state| state.synced >= target)
+        self.sync_until(|state| state.synced >= mark)
     }
 
     /// Returns once an fsync that started after this call completed: every commit
@@ -296,6 +302,20 @@ impl GroupSync {
     }
 }
 
+/// A group's rounds are numbered by the commits this store counts, and settled by
+/// its durable points.
+impl super::group::Rounds for GroupSync {
+    fn committed(&self) -> u64 {
+        self.note_written();
+        self.written()
+    }
+
+    fn settle(&self, mark: u64) {
+        // A failure poisons the store: each caller's own durable point reports it.
+        let _ = self.make_durable_to(mark);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,6 +343,31 @@ mod tests {
         sync.make_durable().unwrap();
         assert!(sync.is_durable());
         assert_eq!(sync.stats().syncs, 1);
+    }
+
+    /// A grouped write's caller waits for its own commit (its mark), not for the
+    /// commits the next round made since: those are the next round's to sync.
+    #[test]
+    fn a_durable_point_waits_for_its_own_commit_not_later_ones() {
+        use crate::journal::sqlite::group::Rounds;
+        let dir = tempfile::tempdir().unwrap();
+        let (conn, sync) = wal_db(dir.path());
+        conn.execute("INSERT INTO t VALUES (1)", []).unwrap();
+        let mine = sync.committed();
+        sync.make_durable_to(mine).unwrap();
+        assert_eq!(sync.stats().syncs, 1);
+        conn.execute("INSERT INTO t VALUES (2)", []).unwrap();
+        let later = sync.committed();
+        assert!(later > mine, "{later} after {mine}");
+        sync.make_durable_to(mine).unwrap();
+        assert_eq!(sync.stats().syncs, 1, "its own commit is on disk already");
+        sync.settle(later);
+        assert_eq!(
+            sync.stats().syncs,
+            2,
+            "a round's settle syncs the later one"
+        );
+        assert!(sync.is_durable());
     }
 
     #[test]

@@ -26,6 +26,15 @@
 //! the caller goes on (calls the provider, answers), only later than it would be
 //! alone, by the writes of the callers that came meanwhile. Under
 //! `Durability::Full` the fsync that follows is shared as before (`durable`).
+//!
+//! Durable rounds: a write that will need a durable point says so (`durable`), and
+//! the leader, once it has handed the lead on, makes its last round durable
+//! ([`Rounds::settle`]) *before* it wakes that round's callers. They wake once, with
+//! their commit on disk, instead of waking to commit and sleeping again for the
+//! fsync (a profile of 8 callers under `Full` showed a fifth of the CPU in futex
+//! waits and wake-ups; settled rounds took a third of the context switches away).
+//! The next leader commits meanwhile: the fsync holds no lock a writer needs. Each write learns the mark of the commit that holds it, so its
+//! caller's own durable point waits for that commit and no later one.
 
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
@@ -42,6 +51,28 @@ const MAX_WRITES: usize = 64;
 
 /// What a write's caller gets: its result, or the panic of its write.
 type Outcome<R> = std::thread::Result<rusqlite::Result<R>>;
+
+/// What the journal does around the commits of a group's rounds.
+pub(crate) trait Rounds {
+    /// Runs after each commit, with the connection still locked; returns the
+    /// commit's mark, a number that grows with every commit of the connection.
+    fn committed(&self) -> u64;
+    /// Runs on a leader that has handed the lead on, before it wakes the callers of
+    /// its last round, when a write of that round is `durable`: makes every commit
+    /// up to `mark` durable. A failure is each caller's to find at its own durable
+    /// point.
+    fn settle(&self, mark: u64);
+}
+
+/// A write's result and the mark of the commit that settled it (0 when none did:
+/// the write was refused or lost).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Written<R> {
+    /// What the write returned.
+    pub(crate) value: R,
+    /// The commit's mark, from [`Rounds::committed`].
+    pub(crate) mark: u64,
+}
 
 /// How a queued write went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,22 +94,25 @@ trait Queued: Send {
     /// The transaction that held the write is lost: its caller gets `error` (unless
     /// the write panicked: then the panic).
     fn lost(&mut self, error: rusqlite::Error);
-    /// Hands the caller its outcome, final, and wakes it.
-    fn deliver(self: Box<Self>);
+    /// Whether the caller will need the write durable.
+    fn durable(&self) -> bool;
+    /// Hands the caller its outcome, final, with the mark of the commit that settled
+    /// it, and wakes it.
+    fn deliver(self: Box<Self>, mark: u64);
     /// The caller's thread.
     fn caller(&self) -> &Thread;
     /// Whether this is the write whose ticket is `ticket`.
     fn is(&self, ticket: *const ()) -> bool;
 }
 
-/// Where a caller finds its outcome.
+/// Where a caller finds its outcome, and the mark of the commit that settled it.
 struct Ticket<R> {
-    outcome: Mutex<Option<Outcome<R>>>,
+    outcome: Mutex<Option<(Outcome<R>, u64)>>,
     caller: Thread,
 }
 
 impl<R> Ticket<R> {
-    fn take(&self) -> Option<Outcome<R>> {
+    fn take(&self) -> Option<(Outcome<R>, u64)> {
         self.outcome
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -92,6 +126,9 @@ struct Pending<R, F> {
     result: Option<Outcome<R>>,
     /// Whether `result` is final (the transaction settled).
     delivered: bool,
+    /// The mark of the commit that settled it.
+    mark: u64,
+    durable: bool,
     ticket: Arc<Ticket<R>>,
 }
 
@@ -127,9 +164,14 @@ where
         }
     }
 
-    fn deliver(mut self: Box<Self>) {
+    fn durable(&self) -> bool {
+        self.durable
+    }
+
+    fn deliver(mut self: Box<Self>, mark: u64) {
         // Dropping hands it over.
         self.delivered = true;
+        self.mark = mark;
     }
 
     fn caller(&self) -> &Thread {
@@ -155,7 +197,7 @@ impl<R, F> Drop for Pending<R, F> {
             .ticket
             .outcome
             .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(outcome);
+            .unwrap_or_else(|p| p.into_inner()) = Some((outcome, self.mark));
         self.ticket.caller.unpark();
     }
 }
@@ -212,16 +254,18 @@ impl GroupCommit {
     }
 
     /// Makes the write `f` in a transaction shared with concurrent callers, on
-    /// `conn`, and returns once that transaction is committed. `f` may run on
-    /// another caller's thread (the leader's), and says whether its write is kept
-    /// (`true`) or undone (a refusal). `after_commit` runs after each commit this
-    /// caller makes as leader, with the connection still locked.
+    /// `conn`, and returns once that transaction is committed (and settled, when the
+    /// write is `durable` and its round was its leader's last: see the module). `f`
+    /// may run on another caller's thread (the leader's), and says whether its write
+    /// is kept (`true`) or undone (a refusal). `rounds` is called around the commits
+    /// this caller makes as leader.
     pub(crate) fn write<R, F>(
         &self,
         conn: &Mutex<Connection>,
         f: F,
-        after_commit: impl Fn(),
-    ) -> rusqlite::Result<R>
+        durable: bool,
+        rounds: &dyn Rounds,
+    ) -> rusqlite::Result<Written<R>>
     where
         R: Send + 'static,
         F: FnOnce(&Connection) -> rusqlite::Result<(R, bool)> + Send + 'static,
@@ -235,12 +279,15 @@ impl GroupCommit {
             f: Some(f),
             result: None,
             delivered: false,
+            mark: 0,
+            durable,
             ticket: Arc::clone(&ticket),
         }));
         loop {
-            if let Some(outcome) = ticket.take() {
+            if let Some((outcome, mark)) = ticket.take() {
                 drop(state);
-                return outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                let value = outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+                return Ok(Written { value, mark });
             }
             let own = Arc::as_ptr(&ticket).cast::<()>();
             // A write not queued and not delivered is in a round under way: its
@@ -248,7 +295,7 @@ impl GroupCommit {
             if !state.leading && state.queue.iter().any(|w| w.is(own)) {
                 state.leading = true;
                 drop(state);
-                self.lead(conn, own, &after_commit);
+                self.lead(conn, own, rounds);
             } else {
                 drop(state);
                 std::thread::park();
@@ -258,9 +305,9 @@ impl GroupCommit {
     }
 
     /// Makes the queued writes, round after round, until the round that settles the
-    /// write `own` (queued when this is called); hands the lead on before it wakes
-    /// that round's callers.
-    fn lead(&self, conn: &Mutex<Connection>, own: *const (), after_commit: &dyn Fn()) {
+    /// write `own` (queued when this is called); hands the lead on, and settles that
+    /// round when it holds a durable write, before it wakes that round's callers.
+    fn lead(&self, conn: &Mutex<Connection>, own: *const (), rounds: &dyn Rounds) {
         let mut leading = Some(Leading(self));
         while leading.is_some() {
             let batch: Vec<Box<dyn Queued>> = {
@@ -268,31 +315,38 @@ impl GroupCommit {
                 let n = state.queue.len().min(MAX_WRITES);
                 state.queue.drain(..n).collect()
             };
-            let settled = {
+            let (settled, mark) = {
                 let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
                 let started = Instant::now();
-                let settled = commit_round(&conn, batch, after_commit);
+                let settled = commit_round(&conn, batch, rounds);
                 let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 self.busy.fetch_add(took, Ordering::Relaxed);
                 settled
             };
             if settled.iter().any(|w| w.is(own)) {
                 drop(leading.take());
+                if let Some(mark) = mark
+                    && settled.iter().any(|w| w.durable())
+                {
+                    rounds.settle(mark);
+                }
             }
+            let mark = mark.unwrap_or(0);
             for write in settled {
-                write.deliver();
+                write.deliver(mark);
             }
         }
     }
 }
 
 /// Makes `batch`'s writes in one transaction (a new one after a write that ends it)
-/// and commits; returns the writes, settled, to deliver.
+/// and commits; returns the writes, settled, to deliver, and the commit's mark (none
+/// when nothing was committed).
 fn commit_round(
     conn: &Connection,
     batch: Vec<Box<dyn Queued>>,
-    after_commit: &dyn Fn(),
-) -> Vec<Box<dyn Queued>> {
+    rounds: &dyn Rounds,
+) -> (Vec<Box<dyn Queued>>, Option<u64>) {
     // The writes of the open transaction, and those settled already.
     let mut open: Vec<Box<dyn Queued>> = Vec::with_capacity(batch.len());
     let mut settled: Vec<Box<dyn Queued>> = Vec::new();
@@ -360,15 +414,17 @@ fn commit_round(
         }
         open.push(write);
     }
+    let mut mark = None;
     if !open.is_empty() {
         let committed = conn.execute_batch("COMMIT");
-        after_commit();
-        if let Err(e) = committed {
-            lose(conn, &mut open, &e);
+        let committed_as = rounds.committed();
+        match committed {
+            Ok(()) => mark = Some(committed_as),
+            Err(e) => lose(conn, &mut open, &e),
         }
     }
     settled.append(&mut open);
-    settled
+    (settled, mark)
 }
 
 /// Rolls the open transaction back, if SQLite has not, and tells each of its
@@ -421,7 +477,34 @@ mod tests {
         conn: Mutex<Connection>,
         group: GroupCommit,
         commits: Arc<AtomicU64>,
+        marks: Marks,
         _dir: tempfile::TempDir,
+    }
+
+    /// Rounds that number the commits and note what leaders settled.
+    #[derive(Default)]
+    struct Marks {
+        committed: AtomicU64,
+        /// The highest mark settled.
+        settled: AtomicU64,
+        settles: AtomicU64,
+        /// Settles wait while it is set (a test holds them).
+        hold: std::sync::atomic::AtomicBool,
+    }
+
+    impl Rounds for Marks {
+        fn committed(&self) -> u64 {
+            self.committed.fetch_add(1, Ordering::SeqCst) + 1
+        }
+
+        fn settle(&self, mark: u64) {
+            assert!(mark <= self.committed.load(Ordering::SeqCst));
+            self.settles.fetch_add(1, Ordering::SeqCst);
+            while self.hold.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            self.settled.fetch_max(mark, Ordering::SeqCst);
+        }
     }
 
     fn fixture() -> Arc<Fixture> {
@@ -448,14 +531,18 @@ mod tests {
             conn: Mutex::new(conn),
             group: GroupCommit::default(),
             commits,
+            marks: Marks::default(),
             _dir: dir,
         })
     }
 
     impl Fixture {
         fn write(&self, sql: &'static str, x: i64, keep: bool) -> rusqlite::Result<usize> {
-            self.group
-                .write(&self.conn, move |c| Ok((c.execute(sql, [x])?, keep)), || {})
+            let write = move |c: &Connection| Ok((c.execute(sql, [x])?, keep));
+            Ok(self
+                .group
+                .write(&self.conn, write, false, &self.marks)?
+                .value)
         }
 
         /// A caller writing on a thread of its own.
@@ -616,7 +703,8 @@ mod tests {
                         c.execute(INSERT, [3])?;
                         panic!("half a write")
                     },
-                    || {},
+                    false,
+                    &me.marks,
                 )
             })
         };
@@ -678,7 +766,8 @@ mod tests {
                     }
                     Ok((c.execute(INSERT, [1])?, true))
                 },
-                || {},
+                false,
+                &f.marks,
             )
             .unwrap();
         let after_slow = f.group.busy();
@@ -706,5 +795,64 @@ mod tests {
             "{waited_write:?}: the round counts, not the {held_for:?} its leader waited"
         );
         assert_eq!(f.rows(), vec![1, 2]);
+    }
+
+    /// A durable write's caller wakes after its leader settled the commit that holds
+    /// it (once, not to commit and then again for the fsync), and learns that
+    /// commit's mark; writes that need no durable point are never settled.
+    #[test]
+    fn a_round_of_durable_writes_is_settled_before_its_callers_wake() {
+        let g = fixture();
+        g.marks.hold.store(true, Ordering::SeqCst);
+        let held = g.conn.lock().unwrap();
+        let durable = |me: &Arc<Fixture>, x: i64| {
+            let me = Arc::clone(me);
+            std::thread::spawn(move || {
+                let write = move |c: &Connection| Ok((c.execute(INSERT, [x])?, true));
+                let written = me.group.write(&me.conn, write, true, &me.marks).unwrap();
+                (written.mark, me.marks.settled.load(Ordering::SeqCst))
+            })
+        };
+        // The leader's own round is its write alone; the two behind it share the
+        // second, led by the first of them.
+        let leader = durable(&g, 1);
+        g.until(|s| s.leading && s.queue.is_empty());
+        let first = durable(&g, 2);
+        g.until(|s| s.queue.len() == 1);
+        let second = durable(&g, 3);
+        g.until(|s| s.queue.len() == 2);
+        drop(held);
+        // Both leaders are in their settle, which waits for the test.
+        while g.marks.settles.load(Ordering::SeqCst) < 2 {
+            std::thread::yield_now();
+        }
+        // Had the second round's caller been woken before the settle, it would be
+        // done by now: give it every chance to run.
+        for _ in 0..10_000 {
+            if second.is_finished() {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        assert!(!second.is_finished(), "woken before its round was settled");
+        g.marks.hold.store(false, Ordering::SeqCst);
+        let (mark, saw) = leader.join().unwrap();
+        assert_eq!(mark, 1, "the leader's own round");
+        assert!(saw >= mark, "returned before its commit was settled");
+        for caller in [first, second] {
+            let (mark, saw) = caller.join().unwrap();
+            assert_eq!(mark, 2, "both queued writes share the second commit");
+            assert!(saw >= mark, "returned before its commit was settled");
+        }
+        assert_eq!(
+            g.marks.settles.load(Ordering::SeqCst),
+            2,
+            "one settle a round"
+        );
+
+        // Writes that need no durable point are committed, and never settled.
+        g.write(INSERT, 9, true).unwrap();
+        assert_eq!(g.marks.settles.load(Ordering::SeqCst), 2);
+        assert_eq!(g.rows(), vec![1, 2, 3, 9]);
     }
 }

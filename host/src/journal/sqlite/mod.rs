@@ -251,20 +251,26 @@ impl SqliteJournal {
 
     /// Runs the call-path write `f` in the transaction that concurrent callers share
     /// (see `group`; `f` may run on another caller's thread), and returns once that
-    /// transaction is committed; `f` says whether its write is kept (`false`: a
-    /// refusal, undone).
+    /// transaction is committed, with the commit's mark for
+    /// [`durable_to_if_full`](Self::durable_to_if_full); `f` says whether its write
+    /// is kept (`false`: a refusal, undone). A `durable` write (one that will need
+    /// its durable point) may come back durable already: its round's leader
+    /// settled it.
     fn grouped<R: Send + 'static>(
         &self,
+        durable: bool,
         f: impl FnOnce(&Connection) -> rusqlite::Result<(R, bool)> + Send + 'static,
-    ) -> Result<R> {
+    ) -> Result<group::Written<R>> {
         self.sync.check().map_err(|p| self.poisoned(p))?;
         let started = std::time::Instant::now();
+        let durable = durable && self.durability == Durability::Full;
         let written = self
             .group
-            .write(&self.conn, f, || self.sync.note_written())
+            .write(&self.conn, f, durable, &*self.sync)
             .map_err(|e| Error::store(&self.path, e));
         if written.is_ok() {
-            // Until the commit that holds the write: what the caller waited.
+            // Until the commit that holds the write (or its round's fsync): what the
+            // caller waited.
             self.sync.metrics.committed(started.elapsed());
         }
         written
@@ -380,6 +386,17 @@ impl SqliteJournal {
         }
     }
 
+    /// Makes the grouped write committed as `mark` durable when this journal's
+    /// durability asks for it: at once when its round was settled already.
+    fn durable_to_if_full(&self, mark: u64) -> Result<()> {
+        if self.durability == Durability::Full {
+            self.sync
+                .make_durable_to(mark)
+                .map_err(|p| self.poisoned(p))?;
+        }
+        Ok(())
+    }
+
     /// Makes a saved answer durable when this journal's durability asks for it.
     fn durable_if_full(&self) -> Result<()> {
         if self.durability == Durability::Full {
@@ -485,7 +502,7 @@ impl Journal for SqliteJournal {
     ) -> Result<std::result::Result<(EffectKey, u32), Refusal>> {
         let (effect, lease) = (owned::OwnedEffect::new(effect), owned::OwnedLease::new(lease));
         let (unjournaled, deferred) = (unjournaled.cloned(), deferred.to_vec());
-        let claimed = self.grouped(move |conn| {
+        let written = self.grouped(true, move |conn| {
             let (effect, lease) = (effect.view(), lease.view());
             let claimed = effects::claim_in(conn, &effect, &lease, unjournaled.as_ref())?;
             effects::finish_deferred(conn, effect.invocation, &deferred)?;
@@ -496,10 +513,10 @@ impl Journal for SqliteJournal {
         })?;
         // The one write that must be on disk before the provider is called: after a
         // crash or a power cut, a retry finds the key it must reuse.
-        if claimed.is_ok() {
-            self.durable_if_full()?;
+        if written.value.is_ok() {
+            self.durable_to_if_full(written.mark)?;
         }
-        Ok(claimed)
+        Ok(written.value)
     }
 
     fn perform_transactional(
@@ -542,11 +559,12 @@ impl Journal for SqliteJournal {
     ) -> Result<Option<Answer>> {
         let (key, answer, lease) = (key.clone(), answer.clone(), owned::OwnedLease::new(lease));
         let invocation = invocation.clone();
-        self.grouped(move |conn| {
+        let written = self.grouped(false, move |conn| {
             let held = effects::renew_lease_in(conn, &invocation, &lease.view())?;
             let recorded = effects::finish(conn, &invocation, &key, &answer.to_stored(), now)?;
             Ok((held.then(|| answer.or_recorded(recorded)), true))
-        })
+        })?;
+        Ok(written.value)
     }
 
     fn not_performed(
@@ -576,29 +594,29 @@ impl Journal for SqliteJournal {
     ) -> Result<bool> {
         let (key, owner, outcome) = (key.clone(), owner.to_owned(), outcome.to_owned());
         let deferred = deferred.to_vec();
-        let saved = self.grouped(move |conn| {
+        let saved = self.grouped(true, move |conn| {
             let saved = invocations::complete_in(conn, &key, &owner, &outcome, now)?;
             effects::finish_deferred(conn, &key, &deferred)?;
             Ok((saved, true))
         })?;
-        if saved {
-            self.durable_if_full()?;
+        if saved.value {
+            self.durable_to_if_full(saved.mark)?;
         }
-        Ok(saved)
+        Ok(saved.value)
     }
 
     fn complete_new(&self, record: &NewInvocation, outcome: &str, now: i64) -> Result<bool> {
         let (record, outcome) = (record.clone(), outcome.to_owned());
-        let saved = self.grouped(move |conn| {
+        let saved = self.grouped(true, move |conn| {
             Ok((
                 invocations::insert_completed_in(conn, &record, &outcome, now)?,
                 true,
             ))
         })?;
-        if saved {
-            self.durable_if_full()?;
+        if saved.value {
+            self.durable_to_if_full(saved.mark)?;
         }
-        Ok(saved)
+        Ok(saved.value)
     }
 
     fn suspend(
