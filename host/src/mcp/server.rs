@@ -45,52 +45,63 @@ pub struct Server {
 /// returns once the calls already running have finished (and saved their outcome).
 #[derive(Debug, Default)]
 pub struct Shutdown {
-    state: Mutex<(bool, usize)>,
+    state: Mutex<Calls>,
     idle: std::sync::Condvar,
 }
 
+/// The calls a [`Shutdown`] counts.
+#[derive(Debug, Default)]
+struct Calls {
+    stopping: bool,
+    running: usize,
+    /// Threads in [`Shutdown::wait_idle`]: only they need a wake-up (a notify is a
+    /// system call even when no one waits, and `finish` runs once a call).
+    waiting: usize,
+}
+
 impl Shutdown {
-    fn lock(&self) -> MutexGuard<'_, (bool, usize)> {
+    fn lock(&self) -> MutexGuard<'_, Calls> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Lets no new call start.
     pub fn stop(&self) {
-        self.lock().0 = true;
+        self.lock().stopping = true;
     }
 
     /// Whether [`Shutdown::stop`] was called.
     pub fn stopping(&self) -> bool {
-        self.lock().0
+        self.lock().stopping
     }
 
     /// Counts a call as running; `false` (not counted) once stopping.
     pub(crate) fn start(&self) -> bool {
         let mut state = self.lock();
-        if state.0 {
+        if state.stopping {
             return false;
         }
-        state.1 += 1;
+        state.running += 1;
         true
     }
 
     /// Counts a call [`Shutdown::start`] counted as finished.
     pub(crate) fn finish(&self) {
         let mut state = self.lock();
-        state.1 -= 1;
-        if state.1 == 0 {
+        state.running -= 1;
+        if state.running == 0 && state.waiting > 0 {
             self.idle.notify_all();
         }
     }
 
     /// Waits until no call is running.
     pub fn wait_idle(&self) {
-        let state = self.lock();
-        drop(
-            self.idle
-                .wait_while(state, |s| s.1 > 0)
-                .unwrap_or_else(|p| p.into_inner()),
-        );
+        let mut state = self.lock();
+        state.waiting += 1;
+        let mut state = self
+            .idle
+            .wait_while(state, |s| s.running > 0)
+            .unwrap_or_else(|p| p.into_inner());
+        state.waiting -= 1;
     }
 }
 
@@ -630,5 +641,40 @@ fn read_line<R: BufRead>(input: &mut R, line: &mut Vec<u8>) -> io::Result<Line> 
                 input.consume(all);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod shutdown_tests {
+    use super::*;
+
+    /// `wait_idle` returns at once when no call runs, and otherwise once the last
+    /// running call finishes (the wake-up is not lost for being skipped when no one
+    /// waits); once stopping, no new call is counted.
+    #[test]
+    fn wait_idle_returns_once_the_last_running_call_finishes() {
+        let shutdown = Arc::new(Shutdown::default());
+        shutdown.wait_idle();
+        assert!(shutdown.start() && shutdown.start());
+        shutdown.finish();
+        assert!(
+            shutdown.start(),
+            "finished with no one waiting: still counts"
+        );
+        shutdown.stop();
+        assert!(!shutdown.start(), "no new call once stopping");
+        let waiter = {
+            let shutdown = Arc::clone(&shutdown);
+            std::thread::spawn(move || shutdown.wait_idle())
+        };
+        while shutdown.lock().waiting == 0 {
+            std::thread::yield_now();
+        }
+        shutdown.finish();
+        assert!(!waiter.is_finished(), "one call still runs");
+        shutdown.finish();
+        waiter.join().unwrap();
+        assert_eq!(shutdown.lock().running, 0);
+        assert_eq!(shutdown.lock().waiting, 0);
     }
 }
