@@ -489,6 +489,9 @@ trait Mcp {
     /// Sends a request and returns its response message.
     fn request(&mut self, method: &str, params: Value) -> Value;
 
+    /// The server's process id.
+    fn pid(&self) -> u32;
+
     /// `initialize` at 2025-11-25.
     fn initialize(&mut self) {
         self.request(
@@ -542,6 +545,10 @@ impl StdioMcp {
 }
 
 impl Mcp for StdioMcp {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     fn request(&mut self, method: &str, params: Value) -> Value {
         use std::io::{BufRead as _, Write as _};
         self.next_id += 1;
@@ -627,6 +634,10 @@ impl HttpMcp {
 }
 
 impl Mcp for HttpMcp {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     fn request(&mut self, method: &str, params: Value) -> Value {
         use std::io::{BufRead as _, Read as _, Write as _};
         self.next_id += 1;
@@ -682,9 +693,23 @@ impl Drop for HttpMcp {
 }
 
 /// (8) on one transport: `ping`, no effect, one effect and replayed, `calls` each.
-fn mcp_round_trips(server: &mut dyn Mcp, calls: usize) -> [Vec<f64>; 4] {
-    let ping = sample(calls, |_| {
-        server.request("ping", json!({}));
+/// Each kind's round trips in µs, and the server's CPU µs per call of the ping and
+/// replayed kinds (its threads' time over the calls: what the server itself spends,
+/// without the wake-ups a round trip also waits for).
+fn mcp_round_trips(server: &mut dyn Mcp, calls: usize) -> ([Vec<f64>; 4], [Option<f64>; 2]) {
+    let pid = server.pid();
+    let server_cpu = |run: &mut dyn FnMut() -> Vec<f64>| {
+        let before = cpu::of_threads(pid);
+        let times = run();
+        let spent = cpu::of_threads(pid)
+            .zip(before)
+            .map(|(after, before)| (after - before).as_secs_f64() * 1e6 / times.len() as f64);
+        (times, spent)
+    };
+    let (ping, ping_cpu) = server_cpu(&mut || {
+        sample(calls, |_| {
+            server.request("ping", json!({}));
+        })
     });
     let no_effect = sample(calls, |i| {
         server.call("echo", json!({ "message": format!("m{i}") }));
@@ -696,10 +721,15 @@ fn mcp_round_trips(server: &mut dyn Mcp, calls: usize) -> [Vec<f64>; 4] {
         );
     });
     server.call("echo", json!({ "message": "again" }));
-    let replayed = sample(calls, |_| {
-        server.call("echo", json!({ "message": "again" }));
+    let (replayed, replayed_cpu) = server_cpu(&mut || {
+        sample(calls, |_| {
+            server.call("echo", json!({ "message": "again" }));
+        })
     });
-    [ping, no_effect, one_effect, replayed]
+    (
+        [ping, no_effect, one_effect, replayed],
+        [ping_cpu, replayed_cpu],
+    )
 }
 
 /// Figure (8), printed: `JUSTONCE_BENCH_ONLY=mcp` runs it alone.
@@ -708,8 +738,8 @@ fn mcp_figures(dir: &Path) {
         "\n## (8) MCP round trips to `justonce serve`, sequential: stdio and Streamable HTTP\n"
     );
     let calls = scaled(500);
-    let stdio = mcp_round_trips(&mut StdioMcp::start(&dir.join("mcp-stdio")), calls);
-    let http = mcp_round_trips(&mut HttpMcp::start(&dir.join("mcp-http")), calls);
+    let (stdio, stdio_cpu) = mcp_round_trips(&mut StdioMcp::start(&dir.join("mcp-stdio")), calls);
+    let (http, http_cpu) = mcp_round_trips(&mut HttpMcp::start(&dir.join("mcp-http")), calls);
     println!(
         "| call | stdio median (p10–p90) | HTTP median (p10–p90) | HTTP / stdio | calls |\n| --- | --- | --- | --- | --- |"
     );
@@ -750,6 +780,12 @@ fn mcp_figures(dir: &Path) {
             medians[t][3],
             verdict(medians[t][3] <= 100.0),
         );
+        if let [Some(ping), Some(replayed)] = [stdio_cpu, http_cpu][t] {
+            println!(
+                "{name}: the server's own CPU per call: ping {ping:.1} µs, replayed {replayed:.1} µs, replayed − ping {:.1} µs (the round trips add the wake-ups)",
+                replayed - ping
+            );
+        }
     }
 }
 

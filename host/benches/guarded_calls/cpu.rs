@@ -21,6 +21,21 @@ pub fn of(pid: u32, reaped: bool) -> Option<f64> {
     Some(ticks as f64 / TICKS_PER_SECOND)
 }
 
+/// The CPU time the threads of process `pid` have run so far, to the nanosecond
+/// (`/proc/<pid>/task/*/schedstat`): fine enough for a few hundred calls of a few
+/// µs, which `of`'s clock ticks (10 ms) are not. Threads that exited are not
+/// counted. `None` when the process is gone.
+pub fn of_threads(pid: u32) -> Option<std::time::Duration> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let nanos: u64 = tasks
+        .filter_map(|task| {
+            let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+            stat.split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .sum();
+    Some(std::time::Duration::from_nanos(nanos))
+}
+
 /// This process's user plus system CPU seconds (every thread).
 pub fn own() -> f64 {
     of(std::process::id(), false).unwrap_or(0.0)
