@@ -292,7 +292,8 @@ pub(crate) struct JournalMetrics {
 
 impl JournalMetrics {
     /// Records a committed write transaction that took `took` (waiting for the
-    /// connection included).
+    /// connection included, and under `Durability::Full` the fsync of a grouped
+    /// round its leader settled before waking its callers).
     pub(crate) fn committed(&self, took: Duration) {
         self.commits.observe(took);
     }

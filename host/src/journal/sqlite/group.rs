@@ -33,8 +33,11 @@
 //! their commit on disk, instead of waking to commit and sleeping again for the
 //! fsync (a profile of 8 callers under `Full` showed a fifth of the CPU in futex
 //! waits and wake-ups; settled rounds took a third of the context switches away).
-//! The next leader commits meanwhile: the fsync holds no lock a writer needs. Each write learns the mark of the commit that holds it, so its
-//! caller's own durable point waits for that commit and no later one.
+//! The next leader commits meanwhile: the fsync holds no lock a writer needs. Every
+//! write of such a round waits for the fsync, durable or not (a refused claim, an
+//! effect's answer): a round is settled or not as a whole. Each write learns the
+//! mark of its round's commit, so its caller's own durable point waits for that
+//! commit and no later one.
 
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
@@ -54,8 +57,9 @@ type Outcome<R> = std::thread::Result<rusqlite::Result<R>>;
 
 /// What the journal does around the commits of a group's rounds.
 pub(crate) trait Rounds {
-    /// Runs after each commit, with the connection still locked; returns the
-    /// commit's mark, a number that grows with every commit of the connection.
+    /// Runs after each `COMMIT` of a round (one that failed too), with the
+    /// connection still locked; returns the commit's mark, a number that grows with
+    /// every commit of the connection.
     fn committed(&self) -> u64;
     /// Runs on a leader that has handed the lead on, before it wakes the callers of
     /// its last round, when a write of that round is `durable`: makes every commit
@@ -64,8 +68,8 @@ pub(crate) trait Rounds {
     fn settle(&self, mark: u64);
 }
 
-/// A write's result and the mark of the commit that settled it (0 when none did:
-/// the write was refused or lost).
+/// A write's result and the mark of its round's commit (0 when the round committed
+/// nothing; a refused write in a round that committed others gets that round's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Written<R> {
     /// What the write returned.
@@ -254,11 +258,11 @@ impl GroupCommit {
     }
 
     /// Makes the write `f` in a transaction shared with concurrent callers, on
-    /// `conn`, and returns once that transaction is committed (and settled, when the
-    /// write is `durable` and its round was its leader's last: see the module). `f`
-    /// may run on another caller's thread (the leader's), and says whether its write
-    /// is kept (`true`) or undone (a refusal). `rounds` is called around the commits
-    /// this caller makes as leader.
+    /// `conn`, and returns once that transaction is committed (and settled, when a
+    /// write of its round is `durable` and the round was its leader's last: see the
+    /// module). `f` may run on another caller's thread (the leader's), and says
+    /// whether its write is kept (`true`) or undone (a refusal). `rounds` is called
+    /// around the commits this caller makes as leader.
     pub(crate) fn write<R, F>(
         &self,
         conn: &Mutex<Connection>,
