@@ -27,13 +27,11 @@ pub fn of(pid: u32, reaped: bool) -> Option<f64> {
 /// counted. `None` when the process is gone.
 pub fn of_threads(pid: u32) -> Option<std::time::Duration> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    let nanos: u64 = tasks
-        .filter_map(|task| {
-            let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
-            stat.split_whitespace().next()?.parse::<u64>().ok()
-        })
-        .sum();
-    Some(std::time::Duration::from_nanos(nanos))
+    Some(
+        tasks
+            .filter_map(|task| schedstat(&task.ok()?.path().join("schedstat")))
+            .sum(),
+    )
 }
 
 /// This process's user plus system CPU seconds (every thread).
@@ -44,7 +42,12 @@ pub fn own() -> f64 {
 /// The CPU time the calling thread has run (`/proc/thread-self/schedstat`, in ns);
 /// `None` where it cannot be read.
 pub fn this_thread() -> Option<std::time::Duration> {
-    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    schedstat(Path::new("/proc/thread-self/schedstat"))
+}
+
+/// The time on CPU a thread's `schedstat` file gives (its first field, in ns).
+fn schedstat(path: &Path) -> Option<std::time::Duration> {
+    let stat = std::fs::read_to_string(path).ok()?;
     let nanos = stat.split_whitespace().next()?.parse().ok()?;
     Some(std::time::Duration::from_nanos(nanos))
 }
