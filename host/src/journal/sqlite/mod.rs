@@ -386,8 +386,9 @@ impl SqliteJournal {
         }
     }
 
-    /// Makes the grouped write committed as `mark` durable when this journal's
-    /// durability asks for it: at once when its round was settled already.
+    /// Makes the commits up to `mark` durable when this journal's durability asks
+    /// for it (for a grouped write, its own mark: at once when its round was
+    /// settled already).
     fn durable_to_if_full(&self, mark: u64) -> Result<()> {
         if self.durability == Durability::Full {
             self.sync
@@ -397,12 +398,10 @@ impl SqliteJournal {
         Ok(())
     }
 
-    /// Makes a saved answer durable when this journal's durability asks for it.
+    /// Makes a saved answer durable when this journal's durability asks for it:
+    /// every commit made so far.
     fn durable_if_full(&self) -> Result<()> {
-        if self.durability == Durability::Full {
-            self.make_durable()?;
-        }
-        Ok(())
+        self.durable_to_if_full(self.sync.written())
     }
 }
 
