@@ -20,7 +20,7 @@ use super::check::{self, Call, Res};
 use super::clock::{HostClock, SimClock};
 use super::guests;
 use super::rng::Rng;
-use super::store::{Held, JournalKind, Store, StoreError};
+use super::store::{Held, JournalKind, SqliteMode, Store, StoreError};
 use super::world::{Chaos, Downstream, FaultKind, Ledger, SimCrash};
 use crate::call::CallRequest;
 use crate::clock::Clock;
@@ -634,10 +634,14 @@ fn skews(kind: JournalKind, hosts: usize, rng: &mut Rng) -> Vec<i64> {
 pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, StoreError> {
     quiet_crashes();
     let mut rng = Rng::new(seed);
-    // Every other SQLite history runs under `Full`, where a power cut is simulated
-    // at its end (see `store.rs`).
-    let full = kind == JournalKind::Sqlite && seed % 2 == 1;
-    let store = Store::new(kind, seed, full)?;
+    // Every other SQLite history runs under `Full` where a power cut is simulated at
+    // its end; of the rest, half under `Normal`, half under `Full` (see `store.rs`).
+    let mode = match seed % 4 {
+        1 | 3 => SqliteMode::PowerLoss,
+        0 => SqliteMode::Normal,
+        _ => SqliteMode::Full,
+    };
+    let store = Store::new(kind, seed, mode)?;
     let clock = Arc::new(SimClock::new(1_767_225_600_000));
     let chaos = Arc::new(Chaos::new(rng.fork(), Arc::clone(&clock), LEASE_MS));
     let pay = Arc::new(Downstream::new(

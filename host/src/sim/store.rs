@@ -15,7 +15,10 @@
 //!   mid-statement or between statements.
 //! - **Power loss.** Every other SQLite history runs under `Full` without checkpoints
 //!   (the WAL only grows); [`Store::power_cut`] keeps the database file and the WAL
-//!   as far as an fsync covered it, as a disk does when the power goes.
+//!   as far as an fsync covered it, as a disk does when the power goes. Of the rest,
+//!   half run under `Normal` and half under `Full` as a user's journal does, with
+//!   checkpoints and the WAL's runway (`journal/sqlite/runway.rs`), which the
+//!   power-loss model cannot have: it reads what an fsync kept from the WAL's length.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -70,13 +73,22 @@ pub enum StoreError {
     Schema(#[source] postgres::Error),
 }
 
+/// How a history's SQLite journal is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SqliteMode {
+    /// `Durability::Normal`, with checkpoints.
+    Normal,
+    /// `Durability::Full` as a user opens it: checkpoints, and the WAL's runway.
+    Full,
+    /// `Durability::Full` under the power-loss model (see [`Store::power_cut`]).
+    PowerLoss,
+}
+
 /// A history's journal.
 pub(crate) enum Store {
     Sqlite {
         path: PathBuf,
-        /// `Durability::Full` under the power-loss model (see [`Store::power_cut`]);
-        /// else `Normal`, with checkpoints.
-        full: bool,
+        mode: SqliteMode,
     },
     Postgres {
         config: Box<postgres::Config>,
@@ -91,9 +103,9 @@ pub(crate) enum Store {
 pub(crate) type Held = Option<(String, Option<String>)>;
 
 impl Store {
-    /// A fresh, empty journal of `kind` for the history of `seed`; on SQLite, with
-    /// `full`, durable points fsync and a power cut can be simulated.
-    pub(crate) fn new(kind: JournalKind, seed: u64, full: bool) -> Result<Self, StoreError> {
+    /// A fresh, empty journal of `kind` for the history of `seed`, opened in `mode`
+    /// on SQLite.
+    pub(crate) fn new(kind: JournalKind, seed: u64, mode: SqliteMode) -> Result<Self, StoreError> {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
@@ -101,7 +113,7 @@ impl Store {
             JournalKind::Sqlite => Ok(Self::Sqlite {
                 path: std::env::temp_dir()
                     .join(format!("justonce-sim-{pid}-{seed:x}-{n}/journal.db")),
-                full,
+                mode,
             }),
             JournalKind::Postgres => {
                 let cluster = testing::cluster("the simulator").ok_or(StoreError::NoPostgres)?;
@@ -140,10 +152,21 @@ impl Store {
         clock: &Arc<SimClock>,
     ) -> crate::error::Result<Arc<dyn Journal>> {
         match self {
-            Self::Sqlite { path, full: false } => journal::open(path, Durability::Normal, None),
-            Self::Sqlite { path, full: true } => Ok(Arc::new(
-                SqliteJournal::open_for_power_loss(path, Durability::Full)?,
-            )),
+            Self::Sqlite {
+                path,
+                mode: SqliteMode::Normal,
+            } => journal::open(path, Durability::Normal, None),
+            Self::Sqlite {
+                path,
+                mode: SqliteMode::Full,
+            } => journal::open(path, Durability::Full, None),
+            Self::Sqlite {
+                path,
+                mode: SqliteMode::PowerLoss,
+            } => Ok(Arc::new(SqliteJournal::open_for_power_loss(
+                path,
+                Durability::Full,
+            )?)),
             Self::Postgres { config, .. } => {
                 let mut config = postgres::Config::clone(config);
                 config.application_name(&self.application(host));
@@ -196,7 +219,7 @@ impl Store {
     /// of the WAL as an fsync began after, copied beside it. A reader of what it
     /// holds (`held` of an invocation); `None` for other journals.
     pub(crate) fn power_cut(&self) -> Option<Result<PowerCut, String>> {
-        let Self::Sqlite { path, full: true } = self else {
+        let Self::Sqlite { path, mode: SqliteMode::PowerLoss } = self else {
             return None;
         };
         let copy = || -> std::io::Result<PowerCut> {
@@ -366,7 +389,7 @@ mod tests {
     /// commit after it does not.
     #[test]
     fn a_power_cut_keeps_what_was_synced_and_drops_the_rest() {
-        let store = Store::new(JournalKind::Sqlite, 7, true).unwrap();
+        let store = Store::new(JournalKind::Sqlite, 7, SqliteMode::PowerLoss).unwrap();
         let clock = Arc::new(SimClock::new(1_000));
         let journal = store.open(Some(0), &clock).unwrap();
         let key = InvocationKey::from_stored("a".repeat(32));
@@ -406,7 +429,10 @@ mod tests {
             cut.held(key.as_str()).unwrap(),
             Some(("completed".into(), Some("synced".into())))
         );
-        // The opposite: a journal under Normal has no power-loss model.
-        assert!(Store::new(JournalKind::Sqlite, 8, false).unwrap().power_cut().is_none());
+        // The opposite: a journal opened as a user's has no power-loss model.
+        for mode in [SqliteMode::Normal, SqliteMode::Full] {
+            let store = Store::new(JournalKind::Sqlite, 8, mode).unwrap();
+            assert!(store.power_cut().is_none(), "{mode:?}");
+        }
     }
 }

@@ -35,6 +35,10 @@
 //! synced by that checkpoint (`NORMAL` syncs at checkpoints), and SQLite still syncs
 //! the WAL header itself when it restarts the log. The WAL file is never deleted while
 //! this store's connection is open.
+//!
+//! Each group round of such a store first keeps a runway of written zeros ahead of
+//! the WAL's frames (`runway`), so these fsyncs overwrite blocks the file has
+//! instead of growing it (about 45 µs less an fsync on ext4 here).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -82,6 +86,22 @@ pub(crate) struct GroupSync {
     /// The simulator's power-loss model: record how long the WAL was when each fsync
     /// began (see [`synced_wal_length`]).
     record_lengths: bool,
+    /// The runway ahead of the WAL's frames (see `runway`): the page size to lay one
+    /// for, once [`GroupSync::lay_runways`] said so, and the runway once opened.
+    runway: Mutex<Runways>,
+}
+
+/// Whether durable points get a runway, and the one opened.
+#[derive(Debug, Default)]
+enum Runways {
+    /// None is laid (`Normal`, a journal of the power-loss model, or one whose WAL
+    /// could not be opened for it).
+    #[default]
+    Off,
+    /// Laid in rounds from the next one on, for pages of this size.
+    Pending(u64),
+    /// Laid.
+    Open(super::runway::Runway),
 }
 
 /// For each WAL whose journal records them, the longest it was when an fsync of it
@@ -131,6 +151,40 @@ impl GroupSync {
             fail_next: std::sync::atomic::AtomicBool::new(false),
             metrics: Default::default(),
             record_lengths,
+            runway: Mutex::default(),
+        }
+    }
+
+    /// Lays a runway of zeros ahead of the WAL's frames at the start of each group
+    /// round from now on (see `runway`), for pages of `page_size` bytes: only where
+    /// durable points fsync the WAL, and not for the power-loss model, which reads
+    /// what an fsync kept from the WAL's length.
+    pub(crate) fn lay_runways(&self, page_size: u64) {
+        if self.wal.is_some() && !self.record_lengths {
+            *self.runway.lock().unwrap_or_else(|p| p.into_inner()) = Runways::Pending(page_size);
+        }
+    }
+
+    /// Extends the runway if SQLite's frames came close to its end; called with the
+    /// WAL's write lock held. A runway that cannot be laid is given up (it only saves
+    /// time): SQLite's own writes report a full or failing disk.
+    fn extend_runway(&self) {
+        let Some(wal) = &self.wal else { return };
+        let mut runway = self.runway.lock().unwrap_or_else(|p| p.into_inner());
+        if let Runways::Pending(page_size) = *runway {
+            *runway = match super::runway::Runway::open(wal, page_size) {
+                Ok(opened) => Runways::Open(opened),
+                Err(e) => {
+                    tracing::debug!(wal = %wal.display(), "no runway for the WAL: {e}");
+                    Runways::Off
+                }
+            };
+        }
+        if let Runways::Open(opened) = &*runway
+            && let Err(e) = opened.extend_if_short()
+        {
+            tracing::debug!(wal = %wal.display(), "the WAL's runway is given up: {e}");
+            *runway = Runways::Off;
         }
     }
 
@@ -313,6 +367,10 @@ impl super::group::Rounds for GroupSync {
     fn settle(&self, mark: u64) {
         // A failure poisons the store: each caller's own durable point reports it.
         let _ = self.make_durable_to(mark);
+    }
+
+    fn begun(&self) {
+        self.extend_runway();
     }
 }
 

@@ -66,6 +66,10 @@ pub(crate) trait Rounds {
     /// up to `mark` durable. A failure is each caller's to find at its own durable
     /// point.
     fn settle(&self, mark: u64);
+    /// Runs at the start of each round's transaction, before its writes, with the
+    /// WAL's write lock held (`BEGIN IMMEDIATE`): no other connection appends to the
+    /// log until the round commits.
+    fn begun(&self) {}
 }
 
 /// A write's result and the mark of its round's commit (0 when the round committed
@@ -360,6 +364,7 @@ fn commit_round(
         let first = open.is_empty();
         let opened = if first {
             conn.execute_batch("BEGIN IMMEDIATE")
+                .inspect(|()| rounds.begun())
         } else {
             conn.prepare_cached("SAVEPOINT grouped_write")
                 .and_then(|mut s| s.execute([]))

@@ -16,6 +16,7 @@ mod operations;
 mod outbox;
 mod owned;
 mod resolution;
+mod runway;
 mod schema;
 
 use std::path::{Path, PathBuf};
@@ -148,7 +149,12 @@ impl SqliteJournal {
                 conn.pragma_update(None, "wal_autocheckpoint", pages)?;
             }
             conn.pragma_update(None, "foreign_keys", "ON")?;
-            schema::migrate(conn)
+            let migrated = schema::migrate(conn)?;
+            if wal && checkpoints {
+                let page_size: u64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+                sync.lay_runways(page_size);
+            }
+            Ok(migrated)
         };
         match setup(&mut conn).map_err(|e| Error::store(&path, e))? {
             schema::Migration::Current => {}

@@ -433,3 +433,46 @@ fn pages_per_commit() {
         "an outcome: {outcome_commit:.2} pages"
     );
 }
+
+/// A `Full` journal writes its WAL ahead of the frames (a runway of zeros, see
+/// `runway`), so its durable points' fsyncs overwrite blocks the file has. A `Normal`
+/// journal (no fsync on the call path) and the power-loss model's (which reads what
+/// an fsync kept from the WAL's length) leave the WAL as SQLite writes it.
+#[test]
+fn only_a_full_journal_writes_its_wal_ahead_of_the_frames() {
+    for (durability, power_loss, ahead) in [
+        (Durability::Full, false, true),
+        (Durability::Normal, false, false),
+        (Durability::Full, true, false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.db");
+        let journal = match power_loss {
+            true => SqliteJournal::open_for_power_loss(&path, durability),
+            false => SqliteJournal::open(&path, durability),
+        }
+        .unwrap();
+        for i in 0..20 {
+            assert!(journal.complete_new(&record(i), "{}", 1).unwrap());
+        }
+        // Where SQLite's frames end, by its own count (the frames stay in the log:
+        // the checkpoint copies them, it does not restart the log).
+        let (page, frames): (u64, u64) = journal
+            .read(|c| {
+                let page = c.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+                let frames = c.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1))?;
+                Ok((page, frames))
+            })
+            .unwrap();
+        let end = 32 + frames * (24 + page);
+        let len = std::fs::metadata(dir.path().join("journal.db-wal"))
+            .unwrap()
+            .len();
+        let what =
+            format!("{durability:?}, power loss {power_loss}: {len} bytes, frames end at {end}");
+        match ahead {
+            true => assert!(len >= end + runway::LOOKAHEAD, "{what}"),
+            false => assert_eq!(len, end, "{what}"),
+        }
+    }
+}
