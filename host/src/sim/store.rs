@@ -219,7 +219,11 @@ impl Store {
     /// of the WAL as an fsync began after, copied beside it. A reader of what it
     /// holds (`held` of an invocation); `None` for other journals.
     pub(crate) fn power_cut(&self) -> Option<Result<PowerCut, String>> {
-        let Self::Sqlite { path, mode: SqliteMode::PowerLoss } = self else {
+        let Self::Sqlite {
+            path,
+            mode: SqliteMode::PowerLoss,
+        } = self
+        else {
             return None;
         };
         let copy = || -> std::io::Result<PowerCut> {

@@ -100,8 +100,11 @@ enum Runways {
     Off,
     /// Laid in rounds from the next one on, for pages of this size.
     Pending(u64),
-    /// Laid.
-    Open(super::runway::Runway),
+    /// Laid; `failing` since a round could not extend it (said once, tried again).
+    Open {
+        runway: super::runway::Runway,
+        failing: bool,
+    },
 }
 
 /// For each WAL whose journal records them, the longest it was when an fsync of it
@@ -158,7 +161,7 @@ impl GroupSync {
     /// Lays a runway of zeros ahead of the WAL's frames at the start of each group
     /// round from now on (see `runway`), for pages of `page_size` bytes: only where
     /// durable points fsync the WAL, and not for the power-loss model, which reads
-    /// what an fsync kept from the WAL's length.
+    /// what an fsync kept from the WAL's length (a no-op for those).
     pub(crate) fn lay_runways(&self, page_size: u64) {
         if self.wal.is_some() && !self.record_lengths {
             *self.runway.lock().unwrap_or_else(|p| p.into_inner()) = Runways::Pending(page_size);
@@ -166,25 +169,33 @@ impl GroupSync {
     }
 
     /// Extends the runway if SQLite's frames came close to its end; called with the
-    /// WAL's write lock held. A runway that cannot be laid is given up (it only saves
-    /// time): SQLite's own writes report a full or failing disk.
+    /// WAL's write lock held. A failure (a full disk) only costs time: it is logged
+    /// once and tried again next round, and SQLite's own writes report the disk's
+    /// state as before.
     fn extend_runway(&self) {
         let Some(wal) = &self.wal else { return };
-        let mut runway = self.runway.lock().unwrap_or_else(|p| p.into_inner());
-        if let Runways::Pending(page_size) = *runway {
-            *runway = match super::runway::Runway::open(wal, page_size) {
-                Ok(opened) => Runways::Open(opened),
+        let mut runways = self.runway.lock().unwrap_or_else(|p| p.into_inner());
+        if let Runways::Pending(page_size) = *runways {
+            *runways = match super::runway::Runway::open(wal, page_size) {
+                Ok(runway) => Runways::Open {
+                    runway,
+                    failing: false,
+                },
                 Err(e) => {
-                    tracing::debug!(wal = %wal.display(), "no runway for the WAL: {e}");
+                    tracing::warn!(wal = %wal.display(), "no runway ahead of the WAL's frames, durable points may be slower: {e}");
                     Runways::Off
                 }
             };
         }
-        if let Runways::Open(opened) = &*runway
-            && let Err(e) = opened.extend_if_short()
-        {
-            tracing::debug!(wal = %wal.display(), "the WAL's runway is given up: {e}");
-            *runway = Runways::Off;
+        if let Runways::Open { runway, failing } = &mut *runways {
+            match runway.extend_if_short() {
+                Ok(_) => *failing = false,
+                Err(e) if !*failing => {
+                    *failing = true;
+                    tracing::warn!(wal = %wal.display(), "cannot extend the runway ahead of the WAL's frames (tried again each round): {e}");
+                }
+                Err(_) => {}
+            }
         }
     }
 
@@ -369,7 +380,7 @@ impl super::group::Rounds for GroupSync {
         let _ = self.make_durable_to(mark);
     }
 
-    fn begun(&self) {
+    fn write_locked(&self) {
         self.extend_runway();
     }
 }

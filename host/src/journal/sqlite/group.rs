@@ -69,7 +69,7 @@ pub(crate) trait Rounds {
     /// Runs at the start of each round's transaction, before its writes, with the
     /// WAL's write lock held (`BEGIN IMMEDIATE`): no other connection appends to the
     /// log until the round commits.
-    fn begun(&self) {}
+    fn write_locked(&self) {}
 }
 
 /// A write's result and the mark of its round's commit (0 when the round committed
@@ -364,7 +364,7 @@ fn commit_round(
         let first = open.is_empty();
         let opened = if first {
             conn.execute_batch("BEGIN IMMEDIATE")
-                .inspect(|()| rounds.begun())
+                .inspect(|()| rounds.write_locked())
         } else {
             conn.prepare_cached("SAVEPOINT grouped_write")
                 .and_then(|mut s| s.execute([]))

@@ -150,7 +150,7 @@ impl SqliteJournal {
             }
             conn.pragma_update(None, "foreign_keys", "ON")?;
             let migrated = schema::migrate(conn)?;
-            if wal && checkpoints {
+            if wal {
                 let page_size: u64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
                 sync.lay_runways(page_size);
             }

@@ -15,13 +15,19 @@
 //!
 //! Why this cannot harm the log:
 //! - the zeros go past the file's end only, while the round holds the WAL's write
-//!   lock (`BEGIN IMMEDIATE`): no other connection, in this process or another, can
-//!   be appending frames at the same time, and SQLite appends nowhere but at its last
-//!   frame (or restarts the log from its start);
+//!   lock (`BEGIN IMMEDIATE`). Every write SQLite makes to the WAL file (frames,
+//!   the header when the log starts over, a rewrite of the open transaction's
+//!   frames, a truncation by a `TRUNCATE` checkpoint or `journal_size_limit`) is
+//!   made under that lock, and it deletes the file only at the last connection's
+//!   close, never while this store's is open. So no connection, in this process or
+//!   another, writes the WAL meanwhile, and SQLite appends nowhere but after its
+//!   last frame (or starts over from the file's start);
 //! - a WAL longer than its valid frames is a state SQLite makes itself (after a
 //!   restart the old frames stay behind the new ones): readers use only the frames
-//!   the WAL index lists, and recovery stops at the first frame whose header does
-//!   not carry the log's salts, which a frame of zeros never does.
+//!   the WAL index lists, and recovery stops at the first invalid frame. A frame of
+//!   zeros is invalid twice over: its page number is 0, which SQLite rejects
+//!   outright, and it does not carry the log's salts. A WAL of zeros only (a new
+//!   one, laid before SQLite's first frame) reads as an empty log, as it was.
 //!
 //! Where the frames end is read from the file itself, not remembered, so several
 //! processes sharing one journal do not stack runways on each other's: the leader
@@ -29,11 +35,17 @@
 //! there means the runway is still unused. A stale frame from before a restart reads
 //! as used: that extends the file once, and the new zeros then read as unused.
 //!
-//! The runway is an optimization only: a failure to lay it (a full disk) leaves the
-//! WAL as SQLite wrote it, and SQLite reports its own write's failure as before. The
-//! simulator's power-loss model measures what a power cut keeps by the WAL's length
-//! (`durable::synced_wal_length`), which a runway would overstate, so a journal
-//! opened for it lays none.
+//! The runway is an optimization only: a failure to lay it (a full disk) leaves
+//! SQLite's frames as they were (perhaps with part of a chunk of zeros after them),
+//! is logged, and is tried again in a later round; SQLite reports its own writes'
+//! failures as before. The 1 MiB is claimed from the disk before SQLite needs it.
+//! Where another process shrinks the WAL (`PRAGMA journal_size_limit`), the runway
+//! is laid again after it: time lost, nothing else. On a copy-on-write file system
+//! an overwrite allocates anyway, so the runway saves nothing there.
+//!
+//! The simulator's power-loss model measures what a power cut keeps by the WAL's
+//! length (`durable::synced_wal_length`), which a runway would overstate, so a
+//! journal opened for it lays none.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
@@ -53,6 +65,10 @@ const WAL_HEADER: u64 = 32;
 
 /// A frame's header, before its page.
 const FRAME_HEADER: u64 = 24;
+
+/// One chunk of zeros, written from here (zero pages, mapped once: no allocation
+/// with the write lock held).
+static ZEROS: [u8; CHUNK as usize] = [0; CHUNK as usize];
 
 /// The runway of one journal's WAL, written through a descriptor of its own.
 #[derive(Debug)]
@@ -75,21 +91,31 @@ impl Runway {
     /// With the WAL's write lock held: appends [`CHUNK`] bytes of zeros when the
     /// frames come within [`LOOKAHEAD`] of the file's end. Returns whether it did.
     pub(crate) fn extend_if_short(&self) -> std::io::Result<bool> {
-        // The size from `lseek`, not `fstat`: on Linux (6.13 on, multigrain
-        // timestamps) a stat of the file makes its next write update the inode's
-        // times finely, and the next fdatasync then took about 50 µs longer here.
-        let size = (&self.file).seek(SeekFrom::End(0))?;
-        if !self.is_short(size)? {
+        let size = self.size()?;
+        if !self.is_short_at(size)? {
             return Ok(false);
         }
-        let zeros = vec![0u8; usize::try_from(CHUNK).expect("1 MiB fits a usize")];
-        self.file.write_all_at(&zeros, size)?;
+        self.file.write_all_at(&ZEROS, size)?;
         Ok(true)
+    }
+
+    /// Whether SQLite's frames (or stale frames before a restart) come within
+    /// [`LOOKAHEAD`] of the file's end: no runway lies ahead of them.
+    #[cfg(test)]
+    pub(crate) fn is_short(&self) -> std::io::Result<bool> {
+        self.is_short_at(self.size()?)
+    }
+
+    /// The WAL's length, from `lseek`, not `fstat`: on Linux 6.18 here a stat of
+    /// the file made the next fdatasync about 50 µs longer (likely its multigrain
+    /// timestamps: the next write then updates the file's times finely).
+    fn size(&self) -> std::io::Result<u64> {
+        (&self.file).seek(SeekFrom::End(0))
     }
 
     /// Whether a frame header sits within [`LOOKAHEAD`] of the end of a WAL of
     /// `size` bytes (a page number of 0 there is runway).
-    fn is_short(&self, size: u64) -> std::io::Result<bool> {
+    fn is_short_at(&self, size: u64) -> std::io::Result<bool> {
         let Some(ahead) = size.checked_sub(LOOKAHEAD + WAL_HEADER) else {
             return Ok(true);
         };
@@ -176,7 +202,8 @@ mod tests {
             len <= end + LOOKAHEAD + CHUNK + FRAME_HEADER + PAGE,
             "{len} against {end}"
         );
-        // About 2 frames a row, 600 rows: some 5 MB of frames, one extension a chunk.
+        // Two or three frames a row (its leaf, the parent, page 1), 600 rows: some
+        // 5–7 MB of frames, one extension a chunk.
         let chunks = end / CHUNK;
         assert!(
             (chunks..=chunks + 2).contains(&extended),
