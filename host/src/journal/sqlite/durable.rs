@@ -348,16 +348,17 @@ impl GroupSync {
         if crate::mutants::on(crate::mutants::Mutant::SkippedFsync) {
             return Ok(());
         }
-        // Before the fsync: everything this long was written before it began.
-        let length = match self.record_lengths {
-            true => Some(std::fs::metadata(wal)?.len()),
-            false => None,
-        };
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         if file.is_none() {
             *file = Some(File::open(wal)?);
         }
-        file.as_ref().expect("opened above").sync_data()?;
+        let file = file.as_ref().expect("opened above");
+        // Before the fsync: everything this long was written before it began.
+        let length = match self.record_lengths {
+            true => Some(super::runway::length(file)?),
+            false => None,
+        };
+        file.sync_data()?;
         if let Some(length) = length {
             let mut lengths = SYNCED_LENGTHS.lock().unwrap_or_else(|p| p.into_inner());
             let synced = lengths.entry(wal.to_path_buf()).or_default();

@@ -70,6 +70,14 @@ const FRAME_HEADER: u64 = 24;
 /// with the write lock held).
 static ZEROS: [u8; CHUNK as usize] = [0; CHUNK as usize];
 
+/// The length of the WAL open as `file`, from `lseek`, not `fstat`: on Linux 6.18
+/// here a stat of the file made the next fdatasync about 50 µs longer (likely its
+/// multigrain timestamps: the next write then updates the file's times finely).
+pub(crate) fn length(file: &File) -> std::io::Result<u64> {
+    let mut file = file;
+    file.seek(SeekFrom::End(0))
+}
+
 /// The runway of one journal's WAL, written through a descriptor of its own.
 #[derive(Debug)]
 pub(crate) struct Runway {
@@ -106,11 +114,8 @@ impl Runway {
         self.is_short_at(self.size()?)
     }
 
-    /// The WAL's length, from `lseek`, not `fstat`: on Linux 6.18 here a stat of
-    /// the file made the next fdatasync about 50 µs longer (likely its multigrain
-    /// timestamps: the next write then updates the file's times finely).
     fn size(&self) -> std::io::Result<u64> {
-        (&self.file).seek(SeekFrom::End(0))
+        length(&self.file)
     }
 
     /// Whether a frame header sits within [`LOOKAHEAD`] of the end of a WAL of
