@@ -293,7 +293,10 @@ impl HostBuilder {
     /// (`https://host[:port]`) or the name of a service of the HTTP config, added to
     /// its allowlist (`[tools.NAME] allow`).
     pub fn tool_allow(mut self, tool: impl Into<String>, entries: Vec<String>) -> Self {
-        self.tool_allow.entry(tool.into()).or_default().extend(entries);
+        self.tool_allow
+            .entry(tool.into())
+            .or_default()
+            .extend(entries);
         self
     }
 
@@ -553,13 +556,10 @@ impl HostBuilder {
             poll: self.poll,
             renew_every: Some(crate::guard::renew_interval(millis(self.lease))),
         };
-        Ok(Host::new(
-            Guard::new(shared, runner, policy),
-            runtime,
-            limits,
-            http,
+        Ok(
+            Host::new(Guard::new(shared, runner, policy), runtime, limits, http)
+                .hiding_from_mcp(self.hidden_from_mcp),
         )
-        .hiding_from_mcp(self.hidden_from_mcp))
     }
 }
 

@@ -98,7 +98,11 @@ pub(crate) enum NormalizeError {
 }
 
 fn display_path(path: &str) -> &str {
-    if path.is_empty() { "the top level" } else { path }
+    if path.is_empty() {
+        "the top level"
+    } else {
+        path
+    }
 }
 
 fn declared_list(declared: &[String]) -> String {
@@ -182,9 +186,7 @@ impl<'s> Normalizer<'s> {
     ) -> Result<Value, NormalizeError> {
         let Some(branches) = facets.choices.pop() else {
             return match value {
-                Value::Object(object) => {
-                    self.object(&facets.maps, object, path).map(Value::Object)
-                }
+                Value::Object(object) => self.object(&facets.maps, object, path).map(Value::Object),
                 Value::Array(items) => self.array(&facets.maps, items, path).map(Value::Array),
                 other => Ok(other),
             };
@@ -545,7 +547,9 @@ fn json_eq(a: &Value, b: &Value) -> bool {
             x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_eq(p, q))
         }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, p)| y.get(k).is_some_and(|q| json_eq(p, q)))
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, p)| y.get(k).is_some_and(|q| json_eq(p, q)))
         }
         _ => a == b,
     }
@@ -1010,8 +1014,8 @@ mod tests {
             json!({"action": {"kind": "refund"}})
         );
         // An undeclared property inside the chosen variant is refused with its path.
-        let err = normalize(&schema, json!({"action": {"kind": "cancel", "extra": 1}}))
-            .unwrap_err();
+        let err =
+            normalize(&schema, json!({"action": {"kind": "cancel", "extra": 1}})).unwrap_err();
         assert!(
             matches!(&err, NormalizeError::Undeclared { path, .. } if path == "/action/extra"),
             "{err}"
@@ -1088,9 +1092,15 @@ mod tests {
                   "required": ["x"], "additionalProperties": false }
             ]
         });
-        assert_eq!(normalized(&schema, json!({"x": 1, "y": null})), json!({"x": 1}));
+        assert_eq!(
+            normalized(&schema, json!({"x": 1, "y": null})),
+            json!({"x": 1})
+        );
         // `y` is declared by B alone, so only B takes it.
-        assert_eq!(normalized(&schema, json!({"x": 1, "y": 2})), json!({"x": 1, "y": 2}));
+        assert_eq!(
+            normalized(&schema, json!({"x": 1, "y": 2})),
+            json!({"x": 1, "y": 2})
+        );
     }
 
     #[test]
@@ -1159,8 +1169,14 @@ mod tests {
                   "b": { "default": "two" } }, "required": ["v"] }
             ]
         });
-        assert_eq!(normalized(&schema, json!({"v": 1})), json!({"v": 1, "a": "one"}));
-        assert_eq!(normalized(&schema, json!({"v": 2})), json!({"v": 2, "b": "two"}));
+        assert_eq!(
+            normalized(&schema, json!({"v": 1})),
+            json!({"v": 1, "a": "one"})
+        );
+        assert_eq!(
+            normalized(&schema, json!({"v": 2})),
+            json!({"v": 2, "b": "two"})
+        );
     }
 
     #[test]

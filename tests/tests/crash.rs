@@ -155,10 +155,8 @@ fn kill_and_retry(backend: Backend, point: FaultPoint, order: u64) {
         "{requests:?} vs {journaled_key}"
     );
     assert_eq!(mails[0].key, journaled_key);
-    let expected_requests = if matches!(
-        point,
-        FaultPoint::AfterProvider | FaultPoint::AfterRecord
-    ) {
+    let expected_requests = if matches!(point, FaultPoint::AfterProvider | FaultPoint::AfterRecord)
+    {
         2
     } else {
         1

@@ -31,13 +31,25 @@ fn two_orders_a_double_cannot_tell_apart_are_two_refunds_each_for_its_own_order(
 
     let first = t.host.call(&refund("9007199254740993")).unwrap();
     let second = t.host.call(&refund("9007199254740992")).unwrap();
-    assert!(matches!(first.outcome, Outcome::Success { .. }), "{first:?}");
-    assert!(!second.replayed, "the second order was answered the first's refund");
+    assert!(
+        matches!(first.outcome, Outcome::Success { .. }),
+        "{first:?}"
+    );
+    assert!(
+        !second.replayed,
+        "the second order was answered the first's refund"
+    );
     assert_ne!(first.key, second.key);
     let applied = api.applied();
     assert_eq!(applied.len(), 2);
-    assert_eq!(applied[0].body["order_id"].as_u64(), Some(TWO_TO_THE_53_PLUS_ONE));
-    assert_eq!(applied[1].body["order_id"].as_u64(), Some(TWO_TO_THE_53_PLUS_ONE - 1));
+    assert_eq!(
+        applied[0].body["order_id"].as_u64(),
+        Some(TWO_TO_THE_53_PLUS_ONE)
+    );
+    assert_eq!(
+        applied[1].body["order_id"].as_u64(),
+        Some(TWO_TO_THE_53_PLUS_ONE - 1)
+    );
 
     // The same order spelled another way is the same call: replayed, nothing sent.
     let again = t.host.call(&refund("9007199254740993.0")).unwrap();

@@ -396,7 +396,11 @@ fn a_tool_may_not_send_a_cloud_metadata_header() {
             json!({ "requests": [step(headers)] }).to_string(),
         )
     };
-    for header in ["Metadata-Flavor", "metadata", "X-aws-ec2-metadata-token-ttl-seconds"] {
+    for header in [
+        "Metadata-Flavor",
+        "metadata",
+        "X-aws-ec2-metadata-token-ttl-seconds",
+    ] {
         let response = t.host.call(&call(json!({ header: "Google" }))).unwrap();
         let result = crate::support::success(&response.outcome);
         let error = result[0]["error"].as_str().unwrap_or_default();
@@ -406,14 +410,23 @@ fn a_tool_may_not_send_a_cloud_metadata_header() {
     // The opposite: an ordinary header goes.
     let response = t.host.call(&call(json!({ "X-Tenant": "acme" }))).unwrap();
     assert!(response.outcome.is_success(), "{response:?}");
-    assert_eq!(api.requests()[0].headers.get("x-tenant").map(String::as_str), Some("acme"));
+    assert_eq!(
+        api.requests()[0]
+            .headers
+            .get("x-tenant")
+            .map(String::as_str),
+        Some("acme")
+    );
 }
 
 #[test]
 fn a_tool_leaking_handles_ends_in_its_own_saved_handle_limit_trap() {
     let t = test_host(|b| b);
     let request = CallRequest::new("leak_handles", r#"{"handles":2000000}"#);
-    let first = t.host.call(&request).expect("the tool's trap, not a host failure");
+    let first = t
+        .host
+        .call(&request)
+        .expect("the tool's trap, not a host failure");
     let (reason, message) = trap(&first.outcome);
     assert_eq!(reason, "handle_limit", "{message}");
     assert!(message.contains("10000 handles"), "{message}");
@@ -462,10 +475,7 @@ fn a_guest_disguised_as_cpython_loads_but_its_sockets_deny_whatever_wasi_allows(
     runtime
         .load_file(&path)
         .expect("taken for CPython by its name, it loads");
-    let host = Host::builder()
-        .runtime(Arc::new(runtime))
-        .build()
-        .unwrap();
+    let host = Host::builder().runtime(Arc::new(runtime)).build().unwrap();
     let args = json!({ "address": address }).to_string();
     let response = host.call(&CallRequest::new("open_socket", args)).unwrap();
     let out = crate::support::success(&response.outcome);
@@ -514,14 +524,20 @@ fn an_effect_retrying_past_the_calls_wall_clock_cap_stops_there_on_the_hosts_clo
     let (t, payments) = refund_never_answered(50, Duration::from_millis(2500));
     let started = t.clock.now_ms();
     let err = t.host.call(&refund()).unwrap_err();
-    assert!(matches!(err, justonce::Error::OutcomeUnknown { .. }), "{err:?}");
+    assert!(
+        matches!(err, justonce::Error::OutcomeUnknown { .. }),
+        "{err:?}"
+    );
     let told = err.to_string();
     assert!(told.contains("wall-clock cap of 2500 ms"), "{told}");
     // Attempts at 0, 1 and 2 s of the host's (manual) clock; the pause before a
     // fourth would end past the cap. Every attempt under the one key.
     let attempts = payments.attempts();
     assert_eq!(attempts.len(), 3, "{attempts:?}");
-    assert!(attempts.iter().all(|key| key == &attempts[0]), "{attempts:?}");
+    assert!(
+        attempts.iter().all(|key| key == &attempts[0]),
+        "{attempts:?}"
+    );
     assert!(t.clock.now_ms() - started < 2500, "no wait past the cap");
 
     // The opposite: under the default cap (60 s) the retry budget is what ends it.

@@ -85,11 +85,8 @@ fn a_host_failure_tells_a_remote_principal_what_happened_and_an_error_id_the_log
     let db = dir.path().join("state.db");
     let alice = add_token(&db, "alice");
     // The journal's first fsync fails (EIO): the journal refuses writes from then on.
-    let server = HttpProcess::spawn_logged(
-        &db,
-        &[],
-        &[(justonce::__private::FAULT_ENV, "fsync_fails")],
-    );
+    let server =
+        HttpProcess::spawn_logged(&db, &[], &[(justonce::__private::FAULT_ENV, "fsync_fails")]);
     let reply =
         HttpClient::new(server.addr, Some(alice)).call("send_receipt", receipt(1), json!({}));
     let log = server.stop_for_log();
@@ -100,13 +97,19 @@ fn a_host_failure_tells_a_remote_principal_what_happened_and_an_error_id_the_log
     let text = message.to_string();
     let db_text = db.display().to_string();
     for internal in [db_text.as_str(), "fsync", "os error", "state.db"] {
-        assert!(!text.contains(internal), "{internal:?} leaked to the client: {text}");
+        assert!(
+            !text.contains(internal),
+            "{internal:?} leaked to the client: {text}"
+        );
     }
     let id = error["data"]["error_id"]
         .as_str()
         .unwrap_or_else(|| panic!("no error id: {message}"))
         .to_owned();
-    assert!(error["message"].as_str().unwrap().contains(&id), "{message}");
+    assert!(
+        error["message"].as_str().unwrap().contains(&id),
+        "{message}"
+    );
     assert!(
         error["message"].as_str().unwrap().contains("journal"),
         "says what happened: {message}"

@@ -98,7 +98,9 @@ fn the_http_excerpts_are_the_example_tools_code() {
             let lines: Vec<&str> = source.lines().map(str::trim_start).collect();
             let trimmed: Vec<&str> = excerpt.iter().map(|l| l.trim_start()).collect();
             assert!(
-                lines.windows(trimmed.len()).any(|w| w == trimmed.as_slice()),
+                lines
+                    .windows(trimmed.len())
+                    .any(|w| w == trimmed.as_slice()),
                 "the README's excerpt of {path} is not in it:\n{}",
                 excerpt.join("\n")
             );

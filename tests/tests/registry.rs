@@ -195,10 +195,7 @@ fn a_tampered_blob_is_refused_and_a_tampered_cache_entry_is_pulled_again() {
         .unwrap()
         .parse()
         .unwrap();
-    let cached = dir
-        .path()
-        .join("cache/blobs/sha256")
-        .join(component.hex());
+    let cached = dir.path().join("cache/blobs/sha256").join(component.hex());
     let original = std::fs::read(&cached).expect("the pull was cached in the per-user cache");
     let mut altered = original.clone();
     *altered.last_mut().unwrap() ^= 1;

@@ -177,7 +177,11 @@ fn the_cli_lists_unresolved_effects_and_a_person_resolves_one() {
     assert!(String::from_utf8_lossy(&text.stdout).contains(&key));
 
     // Bad input is refused, naming the problem.
-    let out = justonce(&db, &["resolve", "nope", "--performed", "--by", "ada"], None);
+    let out = justonce(
+        &db,
+        &["resolve", "nope", "--performed", "--by", "ada"],
+        None,
+    );
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot resolve effect nope"));
     let out = justonce(&db, &["resolve", &key, "--by", "ada"], None);
@@ -188,7 +192,15 @@ fn the_cli_lists_unresolved_effects_and_a_person_resolves_one() {
     );
     let out = justonce(
         &db,
-        &["resolve", &key, "--performed", "--response", "{oops", "--by", "ada"],
+        &[
+            "resolve",
+            &key,
+            "--performed",
+            "--response",
+            "{oops",
+            "--by",
+            "ada",
+        ],
         None,
     );
     assert_eq!(out.status.code(), Some(2));

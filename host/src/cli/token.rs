@@ -74,7 +74,9 @@ impl Token {
                             t.name,
                             t.role,
                             &t.sha256[..12],
-                            crate::clock::rfc3339(i64::try_from(t.created_at_ms).unwrap_or(i64::MAX))
+                            crate::clock::rfc3339(
+                                i64::try_from(t.created_at_ms).unwrap_or(i64::MAX)
+                            )
                         );
                     }
                 }

@@ -110,16 +110,28 @@ fn policy(host: &crate::host::Host, tool: &str) -> serde_json::Value {
 /// [`policy`] in one line.
 fn describe_policy(policy: &serde_json::Value) -> String {
     let allow = policy["allow"].as_array().map_or(Vec::new(), |a| {
-        a.iter().filter_map(|o| o.as_str().map(str::to_owned)).collect()
+        a.iter()
+            .filter_map(|o| o.as_str().map(str::to_owned))
+            .collect()
     });
     format!(
         "deadline {} ms, memory {} MiB, fuel {}, at most {} effects; reaches {}; {}",
         policy["deadline_ms"],
         policy["memory_mib"],
-        policy["fuel"].as_u64().map_or("unlimited".to_owned(), |f| f.to_string()),
+        policy["fuel"]
+            .as_u64()
+            .map_or("unlimited".to_owned(), |f| f.to_string()),
         policy["max_effects"],
-        if allow.is_empty() { "no HTTP origin".to_owned() } else { allow.join(", ") },
-        if policy["mcp"] == true { "offered over MCP" } else { "not offered over MCP" },
+        if allow.is_empty() {
+            "no HTTP origin".to_owned()
+        } else {
+            allow.join(", ")
+        },
+        if policy["mcp"] == true {
+            "offered over MCP"
+        } else {
+            "not offered over MCP"
+        },
     )
 }
 

@@ -318,7 +318,9 @@ impl Deliverer {
                 response.retry_after(),
             ),
             Err(
-                SendError::Unknown(reason) | SendError::NotSent(reason) | SendError::Refused(reason),
+                SendError::Unknown(reason)
+                | SendError::NotSent(reason)
+                | SendError::Refused(reason),
             ) => (None, reason, None),
             Err(SendError::Invalid(reason)) => return failed(None, reason),
         };

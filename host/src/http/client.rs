@@ -109,7 +109,9 @@ impl Client {
             .user_agent(concat!("justonce/", env!("CARGO_PKG_VERSION")))
             .build();
         // The one lookup of a name, checked; the connection goes to what it returned.
-        let resolver = CheckedResolver::new(named_addresses(config.named_hosts().iter().map(String::as_str)));
+        let resolver = CheckedResolver::new(named_addresses(
+            config.named_hosts().iter().map(String::as_str),
+        ));
         let agent = Agent::with_parts(agent_config, DefaultConnector::new(), resolver);
         Self { agent, config }
     }

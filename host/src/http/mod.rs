@@ -14,7 +14,7 @@ mod tool_allow;
 
 pub use client::HttpResponse;
 pub(crate) use client::{Client, RETRY_STATUSES, SendError};
-pub(crate) use config::{Origin, parse_url};
 pub use config::{DEFAULT_IDEMPOTENCY_HEADER, HttpConfig};
+pub(crate) use config::{Origin, parse_url};
 pub(crate) use request::{CheckError, Outbound, RequestSpec, check_headers, is_safe};
 pub(crate) use secrets::read_secrets_file;

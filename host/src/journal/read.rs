@@ -10,8 +10,7 @@ use crate::outcome::Outcome;
 /// The columns of an invocation as [`JournalEntry`] shows it, the same on both
 /// backends: key, scope, tool, state, arguments, runs, replays, outcome,
 /// created_at, completed_at, component.
-pub(crate) const ENTRY_COLUMNS: &str =
-    "key, scope, tool, state, arguments, runs, replays, outcome, created_at, completed_at, component";
+pub(crate) const ENTRY_COLUMNS: &str = "key, scope, tool, state, arguments, runs, replays, outcome, created_at, completed_at, component";
 
 /// The columns of an effect as [`JournalEffect`] shows it, in its order but for
 /// `response` (eighth) and `last_error`.

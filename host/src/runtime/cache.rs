@@ -103,7 +103,10 @@ fn sha256(bytes: &[u8]) -> [u8; 32] {
 /// block, 64 bytes, long).
 fn mac(key: &[u8], header: &[u8], artifact: &[u8]) -> [u8; 32] {
     const BLOCK: usize = 64;
-    assert!(key.len() <= BLOCK, "a key longer than a block is hashed first");
+    assert!(
+        key.len() <= BLOCK,
+        "a key longer than a block is hashed first"
+    );
     let mut padded = [0u8; BLOCK];
     padded[..key.len()].copy_from_slice(key);
     let pad = |byte: u8| padded.map(|k| k ^ byte);
@@ -332,7 +335,8 @@ impl CompileCache {
             return Ok(key);
         }
         let mut key = [0u8; 32];
-        getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("no randomness for the cache key: {e}"))?;
+        getrandom::fill(&mut key)
+            .map_err(|e| anyhow::anyhow!("no randomness for the cache key: {e}"))?;
         let path = self.dir.join(KEY_FILE);
         let made = fs::OpenOptions::new()
             .write(true)
@@ -584,11 +588,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
-            dir_from(&move |name| {
-                vars.iter()
-                    .find(|(k, _)| k == name)
-                    .map(|(_, v)| v.into())
-            })
+            dir_from(&move |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.into()))
         };
         let all = [
             ("JUSTONCE_CACHE_DIR", "/tmp/mine"),

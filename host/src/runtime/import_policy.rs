@@ -22,7 +22,10 @@ use wasmtime::component::Component;
 
 /// `(package, interfaces)`: every interface listed may be imported at any version.
 const ALLOWED: &[(&str, &[&str])] = &[
-    ("justonce:tool", &["types", "effects", "log", "content", "progress"]),
+    (
+        "justonce:tool",
+        &["types", "effects", "log", "content", "progress"],
+    ),
     ("wasi:io", &["error", "poll", "streams"]),
     (
         "wasi:cli",

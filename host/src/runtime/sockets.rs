@@ -29,7 +29,9 @@ pub(crate) fn deny_sockets(linker: &mut Linker<GuestState>) -> wasmtime::Result<
         .instance(&format!("wasi:sockets/tcp-create-socket@{VERSION}"))?
         .func_wrap(
             "create-tcp-socket",
-            |_, (_,): (IpAddressFamily,)| -> wasmtime::Result<(Result<Resource<TcpSocket>, ErrorCode>,)> {
+            |_,
+             (_,): (IpAddressFamily,)|
+             -> wasmtime::Result<(Result<Resource<TcpSocket>, ErrorCode>,)> {
                 Ok((Err(ErrorCode::AccessDenied),))
             },
         )?;
@@ -37,7 +39,9 @@ pub(crate) fn deny_sockets(linker: &mut Linker<GuestState>) -> wasmtime::Result<
         .instance(&format!("wasi:sockets/udp-create-socket@{VERSION}"))?
         .func_wrap(
             "create-udp-socket",
-            |_, (_,): (IpAddressFamily,)| -> wasmtime::Result<(Result<Resource<UdpSocket>, ErrorCode>,)> {
+            |_,
+             (_,): (IpAddressFamily,)|
+             -> wasmtime::Result<(Result<Resource<UdpSocket>, ErrorCode>,)> {
                 Ok((Err(ErrorCode::AccessDenied),))
             },
         )?;

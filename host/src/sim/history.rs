@@ -412,8 +412,7 @@ impl Intent {
     /// The same key (explicit or tool-call id) with other arguments.
     fn reused(&self, rng: &mut Rng) -> Self {
         let mut other = self.clone();
-        other.args["amount"] =
-            json!(self.args["amount"].as_u64().unwrap_or(1) + rng.between(1, 5));
+        other.args["amount"] = json!(self.args["amount"].as_u64().unwrap_or(1) + rng.between(1, 5));
         other
     }
 
@@ -540,7 +539,10 @@ fn stir(world: &World, mut rng: Rng, stop: &AtomicBool) {
                 // still within retention when one counted from its start is not.
                 let ms = RETENTION_MS / 3 + rng.between(0, RETENTION_MS as u64 / 6) as i64;
                 world.clock.shift(ms);
-                chaos.record(FaultKind::ClockForward, &format!("+{ms}ms, a third of retention"));
+                chaos.record(
+                    FaultKind::ClockForward,
+                    &format!("+{ms}ms, a third of retention"),
+                );
             }
             47..65 => {
                 let ms = rng.between(1_000, 40_000) as i64;

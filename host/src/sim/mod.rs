@@ -149,7 +149,10 @@ pub fn run(options: &Options) -> Result<Report, StoreError> {
             }
         }
         seed = seed.wrapping_add(1);
-        if options.max_histories.is_some_and(|max| report.histories >= max) {
+        if options
+            .max_histories
+            .is_some_and(|max| report.histories >= max)
+        {
             break;
         }
         match options.duration {
@@ -179,7 +182,12 @@ mod tests {
         let exe = std::env::current_exe().expect("the test binary");
         for mutant in Mutant::ALL {
             let out = std::process::Command::new(&exe)
-                .args(["--exact", "sim::tests::one_mutant", "--ignored", "--nocapture"])
+                .args([
+                    "--exact",
+                    "sim::tests::one_mutant",
+                    "--ignored",
+                    "--nocapture",
+                ])
                 .env(MUTANT_ENV, mutant.name())
                 .output()
                 .expect("run the test binary");
@@ -190,7 +198,13 @@ mod tests {
                 mutant.name(),
                 String::from_utf8_lossy(&out.stderr)
             );
-            println!("{}", stdout.lines().find(|l| l.starts_with("caught ")).unwrap_or(""));
+            println!(
+                "{}",
+                stdout
+                    .lines()
+                    .find(|l| l.starts_with("caught "))
+                    .unwrap_or("")
+            );
         }
     }
 

@@ -171,11 +171,9 @@ impl Store {
                 let mut config = postgres::Config::clone(config);
                 config.application_name(&self.application(host));
                 let database: Arc<dyn Clock> = clock.clone();
-                let journal = PostgresJournal::open(
-                    PostgresTarget::from_config(config),
-                    Durability::Normal,
-                )?
-                .with_database_clock(database);
+                let journal =
+                    PostgresJournal::open(PostgresTarget::from_config(config), Durability::Normal)?
+                        .with_database_clock(database);
                 Ok(Arc::new(journal))
             }
         }
@@ -292,13 +290,14 @@ impl Store {
         match self {
             Self::Sqlite { .. } => set_page_limit(journal, None),
             Self::Postgres { admin_url, .. } => {
-                let ended = postgres::Client::connect(admin_url, postgres::NoTls).and_then(|mut c| {
-                    c.query(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                let ended =
+                    postgres::Client::connect(admin_url, postgres::NoTls).and_then(|mut c| {
+                        c.query(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
                           WHERE application_name = $1",
-                        &[&self.application(Some(host))],
-                    )
-                });
+                            &[&self.application(Some(host))],
+                        )
+                    });
                 ended.is_ok_and(|rows| !rows.is_empty())
             }
         }

@@ -346,7 +346,9 @@ impl Downstream {
             let answer = if amount.is_multiple_of(13) {
                 Err(ProviderError::Rejected(json!({"declined": true})))
             } else {
-                Ok(json!({"id": format!("{}-{}", self.name, state.answers.len()), "amount": amount}))
+                Ok(
+                    json!({"id": format!("{}-{}", self.name, state.answers.len()), "amount": amount}),
+                )
             };
             state.answers.insert(key, (what, answer.clone()));
             state.applied.push(applied);
@@ -513,4 +515,3 @@ impl Provider for Ledger {
         Ok(json!({"row": row.get::<_, i64>(0)}))
     }
 }
-

@@ -89,7 +89,10 @@ pub fn run(command: &mut Command, help: &str) -> Result<(), String> {
 /// `package-lock.json`, installed with `npm ci`; `help` says what to do when it
 /// cannot be made.
 pub fn npm_ci(name: &str, package: &Path, help: &str) -> Result<PathBuf, String> {
-    let pins = [package.join("package.json"), package.join("package-lock.json")];
+    let pins = [
+        package.join("package.json"),
+        package.join("package-lock.json"),
+    ];
     installed(name, &[&pins[0], &pins[1]], |staging| {
         for file in &pins {
             std::fs::copy(file, staging.join(file.file_name().unwrap()))

@@ -200,10 +200,43 @@ impl Values<'_> {
 
 /// Names a Python function cannot take: the keywords, and what the template imports.
 const PYTHON_TAKEN: &[&str] = &[
-    "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
-    "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is",
-    "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with",
-    "yield", "export", "perform", "tool", "reminder", "dataclass",
+    "and",
+    "as",
+    "assert",
+    "async",
+    "await",
+    "break",
+    "class",
+    "continue",
+    "def",
+    "del",
+    "elif",
+    "else",
+    "except",
+    "finally",
+    "for",
+    "from",
+    "global",
+    "if",
+    "import",
+    "in",
+    "is",
+    "lambda",
+    "nonlocal",
+    "not",
+    "or",
+    "pass",
+    "raise",
+    "return",
+    "try",
+    "while",
+    "with",
+    "yield",
+    "export",
+    "perform",
+    "tool",
+    "reminder",
+    "dataclass",
 ];
 
 /// The Python function of the tool `name`: its name, unless Python or the template
@@ -356,7 +389,9 @@ mod tests {
         let package: serde_json::Value = serde_json::from_str(file(&js, "package.json"))
             .unwrap_or_else(|e| panic!("package.json is JSON: {e}"));
         // `npm run refresh-sdk` copies this checkout's SDK over the project's copy.
-        let refresh = package["scripts"]["refresh-sdk"].as_str().unwrap_or_default();
+        let refresh = package["scripts"]["refresh-sdk"]
+            .as_str()
+            .unwrap_or_default();
         let js_sdk = sdk.join("js");
         assert_eq!(
             refresh,

@@ -172,7 +172,10 @@ mod tests {
 
         assert_eq!(migrate(&mut client).unwrap(), None);
         client.execute(insert, &[&"resolve"]).unwrap();
-        assert!(client.execute(insert, &[&"erase"]).is_err(), "still checked");
+        assert!(
+            client.execute(insert, &[&"erase"]).is_err(),
+            "still checked"
+        );
         let kept: Vec<String> = client
             .query("SELECT action FROM operations ORDER BY id", &[])
             .unwrap()

@@ -150,7 +150,9 @@ pub(super) fn lookup_in(conn: &Connection, b: &Begin<'_>) -> rusqlite::Result<Lo
             lease_expires_at: None,
             retention_ms: retention.unwrap_or(b.default_retention_ms),
         });
-    let outcome = row.as_ref().and_then(|(_, _, outcome, _, _)| outcome.clone());
+    let outcome = row
+        .as_ref()
+        .and_then(|(_, _, outcome, _, _)| outcome.clone());
     let look = decision::first_look(found.as_ref(), outcome, b, b.now);
     if let (Lookup::Replay { .. }, Some(call_id)) = (&look, b.tool_call_id) {
         let bound: Option<String> = conn

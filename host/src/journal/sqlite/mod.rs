@@ -25,15 +25,15 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-pub use schema::CURRENT_VERSION;
 pub(crate) use durable::{forget_synced_wal, synced_wal_length};
+pub use schema::CURRENT_VERSION;
 
 use super::operate;
 use super::recent;
 use super::{
-    Action, Answer, Begin, BeginOutcome, CallStory, DeferredAnswer, Durability, EffectRecord, GcReport, Journal,
-    JournalEntry, JournalStats, Lease, Lookup, NewEffect, NewInvocation, Operated, Operator,
-    Refusal, Resolution, TransactionalRequest, UnresolvedEffect,
+    Action, Answer, Begin, BeginOutcome, CallStory, DeferredAnswer, Durability, EffectRecord,
+    GcReport, Journal, JournalEntry, JournalStats, Lease, Lookup, NewEffect, NewInvocation,
+    Operated, Operator, Refusal, Resolution, TransactionalRequest, UnresolvedEffect,
 };
 use crate::error::{Error, Result};
 use crate::keys::{EffectKey, Fingerprint, InvocationKey};
@@ -145,7 +145,11 @@ impl SqliteJournal {
             // never wait for the disk inside the write lock.
             conn.pragma_update(None, "synchronous", "NORMAL")?;
             if wal {
-                let pages = if checkpoints { checkpoint::BACKSTOP_PAGES } else { 0 };
+                let pages = if checkpoints {
+                    checkpoint::BACKSTOP_PAGES
+                } else {
+                    0
+                };
                 conn.pragma_update(None, "wal_autocheckpoint", pages)?;
             }
             conn.pragma_update(None, "foreign_keys", "ON")?;
@@ -505,7 +509,10 @@ impl Journal for SqliteJournal {
         unjournaled: Option<&NewInvocation>,
         deferred: &[DeferredAnswer],
     ) -> Result<std::result::Result<(EffectKey, u32), Refusal>> {
-        let (effect, lease) = (owned::OwnedEffect::new(effect), owned::OwnedLease::new(lease));
+        let (effect, lease) = (
+            owned::OwnedEffect::new(effect),
+            owned::OwnedLease::new(lease),
+        );
         let (unjournaled, deferred) = (unjournaled.cloned(), deferred.to_vec());
         let written = self.grouped(true, move |conn| {
             let (effect, lease) = (effect.view(), lease.view());
