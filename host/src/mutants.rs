@@ -53,11 +53,20 @@ pub enum Mutant {
     /// The SQLite journal's durable point returns without its fsync
     /// (`sqlite/durable.rs`): an answer counted durable is lost by a power cut.
     SkippedFsync,
+    /// A run saves the deferred answers of its keyed effects whether or not it still
+    /// holds the lease (`guard/effect.rs`, `sqlite/effects.rs`, `postgres/ops.rs`), as
+    /// before fencing: a run that paused past its lease lands its own answer over the
+    /// one the run that took over handed its tool.
+    UnfencedDeferred,
+    /// Outbox delivery takes a message before the commit that enqueued it is synced
+    /// (`sqlite/outbox.rs`): a power cut loses the message after it was sent, and the
+    /// retry sends it again under another key.
+    DeliveryBeforeDurable,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 13] = [
+    pub const ALL: [Mutant; 15] = [
         Self::FreshEffectKey,
         Self::AnswerBeforeSave,
         Self::RetryUnkeyed,
@@ -71,6 +80,8 @@ impl Mutant {
         Self::SkippedDefault,
         Self::HostClockLease,
         Self::SkippedFsync,
+        Self::UnfencedDeferred,
+        Self::DeliveryBeforeDurable,
     ];
 
     /// The name `--mutant` takes.
@@ -89,6 +100,8 @@ impl Mutant {
             Self::SkippedDefault => "skipped_default",
             Self::HostClockLease => "host_clock_lease",
             Self::SkippedFsync => "skipped_fsync",
+            Self::UnfencedDeferred => "unfenced_deferred",
+            Self::DeliveryBeforeDurable => "delivery_before_durable",
         }
     }
 
