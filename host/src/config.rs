@@ -31,6 +31,13 @@
 //! source = "oci://127.0.0.1:5000/shop/refund:v1"  # tag that `justonce lock` pins
 //!                                # in justonce.lock beside this file
 //!
+//! [mcp]                          # how `serve` treats calls
+//! unscoped = "refuse"            # a call naming no conversation (nor key) is refused with
+//!                                # the glue that names one; default "window": deduplicated
+//!                                # within unscoped_retention_minutes
+//! answer_within_ms = 4000        # a duplicate waiting for the first call answers
+//!                                # in_progress (retry-safe) by then (default 4000)
+//!
 //! [telemetry]                    # traces over OTLP/HTTP (OTEL_EXPORTER_OTLP_* win)
 //! otlp_endpoint = "http://localhost:4318"
 //!
@@ -52,6 +59,7 @@ use crate::builder::HostBuilder;
 use crate::error::{Error, Result};
 use crate::journal::Durability;
 use crate::registry::{LockFile, Reference, lock_path_beside};
+use crate::retention::Unscoped;
 use crate::retry::RetryPolicy;
 use crate::runtime::{Limits, ToolLimits};
 
@@ -109,6 +117,20 @@ pub struct Config {
     pub hidden_from_mcp: std::collections::BTreeSet<String>,
     /// `[oauth]`: the OAuth 2.1 access tokens `serve --http` accepts.
     pub oauth: Option<OAuthConfig>,
+    /// `[mcp]`: how `serve` treats calls.
+    pub mcp: McpSettings,
+}
+
+/// `[mcp]`: how `serve` treats calls. Unset keys leave `serve`'s defaults (or its
+/// flags) in place.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpSettings {
+    /// `unscoped`: what a call that names no conversation and no key gets.
+    pub unscoped: Option<Unscoped>,
+    /// `answer_within_ms`: how long a duplicate waits for the first call of its key
+    /// before it is answered `in_progress` (retry-safe): below the time its client
+    /// waits for an answer.
+    pub answer_within: Option<Duration>,
 }
 
 /// `[oauth]`: `serve --http` as an OAuth 2.1 resource server (see
@@ -152,6 +174,34 @@ struct RawConfig {
     telemetry: Option<RawTelemetry>,
     registry_secrets_file: Option<PathBuf>,
     oauth: Option<OAuthConfig>,
+    mcp: Option<RawMcp>,
+}
+
+/// `[mcp]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMcp {
+    unscoped: Option<String>,
+    answer_within_ms: Option<u64>,
+}
+
+impl RawMcp {
+    fn settings(self) -> std::result::Result<McpSettings, String> {
+        let unscoped = self
+            .unscoped
+            .map(|text| {
+                text.parse::<Unscoped>()
+                    .map_err(|e| format!("`mcp.unscoped` {e}"))
+            })
+            .transpose()?;
+        if let Some(ms) = self.answer_within_ms {
+            require(ms >= 1, "mcp.answer_within_ms", "must be at least 1")?;
+        }
+        Ok(McpSettings {
+            unscoped,
+            answer_within: self.answer_within_ms.map(Duration::from_millis),
+        })
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -466,6 +516,12 @@ impl Config {
             tool_allow,
             hidden_from_mcp,
             oauth: raw.oauth,
+            mcp: raw
+                .mcp
+                .map(RawMcp::settings)
+                .transpose()
+                .map_err(error)?
+                .unwrap_or_default(),
         })
     }
 }
@@ -557,6 +613,27 @@ mod tests {
         );
         let why = reason("[oauth]\naudience = \"https://mcp.example.com/mcp\"");
         assert!(why.contains("oauth") && why.contains("audience"), "{why}");
+    }
+
+    #[test]
+    fn the_mcp_table_sets_unscoped_calls_and_the_answer_by_time() {
+        let config = parse("[mcp]\nunscoped = \"refuse\"\nanswer_within_ms = 2500").unwrap();
+        assert_eq!(config.mcp.unscoped, Some(Unscoped::Refuse));
+        assert_eq!(config.mcp.answer_within, Some(Duration::from_millis(2500)));
+        assert_eq!(
+            parse("[mcp]\nunscoped = \"window\"").unwrap().mcp.unscoped,
+            Some(Unscoped::Window)
+        );
+        assert_eq!(parse("").unwrap().mcp, McpSettings::default());
+        let why = reason("[mcp]\nunscoped = \"drop\"");
+        assert!(
+            why.contains("mcp.unscoped") && why.contains("refuse"),
+            "{why}"
+        );
+        let why = reason("[mcp]\nanswer_within_ms = 0");
+        assert!(why.contains("mcp.answer_within_ms"), "{why}");
+        let why = reason("[mcp]\nwait_ms = 5");
+        assert!(why.contains("wait_ms"), "{why}");
     }
 
     #[test]

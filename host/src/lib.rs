@@ -63,7 +63,7 @@ mod layering_tests;
 pub use builder::{HostBuilder, Reload};
 pub use call::{CallRequest, CallResponse, DEFAULT_SCOPE, principal_scope};
 pub use clock::{Clock, ManualClock, SystemClock, rfc3339};
-pub use config::{Config, OAuthConfig};
+pub use config::{Config, McpSettings, OAuthConfig};
 pub use error::{Error, LoadFault};
 pub use host::Host;
 pub use http::HttpConfig;
@@ -74,7 +74,7 @@ pub use journal::{
 pub use keys::{EffectKey, Fingerprint, InvocationKey};
 pub use outcome::Outcome;
 pub use provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
-pub use retention::{Retention, ToolWindows};
+pub use retention::{Retention, ToolWindows, Unscoped};
 pub use retry::RetryPolicy;
 pub use runtime::{DirSwap, Limits, LoadedTool, RefusedTool, Runtime, SwapReport};
 

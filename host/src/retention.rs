@@ -101,6 +101,33 @@ fn human(d: Duration) -> String {
     }
 }
 
+/// What a call that names no conversation and no key gets where it arrives over MCP
+/// (`[mcp] unscoped` in justonce.toml, `serve --unscoped`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Unscoped {
+    /// It runs, deduplicated within the short unscoped window
+    /// ([`Retention::unscoped`]): the principal alone is its scope.
+    #[default]
+    Window,
+    /// It is refused before anything runs, with the lines that make the caller's
+    /// framework name its conversation: for a host whose callers must all say what a
+    /// repeat is, since the short window is wrong both ways (two runs asking for the
+    /// same thing are one call; one run retrying past the window is two).
+    Refuse,
+}
+
+impl std::str::FromStr for Unscoped {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "window" => Ok(Self::Window),
+            "refuse" => Ok(Self::Refuse),
+            other => Err(format!("{other:?}: expected \"window\" or \"refuse\"")),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

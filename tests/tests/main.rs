@@ -38,6 +38,7 @@ mod mcp_progress;
 mod mcp_protocol;
 mod mcp_python;
 mod mcp_resume;
+mod mcp_scope;
 mod metrics;
 mod new_tool;
 mod operate;

@@ -31,6 +31,19 @@ pub struct Serve {
     /// `_meta["dev.justonce/conversation"]` (default: "default").
     #[arg(long, value_name = "ID")]
     conversation: Option<String>,
+    /// What a call that names no conversation (in `_meta`, the
+    /// `Justonce-Conversation` header or --conversation) and no key gets: "window",
+    /// deduplicated within unscoped_retention_minutes, or "refuse", refused with the
+    /// lines that name one from each framework [default: the configuration's
+    /// `[mcp] unscoped`, else window].
+    #[arg(long, value_name = "POLICY")]
+    unscoped: Option<crate::retention::Unscoped>,
+    /// How long a duplicate of a call still running waits for the first one before
+    /// it is answered `in_progress` (retry-safe), in milliseconds: below your
+    /// client's timeout [default: the configuration's `[mcp] answer_within_ms`,
+    /// else 4000].
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    answer_within_ms: Option<u64>,
     /// How many tool calls run at once; more wait in a queue (stdio).
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     max_concurrent_calls: u16,
@@ -141,7 +154,17 @@ impl Serve {
     pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
         let sources = cli.watched();
         let since = sources.fingerprint();
-        let host = Arc::new(cli.host().build()?);
+        let settings = cli
+            .settings
+            .as_ref()
+            .map(|c| c.mcp.clone())
+            .unwrap_or_default();
+        let answer_within = self
+            .answer_within_ms
+            .map(Duration::from_millis)
+            .or(settings.answer_within)
+            .unwrap_or(crate::mcp::DEFAULT_ANSWER_WITHIN);
+        let host = Arc::new(cli.host().wait_bound(answer_within).build()?);
         for refused in host.runtime().refused() {
             tracing::warn!("refused {}: {}", refused.source.display(), refused.reason);
         }
@@ -154,6 +177,7 @@ impl Serve {
         let config = ServerConfig {
             conversation: self.conversation.clone(),
             max_concurrent_calls: usize::from(self.max_concurrent_calls),
+            unscoped: self.unscoped.or(settings.unscoped).unwrap_or_default(),
         };
         let _metrics = match &self.metrics {
             Some(addr) => Some(self.serve_metrics(cli, &host, addr)?),

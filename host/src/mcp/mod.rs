@@ -50,6 +50,14 @@ pub use catalog::{Catalog, LIST_CHANGED};
 pub use http::{HttpOptions, server as http_server};
 pub use server::{MAX_QUEUED_CALLS, Server, Shutdown};
 
+use crate::retention::Unscoped;
+
+/// How long `justonce serve` lets a duplicate wait for the first call of its key
+/// before answering it `in_progress` (retry-safe), unless configured: below the
+/// shortest common client timeout (the OpenAI Agents SDK's 5 s), so the client reads
+/// an answer that says to retry instead of timing out on its own.
+pub const DEFAULT_ANSWER_WITHIN: std::time::Duration = std::time::Duration::from_secs(4);
+
 /// How the server runs calls.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
@@ -57,6 +65,9 @@ pub struct ServerConfig {
     pub conversation: Option<String>,
     /// How many tool calls run at once; more wait in a queue.
     pub max_concurrent_calls: usize,
+    /// What a call that names no conversation and no key gets (with no
+    /// [`ServerConfig::conversation`] either).
+    pub unscoped: Unscoped,
 }
 
 impl Default for ServerConfig {
@@ -64,6 +75,18 @@ impl Default for ServerConfig {
         Self {
             conversation: None,
             max_concurrent_calls: 16,
+            unscoped: Unscoped::Window,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// How a call finds its scope on a connection without headers (stdio).
+    pub(crate) fn scoping(&self) -> tools::Scoping<'_> {
+        tools::Scoping {
+            conversation: self.conversation.as_deref(),
+            headers: None,
+            unscoped: self.unscoped,
         }
     }
 }

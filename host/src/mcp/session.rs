@@ -22,7 +22,7 @@ use super::protocol::{
     ProtocolVersion, SERVER_INFO_META_KEY, handshake_versions, negotiate_handshake, to_json,
     type_name, version_list,
 };
-use super::tools;
+use super::tools::{self, Scoping};
 use crate::call::CallRequest;
 
 /// Guidance for the model, sent as `instructions`.
@@ -89,20 +89,20 @@ pub(crate) enum Dispatch {
 pub(crate) struct Session<'a> {
     era: Era,
     tools: Arc<Vec<Tool>>,
-    conversation: Option<&'a str>,
+    scoping: Scoping<'a>,
     #[allow(deprecated)]
     log_level: Option<LoggingLevel>,
 }
 
 #[allow(deprecated)] // `LoggingLevel`, see above.
 impl<'a> Session<'a> {
-    /// A fresh connection serving `tools` (their `tools/list` entries), with calls
-    /// defaulting to `conversation`.
-    pub(crate) fn new(tools: Arc<Vec<Tool>>, conversation: Option<&'a str>) -> Self {
+    /// A fresh connection serving `tools` (their `tools/list` entries), whose calls
+    /// find their scope as `scoping` says.
+    pub(crate) fn new(tools: Arc<Vec<Tool>>, scoping: Scoping<'a>) -> Self {
         Self {
             era: Era::Fresh,
             tools,
-            conversation,
+            scoping,
             log_level: None,
         }
     }
@@ -111,14 +111,14 @@ impl<'a> Session<'a> {
     /// session between requests).
     pub(crate) fn resume(
         tools: Arc<Vec<Tool>>,
-        conversation: Option<&'a str>,
+        scoping: Scoping<'a>,
         era: Era,
         log_level: Option<LoggingLevel>,
     ) -> Self {
         Self {
             era,
             tools,
-            conversation,
+            scoping,
             log_level,
         }
     }
@@ -282,7 +282,7 @@ impl<'a> Session<'a> {
     }
 
     fn call(&self, params: &Params, stateless: bool) -> Dispatch {
-        let call = tools::call_request(params, self.conversation)
+        let call = tools::call_request(params, &self.scoping)
             .and_then(|request| Ok((request, tools::progress_token(params)?)));
         match call {
             Ok((request, progress_token)) => Dispatch::Call {
@@ -420,7 +420,7 @@ mod tests {
 
     #[test]
     fn tools_are_refused_before_initialize_and_served_after() {
-        let mut session = Session::new(tools(), None);
+        let mut session = Session::new(tools(), Scoping::default());
         let early = reply(session.request("tools/list", &Params::new())).unwrap_err();
         assert_eq!(early.code, ErrorCode::INVALID_REQUEST);
         assert!(early.message.contains("initialize"), "{}", early.message);
@@ -457,7 +457,7 @@ mod tests {
 
     #[test]
     fn set_level_takes_the_syslog_names_after_initialize_and_calls_carry_it() {
-        let mut session = Session::new(tools(), None);
+        let mut session = Session::new(tools(), Scoping::default());
         let early = reply(session.request("logging/setLevel", &params(json!({"level": "info"}))));
         assert_eq!(early.unwrap_err().code, ErrorCode::INVALID_REQUEST);
         let init = reply(session.request(
@@ -482,7 +482,7 @@ mod tests {
 
     #[test]
     fn a_stateless_connection_discovers_and_stamps_every_result() {
-        let mut session = Session::new(tools(), None);
+        let mut session = Session::new(tools(), Scoping::default());
         let found = reply(session.request(
             "server/discover",
             &params(json!({"_meta": envelope("2026-07-28")})),
@@ -524,14 +524,14 @@ mod tests {
 
     #[test]
     fn a_discover_without_the_envelope_is_unknown_so_clients_fall_back_to_initialize() {
-        let mut session = Session::new(Arc::default(), None);
+        let mut session = Session::new(Arc::default(), Scoping::default());
         let e = reply(session.request("server/discover", &Params::new())).unwrap_err();
         assert_eq!(e.code, ErrorCode::METHOD_NOT_FOUND);
     }
 
     #[test]
     fn a_missing_envelope_key_is_named() {
-        let mut session = Session::new(Arc::default(), None);
+        let mut session = Session::new(Arc::default(), Scoping::default());
         let e = reply(session.request(
             "tools/list",
             &params(json!({"_meta": {PROTOCOL_VERSION_META_KEY: "2026-07-28"}})),

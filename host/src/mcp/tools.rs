@@ -12,6 +12,7 @@ use crate::call::{CallRequest, CallResponse};
 use crate::error::Error;
 use crate::host::Host;
 use crate::outcome::Outcome;
+use crate::retention::Unscoped;
 #[cfg(doc)]
 use crate::runtime::Runtime;
 
@@ -115,13 +116,47 @@ fn input_schema(schema: Value) -> JsonObject {
     map
 }
 
+/// HTTP request header: the conversation, as `_meta["dev.justonce/conversation"]`
+/// (plain, or `=?base64?…?=` for text that is not ASCII). For frameworks that set
+/// headers but not `_meta`.
+pub const CONVERSATION_HEADER: &str = "Justonce-Conversation";
+/// HTTP request header: an explicit idempotency key, as
+/// `_meta["dev.justonce/idempotency-key"]` (the IETF draft's header: a quoted
+/// string, or Stripe's bare token). Per call: the same key on two different calls is a
+/// mismatch.
+pub const IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
+
+/// What the HTTP headers of a `tools/call` say of its scope.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct FromHeaders {
+    /// [`CONVERSATION_HEADER`], decoded.
+    pub conversation: Option<String>,
+    /// [`IDEMPOTENCY_KEY_HEADER`], unquoted.
+    pub key: Option<String>,
+}
+
+/// How a connection's calls find their scope besides their own parameters.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Scoping<'a> {
+    /// The server's default conversation (`serve --conversation`).
+    pub conversation: Option<&'a str>,
+    /// What the request's headers say; `None` on stdio.
+    pub headers: Option<&'a FromHeaders>,
+    /// What a call that names no conversation and no key gets.
+    pub unscoped: Unscoped,
+}
+
 /// Reads `tools/call` parameters. The conversation comes from
-/// `_meta["dev.justonce/conversation"]`, else `default_conversation` (else the host's
-/// default scope); an explicit key from `params.idempotencyKey` or
-/// `_meta["dev.justonce/idempotency-key"]`.
+/// `_meta["dev.justonce/conversation"]` or the `Justonce-Conversation` header,
+/// else the server's default (else the host's default scope); an explicit key from
+/// `params.idempotencyKey`, `_meta["dev.justonce/idempotency-key"]` or the
+/// `Idempotency-Key` header. Where two of them name different conversations or keys
+/// the call is refused: a scope is what makes a retry a retry, so the server does not
+/// pick one of two. A call that names neither a conversation nor a key is refused
+/// with the glue that names one when `scoping.unscoped` says so.
 pub(crate) fn call_request(
     params: &Params,
-    default_conversation: Option<&str>,
+    scoping: &Scoping<'_>,
 ) -> Result<CallRequest, ErrorData> {
     let name = match params.get("name") {
         Some(Value::String(name)) => name.clone(),
@@ -168,26 +203,114 @@ pub(crate) fn call_request(
         }
     };
     let mut request = CallRequest::new(name, arguments);
-    request.conversation = meta_string(meta, CONVERSATION_META_KEY)?
-        .or_else(|| default_conversation.map(str::to_owned));
-    let in_meta = meta_string(meta, IDEMPOTENCY_KEY_META_KEY)?;
-    let in_params = non_empty_string(
-        params.get(IDEMPOTENCY_KEY_PARAM),
-        &format!("\"{IDEMPOTENCY_KEY_PARAM}\""),
+    let headers = scoping.headers;
+    let conversation = agreed(
+        "conversations",
+        [
+            (
+                format!("_meta[\"{CONVERSATION_META_KEY}\"]"),
+                meta_string(meta, CONVERSATION_META_KEY)?,
+            ),
+            (
+                format!("the {CONVERSATION_HEADER} header"),
+                headers.and_then(|h| h.conversation.clone()),
+            ),
+        ],
     )?;
-    request.key = match (in_params, in_meta) {
-        (Some(a), Some(b)) if a != b => {
-            return Err(ErrorData::invalid_params(
-                format!(
-                    "tools/call: \"{IDEMPOTENCY_KEY_PARAM}\" and _meta[\"{IDEMPOTENCY_KEY_META_KEY}\"] name different keys"
-                ),
-                None,
-            ));
-        }
-        (a, b) => a.or(b),
-    };
+    request.conversation = conversation.or_else(|| scoping.conversation.map(str::to_owned));
+    request.key = agreed(
+        "keys",
+        [
+            (
+                format!("\"{IDEMPOTENCY_KEY_PARAM}\""),
+                non_empty_string(
+                    params.get(IDEMPOTENCY_KEY_PARAM),
+                    &format!("\"{IDEMPOTENCY_KEY_PARAM}\""),
+                )?,
+            ),
+            (
+                format!("_meta[\"{IDEMPOTENCY_KEY_META_KEY}\"]"),
+                meta_string(meta, IDEMPOTENCY_KEY_META_KEY)?,
+            ),
+            (
+                format!("the {IDEMPOTENCY_KEY_HEADER} header"),
+                headers.and_then(|h| h.key.clone()),
+            ),
+        ],
+    )?;
+    if scoping.unscoped == Unscoped::Refuse && !request.is_scoped() {
+        return Err(unscoped_refused(headers.is_some()));
+    }
     Ok(request)
 }
+
+/// The one value the places a call may name it in agree on (`None` if none names
+/// it), or `-32602` naming the two that differ.
+fn agreed<const N: usize>(
+    what: &str,
+    places: [(String, Option<String>); N],
+) -> Result<Option<String>, ErrorData> {
+    let mut found: Option<(String, String)> = None;
+    for (place, value) in places {
+        let Some(value) = value else { continue };
+        match &found {
+            Some((first, seen)) if *seen != value => {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "tools/call: {first} and {place} name different {what} ({seen:?} and {value:?}); nothing ran"
+                    ),
+                    None,
+                ));
+            }
+            Some(_) => {}
+            None => found = Some((place, value)),
+        }
+    }
+    Ok(found.map(|(_, value)| value))
+}
+
+/// The refusal of a call that names no conversation on a server that wants one: what
+/// to send, and the lines that send it from each framework (`http`: the request came
+/// over Streamable HTTP, where a header is the easy way; else stdio, where the server
+/// is started per conversation or `_meta` is set per call).
+pub(crate) fn unscoped_refused(http: bool) -> ErrorData {
+    let glue = if http {
+        UNSCOPED_GLUE_HTTP
+    } else {
+        UNSCOPED_GLUE_STDIO
+    };
+    ErrorData::invalid_params(
+        format!(
+            "tools/call: this server refuses calls that name no conversation ([mcp] unscoped = \"refuse\"); nothing ran. \
+             Name the conversation (the run or task your agent works on, an id that is the same when that run is \
+             executed again after a crash, not a new one per attempt) in {where_}. {glue}",
+            where_ = if http {
+                format!("the {CONVERSATION_HEADER} header or _meta[\"{CONVERSATION_META_KEY}\"]")
+            } else {
+                format!("_meta[\"{CONVERSATION_META_KEY}\"] or `justonce serve --conversation ID`")
+            },
+        ),
+        Some(json!({
+            "kind": "unscoped",
+            "retry_safe": false,
+            "header": if http { Some(CONVERSATION_HEADER) } else { None },
+            "meta": CONVERSATION_META_KEY,
+        })),
+    )
+}
+
+/// The glue of [`unscoped_refused`] over HTTP: each line is the README's recipe
+/// (tests/frameworks/recipes.py runs them).
+const UNSCOPED_GLUE_HTTP: &str = "\
+pydantic-ai: MCPServerStreamableHTTP(url, headers={\"Justonce-Conversation\": conversation_id}). \
+OpenAI Agents SDK: MCPServerStreamableHttp(params={\"url\": url, \"headers\": {\"Justonce-Conversation\": conversation_id}}). \
+langchain-mcp-adapters: MultiServerMCPClient({\"justonce\": {\"transport\": \"streamable_http\", \"url\": url, \"headers\": {\"Justonce-Conversation\": conversation_id}}}).";
+
+/// The glue of [`unscoped_refused`] over stdio.
+const UNSCOPED_GLUE_STDIO: &str = "\
+pydantic-ai: MCPServerStdio(..., process_tool_call=lambda ctx, call_tool, name, args: call_tool(name, args, {\"dev.justonce/conversation\": conversation_id})). \
+OpenAI Agents SDK: MCPServerStdio(..., tool_meta_resolver=lambda context: {\"dev.justonce/conversation\": conversation_id}). \
+langchain-mcp-adapters: one server per conversation, args=[\"serve\", \"--conversation\", conversation_id].";
 
 /// The `_meta.progressToken` of `tools/call` parameters: a string or an integer
 /// that an `i64` holds (rmcp's `ProgressToken`), or none.
@@ -453,44 +576,178 @@ mod tests {
         value.as_object().unwrap().clone()
     }
 
+    fn defaulting(conversation: &str) -> Scoping<'_> {
+        Scoping {
+            conversation: Some(conversation),
+            ..Scoping::default()
+        }
+    }
+
     #[test]
     fn the_conversation_comes_from_meta_before_the_server_default() {
         let p = params(json!({
             "name": "t", "arguments": {"a": 1},
             "_meta": { "dev.justonce/conversation": "conv-9", "dev.justonce/idempotency-key": "k" },
         }));
-        let request = call_request(&p, Some("server-default")).unwrap();
+        let request = call_request(&p, &defaulting("server-default")).unwrap();
         assert_eq!(request.conversation.as_deref(), Some("conv-9"));
         assert_eq!(request.key.as_deref(), Some("k"));
         assert_eq!(request.arguments, r#"{"a":1}"#);
 
         let p = params(json!({ "name": "t" }));
-        let request = call_request(&p, Some("server-default")).unwrap();
+        let request = call_request(&p, &defaulting("server-default")).unwrap();
         assert_eq!(request.conversation.as_deref(), Some("server-default"));
         assert_eq!(request.arguments, "{}");
-        assert_eq!(call_request(&p, None).unwrap().conversation, None);
+        assert_eq!(
+            call_request(&p, &Scoping::default()).unwrap().conversation,
+            None
+        );
     }
 
     #[test]
     fn an_idempotency_key_param_is_the_meta_key_and_two_different_ones_are_refused() {
         let p = params(json!({ "name": "t", "idempotencyKey": "k-1" }));
-        assert_eq!(call_request(&p, None).unwrap().key.as_deref(), Some("k-1"));
+        assert_eq!(
+            call_request(&p, &Scoping::default())
+                .unwrap()
+                .key
+                .as_deref(),
+            Some("k-1")
+        );
         let both = params(json!({
             "name": "t", "idempotencyKey": "k-1",
             "_meta": { "dev.justonce/idempotency-key": "k-1" },
         }));
         assert_eq!(
-            call_request(&both, None).unwrap().key.as_deref(),
+            call_request(&both, &Scoping::default())
+                .unwrap()
+                .key
+                .as_deref(),
             Some("k-1")
         );
         let differ = params(json!({
             "name": "t", "idempotencyKey": "k-1",
             "_meta": { "dev.justonce/idempotency-key": "k-2" },
         }));
-        let e = call_request(&differ, None).unwrap_err();
+        let e = call_request(&differ, &Scoping::default()).unwrap_err();
         assert!(e.message.contains("different keys"), "{}", e.message);
         let bad = params(json!({ "name": "t", "idempotencyKey": 7 }));
-        assert!(call_request(&bad, None).is_err());
+        assert!(call_request(&bad, &Scoping::default()).is_err());
+    }
+
+    #[test]
+    fn headers_name_the_conversation_and_key_and_a_conflict_with_the_meta_is_refused() {
+        let headers = FromHeaders {
+            conversation: Some("conv-h".into()),
+            key: Some("k-h".into()),
+        };
+        let over_http = Scoping {
+            conversation: Some("server-default"),
+            headers: Some(&headers),
+            ..Scoping::default()
+        };
+        let bare = params(json!({ "name": "t" }));
+        let request = call_request(&bare, &over_http).unwrap();
+        assert_eq!(
+            request.conversation.as_deref(),
+            Some("conv-h"),
+            "the header beats the server's default"
+        );
+        assert_eq!(request.key.as_deref(), Some("k-h"));
+
+        // The same value in both places is one call; different ones are refused.
+        let same = params(json!({
+            "name": "t", "idempotencyKey": "k-h",
+            "_meta": { "dev.justonce/conversation": "conv-h", "dev.justonce/idempotency-key": "k-h" },
+        }));
+        let request = call_request(&same, &over_http).unwrap();
+        assert_eq!(
+            (request.conversation.as_deref(), request.key.as_deref()),
+            (Some("conv-h"), Some("k-h"))
+        );
+        let other_conversation =
+            params(json!({ "name": "t", "_meta": { "dev.justonce/conversation": "conv-m" } }));
+        let e = call_request(&other_conversation, &over_http).unwrap_err();
+        assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+        assert!(
+            e.message.contains("Justonce-Conversation")
+                && e.message.contains("different conversations"),
+            "{}",
+            e.message
+        );
+        let other_key = params(json!({ "name": "t", "idempotencyKey": "k-p" }));
+        let e = call_request(&other_key, &over_http).unwrap_err();
+        assert!(
+            e.message.contains("Idempotency-Key") && e.message.contains("different keys"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn refusing_unscoped_calls_names_the_glue_for_the_transport_and_lets_scoped_ones_through() {
+        let refusing = Scoping {
+            unscoped: Unscoped::Refuse,
+            ..Scoping::default()
+        };
+        let bare = params(json!({ "name": "t" }));
+        let e = call_request(&bare, &refusing).unwrap_err();
+        assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+        for glue in [
+            "pydantic-ai",
+            "process_tool_call",
+            "tool_meta_resolver",
+            "--conversation",
+        ] {
+            assert!(
+                e.message.contains(glue),
+                "stdio glue lacks {glue}: {}",
+                e.message
+            );
+        }
+        assert_eq!(e.data.as_ref().unwrap()["kind"], "unscoped");
+        let no_headers = FromHeaders::default();
+        let over_http = Scoping {
+            headers: Some(&no_headers),
+            ..refusing
+        };
+        let e = call_request(&bare, &over_http).unwrap_err();
+        for glue in [
+            "MCPServerStreamableHTTP",
+            "MCPServerStreamableHttp",
+            "MultiServerMCPClient",
+            "Justonce-Conversation",
+        ] {
+            assert!(
+                e.message.contains(glue),
+                "HTTP glue lacks {glue}: {}",
+                e.message
+            );
+        }
+
+        // Named anywhere (a key too: its caller chose what a repeat is), it runs.
+        for scoped in [
+            json!({ "name": "t", "_meta": { "dev.justonce/conversation": "c" } }),
+            json!({ "name": "t", "idempotencyKey": "k" }),
+        ] {
+            assert!(call_request(&params(scoped), &refusing).is_ok());
+        }
+        let server_default = Scoping {
+            conversation: Some("c"),
+            ..refusing
+        };
+        assert!(call_request(&bare, &server_default).is_ok());
+        let header = FromHeaders {
+            conversation: Some("c".into()),
+            key: None,
+        };
+        let by_header = Scoping {
+            headers: Some(&header),
+            ..refusing
+        };
+        assert!(call_request(&bare, &by_header).is_ok());
+        // The default lets it through, to the short window.
+        assert!(call_request(&bare, &Scoping::default()).is_ok());
     }
 
     #[test]
@@ -522,7 +779,7 @@ mod tests {
                 "dev.justonce/conversation",
             ),
         ] {
-            let e = call_request(&params(p), None).unwrap_err();
+            let e = call_request(&params(p), &Scoping::default()).unwrap_err();
             assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
             assert!(e.message.contains(field), "{} lacks {field}", e.message);
         }

@@ -18,6 +18,7 @@ use crate::mcp::protocol::{
     ProtocolVersion, RequestId, SERVER_BUSY, handshake_versions, version_list,
 };
 use crate::mcp::session::{Dispatch, Era, Session};
+use crate::mcp::tools::{CONVERSATION_HEADER, FromHeaders, IDEMPOTENCY_KEY_HEADER, Scoping};
 use crate::mcp::{Server, Shutdown};
 use crate::serving::admission::Permit;
 use crate::serving::wire::{Head, Kind, Response};
@@ -159,7 +160,14 @@ impl McpEndpoint {
     ) -> Response {
         let server = &self.server;
         let tools = server.tools();
-        let conversation = server.config().conversation.as_deref();
+        let from_headers = match scope_headers(head) {
+            Ok(found) => found,
+            Err(why) => return refusal(400, Some(id), ErrorCode::INVALID_PARAMS, &why),
+        };
+        let scoping = Scoping {
+            headers: Some(&from_headers),
+            ..server.config().scoping()
+        };
         let enveloped = params
             .get("_meta")
             .and_then(Value::as_object)
@@ -192,7 +200,7 @@ impl McpEndpoint {
                         ),
                     );
                 }
-                let resumed = Session::resume(tools, conversation, entry.era, entry.log_level);
+                let resumed = Session::resume(tools, scoping, entry.era, entry.log_level);
                 found = Some(entry);
                 (resumed, false)
             }
@@ -200,9 +208,9 @@ impl McpEndpoint {
                 if let Some(why) = routing_mismatch(head, method, params) {
                     return refusal(400, Some(id), ErrorCode::HEADER_MISMATCH, &why);
                 }
-                (Session::new(tools, conversation), false)
+                (Session::new(tools, scoping), false)
             }
-            None if method == "initialize" => (Session::new(tools, conversation), true),
+            None if method == "initialize" => (Session::new(tools, scoping), true),
             None => {
                 return refusal(
                     400,
@@ -516,6 +524,53 @@ fn routing_mismatch(head: &Head, method: &str, params: &Params) -> Option<String
     None
 }
 
+/// The conversation and key a request's headers name ([`CONVERSATION_HEADER`],
+/// [`IDEMPOTENCY_KEY_HEADER`]), or why one cannot be read. The key is the IETF
+/// draft's structured-field string (`"…"`, with `\\` and `\"` escapes) or, as Stripe
+/// and most clients send it, the bare value.
+fn scope_headers(head: &Head) -> Result<FromHeaders, String> {
+    let conversation = match head.header(&CONVERSATION_HEADER.to_ascii_lowercase()) {
+        None => None,
+        Some(value) => match decode_header_value(value.trim()) {
+            Some(conversation) if !conversation.is_empty() => Some(conversation),
+            _ => {
+                return Err(format!(
+                    "the {CONVERSATION_HEADER} header must be a non-empty conversation id (or =?base64?…?= of one)"
+                ));
+            }
+        },
+    };
+    let key = match head.header(&IDEMPOTENCY_KEY_HEADER.to_ascii_lowercase()) {
+        None => None,
+        Some(value) => Some(unquote(value.trim()).filter(|k| !k.is_empty()).ok_or_else(|| {
+            format!("the {IDEMPOTENCY_KEY_HEADER} header must be a non-empty key, bare or as a quoted string")
+        })?),
+    };
+    Ok(FromHeaders { conversation, key })
+}
+
+/// An RFC 8941 string (`"…"`) unquoted, or a bare value as it is; `None` for a
+/// quoted string that is malformed.
+fn unquote(value: &str) -> Option<String> {
+    let Some(inner) = value.strip_prefix('"') else {
+        return Some(value.to_owned());
+    };
+    let inner = inner.strip_suffix('"')?;
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next()? {
+                escaped @ ('"' | '\\') => out.push(escaped),
+                _ => return None,
+            },
+            '"' => return None,
+            c => out.push(c),
+        }
+    }
+    Some(out)
+}
+
 /// A header value as sent: verbatim, or `=?base64?…?=` for text that is not plain
 /// ASCII. A malformed encoding decodes to nothing, so it never matches.
 fn decode_header_value(value: &str) -> Option<String> {
@@ -563,6 +618,39 @@ mod tests {
             let servers = Response::refusal(status, message);
             assert_eq!(servers.status, endpoints.status);
             assert_eq!(servers.body, endpoints.body);
+        }
+    }
+
+    #[test]
+    fn the_scope_headers_are_read_and_a_malformed_one_is_refused() {
+        let head = Head::with_headers(&[
+            ("justonce-conversation", "=?base64?w6ljaG8=?="),
+            ("idempotency-key", "\"k-\\\"1\\\"\""),
+        ]);
+        assert_eq!(
+            scope_headers(&head).unwrap(),
+            FromHeaders {
+                conversation: Some("écho".into()),
+                key: Some("k-\"1\"".into())
+            }
+        );
+        let bare = Head::with_headers(&[("idempotency-key", "refund-4417")]);
+        assert_eq!(
+            scope_headers(&bare).unwrap().key.as_deref(),
+            Some("refund-4417")
+        );
+        assert_eq!(
+            scope_headers(&Head::with_headers(&[])).unwrap(),
+            FromHeaders::default()
+        );
+        for (name, value) in [
+            ("idempotency-key", "\"open"),
+            ("idempotency-key", "\"\""),
+            ("justonce-conversation", ""),
+            ("justonce-conversation", "=?base64?***?="),
+        ] {
+            let why = scope_headers(&Head::with_headers(&[(name, value)])).unwrap_err();
+            assert!(why.contains("header"), "{why}");
         }
     }
 

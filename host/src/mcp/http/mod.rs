@@ -168,6 +168,9 @@ impl Endpoint for McpEndpoint {
             "mcp-protocol-version",
             "mcp-method",
             "mcp-name",
+            // Two conversations or keys for one call: refused, never one picked.
+            "justonce-conversation",
+            "idempotency-key",
         ]
     }
 

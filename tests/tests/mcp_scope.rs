@@ -1,0 +1,252 @@
+//! Where a call's conversation (and an explicit key) may come from over MCP: `_meta`,
+//! the `Justonce-Conversation` and `Idempotency-Key` headers, the server's default;
+//! two that disagree are refused; and a server that refuses calls naming none
+//! (`[mcp] unscoped = "refuse"`) says how to name one. Each with the case that must
+//! pass beside it.
+
+use std::net::TcpListener;
+use std::sync::Arc;
+
+use justonce::__private::tokens::{self, Tokens};
+use justonce::__private::{HttpOptions, Running, Server, ServerConfig, http_server};
+use justonce::{Host, Unscoped};
+use serde_json::{Value, json};
+
+use crate::support::mcp::{McpProcess, VERSION};
+use crate::support::mcp_http::{HttpClient, MODERN, Reply};
+use crate::support::{FakePayments, Fault, invocation_count, test_host};
+
+fn refund(order: u64) -> Value {
+    json!({ "order_id": order, "amount_cents": 500 })
+}
+
+/// A server for `host` with `config`, and a client calling as alice.
+fn serve(host: Arc<Host>, config: ServerConfig) -> (Running, HttpClient, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.json");
+    let token = tokens::add(&file, "alice").unwrap();
+    let running = http_server(
+        Server::new(host, config),
+        Tokens::open(&file).unwrap(),
+        HttpOptions::default(),
+    )
+    .spawn(TcpListener::bind("127.0.0.1:0").unwrap())
+    .unwrap();
+    let client = HttpClient::new(running.addr(), Some(token));
+    (running, client, dir)
+}
+
+/// A stateless `tools/call` with `extra` params and `headers` besides the routing ones.
+fn call(client: &mut HttpClient, order: u64, extra: Value, headers: &[(&str, &str)]) -> Reply {
+    let mut params = json!({ "name": "payments_refund", "arguments": refund(order) });
+    params
+        .as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().cloned().unwrap_or_default());
+    params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(MODERN);
+    params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
+    let message = client.message("tools/call", params);
+    let mut all = vec![
+        ("MCP-Protocol-Version", MODERN),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "payments_refund"),
+    ];
+    all.extend_from_slice(headers);
+    client.post(&message, &all)
+}
+
+fn meta(result: &Value, key: &str) -> Value {
+    result["_meta"][format!("dev.justonce/{key}")].clone()
+}
+
+#[test]
+fn the_conversation_header_scopes_a_call_as_the_meta_does_and_a_conflict_runs_nothing() {
+    let payments = Arc::new(FakePayments::new(Fault::None));
+    let host = Arc::new(test_host(|b| b.provider("payments", payments.clone())).host);
+    let (_running, mut client, _dir) = serve(host.clone(), ServerConfig::default());
+
+    let by_header = call(
+        &mut client,
+        1,
+        json!({}),
+        &[("Justonce-Conversation", "run-7")],
+    )
+    .tool_result();
+    assert_eq!(meta(&by_header, "replayed"), false);
+    let by_meta = call(
+        &mut client,
+        1,
+        json!({ "_meta": { "dev.justonce/conversation": "run-7" } }),
+        &[],
+    )
+    .tool_result();
+    assert_eq!(
+        meta(&by_meta, "replayed"),
+        true,
+        "the header and the _meta name one conversation"
+    );
+    assert_eq!(meta(&by_meta, "key"), meta(&by_header, "key"));
+    assert_eq!(payments.applied().len(), 1);
+    let journal = host.journal(None, 10).unwrap();
+    assert_eq!(
+        journal[0].conversation, r#"["alice","run-7"]"#,
+        "the principal still scopes it"
+    );
+
+    // The opposite case: another conversation is another call.
+    let other = call(
+        &mut client,
+        1,
+        json!({}),
+        &[("Justonce-Conversation", "run-8")],
+    )
+    .tool_result();
+    assert_eq!(meta(&other, "replayed"), false);
+    assert_eq!(payments.applied().len(), 2);
+
+    // Two places naming two conversations: refused, nothing run or journaled.
+    let before = invocation_count(&host);
+    let conflict = call(
+        &mut client,
+        2,
+        json!({ "_meta": { "dev.justonce/conversation": "run-9" } }),
+        &[("Justonce-Conversation", "run-7")],
+    );
+    let error = &conflict.message()["error"];
+    assert_eq!(error["code"], -32602, "{conflict:?}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("different conversations") && message.contains("nothing ran"),
+        "{message}"
+    );
+    assert_eq!(invocation_count(&host), before);
+    assert_eq!(payments.applied().len(), 2);
+}
+
+#[test]
+fn an_idempotency_key_header_is_the_key_param_and_a_different_one_is_refused() {
+    let payments = Arc::new(FakePayments::new(Fault::None));
+    let host = Arc::new(test_host(|b| b.provider("payments", payments.clone())).host);
+    let (_running, mut client, _dir) = serve(host.clone(), ServerConfig::default());
+
+    // The IETF draft's quoted form, then the bare one, then the parameter: one key.
+    let quoted = call(
+        &mut client,
+        3,
+        json!({}),
+        &[("Idempotency-Key", "\"refund-3\"")],
+    )
+    .tool_result();
+    let bare = call(
+        &mut client,
+        3,
+        json!({}),
+        &[("Idempotency-Key", "refund-3")],
+    )
+    .tool_result();
+    let param = call(&mut client, 3, json!({ "idempotencyKey": "refund-3" }), &[]).tool_result();
+    assert_eq!(meta(&quoted, "replayed"), false);
+    assert_eq!(
+        (meta(&bare, "replayed"), meta(&param, "replayed")),
+        (json!(true), json!(true))
+    );
+    assert_eq!(meta(&bare, "key"), meta(&quoted, "key"));
+    assert_eq!(meta(&param, "key"), meta(&quoted, "key"));
+    assert_eq!(payments.applied().len(), 1);
+
+    let conflict = call(
+        &mut client,
+        3,
+        json!({ "idempotencyKey": "refund-3" }),
+        &[("Idempotency-Key", "refund-4")],
+    );
+    assert_eq!(conflict.message()["error"]["code"], -32602);
+    // The opposite case: a new key is a new call.
+    let new = call(
+        &mut client,
+        3,
+        json!({}),
+        &[("Idempotency-Key", "refund-4")],
+    )
+    .tool_result();
+    assert_eq!(meta(&new, "replayed"), false);
+    assert_eq!(payments.applied().len(), 2);
+}
+
+#[test]
+fn a_server_refusing_unscoped_calls_names_the_header_glue_and_runs_a_scoped_one() {
+    let payments = Arc::new(FakePayments::new(Fault::None));
+    let host = Arc::new(test_host(|b| b.provider("payments", payments.clone())).host);
+    let config = ServerConfig {
+        unscoped: Unscoped::Refuse,
+        ..ServerConfig::default()
+    };
+    let (_running, mut client, _dir) = serve(host.clone(), config);
+
+    let refused = call(&mut client, 5, json!({}), &[]);
+    let error = &refused.message()["error"];
+    assert_eq!(error["code"], -32602, "{refused:?}");
+    assert_eq!(error["data"]["kind"], "unscoped");
+    let message = error["message"].as_str().unwrap();
+    for glue in [
+        "Justonce-Conversation",
+        "MCPServerStreamableHTTP(url, headers=",
+        "MCPServerStreamableHttp(params=",
+        "MultiServerMCPClient(",
+    ] {
+        assert!(message.contains(glue), "lacks {glue}: {message}");
+    }
+    assert_eq!(invocation_count(&host), 0, "nothing was journaled");
+    assert!(payments.attempts().is_empty(), "nothing ran");
+
+    // The opposite cases: a conversation in the header, or an explicit key, runs.
+    call(
+        &mut client,
+        5,
+        json!({}),
+        &[("Justonce-Conversation", "run-1")],
+    )
+    .tool_result();
+    call(&mut client, 6, json!({ "idempotencyKey": "k-6" }), &[]).tool_result();
+    assert_eq!(payments.applied().len(), 2);
+}
+
+#[test]
+fn serve_refuses_unscoped_calls_on_stdio_as_its_configuration_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    std::fs::write(
+        dir.path().join("justonce.toml"),
+        "[mcp]\nunscoped = \"refuse\"\n",
+    )
+    .unwrap();
+    let mut server = McpProcess::spawn(&db, &[], "warn");
+    server.client.initialize(VERSION);
+    let args =
+        json!({ "orders": [{ "order_id": 1, "email": "a@example.com", "amount_cents": 100 }] });
+    let refused = server.client.call("send_receipt", args.clone(), json!({}));
+    let message = refused["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{refused}"));
+    for glue in ["process_tool_call", "tool_meta_resolver", "--conversation"] {
+        assert!(message.contains(glue), "lacks {glue}: {message}");
+    }
+    // The opposite case: the same call in a conversation runs.
+    let ran = server.client.call(
+        "send_receipt",
+        args,
+        json!({ "dev.justonce/conversation": "run-1" }),
+    );
+    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    let (_, code, log) = server.close();
+    assert_eq!(code, Some(0), "{log}");
+
+    // `serve --unscoped window` overrides the file.
+    let mut server = McpProcess::spawn(&db, &["--unscoped", "window"], "warn");
+    server.client.initialize(VERSION);
+    let args =
+        json!({ "orders": [{ "order_id": 2, "email": "a@example.com", "amount_cents": 100 }] });
+    let ran = server.client.call("send_receipt", args, json!({}));
+    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    server.close();
+}
