@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use justonce::__private::postgres_testing::cluster;
-use justonce::__private::tokens::{Role, Tokens, add_with_role};
+use justonce::__private::tokens::{Role, Tokens, add_with_role, revoke};
 use justonce::__private::{Console, HttpServer, Running, ServerOptions};
 use justonce::{CallRequest, Clock, ProviderClass};
 use serde_json::{Value, json};
@@ -30,6 +30,8 @@ pub(crate) struct Fixture {
     pub operator: String,
     pub viewer: String,
     agent: String,
+    /// The tokens file the console and the server read.
+    pub tokens_file: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -71,6 +73,7 @@ impl Fixture {
             operator,
             viewer,
             agent,
+            tokens_file: file,
             _dir: dir,
         })
     }
@@ -95,6 +98,19 @@ impl Fixture {
         let effects = self.t.host.unresolved(self.t.clock.now_ms()).unwrap();
         let effect = effects.iter().find(|e| e.invocation == key).unwrap();
         (key, effect.key.clone())
+    }
+
+    /// Gives `name`'s token `role` in the file, in place: the token (its digest)
+    /// stays the same.
+    fn set_role(&self, name: &str, role: &str) {
+        let mut doc: Value =
+            serde_json::from_slice(&std::fs::read(&self.tokens_file).unwrap()).unwrap();
+        for entry in doc["tokens"].as_array_mut().unwrap() {
+            if entry["name"] == name {
+                entry["role"] = json!(role);
+            }
+        }
+        std::fs::write(&self.tokens_file, doc.to_string()).unwrap();
     }
 
     fn unresolved(&self) -> usize {
@@ -237,6 +253,142 @@ fn nothing_works_without_a_session_and_a_session_ends_at_its_time_on_the_clock()
         401,
         "ended at its time"
     );
+}
+
+#[test]
+fn a_session_acts_with_its_tokens_role_now_and_ends_when_its_token_is_revoked() {
+    let f = Fixture::start("", false).unwrap();
+    let addr = f.addr();
+    let (key, effect) = f.stuck_refund(4);
+    let (operator, csrf) = login(addr, &f.operator);
+
+    // Downgraded to viewer in the file (the same token): the session reads, no more.
+    f.set_role("ops", "viewer");
+    let page = send(addr, "GET", "/console/unresolved", Some(&operator), &[]);
+    assert_eq!(page.status, 200, "{page:?}");
+    assert!(
+        !page.body.contains("/console/confirm"),
+        "no action offered to a viewer"
+    );
+    let demoted = send(
+        addr,
+        "POST",
+        "/console/act",
+        Some(&operator),
+        &resolve_form(&csrf, &effect),
+    );
+    assert_eq!(demoted.status, 403, "{demoted:?}");
+    assert_eq!(f.unresolved(), 1, "the demoted session changed nothing");
+
+    // Revoked: every page, and any action, is refused, and the cookie is cleared.
+    f.set_role("ops", "operator");
+    revoke(&f.tokens_file, "ops").unwrap();
+    let ended = send(addr, "GET", "/console", Some(&operator), &[]);
+    assert_eq!(ended.status, 401, "{ended:?}");
+    assert!(ended.body.contains("revoked"), "{}", ended.body);
+    assert!(
+        ended
+            .header("set-cookie")
+            .is_some_and(|c| c.contains("Max-Age=0")),
+        "{ended:?}"
+    );
+    let forgotten = send(
+        addr,
+        "POST",
+        "/console/act",
+        Some(&operator),
+        &[("csrf", &csrf), ("action", "forget"), ("key", &key)],
+    );
+    assert_eq!(forgotten.status, 401, "{forgotten:?}");
+    let story =
+        f.t.host
+            .story(&justonce::InvocationKey::parse(&key).unwrap())
+            .unwrap();
+    assert!(story.operations.is_empty(), "nothing recorded by=ops");
+    assert_eq!(f.unresolved(), 1);
+
+    // Re-issued (a new token for the same name): the old session stays ended.
+    let new = add_with_role(&f.tokens_file, "ops", Role::Operator).unwrap();
+    assert_eq!(
+        send(addr, "GET", "/console", Some(&operator), &[]).status,
+        401,
+        "a session belongs to its token, not to its name"
+    );
+    let (fresh, fresh_csrf) = login(addr, &new);
+    let done = send(
+        addr,
+        "POST",
+        "/console/act",
+        Some(&fresh),
+        &resolve_form(&fresh_csrf, &effect),
+    );
+    assert_eq!(done.status, 200, "{done:?}");
+}
+
+#[test]
+fn a_viewers_login_flood_is_rate_limited_and_logs_out_nobody_else() {
+    let f = Fixture::start("", false).unwrap();
+    let addr = f.addr();
+    let (operator, _) = login(addr, &f.operator);
+    // The review's flood was 4 100 logins (the table held 4 096); stop at the first 429.
+    let mut first_refusal = None;
+    for n in 1..=4200 {
+        let reply = send(
+            addr,
+            "POST",
+            "/console/login",
+            None,
+            &[("token", &f.viewer)],
+        );
+        if reply.status == 429 {
+            first_refusal = Some((n, reply));
+            break;
+        }
+        assert_eq!(reply.status, 303, "{reply:?}");
+    }
+    let (n, refused) = first_refusal.expect("logins are rate-limited");
+    assert!(n <= 11, "refused after a small burst, not after {n}");
+    assert!(refused.header("retry-after").is_some(), "{refused:?}");
+    assert!(
+        refused.body.contains("Too many logins as eve"),
+        "{}",
+        refused.body
+    );
+    assert_eq!(
+        send(addr, "GET", "/console", Some(&operator), &[]).status,
+        200,
+        "the operator is still logged in"
+    );
+
+    // At the login rate, a principal keeps its newest sessions: its oldest go, and
+    // still no one else's.
+    let mut viewers = Vec::new();
+    for _ in 0..20 {
+        f.t.clock.advance(Duration::from_secs(60));
+        viewers.push(login(addr, &f.viewer).0);
+    }
+    let open = |cookie: &String| send(addr, "GET", "/console", Some(cookie), &[]).status == 200;
+    assert!(!open(&viewers[0]), "its own oldest session was closed");
+    assert!(open(viewers.last().unwrap()));
+    assert_eq!(viewers.iter().filter(|c| open(c)).count(), 16);
+    assert!(open(&operator), "and not the operator's");
+
+    // Unknown tokens share a rate of their own, which leaves valid logins alone.
+    let unknown = (0..40)
+        .map(|_| {
+            send(
+                addr,
+                "POST",
+                "/console/login",
+                None,
+                &[("token", "jo_guess")],
+            )
+            .status
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(unknown.first(), Some(&401));
+    assert_eq!(unknown.last(), Some(&429), "{unknown:?}");
+    login(addr, &f.operator);
 }
 
 #[test]

@@ -126,6 +126,26 @@ pub struct Holder {
     pub role: Role,
 }
 
+/// The SHA-256 of a token: what the file stores and what a console session keeps to
+/// find out, on every request, whether the token that opened it is still in the file
+/// (and with which role). It is not the token: it does not let its holder call.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TokenDigest([u8; 32]);
+
+impl TokenDigest {
+    /// The digest of `token`.
+    pub fn of(token: &str) -> Self {
+        Self(Sha256::digest(token.as_bytes()).into())
+    }
+}
+
+impl std::fmt::Debug for TokenDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Enough to tell two apart in a log; the whole digest is in the file anyway.
+        write!(f, "TokenDigest({}…)", hex::encode(&self.0[..6]))
+    }
+}
+
 /// One token as the file stores it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -334,7 +354,7 @@ struct Loaded {
     /// reused for a new file also comes with a new change time.
     settled: Option<Stamp>,
     /// The holders by the SHA-256 of their token.
-    by_digest: HashMap<[u8; 32], Holder>,
+    by_digest: HashMap<TokenDigest, Holder>,
 }
 
 /// The tokens a server accepts. Every request `stat`s the file: it is read again
@@ -433,7 +453,7 @@ impl Tokens {
                     name: t.name,
                     role: t.role,
                 };
-                Some((unhex(&t.sha256)?, holder))
+                Some((TokenDigest(unhex(&t.sha256)?), holder))
             })
             .collect();
         *self.lock() = Loaded {
@@ -465,10 +485,16 @@ impl Tokens {
 
     /// Who holds `token` and with which role, if it is a token of the file.
     pub fn holder(&self, token: &str) -> Option<Holder> {
-        self.refresh();
         // Looked up by digest: comparing digests leaks nothing about the token.
-        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        self.lock().by_digest.get(&digest).cloned()
+        self.holder_of(&TokenDigest::of(token))
+    }
+
+    /// Who holds the token of `digest` now, and with which role, if it is still in
+    /// the file: a revoked token has none, a token whose entry was changed has the
+    /// role the file gives it now.
+    pub fn holder_of(&self, digest: &TokenDigest) -> Option<Holder> {
+        self.refresh();
+        self.lock().by_digest.get(digest).cloned()
     }
 }
 

@@ -5,6 +5,9 @@
 //!   it; the cookie is `HttpOnly; SameSite=Strict; Path=/console`); the session
 //!   lives on the server and ends at a time read from the injected clock. Nothing
 //!   but the login page and the static files answers without one.
+//! - A session is bound to the digest of its token: every request finds that token
+//!   in the tokens file again, so a revoked token ends its sessions at once, and a
+//!   session acts with the role the file gives the token now.
 //! - Pages: the calls, newest first, filtered and searched; one call's story; the
 //!   unresolved effects; the outbox; charts. A live view (`/console/live`, SSE) adds new
 //!   calls and state changes to the calls page.
@@ -29,9 +32,9 @@ use serde_json::Value;
 
 use self::html::ROOT;
 use self::pages::Act;
-use self::sessions::{BrowserSession, BrowserSessions};
+use self::sessions::{BrowserSession, BrowserSessions, FAILED_EVERY_MS, OpenRefused, seconds_up};
 use self::view::{Filters, MAX_LIMIT};
-use crate::auth::tokens::Tokens;
+use crate::auth::tokens::{TokenDigest, Tokens};
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::host::Host;
@@ -158,6 +161,47 @@ fn redirect(to: &str) -> PlainResponse {
     r
 }
 
+/// The bearer token of `request`'s `Authorization` header, if any.
+fn bearer(request: &PlainRequest) -> Option<&str> {
+    let (scheme, token) = request.header("authorization")?.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// The 429 of a login past its rate: the login page saying `why`, and when to come
+/// back.
+fn throttled(retry_after_ms: i64, why: &str) -> PlainResponse {
+    let mut r = html(429, pages::login(Some(why)));
+    r.headers.push((
+        "retry-after".into(),
+        seconds_up(retry_after_ms).max(1).to_string(),
+    ));
+    r
+}
+
+/// An error's message as the first words of a sentence.
+fn capitalized(error: &impl std::fmt::Display) -> String {
+    let text = error.to_string();
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
+/// The `Set-Cookie` value that makes a browser forget its session.
+fn ended_cookie() -> String {
+    format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path={ROOT}; Max-Age=0")
+}
+
+/// Why a request has no visitor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NoVisitor {
+    /// No session and no bearer token that reads the console.
+    Anonymous,
+    /// A session whose token was revoked or changed: closed now.
+    Ended,
+}
+
 /// Who is asking: a browser's session, or a bearer token on the JSON API.
 struct Visitor {
     session: BrowserSession,
@@ -187,20 +231,19 @@ impl Routes for Console {
             ("POST", "/console/login") => return self.login(request, now),
             _ => {}
         }
-        let Some(visitor) = self.visitor(request, api, now) else {
-            return if api {
-                let mut r = json(
+        let visitor = match self.visitor(request, api, now) {
+            Ok(visitor) => visitor,
+            Err(NoVisitor::Ended) if !api => {
+                let mut r = html(
                     401,
-                    &serde_json::json!({"error": "a console session or a viewer's or operator's bearer token is required"}),
+                    pages::login(Some(
+                        "Your session ended: the token it was opened with was revoked or changed. Log in again.",
+                    )),
                 );
-                r.headers.push((
-                    "www-authenticate".into(),
-                    "Bearer realm=\"justonce\"".into(),
-                ));
-                r
-            } else {
-                html(401, pages::login(None))
-            };
+                r.headers.push(("set-cookie".into(), ended_cookie()));
+                return r;
+            }
+            Err(_) => return self.anonymous(api),
         };
         let query = fields(request.query().as_bytes());
         let session = &visitor.session;
@@ -267,30 +310,73 @@ impl Routes for Console {
 }
 
 impl Console {
+    /// The 401 of a request with neither a session nor (on the API) a bearer token.
+    fn anonymous(&self, api: bool) -> PlainResponse {
+        if !api {
+            return html(401, pages::login(None));
+        }
+        let mut r = json(
+            401,
+            &serde_json::json!({"error": "a console session or a viewer's or operator's bearer token is required"}),
+        );
+        r.headers.push((
+            "www-authenticate".into(),
+            "Bearer realm=\"justonce\"".into(),
+        ));
+        r
+    }
+
     /// The visitor of `request`: its session cookie, or (on the API) a bearer token
     /// of a role that reads the console.
-    fn visitor(&self, request: &PlainRequest, api: bool, now: i64) -> Option<Visitor> {
+    ///
+    /// A session is only as good as the token that opened it, checked now: its
+    /// digest must still be in the tokens file, for the same principal, with a role
+    /// that reads the console; the session then has the role the file gives now (an
+    /// operator turned viewer no longer acts). Otherwise the session is closed.
+    fn visitor(&self, request: &PlainRequest, api: bool, now: i64) -> Result<Visitor, NoVisitor> {
+        let mut ended = false;
         if let Some(id) = cookie(request, COOKIE)
             && let Some(session) = self.sessions.get(id, now)
         {
-            return Some(Visitor {
-                session,
-                id: Some(id.to_owned()),
-            });
+            let current = session
+                .token
+                .as_ref()
+                .and_then(|digest| self.tokens.holder_of(digest))
+                .filter(|h| h.name == session.principal && h.role.reads_console());
+            match current {
+                Some(holder) => {
+                    return Ok(Visitor {
+                        session: BrowserSession {
+                            role: holder.role,
+                            ..session
+                        },
+                        id: Some(id.to_owned()),
+                    });
+                }
+                None => {
+                    tracing::warn!(principal = %session.principal, "a console session whose token was revoked or changed was refused and closed");
+                    self.sessions.close(id);
+                    ended = true;
+                }
+            }
         }
+        let refused = if ended {
+            NoVisitor::Ended
+        } else {
+            NoVisitor::Anonymous
+        };
         if !api {
-            return None;
+            return Err(refused);
         }
-        let value = request.header("authorization")?;
-        let (scheme, token) = value.trim().split_once(' ')?;
-        if !scheme.eq_ignore_ascii_case("bearer") {
-            return None;
-        }
-        let holder = self.tokens.holder(token.trim())?;
-        holder.role.reads_console().then(|| Visitor {
+        let holder = bearer(request)
+            .and_then(|token| self.tokens.holder(token))
+            .filter(|h| h.role.reads_console())
+            .ok_or(refused)?;
+        Ok(Visitor {
             session: BrowserSession {
                 principal: holder.name,
                 role: holder.role,
+                token: None,
                 csrf: String::new(),
                 expires_at: now,
             },
@@ -326,6 +412,12 @@ impl Console {
         let form = fields(&request.body);
         let token = form.get("token").map(|t| t.trim()).unwrap_or("");
         let Some(holder) = self.tokens.holder(token) else {
+            if !self.sessions.may_fail(now) {
+                return throttled(
+                    FAILED_EVERY_MS,
+                    "Too many logins with tokens that are not valid; try again in a moment.",
+                );
+            }
             tracing::warn!("a console login with an unknown token was refused");
             return html(401, pages::login(Some("That token is not valid.")));
         };
@@ -337,12 +429,28 @@ impl Console {
                 )),
             );
         }
-        let Some((id, session)) = self.sessions.open(&holder.name, holder.role, now) else {
-            tracing::error!("cannot draw a random session id");
-            return html(
-                500,
-                pages::login(Some("The server could not open a session; try again.")),
-            );
+        let (id, session) = match self.sessions.open(&holder, TokenDigest::of(token), now) {
+            Ok(opened) => opened,
+            Err(refused @ OpenRefused::Throttled { retry_after_ms, .. }) => {
+                tracing::warn!(principal = %holder.name, "a console login was refused: {refused}");
+                return throttled(retry_after_ms, &format!("{}.", capitalized(&refused)));
+            }
+            Err(refused @ OpenRefused::Full) => {
+                tracing::warn!(principal = %holder.name, "a console login was refused: {refused}");
+                let mut r = html(
+                    503,
+                    pages::login(Some(&format!("{}.", capitalized(&refused)))),
+                );
+                r.headers.push(("retry-after".into(), "60".into()));
+                return r;
+            }
+            Err(refused @ OpenRefused::Random) => {
+                tracing::error!("{refused}");
+                return html(
+                    500,
+                    pages::login(Some("The server could not open a session; try again.")),
+                );
+            }
         };
         tracing::info!(principal = %session.principal, role = %session.role, "a console session opened");
         let max_age = (session.expires_at - now) / 1000;
@@ -369,10 +477,7 @@ impl Console {
             self.sessions.close(id);
         }
         let mut r = redirect(ROOT);
-        r.headers.push((
-            "set-cookie".into(),
-            format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path={ROOT}; Max-Age=0"),
-        ));
+        r.headers.push(("set-cookie".into(), ended_cookie()));
         r
     }
 
