@@ -39,6 +39,7 @@ mod mcp_protocol;
 mod mcp_python;
 mod mcp_resume;
 mod mcp_scope;
+mod mcp_told;
 mod metrics;
 mod new_tool;
 mod operate;

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::support::db::{journal, mailbox_count};
-use crate::support::mcp::{McpProcess, VERSION, key, replayed, result};
+use crate::support::mcp::{McpProcess, VERSION, key, note, replayed, result, tool_items};
 
 fn receipt(order: u64) -> Value {
     json!({ "orders": [{ "order_id": order, "email": "ada@example.com", "amount_cents": 1299 }] })
@@ -85,10 +85,15 @@ fn initialize_list_call_and_a_replayed_call() {
         "both attempts carried the same key"
     );
     assert_eq!(
-        result(&retry)["content"],
+        tool_items(result(&retry)),
         told["content"],
-        "the agent is told the same"
+        "the agent is told the same, byte for byte"
     );
+    assert!(
+        note(result(&retry)).is_some_and(|n| n.contains("Nothing was sent or done again")),
+        "and, after it, that it was done earlier: {retry}"
+    );
+    assert_eq!(note(told), None, "a first call has no note");
     assert_eq!(
         result(&retry)["structuredContent"],
         told["structuredContent"]

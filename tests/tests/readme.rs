@@ -288,3 +288,16 @@ fn every_justonce_command_shown_exists() {
         );
     }
 }
+
+#[test]
+fn the_mcp_table_of_the_framework_section_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        justonce::Config::parse(&block("toml", "[mcp]"), &dir.path().join("justonce.toml"))
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.mcp.unscoped, Some(justonce::Unscoped::Refuse));
+    assert_eq!(
+        config.mcp.answer_within,
+        Some(std::time::Duration::from_secs(4))
+    );
+}

@@ -9,7 +9,7 @@ use justonce::__private::ServerConfig;
 use justonce::{CallRequest, Outcome};
 use serde_json::{Value, json};
 
-use crate::support::mcp::{VERSION, key, replayed, result, serve_in_process};
+use crate::support::mcp::{VERSION, key, note, replayed, result, serve_in_process, tool_items};
 use crate::support::{TestHost, test_host_with_mail};
 
 fn request() -> CallRequest {
@@ -110,11 +110,17 @@ fn over_mcp_the_output_schema_is_listed_and_a_retry_gets_the_same_parts_and_stru
     assert_eq!(result(&first)["isError"], false);
     assert!(!replayed(&first) && replayed(&retry));
     assert_eq!(key(&first), key(&retry));
-    for field in ["content", "structuredContent", "isError"] {
+    for field in ["structuredContent", "isError"] {
         assert_eq!(
             result(&retry)[field].to_string(),
             result(&first)[field].to_string()
         );
     }
+    assert_eq!(
+        tool_items(result(&retry)).to_string(),
+        result(&first)["content"].to_string(),
+        "the tool's own items, byte for byte, before the host's note"
+    );
+    assert!(note(result(&retry)).is_some());
     assert_eq!(mail.sent().unwrap().len(), 1);
 }

@@ -380,23 +380,24 @@ pub(crate) fn call_result(
     match result {
         Ok(response) => {
             let key = Some(response.key.to_string());
-            Ok(match response.outcome {
+            let replayed = response.replayed;
+            let mut result = match response.outcome {
                 Outcome::Success {
                     result,
                     content: Some(content),
-                } => rich_result(result, content, response.replayed, key, any_structured),
+                } => rich_result(result, content, replayed, key, any_structured),
                 Outcome::Success {
                     result,
                     content: None,
-                } => tool_result(result, false, response.replayed, key, any_structured),
-                failure => tool_result(
-                    failure.to_agent_json(),
-                    true,
-                    response.replayed,
-                    key,
-                    any_structured,
-                ),
-            })
+                } => tool_result(result, false, replayed, key, any_structured),
+                failure => {
+                    tool_result(failure.to_agent_json(), true, replayed, key, any_structured)
+                }
+            };
+            if replayed {
+                add_note(&mut result, REPLAYED_NOTE);
+            }
+            Ok(result)
         }
         Err(error) => match &error {
             // `CannotResolve` and `CannotOperate` come from `justonce resolve`, `forget`
@@ -415,13 +416,24 @@ pub(crate) fn call_result(
             | Error::OutcomeUnknown { .. }
             | Error::NotPerformed { .. }
             | Error::Divergence { .. }
-            | Error::LeaseLost { .. } => Ok(tool_result(
-                error.to_agent_json(),
-                true,
-                false,
-                error.key().map(ToString::to_string),
-                any_structured,
-            )),
+            | Error::LeaseLost { .. } => {
+                let mut payload = error.to_agent_json();
+                let note = retry_note(&error);
+                if let Some((_, wait)) = note {
+                    payload["error"]["retry_after_s"] = json!(wait);
+                }
+                let mut result = tool_result(
+                    payload,
+                    true,
+                    false,
+                    error.key().map(ToString::to_string),
+                    any_structured,
+                );
+                if let Some((note, wait)) = note {
+                    add_note(&mut result, &note.replace("{wait}", &wait.to_string()));
+                }
+                Ok(result)
+            }
             // `Config` comes from reading the configuration file, before any call.
             Error::Load { .. }
             | Error::Config { .. }
@@ -470,6 +482,69 @@ fn host_failure(error: &Error, remote: bool) -> ErrorData {
             "error_id": id,
         })),
     )
+}
+
+/// Content `_meta` key: `true` on the text item the host adds to a tool's content
+/// for the model ([`add_note`]); a client that wants the tool's items alone drops it.
+pub const NOTE_META_KEY: &str = "dev.justonce/note";
+
+/// What the model is told of a replay, after the tool's own items: frameworks keep
+/// a result's text and drop its `_meta`, and a model that cannot tell "done earlier"
+/// from "done now" repeats the call or apologises for an effect that happened.
+const REPLAYED_NOTE: &str = "justonce: this call was already made earlier in this \
+conversation with these arguments; the result above is the one it got then, replayed. \
+Nothing was sent or done again. It is done: do not repeat it.";
+
+/// What the model is told of an error that retrying the very same call resolves,
+/// with the seconds to wait first (`{wait}` in the text); `None` for the others.
+fn retry_note(error: &Error) -> Option<(&'static str, u64)> {
+    Some(match error {
+        Error::InProgress { .. } => (
+            "justonce: the same call, started by an earlier attempt, is still running; \
+             nothing new was started. Retrying the very same call (same arguments, same \
+             conversation) is safe and returns its result once it is done: wait about \
+             {wait} s first.",
+            5,
+        ),
+        Error::OutcomeUnknown { .. } => (
+            "justonce: the outcome is unknown: the downstream did not answer whether the \
+             effect happened. Retrying the very same call (same arguments, same \
+             conversation) is safe: it cannot do the effect twice; wait about {wait} s \
+             first, and do not change the arguments, which would make it a new call.",
+            30,
+        ),
+        Error::NotPerformed { .. } => (
+            "justonce: the effect was not performed, and nothing was saved. Retrying the \
+             very same call is safe once the cause is fixed: wait about {wait} s first.",
+            30,
+        ),
+        Error::Busy { .. } => (
+            "justonce: the host is busy and did not run the call. Retrying the very same \
+             call is safe: wait about {wait} s first.",
+            5,
+        ),
+        Error::LeaseLost { .. } => (
+            "justonce: another host took this call over while it ran here. Retrying the \
+             very same call is safe and returns that host's result: wait about {wait} s \
+             first.",
+            1,
+        ),
+        _ => return None,
+    })
+}
+
+/// Appends the host's `note` for the model to a result's content, after the tool's
+/// own items, which stay as saved (byte for byte): marked
+/// `_meta["dev.justonce/note"]` and for the assistant's eyes.
+fn add_note(result: &mut Value, note: &str) {
+    if let Some(Value::Array(content)) = result.get_mut("content") {
+        content.push(json!({
+            "type": "text",
+            "text": note,
+            "annotations": { "audience": ["assistant"] },
+            "_meta": { NOTE_META_KEY: true },
+        }));
+    }
 }
 
 /// A result of JSON `payload`: the JSON as text (for clients before
@@ -806,6 +881,9 @@ mod tests {
         assert_eq!(ok["content"][0]["text"], r#"{"sent":1}"#);
         assert_eq!(ok["_meta"][REPLAYED_META_KEY], true);
         assert_eq!(ok["_meta"][KEY_META_KEY], key.to_string());
+        assert_eq!(ok["content"].as_array().unwrap().len(), 2, "{ok}");
+        assert_eq!(ok["content"][1]["text"], REPLAYED_NOTE);
+        assert_eq!(ok["content"][1]["_meta"][NOTE_META_KEY], true);
 
         let unknown = call_result(
             Err(Error::OutcomeUnknown {
@@ -824,6 +902,12 @@ mod tests {
             "outcome_unknown"
         );
         assert_eq!(unknown["structuredContent"]["error"]["retry_safe"], true);
+        assert_eq!(unknown["structuredContent"]["error"]["retry_after_s"], 30);
+        let note = unknown["content"][1]["text"].as_str().unwrap();
+        assert!(
+            note.contains("wait about 30 s") && !note.contains("{wait}"),
+            "{note}"
+        );
 
         let no_tool = call_result(
             Err(Error::UnknownTool {

@@ -249,3 +249,21 @@ pub fn key(response: &Value) -> String {
         .expect("a key")
         .to_owned()
 }
+
+/// Whether a content item is the host's note for the model (see [`note`]).
+fn is_note(item: &Value) -> bool {
+    item["_meta"]["dev.justonce/note"] == true
+}
+
+/// A tool result's content without the host's note: the tool's own items, as saved.
+pub fn tool_items(result: &Value) -> Value {
+    let items = result["content"].as_array().expect("content is an array");
+    Value::Array(items.iter().filter(|i| !is_note(i)).cloned().collect())
+}
+
+/// The text of the host's note for the model: the last content item, marked
+/// `_meta["dev.justonce/note"]` (a replay, a retry-safe error); `None` without one.
+pub fn note(result: &Value) -> Option<String> {
+    let last = result["content"].as_array()?.last()?;
+    is_note(last).then(|| last["text"].as_str().unwrap_or_default().to_owned())
+}
