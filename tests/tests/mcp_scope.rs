@@ -190,7 +190,7 @@ fn a_server_refusing_unscoped_calls_names_the_header_glue_and_runs_a_scoped_one(
     let message = error["message"].as_str().unwrap();
     for glue in [
         "Justonce-Conversation",
-        "MCPServerStreamableHTTP(url, headers=",
+        "MCPToolset(url, headers=",
         "MCPServerStreamableHttp(params=",
         "MultiServerMCPClient(",
     ] {

@@ -302,14 +302,14 @@ pub(crate) fn unscoped_refused(http: bool) -> ErrorData {
 /// The glue of [`unscoped_refused`] over HTTP: each line is the README's recipe
 /// (tests/frameworks/recipes.py runs them).
 const UNSCOPED_GLUE_HTTP: &str = "\
-pydantic-ai: MCPServerStreamableHTTP(url, headers={\"Justonce-Conversation\": conversation_id}). \
+pydantic-ai: MCPToolset(url, headers=lambda ctx: {\"Justonce-Conversation\": ctx.deps.conversation_id}). \
 OpenAI Agents SDK: MCPServerStreamableHttp(params={\"url\": url, \"headers\": {\"Justonce-Conversation\": conversation_id}}). \
 langchain-mcp-adapters: MultiServerMCPClient({\"justonce\": {\"transport\": \"streamable_http\", \"url\": url, \"headers\": {\"Justonce-Conversation\": conversation_id}}}).";
 
 /// The glue of [`unscoped_refused`] over stdio.
 const UNSCOPED_GLUE_STDIO: &str = "\
-pydantic-ai: MCPServerStdio(..., process_tool_call=lambda ctx, call_tool, name, args: call_tool(name, args, {\"dev.justonce/conversation\": conversation_id})). \
-OpenAI Agents SDK: MCPServerStdio(..., tool_meta_resolver=lambda context: {\"dev.justonce/conversation\": conversation_id}). \
+pydantic-ai: MCPToolset(transport, process_tool_call=lambda ctx, call_tool, name, args: call_tool(name, args, metadata={\"dev.justonce/conversation\": ctx.deps.conversation_id})). \
+OpenAI Agents SDK: MCPServerStdio(params, tool_meta_resolver=lambda meta: {\"dev.justonce/conversation\": meta.run_context.context.conversation_id}). \
 langchain-mcp-adapters: one server per conversation, args=[\"serve\", \"--conversation\", conversation_id].";
 
 /// The `_meta.progressToken` of `tools/call` parameters: a string or an integer
@@ -788,7 +788,7 @@ mod tests {
         };
         let e = call_request(&bare, &over_http).unwrap_err();
         for glue in [
-            "MCPServerStreamableHTTP",
+            "MCPToolset(url, headers=",
             "MCPServerStreamableHttp",
             "MultiServerMCPClient",
             "Justonce-Conversation",
