@@ -158,6 +158,14 @@ mod tests {
                 && err.contains("at /delta:"),
             "{err}"
         );
+        // The numbers as sent, not as the doubles that hold them.
+        assert!(
+            err.contains("18446744073709551616 is not")
+                && err.contains("9223372036854775808 is not")
+                && !err.contains("e19")
+                && !err.contains("e18"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -94,6 +94,19 @@ pub(super) fn keyword<'a>(
     Ok(Box::new(Check(range)))
 }
 
+/// A refused value as its exact digits: a whole number a 64-bit integer cannot hold
+/// arrives as a double, which JSON prints in exponent form (`2^64` as
+/// `1.8446744073709552e19`), not the number the caller sent; every double that is a
+/// whole number has one exact decimal expansion, printed in full.
+fn exact_digits(value: &Value) -> String {
+    match value.as_f64() {
+        Some(x) if !value.is_i64() && !value.is_u64() && x.is_finite() && x.fract() == 0.0 => {
+            format!("{x:.0}")
+        }
+        _ => value.to_string(),
+    }
+}
+
 struct Check(Range);
 
 impl<'i> Keyword<'i> for Check {
@@ -102,7 +115,8 @@ impl<'i> Keyword<'i> for Check {
             return Ok(());
         }
         Err(ValidationError::custom(format!(
-            "{instance} is not {}, which the tool's type takes",
+            "{} is not {}, which the tool's type takes",
+            exact_digits(instance),
             self.0.name()
         )))
     }
