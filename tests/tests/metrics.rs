@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use justonce::__private::HttpOptions;
+use justonce::__private::{HttpOptions, MetricsServer};
 use serde_json::{Value, json};
 
 use crate::support::mcp::McpProcess;
@@ -19,11 +19,23 @@ fn refund(order: u64) -> Value {
 
 /// `GET /metrics` on `addr`, with `token` as a bearer token if any.
 fn scrape(addr: SocketAddr, token: Option<&str>, method: &str) -> Reply {
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+    let auth = token.map(|t| ("Authorization", format!("Bearer {t}")));
+    scrape_with(addr, method, &addr.to_string(), auth)
+}
+
+/// `METHOD /metrics` on `addr` with the `Host` header `host` and one more header if
+/// any.
+fn scrape_with(
+    addr: SocketAddr,
+    method: &str,
+    host: &str,
+    header: Option<(&str, String)>,
+) -> Reply {
+    let header = header
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
         .unwrap_or_default();
     let request =
-        format!("{method} /metrics HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
+        format!("{method} /metrics HTTP/1.1\r\nHost: {host}\r\n{header}Connection: close\r\n\r\n");
     read_reply(&mut HttpClient::new(addr, None).send_raw(request.as_bytes()))
 }
 
@@ -243,6 +255,52 @@ fn serve_over_stdio_serves_metrics_on_a_loopback_listener_of_its_own() {
     assert_eq!(elsewhere.status, 404, "it serves /metrics only");
     let (_, code, log) = server.close();
     assert_eq!(code, Some(0), "{log}");
+}
+
+/// `GET /metrics` on `addr` with the `Host` header `host` and an `Origin` if any.
+fn scrape_from(addr: SocketAddr, host: &str, origin: Option<&str>) -> Reply {
+    scrape_with(addr, "GET", host, origin.map(|o| ("Origin", o.to_owned())))
+}
+
+#[test]
+fn a_metrics_listener_refuses_a_rebound_host_and_a_foreign_origin_as_the_http_server_does() {
+    let host = Arc::new(test_host(|b| b).host);
+    let running = MetricsServer::new(host, None)
+        .with_allowed_origins(vec!["https://dashboard.example.com".into()])
+        .spawn(std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .unwrap();
+    let addr = running.addr();
+    let port = addr.port();
+
+    // A page on evil.example whose name now resolves to 127.0.0.1 (DNS rebinding).
+    let rebound = scrape_from(addr, &format!("evil.example:{port}"), None);
+    // (The body is not printed: on a failure it is the whole page of figures.)
+    assert_eq!(rebound.status, 421, "a rebound Host was answered");
+    assert!(!rebound.body.contains("justonce_calls_total"));
+    let foreign = scrape_from(
+        addr,
+        &addr.to_string(),
+        Some(&format!("http://evil.example:{port}")),
+    );
+    assert_eq!(foreign.status, 403, "a foreign Origin was answered");
+    assert!(!foreign.body.contains("justonce_calls_total"));
+
+    // The opposite cases: Prometheus (no Origin), a local page, an allowed origin.
+    for (host, origin) in [
+        (addr.to_string(), None),
+        (
+            format!("localhost:{port}"),
+            Some(format!("http://localhost:{port}")),
+        ),
+        (
+            addr.to_string(),
+            Some("https://dashboard.example.com".to_owned()),
+        ),
+    ] {
+        let reply = scrape_from(addr, &host, origin.as_deref());
+        assert_eq!(reply.status, 200, "{host} {origin:?}: {reply:?}");
+        assert!(reply.body.contains("justonce_calls_total"));
+    }
 }
 
 #[test]

@@ -266,6 +266,7 @@ impl Serve {
             Some(tokens)
         };
         let running = MetricsServer::new(Arc::clone(host), tokens)
+            .with_allowed_origins(self.allow_origin.clone())
             .spawn(listener)
             .map_err(|e| Error::Host(anyhow::anyhow!("--metrics: serving on {bound}: {e}")))?;
         tracing::info!("serving Prometheus metrics on {}", running.url());

@@ -2,7 +2,9 @@
 //! ([`Host::metrics_text`]). Served by the MCP server to any valid bearer token, and
 //! by a listener of its own ([`MetricsServer`], `serve --metrics ADDR:PORT`), which
 //! serves nothing else: open on a loopback address, behind the tokens file's bearer
-//! tokens on any other.
+//! tokens on any other. Both check `Host` and `Origin` as every endpoint does
+//! ([`Origins`]): on loopback, a page that rebound its own name to 127.0.0.1 must not
+//! read the figures (tool names included).
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -13,7 +15,7 @@ use std::time::Duration;
 use hyper::service::service_fn;
 use tokio::sync::{Semaphore, watch};
 
-use super::checks::{Caller, caller};
+use super::checks::{Caller, Origins, caller};
 use super::wire::{Head, Kind, Response};
 use crate::auth::tokens::Tokens;
 use crate::host::Host;
@@ -33,9 +35,19 @@ pub(crate) fn is_metrics(path: &str) -> bool {
     path.split('?').next() == Some(METRICS_PATH)
 }
 
-/// Answers a request for the metrics: `GET` only, and, when `tokens` are given, only
-/// with a bearer token from them (401 otherwise, as for `/mcp`).
-pub(crate) fn answer(host: &Host, head: &Head, tokens: Option<&Tokens>) -> Response {
+/// Answers a request for the metrics: from a `Host` and `Origin` that `origins`
+/// accept (421 or 403 otherwise), `GET` only, and, when `tokens` are given, only with
+/// a bearer token from them (401 otherwise, as for `/mcp`).
+pub(crate) fn answer(
+    host: &Host,
+    head: &Head,
+    origins: &Origins,
+    tokens: Option<&Tokens>,
+) -> Response {
+    if let Some((status, why)) = origins.check(head) {
+        tracing::warn!(status, "a scrape of /metrics was refused: {why}");
+        return Response::refusal(status, &why);
+    }
     if let Some(tokens) = tokens {
         match caller(head, tokens, None) {
             // Any role may read the figures (a viewer's token is the one to give
@@ -76,12 +88,25 @@ pub(crate) fn answer(host: &Host, head: &Head, tokens: Option<&Tokens>) -> Respo
 pub struct MetricsServer {
     host: Arc<Host>,
     tokens: Option<Tokens>,
+    /// Browser origins allowed besides loopback ones.
+    allowed_origins: Vec<String>,
 }
 
 impl MetricsServer {
     /// Serves `host`'s metrics; with `tokens`, only to their bearers.
     pub fn new(host: Arc<Host>, tokens: Option<Tokens>) -> Self {
-        Self { host, tokens }
+        Self {
+            host,
+            tokens,
+            allowed_origins: Vec::new(),
+        }
+    }
+
+    /// Also answers pages of these browser origins (`https://dashboard.example.com`),
+    /// as `ServerOptions::allowed_origins` does for the HTTP server.
+    pub fn with_allowed_origins(mut self, origins: Vec<String>) -> Self {
+        self.allowed_origins = origins;
+        self
     }
 
     /// Serves `listener` on a thread of its own until the returned handle is dropped.
@@ -106,6 +131,11 @@ impl MetricsServer {
         mut stopped: watch::Receiver<bool>,
     ) -> io::Result<()> {
         // Multi-threaded, if small: a scrape blocks its thread on the journal.
+        // Loopback or not, as the HTTP server decides it: from the address bound.
+        let origins = Arc::new(Origins::new(
+            &self.allowed_origins,
+            listener.local_addr()?.ip().is_loopback(),
+        ));
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("justonce-metrics")
@@ -130,13 +160,15 @@ impl MetricsServer {
                     }
                 };
                 let server = Arc::clone(&self);
+                let origins = Arc::clone(&origins);
                 tokio::spawn(async move {
                     let service = service_fn(|request: hyper::Request<hyper::body::Incoming>| {
                         let server = Arc::clone(&server);
+                        let origins = Arc::clone(&origins);
                         async move {
                             let head = Head::of(&request);
                             let response = if is_metrics(&head.path) {
-                                answer(&server.host, &head, server.tokens.as_ref())
+                                answer(&server.host, &head, &origins, server.tokens.as_ref())
                             } else {
                                 Response::refusal(404, "this listener serves /metrics only")
                             };

@@ -444,14 +444,10 @@ impl HttpServer {
     /// checks as the endpoint); 404 on a server without a host's metrics (the console
     /// alone).
     fn scrape(&self, head: &Head) -> Response {
-        if let Some((status, why)) = self.origins().check(head) {
-            tracing::warn!(status, "{why}");
-            return Response::refusal(status, &why);
-        }
         let Some(host) = &self.metrics else {
             return Response::plain(404, "text/plain; charset=utf-8", b"no such path".to_vec());
         };
-        scrape::answer(host, head, Some(&self.tokens))
+        scrape::answer(host, head, self.origins(), Some(&self.tokens))
     }
 
     /// Reads a body of `length` bytes (at most) within the request's time; `Err` is
