@@ -14,7 +14,7 @@ use crate::host::Host;
 use crate::http::HttpConfig;
 use crate::journal::{self, Durability};
 use crate::provider::Provider;
-use crate::providers::{HttpProvider, KvProvider, MailProvider, OutboxProvider};
+use crate::providers::{HttpProvider, InjectedFault, KvProvider, MailProvider, OutboxProvider};
 use crate::registry::{self, BlobCache, Credentials, LockFile, Reference, RegistryClient};
 use crate::retention::Retention;
 use crate::retry::RetryPolicy;
@@ -40,6 +40,8 @@ pub struct HostBuilder {
     limits: Option<Limits>,
     tool_limits: BTreeMap<String, Limits>,
     providers: BTreeMap<String, Arc<dyn Provider>>,
+    /// Faults injected into the providers (`serve --fault`); none by default.
+    faults: Vec<InjectedFault>,
     runtime: Option<Arc<Runtime>>,
     components: Vec<(PathBuf, Option<Vec<u8>>)>,
     tools_dir: Option<PathBuf>,
@@ -79,6 +81,7 @@ impl Default for HostBuilder {
             limits: None,
             tool_limits: BTreeMap::new(),
             providers: BTreeMap::new(),
+            faults: Vec::new(),
             runtime: None,
             components: Vec::new(),
             tools_dir: None,
@@ -197,6 +200,14 @@ impl HostBuilder {
     /// Registers a provider under `name`, replacing a built-in one of that name.
     pub fn provider(mut self, name: impl Into<String>, provider: Arc<dyn Provider>) -> Self {
         self.providers.insert(name.into(), provider);
+        self
+    }
+
+    /// Injects `faults` into the providers they target (a provider's or a tool's
+    /// name), for testing an agent loop against "the effect lands, the response is
+    /// lost" and a late answer. Never for production: the caller says so loudly.
+    pub fn inject_faults(mut self, faults: Vec<InjectedFault>) -> Self {
+        self.faults = faults;
         self
     }
 
@@ -520,6 +531,7 @@ impl HostBuilder {
                     .lose_first_responses(self.lose_first_mail_responses);
             providers.insert("mail".into(), Arc::new(mail));
         }
+        let providers = crate::providers::with_faults(providers, &self.faults);
         for provider in providers.values() {
             journal.prepare_provider(provider.as_ref())?;
         }

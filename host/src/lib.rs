@@ -103,7 +103,9 @@ pub mod __private {
         Catalog, HttpOptions, LIST_CHANGED, MAX_QUEUED_CALLS, Server, ServerConfig, http_server,
     };
     pub use crate::mutants::Mutant;
-    pub use crate::providers::{KvProvider, MailProvider, OutboxMessage, OutboxProvider};
+    pub use crate::providers::{
+        InjectedFault, KvProvider, MailProvider, OutboxMessage, OutboxProvider,
+    };
     pub use crate::registry::testing::TestRegistry;
     pub use crate::runtime::CONCURRENT_CALLS;
     pub use crate::runtime::CacheStats;

@@ -29,6 +29,7 @@ mod loading;
 mod logs;
 mod mcp_calls;
 mod mcp_conformance;
+mod mcp_faults;
 mod mcp_hidden;
 mod mcp_http;
 mod mcp_http_cli;

@@ -44,6 +44,14 @@ pub struct Serve {
     /// else 4000].
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     answer_within_ms: Option<u64>,
+    /// Inject a fault, to test an agent loop (repeatable; never in production):
+    /// `lose-response:TARGET[:ATTEMPTS]`, the effect lands and its response is lost
+    /// for the first ATTEMPTS (3) attempts of each key, so the first call ends
+    /// `outcome_unknown` and the agent's retry is answered; `hang:TARGET:MS`, the
+    /// effect lands and its answer waits MS, once per key. TARGET: a provider
+    /// (`mail`, `http`, …) or a tool.
+    #[arg(long, value_name = "FAULT")]
+    fault: Vec<crate::providers::InjectedFault>,
     /// How many tool calls run at once; more wait in a queue (stdio).
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
     max_concurrent_calls: u16,
@@ -164,7 +172,17 @@ impl Serve {
             .map(Duration::from_millis)
             .or(settings.answer_within)
             .unwrap_or(crate::mcp::DEFAULT_ANSWER_WITHIN);
-        let host = Arc::new(cli.host().wait_bound(answer_within).build()?);
+        for fault in &self.fault {
+            tracing::warn!(
+                "FAULT INJECTION (serve --fault): {fault}; a test setup, never production"
+            );
+        }
+        let host = Arc::new(
+            cli.host()
+                .wait_bound(answer_within)
+                .inject_faults(self.fault.clone())
+                .build()?,
+        );
         for refused in host.runtime().refused() {
             tracing::warn!("refused {}: {}", refused.source.display(), refused.reason);
         }
@@ -266,7 +284,6 @@ impl Serve {
             Some(tokens)
         };
         let running = MetricsServer::new(Arc::clone(host), tokens)
-            .with_allowed_origins(self.allow_origin.clone())
             .spawn(listener)
             .map_err(|e| Error::Host(anyhow::anyhow!("--metrics: serving on {bound}: {e}")))?;
         tracing::info!("serving Prometheus metrics on {}", running.url());

@@ -9,12 +9,15 @@
 //! - `outbox` ([`OutboxProvider`], transactional): webhooks queued in the journal's
 //!   transaction and sent later by [`Deliverer`](crate::delivery::Deliverer).
 
+mod faulty;
 mod http;
 mod kv;
 mod mail;
 mod outbox;
 
 pub use crate::journal::outbox::OutboxMessage;
+pub use faulty::InjectedFault;
+pub(crate) use faulty::wrap as with_faults;
 pub use http::HttpProvider;
 pub use kv::KvProvider;
 pub use mail::MailProvider;

@@ -1,0 +1,215 @@
+//! Faults injected into a serving host's providers (`justonce serve --fault`), so an
+//! agent builder can run the seed's test against their own agent loop: the effect
+//! lands, then its response is lost; or the effect lands and its answer comes late,
+//! past the client's timeout. Off unless asked for; `serve` logs each one loudly.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::keys::EffectKey;
+use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
+
+/// One fault: what happens, and to which effects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InjectedFault {
+    /// What happens.
+    pub kind: FaultKind,
+    /// A provider's name (`mail`, `http`, …) or a tool's: the fault hits the effects
+    /// that go to that provider or that that tool asks for.
+    pub target: String,
+}
+
+/// What an injected fault does to an effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// The effect is performed, then its response is lost (an unknown outcome), for
+    /// the first `attempts` attempts of each effect key. With as many as the retry
+    /// policy's attempts (3 by default) the first call ends `outcome_unknown` and the
+    /// agent's own retry of the same call is answered.
+    LoseResponse {
+        /// How many attempts of each effect lose their response.
+        attempts: u32,
+    },
+    /// The effect is performed, then its answer waits this long, once per effect
+    /// key: past a client's timeout, its retry meets the call still running.
+    Hang {
+        /// How long.
+        delay: Duration,
+    },
+}
+
+impl std::str::FromStr for InjectedFault {
+    type Err = String;
+
+    /// `lose-response:TARGET[:ATTEMPTS]` (default 3) or `hang:TARGET:MS`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let usage = "expected lose-response:TARGET[:ATTEMPTS] or hang:TARGET:MS \
+                     (TARGET: a provider's or a tool's name)";
+        let parts: Vec<&str> = text.split(':').collect();
+        let number = |s: &str| {
+            s.parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("{text:?}: {s:?} is not a positive number; {usage}"))
+        };
+        let kind = match parts.as_slice() {
+            ["lose-response", _] => FaultKind::LoseResponse { attempts: 3 },
+            ["lose-response", _, n] => FaultKind::LoseResponse {
+                attempts: u32::try_from(number(n)?).map_err(|e| e.to_string())?,
+            },
+            ["hang", _, ms] => FaultKind::Hang {
+                delay: Duration::from_millis(number(ms)?),
+            },
+            _ => return Err(format!("{text:?}: {usage}")),
+        };
+        let target = parts[1].to_owned();
+        if target.is_empty() {
+            return Err(format!("{text:?}: no TARGET; {usage}"));
+        }
+        Ok(Self { kind, target })
+    }
+}
+
+impl std::fmt::Display for InjectedFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind {
+            FaultKind::LoseResponse { attempts } => write!(
+                f,
+                "the effects of {} land and their response is lost, for the first {attempts} attempt(s) of each key",
+                self.target
+            ),
+            FaultKind::Hang { delay } => write!(
+                f,
+                "the effects of {} land and their answer waits {} ms, once per key",
+                self.target,
+                delay.as_millis()
+            ),
+        }
+    }
+}
+
+/// Wraps each keyed or unkeyed provider of `providers` that a fault targets (by its
+/// name, or by a tool's) in a provider that injects them. A transactional provider is
+/// left as it is: its effect and record commit together, so nothing can be lost
+/// between them.
+pub(crate) fn wrap(
+    providers: std::collections::BTreeMap<String, Arc<dyn Provider>>,
+    faults: &[InjectedFault],
+) -> std::collections::BTreeMap<String, Arc<dyn Provider>> {
+    if faults.is_empty() {
+        return providers;
+    }
+    providers
+        .into_iter()
+        .map(|(name, inner)| {
+            let wrapped: Arc<dyn Provider> = if inner.class() == ProviderClass::Transactional {
+                inner
+            } else {
+                Arc::new(Faulty {
+                    name: name.clone(),
+                    inner,
+                    faults: faults.to_vec(),
+                    seen: Mutex::default(),
+                })
+            };
+            (name, wrapped)
+        })
+        .collect()
+}
+
+/// A provider with faults injected.
+struct Faulty {
+    name: String,
+    inner: Arc<dyn Provider>,
+    faults: Vec<InjectedFault>,
+    /// How many times each effect key was performed here.
+    seen: Mutex<HashMap<EffectKey, u32>>,
+}
+
+impl Provider for Faulty {
+    fn class(&self) -> ProviderClass {
+        self.inner.class()
+    }
+
+    fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
+        let answer = self.inner.perform(request)?;
+        let times = {
+            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+            let times = seen.entry(request.key.clone()).or_default();
+            *times += 1;
+            *times
+        };
+        for fault in &self.faults {
+            if fault.target != self.name && fault.target != request.tool {
+                continue;
+            }
+            match fault.kind {
+                FaultKind::LoseResponse { attempts } if times <= attempts => {
+                    tracing::warn!(key = %request.key, tool = request.tool, provider = %self.name, "fault injected: the effect landed and its response is lost");
+                    return Err(ProviderError::Unknown(
+                        "the response was lost after the effect landed (justonce serve --fault)"
+                            .into(),
+                    ));
+                }
+                FaultKind::Hang { delay } if times == 1 => {
+                    tracing::warn!(key = %request.key, tool = request.tool, provider = %self.name, ms = delay.as_millis() as u64, "fault injected: the effect landed; its answer waits");
+                    std::thread::sleep(delay);
+                }
+                _ => {}
+            }
+        }
+        Ok(answer)
+    }
+
+    fn unjournaled_read(&self, operation: &str, payload: &Value) -> bool {
+        self.inner.unjournaled_read(operation, payload)
+    }
+
+    fn read(&self, request: &ReadRequest<'_>) -> Result<Value, ProviderError> {
+        self.inner.read(request)
+    }
+
+    fn prepare(&self, db: &rusqlite::Connection) -> rusqlite::Result<()> {
+        self.inner.prepare(db)
+    }
+
+    fn prepare_postgres(&self, tx: &mut postgres::Transaction<'_>) -> Result<(), postgres::Error> {
+        self.inner.prepare_postgres(tx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fault_is_read_from_its_flag_and_a_bad_one_names_the_forms() {
+        assert_eq!(
+            "lose-response:mail".parse::<InjectedFault>().unwrap(),
+            InjectedFault {
+                kind: FaultKind::LoseResponse { attempts: 3 },
+                target: "mail".into()
+            }
+        );
+        assert_eq!(
+            "lose-response:send_receipt:1"
+                .parse::<InjectedFault>()
+                .unwrap()
+                .kind,
+            FaultKind::LoseResponse { attempts: 1 }
+        );
+        assert_eq!(
+            "hang:http:6000".parse::<InjectedFault>().unwrap().kind,
+            FaultKind::Hang {
+                delay: Duration::from_secs(6)
+            }
+        );
+        for bad in ["hang:http", "lose:mail", "hang::5", "lose-response:mail:0", "hang:mail:x"] {
+            let why = bad.parse::<InjectedFault>().unwrap_err();
+            assert!(why.contains("lose-response:TARGET"), "{bad}: {why}");
+        }
+    }
+}
