@@ -15,7 +15,9 @@ use crate::http::HttpConfig;
 use crate::journal::{self, Durability};
 use crate::provider::Provider;
 use crate::providers::{HttpProvider, InjectedFault, KvProvider, MailProvider, OutboxProvider};
-use crate::registry::{self, BlobCache, Credentials, LockFile, Reference, RegistryClient};
+use crate::registry::{
+    self, BlobCache, Credentials, LockFile, LoginSources, Logins, Reference, RegistryClient,
+};
 use crate::retention::Retention;
 use crate::retry::RetryPolicy;
 use crate::runtime::{Limits, Runtime, ToolLimits};
@@ -55,8 +57,9 @@ pub struct HostBuilder {
     database_clock_is_host_clock: bool,
     /// Tools from OCI registries: name → pinned reference, or why it is not pinned.
     sources: BTreeMap<String, std::result::Result<Reference, String>>,
-    registry_credentials: Option<Credentials>,
-    registry_secrets_file: Option<PathBuf>,
+    /// Logins given by [`HostBuilder::registry_credentials`]; `None`: read them.
+    registry_logins: Option<Logins>,
+    registry_login_sources: LoginSources,
     /// `None`: beside the compiled-component cache.
     blob_cache: Option<PathBuf>,
     /// Per tool: origins and service names added to the HTTP allowlist.
@@ -92,8 +95,8 @@ impl Default for HostBuilder {
             compile_cache: None,
             database_clock_is_host_clock: false,
             sources: BTreeMap::new(),
-            registry_credentials: None,
-            registry_secrets_file: None,
+            registry_logins: None,
+            registry_login_sources: LoginSources::default(),
             blob_cache: None,
             tool_allow: BTreeMap::new(),
             hidden_from_mcp: std::collections::BTreeSet::new(),
@@ -325,18 +328,34 @@ impl HostBuilder {
         self
     }
 
-    /// The credentials for every registry a [`tool_source`](Self::tool_source) is on
-    /// (default: [`registry::USERNAME_VAR`] and [`registry::PASSWORD_VAR`] from the
-    /// environment, else from [`registry_secrets_file`](Self::registry_secrets_file)).
-    pub fn registry_credentials(mut self, credentials: Credentials) -> Self {
-        self.registry_credentials = Some(credentials);
+    /// The login for the registry `registry` (`HOST[:PORT]`, as a
+    /// [`tool_source`](Self::tool_source) names it); every registry not given one is
+    /// spoken to anonymously. Without this call the logins are read: each
+    /// [`registry_login_file`](Self::registry_login_file), and
+    /// [`registry::USERNAME_VAR`] and [`registry::PASSWORD_VAR`] from the environment
+    /// (else from [`registry_secrets_file`](Self::registry_secrets_file)) for the one
+    /// registry they can be bound to (see [`Logins::resolve`]).
+    pub fn registry_credentials(mut self, registry: &str, credentials: Credentials) -> Self {
+        let logins = self.registry_logins.take().unwrap_or_default();
+        self.registry_logins = Some(logins.with(registry, credentials));
         self
     }
 
-    /// Reads the registry credentials from this file (`NAME=value` lines) when the
-    /// environment has none.
+    /// Reads the registry login from this file (`NAME=value` lines) when the
+    /// environment has none; it is bound to one registry as
+    /// [`registry_credentials`](Self::registry_credentials) says.
     pub fn registry_secrets_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.registry_secrets_file = Some(path.into());
+        self.registry_login_sources.global_file = Some(path.into());
+        self
+    }
+
+    /// Reads the login of the registry `registry` (`HOST[:PORT]`) from this file
+    /// (`NAME=value` lines: [`registry::USERNAME_VAR`] and [`registry::PASSWORD_VAR`]);
+    /// it goes to that registry alone.
+    pub fn registry_login_file(mut self, registry: &str, path: impl Into<PathBuf>) -> Self {
+        self.registry_login_sources
+            .per_registry
+            .insert(registry.to_owned(), path.into());
         self
     }
 
@@ -388,23 +407,21 @@ impl HostBuilder {
         Ok(reference.clone())
     }
 
-    /// A client with the registry credentials.
+    /// A client with each registry's login.
     fn registry_client(&self) -> Result<RegistryClient> {
-        let credentials = match &self.registry_credentials {
-            Some(credentials) => credentials.clone(),
-            None => Credentials::resolve(
-                &|name| std::env::var(name).ok(),
-                self.registry_secrets_file.as_deref(),
-            )
-            .map_err(|reason| Error::Config {
-                path: self
-                    .registry_secrets_file
-                    .clone()
-                    .unwrap_or_else(|| PathBuf::from("<environment>")),
-                reason,
-            })?,
+        let logins = match &self.registry_logins {
+            Some(logins) => logins.clone(),
+            None => {
+                let registries = self
+                    .sources
+                    .values()
+                    .filter_map(|s| s.as_ref().ok())
+                    .map(|r| r.registry.clone())
+                    .collect();
+                registry::read_logins(&self.registry_login_sources, &registries)?
+            }
         };
-        Ok(RegistryClient::new(credentials))
+        Ok(RegistryClient::new(logins))
     }
 
     /// Where pulled components are kept, for a host whose compiled components are

@@ -9,7 +9,7 @@
 //! unscoped_retention_minutes = 10 # calls that name no conversation
 //! durability = "full"            # or "normal": no fsync on the call path
 //! tokens_file = "tokens.json"    # bearer tokens of `serve --http` (`justonce token`)
-//! registry_secrets_file = "registry.env" # JUSTONCE_REGISTRY_USERNAME/PASSWORD, if not in the environment
+//! registry_secrets_file = "registry.env" # one registry's login, if not in the environment
 //!
 //! [retry]
 //! attempts = 3
@@ -30,6 +30,9 @@
 //! [tools.refund]                 # a tool from an OCI registry, by digest or by a
 //! source = "oci://127.0.0.1:5000/shop/refund:v1"  # tag that `justonce lock` pins
 //!                                # in justonce.lock beside this file
+//!
+//! [registries."ghcr.io"]         # the login of one registry (HOST or HOST:PORT)
+//! secrets_file = "ghcr.env"      # JUSTONCE_REGISTRY_USERNAME=… and _PASSWORD=…
 //!
 //! [mcp]                          # how `serve` treats calls
 //! unscoped = "refuse"            # a call naming no conversation (nor key) is refused with
@@ -58,7 +61,7 @@ use serde::Deserialize;
 use crate::builder::HostBuilder;
 use crate::error::{Error, Result};
 use crate::journal::Durability;
-use crate::registry::{LockFile, Reference, lock_path_beside};
+use crate::registry::{LockFile, LoginSources, Reference, lock_path_beside};
 use crate::retention::Unscoped;
 use crate::retry::RetryPolicy;
 use crate::runtime::{Limits, ToolLimits};
@@ -107,9 +110,12 @@ pub struct Config {
     /// sources' tags were pinned to; the error when it cannot be read (a tool whose
     /// tag needs it is then refused with it, and `justonce lock` writes it anew).
     pub lock: std::result::Result<LockFile, String>,
-    /// The file the registry credentials are read from when the environment has
-    /// none (`NAME=value` lines).
+    /// The file the registry login is read from when the environment has none
+    /// (`NAME=value` lines); bound to one registry (see `registry::Logins`).
     pub registry_secrets_file: Option<PathBuf>,
+    /// `[registries."HOST"] secrets_file`: each registry's own login file, by
+    /// registry (`HOST[:PORT]`).
+    pub registry_logins: BTreeMap<String, PathBuf>,
     /// `[tools.NAME] allow`: origins and service names each tool may reach over
     /// HTTP, added to the HTTP config's allowlist.
     pub tool_allow: BTreeMap<String, Vec<String>>,
@@ -173,6 +179,8 @@ struct RawConfig {
     tokens_file: Option<PathBuf>,
     telemetry: Option<RawTelemetry>,
     registry_secrets_file: Option<PathBuf>,
+    #[serde(default)]
+    registries: BTreeMap<String, RawRegistry>,
     oauth: Option<OAuthConfig>,
     mcp: Option<RawMcp>,
 }
@@ -202,6 +210,13 @@ impl RawMcp {
             answer_within: self.answer_within_ms.map(Duration::from_millis),
         })
     }
+}
+
+/// `[registries."HOST"]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRegistry {
+    secrets_file: PathBuf,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -456,6 +471,19 @@ impl Config {
                 sources.insert(name.clone(), reference);
             }
         }
+        let mut registry_logins = BTreeMap::new();
+        for (registry, section) in raw.registries {
+            let probe = format!("{}{registry}/a:v1", crate::registry::SCHEME);
+            require(
+                probe
+                    .parse::<Reference>()
+                    .is_ok_and(|r| r.registry == registry),
+                &format!("registries.\"{registry}\""),
+                "must be named after a registry as sources name it: HOST or HOST:PORT",
+            )
+            .map_err(error)?;
+            registry_logins.insert(registry, dir.join(section.secrets_file));
+        }
         let lock = if sources.is_empty() {
             Ok(LockFile::default())
         } else {
@@ -513,6 +541,7 @@ impl Config {
             sources,
             lock,
             registry_secrets_file: raw.registry_secrets_file.map(|p| dir.join(p)),
+            registry_logins,
             tool_allow,
             hidden_from_mcp,
             oauth: raw.oauth,
@@ -523,6 +552,17 @@ impl Config {
                 .map_err(error)?
                 .unwrap_or_default(),
         })
+    }
+}
+
+impl Config {
+    /// Where the registry logins are read from: `registry_secrets_file` and each
+    /// `[registries."HOST"] secrets_file`.
+    pub fn login_sources(&self) -> LoginSources {
+        LoginSources {
+            global_file: self.registry_secrets_file.clone(),
+            per_registry: self.registry_logins.clone(),
+        }
     }
 }
 
@@ -579,6 +619,9 @@ impl HostBuilder {
         if let Some(path) = &config.registry_secrets_file {
             self = self.registry_secrets_file(path);
         }
+        for (registry, path) in &config.registry_logins {
+            self = self.registry_login_file(registry, path);
+        }
         self
     }
 }
@@ -634,6 +677,33 @@ mod tests {
         assert!(why.contains("mcp.answer_within_ms"), "{why}");
         let why = reason("[mcp]\nwait_ms = 5");
         assert!(why.contains("wait_ms"), "{why}");
+    }
+
+    #[test]
+    fn each_registry_names_its_own_login_file_and_a_bad_registry_name_is_named() {
+        let config = parse(
+            "registry_secrets_file = \"registry.env\"\n[registries.\"ghcr.io\"]\nsecrets_file = \"ghcr.env\"\n[registries.\"127.0.0.1:5000\"]\nsecrets_file = \"/run/local.env\"\n",
+        )
+        .unwrap();
+        let sources = config.login_sources();
+        assert_eq!(
+            sources.global_file.as_deref(),
+            Some(Path::new("/etc/justonce/registry.env"))
+        );
+        assert_eq!(
+            sources.per_registry,
+            BTreeMap::from([
+                ("127.0.0.1:5000".to_owned(), PathBuf::from("/run/local.env")),
+                (
+                    "ghcr.io".to_owned(),
+                    PathBuf::from("/etc/justonce/ghcr.env")
+                ),
+            ])
+        );
+        let why = reason("[registries.\"https://ghcr.io\"]\nsecrets_file = \"g.env\"");
+        assert!(why.contains("registries.") && why.contains("HOST"), "{why}");
+        let why = reason("[registries.\"ghcr.io\"]\nusername = \"me\"");
+        assert!(why.contains("username"), "{why}");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use serde_json::json;
 
-use super::push::{credentials, registry_error};
+use super::push::{logins, registry_error};
 use super::{Cli, exit, print_json};
 use crate::error::Error;
 use crate::registry::{LockFile, Locked, RegistryClient, lock_path_beside, resolve};
@@ -28,7 +28,7 @@ impl Lock {
         };
         let path = lock_path_beside(&config.path);
         let before = config.lock.clone().unwrap_or_default();
-        let client = RegistryClient::new(credentials(cli)?);
+        let client = RegistryClient::new(logins(cli, config.sources.values())?);
         let mut lock = LockFile::default();
         for (tool, source) in &config.sources {
             if source.digest.is_some() {

@@ -7,14 +7,15 @@ use serde_json::json;
 
 use super::{Cli, exit, print_json};
 use crate::error::{Error, LoadFault};
-use crate::registry::{Credentials, Digest, Reference, RegistryClient, RegistryError};
+use crate::registry::{Digest, Logins, Reference, RegistryClient, RegistryError, read_logins};
 use crate::runtime::{Limits, Runtime};
 
 /// Push a tool component to an OCI registry as a Wasm OCI artifact (config
 /// `application/vnd.wasm.config.v0+json`, one layer `application/wasm`, as
 /// wasm-pkg-tools and Wassette write them) and print its digest. The component is
-/// loaded first: only a valid tool is pushed. Credentials: JUSTONCE_REGISTRY_USERNAME
-/// and JUSTONCE_REGISTRY_PASSWORD, else the configuration's `registry_secrets_file`.
+/// loaded first: only a valid tool is pushed. Credentials: the configuration's
+/// `[registries."HOST"] secrets_file`, else JUSTONCE_REGISTRY_USERNAME and
+/// JUSTONCE_REGISTRY_PASSWORD (else the configuration's `registry_secrets_file`).
 /// Plain HTTP only for a registry on this machine.
 #[derive(Debug, Args)]
 pub struct Push {
@@ -39,18 +40,19 @@ pub(super) fn registry_error(reference: &str, error: RegistryError) -> Error {
     }
 }
 
-/// The registry credentials: the environment's, else the configuration's secrets file.
-pub(super) fn credentials(cli: &Cli) -> Result<Credentials, Error> {
-    let file = cli
+/// The logins of `registries`: the configuration's files, and the environment's
+/// login for the one registry it can be bound to.
+pub(super) fn logins<'a>(
+    cli: &Cli,
+    registries: impl IntoIterator<Item = &'a Reference>,
+) -> Result<Logins, Error> {
+    let sources = cli
         .settings
         .as_ref()
-        .and_then(|c| c.registry_secrets_file.clone());
-    Credentials::resolve(&|name| std::env::var(name).ok(), file.as_deref()).map_err(|reason| {
-        Error::Config {
-            path: file.unwrap_or_else(|| PathBuf::from("<environment>")),
-            reason,
-        }
-    })
+        .map(|c| c.login_sources())
+        .unwrap_or_default();
+    let registries = registries.into_iter().map(|r| r.registry.clone()).collect();
+    read_logins(&sources, &registries)
 }
 
 impl Push {
@@ -67,7 +69,7 @@ impl Push {
         })?;
         let mut runtime = Runtime::new(Limits::default())?;
         let tool = runtime.load(&self.component, &bytes)?.name.clone();
-        let client = RegistryClient::new(credentials(cli)?);
+        let client = RegistryClient::new(logins(cli, [&reference])?);
         let digest = client
             .push(&reference, &bytes)
             .map_err(|e| registry_error(&self.reference, e))?;

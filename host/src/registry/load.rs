@@ -1,9 +1,9 @@
 //! Loading the tools that `justonce.toml` names by `source` into a runtime.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use super::{BlobCache, Reference, RegistryClient, RegistryError, fetch};
+use super::{BlobCache, LoginSources, Logins, Reference, RegistryClient, RegistryError, fetch};
 use crate::error::{Error, LoadFault};
 use crate::runtime::{LoadedTool, Runtime};
 
@@ -16,6 +16,20 @@ impl RegistryError {
             _ => LoadFault::Input,
         }
     }
+}
+
+/// The logins `sources` and the host's environment give, for an operation that
+/// speaks to `registries` (see [`Logins::resolve`]); a configuration error otherwise.
+pub(crate) fn read_logins(
+    sources: &LoginSources,
+    registries: &BTreeSet<String>,
+) -> Result<Logins, Error> {
+    Logins::resolve(&|name| std::env::var(name).ok(), sources, registries).map_err(|e| {
+        Error::Config {
+            path: e.place(),
+            reason: e.to_string(),
+        }
+    })
 }
 
 /// Fetches each pinned `source` (tool name → reference with a digest) and loads it

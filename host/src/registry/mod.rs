@@ -18,8 +18,10 @@ use std::path::{Path, PathBuf};
 
 pub use blobs::BlobCache;
 pub use client::{MAX_COMPONENT_BYTES, PulledManifest, RegistryClient};
-pub use credentials::{Credentials, PASSWORD_VAR, USERNAME_VAR};
-pub(crate) use load::{load_sources, named_as_configured};
+pub use credentials::{
+    Credentials, CredentialsError, LoginSources, Logins, PASSWORD_VAR, REGISTRY_VAR, USERNAME_VAR,
+};
+pub(crate) use load::{load_sources, named_as_configured, read_logins};
 pub use lock::{LOCK_FILE_NAME, LockFile, Locked, lock_path_beside};
 pub use reference::{Digest, Reference, SCHEME};
 

@@ -97,15 +97,41 @@ impl Reference {
         }
     }
 
-    /// Whether the registry is on this machine (`localhost`, `127.*`, `[::1]`): the
-    /// only registries spoken to over plain HTTP.
-    pub fn is_loopback(&self) -> bool {
-        let host = match self.registry.rsplit_once(':') {
-            Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
-            _ => &self.registry,
-        };
-        host == "localhost" || host.starts_with("127.") || host == "[::1]"
+    /// The registry's host, without its port (`[::1]` keeps its brackets).
+    pub fn host(&self) -> &str {
+        host_of(&self.registry)
     }
+
+    /// Whether the registry is on this machine (`localhost`, or an address such as
+    /// `127.0.0.1` or `[::1]` that is a loopback one): the only registries spoken to
+    /// over plain HTTP.
+    pub fn is_loopback(&self) -> bool {
+        is_loopback_host(self.host())
+    }
+}
+
+/// `host` of `HOST[:PORT]` (an IPv6 address keeps its brackets).
+pub(crate) fn host_of(authority: &str) -> &str {
+    match authority.rsplit_once(':') {
+        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
+        _ => authority,
+    }
+}
+
+/// Whether `host` (a name, an IPv4 address or a bracketed IPv6 one) is this machine:
+/// `localhost`, or an IP address that parses and is a loopback one. Decided from the
+/// parsed address, never from how the text starts: `127.evil.com` is a name anyone
+/// can register, not this machine.
+pub(crate) fn is_loopback_host(host: &str) -> bool {
+    if host.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    bare.parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_loopback())
 }
 
 impl fmt::Display for Reference {
@@ -245,6 +271,38 @@ mod tests {
                 .unwrap()
                 .is_loopback()
         );
+    }
+
+    #[test]
+    fn loopback_is_decided_from_a_parsed_address_not_from_how_the_name_starts() {
+        let loopback = |registry: &str| {
+            format!("oci://{registry}/a:v1")
+                .parse::<Reference>()
+                .unwrap()
+                .is_loopback()
+        };
+        for local in [
+            "127.0.0.1:5000",
+            "127.1.2.3",
+            "localhost",
+            "LOCALHOST:5000",
+            "[::1]:5000",
+            "[::1]",
+        ] {
+            assert!(loopback(local), "{local}");
+        }
+        for remote in [
+            "127.evil.com",
+            "127.0.0.1.evil.com:5000",
+            "localhost.evil.com",
+            "128.0.0.1:5000",
+            "ghcr.io",
+            "[::2]:5000",
+        ] {
+            assert!(!loopback(remote), "{remote}");
+        }
+        let r: Reference = "oci://[::1]:5000/a:v1".parse().unwrap();
+        assert_eq!(r.host(), "[::1]");
     }
 
     #[test]
