@@ -374,7 +374,18 @@ impl HostBuilder {
         }
         let mut pinned = BTreeMap::new();
         for (tool, source) in &self.sources {
-            pinned.insert(tool.clone(), self.pinned_source(tool, source)?);
+            let reference = self.pinned_source(tool, source)?;
+            // A component already loaded (from the tools directory, say) that is this
+            // tool is refused before any pull, so the refusal does not hang on
+            // whether the registry answers (a reload checks the same).
+            if let Some(loaded) = runtime.tool(tool) {
+                return Err(Error::DuplicateTool {
+                    name: tool.clone(),
+                    first: PathBuf::from(reference.to_string()),
+                    second: loaded.source.clone(),
+                });
+            }
+            pinned.insert(tool.clone(), reference);
         }
         registry::load_sources(
             runtime,

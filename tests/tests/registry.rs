@@ -565,3 +565,50 @@ fn serve_swaps_in_the_build_a_new_lock_pins_and_retires_a_source_the_configurati
     let (_, code, log) = serve.close();
     assert_eq!(code, Some(0), "{log}");
 }
+
+#[test]
+fn a_reload_is_refused_when_a_tools_directory_file_would_stand_in_for_a_registry_tool() {
+    use justonce::registry::{BlobCache, Reference};
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = std::fs::read(DIVERGE_COMPONENT).unwrap();
+    let artifact = Artifact::of(&wasm);
+    let blobs = dir.path().join("blobs");
+    let cache = BlobCache::new(&blobs);
+    cache.put(&artifact.manifest);
+    cache.put(&wasm);
+    // Port 1 of loopback: no registry answers there.
+    let reference: Reference = format!("oci://127.0.0.1:1/shop/diverge@{}", artifact.digest())
+        .parse()
+        .unwrap();
+    let tools = dir.path().join("tools");
+    std::fs::create_dir(&tools).unwrap();
+    let builder = || {
+        justonce::Host::builder()
+            .tool_source("diverge", reference.clone())
+            .blob_cache(&blobs)
+            .tools_dir(&tools)
+    };
+    let host = builder().build().unwrap();
+    let running = || host.runtime().current("diverge").unwrap().digest.clone();
+    assert_eq!(running(), digest_of_file(DIVERGE_COMPONENT));
+
+    // The registry is away, the cache is gone, and an unpinned build of the same tool
+    // lands in the tools directory: the reload is refused as the start would be.
+    std::fs::remove_dir_all(&blobs).unwrap();
+    std::fs::copy(DIVERGE_V2_COMPONENT, tools.join("diverge.wasm")).unwrap();
+    let refused = builder().reload(&host, Some(&tools));
+    assert!(
+        matches!(&refused, Err(justonce::Error::DuplicateTool { name, .. }) if name == "diverge"),
+        "{refused:?}"
+    );
+    assert_eq!(
+        running(),
+        digest_of_file(DIVERGE_COMPONENT),
+        "the pinned build still runs"
+    );
+    let restart = builder().build().map(|_| ());
+    assert!(
+        matches!(restart, Err(justonce::Error::DuplicateTool { .. })),
+        "as a start would be: {restart:?}"
+    );
+}

@@ -2,7 +2,7 @@
 //! directory, the registry sources, which tools MCP offers): what `serve` does when
 //! the tools directory or `justonce.toml` changed, or on `SIGHUP`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::HostBuilder;
@@ -44,6 +44,10 @@ impl HostBuilder {
     /// retired: calls in flight on it finish, new calls find no such tool. The tools
     /// kept from MCP become the ones named now.
     ///
+    /// A component of the tools directory that is a tool with a registry `source`
+    /// refuses the whole reload ([`Error::DuplicateTool`], as at build): nothing is
+    /// swapped or retired and the tools that run keep running.
+    ///
     /// Limits, retention, allowlists and the journal are read at build only; the
     /// tools directory is the one `host` was built with (a new `tools_dir` takes
     /// effect at restart).
@@ -52,7 +56,15 @@ impl HostBuilder {
         let mut report = Reload::default();
         let mut provided = BTreeSet::new();
         if let Some(dir) = tools_dir {
-            let swapped = runtime.swap_dir(dir)?;
+            // A file of the directory must not stand in for a registry tool: at
+            // start-up that is refused, and so is a reload (nothing swapped), or a
+            // SIGHUP with the registry away would leave an unpinned file serving.
+            let reserved: BTreeMap<String, PathBuf> = self
+                .sources
+                .iter()
+                .map(|(tool, source)| (tool.clone(), PathBuf::from(shown_source(tool, source))))
+                .collect();
+            let swapped = runtime.swap_dir_reserving(dir, &reserved)?;
             provided.extend(swapped.tools);
             report.swapped.extend(swapped.swapped);
             report.refused.extend(swapped.refused);
@@ -97,9 +109,7 @@ impl HostBuilder {
         let client = self.registry_client();
         let blobs = self.pulled_blobs(runtime.compile_cache().map(|c| c.dir()));
         for (tool, source) in &self.sources {
-            let shown = source
-                .as_ref()
-                .map_or_else(|_| format!("[tools.{tool}]"), ToString::to_string);
+            let shown = shown_source(tool, source);
             let swapped = self.pinned_source(tool, source).and_then(|reference| {
                 let client = client.as_ref().map_err(clone_error)?;
                 let fetched = registry::fetch(client, blobs.as_ref(), &reference).map_err(|e| {
@@ -148,6 +158,13 @@ impl HostBuilder {
         }
         tools_dir.is_some_and(|dir| tool.source.parent() == Some(dir) && !tool.source.exists())
     }
+}
+
+/// How `tool`'s `source` is named in reports: its reference, else its section.
+fn shown_source(tool: &str, source: &std::result::Result<registry::Reference, String>) -> String {
+    source
+        .as_ref()
+        .map_or_else(|_| format!("[tools.{tool}]"), ToString::to_string)
 }
 
 /// The credentials' error again, for each source it stops.

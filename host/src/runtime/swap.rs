@@ -6,7 +6,7 @@
 //! on it finish.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use super::{LoadedTool, RefusedTool, Runtime, wasm_files};
@@ -16,6 +16,23 @@ use crate::error::Error;
 /// a tool retired.
 #[derive(Debug, Default)]
 pub(crate) struct Swapped(RwLock<BTreeMap<String, Option<Arc<LoadedTool>>>>);
+
+/// A component of a tools directory, before anything is swapped in.
+enum Found {
+    /// Its bytes are the build this tool runs now.
+    Running(String),
+    /// A new build, loaded and checked.
+    New(Arc<LoadedTool>),
+}
+
+impl Found {
+    fn name(&self) -> &str {
+        match self {
+            Self::Running(name) => name,
+            Self::New(tool) => &tool.name,
+        }
+    }
+}
 
 /// What [`Runtime::swap`] did.
 #[derive(Debug, Clone)]
@@ -46,34 +63,66 @@ impl Runtime {
     /// when the directory changed (or on `SIGHUP`). A file that fails to load is
     /// listed with why and changes nothing; a tool whose file is gone keeps running.
     pub fn swap_dir(&self, dir: &Path) -> Result<DirSwap, Error> {
+        self.swap_dir_reserving(dir, &BTreeMap::new())
+    }
+
+    /// [`Runtime::swap_dir`], unless a component of `dir` is one of the tools
+    /// `reserved` names (by tool name, with where that tool's component comes from,
+    /// say a digest-pinned registry source): then nothing at all is swapped and the
+    /// error names both, as at start-up ([`Error::DuplicateTool`]). Every file is
+    /// loaded and checked before the first is swapped in, so a refusal leaves the
+    /// tools that run as they were.
+    pub(crate) fn swap_dir_reserving(
+        &self,
+        dir: &Path,
+        reserved: &BTreeMap<String, PathBuf>,
+    ) -> Result<DirSwap, Error> {
         let running: BTreeMap<String, String> = self
             .current_tools()
             .iter()
             .map(|t| (t.digest.clone(), t.name.clone()))
             .collect();
         let mut report = DirSwap::default();
+        let mut found = Vec::new();
         for path in wasm_files(dir)? {
-            let swapped = std::fs::read(&path)
+            let read = std::fs::read(&path)
                 .map_err(|e| e.to_string())
-                .and_then(|bytes| {
-                    if let Some(name) = running.get(&super::component_digest(&bytes)) {
-                        report.tools.insert(name.clone());
-                        return Ok(None);
-                    }
-                    self.swap(&path, &bytes)
-                        .map(Some)
-                        .map_err(|e| e.to_string())
-                });
-            match swapped {
-                Ok(Some(swap)) => {
-                    report.tools.insert(swap.tool.name.clone());
-                    report.swapped.push(swap);
-                }
-                Ok(None) => report.unchanged.push(path),
+                .and_then(
+                    |bytes| match running.get(&super::component_digest(&bytes)) {
+                        Some(name) => Ok(Found::Running(name.clone())),
+                        None => self
+                            .prepare(&path, &bytes)
+                            .map(|tool| Found::New(Arc::new(tool)))
+                            .map_err(|e| e.to_string()),
+                    },
+                );
+            match read {
+                Ok(tool) => found.push((path, tool)),
                 Err(reason) => report.refused.push(RefusedTool {
                     source: path,
                     reason,
                 }),
+            }
+        }
+        for (path, tool) in &found {
+            if let Some(first) = reserved.get(tool.name()) {
+                return Err(Error::DuplicateTool {
+                    name: tool.name().to_owned(),
+                    first: first.clone(),
+                    second: path.clone(),
+                });
+            }
+        }
+        for (path, tool) in found {
+            match tool {
+                Found::Running(name) => {
+                    report.tools.insert(name);
+                    report.unchanged.push(path);
+                }
+                Found::New(tool) => {
+                    report.tools.insert(tool.name.clone());
+                    report.swapped.push(self.install(tool));
+                }
             }
         }
         Ok(report)
@@ -99,6 +148,11 @@ impl Runtime {
     ) -> Result<SwapReport, Error> {
         let tool = Arc::new(self.prepare(source, bytes)?);
         check(&tool)?;
+        Ok(self.install(tool))
+    }
+
+    /// Makes the loaded `tool` the one new calls of its name get.
+    fn install(&self, tool: Arc<LoadedTool>) -> SwapReport {
         let mut swapped = self.swapped.0.write().unwrap_or_else(|e| e.into_inner());
         let replaced = self
             .current_in(&swapped, &tool.name)
@@ -110,7 +164,7 @@ impl Runtime {
             replaced = replaced.as_deref().unwrap_or("(none)"),
             "swapped in a tool component"
         );
-        Ok(SwapReport { tool, replaced })
+        SwapReport { tool, replaced }
     }
 
     /// Offers the tool `name` to no new call (its component left the tools
