@@ -206,16 +206,25 @@ impl Cli {
     }
 
     /// The tokens file of `serve --http`: `flag`, else the configuration's, else
-    /// tokens.json next to the database.
+    /// tokens.json next to a SQLite database. A PostgreSQL journal's URL is no
+    /// directory: its tokens file is beside the configuration file, else in the
+    /// working directory's `.justonce/` (never under a path made of the URL).
     fn tokens_file(&self, flag: Option<&PathBuf>) -> PathBuf {
-        flag.cloned()
+        if let Some(path) = flag
+            .cloned()
             .or_else(|| self.settings.as_ref().and_then(|c| c.tokens_file.clone()))
-            .unwrap_or_else(|| {
-                self.db
-                    .parent()
-                    .unwrap_or(std::path::Path::new(""))
-                    .join(TOKENS_FILE)
-            })
+        {
+            return path;
+        }
+        let dir = if crate::journal::postgres::is_postgres_url(&self.db.to_string_lossy()) {
+            match &self.settings {
+                Some(config) => config.path.parent().map(PathBuf::from),
+                None => Some(PathBuf::from(".justonce")),
+            }
+        } else {
+            self.db.parent().map(PathBuf::from)
+        };
+        dir.unwrap_or_default().join(TOKENS_FILE)
     }
 
     /// How long records are kept, as configured (24 h unless the file says).
@@ -310,4 +319,41 @@ pub fn main() -> ExitCode {
 /// Prints a JSON value on one line of stdout.
 fn print_json(value: &serde_json::Value) {
     println!("{value}");
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    /// The tokens file `justonce ARGS` would use.
+    fn tokens_file_of(args: &[&str]) -> PathBuf {
+        let mut cli =
+            Cli::try_parse_from(["justonce"].iter().chain(args).chain(&["token", "list"])).unwrap();
+        cli.settle().unwrap();
+        cli.tokens_file(None)
+    }
+
+    #[test]
+    fn a_postgres_journals_tokens_file_is_beside_the_configuration_never_under_its_url() {
+        let url = "postgres://justonce@127.0.0.1:55432/justonce";
+        assert_eq!(
+            tokens_file_of(&["--db", url]),
+            Path::new(".justonce").join(TOKENS_FILE)
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("justonce.toml");
+        std::fs::write(&config, format!("database = \"{url}\"\n")).unwrap();
+        assert_eq!(
+            tokens_file_of(&["--config", config.to_str().unwrap()]),
+            dir.path().join(TOKENS_FILE)
+        );
+        let db = dir.path().join("state.db");
+        assert_eq!(
+            tokens_file_of(&["--db", db.to_str().unwrap()]),
+            dir.path().join(TOKENS_FILE),
+            "a SQLite journal's is beside it, as before"
+        );
+    }
 }
