@@ -37,6 +37,7 @@ const LAYERS: &[&[&str]] = &[
         "normalize",
         "mutants",
         "metrics",
+        "trust",
         "layering_tests",
     ],
 ];

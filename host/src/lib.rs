@@ -56,6 +56,7 @@ mod retry;
 mod runtime;
 mod serving;
 mod sim;
+mod trust;
 
 #[cfg(test)]
 mod layering_tests;

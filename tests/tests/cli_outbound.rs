@@ -102,6 +102,38 @@ fn killing_the_delivery_process_mid_send_and_restarting_it_delivers_once() {
 }
 
 #[test]
+fn token_add_before_the_journal_makes_a_private_database_directory_and_deliver_an_owner_only_lock()
+{
+    use std::os::unix::fs::PermissionsExt as _;
+    let (dir, _, _receiver, config) = webhook_setup();
+    let db = dir.path().join("data/state.db");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+
+    // The tokens file goes next to the database: its directory is made here first.
+    let added = justonce_command(Some(&db))
+        .args(["token", "add", "ops", "--role", "operator"])
+        .output()
+        .unwrap();
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let data = dir.path().join("data");
+    assert_eq!(mode(&data), 0o700, "as the journal makes it");
+    assert_eq!(mode(&data.join("tokens.json")), 0o600);
+
+    let delivered = justonce(&db, &config, &["deliver"]).output().unwrap();
+    assert!(
+        delivered.status.success(),
+        "{}",
+        String::from_utf8_lossy(&delivered.stderr)
+    );
+    assert_eq!(mode(&data.join("state.db")), 0o600);
+    assert_eq!(mode(&data.join("state.db.deliver.lock")), 0o600);
+}
+
+#[test]
 fn run_refunds_over_http_once_when_the_response_is_lost() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");

@@ -50,6 +50,36 @@ pub enum TokenError {
         "invalid principal name {0:?}: use 1 to {MAX_NAME_LEN} of the characters A-Z a-z 0-9 . _ -"
     )]
     InvalidName(String),
+    /// The file could be written by someone other than this user (and root): it is
+    /// not trusted to say who may call.
+    #[error("{path}: not trusted: {reason}")]
+    Untrusted {
+        /// The tokens file.
+        path: PathBuf,
+        /// Who else could write it.
+        reason: String,
+    },
+    /// Two entries of the file have one name: which token is that principal's is not
+    /// clear, so neither is taken.
+    #[error(
+        "{path}: the name {name:?} has more than one entry; keep the one you issued and remove the others (and find out who added them)"
+    )]
+    DuplicateName {
+        /// The tokens file.
+        path: PathBuf,
+        /// The name.
+        name: String,
+    },
+    /// Two entries of the file have one token: it would name two principals.
+    #[error("{path}: {first:?} and {second:?} have the same token; remove one of them")]
+    SharedToken {
+        /// The tokens file.
+        path: PathBuf,
+        /// The first entry's name.
+        first: String,
+        /// The other's.
+        second: String,
+    },
     /// `add` of a name that has a token already.
     #[error("{0:?} has a token already; revoke it first to issue a new one")]
     Exists(String),
@@ -227,16 +257,29 @@ pub fn revoke(path: &Path, name: &str) -> Result<(), TokenError> {
     write(path, &doc)
 }
 
-/// The file's bytes; `None` when it does not exist.
+/// The file's bytes; `None` when it does not exist. Refused when someone other than
+/// this user (or root) could have written it, as the compile cache refuses its
+/// entries ([`crate::trust`]): checked on the file as opened, so what is read is what
+/// was checked. A replacement by another user would be theirs, and refused too.
 fn contents(path: &Path) -> Result<Option<Vec<u8>>, TokenError> {
-    match std::fs::read(path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(TokenError::Io {
-            path: path.to_owned(),
-            source,
-        }),
-    }
+    use std::io::Read as _;
+    let io = |source| TokenError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(e)),
+    };
+    let meta = file.metadata().map_err(io)?;
+    crate::trust::trusted(path, &meta, false).map_err(|reason| TokenError::Untrusted {
+        path: path.to_owned(),
+        reason,
+    })?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(io)?;
+    Ok(Some(bytes))
 }
 
 fn read(path: &Path) -> Result<TokensDoc, TokenError> {
@@ -261,18 +304,38 @@ fn parse(path: &Path, bytes: Option<&[u8]>) -> Result<TokensDoc, TokenError> {
             reason: format!("the entry {:?} has a bad name or sha256", bad.name),
         });
     }
+    // An appended entry must not shadow (or be shadowed by) another of the same name
+    // or token: which one a lookup finds would be up to the order of a map.
+    let mut names = std::collections::HashSet::new();
+    let mut digests = HashMap::new();
+    for t in &doc.tokens {
+        if !names.insert(t.name.as_str()) {
+            return Err(TokenError::DuplicateName {
+                path: path.to_owned(),
+                name: t.name.clone(),
+            });
+        }
+        if let Some(first) = digests.insert(t.sha256.to_ascii_lowercase(), t.name.as_str()) {
+            return Err(TokenError::SharedToken {
+                path: path.to_owned(),
+                first: first.to_owned(),
+                second: t.name.clone(),
+            });
+        }
+    }
     Ok(doc)
 }
 
 /// Writes aside and renames into place, so a server reading the file never sees half
-/// of it; owner-only on Unix.
+/// of it; owner-only, in a directory made owner-only when it is made here (it is the
+/// database's too, by default: `token add` may run before the journal is created).
 fn write(path: &Path, doc: &TokensDoc) -> Result<(), TokenError> {
     let io = |source| TokenError::Io {
         path: path.to_owned(),
         source,
     };
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(io)?;
+        crate::trust::create_private_dir(dir).map_err(io)?;
     }
     let aside = path.with_extension(format!("tmp{}", std::process::id()));
     let text = serde_json::to_string_pretty(doc).unwrap_or_default();
@@ -641,6 +704,99 @@ mod tests {
         );
         assert!(Role::Operator.acts() && !Role::Viewer.acts() && !Role::Agent.acts());
         assert!(!Role::Agent.reads_console() && Role::Viewer.reads_console());
+    }
+
+    #[test]
+    fn a_file_others_could_write_is_refused_and_a_new_directory_is_private() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        // `token add` before the journal made the database's directory.
+        let path = dir.path().join("new/db/tokens.json");
+        let alice = add(&path, "alice").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
+        assert_eq!(mode(&dir.path().join("new")), 0o700);
+        assert_eq!(mode(&path), 0o600);
+
+        let tokens = Tokens::open(&path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let refused = Tokens::open(&path).unwrap_err();
+        assert!(
+            matches!(&refused, TokenError::Untrusted { reason, .. }
+                if reason.contains("writable by its group or by others")),
+            "{refused}"
+        );
+        assert!(refused.to_string().contains("tokens.json"), "{refused}");
+        assert!(matches!(list(&path), Err(TokenError::Untrusted { .. })));
+        assert!(matches!(
+            add(&path, "bob"),
+            Err(TokenError::Untrusted { .. })
+        ));
+        // A running server keeps what it read while the file was trusted.
+        let mallory = format!("{TOKEN_PREFIX}{}", "6".repeat(64));
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace(&digest(&alice), &digest(&mallory))).unwrap();
+        assert_eq!(
+            tokens.principal(&mallory),
+            None,
+            "written by anyone: not read"
+        );
+        assert_eq!(tokens.principal(&alice).as_deref(), Some("alice"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        assert_eq!(tokens.principal(&mallory).as_deref(), Some("alice"));
+
+        // Another user's file (only root can make one to test with).
+        if crate::trust::effective_uid() == 0 {
+            std::os::unix::fs::chown(&path, Some(4242), None).unwrap();
+            assert!(matches!(
+                Tokens::open(&path),
+                Err(TokenError::Untrusted { reason, .. }) if reason.contains("owned by user 4242")
+            ));
+        }
+    }
+
+    #[test]
+    fn a_repeated_name_or_token_is_refused_naming_it_and_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens.json");
+        let alice = add(&path, "alice").unwrap();
+        let tokens = Tokens::open(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let entry = |name: &str, token: &str| {
+            format!(
+                r#"{{"name": "{name}", "sha256": "{}", "created_at_ms": 2}}"#,
+                digest(token)
+            )
+        };
+        let appended = |extra: String| {
+            let at = text.rfind(']').unwrap();
+            format!("{},{extra}{}", text[..at].trim_end(), &text[at..])
+        };
+        let mallory = format!("{TOKEN_PREFIX}{}", "5".repeat(64));
+        std::fs::write(&path, appended(entry("alice", &mallory))).unwrap();
+        let refused = Tokens::open(&path).unwrap_err();
+        assert!(
+            matches!(&refused, TokenError::DuplicateName { name, path: p } if name == "alice" && *p == path),
+            "{refused}"
+        );
+        let told = refused.to_string();
+        assert!(
+            told.contains("\"alice\"") && told.contains(&path.display().to_string()),
+            "{told}"
+        );
+        assert_eq!(
+            tokens.principal(&mallory),
+            None,
+            "the appended entry is not taken"
+        );
+        assert_eq!(tokens.principal(&alice).as_deref(), Some("alice"));
+
+        std::fs::write(&path, appended(entry("bob", &alice))).unwrap();
+        assert!(matches!(
+            Tokens::open(&path),
+            Err(TokenError::SharedToken { first, second, .. }) if first == "alice" && second == "bob"
+        ));
+        assert_eq!(tokens.principal(&alice).as_deref(), Some("alice"));
     }
 
     #[test]

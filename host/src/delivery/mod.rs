@@ -13,6 +13,7 @@
 //! [`Deliverer::spawn_loop`] runs passes in the background (for `serve`).
 
 use std::fs::File;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -187,10 +188,13 @@ impl Deliverer {
                         path.display()
                     ))
                 };
+                // Owner-only, as the database beside it: no one else gets to hold
+                // (and so stall) this journal's delivery.
                 let file = File::options()
                     .create(true)
                     .truncate(false)
                     .write(true)
+                    .mode(0o600)
                     .open(path)
                     .map_err(fail)?;
                 // Waits for another deliverer's pass to end; released by the OS if that

@@ -17,19 +17,22 @@
 //! An entry's artifact is machine code that wasmtime runs as it is, so forging one
 //! must take the key: it is readable by this user alone, and the cache is used only
 //! when nobody else can write it: the directory is created `0700`, and a directory,
-//! key or entry that is not owned by this user, is writable by group or others (the
-//! key: readable by them), or is a symbolic link, is neither read nor written (the
-//! component is compiled instead). Files are opened without following symbolic links.
+//! key or entry that is owned by neither this user nor root, is writable by group or
+//! others (the key: readable by them), or is a symbolic link, is neither read nor
+//! written (the component is compiled instead): [`crate::trust`], the check the
+//! tokens file gets too. Files are opened without following symbolic links.
 
 use std::fs;
 use std::hash::{Hash, Hasher};
 use std::io::{Read as _, Write as _};
-use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
+
+use crate::trust::{create_private_dir, trusted};
 use wasmtime::component::Component;
 
 /// The first bytes of every entry: a name and the format's version.
@@ -362,10 +365,7 @@ impl CompileCache {
         component: &Component,
     ) -> anyhow::Result<()> {
         let artifact = component.serialize()?;
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.dir)?;
+        create_private_dir(&self.dir)?;
         trusted(&self.dir, &fs::symlink_metadata(&self.dir)?, true).map_err(anyhow::Error::msg)?;
         let key = self.key_for_writing()?;
         let mut header = MAGIC.to_vec();
@@ -395,37 +395,6 @@ impl CompileCache {
         }
         Ok(result?)
     }
-}
-
-/// Whether `path` (a directory when `dir`) may hold entries: not a symbolic link,
-/// owned by this process's user, and writable by nobody else.
-fn trusted(path: &Path, meta: &fs::Metadata, dir: bool) -> Result<(), String> {
-    let shown = path.display();
-    if meta.file_type().is_symlink() {
-        return Err(format!("{shown} is a symbolic link"));
-    }
-    if dir != meta.is_dir() {
-        return Err(format!(
-            "{shown} is not a {}",
-            if dir { "directory" } else { "file" }
-        ));
-    }
-    // SAFETY: `geteuid` has no preconditions and cannot fail.
-    #[allow(unsafe_code)]
-    let me = unsafe { libc::geteuid() };
-    if meta.uid() != me {
-        return Err(format!(
-            "{shown} is owned by user {}, not by this user ({me})",
-            meta.uid()
-        ));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(format!(
-            "{shown} is writable by its group or by others (mode {:o}); `chmod go-w` it",
-            meta.mode() & 0o7777
-        ));
-    }
-    Ok(())
 }
 
 /// Loads an artifact this cache wrote, after [`CompileCache::verify`] accepted it.
@@ -475,11 +444,7 @@ mod tests {
         let wasm = sha256(b"component");
         let entry = cache.path_for(&wasm);
         // What `write` creates: a private directory and file.
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .unwrap();
+        create_private_dir(&dir).unwrap();
         let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&dir), 0o700);
         fs::write(&entry, b"not an entry").unwrap();
