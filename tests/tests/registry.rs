@@ -612,3 +612,62 @@ fn a_reload_is_refused_when_a_tools_directory_file_would_stand_in_for_a_registry
         "as a start would be: {restart:?}"
     );
 }
+
+#[test]
+fn one_login_for_two_registries_is_refused_and_each_registry_gets_its_own() {
+    const USER: &str = "robot";
+    const PASSWORD: &str = "pw-registry-Shared-1187";
+    let echo = std::fs::read(ECHO_COMPONENT).unwrap();
+    let diverge = std::fs::read(DIVERGE_COMPONENT).unwrap();
+    let (echo_digest, diverge_digest) = (
+        Artifact::of(&echo).digest(),
+        Artifact::of(&diverge).digest(),
+    );
+    let first = LoginRegistry::start(USER, PASSWORD, echo);
+    let second = LoginRegistry::start(USER, PASSWORD, diverge);
+    let dir = tempfile::tempdir().unwrap();
+    let sources = format!(
+        "[tools.echo]\nsource = \"oci://{}/test/echo@{echo_digest}\"\n[tools.diverge]\nsource = \"oci://{}/test/echo@{diverge_digest}\"\n",
+        first.address, second.address
+    );
+    std::fs::write(dir.path().join("justonce.toml"), &sources).unwrap();
+    let login = [
+        ("JUSTONCE_REGISTRY_USERNAME", USER),
+        ("JUSTONCE_REGISTRY_PASSWORD", PASSWORD),
+    ];
+
+    // One login in the environment, two registries: refused, not sent to both.
+    let out = justonce_in(dir.path(), &["run", "echo", "--args", ECHO_ARGS], &login);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("JUSTONCE_REGISTRY_HOST") && text(&out).contains("[registries."),
+        "{}",
+        text(&out)
+    );
+    let reached = || {
+        (
+            first.authorized.load(Ordering::SeqCst),
+            second.authorized.load(Ordering::SeqCst),
+        )
+    };
+    assert_eq!(reached(), (0, 0));
+
+    // A login per registry, each in its own file.
+    let mut config = sources;
+    for (name, registry) in [("first", &first), ("second", &second)] {
+        std::fs::write(
+            dir.path().join(format!("{name}.env")),
+            format!("JUSTONCE_REGISTRY_USERNAME={USER}\nJUSTONCE_REGISTRY_PASSWORD={PASSWORD}\n"),
+        )
+        .unwrap();
+        config.push_str(&format!(
+            "[registries.\"{}\"]\nsecrets_file = \"{name}.env\"\n",
+            registry.address
+        ));
+    }
+    std::fs::write(dir.path().join("justonce.toml"), &config).unwrap();
+    let out = justonce_in(dir.path(), &["run", "echo", "--args", ECHO_ARGS], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let (a, b) = reached();
+    assert!(a >= 2 && b >= 2, "manifest and blob from each: {a}, {b}");
+}
