@@ -1,9 +1,11 @@
 """Walks the justonce console in a real Chromium, as a person would (driven by
 tests/tests/console_browser.rs): a viewer logs in, opens a call's story, finds the
 stuck effect and is refused its resolution; an operator resolves it after the
-confirmation; a new call appears on the calls page without a reload. A screenshot of
-each page goes to SHOTS. Prints "WAITING" and reads the new call's key from stdin
-when it is ready for it; exits non-zero with the reason when a step fails.
+confirmation; a new call appears on the calls page without a reload; the operator's
+token is revoked and its open session is refused at once. A screenshot of each page
+goes to SHOTS. Prints "WAITING" and reads the new call's key from stdin when it is
+ready for it, and "REVOKE" and reads a line once the token is revoked; exits
+non-zero with the reason when a step fails.
 
 usage: walk.py CHROMIUM BASE_URL VIEWER_TOKEN OPERATOR_TOKEN CALL_KEY EFFECT_KEY SHOTS
 """
@@ -83,5 +85,18 @@ with sync_playwright() as p:
     page.click("text=Charts")
     expect(page.locator("#per-tool")).to_contain_text("payments_refund")
     shot(page, "10-charts")
+
+    # The operator's token is revoked: the session it opened ends with it.
+    print("REVOKE", flush=True)
+    sys.stdin.readline()
+    answer = page.goto(base + "/console/unresolved")
+    assert answer.status == 401, f"the revoked operator's session got {answer.status}"
+    expect(page.locator("h1")).to_have_text("Log in")
+    expect(page.locator("p.error")).to_contain_text("revoked")
+    shot(page, "11-revoked")
+    answer = page.goto(
+        base + f"/console/confirm?action=forget&key={call_key}"
+    )
+    assert answer.status == 401, f"the revoked operator's confirm got {answer.status}"
     browser.close()
 print("OK", flush=True)

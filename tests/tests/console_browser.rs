@@ -2,7 +2,8 @@
 //! Playwright (PyPI `playwright`, pinned in tests/console/requirements.txt; its own
 //! browser download is not used) walks tests/console/walk.py: log in, open a call's
 //! story, find the stuck effect, be refused as a viewer, resolve it as an operator,
-//! see a new call appear live. Screenshots of each page are kept in
+//! see a new call appear live, and have the operator's open session refused once its
+//! token is revoked. Screenshots of each page are kept in
 //! `target/console-screenshots/`.
 //!
 //! The browser is `$JUSTONCE_CHROMIUM`, else /usr/bin/chromium; the interpreter
@@ -14,6 +15,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use justonce::__private::tokens::revoke;
 use justonce::CallRequest;
 use serde_json::json;
 
@@ -97,6 +99,10 @@ fn a_person_walks_the_console_in_chromium_resolves_a_stuck_effect_and_sees_a_cal
             let new_key = f.t.host.key_for(&request).unwrap().to_string();
             writeln!(walk.stdin.as_mut().unwrap(), "{new_key}").unwrap();
         }
+        if line == "REVOKE" {
+            revoke(&f.tokens_file, "ops").unwrap();
+            writeln!(walk.stdin.as_mut().unwrap(), "revoked").unwrap();
+        }
     }
     let status = walk.wait().unwrap();
     assert!(
@@ -121,6 +127,7 @@ fn a_person_walks_the_console_in_chromium_resolves_a_stuck_effect_and_sees_a_cal
         "05-viewer-refused",
         "07-resolved",
         "09-live",
+        "11-revoked",
     ] {
         assert!(
             shots.join(format!("{shot}.png")).is_file(),
