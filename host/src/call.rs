@@ -33,6 +33,41 @@ pub fn principal_scope(principal: &str, conversation: &str) -> String {
     serde_json::to_string(&[principal, conversation]).unwrap_or_default()
 }
 
+/// The scope recorded for a call in `conversation` that no principal made (`run`,
+/// MCP over stdio): the conversation as it is, unless it could be mistaken for an
+/// authenticated principal's scope or for another bare one. A conversation that
+/// starts with `[` (the shape of [`principal_scope`]) or `"` is written as a JSON
+/// string, so no conversation a local caller names can be an authenticated
+/// principal's scope and share its keys. Every other conversation keeps its scope,
+/// so the keys of existing calls do not change. Unambiguous: a scope starting with
+/// `"` is an escaped conversation, one starting with `[` a principal's, any other the
+/// conversation itself.
+pub(crate) fn bare_scope(conversation: &str) -> std::borrow::Cow<'_, str> {
+    if conversation.starts_with(['[', '"']) {
+        serde_json::to_string(conversation)
+            .unwrap_or_default()
+            .into()
+    } else {
+        conversation.into()
+    }
+}
+
+/// The principal and the conversation of a recorded scope: the inverse of
+/// [`principal_scope`] and [`bare_scope`].
+pub(crate) fn split_scope(scope: &str) -> (Option<String>, String) {
+    if scope.starts_with('[')
+        && let Ok([principal, conversation]) = serde_json::from_str::<[String; 2]>(scope)
+    {
+        return (Some(principal), conversation);
+    }
+    if scope.starts_with('"')
+        && let Ok(conversation) = serde_json::from_str::<String>(scope)
+    {
+        return (None, conversation);
+    }
+    (None, scope.to_owned())
+}
+
 /// What every scope of `principal`'s calls starts with ([`principal_scope`] is the
 /// JSON array `[principal, conversation]`): the journal's filter for one principal.
 pub(crate) fn principal_prefix(principal: &str) -> String {
@@ -86,12 +121,12 @@ impl CallRequest {
         self.conversation.is_some() || self.key.is_some()
     }
 
-    /// The window of the call's key: the conversation, and the principal with it
-    /// when there is one.
+    /// The window of the call's key: the conversation ([`bare_scope`]), or the
+    /// principal with it when there is one ([`principal_scope`]).
     pub(crate) fn scope(&self) -> std::borrow::Cow<'_, str> {
         let conversation = self.conversation.as_deref().unwrap_or(DEFAULT_SCOPE);
         match &self.principal {
-            None => conversation.into(),
+            None => bare_scope(conversation),
             Some(principal) => principal_scope(principal, conversation).into(),
         }
     }
@@ -129,5 +164,36 @@ mod tests {
         assert!(principal_scope("alice", "conv-1").starts_with(&prefix));
         assert!(!principal_scope("alice2", "conv-1").starts_with(&prefix));
         assert!(!principal_scope("bob", "alice").starts_with(&prefix));
+    }
+
+    #[test]
+    fn no_bare_conversation_has_the_scope_of_a_principals() {
+        let alices = principal_scope("alice", "conv-a");
+        let local = CallRequest::new("t", "{}").conversation(alices.clone());
+        assert_ne!(
+            local.scope(),
+            alices,
+            "a local caller naming alice's scope as its conversation is not alice"
+        );
+        assert_ne!(
+            local.scope(),
+            CallRequest::new("t", "{}")
+                .conversation(local.scope())
+                .scope()
+        );
+        // Conversations of any other shape keep their scope, and with it their keys.
+        for plain in ["conv-a", "default", "a[b]", " [x"] {
+            assert_eq!(bare_scope(plain), plain);
+        }
+        for conversation in [alices.as_str(), "[x", "\"x\"", "plain", ""] {
+            assert_eq!(
+                split_scope(&bare_scope(conversation)),
+                (None, conversation.to_owned())
+            );
+        }
+        assert_eq!(
+            split_scope(&alices),
+            (Some("alice".to_owned()), "conv-a".to_owned())
+        );
     }
 }

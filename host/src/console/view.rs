@@ -23,14 +23,10 @@ pub const STATES: &[(&str, &str)] = &[
 ];
 
 /// The principal (calls over `serve --http`) and the conversation of a scope: the
-/// JSON array `["principal","conversation"]`, or a bare conversation.
+/// JSON array `["principal","conversation"]`, or a bare conversation (see
+/// `crate::call::bare_scope`).
 pub fn principal_and_conversation(scope: &str) -> (Option<String>, String) {
-    if scope.starts_with('[')
-        && let Ok([principal, conversation]) = serde_json::from_str::<[String; 2]>(scope)
-    {
-        return (Some(principal), conversation);
-    }
-    (None, scope.to_owned())
+    crate::call::split_scope(scope)
 }
 
 /// The states of `entry` a person filters by (see [`STATES`]).

@@ -3,7 +3,7 @@
 //! conversation (calls made over `serve --http` are scoped by their principal).
 
 use super::{Journal, JournalEntry, UnresolvedEffect};
-use crate::call::{principal_prefix, principal_scope};
+use crate::call::{bare_scope, principal_prefix, principal_scope};
 use crate::error::Result;
 
 /// A person's filter on the journal by who called and in which conversation.
@@ -19,7 +19,7 @@ impl Selection<'_> {
     /// The invocations selected, newest first, at most `limit`.
     pub fn entries(&self, store: &dyn Journal, limit: u32) -> Result<Vec<JournalEntry>> {
         match (self.principal, self.conversation) {
-            (None, conversation) => store.entries(conversation, limit),
+            (None, conversation) => store.entries(conversation.map(bare_scope).as_deref(), limit),
             (Some(principal), Some(conversation)) => {
                 store.entries(Some(&principal_scope(principal, conversation)), limit)
             }
@@ -35,7 +35,7 @@ impl Selection<'_> {
             (principal, Some(conversation)) => {
                 let scope = match principal {
                     Some(principal) => principal_scope(principal, conversation),
-                    None => conversation.to_owned(),
+                    None => bare_scope(conversation).into_owned(),
                 };
                 effects.retain(|e| e.conversation == scope);
             }
