@@ -108,19 +108,233 @@ impl<'de> Deserialize<'de> for SecretValue {
 
 /// `text` with every occurrence of each of `secrets` replaced by `[redacted]`, and a
 /// secret's beginning at the very end cut too (a body truncated inside a secret).
+///
+/// A downstream may echo a secret the host handed it in another form than the
+/// host sent it: JSON-escaped (PHP's `json_encode` writes `/` as `\/`, others write
+/// `\u0041` for `A`), percent-encoded (in a URL or a form, `%2F` or `%2f`, `+` for a
+/// space), or base64-encoded (standard or URL-safe, padded or not, at any offset in
+/// a longer encoded value). Each form is stripped, and mixtures of the first two
+/// (`%2B` in a JSON string): what the journal saves, the log writes and the guest is
+/// handed must not give the secret back by decoding.
 pub(crate) fn strip_secrets(text: &mut String, secrets: &[&str]) {
-    for secret in secrets.iter().filter(|s| s.len() >= MIN_STRIPPED_SECRET) {
-        if text.contains(secret) {
-            *text = text.replace(secret, REDACTED);
+    let mut needles: Vec<String> = secrets
+        .iter()
+        .filter(|s| s.len() >= MIN_STRIPPED_SECRET)
+        .flat_map(|s| forms(s))
+        .collect();
+    // The longest first where two begin at one place (a whole `Bearer TOKEN`, or a
+    // whole padded encoding, before the run inside it).
+    needles.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    needles.dedup();
+    strip_decoding(text, &needles);
+}
+
+/// Base64 runs shorter than this (in characters, 36 bits) are not stripped: a
+/// short run of a long encoded value could be one by chance.
+const MIN_BASE64_RUN: usize = 6;
+
+/// What `secret` may be echoed as before any escaping: itself, and its base64
+/// encodings. An encoding of a secret inside a longer encoded value depends on the
+/// secret's offset there modulo 3; for each offset, the characters made only of the
+/// secret's bits are the same whatever surrounds it, and those are stripped (the
+/// partial characters at either end give away at most a few bits).
+fn forms(secret: &str) -> Vec<String> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    let mut forms = vec![secret.to_owned()];
+    // Encoded alone: whole, its last character included.
+    for engine in [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD] {
+        forms.push(engine.encode(secret));
+    }
+    for offset in 0..3 {
+        let mut shifted = vec![0; offset];
+        shifted.extend_from_slice(secret.as_bytes());
+        // Characters wholly within the secret's bits: from the first that starts
+        // after the offset's bytes to the last that ends within the secret.
+        let (first, end) = ((8 * offset).div_ceil(6), 8 * shifted.len() / 6);
+        if end < first + MIN_BASE64_RUN {
+            continue;
         }
-        let cut = (MIN_STRIPPED_SECRET..secret.len())
-            .rev()
-            .filter(|&n| secret.is_char_boundary(n))
-            .find(|&n| text.ends_with(&secret[..n]));
-        if let Some(n) = cut {
-            text.truncate(text.len() - n);
-            text.push_str(REDACTED);
+        for engine in [STANDARD_NO_PAD, URL_SAFE_NO_PAD] {
+            forms.push(engine.encode(&shifted)[first..end].to_owned());
         }
+    }
+    forms
+}
+
+/// Replaces each run of `text` that decodes to one of `needles` (see [`units`];
+/// the first that fits where several do) by `[redacted]`, and a run at the very end
+/// that decodes to at least [`MIN_STRIPPED_SECRET`] bytes of one's beginning. One
+/// pass over the text for all of them: a response may be a mebibyte.
+fn strip_decoding(text: &mut String, needles: &[String]) {
+    // Which bytes may begin a run: a needle's first, or an escape.
+    let mut begins = [false; 256];
+    for needle in needles {
+        if let Some(&first) = needle.as_bytes().first() {
+            begins[usize::from(first)] = true;
+        }
+    }
+    for escape in [b'%', b'\\', b'+'] {
+        begins[usize::from(escape)] = true;
+    }
+    let bytes = text.as_bytes();
+    let mut stripped: Option<Vec<u8>> = None;
+    let (mut kept, mut i) = (0, 0);
+    while i < bytes.len() {
+        let end = if begins[usize::from(bytes[i])] {
+            // What the text here may stand for, read once for every needle.
+            let here = units(bytes, i);
+            needles
+                .iter()
+                .map(String::as_bytes)
+                .filter(|needle| {
+                    here.iter()
+                        .flatten()
+                        .any(|(_, decoded)| needle.starts_with(decoded.as_bytes()))
+                })
+                .find_map(|needle| decodes_to(bytes, i, needle))
+        } else {
+            None
+        };
+        match end {
+            Some(end) => {
+                let out = stripped.get_or_insert_with(|| Vec::with_capacity(bytes.len()));
+                out.extend_from_slice(&bytes[kept..i]);
+                out.extend_from_slice(REDACTED.as_bytes());
+                (kept, i) = (end, end);
+            }
+            None => i += 1,
+        }
+    }
+    if let Some(mut out) = stripped {
+        out.extend_from_slice(&bytes[kept..]);
+        // A run begins at an ASCII byte or at a needle's first (a character's first
+        // byte) and ends after a whole character, so the text stays UTF-8.
+        *text = String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    }
+}
+
+/// Where the run of `text` from `start` that decodes to `needle` ends, if one does
+/// (or one that reaches the end of `text` having decoded at least
+/// [`MIN_STRIPPED_SECRET`] of its bytes). Read one way while only one way fits;
+/// where two do (a `%` of the needle that is also the start of `%25`), [`search`].
+fn decodes_to(text: &[u8], start: usize, needle: &[u8]) -> Option<usize> {
+    let (mut i, mut j) = (start, 0);
+    loop {
+        if j == needle.len() || (i == text.len() && j >= MIN_STRIPPED_SECRET) {
+            return Some(i);
+        }
+        if i == text.len() {
+            return None;
+        }
+        let mut fits = units(text, i)
+            .into_iter()
+            .flatten()
+            .filter(|(_, decoded)| needle[j..].starts_with(decoded.as_bytes()));
+        match (fits.next(), fits.next()) {
+            (None, _) => return None,
+            (Some((taken, decoded)), None) => (i, j) = (i + taken, j + decoded.len()),
+            (Some(_), Some(_)) => return search(text, (i, j), needle),
+        }
+    }
+}
+
+/// [`decodes_to`] from the state `(i, j)` (at `text[i]`, `needle[j..]` to go), each
+/// way tried, and a state tried once not tried again.
+fn search(text: &[u8], from: (usize, usize), needle: &[u8]) -> Option<usize> {
+    let mut todo = vec![from];
+    let mut tried = std::collections::HashSet::new();
+    while let Some((i, j)) = todo.pop() {
+        if j == needle.len() || (i == text.len() && j >= MIN_STRIPPED_SECRET) {
+            return Some(i);
+        }
+        if i == text.len() || !tried.insert((i, j)) {
+            continue;
+        }
+        // Pushed in reverse, so the byte as it is is tried first.
+        for (taken, decoded) in units(text, i).into_iter().flatten().rev() {
+            if needle[j..].starts_with(decoded.as_bytes()) {
+                todo.push((i + taken, j + decoded.len()));
+            }
+        }
+    }
+    None
+}
+
+/// The ways the text at `i` may be read: how many bytes each takes, and what it
+/// stands for. The byte itself; `+` as a space; `%XX` (either case) as its byte;
+/// a JSON escape (`\/`, `\"`, `\\\\`, `\n` and the like, `\uXXXX` with surrogate
+/// pairs) as its character.
+fn units(text: &[u8], i: usize) -> [Option<(usize, Decoded)>; 2] {
+    let byte = text[i];
+    let hex = |at: usize, n: usize| {
+        text.get(at..at + n)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
+            .and_then(|h| u32::from_str_radix(h, 16).ok())
+    };
+    let escaped = match byte {
+        b'+' => Some((1, Decoded::byte(b' '))),
+        b'%' => hex(i + 1, 2).map(|b| (3, Decoded::byte(b as u8))),
+        b'\\' => match text.get(i + 1) {
+            Some(b'u') => hex(i + 2, 4).and_then(|unit| {
+                let low = (text.get(i + 6..i + 8) == Some(b"\\u"))
+                    .then(|| hex(i + 8, 4))
+                    .flatten()
+                    .filter(|low| (0xDC00..0xE000).contains(low));
+                match (unit, low) {
+                    (0xD800..0xDC00, Some(low)) => {
+                        let c = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+                        char::from_u32(c).map(|c| (12, Decoded::char(c)))
+                    }
+                    _ => char::from_u32(unit).map(|c| (6, Decoded::char(c))),
+                }
+            }),
+            Some(&escape) => match escape {
+                b'/' | b'\\' | b'"' | b'\'' => Some(escape),
+                b'b' => Some(0x08),
+                b'f' => Some(0x0C),
+                b'n' => Some(b'\n'),
+                b'r' => Some(b'\r'),
+                b't' => Some(b'\t'),
+                _ => None,
+            }
+            .map(|b| (2, Decoded::byte(b))),
+            None => None,
+        },
+        _ => None,
+    };
+    [Some((1, Decoded::byte(byte))), escaped]
+}
+
+/// The bytes one unit of text stands for: one byte, or a character's UTF-8.
+#[derive(Clone, Copy)]
+struct Decoded {
+    bytes: [u8; 4],
+    len: usize,
+}
+
+impl Decoded {
+    fn byte(b: u8) -> Self {
+        Self {
+            bytes: [b, 0, 0, 0],
+            len: 1,
+        }
+    }
+
+    fn char(c: char) -> Self {
+        let mut bytes = [0; 4];
+        let len = c.encode_utf8(&mut bytes).len();
+        Self { bytes, len }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+
+    fn len(&self) -> usize {
+        self.len
     }
 }
 
@@ -263,6 +477,95 @@ mod tests {
             literal.secrets().collect::<Vec<_>>(),
             ["Bearer abcdefgh", "abcdefgh"]
         );
+    }
+
+    #[test]
+    fn secrets_are_stripped_in_the_encodings_a_downstream_echoes_them_in() {
+        use base64::Engine as _;
+        use base64::engine::general_purpose::{
+            STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD,
+        };
+        let secret = "sk/live+9f3c 1a7e\"5b2d";
+        let stripped = |echoed: &str| {
+            let mut text = format!("{{\"echo\":\"{echoed}\",\"n\":1}}");
+            strip_secrets(&mut text, &[secret]);
+            text
+        };
+        let whole = format!("{{\"echo\":\"{REDACTED}\",\"n\":1}}");
+        let every_char_u = secret
+            .chars()
+            .map(|c| format!("\\u{:04X}", c as u32))
+            .collect::<String>();
+        let percent = |upper: bool, plus: bool| {
+            secret
+                .bytes()
+                .map(|b| match b {
+                    b' ' if plus => "+".to_owned(),
+                    b if b.is_ascii_alphanumeric() => (b as char).to_string(),
+                    b if upper => format!("%{b:02X}"),
+                    b => format!("%{b:02x}"),
+                })
+                .collect::<String>()
+        };
+        let mut echoes = vec![
+            // PHP's json_encode: `/` as `\/`, the quote escaped.
+            r#"sk\/live+9f3c 1a7e\"5b2d"#.to_owned(),
+            every_char_u.to_lowercase(),
+            every_char_u,
+            percent(true, false),
+            percent(false, false),
+            percent(true, true),
+            // Both at once: a URL-encoded value in a JSON string.
+            r#"sk%2Flive\u002B9f3c+1a7e\"5b2d"#.to_owned(),
+        ];
+        for engine in [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD] {
+            let encoded = engine.encode(secret);
+            // As it is, JSON-escaped by PHP, and percent-encoded in a query.
+            echoes.push(encoded.replace('/', r"\/"));
+            echoes.push(
+                encoded
+                    .replace('+', "%2B")
+                    .replace('/', "%2F")
+                    .replace('=', "%3D"),
+            );
+            echoes.push(encoded);
+        }
+        for echoed in &echoes {
+            assert_eq!(stripped(echoed), whole, "{echoed}");
+        }
+
+        // Inside a longer encoded value, at each offset: only the few characters
+        // made of the value's other bytes (and a few bits of the secret) are left.
+        for (before, after) in [("x", "yz"), ("xy", ""), ("", "xyz"), ("wxyz", "q")] {
+            for engine in [STANDARD, URL_SAFE_NO_PAD] {
+                let blob = engine.encode(format!("{before}{secret}{after}"));
+                let text = stripped(&blob);
+                assert!(text.contains(REDACTED), "{blob}: {text}");
+                let left = text.len() - whole.len();
+                assert!(left <= 10, "{blob}: {left} characters left in {text}");
+            }
+        }
+
+        // A `%` of the secret percent-encoded: `%25` reads both as itself and as `%`.
+        for echoed in ["ab%25cdef", "ab%2525cdef", r"ab\u002525cdef"] {
+            let mut text = format!("k={echoed}&n=1");
+            strip_secrets(&mut text, &["ab%25cdef"]);
+            assert_eq!(text, format!("k={REDACTED}&n=1"), "{echoed}");
+        }
+        // A body cut inside an escaped secret.
+        let mut cut = r#"{"echo":"sk\/liv"#.to_owned();
+        strip_secrets(&mut cut, &[secret]);
+        assert_eq!(cut, format!("{{\"echo\":\"{REDACTED}"));
+        // What merely looks like it stays, escapes included.
+        for kept in [
+            r#"{"url":"https:\/\/x.example\/sk\/live"}"#,
+            "?q=sk%2Flive%2B9f3c&n=1",
+            r#"{"b64":"c2svbGl2ZSs5ZjNj"}"#,
+        ] {
+            let mut text = kept.to_owned();
+            strip_secrets(&mut text, &[secret]);
+            assert_eq!(text, kept);
+        }
     }
 
     #[test]
