@@ -487,6 +487,57 @@ fn a_parallel_duplicate_waits_for_the_first_and_gets_its_outcome() {
     assert_eq!(payments.applied().len(), 1);
 }
 
+/// A duplicate that finds its key running on another host backs off between its
+/// looks at the journal: over a wait of 1.5 s (a fixed 5 ms poll would look about
+/// 300 times) it makes a handful of statements, and still gets the first call's
+/// outcome once that call finishes (issue 38, 4).
+#[test]
+fn a_duplicate_waiting_on_another_host_costs_the_journal_a_handful_of_statements() {
+    let mut runner = ScriptedRunner::default();
+    let runs = pay_tool(&mut runner, "payments");
+    let runner = Arc::new(runner);
+    let (reached_tx, reached_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
+    let gate = Arc::new(Mutex::new(Some((reached_tx, release_rx))));
+    let payments = Downstream::new(ProviderClass::Keyed, vec![Fault::Hold(gate)]);
+    let providers: [(&str, Arc<dyn Provider>); 1] = [("payments", payments.clone())];
+    let clock = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&clock);
+    // A renews nothing while it waits on the downstream (the manual clock keeps its
+    // lease live): what the journal does meanwhile is the duplicate's.
+    let a = Arc::new(host_renewing(
+        Arc::clone(&journal),
+        clock.clone(),
+        Arc::clone(&runner),
+        &providers,
+        None,
+    ));
+    let mut b = host_on(Arc::clone(&journal), clock.clone(), runner, &providers);
+    b.guard.policy.wait_bound = Duration::from_millis(1500);
+
+    let first = {
+        let a = Arc::clone(&a);
+        std::thread::spawn(move || a.guard.call(&pay(10)))
+    };
+    reached_rx.recv().unwrap();
+    let work = || journal.stats().commits + journal.round_trips();
+    let before = work();
+    let busy = b.guard.call(&pay(10)).unwrap_err();
+    let spent = work() - before;
+    assert!(matches!(busy, Error::InProgress { .. }), "{busy:?}");
+    assert!(
+        spent <= 100,
+        "{spent} journal commits and round trips for one waiting duplicate"
+    );
+    release_tx.send(()).unwrap();
+    let first = first.join().unwrap().unwrap();
+    let retry = b.guard.call(&pay(10)).unwrap();
+    assert!(retry.replayed);
+    assert_eq!(retry.outcome, first.outcome);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert_eq!(payments.applied().len(), 1);
+}
+
 // --- same key, running but its lease expired ---------------------------------------
 
 #[test]
@@ -722,6 +773,158 @@ fn a_fenced_run_saves_the_definitive_answer_it_holds() {
     };
     assert_eq!(result["payload"], json!({"amount": 10}), "A's answer");
     assert_eq!(sms.attempts().len(), 1, "sent once");
+}
+
+/// Every first run records the component that ran it, whichever write journals the
+/// call first: the claim of its first effect (one statement on PostgreSQL, which
+/// left it out: issue 38, 3) or the outcome of a call without effects.
+#[test]
+fn the_first_run_journals_the_component_that_ran_it() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "payments");
+    runner.tool("echo", ScriptedRunner::open_schema(), |args, _| {
+        returned(args.clone())
+    });
+    runner.component("pay", "sha256:0a");
+    runner.component("echo", "sha256:0b");
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let h = host(runner, &[("payments", payments.clone())]);
+
+    h.guard.call(&pay(10)).unwrap();
+    h.guard
+        .call(&CallRequest::new("echo", "{}").conversation("c1"))
+        .unwrap();
+
+    let entries = h.journal.entries(None, 10).unwrap();
+    let component = |tool: &str| {
+        entries
+            .iter()
+            .find(|e| e.tool == tool)
+            .and_then(|e| e.component.clone())
+    };
+    assert_eq!(payments.applied().len(), 1);
+    assert_eq!(component("pay").as_deref(), Some("sha256:0a"));
+    assert_eq!(component("echo").as_deref(), Some("sha256:0b"));
+}
+
+/// A keyed downstream that answers a repeated key with the first answer's meaning
+/// but not its bytes, as real APIs do (`Date`, Stripe's `Idempotent-Replayed`): the
+/// reply's number under its key rides along.
+#[derive(Default)]
+struct ReplyingDownstream {
+    replies: Mutex<BTreeMap<String, u32>>,
+}
+
+impl Provider for ReplyingDownstream {
+    fn class(&self) -> ProviderClass {
+        ProviderClass::Keyed
+    }
+
+    fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
+        let mut replies = self.replies.lock().unwrap();
+        let reply = replies.entry(request.key.to_string()).or_default();
+        *reply += 1;
+        Ok(json!({ "id": request.key.to_string(), "reply": *reply }))
+    }
+}
+
+/// A run that pauses between two effects past its lease (a GC pause, a suspended
+/// VM: no heartbeat beats outside a provider call) saves nothing when it wakes: the
+/// run that took the call over asked the downstream again under the same key, got
+/// an answer of the same meaning in other bytes, and handed its tool that one. The
+/// journal holds the answer the tool of the saved outcome saw, so a resumed run
+/// replays what that outcome was built from (issue 38, 2).
+#[test]
+fn a_run_that_paused_past_its_lease_saves_no_answer_over_the_one_the_taker_handed_its_tool() {
+    type Pause = (mpsc::Sender<()>, mpsc::Receiver<()>);
+    let pauses: Arc<Mutex<Vec<Pause>>> = Arc::default();
+    let (a_paused, a_paused_rx) = mpsc::channel();
+    let (a_wake, a_wake_rx) = mpsc::channel();
+    let (b_paused, b_paused_rx) = mpsc::channel();
+    let (b_wake, b_wake_rx) = mpsc::channel();
+    // The first run to reach the pause is A's, the second B's.
+    pauses
+        .lock()
+        .unwrap()
+        .extend([(b_paused, b_wake_rx), (a_paused, a_wake_rx)]);
+    let mut runner = ScriptedRunner::default();
+    let between = Arc::clone(&pauses);
+    runner.tool(
+        "pay",
+        ScriptedRunner::open_schema(),
+        move |args, fx: &mut Effects<'_>| {
+            let first = fx.perform("payments", "pay", args.clone());
+            let pause = between.lock().unwrap().pop();
+            if let Some((paused, wake)) = pause {
+                paused.send(()).unwrap();
+                wake.recv().unwrap();
+            }
+            let second = fx.perform("payments", "pay", json!({ "amount": 1 }));
+            match (first, second) {
+                (Ok(a), Ok(b)) => returned(json!([a, b])),
+                other => tool_error("effect_failed", &format!("{other:?}")),
+            }
+        },
+    );
+    let runner = Arc::new(runner);
+    let payments = Arc::new(ReplyingDownstream::default());
+    let providers: [(&str, Arc<dyn Provider>); 1] = [("payments", payments.clone())];
+    let clock = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&clock);
+    let a = host_renewing(
+        Arc::clone(&journal),
+        clock.clone(),
+        Arc::clone(&runner),
+        &providers,
+        None,
+    );
+    let b = Arc::new(host_on(
+        Arc::clone(&journal),
+        clock.clone(),
+        runner,
+        &providers,
+    ));
+
+    // A performs effect #0 and pauses before #1, past its lease.
+    let a_call = std::thread::spawn(move || a.guard.call(&pay(10)));
+    a_paused_rx.recv().unwrap();
+    clock.advance(LEASE + Duration::from_secs(1));
+    // B takes over, asks #0 again under its key, and pauses before #1 too.
+    let b_call = {
+        let b = Arc::clone(&b);
+        std::thread::spawn(move || b.guard.call(&pay(10)))
+    };
+    b_paused_rx.recv().unwrap();
+    // A wakes first: its next commit is refused, and must save nothing.
+    a_wake.send(()).unwrap();
+    let a_answer = a_call.join().unwrap();
+    b_wake.send(()).unwrap();
+    let b_answer = b_call.join().unwrap().unwrap();
+
+    assert!(
+        matches!(a_answer, Err(Error::LeaseLost { .. })),
+        "{a_answer:?}"
+    );
+    let Outcome::Success { result, .. } = &b_answer.outcome else {
+        panic!("{:?}", b_answer.outcome)
+    };
+    assert_eq!(
+        result[0]["reply"], 2,
+        "B's tool saw the downstream's second reply"
+    );
+    let entries = journal.entries(None, 10).unwrap();
+    let recorded = entries[0].effects[0].response.as_ref().expect("answered");
+    assert_eq!(
+        recorded["ok"], result[0],
+        "the journal holds what the tool of the saved outcome saw"
+    );
+    // Both runs asked under one key; the retry replays B's outcome.
+    let replies = payments.replies.lock().unwrap().clone();
+    assert_eq!(replies.get(&entries[0].effects[0].key), Some(&2));
+    assert_eq!(replies.get(&entries[0].effects[1].key), Some(&1));
+    let retry = b.guard.call(&pay(10)).unwrap();
+    assert!(retry.replayed);
+    assert_eq!(retry.outcome, b_answer.outcome);
 }
 
 /// A tool that performs `pay` twice on `provider` (the amount, then the amount + 1)
@@ -2364,6 +2567,7 @@ on_postgres!(
     tool_errors_and_traps_are_saved_and_replayed,
     the_same_key_with_other_arguments_is_a_mismatch_and_nothing_runs_or_is_stored,
     a_parallel_duplicate_waits_for_the_first_and_gets_its_outcome,
+    a_duplicate_waiting_on_another_host_costs_the_journal_a_handful_of_statements,
     a_host_whose_lease_expired_is_taken_over_fenced_and_the_effect_happens_once,
     a_run_whose_lease_ran_out_before_its_provider_call_does_not_send_beside_the_run_that_took_over,
     a_provider_slower_than_the_lease_keeps_its_lease_and_no_other_host_takes_over,
@@ -2394,6 +2598,8 @@ on_postgres!(
     the_journal_counts_the_replays_it_answers_and_shows_a_refused_effect_as_refused,
     a_call_traces_each_effect_and_each_attempt_under_its_keys,
     a_fenced_run_saves_the_definitive_answer_it_holds,
+    the_first_run_journals_the_component_that_ran_it,
+    a_run_that_paused_past_its_lease_saves_no_answer_over_the_one_the_taker_handed_its_tool,
     a_keyed_answer_is_saved_with_the_next_commit_and_an_unkeyed_one_at_once,
     a_run_whose_effect_a_person_answered_meanwhile_hands_the_tool_the_recorded_answer,
 );

@@ -625,9 +625,14 @@ impl EffectSession {
     ///
     /// A keyed effect's answer is saved with the run's next commit instead (see
     /// [`DeferredAnswer`]): until then the effect is pending, and a run that resumes
-    /// it asks the downstream again under the same key, which answers as the first
-    /// time (nobody else answers a keyed effect). A lost lease then shows at that
-    /// commit: the next claim is refused, or the outcome is not saved.
+    /// it asks the downstream again under the same key, which answers with the same
+    /// meaning but not always the same bytes (a `Date`, Stripe's
+    /// `Idempotent-Replayed`). A lost lease then shows at that commit: the next claim
+    /// is refused, or the outcome is not saved, and the answer is not saved either.
+    /// Only the lease holder saves a deferred answer, so the answer on record is the
+    /// one handed to the tool whose outcome is saved (DESIGN.md, "What the tool saw
+    /// is what the journal holds"): a run that paused past its lease cannot land its
+    /// answer over the one the run that took over handed its own tool.
     fn save_answer(
         &mut self,
         key: &EffectKey,
@@ -655,20 +660,19 @@ impl EffectSession {
         Ok(answer_to_guest(recorded))
     }
 
-    /// Saves the deferred answers of keyed effects now, in a commit of their own
-    /// each: before a write that does not carry them.
+    /// Saves the deferred answers of keyed effects now, in a commit of their own:
+    /// before a write that does not carry them. Fenced like every deferred save: a
+    /// run that lost its lease saves none of them (the write that follows is refused
+    /// the same way).
     fn save_deferred(&mut self) -> Result<(), Error> {
+        if self.deferred.is_empty() {
+            return Ok(());
+        }
         let deferred = std::mem::take(&mut self.deferred);
         let lease = self.lease();
-        for answer in deferred {
-            self.shared.journal.finish_effect(
-                &answer.key,
-                &answer.answer,
-                &lease,
-                &self.invocation,
-                answer.at,
-            )?;
-        }
+        self.shared
+            .journal
+            .save_deferred(&self.invocation, &lease, &deferred)?;
         Ok(())
     }
 

@@ -49,7 +49,7 @@ use crate::retry::RetryPolicy;
 use crate::runtime::spans;
 use effect::{EffectSession, RunStart};
 use heartbeat::Heartbeats;
-use invocation::InvocationGuard;
+use invocation::{InvocationGuard, WaitBackoff};
 use prepare::{Prepared, prepare};
 use replayed_keys::ReplayedKeys;
 
@@ -225,6 +225,7 @@ impl Guard {
                 });
             }
         };
+        let mut backoff = WaitBackoff::new(self.policy.poll);
         loop {
             // One call of a key at a time in this process: a duplicate waits here for
             // the running one, then looks again (and replays its outcome).
@@ -318,10 +319,13 @@ impl Guard {
                 BeginOutcome::Wait => {
                     drop(entered);
                     waiting();
-                    if started.elapsed() >= self.policy.wait_bound {
+                    let Some(left) = self.policy.wait_bound.checked_sub(started.elapsed()) else {
+                        return Err(Error::InProgress { key: prepared.key });
+                    };
+                    if left.is_zero() {
                         return Err(Error::InProgress { key: prepared.key });
                     }
-                    self.waiters.wait(self.policy.poll);
+                    self.waiters.wait(&prepared.key, backoff.next().min(left));
                 }
             }
         }

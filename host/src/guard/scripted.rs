@@ -112,6 +112,14 @@ impl ScriptedRunner {
         }
     }
 
+    /// Says the tool called `name` runs the component `digest`, as a loaded one would.
+    #[cfg(test)]
+    pub(crate) fn component(&mut self, name: &str, digest: &str) {
+        if let Some((spec, _, _)) = self.tools.get_mut(name) {
+            spec.component = Some(digest.into());
+        }
+    }
+
     /// An object schema with the given properties, none required.
     #[cfg(test)]
     pub(crate) fn open_schema() -> Value {

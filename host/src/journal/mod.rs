@@ -101,9 +101,10 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// already, counts one more attempt, and returns the key to use, read back (never
     /// recomputed), with the attempt's number. Durable before it returns when the
     /// journal's durability asks for it: the provider is called next. The run's
-    /// `deferred` answers of earlier keyed effects are saved in the same commit, also
-    /// when the claim is refused (they are the first answers, whoever holds the
-    /// lease).
+    /// `deferred` answers of earlier keyed effects are saved in the same commit while
+    /// the run holds the lease (also when the claim is refused for another reason);
+    /// a run that lost it saves none: the run that took over may have handed its
+    /// tool another answer to the same key.
     fn claim_attempt(
         &self,
         effect: &NewEffect<'_>,
@@ -151,6 +152,16 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
         now: i64,
     ) -> Result<Option<Answer>>;
 
+    /// Saves the run's `deferred` answers of keyed effects in a commit of their own
+    /// (before a write that cannot carry them), renewing the lease, and only while
+    /// the run holds it; `false` when it lost it (nothing written).
+    fn save_deferred(
+        &self,
+        invocation: &InvocationKey,
+        lease: &Lease<'_>,
+        deferred: &[DeferredAnswer],
+    ) -> Result<bool>;
+
     /// Records that an attempt of an effect was known not to happen (a refused
     /// connection, a configuration refusal), so a later run may attempt it again
     /// even when it is unkeyed. `false`: the run lost its lease, nothing written.
@@ -168,8 +179,8 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
 
     /// Saves the outcome of the run `owner` and releases its lease, with the run's
     /// `deferred` effect answers in the same commit; `false` when the run lost the
-    /// lease (the outcome is not written, the deferred answers are: they are the
-    /// first answers). Durable before it returns under [`Durability::Full`].
+    /// lease (neither the outcome nor the deferred answers are written). Durable
+    /// before it returns under [`Durability::Full`].
     fn complete(
         &self,
         key: &InvocationKey,
@@ -186,7 +197,7 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
 
     /// Leaves the run `owner` resumable and releases its lease, with the run's
     /// `deferred` effect answers in the same commit; `false` when the run lost the
-    /// lease (the deferred answers are saved all the same).
+    /// lease (nothing is written, the deferred answers neither).
     fn suspend(
         &self,
         key: &InvocationKey,

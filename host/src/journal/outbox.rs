@@ -214,7 +214,9 @@ pub(crate) trait OutboxQueue {
     /// this pass took already), counting its attempt. A backend shared by hosts
     /// hides it from other deliverers for `hold_ms`, and judges "now" and the hold
     /// on the database's clock, not the caller's `now` (hosts' clocks may differ: a
-    /// host whose clock is ahead must not take a message another is sending).
+    /// host whose clock is ahead must not take a message another is sending). A
+    /// message is returned only once the commit that enqueued it is as durable as
+    /// the journal promises (`Full`: synced), since the caller sends it next.
     fn take_message(&self, now: i64, hold_ms: i64, skip: &[i64]) -> Result<Option<Taken>>;
 
     /// Records what became of a taken message (see [`settle_sql`]), at `now` on a

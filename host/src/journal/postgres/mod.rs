@@ -341,17 +341,20 @@ impl PostgresJournal {
         Ok(done)
     }
 
-    /// Runs the write `f` and saves a run's `deferred` effect answers in one
-    /// transaction, committed whatever `f` found (a refusal writes nothing of its
-    /// own; the answers are the first ones, whoever holds the lease).
+    /// Saves a run's `deferred` effect answers, while the run `owner` holds the lease
+    /// of `invocation`, then runs the write `f`, in one transaction committed
+    /// whatever `f` found (a refusal writes nothing of its own). The answers go
+    /// first: `f` may release the lease (suspend).
     fn with_deferred<R>(
         &self,
+        invocation: &InvocationKey,
+        owner: &str,
         deferred: &[DeferredAnswer],
         f: impl FnOnce(&mut Db<'_, Transaction<'_>>) -> std::result::Result<R, postgres::Error>,
     ) -> Result<R> {
         let done = self.transaction(|tx| {
+            ops::finish_deferred(tx, invocation, owner, deferred)?;
             let done = f(tx)?;
-            ops::finish_deferred(tx, deferred)?;
             Ok(Ok::<_, std::convert::Infallible>(done))
         })?;
         let Ok(done) = done;
@@ -461,8 +464,10 @@ impl Journal for PostgresJournal {
             }
             _ => {}
         }
-        // A refused claim wrote nothing of its own; the deferred answers still count.
-        self.with_deferred(deferred, |tx| ops::claim_in(tx, effect, lease, unjournaled))
+        // A refused claim wrote nothing of its own; saved answers still count.
+        self.with_deferred(effect.invocation, lease.owner, deferred, |tx| {
+            ops::claim_in(tx, effect, lease, unjournaled)
+        })
     }
 
     fn perform_transactional(
@@ -508,6 +513,17 @@ impl Journal for PostgresJournal {
         .map(|r| r.unwrap_or(None))
     }
 
+    fn save_deferred(
+        &self,
+        invocation: &InvocationKey,
+        lease: &Lease<'_>,
+        deferred: &[DeferredAnswer],
+    ) -> Result<bool> {
+        self.with_deferred(invocation, lease.owner, deferred, |tx| {
+            ops::renew_lease_in(tx, invocation, lease)
+        })
+    }
+
     fn not_performed(
         &self,
         key: &EffectKey,
@@ -550,7 +566,9 @@ impl Journal for PostgresJournal {
         if deferred.is_empty() {
             return self.single(|client| ops::suspend_in(client, key, owner, now));
         }
-        self.with_deferred(deferred, |tx| ops::suspend_in(tx, key, owner, now))
+        self.with_deferred(key, owner, deferred, |tx| {
+            ops::suspend_in(tx, key, owner, now)
+        })
     }
 
     fn entries(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>> {

@@ -96,8 +96,9 @@ pub(super) fn complete_in(
 }
 
 /// [`complete_in`] and the run's deferred effect answers in one statement (one round
-/// trip, one commit): the answers are saved whether or not the run still holds the
-/// lease (each only while its effect is pending: the first answer stays). The main
+/// trip, one commit): the answers are saved only when the outcome is, that is while
+/// the run still holds the lease (each only while its effect is pending: the first
+/// answer stays). The main
 /// query reads `completed`, so the invocation's row is locked before the effects'
 /// rows, in the order every other write of a run takes them.
 pub(super) fn complete_with_in(
@@ -114,8 +115,15 @@ pub(super) fn complete_with_in(
     let keys: Vec<&str> = deferred.iter().map(|d| d.key.as_str()).collect();
     let stored: Vec<String> = deferred.iter().map(|d| d.answer.to_stored()).collect();
     let at: Vec<i64> = deferred.iter().map(|d| d.at).collect();
+    static UNFENCED: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| COMPLETE_WITH.replace(DEFERRED_FENCE, ""));
+    let sql = if crate::mutants::on(crate::mutants::Mutant::UnfencedDeferred) {
+        UNFENCED.as_str()
+    } else {
+        COMPLETE_WITH
+    };
     let row = client.query_one(
-        COMPLETE_WITH,
+        sql,
         &[&key.as_str(), &owner, &outcome, &now, &keys, &stored, &at],
     )?;
     Ok(row.get::<_, i64>(0) == 1)
@@ -138,20 +146,44 @@ pub(super) const COMPLETE_WITH: &str = concat!(
           FROM unnest($5::TEXT[], $6::TEXT[], $7::BIGINT[]) AS d (key, response, at)
          WHERE effects.invocation_key = $1 AND effects.key = d.key
            AND effects.state = 'pending'
+           AND EXISTS (SELECT 1 FROM completed)
      )
      SELECT count(*) FROM completed"
 );
 
+/// The part of [`COMPLETE_WITH`] that saves the deferred answers only when the run
+/// still held the lease (its outcome was saved): a fenced run's answers would
+/// contradict what the run that took over handed its tool.
+const DEFERRED_FENCE: &str = "AND EXISTS (SELECT 1 FROM completed)";
+
 /// Saves a run's deferred answers of keyed effects, each only while its effect is
-/// pending (the first answer stays).
+/// pending (the first answer stays), and only while the run `owner` holds the lease
+/// of `invocation` (the row locked first, in the order every write of a run takes
+/// them): a run that lost it saves nothing, since the run that took over may have
+/// handed its tool another answer to the same key. `false`: nothing saved.
 pub(super) fn finish_deferred(
     client: &mut Db<'_, impl GenericClient>,
+    invocation: &InvocationKey,
+    owner: &str,
     deferred: &[DeferredAnswer],
-) -> PgResult<()> {
+) -> PgResult<bool> {
+    if deferred.is_empty() {
+        return Ok(false);
+    }
+    let held = client
+        .query_opt(
+            "SELECT 1 FROM invocations
+              WHERE key = $1 AND lease_owner = $2 AND state = 'running' FOR UPDATE",
+            &[&invocation.as_str(), &owner],
+        )?
+        .is_some();
+    if !held && !crate::mutants::on(crate::mutants::Mutant::UnfencedDeferred) {
+        return Ok(false);
+    }
     for answer in deferred {
         finish(client, &answer.key, &answer.answer.to_stored(), answer.at)?;
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Leaves the run `owner` resumable and releases its lease; `false` when the run no
@@ -472,10 +504,11 @@ pub(super) fn claim_first_in(
             "WITH created AS (
                 INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state,
                                          runs, created_at, updated_at, lease_owner,
-                                         lease_expires_at, entropy, arguments, retention_ms)
+                                         lease_expires_at, entropy, arguments, retention_ms,
+                                         component)
                 VALUES ($1, $2, $3, $4, $5, 'running', 1, $6, $6, $7, ",
             db_now!(),
-            " + $8, $9, $10, $11)
+            " + $8, $9, $10, $11, $19)
                 ON CONFLICT (key) DO NOTHING
                 RETURNING key
              ), claimed AS (
@@ -505,6 +538,9 @@ pub(super) fn claim_first_in(
             &effect.operation,
             &effect.fingerprint.as_str(),
             &effect.now,
+            // The component that ran the first run, as every other first write
+            // records it (`insert_in`).
+            &record.component,
         ],
     )?;
     Ok(row.as_ref().map(claimed).ok_or(Refusal::Superseded))

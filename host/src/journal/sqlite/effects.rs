@@ -121,13 +121,32 @@ pub(super) fn finish(
 }
 
 /// Saves a run's deferred answers of keyed effects of `invocation` (see
-/// [`DeferredAnswer`]), each only if its effect is still pending: the first answer
-/// stays.
+/// [`DeferredAnswer`]), each only if its effect is still pending (the first answer
+/// stays), and only while the run `owner` holds the lease: a run that lost it saves
+/// nothing, since the run that took over may have asked the downstream again and
+/// handed its tool that answer instead (DESIGN.md, "What the tool saw is what the
+/// journal holds"). Run before the write that releases the lease (complete,
+/// suspend). `false`: nothing saved.
 pub(super) fn finish_deferred(
     conn: &Connection,
     invocation: &InvocationKey,
+    owner: &str,
     deferred: &[DeferredAnswer],
-) -> rusqlite::Result<()> {
+) -> rusqlite::Result<bool> {
+    if deferred.is_empty() {
+        return Ok(false);
+    }
+    let held = conn
+        .prepare_cached(
+            "SELECT 1 FROM invocations
+              WHERE key = ?1 AND lease_owner = ?2 AND state = 'running'",
+        )?
+        .query_row(params![invocation.as_str(), owner], |_| Ok(()))
+        .optional()?
+        .is_some();
+    if !held && !crate::mutants::on(crate::mutants::Mutant::UnfencedDeferred) {
+        return Ok(false);
+    }
     for answer in deferred {
         finish(
             conn,
@@ -137,7 +156,7 @@ pub(super) fn finish_deferred(
             answer.at,
         )?;
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Extends the lease of `invocation` if `lease.owner` still holds it.

@@ -516,11 +516,12 @@ impl Journal for SqliteJournal {
         let (unjournaled, deferred) = (unjournaled.cloned(), deferred.to_vec());
         let written = self.grouped(true, move |conn| {
             let (effect, lease) = (effect.view(), lease.view());
+            // Before the claim, while the lease is judged as the claim will judge it:
+            // a run that lost it saves neither.
+            let saved = effects::finish_deferred(conn, effect.invocation, lease.owner, &deferred)?;
             let claimed = effects::claim_in(conn, &effect, &lease, unjournaled.as_ref())?;
-            effects::finish_deferred(conn, effect.invocation, &deferred)?;
-            // A refused claim wrote nothing of its own; the deferred answers still
-            // count.
-            let keep = claimed.is_ok() || !deferred.is_empty();
+            // A refused claim wrote nothing of its own; saved answers still count.
+            let keep = claimed.is_ok() || saved;
             Ok((claimed, keep))
         })?;
         // The one write that must be on disk before the provider is called: after a
@@ -579,6 +580,23 @@ impl Journal for SqliteJournal {
         Ok(written.value)
     }
 
+    fn save_deferred(
+        &self,
+        invocation: &InvocationKey,
+        lease: &Lease<'_>,
+        deferred: &[DeferredAnswer],
+    ) -> Result<bool> {
+        let (invocation, lease) = (invocation.clone(), owned::OwnedLease::new(lease));
+        let deferred = deferred.to_vec();
+        let written = self.grouped(false, move |conn| {
+            let lease = lease.view();
+            let saved = effects::finish_deferred(conn, &invocation, lease.owner, &deferred)?;
+            let held = effects::renew_lease_in(conn, &invocation, &lease)?;
+            Ok((held, saved || held))
+        })?;
+        Ok(written.value)
+    }
+
     fn not_performed(
         &self,
         key: &EffectKey,
@@ -607,8 +625,9 @@ impl Journal for SqliteJournal {
         let (key, owner, outcome) = (key.clone(), owner.to_owned(), outcome.to_owned());
         let deferred = deferred.to_vec();
         let saved = self.grouped(true, move |conn| {
+            // Before the outcome releases the lease: saved only while it is held.
+            effects::finish_deferred(conn, &key, &owner, &deferred)?;
             let saved = invocations::complete_in(conn, &key, &owner, &outcome, now)?;
-            effects::finish_deferred(conn, &key, &deferred)?;
             Ok((saved, true))
         })?;
         if saved.value {
@@ -640,8 +659,8 @@ impl Journal for SqliteJournal {
     ) -> Result<bool> {
         self.write(|conn| {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            effects::finish_deferred(&tx, key, owner, deferred)?;
             let suspended = invocations::suspend_in(&tx, key, owner, now)?;
-            effects::finish_deferred(&tx, key, deferred)?;
             tx.commit()?;
             Ok(suspended)
         })

@@ -30,7 +30,7 @@ impl OutboxQueue for SqliteJournal {
     fn take_message(&self, now: i64, _hold_ms: i64, skip: &[i64]) -> Result<Option<Taken>> {
         // Not hidden: passes are exclusive under the lock file.
         let skip = serde_json::to_string(skip).expect("ids serialize");
-        self.transaction(|tx| {
+        let taken = self.transaction(|tx| {
             let taken = tx
                 .query_row(
                     "UPDATE outbox SET attempts = attempts + 1, updated_at = ?1
@@ -56,8 +56,18 @@ impl OutboxQueue for SqliteJournal {
                 )
                 .optional()?;
             Ok(Ok::<_, ()>(taken))
-        })
-        .map(|r| r.unwrap_or(None))
+        })?;
+        let taken = taken.unwrap_or(None);
+        // Nothing leaves before the record that keys it is as durable as promised:
+        // the enqueue (with its invocation and effect) committed unsynced, its
+        // outcome's durable point may not have come yet, and a power cut then would
+        // lose the message after it was sent; the retry would enqueue it again under
+        // a new generation, a new key. One fsync covers the enqueue and this take
+        // (and nothing when the commits are on disk already).
+        if taken.is_some() && !crate::mutants::on(crate::mutants::Mutant::DeliveryBeforeDurable) {
+            self.durable_if_full()?;
+        }
+        Ok(taken)
     }
 
     fn settle_message(&self, taken: &Taken, settle: Settle<'_>, now: i64) -> Result<()> {

@@ -484,3 +484,48 @@ fn only_a_full_journal_writes_its_wal_ahead_of_the_frames() {
         }
     }
 }
+
+/// An outbox message enqueued by a commit that was not synced (a transactional
+/// effect has no durable point of its own) is synced before delivery takes it: the
+/// deliverer sends it next, and a power cut must not lose a message that left
+/// (issue 38, 1). Nothing due, no fsync.
+#[test]
+fn an_outbox_message_is_durable_before_delivery_takes_it() {
+    use crate::journal::outbox::{OutboxQueue, SQLITE_SCHEMA};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("journal.db");
+    let journal = SqliteJournal::open(&path, Durability::Full).unwrap();
+    journal.prepare_outbox().unwrap();
+    journal
+        .with(|conn| conn.execute_batch(SQLITE_SCHEMA))
+        .unwrap();
+    journal.make_durable().unwrap();
+
+    let before = journal.stats().syncs;
+    assert!(journal.take_message(10, 0, &[]).unwrap().is_none());
+    assert_eq!(
+        journal.stats().syncs,
+        before,
+        "nothing taken, nothing synced"
+    );
+
+    // Enqueued as a transactional effect enqueues it: committed, not synced.
+    journal
+        .with(|conn| {
+            conn.execute(
+                "INSERT INTO outbox (effect_key, tool, method, url, headers, body, state,
+                                     next_attempt_at, created_at, updated_at)
+                 VALUES ('k1', 'hook', 'POST', 'http://127.0.0.1:9/', '{}', x'7b7d',
+                         'pending', 0, 0, 0)",
+                [],
+            )
+        })
+        .unwrap();
+    let taken = journal.take_message(10, 0, &[]).unwrap().expect("due");
+    assert_eq!(taken.effect_key, "k1");
+    assert_eq!(
+        journal.stats().syncs,
+        before + 1,
+        "one fsync before the message is handed to the sender"
+    );
+}
