@@ -35,6 +35,21 @@ static AS_PYTHON: LazyLock<Result<PathBuf, String>> = LazyLock::new(|| {
     install::venv("oauth-venv", &requirements, help).map(|venv| install::venv_bin(&venv, "python"))
 });
 
+/// Starts `command` and reads the first line it prints (empty if it ends first).
+fn first_line(command: &mut Command, stderr: Stdio) -> (Child, String) {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("start the process");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .expect("read its first line");
+    (child, line)
+}
+
 /// The authorization server, killed when dropped.
 struct AuthorizationServer {
     child: Child,
@@ -46,17 +61,10 @@ impl AuthorizationServer {
         let python = AS_PYTHON
             .as_ref()
             .unwrap_or_else(|e| panic!("no Python with authlib: {e}"));
-        let mut child = Command::new(python)
-            .arg(Path::new(DIR).join("authorization_server.py"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the authorization server");
-        let mut issuer = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut issuer)
-            .expect("read the issuer");
+        let (child, issuer) = first_line(
+            Command::new(python).arg(Path::new(DIR).join("authorization_server.py")),
+            Stdio::null(),
+        );
         let issuer = issuer.trim().to_owned();
         assert!(
             issuer.starts_with("http://127.0.0.1:"),
@@ -92,6 +100,8 @@ fn the_python_sdks_oauth_client_discovers_authorizes_and_calls_and_other_tokens_
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("state.db");
     let ci_bot = add_token(&db, "ci-bot");
+    // A static token named as the issuer's user is: not the same principal.
+    let static_ada = add_token(&db, "ada");
     let server = HttpProcess::spawn(
         &db,
         &[
@@ -178,19 +188,20 @@ fn the_python_sdks_oauth_client_discovers_authorizes_and_calls_and_other_tokens_
     assert_eq!(calls[1]["meta"]["dev.justonce/replayed"], true);
     assert_eq!(mailbox_count(&db), 1, "one email for the repeated call");
 
-    // The principal is the token's subject, and keys are scoped by it: the same call
-    // by another user of the same issuer is that user's own.
-    let ada = journal(&db, "ada");
+    // The principal is the token's subject after the default prefix, and keys are
+    // scoped by it: the same call by another user of the same issuer is that user's
+    // own.
+    let ada = journal(&db, "oauth:ada");
     assert_eq!(ada.as_array().unwrap().len(), 1, "{ada}");
     assert_eq!(ada[0]["key"], calls[0]["meta"]["dev.justonce/key"]);
-    assert_eq!(ada[0]["conversation"], r#"["ada","conv-oauth"]"#);
+    assert_eq!(ada[0]["conversation"], r#"["oauth:ada","conv-oauth"]"#);
     let bob_token = report["bob_token"].as_str().unwrap().to_owned();
     let order =
         json!({"orders": [{"order_id": 5150, "email": "ada@example.com", "amount_cents": 700}]});
     let bobs = HttpClient::new(server.addr, Some(bob_token))
         .call(
             "send_receipt",
-            order,
+            order.clone(),
             json!({"_meta": {"dev.justonce/conversation": "conv-oauth"}}),
         )
         .tool_result();
@@ -200,10 +211,55 @@ fn the_python_sdks_oauth_client_discovers_authorizes_and_calls_and_other_tokens_
         calls[0]["meta"]["dev.justonce/key"]
     );
     assert_eq!(mailbox_count(&db), 2);
-    assert_eq!(journal(&db, "bob").as_array().unwrap().len(), 1);
+    assert_eq!(journal(&db, "oauth:bob").as_array().unwrap().len(), 1);
+    let static_adas = HttpClient::new(server.addr, Some(static_ada))
+        .call(
+            "send_receipt",
+            order,
+            json!({"_meta": {"dev.justonce/conversation": "conv-oauth"}}),
+        )
+        .tool_result();
+    assert_eq!(
+        static_adas["_meta"]["dev.justonce/replayed"], false,
+        "the static token ada got the OAuth user ada's answer"
+    );
+    assert_eq!(mailbox_count(&db), 3);
 
     // A token of the tokens file still works beside OAuth.
     let listed = HttpClient::new(server.addr, Some(ci_bot)).stateless("tools/list", json!({}));
     assert_eq!(listed.status, 200, "{listed:?}");
     assert!(listed.message()["result"]["tools"].is_array(), "{listed:?}");
+}
+
+#[test]
+fn an_oauth_principal_prefix_a_token_name_could_start_with_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    // `""` (a subject `alice` is the static token alice) and a prefix of token-name
+    // characters (`corp.alice` can be a token's name too).
+    for prefix in ["", "corp."] {
+        std::fs::write(
+            dir.path().join("justonce.toml"),
+            format!(
+                "[oauth]\nissuer = \"http://127.0.0.1:9/oauth\"\nprincipal_prefix = {prefix:?}\n"
+            ),
+        )
+        .unwrap();
+        let (mut child, line) = first_line(
+            justonce_command(Some(&db)).args(["serve", "--http", "127.0.0.1:0"]),
+            Stdio::piped(),
+        );
+        if !line.is_empty() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("served with the principal prefix {prefix:?}: {line}");
+        }
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{prefix:?}: {stderr}");
+        assert!(
+            stderr.contains("principal prefix") && stderr.contains("justonce.toml"),
+            "{prefix:?}: {stderr}"
+        );
+    }
 }

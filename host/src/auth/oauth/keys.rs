@@ -2,9 +2,11 @@
 //! `jwks_url` or the `jwks_uri` of the issuer's metadata, kept, and fetched again
 //! when a token names a key not seen yet (a rotation), at most once per
 //! [`KeyCache::MIN_REFRESH`] on the host's clock, so tokens with made-up key ids
-//! cannot make the server hammer the issuer.
+//! cannot make the server hammer the issuer; and one fetch at a time, on a thread of
+//! its own, so a slow issuer cannot hold the HTTP server's workers.
 
 use std::io::Read as _;
+use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -39,6 +41,16 @@ pub enum KeysError {
         /// What is wrong with it.
         reason: String,
     },
+    /// Another request is fetching the keys; this one does not wait for it.
+    #[error("the issuer's keys are being fetched for another request")]
+    Busy,
+    /// The fetch did not end in time (it goes on, and the next token may find the
+    /// keys).
+    #[error("the issuer's keys did not come within {0:?}")]
+    Late(Duration),
+    /// No thread could be started to fetch them.
+    #[error("cannot start fetching the issuer's keys: {0}")]
+    Thread(String),
 }
 
 /// Where the keys come from.
@@ -191,15 +203,41 @@ struct Held {
     tried_ms: Option<i64>,
     /// When `keys` were fetched (ms).
     fetched_ms: i64,
+    /// A fetch is under way on its own thread: no other starts, none waits for it.
+    fetching: bool,
+}
+
+/// What a fetch's thread hands the request that started it.
+type Fetched = Result<JwkSet, KeysError>;
+
+/// The held keys, locked: held only to read or store them, never across a fetch.
+fn lock(held: &Mutex<Held>) -> std::sync::MutexGuard<'_, Held> {
+    held.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Marks the fetch over when its thread ends, however it ends: a source that
+/// panicked must not leave every later token waiting on a fetch that never comes.
+struct FetchRunning(Arc<Mutex<Held>>);
+
+impl Drop for FetchRunning {
+    fn drop(&mut self) {
+        lock(&self.0).fetching = false;
+    }
 }
 
 /// The issuer's keys, fetched on first use and again for a key id not seen yet (or
 /// once they are older than [`KeyCache::MAX_AGE`]), never twice within
 /// [`KeyCache::MIN_REFRESH`].
+///
+/// A fetch runs on a thread of its own, one at a time, with the cache unlocked:
+/// the request that started it waits for it (at most [`KeyCache::MAX_WAIT`]); any
+/// other request that needs a key the cache lacks meanwhile is refused at once with
+/// [`KeysError::Busy`] (a 503) rather than queueing behind it, so an issuer that
+/// hangs costs the HTTP server one waiting request, not its workers.
 pub struct KeyCache {
-    source: Box<dyn KeySource>,
+    source: Arc<dyn KeySource>,
     clock: Arc<dyn Clock>,
-    held: Mutex<Held>,
+    held: Arc<Mutex<Held>>,
 }
 
 impl std::fmt::Debug for KeyCache {
@@ -213,72 +251,123 @@ impl KeyCache {
     pub const MIN_REFRESH: Duration = Duration::from_secs(30);
     /// Keys older than this are fetched again (and kept if that fails).
     pub const MAX_AGE: Duration = Duration::from_secs(3600);
+    /// How long the request that started a fetch waits for it: the metadata and
+    /// the key set may each take [`FETCH_TIMEOUT`], and the first metadata URL may
+    /// fail first.
+    pub const MAX_WAIT: Duration = Duration::from_secs(3 * FETCH_TIMEOUT.as_secs() + 1);
 
     /// Keys from `source`, timed on `clock`.
     pub fn new(source: Box<dyn KeySource>, clock: Arc<dyn Clock>) -> Self {
         Self {
-            source,
+            source: Arc::from(source),
             clock,
-            held: Mutex::new(Held::default()),
+            held: Arc::default(),
         }
     }
 
     /// Fetches the keys now (at start-up, to say early when the issuer is out of
     /// reach); counts as a fetch for the rate limit.
     pub fn prefetch(&self) -> Result<usize, KeysError> {
-        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        self.refetch(&mut held)?;
-        Ok(held.keys.as_ref().map_or(0, |k| k.keys.len()))
+        let fetch = {
+            let mut held = lock(&self.held);
+            if held.fetching {
+                return Err(KeysError::Busy);
+            }
+            self.start_fetch(&mut held)?
+        };
+        Ok(Self::wait(&fetch)?.keys.len())
     }
 
-    fn refetch(&self, held: &mut Held) -> Result<(), KeysError> {
-        let now = self.clock.now_ms();
-        held.tried_ms = Some(now);
-        let keys = self.source.fetch()?;
-        tracing::info!(keys = keys.keys.len(), "fetched the OAuth issuer's keys");
-        held.keys = Some(keys);
-        held.fetched_ms = now;
-        Ok(())
+    /// Starts a fetch on its own thread (the caller has checked that none runs);
+    /// its answer comes on the channel returned, and it stores the keys it got.
+    fn start_fetch(&self, held: &mut Held) -> Result<Receiver<Fetched>, KeysError> {
+        let started_ms = self.clock.now_ms();
+        held.tried_ms = Some(started_ms);
+        held.fetching = true;
+        let (answer, fetch) = mpsc::sync_channel(1);
+        let source = Arc::clone(&self.source);
+        let running = FetchRunning(Arc::clone(&self.held));
+        let spawned = std::thread::Builder::new()
+            .name("justonce-jwks".into())
+            .spawn(move || {
+                let fetched = source.fetch();
+                {
+                    let mut held = lock(&running.0);
+                    match &fetched {
+                        Ok(keys) => {
+                            tracing::info!(
+                                keys = keys.keys.len(),
+                                "fetched the OAuth issuer's keys"
+                            );
+                            held.keys = Some(keys.clone());
+                            held.fetched_ms = started_ms;
+                        }
+                        // The URL and the reason are for the operator: the refused
+                        // client is told only that the keys cannot be had now.
+                        Err(e) => tracing::warn!("fetching the OAuth issuer's keys: {e}"),
+                    }
+                    held.fetching = false;
+                }
+                drop(running);
+                // The request that started it may have stopped waiting.
+                let _ = answer.send(fetched);
+            });
+        match spawned {
+            Ok(_) => Ok(fetch),
+            Err(e) => {
+                held.fetching = false;
+                Err(KeysError::Thread(e.to_string()))
+            }
+        }
+    }
+
+    /// The answer of the fetch this request started, waited for off the async
+    /// workers (see `blocking`).
+    fn wait(fetch: &Receiver<Fetched>) -> Fetched {
+        blocking(|| fetch.recv_timeout(Self::MAX_WAIT))
+            .unwrap_or(Err(KeysError::Late(Self::MAX_WAIT)))
     }
 
     /// The key that verifies a token whose header names `kid`: by id, or the only
     /// key when the token names none.
     pub(super) fn key(&self, kid: Option<&str>) -> Result<DecodingKey, TokenRefused> {
-        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        let now = self.clock.now_ms();
-        let stale = now.saturating_sub(held.fetched_ms) >= millis(Self::MAX_AGE);
-        let found = held.keys.as_ref().and_then(|k| pick(k, kid)).cloned();
-        let may_fetch = held
-            .tried_ms
-            .is_none_or(|t| now.saturating_sub(t) >= millis(Self::MIN_REFRESH));
-        let jwk = match found {
-            Some(jwk) if !stale || !may_fetch => jwk,
-            _ if !may_fetch => return Err(TokenRefused::UnknownKey(kid.map(str::to_owned))),
-            found => match self.refetch(&mut held) {
-                Ok(()) => held
-                    .keys
-                    .as_ref()
-                    .and_then(|k| pick(k, kid))
-                    .cloned()
-                    .ok_or_else(|| TokenRefused::UnknownKey(kid.map(str::to_owned)))?,
-                Err(e) => {
-                    tracing::warn!("fetching the OAuth issuer's keys: {e}");
-                    match found {
-                        // Stale keys still verify while the issuer is out of reach.
-                        Some(jwk) => jwk,
-                        None if held.keys.is_some() => {
-                            return Err(TokenRefused::UnknownKey(kid.map(str::to_owned)));
-                        }
-                        None => return Err(TokenRefused::Keys(e)),
-                    }
+        let unknown = || TokenRefused::UnknownKey(kid.map(str::to_owned));
+        let (fetch, found, had_keys) = {
+            let mut held = lock(&self.held);
+            let now = self.clock.now_ms();
+            let stale = now.saturating_sub(held.fetched_ms) >= millis(Self::MAX_AGE);
+            let found = held.keys.as_ref().and_then(|k| pick(k, kid)).cloned();
+            let may_fetch = held
+                .tried_ms
+                .is_none_or(|t| now.saturating_sub(t) >= millis(Self::MIN_REFRESH));
+            match found {
+                // Stale keys still verify while another request refreshes them.
+                Some(jwk) if !stale || !may_fetch || held.fetching => return decode(&jwk, kid),
+                None if held.fetching => return Err(TokenRefused::Keys(KeysError::Busy)),
+                None if !may_fetch => return Err(unknown()),
+                found => {
+                    let fetch = self.start_fetch(&mut held).map_err(TokenRefused::Keys)?;
+                    (fetch, found, held.keys.is_some())
                 }
-            },
+            }
         };
-        DecodingKey::from_jwk(&jwk).map_err(|e| TokenRefused::BadKey {
-            kid: kid.map(str::to_owned),
-            reason: e.to_string(),
-        })
+        let jwk = match (Self::wait(&fetch), found) {
+            (Ok(keys), _) => pick(&keys, kid).cloned().ok_or_else(unknown)?,
+            // Stale keys still verify while the issuer is out of reach.
+            (Err(_), Some(stale)) => stale,
+            (Err(_), None) if had_keys => return Err(unknown()),
+            (Err(e), None) => return Err(TokenRefused::Keys(e)),
+        };
+        decode(&jwk, kid)
     }
+}
+
+/// The verifying key of `jwk`, the key a token naming `kid` asked for.
+fn decode(jwk: &Jwk, kid: Option<&str>) -> Result<DecodingKey, TokenRefused> {
+    DecodingKey::from_jwk(jwk).map_err(|e| TokenRefused::BadKey {
+        kid: kid.map(str::to_owned),
+        reason: e.to_string(),
+    })
 }
 
 /// The key with id `kid`, or with none named, the set's only key.

@@ -3,10 +3,12 @@
 //!
 //! A token is accepted when its signature verifies with a key of the issuer's JWKS
 //! (RS256, RS384, RS512, PS256, PS384, PS512, ES256 or ES384; never `none` nor a
-//! shared secret), its `iss` is the issuer, its `aud` names this resource, it is
-//! within `nbf`..`exp` on the host's clock (with [`OAuthSettings::leeway`]), and it
-//! grants every required scope. Its principal is the configured claim (`sub` by
-//! default), so keys are scoped by it like a static token's principal.
+//! shared secret), its `typ`, if it has one, is an access token's (`at+jwt`, or the
+//! generic `JWT`: see `ACCEPTED_TYPES`), its `iss` is the issuer, its `aud` names
+//! this resource, it is within `nbf`..`exp` on the host's clock (with
+//! [`OAuthSettings::leeway`]), and it grants every required scope. Its principal is the configured claim (`sub` by
+//! default) after a prefix (`oauth:` by default), so keys are scoped by it like a
+//! static token's principal, and never by a static token's principal.
 //! [`Validator::challenge`] and [`protected_resource_metadata`] are what a client
 //! discovers the authorization server from (RFC 9728).
 
@@ -39,6 +41,18 @@ const ALGORITHMS: &[Algorithm] = &[
     Algorithm::ES384,
 ];
 
+/// The `typ` header values accepted, compared without case (media types are):
+/// RFC 9068's `at+jwt` in both its forms, and the generic `JWT` of RFC 7519 section
+/// 5.1, which says no more than no `typ` at all. RFC 9068 asks a resource server to
+/// refuse anything but `at+jwt`, but Keycloak, Entra ID and Auth0 (unless told
+/// otherwise) type their access tokens `JWT`, and Okta's carry none; refusing those
+/// would refuse the issuers this server is used with. What is refused is a JWT that
+/// says it is something else (a logout token's `logout+jwt`, a security event's
+/// `secevent+jwt`, a DPoP proof's `dpop+jwt`): signed by the same issuer, it is not
+/// an access token. An ID token, typed `JWT` by most issuers, is refused by its
+/// audience (the client, not this resource).
+const ACCEPTED_TYPES: &[&str] = &["at+jwt", "application/at+jwt", "JWT"];
+
 /// What the resource server accepts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OAuthSettings {
@@ -53,8 +67,10 @@ pub struct OAuthSettings {
     pub scopes: Vec<String>,
     /// The claim that names the principal.
     pub principal_claim: String,
-    /// Written before the claim's value to make the principal (`""`: none), to keep
-    /// OAuth principals apart from the tokens file's names.
+    /// Written before the claim's value to make the principal, to keep OAuth
+    /// principals apart from the tokens file's names
+    /// ([`OAuthSettings::DEFAULT_PRINCIPAL_PREFIX`]); it must hold a character a
+    /// token's name cannot (see [`OAuthSettings::problem`]).
     pub principal_prefix: String,
     /// How far `exp` and `nbf` may be off the host's clock.
     pub leeway: Duration,
@@ -63,6 +79,11 @@ pub struct OAuthSettings {
 impl OAuthSettings {
     /// The default principal claim.
     pub const DEFAULT_PRINCIPAL_CLAIM: &str = "sub";
+    /// The default principal prefix: `oauth:` (`sub` `alice` is the principal
+    /// `oauth:alice`). A token's name cannot hold `:`, so no subject, whatever its
+    /// issuer lets a user choose (an email, a username), is a static token's
+    /// principal and reads its answers.
+    pub const DEFAULT_PRINCIPAL_PREFIX: &str = "oauth:";
     /// The default leeway on `exp` and `nbf`.
     pub const DEFAULT_LEEWAY: Duration = Duration::from_secs(60);
 
@@ -74,13 +95,15 @@ impl OAuthSettings {
             resource: resource.to_owned(),
             scopes: Vec::new(),
             principal_claim: Self::DEFAULT_PRINCIPAL_CLAIM.to_owned(),
-            principal_prefix: String::new(),
+            principal_prefix: Self::DEFAULT_PRINCIPAL_PREFIX.to_owned(),
             leeway: Self::DEFAULT_LEEWAY,
         }
     }
 
     /// Why these settings cannot work, if they cannot: URLs that are not
-    /// absolute http(s) ones, an empty claim name.
+    /// absolute http(s) ones, an empty claim name, a principal prefix that a token's
+    /// name could start with (an OAuth subject could then be a static token's
+    /// principal: `""` or `oauth.` with `sub` `x` is the token name `oauth.x`).
     pub fn problem(&self) -> Option<String> {
         let url = |what: &str, value: &str| {
             let ok = (value.starts_with("https://") || value.starts_with("http://"))
@@ -102,6 +125,20 @@ impl OAuthSettings {
                     .is_empty()
                     .then(|| "the principal claim is empty".to_owned())
             })
+            .or_else(|| {
+                // Some principal (the prefix, then a subject) is a valid token name
+                // exactly when the prefix and one more character is.
+                let prefix = &self.principal_prefix;
+                crate::auth::tokens::valid_name(&format!("{prefix}x")).then(|| {
+                    format!(
+                        "the principal prefix {prefix:?} could be the start of a token's name, \
+                         so a subject could be a static token's principal and read its calls' \
+                         answers; use a prefix with a character token names cannot hold, \
+                         such as the default {:?}",
+                        Self::DEFAULT_PRINCIPAL_PREFIX
+                    )
+                })
+            })
     }
 }
 
@@ -120,6 +157,9 @@ pub enum TokenRefused {
     /// Not a JWT (three base64url parts with a JSON header and claims).
     #[error("the access token is not a JWT: {0}")]
     Malformed(String),
+    /// Its `typ` says it is not an access token (see RFC 9068 section 4).
+    #[error("the JWT's type {0:?} is not an access token's (at+jwt)")]
+    Type(String),
     /// Its `alg` is not one accepted.
     #[error("the access token's algorithm {0} is not accepted (RS256, ES256 and the like are)")]
     Algorithm(String),
@@ -187,8 +227,11 @@ pub enum TokenRefused {
         /// The required scopes it does not grant.
         missing: Vec<String>,
     },
-    /// The issuer's keys could not be fetched: the token cannot be checked now.
-    #[error("the issuer's keys cannot be had: {0}")]
+    /// The issuer's keys could not be fetched: the token cannot be checked now. Its
+    /// message, which the client is answered, says no more: where the keys are
+    /// fetched from is the operator's to know (the log names it), not an
+    /// unauthenticated client's.
+    #[error("the issuer's keys cannot be had now; try again shortly")]
     Keys(KeysError),
 }
 
@@ -261,6 +304,11 @@ impl Validator {
             .map_err(|e| TokenRefused::Malformed(e.to_string()))?;
         if !ALGORITHMS.contains(&header.alg) {
             return Err(TokenRefused::Algorithm(format!("{:?}", header.alg)));
+        }
+        if let Some(typ) = header.typ.as_deref()
+            && !ACCEPTED_TYPES.iter().any(|t| t.eq_ignore_ascii_case(typ))
+        {
+            return Err(TokenRefused::Type(typ.to_owned()));
         }
         let key = self.keys.key(header.kid.as_deref())?;
         // The signature only: the claims are checked below, on the host's clock.

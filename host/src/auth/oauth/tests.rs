@@ -133,7 +133,7 @@ fn a_good_token_signed_with_rs256_or_es256_is_accepted_and_names_its_subject() {
     let (validator, clock) = validator(settings(), &keys);
     for signer in [&rsa, &ec] {
         let grant = validator.validate(&signer.sign(&claims(&clock))).unwrap();
-        assert_eq!(grant.principal, "user-42");
+        assert_eq!(grant.principal, "oauth:user-42");
         assert_eq!(grant.scopes, ["openid", "mcp:tools"]);
     }
     // An audience array naming this resource among others is this resource's too.
@@ -285,22 +285,85 @@ fn the_principal_is_the_configured_claim_after_the_configured_prefix() {
     let keys = Keys::with(&[&rsa]);
     let by_email = OAuthSettings {
         principal_claim: "email".into(),
-        principal_prefix: "oauth.".into(),
+        principal_prefix: "idp/".into(),
         ..settings()
     };
+    assert_eq!(by_email.problem(), None);
     let (validator, clock) = validator(by_email, &keys);
     let grant = validator.validate(&rsa.sign(&claims(&clock))).unwrap();
-    assert_eq!(grant.principal, "oauth.ada@example.com");
+    assert_eq!(grant.principal, "idp/ada@example.com");
     let bob = with(claims(&clock), "email", json!("bob@example.com"));
     assert_eq!(
         validator.validate(&rsa.sign(&bob)).unwrap().principal,
-        "oauth.bob@example.com"
+        "idp/bob@example.com"
     );
     let object = with(claims(&clock), "email", json!({"a": 1}));
     assert!(matches!(
         validator.validate(&rsa.sign(&object)).unwrap_err(),
         TokenRefused::BadClaim { name, .. } if name == "email"
     ));
+}
+
+#[test]
+fn no_subject_is_a_static_tokens_principal_by_default_and_a_prefix_that_allows_it_is_refused() {
+    let rsa = Signer::rsa(RSA_A, "rsa-a");
+    let keys = Keys::with(&[&rsa]);
+    let (validator, clock) = validator(settings(), &keys);
+    // A user who chose the name of a static token as their subject.
+    let alice = with(claims(&clock), "sub", json!("alice"));
+    let principal = validator.validate(&rsa.sign(&alice)).unwrap().principal;
+    assert_ne!(principal, "alice", "the static token alice's principal");
+    assert!(
+        !crate::auth::tokens::valid_name(&principal),
+        "{principal:?} could name a token"
+    );
+    assert_eq!(settings().problem(), None, "the default prefix is safe");
+    for prefix in ["", "oauth.", "a", "idp-"] {
+        let colliding = OAuthSettings {
+            principal_prefix: prefix.into(),
+            ..settings()
+        };
+        let problem = colliding.problem().unwrap_or_default();
+        assert!(
+            problem.contains("principal prefix"),
+            "{prefix:?}: {problem:?}"
+        );
+    }
+    for prefix in ["oauth:", "idp/", "a@", &"x".repeat(64)] {
+        let apart = OAuthSettings {
+            principal_prefix: prefix.to_owned(),
+            ..settings()
+        };
+        assert_eq!(apart.problem(), None, "{prefix:?}");
+    }
+}
+
+#[test]
+fn an_access_tokens_type_is_accepted_and_another_jwts_is_refused() {
+    let rsa = Signer::rsa(RSA_A, "rsa-a");
+    let keys = Keys::with(&[&rsa]);
+    let (validator, clock) = validator(settings(), &keys);
+    let typed = |typ: Option<&str>| {
+        let mut header = Header::new(rsa.alg);
+        header.kid = Some(rsa.kid.clone());
+        header.typ = typ.map(str::to_owned);
+        jsonwebtoken::encode(&header, &claims(&clock), &rsa.key).unwrap()
+    };
+    for typ in [
+        Some("at+jwt"),
+        Some("application/at+jwt"),
+        Some("AT+JWT"),
+        Some("JWT"),
+        None,
+    ] {
+        assert!(validator.validate(&typed(typ)).is_ok(), "{typ:?}");
+    }
+    for typ in ["logout+jwt", "secevent+jwt", "dpop+jwt"] {
+        assert_eq!(
+            validator.validate(&typed(Some(typ))).unwrap_err(),
+            TokenRefused::Type(typ.into())
+        );
+    }
 }
 
 #[test]
@@ -366,6 +429,103 @@ fn an_issuer_out_of_reach_is_told_apart_and_stale_keys_still_verify() {
         3,
         "the stale keys were fetched again (and failed)"
     );
+}
+
+/// A key source whose fetches hang until the test opens it, as an issuer that
+/// accepts connections and never answers.
+#[derive(Clone, Default)]
+struct Hanging {
+    keys: Keys,
+    open: Arc<(Mutex<bool>, std::sync::Condvar)>,
+    entered: Arc<AtomicUsize>,
+}
+
+impl KeySource for Hanging {
+    fn fetch(&self) -> Result<JwkSet, KeysError> {
+        self.entered.fetch_add(1, Ordering::SeqCst);
+        let (open, changed) = &*self.open;
+        let mut open = open.lock().unwrap();
+        while !*open {
+            open = changed.wait(open).unwrap();
+        }
+        drop(open);
+        self.keys.fetch()
+    }
+}
+
+impl Hanging {
+    fn release(&self) {
+        *self.open.0.lock().unwrap() = true;
+        self.open.1.notify_all();
+    }
+}
+
+#[test]
+fn a_hanging_issuer_holds_one_request_and_the_others_are_refused_at_once() {
+    let rsa = Signer::rsa(RSA_A, "rsa-a");
+    let hanging = Hanging {
+        keys: Keys::with(&[&rsa]),
+        ..Hanging::default()
+    };
+    let clock = ManualClock::default();
+    let validator = Arc::new(Validator::new(
+        settings(),
+        Box::new(hanging.clone()),
+        Arc::new(clock.clone()),
+    ));
+    let first = {
+        let (validator, token) = (Arc::clone(&validator), rsa.sign(&claims(&clock)));
+        std::thread::spawn(move || validator.validate(&token))
+    };
+    let began = std::time::Instant::now();
+    while hanging.entered.load(Ordering::SeqCst) == 0 {
+        assert!(began.elapsed() < Duration::from_secs(10), "no fetch began");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Tokens with made-up key ids while the issuer hangs: each is answered at once,
+    // not after the fetch (which held the cache's lock all along, once).
+    let (answers, answered) = std::sync::mpsc::channel();
+    for kid in ["made-up-1", "made-up-2", "made-up-3"] {
+        let (validator, token) = (
+            Arc::clone(&validator),
+            rsa.sign_as(Some(kid), &claims(&clock)),
+        );
+        let answers = answers.clone();
+        std::thread::spawn(move || answers.send(validator.validate(&token)));
+    }
+    for _ in 0..3 {
+        let refused = answered.recv_timeout(Duration::from_secs(5));
+        if refused.is_err() {
+            hanging.release();
+            panic!("a token waited for the hanging issuer's fetch");
+        }
+        let refused = refused.unwrap().unwrap_err();
+        assert_eq!(refused, TokenRefused::Keys(KeysError::Busy));
+        assert_eq!(refused.status(), 503);
+    }
+    assert_eq!(
+        hanging.entered.load(Ordering::SeqCst),
+        1,
+        "one fetch at a time"
+    );
+    hanging.release();
+    let grant = first.join().unwrap().unwrap();
+    assert_eq!(grant.principal, "oauth:user-42");
+    assert_eq!(hanging.keys.fetches(), 1);
+}
+
+#[test]
+fn a_refusal_for_want_of_keys_tells_the_client_nothing_of_where_they_are() {
+    let refused = TokenRefused::Keys(KeysError::Fetch {
+        url: "http://10.1.2.3:8443/internal/jwks".into(),
+        reason: "connection refused".into(),
+    });
+    let told = refused.to_string();
+    assert!(
+        !told.contains("10.1.2.3") && !told.contains("jwks"),
+        "{told}"
+    );
+    assert_eq!(refused.status(), 503);
 }
 
 #[test]
