@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::Shared;
 use super::heartbeat::Heartbeats;
-use super::prepare::Prepared;
+use super::prepared::Prepared;
 use crate::determinism::GuestEntropy;
 use crate::error::Error;
 use crate::fault::{self, FaultPoint};

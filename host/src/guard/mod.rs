@@ -19,6 +19,7 @@ mod effect;
 mod heartbeat;
 mod invocation;
 mod prepare;
+mod prepared;
 mod replayed_keys;
 mod runner;
 mod settle;
@@ -50,7 +51,8 @@ use crate::runtime::spans;
 use effect::{EffectSession, RunStart};
 use heartbeat::Heartbeats;
 use invocation::{InvocationGuard, WaitBackoff};
-use prepare::{Prepared, prepare};
+use prepare::prepare;
+use prepared::Prepared;
 use replayed_keys::ReplayedKeys;
 
 /// What every run's effect guard shares: the journal, the providers, the clock and

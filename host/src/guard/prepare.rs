@@ -3,27 +3,13 @@
 
 use serde_json::Value;
 
+use super::prepared::Prepared;
 use super::replayed_keys::ReplayedKeys;
 use super::runner::{Runner, ToolSpec};
 use crate::call::CallRequest;
 use crate::error::{Error, Result};
-use crate::keys::{self, Fingerprint, InvocationKey};
+use crate::keys::{self, InvocationKey};
 use crate::normalize::{NormalizeError, normalize};
-
-/// A call whose arguments were checked and whose key is known.
-pub(crate) struct Prepared {
-    /// The tool it calls.
-    pub tool: ToolSpec,
-    /// The arguments as the guest gets them: canonical JSON text.
-    pub canonical: String,
-    /// The fingerprint of the tool and its arguments.
-    pub fingerprint: Fingerprint,
-    /// The invocation key.
-    pub key: InvocationKey,
-    /// The authenticated principal the call came from, if any: effects that keep
-    /// state (`kv`) keep each principal's apart.
-    pub principal: Option<String>,
-}
 
 /// Checks `request` against its tool and computes its key; a call `replayed`
 /// remembers is taken from there.
@@ -132,6 +118,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::guard::replayed_keys::ReplayedKeys;
+    use crate::guard::runner::Runner;
     use crate::guard::scripted::{ScriptedRunner, returned};
 
     #[test]
@@ -161,5 +149,49 @@ mod tests {
             panic!("expected invalid arguments");
         };
         assert!(reason.contains("more"), "{reason}");
+    }
+
+    /// What `replayed_keys` remembers is what `prepare` made of the very same call.
+    #[test]
+    fn a_call_is_recalled_only_with_the_very_same_inputs_and_schema() {
+        let mut runner = ScriptedRunner::default();
+        let schema = json!({
+            "type": "object",
+            "properties": { "n": { "type": "integer" }, "m": { "type": "integer", "default": 1 } }
+        });
+        ScriptedRunner::tool(&mut runner, "t", schema.clone(), |_, _| returned(json!({})));
+        let tool = Runner::tool(&runner, "t").unwrap();
+        let request = CallRequest::new("t", r#"{"n": 2.0}"#).conversation("c");
+        let prepared = prepare(&runner, &request, None).unwrap();
+        let keys = ReplayedKeys::default();
+        assert!(
+            keys.recall(&tool, &request).is_none(),
+            "nothing remembered yet"
+        );
+
+        keys.remember(&request, &prepared);
+        let recalled = keys.recall(&tool, &request).expect("remembered");
+        assert_eq!(recalled.key, prepared.key);
+        assert_eq!(recalled.canonical, r#"{"m":1,"n":2}"#);
+        assert_eq!(recalled.fingerprint, prepared.fingerprint);
+
+        // The opposite: every other input is prepared afresh.
+        let mut others = vec![
+            CallRequest::new("t", r#"{"n": 2}"#).conversation("c"),
+            CallRequest::new("t", r#"{"n": 2.0}"#).conversation("d"),
+            CallRequest::new("t", r#"{"n": 2.0}"#),
+        ];
+        let mut keyed = request.clone();
+        keyed.key = Some("k".repeat(32));
+        let mut principal = request.clone();
+        principal.principal = Some("ada".into());
+        others.extend([keyed, principal]);
+        for other in &others {
+            assert!(keys.recall(&tool, other).is_none(), "{other:?}");
+        }
+        // A tool loaded again is another schema, even with the same text.
+        ScriptedRunner::tool(&mut runner, "t", schema, |_, _| returned(json!({})));
+        let reloaded = Runner::tool(&runner, "t").unwrap();
+        assert!(keys.recall(&reloaded, &request).is_none());
     }
 }

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
-use super::prepare::Prepared;
+use super::prepared::Prepared;
 use super::runner::ToolSpec;
 use crate::call::CallRequest;
 use crate::keys::{Fingerprint, InvocationKey};
@@ -112,58 +112,5 @@ impl ReplayedKeys {
                 invocation: prepared.key.clone(),
             },
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-    use crate::guard::prepare::prepare;
-    use crate::guard::runner::Runner;
-    use crate::guard::scripted::{ScriptedRunner, returned};
-
-    #[test]
-    fn a_call_is_recalled_only_with_the_very_same_inputs_and_schema() {
-        let mut runner = ScriptedRunner::default();
-        let schema = json!({
-            "type": "object",
-            "properties": { "n": { "type": "integer" }, "m": { "type": "integer", "default": 1 } }
-        });
-        ScriptedRunner::tool(&mut runner, "t", schema.clone(), |_, _| returned(json!({})));
-        let tool = Runner::tool(&runner, "t").unwrap();
-        let request = CallRequest::new("t", r#"{"n": 2.0}"#).conversation("c");
-        let prepared = prepare(&runner, &request, None).unwrap();
-        let keys = ReplayedKeys::default();
-        assert!(
-            keys.recall(&tool, &request).is_none(),
-            "nothing remembered yet"
-        );
-
-        keys.remember(&request, &prepared);
-        let recalled = keys.recall(&tool, &request).expect("remembered");
-        assert_eq!(recalled.key, prepared.key);
-        assert_eq!(recalled.canonical, r#"{"m":1,"n":2}"#);
-        assert_eq!(recalled.fingerprint, prepared.fingerprint);
-
-        // The opposite: every other input is prepared afresh.
-        let mut others = vec![
-            CallRequest::new("t", r#"{"n": 2}"#).conversation("c"),
-            CallRequest::new("t", r#"{"n": 2.0}"#).conversation("d"),
-            CallRequest::new("t", r#"{"n": 2.0}"#),
-        ];
-        let mut keyed = request.clone();
-        keyed.key = Some("k".repeat(32));
-        let mut principal = request.clone();
-        principal.principal = Some("ada".into());
-        others.extend([keyed, principal]);
-        for other in &others {
-            assert!(keys.recall(&tool, other).is_none(), "{other:?}");
-        }
-        // A tool loaded again is another schema, even with the same text.
-        ScriptedRunner::tool(&mut runner, "t", schema, |_, _| returned(json!({})));
-        let reloaded = Runner::tool(&runner, "t").unwrap();
-        assert!(keys.recall(&reloaded, &request).is_none());
     }
 }

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::Shared;
 use super::effect::{EffectSession, Interruption};
-use super::prepare::Prepared;
+use super::prepared::Prepared;
 use crate::call::CallResponse;
 use crate::error::{Error, Result};
 use crate::fault::{self, FaultPoint};

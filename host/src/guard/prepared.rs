@@ -1,0 +1,21 @@
+//! A call whose arguments were checked and whose key is known: what `prepare` makes
+//! of a request and `replayed_keys` remembers. Its own module, below both, so
+//! neither imports the other's (no circle).
+
+use super::runner::ToolSpec;
+use crate::keys::{Fingerprint, InvocationKey};
+
+/// A call whose arguments were checked and whose key is known.
+pub(crate) struct Prepared {
+    /// The tool it calls.
+    pub tool: ToolSpec,
+    /// The arguments as the guest gets them: canonical JSON text.
+    pub canonical: String,
+    /// The fingerprint of the tool and its arguments.
+    pub fingerprint: Fingerprint,
+    /// The invocation key.
+    pub key: InvocationKey,
+    /// The authenticated principal the call came from, if any: effects that keep
+    /// state (`kv`) keep each principal's apart.
+    pub principal: Option<String>,
+}
