@@ -154,7 +154,8 @@ pub struct OAuthConfig {
     pub scopes: Option<Vec<String>>,
     /// The claim naming the principal (default `sub`).
     pub principal_claim: Option<String>,
-    /// Written before the claim's value to make the principal.
+    /// Written before the claim's value to make the principal (default `oauth:`); a
+    /// prefix a token's name could start with is refused.
     pub principal_prefix: Option<String>,
     /// The role of OAuth principals (default `agent`).
     pub role: Option<String>,

@@ -252,7 +252,7 @@ impl KeyCache {
     /// Keys older than this are fetched again (and kept if that fails).
     pub const MAX_AGE: Duration = Duration::from_secs(3600);
     /// How long the request that started a fetch waits for it: the metadata and
-    /// the key set may each take [`FETCH_TIMEOUT`], and the first metadata URL may
+    /// the key set may each take `FETCH_TIMEOUT`, and the first metadata URL may
     /// fail first.
     pub const MAX_WAIT: Duration = Duration::from_secs(3 * FETCH_TIMEOUT.as_secs() + 1);
 
