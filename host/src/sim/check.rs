@@ -1,11 +1,17 @@
 //! The invariant checker: reads a recorded history (every answer each agent got,
 //! every effect each fake downstream applied with its key, what the journal held
-//! right after each answer) and names every broken promise.
+//! right after each answer and holds at the end, every webhook the receiver got)
+//! and names every broken promise.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde_json::Value;
+
 use super::clock::SimClock;
+use super::guests;
+use super::receiver::Delivery;
 use super::world::{Applied, Position};
+use crate::journal::JournalEntry;
 use crate::outcome::Outcome;
 
 /// What an agent was told.
@@ -73,8 +79,33 @@ pub(crate) struct History<'a> {
     pub unkeyed: &'a [Applied],
     /// Intents still without a final answer when the fault-free end gave up.
     pub open: &'a [usize],
+    /// Every outbox enqueue, with its key and position.
+    pub outbox: &'a [Applied],
+    /// Every webhook the receiver got.
+    pub deliveries: &'a [Delivery],
+    /// What the journal holds at the end: every invocation, its saved outcome, its
+    /// effects and their answers.
+    pub recorded: &'a [JournalEntry],
     pub clock: &'a SimClock,
     pub retention_ms: i64,
+}
+
+impl<'a> History<'a> {
+    /// A history of `calls` alone: no downstream effects, every call ended, no
+    /// webhooks, nothing read from the journal.
+    pub(crate) fn of_calls(calls: &'a [Call], clock: &'a SimClock, retention_ms: i64) -> Self {
+        Self {
+            calls,
+            keyed: &[],
+            unkeyed: &[],
+            open: &[],
+            outbox: &[],
+            deliveries: &[],
+            recorded: &[],
+            clock,
+            retention_ms,
+        }
+    }
 }
 
 /// Every invariant the history breaks, one line each.
@@ -84,6 +115,8 @@ pub(crate) fn check(h: &History<'_>) -> Vec<String> {
     intents(h, &mut violations);
     downstreams(h, &mut violations);
     answers(h, &origins, &mut violations);
+    seen(h, &mut violations);
+    webhooks(h, &mut violations);
     for call in h.calls {
         // Nothing answered is missing from the journal (unless it could have expired).
         if let Some(held) = &call.on_record
@@ -337,6 +370,113 @@ fn downstreams(h: &History<'_>, violations: &mut Vec<String>) {
     }
 }
 
+/// The intent of each invocation key the calls ran under.
+fn intent_of<'a>(h: &History<'a>) -> BTreeMap<&'a str, usize> {
+    h.calls
+        .iter()
+        .filter_map(|c| Some((c.key.as_deref()?, c.intent)))
+        .collect()
+}
+
+/// What the tool saw is what the journal holds: for every invocation the journal
+/// holds completed, each effect's recorded answer is the one the guest of its saved
+/// outcome was handed (the guests fold what they were handed into their outcomes,
+/// see `guests::saw`). An effect past what the guest saw (it ended before it, or its
+/// outcome says nothing: a trap) is not compared.
+fn seen(h: &History<'_>, violations: &mut Vec<String>) {
+    let intents = intent_of(h);
+    for entry in h.recorded {
+        if entry.state != "completed" {
+            continue;
+        }
+        let Some(outcome) = entry
+            .outcome
+            .as_ref()
+            .and_then(|stored| Outcome::from_stored(&stored.to_string()).ok())
+        else {
+            continue;
+        };
+        let Some(saw) = guests::saw(&outcome) else {
+            continue;
+        };
+        let intent = intents
+            .get(entry.key.as_str())
+            .map_or_else(|| format!("key {}", entry.key), |i| i.to_string());
+        for effect in &entry.effects {
+            let Some(handed) = saw.get(effect.seq as usize) else {
+                continue;
+            };
+            if effect.response.as_ref() != Some(handed) {
+                let recorded = effect
+                    .response
+                    .as_ref()
+                    .map_or_else(|| "none".to_string(), Value::to_string);
+                violations.push(format!(
+                    "intent {intent}: effect #{}'s recorded answer {recorded} differs from what the tool of the saved outcome saw {handed} ({} {}, invocation {})",
+                    effect.seq, entry.tool, effect.operation, entry.key
+                ));
+            }
+        }
+    }
+}
+
+/// One webhook per intent: the receiver deduplicates by `Idempotency-Key`, so an
+/// intent's message delivered again under its key is fine, but under two keys
+/// within retention (a second generation of a call that should have resumed the
+/// first) it is received twice. Every webhook's key is one an enqueue was made
+/// under.
+fn webhooks(h: &History<'_>, violations: &mut Vec<String>) {
+    let intents = intent_of(h);
+    let enqueued: BTreeMap<&str, &Applied> = h.outbox.iter().map(|a| (a.key.as_str(), a)).collect();
+    let mut keys_of: BTreeMap<(&str, u32), BTreeMap<&str, &Applied>> = BTreeMap::new();
+    for delivery in h.deliveries {
+        let Some(key) = delivery.key.as_deref() else {
+            violations.push(format!(
+                "a webhook arrived without an idempotency key at t={}: {}",
+                h.clock.at(delivery.at),
+                delivery.body
+            ));
+            continue;
+        };
+        let Some(applied) = enqueued.get(key) else {
+            violations.push(format!(
+                "a webhook arrived under key {key}, which no enqueue was made under: {}",
+                delivery.body
+            ));
+            continue;
+        };
+        let (invocation, _, seq) = &applied.position;
+        keys_of
+            .entry((invocation, *seq))
+            .or_default()
+            .insert(key, applied);
+    }
+    for ((invocation, seq), keys) in keys_of {
+        let keys: Vec<&Applied> = keys.into_values().collect();
+        let twice = keys.iter().enumerate().find_map(|(i, a)| {
+            keys[i + 1..]
+                .iter()
+                .find(|b| !could_expire(h, a.at.min(b.at), a.at.max(b.at)))
+                .map(|b| (a, b))
+        });
+        if let Some((a, b)) = twice {
+            let intent = intents
+                .get(invocation)
+                .map_or_else(|| format!("key {invocation}"), |i| i.to_string());
+            violations.push(format!(
+                "intent {intent}: its webhook #{seq} was delivered under {} keys within retention: {} (generation {}, enqueued t={}) and {} (generation {}, enqueued t={})",
+                keys.len(),
+                a.key,
+                a.position.1,
+                h.clock.at(a.at),
+                b.key,
+                b.position.1,
+                h.clock.at(b.at)
+            ));
+        }
+    }
+}
+
 /// Every answer for a key (and for a tool-call id) within its retention is the same
 /// answer, errors included; one key with different arguments never answers twice.
 fn answers(h: &History<'_>, origins: &Origins<'_>, violations: &mut Vec<String>) {
@@ -439,14 +579,7 @@ mod tests {
     /// A history of `calls` alone (no downstream effects, every call ended), with a
     /// retention of 100 on `clock`.
     fn calls_only<'a>(calls: &'a [Call], clock: &'a SimClock) -> History<'a> {
-        History {
-            calls,
-            keyed: &[],
-            unkeyed: &[],
-            open: &[],
-            clock,
-            retention_ms: 100,
-        }
+        History::of_calls(calls, clock, 100)
     }
 
     fn applied(key: &str, seq: u32, what: &str) -> Applied {
@@ -479,6 +612,9 @@ mod tests {
             keyed: &keyed,
             unkeyed: &unkeyed,
             open: &[3],
+            outbox: &[],
+            deliveries: &[],
+            recorded: &[],
             clock: &clock,
             retention_ms: 100,
         };

@@ -1,14 +1,25 @@
 //! The population of scripted guests the agents call: no effect, one or several
-//! effects, keyed, unkeyed and transactional providers, a read, and guests that use
-//! the clock and randomness their run was handed.
+//! effects, keyed, unkeyed and transactional providers, an outbox webhook, a read,
+//! and guests that use the clock and randomness their run was handed.
+//!
+//! Every guest folds what it was handed for each journaled effect into what it
+//! returns (`"saw"`, the answers in the journal's stored form, in the order of the
+//! effects' positions): the checker compares them with the answers the journal holds
+//! for the saved outcome's invocation. And a run may pause past its lease between
+//! its effects (see [`Chaos::pause_between_effects`]).
+
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::world::Chaos;
 use crate::guard::scripted::{Effects, ScriptedRunner, panicked, returned, tool_error};
 use crate::runtime::{EffectFailure, GuestOutcome};
 
 /// The tools, and what each one's arguments look like.
-pub(crate) const TOOLS: [&str; 7] = ["echo", "pay", "pay_many", "notify", "put", "audit", "stamp"];
+pub(crate) const TOOLS: [&str; 8] = [
+    "echo", "pay", "pay_many", "notify", "put", "audit", "stamp", "hook",
+];
 
 /// A payload for `provider` with the invocation's generation in it, so a downstream
 /// can tell an effect's position (invocation, generation, seq) from another's.
@@ -22,23 +33,119 @@ fn amount(args: &Value) -> u64 {
     args["amount"].as_u64().unwrap_or(1)
 }
 
-/// What a guest returns when an effect failed: the guard saves a tool error only for a
-/// definitive failure (the call is left resumable otherwise).
-fn failed(failure: EffectFailure) -> GuestOutcome {
-    match failure {
-        EffectFailure::Rejected(answer) => tool_error("declined", &answer),
-        other => tool_error("effect_failed", &format!("{other:?}")),
+/// One run of a guest: its effects, and what it was handed for each journaled one.
+struct Run<'a, 'b> {
+    fx: &'a mut Effects<'b>,
+    chaos: &'a Chaos,
+    tool: &'static str,
+    /// Each journaled effect's answer as the journal stores it (`{"ok": …}`,
+    /// `{"rejected": …}`, `{"denied": …}`), in order.
+    saw: Vec<Value>,
+}
+
+impl<'a, 'b> Run<'a, 'b> {
+    fn new(fx: &'a mut Effects<'b>, chaos: &'a Chaos, tool: &'static str) -> Self {
+        Self {
+            fx,
+            chaos,
+            tool,
+            saw: Vec::new(),
+        }
+    }
+
+    /// Performs one journaled effect: the answer, or what the guest ends with.
+    fn perform(
+        &mut self,
+        provider: &str,
+        operation: &str,
+        payload: Value,
+    ) -> Result<Value, GuestOutcome> {
+        self.pause();
+        let answer = self.fx.perform(provider, operation, payload);
+        match &answer {
+            Ok(value) => self.saw.push(json!({ "ok": value })),
+            Err(EffectFailure::Rejected(text)) => {
+                let value = serde_json::from_str(text).unwrap_or(Value::String(text.clone()));
+                self.saw.push(json!({ "rejected": value }));
+            }
+            Err(EffectFailure::Denied(message)) => self.saw.push(json!({ "denied": message })),
+            Err(_) => {}
+        }
+        answer.map_err(|failure| self.failed(failure))
+    }
+
+    /// A read (not journaled, no position of its own).
+    fn read(
+        &mut self,
+        provider: &str,
+        operation: &str,
+        payload: Value,
+    ) -> Result<Value, GuestOutcome> {
+        self.fx
+            .perform(provider, operation, payload)
+            .map_err(|failure| self.failed(failure))
+    }
+
+    /// Between two effects, or after the last one: the run may stop for longer than
+    /// its lease here.
+    fn pause(&self) {
+        if !self.saw.is_empty() {
+            let at = format!("{} after effect #{}", self.tool, self.saw.len() - 1);
+            self.chaos.pause_between_effects(&at);
+        }
+    }
+
+    /// Returns `value` with what the run saw folded in.
+    fn returned(self, mut value: Value) -> GuestOutcome {
+        self.pause();
+        value["saw"] = Value::Array(self.saw);
+        returned(value)
+    }
+
+    /// What a guest returns when an effect failed: the guard saves a tool error only
+    /// for a definitive failure (the call is left resumable otherwise). Its message
+    /// carries what the run saw.
+    fn failed(&self, failure: EffectFailure) -> GuestOutcome {
+        let saw = Value::Array(self.saw.clone());
+        match failure {
+            EffectFailure::Rejected(answer) => tool_error(
+                "declined",
+                &json!({ "declined": answer, "saw": saw }).to_string(),
+            ),
+            other => tool_error(
+                "effect_failed",
+                &json!({ "failure": format!("{other:?}"), "saw": saw }).to_string(),
+            ),
+        }
     }
 }
 
-/// Performs one effect, or ends the guest with the failure.
+/// Performs one journaled effect, or ends the guest with the failure.
 macro_rules! perform {
-    ($fx:expr, $provider:expr, $op:expr, $payload:expr) => {
-        match $fx.perform($provider, $op, $payload) {
+    ($run:expr, $provider:expr, $op:expr, $payload:expr) => {
+        match $run.perform($provider, $op, $payload) {
             Ok(answer) => answer,
-            Err(failure) => return failed(failure),
+            Err(outcome) => return outcome,
         }
     };
+}
+
+/// What the guest of a saved outcome was handed for each journaled effect, in the
+/// journal's stored form and in the order of the effects' positions (see
+/// [`Run`]); `None` when the outcome does not say (a trap).
+pub(crate) fn saw(outcome: &crate::outcome::Outcome) -> Option<Vec<Value>> {
+    use crate::outcome::Outcome;
+    let folded = match outcome {
+        Outcome::Success { result, .. } => result.get("saw").cloned(),
+        Outcome::ToolError { message, .. } => serde_json::from_str::<Value>(message)
+            .ok()
+            .and_then(|m| m.get("saw").cloned()),
+        Outcome::Trap { .. } => None,
+    };
+    match folded {
+        Some(Value::Array(saw)) => Some(saw),
+        _ => None,
+    }
 }
 
 /// Integers the agents send as ids, in twins a double cannot tell apart (2^53 and
@@ -91,8 +198,9 @@ pub(crate) fn schema() -> Value {
     })
 }
 
-/// A runner with every tool of [`TOOLS`].
-pub(crate) fn runner() -> ScriptedRunner {
+/// A runner with every tool of [`TOOLS`]; `chaos` pauses their runs between
+/// effects.
+pub(crate) fn runner(chaos: Arc<Chaos>) -> ScriptedRunner {
     let mut runner = ScriptedRunner::default();
     let schema = schema();
     // No effect; traps for some arguments (a trap is saved and replayed too).
@@ -103,55 +211,89 @@ pub(crate) fn runner() -> ScriptedRunner {
         returned(json!({ "echo": args }))
     });
     // One keyed effect.
-    runner.tool("pay", schema.clone(), |args, fx| {
-        let p = payload(fx, json!({ "amount": amount(args), "to": args["to"] }));
-        let paid = perform!(fx, "pay", "charge", p);
-        returned(json!({ "paid": paid }))
+    let c = Arc::clone(&chaos);
+    runner.tool("pay", schema.clone(), move |args, fx| {
+        let mut run = Run::new(fx, &c, "pay");
+        let p = payload(run.fx, json!({ "amount": amount(args), "to": args["to"] }));
+        let paid = perform!(run, "pay", "charge", p);
+        run.returned(json!({ "paid": paid }))
     });
     // Several keyed effects, then an unkeyed notification.
-    runner.tool("pay_many", schema.clone(), |args, fx| {
+    let c = Arc::clone(&chaos);
+    runner.tool("pay_many", schema.clone(), move |args, fx| {
+        let mut run = Run::new(fx, &c, "pay_many");
         let count = args["count"].as_u64().unwrap_or(2);
         let mut paid = Vec::new();
         for i in 0..count {
-            let p = payload(fx, json!({ "amount": amount(args) + i, "part": i }));
-            paid.push(perform!(fx, "pay", "charge", p));
+            let p = payload(run.fx, json!({ "amount": amount(args) + i, "part": i }));
+            paid.push(perform!(run, "pay", "charge", p));
         }
-        let p = payload(fx, json!({ "text": format!("{count} payments") }));
-        let sent = perform!(fx, "sms", "send", p);
-        returned(json!({ "paid": paid, "sent": sent }))
+        let p = payload(run.fx, json!({ "text": format!("{count} payments") }));
+        let sent = perform!(run, "sms", "send", p);
+        run.returned(json!({ "paid": paid, "sent": sent }))
     });
     // One unkeyed effect.
-    runner.tool("notify", schema.clone(), |args, fx| {
-        let p = payload(fx, json!({ "to": args["to"], "amount": amount(args) }));
-        let sent = perform!(fx, "sms", "send", p);
-        returned(json!({ "sent": sent }))
+    let c = Arc::clone(&chaos);
+    runner.tool("notify", schema.clone(), move |args, fx| {
+        let mut run = Run::new(fx, &c, "notify");
+        let p = payload(run.fx, json!({ "to": args["to"], "amount": amount(args) }));
+        let sent = perform!(run, "sms", "send", p);
+        run.returned(json!({ "sent": sent }))
     });
     // Two transactional effects: the built-in kv store and the ledger.
-    runner.tool("put", schema.clone(), |args, fx| {
+    let c = Arc::clone(&chaos);
+    runner.tool("put", schema.clone(), move |args, fx| {
+        let mut run = Run::new(fx, &c, "put");
         let slot = format!("k{}", amount(args) % 5);
         let put = perform!(
-            fx,
+            run,
             "kv",
             "put",
             json!({ "key": slot, "value": amount(args) })
         );
-        let p = payload(fx, json!({ "amount": amount(args) }));
-        let row = perform!(fx, "ledger", "record", p);
-        returned(json!({ "put": put, "row": row }))
+        let p = payload(run.fx, json!({ "amount": amount(args) }));
+        let row = perform!(run, "ledger", "record", p);
+        run.returned(json!({ "put": put, "row": row }))
     });
     // A read (not journaled), then a keyed effect.
-    runner.tool("audit", schema.clone(), |args, fx| {
-        let seen = perform!(fx, "pay", "balance", json!({}));
-        let p = payload(fx, json!({ "amount": amount(args), "audit": true }));
-        let paid = perform!(fx, "pay", "charge", p);
-        returned(json!({ "seen": seen, "paid": paid }))
+    let c = Arc::clone(&chaos);
+    runner.tool("audit", schema.clone(), move |args, fx| {
+        let mut run = Run::new(fx, &c, "audit");
+        let seen = match run.read("pay", "balance", json!({})) {
+            Ok(seen) => seen,
+            Err(outcome) => return outcome,
+        };
+        let p = payload(run.fx, json!({ "amount": amount(args), "audit": true }));
+        let paid = perform!(run, "pay", "charge", p);
+        run.returned(json!({ "seen": seen, "paid": paid }))
     });
     // The clock and the generation the run was handed, in an effect and the result.
-    runner.tool("stamp", schema, |args, fx| {
-        let at = fx.started_ms();
-        let p = payload(fx, json!({ "amount": amount(args), "at": at }));
-        let row = perform!(fx, "ledger", "record", p);
-        returned(json!({ "at": at, "gen": fx.generation(), "row": row }))
+    let c = Arc::clone(&chaos);
+    runner.tool("stamp", schema.clone(), move |args, fx| {
+        let mut run = Run::new(fx, &c, "stamp");
+        let (at, generation) = (run.fx.started_ms(), run.fx.generation());
+        let p = payload(run.fx, json!({ "amount": amount(args), "at": at }));
+        let row = perform!(run, "ledger", "record", p);
+        run.returned(json!({ "at": at, "gen": generation, "row": row }))
+    });
+    // A webhook through the transactional outbox as its first (and only) journaled
+    // effect: the enqueue commits with the invocation's first record, and delivery
+    // sends it with its effect key as the idempotency key.
+    runner.tool("hook", schema, move |args, fx| {
+        let mut run = Run::new(fx, &chaos, "hook");
+        let event = json!({
+            "event": "paid",
+            "amount": amount(args),
+            "to": args["to"],
+            "gen": run.fx.generation(),
+        });
+        let message = perform!(
+            run,
+            "outbox",
+            "enqueue",
+            json!({ "service": "webhooks", "path": "/hook", "json": event })
+        );
+        run.returned(json!({ "queued": message }))
     });
     runner
 }

@@ -3,9 +3,13 @@
 //! duplicate and reuse keys, while a chaos thread moves the clocks (the shared one,
 //! and on PostgreSQL each host's own), runs `gc` and fills the disk or ends the
 //! database's sessions, the downstreams lose responses, throttle, stall and crash,
-//! and hosts crash at the guard's steps. Then faults stop and every call is retried
-//! until it has a final answer; everything anyone was told is recorded for the
-//! checker.
+//! and hosts crash at the guard's steps, runs pause past their leases between
+//! effects, and an outbox delivery loop sends webhooks to a receiver on 127.0.0.1.
+//! On SQLite under the power-loss model, the power may go in the middle of the
+//! history, as a webhook arrives: the hosts restart on what the cut kept. Then
+//! faults stop and every call is retried until it has a final answer, and the
+//! outbox is delivered; everything anyone was told, and every webhook the receiver
+//! got, is recorded for the checker.
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -19,13 +23,16 @@ use serde_json::{Value, json};
 use super::check::{self, Call, Res};
 use super::clock::{HostClock, SimClock};
 use super::guests;
+use super::receiver::{Delivery, Receiver, Take};
 use super::rng::Rng;
-use super::store::{Held, JournalKind, SqliteMode, Store, StoreError};
-use super::world::{Chaos, Downstream, FaultKind, Ledger, SimCrash};
+use super::store::{Held, JournalKind, PowerCut, SqliteMode, Store, StoreError};
+use super::world::{Chaos, Downstream, FaultKind, Ledger, Outbox, SimCrash};
 use crate::call::CallRequest;
 use crate::clock::Clock;
+use crate::delivery::{Deliverer, DeliveryPolicy};
 use crate::guard::scripted::ScriptedRunner;
 use crate::guard::{Guard, Policy, Shared};
+use crate::http::HttpConfig;
 use crate::journal::{Journal, Resolution};
 use crate::outcome::Outcome;
 use crate::provider::{Provider, ProviderClass};
@@ -39,6 +46,15 @@ pub(crate) const RETENTION_MS: i64 = 3_600_000;
 const LEASE_MS: i64 = 30_000;
 /// Rounds of the fault-free end before a call without a final answer is a violation.
 const FINAL_ROUNDS: usize = 12;
+/// In a history that may lose power in the middle, the chance (percent) that it
+/// goes as a given webhook arrives: a few webhooks arrive before it does.
+const CUT_PERCENT: u64 = 25;
+/// The chance (percent) that the receiver records a webhook and loses its answer:
+/// delivery then sends it again, under the same key.
+const LOSE_ANSWER_PERCENT: u64 = 10;
+/// Delivery passes of the fault-free end, each after the clock moved past every
+/// backoff.
+const FINAL_PASSES: usize = 20;
 
 /// How big a history is.
 #[derive(Debug, Clone, Copy)]
@@ -90,9 +106,19 @@ struct World {
     providers: BTreeMap<String, Arc<dyn Provider>>,
     pay: Arc<Downstream>,
     sms: Arc<Downstream>,
+    /// The outbox the `hook` tool enqueues to, and where its webhooks go.
+    outbox: Arc<Outbox>,
+    http: Arc<HttpConfig>,
+    receiver: Receiver,
     hosts: Vec<Mutex<Arc<SimHost>>>,
     /// A connection no guard uses: what the journal holds, as another process sees it.
-    verifier: Arc<dyn Journal>,
+    verifier: Mutex<Arc<dyn Journal>>,
+    /// Whether the power may go in the middle of this history (then `CUT_PERCENT`
+    /// of webhooks, as each arrives, until it has).
+    may_cut: bool,
+    /// The power cut in the middle of the history, once it happened: what it kept,
+    /// and the clock's moment it happened.
+    cut: Mutex<Option<(PowerCut, usize)>>,
     intents: Mutex<Vec<Intent>>,
     calls: Mutex<Vec<Call>>,
     policy: Policy,
@@ -155,6 +181,114 @@ impl World {
         Arc::clone(&lock(&self.hosts[i % self.hosts.len()]))
     }
 
+    fn verifier(&self) -> Arc<dyn Journal> {
+        Arc::clone(&lock(&self.verifier))
+    }
+
+    /// A deliverer of the outbox over a connection of its own, with the hosts' HTTP
+    /// configuration and the shared clock; `None` (and a violation noted) when the
+    /// journal cannot be opened.
+    fn deliverer(&self) -> Option<Deliverer> {
+        let made = || -> crate::error::Result<Deliverer> {
+            let journal = self.store.open(None, &self.clock)?;
+            for provider in self.providers.values() {
+                journal.prepare_provider(provider.as_ref())?;
+            }
+            let shared = Arc::new(Shared {
+                journal,
+                providers: self.providers.clone(),
+                clock: self.clock.clone(),
+                retry: RetryPolicy::default(),
+                metrics: Default::default(),
+            });
+            let runner: Arc<dyn crate::guard::Runner> = self.runner.clone();
+            let guard = Guard::new(shared, runner, self.policy.clone());
+            let host = crate::host::Host::new(
+                guard,
+                runtime(),
+                crate::runtime::ToolLimits::default(),
+                Arc::clone(&self.http),
+            );
+            Ok(Deliverer::new(&host)?.policy(DeliveryPolicy {
+                initial_backoff: Duration::from_secs(1),
+                max_backoff: Duration::from_secs(10),
+                ..DeliveryPolicy::default()
+            }))
+        };
+        made()
+            .map_err(|e| lock(&self.panics).push(format!("cannot start delivery: {e}")))
+            .ok()
+    }
+
+    /// What the receiver does with webhook `delivery`, as it arrives: refuses it if
+    /// the power is off (the host that sent it is dead), maybe cuts the power now
+    /// (the webhook arrived before the cut; its deliverer waits for an answer that
+    /// never counts), or loses its answer.
+    fn received(&self, _delivery: &Delivery) -> Take {
+        if self.chaos.powered_off() {
+            return Take::Dead;
+        }
+        let Some((cut, lose)) = self
+            .chaos
+            .roll(|rng| (rng.chance(CUT_PERCENT), rng.chance(LOSE_ANSWER_PERCENT)))
+        else {
+            return Take::Answer;
+        };
+        if cut && self.may_cut && lock(&self.cut).is_none() {
+            // Off first: an answer given before this moment was synced before the
+            // copy of what the disk kept is made.
+            self.chaos.power_off();
+            let at = self.clock.mark();
+            match self.store.power_cut() {
+                Some(Ok(kept)) => {
+                    self.chaos
+                        .record(FaultKind::PowerCutMidHistory, "as a webhook arrived");
+                    *lock(&self.cut) = Some((kept, at));
+                }
+                Some(Err(e)) => {
+                    lock(&self.panics).push(e);
+                    self.chaos.power_on();
+                }
+                None => self.chaos.power_on(),
+            }
+            return Take::Answer;
+        }
+        if lose { Take::LoseAnswer } else { Take::Answer }
+    }
+
+    /// After a power cut in the middle of the history: every host (and the
+    /// verifier) restarts on what the cut kept, and the power is back. The answers
+    /// given before the cut must all be there: what it took back, one line each.
+    fn restart_after_cut(&self) -> Vec<String> {
+        let Some((kept, at)) = lock(&self.cut).take() else {
+            return Vec::new();
+        };
+        let calls = lock(&self.calls).clone();
+        let history = check::History::of_calls(&calls, &self.clock, RETENTION_MS);
+        let mut violations = check::lost_by_power_cut(&history, at, |key, outcome| {
+            on_record_in(kept.held(key), outcome)
+        });
+        self.store.resume_after(&kept);
+        let reopened = (|| -> crate::error::Result<()> {
+            for i in 0..self.hosts.len() {
+                *lock(&self.hosts[i]) = self.open_host(i)?;
+            }
+            let verifier = self.store.open(None, &self.clock)?;
+            for provider in self.providers.values() {
+                verifier.prepare_provider(provider.as_ref())?;
+            }
+            *lock(&self.verifier) = verifier;
+            Ok(())
+        })();
+        if let Err(e) = reopened {
+            violations.push(format!(
+                "the journal cannot be opened after the power cut: {e}"
+            ));
+        }
+        self.chaos.power_on();
+        violations
+    }
+
     /// Sends `request` (of intent `intent`) to host `host`, and records what the agent
     /// was told and whether the journal, read through another connection, holds it.
     fn call(&self, intent: usize, request: &CallRequest, host: usize, final_phase: bool) -> Res {
@@ -182,6 +316,8 @@ impl World {
             })
         }));
         let res = match answer {
+            // The power went while the call ran: the agent was told nothing.
+            Ok(_) if self.chaos.powered_off() => Res::Crashed,
             Ok(Ok(response)) => Res::Answer {
                 outcome: response.outcome,
                 replayed: response.replayed,
@@ -240,7 +376,7 @@ impl World {
     /// `None` when the journal holds `outcome` as the completed outcome of `key`;
     /// otherwise what it holds instead.
     fn on_record(&self, key: &str, outcome: &Outcome) -> Option<String> {
-        on_record_in(self.store.held(&*self.verifier, key), outcome)
+        on_record_in(self.store.held(&*self.verifier(), key), outcome)
     }
 }
 
@@ -443,6 +579,10 @@ fn agent(world: &Arc<World>, mut rng: Rng, id: usize, steps: usize) {
     let mut mine: Vec<usize> = Vec::new();
     let hosts = world.hosts.len();
     for n in 0..steps {
+        if world.chaos.powered_off() {
+            // The machine is off: nothing more is called until it restarts.
+            break;
+        }
         let action = rng.below(100);
         let pick = |rng: &mut Rng, mine: &[usize]| mine[rng.index(mine.len())];
         match action {
@@ -515,7 +655,7 @@ fn agent(world: &Arc<World>, mut rng: Rng, id: usize, steps: usize) {
 /// Moves the clock, runs `gc` and fills a host's disk until `stop`.
 fn stir(world: &World, mut rng: Rng, stop: &AtomicBool) {
     let chaos = &world.chaos;
-    while !stop.load(Ordering::SeqCst) {
+    while !stop.load(Ordering::SeqCst) && !chaos.powered_off() {
         std::thread::sleep(Duration::from_micros(rng.between(1_000, 5_000)));
         let dice = rng.below(100);
         match dice {
@@ -599,7 +739,8 @@ fn stir(world: &World, mut rng: Rng, stop: &AtomicBool) {
 /// A person's answer to each pending unkeyed effect, from what the downstream knows.
 fn resolve_unkeyed(world: &World) {
     let now = world.clock.now_ms();
-    let Ok(unresolved) = world.verifier.unresolved(now) else {
+    let verifier = world.verifier();
+    let Ok(unresolved) = verifier.unresolved(now) else {
         return;
     };
     let applied = world.sms.applied();
@@ -615,9 +756,7 @@ fn resolve_unkeyed(world: &World) {
             force: false,
             now,
         };
-        let _ = world
-            .verifier
-            .resolve(&effect.key, resolution, &response, &person);
+        let _ = verifier.resolve(&effect.key, resolution, &response, &person);
     }
 }
 
@@ -632,12 +771,25 @@ fn skews(kind: JournalKind, hosts: usize, rng: &mut Rng) -> Vec<i64> {
         .collect()
 }
 
+/// A history that could not start, and why.
+fn unstarted(chaos: &Chaos, why: String) -> Outcomes {
+    Outcomes {
+        faults: chaos.counts(),
+        violations: vec![why],
+        schedule: Vec::new(),
+        calls: 0,
+        endings: BTreeMap::new(),
+    }
+}
+
 /// Runs the history of `seed` on a fresh journal of `kind`.
 pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, StoreError> {
     quiet_crashes();
     let mut rng = Rng::new(seed);
     // Every other SQLite history runs under `Full` where a power cut is simulated at
-    // its end; of the rest, half under `Normal`, half under `Full` (see `store.rs`).
+    // its end (and, in half of them, one in the middle too, as a webhook arrives);
+    // of the rest, half under `Normal`, half under `Full` (see `store.rs`).
+    let may_cut = kind == JournalKind::Sqlite && seed % 4 == 3;
     let mode = match seed % 4 {
         1 | 3 => SqliteMode::PowerLoss,
         0 => SqliteMode::Normal,
@@ -661,17 +813,25 @@ pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, 
     providers.insert("ledger".into(), Arc::new(Ledger));
     providers.insert("pay".into(), pay.clone());
     providers.insert("sms".into(), sms.clone());
+    let receiver = match Receiver::start(Arc::clone(&clock)) {
+        Ok(receiver) => receiver,
+        Err(e) => {
+            return Ok(unstarted(
+                &chaos,
+                format!("cannot start the webhook receiver: {e}"),
+            ));
+        }
+    };
+    let http = Arc::new(
+        HttpConfig::default()
+            .service("webhooks", receiver.url())
+            .allow("hook", receiver.url()),
+    );
+    let outbox = Arc::new(Outbox::new(Arc::clone(&http), Arc::clone(&clock)));
+    providers.insert("outbox".into(), outbox.clone());
     let verifier = match store.open(None, &clock) {
         Ok(j) => j,
-        Err(e) => {
-            return Ok(Outcomes {
-                faults: chaos.counts(),
-                violations: vec![format!("cannot open the journal: {e}")],
-                schedule: Vec::new(),
-                calls: 0,
-                endings: BTreeMap::new(),
-            });
-        }
+        Err(e) => return Ok(unstarted(&chaos, format!("cannot open the journal: {e}"))),
     };
     let host_clocks = skews(kind, size.hosts, &mut rng)
         .into_iter()
@@ -684,12 +844,17 @@ pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, 
         clock: Arc::clone(&clock),
         host_clocks,
         chaos: Arc::clone(&chaos),
-        runner: Arc::new(guests::runner()),
+        runner: Arc::new(guests::runner(Arc::clone(&chaos))),
         providers,
         pay,
         sms,
+        outbox,
+        http,
+        receiver,
         hosts: Vec::new(),
-        verifier,
+        verifier: Mutex::new(verifier),
+        may_cut,
+        cut: Mutex::default(),
         intents: Mutex::default(),
         calls: Mutex::default(),
         policy: Policy {
@@ -707,6 +872,13 @@ pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, 
         world.hosts.push(Mutex::new(host));
     }
     let world = Arc::new(world);
+    // The receiver asks the world what to do with each webhook; it holds it weakly,
+    // as the world owns the receiver.
+    let weak = Arc::downgrade(&world);
+    world.receiver.hook(Arc::new(move |delivery| {
+        weak.upgrade()
+            .map_or(Take::Dead, |world| world.received(delivery))
+    }));
 
     // The faulty phase.
     let stop = AtomicBool::new(false);
@@ -715,6 +887,7 @@ pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, 
         let stop = &stop;
         let w = &world;
         s.spawn(move || stir(w, chaos_rng, stop));
+        s.spawn(move || deliver(w, stop));
         let agents: Vec<_> = (0..size.agents)
             .map(|id| {
                 let agent_rng = rng.fork();
@@ -726,6 +899,9 @@ pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, 
         }
         stop.store(true, Ordering::SeqCst);
     });
+
+    // After a power cut, every host restarts on what it kept.
+    let mut violations = world.restart_after_cut();
 
     // Faults stop; every call is retried until it has a final answer.
     chaos.stop();
@@ -755,16 +931,44 @@ pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, 
         });
     }
 
+    // The outbox is delivered: every pass after the clock moved past every backoff.
+    if let Some(deliverer) = world.deliverer() {
+        for _ in 0..FINAL_PASSES {
+            world.clock.shift(15_000);
+            match deliverer.run_once() {
+                Ok(report) if report.attempts.is_empty() => break,
+                Ok(_) => {}
+                Err(e) => {
+                    lock(&world.panics)
+                        .push(format!("a delivery pass failed after faults stopped: {e}"));
+                    break;
+                }
+            }
+        }
+    }
+
     let calls = std::mem::take(&mut *lock(&world.calls));
-    let mut violations = std::mem::take(&mut *lock(&world.panics));
-    violations.extend(world.store.ledger_duplicates(&*world.verifier));
+    violations.extend(std::mem::take(&mut *lock(&world.panics)));
+    let verifier = world.verifier();
+    violations.extend(world.store.ledger_duplicates(&*verifier));
     violations.extend(world.pay.overlaps());
     violations.extend(world.sms.overlaps());
+    // What the journal holds now, every invocation with its effects' answers.
+    let recorded = match verifier.entries(None, u32::MAX) {
+        Ok(entries) => entries,
+        Err(e) => {
+            violations.push(format!("cannot read the journal's entries: {e}"));
+            Vec::new()
+        }
+    };
     let history = check::History {
         calls: &calls,
         keyed: &world.pay.applied(),
         unkeyed: &world.sms.applied(),
         open: &open,
+        outbox: &world.outbox.enqueued(),
+        deliveries: &world.receiver.deliveries(),
+        recorded: &recorded,
         clock: &world.clock,
         retention_ms: RETENTION_MS,
     };
@@ -791,6 +995,32 @@ pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, 
             endings
         }),
     };
+    drop(verifier);
     drop(world);
     Ok(outcomes)
+}
+
+/// The delivery loop of the faulty phase: a pass every millisecond on a connection
+/// of its own, until `stop` or the power goes (its deliverer dies with the hosts).
+fn deliver(world: &World, stop: &AtomicBool) {
+    let Some(deliverer) = world.deliverer() else {
+        return;
+    };
+    while !stop.load(Ordering::SeqCst) && !world.chaos.powered_off() {
+        // A full disk or an ended session fails a pass; the next one tries again.
+        let _ = deliverer.run_once();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The one wasm runtime every history's deliverers' hosts share (a host needs one;
+/// delivery runs no tool).
+fn runtime() -> Arc<crate::runtime::Runtime> {
+    static RUNTIME: OnceLock<Arc<crate::runtime::Runtime>> = OnceLock::new();
+    Arc::clone(RUNTIME.get_or_init(|| {
+        Arc::new(
+            crate::runtime::Runtime::new(crate::runtime::Limits::default())
+                .expect("a wasm runtime for the deliverers' hosts"),
+        )
+    }))
 }

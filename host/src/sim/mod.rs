@@ -6,6 +6,7 @@
 //!   into the history's schedule;
 //! - `world`: the fake downstreams and the fault switchboard;
 //! - `guests`: the scripted tools the agents call;
+//! - `receiver`: the webhook receiver the outbox delivers to (127.0.0.1);
 //! - `check`: the invariant checker;
 //! - `store`: the history's journal, SQLite or PostgreSQL, and what differs;
 //! - `clock`: the shared clock and each host's own;
@@ -18,6 +19,7 @@ mod check;
 mod clock;
 mod guests;
 mod history;
+mod receiver;
 mod rng;
 mod store;
 mod world;
@@ -90,6 +92,8 @@ pub struct Report {
     pub endings: BTreeMap<String, u64>,
     /// Faults injected, per kind.
     pub faults: BTreeMap<FaultKind, u64>,
+    /// Histories that injected at least one fault, per kind.
+    pub histories_with: BTreeMap<FaultKind, u64>,
     /// Histories that broke an invariant.
     pub failures: Vec<Failure>,
 }
@@ -136,6 +140,7 @@ pub fn run(options: &Options) -> Result<Report, StoreError> {
         }
         for (kind, n) in outcomes.faults {
             *report.faults.entry(kind).or_default() += n;
+            *report.histories_with.entry(kind).or_default() += u64::from(n > 0);
         }
         if !outcomes.violations.is_empty() {
             report.failures.push(Failure {

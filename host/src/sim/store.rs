@@ -87,8 +87,13 @@ pub(crate) enum SqliteMode {
 /// A history's journal.
 pub(crate) enum Store {
     Sqlite {
-        path: PathBuf,
+        /// The history's directory, removed with it.
+        dir: PathBuf,
         mode: SqliteMode,
+        /// Every database file the history ran on, the one in use last: after a
+        /// power cut in the middle of it, the hosts go on with the copy of what the
+        /// cut kept.
+        files: Mutex<Vec<PathBuf>>,
     },
     Postgres {
         config: Box<postgres::Config>,
@@ -110,11 +115,14 @@ impl Store {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
         match kind {
-            JournalKind::Sqlite => Ok(Self::Sqlite {
-                path: std::env::temp_dir()
-                    .join(format!("justonce-sim-{pid}-{seed:x}-{n}/journal.db")),
-                mode,
-            }),
+            JournalKind::Sqlite => {
+                let dir = std::env::temp_dir().join(format!("justonce-sim-{pid}-{seed:x}-{n}"));
+                Ok(Self::Sqlite {
+                    files: Mutex::new(vec![dir.join("journal.db")]),
+                    dir,
+                    mode,
+                })
+            }
             JournalKind::Postgres => {
                 let cluster = testing::cluster("the simulator").ok_or(StoreError::NoPostgres)?;
                 let schema = format!("sim_{pid}_{n}");
@@ -152,21 +160,17 @@ impl Store {
         clock: &Arc<SimClock>,
     ) -> crate::error::Result<Arc<dyn Journal>> {
         match self {
-            Self::Sqlite {
-                path,
-                mode: SqliteMode::Normal,
-            } => journal::open(path, Durability::Normal, None),
-            Self::Sqlite {
-                path,
-                mode: SqliteMode::Full,
-            } => journal::open(path, Durability::Full, None),
-            Self::Sqlite {
-                path,
-                mode: SqliteMode::PowerLoss,
-            } => Ok(Arc::new(SqliteJournal::open_for_power_loss(
-                path,
-                Durability::Full,
-            )?)),
+            Self::Sqlite { mode, .. } => {
+                let path = self.live().expect("a SQLite store has a file");
+                match mode {
+                    SqliteMode::Normal => journal::open(&path, Durability::Normal, None),
+                    SqliteMode::Full => journal::open(&path, Durability::Full, None),
+                    SqliteMode::PowerLoss => Ok(Arc::new(SqliteJournal::open_for_power_loss(
+                        &path,
+                        Durability::Full,
+                    )?)),
+                }
+            }
             Self::Postgres { config, .. } => {
                 let mut config = postgres::Config::clone(config);
                 config.application_name(&self.application(host));
@@ -176,6 +180,30 @@ impl Store {
                         .with_database_clock(database);
                 Ok(Arc::new(journal))
             }
+        }
+    }
+
+    /// The SQLite file the hosts run on now; `None` on PostgreSQL.
+    fn live(&self) -> Option<PathBuf> {
+        match self {
+            Self::Sqlite { files, .. } => files
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .last()
+                .cloned(),
+            Self::Postgres { .. } => None,
+        }
+    }
+
+    /// From now on connections open what `cut` kept: the history goes on after
+    /// its power cut. Every connection to the file in use before is left alone
+    /// (its writes are lost with the power); it should be closed.
+    pub(crate) fn resume_after(&self, cut: &PowerCut) {
+        if let Self::Sqlite { files, .. } = self {
+            files
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(cut.path.clone());
         }
     }
 
@@ -218,16 +246,21 @@ impl Store {
     /// holds (`held` of an invocation); `None` for other journals.
     pub(crate) fn power_cut(&self) -> Option<Result<PowerCut, String>> {
         let Self::Sqlite {
-            path,
             mode: SqliteMode::PowerLoss,
+            files,
+            ..
         } = self
         else {
             return None;
         };
         let copy = || -> std::io::Result<PowerCut> {
-            let wal = with_suffix(path, "-wal");
-            let kept = path.with_file_name("after-power-cut.db");
-            std::fs::copy(path, &kept)?;
+            let (path, n) = {
+                let files = files.lock().unwrap_or_else(|p| p.into_inner());
+                (files.last().cloned().unwrap_or_default(), files.len())
+            };
+            let wal = with_suffix(&path, "-wal");
+            let kept = path.with_file_name(format!("after-power-cut-{n}.db"));
+            std::fs::copy(&path, &kept)?;
             let synced = usize::try_from(synced_wal_length(&wal)).unwrap_or(usize::MAX);
             let mut frames = std::fs::read(&wal)?;
             frames.truncate(synced);
@@ -314,11 +347,11 @@ impl Store {
 impl Drop for Store {
     fn drop(&mut self) {
         match self {
-            Self::Sqlite { path, .. } => {
-                forget_synced_wal(&with_suffix(path, "-wal"));
-                if let Some(dir) = path.parent() {
-                    let _ = std::fs::remove_dir_all(dir);
+            Self::Sqlite { dir, files, .. } => {
+                for path in files.get_mut().unwrap_or_else(|p| p.into_inner()).iter() {
+                    forget_synced_wal(&with_suffix(path, "-wal"));
                 }
+                let _ = std::fs::remove_dir_all(dir);
             }
             Self::Postgres {
                 schema,

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 use super::clock::SimClock;
 use super::rng::Rng;
 use crate::clock::Clock;
+use crate::http::HttpConfig;
 use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
+use crate::providers::OutboxProvider;
 
 /// A kind of fault the simulator injects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -53,11 +55,21 @@ pub enum FaultKind {
     SessionsEnded,
     /// The machine lost power (SQLite under `Full`): what was not synced is gone.
     PowerCut,
+    /// A run stopped between its effects (a GC pause, a suspended VM) for longer
+    /// than its lease, with no heartbeat (they beat only during a provider call), then
+    /// went on: another host may have taken the call over meanwhile.
+    PausePastLease,
+    /// A keyed downstream answered a repeated key with the first answer, in a body
+    /// that differs (as Stripe's `Idempotent-Replayed` or any HTTP `Date` does).
+    ReplayDiffers,
+    /// The machine lost power in the middle of a history, while a webhook was being
+    /// delivered; the history went on from what the cut kept.
+    PowerCutMidHistory,
 }
 
 impl FaultKind {
     /// Every kind, in the order the report prints them.
-    pub const ALL: [FaultKind; 16] = [
+    pub const ALL: [FaultKind; 19] = [
         Self::LostResponse,
         Self::InFlight,
         Self::Throttled,
@@ -74,6 +86,9 @@ impl FaultKind {
         Self::HostClockJump,
         Self::SessionsEnded,
         Self::PowerCut,
+        Self::PausePastLease,
+        Self::ReplayDiffers,
+        Self::PowerCutMidHistory,
     ];
 
     /// Its name in the report.
@@ -95,9 +110,17 @@ impl FaultKind {
             Self::HostClockJump => "host_clock_jump",
             Self::SessionsEnded => "db_sessions_ended",
             Self::PowerCut => "power_cut",
+            Self::PausePastLease => "pause_past_lease",
+            Self::ReplayDiffers => "replay_differs",
+            Self::PowerCutMidHistory => "power_cut_mid_history",
         }
     }
 }
+
+/// How often (percent) a run pauses past its lease at each point between its
+/// effects: often enough that a history pauses a few times (and a paused run's
+/// duplicate takes over now and then), rarely enough that most runs go through.
+const PAUSE_PERCENT: u64 = 3;
 
 /// The panic a crashing provider raises: the host dies mid-call (and is restarted),
 /// or, without `restart`, only the call's thread dies and the host lives on.
@@ -108,6 +131,14 @@ pub(crate) struct SimCrash {
 /// Where faults are decided and counted, and the schedule of what was injected.
 pub(crate) struct Chaos {
     enabled: AtomicBool,
+    /// Set from the moment a power cut in the middle of the history is decided until
+    /// the history goes on from what it kept: every host is dead meanwhile.
+    powered_off: AtomicBool,
+    /// Keyed answers replayed so far, and runs paused between effects now: a paused
+    /// run wakes as soon as a downstream replays a key (often the one it performed,
+    /// for the run that took its call over), the worst moment to wake.
+    replays: Mutex<(u64, usize)>,
+    replayed: Condvar,
     rng: Mutex<Rng>,
     counts: [AtomicU64; FaultKind::ALL.len()],
     schedule: Mutex<Vec<String>>,
@@ -119,6 +150,9 @@ impl Chaos {
     pub(crate) fn new(rng: Rng, clock: Arc<SimClock>, lease_ms: i64) -> Self {
         Self {
             enabled: AtomicBool::new(true),
+            powered_off: AtomicBool::new(false),
+            replays: Mutex::default(),
+            replayed: Condvar::new(),
             rng: Mutex::new(rng),
             counts: Default::default(),
             schedule: Mutex::default(),
@@ -135,6 +169,71 @@ impl Chaos {
     /// Stops injecting faults (the history's fault-free end).
     pub(crate) fn stop(&self) {
         self.enabled.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether the machine is off (see [`Chaos::power_off`]).
+    pub(crate) fn powered_off(&self) -> bool {
+        self.powered_off.load(Ordering::SeqCst)
+    }
+
+    /// The power goes: from now on no host sends anything, and a call that ends
+    /// told its agent nothing. Set before the cut's copy is made, so that an answer
+    /// given before it was synced before the copy.
+    pub(crate) fn power_off(&self) {
+        self.powered_off.store(true, Ordering::SeqCst);
+    }
+
+    /// The power is back: the hosts that open the journal now run on what the cut
+    /// kept.
+    pub(crate) fn power_on(&self) {
+        self.powered_off.store(false, Ordering::SeqCst);
+    }
+
+    /// Maybe stops the calling run (a guest between two effects, or after its last
+    /// one) for longer than its lease, as a GC pause or a suspended VM does: the
+    /// shared clock moves past the lease (no heartbeat renews it outside a provider
+    /// call) and the thread sleeps a few real milliseconds, time for another host to
+    /// take the call over; then the run goes on as if nothing happened.
+    pub(crate) fn pause_between_effects(&self, at: &str) {
+        let Some((true, real_ms)) =
+            self.roll(|rng| (rng.chance(PAUSE_PERCENT), rng.between(2, 12)))
+        else {
+            return;
+        };
+        self.record(FaultKind::PausePastLease, &format!("{at} {real_ms}ms"));
+        self.clock.shift(self.lease_ms + 1_000);
+        let mut replays = self.replays.lock().unwrap_or_else(|p| p.into_inner());
+        replays.1 += 1;
+        let seen = replays.0;
+        let until = Instant::now() + Duration::from_millis(real_ms);
+        while replays.0 == seen {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            replays = self
+                .replayed
+                .wait_timeout(replays, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        replays.1 -= 1;
+    }
+
+    /// A keyed downstream is about to answer a replayed key: wakes every paused run,
+    /// and, if there was one, holds this answer a moment, so that the woken run's
+    /// next write (which would save its own answer, if it were not fenced) lands
+    /// before the write of the run this answer goes to.
+    fn replaying(&self) {
+        let paused = {
+            let mut replays = self.replays.lock().unwrap_or_else(|p| p.into_inner());
+            replays.0 += 1;
+            self.replayed.notify_all();
+            replays.1 > 0
+        };
+        if paused {
+            std::thread::sleep(Duration::from_millis(3));
+        }
     }
 
     /// A draw from the shared generator, while faults are on.
@@ -214,8 +313,8 @@ pub(crate) struct Downstream {
 #[derive(Default)]
 struct DownState {
     /// A keyed downstream's answer per key (a refusal too), with what was applied
-    /// under it.
-    answers: BTreeMap<String, (String, Result<Value, ProviderError>)>,
+    /// under it and how many times it was replayed.
+    answers: BTreeMap<String, (String, Result<Value, ProviderError>, u64)>,
     applied: Vec<Applied>,
     /// Requests on the wire now: key, the clock's moment their call began, a number,
     /// and who sent it (host and attempt, for the overlap's line).
@@ -333,14 +432,25 @@ impl Downstream {
         let amount = request.payload["amount"].as_u64().unwrap_or(1);
         let mut state = self.lock();
         if self.class == ProviderClass::Keyed {
-            if let Some((first, answer)) = state.answers.get(&key) {
+            if let Some((first, answer, replays)) = state.answers.get_mut(&key) {
                 // A repeated key: the first answer again, a refusal as a refusal,
                 // nothing applied. (A second request with another payload under it is
-                // recorded for the checker.)
-                let answer = answer.clone();
-                if *first != what {
+                // recorded for the checker.) Its meaning is the first's, its body is
+                // not: it says which replay it is, as Stripe's `Idempotent-Replayed`
+                // header or an HTTP `Date` would, so a run handed a replay is told
+                // something another run was not.
+                *replays += 1;
+                let answer = replayed(answer, *replays);
+                let repeated = *first != what;
+                if repeated {
                     state.applied.push(applied);
                 }
+                drop(state);
+                self.chaos.record(
+                    FaultKind::ReplayDiffers,
+                    &format!("{} {key} #{}", self.name, request.seq),
+                );
+                self.chaos.replaying();
                 return answer;
             }
             let answer = if amount.is_multiple_of(13) {
@@ -350,12 +460,27 @@ impl Downstream {
                     json!({"id": format!("{}-{}", self.name, state.answers.len()), "amount": amount}),
                 )
             };
-            state.answers.insert(key, (what, answer.clone()));
+            state.answers.insert(key, (what, answer.clone(), 0));
             state.applied.push(applied);
             return answer;
         }
         state.applied.push(applied);
         Ok(json!({"sent": state.applied.len()}))
+    }
+}
+
+/// The `n`th replay of `answer`: the same answer with `"replayed": n` in its body.
+fn replayed(answer: &Result<Value, ProviderError>, n: u64) -> Result<Value, ProviderError> {
+    let mark = |mut body: Value| {
+        if let Some(fields) = body.as_object_mut() {
+            fields.insert("replayed".into(), json!(n));
+        }
+        body
+    };
+    match answer {
+        Ok(body) => Ok(mark(body.clone())),
+        Err(ProviderError::Rejected(body)) => Err(ProviderError::Rejected(mark(body.clone()))),
+        Err(other) => Err(other.clone()),
     }
 }
 
@@ -365,6 +490,10 @@ impl Provider for Downstream {
     }
 
     fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
+        if self.chaos.powered_off() {
+            // The machine is off: its hosts send nothing more.
+            std::panic::panic_any(SimCrash { restart: false });
+        }
         let _flight = self.take_off(request);
         let chaos = &self.chaos;
         let fault = chaos.roll(|rng| (rng.below(100), rng.between(1, 4), rng.between(2, 12)));
@@ -513,5 +642,91 @@ impl Provider for Ledger {
             )
             .map_err(|e| ProviderError::Invalid(format!("ledger: {e}")))?;
         Ok(json!({"row": row.get::<_, i64>(0)}))
+    }
+}
+
+/// The built-in transactional outbox (`providers/outbox.rs`), as a host has it, that
+/// also remembers in the simulator's memory (which no power cut reaches) which
+/// effect key each message was enqueued under, for which invocation, generation and
+/// position: a webhook the receiver got under a key is then known to be some
+/// intent's even when the journal lost the enqueue.
+pub(crate) struct Outbox {
+    inner: OutboxProvider,
+    clock: Arc<SimClock>,
+    enqueued: Mutex<Vec<Applied>>,
+}
+
+impl Outbox {
+    pub(crate) fn new(config: Arc<HttpConfig>, clock: Arc<SimClock>) -> Self {
+        let stamps: Arc<dyn Clock> = clock.clone();
+        Self {
+            inner: OutboxProvider::new(config, stamps),
+            clock,
+            enqueued: Mutex::default(),
+        }
+    }
+
+    /// Every enqueue that committed or may have (a transaction rolled back after
+    /// the provider wrote is here too: its key is never delivered).
+    pub(crate) fn enqueued(&self) -> Vec<Applied> {
+        self.enqueued
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn note(&self, request: &EffectRequest<'_>, answer: &Result<Value, ProviderError>) {
+        if answer.is_err() {
+            return;
+        }
+        let generation = request.payload["json"]["gen"].as_u64().unwrap_or(u64::MAX);
+        let applied = Applied {
+            key: request.key.to_string(),
+            position: (request.invocation.to_string(), generation, request.seq),
+            what: format!("{} {}", request.operation, request.payload),
+            at: self.clock.mark(),
+        };
+        self.enqueued
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(applied);
+    }
+}
+
+impl Provider for Outbox {
+    fn class(&self) -> ProviderClass {
+        self.inner.class()
+    }
+
+    fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
+        self.inner.perform(request)
+    }
+
+    fn prepare(&self, db: &Connection) -> rusqlite::Result<()> {
+        self.inner.prepare(db)
+    }
+
+    fn perform_in_transaction(
+        &self,
+        tx: &Connection,
+        request: &EffectRequest<'_>,
+    ) -> Result<Value, ProviderError> {
+        let answer = self.inner.perform_in_transaction(tx, request);
+        self.note(request, &answer);
+        answer
+    }
+
+    fn prepare_postgres(&self, tx: &mut postgres::Transaction<'_>) -> Result<(), postgres::Error> {
+        self.inner.prepare_postgres(tx)
+    }
+
+    fn perform_in_postgres(
+        &self,
+        tx: &mut postgres::Transaction<'_>,
+        request: &EffectRequest<'_>,
+    ) -> Result<Value, ProviderError> {
+        let answer = self.inner.perform_in_postgres(tx, request);
+        self.note(request, &answer);
+        answer
     }
 }

@@ -9,7 +9,7 @@
 //!     --seconds 60 --mutant fresh_effect_key
 //! ```
 //!
-//! Prints a count per fault kind, every failing history with its seed and fault
+//! Prints a count per fault kind (and how many histories injected it), every failing history with its seed and fault
 //! schedule, and ends with `histories=H faults=F violations=V seed=S` (`S` is the
 //! first failing seed, or the first seed when none failed); exits 1 when V > 0.
 
@@ -111,7 +111,8 @@ fn main() -> ExitCode {
         .collect();
     println!("calls={} ({})", report.calls, endings.join(" "));
     for (kind, n) in &report.faults {
-        println!("{}={n}", kind.name());
+        let histories = report.histories_with.get(kind).copied().unwrap_or(0);
+        println!("{}={n} ({histories} histories)", kind.name());
     }
     let shown = report.failures.first().map_or(seed, |f| f.seed);
     println!(
