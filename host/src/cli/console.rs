@@ -38,12 +38,13 @@ pub struct Console {
 impl Console {
     pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
         let journal = cli.journal()?;
-        let (_, console_tokens) = open_tokens(cli, self.tokens.as_ref())?;
+        // One reader of the file for the server and the console.
         let (path, tokens) = open_tokens(cli, self.tokens.as_ref())?;
+        let tokens = Arc::new(tokens);
         let (listener, bound) = listen("console", &self.listen)?;
         let routes = Routes::new(
             journal,
-            console_tokens,
+            Arc::clone(&tokens),
             Arc::new(SystemClock),
             self.session_minutes.saturating_mul(60_000),
         );

@@ -225,8 +225,10 @@ impl Serve {
         let oauth = self
             .oauth
             .resource_server(cli, bound, Arc::new(crate::clock::SystemClock))?;
+        // One reader of the file for the MCP endpoint and the console: a revoked
+        // token is seen by both at once.
         let (path, tokens) = read_tokens(cli, self.tokens.as_ref())?;
-        let (_, console_tokens) = read_tokens(cli, self.tokens.as_ref())?;
+        let tokens = Arc::new(tokens);
         if oauth.is_none() {
             warn_if_empty(&path, &tokens);
         }
@@ -248,7 +250,7 @@ impl Serve {
         let _ = writeln!(out, "{url}").and_then(|()| out.flush());
         drop(out);
         stop_on_signals(server.shutdown())?;
-        let console = Console::for_host(&host, console_tokens, CONSOLE_SESSION_TTL_MS);
+        let console = Console::for_host(&host, Arc::clone(&tokens), CONSOLE_SESSION_TTL_MS);
         let mut http = http_server(server, tokens, options);
         if let Some(oauth) = oauth {
             http = http.with_oauth(oauth);
@@ -284,6 +286,7 @@ impl Serve {
             Some(tokens)
         };
         let running = MetricsServer::new(Arc::clone(host), tokens)
+            .with_allowed_origins(self.allow_origin.clone())
             .spawn(listener)
             .map_err(|e| Error::Host(anyhow::anyhow!("--metrics: serving on {bound}: {e}")))?;
         tracing::info!("serving Prometheus metrics on {}", running.url());

@@ -60,7 +60,7 @@ const SCRIPT: &str = include_str!("assets/app.js");
 /// The console's routes over one journal.
 pub struct Console {
     journal: Arc<dyn Journal>,
-    tokens: Tokens,
+    tokens: Arc<Tokens>,
     clock: Arc<dyn Clock>,
     sessions: BrowserSessions,
 }
@@ -77,7 +77,7 @@ impl std::fmt::Debug for Console {
 impl Console {
     /// The console of `host`'s journal, for the holders of `tokens`, with sessions
     /// lasting `session_ttl_ms` on the host's clock.
-    pub fn for_host(host: &Host, tokens: Tokens, session_ttl_ms: i64) -> Self {
+    pub fn for_host(host: &Host, tokens: impl Into<Arc<Tokens>>, session_ttl_ms: i64) -> Self {
         Self::new(
             Arc::clone(host.journal_handle()),
             tokens,
@@ -89,13 +89,13 @@ impl Console {
     /// The console of `journal`.
     pub(crate) fn new(
         journal: Arc<dyn Journal>,
-        tokens: Tokens,
+        tokens: impl Into<Arc<Tokens>>,
         clock: Arc<dyn Clock>,
         session_ttl_ms: i64,
     ) -> Self {
         Self {
             journal,
-            tokens,
+            tokens: tokens.into(),
             clock,
             sessions: BrowserSessions::new(session_ttl_ms),
         }

@@ -137,7 +137,7 @@ pub struct HttpServer {
     routes: Option<Arc<dyn Routes>>,
     /// The host whose counters `/metrics` serves; `None`: 404.
     metrics: Option<Arc<Host>>,
-    tokens: Tokens,
+    tokens: Arc<Tokens>,
     /// OAuth access tokens accepted beside `tokens`, when configured.
     oauth: Option<OAuth>,
     options: ServerOptions,
@@ -159,8 +159,9 @@ impl std::fmt::Debug for HttpServer {
 }
 
 impl HttpServer {
-    /// A server for the holders of `tokens` that serves nothing yet (404).
-    pub fn new(tokens: Tokens, options: ServerOptions) -> Self {
+    /// A server for the holders of `tokens` that serves nothing yet (404). One
+    /// `Arc<Tokens>` may be shared with the console, so the file is read once.
+    pub fn new(tokens: impl Into<Arc<Tokens>>, options: ServerOptions) -> Self {
         Self {
             endpoint: None,
             routes: None,
@@ -169,7 +170,7 @@ impl HttpServer {
                 options.max_connections,
                 options.max_unauthenticated_connections,
             ),
-            tokens,
+            tokens: tokens.into(),
             oauth: None,
             options,
             origins: OnceLock::new(),

@@ -100,7 +100,7 @@ impl Default for HttpOptions {
 /// An HTTP server with `server`'s tools at `/mcp` for the holders of `tokens`, and
 /// its host's counters at `/metrics`. Add the console with
 /// [`HttpServer::with_routes`] and OAuth with [`HttpServer::with_oauth`].
-pub fn server(server: Server, tokens: Tokens, options: HttpOptions) -> HttpServer {
+pub fn server(server: Server, tokens: impl Into<Arc<Tokens>>, options: HttpOptions) -> HttpServer {
     let host = Arc::clone(server.host());
     HttpServer::new(tokens, options.server.clone())
         .with_metrics(host)
