@@ -895,6 +895,10 @@ mod latency {
         InvocationKey::from_stored(format!("{prefix}{i:028}"))
     }
 
+    /// The clock a [`begin`] lends the journal, which PostgreSQL never reads.
+    static UNREAD_CLOCK: std::sync::LazyLock<crate::clock::ManualClock> =
+        std::sync::LazyLock::new(crate::clock::ManualClock::default);
+
     /// The first look at `k` by `owner` at `now`: a call of tool `t` in scope `s`
     /// with arguments `{}`, kept for a very long time.
     pub(super) fn begin<'a>(
@@ -913,9 +917,9 @@ mod latency {
             explicit_key: false,
             tool_call_id: None,
             now,
-            clock: crate::journal::ClockRef(Box::leak(Box::new(crate::clock::ManualClock::new(
-                now,
-            )))),
+            // Never read: PostgreSQL decides on the database's clock. One clock for
+            // every call, where each call leaked one of its own.
+            clock: crate::journal::ClockRef(&*UNREAD_CLOCK),
             retention_ms: 1 << 40,
             default_retention_ms: 1 << 40,
             lease_ms: 60_000,
