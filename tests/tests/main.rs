@@ -30,6 +30,8 @@ mod logs;
 mod mcp_calls;
 mod mcp_conformance;
 mod mcp_faults;
+// pydantic-ai, the OpenAI Agents SDK and langchain-mcp-adapters (skipped without them, but under CI=true).
+mod mcp_frameworks;
 mod mcp_hidden;
 mod mcp_http;
 mod mcp_http_cli;

@@ -110,6 +110,49 @@ fn the_http_excerpts_are_the_example_tools_code() {
     assert_eq!(checked, 3, "one excerpt per language");
 }
 
+/// The recipes of "From an agent framework", one per framework, are the code of
+/// tests/frameworks/recipes.py, which `mcp_frameworks` runs with each framework on
+/// stdio and HTTP: each block, after its first line naming the file, is a run of the
+/// file's lines.
+#[test]
+fn the_agent_framework_recipes_are_the_tests_code() {
+    const FILE: &str = "tests/frameworks/recipes.py";
+    let source =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(FILE))
+            .unwrap_or_else(|e| panic!("{FILE}, which the README quotes: {e}"));
+    let lines: Vec<&str> = source.lines().collect();
+    let mut quoted = Vec::new();
+    for (_, text) in blocks().into_iter().filter(|(l, _)| *l == "python") {
+        let mut excerpt = text.lines();
+        let Some(framework) = excerpt
+            .next()
+            .and_then(|first| first.strip_prefix(&format!("# {FILE} (")))
+            .and_then(|rest| rest.strip_suffix(')'))
+        else {
+            continue;
+        };
+        let excerpt: Vec<&str> = excerpt.collect();
+        assert!(
+            excerpt.len() > 10
+                && lines
+                    .windows(excerpt.len())
+                    .any(|w| w == excerpt.as_slice()),
+            "the README's recipe for {framework} is not in {FILE}:\n{}",
+            excerpt.join("\n")
+        );
+        quoted.push(framework.to_owned());
+    }
+    assert_eq!(
+        quoted,
+        [
+            "pydantic-ai",
+            "the OpenAI Agents SDK",
+            "langchain-mcp-adapters"
+        ],
+        "one recipe per framework"
+    );
+}
+
 #[test]
 fn the_rust_tool_and_its_manifest_are_what_justonce_new_writes() {
     let (_dir, project) = new_remind(&[]);

@@ -1,0 +1,502 @@
+"""The README's recipes for agent frameworks ("From an agent framework"), run as tests.
+
+Usage: recipes.py FRAMEWORK TRANSPORT JUSTONCE WORKDIR
+
+FRAMEWORK is `pydantic-ai`, `openai-agents` or `langchain` (langchain-mcp-adapters),
+TRANSPORT `stdio` (the framework starts `JUSTONCE serve` itself) or `http` (`JUSTONCE
+serve --http`, a bearer token from `JUSTONCE token add`), WORKDIR an empty directory
+for the databases. No LLM and no network: each framework runs an agent on its own
+scripted model (pydantic-ai's `FunctionModel`, an Agents SDK `Model`, langchain-core's
+`GenericFakeChatModel` in the agent loop LangGraph's `ToolNode` runs), which answers
+with fixed tool calls and keeps what it was told. The `refund` tool posts to a
+payments API here on 127.0.0.1 that deduplicates by `Idempotency-Key`, as Stripe does.
+
+Every server refuses calls that name no conversation (`--unscoped refuse`), so each
+recipe's line of glue is what lets its calls through. The scenarios:
+
+- lost: `serve --fault lose-response:refund`, the refund lands and its response is
+  lost; the model retries the same call (a new tool-call id), as it is told it may.
+- opposite: two different refunds, one after the other.
+- parallel: two identical refund calls in one model response.
+- replan: a refund, then the same refund again under a new tool-call id.
+- unglued: the framework without the glue, refused before anything runs.
+
+It prints one JSON object: per scenario, what the model received after each of its
+turns and what the payments API saw. The Rust test (tests/tests/mcp_frameworks.rs)
+asserts on it.
+"""
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+# ---------------------------------------------------------------------------------
+# The world around the agent: a payments API, and justonce servers in front of it.
+
+
+class Payments:
+    """A payments API on 127.0.0.1: `POST /v1/refunds` refunds once per Idempotency-Key."""
+
+    def __init__(self):
+        self.requests = []  # (Idempotency-Key, order_id) of every request, in order
+        self.refunds = {}  # Idempotency-Key -> the refund made under it
+        lock = threading.Lock()
+        payments = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                key = self.headers.get("Idempotency-Key")
+                with lock:
+                    payments.requests.append((key, body["order_id"]))
+                    if key is None or key not in payments.refunds:
+                        refund = {"refund_id": f"re_{len(payments.refunds) + 1:04}", "status": "succeeded"}
+                        payments.refunds[key] = refund | {"order_id": body["order_id"]}
+                    answer = json.dumps({k: v for k, v in payments.refunds[key].items() if k != "order_id"})
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer.encode())
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def seen(self, orders):
+        """What the API saw for `orders`: requests, distinct keys, refunds made."""
+        requests = [(key, order) for key, order in self.requests if order in orders]
+        refunds = [r for r in self.refunds.values() if r["order_id"] in orders]
+        return {
+            "requests": len(requests),
+            "keys": len({key for key, _ in requests}),
+            "refunds": [r["refund_id"] for r in refunds],
+        }
+
+
+class Justonce:
+    """`justonce serve` in front of the payments API, refusing unscoped calls: on stdio
+    the command a framework starts; on HTTP a running server and a token."""
+
+    def __init__(self, binary, workdir, transport, payments):
+        self.binary, self.workdir, self.transport = binary, Path(workdir), transport
+        self.config = self.workdir / "http.json"
+        self.config.write_text(
+            json.dumps({"services": {"payments": payments.url}, "allow": {"refund": [payments.url]}})
+        )
+        self.processes = []
+        self.http = {}
+
+    def args(self, name, *extra):
+        """The arguments of `justonce` for the server `name` (its own database and tokens)."""
+        (self.workdir / name).mkdir(exist_ok=True)
+        db = str(self.workdir / name / "state.db")
+        return ["--db", db, "serve", "--http-config", str(self.config), "--unscoped", "refuse", *extra]
+
+    def url(self, name, *extra):
+        """(URL, token) of the HTTP server `name`, started on first use."""
+        if name not in self.http:
+            args = self.args(name, *extra)
+            token = subprocess.run(
+                [self.binary, "--db", args[1], "token", "add", "agent"],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+            process = subprocess.Popen(
+                [self.binary, *args, "--http", "127.0.0.1:0"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            self.processes.append(process)
+            self.http[name] = (process.stdout.readline().strip(), token)
+        return self.http[name]
+
+    def close(self):
+        for process in self.processes:
+            process.terminate()
+            process.wait()
+
+
+# Servers: "lost" loses every refund's response (its first 3 attempts, all the host's
+# own retries), "plain" does not.
+LOST = ("lost", "--fault", "lose-response:refund")
+PLAIN = ("plain",)
+
+
+def refund(order):
+    return {"order_id": order, "amount_cents": 500}
+
+
+# Each scenario: the server, its conversation, the model's turns (each a list of
+# (tool-call id, arguments)), the orders the payments API is asked about.
+SCENARIOS = {
+    "lost": (LOST, "ticket-4417", [[("call_1", refund(4417))], [("call_2", refund(4417))]], [4417]),
+    "opposite": (PLAIN, "ticket-5001", [[("call_1", refund(5001))], [("call_2", refund(5002))]], [5001, 5002]),
+    "parallel": (PLAIN, "ticket-6001", [[("call_1", refund(6001)), ("call_2", refund(6001))]], [6001]),
+    "replan": (PLAIN, "ticket-7001", [[("call_1", refund(7001))], [("call_2", refund(7001))]], [7001]),
+    "unglued": (PLAIN, None, [[("call_1", refund(9001))]], [9001]),
+}
+
+
+class Script:
+    """A model that answers with `turns` of tool calls, then "done", and keeps what it
+    was told: per turn after the first, each tool result as (id, text, is_error)."""
+
+    def __init__(self, turns):
+        self.turns, self.told = turns, []
+
+    def next(self, results):
+        if self.told or results:
+            self.told.append([{"id": i, "text": t, "error": e} for i, t, e in results])
+        n = len(self.told)
+        return self.turns[n] if n < len(self.turns) else None
+
+
+# ---------------------------------------------------------------------------------
+# pydantic-ai: the conversation from the run's deps, on every call.
+
+from dataclasses import dataclass
+
+from fastmcp.client.transports import StdioTransport
+from pydantic_ai import Agent
+from pydantic_ai.mcp import MCPToolset
+
+
+@dataclass
+class Deps:
+    conversation_id: str  # your run's or ticket's id: the same if the run is executed again
+
+
+def pydantic_ai_stdio(command, args):
+    async def in_conversation(ctx, call_tool, name, tool_args):
+        meta = {"dev.justonce/conversation": ctx.deps.conversation_id}
+        return await call_tool(name, tool_args, metadata=meta)
+
+    return MCPToolset(
+        StdioTransport(command, args),
+        process_tool_call=in_conversation,
+        max_retries=3,  # outcome_unknown and in_progress come back as a retry
+        read_timeout=60,
+    )
+
+
+def pydantic_ai_http(url, token):
+    return MCPToolset(
+        url,
+        auth=token,
+        headers=lambda ctx: {"Justonce-Conversation": ctx.deps.conversation_id},
+        max_retries=3,
+        read_timeout=60,
+    )
+
+
+async def pydantic_ai_run(toolset, model, conversation_id):
+    agent = Agent(model, toolsets=[toolset], deps_type=Deps)
+    return await agent.run("Refund the order.", deps=Deps(conversation_id=conversation_id))
+
+
+def pydantic_ai_model(script):
+    from pydantic_ai.messages import ModelResponse, RetryPromptPart, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import FunctionModel
+
+    def answer(messages, info):
+        results = []
+        for part in messages[-1].parts:
+            if isinstance(part, ToolReturnPart):
+                results.append((part.tool_call_id, part.model_response_str(), part.outcome != "success"))
+            elif isinstance(part, RetryPromptPart):
+                results.append((part.tool_call_id, part.model_response(), True))
+        calls = script.next(results)
+        if calls is None:
+            return ModelResponse(parts=[TextPart("done")])
+        return ModelResponse(parts=[ToolCallPart("refund", args, tool_call_id=i) for i, args in calls])
+
+    return FunctionModel(answer)
+
+
+async def pydantic_ai_scenarios(justonce):
+    told = {}
+    toolsets = {}
+    stack = contextlib.AsyncExitStack()
+    for name, (server, conversation, turns, _) in SCENARIOS.items():
+        if conversation is None:  # the same toolset without the line of glue
+            if justonce.transport == "stdio":
+                toolset = MCPToolset(StdioTransport(justonce.binary, justonce.args(*server)), max_retries=3)
+            else:
+                toolset = MCPToolset(justonce.url(*server)[0], auth=justonce.url(*server)[1], max_retries=3)
+        elif server not in toolsets:
+            if justonce.transport == "stdio":
+                toolset = toolsets[server] = pydantic_ai_stdio(justonce.binary, justonce.args(*server))
+                # Connected once for every run (`async with toolset:`): entered per run,
+                # a stdio toolset sends `initialize` again to the process it keeps
+                # alive, which justonce refuses.
+                await stack.enter_async_context(toolset)
+            else:
+                toolset = toolsets[server] = pydantic_ai_http(*justonce.url(*server))
+        else:
+            toolset = toolsets[server]
+        script = Script(turns)
+        await pydantic_ai_run(toolset, pydantic_ai_model(script), conversation)
+        told[name] = script.told
+    await stack.aclose()
+    return told
+
+
+# ---------------------------------------------------------------------------------
+# The OpenAI Agents SDK: the conversation from the run's context, on every call.
+
+from dataclasses import dataclass
+
+import agents
+from agents.mcp import MCPServerStdio, MCPServerStreamableHttp
+
+
+@dataclass
+class Context:
+    conversation_id: str  # your run's or ticket's id: the same if the run is executed again
+
+
+def openai_agents_stdio(command, args):
+    return MCPServerStdio(
+        {"command": command, "args": args},
+        tool_meta_resolver=lambda meta: {"dev.justonce/conversation": meta.run_context.context.conversation_id},
+        client_session_timeout_seconds=60,  # the default, 5 s, is shorter than a call may take
+    )
+
+
+def openai_agents_http(url, token, conversation_id):
+    headers = {"Authorization": f"Bearer {token}", "Justonce-Conversation": conversation_id}
+    return MCPServerStreamableHttp(
+        {"url": url, "headers": headers, "timeout": 60, "sse_read_timeout": 60},
+        client_session_timeout_seconds=60,
+    )
+
+
+async def openai_agents_run(server, model, conversation_id):  # within `async with server:`
+    agent = agents.Agent(name="support", model=model, mcp_servers=[server])
+    return await agents.Runner.run(agent, "Refund the order.", context=Context(conversation_id=conversation_id))
+
+
+def openai_agents_model(script):
+    from agents import ModelResponse, Usage
+    from agents.models.interface import Model
+    from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+
+    class Scripted(Model):
+        def __init__(self):
+            self.answered = set()
+
+        async def get_response(self, system_instructions, input, *args, **kwargs):
+            results = []
+            for item in input if isinstance(input, list) else []:
+                item = item if isinstance(item, dict) else item.model_dump()
+                if item.get("type") == "function_call_output" and item["call_id"] not in self.answered:
+                    self.answered.add(item["call_id"])
+                    output = item["output"]
+                    if not isinstance(output, str):
+                        output = "\n".join(part.get("text", "") for part in output)
+                    results.append((item["call_id"], output, None))
+            calls = script.next(results)
+            if calls is None:
+                text = ResponseOutputText(type="output_text", text="done", annotations=[])
+                output = [
+                    ResponseOutputMessage(
+                        type="message", id="msg", role="assistant", status="completed", content=[text]
+                    )
+                ]
+            else:
+                output = [
+                    ResponseFunctionToolCall(
+                        type="function_call", id=f"fc_{i}", call_id=i, name="refund", arguments=json.dumps(args)
+                    )
+                    for i, args in calls
+                ]
+            return ModelResponse(output=output, usage=Usage(), response_id=None)
+
+        def stream_response(self, *args, **kwargs):
+            raise NotImplementedError
+
+    return Scripted()
+
+
+async def openai_agents_scenarios(justonce):
+    agents.set_tracing_disabled(True)
+    told = {}
+    async with contextlib.AsyncExitStack() as stack:
+        shared = {}
+        for name, (server, conversation, turns, _) in SCENARIOS.items():
+            if justonce.transport == "stdio":
+                if conversation is None:
+                    mcp = MCPServerStdio({"command": justonce.binary, "args": justonce.args(*server)})
+                    await stack.enter_async_context(mcp)
+                elif server not in shared:
+                    mcp = shared[server] = openai_agents_stdio(justonce.binary, justonce.args(*server))
+                    await stack.enter_async_context(mcp)
+                else:
+                    mcp = shared[server]
+            else:
+                url, token = justonce.url(*server)
+                if conversation is None:
+                    mcp = MCPServerStreamableHttp({"url": url, "headers": {"Authorization": f"Bearer {token}"}})
+                else:
+                    mcp = openai_agents_http(url, token, conversation)
+                await stack.enter_async_context(mcp)
+            script = Script(turns)
+            await openai_agents_run(mcp, openai_agents_model(script), conversation)
+            told[name] = script.told
+    return told
+
+
+# ---------------------------------------------------------------------------------
+# langchain-mcp-adapters: it sends no `_meta`, so the conversation is the server's
+# (stdio: one server per conversation) or a header of the connection (HTTP).
+
+from datetime import timedelta
+
+from langchain_mcp_adapters.client import MultiServerMCPClient
+from langchain_mcp_adapters.tools import load_mcp_tools
+
+
+def langchain_stdio(command, args, conversation_id):
+    return MultiServerMCPClient(
+        {
+            "justonce": {
+                "transport": "stdio",
+                "command": command,
+                "args": [*args, "--conversation", conversation_id],
+                "session_kwargs": {"read_timeout_seconds": timedelta(seconds=60)},
+            }
+        }
+    )
+
+
+def langchain_http(url, token, conversation_id):
+    return MultiServerMCPClient(
+        {
+            "justonce": {
+                "transport": "streamable_http",
+                "url": url,
+                "headers": {"Authorization": f"Bearer {token}", "Justonce-Conversation": conversation_id},
+                "timeout": timedelta(seconds=60),
+                "sse_read_timeout": timedelta(seconds=60),
+            }
+        }
+    )
+
+
+async def langchain_tools(client, stack):
+    session = await stack.enter_async_context(client.session("justonce"))  # one session, not one per call
+    return await load_mcp_tools(session)
+
+
+async def langchain_run(tools, script):
+    """The agent loop LangGraph's ToolNode runs: the model's tool calls at once, an
+    exception as an error message to the model."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    def answers():
+        results = []
+        while (calls := script.next(results)) is not None:
+            message = AIMessage(
+                content="", tool_calls=[{"name": "refund", "args": args, "id": i} for i, args in calls]
+            )
+            results = yield message
+        yield AIMessage(content="done")
+
+    feed = answers()
+    first = next(feed)
+    model = GenericFakeChatModel(messages=iter([]))
+    by_name = {tool.name: tool for tool in tools}
+
+    async def run(call):
+        try:
+            return await by_name[call["name"]].ainvoke({**call, "type": "tool_call"})
+        except Exception as e:  # as ToolNode's default handle_tool_errors does
+            return ToolMessage(content=f"Error: {e!r}", tool_call_id=call["id"], status="error")
+
+    messages = [HumanMessage("Refund the order.")]
+    message = first
+    while message.tool_calls:
+        messages.append(message)
+        replies = await asyncio.gather(*(run(call) for call in message.tool_calls))
+        messages.extend(replies)
+        results = []
+        for reply in replies:
+            content = reply.content
+            if not isinstance(content, str):
+                content = "\n".join(block.get("text", "") for block in content if isinstance(block, dict))
+            results.append((reply.tool_call_id, content, reply.status == "error"))
+        model.messages = iter([feed.send(results)])
+        message = await model.ainvoke(messages)
+    return messages
+
+
+async def langchain_scenarios(justonce):
+    told = {}
+    for name, (server, conversation, turns, _) in SCENARIOS.items():
+        if justonce.transport == "stdio":
+            if conversation is None:
+                client = MultiServerMCPClient(
+                    {"justonce": {"transport": "stdio", "command": justonce.binary, "args": justonce.args(*server)}}
+                )
+            else:
+                client = langchain_stdio(justonce.binary, justonce.args(*server), conversation)
+        else:
+            url, token = justonce.url(*server)
+            if conversation is None:
+                client = MultiServerMCPClient(
+                    {
+                        "justonce": {
+                            "transport": "streamable_http",
+                            "url": url,
+                            "headers": {"Authorization": f"Bearer {token}"},
+                        }
+                    }
+                )
+            else:
+                client = langchain_http(url, token, conversation)
+        async with contextlib.AsyncExitStack() as stack:
+            script = Script(turns)
+            await langchain_run(await langchain_tools(client, stack), script)
+        told[name] = script.told
+    return told
+
+
+# ---------------------------------------------------------------------------------
+
+FRAMEWORKS = {
+    "pydantic-ai": pydantic_ai_scenarios,
+    "openai-agents": openai_agents_scenarios,
+    "langchain": langchain_scenarios,
+}
+
+
+async def main(framework, transport, binary, workdir):
+    payments = Payments()
+    justonce = Justonce(binary, workdir, transport, payments)
+    try:
+        told = await FRAMEWORKS[framework](justonce)
+    finally:
+        justonce.close()
+    report = {
+        name: {"told": told[name], "payments": payments.seen(orders)}
+        for name, (_, _, _, orders) in SCENARIOS.items()
+    }
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 5 or sys.argv[1] not in FRAMEWORKS or sys.argv[2] not in ("stdio", "http"):
+        sys.exit(__doc__)
+    asyncio.run(main(*sys.argv[1:]))
