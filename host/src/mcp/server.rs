@@ -267,7 +267,7 @@ impl Server {
         outbox: &Outbox<W>,
         initialized: &AtomicBool,
     ) -> io::Result<()> {
-        let mut session = Session::new(self.catalog.listing(), self.config.scoping());
+        let mut session = Session::new(self.catalog.listing(), self.config.scoping()).over_stdio();
         let mut line = Vec::new();
         loop {
             if self.shutdown.stopping() {

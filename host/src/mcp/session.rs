@@ -92,6 +92,11 @@ pub(crate) struct Session<'a> {
     scoping: Scoping<'a>,
     #[allow(deprecated)]
     log_level: Option<LoggingLevel>,
+    /// Whether an `initialize` after the first starts the connection over (stdio,
+    /// where the pipe is the only session a client has: fastmcp re-enters a
+    /// toolset with a new `initialize` on the same pipe) instead of being refused
+    /// (an HTTP session, which a client replaces with a new session).
+    starts_over: bool,
 }
 
 #[allow(deprecated)] // `LoggingLevel`, see above.
@@ -104,7 +109,14 @@ impl<'a> Session<'a> {
             tools,
             scoping,
             log_level: None,
+            starts_over: false,
         }
+    }
+
+    /// A stdio connection: a second `initialize` starts it over.
+    pub(crate) fn over_stdio(mut self) -> Self {
+        self.starts_over = true;
+        self
     }
 
     /// A connection that already speaks `era`, with the log level it set (an HTTP
@@ -120,6 +132,7 @@ impl<'a> Session<'a> {
             tools,
             scoping,
             log_level,
+            starts_over: false,
         }
     }
 
@@ -216,11 +229,16 @@ impl<'a> Session<'a> {
     }
 
     fn initialize(&mut self, params: &Params) -> Result<Value, ErrorData> {
-        if let Era::Handshake(version) = self.era {
-            return Err(ErrorData::invalid_request(
-                format!("initialize was already received; this connection speaks {version}"),
-                None,
-            ));
+        if let Era::Handshake(version) = &self.era {
+            if !self.starts_over {
+                return Err(ErrorData::invalid_request(
+                    format!("initialize was already received; this connection speaks {version}"),
+                    None,
+                ));
+            }
+            // What the first handshake set ends with it.
+            tracing::info!(%version, "initialize again on stdio: the connection starts over");
+            self.log_level = None;
         }
         let requested = string_param(params, "initialize", "protocolVersion")?;
         let version = negotiate_handshake(requested);
@@ -520,6 +538,36 @@ mod tests {
             reply(session.request("ping", &params(json!({"_meta": envelope("2026-07-28")}))))
                 .unwrap_err();
         assert_eq!(ping.code, ErrorCode::METHOD_NOT_FOUND);
+    }
+
+    /// On stdio a second `initialize` starts the connection over (a client that
+    /// re-enters its toolset on the same pipe); on an HTTP session it is refused.
+    #[test]
+    fn a_second_initialize_starts_a_stdio_connection_over_and_is_refused_on_http() {
+        let init = |session: &mut Session<'_>| {
+            reply(session.request(
+                "initialize",
+                &params(json!({"protocolVersion": "2025-06-18"})),
+            ))
+        };
+        let mut stdio = Session::new(tools(), Scoping::default()).over_stdio();
+        init(&mut stdio).unwrap();
+        reply(stdio.request("logging/setLevel", &params(json!({"level": "debug"})))).unwrap();
+        init(&mut stdio).expect("a new handshake on the same pipe");
+        assert_eq!(
+            stdio.log_level, None,
+            "the first handshake's level ended with it"
+        );
+        reply(stdio.request("tools/list", &Params::new())).expect("served after it");
+
+        let mut http = Session::new(tools(), Scoping::default());
+        init(&mut http).unwrap();
+        let again = init(&mut http).unwrap_err();
+        assert!(
+            again.message.contains("already received"),
+            "{}",
+            again.message
+        );
     }
 
     #[test]
