@@ -85,6 +85,9 @@ pub(crate) enum SqliteMode {
 }
 
 /// A history's journal.
+// One per history, made once and never moved on a hot path: boxing a variant would
+// buy nothing but an indirection.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Store {
     Sqlite {
         /// The history's directory, removed with it.
