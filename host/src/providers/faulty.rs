@@ -207,7 +207,13 @@ mod tests {
                 delay: Duration::from_secs(6)
             }
         );
-        for bad in ["hang:http", "lose:mail", "hang::5", "lose-response:mail:0", "hang:mail:x"] {
+        for bad in [
+            "hang:http",
+            "lose:mail",
+            "hang::5",
+            "lose-response:mail:0",
+            "hang:mail:x",
+        ] {
             let why = bad.parse::<InjectedFault>().unwrap_err();
             assert!(why.contains("lose-response:TARGET"), "{bad}: {why}");
         }
