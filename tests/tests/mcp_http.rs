@@ -226,6 +226,37 @@ fn a_foreign_origin_or_host_is_refused_and_a_local_page_is_served() {
     );
 }
 
+/// A request naming the stateless revision in its header without the envelope in
+/// its body (none, or one without the protocol version) has invalid params
+/// (-32602), as 2026-07-28 says, not an invalid request for want of a session.
+#[test]
+fn a_stateless_request_without_its_envelope_has_invalid_params() {
+    let payments = Arc::new(FakePayments::new(Fault::None));
+    let http = HttpFixture::start(
+        payments_host(payments.clone()),
+        HttpOptions::default(),
+        &["alice"],
+    );
+    let mut client = http.client("alice");
+    let routing = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/list"),
+    ];
+    for params in [
+        json!({}),
+        json!({ "_meta": { "io.modelcontextprotocol/clientCapabilities": {} } }),
+    ] {
+        let message = client.message("tools/list", params.clone());
+        let reply = client.post(&message, &routing);
+        let message = reply.message();
+        assert_eq!(message["error"]["code"], -32602, "{params}: {message}");
+    }
+    // The opposite: with its envelope the same request is served.
+    let list = client.message("tools/list", json!({ "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {} } }));
+    let served = client.post(&list, &routing).message();
+    assert!(served["result"]["tools"].is_array(), "{served}");
+}
+
 #[test]
 fn oversized_bodies_and_heads_are_refused_before_anything_runs() {
     let payments = Arc::new(FakePayments::new(Fault::None));

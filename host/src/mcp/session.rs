@@ -335,7 +335,7 @@ fn string_param<'p>(params: &'p Params, method: &str, name: &str) -> Result<&'p 
 
 /// What is wrong with a request's 2026-07-28 envelope, if anything: a missing key
 /// is `-32602`, an unserved version `-32022` naming the supported ones.
-fn stateless_envelope_error(params: &Params) -> Option<ErrorData> {
+pub(crate) fn stateless_envelope_error(params: &Params) -> Option<ErrorData> {
     let Some(meta) = params.get("_meta").and_then(Value::as_object) else {
         return Some(ErrorData::invalid_params(
             format!(

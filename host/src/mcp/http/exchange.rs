@@ -14,8 +14,9 @@ use super::McpEndpoint;
 use super::sessions::{Found, Refused};
 use crate::call::CallRequest;
 use crate::mcp::protocol::{
-    self, ErrorCode, ErrorData, INVALID_REQUEST, Incoming, PROTOCOL_VERSION_META_KEY, Params,
-    ProtocolVersion, RequestId, SERVER_BUSY, handshake_versions, version_list,
+    self, ErrorCode, ErrorData, INVALID_REQUEST, Incoming, MODERN_VERSIONS,
+    PROTOCOL_VERSION_META_KEY, Params, ProtocolVersion, RequestId, SERVER_BUSY, handshake_versions,
+    version_list,
 };
 use crate::mcp::session::{Dispatch, Era, Session};
 use crate::mcp::tools::{CONVERSATION_HEADER, FromHeaders, IDEMPOTENCY_KEY_HEADER, Scoping};
@@ -211,6 +212,19 @@ impl McpEndpoint {
                 (Session::new(tools, scoping), false)
             }
             None if method == "initialize" => (Session::new(tools, scoping), true),
+            // A request that names a stateless revision in its header but carries no
+            // envelope (or one without its version) has invalid params, as the
+            // revision says (-32602), not an invalid request for want of a session.
+            None if head
+                .header("mcp-protocol-version")
+                .is_some_and(|v| MODERN_VERSIONS.iter().any(|m| m.as_str() == v)) =>
+            {
+                let why = crate::mcp::session::stateless_envelope_error(params).map_or_else(
+                    || "params._meta is missing the request envelope".into(),
+                    |e| e.message.to_string(),
+                );
+                return refusal(400, Some(id), ErrorCode::INVALID_PARAMS, &why);
+            }
             None => {
                 return refusal(
                     400,
