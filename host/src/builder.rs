@@ -65,6 +65,8 @@ pub struct HostBuilder {
     /// Per tool: origins and service names added to the HTTP allowlist.
     tool_allow: BTreeMap<String, Vec<String>>,
     hidden_from_mcp: std::collections::BTreeSet<String>,
+    /// The host as its leases and log lines name it; `None`: the machine's hostname.
+    identity: Option<crate::journal::HostIdentity>,
 }
 
 impl Default for HostBuilder {
@@ -100,11 +102,20 @@ impl Default for HostBuilder {
             blob_cache: None,
             tool_allow: BTreeMap::new(),
             hidden_from_mcp: std::collections::BTreeSet::new(),
+            identity: None,
         }
     }
 }
 
 impl HostBuilder {
+    /// Names this host in the leases it journals and in its log lines (`--host-name`;
+    /// the machine's hostname by default), so that `journal` and the console say which
+    /// host runs a call, or whose lease ended.
+    pub fn identity(mut self, identity: crate::journal::HostIdentity) -> Self {
+        self.identity = Some(identity);
+        self
+    }
+
     /// Keeps the journal in the SQLite file at `path` (created with its directory),
     /// or, for a `postgres://USER@HOST:PORT/DB` URL, in that PostgreSQL database,
     /// which several hosts may share (the password from the URL, else `PGPASSWORD`,
@@ -596,10 +607,11 @@ impl HostBuilder {
             poll: self.poll,
             renew_every: Some(crate::guard::renew_interval(millis(self.lease))),
         };
-        Ok(
-            Host::new(Guard::new(shared, runner, policy), runtime, limits, http)
-                .hiding_from_mcp(self.hidden_from_mcp),
-        )
+        let mut guard = Guard::new(shared, runner, policy);
+        if let Some(identity) = self.identity {
+            guard = guard.identified_as(identity);
+        }
+        Ok(Host::new(guard, runtime, limits, http).hiding_from_mcp(self.hidden_from_mcp))
     }
 }
 

@@ -153,6 +153,11 @@ impl Host {
         &self.http
     }
 
+    /// This host process as its leases and log lines name it.
+    pub fn identity(&self) -> &crate::journal::HostIdentity {
+        self.guard.identity()
+    }
+
     /// Invocations (newest first), optionally of one conversation, with their effects.
     pub fn journal(&self, conversation: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>> {
         self.shared().journal.entries(conversation, limit)

@@ -69,8 +69,9 @@ pub use error::{Error, LoadFault};
 pub use host::Host;
 pub use http::HttpConfig;
 pub use journal::{
-    Action, CallStory, Durability, GcReport, JournalEffect, JournalEntry, JournalOperation,
-    JournalStats, Operated, Operator, Resolution, UnresolvedEffect,
+    Action, BadHostName, CallStory, Durability, GcReport, Holder, HostIdentity, JournalEffect,
+    JournalEntry, JournalOperation, JournalStats, LeaseStatus, Operated, Operator, Resolution,
+    UnresolvedEffect,
 };
 pub use keys::{EffectKey, Fingerprint, InvocationKey};
 pub use outcome::Outcome;

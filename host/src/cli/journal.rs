@@ -9,7 +9,8 @@ use super::{Cli, exit, print_json};
 use crate::clock::{Clock, SystemClock, rfc3339};
 use crate::error::Error;
 use crate::journal::{
-    self as journal_store, CallStory, JournalEffect, JournalEntry, JournalOperation, Selection,
+    self as journal_store, CallStory, JournalEffect, JournalEntry, JournalOperation, LeaseStatus,
+    Selection,
 };
 use crate::keys::InvocationKey;
 
@@ -34,9 +35,19 @@ pub struct Journal {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
-    /// Only pending unkeyed effects that wait for a person (`justonce resolve`).
+    /// What needs someone: pending unkeyed effects that wait for a person
+    /// (`justonce resolve`), and calls stuck on a keyed effect whose outcome is
+    /// unknown (the next retry of the same call resumes them; `justonce abandon`
+    /// closes one).
     #[arg(long)]
     unresolved: bool,
+    /// Only calls in this state: running (a live lease), stopped (its host stopped,
+    /// its lease ended), incomplete, completed, replayed, unknown (an effect's outcome
+    /// is unknown), failed, abandoned. Filters the newest --limit calls.
+    #[arg(long, value_name = "STATE", value_parser = clap::builder::PossibleValuesParser::new(
+        journal_store::CALL_STATES.iter().map(|(state, _)| *state)
+    ))]
+    state: Option<String>,
 }
 
 impl Journal {
@@ -51,9 +62,18 @@ impl Journal {
             return self.unresolved(&*store);
         }
         if let Some(key) = key {
-            return self.story(&store.story(&key)?);
+            return self.story(&store.story(&key)?.judged_at(SystemClock.now_ms()));
         }
-        let entries = self.selection().entries(&*store, self.limit)?;
+        let now = SystemClock.now_ms();
+        let mut entries: Vec<JournalEntry> = self
+            .selection()
+            .entries(&*store, self.limit)?
+            .into_iter()
+            .map(|e| e.judged_at(now))
+            .collect();
+        if let Some(state) = &self.state {
+            entries.retain(|e| e.states(now).contains(&state.as_str()));
+        }
         if self.json {
             print_json(&serde_json::to_value(&entries).unwrap_or_default());
             return Ok(exit::SUCCESS);
@@ -63,6 +83,15 @@ impl Journal {
         }
         for e in &entries {
             print_entry(e, false);
+        }
+        if !entries.is_empty() {
+            // How many were listed, and whether --limit cut the list short.
+            let more = if entries.len() as u64 >= u64::from(self.limit) && self.state.is_none() {
+                format!(" (the newest {}; --limit shows more)", self.limit)
+            } else {
+                String::new()
+            };
+            println!("{} call(s){more}", entries.len());
         }
         Ok(exit::SUCCESS)
     }
@@ -96,15 +125,29 @@ impl Journal {
     }
 
     fn unresolved(&self, store: &dyn journal_store::Journal) -> Result<u8, Error> {
-        let effects = self.selection().unresolved(store, SystemClock.now_ms())?;
+        let now = SystemClock.now_ms();
+        let mut effects = self.selection().unresolved(store, now)?;
+        let person = effects.len();
+        effects.extend(stuck_keyed(
+            &self.selection().entries(store, STUCK_SCAN)?,
+            now,
+        ));
         if self.json {
             print_json(&serde_json::to_value(&effects).unwrap_or_default());
             return Ok(exit::SUCCESS);
         }
         if effects.is_empty() {
-            println!("(no unresolved effects)");
+            println!("(no unresolved effects and no stuck calls)");
         }
-        for e in &effects {
+        if person > 0 {
+            println!("waiting for a person (unkeyed: the host will not send them again):");
+        }
+        for (i, e) in effects.iter().enumerate() {
+            if i == person {
+                println!(
+                    "stuck with an unknown outcome (keyed: the next retry of the same call resumes it under the same key; `justonce abandon KEY` closes it):"
+                );
+            }
             println!(
                 "{}  #{} {}.{}  invocation={}  tool={}  conversation={}  attempts={}  updated_at={}{}",
                 e.key,
@@ -122,7 +165,7 @@ impl Journal {
                     .unwrap_or_default()
             );
         }
-        if !effects.is_empty() {
+        if person > 0 {
             println!(
                 "resolve each with: justonce resolve EFFECT_KEY --performed [--response JSON] | --not-performed"
             );
@@ -131,13 +174,51 @@ impl Journal {
     }
 }
 
+/// How many recent calls `--unresolved` looks through for stuck keyed calls (as many
+/// as the console's longest page).
+const STUCK_SCAN: u32 = 1000;
+
+/// The keyed effects that calls in `entries` are stuck on (outcome unknown, no live
+/// lease), as `--unresolved` lists them beside the unkeyed ones.
+fn stuck_keyed(entries: &[JournalEntry], now: i64) -> Vec<journal_store::UnresolvedEffect> {
+    entries
+        .iter()
+        .filter(|e| {
+            e.has_unknown_effect() && !matches!(e.lease_status(now), LeaseStatus::Live { .. })
+        })
+        .flat_map(|e| {
+            e.effects
+                .iter()
+                .filter(|f| {
+                    f.class == "keyed"
+                        && f.state == "pending"
+                        && f.resolution.is_none()
+                        && f.attempts > 0
+                })
+                .map(|f| journal_store::UnresolvedEffect {
+                    key: f.key.clone(),
+                    invocation: e.key.clone(),
+                    conversation: e.conversation.clone(),
+                    tool: e.tool.clone(),
+                    seq: f.seq,
+                    provider: f.provider.clone(),
+                    operation: f.operation.clone(),
+                    attempts: f.attempts,
+                    last_error: f.last_error.clone(),
+                    updated_at: f.updated_at,
+                    class: "keyed".into(),
+                })
+        })
+        .collect()
+}
+
 /// One invocation: a header line, its arguments, its effects, its outcome. `full`
 /// adds every effect's answer (the story of one call).
 fn print_entry(e: &JournalEntry, full: bool) {
     let mut head = format!(
         "{}  {:<10} {}  conversation={}  runs={}  replays={}  created_at={}",
         e.key,
-        e.state,
+        e.states(e.judged).join(","),
         e.tool,
         e.conversation,
         e.runs,
@@ -151,6 +232,9 @@ fn print_entry(e: &JournalEntry, full: bool) {
         head.push_str(&format!("  tool_call_ids={}", e.tool_call_ids.join(",")));
     }
     println!("{head}");
+    if !e.holding.is_empty() {
+        println!("  lease: {}", e.holding);
+    }
     if let Some(arguments) = &e.arguments {
         println!("  arguments: {arguments}");
     }

@@ -100,6 +100,13 @@ pub struct Cli {
     )]
     lease_ms: u64,
 
+    /// This host's name in the leases it journals and in its log lines, so that
+    /// `journal` and the console say which host runs a call [default: the machine's
+    /// hostname]. Letters, digits, `.`, `-`, `_`, `:`.
+    #[arg(long, global = true, value_name = "NAME", env = "JUSTONCE_HOST_NAME",
+          value_parser = parse_host_name)]
+    host_name: Option<crate::journal::HostIdentity>,
+
     /// The configuration file that was read, if any.
     #[arg(skip)]
     settings: Option<Config>,
@@ -181,10 +188,13 @@ impl Cli {
         if let Some(config) = &self.settings {
             builder = builder.config(config);
         }
-        let builder = builder
+        let mut builder = builder
             .without_tool_sources()
             .database(&self.db)
             .lease(std::time::Duration::from_millis(self.lease_ms));
+        if let Some(identity) = &self.host_name {
+            builder = builder.identity(identity.clone());
+        }
         match &self.http_config {
             Some(path) => builder.http_config_file(path),
             None => builder,
@@ -234,6 +244,11 @@ impl Cli {
             .and_then(|c| c.retention)
             .unwrap_or(std::time::Duration::from_secs(24 * 3600))
     }
+}
+
+/// `--host-name`, checked as leases will read it back.
+fn parse_host_name(name: &str) -> Result<crate::journal::HostIdentity, String> {
+    crate::journal::HostIdentity::named(name).map_err(|e| e.to_string())
 }
 
 /// The exit code for an error.

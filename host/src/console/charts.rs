@@ -188,6 +188,10 @@ mod tests {
             completed_at,
             effects: Vec::new(),
             component: None,
+            lease_owner: None,
+            lease_expires_at: None,
+            holding: String::new(),
+            judged: 0,
         }
     }
 

@@ -513,7 +513,13 @@ impl Console {
         let narrowed =
             filters.search.is_some() || filters.tool.is_some() || filters.state.is_some();
         let read = if narrowed { MAX_LIMIT } else { filters.limit };
-        let mut entries = selection.entries(&*self.journal, read)?;
+        // Judged now: a running call whose host stopped shows whose lease ended.
+        let now = self.clock.now_ms();
+        let mut entries: Vec<_> = selection
+            .entries(&*self.journal, read)?
+            .into_iter()
+            .map(|e| e.judged_at(now))
+            .collect();
         entries.retain(|e| filters.keeps(e));
         entries.truncate(filters.limit as usize);
         Ok(entries)
@@ -551,7 +557,7 @@ impl Console {
     ) -> Result<PlainResponse, Error> {
         let text = query.get("key").map(String::as_str).unwrap_or("");
         let key = InvocationKey::parse(text).map_err(|e| Error::InvalidKey(e.to_string()))?;
-        let story = self.journal.story(&key)?;
+        let story = self.journal.story(&key)?.judged_at(self.clock.now_ms());
         if api {
             return Ok(json(200, &serde_json::to_value(&story).unwrap_or_default()));
         }

@@ -191,7 +191,7 @@ pub fn calls(session: &BrowserSession, filters: &Filters, entries: &[JournalEntr
 fn call_row(e: &JournalEntry) -> String {
     let (principal, conversation) = principal_and_conversation(&e.conversation);
     format!(
-        "<tr data-key=\"{key}\"><td>{}</td><td>{}</td><td class=\"state\">{}</td><td>{}</td><td>{}</td>\
+        "<tr data-key=\"{key}\"><td>{}</td><td>{}</td><td class=\"state\" title=\"{holding}\">{}</td><td>{}</td><td>{}</td>\
          <td>{}</td><td>{}</td><td class=\"outcome\">{}</td><td class=\"key\">{}</td></tr>",
         rfc3339(e.created_at),
         escape(&e.tool),
@@ -203,6 +203,7 @@ fn call_row(e: &JournalEntry) -> String {
         escape(e.summary.as_deref().unwrap_or("")),
         link(&call_path(&e.key), &e.key),
         key = escape(&e.key),
+        holding = escape(&e.holding),
     )
 }
 
@@ -240,12 +241,17 @@ pub fn story(session: &BrowserSession, story: &CallStory) -> String {
     let _ = write!(
         body,
         "<dl class=\"facts\"><dt>Key</dt><dd class=\"key\">{}</dd><dt>Tool</dt><dd>{}</dd>\
-         <dt>State</dt><dd>{}</dd><dt>Principal</dt><dd>{}</dd><dt>Conversation</dt><dd>{}</dd>\
+         <dt>State</dt><dd>{}{}</dd><dt>Principal</dt><dd>{}</dd><dt>Conversation</dt><dd>{}</dd>\
          <dt>Created</dt><dd>{}</dd><dt>Completed</dt><dd>{}</dd><dt>Runs</dt><dd>{}</dd>\
          <dt>Replays</dt><dd>{}</dd><dt>Tool-call ids</dt><dd>{}</dd><dt>Component</dt><dd>{}</dd></dl>",
         escape(&e.key),
         escape(&e.tool),
         states(e).join(" "),
+        if e.holding.is_empty() {
+            String::new()
+        } else {
+            format!("<br><span class=\"holding\">{}</span>", escape(&e.holding))
+        },
         escape(principal.as_deref().unwrap_or("(none: not over HTTP)")),
         escape(&conversation),
         rfc3339(e.created_at),

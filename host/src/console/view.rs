@@ -11,16 +11,9 @@ pub const MAX_LIMIT: u32 = 1000;
 /// The calls page's default length.
 pub const DEFAULT_LIMIT: u32 = 100;
 
-/// The states the calls page filters by, with what each means.
-pub const STATES: &[(&str, &str)] = &[
-    ("running", "a run holds its lease now"),
-    ("incomplete", "suspended: a retry resumes it"),
-    ("completed", "its outcome is saved"),
-    ("replayed", "a retry got the saved outcome"),
-    ("unknown", "an effect's outcome is unknown"),
-    ("failed", "a tool error or a trap"),
-    ("abandoned", "closed by an operator"),
-];
+/// The states the calls page filters by, with what each means (the same as
+/// `justonce journal --state`).
+pub const STATES: &[(&str, &str)] = crate::journal::CALL_STATES;
 
 /// The principal (calls over `serve --http`) and the conversation of a scope: the
 /// JSON array `["principal","conversation"]`, or a bare conversation (see
@@ -29,30 +22,10 @@ pub fn principal_and_conversation(scope: &str) -> (Option<String>, String) {
     crate::call::split_scope(scope)
 }
 
-/// The states of `entry` a person filters by (see [`STATES`]).
+/// The states of `entry` a person filters by (see [`STATES`]), as judged when it was
+/// read ([`JournalEntry::judged_at`]: a running call whose lease ended is `stopped`).
 pub fn states(entry: &JournalEntry) -> Vec<&'static str> {
-    let mut states = vec![match entry.state.as_str() {
-        "running" => "running",
-        "incomplete" => "incomplete",
-        _ => "completed",
-    }];
-    if entry.replays > 0 {
-        states.push("replayed");
-    }
-    if entry.state != "completed"
-        && entry
-            .effects
-            .iter()
-            .any(|e| e.state == "pending" && e.resolution.is_none() && e.attempts > 0)
-    {
-        states.push("unknown");
-    }
-    match entry.summary.as_deref() {
-        Some(s) if s.starts_with("trap abandoned") => states.push("abandoned"),
-        Some(s) if s.starts_with("trap") || s.starts_with("tool_error") => states.push("failed"),
-        _ => {}
-    }
-    states
+    entry.states(entry.judged)
 }
 
 /// The filters of the calls page, from its query string.

@@ -2644,3 +2644,7 @@ fn every_contract_test_runs_on_postgres_too() {
     }
     assert!(missing.is_empty(), "not run on PostgreSQL: {missing:?}");
 }
+
+/// The log of the same scenarios (issue 40), with this file's hosts and downstreams.
+#[path = "log_tests.rs"]
+mod log_tests;

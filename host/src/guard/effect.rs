@@ -110,6 +110,9 @@ pub(crate) struct EffectSession {
     /// Answers of keyed effects not written yet: the run's next commit (the next
     /// claim, its outcome, or its suspension) saves them.
     pub deferred: Vec<DeferredAnswer>,
+    /// Attempts at effects this run made (each sent under its key), for the call's
+    /// log line.
+    pub attempts: u32,
 }
 
 /// One attempt's result, for [`EffectSession::retrying`].
@@ -181,6 +184,7 @@ impl EffectSession {
             wall_clock: prepared.tool.limits.wall_clock,
             ends_at_ms,
             deferred: Vec::new(),
+            attempts: 0,
         }
     }
 
@@ -269,6 +273,12 @@ impl EffectSession {
                 let detail = format!(
                     "the journal holds {}.{} at this position, the guest asked for {provider_name}.{operation} with another payload",
                     record.provider, record.operation
+                );
+                tracing::warn!(
+                    tool = %self.tool,
+                    key = %self.invocation,
+                    seq,
+                    "divergence: {detail}; nothing is performed under the old key, the call stays open for a person"
                 );
                 self.interrupted = Some(Interruption::Divergence {
                     seq,
@@ -469,8 +479,9 @@ impl EffectSession {
         let mut last_key = None;
         let mut last_not_performed = false;
         let counters = self.shared.metrics.provider(new.provider);
-        // The previous attempt's result, when this run made it.
+        // The previous attempt's result, and what it got, when this run made it.
         let mut previous = None;
+        let mut previous_reason = String::new();
         let performed = self.retrying(budget, |session, _made| {
             let span = spans::attempt(&session.invocation).entered();
             let now = session.shared.clock.now_ms();
@@ -509,8 +520,25 @@ impl EffectSession {
                 key
             };
             spans::attempt_claimed(&span, &key, attempt);
+            session.attempts += 1;
             if attempt > 1 {
                 counters.retried(previous.unwrap_or("earlier_run"));
+                let after = previous.unwrap_or("earlier_run");
+                tracing::warn!(
+                    tool = %session.tool,
+                    key = %session.invocation,
+                    effect = %key,
+                    seq = new.seq,
+                    provider = new.provider,
+                    attempt,
+                    after,
+                    "retrying effect #{} under the same key (attempt {attempt}) after {}",
+                    new.seq,
+                    match previous {
+                        Some(_) => format!("the last attempt got: {previous_reason}"),
+                        None => "an earlier run's attempt (resumed or taken over)".to_owned(),
+                    }
+                );
                 crate::runtime::log_listener::host_says(&session.tool, || {
                     format!(
                         "retrying effect #{} ({}) under the same key, attempt {attempt}",
@@ -545,6 +573,10 @@ impl EffectSession {
             spans::attempt_ended(&span, attempt_result(&answer));
             counters.attempt_ended(attempt_result(&answer));
             previous = Some(attempt_result(&answer));
+            previous_reason = match &answer {
+                Ok(_) => String::new(),
+                Err(e) => e.to_string(),
+            };
             let answer = match answer {
                 Ok(response) => Answer::Ok(response),
                 Err(ProviderError::Rejected(answer)) => Answer::Rejected(answer),
@@ -714,6 +746,7 @@ impl EffectSession {
         // One attempt, in the journal's transaction: its key is the one computed here.
         let span = spans::attempt(&self.invocation).entered();
         spans::attempt_claimed(&span, new.key, 1);
+        self.attempts += 1;
         let performed = self.shared.journal.perform_transactional(
             new,
             &self.lease(),
@@ -738,6 +771,13 @@ impl EffectSession {
     }
 
     fn unknown(&mut self, seq: u32, provider: &str, reason: String) -> EffectFailure {
+        tracing::warn!(
+            tool = %self.tool,
+            key = %self.invocation,
+            seq,
+            provider,
+            "outcome unknown: effect #{seq} ({provider}): {reason}; the call stays open and the same call retried resumes it"
+        );
         self.interrupted = Some(Interruption::OutcomeUnknown {
             seq,
             provider: provider.to_string(),

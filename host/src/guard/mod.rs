@@ -15,6 +15,7 @@
 //! The guard needs no wasm: its tests (`contract_tests.rs`) drive it with scripted
 //! guests on an in-memory journal.
 
+mod access_log;
 mod effect;
 mod heartbeat;
 mod invocation;
@@ -40,7 +41,9 @@ use crate::call::CallResponse;
 use crate::clock::{Clock, millis};
 use crate::determinism::{GuestEntropy, Seed};
 use crate::error::{Error, Result};
-use crate::journal::{Begin, BeginOutcome, ClockRef, Journal, Lookup, NewInvocation};
+use crate::journal::{
+    Begin, BeginOutcome, ClockRef, Holder, HostIdentity, Journal, Lookup, NewInvocation, TakenOver,
+};
 use crate::keys::InvocationKey;
 use crate::metrics::{CallMetrics, ToolCounters};
 use crate::outcome::Outcome;
@@ -48,6 +51,7 @@ use crate::provider::Provider;
 use crate::retention::Retention;
 use crate::retry::RetryPolicy;
 use crate::runtime::spans;
+use access_log::Tally;
 use effect::{EffectSession, RunStart};
 use heartbeat::Heartbeats;
 use invocation::{InvocationGuard, WaitBackoff};
@@ -90,7 +94,9 @@ pub(crate) struct Guard {
     waiters: InvocationGuard,
     /// Calls that replayed lately: a further retry is prepared by a lookup.
     replayed: ReplayedKeys,
-    /// This host's lease owner prefix; each run adds a counter.
+    /// This host process: named in every lease it takes and every call's log line.
+    identity: HostIdentity,
+    /// This host's lease owner prefix (it names the host); each run adds a counter.
     owner: String,
     runs: AtomicU64,
 }
@@ -109,9 +115,28 @@ impl Guard {
             policy,
             waiters: InvocationGuard::default(),
             replayed: ReplayedKeys::default(),
-            owner: owner_id(),
+            identity: HostIdentity::current(None, started_ms())
+                .expect("the machine's own name is always usable"),
+            owner: String::new(),
             runs: AtomicU64::new(0),
         }
+        .identified_as_self()
+    }
+
+    /// The same guard, naming `identity` as the host in its leases and log lines.
+    pub(crate) fn identified_as(mut self, identity: HostIdentity) -> Self {
+        self.identity = identity;
+        self.identified_as_self()
+    }
+
+    fn identified_as_self(mut self) -> Self {
+        self.owner = self.identity.owner_prefix();
+        self
+    }
+
+    /// The host process this guard runs calls on.
+    pub(crate) fn identity(&self) -> &HostIdentity {
+        &self.identity
     }
 
     /// The journal, clock, providers and policy every run shares.
@@ -144,11 +169,26 @@ impl Guard {
             .inspect_err(|e| metrics.refused(e.kind()))?;
         let _in_flight = metrics.in_flight();
         let counters = metrics.tool(&prepared.tool.name);
+        let started = Instant::now();
+        let tool = prepared.tool.name.clone();
+        let key = prepared.key.clone();
+        let mut tally = Tally::default();
         // Every log line of the call names its key (JUSTONCE_LOG_FORMAT=json), and the
         // call's trace says how it ended.
         let span = spans::call(&prepared.tool.name, &prepared.key).entered();
-        let answer = self.decide_and_run(request, prepared);
+        let answer = self.decide_and_run(request, prepared, &mut tally);
         answered(&span, &counters, &answer);
+        // The call's own line stands outside its span: it carries every field itself.
+        drop(span);
+        access_log::call_ended(
+            &self.identity.name,
+            request,
+            &tool,
+            &key,
+            tally,
+            started.elapsed(),
+            &answer,
+        );
         answer
     }
 
@@ -178,14 +218,33 @@ impl Guard {
         let metrics = &self.shared.metrics;
         let _in_flight = metrics.in_flight();
         let counters = metrics.tool(&prepared.tool.name);
+        let started = Instant::now();
+        let tool = prepared.tool.name.clone();
         let span = spans::call(&prepared.tool.name, &prepared.key).entered();
         let answer = replayed(prepared.key, &stored);
         answered(&span, &counters, &answer);
+        drop(span);
+        if let Ok(response) = &answer {
+            access_log::call_ended(
+                &self.identity.name,
+                request,
+                &tool,
+                &response.key,
+                Tally::default(),
+                started.elapsed(),
+                &answer,
+            );
+        }
         Some(answer)
     }
 
     /// [`Guard::call`] once its arguments are accepted and its key known.
-    fn decide_and_run(&self, request: &CallRequest, prepared: Prepared) -> Result<CallResponse> {
+    fn decide_and_run(
+        &self,
+        request: &CallRequest,
+        prepared: Prepared,
+        tally: &mut Tally,
+    ) -> Result<CallResponse> {
         let owner = format!(
             "{}/{}",
             self.owner,
@@ -208,7 +267,7 @@ impl Guard {
                 read_only: true,
             };
             return self
-                .run(&prepared, &owner, start)?
+                .run(&prepared, &owner, start, tally)?
                 .ok_or_else(|| Error::Host(anyhow::anyhow!("a read-only run saves nothing")));
         }
         let scope = request.scope();
@@ -282,7 +341,7 @@ impl Guard {
                         resumed: false,
                         read_only: false,
                     };
-                    match self.run(&prepared, &owner, start)? {
+                    match self.run(&prepared, &owner, start, tally)? {
                         Some(response) => return Ok(response),
                         // Another process journaled the key meanwhile: look again.
                         None => continue,
@@ -296,8 +355,9 @@ impl Guard {
                     resumed,
                     took_over,
                 } => {
-                    if took_over {
+                    if let Some(taken) = &took_over {
                         self.shared.metrics.tool(&prepared.tool.name).took_over();
+                        self.log_takeover(&prepared, taken);
                     }
                     crate::fault::point(crate::fault::FaultPoint::AfterDecide);
                     let start = RunStart {
@@ -306,7 +366,7 @@ impl Guard {
                         resumed,
                         read_only: false,
                     };
-                    match self.run(&prepared, &owner, start)? {
+                    match self.run(&prepared, &owner, start, tally)? {
                         Some(response) => return Ok(response),
                         None => continue,
                     }
@@ -340,7 +400,9 @@ impl Guard {
         prepared: &Prepared,
         owner: &str,
         start: RunStart,
+        tally: &mut Tally,
     ) -> Result<Option<CallResponse>> {
+        tally.runs += 1;
         let session = EffectSession::new(
             Arc::clone(&self.shared),
             Arc::clone(&self.heartbeats),
@@ -356,7 +418,33 @@ impl Guard {
             .into_any()
             .downcast::<EffectSession>()
             .expect("the runner hands back the handler it was given");
+        tally.attempts += session.attempts;
         settle::settle(&self.shared, prepared, owner, guest, *session)
+    }
+}
+
+impl Guard {
+    /// Says which host's run this one took over: the one line that tells an operator
+    /// a host stopped in the middle of a call.
+    fn log_takeover(&self, prepared: &Prepared, taken: &TakenOver) {
+        let from = taken
+            .owner
+            .as_deref()
+            .map(|owner| Holder::of(owner).label())
+            .unwrap_or_else(|| "a host that left no owner".into());
+        let ended = taken
+            .lease_expired_at
+            .map(crate::clock::rfc3339)
+            .unwrap_or_default();
+        tracing::warn!(
+            tool = %prepared.tool.name,
+            key = %prepared.key,
+            from = %from,
+            from_owner = taken.owner.as_deref().unwrap_or(""),
+            lease_ended = %ended,
+            host = %self.identity.name,
+            "took over a call whose host stopped: {from}'s lease ended at {ended}; its journaled effects replay, a pending one is sent again under the same key"
+        );
     }
 }
 
@@ -397,11 +485,10 @@ fn replayed(key: InvocationKey, stored: &str) -> Result<CallResponse> {
     })
 }
 
-/// A lease owner unique to this host process.
-fn owner_id() -> String {
-    let nanos = std::time::SystemTime::now()
+/// Now, by this machine's clock (ms since the epoch): when a host process started.
+fn started_ms() -> i64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!("{}-{:x}", std::process::id(), nanos)
+        .map(|d| crate::clock::millis(d))
+        .unwrap_or(0)
 }

@@ -14,6 +14,7 @@
 
 mod answer;
 pub(crate) mod decision;
+mod holder;
 mod operate;
 pub(crate) mod outbox;
 pub(crate) mod postgres;
@@ -26,13 +27,14 @@ pub(crate) mod sqlite;
 use std::path::Path;
 
 pub(crate) use answer::Answer;
+pub use holder::{BadHostName, Holder, HostIdentity, LeaseStatus};
 pub use read::{
-    Action, CallStory, GcReport, JournalEffect, JournalEntry, JournalOperation, JournalStats,
-    Operated, Operator, Resolution, UnresolvedEffect,
+    Action, CALL_STATES, CallStory, GcReport, JournalEffect, JournalEntry, JournalOperation,
+    JournalStats, Operated, Operator, Resolution, UnresolvedEffect,
 };
 pub(crate) use records::{
     Begin, BeginOutcome, ClockRef, DeferredAnswer, EffectRecord, EffectState, InvocationState,
-    Lease, Lookup, NewEffect, NewInvocation, Refusal,
+    Lease, Lookup, NewEffect, NewInvocation, Refusal, TakenOver,
 };
 pub(crate) use select::Selection;
 pub use sqlite::CURRENT_VERSION;
@@ -374,6 +376,45 @@ pub(crate) fn transactional_answer(
             | ProviderError::Throttled { reason, .. },
         ) => Answer::Denied(format!("{provider_name} refused the request: {reason}")),
     })
+}
+
+/// Writes the line of an operator's action on `target` (a call's key, or an effect's
+/// for `resolve`): `info` when done (or found done already), `warn` when refused, with
+/// why; the same on every journal, whichever front end (CLI, console) asked.
+fn log_operated(action: Action, target: &str, operator: &Operator<'_>, result: &Result<Operated>) {
+    let (action, by, force) = (action.as_str(), operator.by, operator.force);
+    match result {
+        Ok(Operated::Done(_)) => {
+            tracing::info!(target: "justonce::operator", action, key = target, by, force, "operator {by}: {action} {target} done")
+        }
+        Ok(Operated::AlreadyDone(_)) => tracing::info!(
+            target: "justonce::operator",
+            action,
+            key = target,
+            by,
+            force,
+            "operator {by}: {action} {target}: an earlier operation did it already"
+        ),
+        Err(error) => tracing::warn!(
+            target: "justonce::operator",
+            action,
+            key = target,
+            by,
+            force,
+            "operator {by}: {action} {target} refused: {error}"
+        ),
+    }
+}
+
+/// [`log_operated`], passing the result through.
+fn logged(
+    action: Action,
+    target: &str,
+    operator: &Operator<'_>,
+    result: Result<Operated>,
+) -> Result<Operated> {
+    log_operated(action, target, operator, &result);
+    result
 }
 
 /// The error an operator's `action` on `key` is refused with, given the reason.

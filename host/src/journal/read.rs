@@ -9,8 +9,8 @@ use crate::outcome::Outcome;
 
 /// The columns of an invocation as [`JournalEntry`] shows it, the same on both
 /// backends: key, scope, tool, state, arguments, runs, replays, outcome,
-/// created_at, completed_at, component.
-pub(crate) const ENTRY_COLUMNS: &str = "key, scope, tool, state, arguments, runs, replays, outcome, created_at, completed_at, component";
+/// created_at, completed_at, component, lease_owner, lease_expires_at.
+pub(crate) const ENTRY_COLUMNS: &str = "key, scope, tool, state, arguments, runs, replays, outcome, created_at, completed_at, component, lease_owner, lease_expires_at";
 
 /// The columns of an effect as [`JournalEffect`] shows it, in its order but for
 /// `response` (eighth) and `last_error`.
@@ -109,6 +109,10 @@ pub struct UnresolvedEffect {
     /// When it was last touched (ms since the epoch).
     #[serde(serialize_with = "serialize_rfc3339")]
     pub updated_at: i64,
+    /// `unkeyed`: a person resolves it (`justonce resolve`); `keyed`: a call stuck
+    /// on it, which the next retry of the same call resumes under the same key (or
+    /// `justonce abandon` closes).
+    pub class: String,
 }
 
 /// One invocation with its effects, as `justonce journal` shows it.
@@ -150,6 +154,104 @@ pub struct JournalEntry {
     /// The digest (`sha256:…`) of the component of its latest run (`None` for a
     /// record written before justonce stored it).
     pub component: Option<String>,
+    /// The lease owner of its run while `running` (it names the host, see
+    /// [`crate::journal::Holder`]); `None` once released.
+    pub lease_owner: Option<String>,
+    /// When that lease ends (ms since the epoch), unless the run renews it.
+    #[serde(serialize_with = "serialize_rfc3339_opt")]
+    pub lease_expires_at: Option<i64>,
+    /// Where it stands with its lease at the time it was read, in words ("running
+    /// on H (pid P), lease until T" or "stopped: H (pid P)'s lease ended at T; the
+    /// next retry of the same call resumes it"); filled in by
+    /// [`JournalEntry::judged_at`], empty until then and for a call no host holds.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub holding: String,
+    /// When it was judged (ms since the epoch; 0 until [`JournalEntry::judged_at`]).
+    #[serde(skip)]
+    pub judged: i64,
+}
+
+impl JournalEntry {
+    /// Where it stands with its lease at `now` (ms).
+    pub fn lease_status(&self, now: i64) -> super::LeaseStatus {
+        super::LeaseStatus::of(
+            &self.state,
+            self.lease_owner.as_deref(),
+            self.lease_expires_at,
+            now,
+        )
+    }
+
+    /// Fills in [`JournalEntry::holding`] as of `now` (ms).
+    pub fn judged_at(mut self, now: i64) -> Self {
+        self.holding = self.lease_status(now).sentence();
+        self.judged = now;
+        self
+    }
+
+    /// Whether a running call's host stopped and its lease ran out by `now`.
+    pub fn lease_ended(&self, now: i64) -> bool {
+        matches!(self.lease_status(now), super::LeaseStatus::Ended { .. })
+    }
+}
+
+/// The states a person filters calls by (`justonce journal --state`, the console),
+/// with what each means. A call may be in several (`completed replayed`).
+pub const CALL_STATES: &[(&str, &str)] = &[
+    ("running", "a host runs it now, under a live lease"),
+    (
+        "stopped",
+        "its host stopped and its lease ended: the next retry resumes it",
+    ),
+    (
+        "incomplete",
+        "suspended on an unknown outcome or a divergence: a retry resumes it",
+    ),
+    ("completed", "its outcome is saved"),
+    ("replayed", "a retry got the saved outcome"),
+    (
+        "unknown",
+        "an effect's outcome is unknown (abandoned calls excluded)",
+    ),
+    ("failed", "a tool error or a trap"),
+    ("abandoned", "closed by an operator"),
+];
+
+impl JournalEntry {
+    /// The states of this call (see [`CALL_STATES`]) at `now` (ms): `running` only
+    /// while its lease is live, `stopped` once it ended.
+    pub fn states(&self, now: i64) -> Vec<&'static str> {
+        let mut states = vec![match self.state.as_str() {
+            "running" if self.lease_ended(now) => "stopped",
+            "running" => "running",
+            "incomplete" => "incomplete",
+            _ => "completed",
+        }];
+        if self.replays > 0 {
+            states.push("replayed");
+        }
+        if self.has_unknown_effect() {
+            states.push("unknown");
+        }
+        match self.summary.as_deref() {
+            Some(s) if s.starts_with("trap abandoned") => states.push("abandoned"),
+            Some(s) if s.starts_with("trap") || s.starts_with("tool_error") => {
+                states.push("failed")
+            }
+            _ => {}
+        }
+        states
+    }
+
+    /// Whether the call is open on an effect that was attempted and has no answer
+    /// and no person's resolution: its outcome is unknown.
+    pub fn has_unknown_effect(&self) -> bool {
+        self.state != "completed"
+            && self
+                .effects
+                .iter()
+                .any(|e| e.state == "pending" && e.resolution.is_none() && e.attempts > 0)
+    }
 }
 
 /// One effect, as `justonce journal` shows it.
@@ -270,6 +372,14 @@ pub struct CallStory {
     pub entry: Option<JournalEntry>,
     /// What operators did to it, oldest first (kept after a `forget`).
     pub operations: Vec<JournalOperation>,
+}
+
+impl CallStory {
+    /// The story with its record judged at `now` (see [`JournalEntry::judged_at`]).
+    pub fn judged_at(mut self, now: i64) -> Self {
+        self.entry = self.entry.map(|e| e.judged_at(now));
+        self
+    }
 }
 
 /// What `gc` removed.

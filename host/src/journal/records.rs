@@ -89,6 +89,16 @@ impl std::fmt::Debug for ClockRef<'_> {
     }
 }
 
+/// The run a takeover took a call from: its lease owner (which names its host, see
+/// [`super::Holder`]) and when its lease ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakenOver {
+    /// The lease owner of the run that stopped, if the journal held one.
+    pub owner: Option<String>,
+    /// When its lease expired (ms since the epoch).
+    pub lease_expired_at: Option<i64>,
+}
+
 /// What the caller of [`Journal::decide`](super::Journal::decide) must do next.
 #[derive(Debug, Clone, PartialEq)]
 pub enum BeginOutcome {
@@ -96,8 +106,9 @@ pub enum BeginOutcome {
     Run {
         /// Whether an earlier, unfinished run exists (its journaled effects replay).
         resumed: bool,
-        /// Whether that run held the lease, which expired: this run took it over.
-        took_over: bool,
+        /// The run that held the lease until it expired, when this run took it over
+        /// (its host died or stalled); `None` for a first run or a resumed suspension.
+        took_over: Option<TakenOver>,
         /// The journaled clock start and random seed the guest sees.
         entropy: GuestEntropy,
     },

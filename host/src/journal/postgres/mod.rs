@@ -593,15 +593,17 @@ impl Journal for PostgresJournal {
     }
 
     fn forget(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
-        self.operate(super::cannot(Action::Forget, key), |tx| {
+        let result = self.operate(super::cannot(Action::Forget, key), |tx| {
             operate::forget(&mut operations::Tx(tx), key.as_str(), operator)
-        })
+        });
+        super::logged(Action::Forget, key.as_str(), operator, result)
     }
 
     fn abandon(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
-        self.operate(super::cannot(Action::Abandon, key), |tx| {
+        let result = self.operate(super::cannot(Action::Abandon, key), |tx| {
             operate::abandon(&mut operations::Tx(tx), key.as_str(), operator)
-        })
+        });
+        super::logged(Action::Abandon, key.as_str(), operator, result)
     }
 
     fn gc(&self, now: i64, default_retention_ms: i64) -> Result<GcReport> {
@@ -635,10 +637,11 @@ impl Journal for PostgresJournal {
             effect: effect_key.to_string(),
             reason,
         };
-        self.operate(refused, |tx| {
+        let result = self.operate(refused, |tx| {
             let tx = &mut operations::Tx(tx);
             operate::resolve(tx, effect_key, resolution, response, operator)
-        })
+        });
+        super::logged(Action::Resolve, effect_key, operator, result)
     }
 
     fn stats(&self) -> JournalStats {

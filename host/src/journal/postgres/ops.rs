@@ -13,7 +13,7 @@ use crate::journal::read::{EFFECT_COLUMNS, ENTRY_COLUMNS, parse_json, shown_stat
 use crate::journal::{
     Answer, Begin, BeginOutcome, DeferredAnswer, EffectRecord, EffectState, GcReport,
     JournalEffect, JournalEntry, Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution,
-    TransactionalRequest, UnresolvedEffect, transactional_answer,
+    TakenOver, TransactionalRequest, UnresolvedEffect, transactional_answer,
 };
 use crate::keys::{EffectKey, Fingerprint, InvocationKey};
 use crate::provider::{EffectRequest, Provider};
@@ -304,7 +304,7 @@ pub(super) fn begin_in(tx: &mut Db<'_, Transaction<'_>>, b: &Begin<'_>) -> PgRes
                 "SELECT fingerprint, state, outcome, created_at, lease_expires_at, entropy,
                         completed_at, ",
                 db_now!(),
-                ", retention_ms FROM invocations WHERE key = $1 FOR UPDATE"
+                ", retention_ms, lease_owner FROM invocations WHERE key = $1 FOR UPDATE"
             ),
             &[&b.key.as_str()],
         )?;
@@ -312,7 +312,7 @@ pub(super) fn begin_in(tx: &mut Db<'_, Transaction<'_>>, b: &Begin<'_>) -> PgRes
             if insert(tx, b)? {
                 outcome = Some(BeginOutcome::Run {
                     resumed: false,
-                    took_over: false,
+                    took_over: None,
                     entropy: fresh(),
                 });
                 break;
@@ -338,7 +338,7 @@ pub(super) fn begin_in(tx: &mut Db<'_, Transaction<'_>>, b: &Begin<'_>) -> PgRes
                 insert(tx, b)?;
                 BeginOutcome::Run {
                     resumed: false,
-                    took_over: false,
+                    took_over: None,
                     entropy: fresh(),
                 }
             }
@@ -372,7 +372,10 @@ pub(super) fn begin_in(tx: &mut Db<'_, Transaction<'_>>, b: &Begin<'_>) -> PgRes
                 )?;
                 BeginOutcome::Run {
                     resumed: true,
-                    took_over: decision::takes_over(&found),
+                    took_over: decision::takes_over(&found).then(|| TakenOver {
+                        owner: row.get(9),
+                        lease_expired_at: found.lease_expires_at,
+                    }),
                     entropy: GuestEntropy {
                         seed,
                         started_ms: row.get(3),
@@ -712,6 +715,10 @@ fn entry_from(r: &postgres::Row) -> JournalEntry {
         completed_at: r.get(9),
         effects: Vec::new(),
         component: r.get(10),
+        lease_owner: r.get(11),
+        lease_expires_at: r.get(12),
+        holding: String::new(),
+        judged: 0,
     }
 }
 
@@ -943,6 +950,7 @@ pub(super) fn unresolved_in(
             attempts: count(r.get(7)),
             last_error: r.get(8),
             updated_at: r.get(9),
+            class: "unkeyed".into(),
         })
         .collect())
 }

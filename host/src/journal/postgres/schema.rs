@@ -108,6 +108,10 @@ pub(super) fn migrate(client: &mut Client) -> Result<Option<i64>, postgres::Erro
     loop {
         let mut tx = client.transaction()?;
         lock(&mut tx)?;
+        // `CREATE … IF NOT EXISTS` of a table that exists says so in a NOTICE, which
+        // the client prints on stderr at every start; an operator reads it as a
+        // problem. Only this transaction's notices are silenced; warnings still show.
+        tx.batch_execute("SET LOCAL client_min_messages = warning")?;
         tx.batch_execute(
             "CREATE TABLE IF NOT EXISTS justonce_schema (
                  only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row),

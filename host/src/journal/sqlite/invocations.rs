@@ -4,7 +4,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use crate::determinism::{GuestEntropy, Seed};
 use crate::journal::decision::{self, Decision, Found, expired, parse_state};
-use crate::journal::{Begin, BeginOutcome, Lookup, NewInvocation};
+use crate::journal::{Begin, BeginOutcome, Lookup, NewInvocation, TakenOver};
 use crate::keys::InvocationKey;
 
 /// Leaves the run `owner` resumable (an effect's outcome is unknown) and releases its
@@ -203,11 +203,12 @@ pub(super) fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<
         Option<String>,
         Option<i64>,
         Option<i64>,
+        Option<String>,
     );
     let existing: Option<Row> = tx
         .prepare_cached(
             "SELECT fingerprint, state, outcome, created_at, lease_expires_at, entropy,
-                    completed_at, retention_ms
+                    completed_at, retention_ms, lease_owner
                FROM invocations WHERE key = ?1",
         )?
         .query_row(params![b.key.as_str()], |r| {
@@ -220,6 +221,7 @@ pub(super) fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<
                 r.get(5)?,
                 r.get(6)?,
                 r.get(7)?,
+                r.get(8)?,
             ))
         })
         .optional()?;
@@ -229,7 +231,7 @@ pub(super) fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<
     };
 
     let found = existing.as_ref().map(
-        |(fingerprint, state, _, _, lease_expires_at, _, completed_at, retention)| Found {
+        |(fingerprint, state, _, _, lease_expires_at, _, completed_at, retention, _)| Found {
             state: parse_state(state),
             fingerprint,
             completed_at: *completed_at,
@@ -237,13 +239,19 @@ pub(super) fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<
             retention_ms: retention.unwrap_or(b.default_retention_ms),
         },
     );
-    let took_over = found.as_ref().is_some_and(decision::takes_over);
+    let took_over = found
+        .as_ref()
+        .filter(|f| decision::takes_over(f))
+        .map(|f| TakenOver {
+            owner: existing.as_ref().and_then(|row| row.8.clone()),
+            lease_expired_at: f.lease_expires_at,
+        });
     let outcome = match decision::decide(found.as_ref(), b.fingerprint, b.now) {
         Decision::Run => {
             insert(tx, b)?;
             BeginOutcome::Run {
                 resumed: false,
-                took_over: false,
+                took_over: None,
                 entropy: fresh(),
             }
         }
@@ -256,7 +264,7 @@ pub(super) fn begin_in(tx: &Transaction<'_>, b: &Begin<'_>) -> rusqlite::Result<
             insert(tx, b)?;
             BeginOutcome::Run {
                 resumed: false,
-                took_over: false,
+                took_over: None,
                 entropy: fresh(),
             }
         }

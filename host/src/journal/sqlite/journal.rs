@@ -22,6 +22,10 @@ fn entry_from(r: &Row<'_>) -> rusqlite::Result<JournalEntry> {
         completed_at: r.get(9)?,
         effects: Vec::new(),
         component: r.get(10)?,
+        lease_owner: r.get(11)?,
+        lease_expires_at: r.get(12)?,
+        holding: String::new(),
+        judged: 0,
     })
 }
 

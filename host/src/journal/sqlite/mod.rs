@@ -706,10 +706,11 @@ impl Journal for SqliteJournal {
             effect: effect_key.to_string(),
             reason,
         };
-        self.operate(refused, |tx| {
+        let result = self.operate(refused, |tx| {
             let tx = &mut operations::Tx(tx);
             operate::resolve(tx, effect_key, resolution, response, operator)
-        })
+        });
+        super::logged(Action::Resolve, effect_key, operator, result)
     }
 
     fn story(&self, key: &InvocationKey) -> Result<CallStory> {
@@ -724,9 +725,14 @@ impl Journal for SqliteJournal {
     }
 
     fn forget(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
-        let done = self.operate(super::cannot(Action::Forget, key), |tx| {
-            operate::forget(&mut operations::Tx(tx), key.as_str(), operator)
-        })?;
+        let done = super::logged(
+            Action::Forget,
+            key.as_str(),
+            operator,
+            self.operate(super::cannot(Action::Forget, key), |tx| {
+                operate::forget(&mut operations::Tx(tx), key.as_str(), operator)
+            }),
+        )?;
         // After the delete: a replay remembered meanwhile may be of the deleted
         // record. (Another process notices the operation within `RECHECK_MS`.)
         self.recent.clear();
@@ -734,9 +740,10 @@ impl Journal for SqliteJournal {
     }
 
     fn abandon(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated> {
-        self.operate(super::cannot(Action::Abandon, key), |tx| {
+        let result = self.operate(super::cannot(Action::Abandon, key), |tx| {
             operate::abandon(&mut operations::Tx(tx), key.as_str(), operator)
-        })
+        });
+        super::logged(Action::Abandon, key.as_str(), operator, result)
     }
 
     fn stats(&self) -> JournalStats {

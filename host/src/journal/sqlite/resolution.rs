@@ -35,6 +35,7 @@ pub(super) fn unresolved_in(
                     attempts: r.get(7)?,
                     last_error: r.get(8)?,
                     updated_at: r.get(9)?,
+                    class: "unkeyed".into(),
                 })
             })?
             .collect()

@@ -1,0 +1,276 @@
+//! The log an operator reads during an incident (issue 40): one line per call with
+//! the fields someone greps for, `warn` for a takeover (naming the host that
+//! stopped), a retry (with what the attempt got) and an unknown outcome, and the
+//! journal saying who holds a call or whose lease ended. Driven like the contract
+//! tests, on two hosts that share one journal, with the log captured as JSON.
+
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::*;
+use crate::journal::{HostIdentity, LeaseStatus, Operator};
+
+/// The lines logged while `f` runs on this thread, parsed (JSON format, as
+/// `JUSTONCE_LOG_FORMAT=json` writes them).
+fn logged<T>(f: impl FnOnce() -> T) -> (T, Vec<Value>) {
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buffer = Buffer::default();
+    let writer = buffer.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(move || writer.clone())
+        .finish();
+    let out = tracing::subscriber::with_default(subscriber, f);
+    let text = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+    let lines = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    (out, lines)
+}
+
+fn named(mut host: Host, name: &str) -> Host {
+    host.guard = host
+        .guard
+        .identified_as(HostIdentity::current(Some(name), 0).unwrap());
+    host
+}
+
+/// The lines whose message starts with `start`.
+fn lines_saying<'a>(lines: &'a [Value], start: &str) -> Vec<&'a Value> {
+    lines
+        .iter()
+        .filter(|l| {
+            l["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with(start))
+        })
+        .collect()
+}
+
+#[test]
+fn a_takeover_is_logged_naming_the_host_that_stopped_and_each_call_gets_one_line() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "payments");
+    let runner = Arc::new(runner);
+    let (reached_tx, reached_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
+    let gate = Arc::new(Mutex::new(Some((reached_tx, release_rx))));
+    // web-1's attempt hangs past its lease (the host that was killed).
+    let payments = Downstream::new(ProviderClass::Keyed, vec![Fault::Hold(gate)]);
+    let clock = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&clock);
+    let providers: [(&str, Arc<dyn Provider>); 1] = [("payments", payments.clone())];
+    let a = Arc::new(named(
+        host_renewing(
+            Arc::clone(&journal),
+            clock.clone(),
+            Arc::clone(&runner),
+            &providers,
+            None,
+        ),
+        "web-1",
+    ));
+    let b = named(
+        host_on(Arc::clone(&journal), clock.clone(), runner, &providers),
+        "web-2",
+    );
+    let a_call = {
+        let a = Arc::clone(&a);
+        std::thread::spawn(move || a.guard.call(&pay(10)))
+    };
+    reached_rx.recv().unwrap();
+
+    // While web-1 holds it, the journal says so; once its lease ended, whose it was.
+    let now = clock.now_ms();
+    let entry = journal.entries(None, 1).unwrap().remove(0).judged_at(now);
+    assert!(
+        entry.holding.starts_with("running on web-1 (pid "),
+        "{}",
+        entry.holding
+    );
+    assert!(
+        entry.holding.contains(", lease until "),
+        "{}",
+        entry.holding
+    );
+    clock.advance(LEASE + Duration::from_secs(1));
+    let entry = journal
+        .entries(None, 1)
+        .unwrap()
+        .remove(0)
+        .judged_at(clock.now_ms());
+    assert!(
+        matches!(
+            entry.lease_status(clock.now_ms()),
+            LeaseStatus::Ended { .. }
+        ),
+        "{entry:?}"
+    );
+    assert!(
+        entry.holding.starts_with("stopped: web-1 (pid ")
+            && entry
+                .holding
+                .ends_with("'s lease ended at 2026-01-01T00:01:00.000Z; the next retry of the same call resumes it"),
+        "{}",
+        entry.holding
+    );
+    assert_eq!(entry.states(clock.now_ms()), ["stopped", "unknown"]);
+
+    let (answer, lines) = logged(|| b.guard.call(&pay(10)));
+    release_tx.send(()).unwrap();
+    let _ = a_call.join().unwrap();
+    assert!(answer.unwrap().outcome.is_success());
+
+    let takeover = lines_saying(&lines, "took over a call whose host stopped");
+    assert_eq!(takeover.len(), 1, "{lines:#?}");
+    let takeover = takeover[0];
+    assert_eq!(takeover["level"], "WARN");
+    assert!(
+        takeover["fields"]["from"]
+            .as_str()
+            .unwrap()
+            .starts_with("web-1 (pid "),
+        "{takeover}"
+    );
+    assert_eq!(takeover["fields"]["host"], "web-2");
+    assert_eq!(
+        takeover["fields"]["lease_ended"],
+        "2026-01-01T00:01:00.000Z"
+    );
+
+    let retry = lines_saying(&lines, "retrying effect #0 under the same key");
+    assert_eq!(retry.len(), 1, "{lines:#?}");
+    assert_eq!(retry[0]["level"], "WARN");
+    assert_eq!(retry[0]["fields"]["after"], "earlier_run");
+    assert_eq!(retry[0]["fields"]["attempt"], 2);
+
+    let calls: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["target"] == "justonce::call")
+        .collect();
+    assert_eq!(calls.len(), 1, "one line per call: {lines:#?}");
+    let call = &calls[0]["fields"];
+    assert_eq!(calls[0]["level"], "INFO");
+    assert_eq!(call["message"], "call answered");
+    assert_eq!(call["tool"], "pay");
+    assert_eq!(call["key"].as_str().unwrap(), entry.key);
+    assert_eq!(call["conversation"], "c1");
+    assert_eq!(call["outcome"], "success");
+    assert_eq!(call["replayed"], false);
+    assert_eq!(call["runs"], 1);
+    assert_eq!(call["attempts"], 1);
+    assert_eq!(call["host"], "web-2");
+    assert!(call["duration_ms"].is_u64(), "{call}");
+
+    // The agent's next retry: replayed, nothing ran.
+    let (_, lines) = logged(|| b.guard.call(&pay(10)).unwrap());
+    let call = lines
+        .iter()
+        .find(|l| l["target"] == "justonce::call")
+        .unwrap();
+    assert_eq!(call["fields"]["replayed"], true);
+    assert_eq!(call["fields"]["runs"], 0);
+    assert_eq!(call["fields"]["attempts"], 0);
+}
+
+#[test]
+fn an_unknown_outcome_is_a_warning_that_says_the_retry_is_safe_and_what_each_attempt_got() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "payments");
+    let payments = Downstream::new(ProviderClass::Keyed, vec![Fault::LoseResponse; 3]);
+    let h = named(host(runner, &[("payments", payments.clone())]), "web-1");
+
+    let (answer, lines) = logged(|| h.guard.call(&pay(10)));
+    assert!(
+        matches!(answer, Err(Error::OutcomeUnknown { .. })),
+        "{answer:?}"
+    );
+
+    let retries = lines_saying(&lines, "retrying effect #0 under the same key");
+    assert_eq!(retries.len(), 2, "{lines:#?}");
+    for retry in &retries {
+        assert_eq!(retry["fields"]["after"], "unknown");
+        assert!(
+            retry["fields"]["message"]
+                .as_str()
+                .unwrap()
+                .ends_with("the last attempt got: outcome unknown: timed out reading the response"),
+            "{retry}"
+        );
+    }
+    let unknown = lines_saying(&lines, "outcome unknown: effect #0 (payments)");
+    assert_eq!(unknown.len(), 1, "{lines:#?}");
+    assert_eq!(unknown[0]["level"], "WARN");
+    let call = lines
+        .iter()
+        .find(|l| l["target"] == "justonce::call")
+        .unwrap();
+    assert_eq!(call["level"], "WARN");
+    assert_eq!(call["fields"]["outcome"], "outcome_unknown");
+    assert_eq!(call["fields"]["attempts"], 3);
+    assert!(
+        call["fields"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the same call resumes it under the same effect key"),
+        "{call}"
+    );
+
+    // The journal says it is stuck (no host holds it; its outcome is unknown).
+    let entry = h.journal.entries(None, 1).unwrap().remove(0);
+    assert_eq!(entry.states(h.clock.now_ms()), ["incomplete", "unknown"]);
+}
+
+#[test]
+fn operator_actions_are_logged_with_who_refused_ones_too() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "payments");
+    let payments = Downstream::new(ProviderClass::Keyed, vec![Fault::LoseResponse; 3]);
+    let h = host(runner, &[("payments", payments.clone())]);
+    assert!(h.guard.call(&pay(10)).is_err());
+    let key =
+        crate::keys::InvocationKey::parse(&h.journal.entries(None, 1).unwrap()[0].key).unwrap();
+    let operator = |force| Operator {
+        by: "grace",
+        force,
+        now: h.clock.now_ms(),
+    };
+
+    let (refused, lines) = logged(|| h.journal.forget(&key, &operator(false)));
+    assert!(refused.is_err());
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert_eq!(lines[0]["level"], "WARN");
+    assert_eq!(lines[0]["target"], "justonce::operator");
+    assert_eq!(lines[0]["fields"]["by"], "grace");
+    assert_eq!(lines[0]["fields"]["action"], "forget");
+    assert!(
+        lines[0]["fields"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("operator grace: forget {key} refused: ")),
+        "{}",
+        lines[0]
+    );
+
+    let (done, lines) = logged(|| h.journal.abandon(&key, &operator(false)));
+    assert!(done.is_ok(), "{done:?}");
+    assert_eq!(lines[0]["level"], "INFO");
+    assert_eq!(
+        lines[0]["fields"]["message"],
+        format!("operator grace: abandon {key} done")
+    );
+}
