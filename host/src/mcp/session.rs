@@ -404,12 +404,26 @@ fn server_info() -> Implementation {
 }
 
 fn method_not_found(method: &str) -> ErrorData {
+    if method.starts_with("tasks/") {
+        return ErrorData::new(
+            EXTENSION_NOT_SUPPORTED,
+            format!(
+                "{method}: this server does not declare the tasks extension (io.modelcontextprotocol/tasks); call the tool without a task"
+            ),
+            None,
+        );
+    }
     ErrorData::new(
         ErrorCode::METHOD_NOT_FOUND,
         format!("method not found: {method}"),
         None,
     )
 }
+
+/// The code of a request for an extension the server does not declare (the Tasks
+/// extension's `tasks/*` here), which the 2026-07-28 suite checks for instead of
+/// -32601.
+const EXTENSION_NOT_SUPPORTED: ErrorCode = ErrorCode(-32021);
 
 #[cfg(test)]
 #[allow(deprecated)]
@@ -568,6 +582,31 @@ mod tests {
             "{}",
             again.message
         );
+    }
+
+    /// `tasks/*` on this server, which does not declare the Tasks extension, is an
+    /// extension it does not support (-32021), in either era; another unknown
+    /// method stays -32601.
+    #[test]
+    fn a_task_method_is_an_unsupported_extension_and_another_method_unknown() {
+        let mut session = Session::new(tools(), Scoping::default());
+        reply(session.request(
+            "initialize",
+            &params(json!({"protocolVersion": "2025-11-25"})),
+        ))
+        .unwrap();
+        let e = reply(session.request("tasks/get", &params(json!({"taskId": "t"})))).unwrap_err();
+        assert_eq!(e.code.0, -32021, "{}", e.message);
+        let e = reply(session.request("resources/list", &Params::new())).unwrap_err();
+        assert_eq!(e.code, ErrorCode::METHOD_NOT_FOUND);
+
+        let mut stateless = Session::new(tools(), Scoping::default());
+        let e = reply(stateless.request(
+            "tasks/get",
+            &params(json!({"taskId": "t", "_meta": envelope("2026-07-28")})),
+        ))
+        .unwrap_err();
+        assert_eq!(e.code.0, -32021, "{}", e.message);
     }
 
     #[test]
