@@ -65,3 +65,91 @@ fn an_unknown_log_format_is_bad_input() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("`xml`"));
 }
+
+/// One line per call at `info` (issue 40), with the fields an operator greps for and
+/// the host named by `--host-name`; a bad name is refused before anything runs.
+#[test]
+fn each_call_logs_one_line_naming_its_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let run = |name: &str| {
+        let mut command = justonce_command(Some(&db));
+        command
+            .args(["--host-name", name, "run", CHATTY_COMPONENT])
+            .args(["--args", r#"{"lines":1}"#, "--conversation", "order-7"])
+            .env("JUSTONCE_LOG", "warn,justonce::call=info")
+            .env("JUSTONCE_LOG_FORMAT", "json");
+        command.output().unwrap()
+    };
+    let out = run("web-1");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let key = json_of(&out)["key"].as_str().unwrap().to_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let calls: Vec<Value> = stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["target"] == "justonce::call")
+        .collect();
+    assert_eq!(calls.len(), 1, "{stderr}");
+    let fields = &calls[0]["fields"];
+    assert_eq!(calls[0]["level"], "INFO");
+    assert_eq!(fields["message"], "call answered");
+    assert_eq!(fields["host"], "web-1");
+    assert_eq!(fields["tool"], "chatty");
+    assert_eq!(fields["key"], key.as_str());
+    assert_eq!(fields["conversation"], "order-7");
+    assert_eq!(fields["outcome"], "success");
+    assert_eq!(fields["replayed"], false);
+    assert_eq!(fields["runs"], 1);
+
+    let again = run("web-2");
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        stderr.contains(r#""replayed":true"#) && stderr.contains(r#""runs":0"#),
+        "{stderr}"
+    );
+
+    let bad = run("web 1");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("a host name must be"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}
+
+/// `journal --state` filters by what a person looks for, and the list ends with its
+/// count.
+#[test]
+fn journal_filters_by_state_and_counts_what_it_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let out = justonce_command(Some(&db))
+        .args(["run", CHATTY_COMPONENT, "--args", r#"{"lines":1}"#])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let journal = |state: &str| {
+        let out = justonce_command(Some(&db))
+            .args(["journal", "--state", state])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, completed) = journal("completed");
+    assert_eq!(code, Some(0));
+    assert!(completed.contains("chatty"), "{completed}");
+    assert!(completed.trim_end().ends_with("1 call(s)"), "{completed}");
+    let (_, running) = journal("running");
+    assert!(running.contains("(no invocations)"), "{running}");
+    let (code, _) = journal("stuck");
+    assert_eq!(code, Some(2), "an unknown state is bad input");
+}
