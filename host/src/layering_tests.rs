@@ -209,13 +209,13 @@ fn no_cycle(graph: &BTreeMap<String, BTreeSet<String>>) {
 }
 
 #[test]
-fn the_readmes_library_example_is_the_crates_compiled_doc_example() {
+fn the_docs_library_example_is_the_crates_compiled_doc_example() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("../README.md")).unwrap();
-    let section = readme
+    let page = std::fs::read_to_string(root.join("../docs/how-it-works.md")).unwrap();
+    let section = page
         .split("## Embedding the library")
         .nth(1)
-        .expect("README has an Embedding section");
+        .expect("docs/how-it-works.md has an Embedding section");
     let example = section
         .split("```rust\n")
         .nth(1)

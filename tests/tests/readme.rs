@@ -1,25 +1,78 @@
-//! Every snippet of the README runs: the Rust tool and its manifest, the Python app
-//! and the JavaScript tool are what `justonce new` writes (whose builds `new_tool`
-//! runs), the Python MCP example
-//! compiles and runs against `justonce serve`, the JSON and TOML configurations load,
-//! and every `justonce` command shown exists.
+//! Every snippet of the README and of the pages of docs/ runs: the Rust tool and its
+//! manifest, the Python app and the JavaScript tool are what `justonce new` writes
+//! (whose builds `new_tool` runs), the Python MCP example compiles and runs against
+//! `justonce serve`, the JSON and TOML configurations load, the tour's calls replay,
+//! and every `justonce` command shown exists. The README stays a front door: short,
+//! linking every page, and every link between the pages lands.
 
 use std::path::Path;
 use std::process::Command;
 
 use crate::support::cli::justonce_command;
 
-const README: &str = include_str!("../../README.md");
+/// The README and every page of docs/, each with its path from the repository's root.
+/// `every_page_of_docs_is_read_here` keeps this list equal to the files in docs/.
+const PAGES: &[(&str, &str)] = &[
+    ("README.md", include_str!("../../README.md")),
+    (
+        "docs/agent-builders.md",
+        include_str!("../../docs/agent-builders.md"),
+    ),
+    (
+        "docs/how-it-works.md",
+        include_str!("../../docs/how-it-works.md"),
+    ),
+    (
+        "docs/invariants.md",
+        include_str!("../../docs/invariants.md"),
+    ),
+    ("docs/operators.md", include_str!("../../docs/operators.md")),
+    (
+        "docs/performance-history.md",
+        include_str!("../../docs/performance-history.md"),
+    ),
+    (
+        "docs/performance.md",
+        include_str!("../../docs/performance.md"),
+    ),
+    (
+        "docs/threat-model.md",
+        include_str!("../../docs/threat-model.md"),
+    ),
+    (
+        "docs/tool-authors.md",
+        include_str!("../../docs/tool-authors.md"),
+    ),
+];
+
+/// The front door's length limit: the long material lives in docs/.
+const README_MAX_LINES: usize = 400;
+
+fn readme() -> &'static str {
+    PAGES[0].1
+}
+
+fn root() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
 
 /// The placeholder the README's manifest shows where `justonce new` writes the path
 /// of the SDK.
 const SDK_PLACEHOLDER: &str = "/path/to/justonce/guest-sdk";
 
-/// Every fenced block of the README: (language, text).
+/// Every fenced block of the README and the pages, in their order: (language, text).
 fn blocks() -> Vec<(&'static str, String)> {
+    PAGES
+        .iter()
+        .flat_map(|(_, text)| page_blocks(text))
+        .collect()
+}
+
+/// Every fenced block of one page: (language, text).
+fn page_blocks(page: &'static str) -> Vec<(&'static str, String)> {
     let mut blocks = Vec::new();
     let mut open: Option<(&str, String)> = None;
-    for line in README.lines() {
+    for line in page.lines() {
         match (&mut open, line.strip_prefix("```")) {
             (None, Some(lang)) => open = Some((lang.trim(), String::new())),
             (Some(_), Some(_)) => blocks.extend(open.take()),
@@ -30,11 +83,11 @@ fn blocks() -> Vec<(&'static str, String)> {
             (None, None) => {}
         }
     }
-    assert!(open.is_none(), "an unclosed code block in the README");
+    assert!(open.is_none(), "an unclosed code block in a page");
     blocks
 }
 
-/// The one block in `lang` that contains `marker`.
+/// The one block in `lang` that contains `marker`, among all the pages.
 fn block(lang: &str, marker: &str) -> String {
     let found: Vec<String> = blocks()
         .into_iter()
@@ -93,7 +146,7 @@ fn the_http_excerpts_are_the_example_tools_code() {
                 continue;
             };
             let source = std::fs::read_to_string(root.join(path))
-                .unwrap_or_else(|e| panic!("{path}, which the README quotes: {e}"));
+                .unwrap_or_else(|e| panic!("{path}, which the docs quote: {e}"));
             let excerpt: Vec<&str> = text.lines().skip(1).collect();
             let lines: Vec<&str> = source.lines().map(str::trim_start).collect();
             let trimmed: Vec<&str> = excerpt.iter().map(|l| l.trim_start()).collect();
@@ -101,7 +154,7 @@ fn the_http_excerpts_are_the_example_tools_code() {
                 lines
                     .windows(trimmed.len())
                     .any(|w| w == trimmed.as_slice()),
-                "the README's excerpt of {path} is not in it:\n{}",
+                "the docs' excerpt of {path} is not in it:\n{}",
                 excerpt.join("\n")
             );
             checked += 1;
@@ -119,7 +172,7 @@ fn the_agent_framework_recipes_are_the_tests_code() {
     const FILE: &str = "tests/frameworks/recipes.py";
     let source =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(FILE))
-            .unwrap_or_else(|e| panic!("{FILE}, which the README quotes: {e}"));
+            .unwrap_or_else(|e| panic!("{FILE}, which the docs quote: {e}"));
     let lines: Vec<&str> = source.lines().collect();
     let mut quoted = Vec::new();
     for (_, text) in blocks().into_iter().filter(|(l, _)| *l == "python") {
@@ -137,7 +190,7 @@ fn the_agent_framework_recipes_are_the_tests_code() {
                 && lines
                     .windows(excerpt.len())
                     .any(|w| w == excerpt.as_slice()),
-            "the README's recipe for {framework} is not in {FILE}:\n{}",
+            "the docs' recipe for {framework} is not in {FILE}:\n{}",
             excerpt.join("\n")
         );
         quoted.push(framework.to_owned());
@@ -343,4 +396,197 @@ fn the_mcp_table_of_the_framework_section_loads() {
         config.mcp.answer_within,
         Some(std::time::Duration::from_secs(4))
     );
+}
+
+/// The pages of docs/ on disk, as paths from the repository's root.
+fn docs_on_disk() -> Vec<String> {
+    let mut pages: Vec<String> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    pages.sort();
+    pages
+}
+
+/// A new page of docs/ cannot escape these tests: `PAGES` reads every one.
+#[test]
+fn every_page_of_docs_is_read_here() {
+    let read: Vec<&str> = PAGES[1..].iter().map(|(path, _)| *path).collect();
+    assert_eq!(
+        read,
+        docs_on_disk(),
+        "PAGES in tests/tests/readme.rs lists every docs/*.md, sorted"
+    );
+}
+
+#[test]
+fn every_page_of_docs_is_linked_from_the_readme() {
+    for page in docs_on_disk() {
+        assert!(
+            readme().contains(&format!("]({page})")),
+            "README.md links {page}"
+        );
+    }
+}
+
+#[test]
+fn the_readme_is_a_front_door() {
+    let lines = readme().lines().count();
+    assert!(
+        lines < README_MAX_LINES,
+        "README.md has {lines} lines: move the long material to a page of docs/"
+    );
+}
+
+/// A page's text outside its fenced blocks.
+fn prose(page: &str) -> String {
+    let mut fenced = false;
+    let mut out = String::new();
+    for line in page.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// GitHub's anchor of a heading: lower case, punctuation dropped, spaces as `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+fn anchors(page: &str) -> Vec<String> {
+    prose(page)
+        .lines()
+        .filter_map(|line| {
+            let title = line.trim_start_matches('#');
+            (title.len() < line.len() && title.starts_with(' ')).then(|| anchor(title))
+        })
+        .collect()
+}
+
+/// Every relative link of the README and the pages names a file that exists, and a
+/// heading of it that exists (the split into pages moved sections between files).
+#[test]
+fn every_link_between_the_pages_lands() {
+    let by_path: std::collections::BTreeMap<&str, &str> = PAGES.iter().copied().collect();
+    let mut checked = 0;
+    for (path, text) in PAGES {
+        let dir = Path::new(path).parent().unwrap();
+        let prose = prose(text);
+        for (i, _) in prose.match_indices("](") {
+            let rest = &prose[i + 2..];
+            let Some(end) = rest.find(')') else { continue };
+            let target = &rest[..end];
+            if target.contains("://") || target.starts_with("mailto:") || target.contains(' ') {
+                continue;
+            }
+            let (file, fragment) = match target.split_once('#') {
+                Some((file, fragment)) => (file, Some(fragment)),
+                None => (target, None),
+            };
+            let file = if file.is_empty() {
+                (*path).to_owned()
+            } else {
+                let joined = dir.join(file);
+                let mut parts: Vec<&str> = Vec::new();
+                for part in joined.iter().map(|p| p.to_str().unwrap()) {
+                    match part {
+                        ".." => {
+                            parts.pop();
+                        }
+                        "." => {}
+                        part => parts.push(part),
+                    }
+                }
+                parts.join("/")
+            };
+            assert!(
+                root().join(&file).exists(),
+                "{path} links {target}: no file {file}"
+            );
+            if let Some(fragment) = fragment {
+                let linked = by_path
+                    .get(file.as_str())
+                    .unwrap_or_else(|| panic!("{path} links {target}: not a page read here"));
+                assert!(
+                    anchors(linked).iter().any(|a| a == fragment),
+                    "{path} links {target}: {file} has no heading #{fragment}"
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 30, "the links were found: {checked}");
+}
+
+/// The words of a shell line, with single quotes as the shell reads them.
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut quoted = false;
+    for c in line.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                word.get_or_insert_with(String::new);
+            }
+            c if c.is_whitespace() && !quoted => words.extend(word.take()),
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    assert!(!quoted, "an unclosed quote in {line:?}");
+    words.extend(word);
+    words
+}
+
+/// The README's tour calls a tool twice, the second time with the arguments written
+/// differently, and the second answer is the first, replayed; the journal shows it.
+#[test]
+fn the_tours_second_call_is_replayed() {
+    let dir = tempfile::tempdir().unwrap();
+    let tour = block("sh", "justonce run send_receipt --conversation tour");
+    let outputs: Vec<String> = tour
+        .lines()
+        .filter(|line| line.starts_with("justonce "))
+        .map(|line| {
+            let words = shell_words(line);
+            let out = justonce_command(None)
+                .args(&words[1..])
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{line}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap()
+        })
+        .collect();
+    assert_eq!(outputs.len(), 3, "two calls and the journal: {outputs:?}");
+    let first: serde_json::Value = serde_json::from_str(outputs[0].trim()).unwrap();
+    let second: serde_json::Value = serde_json::from_str(outputs[1].trim()).unwrap();
+    assert_eq!(first["replayed"], false, "{first}");
+    assert_eq!(second["replayed"], true, "{second}");
+    assert_eq!(first["key"], second["key"]);
+    assert_eq!(first["result"], second["result"]);
+    for shown in ["runs=1", "replays=1", "mail.send (keyed)", "attempts=1"] {
+        assert!(
+            outputs[2].contains(shown),
+            "the journal shows {shown}: {}",
+            outputs[2]
+        );
+    }
 }
