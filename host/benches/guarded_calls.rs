@@ -1,10 +1,10 @@
-//! The performance figures of the README, from one command:
+//! The performance figures of docs/performance.md, from one command:
 //!
 //! ```sh
 //! cargo bench -p justonce --bench guarded_calls
 //! ```
 //!
-//! Figures (see the README's "Performance" section for what each one means):
+//! Figures (see docs/performance.md for what each one means):
 //! 1. bare call: the component through wasmtime, no guard, no journal;
 //! 2. guarded call with no effect; 3. with one keyed effect (a provider that does
 //!    nothing); 4. replay of a completed key; each with its ratio to (1);

@@ -1,4 +1,4 @@
-"""The README's recipes for agent frameworks ("From an agent framework"), run as tests.
+"""The recipes for agent frameworks of docs/agent-builders.md ("From an agent framework"), run as tests.
 
 Usage: recipes.py FRAMEWORK TRANSPORT JUSTONCE WORKDIR
 

@@ -1,4 +1,4 @@
-//! The README's recipes for agent frameworks, run: pydantic-ai, the OpenAI Agents SDK
+//! The recipes of docs/agent-builders.md for agent frameworks, run: pydantic-ai, the OpenAI Agents SDK
 //! and langchain-mcp-adapters (pinned in tests/frameworks/requirements.txt), each
 //! driving `justonce serve` on stdio and on Streamable HTTP from an agent on a scripted
 //! model, through tests/frameworks/recipes.py (see its docstring for the scenarios).

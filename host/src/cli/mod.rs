@@ -41,7 +41,7 @@ const DEFAULT_DB: &str = ".justonce/state.db";
 /// The tokens file's name next to the database, when the configuration names none.
 const TOKENS_FILE: &str = "tokens.json";
 
-/// Exit codes, documented in the README and in `justonce --help`.
+/// Exit codes, documented in docs/operators.md and in `justonce --help`.
 pub mod exit {
     /// The tool call succeeded (first time or replayed).
     pub const SUCCESS: u8 = 0;
@@ -85,7 +85,7 @@ pub struct Cli {
     db: PathBuf,
 
     /// A JSON file that says which origins each tool may reach over HTTP (deny by
-    /// default), the named services, and the idempotency header (see the README).
+    /// default), the named services, and the idempotency header (see docs/tool-authors.md).
     #[arg(long, global = true, value_name = "FILE", env = "JUSTONCE_HTTP_CONFIG")]
     http_config: Option<PathBuf>,
     /// How long a running call's lease lasts, in milliseconds: a duplicate waits for a

@@ -153,7 +153,7 @@ pub(super) fn listen(flag: &str, text: &str) -> Result<(TcpListener, SocketAddr)
         .local_addr()
         .map_err(|e| Error::Host(anyhow::anyhow!("{e}")))?;
     if !bound.ip().is_loopback() {
-        tracing::warn!(%bound, "listening beyond this machine on plain HTTP: put TLS in front (see the README)");
+        tracing::warn!(%bound, "listening beyond this machine on plain HTTP: put TLS in front (see docs/agent-builders.md)");
     }
     Ok((listener, bound))
 }

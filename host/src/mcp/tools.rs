@@ -299,7 +299,7 @@ pub(crate) fn unscoped_refused(http: bool) -> ErrorData {
     )
 }
 
-/// The glue of [`unscoped_refused`] over HTTP: each line is the README's recipe
+/// The glue of [`unscoped_refused`] over HTTP: each line is the docs' recipe
 /// (tests/frameworks/recipes.py runs them).
 const UNSCOPED_GLUE_HTTP: &str = "\
 pydantic-ai: MCPToolset(url, headers=lambda ctx: {\"Justonce-Conversation\": ctx.deps.conversation_id}). \

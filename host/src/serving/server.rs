@@ -25,7 +25,7 @@
 //! OAuth access token of the configured issuer ([`crate::auth::oauth`]); missing or
 //! refused: `401` with `WWW-Authenticate` (naming the Protected Resource Metadata
 //! under OAuth; `403` for a missing scope), and nothing runs. TLS is left to a
-//! reverse proxy (see the README).
+//! reverse proxy (see docs/agent-builders.md).
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};

@@ -1,4 +1,4 @@
-//! The figures of the README's "Writing a tool": for the same no-effect call (echo)
+//! The figures of docs/tool-authors.md ("What differs"): for the same no-effect call (echo)
 //! and one-effect call (one email) in Rust, Python and JavaScript, the cold load
 //! (compile and `describe`, no cache), the warm call latency, and the linear memory a
 //! call needs. Ignored by default; run it with
@@ -149,7 +149,7 @@ fn memory_mib(runtime: &Arc<Runtime>, request: &dyn Fn(u32) -> CallRequest) -> u
 }
 
 #[test]
-#[ignore = "prints the README's figures; run with --ignored --nocapture"]
+#[ignore = "prints docs/tool-authors.md's figures; run with --ignored --nocapture"]
 fn figures() {
     println!(
         "| language | cold load | echo: warm call | echo: memory | one email: warm call | one email: memory |"

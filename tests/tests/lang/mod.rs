@@ -1,7 +1,7 @@
 //! Tools in Python and JavaScript, built with the SDKs in `guest-sdk/` by the
 //! toolchains pinned there, held to the same guarantee as Rust tools: the seed's
 //! retry scenarios against the example ticket tools, the sandbox against a probe, and
-//! the figures of the README (`bench`, ignored by default).
+//! the figures of docs/tool-authors.md (`bench`, ignored by default).
 //!
 //! Each language's components are built and compiled once per test binary (see
 //! [`Lang`]); the toolchains are installed under `target/` on first use (see
