@@ -358,6 +358,9 @@ fn postgres_kind(source: &postgres::Error) -> &'static str {
     use postgres::error::SqlState;
     match source.code() {
         Some(code) if *code == SqlState::QUERY_CANCELED => "store_unavailable",
+        // A server that became a standby (a failover): nothing was written, and the
+        // primary is found again on the next connection.
+        Some(code) if *code == SqlState::READ_ONLY_SQL_TRANSACTION => "store_unavailable",
         Some(code)
             if *code == SqlState::INVALID_PASSWORD
                 || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION =>

@@ -19,6 +19,11 @@
 //! [`LIVE_FOR`], so a listener cut off without its socket closing stops serving
 //! replays within seconds.
 //!
+//! The listener connects as the journal does: with a URL of several hosts, to the one
+//! that takes writes (`LISTEN` is refused on a standby). When the primary fails over,
+//! its session ends, the memory is dropped, and the listener finds the new primary
+//! and listens there; until then every call reads the journal.
+//!
 //! Expiry is judged on the database's clock, never the host's: an entry keeps the
 //! time its record's window ends as the host's monotonic time (the time before the
 //! read that found it, plus what remained of the window on the database's clock at
@@ -159,10 +164,17 @@ pub(super) fn start(target: &PostgresTarget) -> Arc<Shared> {
 fn listen(config: &postgres::Config, shown: &str, shared: &Shared) {
     let mut backoff = Duration::from_millis(50);
     while !shared.stop.load(Ordering::Acquire) {
+        let sessions = shared.sessions.load(Ordering::Acquire);
         match listen_once(config, shared) {
             Ok(()) => return,
             Err(e) => {
                 shared.deaf();
+                // A session that listened before it was lost (the primary failed
+                // over, the server restarted) starts the waits over: the next
+                // server is looked for at once, not after the last outage's wait.
+                if shared.sessions.load(Ordering::Acquire) > sessions {
+                    backoff = Duration::from_millis(50);
+                }
                 if shared.stop.load(Ordering::Acquire) {
                     return;
                 }

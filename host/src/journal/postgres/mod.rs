@@ -32,6 +32,8 @@ macro_rules! channel {
 }
 
 mod credentials;
+#[cfg(test)]
+mod failover_tests;
 mod listen;
 mod operations;
 mod ops;
@@ -122,6 +124,15 @@ impl PostgresTarget {
         if config.get_application_name().is_none() {
             config.application_name("justonce");
         }
+        // Several hosts are a primary and its standbys: a journal writes on every
+        // call, so a host connects only to the one that takes writes, whatever the
+        // URL's order (libpq's `target_session_attrs=read-write`, which the URL may
+        // say itself). A `read-only` the URL asks for is kept (the operator's reads).
+        if config.get_hosts().len() > 1
+            && config.get_target_session_attrs() == postgres::config::TargetSessionAttrs::Any
+        {
+            config.target_session_attrs(postgres::config::TargetSessionAttrs::ReadWrite);
+        }
         Ok(Self::from_config(config))
     }
 
@@ -164,19 +175,32 @@ impl PostgresTarget {
     /// A target from a ready configuration (tests build one for a database of their
     /// own).
     pub(crate) fn from_config(config: postgres::Config) -> Self {
-        let host = config
+        let ports = config.get_ports();
+        let mut hosts: Vec<String> = config
             .get_hosts()
-            .first()
-            .map(|h| match h {
-                postgres::config::Host::Tcp(name) => name.clone(),
-                #[cfg(unix)]
-                postgres::config::Host::Unix(path) => path.display().to_string(),
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let host = match h {
+                    postgres::config::Host::Tcp(name) => name.clone(),
+                    #[cfg(unix)]
+                    postgres::config::Host::Unix(path) => path.display().to_string(),
+                };
+                // One port for all hosts, or one each (the URL's `h1:p1,h2:p2`).
+                let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+                format!("{host}:{port}")
             })
-            .unwrap_or_else(|| "localhost".into());
-        let port = config.get_ports().first().copied().unwrap_or(5432);
+            .collect();
+        if hosts.is_empty() {
+            hosts.push(format!(
+                "localhost:{}",
+                ports.first().copied().unwrap_or(5432)
+            ));
+        }
         let shown = format!(
-            "postgres://{}@{host}:{port}/{}",
+            "postgres://{}@{}/{}",
             config.get_user().unwrap_or(""),
+            hosts.join(","),
             config.get_dbname().unwrap_or("")
         );
         Self { config, shown }
@@ -712,6 +736,45 @@ mod tests {
         // The opposite: a URL that is not one is refused without echoing it.
         let err = PostgresTarget::parse("postgres://ada:s3cret-pw@[bad", None).unwrap_err();
         assert!(!err.to_string().contains("s3cret"), "{err}");
+    }
+
+    /// A URL of a primary and its standby: shown with both hosts, and connecting only
+    /// to the one that takes writes, whether or not the URL says so; one host alone
+    /// keeps the URL's setting (no extra round trip per connection).
+    #[test]
+    fn a_url_of_several_hosts_follows_the_one_that_takes_writes() {
+        use postgres::config::TargetSessionAttrs;
+        let url = "postgres://ada@10.0.0.1:5432,10.0.0.2:5433/journal";
+        let target = PostgresTarget::parse(url, None).unwrap();
+        assert_eq!(
+            target.to_string(),
+            "postgres://ada@10.0.0.1:5432,10.0.0.2:5433/journal"
+        );
+        assert_eq!(
+            target.config.get_target_session_attrs(),
+            TargetSessionAttrs::ReadWrite
+        );
+        let said =
+            PostgresTarget::parse(&format!("{url}?target_session_attrs=read-write"), None).unwrap();
+        assert_eq!(
+            said.config.get_target_session_attrs(),
+            TargetSessionAttrs::ReadWrite
+        );
+        let one = PostgresTarget::parse("postgres://ada@10.0.0.1:5432/journal", None).unwrap();
+        assert_eq!(
+            one.config.get_target_session_attrs(),
+            TargetSessionAttrs::Any
+        );
+        // A host without a port in a URL is on 5432; one port in the key-value form
+        // is every host's.
+        let default = PostgresTarget::parse("postgres://ada@a,b:6000/journal", None).unwrap();
+        assert_eq!(default.to_string(), "postgres://ada@a:5432,b:6000/journal");
+        let shared = PostgresTarget::from_config(
+            "host=a,b port=6000 user=ada dbname=journal"
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(shared.to_string(), "postgres://ada@a:6000,b:6000/journal");
     }
 
     #[test]

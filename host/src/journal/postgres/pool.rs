@@ -53,6 +53,17 @@ impl From<postgres::Error> for Failure {
     }
 }
 
+/// Whether `error` says the server is no longer the primary: it refused a write as
+/// read-only (`25006`, a standby, or a primary an operator made read-only). Nothing
+/// of the transaction was written, but the session can write nothing either, so it
+/// is dropped; the next connection finds the primary (a journal URL that names
+/// several hosts connects only to one that takes writes: `target_session_attrs`).
+pub(super) fn not_primary(error: &postgres::Error) -> bool {
+    error
+        .code()
+        .is_some_and(|c| *c == postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION)
+}
+
 /// Whether `error` says the session is gone (the server ended it: `57P01` and the
 /// rest of class `57P`, a connection exception `08…`; the client saw the socket
 /// close or break) rather than the server refusing one statement.
@@ -145,12 +156,23 @@ impl PostgresJournal {
                 }
                 result => {
                     // A connection whose session ended is not given back, even before
-                    // the client has seen its socket close.
+                    // the client has seen its socket close; nor is one to a server
+                    // that is no longer the primary (after a failover).
                     if result.is_ok() {
                         conn.answered_at = Some(std::time::Instant::now());
                     }
-                    if !matches!(&result, Err(failure) if session_ended(&failure.error)) {
-                        self.give_back(conn);
+                    match &result {
+                        Err(failure) if session_ended(&failure.error) => {}
+                        Err(failure) if not_primary(&failure.error) => {
+                            tracing::warn!(
+                                target = %self.target,
+                                "the journal's server refused a write as read-only (no longer the primary?); dropping its connections: {}",
+                                failure.error
+                            );
+                            // Its siblings in the pool are sessions on the same server.
+                            self.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
+                        }
+                        _ => self.give_back(conn),
                     }
                     return result.map_err(|failure| self.error(failure.error));
                 }
@@ -402,6 +424,41 @@ mod tests {
             call.join()
                 .expect("every call succeeds after the server ended idle sessions");
         }
+    }
+
+    /// A session on a server that no longer takes writes (a primary that became a
+    /// standby; here a session made read-only) refuses the call's write: the call
+    /// fails retry-safe, having written nothing, and the pool keeps none of that
+    /// server's sessions, so the next call connects anew (to the primary, with a URL
+    /// of several hosts) and goes through.
+    #[test]
+    fn a_write_refused_as_read_only_fails_retry_safe_and_empties_the_pool() {
+        let Some(Setup { j, fp, seed, .. }) = setup(
+            "a_write_refused_as_read_only_fails_retry_safe_and_empties_the_pool",
+            "pool-read-only",
+        ) else {
+            return;
+        };
+        let spare = j.connect().unwrap();
+        let (mut conn, _) = j.take().unwrap();
+        conn.client
+            .batch_execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+            .unwrap();
+        j.idle.lock().unwrap().clear();
+        j.give_back(super::super::prepared::Conn::new(spare));
+        j.give_back(conn);
+        let k = key("read-only", 0);
+        let err = j
+            .decide(&begin(&k, &fp, &seed, "o", 5))
+            .expect_err("a read-only session cannot decide");
+        assert_eq!(err.kind(), "store_unavailable", "{err}");
+        assert!(err.retry_safe());
+        assert!(
+            j.idle.lock().unwrap().is_empty(),
+            "the read-only server's sessions were dropped"
+        );
+        let outcome = j.decide(&begin(&k, &fp, &seed, "o", 5)).unwrap();
+        assert!(matches!(outcome, BeginOutcome::Run { .. }), "{outcome:?}");
     }
 
     /// The opposite case: a session the server ends while a write waits in it leaves

@@ -173,13 +173,14 @@ fn start() -> Result<Cluster, String> {
     })
 }
 
-fn start_in(bin: &Path, dir: &Path) -> Result<Cluster, String> {
+/// An empty `dir` for data directories, given to `postgres` when this process is
+/// root (initdb and pg_ctl refuse root: a cluster belongs to `postgres`); whether
+/// this process is root.
+fn fresh_dir(dir: &Path) -> Result<bool, String> {
     let as_root = is_root();
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let data = dir.join("data");
     if as_root {
-        // initdb and pg_ctl refuse root: the cluster belongs to `postgres`.
         let status = Command::new("chown")
             .args(["-R", "postgres:postgres"])
             .arg(dir)
@@ -189,8 +190,11 @@ fn start_in(bin: &Path, dir: &Path) -> Result<Cluster, String> {
             return Err("cannot give the data directory to the postgres user".into());
         }
     }
-    let port = free_port()?;
-    let user = "postgres";
+    Ok(as_root)
+}
+
+/// `initdb` of `data` for the superuser `postgres`, trusted from anywhere it listens.
+fn initdb(as_root: bool, bin: &Path, data: &Path) -> Result<(), String> {
     run(
         as_root,
         &bin.join("initdb"),
@@ -198,13 +202,21 @@ fn start_in(bin: &Path, dir: &Path) -> Result<Cluster, String> {
             "-D",
             &data.to_string_lossy(),
             "-U",
-            user,
+            "postgres",
             "--auth=trust",
             "-E",
             "UTF8",
             "--no-sync",
         ],
-    )?;
+    )
+}
+
+fn start_in(bin: &Path, dir: &Path) -> Result<Cluster, String> {
+    let as_root = fresh_dir(dir)?;
+    let data = dir.join("data");
+    let port = free_port()?;
+    let user = "postgres";
+    initdb(as_root, bin, &data)?;
     let options = format!(
         "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300",
         dir.display()
@@ -306,4 +318,243 @@ fn stop_at_exit(as_root: bool, bin: &Path, dir: &Path, data: &Path) {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     let _ = c.spawn();
+}
+
+/// A primary and a standby streaming from it, on ports of 127.0.0.1, for the
+/// failover tests: the standby is a `pg_basebackup -R` of the primary, and, when
+/// `synchronous`, the primary waits for it on every commit
+/// (`synchronous_standby_names = '*'`, given to the primary alone, so the standby
+/// promoted does not wait for a standby it does not have). Both are stopped and
+/// their directory removed when it is dropped (and, failing that, when the test
+/// binary exits).
+#[derive(Debug)]
+pub struct Replicated {
+    bin: PathBuf,
+    dir: PathBuf,
+    as_root: bool,
+    /// The primary's port.
+    pub primary_port: u16,
+    /// The standby's port.
+    pub standby_port: u16,
+}
+
+static NEXT_PAIR: AtomicU32 = AtomicU32::new(0);
+
+/// A fresh primary and standby (see [`Replicated`]); `None` (after printing why
+/// `test` is skipped) where there are no PostgreSQL server binaries. Panics under
+/// `CI=true` instead. `JUSTONCE_TEST_PG_URL` does not help here: a failover needs
+/// servers the test may kill.
+pub fn replicated(test: &str, synchronous: bool) -> Option<Replicated> {
+    let Some(bin) = server_binaries() else {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true and no PostgreSQL server binaries for {test}");
+        }
+        eprintln!("skipped (no PostgreSQL server binaries): {test}");
+        return None;
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "justonce-pg-pair-{}-{}",
+        std::process::id(),
+        NEXT_PAIR.fetch_add(1, Ordering::SeqCst)
+    ));
+    match start_pair(&bin, &dir, synchronous) {
+        Ok(pair) => Some(pair),
+        Err(why) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            panic!("cannot start a primary and a standby for {test}: {why}");
+        }
+    }
+}
+
+fn start_pair(bin: &Path, dir: &Path, synchronous: bool) -> Result<Replicated, String> {
+    let as_root = fresh_dir(dir)?;
+    let (primary, standby) = (dir.join("primary"), dir.join("standby"));
+    let pair = Replicated {
+        bin: bin.to_path_buf(),
+        dir: dir.to_path_buf(),
+        as_root,
+        primary_port: free_port()?,
+        standby_port: free_port()?,
+    };
+    stop_at_exit(as_root, bin, dir, &primary);
+    stop_at_exit(as_root, bin, dir, &standby);
+    initdb(as_root, bin, &primary)?;
+    // fsync off: the test kills processes, never the machine, so what a process
+    // wrote survives it in the page cache; what the test loses it loses to
+    // replication alone. A standby that lost its primary looks for WAL again every
+    // 100 ms, not 5 s: a promotion asked meanwhile may wait for that look.
+    let common = format!(
+        "-k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=100 \
+         -c wal_sender_timeout=5s -c wal_receiver_status_interval=1s \
+         -c wal_retrieve_retry_interval=100ms",
+        dir.display()
+    );
+    let sync = if synchronous {
+        " -c synchronous_standby_names=*"
+    } else {
+        ""
+    };
+    pair.ctl_start(
+        &primary,
+        &format!("-p {} {common}{sync}", pair.primary_port),
+        "primary.log",
+    )?;
+    run(
+        as_root,
+        &bin.join("pg_basebackup"),
+        &[
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &pair.primary_port.to_string(),
+            "-U",
+            "postgres",
+            "-D",
+            &standby.to_string_lossy(),
+            "-R",
+            "-c",
+            "fast",
+            "--no-sync",
+        ],
+    )?;
+    pair.ctl_start(
+        &standby,
+        &format!("-p {} {common}", pair.standby_port),
+        "standby.log",
+    )?;
+    // Streaming (and, synchronous, counted as the synchronous standby) before the
+    // test writes anything.
+    let mut admin = postgres::Client::connect(&pair.url_of(pair.primary_port), postgres::NoTls)
+        .map_err(|e| e.to_string())?;
+    let wanted = if synchronous { "sync" } else { "async" };
+    for _ in 0..500 {
+        let n: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_replication
+                  WHERE state = 'streaming' AND sync_state = $1",
+                &[&wanted],
+            )
+            .map_err(|e| e.to_string())?
+            .get(0);
+        if n == 1 {
+            return Ok(pair);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Err(format!("the standby never streamed ({wanted})"))
+}
+
+impl Replicated {
+    fn ctl_start(&self, data: &Path, options: &str, log: &str) -> Result<(), String> {
+        run(
+            self.as_root,
+            &self.bin.join("pg_ctl"),
+            &[
+                "-D",
+                &data.to_string_lossy(),
+                "-o",
+                options,
+                "-l",
+                &self.dir.join(log).to_string_lossy(),
+                "-w",
+                "start",
+            ],
+        )
+    }
+
+    fn url_of(&self, port: u16) -> String {
+        format!("postgres://postgres@127.0.0.1:{port}/postgres")
+    }
+
+    /// The URL of the primary alone.
+    pub fn primary_url(&self) -> String {
+        self.url_of(self.primary_port)
+    }
+
+    /// The URL of the standby alone (the primary once promoted).
+    pub fn standby_url(&self) -> String {
+        self.url_of(self.standby_port)
+    }
+
+    /// The URL a host follows the primary with: both servers, the session on
+    /// whichever of them takes writes.
+    pub fn url(&self) -> String {
+        format!(
+            "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/postgres?target_session_attrs=read-write",
+            self.primary_port, self.standby_port
+        )
+    }
+
+    /// `kill -9` of the primary's postmaster and every process it started, in one
+    /// `kill`: the machine died. (The postmaster alone would let its backends and
+    /// WAL sender finish what they were doing first.) Nothing it had not sent to the
+    /// standby reaches it.
+    pub fn kill_primary(&self) {
+        let pid_file = self.dir.join("primary").join("postmaster.pid");
+        let text = std::fs::read_to_string(&pid_file)
+            .unwrap_or_else(|e| panic!("{}: {e}", pid_file.display()));
+        let pid = text.lines().next().unwrap_or("").trim().to_string();
+        let mut pids = vec![pid.clone()];
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // `pid (comm) state ppid …`: the name may hold spaces, not a `)`.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1));
+            if ppid == Some(pid.as_str()) {
+                pids.push(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+        // A child that ended meanwhile makes `kill` fail for its pid alone.
+        let _ = Command::new("kill").arg("-9").args(&pids).status();
+        let stat = PathBuf::from(format!("/proc/{pid}/stat"));
+        let dead = (0..500).any(|_| {
+            let gone = match std::fs::read_to_string(&stat) {
+                Err(_) => true,
+                Ok(s) => s
+                    .rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z')),
+            };
+            gone || {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                false
+            }
+        });
+        assert!(dead, "the primary's postmaster {pid} outlived kill -9");
+        // Its sessions end on their own once they see the postmaster gone; the pid
+        // file goes now, so that no later `pg_ctl stop` signals a process that
+        // reused the number.
+        let _ = std::fs::remove_file(&pid_file);
+    }
+
+    /// `pg_ctl promote`, waiting until the standby takes writes.
+    pub fn promote(&self) {
+        run(
+            self.as_root,
+            &self.bin.join("pg_ctl"),
+            &[
+                "-D",
+                &self.dir.join("standby").to_string_lossy(),
+                "-w",
+                "promote",
+            ],
+        )
+        .unwrap_or_else(|e| panic!("promote: {e}"));
+    }
+}
+
+impl Drop for Replicated {
+    fn drop(&mut self) {
+        for data in ["standby", "primary"] {
+            let _ = command(self.as_root, &self.bin.join("pg_ctl"))
+                .args(["-D"])
+                .arg(self.dir.join(data))
+                .args(["stop", "-m", "immediate"])
+                .current_dir("/")
+                .output();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
