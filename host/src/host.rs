@@ -260,6 +260,21 @@ impl Host {
             }
             Err(e) => tracing::warn!("metrics: reading the pending effects: {e}"),
         }
+        match journal.attention(self.clock().now_ms()) {
+            Ok(attention) => {
+                let mut by_host = std::collections::BTreeMap::<String, u64>::new();
+                // This host has its series at zero from the start.
+                by_host.insert(self.identity().name.clone(), 0);
+                for owner in &attention.running_owners {
+                    let holder = crate::journal::Holder::of(owner);
+                    let host = holder.host.unwrap_or_else(|| "unnamed".into());
+                    *by_host.entry(host).or_default() += 1;
+                }
+                let by_host: Vec<(String, u64)> = by_host.into_iter().collect();
+                crate::metrics::render_attention(attention.stuck, &by_host, &mut text);
+            }
+            Err(e) => tracing::warn!("metrics: reading the stuck and running calls: {e}"),
+        }
         text.finish()
     }
 

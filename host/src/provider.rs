@@ -93,6 +93,17 @@ pub enum ProviderError {
         /// How long it asked to wait, when it said.
         retry_after: Option<Duration>,
     },
+    /// The downstream says the key's first request is still being processed (HTTP
+    /// 409 under the IETF Idempotency-Key draft and Stripe): not an answer. Retried
+    /// with the same key like [`ProviderError::Throttled`], and counted apart
+    /// (`conflict`), since it says the downstream is slow on this key, not busy.
+    #[error("outcome unknown, the downstream is still processing this key: {reason}")]
+    Conflict {
+        /// What the downstream answered.
+        reason: String,
+        /// How long it asked to wait, when it said.
+        retry_after: Option<Duration>,
+    },
     /// Known not performed, for a reason outside the tool: the host's configuration
     /// refuses it (not on the allowlist, no such service) or the downstream refused
     /// the connection before anything was sent. Nothing is saved as the effect's

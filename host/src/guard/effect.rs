@@ -237,7 +237,7 @@ impl EffectSession {
                 self.tool
             ))));
         }
-        let counters = self.shared.metrics.provider(provider_name);
+        let counters = self.shared.metrics.effect(provider_name, &self.tool);
         let answer = self.journaled(provider.as_ref(), provider_name, operation, &payload);
         counters.effect_ended(match &answer {
             Ok(Ok(_)) => "ok",
@@ -438,10 +438,16 @@ impl EffectSession {
                     reason,
                     retry_after: None,
                 },
-                Err(ProviderError::Throttled {
-                    reason,
-                    retry_after,
-                }) => Attempt::Unknown {
+                Err(
+                    ProviderError::Throttled {
+                        reason,
+                        retry_after,
+                    }
+                    | ProviderError::Conflict {
+                        reason,
+                        retry_after,
+                    },
+                ) => Attempt::Unknown {
                     reason,
                     retry_after,
                 },
@@ -478,7 +484,7 @@ impl EffectSession {
         };
         let mut last_key = None;
         let mut last_not_performed = false;
-        let counters = self.shared.metrics.provider(new.provider);
+        let counters = self.shared.metrics.effect(new.provider, &self.tool);
         // The previous attempt's result, and what it got, when this run made it.
         let mut previous = None;
         let mut previous_reason = String::new();
@@ -609,10 +615,16 @@ impl EffectSession {
                         retry_after: None,
                     });
                 }
-                Err(ProviderError::Throttled {
-                    reason,
-                    retry_after,
-                }) => {
+                Err(
+                    ProviderError::Throttled {
+                        reason,
+                        retry_after,
+                    }
+                    | ProviderError::Conflict {
+                        reason,
+                        retry_after,
+                    },
+                ) => {
                     session.note_unknown(&key, &reason)?;
                     last_key = Some(key);
                     return Ok(Attempt::Unknown {
@@ -754,7 +766,7 @@ impl EffectSession {
             provider,
             &request,
         )?;
-        let counters = self.shared.metrics.provider(new.provider);
+        let counters = self.shared.metrics.effect(new.provider, &self.tool);
         Ok(match performed {
             Ok(answer) => {
                 spans::attempt_ended(&span, answer_kind(&answer));
@@ -862,6 +874,7 @@ fn attempt_result(answer: &Result<Value, ProviderError>) -> &'static str {
         Err(ProviderError::NotPerformed { .. }) => "not_performed",
         Err(ProviderError::Unknown(_)) => "unknown",
         Err(ProviderError::Throttled { .. }) => "throttled",
+        Err(ProviderError::Conflict { .. }) => "conflict",
     }
 }
 

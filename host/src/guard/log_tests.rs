@@ -274,3 +274,104 @@ fn operator_actions_are_logged_with_who_refused_ones_too() {
         format!("operator grace: abandon {key} done")
     );
 }
+
+/// A downstream that answers 409 (still processing this key) `conflicts` times, then
+/// succeeds.
+struct StillProcessing(Mutex<u32>);
+
+impl Provider for StillProcessing {
+    fn class(&self) -> ProviderClass {
+        ProviderClass::Keyed
+    }
+
+    fn perform(
+        &self,
+        request: &crate::provider::EffectRequest<'_>,
+    ) -> Result<Value, ProviderError> {
+        let mut left = self.0.lock().unwrap();
+        if *left > 0 {
+            *left -= 1;
+            return Err(ProviderError::Conflict {
+                reason: "https://pay.example/refunds answered 409".into(),
+                retry_after: None,
+            });
+        }
+        Ok(serde_json::json!({ "id": request.key.to_string() }))
+    }
+}
+
+#[test]
+fn metrics_say_which_tool_retries_against_which_provider_a_409_is_a_conflict_and_what_is_stuck() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "payments");
+    let runner = Arc::new(runner);
+    let payments: Arc<dyn Provider> = Arc::new(StillProcessing(Mutex::new(1)));
+    let lost: Arc<dyn Provider> =
+        Downstream::new(ProviderClass::Keyed, vec![Fault::LoseResponse; 3]);
+    let clock = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&clock);
+    let h = host_on(
+        Arc::clone(&journal),
+        clock.clone(),
+        Arc::clone(&runner),
+        &[("payments", payments)],
+    );
+    assert!(h.guard.call(&pay(10)).unwrap().outcome.is_success());
+    assert_eq!(
+        counted(
+            &h,
+            r#"justonce_tool_effect_retries_total{tool="pay",provider="payments",after="conflict"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        counted(
+            &h,
+            r#"justonce_effect_attempts_total{provider="payments",result="conflict"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        counted(
+            &h,
+            r#"justonce_effect_attempts_total{provider="payments",result="throttled"}"#
+        ),
+        0.0,
+        "a 409 is not throttling"
+    );
+    let now = h.clock.now_ms();
+    assert_eq!(h.journal.attention(now).unwrap().stuck, 0);
+
+    // A call stuck on an unknown outcome counts until it is abandoned.
+    // (Another host, the same journal, whose downstream loses every response.)
+    let h = host_on(journal, clock, runner, &[("payments", lost)]);
+    assert!(h.guard.call(&pay(11)).is_err());
+    let now = h.clock.now_ms();
+    assert_eq!(h.journal.attention(now).unwrap().stuck, 1);
+    assert_eq!(
+        counted(
+            &h,
+            r#"justonce_tool_effect_retries_total{tool="pay",provider="payments",after="unknown"}"#
+        ),
+        2.0
+    );
+    let stuck = h
+        .journal
+        .entries(None, 10)
+        .unwrap()
+        .into_iter()
+        .find(|e| e.state != "completed")
+        .unwrap();
+    let key = crate::keys::InvocationKey::parse(&stuck.key).unwrap();
+    let operator = Operator {
+        by: "grace",
+        force: false,
+        now,
+    };
+    h.journal.abandon(&key, &operator).unwrap();
+    assert_eq!(
+        h.journal.attention(now).unwrap().stuck,
+        0,
+        "an abandoned call is not stuck"
+    );
+}

@@ -227,6 +227,10 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// whose outcome is unknown.
     fn pending_effects(&self) -> Result<u64>;
 
+    /// What needs an operator's eye at `now` (ms), for `/metrics`: the calls stuck
+    /// with an unknown outcome, and the lease owners of the calls running now.
+    fn attention(&self, now: i64) -> Result<Attention>;
+
     /// `justonce resolve`: atomically records a person's decision about a pending
     /// unkeyed effect (see [`Resolution`]) and the operation, on the effect's call
     /// (`operator.force` is not used). Refused ([`Error::CannotResolve`]) for an
@@ -305,6 +309,29 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
 /// [`Journal::pending_effects`] on both backends.
 const PENDING_EFFECTS_SQL: &str = "SELECT COUNT(*) FROM effects WHERE state = 'pending'";
 
+/// Calls stuck with an unknown outcome at `$1` (ms): not completed (an abandoned call
+/// is), no live lease (a call in flight is not stuck), and an effect attempted with
+/// no answer and no person's resolution. The same on both journals.
+const STUCK_CALLS_SQL: &str = "SELECT COUNT(*) FROM invocations i
+  WHERE i.state <> 'completed'
+    AND NOT (i.state = 'running' AND i.lease_expires_at > $1)
+    AND EXISTS (SELECT 1 FROM effects e
+                 WHERE e.invocation_key = i.key AND e.state = 'pending'
+                   AND e.resolution IS NULL AND e.attempts > 0)";
+
+/// The lease owners of the calls running at `$1` (ms) under a live lease.
+const LIVE_OWNERS_SQL: &str = "SELECT lease_owner FROM invocations
+  WHERE state = 'running' AND lease_expires_at > $1 AND lease_owner IS NOT NULL";
+
+/// What needs an operator's eye, read from the journal when `/metrics` is scraped.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Attention {
+    /// Calls stuck with an unknown outcome (see [`Journal::attention`]).
+    pub stuck: u64,
+    /// The lease owner of each call running now (each names its host).
+    pub running_owners: Vec<String>,
+}
+
 /// A transactional effect's request, but for the key and attempt number, which the
 /// journal reads back inside its transaction.
 #[derive(Debug, Clone, Copy)]
@@ -373,7 +400,8 @@ pub(crate) fn transactional_answer(
         Err(
             ProviderError::Invalid(reason)
             | ProviderError::Unknown(reason)
-            | ProviderError::Throttled { reason, .. },
+            | ProviderError::Throttled { reason, .. }
+            | ProviderError::Conflict { reason, .. },
         ) => Answer::Denied(format!("{provider_name} refused the request: {reason}")),
     })
 }

@@ -65,20 +65,28 @@ pub(crate) const EFFECT_RESULTS: [&str; 7] = [
 
 /// How one attempt at an effect ended (`justonce_effect_attempts_total{result}`), as
 /// its trace span says: `refused` when the journal refused the claim (a lost lease).
-pub(crate) const ATTEMPT_RESULTS: [&str; 7] = [
+pub(crate) const ATTEMPT_RESULTS: [&str; 8] = [
     "ok",
     "rejected",
     "denied",
     "not_performed",
     "unknown",
     "throttled",
+    "conflict",
     "refused",
 ];
 
 /// What an effect was retried after (`justonce_effect_retries_total{after}`): the
 /// previous attempt's result in the same run, or `earlier_run` when that attempt was
-/// made by an earlier run of the call (a resumed or taken-over call).
-pub(crate) const RETRY_CAUSES: [&str; 4] = ["unknown", "throttled", "not_performed", "earlier_run"];
+/// made by an earlier run of the call (a resumed or taken-over call). `conflict` is a
+/// 409: the downstream still processes the key's first request.
+pub(crate) const RETRY_CAUSES: [&str; 5] = [
+    "unknown",
+    "throttled",
+    "conflict",
+    "not_performed",
+    "earlier_run",
+];
 
 /// The position of `kind` in `kinds`, or of the last one (the catch-all).
 fn index_of(kinds: &[&str], kind: &str) -> usize {
@@ -133,6 +141,37 @@ impl ProviderCounters {
     }
 }
 
+/// What one effect reports to: its provider's row, and its tool's row for that
+/// provider (which tool retries against which downstream).
+#[derive(Debug, Clone)]
+pub(crate) struct EffectCounters {
+    provider: Arc<ProviderCounters>,
+    by_tool: Arc<ProviderCounters>,
+}
+
+impl EffectCounters {
+    /// Counts an effect that ended as `result` (one of [`EFFECT_RESULTS`]).
+    pub(crate) fn effect_ended(&self, result: &str) {
+        self.provider.effect_ended(result);
+        self.by_tool.effect_ended(result);
+    }
+
+    /// Counts an attempt that ended as `result` (one of [`ATTEMPT_RESULTS`]).
+    pub(crate) fn attempt_ended(&self, result: &str) {
+        self.provider.attempt_ended(result);
+        self.by_tool.attempt_ended(result);
+    }
+
+    /// Counts a retry after `cause` (one of [`RETRY_CAUSES`]).
+    pub(crate) fn retried(&self, cause: &str) {
+        self.provider.retried(cause);
+        self.by_tool.retried(cause);
+    }
+}
+
+/// The key of a (tool, provider) row: a separator no configured name holds.
+const PAIR: char = '\u{1f}';
+
 fn load(count: &AtomicU64) -> u64 {
     count.load(Ordering::Relaxed)
 }
@@ -158,6 +197,8 @@ fn split<T>(
 pub(crate) struct CallMetrics {
     tools: Family<ToolCounters>,
     providers: Family<ProviderCounters>,
+    /// The same counters by tool and provider.
+    by_tool: Family<ProviderCounters>,
     refused: [AtomicU64; REFUSALS.len()],
     in_flight: AtomicI64,
 }
@@ -181,6 +222,14 @@ impl CallMetrics {
     /// The counters of `provider` (created with zeros the first time).
     pub(crate) fn provider(&self, provider: &str) -> Arc<ProviderCounters> {
         self.providers.row(provider)
+    }
+
+    /// The counters an effect of `tool` on `provider` reports to.
+    pub(crate) fn effect(&self, provider: &str, tool: &str) -> EffectCounters {
+        EffectCounters {
+            provider: self.providers.row(provider),
+            by_tool: self.by_tool.row(&format!("{tool}{PAIR}{provider}")),
+        }
     }
 
     /// Counts a call refused before its tool was known, by error kind.
@@ -280,6 +329,51 @@ impl CallMetrics {
             |r| &r.retries,
             out,
         );
+        // The same by tool: which tool retries against which downstream. Only pairs
+        // that had an effect have series (a tool does not say which providers it uses).
+        let by_tool: Vec<(String, String, Arc<ProviderCounters>)> = self
+            .by_tool
+            .rows()
+            .into_iter()
+            .filter_map(|(pair, row)| {
+                let (tool, provider) = pair.split_once(PAIR)?;
+                Some((tool.to_owned(), provider.to_owned(), row))
+            })
+            .collect();
+        for (name, help, kind_label, kinds, counts) in [
+            (
+                "justonce_tool_effects_total",
+                "Guarded effects, by tool, provider and what the tool was told.",
+                "result",
+                &EFFECT_RESULTS[..],
+                (|r: &ProviderCounters| &r.effects[..]) as fn(&ProviderCounters) -> &[AtomicU64],
+            ),
+            (
+                "justonce_tool_effect_attempts_total",
+                "Attempts at effects, by tool, provider and result (conflict: a 409, the downstream still processes the key).",
+                "result",
+                &ATTEMPT_RESULTS[..],
+                |r| &r.attempts[..],
+            ),
+            (
+                "justonce_tool_effect_retries_total",
+                "Attempts after an effect's first, by tool, provider and what the previous attempt got.",
+                "after",
+                &RETRY_CAUSES[..],
+                |r| &r.retries[..],
+            ),
+        ] {
+            out.family(name, "counter", help);
+            for (tool, provider, row) in &by_tool {
+                for (kind, count) in kinds.iter().zip(counts(row)) {
+                    out.sample(
+                        name,
+                        &[("tool", tool), ("provider", provider), (kind_label, kind)],
+                        load(count),
+                    );
+                }
+            }
+        }
     }
 }
 
@@ -342,6 +436,25 @@ pub(crate) fn render_unknown(pending: u64, unresolved: usize, out: &mut Text) {
         "Unkeyed effects whose outcome is unknown, waiting for a person (justonce resolve).",
     );
     out.sample("justonce_effects_unresolved", &[], unresolved);
+}
+
+/// Writes the calls stuck with an unknown outcome, and the calls running now by the
+/// host holding each (from the journal: every host's scrape shows the whole fleet).
+pub(crate) fn render_attention(stuck: u64, running_by_host: &[(String, u64)], out: &mut Text) {
+    out.family(
+        "justonce_calls_stuck",
+        "gauge",
+        "Calls stuck with an unknown outcome: an effect attempted without an answer, no live lease, not abandoned (the same call retried resumes one; justonce journal --unresolved lists them).",
+    );
+    out.sample("justonce_calls_stuck", &[], stuck);
+    out.family(
+        "justonce_calls_running",
+        "gauge",
+        "Calls running now under a live lease, by the host that holds each (--host-name).",
+    );
+    for (host, count) in running_by_host {
+        out.sample("justonce_calls_running", &[("host", host)], *count);
+    }
 }
 
 /// The outbox's depth, which the host reads from its journal when it is scraped.

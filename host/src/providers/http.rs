@@ -76,9 +76,17 @@ impl HttpProvider {
     fn send(&self, request: &Outbound, key: Option<(&str, &str)>) -> Result<Value, ProviderError> {
         match self.client.send(request, key) {
             Ok(response) if response.asks_to_retry(self.config.retry_statuses(&request.url)) => {
-                Err(ProviderError::Throttled {
-                    reason: format!("{} answered {}", request.url, response.status),
-                    retry_after: response.retry_after(),
+                let reason = format!("{} answered {}", request.url, response.status);
+                let retry_after = response.retry_after();
+                Err(match response.status {
+                    409 => ProviderError::Conflict {
+                        reason,
+                        retry_after,
+                    },
+                    _ => ProviderError::Throttled {
+                        reason,
+                        retry_after,
+                    },
                 })
             }
             Ok(response) => Ok(response.to_json()),

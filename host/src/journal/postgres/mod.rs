@@ -645,6 +645,21 @@ impl Journal for PostgresJournal {
         self.read(|client| ops::unresolved_in(client, now))
     }
 
+    fn attention(&self, now: i64) -> Result<super::Attention> {
+        self.read(|client| {
+            let stuck: i64 = client.query_one(super::STUCK_CALLS_SQL, &[&now])?.get(0);
+            let running_owners = client
+                .query(super::LIVE_OWNERS_SQL, &[&now])?
+                .into_iter()
+                .map(|r| r.get(0))
+                .collect();
+            Ok(super::Attention {
+                stuck: u64::try_from(stuck).unwrap_or(0),
+                running_owners,
+            })
+        })
+    }
+
     fn pending_effects(&self) -> Result<u64> {
         let row = self.read(|client| client.query_one(super::PENDING_EFFECTS_SQL, &[]))?;
         Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))

@@ -691,6 +691,20 @@ impl Journal for SqliteJournal {
         self.with(|conn| resolution::unresolved_in(conn, now))
     }
 
+    fn attention(&self, now: i64) -> Result<super::Attention> {
+        self.with_reader(|conn| {
+            let stuck = conn.query_row(super::STUCK_CALLS_SQL, [now], |r| r.get(0))?;
+            let running_owners = conn
+                .prepare_cached(super::LIVE_OWNERS_SQL)?
+                .query_map([now], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(super::Attention {
+                stuck,
+                running_owners,
+            })
+        })
+    }
+
     fn pending_effects(&self) -> Result<u64> {
         self.with_reader(|conn| conn.query_row(super::PENDING_EFFECTS_SQL, [], |r| r.get(0)))
     }
