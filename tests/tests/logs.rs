@@ -153,3 +153,37 @@ fn journal_filters_by_state_and_counts_what_it_lists() {
     let (code, _) = journal("stuck");
     assert_eq!(code, Some(2), "an unknown state is bad input");
 }
+
+/// `gc --retention-hours 0` is refused saying what it could not do and what does;
+/// what gc removed says the rest is kept for its own windows.
+#[test]
+fn gc_refuses_a_zero_window_and_says_what_it_keeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let out = justonce_command(Some(&db))
+        .args(["run", CHATTY_COMPONENT, "--args", r#"{"lines":1}"#])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let zero = justonce_command(Some(&db))
+        .args(["gc", "--retention-hours", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(zero.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&zero.stderr);
+    assert!(
+        said.contains("justonce forget KEY") && said.contains("their own"),
+        "{said}"
+    );
+    let gc = justonce_command(Some(&db))
+        .args(["gc", "--retention-hours", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(gc.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&gc.stdout);
+    assert!(
+        said.contains("removed 0 expired invocation(s)")
+            && said.contains("kept until its own window ends"),
+        "{said}"
+    );
+}
