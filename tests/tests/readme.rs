@@ -590,3 +590,27 @@ fn the_tours_second_call_is_replayed() {
         );
     }
 }
+
+/// A page of docs/ that opens with a list of its sections lists each of them, in order
+/// (a section added without its line, or a line left after its section moved, fails).
+#[test]
+fn each_pages_contents_lists_its_sections() {
+    for (path, text) in &PAGES[1..] {
+        let prose = prose(text);
+        let first_section = prose.find("\n## ").unwrap_or(prose.len());
+        let listed: Vec<&str> = prose[..first_section]
+            .lines()
+            .filter_map(|line| line.strip_prefix("- ["))
+            .filter_map(|line| line.split_once("](#"))
+            .map(|(title, _)| title)
+            .collect();
+        if listed.is_empty() {
+            continue;
+        }
+        let sections: Vec<&str> = prose
+            .lines()
+            .filter_map(|line| line.strip_prefix("## "))
+            .collect();
+        assert_eq!(listed, sections, "{path}'s contents list its sections");
+    }
+}
