@@ -489,6 +489,6 @@ fn replayed(key: InvocationKey, stored: &str) -> Result<CallResponse> {
 fn started_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| crate::clock::millis(d))
+        .map(crate::clock::millis)
         .unwrap_or(0)
 }
