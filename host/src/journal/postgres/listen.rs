@@ -191,7 +191,10 @@ fn listen_once(config: &postgres::Config, shared: &Shared) -> Result<(), postgre
     let mut client = config.connect(postgres::NoTls)?;
     let channel: String = client
         .query_one(concat!("SELECT ", channel!()), &[])?
-        .get(0);
+        // NULL while the journal's schema does not exist (dropped under it): an
+        // error like a lost session, retried after the backoff, never a panic of
+        // this thread (a soak found it: the listener thread died).
+        .try_get(0)?;
     client.batch_execute(&format!("LISTEN \"{}\"", channel.replace('"', "\"\"")))?;
     // Listening from here on: whatever was remembered before may predate a deletion
     // this session did not hear of.
