@@ -239,7 +239,7 @@ async def pydantic_ai_scenarios(justonce):
                 toolset = toolsets[server] = pydantic_ai_stdio(justonce.binary, justonce.args(*server))
                 # Connected once for every run (`async with toolset:`): entered per run,
                 # a stdio toolset sends `initialize` again to the process it keeps
-                # alive, which justonce refuses.
+                # alive, which starts the connection over.
                 await stack.enter_async_context(toolset)
             else:
                 toolset = toolsets[server] = pydantic_ai_http(*justonce.url(*server))

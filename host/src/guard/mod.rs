@@ -27,6 +27,10 @@ mod settle;
 
 #[cfg(test)]
 mod contract_tests;
+// The PostgreSQL failover drives hosts (guards) over a replicated journal: a test of
+// this layer, not of the journal below it.
+#[cfg(test)]
+mod failover_tests;
 pub(crate) mod scripted;
 
 pub(crate) use runner::{Runner, WasmRunner};

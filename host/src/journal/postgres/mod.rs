@@ -32,8 +32,6 @@ macro_rules! channel {
 }
 
 mod credentials;
-#[cfg(test)]
-mod failover_tests;
 mod listen;
 mod operations;
 mod ops;
@@ -225,6 +223,20 @@ pub(crate) struct PostgresJournal {
     /// Tests and the simulator only: a clock standing for the database server's (see
     /// [`PostgresJournal::with_database_clock`]).
     database_clock: Option<std::sync::Arc<dyn crate::clock::Clock>>,
+}
+
+#[cfg(test)]
+impl PostgresJournal {
+    /// How many sessions this journal's listener has listened on so far (a test of
+    /// a failover sees it listen again on the new primary).
+    pub(crate) fn listener_sessions(&self) -> u64 {
+        self.memory.sessions()
+    }
+
+    /// Whether the listener listens now (its memory may be used).
+    pub(crate) fn listener_live(&self) -> bool {
+        self.memory.live()
+    }
 }
 
 impl std::fmt::Debug for PostgresJournal {

@@ -21,12 +21,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::testing::{self, Replicated};
-use super::{PostgresJournal, PostgresTarget};
+use super::scripted::{Effects, ScriptedRunner, returned, tool_error};
+use super::{Guard, Policy, Shared};
 use crate::call::CallRequest;
 use crate::clock::{Clock, SystemClock};
-use crate::guard::scripted::{Effects, ScriptedRunner, returned, tool_error};
-use crate::guard::{Guard, Policy, Shared};
+use crate::journal::postgres::testing::{self, Replicated};
+use crate::journal::postgres::{PostgresJournal, PostgresTarget};
 use crate::journal::{Durability, Journal, Operator, Resolution};
 use crate::outcome::Outcome;
 use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError};
@@ -340,7 +340,10 @@ fn failover(pair: &Replicated) -> Report {
     wait("answers before the kill", &|| {
         answers.lock().unwrap().len() >= BEFORE_KILL
     });
-    let sessions: Vec<u64> = hosts.iter().map(|h| h.journal.memory.sessions()).collect();
+    let sessions: Vec<u64> = hosts
+        .iter()
+        .map(|h| h.journal.listener_sessions())
+        .collect();
 
     pair.kill_primary();
     let killed = Instant::now();
@@ -379,7 +382,7 @@ fn failover(pair: &Replicated) -> Report {
     // Each host's memory of outcomes listens on the new primary (a new session).
     for (host, before) in hosts.iter().zip(&sessions) {
         let start = Instant::now();
-        while !(host.journal.memory.sessions() > *before && host.journal.memory.live()) {
+        while !(host.journal.listener_sessions() > *before && host.journal.listener_live()) {
             assert!(
                 start.elapsed() < Duration::from_secs(10),
                 "a host's listener never listened on the new primary"
