@@ -19,6 +19,7 @@ const INVOCATION_TAG: &str = "justonce.invocation.v1";
 const EFFECT_TAG: &str = "justonce.effect.v2";
 const ARGUMENTS_TAG: &str = "justonce.arguments.v1";
 const SCOPED_KEY_TAG: &str = "justonce.scoped-key.v1";
+const LOCAL_KEY_ARGUMENTS_TAG: &str = "justonce.arguments.local-key.v1";
 
 /// Length in hex characters of derived invocation and effect keys (128 bits).
 pub const KEY_HEX_LEN: usize = 32;
@@ -172,6 +173,21 @@ pub(crate) fn invocation_key_of_canonical(
 pub(crate) fn arguments_fingerprint_of_canonical(tool: &str, canonical_args: &str) -> Fingerprint {
     Fingerprint(hash_strings_and_canonical(
         &[ARGUMENTS_TAG, tool],
+        canonical_args,
+    ))
+}
+
+/// The fingerprint of a call a caller without a principal (`run --key`, a stdio
+/// client) makes under a key of its own choosing: the arguments' fingerprint under
+/// a tag of its own. Such a key is used as it is given, so it could be any key,
+/// including one a principal's call computed (from its name, conversation, tool and
+/// arguments); with another fingerprint, that record answers such a call
+/// `mismatch`, never its saved outcome, and a principal never replays an outcome a
+/// local caller planted under its key. Calls without an explicit key, and every
+/// principal's call, keep [`arguments_fingerprint_of_canonical`].
+pub(crate) fn local_key_fingerprint_of_canonical(tool: &str, canonical_args: &str) -> Fingerprint {
+    Fingerprint(hash_strings_and_canonical(
+        &[LOCAL_KEY_ARGUMENTS_TAG, tool],
         canonical_args,
     ))
 }

@@ -807,6 +807,52 @@ fn the_first_run_journals_the_component_that_ran_it() {
     assert_eq!(component("echo").as_deref(), Some("sha256:0b"));
 }
 
+/// A caller without a principal (a local `run --key`, a stdio client) passing a
+/// principal's invocation key, which anyone can compute from the principal's name,
+/// conversation, tool and arguments, is told `mismatch`: it neither reads the
+/// principal's saved answer nor runs anything. The other way round, an outcome a
+/// local caller planted under a principal's key first is never replayed to that
+/// principal. The opposite cases: the principal's own retry replays, and a local
+/// caller's retry of its own key replays.
+#[test]
+fn a_principals_key_passed_by_a_local_caller_is_a_mismatch_both_ways() {
+    let mut runner = ScriptedRunner::default();
+    let runs = pay_tool(&mut runner, "payments");
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let h = host(runner, &[("payments", payments.clone())]);
+    let bobs = || pay(10).principal("bob");
+
+    let first = h.guard.call(&bobs()).unwrap();
+    let stolen = h.guard.call(&pay(10).key(first.key.to_string()));
+    assert!(matches!(stolen, Err(Error::Mismatch { .. })), "{stolen:?}");
+    let retry = h.guard.call(&bobs()).unwrap();
+    assert!(retry.replayed);
+    assert_eq!(retry.outcome, first.outcome);
+    assert_eq!(
+        (runs.load(Ordering::SeqCst), payments.applied().len()),
+        (1, 1)
+    );
+
+    // A local caller goes first under the key bob's next call will have.
+    let alices = pay(20).principal("alice");
+    let planted_key = super::prepare::prepare(h.guard.runner.as_ref(), &alices, None)
+        .unwrap()
+        .key;
+    let planted = h.guard.call(&pay(20).key(planted_key.to_string())).unwrap();
+    assert!(!planted.replayed);
+    let again = h.guard.call(&pay(20).key(planted_key.to_string())).unwrap();
+    assert!(again.replayed, "the local caller's own retry replays");
+    let refused = h.guard.call(&alices);
+    assert!(
+        matches!(refused, Err(Error::Mismatch { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(
+        (runs.load(Ordering::SeqCst), payments.applied().len()),
+        (2, 2)
+    );
+}
+
 /// A keyed downstream that answers a repeated key with the first answer's meaning
 /// but not its bytes, as real APIs do (`Date`, Stripe's `Idempotent-Replayed`): the
 /// reply's number under its key rides along.
@@ -2599,6 +2645,7 @@ on_postgres!(
     a_call_traces_each_effect_and_each_attempt_under_its_keys,
     a_fenced_run_saves_the_definitive_answer_it_holds,
     the_first_run_journals_the_component_that_ran_it,
+    a_principals_key_passed_by_a_local_caller_is_a_mismatch_both_ways,
     a_run_that_paused_past_its_lease_saves_no_answer_over_the_one_the_taker_handed_its_tool,
     a_keyed_answer_is_saved_with_the_next_commit_and_an_unkeyed_one_at_once,
     a_run_whose_effect_a_person_answered_meanwhile_hands_the_tool_the_recorded_answer,

@@ -58,7 +58,12 @@ pub(crate) fn prepare(
     tool.schema.check(&args).map_err(invalid)?;
     // The key and the fingerprint hash this canonical text; the value is not
     // serialized again.
-    let fingerprint = keys::arguments_fingerprint_of_canonical(&tool.name, &canonical);
+    let fingerprint = match (&request.key, &request.principal) {
+        // A key of the local caller's choosing may be anybody's: see
+        // `local_key_fingerprint_of_canonical`.
+        (Some(_), None) => keys::local_key_fingerprint_of_canonical(&tool.name, &canonical),
+        _ => keys::arguments_fingerprint_of_canonical(&tool.name, &canonical),
+    };
     let key = match &request.key {
         Some(explicit) => {
             let key =
