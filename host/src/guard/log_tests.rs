@@ -375,3 +375,22 @@ fn metrics_say_which_tool_retries_against_which_provider_a_409_is_a_conflict_and
         "an abandoned call is not stuck"
     );
 }
+
+/// The same on PostgreSQL: its statements for the lease's previous owner and for
+/// what needs attention are its own.
+mod on_postgres {
+    macro_rules! on_postgres {
+        ($($name:ident),* $(,)?) => {$(
+            #[test]
+            fn $name() {
+                super::super::run_on_postgres(stringify!($name), super::$name);
+            }
+        )*};
+    }
+    on_postgres!(
+        a_takeover_is_logged_naming_the_host_that_stopped_and_each_call_gets_one_line,
+        an_unknown_outcome_is_a_warning_that_says_the_retry_is_safe_and_what_each_attempt_got,
+        operator_actions_are_logged_with_who_refused_ones_too,
+        metrics_say_which_tool_retries_against_which_provider_a_409_is_a_conflict_and_what_is_stuck,
+    );
+}
