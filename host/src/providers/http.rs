@@ -12,8 +12,9 @@ use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, Rea
 const REQUEST: &str = "request";
 
 /// Performs HTTP requests for tools. Operation `request` takes the payload described
-/// in the README (`method`, `url` or `service` + `path`, `headers`, `body` or `json`,
-/// `record`) and answers `{"status", "headers", "body", "truncated"}`.
+/// in docs/tool-authors.md, "HTTP and webhooks" (`method`, `url` or `service` +
+/// `path`, `headers`, `body` or `json`, `record`) and answers `{"status", "headers",
+/// "body", "truncated"}`.
 ///
 /// - Every non-safe method carries the effect key in the configured idempotency
 ///   header (`Idempotency-Key` by default); a tool may not set that header itself.
