@@ -9,6 +9,7 @@
 //! unscoped_retention_minutes = 10 # calls that name no conversation
 //! durability = "full"            # or "normal": no fsync on the call path
 //! tokens_file = "tokens.json"    # bearer tokens of `serve --http` (`justonce token`)
+//! host_name = "web-1"            # this host in leases, logs and the console (else the hostname)
 //! registry_secrets_file = "registry.env" # one registry's login, if not in the environment
 //!
 //! [retry]
@@ -125,6 +126,9 @@ pub struct Config {
     pub oauth: Option<OAuthConfig>,
     /// `[mcp]`: how `serve` treats calls.
     pub mcp: McpSettings,
+    /// `host_name`: this host's name in the leases it journals, its log lines and
+    /// the console (`--host-name` and `JUSTONCE_HOST_NAME` win over it).
+    pub host_name: Option<crate::journal::HostIdentity>,
 }
 
 /// `[mcp]`: how `serve` treats calls. Unset keys leave `serve`'s defaults (or its
@@ -184,6 +188,7 @@ struct RawConfig {
     registries: BTreeMap<String, RawRegistry>,
     oauth: Option<OAuthConfig>,
     mcp: Option<RawMcp>,
+    host_name: Option<String>,
 }
 
 /// `[mcp]`.
@@ -552,6 +557,13 @@ impl Config {
                 .transpose()
                 .map_err(error)?
                 .unwrap_or_default(),
+            host_name: raw
+                .host_name
+                .map(|name| {
+                    crate::journal::HostIdentity::named(&name)
+                        .map_err(|e| error(format!("host_name: {e}")))
+                })
+                .transpose()?,
         })
     }
 }
@@ -678,6 +690,20 @@ mod tests {
         assert!(why.contains("mcp.answer_within_ms"), "{why}");
         let why = reason("[mcp]\nwait_ms = 5");
         assert!(why.contains("wait_ms"), "{why}");
+    }
+
+    /// `host_name` names this host in leases, logs and the console; a name a lease
+    /// owner cannot carry is refused naming the key.
+    #[test]
+    fn host_name_names_this_host_and_a_bad_one_is_refused() {
+        let config = parse("host_name = \"web-1\"").unwrap();
+        assert_eq!(config.host_name.map(|h| h.name).as_deref(), Some("web-1"));
+        assert_eq!(parse("").unwrap().host_name, None);
+        let why = reason("host_name = \"web 1@x\"");
+        assert!(
+            why.contains("host_name") && why.contains("web 1@x"),
+            "{why}"
+        );
     }
 
     #[test]

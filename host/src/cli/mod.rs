@@ -192,7 +192,8 @@ impl Cli {
             .without_tool_sources()
             .database(&self.db)
             .lease(std::time::Duration::from_millis(self.lease_ms));
-        if let Some(identity) = &self.host_name {
+        let configured = self.settings.as_ref().and_then(|c| c.host_name.as_ref());
+        if let Some(identity) = self.host_name.as_ref().or(configured) {
             builder = builder.identity(identity.clone());
         }
         match &self.http_config {
