@@ -26,7 +26,13 @@ def seen(result):
     """What the agent is told by one tools/call, as plain JSON."""
     return {
         "is_error": result.is_error,
-        "text": [block.text for block in result.content if block.type == "text"],
+        # Text items, and the text of embedded text resources (a replay's note).
+        "text": [
+            block.text if block.type == "text" else block.resource.text
+            for block in result.content
+            if block.type == "text"
+            or (block.type == "resource" and hasattr(block.resource, "text"))
+        ],
         "structured": result.structured_content,
         "meta": result.meta or {},
     }

@@ -44,9 +44,11 @@ fn python() -> Result<PathBuf, String> {
 struct Framework {
     /// recipes.py's name for it.
     name: &'static str,
-    /// Whether a replay's appended note reaches the model. pydantic-ai 2.68 hands the
-    /// model a result's `structuredContent` alone whenever all its content items are
-    /// text, so the note (a text item) is dropped and a replay reads as a first call.
+    /// Whether a replay's appended note reaches the model. It does in all three:
+    /// pydantic-ai 2.68 hands the model a result's `structuredContent` alone whenever
+    /// all its content items are text, which is why the note is an embedded text
+    /// resource, not a text item (as a text item it was dropped there, and a replay
+    /// read as a first call).
     sees_the_replay_note: bool,
     /// Whether a tool result's error flag reaches the model (the Agents SDK passes
     /// the content on as output, error or not).
@@ -59,7 +61,7 @@ struct Framework {
 
 const PYDANTIC_AI: Framework = Framework {
     name: "pydantic-ai",
-    sees_the_replay_note: false,
+    sees_the_replay_note: true,
     sees_the_error_flag: true,
     refusal: Some((
         "pydantic-ai: MCPToolset(transport, process_tool_call=lambda ctx, call_tool, name, args: call_tool(name, args, metadata=",

@@ -395,7 +395,7 @@ pub(crate) fn call_result(
                 }
             };
             if replayed {
-                add_note(&mut result, REPLAYED_NOTE);
+                add_replay_note(&mut result);
             }
             Ok(result)
         }
@@ -541,6 +541,26 @@ fn add_note(result: &mut Value, note: &str) {
         content.push(json!({
             "type": "text",
             "text": note,
+            "annotations": { "audience": ["assistant"] },
+            "_meta": { NOTE_META_KEY: true },
+        }));
+    }
+}
+
+/// The URI of the embedded resource that carries a replay's note.
+pub const NOTE_URI: &str = "justonce:note";
+
+/// Appends the note that tells the model a replay is a replay, after the tool's own
+/// items, as an embedded text resource (`justonce:note`) rather than a text item:
+/// clients that hand the model `structuredContent` alone whenever every item is
+/// text (pydantic-ai) would drop a text note, and a replay would read as a first
+/// call; a resource item makes them hand the model the content, note included.
+/// Marked `_meta["dev.justonce/note"]` and for the assistant's eyes, as every note.
+fn add_replay_note(result: &mut Value) {
+    if let Some(Value::Array(content)) = result.get_mut("content") {
+        content.push(json!({
+            "type": "resource",
+            "resource": { "uri": NOTE_URI, "mimeType": "text/plain", "text": REPLAYED_NOTE },
             "annotations": { "audience": ["assistant"] },
             "_meta": { NOTE_META_KEY: true },
         }));
@@ -882,7 +902,8 @@ mod tests {
         assert_eq!(ok["_meta"][REPLAYED_META_KEY], true);
         assert_eq!(ok["_meta"][KEY_META_KEY], key.to_string());
         assert_eq!(ok["content"].as_array().unwrap().len(), 2, "{ok}");
-        assert_eq!(ok["content"][1]["text"], REPLAYED_NOTE);
+        assert_eq!(ok["content"][1]["type"], "resource");
+        assert_eq!(ok["content"][1]["resource"]["text"], REPLAYED_NOTE);
         assert_eq!(ok["content"][1]["_meta"][NOTE_META_KEY], true);
 
         let unknown = call_result(

@@ -265,5 +265,7 @@ pub fn tool_items(result: &Value) -> Value {
 /// `_meta["dev.justonce/note"]` (a replay, a retry-safe error); `None` without one.
 pub fn note(result: &Value) -> Option<String> {
     let last = result["content"].as_array()?.last()?;
-    is_note(last).then(|| last["text"].as_str().unwrap_or_default().to_owned())
+    // A replay's note is an embedded text resource, an error's a text item.
+    let text = last["text"].as_str().or(last["resource"]["text"].as_str());
+    is_note(last).then(|| text.unwrap_or_default().to_owned())
 }
