@@ -71,11 +71,7 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
             for line in text.lines() {
                 let code = line.split("//").next().unwrap_or("");
                 for (i, _) in code.match_indices("crate::") {
-                    let rest = &code[i + "crate::".len()..];
-                    let module: String = rest
-                        .chars()
-                        .take_while(|c| c.is_ascii_lowercase() || *c == '_' || c.is_ascii_digit())
-                        .collect();
+                    let module = module_name_at(&code[i + "crate::".len()..]);
                     if !module.is_empty() && module != name {
                         deps.insert(module);
                     }
@@ -85,6 +81,13 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
         graph.insert(name, deps);
     }
     graph
+}
+
+/// The module name `text` starts with (a path segment, as `use` names it).
+fn module_name_at(text: &str) -> String {
+    text.chars()
+        .take_while(|c| c.is_ascii_lowercase() || *c == '_' || c.is_ascii_digit())
+        .collect()
 }
 
 #[test]
@@ -161,12 +164,7 @@ fn the_submodules_of_each_module_form_no_cycle() {
                     }
                     named.extend(code.match_indices(&direct).map(|(i, m)| i + m.len()));
                     for at in named {
-                        let sibling: String = code[at..]
-                            .chars()
-                            .take_while(|c| {
-                                c.is_ascii_lowercase() || *c == '_' || c.is_ascii_digit()
-                            })
-                            .collect();
+                        let sibling = module_name_at(&code[at..]);
                         if sibling != name && siblings.contains(&sibling) && sibling != "mod" {
                             graph.get_mut(&name).unwrap().insert(sibling);
                         }

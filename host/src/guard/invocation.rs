@@ -16,10 +16,10 @@ struct State {
     generation: u64,
     /// The keys a call of this process is working on now.
     running: HashSet<InvocationKey>,
-    /// The latest finishes, with the generation each one made (at most
-    /// [`RECENT_FINISHES`]): a duplicate waiting on the journal wakes for its own key,
-    /// not for every call this process finishes.
-    recent: VecDeque<(u64, InvocationKey)>,
+    /// The keys of the latest finishes, oldest first (at most [`RECENT_FINISHES`]):
+    /// a duplicate waiting on the journal wakes for its own key, not for every call
+    /// this process finishes.
+    recent: VecDeque<InvocationKey>,
 }
 
 /// How many finishes [`State::recent`] remembers; a waiter that missed more than
@@ -69,9 +69,6 @@ pub(crate) struct Entered<'a> {
 
 impl Drop for Entered<'_> {
     fn drop(&mut self) {
-        let mut state = self.guard.lock();
-        state.running.remove(&self.key);
-        drop(state);
         self.guard.finished(&self.key);
     }
 }
@@ -99,15 +96,16 @@ impl InvocationGuard {
         None
     }
 
-    /// Tells every waiter that `key` finished, so they look again.
+    /// Releases `key` and tells every waiter it finished, so they look again: under
+    /// one lock, the key moving from the running set to the recent finishes.
     fn finished(&self, key: &InvocationKey) {
         let mut state = self.lock();
+        let key = state.running.take(key).unwrap_or_else(|| key.clone());
         state.generation = state.generation.wrapping_add(1);
-        let generation = state.generation;
         if state.recent.len() == RECENT_FINISHES {
             state.recent.pop_front();
         }
-        state.recent.push_back((generation, key.clone()));
+        state.recent.push_back(key);
         drop(state);
         self.finished.notify_all();
     }
@@ -140,7 +138,7 @@ impl State {
             .iter()
             .rev()
             .take(since as usize)
-            .any(|(_, k)| k == key)
+            .any(|k| k == key)
     }
 }
 

@@ -385,9 +385,7 @@ impl Guard {
                 BeginOutcome::Wait => {
                     drop(entered);
                     waiting();
-                    let Some(left) = self.policy.wait_bound.checked_sub(started.elapsed()) else {
-                        return Err(Error::InProgress { key: prepared.key });
-                    };
+                    let left = self.policy.wait_bound.saturating_sub(started.elapsed());
                     if left.is_zero() {
                         return Err(Error::InProgress { key: prepared.key });
                     }

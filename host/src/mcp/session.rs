@@ -178,10 +178,7 @@ impl<'a> Session<'a> {
                     None,
                 )))
             }
-            Era::Stateless => Dispatch::Reply(Err(stateless_envelope_error(params)
-                .unwrap_or_else(|| {
-                    ErrorData::invalid_params("params._meta is missing the request envelope", None)
-                }))),
+            Era::Stateless => Dispatch::Reply(Err(envelope_refusal(params))),
             Era::Fresh | Era::Handshake(_) => self.handshake(method, params),
         }
     }
@@ -335,7 +332,15 @@ fn string_param<'p>(params: &'p Params, method: &str, name: &str) -> Result<&'p 
 
 /// What is wrong with a request's 2026-07-28 envelope, if anything: a missing key
 /// is `-32602`, an unserved version `-32022` naming the supported ones.
-pub(crate) fn stateless_envelope_error(params: &Params) -> Option<ErrorData> {
+/// Why a stateless request without a valid envelope is refused: what
+/// [`stateless_envelope_error`] finds, else that the envelope is missing.
+pub(crate) fn envelope_refusal(params: &Params) -> ErrorData {
+    stateless_envelope_error(params).unwrap_or_else(|| {
+        ErrorData::invalid_params("params._meta is missing the request envelope", None)
+    })
+}
+
+fn stateless_envelope_error(params: &Params) -> Option<ErrorData> {
     let Some(meta) = params.get("_meta").and_then(Value::as_object) else {
         return Some(ErrorData::invalid_params(
             format!(

@@ -219,11 +219,8 @@ impl McpEndpoint {
                 .header("mcp-protocol-version")
                 .is_some_and(|v| MODERN_VERSIONS.iter().any(|m| m.as_str() == v)) =>
             {
-                let why = crate::mcp::session::stateless_envelope_error(params).map_or_else(
-                    || "params._meta is missing the request envelope".into(),
-                    |e| e.message.to_string(),
-                );
-                return refusal(400, Some(id), ErrorCode::INVALID_PARAMS, &why);
+                let why = crate::mcp::session::envelope_refusal(params);
+                return refusal(400, Some(id), why.code, &why.message);
             }
             None => {
                 return refusal(
