@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::clock::{Clock, SystemClock, millis};
 use crate::error::{Error, Result};
 use crate::fault;
-use crate::guard::{Guard, Policy, Shared, WasmRunner};
+use crate::guard::{GatewayRunner, Guard, Policy, Shared, WasmRunner};
 use crate::host::Host;
 use crate::http::HttpConfig;
 use crate::journal::{self, Durability};
@@ -67,6 +67,8 @@ pub struct HostBuilder {
     hidden_from_mcp: std::collections::BTreeSet<String>,
     /// The host as its leases and log lines name it; `None`: the machine's hostname.
     identity: Option<crate::journal::HostIdentity>,
+    /// Upstream MCP servers whose tools the host offers under the guard.
+    upstreams: Vec<(String, crate::upstream::UpstreamConfig)>,
 }
 
 impl Default for HostBuilder {
@@ -103,6 +105,7 @@ impl Default for HostBuilder {
             tool_allow: BTreeMap::new(),
             hidden_from_mcp: std::collections::BTreeSet::new(),
             identity: None,
+            upstreams: Vec::new(),
         }
     }
 }
@@ -214,6 +217,18 @@ impl HostBuilder {
     /// Registers a provider under `name`, replacing a built-in one of that name.
     pub fn provider(mut self, name: impl Into<String>, provider: Arc<dyn Provider>) -> Self {
         self.providers.insert(name.into(), provider);
+        self
+    }
+
+    /// Offers the tools of the MCP server `config` describes, under the guard: each
+    /// call is an invocation whose one effect is the upstream `tools/call`, journaled
+    /// on the provider `mcp:NAME` before it is sent (`[upstreams.NAME]`).
+    pub fn upstream(
+        mut self,
+        name: impl Into<String>,
+        config: crate::upstream::UpstreamConfig,
+    ) -> Self {
+        self.upstreams.push((name.into(), config));
         self
     }
 
@@ -570,6 +585,18 @@ impl HostBuilder {
                     .lose_first_responses(self.lose_first_mail_responses);
             providers.insert("mail".into(), Arc::new(mail));
         }
+        let upstreams: Vec<Arc<crate::upstream::Upstream>> = self
+            .upstreams
+            .into_iter()
+            .map(|(name, config)| Arc::new(crate::upstream::Upstream::new(name, config)))
+            .collect();
+        for upstream in &upstreams {
+            providers.insert(
+                upstream.provider_name(),
+                Arc::new(crate::upstream::UpstreamProvider::new(Arc::clone(upstream))),
+            );
+        }
+        let upstreams = Arc::new(crate::upstream::Upstreams::new(upstreams));
         let providers = crate::providers::with_faults(providers, &self.faults);
         for provider in providers.values() {
             journal.prepare_provider(provider.as_ref())?;
@@ -584,10 +611,18 @@ impl HostBuilder {
             tools: self.tool_limits,
         };
         crate::runtime::check_pool_fits(&runtime, &limits)?;
-        let runner = Arc::new(WasmRunner {
+        let wasm = WasmRunner {
             runtime: Arc::clone(&runtime),
             limits: limits.clone(),
-        });
+        };
+        let runner: Arc<dyn crate::guard::Runner> = if upstreams.is_empty() {
+            Arc::new(wasm)
+        } else {
+            Arc::new(GatewayRunner {
+                wasm,
+                upstreams: Arc::clone(&upstreams),
+            })
+        };
         let shared = Arc::new(Shared {
             journal,
             providers,
@@ -611,7 +646,9 @@ impl HostBuilder {
         if let Some(identity) = self.identity {
             guard = guard.identified_as(identity);
         }
-        Ok(Host::new(guard, runtime, limits, http).hiding_from_mcp(self.hidden_from_mcp))
+        Ok(Host::new(guard, runtime, limits, http)
+            .hiding_from_mcp(self.hidden_from_mcp)
+            .with_upstreams(upstreams))
     }
 }
 

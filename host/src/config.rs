@@ -42,6 +42,9 @@
 //! answer_within_ms = 4000        # a duplicate waiting for the first call answers
 //!                                # in_progress (retry-safe) by then (default 4000)
 //!
+//! [upstreams.memory]             # an MCP server's tools, under the guard (see
+//! command = ["node", "server-memory/dist/index.js"]  # `config/upstreams.rs`)
+//!
 //! [telemetry]                    # traces over OTLP/HTTP (OTEL_EXPORTER_OTLP_* win)
 //! otlp_endpoint = "http://localhost:4318"
 //!
@@ -66,6 +69,8 @@ use crate::registry::{LockFile, LoginSources, Reference, lock_path_beside};
 use crate::retention::Unscoped;
 use crate::retry::RetryPolicy;
 use crate::runtime::{Limits, ToolLimits};
+
+mod upstreams;
 
 /// The configuration file's name; the CLI looks for it next to the database.
 pub const FILE_NAME: &str = "justonce.toml";
@@ -129,6 +134,8 @@ pub struct Config {
     /// `host_name`: this host's name in the leases it journals, its log lines and
     /// the console (`--host-name` and `JUSTONCE_HOST_NAME` win over it).
     pub host_name: Option<crate::journal::HostIdentity>,
+    /// `[upstreams.NAME]`: MCP servers whose tools the host offers under the guard.
+    pub upstreams: BTreeMap<String, crate::upstream::UpstreamConfig>,
 }
 
 /// `[mcp]`: how `serve` treats calls. Unset keys leave `serve`'s defaults (or its
@@ -189,6 +196,8 @@ struct RawConfig {
     oauth: Option<OAuthConfig>,
     mcp: Option<RawMcp>,
     host_name: Option<String>,
+    #[serde(default)]
+    upstreams: BTreeMap<String, upstreams::RawUpstream>,
 }
 
 /// `[mcp]`.
@@ -495,6 +504,11 @@ impl Config {
         } else {
             LockFile::read(&lock_path_beside(path))
         };
+        let mut upstreams = BTreeMap::new();
+        for (name, section) in raw.upstreams {
+            let config = section.checked(&name, dir).map_err(error)?;
+            upstreams.insert(name, config);
+        }
         let mut tool_retention = BTreeMap::new();
         for (name, section) in &raw.tools {
             if let Some(hours) = section.retention_hours {
@@ -564,6 +578,7 @@ impl Config {
                         .map_err(|e| error(format!("host_name: {e}")))
                 })
                 .transpose()?,
+            upstreams,
         })
     }
 }
@@ -613,6 +628,9 @@ impl HostBuilder {
         }
         for tool in &config.hidden_from_mcp {
             self = self.hide_from_mcp(tool.clone());
+        }
+        for (name, upstream) in &config.upstreams {
+            self = self.upstream(name.clone(), upstream.clone());
         }
         self = self.limits(config.limits.defaults.clone());
         for (tool, limits) in &config.limits.tools {

@@ -16,6 +16,7 @@ use crate::journal::{
 use crate::keys::InvocationKey;
 use crate::retention::Retention;
 use crate::runtime::{DirSwap, Runtime, SwapReport, ToolLimits};
+use crate::upstream::{UpstreamTool, Upstreams};
 
 /// The guarded tool host. Build it once with [`Host::builder`]; `call` it from many
 /// threads.
@@ -25,6 +26,7 @@ pub struct Host {
     limits: ToolLimits,
     http: Arc<HttpConfig>,
     hidden_from_mcp: std::sync::RwLock<std::collections::BTreeSet<String>>,
+    upstreams: Arc<Upstreams>,
 }
 
 impl std::fmt::Debug for Host {
@@ -49,7 +51,20 @@ impl Host {
             limits,
             http,
             hidden_from_mcp: Default::default(),
+            upstreams: Default::default(),
         }
+    }
+
+    pub(crate) fn with_upstreams(mut self, upstreams: Arc<Upstreams>) -> Self {
+        self.upstreams = upstreams;
+        self
+    }
+
+    /// The tools of the upstream MCP servers (`[upstreams.NAME]`), each listed from
+    /// its server (which starts it, on first use). An upstream that cannot list its
+    /// tools offers none; its error is logged.
+    pub fn upstream_tools(&self) -> Vec<UpstreamTool> {
+        self.upstreams.tools()
     }
 
     pub(crate) fn hiding_from_mcp(self, tools: std::collections::BTreeSet<String>) -> Self {

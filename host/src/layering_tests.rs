@@ -20,6 +20,7 @@ const LAYERS: &[&[&str]] = &[
         "http",
         "registry",
         "auth",
+        "upstream",
     ],
     &[
         "call",

@@ -57,6 +57,7 @@ mod runtime;
 mod serving;
 mod sim;
 mod trust;
+pub mod upstream;
 
 #[cfg(test)]
 mod layering_tests;

@@ -131,6 +131,16 @@ pub trait Provider: Send + Sync + 'static {
     /// Which class of downstream this is.
     fn class(&self) -> ProviderClass;
 
+    /// The class of one effect, when a provider's downstream copes with some
+    /// operations differently than others (an upstream MCP server: a tool annotated
+    /// `idempotentHint` is keyed, another unkeyed). Journaled with the effect; the
+    /// guard decides what an unknown outcome allows by it. [`Provider::class`] unless
+    /// overridden.
+    fn class_of(&self, operation: &str, payload: &Value) -> ProviderClass {
+        let _ = (operation, payload);
+        self.class()
+    }
+
     /// Performs one attempt of a keyed or unkeyed effect.
     fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError>;
 

@@ -35,8 +35,9 @@ impl Tools {
         };
         let host = builder.build()?;
         let runtime = host.runtime();
+        let upstream = host.upstream_tools();
         if self.json {
-            let tools: Vec<_> = runtime
+            let mut tools: Vec<_> = runtime
                 .tools()
                 .map(|t| {
                     json!({
@@ -53,6 +54,21 @@ impl Tools {
                     })
                 })
                 .collect();
+            tools.extend(upstream.iter().map(|t| {
+                json!({
+                    "name": t.name,
+                    "description": t.entry.get("description"),
+                    "inputSchema": portable_schema(&t.input_schema),
+                    "outputSchema": t.entry.get("outputSchema").map(portable_schema),
+                    "annotations": t.entry.get("annotations"),
+                    "readOnly": t.read_only,
+                    "upstream": t.upstream,
+                    "upstreamName": t.upstream_name,
+                    "keyed": t.keyed,
+                    "retention": (!t.read_only)
+                        .then(|| host.retention().of_tool(&t.name).to_json()),
+                })
+            }));
             print_json(&serde_json::Value::Array(tools));
         } else {
             for tool in runtime.tools() {
@@ -70,6 +86,27 @@ impl Tools {
                     println!("    {line}");
                 }
             }
+            for tool in &upstream {
+                let description = tool.entry.get("description").and_then(|d| d.as_str());
+                println!("{}\n  {}", tool.name, description.unwrap_or(""));
+                println!(
+                    "  upstream MCP server `{}`, its tool `{}`",
+                    tool.upstream, tool.upstream_name
+                );
+                if tool.read_only {
+                    println!("  (read-only: every call runs, nothing is saved)");
+                } else {
+                    println!(
+                        "  ({}; an unknown outcome {})",
+                        host.retention().of_tool(&tool.name).describe(),
+                        if tool.keyed {
+                            "is sent again under the same key"
+                        } else {
+                            "waits for a person (`justonce resolve`)"
+                        }
+                    );
+                }
+            }
         }
         // A refused component does not hide the others: it is listed with its reason
         // (on stderr next to JSON, so stdout stays one JSON value).
@@ -81,7 +118,7 @@ impl Tools {
                 println!("{line}");
             }
         }
-        if runtime.tools().next().is_none() {
+        if runtime.tools().next().is_none() && upstream.is_empty() {
             eprintln!("justonce: {}", nothing_loaded(cli, runtime));
             return Ok(exit::BAD_INPUT);
         }

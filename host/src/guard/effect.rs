@@ -293,7 +293,7 @@ impl EffectSession {
             }
         }
 
-        let class = provider.class();
+        let class = provider.class_of(operation, payload);
         let key = keys::effect_key(&self.invocation, self.entropy.seed.generation(), seq);
         let _span = spans::effect(&self.invocation, &key, seq, provider_name, operation).entered();
         let invocation = self.invocation.clone();

@@ -17,6 +17,7 @@
 
 mod access_log;
 mod effect;
+mod gateway;
 mod heartbeat;
 mod invocation;
 mod prepare;
@@ -33,6 +34,7 @@ mod contract_tests;
 mod failover_tests;
 pub(crate) mod scripted;
 
+pub(crate) use gateway::GatewayRunner;
 pub(crate) use runner::{Runner, WasmRunner};
 
 use std::collections::BTreeMap;

@@ -47,7 +47,7 @@ impl std::fmt::Debug for Catalog {
 impl Catalog {
     /// The tools `host` offers over MCP now.
     pub(crate) fn new(host: Arc<Host>) -> Self {
-        let listing = RwLock::new((Arc::new(tools::descriptors(&host)), builds(&host)));
+        let listing = RwLock::new((Arc::new(listed(&host)), builds(&host)));
         Self {
             host,
             listing,
@@ -65,7 +65,7 @@ impl Catalog {
     /// stores it (so a `tools/list` sent after the notification gets it) and tells
     /// every listener. Whether it changed.
     pub fn refresh(&self) -> bool {
-        let now = tools::descriptors(&self.host);
+        let now = listed(&self.host);
         let built = builds(&self.host);
         {
             let mut listing = self.listing.write().unwrap_or_else(|e| e.into_inner());
@@ -102,6 +102,13 @@ impl Catalog {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&id);
     }
+}
+
+/// The `tools/list` entries: the components' tools, then the upstream servers'.
+fn listed(host: &Host) -> Vec<Tool> {
+    let mut listed = tools::descriptors(host);
+    listed.extend(super::upstream_tools::descriptors(host));
+    listed
 }
 
 /// The digests of the tools `host` offers over MCP, by name.

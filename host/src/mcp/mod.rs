@@ -45,6 +45,7 @@ pub mod protocol;
 mod server;
 mod session;
 pub mod tools;
+mod upstream_tools;
 
 pub use catalog::{Catalog, LIST_CHANGED};
 pub use http::{HttpOptions, server as http_server};

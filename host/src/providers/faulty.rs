@@ -134,6 +134,10 @@ impl Provider for Faulty {
         self.inner.class()
     }
 
+    fn class_of(&self, operation: &str, payload: &Value) -> ProviderClass {
+        self.inner.class_of(operation, payload)
+    }
+
     fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
         let answer = self.inner.perform(request)?;
         let times = {

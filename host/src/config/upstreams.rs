@@ -1,0 +1,106 @@
+//! `[upstreams.NAME]` of `justonce.toml`: MCP servers whose tools the host offers
+//! under the guard.
+//!
+//! ```toml
+//! [upstreams.memory]
+//! command = ["npx", "-y", "@modelcontextprotocol/server-memory@2026.8.31"]
+//! env = { MEMORY_FILE_PATH = "memory.jsonl", API_TOKEN = "${MEMORY_TOKEN}" }
+//! secrets_file = "memory.env"     # MEMORY_TOKEN=… (else the host's environment)
+//! tools = ["create_entities", "read_graph"]   # only these (default: all)
+//! exclude = ["delete_entities"]   # not these
+//! prefix = "mem_"                 # offered as mem_create_entities, …
+//! idempotent = ["create_entities"] # safe to send again under the same key
+//! dedupes_by_key = false          # true: the server deduplicates by _meta's key
+//! trust_read_only_hint = true     # readOnlyHint tools run every time, unsaved
+//! timeout_ms = 30000              # how long a call waits for the server
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::upstream::{UpstreamConfig, valid_tool_name};
+
+/// `[upstreams.NAME]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawUpstream {
+    command: Option<Vec<String>>,
+    url: Option<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    secrets_file: Option<PathBuf>,
+    tools: Option<Vec<String>>,
+    #[serde(default)]
+    exclude: Vec<String>,
+    #[serde(default)]
+    prefix: String,
+    #[serde(default)]
+    dedupes_by_key: bool,
+    #[serde(default)]
+    idempotent: Vec<String>,
+    trust_read_only_hint: Option<bool>,
+    timeout_ms: Option<u64>,
+}
+
+impl RawUpstream {
+    /// The checked configuration of the upstream `name`; relative paths are
+    /// relative to `dir`. The error names the key.
+    pub(super) fn checked(self, name: &str, dir: &Path) -> Result<UpstreamConfig, String> {
+        let key = |k: &str| format!("`upstreams.{name}.{k}`");
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+        {
+            return Err(format!(
+                "`upstreams.{name}`: an upstream's name is ASCII letters, digits, `_` and `-`"
+            ));
+        }
+        let command = match (self.command, self.url) {
+            (Some(command), None) if !command.is_empty() && !command[0].is_empty() => command,
+            (Some(_), None) => return Err(format!("{} must name a program", key("command"))),
+            (None, Some(url)) => {
+                return Err(format!(
+                    "{}: Streamable HTTP upstreams ({url}) are not supported yet; run the server over stdio with `command`",
+                    key("url")
+                ));
+            }
+            (Some(_), Some(_)) => {
+                return Err(format!(
+                    "`upstreams.{name}` names both `command` and `url`; name one"
+                ));
+            }
+            (None, None) => {
+                return Err(format!(
+                    "`upstreams.{name}` needs `command = [\"program\", \"arg\", …]` (a stdio MCP server)"
+                ));
+            }
+        };
+        if !self.prefix.is_empty() && !valid_tool_name(&self.prefix) {
+            return Err(format!(
+                "{} must be letters, digits, `_`, `-` and `.` (MCP's tool name rules), not {:?}",
+                key("prefix"),
+                self.prefix
+            ));
+        }
+        if self.timeout_ms == Some(0) {
+            return Err(format!("{} must be at least 1", key("timeout_ms")));
+        }
+        let mut config = UpstreamConfig::command(command);
+        config.env = self.env;
+        config.secrets_file = self.secrets_file.map(|p| dir.join(p));
+        config.tools = self.tools;
+        config.exclude = self.exclude;
+        config.prefix = self.prefix;
+        config.dedupes_by_key = self.dedupes_by_key;
+        config.idempotent = self.idempotent;
+        config.trust_read_only_hint = self.trust_read_only_hint.unwrap_or(true);
+        if let Some(ms) = self.timeout_ms {
+            config.timeout = Duration::from_millis(ms);
+        }
+        Ok(config)
+    }
+}

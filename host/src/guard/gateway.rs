@@ -1,0 +1,151 @@
+//! The guard's runner for a host with upstream MCP servers: a component's tool runs
+//! in the wasm runtime; an upstream tool's "guest" asks for exactly one effect, the
+//! upstream `tools/call` (on the provider `mcp:NAME`), and its answer is the call's
+//! outcome. The same effect guard journals it before it is sent, keys it and saves
+//! its answer: one path for both kinds of tool.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::runner::{Runner, ToolSpec, WasmRunner};
+use crate::runtime::{EffectFailure, EffectHandler, GuestOutcome, GuestToolError, TrapReason};
+use crate::upstream::Upstreams;
+
+/// Components first, then the upstreams' tools.
+pub(crate) struct GatewayRunner {
+    pub wasm: WasmRunner,
+    pub upstreams: Arc<Upstreams>,
+}
+
+impl Runner for GatewayRunner {
+    fn tool(&self, name: &str) -> Option<ToolSpec> {
+        if let Some(tool) = self.wasm.tool(name) {
+            return Some(tool);
+        }
+        let (_, tool) = self.upstreams.find(name)?;
+        Some(ToolSpec {
+            name: Arc::from(tool.name.as_str()),
+            input_schema: Arc::clone(&tool.input_schema),
+            schema: Arc::clone(&tool.schema),
+            limits: self.wasm.limits.for_tool(name).clone(),
+            read_only: tool.read_only,
+            component: None,
+            loaded: None,
+        })
+    }
+
+    fn names(&self) -> String {
+        let mut names = self.wasm.names();
+        for tool in self.upstreams.tools() {
+            if !names.is_empty() {
+                names.push_str(", ");
+            }
+            names.push_str(&tool.name);
+        }
+        names
+    }
+
+    fn run(
+        &self,
+        tool: &ToolSpec,
+        args: &str,
+        mut handler: Box<dyn EffectHandler>,
+    ) -> (GuestOutcome, Box<dyn EffectHandler>) {
+        if tool.loaded.is_some() {
+            return self.wasm.run(tool, args, handler);
+        }
+        let Some((upstream, found)) = self.upstreams.find(&tool.name) else {
+            let outcome = GuestOutcome::Trapped {
+                reason: TrapReason::HostFailure,
+                message: format!("the upstream tool `{}` is no longer offered", tool.name),
+            };
+            return (outcome, handler);
+        };
+        let arguments: Value =
+            serde_json::from_str(args).unwrap_or_else(|_| Value::Object(Default::default()));
+        let payload = json!({ "arguments": arguments }).to_string();
+        let answer = handler.perform(&upstream.provider_name(), &found.upstream_name, &payload);
+        let outcome = match answer {
+            Ok(Ok(result)) => upstream_outcome(&result),
+            Ok(Err(EffectFailure::Rejected(error))) => refused(&error),
+            Ok(Err(EffectFailure::ReadOnly(message))) => GuestOutcome::Trapped {
+                reason: TrapReason::ReadOnlyEffect,
+                message,
+            },
+            // The guard knows why (an unknown outcome, a divergence, not performed):
+            // it answers the call from its own record of the effect, not from this.
+            Ok(Err(failure)) => GuestOutcome::Trapped {
+                reason: TrapReason::HostFailure,
+                message: format!("the upstream call failed: {}", failure.kind()),
+            },
+            Err(fault) => GuestOutcome::Trapped {
+                reason: TrapReason::HostFailure,
+                message: fault,
+            },
+        };
+        (outcome, handler)
+    }
+}
+
+/// A `CallToolResult` as the call's outcome: its content blocks as they came and its
+/// `structuredContent` as the result; with `isError`, a tool error `upstream_error`
+/// whose details hold both.
+fn upstream_outcome(text: &str) -> GuestOutcome {
+    let result: Value = match serde_json::from_str(text) {
+        Ok(result) => result,
+        Err(e) => {
+            return GuestOutcome::Trapped {
+                reason: TrapReason::InvalidOutput,
+                message: format!("the upstream's result is not JSON: {e}"),
+            };
+        }
+    };
+    let content = match result.get("content") {
+        Some(Value::Array(content)) => content.clone(),
+        _ => Vec::new(),
+    };
+    let structured = result
+        .get("structuredContent")
+        .cloned()
+        .unwrap_or(Value::Null);
+    if result.get("isError") == Some(&Value::Bool(true)) {
+        let message = content
+            .iter()
+            .filter_map(|c| c.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let details = json!({ "content": content, "structuredContent": structured });
+        return GuestOutcome::Returned(
+            Err(GuestToolError {
+                code: "upstream_error".into(),
+                message: if message.is_empty() {
+                    "the upstream tool reported an error".into()
+                } else {
+                    message
+                },
+                details: Some(details.to_string()),
+            }),
+            None,
+        );
+    }
+    GuestOutcome::Returned(Ok(structured.to_string()), Some(content))
+}
+
+/// A JSON-RPC error the upstream answered `tools/call` with, as a tool error.
+fn refused(error: &str) -> GuestOutcome {
+    let parsed: Value = serde_json::from_str(error).unwrap_or(Value::String(error.to_owned()));
+    let message = parsed
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or(error)
+        .to_owned();
+    GuestOutcome::Returned(
+        Err(GuestToolError {
+            code: "upstream_refused".into(),
+            message,
+            details: Some(parsed.to_string()),
+        }),
+        None,
+    )
+}

@@ -1,0 +1,290 @@
+//! A blocking MCP client over one child process's stdio: newline-delimited JSON-RPC,
+//! a reader thread that hands each response to the request waiting for it, the
+//! child's stderr into our log.
+//!
+//! Hand-written rather than rmcp's client: the surface it needs is four messages
+//! (`initialize`, `notifications/initialized`, `tools/list`, `tools/call`), the guard
+//! calls providers from blocking threads, and rmcp's client is async and brings its
+//! child-process transport and a tokio process driver with it.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// The MCP revision this client asks for; an upstream may answer an older one.
+pub(crate) const PROTOCOL_VERSION: &str = "2025-06-18";
+
+/// Why a request got no result.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub(crate) enum ClientError {
+    /// Nothing was sent: the process is gone or its input is closed.
+    #[error("not sent: {0}")]
+    NotSent(String),
+    /// Sent, and no answer came (the process ended, or the timeout passed): the
+    /// request may or may not have taken effect.
+    #[error("no answer: {0}")]
+    Lost(String),
+    /// The upstream answered with a JSON-RPC error.
+    #[error("the upstream answered an error: {0}")]
+    Refused(Value),
+}
+
+type Pending = Arc<Mutex<HashMap<u64, Sender<Value>>>>;
+
+/// One running upstream process and the requests waiting on it.
+pub(crate) struct StdioClient {
+    upstream: String,
+    stdin: Arc<Mutex<ChildStdin>>,
+    pending: Pending,
+    next_id: AtomicU64,
+    alive: Arc<AtomicBool>,
+    child: Mutex<Child>,
+    /// Set by the upstream's `notifications/tools/list_changed`.
+    list_changed: Arc<AtomicBool>,
+}
+
+impl StdioClient {
+    /// Starts `command` with `env` added to this process's environment; `upstream`
+    /// names it in the log.
+    pub(crate) fn spawn(
+        upstream: &str,
+        command: &[String],
+        env: &[(String, String)],
+    ) -> Result<Self, String> {
+        let (program, args) = command
+            .split_first()
+            .ok_or_else(|| format!("upstream `{upstream}`: `command` is empty"))?;
+        let mut child = Command::new(program)
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("upstream `{upstream}`: cannot start {program:?}: {e}"))?;
+        let stdin = Arc::new(Mutex::new(child.stdin.take().expect("piped stdin")));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let pending: Pending = Arc::default();
+        let alive = Arc::new(AtomicBool::new(true));
+        let list_changed = Arc::new(AtomicBool::new(false));
+        let name = upstream.to_owned();
+        std::thread::Builder::new()
+            .name(format!("upstream-{upstream}-stderr"))
+            .spawn(move || {
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    tracing::info!(target: "justonce::upstream", upstream = %name, "{line}");
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        let reader = Reader {
+            upstream: upstream.to_owned(),
+            pending: Arc::clone(&pending),
+            alive: Arc::clone(&alive),
+            stdin: Arc::clone(&stdin),
+            list_changed: Arc::clone(&list_changed),
+        };
+        std::thread::Builder::new()
+            .name(format!("upstream-{upstream}-stdout"))
+            .spawn(move || reader.run(stdout))
+            .map_err(|e| e.to_string())?;
+        Ok(Self {
+            upstream: upstream.to_owned(),
+            stdin,
+            pending,
+            next_id: AtomicU64::new(1),
+            alive,
+            child: Mutex::new(child),
+            list_changed,
+        })
+    }
+
+    /// Whether the process still answers (its output is open).
+    pub(crate) fn alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst)
+    }
+
+    /// Whether the upstream said its tools changed since the last call of this.
+    pub(crate) fn take_list_changed(&self) -> bool {
+        self.list_changed.swap(false, Ordering::SeqCst)
+    }
+
+    /// `initialize` and `notifications/initialized`: the upstream's `initialize` result.
+    pub(crate) fn initialize(&self, timeout: Duration) -> Result<Value, ClientError> {
+        let result = self.request(
+            "initialize",
+            json!({
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": { "name": "justonce", "version": env!("CARGO_PKG_VERSION") },
+            }),
+            timeout,
+        )?;
+        self.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))?;
+        Ok(result)
+    }
+
+    /// Sends request `method` and waits up to `timeout` for its result.
+    pub(crate) fn request(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, ClientError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx): (Sender<Value>, Receiver<Value>) = channel();
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, tx);
+        let sent =
+            self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        if let Err(e) = sent {
+            self.forget(id);
+            return Err(e);
+        }
+        let answer = rx.recv_timeout(timeout);
+        self.forget(id);
+        match answer {
+            Ok(message) => match message.get("error") {
+                Some(error) => Err(ClientError::Refused(error.clone())),
+                None => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
+            },
+            Err(RecvTimeoutError::Timeout) => {
+                if method == "tools/call" {
+                    // Tell the upstream to stop; the call may have taken effect.
+                    let _ = self.send(&json!({
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": { "requestId": id, "reason": "justonce: timed out" },
+                    }));
+                }
+                Err(ClientError::Lost(format!(
+                    "upstream `{}` did not answer {method} within {} ms",
+                    self.upstream,
+                    timeout.as_millis()
+                )))
+            }
+            Err(RecvTimeoutError::Disconnected) => Err(ClientError::Lost(format!(
+                "upstream `{}` ended before answering {method}",
+                self.upstream
+            ))),
+        }
+    }
+
+    fn forget(&self, id: u64) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+    }
+
+    fn send(&self, message: &Value) -> Result<(), ClientError> {
+        if !self.alive() {
+            return Err(ClientError::NotSent(format!(
+                "upstream `{}` is not running",
+                self.upstream
+            )));
+        }
+        let mut line = message.to_string();
+        line.push('\n');
+        let mut stdin = self.stdin.lock().unwrap_or_else(|p| p.into_inner());
+        stdin
+            .write_all(line.as_bytes())
+            .and_then(|()| stdin.flush())
+            .map_err(|e| ClientError::NotSent(format!("upstream `{}`: {e}", self.upstream)))
+    }
+}
+
+impl Drop for StdioClient {
+    fn drop(&mut self) {
+        let mut child = self.child.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// The thread that reads the upstream's output.
+struct Reader {
+    upstream: String,
+    pending: Pending,
+    alive: Arc<AtomicBool>,
+    stdin: Arc<Mutex<ChildStdin>>,
+    list_changed: Arc<AtomicBool>,
+}
+
+impl Reader {
+    fn run(self, stdout: impl std::io::Read) {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line.trim().is_empty() {
+                continue;
+            }
+            let message: Value = match serde_json::from_str(&line) {
+                Ok(message) => message,
+                Err(e) => {
+                    tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, "a line that is not JSON-RPC ({e}): {line}");
+                    continue;
+                }
+            };
+            self.dispatch(message);
+        }
+        self.alive.store(false, Ordering::SeqCst);
+        // Every waiting request learns at once that no answer will come.
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, "the upstream's output closed (it ended or crashed); the next call starts it again");
+    }
+
+    fn dispatch(&self, message: Value) {
+        let method = message.get("method").and_then(Value::as_str);
+        match (method, message.get("id")) {
+            // A response.
+            (None, Some(id)) => {
+                let waiting = id.as_u64().and_then(|id| {
+                    self.pending
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&id)
+                });
+                if let Some(waiting) = waiting {
+                    let _ = waiting.send(message);
+                }
+            }
+            // A request of the upstream's (roots, sampling, elicitation, ping).
+            (Some(method), Some(id)) => {
+                let reply = if method == "ping" {
+                    json!({ "jsonrpc": "2.0", "id": id, "result": {} })
+                } else {
+                    json!({ "jsonrpc": "2.0", "id": id, "error": {
+                        "code": -32601,
+                        "message": format!("justonce does not offer {method} to upstreams"),
+                    } })
+                };
+                let mut line = reply.to_string();
+                line.push('\n');
+                let mut stdin = self.stdin.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = stdin
+                    .write_all(line.as_bytes())
+                    .and_then(|()| stdin.flush());
+            }
+            (Some("notifications/tools/list_changed"), None) => {
+                self.list_changed.store(true, Ordering::SeqCst);
+            }
+            (Some("notifications/message"), None) => {
+                let params = message.get("params").cloned().unwrap_or(Value::Null);
+                tracing::info!(target: "justonce::upstream", upstream = %self.upstream, "{params}");
+            }
+            _ => {}
+        }
+    }
+}

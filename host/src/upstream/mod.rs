@@ -1,0 +1,415 @@
+//! Upstream MCP servers: the tools people already run, behind the host as a gateway.
+//!
+//! A call of an upstream tool is a guarded invocation whose one effect is the
+//! upstream `tools/call` (DESIGN.md, "Upstream MCP servers"): the guard journals the
+//! effect before it is sent, and [`UpstreamProvider`] sends it with its effect key in
+//! `_meta["dev.justonce/idempotency-key"]`. This module holds what is not the guard:
+//! the configuration of one upstream ([`UpstreamConfig`]), the process that serves it,
+//! started on first use and started again after it ended ([`Upstream`]), the tools it
+//! lists, and the provider.
+
+mod client;
+mod provider;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::runtime::InputSchema;
+use client::{ClientError, StdioClient};
+
+pub use provider::UpstreamProvider;
+
+/// The `_meta` key under which an upstream `tools/call` carries its effect key: the
+/// same name a client uses to hand justonce an explicit key, so a justonce server
+/// upstream of another deduplicates by it.
+pub const IDEMPOTENCY_KEY_META: &str = "dev.justonce/idempotency-key";
+
+/// How long a crashed upstream is left before it is started again, first; each
+/// crash in a row doubles it, up to [`MAX_RESTART_BACKOFF`].
+const FIRST_RESTART_BACKOFF: Duration = Duration::from_millis(100);
+/// The longest wait before an upstream that keeps crashing is started again.
+const MAX_RESTART_BACKOFF: Duration = Duration::from_secs(5);
+
+/// `[upstreams.NAME]` of `justonce.toml`: one MCP server whose tools the host offers
+/// under the guard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamConfig {
+    /// The program and its arguments, started with its stdio as the MCP transport.
+    pub command: Vec<String>,
+    /// Variables added to its environment; `${NAME}` in a value is filled in from
+    /// `secrets_file`, else from the host's environment, when it starts.
+    pub env: BTreeMap<String, String>,
+    /// A file of `NAME=value` lines the `env` values may reference.
+    pub secrets_file: Option<PathBuf>,
+    /// Only these of its tools (by their upstream names); all when `None`.
+    pub tools: Option<Vec<String>>,
+    /// Not these of its tools.
+    pub exclude: Vec<String>,
+    /// Written before each tool's name in `tools/list` (`mem_` makes `create_entities`
+    /// `mem_create_entities`).
+    pub prefix: String,
+    /// The upstream deduplicates `tools/call` by the key in `_meta`: every tool's
+    /// unknown outcome is resent under the same key.
+    pub dedupes_by_key: bool,
+    /// Tools known safe to send again (an unknown outcome is resent under the same
+    /// key), besides those the upstream annotates `idempotentHint: true`.
+    pub idempotent: Vec<String>,
+    /// Whether a tool annotated `readOnlyHint: true` runs every time, unsaved (the
+    /// default); `false` guards it like any other.
+    pub trust_read_only_hint: bool,
+    /// How long a request waits for the upstream's answer.
+    pub timeout: Duration,
+}
+
+impl UpstreamConfig {
+    /// A stdio upstream started as `command`, with the defaults.
+    pub fn command(command: Vec<String>) -> Self {
+        Self {
+            command,
+            env: BTreeMap::new(),
+            secrets_file: None,
+            tools: None,
+            exclude: Vec::new(),
+            prefix: String::new(),
+            dedupes_by_key: false,
+            idempotent: Vec::new(),
+            trust_read_only_hint: true,
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Whether `name` is a tool name MCP allows: 1 to 128 of ASCII letters, digits, `_`,
+/// `-` and `.`.
+pub(crate) fn valid_tool_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// One tool an upstream lists, as the host offers it.
+#[derive(Debug, Clone)]
+pub struct UpstreamTool {
+    /// The name agents call it by (the prefix and the upstream's name).
+    pub name: String,
+    /// Its name upstream.
+    pub upstream_name: String,
+    /// The upstream this tool is on.
+    pub upstream: String,
+    /// The `tools/list` entry the upstream gave, as it gave it.
+    pub entry: Value,
+    /// Its input schema.
+    pub input_schema: Arc<Value>,
+    /// The same, compiled.
+    pub schema: Arc<InputSchema>,
+    /// Runs every time and is not saved (`readOnlyHint`, trusted).
+    pub read_only: bool,
+    /// An unknown outcome is resent under the same key (`idempotentHint`, the
+    /// configuration's `idempotent` or `dedupes_by_key`).
+    pub keyed: bool,
+}
+
+/// One upstream server: its configuration, its process while it runs, its tools.
+pub struct Upstream {
+    name: String,
+    config: UpstreamConfig,
+    client: Mutex<Option<Arc<StdioClient>>>,
+    /// Starts that ended in a crash in a row, and when the last ended.
+    crashes: Mutex<(u32, Option<Instant>)>,
+    tools: RwLock<Option<Arc<Vec<UpstreamTool>>>>,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl Upstream {
+    /// The upstream `name`, not started.
+    pub fn new(name: impl Into<String>, config: UpstreamConfig) -> Self {
+        Self {
+            name: name.into(),
+            config,
+            client: Mutex::new(None),
+            crashes: Mutex::new((0, None)),
+            tools: RwLock::new(None),
+        }
+    }
+
+    /// Its name in `justonce.toml`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The provider name its effects are journaled under.
+    pub fn provider_name(&self) -> String {
+        format!("mcp:{}", self.name)
+    }
+
+    /// The running client, started (or started again, after the backoff its crashes
+    /// earned) if need be.
+    fn client(&self) -> Result<Arc<StdioClient>, ClientError> {
+        let mut slot = self.client.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(client) = slot.as_ref() {
+            if client.alive() {
+                if client.take_list_changed() {
+                    *self.tools.write().unwrap_or_else(|p| p.into_inner()) = None;
+                }
+                return Ok(Arc::clone(client));
+            }
+            *slot = None;
+            let mut crashes = self.crashes.lock().unwrap_or_else(|p| p.into_inner());
+            crashes.0 += 1;
+            crashes.1 = Some(Instant::now());
+        }
+        let (crashed, since) = *self.crashes.lock().unwrap_or_else(|p| p.into_inner());
+        if let (n @ 1.., Some(since)) = (crashed, since) {
+            let backoff = FIRST_RESTART_BACKOFF
+                .saturating_mul(1 << (n - 1).min(16))
+                .min(MAX_RESTART_BACKOFF);
+            let left = backoff.saturating_sub(since.elapsed());
+            if !left.is_zero() {
+                std::thread::sleep(left);
+            }
+            tracing::warn!(target: "justonce::upstream", upstream = %self.name, crashes = n, "starting the upstream again after it ended");
+        }
+        let env = self.env().map_err(ClientError::NotSent)?;
+        let client = StdioClient::spawn(&self.name, &self.config.command, &env)
+            .map_err(ClientError::NotSent)?;
+        match client.initialize(self.config.timeout) {
+            Ok(_) => {}
+            Err(e) => {
+                let mut crashes = self.crashes.lock().unwrap_or_else(|p| p.into_inner());
+                crashes.0 += 1;
+                crashes.1 = Some(Instant::now());
+                // The upstream never got a tools/call: nothing was sent that matters.
+                return Err(ClientError::NotSent(format!(
+                    "upstream `{}` did not initialize: {e}",
+                    self.name
+                )));
+            }
+        }
+        let client = Arc::new(client);
+        *slot = Some(Arc::clone(&client));
+        Ok(client)
+    }
+
+    /// The environment it is started with, secrets filled in.
+    fn env(&self) -> Result<Vec<(String, String)>, String> {
+        let secrets = match &self.config.secrets_file {
+            Some(path) => crate::http::read_secrets_file(path)?,
+            None => BTreeMap::new(),
+        };
+        let lookup = |name: &str| {
+            secrets
+                .get(name)
+                .cloned()
+                .or_else(|| std::env::var(name).ok())
+        };
+        self.config
+            .env
+            .iter()
+            .map(|(k, v)| {
+                crate::http::expand(v, &lookup)
+                    .map(|v| (k.clone(), v))
+                    .map_err(|e| format!("upstream `{}`: env.{k}: {e}", self.name))
+            })
+            .collect()
+    }
+
+    /// The tools it offers, listed from it on first use (starting it) and again after
+    /// it said they changed.
+    pub fn tools(&self) -> Result<Arc<Vec<UpstreamTool>>, String> {
+        if let Some(tools) = self
+            .tools
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            && !self
+                .client
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .is_some_and(|c| c.take_list_changed())
+        {
+            return Ok(Arc::clone(tools));
+        }
+        let client = self.client().map_err(|e| e.to_string())?;
+        let mut entries = Vec::new();
+        let mut cursor: Option<Value> = None;
+        loop {
+            let params = match &cursor {
+                Some(cursor) => json!({ "cursor": cursor }),
+                None => json!({}),
+            };
+            let page = client
+                .request("tools/list", params, self.config.timeout)
+                .map_err(|e| format!("upstream `{}`: tools/list: {e}", self.name))?;
+            if let Some(Value::Array(tools)) = page.get("tools") {
+                entries.extend(tools.iter().cloned());
+            }
+            match page.get("nextCursor") {
+                Some(next) if !next.is_null() && entries.len() < 10_000 => {
+                    cursor = Some(next.clone())
+                }
+                _ => break,
+            }
+        }
+        let tools = Arc::new(self.offered(entries));
+        self.crashes.lock().unwrap_or_else(|p| p.into_inner()).0 = 0;
+        *self.tools.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&tools));
+        Ok(tools)
+    }
+
+    /// The entries the configuration lets through, under their names here.
+    fn offered(&self, entries: Vec<Value>) -> Vec<UpstreamTool> {
+        let config = &self.config;
+        let mut offered = Vec::new();
+        for entry in entries {
+            let Some(upstream_name) = entry.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            let upstream_name = upstream_name.to_owned();
+            if config
+                .tools
+                .as_ref()
+                .is_some_and(|only| !only.contains(&upstream_name))
+                || config.exclude.contains(&upstream_name)
+            {
+                continue;
+            }
+            let name = format!("{}{upstream_name}", config.prefix);
+            if !valid_tool_name(&name) {
+                tracing::warn!(target: "justonce::upstream", upstream = %self.name, tool = %name, "left out: not a valid MCP tool name (1 to 128 of A-Z a-z 0-9 _ - .)");
+                continue;
+            }
+            let input_schema = entry
+                .get("inputSchema")
+                .cloned()
+                .unwrap_or_else(|| json!({ "type": "object" }));
+            let schema = match InputSchema::compile(&input_schema) {
+                Ok(schema) => schema,
+                Err(e) => {
+                    tracing::warn!(target: "justonce::upstream", upstream = %self.name, tool = %name, "left out: {e}");
+                    continue;
+                }
+            };
+            let hint = |name: &str| {
+                entry
+                    .get("annotations")
+                    .and_then(|a| a.get(name))
+                    .and_then(Value::as_bool)
+                    == Some(true)
+            };
+            let read_only = config.trust_read_only_hint && hint("readOnlyHint");
+            let keyed = config.dedupes_by_key
+                || hint("idempotentHint")
+                || config.idempotent.contains(&upstream_name);
+            offered.push(UpstreamTool {
+                name,
+                upstream_name,
+                upstream: self.name.clone(),
+                entry,
+                input_schema: Arc::new(input_schema),
+                schema: Arc::new(schema),
+                read_only,
+                keyed,
+            });
+        }
+        offered
+    }
+
+    /// The upstream tool `upstream_name`, if offered.
+    fn tool(&self, upstream_name: &str) -> Option<UpstreamTool> {
+        self.tools
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()?
+            .iter()
+            .find(|t| t.upstream_name == upstream_name)
+            .cloned()
+    }
+
+    /// Sends `tools/call` of `tool` with `arguments`, its effect key in `_meta` when
+    /// there is one; the upstream's result as it sent it.
+    pub(crate) fn call_tool(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        key: Option<&str>,
+    ) -> Result<Value, ClientError> {
+        let client = self.client()?;
+        let mut params = json!({ "name": tool, "arguments": arguments });
+        if let Some(key) = key {
+            params["_meta"] = json!({ IDEMPOTENCY_KEY_META: key });
+        }
+        let answer = client.request("tools/call", params, self.config.timeout);
+        if answer.is_ok() {
+            self.crashes.lock().unwrap_or_else(|p| p.into_inner()).0 = 0;
+        }
+        answer
+    }
+}
+
+/// Every upstream of a host, found by the names their tools are offered under.
+#[derive(Debug, Default)]
+pub struct Upstreams {
+    upstreams: Vec<Arc<Upstream>>,
+}
+
+impl Upstreams {
+    /// These upstreams.
+    pub fn new(upstreams: Vec<Arc<Upstream>>) -> Self {
+        Self { upstreams }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.upstreams.is_empty()
+    }
+
+    /// Each upstream.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Upstream>> {
+        self.upstreams.iter()
+    }
+
+    /// Every tool they offer, in order of upstream; an upstream that cannot list
+    /// its tools offers none (its error is logged).
+    pub fn tools(&self) -> Vec<UpstreamTool> {
+        let mut all = Vec::new();
+        for upstream in &self.upstreams {
+            match upstream.tools() {
+                Ok(tools) => all.extend(tools.iter().cloned()),
+                Err(e) => {
+                    tracing::warn!(target: "justonce::upstream", upstream = %upstream.name, "its tools are not offered: {e}")
+                }
+            }
+        }
+        all
+    }
+
+    /// The tool offered as `name`, and its upstream. Upstreams are asked only when
+    /// their prefix fits the name.
+    pub fn find(&self, name: &str) -> Option<(Arc<Upstream>, UpstreamTool)> {
+        for upstream in &self.upstreams {
+            if !name.starts_with(&upstream.config.prefix) {
+                continue;
+            }
+            let Ok(tools) = upstream.tools() else {
+                continue;
+            };
+            if let Some(tool) = tools.iter().find(|t| t.name == name) {
+                return Some((Arc::clone(upstream), tool.clone()));
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,83 @@
+//! The provider whose one operation per tool is an upstream `tools/call`. Its class
+//! is decided per tool: keyed where an unknown outcome may be sent again under the
+//! same key (`idempotentHint`, the configuration), unkeyed otherwise (an unknown
+//! outcome waits for a person). A read-only tool's call is an unjournaled read.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::Upstream;
+use super::client::ClientError;
+use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
+
+/// Performs the `tools/call`s of one upstream. The operation is the tool's name
+/// upstream; the payload is `{"arguments": {…}}`, normalized against its schema.
+#[derive(Debug)]
+pub struct UpstreamProvider {
+    upstream: Arc<Upstream>,
+}
+
+impl UpstreamProvider {
+    /// The provider of `upstream`'s calls.
+    pub fn new(upstream: Arc<Upstream>) -> Self {
+        Self { upstream }
+    }
+
+    fn send(
+        &self,
+        operation: &str,
+        payload: &Value,
+        key: Option<&str>,
+    ) -> Result<Value, ProviderError> {
+        let arguments = payload
+            .get("arguments")
+            .cloned()
+            .unwrap_or_else(|| Value::Object(Default::default()));
+        match self.upstream.call_tool(operation, &arguments, key) {
+            Ok(result) => Ok(result),
+            Err(ClientError::NotSent(reason)) => Err(ProviderError::NotPerformed {
+                reason,
+                retry: true,
+            }),
+            Err(ClientError::Lost(reason)) => Err(ProviderError::Unknown(reason)),
+            // A JSON-RPC error: the upstream refused the call (an unknown tool, invalid
+            // arguments); a definitive answer, saved and replayed.
+            Err(ClientError::Refused(error)) => Err(ProviderError::Rejected(error)),
+        }
+    }
+}
+
+impl Provider for UpstreamProvider {
+    fn class(&self) -> ProviderClass {
+        if self.upstream.config.dedupes_by_key {
+            ProviderClass::Keyed
+        } else {
+            ProviderClass::Unkeyed
+        }
+    }
+
+    fn class_of(&self, operation: &str, _payload: &Value) -> ProviderClass {
+        match self.upstream.tool(operation) {
+            Some(tool) if tool.keyed => ProviderClass::Keyed,
+            Some(_) => ProviderClass::Unkeyed,
+            None => self.class(),
+        }
+    }
+
+    fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
+        self.send(
+            request.operation,
+            request.payload,
+            Some(request.key.as_str()),
+        )
+    }
+
+    fn unjournaled_read(&self, operation: &str, _payload: &Value) -> bool {
+        self.upstream.tool(operation).is_some_and(|t| t.read_only)
+    }
+
+    fn read(&self, request: &ReadRequest<'_>) -> Result<Value, ProviderError> {
+        self.send(request.operation, request.payload, None)
+    }
+}
