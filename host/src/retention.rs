@@ -114,6 +114,14 @@ pub enum Unscoped {
     /// repeat is, since the short window is wrong both ways (two runs asking for the
     /// same thing are one call; one run retrying past the window is two).
     Refuse,
+    /// It runs in the conversation of its MCP session: the `Mcp-Session-Id` over
+    /// Streamable HTTP, the connection (from its `initialize`) on stdio, kept as long
+    /// as a named conversation. For a client whose session lives exactly as long as
+    /// one agent run; a client that opens a session per call (langchain-mcp-adapters
+    /// without an explicit session) gets a new scope per call, so its retry runs
+    /// again. A call with no session (the stateless 2026-07-28 revision) falls back to
+    /// the window.
+    Session,
 }
 
 impl std::str::FromStr for Unscoped {
@@ -123,7 +131,10 @@ impl std::str::FromStr for Unscoped {
         match text {
             "window" => Ok(Self::Window),
             "refuse" => Ok(Self::Refuse),
-            other => Err(format!("{other:?}: expected \"window\" or \"refuse\"")),
+            "session" => Ok(Self::Session),
+            other => Err(format!(
+                "{other:?}: expected \"window\", \"refuse\" or \"session\""
+            )),
         }
     }
 }

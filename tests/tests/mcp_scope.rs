@@ -12,7 +12,7 @@ use justonce::__private::{HttpOptions, Running, Server, ServerConfig, http_serve
 use justonce::{Host, Unscoped};
 use serde_json::{Value, json};
 
-use crate::support::mcp::{McpProcess, VERSION};
+use crate::support::mcp::{McpProcess, VERSION, key, replayed, serve_in_process};
 use crate::support::mcp_http::{HttpClient, MODERN, Reply};
 use crate::support::{FakePayments, Fault, invocation_count, test_host};
 
@@ -249,4 +249,84 @@ fn serve_refuses_unscoped_calls_on_stdio_as_its_configuration_says() {
     let ran = server.client.call("send_receipt", args, json!({}));
     assert_eq!(ran["result"]["isError"], false, "{ran}");
     server.close();
+}
+
+/// `[mcp] unscoped = "session"` over Streamable HTTP: a call that names no
+/// conversation runs in its `Mcp-Session-Id`'s, so the retry on the session is
+/// replayed (the same key, one refund) and the same call on another session runs.
+#[test]
+fn a_server_scoping_unscoped_calls_by_session_replays_a_retry_on_the_session_and_runs_another_sessions_call()
+ {
+    let payments = Arc::new(FakePayments::new(Fault::None));
+    let host = Arc::new(test_host(|b| b.provider("payments", payments.clone())).host);
+    let config = ServerConfig {
+        unscoped: Unscoped::Session,
+        ..ServerConfig::default()
+    };
+    let (_running, mut first, _dir) = serve(host.clone(), config);
+    assert_eq!(
+        first.initialize(VERSION).message()["result"]["protocolVersion"],
+        VERSION
+    );
+    let session = |client: &mut HttpClient| {
+        let reply = client.request(
+            "tools/call",
+            json!({ "name": "payments_refund", "arguments": refund(3) }),
+        );
+        reply.message()["result"].clone()
+    };
+    let ran = session(&mut first);
+    assert_eq!(meta(&ran, "replayed"), false, "{ran}");
+    let retry = session(&mut first);
+    assert_eq!(meta(&retry, "replayed"), true, "{retry}");
+    assert_eq!(meta(&retry, "key"), meta(&ran, "key"));
+    assert_eq!(payments.applied().len(), 1, "one refund for the retry");
+    assert_eq!(
+        payments.attempts().len(),
+        1,
+        "the retry reached nobody downstream"
+    );
+    let journal = host.journal(None, 10).unwrap();
+    let scope = &journal[0].conversation;
+    assert!(
+        scope.contains("mcp-session:") && !scope.contains(first.session.as_deref().unwrap()),
+        "scoped by a digest of the session, not the session id itself: {scope}"
+    );
+
+    // The opposite case: the same call on another session of the same principal is
+    // another call.
+    let mut other = first.clone();
+    other.session = None;
+    other.initialize(VERSION);
+    assert!(other.session.is_some() && other.session != first.session);
+    let again = session(&mut other);
+    assert_eq!(meta(&again, "replayed"), false, "{again}");
+    assert_ne!(meta(&again, "key"), meta(&ran, "key"));
+    assert_eq!(payments.applied().len(), 2);
+}
+
+/// On stdio the connection is the session, from its `initialize`: a retry on it is
+/// replayed, and after a second `initialize` (a client starting over) the same call
+/// runs again.
+#[test]
+fn on_stdio_unscoped_calls_by_session_are_one_call_per_connection() {
+    let payments = Arc::new(FakePayments::new(Fault::None));
+    let host = Arc::new(test_host(|b| b.provider("payments", payments.clone())).host);
+    let config = ServerConfig {
+        unscoped: Unscoped::Session,
+        ..ServerConfig::default()
+    };
+    let (mut client, _server) = serve_in_process(host, config);
+    client.initialize(VERSION);
+    let ran = client.call("payments_refund", refund(4), json!({}));
+    let retry = client.call("payments_refund", refund(4), json!({}));
+    assert!(!replayed(&ran) && replayed(&retry), "{ran} {retry}");
+    assert_eq!(key(&retry), key(&ran));
+    assert_eq!(payments.applied().len(), 1);
+
+    client.initialize(VERSION);
+    let anew = client.call("payments_refund", refund(4), json!({}));
+    assert!(!replayed(&anew), "a new connection is a new scope: {anew}");
+    assert_ne!(key(&anew), key(&ran));
+    assert_eq!(payments.applied().len(), 2);
 }

@@ -33,8 +33,9 @@ pub struct Serve {
     conversation: Option<String>,
     /// What a call that names no conversation (in `_meta`, the
     /// `Justonce-Conversation` header or --conversation) and no key gets: "window",
-    /// deduplicated within unscoped_retention_minutes, or "refuse", refused with the
-    /// lines that name one from each framework [default: the configuration's
+    /// deduplicated within unscoped_retention_minutes, "refuse", refused with the
+    /// lines that name one from each framework, or "session", in the conversation of
+    /// its MCP session (the connection on stdio) [default: the configuration's
     /// `[mcp] unscoped`, else window].
     #[arg(long, value_name = "POLICY")]
     unscoped: Option<crate::retention::Unscoped>,
@@ -250,7 +251,8 @@ impl Serve {
         let _ = writeln!(out, "{url}").and_then(|()| out.flush());
         drop(out);
         stop_on_signals(server.shutdown())?;
-        let console = Console::for_host(&host, Arc::clone(&tokens), CONSOLE_SESSION_TTL_MS);
+        let console = Console::for_host(&host, Arc::clone(&tokens), CONSOLE_SESSION_TTL_MS)
+            .resuming_on(Arc::clone(&host));
         let mut http = http_server(server, tokens, options);
         if let Some(oauth) = oauth {
             http = http.with_oauth(oauth);

@@ -88,6 +88,7 @@ impl ServerConfig {
             conversation: self.conversation.as_deref(),
             headers: None,
             unscoped: self.unscoped,
+            session: None,
         }
     }
 }

@@ -97,6 +97,16 @@ pub(crate) struct Session<'a> {
     /// toolset with a new `initialize` on the same pipe) instead of being refused
     /// (an HTTP session, which a client replaces with a new session).
     starts_over: bool,
+    /// The stdio connection's own id, new at each `initialize`: the session of its
+    /// calls under `[mcp] unscoped = "session"`.
+    connection: Option<String>,
+}
+
+/// A fresh id for a stdio connection (random, hex).
+fn connection_id() -> String {
+    let mut bytes = [0u8; 16];
+    let _ = getrandom::fill(&mut bytes);
+    hex::encode(bytes)
 }
 
 #[allow(deprecated)] // `LoggingLevel`, see above.
@@ -110,12 +120,14 @@ impl<'a> Session<'a> {
             scoping,
             log_level: None,
             starts_over: false,
+            connection: None,
         }
     }
 
-    /// A stdio connection: a second `initialize` starts it over.
+    /// A stdio connection: a second `initialize` starts it over, as a new session.
     pub(crate) fn over_stdio(mut self) -> Self {
         self.starts_over = true;
+        self.connection = Some(connection_id());
         self
     }
 
@@ -133,6 +145,7 @@ impl<'a> Session<'a> {
             scoping,
             log_level,
             starts_over: false,
+            connection: None,
         }
     }
 
@@ -236,6 +249,7 @@ impl<'a> Session<'a> {
             // What the first handshake set ends with it.
             tracing::info!(%version, "initialize again on stdio: the connection starts over");
             self.log_level = None;
+            self.connection = Some(connection_id());
         }
         let requested = string_param(params, "initialize", "protocolVersion")?;
         let version = negotiate_handshake(requested);
@@ -297,7 +311,11 @@ impl<'a> Session<'a> {
     }
 
     fn call(&self, params: &Params, stateless: bool) -> Dispatch {
-        let call = tools::call_request(params, &self.scoping)
+        let scoping = Scoping {
+            session: self.connection.as_deref().or(self.scoping.session),
+            ..self.scoping
+        };
+        let call = tools::call_request(params, &scoping)
             .and_then(|request| Ok((request, tools::progress_token(params)?)));
         match call {
             Ok((request, progress_token)) => Dispatch::Call {

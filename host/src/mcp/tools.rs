@@ -144,6 +144,18 @@ pub(crate) struct Scoping<'a> {
     pub headers: Option<&'a FromHeaders>,
     /// What a call that names no conversation and no key gets.
     pub unscoped: Unscoped,
+    /// The MCP session the call came on (the `Mcp-Session-Id`, or the stdio
+    /// connection's own id), its conversation under [`Unscoped::Session`].
+    pub session: Option<&'a str>,
+}
+
+/// The conversation of calls on MCP session `id` that name none, under
+/// [`Unscoped::Session`]: a digest of the id, not the id, which the journal, the logs
+/// and the console would otherwise show to whoever reads them.
+pub(crate) fn session_conversation(id: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(id.as_bytes());
+    format!("mcp-session:{}", hex::encode(&digest[..12]))
 }
 
 /// Reads `tools/call` parameters. The conversation comes from
@@ -238,8 +250,14 @@ pub(crate) fn call_request(
             ),
         ],
     )?;
-    if scoping.unscoped == Unscoped::Refuse && !request.is_scoped() {
-        return Err(unscoped_refused(headers.is_some()));
+    if !request.is_scoped() {
+        match (scoping.unscoped, scoping.session) {
+            (Unscoped::Refuse, _) => return Err(unscoped_refused(headers.is_some())),
+            (Unscoped::Session, Some(session)) => {
+                request.conversation = Some(session_conversation(session));
+            }
+            _ => {}
+        }
     }
     Ok(request)
 }

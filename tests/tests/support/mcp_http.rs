@@ -139,6 +139,7 @@ pub fn read_reply(stream: &mut TcpStream) -> Reply {
 }
 
 /// A client on a fresh connection per request.
+#[derive(Clone)]
 pub struct HttpClient {
     addr: SocketAddr,
     token: Option<String>,

@@ -167,6 +167,7 @@ impl McpEndpoint {
         };
         let scoping = Scoping {
             headers: Some(&from_headers),
+            session: head.header("mcp-session-id"),
             ..server.config().scoping()
         };
         let enveloped = params
