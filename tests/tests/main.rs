@@ -32,6 +32,8 @@ mod mcp_conformance;
 mod mcp_faults;
 // pydantic-ai, the OpenAI Agents SDK and langchain-mcp-adapters (skipped without them, but under CI=true).
 mod mcp_frameworks;
+// MCP servers no one here wrote behind the host (skipped without node or the SDK, but under CI=true).
+mod mcp_gateway;
 mod mcp_hidden;
 mod mcp_http;
 mod mcp_http_cli;

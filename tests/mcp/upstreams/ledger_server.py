@@ -1,0 +1,69 @@
+"""An MCP server of the tests' own, on the official Python SDK's MCPServer (what was
+FastMCP before mcp 2), put behind justonce by tests/tests/mcp_gateway.rs.
+
+Its side effect is a line appended to the ledger file (argv[1]). It can lose its first
+answer: with `lose_first=True`, `append` writes the line, then the process exits
+before it answers (the effect landed, the response is lost). It deduplicates by the
+key justonce hands it in `_meta["dev.justonce/idempotency-key"]` when `by_key=True`:
+a key it has seen gets the first answer again and appends nothing.
+"""
+
+import json
+import os
+import sys
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ToolAnnotations
+
+LEDGER = sys.argv[1]
+KEYS = LEDGER + ".keys.json"
+LOST = LEDGER + ".lost"
+
+server = MCPServer("ledger")
+
+
+def seen_keys():
+    try:
+        with open(KEYS) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return {}
+
+
+@server.tool(annotations=ToolAnnotations(idempotentHint=False, readOnlyHint=False))
+def append(line: str, ctx: Context, lose_first: bool = False, by_key: bool = False) -> str:
+    """Appends a line to the ledger."""
+    meta = ctx.request_context.meta
+    if meta is not None and not isinstance(meta, dict):
+        meta = meta.model_dump(by_alias=True)
+    key = (meta or {}).get("dev.justonce/idempotency-key")
+    with open(LEDGER + ".calls", "a") as f:
+        f.write(json.dumps({"line": line, "key": key}) + "\n")
+    keys = seen_keys()
+    if by_key and key in keys:
+        return keys[key]
+    with open(LEDGER, "a") as f:
+        f.write(line + "\n")
+    answer = f"appended {line!r}"
+    keys[key] = answer
+    with open(KEYS, "w") as f:
+        json.dump(keys, f)
+    if lose_first and not os.path.exists(LOST):
+        open(LOST, "w").close()
+        # The line is written; the answer never leaves.
+        os._exit(3)
+    return answer
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def lines() -> list[str]:
+    """The ledger's lines."""
+    try:
+        with open(LEDGER) as f:
+            return f.read().splitlines()
+    except FileNotFoundError:
+        return []
+
+
+if __name__ == "__main__":
+    server.run("stdio")

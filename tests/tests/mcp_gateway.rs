@@ -1,0 +1,421 @@
+//! justonce in front of MCP servers no one here wrote (`[upstreams.NAME]`): the
+//! official `@modelcontextprotocol/server-memory` (npm, pinned in
+//! tests/mcp/upstreams/) and a server of the tests' own on the official Python SDK's
+//! MCPServer (tests/mcp/upstreams/ledger_server.py) whose side effect can lose its
+//! first answer. Each is driven through `justonce serve` over stdio; what the upstream
+//! received is read from its own input (server-memory runs behind `tee`) or its own
+//! log of calls (the ledger), so "sent once" and "the same key downstream" are the
+//! upstream's word, not ours.
+//!
+//! server-memory is installed under `target/` by `.ci/run` (`$JUSTONCE_MCP_UPSTREAMS`)
+//! or here with `npm ci` on first use; the ledger needs the Python of
+//! `$JUSTONCE_MCP_PYTHON`. Without them the tests skip with a message, and fail under
+//! `CI=true`.
+
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+use serde_json::{Value, json};
+
+use crate::support::install;
+use crate::support::mcp::{McpProcess, VERSION};
+
+const UPSTREAMS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp/upstreams");
+const LEDGER: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../tests/mcp/upstreams/ledger_server.py"
+);
+
+static MEMORY: LazyLock<Result<PathBuf, String>> = LazyLock::new(|| {
+    let dir = match std::env::var_os("JUSTONCE_MCP_UPSTREAMS") {
+        Some(dir) => PathBuf::from(dir),
+        None => install::npm_ci(
+            "mcp-upstreams",
+            Path::new(UPSTREAMS),
+            "install node and npm, or set JUSTONCE_MCP_UPSTREAMS to a directory where \
+             tests/mcp/upstreams/package.json was installed with npm ci (see .ci/run)",
+        )?,
+    };
+    let index = dir.join("node_modules/@modelcontextprotocol/server-memory/dist/index.js");
+    if index.is_file() {
+        Ok(index)
+    } else {
+        Err(format!("{} is not there", index.display()))
+    }
+});
+
+/// The external thing a test needs, or `None` (skip) with a message; under
+/// `CI=true` a missing one fails the test.
+fn needed(what: &str, found: &Result<PathBuf, String>) -> Option<PathBuf> {
+    match found {
+        Ok(path) => Some(path.clone()),
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("no {what} under CI: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping: no {what}: {e}");
+            None
+        }
+    }
+}
+
+fn python() -> Result<PathBuf, String> {
+    install::from_env("JUSTONCE_MCP_PYTHON").unwrap_or_else(|| {
+        let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/mcp-venv/bin/python");
+        if venv.is_file() {
+            Ok(venv)
+        } else {
+            Err("set JUSTONCE_MCP_PYTHON to a Python with tests/mcp/requirements.txt".into())
+        }
+    })
+}
+
+/// A host whose database sits in a temporary directory beside a `justonce.toml`
+/// naming one upstream.
+struct Gateway {
+    dir: tempfile::TempDir,
+}
+
+impl Gateway {
+    /// `[upstreams.memory]`: server-memory behind `tee`, which copies every message
+    /// it is sent to `received.jsonl`; `extra` is added to the section.
+    fn memory(index: &Path, extra: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let received = dir.path().join("received.jsonl");
+        let graph = dir.path().join("memory.jsonl");
+        let script = format!(
+            "tee -a '{}' | exec node '{}'",
+            received.display(),
+            index.display()
+        );
+        let toml = format!(
+            "[upstreams.memory]\ncommand = [\"sh\", \"-c\", {script:?}]\nenv = {{ MEMORY_FILE_PATH = {graph:?} }}\nprefix = \"mem_\"\n{extra}\n",
+            graph = graph.display().to_string(),
+        );
+        std::fs::write(dir.path().join("justonce.toml"), toml).unwrap();
+        Self { dir }
+    }
+
+    /// `[upstreams.ledger]`: the tests' own server, its ledger in the directory.
+    fn ledger(python: &Path, extra: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let toml = format!(
+            "[upstreams.ledger]\ncommand = [{python:?}, {LEDGER:?}, {ledger:?}]\n{extra}\n",
+            python = python.display().to_string(),
+            ledger = dir.path().join("ledger").display().to_string(),
+        );
+        std::fs::write(dir.path().join("justonce.toml"), toml).unwrap();
+        Self { dir }
+    }
+
+    fn serve(&self, args: &[&str]) -> McpProcess {
+        let mut all = vec!["--conversation", "conv-gateway"];
+        all.extend_from_slice(args);
+        let mut server = McpProcess::spawn(&self.dir.path().join("state.db"), &all, "warn");
+        server.client.initialize(VERSION);
+        server
+    }
+
+    /// Every `tools/call` of `tool` the upstream was sent (server-memory's input).
+    fn received_calls(&self, tool: &str) -> Vec<Value> {
+        let text =
+            std::fs::read_to_string(self.dir.path().join("received.jsonl")).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|m| m["method"] == "tools/call" && m["params"]["name"] == tool)
+            .collect()
+    }
+
+    /// The ledger's lines, and the calls its server logged (`{line, key}`).
+    fn ledger_state(&self) -> (Vec<String>, Vec<Value>) {
+        let read =
+            |name: &str| std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
+        let lines = read("ledger").lines().map(str::to_owned).collect();
+        let calls = read("ledger.calls")
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (lines, calls)
+    }
+}
+
+fn key_sent(call: &Value) -> &str {
+    call["params"]["_meta"]["dev.justonce/idempotency-key"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no key in _meta: {call}"))
+}
+
+fn entity(name: &str) -> Value {
+    json!({ "entities": [{ "name": name, "entityType": "person", "observations": ["likes tea"] }] })
+}
+
+fn entity_names(server: &mut McpProcess) -> Vec<String> {
+    let graph = server.client.call("mem_read_graph", json!({}), json!({}));
+    let graph = &graph["result"]["structuredContent"];
+    graph["entities"]
+        .as_array()
+        .unwrap_or_else(|| panic!("read_graph: {graph}"))
+        .iter()
+        .map(|e| e["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn replayed(response: &Value) -> bool {
+    response["result"]["_meta"]["dev.justonce/replayed"] == true
+}
+
+/// The tool's own items of a result (the host's notes left out).
+fn own_content(response: &Value) -> Vec<Value> {
+    response["result"]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["_meta"]["dev.justonce/note"] != true)
+        .cloned()
+        .collect()
+}
+
+/// The seed's scenario against server-memory: `create_entities` answered, its answer
+/// lost on the way to the agent, retried in the same conversation: the upstream got
+/// one call, the graph holds one entity, the retry is told the first answer, replayed.
+/// The opposite: another entity is created too.
+#[test]
+fn a_retried_create_entities_creates_one_entity_and_is_answered_replayed() {
+    let Some(index) = needed("server-memory", &MEMORY) else {
+        return;
+    };
+    let gateway = Gateway::memory(&index, "");
+    let mut server = gateway.serve(&[]);
+    let listed = server.client.request("tools/list", json!({}));
+    let create = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "mem_create_entities")
+        .unwrap_or_else(|| panic!("mem_create_entities is not listed: {listed}"))
+        .clone();
+    assert_eq!(create["annotations"]["idempotentHint"], false, "{create}");
+    assert!(create["inputSchema"]["properties"]["entities"].is_object());
+
+    // The first answer is lost on the way to the agent: it never reads it.
+    let first = server
+        .client
+        .call("mem_create_entities", entity("alice"), json!({}));
+    let retry = server
+        .client
+        .call("mem_create_entities", entity("alice"), json!({}));
+    assert!(!replayed(&first) && replayed(&retry), "{first}\n{retry}");
+    assert_eq!(retry["result"]["isError"], false, "{retry}");
+    assert_eq!(own_content(&retry), own_content(&first), "byte for byte");
+    assert!(
+        own_content(&retry)[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("alice"),
+        "the agent is told the entity was created: {retry}"
+    );
+    assert_eq!(
+        retry["result"]["_meta"]["dev.justonce/key"], first["result"]["_meta"]["dev.justonce/key"],
+        "both attempts ran under one key"
+    );
+    let sent = gateway.received_calls("create_entities");
+    assert_eq!(sent.len(), 1, "the upstream got one call: {sent:?}");
+    assert_eq!(
+        key_sent(&sent[0]).len(),
+        32,
+        "an effect key went downstream"
+    );
+    assert_eq!(entity_names(&mut server), ["alice"]);
+
+    // The opposite: another entity is another call, and it happens.
+    let bob = server
+        .client
+        .call("mem_create_entities", entity("bob"), json!({}));
+    assert!(!replayed(&bob), "{bob}");
+    let sent = gateway.received_calls("create_entities");
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_ne!(key_sent(&sent[0]), key_sent(&sent[1]));
+    assert_eq!(entity_names(&mut server), ["alice", "bob"]);
+}
+
+/// A tool the configuration says is safe to send again (`idempotent`): the upstream's
+/// answer is lost once after the effect landed (`serve --fault`), the host sends it
+/// again under the same key, and the agent is told success; the graph holds one
+/// entity.
+#[test]
+fn a_lost_upstream_answer_of_an_idempotent_tool_is_resent_under_the_same_key() {
+    let Some(index) = needed("server-memory", &MEMORY) else {
+        return;
+    };
+    let gateway = Gateway::memory(&index, "idempotent = [\"create_entities\"]");
+    let mut server = gateway.serve(&["--fault", "lose-response:mem_create_entities:1"]);
+    let answer = server
+        .client
+        .call("mem_create_entities", entity("carol"), json!({}));
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    assert!(!replayed(&answer), "{answer}");
+    let sent = gateway.received_calls("create_entities");
+    assert_eq!(sent.len(), 2, "the host retried: {sent:?}");
+    assert_eq!(key_sent(&sent[0]), key_sent(&sent[1]), "under the same key");
+    assert_eq!(entity_names(&mut server), ["carol"]);
+}
+
+/// A tool not known safe to send again (no `idempotentHint`, not in `idempotent`):
+/// its answer lost after the effect landed, the call ends `outcome_unknown` and is
+/// never sent again, not by the host and not on the agent's retry, until a person
+/// resolves it.
+#[test]
+fn an_unknown_outcome_of_a_tool_not_safe_to_resend_fails_closed() {
+    let Some(index) = needed("server-memory", &MEMORY) else {
+        return;
+    };
+    let gateway = Gateway::memory(&index, "");
+    let mut server = gateway.serve(&["--fault", "lose-response:mem_create_entities:1"]);
+    for attempt in 0..2 {
+        let answer = server
+            .client
+            .call("mem_create_entities", entity("dave"), json!({}));
+        assert_eq!(answer["result"]["isError"], true, "{answer}");
+        assert_eq!(
+            answer["result"]["structuredContent"]["error"]["kind"], "outcome_unknown",
+            "attempt {attempt}: {answer}"
+        );
+        let sent = gateway.received_calls("create_entities");
+        assert_eq!(
+            sent.len(),
+            1,
+            "attempt {attempt}: never sent again: {sent:?}"
+        );
+    }
+    // It did land: a person resolving it would say so.
+    assert_eq!(entity_names(&mut server), ["dave"]);
+}
+
+/// The same explicit key with other arguments is a mismatch: nothing is sent.
+#[test]
+fn the_same_key_with_other_arguments_is_a_mismatch_and_nothing_is_sent() {
+    let Some(index) = needed("server-memory", &MEMORY) else {
+        return;
+    };
+    let gateway = Gateway::memory(&index, "");
+    let mut server = gateway.serve(&[]);
+    let meta = json!({ "dev.justonce/idempotency-key": "create-1" });
+    let first = server
+        .client
+        .call("mem_create_entities", entity("erin"), meta.clone());
+    assert_eq!(first["result"]["isError"], false, "{first}");
+    let other = server
+        .client
+        .call("mem_create_entities", entity("frank"), meta);
+    assert_eq!(
+        other["result"]["structuredContent"]["error"]["kind"], "mismatch",
+        "{other}"
+    );
+    assert_eq!(gateway.received_calls("create_entities").len(), 1);
+    assert_eq!(entity_names(&mut server), ["erin"]);
+}
+
+/// Two identical calls in one assistant message (sent before either is answered) and
+/// a re-planned call whose arguments are spelled another way (keys in another order):
+/// one upstream call, every one answered its result.
+#[test]
+fn a_parallel_duplicate_and_a_respelled_call_are_one_upstream_call() {
+    let Some(index) = needed("server-memory", &MEMORY) else {
+        return;
+    };
+    let gateway = Gateway::memory(&index, "");
+    let mut server = gateway.serve(&[]);
+    let params = json!({ "name": "mem_create_entities", "arguments": entity("grace") });
+    server
+        .client
+        .send_request(json!("a"), "tools/call", params.clone());
+    server.client.send_request(json!("b"), "tools/call", params);
+    let a = server.client.response(&json!("a"));
+    let b = server.client.response(&json!("b"));
+    assert_eq!(own_content(&a), own_content(&b), "{a}\n{b}");
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    let respelled = json!({ "entities": [{ "observations": ["likes tea"], "entityType": "person", "name": "grace" }] });
+    let c = server
+        .client
+        .call("mem_create_entities", respelled, json!({}));
+    assert!(replayed(&c), "{c}");
+    assert_eq!(own_content(&c), own_content(&a));
+    let sent = gateway.received_calls("create_entities");
+    assert_eq!(sent.len(), 1, "one upstream call: {sent:?}");
+    assert_eq!(entity_names(&mut server), ["grace"]);
+}
+
+/// The tests' own server loses its first answer the hard way: it appends the line,
+/// then exits before it answers. With `dedupes_by_key` (the server deduplicates by
+/// the key it is given) the host starts it again and sends the call again under the
+/// same key: the server answers its first answer, the ledger holds one line, the
+/// agent is told success. The opposite: another line is appended too.
+#[test]
+fn an_upstream_that_crashes_mid_call_is_restarted_and_the_call_resent_under_its_key() {
+    let Some(python) = needed("Python with the MCP SDK", &python()) else {
+        return;
+    };
+    let gateway = Gateway::ledger(&python, "dedupes_by_key = true");
+    let mut server = gateway.serve(&[]);
+    let args = json!({ "line": "paid invoice 7", "lose_first": true, "by_key": true });
+    let answer = server.client.call("append", args, json!({}));
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    assert!(
+        own_content(&answer)[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("paid invoice 7"),
+        "{answer}"
+    );
+    let (lines, calls) = gateway.ledger_state();
+    assert_eq!(lines, ["paid invoice 7"], "one effect");
+    assert_eq!(
+        calls.len(),
+        2,
+        "the call was sent again after the restart: {calls:?}"
+    );
+    assert_eq!(calls[0]["key"], calls[1]["key"], "under the same key");
+    assert!(calls[0]["key"].is_string());
+
+    let other = server
+        .client
+        .call("append", json!({ "line": "paid invoice 8" }), json!({}));
+    assert_eq!(other["result"]["isError"], false, "{other}");
+    assert_eq!(
+        gateway.ledger_state().0,
+        ["paid invoice 7", "paid invoice 8"]
+    );
+}
+
+/// The same crash on a server not said to deduplicate: the call ends
+/// `outcome_unknown` and is not sent again; the server is started again for the next
+/// call, which runs.
+#[test]
+fn a_crash_mid_call_of_an_unkeyed_tool_is_outcome_unknown_and_the_server_restarts() {
+    let Some(python) = needed("Python with the MCP SDK", &python()) else {
+        return;
+    };
+    let gateway = Gateway::ledger(&python, "");
+    let mut server = gateway.serve(&[]);
+    let answer = server.client.call(
+        "append",
+        json!({ "line": "shipped order 1", "lose_first": true }),
+        json!({}),
+    );
+    assert_eq!(
+        answer["result"]["structuredContent"]["error"]["kind"], "outcome_unknown",
+        "{answer}"
+    );
+    assert_eq!(gateway.ledger_state().1.len(), 1, "not sent again");
+    let next = server
+        .client
+        .call("append", json!({ "line": "shipped order 2" }), json!({}));
+    assert_eq!(
+        next["result"]["isError"], false,
+        "the server was restarted: {next}"
+    );
+    assert_eq!(
+        gateway.ledger_state().0,
+        ["shipped order 1", "shipped order 2"]
+    );
+}
