@@ -65,7 +65,7 @@ const POLLING_SCENARIOS: &[&str] = &["server-sse-polling"];
 
 /// The conformance guests, which implement the suite's tools (`test_*` and
 /// `json_schema_2020_12_tool`).
-const GUESTS: &[&str] = &[
+pub(crate) const GUESTS: &[&str] = &[
     justonce_tests::guests::CONFORMANCE_SIMPLE_TEXT_COMPONENT,
     justonce_tests::guests::CONFORMANCE_ERROR_COMPONENT,
     justonce_tests::guests::CONFORMANCE_LOGGING_COMPONENT,
@@ -78,7 +78,8 @@ const GUESTS: &[&str] = &[
     justonce_tests::guests::CONFORMANCE_JSON_SCHEMA_COMPONENT,
 ];
 
-const PRELOADS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp/conformance");
+/// The preloads of tests/mcp/conformance/ (see the module docs).
+pub(crate) const PRELOADS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp/conformance");
 
 /// The suite's entry point, or why there is none.
 fn suite() -> Result<PathBuf, String> {

@@ -340,4 +340,35 @@ mod tests {
             "everything else is the portable form"
         );
     }
+
+    /// SEP-2106 (MCP 2026-07-28): a listing keeps composition (`allOf` of an
+    /// `anyOf`), conditionals (`if`/`then`/`else`) and a definition's `$anchor`; the
+    /// portable form only rewrites what is inside them.
+    #[test]
+    fn composition_conditionals_and_anchors_are_kept() {
+        let declared = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$defs": {"address": {"$anchor": "addressDef", "type": "object"}},
+            "type": "object",
+            "properties": {
+                "address": {"$ref": "#/$defs/address"},
+                "phone": {"type": "string"},
+                "n": {"type": "integer", "format": "uint8"}
+            },
+            "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["n"]}]}],
+            "if": {"properties": {"n": {"$ref": "#/$defs/address"}}},
+            "then": {"required": ["phone"]},
+            "else": {"required": ["n"]}
+        });
+        let listed = portable_with_dialect(&declared);
+        assert_eq!(listed["allOf"], declared["allOf"]);
+        assert_eq!(listed["then"], declared["then"]);
+        assert_eq!(listed["else"], declared["else"]);
+        assert_eq!(listed["$defs"]["address"]["$anchor"], "addressDef");
+        // Inside them, references are inlined as everywhere else.
+        assert_eq!(
+            listed["if"]["properties"]["n"],
+            json!({"$anchor": "addressDef", "type": "object"})
+        );
+    }
 }

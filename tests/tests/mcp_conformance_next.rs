@@ -1,0 +1,288 @@
+//! The official MCP conformance suite's 0.2 line (npm `@modelcontextprotocol/
+//! conformance@0.2.0-alpha.12`, pinned in tests/mcp/conformance-0.2/, beside the 0.1.16
+//! of mcp_conformance.rs), which knows the stateless revision 2026-07-28, against
+//! `justonce serve --http` with the conformance guests of tests/guests/.
+//!
+//! Two runs, each against a server and journal of its own (the suite calls the same
+//! tools with the same arguments in both, and a second call would be a replay, which
+//! runs nothing and so reports no progress): `--requirements 2026-07-28` (exactly the
+//! scenarios that revision requires, plus the extensions' and pending ones, which it
+//! reports as not scored) and `--spec-version 2025-11-25` (the session era). Every
+//! check of every scenario that ran must pass, save the scenarios and checks listed
+//! below as not applicable, each with its reason; and each one listed must have run,
+//! so the lists stay what the suite runs.
+//!
+//! The suite is `$JUSTONCE_MCP_CONFORMANCE_NEXT` (its `dist/index.js`, installed by
+//! `.ci/run`); without it the test installs it under `target/tmp` with `npm ci`, and if
+//! it cannot, it skips with a message, or fails under `CI=true`. It runs with the
+//! preloads of tests/mcp/conformance/ (mcp_conformance.rs says what they do).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::mcp_conformance::{GUESTS, PRELOADS};
+use crate::support::install;
+use crate::support::mcp_http::{HttpProcess, add_token};
+
+const PINS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp/conformance-0.2");
+
+/// Why resources, prompts and completions do not apply: justonce serves tools only
+/// (no resources, prompts or completions capability, so those methods are -32601).
+const TOOLS_ONLY: &str = "justonce serves tools only: no resources, prompts or completions";
+/// Why a tool's own requests to the client do not apply (yet): a tool cannot ask the
+/// client anything (sampling, elicitation, roots), in either era (issue 43's tools
+/// that ask are not built).
+const NO_CLIENT_REQUESTS: &str =
+    "a tool cannot send requests to the client (sampling, elicitation, roots: not built)";
+/// Why the Tasks extension's scenarios do not apply (yet).
+const NO_TASKS: &str = "the Tasks extension (io.modelcontextprotocol/tasks) is not declared";
+
+/// One run of the suite.
+struct Run {
+    /// What the run is called in the report.
+    name: &'static str,
+    /// The suite's arguments that select its scenarios.
+    select: &'static [&'static str],
+    /// Scenarios that do not apply, by name prefix, and why.
+    not_applicable: &'static [(&'static str, &'static str)],
+    /// Checks of applicable scenarios that do not apply: scenario, check id, why.
+    checks_not_applicable: &'static [(&'static str, &'static str, &'static str)],
+}
+
+const RUNS: &[Run] = &[
+    Run {
+        name: "--requirements 2026-07-28",
+        select: &["--requirements", "2026-07-28"],
+        not_applicable: &[
+            ("resources-", TOOLS_ONLY),
+            ("prompts-", TOOLS_ONLY),
+            ("completion-complete", TOOLS_ONLY),
+            ("input-required-result-", NO_CLIENT_REQUESTS),
+            ("tasks-", NO_TASKS),
+            (
+                "http-custom-header-server-validation",
+                "no tool declares an x-mcp-header parameter (pending in the suite)",
+            ),
+        ],
+        checks_not_applicable: &[
+            ("caching", "sep-2549-prompts-list-caching-hints", TOOLS_ONLY),
+            (
+                "caching",
+                "sep-2549-resources-list-caching-hints",
+                TOOLS_ONLY,
+            ),
+            (
+                "caching",
+                "sep-2549-resources-templates-list-caching-hints",
+                TOOLS_ONLY,
+            ),
+            (
+                "server-stateless",
+                "sep-2575-server-rejects-undeclared-capability",
+                "needs the diagnostic tool test_missing_capability, which asks the client for sampling: a tool cannot",
+            ),
+            (
+                "server-stateless",
+                "sep-2575-missing-capability-http-400",
+                "needs the diagnostic tool test_missing_capability (above)",
+            ),
+            (
+                "server-stateless",
+                "sep-2575-http-server-no-independent-requests-on-stream",
+                "needs the diagnostic tool test_streaming_elicitation: a tool cannot elicit",
+            ),
+            (
+                "server-stateless",
+                "sep-2575-server-no-log-without-loglevel",
+                "needs the diagnostic tool test_logging_tool (not built)",
+            ),
+            (
+                "server-stateless",
+                "sep-2575-http-server-method-not-found-404-initialize",
+                "initialize with the 2026-07-28 envelope is -32602 with HTTP 200, not -32601 with 404",
+            ),
+        ],
+    },
+    Run {
+        name: "--spec-version 2025-11-25",
+        select: &["--spec-version", "2025-11-25"],
+        not_applicable: &[
+            ("resources-", TOOLS_ONLY),
+            ("prompts-", TOOLS_ONLY),
+            ("completion-complete", TOOLS_ONLY),
+            ("tools-call-sampling", NO_CLIENT_REQUESTS),
+            ("tools-call-elicitation", NO_CLIENT_REQUESTS),
+            ("elicitation-sep1034-defaults", NO_CLIENT_REQUESTS),
+            ("elicitation-sep1330-enums", NO_CLIENT_REQUESTS),
+        ],
+        checks_not_applicable: &[],
+    },
+];
+
+/// The suite's entry point, or why there is none.
+fn suite() -> Result<PathBuf, String> {
+    if let Some(path) = install::from_env("JUSTONCE_MCP_CONFORMANCE_NEXT") {
+        return path;
+    }
+    let help = "install Node.js 20 or newer with npm, or set JUSTONCE_MCP_CONFORMANCE_NEXT to the \
+        dist/index.js of the @modelcontextprotocol/conformance in tests/mcp/conformance-0.2/package-lock.json";
+    let dir = install::npm_ci("mcp-conformance-0.2", Path::new(PINS), help)?;
+    Ok(dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js"))
+}
+
+/// What one scenario's checks came to.
+#[derive(Debug, Default)]
+struct Outcome {
+    passed: usize,
+    /// The failed checks: id and message.
+    failed: Vec<(String, String)>,
+}
+
+/// Runs the suite once against a fresh server and reads each scenario's
+/// `checks.json` from its output directory.
+fn run_suite(suite: &Path, run: &Run, dir: &Path) -> BTreeMap<String, Outcome> {
+    let db = dir.join("state.db");
+    let token = add_token(&db, "conformance");
+    let tools = dir.join("tools");
+    std::fs::create_dir(&tools).unwrap();
+    for guest in GUESTS {
+        let guest = Path::new(guest);
+        std::fs::copy(guest, tools.join(guest.file_name().unwrap())).unwrap();
+    }
+    let server = HttpProcess::spawn(&db, &["--tools", tools.to_str().unwrap()]);
+    let results = dir.join("results");
+    let out = Command::new("node")
+        .arg("--import")
+        .arg(Path::new(PRELOADS).join("globsync.mjs"))
+        .arg("--import")
+        .arg(Path::new(PRELOADS).join("bearer.mjs"))
+        .arg(suite)
+        .args(["server", "--url", &format!("http://{}/mcp", server.addr)])
+        .args(run.select)
+        .arg("--output-dir")
+        .arg(&results)
+        .env("JUSTONCE_CONFORMANCE_TOKEN", &token)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run node");
+    let mut outcomes = BTreeMap::new();
+    let entries = std::fs::read_dir(&results).unwrap_or_else(|e| {
+        panic!(
+            "{}: no results ({e}):\n{}\n{}",
+            run.name,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    for entry in entries {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // `server-<scenario>-<timestamp>`, the timestamp 24 characters
+        // (2026-12-03T14-40-31-569Z).
+        let scenario = name
+            .strip_prefix("server-")
+            .and_then(|rest| rest.get(..rest.len().checked_sub(25)?))
+            .unwrap_or_else(|| panic!("not a scenario's results: {name}"))
+            .to_owned();
+        let checks: Vec<Value> = serde_json::from_slice(
+            &std::fs::read(entry.path().join("checks.json")).expect("checks.json"),
+        )
+        .expect("checks.json is JSON");
+        let outcome: &mut Outcome = outcomes.entry(scenario).or_default();
+        for check in &checks {
+            match check["status"].as_str() {
+                Some("SUCCESS") => outcome.passed += 1,
+                Some("FAILURE") => outcome.failed.push((
+                    check["id"].as_str().unwrap_or("?").to_owned(),
+                    check["errorMessage"].as_str().unwrap_or("").to_owned(),
+                )),
+                _ => {}
+            }
+        }
+    }
+    outcomes
+}
+
+#[test]
+fn every_applicable_scenario_of_the_suites_0_2_line_passes_in_both_eras() {
+    let suite = match suite() {
+        Ok(suite) => suite,
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("no MCP conformance suite (0.2) under CI: {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping the MCP conformance suite (0.2): {e}");
+            return;
+        }
+    };
+    let mut problems = Vec::new();
+    for (i, run) in RUNS.iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().join(i.to_string());
+        std::fs::create_dir(&dir).unwrap();
+        let outcomes = run_suite(&suite, run, &dir);
+        let reason = |scenario: &str| {
+            run.not_applicable
+                .iter()
+                .find(|(prefix, _)| scenario.starts_with(prefix))
+                .map(|(_, why)| *why)
+        };
+        let (mut applicable, mut scored_passed, mut scored_failed) = (0, 0, 0);
+        for (scenario, outcome) in &outcomes {
+            if let Some(why) = reason(scenario) {
+                eprintln!(
+                    "{}: {scenario} not applicable ({} passed, {} failed): {why}",
+                    run.name,
+                    outcome.passed,
+                    outcome.failed.len()
+                );
+                continue;
+            }
+            applicable += 1;
+            for (id, message) in &outcome.failed {
+                match run
+                    .checks_not_applicable
+                    .iter()
+                    .find(|(s, c, _)| s == scenario && c == id)
+                {
+                    Some((_, _, why)) => {
+                        eprintln!("{}: {scenario}: check {id} not applicable: {why}", run.name)
+                    }
+                    None => {
+                        scored_failed += 1;
+                        problems.push(format!("{}: {scenario}: {id}: {message}", run.name));
+                    }
+                }
+            }
+            scored_passed += outcome.passed;
+        }
+        eprintln!(
+            "{}: {} scenarios ran, {applicable} applicable: {scored_passed} checks passed, {scored_failed} failed",
+            run.name,
+            outcomes.len()
+        );
+        assert!(applicable > 0, "{}: no applicable scenario ran", run.name);
+        // The lists name what the suite runs (a renamed scenario or check would
+        // otherwise be excused silently).
+        for (prefix, _) in run.not_applicable {
+            if !outcomes.keys().any(|s| s.starts_with(prefix)) {
+                problems.push(format!("{}: no scenario {prefix}* ran", run.name));
+            }
+        }
+        for (scenario, check, _) in run.checks_not_applicable {
+            if !outcomes
+                .get(*scenario)
+                .is_some_and(|o| o.failed.iter().any(|(id, _)| id == check))
+            {
+                problems.push(format!(
+                    "{}: {scenario}: check {check} is listed as not applicable but did not fail: take it off the list",
+                    run.name
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
