@@ -132,6 +132,11 @@ export const s: {
   /** A `number`; one beyond `Number.MAX_SAFE_INTEGER` arrives as a `BigInt` of its
    * exact digits rather than rounded (`.bigint()` makes every value a `BigInt`). */
   integer(keywords?: Keywords): Schema<number>;
+  /** A 64-bit id (`format: "uint64"`) that may also come as its decimal digits in a
+   * string; the host hands the tool the number either way, as a `BigInt`. */
+  uint64(keywords?: Keywords): Schema<bigint>;
+  /** As `uint64`, signed (`format: "int64"`). */
+  int64(keywords?: Keywords): Schema<bigint>;
   number(keywords?: Keywords): Schema<number>;
   boolean(): Schema<boolean>;
   enum<const V extends readonly (string | number)[]>(values: V): Schema<V[number]>;

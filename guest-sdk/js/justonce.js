@@ -352,6 +352,20 @@ class Schema {
 export const s = {
   string: (keywords = {}) => new Schema({ type: 'string', ...keywords }),
   integer: (keywords = {}) => new Schema({ type: 'integer', ...keywords }),
+  /** A 64-bit id (`format: "uint64"`) that may also come as its decimal digits in a
+   * string, as APIs send big ids; the host hands the tool the number either way, and
+   * the tool sees a `BigInt`. */
+  uint64: (keywords = {}) =>
+    new Schema(
+      { type: ['integer', 'string'], format: 'uint64', minimum: 0, pattern: '^(0|[1-9][0-9]*)$', ...keywords },
+      { isBigInt: true },
+    ),
+  /** As `uint64`, signed (`format: "int64"`). */
+  int64: (keywords = {}) =>
+    new Schema(
+      { type: ['integer', 'string'], format: 'int64', pattern: '^(0|-?[1-9][0-9]*)$', ...keywords },
+      { isBigInt: true },
+    ),
   number: (keywords = {}) => new Schema({ type: 'number', ...keywords }),
   boolean: () => new Schema({ type: 'boolean' }),
   enum: (values) => new Schema({ enum: [...values] }),
@@ -405,7 +419,7 @@ function fill(schema, value) {
 
 /** An integer as a `BigInt` where the schema says `.bigint()`; a `number` as one. */
 function scalar(schema, value) {
-  if (schema.json.type === 'integer' && schema.isBigInt && typeof value === 'number') {
+  if (schema.isBigInt && typeof value === 'number') {
     return BigInt(value);
   }
   // A `number` is a double: one past 2^53 is as close as a double gets.

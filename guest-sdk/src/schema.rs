@@ -19,11 +19,71 @@ const DECLARES: &[&str] = &[
     "unevaluatedProperties",
 ];
 
-/// The JSON Schema of `T` as [`crate::Tool::Args`], closed as [`close_objects`] says.
+/// The JSON Schema of `T` as [`crate::Tool::Args`], closed as [`close_objects`] says,
+/// its 64-bit integers taking their digits as a string too ([`ids_as_digits`]).
 pub(crate) fn input_schema<T: schemars::JsonSchema>() -> Value {
     let mut schema = schemars::schema_for!(T).to_value();
     close_objects(&mut schema);
+    ids_as_digits(&mut schema);
     schema
+}
+
+/// Keywords whose values are data, not schemas.
+const DATA: &[&str] = &["const", "enum", "default", "examples"];
+
+/// Lets every `u64` and `i64` (schemars' `"format": "uint64"`/`"int64"`) come as its
+/// decimal digits in a string as well as a number: `"type"` gets `"string"` beside
+/// `"integer"`, and a `pattern` of canonical digits. A model told to send big ids as
+/// strings (as APIs do: Twitter's `id_str`) then reaches the tool exactly, where a
+/// client that parses JSON numbers as doubles would have rounded the number. The host
+/// turns such a string into the number before the key is computed and before the
+/// tool is handed it, so the two spellings are one call and the tool's `u64` parses
+/// either.
+pub(crate) fn ids_as_digits(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            let pattern = match map.get("format").and_then(Value::as_str) {
+                Some("uint64") => Some("^(0|[1-9][0-9]*)$"),
+                Some("int64") => Some("^(0|-?[1-9][0-9]*)$"),
+                _ => None,
+            };
+            if let Some(pattern) = pattern
+                && widen_integer(map)
+            {
+                map.entry("pattern")
+                    .or_insert_with(|| Value::String(pattern.to_owned()));
+            }
+            for (key, value) in map.iter_mut() {
+                if !DATA.contains(&key.as_str()) {
+                    ids_as_digits(value);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(ids_as_digits),
+        _ => {}
+    }
+}
+
+/// `"type": "integer"` (or a list with it) gets `"string"` beside it; whether it did.
+fn widen_integer(map: &mut Map<String, Value>) -> bool {
+    let string = || Value::String("string".to_owned());
+    match map.get_mut("type") {
+        Some(Value::String(name)) if name == "integer" => {
+            map.insert(
+                "type".to_owned(),
+                Value::Array(vec![Value::String("integer".to_owned()), string()]),
+            );
+            true
+        }
+        Some(Value::Array(names))
+            if names.iter().any(|n| n == "integer") && !names.iter().any(|n| n == "string") =>
+        {
+            let at = names.iter().position(|n| n == "integer").unwrap_or(0) + 1;
+            names.insert(at, string());
+            true
+        }
+        _ => false,
+    }
 }
 
 /// Adds `additionalProperties: false` to every object schema in `root` (and its
@@ -247,6 +307,52 @@ mod tests {
     #[derive(Deserialize, JsonSchema)]
     struct Line {
         sku: String,
+    }
+
+    #[allow(dead_code)]
+    #[derive(Deserialize, JsonSchema)]
+    struct Ids {
+        order: u64,
+        delta: i64,
+        parent: Option<u64>,
+        small: u32,
+        #[serde(default = "seven")]
+        defaulted: u64,
+    }
+
+    fn seven() -> u64 {
+        7
+    }
+
+    #[test]
+    fn a_64_bit_integer_also_takes_its_digits_and_other_integers_do_not() {
+        let schema = input_schema::<Ids>();
+        let properties = &schema["properties"];
+        assert_eq!(
+            properties["order"]["type"],
+            json!(["integer", "string"]),
+            "{schema:#}"
+        );
+        assert_eq!(properties["order"]["pattern"], "^(0|[1-9][0-9]*)$");
+        assert_eq!(properties["delta"]["type"], json!(["integer", "string"]));
+        assert_eq!(properties["delta"]["pattern"], "^(0|-?[1-9][0-9]*)$");
+        assert_eq!(
+            properties["parent"]["type"],
+            json!(["integer", "string", "null"])
+        );
+        assert_eq!(
+            properties["defaulted"]["default"], 7,
+            "a default stays a number"
+        );
+        // The opposite case: a 32-bit integer is a number only.
+        assert_eq!(properties["small"]["type"], "integer");
+        assert!(properties["small"].get("pattern").is_none());
+        // The tool's own parse takes the number the host hands it.
+        let parsed: Ids = serde_json::from_value(
+            json!({ "order": 9007199254740993u64, "delta": -1, "parent": null, "small": 1 }),
+        )
+        .unwrap();
+        assert_eq!(parsed.order, 9007199254740993);
     }
 
     #[test]

@@ -31,6 +31,15 @@
 //! ([`NormalizeError::Ambiguous`]): the tool would read it one way, and another
 //! spelling of the same intent could be keyed the other way.
 //!
+//! 4. **A 64-bit id in digits is the id.** Where the schema of a value says it is a
+//!    64-bit integer (`"format": "int64"` or `"uint64"`) that may also come as a
+//!    string (`"type"` has both `"integer"` and `"string"`: the form the SDKs write
+//!    for 64-bit ids, since a client that parses JSON numbers as doubles rounds them),
+//!    a string of its exact decimal digits within the format's range (`"42"`, not
+//!    `"042"` nor `"4.2e1"`) becomes that integer, so `"9007199254740993"` and
+//!    `9007199254740993` are one call and the tool is handed the number either way.
+//!    Any other string is left for the schema check (its `pattern`, and the range).
+//!
 //! Where a schema is more than that (`if`/`then`/`else`, `not`, dependencies, remote
 //! or dynamic refs), the subtree is left as it is: the schema check that follows
 //! still judges it. Values of the wrong type are left as they are for the same
@@ -164,6 +173,9 @@ impl<'s> Normalizer<'s> {
         value: Value,
         path: &mut String,
     ) -> Result<Value, NormalizeError> {
+        if let Value::String(text) = &value {
+            return Ok(self.exact_id(schemas, &value, text).unwrap_or(value));
+        }
         if !matches!(value, Value::Object(_) | Value::Array(_)) {
             return Ok(value);
         }
@@ -174,6 +186,25 @@ impl<'s> Normalizer<'s> {
             }
         }
         self.choose(facets, value, path)
+    }
+
+    /// Rule 4: the integer `text` spells, where the one reading of the schemas that
+    /// apply to it is a 64-bit id that may come as a string; `None` otherwise.
+    fn exact_id(&self, schemas: &[&'s Value], value: &Value, text: &str) -> Option<Value> {
+        let mut facets = Facets::default();
+        for schema in schemas {
+            self.facets(schema, value, 0, &mut facets)?;
+        }
+        if !facets.choices.is_empty() {
+            return None;
+        }
+        let format = facets.maps.iter().find_map(|map| {
+            let format = map.get("format")?.as_str()?;
+            let types = map.get("type")?.as_array()?;
+            let named = |name: &str| types.iter().any(|t| t.as_str() == Some(name));
+            (named("integer") && named("string")).then_some(format)
+        })?;
+        exact_integer(text, format)
     }
 
     /// Normalizes `value` under every reading its unions leave open; one result is
@@ -502,6 +533,25 @@ impl<'s> Normalizer<'s> {
     }
 }
 
+/// `text` as the integer of `format` (`int64`, `uint64`) it spells in canonical
+/// decimal digits (no sign on zero, no leading zero, no `+`), if that integer is in the
+/// format's range.
+fn exact_integer(text: &str, format: &str) -> Option<Value> {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let canonical = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'))
+        && text != "-0";
+    if !canonical {
+        return None;
+    }
+    match format {
+        "uint64" => text.parse::<u64>().ok().map(Value::from),
+        "int64" => text.parse::<i64>().ok().map(Value::from),
+        _ => None,
+    }
+}
+
 /// The schema that `facet` gives the array element at `index`: `prefixItems[index]`
 /// or `items` (2020-12), or draft 7's tuple `items[index]` or `additionalItems`.
 fn item_schema(facet: &Map<String, Value>, index: usize) -> Option<&Value> {
@@ -571,6 +621,82 @@ fn push_segment(path: &mut String, name: &str) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A 64-bit id as the SDKs write it: a number, or its digits as a string.
+    fn id_schema(format: &str, nullable: bool) -> Value {
+        let types = if nullable {
+            json!(["integer", "string", "null"])
+        } else {
+            json!(["integer", "string"])
+        };
+        json!({
+            "type": "object",
+            "properties": {
+                "id": { "type": types, "format": format, "pattern": "^(0|-?[1-9][0-9]*)$" },
+                "label": { "type": "string" }
+            },
+            "additionalProperties": false
+        })
+    }
+
+    #[test]
+    fn a_64_bit_id_in_exact_digits_is_the_id_and_anything_else_stays_a_string() {
+        let schema = id_schema("uint64", false);
+        let as_string = normalize(&schema, json!({ "id": "9007199254740993" })).unwrap();
+        let as_number: Value = serde_json::from_str(r#"{"id":9007199254740993}"#).unwrap();
+        assert_eq!(as_string, as_number, "one call, the tool handed the number");
+        assert_eq!(
+            crate::jcs::canonicalize(&as_string).unwrap(),
+            r#"{"id":9007199254740993}"#,
+            "exact digits, not a double's"
+        );
+        assert_eq!(
+            normalize(&schema, json!({ "id": "18446744073709551615" })).unwrap(),
+            json!({ "id": u64::MAX })
+        );
+        // Not the canonical digits of an in-range id: left for the schema check.
+        for kept in [
+            "18446744073709551616",
+            "-1",
+            "007",
+            "+7",
+            "7.0",
+            "1e3",
+            "",
+            "-0",
+            "seven",
+        ] {
+            assert_eq!(
+                normalize(&schema, json!({ "id": kept })).unwrap(),
+                json!({ "id": kept }),
+                "{kept:?}"
+            );
+        }
+        let signed = id_schema("int64", true);
+        assert_eq!(
+            normalize(&signed, json!({ "id": "-9223372036854775808" })).unwrap(),
+            json!({ "id": i64::MIN })
+        );
+        assert_eq!(
+            normalize(&signed, json!({ "id": null })).unwrap(),
+            json!({}),
+            "a null id is still absent"
+        );
+        // The opposite case: a string property that is not a 64-bit id keeps its digits.
+        assert_eq!(
+            normalize(&schema, json!({ "label": "42" })).unwrap(),
+            json!({ "label": "42" })
+        );
+        let integer_only = json!({
+            "type": "object",
+            "properties": { "id": { "type": "integer", "format": "uint64" } }
+        });
+        assert_eq!(
+            normalize(&integer_only, json!({ "id": "42" })).unwrap(),
+            json!({ "id": "42" }),
+            "a schema that takes no string is not widened by the host: the check refuses it"
+        );
+    }
 
     /// The input schema the `refund` example tool describes itself with (schemars 1,
     /// from `justonce tools --json`), closed by the guest SDK.

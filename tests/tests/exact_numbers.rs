@@ -64,6 +64,65 @@ fn two_orders_a_double_cannot_tell_apart_are_two_refunds_each_for_its_own_order(
     assert_eq!(api.applied()[2].body["order_id"].as_u64(), Some(u64::MAX));
 }
 
+/// A `u64` id may come as its digits in a string (what a model is told to send where
+/// its client parses numbers as doubles): the same call as the number, replayed under
+/// its key, and the tool and the API get the number; other digits are another call;
+/// digits past the type's range are refused with their exact digits, nothing stored.
+#[test]
+fn an_id_sent_as_its_digits_is_the_same_call_as_the_number_and_reaches_the_api_exact() {
+    let api = LocalApi::start().unwrap();
+    let t = test_host(|b| {
+        b.http(
+            HttpConfig::default()
+                .service("payments", api.url())
+                .allow("refund", api.url()),
+        )
+    });
+    let as_digits = t.host.call(&refund("\"9007199254740993\"")).unwrap();
+    assert!(
+        matches!(as_digits.outcome, Outcome::Success { .. }),
+        "{as_digits:?}"
+    );
+    assert!(!as_digits.replayed);
+    let applied = api.applied();
+    assert_eq!(applied.len(), 1);
+    assert_eq!(
+        applied[0].body["order_id"].as_u64(),
+        Some(TWO_TO_THE_53_PLUS_ONE),
+        "the API got the number, exact: {:?}",
+        applied[0].body
+    );
+
+    // The retry as a number: replayed, the same key, nothing sent again.
+    let as_number = t.host.call(&refund("9007199254740993")).unwrap();
+    assert!(as_number.replayed);
+    assert_eq!(as_number.key, as_digits.key);
+    assert_eq!(as_number.outcome, as_digits.outcome);
+    assert_eq!(api.requests().len(), 1);
+
+    // The opposite case: the neighbour's digits are another order.
+    let neighbour = t.host.call(&refund("\"9007199254740992\"")).unwrap();
+    assert!(!neighbour.replayed);
+    assert_ne!(neighbour.key, as_digits.key);
+    assert_eq!(api.applied().len(), 2);
+
+    // Digits past u64::MAX: refused, the digits named as sent, nothing stored or sent.
+    let before = t.host.journal(None, 10).unwrap().len();
+    let err = t
+        .host
+        .call(&refund("\"18446744073709551616\""))
+        .unwrap_err();
+    match &err {
+        justonce::Error::InvalidArguments { reason, .. } => assert!(
+            reason.contains("at /order_id:") && reason.contains("18446744073709551616"),
+            "{reason}"
+        ),
+        other => panic!("expected invalid arguments: {other:?}"),
+    }
+    assert_eq!(t.host.journal(None, 10).unwrap().len(), before);
+    assert_eq!(api.requests().len(), 2);
+}
+
 /// An id past what the tool's `u64` takes is the author's (or agent's) bad input,
 /// refused before anything is stored or sent, not a saved tool error (issue 27, 8).
 #[test]

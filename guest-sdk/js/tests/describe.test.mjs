@@ -69,3 +69,17 @@ test('an output schema travels in the schema root, and a rich result hands its p
   ]);
   assert.throws(() => tool({ name: 'x', description: 'X.', args, output: s.string(), call: () => 0 }));
 });
+
+test('a 64-bit id takes its digits as a string too, and the tool sees a BigInt', () => {
+  const refund = tool({
+    name: 'refund',
+    description: 'Refunds.',
+    args: s.object({ order: s.uint64(), delta: s.int64(), qty: s.integer() }),
+    call: (args) => ({ order: typeof args.order, delta: typeof args.delta, qty: typeof args.qty }),
+  });
+  const schema = JSON.parse(refund.describe().inputSchema);
+  assert.deepEqual(schema.properties.order.type, ['integer', 'string']);
+  assert.equal(schema.properties.order.format, 'uint64');
+  assert.equal(schema.properties.delta.format, 'int64');
+  assert.equal(schema.properties.qty.type, 'integer', 'a plain integer takes no string');
+});

@@ -45,7 +45,7 @@ from . import http, log
 from ._errors import ToolError
 from .content import Audio, Image, Resource, ResourceLink, Rich, Text, add_parts
 from .log import progress
-from ._schema import Signature, to_json
+from ._schema import Int64, Signature, UInt64, to_json
 from .effects import (
     BadPayload,
     BadResponse,
@@ -65,6 +65,7 @@ __all__ = [
     "Divergence",
     "EffectError",
     "Image",
+    "Int64",
     "OutcomeUnknown",
     "Rejected",
     "Resource",
@@ -73,6 +74,7 @@ __all__ = [
     "Text",
     "Tool",
     "ToolError",
+    "UInt64",
     "export",
     "http",
     "log",

@@ -17,6 +17,26 @@ SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 _NONE = type(None)
 
 
+UInt64 = typing.Annotated[
+    int,
+    {
+        "type": ["integer", "string"],
+        "format": "uint64",
+        "minimum": 0,
+        "pattern": "^(0|[1-9][0-9]*)$",
+    },
+]
+"""A 64-bit id that may also come as its decimal digits in a string, as APIs send big
+ids (a client that parses JSON numbers as doubles rounds them); the host hands the
+tool the `int` either way, so the two spellings are one call."""
+
+Int64 = typing.Annotated[
+    int,
+    {"type": ["integer", "string"], "format": "int64", "pattern": "^(0|-?[1-9][0-9]*)$"},
+]
+"""As `UInt64`, signed."""
+
+
 def _unwrap_annotated(hint: Any) -> tuple[Any, list[Any]]:
     """`Annotated[T, *extras]` → `(T, extras)`; any other hint → `(hint, [])`."""
     if typing.get_origin(hint) is typing.Annotated:

@@ -11,7 +11,7 @@ from typing import Annotated, Literal, Optional, Union
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from justonce._schema import Signature, to_json  # noqa: E402
+from justonce._schema import Int64, Signature, UInt64, to_json  # noqa: E402
 
 
 class Color(enum.Enum):
@@ -161,6 +161,21 @@ class SchemaTest(unittest.TestCase):
             args = sig.invoke(act, sig.bind(parsed))
             self.assertEqual(args.order_id, int(digits))
             self.assertIn(digits, json.dumps(to_json(args)))
+
+    def test_a_64_bit_id_takes_its_digits_as_a_string_too_and_a_plain_int_does_not(self):
+        def refund(order_id: UInt64, delta: Int64, qty: int) -> dict:
+            return {"order_id": order_id}
+
+        schema = Signature(refund).schema()
+        props = schema["properties"]
+        self.assertEqual(props["order_id"]["type"], ["integer", "string"])
+        self.assertEqual(props["order_id"]["format"], "uint64")
+        self.assertEqual(props["delta"]["format"], "int64")
+        self.assertEqual(props["qty"]["type"], "integer")
+        # The host hands the tool the number the digits spell.
+        sig = Signature(refund)
+        bound = sig.bind({"order_id": 9007199254740993, "delta": -1, "qty": 1})
+        self.assertEqual(sig.invoke(refund, bound)["order_id"], 9007199254740993)
 
     def test_untyped_parameters_are_refused(self):
         def bad(x) -> None:

@@ -37,8 +37,12 @@ impl Range {
     /// fraction, or an integer past 64 bits, which the canonical form writes as a
     /// double) does not fit.
     fn takes(self, value: &Value) -> bool {
-        let Value::Number(n) = value else {
-            return true;
+        let n = match value {
+            Value::Number(n) => n,
+            // An id that may come as its digits (normalization made every in-range
+            // one a number): digits still a string here are out of range.
+            Value::String(text) => return !spells_an_integer(text),
+            _ => return true,
         };
         match self {
             Self::Unsigned => n.as_u64().is_some(),
@@ -52,6 +56,13 @@ impl Range {
             Self::Signed => "a signed 64-bit integer (-9223372036854775808 to 9223372036854775807)",
         }
     }
+}
+
+/// Whether `text` is an integer's decimal digits (with a sign, leading zeros allowed):
+/// one a 64-bit id format refuses as a string only because it is out of range.
+fn spells_an_integer(text: &str) -> bool {
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// `schema` with [`KEYWORD`] beside every `format` of [`Range`], for the validator.
