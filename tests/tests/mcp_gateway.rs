@@ -419,3 +419,83 @@ fn a_crash_mid_call_of_an_unkeyed_tool_is_outcome_unknown_and_the_server_restart
         ["shipped order 1", "shipped order 2"]
     );
 }
+
+/// An upstream's own error result (`isError`) is the call's outcome: answered as the
+/// upstream sent it, saved, and replayed to a retry without sending the call again.
+#[test]
+fn an_upstream_error_result_is_answered_as_sent_and_replayed() {
+    let Some(python) = needed("Python with the MCP SDK", &python()) else {
+        return;
+    };
+    let gateway = Gateway::ledger(&python, "");
+    let mut server = gateway.serve(&[]);
+    let first = server
+        .client
+        .call("refuse", json!({ "reason": "card declined" }), json!({}));
+    assert_eq!(first["result"]["isError"], true, "{first}");
+    let text = own_content(&first)[0]["text"].as_str().unwrap().to_owned();
+    assert!(text.contains("refused: card declined"), "{first}");
+    let retry = server
+        .client
+        .call("refuse", json!({ "reason": "card declined" }), json!({}));
+    assert!(replayed(&retry), "{retry}");
+    assert_eq!(retry["result"]["isError"], true, "{retry}");
+    assert_eq!(own_content(&retry), own_content(&first), "byte for byte");
+    assert_eq!(gateway.ledger_state().1.len(), 1, "sent once");
+    // The opposite: another reason is another call.
+    let other = server
+        .client
+        .call("refuse", json!({ "reason": "expired" }), json!({}));
+    assert!(!replayed(&other), "{other}");
+    assert_eq!(gateway.ledger_state().1.len(), 2);
+}
+
+/// A tool the upstream annotates `idempotentHint: true` (server-memory's
+/// `delete_entities`) is keyed without any configuration: its lost answer is sent
+/// again under the same key.
+#[test]
+fn a_tool_annotated_idempotent_is_resent_under_the_same_key() {
+    let Some(index) = needed("server-memory", &MEMORY) else {
+        return;
+    };
+    let gateway = Gateway::memory(&index, "");
+    let mut server = gateway.serve(&["--fault", "lose-response:mem_delete_entities:1"]);
+    server
+        .client
+        .call("mem_create_entities", entity("heidi"), json!({}));
+    let answer = server.client.call(
+        "mem_delete_entities",
+        json!({ "entityNames": ["heidi"] }),
+        json!({}),
+    );
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    let sent = gateway.received_calls("delete_entities");
+    assert_eq!(sent.len(), 2, "resent: {sent:?}");
+    assert_eq!(key_sent(&sent[0]), key_sent(&sent[1]));
+    assert!(entity_names(&mut server).is_empty());
+}
+
+/// A `readOnlyHint` tool runs every time, unsaved, and is sent without a key; with
+/// `trust_read_only_hint = false` it is guarded like any other: a repeat is replayed.
+#[test]
+fn a_read_only_tool_runs_every_time_unless_its_hint_is_not_trusted() {
+    let Some(index) = needed("server-memory", &MEMORY) else {
+        return;
+    };
+    let trusted = Gateway::memory(&index, "");
+    let mut server = trusted.serve(&[]);
+    for _ in 0..2 {
+        let graph = server.client.call("mem_read_graph", json!({}), json!({}));
+        assert!(!replayed(&graph), "{graph}");
+    }
+    let sent = trusted.received_calls("read_graph");
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(sent[0]["params"].get("_meta").is_none(), "no key: {sent:?}");
+
+    let untrusted = Gateway::memory(&index, "trust_read_only_hint = false");
+    let mut server = untrusted.serve(&[]);
+    let first = server.client.call("mem_read_graph", json!({}), json!({}));
+    let again = server.client.call("mem_read_graph", json!({}), json!({}));
+    assert!(!replayed(&first) && replayed(&again), "{first}\n{again}");
+    assert_eq!(untrusted.received_calls("read_graph").len(), 1);
+}

@@ -18,6 +18,7 @@ const PAGES: &[(&str, &str)] = &[
         "docs/agent-builders.md",
         include_str!("../../docs/agent-builders.md"),
     ),
+    ("docs/gateway.md", include_str!("../../docs/gateway.md")),
     (
         "docs/how-it-works.md",
         include_str!("../../docs/how-it-works.md"),
@@ -382,6 +383,19 @@ fn every_justonce_command_shown_exists() {
             "`justonce {command}` exists: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+}
+
+#[test]
+fn the_upstream_snippets_load() {
+    let dir = tempfile::tempdir().unwrap();
+    for marker in ["secrets_file = \"memory.env\"", "prefix = \"mem_\"\n"] {
+        let config =
+            justonce::Config::parse(&block("toml", marker), &dir.path().join("justonce.toml"))
+                .unwrap_or_else(|e| panic!("{e}"));
+        let memory = &config.upstreams["memory"];
+        assert_eq!(memory.prefix, "mem_");
+        assert_eq!(memory.command[0], "npx");
     }
 }
 

@@ -104,3 +104,77 @@ impl RawUpstream {
         Ok(config)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::config::Config;
+
+    fn parse(text: &str) -> Result<Config, String> {
+        Config::parse(text, Path::new("/etc/justonce/justonce.toml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn an_upstream_is_read_with_its_defaults_and_paths_beside_the_file() {
+        let config = parse(
+            r#"
+            [upstreams.memory]
+            command = ["node", "index.js"]
+            env = { MEMORY_FILE_PATH = "${MEM}" }
+            secrets_file = "memory.env"
+            exclude = ["delete_entities"]
+            prefix = "mem_"
+            idempotent = ["create_entities"]
+            timeout_ms = 500
+            "#,
+        )
+        .unwrap();
+        let memory = &config.upstreams["memory"];
+        assert_eq!(memory.command, ["node", "index.js"]);
+        assert_eq!(memory.env["MEMORY_FILE_PATH"], "${MEM}");
+        assert_eq!(
+            memory.secrets_file.as_deref(),
+            Some(Path::new("/etc/justonce/memory.env"))
+        );
+        assert_eq!(memory.tools, None);
+        assert_eq!(memory.exclude, ["delete_entities"]);
+        assert_eq!(memory.prefix, "mem_");
+        assert_eq!(memory.idempotent, ["create_entities"]);
+        assert!(!memory.dedupes_by_key);
+        assert!(memory.trust_read_only_hint);
+        assert_eq!(memory.timeout.as_millis(), 500);
+    }
+
+    #[test]
+    fn a_bad_upstream_is_refused_naming_the_key() {
+        for (text, named) in [
+            ("[upstreams.m]\nprefix = \"x\"", "needs `command"),
+            (
+                "[upstreams.m]\ncommand = []",
+                "`upstreams.m.command` must name a program",
+            ),
+            (
+                "[upstreams.m]\ncommand = [\"a\"]\nprefix = \"mem \"",
+                "`upstreams.m.prefix`",
+            ),
+            (
+                "[upstreams.m]\ncommand = [\"a\"]\ntimeout_ms = 0",
+                "`upstreams.m.timeout_ms` must be at least 1",
+            ),
+            (
+                "[upstreams.m]\ncommand = [\"a\"]\nurl = \"http://x\"",
+                "names both `command` and `url`",
+            ),
+            ("[upstreams.m]\nurl = \"http://x/mcp\"", "`upstreams.m.url`"),
+            (
+                "[upstreams.\"a b\"]\ncommand = [\"a\"]",
+                "an upstream's name",
+            ),
+            ("[upstreams.m]\ncommand = [\"a\"]\ncolour = 1", "colour"),
+        ] {
+            let error = parse(text).expect_err(text);
+            assert!(error.contains(named), "{text}: {error}");
+        }
+    }
+}

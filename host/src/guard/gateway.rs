@@ -118,7 +118,7 @@ fn upstream_outcome(text: &str) -> GuestOutcome {
         let details = json!({ "content": content, "structuredContent": structured });
         return GuestOutcome::Returned(
             Err(GuestToolError {
-                code: "upstream_error".into(),
+                code: crate::upstream::UPSTREAM_ERROR.into(),
                 message: if message.is_empty() {
                     "the upstream tool reported an error".into()
                 } else {

@@ -408,6 +408,15 @@ pub(crate) fn call_result(
                     result,
                     content: None,
                 } => tool_result(result, false, replayed, key, any_structured),
+                Outcome::ToolError {
+                    code,
+                    details: Some(details),
+                    ..
+                } if code == crate::upstream::UPSTREAM_ERROR
+                    && details.get("content").is_some_and(Value::is_array) =>
+                {
+                    upstream_error(details, replayed, key, any_structured)
+                }
                 failure => {
                     tool_result(failure.to_agent_json(), true, replayed, key, any_structured)
                 }
@@ -623,6 +632,27 @@ fn rich_result(
     );
     let mut result = to_json(result);
     result["content"] = Value::Array(content);
+    result
+}
+
+/// An upstream MCP server's own error result (`isError`), its content and
+/// `structuredContent` as it sent them and as they were saved.
+fn upstream_error(
+    details: Value,
+    replayed: bool,
+    key: Option<String>,
+    any_structured: bool,
+) -> Value {
+    let structured = details
+        .get("structuredContent")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let content = match details.get("content") {
+        Some(Value::Array(content)) => content.clone(),
+        _ => Vec::new(),
+    };
+    let mut result = rich_result(structured, content, replayed, key, any_structured);
+    result["isError"] = Value::Bool(true);
     result
 }
 

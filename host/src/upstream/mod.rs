@@ -28,6 +28,10 @@ pub use provider::UpstreamProvider;
 /// upstream of another deduplicates by it.
 pub const IDEMPOTENCY_KEY_META: &str = "dev.justonce/idempotency-key";
 
+/// The code of the tool error an upstream's `isError` result is saved as; its details
+/// hold the result's `content` and `structuredContent`, which MCP answers as they came.
+pub const UPSTREAM_ERROR: &str = "upstream_error";
+
 /// How long a crashed upstream is left before it is started again, first; each
 /// crash in a row doubles it, up to [`MAX_RESTART_BACKOFF`].
 const FIRST_RESTART_BACKOFF: Duration = Duration::from_millis(100);

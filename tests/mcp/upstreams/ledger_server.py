@@ -13,6 +13,7 @@ import os
 import sys
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 LEDGER = sys.argv[1]
@@ -53,6 +54,14 @@ def append(line: str, ctx: Context, lose_first: bool = False, by_key: bool = Fal
         # The line is written; the answer never leaves.
         os._exit(3)
     return answer
+
+
+@server.tool()
+def refuse(reason: str) -> str:
+    """Fails with a tool error (isError) naming the reason, once per call it gets."""
+    with open(LEDGER + ".calls", "a") as f:
+        f.write(json.dumps({"refused": reason}) + "\n")
+    raise ToolError(f"refused: {reason}")
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
