@@ -31,7 +31,7 @@ def log_in(browser, token, name):
         shot(page, "01-login")
     page.fill("input[name=token]", token)
     page.click("button[type=submit]")
-    expect(page.locator("h1")).to_have_text("Calls")
+    expect(page.locator("h1")).to_have_text("Needs attention")
     expect(page.locator("nav .who")).to_contain_text(name)
     return page
 
@@ -41,10 +41,15 @@ with sync_playwright() as p:
 
     # The viewer: the calls, one call's story, the stuck effect, and a refusal.
     page = log_in(browser, viewer, "viewer")
+    # The stuck effect's call is the first thing the viewer sees.
+    expect(page.locator(f'#attention tr[data-key="{call_key}"]')).to_be_visible()
+    page.click("nav a:text-is('Calls')")
+    expect(page.locator("h1")).to_have_text("Calls")
     shot(page, "02-calls")
     page.click(f'tr[data-key="{call_key}"] td.key a')
     expect(page.locator("h1")).to_have_text("Call")
-    expect(page.locator("section.effect")).to_contain_text(effect_key)
+    # The effect's key is shown short; its copy button carries the whole of it.
+    expect(page.locator(f'section.effect button.copy[data-copy="{effect_key}"]')).to_have_count(1)
     shot(page, "03-story")
     page.click("text=Unresolved effects")
     row = page.locator(f'#unresolved tr[data-key="{effect_key}"]')
@@ -64,7 +69,7 @@ with sync_playwright() as p:
     page.locator(f'#unresolved tr[data-key="{effect_key}"]').get_by_text(
         "Not performed"
     ).click()
-    expect(page.locator("h1")).to_have_text("Confirm")
+    expect(page.locator("h1")).to_have_text("Resolve as not performed")
     shot(page, "06-confirm")
     page.click("#confirm")
     expect(page.locator("p.message")).to_contain_text("resolved as not_performed")

@@ -719,3 +719,101 @@ fn serve_http_has_the_console_beside_mcp_and_justonce_console_serves_it_alone() 
     assert_eq!(serde_json::from_str::<Value>(&calls.body).unwrap(), journal);
     assert_eq!(mcp.status, 404, "no MCP on the console alone");
 }
+
+/// A forget the journal refuses (an effect's outcome is unknown) is offered forced,
+/// with the warning, from the refusal; forced, it is done and recorded as forced by
+/// the operator. "Resume now" is refused by a console that runs no calls, and a
+/// stopped call is first on "needs attention".
+#[test]
+fn a_refused_forget_offers_force_with_its_warning_and_a_console_without_a_host_does_not_resume() {
+    let f = Fixture::start("", false).unwrap();
+    let addr = f.addr();
+    let (key, _) = f.stuck_refund(21);
+    let (cookie, csrf) = login(addr, &f.operator);
+    let attention = send(addr, "GET", "/console/attention", Some(&cookie), &[]);
+    assert_eq!(attention.status, 200);
+    assert!(
+        attention.body.contains(&format!("<tr data-key=\"{key}\">"))
+            && attention.body.contains("outcome is unknown"),
+        "{}",
+        attention.body
+    );
+
+    let forget = |force: Option<&str>| {
+        let mut form = vec![
+            ("csrf", csrf.as_str()),
+            ("action", "forget"),
+            ("key", key.as_str()),
+        ];
+        if let Some(force) = force {
+            form.push(("force", force));
+        }
+        send(addr, "POST", "/console/act", Some(&cookie), &form)
+    };
+    let refused = forget(None);
+    assert_eq!(refused.status, 409, "{refused:?}");
+    let forced_path = format!("/console/confirm?action=forget&amp;key={key}&amp;force=1");
+    assert!(refused.body.contains(&forced_path), "{}", refused.body);
+    let confirm = send(
+        addr,
+        "GET",
+        &forced_path.replace("&amp;", "&"),
+        Some(&cookie),
+        &[],
+    );
+    assert_eq!(confirm.status, 200);
+    assert!(
+        confirm.body.contains("<strong>Forced.</strong>")
+            && confirm.body.contains("it may happen twice")
+            && confirm.body.contains("name=\"force\" value=\"1\""),
+        "{}",
+        confirm.body
+    );
+    assert!(
+        f.t.host
+            .story(&justonce::InvocationKey::parse(&key).unwrap())
+            .unwrap()
+            .entry
+            .is_some(),
+        "nothing forgotten before the forced form"
+    );
+    let done = forget(Some("1"));
+    assert_eq!(done.status, 200, "{done:?}");
+    assert!(done.body.contains("forgotten, forced"), "{}", done.body);
+    assert!(!done.body.contains("\"result\""), "rendered, not raw JSON");
+    let story =
+        f.t.host
+            .story(&justonce::InvocationKey::parse(&key).unwrap())
+            .unwrap();
+    assert!(story.entry.is_none());
+    let operation = story.operations.last().unwrap();
+    assert_eq!(
+        (operation.action.as_str(), operation.by.as_str()),
+        ("forget", "ops")
+    );
+    assert_eq!(operation.detail["forced"], true, "{:?}", operation.detail);
+
+    // The opposite: another stuck call, resumed on a console that runs no calls.
+    let (other, _) = f.stuck_refund(22);
+    let resume = send(
+        addr,
+        "POST",
+        "/console/act",
+        Some(&cookie),
+        &[("csrf", &csrf), ("action", "resume"), ("key", &other)],
+    );
+    assert_eq!(resume.status, 409, "{resume:?}");
+    assert!(
+        resume.body.contains("does not run calls"),
+        "{}",
+        resume.body
+    );
+    assert!(
+        f.t.host
+            .story(&justonce::InvocationKey::parse(&other).unwrap())
+            .unwrap()
+            .entry
+            .is_some_and(|e| e.state != "completed"),
+        "not run"
+    );
+}

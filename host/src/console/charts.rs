@@ -1,21 +1,72 @@
-//! The console's pictures, over the newest calls: calls per hour, and per tool the
-//! calls, replays, retried runs, unknown outcomes, failures and latency
-//! percentiles. SVG drawn on the server (no script, no inline style).
+//! The console's pictures over a real window of time (the last hour or the last
+//! day, on the console's clock): calls and replays per minute (per quarter hour over
+//! a day), and per tool the calls, replays, resumed runs, effect retries, unknown
+//! outcomes, failures, and two latencies kept apart — a run's (journaled → outcome
+//! saved, over the calls that finished in one run, so no wait for a retry is in it)
+//! and an attempt's (an effect journaled → answered, over effects answered at their
+//! first attempt). SVG drawn on the server (no script, no inline style).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::html::{escape, page};
+use super::html::{ROOT, escape, link, page};
 use super::sessions::BrowserSession;
+use super::timeline::duration;
 use super::view::states;
 use crate::clock::rfc3339;
 use crate::journal::JournalEntry;
 
-/// One hour, in milliseconds.
-const HOUR_MS: i64 = 3_600_000;
+/// One minute, in milliseconds.
+const MINUTE_MS: i64 = 60_000;
 
-/// How many hours the timeline shows, ending with the newest call's.
-const HOURS: i64 = 24;
+/// The windows the charts page offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Window {
+    /// The last hour, by the minute.
+    Hour,
+    /// The last day, by the quarter hour.
+    Day,
+}
+
+impl Window {
+    /// The window a query names (`?window=day`); the last hour otherwise.
+    pub fn parse(text: Option<&str>) -> Self {
+        match text {
+            Some("day") => Self::Day,
+            _ => Self::Hour,
+        }
+    }
+
+    /// Its length in milliseconds.
+    pub fn ms(self) -> i64 {
+        match self {
+            Self::Hour => 60 * MINUTE_MS,
+            Self::Day => 24 * 60 * MINUTE_MS,
+        }
+    }
+
+    /// One bar's length in milliseconds.
+    pub fn bucket_ms(self) -> i64 {
+        match self {
+            Self::Hour => MINUTE_MS,
+            Self::Day => 15 * MINUTE_MS,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Hour => "hour",
+            Self::Day => "day",
+        }
+    }
+
+    fn per(self) -> &'static str {
+        match self {
+            Self::Hour => "per minute",
+            Self::Day => "per 15 minutes",
+        }
+    }
+}
 
 /// What one tool's calls add up to.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -30,9 +81,14 @@ pub struct ToolFigures {
     pub unknown: u32,
     /// Calls that ended in a tool error or a trap.
     pub failed: u32,
-    /// Completion latency percentiles (p50, p95, p99) in milliseconds, over the
-    /// completed calls.
-    pub latency: Option<(i64, i64, i64)>,
+    /// Attempts at effects after each effect's first (the same key sent again).
+    pub effect_retries: u32,
+    /// Run latency percentiles (p50, p95, p99) in milliseconds: journaled → outcome
+    /// saved, over the calls that completed in one run.
+    pub run_latency: Option<(i64, i64, i64)>,
+    /// Attempt latency percentiles (p50, p95, p99) in milliseconds: an effect
+    /// journaled → answered, over the effects answered at their first attempt.
+    pub attempt_latency: Option<(i64, i64, i64)>,
 }
 
 /// The `p`th percentile (nearest rank) of `sorted`, which is not empty.
@@ -41,10 +97,23 @@ fn percentile(sorted: &[i64], p: usize) -> i64 {
     sorted[rank - 1]
 }
 
+fn percentiles(mut times: Vec<i64>) -> Option<(i64, i64, i64)> {
+    if times.is_empty() {
+        return None;
+    }
+    times.sort_unstable();
+    Some((
+        percentile(&times, 50),
+        percentile(&times, 95),
+        percentile(&times, 99),
+    ))
+}
+
 /// Each tool's figures over `entries`.
 pub fn per_tool(entries: &[JournalEntry]) -> BTreeMap<String, ToolFigures> {
     let mut figures: BTreeMap<String, ToolFigures> = BTreeMap::new();
-    let mut latencies: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    let mut runs: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    let mut attempts: BTreeMap<String, Vec<i64>> = BTreeMap::new();
     for e in entries {
         let f = figures.entry(e.tool.clone()).or_default();
         let s = states(e);
@@ -53,113 +122,210 @@ pub fn per_tool(entries: &[JournalEntry]) -> BTreeMap<String, ToolFigures> {
         f.retried += u32::from(e.runs > 1);
         f.unknown += u32::from(s.contains(&"unknown"));
         f.failed += u32::from(s.contains(&"failed") || s.contains(&"abandoned"));
-        if let Some(done) = e.completed_at {
-            latencies
-                .entry(e.tool.clone())
+        for effect in &e.effects {
+            f.effect_retries += effect.attempts.saturating_sub(1);
+            if effect.attempts == 1 && effect.state == "done" {
+                attempts
+                    .entry(e.tool.clone())
+                    .or_default()
+                    .push(effect.updated_at - effect.created_at);
+            }
+        }
+        if let Some(done) = e.completed_at
+            && e.runs == 1
+        {
+            runs.entry(e.tool.clone())
                 .or_default()
                 .push(done - e.created_at);
         }
     }
-    for (tool, mut times) in latencies {
-        times.sort_unstable();
-        if let Some(f) = figures.get_mut(&tool) {
-            f.latency = Some((
-                percentile(&times, 50),
-                percentile(&times, 95),
-                percentile(&times, 99),
-            ));
-        }
+    for (tool, f) in &mut figures {
+        f.run_latency = runs.remove(tool).and_then(percentiles);
+        f.attempt_latency = attempts.remove(tool).and_then(percentiles);
     }
     figures
 }
 
-/// Calls per hour for the [`HOURS`] hours ending with the newest call's: (start of
-/// the hour, calls).
-pub fn per_hour(entries: &[JournalEntry]) -> Vec<(i64, u32)> {
-    let Some(newest) = entries.iter().map(|e| e.created_at).max() else {
-        return Vec::new();
-    };
-    let last = newest.div_euclid(HOUR_MS) * HOUR_MS;
-    let first = last - (HOURS - 1) * HOUR_MS;
-    let mut counts = vec![0u32; usize::try_from(HOURS).unwrap_or(24)];
+/// Calls and replays per bucket of `window` ending at `now`: (start of the bucket,
+/// calls made in it, replays of those calls). A call's replays are counted where the
+/// call was made (the journal counts them, it does not date them).
+pub fn over_time(entries: &[JournalEntry], window: Window, now: i64) -> Vec<(i64, u32, u32)> {
+    let bucket = window.bucket_ms();
+    let last = now.div_euclid(bucket) * bucket;
+    let count = window.ms() / bucket;
+    let first = last - (count - 1) * bucket;
+    let mut out: Vec<(i64, u32, u32)> = (0..count).map(|i| (first + i * bucket, 0, 0)).collect();
     for e in entries.iter().filter(|e| e.created_at >= first) {
-        let slot = usize::try_from((e.created_at - first) / HOUR_MS).unwrap_or(0);
-        if let Some(count) = counts.get_mut(slot) {
-            *count += 1;
+        let slot = usize::try_from((e.created_at - first) / bucket).unwrap_or(usize::MAX);
+        if let Some(row) = out.get_mut(slot) {
+            row.1 += 1;
+            row.2 += e.replays;
         }
     }
-    (0..HOURS)
-        .map(|i| first + i * HOUR_MS)
-        .zip(counts)
-        .collect()
+    out
 }
 
-/// A bar chart of `bars` (label, value), `width` pixels wide.
-fn bars(bars: &[(String, u32)], width: u32) -> String {
-    let max = bars.iter().map(|(_, v)| *v).max().unwrap_or(0).max(1);
-    let (height, gap) = (120u32, 2u32);
-    let step = (width / u32::try_from(bars.len().max(1)).unwrap_or(1)).max(3);
+/// `HH:MM` (UTC) of `ms`.
+fn clock_time(ms: i64) -> String {
+    rfc3339(ms).get(11..16).unwrap_or_default().to_owned()
+}
+
+/// The bar chart of calls and replays over `rows`, with its axes.
+fn calls_chart(rows: &[(i64, u32, u32)], window: Window) -> String {
+    let (width, height, left, bottom) = (760i64, 180i64, 40i64, 24i64);
+    let plot_h = height - bottom - 8;
+    let max = rows
+        .iter()
+        .map(|(_, c, r)| i64::from(*c.max(r)))
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    // A round top for the y axis: 1, 2, 5, 10, 20, 50, ….
+    let mut top = 1i64;
+    while top < max {
+        top = match top.to_string().chars().next() {
+            Some('1') => top * 2,
+            Some('2') => top * 5 / 2,
+            _ => top * 2,
+        };
+    }
+    let n = i64::try_from(rows.len()).unwrap_or(1).max(1);
+    let step = (width - left - 4) / n;
+    let y = |v: i64| 8 + plot_h - v * plot_h / top;
     let mut svg = format!(
-        "<svg class=\"chart\" width=\"{}\" height=\"{}\" role=\"img\">",
-        step * u32::try_from(bars.len()).unwrap_or(0),
-        height + 4
+        "<svg class=\"chart\" viewBox=\"0 0 {width} {height}\" width=\"{width}\" height=\"{height}\" role=\"img\" aria-label=\"Calls and replays {}\">",
+        window.per()
     );
-    for (i, (label, value)) in bars.iter().enumerate() {
-        let h = value * height / max;
-        let x = u32::try_from(i).unwrap_or(0) * step;
+    for tick in [0, top / 2, top] {
         let _ = write!(
             svg,
-            "<rect x=\"{x}\" y=\"{}\" width=\"{}\" height=\"{h}\" fill=\"#3b6e8f\"><title>{}: {value}</title></rect>",
-            height - h,
-            step - gap,
-            escape(label)
+            "<line class=\"grid\" x1=\"{left}\" x2=\"{width}\" y1=\"{ty}\" y2=\"{ty}\"></line>\
+             <text x=\"{tx}\" y=\"{ly}\" text-anchor=\"end\">{tick}</text>",
+            ty = y(tick),
+            tx = left - 6,
+            ly = y(tick) + 4
         );
+    }
+    let _ = write!(
+        svg,
+        "<line class=\"axis\" x1=\"{left}\" x2=\"{left}\" y1=\"8\" y2=\"{y0}\"></line>\
+         <line class=\"axis\" x1=\"{left}\" x2=\"{width}\" y1=\"{y0}\" y2=\"{y0}\"></line>",
+        y0 = y(0)
+    );
+    let label_every = (rows.len() / 6).max(1);
+    for (i, (at, calls, replays)) in rows.iter().enumerate() {
+        let x = left + 2 + i64::try_from(i).unwrap_or(0) * step;
+        let half = (step / 2).max(1);
+        let (c, r) = (i64::from(*calls), i64::from(*replays));
+        let title = format!(
+            "{} – {}: {calls} call(s), {replays} replay(s)",
+            rfc3339(*at),
+            clock_time(*at + window.bucket_ms())
+        );
+        if c > 0 {
+            let _ = write!(
+                svg,
+                "<rect class=\"s-calls\" x=\"{x}\" y=\"{}\" width=\"{half}\" height=\"{}\"><title>{}</title></rect>",
+                y(c),
+                y(0) - y(c),
+                escape(&title)
+            );
+        }
+        if r > 0 {
+            let _ = write!(
+                svg,
+                "<rect class=\"s-replays\" x=\"{}\" y=\"{}\" width=\"{half}\" height=\"{}\"><title>{}</title></rect>",
+                x + half,
+                y(r),
+                y(0) - y(r),
+                escape(&title)
+            );
+        }
+        if i % label_every == 0 || i + 1 == rows.len() {
+            let _ = write!(
+                svg,
+                "<line class=\"axis\" x1=\"{x}\" x2=\"{x}\" y1=\"{y0}\" y2=\"{y1}\"></line>\
+                 <text x=\"{x}\" y=\"{ly}\" text-anchor=\"middle\">{label}</text>",
+                y0 = y(0),
+                y1 = y(0) + 4,
+                ly = height - 6,
+                label = clock_time(*at)
+            );
+        }
     }
     svg.push_str("</svg>");
     svg
 }
 
-/// The charts page over `entries` (the newest calls).
-pub fn charts(session: &BrowserSession, entries: &[JournalEntry]) -> String {
-    let mut body = format!(
-        "<p class=\"note\">Over the newest {} calls.</p><h2>Calls per hour</h2>",
-        entries.len()
-    );
-    let hours: Vec<(String, u32)> = per_hour(entries)
-        .into_iter()
-        .map(|(at, n)| (rfc3339(at), n))
+/// `p50 / p95 / p99` of a latency, or a dash.
+fn latency(figures: Option<(i64, i64, i64)>) -> String {
+    figures
+        .map(|(a, b, c)| format!("{} / {} / {}", duration(a), duration(b), duration(c)))
+        .unwrap_or_else(|| "–".into())
+}
+
+/// The charts page over `entries` (the newest calls) in `window` ending at `now`.
+pub fn charts(
+    session: &BrowserSession,
+    entries: &[JournalEntry],
+    window: Window,
+    now: i64,
+) -> String {
+    let start = now - window.ms();
+    let within: Vec<JournalEntry> = entries
+        .iter()
+        .filter(|e| e.created_at >= start)
+        .cloned()
         .collect();
-    body.push_str(&bars(&hours, 720));
-    if let (Some((first, _)), Some((last, _))) = (hours.first(), hours.last()) {
-        let _ = write!(
-            body,
-            "<p class=\"note\">From {} to {} (hover a bar for its count).</p>",
-            escape(first),
-            escape(last)
-        );
+    let mut body = String::from("<p class=\"windows\">");
+    for w in [Window::Hour, Window::Day] {
+        let text = format!("Last {}", w.name());
+        if w == window {
+            let _ = write!(body, "<strong>{text}</strong> ");
+        } else {
+            let _ = write!(
+                body,
+                "{} ",
+                link(&format!("{ROOT}/charts?window={}", w.name()), &text)
+            );
+        }
     }
+    let _ = write!(
+        body,
+        "</p><p class=\"note\">From {} to {} (UTC): {} call(s).</p><h2>Calls and replays {}</h2>\
+         <p class=\"legend\"><span class=\"s-calls\"></span>calls made<span class=\"s-replays\"></span>\
+         retries answered with the saved outcome (counted where their call was made)</p>",
+        rfc3339(start),
+        rfc3339(now),
+        within.len(),
+        window.per()
+    );
+    body.push_str(&calls_chart(&over_time(&within, window, now), window));
     body.push_str(
         "<h2>Per tool</h2><table id=\"per-tool\"><thead><tr><th>Tool</th><th>Calls</th>\
-         <th>Replays</th><th>Retried</th><th>Unknown</th><th>Failed</th>\
-         <th>Latency p50 / p95 / p99</th></tr></thead><tbody>",
+         <th>Replays</th><th title=\"calls whose guest ran more than once\">Resumed</th>\
+         <th title=\"calls with an effect whose outcome is unknown\">Unknown</th><th>Failed</th>\
+         <th title=\"attempts at effects after their first, under the same key\">Effect retries</th>\
+         <th title=\"journaled to outcome saved, over calls that completed in one run\">Run latency p50 / p95 / p99</th>\
+         <th title=\"effect journaled to answered, over effects answered at their first attempt\">Attempt latency p50 / p95 / p99</th>\
+         </tr></thead><tbody>",
     );
-    for (tool, f) in per_tool(entries) {
-        let latency = f
-            .latency
-            .map(|(a, b, c)| format!("{a} / {b} / {c} ms"))
-            .unwrap_or_default();
+    for (tool, f) in per_tool(&within) {
         let _ = write!(
             body,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{latency}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(&tool),
             f.calls,
             f.replays,
             f.retried,
             f.unknown,
-            f.failed
+            f.failed,
+            f.effect_retries,
+            latency(f.run_latency),
+            latency(f.attempt_latency),
         );
     }
-    body.push_str("</tbody></table>");
+    body.push_str("</tbody></table><p class=\"note\">Run latency leaves out calls that ran more than once: their time includes the wait for a retry or an operator. The host's /metrics has the same counters since it started.</p>");
     page("Charts", Some(session), &body)
 }
 
@@ -201,30 +367,63 @@ mod tests {
             .map(|i| entry("a", i * 1000, Some(i * 1000 + i), 1))
             .collect();
         entries.push(entry("b", 5, None, 2));
+        // A call resumed after a long wait: its run count leaves it out of run latency.
+        entries.push(entry("a", 0, Some(10_000_000), 2));
         let figures = per_tool(&entries);
-        assert_eq!(figures["a"].calls, 100);
-        assert_eq!(figures["a"].latency, Some((50, 95, 99)));
-        assert_eq!(figures["a"].replays, 100);
+        assert_eq!(figures["a"].calls, 101);
+        assert_eq!(figures["a"].run_latency, Some((50, 95, 99)));
+        assert_eq!(figures["a"].replays, 101);
         assert_eq!((figures["b"].calls, figures["b"].retried), (1, 1));
-        assert_eq!(figures["b"].latency, None);
+        assert_eq!(figures["b"].run_latency, None);
     }
 
     #[test]
-    fn calls_per_hour_end_with_the_newest_calls_hour() {
+    fn attempt_latency_is_of_first_attempts_and_retries_are_counted() {
+        let mut e = entry("a", 0, Some(50_000), 2);
+        e.effects = vec![effect(1, 100, 400), effect(3, 100, 40_000)];
+        let figures = per_tool(&[e]);
+        assert_eq!(figures["a"].attempt_latency, Some((300, 300, 300)));
+        assert_eq!(figures["a"].effect_retries, 2);
+        assert_eq!(figures["a"].run_latency, None, "two runs");
+    }
+
+    fn effect(attempts: u32, created_at: i64, updated_at: i64) -> crate::journal::JournalEffect {
+        crate::journal::JournalEffect {
+            seq: 0,
+            key: "k".into(),
+            provider: "http".into(),
+            class: "keyed".into(),
+            operation: "request".into(),
+            state: "done".into(),
+            attempts,
+            response: None,
+            last_error: None,
+            resolution: None,
+            created_at,
+            updated_at,
+        }
+    }
+
+    #[test]
+    fn calls_per_minute_cover_the_last_hour_ending_now() {
+        let now = 600 * MINUTE_MS + 30_000;
         let entries = [
-            entry("a", 10 * HOUR_MS + 5, None, 1),
-            entry("a", 10 * HOUR_MS + 9, None, 1),
-            entry("a", 9 * HOUR_MS, None, 1),
-            entry("a", HOUR_MS * -30, None, 1),
+            entry("a", 600 * MINUTE_MS + 5, None, 1),
+            entry("a", 600 * MINUTE_MS + 9, None, 1),
+            entry("a", 599 * MINUTE_MS, None, 1),
+            entry("a", 500 * MINUTE_MS, None, 1),
         ];
-        let hours = per_hour(&entries);
-        assert_eq!(hours.len(), 24);
-        assert_eq!(hours.last(), Some(&(10 * HOUR_MS, 2)));
-        assert_eq!(hours[22], (9 * HOUR_MS, 1));
+        let minutes = over_time(&entries, Window::Hour, now);
+        assert_eq!(minutes.len(), 60);
+        assert_eq!(minutes.last(), Some(&(600 * MINUTE_MS, 2, 2)));
+        assert_eq!(minutes[58], (599 * MINUTE_MS, 1, 1));
         assert_eq!(
-            hours.iter().map(|(_, n)| n).sum::<u32>(),
+            minutes.iter().map(|(_, n, _)| n).sum::<u32>(),
             3,
             "older ones left out"
         );
+        let quarters = over_time(&entries, Window::Day, now);
+        assert_eq!(quarters.len(), 96);
+        assert_eq!(quarters.iter().map(|(_, n, _)| n).sum::<u32>(), 4);
     }
 }

@@ -23,6 +23,7 @@ mod charts;
 mod html;
 mod pages;
 mod sessions;
+mod timeline;
 mod view;
 
 use std::collections::HashMap;
@@ -31,10 +32,11 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use self::html::ROOT;
-use self::pages::Act;
+use self::pages::{Abilities, Act};
 use self::sessions::{BrowserSession, BrowserSessions, FAILED_EVERY_MS, OpenRefused, seconds_up};
 use self::view::{Filters, MAX_LIMIT};
 use crate::auth::tokens::{TokenDigest, Tokens};
+use crate::call::CallRequest;
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::host::Host;
@@ -63,6 +65,9 @@ pub struct Console {
     tokens: Arc<Tokens>,
     clock: Arc<dyn Clock>,
     sessions: BrowserSessions,
+    /// The host that runs a call again when an operator resumes it (none: the
+    /// console alone, which only reads and operates on the journal).
+    runner: Option<Arc<Host>>,
 }
 
 impl std::fmt::Debug for Console {
@@ -98,6 +103,21 @@ impl Console {
             tokens: tokens.into(),
             clock,
             sessions: BrowserSessions::new(session_ttl_ms),
+            runner: None,
+        }
+    }
+
+    /// Lets operators resume a stopped call from the console: `host` runs it again
+    /// under its own key, as the agent's retry would (`serve --http`, whose host
+    /// serves the tools).
+    pub fn resuming_on(mut self, host: Arc<Host>) -> Self {
+        self.runner = Some(host);
+        self
+    }
+
+    fn abilities(&self) -> Abilities {
+        Abilities {
+            resumes: self.runner.is_some(),
         }
     }
 }
@@ -249,10 +269,11 @@ impl Routes for Console {
         let session = &visitor.session;
         let result = match (request.method.as_str(), path) {
             ("GET", "/console") => self.calls(session, &query),
+            ("GET", "/console/attention") => self.attention(session, now),
             ("GET", "/console/call") => self.story(session, &query, false),
             ("GET", "/console/unresolved") => self.unresolved(session, &query, false, now),
             ("GET", "/console/outbox") => self.outbox(session, false),
-            ("GET", "/console/charts") => self.charts(session),
+            ("GET", "/console/charts") => self.charts(session, &query),
             ("GET", "/console/live") => self.live(request, &query),
             ("GET", "/console/confirm") => Ok(self.confirm(session, &query)),
             ("POST", "/console/act") => self.act(request, session, now),
@@ -264,6 +285,7 @@ impl Routes for Console {
             (
                 _,
                 "/console"
+                | "/console/attention"
                 | "/console/call"
                 | "/console/unresolved"
                 | "/console/outbox"
@@ -458,7 +480,7 @@ impl Console {
         let secure = request
             .header("x-forwarded-proto")
             .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"));
-        let mut r = redirect(ROOT);
+        let mut r = redirect(&format!("{ROOT}/attention"));
         r.headers.push((
             "set-cookie".into(),
             format!(
@@ -538,7 +560,10 @@ impl Console {
             return Ok(redirect(&html::call_path(search)));
         }
         let entries = self.filtered(&filters)?;
-        Ok(html(200, pages::calls(session, &filters, &entries)))
+        Ok(html(
+            200,
+            pages::calls(session, &filters, &entries, self.clock.now_ms()),
+        ))
     }
 
     fn api_calls(&self, query: &HashMap<String, String>) -> Result<PlainResponse, Error> {
@@ -557,11 +582,15 @@ impl Console {
     ) -> Result<PlainResponse, Error> {
         let text = query.get("key").map(String::as_str).unwrap_or("");
         let key = InvocationKey::parse(text).map_err(|e| Error::InvalidKey(e.to_string()))?;
-        let story = self.journal.story(&key)?.judged_at(self.clock.now_ms());
+        let now = self.clock.now_ms();
+        let story = self.journal.story(&key)?.judged_at(now);
         if api {
             return Ok(json(200, &serde_json::to_value(&story).unwrap_or_default()));
         }
-        Ok(html(200, pages::story(session, &story)))
+        Ok(html(
+            200,
+            pages::story(session, &story, self.abilities(), now),
+        ))
     }
 
     fn unresolved(
@@ -588,12 +617,46 @@ impl Console {
                 &serde_json::to_value(&effects).unwrap_or_default(),
             ));
         }
-        Ok(html(200, pages::unresolved(session, &effects)))
+        Ok(html(200, pages::unresolved(session, &effects, now)))
     }
 
-    fn charts(&self, session: &BrowserSession) -> Result<PlainResponse, Error> {
-        let entries = Selection::default().entries(&*self.journal, MAX_LIMIT)?;
-        Ok(html(200, charts::charts(session, &entries)))
+    /// The "needs attention" page: what a person must look at now.
+    fn attention(&self, session: &BrowserSession, now: i64) -> Result<PlainResponse, Error> {
+        let entries: Vec<_> = Selection::default()
+            .entries(&*self.journal, MAX_LIMIT)?
+            .into_iter()
+            .map(|e| e.judged_at(now))
+            .collect();
+        let failing: Vec<_> = self
+            .journal
+            .outbox()
+            .outbox_messages()?
+            .into_iter()
+            .filter(|m| {
+                m.state == "failed"
+                    || (m.state == "pending" && m.attempts > 0 && m.last_error.is_some())
+            })
+            .collect();
+        let unresolved = Selection::default().unresolved(&*self.journal, now)?.len();
+        Ok(html(
+            200,
+            pages::attention(session, &entries, &failing, unresolved, now),
+        ))
+    }
+
+    fn charts(
+        &self,
+        session: &BrowserSession,
+        query: &HashMap<String, String>,
+    ) -> Result<PlainResponse, Error> {
+        let now = self.clock.now_ms();
+        let entries: Vec<_> = Selection::default()
+            .entries(&*self.journal, MAX_LIMIT)?
+            .into_iter()
+            .map(|e| e.judged_at(now))
+            .collect();
+        let window = charts::Window::parse(query.get("window").map(String::as_str));
+        Ok(html(200, charts::charts(session, &entries, window, now)))
     }
 
     fn outbox(&self, session: &BrowserSession, api: bool) -> Result<PlainResponse, Error> {
@@ -652,8 +715,20 @@ impl Console {
         }
         let act = query.get("action").and_then(|a| Act::parse(a));
         let key = query.get("key").map(String::as_str).unwrap_or("");
+        let force = query.get("force").is_some_and(|f| f == "1");
         match act {
-            Some(act) if !key.is_empty() => html(200, pages::confirm(session, act, key)),
+            Some(act) if !key.is_empty() => {
+                let now = self.clock.now_ms();
+                let entry = InvocationKey::parse(key)
+                    .ok()
+                    .and_then(|k| self.journal.story(&k).ok())
+                    .and_then(|story| story.entry)
+                    .map(|e| e.judged_at(now));
+                html(
+                    200,
+                    pages::confirm(session, act, key, force, entry.as_ref(), now),
+                )
+            }
             _ => html(
                 400,
                 pages::message(
@@ -706,9 +781,10 @@ impl Console {
             ));
         };
         let key = form.get("key").map(|k| k.trim()).unwrap_or("");
+        let force = act.forceable() && form.get("force").is_some_and(|f| f == "1");
         let operator = Operator {
             by: &session.principal,
-            force: false,
+            force,
             now,
         };
         let (operated, what) = match act {
@@ -734,25 +810,45 @@ impl Console {
                 (
                     operated,
                     format!(
-                        "Effect {key} resolved as {}; retry its call to finish it.",
+                        "The effect was resolved as {}; the call's next retry finishes it.",
                         resolution.as_str()
                     ),
                 )
             }
+            Act::Resume => return self.resume(session, key, now),
             Act::Forget | Act::Abandon => {
                 let invocation =
                     InvocationKey::parse(key).map_err(|e| Error::InvalidKey(e.to_string()))?;
-                if act == Act::Forget {
-                    (
-                        self.journal.forget(&invocation, &operator)?,
-                        format!("Call {key} forgotten."),
-                    )
+                let done = if act == Act::Forget {
+                    self.journal.forget(&invocation, &operator)
                 } else {
-                    (
-                        self.journal.abandon(&invocation, &operator)?,
-                        format!("Call {key} abandoned."),
-                    )
-                }
+                    self.journal.abandon(&invocation, &operator)
+                };
+                let operated = match done {
+                    Ok(operated) => operated,
+                    Err(refused @ Error::CannotOperate { .. }) => {
+                        return Ok(html(
+                            409,
+                            pages::refused(session, act, key, &capitalized(&refused)),
+                        ));
+                    }
+                    Err(other) => return Err(other),
+                };
+                let what = match (act, force) {
+                    (Act::Forget, false) => {
+                        "The call was forgotten: its record is gone, and the agent's next retry runs it again from the start."
+                    }
+                    (Act::Forget, true) => {
+                        "The call was forgotten, forced: the agent's next retry runs it again and sends its effects under new keys."
+                    }
+                    (_, false) => {
+                        "The call was abandoned: every retry of it now gets the saved 'abandoned' outcome."
+                    }
+                    (_, true) => {
+                        "The call was abandoned, forced: every retry now gets 'abandoned', though an effect's outcome was unknown."
+                    }
+                };
+                (operated, what.to_owned())
             }
         };
         let (operation, what) = match &operated {
@@ -760,14 +856,91 @@ impl Console {
             Operated::AlreadyDone(o) => (o, format!("Nothing to do: {} did it already.", o.by)),
         };
         tracing::info!(principal = %session.principal, action = act.name(), key, "a console action was recorded");
-        Ok(html(
-            200,
-            pages::done(
-                session,
-                &what,
-                &serde_json::to_value(&operated).unwrap_or_default(),
-                &operation.key,
-            ),
-        ))
+        Ok(html(200, pages::done(session, &what, operation, now)))
+    }
+
+    /// "Resume now": runs the stopped call `key` again on this console's host under
+    /// its own key, exactly as the agent's retry would (the same tool, arguments,
+    /// conversation and principal), and says how it ended. Refused for a call that
+    /// is not stopped (completed, or running under a live lease), whose arguments
+    /// the journal does not hold, or whose key the journaled call does not derive
+    /// (an explicit key: only its caller can retry it).
+    fn resume(
+        &self,
+        session: &BrowserSession,
+        key: &str,
+        now: i64,
+    ) -> Result<PlainResponse, Error> {
+        let by = session.principal.as_str();
+        let refuse = |reason: String| {
+            tracing::warn!(target: "justonce::operator", action = "resume", key, by, "operator {by}: resume {key} refused: {reason}");
+            Ok(html(
+                409,
+                pages::message(
+                    "Refused",
+                    Some(session),
+                    &reason,
+                    Some(&html::call_path(key)),
+                ),
+            ))
+        };
+        let Some(host) = &self.runner else {
+            return refuse(
+                "This console does not run calls (justonce console reads the journal only):                  resume it from the console of a serve --http host, or retry it from the agent."
+                    .into(),
+            );
+        };
+        let invocation = InvocationKey::parse(key).map_err(|e| Error::InvalidKey(e.to_string()))?;
+        let Some(entry) = self.journal.story(&invocation)?.entry else {
+            return refuse(format!(
+                "The journal holds no call {key}: never made, expired or forgotten."
+            ));
+        };
+        let entry = entry.judged_at(now);
+        if !pages::resumable(&entry) {
+            return refuse(if entry.state == "completed" {
+                "This call is completed: its outcome is saved, nothing to resume.".into()
+            } else {
+                format!(
+                    "This call is not stopped: {}. Resume it once its lease has ended.",
+                    entry.holding
+                )
+            });
+        }
+        let Some(arguments) = &entry.arguments else {
+            return refuse(
+                "The journal does not hold this call's arguments (recorded before justonce kept                  them): retry it from the agent."
+                    .into(),
+            );
+        };
+        let (principal, conversation) = view::principal_and_conversation(&entry.conversation);
+        let mut request =
+            CallRequest::new(entry.tool.clone(), arguments.to_string()).conversation(conversation);
+        if let Some(principal) = principal {
+            request = request.principal(principal);
+        }
+        match host.key_for(&request) {
+            Ok(derived) if derived == invocation => {}
+            Ok(_) => {
+                return refuse(
+                    "This call was made under its caller's own key (or the tool's schema changed                      since): only the agent's retry can resume it."
+                        .into(),
+                );
+            }
+            Err(e) => return refuse(format!("The call cannot be made again here: {e}")),
+        }
+        tracing::info!(target: "justonce::operator", action = "resume", key, by, tool = %entry.tool, host = %host.identity().name, was = %entry.holding, "operator {by}: resume {key}: runs it again on this host under the same key");
+        let started = std::time::Instant::now();
+        let answer = host.call(&request);
+        let took = started.elapsed();
+        match &answer {
+            Ok(response) => {
+                tracing::info!(target: "justonce::operator", action = "resume", key, by, outcome = response.outcome.kind(), replayed = response.replayed, "operator {by}: resume {key} done: {}", response.outcome.kind());
+            }
+            Err(error) => {
+                tracing::warn!(target: "justonce::operator", action = "resume", key, by, "operator {by}: resume {key} did not finish: {error}");
+            }
+        }
+        Ok(html(200, pages::resumed(session, key, &answer, took)))
     }
 }

@@ -2,11 +2,13 @@
 
 use std::fmt::Write as _;
 
-use super::html::{ROOT, call_path, csrf_field, escape, json_block, link, page, url_value};
+use super::html::{
+    ROOT, call_path, csrf_field, escape, json_block, link, page, short_key, time, url_value,
+};
 use super::sessions::BrowserSession;
-use super::view::{Filters, STATES, principal_and_conversation, states};
-use crate::clock::rfc3339;
-use crate::journal::{CallStory, JournalEffect, JournalEntry, UnresolvedEffect};
+use super::timeline::{duration, timeline};
+use super::view::{self, Filters, STATES, badges, principal_and_conversation, states};
+use crate::journal::{CallStory, JournalEffect, JournalEntry, JournalOperation, UnresolvedEffect};
 use crate::providers::OutboxMessage;
 
 /// The most characters of one JSON value (arguments, an answer, an outcome) a page
@@ -24,15 +26,19 @@ pub enum Act {
     Forget,
     /// `justonce abandon KEY`.
     Abandon,
+    /// Runs a stopped call again now, on this host, under its own key: what the
+    /// agent's retry would do.
+    Resume,
 }
 
 impl Act {
     /// Every action.
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 5] = [
         Self::ResolvePerformed,
         Self::ResolveNotPerformed,
         Self::Forget,
         Self::Abandon,
+        Self::Resume,
     ];
 
     /// Its name in forms.
@@ -42,6 +48,7 @@ impl Act {
             Self::ResolveNotPerformed => "resolve-not-performed",
             Self::Forget => "forget",
             Self::Abandon => "abandon",
+            Self::Resume => "resume",
         }
     }
 
@@ -50,24 +57,49 @@ impl Act {
         Self::ALL.into_iter().find(|a| a.name() == name)
     }
 
-    /// What the confirmation asks.
+    /// Whether the journal may be told to override its safety check (`--force`).
+    pub fn forceable(self) -> bool {
+        matches!(self, Self::Forget | Self::Abandon)
+    }
+
+    /// The confirmation's title.
+    fn title(self, force: bool) -> &'static str {
+        match (self, force) {
+            (Self::ResolvePerformed, _) => "Resolve as performed",
+            (Self::ResolveNotPerformed, _) => "Resolve as not performed",
+            (Self::Forget, false) => "Forget this call",
+            (Self::Forget, true) => "Forget this call, forced",
+            (Self::Abandon, false) => "Abandon this call",
+            (Self::Abandon, true) => "Abandon this call, forced",
+            (Self::Resume, _) => "Resume this call now",
+        }
+    }
+
+    /// What happens when it is confirmed.
     fn question(self) -> &'static str {
         match self {
             Self::ResolvePerformed => {
-                "Resolve this effect as performed? The call's retry gets the answer below instead \
-                 of an attempt."
+                "The effect is marked performed with the answer below: the call's next retry \
+                 gets that answer instead of an attempt, and finishes."
             }
             Self::ResolveNotPerformed => {
-                "Resolve this effect as not performed? The call's retry makes one more attempt \
-                 under the same key."
+                "The effect is marked not performed: the call's next retry makes one more \
+                 attempt under the same key."
             }
             Self::Forget => {
-                "Forget this call? Its record goes, and the same call runs again (its effects \
-                 under new keys)."
+                "The call's record is deleted (the audit line stays). The agent's next retry \
+                 of the same call runs it from the start, and its effects go downstream under \
+                 new keys: the downstream cannot recognise them as repeats."
             }
             Self::Abandon => {
-                "Abandon this call? It is closed with a saved 'abandoned' outcome that every \
-                 retry replays."
+                "The call is closed with a saved 'abandoned' outcome: every retry of it gets \
+                 that answer and nothing runs again. Its effects stay as they are."
+            }
+            Self::Resume => {
+                "This host runs the call again now under the same key, exactly as the agent's \
+                 retry would: effects already answered replay from the journal, a pending keyed \
+                 effect is sent again under the same idempotency key (the downstream applies it \
+                 once), and the outcome is saved, so the agent's next retry gets it."
             }
         }
     }
@@ -76,20 +108,33 @@ impl Act {
     fn key_kind(self) -> &'static str {
         match self {
             Self::ResolvePerformed | Self::ResolveNotPerformed => "effect key",
-            Self::Forget | Self::Abandon => "invocation key",
+            Self::Forget | Self::Abandon | Self::Resume => "invocation key",
         }
     }
 }
 
+/// The path of the confirmation of `act` on `key` (forced: with the override).
+pub fn confirm_path(act: Act, key: &str, force: bool) -> String {
+    format!(
+        "{ROOT}/confirm?action={}&key={}{}",
+        act.name(),
+        url_value(key),
+        if force { "&force=1" } else { "" }
+    )
+}
+
 /// The link to the confirmation of `act` on `key`.
 fn act_link(act: Act, key: &str, text: &str) -> String {
-    link(
-        &format!(
-            "{ROOT}/confirm?action={}&key={}",
-            act.name(),
-            url_value(key)
-        ),
-        text,
+    link(&confirm_path(act, key, false), text)
+}
+
+/// The button-looking link to the confirmation of `act` on `key`.
+fn act_button(act: Act, key: &str, text: &str, class: &str) -> String {
+    format!(
+        "<a class=\"button {class}\" id=\"{}\" href=\"{}\">{}</a>",
+        act.name(),
+        escape(&confirm_path(act, key, false)),
+        escape(text)
     )
 }
 
@@ -132,7 +177,12 @@ fn text_input(name: &str, label: &str, value: Option<&str>) -> String {
 }
 
 /// The calls, newest first, with the filter form.
-pub fn calls(session: &BrowserSession, filters: &Filters, entries: &[JournalEntry]) -> String {
+pub fn calls(
+    session: &BrowserSession,
+    filters: &Filters,
+    entries: &[JournalEntry],
+    now: i64,
+) -> String {
     let mut body = String::from("<form method=\"get\" action=\"/console\" class=\"filters\">");
     body.push_str(&text_input(
         "q",
@@ -172,60 +222,185 @@ pub fn calls(session: &BrowserSession, filters: &Filters, entries: &[JournalEntr
         .unwrap_or(0);
     let _ = write!(
         body,
-        "<p class=\"note\">Calls listed: {}, newest first. <span id=\"live\" data-since=\"{since}\">New calls appear here as they are made.</span></p>\
-         <table id=\"calls\"><thead><tr><th>Created</th><th>Tool</th><th>State</th><th>Principal</th>\
-         <th>Conversation</th><th>Runs</th><th>Replays</th><th>Outcome</th><th>Key</th></tr></thead><tbody>",
+        "<p class=\"note\">Calls listed: {}, newest first. <span id=\"live\" data-since=\"{since}\">New calls appear here as they are made.</span></p>",
         entries.len()
     );
-    for e in entries {
-        body.push_str(&call_row(e));
-    }
-    body.push_str("</tbody></table>");
+    body.push_str(&calls_table("calls", entries, now));
     if entries.is_empty() {
         body.push_str("<p>No calls match.</p>");
     }
     page("Calls", Some(session), &body)
 }
 
-/// One row of the calls table.
-fn call_row(e: &JournalEntry) -> String {
+/// A table of calls, `id` its element id.
+fn calls_table(id: &str, entries: &[JournalEntry], now: i64) -> String {
+    let mut out = format!(
+        "<table id=\"{id}\" class=\"calls\"><thead><tr><th>Created</th><th>Tool</th><th>State</th><th>Principal</th>\
+         <th>Conversation</th><th>Runs</th><th>Outcome</th><th>Key</th></tr></thead><tbody>"
+    );
+    for e in entries {
+        out.push_str(&call_row(e, now));
+    }
+    out.push_str("</tbody></table>");
+    out
+}
+
+/// One row of a calls table.
+fn call_row(e: &JournalEntry, now: i64) -> String {
     let (principal, conversation) = principal_and_conversation(&e.conversation);
+    let holding = if e.holding.is_empty() {
+        String::new()
+    } else {
+        format!("<div class=\"holding\">{}</div>", escape(&e.holding))
+    };
     format!(
-        "<tr data-key=\"{key}\"><td>{}</td><td>{}</td><td class=\"state\" title=\"{holding}\">{}</td><td>{}</td><td>{}</td>\
-         <td>{}</td><td>{}</td><td class=\"outcome\">{}</td><td class=\"key\">{}</td></tr>",
-        rfc3339(e.created_at),
-        escape(&e.tool),
+        "<tr data-key=\"{key}\" data-states=\"{}\"><td>{}</td><td>{}</td><td class=\"state\">{}{holding}</td><td>{}</td><td>{}</td>\
+         <td>{}</td><td class=\"outcome\">{}</td><td class=\"key\">{}</td></tr>",
         states(e).join(" "),
+        time(e.created_at, now),
+        escape(&e.tool),
+        badges(e),
         escape(principal.as_deref().unwrap_or("")),
         escape(&conversation),
         e.runs,
-        e.replays,
         escape(e.summary.as_deref().unwrap_or("")),
-        link(&call_path(&e.key), &e.key),
+        short_key(&e.key, Some(&call_path(&e.key))),
         key = escape(&e.key),
-        holding = escape(&e.holding),
     )
 }
 
-/// What the live view sends about a call: the same cells as its row.
+/// What the live view sends about a call: the same cells as its row, as HTML the
+/// console escaped (the page sets it with `innerHTML` only from these fields).
 pub fn live_row(e: &JournalEntry) -> serde_json::Value {
-    let (principal, conversation) = principal_and_conversation(&e.conversation);
     serde_json::json!({
         "key": e.key,
-        "url": call_path(&e.key),
-        "created_at": rfc3339(e.created_at),
-        "tool": e.tool,
-        "state": states(e).join(" "),
-        "principal": principal.unwrap_or_default(),
-        "conversation": conversation,
-        "runs": e.runs,
-        "replays": e.replays,
-        "outcome": e.summary.clone().unwrap_or_default(),
+        "row": call_row(e, e.judged),
     })
 }
 
+/// The "needs attention" page: the calls a person must look at (a host stopped
+/// holding them, an unknown outcome, a divergence), the deliveries that keep
+/// failing, and the calls running now with who holds them.
+pub fn attention(
+    session: &BrowserSession,
+    entries: &[JournalEntry],
+    failing: &[OutboxMessage],
+    unresolved: usize,
+    now: i64,
+) -> String {
+    let stuck: Vec<(&JournalEntry, String)> = entries
+        .iter()
+        .filter_map(|e| view::attention(e).map(|why| (e, why)))
+        .collect();
+    let running: Vec<&JournalEntry> = entries
+        .iter()
+        .filter(|e| states(e).first() == Some(&"running"))
+        .collect();
+    let mut body = String::new();
+    if stuck.is_empty() && failing.is_empty() {
+        body.push_str("<p class=\"all-clear\">Nothing needs attention: no call is stopped, stuck on an unknown outcome or diverged, and no delivery is failing.</p>");
+    } else {
+        let _ = write!(
+            body,
+            "<p class=\"note\">Waiting for a person: {} call(s), {} failing deliver{}. Open a call for its story and what can be done.</p>",
+            stuck.len(),
+            failing.len(),
+            if failing.len() == 1 { "y" } else { "ies" },
+        );
+    }
+    if !stuck.is_empty() {
+        body.push_str(
+            "<h2>Calls</h2><table id=\"attention\" class=\"calls\"><thead><tr><th>Created</th><th>Tool</th>\
+             <th>State</th><th>Why it needs you</th><th>Principal</th><th>Key</th></tr></thead><tbody>",
+        );
+        for (e, why) in &stuck {
+            let (principal, _) = principal_and_conversation(&e.conversation);
+            let _ = write!(
+                body,
+                "<tr data-key=\"{key}\"><td>{}</td><td>{}</td><td class=\"state\">{}</td><td class=\"why\">{}</td>\
+                 <td>{}</td><td class=\"key\">{}</td></tr>",
+                time(e.created_at, now),
+                escape(&e.tool),
+                badges(e),
+                escape(why),
+                escape(principal.as_deref().unwrap_or("")),
+                short_key(&e.key, Some(&call_path(&e.key))),
+                key = escape(&e.key),
+            );
+        }
+        body.push_str("</tbody></table>");
+    }
+    if unresolved > 0 {
+        let _ = write!(
+            body,
+            "<p>{} unkeyed effect{} wait{} for a person to say whether {} happened: {}.</p>",
+            unresolved,
+            if unresolved == 1 { "" } else { "s" },
+            if unresolved == 1 { "s" } else { "" },
+            if unresolved == 1 { "it" } else { "they" },
+            link(&format!("{ROOT}/unresolved"), "unresolved effects")
+        );
+    }
+    if !failing.is_empty() {
+        body.push_str(
+            "<h2>Deliveries failing</h2><table id=\"failing\"><thead><tr><th>Id</th><th>Tool</th><th>URL</th>\
+             <th>Attempts</th><th>Last status</th><th>Last error</th></tr></thead><tbody>",
+        );
+        for m in failing {
+            let _ = write!(
+                body,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                m.id,
+                escape(&m.tool),
+                escape(&m.url),
+                m.attempts,
+                m.last_status.map(|s| s.to_string()).unwrap_or_default(),
+                escape(m.last_error.as_deref().unwrap_or("")),
+            );
+        }
+        body.push_str("</tbody></table>");
+    }
+    body.push_str("<h2>Running now</h2>");
+    if running.is_empty() {
+        body.push_str("<p>No call is running.</p>");
+    } else {
+        body.push_str(&calls_table(
+            "running",
+            &running.into_iter().cloned().collect::<Vec<_>>(),
+            now,
+        ));
+    }
+    let _ = write!(
+        body,
+        "<p class=\"note\">Read over the newest {} call(s). {}</p>",
+        entries.len(),
+        link(ROOT, "All calls")
+    );
+    page("Needs attention", Some(session), &body)
+}
+
+/// What the console can do besides reading: whether this console runs calls (it is
+/// part of `serve --http`, so "resume now" is offered).
+#[derive(Debug, Clone, Copy)]
+pub struct Abilities {
+    /// The console runs calls on its host.
+    pub resumes: bool,
+}
+
+/// Whether `e` is a call "resume now" applies to: open, and nobody holds it (its
+/// host stopped, or it stopped on an unknown outcome or a divergence).
+pub fn resumable(e: &JournalEntry) -> bool {
+    let s = states(e);
+    e.state != "completed" && !s.contains(&"running")
+}
+
 /// One call's story.
-pub fn story(session: &BrowserSession, story: &CallStory) -> String {
+pub fn story(
+    session: &BrowserSession,
+    story: &CallStory,
+    abilities: Abilities,
+    now: i64,
+) -> String {
     let mut body = String::new();
     let acts = session.role.acts();
     let Some(e) = &story.entry else {
@@ -234,48 +409,47 @@ pub fn story(session: &BrowserSession, story: &CallStory) -> String {
             "<p>No record of <code>{}</code>: never made, expired, or forgotten.</p>",
             escape(&story.key)
         );
-        operations(&mut body, story);
+        operations(&mut body, story, now);
         return page("Call", Some(session), &body);
     };
     let (principal, conversation) = principal_and_conversation(&e.conversation);
+    let why = view::attention(e)
+        .map(|why| format!("<p class=\"why\">{}</p>", escape(&why)))
+        .unwrap_or_default();
     let _ = write!(
         body,
-        "<dl class=\"facts\"><dt>Key</dt><dd class=\"key\">{}</dd><dt>Tool</dt><dd>{}</dd>\
-         <dt>State</dt><dd>{}{}</dd><dt>Principal</dt><dd>{}</dd><dt>Conversation</dt><dd>{}</dd>\
+        "<div class=\"headline\"><span class=\"tool\">{}</span> {}</div>{why}",
+        escape(&e.tool),
+        badges(e),
+    );
+    if acts {
+        body.push_str(&story_actions(e, abilities));
+    }
+    let _ = write!(
+        body,
+        "<dl class=\"facts\"><dt>Key</dt><dd>{}</dd><dt>Held by</dt><dd class=\"holding\">{}</dd>\
+         <dt>Principal</dt><dd>{}</dd><dt>Conversation</dt><dd>{}</dd>\
          <dt>Created</dt><dd>{}</dd><dt>Completed</dt><dd>{}</dd><dt>Runs</dt><dd>{}</dd>\
          <dt>Replays</dt><dd>{}</dd><dt>Tool-call ids</dt><dd>{}</dd><dt>Component</dt><dd>{}</dd></dl>",
-        escape(&e.key),
-        escape(&e.tool),
-        states(e).join(" "),
-        if e.holding.is_empty() {
-            String::new()
+        short_key(&e.key, None),
+        escape(if e.holding.is_empty() {
+            "nobody (no host runs it now)"
         } else {
-            format!("<br><span class=\"holding\">{}</span>", escape(&e.holding))
-        },
+            &e.holding
+        }),
         escape(principal.as_deref().unwrap_or("(none: not over HTTP)")),
         escape(&conversation),
-        rfc3339(e.created_at),
-        e.completed_at.map(rfc3339).unwrap_or_default(),
+        time(e.created_at, now),
+        e.completed_at
+            .map(|at| format!("{} (took {})", time(at, now), duration(at - e.created_at)))
+            .unwrap_or_else(|| "not yet".into()),
         e.runs,
         e.replays,
         escape(&e.tool_call_ids.join(", ")),
         escape(e.component.as_deref().unwrap_or("")),
     );
-    body.push_str(
-        "<h2>Arguments</h2><p class=\"note\">As normalized (canonical JSON): the key is derived \
-         from the tool, these arguments and the conversation's scope.</p>",
-    );
-    match &e.arguments {
-        Some(arguments) => body.push_str(&json_block(arguments, SHOWN_CHARS)),
-        None => body.push_str("<p>(not stored: recorded before justonce kept arguments)</p>"),
-    }
-    let _ = write!(body, "<h2>Effects</h2>");
-    if e.effects.is_empty() {
-        body.push_str("<p>No effect.</p>");
-    }
-    for f in &e.effects {
-        effect(&mut body, f, acts);
-    }
+    body.push_str("<h2>Timeline</h2>");
+    body.push_str(&timeline(story, now));
     body.push_str("<h2>Outcome</h2>");
     match (&e.summary, &e.outcome) {
         (Some(summary), Some(outcome)) => {
@@ -284,21 +458,22 @@ pub fn story(session: &BrowserSession, story: &CallStory) -> String {
         }
         _ => body.push_str("<p>None saved yet.</p>"),
     }
-    if acts && e.state != "completed" {
-        let _ = write!(
-            body,
-            "<p class=\"actions\">{} {}</p>",
-            act_link(Act::Abandon, &e.key, "Abandon…"),
-            act_link(Act::Forget, &e.key, "Forget…")
-        );
-    } else if acts {
-        let _ = write!(
-            body,
-            "<p class=\"actions\">{}</p>",
-            act_link(Act::Forget, &e.key, "Forget…")
-        );
+    let _ = write!(body, "<h2>Effects</h2>");
+    if e.effects.is_empty() {
+        body.push_str("<p>No effect.</p>");
     }
-    operations(&mut body, story);
+    for f in &e.effects {
+        effect(&mut body, f, acts, now);
+    }
+    body.push_str(
+        "<h2>Arguments</h2><p class=\"note\">As normalized (canonical JSON): the key is derived \
+         from the tool, these arguments and the conversation's scope.</p>",
+    );
+    match &e.arguments {
+        Some(arguments) => body.push_str(&json_block(arguments, SHOWN_CHARS)),
+        None => body.push_str("<p>(not stored: recorded before justonce kept arguments)</p>"),
+    }
+    operations(&mut body, story, now);
     let _ = write!(
         body,
         "<p class=\"note\">{}</p>",
@@ -310,28 +485,56 @@ pub fn story(session: &BrowserSession, story: &CallStory) -> String {
     page("Call", Some(session), &body)
 }
 
-fn effect(body: &mut String, f: &JournalEffect, acts: bool) {
+/// The actions an operator has on call `e`, each saying in a word what it does.
+fn story_actions(e: &JournalEntry, abilities: Abilities) -> String {
+    let mut out = String::from("<div class=\"actions\">");
+    if resumable(e) {
+        if abilities.resumes {
+            out.push_str(&act_button(Act::Resume, &e.key, "Resume now…", "primary"));
+        } else {
+            out.push_str(
+                "<span class=\"note\">Resume: this console does not run calls (open the console \
+                 of a <code>serve --http</code> host), or retry the call from the agent.</span>",
+            );
+        }
+    }
+    if e.state != "completed" {
+        out.push_str(&act_button(Act::Abandon, &e.key, "Abandon…", ""));
+    }
+    out.push_str(&act_button(Act::Forget, &e.key, "Forget…", ""));
+    out.push_str("</div>");
+    out
+}
+
+fn effect(body: &mut String, f: &JournalEffect, acts: bool, now: i64) {
+    let (class, word) = match (f.state.as_str(), f.resolution.as_deref()) {
+        ("pending", None) if f.attempts > 0 => ("unknown", "outcome unknown"),
+        ("pending", Some(r)) => ("incomplete", r),
+        ("pending", None) => ("running", "not sent yet"),
+        ("refused", _) => ("failed", "refused by the host"),
+        _ => ("completed", "answered"),
+    };
     let _ = write!(
         body,
-        "<section class=\"effect\"><h3>#{} {}.{} <span class=\"state\">{}</span></h3>\
-         <dl class=\"facts\"><dt>Key</dt><dd class=\"key\">{}</dd><dt>Class</dt><dd>{}</dd>\
+        "<section class=\"effect\"><h3>#{} {}.{} {}</h3>\
+         <dl class=\"facts\"><dt>Key sent downstream</dt><dd>{}</dd><dt>Class</dt><dd>{}</dd>\
          <dt>Attempts</dt><dd>{}</dd><dt>Resolution</dt><dd>{}</dd><dt>Last error</dt><dd>{}</dd>\
          <dt>Journaled</dt><dd>{}</dd><dt>Last touched</dt><dd>{}</dd></dl>",
         f.seq,
         escape(&f.provider),
         escape(&f.operation),
-        escape(&f.state),
-        escape(&f.key),
+        super::html::badge(class, word, &format!("journal state: {}", f.state)),
+        short_key(&f.key, None),
         escape(&f.class),
         f.attempts,
         escape(f.resolution.as_deref().unwrap_or("")),
         escape(f.last_error.as_deref().unwrap_or("")),
-        rfc3339(f.created_at),
-        rfc3339(f.updated_at),
+        time(f.created_at, now),
+        time(f.updated_at, now),
     );
     if let Some(response) = &f.response {
         body.push_str("<h4>Answer</h4>");
-        body.push_str(&json_block(response, SHOWN_CHARS));
+        body.push_str(&answer(response));
     }
     if acts && f.state == "pending" && f.class == "unkeyed" {
         let _ = write!(
@@ -348,7 +551,29 @@ fn effect(body: &mut String, f: &JournalEffect, acts: bool) {
     body.push_str("</section>");
 }
 
-fn operations(body: &mut String, story: &CallStory) {
+/// An effect's saved answer as a person reads it: an HTTP answer as its status and
+/// its body (as JSON when it is), anything else as JSON.
+fn answer(response: &serde_json::Value) -> String {
+    let ok = &response["ok"];
+    match (ok["status"].as_u64(), ok["body"].as_str()) {
+        (Some(status), Some(text)) => {
+            let body = serde_json::from_str::<serde_json::Value>(text)
+                .map(|v| json_block(&v, SHOWN_CHARS))
+                .unwrap_or_else(|_| super::html::text_block(text, SHOWN_CHARS));
+            format!(
+                "<p class=\"http-status\">HTTP {status}{}</p>{body}",
+                if ok["truncated"] == true {
+                    " (body truncated)"
+                } else {
+                    ""
+                }
+            )
+        }
+        _ => json_block(response, SHOWN_CHARS),
+    }
+}
+
+fn operations(body: &mut String, story: &CallStory, now: i64) {
     body.push_str("<h2>Operations</h2>");
     if story.operations.is_empty() {
         body.push_str("<p>None.</p>");
@@ -359,7 +584,7 @@ fn operations(body: &mut String, story: &CallStory) {
         let _ = write!(
             body,
             "<tr><td>{}</td><td>{}</td><td class=\"by\">{}</td><td>{}</td></tr>",
-            rfc3339(o.at),
+            time(o.at, now),
             o.action.as_str(),
             escape(&o.by),
             json_block(&o.detail, SHOWN_CHARS)
@@ -369,7 +594,7 @@ fn operations(body: &mut String, story: &CallStory) {
 }
 
 /// The pending unkeyed effects that wait for a person.
-pub fn unresolved(session: &BrowserSession, effects: &[UnresolvedEffect]) -> String {
+pub fn unresolved(session: &BrowserSession, effects: &[UnresolvedEffect], now: i64) -> String {
     let mut body = String::from(
         "<p class=\"note\">Effects whose outcome is unknown and that the host cannot retry by \
          itself (unkeyed): say whether each happened, then retry its call.</p>",
@@ -407,7 +632,7 @@ pub fn unresolved(session: &BrowserSession, effects: &[UnresolvedEffect]) -> Str
             escape(&conversation),
             e.attempts,
             escape(e.last_error.as_deref().unwrap_or("")),
-            rfc3339(e.updated_at),
+            time(e.updated_at, now),
             link(&call_path(&e.invocation), "story"),
         );
     }
@@ -446,19 +671,75 @@ pub fn outbox(session: &BrowserSession, messages: &[OutboxMessage]) -> String {
     page("Outbox", Some(session), &body)
 }
 
-/// The confirmation of `act` on `key`: a form that carries the CSRF token.
-pub fn confirm(session: &BrowserSession, act: Act, key: &str) -> String {
-    let mut body = format!(
-        "<p class=\"question\">{}</p><p>{}: <code class=\"key\">{}</code></p>\
-         <form method=\"post\" action=\"{ROOT}/act\" class=\"confirm\">{}\
+/// The confirmation of `act` on `key` (`force`: overriding the journal's safety
+/// check): what will happen, the call as it stands (`entry`, when the key is a
+/// call's), and a form that carries the CSRF token.
+pub fn confirm(
+    session: &BrowserSession,
+    act: Act,
+    key: &str,
+    force: bool,
+    entry: Option<&JournalEntry>,
+    now: i64,
+) -> String {
+    let force = force && act.forceable();
+    let mut body = format!("<p class=\"question\">{}</p>", escape(act.question()));
+    if force {
+        let _ = write!(
+            body,
+            "<div class=\"warning\"><strong>Forced.</strong> The journal refused this because the \
+             call has an effect whose outcome is unknown, or a host may still be running it. The \
+             downstream may have applied that effect. {} Check the downstream (search its log for \
+             the effect's key) before you force this.</div>",
+            if act == Act::Forget {
+                "Forgotten, the call runs again on the agent's retry and sends the effect under a \
+                 new key, which the downstream cannot deduplicate: it may happen twice."
+            } else {
+                "Abandoned, the agent is told the call was abandoned though the effect may have \
+                 happened, and nothing will finish it."
+            }
+        );
+    } else if act.forceable()
+        && entry.is_some_and(|e| e.has_unknown_effect() || states(e).contains(&"running"))
+    {
+        body.push_str(
+            "<p class=\"note\">This call has an effect whose outcome is unknown or a host running \
+             it: the journal will refuse this, and say what forcing it would mean.</p>",
+        );
+    }
+    if let Some(e) = entry {
+        let _ = write!(
+            body,
+            "<dl class=\"facts\"><dt>Call</dt><dd>{} {}</dd><dt>Key</dt><dd>{}</dd>\
+             <dt>Held by</dt><dd class=\"holding\">{}</dd><dt>Created</dt><dd>{}</dd>\
+             <dt>Effects</dt><dd>{}</dd></dl>",
+            escape(&e.tool),
+            badges(e),
+            short_key(&e.key, Some(&call_path(&e.key))),
+            escape(if e.holding.is_empty() {
+                "nobody"
+            } else {
+                &e.holding
+            }),
+            time(e.created_at, now),
+            e.effects.len(),
+        );
+    } else {
+        let _ = write!(body, "<p>{}: {}</p>", act.key_kind(), short_key(key, None));
+    }
+    let _ = write!(
+        body,
+        "<form method=\"post\" action=\"{ROOT}/act\" class=\"confirm\">{}\
          <input type=\"hidden\" name=\"action\" value=\"{}\">\
-         <input type=\"hidden\" name=\"key\" value=\"{}\">",
-        escape(act.question()),
-        act.key_kind(),
-        escape(key),
+         <input type=\"hidden\" name=\"key\" value=\"{}\">{}",
         csrf_field(session),
         act.name(),
         escape(key),
+        if force {
+            "<input type=\"hidden\" name=\"force\" value=\"1\">"
+        } else {
+            ""
+        }
     );
     if act == Act::ResolvePerformed {
         body.push_str(
@@ -466,26 +747,123 @@ pub fn confirm(session: &BrowserSession, act: Act, key: &str) -> String {
              <textarea name=\"response\" rows=\"4\">{}</textarea></label>",
         );
     }
+    let back = entry.map_or_else(|| ROOT.to_owned(), |e| call_path(&e.key));
     let _ = write!(
         body,
-        "<button type=\"submit\" id=\"confirm\">Confirm</button> {}</form>",
-        link(ROOT, "Cancel")
+        "<button type=\"submit\" id=\"confirm\" class=\"{}\">{}</button> {}</form>",
+        if force { "danger" } else { "primary" },
+        escape(act.title(force)),
+        link(&back, "Cancel")
     );
-    page("Confirm", Some(session), &body)
+    page(act.title(force), Some(session), &body)
 }
 
-/// What an action did, with a link to its call.
+/// The refusal of `act` on `key` with the journal's `reason`; where the journal says
+/// `--force` would override it, the way to the forced confirmation.
+pub fn refused(session: &BrowserSession, act: Act, key: &str, reason: &str) -> String {
+    let mut body = format!("<p class=\"message\">{}</p>", escape(reason));
+    if act.forceable() && reason.contains("--force") {
+        let _ = write!(
+            body,
+            "<p>Forcing it overrides the check, with the risk it names: {}</p>",
+            link(
+                &confirm_path(act, key, true),
+                "Force it (read the warning first)…"
+            )
+        );
+    }
+    let _ = write!(body, "<p>{}</p>", link(&call_path(key), "Back to the call"));
+    page("Refused", Some(session), &body)
+}
+
+/// What an action did, in words, with the operation's facts and a link to its call.
 pub fn done(
     session: &BrowserSession,
     what: &str,
-    operation: &serde_json::Value,
-    call: &str,
+    operation: &JournalOperation,
+    now: i64,
 ) -> String {
-    let body = format!(
-        "<p class=\"message\">{}</p>{}<p>{}</p>",
+    let mut body = format!(
+        "<p class=\"message\">{}</p><dl class=\"facts\"><dt>Action</dt><dd>{}</dd><dt>By</dt>\
+         <dd class=\"by\">{}</dd><dt>When</dt><dd>{}</dd><dt>Call</dt><dd>{}</dd>",
         escape(what),
-        json_block(operation, SHOWN_CHARS),
-        link(&call_path(call), "Back to the call")
+        operation.action.as_str(),
+        escape(&operation.by),
+        time(operation.at, now),
+        short_key(&operation.key, Some(&call_path(&operation.key))),
+    );
+    if let Some(detail) = operation.detail.as_object() {
+        for (name, value) in detail {
+            let text = match value {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Array(items) => format!("{} item(s)", items.len()),
+                other => other.to_string(),
+            };
+            let _ = write!(
+                body,
+                "<dt>{}</dt><dd>{}</dd>",
+                escape(&name.replace('_', " ")),
+                escape(&text)
+            );
+        }
+    }
+    let _ = write!(
+        body,
+        "</dl><p>{}</p>",
+        link(&call_path(&operation.key), "Back to the call")
     );
     page("Done", Some(session), &body)
+}
+
+/// What "resume now" did: the call's answer as the agent's retry will get it.
+pub fn resumed(
+    session: &BrowserSession,
+    key: &str,
+    answer: &Result<crate::call::CallResponse, crate::error::Error>,
+    took: std::time::Duration,
+) -> String {
+    let mut body = String::new();
+    match answer {
+        Ok(response) => {
+            let summary = match &response.outcome {
+                crate::outcome::Outcome::Success { .. } => "success".to_owned(),
+                crate::outcome::Outcome::ToolError { code, message, .. } => {
+                    format!("tool_error {code}: {message}")
+                }
+                crate::outcome::Outcome::Trap { reason, message } => {
+                    format!("trap {reason}: {}", message.lines().next().unwrap_or(""))
+                }
+            };
+            let _ = write!(
+                body,
+                "<p class=\"message\">Resumed under the same key: {}</p>\
+                 <dl class=\"facts\"><dt>Key</dt><dd>{}</dd><dt>Outcome</dt><dd class=\"summary\">{}</dd>\
+                 <dt>Took</dt><dd>{}</dd></dl><p class=\"note\">The agent's next retry of this call gets \
+                 this outcome from the journal; nothing runs again.</p>",
+                if response.replayed {
+                    super::html::badge(
+                        "replayed",
+                        "already finished",
+                        "another host finished it first: its saved outcome",
+                    )
+                } else {
+                    super::html::badge("completed", "completed", "run now and its outcome saved")
+                },
+                short_key(key, Some(&call_path(key))),
+                escape(&summary),
+                duration(i64::try_from(took.as_millis()).unwrap_or(i64::MAX)),
+            );
+        }
+        Err(error) => {
+            let _ = write!(
+                body,
+                "<p class=\"message error\">The resumed run did not finish: {}</p>\
+                 <p class=\"note\">What the agent's retry would have been told. The call's story \
+                 says where it stands now.</p>",
+                escape(&error.to_string())
+            );
+        }
+    }
+    let _ = write!(body, "<p>{}</p>", link(&call_path(key), "Back to the call"));
+    page("Resumed", Some(session), &body)
 }

@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-use crate::journal::JournalEntry;
+use super::html::{badge, relative};
+use crate::journal::{JournalEntry, LeaseStatus};
 
 /// The most calls a page lists or a search scans.
 pub const MAX_LIMIT: u32 = 1000;
@@ -26,6 +27,95 @@ pub fn principal_and_conversation(scope: &str) -> (Option<String>, String) {
 /// read ([`JournalEntry::judged_at`]: a running call whose lease ended is `stopped`).
 pub fn states(entry: &JournalEntry) -> Vec<&'static str> {
     entry.states(entry.judged)
+}
+
+/// The state of `entry` as badges a person reads at a glance: one for where the call
+/// stands (`running`, `stopped`, `incomplete`, or how it ended: `completed`,
+/// `failed`, `abandoned`), one for an unknown outcome, and a plain count of the
+/// retries that got the saved outcome (`replayed 2×`) — so a failure that was
+/// replayed reads `failed` `replayed 1×`, never "completed replayed failed".
+pub fn badges(entry: &JournalEntry) -> String {
+    let s = states(entry);
+    let meaning = |state: &str| {
+        STATES
+            .iter()
+            .find(|(name, _)| *name == state)
+            .map_or("", |(_, meaning)| *meaning)
+    };
+    let main = match s.first().copied().unwrap_or("completed") {
+        "completed" if s.contains(&"abandoned") => ("abandoned", "abandoned"),
+        "completed" if s.contains(&"failed") => ("failed", "failed"),
+        other => (other, other),
+    };
+    let mut out = match main.0 {
+        "failed" => badge(
+            "failed",
+            "failed",
+            "completed with a tool error or a trap: that failure is the saved outcome every retry gets",
+        ),
+        "stopped" => badge("stopped", "stopped", &entry.holding),
+        "running" => badge("running", "running", &entry.holding),
+        class => badge(class, main.1, meaning(class)),
+    };
+    if s.contains(&"unknown") {
+        out.push(' ');
+        out.push_str(&badge("unknown", "unknown outcome", meaning("unknown")));
+    }
+    if entry.replays > 0 {
+        out.push(' ');
+        out.push_str(&badge(
+            "replayed",
+            &format!("replayed {}×", entry.replays),
+            &format!(
+                "{} retr{} got the saved outcome instead of a new run",
+                entry.replays,
+                if entry.replays == 1 { "y" } else { "ies" }
+            ),
+        ));
+    }
+    out
+}
+
+/// Why `entry` needs a person now, in one sentence, if it does: a host stopped
+/// holding it, an effect's outcome is unknown, or it stopped on a divergence.
+pub fn attention(entry: &JournalEntry) -> Option<String> {
+    let s = states(entry);
+    if s.contains(&"stopped") {
+        let (who, when) = match entry.lease_status(entry.judged) {
+            LeaseStatus::Ended { holder, at } => (
+                holder.map_or_else(|| "its host".into(), |h| h.label()),
+                at.map(|at| format!(" {}", relative(at, entry.judged)))
+                    .unwrap_or_default(),
+            ),
+            _ => ("its host".into(), String::new()),
+        };
+        return Some(format!(
+            "Its host stopped: {who}'s lease ended{when} and nobody runs it. Resume it now, \
+             or the agent's next retry will."
+        ));
+    }
+    if s.contains(&"unknown") {
+        let unkeyed = entry.effects.iter().any(|e| {
+            e.state == "pending" && e.resolution.is_none() && e.attempts > 0 && e.class == "unkeyed"
+        });
+        return Some(if unkeyed {
+            "An unkeyed effect's outcome is unknown: say whether it happened (resolve), then \
+             retry the call."
+                .into()
+        } else {
+            "An effect's outcome is unknown: resuming the call sends it again under the same \
+             idempotency key, which the downstream deduplicates."
+                .into()
+        });
+    }
+    if s.contains(&"incomplete") {
+        return Some(
+            "Suspended (a divergence or an unknown outcome): its story says which; a retry \
+             resumes it."
+                .into(),
+        );
+    }
+    None
 }
 
 /// The filters of the calls page, from its query string.
@@ -100,6 +190,56 @@ mod tests {
             principal_and_conversation("default"),
             (None, "default".into())
         );
+    }
+
+    fn entry(state: &str, summary: Option<&str>, replays: u32) -> JournalEntry {
+        JournalEntry {
+            key: "k".into(),
+            conversation: "c".into(),
+            tool: "t".into(),
+            state: state.into(),
+            arguments: None,
+            runs: 1,
+            replays,
+            tool_call_ids: Vec::new(),
+            outcome: None,
+            summary: summary.map(str::to_owned),
+            created_at: 0,
+            completed_at: None,
+            effects: Vec::new(),
+            component: None,
+            lease_owner: Some("web-a@41-n/0".into()),
+            lease_expires_at: Some(1000),
+            holding: String::new(),
+            judged: 0,
+        }
+    }
+
+    #[test]
+    fn a_replayed_failure_reads_failed_and_replayed_not_completed() {
+        let failed = badges(&entry("completed", Some("tool_error x: y"), 2));
+        assert!(failed.contains(">failed</span>"), "{failed}");
+        assert!(failed.contains(">replayed 2×</span>"), "{failed}");
+        assert!(!failed.contains(">completed<"), "{failed}");
+        let done = badges(&entry("completed", Some("success"), 0));
+        assert!(
+            done.contains("b-completed") && !done.contains("replayed"),
+            "{done}"
+        );
+    }
+
+    #[test]
+    fn a_call_whose_hosts_lease_ended_needs_attention_naming_the_host() {
+        let running = entry("running", None, 0).judged_at(500);
+        assert_eq!(attention(&running), None, "its lease is live");
+        assert!(badges(&running).contains(">running<"));
+        let stopped = entry("running", None, 0).judged_at(3000);
+        let why = attention(&stopped).expect("stopped");
+        assert!(
+            why.contains("web-a (pid 41)'s lease ended 2 s ago"),
+            "{why}"
+        );
+        assert!(badges(&stopped).contains(">stopped<"));
     }
 
     #[test]

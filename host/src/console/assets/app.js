@@ -1,8 +1,28 @@
-// The justonce console's live view: new calls and state changes appear on the calls
-// page without a reload. Every value is set as text, never as HTML.
+// The justonce console's script, small and optional: every page works without it.
+// - The live view: new calls and state changes appear on the calls page without a
+//   reload. A row arrives as HTML the server built and escaped (the same as its
+//   rows on the page); nothing from the journal is ever set as HTML here.
+// - Copy buttons: a short key's button copies the whole key.
 "use strict";
 
 (function () {
+  document.addEventListener("click", function (event) {
+    const button = event.target.closest("button.copy");
+    if (!button) {
+      return;
+    }
+    const text = button.dataset.copy || "";
+    const done = function () {
+      button.textContent = "copied";
+      setTimeout(function () { button.textContent = "copy"; }, 1500);
+    };
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      navigator.clipboard.writeText(text).then(done, function () { window.prompt("Copy the key:", text); });
+    } else {
+      window.prompt("Copy the key:", text);
+    }
+  });
+
   const live = document.getElementById("live");
   const table = document.getElementById("calls");
   if (!live || !table || !window.EventSource) {
@@ -11,35 +31,23 @@
   const body = table.tBodies[0];
   const params = new URLSearchParams(window.location.search);
   params.set("since", live.dataset.since || "0");
-  const cells = ["created_at", "tool", "state", "principal", "conversation", "runs", "replays", "outcome"];
-
-  function fill(row, call) {
-    row.textContent = "";
-    row.dataset.key = call.key;
-    for (const name of cells) {
-      const cell = row.insertCell();
-      cell.textContent = String(call[name]);
-      if (name === "state" || name === "outcome") {
-        cell.className = name;
-      }
-    }
-    const key = row.insertCell();
-    key.className = "key";
-    const link = document.createElement("a");
-    link.href = call.url;
-    link.textContent = call.key;
-    key.appendChild(link);
-  }
 
   const source = new EventSource("/console/live?" + params.toString());
   source.addEventListener("call", function (event) {
     const call = JSON.parse(event.data);
-    let row = Array.from(body.rows).find(function (r) { return r.dataset.key === call.key; });
-    if (!row) {
-      row = body.insertRow(0);
-      row.classList.add("new");
+    const template = document.createElement("template");
+    template.innerHTML = call.row;
+    const fresh = template.content.querySelector("tr");
+    if (!fresh) {
+      return;
     }
-    fill(row, call);
+    const row = Array.from(body.rows).find(function (r) { return r.dataset.key === call.key; });
+    if (row) {
+      row.replaceWith(fresh);
+    } else {
+      fresh.classList.add("new");
+      body.insertBefore(fresh, body.firstChild);
+    }
     live.textContent = "Live: updated " + new Date().toLocaleTimeString() + ".";
   });
 })();
