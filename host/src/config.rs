@@ -42,6 +42,9 @@
 //!                                # unscoped_retention_minutes
 //! answer_within_ms = 4000        # a duplicate waiting for the first call answers
 //!                                # in_progress (retry-safe) by then (default 4000)
+//! task_after_ms = 1000           # a call from a client of the Tasks extension still
+//!                                # running by then is answered with a task (default 1000)
+//! task_required = ["export"]     # tools always answered with a task
 //!
 //! [upstreams.memory]             # an MCP server's tools, under the guard (see
 //! command = ["node", "server-memory/dist/index.js"]  # `config/upstreams.rs`)
@@ -149,6 +152,11 @@ pub struct McpSettings {
     /// before it is answered `in_progress` (retry-safe): below the time its client
     /// waits for an answer.
     pub answer_within: Option<Duration>,
+    /// `task_after_ms`: how long a call from a client of the Tasks extension may
+    /// run before it is answered with a task.
+    pub task_after: Option<Duration>,
+    /// `task_required`: the tools always answered with a task.
+    pub task_required: std::collections::BTreeSet<String>,
 }
 
 /// `[oauth]`: `serve --http` as an OAuth 2.1 resource server (see
@@ -207,6 +215,9 @@ struct RawConfig {
 struct RawMcp {
     unscoped: Option<String>,
     answer_within_ms: Option<u64>,
+    task_after_ms: Option<u64>,
+    #[serde(default)]
+    task_required: Vec<String>,
 }
 
 impl RawMcp {
@@ -224,6 +235,8 @@ impl RawMcp {
         Ok(McpSettings {
             unscoped,
             answer_within: self.answer_within_ms.map(Duration::from_millis),
+            task_after: self.task_after_ms.map(Duration::from_millis),
+            task_required: self.task_required.into_iter().collect(),
         })
     }
 }

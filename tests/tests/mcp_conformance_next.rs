@@ -12,6 +12,11 @@
 //! below as not applicable, each with its reason; and each one listed must have run,
 //! so the lists stay what the suite runs.
 //!
+//! The Tasks extension's scenarios (`tasks-*`, SEP-2663) run against the tools of
+//! tests/guests/conformance_{greet,slow_compute,failing_job,protocol_error_job}, with
+//! a bound of 300 ms before a call becomes a task and `failing_job` required to run
+//! as one (`[mcp] task_after_ms`, `task_required`).
+//!
 //! The suite is `$JUSTONCE_MCP_CONFORMANCE_NEXT` (its `dist/index.js`, installed by
 //! `.ci/run`); without it the test installs it under `target/tmp` with `npm ci`, and if
 //! it cannot, it skips with a message, or fails under `CI=true`. It runs with the
@@ -37,8 +42,22 @@ const TOOLS_ONLY: &str = "justonce serves tools only: no resources, prompts or c
 /// that ask are not built).
 const NO_CLIENT_REQUESTS: &str =
     "a tool cannot send requests to the client (sampling, elicitation, roots: not built)";
-/// Why the Tasks extension's scenarios do not apply (yet).
-const NO_TASKS: &str = "the Tasks extension (io.modelcontextprotocol/tasks) is not declared";
+/// Why the Tasks extension's input scenarios do not apply (yet).
+const NO_TASK_INPUT: &str = "a task cannot wait for the client's input (input_required: not built)";
+
+/// The conformance guests of the Tasks extension's scenarios (`greet`,
+/// `slow_compute`, `failing_job`, `protocol_error_job`).
+const TASK_GUESTS: &[&str] = &[
+    justonce_tests::guests::CONFORMANCE_GREET_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_SLOW_COMPUTE_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_FAILING_JOB_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_PROTOCOL_ERROR_JOB_COMPONENT,
+];
+
+/// The server's configuration: `slow_compute` with `seconds: 1` must become a task,
+/// so the bound is below a second, and `failing_job` is the suite's tool that only
+/// runs as a task.
+const CONFIG: &str = "[mcp]\ntask_after_ms = 300\ntask_required = [\"failing_job\"]\n";
 
 /// One run of the suite.
 struct Run {
@@ -61,13 +80,23 @@ const RUNS: &[Run] = &[
             ("prompts-", TOOLS_ONLY),
             ("completion-complete", TOOLS_ONLY),
             ("input-required-result-", NO_CLIENT_REQUESTS),
-            ("tasks-", NO_TASKS),
+            ("tasks-mrtr-", NO_TASK_INPUT),
             (
                 "http-custom-header-server-validation",
                 "no tool declares an x-mcp-header parameter (pending in the suite)",
             ),
         ],
         checks_not_applicable: &[
+            (
+                "http-header-validation",
+                "sep-2243-server-accepts-whitespace-header-value",
+                "it calls the first tool listed, failing_job, without the tasks extension, which the tasks scenarios need that tool to require: -32021 is the right answer",
+            ),
+            (
+                "tasks-dispatch-and-envelope",
+                "tasks-result-type-complete-on-non-task-responses",
+                "it needs confirm_delete, which parks for the client's input: a task cannot wait for input (not built)",
+            ),
             ("caching", "sep-2549-prompts-list-caching-hints", TOOLS_ONLY),
             (
                 "caching",
@@ -145,10 +174,11 @@ struct Outcome {
 /// `checks.json` from its output directory.
 fn run_suite(suite: &Path, run: &Run, dir: &Path) -> BTreeMap<String, Outcome> {
     let db = dir.join("state.db");
+    std::fs::write(dir.join("justonce.toml"), CONFIG).unwrap();
     let token = add_token(&db, "conformance");
     let tools = dir.join("tools");
     std::fs::create_dir(&tools).unwrap();
-    for guest in GUESTS {
+    for guest in GUESTS.iter().chain(TASK_GUESTS) {
         let guest = Path::new(guest);
         std::fs::copy(guest, tools.join(guest.file_name().unwrap())).unwrap();
     }

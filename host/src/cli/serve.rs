@@ -197,6 +197,12 @@ impl Serve {
             conversation: self.conversation.clone(),
             max_concurrent_calls: usize::from(self.max_concurrent_calls),
             unscoped: self.unscoped.or(settings.unscoped).unwrap_or_default(),
+            tasks: crate::mcp::tasks::TaskSettings {
+                after: settings
+                    .task_after
+                    .unwrap_or(crate::mcp::tasks::DEFAULT_TASK_AFTER),
+                required: settings.task_required.clone(),
+            },
         };
         let _metrics = match &self.metrics {
             Some(addr) => Some(self.serve_metrics(cli, &host, addr)?),

@@ -44,6 +44,7 @@ pub mod http;
 pub mod protocol;
 mod server;
 mod session;
+pub mod tasks;
 pub mod tools;
 mod upstream_tools;
 
@@ -69,6 +70,8 @@ pub struct ServerConfig {
     /// What a call that names no conversation and no key gets (with no
     /// [`ServerConfig::conversation`] either).
     pub unscoped: Unscoped,
+    /// When a call is answered with a task (the Tasks extension, [`tasks`]).
+    pub tasks: tasks::TaskSettings,
 }
 
 impl Default for ServerConfig {
@@ -77,6 +80,7 @@ impl Default for ServerConfig {
             conversation: None,
             max_concurrent_calls: 16,
             unscoped: Unscoped::Window,
+            tasks: tasks::TaskSettings::default(),
         }
     }
 }

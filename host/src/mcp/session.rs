@@ -274,7 +274,9 @@ impl<'a> Session<'a> {
         }
         let reply = match method {
             "server/discover" => {
-                let mut found = DiscoverResult::new(MODERN_VERSIONS.to_vec(), capabilities())
+                let mut capabilities = capabilities();
+                capabilities.extensions = Some(super::tasks::declaration());
+                let mut found = DiscoverResult::new(MODERN_VERSIONS.to_vec(), capabilities)
                     .with_cache_scope(CacheScope::Public)
                     .with_ttl_ms(0);
                 found.instructions = Some(INSTRUCTIONS.into());
@@ -358,7 +360,7 @@ pub(crate) fn envelope_refusal(params: &Params) -> ErrorData {
     })
 }
 
-fn stateless_envelope_error(params: &Params) -> Option<ErrorData> {
+pub(crate) fn stateless_envelope_error(params: &Params) -> Option<ErrorData> {
     let Some(meta) = params.get("_meta").and_then(Value::as_object) else {
         return Some(ErrorData::invalid_params(
             format!(

@@ -234,14 +234,25 @@ impl McpEndpoint {
         };
         let before = session.log_level();
         let mut notes = Vec::new();
-        let reply = match session.request(method, params) {
+        // The Tasks extension's methods, on the stateless wire (`mcp::tasks`).
+        let tasks_request = method.starts_with("tasks/")
+            && !matches!(session.era(), Era::Handshake(_))
+            && crate::mcp::session::stateless_envelope_error(params).is_none();
+        let dispatch = if tasks_request {
+            Dispatch::Reply(tokio::task::block_in_place(|| {
+                crate::mcp::tasks::request(server, method, params, principal)
+            }))
+        } else {
+            session.request(method, params)
+        };
+        let reply = match dispatch {
             Dispatch::Reply(reply) => reply,
             Dispatch::Call {
                 request,
                 stateless,
                 log_level,
                 progress_token,
-            } => {
+            } => 'call: {
                 let request = request.principal(principal);
                 let Some(_permit) = self.admission.enter(principal) else {
                     return refusal(
@@ -265,6 +276,16 @@ impl McpEndpoint {
                         "the server is stopping: nothing was run; the same call is safe to retry once it is back",
                     )
                     .with("retry-after", "1");
+                }
+                // A call that may become a task (`mcp::tasks`) runs on to its outcome.
+                if stateless && crate::mcp::tasks::applies(server, &request, params) {
+                    let done = move || {
+                        shutdown.finish();
+                        drop(_permit);
+                    };
+                    break 'call tokio::task::block_in_place(|| {
+                        crate::mcp::tasks::call(server, &request, params, done)
+                    });
                 }
                 // A session's client that takes a stream hears the call as it runs,
                 // and may come back for what it missed (`Last-Event-ID`).
@@ -312,7 +333,7 @@ impl McpEndpoint {
             self.sessions
                 .set_log_level(session_id, principal, session.log_level());
         }
-        let stateless = session.era() == Era::Stateless;
+        let stateless = session.era() == Era::Stateless || tasks_request;
         let (status, message) = match &reply {
             Ok(result) => (200, protocol::response(id, result.clone())),
             Err(error) => (
@@ -532,6 +553,17 @@ fn routing_mismatch(head: &Head, method: &str, params: &Params) -> Option<String
             != Some(name)
     {
         return Some("the Mcp-Name header does not match the request body's \"name\"".into());
+    }
+    // The Tasks extension routes its methods by task id (SEP-2663).
+    if matches!(method, "tasks/get" | "tasks/update" | "tasks/cancel")
+        && let Some(task) = params.get("taskId").and_then(Value::as_str)
+        && head
+            .header("mcp-name")
+            .and_then(decode_header_value)
+            .as_deref()
+            != Some(task)
+    {
+        return Some("the Mcp-Name header does not match the request body's \"taskId\"".into());
     }
     None
 }

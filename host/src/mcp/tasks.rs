@@ -1,0 +1,458 @@
+//! The MCP Tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) on the
+//! journal, for the stateless revision 2026-07-28 over HTTP.
+//!
+//! A task *is* an invocation: its id is the call's invocation key, so a retry of the
+//! same call (same tool, arguments and scope) is the same task, and `tasks/get`
+//! reads the invocation's record from the journal: on any host of a shared
+//! PostgreSQL journal, and after a restart, for as long as the record is kept
+//! (`ttlMs` is the tool's retention window, the shorter of its two).
+//!
+//! - `tools/call` from a client that declares the extension (in the request's
+//!   `_meta` client capabilities) runs the call as always, on a thread of its own;
+//!   if it has not finished within [`TaskSettings::after`] (`[mcp] task_after_ms`)
+//!   the answer is a `CreateTaskResult` (`resultType: "task"`), and the call runs
+//!   on to its outcome. A tool named in
+//!   [`TaskSettings::required`] (`[mcp] task_required`) is always answered with a
+//!   task, and a client that does not declare the extension gets `-32021` for it.
+//! - A call journals its record with its first effect or its outcome: until then
+//!   (a call computing, before any effect) only the host running it knows the task
+//!   (from its memory); from then on every host of the journal answers it.
+//! - `tasks/get` answers `working` while the call runs (or waits on an unknown
+//!   outcome), `completed` with the result inlined (a tool error too, with
+//!   `isError`), `failed` with an error for a trap, `cancelled` after a cancel.
+//! - `tasks/cancel` never stops an effect in flight, nor the call: as with
+//!   `notifications/cancelled`, the call runs to its outcome, which is saved and
+//!   which a retry of the same call gets. The task reads `cancelled` from then on,
+//!   on the host that took the cancel, until the host stops (the cancel is kept in
+//!   its memory, not in the journal; another host reports the call's own status).
+//! - A task is visible only to the principal that made it: another principal's
+//!   `tasks/get`, `tasks/cancel` or `tasks/update` is answered as for an unknown
+//!   task (`-32602`), which says nothing of whether it exists.
+//! - `tasks/update` has nothing to answer (no tool asks the client for input yet):
+//!   `-32602`. `tasks/result` and `tasks/list`, gone from the extension's second
+//!   version, are `-32601`.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use rmcp::model::{ErrorCode, ErrorData};
+use serde_json::{Map, Value, json};
+
+use super::protocol::{CLIENT_CAPABILITIES_META_KEY, Params};
+use super::server::Server;
+use super::session::stateless_result;
+use super::tools;
+use crate::call::{CallRequest, CallResponse};
+use crate::journal::JournalEntry;
+use crate::keys::InvocationKey;
+use crate::outcome::Outcome;
+
+/// The extension's identifier, under `capabilities.extensions`.
+pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// How long a call from a client that supports tasks may take before it is
+/// answered with a task, unless configured (`[mcp] task_after_ms`).
+pub const DEFAULT_TASK_AFTER: Duration = Duration::from_secs(1);
+
+/// How often a client should poll a task (`pollIntervalMs`).
+const POLL_INTERVAL_MS: u64 = 500;
+
+/// The code of a request that needs a capability the client did not declare.
+const MISSING_CAPABILITY: ErrorCode = ErrorCode(-32021);
+
+/// When `serve` answers a call with a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskSettings {
+    /// A call still running after this long is answered with a task.
+    pub after: Duration,
+    /// Tools always answered with a task (a client without the extension gets
+    /// `-32021` for them).
+    pub required: BTreeSet<String>,
+}
+
+impl Default for TaskSettings {
+    fn default() -> Self {
+        Self {
+            after: DEFAULT_TASK_AFTER,
+            required: BTreeSet::new(),
+        }
+    }
+}
+
+/// What `server/discover` declares for the extension.
+pub(crate) fn declaration() -> rmcp::model::ExtensionCapabilities {
+    [(EXTENSION.to_owned(), Map::new())].into_iter().collect()
+}
+
+/// Whether the request's client capabilities declare the extension.
+pub(crate) fn declared(params: &Params) -> bool {
+    params
+        .get("_meta")
+        .and_then(|meta| meta.get(CLIENT_CAPABILITIES_META_KEY))
+        .and_then(|caps| caps.get("extensions"))
+        .and_then(|extensions| extensions.get(EXTENSION))
+        .is_some()
+}
+
+/// The answer to a `tasks/*` request of `principal` (one carrying a valid
+/// 2026-07-28 envelope).
+pub(crate) fn request(
+    server: &Server,
+    method: &str,
+    params: &Params,
+    principal: &str,
+) -> Result<Value, ErrorData> {
+    if matches!(method, "tasks/result" | "tasks/list") {
+        return Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("{method} is not part of the tasks extension: tasks/get inlines the result"),
+            None,
+        ));
+    }
+    if !declared(params) {
+        return Err(missing_capability(method));
+    }
+    let entry = find(server, params, principal, method)?;
+    let reply = match method {
+        "tasks/get" => detailed(server, &entry),
+        "tasks/cancel" => {
+            if entry.state != "completed" {
+                lock_cancelled().insert(entry.key.clone());
+                tracing::info!(task = %entry.key, "task cancelled by its client; the call runs to its outcome");
+            }
+            json!({})
+        }
+        "tasks/update" => {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "tasks/update: task {} is not waiting for input (no tool here asks the client for any)",
+                    entry.key
+                ),
+                None,
+            ));
+        }
+        other => {
+            return Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("method not found: {other}"),
+                None,
+            ));
+        }
+    };
+    Ok(stateless_result(reply))
+}
+
+/// Whether a `tools/call` is answered by [`call`]: its client declares the
+/// extension, or its tool needs it.
+pub(crate) fn applies(server: &Server, request: &CallRequest, params: &Params) -> bool {
+    declared(params) || server.config().tasks.required.contains(&request.tool)
+}
+
+/// The answer to `request` (a `tools/call` on the stateless wire, its principal
+/// set, for which [`applies`] holds): `-32021` for a tool that needs tasks from a
+/// client that does not declare them, a `CreateTaskResult` for a call that outlived
+/// the bound (it runs on), the call's own answer for one that did not. `done` runs
+/// when the call has finished (the caller's hold on the server's capacity).
+pub(crate) fn call(
+    server: &Server,
+    request: &CallRequest,
+    params: &Params,
+    done: impl FnOnce() + Send + 'static,
+) -> Result<Value, ErrorData> {
+    let settings = &server.config().tasks;
+    let required = settings.required.contains(&request.tool);
+    if !declared(params) {
+        done();
+        return Err(missing_capability(&format!(
+            "tools/call of {}",
+            request.tool
+        )));
+    }
+    let Ok(key) = server.host().key_for(request) else {
+        // The call reports what is wrong with it.
+        let reply = server.run_call(request, true, true);
+        done();
+        return reply;
+    };
+    // A retry of a call still running: the same task.
+    let running = lock_running().get(key.as_str()).cloned();
+    if let Some(running) = running {
+        done();
+        return Ok(created(server, &view_of_running(key.as_str(), &running)));
+    }
+    if let Some(entry) = record(server, &key)
+        && entry.state != "completed"
+    {
+        done();
+        return Ok(created(server, &View::of(&entry)));
+    }
+    let running = Running {
+        principal: request.principal.clone().unwrap_or_default(),
+        tool: request.tool.clone(),
+        created_at: server.host().clock().now_ms(),
+    };
+    lock_running().insert(key.to_string(), running.clone());
+    let (sender, answer) = mpsc::channel();
+    let runner = server.clone();
+    let call = request.clone();
+    let ran = key.to_string();
+    std::thread::spawn(move || {
+        let reply = runner.run_call(&call, true, true);
+        lock_running().remove(&ran);
+        done();
+        let _ = sender.send(reply);
+    });
+    let bound = if required {
+        Duration::ZERO
+    } else {
+        settings.after
+    };
+    match answer.recv_timeout(bound) {
+        Ok(reply) => reply,
+        Err(_) => Ok(created(server, &view_of_running(key.as_str(), &running))),
+    }
+}
+
+fn missing_capability(what: &str) -> ErrorData {
+    ErrorData::new(
+        MISSING_CAPABILITY,
+        format!(
+            "{what} needs the tasks extension: declare {EXTENSION} in _meta[{CLIENT_CAPABILITIES_META_KEY:?}].extensions"
+        ),
+        Some(json!({ "requiredCapabilities": { "extensions": { EXTENSION: {} } } })),
+    )
+}
+
+/// A task's call running on this host: what `tasks/get` answers before the call
+/// has journaled anything (a call writes its record with its first effect or its
+/// outcome).
+#[derive(Debug, Clone)]
+struct Running {
+    principal: String,
+    tool: String,
+    created_at: i64,
+}
+
+/// The calls of tasks running on this host, by invocation key.
+fn lock_running() -> std::sync::MutexGuard<'static, HashMap<String, Running>> {
+    static RUNNING: OnceLock<Mutex<HashMap<String, Running>>> = OnceLock::new();
+    RUNNING
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The keys of the tasks cancelled on this host.
+fn lock_cancelled() -> std::sync::MutexGuard<'static, HashSet<String>> {
+    static CANCELLED: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    CANCELLED
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The record of `key`, if there is one.
+fn record(server: &Server, key: &InvocationKey) -> Option<JournalEntry> {
+    server.host().story(key).ok()?.entry
+}
+
+/// A task as it stands: from its call's record, or from the call running here.
+#[derive(Debug, Clone)]
+struct View {
+    key: String,
+    tool: String,
+    /// The record's state (`running`, `incomplete`, `completed`).
+    state: String,
+    created_at: i64,
+    completed_at: Option<i64>,
+    outcome: Option<Value>,
+    /// Where the call stands with its lease, in words.
+    holding: String,
+}
+
+impl View {
+    fn of(entry: &JournalEntry) -> Self {
+        Self {
+            key: entry.key.clone(),
+            tool: entry.tool.clone(),
+            state: entry.state.clone(),
+            created_at: entry.created_at,
+            completed_at: entry.completed_at,
+            outcome: entry.outcome.clone(),
+            holding: entry.holding.clone(),
+        }
+    }
+}
+
+fn view_of_running(key: &str, running: &Running) -> View {
+    View {
+        key: key.to_owned(),
+        tool: running.tool.clone(),
+        state: "running".into(),
+        created_at: running.created_at,
+        completed_at: None,
+        outcome: None,
+        holding: String::new(),
+    }
+}
+
+/// The task `params.taskId` names, if it is `principal`'s; else `-32602`, the same
+/// whether it does not exist or is another principal's.
+fn find(
+    server: &Server,
+    params: &Params,
+    principal: &str,
+    method: &str,
+) -> Result<View, ErrorData> {
+    let id = match params.get("taskId") {
+        Some(Value::String(id)) => id,
+        _ => {
+            return Err(ErrorData::invalid_params(
+                format!("{method}: \"taskId\" (a string) is missing"),
+                None,
+            ));
+        }
+    };
+    let unknown = || {
+        ErrorData::invalid_params(
+            format!(
+                "{method}: no task {id:?} (it never existed, expired with its call's record, or is not yours)"
+            ),
+            None,
+        )
+    };
+    let key = InvocationKey::parse(id).map_err(|_| unknown())?;
+    if let Some(entry) = record(server, &key) {
+        if owner(&entry.conversation).as_deref() != Some(principal) {
+            return Err(unknown());
+        }
+        let now = server.host().clock().now_ms();
+        return Ok(View::of(&entry.judged_at(now)));
+    }
+    let running = lock_running()
+        .get(key.as_str())
+        .cloned()
+        .ok_or_else(unknown)?;
+    if running.principal != principal {
+        return Err(unknown());
+    }
+    Ok(view_of_running(key.as_str(), &running))
+}
+
+/// The principal of a record's scope (`["principal","conversation"]`), if a
+/// principal made it.
+fn owner(scope: &str) -> Option<String> {
+    if !scope.starts_with('[') {
+        return None;
+    }
+    let (principal, _): (String, String) = serde_json::from_str(scope).ok()?;
+    Some(principal)
+}
+
+/// What every task answer carries: id, status and times.
+fn task(server: &Server, view: &View, status: &str) -> Map<String, Value> {
+    let windows = server.host().retention().of_tool(&view.tool);
+    let ttl = windows.conversation.min(windows.unscoped);
+    let updated = view.completed_at.unwrap_or(view.created_at);
+    let mut task = Map::new();
+    task.insert("taskId".into(), json!(view.key));
+    task.insert("status".into(), json!(status));
+    task.insert(
+        "createdAt".into(),
+        json!(crate::clock::rfc3339(view.created_at)),
+    );
+    task.insert(
+        "lastUpdatedAt".into(),
+        json!(crate::clock::rfc3339(updated)),
+    );
+    task.insert(
+        "ttlMs".into(),
+        json!(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
+    );
+    task.insert("pollIntervalMs".into(), json!(POLL_INTERVAL_MS));
+    task
+}
+
+/// The `CreateTaskResult` of a call still running.
+fn created(server: &Server, view: &View) -> Value {
+    let mut task = task(server, view, "working");
+    task.insert("resultType".into(), json!("task"));
+    stateless_result(Value::Object(task))
+}
+
+/// The `tasks/get` answer: the task, with its result or error once it ended.
+fn detailed(server: &Server, view: &View) -> Value {
+    let cancelled = lock_cancelled().contains(&view.key);
+    let outcome = (view.state == "completed")
+        .then(|| view.outcome.clone())
+        .flatten()
+        .and_then(|outcome| serde_json::from_value::<Outcome>(outcome).ok());
+    let Some(outcome) = outcome.filter(|_| !cancelled) else {
+        let status = if cancelled { "cancelled" } else { "working" };
+        let mut task = task(server, view, status);
+        if !cancelled && !view.holding.is_empty() {
+            task.insert("statusMessage".into(), json!(view.holding));
+        }
+        return Value::Object(task);
+    };
+    if let Outcome::Trap { reason, message } = &outcome {
+        let mut task = task(server, view, "failed");
+        task.insert(
+            "error".into(),
+            json!({
+                "code": ErrorCode::INTERNAL_ERROR.0,
+                "message": format!("the tool trapped ({reason}): {message}"),
+                "data": outcome.to_agent_json(),
+            }),
+        );
+        return Value::Object(task);
+    }
+    let Ok(key) = InvocationKey::parse(&view.key) else {
+        return Value::Object(task(server, view, "working"));
+    };
+    let response = CallResponse {
+        key,
+        replayed: false,
+        outcome,
+    };
+    let mut task = task(server, view, "completed");
+    match tools::call_result(Ok(response), true, true) {
+        Ok(result) => {
+            task.insert("result".into(), result);
+        }
+        Err(error) => {
+            task.insert("status".into(), json!("failed"));
+            task.insert("error".into(), json!(error));
+        }
+    }
+    Value::Object(task)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scope_names_its_principal_and_a_local_one_none() {
+        let scope = crate::call::principal_scope("alice", "c1");
+        assert_eq!(owner(&scope).as_deref(), Some("alice"));
+        assert_eq!(owner("c1"), None);
+        assert_eq!(owner("[\"only one\"]"), None);
+    }
+
+    #[test]
+    fn the_extension_is_declared_per_request() {
+        let with: Params = serde_json::from_value(json!({
+            "_meta": {CLIENT_CAPABILITIES_META_KEY: {"extensions": {EXTENSION: {}}}}
+        }))
+        .unwrap();
+        let without: Params = serde_json::from_value(json!({
+            "_meta": {CLIENT_CAPABILITIES_META_KEY: {"extensions": {}}}
+        }))
+        .unwrap();
+        assert!(declared(&with));
+        assert!(!declared(&without));
+    }
+}
