@@ -499,3 +499,95 @@ fn a_read_only_tool_runs_every_time_unless_its_hint_is_not_trusted() {
     assert!(!replayed(&first) && replayed(&again), "{first}\n{again}");
     assert_eq!(untrusted.received_calls("read_graph").len(), 1);
 }
+
+/// The ledger server over Streamable HTTP, stopped when dropped.
+struct HttpLedger {
+    child: std::process::Child,
+    url: String,
+}
+
+impl HttpLedger {
+    fn start(python: &Path, ledger: &Path) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new(python)
+            .arg(LEDGER)
+            .arg(ledger)
+            .args(["http", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the ledger server");
+        // A bound on a hang, not a timing assertion.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the ledger server did not listen"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for HttpLedger {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An upstream over Streamable HTTP: the effect key goes down in `_meta` and as the
+/// `Idempotency-Key` header, the same on both; a retry is replayed without a second
+/// request, another line is appended too; and an answer lost after the effect landed
+/// (`serve --fault`) is sent again under the same key to a server that deduplicates
+/// by it.
+#[test]
+fn an_upstream_over_streamable_http_gets_the_key_in_meta_and_as_idempotency_key() {
+    let Some(python) = needed("Python with the MCP SDK", &python()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger");
+    let http = HttpLedger::start(&python, &ledger);
+    std::fs::write(
+        dir.path().join("justonce.toml"),
+        format!(
+            "[upstreams.ledger]\nurl = {:?}\ndedupes_by_key = true\n",
+            http.url
+        ),
+    )
+    .unwrap();
+    let gateway = Gateway { dir };
+    let mut server = gateway.serve(&["--fault", "lose-response:append:1"]);
+    let args = json!({ "line": "refund 12", "by_key": true });
+    let first = server.client.call("append", args.clone(), json!({}));
+    assert_eq!(first["result"]["isError"], false, "{first}");
+    let retry = server.client.call("append", args, json!({}));
+    assert!(replayed(&retry), "{retry}");
+    assert_eq!(own_content(&retry), own_content(&first));
+    let (lines, calls) = gateway.ledger_state();
+    assert_eq!(lines, ["refund 12"], "one effect");
+    assert_eq!(calls.len(), 2, "the lost answer was asked again: {calls:?}");
+    assert_eq!(calls[0]["key"], calls[1]["key"], "under the same key");
+    assert_eq!(
+        calls[0]["key"], calls[0]["header"],
+        "in _meta and the header"
+    );
+    assert!(calls[0]["header"].is_string(), "{calls:?}");
+
+    let other = server.client.call(
+        "append",
+        json!({ "line": "refund 13", "by_key": true }),
+        json!({}),
+    );
+    assert!(!replayed(&other), "{other}");
+    assert_eq!(gateway.ledger_state().0, ["refund 12", "refund 13"]);
+}

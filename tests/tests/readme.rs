@@ -397,6 +397,14 @@ fn the_upstream_snippets_load() {
         assert_eq!(memory.prefix, "mem_");
         assert_eq!(memory.command[0], "npx");
     }
+    let config = justonce::Config::parse(
+        &block("toml", "[upstreams.issues]"),
+        &dir.path().join("justonce.toml"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let issues = &config.upstreams["issues"];
+    assert_eq!(issues.url.as_deref(), Some("https://mcp.example.com/mcp"));
+    assert!(issues.headers["Authorization"].contains("${ISSUES_TOKEN}"));
 }
 
 #[test]

@@ -13,6 +13,11 @@
 //! dedupes_by_key = false          # true: the server deduplicates by _meta's key
 //! trust_read_only_hint = true     # readOnlyHint tools run every time, unsaved
 //! timeout_ms = 30000              # how long a call waits for the server
+//!
+//! [upstreams.issues]              # a server that runs elsewhere (Streamable HTTP)
+//! url = "https://mcp.example.com/mcp"
+//! headers = { Authorization = "Bearer ${ISSUES_TOKEN}" }
+//! secrets_file = "issues.env"
 //! ```
 
 use std::collections::BTreeMap;
@@ -29,6 +34,8 @@ use crate::upstream::{UpstreamConfig, valid_tool_name};
 pub(super) struct RawUpstream {
     command: Option<Vec<String>>,
     url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
     secrets_file: Option<PathBuf>,
@@ -59,14 +66,34 @@ impl RawUpstream {
                 "`upstreams.{name}`: an upstream's name is ASCII letters, digits, `_` and `-`"
             ));
         }
-        let command = match (self.command, self.url) {
-            (Some(command), None) if !command.is_empty() && !command[0].is_empty() => command,
+        let mut config = match (self.command, self.url) {
+            (Some(command), None) if !command.is_empty() && !command[0].is_empty() => {
+                if !self.headers.is_empty() {
+                    return Err(format!(
+                        "{} are sent to a server reached at `url`; a `command` server takes `env`",
+                        key("headers")
+                    ));
+                }
+                UpstreamConfig::command(command)
+            }
             (Some(_), None) => return Err(format!("{} must name a program", key("command"))),
             (None, Some(url)) => {
-                return Err(format!(
-                    "{}: Streamable HTTP upstreams ({url}) are not supported yet; run the server over stdio with `command`",
-                    key("url")
-                ));
+                let url = url.trim().to_owned();
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(format!(
+                        "{} must be an http:// or https:// URL (the server's MCP endpoint), not {url:?}",
+                        key("url")
+                    ));
+                }
+                if !self.env.is_empty() {
+                    return Err(format!(
+                        "{} is the environment of a server the host starts (`command`); a server at `url` takes `headers`",
+                        key("env")
+                    ));
+                }
+                let mut config = UpstreamConfig::url(url);
+                config.headers = self.headers;
+                config
             }
             (Some(_), Some(_)) => {
                 return Err(format!(
@@ -75,7 +102,7 @@ impl RawUpstream {
             }
             (None, None) => {
                 return Err(format!(
-                    "`upstreams.{name}` needs `command = [\"program\", \"arg\", …]` (a stdio MCP server)"
+                    "`upstreams.{name}` needs `command = [\"program\", \"arg\", …]` (a stdio MCP server) or `url = \"https://…/mcp\"` (Streamable HTTP)"
                 ));
             }
         };
@@ -89,7 +116,6 @@ impl RawUpstream {
         if self.timeout_ms == Some(0) {
             return Err(format!("{} must be at least 1", key("timeout_ms")));
         }
-        let mut config = UpstreamConfig::command(command);
         config.env = self.env;
         config.secrets_file = self.secrets_file.map(|p| dir.join(p));
         config.tools = self.tools;
@@ -166,7 +192,18 @@ mod tests {
                 "[upstreams.m]\ncommand = [\"a\"]\nurl = \"http://x\"",
                 "names both `command` and `url`",
             ),
-            ("[upstreams.m]\nurl = \"http://x/mcp\"", "`upstreams.m.url`"),
+            (
+                "[upstreams.m]\nurl = \"ftp://x/mcp\"",
+                "`upstreams.m.url` must be an http",
+            ),
+            (
+                "[upstreams.m]\nurl = \"http://x/mcp\"\nenv = { A = \"b\" }",
+                "`upstreams.m.env`",
+            ),
+            (
+                "[upstreams.m]\ncommand = [\"a\"]\nheaders = { A = \"b\" }",
+                "`upstreams.m.headers`",
+            ),
             (
                 "[upstreams.\"a b\"]\ncommand = [\"a\"]",
                 "an upstream's name",

@@ -9,6 +9,8 @@
 //! lists, and the provider.
 
 mod client;
+mod connection;
+mod http_client;
 mod provider;
 
 use std::collections::BTreeMap;
@@ -19,7 +21,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::runtime::InputSchema;
-use client::{ClientError, StdioClient};
+use client::ClientError;
+use connection::Connection;
 
 pub use provider::UpstreamProvider;
 
@@ -42,8 +45,15 @@ const MAX_RESTART_BACKOFF: Duration = Duration::from_secs(5);
 /// under the guard.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamConfig {
-    /// The program and its arguments, started with its stdio as the MCP transport.
+    /// The program and its arguments, started with its stdio as the MCP transport
+    /// (empty for a server reached at `url`).
     pub command: Vec<String>,
+    /// The Streamable HTTP endpoint of a server that runs elsewhere, instead of a
+    /// `command`.
+    pub url: Option<String>,
+    /// Headers sent with every HTTP request (`Authorization`); `${NAME}` in a value is
+    /// filled in as in `env`.
+    pub headers: BTreeMap<String, String>,
     /// Variables added to its environment; `${NAME}` in a value is filled in from
     /// `secrets_file`, else from the host's environment, when it starts.
     pub env: BTreeMap<String, String>,
@@ -74,6 +84,8 @@ impl UpstreamConfig {
     pub fn command(command: Vec<String>) -> Self {
         Self {
             command,
+            url: None,
+            headers: BTreeMap::new(),
             env: BTreeMap::new(),
             secrets_file: None,
             tools: None,
@@ -83,6 +95,14 @@ impl UpstreamConfig {
             idempotent: Vec::new(),
             trust_read_only_hint: true,
             timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// An upstream reached over Streamable HTTP at `url`, with the defaults.
+    pub fn url(url: impl Into<String>) -> Self {
+        Self {
+            url: Some(url.into()),
+            ..Self::command(Vec::new())
         }
     }
 }
@@ -122,7 +142,7 @@ pub struct UpstreamTool {
 pub struct Upstream {
     name: String,
     config: UpstreamConfig,
-    client: Mutex<Option<Arc<StdioClient>>>,
+    client: Mutex<Option<Arc<Connection>>>,
     /// Starts that ended in a crash in a row, and when the last ended.
     crashes: Mutex<(u32, Option<Instant>)>,
     tools: RwLock<Option<Arc<Vec<UpstreamTool>>>>,
@@ -160,7 +180,7 @@ impl Upstream {
 
     /// The running client, started (or started again, after the backoff its crashes
     /// earned) if need be.
-    fn client(&self) -> Result<Arc<StdioClient>, ClientError> {
+    fn client(&self) -> Result<Arc<Connection>, ClientError> {
         let mut slot = self.client.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(client) = slot.as_ref() {
             if client.alive() {
@@ -185,9 +205,7 @@ impl Upstream {
             }
             tracing::warn!(target: "justonce::upstream", upstream = %self.name, crashes = n, "starting the upstream again after it ended");
         }
-        let env = self.env().map_err(ClientError::NotSent)?;
-        let client = StdioClient::spawn(&self.name, &self.config.command, &env)
-            .map_err(ClientError::NotSent)?;
+        let client = self.connect().map_err(ClientError::NotSent)?;
         match client.initialize(self.config.timeout) {
             Ok(_) => {}
             Err(e) => {
@@ -206,8 +224,29 @@ impl Upstream {
         Ok(client)
     }
 
-    /// The environment it is started with, secrets filled in.
-    fn env(&self) -> Result<Vec<(String, String)>, String> {
+    /// A new connection: the process started, or the HTTP client made.
+    fn connect(&self) -> Result<Connection, String> {
+        match &self.config.url {
+            Some(url) => Ok(Connection::Http(http_client::HttpClient::new(
+                &self.name,
+                url,
+                self.filled_in("headers", &self.config.headers)?,
+            ))),
+            None => {
+                let env = self.filled_in("env", &self.config.env)?;
+                client::StdioClient::spawn(&self.name, &self.config.command, &env)
+                    .map(Connection::Stdio)
+            }
+        }
+    }
+
+    /// `values` (of the key `what`) with their `${NAME}`s filled in from the secrets
+    /// file, else the host's environment.
+    fn filled_in(
+        &self,
+        what: &str,
+        values: &BTreeMap<String, String>,
+    ) -> Result<Vec<(String, String)>, String> {
         let secrets = match &self.config.secrets_file {
             Some(path) => crate::http::read_secrets_file(path)?,
             None => BTreeMap::new(),
@@ -218,13 +257,12 @@ impl Upstream {
                 .cloned()
                 .or_else(|| std::env::var(name).ok())
         };
-        self.config
-            .env
+        values
             .iter()
             .map(|(k, v)| {
                 crate::http::expand(v, &lookup)
                     .map(|v| (k.clone(), v))
-                    .map_err(|e| format!("upstream `{}`: env.{k}: {e}", self.name))
+                    .map_err(|e| format!("upstream `{}`: {what}.{k}: {e}", self.name))
             })
             .collect()
     }
@@ -255,7 +293,7 @@ impl Upstream {
                 None => json!({}),
             };
             let page = client
-                .request("tools/list", params, self.config.timeout)
+                .request("tools/list", params, self.config.timeout, None)
                 .map_err(|e| format!("upstream `{}`: tools/list: {e}", self.name))?;
             if let Some(Value::Array(tools)) = page.get("tools") {
                 entries.extend(tools.iter().cloned());
@@ -355,7 +393,7 @@ impl Upstream {
         if let Some(key) = key {
             params["_meta"] = json!({ IDEMPOTENCY_KEY_META: key });
         }
-        let answer = client.request("tools/call", params, self.config.timeout);
+        let answer = client.request("tools/call", params, self.config.timeout, key);
         if answer.is_ok() {
             self.crashes.lock().unwrap_or_else(|p| p.into_inner()).0 = 0;
         }

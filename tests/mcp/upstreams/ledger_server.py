@@ -38,8 +38,9 @@ def append(line: str, ctx: Context, lose_first: bool = False, by_key: bool = Fal
     if meta is not None and not isinstance(meta, dict):
         meta = meta.model_dump(by_alias=True)
     key = (meta or {}).get("dev.justonce/idempotency-key")
+    header = (ctx.headers or {}).get("idempotency-key")
     with open(LEDGER + ".calls", "a") as f:
-        f.write(json.dumps({"line": line, "key": key}) + "\n")
+        f.write(json.dumps({"line": line, "key": key, "header": header}) + "\n")
     keys = seen_keys()
     if by_key and key in keys:
         return keys[key]
@@ -75,4 +76,9 @@ def lines() -> list[str]:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    # `ledger_server.py LEDGER` on stdio; `ledger_server.py LEDGER http PORT` over
+    # Streamable HTTP at http://127.0.0.1:PORT/mcp.
+    if sys.argv[2:3] == ["http"]:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[3]))
+    else:
+        server.run("stdio")

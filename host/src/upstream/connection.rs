@@ -1,0 +1,57 @@
+//! One connection to an upstream, over either transport.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::client::{ClientError, StdioClient};
+use super::http_client::HttpClient;
+
+/// A running stdio server, or a session with a Streamable HTTP one.
+pub(crate) enum Connection {
+    /// A child process on our pipes.
+    Stdio(StdioClient),
+    /// A server reached over HTTP.
+    Http(HttpClient),
+}
+
+impl Connection {
+    /// Whether it still answers (the process runs, the session stands).
+    pub(crate) fn alive(&self) -> bool {
+        match self {
+            Self::Stdio(client) => client.alive(),
+            Self::Http(client) => client.alive(),
+        }
+    }
+
+    /// Whether the upstream said its tools changed since this was last asked.
+    pub(crate) fn take_list_changed(&self) -> bool {
+        match self {
+            Self::Stdio(client) => client.take_list_changed(),
+            Self::Http(_) => false,
+        }
+    }
+
+    /// The `initialize` handshake.
+    pub(crate) fn initialize(&self, timeout: Duration) -> Result<Value, ClientError> {
+        match self {
+            Self::Stdio(client) => client.initialize(timeout),
+            Self::Http(client) => client.initialize(timeout),
+        }
+    }
+
+    /// Request `method`, its effect key sent as `Idempotency-Key` over HTTP (the
+    /// caller puts it in `_meta` for both).
+    pub(crate) fn request(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        key: Option<&str>,
+    ) -> Result<Value, ClientError> {
+        match self {
+            Self::Stdio(client) => client.request(method, params, timeout),
+            Self::Http(client) => client.request(method, params, timeout, key),
+        }
+    }
+}

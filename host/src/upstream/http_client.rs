@@ -1,0 +1,266 @@
+//! A blocking MCP client over Streamable HTTP: each request one `POST` of a JSON-RPC
+//! message, answered as JSON or as a Server-Sent Events stream that carries the
+//! response; the session the server names at `initialize` (`Mcp-Session-Id`) and the
+//! negotiated revision (`MCP-Protocol-Version`) sent with every later request, the
+//! configured headers (credentials from the secrets file) with each, and a
+//! `tools/call`'s effect key as `Idempotency-Key` too.
+
+use std::io::{BufRead, BufReader, Read};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use ureq::Agent;
+use ureq::http::Request;
+
+use super::client::{ClientError, PROTOCOL_VERSION};
+
+/// The largest response read from an upstream.
+const MAX_RESPONSE_BYTES: u64 = 16 << 20;
+
+/// One session with one Streamable HTTP upstream.
+pub(crate) struct HttpClient {
+    upstream: String,
+    url: String,
+    headers: Vec<(String, String)>,
+    agent: Agent,
+    session: Mutex<Option<String>>,
+    protocol: Mutex<Option<String>>,
+    next_id: AtomicU64,
+    /// Cleared when the server forgot the session (404): the next call starts anew.
+    alive: AtomicBool,
+}
+
+impl HttpClient {
+    /// A client of the server at `url`, sending `headers` with every request.
+    pub(crate) fn new(upstream: &str, url: &str, headers: Vec<(String, String)>) -> Self {
+        let config = Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .max_redirects_will_error(false)
+            .user_agent(concat!("justonce/", env!("CARGO_PKG_VERSION")))
+            .build();
+        Self {
+            upstream: upstream.to_owned(),
+            url: url.to_owned(),
+            headers,
+            agent: Agent::new_with_config(config),
+            session: Mutex::new(None),
+            protocol: Mutex::new(None),
+            next_id: AtomicU64::new(1),
+            alive: AtomicBool::new(true),
+        }
+    }
+
+    /// Whether the session still stands.
+    pub(crate) fn alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst)
+    }
+
+    /// `initialize` (keeping the session and revision it answers) and
+    /// `notifications/initialized`.
+    pub(crate) fn initialize(&self, timeout: Duration) -> Result<Value, ClientError> {
+        let result = self.request(
+            "initialize",
+            json!({
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": { "name": "justonce", "version": env!("CARGO_PKG_VERSION") },
+            }),
+            timeout,
+            None,
+        )?;
+        if let Some(version) = result.get("protocolVersion").and_then(Value::as_str) {
+            *self.protocol.lock().unwrap_or_else(|p| p.into_inner()) = Some(version.to_owned());
+        }
+        self.post(
+            &json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
+            timeout,
+            None,
+            None,
+        )?;
+        Ok(result)
+    }
+
+    /// Sends request `method`, with `key` as `Idempotency-Key` when given, and waits
+    /// up to `timeout` for its result.
+    pub(crate) fn request(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+        key: Option<&str>,
+    ) -> Result<Value, ClientError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        let answer = self
+            .post(&message, timeout, key, Some(id))?
+            .ok_or_else(|| {
+                ClientError::Lost(format!(
+                    "upstream `{}` answered {method} without a response",
+                    self.upstream
+                ))
+            })?;
+        match answer.get("error") {
+            Some(error) => Err(ClientError::Refused(error.clone())),
+            None => Ok(answer.get("result").cloned().unwrap_or(Value::Null)),
+        }
+    }
+
+    /// POSTs `message`; the response to request `id`, if one is awaited.
+    fn post(
+        &self,
+        message: &Value,
+        timeout: Duration,
+        key: Option<&str>,
+        id: Option<u64>,
+    ) -> Result<Option<Value>, ClientError> {
+        let mut builder = Request::builder()
+            .method("POST")
+            .uri(self.url.as_str())
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream");
+        if let Some(session) = self
+            .session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            builder = builder.header("Mcp-Session-Id", session.as_str());
+        }
+        if let Some(version) = self
+            .protocol
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            builder = builder.header("MCP-Protocol-Version", version.as_str());
+        }
+        for (name, value) in &self.headers {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        if let Some(key) = key {
+            builder = builder.header("Idempotency-Key", key);
+        }
+        let body = message.to_string();
+        let request = builder
+            .body(body.as_bytes())
+            .map_err(|e| ClientError::NotSent(format!("upstream `{}`: {e}", self.upstream)))?;
+        let request = self
+            .agent
+            .configure_request(request)
+            .timeout_global(Some(timeout))
+            .build();
+        let mut response = self.agent.run(request).map_err(|e| self.transport(e))?;
+        let status = response.status().as_u16();
+        if let Some(session) = response.headers().get("mcp-session-id") {
+            *self.session.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(String::from_utf8_lossy(session.as_bytes()).into_owned());
+        }
+        let streamed = response
+            .headers()
+            .get("content-type")
+            .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
+        let reader = response.body_mut().as_reader().take(MAX_RESPONSE_BYTES);
+        match status {
+            200..=299 => {}
+            404 if self
+                .session
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some() =>
+            {
+                // The server forgot the session: nothing was processed under it.
+                self.alive.store(false, Ordering::SeqCst);
+                return Err(ClientError::NotSent(format!(
+                    "upstream `{}` ended the session (404); the next call starts a new one",
+                    self.upstream
+                )));
+            }
+            408 | 409 | 425 | 429 | 500..=599 => {
+                return Err(ClientError::Lost(format!(
+                    "upstream `{}` answered HTTP {status}",
+                    self.upstream
+                )));
+            }
+            _ => {
+                let mut text = String::new();
+                let _ = reader.take(4096).read_to_string(&mut text);
+                return Err(ClientError::Refused(json!({
+                    "code": -32000,
+                    "message": format!("upstream `{}` answered HTTP {status}: {}", self.upstream, text.trim()),
+                    "data": { "status": status },
+                })));
+            }
+        }
+        let Some(id) = id else {
+            return Ok(None);
+        };
+        if streamed {
+            return self.from_stream(reader, id).map(Some);
+        }
+        let mut text = String::new();
+        let mut reader = reader;
+        reader.read_to_string(&mut text).map_err(|e| {
+            ClientError::Lost(format!(
+                "upstream `{}`: the response was cut off: {e}",
+                self.upstream
+            ))
+        })?;
+        serde_json::from_str(&text).map(Some).map_err(|e| {
+            ClientError::Lost(format!(
+                "upstream `{}` answered something that is not JSON-RPC ({e})",
+                self.upstream
+            ))
+        })
+    }
+
+    /// Reads Server-Sent Events until the one whose data is the response to `id`.
+    fn from_stream(&self, reader: impl Read, id: u64) -> Result<Value, ClientError> {
+        let mut data = String::new();
+        for line in BufReader::new(reader).lines() {
+            let line = line.map_err(|e| {
+                ClientError::Lost(format!(
+                    "upstream `{}`: the stream broke before the response: {e}",
+                    self.upstream
+                ))
+            })?;
+            if let Some(rest) = line.strip_prefix("data:") {
+                if !data.is_empty() {
+                    data.push('\n');
+                }
+                data.push_str(rest.strip_prefix(' ').unwrap_or(rest));
+                continue;
+            }
+            if !line.is_empty() || data.is_empty() {
+                continue;
+            }
+            let event = std::mem::take(&mut data);
+            if let Ok(message) = serde_json::from_str::<Value>(&event)
+                && message.get("id").and_then(Value::as_u64) == Some(id)
+                && message.get("method").is_none()
+            {
+                return Ok(message);
+            }
+        }
+        Err(ClientError::Lost(format!(
+            "upstream `{}`: the stream ended before the response",
+            self.upstream
+        )))
+    }
+
+    /// A transport failure: before anything was sent (no connection) or after.
+    fn transport(&self, error: ureq::Error) -> ClientError {
+        let refused = matches!(
+            &error,
+            ureq::Error::HostNotFound | ureq::Error::ConnectionFailed
+        ) || matches!(&error, ureq::Error::Io(e) if e.kind() == std::io::ErrorKind::ConnectionRefused);
+        let message = format!("upstream `{}` at {}: {error}", self.upstream, self.url);
+        if refused {
+            ClientError::NotSent(message)
+        } else {
+            ClientError::Lost(message)
+        }
+    }
+}
