@@ -44,9 +44,10 @@ mod run_in {
     pub const conformance_reconnection: &[&str] = &["mcp_conformance"];
     pub const conformance_json_schema: &[&str] = &["mcp_conformance"];
     pub const conformance_greet: &[&str] = &["mcp_conformance_next"];
-    pub const conformance_slow_compute: &[&str] = &["mcp_conformance_next", "mcp_tasks"];
+    pub const conformance_slow_compute: &[&str] = &["mcp_conformance_next"];
     pub const conformance_failing_job: &[&str] = &["mcp_conformance_next"];
     pub const conformance_protocol_error_job: &[&str] = &["mcp_conformance_next"];
+    pub const slow_mail: &[&str] = &["mcp_tasks"];
     pub const time_and_random: &[&str] = &["determinism", "crash"];
 }
 

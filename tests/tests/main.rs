@@ -46,6 +46,7 @@ mod mcp_protocol;
 mod mcp_python;
 mod mcp_resume;
 mod mcp_scope;
+mod mcp_tasks;
 mod mcp_told;
 mod metrics;
 mod new_tool;

@@ -176,14 +176,18 @@ pub(crate) fn call(
         done();
         return reply;
     };
-    // A retry of a call still running: the same task.
+    // A retry of a call still running (under a live lease): the same task. One
+    // whose host stopped, or suspended on an unknown outcome, runs: the guard
+    // resumes it.
     let running = lock_running().get(key.as_str()).cloned();
     if let Some(running) = running {
         done();
         return Ok(created(server, &view_of_running(key.as_str(), &running)));
     }
+    let now = server.host().clock().now_ms();
     if let Some(entry) = record(server, &key)
-        && entry.state != "completed"
+        && entry.state == "running"
+        && !entry.lease_ended(now)
     {
         done();
         return Ok(created(server, &View::of(&entry)));
@@ -328,7 +332,15 @@ fn find(
         if owner(&entry.conversation).as_deref() != Some(principal) {
             return Err(unknown());
         }
+        // Kept for its ttlMs after its outcome, as its record is (`gc` removes it).
         let now = server.host().clock().now_ms();
+        let ttl = i64::try_from(ttl_ms(server, &entry.tool)).unwrap_or(i64::MAX);
+        if entry
+            .completed_at
+            .is_some_and(|at| now >= at.saturating_add(ttl))
+        {
+            return Err(unknown());
+        }
         return Ok(View::of(&entry.judged_at(now)));
     }
     let running = lock_running()
@@ -351,10 +363,17 @@ fn owner(scope: &str) -> Option<String> {
     Some(principal)
 }
 
+/// How long a task of `tool` is kept after its call ended (`ttlMs`): the shorter
+/// of the tool's two retention windows (a call in a conversation, one in none), so
+/// it is never promised longer than its record is kept.
+fn ttl_ms(server: &Server, tool: &str) -> u64 {
+    let windows = server.host().retention().of_tool(tool);
+    let ttl = windows.conversation.min(windows.unscoped);
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// What every task answer carries: id, status and times.
 fn task(server: &Server, view: &View, status: &str) -> Map<String, Value> {
-    let windows = server.host().retention().of_tool(&view.tool);
-    let ttl = windows.conversation.min(windows.unscoped);
     let updated = view.completed_at.unwrap_or(view.created_at);
     let mut task = Map::new();
     task.insert("taskId".into(), json!(view.key));
@@ -367,10 +386,7 @@ fn task(server: &Server, view: &View, status: &str) -> Map<String, Value> {
         "lastUpdatedAt".into(),
         json!(crate::clock::rfc3339(updated)),
     );
-    task.insert(
-        "ttlMs".into(),
-        json!(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
-    );
+    task.insert("ttlMs".into(), json!(ttl_ms(server, &view.tool)));
     task.insert("pollIntervalMs".into(), json!(POLL_INTERVAL_MS));
     task
 }

@@ -1,0 +1,58 @@
+//! Test guest: sends one email (an effect, so the call is journaled from then on),
+//! then sleeps `seconds` before answering: a call that outlives the server's bound
+//! and becomes an MCP task (tests/tests/mcp_tasks.rs).
+
+use justonce_guest::{Tool, ToolError, effects, export_tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Whom to write to, and how long to take afterwards.
+#[derive(Deserialize, JsonSchema)]
+struct Args {
+    /// The recipient.
+    to: String,
+    /// Seconds to sleep after sending.
+    seconds: u32,
+}
+
+#[derive(Serialize)]
+struct Mail<'a> {
+    to: &'a str,
+    subject: &'a str,
+    body: &'a str,
+}
+
+#[derive(Deserialize)]
+struct Sent {
+    message_id: String,
+}
+
+/// The message id the mail provider gave the email.
+#[derive(Serialize)]
+struct Output {
+    message_id: String,
+}
+
+struct SlowMail;
+
+impl Tool for SlowMail {
+    type Args = Args;
+    type Output = Output;
+    const NAME: &'static str = "slow_mail";
+    const DESCRIPTION: &'static str = "Sends one email to TO, then sleeps SECONDS.";
+
+    fn call(args: Args) -> Result<Output, ToolError> {
+        let mail = Mail {
+            to: &args.to,
+            subject: "Your report",
+            body: "It is ready.",
+        };
+        let sent: Sent = effects::perform("mail", "send", &mail)?;
+        std::thread::sleep(std::time::Duration::from_secs(args.seconds.into()));
+        Ok(Output {
+            message_id: sent.message_id,
+        })
+    }
+}
+
+export_tool!(SlowMail);

@@ -1,0 +1,236 @@
+//! The MCP Tasks extension (`io.modelcontextprotocol/tasks`) on the journal
+//! (`mcp::tasks`): a call that outlives the server's bound becomes a task whose id
+//! is its invocation key, a retry of it is the same task and sends nothing again,
+//! `tasks/get` is answered from the journal (after a restart too) and only to the
+//! principal that made it, a cancelled task's call still runs to its outcome, and a
+//! task expires with its call's record.
+//!
+//! The tool is the `slow_mail` guest: one email, then a sleep of `seconds`, longer
+//! than the bound (1 s by default), so each first call is answered with a task.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use justonce::__private::HttpOptions;
+use serde_json::{Value, json};
+
+use crate::support::mcp_http::{HttpClient, HttpFixture, HttpProcess, MODERN, add_token};
+use crate::support::test_host_with_mail;
+
+const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// A bound on a hang, not a timing assertion.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A stateless request's JSON-RPC message, its client declaring the extension or
+/// not, with the routing headers (`name`: the tool or the task id).
+fn send(client: &mut HttpClient, method: &str, mut params: Value, tasks: bool) -> Value {
+    let name = params["name"]
+        .as_str()
+        .or(params["taskId"].as_str())
+        .unwrap_or("")
+        .to_owned();
+    params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(MODERN);
+    params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = if tasks {
+        json!({ "extensions": { EXTENSION: {} } })
+    } else {
+        json!({})
+    };
+    let message = client.message(method, params);
+    let headers = [
+        ("MCP-Protocol-Version", MODERN),
+        ("Mcp-Method", method),
+        ("Mcp-Name", name.as_str()),
+    ];
+    client.post(&message, &headers).message()
+}
+
+/// `slow_mail` to `to`, sleeping `seconds` after the email.
+fn call(client: &mut HttpClient, to: &str, seconds: u32, tasks: bool) -> Value {
+    let params = json!({ "name": "slow_mail", "arguments": { "to": to, "seconds": seconds } });
+    send(client, "tools/call", params, tasks)
+}
+
+fn task_request(client: &mut HttpClient, method: &str, task: &str) -> Value {
+    send(client, method, json!({ "taskId": task }), true)
+}
+
+/// The id of the task `reply` created.
+fn created(reply: &Value) -> String {
+    let result = &reply["result"];
+    assert_eq!(result["resultType"], "task", "{reply}");
+    assert_eq!(result["status"], "working", "{reply}");
+    result["taskId"].as_str().expect("a taskId").to_owned()
+}
+
+/// `tasks/get` of `task` until `done` holds of its status (or the wait ends).
+fn wait_for(client: &mut HttpClient, task: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let got = task_request(client, "tasks/get", task);
+        if done(&got["result"]) || start.elapsed() > WAIT {
+            return got["result"].clone();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn terminal(task: &Value) -> bool {
+    task["status"] != "working"
+}
+
+#[test]
+fn a_call_past_the_bound_is_a_task_its_retry_the_same_task_and_it_expires_with_its_record() {
+    let test = test_host_with_mail(0, |b| {
+        b.component(justonce_tests::guests::SLOW_MAIL_COMPONENT)
+    });
+    let (clock, mail) = (test.clock.clone(), Arc::clone(&test.mail));
+    let http = HttpFixture::start(
+        Arc::new(test.host),
+        HttpOptions::default(),
+        &["alice", "bob"],
+    );
+    let mut alice = http.client("alice");
+    let mut bob = http.client("bob");
+
+    let first = created(&call(&mut alice, "ada@example.com", 3, true));
+    // The retry while it runs: the same task, nothing sent again.
+    let again = created(&call(&mut alice, "ada@example.com", 3, true));
+    assert_eq!(again, first, "a retry of the call is the same task");
+    // Another call is another task.
+    let other = created(&call(&mut alice, "bea@example.com", 3, true));
+    assert_ne!(other, first);
+
+    // Bob cannot see, nor cancel, alice's task: as for a task that does not exist.
+    for method in ["tasks/get", "tasks/cancel"] {
+        let refused = task_request(&mut bob, method, &first);
+        assert_eq!(refused["error"]["code"], -32602, "{method}: {refused}");
+        let unknown = task_request(&mut bob, method, "no-such-task");
+        assert_eq!(unknown["error"]["code"], -32602, "{method}: {unknown}");
+    }
+
+    let done = wait_for(&mut alice, &first, terminal);
+    assert_eq!(
+        done["status"], "completed",
+        "bob's cancel did nothing: {done}"
+    );
+    let result = &done["result"];
+    assert_eq!(result["isError"], false, "{done}");
+    assert_eq!(
+        result["_meta"]["dev.justonce/key"], first,
+        "the task id is the invocation key"
+    );
+    let message_id = result["structuredContent"]["message_id"].clone();
+    assert!(message_id.is_string(), "{done}");
+    assert_eq!(
+        wait_for(&mut alice, &other, terminal)["status"],
+        "completed"
+    );
+
+    // One email per call: the retry sent none, the two calls one each, every
+    // attempt of an email under one key.
+    let sent = mail.sent().unwrap();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    let attempts = mail.attempts();
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+
+    // A client without the extension is told the same outcome, replayed.
+    let plain = call(&mut alice, "ada@example.com", 3, false);
+    let plain = &plain["result"];
+    assert_ne!(plain["resultType"], "task");
+    assert_eq!(plain["_meta"]["dev.justonce/replayed"], true, "{plain}");
+    assert_eq!(plain["structuredContent"]["message_id"], message_id);
+    assert_eq!(mail.sent().unwrap().len(), 2);
+
+    // Kept for its ttlMs (the call's retention), gone after it.
+    let ttl = done["ttlMs"].as_u64().expect("ttlMs");
+    clock.advance(Duration::from_millis(ttl) - Duration::from_secs(1));
+    assert_eq!(
+        task_request(&mut alice, "tasks/get", &first)["result"]["status"],
+        "completed"
+    );
+    clock.advance(Duration::from_secs(60));
+    let expired = task_request(&mut alice, "tasks/get", &first);
+    assert_eq!(expired["error"]["code"], -32602, "{expired}");
+}
+
+#[test]
+fn a_cancelled_task_reads_cancelled_and_its_call_runs_to_its_outcome_once() {
+    let test = test_host_with_mail(0, |b| {
+        b.component(justonce_tests::guests::SLOW_MAIL_COMPONENT)
+    });
+    let mail = Arc::clone(&test.mail);
+    let http = HttpFixture::start(Arc::new(test.host), HttpOptions::default(), &["alice"]);
+    let mut alice = http.client("alice");
+
+    let task = created(&call(&mut alice, "cy@example.com", 3, true));
+    let ack = task_request(&mut alice, "tasks/cancel", &task);
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    assert!(ack["result"].get("taskId").is_none(), "{ack}");
+    let got = task_request(&mut alice, "tasks/get", &task);
+    assert_eq!(got["result"]["status"], "cancelled", "{got}");
+
+    // The call was not stopped: a retry of it gets its outcome once it is saved,
+    // and the email went out once.
+    let start = Instant::now();
+    let outcome = loop {
+        let reply = call(&mut alice, "cy@example.com", 3, false);
+        let result = reply["result"].clone();
+        let running = result["structuredContent"]["error"]["kind"] == "in_progress";
+        if !running || start.elapsed() > WAIT {
+            break result;
+        }
+    };
+    assert_eq!(outcome["isError"], false, "{outcome}");
+    assert_eq!(outcome["_meta"]["dev.justonce/replayed"], true, "{outcome}");
+    assert_eq!(outcome["_meta"]["dev.justonce/key"], task);
+    assert_eq!(mail.sent().unwrap().len(), 1);
+    // Still cancelled for its client.
+    let got = task_request(&mut alice, "tasks/get", &task);
+    assert_eq!(got["result"]["status"], "cancelled", "{got}");
+}
+
+#[test]
+fn a_task_outlives_its_host_and_a_retry_on_the_next_one_finishes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let token = add_token(&db, "alice");
+    let tools = dir.path().join("tools");
+    std::fs::create_dir(&tools).unwrap();
+    let guest = Path::new(justonce_tests::guests::SLOW_MAIL_COMPONENT);
+    std::fs::copy(guest, tools.join(guest.file_name().unwrap())).unwrap();
+    let args = ["--tools", tools.to_str().unwrap()];
+    let lease = [("JUSTONCE_LEASE_MS", "1000")];
+
+    let first = HttpProcess::spawn_logged(&db, &args, &lease);
+    let mut alice = HttpClient::new(first.addr, Some(token.clone()));
+    let task = created(&call(&mut alice, "dee@example.com", 3, true));
+    // Its email is journaled before the host dies.
+    let start = Instant::now();
+    while !crate::support::db::journal(&db)
+        .iter()
+        .any(|e| e["key"] == task && e["effects"].as_array().is_some_and(|e| !e.is_empty()))
+    {
+        assert!(start.elapsed() < WAIT, "the call never journaled its email");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(first.stop_for_log());
+
+    let second = HttpProcess::spawn_logged(&db, &args, &lease);
+    let mut alice = HttpClient::new(second.addr, Some(token));
+    // The next host knows the task from the journal: working, its host stopped.
+    let stopped = wait_for(&mut alice, &task, |t| {
+        t["statusMessage"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("stopped"))
+    });
+    assert_eq!(stopped["status"], "working", "{stopped}");
+    // The retry resumes it: the same task, the email not sent again.
+    let again = created(&call(&mut alice, "dee@example.com", 3, true));
+    assert_eq!(again, task);
+    let done = wait_for(&mut alice, &task, terminal);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["_meta"]["dev.justonce/key"], task);
+    assert_eq!(crate::support::db::mailbox_count(&db), 1);
+}
