@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 
 use crate::console::Fixture;
 use crate::support::install;
-use crate::support::mcp_http::{HttpClient, HttpProcess};
+use crate::support::mcp_http::{HttpClient, HttpProcess, MODERN};
 
 const WALK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/console/walk.py");
 const RESUME: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/console/resume.py");
@@ -230,9 +230,31 @@ fn an_operator_finds_the_call_of_a_killed_host_in_chromium_and_resumes_it_once_d
     let host_b = serve(&url, "web-b", &tokens, &http_config);
 
     // The agent asks host A for a refund; A sends it and waits on the hanging API.
-    let mut on_a = HttpClient::new(host_a.addr, Some(agent.clone()));
-    let waiting =
-        std::thread::spawn(move || std::panic::catch_unwind(move || refund(&mut on_a, 4417)).ok());
+    let on_a = HttpClient::new(host_a.addr, Some(agent.clone()));
+    let waiting = std::thread::spawn(move || {
+        let mut stream = on_a.send_raw(
+            &on_a.post_bytes(
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                    "name": "refund",
+                    "arguments": {"order_id": 4417, "amount_cents": 1299},
+                    "_meta": {
+                        "dev.justonce/conversation": "order-4417",
+                        "io.modelcontextprotocol/protocolVersion": MODERN,
+                        "io.modelcontextprotocol/clientCapabilities": {},
+                    },
+                }})
+                .to_string(),
+                &[
+                    ("MCP-Protocol-Version", MODERN),
+                    ("Mcp-Method", "tools/call"),
+                    ("Mcp-Name", "refund"),
+                ],
+            ),
+        );
+        let mut answer = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stream, &mut answer);
+        answer
+    });
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while payments.requests().is_empty() {
         assert!(
@@ -244,8 +266,8 @@ fn an_operator_finds_the_call_of_a_killed_host_in_chromium_and_resumes_it_once_d
     // kill -9 of host A, mid-request: the agent is never answered.
     let log_a = host_a.stop_for_log();
     assert_eq!(
-        waiting.join().unwrap(),
-        None,
+        String::from_utf8_lossy(&waiting.join().unwrap()),
+        "",
         "host A died before it answered"
     );
     let key = {

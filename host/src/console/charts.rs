@@ -196,7 +196,12 @@ fn calls_chart(rows: &[(i64, u32, u32)], window: Window) -> String {
         "<svg class=\"chart\" viewBox=\"0 0 {width} {height}\" width=\"{width}\" height=\"{height}\" role=\"img\" aria-label=\"Calls and replays {}\">",
         window.per()
     );
-    for tick in [0, top / 2, top] {
+    let ticks: &[i64] = if top >= 2 {
+        &[0, top / 2, top]
+    } else {
+        &[0, top]
+    };
+    for &tick in ticks {
         let _ = write!(
             svg,
             "<line class=\"grid\" x1=\"{left}\" x2=\"{width}\" y1=\"{ty}\" y2=\"{ty}\"></line>\

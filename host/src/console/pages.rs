@@ -427,7 +427,7 @@ pub fn story(
     }
     let _ = write!(
         body,
-        "<dl class=\"facts\"><dt>Key</dt><dd>{}</dd><dt>Held by</dt><dd class=\"holding\">{}</dd>\
+        "<dl class=\"facts\"><dt>Key</dt><dd>{}</dd><dt>Lease</dt><dd class=\"holding\">{}</dd>\
          <dt>Principal</dt><dd>{}</dd><dt>Conversation</dt><dd>{}</dd>\
          <dt>Created</dt><dd>{}</dd><dt>Completed</dt><dd>{}</dd><dt>Runs</dt><dd>{}</dd>\
          <dt>Replays</dt><dd>{}</dd><dt>Tool-call ids</dt><dd>{}</dd><dt>Component</dt><dd>{}</dd></dl>",
@@ -587,7 +587,7 @@ fn operations(body: &mut String, story: &CallStory, now: i64) {
             time(o.at, now),
             o.action.as_str(),
             escape(&o.by),
-            json_block(&o.detail, SHOWN_CHARS)
+            detail_list(&o.detail)
         );
     }
     body.push_str("</tbody></table>");
@@ -711,7 +711,7 @@ pub fn confirm(
         let _ = write!(
             body,
             "<dl class=\"facts\"><dt>Call</dt><dd>{} {}</dd><dt>Key</dt><dd>{}</dd>\
-             <dt>Held by</dt><dd class=\"holding\">{}</dd><dt>Created</dt><dd>{}</dd>\
+             <dt>Lease</dt><dd class=\"holding\">{}</dd><dt>Created</dt><dd>{}</dd>\
              <dt>Effects</dt><dd>{}</dd></dl>",
             escape(&e.tool),
             badges(e),
@@ -792,27 +792,49 @@ pub fn done(
         time(operation.at, now),
         short_key(&operation.key, Some(&call_path(&operation.key))),
     );
-    if let Some(detail) = operation.detail.as_object() {
-        for (name, value) in detail {
-            let text = match value {
-                serde_json::Value::String(s) => s.clone(),
-                serde_json::Value::Array(items) => format!("{} item(s)", items.len()),
-                other => other.to_string(),
-            };
-            let _ = write!(
-                body,
-                "<dt>{}</dt><dd>{}</dd>",
-                escape(&name.replace('_', " ")),
-                escape(&text)
-            );
-        }
-    }
     let _ = write!(
         body,
-        "</dl><p>{}</p>",
+        "</dl><h2>What the journal recorded</h2>{}<p>{}</p>",
+        detail_list(&operation.detail),
         link(&call_path(&operation.key), "Back to the call")
     );
     page("Done", Some(session), &body)
+}
+
+/// An operation's detail as a list a person reads: each field in words, an object's
+/// fields inline, a list by its items.
+fn detail_list(detail: &serde_json::Value) -> String {
+    fn text(value: &serde_json::Value) -> String {
+        match value {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Null => "none".into(),
+            serde_json::Value::Object(fields) => fields
+                .iter()
+                .map(|(k, v)| format!("{}: {}", k.replace('_', " "), text(v)))
+                .collect::<Vec<_>>()
+                .join(", "),
+            serde_json::Value::Array(items) if items.is_empty() => "none".into(),
+            serde_json::Value::Array(items) => {
+                items.iter().map(text).collect::<Vec<_>>().join("; ")
+            }
+            other => other.to_string(),
+        }
+    }
+    let Some(fields) = detail.as_object() else {
+        return json_block(detail, SHOWN_CHARS);
+    };
+    let mut out = String::from("<dl class=\"facts detail\">");
+    for (name, value) in fields {
+        let shown: String = text(value).chars().take(2000).collect();
+        let _ = write!(
+            out,
+            "<dt>{}</dt><dd>{}</dd>",
+            escape(&name.replace('_', " ")),
+            escape(&shown)
+        );
+    }
+    out.push_str("</dl>");
+    out
 }
 
 /// What "resume now" did: the call's answer as the agent's retry will get it.

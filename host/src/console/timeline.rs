@@ -174,7 +174,9 @@ pub fn timeline(story: &CallStory, now: i64) -> String {
         "<line class=\"axis\" x1=\"{LABELS}\" x2=\"{}\" y1=\"{axis}\" y2=\"{axis}\"></line>",
         WIDTH - 10
     );
-    for i in 0..=4 {
+    // Marks all at one instant (or nearly) get one tick, not five on top of each other.
+    let ticks = if end - start < 5 { 0 } else { 4 };
+    for i in 0..=ticks {
         let at = start + span * i / 4;
         let tx = x(at);
         let anchor = match i {
@@ -182,6 +184,9 @@ pub fn timeline(story: &CallStory, now: i64) -> String {
             4 => "end",
             _ => "middle",
         };
+        if ticks == 0 && i > 0 {
+            break;
+        }
         let _ = write!(
             svg,
             "<line class=\"axis\" x1=\"{tx}\" x2=\"{tx}\" y1=\"{axis}\" y2=\"{}\"></line>\

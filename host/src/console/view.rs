@@ -108,6 +108,18 @@ pub fn attention(entry: &JournalEntry) -> Option<String> {
                 .into()
         });
     }
+    if s.contains(&"incomplete")
+        && entry
+            .effects
+            .iter()
+            .any(|e| e.state == "pending" && e.resolution.is_some())
+    {
+        return Some(
+            "An operator resolved its effect: resume it now, or the agent's next retry \
+             finishes it."
+                .into(),
+        );
+    }
     if s.contains(&"incomplete") {
         return Some(
             "Suspended (a divergence or an unknown outcome): its story says which; a retry \
