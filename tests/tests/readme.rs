@@ -420,6 +420,21 @@ fn the_mcp_table_of_the_framework_section_loads() {
     );
 }
 
+#[test]
+fn the_tasks_settings_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = justonce::Config::parse(
+        &block("toml", "task_after_ms"),
+        &dir.path().join("justonce.toml"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        config.mcp.task_after,
+        Some(std::time::Duration::from_secs(1))
+    );
+    assert!(config.mcp.task_required.contains("export_report"));
+}
+
 /// The pages of docs/ on disk, as paths from the repository's root.
 fn docs_on_disk() -> Vec<String> {
     let mut pages: Vec<String> = std::fs::read_dir(root().join("docs"))
