@@ -23,7 +23,10 @@
 //! 10. a warm no-effect call of a Python and of a JavaScript tool (the lang tests'
 //!     probe, built with their toolchains; skipped with the reason when one cannot be
 //!     had), bare and guarded, with Rust's echo in the same rounds (see
-//!     `guarded_calls/lang.rs`).
+//!     `guarded_calls/lang.rs`);
+//! 11. the gateway's added latency: a tool of an upstream MCP server over stdio,
+//!     called directly and through a `justonce serve` that offers it, fresh and
+//!     replayed (`JUSTONCE_BENCH_ONLY=gateway`; see `guarded_calls/gateway.rs`).
 //!
 //! (2) and (3) are also printed against their floors, the bare guest plus the journal
 //! writes the contract requires with the journal's own rows, and (6) against its
@@ -46,6 +49,8 @@
 
 #[path = "guarded_calls/cpu.rs"]
 mod cpu;
+#[path = "guarded_calls/gateway.rs"]
+mod gateway;
 
 use std::path::Path;
 use std::process::Command;
@@ -932,6 +937,7 @@ fn main() {
         Ok("mcp") => return mcp_figures(dir.path()),
         Ok("postgres") => return postgres_figures(),
         Ok("lang") => return lang::figures(dir.path()),
+        Ok("gateway") => return gateway::figures(dir.path()),
         _ => {}
     }
     let runtime = runtime();
@@ -1233,6 +1239,7 @@ fn main() {
 
     lang::figures(dir.path());
     mcp_figures(dir.path());
+    gateway::figures(dir.path());
     postgres_figures();
     println!("\n{} at the end", load());
 }
