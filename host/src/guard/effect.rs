@@ -237,7 +237,11 @@ impl EffectSession {
                 self.tool
             ))));
         }
-        let counters = self.shared.metrics.effect(provider_name, &self.tool);
+        let counters = self.shared.metrics.effect(
+            provider_name,
+            &crate::metrics::service_of(provider_name, &payload),
+            &self.tool,
+        );
         let answer = self.journaled(provider.as_ref(), provider_name, operation, &payload);
         counters.effect_ended(match &answer {
             Ok(Ok(_)) => "ok",
@@ -484,7 +488,11 @@ impl EffectSession {
         };
         let mut last_key = None;
         let mut last_not_performed = false;
-        let counters = self.shared.metrics.effect(new.provider, &self.tool);
+        let counters = self.shared.metrics.effect(
+            new.provider,
+            &crate::metrics::service_of(new.provider, payload),
+            &self.tool,
+        );
         // The previous attempt's result, and what it got, when this run made it.
         let mut previous = None;
         let mut previous_reason = String::new();
@@ -766,7 +774,11 @@ impl EffectSession {
             provider,
             &request,
         )?;
-        let counters = self.shared.metrics.effect(new.provider, &self.tool);
+        let counters = self.shared.metrics.effect(
+            new.provider,
+            &crate::metrics::service_of(new.provider, payload),
+            &self.tool,
+        );
         Ok(match performed {
             Ok(answer) => {
                 spans::attempt_ended(&span, answer_kind(&answer));

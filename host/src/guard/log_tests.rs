@@ -320,7 +320,7 @@ fn metrics_say_which_tool_retries_against_which_provider_a_409_is_a_conflict_and
     assert_eq!(
         counted(
             &h,
-            r#"justonce_tool_effect_retries_total{tool="pay",provider="payments",after="conflict"}"#
+            r#"justonce_tool_effect_retries_total{tool="pay",provider="payments",service="payments",after="conflict"}"#
         ),
         1.0
     );
@@ -351,7 +351,7 @@ fn metrics_say_which_tool_retries_against_which_provider_a_409_is_a_conflict_and
     assert_eq!(
         counted(
             &h,
-            r#"justonce_tool_effect_retries_total{tool="pay",provider="payments",after="unknown"}"#
+            r#"justonce_tool_effect_retries_total{tool="pay",provider="payments",service="payments",after="unknown"}"#
         ),
         2.0
     );

@@ -169,7 +169,32 @@ impl EffectCounters {
     }
 }
 
-/// The key of a (tool, provider) row: a separator no configured name holds.
+/// The downstream an effect of `provider` with `payload` goes to, for the `service`
+/// label: the configured service an HTTP request names (`{"service": "payments"}`),
+/// else its URL's host (`{"url": "https://api.example.com/…"}`, without port or
+/// credentials), else the provider's name. Bounded: services come from the
+/// configuration, hosts from the tools' allowlists.
+pub(crate) fn service_of(provider: &str, payload: &serde_json::Value) -> String {
+    if let Some(service) = payload.get("service").and_then(|s| s.as_str()) {
+        return service.to_owned();
+    }
+    if let Some(url) = payload.get("url").and_then(|u| u.as_str())
+        && let Some((_, rest)) = url.split_once("://")
+    {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let host = authority.rsplit('@').next().unwrap_or("");
+        let host = match host.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(""),
+            None => host.split(':').next().unwrap_or(""),
+        };
+        if !host.is_empty() {
+            return host.to_ascii_lowercase();
+        }
+    }
+    provider.to_owned()
+}
+
+/// The key of a (tool, provider, service) row: a separator no configured name holds.
 const PAIR: char = '\u{1f}';
 
 fn load(count: &AtomicU64) -> u64 {
@@ -225,10 +250,15 @@ impl CallMetrics {
     }
 
     /// The counters an effect of `tool` on `provider` reports to.
-    pub(crate) fn effect(&self, provider: &str, tool: &str) -> EffectCounters {
+    /// `service` names the downstream within the provider (for `http`, the
+    /// configured service the request names, else the URL's host; for any other
+    /// provider, the provider itself): see [`service_of`].
+    pub(crate) fn effect(&self, provider: &str, service: &str, tool: &str) -> EffectCounters {
         EffectCounters {
             provider: self.providers.row(provider),
-            by_tool: self.by_tool.row(&format!("{tool}{PAIR}{provider}")),
+            by_tool: self
+                .by_tool
+                .row(&format!("{tool}{PAIR}{provider}{PAIR}{service}")),
         }
     }
 
@@ -331,44 +361,55 @@ impl CallMetrics {
         );
         // The same by tool: which tool retries against which downstream. Only pairs
         // that had an effect have series (a tool does not say which providers it uses).
-        let by_tool: Vec<(String, String, Arc<ProviderCounters>)> = self
+        let by_tool: Vec<(String, String, String, Arc<ProviderCounters>)> = self
             .by_tool
             .rows()
             .into_iter()
-            .filter_map(|(pair, row)| {
-                let (tool, provider) = pair.split_once(PAIR)?;
-                Some((tool.to_owned(), provider.to_owned(), row))
+            .filter_map(|(triple, row)| {
+                let mut parts = triple.splitn(3, PAIR);
+                let (tool, provider, service) = (parts.next()?, parts.next()?, parts.next()?);
+                Some((
+                    tool.to_owned(),
+                    provider.to_owned(),
+                    service.to_owned(),
+                    row,
+                ))
             })
             .collect();
         for (name, help, kind_label, kinds, counts) in [
             (
                 "justonce_tool_effects_total",
-                "Guarded effects, by tool, provider and what the tool was told.",
+                "Guarded effects, by tool, provider, service and what the tool was told.",
                 "result",
                 &EFFECT_RESULTS[..],
                 (|r: &ProviderCounters| &r.effects[..]) as fn(&ProviderCounters) -> &[AtomicU64],
             ),
             (
                 "justonce_tool_effect_attempts_total",
-                "Attempts at effects, by tool, provider and result (conflict: a 409, the downstream still processes the key).",
+                "Attempts at effects, by tool, provider, service and result (conflict: a 409, the downstream still processes the key).",
                 "result",
                 &ATTEMPT_RESULTS[..],
                 |r| &r.attempts[..],
             ),
             (
                 "justonce_tool_effect_retries_total",
-                "Attempts after an effect's first, by tool, provider and what the previous attempt got.",
+                "Attempts after an effect's first, by tool, provider, service and what the previous attempt got.",
                 "after",
                 &RETRY_CAUSES[..],
                 |r| &r.retries[..],
             ),
         ] {
             out.family(name, "counter", help);
-            for (tool, provider, row) in &by_tool {
+            for (tool, provider, service, row) in &by_tool {
                 for (kind, count) in kinds.iter().zip(counts(row)) {
                     out.sample(
                         name,
-                        &[("tool", tool), ("provider", provider), (kind_label, kind)],
+                        &[
+                            ("tool", tool),
+                            ("provider", provider),
+                            ("service", service),
+                            (kind_label, kind),
+                        ],
                         load(count),
                     );
                 }

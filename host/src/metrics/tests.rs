@@ -196,3 +196,64 @@ fn the_outbox_depth_is_a_gauge_per_state() {
         Some(0.0)
     );
 }
+
+#[test]
+fn the_service_of_an_effect_is_its_configured_service_else_its_host_else_its_provider() {
+    use serde_json::json;
+    assert_eq!(
+        service_of("http", &json!({"service": "payments", "path": "/v1"})),
+        "payments"
+    );
+    assert_eq!(
+        service_of(
+            "http",
+            &json!({"url": "https://u:p@API.example.com:8443/v1?x=1"})
+        ),
+        "api.example.com"
+    );
+    assert_eq!(
+        service_of("http", &json!({"url": "http://[::1]:80/x"})),
+        "::1"
+    );
+    assert_eq!(service_of("mail", &json!({"to": "a@b"})), "mail");
+}
+
+#[test]
+fn a_tools_effect_series_name_the_service_and_two_services_are_two_series() {
+    let metrics = CallMetrics::default();
+    let payments = metrics.effect("http", "payments", "refund");
+    payments.attempt_ended("unknown");
+    payments.retried("unknown");
+    payments.attempt_ended("ok");
+    metrics
+        .effect("http", "ledger", "refund")
+        .attempt_ended("ok");
+    let text = rendered(&metrics);
+    let series = |service: &str, result: &str| {
+        value(
+            &text,
+            &format!(
+                r#"justonce_tool_effect_attempts_total{{tool="refund",provider="http",service="{service}",result="{result}"}}"#
+            ),
+        )
+    };
+    assert_eq!(series("payments", "ok"), Some(1.0));
+    assert_eq!(series("payments", "unknown"), Some(1.0));
+    assert_eq!(series("ledger", "ok"), Some(1.0));
+    assert_eq!(series("ledger", "unknown"), Some(0.0));
+    assert_eq!(
+        value(
+            &text,
+            r#"justonce_tool_effect_retries_total{tool="refund",provider="http",service="payments",after="unknown"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"justonce_effect_attempts_total{provider="http",result="ok"}"#
+        ),
+        Some(2.0),
+        "the provider's own series add both services up"
+    );
+}
