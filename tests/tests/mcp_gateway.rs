@@ -7,6 +7,8 @@
 //! log of calls (the ledger), so "sent once" and "the same key downstream" are the
 //! upstream's word, not ours.
 //!
+//! A host killed with a call out is shown on PostgreSQL, another host finishing it.
+//!
 //! server-memory is installed under `target/` by `.ci/run` (`$JUSTONCE_MCP_UPSTREAMS`)
 //! or here with `npm ci` on first use; the ledger needs the Python of
 //! `$JUSTONCE_MCP_PYTHON`. Without them the tests skip with a message, and fail under
@@ -590,4 +592,93 @@ fn an_upstream_over_streamable_http_gets_the_key_in_meta_and_as_idempotency_key(
     );
     assert!(!replayed(&other), "{other}");
     assert_eq!(gateway.ledger_state().0, ["refund 12", "refund 13"]);
+}
+
+/// `justonce --db URL --config DIR/justonce.toml --lease-ms 300 run append …` with
+/// the ledger upstream (`extra` added to its section), on a PostgreSQL journal.
+#[cfg(any(debug_assertions, feature = "fault-injection"))]
+fn host_on_postgres(
+    dir: &Path,
+    python: &Path,
+    url: &str,
+    extra: &str,
+    line: &str,
+) -> std::process::Command {
+    let config = dir.join("justonce.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[upstreams.ledger]\ncommand = [{python:?}, {LEDGER:?}, {ledger:?}]\n{extra}\n",
+            python = python.display().to_string(),
+            ledger = dir.join("ledger").display().to_string(),
+        ),
+    )
+    .unwrap();
+    let mut command = crate::support::cli::justonce_command(Some(Path::new(url)));
+    command
+        .arg("--config")
+        .arg(&config)
+        .args([
+            "--lease-ms",
+            "300",
+            "run",
+            "append",
+            "--conversation",
+            "killed",
+        ])
+        .arg("--args")
+        .arg(json!({ "line": line, "by_key": true }).to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    command
+}
+
+/// A host killed (as by `kill -9`) after the upstream `tools/call` went out and
+/// before its answer was recorded, on a PostgreSQL journal: another host's retry of
+/// the same call takes it over once the lease ends. For an upstream that deduplicates
+/// by the key, it sends the call again under the key the first host journaled, and
+/// the ledger holds one line; for one that does not, it is never sent blind: the call
+/// is `outcome_unknown`, waiting for a person.
+#[cfg(any(debug_assertions, feature = "fault-injection"))]
+#[test]
+fn a_host_killed_with_an_upstream_call_out_is_finished_by_another_or_waits_for_a_person() {
+    use justonce::__private::postgres_testing::cluster;
+    let Some(python) = needed("Python with the MCP SDK", &python()) else {
+        return;
+    };
+    let Some(cluster) = cluster(
+        "a_host_killed_with_an_upstream_call_out_is_finished_by_another_or_waits_for_a_person",
+    ) else {
+        return;
+    };
+    for (extra, keyed) in [("dedupes_by_key = true", true), ("", false)] {
+        let url = cluster.database();
+        let gateway = Gateway {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        let killed = host_on_postgres(gateway.dir.path(), &python, &url, extra, "wire 9")
+            .env(justonce::__private::FAULT_ENV, "after_provider")
+            .output()
+            .unwrap();
+        assert_eq!(killed.status.code(), None, "killed by a signal");
+        assert!(killed.stdout.is_empty(), "the first host answered nothing");
+        let (lines, calls) = gateway.ledger_state();
+        assert_eq!(lines, ["wire 9"], "the effect landed");
+        assert_eq!(calls.len(), 1);
+
+        let out = host_on_postgres(gateway.dir.path(), &python, &url, extra, "wire 9")
+            .output()
+            .unwrap();
+        let answer = crate::support::cli::json_of(&out);
+        let (lines, calls) = gateway.ledger_state();
+        assert_eq!(lines, ["wire 9"], "keyed {keyed}: the effect happened once");
+        if keyed {
+            assert_eq!(answer["ok"], true, "{answer}");
+            assert_eq!(calls.len(), 2, "sent again: {calls:?}");
+            assert_eq!(calls[0]["key"], calls[1]["key"], "under the same key");
+        } else {
+            assert_eq!(answer["error"]["kind"], "outcome_unknown", "{answer}");
+            assert_eq!(calls.len(), 1, "never sent blind: {calls:?}");
+        }
+    }
 }

@@ -198,7 +198,7 @@ impl HttpClient {
             return Ok(None);
         };
         if streamed {
-            return self.from_stream(reader, id).map(Some);
+            return self.response_in_stream(reader, id).map(Some);
         }
         let mut text = String::new();
         let mut reader = reader;
@@ -217,7 +217,7 @@ impl HttpClient {
     }
 
     /// Reads Server-Sent Events until the one whose data is the response to `id`.
-    fn from_stream(&self, reader: impl Read, id: u64) -> Result<Value, ClientError> {
+    fn response_in_stream(&self, reader: impl Read, id: u64) -> Result<Value, ClientError> {
         let mut data = String::new();
         for line in BufReader::new(reader).lines() {
             let line = line.map_err(|e| {
