@@ -1,6 +1,6 @@
 //! justonce in front of MCP servers no one here wrote (`[upstreams.NAME]`): the
-//! official `@modelcontextprotocol/server-memory` (npm, pinned in
-//! tests/mcp/upstreams/) and a server of the tests' own on the official Python SDK's
+//! official `@modelcontextprotocol/server-memory` and `server-everything` (npm, pinned
+//! in tests/mcp/upstreams/) and a server of the tests' own on the official Python SDK's
 //! MCPServer (tests/mcp/upstreams/ledger_server.py) whose side effect can lose its
 //! first answer. Each is driven through `justonce serve` over stdio; what the upstream
 //! received is read from its own input (server-memory runs behind `tee`) or its own
@@ -28,7 +28,14 @@ const LEDGER: &str = concat!(
     "/../tests/mcp/upstreams/ledger_server.py"
 );
 
-static MEMORY: LazyLock<Result<PathBuf, String>> = LazyLock::new(|| {
+static MEMORY: LazyLock<Result<PathBuf, String>> = LazyLock::new(|| installed("server-memory"));
+
+static EVERYTHING: LazyLock<Result<PathBuf, String>> =
+    LazyLock::new(|| installed("server-everything"));
+
+/// The `dist/index.js` of the npm package `@modelcontextprotocol/NAME`, installed
+/// from tests/mcp/upstreams/.
+fn installed(name: &str) -> Result<PathBuf, String> {
     let dir = match std::env::var_os("JUSTONCE_MCP_UPSTREAMS") {
         Some(dir) => PathBuf::from(dir),
         None => install::npm_ci(
@@ -38,13 +45,15 @@ static MEMORY: LazyLock<Result<PathBuf, String>> = LazyLock::new(|| {
              tests/mcp/upstreams/package.json was installed with npm ci (see .ci/run)",
         )?,
     };
-    let index = dir.join("node_modules/@modelcontextprotocol/server-memory/dist/index.js");
+    let index = dir.join(format!(
+        "node_modules/@modelcontextprotocol/{name}/dist/index.js"
+    ));
     if index.is_file() {
         Ok(index)
     } else {
         Err(format!("{} is not there", index.display()))
     }
-});
+}
 
 /// The external thing a test needs, or `None` (skip) with a message; under
 /// `CI=true` a missing one fails the test.
@@ -680,5 +689,94 @@ fn a_host_killed_with_an_upstream_call_out_is_finished_by_another_or_waits_for_a
             assert_eq!(answer["error"]["kind"], "outcome_unknown", "{answer}");
             assert_eq!(calls.len(), 1, "never sent blind: {calls:?}");
         }
+    }
+}
+
+/// server-everything's `gzip-file-as-resource` (annotated `idempotentHint`, with
+/// defaults for two of its three arguments), through `serve` over stdio and with the
+/// server reached over Streamable HTTP: a re-planned call that writes the defaults out
+/// is the same call, replayed (its resource link byte for byte), sent upstream once;
+/// another file name is another call.
+#[test]
+fn server_everything_over_stdio_and_http_a_call_with_its_defaults_written_out_is_one_call() {
+    let Some(index) = needed("server-everything", &EVERYTHING) else {
+        return;
+    };
+    let data = "data:text/plain;base64,aGVsbG8=";
+    let gzip = "ev_gzip-file-as-resource";
+    for transport in ["stdio", "http"] {
+        let dir = tempfile::tempdir().unwrap();
+        let received = dir.path().join("received.jsonl");
+        let mut http_server = None;
+        let section = if transport == "stdio" {
+            let script = format!(
+                "tee -a '{}' | exec node '{}' stdio",
+                received.display(),
+                index.display()
+            );
+            format!("command = [\"sh\", \"-c\", {script:?}]")
+        } else {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let child = std::process::Command::new("node")
+                .arg(&index)
+                .arg("streamableHttp")
+                .env("PORT", port.to_string())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("start server-everything");
+            http_server = Some(KillOnDrop(child));
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(std::time::Instant::now() < deadline, "it did not listen");
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            format!("url = \"http://127.0.0.1:{port}/mcp\"")
+        };
+        std::fs::write(
+            dir.path().join("justonce.toml"),
+            format!("[upstreams.everything]\n{section}\nprefix = \"ev_\"\n"),
+        )
+        .unwrap();
+        let gateway = Gateway { dir };
+        let mut server = gateway.serve(&[]);
+        let first = server.client.call(gzip, json!({ "data": data }), json!({}));
+        assert_eq!(first["result"]["isError"], false, "{transport}: {first}");
+        assert_eq!(own_content(&first)[0]["type"], "resource_link", "{first}");
+        let written_out =
+            json!({ "outputType": "resourceLink", "name": "README.md.gz", "data": data });
+        let again = server.client.call(gzip, written_out, json!({}));
+        assert!(replayed(&again), "{transport}: {again}");
+        assert_eq!(own_content(&again), own_content(&first), "byte for byte");
+        let other =
+            server
+                .client
+                .call(gzip, json!({ "data": data, "name": "other.gz" }), json!({}));
+        assert!(!replayed(&other), "{transport}: {other}");
+        if transport == "stdio" {
+            let sent = gateway.received_calls("gzip-file-as-resource");
+            assert_eq!(sent.len(), 2, "one call each: {sent:?}");
+            assert_eq!(
+                sent[0]["params"]["arguments"]["name"], "README.md.gz",
+                "defaults filled in"
+            );
+            assert_ne!(key_sent(&sent[0]), key_sent(&sent[1]));
+        }
+        drop(server);
+        drop(http_server);
+    }
+}
+
+/// A child process killed when dropped.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }

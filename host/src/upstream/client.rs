@@ -47,6 +47,8 @@ pub(crate) struct StdioClient {
     child: Mutex<Child>,
     /// Set by the upstream's `notifications/tools/list_changed`.
     list_changed: Arc<AtomicBool>,
+    /// Set when the host stops the process itself: its end is then no news.
+    closing: Arc<AtomicBool>,
 }
 
 impl StdioClient {
@@ -74,6 +76,7 @@ impl StdioClient {
         let pending: Pending = Arc::default();
         let alive = Arc::new(AtomicBool::new(true));
         let list_changed = Arc::new(AtomicBool::new(false));
+        let closing = Arc::new(AtomicBool::new(false));
         let name = upstream.to_owned();
         std::thread::Builder::new()
             .name(format!("upstream-{upstream}-stderr"))
@@ -90,6 +93,7 @@ impl StdioClient {
             alive: Arc::clone(&alive),
             stdin: Arc::clone(&stdin),
             list_changed: Arc::clone(&list_changed),
+            closing: Arc::clone(&closing),
         };
         std::thread::Builder::new()
             .name(format!("upstream-{upstream}-stdout"))
@@ -103,6 +107,7 @@ impl StdioClient {
             alive,
             child: Mutex::new(child),
             list_changed,
+            closing,
         })
     }
 
@@ -205,6 +210,7 @@ impl StdioClient {
 
 impl Drop for StdioClient {
     fn drop(&mut self) {
+        self.closing.store(true, Ordering::SeqCst);
         let mut child = self.child.lock().unwrap_or_else(|p| p.into_inner());
         let _ = child.kill();
         let _ = child.wait();
@@ -218,6 +224,7 @@ struct Reader {
     alive: Arc<AtomicBool>,
     stdin: Arc<Mutex<ChildStdin>>,
     list_changed: Arc<AtomicBool>,
+    closing: Arc<AtomicBool>,
 }
 
 impl Reader {
@@ -242,7 +249,9 @@ impl Reader {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
-        tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, "the upstream's output closed (it ended or crashed); the next call starts it again");
+        if !self.closing.load(Ordering::SeqCst) {
+            tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, "the upstream's output closed (it ended or crashed); the next call starts it again");
+        }
     }
 
     fn dispatch(&self, message: Value) {
