@@ -262,6 +262,65 @@ fn calls_chart(rows: &[(i64, u32, u32)], window: Window) -> String {
     svg
 }
 
+/// Per tool, two bars on one scale: its effect retries and its calls with an unknown
+/// outcome, with the counts written beside them.
+fn trouble_chart(figures: &BTreeMap<String, ToolFigures>) -> String {
+    if figures.is_empty() {
+        return "<p>No calls in this window.</p>".into();
+    }
+    let (width, left, row) = (760i64, 160i64, 34i64);
+    let max = figures
+        .values()
+        .map(|f| i64::from(f.effect_retries.max(f.unknown)))
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let n = i64::try_from(figures.len()).unwrap_or(0);
+    let height = row * n + 24;
+    let scale = |v: i64| v * (width - left - 60) / max;
+    let mut svg = format!(
+        "<svg class=\"chart\" viewBox=\"0 0 {width} {height}\" width=\"{width}\" height=\"{height}\" role=\"img\" aria-label=\"Effect retries and unknown outcomes per tool\">\
+         <line class=\"axis\" x1=\"{left}\" x2=\"{left}\" y1=\"0\" y2=\"{}\"></line>",
+        row * n
+    );
+    for (i, (tool, f)) in figures.iter().enumerate() {
+        let y = row * i64::try_from(i).unwrap_or(0);
+        let (r, u) = (i64::from(f.effect_retries), i64::from(f.unknown));
+        let _ = write!(
+            svg,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\
+             <rect class=\"s-retries\" x=\"{left}\" y=\"{}\" width=\"{}\" height=\"12\"><title>{}: {r} effect retries</title></rect>\
+             <text x=\"{}\" y=\"{}\">{r} retries</text>\
+             <rect class=\"s-unknown\" x=\"{left}\" y=\"{}\" width=\"{}\" height=\"12\"><title>{}: {u} calls with an unknown outcome</title></rect>\
+             <text x=\"{}\" y=\"{}\">{u} unknown</text>",
+            left - 8,
+            y + 18,
+            escape(tool),
+            y + 3,
+            scale(r).max(1),
+            escape(tool),
+            left + scale(r) + 6,
+            y + 13,
+            y + 17,
+            scale(u).max(1),
+            escape(tool),
+            left + scale(u) + 6,
+            y + 27,
+        );
+    }
+    let _ = write!(
+        svg,
+        "<line class=\"axis\" x1=\"{left}\" x2=\"{}\" y1=\"{y}\" y2=\"{y}\"></line>\
+         <text x=\"{left}\" y=\"{}\">0</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{max}</text></svg>",
+        width - 60,
+        row * n + 16,
+        width - 60,
+        row * n + 16,
+        y = row * n
+    );
+    svg
+}
+
 /// `p50 / p95 / p99` of a latency, or a dash.
 fn latency(figures: Option<(i64, i64, i64)>) -> String {
     figures
@@ -306,6 +365,13 @@ pub fn charts(
         window.per()
     );
     body.push_str(&calls_chart(&over_time(&within, window, now), window));
+    let figures = per_tool(&within);
+    body.push_str(
+        "<h2>Effect retries and unknown outcomes per tool</h2><p class=\"legend\"><span class=\"s-retries\"></span>\
+         attempts after an effect's first (the same key sent again)<span class=\"s-unknown\"></span>calls with an \
+         effect whose outcome is unknown</p>",
+    );
+    body.push_str(&trouble_chart(&figures));
     body.push_str(
         "<h2>Per tool</h2><table id=\"per-tool\"><thead><tr><th>Tool</th><th>Calls</th>\
          <th>Replays</th><th title=\"calls whose guest ran more than once\">Resumed</th>\
@@ -315,7 +381,7 @@ pub fn charts(
          <th title=\"effect journaled to answered, over effects answered at their first attempt\">Attempt latency p50 / p95 / p99</th>\
          </tr></thead><tbody>",
     );
-    for (tool, f) in per_tool(&within) {
+    for (tool, f) in figures {
         let _ = write!(
             body,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
