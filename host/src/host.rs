@@ -67,6 +67,14 @@ impl Host {
         self.upstreams.tools()
     }
 
+    /// Calls `listener` (on a thread of its own) each time an upstream says its tools
+    /// changed; [`Host::upstream_tools`] then lists them again.
+    pub(crate) fn on_upstream_tools_changed(&self, listener: Arc<dyn Fn() + Send + Sync>) {
+        for upstream in self.upstreams.iter() {
+            upstream.on_tools_changed(Arc::clone(&listener));
+        }
+    }
+
     pub(crate) fn hiding_from_mcp(self, tools: std::collections::BTreeSet<String>) -> Self {
         self.hide_from_mcp(tools);
         self

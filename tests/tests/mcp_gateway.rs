@@ -780,3 +780,39 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// An upstream that adds a tool and says so (`notifications/tools/list_changed`):
+/// the host lists its tools again and tells its own clients, whose next `tools/list`
+/// offers the new tool, which can be called.
+#[test]
+fn an_upstreams_list_changed_is_passed_on_to_the_clients() {
+    let Some(python) = needed("Python with the MCP SDK", &python()) else {
+        return;
+    };
+    let gateway = Gateway::ledger(&python, "prefix = \"l_\"");
+    let mut server = gateway.serve(&[]);
+    let names = |server: &mut McpProcess| -> Vec<String> {
+        let listed = server.client.request("tools/list", json!({}));
+        listed["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(!names(&mut server).contains(&"l_sprout".to_owned()));
+    let grown = server
+        .client
+        .call("l_grow", json!({ "name": "sprout" }), json!({}));
+    assert_eq!(grown["result"]["isError"], false, "{grown}");
+    // The host's own notification to this client (a bound on a hang, not a timing).
+    loop {
+        let message = server.client.next_message();
+        if message["method"] == "notifications/tools/list_changed" {
+            break;
+        }
+    }
+    assert!(names(&mut server).contains(&"l_sprout".to_owned()));
+    let called = server.client.call("l_sprout", json!({}), json!({}));
+    assert_eq!(called["result"]["isError"], false, "{called}");
+}

@@ -26,13 +26,15 @@ pub const LIST_CHANGED: &str = ToolListChangedNotificationMethod::VALUE;
 /// Something to do when the list changed.
 type Listener = Box<dyn Fn() + Send + Sync>;
 
+/// The entries, and the builds behind them (a new build of a tool changes the list
+/// even when its entry reads the same).
+type Listing = RwLock<(Arc<Vec<Tool>>, Vec<String>)>;
+
 /// The `tools/list` entries a server offers now, and who is told when they change.
 pub struct Catalog {
     host: Arc<Host>,
-    /// The entries, and the builds behind them (a new build of a tool changes the
-    /// list even when its entry reads the same).
-    listing: RwLock<(Arc<Vec<Tool>>, Vec<String>)>,
-    listeners: Mutex<BTreeMap<u64, Listener>>,
+    listing: Arc<Listing>,
+    listeners: Arc<Mutex<BTreeMap<u64, Listener>>>,
     next: AtomicU64,
 }
 
@@ -46,12 +48,28 @@ impl std::fmt::Debug for Catalog {
 
 impl Catalog {
     /// The tools `host` offers over MCP now.
+    /// An upstream MCP server's `notifications/tools/list_changed` refreshes it.
     pub(crate) fn new(host: Arc<Host>) -> Self {
-        let listing = RwLock::new((Arc::new(listed(&host)), builds(&host)));
+        let listing = Arc::new(RwLock::new((Arc::new(listed(&host)), builds(&host))));
+        let listeners: Arc<Mutex<BTreeMap<u64, Listener>>> = Arc::default();
+        let (weak_host, weak_listing, weak_listeners) = (
+            Arc::downgrade(&host),
+            Arc::downgrade(&listing),
+            Arc::downgrade(&listeners),
+        );
+        host.on_upstream_tools_changed(Arc::new(move || {
+            if let (Some(host), Some(listing), Some(listeners)) = (
+                weak_host.upgrade(),
+                weak_listing.upgrade(),
+                weak_listeners.upgrade(),
+            ) {
+                refresh(&host, &listing, &listeners);
+            }
+        }));
         Self {
             host,
             listing,
-            listeners: Mutex::default(),
+            listeners,
             next: AtomicU64::new(0),
         }
     }
@@ -65,24 +83,7 @@ impl Catalog {
     /// stores it (so a `tools/list` sent after the notification gets it) and tells
     /// every listener. Whether it changed.
     pub fn refresh(&self) -> bool {
-        let now = listed(&self.host);
-        let built = builds(&self.host);
-        {
-            let mut listing = self.listing.write().unwrap_or_else(|e| e.into_inner());
-            if *listing.0 == now && listing.1 == built {
-                return false;
-            }
-            *listing = (Arc::new(now), built);
-        }
-        let listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
-        tracing::info!(
-            listeners = listeners.len(),
-            "the tools changed; telling the clients"
-        );
-        for listener in listeners.values() {
-            listener();
-        }
-        true
+        refresh(&self.host, &self.listing, &self.listeners)
     }
 
     /// Calls `listener` after every change of the list, until [`Catalog::unlisten`].
@@ -102,6 +103,28 @@ impl Catalog {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&id);
     }
+}
+
+/// [`Catalog::refresh`] of these parts of a catalog.
+fn refresh(host: &Host, listing: &Listing, listeners: &Mutex<BTreeMap<u64, Listener>>) -> bool {
+    let now = listed(host);
+    let built = builds(host);
+    {
+        let mut listing = listing.write().unwrap_or_else(|e| e.into_inner());
+        if *listing.0 == now && listing.1 == built {
+            return false;
+        }
+        *listing = (Arc::new(now), built);
+    }
+    let listeners = listeners.lock().unwrap_or_else(|e| e.into_inner());
+    tracing::info!(
+        listeners = listeners.len(),
+        "the tools changed; telling the clients"
+    );
+    for listener in listeners.values() {
+        listener();
+    }
+    true
 }
 
 /// The `tools/list` entries: the components' tools, then the upstream servers'.

@@ -37,6 +37,9 @@ pub(crate) enum ClientError {
 
 type Pending = Arc<Mutex<HashMap<u64, Sender<Value>>>>;
 
+/// Called (on the thread that reads the upstream) when it says its tools changed.
+pub(crate) type ListChanged = Arc<dyn Fn() + Send + Sync>;
+
 /// One running upstream process and the requests waiting on it.
 pub(crate) struct StdioClient {
     upstream: String,
@@ -45,19 +48,18 @@ pub(crate) struct StdioClient {
     next_id: AtomicU64,
     alive: Arc<AtomicBool>,
     child: Mutex<Child>,
-    /// Set by the upstream's `notifications/tools/list_changed`.
-    list_changed: Arc<AtomicBool>,
     /// Set when the host stops the process itself: its end is then no news.
     closing: Arc<AtomicBool>,
 }
 
 impl StdioClient {
     /// Starts `command` with `env` added to this process's environment; `upstream`
-    /// names it in the log.
+    /// names it in the log; `list_changed` is called when it says its tools changed.
     pub(crate) fn spawn(
         upstream: &str,
         command: &[String],
         env: &[(String, String)],
+        list_changed: ListChanged,
     ) -> Result<Self, String> {
         let (program, args) = command
             .split_first()
@@ -75,7 +77,6 @@ impl StdioClient {
         let stderr = child.stderr.take().expect("piped stderr");
         let pending: Pending = Arc::default();
         let alive = Arc::new(AtomicBool::new(true));
-        let list_changed = Arc::new(AtomicBool::new(false));
         let closing = Arc::new(AtomicBool::new(false));
         let name = upstream.to_owned();
         std::thread::Builder::new()
@@ -92,7 +93,7 @@ impl StdioClient {
             pending: Arc::clone(&pending),
             alive: Arc::clone(&alive),
             stdin: Arc::clone(&stdin),
-            list_changed: Arc::clone(&list_changed),
+            list_changed,
             closing: Arc::clone(&closing),
         };
         std::thread::Builder::new()
@@ -106,7 +107,6 @@ impl StdioClient {
             next_id: AtomicU64::new(1),
             alive,
             child: Mutex::new(child),
-            list_changed,
             closing,
         })
     }
@@ -114,11 +114,6 @@ impl StdioClient {
     /// Whether the process still answers (its output is open).
     pub(crate) fn alive(&self) -> bool {
         self.alive.load(Ordering::SeqCst)
-    }
-
-    /// Whether the upstream said its tools changed since the last call of this.
-    pub(crate) fn take_list_changed(&self) -> bool {
-        self.list_changed.swap(false, Ordering::SeqCst)
     }
 
     /// `initialize` and `notifications/initialized`: the upstream's `initialize` result.
@@ -223,7 +218,7 @@ struct Reader {
     pending: Pending,
     alive: Arc<AtomicBool>,
     stdin: Arc<Mutex<ChildStdin>>,
-    list_changed: Arc<AtomicBool>,
+    list_changed: ListChanged,
     closing: Arc<AtomicBool>,
 }
 
@@ -287,7 +282,7 @@ impl Reader {
                     .and_then(|()| stdin.flush());
             }
             (Some("notifications/tools/list_changed"), None) => {
-                self.list_changed.store(true, Ordering::SeqCst);
+                (self.list_changed)();
             }
             (Some("notifications/message"), None) => {
                 let params = message.get("params").cloned().unwrap_or(Value::Null);

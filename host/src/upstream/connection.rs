@@ -24,14 +24,6 @@ impl Connection {
         }
     }
 
-    /// Whether the upstream said its tools changed since this was last asked.
-    pub(crate) fn take_list_changed(&self) -> bool {
-        match self {
-            Self::Stdio(client) => client.take_list_changed(),
-            Self::Http(_) => false,
-        }
-    }
-
     /// The `initialize` handshake.
     pub(crate) fn initialize(&self, timeout: Duration) -> Result<Value, ClientError> {
         match self {

@@ -15,6 +15,7 @@ mod provider;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -146,6 +147,10 @@ pub struct Upstream {
     /// Starts that ended in a crash in a row, and when the last ended.
     crashes: Mutex<(u32, Option<Instant>)>,
     tools: RwLock<Option<Arc<Vec<UpstreamTool>>>>,
+    /// Set when the upstream said its tools changed: they are listed again.
+    stale: Arc<AtomicBool>,
+    /// Told when the upstream said its tools changed.
+    listeners: Arc<Mutex<Vec<client::ListChanged>>>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -165,7 +170,18 @@ impl Upstream {
             client: Mutex::new(None),
             crashes: Mutex::new((0, None)),
             tools: RwLock::new(None),
+            stale: Arc::default(),
+            listeners: Arc::default(),
         }
+    }
+
+    /// Calls `listener` (on a thread of its own) each time the upstream says its
+    /// tools changed, after which [`Upstream::tools`] lists them again.
+    pub fn on_tools_changed(&self, listener: Arc<dyn Fn() + Send + Sync>) {
+        self.listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(listener);
     }
 
     /// Its name in `justonce.toml`.
@@ -184,9 +200,6 @@ impl Upstream {
         let mut slot = self.client.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(client) = slot.as_ref() {
             if client.alive() {
-                if client.take_list_changed() {
-                    *self.tools.write().unwrap_or_else(|p| p.into_inner()) = None;
-                }
                 return Ok(Arc::clone(client));
             }
             *slot = None;
@@ -234,7 +247,19 @@ impl Upstream {
             ))),
             None => {
                 let env = self.filled_in("env", &self.config.env)?;
-                client::StdioClient::spawn(&self.name, &self.config.command, &env)
+                let (stale, listeners) = (Arc::clone(&self.stale), Arc::clone(&self.listeners));
+                let name = self.name.clone();
+                let changed: client::ListChanged = Arc::new(move || {
+                    stale.store(true, Ordering::SeqCst);
+                    tracing::info!(target: "justonce::upstream", upstream = %name, "its tools changed; listing them again");
+                    let listeners = listeners.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    // Not on the thread that reads the upstream: a listener lists
+                    // the tools again, and that answer comes through that thread.
+                    let _ = std::thread::Builder::new()
+                        .name("upstream-tools-changed".into())
+                        .spawn(move || listeners.iter().for_each(|listener| listener()));
+                });
+                client::StdioClient::spawn(&self.name, &self.config.command, &env, changed)
                     .map(Connection::Stdio)
             }
         }
@@ -270,17 +295,14 @@ impl Upstream {
     /// The tools it offers, listed from it on first use (starting it) and again after
     /// it said they changed.
     pub fn tools(&self) -> Result<Arc<Vec<UpstreamTool>>, String> {
+        if self.stale.swap(false, Ordering::SeqCst) {
+            *self.tools.write().unwrap_or_else(|p| p.into_inner()) = None;
+        }
         if let Some(tools) = self
             .tools
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
-            && !self
-                .client
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .as_ref()
-                .is_some_and(|c| c.take_list_changed())
         {
             return Ok(Arc::clone(tools));
         }

@@ -65,6 +65,19 @@ def refuse(reason: str) -> str:
     raise ToolError(f"refused: {reason}")
 
 
+@server.tool()
+async def grow(name: str, ctx: Context) -> str:
+    """Adds a tool called `name` (it answers its own name) and tells the client
+    that the tools changed."""
+
+    def added() -> str:
+        return name
+
+    server.add_tool(added, name=name, description=f"added by grow({name!r})")
+    await ctx.session.send_tool_list_changed()
+    return f"added {name}"
+
+
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
 def lines() -> list[str]:
     """The ledger's lines."""
