@@ -41,6 +41,7 @@
 
 mod catalog;
 pub mod http;
+mod job_queue;
 pub mod protocol;
 mod server;
 mod session;

@@ -8,7 +8,6 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use rmcp::model::{
     CancelledNotificationParam, ProgressNotification, ProgressNotificationParam, ProgressToken,
 };
@@ -18,6 +17,7 @@ use serde_json::Value;
 
 use super::ServerConfig;
 use super::catalog::{self, Catalog};
+use super::job_queue::JobQueue;
 use super::protocol::{self, ErrorData, Incoming, Params, RequestId, SERVER_BUSY};
 use super::session::{Dispatch, Era, Session, severity, stateless_result};
 use super::tools;
@@ -224,7 +224,7 @@ impl Server {
         // Shared with the calls' listeners, which write what a tool says as it runs.
         let outbox = Arc::new(Outbox(Mutex::new(output)));
         let in_flight = InFlight::default();
-        let (jobs, queue) = bounded::<Job>(MAX_QUEUED_CALLS);
+        let queue = JobQueue::<Job>::new(MAX_QUEUED_CALLS);
         let workers = self.config.max_concurrent_calls.max(1);
         let (changed, changes) = crossbeam_channel::unbounded::<()>();
         let listener = self.catalog.listen(Box::new(move || {
@@ -232,6 +232,8 @@ impl Server {
         }));
         let initialized = AtomicBool::new(false);
         let served = std::thread::scope(|scope| {
+            // However this closure ends, the workers then drain the queue and return.
+            let closing = queue.closing();
             for n in 0..workers {
                 std::thread::Builder::new()
                     .name(format!("justonce-mcp-{n}"))
@@ -247,8 +249,8 @@ impl Server {
                         }
                     }
                 })?;
-            let result = self.read_loop(&mut input, &jobs, &in_flight, &outbox, &initialized);
-            drop(jobs);
+            let result = self.read_loop(&mut input, &queue, &in_flight, &outbox, &initialized);
+            drop(closing);
             self.catalog.unlisten(listener);
             let _ = notifier.join();
             result
@@ -262,7 +264,7 @@ impl Server {
     fn read_loop<R: BufRead, W: Write>(
         &self,
         input: &mut R,
-        jobs: &Sender<Job>,
+        jobs: &JobQueue<Job>,
         in_flight: &InFlight,
         outbox: &Outbox<W>,
         initialized: &AtomicBool,
@@ -300,7 +302,7 @@ impl Server {
         &self,
         line: &[u8],
         session: &mut Session<'_>,
-        jobs: &Sender<Job>,
+        jobs: &JobQueue<Job>,
         in_flight: &InFlight,
         outbox: &Outbox<W>,
     ) {
@@ -362,9 +364,7 @@ impl Server {
                         };
                         // The workers live as long as this loop, so the queue is open;
                         // a full one answers at once instead of growing.
-                        if let Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) =
-                            jobs.try_send(job)
-                        {
+                        if let Err((_, job)) = jobs.try_push(job) {
                             in_flight.finish(&job.id);
                             let busy = ErrorData::new(
                                 SERVER_BUSY,
@@ -548,12 +548,12 @@ impl Server {
 
     fn work<W: Write + 'static>(
         &self,
-        queue: &Receiver<Job>,
+        queue: &JobQueue<Job>,
         in_flight: &InFlight,
         outbox: &Arc<Outbox<W>>,
     ) {
         loop {
-            let Ok(job) = queue.recv() else { return };
+            let Some(job) = queue.pop() else { return };
             if in_flight.is_cancelled(&job.id) {
                 in_flight.finish(&job.id);
                 tracing::info!(id = %job.id, "call cancelled before it started; not run");
