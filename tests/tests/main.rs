@@ -47,6 +47,8 @@ mod mcp_python;
 mod mcp_resume;
 mod mcp_scope;
 mod mcp_tasks;
+// The Python SDK's tasks client on a PostgreSQL pair (skipped without them, but under CI=true).
+mod mcp_tasks_python;
 mod mcp_told;
 mod metrics;
 mod new_tool;
