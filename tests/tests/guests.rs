@@ -47,6 +47,7 @@ mod run_in {
     pub const conformance_slow_compute: &[&str] = &["mcp_conformance_next"];
     pub const conformance_failing_job: &[&str] = &["mcp_conformance_next"];
     pub const conformance_protocol_error_job: &[&str] = &["mcp_conformance_next"];
+    pub const conformance_logging_tool: &[&str] = &["mcp_conformance_next"];
     pub const slow_mail: &[&str] = &["mcp_tasks", "mcp_tasks_python"];
     pub const time_and_random: &[&str] = &["determinism", "crash"];
 }

@@ -46,12 +46,14 @@ const NO_CLIENT_REQUESTS: &str =
 const NO_TASK_INPUT: &str = "a task cannot wait for the client's input (input_required: not built)";
 
 /// The conformance guests of the Tasks extension's scenarios (`greet`,
-/// `slow_compute`, `failing_job`, `protocol_error_job`).
+/// `slow_compute`, `failing_job`, `protocol_error_job`) and `server-stateless`'s
+/// `test_logging_tool`.
 const TASK_GUESTS: &[&str] = &[
     justonce_tests::guests::CONFORMANCE_GREET_COMPONENT,
     justonce_tests::guests::CONFORMANCE_SLOW_COMPUTE_COMPONENT,
     justonce_tests::guests::CONFORMANCE_FAILING_JOB_COMPONENT,
     justonce_tests::guests::CONFORMANCE_PROTOCOL_ERROR_JOB_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_LOGGING_TOOL_COMPONENT,
 ];
 
 /// The server's configuration: `slow_compute` with `seconds: 1` must become a task,
@@ -122,16 +124,6 @@ const RUNS: &[Run] = &[
                 "server-stateless",
                 "sep-2575-http-server-no-independent-requests-on-stream",
                 "needs the diagnostic tool test_streaming_elicitation: a tool cannot elicit",
-            ),
-            (
-                "server-stateless",
-                "sep-2575-server-no-log-without-loglevel",
-                "needs the diagnostic tool test_logging_tool (not built)",
-            ),
-            (
-                "server-stateless",
-                "sep-2575-http-server-method-not-found-404-initialize",
-                "initialize with the 2026-07-28 envelope is -32602 with HTTP 200, not -32601 with 404",
             ),
         ],
     },

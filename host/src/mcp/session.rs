@@ -179,6 +179,16 @@ impl<'a> Session<'a> {
                     "requested": params.get("protocolVersion").cloned().unwrap_or(Value::Null),
                 })),
             ))),
+            // The stateless revision removed `initialize`: a request carrying its
+            // envelope is a stateless one, and the method is not found (-32601, 404).
+            Era::Fresh if enveloped && method == "initialize" => {
+                self.era = Era::Stateless;
+                Dispatch::Reply(Err(ErrorData::new(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    "initialize was removed in protocol 2026-07-28: a request carrying its _meta envelope needs no handshake (server/discover says what this server offers)",
+                    None,
+                )))
+            }
             Era::Fresh | Era::Stateless if enveloped && method != "initialize" => {
                 self.era = Era::Stateless;
                 self.stateless(method, params)
