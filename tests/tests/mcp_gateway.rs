@@ -150,6 +150,23 @@ impl Gateway {
     }
 }
 
+/// The effect records the journal holds of the upstream calls of `tool`
+/// (`justonce journal --json`): their keys, class and attempts.
+fn journaled_effects(gateway: &Gateway, tool: &str) -> Vec<Value> {
+    let out = crate::support::cli::justonce_command(Some(&gateway.dir.path().join("state.db")))
+        .args(["journal", "--json"])
+        .output()
+        .unwrap();
+    let entries = crate::support::cli::json_of(&out);
+    entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["tool"] == tool)
+        .flat_map(|e| e["effects"].as_array().unwrap().clone())
+        .collect()
+}
+
 fn key_sent(call: &Value) -> &str {
     call["params"]["_meta"]["dev.justonce/idempotency-key"]
         .as_str()
@@ -269,6 +286,21 @@ fn a_lost_upstream_answer_of_an_idempotent_tool_is_resent_under_the_same_key() {
     assert_eq!(sent.len(), 2, "the host retried: {sent:?}");
     assert_eq!(key_sent(&sent[0]), key_sent(&sent[1]), "under the same key");
     assert_eq!(entity_names(&mut server), ["carol"]);
+    let effects = journaled_effects(&gateway, "mem_create_entities");
+    assert_eq!(effects.len(), 1, "{effects:?}");
+    assert_eq!(
+        effects[0]["key"],
+        key_sent(&sent[0]),
+        "the journaled key went down"
+    );
+    assert_eq!(
+        (
+            &effects[0]["class"],
+            &effects[0]["attempts"],
+            &effects[0]["provider"]
+        ),
+        (&json!("keyed"), &json!(2), &json!("mcp:memory"))
+    );
 }
 
 /// A tool not known safe to send again (no `idempotentHint`, not in `idempotent`):
@@ -298,6 +330,12 @@ fn an_unknown_outcome_of_a_tool_not_safe_to_resend_fails_closed() {
             "attempt {attempt}: never sent again: {sent:?}"
         );
     }
+    let effects = journaled_effects(&gateway, "mem_create_entities");
+    assert_eq!(
+        (&effects[0]["class"], &effects[0]["attempts"]),
+        (&json!("unkeyed"), &json!(1)),
+        "{effects:?}"
+    );
     // It did land: a person resolving it would say so.
     assert_eq!(entity_names(&mut server), ["dave"]);
 }
