@@ -76,6 +76,11 @@ with sync_playwright() as p:
     expect(page.locator(".headline .badge").first).to_have_text("completed")
     expect(page.locator("section.effect .badge")).to_have_text("answered")
     expect(page.locator("section.effect dl")).to_contain_text("2")
+    # The story keeps who resumed it, where, and whose lease had ended.
+    expect(page.locator("table.operations td.by")).to_have_text("ops")
+    expect(page.locator("table.operations")).to_contain_text("web-b")
+    expect(page.locator("ul.events")).to_contain_text("resume by ops")
+    expect(page.locator("ul.events")).to_contain_text("web-a")
     shot(page, "24-story-completed")
 
     # Nothing needs attention any more.

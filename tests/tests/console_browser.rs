@@ -318,6 +318,20 @@ fn an_operator_finds_the_call_of_a_killed_host_in_chromium_and_resumes_it_once_d
         "the key sent is the journaled one"
     );
     assert_eq!(payments.applied().len(), 1, "one refund");
+    // The journal keeps who resumed it, on which host, and whose lease had ended.
+    let resumed = &story["operations"][0];
+    assert_eq!(
+        (resumed["action"].as_str(), resumed["by"].as_str()),
+        (Some("resume"), Some("ops")),
+        "{story}"
+    );
+    assert_eq!(resumed["detail"]["on_host"], "web-b", "{story}");
+    assert!(
+        resumed["detail"]["was"]
+            .as_str()
+            .is_some_and(|w| w.contains("web-a") && w.contains("lease ended")),
+        "{story}"
+    );
     // The agent's retry (on B) is told the refund the API applied, replayed.
     let mut on_b = HttpClient::new(host_b.addr, Some(agent.clone()));
     let told = refund(&mut on_b, 4417);

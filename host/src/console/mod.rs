@@ -34,7 +34,7 @@ use serde_json::Value;
 use self::html::ROOT;
 use self::pages::{Abilities, Act};
 use self::sessions::{BrowserSession, BrowserSessions, FAILED_EVERY_MS, OpenRefused, seconds_up};
-use self::view::{Filters, MAX_LIMIT};
+use self::view::{Filters, MAX_LIMIT, states};
 use crate::auth::tokens::{TokenDigest, Tokens};
 use crate::call::CallRequest;
 use crate::clock::Clock;
@@ -929,13 +929,41 @@ impl Console {
             }
             Err(e) => return refuse(format!("The call cannot be made again here: {e}")),
         }
-        tracing::info!(target: "justonce::operator", action = "resume", key, by, tool = %entry.tool, host = %host.identity().name, was = %entry.holding, "operator {by}: resume {key}: runs it again on this host under the same key");
+        // Recorded (and checked again, in the journal's transaction) before the run:
+        // the story says who had it run, where, and whose lease had ended.
+        let operator = Operator {
+            by,
+            force: false,
+            now,
+        };
+        let host_name = &host.identity().name;
+        let was = if entry.holding.is_empty() {
+            states(&entry).join(" ")
+        } else {
+            entry.holding.clone()
+        };
+        match self.journal.resume(&invocation, &operator, host_name, &was) {
+            Ok(_) => {}
+            Err(refused @ Error::CannotOperate { .. }) => {
+                return Ok(html(
+                    409,
+                    pages::message(
+                        "Refused",
+                        Some(session),
+                        &capitalized(&refused),
+                        Some(&html::call_path(key)),
+                    ),
+                ));
+            }
+            Err(other) => return Err(other),
+        }
+        tracing::info!(target: "justonce::operator", action = "resume", key, by, tool = %entry.tool, host = %host_name, was = %was, "operator {by}: resume {key}: runs it again on this host under the same key");
         let started = std::time::Instant::now();
         let answer = host.call(&request);
         let took = started.elapsed();
         match &answer {
             Ok(response) => {
-                tracing::info!(target: "justonce::operator", action = "resume", key, by, outcome = response.outcome.kind(), replayed = response.replayed, "operator {by}: resume {key} done: {}", response.outcome.kind());
+                tracing::info!(target: "justonce::operator", action = "resume", key, by, outcome = response.outcome.kind(), replayed = response.replayed, "operator {by}: resume {key} finished: the call answered {}", response.outcome.kind());
             }
             Err(error) => {
                 tracing::warn!(target: "justonce::operator", action = "resume", key, by, "operator {by}: resume {key} did not finish: {error}");

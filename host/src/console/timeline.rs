@@ -105,7 +105,20 @@ fn marks(story: &CallStory, now: i64) -> Vec<Mark> {
             from: o.at,
             to: o.at,
             class: "operation",
-            text: format!("{} by {} at {}", o.action.as_str(), o.by, rfc3339(o.at)),
+            text: format!(
+                "{} by {} at {}{}{}",
+                o.action.as_str(),
+                o.by,
+                rfc3339(o.at),
+                o.detail["on_host"]
+                    .as_str()
+                    .map(|h| format!(", run on {h}"))
+                    .unwrap_or_default(),
+                o.detail["was"]
+                    .as_str()
+                    .map(|w| format!(" (it was {w})"))
+                    .unwrap_or_default()
+            ),
         });
     }
     out

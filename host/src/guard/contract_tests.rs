@@ -2641,6 +2641,7 @@ on_postgres!(
     an_abandoned_call_replays_an_abandoned_outcome_that_lists_its_effects,
     abandon_of_a_completed_or_unknown_call_and_forget_of_an_unknown_one_are_refused,
     a_resolve_is_in_its_calls_operations_with_who_and_what_and_an_abandoned_calls_effect_is_refused,
+    a_resume_is_recorded_with_who_where_and_what_it_was_and_refused_for_a_completed_call,
     the_journal_counts_the_replays_it_answers_and_shows_a_refused_effect_as_refused,
     a_call_traces_each_effect_and_each_attempt_under_its_keys,
     a_fenced_run_saves_the_definitive_answer_it_holds,
@@ -2695,3 +2696,44 @@ fn every_contract_test_runs_on_postgres_too() {
 /// The log of the same scenarios (issue 40), with this file's hosts and downstreams.
 #[path = "log_tests.rs"]
 mod log_tests;
+
+#[test]
+fn a_resume_is_recorded_with_who_where_and_what_it_was_and_refused_for_a_completed_call() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "sms");
+    let sms = Downstream::new(ProviderClass::Keyed, vec![Fault::LoseResponse; 3]);
+    let h = host(runner, &[("sms", sms.clone())]);
+    let Err(Error::OutcomeUnknown { key: stuck, .. }) = h.guard.call(&pay(30)) else {
+        panic!("the sms outcome should be unknown")
+    };
+    let done = h
+        .journal
+        .resume(&stuck, &ada(&h, false), "web-b", "incomplete unknown")
+        .unwrap();
+    let Operated::Done(op) = done else {
+        panic!("{done:?}")
+    };
+    assert_eq!(
+        (op.action, op.by.as_str(), op.key.as_str()),
+        (Action::Resume, "ada", stuck.as_str())
+    );
+    assert_eq!(op.detail["on_host"], "web-b");
+    assert_eq!(op.detail["was"], "incomplete unknown");
+    assert_eq!(op.detail["state"], "incomplete");
+    assert_eq!(
+        h.journal.story(&stuck).unwrap().operations,
+        std::slice::from_ref(&op)
+    );
+
+    // The opposite: a completed call is refused, and nothing is recorded.
+    h.guard.call(&pay(31)).expect("answered this time");
+    let completed = h.guard.key_for(&pay(31)).unwrap();
+    let refused = h
+        .journal
+        .resume(&completed, &ada(&h, false), "web-b", "completed");
+    assert!(
+        matches!(&refused, Err(Error::CannotOperate { reason, .. }) if reason.contains("completed")),
+        "{refused:?}"
+    );
+    assert!(h.journal.story(&completed).unwrap().operations.is_empty());
+}

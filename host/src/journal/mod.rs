@@ -277,6 +277,23 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// then fenced off). Durable under [`Durability::Full`].
     fn abandon(&self, key: &InvocationKey, operator: &Operator<'_>) -> Result<Operated>;
 
+    /// The console's "resume now", before the run: atomically checks that `key` is
+    /// a call no host runs (open, and its lease ended or released) and records the
+    /// operation, with `host` (the host that will run it) and `was` (where the call
+    /// stood, as the person saw it) in its detail. Refused ([`Error::CannotOperate`])
+    /// for no record, a completed call, or a live lease (never forced). The run
+    /// itself is the host's ordinary call under the same key. Durable under
+    /// [`Durability::Full`].
+    ///
+    /// [`Error::CannotOperate`]: crate::error::Error::CannotOperate
+    fn resume(
+        &self,
+        key: &InvocationKey,
+        operator: &Operator<'_>,
+        host: &str,
+        was: &str,
+    ) -> Result<Operated>;
+
     /// Commits and fsyncs so far.
     fn stats(&self) -> JournalStats;
 

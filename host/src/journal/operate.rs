@@ -252,6 +252,51 @@ pub(crate) fn abandon<T: OperateTx>(
     )?)))
 }
 
+/// Records that a person had the stopped call `key` run again now on `host` (the
+/// console's "resume now"), before the run. `Err` names why it is refused: no
+/// record, a completed call, or a live lease (never forced: a running call is not
+/// stuck).
+pub(crate) fn resume<T: OperateTx>(
+    tx: &mut T,
+    key: &str,
+    op: &Operator<'_>,
+    host: &str,
+    was: &str,
+) -> Result<Result<Operated, String>, T::Error> {
+    let Some(found) = tx.find(key)? else {
+        return Ok(Err(
+            "the journal holds no call with this key (never made, expired, or forgotten)".into(),
+        ));
+    };
+    if found.state == "completed" {
+        return Ok(Err(
+            "it is completed: its outcome is saved and every retry gets it; nothing to resume"
+                .into(),
+        ));
+    }
+    if let Some(until) = live_lease(&found, op) {
+        return Ok(Err(format!(
+            "it is running right now (its lease is held until {}): it is not stopped; \
+             resume it once its lease has ended",
+            rfc3339(until)
+        )));
+    }
+    let effects = tx.effects(key)?;
+    let detail = json!({
+        "state": found.state,
+        "was": was,
+        "on_host": host,
+        "effects": effects_detail(&effects),
+    });
+    Ok(Ok(Operated::Done(record(
+        tx,
+        key,
+        Action::Resume,
+        op,
+        detail,
+    )?)))
+}
+
 /// Records a person's decision about the pending unkeyed effect `effect_key`
 /// (`justonce resolve`) and the operation, on the effect's call: `Performed`
 /// finishes the effect with `response` (the downstream's answer, as far as the person

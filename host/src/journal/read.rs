@@ -300,6 +300,10 @@ pub enum Action {
     /// effect (`justonce resolve`): the retry replays the answer given, or makes one
     /// more attempt under the same key.
     Resolve,
+    /// Had a stopped call run again now, on a host of the person's choosing (the
+    /// console's "resume now"): the host runs it under its own key, as the agent's
+    /// retry would. Recorded before the run, with whose lease had ended.
+    Resume,
 }
 
 impl Action {
@@ -309,6 +313,7 @@ impl Action {
             Self::Forget => "forget",
             Self::Abandon => "abandon",
             Self::Resolve => "resolve",
+            Self::Resume => "resume",
         }
     }
 
@@ -317,6 +322,7 @@ impl Action {
             "forget" => Some(Self::Forget),
             "abandon" => Some(Self::Abandon),
             "resolve" => Some(Self::Resolve),
+            "resume" => Some(Self::Resume),
             _ => None,
         }
     }

@@ -642,6 +642,19 @@ impl Journal for PostgresJournal {
         super::logged(Action::Abandon, key.as_str(), operator, result)
     }
 
+    fn resume(
+        &self,
+        key: &InvocationKey,
+        operator: &Operator<'_>,
+        host: &str,
+        was: &str,
+    ) -> Result<Operated> {
+        let result = self.operate(super::cannot(Action::Resume, key), |tx| {
+            operate::resume(&mut operations::Tx(tx), key.as_str(), operator, host, was)
+        });
+        super::logged(Action::Resume, key.as_str(), operator, result)
+    }
+
     fn gc(&self, now: i64, default_retention_ms: i64) -> Result<GcReport> {
         let report = self
             .transaction(|tx| ops::gc_in(tx, now, default_retention_ms).map(Ok::<_, ()>))?

@@ -92,6 +92,13 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE invocations ADD COLUMN component TEXT;
     "#,
+    // 5 -> 6: the console's "resume now" is in the audit trail too (the SQLite
+    // journal's version 9).
+    r#"
+    ALTER TABLE operations DROP CONSTRAINT operations_action_check;
+    ALTER TABLE operations ADD CONSTRAINT operations_action_check
+        CHECK (action IN ('forget', 'abandon', 'resolve', 'resume'));
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -176,6 +183,7 @@ mod tests {
 
         assert_eq!(migrate(&mut client).unwrap(), None);
         client.execute(insert, &[&"resolve"]).unwrap();
+        client.execute(insert, &[&"resume"]).unwrap();
         assert!(
             client.execute(insert, &[&"erase"]).is_err(),
             "still checked"
@@ -186,6 +194,6 @@ mod tests {
             .iter()
             .map(|r| r.get(0))
             .collect();
-        assert_eq!(kept, ["forget", "resolve"]);
+        assert_eq!(kept, ["forget", "resolve", "resume"]);
     }
 }

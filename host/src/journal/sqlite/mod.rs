@@ -760,6 +760,19 @@ impl Journal for SqliteJournal {
         super::logged(Action::Abandon, key.as_str(), operator, result)
     }
 
+    fn resume(
+        &self,
+        key: &InvocationKey,
+        operator: &Operator<'_>,
+        host: &str,
+        was: &str,
+    ) -> Result<Operated> {
+        let result = self.operate(super::cannot(Action::Resume, key), |tx| {
+            operate::resume(&mut operations::Tx(tx), key.as_str(), operator, host, was)
+        });
+        super::logged(Action::Resume, key.as_str(), operator, result)
+    }
+
     fn stats(&self) -> JournalStats {
         self.sync.stats()
     }

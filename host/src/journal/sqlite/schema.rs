@@ -164,6 +164,24 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX effects_unresolved ON effects (updated_at)
         WHERE state = 'pending' AND class = 'unkeyed' AND resolution IS NULL;
     "#,
+    // 8 -> 9: the console's "resume now" is in the audit trail too (who had a stopped
+    // call run again, on which host, and whose lease had ended). SQLite cannot
+    // change a CHECK, so the table is made again with its rows.
+    r#"
+    CREATE TABLE operations_v9 (
+        id             INTEGER PRIMARY KEY,
+        invocation_key TEXT NOT NULL,
+        action         TEXT NOT NULL CHECK (action IN ('forget', 'abandon', 'resolve', 'resume')),
+        who            TEXT NOT NULL,
+        at             INTEGER NOT NULL,
+        detail         TEXT NOT NULL
+    ) STRICT;
+    INSERT INTO operations_v9 (id, invocation_key, action, who, at, detail)
+        SELECT id, invocation_key, action, who, at, detail FROM operations;
+    DROP TABLE operations;
+    ALTER TABLE operations_v9 RENAME TO operations;
+    CREATE INDEX operations_by_key ON operations (invocation_key, at);
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -219,6 +237,7 @@ mod tests {
 
         assert_eq!(migrate(&mut conn).unwrap(), Migration::Current);
         conn.execute(insert, ["resolve"]).unwrap();
+        conn.execute(insert, ["resume"]).unwrap();
         assert!(conn.execute(insert, ["erase"]).is_err(), "still checked");
         let kept: Vec<(i64, String, String)> = conn
             .prepare("SELECT id, action, who FROM operations ORDER BY id")
@@ -231,7 +250,8 @@ mod tests {
             kept,
             [
                 (1, "forget".to_string(), "ada".to_string()),
-                (2, "resolve".to_string(), "ada".to_string())
+                (2, "resolve".to_string(), "ada".to_string()),
+                (3, "resume".to_string(), "ada".to_string())
             ]
         );
     }
