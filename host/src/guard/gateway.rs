@@ -149,3 +149,67 @@ fn refused(error: &str) -> GuestOutcome {
         None,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_result_is_its_content_and_structured_content_and_is_error_a_tool_error() {
+        let result = json!({
+            "content": [{ "type": "text", "text": "done" }],
+            "structuredContent": { "id": 7 },
+        });
+        match upstream_outcome(&result.to_string()) {
+            GuestOutcome::Returned(Ok(structured), Some(content)) => {
+                assert_eq!(structured, r#"{"id":7}"#);
+                assert_eq!(content, [json!({ "type": "text", "text": "done" })]);
+            }
+            _ => panic!("another outcome"),
+        }
+        let failed = json!({
+            "content": [{ "type": "text", "text": "card declined" }, { "type": "text", "text": "try later" }],
+            "isError": true,
+        });
+        match upstream_outcome(&failed.to_string()) {
+            GuestOutcome::Returned(Err(error), None) => {
+                assert_eq!(error.code, crate::upstream::UPSTREAM_ERROR);
+                assert_eq!(error.message, "card declined\ntry later");
+                let details: Value =
+                    serde_json::from_str(error.details.as_deref().unwrap()).unwrap();
+                assert_eq!(details["content"], failed["content"]);
+                assert_eq!(details["structuredContent"], Value::Null);
+            }
+            _ => panic!("another outcome"),
+        }
+        // No content at all is an empty list, not a failure.
+        match upstream_outcome("{}") {
+            GuestOutcome::Returned(Ok(structured), Some(content)) => {
+                assert_eq!(structured, "null");
+                assert!(content.is_empty());
+            }
+            _ => panic!("another outcome"),
+        }
+        assert!(matches!(
+            upstream_outcome("not json"),
+            GuestOutcome::Trapped {
+                reason: TrapReason::InvalidOutput,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_json_rpc_refusal_is_a_tool_error_with_its_message() {
+        let error = json!({ "code": -32602, "message": "Unknown tool: nope" }).to_string();
+        match refused(&error) {
+            GuestOutcome::Returned(Err(e), None) => {
+                assert_eq!(e.code, "upstream_refused");
+                assert_eq!(e.message, "Unknown tool: nope");
+            }
+            _ => panic!("another outcome"),
+        }
+    }
+}

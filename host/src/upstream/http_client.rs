@@ -264,3 +264,41 @@ impl HttpClient {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_response_is_found_among_the_events_of_a_stream() {
+        let client = HttpClient::new("t", "http://127.0.0.1:9/mcp", Vec::new());
+        let stream = "event: message\n\
+            data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\
+            \n\
+            : a comment\n\
+            data: {\"jsonrpc\":\"2.0\",\"id\":6,\"result\":{}}\n\
+            \n\
+            data: {\"jsonrpc\":\"2.0\",\n\
+            data:  \"id\":7,\"result\":{\"content\":[]}}\n\
+            \n";
+        let found = client.response_in_stream(stream.as_bytes(), 7).unwrap();
+        assert_eq!(found["result"]["content"], json!([]));
+        let cut = "data: {\"jsonrpc\":\"2.0\",\"id\":6,\"result\":{}}\n\n";
+        assert!(matches!(
+            client.response_in_stream(cut.as_bytes(), 7),
+            Err(ClientError::Lost(_))
+        ));
+    }
+
+    #[test]
+    fn a_refused_connection_is_not_sent_and_nothing_is_lost() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let client = HttpClient::new("t", &format!("http://127.0.0.1:{port}/mcp"), Vec::new());
+        let answer = client.request("tools/call", json!({}), Duration::from_secs(5), Some("k"));
+        assert!(matches!(answer, Err(ClientError::NotSent(_))), "{answer:?}");
+    }
+}

@@ -477,3 +477,67 @@ impl Upstreams {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str, annotations: Value) -> Value {
+        json!({
+            "name": name,
+            "inputSchema": { "type": "object", "properties": { "a": { "type": "string" } } },
+            "annotations": annotations,
+        })
+    }
+
+    fn listed(config: UpstreamConfig) -> Vec<UpstreamTool> {
+        Upstream::new("u", config).offered(vec![
+            entry("create", json!({ "idempotentHint": false })),
+            entry("delete", json!({ "idempotentHint": true })),
+            entry("read", json!({ "readOnlyHint": true })),
+            entry("bad name!", json!({})),
+            json!({ "name": "no_schema" }),
+            json!({ "name": "broken", "inputSchema": { "type": 7 } }),
+        ])
+    }
+
+    #[test]
+    fn tools_are_offered_by_the_configuration_under_their_prefixed_names() {
+        let mut config = UpstreamConfig::command(vec!["x".into()]);
+        config.prefix = "u_".into();
+        config.exclude = vec!["no_schema".into()];
+        let tools = listed(config.clone());
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["u_create", "u_delete", "u_read"],
+            "bad names and schemas left out"
+        );
+        let by = |n: &str| tools.iter().find(|t| t.upstream_name == n).unwrap().clone();
+        assert!(!by("create").keyed && !by("create").read_only);
+        assert!(by("delete").keyed, "idempotentHint");
+        assert!(by("read").read_only);
+
+        config.tools = Some(vec!["create".into(), "read".into()]);
+        config.idempotent = vec!["create".into()];
+        config.trust_read_only_hint = false;
+        let tools = listed(config);
+        assert_eq!(tools.len(), 2);
+        assert!(tools[0].keyed, "listed in idempotent");
+        assert!(!tools[1].read_only, "the hint is not trusted");
+
+        let mut keyed = UpstreamConfig::command(vec!["x".into()]);
+        keyed.dedupes_by_key = true;
+        assert!(listed(keyed).iter().all(|t| t.keyed));
+    }
+
+    #[test]
+    fn mcp_tool_names_are_checked() {
+        for good in ["a", "mem_create-entities.v2", &"x".repeat(128)] {
+            assert!(valid_tool_name(good), "{good}");
+        }
+        for bad in ["", "a b", "é", "a/b", &"x".repeat(129)] {
+            assert!(!valid_tool_name(bad), "{bad}");
+        }
+    }
+}
