@@ -280,6 +280,17 @@ pub fn type_name(value: &Value) -> &'static str {
     }
 }
 
+/// The extension's identifier, under `capabilities.extensions`.
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// What `server/discover` declares for the Tasks extension (`mcp/tasks.rs` serves it;
+/// here, below the session and the tasks both, so neither imports the other for it).
+pub(crate) fn tasks_declaration() -> rmcp::model::ExtensionCapabilities {
+    [(TASKS_EXTENSION.to_owned(), serde_json::Map::new())]
+        .into_iter()
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -285,7 +285,7 @@ impl<'a> Session<'a> {
         let reply = match method {
             "server/discover" => {
                 let mut capabilities = capabilities();
-                capabilities.extensions = Some(super::tasks::declaration());
+                capabilities.extensions = Some(super::protocol::tasks_declaration());
                 let mut found = DiscoverResult::new(MODERN_VERSIONS.to_vec(), capabilities)
                     .with_cache_scope(CacheScope::Public)
                     .with_ttl_ms(0);
