@@ -171,8 +171,8 @@ fn a_cancelled_task_reads_cancelled_and_its_call_runs_to_its_outcome_once() {
     let got = task_request(&mut alice, "tasks/get", &task);
     assert_eq!(got["result"]["status"], "cancelled", "{got}");
 
-    // The call was not stopped: a retry of it gets its outcome once it is saved,
-    // and the email went out once.
+    // The call was not stopped (its email was sent before the cancel): a retry of
+    // it gets its outcome once it is saved, and the email went out once.
     let start = Instant::now();
     let outcome = loop {
         let reply = call(&mut alice, "cy@example.com", 3, false);
@@ -189,6 +189,47 @@ fn a_cancelled_task_reads_cancelled_and_its_call_runs_to_its_outcome_once() {
     // Still cancelled for its client.
     let got = task_request(&mut alice, "tasks/get", &task);
     assert_eq!(got["result"]["status"], "cancelled", "{got}");
+}
+
+#[test]
+fn a_cancel_before_the_calls_email_refuses_it_and_that_outcome_is_saved() {
+    let test = test_host_with_mail(0, |b| {
+        b.component(justonce_tests::guests::SLOW_MAIL_COMPONENT)
+    });
+    let mail = Arc::clone(&test.mail);
+    let http = HttpFixture::start(Arc::new(test.host), HttpOptions::default(), &["alice"]);
+    let mut alice = http.client("alice");
+    let arguments = json!({ "to": "eve@example.com", "seconds": 0, "before": 3 });
+    let params = json!({ "name": "slow_mail", "arguments": arguments });
+
+    // Cancelled while it sleeps, before its email.
+    let task = created(&send(&mut alice, "tools/call", params.clone(), true));
+    task_request(&mut alice, "tasks/cancel", &task);
+    let got = task_request(&mut alice, "tasks/get", &task);
+    assert_eq!(got["result"]["status"], "cancelled", "{got}");
+    // A retry gets the saved outcome: the tool's error for the refused email.
+    let start = Instant::now();
+    let outcome = loop {
+        let reply = send(&mut alice, "tools/call", params.clone(), false);
+        let result = reply["result"].clone();
+        if result["structuredContent"]["error"]["kind"] != "in_progress" || start.elapsed() > WAIT {
+            break result;
+        }
+    };
+    assert_eq!(outcome["isError"], true, "{outcome}");
+    assert!(
+        outcome.to_string().contains("cancelled by its client"),
+        "the tool was told why its email was refused: {outcome}"
+    );
+    assert_eq!(outcome["_meta"]["dev.justonce/key"], task);
+    assert!(mail.sent().unwrap().is_empty(), "no email was sent");
+    assert!(mail.attempts().is_empty(), "none was attempted");
+
+    // The opposite case: the same call not cancelled sends its email.
+    let other = json!({ "name": "slow_mail", "arguments": { "to": "fay@example.com", "seconds": 0, "before": 3 } });
+    let task = created(&send(&mut alice, "tools/call", other, true));
+    assert_eq!(wait_for(&mut alice, &task, terminal)["status"], "completed");
+    assert_eq!(mail.sent().unwrap().len(), 1);
 }
 
 #[test]

@@ -203,6 +203,12 @@ impl EffectSession {
                     .into(),
             )));
         }
+        if super::cancel::is_cancelled(self.invocation.as_str()) {
+            return Ok(Err(EffectFailure::Denied(
+                "the call was cancelled by its client (tasks/cancel): no further effects are performed"
+                    .into(),
+            )));
+        }
         let payload: Value = match serde_json::from_str(payload) {
             Ok(payload) => payload,
             Err(e) => {

@@ -16,6 +16,7 @@
 //! guests on an in-memory journal.
 
 mod access_log;
+pub(crate) mod cancel;
 mod effect;
 mod gateway;
 mod heartbeat;

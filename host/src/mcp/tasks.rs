@@ -20,11 +20,13 @@
 //! - `tasks/get` answers `working` while the call runs (or waits on an unknown
 //!   outcome), `completed` with the result inlined (a tool error too, with
 //!   `isError`), `failed` with an error for a trap, `cancelled` after a cancel.
-//! - `tasks/cancel` never stops an effect in flight, nor the call: as with
-//!   `notifications/cancelled`, the call runs to its outcome, which is saved and
-//!   which a retry of the same call gets. The task reads `cancelled` from then on,
-//!   on the host that took the cancel, until the host stops (the cancel is kept in
-//!   its memory, not in the journal; another host reports the call's own status).
+//! - `tasks/cancel` never stops an effect in flight: the call's next effect is
+//!   refused before it starts (`guard::cancel`), and the tool's answer to that is
+//!   the call's outcome, saved, and what a retry of the same call gets; a call
+//!   past its last effect runs to its outcome. The task reads `cancelled` from
+//!   then on, on the host that took the cancel, until the host stops (the cancel is
+//!   kept in its memory, not in the journal: another host, or a run resumed
+//!   elsewhere, knows nothing of it and reports the call's own status).
 //! - A task is visible only to the principal that made it: another principal's
 //!   `tasks/get`, `tasks/cancel` or `tasks/update` is answered as for an unknown
 //!   task (`-32602`), which says nothing of whether it exists.
@@ -32,7 +34,7 @@
 //!   `-32602`. `tasks/result` and `tasks/list`, gone from the extension's second
 //!   version, are `-32601`.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
@@ -49,8 +51,7 @@ use crate::journal::JournalEntry;
 use crate::keys::InvocationKey;
 use crate::outcome::Outcome;
 
-/// The extension's identifier, under `capabilities.extensions`.
-pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+pub use super::protocol::TASKS_EXTENSION as EXTENSION;
 
 /// How long a call from a client that supports tasks may take before it is
 /// answered with a task, unless configured (`[mcp] task_after_ms`).
@@ -79,11 +80,6 @@ impl Default for TaskSettings {
             required: BTreeSet::new(),
         }
     }
-}
-
-/// What `server/discover` declares for the extension.
-pub(crate) fn declaration() -> rmcp::model::ExtensionCapabilities {
-    [(EXTENSION.to_owned(), Map::new())].into_iter().collect()
 }
 
 /// Whether the request's client capabilities declare the extension.
@@ -119,8 +115,8 @@ pub(crate) fn request(
         "tasks/get" => detailed(server, &entry),
         "tasks/cancel" => {
             if entry.state != "completed" {
-                lock_cancelled().insert(entry.key.clone());
-                tracing::info!(task = %entry.key, "task cancelled by its client; the call runs to its outcome");
+                crate::guard::cancel::cancel(&entry.key);
+                tracing::info!(task = %entry.key, "task cancelled by its client; its call performs no further effect");
             }
             json!({})
         }
@@ -243,15 +239,6 @@ struct Running {
 fn lock_running() -> std::sync::MutexGuard<'static, HashMap<String, Running>> {
     static RUNNING: OnceLock<Mutex<HashMap<String, Running>>> = OnceLock::new();
     RUNNING
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// The keys of the tasks cancelled on this host.
-fn lock_cancelled() -> std::sync::MutexGuard<'static, HashSet<String>> {
-    static CANCELLED: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
-    CANCELLED
         .get_or_init(Mutex::default)
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -400,7 +387,7 @@ fn created(server: &Server, view: &View) -> Value {
 
 /// The `tasks/get` answer: the task, with its result or error once it ended.
 fn detailed(server: &Server, view: &View) -> Value {
-    let cancelled = lock_cancelled().contains(&view.key);
+    let cancelled = crate::guard::cancel::is_cancelled(&view.key);
     let outcome = (view.state == "completed")
         .then(|| view.outcome.clone())
         .flatten()

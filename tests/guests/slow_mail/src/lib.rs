@@ -1,5 +1,5 @@
-//! Test guest: sends one email (an effect, so the call is journaled from then on),
-//! then sleeps `seconds` before answering: a call that outlives the server's bound
+//! Test guest: sleeps `before` seconds, sends one email (an effect, so the call is
+//! journaled from then on), then sleeps `seconds` before answering: a call that outlives the server's bound
 //! and becomes an MCP task (tests/tests/mcp_tasks.rs).
 
 use justonce_guest::{Tool, ToolError, effects, export_tool};
@@ -13,6 +13,9 @@ struct Args {
     to: String,
     /// Seconds to sleep after sending.
     seconds: u32,
+    /// Seconds to sleep before sending (none by default).
+    #[serde(default)]
+    before: u32,
 }
 
 #[derive(Serialize)]
@@ -39,7 +42,7 @@ impl Tool for SlowMail {
     type Args = Args;
     type Output = Output;
     const NAME: &'static str = "slow_mail";
-    const DESCRIPTION: &'static str = "Sends one email to TO, then sleeps SECONDS.";
+    const DESCRIPTION: &'static str = "Sleeps BEFORE, sends one email to TO, then sleeps SECONDS.";
 
     fn call(args: Args) -> Result<Output, ToolError> {
         let mail = Mail {
@@ -47,6 +50,7 @@ impl Tool for SlowMail {
             subject: "Your report",
             body: "It is ready.",
         };
+        std::thread::sleep(std::time::Duration::from_secs(args.before.into()));
         let sent: Sent = effects::perform("mail", "send", &mail)?;
         std::thread::sleep(std::time::Duration::from_secs(args.seconds.into()));
         Ok(Output {
