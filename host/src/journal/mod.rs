@@ -429,6 +429,10 @@ pub(crate) fn transactional_answer(
 fn log_operated(action: Action, target: &str, operator: &Operator<'_>, result: &Result<Operated>) {
     let (action, by, force) = (action.as_str(), operator.by, operator.force);
     match result {
+        // A resume is recorded before its run, which logs how it ended.
+        Ok(Operated::Done(_)) if action == Action::Resume.as_str() => {
+            tracing::info!(target: "justonce::operator", action, key = target, by, force, "operator {by}: {action} {target} recorded")
+        }
         Ok(Operated::Done(_)) => {
             tracing::info!(target: "justonce::operator", action, key = target, by, force, "operator {by}: {action} {target} done")
         }
