@@ -854,3 +854,51 @@ fn an_upstreams_list_changed_is_passed_on_to_the_clients() {
     let called = server.client.call("l_sprout", json!({}), json!({}));
     assert_eq!(called["result"]["isError"], false, "{called}");
 }
+
+/// An upstream's progress reports reach the agent that asked for progress
+/// (`_meta.progressToken`), under its token, before the answer; a replay runs nothing
+/// and reports none.
+#[test]
+fn an_upstreams_progress_reaches_the_agent_before_the_answer() {
+    let Some(python) = needed("Python with the MCP SDK", &python()) else {
+        return;
+    };
+    let gateway = Gateway::ledger(&python, "");
+    let mut server = gateway.serve(&[]);
+    let progress_of = |server: &mut McpProcess, id: &str| -> (Vec<Value>, Value) {
+        server.client.send_request(
+            json!(id),
+            "tools/call",
+            json!({ "name": "count", "arguments": { "to": 3 }, "_meta": { "progressToken": id } }),
+        );
+        let mut reports = Vec::new();
+        loop {
+            let message = server.client.next_message();
+            if message["id"] == id {
+                return (reports, message);
+            }
+            if message["method"] == "notifications/progress" {
+                reports.push(message["params"].clone());
+            }
+        }
+    };
+    let (reports, answer) = progress_of(&mut server, "first");
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    let steps: Vec<(Value, Value)> = reports
+        .iter()
+        .map(|r| (r["progressToken"].clone(), r["progress"].clone()))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            (json!("first"), json!(1.0)),
+            (json!("first"), json!(2.0)),
+            (json!("first"), json!(3.0))
+        ],
+        "{reports:?}"
+    );
+    assert_eq!(reports[0]["message"], "step 1");
+    let (reports, again) = progress_of(&mut server, "again");
+    assert!(replayed(&again), "{again}");
+    assert!(reports.is_empty(), "{reports:?}");
+}

@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::runtime::log_listener::{self, GuestNote};
+
 /// The MCP revision this client asks for; an upstream may answer an older one.
 pub(crate) const PROTOCOL_VERSION: &str = "2025-06-18";
 
@@ -126,19 +128,33 @@ impl StdioClient {
                 "clientInfo": { "name": "justonce", "version": env!("CARGO_PKG_VERSION") },
             }),
             timeout,
+            None,
         )?;
         self.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))?;
         Ok(result)
     }
 
-    /// Sends request `method` and waits up to `timeout` for its result.
+    /// Sends request `method` and waits up to `timeout` for its result. With
+    /// `progress_of` (a tool's name) and someone listening on this thread (an MCP
+    /// client that asked for progress), the upstream is asked for progress and its
+    /// reports are handed on as that tool's.
     pub(crate) fn request(
         &self,
         method: &str,
-        params: Value,
+        mut params: Value,
         timeout: Duration,
+        progress_of: Option<&str>,
     ) -> Result<Value, ClientError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let progress_of = progress_of.filter(|_| log_listener::listening());
+        if progress_of.is_some()
+            && let Some(params) = params.as_object_mut()
+        {
+            let meta = params.entry("_meta").or_insert_with(|| json!({}));
+            if let Some(meta) = meta.as_object_mut() {
+                meta.insert("progressToken".into(), json!(id));
+            }
+        }
         let (tx, rx): (Sender<Value>, Receiver<Value>) = channel();
         self.pending
             .lock()
@@ -150,28 +166,31 @@ impl StdioClient {
             self.forget(id);
             return Err(e);
         }
-        let answer = rx.recv_timeout(timeout);
+        let deadline = std::time::Instant::now() + timeout;
+        let answer = loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(message) if message.get("method").is_some() => {
+                    if let Some(tool) = progress_of {
+                        deliver_progress(tool, &message);
+                    }
+                }
+                answer => break answer,
+            }
+        };
         self.forget(id);
         match answer {
             Ok(message) => match message.get("error") {
                 Some(error) => Err(ClientError::Refused(error.clone())),
                 None => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
             },
-            Err(RecvTimeoutError::Timeout) => {
-                if method == "tools/call" {
-                    // Tell the upstream to stop; the call may have taken effect.
-                    let _ = self.send(&json!({
-                        "jsonrpc": "2.0",
-                        "method": "notifications/cancelled",
-                        "params": { "requestId": id, "reason": "justonce: timed out" },
-                    }));
-                }
-                Err(ClientError::Lost(format!(
-                    "upstream `{}` did not answer {method} within {} ms",
-                    self.upstream,
-                    timeout.as_millis()
-                )))
-            }
+            // Not cancelled upstream: a call that was sent is never abandoned halfway;
+            // its outcome is unknown, and the guard decides what that allows.
+            Err(RecvTimeoutError::Timeout) => Err(ClientError::Lost(format!(
+                "upstream `{}` did not answer {method} within {} ms",
+                self.upstream,
+                timeout.as_millis()
+            ))),
             Err(RecvTimeoutError::Disconnected) => Err(ClientError::Lost(format!(
                 "upstream `{}` ended before answering {method}",
                 self.upstream
@@ -281,6 +300,22 @@ impl Reader {
                     .write_all(line.as_bytes())
                     .and_then(|()| stdin.flush());
             }
+            (Some("notifications/progress"), None) => {
+                let token = message
+                    .get("params")
+                    .and_then(|p| p.get("progressToken"))
+                    .and_then(Value::as_u64);
+                let waiting = token.and_then(|token| {
+                    self.pending
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get(&token)
+                        .cloned()
+                });
+                if let Some(waiting) = waiting {
+                    let _ = waiting.send(message);
+                }
+            }
             (Some("notifications/tools/list_changed"), None) => {
                 (self.list_changed)();
             }
@@ -291,4 +326,22 @@ impl Reader {
             _ => {}
         }
     }
+}
+
+/// Hands an upstream's `notifications/progress` to this thread's listener as a
+/// progress report of `tool`.
+fn deliver_progress(tool: &str, message: &Value) {
+    let params = message.get("params");
+    let field = |name: &str| params.and_then(|p| p.get(name));
+    let Some(done) = field("progress").and_then(Value::as_f64) else {
+        return;
+    };
+    log_listener::deliver(
+        tool,
+        GuestNote::Progress {
+            done,
+            total: field("total").and_then(Value::as_f64),
+            message: field("message").and_then(Value::as_str),
+        },
+    );
 }

@@ -33,16 +33,18 @@ impl Connection {
     }
 
     /// Request `method`, its effect key sent as `Idempotency-Key` over HTTP (the
-    /// caller puts it in `_meta` for both).
+    /// caller puts it in `_meta` for both); over stdio, the upstream's progress
+    /// reports are handed on as `progress_of`'s.
     pub(crate) fn request(
         &self,
         method: &str,
         params: Value,
         timeout: Duration,
         key: Option<&str>,
+        progress_of: Option<&str>,
     ) -> Result<Value, ClientError> {
         match self {
-            Self::Stdio(client) => client.request(method, params, timeout),
+            Self::Stdio(client) => client.request(method, params, timeout, progress_of),
             Self::Http(client) => client.request(method, params, timeout, key),
         }
     }

@@ -315,7 +315,7 @@ impl Upstream {
                 None => json!({}),
             };
             let page = client
-                .request("tools/list", params, self.config.timeout, None)
+                .request("tools/list", params, self.config.timeout, None, None)
                 .map_err(|e| format!("upstream `{}`: tools/list: {e}", self.name))?;
             if let Some(Value::Array(tools)) = page.get("tools") {
                 entries.extend(tools.iter().cloned());
@@ -403,10 +403,12 @@ impl Upstream {
     }
 
     /// Sends `tools/call` of `tool` with `arguments`, its effect key in `_meta` when
-    /// there is one; the upstream's result as it sent it.
+    /// there is one; the upstream's result as it sent it. Its progress reports are
+    /// handed on as those of `as_tool` (the name the host offers it by).
     pub(crate) fn call_tool(
         &self,
         tool: &str,
+        as_tool: &str,
         arguments: &Value,
         key: Option<&str>,
     ) -> Result<Value, ClientError> {
@@ -415,7 +417,13 @@ impl Upstream {
         if let Some(key) = key {
             params["_meta"] = json!({ IDEMPOTENCY_KEY_META: key });
         }
-        let answer = client.request("tools/call", params, self.config.timeout, key);
+        let answer = client.request(
+            "tools/call",
+            params,
+            self.config.timeout,
+            key,
+            Some(as_tool),
+        );
         if answer.is_ok() {
             self.crashes.lock().unwrap_or_else(|p| p.into_inner()).0 = 0;
         }

@@ -26,6 +26,7 @@ impl UpstreamProvider {
 
     fn send(
         &self,
+        tool: &str,
         operation: &str,
         payload: &Value,
         key: Option<&str>,
@@ -34,7 +35,7 @@ impl UpstreamProvider {
             .get("arguments")
             .cloned()
             .unwrap_or_else(|| Value::Object(Default::default()));
-        match self.upstream.call_tool(operation, &arguments, key) {
+        match self.upstream.call_tool(operation, tool, &arguments, key) {
             Ok(result) => Ok(result),
             Err(ClientError::NotSent(reason)) => Err(ProviderError::NotPerformed {
                 reason,
@@ -67,6 +68,7 @@ impl Provider for UpstreamProvider {
 
     fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
         self.send(
+            request.tool,
             request.operation,
             request.payload,
             Some(request.key.as_str()),
@@ -78,6 +80,6 @@ impl Provider for UpstreamProvider {
     }
 
     fn read(&self, request: &ReadRequest<'_>) -> Result<Value, ProviderError> {
-        self.send(request.operation, request.payload, None)
+        self.send(request.tool, request.operation, request.payload, None)
     }
 }

@@ -66,6 +66,14 @@ def refuse(reason: str) -> str:
 
 
 @server.tool()
+async def count(to: int, ctx: Context) -> int:
+    """Counts to `to`, reporting progress at each step."""
+    for step in range(1, to + 1):
+        await ctx.report_progress(step, to, f"step {step}")
+    return to
+
+
+@server.tool()
 async def grow(name: str, ctx: Context) -> str:
     """Adds a tool called `name` (it answers its own name) and tells the client
     that the tools changed."""
