@@ -540,6 +540,37 @@ mod tests {
     }
 
     #[test]
+    fn env_and_headers_are_filled_in_from_the_secrets_file_and_a_missing_one_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let secrets = dir.path().join("memory.env");
+        std::fs::write(&secrets, "MEMORY_TOKEN=tok_from_file\n").unwrap();
+        let mut config = UpstreamConfig::url("http://127.0.0.1:9/mcp");
+        config.secrets_file = Some(secrets);
+        config.headers = BTreeMap::from([(
+            "Authorization".to_owned(),
+            "Bearer ${MEMORY_TOKEN}".to_owned(),
+        )]);
+        let upstream = Upstream::new("memory", config.clone());
+        assert_eq!(
+            upstream.filled_in("headers", &config.headers).unwrap(),
+            [(
+                "Authorization".to_owned(),
+                "Bearer tok_from_file".to_owned()
+            )]
+        );
+        let missing = BTreeMap::from([(
+            "X".to_owned(),
+            "${JUSTONCE_TEST_SURELY_UNSET_VARIABLE}".to_owned(),
+        )]);
+        let error = upstream.filled_in("env", &missing).unwrap_err();
+        assert!(
+            error.contains("upstream `memory`: env.X")
+                && error.contains("JUSTONCE_TEST_SURELY_UNSET_VARIABLE"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn mcp_tool_names_are_checked() {
         for good in ["a", "mem_create-entities.v2", &"x".repeat(128)] {
             assert!(valid_tool_name(good), "{good}");
