@@ -856,15 +856,14 @@ fn an_upstreams_list_changed_is_passed_on_to_the_clients() {
 }
 
 /// An upstream's progress reports reach the agent that asked for progress
-/// (`_meta.progressToken`), under its token, before the answer; a replay runs nothing
-/// and reports none.
+/// (`_meta.progressToken`), under its token, before the answer, from a server over
+/// stdio and over Streamable HTTP (events of the answer's stream); a replay runs
+/// nothing and reports none.
 #[test]
 fn an_upstreams_progress_reaches_the_agent_before_the_answer() {
     let Some(python) = needed("Python with the MCP SDK", &python()) else {
         return;
     };
-    let gateway = Gateway::ledger(&python, "");
-    let mut server = gateway.serve(&[]);
     let progress_of = |server: &mut McpProcess, id: &str| -> (Vec<Value>, Value) {
         server.client.send_request(
             json!(id),
@@ -882,23 +881,38 @@ fn an_upstreams_progress_reaches_the_agent_before_the_answer() {
             }
         }
     };
-    let (reports, answer) = progress_of(&mut server, "first");
-    assert_eq!(answer["result"]["isError"], false, "{answer}");
-    let steps: Vec<(Value, Value)> = reports
-        .iter()
-        .map(|r| (r["progressToken"].clone(), r["progress"].clone()))
-        .collect();
-    assert_eq!(
-        steps,
-        [
-            (json!("first"), json!(1.0)),
-            (json!("first"), json!(2.0)),
-            (json!("first"), json!(3.0))
-        ],
-        "{reports:?}"
-    );
-    assert_eq!(reports[0]["message"], "step 1");
-    let (reports, again) = progress_of(&mut server, "again");
-    assert!(replayed(&again), "{again}");
-    assert!(reports.is_empty(), "{reports:?}");
+    for transport in ["stdio", "http"] {
+        let (gateway, _http) = if transport == "stdio" {
+            (Gateway::ledger(&python, ""), None)
+        } else {
+            let dir = tempfile::tempdir().unwrap();
+            let http = HttpLedger::start(&python, &dir.path().join("ledger"));
+            std::fs::write(
+                dir.path().join("justonce.toml"),
+                format!("[upstreams.ledger]\nurl = {:?}\n", http.url),
+            )
+            .unwrap();
+            (Gateway { dir }, Some(http))
+        };
+        let mut server = gateway.serve(&[]);
+        let (reports, answer) = progress_of(&mut server, "first");
+        assert_eq!(answer["result"]["isError"], false, "{transport}: {answer}");
+        let steps: Vec<(Value, Value)> = reports
+            .iter()
+            .map(|r| (r["progressToken"].clone(), r["progress"].clone()))
+            .collect();
+        assert_eq!(
+            steps,
+            [
+                (json!("first"), json!(1.0)),
+                (json!("first"), json!(2.0)),
+                (json!("first"), json!(3.0))
+            ],
+            "{transport}: {reports:?}"
+        );
+        assert_eq!(reports[0]["message"], "step 1");
+        let (reports, again) = progress_of(&mut server, "again");
+        assert!(replayed(&again), "{again}");
+        assert!(reports.is_empty(), "{reports:?}");
+    }
 }

@@ -330,7 +330,7 @@ impl Reader {
 
 /// Hands an upstream's `notifications/progress` to this thread's listener as a
 /// progress report of `tool`.
-fn deliver_progress(tool: &str, message: &Value) {
+pub(crate) fn deliver_progress(tool: &str, message: &Value) {
     let params = message.get("params");
     let field = |name: &str| params.and_then(|p| p.get(name));
     let Some(done) = field("progress").and_then(Value::as_f64) else {

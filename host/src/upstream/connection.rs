@@ -33,8 +33,8 @@ impl Connection {
     }
 
     /// Request `method`, its effect key sent as `Idempotency-Key` over HTTP (the
-    /// caller puts it in `_meta` for both); over stdio, the upstream's progress
-    /// reports are handed on as `progress_of`'s.
+    /// caller puts it in `_meta` for both); the upstream's progress reports are
+    /// handed on as `progress_of`'s.
     pub(crate) fn request(
         &self,
         method: &str,
@@ -45,7 +45,7 @@ impl Connection {
     ) -> Result<Value, ClientError> {
         match self {
             Self::Stdio(client) => client.request(method, params, timeout, progress_of),
-            Self::Http(client) => client.request(method, params, timeout, key),
+            Self::Http(client) => client.request(method, params, timeout, key, progress_of),
         }
     }
 }

@@ -15,6 +15,7 @@ use ureq::Agent;
 use ureq::http::Request;
 
 use super::client::{ClientError, PROTOCOL_VERSION};
+use crate::runtime::log_listener;
 
 /// The largest response read from an upstream.
 const MAX_RESPONSE_BYTES: u64 = 16 << 20;
@@ -70,6 +71,7 @@ impl HttpClient {
             }),
             timeout,
             None,
+            None,
         )?;
         if let Some(version) = result.get("protocolVersion").and_then(Value::as_str) {
             *self.protocol.lock().unwrap_or_else(|p| p.into_inner()) = Some(version.to_owned());
@@ -84,18 +86,30 @@ impl HttpClient {
     }
 
     /// Sends request `method`, with `key` as `Idempotency-Key` when given, and waits
-    /// up to `timeout` for its result.
+    /// up to `timeout` for its result. With `progress_of` (a tool's name) and someone
+    /// listening on this thread, the upstream is asked for progress and the reports
+    /// in its answer's stream are handed on as that tool's.
     pub(crate) fn request(
         &self,
         method: &str,
-        params: Value,
+        mut params: Value,
         timeout: Duration,
         key: Option<&str>,
+        progress_of: Option<&str>,
     ) -> Result<Value, ClientError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let progress_of = progress_of.filter(|_| log_listener::listening());
+        if progress_of.is_some()
+            && let Some(params) = params.as_object_mut()
+        {
+            let meta = params.entry("_meta").or_insert_with(|| json!({}));
+            if let Some(meta) = meta.as_object_mut() {
+                meta.insert("progressToken".into(), json!(id));
+            }
+        }
         let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
         let answer = self
-            .post(&message, timeout, key, Some(id))?
+            .post(&message, timeout, key, Some((id, progress_of)))?
             .ok_or_else(|| {
                 ClientError::Lost(format!(
                     "upstream `{}` answered {method} without a response",
@@ -108,13 +122,14 @@ impl HttpClient {
         }
     }
 
-    /// POSTs `message`; the response to request `id`, if one is awaited.
+    /// POSTs `message`; the response to request `id`, if one is awaited (and the
+    /// progress reports on the way handed on as the tool's it names).
     fn post(
         &self,
         message: &Value,
         timeout: Duration,
         key: Option<&str>,
-        id: Option<u64>,
+        id: Option<(u64, Option<&str>)>,
     ) -> Result<Option<Value>, ClientError> {
         let mut builder = Request::builder()
             .method("POST")
@@ -194,11 +209,11 @@ impl HttpClient {
                 })));
             }
         }
-        let Some(id) = id else {
+        let Some((id, progress_of)) = id else {
             return Ok(None);
         };
         if streamed {
-            return self.response_in_stream(reader, id).map(Some);
+            return self.response_in_stream(reader, id, progress_of).map(Some);
         }
         let mut text = String::new();
         let mut reader = reader;
@@ -216,8 +231,14 @@ impl HttpClient {
         })
     }
 
-    /// Reads Server-Sent Events until the one whose data is the response to `id`.
-    fn response_in_stream(&self, reader: impl Read, id: u64) -> Result<Value, ClientError> {
+    /// Reads Server-Sent Events until the one whose data is the response to `id`,
+    /// handing progress reports on the way on as `progress_of`'s.
+    fn response_in_stream(
+        &self,
+        reader: impl Read,
+        id: u64,
+        progress_of: Option<&str>,
+    ) -> Result<Value, ClientError> {
         let mut data = String::new();
         for line in BufReader::new(reader).lines() {
             let line = line.map_err(|e| {
@@ -237,8 +258,14 @@ impl HttpClient {
                 continue;
             }
             let event = std::mem::take(&mut data);
-            if let Ok(message) = serde_json::from_str::<Value>(&event)
-                && message.get("id").and_then(Value::as_u64) == Some(id)
+            let Ok(message) = serde_json::from_str::<Value>(&event) else {
+                continue;
+            };
+            if message.get("method").and_then(Value::as_str) == Some("notifications/progress") {
+                if let Some(tool) = progress_of {
+                    super::client::deliver_progress(tool, &message);
+                }
+            } else if message.get("id").and_then(Value::as_u64) == Some(id)
                 && message.get("method").is_none()
             {
                 return Ok(message);
@@ -281,11 +308,13 @@ mod tests {
             data: {\"jsonrpc\":\"2.0\",\n\
             data:  \"id\":7,\"result\":{\"content\":[]}}\n\
             \n";
-        let found = client.response_in_stream(stream.as_bytes(), 7).unwrap();
+        let found = client
+            .response_in_stream(stream.as_bytes(), 7, None)
+            .unwrap();
         assert_eq!(found["result"]["content"], json!([]));
         let cut = "data: {\"jsonrpc\":\"2.0\",\"id\":6,\"result\":{}}\n\n";
         assert!(matches!(
-            client.response_in_stream(cut.as_bytes(), 7),
+            client.response_in_stream(cut.as_bytes(), 7, None),
             Err(ClientError::Lost(_))
         ));
     }
@@ -298,7 +327,13 @@ mod tests {
             .unwrap()
             .port();
         let client = HttpClient::new("t", &format!("http://127.0.0.1:{port}/mcp"), Vec::new());
-        let answer = client.request("tools/call", json!({}), Duration::from_secs(5), Some("k"));
+        let answer = client.request(
+            "tools/call",
+            json!({}),
+            Duration::from_secs(5),
+            Some("k"),
+            None,
+        );
         assert!(matches!(answer, Err(ClientError::NotSent(_))), "{answer:?}");
     }
 }
