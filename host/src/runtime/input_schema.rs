@@ -169,6 +169,34 @@ mod tests {
     }
 
     #[test]
+    fn digits_past_a_64_bit_range_are_refused_only_where_the_schema_takes_ids_as_digits() {
+        let schema = InputSchema::compile(&json!({
+            "type": "object",
+            "properties": {
+                "id": { "type": ["integer", "string"], "format": "uint64", "pattern": "^(0|[1-9][0-9]*)$" },
+                "openapi_id": { "type": "string", "format": "int64" },
+                "either": { "anyOf": [{ "type": ["integer", "string"], "format": "int64" }, { "type": "null" }] }
+            }
+        }))
+        .unwrap();
+        let err = schema
+            .check(&json!({ "id": "18446744073709551616" }))
+            .unwrap_err();
+        assert!(
+            err.contains("at /id:") && err.contains("18446744073709551616"),
+            "{err}"
+        );
+        // The opposite cases: digits in range (where normalization did not make them
+        // a number, inside a union), and a string-typed id of OpenAPI's, pass.
+        schema
+            .check(&json!({ "id": "18446744073709551615", "either": "-5" }))
+            .unwrap();
+        schema
+            .check(&json!({ "openapi_id": "99999999999999999999999" }))
+            .unwrap();
+    }
+
+    #[test]
     fn a_schema_that_is_not_one_is_refused() {
         let err = InputSchema::compile(&json!({"type": "no-such-type"})).unwrap_err();
         assert!(err.contains("not a valid JSON Schema"), "{err}");

@@ -36,12 +36,28 @@ impl Range {
     /// fits. serde_json keeps every integer within 64 bits as one; what is not (a
     /// fraction, or an integer past 64 bits, which the canonical form writes as a
     /// double) does not fit.
-    fn takes(self, value: &Value) -> bool {
+    fn takes(self, value: &Value, digits_too: bool) -> bool {
         let n = match value {
             Value::Number(n) => n,
-            // An id that may come as its digits (normalization made every in-range
-            // one a number): digits still a string here are out of range.
-            Value::String(text) => return !spells_an_integer(text),
+            // An id that may come as its digits: digits past the range are refused
+            // as a number past it would be (normalization made the others numbers);
+            // any other string is the `pattern`'s business, and a string under a
+            // format that does not take integers (OpenAPI's `"type": "string",
+            // "format": "int64"`) is not this check's at all.
+            Value::String(text) if digits_too && spells_an_integer(text) => {
+                return match self {
+                    Self::Unsigned => text
+                        .strip_prefix('+')
+                        .unwrap_or(text)
+                        .parse::<u64>()
+                        .is_ok(),
+                    Self::Signed => text
+                        .strip_prefix('+')
+                        .unwrap_or(text)
+                        .parse::<i64>()
+                        .is_ok(),
+                };
+            }
             _ => return true,
         };
         match self {
@@ -94,7 +110,7 @@ pub(super) fn marked(schema: &Value) -> Value {
 
 /// The validator of [`KEYWORD`].
 pub(super) fn keyword<'a>(
-    _parent: &'a Map<String, Value>,
+    parent: &'a Map<String, Value>,
     value: &'a Value,
     _path: Location,
 ) -> Result<Box<dyn for<'i> Keyword<'i>>, ValidationError<'a>> {
@@ -102,7 +118,20 @@ pub(super) fn keyword<'a>(
         .as_str()
         .and_then(Range::of)
         .ok_or_else(|| ValidationError::custom(format!("{KEYWORD}: not a known format")))?;
-    Ok(Box::new(Check(range)))
+    Ok(Box::new(Check {
+        range,
+        digits_too: takes_integer_and_string(parent),
+    }))
+}
+
+/// Whether a schema's `type` names both `integer` and `string`: a 64-bit id that may
+/// come as its digits (the form the SDKs write).
+fn takes_integer_and_string(schema: &Map<String, Value>) -> bool {
+    let Some(Value::Array(types)) = schema.get("type") else {
+        return false;
+    };
+    let named = |name: &str| types.iter().any(|t| t.as_str() == Some(name));
+    named("integer") && named("string")
 }
 
 /// A refused value as its exact digits: a whole number a 64-bit integer cannot hold
@@ -118,21 +147,25 @@ fn exact_digits(value: &Value) -> String {
     }
 }
 
-struct Check(Range);
+struct Check {
+    range: Range,
+    /// The schema takes the id's digits as a string too.
+    digits_too: bool,
+}
 
 impl<'i> Keyword<'i> for Check {
     fn validate(&self, instance: &'i Value) -> Result<(), ValidationError<'i>> {
-        if self.0.takes(instance) {
+        if self.is_valid(instance) {
             return Ok(());
         }
         Err(ValidationError::custom(format!(
             "{} is not {}, which the tool's type takes",
             exact_digits(instance),
-            self.0.name()
+            self.range.name()
         )))
     }
 
     fn is_valid(&self, instance: &'i Value) -> bool {
-        self.0.takes(instance)
+        self.range.takes(instance, self.digits_too)
     }
 }
