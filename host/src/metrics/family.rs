@@ -21,6 +21,26 @@ impl<T: Default> Family<T> {
         Arc::clone(rows.entry(name.to_owned()).or_default())
     }
 
+    /// The row of `name`, as [`Family::row`], while the family has fewer than `cap`
+    /// rows; past that, a name it does not hold yet gets the row of `overflow`
+    /// instead (for labels a tool's payload chooses: a tool cannot grow the series
+    /// without bound).
+    pub(super) fn row_capped(&self, name: &str, cap: usize, overflow: &str) -> Arc<T> {
+        {
+            let rows = self.rows.read().unwrap_or_else(|p| p.into_inner());
+            if let Some(row) = rows.get(name) {
+                return Arc::clone(row);
+            }
+        }
+        let mut rows = self.rows.write().unwrap_or_else(|p| p.into_inner());
+        let name = if rows.len() >= cap && !rows.contains_key(name) {
+            overflow
+        } else {
+            name
+        };
+        Arc::clone(rows.entry(name.to_owned()).or_default())
+    }
+
     /// Every row, by name.
     pub(super) fn rows(&self) -> Vec<(String, Arc<T>)> {
         let rows = self.rows.read().unwrap_or_else(|p| p.into_inner());

@@ -172,9 +172,13 @@ impl EffectCounters {
 /// The downstream an effect of `provider` with `payload` goes to, for the `service`
 /// label: the configured service an HTTP request names (`{"service": "payments"}`),
 /// else its URL's host (`{"url": "https://api.example.com/…"}`, without port or
-/// credentials), else the provider's name. Bounded: services come from the
-/// configuration, hosts from the tools' allowlists.
+/// credentials); for any other provider, or an HTTP request naming neither, the
+/// provider's name. The tool chooses the payload before any allowlist judges it, so
+/// the rows are capped ([`MAX_EFFECT_ROWS`]).
 pub(crate) fn service_of(provider: &str, payload: &serde_json::Value) -> String {
+    if provider != "http" {
+        return provider.to_owned();
+    }
     if let Some(service) = payload.get("service").and_then(|s| s.as_str()) {
         return service.to_owned();
     }
@@ -193,6 +197,14 @@ pub(crate) fn service_of(provider: &str, payload: &serde_json::Value) -> String 
     }
     provider.to_owned()
 }
+
+/// How many (tool, provider, service) rows the effect series hold: the service comes
+/// from what a tool asks for, so past this many a new one is counted as
+/// [`OTHER_SERVICE`].
+const MAX_EFFECT_ROWS: usize = 512;
+
+/// The `service` of effects past [`MAX_EFFECT_ROWS`].
+const OTHER_SERVICE: &str = "other";
 
 /// The key of a (tool, provider, service) row: a separator no configured name holds.
 const PAIR: char = '\u{1f}';
@@ -256,9 +268,11 @@ impl CallMetrics {
     pub(crate) fn effect(&self, provider: &str, service: &str, tool: &str) -> EffectCounters {
         EffectCounters {
             provider: self.providers.row(provider),
-            by_tool: self
-                .by_tool
-                .row(&format!("{tool}{PAIR}{provider}{PAIR}{service}")),
+            by_tool: self.by_tool.row_capped(
+                &format!("{tool}{PAIR}{provider}{PAIR}{service}"),
+                MAX_EFFECT_ROWS,
+                &format!("{tool}{PAIR}{provider}{PAIR}{OTHER_SERVICE}"),
+            ),
         }
     }
 

@@ -216,6 +216,45 @@ fn the_service_of_an_effect_is_its_configured_service_else_its_host_else_its_pro
         "::1"
     );
     assert_eq!(service_of("mail", &json!({"to": "a@b"})), "mail");
+    assert_eq!(
+        service_of("mail", &json!({"service": "chosen-by-the-tool"})),
+        "mail",
+        "only an HTTP request's payload names a service"
+    );
+}
+
+#[test]
+fn services_a_tool_makes_up_stop_growing_the_series_at_the_cap() {
+    let metrics = CallMetrics::default();
+    for n in 0..MAX_EFFECT_ROWS + 50 {
+        metrics
+            .effect("http", &format!("host-{n}.example"), "scan")
+            .attempt_ended("ok");
+    }
+    assert_eq!(
+        metrics.by_tool.rows().len(),
+        MAX_EFFECT_ROWS + 1,
+        "the cap, and one overflow row"
+    );
+    // The opposite case: a service seen before the cap keeps its own row.
+    metrics
+        .effect("http", "host-0.example", "scan")
+        .attempt_ended("ok");
+    let text = rendered(&metrics);
+    let series = |service: &str| {
+        value(
+            &text,
+            &format!(
+                r#"justonce_tool_effect_attempts_total{{tool="scan",provider="http",service="{service}",result="ok"}}"#
+            ),
+        )
+    };
+    assert_eq!(series(OTHER_SERVICE), Some(50.0));
+    assert_eq!(series("host-0.example"), Some(2.0));
+    assert_eq!(
+        series(&format!("host-{}.example", MAX_EFFECT_ROWS + 1)),
+        None
+    );
 }
 
 #[test]
