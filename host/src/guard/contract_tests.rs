@@ -1834,6 +1834,48 @@ fn a_refused_connection_is_known_not_performed_and_the_retry_performs_it_once() 
     assert_eq!(sms.applied().len(), 1, "performed once");
 }
 
+#[test]
+fn a_component_asking_for_an_upstreams_provider_is_refused_and_only_the_gateway_reaches_it() {
+    // An upstream's provider holds the operator's credentials for any of its tools:
+    // a component tool naming it is refused as if it were not configured (nothing
+    // reaches the upstream, nothing is saved); the gateway's own call goes through.
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "mcp:ledger");
+    runner.tool(
+        "ledger_pay",
+        ScriptedRunner::open_schema(),
+        |args, fx: &mut Effects<'_>| match fx.perform_upstream("mcp:ledger", "pay", args.clone()) {
+            Ok(answer) => returned(answer),
+            Err(other) => tool_error("effect_failed", &format!("{other:?}")),
+        },
+    );
+    let ledger = Downstream::new(ProviderClass::Keyed, vec![]);
+    let h = host(runner, &[("mcp:ledger", ledger.clone())]);
+
+    let err = h.guard.call(&pay(10)).unwrap_err();
+    assert!(matches!(err, Error::NotPerformed { seq: 0, .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("no provider named `mcp:ledger`"),
+        "{err}"
+    );
+    assert!(
+        !err.to_string().contains("this host has: mcp:"),
+        "a guest is not told of the upstreams: {err}"
+    );
+    assert!(ledger.attempts().is_empty(), "nothing reached the upstream");
+    assert!(
+        h.journal.entries(None, 10).unwrap().is_empty(),
+        "nothing saved as the outcome"
+    );
+
+    // The opposite case: the upstream tool's own call performs its effect.
+    let mut gateway_call = pay(10);
+    gateway_call.tool = "ledger_pay".into();
+    let done = h.guard.call(&gateway_call).unwrap();
+    assert!(done.outcome.is_success(), "{:?}", done.outcome);
+    assert_eq!(ledger.applied().len(), 1, "the gateway's call reached it");
+}
+
 // --- operators: forget and abandon (issue 17) -----------------------------------------
 
 use crate::journal::{Action, Operated, Operator};
@@ -2505,6 +2547,129 @@ fn a_call_traces_each_effect_and_each_attempt_under_its_keys() {
     );
 }
 
+// --- a call cancelled by its client (MCP tasks/cancel) ------------------------------
+
+/// A tool that emails, pays, then emails a receipt; answers with the payment, or
+/// with a tool error naming the first effect that failed.
+fn order_tool(runner: &mut ScriptedRunner) -> Arc<std::sync::atomic::AtomicU32> {
+    runner.tool(
+        "order",
+        ScriptedRunner::open_schema(),
+        |args, fx: &mut Effects<'_>| {
+            let steps = [
+                fx.perform("mail", "send", json!({"to": "cy", "what": "order"})),
+                fx.perform("payments", "pay", args.clone()),
+                fx.perform("mail", "send", json!({"to": "cy", "what": "receipt"})),
+            ];
+            match steps {
+                [Ok(_), Ok(paid), Ok(_)] => returned(paid),
+                [Err(e), ..] | [_, Err(e), _] | [.., Err(e)] => {
+                    tool_error("effect_failed", &format!("{e:?}"))
+                }
+            }
+        },
+    )
+}
+
+fn order(amount: u64) -> CallRequest {
+    CallRequest::new("order", json!({ "amount": amount }).to_string()).conversation("c1")
+}
+
+/// An order whose email is journaled done and whose payment's outcome is unknown.
+fn stuck_order(
+    amount: u64,
+) -> (
+    Host,
+    Arc<std::sync::atomic::AtomicU32>,
+    Arc<Downstream>,
+    Arc<Downstream>,
+    crate::keys::InvocationKey,
+) {
+    let mut runner = ScriptedRunner::default();
+    let runs = order_tool(&mut runner);
+    let mail = Downstream::new(ProviderClass::Keyed, vec![]);
+    let payments = Downstream::new(
+        ProviderClass::Keyed,
+        vec![Fault::LoseResponse, Fault::FailBefore, Fault::FailBefore],
+    );
+    let h = host(
+        runner,
+        &[("mail", mail.clone()), ("payments", payments.clone())],
+    );
+    let Err(Error::OutcomeUnknown { key, seq: 1, .. }) = h.guard.call(&order(amount)) else {
+        panic!("the payment's outcome should be unknown")
+    };
+    (h, runs, mail, payments, key)
+}
+
+/// The stuck order's payment: tried three times by its first run, once more by the
+/// retry, always under one key, and applied once.
+fn assert_payment_finished_under_its_key(payments: &Downstream) {
+    let attempts = payments.attempts();
+    assert_eq!(attempts.len(), 4, "the retry sent the payment again");
+    assert!(
+        attempts.iter().all(|a| *a == attempts[0]),
+        "every attempt carried the same key: {attempts:?}"
+    );
+    assert_eq!(payments.applied().len(), 1, "the payment happened once");
+}
+
+#[test]
+fn a_cancelled_calls_retry_replays_its_journaled_effects_and_performs_no_new_one() {
+    let (h, runs, mail, payments, key) = stuck_order(10);
+    super::cancel::cancel(key.as_str());
+
+    let retry = h
+        .guard
+        .call(&order(10))
+        .expect("no divergence: nothing diverged");
+
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "the retry happened");
+    assert_eq!(retry.key, key, "both attempts carried the same key");
+    assert!(!retry.replayed);
+    assert_eq!(
+        mail.attempts().len(),
+        1,
+        "the journaled email replayed, not sent again"
+    );
+    // The payment journaled pending is finished under its key, as any resumed run does.
+    assert_payment_finished_under_its_key(&payments);
+    assert_eq!(
+        mail.applied().len(),
+        1,
+        "the receipt, a new effect, was refused"
+    );
+    assert!(
+        matches!(&retry.outcome, Outcome::ToolError { message, .. } if message.contains("cancelled by its client")),
+        "the agent was told: {:?}",
+        retry.outcome
+    );
+    let again = h.guard.call(&order(10)).unwrap();
+    assert!(again.replayed, "that outcome is saved");
+    assert_eq!(again.outcome, retry.outcome);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn a_retry_of_a_call_not_cancelled_performs_its_remaining_effects() {
+    let (h, runs, mail, payments, key) = stuck_order(11);
+
+    let retry = h.guard.call(&order(11)).unwrap();
+
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "the retry happened");
+    assert_eq!(retry.key, key, "both attempts carried the same key");
+    assert_payment_finished_under_its_key(&payments);
+    assert!(
+        retry.outcome.is_success(),
+        "the agent was told: {:?}",
+        retry.outcome
+    );
+    let sent = mail.attempts();
+    assert_eq!(sent.len(), 2, "the email once, the receipt once");
+    assert_ne!(sent[0], sent[1], "two different effects");
+    assert_eq!(mail.applied().len(), 2);
+}
+
 // --- every journal ------------------------------------------------------------------
 //
 // The tests above run on the in-memory SQLite journal; `on_postgres!` runs each of
@@ -2621,6 +2786,8 @@ on_postgres!(
     an_unknown_outcome_is_not_saved_and_the_retry_resumes_under_the_same_key,
     a_throttled_downstream_is_retried_after_its_retry_after_under_the_same_key,
     an_unkeyed_effect_whose_outcome_is_unknown_is_never_repeated_until_a_person_resolves_it,
+    a_cancelled_calls_retry_replays_its_journaled_effects_and_performs_no_new_one,
+    a_retry_of_a_call_not_cancelled_performs_its_remaining_effects,
     a_transactional_effect_commits_with_its_record_exactly_once,
     past_retention_the_same_call_is_a_new_effect_under_a_new_downstream_key,
     a_call_left_open_never_expires_and_gc_keeps_it,
@@ -2635,6 +2802,7 @@ on_postgres!(
     a_resumed_run_sees_the_clock_its_first_run_saw,
     an_effect_the_configuration_refuses_is_not_saved_and_succeeds_once_it_is_fixed,
     a_refused_connection_is_known_not_performed_and_the_retry_performs_it_once,
+    a_component_asking_for_an_upstreams_provider_is_refused_and_only_the_gateway_reaches_it,
     a_forgotten_call_runs_again_under_new_downstream_keys_and_the_journal_says_who,
     forget_is_refused_for_an_effect_whose_outcome_is_unknown_and_allowed_with_force,
     forget_and_abandon_are_refused_for_a_running_call_unless_forced_and_the_run_is_fenced,

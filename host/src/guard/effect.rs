@@ -133,14 +133,16 @@ impl EffectHandler for EffectSession {
         operation: &str,
         payload: &str,
     ) -> Result<Result<String, EffectFailure>, String> {
-        match self.guard(provider, operation, payload) {
-            Ok(answer) => Ok(answer),
-            Err(fault) => {
-                let message = fault.to_string();
-                self.host_fault = Some(fault);
-                Err(message)
-            }
-        }
+        self.guarded(provider, operation, payload, Caller::Guest)
+    }
+
+    fn perform_upstream(
+        &mut self,
+        provider: &str,
+        operation: &str,
+        payload: &str,
+    ) -> Result<Result<String, EffectFailure>, String> {
+        self.guarded(provider, operation, payload, Caller::Gateway)
     }
 
     fn entropy(&self) -> &GuestEntropy {
@@ -152,7 +154,34 @@ impl EffectHandler for EffectSession {
     }
 }
 
+/// Who asked for an effect: an upstream's provider (`mcp:NAME`) is the gateway's
+/// alone, never a guest's.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Caller {
+    /// A guest's `perform` (a component tool).
+    Guest,
+    /// The gateway's runner, for an upstream tool's call.
+    Gateway,
+}
+
 impl EffectSession {
+    fn guarded(
+        &mut self,
+        provider: &str,
+        operation: &str,
+        payload: &str,
+        caller: Caller,
+    ) -> Result<Result<String, EffectFailure>, String> {
+        match self.guard(provider, operation, payload, caller) {
+            Ok(answer) => Ok(answer),
+            Err(fault) => {
+                let message = fault.to_string();
+                self.host_fault = Some(fault);
+                Err(message)
+            }
+        }
+    }
+
     /// A session for one run of the `prepared` call under `owner`'s lease.
     pub(crate) fn new(
         shared: Arc<Shared>,
@@ -195,6 +224,7 @@ impl EffectSession {
         provider_name: &str,
         operation: &str,
         payload: &str,
+        caller: Caller,
     ) -> Result<Result<String, EffectFailure>, Error> {
         // 1. Checks that need no journal.
         if self.interrupted.is_some() {
@@ -220,10 +250,24 @@ impl EffectSession {
                 ))));
             }
         };
-        let Some(provider) = self.shared.providers.get(provider_name).cloned() else {
+        // An upstream's provider carries the operator's credentials to any of its
+        // tools: a guest asking for it is refused as if it were not configured (it
+        // is not, for a component), and learns nothing of the upstreams.
+        let is_upstream = |name: &str| name.starts_with(crate::upstream::PROVIDER_PREFIX);
+        let provider = match caller {
+            Caller::Guest if is_upstream(provider_name) => None,
+            _ => self.shared.providers.get(provider_name).cloned(),
+        };
+        let Some(provider) = provider else {
             // The host's configuration, not the tool: nothing is saved, and the call
             // succeeds once the provider is configured.
-            let known: Vec<&str> = self.shared.providers.keys().map(String::as_str).collect();
+            let known: Vec<&str> = self
+                .shared
+                .providers
+                .keys()
+                .map(String::as_str)
+                .filter(|name| caller == Caller::Gateway || !is_upstream(name))
+                .collect();
             let reason = format!(
                 "no provider named `{provider_name}` is configured; this host has: {}",
                 known.join(", ")

@@ -65,7 +65,8 @@ impl Runner for GatewayRunner {
         let arguments: Value =
             serde_json::from_str(args).unwrap_or_else(|_| Value::Object(Default::default()));
         let payload = json!({ "arguments": arguments }).to_string();
-        let answer = handler.perform(&upstream.provider_name(), &found.upstream_name, &payload);
+        let answer =
+            handler.perform_upstream(&upstream.provider_name(), &found.upstream_name, &payload);
         let outcome = match answer {
             Ok(Ok(result)) => upstream_outcome(&result),
             Ok(Err(EffectFailure::Rejected(error))) => refused(&error),

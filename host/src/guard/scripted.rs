@@ -47,6 +47,27 @@ impl Effects<'_> {
         }
     }
 
+    /// What the gateway's runner asks for an upstream tool's call (never a guest).
+    #[cfg(test)]
+    pub(crate) fn perform_upstream(
+        &mut self,
+        provider: &str,
+        operation: &str,
+        payload: Value,
+    ) -> Result<Value, EffectFailure> {
+        match self
+            .handler
+            .perform_upstream(provider, operation, &payload.to_string())
+        {
+            Ok(Ok(text)) => Ok(serde_json::from_str(&text).unwrap_or(Value::String(text))),
+            Ok(Err(failure)) => Err(failure),
+            Err(fault) => {
+                self.fault = Some(fault.clone());
+                Err(EffectFailure::Denied(fault))
+            }
+        }
+    }
+
     /// The guest's random seed's generation, to tell runs of one invocation apart.
     pub(crate) fn started_ms(&self) -> i64 {
         self.handler.entropy().started_ms

@@ -47,6 +47,16 @@ pub(crate) trait EffectHandler: Send + 'static {
         payload: &str,
     ) -> Result<Result<String, EffectFailure>, String>;
 
+    /// Performs the one effect of an upstream MCP tool's call (the provider
+    /// `mcp:NAME`), which the gateway's runner asks for on that call's behalf. A
+    /// guest's `perform` never reaches it: only this may use an `mcp:` provider.
+    fn perform_upstream(
+        &mut self,
+        provider: &str,
+        operation: &str,
+        payload: &str,
+    ) -> Result<Result<String, EffectFailure>, String>;
+
     /// The clock start and random seed this call's guest sees.
     fn entropy(&self) -> &GuestEntropy;
 

@@ -36,6 +36,10 @@ pub const IDEMPOTENCY_KEY_META: &str = "dev.justonce/idempotency-key";
 /// hold the result's `content` and `structuredContent`, which MCP answers as they came.
 pub const UPSTREAM_ERROR: &str = "upstream_error";
 
+/// How the provider of an upstream's calls is named: `mcp:NAME`. Only the gateway's
+/// own call of an upstream tool may use it, never a component's guest.
+pub const PROVIDER_PREFIX: &str = "mcp:";
+
 /// How long a crashed upstream is left before it is started again, first; each
 /// crash in a row doubles it, up to [`MAX_RESTART_BACKOFF`].
 const FIRST_RESTART_BACKOFF: Duration = Duration::from_millis(100);
@@ -191,7 +195,7 @@ impl Upstream {
 
     /// The provider name its effects are journaled under.
     pub fn provider_name(&self) -> String {
-        format!("mcp:{}", self.name)
+        format!("{PROVIDER_PREFIX}{}", self.name)
     }
 
     /// The running client, started (or started again, after the backoff its crashes
@@ -507,6 +511,53 @@ mod tests {
             json!({ "name": "no_schema" }),
             json!({ "name": "broken", "inputSchema": { "type": 7 } }),
         ])
+    }
+
+    #[test]
+    fn its_provider_refuses_an_operation_that_is_not_an_offered_tool() {
+        use crate::provider::{Provider, ProviderError, ReadRequest};
+        let mut config = UpstreamConfig::command(vec!["/nonexistent/justonce-upstream".into()]);
+        config.exclude = vec!["delete".into()];
+        let upstream = Arc::new(Upstream::new("u", config.clone()));
+        *upstream.tools.write().unwrap() = Some(Arc::new(upstream.offered(vec![
+            entry("create", json!({})),
+            entry("delete", json!({ "idempotentHint": true })),
+        ])));
+        let provider = UpstreamProvider::new(Arc::clone(&upstream));
+        let invocation = crate::keys::InvocationKey::from_stored("0".repeat(32));
+        let payload = json!({ "arguments": {} });
+        let read = |operation| {
+            provider.read(&ReadRequest {
+                tool: "create",
+                invocation: &invocation,
+                attempt: 1,
+                operation,
+                payload: &payload,
+            })
+        };
+        for refused in ["delete", "never_listed"] {
+            match read(refused) {
+                Err(ProviderError::NotPerformed { reason, retry }) => {
+                    assert!(!retry, "a configuration refusal");
+                    assert!(
+                        reason.contains(&format!(
+                            "`{refused}` is not a tool the host offers of the upstream `u`"
+                        )),
+                        "{reason}"
+                    );
+                }
+                other => panic!("{refused}: {other:?}"),
+            }
+        }
+        // The opposite case: an offered tool is sent (here, to a server that cannot
+        // start: nothing was sent, worth retrying).
+        match read("create") {
+            Err(ProviderError::NotPerformed { reason, retry }) => {
+                assert!(retry, "{reason}");
+                assert!(!reason.contains("is not a tool"), "{reason}");
+            }
+            other => panic!("create: {other:?}"),
+        }
     }
 
     #[test]

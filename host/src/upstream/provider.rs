@@ -31,6 +31,17 @@ impl UpstreamProvider {
         payload: &Value,
         key: Option<&str>,
     ) -> Result<Value, ProviderError> {
+        // Only a tool the host offers of this upstream: never one the configuration
+        // leaves out (`exclude`), nor one it never listed.
+        if self.upstream.tool(operation).is_none() {
+            return Err(ProviderError::NotPerformed {
+                reason: format!(
+                    "`{operation}` is not a tool the host offers of the upstream `{}`",
+                    self.upstream.name()
+                ),
+                retry: false,
+            });
+        }
         let arguments = payload
             .get("arguments")
             .cloned()
