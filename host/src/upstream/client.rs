@@ -37,6 +37,10 @@ pub(crate) enum ClientError {
     Refused(Value),
 }
 
+/// The only variables of the host's environment a stdio upstream is started with
+/// (besides its configured `env`): enough to find programs and a home directory.
+pub(crate) const INHERITED_ENV: &[&str] = &["PATH", "HOME", "LANG"];
+
 type Pending = Arc<Mutex<HashMap<u64, Sender<Value>>>>;
 
 /// Called (on the thread that reads the upstream) when it says its tools changed.
@@ -55,8 +59,10 @@ pub(crate) struct StdioClient {
 }
 
 impl StdioClient {
-    /// Starts `command` with `env` added to this process's environment; `upstream`
-    /// names it in the log; `list_changed` is called when it says its tools changed.
+    /// Starts `command` with an environment of its own: `PATH`, `HOME` and `LANG`
+    /// of this process's (when set) and `env`, nothing else (the host's database URL
+    /// and credentials are not an upstream's business). `upstream` names it in the
+    /// log; `list_changed` is called when it says its tools changed.
     pub(crate) fn spawn(
         upstream: &str,
         command: &[String],
@@ -66,8 +72,13 @@ impl StdioClient {
         let (program, args) = command
             .split_first()
             .ok_or_else(|| format!("upstream `{upstream}`: `command` is empty"))?;
+        let inherited = INHERITED_ENV
+            .iter()
+            .filter_map(|name| Some((*name, std::env::var_os(name)?)));
         let mut child = Command::new(program)
             .args(args)
+            .env_clear()
+            .envs(inherited)
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

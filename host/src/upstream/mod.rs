@@ -513,6 +513,46 @@ mod tests {
         ])
     }
 
+    /// An answer of the fake server's: `result` for the request `id`.
+    const INITIALIZED: &str = r#"read -r l; echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"t","version":"0"}}}'; read -r l"#;
+
+    /// An upstream that is the shell script `script`, after it answered initialize
+    /// (request 1) and read `notifications/initialized`; its next request is 2.
+    fn scripted(script: &str, config: impl FnOnce(&mut UpstreamConfig)) -> Upstream {
+        let mut upstream = UpstreamConfig::command(vec![
+            "sh".into(),
+            "-c".into(),
+            format!("{INITIALIZED}; {script}"),
+        ]);
+        upstream.timeout = std::time::Duration::from_secs(10);
+        config(&mut upstream);
+        Upstream::new("fake", upstream)
+    }
+
+    fn names(tools: &[UpstreamTool]) -> Vec<&str> {
+        tools.iter().map(|t| t.name.as_str()).collect()
+    }
+
+    #[test]
+    fn a_stdio_upstream_sees_its_configured_env_and_not_the_hosts() {
+        // A variable cargo sets in every test's environment: the host has it.
+        const HOSTS: &str = "CARGO_MANIFEST_DIR";
+        assert!(std::env::var_os(HOSTS).is_some(), "{HOSTS} is set here");
+        // It names its one tool after what it sees (tools/list is request 2).
+        let script = format!(
+            r#"read -r l; h=absent; [ -n "${{{HOSTS}+x}}" ] && h=present; c=absent; [ "$CONFIGURED" = yes ] && c=present; p=absent; [ -n "$PATH" ] && p=present
+echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configured_'$c'_path_'$p'","inputSchema":{{"type":"object"}}}}]}}}}'; read -r l"#
+        );
+        let upstream = scripted(&script, |config| {
+            config.env.insert("CONFIGURED".into(), "yes".into());
+        });
+        let tools = upstream.tools().unwrap();
+        assert_eq!(
+            names(&tools),
+            ["host_absent_configured_present_path_present"]
+        );
+    }
+
     #[test]
     fn its_provider_refuses_an_operation_that_is_not_an_offered_tool() {
         use crate::provider::{Provider, ProviderError, ReadRequest};
