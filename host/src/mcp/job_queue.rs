@@ -198,7 +198,7 @@ mod tests {
                 .unwrap()
         };
         let first = spawn("first");
-        while queue.lock().idle.len() < 1 {
+        while queue.lock().idle.is_empty() {
             std::thread::yield_now();
         }
         let second = spawn("second");
