@@ -233,12 +233,6 @@ impl EffectSession {
                     .into(),
             )));
         }
-        if super::cancel::is_cancelled(self.invocation.as_str()) {
-            return Ok(Err(EffectFailure::Denied(
-                "the call was cancelled by its client (tasks/cancel): no further effects are performed"
-                    .into(),
-            )));
-        }
         let payload: Value = match serde_json::from_str(payload) {
             Ok(payload) => payload,
             Err(e) => {
@@ -345,6 +339,16 @@ impl EffectSession {
                     record.response.as_deref().unwrap_or(""),
                 )));
             }
+        }
+
+        // A cancelled call replays what it journaled as done (above), finishes one it
+        // journaled as pending (under its key), and claims nothing new: the refusal
+        // takes this position, as a performed effect would.
+        if existing.is_none() && super::cancel::is_cancelled(self.invocation.as_str()) {
+            return Ok(Err(EffectFailure::Denied(
+                "the call was cancelled by its client (tasks/cancel): no further effects are performed"
+                    .into(),
+            )));
         }
 
         let class = provider.class_of(operation, payload);
