@@ -41,6 +41,67 @@ pub(crate) enum ClientError {
 /// (besides its configured `env`): enough to find programs and a home directory.
 pub(crate) const INHERITED_ENV: &[&str] = &["PATH", "HOME", "LANG"];
 
+/// The longest line read from an upstream's output: a longer one is dropped with a
+/// warning (the answer it carried is lost), never held in memory whole.
+pub(crate) const MAX_LINE_BYTES: usize = 17 << 20;
+
+/// The longest line of an upstream's stderr kept for the log; a longer one is
+/// dropped with a warning.
+const MAX_STDERR_LINE_BYTES: usize = 64 << 10;
+
+/// One line of an upstream's output, read without holding more than a cap of it.
+#[derive(Debug, PartialEq)]
+enum Line {
+    /// A line (its newline taken off).
+    Read(String),
+    /// A line longer than the cap, read to its end and dropped: its length.
+    Overlong(usize),
+    /// The output closed (or could not be read).
+    End,
+}
+
+/// Reads the next line of `reader`, keeping at most `max` bytes of it.
+fn read_line(reader: &mut impl BufRead, max: usize) -> Line {
+    let mut line = Vec::new();
+    let mut length = 0usize;
+    loop {
+        let buffer = match reader.fill_buf() {
+            Ok(buffer) => buffer,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return Line::End,
+        };
+        if buffer.is_empty() {
+            // The output closed: a last line without its newline still counts.
+            return match length {
+                0 => Line::End,
+                _ if length > max => Line::Overlong(length),
+                _ => Line::Read(String::from_utf8_lossy(&line).into_owned()),
+            };
+        }
+        let (chunk, done) = match buffer.iter().position(|&b| b == b'\n') {
+            Some(at) => (&buffer[..at], Some(at + 1)),
+            None => (buffer, None),
+        };
+        length = length.saturating_add(chunk.len());
+        if length <= max {
+            line.extend_from_slice(chunk);
+        } else {
+            line = Vec::new();
+        }
+        let used = done.unwrap_or(chunk.len());
+        reader.consume(used);
+        if done.is_some() {
+            if length > max {
+                return Line::Overlong(length);
+            }
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            return Line::Read(String::from_utf8_lossy(&line).into_owned());
+        }
+    }
+}
+
 type Pending = Arc<Mutex<HashMap<u64, Sender<Value>>>>;
 
 /// Called (on the thread that reads the upstream) when it says its tools changed.
@@ -95,9 +156,17 @@ impl StdioClient {
         std::thread::Builder::new()
             .name(format!("upstream-{upstream}-stderr"))
             .spawn(move || {
-                for line in BufReader::new(stderr).lines() {
-                    let Ok(line) = line else { break };
-                    tracing::info!(target: "justonce::upstream", upstream = %name, "{line}");
+                let mut stderr = BufReader::new(stderr);
+                loop {
+                    match read_line(&mut stderr, MAX_STDERR_LINE_BYTES) {
+                        Line::Read(line) => {
+                            tracing::info!(target: "justonce::upstream", upstream = %name, "{line}")
+                        }
+                        Line::Overlong(length) => {
+                            tracing::warn!(target: "justonce::upstream", upstream = %name, "a line of {length} bytes on its stderr was dropped (the cap is {MAX_STDERR_LINE_BYTES})")
+                        }
+                        Line::End => break,
+                    }
                 }
             })
             .map_err(|e| e.to_string())?;
@@ -191,10 +260,7 @@ impl StdioClient {
         };
         self.forget(id);
         match answer {
-            Ok(message) => match message.get("error") {
-                Some(error) => Err(ClientError::Refused(error.clone())),
-                None => Ok(message.get("result").cloned().unwrap_or(Value::Null)),
-            },
+            Ok(message) => answer_of(&self.upstream, method, message),
             // Not cancelled upstream: a call that was sent is never abandoned halfway;
             // its outcome is unknown, and the guard decides what that allows.
             Err(RecvTimeoutError::Timeout) => Err(ClientError::Lost(format!(
@@ -254,8 +320,17 @@ struct Reader {
 
 impl Reader {
     fn run(self, stdout: impl std::io::Read) {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
+        let mut stdout = BufReader::new(stdout);
+        loop {
+            let line = match read_line(&mut stdout, MAX_LINE_BYTES) {
+                Line::Read(line) => line,
+                Line::Overlong(length) => {
+                    // Whatever it answered is lost: its request ends as no answer.
+                    tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, "a message of {length} bytes was dropped (the cap is {MAX_LINE_BYTES}); a request it answered gets no answer");
+                    continue;
+                }
+                Line::End => break,
+            };
             if line.trim().is_empty() {
                 continue;
             }
@@ -339,6 +414,24 @@ impl Reader {
     }
 }
 
+/// The result of a JSON-RPC response to `method`, or the error it carries. One with
+/// neither breaks the protocol: no answer (not an empty success).
+pub(crate) fn answer_of(
+    upstream: &str,
+    method: &str,
+    mut message: Value,
+) -> Result<Value, ClientError> {
+    if let Some(error) = message.get("error") {
+        return Err(ClientError::Refused(error.clone()));
+    }
+    match message.get_mut("result") {
+        Some(result) => Ok(result.take()),
+        None => Err(ClientError::Lost(format!(
+            "upstream `{upstream}` answered {method} with neither a result nor an error (not JSON-RPC)"
+        ))),
+    }
+}
+
 /// Hands an upstream's `notifications/progress` to this thread's listener as a
 /// progress report of `tool`.
 pub(crate) fn deliver_progress(tool: &str, message: &Value) {
@@ -355,4 +448,42 @@ pub(crate) fn deliver_progress(tool: &str, message: &Value) {
             message: field("message").and_then(Value::as_str),
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_over_the_cap_is_dropped_and_the_next_one_read() {
+        let text = format!("short\r\n{}\nnext\nlast", "x".repeat(100));
+        let mut reader = std::io::BufReader::with_capacity(8, text.as_bytes());
+        assert_eq!(read_line(&mut reader, 10), Line::Read("short".into()));
+        assert_eq!(read_line(&mut reader, 10), Line::Overlong(100));
+        assert_eq!(read_line(&mut reader, 10), Line::Read("next".into()));
+        assert_eq!(read_line(&mut reader, 10), Line::Read("last".into()));
+        assert_eq!(read_line(&mut reader, 10), Line::End);
+    }
+
+    #[test]
+    fn a_response_without_result_or_error_is_no_answer() {
+        let answer = answer_of("u", "tools/call", json!({ "jsonrpc": "2.0", "id": 3 }));
+        assert!(
+            matches!(&answer, Err(ClientError::Lost(m)) if m.contains("neither a result nor an error")),
+            "{answer:?}"
+        );
+        // The opposite cases: a result, an error.
+        let ok = answer_of(
+            "u",
+            "tools/call",
+            json!({ "id": 3, "result": { "content": [] } }),
+        );
+        assert_eq!(ok, Ok(json!({ "content": [] })));
+        let refused = answer_of(
+            "u",
+            "tools/call",
+            json!({ "id": 3, "error": { "code": -1 } }),
+        );
+        assert_eq!(refused, Err(ClientError::Refused(json!({ "code": -1 }))));
+    }
 }

@@ -36,6 +36,17 @@ pub const IDEMPOTENCY_KEY_META: &str = "dev.justonce/idempotency-key";
 /// hold the result's `content` and `structuredContent`, which MCP answers as they came.
 pub const UPSTREAM_ERROR: &str = "upstream_error";
 
+/// The most pages of `tools/list` read from one upstream: one answering a next
+/// cursor forever is an error, not a loop.
+pub const MAX_TOOLS_PAGES: usize = 100;
+
+/// The most tools listed from one upstream.
+pub const MAX_TOOLS: usize = 10_000;
+
+/// The largest `tools/call` result saved as an effect's answer (as the HTTP client's
+/// cap on a response): a larger one is no answer, with an error naming the cap.
+pub const MAX_RESULT_BYTES: usize = 16 << 20;
+
 /// How the provider of an upstream's calls is named: `mcp:NAME`. Only the gateway's
 /// own call of an upstream tool may use it, never a component's guest.
 pub const PROVIDER_PREFIX: &str = "mcp:";
@@ -155,6 +166,42 @@ pub struct Upstream {
     stale: Arc<AtomicBool>,
     /// Told when the upstream said its tools changed.
     listeners: Arc<Mutex<Vec<client::ListChanged>>>,
+    /// At most one refresh after a `list_changed` under way, and one more asked for.
+    refresh: Arc<Refresh>,
+}
+
+/// Coalesces the refreshes a flood of `notifications/tools/list_changed` asks for:
+/// one runs at a time, and any number asked for while it runs is one more after it.
+#[derive(Debug, Default)]
+struct Refresh {
+    /// 0 idle, 1 running, 2 running with another asked for.
+    state: std::sync::atomic::AtomicU8,
+}
+
+impl Refresh {
+    /// Asks for a refresh: whether the caller is to start one (none was running).
+    fn ask(&self) -> bool {
+        self.state
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| Some((s + 1).min(2)))
+            == Ok(0)
+    }
+
+    /// Said by the running refresh when it is done: whether to run once more.
+    fn again(&self) -> bool {
+        loop {
+            let swap = |from, to| {
+                self.state
+                    .compare_exchange(from, to, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            };
+            if swap(2, 1) {
+                return true;
+            }
+            if swap(1, 0) {
+                return false;
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Upstream {
@@ -176,6 +223,7 @@ impl Upstream {
             tools: RwLock::new(None),
             stale: Arc::default(),
             listeners: Arc::default(),
+            refresh: Arc::default(),
         }
     }
 
@@ -253,15 +301,29 @@ impl Upstream {
                 let env = self.filled_in("env", &self.config.env)?;
                 let (stale, listeners) = (Arc::clone(&self.stale), Arc::clone(&self.listeners));
                 let name = self.name.clone();
+                let refresh = Arc::clone(&self.refresh);
                 let changed: client::ListChanged = Arc::new(move || {
                     stale.store(true, Ordering::SeqCst);
                     tracing::info!(target: "justonce::upstream", upstream = %name, "its tools changed; listing them again");
-                    let listeners = listeners.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    if !refresh.ask() {
+                        return; // one is under way and another will follow it
+                    }
+                    let listeners = Arc::clone(&listeners);
+                    let refresh = Arc::clone(&refresh);
                     // Not on the thread that reads the upstream: a listener lists
                     // the tools again, and that answer comes through that thread.
                     let _ = std::thread::Builder::new()
                         .name("upstream-tools-changed".into())
-                        .spawn(move || listeners.iter().for_each(|listener| listener()));
+                        .spawn(move || {
+                            loop {
+                                let now =
+                                    listeners.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                                now.iter().for_each(|listener| listener());
+                                if !refresh.again() {
+                                    break;
+                                }
+                            }
+                        });
                 });
                 client::StdioClient::spawn(&self.name, &self.config.command, &env, changed)
                     .map(Connection::Stdio)
@@ -313,6 +375,7 @@ impl Upstream {
         let client = self.client().map_err(|e| e.to_string())?;
         let mut entries = Vec::new();
         let mut cursor: Option<Value> = None;
+        let mut pages = 0usize;
         loop {
             let params = match &cursor {
                 Some(cursor) => json!({ "cursor": cursor }),
@@ -324,8 +387,16 @@ impl Upstream {
             if let Some(Value::Array(tools)) = page.get("tools") {
                 entries.extend(tools.iter().cloned());
             }
+            pages += 1;
             match page.get("nextCursor") {
-                Some(next) if !next.is_null() && entries.len() < 10_000 => {
+                Some(next) if !next.is_null() => {
+                    if pages >= MAX_TOOLS_PAGES || entries.len() >= MAX_TOOLS {
+                        return Err(format!(
+                            "upstream `{}`: tools/list still had more after {pages} pages and {} tools (the host reads at most {MAX_TOOLS_PAGES} pages, {MAX_TOOLS} tools)",
+                            self.name,
+                            entries.len()
+                        ));
+                    }
                     cursor = Some(next.clone())
                 }
                 _ => break,
@@ -431,8 +502,20 @@ impl Upstream {
         if answer.is_ok() {
             self.crashes.lock().unwrap_or_else(|p| p.into_inner()).0 = 0;
         }
-        answer
+        answer.and_then(|result| within_cap(&self.name, result, MAX_RESULT_BYTES))
     }
+}
+
+/// `result`, unless its JSON is longer than `cap` bytes: then no answer (it cannot
+/// be saved), with an error naming the cap.
+fn within_cap(upstream: &str, result: Value, cap: usize) -> Result<Value, ClientError> {
+    let size = serde_json::to_vec(&result).map_or(usize::MAX, |v| v.len());
+    if size > cap {
+        return Err(ClientError::Lost(format!(
+            "upstream `{upstream}` answered tools/call with a result of {size} bytes, over the cap of {cap} bytes a saved answer may have"
+        )));
+    }
+    Ok(result)
 }
 
 /// Every upstream of a host, found by the names their tools are offered under.
@@ -551,6 +634,53 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
             names(&tools),
             ["host_absent_configured_present_path_present"]
         );
+    }
+
+    #[test]
+    fn an_upstream_answering_a_next_cursor_forever_is_an_error_after_the_page_cap() {
+        // Every tools/list (requests 2, 3, …) answered with one more page.
+        let script = r#"n=2; while read -r l; do echo '{"jsonrpc":"2.0","id":'$n',"result":{"tools":[],"nextCursor":"more"}}'; n=$((n+1)); done"#;
+        let err = scripted(script, |_| {}).tools().unwrap_err();
+        assert!(
+            err.contains("upstream `fake`")
+                && err.contains(&format!("after {MAX_TOOLS_PAGES} pages")),
+            "{err}"
+        );
+        // The opposite: a last page without a cursor ends the list.
+        let script = r#"read -r l; echo '{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"a","inputSchema":{"type":"object"}}],"nextCursor":"p2"}}'; read -r l; echo '{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"b","inputSchema":{"type":"object"}}]}}'; read -r l"#;
+        let tools = scripted(script, |_| {}).tools().unwrap();
+        assert_eq!(names(&tools), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_reply_with_neither_result_nor_error_is_no_answer_not_an_empty_list() {
+        let script = r#"read -r l; echo '{"jsonrpc":"2.0","id":2}'; read -r l"#;
+        let err = scripted(script, |_| {}).tools().unwrap_err();
+        assert!(err.contains("neither a result nor an error"), "{err}");
+    }
+
+    #[test]
+    fn a_result_over_the_cap_is_no_answer_naming_the_cap() {
+        let result = json!({ "content": [{ "type": "text", "text": "x".repeat(100) }] });
+        let over = within_cap("u", result.clone(), 50);
+        assert!(
+            matches!(&over, Err(ClientError::Lost(m)) if m.contains("over the cap of 50 bytes")),
+            "{over:?}"
+        );
+        assert_eq!(within_cap("u", result.clone(), 1000), Ok(result));
+    }
+
+    #[test]
+    fn a_flood_of_list_changed_runs_one_refresh_and_at_most_one_more() {
+        let refresh = Refresh::default();
+        assert!(refresh.ask(), "the first starts one");
+        assert!(
+            !refresh.ask() && !refresh.ask() && !refresh.ask(),
+            "the flood starts none"
+        );
+        assert!(refresh.again(), "one more after it");
+        assert!(!refresh.again(), "and no more");
+        assert!(refresh.ask(), "a later one starts again");
     }
 
     #[test]
