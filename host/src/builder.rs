@@ -629,6 +629,7 @@ impl HostBuilder {
             clock: self.clock,
             retry: self.retry,
             metrics: Default::default(),
+            tasks: Default::default(),
         });
         for tool in retention.tools.keys() {
             if runtime.tool(tool).is_none() {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::call::{CallRequest, CallResponse};
 use crate::clock::Clock;
 use crate::error::Result;
+pub(crate) use crate::guard::RunningTask;
 use crate::guard::{Guard, Shared};
 use crate::http::HttpConfig;
 use crate::journal::{
@@ -226,7 +227,38 @@ impl Host {
     /// unless `force`.
     pub fn forget(&self, key: &InvocationKey, by: &str, force: bool) -> Result<Operated> {
         let operator = self.operator(by, force);
-        self.shared().journal.forget(key, &operator)
+        let forgotten = self.shared().journal.forget(key, &operator)?;
+        // The call that runs next under this key is a new one: not cancelled.
+        self.shared().tasks.forget(key.as_str());
+        Ok(forgotten)
+    }
+
+    /// Cancels the call of the MCP task `key` on this host (`tasks/cancel`): it
+    /// performs no new effect; one its journal holds replays. Kept in this host's
+    /// memory, until the call's record is gone.
+    pub(crate) fn cancel_task(&self, key: &str) {
+        self.shared().tasks.cancel(key);
+    }
+
+    /// Whether the call of the MCP task `key` was cancelled on this host.
+    pub(crate) fn task_cancelled(&self, key: &str) -> bool {
+        self.shared().tasks.is_cancelled(key)
+    }
+
+    /// Notes that the call of the MCP task `key` runs on this host (what
+    /// `tasks/get` answers before the call journals anything).
+    pub(crate) fn task_started(&self, key: &str, task: RunningTask) {
+        self.shared().tasks.started(key, task);
+    }
+
+    /// Notes that the call of the MCP task `key` stopped running on this host.
+    pub(crate) fn task_stopped(&self, key: &str) {
+        self.shared().tasks.stopped(key);
+    }
+
+    /// The call of the MCP task `key`, if it runs on this host.
+    pub(crate) fn running_task(&self, key: &str) -> Option<RunningTask> {
+        self.shared().tasks.running(key)
     }
 
     /// Closes one diverged or stuck call with a saved `abandoned` outcome that lists

@@ -180,6 +180,7 @@ fn host_renewing(
             max_retry_after: Duration::from_secs(5),
         },
         metrics: Default::default(),
+        tasks: Default::default(),
     });
     let policy = Policy {
         retention: Arc::new(Retention::new(RETENTION)),
@@ -2616,18 +2617,12 @@ fn assert_payment_finished_under_its_key(payments: &Downstream) {
 
 #[test]
 fn a_cancelled_calls_retry_replays_its_journaled_effects_and_performs_no_new_one() {
-    // Cancels are kept process-wide: each journal's run cancels a call of its own.
-    let amount = if BACKEND.get() == Backend::Sqlite {
-        10
-    } else {
-        12
-    };
-    let (h, runs, mail, payments, key) = stuck_order(amount);
-    super::cancel::cancel(key.as_str());
+    let (h, runs, mail, payments, key) = stuck_order(10);
+    h.guard.shared.tasks.cancel(key.as_str());
 
     let retry = h
         .guard
-        .call(&order(amount))
+        .call(&order(10))
         .expect("no divergence: nothing diverged");
 
     assert_eq!(runs.load(Ordering::SeqCst), 2, "the retry happened");
@@ -2650,7 +2645,7 @@ fn a_cancelled_calls_retry_replays_its_journaled_effects_and_performs_no_new_one
         "the agent was told: {:?}",
         retry.outcome
     );
-    let again = h.guard.call(&order(amount)).unwrap();
+    let again = h.guard.call(&order(10)).unwrap();
     assert!(again.replayed, "that outcome is saved");
     assert_eq!(again.outcome, retry.outcome);
     assert_eq!(runs.load(Ordering::SeqCst), 2);
@@ -2674,6 +2669,109 @@ fn a_retry_of_a_call_not_cancelled_performs_its_remaining_effects() {
     assert_eq!(sent.len(), 2, "the email once, the receipt once");
     assert_ne!(sent[0], sent[1], "two different effects");
     assert_eq!(mail.applied().len(), 2);
+}
+
+/// Whether `outcome` tells the agent its call was cancelled.
+fn told_cancelled(outcome: &Outcome) -> bool {
+    matches!(outcome, Outcome::ToolError { message, .. } if message.contains("cancelled by its client"))
+}
+
+/// `pay(10)` (or `request`) on `h`, cancelled before it starts: its payment is
+/// refused and that answer saved. Returns its key.
+fn cancelled_payment(
+    h: &Host,
+    request: &CallRequest,
+    payments: &Downstream,
+) -> crate::keys::InvocationKey {
+    let key = h.guard.key_for(request).unwrap();
+    h.guard.shared.tasks.cancel(key.as_str());
+    let refused = h.guard.call(request).unwrap();
+    assert!(
+        told_cancelled(&refused.outcome),
+        "the agent was told: {:?}",
+        refused.outcome
+    );
+    assert!(payments.attempts().is_empty(), "nothing was sent");
+    assert!(
+        h.guard.call(request).unwrap().replayed,
+        "that answer is saved"
+    );
+    key
+}
+
+#[test]
+fn a_cancelled_call_whose_record_is_forgotten_runs_again_and_performs_its_effect() {
+    let mut runner = ScriptedRunner::default();
+    let runs = pay_tool(&mut runner, "payments");
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let h = host(runner, &[("payments", payments.clone())]);
+    let key = cancelled_payment(&h, &pay(10), &payments);
+
+    h.journal.forget(&key, &ada(&h, false)).unwrap();
+    let again = h.guard.call(&pay(10)).unwrap();
+
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "the call ran again");
+    assert_eq!(again.key, key, "under the same key");
+    assert!(
+        again.outcome.is_success(),
+        "the agent was told: {:?}",
+        again.outcome
+    );
+    assert_eq!(payments.attempts().len(), 1);
+    assert_eq!(payments.applied().len(), 1, "the payment happened, once");
+}
+
+#[test]
+fn a_cancelled_call_whose_record_expired_runs_again_and_performs_its_effect() {
+    let mut runner = ScriptedRunner::default();
+    let runs = pay_tool(&mut runner, "payments");
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let h = host(runner, &[("payments", payments.clone())]);
+    let key = cancelled_payment(&h, &pay_unscoped(10), &payments);
+
+    h.clock.advance(UNSCOPED);
+    let again = h.guard.call(&pay_unscoped(10)).unwrap();
+
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "the call ran again");
+    assert!(!again.replayed, "a new generation");
+    assert_eq!(again.key, key, "under the same key");
+    assert!(
+        again.outcome.is_success(),
+        "the agent was told: {:?}",
+        again.outcome
+    );
+    assert_eq!(payments.applied().len(), 1, "the payment happened, once");
+}
+
+#[test]
+fn two_hosts_in_one_process_do_not_see_each_others_cancels() {
+    let hosts = [(); 2].map(|()| {
+        let mut runner = ScriptedRunner::default();
+        let runs = pay_tool(&mut runner, "payments");
+        let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+        (
+            host(runner, &[("payments", payments.clone())]),
+            runs,
+            payments,
+        )
+    });
+    let [(cancelling, _, refused), (other, runs, paid)] = &hosts;
+
+    let key = cancelled_payment(cancelling, &pay(10), refused);
+    let answer = other.guard.call(&pay(10)).unwrap();
+
+    assert_eq!(answer.key, key, "the same call");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert!(
+        answer.outcome.is_success(),
+        "the agent was told: {:?}",
+        answer.outcome
+    );
+    assert_eq!(paid.applied().len(), 1, "the other host's payment happened");
+    assert!(
+        refused.attempts().is_empty(),
+        "the cancelling host sent nothing"
+    );
 }
 
 // --- every journal ------------------------------------------------------------------
@@ -2794,6 +2892,9 @@ on_postgres!(
     an_unkeyed_effect_whose_outcome_is_unknown_is_never_repeated_until_a_person_resolves_it,
     a_cancelled_calls_retry_replays_its_journaled_effects_and_performs_no_new_one,
     a_retry_of_a_call_not_cancelled_performs_its_remaining_effects,
+    a_cancelled_call_whose_record_is_forgotten_runs_again_and_performs_its_effect,
+    a_cancelled_call_whose_record_expired_runs_again_and_performs_its_effect,
+    two_hosts_in_one_process_do_not_see_each_others_cancels,
     a_transactional_effect_commits_with_its_record_exactly_once,
     past_retention_the_same_call_is_a_new_effect_under_a_new_downstream_key,
     a_call_left_open_never_expires_and_gc_keeps_it,

@@ -344,7 +344,7 @@ impl EffectSession {
         // A cancelled call replays what it journaled as done (above), finishes one it
         // journaled as pending (under its key), and claims nothing new: the refusal
         // takes this position, as a performed effect would.
-        if existing.is_none() && super::cancel::is_cancelled(self.invocation.as_str()) {
+        if existing.is_none() && self.shared.tasks.refuses_effects(self.invocation.as_str()) {
             return Ok(Err(EffectFailure::Denied(
                 "the call was cancelled by its client (tasks/cancel): no further effects are performed"
                     .into(),

@@ -135,6 +135,7 @@ fn host(url: &str, payments: &Arc<Downstream>, sms: &Arc<Downstream>) -> Host {
             max_retry_after: Duration::from_secs(1),
         },
         metrics: Default::default(),
+        tasks: Default::default(),
     });
     let policy = Policy {
         retention: Arc::new(Retention::new(Duration::from_secs(24 * 3600))),

@@ -16,7 +16,6 @@
 //! guests on an in-memory journal.
 
 mod access_log;
-pub(crate) mod cancel;
 mod effect;
 mod gateway;
 mod heartbeat;
@@ -26,6 +25,7 @@ mod prepared;
 mod replayed_keys;
 mod runner;
 mod settle;
+mod task_calls;
 
 #[cfg(test)]
 mod contract_tests;
@@ -37,6 +37,7 @@ pub(crate) mod scripted;
 
 pub(crate) use gateway::GatewayRunner;
 pub(crate) use runner::{Runner, WasmRunner};
+pub(crate) use task_calls::{RunningTask, TaskCalls};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -75,6 +76,8 @@ pub(crate) struct Shared {
     pub retry: RetryPolicy,
     /// What the guard counts for `/metrics`.
     pub metrics: CallMetrics,
+    /// The calls of MCP tasks running here, and those cancelled by their client.
+    pub tasks: TaskCalls,
 }
 
 /// The guard's settings: how long records are kept and leases last, how long a
@@ -327,6 +330,7 @@ impl Guard {
                 // No record: run first, and journal the invocation with its first
                 // effect, or complete with its outcome if it performs none.
                 Lookup::Absent => {
+                    self.shared.tasks.fresh_run(prepared.key.as_str());
                     let record = NewInvocation {
                         key: prepared.key.clone(),
                         scope: begin.scope.to_owned(),
@@ -362,6 +366,11 @@ impl Guard {
                     resumed,
                     took_over,
                 } => {
+                    if !resumed {
+                        // A new invocation (the old record expired): not the call
+                        // that was cancelled.
+                        self.shared.tasks.fresh_run(prepared.key.as_str());
+                    }
                     if let Some(taken) = &took_over {
                         self.shared.metrics.tool(&prepared.tool.name).took_over();
                         self.log_takeover(&prepared, taken);

@@ -155,6 +155,8 @@ pub(super) fn settle(
         }
     }
     fault::point(FaultPoint::AfterOutcome);
+    // A cancel of the call has nothing left to refuse.
+    shared.tasks.completed(key.as_str());
     Ok(Some(CallResponse {
         key: key.clone(),
         replayed: false,

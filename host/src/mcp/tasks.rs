@@ -20,13 +20,16 @@
 //! - `tasks/get` answers `working` while the call runs (or waits on an unknown
 //!   outcome), `completed` with the result inlined (a tool error too, with
 //!   `isError`), `failed` with an error for a trap, `cancelled` after a cancel.
-//! - `tasks/cancel` never stops an effect in flight: the call's next effect is
-//!   refused before it starts (`guard::cancel`), and the tool's answer to that is
-//!   the call's outcome, saved, and what a retry of the same call gets; a call
-//!   past its last effect runs to its outcome. The task reads `cancelled` from
-//!   then on, on the host that took the cancel, until the host stops (the cancel is
-//!   kept in its memory, not in the journal: another host, or a run resumed
-//!   elsewhere, knows nothing of it and reports the call's own status).
+//! - `tasks/cancel` never stops an effect in flight: the call performs no new
+//!   effect (`Host::cancel_task`): the next one is refused before it starts, and
+//!   the tool's answer to that is the call's outcome, saved, and what a retry of
+//!   the same call gets; an effect the journal already holds replays as usual (a
+//!   retry after an unknown outcome resumes), and a call past its last effect runs
+//!   to its outcome. The task reads `cancelled` from then on, on the host that
+//!   took the cancel, until the call's record is gone (forgotten or expired: a
+//!   fresh call under the same key is not cancelled). The cancel is kept in that
+//!   host's memory, not in the journal: another host, or a run resumed elsewhere,
+//!   knows nothing of it and reports the call's own status.
 //! - A task is visible only to the principal that made it: another principal's
 //!   `tasks/get`, `tasks/cancel` or `tasks/update` is answered as for an unknown
 //!   task (`-32602`), which says nothing of whether it exists.
@@ -34,9 +37,8 @@
 //!   `-32602`. `tasks/result` and `tasks/list`, gone from the extension's second
 //!   version, are `-32601`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::mpsc;
-use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use rmcp::model::{ErrorCode, ErrorData};
@@ -47,6 +49,7 @@ use super::server::Server;
 use super::session::stateless_result;
 use super::tools;
 use crate::call::{CallRequest, CallResponse};
+use crate::host::RunningTask;
 use crate::journal::JournalEntry;
 use crate::keys::InvocationKey;
 use crate::outcome::Outcome;
@@ -115,7 +118,7 @@ pub(crate) fn request(
         "tasks/get" => detailed(server, &entry),
         "tasks/cancel" => {
             if entry.state != "completed" {
-                crate::guard::cancel::cancel(&entry.key);
+                server.host().cancel_task(&entry.key);
                 tracing::info!(task = %entry.key, "task cancelled by its client; its call performs no further effect");
             }
             json!({})
@@ -175,7 +178,7 @@ pub(crate) fn call(
     // A retry of a call still running (under a live lease): the same task. One
     // whose host stopped, or suspended on an unknown outcome, runs: the guard
     // resumes it.
-    let running = lock_running().get(key.as_str()).cloned();
+    let running = server.host().running_task(key.as_str());
     if let Some(running) = running {
         done();
         return Ok(created(server, &view_of_running(key.as_str(), &running)));
@@ -188,19 +191,19 @@ pub(crate) fn call(
         done();
         return Ok(created(server, &View::of(&entry)));
     }
-    let running = Running {
+    let running = RunningTask {
         principal: request.principal.clone().unwrap_or_default(),
         tool: request.tool.clone(),
         created_at: server.host().clock().now_ms(),
     };
-    lock_running().insert(key.to_string(), running.clone());
+    server.host().task_started(key.as_str(), running.clone());
     let (sender, answer) = mpsc::channel();
     let runner = server.clone();
     let call = request.clone();
     let ran = key.to_string();
     std::thread::spawn(move || {
         let reply = runner.run_call(&call, true, true);
-        lock_running().remove(&ran);
+        runner.host().task_stopped(&ran);
         done();
         let _ = sender.send(reply);
     });
@@ -223,25 +226,6 @@ fn missing_capability(what: &str) -> ErrorData {
         ),
         Some(json!({ "requiredCapabilities": { "extensions": { EXTENSION: {} } } })),
     )
-}
-
-/// A task's call running on this host: what `tasks/get` answers before the call
-/// has journaled anything (a call writes its record with its first effect or its
-/// outcome).
-#[derive(Debug, Clone)]
-struct Running {
-    principal: String,
-    tool: String,
-    created_at: i64,
-}
-
-/// The calls of tasks running on this host, by invocation key.
-fn lock_running() -> std::sync::MutexGuard<'static, HashMap<String, Running>> {
-    static RUNNING: OnceLock<Mutex<HashMap<String, Running>>> = OnceLock::new();
-    RUNNING
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The record of `key`, if there is one.
@@ -277,7 +261,7 @@ impl View {
     }
 }
 
-fn view_of_running(key: &str, running: &Running) -> View {
+fn view_of_running(key: &str, running: &RunningTask) -> View {
     View {
         key: key.to_owned(),
         tool: running.tool.clone(),
@@ -330,9 +314,9 @@ fn find(
         }
         return Ok(View::of(&entry.judged_at(now)));
     }
-    let running = lock_running()
-        .get(key.as_str())
-        .cloned()
+    let running = server
+        .host()
+        .running_task(key.as_str())
         .ok_or_else(unknown)?;
     if running.principal != principal {
         return Err(unknown());
@@ -387,7 +371,7 @@ fn created(server: &Server, view: &View) -> Value {
 
 /// The `tasks/get` answer: the task, with its result or error once it ended.
 fn detailed(server: &Server, view: &View) -> Value {
-    let cancelled = crate::guard::cancel::is_cancelled(&view.key);
+    let cancelled = server.host().task_cancelled(&view.key);
     let outcome = (view.state == "completed")
         .then(|| view.outcome.clone())
         .flatten()

@@ -165,6 +165,7 @@ impl World {
                 max_retry_after: Duration::from_secs(5),
             },
             metrics: Default::default(),
+            tasks: Default::default(),
         });
         let runner: Arc<dyn crate::guard::Runner> = self.runner.clone();
         let policy = Policy {
@@ -200,6 +201,7 @@ impl World {
                 clock: self.clock.clone(),
                 retry: RetryPolicy::default(),
                 metrics: Default::default(),
+                tasks: Default::default(),
             });
             let runner: Arc<dyn crate::guard::Runner> = self.runner.clone();
             let guard = Guard::new(shared, runner, self.policy.clone());
