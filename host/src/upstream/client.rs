@@ -35,6 +35,11 @@ pub(crate) enum ClientError {
     /// The upstream answered with a JSON-RPC error.
     #[error("the upstream answered an error: {0}")]
     Refused(Value),
+    /// The upstream refused the host's configuration before processing anything
+    /// (HTTP 401 or 403: its credentials; a redirect: its `url`): not performed,
+    /// and the same call goes through once the configuration is fixed.
+    #[error("not processed: {0}")]
+    Misconfigured(String),
 }
 
 /// The only variables of the host's environment a stdio upstream is started with

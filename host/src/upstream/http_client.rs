@@ -29,8 +29,11 @@ pub(crate) struct HttpClient {
     session: Mutex<Option<String>>,
     protocol: Mutex<Option<String>>,
     next_id: AtomicU64,
-    /// Cleared when the server forgot the session (404): the next call starts anew.
+    /// Cleared when the server forgot the session (404) or refused its credentials
+    /// (401, 403): the next call starts anew, with the configuration read again.
     alive: AtomicBool,
+    /// The credentials filled into `headers`, stripped from every error's text.
+    secrets: Vec<String>,
 }
 
 impl HttpClient {
@@ -51,7 +54,24 @@ impl HttpClient {
             protocol: Mutex::new(None),
             next_id: AtomicU64::new(1),
             alive: AtomicBool::new(true),
+            secrets: Vec::new(),
         }
+    }
+
+    /// Strips `secrets` (the credentials filled into its headers) from the text of
+    /// every error it reports, as the `http` provider does from what it saves.
+    pub(crate) fn stripping(mut self, mut secrets: Vec<String>) -> Self {
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        secrets.dedup();
+        self.secrets = secrets;
+        self
+    }
+
+    /// `text` without the credentials it was sent.
+    fn stripped(&self, mut text: String) -> String {
+        let secrets: Vec<&str> = self.secrets.iter().map(String::as_str).collect();
+        crate::http::strip_secrets(&mut text, &secrets);
+        text
     }
 
     /// Whether the session still stands.
@@ -116,10 +136,7 @@ impl HttpClient {
                     self.upstream
                 ))
             })?;
-        match answer.get("error") {
-            Some(error) => Err(ClientError::Refused(error.clone())),
-            None => Ok(answer.get("result").cloned().unwrap_or(Value::Null)),
-        }
+        super::client::answer_of(&self.upstream, method, answer)
     }
 
     /// POSTs `message`; the response to request `id`, if one is awaited (and the
@@ -177,6 +194,10 @@ impl HttpClient {
             .headers()
             .get("content-type")
             .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
+        let location = response
+            .headers()
+            .get("location")
+            .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned());
         let reader = response.body_mut().as_reader().take(MAX_RESPONSE_BYTES);
         match status {
             200..=299 => {}
@@ -199,12 +220,41 @@ impl HttpClient {
                     self.upstream
                 )));
             }
+            300..=399 | 401 | 403 => {
+                // The host's configuration (its credentials, its `url`), not the
+                // call: nothing was processed. A new session, with the secrets file
+                // read again, is started by the next call.
+                let mut text = String::new();
+                let _ = reader.take(4096).read_to_string(&mut text);
+                self.alive.store(false, Ordering::SeqCst);
+                let why = match (status, location) {
+                    (300..=399, Some(to)) => format!(
+                        "upstream `{}` answered HTTP {status}, redirecting to {to}; the host follows no redirects: set its `url` to where the server is",
+                        self.upstream
+                    ),
+                    (300..=399, None) => format!(
+                        "upstream `{}` answered HTTP {status} (a redirect); the host follows none: set its `url` to where the server is",
+                        self.upstream
+                    ),
+                    _ => format!(
+                        "upstream `{}` refused the host's credentials (HTTP {status}: {}); fix its `headers` or secrets file, and the same call goes through",
+                        self.upstream,
+                        text.trim()
+                    ),
+                };
+                return Err(ClientError::Misconfigured(self.stripped(why)));
+            }
             _ => {
                 let mut text = String::new();
                 let _ = reader.take(4096).read_to_string(&mut text);
+                let message = self.stripped(format!(
+                    "upstream `{}` answered HTTP {status}: {}",
+                    self.upstream,
+                    text.trim()
+                ));
                 return Err(ClientError::Refused(json!({
                     "code": -32000,
-                    "message": format!("upstream `{}` answered HTTP {status}: {}", self.upstream, text.trim()),
+                    "message": message,
                     "data": { "status": status },
                 })));
             }
@@ -283,7 +333,10 @@ impl HttpClient {
             &error,
             ureq::Error::HostNotFound | ureq::Error::ConnectionFailed
         ) || matches!(&error, ureq::Error::Io(e) if e.kind() == std::io::ErrorKind::ConnectionRefused);
-        let message = format!("upstream `{}` at {}: {error}", self.upstream, self.url);
+        let message = self.stripped(format!(
+            "upstream `{}` at {}: {error}",
+            self.upstream, self.url
+        ));
         if refused {
             ClientError::NotSent(message)
         } else {

@@ -273,6 +273,10 @@ impl Upstream {
         let client = self.connect().map_err(ClientError::NotSent)?;
         match client.initialize(self.config.timeout) {
             Ok(_) => {}
+            // Its credentials or `url` refused: the configuration, not a crash.
+            Err(ClientError::Misconfigured(reason)) => {
+                return Err(ClientError::Misconfigured(reason));
+            }
             Err(e) => {
                 let mut crashes = self.crashes.lock().unwrap_or_else(|p| p.into_inner());
                 crashes.0 += 1;
@@ -292,13 +296,15 @@ impl Upstream {
     /// A new connection: the process started, or the HTTP client made.
     fn connect(&self) -> Result<Connection, String> {
         match &self.config.url {
-            Some(url) => Ok(Connection::Http(http_client::HttpClient::new(
-                &self.name,
-                url,
-                self.filled_in("headers", &self.config.headers)?,
-            ))),
+            Some(url) => {
+                let mut secrets = Vec::new();
+                let headers = self.filled_in("headers", &self.config.headers, &mut secrets)?;
+                Ok(Connection::Http(
+                    http_client::HttpClient::new(&self.name, url, headers).stripping(secrets),
+                ))
+            }
             None => {
-                let env = self.filled_in("env", &self.config.env)?;
+                let env = self.filled_in("env", &self.config.env, &mut Vec::new())?;
                 let (stale, listeners) = (Arc::clone(&self.stale), Arc::clone(&self.listeners));
                 let name = self.name.clone();
                 let refresh = Arc::clone(&self.refresh);
@@ -332,30 +338,38 @@ impl Upstream {
     }
 
     /// `values` (of the key `what`) with their `${NAME}`s filled in from the secrets
-    /// file, else the host's environment.
+    /// file, else the host's environment; each value filled in, and each variable's
+    /// value, added to `secrets` (to strip from what the upstream answers).
     fn filled_in(
         &self,
         what: &str,
         values: &BTreeMap<String, String>,
+        secrets_seen: &mut Vec<String>,
     ) -> Result<Vec<(String, String)>, String> {
+        let seen = std::cell::RefCell::new(Vec::new());
         let secrets = match &self.config.secrets_file {
             Some(path) => crate::http::read_secrets_file(path)?,
             None => BTreeMap::new(),
         };
         let lookup = |name: &str| {
-            secrets
+            let value = secrets
                 .get(name)
                 .cloned()
-                .or_else(|| std::env::var(name).ok())
+                .or_else(|| std::env::var(name).ok());
+            seen.borrow_mut().extend(value.clone());
+            value
         };
-        values
+        let filled: Vec<(String, String)> = values
             .iter()
             .map(|(k, v)| {
                 crate::http::expand(v, &lookup)
                     .map(|v| (k.clone(), v))
                     .map_err(|e| format!("upstream `{}`: {what}.{k}: {e}", self.name))
             })
-            .collect()
+            .collect::<Result<_, _>>()?;
+        secrets_seen.extend(seen.into_inner());
+        secrets_seen.extend(filled.iter().map(|(_, v)| v.clone()));
+        Ok(filled)
     }
 
     /// The tools it offers, listed from it on first use (starting it) and again after
@@ -683,6 +697,110 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
         assert!(refresh.ask(), "a later one starts again");
     }
 
+    /// A Streamable HTTP upstream offering `pay`, whose `tools/call` needs
+    /// `Authorization: Bearer good-token-123` (else 401, its body echoing what it
+    /// got); the calls it processed.
+    fn http_upstream() -> (String, Arc<Mutex<Vec<Value>>>) {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let processed: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let seen = Arc::clone(&processed);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let (mut length, mut auth) = (0usize, String::new());
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                        break;
+                    }
+                    let (name, value) = line.split_once(':').unwrap_or((&line, ""));
+                    match name.to_ascii_lowercase().as_str() {
+                        "content-length" => length = value.trim().parse().unwrap(),
+                        "authorization" => auth = value.trim().to_owned(),
+                        _ => {}
+                    }
+                }
+                let mut body = vec![0; length];
+                reader.read_exact(&mut body).unwrap();
+                let message: Value = serde_json::from_slice(&body).unwrap();
+                let id = message["id"].clone();
+                let ok = |result: Value| json!({ "jsonrpc": "2.0", "id": id, "result": result });
+                let (status, answer) = match message["method"].as_str().unwrap_or("") {
+                    "initialize" => (200, ok(json!({ "protocolVersion": "2025-06-18", "capabilities": { "tools": {} }, "serverInfo": { "name": "t", "version": "0" } })).to_string()),
+                    "tools/list" => (200, ok(json!({ "tools": [{ "name": "pay", "inputSchema": { "type": "object" } }] })).to_string()),
+                    "tools/call" if auth == "Bearer good-token-123" => {
+                        seen.lock().unwrap().push(message["params"].clone());
+                        (200, ok(json!({ "content": [{ "type": "text", "text": "paid" }] })).to_string())
+                    }
+                    "tools/call" => (401, format!("bad credentials: {auth}")),
+                    _ => (202, String::new()),
+                };
+                let kind = if status == 200 {
+                    "application/json"
+                } else {
+                    "text/plain"
+                };
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status} X\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+            }
+        });
+        (url, processed)
+    }
+
+    #[test]
+    fn a_401_is_not_performed_without_the_token_and_the_call_goes_through_once_fixed() {
+        use crate::provider::{Provider, ProviderError, ReadRequest};
+        let (url, processed) = http_upstream();
+        let dir = tempfile::tempdir().unwrap();
+        let secrets = dir.path().join("upstream.env");
+        std::fs::write(&secrets, "TOKEN=bad-token-456\n").unwrap();
+        let mut config = UpstreamConfig::command(Vec::new());
+        config.url = Some(url);
+        config.headers = BTreeMap::from([("Authorization".into(), "Bearer ${TOKEN}".into())]);
+        config.secrets_file = Some(secrets.clone());
+        let upstream = Arc::new(Upstream::new("u", config));
+        assert_eq!(names(&upstream.tools().unwrap()), ["pay"]);
+        let provider = UpstreamProvider::new(Arc::clone(&upstream));
+        let invocation = crate::keys::InvocationKey::from_stored("0".repeat(32));
+        let payload = json!({ "arguments": { "amount": 10 } });
+        let call = || {
+            provider.read(&ReadRequest {
+                tool: "pay",
+                invocation: &invocation,
+                attempt: 1,
+                operation: "pay",
+                payload: &payload,
+            })
+        };
+        match call() {
+            Err(ProviderError::NotPerformed { reason, retry }) => {
+                assert!(!retry, "the configuration's refusal: {reason}");
+                assert!(reason.contains("HTTP 401"), "{reason}");
+                assert!(
+                    !reason.contains("bad-token-456"),
+                    "the token is stripped: {reason}"
+                );
+                assert!(reason.contains("[redacted]"), "{reason}");
+            }
+            other => panic!("a 401: {other:?}"),
+        }
+        assert!(processed.lock().unwrap().is_empty());
+
+        // The secrets file is fixed: the same call goes through, processed once.
+        std::fs::write(&secrets, "TOKEN=good-token-123\n").unwrap();
+        let answer = call().unwrap();
+        assert_eq!(answer["content"][0]["text"], "paid", "{answer}");
+        let processed = processed.lock().unwrap();
+        assert_eq!(processed.len(), 1);
+        assert_eq!(processed[0]["arguments"], json!({ "amount": 10 }));
+    }
+
     #[test]
     fn its_provider_refuses_an_operation_that_is_not_an_offered_tool() {
         use crate::provider::{Provider, ProviderError, ReadRequest};
@@ -773,7 +891,9 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
         )]);
         let upstream = Upstream::new("memory", config.clone());
         assert_eq!(
-            upstream.filled_in("headers", &config.headers).unwrap(),
+            upstream
+                .filled_in("headers", &config.headers, &mut Vec::new())
+                .unwrap(),
             [(
                 "Authorization".to_owned(),
                 "Bearer tok_from_file".to_owned()
@@ -783,7 +903,9 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
             "X".to_owned(),
             "${JUSTONCE_TEST_SURELY_UNSET_VARIABLE}".to_owned(),
         )]);
-        let error = upstream.filled_in("env", &missing).unwrap_err();
+        let error = upstream
+            .filled_in("env", &missing, &mut Vec::new())
+            .unwrap_err();
         assert!(
             error.contains("upstream `memory`: env.X")
                 && error.contains("JUSTONCE_TEST_SURELY_UNSET_VARIABLE"),

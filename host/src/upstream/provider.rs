@@ -53,6 +53,11 @@ impl UpstreamProvider {
                 retry: true,
             }),
             Err(ClientError::Lost(reason)) => Err(ProviderError::Unknown(reason)),
+            // The host's configuration, not the call: nothing saved, the call resumable.
+            Err(ClientError::Misconfigured(reason)) => Err(ProviderError::NotPerformed {
+                reason,
+                retry: false,
+            }),
             // A JSON-RPC error: the upstream refused the call (an unknown tool, invalid
             // arguments); a definitive answer, saved and replayed.
             Err(ClientError::Refused(error)) => Err(ProviderError::Rejected(error)),
