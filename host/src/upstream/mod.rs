@@ -440,6 +440,10 @@ impl Upstream {
                 continue;
             }
             let name = format!("{}{upstream_name}", config.prefix);
+            if offered.iter().any(|t: &UpstreamTool| t.name == name) {
+                tracing::warn!(target: "justonce::upstream", upstream = %self.name, tool = %name, "listed twice by the upstream: the second `{upstream_name}` is left out, the first one is offered");
+                continue;
+            }
             if !valid_tool_name(&name) {
                 tracing::warn!(target: "justonce::upstream", upstream = %self.name, tool = %name, "left out: not a valid MCP tool name (1 to 128 of A-Z a-z 0-9 _ - .)");
                 continue;
@@ -557,10 +561,20 @@ impl Upstreams {
     /// Every tool they offer, in order of upstream; an upstream that cannot list
     /// its tools offers none (its error is logged).
     pub fn tools(&self) -> Vec<UpstreamTool> {
-        let mut all = Vec::new();
+        let mut all: Vec<UpstreamTool> = Vec::new();
         for upstream in &self.upstreams {
             match upstream.tools() {
-                Ok(tools) => all.extend(tools.iter().cloned()),
+                Ok(tools) => {
+                    for tool in tools.iter() {
+                        // The same name from two upstreams: the first one's (as `find`
+                        // answers it), once.
+                        if let Some(first) = all.iter().find(|t| t.name == tool.name) {
+                            tracing::warn!(target: "justonce::upstream", tool = %tool.name, "offered by the upstreams `{}` (as {}) and `{}` (as {}): only the first one's is offered; give one a `prefix`", first.upstream, first.upstream_name, tool.upstream, tool.upstream_name);
+                            continue;
+                        }
+                        all.push(tool.clone());
+                    }
+                }
                 Err(e) => {
                     tracing::warn!(target: "justonce::upstream", upstream = %upstream.name, "its tools are not offered: {e}")
                 }
@@ -799,6 +813,49 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
         let processed = processed.lock().unwrap();
         assert_eq!(processed.len(), 1);
         assert_eq!(processed[0]["arguments"], json!({ "amount": 10 }));
+    }
+
+    /// The upstream `name`, its tools listed already as `entries` answer.
+    fn listing(name: &str, entries: Vec<Value>) -> Arc<Upstream> {
+        let upstream = Arc::new(Upstream::new(
+            name,
+            UpstreamConfig::command(vec!["x".into()]),
+        ));
+        *upstream.tools.write().unwrap() = Some(Arc::new(upstream.offered(entries)));
+        upstream
+    }
+
+    #[test]
+    fn a_name_offered_twice_is_listed_once_the_first_ones() {
+        let described = |name: &str, description: &str| {
+            let mut entry = entry(name, json!({}));
+            entry["description"] = json!(description);
+            entry
+        };
+        let a = listing(
+            "a",
+            vec![
+                described("x", "a's first"),
+                described("x", "a's second"),
+                described("y", "a's"),
+            ],
+        );
+        let b = listing("b", vec![described("x", "b's"), described("z", "b's")]);
+        let upstreams = Upstreams::new(vec![a, b]);
+        let tools = upstreams.tools();
+        assert_eq!(names(&tools), ["x", "y", "z"]);
+        let x = &tools[0];
+        assert_eq!(
+            (x.upstream.as_str(), &x.entry["description"]),
+            ("a", &json!("a's first"))
+        );
+        let (found, tool) = upstreams.find("x").unwrap();
+        assert_eq!(
+            (found.name(), &tool.entry["description"]),
+            ("a", &json!("a's first"))
+        );
+        // The opposite: different names from both are all offered.
+        assert_eq!(upstreams.find("z").unwrap().0.name(), "b");
     }
 
     #[test]
