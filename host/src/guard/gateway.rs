@@ -12,6 +12,10 @@ use super::runner::{Runner, ToolSpec, WasmRunner};
 use crate::runtime::{EffectFailure, EffectHandler, GuestOutcome, GuestToolError, TrapReason};
 use crate::upstream::Upstreams;
 
+/// The code of the tool error an upstream tool's call answers when the host refused
+/// its upstream call before sending it (a `tasks/cancel`).
+const DENIED: &str = "upstream_call_denied";
+
 /// Components first, then the upstreams' tools.
 pub(crate) struct GatewayRunner {
     pub wasm: WasmRunner,
@@ -67,25 +71,42 @@ impl Runner for GatewayRunner {
         let payload = json!({ "arguments": arguments }).to_string();
         let answer =
             handler.perform_upstream(&upstream.provider_name(), &found.upstream_name, &payload);
-        let outcome = match answer {
-            Ok(Ok(result)) => upstream_outcome(&result),
-            Ok(Err(EffectFailure::Rejected(error))) => refused(&error),
-            Ok(Err(EffectFailure::ReadOnly(message))) => GuestOutcome::Trapped {
-                reason: TrapReason::ReadOnlyEffect,
-                message,
-            },
-            // The guard knows why (an unknown outcome, a divergence, not performed):
-            // it answers the call from its own record of the effect, not from this.
-            Ok(Err(failure)) => GuestOutcome::Trapped {
-                reason: TrapReason::HostFailure,
-                message: format!("the upstream call failed: {}", failure.kind()),
-            },
-            Err(fault) => GuestOutcome::Trapped {
-                reason: TrapReason::HostFailure,
-                message: fault,
-            },
-        };
-        (outcome, handler)
+        (outcome_of(answer), handler)
+    }
+}
+
+/// The call's outcome from the guard's answer to its one effect.
+fn outcome_of(answer: Result<Result<String, EffectFailure>, String>) -> GuestOutcome {
+    match answer {
+        Ok(Ok(result)) => upstream_outcome(&result),
+        Ok(Err(EffectFailure::Rejected(error))) => refused(&error),
+        Ok(Err(EffectFailure::ReadOnly(message))) => GuestOutcome::Trapped {
+            reason: TrapReason::ReadOnlyEffect,
+            message,
+        },
+        // Refused before it was sent (the call was cancelled by its client, or its
+        // payload is unusable): what a guest would be told, saved as the call's
+        // outcome like a guest's answer to it, so a retry replays it. One the guard
+        // stopped for its own reasons (not performed, a lost lease) it answers from
+        // its record, not from this.
+        Ok(Err(EffectFailure::Denied(reason))) => GuestOutcome::Returned(
+            Err(GuestToolError {
+                code: DENIED.into(),
+                message: reason,
+                details: None,
+            }),
+            None,
+        ),
+        // The guard knows why (an unknown outcome, a divergence): it answers the call
+        // from its own record of the effect, not from this.
+        Ok(Err(failure)) => GuestOutcome::Trapped {
+            reason: TrapReason::HostFailure,
+            message: format!("the upstream call failed: {}", failure.kind()),
+        },
+        Err(fault) => GuestOutcome::Trapped {
+            reason: TrapReason::HostFailure,
+            message: fault,
+        },
     }
 }
 
@@ -197,6 +218,27 @@ mod tests {
             upstream_outcome("not json"),
             GuestOutcome::Trapped {
                 reason: TrapReason::InvalidOutput,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_call_refused_before_it_is_sent_is_a_tool_error_saved_and_an_unknown_one_is_not() {
+        let cancelled = "the call was cancelled by its client (tasks/cancel)";
+        match outcome_of(Ok(Err(EffectFailure::Denied(cancelled.into())))) {
+            GuestOutcome::Returned(Err(e), None) => {
+                assert_eq!(e.code, DENIED);
+                assert_eq!(e.message, cancelled, "the agent is told why");
+            }
+            _ => panic!("another outcome"),
+        }
+        // The opposite case: an unknown outcome is the guard's to answer (resumable).
+        let unknown = outcome_of(Ok(Err(EffectFailure::OutcomeUnknown("timeout".into()))));
+        assert!(matches!(
+            unknown,
+            GuestOutcome::Trapped {
+                reason: TrapReason::HostFailure,
                 ..
             }
         ));
