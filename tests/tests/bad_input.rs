@@ -35,11 +35,17 @@ fn invalid_json_arguments() {
 
 #[test]
 fn arguments_that_violate_the_tools_schema_name_the_failing_path() {
-    let args = r#"{"orders":[{"order_id":"4417","email":"ada@example.com","amount_cents":1299}]}"#;
+    // An id may come as its digits ("4417"), but not as words around them.
+    let args =
+        r#"{"orders":[{"order_id":"order 4417","email":"ada@example.com","amount_cents":1299}]}"#;
     let message =
         refused_before_running(CallRequest::new("send_receipt", args), "invalid_arguments");
     assert!(message.contains("/orders/0/order_id"), "{message}");
     assert!(message.contains("input schema"), "{message}");
+    let args = r#"{"orders":[{"order_id":true,"email":"ada@example.com","amount_cents":1299}]}"#;
+    let message =
+        refused_before_running(CallRequest::new("send_receipt", args), "invalid_arguments");
+    assert!(message.contains("/orders/0/order_id"), "{message}");
     // A missing required field, at the top level.
     let message =
         refused_before_running(CallRequest::new("send_receipt", "{}"), "invalid_arguments");
