@@ -200,9 +200,7 @@ impl<'s> Normalizer<'s> {
         }
         let format = facets.maps.iter().find_map(|map| {
             let format = map.get("format")?.as_str()?;
-            let types = map.get("type")?.as_array()?;
-            let named = |name: &str| types.iter().any(|t| t.as_str() == Some(name));
-            (named("integer") && named("string")).then_some(format)
+            takes_an_id_as_digits(map).then_some(format)
         })?;
         exact_integer(text, format)
     }
@@ -531,6 +529,16 @@ impl<'s> Normalizer<'s> {
             })
             .collect()
     }
+}
+
+/// Whether a schema's `type` names both `integer` and `string`: with a 64-bit
+/// `format`, an id that may come as its digits (rule 4; the form the SDKs write).
+pub(crate) fn takes_an_id_as_digits(schema: &Map<String, Value>) -> bool {
+    let Some(Value::Array(types)) = schema.get("type") else {
+        return false;
+    };
+    let named = |name: &str| types.iter().any(|t| t.as_str() == Some(name));
+    named("integer") && named("string")
 }
 
 /// `text` as the integer of `format` (`int64`, `uint64`) it spells in canonical

@@ -120,18 +120,8 @@ pub(super) fn keyword<'a>(
         .ok_or_else(|| ValidationError::custom(format!("{KEYWORD}: not a known format")))?;
     Ok(Box::new(Check {
         range,
-        digits_too: takes_integer_and_string(parent),
+        digits_too: crate::normalize::takes_an_id_as_digits(parent),
     }))
-}
-
-/// Whether a schema's `type` names both `integer` and `string`: a 64-bit id that may
-/// come as its digits (the form the SDKs write).
-fn takes_integer_and_string(schema: &Map<String, Value>) -> bool {
-    let Some(Value::Array(types)) = schema.get("type") else {
-        return false;
-    };
-    let named = |name: &str| types.iter().any(|t| t.as_str() == Some(name));
-    named("integer") && named("string")
 }
 
 /// A refused value as its exact digits: a whole number a 64-bit integer cannot hold
