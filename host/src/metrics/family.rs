@@ -12,13 +12,7 @@ pub(super) struct Family<T> {
 impl<T: Default> Family<T> {
     /// The row of `name`, created with zeros the first time.
     pub(super) fn row(&self, name: &str) -> Arc<T> {
-        let rows = self.rows.read().unwrap_or_else(|p| p.into_inner());
-        if let Some(row) = rows.get(name) {
-            return Arc::clone(row);
-        }
-        drop(rows);
-        let mut rows = self.rows.write().unwrap_or_else(|p| p.into_inner());
-        Arc::clone(rows.entry(name.to_owned()).or_default())
+        self.row_capped(name, usize::MAX, name)
     }
 
     /// The row of `name`, as [`Family::row`], while the family has fewer than `cap`
