@@ -6,7 +6,7 @@ use justonce::__private::LocalApi;
 use justonce::{CallRequest, HttpConfig, Outcome};
 
 use crate::support::process::justonce;
-use crate::support::test_host;
+use crate::support::{TestHost, test_host};
 
 const TWO_TO_THE_53_PLUS_ONE: u64 = 9_007_199_254_740_993;
 
@@ -18,8 +18,8 @@ fn refund(order: &str) -> CallRequest {
     .conversation("conv-exact")
 }
 
-#[test]
-fn two_orders_a_double_cannot_tell_apart_are_two_refunds_each_for_its_own_order() {
+/// A payments API on loopback and a host whose `refund` tool may call it.
+fn payments_host() -> (LocalApi, TestHost) {
     let api = LocalApi::start().unwrap();
     let t = test_host(|b| {
         b.http(
@@ -28,6 +28,12 @@ fn two_orders_a_double_cannot_tell_apart_are_two_refunds_each_for_its_own_order(
                 .allow("refund", api.url()),
         )
     });
+    (api, t)
+}
+
+#[test]
+fn two_orders_a_double_cannot_tell_apart_are_two_refunds_each_for_its_own_order() {
+    let (api, t) = payments_host();
 
     let first = t.host.call(&refund("9007199254740993")).unwrap();
     let second = t.host.call(&refund("9007199254740992")).unwrap();
@@ -70,14 +76,7 @@ fn two_orders_a_double_cannot_tell_apart_are_two_refunds_each_for_its_own_order(
 /// digits past the type's range are refused with their exact digits, nothing stored.
 #[test]
 fn an_id_sent_as_its_digits_is_the_same_call_as_the_number_and_reaches_the_api_exact() {
-    let api = LocalApi::start().unwrap();
-    let t = test_host(|b| {
-        b.http(
-            HttpConfig::default()
-                .service("payments", api.url())
-                .allow("refund", api.url()),
-        )
-    });
+    let (api, t) = payments_host();
     let as_digits = t.host.call(&refund("\"9007199254740993\"")).unwrap();
     assert!(
         matches!(as_digits.outcome, Outcome::Success { .. }),
@@ -127,14 +126,7 @@ fn an_id_sent_as_its_digits_is_the_same_call_as_the_number_and_reaches_the_api_e
 /// refused before anything is stored or sent, not a saved tool error (issue 27, 8).
 #[test]
 fn an_id_past_u64_max_is_invalid_arguments_and_nothing_is_stored() {
-    let api = LocalApi::start().unwrap();
-    let t = test_host(|b| {
-        b.http(
-            HttpConfig::default()
-                .service("payments", api.url())
-                .allow("refund", api.url()),
-        )
-    });
+    let (api, t) = payments_host();
     let err = t.host.call(&refund("18446744073709551616")).unwrap_err();
     match &err {
         justonce::Error::InvalidArguments { reason, .. } => {
