@@ -102,11 +102,20 @@ pub(crate) struct Session<'a> {
     connection: Option<String>,
 }
 
-/// A fresh id for a stdio connection (random, hex).
-fn connection_id() -> String {
+/// A fresh id for a stdio connection (random, hex); `None` when the system gives no
+/// randomness, so that no two connections share an all-zero id (their calls that name
+/// no conversation then fall back to the window, as a call with no session does).
+fn connection_id() -> Option<String> {
     let mut bytes = [0u8; 16];
-    let _ = getrandom::fill(&mut bytes);
-    hex::encode(bytes)
+    match getrandom::fill(&mut bytes) {
+        Ok(()) => Some(hex::encode(bytes)),
+        Err(e) => {
+            tracing::warn!(
+                "no randomness for the stdio connection's id ({e}): calls naming no conversation use the unscoped window"
+            );
+            None
+        }
+    }
 }
 
 #[allow(deprecated)] // `LoggingLevel`, see above.
@@ -127,7 +136,7 @@ impl<'a> Session<'a> {
     /// A stdio connection: a second `initialize` starts it over, as a new session.
     pub(crate) fn over_stdio(mut self) -> Self {
         self.starts_over = true;
-        self.connection = Some(connection_id());
+        self.connection = connection_id();
         self
     }
 
@@ -259,7 +268,7 @@ impl<'a> Session<'a> {
             // What the first handshake set ends with it.
             tracing::info!(%version, "initialize again on stdio: the connection starts over");
             self.log_level = None;
-            self.connection = Some(connection_id());
+            self.connection = connection_id();
         }
         let requested = string_param(params, "initialize", "protocolVersion")?;
         let version = negotiate_handshake(requested);
