@@ -22,6 +22,16 @@ use crate::runtime::log_listener::{self, GuestNote};
 /// The MCP revision this client asks for; an upstream may answer an older one.
 pub(crate) const PROTOCOL_VERSION: &str = "2025-06-18";
 
+/// The parameters of the `initialize` this client sends an upstream, over either
+/// transport.
+pub(crate) fn initialize_params() -> Value {
+    json!({
+        "protocolVersion": PROTOCOL_VERSION,
+        "capabilities": {},
+        "clientInfo": { "name": "justonce", "version": env!("CARGO_PKG_VERSION") },
+    })
+}
+
 /// Why a request got no result.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub(crate) enum ClientError {
@@ -205,16 +215,7 @@ impl StdioClient {
 
     /// `initialize` and `notifications/initialized`: the upstream's `initialize` result.
     pub(crate) fn initialize(&self, timeout: Duration) -> Result<Value, ClientError> {
-        let result = self.request(
-            "initialize",
-            json!({
-                "protocolVersion": PROTOCOL_VERSION,
-                "capabilities": {},
-                "clientInfo": { "name": "justonce", "version": env!("CARGO_PKG_VERSION") },
-            }),
-            timeout,
-            None,
-        )?;
+        let result = self.request("initialize", initialize_params(), timeout, None)?;
         self.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))?;
         Ok(result)
     }

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use ureq::Agent;
 use ureq::http::Request;
 
-use super::client::{ClientError, PROTOCOL_VERSION};
+use super::client::{ClientError, initialize_params};
 use crate::runtime::log_listener;
 
 /// The largest response read from an upstream.
@@ -82,17 +82,7 @@ impl HttpClient {
     /// `initialize` (keeping the session and revision it answers) and
     /// `notifications/initialized`.
     pub(crate) fn initialize(&self, timeout: Duration) -> Result<Value, ClientError> {
-        let result = self.request(
-            "initialize",
-            json!({
-                "protocolVersion": PROTOCOL_VERSION,
-                "capabilities": {},
-                "clientInfo": { "name": "justonce", "version": env!("CARGO_PKG_VERSION") },
-            }),
-            timeout,
-            None,
-            None,
-        )?;
+        let result = self.request("initialize", initialize_params(), timeout, None, None)?;
         if let Some(version) = result.get("protocolVersion").and_then(Value::as_str) {
             *self.protocol.lock().unwrap_or_else(|p| p.into_inner()) = Some(version.to_owned());
         }
