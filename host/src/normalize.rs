@@ -191,6 +191,10 @@ impl<'s> Normalizer<'s> {
     /// Rule 4: the integer `text` spells, where the one reading of the schemas that
     /// apply to it is a 64-bit id that may come as a string; `None` otherwise.
     fn exact_id(&self, schemas: &[&'s Value], value: &Value, text: &str) -> Option<Value> {
+        // Most strings are not digits: they skip the walk of their schemas.
+        if !canonical_digits(text) {
+            return None;
+        }
         let mut facets = Facets::default();
         for schema in schemas {
             self.facets(schema, value, 0, &mut facets)?;
@@ -545,12 +549,7 @@ pub(crate) fn takes_an_id_as_digits(schema: &Map<String, Value>) -> bool {
 /// decimal digits (no sign on zero, no leading zero, no `+`), if that integer is in the
 /// format's range.
 fn exact_integer(text: &str, format: &str) -> Option<Value> {
-    let digits = text.strip_prefix('-').unwrap_or(text);
-    let canonical = !digits.is_empty()
-        && digits.bytes().all(|b| b.is_ascii_digit())
-        && (digits == "0" || !digits.starts_with('0'))
-        && text != "-0";
-    if !canonical {
+    if !canonical_digits(text) {
         return None;
     }
     match format {
@@ -558,6 +557,16 @@ fn exact_integer(text: &str, format: &str) -> Option<Value> {
         "int64" => text.parse::<i64>().ok().map(Value::from),
         _ => None,
     }
+}
+
+/// Whether `text` is an integer's canonical decimal digits: an optional `-`, no
+/// leading zero, not `-0`.
+fn canonical_digits(text: &str) -> bool {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'))
+        && text != "-0"
 }
 
 /// The schema that `facet` gives the array element at `index`: `prefixItems[index]`
