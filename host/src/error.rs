@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 
+use crate::ask::Question;
 use crate::keys::InvocationKey;
 
 /// Whose fault a failed load is: the tool author's (a bad file, a bad path: exit code
@@ -121,6 +122,40 @@ pub enum Error {
         /// What differed.
         detail: String,
     },
+
+    /// The tool asked the person behind the agent and the answers come with a later
+    /// request: the run stopped at the question, nothing was saved as the call's
+    /// outcome, and the invocation waits for the answers (it never expires). The same
+    /// call made again with the answers (and `state`) resumes it.
+    #[error(
+        "call {key} waits for the user's answer to question #{seq}; call it again with the answers"
+    )]
+    InputRequired {
+        /// The invocation, suspended.
+        key: InvocationKey,
+        /// The asking effect's position.
+        seq: u32,
+        /// What the tool asks.
+        questions: Vec<Question>,
+        /// The request state a client returns with the answers.
+        state: String,
+    },
+
+    /// The tool asked the person behind the agent, and this caller cannot be asked.
+    /// Nothing was saved as the call's outcome; the same call from a client that can
+    /// answer resumes it.
+    #[error("tool `{tool}` asks the user a question, and {reason}")]
+    InputUnavailable {
+        /// The tool that asked.
+        tool: String,
+        /// Why the caller cannot be asked.
+        reason: String,
+    },
+
+    /// A request answered a question with a request state this host did not make (it
+    /// was tampered with or forged). Nothing was saved.
+    #[error("invalid request state: {0}")]
+    InputStateInvalid(String),
 
     /// A component could not be loaded.
     #[error("cannot load tool component {}: {reason}", path.display())]
@@ -259,6 +294,9 @@ impl Error {
             Self::OutcomeUnknown { .. } => "outcome_unknown",
             Self::NotPerformed { .. } => "not_performed",
             Self::Divergence { .. } => "divergence",
+            Self::InputRequired { .. } => "input_required",
+            Self::InputUnavailable { .. } => "input_unavailable",
+            Self::InputStateInvalid(_) => "input_state_invalid",
             Self::Load {
                 fault: LoadFault::Input,
                 ..
@@ -284,6 +322,7 @@ impl Error {
                 | Self::Busy { .. }
                 | Self::OutcomeUnknown { .. }
                 | Self::NotPerformed { .. }
+                | Self::InputRequired { .. }
                 | Self::LeaseLost { .. }
         ) || matches!(self, Self::Postgres { source, .. } if postgres_kind(source) == "store_unavailable")
     }
@@ -297,6 +336,7 @@ impl Error {
             | Self::OutcomeUnknown { key, .. }
             | Self::NotPerformed { key, .. }
             | Self::Divergence { key, .. }
+            | Self::InputRequired { key, .. }
             | Self::LeaseLost { key }
             | Self::CannotOperate { key, .. } => Some(key),
             _ => None,

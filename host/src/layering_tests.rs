@@ -39,6 +39,7 @@ const LAYERS: &[&[&str]] = &[
         "mutants",
         "metrics",
         "trust",
+        "ask",
         "layering_tests",
     ],
 ];

@@ -24,6 +24,7 @@
 //! # }
 //! ```
 
+mod ask;
 mod auth;
 mod builder;
 mod call;
@@ -62,6 +63,9 @@ pub mod upstream;
 #[cfg(test)]
 mod layering_tests;
 
+pub use ask::{
+    AskContext, Asked, Asker, Question, StateCheck, check_request_state, request_state, with_asker,
+};
 pub use builder::{HostBuilder, Reload};
 pub use call::{CallRequest, CallResponse, DEFAULT_SCOPE, principal_scope};
 pub use clock::{Clock, ManualClock, SystemClock, rfc3339};

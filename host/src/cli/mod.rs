@@ -266,11 +266,14 @@ pub fn exit_code(error: &Error) -> u8 {
         | Error::Mismatch { .. }
         | Error::CannotResolve { .. }
         | Error::CannotOperate { .. }
+        | Error::InputStateInvalid(_)
         | Error::Config { .. } => exit::BAD_INPUT,
         Error::InProgress { .. }
         | Error::Busy { .. }
         | Error::OutcomeUnknown { .. }
         | Error::NotPerformed { .. }
+        | Error::InputRequired { .. }
+        | Error::InputUnavailable { .. }
         | Error::LeaseLost { .. } => exit::RETRY_SAFE,
         Error::Postgres { .. } if error.retry_safe() => exit::RETRY_SAFE,
         Error::Divergence { .. } => exit::DIVERGENCE,

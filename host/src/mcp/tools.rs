@@ -432,6 +432,7 @@ pub(crate) fn call_result(
             Error::UnknownTool { .. }
             | Error::InvalidKey(_)
             | Error::CannotResolve { .. }
+            | Error::InputStateInvalid(_)
             | Error::CannotOperate { .. } => Err(ErrorData::invalid_params(
                 error.to_string(),
                 Some(error.to_agent_json()),
@@ -443,6 +444,8 @@ pub(crate) fn call_result(
             | Error::OutcomeUnknown { .. }
             | Error::NotPerformed { .. }
             | Error::Divergence { .. }
+            | Error::InputRequired { .. }
+            | Error::InputUnavailable { .. }
             | Error::LeaseLost { .. } => {
                 let mut payload = error.to_agent_json();
                 let note = retry_note(&error);

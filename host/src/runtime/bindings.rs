@@ -9,6 +9,8 @@ wasmtime::component::bindgen!({
         "justonce:tool/effects.perform": trappable,
         // Result parts past the size cap trap the guest.
         "justonce:tool/content.add": trappable,
+        // An ask whose answers come later ends the run: the guest is stopped.
+        "justonce:tool/input.ask": trappable,
     },
 });
 

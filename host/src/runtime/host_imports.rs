@@ -122,6 +122,17 @@ impl tool::effects::Host for GuestState {
     }
 }
 
+impl tool::input::Host for GuestState {
+    fn ask(
+        &mut self,
+        _questions: Vec<tool::input::Question>,
+    ) -> wasmtime::Result<Result<Vec<String>, EffectError>> {
+        Ok(Err(EffectError::Denied(
+            "asking the user is not built yet (issue 43)".into(),
+        )))
+    }
+}
+
 impl tool::content::Host for GuestState {
     fn add(&mut self, part: tool::content::Part) -> wasmtime::Result<()> {
         // Past the cap the call traps, and the trap is the saved outcome.

@@ -1,7 +1,7 @@
 //! The imports a tool component may have. Everything else is refused at load, with
 //! the import named, before the component can run.
 //!
-//! Allowed: the justonce imports (`effects`, `log`, `content`, `progress`, `types`),
+//! Allowed: the justonce imports (`effects`, `log`, `content`, `progress`, `input`, `types`),
 //! and the parts of WASI that Rust's standard library links and that the host backs
 //! with nothing: streams, the command-line world's empty environment and stdio,
 //! clocks, random, and the filesystem interfaces with no directory ever preopened. Refused: sockets, HTTP, and any
@@ -24,7 +24,7 @@ use wasmtime::component::Component;
 const ALLOWED: &[(&str, &[&str])] = &[
     (
         "justonce:tool",
-        &["types", "effects", "log", "content", "progress"],
+        &["types", "effects", "log", "content", "progress", "input"],
     ),
     ("wasi:io", &["error", "poll", "streams"]),
     (

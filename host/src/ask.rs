@@ -1,0 +1,337 @@
+//! Tools that ask (issue 43): the questions a tool asks the person behind the agent,
+//! who answers them, and the request state that ties an answer to its question.
+//!
+//! Asking is an effect of the invocation (provider `user`, operation `elicit`): the
+//! guard journals the questions before anyone is asked and the answers before the
+//! tool gets them, so a retry or a resumed run replays them and never asks again.
+//! Whoever serves the call (an MCP server, a task) says how its client is asked by
+//! putting an [`Asker`] on the thread that runs the call ([`with_asker`]); a call run
+//! with none (the CLI's `run`, a library caller, a replay) cannot ask.
+//!
+//! The request state handed to a client that must come back with the answers
+//! (2026-07-28 `requestState`) needs no secret of its own: the effect key of the
+//! question is never sent anywhere, so a MAC under it ([`request_state`]) can only
+//! have been made by a host that holds the journal.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::jcs::canonicalize;
+use crate::keys::{EffectKey, InvocationKey};
+
+/// The provider name of the asking effect; a component cannot reach it through
+/// `effects.perform`.
+#[allow(dead_code)] // The guard's (issue 43, next commit).
+pub const PROVIDER: &str = "user";
+
+/// The operation of the asking effect.
+#[allow(dead_code)] // The guard's (issue 43, next commit).
+pub const OPERATION: &str = "elicit";
+
+/// The domain tag of a request state's MAC.
+const STATE_TAG: &str = "justonce.request-state.v1";
+
+/// Hex characters of a request state's MAC (128 bits).
+const MAC_HEX_LEN: usize = 32;
+
+/// One question a tool asks (MCP elicitation).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Question {
+    /// Its name within one ask: lowercase letters, digits and `_`, unique (MCP's
+    /// `inputRequests` key).
+    pub name: String,
+    /// What the person reads.
+    pub message: String,
+    /// The JSON Schema of the answer's content: a flat object (MCP `requestedSchema`).
+    pub schema: Value,
+}
+
+/// What became of asking.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Asked {
+    /// The person answered: one MCP `ElicitResult` object per question, in order
+    /// (`{"action":"accept","content":{…}}`, `{"action":"decline"}`,
+    /// `{"action":"cancel"}`).
+    Answered(Vec<Value>),
+    /// The answers come with a later request: the run stops here, and the call
+    /// returns [`crate::Error::InputRequired`].
+    Later,
+    /// This client cannot be asked now; why.
+    Unavailable(String),
+    /// The request claimed to answer with a request state that this host did not
+    /// make (tampered or forged); why.
+    Invalid(String),
+}
+
+/// The question being asked: which call, which position in it.
+#[derive(Debug, Clone, Copy)]
+pub struct AskContext<'a> {
+    /// The tool that asks.
+    pub tool: &'a str,
+    /// The invocation that asks.
+    pub key: &'a InvocationKey,
+    /// The asking effect's position in the invocation.
+    pub seq: u32,
+    /// The asking effect's key: never sent anywhere, so it keys the request state.
+    pub effect_key: &'a EffectKey,
+    /// The authenticated principal of the call, if any.
+    pub principal: Option<&'a str>,
+}
+
+impl AskContext<'_> {
+    /// The request state of this question ([`request_state`]).
+    pub fn state(&self) -> String {
+        request_state(self.key, self.seq, self.effect_key, self.principal)
+    }
+}
+
+/// Asks the person behind the calls of one caller.
+pub trait Asker {
+    /// Whether this caller's client can be asked at all (Err: why not).
+    fn can_ask(&self) -> Result<(), String>;
+    /// Asks `questions`, the asking effect at `at`.
+    fn ask(&self, at: &AskContext<'_>, questions: &[Question]) -> Asked;
+}
+
+thread_local! {
+    static ASKER: RefCell<Option<Rc<dyn Asker>>> = const { RefCell::new(None) };
+}
+
+/// Runs `run` with `asker` answering the questions of calls run on this thread (a
+/// guest runs on the thread that called it); the asker there before is restored
+/// after, also when `run` panics.
+pub fn with_asker<R>(asker: Rc<dyn Asker>, run: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Rc<dyn Asker>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            ASKER.with(|a| *a.borrow_mut() = previous);
+        }
+    }
+    let _restore = Restore(ASKER.with(|a| a.borrow_mut().replace(asker)));
+    run()
+}
+
+/// This thread's asker, if a caller put one there.
+#[allow(dead_code)] // The guard's (issue 43, next commit).
+pub(crate) fn current() -> Option<Rc<dyn Asker>> {
+    ASKER.with(|a| a.borrow().clone())
+}
+
+/// Why a call run with no asker cannot ask.
+#[allow(dead_code)] // The guard's (issue 43, next commit).
+pub(crate) const NO_ASKER: &str =
+    "this caller cannot answer questions (no client that can be asked is connected to the call)";
+
+/// The request state of the question at `seq` of `key`:
+/// `"{key}.{seq}.{mac}"`, `mac = hex(sha256(JCS(["justonce.request-state.v1",
+/// effect_key, principal_or_empty])))[..32]`.
+pub fn request_state(
+    key: &InvocationKey,
+    seq: u32,
+    effect_key: &EffectKey,
+    principal: Option<&str>,
+) -> String {
+    format!("{key}.{seq}.{}", mac(effect_key, principal))
+}
+
+fn mac(effect_key: &EffectKey, principal: Option<&str>) -> String {
+    let parts = Value::from(vec![
+        STATE_TAG,
+        effect_key.as_str(),
+        principal.unwrap_or(""),
+    ]);
+    let canonical = canonicalize(&parts).expect("an array of strings has a canonical form");
+    let mut hex = hex::encode(Sha256::digest(canonical.as_bytes()));
+    hex.truncate(MAC_HEX_LEN);
+    hex
+}
+
+/// What a request state says about the question being asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateCheck {
+    /// It was made for this very question: the answers that came with it answer it.
+    ForThisQuestion,
+    /// It was made for another question of the same call (an earlier one, answered
+    /// and journaled since): its answers do not answer this one, so ask again.
+    ForAnotherQuestion,
+    /// This host made no such state for this call: malformed, for another call, or
+    /// its MAC does not match.
+    Forged,
+}
+
+/// Checks `state` against the question `at` asks.
+pub fn check_request_state(state: &str, at: &AskContext<'_>) -> StateCheck {
+    // The key may hold dots (an explicit key); the seq and the MAC never do.
+    let mut parts = state.rsplitn(3, '.');
+    let (Some(mac_given), Some(seq), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
+        return StateCheck::Forged;
+    };
+    let well_formed = mac_given.len() == MAC_HEX_LEN
+        && mac_given
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        && !seq.is_empty()
+        && seq.bytes().all(|b| b.is_ascii_digit());
+    let Ok(seq) = seq.parse::<u32>() else {
+        return StateCheck::Forged;
+    };
+    if !well_formed || key != at.key.as_str() {
+        return StateCheck::Forged;
+    }
+    if seq != at.seq {
+        return StateCheck::ForAnotherQuestion;
+    }
+    let expected = mac(at.effect_key, at.principal);
+    // Compared in constant time: a MAC is a secret until it matches.
+    let differs = expected
+        .bytes()
+        .zip(mac_given.bytes())
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+    if differs == 0 {
+        StateCheck::ForThisQuestion
+    } else {
+        StateCheck::Forged
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::effect_key;
+
+    fn key(s: &str) -> InvocationKey {
+        InvocationKey::parse(s).unwrap()
+    }
+
+    fn at<'a>(key: &'a InvocationKey, seq: u32, effect: &'a EffectKey) -> AskContext<'a> {
+        AskContext {
+            tool: "refund",
+            key,
+            seq,
+            effect_key: effect,
+            principal: Some("alice"),
+        }
+    }
+
+    #[test]
+    fn a_state_checks_for_its_own_question_only() {
+        let k = key("conv.1.refund");
+        let effect = effect_key(&k, 7, 2);
+        let here = at(&k, 2, &effect);
+        let state = here.state();
+        assert!(state.starts_with("conv.1.refund.2."), "{state}");
+        assert_eq!(
+            check_request_state(&state, &here),
+            StateCheck::ForThisQuestion
+        );
+        // The same call's next question: ask again, not an attack.
+        let next_effect = effect_key(&k, 7, 3);
+        assert_eq!(
+            check_request_state(&state, &at(&k, 3, &next_effect)),
+            StateCheck::ForAnotherQuestion
+        );
+        // Another call's state is not this call's.
+        let other = key("conv.1.other");
+        assert_eq!(
+            check_request_state(&state, &at(&other, 2, &effect)),
+            StateCheck::Forged
+        );
+    }
+
+    #[test]
+    fn a_state_depends_on_the_effect_key_and_the_principal() {
+        let k = key("abc");
+        let effect = effect_key(&k, 1, 0);
+        let here = at(&k, 0, &effect);
+        let state = here.state();
+        // Another generation of the same call (its record expired): another secret.
+        let later = effect_key(&k, 2, 0);
+        assert_eq!(
+            check_request_state(&state, &at(&k, 0, &later)),
+            StateCheck::Forged
+        );
+        let bob = AskContext {
+            principal: Some("bob"),
+            ..here
+        };
+        assert_eq!(check_request_state(&state, &bob), StateCheck::Forged);
+        let nobody = AskContext {
+            principal: None,
+            ..here
+        };
+        assert_ne!(nobody.state(), state);
+        assert_eq!(
+            check_request_state(&nobody.state(), &nobody),
+            StateCheck::ForThisQuestion
+        );
+    }
+
+    #[test]
+    fn a_tampered_or_malformed_state_is_forged() {
+        let k = key("abc");
+        let effect = effect_key(&k, 1, 0);
+        let here = at(&k, 0, &effect);
+        let state = here.state();
+        let mut flipped = state.clone().into_bytes();
+        let last = flipped.len() - 1;
+        flipped[last] = if flipped[last] == b'0' { b'1' } else { b'0' };
+        let flipped = String::from_utf8(flipped).unwrap();
+        for forged in [
+            flipped.as_str(),
+            "",
+            "abc",
+            "abc.0",
+            "abc.x.0123456789abcdef0123456789abcdef",
+            "abc.0.0123",
+            "abc.+0.0123456789abcdef0123456789abcdef",
+            &state.to_uppercase(),
+            &format!("{state}0"),
+        ] {
+            assert_eq!(
+                check_request_state(forged, &here),
+                StateCheck::Forged,
+                "{forged:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_mac_is_the_documented_hash() {
+        let k = key("abc");
+        let effect = effect_key(&k, 1, 0);
+        let canonical = format!(r#"["{STATE_TAG}","{effect}","alice"]"#);
+        let digest = hex::encode(Sha256::digest(canonical.as_bytes()));
+        assert_eq!(
+            request_state(&k, 0, &effect, Some("alice")),
+            format!("abc.0.{}", &digest[..32])
+        );
+    }
+
+    struct Fixed(&'static str);
+    impl Asker for Fixed {
+        fn can_ask(&self) -> Result<(), String> {
+            Err(self.0.into())
+        }
+        fn ask(&self, _: &AskContext<'_>, _: &[Question]) -> Asked {
+            Asked::Later
+        }
+    }
+
+    #[test]
+    fn the_asker_is_the_one_of_the_run_and_is_restored_after() {
+        assert!(current().is_none());
+        with_asker(Rc::new(Fixed("outer")), || {
+            assert_eq!(current().unwrap().can_ask(), Err("outer".into()));
+            with_asker(Rc::new(Fixed("inner")), || {
+                assert_eq!(current().unwrap().can_ask(), Err("inner".into()));
+            });
+            assert_eq!(current().unwrap().can_ask(), Err("outer".into()));
+        });
+        assert!(current().is_none());
+    }
+}
