@@ -45,6 +45,8 @@
 //! task_after_ms = 1000           # a call from a client of the Tasks extension still
 //!                                # running by then is answered with a task (default 1000)
 //! task_required = ["export"]     # tools always answered with a task
+//! ask_timeout_ms = 300000        # a session's call waits this long for the answer to
+//!                                # each question its tool asks (default 300000)
 //!
 //! [upstreams.memory]             # an MCP server's tools, under the guard (see
 //! command = ["node", "server-memory/dist/index.js"]  # `config/upstreams.rs`)
@@ -157,6 +159,9 @@ pub struct McpSettings {
     pub task_after: Option<Duration>,
     /// `task_required`: the tools always answered with a task.
     pub task_required: std::collections::BTreeSet<String>,
+    /// `ask_timeout_ms`: how long a call of a session's client waits for the answer
+    /// to each question its tool asks (`elicitation/create`).
+    pub ask_timeout: Option<Duration>,
 }
 
 /// `[oauth]`: `serve --http` as an OAuth 2.1 resource server (see
@@ -218,6 +223,7 @@ struct RawMcp {
     task_after_ms: Option<u64>,
     #[serde(default)]
     task_required: Vec<String>,
+    ask_timeout_ms: Option<u64>,
 }
 
 impl RawMcp {
@@ -232,11 +238,15 @@ impl RawMcp {
         if let Some(ms) = self.answer_within_ms {
             require(ms >= 1, "mcp.answer_within_ms", "must be at least 1")?;
         }
+        if let Some(ms) = self.ask_timeout_ms {
+            require(ms >= 1, "mcp.ask_timeout_ms", "must be at least 1")?;
+        }
         Ok(McpSettings {
             unscoped,
             answer_within: self.answer_within_ms.map(Duration::from_millis),
             task_after: self.task_after_ms.map(Duration::from_millis),
             task_required: self.task_required.into_iter().collect(),
+            ask_timeout: self.ask_timeout_ms.map(Duration::from_millis),
         })
     }
 }
@@ -720,6 +730,10 @@ mod tests {
         );
         let why = reason("[mcp]\nanswer_within_ms = 0");
         assert!(why.contains("mcp.answer_within_ms"), "{why}");
+        let asks = parse("[mcp]\nask_timeout_ms = 90000").unwrap();
+        assert_eq!(asks.mcp.ask_timeout, Some(Duration::from_secs(90)));
+        let why = reason("[mcp]\nask_timeout_ms = 0");
+        assert!(why.contains("mcp.ask_timeout_ms"), "{why}");
         let why = reason("[mcp]\nwait_ms = 5");
         assert!(why.contains("wait_ms"), "{why}");
     }

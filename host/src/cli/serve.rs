@@ -203,6 +203,9 @@ impl Serve {
                     .unwrap_or(crate::mcp::tasks::DEFAULT_TASK_AFTER),
                 required: settings.task_required.clone(),
             },
+            ask_timeout: settings
+                .ask_timeout
+                .unwrap_or(crate::mcp::DEFAULT_ASK_TIMEOUT),
         };
         let _metrics = match &self.metrics {
             Some(addr) => Some(self.serve_metrics(cli, &host, addr)?),

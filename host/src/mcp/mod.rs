@@ -40,6 +40,7 @@
 //! ```
 
 mod catalog;
+mod elicit;
 pub mod http;
 mod job_queue;
 pub mod protocol;
@@ -50,6 +51,7 @@ pub mod tools;
 mod upstream_tools;
 
 pub use catalog::{Catalog, LIST_CHANGED};
+pub use elicit::DEFAULT_ASK_TIMEOUT;
 pub use http::{HttpOptions, server as http_server};
 pub use server::{MAX_QUEUED_CALLS, Server, Shutdown};
 
@@ -73,6 +75,10 @@ pub struct ServerConfig {
     pub unscoped: Unscoped,
     /// When a call is answered with a task (the Tasks extension, [`tasks`]).
     pub tasks: tasks::TaskSettings,
+    /// How long a call of a session's client waits for the answer to each question
+    /// its tool asks (`elicitation/create`); past it the call ends without an answer
+    /// (`input_unavailable`, resumable).
+    pub ask_timeout: std::time::Duration,
 }
 
 impl Default for ServerConfig {
@@ -82,6 +88,7 @@ impl Default for ServerConfig {
             max_concurrent_calls: 16,
             unscoped: Unscoped::Window,
             tasks: tasks::TaskSettings::default(),
+            ask_timeout: DEFAULT_ASK_TIMEOUT,
         }
     }
 }

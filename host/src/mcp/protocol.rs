@@ -135,9 +135,14 @@ pub enum Incoming {
         /// The parameters (empty when absent).
         params: Params,
     },
-    /// A response to a request of the server's; this server sends none, so it is
-    /// ignored.
-    Response,
+    /// A response to a request of the server's (`elicitation/create`, see
+    /// `mcp/elicit.rs`).
+    Response {
+        /// The id of the server's request it answers.
+        id: RequestId,
+        /// Its result, or its error.
+        outcome: Result<Value, ErrorData>,
+    },
 }
 
 /// Why a line could not be read as a message: the error to answer with, and the id
@@ -206,7 +211,24 @@ pub fn parse(line: &str) -> Result<Incoming, Malformed> {
             )));
         }
         None if id.is_some() && (object.contains_key("result") || object.contains_key("error")) => {
-            return Ok(Incoming::Response);
+            let id = id.expect("checked above");
+            let outcome = match (object.get("result"), object.get("error")) {
+                (Some(result), None) => Ok(result.clone()),
+                (None, Some(error)) => Err(serde_json::from_value::<ErrorData>(error.clone())
+                    .unwrap_or_else(|e| {
+                        ErrorData::internal_error(format!("a malformed error ({e}): {error}"), None)
+                    })),
+                _ => {
+                    return Err(Malformed {
+                        id: None,
+                        error: ErrorData::invalid_request(
+                            "a response has a result or an error, not both",
+                            None,
+                        ),
+                    });
+                }
+            };
+            return Ok(Incoming::Response { id, outcome });
         }
         None => return Err(malformed("the message has no \"method\"".into())),
     };
@@ -301,8 +323,26 @@ mod tests {
         assert!(matches!(request, Incoming::Request { ref method, .. } if method == "tools/list"));
         let note = parse(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
         assert!(matches!(note, Incoming::Notification { .. }));
-        let reply = parse(r#"{"jsonrpc":"2.0","id":"s1","result":{}}"#).unwrap();
-        assert_eq!(reply, Incoming::Response);
+        let reply = parse(r#"{"jsonrpc":"2.0","id":"s1","result":{"action":"accept"}}"#).unwrap();
+        assert_eq!(
+            reply,
+            Incoming::Response {
+                id: RequestId::try_from(&json!("s1")).unwrap(),
+                outcome: Ok(json!({"action": "accept"})),
+            }
+        );
+        let refused = parse(r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32600,"message":"no"}}"#);
+        let Ok(Incoming::Response {
+            outcome: Err(error),
+            ..
+        }) = refused
+        else {
+            panic!("{refused:?}");
+        };
+        assert_eq!(
+            (error.code, error.message.as_ref()),
+            (ErrorCode::INVALID_REQUEST, "no")
+        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::ServerConfig;
 use super::catalog::{self, Catalog};
+use super::elicit::{Pending, session_asker};
 use super::job_queue::JobQueue;
 use super::protocol::{self, ErrorData, Incoming, Params, RequestId, SERVER_BUSY};
 use super::session::{Dispatch, Era, Session, severity, stateless_result};
@@ -134,6 +135,8 @@ struct Job {
     stateless: bool,
     log_level: Option<LoggingLevel>,
     progress_token: Option<ProgressToken>,
+    /// Whether the client declared `elicitation`, so the tool may ask it.
+    elicits: bool,
 }
 
 /// The tool calls that were received and not yet answered, and which of them the
@@ -224,6 +227,8 @@ impl Server {
         // Shared with the calls' listeners, which write what a tool says as it runs.
         let outbox = Arc::new(Outbox(Mutex::new(output)));
         let in_flight = InFlight::default();
+        // The server's questions to the client, waiting for its answers.
+        let pending = Arc::new(Pending::default());
         let queue = JobQueue::<Job>::new(MAX_QUEUED_CALLS);
         let workers = self.config.max_concurrent_calls.max(1);
         let (changed, changes) = crossbeam_channel::unbounded::<()>();
@@ -237,7 +242,7 @@ impl Server {
             for n in 0..workers {
                 std::thread::Builder::new()
                     .name(format!("justonce-mcp-{n}"))
-                    .spawn_scoped(scope, || self.work(&queue, &in_flight, &outbox))?;
+                    .spawn_scoped(scope, || self.work(&queue, &in_flight, &outbox, &pending))?;
             }
             // Ends when the listener is dropped, after the loop below.
             let notifier = std::thread::Builder::new()
@@ -249,7 +254,14 @@ impl Server {
                         }
                     }
                 })?;
-            let result = self.read_loop(&mut input, &queue, &in_flight, &outbox, &initialized);
+            let result = self.read_loop(
+                &mut input,
+                (&queue, &in_flight, &pending),
+                &outbox,
+                &initialized,
+            );
+            // No answer comes any more: a call waiting for one ends without it.
+            pending.close();
             drop(closing);
             self.catalog.unlisten(listener);
             let _ = notifier.join();
@@ -264,8 +276,7 @@ impl Server {
     fn read_loop<R: BufRead, W: Write>(
         &self,
         input: &mut R,
-        jobs: &JobQueue<Job>,
-        in_flight: &InFlight,
+        calls: (&JobQueue<Job>, &InFlight, &Pending),
         outbox: &Outbox<W>,
         initialized: &AtomicBool,
     ) -> io::Result<()> {
@@ -280,7 +291,7 @@ impl Server {
                 Ok(Line::End) => break Ok(()),
                 Ok(Line::Read) => {
                     session.offer(self.catalog.listing());
-                    self.handle(&line, &mut session, jobs, in_flight, outbox);
+                    self.handle(&line, &mut session, calls, outbox);
                     if matches!(session.era(), Era::Handshake(_)) {
                         initialized.store(true, Ordering::Release);
                     }
@@ -302,8 +313,7 @@ impl Server {
         &self,
         line: &[u8],
         session: &mut Session<'_>,
-        jobs: &JobQueue<Job>,
-        in_flight: &InFlight,
+        (jobs, in_flight, pending): (&JobQueue<Job>, &InFlight, &Pending),
         outbox: &Outbox<W>,
     ) {
         let Ok(text) = std::str::from_utf8(line) else {
@@ -322,8 +332,10 @@ impl Server {
                     &malformed.error,
                 ));
             }
-            Ok(Incoming::Response) => {
-                tracing::debug!("ignoring a response: this server sends no requests")
+            Ok(Incoming::Response { id, outcome }) => {
+                if !pending.respond(&id, outcome) {
+                    tracing::debug!(%id, "a response to no question waiting for one; ignored");
+                }
             }
             Ok(Incoming::Notification { method, params }) => {
                 self.notification(&method, &params, in_flight)
@@ -361,6 +373,7 @@ impl Server {
                             stateless,
                             log_level,
                             progress_token,
+                            elicits: session.elicits(),
                         };
                         // The workers live as long as this loop, so the queue is open;
                         // a full one answers at once instead of growing.
@@ -546,11 +559,12 @@ impl Server {
         &self.config
     }
 
-    fn work<W: Write + 'static>(
+    fn work<W: Write + Send + 'static>(
         &self,
         queue: &JobQueue<Job>,
         in_flight: &InFlight,
         outbox: &Arc<Outbox<W>>,
+        pending: &Arc<Pending>,
     ) {
         loop {
             let Some(job) = queue.pop() else { return };
@@ -567,13 +581,28 @@ impl Server {
             }
             // What the tool says goes out as it says it, before the answer.
             let out = Arc::clone(outbox);
-            let reply = self.run_call_logged(
-                &job.request,
-                job.stateless,
-                false,
-                (job.log_level, job.progress_token),
-                move |note| out.send(&note),
-            );
+            let run = || {
+                self.run_call_logged(
+                    &job.request,
+                    job.stateless,
+                    false,
+                    (job.log_level, job.progress_token),
+                    move |note| out.send(&note),
+                )
+            };
+            // A session's client is asked on this connection, if it said it can be.
+            let reply = if job.stateless {
+                run()
+            } else {
+                let out = Arc::clone(outbox);
+                let asker = session_asker(
+                    job.elicits,
+                    Arc::clone(pending),
+                    move |request| out.send(request),
+                    self.config.ask_timeout,
+                );
+                crate::ask::with_asker(asker, run)
+            };
             if in_flight.finish(&job.id) {
                 tracing::info!(id = %job.id, "cancelled call finished; its response is withheld");
             } else {

@@ -100,6 +100,9 @@ pub(crate) struct Session<'a> {
     /// The stdio connection's own id, new at each `initialize`: the session of its
     /// calls under `[mcp] unscoped = "session"`.
     connection: Option<String>,
+    /// Whether the client's `initialize` declared the `elicitation` capability: its
+    /// tools may ask it (`mcp/elicit.rs`).
+    elicits: bool,
 }
 
 /// A fresh id for a stdio connection (random, hex); `None` when the system gives no
@@ -130,6 +133,7 @@ impl<'a> Session<'a> {
             log_level: None,
             starts_over: false,
             connection: None,
+            elicits: false,
         }
     }
 
@@ -155,7 +159,21 @@ impl<'a> Session<'a> {
             log_level,
             starts_over: false,
             connection: None,
+            elicits: false,
         }
+    }
+
+    /// The same connection, whose client declared the `elicitation` capability (or
+    /// not) when it initialized (an HTTP session between requests).
+    pub(crate) fn eliciting(mut self, elicits: bool) -> Self {
+        self.elicits = elicits;
+        self
+    }
+
+    /// Whether the client declared the `elicitation` capability in `initialize`, so
+    /// its calls' tools may ask it.
+    pub(crate) fn elicits(&self) -> bool {
+        self.elicits
     }
 
     /// Serves `tools` from now on (the list changed while the connection is open).
@@ -274,6 +292,7 @@ impl<'a> Session<'a> {
         let version = negotiate_handshake(requested);
         tracing::info!(requested, %version, "initialize");
         self.era = Era::Handshake(version);
+        self.elicits = super::elicit::declares_elicitation(params.get("capabilities"));
         let mut capabilities = capabilities();
         if let Some(tools) = &mut capabilities.tools {
             tools.list_changed = Some(true);
@@ -626,6 +645,28 @@ mod tests {
             "{}",
             again.message
         );
+    }
+
+    /// A client is asked only if its `initialize` declared `elicitation`; a new
+    /// handshake on the same pipe says it anew.
+    #[test]
+    fn initialize_remembers_whether_the_client_declared_elicitation() {
+        let mut stdio = Session::new(tools(), Scoping::default()).over_stdio();
+        assert!(!stdio.elicits());
+        let init = |session: &mut Session<'_>, capabilities: Value| {
+            reply(session.request(
+                "initialize",
+                &params(json!({"protocolVersion": "2025-11-25", "capabilities": capabilities})),
+            ))
+            .unwrap();
+        };
+        init(&mut stdio, json!({"elicitation": {"form": {}}}));
+        assert!(stdio.elicits());
+        init(&mut stdio, json!({"sampling": {}}));
+        assert!(!stdio.elicits(), "the new handshake declared none");
+        let resumed = Session::resume(tools(), Scoping::default(), stdio.era(), None);
+        assert!(!resumed.elicits());
+        assert!(resumed.eliciting(true).elicits());
     }
 
     /// `tasks/*` on this server, which does not declare the Tasks extension, is an

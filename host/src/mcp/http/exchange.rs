@@ -13,6 +13,7 @@ use tokio::sync::mpsc::unbounded_channel;
 use super::McpEndpoint;
 use super::sessions::{Found, Refused};
 use crate::call::CallRequest;
+use crate::mcp::elicit::{self, CannotAsk};
 use crate::mcp::protocol::{
     self, ErrorCode, ErrorData, INVALID_REQUEST, Incoming, MODERN_VERSIONS,
     PROTOCOL_VERSION_META_KEY, Params, ProtocolVersion, RequestId, SERVER_BUSY, handshake_versions,
@@ -42,6 +43,9 @@ struct LiveCall {
     ),
     /// Its place among its principal's calls in flight, until it finishes.
     permit: Permit,
+    /// Whether the session's client declared `elicitation`: its tool may ask it, on
+    /// this call's stream.
+    elicits: bool,
     /// Counts it among the calls a stopping server waits for.
     shutdown: Arc<Shutdown>,
 }
@@ -135,7 +139,7 @@ impl McpEndpoint {
                 let body = protocol::error_response(malformed.id.as_ref(), &malformed.error);
                 Response::message(400, Kind::Json, &body)
             }
-            Ok(Incoming::Response) => Response::empty(202),
+            Ok(Incoming::Response { id, outcome }) => self.answer(head, principal, &id, outcome),
             Ok(Incoming::Notification { method, .. }) => {
                 if method == "notifications/cancelled" {
                     // As over stdio: the call runs to its outcome and keeps its record;
@@ -148,6 +152,34 @@ impl McpEndpoint {
                 self.request(head, principal, &id, &method, &params, kind)
             }
         }
+    }
+
+    /// A client's response to a question a call of its session asked
+    /// (`elicitation/create`, on the call's stream): handed to the call waiting for
+    /// it, by id. The session must be the principal's, as for a request.
+    fn answer(
+        &self,
+        head: &Head,
+        principal: &str,
+        id: &RequestId,
+        outcome: elicit::Outcome,
+    ) -> Response {
+        let Some(session_id) = head.header("mcp-session-id") else {
+            tracing::debug!(%id, "a response without a session: no question of the server's waits for it");
+            return Response::empty(202);
+        };
+        let Some(found) = self.sessions.lookup(session_id, principal, Instant::now()) else {
+            return refusal(
+                404,
+                None,
+                INVALID_REQUEST,
+                "no such session (it ended or was never opened): its questions ended with it",
+            );
+        };
+        if !found.pending.respond(id, outcome) {
+            tracing::debug!(%id, "a response to no question waiting for one; ignored");
+        }
+        Response::empty(202)
     }
 
     fn request(
@@ -202,7 +234,8 @@ impl McpEndpoint {
                         ),
                     );
                 }
-                let resumed = Session::resume(tools, scoping, entry.era, entry.log_level);
+                let resumed = Session::resume(tools, scoping, entry.era, entry.log_level)
+                    .eliciting(entry.elicits);
                 found = Some(entry);
                 (resumed, false)
             }
@@ -287,21 +320,32 @@ impl McpEndpoint {
                         crate::mcp::tasks::call(server, &request, params, done)
                     });
                 }
-                // A session's client that takes a stream hears the call as it runs,
-                // and may come back for what it missed (`Last-Event-ID`).
+                // A session's client that takes a stream hears the call as it runs
+                // (and is asked its tool's questions there), and may come back for
+                // what it missed (`Last-Event-ID`).
                 let may_hear = log_level.is_some() || progress_token.is_some();
                 if let Some(found) = &found
-                    && reply_kind(head, self.options.prefer_sse || may_hear) == Some(Kind::Sse)
+                    && reply_kind(head, self.options.prefer_sse || may_hear || found.elicits)
+                        == Some(Kind::Sse)
                 {
                     let call = LiveCall {
                         id: id.clone(),
                         request,
                         heard: (log_level, progress_token),
                         permit: _permit,
+                        elicits: found.elicits,
                         shutdown,
                     };
                     return self.stream_call(server, found, call);
                 }
+                // A session's client answered without a stream cannot be asked.
+                let cannot_ask = found.as_ref().map(|found| {
+                    CannotAsk(if found.elicits {
+                        elicit::NO_STREAM
+                    } else {
+                        elicit::NOT_DECLARED
+                    })
+                });
                 // Runs to its outcome even if the client hangs up meanwhile: the
                 // record is kept and a retry gets the outcome. The guard blocks, so
                 // this thread hands its other connections to another worker first.
@@ -313,13 +357,19 @@ impl McpEndpoint {
                     .replay_from_memory(&request, stateless, true)
                     .unwrap_or_else(|| {
                         tokio::task::block_in_place(|| {
-                            server.run_call_logged(
-                                &request,
-                                stateless,
-                                true,
-                                (log_level, progress_token),
-                                move |note| sink.borrow_mut().push(note),
-                            )
+                            let run = || {
+                                server.run_call_logged(
+                                    &request,
+                                    stateless,
+                                    true,
+                                    (log_level, progress_token),
+                                    move |note| sink.borrow_mut().push(note),
+                                )
+                            };
+                            match cannot_ask {
+                                Some(asker) => crate::ask::with_asker(std::rc::Rc::new(asker), run),
+                                None => run(),
+                            }
                         })
                     });
                 shutdown.finish();
@@ -358,7 +408,11 @@ impl McpEndpoint {
         }
         if opening && reply.is_ok() {
             match self.sessions.open(principal, session.era(), Instant::now()) {
-                Ok(session_id) => response = response.with("mcp-session-id", session_id),
+                Ok(session_id) => {
+                    self.sessions
+                        .set_elicits(&session_id, principal, session.elicits());
+                    response = response.with("mcp-session-id", session_id)
+                }
                 Err(refused) => {
                     tracing::warn!("initialize refused: {refused}");
                     let (status, code) = match refused {
@@ -394,17 +448,30 @@ impl McpEndpoint {
         }
         let server = server.clone();
         let record = Arc::clone(&events);
+        let pending = Arc::clone(&found.pending);
         tokio::task::spawn_blocking(move || {
             let LiveCall {
                 id,
                 request,
                 heard,
                 permit,
+                elicits,
                 shutdown,
             } = call;
             let notes = Arc::clone(&record);
-            let reply = server.run_call_logged(&request, false, true, heard, move |note| {
-                notes.append(stream, &note, false)
+            // The tool's questions go out on this stream, kept for `Last-Event-ID`
+            // as its other events; the client POSTs its answers to the session.
+            let questions = Arc::clone(&record);
+            let asker = elicit::session_asker(
+                elicits,
+                pending,
+                move |question| questions.append(stream, question, false),
+                server.config().ask_timeout,
+            );
+            let reply = crate::ask::with_asker(asker, || {
+                server.run_call_logged(&request, false, true, heard, move |note| {
+                    notes.append(stream, &note, false)
+                })
             });
             shutdown.finish();
             drop(permit);

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 #[allow(deprecated)] // SEP-2577 deprecates logging; revisions up to 2025-11-25 have it.
 use rmcp::model::LoggingLevel;
 
+use crate::mcp::elicit::Pending;
 use crate::mcp::session::Era;
 use crate::serving::sse::{EventLog, ReplayCaps};
 
@@ -26,6 +27,11 @@ struct Entry {
     used: Instant,
     /// The events of its POST streams, for `Last-Event-ID`; ends with the session.
     events: Arc<EventLog>,
+    /// Whether its client declared `elicitation` when it initialized.
+    elicits: bool,
+    /// Its calls' questions waiting for the client's answers; closed with the
+    /// session.
+    pending: Arc<Pending>,
 }
 
 /// What a session's request needs of its entry.
@@ -37,6 +43,10 @@ pub(crate) struct Found {
     pub log_level: Option<LoggingLevel>,
     /// The record of its streams' events.
     pub events: Arc<EventLog>,
+    /// Whether its client declared `elicitation`, so its calls' tools may ask it.
+    pub elicits: bool,
+    /// Its calls' questions waiting for the client's answers.
+    pub pending: Arc<Pending>,
 }
 
 /// Why no session was opened.
@@ -101,7 +111,13 @@ impl Sessions {
         let mut table = self.lock();
         let mine = table.values().filter(|e| e.principal == principal).count();
         if mine >= self.per_principal || table.len() >= self.cap {
-            table.retain(|_, e| !self.expired(e, now));
+            table.retain(|_, e| {
+                let expired = self.expired(e, now);
+                if expired {
+                    e.pending.close();
+                }
+                !expired
+            });
         }
         if table.values().filter(|e| e.principal == principal).count() >= self.per_principal {
             return Err(Refused::PrincipalFull {
@@ -121,6 +137,8 @@ impl Sessions {
                 log_level: None,
                 used: now,
                 events: Arc::new(EventLog::new(tag, self.replay)),
+                elicits: false,
+                pending: Arc::default(),
             },
         );
         Ok(id)
@@ -140,7 +158,9 @@ impl Sessions {
             return None;
         }
         if self.expired(entry, now) {
-            table.remove(id);
+            if let Some(gone) = table.remove(id) {
+                gone.pending.close();
+            }
             return None;
         }
         let entry = table.get_mut(id)?;
@@ -149,6 +169,8 @@ impl Sessions {
             era: entry.era,
             log_level: entry.log_level,
             events: Arc::clone(&entry.events),
+            elicits: entry.elicits,
+            pending: Arc::clone(&entry.pending),
         })
     }
 
@@ -163,11 +185,24 @@ impl Sessions {
         }
     }
 
-    /// Closes session `id` if it is open and `principal`'s; whether it was.
+    /// Records that the client of session `id` declared `elicitation` (or not),
+    /// if the session is open and `principal`'s.
+    pub fn set_elicits(&self, id: &str, principal: &str, elicits: bool) {
+        if let Some(entry) = self.lock().get_mut(id)
+            && entry.principal == principal
+        {
+            entry.elicits = elicits;
+        }
+    }
+
+    /// Closes session `id` if it is open and `principal`'s; whether it was. Its
+    /// calls waiting for an answer end without one.
     pub fn close(&self, id: &str, principal: &str) -> bool {
         let mut table = self.lock();
         if table.get(id).is_some_and(|e| e.principal == principal) {
-            table.remove(id);
+            if let Some(gone) = table.remove(id) {
+                gone.pending.close();
+            }
             true
         } else {
             false
@@ -208,6 +243,32 @@ mod tests {
         assert!(sessions.close(&a, "alice"));
         assert_eq!(sessions.era(&a, "alice", now), None);
         assert!(sessions.era(&b, "bob", now).is_some());
+    }
+
+    /// Whether the client elicits is the session's, and its calls waiting for an
+    /// answer end when it ends (closed, or expired).
+    #[test]
+    fn a_sessions_questions_end_with_it() {
+        let idle = Duration::from_secs(60);
+        let sessions = Sessions::new(8, 8, idle, ReplayCaps::default());
+        let now = Instant::now();
+        let a = sessions.open("alice", V, now).unwrap();
+        assert!(!sessions.lookup(&a, "alice", now).unwrap().elicits);
+        sessions.set_elicits(&a, "bob", true);
+        assert!(
+            !sessions.lookup(&a, "alice", now).unwrap().elicits,
+            "not bob's"
+        );
+        sessions.set_elicits(&a, "alice", true);
+        let found = sessions.lookup(&a, "alice", now).unwrap();
+        assert!(found.elicits);
+        assert!(!found.pending.is_closed());
+        assert!(sessions.close(&a, "alice"));
+        assert!(found.pending.is_closed(), "closed with the session");
+        let b = sessions.open("alice", V, now).unwrap();
+        let waiting = sessions.lookup(&b, "alice", now).unwrap().pending;
+        assert!(sessions.lookup(&b, "alice", now + idle).is_none());
+        assert!(waiting.is_closed(), "closed when it expired");
     }
 
     #[test]
