@@ -41,6 +41,35 @@ export function perform<Response = any>(provider: string, operation: string, pay
 /** `perform` with JSON text in and out. */
 export function performText(provider: string, operation: string, payload: string): string;
 
+/** The person's answer to a question (an MCP `ElicitResult`). */
+export class Answer<Content = { [key: string]: Json }> {
+  constructor(action: 'accept' | 'decline' | 'cancel', content?: Content);
+  readonly action: 'accept' | 'decline' | 'cancel';
+  /** What an accepted answer filled in (the object its schema describes). */
+  readonly content?: Content;
+  /** Whether the person accepted. */
+  readonly accepted: boolean;
+  /** A field of an accepted answer's content, or `fallback`. */
+  get<K extends keyof Content>(field: K, fallback?: Content[K]): Content[K] | undefined;
+}
+
+/** One question: `name` (lowercase letters, digits, `_`; unique within one
+ * `askAll`), the `message` the person reads, and the JSON Schema of the answer's
+ * content (a flat object, MCP's `requestedSchema`). */
+export interface Question {
+  name: string;
+  message: string;
+  schema: Json;
+}
+
+/** Asks the person behind the agent one question (MCP elicitation). Guarded like an
+ * effect: a retry or a resumed call gets the same answer without asking again.
+ * Throws an `EffectError` when there is no answer. */
+export function ask<Content = { [key: string]: Json }>(message: string, schema: Json, name?: string): Answer<Content>;
+
+/** Asks several questions at once; their answers in order. */
+export function askAll(questions: Question[]): Answer[];
+
 /** Where a request goes: an absolute URL, or a path under a service the host's
  * config names. */
 export type Target = string | { service: string; path: string };

@@ -9,6 +9,7 @@ import { perform as witPerform } from 'justonce:tool/effects@0.1.0';
 import { write as witLog } from 'justonce:tool/log@0.1.0';
 import { add as witAddContent } from 'justonce:tool/content@0.1.0';
 import { report as witProgress } from 'justonce:tool/progress@0.1.0';
+import { ask as witAsk } from 'justonce:tool/input@0.1.0';
 
 // ---------------------------------------------------------------------------
 // JSON with exact integers
@@ -151,21 +152,94 @@ export function performText(provider, operation, payload) {
   try {
     return witPerform(provider, operation, payload);
   } catch (e) {
-    // The bindings throw the `effect-error` variant, wrapped or bare.
-    const variant = e?.payload ?? e;
-    if (!variant || typeof variant.tag !== 'string') throw e;
-    if (variant.tag === 'rejected') {
-      let answer;
-      try {
-        answer = JSON.parse(variant.val);
-      } catch {
-        // The host sends JSON; keep a non-JSON answer rather than lose it.
-        answer = variant.val;
-      }
-      throw effectError('rejected', JSON.stringify(answer), answer);
-    }
-    throw effectError(variant.tag, variant.val);
+    throw fromWit(e);
   }
+}
+
+/** What the bindings threw as an `EffectError`: the `effect-error` variant, wrapped
+ * or bare; anything else as it is. */
+function fromWit(e) {
+  const variant = e?.payload ?? e;
+  if (!variant || typeof variant.tag !== 'string') return e;
+  if (variant.tag === 'rejected') {
+    let answer;
+    try {
+      answer = JSON.parse(variant.val);
+    } catch {
+      // The host sends JSON; keep a non-JSON answer rather than lose it.
+      answer = variant.val;
+    }
+    return effectError('rejected', JSON.stringify(answer), answer);
+  }
+  return effectError(variant.tag, variant.val);
+}
+
+// ---------------------------------------------------------------------------
+// Asking the person behind the agent (MCP elicitation)
+
+/** The person's answer (an MCP `ElicitResult`): `action` is `accept`, `decline` or
+ * `cancel`; an accepted one has the `content` its schema describes. */
+export class Answer {
+  constructor(action, content = undefined) {
+    this.action = action;
+    this.content = content;
+  }
+
+  /** Whether the person accepted (and filled in the form). */
+  get accepted() {
+    return this.action === 'accept';
+  }
+
+  /** A field of an accepted answer's content, or `fallback`. */
+  get(field, fallback = undefined) {
+    if (!this.accepted || this.content === null || typeof this.content !== 'object') {
+      return fallback;
+    }
+    return Object.hasOwn(this.content, field) ? this.content[field] : fallback;
+  }
+}
+
+/**
+ * Asks the person behind the agent one question and returns their `Answer`.
+ * `schema` is the JSON Schema of the answer's content: a flat object (MCP's
+ * `requestedSchema`). Guarded like an effect: a retry or a resumed call gets the
+ * same answer without asking again. Throws an `EffectError` when there is none.
+ */
+export function ask(message, schema, name = 'answer') {
+  return askAll([{ name, message, schema }])[0];
+}
+
+/** Asks several questions at once (`{ name, message, schema }` each, names unique)
+ * and returns their `Answer`s in order. */
+export function askAll(questions) {
+  let asked;
+  try {
+    asked = questions.map(({ name, message, schema }) => ({
+      name,
+      message,
+      schema: stringifyJson(schema),
+    }));
+  } catch (e) {
+    throw effectError('bad-payload', String(e?.message ?? e));
+  }
+  let texts;
+  try {
+    texts = witAsk(asked);
+  } catch (e) {
+    throw fromWit(e);
+  }
+  return texts.map((text) => {
+    let result;
+    try {
+      result = JSON.parse(text);
+    } catch (e) {
+      throw effectError('bad-response', String(e?.message ?? e));
+    }
+    if (!result || typeof result.action !== 'string') {
+      throw effectError('bad-response', `not an ElicitResult: ${text}`);
+    }
+    return new Answer(result.action, result.content ?? undefined);
+  });
 }
 
 // ---------------------------------------------------------------------------

@@ -7,7 +7,9 @@ const STUB =
       'export function write() {}\n' +
       'export function report() {}\n' +
       '// content.add: the parts a test\'s tool added, in globalThis.addedContent.\n' +
-      'export function add(part) { (globalThis.addedContent ??= []).push(part); }\n',
+      'export function add(part) { (globalThis.addedContent ??= []).push(part); }\n' +
+      '// input.ask: globalThis.scriptedAsk answers, as a test scripts it.\n' +
+      'export function ask(questions) { return globalThis.scriptedAsk(questions); }\n',
   );
 
 export async function resolve(specifier, context, next) {

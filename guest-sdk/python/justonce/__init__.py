@@ -43,6 +43,7 @@ from typing import Any, Callable, Optional
 
 from . import http, log
 from ._errors import ToolError
+from .asking import Answer, Question, ask, ask_all
 from .content import Audio, Image, Resource, ResourceLink, Rich, Text, add_parts
 from .log import progress
 from ._schema import Int64, Signature, UInt64, to_json
@@ -58,6 +59,7 @@ from .effects import (
 )
 
 __all__ = [
+    "Answer",
     "Audio",
     "BadPayload",
     "BadResponse",
@@ -67,6 +69,7 @@ __all__ = [
     "Image",
     "Int64",
     "OutcomeUnknown",
+    "Question",
     "Rejected",
     "Resource",
     "ResourceLink",
@@ -75,6 +78,8 @@ __all__ = [
     "Tool",
     "ToolError",
     "UInt64",
+    "ask",
+    "ask_all",
     "export",
     "http",
     "log",

@@ -1,15 +1,15 @@
 // probe_js: the same tool as probe_py, for the tests and the bench.
 
-import { content, perform, progress, rich, s, tool } from '../../../guest-sdk/js/justonce.js';
+import { ask, content, perform, progress, rich, s, tool } from '../../../guest-sdk/js/justonce.js';
 
 // What `count` calls left in this instance: a fresh instance per call sees only its own.
 const seen = [];
 
 export const { describe, call } = tool({
   name: 'probe_js',
-  description: 'Echoes a message, mails it, or tries what the sandbox denies.',
+  description: 'Echoes a message, mails it (once the person confirms: ask), or tries what the sandbox denies.',
   args: s.object({
-    op: s.enum(['echo', 'count', 'mail', 'receipt', 'env', 'sleep', 'timer']).describe('What to do.'),
+    op: s.enum(['echo', 'count', 'mail', 'receipt', 'ask', 'env', 'sleep', 'timer']).describe('What to do.'),
     message: s.string().describe("Echoed, or the mail's subject.").default(''),
     email: s.string().optional(),
   }),
@@ -34,6 +34,16 @@ export const { describe, call } = tool({
     if (op === 'mail') {
       const sent = perform('mail', 'send', { to: email, subject: message, body: message });
       return { message_id: sent.message_id };
+    }
+    if (op === 'ask') {
+      const answer = ask(
+        `Send ${JSON.stringify(message)} to ${email}?`,
+        { type: 'object', properties: { confirm: { type: 'boolean' } }, required: ['confirm'] },
+        'confirm',
+      );
+      if (!(answer.accepted && answer.get('confirm'))) return { answer: answer.action, message_id: null };
+      const sent = perform('mail', 'send', { to: email, subject: message, body: message });
+      return { answer: answer.action, message_id: sent.message_id };
     }
     if (op === 'receipt') {
       progress(1, 2, 'mailing');

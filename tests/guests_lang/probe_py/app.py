@@ -5,9 +5,9 @@ import socket
 import time
 from typing import Annotated, Literal, Optional
 
-from justonce import Image, ResourceLink, Rich, Text, export, perform, progress, tool
+from justonce import Image, ResourceLink, Rich, Text, ask, export, perform, progress, tool
 
-Op = Literal["echo", "count", "mail", "receipt", "file", "socket", "env", "sleep"]
+Op = Literal["echo", "count", "mail", "receipt", "ask", "file", "socket", "env", "sleep"]
 
 # What `count` calls left in this instance: a fresh instance per call sees only its own.
 _seen: list = []
@@ -19,8 +19,8 @@ def probe(
     message: Annotated[str, "Echoed, or the mail's subject."] = "",
     email: Optional[str] = None,
 ) -> dict:
-    """Echoes a message, mails it (`receipt`: and answers in parts), or tries what
-    the sandbox denies."""
+    """Echoes a message, mails it (`receipt`: and answers in parts; `ask`: once the
+    person confirms), or tries what the sandbox denies."""
     if op == "echo":
         return {"echo": message}
     if op == "count":
@@ -33,6 +33,16 @@ def probe(
     if op == "mail":
         sent = perform("mail", "send", {"to": email, "subject": message, "body": message})
         return {"message_id": sent["message_id"]}
+    if op == "ask":
+        answer = ask(
+            f"Send {message!r} to {email}?",
+            {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]},
+            name="confirm",
+        )
+        if not (answer.accepted and answer.get("confirm")):
+            return {"answer": answer.action, "message_id": None}
+        sent = perform("mail", "send", {"to": email, "subject": message, "body": message})
+        return {"answer": answer.action, "message_id": sent["message_id"]}
     if op == "receipt":
         sent = perform("mail", "send", {"to": email, "subject": message, "body": message})
         # Heard only by a client that asked; a Python tool that reports must not trap.
