@@ -20,6 +20,11 @@
 //!   every key's scope, explicit keys included. The result has
 //!   the JSON as text and as `structuredContent`, and `_meta["dev.justonce/replayed"]`
 //!   and `_meta["dev.justonce/key"]`. See [`tools`] for how errors map.
+//! - A tool that asks the person behind the agent (issue 43): on the stateless wire
+//!   the call answers `resultType: "input_required"` with the questions and a
+//!   `requestState`, and the same call made again with `inputResponses` and that
+//!   state resumes it (`mrtr`); a session's client is asked with `elicitation/create`
+//!   while the call runs (`elicit`).
 //! - Calls run concurrently on up to [`ServerConfig::max_concurrent_calls`] workers,
 //!   so two identical calls in flight coalesce in the invocation guard.
 //! - `notifications/cancelled` withholds the response but lets the call run to its
@@ -43,6 +48,7 @@ mod catalog;
 mod elicit;
 pub mod http;
 mod job_queue;
+mod mrtr;
 pub mod protocol;
 mod server;
 mod session;

@@ -20,6 +20,9 @@ pub const INVALID_REQUEST: ErrorCode = ErrorCode::INVALID_REQUEST;
 /// The server is busy (its queue of calls is full): nothing was run, retry later.
 /// justonce's own code (JSON-RPC's range for server errors; MCP names none).
 pub const SERVER_BUSY: ErrorCode = ErrorCode(-32000);
+/// A request that needs a capability its client did not declare (SEP-2575's
+/// `MissingRequiredClientCapabilityError`; over HTTP, status 400).
+pub const MISSING_CAPABILITY: ErrorCode = ErrorCode(-32021);
 
 /// Revisions that carry their version in every request's `_meta` (no handshake):
 /// the ones this server implements, which is its decision, not the SDK's.

@@ -19,6 +19,7 @@ use super::ServerConfig;
 use super::catalog::{self, Catalog};
 use super::elicit::{Pending, session_asker};
 use super::job_queue::JobQueue;
+use super::mrtr;
 use super::protocol::{self, ErrorData, Incoming, Params, RequestId, SERVER_BUSY};
 use super::session::{Dispatch, Era, Session, severity, stateless_result};
 use super::tools;
@@ -137,6 +138,8 @@ struct Job {
     progress_token: Option<ProgressToken>,
     /// Whether the client declared `elicitation`, so the tool may ask it.
     elicits: bool,
+    /// A stateless call's answers and request state (`mcp::mrtr`).
+    input: Option<mrtr::Input>,
 }
 
 /// The tool calls that were received and not yet answered, and which of them the
@@ -349,7 +352,16 @@ impl Server {
                         stateless,
                         log_level,
                         progress_token,
+                        input,
                     } => {
+                        // A request state that is not this call's: refused before
+                        // anything (a replay too).
+                        if let Some(refused) = input
+                            .as_ref()
+                            .and_then(|i| i.check_state(&self.host, &request).err())
+                        {
+                            return outbox.reply(&id, Err(refused));
+                        }
                         if !in_flight.admit(&id) {
                             let error = ErrorData::invalid_request(
                                 format!("request id {id} is already in use by a call in flight"),
@@ -374,6 +386,7 @@ impl Server {
                             log_level,
                             progress_token,
                             elicits: session.elicits(),
+                            input,
                         };
                         // The workers live as long as this loop, so the queue is open;
                         // a full one answers at once instead of growing.
@@ -592,7 +605,11 @@ impl Server {
             };
             // A session's client is asked on this connection, if it said it can be.
             let reply = if job.stateless {
-                run()
+                // Asked through its result (`input_required`), answered by its retry.
+                match job.input {
+                    Some(input) => mrtr::run(input, &job.request.tool, run),
+                    None => run(),
+                }
             } else {
                 let out = Arc::clone(outbox);
                 let asker = session_asker(

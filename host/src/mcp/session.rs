@@ -17,6 +17,7 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 
+use super::mrtr;
 use super::protocol::{
     CLIENT_CAPABILITIES_META_KEY, ErrorData, MODERN_VERSIONS, PROTOCOL_VERSION_META_KEY, Params,
     ProtocolVersion, SERVER_INFO_META_KEY, handshake_versions, negotiate_handshake, to_json,
@@ -81,6 +82,9 @@ pub(crate) enum Dispatch {
         /// The client's `_meta.progressToken`: the tool's progress reports go to it
         /// as `notifications/progress`.
         progress_token: Option<ProgressToken>,
+        /// What a stateless call brings for its tool's questions (its answers, its
+        /// request state, whether its client can be asked); `None` in a session.
+        input: Option<mrtr::Input>,
     },
 }
 
@@ -355,14 +359,17 @@ impl<'a> Session<'a> {
             session: self.connection.as_deref().or(self.scoping.session),
             ..self.scoping
         };
-        let call = tools::call_request(params, &scoping)
-            .and_then(|request| Ok((request, tools::progress_token(params)?)));
+        let call = tools::call_request(params, &scoping).and_then(|request| {
+            let input = stateless.then(|| mrtr::Input::read(params)).transpose()?;
+            Ok((request, tools::progress_token(params)?, input))
+        });
         match call {
-            Ok((request, progress_token)) => Dispatch::Call {
+            Ok((request, progress_token, input)) => Dispatch::Call {
                 request,
                 stateless,
                 log_level: self.log_level,
                 progress_token,
+                input,
             },
             Err(error) => Dispatch::Reply(Err(error)),
         }
@@ -692,6 +699,43 @@ mod tests {
         ))
         .unwrap_err();
         assert_eq!(e.code.0, -32021, "{}", e.message);
+    }
+
+    /// A stateless call carries what its client brought for its tool's questions; a
+    /// session's carries none, and a malformed `inputResponses` runs nothing.
+    #[test]
+    fn a_stateless_call_carries_its_answers_and_a_malformed_one_is_invalid_params() {
+        let mut stateless = Session::new(tools(), Scoping::default());
+        let call = params(json!({
+            "name": "t",
+            "inputResponses": { "confirm": { "action": "decline" } },
+            "requestState": "k.0.00ff",
+            "_meta": envelope("2026-07-28"),
+        }));
+        match stateless.request("tools/call", &call) {
+            Dispatch::Call { input, .. } => assert!(input.is_some()),
+            Dispatch::Reply(r) => panic!("expected a call, got {r:?}"),
+        }
+        let malformed = params(json!({
+            "name": "t", "inputResponses": [1], "_meta": envelope("2026-07-28"),
+        }));
+        let e = reply(stateless.request("tools/call", &malformed)).unwrap_err();
+        assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+        assert!(e.message.contains("inputResponses"), "{}", e.message);
+
+        let mut session = Session::new(tools(), Scoping::default());
+        reply(session.request(
+            "initialize",
+            &params(json!({"protocolVersion": "2025-11-25"})),
+        ))
+        .unwrap();
+        match session.request(
+            "tools/call",
+            &params(json!({"name": "t", "inputResponses": [1]})),
+        ) {
+            Dispatch::Call { input, .. } => assert!(input.is_none()),
+            Dispatch::Reply(r) => panic!("expected a call, got {r:?}"),
+        }
     }
 
     #[test]

@@ -437,6 +437,14 @@ pub(crate) fn call_result(
                 error.to_string(),
                 Some(error.to_agent_json()),
             )),
+            // The stateless revision's (`any_structured`) multi round-trip request:
+            // the same call again with the answers resumes it (`mcp::mrtr`).
+            Error::InputRequired {
+                key,
+                questions,
+                state,
+                ..
+            } if any_structured => Ok(super::mrtr::input_required(key, questions, state)),
             Error::InvalidArguments { .. }
             | Error::Mismatch { .. }
             | Error::InProgress { .. }
@@ -991,6 +999,37 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(no_tool.code, ErrorCode::INVALID_PARAMS);
+    }
+
+    #[test]
+    fn a_question_is_input_required_when_stateless_and_a_forged_state_invalid_params() {
+        let key = InvocationKey::parse("0123456789abcdef0123456789abcdef").unwrap();
+        let asked = || Error::InputRequired {
+            key: key.clone(),
+            seq: 1,
+            questions: vec![crate::ask::Question {
+                name: "confirm".into(),
+                message: "Refund 25.00 EUR?".into(),
+                schema: json!({ "type": "object", "properties": { "ok": { "type": "boolean" } } }),
+            }],
+            state: format!("{key}.1.00ff"),
+        };
+        let stateless = call_result(Err(asked()), true, true).unwrap();
+        assert_eq!(stateless["resultType"], "input_required");
+        assert_eq!(stateless["requestState"], format!("{key}.1.00ff"));
+        assert_eq!(
+            stateless["inputRequests"]["confirm"]["params"]["message"],
+            "Refund 25.00 EUR?"
+        );
+        assert!(stateless.get("isError").is_none(), "{stateless}");
+        // A session has no round trip: told as an error it can read, never input_required.
+        let session = call_result(Err(asked()), false, true).unwrap();
+        assert_eq!(session["isError"], true);
+        assert!(session.get("resultType").is_none(), "{session}");
+
+        let forged =
+            call_result(Err(Error::InputStateInvalid("altered".into())), true, true).unwrap_err();
+        assert_eq!(forged.code, ErrorCode::INVALID_PARAMS);
     }
 
     #[test]

@@ -14,8 +14,9 @@ use super::McpEndpoint;
 use super::sessions::{Found, Refused};
 use crate::call::CallRequest;
 use crate::mcp::elicit::{self, CannotAsk};
+use crate::mcp::mrtr;
 use crate::mcp::protocol::{
-    self, ErrorCode, ErrorData, INVALID_REQUEST, Incoming, MODERN_VERSIONS,
+    self, ErrorCode, ErrorData, INVALID_REQUEST, Incoming, MISSING_CAPABILITY, MODERN_VERSIONS,
     PROTOCOL_VERSION_META_KEY, Params, ProtocolVersion, RequestId, SERVER_BUSY, handshake_versions,
     version_list,
 };
@@ -285,8 +286,16 @@ impl McpEndpoint {
                 stateless,
                 log_level,
                 progress_token,
+                input,
             } => 'call: {
                 let request = request.principal(principal);
+                // A request state that is not this call's: refused before anything.
+                if let Some(refused) = input
+                    .as_ref()
+                    .and_then(|i| i.check_state(server.host(), &request).err())
+                {
+                    break 'call Err(refused);
+                }
                 let Some(_permit) = self.admission.enter(principal) else {
                     return refusal(
                         429,
@@ -366,9 +375,13 @@ impl McpEndpoint {
                                     move |note| sink.borrow_mut().push(note),
                                 )
                             };
-                            match cannot_ask {
-                                Some(asker) => crate::ask::with_asker(std::rc::Rc::new(asker), run),
-                                None => run(),
+                            match (cannot_ask, input) {
+                                (Some(asker), _) => {
+                                    crate::ask::with_asker(std::rc::Rc::new(asker), run)
+                                }
+                                // Stateless: asked through its result, answered by its retry.
+                                (None, Some(input)) => mrtr::run(input, &request.tool, run),
+                                (None, None) => run(),
                             }
                         })
                     });
@@ -591,7 +604,8 @@ fn status_of(code: ErrorCode) -> u16 {
         | ErrorCode::INVALID_REQUEST
         | ErrorCode::INVALID_PARAMS
         | ErrorCode::HEADER_MISMATCH
-        | ErrorCode::UNSUPPORTED_PROTOCOL_VERSION => 400,
+        | ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+        | MISSING_CAPABILITY => 400,
         ErrorCode::METHOD_NOT_FOUND => 404,
         _ => 200,
     }

@@ -1,0 +1,434 @@
+//! Tools that ask (issue 43) on the stateless wire, 2026-07-28: multi round-trip
+//! requests (SEP-2322). A tool's question never travels as a request of the server's:
+//! the call answers `resultType: "input_required"` with the questions
+//! (`inputRequests`, each an `elicitation/create`) and a `requestState`, and the
+//! client makes the same `tools/call` again with the answers (`inputResponses`, by
+//! question name) and that state.
+//!
+//! The second request is a retry of the first (the same tool, arguments and scope, so
+//! the same invocation key): the guard resumes the call, its journaled effects replay,
+//! and the question, journaled before it was sent, is asked again of [`MrtrAsker`],
+//! which finds the answers in the request. The request state ([`crate::ask`]) ties
+//! the answers to that very question: one this host did not make is refused with
+//! `-32602`, and nothing runs; one made for an earlier question of the same call (a
+//! client that sent the old state) gets the new question. A request whose answers
+//! are missing, or not `ElicitResult`s, is asked again, not refused.
+//!
+//! A client that did not declare `elicitation` in its request's
+//! `_meta["io.modelcontextprotocol/clientCapabilities"]` is not asked: the call is
+//! refused with `-32021` (SEP-2575's missing client capability, naming
+//! `elicitation`), nothing of the question is journaled, and the same call from a
+//! client that declares it is asked.
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use serde_json::{Map, Value, json};
+
+use super::elicit::{ELICIT_METHOD, elicit_result};
+use super::protocol::{
+    CLIENT_CAPABILITIES_META_KEY, ErrorData, MISSING_CAPABILITY, Params, type_name,
+};
+use super::tools::KEY_META_KEY;
+use crate::ask::{self, AskContext, Asked, Asker, Question, StateCheck};
+use crate::call::CallRequest;
+use crate::host::Host;
+use crate::keys::InvocationKey;
+
+/// `tools/call` parameter: the answers to the questions of an earlier
+/// `input_required` result, by question name.
+pub const INPUT_RESPONSES_PARAM: &str = "inputResponses";
+/// `tools/call` parameter: the `requestState` of an earlier `input_required` result.
+pub const REQUEST_STATE_PARAM: &str = "requestState";
+
+/// What a stateless `tools/call` brings for the questions its tool may ask.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Input {
+    /// `inputResponses`, as sent.
+    responses: Map<String, Value>,
+    /// `requestState`.
+    state: Option<String>,
+    /// Whether the client declared `elicitation` in the request's capabilities.
+    elicitation: bool,
+}
+
+impl Input {
+    /// Reads `inputResponses`, `requestState` and the client's capabilities from a
+    /// stateless `tools/call`'s parameters; `-32602` naming what is malformed.
+    pub(crate) fn read(params: &Params) -> Result<Self, ErrorData> {
+        let responses = match params.get(INPUT_RESPONSES_PARAM) {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(responses)) => responses.clone(),
+            Some(other) => {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "tools/call: \"{INPUT_RESPONSES_PARAM}\" must be an object (each question's answer by name), not {}; nothing ran",
+                        type_name(other)
+                    ),
+                    None,
+                ));
+            }
+        };
+        let state = match params.get(REQUEST_STATE_PARAM) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(state)) => Some(state.clone()),
+            Some(other) => {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "tools/call: \"{REQUEST_STATE_PARAM}\" must be the string an input_required result gave, not {}; nothing ran",
+                        type_name(other)
+                    ),
+                    None,
+                ));
+            }
+        };
+        let elicitation = params
+            .get("_meta")
+            .and_then(|meta| meta.get(CLIENT_CAPABILITIES_META_KEY))
+            .and_then(|caps| caps.get("elicitation"))
+            .is_some_and(|e| !e.is_null());
+        Ok(Self {
+            responses,
+            state,
+            elicitation,
+        })
+    }
+
+    /// `-32602` when the request state cannot be one this host made for `request`:
+    /// it is not of the form of one, or it names another call. Whether it is this
+    /// call's, and for which question, the guard checks when the tool asks. The
+    /// transports check it before anything, a replay from memory too.
+    pub(crate) fn check_state(&self, host: &Host, request: &CallRequest) -> Result<(), ErrorData> {
+        let Some(state) = &self.state else {
+            return Ok(());
+        };
+        let refused = |why: &str| {
+            ErrorData::invalid_params(
+                format!(
+                    "tools/call: \"{REQUEST_STATE_PARAM}\" {why}; nothing ran. Make the call again without it (and without the answers) to be asked again"
+                ),
+                Some(json!({ "kind": "input_state_invalid", "retry_safe": false })),
+            )
+        };
+        let Some(named) = state_key(state) else {
+            return Err(refused("is not one this server made"));
+        };
+        match host.key_for(request) {
+            Ok(key) if key.as_str() != named => Err(refused("belongs to another call")),
+            // A call whose key cannot be made reports that when it runs.
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The invocation key a request state names (`{key}.{seq}.{mac}`, see
+/// [`ask::request_state`]), if it has that form.
+fn state_key(state: &str) -> Option<&str> {
+    let mut parts = state.rsplitn(3, '.');
+    let (mac, seq, key) = (parts.next()?, parts.next()?, parts.next()?);
+    let digits = |s: &str, hex: bool| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (hex && (b'a'..=b'f').contains(&b)))
+    };
+    (digits(mac, true) && digits(seq, false) && InvocationKey::parse(key).is_ok()).then_some(key)
+}
+
+/// Asks the client of one stateless call: answers from its request, or later.
+struct MrtrAsker {
+    input: Input,
+    /// Set when the client was found unable to be asked.
+    refused: Cell<bool>,
+}
+
+/// Why a client that did not declare `elicitation` cannot be asked.
+const NOT_DECLARED: &str = "the client did not declare the elicitation capability in the request's _meta[\"io.modelcontextprotocol/clientCapabilities\"], so it cannot be asked";
+
+impl Asker for MrtrAsker {
+    fn can_ask(&self) -> Result<(), String> {
+        if self.input.elicitation {
+            Ok(())
+        } else {
+            self.refused.set(true);
+            Err(NOT_DECLARED.into())
+        }
+    }
+
+    fn ask(&self, at: &AskContext<'_>, questions: &[Question]) -> Asked {
+        let Some(state) = &self.input.state else {
+            return Asked::Later;
+        };
+        match ask::check_request_state(state, at) {
+            StateCheck::Forged => Asked::Invalid(format!(
+                "the {REQUEST_STATE_PARAM} sent is not the one this server gave for the question of {} (it was altered, or made for another call)",
+                at.tool
+            )),
+            StateCheck::ForAnotherQuestion => Asked::Later,
+            StateCheck::ForThisQuestion => questions
+                .iter()
+                .map(|q| {
+                    let answer = self.input.responses.get(&q.name)?;
+                    elicit_result(answer.clone()).ok()
+                })
+                .collect::<Option<Vec<Value>>>()
+                .map_or(Asked::Later, Asked::Answered),
+        }
+    }
+}
+
+/// Runs a stateless call of `tool` (`run`, the call's run and its answer) with
+/// [`MrtrAsker`] asking its client, whose request brought `input` (its state
+/// checked, [`Input::check_state`]); a client that cannot be asked gets `-32021`.
+pub(crate) fn run(
+    input: Input,
+    tool: &str,
+    run: impl FnOnce() -> Result<Value, ErrorData>,
+) -> Result<Value, ErrorData> {
+    let asker = Rc::new(MrtrAsker {
+        input,
+        refused: Cell::new(false),
+    });
+    let reply = ask::with_asker(asker.clone(), run);
+    match reply {
+        Ok(result) if asker.refused.get() && unavailable(&result) => Err(ErrorData::new(
+            MISSING_CAPABILITY,
+            format!(
+                "tools/call of {tool}: the tool asks the user a question, and {NOT_DECLARED}; nothing was saved: declare {{\"elicitation\": {{}}}} and call again"
+            ),
+            Some(json!({ "requiredCapabilities": { "elicitation": {} } })),
+        )),
+        other => other,
+    }
+}
+
+/// Whether `result` is the tool result of [`crate::Error::InputUnavailable`].
+fn unavailable(result: &Value) -> bool {
+    result["isError"] == true
+        && result["structuredContent"]["error"]["kind"] == INPUT_UNAVAILABLE_KIND
+}
+
+/// [`crate::Error::kind`] of [`crate::Error::InputUnavailable`].
+const INPUT_UNAVAILABLE_KIND: &str = "input_unavailable";
+
+/// MCP's `inputRequests` of `questions`: each an `elicitation/create` request
+/// under the question's name. Also the Tasks extension's (`mcp::tasks`).
+pub(crate) fn input_requests(questions: &[Question]) -> Value {
+    let requests: Map<String, Value> = questions
+        .iter()
+        .map(|q| {
+            let request = json!({
+                "method": ELICIT_METHOD,
+                "params": { "message": q.message, "requestedSchema": q.schema },
+            });
+            (q.name.clone(), request)
+        })
+        .collect();
+    Value::Object(requests)
+}
+
+/// The `input_required` result of a call `key` whose tool asks `questions`, the
+/// client to come back with the answers and `state`.
+pub(crate) fn input_required(key: &InvocationKey, questions: &[Question], state: &str) -> Value {
+    json!({
+        "resultType": "input_required",
+        "inputRequests": input_requests(questions),
+        "requestState": state,
+        "_meta": { KEY_META_KEY: key.to_string() },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::effect_key;
+    use crate::mcp::protocol::ErrorCode;
+
+    fn input(value: Value) -> Result<Input, ErrorData> {
+        Input::read(value.as_object().unwrap())
+    }
+
+    fn question(name: &str) -> Question {
+        Question {
+            name: name.into(),
+            message: format!("{name}?"),
+            schema: json!({"type": "object", "properties": {"ok": {"type": "boolean"}}}),
+        }
+    }
+
+    fn asker(input: Input) -> MrtrAsker {
+        MrtrAsker {
+            input,
+            refused: Cell::new(false),
+        }
+    }
+
+    fn accept(ok: bool) -> Value {
+        json!({ "action": "accept", "content": { "ok": ok } })
+    }
+
+    #[test]
+    fn the_answers_and_state_are_read_and_malformed_ones_refused() {
+        let read = input(json!({
+            "inputResponses": { "confirm": accept(true) },
+            "requestState": "k.0.ab",
+            "_meta": { CLIENT_CAPABILITIES_META_KEY: { "elicitation": {} } },
+        }))
+        .unwrap();
+        assert_eq!(read.responses["confirm"], accept(true));
+        assert_eq!(read.state.as_deref(), Some("k.0.ab"));
+        assert!(read.elicitation);
+        let bare = input(json!({ "inputResponses": null })).unwrap();
+        assert_eq!(bare, Input::default(), "absent and null are no answers");
+        let sampling_only = input(json!({
+            "_meta": { CLIENT_CAPABILITIES_META_KEY: { "sampling": {} } },
+        }))
+        .unwrap();
+        assert!(!sampling_only.elicitation);
+        for (params, named) in [
+            (json!({ "inputResponses": [1] }), INPUT_RESPONSES_PARAM),
+            (json!({ "inputResponses": "yes" }), INPUT_RESPONSES_PARAM),
+            (json!({ "requestState": 7 }), REQUEST_STATE_PARAM),
+        ] {
+            let e = input(params).unwrap_err();
+            assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+            assert!(e.message.contains(named), "{}", e.message);
+        }
+    }
+
+    #[test]
+    fn a_state_names_its_call_only_in_the_form_this_host_makes() {
+        let key = InvocationKey::parse("conv.refund").unwrap();
+        let state = ask::request_state(&key, 3, &effect_key(&key, 1, 3), Some("alice"));
+        assert_eq!(state_key(&state), Some("conv.refund"));
+        for forged in [
+            "",
+            "conv",
+            "conv.3",
+            "conv.x.00ff",
+            "conv.3.00FF",
+            "conv.3.",
+            ".3.00ff",
+            "conv.3.00ff-TAMPERED",
+        ] {
+            assert_eq!(state_key(forged), None, "{forged:?}");
+        }
+    }
+
+    #[test]
+    fn only_the_state_of_this_question_with_every_answer_answers_it() {
+        let key = InvocationKey::parse("conv.refund").unwrap();
+        let effect = effect_key(&key, 1, 2);
+        let at = AskContext {
+            tool: "refund",
+            key: &key,
+            seq: 2,
+            effect_key: &effect,
+            principal: Some("alice"),
+        };
+        let questions = [question("confirm"), question("again")];
+        let with = |responses: Value, state: Option<String>| {
+            asker(Input {
+                responses: responses.as_object().unwrap().clone(),
+                state,
+                elicitation: true,
+            })
+            .ask(&at, &questions)
+        };
+        let here = Some(at.state());
+        let both = json!({ "again": accept(false), "confirm": accept(true), "extra": 1 });
+        assert_eq!(
+            with(both.clone(), here.clone()),
+            Asked::Answered(vec![accept(true), accept(false)]),
+            "in the order asked, extra keys ignored"
+        );
+        assert_eq!(with(both.clone(), None), Asked::Later, "no state: asked");
+        assert_eq!(
+            with(json!({ "confirm": accept(true) }), here.clone()),
+            Asked::Later,
+            "one answer missing: asked again"
+        );
+        assert_eq!(
+            with(
+                json!({ "confirm": 12345, "again": accept(true) }),
+                here.clone()
+            ),
+            Asked::Later,
+            "an answer that is not an ElicitResult: asked again"
+        );
+        let earlier = ask::request_state(&key, 1, &effect_key(&key, 1, 1), Some("alice"));
+        assert_eq!(with(both.clone(), Some(earlier)), Asked::Later);
+        let tampered = format!("{}0", at.state());
+        assert!(matches!(with(both, Some(tampered)), Asked::Invalid(_)));
+    }
+
+    #[test]
+    fn a_client_without_elicitation_cannot_be_asked_and_that_is_remembered() {
+        let refusing = asker(Input::default());
+        assert!(refusing.can_ask().unwrap_err().contains("elicitation"));
+        assert!(refusing.refused.get());
+        let willing = asker(Input {
+            elicitation: true,
+            ..Input::default()
+        });
+        assert_eq!(willing.can_ask(), Ok(()));
+        assert!(!willing.refused.get());
+    }
+
+    /// The call's result when its tool asked and the client could not be asked.
+    fn unavailable_result() -> Result<Value, ErrorData> {
+        let error = crate::Error::InputUnavailable {
+            tool: "refund".into(),
+            reason: NOT_DECLARED.into(),
+        };
+        super::super::tools::call_result(Err(error), true, true)
+    }
+
+    #[test]
+    fn a_client_that_cannot_be_asked_is_refused_as_missing_elicitation_and_only_then() {
+        let refused = run(Input::default(), "refund", || {
+            let asker = ask::current().expect("the call runs with the asker");
+            assert!(asker.can_ask().is_err());
+            unavailable_result()
+        })
+        .unwrap_err();
+        assert_eq!(refused.code, MISSING_CAPABILITY);
+        assert!(refused.message.contains("refund"), "{}", refused.message);
+        assert_eq!(
+            refused.data.unwrap()["requiredCapabilities"],
+            json!({ "elicitation": {} })
+        );
+        // Unavailable for another reason than the capability: the tool error stays.
+        let willing = Input {
+            elicitation: true,
+            ..Input::default()
+        };
+        let told = run(willing, "refund", unavailable_result).unwrap();
+        assert_eq!(told["isError"], true);
+        assert_eq!(
+            told["structuredContent"]["error"]["kind"],
+            INPUT_UNAVAILABLE_KIND
+        );
+        // A call that never asked is answered as it is, even from a client that cannot be asked.
+        let done = run(Input::default(), "refund", || {
+            Ok(json!({ "isError": false }))
+        });
+        assert_eq!(done.unwrap(), json!({ "isError": false }));
+        assert!(ask::current().is_none(), "the asker ends with the call");
+    }
+
+    #[test]
+    fn an_input_required_result_has_an_elicitation_per_question_and_the_state() {
+        let key = InvocationKey::parse("conv.refund").unwrap();
+        let result = input_required(&key, &[question("confirm")], "conv.refund.0.ab");
+        assert_eq!(result["resultType"], "input_required");
+        assert_eq!(result["requestState"], "conv.refund.0.ab");
+        assert_eq!(
+            result["inputRequests"]["confirm"],
+            json!({
+                "method": "elicitation/create",
+                "params": { "message": "confirm?", "requestedSchema": question("confirm").schema },
+            })
+        );
+        assert_eq!(result["_meta"][KEY_META_KEY], "conv.refund");
+    }
+}
