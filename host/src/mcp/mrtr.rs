@@ -25,11 +25,11 @@ use std::rc::Rc;
 
 use serde_json::{Map, Value, json};
 
-use super::elicit::{ELICIT_METHOD, elicit_result};
+use super::elicit::elicit_result;
 use super::protocol::{
     CLIENT_CAPABILITIES_META_KEY, ErrorData, MISSING_CAPABILITY, Params, type_name,
 };
-use super::tools::KEY_META_KEY;
+pub(crate) use super::tools::input_requests;
 use crate::ask::{self, AskContext, Asked, Asker, Question, StateCheck};
 use crate::call::CallRequest;
 use crate::host::Host;
@@ -210,38 +210,12 @@ fn unavailable(result: &Value) -> bool {
 /// [`crate::Error::kind`] of [`crate::Error::InputUnavailable`].
 const INPUT_UNAVAILABLE_KIND: &str = "input_unavailable";
 
-/// MCP's `inputRequests` of `questions`: each an `elicitation/create` request
-/// under the question's name. Also the Tasks extension's (`mcp::tasks`).
-pub(crate) fn input_requests(questions: &[Question]) -> Value {
-    let requests: Map<String, Value> = questions
-        .iter()
-        .map(|q| {
-            let request = json!({
-                "method": ELICIT_METHOD,
-                "params": { "message": q.message, "requestedSchema": q.schema },
-            });
-            (q.name.clone(), request)
-        })
-        .collect();
-    Value::Object(requests)
-}
-
-/// The `input_required` result of a call `key` whose tool asks `questions`, the
-/// client to come back with the answers and `state`.
-pub(crate) fn input_required(key: &InvocationKey, questions: &[Question], state: &str) -> Value {
-    json!({
-        "resultType": "input_required",
-        "inputRequests": input_requests(questions),
-        "requestState": state,
-        "_meta": { KEY_META_KEY: key.to_string() },
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::keys::effect_key;
     use crate::mcp::protocol::ErrorCode;
+    use crate::mcp::tools::{KEY_META_KEY, input_required};
 
     fn input(value: Value) -> Result<Input, ErrorData> {
         Input::read(value.as_object().unwrap())

@@ -7,10 +7,13 @@ use std::sync::Arc;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, ProgressToken, Tool, ToolAnnotations};
 use serde_json::{Map, Value, json};
 
+use super::elicit::ELICIT_METHOD;
 use super::protocol::{ErrorCode, ErrorData, Params, to_json, type_name};
+use crate::ask::Question;
 use crate::call::{CallRequest, CallResponse};
 use crate::error::Error;
 use crate::host::Host;
+use crate::keys::InvocationKey;
 use crate::outcome::Outcome;
 use crate::retention::Unscoped;
 #[cfg(doc)]
@@ -444,7 +447,7 @@ pub(crate) fn call_result(
                 questions,
                 state,
                 ..
-            } if any_structured => Ok(super::mrtr::input_required(key, questions, state)),
+            } if any_structured => Ok(input_required(key, questions, state)),
             Error::InvalidArguments { .. }
             | Error::Mismatch { .. }
             | Error::InProgress { .. }
@@ -483,6 +486,33 @@ pub(crate) fn call_result(
             | Error::Host(_) => Err(host_failure(&error, remote)),
         },
     }
+}
+
+/// MCP's `inputRequests` of `questions`: each an `elicitation/create` request
+/// under the question's name. Also the Tasks extension's (`mcp::tasks`).
+pub(crate) fn input_requests(questions: &[Question]) -> Value {
+    let requests: Map<String, Value> = questions
+        .iter()
+        .map(|q| {
+            let request = json!({
+                "method": ELICIT_METHOD,
+                "params": { "message": q.message, "requestedSchema": q.schema },
+            });
+            (q.name.clone(), request)
+        })
+        .collect();
+    Value::Object(requests)
+}
+
+/// The `input_required` result of a call `key` whose tool asks `questions`, the
+/// client to come back with the answers and `state`.
+pub(crate) fn input_required(key: &InvocationKey, questions: &[Question], state: &str) -> Value {
+    json!({
+        "resultType": "input_required",
+        "inputRequests": input_requests(questions),
+        "requestState": state,
+        "_meta": { KEY_META_KEY: key.to_string() },
+    })
 }
 
 /// The protocol error for a failure of the host itself, logged under a fresh error
@@ -691,7 +721,6 @@ fn finish(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::InvocationKey;
 
     #[test]
     fn tools_list_keeps_schema_and_defs_that_justonce_tools_drops() {
