@@ -25,11 +25,9 @@ use crate::keys::{EffectKey, InvocationKey};
 
 /// The provider name of the asking effect; a component cannot reach it through
 /// `effects.perform`.
-#[allow(dead_code)] // The guard's (issue 43, next commit).
 pub const PROVIDER: &str = "user";
 
 /// The operation of the asking effect.
-#[allow(dead_code)] // The guard's (issue 43, next commit).
 pub const OPERATION: &str = "elicit";
 
 /// The domain tag of a request state's MAC.
@@ -117,15 +115,105 @@ pub fn with_asker<R>(asker: Rc<dyn Asker>, run: impl FnOnce() -> R) -> R {
 }
 
 /// This thread's asker, if a caller put one there.
-#[allow(dead_code)] // The guard's (issue 43, next commit).
 pub(crate) fn current() -> Option<Rc<dyn Asker>> {
     ASKER.with(|a| a.borrow().clone())
 }
 
 /// Why a call run with no asker cannot ask.
-#[allow(dead_code)] // The guard's (issue 43, next commit).
 pub(crate) const NO_ASKER: &str =
     "this caller cannot answer questions (no client that can be asked is connected to the call)";
+
+/// The most questions one ask may hold.
+pub(crate) const MAX_QUESTIONS: usize = 16;
+
+/// Why `questions` cannot be asked, if they cannot: none or too many, a name that is
+/// not lowercase letters, digits and `_` or that two questions share, an empty
+/// message, or a schema that is not a flat object's (MCP `requestedSchema`: an
+/// object whose properties are strings, numbers, integers or booleans).
+pub(crate) fn check_questions(questions: &[Question]) -> Result<(), String> {
+    if questions.is_empty() {
+        return Err("an ask needs at least one question".into());
+    }
+    if questions.len() > MAX_QUESTIONS {
+        return Err(format!(
+            "an ask may hold at most {MAX_QUESTIONS} questions, not {}",
+            questions.len()
+        ));
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for q in questions {
+        let name = &q.name;
+        let valid = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !valid {
+            return Err(format!(
+                "question name {name:?}: use lowercase letters, digits and `_`"
+            ));
+        }
+        if !names.insert(name.as_str()) {
+            return Err(format!("two questions are named `{name}`"));
+        }
+        if q.message.trim().is_empty() {
+            return Err(format!("question `{name}` has no message"));
+        }
+        check_schema(&q.schema).map_err(|why| format!("question `{name}`: {why}"))?;
+    }
+    Ok(())
+}
+
+/// A flat object's schema, as MCP's `requestedSchema` allows.
+fn check_schema(schema: &Value) -> Result<(), String> {
+    let Some(schema) = schema.as_object() else {
+        return Err("its schema is not a JSON object".into());
+    };
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        return Err(r#"its schema must be {"type":"object",…}"#.into());
+    }
+    let Some(properties) = schema.get("properties") else {
+        return Ok(());
+    };
+    let Some(properties) = properties.as_object() else {
+        return Err("its schema's `properties` is not an object".into());
+    };
+    for (property, sub) in properties {
+        let kind = sub.get("type").and_then(Value::as_str);
+        if !matches!(
+            kind,
+            Some("string" | "number" | "integer" | "boolean" | "array")
+        ) {
+            return Err(format!(
+                "property `{property}` must be a string, number, integer, boolean or (multi-select) array"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The asking effect's payload: the questions as a JSON array.
+pub(crate) fn payload(questions: &[Question]) -> Value {
+    serde_json::to_value(questions).expect("strings and JSON values serialize")
+}
+
+/// Why `answers` do not answer `asked` questions, if they do not: one MCP
+/// `ElicitResult` object per question, its `action` `accept` (with an object
+/// `content`, or none), `decline` or `cancel`.
+pub(crate) fn check_answers(answers: &[Value], asked: usize) -> Result<(), String> {
+    if answers.len() != asked {
+        return Err(format!("{} answers to {asked} questions", answers.len()));
+    }
+    for answer in answers {
+        let action = answer.get("action").and_then(Value::as_str);
+        let content = answer.get("content");
+        match action {
+            Some("accept") if content.is_none_or(Value::is_object) => {}
+            Some("decline" | "cancel") => {}
+            _ => return Err(format!("not an elicitation result: {answer}")),
+        }
+    }
+    Ok(())
+}
 
 /// The request state of the question at `seq` of `key`:
 /// `"{key}.{seq}.{mac}"`, `mac = hex(sha256(JCS(["justonce.request-state.v1",
@@ -310,6 +398,73 @@ mod tests {
             request_state(&k, 0, &effect, Some("alice")),
             format!("abc.0.{}", &digest[..32])
         );
+    }
+
+    fn question(name: &str, schema: Value) -> Question {
+        Question {
+            name: name.into(),
+            message: "Refund 25 EUR to card …4242?".into(),
+            schema,
+        }
+    }
+
+    #[test]
+    fn only_well_formed_questions_are_asked() {
+        let flat =
+            serde_json::json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}});
+        assert_eq!(
+            check_questions(&[question("confirm", flat.clone())]),
+            Ok(())
+        );
+        for (questions, why) in [
+            (vec![], "at least one"),
+            (vec![question("Confirm", flat.clone())], "lowercase"),
+            (vec![question("", flat.clone())], "lowercase"),
+            (
+                vec![question("a", flat.clone()), question("a", flat.clone())],
+                "two questions",
+            ),
+            (
+                vec![question("a", Value::String("{}".into()))],
+                "not a JSON object",
+            ),
+            (
+                vec![question("a", serde_json::json!({"type": "string"}))],
+                "must be",
+            ),
+            (
+                vec![question(
+                    "a",
+                    serde_json::json!({"type": "object", "properties": {"x": {"type": "object"}}}),
+                )],
+                "property `x`",
+            ),
+        ] {
+            let refused = check_questions(&questions).unwrap_err();
+            assert!(refused.contains(why), "{refused}");
+        }
+        let mut silent = question("a", flat);
+        silent.message = " ".into();
+        assert!(
+            check_questions(&[silent])
+                .unwrap_err()
+                .contains("no message")
+        );
+    }
+
+    #[test]
+    fn answers_are_elicit_results_one_per_question() {
+        let accept = serde_json::json!({"action": "accept", "content": {"confirm": true}});
+        let decline = serde_json::json!({"action": "decline"});
+        assert_eq!(check_answers(&[accept.clone(), decline.clone()], 2), Ok(()));
+        assert!(check_answers(std::slice::from_ref(&accept), 2).is_err());
+        for bad in [
+            serde_json::json!({"action": "maybe"}),
+            serde_json::json!({"action": "accept", "content": 1}),
+            serde_json::json!("accept"),
+        ] {
+            assert!(check_answers(std::slice::from_ref(&bad), 1).is_err(), "{bad}");
+        }
     }
 
     struct Fixed(&'static str);

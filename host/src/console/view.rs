@@ -120,6 +120,13 @@ pub fn attention(entry: &JournalEntry) -> Option<String> {
                 .into(),
         );
     }
+    if s.contains(&"awaiting") {
+        return Some(
+            "The tool asked the user a question: the agent's client makes the same call again \
+             with the answers, which resumes it. Nothing to do here."
+                .into(),
+        );
+    }
     if s.contains(&"incomplete") {
         return Some(
             "Suspended (a divergence or an unknown outcome): its story says which; a retry \

@@ -2972,6 +2972,10 @@ fn every_contract_test_runs_on_postgres_too() {
 #[path = "log_tests.rs"]
 mod log_tests;
 
+/// Tools that ask (issue 43), with this file's hosts and downstreams.
+#[path = "ask_tests.rs"]
+mod ask_tests;
+
 #[test]
 fn a_resume_is_recorded_with_who_where_and_what_it_was_and_refused_for_a_completed_call() {
     let mut runner = ScriptedRunner::default();

@@ -9,6 +9,11 @@
 //! 5. otherwise the effect is claimed (record and key before the provider), performed,
 //!    and retried under the same key while its outcome is unknown; the definitive
 //!    answer is saved, fenced by the run's lease.
+//!
+//! Asking the user is an effect too (`asking`): it replays like one, and is claimed
+//! like a keyed one before anyone is asked.
+
+mod asking;
 
 use std::any::Any;
 use std::sync::Arc;
@@ -19,6 +24,7 @@ use serde_json::Value;
 use super::Shared;
 use super::heartbeat::Heartbeats;
 use super::prepared::Prepared;
+use crate::ask::{self, Question};
 use crate::determinism::GuestEntropy;
 use crate::error::Error;
 use crate::fault::{self, FaultPoint};
@@ -59,6 +65,18 @@ pub(crate) enum Interruption {
     /// in another process): it performed nothing, its outcome does not count, and
     /// the call looks again (and waits for, or replays, the other run).
     Superseded,
+    /// The tool asked the user at `seq`, and the answers come with a later request:
+    /// the call is suspended, waiting for them.
+    AwaitingInput {
+        seq: u32,
+        questions: Vec<Question>,
+        /// The request state the answers must come back with.
+        state: String,
+    },
+    /// The tool asked the user, and this caller cannot be asked: why.
+    InputUnavailable(String),
+    /// The request answered with a request state this host did not make: why.
+    InputStateInvalid(String),
 }
 
 /// How a run starts: what its guest sees and what the journal holds of it.
@@ -145,6 +163,14 @@ impl EffectHandler for EffectSession {
         self.guarded(provider, operation, payload, Caller::Gateway)
     }
 
+    fn ask(
+        &mut self,
+        questions: &[Question],
+    ) -> Result<Result<Vec<String>, EffectFailure>, String> {
+        let asked = self.asked(questions);
+        self.fault_to_trap(asked)
+    }
+
     fn entropy(&self) -> &GuestEntropy {
         &self.entropy
     }
@@ -172,14 +198,21 @@ impl EffectSession {
         payload: &str,
         caller: Caller,
     ) -> Result<Result<String, EffectFailure>, String> {
-        match self.guard(provider, operation, payload, caller) {
-            Ok(answer) => Ok(answer),
-            Err(fault) => {
-                let message = fault.to_string();
-                self.host_fault = Some(fault);
-                Err(message)
-            }
-        }
+        let answer = self.guard(provider, operation, payload, caller);
+        self.fault_to_trap(answer)
+    }
+
+    /// A fault of the host (the journal failed) is kept for the call's answer, and
+    /// the guest traps with its message.
+    fn fault_to_trap<T>(
+        &mut self,
+        answer: Result<Result<T, EffectFailure>, Error>,
+    ) -> Result<Result<T, EffectFailure>, String> {
+        answer.map_err(|fault| {
+            let message = fault.to_string();
+            self.host_fault = Some(fault);
+            message
+        })
     }
 
     /// A session for one run of the `prepared` call under `owner`'s lease.
@@ -228,10 +261,7 @@ impl EffectSession {
     ) -> Result<Result<String, EffectFailure>, Error> {
         // 1. Checks that need no journal.
         if self.interrupted.is_some() {
-            return Ok(Err(EffectFailure::Denied(
-                "an earlier effect of this call is unresolved; no further effects are performed"
-                    .into(),
-            )));
+            return Ok(Err(after_interruption()));
         }
         let payload: Value = match serde_json::from_str(payload) {
             Ok(payload) => payload,
@@ -248,6 +278,15 @@ impl EffectSession {
         // tools: a guest asking for it is refused as if it were not configured (it
         // is not, for a component), and learns nothing of the upstreams.
         let is_upstream = |name: &str| name.starts_with(crate::upstream::PROVIDER_PREFIX);
+        if caller == Caller::Guest && provider_name == ask::PROVIDER {
+            // The user is asked through `input.ask` only, which journals the
+            // questions as such. A refusal of the tool's own doing takes a position.
+            self.next_seq += 1;
+            return Ok(Err(EffectFailure::Denied(format!(
+                "the provider `{}` is reserved: a tool asks the user through `input.ask`",
+                ask::PROVIDER
+            ))));
+        }
         let provider = match caller {
             Caller::Guest if is_upstream(provider_name) => None,
             _ => self.shared.providers.get(provider_name).cloned(),
@@ -287,11 +326,7 @@ impl EffectSession {
             &self.tool,
         );
         let answer = self.journaled(provider.as_ref(), provider_name, operation, &payload);
-        counters.effect_ended(match &answer {
-            Ok(Ok(_)) => "ok",
-            Ok(Err(failure)) => failure.kind(),
-            Err(_) => "host_failed",
-        });
+        counters.effect_ended(effect_result(&answer));
         answer
     }
 
@@ -318,21 +353,7 @@ impl EffectSession {
         };
         if let Some(record) = &existing {
             if record.fingerprint != fingerprint {
-                let detail = format!(
-                    "the journal holds {}.{} at this position, the guest asked for {provider_name}.{operation} with another payload",
-                    record.provider, record.operation
-                );
-                tracing::warn!(
-                    tool = %self.tool,
-                    key = %self.invocation,
-                    seq,
-                    "divergence: {detail}; nothing is performed under the old key, the call stays open for a person"
-                );
-                self.interrupted = Some(Interruption::Divergence {
-                    seq,
-                    detail: detail.clone(),
-                });
-                return Ok(Err(EffectFailure::Divergence(detail)));
+                return Ok(Err(self.diverged(record, seq, provider_name, operation)));
             }
             if record.state == EffectState::Done {
                 return Ok(answer_to_guest(Answer::from_stored(
@@ -345,10 +366,7 @@ impl EffectSession {
         // journaled as pending (under its key), and claims nothing new: the refusal
         // takes this position, as a performed effect would.
         if existing.is_none() && self.shared.tasks.refuses_effects(self.invocation.as_str()) {
-            return Ok(Err(EffectFailure::Denied(
-                "the call was cancelled by its client (tasks/cancel): no further effects are performed"
-                    .into(),
-            )));
+            return Ok(Err(cancelled()));
         }
 
         let class = provider.class_of(operation, payload);
@@ -387,6 +405,32 @@ impl EffectSession {
 
         // 5. Keyed or unkeyed: claim, perform, retry under the same key.
         self.keyed_or_unkeyed(provider, class, &new, payload)
+    }
+
+    /// The guest asked at `seq` for another effect than the journal's `record`: a
+    /// divergence, which stops the run's effects and leaves the call to a person.
+    fn diverged(
+        &mut self,
+        record: &crate::journal::EffectRecord,
+        seq: u32,
+        provider_name: &str,
+        operation: &str,
+    ) -> EffectFailure {
+        let detail = format!(
+            "the journal holds {}.{} at this position, the guest asked for {provider_name}.{operation} with another payload",
+            record.provider, record.operation
+        );
+        tracing::warn!(
+            tool = %self.tool,
+            key = %self.invocation,
+            seq,
+            "divergence: {detail}; nothing is performed under the old key, the call stays open for a person"
+        );
+        self.interrupted = Some(Interruption::Divergence {
+            seq,
+            detail: detail.clone(),
+        });
+        EffectFailure::Divergence(detail)
     }
 
     /// After the guest finished: the first position and number of journaled effects
@@ -923,12 +967,36 @@ impl EffectSession {
     }
 }
 
+/// What a guest is told of an effect it asks for after its run was interrupted.
+fn after_interruption() -> EffectFailure {
+    EffectFailure::Denied(
+        "an earlier effect of this call is unresolved; no further effects are performed".into(),
+    )
+}
+
+/// What a guest is told of a new effect its cancelled call asks for.
+fn cancelled() -> EffectFailure {
+    EffectFailure::Denied(
+        "the call was cancelled by its client (tasks/cancel): no further effects are performed"
+            .into(),
+    )
+}
+
 /// What the guest of a run that lost its lease is told.
 fn lease_lost() -> EffectFailure {
     EffectFailure::Denied(
         "another host took this call over (this run's lease expired); nothing more is performed"
             .into(),
     )
+}
+
+/// An effect's (or an ask's) result as its metrics name it.
+fn effect_result<T>(answer: &Result<Result<T, EffectFailure>, Error>) -> &'static str {
+    match answer {
+        Ok(Ok(_)) => "ok",
+        Ok(Err(failure)) => failure.kind(),
+        Err(_) => "host_failed",
+    }
 }
 
 /// An attempt's result as its span names it.

@@ -19,6 +19,9 @@ pub(crate) struct Effects<'a> {
     fault: Option<String>,
     /// Set when a read-only tool asked for an effect: the guest traps.
     read_only: Option<String>,
+    /// Set when the run stops at a question (its answers come later, or cannot
+    /// come): the guest traps, as a wasm guest would.
+    stopped: Option<String>,
 }
 
 impl Effects<'_> {
@@ -38,6 +41,33 @@ impl Effects<'_> {
                 // A wasm guest traps here; so does this one, when it returns.
                 self.read_only = Some(message.clone());
                 Err(EffectFailure::ReadOnly(message))
+            }
+            Ok(Err(failure)) => Err(failure),
+            Err(fault) => {
+                self.fault = Some(fault.clone());
+                Err(EffectFailure::Denied(fault))
+            }
+        }
+    }
+
+    /// `input.ask(questions)`: the answers, each an `ElicitResult` object.
+    #[cfg(test)]
+    pub(crate) fn ask(
+        &mut self,
+        questions: &[crate::ask::Question],
+    ) -> Result<Vec<Value>, EffectFailure> {
+        match self.handler.ask(questions) {
+            Ok(Ok(answers)) => Ok(answers
+                .iter()
+                .map(|text| serde_json::from_str(text).unwrap_or(Value::String(text.clone())))
+                .collect()),
+            Ok(Err(EffectFailure::ReadOnly(message))) => {
+                self.read_only = Some(message.clone());
+                Err(EffectFailure::ReadOnly(message))
+            }
+            Ok(Err(EffectFailure::Stopped(message))) => {
+                self.stopped = Some(message.clone());
+                Err(EffectFailure::Stopped(message))
             }
             Ok(Err(failure)) => Err(failure),
             Err(fault) => {
@@ -170,9 +200,11 @@ impl Runner for ScriptedRunner {
             handler: &mut *handler,
             fault: None,
             read_only: None,
+            stopped: None,
         };
         let outcome = guest(&args, &mut effects);
-        let outcome = match (effects.fault.take(), effects.read_only.take()) {
+        let stopped = effects.fault.take().or(effects.stopped.take());
+        let outcome = match (stopped, effects.read_only.take()) {
             (Some(fault), _) => GuestOutcome::Trapped {
                 reason: TrapReason::HostFailure,
                 message: fault,

@@ -2,7 +2,7 @@
 //! invocation resumable when there is nothing savable.
 //!
 //! In order: a host fault, an interruption (unknown outcome, divergence, lost lease,
-//! superseded run), a resumed guest that skipped journaled effects and a runtime
+//! superseded run, a question whose answers come later or cannot come), a resumed guest that skipped journaled effects and a runtime
 //! failure around the guest are not outcomes: the call stays resumable and the agent
 //! is told what happened. Everything else (a result, a tool error, a trap) is saved
 //! first and then returned, so the answer a caller gets is always one a retry can get
@@ -86,6 +86,21 @@ pub(super) fn settle(
                 seq,
                 detail,
             },
+            Interruption::AwaitingInput {
+                seq,
+                questions,
+                state,
+            } => Error::InputRequired {
+                key: key.clone(),
+                seq,
+                questions,
+                state,
+            },
+            Interruption::InputUnavailable(reason) => Error::InputUnavailable {
+                tool: prepared.tool.name.to_string(),
+                reason,
+            },
+            Interruption::InputStateInvalid(why) => Error::InputStateInvalid(why),
             Interruption::LeaseLost | Interruption::Superseded => {
                 Error::LeaseLost { key: key.clone() }
             }

@@ -328,13 +328,15 @@ const PENDING_EFFECTS_SQL: &str = "SELECT COUNT(*) FROM effects WHERE state = 'p
 
 /// Calls stuck with an unknown outcome at `$1` (ms): not completed (an abandoned call
 /// is), no live lease (a call in flight is not stuck), and an effect attempted with
-/// no answer and no person's resolution. The same on both journals.
+/// no answer and no person's resolution. A question to the user (provider `user`)
+/// awaiting its answers is not stuck. The same on both journals.
 const STUCK_CALLS_SQL: &str = "SELECT COUNT(*) FROM invocations i
   WHERE i.state <> 'completed'
     AND NOT (i.state = 'running' AND i.lease_expires_at > $1)
     AND EXISTS (SELECT 1 FROM effects e
                  WHERE e.invocation_key = i.key AND e.state = 'pending'
-                   AND e.resolution IS NULL AND e.attempts > 0)";
+                   AND e.resolution IS NULL AND e.attempts > 0
+                   AND e.provider <> 'user')";
 
 /// The lease owners of the calls running at `$1` (ms) under a live lease.
 const LIVE_OWNERS_SQL: &str = "SELECT lease_owner FROM invocations

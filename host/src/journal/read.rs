@@ -205,7 +205,11 @@ pub const CALL_STATES: &[(&str, &str)] = &[
     ),
     (
         "incomplete",
-        "suspended on an unknown outcome or a divergence: a retry resumes it",
+        "suspended on an unknown outcome, a divergence or a question: a retry resumes it",
+    ),
+    (
+        "awaiting",
+        "the tool asked the user a question: the same call made again with the answers resumes it",
     ),
     ("completed", "its outcome is saved"),
     ("replayed", "a retry got the saved outcome"),
@@ -233,6 +237,9 @@ impl JournalEntry {
         if self.has_unknown_effect() {
             states.push("unknown");
         }
+        if self.awaits_input() {
+            states.push("awaiting");
+        }
         match self.summary.as_deref() {
             Some(s) if s.starts_with("trap abandoned") => states.push("abandoned"),
             Some(s) if s.starts_with("trap") || s.starts_with("tool_error") => {
@@ -247,10 +254,23 @@ impl JournalEntry {
     /// and no person's resolution: its outcome is unknown.
     pub fn has_unknown_effect(&self) -> bool {
         self.state != "completed"
+            && self.effects.iter().any(|e| {
+                e.state == "pending"
+                    && e.resolution.is_none()
+                    && e.attempts > 0
+                    && e.provider != crate::ask::PROVIDER
+            })
+    }
+
+    /// Whether the call is open on a question the tool asked the user (the effect
+    /// `user.elicit`), whose answers have not come: not an unknown outcome, since
+    /// nothing left the host but the question.
+    pub fn awaits_input(&self) -> bool {
+        self.state != "completed"
             && self
                 .effects
                 .iter()
-                .any(|e| e.state == "pending" && e.resolution.is_none() && e.attempts > 0)
+                .any(|e| e.state == "pending" && e.provider == crate::ask::PROVIDER)
     }
 }
 

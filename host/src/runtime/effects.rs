@@ -4,6 +4,7 @@
 
 use std::any::Any;
 
+use crate::ask::Question;
 use crate::determinism::GuestEntropy;
 
 /// Why `perform` returned no response; each maps to a WIT `effect-error` case.
@@ -20,11 +21,15 @@ pub(crate) enum EffectFailure {
     /// A tool marked read-only asked for an effect: the guest traps
     /// (`read_only_effect`), since nothing of a read-only call is journaled.
     ReadOnly(String),
+    /// The run ends here (the tool asked the user, whose answers come later, or who
+    /// cannot be asked): the guest traps with nothing to act on, and the guard's
+    /// interruption says what the call returns. Never saved.
+    Stopped(String),
 }
 
 impl EffectFailure {
     /// Its kind in one word (`rejected`, `outcome_unknown`, `denied`, `divergence`,
-    /// `read_only`).
+    /// `read_only`, `stopped`).
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             Self::Rejected(_) => "rejected",
@@ -32,6 +37,7 @@ impl EffectFailure {
             Self::Denied(_) => "denied",
             Self::Divergence(_) => "divergence",
             Self::ReadOnly(_) => "read_only",
+            Self::Stopped(_) => "stopped",
         }
     }
 }
@@ -56,6 +62,12 @@ pub(crate) trait EffectHandler: Send + 'static {
         operation: &str,
         payload: &str,
     ) -> Result<Result<String, EffectFailure>, String>;
+
+    /// Asks the person behind the call `questions` (the asking effect, provider
+    /// `user`): their answers, one `ElicitResult` JSON text per question, in order.
+    /// `Err` is a fault of the host itself, as for [`EffectHandler::perform`].
+    fn ask(&mut self, questions: &[Question])
+    -> Result<Result<Vec<String>, EffectFailure>, String>;
 
     /// The clock start and random seed this call's guest sees.
     fn entropy(&self) -> &GuestEntropy;

@@ -10,6 +10,7 @@ use super::capture::BoundedCapture;
 use super::effects::{EffectFailure, EffectHandler};
 use super::limiter::{CallLimiter, LimitHit};
 use super::log_listener::{GuestNote, LogLevel};
+use crate::ask::Question;
 
 /// The longest log line a guest may write; longer ones are cut.
 const MAX_LOG_LINE: usize = 4096;
@@ -77,59 +78,53 @@ impl tool::effects::Host for GuestState {
         operation: String,
         payload: String,
     ) -> wasmtime::Result<Result<String, EffectError>> {
-        let Some(handler) = self.handler.as_mut() else {
+        if self.handler.is_none() {
             return Ok(Err(EffectError::Denied(
                 "effects are not allowed while a tool describes itself".into(),
             )));
-        };
-        // Sandbox limits trap, and the trap is the saved outcome: a guest cannot
-        // swallow them and carry on.
-        let hit = if self.effects >= self.max_effects {
-            Some(LimitHit::Effects {
-                limit: self.max_effects,
-            })
-        } else if payload.len() > self.max_payload_bytes {
-            Some(LimitHit::Payload {
-                size: payload.len(),
-                limit: self.max_payload_bytes,
-            })
-        } else {
-            None
-        };
-        if let Some(hit) = hit {
-            self.limit_hit.get_or_insert(hit.clone());
-            return Err(wasmtime::Error::new(hit));
         }
-        self.effects += 1;
+        self.charge_effect(payload.len())?;
+        let handler = self.handler.as_mut().expect("checked above");
         let entered = std::time::Instant::now();
         let performed = handler.perform(&provider, &operation, &payload);
         self.host_time += entered.elapsed();
-        match performed {
-            Ok(Err(EffectFailure::ReadOnly(message))) => {
-                let hit = LimitHit::ReadOnly(message);
-                self.limit_hit.get_or_insert(hit.clone());
-                Err(wasmtime::Error::new(hit))
-            }
-            Ok(result) => Ok(result.map_err(|failure| match failure {
-                EffectFailure::Rejected(s) => EffectError::Rejected(s),
-                EffectFailure::OutcomeUnknown(s) => EffectError::OutcomeUnknown(s),
-                EffectFailure::Denied(s) => EffectError::Denied(s),
-                EffectFailure::Divergence(s) => EffectError::Divergence(s),
-                EffectFailure::ReadOnly(s) => unreachable!("matched above: {s}"),
-            })),
-            Err(fault) => Err(wasmtime::Error::msg(fault)),
-        }
+        self.answered(performed)
     }
 }
 
 impl tool::input::Host for GuestState {
     fn ask(
         &mut self,
-        _questions: Vec<tool::input::Question>,
+        questions: Vec<tool::input::Question>,
     ) -> wasmtime::Result<Result<Vec<String>, EffectError>> {
-        Ok(Err(EffectError::Denied(
-            "asking the user is not built yet (issue 43)".into(),
-        )))
+        if self.handler.is_none() {
+            return Ok(Err(EffectError::Denied(
+                "a tool cannot ask anything while it describes itself".into(),
+            )));
+        }
+        // An ask is an effect: it counts against the budget, its questions against
+        // the payload cap.
+        let size = questions
+            .iter()
+            .map(|q| q.name.len() + q.message.len() + q.schema.len())
+            .sum();
+        self.charge_effect(size)?;
+        let questions: Vec<Question> = questions
+            .into_iter()
+            .map(|q| Question {
+                // Schema text that is not JSON is kept as a string, which the guard
+                // refuses as not a schema (at the ask's position).
+                schema: serde_json::from_str(&q.schema)
+                    .unwrap_or(serde_json::Value::String(q.schema)),
+                name: q.name,
+                message: q.message,
+            })
+            .collect();
+        let handler = self.handler.as_mut().expect("checked above");
+        let entered = std::time::Instant::now();
+        let asked = handler.ask(&questions);
+        self.host_time += entered.elapsed();
+        self.answered(asked)
     }
 }
 
@@ -196,6 +191,57 @@ impl tool::log::Host for GuestState {
 }
 
 impl GuestState {
+    /// Counts one effect (or ask) of `payload` bytes against the call's budget and
+    /// payload cap. Past either the guest traps, and the trap is the saved outcome: a
+    /// guest cannot swallow the limit and carry on.
+    fn charge_effect(&mut self, payload: usize) -> wasmtime::Result<()> {
+        let hit = if self.effects >= self.max_effects {
+            Some(LimitHit::Effects {
+                limit: self.max_effects,
+            })
+        } else if payload > self.max_payload_bytes {
+            Some(LimitHit::Payload {
+                size: payload,
+                limit: self.max_payload_bytes,
+            })
+        } else {
+            None
+        };
+        if let Some(hit) = hit {
+            self.limit_hit.get_or_insert(hit.clone());
+            return Err(wasmtime::Error::new(hit));
+        }
+        self.effects += 1;
+        Ok(())
+    }
+
+    /// What the guest gets of the guard's answer to an effect or an ask: a domain
+    /// error as a WIT `effect-error`, or a trap for an effect a read-only tool asked
+    /// for, a run that stops here, and a fault of the host.
+    fn answered<T>(
+        &mut self,
+        answer: Result<Result<T, EffectFailure>, String>,
+    ) -> wasmtime::Result<Result<T, EffectError>> {
+        match answer {
+            Ok(Err(EffectFailure::ReadOnly(message))) => {
+                let hit = LimitHit::ReadOnly(message);
+                self.limit_hit.get_or_insert(hit.clone());
+                Err(wasmtime::Error::new(hit))
+            }
+            Ok(Err(EffectFailure::Stopped(message))) => Err(wasmtime::Error::msg(message)),
+            Ok(result) => Ok(result.map_err(|failure| match failure {
+                EffectFailure::Rejected(s) => EffectError::Rejected(s),
+                EffectFailure::OutcomeUnknown(s) => EffectError::OutcomeUnknown(s),
+                EffectFailure::Denied(s) => EffectError::Denied(s),
+                EffectFailure::Divergence(s) => EffectError::Divergence(s),
+                EffectFailure::ReadOnly(s) | EffectFailure::Stopped(s) => {
+                    unreachable!("matched above: {s}")
+                }
+            })),
+            Err(fault) => Err(wasmtime::Error::msg(fault)),
+        }
+    }
+
     /// Sends what the guest printed to the host's log (never into results), each
     /// line escaped, and says what the caps dropped.
     pub fn flush_output(&self) {

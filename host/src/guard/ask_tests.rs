@@ -1,0 +1,571 @@
+//! Tools that ask (issue 43), row by row as the contract tests are: a scripted
+//! guest that asks the user before it refunds, a scripted asker that answers now,
+//! later or never, on every journal.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use super::*;
+use crate::ask::{AskContext, Asked, Asker, Question, StateCheck, check_request_state, with_asker};
+use crate::keys::{EffectKey, InvocationKey};
+
+/// What the scripted asker does at its next ask.
+#[derive(Clone)]
+enum Reply {
+    /// The answers come with a later request.
+    Later,
+    /// Answers these at once.
+    Now(Vec<Value>),
+    /// The request brings `state` and these answers: answered if the state is this
+    /// question's, asked again if it is another's, refused if forged (as the
+    /// stateless MCP asker does).
+    WithState(String, Vec<Value>),
+}
+
+/// An asker with a script of replies, which records every question asked.
+struct ScriptedAsker {
+    can_ask: Result<(), String>,
+    replies: RefCell<Vec<Reply>>,
+    /// `(seq, effect key, state)` of each ask.
+    asked: RefCell<Vec<(u32, EffectKey, String)>>,
+    can_ask_calls: Cell<u32>,
+}
+
+impl ScriptedAsker {
+    fn new(replies: Vec<Reply>) -> Rc<Self> {
+        Rc::new(Self {
+            can_ask: Ok(()),
+            replies: RefCell::new(replies),
+            asked: RefCell::default(),
+            can_ask_calls: Cell::new(0),
+        })
+    }
+    fn unable(why: &str) -> Rc<Self> {
+        Rc::new(Self {
+            can_ask: Err(why.into()),
+            replies: RefCell::default(),
+            asked: RefCell::default(),
+            can_ask_calls: Cell::new(0),
+        })
+    }
+    fn times_asked(&self) -> usize {
+        self.asked.borrow().len()
+    }
+}
+
+impl Asker for ScriptedAsker {
+    fn can_ask(&self) -> Result<(), String> {
+        self.can_ask_calls.set(self.can_ask_calls.get() + 1);
+        self.can_ask.clone()
+    }
+
+    fn ask(&self, at: &AskContext<'_>, questions: &[Question]) -> Asked {
+        assert_eq!(questions.len(), 1, "the refund tool asks one question");
+        self.asked
+            .borrow_mut()
+            .push((at.seq, at.effect_key.clone(), at.state()));
+        let reply = {
+            let mut replies = self.replies.borrow_mut();
+            assert!(!replies.is_empty(), "asked more often than scripted");
+            replies.remove(0)
+        };
+        match reply {
+            Reply::Later => Asked::Later,
+            Reply::Now(answers) => Asked::Answered(answers),
+            Reply::WithState(state, answers) => match check_request_state(&state, at) {
+                StateCheck::ForThisQuestion => Asked::Answered(answers),
+                StateCheck::ForAnotherQuestion => Asked::Later,
+                StateCheck::Forged => Asked::Invalid("the request state was not made here".into()),
+            },
+        }
+    }
+}
+
+fn confirm_question(amount: u64) -> Question {
+    Question {
+        name: "confirm".into(),
+        message: format!("Refund {amount} EUR to card …4242?"),
+        schema: json!({
+            "type": "object",
+            "properties": {"confirm": {"type": "boolean"}},
+            "required": ["confirm"],
+        }),
+    }
+}
+
+fn accepted() -> Vec<Value> {
+    vec![json!({"action": "accept", "content": {"confirm": true}})]
+}
+
+/// The refund tool: holds the amount on `holds` (before it asks, when given), asks
+/// the user to confirm, then refunds on `payments` and sends a receipt on `sms`
+/// (when given). Returns what it did.
+fn refund_tool(
+    runner: &mut ScriptedRunner,
+    holds: Option<&'static str>,
+    sms: Option<&'static str>,
+) {
+    runner.tool(
+        "refund",
+        ScriptedRunner::open_schema(),
+        move |args, fx: &mut Effects<'_>| {
+            let amount = args["amount"].as_u64().unwrap_or(0);
+            if let Some(holds) = holds
+                && let Err(e) = fx.perform(holds, "hold", args.clone())
+            {
+                return tool_error("hold_failed", &format!("{e:?}"));
+            }
+            let answers = match fx.ask(&[confirm_question(amount)]) {
+                Ok(answers) => answers,
+                Err(e) => return tool_error("not_asked", &format!("{e:?}")),
+            };
+            let answer = &answers[0];
+            if answer["action"] != "accept" || answer["content"]["confirm"] != true {
+                return returned(json!({"refunded": false, "user": answer}));
+            }
+            let refund = match fx.perform("payments", "refund", args.clone()) {
+                Ok(refund) => refund,
+                Err(e) => return tool_error("refund_failed", &format!("{e:?}")),
+            };
+            if let Some(sms) = sms
+                && let Err(e) = fx.perform(sms, "send", json!({"text": "refunded"}))
+            {
+                return tool_error("receipt_failed", &format!("{e:?}"));
+            }
+            returned(json!({"refunded": true, "refund": refund}))
+        },
+    );
+}
+
+fn refund(amount: u64) -> CallRequest {
+    CallRequest::new("refund", json!({ "amount": amount }).to_string()).conversation("c1")
+}
+
+/// The call of `request` with `asker` answering its questions.
+fn call_asked(
+    h: &Host,
+    asker: &Rc<ScriptedAsker>,
+    request: &CallRequest,
+) -> crate::error::Result<crate::call::CallResponse> {
+    let asker: Rc<dyn Asker> = asker.clone();
+    with_asker(asker, || h.guard.call(request))
+}
+
+/// The journaled effects of the one call `key`, as `(provider, state)`.
+fn journaled(h: &Host, key: &InvocationKey) -> Vec<(String, String)> {
+    h.journal
+        .story(key)
+        .unwrap()
+        .entry
+        .map(|entry| {
+            entry
+                .effects
+                .iter()
+                .map(|e| (e.provider.clone(), e.state.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_question_answered_later_suspends_the_call_and_the_retry_with_the_answer_completes_it() {
+    let mut runner = ScriptedRunner::default();
+    refund_tool(&mut runner, None, None);
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let h = host(runner, &[("payments", payments.clone())]);
+
+    // (1) The first call: asked, answers later. The run stops, nothing is saved as
+    // the outcome, and the agent is told what to ask and the state to come back with.
+    let later = ScriptedAsker::new(vec![Reply::Later]);
+    let first = call_asked(&h, &later, &refund(25)).unwrap_err();
+    let Error::InputRequired {
+        key,
+        seq,
+        questions,
+        state,
+    } = &first
+    else {
+        panic!("expected input_required, got {first:?}")
+    };
+    assert_eq!(
+        (*seq, questions.as_slice()),
+        (0, &[confirm_question(25)][..])
+    );
+    assert_eq!(first.kind(), "input_required");
+    assert!(
+        payments.attempts().is_empty(),
+        "nothing refunded before the answer"
+    );
+    let (asked_seq, effect_key, asked_state) = later.asked.borrow()[0].clone();
+    assert_eq!((asked_seq, asked_state.as_str()), (0, state.as_str()));
+    let this_question = AskContext {
+        tool: "refund",
+        key,
+        seq: 0,
+        effect_key: &effect_key,
+        principal: None,
+    };
+    assert_eq!(
+        check_request_state(state, &this_question),
+        StateCheck::ForThisQuestion
+    );
+    let entry = h.journal.story(key).unwrap().entry.unwrap();
+    assert_eq!(entry.state, "incomplete", "suspended, not completed");
+    assert!(entry.outcome.is_none(), "no outcome saved");
+    assert_eq!(entry.effects.len(), 1);
+    assert_eq!(
+        entry.effects[0].key,
+        effect_key.as_str(),
+        "claimed under its key"
+    );
+    assert_eq!(entry.effects[0].state, "pending");
+    assert!(
+        entry.effects[0]
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("awaiting the user's answer")),
+        "operators read why it waits: {:?}",
+        entry.effects[0].last_error
+    );
+    let states = entry.states(h.clock.now_ms());
+    assert!(states.contains(&"awaiting"), "{states:?}");
+    assert!(
+        !states.contains(&"unknown"),
+        "not an unknown outcome: {states:?}"
+    );
+
+    // (2) The retry brings the answer: the tool gets it, refunds once, and the
+    // outcome is saved.
+    let answering = ScriptedAsker::new(vec![Reply::WithState(state.clone(), accepted())]);
+    let done = call_asked(&h, &answering, &refund(25)).unwrap();
+    assert!(!done.replayed);
+    assert_eq!(&done.key, key);
+    let Outcome::Success { result, .. } = &done.outcome else {
+        panic!("{:?}", done.outcome)
+    };
+    assert_eq!(result["refunded"], true, "the agent was told: {result}");
+    assert_eq!(answering.times_asked(), 1, "the retry asked once");
+    assert_eq!(
+        answering.asked.borrow()[0].1,
+        effect_key,
+        "the retry asked under the same key"
+    );
+    assert_eq!(payments.applied().len(), 1, "refunded once");
+    let story = h.journal.story(key).unwrap().entry.unwrap();
+    assert_eq!(story.state, "completed");
+    assert_eq!(story.effects[0].state, "done", "the answer is journaled");
+    assert_eq!(story.effects[0].response, Some(json!({"ok": accepted()})));
+
+    // A third call replays the outcome: the asker is not consulted, nothing runs.
+    let never = ScriptedAsker::new(vec![]);
+    let third = call_asked(&h, &never, &refund(25)).unwrap();
+    assert!(third.replayed);
+    assert_eq!(third.outcome, done.outcome);
+    assert_eq!(never.times_asked(), 0);
+    assert_eq!(
+        never.can_ask_calls.get(),
+        0,
+        "not even asked whether it can ask"
+    );
+    assert_eq!(payments.attempts().len(), 1, "refunded once");
+}
+
+#[test]
+fn a_resumed_run_finds_the_answer_journaled_and_asks_nothing_again() {
+    // hold → ask → refund → sms. The first run holds and asks (later); the retry
+    // replays the hold, is answered, refunds, and its receipt's outcome stays
+    // unknown; the next retry replays hold, answer and refund, and sends the receipt
+    // under the same key.
+    let mut runner = ScriptedRunner::default();
+    refund_tool(&mut runner, Some("holds"), Some("sms"));
+    let holds = Downstream::new(ProviderClass::Keyed, vec![]);
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let sms = Downstream::new(ProviderClass::Keyed, vec![Fault::LoseResponse; 3]);
+    let h = host(
+        runner,
+        &[
+            ("holds", holds.clone()),
+            ("payments", payments.clone()),
+            ("sms", sms.clone()),
+        ],
+    );
+
+    let later = ScriptedAsker::new(vec![Reply::Later]);
+    let Err(Error::InputRequired { seq, state, .. }) = call_asked(&h, &later, &refund(40)) else {
+        panic!("expected input_required")
+    };
+    assert_eq!(seq, 1, "the question comes after the hold");
+    assert_eq!(holds.applied().len(), 1);
+
+    let answering = ScriptedAsker::new(vec![Reply::WithState(state, accepted())]);
+    let unknown = call_asked(&h, &answering, &refund(40)).unwrap_err();
+    assert!(
+        matches!(unknown, Error::OutcomeUnknown { seq: 3, .. }),
+        "{unknown:?}"
+    );
+    assert_eq!(answering.times_asked(), 1);
+
+    let resumed = ScriptedAsker::new(vec![]);
+    let done = call_asked(&h, &resumed, &refund(40)).unwrap();
+    let Outcome::Success { result, .. } = &done.outcome else {
+        panic!("{:?}", done.outcome)
+    };
+    assert_eq!(result["refunded"], true, "the agent was told: {result}");
+    assert_eq!(
+        resumed.times_asked(),
+        0,
+        "the journaled answer was replayed"
+    );
+    assert_eq!(resumed.can_ask_calls.get(), 0);
+    assert_eq!(
+        holds.attempts().len(),
+        1,
+        "the hold before the ask happened once"
+    );
+    assert_eq!(payments.attempts().len(), 1, "refunded once");
+    let sends = sms.attempts();
+    assert_eq!(sends.len(), 4, "the receipt was retried");
+    assert!(
+        sends.iter().all(|k| *k == sends[0]),
+        "under one key: {sends:?}"
+    );
+    assert_eq!(sms.applied().len(), 1, "the receipt was sent once");
+}
+
+#[test]
+fn another_question_at_the_same_position_is_a_divergence() {
+    let mut runner = ScriptedRunner::default();
+    let turn = Arc::new(std::sync::atomic::AtomicU64::new(25));
+    let asks = Arc::clone(&turn);
+    runner.tool(
+        "refund",
+        ScriptedRunner::open_schema(),
+        move |_args, fx: &mut Effects<'_>| {
+            // The question's text changed between runs (a new build, a clock).
+            let amount = asks.fetch_add(1, Ordering::SeqCst);
+            match fx.ask(&[confirm_question(amount)]) {
+                Ok(answers) => returned(json!(answers)),
+                Err(e) => tool_error("not_asked", &format!("{e:?}")),
+            }
+        },
+    );
+    let h = host(runner, &[]);
+
+    let later = ScriptedAsker::new(vec![Reply::Later]);
+    let Err(Error::InputRequired { state, .. }) = call_asked(&h, &later, &refund(25)) else {
+        panic!("expected input_required")
+    };
+    let answering = ScriptedAsker::new(vec![Reply::WithState(state, accepted())]);
+    let diverged = call_asked(&h, &answering, &refund(25)).unwrap_err();
+    assert!(
+        matches!(&diverged, Error::Divergence { seq: 0, detail, .. } if detail.contains("user.elicit")),
+        "{diverged:?}"
+    );
+    assert_eq!(
+        answering.times_asked(),
+        0,
+        "the other question was not asked"
+    );
+    assert_eq!(turn.load(Ordering::SeqCst), 27);
+}
+
+#[test]
+fn a_caller_that_cannot_be_asked_is_told_so_and_nothing_is_journaled_for_the_question() {
+    let mut runner = ScriptedRunner::default();
+    refund_tool(&mut runner, Some("holds"), None);
+    let holds = Downstream::new(ProviderClass::Keyed, vec![]);
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let h = host(
+        runner,
+        &[("holds", holds.clone()), ("payments", payments.clone())],
+    );
+
+    // No asker on the thread (the CLI's `run`, a library caller).
+    let nobody = h.guard.call(&refund(25)).unwrap_err();
+    let Error::InputUnavailable { tool, reason } = &nobody else {
+        panic!("expected input_unavailable, got {nobody:?}")
+    };
+    assert_eq!(tool, "refund");
+    assert!(reason.contains("cannot answer questions"), "{reason}");
+    assert_eq!(nobody.kind(), "input_unavailable");
+    let key = h.guard.key_for(&refund(25)).unwrap();
+    assert_eq!(
+        journaled(&h, &key),
+        [("holds".to_string(), "done".to_string())],
+        "the hold is journaled, the question is not"
+    );
+
+    // A client that says it cannot answer.
+    let unable = ScriptedAsker::unable("the client did not declare elicitation");
+    let refused = call_asked(&h, &unable, &refund(25)).unwrap_err();
+    assert!(
+        matches!(&refused, Error::InputUnavailable { reason, .. } if reason.contains("did not declare")),
+        "{refused:?}"
+    );
+    assert_eq!(unable.times_asked(), 0);
+    assert_eq!(
+        journaled(&h, &key).len(),
+        1,
+        "still no record for the question"
+    );
+    assert!(payments.attempts().is_empty());
+
+    // The opposite case: a client that can answer resumes the call; the hold is
+    // not repeated.
+    let answering = ScriptedAsker::new(vec![Reply::Now(accepted())]);
+    let done = call_asked(&h, &answering, &refund(25)).unwrap();
+    assert!(done.outcome.is_success(), "{:?}", done.outcome);
+    assert_eq!(holds.attempts().len(), 1, "held once");
+    assert_eq!(payments.applied().len(), 1, "refunded once");
+}
+
+#[test]
+fn a_forged_request_state_is_refused_and_nothing_is_saved() {
+    let mut runner = ScriptedRunner::default();
+    refund_tool(&mut runner, None, None);
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let h = host(runner, &[("payments", payments.clone())]);
+
+    let later = ScriptedAsker::new(vec![Reply::Later]);
+    let Err(Error::InputRequired { key, state, .. }) = call_asked(&h, &later, &refund(25)) else {
+        panic!("expected input_required")
+    };
+    let (head, _mac) = state.rsplit_once('.').unwrap();
+    let forged = format!("{head}.{}", "0".repeat(32));
+    let tampering = ScriptedAsker::new(vec![Reply::WithState(forged, accepted())]);
+    let refused = call_asked(&h, &tampering, &refund(25)).unwrap_err();
+    assert!(
+        matches!(&refused, Error::InputStateInvalid(why) if why.contains("not made here")),
+        "{refused:?}"
+    );
+    assert!(payments.attempts().is_empty(), "nothing refunded");
+    let entry = h.journal.story(&key).unwrap().entry.unwrap();
+    assert!(entry.outcome.is_none(), "no outcome saved");
+    assert_eq!(
+        journaled(&h, &key),
+        [("user".to_string(), "pending".to_string())],
+        "no answer saved"
+    );
+
+    // The opposite case: the state this host made is accepted.
+    let answering = ScriptedAsker::new(vec![Reply::WithState(state, accepted())]);
+    let done = call_asked(&h, &answering, &refund(25)).unwrap();
+    assert!(done.outcome.is_success(), "{:?}", done.outcome);
+    assert_eq!(payments.applied().len(), 1);
+}
+
+#[test]
+fn two_different_calls_each_ask() {
+    let mut runner = ScriptedRunner::default();
+    refund_tool(&mut runner, None, None);
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let h = host(runner, &[("payments", payments.clone())]);
+    let asker = ScriptedAsker::new(vec![Reply::Now(accepted()), Reply::Now(accepted())]);
+
+    let a = call_asked(&h, &asker, &refund(25)).unwrap();
+    let b = call_asked(&h, &asker, &refund(26)).unwrap();
+
+    assert!(!a.replayed && !b.replayed);
+    assert_ne!(a.key, b.key);
+    assert_eq!(asker.times_asked(), 2, "each call asked");
+    let asked = asker.asked.borrow();
+    assert_ne!(asked[0].1, asked[1].1, "under keys of their own");
+    assert_eq!(payments.applied().len(), 2, "both refunds happened");
+}
+
+#[test]
+fn a_declined_question_is_the_tools_to_handle_and_its_outcome_is_saved() {
+    let mut runner = ScriptedRunner::default();
+    refund_tool(&mut runner, None, None);
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let h = host(runner, &[("payments", payments.clone())]);
+    let declining = ScriptedAsker::new(vec![Reply::Now(vec![json!({"action": "decline"})])]);
+
+    let told = call_asked(&h, &declining, &refund(25)).unwrap();
+
+    let Outcome::Success { result, .. } = &told.outcome else {
+        panic!("{:?}", told.outcome)
+    };
+    assert_eq!(result["refunded"], false);
+    assert_eq!(result["user"]["action"], "decline");
+    assert!(payments.attempts().is_empty());
+    assert!(call_asked(&h, &declining, &refund(25)).unwrap().replayed);
+}
+
+#[test]
+fn a_tool_cannot_ask_through_perform_nor_when_read_only_nor_with_malformed_questions() {
+    let mut runner = ScriptedRunner::default();
+    runner.tool(
+        "sneaky",
+        ScriptedRunner::open_schema(),
+        |_args, fx: &mut Effects<'_>| {
+            let perform = fx.perform("user", "elicit", json!([confirm_question(1)]));
+            let malformed = fx.ask(&[Question {
+                name: "Not A Name".into(),
+                ..confirm_question(1)
+            }]);
+            returned(json!({
+                "perform": format!("{perform:?}"),
+                "malformed": format!("{malformed:?}"),
+            }))
+        },
+    );
+    refund_tool(&mut runner, None, None);
+    runner.read_only("refund");
+    let h = host(runner, &[]);
+    let asker = ScriptedAsker::new(vec![]);
+
+    let sneaky = CallRequest::new("sneaky", "{}").conversation("c1");
+    let told = call_asked(&h, &asker, &sneaky).unwrap();
+    let Outcome::Success { result, .. } = &told.outcome else {
+        panic!("{:?}", told.outcome)
+    };
+    let perform = result["perform"].as_str().unwrap();
+    assert!(
+        perform.contains("Denied") && perform.contains("reserved"),
+        "{perform}"
+    );
+    let malformed = result["malformed"].as_str().unwrap();
+    assert!(
+        malformed.contains("Denied") && malformed.contains("lowercase"),
+        "{malformed}"
+    );
+    assert_eq!(asker.times_asked(), 0);
+    assert!(call_asked(&h, &asker, &sneaky).unwrap().replayed, "saved");
+
+    let read_only = call_asked(&h, &asker, &refund(25)).unwrap();
+    assert!(
+        matches!(&read_only.outcome, Outcome::Trap { reason, .. } if reason == "read_only_effect"),
+        "{:?}",
+        read_only.outcome
+    );
+    assert_eq!(asker.times_asked(), 0);
+}
+
+on_postgres!(
+    a_question_answered_later_suspends_the_call_and_the_retry_with_the_answer_completes_it,
+    a_resumed_run_finds_the_answer_journaled_and_asks_nothing_again,
+    another_question_at_the_same_position_is_a_divergence,
+    a_caller_that_cannot_be_asked_is_told_so_and_nothing_is_journaled_for_the_question,
+    a_forged_request_state_is_refused_and_nothing_is_saved,
+    two_different_calls_each_ask,
+    a_declined_question_is_the_tools_to_handle_and_its_outcome_is_saved,
+    a_tool_cannot_ask_through_perform_nor_when_read_only_nor_with_malformed_questions,
+);
+
+#[test]
+fn every_ask_test_runs_on_postgres_too() {
+    let source = include_str!("ask_tests.rs");
+    let tests: Vec<&str> = source
+        .split("#[test]\nfn ")
+        .skip(1)
+        .filter_map(|rest| rest.split('(').next())
+        .filter(|name| *name != "every_ask_test_runs_on_postgres_too")
+        .collect();
+    assert!(tests.len() >= 8, "{tests:?}");
+    let missing: Vec<_> = tests
+        .iter()
+        .filter(|name| !on_postgres::NAMES.contains(name))
+        .collect();
+    assert!(missing.is_empty(), "not run on PostgreSQL: {missing:?}");
+}
