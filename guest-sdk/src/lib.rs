@@ -70,18 +70,24 @@
 //! fails closed with [`effects::EffectError::Divergence`] if the tool asks for
 //! something else.
 //!
+//! A tool may ask the person behind the agent before it acts ([`ask`], see
+//! [`input`]): the questions and answers are journaled like an effect, so a retry
+//! never asks twice.
+//!
 //! [justonce]: https://example.invalid/justonce
 
 pub mod content;
 pub mod effects;
 mod error;
 pub mod http;
+pub mod input;
 pub mod log;
 mod progress;
 mod schema;
 
 pub use content::{Content, Rich, ToolOutput};
 pub use error::ToolError;
+pub use input::{Action, Answer, Question, ask, ask_all};
 pub use progress::progress;
 
 use schemars::JsonSchema;
