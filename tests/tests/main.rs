@@ -28,6 +28,7 @@ mod lang;
 mod lease;
 mod loading;
 mod logs;
+mod mcp_ask;
 mod mcp_calls;
 mod mcp_conformance;
 // The suite's 0.2 line (2026-07-28 and 2025-11-25).

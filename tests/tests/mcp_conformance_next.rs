@@ -17,6 +17,12 @@
 //! a bound of 300 ms before a call becomes a task and `failing_job` required to run
 //! as one (`[mcp] task_after_ms`, `task_required`).
 //!
+//! The input-required scenarios (`input-required-result-*`, SEP-2322: a tool asks
+//! and the client answers with the same call again) run against the
+//! `conformance_ask_*` guests, which ask with the Rust SDK's `ask_all`, each scenario
+//! in a conversation of its own (`conversation.mjs` beside the pins): several make
+//! the very same call, which to justonce would be one call, its outcome replayed.
+//!
 //! The suite is `$JUSTONCE_MCP_CONFORMANCE_NEXT` (its `dist/index.js`, installed by
 //! `.ci/run`); without it the test installs it under `target/tmp` with `npm ci`, and if
 //! it cannot, it skips with a message, or fails under `CI=true`. It runs with the
@@ -42,6 +48,10 @@ const TOOLS_ONLY: &str = "justonce serves tools only: no resources, prompts or c
 /// that ask are not built).
 const NO_CLIENT_REQUESTS: &str =
     "a tool cannot send requests to the client (sampling, elicitation, roots: not built)";
+/// Why the input-required scenarios that ask the client's model do not apply: a tool
+/// asks the person behind the agent (elicitation), never the client's model
+/// (`sampling/createMessage`) nor its roots (`roots/list`).
+const ASKS_THE_USER_ONLY: &str = "a tool asks the person behind the agent (elicitation); it cannot ask the client's model (sampling) or its roots (roots/list)";
 /// Why the Tasks extension's input scenarios do not apply (yet).
 const NO_TASK_INPUT: &str = "a task cannot wait for the client's input (input_required: not built)";
 
@@ -55,6 +65,25 @@ const TASK_GUESTS: &[&str] = &[
     justonce_tests::guests::CONFORMANCE_PROTOCOL_ERROR_JOB_COMPONENT,
     justonce_tests::guests::CONFORMANCE_LOGGING_TOOL_COMPONENT,
 ];
+
+/// The tools of the input-required scenarios (SEP-2322, tools that ask over the
+/// stateless wire): `test_input_required_result_{elicitation,request_state,
+/// multi_round,tampered_state,capabilities}`, and `server-stateless`'s
+/// `test_streaming_elicitation`, each a guest that asks with the Rust SDK's `ask_all`.
+const ASK_GUESTS: &[&str] = &[
+    justonce_tests::guests::CONFORMANCE_ASK_ELICITATION_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_ASK_REQUEST_STATE_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_ASK_MULTI_ROUND_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_ASK_TAMPERED_STATE_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_ASK_CAPABILITIES_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_STREAMING_ELICITATION_COMPONENT,
+];
+
+/// The scenarios that run as a conversation of their own (by name prefix, the
+/// preload `conversation.mjs`): five input-required scenarios make the very same
+/// call (`test_input_required_result_elicitation`, no arguments), which to justonce
+/// would be one call, its outcome replayed, as five agents' runs would not be.
+const OWN_CONVERSATION: &str = "input-required-result-";
 
 /// The server's configuration: `slow_compute` with `seconds: 1` must become a task,
 /// so the bound is below a second, and `failing_job` is the suite's tool that only
@@ -81,7 +110,16 @@ const RUNS: &[Run] = &[
             ("resources-", TOOLS_ONLY),
             ("prompts-", TOOLS_ONLY),
             ("completion-complete", TOOLS_ONLY),
-            ("input-required-result-", NO_CLIENT_REQUESTS),
+            ("input-required-result-basic-sampling", ASKS_THE_USER_ONLY),
+            ("input-required-result-basic-list-roots", ASKS_THE_USER_ONLY),
+            (
+                "input-required-result-multiple-input-requests",
+                "its tool asks elicitation, sampling and roots/list at once: a tool asks the person behind the agent only (elicitation)",
+            ),
+            (
+                "input-required-result-non-tool-request",
+                "it asks from prompts/get: justonce serves tools only, no prompts",
+            ),
             ("tasks-mrtr-", NO_TASK_INPUT),
             (
                 "http-custom-header-server-validation",
@@ -121,9 +159,9 @@ const RUNS: &[Run] = &[
                 "needs the diagnostic tool test_missing_capability (above)",
             ),
             (
-                "server-stateless",
-                "sep-2575-http-server-no-independent-requests-on-stream",
-                "needs the diagnostic tool test_streaming_elicitation: a tool cannot elicit",
+                "input-required-result-capability-check",
+                "sep-2322-respect-client-capabilities",
+                "its tool must ask elicitation or sampling, whichever the client declared (it declares sampling only); a tool asks the person behind the agent only, so with elicitation undeclared the call is refused with -32021 naming it (SEP-2575), which the check scores as a failure",
             ),
         ],
     },
@@ -170,7 +208,7 @@ fn run_suite(suite: &Path, run: &Run, dir: &Path) -> BTreeMap<String, Outcome> {
     let token = add_token(&db, "conformance");
     let tools = dir.join("tools");
     std::fs::create_dir(&tools).unwrap();
-    for guest in GUESTS.iter().chain(TASK_GUESTS) {
+    for guest in GUESTS.iter().chain(TASK_GUESTS).chain(ASK_GUESTS) {
         let guest = Path::new(guest);
         std::fs::copy(guest, tools.join(guest.file_name().unwrap())).unwrap();
     }
@@ -181,12 +219,15 @@ fn run_suite(suite: &Path, run: &Run, dir: &Path) -> BTreeMap<String, Outcome> {
         .arg(Path::new(PRELOADS).join("globsync.mjs"))
         .arg("--import")
         .arg(Path::new(PRELOADS).join("bearer.mjs"))
+        .arg("--import")
+        .arg(Path::new(PINS).join("conversation.mjs"))
         .arg(suite)
         .args(["server", "--url", &format!("http://{}/mcp", server.addr)])
         .args(run.select)
         .arg("--output-dir")
         .arg(&results)
         .env("JUSTONCE_CONFORMANCE_TOKEN", &token)
+        .env("JUSTONCE_CONFORMANCE_OWN_CONVERSATION", OWN_CONVERSATION)
         .env("NO_COLOR", "1")
         .output()
         .expect("run node");
