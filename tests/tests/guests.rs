@@ -27,7 +27,7 @@ mod run_in {
     pub const open_socket: &[&str] = &["loading", "sandbox"];
     pub const panics: &[&str] = &["bad_input"];
     pub const parsed_echo: &[&str] = &["oracle"];
-    pub const asks_refund: &[&str] = &["ask", "mcp_ask"];
+    pub const asks_refund: &[&str] = &["ask", "mcp_ask", "mcp_elicit_python"];
     pub const payments_refund: &[&str] = &["contract", "retry", "lease", "resolve", "mcp_calls"];
     pub const raw_output: &[&str] = &["bad_input", "sandbox"];
     pub const read_env: &[&str] = &["sandbox"];
@@ -50,6 +50,9 @@ mod run_in {
     pub const conformance_progress: &[&str] = &["mcp_conformance", "mcp_progress"];
     pub const conformance_reconnection: &[&str] = &["mcp_conformance"];
     pub const conformance_json_schema: &[&str] = &["mcp_conformance"];
+    pub const conformance_elicitation: &[&str] = &["mcp_conformance"];
+    pub const conformance_elicitation_defaults: &[&str] = &["mcp_conformance"];
+    pub const conformance_elicitation_enums: &[&str] = &["mcp_conformance"];
     pub const conformance_greet: &[&str] = &["mcp_conformance_next"];
     pub const conformance_slow_compute: &[&str] = &["mcp_conformance_next"];
     pub const conformance_failing_job: &[&str] = &["mcp_conformance_next"];

@@ -11,13 +11,15 @@
 //! again), and any later call replays the outcome: one refund. A forged request state,
 //! or one of another call, is `-32602` and performs nothing; a client that did not
 //! declare elicitation is refused with `-32021` and nothing is journaled. Another
-//! order is asked on its own and refunded on its own.
+//! order is asked on its own and refunded on its own. Over stdio the same rounds
+//! go the same way.
 
 use std::sync::Arc;
 
-use justonce::__private::HttpOptions;
+use justonce::__private::{HttpOptions, ServerConfig};
 use serde_json::{Value, json};
 
+use crate::support::mcp::serve_in_process;
 use crate::support::mcp_http::{HttpClient, HttpFixture, MODERN, Reply};
 use crate::support::{FakePayments, Fault, test_host};
 
@@ -248,4 +250,51 @@ fn a_declined_refund_is_not_performed_and_its_answer_is_saved() {
     assert_eq!(after["_meta"]["dev.justonce/replayed"], true);
     assert_eq!(after["structuredContent"]["refunded"], false);
     assert!(payments.attempts().is_empty(), "nothing refunded");
+}
+
+/// The same rounds over stdio, where a stateless call waits for a worker: asked,
+/// a state of another call refused before anything, answered, performed once.
+#[test]
+fn over_stdio_a_stateless_call_is_asked_and_answered_the_same_way() {
+    let payments = Arc::new(FakePayments::new(Fault::None));
+    let test = test_host(|b| {
+        b.component(justonce_tests::guests::ASKS_REFUND_COMPONENT)
+            .provider("payments", payments.clone())
+    });
+    let (mut client, _server) = serve_in_process(Arc::new(test.host), ServerConfig::default());
+    let mut call = |order: u64, extra: Value| {
+        let mut params = json!({
+            "name": TOOL,
+            "arguments": { "order_id": order, "amount_eur": 25 },
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": { "elicitation": {} },
+                "dev.justonce/conversation": "conv-stdio",
+            },
+        });
+        if let Value::Object(extra) = extra {
+            params.as_object_mut().unwrap().extend(extra);
+        }
+        client.request("tools/call", params)
+    };
+
+    let state = asked(&call(4417, json!({}))["result"]);
+    let other_state = asked(&call(4418, json!({}))["result"]);
+    let crossed = call(4417, answered(&other_state, true));
+    assert_eq!(crossed["error"]["code"], -32602, "{crossed}");
+    let forged = call(4417, answered(&forged(&state), true));
+    assert_eq!(forged["error"]["code"], -32602, "{forged}");
+    assert!(payments.attempts().is_empty(), "nothing performed");
+
+    let done = call(4417, answered(&state, true));
+    assert_eq!(
+        done["result"]["structuredContent"]["refunded"], true,
+        "{done}"
+    );
+    let again = call(4417, answered(&state, true));
+    assert_eq!(
+        again["result"]["_meta"]["dev.justonce/replayed"], true,
+        "{again}"
+    );
+    assert_eq!(payments.applied().len(), 1, "one refund");
 }

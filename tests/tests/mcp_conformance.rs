@@ -27,12 +27,18 @@
 //! strict mode accepts) with the tool's own `$schema`, and its `$defs` by name (each
 //! definition made portable too), kept beside it.
 //!
+//! `tools-call-elicitation`, `elicitation-sep1034-defaults` and
+//! `elicitation-sep1330-enums` call tools that ask the user (the
+//! `conformance_elicitation*` guests, with the SDK's `ask`): the server sends the
+//! suite's client `elicitation/create` on the call's stream, in the session the
+//! client opened, and the call goes on with the answer it POSTs back.
+//!
 //! The suite drives servers over HTTP only (`server --url`), so stdio is covered by
 //! the Python SDK's tests instead. Scenarios that do not apply:
 //! - `resources-*`, `prompts-*`, `completion-complete`: justonce serves tools only (no
 //!   resources, prompts or completions capability).
-//! - `tools-call-sampling`, `tools-call-elicitation`, `elicitation-sep1034-defaults`,
-//!   `elicitation-sep1330-enums`: a tool cannot send requests to the client.
+//! - `tools-call-sampling`: a tool asks the person behind the agent (elicitation),
+//!   never the client's model.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -57,6 +63,9 @@ const SCENARIOS: &[&str] = &[
     "tools-call-embedded-resource",
     "tools-call-mixed-content",
     "json-schema-2020-12",
+    "tools-call-elicitation",
+    "elicitation-sep1034-defaults",
+    "elicitation-sep1330-enums",
 ];
 
 /// The scenarios run against the server that ends call streams after priming (SSE
@@ -76,6 +85,9 @@ pub(crate) const GUESTS: &[&str] = &[
     justonce_tests::guests::CONFORMANCE_MIXED_CONTENT_COMPONENT,
     justonce_tests::guests::CONFORMANCE_RECONNECTION_COMPONENT,
     justonce_tests::guests::CONFORMANCE_JSON_SCHEMA_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_ELICITATION_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_ELICITATION_DEFAULTS_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_ELICITATION_ENUMS_COMPONENT,
 ];
 
 /// The preloads of tests/mcp/conformance/ (see the module docs).

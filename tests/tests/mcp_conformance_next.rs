@@ -43,11 +43,6 @@ const PINS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/mcp/conformanc
 /// Why resources, prompts and completions do not apply: justonce serves tools only
 /// (no resources, prompts or completions capability, so those methods are -32601).
 const TOOLS_ONLY: &str = "justonce serves tools only: no resources, prompts or completions";
-/// Why a tool's own requests to the client do not apply (yet): a tool cannot ask the
-/// client anything (sampling, elicitation, roots), in either era (issue 43's tools
-/// that ask are not built).
-const NO_CLIENT_REQUESTS: &str =
-    "a tool cannot send requests to the client (sampling, elicitation, roots: not built)";
 /// Why the input-required scenarios that ask the client's model do not apply: a tool
 /// asks the person behind the agent (elicitation), never the client's model
 /// (`sampling/createMessage`) nor its roots (`roots/list`).
@@ -172,10 +167,7 @@ const RUNS: &[Run] = &[
             ("resources-", TOOLS_ONLY),
             ("prompts-", TOOLS_ONLY),
             ("completion-complete", TOOLS_ONLY),
-            ("tools-call-sampling", NO_CLIENT_REQUESTS),
-            ("tools-call-elicitation", NO_CLIENT_REQUESTS),
-            ("elicitation-sep1034-defaults", NO_CLIENT_REQUESTS),
-            ("elicitation-sep1330-enums", NO_CLIENT_REQUESTS),
+            ("tools-call-sampling", ASKS_THE_USER_ONLY),
         ],
         checks_not_applicable: &[],
     },

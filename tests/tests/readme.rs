@@ -435,6 +435,20 @@ fn the_tasks_settings_load() {
     assert!(config.mcp.task_required.contains("export_report"));
 }
 
+#[test]
+fn the_ask_timeout_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = justonce::Config::parse(
+        &block("toml", "ask_timeout_ms"),
+        &dir.path().join("justonce.toml"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        config.mcp.ask_timeout,
+        Some(std::time::Duration::from_secs(120))
+    );
+}
+
 /// The pages of docs/ on disk, as paths from the repository's root.
 fn docs_on_disk() -> Vec<String> {
     let mut pages: Vec<String> = std::fs::read_dir(root().join("docs"))

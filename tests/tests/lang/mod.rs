@@ -7,6 +7,7 @@
 //! [`Lang`]); the toolchains are installed under `target/` on first use (see
 //! [`toolchain`]).
 
+mod ask;
 mod bench;
 mod oracle;
 mod rich;
