@@ -6,13 +6,16 @@
 //! task expires with its call's record.
 //!
 //! The tool is the `slow_mail` guest: one email, then a sleep of `seconds`, longer
-//! than the bound (1 s by default), so each first call is answered with a task.
+//! than the bound (1 s by default), so each first call is answered with a task. With
+//! `confirm` it asks first whether to send (after `before` seconds, so the question
+//! is the task's): the task waits in `input_required` until `tasks/update` answers.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use justonce::__private::HttpOptions;
+use justonce::__private::{HttpOptions, MailProvider};
+use justonce::ManualClock;
 use serde_json::{Value, json};
 
 use crate::support::mcp_http::{HttpClient, HttpFixture, HttpProcess, MODERN, add_token};
@@ -33,7 +36,7 @@ fn send(client: &mut HttpClient, method: &str, mut params: Value, tasks: bool) -
         .to_owned();
     params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(MODERN);
     params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = if tasks {
-        json!({ "extensions": { EXTENSION: {} } })
+        json!({ "extensions": { EXTENSION: {} }, "elicitation": {} })
     } else {
         json!({})
     };
@@ -80,17 +83,20 @@ fn terminal(task: &Value) -> bool {
     task["status"] != "working"
 }
 
-#[test]
-fn a_call_past_the_bound_is_a_task_its_retry_the_same_task_and_it_expires_with_its_record() {
+/// A host with the `slow_mail` guest served over HTTP to `principals`, with its
+/// clock and mailbox.
+fn serve_slow_mail(principals: &[&str]) -> (HttpFixture, ManualClock, Arc<MailProvider>) {
     let test = test_host_with_mail(0, |b| {
         b.component(justonce_tests::guests::SLOW_MAIL_COMPONENT)
     });
     let (clock, mail) = (test.clock.clone(), Arc::clone(&test.mail));
-    let http = HttpFixture::start(
-        Arc::new(test.host),
-        HttpOptions::default(),
-        &["alice", "bob"],
-    );
+    let http = HttpFixture::start(Arc::new(test.host), HttpOptions::default(), principals);
+    (http, clock, mail)
+}
+
+#[test]
+fn a_call_past_the_bound_is_a_task_its_retry_the_same_task_and_it_expires_with_its_record() {
+    let (http, clock, mail) = serve_slow_mail(&["alice", "bob"]);
     let mut alice = http.client("alice");
     let mut bob = http.client("bob");
 
@@ -157,11 +163,7 @@ fn a_call_past_the_bound_is_a_task_its_retry_the_same_task_and_it_expires_with_i
 
 #[test]
 fn a_cancelled_task_reads_cancelled_and_its_call_runs_to_its_outcome_once() {
-    let test = test_host_with_mail(0, |b| {
-        b.component(justonce_tests::guests::SLOW_MAIL_COMPONENT)
-    });
-    let mail = Arc::clone(&test.mail);
-    let http = HttpFixture::start(Arc::new(test.host), HttpOptions::default(), &["alice"]);
+    let (http, _, mail) = serve_slow_mail(&["alice"]);
     let mut alice = http.client("alice");
 
     let task = created(&call(&mut alice, "cy@example.com", 3, true));
@@ -193,11 +195,7 @@ fn a_cancelled_task_reads_cancelled_and_its_call_runs_to_its_outcome_once() {
 
 #[test]
 fn a_cancel_before_the_calls_email_refuses_it_and_that_outcome_is_saved() {
-    let test = test_host_with_mail(0, |b| {
-        b.component(justonce_tests::guests::SLOW_MAIL_COMPONENT)
-    });
-    let mail = Arc::clone(&test.mail);
-    let http = HttpFixture::start(Arc::new(test.host), HttpOptions::default(), &["alice"]);
+    let (http, _, mail) = serve_slow_mail(&["alice"]);
     let mut alice = http.client("alice");
     let arguments = json!({ "to": "eve@example.com", "seconds": 0, "before": 3 });
     let params = json!({ "name": "slow_mail", "arguments": arguments });
@@ -274,4 +272,123 @@ fn a_task_outlives_its_host_and_a_retry_on_the_next_one_finishes_it() {
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["result"]["_meta"]["dev.justonce/key"], task);
     assert_eq!(crate::support::db::mailbox_count(&db), 1);
+}
+
+/// `slow_mail` to `to` that asks before sending, after the bound (`before`: 2 s).
+fn asking(to: &str) -> Value {
+    json!({ "name": "slow_mail", "arguments": { "to": to, "seconds": 0, "before": 2, "confirm": true } })
+}
+
+fn update(client: &mut HttpClient, task: &str, responses: Value) -> Value {
+    let params = json!({ "taskId": task, "inputResponses": responses });
+    send(client, "tasks/update", params, true)
+}
+
+/// Neither running nor waiting for input.
+fn ended(task: &Value) -> bool {
+    !matches!(task["status"].as_str(), Some("working" | "input_required"))
+}
+
+#[test]
+fn a_task_that_asks_waits_for_tasks_update_then_sends_its_email_once_and_another_asks_for_itself() {
+    let (http, _, mail) = serve_slow_mail(&["alice", "bob"]);
+    let mut alice = http.client("alice");
+    let mut bob = http.client("bob");
+
+    let task = created(&send(
+        &mut alice,
+        "tools/call",
+        asking("gus@example.com"),
+        true,
+    ));
+    let waiting = wait_for(&mut alice, &task, terminal);
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    let question = &waiting["inputRequests"]["send"];
+    assert_eq!(question["method"], "elicitation/create", "{waiting}");
+    assert!(
+        question["params"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("gus@example.com")),
+        "{waiting}"
+    );
+    assert!(mail.attempts().is_empty(), "nothing sent before the answer");
+    // A retry of the call is the same task, still waiting.
+    let again = send(&mut alice, "tools/call", asking("gus@example.com"), true);
+    assert_eq!(again["result"]["taskId"], task, "{again}");
+    assert_eq!(again["result"]["status"], "input_required", "{again}");
+
+    // Bob cannot answer alice's task: as for a task that does not exist.
+    let yes = json!({ "send": { "action": "accept", "content": { "send": true } } });
+    let refused = update(&mut bob, &task, yes.clone());
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    // An answer that is not an ElicitResult is refused, and nothing of it kept.
+    let malformed = update(&mut alice, &task, json!({ "send": { "yes": 1 } }));
+    assert_eq!(malformed["error"]["code"], -32602, "{malformed}");
+    let still = task_request(&mut alice, "tasks/get", &task);
+    assert_eq!(still["result"]["status"], "input_required", "{still}");
+    assert!(mail.attempts().is_empty());
+
+    // Alice answers: acknowledged, and the task resumes to its outcome.
+    let ack = update(&mut alice, &task, yes);
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    assert!(ack["result"].get("taskId").is_none(), "{ack}");
+    assert!(ack["result"].get("status").is_none(), "{ack}");
+    let done = wait_for(&mut alice, &task, ended);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    assert_eq!(done["result"]["_meta"]["dev.justonce/key"], task);
+    let message_id = done["result"]["structuredContent"]["message_id"].clone();
+    assert!(message_id.is_string(), "{done}");
+    // The email went out once, under one key.
+    let sent = mail.sent().unwrap();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].to, "gus@example.com");
+    let attempts = mail.attempts();
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    assert_eq!(attempts[0], sent[0].key);
+
+    // Asked again, the task says the same; the same call replays its outcome,
+    // asking nothing and sending nothing.
+    let again = task_request(&mut alice, "tasks/get", &task);
+    assert_eq!(again["result"]["status"], "completed", "{again}");
+    assert_eq!(
+        again["result"]["result"]["structuredContent"]["message_id"],
+        message_id
+    );
+    let replayed = send(&mut alice, "tools/call", asking("gus@example.com"), false);
+    let replayed = &replayed["result"];
+    assert_eq!(
+        replayed["_meta"]["dev.justonce/replayed"], true,
+        "{replayed}"
+    );
+    assert_eq!(replayed["structuredContent"]["message_id"], message_id);
+    // Its task takes no more input.
+    let late = update(
+        &mut alice,
+        &task,
+        json!({ "send": { "action": "accept", "content": { "send": true } } }),
+    );
+    assert_eq!(late["error"]["code"], -32602, "{late}");
+
+    // The opposite case: another call asks for itself (the first answer is not
+    // its answer), and declined, it sends nothing.
+    let other = created(&send(
+        &mut alice,
+        "tools/call",
+        asking("hal@example.com"),
+        true,
+    ));
+    assert_ne!(other, task);
+    let waiting = wait_for(&mut alice, &other, terminal);
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    let no = json!({ "send": { "action": "decline" } });
+    assert_eq!(
+        update(&mut alice, &other, no)["result"]["resultType"],
+        "complete"
+    );
+    let declined = wait_for(&mut alice, &other, ended);
+    assert_eq!(declined["status"], "completed", "{declined}");
+    assert_eq!(declined["result"]["isError"], true, "{declined}");
+    assert_eq!(mail.sent().unwrap().len(), 1, "no second email");
+    assert_eq!(mail.attempts().len(), 1);
 }

@@ -52,6 +52,7 @@ mod mrtr;
 pub mod protocol;
 mod server;
 mod session;
+mod task_input;
 pub mod tasks;
 pub mod tools;
 mod upstream_tools;

@@ -22,6 +22,7 @@ use super::job_queue::JobQueue;
 use super::mrtr;
 use super::protocol::{self, ErrorData, Incoming, Params, RequestId, SERVER_BUSY};
 use super::session::{Dispatch, Era, Session, severity, stateless_result};
+use super::task_input::TaskInputs;
 use super::tools;
 use crate::call::CallRequest;
 use crate::host::Host;
@@ -41,6 +42,8 @@ pub struct Server {
     config: ServerConfig,
     catalog: Arc<Catalog>,
     shutdown: Arc<Shutdown>,
+    /// Its tasks waiting for their client's input (`mcp::task_input`).
+    task_inputs: Arc<TaskInputs>,
 }
 
 /// Stops a server gracefully: no new call starts, and [`Shutdown::wait_idle`]
@@ -203,6 +206,7 @@ impl Server {
             host,
             config,
             shutdown: Arc::default(),
+            task_inputs: Arc::default(),
         }
     }
 
@@ -560,6 +564,11 @@ impl Server {
     /// The host the server calls tools on.
     pub(crate) fn host(&self) -> &Arc<Host> {
         &self.host
+    }
+
+    /// Its tasks waiting for their client's input.
+    pub(crate) fn task_inputs(&self) -> &TaskInputs {
+        &self.task_inputs
     }
 
     /// The `tools/list` entries now.

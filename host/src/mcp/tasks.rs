@@ -33,21 +33,28 @@
 //! - A task is visible only to the principal that made it: another principal's
 //!   `tasks/get`, `tasks/cancel` or `tasks/update` is answered as for an unknown
 //!   task (`-32602`), which says nothing of whether it exists.
-//! - `tasks/update` has nothing to answer (no tool asks the client for input yet):
-//!   `-32602`. `tasks/result` and `tasks/list`, gone from the extension's second
-//!   version, are `-32601`.
+//! - A tool that asks the user (`crate::ask`) before its call becomes a task is
+//!   answered on the call (`input_required`, `mcp::mrtr`); a task that asks reads
+//!   `input_required` with its questions, answered by `tasks/update`
+//!   (`mcp::task_input` says how). `tasks/update` of a task not waiting for input
+//!   here is `-32602`. `tasks/result` and `tasks/list`, gone from the extension's
+//!   second version, are `-32601`.
 
 use std::collections::BTreeSet;
-use std::sync::mpsc;
+use std::rc::Rc;
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use rmcp::model::{ErrorCode, ErrorData};
 use serde_json::{Map, Value, json};
 
+use super::mrtr;
 use super::protocol::{CLIENT_CAPABILITIES_META_KEY, Params};
 use super::server::Server;
 use super::session::stateless_result;
+use super::task_input::{self, Phase, SharedPhase, TaskAsker};
 use super::tools;
+use crate::ask;
 use crate::call::{CallRequest, CallResponse};
 use crate::host::RunningTask;
 use crate::journal::JournalEntry;
@@ -62,6 +69,10 @@ pub const DEFAULT_TASK_AFTER: Duration = Duration::from_secs(1);
 
 /// How often a client should poll a task (`pollIntervalMs`).
 const POLL_INTERVAL_MS: u64 = 500;
+
+/// What `tasks/get` says of a task stopped at its tool's question that this host
+/// did not ask.
+const ASKED_ELSEWHERE: &str = "stopped at a question of its tool, asked by another host (or before a restart): tasks/update there, or make the same call again to be asked here";
 
 /// The code of a request that needs a capability the client did not declare.
 const MISSING_CAPABILITY: ErrorCode = ErrorCode(-32021);
@@ -119,19 +130,21 @@ pub(crate) fn request(
         "tasks/cancel" => {
             if entry.state != "completed" {
                 server.host().cancel_task(&entry.key);
+                server.task_inputs().stop(&entry.key);
                 tracing::info!(task = %entry.key, "task cancelled by its client; its call performs no further effect");
             }
             json!({})
         }
-        "tasks/update" => {
+        "tasks/update" if server.host().task_cancelled(&entry.key) => {
             return Err(ErrorData::invalid_params(
                 format!(
-                    "tasks/update: task {} is not waiting for input (no tool here asks the client for any)",
+                    "tasks/update: task {} was cancelled: it takes no input",
                     entry.key
                 ),
                 None,
             ));
         }
+        "tasks/update" => task_input::update(server, &entry.key, params)?,
         other => {
             return Err(ErrorData::new(
                 ErrorCode::METHOD_NOT_FOUND,
@@ -169,15 +182,31 @@ pub(crate) fn call(
             request.tool
         )));
     }
+    let input = match mrtr::Input::read(params) {
+        Ok(input) => input,
+        Err(refused) => {
+            done();
+            return Err(refused);
+        }
+    };
     let Ok(key) = server.host().key_for(request) else {
         // The call reports what is wrong with it.
-        let reply = server.run_call(request, true, true);
+        let reply = mrtr::run(input, &request.tool, || {
+            server.run_call(request, true, true)
+        });
         done();
         return reply;
     };
-    // A retry of a call still running (under a live lease): the same task. One
-    // whose host stopped, or suspended on an unknown outcome, runs: the guard
-    // resumes it.
+    // A retry of a task waiting for its client's input here, or of a call still
+    // running (under a live lease): the same task. One whose host stopped, or
+    // suspended on an unknown outcome or a question asked elsewhere, runs: the
+    // guard resumes it.
+    if let Some(waiting) = server.task_inputs().awaiting(key.as_str()) {
+        done();
+        let task = running_of(&waiting.request, waiting.created_at);
+        let view = view_of_running(key.as_str(), &task);
+        return Ok(created_as(server, &view, "input_required"));
+    }
     let running = server.host().running_task(key.as_str());
     if let Some(running) = running {
         done();
@@ -187,34 +216,58 @@ pub(crate) fn call(
     if let Some(entry) = record(server, &key)
         && entry.state == "running"
         && !entry.lease_ended(now)
+        && !asking(&entry)
     {
         done();
         return Ok(created(server, &View::of(&entry)));
     }
-    let running = RunningTask {
-        principal: request.principal.clone().unwrap_or_default(),
-        tool: request.tool.clone(),
-        created_at: server.host().clock().now_ms(),
-    };
+    let running = running_of(request, server.host().clock().now_ms());
     server.host().task_started(key.as_str(), running.clone());
     let (sender, answer) = mpsc::channel();
     let runner = server.clone();
     let call = request.clone();
     let ran = key.to_string();
+    let phase = SharedPhase::call();
+    let asking = Arc::clone(&phase);
+    let created_at = running.created_at;
     std::thread::spawn(move || {
-        let reply = runner.run_call(&call, true, true);
+        // Asked as its request says until it is a task; as a task after.
+        let reply = mrtr::run(input, &call.tool, || {
+            let asker = TaskAsker::first(&runner, &call, created_at, asking, ask::current());
+            ask::with_asker(Rc::new(asker), || runner.run_call(&call, true, true))
+        });
         runner.host().task_stopped(&ran);
         done();
         let _ = sender.send(reply);
     });
-    let bound = if required {
-        Duration::ZERO
-    } else {
-        settings.after
+    let reply = match answer.recv_timeout(settings.after) {
+        Ok(reply) => Some(reply),
+        // Its tool asked first: the call's answer is that question, and it comes
+        // as soon as the run has stopped.
+        Err(_) if phase.become_task() == Phase::Asked => Some(answer.recv().unwrap_or_else(|_| {
+            Err(ErrorData::internal_error(
+                "the call's run ended without an answer",
+                None,
+            ))
+        })),
+        Err(_) => None,
     };
-    match answer.recv_timeout(bound) {
-        Ok(reply) => reply,
-        Err(_) => Ok(created(server, &view_of_running(key.as_str(), &running))),
+    match reply {
+        // A question (or a refusal of the answers it brought) before it is a task.
+        Some(reply) if phase.now() == Phase::Asked => reply,
+        Some(reply) if !required => reply,
+        // A task_required tool's call is a task however soon it ends.
+        Some(Err(refused)) => Err(refused),
+        _ => Ok(created(server, &view_of_running(key.as_str(), &running))),
+    }
+}
+
+/// The task of `request`, started at `created_at`, as this host knows it.
+fn running_of(request: &CallRequest, created_at: i64) -> RunningTask {
+    RunningTask {
+        principal: request.principal.clone().unwrap_or_default(),
+        tool: request.tool.clone(),
+        created_at,
     }
 }
 
@@ -245,6 +298,8 @@ struct View {
     outcome: Option<Value>,
     /// Where the call stands with its lease, in words.
     holding: String,
+    /// Whether its call stopped at a question of its tool (journaled, unanswered).
+    asking: bool,
 }
 
 impl View {
@@ -257,8 +312,18 @@ impl View {
             completed_at: entry.completed_at,
             outcome: entry.outcome.clone(),
             holding: entry.holding.clone(),
+            asking: asking(entry),
         }
     }
+}
+
+/// Whether the call of `entry` stopped at a question of its tool: its last effect
+/// is a question (`crate::ask`) with no answer journaled.
+fn asking(entry: &JournalEntry) -> bool {
+    entry
+        .effects
+        .last()
+        .is_some_and(|e| e.provider == ask::PROVIDER && e.state == "pending")
 }
 
 fn view_of_running(key: &str, running: &RunningTask) -> View {
@@ -270,6 +335,7 @@ fn view_of_running(key: &str, running: &RunningTask) -> View {
         completed_at: None,
         outcome: None,
         holding: String::new(),
+        asking: false,
     }
 }
 
@@ -364,7 +430,12 @@ fn task(server: &Server, view: &View, status: &str) -> Map<String, Value> {
 
 /// The `CreateTaskResult` of a call still running.
 fn created(server: &Server, view: &View) -> Value {
-    let mut task = task(server, view, "working");
+    created_as(server, view, "working")
+}
+
+/// The `CreateTaskResult` of a task whose status is `status`.
+fn created_as(server: &Server, view: &View, status: &str) -> Value {
+    let mut task = task(server, view, status);
     task.insert("resultType".into(), json!("task"));
     stateless_result(Value::Object(task))
 }
@@ -376,10 +447,29 @@ fn detailed(server: &Server, view: &View) -> Value {
         .then(|| view.outcome.clone())
         .flatten()
         .and_then(|outcome| serde_json::from_value::<Outcome>(outcome).ok());
+    if view.state == "completed" {
+        server.task_inputs().stop(&view.key);
+    }
     let Some(outcome) = outcome.filter(|_| !cancelled) else {
+        // Stopped at its tool's question, until tasks/update answers it.
+        if let Some(waiting) = server
+            .task_inputs()
+            .awaiting(&view.key)
+            .filter(|_| !cancelled)
+        {
+            let mut task = task(server, view, "input_required");
+            task.insert(
+                "inputRequests".into(),
+                mrtr::input_requests(&waiting.pending()),
+            );
+            return Value::Object(task);
+        }
         let status = if cancelled { "cancelled" } else { "working" };
         let mut task = task(server, view, status);
-        if !cancelled && !view.holding.is_empty() {
+        if !cancelled && view.asking {
+            // Its questions are known to the host that ran it, not to the journal.
+            task.insert("statusMessage".into(), json!(ASKED_ELSEWHERE));
+        } else if !cancelled && !view.holding.is_empty() {
             task.insert("statusMessage".into(), json!(view.holding));
         }
         return Value::Object(task);

@@ -1,8 +1,10 @@
 //! Test guest: sleeps `before` seconds, sends one email (an effect, so the call is
 //! journaled from then on), then sleeps `seconds` before answering: a call that outlives the server's bound
-//! and becomes an MCP task (tests/tests/mcp_tasks.rs).
+//! and becomes an MCP task (tests/tests/mcp_tasks.rs). With `confirm` it asks the user
+//! whether to send before it does (a task that asks), and sends nothing unless told
+//! to.
 
-use justonce_guest::{Tool, ToolError, effects, export_tool};
+use justonce_guest::{Question, Tool, ToolError, ask_all, effects, export_tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +18,9 @@ struct Args {
     /// Seconds to sleep before sending (none by default).
     #[serde(default)]
     before: u32,
+    /// Whether to ask the user before sending.
+    #[serde(default)]
+    confirm: bool,
 }
 
 #[derive(Serialize)]
@@ -51,6 +56,21 @@ impl Tool for SlowMail {
             body: "It is ready.",
         };
         std::thread::sleep(std::time::Duration::from_secs(args.before.into()));
+        if args.confirm {
+            let question = Question::new(
+                "send",
+                format!("Send the report to {}?", args.to),
+                serde_json::json!({ "type": "object", "properties": { "send": { "type": "boolean" } } }),
+            );
+            let answer = ask_all(&[question])?.remove(0);
+            let yes = answer.accepted() && answer.get("send") == Some(&serde_json::json!(true));
+            if !yes {
+                return Err(ToolError::new(
+                    "not_sent",
+                    format!("the user did not want the report sent to {}", args.to),
+                ));
+            }
+        }
         let sent: Sent = effects::perform("mail", "send", &mail)?;
         std::thread::sleep(std::time::Duration::from_secs(args.seconds.into()));
         Ok(Output {

@@ -1,0 +1,457 @@
+//! Tasks that ask (issue 43): the Tasks extension (`mcp::tasks`) meets tools that
+//! ask the user (`crate::ask`).
+//!
+//! A call of a client that declares the extension becomes a task when it outlives
+//! the server's bound (`[mcp] task_after_ms`; a `task_required` tool also when it
+//! ends sooner). A question its tool asks *before* that is the call's own: it is
+//! answered on the call (`resultType: "input_required"`, `mcp::mrtr`), and the
+//! call made again with the answers goes on (and becomes a task then, if it must).
+//! A question asked *by the task* parks it: `tasks/get` reads `input_required` with
+//! the questions (`inputRequests`, by question name), the client answers them with
+//! `tasks/update` (`inputResponses`, one question at a time if it likes), and once
+//! every question is answered the task resumes in the background: its journaled
+//! effects replay, the question (journaled, pending) is asked again of
+//! [`TaskAsker`], which now has the answers, and they are saved like an effect's
+//! answer.
+//!
+//! What a parked task asks, and the answers given so far, are kept in the memory of
+//! the server that ran it ([`TaskInputs`]); the journal holds the question (a
+//! pending `user` effect) and its answer once given. Another host of the journal,
+//! or this one after a restart, reads such a task as `working`, its call stopped at
+//! a question; the same call made again there asks it again.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use serde_json::{Map, Value, json};
+
+use super::elicit::elicit_result;
+use super::mrtr::INPUT_RESPONSES_PARAM;
+use super::protocol::{ErrorData, Params, type_name};
+use super::server::Server;
+use crate::ask::{self, AskContext, Asked, Asker, Question};
+use crate::call::CallRequest;
+use crate::host::RunningTask;
+
+/// A task that stopped at a question on this server: what its client is asked
+/// (`tasks/get`'s `inputRequests`), the answers given so far, and the request that
+/// resumes its call once every question is answered.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct AwaitingTask {
+    /// The call, as its client made it.
+    pub request: CallRequest,
+    /// The asking effect's position in the call.
+    pub seq: u32,
+    /// The questions asked there.
+    pub questions: Vec<Question>,
+    /// The answers given so far (`ElicitResult`s), by question name.
+    pub answers: Map<String, Value>,
+    /// When the task was created (ms since the epoch).
+    pub created_at: i64,
+}
+
+impl AwaitingTask {
+    /// The questions not answered yet.
+    pub(crate) fn pending(&self) -> Vec<Question> {
+        self.questions
+            .iter()
+            .filter(|q| !self.answers.contains_key(&q.name))
+            .cloned()
+            .collect()
+    }
+
+    /// The answers in the order asked, once every question has one.
+    fn all_answers(&self) -> Option<Vec<Value>> {
+        self.questions
+            .iter()
+            .map(|q| self.answers.get(&q.name).cloned())
+            .collect()
+    }
+}
+
+/// What became of answers given to a task ([`TaskInputs::answer`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Answering {
+    /// The task waits for no answer here.
+    NotAwaiting,
+    /// Kept; these questions are still unanswered.
+    Pending(Vec<String>),
+    /// Every question is answered: the task waits no more; here is what resumes it.
+    Complete(AwaitingTask),
+}
+
+/// The tasks of one server that wait for their client's answers, by task id
+/// (invocation key).
+#[derive(Debug, Default)]
+pub(crate) struct TaskInputs {
+    awaiting: Mutex<HashMap<String, AwaitingTask>>,
+}
+
+impl TaskInputs {
+    fn locked(&self) -> MutexGuard<'_, HashMap<String, AwaitingTask>> {
+        self.awaiting.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Notes that `task` stopped at its questions. The answers already given to the
+    /// same question are kept (a run that asked it again); another question's are
+    /// dropped.
+    pub(crate) fn await_input(&self, key: &str, mut task: AwaitingTask) {
+        let mut awaiting = self.locked();
+        if let Some(before) = awaiting.remove(key)
+            && before.seq == task.seq
+            && before.questions == task.questions
+        {
+            task.answers = before.answers;
+        }
+        awaiting.insert(key.to_owned(), task);
+    }
+
+    /// The task `key`, if it waits for answers here.
+    pub(crate) fn awaiting(&self, key: &str) -> Option<AwaitingTask> {
+        self.locked().get(key).cloned()
+    }
+
+    /// Adds `answers` (by question name; a name not asked is ignored) to the task
+    /// `key`, as one step: the one request that completes them takes the task.
+    pub(crate) fn answer(&self, key: &str, answers: Map<String, Value>) -> Answering {
+        let mut awaiting = self.locked();
+        let Some(task) = awaiting.get_mut(key) else {
+            return Answering::NotAwaiting;
+        };
+        for (name, answer) in answers {
+            if task.questions.iter().any(|q| q.name == name) {
+                task.answers.insert(name, answer);
+            }
+        }
+        let pending: Vec<String> = task.pending().into_iter().map(|q| q.name).collect();
+        if !pending.is_empty() {
+            return Answering::Pending(pending);
+        }
+        awaiting
+            .remove(key)
+            .map_or(Answering::NotAwaiting, Answering::Complete)
+    }
+
+    /// The task `key` waits for no answer here any more (cancelled, completed).
+    pub(crate) fn stop(&self, key: &str) {
+        self.locked().remove(key);
+    }
+}
+
+/// Where a task's call stands with its client, for the questions its tool asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Not a task yet: a question is the call's own (asked through its result).
+    Call,
+    /// Not a task, and never to be one: its tool asked, and the call's answer is
+    /// that question (or the refusal of the answers it brought).
+    Asked,
+    /// A task: a question parks it until `tasks/update` answers it.
+    Task,
+}
+
+/// The phase of one call, shared by its run (which asks) and the request that
+/// waits for it (which makes it a task): whichever comes first decides.
+#[derive(Debug)]
+pub(crate) struct SharedPhase(Mutex<Phase>);
+
+impl SharedPhase {
+    /// A call not yet a task.
+    pub(crate) fn call() -> Arc<Self> {
+        Arc::new(Self(Mutex::new(Phase::Call)))
+    }
+
+    fn locked(&self) -> MutexGuard<'_, Phase> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes the call a task, unless its tool asked first: the phase it is in now.
+    pub(crate) fn become_task(&self) -> Phase {
+        let mut phase = self.locked();
+        if *phase == Phase::Call {
+            *phase = Phase::Task;
+        }
+        *phase
+    }
+
+    /// The phase now.
+    pub(crate) fn now(&self) -> Phase {
+        *self.locked()
+    }
+}
+
+/// Asks the client of a task's call: before the call is a task, as its request
+/// says (`mcp::mrtr`); once it is, with the answers of `tasks/update`, or later.
+pub(crate) struct TaskAsker {
+    server: Server,
+    request: CallRequest,
+    created_at: i64,
+    phase: Arc<SharedPhase>,
+    /// The asker of the call's own request (`mcp::mrtr`), if it has one.
+    call: Option<Rc<dyn Asker>>,
+    /// The answers that resume this run (`tasks/update`).
+    given: Option<AwaitingTask>,
+}
+
+impl TaskAsker {
+    /// The asker of the first run of `request`, created at `created_at`, whose
+    /// request's own asker is `call` (a task asks its client as its request said it
+    /// can be asked).
+    pub(crate) fn first(
+        server: &Server,
+        request: &CallRequest,
+        created_at: i64,
+        phase: Arc<SharedPhase>,
+        call: Option<Rc<dyn Asker>>,
+    ) -> Self {
+        Self {
+            server: server.clone(),
+            request: request.clone(),
+            created_at,
+            phase,
+            call,
+            given: None,
+        }
+    }
+
+    /// The asker of a task's run resumed with the answers of `task`.
+    fn resumed(server: &Server, task: AwaitingTask) -> Self {
+        let phase = SharedPhase::call();
+        phase.become_task();
+        Self {
+            server: server.clone(),
+            request: task.request.clone(),
+            created_at: task.created_at,
+            phase,
+            call: None,
+            given: Some(task),
+        }
+    }
+
+    fn ask_as_task(&self, at: &AskContext<'_>, questions: &[Question]) -> Asked {
+        if let Some(given) = &self.given
+            && given.seq == at.seq
+            && given.questions == questions
+            && let Some(answers) = given.all_answers()
+        {
+            return Asked::Answered(answers);
+        }
+        let task = AwaitingTask {
+            request: self.request.clone(),
+            seq: at.seq,
+            questions: questions.to_vec(),
+            answers: Map::new(),
+            created_at: self.created_at,
+        };
+        self.server.task_inputs().await_input(at.key.as_str(), task);
+        tracing::info!(task = %at.key, seq = at.seq, "task waits for its client's input (tasks/update)");
+        Asked::Later
+    }
+}
+
+impl Asker for TaskAsker {
+    fn can_ask(&self) -> Result<(), String> {
+        match (&self.call, &self.given) {
+            // Its client answered through tasks/update.
+            (_, Some(_)) => Ok(()),
+            (Some(call), None) => call.can_ask(),
+            (None, None) => Err(ask::NO_ASKER.into()),
+        }
+    }
+
+    fn ask(&self, at: &AskContext<'_>, questions: &[Question]) -> Asked {
+        let mut phase = self.phase.locked();
+        if *phase == Phase::Task {
+            drop(phase);
+            return self.ask_as_task(at, questions);
+        }
+        let asked = match &self.call {
+            Some(call) => call.ask(at, questions),
+            None => Asked::Unavailable(ask::NO_ASKER.into()),
+        };
+        // The call's answer is the question now: it will not become a task.
+        if !matches!(asked, Asked::Answered(_)) {
+            *phase = Phase::Asked;
+        }
+        asked
+    }
+}
+
+/// `tasks/update` of the task `key` (its client's, checked): keeps the answers
+/// given (`inputResponses`, by question name; names not asked are ignored) and, once
+/// every question is answered, resumes the task in the background. The answer is
+/// an empty acknowledgement; `tasks/get` says where the task stands.
+pub(crate) fn update(server: &Server, key: &str, params: &Params) -> Result<Value, ErrorData> {
+    let responses = match params.get(INPUT_RESPONSES_PARAM) {
+        Some(Value::Object(responses)) => responses,
+        Some(other) => {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "tasks/update: \"{INPUT_RESPONSES_PARAM}\" must be an object (each question's answer by name), not {}",
+                    type_name(other)
+                ),
+                None,
+            ));
+        }
+        None => {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "tasks/update: \"{INPUT_RESPONSES_PARAM}\" (the answers, by question name) is missing"
+                ),
+                None,
+            ));
+        }
+    };
+    let Some(waiting) = server.task_inputs().awaiting(key) else {
+        return Err(ErrorData::invalid_params(
+            format!(
+                "tasks/update: task {key} is not waiting for input here (tasks/get says where it stands)"
+            ),
+            None,
+        ));
+    };
+    // The answers to its questions, each an ElicitResult; a malformed one refuses
+    // the whole update, and nothing of it is kept.
+    let mut answers = Map::new();
+    for question in &waiting.questions {
+        let Some(answer) = responses.get(&question.name) else {
+            continue;
+        };
+        let answer = elicit_result(answer.clone()).map_err(|why| {
+            ErrorData::invalid_params(
+                format!(
+                    "tasks/update: the answer to {:?} is not an ElicitResult ({why}); nothing was kept",
+                    question.name
+                ),
+                None,
+            )
+        })?;
+        answers.insert(question.name.clone(), answer);
+    }
+    match server.task_inputs().answer(key, answers) {
+        Answering::Complete(task) => resume(server, key, task),
+        Answering::Pending(pending) => {
+            tracing::info!(task = %key, ?pending, "task answered in part; waits for the rest");
+        }
+        // Taken by another update meanwhile.
+        Answering::NotAwaiting => {}
+    }
+    Ok(json!({}))
+}
+
+/// Runs the task `key` again, in the background, with the answers of `task`.
+fn resume(server: &Server, key: &str, task: AwaitingTask) {
+    let shutdown = server.shutdown();
+    if !shutdown.start() {
+        // Stopping: the answers are dropped, the question stays journaled and is
+        // asked again of the call made again.
+        tracing::warn!(task = %key, "the server is stopping: the answered task is not resumed");
+        return;
+    }
+    let running = RunningTask {
+        principal: task.request.principal.clone().unwrap_or_default(),
+        tool: task.request.tool.clone(),
+        created_at: task.created_at,
+    };
+    server.host().task_started(key, running);
+    let runner = server.clone();
+    let key = key.to_owned();
+    std::thread::spawn(move || {
+        let request = task.request.clone();
+        let asker = Rc::new(TaskAsker::resumed(&runner, task));
+        let _ = ask::with_asker(asker, || runner.run_call(&request, true, true));
+        runner.host().task_stopped(&key);
+        shutdown.finish();
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn question(name: &str) -> Question {
+        Question {
+            name: name.into(),
+            message: format!("{name}?"),
+            schema: json!({"type": "object"}),
+        }
+    }
+
+    fn answers(names: &[&str]) -> Map<String, Value> {
+        names
+            .iter()
+            .map(|n| {
+                (
+                    (*n).to_owned(),
+                    json!({"action": "accept", "content": {"n": n}}),
+                )
+            })
+            .collect()
+    }
+
+    fn task(seq: u32, names: &[&str]) -> AwaitingTask {
+        AwaitingTask {
+            request: CallRequest::new("multi", "{}"),
+            seq,
+            questions: names.iter().map(|n| question(n)).collect(),
+            answers: Map::new(),
+            created_at: 1,
+        }
+    }
+
+    #[test]
+    fn a_task_waits_until_every_question_is_answered_and_one_update_takes_it() {
+        let inputs = TaskInputs::default();
+        assert_eq!(inputs.answer("t", answers(&["a"])), Answering::NotAwaiting);
+        inputs.await_input("t", task(2, &["a", "b"]));
+        assert_eq!(
+            inputs.answer("t", answers(&["a", "unknown"])),
+            Answering::Pending(vec!["b".into()]),
+            "a name not asked is ignored"
+        );
+        let waiting = inputs.awaiting("t").unwrap();
+        assert_eq!(waiting.pending(), vec![question("b")]);
+        assert_eq!(waiting.all_answers(), None);
+        // Asked again at the same question (a run resumed elsewhere): kept.
+        inputs.await_input("t", task(2, &["a", "b"]));
+        let Answering::Complete(done) = inputs.answer("t", answers(&["b"])) else {
+            panic!("both answered")
+        };
+        assert_eq!(
+            done.all_answers().unwrap(),
+            vec![answers(&["a"])["a"].clone(), answers(&["b"])["b"].clone()]
+        );
+        assert_eq!(inputs.awaiting("t"), None);
+        assert_eq!(
+            inputs.answer("t", answers(&["b"])),
+            Answering::NotAwaiting,
+            "taken once"
+        );
+    }
+
+    #[test]
+    fn another_question_starts_with_no_answers_and_a_stop_ends_the_wait() {
+        let inputs = TaskInputs::default();
+        inputs.await_input("t", task(2, &["a", "b"]));
+        inputs.answer("t", answers(&["a"]));
+        inputs.await_input("t", task(3, &["a", "b"]));
+        assert!(inputs.awaiting("t").unwrap().answers.is_empty());
+        inputs.stop("t");
+        assert_eq!(inputs.awaiting("t"), None);
+    }
+
+    #[test]
+    fn whichever_comes_first_of_the_question_and_the_bound_decides() {
+        let phase = SharedPhase::call();
+        assert_eq!(phase.become_task(), Phase::Task);
+        assert_eq!(phase.now(), Phase::Task);
+        let asked = SharedPhase::call();
+        *asked.locked() = Phase::Asked;
+        assert_eq!(
+            asked.become_task(),
+            Phase::Asked,
+            "asked first: never a task"
+        );
+    }
+}
