@@ -59,6 +59,9 @@ mod run_in {
     pub const conformance_protocol_error_job: &[&str] = &["mcp_conformance_next"];
     pub const conformance_logging_tool: &[&str] = &["mcp_conformance_next"];
     pub const slow_mail: &[&str] = &["mcp_tasks", "mcp_tasks_python"];
+    pub const conformance_confirm_delete: &[&str] = &["mcp_conformance_next"];
+    pub const conformance_multi_input: &[&str] = &["mcp_conformance_next"];
+    pub const conformance_tool_with_task: &[&str] = &["mcp_conformance_next"];
     pub const time_and_random: &[&str] = &["determinism", "crash"];
 }
 

@@ -13,9 +13,13 @@
 //! so the lists stay what the suite runs.
 //!
 //! The Tasks extension's scenarios (`tasks-*`, SEP-2663) run against the tools of
-//! tests/guests/conformance_{greet,slow_compute,failing_job,protocol_error_job}, with
-//! a bound of 300 ms before a call becomes a task and `failing_job` required to run
-//! as one (`[mcp] task_after_ms`, `task_required`).
+//! tests/guests/conformance_{greet,slow_compute,failing_job,protocol_error_job,
+//! confirm_delete,multi_input,tool_with_task}, with a bound of 300 ms before a call
+//! becomes a task and `failing_job` and `test_tool_with_task` required to run as one
+//! (`[mcp] task_after_ms`, `task_required`). `confirm_delete` and `multi_input` ask
+//! after the bound, so their questions are their tasks' (`input_required`, answered
+//! by `tasks/update`); `test_tool_with_task` asks at once, before its call is a
+//! task, so its question is the call's (`tasks-mrtr-composition`).
 //!
 //! The input-required scenarios (`input-required-result-*`, SEP-2322: a tool asks
 //! and the client answers with the same call again) run against the
@@ -47,17 +51,19 @@ const TOOLS_ONLY: &str = "justonce serves tools only: no resources, prompts or c
 /// asks the person behind the agent (elicitation), never the client's model
 /// (`sampling/createMessage`) nor its roots (`roots/list`).
 const ASKS_THE_USER_ONLY: &str = "a tool asks the person behind the agent (elicitation); it cannot ask the client's model (sampling) or its roots (roots/list)";
-/// Why the Tasks extension's input scenarios do not apply (yet).
-const NO_TASK_INPUT: &str = "a task cannot wait for the client's input (input_required: not built)";
 
 /// The conformance guests of the Tasks extension's scenarios (`greet`,
-/// `slow_compute`, `failing_job`, `protocol_error_job`) and `server-stateless`'s
+/// `slow_compute`, `failing_job`, `protocol_error_job`, `confirm_delete`,
+/// `multi_input`, `test_tool_with_task`) and `server-stateless`'s
 /// `test_logging_tool`.
 const TASK_GUESTS: &[&str] = &[
     justonce_tests::guests::CONFORMANCE_GREET_COMPONENT,
     justonce_tests::guests::CONFORMANCE_SLOW_COMPUTE_COMPONENT,
     justonce_tests::guests::CONFORMANCE_FAILING_JOB_COMPONENT,
     justonce_tests::guests::CONFORMANCE_PROTOCOL_ERROR_JOB_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_CONFIRM_DELETE_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_MULTI_INPUT_COMPONENT,
+    justonce_tests::guests::CONFORMANCE_TOOL_WITH_TASK_COMPONENT,
     justonce_tests::guests::CONFORMANCE_LOGGING_TOOL_COMPONENT,
 ];
 
@@ -81,9 +87,11 @@ const ASK_GUESTS: &[&str] = &[
 const OWN_CONVERSATION: &str = "input-required-result-";
 
 /// The server's configuration: `slow_compute` with `seconds: 1` must become a task,
-/// so the bound is below a second, and `failing_job` is the suite's tool that only
-/// runs as a task.
-const CONFIG: &str = "[mcp]\ntask_after_ms = 300\ntask_required = [\"failing_job\"]\n";
+/// so the bound is below a second (and `confirm_delete` and `multi_input` ask after
+/// it), and `failing_job` and `test_tool_with_task` are the suite's tools that only
+/// run as tasks.
+const CONFIG: &str =
+    "[mcp]\ntask_after_ms = 300\ntask_required = [\"failing_job\", \"test_tool_with_task\"]\n";
 
 /// One run of the suite.
 struct Run {
@@ -115,23 +123,12 @@ const RUNS: &[Run] = &[
                 "input-required-result-non-tool-request",
                 "it asks from prompts/get: justonce serves tools only, no prompts",
             ),
-            ("tasks-mrtr-", NO_TASK_INPUT),
             (
                 "http-custom-header-server-validation",
                 "no tool declares an x-mcp-header parameter (pending in the suite)",
             ),
         ],
         checks_not_applicable: &[
-            (
-                "http-header-validation",
-                "sep-2243-server-accepts-whitespace-header-value",
-                "it calls the first tool listed, failing_job, without the tasks extension, which the tasks scenarios need that tool to require: -32021 is the right answer",
-            ),
-            (
-                "tasks-dispatch-and-envelope",
-                "tasks-result-type-complete-on-non-task-responses",
-                "it needs confirm_delete, which parks for the client's input: a task cannot wait for input (not built)",
-            ),
             ("caching", "sep-2549-prompts-list-caching-hints", TOOLS_ONLY),
             (
                 "caching",
