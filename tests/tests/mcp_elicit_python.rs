@@ -15,7 +15,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use justonce::__private::{Server, ServerConfig};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::support::{FakePayments, Fault, test_host};
 
@@ -63,22 +63,14 @@ fn the_python_sdk_answers_a_question_once_per_call_and_a_client_that_cannot_is_t
         }
     });
 
-    let out = Command::new(python)
-        .arg(CLIENT)
-        .arg(port.to_string())
-        .arg("asks_refund")
-        .arg(json!({ "confirm": true }).to_string())
-        .args([refund(4417), refund(4418), refund(4419)])
-        .output()
-        .expect("run the Python client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "the Python client failed:\n{stdout}\n{stderr}"
+    let report = crate::mcp_python::client_report(
+        Command::new(python)
+            .arg(CLIENT)
+            .arg(port.to_string())
+            .arg("asks_refund")
+            .arg(json!({ "confirm": true }).to_string())
+            .args([refund(4417), refund(4418), refund(4419)]),
     );
-    let report: Value = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("the client's report is not JSON ({e}): {stdout}\n{stderr}"));
 
     // A client that can be asked: each call asked once, the retry replayed without
     // a question, one refund per order.

@@ -74,20 +74,22 @@ fn drive(mode: &str, transport: Transport) -> (Value, tempfile::TempDir, PathBuf
             Some(server)
         }
     };
-    let out = command
-        .arg("conv-python")
-        .env_remove("JUSTONCE_TOOLS")
-        .output()
-        .expect("run the Python client");
+    let report = client_report(command.arg("conv-python").env_remove("JUSTONCE_TOOLS"));
+    (report, dir, db)
+}
+
+/// Runs a Python client script and reads the one JSON object it prints, failing
+/// the test with what it said when it fails.
+pub(crate) fn client_report(command: &mut Command) -> Value {
+    let out = command.output().expect("run the Python client");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
         "the Python client failed:\n{stdout}\n{stderr}"
     );
-    let report = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("the client's report is not JSON ({e}): {stdout}\n{stderr}"));
-    (report, dir, db)
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("the client's report is not JSON ({e}): {stdout}\n{stderr}"))
 }
 
 fn emails_for_order(db: &Path, order: u64) -> i64 {
