@@ -216,7 +216,7 @@ pub(crate) fn call(
     if let Some(entry) = record(server, &key)
         && entry.state == "running"
         && !entry.lease_ended(now)
-        && !asking(&entry)
+        && !entry.awaits_input()
     {
         done();
         return Ok(created(server, &View::of(&entry)));
@@ -312,18 +312,9 @@ impl View {
             completed_at: entry.completed_at,
             outcome: entry.outcome.clone(),
             holding: entry.holding.clone(),
-            asking: asking(entry),
+            asking: entry.awaits_input(),
         }
     }
-}
-
-/// Whether the call of `entry` stopped at a question of its tool: its last effect
-/// is a question (`crate::ask`) with no answer journaled.
-fn asking(entry: &JournalEntry) -> bool {
-    entry
-        .effects
-        .last()
-        .is_some_and(|e| e.provider == ask::PROVIDER && e.state == "pending")
 }
 
 fn view_of_running(key: &str, running: &RunningTask) -> View {
