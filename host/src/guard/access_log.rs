@@ -80,6 +80,14 @@ pub(crate) fn call_ended(
             info,
             "call answered in_progress: the first call with this key is still running; the agent retries"
         ),
+        Err(Error::InputRequired { seq, .. }) => line!(
+            info,
+            "call suspended: the tool asked the user (question #{seq}); the same call made again with the answers resumes it"
+        ),
+        Err(Error::InputUnavailable { reason, .. }) => line!(
+            info,
+            "call stopped: the tool asked the user, who cannot be asked ({reason}); nothing was saved"
+        ),
         Err(error) if error.kind() == "host_failed" => {
             line!(warn, "call failed in the host: {error}")
         }

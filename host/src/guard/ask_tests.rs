@@ -542,6 +542,113 @@ fn a_tool_cannot_ask_through_perform_nor_when_read_only_nor_with_malformed_quest
     assert_eq!(asker.times_asked(), 0);
 }
 
+/// An asker that advances the manual clock by `by` while the person thinks, then
+/// answers.
+struct SlowPerson {
+    clock: Arc<ManualClock>,
+    by: Duration,
+}
+
+impl Asker for SlowPerson {
+    fn can_ask(&self) -> Result<(), String> {
+        Ok(())
+    }
+    fn ask(&self, _: &AskContext<'_>, _: &[Question]) -> Asked {
+        self.clock.advance(self.by);
+        Asked::Answered(accepted())
+    }
+}
+
+#[test]
+fn the_users_time_does_not_count_against_the_wall_clock_of_the_effects_after_it() {
+    // The refund's first attempt fails before anything happened; its retry comes
+    // after the person took longer than the call's wall-clock cap to answer.
+    let mut runner = ScriptedRunner::default();
+    refund_tool(&mut runner, None, None);
+    let payments = Downstream::new(ProviderClass::Keyed, vec![Fault::FailBefore]);
+    let h = host(runner, &[("payments", payments.clone())]);
+    let slow: Rc<dyn Asker> = Rc::new(SlowPerson {
+        clock: h.clock.clone(),
+        by: crate::runtime::Limits::default().wall_clock * 2,
+    });
+
+    let told = with_asker(slow, || h.guard.call(&refund(25))).unwrap();
+
+    assert!(told.outcome.is_success(), "{:?}", told.outcome);
+    let attempts = payments.attempts();
+    assert_eq!(attempts.len(), 2, "the retry happened");
+    assert_eq!(attempts[0], attempts[1], "under the same key");
+    assert_eq!(payments.applied().len(), 1, "refunded once");
+}
+
+/// An asker whose person answers once the test lets go, after saying the question
+/// arrived.
+struct HeldPerson {
+    reached: mpsc::Sender<()>,
+    release: mpsc::Receiver<()>,
+}
+
+impl Asker for HeldPerson {
+    fn can_ask(&self) -> Result<(), String> {
+        Ok(())
+    }
+    fn ask(&self, _: &AskContext<'_>, _: &[Question]) -> Asked {
+        self.reached.send(()).unwrap();
+        self.release.recv().unwrap();
+        Asked::Answered(accepted())
+    }
+}
+
+#[test]
+fn a_run_waiting_for_the_user_keeps_its_lease_and_no_other_host_takes_over() {
+    let mut runner = ScriptedRunner::default();
+    refund_tool(&mut runner, None, None);
+    let runner = Arc::new(runner);
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let clock = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&clock);
+    let providers: [(&str, Arc<dyn Provider>); 1] = [("payments", payments.clone())];
+    let a = Arc::new(host_on(
+        Arc::clone(&journal),
+        clock.clone(),
+        Arc::clone(&runner),
+        &providers,
+    ));
+    let b = host_on(Arc::clone(&journal), clock.clone(), runner, &providers);
+    let (reached_tx, reached_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
+
+    let a_call = {
+        let a = Arc::clone(&a);
+        std::thread::spawn(move || {
+            let person: Rc<dyn Asker> = Rc::new(HeldPerson {
+                reached: reached_tx,
+                release: release_rx,
+            });
+            with_asker(person, || a.guard.call(&refund(25)))
+        })
+    };
+    reached_rx.recv().unwrap();
+    // The person takes longer than the lease, and A renews it meanwhile (bounded
+    // wait for its renewal thread).
+    clock.advance(LEASE * 2);
+    wait_for_renewal(&journal, &clock);
+    let b_err = with_asker(ScriptedAsker::new(vec![]), || b.guard.call(&refund(25))).unwrap_err();
+    release_tx.send(()).unwrap();
+    let a_answer = a_call.join().unwrap().unwrap();
+
+    assert!(
+        matches!(b_err, Error::InProgress { .. }),
+        "B waited: {b_err:?}"
+    );
+    assert!(a_answer.outcome.is_success(), "{:?}", a_answer.outcome);
+    assert_eq!(payments.applied().len(), 1, "refunded once");
+    assert!(
+        b.guard.call(&refund(25)).unwrap().replayed,
+        "B's retry gets A's outcome"
+    );
+}
+
 on_postgres!(
     a_question_answered_later_suspends_the_call_and_the_retry_with_the_answer_completes_it,
     a_resumed_run_finds_the_answer_journaled_and_asks_nothing_again,
@@ -551,6 +658,8 @@ on_postgres!(
     two_different_calls_each_ask,
     a_declined_question_is_the_tools_to_handle_and_its_outcome_is_saved,
     a_tool_cannot_ask_through_perform_nor_when_read_only_nor_with_malformed_questions,
+    the_users_time_does_not_count_against_the_wall_clock_of_the_effects_after_it,
+    a_run_waiting_for_the_user_keeps_its_lease_and_no_other_host_takes_over,
 );
 
 #[test]

@@ -706,17 +706,8 @@ fn a_provider_slower_than_the_lease_keeps_its_lease_and_no_other_host_takes_over
     reached_rx.recv().unwrap();
     // The downstream takes longer than the lease...
     clock.advance(LEASE * 2);
-    // ...and A, still alive, renews it (bounded wait for its renewal thread).
-    let lease_until =
-        || query_i64(&journal, "SELECT lease_expires_at FROM invocations").unwrap_or(0);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while lease_until() <= clock.now_ms() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the lease was never renewed"
-        );
-        std::thread::yield_now();
-    }
+    // ...and A, still alive, renews it.
+    wait_for_renewal(&journal, &clock);
     let b_err = b.guard.call(&pay(10)).unwrap_err();
     release_tx.send(()).unwrap();
     let a_answer = a_call.join().unwrap().unwrap();
@@ -742,6 +733,21 @@ fn a_provider_slower_than_the_lease_keeps_its_lease_and_no_other_host_takes_over
         ),
         1.0
     );
+}
+
+/// Returns once the one invocation's lease runs past the clock's now: a live run's
+/// renewal thread renewed it (a bounded wait; the renewals run on real time).
+fn wait_for_renewal(journal: &Arc<dyn Journal>, clock: &ManualClock) {
+    let lease_until =
+        || query_i64(journal, "SELECT lease_expires_at FROM invocations").unwrap_or(0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while lease_until() <= clock.now_ms() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lease was never renewed"
+        );
+        std::thread::yield_now();
+    }
 }
 
 /// A run fenced off while its provider call was in flight still saves the definitive

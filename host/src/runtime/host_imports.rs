@@ -58,6 +58,10 @@ pub(crate) struct GuestState {
     /// not count against the guest's deadline, or an effect that took place could
     /// end in a saved `deadline_exceeded` trap.
     pub host_time: std::time::Duration,
+    /// Time spent waiting for the user's answers (`input.ask`): a person's time
+    /// counts against neither the deadline nor the wall-clock cap, or an answer that
+    /// took a minute would end in a saved `deadline_exceeded` trap.
+    pub ask_time: std::time::Duration,
 }
 
 impl WasiView for GuestState {
@@ -123,7 +127,9 @@ impl tool::input::Host for GuestState {
         let handler = self.handler.as_mut().expect("checked above");
         let entered = std::time::Instant::now();
         let asked = handler.ask(&questions);
-        self.host_time += entered.elapsed();
+        let waited = entered.elapsed();
+        self.host_time += waited;
+        self.ask_time += waited;
         self.answered(asked)
     }
 }
@@ -262,18 +268,25 @@ impl GuestState {
     }
 
     /// What is left of the call's deadline: the guest's running time so far (the
-    /// time since it started, less the time inside `perform`) counts against it.
+    /// time since it started, less the time inside `perform` and `ask`) counts
+    /// against it, and against the wall-clock cap all but the time waiting for the
+    /// user's answers.
     pub fn deadline_left(&self) -> std::time::Duration {
         let elapsed = self.started.elapsed();
         let guest_time = elapsed.saturating_sub(self.host_time);
         self.deadline
             .saturating_sub(guest_time)
-            .min(self.wall_clock.saturating_sub(elapsed))
+            .min(self.wall_clock.saturating_sub(self.call_time(elapsed)))
     }
 
     /// Whether the call ran past its wall-clock cap (rather than its guest deadline).
     pub fn past_wall_clock(&self) -> bool {
-        self.started.elapsed() >= self.wall_clock
+        self.call_time(self.started.elapsed()) >= self.wall_clock
+    }
+
+    /// The part of `elapsed` the wall-clock cap counts: all but the user's time.
+    fn call_time(&self, elapsed: std::time::Duration) -> std::time::Duration {
+        elapsed.saturating_sub(self.ask_time)
     }
 
     /// The first sandbox limit this call ran into, if any.

@@ -479,6 +479,7 @@ impl Runtime {
             deadline: limits.deadline,
             wall_clock: limits.wall_clock,
             host_time: std::time::Duration::ZERO,
+            ask_time: std::time::Duration::ZERO,
         };
         let mut store = wasmtime::Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);

@@ -138,7 +138,16 @@ impl EffectSession {
             effect_key: &key,
             principal: principal.as_deref(),
         };
-        match asker.ask(&at, questions) {
+        // A person may take a while: the lease is renewed meanwhile (as for a slow
+        // provider), and their time does not count against the call's wall clock,
+        // which bounds the retries of the effects after the question.
+        let asked_at = self.shared.clock.now_ms();
+        let beat = self.heartbeats.beat(&self.invocation, &self.owner);
+        let asked = asker.ask(&at, questions);
+        drop(beat);
+        let waited = self.shared.clock.now_ms().saturating_sub(asked_at).max(0);
+        self.ends_at_ms = self.ends_at_ms.saturating_add(waited);
+        match asked {
             Asked::Answered(answers) => {
                 if let Err(why) = ask::check_answers(&answers, questions.len()) {
                     let why = format!("the client's answers cannot be used: {why}");
