@@ -27,7 +27,7 @@ mod run_in {
     pub const open_socket: &[&str] = &["loading", "sandbox"];
     pub const panics: &[&str] = &["bad_input"];
     pub const parsed_echo: &[&str] = &["oracle"];
-    pub const asks_refund: &[&str] = &["ask", "mcp_ask", "mcp_elicit_python"];
+    pub const asks_refund: &[&str] = &["ask", "mcp_ask", "mcp_elicit", "mcp_elicit_python"];
     pub const payments_refund: &[&str] = &["contract", "retry", "lease", "resolve", "mcp_calls"];
     pub const raw_output: &[&str] = &["bad_input", "sandbox"];
     pub const read_env: &[&str] = &["sandbox"];

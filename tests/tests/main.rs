@@ -33,6 +33,7 @@ mod mcp_calls;
 mod mcp_conformance;
 // The suite's 0.2 line (2026-07-28 and 2025-11-25).
 mod mcp_conformance_next;
+mod mcp_elicit;
 mod mcp_elicit_python;
 mod mcp_faults;
 // pydantic-ai, the OpenAI Agents SDK and langchain-mcp-adapters (skipped without them, but under CI=true).
