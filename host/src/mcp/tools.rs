@@ -384,8 +384,11 @@ fn non_empty_string(value: Option<&Value>, what: &str) -> Result<Option<String>,
 /// as text plus `structuredContent`, `isError` for a failure. A call that produced no
 /// outcome but that the agent must read (invalid arguments, mismatch, in progress,
 /// outcome unknown, divergence, lease lost) is a `CallToolResult` with `isError` and
-/// the structured error `{kind, message, retry_safe}`. An unknown tool or an invalid
-/// key is `-32602`; a failure of the host itself is `-32603`.
+/// the structured error `{kind, message, retry_safe}`. An unknown tool, an invalid
+/// key or a request state this host did not make is `-32602`; a failure of the host
+/// itself is `-32603`. A tool's question waiting for its answers is, on the stateless
+/// wire, an `input_required` result ([`input_required`], `mcp::mrtr`); elsewhere a
+/// tool error (a session's client is asked while the call runs, `mcp::elicit`).
 ///
 /// `any_structured`: the protocol revision allows any JSON as `structuredContent`
 /// (2026-07-28); earlier ones only an object.
