@@ -61,6 +61,10 @@ pub fn badges(entry: &JournalEntry) -> String {
         out.push(' ');
         out.push_str(&badge("unknown", "unknown outcome", meaning("unknown")));
     }
+    if s.contains(&"awaiting") {
+        out.push(' ');
+        out.push_str(&badge("awaiting", "awaiting the user", meaning("awaiting")));
+    }
     if entry.replays > 0 {
         out.push(' ');
         out.push_str(&badge(
@@ -121,11 +125,9 @@ pub fn attention(entry: &JournalEntry) -> Option<String> {
         );
     }
     if s.contains(&"awaiting") {
-        return Some(
-            "The tool asked the user a question: the agent's client makes the same call again \
-             with the answers, which resumes it. Nothing to do here."
-                .into(),
-        );
+        // It waits for the user, not for an operator: the client's next call with
+        // the answers resumes it.
+        return None;
     }
     if s.contains(&"incomplete") {
         return Some(
@@ -259,6 +261,36 @@ mod tests {
             "{why}"
         );
         assert!(badges(&stopped).contains(">stopped<"));
+    }
+
+    #[test]
+    fn a_call_awaiting_the_users_answer_says_so_and_needs_no_operator() {
+        let mut waiting = entry("incomplete", None, 0);
+        waiting.lease_owner = None;
+        waiting.effects.push(crate::journal::JournalEffect {
+            seq: 0,
+            key: "e".into(),
+            provider: "user".into(),
+            class: "keyed".into(),
+            operation: "elicit".into(),
+            state: "pending".into(),
+            attempts: 1,
+            response: None,
+            last_error: Some("awaiting the user's answer".into()),
+            resolution: None,
+            created_at: 0,
+            updated_at: 0,
+        });
+        assert_eq!(waiting.states(0), ["incomplete", "awaiting"]);
+        assert_eq!(attention(&waiting), None);
+        let shown = badges(&waiting);
+        assert!(shown.contains(">awaiting the user<"), "{shown}");
+        assert!(!shown.contains(">unknown outcome<"), "{shown}");
+
+        // The opposite: the same pending effect to a downstream is an unknown outcome.
+        waiting.effects[0].provider = "payments".into();
+        assert_eq!(waiting.states(0), ["incomplete", "unknown"]);
+        assert!(attention(&waiting).is_some());
     }
 
     #[test]
