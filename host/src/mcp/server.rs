@@ -567,7 +567,7 @@ impl Server {
     }
 
     /// Its tasks waiting for their client's input.
-    pub(crate) fn task_inputs(&self) -> &TaskInputs {
+    pub(crate) fn task_inputs(&self) -> &Arc<TaskInputs> {
         &self.task_inputs
     }
 

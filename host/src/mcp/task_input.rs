@@ -184,7 +184,7 @@ impl SharedPhase {
 /// Asks the client of a task's call: before the call is a task, as its request
 /// says (`mcp::mrtr`); once it is, with the answers of `tasks/update`, or later.
 pub(crate) struct TaskAsker {
-    server: Server,
+    inputs: Arc<TaskInputs>,
     request: CallRequest,
     created_at: i64,
     phase: Arc<SharedPhase>,
@@ -199,14 +199,14 @@ impl TaskAsker {
     /// request's own asker is `call` (a task asks its client as its request said it
     /// can be asked).
     pub(crate) fn first(
-        server: &Server,
+        inputs: &Arc<TaskInputs>,
         request: &CallRequest,
         created_at: i64,
         phase: Arc<SharedPhase>,
         call: Option<Rc<dyn Asker>>,
     ) -> Self {
         Self {
-            server: server.clone(),
+            inputs: Arc::clone(inputs),
             request: request.clone(),
             created_at,
             phase,
@@ -216,11 +216,11 @@ impl TaskAsker {
     }
 
     /// The asker of a task's run resumed with the answers of `task`.
-    fn resumed(server: &Server, task: AwaitingTask) -> Self {
+    fn resumed(inputs: &Arc<TaskInputs>, task: AwaitingTask) -> Self {
         let phase = SharedPhase::call();
         phase.become_task();
         Self {
-            server: server.clone(),
+            inputs: Arc::clone(inputs),
             request: task.request.clone(),
             created_at: task.created_at,
             phase,
@@ -244,7 +244,7 @@ impl TaskAsker {
             answers: Map::new(),
             created_at: self.created_at,
         };
-        self.server.task_inputs().await_input(at.key.as_str(), task);
+        self.inputs.await_input(at.key.as_str(), task);
         tracing::info!(task = %at.key, seq = at.seq, "task waits for its client's input (tasks/update)");
         Asked::Later
     }
@@ -359,7 +359,7 @@ fn resume(server: &Server, key: &str, task: AwaitingTask) {
     let key = key.to_owned();
     std::thread::spawn(move || {
         let request = task.request.clone();
-        let asker = Rc::new(TaskAsker::resumed(&runner, task));
+        let asker = Rc::new(TaskAsker::resumed(runner.task_inputs(), task));
         let _ = ask::with_asker(asker, || runner.run_call(&request, true, true));
         runner.host().task_stopped(&key);
         shutdown.finish();
@@ -439,6 +439,81 @@ mod tests {
         assert!(inputs.awaiting("t").unwrap().answers.is_empty());
         inputs.stop("t");
         assert_eq!(inputs.awaiting("t"), None);
+    }
+
+    /// The asker of a call's own request: always answers `asked`.
+    struct Request(Asked);
+
+    impl Asker for Request {
+        fn can_ask(&self) -> Result<(), String> {
+            Err("the request's own".into())
+        }
+        fn ask(&self, _: &AskContext<'_>, _: &[Question]) -> Asked {
+            self.0.clone()
+        }
+    }
+
+    fn asking(asker: &TaskAsker, seq: u32, names: &[&str]) -> Asked {
+        let key = crate::keys::InvocationKey::parse("task-1").unwrap();
+        let effect = crate::keys::effect_key(&key, 1, seq);
+        let at = AskContext {
+            tool: "multi",
+            key: &key,
+            seq,
+            effect_key: &effect,
+            principal: Some("alice"),
+        };
+        let questions: Vec<Question> = names.iter().map(|n| question(n)).collect();
+        asker.ask(&at, &questions)
+    }
+
+    #[test]
+    fn before_it_is_a_task_a_question_is_the_calls_and_after_it_the_tasks() {
+        let inputs = Arc::new(TaskInputs::default());
+        let request = CallRequest::new("multi", "{}");
+        // Not a task yet: the request's asker answers, and asking later keeps the
+        // call from becoming a task.
+        let phase = SharedPhase::call();
+        let later: Rc<dyn Asker> = Rc::new(Request(Asked::Later));
+        let call = TaskAsker::first(&inputs, &request, 1, Arc::clone(&phase), Some(later));
+        assert_eq!(call.can_ask(), Err("the request's own".into()));
+        assert_eq!(asking(&call, 0, &["a"]), Asked::Later);
+        assert_eq!(phase.become_task(), Phase::Asked);
+        assert_eq!(inputs.awaiting("task-1"), None, "not a task's question");
+        // Answered by its request, it may still become a task.
+        let phase = SharedPhase::call();
+        let answered: Rc<dyn Asker> = Rc::new(Request(Asked::Answered(vec![json!(1)])));
+        let call = TaskAsker::first(&inputs, &request, 1, Arc::clone(&phase), Some(answered));
+        assert_eq!(asking(&call, 0, &["a"]), Asked::Answered(vec![json!(1)]));
+        assert_eq!(phase.become_task(), Phase::Task);
+
+        // A task: its question waits for tasks/update, whatever its request brought.
+        assert_eq!(asking(&call, 1, &["a", "b"]), Asked::Later);
+        let waiting = inputs.awaiting("task-1").unwrap();
+        assert_eq!(
+            (waiting.seq, &waiting.request, waiting.created_at),
+            (1, &request, 1)
+        );
+        assert_eq!(waiting.pending(), vec![question("a"), question("b")]);
+
+        // Resumed with every answer: answered in the order asked, not asked again;
+        // another question of the run waits again.
+        inputs.answer("task-1", answers(&["b"]));
+        let Answering::Complete(done) = inputs.answer("task-1", answers(&["a"])) else {
+            panic!("both answered")
+        };
+        let resumed = TaskAsker::resumed(&inputs, done);
+        assert_eq!(resumed.can_ask(), Ok(()));
+        assert_eq!(
+            asking(&resumed, 1, &["a", "b"]),
+            Asked::Answered(vec![
+                answers(&["a"])["a"].clone(),
+                answers(&["b"])["b"].clone()
+            ])
+        );
+        assert_eq!(inputs.awaiting("task-1"), None);
+        assert_eq!(asking(&resumed, 2, &["c"]), Asked::Later);
+        assert_eq!(inputs.awaiting("task-1").unwrap().seq, 2);
     }
 
     #[test]

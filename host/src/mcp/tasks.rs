@@ -233,7 +233,13 @@ pub(crate) fn call(
     std::thread::spawn(move || {
         // Asked as its request says until it is a task; as a task after.
         let reply = mrtr::run(input, &call.tool, || {
-            let asker = TaskAsker::first(&runner, &call, created_at, asking, ask::current());
+            let asker = TaskAsker::first(
+                runner.task_inputs(),
+                &call,
+                created_at,
+                asking,
+                ask::current(),
+            );
             ask::with_asker(Rc::new(asker), || runner.run_call(&call, true, true))
         });
         runner.host().task_stopped(&ran);
