@@ -3,7 +3,8 @@
 //! with its answer: a question not answered in time, or whose client hung up, ends
 //! the call without it (`input_unavailable`, nothing after the question happened),
 //! and the same call asks again from a client that answers, performing once; the
-//! retry of a call answered is replayed without a question.
+//! retry of a call answered is replayed without a question. A call the client
+//! cancels while it is asked waits no more.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -148,6 +149,28 @@ fn a_client_that_hangs_up_while_asked_ends_the_call_and_the_same_call_asks_again
     send_refund(&mut again, 2);
     answered(&mut again, 2);
     assert_eq!(payments.applied().len(), 1, "one refund");
+}
+
+#[test]
+fn a_call_cancelled_while_asked_ends_unanswered_and_its_retry_asks_again() {
+    let (host, payments) = host_with_payments();
+    let mut client = eliciting_client(&host, ServerConfig::default());
+    send_refund(&mut client, 1);
+    question(&mut client);
+    // Cancelled: its response is withheld, and it waits for no answer: it ends
+    // without one, so the retry runs the call again (rather than wait for it) and
+    // is asked again.
+    client.notify(
+        "notifications/cancelled",
+        json!({ "requestId": 1, "reason": "the user went away" }),
+    );
+    send_refund(&mut client, 2);
+    answered(&mut client, 2);
+    assert_eq!(payments.applied().len(), 1, "one refund");
+    assert!(
+        client.close().iter().all(|m| m["id"] != 1),
+        "the cancelled call's response is withheld"
+    );
 }
 
 #[test]

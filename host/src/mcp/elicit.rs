@@ -51,10 +51,19 @@ pub(crate) struct Pending(Mutex<State>);
 struct State {
     /// The number of the next request's id.
     next: u64,
-    /// Each waiting request's id (its JSON text) and where its answer goes.
-    waiting: HashMap<String, SyncSender<Outcome>>,
+    /// Each waiting request's id (its JSON text) and who waits for it.
+    waiting: HashMap<String, Waiter>,
     /// The connection ended: no request is sent, none waits.
     closed: bool,
+}
+
+/// A call waiting for the response to one of the server's requests.
+#[derive(Debug)]
+struct Waiter {
+    /// The client's request id of the call that asked, if known.
+    call: Option<RequestId>,
+    /// Where the response goes.
+    answer: SyncSender<Result<Outcome, NoResponse>>,
 }
 
 /// Why a request of the server's got no response.
@@ -64,6 +73,8 @@ pub(crate) enum NoResponse {
     TimedOut,
     /// The connection ended first (or had ended).
     Closed,
+    /// The client cancelled the call that asked (`notifications/cancelled`).
+    Cancelled,
 }
 
 impl Pending {
@@ -71,9 +82,12 @@ impl Pending {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A fresh id for a request and where its response will arrive; `None` once
-    /// the connection ended.
-    fn open(&self) -> Option<(RequestId, Receiver<Outcome>)> {
+    /// A fresh id for a request of the call `call` and where its response will
+    /// arrive; `None` once the connection ended.
+    fn open(
+        &self,
+        call: Option<&RequestId>,
+    ) -> Option<(RequestId, Receiver<Result<Outcome, NoResponse>>)> {
         let mut state = self.lock();
         if state.closed {
             return None;
@@ -82,20 +96,24 @@ impl Pending {
         let id = Value::String(format!("justonce-elicit-{}", state.next));
         let id = RequestId::try_from(&id).expect("a string id is valid");
         let (answer, answered) = sync_channel(1);
-        state.waiting.insert(id.to_string(), answer);
+        let waiter = Waiter {
+            call: call.cloned(),
+            answer,
+        };
+        state.waiting.insert(id.to_string(), waiter);
         Some((id, answered))
     }
 
-    /// Sends a request of `method` with `params` through `send` and waits up to
-    /// `timeout` for the client's response.
+    /// Sends a request of `method` with `params` through `send` for the call
+    /// `call` and waits up to `timeout` for the client's response.
     pub(crate) fn request(
         &self,
         send: &dyn Fn(&Value),
-        method: &str,
-        params: Value,
+        (method, params): (&str, Value),
+        call: Option<&RequestId>,
         timeout: Duration,
     ) -> Result<Outcome, NoResponse> {
-        let (id, answered) = self.open().ok_or(NoResponse::Closed)?;
+        let (id, answered) = self.open(call).ok_or(NoResponse::Closed)?;
         send(&json!({
             "jsonrpc": "2.0",
             "id": id.to_json(),
@@ -105,7 +123,7 @@ impl Pending {
         let got = answered.recv_timeout(timeout);
         self.lock().waiting.remove(&id.to_string());
         match got {
-            Ok(outcome) => Ok(outcome),
+            Ok(outcome) => outcome,
             Err(RecvTimeoutError::Timeout) => Err(NoResponse::TimedOut),
             Err(RecvTimeoutError::Disconnected) => Err(NoResponse::Closed),
         }
@@ -114,10 +132,28 @@ impl Pending {
     /// Hands the client's response to request `id` to the call waiting for it;
     /// `false` when none waits (never sent, answered already, or given up on).
     pub(crate) fn respond(&self, id: &RequestId, outcome: Outcome) -> bool {
-        let Some(answer) = self.lock().waiting.remove(&id.to_string()) else {
+        let Some(waiter) = self.lock().waiting.remove(&id.to_string()) else {
             return false;
         };
-        answer.try_send(outcome).is_ok()
+        waiter.answer.try_send(Ok(outcome)).is_ok()
+    }
+
+    /// The client cancelled the call `call`: its question waits no more (the call
+    /// ends without an answer, resumable); whether one waited.
+    pub(crate) fn cancel_call(&self, call: &RequestId) -> bool {
+        let mut state = self.lock();
+        let ids: Vec<String> = state
+            .waiting
+            .iter()
+            .filter(|(_, w)| w.call.as_ref() == Some(call))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &ids {
+            if let Some(waiter) = state.waiting.remove(id) {
+                let _ = waiter.answer.try_send(Err(NoResponse::Cancelled));
+            }
+        }
+        !ids.is_empty()
     }
 
     /// The connection ended: every waiting request reads that, and no new one is
@@ -139,6 +175,8 @@ pub(crate) struct SessionAsker {
     pending: Arc<Pending>,
     send: Box<dyn Fn(&Value)>,
     timeout: Duration,
+    /// The client's request id of the call, which a cancellation names.
+    call: Option<RequestId>,
 }
 
 impl SessionAsker {
@@ -153,7 +191,15 @@ impl SessionAsker {
             pending,
             send: Box::new(send),
             timeout,
+            call: None,
         }
+    }
+
+    /// The same asker, for the call the client sent as request `call`: a
+    /// `notifications/cancelled` of it ends the wait for its answer.
+    pub(crate) fn for_call(mut self, call: RequestId) -> Self {
+        self.call = Some(call);
+        self
     }
 
     /// Asks one question: the client's `ElicitResult`, or why there is none.
@@ -162,10 +208,12 @@ impl SessionAsker {
             "message": question.message,
             "requestedSchema": question.schema,
         });
-        match self
-            .pending
-            .request(&*self.send, ELICIT_METHOD, params, self.timeout)
-        {
+        match self.pending.request(
+            &*self.send,
+            (ELICIT_METHOD, params),
+            self.call.as_ref(),
+            self.timeout,
+        ) {
             Ok(Ok(result)) => elicit_result(result).map_err(|why| {
                 format!("the client's answer to {ELICIT_METHOD} is not an ElicitResult: {why}")
             }),
@@ -178,12 +226,16 @@ impl SessionAsker {
                 duration_text(self.timeout)
             )),
             Err(NoResponse::Closed) => Err(CLOSED.into()),
+            Err(NoResponse::Cancelled) => Err(CANCELLED.into()),
         }
     }
 }
 
 /// Why a client that disconnected cannot be asked.
 const CLOSED: &str = "the client disconnected before it answered";
+
+/// Why a call the client cancelled while it was asked got no answer.
+const CANCELLED: &str = "the client cancelled the call while it was asked";
 
 /// Why a client that declared no `elicitation` capability cannot be asked.
 pub(crate) const NOT_DECLARED: &str =
@@ -207,14 +259,15 @@ impl Asker for CannotAsk {
 
 /// The asker of a call of a session's client: one that asks it through `send` and
 /// `pending` if it declared `elicitation`, else one that says it cannot be asked.
+/// `call` is the client's request id of the call, which a cancellation names.
 pub(crate) fn session_asker(
-    elicits: bool,
+    (elicits, call): (bool, RequestId),
     pending: Arc<Pending>,
     send: impl Fn(&Value) + 'static,
     timeout: Duration,
 ) -> std::rc::Rc<dyn Asker> {
     if elicits {
-        std::rc::Rc::new(SessionAsker::new(pending, send, timeout))
+        std::rc::Rc::new(SessionAsker::new(pending, send, timeout).for_call(call))
     } else {
         std::rc::Rc::new(CannotAsk(NOT_DECLARED))
     }
@@ -424,7 +477,12 @@ mod tests {
         let sent = std::rc::Rc::new(RefCell::new(Vec::new()));
         std::thread::scope(|scope| {
             let waiting = scope.spawn(|| {
-                pending.request(&|_| {}, ELICIT_METHOD, json!({}), Duration::from_secs(600))
+                pending.request(
+                    &|_| {},
+                    (ELICIT_METHOD, json!({})),
+                    None,
+                    Duration::from_secs(600),
+                )
             });
             while pending.lock().waiting.is_empty() {
                 std::thread::yield_now();
@@ -447,6 +505,39 @@ mod tests {
         assert!(sent.borrow().is_empty(), "nothing is sent once closed");
     }
 
+    /// A cancellation of the call ends its wait, and only its.
+    #[test]
+    fn a_cancelled_call_stops_waiting_for_its_answer_and_another_call_waits_on() {
+        let pending = Pending::default();
+        let call = |n: i64| RequestId::try_from(&json!(n)).unwrap();
+        std::thread::scope(|scope| {
+            let ask = |n: i64| {
+                let pending = &pending;
+                scope.spawn(move || {
+                    pending.request(
+                        &|_| {},
+                        (ELICIT_METHOD, json!({})),
+                        Some(&call(n)),
+                        Duration::from_secs(600),
+                    )
+                })
+            };
+            let (first, second) = (ask(1), ask(2));
+            while pending.lock().waiting.len() < 2 {
+                std::thread::yield_now();
+            }
+            assert!(!pending.cancel_call(&call(3)), "no such call waits");
+            assert!(pending.cancel_call(&call(1)));
+            assert_eq!(first.join().unwrap(), Err(NoResponse::Cancelled));
+            assert_eq!(pending.lock().waiting.len(), 1, "the other call waits on");
+            let waiting = pending.lock().waiting.keys().next().cloned().unwrap();
+            let id =
+                RequestId::try_from(&serde_json::from_str::<Value>(&waiting).unwrap()).unwrap();
+            assert!(pending.respond(&id, Ok(json!({"action": "cancel"}))));
+            assert_eq!(second.join().unwrap(), Ok(Ok(json!({"action": "cancel"}))));
+        });
+    }
+
     #[test]
     fn a_client_is_asked_only_if_it_declared_elicitation_in_form_mode() {
         for (capabilities, asks) in [
@@ -467,7 +558,7 @@ mod tests {
         let sent = std::rc::Rc::new(RefCell::new(0));
         let count = std::rc::Rc::clone(&sent);
         let not_declared = session_asker(
-            false,
+            (false, RequestId::try_from(&json!(1)).unwrap()),
             Arc::default(),
             move |_| *count.borrow_mut() += 1,
             DEFAULT_ASK_TIMEOUT,

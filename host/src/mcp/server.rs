@@ -345,7 +345,7 @@ impl Server {
                 }
             }
             Ok(Incoming::Notification { method, params }) => {
-                self.notification(&method, &params, in_flight)
+                self.notification(&method, &params, (in_flight, pending))
             }
             Ok(Incoming::Request { id, method, params }) => {
                 tracing::debug!(%id, method, "request");
@@ -414,7 +414,8 @@ impl Server {
         }
     }
 
-    fn notification(&self, method: &str, params: &Params, in_flight: &InFlight) {
+    fn notification(&self, method: &str, params: &Params, calls: (&InFlight, &Pending)) {
+        let (in_flight, pending) = calls;
         match method {
             "notifications/cancelled" => {
                 let cancelled =
@@ -429,6 +430,11 @@ impl Server {
                 };
                 let reason = reason.as_deref().unwrap_or("none given");
                 if in_flight.cancel(&id) {
+                    // A question it waits on is not answered now: the call ends
+                    // without it (resumable), and does not hold its worker.
+                    if pending.cancel_call(&id) {
+                        tracing::info!(%id, "call cancelled while it was asked; it ends unanswered");
+                    }
                     // Stopping a guest between an effect and its journal record is the
                     // very ambiguity justonce removes, so the call runs to its outcome,
                     // keeps its record, and a retry gets that outcome. Only the
@@ -622,7 +628,7 @@ impl Server {
             } else {
                 let out = Arc::clone(outbox);
                 let asker = session_asker(
-                    job.elicits,
+                    (job.elicits, job.id.clone()),
                     Arc::clone(pending),
                     move |request| out.send(request),
                     self.config.ask_timeout,

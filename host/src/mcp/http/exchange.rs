@@ -141,11 +141,22 @@ impl McpEndpoint {
                 Response::message(400, Kind::Json, &body)
             }
             Ok(Incoming::Response { id, outcome }) => self.answer(head, principal, &id, outcome),
-            Ok(Incoming::Notification { method, .. }) => {
+            Ok(Incoming::Notification { method, params }) => {
                 if method == "notifications/cancelled" {
                     // As over stdio: the call runs to its outcome and keeps its record;
-                    // its POST's response goes to a client that stopped listening.
+                    // its POST's response goes to a client that stopped listening. A
+                    // question it waits on is not answered now: the call ends without
+                    // it (resumable).
                     tracing::info!("call cancelled by the client; it runs to its outcome");
+                    if let Some(call) = params
+                        .get("requestId")
+                        .and_then(|id| RequestId::try_from(id).ok())
+                        && let Some(session_id) = head.header("mcp-session-id")
+                        && let Some(found) =
+                            self.sessions.lookup(session_id, principal, Instant::now())
+                    {
+                        found.pending.cancel_call(&call);
+                    }
                 }
                 Response::empty(202)
             }
@@ -476,7 +487,7 @@ impl McpEndpoint {
             // as its other events; the client POSTs its answers to the session.
             let questions = Arc::clone(&record);
             let asker = elicit::session_asker(
-                elicits,
+                (elicits, id.clone()),
                 pending,
                 move |question| questions.append(stream, question, false),
                 server.config().ask_timeout,
