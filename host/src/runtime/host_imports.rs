@@ -337,4 +337,26 @@ mod tests {
             "fine\\nINFO justonce: forged\\r\\u{1b}[2J"
         );
     }
+
+    #[test]
+    fn the_users_time_counts_against_neither_the_deadline_nor_the_wall_clock() {
+        use std::time::{Duration, Instant};
+        let limits = super::super::Limits::default();
+        let runtime = super::super::Runtime::new(limits.clone()).unwrap();
+        let mut store = runtime.store(Arc::from("t"), None, &limits);
+        let state = store.data_mut();
+        // The call started longer ago than its wall-clock cap, almost all of it
+        // spent waiting for the user's answers (no sleep: the start is moved back).
+        let ago = limits.wall_clock + Duration::from_secs(30);
+        state.started = Instant::now().checked_sub(ago).unwrap();
+        state.host_time = ago - Duration::from_secs(1);
+        state.ask_time = ago - Duration::from_secs(1);
+        assert!(!state.past_wall_clock());
+        assert!(state.deadline_left() > limits.deadline - Duration::from_secs(2));
+
+        // The opposite: the same time inside effects counts against the wall clock.
+        state.ask_time = Duration::ZERO;
+        assert!(state.past_wall_clock());
+        assert_eq!(state.deadline_left(), Duration::ZERO);
+    }
 }
