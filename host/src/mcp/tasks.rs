@@ -48,11 +48,14 @@ use std::time::Duration;
 use rmcp::model::{ErrorCode, ErrorData};
 use serde_json::{Map, Value, json};
 
+use super::elicit::elicit_result;
 use super::mrtr;
+use super::mrtr::INPUT_RESPONSES_PARAM;
+use super::protocol::type_name;
 use super::protocol::{CLIENT_CAPABILITIES_META_KEY, Params};
 use super::server::Server;
 use super::session::stateless_result;
-use super::task_input::{self, Phase, SharedPhase, TaskAsker};
+use super::task_input::{Answering, AwaitingTask, Phase, SharedPhase, TaskAsker};
 use super::tools;
 use crate::ask;
 use crate::call::{CallRequest, CallResponse};
@@ -144,7 +147,7 @@ pub(crate) fn request(
                 None,
             ));
         }
-        "tasks/update" => task_input::update(server, &entry.key, params)?,
+        "tasks/update" => update(server, &entry.key, params)?,
         other => {
             return Err(ErrorData::new(
                 ErrorCode::METHOD_NOT_FOUND,
@@ -502,6 +505,94 @@ fn detailed(server: &Server, view: &View) -> Value {
         }
     }
     Value::Object(task)
+}
+
+/// `tasks/update` of the task `key` (its client's, checked): keeps the answers
+/// given (`inputResponses`, by question name; names not asked are ignored) and, once
+/// every question is answered, resumes the task in the background. The answer is
+/// an empty acknowledgement; `tasks/get` says where the task stands.
+fn update(server: &Server, key: &str, params: &Params) -> Result<Value, ErrorData> {
+    let responses = match params.get(INPUT_RESPONSES_PARAM) {
+        Some(Value::Object(responses)) => responses,
+        Some(other) => {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "tasks/update: \"{INPUT_RESPONSES_PARAM}\" must be an object (each question's answer by name), not {}",
+                    type_name(other)
+                ),
+                None,
+            ));
+        }
+        None => {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "tasks/update: \"{INPUT_RESPONSES_PARAM}\" (the answers, by question name) is missing"
+                ),
+                None,
+            ));
+        }
+    };
+    let Some(waiting) = server.task_inputs().awaiting(key) else {
+        return Err(ErrorData::invalid_params(
+            format!(
+                "tasks/update: task {key} is not waiting for input here (tasks/get says where it stands)"
+            ),
+            None,
+        ));
+    };
+    // The answers to its questions, each an ElicitResult; a malformed one refuses
+    // the whole update, and nothing of it is kept.
+    let mut answers = Map::new();
+    for question in &waiting.questions {
+        let Some(answer) = responses.get(&question.name) else {
+            continue;
+        };
+        let answer = elicit_result(answer.clone()).map_err(|why| {
+            ErrorData::invalid_params(
+                format!(
+                    "tasks/update: the answer to {:?} is not an ElicitResult ({why}); nothing was kept",
+                    question.name
+                ),
+                None,
+            )
+        })?;
+        answers.insert(question.name.clone(), answer);
+    }
+    match server.task_inputs().answer(key, answers) {
+        Answering::Complete(task) => resume(server, key, task),
+        Answering::Pending(pending) => {
+            tracing::info!(task = %key, ?pending, "task answered in part; waits for the rest");
+        }
+        // Taken by another update meanwhile.
+        Answering::NotAwaiting => {}
+    }
+    Ok(json!({}))
+}
+
+/// Runs the task `key` again, in the background, with the answers of `task`.
+fn resume(server: &Server, key: &str, task: AwaitingTask) {
+    let shutdown = server.shutdown();
+    if !shutdown.start() {
+        // Stopping: the answers are dropped, the question stays journaled and is
+        // asked again of the call made again.
+        tracing::warn!(task = %key, "the server is stopping: the answered task is not resumed");
+        return;
+    }
+    let running = RunningTask {
+        principal: task.request.principal.clone().unwrap_or_default(),
+        tool: task.request.tool.clone(),
+        created_at: task.created_at,
+    };
+    server.host().task_started(key, running);
+    let runner = server.clone();
+    let key = key.to_owned();
+    std::thread::spawn(move || {
+        let request = task.request.clone();
+        let asker = Rc::new(TaskAsker::resumed(runner.task_inputs(), task));
+        let _ = ask::with_asker(asker, || runner.run_call(&request, true, true));
+        runner.host().task_stopped(&key);
+        shutdown.finish();
+    });
 }
 
 #[cfg(test)]
