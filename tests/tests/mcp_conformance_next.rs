@@ -14,7 +14,7 @@
 //!
 //! The Tasks extension's scenarios (`tasks-*`, SEP-2663) run against the tools of
 //! tests/guests/conformance_{greet,slow_compute,failing_job,protocol_error_job,
-//! confirm_delete,multi_input,tool_with_task}, with a bound of 300 ms before a call
+//! confirm_delete,multi_input,tool_with_task}, with a bound of 600 ms before a call
 //! becomes a task and `failing_job` and `test_tool_with_task` required to run as one
 //! (`[mcp] task_after_ms`, `task_required`). `confirm_delete` and `multi_input` ask
 //! after the bound, so their questions are their tasks' (`input_required`, answered
@@ -88,10 +88,11 @@ const OWN_CONVERSATION: &str = "input-required-result-";
 
 /// The server's configuration: `slow_compute` with `seconds: 1` must become a task,
 /// so the bound is below a second (and `confirm_delete` and `multi_input` ask after
-/// it), and `failing_job` and `test_tool_with_task` are the suite's tools that only
+/// it, a second in), yet long enough on a loaded machine for `test_tool_with_task`'s
+/// question and `seconds: 0` to come back on the call itself; and `failing_job` and `test_tool_with_task` are the suite's tools that only
 /// run as tasks.
 const CONFIG: &str =
-    "[mcp]\ntask_after_ms = 300\ntask_required = [\"failing_job\", \"test_tool_with_task\"]\n";
+    "[mcp]\ntask_after_ms = 600\ntask_required = [\"failing_job\", \"test_tool_with_task\"]\n";
 
 /// One run of the suite.
 struct Run {
