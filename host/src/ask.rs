@@ -463,7 +463,10 @@ mod tests {
             serde_json::json!({"action": "accept", "content": 1}),
             serde_json::json!("accept"),
         ] {
-            assert!(check_answers(std::slice::from_ref(&bad), 1).is_err(), "{bad}");
+            assert!(
+                check_answers(std::slice::from_ref(&bad), 1).is_err(),
+                "{bad}"
+            );
         }
     }
 
