@@ -11,7 +11,11 @@
 //! The request state handed to a client that must come back with the answers
 //! (2026-07-28 `requestState`) needs no secret of its own: the effect key of the
 //! question is never sent anywhere, so a MAC under it ([`request_state`]) can only
-//! have been made by a host that holds the journal.
+//! have been made by a host that holds the journal. Its strength is the call's
+//! 48-bit generation, which every effect key of the call hides: a downstream that
+//! got another effect key of the call could search for it offline, and would then
+//! still have to be the call's own principal (the MAC and the key are scoped to it)
+//! to answer the question, which that principal's client may do anyway.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -196,12 +200,23 @@ pub(crate) fn payload(questions: &[Question]) -> Value {
     serde_json::to_value(questions).expect("strings and JSON values serialize")
 }
 
+/// The most the answers to one ask may take, as JSON text: they are journaled and
+/// handed to the tool, and a person's answers to a form are far smaller.
+pub const MAX_ANSWERS_BYTES: usize = 1 << 20;
+
 /// Why `answers` do not answer `asked` questions, if they do not: one MCP
 /// `ElicitResult` object per question, its `action` `accept` (with an object
-/// `content`, or none), `decline` or `cancel`.
+/// `content`, or none), `decline` or `cancel`, all of them at most
+/// [`MAX_ANSWERS_BYTES`] of JSON.
 pub(crate) fn check_answers(answers: &[Value], asked: usize) -> Result<(), String> {
     if answers.len() != asked {
         return Err(format!("{} answers to {asked} questions", answers.len()));
+    }
+    let size = serde_json::to_string(answers).map_or(usize::MAX, |text| text.len());
+    if size > MAX_ANSWERS_BYTES {
+        return Err(format!(
+            "the answers are {size} bytes of JSON, more than the {MAX_ANSWERS_BYTES} an ask takes"
+        ));
     }
     for answer in answers {
         let action = answer.get("action").and_then(Value::as_str);
@@ -458,6 +473,9 @@ mod tests {
         let decline = serde_json::json!({"action": "decline"});
         assert_eq!(check_answers(&[accept.clone(), decline.clone()], 2), Ok(()));
         assert!(check_answers(std::slice::from_ref(&accept), 2).is_err());
+        let huge = serde_json::json!({"action": "accept", "content": {"note": "x".repeat(MAX_ANSWERS_BYTES)}});
+        let too_big = check_answers(std::slice::from_ref(&huge), 1).unwrap_err();
+        assert!(too_big.contains("more than"), "{too_big}");
         for bad in [
             serde_json::json!({"action": "maybe"}),
             serde_json::json!({"action": "accept", "content": 1}),

@@ -323,6 +323,7 @@ impl Error {
                 | Self::OutcomeUnknown { .. }
                 | Self::NotPerformed { .. }
                 | Self::InputRequired { .. }
+                | Self::InputUnavailable { .. }
                 | Self::LeaseLost { .. }
         ) || matches!(self, Self::Postgres { source, .. } if postgres_kind(source) == "store_unavailable")
     }

@@ -151,6 +151,21 @@ fn a_refund_confirmed_over_two_requests_is_performed_once_and_its_retry_replayed
         error["message"].as_str().unwrap().contains("another call"),
         "{error}"
     );
+    // A state of this call for a question the journal does not hold (made up, or
+    // of a record forgotten since): refused before the tool runs, not once it asks.
+    let mac = state.rsplit('.').next().unwrap();
+    let unasked = format!("{key}.5.{mac}");
+    let error = refused(
+        &call(&mut alice, 4417, answered(&unasked, true), true),
+        -32602,
+    );
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("not waiting on"),
+        "{error}"
+    );
     assert!(
         payments.attempts().is_empty(),
         "a refused answer performs nothing"

@@ -113,10 +113,33 @@ impl Input {
         let Some(named) = state_key(state) else {
             return Err(refused("is not one this server made"));
         };
-        match host.key_for(request) {
-            Ok(key) if key.as_str() != named => Err(refused("belongs to another call")),
+        let key = match host.key_for(request) {
+            Ok(key) if key.as_str() != named => return Err(refused("belongs to another call")),
+            Ok(key) => key,
             // A call whose key cannot be made reports that when it runs.
-            _ => Ok(()),
+            Err(_) => return Ok(()),
+        };
+        // The journal must hold the question the state names: a state of a call
+        // forgotten, expired or never made would otherwise let a fresh run perform
+        // the tool's effects before its first question, only to find the state
+        // forged there.
+        let seq = state_seq(state);
+        let asked = match host.story(&key) {
+            Ok(story) => story.entry.is_some_and(|entry| {
+                entry
+                    .effects
+                    .iter()
+                    .any(|effect| Some(effect.seq) == seq && effect.provider == ask::PROVIDER)
+            }),
+            // The journal could not be read: the guard's own check decides.
+            Err(_) => true,
+        };
+        if asked {
+            Ok(())
+        } else {
+            Err(refused(
+                "names a question this call is not waiting on (the call was forgotten, expired, or never asked it)",
+            ))
         }
     }
 }
@@ -132,6 +155,11 @@ fn state_key(state: &str) -> Option<&str> {
                 .all(|b| b.is_ascii_digit() || (hex && (b'a'..=b'f').contains(&b)))
     };
     (digits(mac, true) && digits(seq, false) && InvocationKey::parse(key).is_ok()).then_some(key)
+}
+
+/// The question's position a request state names, if it has the form of one.
+fn state_seq(state: &str) -> Option<u32> {
+    state.rsplit('.').nth(1)?.parse().ok()
 }
 
 /// Asks the client of one stateless call: answers from its request, or later.
@@ -193,7 +221,7 @@ pub(crate) fn run(
         Ok(result) if asker.refused.get() && unavailable(&result) => Err(ErrorData::new(
             MISSING_CAPABILITY,
             format!(
-                "tools/call of {tool}: the tool asks the user a question, and {NOT_DECLARED}; nothing was saved: declare {{\"elicitation\": {{}}}} and call again"
+                "tools/call of {tool}: the tool asks the user a question, and {NOT_DECLARED}; no outcome was saved (what the tool did before it asked is kept and replayed, nothing after it ran): declare {{\"elicitation\": {{}}}} and make the same call again"
             ),
             Some(json!({ "requiredCapabilities": { "elicitation": {} } })),
         )),

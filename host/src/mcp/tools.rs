@@ -600,6 +600,13 @@ fn retry_note(error: &Error) -> Option<(&'static str, u64)> {
              first.",
             1,
         ),
+        Error::InputUnavailable { .. } => (
+            "justonce: the tool asked the user a question that could not be put to them \
+             here, so it stopped at the question; what it did before is kept. Retrying \
+             the very same call from a client that can ask the user is safe: it resumes \
+             at the question and does nothing twice (wait about {wait} s first).",
+            5,
+        ),
         _ => return None,
     })
 }
@@ -1062,6 +1069,31 @@ mod tests {
         let forged =
             call_result(Err(Error::InputStateInvalid("altered".into())), true, true).unwrap_err();
         assert_eq!(forged.code, ErrorCode::INVALID_PARAMS);
+
+        // A client that could not be asked: the call stopped at its question, so the
+        // same call again (from a client that can ask) is safe, and the model reads so.
+        let unavailable = Error::InputUnavailable {
+            tool: "refund".into(),
+            reason: "the client did not answer within 300 s".into(),
+        };
+        let told = call_result(Err(unavailable), false, true).unwrap();
+        assert_eq!(told["isError"], true);
+        assert_eq!(
+            told["structuredContent"]["error"]["kind"],
+            "input_unavailable"
+        );
+        assert_eq!(
+            told["structuredContent"]["error"]["retry_safe"], true,
+            "{told}"
+        );
+        let note = told["content"].as_array().unwrap().last().unwrap();
+        assert!(
+            note["text"]
+                .as_str()
+                .unwrap()
+                .contains("resumes at the question"),
+            "{told}"
+        );
     }
 
     #[test]
