@@ -28,18 +28,29 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// A stateless request's JSON-RPC message, its client declaring the extension or
 /// not, with the routing headers (`name`: the tool or the task id).
-fn send(client: &mut HttpClient, method: &str, mut params: Value, tasks: bool) -> Value {
+fn send(client: &mut HttpClient, method: &str, params: Value, tasks: bool) -> Value {
+    let capabilities = if tasks {
+        json!({ "extensions": { EXTENSION: {} }, "elicitation": {} })
+    } else {
+        json!({})
+    };
+    send_declaring(client, method, params, capabilities)
+}
+
+/// A stateless request's JSON-RPC message, its client declaring `capabilities`.
+fn send_declaring(
+    client: &mut HttpClient,
+    method: &str,
+    mut params: Value,
+    capabilities: Value,
+) -> Value {
     let name = params["name"]
         .as_str()
         .or(params["taskId"].as_str())
         .unwrap_or("")
         .to_owned();
     params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(MODERN);
-    params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = if tasks {
-        json!({ "extensions": { EXTENSION: {} }, "elicitation": {} })
-    } else {
-        json!({})
-    };
+    params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = capabilities;
     let message = client.message(method, params);
     let headers = [
         ("MCP-Protocol-Version", MODERN),
@@ -390,5 +401,40 @@ fn a_task_that_asks_waits_for_tasks_update_then_sends_its_email_once_and_another
     assert_eq!(declined["status"], "completed", "{declined}");
     assert_eq!(declined["result"]["isError"], true, "{declined}");
     assert_eq!(mail.sent().unwrap().len(), 1, "no second email");
+    assert_eq!(mail.attempts().len(), 1);
+}
+
+#[test]
+fn a_task_that_asks_a_client_that_cannot_be_asked_fails_saying_why_and_the_same_call_resumes_it() {
+    let (http, _, mail) = serve_slow_mail(&["alice"]);
+    let mut alice = http.client("alice");
+
+    // Tasks, but not elicitation: the question comes once the call is a task.
+    let unable = json!({ "extensions": { EXTENSION: {} } });
+    let reply = send_declaring(&mut alice, "tools/call", asking("ike@example.com"), unable);
+    let task = created(&reply);
+    let failed = wait_for(&mut alice, &task, terminal);
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert_eq!(failed["error"]["code"], -32021, "{failed}");
+    let message = failed["statusMessage"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("input unavailable") && message.contains("elicitation"),
+        "{failed}"
+    );
+    assert!(mail.attempts().is_empty(), "nothing sent");
+
+    // The same call from a client that can be asked: the same task, which asks.
+    let again = send(&mut alice, "tools/call", asking("ike@example.com"), true);
+    assert_eq!(again["result"]["taskId"], task, "{again}");
+    let waiting = wait_for(&mut alice, &task, |t| t["status"] != "working");
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    let yes = json!({ "send": { "action": "accept", "content": { "send": true } } });
+    assert_eq!(
+        update(&mut alice, &task, yes)["result"]["resultType"],
+        "complete"
+    );
+    let done = wait_for(&mut alice, &task, ended);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(mail.sent().unwrap().len(), 1);
     assert_eq!(mail.attempts().len(), 1);
 }

@@ -65,6 +65,20 @@ impl AwaitingTask {
     }
 }
 
+/// A task whose tool asked once the call was a task, of a client its request said
+/// cannot be asked (it did not declare elicitation): its run stopped there, nothing
+/// saved as its outcome; the same call made again by a client that can be asked
+/// resumes it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct UnaskableTask {
+    /// The call, as its client made it.
+    pub request: CallRequest,
+    /// Why its client cannot be asked.
+    pub why: String,
+    /// When the task was created (ms since the epoch).
+    pub created_at: i64,
+}
+
 /// What became of answers given to a task ([`TaskInputs::answer`]).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Answering {
@@ -81,6 +95,7 @@ pub(crate) enum Answering {
 #[derive(Debug, Default)]
 pub(crate) struct TaskInputs {
     awaiting: Mutex<HashMap<String, AwaitingTask>>,
+    unaskable: Mutex<HashMap<String, UnaskableTask>>,
 }
 
 impl TaskInputs {
@@ -128,9 +143,32 @@ impl TaskInputs {
             .map_or(Answering::NotAwaiting, Answering::Complete)
     }
 
-    /// The task `key` waits for no answer here any more (cancelled, completed).
+    /// The task `key` waits for no answer here any more (cancelled, completed, run
+    /// again), nor stands stopped for want of one.
     pub(crate) fn stop(&self, key: &str) {
         self.locked().remove(key);
+        self.unaskable
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
+    }
+
+    /// Notes that the task `key` stopped at a question its client cannot be asked.
+    pub(crate) fn cannot_ask(&self, key: &str, task: UnaskableTask) {
+        let mut unaskable = self
+            .unaskable
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        unaskable.insert(key.to_owned(), task);
+    }
+
+    /// The task `key`, if it stopped here at a question its client cannot be asked.
+    pub(crate) fn unaskable(&self, key: &str) -> Option<UnaskableTask> {
+        let unaskable = self
+            .unaskable
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        unaskable.get(key).cloned()
     }
 }
 
@@ -180,6 +218,8 @@ impl SharedPhase {
 /// says (`mcp::mrtr`); once it is, with the answers of `tasks/update`, or later.
 pub(crate) struct TaskAsker {
     inputs: Arc<TaskInputs>,
+    /// The task's id (its call's invocation key).
+    key: String,
     request: CallRequest,
     created_at: i64,
     phase: Arc<SharedPhase>,
@@ -190,11 +230,12 @@ pub(crate) struct TaskAsker {
 }
 
 impl TaskAsker {
-    /// The asker of the first run of `request`, created at `created_at`, whose
-    /// request's own asker is `call` (a task asks its client as its request said it
-    /// can be asked).
+    /// The asker of the first run of `request` (task `key`), created at
+    /// `created_at`, whose request's own asker is `call` (a task asks its client as
+    /// its request said it can be asked).
     pub(crate) fn first(
         inputs: &Arc<TaskInputs>,
+        key: &str,
         request: &CallRequest,
         created_at: i64,
         phase: Arc<SharedPhase>,
@@ -202,6 +243,7 @@ impl TaskAsker {
     ) -> Self {
         Self {
             inputs: Arc::clone(inputs),
+            key: key.to_owned(),
             request: request.clone(),
             created_at,
             phase,
@@ -210,12 +252,13 @@ impl TaskAsker {
         }
     }
 
-    /// The asker of a task's run resumed with the answers of `task`.
-    pub(crate) fn resumed(inputs: &Arc<TaskInputs>, task: AwaitingTask) -> Self {
+    /// The asker of the run of task `key` resumed with the answers of `task`.
+    pub(crate) fn resumed(inputs: &Arc<TaskInputs>, key: &str, task: AwaitingTask) -> Self {
         let phase = SharedPhase::call();
         phase.become_task();
         Self {
             inputs: Arc::clone(inputs),
+            key: key.to_owned(),
             request: task.request.clone(),
             created_at: task.created_at,
             phase,
@@ -247,12 +290,31 @@ impl TaskAsker {
 
 impl Asker for TaskAsker {
     fn can_ask(&self) -> Result<(), String> {
-        match (&self.call, &self.given) {
+        let can = match (&self.call, &self.given) {
             // Its client answered through tasks/update.
             (_, Some(_)) => Ok(()),
             (Some(call), None) => call.can_ask(),
             (None, None) => Err(ask::NO_ASKER.into()),
+        };
+        if let Err(why) = &can {
+            // The run stops here: a task says so to tasks/get; a call that is not
+            // one yet is answered so, and does not become a task.
+            let mut phase = self.phase.locked();
+            match *phase {
+                Phase::Task => {
+                    drop(phase);
+                    let task = UnaskableTask {
+                        request: self.request.clone(),
+                        why: why.clone(),
+                        created_at: self.created_at,
+                    };
+                    self.inputs.cannot_ask(&self.key, task);
+                }
+                Phase::Call => *phase = Phase::Asked,
+                Phase::Asked => {}
+            }
         }
+        can
     }
 
     fn ask(&self, at: &AskContext<'_>, questions: &[Question]) -> Asked {
@@ -383,7 +445,14 @@ mod tests {
         // call from becoming a task.
         let phase = SharedPhase::call();
         let later: Rc<dyn Asker> = Rc::new(Request(Asked::Later));
-        let call = TaskAsker::first(&inputs, &request, 1, Arc::clone(&phase), Some(later));
+        let call = TaskAsker::first(
+            &inputs,
+            "task-1",
+            &request,
+            1,
+            Arc::clone(&phase),
+            Some(later),
+        );
         assert_eq!(call.can_ask(), Err("the request's own".into()));
         assert_eq!(asking(&call, 0, &["a"]), Asked::Later);
         assert_eq!(phase.become_task(), Phase::Asked);
@@ -391,7 +460,14 @@ mod tests {
         // Answered by its request, it may still become a task.
         let phase = SharedPhase::call();
         let answered: Rc<dyn Asker> = Rc::new(Request(Asked::Answered(vec![json!(1)])));
-        let call = TaskAsker::first(&inputs, &request, 1, Arc::clone(&phase), Some(answered));
+        let call = TaskAsker::first(
+            &inputs,
+            "task-1",
+            &request,
+            1,
+            Arc::clone(&phase),
+            Some(answered),
+        );
         assert_eq!(asking(&call, 0, &["a"]), Asked::Answered(vec![json!(1)]));
         assert_eq!(phase.become_task(), Phase::Task);
 
@@ -410,7 +486,7 @@ mod tests {
         let Answering::Complete(done) = inputs.answer("task-1", answers(&["a"])) else {
             panic!("both answered")
         };
-        let resumed = TaskAsker::resumed(&inputs, done);
+        let resumed = TaskAsker::resumed(&inputs, "task-1", done);
         assert_eq!(resumed.can_ask(), Ok(()));
         assert_eq!(
             asking(&resumed, 1, &["a", "b"]),
@@ -422,6 +498,71 @@ mod tests {
         assert_eq!(inputs.awaiting("task-1"), None);
         assert_eq!(asking(&resumed, 2, &["c"]), Asked::Later);
         assert_eq!(inputs.awaiting("task-1").unwrap().seq, 2);
+    }
+
+    #[test]
+    fn a_task_whose_client_cannot_be_asked_stops_there_and_says_so_until_run_again() {
+        let inputs = Arc::new(TaskInputs::default());
+        let request = CallRequest::new("multi", "{}");
+        let unable: Rc<dyn Asker> = Rc::new(Request(Asked::Later));
+        // A task: stopped at its question, for tasks/get to say why.
+        let phase = SharedPhase::call();
+        assert_eq!(phase.become_task(), Phase::Task);
+        let task = TaskAsker::first(
+            &inputs,
+            "task-1",
+            &request,
+            7,
+            phase,
+            Some(Rc::clone(&unable)),
+        );
+        assert_eq!(task.can_ask(), Err("the request's own".into()));
+        assert_eq!(
+            inputs.unaskable("task-1"),
+            Some(UnaskableTask {
+                request: request.clone(),
+                why: "the request's own".into(),
+                created_at: 7,
+            })
+        );
+        assert_eq!(inputs.awaiting("task-1"), None, "nothing to answer here");
+        // Run again (or cancelled): it no longer stands stopped.
+        inputs.stop("task-1");
+        assert_eq!(inputs.unaskable("task-1"), None);
+
+        // Not a task yet: the call's answer is the refusal; it never becomes one,
+        // and no task is noted.
+        let phase = SharedPhase::call();
+        let call = TaskAsker::first(
+            &inputs,
+            "task-2",
+            &request,
+            7,
+            Arc::clone(&phase),
+            Some(unable),
+        );
+        assert!(call.can_ask().is_err());
+        assert_eq!(phase.become_task(), Phase::Asked);
+        assert_eq!(inputs.unaskable("task-2"), None);
+        // One that can be asked notes nothing.
+        let phase = SharedPhase::call();
+        phase.become_task();
+        let able: Rc<dyn Asker> = Rc::new(Able);
+        let task = TaskAsker::first(&inputs, "task-3", &request, 7, phase, Some(able));
+        assert_eq!(task.can_ask(), Ok(()));
+        assert_eq!(inputs.unaskable("task-3"), None);
+    }
+
+    /// The asker of a request whose client can be asked.
+    struct Able;
+
+    impl Asker for Able {
+        fn can_ask(&self) -> Result<(), String> {
+            Ok(())
+        }
+        fn ask(&self, _: &AskContext<'_>, _: &[Question]) -> Asked {
+            Asked::Later
+        }
     }
 
     #[test]

@@ -225,6 +225,8 @@ pub(crate) fn call(
         return Ok(created(server, &View::of(&entry)));
     }
     let running = running_of(request, server.host().clock().now_ms());
+    // Run again: no longer stopped at a question its client could not be asked.
+    server.task_inputs().stop(key.as_str());
     server.host().task_started(key.as_str(), running.clone());
     let (sender, answer) = mpsc::channel();
     let runner = server.clone();
@@ -238,6 +240,7 @@ pub(crate) fn call(
         let reply = mrtr::run(input, &call.tool, || {
             let asker = TaskAsker::first(
                 runner.task_inputs(),
+                &ran,
                 &call,
                 created_at,
                 asking,
@@ -380,9 +383,14 @@ fn find(
         }
         return Ok(View::of(&entry.judged_at(now)));
     }
+    // Running here, or stopped here at a question its client could not be asked.
     let running = server
         .host()
         .running_task(key.as_str())
+        .or_else(|| {
+            let stopped = server.task_inputs().unaskable(key.as_str())?;
+            Some(running_of(&stopped.request, stopped.created_at))
+        })
         .ok_or_else(unknown)?;
     if running.principal != principal {
         return Err(unknown());
@@ -461,6 +469,29 @@ fn detailed(server: &Server, view: &View) -> Value {
             task.insert(
                 "inputRequests".into(),
                 mrtr::input_requests(&waiting.pending()),
+            );
+            return Value::Object(task);
+        }
+        // Stopped at a question its client cannot be asked: failed, until the same
+        // call made again by a client that can be asked resumes it.
+        if let Some(stopped) = server
+            .task_inputs()
+            .unaskable(&view.key)
+            .filter(|_| !cancelled)
+        {
+            let why = format!(
+                "input unavailable: the tool asked the user a question once the call was a task, and {}; nothing was saved as the call's outcome (what the tool did before it asked is kept and replayed): the same call made again by a client that declares {{\"elicitation\": {{}}}} resumes this task",
+                stopped.why
+            );
+            let mut task = task(server, view, "failed");
+            task.insert("statusMessage".into(), json!(why));
+            task.insert(
+                "error".into(),
+                json!({
+                    "code": MISSING_CAPABILITY.0,
+                    "message": why,
+                    "data": { "requiredCapabilities": { "elicitation": {} } },
+                }),
             );
             return Value::Object(task);
         }
@@ -588,7 +619,7 @@ fn resume(server: &Server, key: &str, task: AwaitingTask) {
     let key = key.to_owned();
     std::thread::spawn(move || {
         let request = task.request.clone();
-        let asker = Rc::new(TaskAsker::resumed(runner.task_inputs(), task));
+        let asker = Rc::new(TaskAsker::resumed(runner.task_inputs(), &key, task));
         let _ = ask::with_asker(asker, || runner.run_call(&request, true, true));
         runner.host().task_stopped(&key);
         shutdown.finish();
