@@ -20,6 +20,7 @@
 //! or this one after a restart, reads such a task as `working`, its call stopped at
 //! a question; the same call made again there asks it again.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -115,6 +116,13 @@ impl TaskInputs {
             task.answers = before.answers;
         }
         awaiting.insert(key.to_owned(), task);
+    }
+
+    /// Puts back the answers of a resumed run of `key` that did not use them (the
+    /// server stopping, or the call run elsewhere): the task waits here again, its
+    /// answers kept, unless a later run of it already waits for another question.
+    pub(crate) fn restore(&self, key: &str, task: AwaitingTask) {
+        self.locked().entry(key.to_owned()).or_insert(task);
     }
 
     /// The task `key`, if it waits for answers here.
@@ -227,6 +235,8 @@ pub(crate) struct TaskAsker {
     call: Option<Rc<dyn Asker>>,
     /// The answers that resume this run (`tasks/update`).
     given: Option<AwaitingTask>,
+    /// Whether this run was handed `given`.
+    used: Cell<bool>,
 }
 
 impl TaskAsker {
@@ -249,6 +259,7 @@ impl TaskAsker {
             phase,
             call,
             given: None,
+            used: Cell::new(false),
         }
     }
 
@@ -264,7 +275,14 @@ impl TaskAsker {
             phase,
             call: None,
             given: Some(task),
+            used: Cell::new(false),
         }
+    }
+
+    /// The answers this resumed run was given and did not use (it stopped before
+    /// their question).
+    pub(crate) fn unused(&self) -> Option<AwaitingTask> {
+        self.given.clone().filter(|_| !self.used.get())
     }
 
     fn ask_as_task(&self, at: &AskContext<'_>, questions: &[Question]) -> Asked {
@@ -273,6 +291,7 @@ impl TaskAsker {
             && given.questions == questions
             && let Some(answers) = given.all_answers()
         {
+            self.used.set(true);
             return Asked::Answered(answers);
         }
         let task = AwaitingTask {
@@ -563,6 +582,33 @@ mod tests {
         fn ask(&self, _: &AskContext<'_>, _: &[Question]) -> Asked {
             Asked::Later
         }
+    }
+
+    #[test]
+    fn answers_a_resumed_run_did_not_use_are_put_back_and_resume_it_again() {
+        let inputs = Arc::new(TaskInputs::default());
+        inputs.await_input("t", task(2, &["a"]));
+        let Answering::Complete(done) = inputs.answer("t", answers(&["a"])) else {
+            panic!("answered")
+        };
+        // The run stopped before its question (the call ran elsewhere, the server
+        // stopped): the answers are not used, and put back they wait here again.
+        let resumed = TaskAsker::resumed(&inputs, "t", done.clone());
+        assert_eq!(resumed.unused(), Some(done.clone()));
+        inputs.restore("t", done.clone());
+        assert_eq!(inputs.awaiting("t"), Some(done.clone()));
+        assert_eq!(
+            inputs.answer("t", Map::new()),
+            Answering::Complete(done.clone()),
+            "the next tasks/update resumes it with them"
+        );
+        // Used, they are not: and a run waiting for another question is kept.
+        let resumed = TaskAsker::resumed(&inputs, "task-1", done.clone());
+        assert!(matches!(asking(&resumed, 2, &["a"]), Asked::Answered(_)));
+        assert_eq!(resumed.unused(), None);
+        inputs.await_input("t", task(3, &["b"]));
+        inputs.restore("t", done);
+        assert_eq!(inputs.awaiting("t").unwrap().seq, 3);
     }
 
     #[test]

@@ -77,6 +77,10 @@ const POLL_INTERVAL_MS: u64 = 500;
 /// did not ask.
 const ASKED_ELSEWHERE: &str = "stopped at a question of its tool, asked by another host (or before a restart): tasks/update there, or make the same call again to be asked here";
 
+/// What `tasks/get` says of a task answered in full whose run did not use the
+/// answers (the server was stopping, or the call ran elsewhere).
+const ANSWERED_NOT_RESUMED: &str = "answered, but its run stopped before it used the answers (the server was stopping, or the call runs elsewhere): they are kept; a tasks/update (even with no answers) resumes it";
+
 /// The code of a request that needs a capability the client did not declare.
 const MISSING_CAPABILITY: ErrorCode = ErrorCode(-32021);
 
@@ -466,10 +470,11 @@ fn detailed(server: &Server, view: &View) -> Value {
             .filter(|_| !cancelled)
         {
             let mut task = task(server, view, "input_required");
-            task.insert(
-                "inputRequests".into(),
-                mrtr::input_requests(&waiting.pending()),
-            );
+            let pending = waiting.pending();
+            if pending.is_empty() {
+                task.insert("statusMessage".into(), json!(ANSWERED_NOT_RESUMED));
+            }
+            task.insert("inputRequests".into(), mrtr::input_requests(&pending));
             return Value::Object(task);
         }
         // Stopped at a question its client cannot be asked: failed, until the same
@@ -604,9 +609,10 @@ fn update(server: &Server, key: &str, params: &Params) -> Result<Value, ErrorDat
 fn resume(server: &Server, key: &str, task: AwaitingTask) {
     let shutdown = server.shutdown();
     if !shutdown.start() {
-        // Stopping: the answers are dropped, the question stays journaled and is
-        // asked again of the call made again.
+        // Stopping: the answers are kept (they were acknowledged); the question
+        // stays journaled.
         tracing::warn!(task = %key, "the server is stopping: the answered task is not resumed");
+        server.task_inputs().restore(key, task);
         return;
     }
     let running = RunningTask {
@@ -620,7 +626,18 @@ fn resume(server: &Server, key: &str, task: AwaitingTask) {
     std::thread::spawn(move || {
         let request = task.request.clone();
         let asker = Rc::new(TaskAsker::resumed(runner.task_inputs(), &key, task));
-        let _ = ask::with_asker(asker, || runner.run_call(&request, true, true));
+        let resuming: Rc<dyn ask::Asker> = asker.clone();
+        let _ = ask::with_asker(resuming, || runner.run_call(&request, true, true));
+        // Stopped before its question (the call runs elsewhere, its lease lost),
+        // no outcome saved: its answers wait here for the next tasks/update.
+        if let Some(unused) = asker.unused()
+            && InvocationKey::parse(&key)
+                .ok()
+                .and_then(|key| record(&runner, &key))
+                .is_none_or(|entry| entry.state != "completed")
+        {
+            runner.task_inputs().restore(&key, unused);
+        }
         runner.host().task_stopped(&key);
         shutdown.finish();
     });
