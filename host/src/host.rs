@@ -246,14 +246,16 @@ impl Host {
     }
 
     /// Notes that the call of the MCP task `key` runs on this host (what
-    /// `tasks/get` answers before the call journals anything).
-    pub(crate) fn task_started(&self, key: &str, task: RunningTask) {
-        self.shared().tasks.started(key, task);
+    /// `tasks/get` answers before the call journals anything): the run's token,
+    /// for [`Host::task_stopped`].
+    pub(crate) fn task_started(&self, key: &str, task: RunningTask) -> u64 {
+        self.shared().tasks.started(key, task)
     }
 
-    /// Notes that the call of the MCP task `key` stopped running on this host.
-    pub(crate) fn task_stopped(&self, key: &str) {
-        self.shared().tasks.stopped(key);
+    /// Notes that the run `run` of the MCP task `key` stopped running on this host
+    /// (a later run of it, resumed meanwhile, still runs).
+    pub(crate) fn task_stopped(&self, key: &str, run: u64) {
+        self.shared().tasks.stopped(key, run);
     }
 
     /// The call of the MCP task `key`, if it runs on this host.

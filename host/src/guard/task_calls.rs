@@ -12,7 +12,7 @@
 //! same process, or this one after a restart, knows nothing of it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// A task's call running on this host: what `tasks/get` answers before the call
@@ -43,7 +43,10 @@ pub(crate) struct TaskCalls {
     /// until one is.
     any_cancel: AtomicBool,
     cancels: Mutex<HashMap<String, Cancel>>,
-    running: Mutex<HashMap<String, RunningTask>>,
+    /// Each with the run that noted it ([`TaskCalls::started`]).
+    running: Mutex<HashMap<String, (u64, RunningTask)>>,
+    /// The last run noted.
+    runs: AtomicU64,
 }
 
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -100,19 +103,26 @@ impl TaskCalls {
         }
     }
 
-    /// Notes that the task call of `key` runs here.
-    pub(crate) fn started(&self, key: &str, task: RunningTask) {
-        locked(&self.running).insert(key.to_owned(), task);
+    /// Notes that the task call of `key` runs here: the run's token, for
+    /// [`TaskCalls::stopped`].
+    pub(crate) fn started(&self, key: &str, task: RunningTask) -> u64 {
+        let run = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
+        locked(&self.running).insert(key.to_owned(), (run, task));
+        run
     }
 
-    /// Notes that the task call of `key` stopped running here.
-    pub(crate) fn stopped(&self, key: &str) {
-        locked(&self.running).remove(key);
+    /// Notes that the run `run` of the task call of `key` stopped running here; a
+    /// later run of it (resumed meanwhile) is still running.
+    pub(crate) fn stopped(&self, key: &str, run: u64) {
+        let mut running = locked(&self.running);
+        if running.get(key).is_some_and(|(noted, _)| *noted == run) {
+            running.remove(key);
+        }
     }
 
     /// The task call of `key`, if it runs here.
     pub(crate) fn running(&self, key: &str) -> Option<RunningTask> {
-        locked(&self.running).get(key).cloned()
+        locked(&self.running).get(key).map(|(_, task)| task.clone())
     }
 }
 
@@ -162,12 +172,29 @@ mod tests {
             created_at: 1,
         };
         one.cancel("a");
-        one.started("a", task.clone());
+        let run = one.started("a", task.clone());
         assert!(one.refuses_effects("a"));
         assert_eq!(one.running("a"), Some(task));
         assert!(!other.is_cancelled("a"));
         assert_eq!(other.running("a"), None);
-        one.stopped("a");
+        one.stopped("a", run);
         assert_eq!(one.running("a"), None);
+    }
+
+    #[test]
+    fn a_run_that_stops_leaves_a_later_run_of_its_task_running() {
+        let calls = TaskCalls::default();
+        let task = RunningTask {
+            principal: "alice".into(),
+            tool: "pay".into(),
+            created_at: 1,
+        };
+        let first = calls.started("a", task.clone());
+        // Resumed before the first run's thread noted that it stopped.
+        let resumed = calls.started("a", task.clone());
+        calls.stopped("a", first);
+        assert_eq!(calls.running("a"), Some(task), "the resumed run still runs");
+        calls.stopped("a", resumed);
+        assert_eq!(calls.running("a"), None);
     }
 }

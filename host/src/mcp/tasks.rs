@@ -231,7 +231,7 @@ pub(crate) fn call(
     let running = running_of(request, server.host().clock().now_ms());
     // Run again: no longer stopped at a question its client could not be asked.
     server.task_inputs().stop(key.as_str());
-    server.host().task_started(key.as_str(), running.clone());
+    let run = server.host().task_started(key.as_str(), running.clone());
     let (sender, answer) = mpsc::channel();
     let runner = server.clone();
     let call = request.clone();
@@ -252,7 +252,7 @@ pub(crate) fn call(
             );
             ask::with_asker(Rc::new(asker), || runner.run_call(&call, true, true))
         });
-        runner.host().task_stopped(&ran);
+        runner.host().task_stopped(&ran, run);
         done();
         let _ = sender.send(reply);
     });
@@ -620,7 +620,7 @@ fn resume(server: &Server, key: &str, task: AwaitingTask) {
         tool: task.request.tool.clone(),
         created_at: task.created_at,
     };
-    server.host().task_started(key, running);
+    let run = server.host().task_started(key, running);
     let runner = server.clone();
     let key = key.to_owned();
     std::thread::spawn(move || {
@@ -638,7 +638,7 @@ fn resume(server: &Server, key: &str, task: AwaitingTask) {
         {
             runner.task_inputs().restore(&key, unused);
         }
-        runner.host().task_stopped(&key);
+        runner.host().task_stopped(&key, run);
         shutdown.finish();
     });
 }
