@@ -15,8 +15,9 @@
 //! answer.
 //!
 //! What a parked task asks, and the answers given so far, are kept in the memory of
-//! the server that ran it ([`TaskInputs`]); the journal holds the question (a
-//! pending `user` effect) and its answer once given. Another host of the journal,
+//! the server that ran it ([`TaskInputs`], at most [`MAX_TASKS_PER_PRINCIPAL`] of
+//! one principal: past it the oldest is forgotten there); the journal holds the
+//! question (a pending `user` effect) and its answer once given. Another host of the journal,
 //! or this one after a restart, reads such a task as `working`, its call stopped at
 //! a question; the same call made again there asks it again.
 
@@ -91,16 +92,89 @@ pub(crate) enum Answering {
     Complete(AwaitingTask),
 }
 
+/// The most tasks of one principal kept waiting for input on one server (and as
+/// many stopped at a question they could not be asked): past it the oldest is
+/// forgotten here. Its question stays journaled: the same call made again asks it
+/// again.
+pub(crate) const MAX_TASKS_PER_PRINCIPAL: usize = 64;
+
+/// Tasks by id, each with when it was noted, at most [`MAX_TASKS_PER_PRINCIPAL`]
+/// of one principal.
+#[derive(Debug)]
+struct Noted<T> {
+    tasks: HashMap<String, (u64, T)>,
+    /// The last task noted.
+    last: u64,
+}
+
+impl<T> Default for Noted<T> {
+    fn default() -> Self {
+        Self {
+            tasks: HashMap::new(),
+            last: 0,
+        }
+    }
+}
+
+/// The principal whose task this is (`None`: a call made by none).
+trait OfPrincipal {
+    fn principal(&self) -> Option<&str>;
+}
+
+impl OfPrincipal for AwaitingTask {
+    fn principal(&self) -> Option<&str> {
+        self.request.principal.as_deref()
+    }
+}
+
+impl OfPrincipal for UnaskableTask {
+    fn principal(&self) -> Option<&str> {
+        self.request.principal.as_deref()
+    }
+}
+
+impl<T: OfPrincipal> Noted<T> {
+    /// Notes `task` as the newest; its principal's oldest goes past the cap.
+    fn insert(&mut self, key: String, task: T) {
+        self.last += 1;
+        let principal = task.principal().map(str::to_owned);
+        self.tasks.insert(key, (self.last, task));
+        let theirs = self
+            .tasks
+            .iter()
+            .filter(|(_, (_, task))| task.principal() == principal.as_deref());
+        if theirs.clone().count() > MAX_TASKS_PER_PRINCIPAL
+            && let Some(oldest) = theirs.min_by_key(|(_, (noted, _))| *noted)
+        {
+            let oldest = oldest.0.clone();
+            tracing::info!(task = %oldest, "too many tasks of one principal wait for input here: the oldest is forgotten (the same call made again asks again)");
+            self.tasks.remove(&oldest);
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<&T> {
+        self.tasks.get(key).map(|(_, task)| task)
+    }
+
+    fn get_mut(&mut self, key: &str) -> Option<&mut T> {
+        self.tasks.get_mut(key).map(|(_, task)| task)
+    }
+
+    fn remove(&mut self, key: &str) -> Option<T> {
+        self.tasks.remove(key).map(|(_, task)| task)
+    }
+}
+
 /// The tasks of one server that wait for their client's answers, by task id
 /// (invocation key).
 #[derive(Debug, Default)]
 pub(crate) struct TaskInputs {
-    awaiting: Mutex<HashMap<String, AwaitingTask>>,
-    unaskable: Mutex<HashMap<String, UnaskableTask>>,
+    awaiting: Mutex<Noted<AwaitingTask>>,
+    unaskable: Mutex<Noted<UnaskableTask>>,
 }
 
 impl TaskInputs {
-    fn locked(&self) -> MutexGuard<'_, HashMap<String, AwaitingTask>> {
+    fn locked(&self) -> MutexGuard<'_, Noted<AwaitingTask>> {
         self.awaiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -122,7 +196,10 @@ impl TaskInputs {
     /// server stopping, or the call run elsewhere): the task waits here again, its
     /// answers kept, unless a later run of it already waits for another question.
     pub(crate) fn restore(&self, key: &str, task: AwaitingTask) {
-        self.locked().entry(key.to_owned()).or_insert(task);
+        let mut awaiting = self.locked();
+        if awaiting.get(key).is_none() {
+            awaiting.insert(key.to_owned(), task);
+        }
     }
 
     /// The task `key`, if it waits for answers here.
@@ -609,6 +686,43 @@ mod tests {
         inputs.await_input("t", task(3, &["b"]));
         inputs.restore("t", done);
         assert_eq!(inputs.awaiting("t").unwrap().seq, 3);
+    }
+
+    #[test]
+    fn past_the_cap_a_principals_oldest_waiting_task_is_forgotten_and_no_one_elses() {
+        let inputs = TaskInputs::default();
+        let of = |principal: &str, seq: u32| {
+            let mut waiting = task(seq, &["a"]);
+            waiting.request.principal = Some(principal.into());
+            waiting
+        };
+        inputs.await_input("bob-0", of("bob", 0));
+        for n in 0..MAX_TASKS_PER_PRINCIPAL {
+            inputs.await_input(&format!("alice-{n}"), of("alice", 0));
+        }
+        // Asked again, the first is the newest.
+        inputs.await_input("alice-0", of("alice", 0));
+        assert!(inputs.awaiting("alice-1").is_some(), "at the cap: all kept");
+        inputs.await_input("alice-new", of("alice", 0));
+        assert_eq!(inputs.awaiting("alice-1"), None, "the oldest is forgotten");
+        assert_eq!(
+            inputs.answer("alice-1", answers(&["a"])),
+            Answering::NotAwaiting
+        );
+        for key in ["alice-0", "alice-2", "alice-new", "bob-0"] {
+            assert!(inputs.awaiting(key).is_some(), "{key} kept");
+        }
+        // Stopped at a question they could not be asked: the same cap.
+        let unaskable = |principal: &str| UnaskableTask {
+            request: of(principal, 0).request,
+            why: "no".into(),
+            created_at: 1,
+        };
+        for n in 0..=MAX_TASKS_PER_PRINCIPAL {
+            inputs.cannot_ask(&format!("alice-{n}"), unaskable("alice"));
+        }
+        assert_eq!(inputs.unaskable("alice-0"), None);
+        assert!(inputs.unaskable("alice-1").is_some());
     }
 
     #[test]
