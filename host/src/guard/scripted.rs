@@ -24,6 +24,12 @@ pub(crate) struct Effects<'a> {
     stopped: Option<String>,
 }
 
+/// A guest's view of the JSON text the guard answers: the value, or the text itself
+/// when it is not JSON.
+fn parsed(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+}
+
 impl Effects<'_> {
     /// `effects.perform(provider, operation, payload)`.
     pub(crate) fn perform(
@@ -32,22 +38,10 @@ impl Effects<'_> {
         operation: &str,
         payload: Value,
     ) -> Result<Value, EffectFailure> {
-        match self
+        let answer = self
             .handler
-            .perform(provider, operation, &payload.to_string())
-        {
-            Ok(Ok(text)) => Ok(serde_json::from_str(&text).unwrap_or(Value::String(text))),
-            Ok(Err(EffectFailure::ReadOnly(message))) => {
-                // A wasm guest traps here; so does this one, when it returns.
-                self.read_only = Some(message.clone());
-                Err(EffectFailure::ReadOnly(message))
-            }
-            Ok(Err(failure)) => Err(failure),
-            Err(fault) => {
-                self.fault = Some(fault.clone());
-                Err(EffectFailure::Denied(fault))
-            }
-        }
+            .perform(provider, operation, &payload.to_string());
+        self.answered(answer).map(|text| parsed(&text))
     }
 
     /// `input.ask(questions)`: the answers, each an `ElicitResult` object.
@@ -56,11 +50,21 @@ impl Effects<'_> {
         &mut self,
         questions: &[crate::ask::Question],
     ) -> Result<Vec<Value>, EffectFailure> {
-        match self.handler.ask(questions) {
-            Ok(Ok(answers)) => Ok(answers
-                .iter()
-                .map(|text| serde_json::from_str(text).unwrap_or(Value::String(text.clone())))
-                .collect()),
+        let answer = self.handler.ask(questions);
+        self.answered(answer)
+            .map(|answers| answers.iter().map(|text| parsed(text)).collect())
+    }
+
+    /// What the script gets of the guard's answer to an effect or an ask, as a wasm
+    /// guest would (`runtime::host_imports`): a read-only effect, a run that stops
+    /// here and a host fault are remembered, since a wasm guest traps on them, and
+    /// this one does when it returns.
+    fn answered<T>(
+        &mut self,
+        answer: Result<Result<T, EffectFailure>, String>,
+    ) -> Result<T, EffectFailure> {
+        match answer {
+            Ok(Ok(value)) => Ok(value),
             Ok(Err(EffectFailure::ReadOnly(message))) => {
                 self.read_only = Some(message.clone());
                 Err(EffectFailure::ReadOnly(message))
@@ -89,7 +93,7 @@ impl Effects<'_> {
             .handler
             .perform_upstream(provider, operation, &payload.to_string())
         {
-            Ok(Ok(text)) => Ok(serde_json::from_str(&text).unwrap_or(Value::String(text))),
+            Ok(Ok(text)) => Ok(parsed(&text)),
             Ok(Err(failure)) => Err(failure),
             Err(fault) => {
                 self.fault = Some(fault.clone());
