@@ -267,23 +267,50 @@ pub enum StateCheck {
     Forged,
 }
 
-/// Checks `state` against the question `at` asks.
-pub fn check_request_state(state: &str, at: &AskContext<'_>) -> StateCheck {
+/// The parts of a request state of the form [`request_state`] makes: the
+/// invocation key it names (not checked to be one), the question's position, and
+/// the MAC (lowercase hex of its length).
+pub(crate) struct StateParts<'a> {
+    /// The invocation key, as written.
+    pub key: &'a str,
+    /// The question's position in the call.
+    pub seq: u32,
+    /// The MAC, as written.
+    pub mac: &'a str,
+}
+
+/// `state`'s parts, if it has the form of a request state.
+pub(crate) fn parse_request_state(state: &str) -> Option<StateParts<'_>> {
     // The key may hold dots (an explicit key); the seq and the MAC never do.
     let mut parts = state.rsplitn(3, '.');
-    let (Some(mac_given), Some(seq), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
-        return StateCheck::Forged;
-    };
-    let well_formed = mac_given.len() == MAC_HEX_LEN
-        && mac_given
+    let (mac, seq, key) = (parts.next()?, parts.next()?, parts.next()?);
+    let well_formed = mac.len() == MAC_HEX_LEN
+        && mac
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         && !seq.is_empty()
         && seq.bytes().all(|b| b.is_ascii_digit());
-    let Ok(seq) = seq.parse::<u32>() else {
+    if !well_formed {
+        return None;
+    }
+    Some(StateParts {
+        key,
+        seq: seq.parse().ok()?,
+        mac,
+    })
+}
+
+/// Checks `state` against the question `at` asks.
+pub fn check_request_state(state: &str, at: &AskContext<'_>) -> StateCheck {
+    let Some(StateParts {
+        key,
+        seq,
+        mac: mac_given,
+    }) = parse_request_state(state)
+    else {
         return StateCheck::Forged;
     };
-    if !well_formed || key != at.key.as_str() {
+    if key != at.key.as_str() {
         return StateCheck::Forged;
     }
     if seq != at.seq {

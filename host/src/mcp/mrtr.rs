@@ -110,11 +110,13 @@ impl Input {
                 Some(json!({ "kind": "input_state_invalid", "retry_safe": false })),
             )
         };
-        let Some(named) = state_key(state) else {
+        let Some(named) = state_parts(state) else {
             return Err(refused("is not one this server made"));
         };
         let key = match host.key_for(request) {
-            Ok(key) if key.as_str() != named => return Err(refused("belongs to another call")),
+            Ok(key) if key.as_str() != named.key => {
+                return Err(refused("belongs to another call"));
+            }
             Ok(key) => key,
             // A call whose key cannot be made reports that when it runs.
             Err(_) => return Ok(()),
@@ -123,13 +125,12 @@ impl Input {
         // forgotten, expired or never made would otherwise let a fresh run perform
         // the tool's effects before its first question, only to find the state
         // forged there.
-        let seq = state_seq(state);
         let asked = match host.story(&key) {
             Ok(story) => story.entry.is_some_and(|entry| {
                 entry
                     .effects
                     .iter()
-                    .any(|effect| Some(effect.seq) == seq && effect.provider == ask::PROVIDER)
+                    .any(|effect| effect.seq == named.seq && effect.provider == ask::PROVIDER)
             }),
             // The journal could not be read: the guard's own check decides.
             Err(_) => true,
@@ -144,22 +145,10 @@ impl Input {
     }
 }
 
-/// The invocation key a request state names (`{key}.{seq}.{mac}`, see
-/// [`ask::request_state`]), if it has that form.
-fn state_key(state: &str) -> Option<&str> {
-    let mut parts = state.rsplitn(3, '.');
-    let (mac, seq, key) = (parts.next()?, parts.next()?, parts.next()?);
-    let digits = |s: &str, hex: bool| {
-        !s.is_empty()
-            && s.bytes()
-                .all(|b| b.is_ascii_digit() || (hex && (b'a'..=b'f').contains(&b)))
-    };
-    (digits(mac, true) && digits(seq, false) && InvocationKey::parse(key).is_ok()).then_some(key)
-}
-
-/// The question's position a request state names, if it has the form of one.
-fn state_seq(state: &str) -> Option<u32> {
-    state.rsplit('.').nth(1)?.parse().ok()
+/// The parts of a request state of the form this host makes, naming an invocation
+/// key (see [`ask::request_state`]).
+fn state_parts(state: &str) -> Option<ask::StateParts<'_>> {
+    ask::parse_request_state(state).filter(|parts| InvocationKey::parse(parts.key).is_ok())
 }
 
 /// Asks the client of one stateless call: answers from its request, or later.
@@ -301,7 +290,8 @@ mod tests {
     fn a_state_names_its_call_only_in_the_form_this_host_makes() {
         let key = InvocationKey::parse("conv.refund").unwrap();
         let state = ask::request_state(&key, 3, &effect_key(&key, 1, 3), Some("alice"));
-        assert_eq!(state_key(&state), Some("conv.refund"));
+        let named = state_parts(&state).map(|parts| (parts.key, parts.seq));
+        assert_eq!(named, Some(("conv.refund", 3)));
         for forged in [
             "",
             "conv",
@@ -312,7 +302,7 @@ mod tests {
             ".3.00ff",
             "conv.3.00ff-TAMPERED",
         ] {
-            assert_eq!(state_key(forged), None, "{forged:?}");
+            assert!(state_parts(forged).is_none(), "{forged:?}");
         }
     }
 
