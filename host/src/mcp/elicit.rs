@@ -29,8 +29,8 @@ pub const ELICIT_METHOD: &str = "elicitation/create";
 /// (`[mcp] ask_timeout_ms`): a person reads and answers within it.
 pub const DEFAULT_ASK_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Whether a client whose `initialize` declared `capabilities` can be asked: it
-/// declared `elicitation`, in form mode (`{}` before 2025-11-25 means form mode;
+/// Whether a client that declared `capabilities` (in its `initialize`, or in a
+/// stateless request's `_meta`) can be asked: it declared `elicitation`, in form mode (`{}` before 2025-11-25 means form mode;
 /// justonce asks no URL-mode questions).
 pub(crate) fn declares_elicitation(capabilities: Option<&Value>) -> bool {
     match capabilities.and_then(|c| c.get("elicitation")) {

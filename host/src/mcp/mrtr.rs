@@ -25,7 +25,7 @@ use std::rc::Rc;
 
 use serde_json::{Map, Value, json};
 
-use super::elicit::elicit_result;
+use super::elicit::{declares_elicitation, elicit_result};
 use super::protocol::{
     CLIENT_CAPABILITIES_META_KEY, ErrorData, MISSING_CAPABILITY, Params, type_name,
 };
@@ -82,11 +82,11 @@ impl Input {
                 ));
             }
         };
-        let elicitation = params
-            .get("_meta")
-            .and_then(|meta| meta.get(CLIENT_CAPABILITIES_META_KEY))
-            .and_then(|caps| caps.get("elicitation"))
-            .is_some_and(|e| !e.is_null());
+        let elicitation = declares_elicitation(
+            params
+                .get("_meta")
+                .and_then(|meta| meta.get(CLIENT_CAPABILITIES_META_KEY)),
+        );
         Ok(Self {
             responses,
             state,
@@ -275,6 +275,12 @@ mod tests {
         }))
         .unwrap();
         assert!(!sampling_only.elicitation);
+        // URL mode only: it cannot answer a form, as a session's client could not.
+        let url_only = input(json!({
+            "_meta": { CLIENT_CAPABILITIES_META_KEY: { "elicitation": { "url": {} } } },
+        }))
+        .unwrap();
+        assert!(!url_only.elicitation);
         for (params, named) in [
             (json!({ "inputResponses": [1] }), INPUT_RESPONSES_PARAM),
             (json!({ "inputResponses": "yes" }), INPUT_RESPONSES_PARAM),
