@@ -338,6 +338,56 @@ fn a_principal_over_its_cap_gets_429_with_retry_after_and_another_principal_is_s
 }
 
 #[test]
+fn calls_held_in_their_tools_keep_no_other_client_waiting_and_each_finishes_once() {
+    // The server reads every connection on one runtime thread: a call that blocks
+    // must not hold it, however many block at once.
+    let gate = Arc::new(Gate::default());
+    let host = Arc::new(test_host(|b| b.provider("payments", gate.clone())).host);
+    let http = HttpFixture::start(host, HttpOptions::default(), &["alice"]);
+    let headers = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "payments_refund"),
+    ];
+    let mut held: Vec<_> = (1..=3)
+        .map(|order| {
+            let mut client = http.client("alice");
+            let message = client.message("tools/call", json!({ "name": "payments_refund", "arguments": refund(order), "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {} } }));
+            client.send_raw(&client.post_bytes(&message.to_string(), &headers))
+        })
+        .collect();
+    gate.wait_entered(3);
+
+    // Three calls are inside their tool; a fourth client is answered meanwhile.
+    let echoed = http
+        .client("alice")
+        .call("echo", json!({ "message": "meanwhile" }), json!({}))
+        .tool_result();
+    assert_eq!(echoed["structuredContent"]["echo"], "meanwhile");
+    assert_eq!(gate.applied(), 0, "no held call has finished yet");
+
+    gate.open();
+    let mut refunds: Vec<String> = held
+        .iter_mut()
+        .map(|stream| {
+            read_reply(stream).tool_result()["structuredContent"]["refund_id"]
+                .as_str()
+                .expect("a refund id")
+                .to_owned()
+        })
+        .collect();
+    refunds.sort();
+    refunds.dedup();
+    assert_eq!(
+        refunds.len(),
+        3,
+        "three different calls, three refunds: {refunds:?}"
+    );
+    assert_eq!(gate.applied(), 3);
+    assert_eq!(gate.attempts().len(), 3, "each downstream call once");
+}
+
+#[test]
 fn a_client_that_hangs_up_mid_call_does_not_cancel_it_and_the_retry_gets_its_outcome() {
     let gate = Arc::new(Gate::default());
     let host = Arc::new(test_host(|b| b.provider("payments", gate.clone())).host);

@@ -34,5 +34,5 @@ pub(crate) mod wire;
 pub use checks::OAuth;
 pub use routes::{PlainRequest, PlainResponse, Routes};
 pub use scrape::{METRICS_PATH, MetricsRunning, MetricsServer};
-pub(crate) use server::Endpoint;
+pub(crate) use server::{Answer, Endpoint};
 pub use server::{HttpServer, Running, ServerOptions};

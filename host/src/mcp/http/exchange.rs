@@ -51,6 +51,62 @@ struct LiveCall {
     shutdown: Arc<Shutdown>,
 }
 
+/// The answer to a POSTed message: now, or work that blocks (a tool call, a task's
+/// journal query), which the server runs where it does not hold up other
+/// connections ([`crate::serving::Answer::Blocking`]).
+pub(super) enum Posted {
+    /// Answered on the spot.
+    Now(Response),
+    /// Answered once the work has run.
+    Blocking(Box<dyn FnOnce() -> Response + Send>),
+}
+
+/// How a request's reply is framed, and to whom: what the reply needs of the
+/// request once the call has run, owned so the call can run elsewhere.
+struct ReplyTo {
+    id: RequestId,
+    /// A stateless request's error has the HTTP status of its code; a session's is
+    /// `200`.
+    stateless: bool,
+    /// The framing the client asked for.
+    kind: Kind,
+    /// Whether the client accepts a stream (for what the tool said before its answer).
+    takes_stream: bool,
+}
+
+impl ReplyTo {
+    fn new(head: &Head, id: &RequestId, stateless: bool, kind: Kind) -> Self {
+        Self {
+            id: id.clone(),
+            stateless,
+            kind,
+            takes_stream: reply_kind(head, true) == Some(Kind::Sse),
+        }
+    }
+
+    /// The response carrying `reply`, and before it `notes` (what the tool said) as
+    /// events when the client takes a stream.
+    fn finish(self, reply: Result<Value, ErrorData>, notes: Vec<Value>) -> Response {
+        let status = match &reply {
+            Err(error) if self.stateless => status_of(error.code),
+            _ => 200,
+        };
+        let message = protocol::reply(&self.id, reply);
+        // A call's log lines go out as events before its answer: on a stream, which
+        // a client that accepts one gets whenever there are lines to send.
+        let kind = match status {
+            200 if self.takes_stream && !notes.is_empty() => Kind::Sse,
+            200 => self.kind,
+            _ => Kind::Json,
+        };
+        let mut response = Response::message(status, kind, &message);
+        if kind == Kind::Sse {
+            response.notes = notes;
+        }
+        response
+    }
+}
+
 /// A JSON-RPC error as the body of an HTTP error.
 pub(super) fn refusal(
     status: u16,
@@ -124,18 +180,19 @@ impl McpEndpoint {
         Ok(length)
     }
 
-    /// Answers a POSTed message of `principal`.
-    pub(super) fn post(&self, head: &Head, principal: &str, body: &[u8]) -> Response {
+    /// Answers a POSTed message of `principal`: at once, or (a tool call, a task's
+    /// journal query) with work for a blocking thread.
+    pub(super) fn post(&self, head: &Head, principal: &str, body: &[u8]) -> Posted {
         let kind = reply_kind(head, self.options.prefer_sse).unwrap_or(Kind::Json);
         let Ok(text) = std::str::from_utf8(body) else {
-            return refusal(
+            return Posted::Now(refusal(
                 400,
                 None,
                 ErrorCode::PARSE_ERROR,
                 "the body is not valid UTF-8",
-            );
+            ));
         };
-        match protocol::parse(text.trim()) {
+        Posted::Now(match protocol::parse(text.trim()) {
             Err(malformed) => {
                 let body = protocol::error_response(malformed.id.as_ref(), &malformed.error);
                 Response::message(400, Kind::Json, &body)
@@ -161,9 +218,9 @@ impl McpEndpoint {
                 Response::empty(202)
             }
             Ok(Incoming::Request { id, method, params }) => {
-                self.request(head, principal, &id, &method, &params, kind)
+                return self.request(head, principal, &id, &method, &params, kind);
             }
-        }
+        })
     }
 
     /// A client's response to a question a call of its session asked
@@ -202,12 +259,14 @@ impl McpEndpoint {
         method: &str,
         params: &Params,
         kind: Kind,
-    ) -> Response {
+    ) -> Posted {
         let server = &self.server;
         let tools = server.tools();
         let from_headers = match scope_headers(head) {
             Ok(found) => found,
-            Err(why) => return refusal(400, Some(id), ErrorCode::INVALID_PARAMS, &why),
+            Err(why) => {
+                return Posted::Now(refusal(400, Some(id), ErrorCode::INVALID_PARAMS, &why));
+            }
         };
         let scoping = Scoping {
             headers: Some(&from_headers),
@@ -223,12 +282,12 @@ impl McpEndpoint {
             Some(session_id) => {
                 let Some(entry) = self.sessions.lookup(session_id, principal, Instant::now())
                 else {
-                    return refusal(
+                    return Posted::Now(refusal(
                         404,
                         Some(id),
                         INVALID_REQUEST,
                         "no such session (it ended or was never opened): initialize again",
-                    );
+                    ));
                 };
                 // Any revision this server speaks is accepted on a session, as the
                 // official SDKs do; only an unknown one is refused.
@@ -236,7 +295,7 @@ impl McpEndpoint {
                     (entry.era, head.header("mcp-protocol-version"))
                     && !handshake_versions().iter().any(|v| v.as_str() == header)
                 {
-                    return refusal(
+                    return Posted::Now(refusal(
                         400,
                         Some(id),
                         INVALID_REQUEST,
@@ -244,7 +303,7 @@ impl McpEndpoint {
                             "MCP-Protocol-Version {header:?} is not supported; this server speaks {}",
                             version_list(handshake_versions())
                         ),
-                    );
+                    ));
                 }
                 let resumed = Session::resume(tools, scoping, entry.era, entry.log_level)
                     .eliciting(entry.elicits);
@@ -253,7 +312,7 @@ impl McpEndpoint {
             }
             None if enveloped => {
                 if let Some(why) = routing_mismatch(head, method, params) {
-                    return refusal(400, Some(id), ErrorCode::HEADER_MISMATCH, &why);
+                    return Posted::Now(refusal(400, Some(id), ErrorCode::HEADER_MISMATCH, &why));
                 }
                 (Session::new(tools, scoping), false)
             }
@@ -266,30 +325,40 @@ impl McpEndpoint {
                 .is_some_and(|v| MODERN_VERSIONS.iter().any(|m| m.as_str() == v)) =>
             {
                 let why = crate::mcp::session::envelope_refusal(params);
-                return refusal(400, Some(id), why.code, &why.message);
+                return Posted::Now(refusal(400, Some(id), why.code, &why.message));
             }
             None => {
-                return refusal(
+                return Posted::Now(refusal(
                     400,
                     Some(id),
                     INVALID_REQUEST,
                     "an Mcp-Session-Id header is required: initialize first, or send the 2026-07-28 _meta envelope",
-                );
+                ));
             }
         };
-        let before = session.log_level();
-        let mut notes = Vec::new();
-        // The Tasks extension's methods, on the stateless wire (`mcp::tasks`).
-        let tasks_request = method.starts_with("tasks/")
+        // The Tasks extension's methods, on the stateless wire (`mcp::tasks`): they
+        // read the journal, on a blocking thread.
+        if method.starts_with("tasks/")
             && !matches!(session.era(), Era::Handshake(_))
-            && crate::mcp::session::stateless_envelope_error(params).is_none();
-        let dispatch = if tasks_request {
-            Dispatch::Reply(tokio::task::block_in_place(|| {
-                crate::mcp::tasks::request(server, method, params, principal)
-            }))
-        } else {
-            session.request(method, params)
-        };
+            && crate::mcp::session::stateless_envelope_error(params).is_none()
+        {
+            let reply_to = ReplyTo::new(head, id, true, kind);
+            let (server, method, params) = (server.clone(), method.to_owned(), params.clone());
+            let principal = principal.to_owned();
+            return Posted::Blocking(Box::new(move || {
+                let reply = crate::mcp::tasks::request(&server, &method, &params, &principal);
+                reply_to.finish(reply, Vec::new())
+            }));
+        }
+        let before = session.log_level();
+        let dispatch = session.request(method, params);
+        if session.log_level() != before
+            && let Some(session_id) = head.header("mcp-session-id")
+        {
+            self.sessions
+                .set_log_level(session_id, principal, session.log_level());
+        }
+        let reply_to = ReplyTo::new(head, id, session.era() == Era::Stateless, kind);
         let reply = match dispatch {
             Dispatch::Reply(reply) => reply,
             Dispatch::Call {
@@ -307,38 +376,42 @@ impl McpEndpoint {
                 {
                     break 'call Err(refused);
                 }
-                let Some(_permit) = self.admission.enter(principal) else {
-                    return refusal(
-                        429,
-                        Some(id),
-                        TOO_MANY,
-                        &format!(
-                            "{principal} has {} calls in flight, the most allowed; retry after a second",
-                            self.options.max_calls_per_principal
-                        ),
-                    )
-                    .with("retry-after", "1");
+                let Some(permit) = self.admission.enter(principal) else {
+                    return Posted::Now(
+                        refusal(
+                            429,
+                            Some(id),
+                            TOO_MANY,
+                            &format!(
+                                "{principal} has {} calls in flight, the most allowed; retry after a second",
+                                self.options.max_calls_per_principal
+                            ),
+                        )
+                        .with("retry-after", "1"),
+                    );
                 };
                 // Stopping (SIGTERM): the calls running finish, no new one starts.
                 let shutdown = server.shutdown();
                 if !shutdown.start() {
-                    return refusal(
+                    return Posted::Now(refusal(
                         503,
                         Some(id),
                         SERVER_BUSY,
                         "the server is stopping: nothing was run; the same call is safe to retry once it is back",
                     )
-                    .with("retry-after", "1");
+                    .with("retry-after", "1"));
                 }
                 // A call that may become a task (`mcp::tasks`) runs on to its outcome.
                 if stateless && crate::mcp::tasks::applies(server, &request, params) {
                     let done = move || {
                         shutdown.finish();
-                        drop(_permit);
+                        drop(permit);
                     };
-                    break 'call tokio::task::block_in_place(|| {
-                        crate::mcp::tasks::call(server, &request, params, done)
-                    });
+                    let (server, params) = (server.clone(), params.clone());
+                    return Posted::Blocking(Box::new(move || {
+                        let reply = crate::mcp::tasks::call(&server, &request, &params, done);
+                        reply_to.finish(reply, Vec::new())
+                    }));
                 }
                 // A session's client that takes a stream hears the call as it runs
                 // (and is asked its tool's questions there), and may come back for
@@ -352,11 +425,17 @@ impl McpEndpoint {
                         id: id.clone(),
                         request,
                         heard: (log_level, progress_token),
-                        permit: _permit,
+                        permit,
                         elicits: found.elicits,
                         shutdown,
                     };
-                    return self.stream_call(server, found, call);
+                    return Posted::Now(self.stream_call(server, found, call));
+                }
+                // A replay answered from memory never blocks: it is answered here.
+                if let Some(reply) = server.replay_from_memory(&request, stateless, true) {
+                    shutdown.finish();
+                    drop(permit);
+                    break 'call reply;
                 }
                 // A session's client answered without a stream cannot be asked.
                 let cannot_ask = found.as_ref().map(|found| {
@@ -366,71 +445,38 @@ impl McpEndpoint {
                         elicit::NOT_DECLARED
                     })
                 });
-                // Runs to its outcome even if the client hangs up meanwhile: the
-                // record is kept and a retry gets the outcome. The guard blocks, so
-                // this thread hands its other connections to another worker first.
-                // What the tool says is collected, and sent as events before the answer.
-                // A replay answered from memory never blocks: it is answered here.
-                let heard = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-                let sink = std::rc::Rc::clone(&heard);
-                let reply = server
-                    .replay_from_memory(&request, stateless, true)
-                    .unwrap_or_else(|| {
-                        tokio::task::block_in_place(|| {
-                            let run = || {
-                                server.run_call_logged(
-                                    &request,
-                                    stateless,
-                                    true,
-                                    (log_level, progress_token),
-                                    move |note| sink.borrow_mut().push(note),
-                                )
-                            };
-                            match (cannot_ask, input) {
-                                (Some(asker), _) => {
-                                    crate::ask::with_asker(std::rc::Rc::new(asker), run)
-                                }
-                                // Stateless: asked through its result, answered by its retry.
-                                (None, Some(input)) => mrtr::run(input, &request.tool, run),
-                                (None, None) => run(),
-                            }
-                        })
-                    });
-                shutdown.finish();
-                notes = heard.take();
-                reply
+                // The guard blocks: the call runs where it holds up no other
+                // connection, and runs to its outcome even if the client hangs up
+                // meanwhile (the record is kept and a retry gets the outcome). What
+                // the tool says is collected, and sent as events before the answer.
+                let server = server.clone();
+                return Posted::Blocking(Box::new(move || {
+                    let heard = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+                    let sink = std::rc::Rc::clone(&heard);
+                    let run = || {
+                        server.run_call_logged(
+                            &request,
+                            stateless,
+                            true,
+                            (log_level, progress_token),
+                            move |note| sink.borrow_mut().push(note),
+                        )
+                    };
+                    let reply = match (cannot_ask, input) {
+                        (Some(asker), _) => crate::ask::with_asker(std::rc::Rc::new(asker), run),
+                        // Stateless: asked through its result, answered by its retry.
+                        (None, Some(input)) => mrtr::run(input, &request.tool, run),
+                        (None, None) => run(),
+                    };
+                    shutdown.finish();
+                    drop(permit);
+                    reply_to.finish(reply, heard.take())
+                }));
             }
         };
-        if session.log_level() != before
-            && let Some(session_id) = head.header("mcp-session-id")
-        {
-            self.sessions
-                .set_log_level(session_id, principal, session.log_level());
-        }
-        let stateless = session.era() == Era::Stateless || tasks_request;
-        let (status, message) = match &reply {
-            Ok(result) => (200, protocol::response(id, result.clone())),
-            Err(error) => (
-                if stateless {
-                    status_of(error.code)
-                } else {
-                    200
-                },
-                protocol::error_response(Some(id), error),
-            ),
-        };
-        // A call's log lines go out as events before its answer: on a stream, which
-        // a client that accepts one gets whenever there are lines to send.
-        let kind = match reply_kind(head, !notes.is_empty()) {
-            Some(Kind::Sse) if !notes.is_empty() => Kind::Sse,
-            _ => kind,
-        };
-        let kind = if status == 200 { kind } else { Kind::Json };
-        let mut response = Response::message(status, kind, &message);
-        if kind == Kind::Sse {
-            response.notes = notes;
-        }
-        if opening && reply.is_ok() {
+        let ok = reply.is_ok();
+        let mut response = reply_to.finish(reply, Vec::new());
+        if opening && ok {
             match self.sessions.open(principal, session.era(), Instant::now()) {
                 Ok(session_id) => {
                     self.sessions
@@ -444,12 +490,14 @@ impl McpEndpoint {
                         Refused::ServerFull(_) => (503, SERVER_BUSY),
                         Refused::Random => (500, ErrorCode::INTERNAL_ERROR),
                     };
-                    return refusal(status, Some(id), code, &refused.to_string())
-                        .with("retry-after", "1");
+                    return Posted::Now(
+                        refusal(status, Some(id), code, &refused.to_string())
+                            .with("retry-after", "1"),
+                    );
                 }
             }
         }
-        response
+        Posted::Now(response)
     }
 
     /// Answers a session's call on a stream of its own, at once: a priming event

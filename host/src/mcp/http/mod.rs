@@ -43,15 +43,15 @@ use bytes::Bytes;
 pub use crate::serving::sse::ReplayCaps;
 pub use exchange::TOO_MANY_CALLS;
 
-use self::exchange::refusal;
+use self::exchange::{Posted, refusal};
 use self::sessions::Sessions;
 use super::Server;
 use super::protocol::INVALID_REQUEST;
 use crate::auth::tokens::{Role, Tokens};
 use crate::serving::admission::Admission;
 use crate::serving::sse::Streams;
-use crate::serving::wire::{Head, Payload, Response};
-use crate::serving::{Endpoint, HttpServer, ServerOptions};
+use crate::serving::wire::{Head, Response};
+use crate::serving::{Answer, Endpoint, HttpServer, ServerOptions};
 
 /// The path of the MCP endpoint.
 pub const ENDPOINT: &str = "/mcp";
@@ -192,16 +192,21 @@ impl Endpoint for McpEndpoint {
         }
     }
 
-    fn respond(&self, head: &Head, principal: &str, body: Bytes) -> hyper::Response<Payload> {
+    fn respond(&self, head: &Head, principal: &str, body: Bytes) -> Answer {
         let response = match head.method.as_str() {
             "DELETE" => self.delete(head, principal),
             "GET" => match self.open_stream(head, principal) {
-                Ok(stream) => return stream,
+                Ok(stream) => return Answer::Ready(stream),
                 Err(refused) => refused,
             },
-            _ => self.post(head, principal, &body),
+            _ => match self.post(head, principal, &body) {
+                Posted::Now(response) => response,
+                Posted::Blocking(work) => {
+                    return Answer::Blocking(Box::new(move || work().into_hyper(false)));
+                }
+            },
         };
-        response.into_hyper(false)
+        Answer::Ready(response.into_hyper(false))
     }
 
     fn stop(&self) {
