@@ -15,7 +15,8 @@
 //!    cache;
 //! 8. MCP `tools/call` round trips to `justonce serve`, sequential, over stdio and over
 //!    Streamable HTTP (keep-alive, a bearer token, a session): no effect, one effect,
-//!    replayed, and `ping` as each transport's floor;
+//!    replayed, and `ping` as each transport's floor; on a `Full` and on a `Normal`
+//!    journal, each against (2) in process on a journal of the same durability;
 //! 9. on a PostgreSQL journal (a throwaway cluster on this machine, as the tests
 //!    start it): the latency of (2), (3) and (4), and one-effect calls/s with 1, 2
 //!    and 4 host processes sharing the database, with the CPU seconds per call of the
@@ -490,14 +491,15 @@ fn justonce_bin() -> std::ffi::OsString {
     std::env::var_os("JUSTONCE_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_justonce").into())
 }
 
-/// `justonce serve` on a journal in `dir` with the CLI's default durability, serving
-/// the example tools and the `echo` test guest; `args` are the transport's.
+/// `justonce serve` on a journal in `dir` (with `dir`'s `justonce.toml`, if any),
+/// serving the example tools and the `echo` test guest; `args` are the transport's.
 fn serve(dir: &Path, args: &[&str], stdin: std::process::Stdio) -> std::process::Child {
+    let tools = tools_dir(dir);
     Command::new(justonce_bin())
         .arg("--db")
         .arg(dir.join("state.db"))
         .arg("--tools")
-        .arg(tools_dir(dir))
+        .arg(tools)
         .args(["serve", "--deliver-every-ms", "0"])
         .args(args)
         .stdin(stdin)
@@ -755,59 +757,82 @@ fn mcp_round_trips(server: &mut dyn Mcp, calls: usize) -> ([Vec<f64>; 4], [Optio
     )
 }
 
-/// Figure (8), printed: `JUSTONCE_BENCH_ONLY=mcp` runs it alone.
+/// Figure (8), printed: `JUSTONCE_BENCH_ONLY=mcp` runs it alone. Once per durability,
+/// each with its floor: (2)'s no-effect call in process on a journal of the same
+/// durability, measured right after the round trips.
 fn mcp_figures(dir: &Path) {
-    println!(
-        "\n## (8) MCP round trips to `justonce serve`, sequential: stdio and Streamable HTTP\n"
-    );
+    println!("\n## (8) MCP round trips to `justonce serve`, sequential: stdio and Streamable HTTP");
     let calls = scaled(500);
-    let (stdio, stdio_cpu) = mcp_round_trips(&mut StdioMcp::start(&dir.join("mcp-stdio")), calls);
-    let (http, http_cpu) = mcp_round_trips(&mut HttpMcp::start(&dir.join("mcp-http")), calls);
-    println!(
-        "| call | stdio median (p10–p90) | HTTP median (p10–p90) | HTTP / stdio | calls |\n| --- | --- | --- | --- | --- |"
-    );
-    let mut medians = [[0.0; 4]; 2];
-    for (row, name) in ["ping", "no effect", "one effect", "replayed"]
-        .iter()
-        .enumerate()
-    {
-        let mut cells = Vec::new();
-        for (t, figures) in [&stdio, &http].into_iter().enumerate() {
-            let mut v = figures[row].clone();
-            medians[t][row] = median(&mut v);
-            cells.push(format!(
-                "{:.1} µs ({:.1}–{:.1})",
-                medians[t][row],
-                percentile(&mut v, 0.1),
-                percentile(&mut v, 0.9)
-            ));
-        }
-        let ratio = medians[1][row] / medians[0][row];
-        let target = if row == 0 {
-            String::new()
-        } else {
-            format!(" (target ≤ 1.5×: {})", verdict(ratio <= 1.5))
+    let runtime = runtime();
+    for (durability, name) in [(Durability::Full, "full"), (Durability::Normal, "normal")] {
+        let journal = |transport: &str| {
+            let at = dir.join(format!("mcp-{transport}-{name}"));
+            std::fs::create_dir_all(&at).expect("a journal's directory");
+            std::fs::write(
+                at.join("justonce.toml"),
+                format!("durability = \"{name}\"\n"),
+            )
+            .expect("justonce.toml");
+            at
+        };
+        let (stdio, stdio_cpu) = mcp_round_trips(&mut StdioMcp::start(&journal("stdio")), calls);
+        let (http, http_cpu) = mcp_round_trips(&mut HttpMcp::start(&journal("http")), calls);
+        let in_process = {
+            let host = host(&runtime, &journal("library"), durability);
+            let counter = AtomicU64::new(0);
+            median(&mut sample(calls, |_| {
+                call(&host, &fresh("echo", ECHO_ARGS, &counter))
+            }))
         };
         println!(
-            "| {name} | {} | {} | {ratio:.2}×{target} | {calls} |",
-            cells[0], cells[1]
+            "\n### `{durability:?}` durability\n\n| call | stdio median (p10–p90) | HTTP median (p10–p90) | HTTP / stdio | calls |\n| --- | --- | --- | --- | --- |"
         );
-    }
-    for (t, name) in ["stdio", "HTTP"].into_iter().enumerate() {
-        let over = medians[t][3] - medians[t][0];
-        println!(
-            "\n{name}: replayed − ping = {over:.1} µs (target ≤ 15 µs: {}); no effect {:.1} µs (target ≤ 200 µs: {}); replayed {:.1} µs (target ≤ 100 µs: {})",
-            verdict(over <= 15.0),
-            medians[t][1],
-            verdict(medians[t][1] <= 200.0),
-            medians[t][3],
-            verdict(medians[t][3] <= 100.0),
-        );
-        if let [Some(ping), Some(replayed)] = [stdio_cpu, http_cpu][t] {
+        let mut medians = [[0.0; 4]; 2];
+        for (row, name) in ["ping", "no effect", "one effect", "replayed"]
+            .iter()
+            .enumerate()
+        {
+            let mut cells = Vec::new();
+            for (t, figures) in [&stdio, &http].into_iter().enumerate() {
+                let mut v = figures[row].clone();
+                medians[t][row] = median(&mut v);
+                cells.push(format!(
+                    "{:.1} µs ({:.1}–{:.1})",
+                    medians[t][row],
+                    percentile(&mut v, 0.1),
+                    percentile(&mut v, 0.9)
+                ));
+            }
+            let ratio = medians[1][row] / medians[0][row];
+            let target = if row == 0 {
+                String::new()
+            } else {
+                format!(" (target ≤ 1.5×: {})", verdict(ratio <= 1.5))
+            };
             println!(
-                "{name}: the server's own CPU per call: ping {ping:.1} µs, replayed {replayed:.1} µs, replayed − ping {:.1} µs (the round trips add the wake-ups)",
-                replayed - ping
+                "| {name} | {} | {} | {ratio:.2}×{target} | {calls} |",
+                cells[0], cells[1]
             );
+        }
+        println!(
+            "\nfloor: (2) no effect in process, `{durability:?}`, {in_process:.1} µs (median of {calls}, right after)"
+        );
+        for (t, name) in ["stdio", "HTTP"].into_iter().enumerate() {
+            let [ping, no_effect, _, replayed] = medians[t];
+            let over = replayed - ping;
+            let fresh_over = no_effect - ping - in_process;
+            println!(
+                "{name}: no effect − ping − (2) = {fresh_over:.1} µs (target ≤ 30 µs: {}); replayed − ping = {over:.1} µs (target ≤ 15 µs: {}); replayed {replayed:.1} µs (target ≤ 100 µs: {})",
+                verdict(fresh_over <= 30.0),
+                verdict(over <= 15.0),
+                verdict(replayed <= 100.0),
+            );
+            if let [Some(ping), Some(replayed)] = [stdio_cpu, http_cpu][t] {
+                println!(
+                    "{name}: the server's own CPU per call: ping {ping:.1} µs, replayed {replayed:.1} µs, replayed − ping {:.1} µs (the round trips add the wake-ups)",
+                    replayed - ping
+                );
+            }
         }
     }
 }
