@@ -757,6 +757,47 @@ fn mcp_round_trips(server: &mut dyn Mcp, calls: usize) -> ([Vec<f64>; 4], [Optio
     )
 }
 
+/// `cat` as a peer process: a line sent to it comes back, so this thread waits for
+/// another process between calls as a server waits for its client.
+struct LinePeer {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl LinePeer {
+    fn start() -> Self {
+        let mut child = Command::new("cat")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start cat");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        Self {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Sends a line and waits for it to come back.
+    fn round_trip(&mut self) {
+        use std::io::{BufRead as _, Write as _};
+        self.stdin.write_all(b"ping\n").expect("write to cat");
+        self.stdin.flush().expect("flush");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("read from cat");
+    }
+}
+
+impl Drop for LinePeer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Figure (8), printed: `JUSTONCE_BENCH_ONLY=mcp` runs it alone. Once per durability,
 /// each with its floor: (2)'s no-effect call in process on a journal of the same
 /// durability, measured right after the round trips.
@@ -777,12 +818,26 @@ fn mcp_figures(dir: &Path) {
         };
         let (stdio, stdio_cpu) = mcp_round_trips(&mut StdioMcp::start(&journal("stdio")), calls);
         let (http, http_cpu) = mcp_round_trips(&mut HttpMcp::start(&journal("http")), calls);
-        let in_process = {
+        let (in_process, after_round_trip) = {
             let host = host(&runtime, &journal("library"), durability);
             let counter = AtomicU64::new(0);
-            median(&mut sample(calls, |_| {
+            let hot = median(&mut sample(calls, |_| {
                 call(&host, &fresh("echo", ECHO_ARGS, &counter))
-            }))
+            }));
+            // The same call as a server makes it: each right after this thread waited
+            // for a line from another process, as a server waits for its client.
+            let mut peer = LinePeer::start();
+            let cold = median(
+                &mut (0..calls)
+                    .map(|_| {
+                        peer.round_trip();
+                        let start = Instant::now();
+                        call(&host, &fresh("echo", ECHO_ARGS, &counter));
+                        micros(start.elapsed())
+                    })
+                    .collect::<Vec<_>>(),
+            );
+            (hot, cold)
         };
         println!(
             "\n### `{durability:?}` durability\n\n| call | stdio median (p10–p90) | HTTP median (p10–p90) | HTTP / stdio | calls |\n| --- | --- | --- | --- | --- |"
@@ -815,7 +870,7 @@ fn mcp_figures(dir: &Path) {
             );
         }
         println!(
-            "\nfloor: (2) no effect in process, `{durability:?}`, {in_process:.1} µs (median of {calls}, right after)"
+            "\nfloor: (2) no effect in process, `{durability:?}`, {in_process:.1} µs (median of {calls}, right after); the same call made right after a round trip through another process (`cat`), as a server makes it: {after_round_trip:.1} µs"
         );
         for (t, name) in ["stdio", "HTTP"].into_iter().enumerate() {
             let [ping, no_effect, _, replayed] = medians[t];
