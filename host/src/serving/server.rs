@@ -130,15 +130,26 @@ pub(crate) trait Endpoint: Send + Sync + std::fmt::Debug {
     fn stop(&self);
 }
 
-/// An [`Endpoint`]'s answer to a request.
-pub(crate) enum Answer {
+/// An [`Endpoint`]'s answer to a request (`R`: the response, hyper's by default).
+pub(crate) enum Answer<R = hyper::Response<Payload>> {
     /// The response, ready.
-    Ready(hyper::Response<Payload>),
+    Ready(R),
     /// Work that blocks and then gives the response: the server runs it on this
     /// connection's thread once it has handed the runtime's other connections to
     /// another thread (`block_in_place`), so none waits behind it. It runs to its end
     /// even if the client hangs up; a panic in it is answered `500`.
-    Blocking(Box<dyn FnOnce() -> hyper::Response<Payload> + Send>),
+    Blocking(Box<dyn FnOnce() -> R + Send>),
+}
+
+impl<R: 'static> Answer<R> {
+    /// The same answer with its response turned by `f` (once the work has run, for
+    /// work that blocks).
+    pub(crate) fn map<S>(self, f: impl FnOnce(R) -> S + Send + 'static) -> Answer<S> {
+        match self {
+            Answer::Ready(response) => Answer::Ready(f(response)),
+            Answer::Blocking(work) => Answer::Blocking(Box::new(move || f(work()))),
+        }
+    }
 }
 
 /// An HTTP server for the holders of a tokens file. Build it with

@@ -23,6 +23,7 @@ use crate::mcp::protocol::{
 use crate::mcp::session::{Dispatch, Era, Session};
 use crate::mcp::tools::{CONVERSATION_HEADER, FromHeaders, IDEMPOTENCY_KEY_HEADER, Scoping};
 use crate::mcp::{Server, Shutdown};
+use crate::serving::Answer;
 use crate::serving::admission::Permit;
 use crate::serving::wire::{Head, Kind, Response};
 
@@ -49,16 +50,6 @@ struct LiveCall {
     elicits: bool,
     /// Counts it among the calls a stopping server waits for.
     shutdown: Arc<Shutdown>,
-}
-
-/// The answer to a POSTed message: now, or work that blocks (a tool call, a task's
-/// journal query), which the server runs where it does not hold up other
-/// connections ([`crate::serving::Answer::Blocking`]).
-pub(super) enum Posted {
-    /// Answered on the spot.
-    Now(Response),
-    /// Answered once the work has run.
-    Blocking(Box<dyn FnOnce() -> Response + Send>),
 }
 
 /// How a request's reply is framed, and to whom: what the reply needs of the
@@ -182,17 +173,17 @@ impl McpEndpoint {
 
     /// Answers a POSTed message of `principal`: at once, or (a tool call, a task's
     /// journal query) with work for a blocking thread.
-    pub(super) fn post(&self, head: &Head, principal: &str, body: &[u8]) -> Posted {
+    pub(super) fn post(&self, head: &Head, principal: &str, body: &[u8]) -> Answer<Response> {
         let kind = reply_kind(head, self.options.prefer_sse).unwrap_or(Kind::Json);
         let Ok(text) = std::str::from_utf8(body) else {
-            return Posted::Now(refusal(
+            return Answer::Ready(refusal(
                 400,
                 None,
                 ErrorCode::PARSE_ERROR,
                 "the body is not valid UTF-8",
             ));
         };
-        Posted::Now(match protocol::parse(text.trim()) {
+        Answer::Ready(match protocol::parse(text.trim()) {
             Err(malformed) => {
                 let body = protocol::error_response(malformed.id.as_ref(), &malformed.error);
                 Response::message(400, Kind::Json, &body)
@@ -259,13 +250,13 @@ impl McpEndpoint {
         method: &str,
         params: &Params,
         kind: Kind,
-    ) -> Posted {
+    ) -> Answer<Response> {
         let server = &self.server;
         let tools = server.tools();
         let from_headers = match scope_headers(head) {
             Ok(found) => found,
             Err(why) => {
-                return Posted::Now(refusal(400, Some(id), ErrorCode::INVALID_PARAMS, &why));
+                return Answer::Ready(refusal(400, Some(id), ErrorCode::INVALID_PARAMS, &why));
             }
         };
         let scoping = Scoping {
@@ -282,7 +273,7 @@ impl McpEndpoint {
             Some(session_id) => {
                 let Some(entry) = self.sessions.lookup(session_id, principal, Instant::now())
                 else {
-                    return Posted::Now(refusal(
+                    return Answer::Ready(refusal(
                         404,
                         Some(id),
                         INVALID_REQUEST,
@@ -295,7 +286,7 @@ impl McpEndpoint {
                     (entry.era, head.header("mcp-protocol-version"))
                     && !handshake_versions().iter().any(|v| v.as_str() == header)
                 {
-                    return Posted::Now(refusal(
+                    return Answer::Ready(refusal(
                         400,
                         Some(id),
                         INVALID_REQUEST,
@@ -312,7 +303,7 @@ impl McpEndpoint {
             }
             None if enveloped => {
                 if let Some(why) = routing_mismatch(head, method, params) {
-                    return Posted::Now(refusal(400, Some(id), ErrorCode::HEADER_MISMATCH, &why));
+                    return Answer::Ready(refusal(400, Some(id), ErrorCode::HEADER_MISMATCH, &why));
                 }
                 (Session::new(tools, scoping), false)
             }
@@ -325,10 +316,10 @@ impl McpEndpoint {
                 .is_some_and(|v| MODERN_VERSIONS.iter().any(|m| m.as_str() == v)) =>
             {
                 let why = crate::mcp::session::envelope_refusal(params);
-                return Posted::Now(refusal(400, Some(id), why.code, &why.message));
+                return Answer::Ready(refusal(400, Some(id), why.code, &why.message));
             }
             None => {
-                return Posted::Now(refusal(
+                return Answer::Ready(refusal(
                     400,
                     Some(id),
                     INVALID_REQUEST,
@@ -345,7 +336,7 @@ impl McpEndpoint {
             let reply_to = ReplyTo::new(head, id, true, kind);
             let (server, method, params) = (server.clone(), method.to_owned(), params.clone());
             let principal = principal.to_owned();
-            return Posted::Blocking(Box::new(move || {
+            return Answer::Blocking(Box::new(move || {
                 let reply = crate::mcp::tasks::request(&server, &method, &params, &principal);
                 reply_to.finish(reply, Vec::new())
             }));
@@ -377,7 +368,7 @@ impl McpEndpoint {
                     break 'call Err(refused);
                 }
                 let Some(permit) = self.admission.enter(principal) else {
-                    return Posted::Now(
+                    return Answer::Ready(
                         refusal(
                             429,
                             Some(id),
@@ -393,7 +384,7 @@ impl McpEndpoint {
                 // Stopping (SIGTERM): the calls running finish, no new one starts.
                 let shutdown = server.shutdown();
                 if !shutdown.start() {
-                    return Posted::Now(refusal(
+                    return Answer::Ready(refusal(
                         503,
                         Some(id),
                         SERVER_BUSY,
@@ -408,7 +399,7 @@ impl McpEndpoint {
                         drop(permit);
                     };
                     let (server, params) = (server.clone(), params.clone());
-                    return Posted::Blocking(Box::new(move || {
+                    return Answer::Blocking(Box::new(move || {
                         let reply = crate::mcp::tasks::call(&server, &request, &params, done);
                         reply_to.finish(reply, Vec::new())
                     }));
@@ -429,7 +420,7 @@ impl McpEndpoint {
                         elicits: found.elicits,
                         shutdown,
                     };
-                    return Posted::Now(self.stream_call(server, found, call));
+                    return Answer::Ready(self.stream_call(server, found, call));
                 }
                 // A replay answered from memory never blocks: it is answered here.
                 if let Some(reply) = server.replay_from_memory(&request, stateless, true) {
@@ -450,7 +441,7 @@ impl McpEndpoint {
                 // meanwhile (the record is kept and a retry gets the outcome). What
                 // the tool says is collected, and sent as events before the answer.
                 let server = server.clone();
-                return Posted::Blocking(Box::new(move || {
+                return Answer::Blocking(Box::new(move || {
                     let heard = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
                     let sink = std::rc::Rc::clone(&heard);
                     let run = || {
@@ -490,14 +481,14 @@ impl McpEndpoint {
                         Refused::ServerFull(_) => (503, SERVER_BUSY),
                         Refused::Random => (500, ErrorCode::INTERNAL_ERROR),
                     };
-                    return Posted::Now(
+                    return Answer::Ready(
                         refusal(status, Some(id), code, &refused.to_string())
                             .with("retry-after", "1"),
                     );
                 }
             }
         }
-        Posted::Now(response)
+        Answer::Ready(response)
     }
 
     /// Answers a session's call on a stream of its own, at once: a priming event

@@ -43,7 +43,7 @@ use bytes::Bytes;
 pub use crate::serving::sse::ReplayCaps;
 pub use exchange::TOO_MANY_CALLS;
 
-use self::exchange::{Posted, refusal};
+use self::exchange::refusal;
 use self::sessions::Sessions;
 use super::Server;
 use super::protocol::INVALID_REQUEST;
@@ -199,12 +199,11 @@ impl Endpoint for McpEndpoint {
                 Ok(stream) => return Answer::Ready(stream),
                 Err(refused) => refused,
             },
-            _ => match self.post(head, principal, &body) {
-                Posted::Now(response) => response,
-                Posted::Blocking(work) => {
-                    return Answer::Blocking(Box::new(move || work().into_hyper(false)));
-                }
-            },
+            _ => {
+                return self
+                    .post(head, principal, &body)
+                    .map(|response| response.into_hyper(false));
+            }
         };
         Answer::Ready(response.into_hyper(false))
     }
