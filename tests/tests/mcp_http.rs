@@ -3,6 +3,7 @@
 //! timeouts, a hang-up mid-call), each with the case that must pass beside it.
 
 use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +34,18 @@ fn plain(principals: &[&str]) -> HttpFixture {
         HttpOptions::default(),
         principals,
     )
+}
+
+/// Sends a stateless (2026-07-28) `payments_refund` of `order` on a connection of its
+/// own and returns the connection unread: the call runs while the test goes on.
+fn send_refund(client: &mut HttpClient, order: u64) -> TcpStream {
+    let message = client.message("tools/call", json!({ "name": "payments_refund", "arguments": refund(order), "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {} } }));
+    let headers = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "payments_refund"),
+    ];
+    client.send_raw(&client.post_bytes(&message.to_string(), &headers))
 }
 
 fn meta(result: &Value, key: &str) -> Value {
@@ -298,15 +311,7 @@ fn a_principal_over_its_cap_gets_429_with_retry_after_and_another_principal_is_s
     };
     let http = HttpFixture::start(host, options, &["alice", "bob"]);
     let mut alice = http.client("alice");
-    let first = alice.message("tools/call", json!({ "name": "payments_refund", "arguments": refund(1), "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {} } }));
-    let mut in_flight = alice.send_raw(&alice.post_bytes(
-        &first.to_string(),
-        &[
-            ("MCP-Protocol-Version", "2026-07-28"),
-            ("Mcp-Method", "tools/call"),
-            ("Mcp-Name", "payments_refund"),
-        ],
-    ));
+    let mut in_flight = send_refund(&mut alice, 1);
     gate.wait_entered(1);
 
     let full = http
@@ -344,17 +349,8 @@ fn calls_held_in_their_tools_keep_no_other_client_waiting_and_each_finishes_once
     let gate = Arc::new(Gate::default());
     let host = Arc::new(test_host(|b| b.provider("payments", gate.clone())).host);
     let http = HttpFixture::start(host, HttpOptions::default(), &["alice"]);
-    let headers = [
-        ("MCP-Protocol-Version", "2026-07-28"),
-        ("Mcp-Method", "tools/call"),
-        ("Mcp-Name", "payments_refund"),
-    ];
     let mut held: Vec<_> = (1..=3)
-        .map(|order| {
-            let mut client = http.client("alice");
-            let message = client.message("tools/call", json!({ "name": "payments_refund", "arguments": refund(order), "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {} } }));
-            client.send_raw(&client.post_bytes(&message.to_string(), &headers))
-        })
+        .map(|order| send_refund(&mut http.client("alice"), order))
         .collect();
     gate.wait_entered(3);
 
@@ -393,13 +389,7 @@ fn a_client_that_hangs_up_mid_call_does_not_cancel_it_and_the_retry_gets_its_out
     let host = Arc::new(test_host(|b| b.provider("payments", gate.clone())).host);
     let http = HttpFixture::start(host.clone(), HttpOptions::default(), &["alice"]);
     let mut client = http.client("alice");
-    let message = client.message("tools/call", json!({ "name": "payments_refund", "arguments": refund(7), "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {} } }));
-    let headers = [
-        ("MCP-Protocol-Version", "2026-07-28"),
-        ("Mcp-Method", "tools/call"),
-        ("Mcp-Name", "payments_refund"),
-    ];
-    let stream = client.send_raw(&client.post_bytes(&message.to_string(), &headers));
+    let stream = send_refund(&mut client, 7);
     gate.wait_entered(1);
     drop(stream);
     gate.open();
