@@ -215,6 +215,10 @@ impl HostBuilder {
     }
 
     /// Registers a provider under `name`, replacing a built-in one of that name.
+    /// The names the host keeps for itself, `user` (a tool's questions to the person
+    /// behind the agent) and those starting with `mcp:` (the upstream MCP servers, see
+    /// [`HostBuilder::upstream`]), are refused by [`HostBuilder::build`] with
+    /// [`Error::ReservedProvider`].
     pub fn provider(mut self, name: impl Into<String>, provider: Arc<dyn Provider>) -> Self {
         self.providers.insert(name.into(), provider);
         self
@@ -473,6 +477,7 @@ impl HostBuilder {
     /// Opens the journal, loads the tools and registers the built-in providers.
     pub fn build(self) -> Result<Host> {
         fault::check_env()?;
+        check_provider_names(self.providers.keys())?;
         let open_for = self.lease.saturating_add(self.retry.longest_wait());
         let retention = self.windows(open_for)?;
         if self.lease.is_zero() {
@@ -693,6 +698,27 @@ impl HostBuilder {
     }
 }
 
+/// Refuses a provider registered under a name the host keeps for its own effects:
+/// one called `user` would never be reached (a tool asks through `input.ask`, which the
+/// journal records under that name), and one called `mcp:NAME` would be unreachable by
+/// tools and replaced by the upstream of that name.
+fn check_provider_names<'a>(names: impl IntoIterator<Item = &'a String>) -> Result<()> {
+    for name in names {
+        let reason = if name == crate::ask::PROVIDER {
+            "a tool asks the person behind the agent through `input.ask`, and the journal keeps its questions under this name"
+        } else if name.starts_with(crate::upstream::PROVIDER_PREFIX) {
+            "names starting with `mcp:` are the upstream MCP servers' (`[upstreams.NAME]`, HostBuilder::upstream)"
+        } else {
+            continue;
+        };
+        return Err(Error::ReservedProvider {
+            name: name.clone(),
+            reason,
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -725,5 +751,32 @@ mod tests {
         assert!(why.contains("[tools.nightly] retention_hours"), "{why}");
         let why = refused(HostBuilder::default().retention(Duration::from_secs(1)));
         assert!(why.starts_with("the retention of 1 s"), "{why}");
+    }
+
+    /// `user` and `mcp:…` are refused by name, before anything is opened; a name that
+    /// only looks like them is a provider like any other.
+    #[test]
+    fn a_provider_under_a_reserved_name_is_refused_and_names_like_them_are_not() {
+        let kv = || Arc::new(KvProvider) as Arc<dyn Provider>;
+        for (name, says) in [("user", "input.ask"), ("mcp:payments", "[upstreams.NAME]")] {
+            match HostBuilder::default().provider(name, kv()).build() {
+                Err(error @ Error::ReservedProvider { .. }) => {
+                    let text = error.to_string();
+                    assert!(
+                        text.contains(&format!("`{name}` is reserved")) && text.contains(says),
+                        "{text}"
+                    );
+                }
+                Err(other) => panic!("{name}: expected ReservedProvider, got {other}"),
+                Ok(_) => panic!("{name}: a host was built"),
+            }
+        }
+        let names = ["users", "mcp", "payments", "user:x"].map(String::from);
+        check_provider_names(&names).expect("names that only look reserved");
+        let names = ["payments", "mcp:x"].map(String::from);
+        assert!(matches!(
+            check_provider_names(&names),
+            Err(Error::ReservedProvider { name, .. }) if name == "mcp:x"
+        ));
     }
 }

@@ -246,6 +246,18 @@ pub enum Error {
         reason: String,
     },
 
+    /// A provider was registered ([`crate::HostBuilder::provider`]) under a name the
+    /// host keeps for its own effects. Nothing was opened.
+    #[error(
+        "the provider name `{name}` is reserved: {reason}; register the provider under another name"
+    )]
+    ReservedProvider {
+        /// The name given.
+        name: String,
+        /// What the host keeps it for.
+        reason: &'static str,
+    },
+
     /// The configuration file is unreadable, or has an unknown key or a bad value.
     #[error("configuration {}: {reason}", path.display())]
     Config {
@@ -309,7 +321,7 @@ impl Error {
             Self::LeaseLost { .. } => "lease_lost",
             Self::CannotResolve { .. } => "cannot_resolve",
             Self::CannotOperate { .. } => "cannot_operate",
-            Self::Config { .. } => "invalid_config",
+            Self::Config { .. } | Self::ReservedProvider { .. } => "invalid_config",
             Self::JournalPoisoned { .. } | Self::Host(_) => "host_failed",
         }
     }

@@ -267,7 +267,8 @@ pub fn exit_code(error: &Error) -> u8 {
         | Error::CannotResolve { .. }
         | Error::CannotOperate { .. }
         | Error::InputStateInvalid(_)
-        | Error::Config { .. } => exit::BAD_INPUT,
+        | Error::Config { .. }
+        | Error::ReservedProvider { .. } => exit::BAD_INPUT,
         Error::InProgress { .. }
         | Error::Busy { .. }
         | Error::OutcomeUnknown { .. }

@@ -478,9 +478,11 @@ pub(crate) fn call_result(
                 }
                 Ok(result)
             }
-            // `Config` comes from reading the configuration file, before any call.
+            // `Config` comes from reading the configuration file, and `ReservedProvider`
+            // from building the host, before any call.
             Error::Load { .. }
             | Error::Config { .. }
+            | Error::ReservedProvider { .. }
             | Error::DuplicateTool { .. }
             | Error::Store { .. }
             | Error::Postgres { .. }
