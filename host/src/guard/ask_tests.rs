@@ -151,6 +151,15 @@ fn call_asked(
     with_asker(asker, || h.guard.call(request))
 }
 
+/// A host with the refund tool alone (no hold, no receipt), and its payments.
+fn refund_host() -> (Host, Arc<Downstream>) {
+    let mut runner = ScriptedRunner::default();
+    refund_tool(&mut runner, None, None);
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let h = host(runner, &[("payments", payments.clone())]);
+    (h, payments)
+}
+
 /// The journaled effects of the one call `key`, as `(provider, state)`.
 fn journaled(h: &Host, key: &InvocationKey) -> Vec<(String, String)> {
     h.journal
@@ -169,10 +178,7 @@ fn journaled(h: &Host, key: &InvocationKey) -> Vec<(String, String)> {
 
 #[test]
 fn a_question_answered_later_suspends_the_call_and_the_retry_with_the_answer_completes_it() {
-    let mut runner = ScriptedRunner::default();
-    refund_tool(&mut runner, None, None);
-    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
-    let h = host(runner, &[("payments", payments.clone())]);
+    let (h, payments) = refund_host();
 
     // (1) The first call: asked, answers later. The run stops, nothing is saved as
     // the outcome, and the agent is told what to ask and the state to come back with.
@@ -421,10 +427,7 @@ fn a_caller_that_cannot_be_asked_is_told_so_and_nothing_is_journaled_for_the_que
 
 #[test]
 fn a_forged_request_state_is_refused_and_nothing_is_saved() {
-    let mut runner = ScriptedRunner::default();
-    refund_tool(&mut runner, None, None);
-    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
-    let h = host(runner, &[("payments", payments.clone())]);
+    let (h, payments) = refund_host();
 
     let later = ScriptedAsker::new(vec![Reply::Later]);
     let Err(Error::InputRequired { key, state, .. }) = call_asked(&h, &later, &refund(25)) else {
@@ -454,12 +457,57 @@ fn a_forged_request_state_is_refused_and_nothing_is_saved() {
     assert_eq!(payments.applied().len(), 1);
 }
 
+/// A request state kept past the call's retention names a question the call no
+/// longer asks: once its record expired, the same call is a new one (by design,
+/// as for any call), whose question has a new effect key. The old state is refused
+/// and nothing is refunded again; the call made again without it is asked anew,
+/// and that state's answers complete it.
+#[test]
+fn a_state_kept_past_the_calls_retention_is_refused_and_the_new_call_asks_anew() {
+    let (h, payments) = refund_host();
+
+    let later = ScriptedAsker::new(vec![Reply::Later]);
+    let Err(Error::InputRequired { state: old, .. }) = call_asked(&h, &later, &refund(25)) else {
+        panic!("expected input_required")
+    };
+    let answering = ScriptedAsker::new(vec![Reply::WithState(old.clone(), accepted())]);
+    assert!(
+        call_asked(&h, &answering, &refund(25))
+            .unwrap()
+            .outcome
+            .is_success()
+    );
+    assert_eq!(payments.applied().len(), 1);
+    h.clock.advance(RETENTION + Duration::from_secs(1));
+
+    let late = ScriptedAsker::new(vec![Reply::WithState(old.clone(), accepted())]);
+    let refused = call_asked(&h, &late, &refund(25)).unwrap_err();
+    assert!(
+        matches!(&refused, Error::InputStateInvalid(_)),
+        "{refused:?}"
+    );
+    assert_eq!(
+        late.times_asked(),
+        1,
+        "the new call's question met the old state"
+    );
+    assert_eq!(payments.applied().len(), 1, "nothing refunded again");
+
+    let again = ScriptedAsker::new(vec![Reply::Later]);
+    let Err(Error::InputRequired { state: new, .. }) = call_asked(&h, &again, &refund(25)) else {
+        panic!("expected input_required")
+    };
+    assert_ne!(new, old, "a question of the new call");
+    let answering = ScriptedAsker::new(vec![Reply::WithState(new, accepted())]);
+    let done = call_asked(&h, &answering, &refund(25)).unwrap();
+    assert!(done.outcome.is_success(), "{:?}", done.outcome);
+    assert!(!done.replayed);
+    assert_eq!(payments.applied().len(), 2, "the new call refunds once");
+}
+
 #[test]
 fn two_different_calls_each_ask() {
-    let mut runner = ScriptedRunner::default();
-    refund_tool(&mut runner, None, None);
-    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
-    let h = host(runner, &[("payments", payments.clone())]);
+    let (h, payments) = refund_host();
     let asker = ScriptedAsker::new(vec![Reply::Now(accepted()), Reply::Now(accepted())]);
 
     let a = call_asked(&h, &asker, &refund(25)).unwrap();
@@ -475,10 +523,7 @@ fn two_different_calls_each_ask() {
 
 #[test]
 fn a_declined_question_is_the_tools_to_handle_and_its_outcome_is_saved() {
-    let mut runner = ScriptedRunner::default();
-    refund_tool(&mut runner, None, None);
-    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
-    let h = host(runner, &[("payments", payments.clone())]);
+    let (h, payments) = refund_host();
     let declining = ScriptedAsker::new(vec![Reply::Now(vec![json!({"action": "decline"})])]);
 
     let told = call_asked(&h, &declining, &refund(25)).unwrap();
@@ -655,6 +700,7 @@ on_postgres!(
     another_question_at_the_same_position_is_a_divergence,
     a_caller_that_cannot_be_asked_is_told_so_and_nothing_is_journaled_for_the_question,
     a_forged_request_state_is_refused_and_nothing_is_saved,
+    a_state_kept_past_the_calls_retention_is_refused_and_the_new_call_asks_anew,
     two_different_calls_each_ask,
     a_declined_question_is_the_tools_to_handle_and_its_outcome_is_saved,
     a_tool_cannot_ask_through_perform_nor_when_read_only_nor_with_malformed_questions,

@@ -45,7 +45,6 @@ impl Effects<'_> {
     }
 
     /// `input.ask(questions)`: the answers, each an `ElicitResult` object.
-    #[cfg(test)]
     pub(crate) fn ask(
         &mut self,
         questions: &[crate::ask::Question],

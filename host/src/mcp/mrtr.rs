@@ -177,7 +177,7 @@ impl Asker for MrtrAsker {
         };
         match ask::check_request_state(state, at) {
             StateCheck::Forged => Asked::Invalid(format!(
-                "the {REQUEST_STATE_PARAM} sent is not the one this server gave for the question of {} (it was altered, or made for another call)",
+                "the {REQUEST_STATE_PARAM} sent is not the one this server gave for the question of {} (it was altered, made for another call, or made before the call's record expired and it started over); make the call again without it, and without the answers, to be asked again",
                 at.tool
             )),
             StateCheck::ForAnotherQuestion => Asked::Later,

@@ -72,6 +72,15 @@ pub(crate) struct Call {
     pub host: usize,
 }
 
+/// One answer the person gave to a tool's question.
+#[derive(Debug, Clone)]
+pub(crate) struct Given {
+    /// The effect key of the question (its position in one generation of a call).
+    pub effect_key: String,
+    /// The answers, one per question asked at once.
+    pub answers: Value,
+}
+
 /// Everything the checker reads.
 pub(crate) struct History<'a> {
     pub calls: &'a [Call],
@@ -86,6 +95,8 @@ pub(crate) struct History<'a> {
     /// What the journal holds at the end: every invocation, its saved outcome, its
     /// effects and their answers.
     pub recorded: &'a [JournalEntry],
+    /// Every answer the person gave to a tool's question.
+    pub given: &'a [Given],
     pub clock: &'a SimClock,
     pub retention_ms: i64,
 }
@@ -102,6 +113,7 @@ impl<'a> History<'a> {
             outbox: &[],
             deliveries: &[],
             recorded: &[],
+            given: &[],
             clock,
             retention_ms,
         }
@@ -116,6 +128,7 @@ pub(crate) fn check(h: &History<'_>) -> Vec<String> {
     downstreams(h, &mut violations);
     answers(h, &origins, &mut violations);
     seen(h, &mut violations);
+    asked(h, &mut violations);
     webhooks(h, &mut violations);
     for call in h.calls {
         // Nothing answered is missing from the journal (unless it could have expired).
@@ -132,6 +145,8 @@ pub(crate) fn check(h: &History<'_>) -> Vec<String> {
         if let Res::Error { kind, message, .. } = &call.res {
             let allowed = match kind.as_str() {
                 "in_progress" | "outcome_unknown" | "not_performed" | "lease_lost" => true,
+                // The tool asked the person; the agent calls again with the answers.
+                "input_required" => true,
                 "mismatch" => true,
                 // A full disk, a session the server ended: the journal refused a
                 // write. Only while faults are on.
@@ -420,6 +435,45 @@ fn seen(h: &History<'_>, violations: &mut Vec<String>) {
     }
 }
 
+/// Every answer on record to a tool's question is one the person gave to that very
+/// question (its effect key): none is made up, moved from another question or
+/// another generation of the call, or kept from a request that did not carry it.
+fn asked(h: &History<'_>, violations: &mut Vec<String>) {
+    let intents = intent_of(h);
+    for entry in h.recorded {
+        for effect in &entry.effects {
+            if effect.provider != crate::ask::PROVIDER {
+                continue;
+            }
+            let Some(response) = &effect.response else {
+                continue;
+            };
+            if !given_to(effect, h.given) {
+                let intent = intents
+                    .get(entry.key.as_str())
+                    .map_or_else(|| format!("key {}", entry.key), |i| i.to_string());
+                violations.push(format!(
+                    "intent {intent}: question #{} ({}) holds the answer {response}, which the person never gave to it (invocation {})",
+                    effect.seq, effect.key, entry.key
+                ));
+            }
+        }
+    }
+}
+
+/// Whether the answers `effect` (a question) holds were given to it, under its key.
+fn given_to(effect: &crate::journal::JournalEffect, given: &[Given]) -> bool {
+    effect
+        .response
+        .as_ref()
+        .and_then(|response| response.get("ok"))
+        .is_some_and(|answers| {
+            given
+                .iter()
+                .any(|g| g.effect_key == effect.key && g.answers == *answers)
+        })
+}
+
 /// One webhook per intent: the receiver deduplicates by `Idempotency-Key`, so an
 /// intent's message delivered again under its key is fine, but under two keys
 /// within retention (a second generation of a call that should have resumed the
@@ -615,6 +669,7 @@ mod tests {
             outbox: &[],
             deliveries: &[],
             recorded: &[],
+            given: &[],
             clock: &clock,
             retention_ms: 100,
         };
@@ -704,5 +759,45 @@ mod tests {
         // Without the first answer the same two calls are a violation.
         let history = calls_only(&calls[1..], &clock);
         assert_eq!(check(&history).len(), 1);
+    }
+
+    /// A question's answer on record must be one the person gave to that question:
+    /// the same answer given to another question, or another answer given to this
+    /// one, does not count.
+    #[test]
+    fn an_answer_on_record_is_one_given_to_that_question() {
+        let accept = json!([{ "action": "accept", "content": { "confirm": true } }]);
+        let decline = json!([{ "action": "decline" }]);
+        let question = |response: Option<Value>| crate::journal::JournalEffect {
+            seq: 0,
+            key: "q1".into(),
+            provider: crate::ask::PROVIDER.into(),
+            class: "keyed".into(),
+            operation: crate::ask::OPERATION.into(),
+            state: "done".into(),
+            attempts: 1,
+            response,
+            last_error: None,
+            resolution: None,
+            created_at: 0,
+            updated_at: 0,
+        };
+        let gave = |key: &str, answers: &Value| Given {
+            effect_key: key.into(),
+            answers: answers.clone(),
+        };
+        let held = question(Some(json!({ "ok": accept })));
+        assert!(given_to(
+            &held,
+            &[gave("q0", &decline), gave("q1", &accept)]
+        ));
+        assert!(!given_to(&held, &[gave("q1", &decline)]), "another answer");
+        assert!(
+            !given_to(&held, &[gave("q0", &accept)]),
+            "another question's"
+        );
+        assert!(!given_to(&held, &[]), "none given");
+        let refused = question(Some(json!({ "denied": "no" })));
+        assert!(!given_to(&refused, &[gave("q1", &accept)]), "not answers");
     }
 }

@@ -1,6 +1,7 @@
 //! The population of scripted guests the agents call: no effect, one or several
 //! effects, keyed, unkeyed and transactional providers, an outbox webhook, a read,
-//! and guests that use the clock and randomness their run was handed.
+//! guests that use the clock and randomness their run was handed, and one that asks
+//! the person behind the agent before it pays.
 //!
 //! Every guest folds what it was handed for each journaled effect into what it
 //! returns (`"saw"`, the answers in the journal's stored form, in the order of the
@@ -13,12 +14,13 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::world::Chaos;
+use crate::ask::Question;
 use crate::guard::scripted::{Effects, ScriptedRunner, panicked, returned, tool_error};
 use crate::runtime::{EffectFailure, GuestOutcome};
 
 /// The tools, and what each one's arguments look like.
-pub(crate) const TOOLS: [&str; 8] = [
-    "echo", "pay", "pay_many", "notify", "put", "audit", "stamp", "hook",
+pub(crate) const TOOLS: [&str; 9] = [
+    "echo", "pay", "pay_many", "notify", "put", "audit", "stamp", "hook", "refund",
 ];
 
 /// A payload for `provider` with the invocation's generation in it, so a downstream
@@ -72,6 +74,20 @@ impl<'a, 'b> Run<'a, 'b> {
             Err(_) => {}
         }
         answer.map_err(|failure| self.failed(failure))
+    }
+
+    /// Asks the person one question (journaled at its position, as an effect is):
+    /// the answers, or what the guest ends with. A run that stops here to wait for
+    /// the answers ends, and the guard answers the call `input_required`.
+    fn ask(&mut self, question: Question) -> Result<Vec<Value>, GuestOutcome> {
+        self.pause();
+        let answers = self.fx.ask(&[question]);
+        match &answers {
+            Ok(answers) => self.saw.push(json!({ "ok": answers })),
+            Err(EffectFailure::Denied(message)) => self.saw.push(json!({ "denied": message })),
+            Err(_) => {}
+        }
+        answers.map_err(|failure| self.failed(failure))
     }
 
     /// A read (not journaled, no position of its own).
@@ -279,8 +295,9 @@ pub(crate) fn runner(chaos: Arc<Chaos>) -> ScriptedRunner {
     // A webhook through the transactional outbox as its first (and only) journaled
     // effect: the enqueue commits with the invocation's first record, and delivery
     // sends it with its effect key as the idempotency key.
-    runner.tool("hook", schema, move |args, fx| {
-        let mut run = Run::new(fx, &chaos, "hook");
+    let c = Arc::clone(&chaos);
+    runner.tool("hook", schema.clone(), move |args, fx| {
+        let mut run = Run::new(fx, &c, "hook");
         let event = json!({
             "event": "paid",
             "amount": amount(args),
@@ -295,5 +312,52 @@ pub(crate) fn runner(chaos: Arc<Chaos>) -> ScriptedRunner {
         );
         run.returned(json!({ "queued": message }))
     });
+    // Asks the person to confirm, then pays only if they accepted: the question
+    // takes the first position, the payment the second.
+    runner.tool("refund", schema, move |args, fx| {
+        let mut run = Run::new(fx, &chaos, "refund");
+        let answers = match run.ask(confirm(args)) {
+            Ok(answers) => answers,
+            Err(outcome) => return outcome,
+        };
+        if !accepted(&answers) {
+            return run.returned(json!({ "refunded": false }));
+        }
+        let p = payload(
+            run.fx,
+            json!({ "amount": amount(args), "to": args["to"], "refund": true }),
+        );
+        let paid = perform!(run, "pay", "charge", p);
+        run.returned(json!({ "refunded": true, "paid": paid }))
+    });
     runner
+}
+
+/// The `refund` tool's question.
+fn confirm(args: &Value) -> Question {
+    Question {
+        name: "confirm".into(),
+        message: format!("Refund {} to {}?", amount(args), args["to"]),
+        schema: json!({
+            "type": "object",
+            "properties": { "confirm": { "type": "boolean" } },
+            "required": ["confirm"],
+        }),
+    }
+}
+
+/// A person's answer to [`confirm`]: an MCP elicitation result.
+pub(crate) fn confirmed(accept: bool) -> Value {
+    if accept {
+        json!({ "action": "accept", "content": { "confirm": true } })
+    } else {
+        json!({ "action": "decline" })
+    }
+}
+
+/// Whether `answers` (to [`confirm`]) accept.
+fn accepted(answers: &[Value]) -> bool {
+    answers
+        .first()
+        .is_some_and(|a| a["action"] == "accept" && a["content"]["confirm"] == true)
 }

@@ -121,6 +121,13 @@ struct World {
     cut: Mutex<Option<(PowerCut, usize)>>,
     intents: Mutex<Vec<Intent>>,
     calls: Mutex<Vec<Call>>,
+    /// The request state of each intent's last `input_required`: its agent calls
+    /// again with it and the answers (the stateless wire's way).
+    states: Mutex<BTreeMap<usize, String>>,
+    /// Every answer the person gave, under the effect key of the question.
+    given: Arc<Mutex<Vec<check::Given>>>,
+    /// The effect key of the question each request state was issued for.
+    issued: Arc<Mutex<BTreeMap<String, String>>>,
     policy: Policy,
     /// Host panics that were not simulated crashes.
     panics: Mutex<Vec<String>>,
@@ -312,11 +319,22 @@ impl World {
         let chaos = Arc::clone(&self.chaos);
         let at = host % self.hosts.len();
         let crash: crate::fault::Hook = Rc::new(move |point| chaos.crash_at(point, at));
+        let person = Rc::new(Person {
+            state: lock(&self.states).get(&intent).cloned(),
+            chaos: Arc::clone(&self.chaos),
+            given: Arc::clone(&self.given),
+            issued: Arc::clone(&self.issued),
+        });
         let answer = catch_unwind(AssertUnwindSafe(|| {
             crate::fault::with_hook(crash, || {
-                super::world::in_call(from, at, || h.guard.call(request))
+                super::world::in_call(from, at, || {
+                    crate::ask::with_asker(person, || h.guard.call(request))
+                })
             })
         }));
+        if let Ok(Err(crate::error::Error::InputRequired { state, .. })) = &answer {
+            lock(&self.states).insert(intent, state.clone());
+        }
         let res = match answer {
             // The power went while the call ran: the agent was told nothing.
             Ok(_) if self.chaos.powered_off() => Res::Crashed,
@@ -379,6 +397,68 @@ impl World {
     /// otherwise what it holds instead.
     fn on_record(&self, key: &str, outcome: &Outcome) -> Option<String> {
         on_record_in(self.store.held(&*self.verifier(), key), outcome)
+    }
+}
+
+/// The person behind an agent, as its client reaches them for one call: asked
+/// while the call runs, they answer at once (a session's elicitation) or later (the
+/// stateless wire: the call ends `input_required` with a request state, and the
+/// agent calls again with it and the answers). Accepts or declines at random while
+/// faults are on; after, answers at once and accepts. A state issued for the same
+/// position of an earlier generation of the call (its record expired meanwhile) is
+/// refused as not this question's, and the agent, told so, calls again without it:
+/// that is taken as one step, asked anew. Any other state refused is a violation.
+struct Person {
+    /// The state of the intent's last `input_required`, sent back with the answers.
+    state: Option<String>,
+    chaos: Arc<Chaos>,
+    given: Arc<Mutex<Vec<check::Given>>>,
+    /// The effect key of the question each state was issued for.
+    issued: Arc<Mutex<BTreeMap<String, String>>>,
+}
+
+impl crate::ask::Asker for Person {
+    fn can_ask(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn ask(
+        &self,
+        at: &crate::ask::AskContext<'_>,
+        _questions: &[crate::ask::Question],
+    ) -> crate::ask::Asked {
+        use crate::ask::{Asked, StateCheck, check_request_state};
+        let (later, accept) = self
+            .chaos
+            .roll(|rng| (rng.chance(50), rng.chance(60)))
+            .unwrap_or((false, true));
+        let answers = vec![guests::confirmed(accept)];
+        let effect_key = at.effect_key.to_string();
+        let asked = match &self.state {
+            Some(state) => match check_request_state(state, at) {
+                StateCheck::ForThisQuestion => Asked::Answered(answers),
+                StateCheck::ForAnotherQuestion => Asked::Later,
+                StateCheck::Forged => match lock(&self.issued).get(state) {
+                    Some(issued_for) if *issued_for != effect_key => Asked::Later,
+                    _ => Asked::Invalid(format!(
+                        "the request state {state} was issued here for this very question, and refused"
+                    )),
+                },
+            },
+            None if later => Asked::Later,
+            None => Asked::Answered(answers),
+        };
+        match &asked {
+            Asked::Answered(answers) => lock(&self.given).push(check::Given {
+                effect_key,
+                answers: Value::Array(answers.clone()),
+            }),
+            Asked::Later => {
+                lock(&self.issued).insert(at.state(), effect_key);
+            }
+            _ => {}
+        }
+        asked
     }
 }
 
@@ -859,6 +939,9 @@ pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, 
         cut: Mutex::default(),
         intents: Mutex::default(),
         calls: Mutex::default(),
+        states: Mutex::default(),
+        given: Arc::default(),
+        issued: Arc::default(),
         policy: Policy {
             retention: Arc::new(Retention::new(Duration::from_millis(RETENTION_MS as u64))),
             lease_ms: LEASE_MS,
@@ -963,6 +1046,7 @@ pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, 
             Vec::new()
         }
     };
+    let given = lock(&world.given).clone();
     let history = check::History {
         calls: &calls,
         keyed: &world.pay.applied(),
@@ -971,6 +1055,7 @@ pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, 
         outbox: &world.outbox.enqueued(),
         deliveries: &world.receiver.deliveries(),
         recorded: &recorded,
+        given: &given,
         clock: &world.clock,
         retention_ms: RETENTION_MS,
     };
