@@ -62,11 +62,15 @@ pub enum Mutant {
     /// (`sqlite/outbox.rs`): a power cut loses the message after it was sent, and the
     /// retry sends it again under another key.
     DeliveryBeforeDurable,
+    /// A resumed run does not replay the answer on record to a question
+    /// (`guard/effect/asking.rs`): it asks the person again, and the tool may act on
+    /// another answer than the one it acted on before.
+    AskAnsweredAgain,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 15] = [
+    pub const ALL: [Mutant; 16] = [
         Self::FreshEffectKey,
         Self::AnswerBeforeSave,
         Self::RetryUnkeyed,
@@ -82,6 +86,7 @@ impl Mutant {
         Self::SkippedFsync,
         Self::UnfencedDeferred,
         Self::DeliveryBeforeDurable,
+        Self::AskAnsweredAgain,
     ];
 
     /// The name `--mutant` takes.
@@ -102,6 +107,7 @@ impl Mutant {
             Self::SkippedFsync => "skipped_fsync",
             Self::UnfencedDeferred => "unfenced_deferred",
             Self::DeliveryBeforeDurable => "delivery_before_durable",
+            Self::AskAnsweredAgain => "ask_answered_again",
         }
     }
 

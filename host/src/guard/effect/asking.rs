@@ -20,6 +20,7 @@ use crate::ask::{self, AskContext, Asked, Question};
 use crate::error::Error;
 use crate::journal::{Answer, EffectState, NewEffect};
 use crate::keys;
+use crate::mutants::{self, Mutant};
 use crate::provider::ProviderClass;
 use crate::runtime::EffectFailure;
 
@@ -85,7 +86,7 @@ impl EffectSession {
                     ask::OPERATION,
                 )));
             }
-            if record.state == EffectState::Done {
+            if record.state == EffectState::Done && !mutants::on(Mutant::AskAnsweredAgain) {
                 let stored = Answer::from_stored(record.response.as_deref().unwrap_or(""));
                 return Ok(answers_to_guest(stored));
             }
