@@ -115,8 +115,16 @@ pub(crate) fn check_fits(runtime: &Runtime, limits: &ToolLimits) -> Result<(), E
 /// A counting semaphore over the pool's call slots.
 #[derive(Debug)]
 pub(crate) struct CallPermits {
-    free: Mutex<u32>,
+    slots: Mutex<Slots>,
     released: Condvar,
+}
+
+#[derive(Debug)]
+struct Slots {
+    free: u32,
+    /// Callers waiting for a slot: only then does a release wake one (a notify is
+    /// a system call even when no one waits, and a release happens once a call).
+    waiting: u32,
 }
 
 /// One call slot, given back when dropped.
@@ -125,38 +133,52 @@ pub(crate) struct CallPermit<'a>(&'a CallPermits);
 impl CallPermits {
     pub(crate) fn new(slots: u32) -> Self {
         Self {
-            free: Mutex::new(slots),
+            slots: Mutex::new(Slots {
+                free: slots,
+                waiting: 0,
+            }),
             released: Condvar::new(),
         }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slots> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// How many slots are free now.
     pub(crate) fn free(&self) -> u32 {
-        *self.free.lock().unwrap_or_else(|p| p.into_inner())
+        self.lock().free
     }
 
     /// Waits at most `bound` for a free slot; `None` when every slot stayed taken.
     /// Every call ends within its deadline (waits in WASI calls included), so a bound
     /// of a deadline or so lets a caller through behind calls that run to theirs.
     pub(crate) fn acquire_within(&self, bound: Duration) -> Option<CallPermit<'_>> {
-        let free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        let (mut free, waited) = self
-            .released
-            .wait_timeout_while(free, bound, |n| *n == 0)
-            .unwrap_or_else(|p| p.into_inner());
-        if waited.timed_out() && *free == 0 {
-            return None;
+        let mut slots = self.lock();
+        if slots.free == 0 {
+            slots.waiting += 1;
+            let (waited, _) = self
+                .released
+                .wait_timeout_while(slots, bound, |s| s.free == 0)
+                .unwrap_or_else(|p| p.into_inner());
+            slots = waited;
+            slots.waiting -= 1;
+            if slots.free == 0 {
+                return None;
+            }
         }
-        *free -= 1;
+        slots.free -= 1;
         Some(CallPermit(self))
     }
 }
 
 impl Drop for CallPermit<'_> {
     fn drop(&mut self) {
-        let mut free = self.0.free.lock().unwrap_or_else(|p| p.into_inner());
-        *free += 1;
-        self.0.released.notify_one();
+        let mut slots = self.0.lock();
+        slots.free += 1;
+        if slots.waiting > 0 {
+            self.0.released.notify_one();
+        }
     }
 }
 
@@ -192,7 +214,8 @@ mod tests {
             most.load(Ordering::SeqCst) <= 2,
             "at most two holders at once"
         );
-        assert_eq!(*permits.free.lock().unwrap(), 2, "every permit came back");
+        assert_eq!(permits.free(), 2, "every permit came back");
+        assert_eq!(permits.lock().waiting, 0, "no one left waiting");
     }
 
     #[test]
@@ -205,5 +228,27 @@ mod tests {
         );
         drop(held);
         assert!(permits.acquire_within(Duration::ZERO).is_some());
+    }
+
+    /// A caller waiting for a slot is woken by its release, not by its bound (the
+    /// wake-up is not skipped for being needed only when someone waits); one that
+    /// gave up is no longer counted as waiting.
+    #[test]
+    fn a_release_wakes_a_caller_waiting_for_the_slot() {
+        let permits = Arc::new(CallPermits::new(1));
+        let held = permits.acquire_within(Duration::ZERO).expect("a free slot");
+        assert!(permits.acquire_within(Duration::from_millis(1)).is_none());
+        assert_eq!(permits.lock().waiting, 0, "the caller that gave up");
+        let waiter = {
+            let permits = Arc::clone(&permits);
+            // Far longer than the test: woken only by the release.
+            std::thread::spawn(move || permits.acquire_within(Duration::from_secs(3600)).is_some())
+        };
+        while permits.lock().waiting == 0 {
+            std::thread::yield_now();
+        }
+        drop(held);
+        assert!(waiter.join().unwrap(), "the waiter got the released slot");
+        assert_eq!(permits.free(), 1, "and gave it back");
     }
 }
