@@ -840,7 +840,9 @@ fn after_hand_off(host: &Host, counter: &AtomicU64, peer: &mut LinePeer, calls: 
                     if let Some(figure) = done.lock().unwrap().take() {
                         break figure;
                     }
-                    std::thread::park();
+                    // A worker that panicked sends nothing: fail rather than wait.
+                    assert!(!worker.is_finished(), "the hand-off's worker died");
+                    std::thread::park_timeout(Duration::from_secs(1));
                 }
             })
             .collect();

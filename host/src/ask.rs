@@ -322,7 +322,7 @@ pub fn check_request_state(state: &str, at: &AskContext<'_>) -> StateCheck {
         .bytes()
         .zip(mac_given.bytes())
         .fold(0u8, |acc, (a, b)| acc | (a ^ b));
-    if differs == 0 {
+    if differs == 0 || crate::mutants::on(crate::mutants::Mutant::StateMacUnchecked) {
         StateCheck::ForThisQuestion
     } else {
         StateCheck::Forged

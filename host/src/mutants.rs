@@ -66,11 +66,15 @@ pub enum Mutant {
     /// (`guard/effect/asking.rs`): it asks the person again, and the tool may act on
     /// another answer than the one it acted on before.
     AskAnsweredAgain,
+    /// A request state's MAC is not compared (`ask.rs`): a state of the call's
+    /// position answers whatever question is asked there, one of an earlier
+    /// generation of the call too.
+    StateMacUnchecked,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 16] = [
+    pub const ALL: [Mutant; 17] = [
         Self::FreshEffectKey,
         Self::AnswerBeforeSave,
         Self::RetryUnkeyed,
@@ -87,6 +91,7 @@ impl Mutant {
         Self::UnfencedDeferred,
         Self::DeliveryBeforeDurable,
         Self::AskAnsweredAgain,
+        Self::StateMacUnchecked,
     ];
 
     /// The name `--mutant` takes.
@@ -108,6 +113,7 @@ impl Mutant {
             Self::UnfencedDeferred => "unfenced_deferred",
             Self::DeliveryBeforeDurable => "delivery_before_durable",
             Self::AskAnsweredAgain => "ask_answered_again",
+            Self::StateMacUnchecked => "state_mac_unchecked",
         }
     }
 

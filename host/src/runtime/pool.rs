@@ -241,7 +241,8 @@ mod tests {
         assert_eq!(permits.lock().waiting, 0, "the caller that gave up");
         let waiter = {
             let permits = Arc::clone(&permits);
-            // Far longer than the test: woken only by the release.
+            // Far longer than the test: woken only by the release (a release that
+            // does not notify leaves this test hanging, the harness's to report).
             std::thread::spawn(move || permits.acquire_within(Duration::from_secs(3600)).is_some())
         };
         while permits.lock().waiting == 0 {

@@ -70,6 +70,9 @@ pub(crate) struct Call {
     pub final_phase: bool,
     /// The host it went to.
     pub host: usize,
+    /// Whether the person refused the request state it came with as one issued for
+    /// an earlier generation's question (then `input_state_invalid` is expected).
+    pub stale_state: bool,
 }
 
 /// One answer the person gave to a tool's question.
@@ -147,6 +150,8 @@ pub(crate) fn check(h: &History<'_>) -> Vec<String> {
                 "in_progress" | "outcome_unknown" | "not_performed" | "lease_lost" => true,
                 // The tool asked the person; the agent calls again with the answers.
                 "input_required" => true,
+                // A state kept past its call's retention; the agent drops it.
+                "input_state_invalid" => call.stale_state,
                 "mismatch" => true,
                 // A full disk, a session the server ended: the journal refused a
                 // write. Only while faults are on.
@@ -606,6 +611,7 @@ mod tests {
             on_record: None,
             final_phase: false,
             host: 0,
+            stale_state: false,
         }
     }
 
@@ -799,5 +805,28 @@ mod tests {
         assert!(!given_to(&held, &[]), "none given");
         let refused = question(Some(json!({ "denied": "no" })));
         assert!(!given_to(&refused, &[gave("q1", &accept)]), "not answers");
+    }
+
+    /// `input_state_invalid` is expected only where the person refused a state issued
+    /// for an earlier generation's question; anywhere else it is a broken promise.
+    #[test]
+    fn a_refused_request_state_is_a_violation_unless_it_was_stale() {
+        let clock = SimClock::new(0);
+        let refused = Res::Error {
+            kind: "input_state_invalid".into(),
+            retry_safe: false,
+            message: "invalid request state".into(),
+        };
+        let stale = Call {
+            stale_state: true,
+            ..call(0, "refund", refused.clone(), 0, 0)
+        };
+        assert!(check(&calls_only(&[stale], &clock)).is_empty());
+        let found = check(&calls_only(&[call(0, "refund", refused, 0, 0)], &clock));
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(
+            found[0].contains("was told input_state_invalid"),
+            "{found:#?}"
+        );
     }
 }

@@ -11,6 +11,7 @@
 //! outbox is delivered; everything anyone was told, and every webhook the receiver
 //! got, is recorded for the checker.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::rc::Rc;
@@ -324,17 +325,22 @@ impl World {
             chaos: Arc::clone(&self.chaos),
             given: Arc::clone(&self.given),
             issued: Arc::clone(&self.issued),
+            stale: Cell::new(false),
         });
+        let asker: Rc<dyn crate::ask::Asker> = person.clone();
         let answer = catch_unwind(AssertUnwindSafe(|| {
             crate::fault::with_hook(crash, || {
                 super::world::in_call(from, at, || {
-                    crate::ask::with_asker(person, || h.guard.call(request))
+                    crate::ask::with_asker(asker, || h.guard.call(request))
                 })
             })
         }));
-        if let Ok(Err(crate::error::Error::InputRequired { state, .. })) = &answer {
-            lock(&self.states).insert(intent, state.clone());
-        }
+        // The state the agent calls again with, or none once it was refused.
+        let told_state = match &answer {
+            Ok(Err(crate::error::Error::InputRequired { state, .. })) => Some(Some(state.clone())),
+            Ok(Err(crate::error::Error::InputStateInvalid(_))) => Some(None),
+            _ => None,
+        };
         let res = match answer {
             // The power went while the call ran: the agent was told nothing.
             Ok(_) if self.chaos.powered_off() => Res::Crashed,
@@ -369,6 +375,14 @@ impl World {
                 Res::Crashed
             }
         };
+        // An agent told nothing (the power went) keeps what it had.
+        if let Some(state) = told_state.filter(|_| res != Res::Crashed) {
+            let mut states = lock(&self.states);
+            match state {
+                Some(state) => states.insert(intent, state),
+                None => states.remove(&intent),
+            };
+        }
         let on_record = match (&res, &key) {
             (Res::Answer { outcome, .. }, Some(key)) => Some(self.on_record(key, outcome)),
             _ => None,
@@ -389,6 +403,7 @@ impl World {
             on_record: on_record.flatten(),
             final_phase,
             host,
+            stale_state: person.stale.get(),
         });
         res
     }
@@ -406,8 +421,11 @@ impl World {
 /// agent calls again with it and the answers). Accepts or declines at random while
 /// faults are on; after, answers at once and accepts. A state issued for the same
 /// position of an earlier generation of the call (its record expired meanwhile) is
-/// refused as not this question's, and the agent, told so, calls again without it:
-/// that is taken as one step, asked anew. Any other state refused is a violation.
+/// refused as not this question's (`input_state_invalid`, as the MCP server says it),
+/// and the agent calls again without it; any other state refused is a violation.
+/// Answers that come with a state are recorded under the question the state was
+/// issued for, the one the person was shown: answers the guard took for another
+/// question are then on record under a key they were not given to.
 struct Person {
     /// The state of the intent's last `input_required`, sent back with the answers.
     state: Option<String>,
@@ -415,6 +433,8 @@ struct Person {
     given: Arc<Mutex<Vec<check::Given>>>,
     /// The effect key of the question each state was issued for.
     issued: Arc<Mutex<BTreeMap<String, String>>>,
+    /// Whether it refused a state issued for an earlier generation's question.
+    stale: Cell<bool>,
 }
 
 impl crate::ask::Asker for Person {
@@ -434,23 +454,29 @@ impl crate::ask::Asker for Person {
             .unwrap_or((false, true));
         let answers = vec![guests::confirmed(accept)];
         let effect_key = at.effect_key.to_string();
+        let issued_for = self
+            .state
+            .as_ref()
+            .and_then(|state| lock(&self.issued).get(state).cloned());
         let asked = match &self.state {
             Some(state) => match check_request_state(state, at) {
                 StateCheck::ForThisQuestion => Asked::Answered(answers),
                 StateCheck::ForAnotherQuestion => Asked::Later,
-                StateCheck::Forged => match lock(&self.issued).get(state) {
-                    Some(issued_for) if *issued_for != effect_key => Asked::Later,
-                    _ => Asked::Invalid(format!(
-                        "the request state {state} was issued here for this very question, and refused"
-                    )),
-                },
+                StateCheck::Forged => {
+                    if issued_for.as_ref().is_some_and(|k| *k != effect_key) {
+                        self.stale.set(true);
+                    }
+                    Asked::Invalid(format!(
+                        "the request state {state} is not this question's ({issued_for:?}, asked at {effect_key})"
+                    ))
+                }
             },
             None if later => Asked::Later,
             None => Asked::Answered(answers),
         };
         match &asked {
             Asked::Answered(answers) => lock(&self.given).push(check::Given {
-                effect_key,
+                effect_key: issued_for.unwrap_or(effect_key),
                 answers: Value::Array(answers.clone()),
             }),
             Asked::Later => {
@@ -1005,14 +1031,16 @@ pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, 
         resolve_unkeyed(&world);
         open.retain(|&i| {
             let request = lock(&world.intents)[i].request(&mut rng);
-            // Kept open while the answer is not final.
-            matches!(
-                world.call(i, &request, round + i, true),
+            // Kept open while the answer is not final: a refused request state too,
+            // which the agent drops and calls again without.
+            match world.call(i, &request, round + i, true) {
                 Res::Error {
-                    retry_safe: true,
-                    ..
-                } | Res::Crashed
-            )
+                    retry_safe: true, ..
+                }
+                | Res::Crashed => true,
+                Res::Error { kind, .. } => kind == "input_state_invalid",
+                Res::Answer { .. } => false,
+            }
         });
     }
 
