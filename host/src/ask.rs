@@ -52,6 +52,19 @@ pub struct Question {
     pub schema: Value,
 }
 
+#[cfg(test)]
+impl Question {
+    /// A yes-or-no question named `name` (its answer's content `{"ok": bool}`), for
+    /// tests of the layers that carry questions.
+    pub(crate) fn yes_or_no(name: &str) -> Self {
+        Self {
+            name: name.into(),
+            message: format!("{name}?"),
+            schema: serde_json::json!({"type": "object", "properties": {"ok": {"type": "boolean"}}}),
+        }
+    }
+}
+
 /// What became of asking.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Asked {

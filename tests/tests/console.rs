@@ -579,6 +579,48 @@ fn a_viewer_is_refused_and_an_operators_resolve_is_recorded_with_its_principal_o
 }
 
 #[test]
+fn a_calls_story_says_when_its_record_expires_and_that_it_has() {
+    let f = Fixture::start("", false).unwrap();
+    let addr = f.addr();
+    let request = CallRequest::new("echo", json!({"message": "kept"}).to_string());
+    f.t.host.call(&request).unwrap();
+    let key = f.t.host.key_for(&request).unwrap();
+    let entry = f.t.host.story(&key).unwrap().entry.unwrap();
+    let expires_at = entry.expires_at.expect("a completed call's record expires");
+    assert!(expires_at > entry.completed_at.unwrap());
+    let shown = serde_json::to_value(&entry).unwrap()["expires_at"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (cookie, _) = login(addr, &f.viewer);
+    let page = || {
+        send(
+            addr,
+            "GET",
+            &format!("/console/call?key={key}"),
+            Some(&cookie),
+            &[],
+        )
+        .body
+    };
+
+    let before = page();
+    assert!(
+        before.contains(&format!("<dt>Expires</dt><dd><time datetime=\"{shown}\"")),
+        "{before}"
+    );
+    assert!(!before.contains("expired:"), "{before}");
+    let now = f.t.host.clock().now_ms();
+    f.t.clock
+        .advance(Duration::from_millis((expires_at - now) as u64));
+    let after = page();
+    assert!(
+        after.contains("(expired: the same call runs again as a new one)"),
+        "{after}"
+    );
+}
+
+#[test]
 fn hostile_arguments_and_queries_render_as_text() {
     let f = Fixture::start("", false).unwrap();
     let addr = f.addr();

@@ -15,13 +15,14 @@
 //! go the same way.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use justonce::__private::{HttpOptions, ServerConfig};
 use serde_json::{Value, json};
 
 use crate::support::mcp::serve_in_process;
 use crate::support::mcp_http::{HttpClient, HttpFixture, MODERN, Reply};
-use crate::support::{FakePayments, Fault, test_host};
+use crate::support::{FakePayments, Fault, journal_snapshot, test_host};
 
 const TOOL: &str = "asks_refund";
 
@@ -265,6 +266,67 @@ fn a_declined_refund_is_not_performed_and_its_answer_is_saved() {
     assert_eq!(after["_meta"]["dev.justonce/replayed"], true);
     assert_eq!(after["structuredContent"]["refunded"], false);
     assert!(payments.attempts().is_empty(), "nothing refunded");
+}
+
+/// A request state kept past its call's retention: the record is still stored (no
+/// `gc` yet) but the call is a new one now, which the old state cannot answer. It is
+/// refused before anything runs, not once the new call has journaled its question;
+/// the call made again without it is asked anew and performed once more.
+#[test]
+fn a_state_kept_past_the_calls_retention_is_refused_before_the_call_starts_over() {
+    let retention = Duration::from_secs(3600);
+    let payments = Arc::new(FakePayments::new(Fault::None));
+    let test = test_host(|b| {
+        b.component(justonce_tests::guests::ASKS_REFUND_COMPONENT)
+            .provider("payments", payments.clone())
+            .retention(retention)
+    });
+    let host = Arc::new(test.host);
+    let http = HttpFixture::start(host.clone(), HttpOptions::default(), &["alice"]);
+    let mut alice = http.client("alice");
+
+    let state = asked(&call(&mut alice, 4417, json!({}), true).tool_result());
+    let done = call(&mut alice, 4417, answered(&state, true), true).tool_result();
+    assert_eq!(done["structuredContent"]["refunded"], true, "{done}");
+    // Within the window the old state is harmless: the outcome replays.
+    let replayed = call(&mut alice, 4417, answered(&state, true), true).tool_result();
+    assert_eq!(
+        replayed["_meta"]["dev.justonce/replayed"], true,
+        "{replayed}"
+    );
+
+    test.clock.advance(retention + Duration::from_secs(1));
+    let before = journal_snapshot(&host);
+    let error = refused(
+        &call(&mut alice, 4417, answered(&state, true), true),
+        -32602,
+    );
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("whose record expired"),
+        "{error}"
+    );
+    assert_eq!(
+        error["data"]["error"]["kind"], "input_state_invalid",
+        "{error}"
+    );
+    assert_eq!(error["data"]["error"]["retry_safe"], false, "{error}");
+    assert_eq!(
+        journal_snapshot(&host),
+        before,
+        "nothing journaled: the new call did not start"
+    );
+    assert_eq!(payments.applied().len(), 1, "nothing refunded again");
+
+    // Made again without the state: a new call, its own question, one more refund.
+    let fresh = asked(&call(&mut alice, 4417, json!({}), true).tool_result());
+    assert_ne!(fresh, state, "a question of the new call");
+    let again = call(&mut alice, 4417, answered(&fresh, true), true).tool_result();
+    assert_eq!(again["structuredContent"]["refunded"], true, "{again}");
+    assert_eq!(again["_meta"]["dev.justonce/replayed"], false, "{again}");
+    assert_eq!(payments.applied().len(), 2, "the new call refunds once");
 }
 
 /// The same rounds over stdio, where a stateless call waits for a worker: asked,

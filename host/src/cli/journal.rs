@@ -228,6 +228,9 @@ fn print_entry(e: &JournalEntry, full: bool) {
     if let Some(at) = e.completed_at {
         head.push_str(&format!("  completed_at={}", rfc3339(at)));
     }
+    if let Some(at) = e.expires_at {
+        head.push_str(&format!("  expires_at={}", rfc3339(at)));
+    }
     if !e.tool_call_ids.is_empty() {
         head.push_str(&format!("  tool_call_ids={}", e.tool_call_ids.join(",")));
     }

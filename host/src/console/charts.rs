@@ -423,6 +423,7 @@ mod tests {
             summary: completed_at.map(|_| "success".into()),
             created_at,
             completed_at,
+            expires_at: None,
             effects: Vec::new(),
             component: None,
             lease_owner: None,

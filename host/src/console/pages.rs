@@ -429,7 +429,8 @@ pub fn story(
         body,
         "<dl class=\"facts\"><dt>Key</dt><dd>{}</dd><dt>Lease</dt><dd class=\"holding\">{}</dd>\
          <dt>Principal</dt><dd>{}</dd><dt>Conversation</dt><dd>{}</dd>\
-         <dt>Created</dt><dd>{}</dd><dt>Completed</dt><dd>{}</dd><dt>Runs</dt><dd>{}</dd>\
+         <dt>Created</dt><dd>{}</dd><dt>Completed</dt><dd>{}</dd><dt>Expires</dt><dd>{}</dd>\
+         <dt>Runs</dt><dd>{}</dd>\
          <dt>Replays</dt><dd>{}</dd><dt>Tool-call ids</dt><dd>{}</dd><dt>Component</dt><dd>{}</dd></dl>",
         short_key(&e.key, None),
         escape(if e.holding.is_empty() {
@@ -443,6 +444,7 @@ pub fn story(
         e.completed_at
             .map(|at| format!("{} (took {})", time(at, now), duration(at - e.created_at)))
             .unwrap_or_else(|| "not yet".into()),
+        expires(e, now),
         e.runs,
         e.replays,
         escape(&e.tool_call_ids.join(", ")),
@@ -486,6 +488,19 @@ pub fn story(
 }
 
 /// The actions an operator has on call `e`, each saying in a word what it does.
+/// When a call's record expires, in words: from then on the same call is a new one.
+fn expires(e: &JournalEntry, now: i64) -> String {
+    match e.expires_at {
+        Some(at) if e.expired(now) => format!(
+            "{} (expired: the same call runs again as a new one)",
+            time(at, now)
+        ),
+        Some(at) => time(at, now),
+        None if e.completed_at.is_some() => "at the end of the host's retention window".into(),
+        None => "never while the call is open".into(),
+    }
+}
+
 fn story_actions(e: &JournalEntry, abilities: Abilities) -> String {
     let mut out = String::from("<div class=\"actions\">");
     if resumable(e) {

@@ -227,6 +227,7 @@ mod tests {
             summary: summary.map(str::to_owned),
             created_at: 0,
             completed_at: None,
+            expires_at: None,
             effects: Vec::new(),
             component: None,
             lease_owner: Some("web-a@41-n/0".into()),

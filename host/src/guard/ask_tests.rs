@@ -619,11 +619,7 @@ fn the_users_time_does_not_count_against_the_wall_clock_of_the_effects_after_it(
 
     let told = with_asker(slow, || h.guard.call(&refund(25))).unwrap();
 
-    assert!(told.outcome.is_success(), "{:?}", told.outcome);
-    let attempts = payments.attempts();
-    assert_eq!(attempts.len(), 2, "the retry happened");
-    assert_eq!(attempts[0], attempts[1], "under the same key");
-    assert_eq!(payments.applied().len(), 1, "refunded once");
+    assert_retried_once_under_one_key(&payments, &told);
 }
 
 /// An asker whose person answers once the test lets go, after saying the question

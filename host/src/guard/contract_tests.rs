@@ -1463,6 +1463,11 @@ fn an_unscoped_call_is_a_replay_within_its_window_and_a_new_effect_after_it() {
     let h = host(runner, &[("payments", payments.clone())]);
 
     let first = h.guard.call(&pay_unscoped(10)).unwrap();
+    // The record says when it expires: its outcome's time plus its own window.
+    let entry = h.journal.story(&first.key).unwrap().entry.unwrap();
+    let expires_at = entry.completed_at.unwrap() + UNSCOPED.as_millis() as i64;
+    assert_eq!(entry.expires_at, Some(expires_at));
+    assert!(!entry.expired(expires_at - 1) && entry.expired(expires_at));
     // The agent retries one millisecond before the end of the window.
     h.clock.advance(UNSCOPED - Duration::from_millis(1));
     let retry = h.guard.call(&pay_unscoped(10)).unwrap();
@@ -1550,6 +1555,8 @@ fn a_record_journaled_without_its_own_window_keeps_the_hosts_retention() {
     h.guard.call(&pay_unscoped(10)).unwrap();
     // As a journal written before records carried their window holds it.
     execute(&h.journal, "UPDATE invocations SET retention_ms = NULL");
+    let entry = h.journal.entries(None, 10).unwrap().remove(0);
+    assert_eq!(entry.expires_at, None, "it does not say when it expires");
     let gc = |h: &Host| {
         h.journal
             .gc(h.clock.now_ms(), RETENTION.as_millis() as i64)

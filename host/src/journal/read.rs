@@ -9,13 +9,20 @@ use crate::outcome::Outcome;
 
 /// The columns of an invocation as [`JournalEntry`] shows it, the same on both
 /// backends: key, scope, tool, state, arguments, runs, replays, outcome,
-/// created_at, completed_at, component, lease_owner, lease_expires_at.
-pub(crate) const ENTRY_COLUMNS: &str = "key, scope, tool, state, arguments, runs, replays, outcome, created_at, completed_at, component, lease_owner, lease_expires_at";
+/// created_at, completed_at, component, lease_owner, lease_expires_at,
+/// retention_ms (read into [`JournalEntry::expires_at`]).
+pub(crate) const ENTRY_COLUMNS: &str = "key, scope, tool, state, arguments, runs, replays, outcome, created_at, completed_at, component, lease_owner, lease_expires_at, retention_ms";
 
 /// The columns of an effect as [`JournalEffect`] shows it, in its order but for
 /// `response` (eighth) and `last_error`.
 pub(crate) const EFFECT_COLUMNS: &str = "seq, key, provider, class, operation, state, attempts, \
      response, last_error, resolution, created_at, updated_at";
+
+/// When a record that completed at `completed_at`, journaled with the retention
+/// window `retention_ms` (if it carries one), expires: [`JournalEntry::expires_at`].
+pub(crate) fn expires_at(completed_at: Option<i64>, retention_ms: Option<i64>) -> Option<i64> {
+    Some(completed_at?.saturating_add(retention_ms?))
+}
 
 /// A saved outcome in one line: `success`, `tool_error CODE: message`, or `trap
 /// REASON: the first line of its message` (a backtrace never reaches the journal's
@@ -149,6 +156,13 @@ pub struct JournalEntry {
     /// When its outcome was saved (ms since the epoch).
     #[serde(serialize_with = "serialize_rfc3339_opt")]
     pub completed_at: Option<i64>,
+    /// When its record expires (ms since the epoch): its outcome's time plus the
+    /// retention window it was journaled with. From then on the same call is a new
+    /// one (it runs again, under new effect keys), whether or not `gc` removed the
+    /// record yet. `None` while the call is open, and for a record journaled before
+    /// records carried their window (the host's default window applies to it).
+    #[serde(serialize_with = "serialize_rfc3339_opt")]
+    pub expires_at: Option<i64>,
     /// Its effects, in order.
     pub effects: Vec<JournalEffect>,
     /// The digest (`sha256:…`) of the component of its latest run (`None` for a
@@ -187,6 +201,12 @@ impl JournalEntry {
         self.holding = self.lease_status(now).sentence();
         self.judged = now;
         self
+    }
+
+    /// Whether its record is past its retention window at `now` (ms): see
+    /// [`JournalEntry::expires_at`].
+    pub fn expired(&self, now: i64) -> bool {
+        self.expires_at.is_some_and(|at| now >= at)
     }
 
     /// Whether a running call's host stopped and its lease ran out by `now`.

@@ -339,14 +339,6 @@ mod tests {
 
     use crate::keys::{InvocationKey, effect_key};
 
-    fn question(name: &str) -> Question {
-        Question {
-            name: name.into(),
-            message: format!("{name}?"),
-            schema: json!({"type": "object", "properties": {"ok": {"type": "boolean"}}}),
-        }
-    }
-
     /// Runs `run` with the context of a question of a call of `refund`.
     fn at_a_question<R>(run: impl FnOnce(&AskContext<'_>) -> R) -> R {
         let key = InvocationKey::parse("conv.refund").unwrap();
@@ -397,7 +389,7 @@ mod tests {
     #[test]
     fn each_question_is_one_request_in_order_and_the_answers_come_back_in_order() {
         let (seen, asked) = asked_with(
-            &[question("first"), question("second")],
+            &[Question::yes_or_no("first"), Question::yes_or_no("second")],
             Duration::from_secs(60),
             |request| {
                 let ok = request["params"]["message"] == "first?";
@@ -414,7 +406,7 @@ mod tests {
         assert_eq!(seen[1]["params"]["message"], "second?");
         assert_eq!(
             seen[0]["params"]["requestedSchema"],
-            question("first").schema
+            Question::yes_or_no("first").schema
         );
         assert_ne!(seen[0]["id"], seen[1]["id"], "one id per request");
         assert_eq!(
@@ -428,22 +420,24 @@ mod tests {
 
     #[test]
     fn a_decline_is_an_answer_and_a_malformed_or_refused_one_is_unavailable() {
-        let (_, declined) = asked_with(&[question("q")], Duration::from_secs(60), |_| {
-            Some(Ok(json!({"action": "decline", "content": {"ignored": 1}})))
-        });
+        let (_, declined) =
+            asked_with(&[Question::yes_or_no("q")], Duration::from_secs(60), |_| {
+                Some(Ok(json!({"action": "decline", "content": {"ignored": 1}})))
+            });
         assert_eq!(
             declined,
             Asked::Answered(vec![json!({"action": "decline"})])
         );
-        let (_, malformed) = asked_with(&[question("q")], Duration::from_secs(60), |_| {
-            Some(Ok(json!({"action": "maybe"})))
-        });
+        let (_, malformed) =
+            asked_with(&[Question::yes_or_no("q")], Duration::from_secs(60), |_| {
+                Some(Ok(json!({"action": "maybe"})))
+            });
         assert!(
             matches!(&malformed, Asked::Unavailable(why) if why.contains("not an ElicitResult")),
             "{malformed:?}"
         );
         let (seen, refused) = asked_with(
-            &[question("a"), question("b")],
+            &[Question::yes_or_no("a"), Question::yes_or_no("b")],
             Duration::from_secs(60),
             |_| {
                 Some(Err(ErrorData::invalid_request(
@@ -461,7 +455,7 @@ mod tests {
 
     #[test]
     fn no_answer_within_the_bound_is_unavailable_and_a_late_one_finds_no_one() {
-        let (seen, asked) = asked_with(&[question("q")], Duration::ZERO, |_| None);
+        let (seen, asked) = asked_with(&[Question::yes_or_no("q")], Duration::ZERO, |_| None);
         assert_eq!(seen.len(), 1);
         assert_eq!(
             asked,
@@ -565,7 +559,7 @@ mod tests {
         );
         assert_eq!(not_declared.can_ask(), Err(NOT_DECLARED.into()));
         assert_eq!(
-            at_a_question(|at| not_declared.ask(at, &[question("q")])),
+            at_a_question(|at| not_declared.ask(at, &[Question::yes_or_no("q")])),
             Asked::Unavailable(NOT_DECLARED.into())
         );
         assert_eq!(*sent.borrow(), 0, "nothing was sent to it");

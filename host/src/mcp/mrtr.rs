@@ -32,6 +32,7 @@ use super::protocol::{
 pub(crate) use super::tools::input_requests;
 use crate::ask::{self, AskContext, Asked, Asker, Question, StateCheck};
 use crate::call::CallRequest;
+use crate::error::Error;
 use crate::host::Host;
 use crate::keys::InvocationKey;
 
@@ -102,13 +103,12 @@ impl Input {
         let Some(state) = &self.state else {
             return Ok(());
         };
+        // The same error, and the same data, as the guard's own refusal of a state.
         let refused = |why: &str| {
-            ErrorData::invalid_params(
-                format!(
-                    "tools/call: \"{REQUEST_STATE_PARAM}\" {why}; nothing ran. Make the call again without it (and without the answers) to be asked again"
-                ),
-                Some(json!({ "kind": "input_state_invalid", "retry_safe": false })),
-            )
+            let error = Error::InputStateInvalid(format!(
+                "tools/call: \"{REQUEST_STATE_PARAM}\" {why}; nothing ran. Make the call again without it (and without the answers) to be asked again"
+            ));
+            ErrorData::invalid_params(error.to_string(), Some(error.to_agent_json()))
         };
         let Some(named) = state_parts(state) else {
             return Err(refused("is not one this server made"));
@@ -125,22 +125,29 @@ impl Input {
         // forgotten, expired or never made would otherwise let a fresh run perform
         // the tool's effects before its first question, only to find the state
         // forged there.
-        let asked = match host.story(&key) {
-            Ok(story) => story.entry.is_some_and(|entry| {
-                entry
-                    .effects
-                    .iter()
-                    .any(|effect| effect.seq == named.seq && effect.provider == ask::PROVIDER)
-            }),
+        let entry = match host.story(&key) {
+            Ok(story) => story.entry,
             // The journal could not be read: the guard's own check decides.
-            Err(_) => true,
+            Err(_) => return Ok(()),
         };
-        if asked {
-            Ok(())
-        } else {
-            Err(refused(
+        let asked = entry.as_ref().is_some_and(|entry| {
+            entry
+                .effects
+                .iter()
+                .any(|effect| effect.seq == named.seq && effect.provider == ask::PROVIDER)
+        });
+        if !asked {
+            return Err(refused(
                 "names a question this call is not waiting on (the call was forgotten, expired, or never asked it)",
-            ))
+            ));
+        }
+        // A record past its window, not yet removed: the call now is a new one,
+        // whose questions this state cannot answer.
+        match entry {
+            Some(entry) if entry.expired(host.clock().now_ms()) => Err(refused(
+                "names a question of a call whose record expired (the same call now starts over as a new one)",
+            )),
+            _ => Ok(()),
         }
     }
 }
@@ -238,14 +245,6 @@ mod tests {
         Input::read(value.as_object().unwrap())
     }
 
-    fn question(name: &str) -> Question {
-        Question {
-            name: name.into(),
-            message: format!("{name}?"),
-            schema: json!({"type": "object", "properties": {"ok": {"type": "boolean"}}}),
-        }
-    }
-
     fn asker(input: Input) -> MrtrAsker {
         MrtrAsker {
             input,
@@ -323,7 +322,7 @@ mod tests {
             effect_key: &effect,
             principal: Some("alice"),
         };
-        let questions = [question("confirm"), question("again")];
+        let questions = [Question::yes_or_no("confirm"), Question::yes_or_no("again")];
         let with = |responses: Value, state: Option<String>| {
             asker(Input {
                 responses: responses.as_object().unwrap().clone(),
@@ -417,14 +416,14 @@ mod tests {
     #[test]
     fn an_input_required_result_has_an_elicitation_per_question_and_the_state() {
         let key = InvocationKey::parse("conv.refund").unwrap();
-        let result = input_required(&key, &[question("confirm")], "conv.refund.0.ab");
+        let result = input_required(&key, &[Question::yes_or_no("confirm")], "conv.refund.0.ab");
         assert_eq!(result["resultType"], "input_required");
         assert_eq!(result["requestState"], "conv.refund.0.ab");
         assert_eq!(
             result["inputRequests"]["confirm"],
             json!({
                 "method": "elicitation/create",
-                "params": { "message": "confirm?", "requestedSchema": question("confirm").schema },
+                "params": { "message": "confirm?", "requestedSchema": Question::yes_or_no("confirm").schema },
             })
         );
         assert_eq!(result["_meta"][KEY_META_KEY], "conv.refund");

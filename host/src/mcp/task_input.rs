@@ -436,14 +436,6 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn question(name: &str) -> Question {
-        Question {
-            name: name.into(),
-            message: format!("{name}?"),
-            schema: json!({"type": "object"}),
-        }
-    }
-
     fn answers(names: &[&str]) -> Map<String, Value> {
         names
             .iter()
@@ -460,7 +452,7 @@ mod tests {
         AwaitingTask {
             request: CallRequest::new("multi", "{}"),
             seq,
-            questions: names.iter().map(|n| question(n)).collect(),
+            questions: names.iter().map(|n| Question::yes_or_no(n)).collect(),
             answers: Map::new(),
             created_at: 1,
         }
@@ -477,7 +469,7 @@ mod tests {
             "a name not asked is ignored"
         );
         let waiting = inputs.awaiting("t").unwrap();
-        assert_eq!(waiting.pending(), vec![question("b")]);
+        assert_eq!(waiting.pending(), vec![Question::yes_or_no("b")]);
         assert_eq!(waiting.all_answers(), None);
         // Asked again at the same question (a run resumed elsewhere): kept.
         inputs.await_input("t", task(2, &["a", "b"]));
@@ -529,7 +521,7 @@ mod tests {
             effect_key: &effect,
             principal: Some("alice"),
         };
-        let questions: Vec<Question> = names.iter().map(|n| question(n)).collect();
+        let questions: Vec<Question> = names.iter().map(|n| Question::yes_or_no(n)).collect();
         asker.ask(&at, &questions)
     }
 
@@ -574,7 +566,10 @@ mod tests {
             (waiting.seq, &waiting.request, waiting.created_at),
             (1, &request, 1)
         );
-        assert_eq!(waiting.pending(), vec![question("a"), question("b")]);
+        assert_eq!(
+            waiting.pending(),
+            vec![Question::yes_or_no("a"), Question::yes_or_no("b")]
+        );
 
         // Resumed with every answer: answered in the order asked, not asked again;
         // another question of the run waits again.

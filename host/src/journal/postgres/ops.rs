@@ -9,7 +9,9 @@ use super::prepared::Db;
 use crate::determinism::{GuestEntropy, Seed};
 use crate::fault::{self, FaultPoint};
 use crate::journal::decision::{self, Decision, Found, expired, parse_state};
-use crate::journal::read::{EFFECT_COLUMNS, ENTRY_COLUMNS, parse_json, shown_state, summary};
+use crate::journal::read::{
+    EFFECT_COLUMNS, ENTRY_COLUMNS, expires_at, parse_json, shown_state, summary,
+};
 use crate::journal::{
     Answer, Begin, BeginOutcome, DeferredAnswer, EffectRecord, EffectState, GcReport,
     JournalEffect, JournalEntry, Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution,
@@ -713,6 +715,7 @@ fn entry_from(r: &postgres::Row) -> JournalEntry {
         outcome: parse_json(outcome),
         created_at: r.get(8),
         completed_at: r.get(9),
+        expires_at: expires_at(r.get(9), r.get(13)),
         effects: Vec::new(),
         component: r.get(10),
         lease_owner: r.get(11),

@@ -2,7 +2,9 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::journal::read::{EFFECT_COLUMNS, ENTRY_COLUMNS, parse_json, shown_state, summary};
+use crate::journal::read::{
+    EFFECT_COLUMNS, ENTRY_COLUMNS, expires_at, parse_json, shown_state, summary,
+};
 use crate::journal::{GcReport, JournalEffect, JournalEntry};
 
 fn entry_from(r: &Row<'_>) -> rusqlite::Result<JournalEntry> {
@@ -20,6 +22,7 @@ fn entry_from(r: &Row<'_>) -> rusqlite::Result<JournalEntry> {
         outcome: parse_json(outcome),
         created_at: r.get(8)?,
         completed_at: r.get(9)?,
+        expires_at: expires_at(r.get(9)?, r.get(13)?),
         effects: Vec::new(),
         component: r.get(10)?,
         lease_owner: r.get(11)?,
