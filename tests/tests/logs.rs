@@ -150,6 +150,12 @@ fn journal_filters_by_state_and_counts_what_it_lists() {
     assert!(completed.trim_end().ends_with("1 call(s)"), "{completed}");
     let (_, running) = journal("running");
     assert!(running.contains("(no invocations)"), "{running}");
+    let (code, expired) = journal("expired");
+    assert_eq!(code, Some(0), "a state to filter by");
+    assert!(
+        expired.contains("(no invocations)"),
+        "inside its window: {expired}"
+    );
     let (code, _) = journal("stuck");
     assert_eq!(code, Some(2), "an unknown state is bad input");
 }

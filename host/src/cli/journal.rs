@@ -43,7 +43,8 @@ pub struct Journal {
     unresolved: bool,
     /// Only calls in this state: running (a live lease), stopped (its host stopped,
     /// its lease ended), incomplete, completed, replayed, unknown (an effect's outcome
-    /// is unknown), failed, abandoned. Filters the newest --limit calls.
+    /// is unknown), failed, abandoned, expired (past its retention window, not yet
+    /// collected by gc). Filters the newest --limit calls.
     #[arg(long, value_name = "STATE", value_parser = clap::builder::PossibleValuesParser::new(
         journal_store::CALL_STATES.iter().map(|(state, _)| *state)
     ))]

@@ -65,6 +65,10 @@ pub fn badges(entry: &JournalEntry) -> String {
         out.push(' ');
         out.push_str(&badge("awaiting", "awaiting the user", meaning("awaiting")));
     }
+    if s.contains(&"expired") {
+        out.push(' ');
+        out.push_str(&badge("expired", "expired", meaning("expired")));
+    }
     if entry.replays > 0 {
         out.push(' ');
         out.push_str(&badge(
@@ -248,6 +252,23 @@ mod tests {
             done.contains("b-completed") && !done.contains("replayed"),
             "{done}"
         );
+    }
+
+    #[test]
+    fn a_call_past_its_window_reads_expired_from_that_moment_on() {
+        let mut done = entry("completed", Some("success"), 0);
+        done.completed_at = Some(100);
+        done.expires_at = Some(1_100);
+        assert_eq!(done.states(1_099), ["completed"]);
+        assert_eq!(done.states(1_100), ["completed", "expired"]);
+        assert!(!badges(&done.clone().judged_at(1_099)).contains(">expired<"));
+        let shown = badges(&done.judged_at(1_100));
+        assert!(shown.contains("b-completed"), "{shown}");
+        assert!(shown.contains(">expired</span>"), "{shown}");
+
+        // The opposite: a call that is open never expires.
+        let open = entry("incomplete", None, 0);
+        assert!(!open.states(i64::MAX).contains(&"expired"));
     }
 
     #[test]

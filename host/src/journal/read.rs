@@ -239,6 +239,10 @@ pub const CALL_STATES: &[(&str, &str)] = &[
     ),
     ("failed", "a tool error or a trap"),
     ("abandoned", "closed by an operator"),
+    (
+        "expired",
+        "past its retention window: the same call now runs again as a new one (gc removes the record)",
+    ),
 ];
 
 impl JournalEntry {
@@ -266,6 +270,9 @@ impl JournalEntry {
                 states.push("failed")
             }
             _ => {}
+        }
+        if self.expired(now) {
+            states.push("expired");
         }
         states
     }
