@@ -335,6 +335,18 @@ fn a_task_that_asks_waits_for_tasks_update_then_sends_its_email_once_and_another
     // An answer that is not an ElicitResult is refused, and nothing of it kept.
     let malformed = update(&mut alice, &task, json!({ "send": { "yes": 1 } }));
     assert_eq!(malformed["error"]["code"], -32602, "{malformed}");
+    // So are answers larger than an ask takes: kept in memory until the task
+    // resumes, they are bounded when given, not when used.
+    let note = "x".repeat(1 << 20);
+    let huge = json!({ "send": { "action": "accept", "content": { "send": true, "note": note } } });
+    let too_large = update(&mut alice, &task, huge);
+    assert_eq!(too_large["error"]["code"], -32602, "{too_large}");
+    assert!(
+        too_large["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("more than the 1048576 an ask takes")),
+        "{too_large}"
+    );
     let still = task_request(&mut alice, "tasks/get", &task);
     assert_eq!(still["result"]["status"], "input_required", "{still}");
     assert!(mail.attempts().is_empty());
@@ -380,6 +392,12 @@ fn a_task_that_asks_waits_for_tasks_update_then_sends_its_email_once_and_another
         json!({ "send": { "action": "accept", "content": { "send": true } } }),
     );
     assert_eq!(late["error"]["code"], -32602, "{late}");
+    assert!(
+        late["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("is completed")),
+        "{late}"
+    );
 
     // The opposite case: another call asks for itself (the first answer is not
     // its answer), and declined, it sends nothing.

@@ -44,6 +44,8 @@ pub(crate) struct AwaitingTask {
     pub questions: Vec<Question>,
     /// The answers given so far (`ElicitResult`s), by question name.
     pub answers: Map<String, Value>,
+    /// The size of `answers` as JSON text, kept with them.
+    pub answers_bytes: usize,
     /// When the task was created (ms since the epoch).
     pub created_at: i64,
 }
@@ -90,6 +92,20 @@ pub(crate) enum Answering {
     Pending(Vec<String>),
     /// Every question is answered: the task waits no more; here is what resumes it.
     Complete(AwaitingTask),
+    /// Refused, nothing kept: the answers would take more than the task, or its
+    /// principal's tasks here, may keep (why, in words).
+    TooLarge(String),
+}
+
+/// The most the answers kept for all the tasks of one principal waiting here may
+/// take, as JSON text (each task's alone at most [`ask::MAX_ANSWERS_BYTES`]): a
+/// person's answers to forms are small, and what a client sends ahead is kept in
+/// memory until the task resumes.
+pub(crate) const MAX_PRINCIPAL_ANSWERS_BYTES: usize = 4 * ask::MAX_ANSWERS_BYTES;
+
+/// The size of `answers` as JSON text.
+fn json_bytes(answers: &Map<String, Value>) -> usize {
+    serde_json::to_string(answers).map_or(usize::MAX, |text| text.len())
 }
 
 /// The most tasks of one principal kept waiting for input on one server (and as
@@ -188,6 +204,7 @@ impl TaskInputs {
             && before.questions == task.questions
         {
             task.answers = before.answers;
+            task.answers_bytes = before.answers_bytes;
         }
         awaiting.insert(key.to_owned(), task);
     }
@@ -209,16 +226,45 @@ impl TaskInputs {
 
     /// Adds `answers` (by question name; a name not asked is ignored) to the task
     /// `key`, as one step: the one request that completes them takes the task.
+    /// Answers that would make the task's more than [`ask::MAX_ANSWERS_BYTES`] of
+    /// JSON, or its principal's here more than [`MAX_PRINCIPAL_ANSWERS_BYTES`], are
+    /// refused, and nothing of them is kept.
     pub(crate) fn answer(&self, key: &str, answers: Map<String, Value>) -> Answering {
         let mut awaiting = self.locked();
+        let Some(task) = awaiting.get(key) else {
+            return Answering::NotAwaiting;
+        };
+        let mut merged = task.answers.clone();
+        for (name, answer) in answers {
+            if task.questions.iter().any(|q| q.name == name) {
+                merged.insert(name, answer);
+            }
+        }
+        let bytes = json_bytes(&merged);
+        if bytes > ask::MAX_ANSWERS_BYTES {
+            return Answering::TooLarge(format!(
+                "the answers to task {key} would be {bytes} bytes of JSON, more than the {} an ask takes",
+                ask::MAX_ANSWERS_BYTES
+            ));
+        }
+        let principal = task.principal().map(str::to_owned);
+        let others: usize = awaiting
+            .tasks
+            .iter()
+            .filter(|(other, (_, t))| *other != key && t.principal() == principal.as_deref())
+            .map(|(_, (_, t))| t.answers_bytes)
+            .sum();
+        if others.saturating_add(bytes) > MAX_PRINCIPAL_ANSWERS_BYTES {
+            return Answering::TooLarge(format!(
+                "the answers kept for your tasks waiting for input here would be {} bytes of JSON, more than the {MAX_PRINCIPAL_ANSWERS_BYTES} kept for one client; answer the tasks you sent answers to first, or cancel some",
+                others.saturating_add(bytes)
+            ));
+        }
         let Some(task) = awaiting.get_mut(key) else {
             return Answering::NotAwaiting;
         };
-        for (name, answer) in answers {
-            if task.questions.iter().any(|q| q.name == name) {
-                task.answers.insert(name, answer);
-            }
-        }
+        task.answers = merged;
+        task.answers_bytes = bytes;
         let pending: Vec<String> = task.pending().into_iter().map(|q| q.name).collect();
         if !pending.is_empty() {
             return Answering::Pending(pending);
@@ -376,6 +422,7 @@ impl TaskAsker {
             seq: at.seq,
             questions: questions.to_vec(),
             answers: Map::new(),
+            answers_bytes: 0,
             created_at: self.created_at,
         };
         self.inputs.await_input(at.key.as_str(), task);
@@ -454,6 +501,7 @@ mod tests {
             seq,
             questions: names.iter().map(|n| Question::yes_or_no(n)).collect(),
             answers: Map::new(),
+            answers_bytes: 0,
             created_at: 1,
         }
     }
@@ -486,6 +534,63 @@ mod tests {
             Answering::NotAwaiting,
             "taken once"
         );
+    }
+
+    /// An answer of about `bytes` bytes of JSON.
+    fn sized(bytes: usize) -> Map<String, Value> {
+        let answer = json!({"action": "accept", "content": {"note": "x".repeat(bytes)}});
+        [("a".to_owned(), answer)].into_iter().collect()
+    }
+
+    fn of(principal: &str) -> AwaitingTask {
+        let mut task = task(2, &["a", "b"]);
+        task.request.principal = Some(principal.into());
+        task
+    }
+
+    #[test]
+    fn answers_past_a_tasks_or_a_principals_bound_are_refused_and_nothing_is_kept() {
+        let inputs = TaskInputs::default();
+        inputs.await_input("t", of("alice"));
+        let refused = inputs.answer("t", sized(ask::MAX_ANSWERS_BYTES));
+        let Answering::TooLarge(why) = refused else {
+            panic!("{refused:?}")
+        };
+        assert!(why.contains("more than the 1048576 an ask takes"), "{why}");
+        let kept = inputs.awaiting("t").unwrap();
+        assert!(kept.answers.is_empty() && kept.answers_bytes == 0);
+
+        // Within a task's bound, each task; past the principal's, refused.
+        let per_task = ask::MAX_ANSWERS_BYTES - 100;
+        let fits = MAX_PRINCIPAL_ANSWERS_BYTES / per_task;
+        for n in 0..fits {
+            inputs.await_input(&format!("t{n}"), of("alice"));
+            assert!(
+                matches!(
+                    inputs.answer(&format!("t{n}"), sized(per_task)),
+                    Answering::Pending(_)
+                ),
+                "task {n}"
+            );
+        }
+        assert!(
+            matches!(inputs.answer("t", sized(per_task)), Answering::TooLarge(_)),
+            "alice's tasks here keep {fits} answers of {per_task} bytes already"
+        );
+        assert!(inputs.awaiting("t").unwrap().answers.is_empty());
+
+        // The opposite: another principal's task takes the same answer.
+        inputs.await_input("u", of("bob"));
+        assert!(matches!(
+            inputs.answer("u", sized(per_task)),
+            Answering::Pending(_)
+        ));
+        // And alice's space comes back once a task of hers stops waiting here.
+        inputs.stop("t0");
+        assert!(matches!(
+            inputs.answer("t", sized(per_task)),
+            Answering::Pending(_)
+        ));
     }
 
     #[test]

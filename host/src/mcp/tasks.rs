@@ -151,6 +151,18 @@ pub(crate) fn request(
                 None,
             ));
         }
+        "tasks/update" if entry.state == "completed" => {
+            // Its call ended by another path (the same call made again with the
+            // answers): nothing here can change its saved outcome.
+            server.task_inputs().stop(&entry.key);
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "tasks/update: task {} is completed (its call ended with an outcome, saved for good); nothing was kept: tasks/get has its result",
+                    entry.key
+                ),
+                None,
+            ));
+        }
         "tasks/update" => update(server, &entry.key, params)?,
         other => {
             return Err(ErrorData::new(
@@ -599,8 +611,21 @@ fn update(server: &Server, key: &str, params: &Params) -> Result<Value, ErrorDat
         Answering::Pending(pending) => {
             tracing::info!(task = %key, ?pending, "task answered in part; waits for the rest");
         }
-        // Taken by another update meanwhile.
-        Answering::NotAwaiting => {}
+        Answering::TooLarge(why) => {
+            return Err(ErrorData::invalid_params(
+                format!("tasks/update: {why}; nothing was kept"),
+                None,
+            ));
+        }
+        // Completed by another update meanwhile, which the task resumed with.
+        Answering::NotAwaiting => {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "tasks/update: task {key} took another update's answers meanwhile and resumed with them; nothing of this one was kept (tasks/get says where it stands)"
+                ),
+                None,
+            ));
+        }
     }
     Ok(json!({}))
 }
