@@ -215,6 +215,19 @@ fn a_refund_confirmed_over_two_requests_is_performed_once_and_its_retry_replayed
         assert_eq!(replayed["structuredContent"], retried["structuredContent"]);
     }
     assert_eq!(payments.attempts().len(), ATTEMPTS as usize + 1);
+    // An altered state is refused even now that its question is answered (the
+    // answered question replays without asking, so the transport checks its MAC).
+    let error = refused(
+        &call(&mut alice, 4417, answered(&forged(&state), true), true),
+        -32602,
+    );
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("not the one this server gave"),
+        "{error}"
+    );
 
     // Another order is another call: asked on its own, its answer its own.
     let other = call(&mut alice, 4418, json!({}), true).tool_result();

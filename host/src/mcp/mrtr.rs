@@ -34,7 +34,7 @@ use crate::ask::{self, AskContext, Asked, Asker, Question, StateCheck};
 use crate::call::CallRequest;
 use crate::error::Error;
 use crate::host::Host;
-use crate::keys::InvocationKey;
+use crate::keys::{EffectKey, InvocationKey};
 
 /// `tools/call` parameter: the answers to the questions of an earlier
 /// `input_required` result, by question name.
@@ -130,15 +130,30 @@ impl Input {
             // The journal could not be read: the guard's own check decides.
             Err(_) => return Ok(()),
         };
-        let asked = entry.as_ref().is_some_and(|entry| {
+        let asked = entry.as_ref().and_then(|entry| {
             entry
                 .effects
                 .iter()
-                .any(|effect| effect.seq == named.seq && effect.provider == ask::PROVIDER)
+                .find(|effect| effect.seq == named.seq && effect.provider == ask::PROVIDER)
         });
-        if !asked {
+        let Some(asked) = asked else {
             return Err(refused(
                 "names a question this call is not waiting on (the call was forgotten, expired, or never asked it)",
+            ));
+        };
+        // Its MAC, made with the question's effect key: checked here too, since a
+        // question answered already replays without asking (and without a check).
+        let effect_key = EffectKey::from_stored(asked.key.clone());
+        let at = AskContext {
+            tool: &request.tool,
+            key: &key,
+            seq: named.seq,
+            effect_key: &effect_key,
+            principal: request.principal.as_deref(),
+        };
+        if ask::check_request_state(state, &at) != StateCheck::ForThisQuestion {
+            return Err(refused(
+                "is not the one this server gave for that question (it was altered, or made for another call)",
             ));
         }
         // A record past its window, not yet removed: the call now is a new one,
