@@ -95,10 +95,17 @@ impl Input {
         })
     }
 
+    /// Whether the request brought a request state: its check reads the journal,
+    /// and a replay answered from memory would skip it.
+    pub(crate) fn has_state(&self) -> bool {
+        self.state.is_some()
+    }
+
     /// `-32602` when the request state cannot be one this host made for `request`:
     /// it is not of the form of one, or it names another call. Whether it is this
-    /// call's, and for which question, the guard checks when the tool asks. The
-    /// transports check it before anything, a replay from memory too.
+    /// call's, and for which question, the guard checks when the tool asks. [`run`]
+    /// checks it before anything; the transports answer no replay from memory for a
+    /// request that brought a state.
     pub(crate) fn check_state(&self, host: &Host, request: &CallRequest) -> Result<(), ErrorData> {
         let Some(state) = &self.state else {
             return Ok(());
@@ -215,10 +222,23 @@ impl Asker for MrtrAsker {
     }
 }
 
-/// Runs a stateless call of `tool` (`run`, the call's run and its answer) with
-/// [`MrtrAsker`] asking its client, whose request brought `input` (its state
-/// checked, [`Input::check_state`]); a client that cannot be asked gets `-32021`.
+/// Runs a stateless call, `request` (`run`, the call's run and its answer), with
+/// [`MrtrAsker`] asking its client, whose request brought `input`: its state is
+/// checked first ([`Input::check_state`], a journal read: so this runs where a call
+/// may block, never on a thread that reads other requests); a client that cannot
+/// be asked gets `-32021`.
 pub(crate) fn run(
+    input: Input,
+    host: &Host,
+    request: &CallRequest,
+    run: impl FnOnce() -> Result<Value, ErrorData>,
+) -> Result<Value, ErrorData> {
+    input.check_state(host, request)?;
+    asked_through_result(input, &request.tool, run)
+}
+
+/// [`run`] once the state is checked.
+fn asked_through_result(
     input: Input,
     tool: &str,
     run: impl FnOnce() -> Result<Value, ErrorData>,
@@ -397,7 +417,7 @@ mod tests {
 
     #[test]
     fn a_client_that_cannot_be_asked_is_refused_as_missing_elicitation_and_only_then() {
-        let refused = run(Input::default(), "refund", || {
+        let refused = asked_through_result(Input::default(), "refund", || {
             let asker = ask::current().expect("the call runs with the asker");
             assert!(asker.can_ask().is_err());
             unavailable_result()
@@ -414,14 +434,14 @@ mod tests {
             elicitation: true,
             ..Input::default()
         };
-        let told = run(willing, "refund", unavailable_result).unwrap();
+        let told = asked_through_result(willing, "refund", unavailable_result).unwrap();
         assert_eq!(told["isError"], true);
         assert_eq!(
             told["structuredContent"]["error"]["kind"],
             INPUT_UNAVAILABLE_KIND
         );
         // A call that never asked is answered as it is, even from a client that cannot be asked.
-        let done = run(Input::default(), "refund", || {
+        let done = asked_through_result(Input::default(), "refund", || {
             Ok(json!({ "isError": false }))
         });
         assert_eq!(done.unwrap(), json!({ "isError": false }));

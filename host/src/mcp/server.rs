@@ -358,14 +358,6 @@ impl Server {
                         progress_token,
                         input,
                     } => {
-                        // A request state that is not this call's: refused before
-                        // anything (a replay too).
-                        if let Some(refused) = input
-                            .as_ref()
-                            .and_then(|i| i.check_state(&self.host, &request).err())
-                        {
-                            return outbox.reply(&id, Err(refused));
-                        }
                         if !in_flight.admit(&id) {
                             let error = ErrorData::invalid_request(
                                 format!("request id {id} is already in use by a call in flight"),
@@ -374,8 +366,11 @@ impl Server {
                             return outbox.reply(&id, Err(error));
                         }
                         // A replay answered from memory goes out at once; any other
-                        // call waits for a worker.
-                        if self.shutdown.start() {
+                        // call waits for a worker (one with a request state too: its
+                        // check reads the journal, on the worker).
+                        if !input.as_ref().is_some_and(mrtr::Input::has_state)
+                            && self.shutdown.start()
+                        {
                             let replayed = self.replay_from_memory(&request, stateless, false);
                             self.shutdown.finish();
                             if let Some(reply) = replayed {
@@ -622,7 +617,7 @@ impl Server {
             let reply = if job.stateless {
                 // Asked through its result (`input_required`), answered by its retry.
                 match job.input {
-                    Some(input) => mrtr::run(input, &job.request.tool, run),
+                    Some(input) => mrtr::run(input, &self.host, &job.request, run),
                     None => run(),
                 }
             } else {

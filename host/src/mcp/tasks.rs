@@ -210,7 +210,7 @@ pub(crate) fn call(
     };
     let Ok(key) = server.host().key_for(request) else {
         // The call reports what is wrong with it.
-        let reply = mrtr::run(input, &request.tool, || {
+        let reply = mrtr::run(input, server.host(), request, || {
             server.run_call(request, true, true)
         });
         done();
@@ -253,7 +253,7 @@ pub(crate) fn call(
     let created_at = running.created_at;
     std::thread::spawn(move || {
         // Asked as its request says until it is a task; as a task after.
-        let reply = mrtr::run(input, &call.tool, || {
+        let reply = mrtr::run(input, runner.host(), &call, || {
             let asker = TaskAsker::first(
                 runner.task_inputs(),
                 &ran,

@@ -360,13 +360,6 @@ impl McpEndpoint {
                 input,
             } => 'call: {
                 let request = request.principal(principal);
-                // A request state that is not this call's: refused before anything.
-                if let Some(refused) = input
-                    .as_ref()
-                    .and_then(|i| i.check_state(server.host(), &request).err())
-                {
-                    break 'call Err(refused);
-                }
                 let Some(permit) = self.admission.enter(principal) else {
                     return Answer::Ready(
                         refusal(
@@ -422,8 +415,12 @@ impl McpEndpoint {
                     };
                     return Answer::Ready(self.stream_call(server, found, call));
                 }
-                // A replay answered from memory never blocks: it is answered here.
-                if let Some(reply) = server.replay_from_memory(&request, stateless, true) {
+                // A replay answered from memory never blocks: it is answered here
+                // (not for a request with a state: its check reads the journal, in
+                // the blocking work, `mrtr::run`).
+                if !input.as_ref().is_some_and(mrtr::Input::has_state)
+                    && let Some(reply) = server.replay_from_memory(&request, stateless, true)
+                {
                     shutdown.finish();
                     drop(permit);
                     break 'call reply;
@@ -456,7 +453,7 @@ impl McpEndpoint {
                     let reply = match (cannot_ask, input) {
                         (Some(asker), _) => crate::ask::with_asker(std::rc::Rc::new(asker), run),
                         // Stateless: asked through its result, answered by its retry.
-                        (None, Some(input)) => mrtr::run(input, &request.tool, run),
+                        (None, Some(input)) => mrtr::run(input, server.host(), &request, run),
                         (None, None) => run(),
                     };
                     shutdown.finish();
