@@ -148,6 +148,34 @@ fn run_reports_bad_input_with_its_exit_code_and_stores_nothing() {
     assert_eq!(json_of(&journal), serde_json::json!([]));
 }
 
+/// `justonce journal | head`: a reader that goes away ends the command quietly, by
+/// SIGPIPE as Unix tools do, not with a panic and its backtrace.
+#[test]
+fn a_command_whose_reader_went_away_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let ran = justonce(&db, &["run", "send_receipt", "--args", ARGS], None);
+    assert_eq!(ran.status.code(), Some(0));
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = justonce_command(Some(&db))
+        .arg("journal")
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        out.status.signal(),
+        Some(13),
+        "ended by SIGPIPE: {:?}",
+        out.status
+    );
+}
+
 #[test]
 fn key_prints_the_invocation_key_that_run_uses() {
     let dir = tempfile::tempdir().unwrap();
@@ -216,6 +244,22 @@ fn demo_shows_the_retry_and_one_email() {
         "{stdout}"
     );
     assert_eq!(mailbox_count(&db), 2);
+    // Its last line runs as printed, and shows the demo's calls.
+    let hint = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("See it all with: "))
+        .expect("the hint");
+    let mut words = hint.split_whitespace();
+    let journal = std::process::Command::new(words.next().unwrap())
+        .args(words)
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&journal.stdout);
+    assert!(journal.status.success(), "{hint}: {listed}");
+    assert!(
+        listed.contains("send_receipt") && listed.trim_end().ends_with("4 call(s)"),
+        "{hint}: {listed}"
+    );
 }
 
 #[test]

@@ -71,6 +71,7 @@ fn a_new_tool_builds_passes_its_own_test_and_runs() {
         "prints the commands: {told}"
     );
     let manifest = dir.path().join("remind_unpaid/Cargo.toml");
+    ignores_the_journal(&dir.path().join("remind_unpaid"));
 
     let build = cargo(
         &manifest,
@@ -133,6 +134,12 @@ fn agents_see_the_arguments_not_the_template_notes(wasm: &Path) {
 
 /// The printed hints tell the author that the same call replays a saved answer after a
 /// rebuild, and how to run the new build.
+/// The project's `.gitignore` keeps out the journal `justonce run` makes there.
+fn ignores_the_journal(project: &Path) {
+    let ignored = std::fs::read_to_string(project.join(".gitignore")).unwrap();
+    assert!(ignored.lines().any(|l| l == "/.justonce/"), "{ignored}");
+}
+
 fn says_how_to_run_a_rebuild(told: &str) {
     assert!(told.contains("--fresh"), "{told}");
 }
@@ -193,6 +200,7 @@ fn a_new_tool_in(lang: &Lang) {
         panic!("test, install, build and run commands: {told}");
     };
     let project = dir.path().join("remind_unpaid");
+    ignores_the_journal(&project);
 
     let tested = shell(dir.path(), test);
     let said = String::from_utf8_lossy(&tested.stdout) + String::from_utf8_lossy(&tested.stderr);

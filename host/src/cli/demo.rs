@@ -1,4 +1,4 @@
-//! `justonce demo`: the seed's story on the example tools — a lost response, a retry
+//! `justonce demo`: a lost response and its retry on the example tools — a lost response, a retry
 //! that does not send a second email, and a different call that does — then a refund
 //! over HTTP against a payments API on 127.0.0.1 whose response is lost, and a
 //! webhook delivered once from the outbox.
@@ -17,7 +17,8 @@ use crate::http::local_api::{Behaviour, LocalApi};
 use crate::http::{DEFAULT_IDEMPOTENCY_HEADER, HttpConfig};
 use crate::providers::MailProvider;
 
-/// Play the seed's story: a lost email response, the agent's retry, a second order.
+/// Watch a lost response and the agent's retry end to end: one email per order, one
+/// refund, one webhook, on the example tools.
 #[derive(Debug, Args)]
 pub struct Demo {
     /// The conversation to play it in (default: a new one each run).
@@ -198,7 +199,13 @@ impl Demo {
             payments.requests().len(),
             receiver.requests().len()
         );
-        println!("See it all with: justonce journal --conversation {conversation}");
+        // The program as it was started (`target/release/justonce` from the
+        // checkout, `justonce` once installed), so the line runs as printed.
+        let program = std::env::args().next().unwrap_or_else(|| "justonce".into());
+        println!(
+            "See it all with: {program} --db {} journal --conversation {conversation}",
+            cli.db.display()
+        );
         Ok(exit::SUCCESS)
     }
 }

@@ -42,9 +42,10 @@ pub struct Journal {
     #[arg(long)]
     unresolved: bool,
     /// Only calls in this state: running (a live lease), stopped (its host stopped,
-    /// its lease ended), incomplete, completed, replayed, unknown (an effect's outcome
-    /// is unknown), failed, abandoned, expired (past its retention window, not yet
-    /// collected by gc). Filters the newest --limit calls.
+    /// its lease ended), incomplete, awaiting (its tool asked the user; the same call
+    /// made again with the answers resumes it), completed, replayed, unknown (an
+    /// effect's outcome is unknown), failed, abandoned, expired (past its retention
+    /// window, not yet collected by gc). Filters the newest --limit calls.
     #[arg(long, value_name = "STATE", value_parser = clap::builder::PossibleValuesParser::new(
         journal_store::CALL_STATES.iter().map(|(state, _)| *state)
     ))]

@@ -136,6 +136,40 @@ enum Command {
     Lock(lock::Lock),
 }
 
+impl Command {
+    /// Whether the command does its work, prints what it did or found, and exits:
+    /// not a server, a console or a loop, which hold connections and files to close.
+    fn prints_and_exits(&self) -> bool {
+        matches!(
+            self,
+            Self::Run(_)
+                | Self::Tools(_)
+                | Self::Key(_)
+                | Self::Journal(_)
+                | Self::Gc(_)
+                | Self::Demo(_)
+                | Self::Resolve(_)
+                | Self::Forget(_)
+                | Self::Abandon(_)
+                | Self::Token(_)
+                | Self::New(_)
+        )
+    }
+}
+
+/// A command whose reader goes away (`justonce journal | head`) ends there, quietly,
+/// as Unix tools do: SIGPIPE's default action. Rust's runtime ignores SIGPIPE, so
+/// every print after the reader left would panic with "failed printing to stdout".
+/// Its work is done (or journaled) by the time it prints.
+fn end_quietly_when_the_reader_goes() {
+    // SAFETY: `signal` with a valid signal number and `SIG_DFL` has no
+    // preconditions; this runs on the main thread before any other is started.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 impl Cli {
     /// Reads the configuration file (`--config`, else `justonce.toml` next to the
     /// database) and settles which database is used.
@@ -305,6 +339,9 @@ pub fn main() -> ExitCode {
     if let Err(error) = logging::init(&traces) {
         eprintln!("justonce: {error}");
         return ExitCode::from(exit::BAD_INPUT);
+    }
+    if cli.command.prints_and_exits() {
+        end_quietly_when_the_reader_goes();
     }
     let result = match &cli.command {
         Command::Run(cmd) => cmd.run(&cli),

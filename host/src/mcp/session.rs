@@ -107,6 +107,9 @@ pub(crate) struct Session<'a> {
     /// Whether the client's `initialize` declared the `elicitation` capability: its
     /// tools may ask it (`mcp/elicit.rs`).
     elicits: bool,
+    /// Whether this transport serves the Tasks extension (`mcp/tasks.rs`: Streamable
+    /// HTTP, where a task outlives its request), so `server/discover` declares it.
+    serves_tasks: bool,
 }
 
 /// A fresh id for a stdio connection (random, hex); `None` when the system gives no
@@ -138,12 +141,15 @@ impl<'a> Session<'a> {
             starts_over: false,
             connection: None,
             elicits: false,
+            serves_tasks: true,
         }
     }
 
-    /// A stdio connection: a second `initialize` starts it over, as a new session.
+    /// A stdio connection: a second `initialize` starts it over, as a new session;
+    /// it serves no tasks (a call there answers when it ends), so it declares none.
     pub(crate) fn over_stdio(mut self) -> Self {
         self.starts_over = true;
+        self.serves_tasks = false;
         self.connection = connection_id();
         self
     }
@@ -164,6 +170,7 @@ impl<'a> Session<'a> {
             starts_over: false,
             connection: None,
             elicits: false,
+            serves_tasks: true,
         }
     }
 
@@ -317,7 +324,9 @@ impl<'a> Session<'a> {
         let reply = match method {
             "server/discover" => {
                 let mut capabilities = capabilities();
-                capabilities.extensions = Some(super::protocol::tasks_declaration());
+                if self.serves_tasks {
+                    capabilities.extensions = Some(super::protocol::tasks_declaration());
+                }
                 let mut found = DiscoverResult::new(MODERN_VERSIONS.to_vec(), capabilities)
                     .with_cache_scope(CacheScope::Public)
                     .with_ttl_ms(0);
@@ -652,6 +661,28 @@ mod tests {
             "{}",
             again.message
         );
+    }
+
+    /// `server/discover` declares the Tasks extension where tasks are served (HTTP),
+    /// not on stdio, whose `tasks/*` are -32021.
+    #[test]
+    fn discover_declares_tasks_over_http_and_not_over_stdio() {
+        let discover = |session: &mut Session<'_>| {
+            let meta = json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            });
+            reply(session.request("server/discover", &params(json!({ "_meta": meta })))).unwrap()
+        };
+        let http = discover(&mut Session::new(tools(), Scoping::default()));
+        assert_eq!(
+            http["capabilities"]["extensions"],
+            json!({ "io.modelcontextprotocol/tasks": {} }),
+            "{http}"
+        );
+        let mut stdio = Session::new(tools(), Scoping::default()).over_stdio();
+        let found = discover(&mut stdio);
+        assert!(found["capabilities"].get("extensions").is_none(), "{found}");
     }
 
     /// A client is asked only if its `initialize` declared `elicitation`; a new
