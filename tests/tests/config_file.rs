@@ -93,6 +93,36 @@ fn config_names_the_database_and_the_flag_wins_over_it() {
     assert!(flag_db.is_file(), "--db wins over the configuration");
 }
 
+/// A `justonce.toml` in the directory a command runs in, but not beside its
+/// database, is not read: the command says so and where the file is read from.
+#[test]
+fn a_config_in_the_working_directory_that_is_not_read_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("justonce.toml"),
+        "[tools.send_receipt]\nmax_args_bytes = 40\n",
+    )
+    .unwrap();
+    let tools = |db: &Path| {
+        let out = justonce_command(Some(db))
+            .arg("tools")
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let elsewhere = dir.path().join(".justonce").join("state.db");
+    let said = tools(&elsewhere);
+    assert!(
+        said.contains("./justonce.toml is not read") && said.contains(".justonce/justonce.toml"),
+        "{said}"
+    );
+    // The opposite: beside the database, it is read, and nothing is said.
+    let said = tools(&dir.path().join("state.db"));
+    assert!(!said.contains("not read"), "{said}");
+}
+
 #[test]
 fn a_bad_config_is_bad_input_that_names_the_key() {
     let dir = tempfile::tempdir().unwrap();

@@ -25,13 +25,13 @@ mod token;
 mod tools;
 mod watch;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 use crate::builder::HostBuilder;
-use crate::config::Config;
+use crate::config::{self, Config};
 use crate::error::{Error, LoadFault};
 use crate::host::Host;
 
@@ -170,6 +170,22 @@ fn end_quietly_when_the_reader_goes() {
     }
 }
 
+/// Says so when the working directory holds a `justonce.toml` that is not read: the
+/// file is read beside the database (`.justonce/justonce.toml` by default) or from
+/// `--config`, and a newcomer's first guess is the directory they run in.
+fn warn_of_a_config_not_read(db: &Path) {
+    let here = Path::new(config::FILE_NAME);
+    let beside = db.parent().unwrap_or(Path::new("")).join(config::FILE_NAME);
+    let same = |a: &Path, b: &Path| matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b);
+    if here.is_file() && !same(here, &beside) {
+        eprintln!(
+            "justonce: warning: ./{name} is not read: the configuration is read beside the database ({}) or from --config PATH",
+            beside.display(),
+            name = config::FILE_NAME,
+        );
+    }
+}
+
 impl Cli {
     /// Reads the configuration file (`--config`, else `justonce.toml` next to the
     /// database) and settles which database is used.
@@ -180,7 +196,13 @@ impl Cli {
             .unwrap_or_else(|| PathBuf::from(DEFAULT_DB));
         self.settings = match &self.config {
             Some(path) => Some(Config::load(path)?),
-            None => Config::beside(&db)?,
+            None => {
+                let beside = Config::beside(&db)?;
+                if beside.is_none() {
+                    warn_of_a_config_not_read(&db);
+                }
+                beside
+            }
         };
         let from_config = self.settings.as_ref().and_then(|c| c.database.clone());
         self.db = self.db_flag.clone().or(from_config).unwrap_or(db);
