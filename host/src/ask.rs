@@ -217,13 +217,17 @@ pub(crate) fn payload(questions: &[Question]) -> Value {
 /// handed to the tool, and a person's answers to a form are far smaller.
 pub const MAX_ANSWERS_BYTES: usize = 1 << 20;
 
-/// Why `answers` do not answer `asked` questions, if they do not: one MCP
+/// Why `answers` do not answer the `asked` questions, if they do not: one MCP
 /// `ElicitResult` object per question, its `action` `accept` (with an object
-/// `content`, or none), `decline` or `cancel`, all of them at most
-/// [`MAX_ANSWERS_BYTES`] of JSON.
-pub(crate) fn check_answers(answers: &[Value], asked: usize) -> Result<(), String> {
-    if answers.len() != asked {
-        return Err(format!("{} answers to {asked} questions", answers.len()));
+/// `content` that fits the question's schema, [`check_answer`], or none), `decline`
+/// or `cancel`, all of them at most [`MAX_ANSWERS_BYTES`] of JSON.
+pub(crate) fn check_answers(answers: &[Value], asked: &[Question]) -> Result<(), String> {
+    if answers.len() != asked.len() {
+        return Err(format!(
+            "{} answers to {} questions",
+            answers.len(),
+            asked.len()
+        ));
     }
     let size = serde_json::to_string(answers).map_or(usize::MAX, |text| text.len());
     if size > MAX_ANSWERS_BYTES {
@@ -240,7 +244,46 @@ pub(crate) fn check_answers(answers: &[Value], asked: usize) -> Result<(), Strin
             _ => return Err(format!("not an elicitation result: {answer}")),
         }
     }
+    for (question, answer) in asked.iter().zip(answers) {
+        check_answer(question, answer)?;
+    }
     Ok(())
+}
+
+/// How many of an answer's misfits one message names.
+const MISFITS_REPORTED: usize = 3;
+
+/// Why `answer` (an `ElicitResult`) does not fit `question`, if it does not: an
+/// accepted answer's content (none counts as `{}`) must match the question's
+/// `requestedSchema` (its properties' types, `required`, `enum`, bounds), as the
+/// person's client was asked to make it. A declined or cancelled answer carries no
+/// content to check.
+pub(crate) fn check_answer(question: &Question, answer: &Value) -> Result<(), String> {
+    if answer.get("action").and_then(Value::as_str) != Some("accept") {
+        return Ok(());
+    }
+    let empty = Value::Object(serde_json::Map::new());
+    let content = answer.get("content").unwrap_or(&empty);
+    let name = &question.name;
+    let validator = jsonschema::validator_for(&question.schema)
+        .map_err(|e| format!("question `{name}`'s schema is not a usable JSON Schema: {e}"))?;
+    let misfits: Vec<String> = validator
+        .iter_errors(content)
+        .take(MISFITS_REPORTED)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            let at = if path.is_empty() { "/" } else { &path };
+            format!("at {at}: {e}")
+        })
+        .collect();
+    if misfits.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the answer to `{name}` does not fit its requestedSchema: {}",
+            misfits.join("; ")
+        ))
+    }
 }
 
 /// The request state of the question at `seq` of `key`:
@@ -507,14 +550,35 @@ mod tests {
         );
     }
 
+    /// `confirm?`, whose answer must say `confirm`, a boolean.
+    fn confirm() -> Question {
+        Question {
+            name: "confirm".into(),
+            message: "Refund?".into(),
+            schema: serde_json::json!({
+                "type": "object",
+                "properties": {"confirm": {"type": "boolean"}},
+                "required": ["confirm"],
+            }),
+        }
+    }
+
     #[test]
     fn answers_are_elicit_results_one_per_question() {
         let accept = serde_json::json!({"action": "accept", "content": {"confirm": true}});
         let decline = serde_json::json!({"action": "decline"});
-        assert_eq!(check_answers(&[accept.clone(), decline.clone()], 2), Ok(()));
-        assert!(check_answers(std::slice::from_ref(&accept), 2).is_err());
+        let two = [confirm(), Question::yes_or_no("b")];
+        assert_eq!(
+            check_answers(&[accept.clone(), decline.clone()], &two),
+            Ok(())
+        );
+        assert!(check_answers(std::slice::from_ref(&accept), &two).is_err());
+        let note = [Question {
+            schema: serde_json::json!({"type": "object", "properties": {"note": {"type": "string"}}}),
+            ..Question::yes_or_no("note")
+        }];
         let huge = serde_json::json!({"action": "accept", "content": {"note": "x".repeat(MAX_ANSWERS_BYTES)}});
-        let too_big = check_answers(std::slice::from_ref(&huge), 1).unwrap_err();
+        let too_big = check_answers(std::slice::from_ref(&huge), &note).unwrap_err();
         assert!(too_big.contains("more than"), "{too_big}");
         for bad in [
             serde_json::json!({"action": "maybe"}),
@@ -522,9 +586,48 @@ mod tests {
             serde_json::json!("accept"),
         ] {
             assert!(
-                check_answers(std::slice::from_ref(&bad), 1).is_err(),
+                check_answers(std::slice::from_ref(&bad), &note).is_err(),
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    fn an_accepted_answers_content_must_fit_its_questions_schema() {
+        let answer = |content: serde_json::Value| {
+            check_answer(
+                &confirm(),
+                &serde_json::json!({"action": "accept", "content": content}),
+            )
+        };
+        let wrong_type = answer(serde_json::json!({"confirm": "yes"})).unwrap_err();
+        assert!(
+            wrong_type.contains("`confirm` does not fit") && wrong_type.contains("at /confirm"),
+            "{wrong_type}"
+        );
+        let missing = answer(serde_json::json!({})).unwrap_err();
+        assert!(missing.contains("required"), "{missing}");
+        let no_content = serde_json::json!({"action": "accept"});
+        assert!(
+            check_answer(&confirm(), &no_content).is_err(),
+            "none is {{}}"
+        );
+        let sizes = Question {
+            schema: serde_json::json!({
+                "type": "object",
+                "properties": {"size": {"type": "string", "enum": ["s", "m"]}},
+            }),
+            ..Question::yes_or_no("size")
+        };
+        let size = |s: &str| serde_json::json!({"action": "accept", "content": {"size": s}});
+        assert!(check_answer(&sizes, &size("xl")).is_err());
+
+        // The opposite: answers that fit, and answers with no content to check.
+        assert_eq!(answer(serde_json::json!({"confirm": false})), Ok(()));
+        assert_eq!(check_answer(&sizes, &size("m")), Ok(()));
+        for action in ["decline", "cancel"] {
+            let told = serde_json::json!({"action": action});
+            assert_eq!(check_answer(&confirm(), &told), Ok(()), "{action}");
         }
     }
 

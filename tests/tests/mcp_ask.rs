@@ -137,6 +137,14 @@ fn a_refund_confirmed_over_two_requests_is_performed_once_and_its_retry_replayed
     // Asked again without an answer: the same question, the same state.
     let again = call(&mut alice, 4417, json!({}), true).tool_result();
     assert_eq!(asked(&again), state);
+    // So is an answer that does not fit the question's schema (a string for the
+    // boolean it asked): asked again, nothing saved, nothing performed.
+    let misfit = json!({
+        "inputResponses": { "answer": { "action": "accept", "content": { "confirm": "yes" } } },
+        "requestState": state,
+    });
+    let again = call(&mut alice, 4417, misfit, true).tool_result();
+    assert_eq!(asked(&again), state);
 
     // A forged state, or one naming another call: refused, nothing performed.
     refused(

@@ -335,6 +335,16 @@ fn a_task_that_asks_waits_for_tasks_update_then_sends_its_email_once_and_another
     // An answer that is not an ElicitResult is refused, and nothing of it kept.
     let malformed = update(&mut alice, &task, json!({ "send": { "yes": 1 } }));
     assert_eq!(malformed["error"]["code"], -32602, "{malformed}");
+    // So is one whose content does not fit the question's schema.
+    let misfit = json!({ "send": { "action": "accept", "content": { "send": "yes" } } });
+    let misfit = update(&mut alice, &task, misfit);
+    assert_eq!(misfit["error"]["code"], -32602, "{misfit}");
+    assert!(
+        misfit["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("does not fit its requestedSchema")),
+        "{misfit}"
+    );
     // So are answers larger than an ask takes: kept in memory until the task
     // resumes, they are bounded when given, not when used.
     let note = "x".repeat(1 << 20);

@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::protocol::{ErrorData, RequestId};
-use crate::ask::{AskContext, Asked, Asker, Question};
+use crate::ask::{self, AskContext, Asked, Asker, Question};
 
 /// The method of the server's request that asks the client's user.
 pub const ELICIT_METHOD: &str = "elicitation/create";
@@ -214,9 +214,15 @@ impl SessionAsker {
             self.call.as_ref(),
             self.timeout,
         ) {
-            Ok(Ok(result)) => elicit_result(result).map_err(|why| {
-                format!("the client's answer to {ELICIT_METHOD} is not an ElicitResult: {why}")
-            }),
+            Ok(Ok(result)) => elicit_result(result)
+                .map_err(|why| {
+                    format!("the client's answer to {ELICIT_METHOD} is not an ElicitResult: {why}")
+                })
+                .and_then(|answer| {
+                    ask::check_answer(question, &answer)
+                        .map(|()| answer)
+                        .map_err(|why| format!("the client's answer to {ELICIT_METHOD}: {why}"))
+                }),
             Ok(Err(error)) => Err(format!(
                 "the client answered {ELICIT_METHOD} with an error ({}: {})",
                 error.code.0, error.message
@@ -435,6 +441,13 @@ mod tests {
         assert!(
             matches!(&malformed, Asked::Unavailable(why) if why.contains("not an ElicitResult")),
             "{malformed:?}"
+        );
+        let (_, misfit) = asked_with(&[Question::yes_or_no("q")], Duration::from_secs(60), |_| {
+            Some(Ok(json!({"action": "accept", "content": {"ok": "yes"}})))
+        });
+        assert!(
+            matches!(&misfit, Asked::Unavailable(why) if why.contains("does not fit its requestedSchema")),
+            "{misfit:?}"
         );
         let (seen, refused) = asked_with(
             &[Question::yes_or_no("a"), Question::yes_or_no("b")],

@@ -213,8 +213,11 @@ impl Asker for MrtrAsker {
             StateCheck::ForThisQuestion => questions
                 .iter()
                 .map(|q| {
+                    // Missing, malformed or not fitting the question: asked again.
                     let answer = self.input.responses.get(&q.name)?;
-                    elicit_result(answer.clone()).ok()
+                    elicit_result(answer.clone())
+                        .ok()
+                        .filter(|answer| ask::check_answer(q, answer).is_ok())
                 })
                 .collect::<Option<Vec<Value>>>()
                 .map_or(Asked::Later, Asked::Answered),

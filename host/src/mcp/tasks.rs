@@ -604,6 +604,9 @@ fn update(server: &Server, key: &str, params: &Params) -> Result<Value, ErrorDat
                 None,
             )
         })?;
+        ask::check_answer(question, &answer).map_err(|why| {
+            ErrorData::invalid_params(format!("tasks/update: {why}; nothing was kept"), None)
+        })?;
         answers.insert(question.name.clone(), answer);
     }
     match server.task_inputs().answer(key, answers) {

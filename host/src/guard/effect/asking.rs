@@ -150,7 +150,7 @@ impl EffectSession {
         self.ends_at_ms = self.ends_at_ms.saturating_add(waited);
         match asked {
             Asked::Answered(answers) => {
-                if let Err(why) = ask::check_answers(&answers, questions.len()) {
+                if let Err(why) = ask::check_answers(&answers, questions) {
                     let why = format!("the client's answers cannot be used: {why}");
                     self.note_unknown(&key, &why)?;
                     return Ok(Err(self.input_unavailable(why)));
