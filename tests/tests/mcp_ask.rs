@@ -114,7 +114,11 @@ fn a_refund_confirmed_over_two_requests_is_performed_once_and_its_retry_replayed
         b.component(justonce_tests::guests::ASKS_REFUND_COMPONENT)
             .provider("payments", payments.clone())
     });
-    let http = HttpFixture::start(Arc::new(test.host), HttpOptions::default(), &["alice"]);
+    let http = HttpFixture::start(
+        Arc::new(test.host),
+        HttpOptions::default(),
+        &["alice", "bob"],
+    );
     let mut alice = http.client("alice");
 
     // A client that cannot be asked is told which capability the tool needs.
@@ -156,6 +160,14 @@ fn a_refund_confirmed_over_two_requests_is_performed_once_and_its_retry_replayed
         &call(&mut alice, 4417, answered(&elsewhere, true), true),
         -32602,
     );
+    assert!(
+        error["message"].as_str().unwrap().contains("another call"),
+        "{error}"
+    );
+    // Bob making alice's very call with her state: his call is another (keys are
+    // per principal), so her state is refused, and nothing runs.
+    let mut bob = http.client("bob");
+    let error = refused(&call(&mut bob, 4417, answered(&state, true), true), -32602);
     assert!(
         error["message"].as_str().unwrap().contains("another call"),
         "{error}"
