@@ -205,7 +205,11 @@ fn check_schema(schema: &Value) -> Result<(), String> {
             ));
         }
     }
-    Ok(())
+    // Answers are checked against it (`check_answer`): one that cannot be compiled
+    // would refuse every answer, as the client's fault.
+    jsonschema::validator_for(&Value::Object(schema.clone()))
+        .map(|_| ())
+        .map_err(|e| format!("its schema is not a usable JSON Schema: {e}"))
 }
 
 /// The asking effect's payload: the questions as a JSON array.
@@ -541,6 +545,15 @@ mod tests {
             let refused = check_questions(&questions).unwrap_err();
             assert!(refused.contains(why), "{refused}");
         }
+        let unusable = Question {
+            schema: serde_json::json!({
+                "type": "object",
+                "properties": {"code": {"type": "string", "pattern": "("}},
+            }),
+            ..Question::yes_or_no("code")
+        };
+        let why = check_questions(&[unusable]).unwrap_err();
+        assert!(why.contains("not a usable JSON Schema"), "{why}");
         let mut silent = question("a", flat);
         silent.message = " ".into();
         assert!(

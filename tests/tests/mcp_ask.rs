@@ -392,8 +392,8 @@ fn over_stdio_a_stateless_call_is_asked_and_answered_the_same_way() {
     let other_state = asked(&call(4418, json!({}))["result"]);
     let crossed = call(4417, answered(&other_state, true));
     assert_eq!(crossed["error"]["code"], -32602, "{crossed}");
-    let forged = call(4417, answered(&forged(&state), true));
-    assert_eq!(forged["error"]["code"], -32602, "{forged}");
+    let altered = call(4417, answered(&forged(&state), true));
+    assert_eq!(altered["error"]["code"], -32602, "{altered}");
     assert!(payments.attempts().is_empty(), "nothing performed");
 
     let done = call(4417, answered(&state, true));
@@ -406,5 +406,8 @@ fn over_stdio_a_stateless_call_is_asked_and_answered_the_same_way() {
         again["result"]["_meta"]["dev.justonce/replayed"], true,
         "{again}"
     );
+    // The replay comes from memory; an altered state with it still is refused.
+    let altered = call(4417, answered(&forged(&state), true));
+    assert_eq!(altered["error"]["code"], -32602, "{altered}");
     assert_eq!(payments.applied().len(), 1, "one refund");
 }

@@ -327,6 +327,12 @@ fn a_task_that_asks_waits_for_tasks_update_then_sends_its_email_once_and_another
     let again = send(&mut alice, "tools/call", asking("gus@example.com"), true);
     assert_eq!(again["result"]["taskId"], task, "{again}");
     assert_eq!(again["result"]["status"], "input_required", "{again}");
+    // The same call with a request state this server did not give: refused before
+    // anything, not answered with the task.
+    let mut forged = asking("gus@example.com");
+    forged["requestState"] = json!(format!("{task}.0.{}", "0".repeat(32)));
+    let refused = send(&mut alice, "tools/call", forged, true);
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
 
     // Bob cannot answer alice's task: as for a task that does not exist.
     let yes = json!({ "send": { "action": "accept", "content": { "send": true } } });

@@ -132,14 +132,14 @@ fn agents_see_the_arguments_not_the_template_notes(wasm: &Path) {
     assert!(schema.get("description").is_none(), "{schema}");
 }
 
-/// The printed hints tell the author that the same call replays a saved answer after a
-/// rebuild, and how to run the new build.
 /// The project's `.gitignore` keeps out the journal `justonce run` makes there.
 fn ignores_the_journal(project: &Path) {
     let ignored = std::fs::read_to_string(project.join(".gitignore")).unwrap();
     assert!(ignored.lines().any(|l| l == "/.justonce/"), "{ignored}");
 }
 
+/// The printed hints tell the author that the same call replays a saved answer after a
+/// rebuild, and how to run the new build.
 fn says_how_to_run_a_rebuild(told: &str) {
     assert!(told.contains("--fresh"), "{told}");
 }

@@ -137,30 +137,19 @@ enum Command {
 }
 
 impl Command {
-    /// Whether the command does its work, prints what it did or found, and exits:
-    /// not a server, a console or a loop, which hold connections and files to close.
-    fn prints_and_exits(&self) -> bool {
-        matches!(
-            self,
-            Self::Run(_)
-                | Self::Tools(_)
-                | Self::Key(_)
-                | Self::Journal(_)
-                | Self::Gc(_)
-                | Self::Demo(_)
-                | Self::Resolve(_)
-                | Self::Forget(_)
-                | Self::Abandon(_)
-                | Self::Token(_)
-                | Self::New(_)
-        )
+    /// Whether the command only reads and prints what it found (`journal`, `tools`,
+    /// `key`): one a reader may stop reading (`| head`). Not a command that writes
+    /// a journal or runs a tool: SIGPIPE is the process's, and a journal connection
+    /// that broke mid-write must be an error the command reports, not a kill.
+    fn only_reads_and_prints(&self) -> bool {
+        matches!(self, Self::Tools(_) | Self::Key(_) | Self::Journal(_))
     }
 }
 
 /// A command whose reader goes away (`justonce journal | head`) ends there, quietly,
 /// as Unix tools do: SIGPIPE's default action. Rust's runtime ignores SIGPIPE, so
 /// every print after the reader left would panic with "failed printing to stdout".
-/// Its work is done (or journaled) by the time it prints.
+#[cfg(unix)]
 fn end_quietly_when_the_reader_goes() {
     // SAFETY: `signal` with a valid signal number and `SIG_DFL` has no
     // preconditions; this runs on the main thread before any other is started.
@@ -170,18 +159,32 @@ fn end_quietly_when_the_reader_goes() {
     }
 }
 
+/// Elsewhere there is no SIGPIPE: a print to a closed pipe fails as it does.
+#[cfg(not(unix))]
+fn end_quietly_when_the_reader_goes() {}
+
 /// Says so when the working directory holds a `justonce.toml` that is not read: the
 /// file is read beside the database (`.justonce/justonce.toml` by default) or from
 /// `--config`, and a newcomer's first guess is the directory they run in.
 fn warn_of_a_config_not_read(db: &Path) {
     let here = Path::new(config::FILE_NAME);
-    let beside = db.parent().unwrap_or(Path::new("")).join(config::FILE_NAME);
+    if !here.is_file() {
+        return;
+    }
+    let name = config::FILE_NAME;
+    // A database URL (PostgreSQL) has no directory to read a file beside.
+    if db.to_string_lossy().contains("://") {
+        eprintln!(
+            "justonce: warning: ./{name} is not read: with a database URL the configuration is read from --config PATH"
+        );
+        return;
+    }
+    let beside = db.parent().unwrap_or(Path::new("")).join(name);
     let same = |a: &Path, b: &Path| matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b);
-    if here.is_file() && !same(here, &beside) {
+    if !same(here, &beside) {
         eprintln!(
             "justonce: warning: ./{name} is not read: the configuration is read beside the database ({}) or from --config PATH",
             beside.display(),
-            name = config::FILE_NAME,
         );
     }
 }
@@ -362,7 +365,7 @@ pub fn main() -> ExitCode {
         eprintln!("justonce: {error}");
         return ExitCode::from(exit::BAD_INPUT);
     }
-    if cli.command.prints_and_exits() {
+    if cli.command.only_reads_and_prints() {
         end_quietly_when_the_reader_goes();
     }
     let result = match &cli.command {

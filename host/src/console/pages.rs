@@ -487,7 +487,6 @@ pub fn story(
     page("Call", Some(session), &body)
 }
 
-/// The actions an operator has on call `e`, each saying in a word what it does.
 /// When a call's record expires, in words: from then on the same call is a new one.
 fn expires(e: &JournalEntry, now: i64) -> String {
     match e.expires_at {
@@ -501,6 +500,7 @@ fn expires(e: &JournalEntry, now: i64) -> String {
     }
 }
 
+/// The actions an operator has on call `e`, each saying in a word what it does.
 fn story_actions(e: &JournalEntry, abilities: Abilities) -> String {
     let mut out = String::from("<div class=\"actions\">");
     if resumable(e) {

@@ -31,7 +31,8 @@ pub fn states(entry: &JournalEntry) -> Vec<&'static str> {
 
 /// The state of `entry` as badges a person reads at a glance: one for where the call
 /// stands (`running`, `stopped`, `incomplete`, or how it ended: `completed`,
-/// `failed`, `abandoned`), one for an unknown outcome, and a plain count of the
+/// `failed`, `abandoned`), one for an unknown outcome, one for a question awaiting
+/// the user, one for a record past its window (`expired`), and a plain count of the
 /// retries that got the saved outcome (`replayed 2×`) — so a failure that was
 /// replayed reads `failed` `replayed 1×`, never "completed replayed failed".
 pub fn badges(entry: &JournalEntry) -> String {
@@ -265,10 +266,6 @@ mod tests {
         let shown = badges(&done.judged_at(1_100));
         assert!(shown.contains("b-completed"), "{shown}");
         assert!(shown.contains(">expired</span>"), "{shown}");
-
-        // The opposite: a call that is open never expires.
-        let open = entry("incomplete", None, 0);
-        assert!(!open.states(i64::MAX).contains(&"expired"));
     }
 
     #[test]

@@ -449,3 +449,20 @@ pub struct GcReport {
     /// Rows of the built-in test mailbox older than the cutoff.
     pub mailbox: u64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_expires_its_window_after_its_outcome_and_an_open_one_never() {
+        assert_eq!(expires_at(Some(5), Some(100)), Some(105));
+        assert_eq!(expires_at(None, Some(100)), None, "open: no outcome yet");
+        assert_eq!(
+            expires_at(Some(5), None),
+            None,
+            "journaled without its window: the host's default decides"
+        );
+        assert_eq!(expires_at(Some(i64::MAX - 1), Some(100)), Some(i64::MAX));
+    }
+}

@@ -237,11 +237,11 @@ pub(crate) fn run(
     run: impl FnOnce() -> Result<Value, ErrorData>,
 ) -> Result<Value, ErrorData> {
     input.check_state(host, request)?;
-    asked_through_result(input, &request.tool, run)
+    run_checked(input, &request.tool, run)
 }
 
-/// [`run`] once the state is checked.
-fn asked_through_result(
+/// [`run`] for `input` whose state was checked already ([`Input::check_state`]).
+pub(crate) fn run_checked(
     input: Input,
     tool: &str,
     run: impl FnOnce() -> Result<Value, ErrorData>,
@@ -420,7 +420,7 @@ mod tests {
 
     #[test]
     fn a_client_that_cannot_be_asked_is_refused_as_missing_elicitation_and_only_then() {
-        let refused = asked_through_result(Input::default(), "refund", || {
+        let refused = run_checked(Input::default(), "refund", || {
             let asker = ask::current().expect("the call runs with the asker");
             assert!(asker.can_ask().is_err());
             unavailable_result()
@@ -437,14 +437,14 @@ mod tests {
             elicitation: true,
             ..Input::default()
         };
-        let told = asked_through_result(willing, "refund", unavailable_result).unwrap();
+        let told = run_checked(willing, "refund", unavailable_result).unwrap();
         assert_eq!(told["isError"], true);
         assert_eq!(
             told["structuredContent"]["error"]["kind"],
             INPUT_UNAVAILABLE_KIND
         );
         // A call that never asked is answered as it is, even from a client that cannot be asked.
-        let done = asked_through_result(Input::default(), "refund", || {
+        let done = run_checked(Input::default(), "refund", || {
             Ok(json!({ "isError": false }))
         });
         assert_eq!(done.unwrap(), json!({ "isError": false }));

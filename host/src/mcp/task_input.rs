@@ -212,6 +212,9 @@ impl TaskInputs {
     /// Puts back the answers of a resumed run of `key` that did not use them (the
     /// server stopping, or the call run elsewhere): the task waits here again, its
     /// answers kept, unless a later run of it already waits for another question.
+    /// They were within the bounds when given, and are not measured again: for as
+    /// long as the principal's other tasks took answers meanwhile, its total may
+    /// pass [`MAX_PRINCIPAL_ANSWERS_BYTES`] by what these take (at most one ask's).
     pub(crate) fn restore(&self, key: &str, task: AwaitingTask) {
         let mut awaiting = self.locked();
         if awaiting.get(key).is_none() {

@@ -201,7 +201,11 @@ pub(crate) fn call(
             request.tool
         )));
     }
-    let input = match mrtr::Input::read(params) {
+    // Read, and its request state checked (a journal read: this runs as blocking
+    // work), before anything: a task found here, or the run started below.
+    let input = match mrtr::Input::read(params)
+        .and_then(|input| input.check_state(server.host(), request).map(|()| input))
+    {
         Ok(input) => input,
         Err(refused) => {
             done();
@@ -210,7 +214,7 @@ pub(crate) fn call(
     };
     let Ok(key) = server.host().key_for(request) else {
         // The call reports what is wrong with it.
-        let reply = mrtr::run(input, server.host(), request, || {
+        let reply = mrtr::run_checked(input, &request.tool, || {
             server.run_call(request, true, true)
         });
         done();
@@ -253,7 +257,7 @@ pub(crate) fn call(
     let created_at = running.created_at;
     std::thread::spawn(move || {
         // Asked as its request says until it is a task; as a task after.
-        let reply = mrtr::run(input, runner.host(), &call, || {
+        let reply = mrtr::run_checked(input, &call.tool, || {
             let asker = TaskAsker::first(
                 runner.task_inputs(),
                 &ran,
@@ -620,11 +624,11 @@ fn update(server: &Server, key: &str, params: &Params) -> Result<Value, ErrorDat
                 None,
             ));
         }
-        // Completed by another update meanwhile, which the task resumed with.
+        // Answered in full by another update meanwhile, cancelled, or forgotten here.
         Answering::NotAwaiting => {
             return Err(ErrorData::invalid_params(
                 format!(
-                    "tasks/update: task {key} took another update's answers meanwhile and resumed with them; nothing of this one was kept (tasks/get says where it stands)"
+                    "tasks/update: task {key} stopped waiting for input here meanwhile (another update completed its answers, or it was cancelled); nothing of this one was kept: tasks/get says where it stands"
                 ),
                 None,
             ));
