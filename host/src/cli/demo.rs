@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use super::shell::shell_word;
 use super::{Cli, exit};
 use crate::call::{CallRequest, CallResponse};
 use crate::clock::SystemClock;
@@ -218,34 +219,4 @@ fn tell(response: &CallResponse) {
         response.replayed,
         response.outcome.to_agent_json()
     );
-}
-
-/// `word` as one word of a POSIX shell's command line: as it is when it holds only
-/// characters no shell reads specially, else in single quotes.
-fn shell_word(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-:+=@,".contains(c));
-    if plain {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::shell_word;
-
-    #[test]
-    fn a_word_is_quoted_only_when_a_shell_would_read_it_otherwise() {
-        assert_eq!(
-            shell_word("target/release/justonce"),
-            "target/release/justonce"
-        );
-        assert_eq!(shell_word("/tmp/my dir/state.db"), "'/tmp/my dir/state.db'");
-        assert_eq!(shell_word("it's"), "'it'\\''s'");
-        assert_eq!(shell_word(""), "''");
-    }
 }

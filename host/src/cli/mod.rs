@@ -19,6 +19,7 @@ mod replay;
 mod resolve;
 mod run;
 mod serve;
+mod shell;
 mod target;
 mod telemetry;
 mod token;

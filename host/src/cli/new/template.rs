@@ -1,6 +1,7 @@
 //! The projects `justonce new` writes, one per language: files under
 //! `host/templates/LANG/`, filled in by one renderer, plus files copied from the SDK.
 
+use crate::cli::shell::shell_word;
 use std::path::{Path, PathBuf};
 
 use super::NewError;
@@ -266,20 +267,6 @@ fn slashed(path: &Path) -> String {
     path.display().to_string().replace('\\', "/")
 }
 
-/// `word` as one word of a POSIX shell command: as it is when it holds no character
-/// the shell treats specially, single-quoted otherwise.
-fn shell_word(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c));
-    if plain {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,13 +414,6 @@ mod tests {
             let err = values.render(find(lang).unwrap()).err().unwrap();
             assert!(err.to_string().contains("--sdk DIR"), "{lang}: {err}");
         }
-    }
-
-    #[test]
-    fn paths_with_spaces_or_quotes_stay_one_shell_word() {
-        assert_eq!(shell_word("/opt/justonce/wit"), "/opt/justonce/wit");
-        assert_eq!(shell_word("/My Tools/wit"), "'/My Tools/wit'");
-        assert_eq!(shell_word("/a'b"), r"'/a'\''b'");
     }
 
     #[test]
