@@ -149,6 +149,11 @@ fn a_refund_confirmed_over_two_requests_is_performed_once_and_its_retry_replayed
     });
     let again = call(&mut alice, 4417, misfit, true).tool_result();
     assert_eq!(asked(&again), state);
+    let why = &again["_meta"]["dev.justonce/refused_answers"][0];
+    assert!(
+        why.as_str().is_some_and(|why| why.contains("does not fit")),
+        "the result says why: {again}"
+    );
 
     // A forged state, or one naming another call: refused, nothing performed.
     refused(

@@ -20,7 +20,7 @@
 //! `elicitation`), nothing of the question is journaled, and the same call from a
 //! client that declares it is asked.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use serde_json::{Map, Value, json};
@@ -185,7 +185,15 @@ struct MrtrAsker {
     input: Input,
     /// Set when the client was found unable to be asked.
     refused: Cell<bool>,
+    /// Why answers the request brought for the question were not taken (not an
+    /// `ElicitResult`, or not fitting the question's schema): the question is asked
+    /// again, and the result says why ([`REFUSED_ANSWERS_META_KEY`]).
+    refused_answers: RefCell<Vec<String>>,
 }
+
+/// `_meta` key of an `input_required` result that asks again because answers the
+/// request brought were not taken: why, one line per answer.
+pub const REFUSED_ANSWERS_META_KEY: &str = "dev.justonce/refused_answers";
 
 /// Why a client that did not declare `elicitation` cannot be asked.
 const NOT_DECLARED: &str = "the client did not declare the elicitation capability in the request's _meta[\"io.modelcontextprotocol/clientCapabilities\"], so it cannot be asked";
@@ -213,12 +221,20 @@ impl Asker for MrtrAsker {
             StateCheck::ForThisQuestion => questions
                 .iter()
                 .map(|q| {
-                    // Missing, malformed or not fitting the question: asked again.
+                    // Missing, malformed or not fitting the question: asked again,
+                    // saying why for an answer that was there.
                     let answer = self.input.responses.get(&q.name)?;
-                    elicit_result(answer.clone())
+                    let taken = elicit_result(answer.clone())
+                        .map_err(|why| {
+                            format!("the answer to `{}` is not an ElicitResult: {why}", q.name)
+                        })
+                        .and_then(|answer| ask::check_answer(q, &answer).map(|()| answer));
+                    taken
+                        .map_err(|why| self.refused_answers.borrow_mut().push(why))
                         .ok()
-                        .filter(|answer| ask::check_answer(q, answer).is_ok())
                 })
+                .collect::<Vec<Option<Value>>>()
+                .into_iter()
                 .collect::<Option<Vec<Value>>>()
                 .map_or(Asked::Later, Asked::Answered),
         }
@@ -249,9 +265,17 @@ pub(crate) fn run_checked(
     let asker = Rc::new(MrtrAsker {
         input,
         refused: Cell::new(false),
+        refused_answers: RefCell::default(),
     });
     let reply = ask::with_asker(asker.clone(), run);
     match reply {
+        Ok(mut result) if result["resultType"] == "input_required" => {
+            let refused = asker.refused_answers.take();
+            if !refused.is_empty() {
+                result["_meta"][REFUSED_ANSWERS_META_KEY] = json!(refused);
+            }
+            Ok(result)
+        }
         Ok(result) if asker.refused.get() && unavailable(&result) => Err(ErrorData::new(
             MISSING_CAPABILITY,
             format!(
@@ -287,6 +311,7 @@ mod tests {
         MrtrAsker {
             input,
             refused: Cell::new(false),
+            refused_answers: RefCell::default(),
         }
     }
 
@@ -349,17 +374,22 @@ mod tests {
         }
     }
 
+    /// The question at position 2 of alice's call `key`, under `effect`.
+    fn second_question<'a>(key: &'a InvocationKey, effect: &'a EffectKey) -> AskContext<'a> {
+        AskContext {
+            tool: "refund",
+            key,
+            seq: 2,
+            effect_key: effect,
+            principal: Some("alice"),
+        }
+    }
+
     #[test]
     fn only_the_state_of_this_question_with_every_answer_answers_it() {
         let key = InvocationKey::parse("conv.refund").unwrap();
         let effect = effect_key(&key, 1, 2);
-        let at = AskContext {
-            tool: "refund",
-            key: &key,
-            seq: 2,
-            effect_key: &effect,
-            principal: Some("alice"),
-        };
+        let at = second_question(&key, &effect);
         let questions = [Question::yes_or_no("confirm"), Question::yes_or_no("again")];
         let with = |responses: Value, state: Option<String>| {
             asker(Input {
@@ -394,6 +424,57 @@ mod tests {
         assert_eq!(with(both.clone(), Some(earlier)), Asked::Later);
         let tampered = format!("{}0", at.state());
         assert!(matches!(with(both, Some(tampered)), Asked::Invalid(_)));
+    }
+
+    #[test]
+    fn answers_not_taken_are_asked_again_and_the_result_says_why() {
+        let key = InvocationKey::parse("conv.refund").unwrap();
+        let effect = effect_key(&key, 1, 2);
+        let at = second_question(&key, &effect);
+        let questions = [
+            Question::yes_or_no("confirm"),
+            Question::yes_or_no("again"),
+            Question::yes_or_no("third"),
+        ];
+        let ask_with = |responses: Value| {
+            let input = Input {
+                responses: responses.as_object().unwrap().clone(),
+                state: Some(at.state()),
+                elicitation: true,
+            };
+            run_checked(input, "refund", || {
+                let asked = ask::current().expect("the asker").ask(&at, &questions);
+                assert_eq!(asked, Asked::Later);
+                Ok(input_required(&key, &questions, &at.state()))
+            })
+            .unwrap()
+        };
+        // A string for a boolean, and no ElicitResult at all; `third` not answered.
+        let result = ask_with(json!({
+            "confirm": { "action": "accept", "content": { "ok": "yes" } },
+            "again": 12345,
+        }));
+        let why = result["_meta"][REFUSED_ANSWERS_META_KEY]
+            .as_array()
+            .unwrap();
+        assert_eq!(why.len(), 2, "{result}");
+        assert!(
+            why[0].as_str().unwrap().contains("`confirm` does not fit"),
+            "{result}"
+        );
+        assert!(
+            why[1]
+                .as_str()
+                .unwrap()
+                .contains("`again` is not an ElicitResult"),
+            "{result}"
+        );
+        // The opposite: answers merely missing are asked again without a word.
+        let result = ask_with(json!({ "confirm": accept(true) }));
+        assert!(
+            result["_meta"].get(REFUSED_ANSWERS_META_KEY).is_none(),
+            "{result}"
+        );
     }
 
     #[test]
