@@ -70,11 +70,19 @@ pub enum Mutant {
     /// position answers whatever question is asked there, one of an earlier
     /// generation of the call too.
     StateMacUnchecked,
+    /// A resumed run takes a pending effect's class from its provider as configured
+    /// now, not from the effect's record (`guard/effect.rs`): an unkeyed effect whose
+    /// outcome is unknown is sent again once its tool says it is idempotent.
+    ClassFromCatalog,
+    /// A tool marked read-only now runs as a read although its key has a record
+    /// journaled while it was not (`guard/mod.rs`, `guard/effect.rs`): a pending
+    /// effect goes out again with no key and no record.
+    ReadOnlyFromCatalog,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 17] = [
+    pub const ALL: [Mutant; 19] = [
         Self::FreshEffectKey,
         Self::AnswerBeforeSave,
         Self::RetryUnkeyed,
@@ -92,6 +100,8 @@ impl Mutant {
         Self::DeliveryBeforeDurable,
         Self::AskAnsweredAgain,
         Self::StateMacUnchecked,
+        Self::ClassFromCatalog,
+        Self::ReadOnlyFromCatalog,
     ];
 
     /// The name `--mutant` takes.
@@ -114,6 +124,8 @@ impl Mutant {
             Self::DeliveryBeforeDurable => "delivery_before_durable",
             Self::AskAnsweredAgain => "ask_answered_again",
             Self::StateMacUnchecked => "state_mac_unchecked",
+            Self::ClassFromCatalog => "class_from_catalog",
+            Self::ReadOnlyFromCatalog => "read_only_from_catalog",
         }
     }
 

@@ -31,6 +31,13 @@ impl ProviderClass {
             Self::Unkeyed => "unkeyed",
         }
     }
+
+    /// The class named `name` as [`ProviderClass::as_str`] writes it.
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Transactional, Self::Keyed, Self::Unkeyed]
+            .into_iter()
+            .find(|class| class.as_str() == name)
+    }
 }
 
 /// One attempt at one effect, as the guard hands it to a provider.

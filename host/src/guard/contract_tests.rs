@@ -1382,6 +1382,207 @@ fn an_unkeyed_effect_whose_outcome_is_unknown_is_never_repeated_until_a_person_r
     assert_eq!(result, json!({"sent": true}));
 }
 
+/// The same downstream as the catalog describes it after a change (an upstream
+/// tool's annotations after `list_changed` or a restart, an edited configuration):
+/// another class, or a read. What reaches the downstream is `inner`'s, unchanged: a
+/// "read" is recorded as an attempt with no key, and it applies the effect again.
+struct Recataloged {
+    inner: Arc<Downstream>,
+    says: ProviderClass,
+    says_read: bool,
+}
+
+impl Provider for Recataloged {
+    fn class(&self) -> ProviderClass {
+        self.says
+    }
+
+    fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
+        self.inner.perform(request)
+    }
+
+    fn unjournaled_read(&self, _operation: &str, _payload: &Value) -> bool {
+        self.says_read
+    }
+
+    fn read(&self, request: &crate::provider::ReadRequest<'_>) -> Result<Value, ProviderError> {
+        self.inner
+            .attempts
+            .lock()
+            .unwrap()
+            .push("(read, no key)".into());
+        self.inner
+            .applied
+            .lock()
+            .unwrap()
+            .push("(read, no key)".into());
+        Ok(json!({ "read": request.payload }))
+    }
+}
+
+/// A host on `h`'s journal and clock whose catalog now says `pay`'s effect on
+/// `provider` is `says` (a read when `says_read`, and the tool read-only with it).
+fn recataloged(
+    h: &Host,
+    provider: &'static str,
+    inner: &Arc<Downstream>,
+    says: ProviderClass,
+    says_read: bool,
+) -> Host {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, provider);
+    if says_read {
+        runner.read_only("pay");
+    }
+    let now: Arc<dyn Provider> = Arc::new(Recataloged {
+        inner: Arc::clone(inner),
+        says,
+        says_read,
+    });
+    host_on(
+        Arc::clone(&h.journal),
+        h.clock.clone(),
+        Arc::new(runner),
+        &[(provider, now)],
+    )
+}
+
+/// The one effect class the journal holds for the call of `amount`.
+fn class_on_record(h: &Host, amount: u64) -> String {
+    let entries = h.journal.entries(None, 100).unwrap();
+    let entry = entries
+        .iter()
+        .find(|e| {
+            e.arguments
+                .as_ref()
+                .is_some_and(|a| a["amount"] == json!(amount))
+        })
+        .expect("a record");
+    entry.effects[0].class.clone()
+}
+
+#[test]
+fn an_unkeyed_effect_whose_tool_now_says_idempotent_is_not_sent_again() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "sms");
+    let sms = Downstream::new(ProviderClass::Unkeyed, vec![Fault::LoseResponse]);
+    let before = host(runner, &[("sms", sms.clone())]);
+    let first = before.guard.call(&pay(10)).unwrap_err();
+    assert!(matches!(first, Error::OutcomeUnknown { .. }), "{first:?}");
+
+    // The tool now says `idempotentHint`: the catalog calls its effect keyed.
+    let after = recataloged(&before, "sms", &sms, ProviderClass::Keyed, false);
+    let retry = after.guard.call(&pay(10)).unwrap_err();
+
+    let Error::OutcomeUnknown { reason, .. } = &retry else {
+        panic!("the record's class decides: still unknown, got {retry:?}")
+    };
+    assert!(reason.contains("a person must resolve it"), "{reason}");
+    assert_eq!(sms.attempts().len(), 1, "not sent again");
+    assert_eq!(sms.applied().len(), 1, "the effect happened once");
+    assert_eq!(class_on_record(&after, 10), "unkeyed");
+    assert_eq!(
+        after
+            .journal
+            .unresolved(after.clock.now_ms())
+            .unwrap()
+            .len(),
+        1,
+        "a person can still resolve it"
+    );
+
+    // The opposite: a new call is journaled with the class the catalog says now.
+    let other = after.guard.call(&pay(20)).unwrap();
+    assert!(other.outcome.is_success(), "{:?}", other.outcome);
+    assert_eq!(sms.applied().len(), 2, "the other call happened");
+    assert_eq!(class_on_record(&after, 20), "keyed");
+}
+
+#[test]
+fn an_effect_journaled_before_its_tool_said_read_only_is_never_sent_again_as_a_read() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "sms");
+    let sms = Downstream::new(ProviderClass::Unkeyed, vec![Fault::LoseResponse]);
+    let before = host(runner, &[("sms", sms.clone())]);
+    let first = before.guard.call(&pay(10)).unwrap_err();
+    assert!(matches!(first, Error::OutcomeUnknown { .. }), "{first:?}");
+
+    // The tool now says `readOnlyHint`: its calls would be reads, with no record.
+    let after = recataloged(&before, "sms", &sms, ProviderClass::Unkeyed, true);
+    let retry = after.guard.call(&pay(10)).unwrap_err();
+
+    assert!(
+        matches!(retry, Error::OutcomeUnknown { .. }),
+        "the call journaled an effect: it goes on from its record, got {retry:?}"
+    );
+    assert_eq!(
+        sms.attempts().len(),
+        1,
+        "no read went out: {:?}",
+        sms.attempts()
+    );
+    assert_eq!(class_on_record(&after, 10), "unkeyed");
+
+    // The opposite: a call with no record runs as a read, and nothing is saved.
+    let read = after.guard.call(&pay(20)).unwrap();
+    assert!(read.outcome.is_success(), "{:?}", read.outcome);
+    assert_eq!(sms.attempts()[1], "(read, no key)");
+    assert_eq!(
+        after.journal.entries(None, 10).unwrap().len(),
+        1,
+        "the read saved nothing"
+    );
+}
+
+#[test]
+fn a_keyed_effect_whose_tool_lost_its_idempotent_mark_is_resent_under_its_key() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "payments");
+    let lost = vec![
+        Fault::LoseResponse,
+        Fault::LoseResponse,
+        Fault::LoseResponse,
+    ];
+    let payments = Downstream::new(ProviderClass::Keyed, lost);
+    let before = host(runner, &[("payments", payments.clone())]);
+    let first = before.guard.call(&pay(10)).unwrap_err();
+    assert!(matches!(first, Error::OutcomeUnknown { .. }), "{first:?}");
+    assert_eq!(payments.attempts().len(), 3, "the retry budget");
+
+    // The tool no longer says `idempotentHint`: the catalog calls it unkeyed.
+    let after = recataloged(
+        &before,
+        "payments",
+        &payments,
+        ProviderClass::Unkeyed,
+        false,
+    );
+    let retry = after.guard.call(&pay(10)).unwrap();
+
+    assert!(retry.outcome.is_success(), "{:?}", retry.outcome);
+    assert!(!retry.replayed, "the retry ran");
+    let attempts = payments.attempts();
+    assert_eq!(attempts.len(), 4, "resent under its key: {attempts:?}");
+    assert!(
+        attempts.iter().all(|k| *k == attempts[0]),
+        "one key: {attempts:?}"
+    );
+    assert_eq!(
+        payments.applied().len(),
+        1,
+        "the downstream applied it once"
+    );
+    assert_eq!(class_on_record(&after, 10), "keyed");
+    assert!(
+        after
+            .journal
+            .unresolved(after.clock.now_ms())
+            .unwrap()
+            .is_empty(),
+        "nothing for a person"
+    );
+}
+
 #[test]
 fn a_transactional_effect_commits_with_its_record_exactly_once() {
     let mut runner = ScriptedRunner::default();
@@ -2903,6 +3104,9 @@ on_postgres!(
     an_unknown_outcome_is_not_saved_and_the_retry_resumes_under_the_same_key,
     a_throttled_downstream_is_retried_after_its_retry_after_under_the_same_key,
     an_unkeyed_effect_whose_outcome_is_unknown_is_never_repeated_until_a_person_resolves_it,
+    an_unkeyed_effect_whose_tool_now_says_idempotent_is_not_sent_again,
+    an_effect_journaled_before_its_tool_said_read_only_is_never_sent_again_as_a_read,
+    a_keyed_effect_whose_tool_lost_its_idempotent_mark_is_resent_under_its_key,
     a_cancelled_calls_retry_replays_its_journaled_effects_and_performs_no_new_one,
     a_retry_of_a_call_not_cancelled_performs_its_remaining_effects,
     a_cancelled_call_whose_record_is_forgotten_runs_again_and_performs_its_effect,

@@ -309,7 +309,9 @@ impl EffectSession {
             self.next_seq += 1;
             return Ok(Err(self.not_performed(seq, provider_name, reason)));
         };
-        if provider.unjournaled_read(operation, &payload) {
+        if provider.unjournaled_read(operation, &payload)
+            && !self.journaled_at_next(provider_name, operation, &payload)?
+        {
             return self.read(provider.as_ref(), provider_name, operation, &payload);
         }
         if self.read_only {
@@ -369,7 +371,13 @@ impl EffectSession {
             return Ok(Err(cancelled()));
         }
 
-        let class = provider.class_of(operation, payload);
+        let class = self.class_of(
+            existing.as_ref(),
+            provider,
+            provider_name,
+            operation,
+            payload,
+        );
         let key = keys::effect_key(&self.invocation, self.entropy.seed.generation(), seq);
         let _span = spans::effect(&self.invocation, &key, seq, provider_name, operation).entered();
         let invocation = self.invocation.clone();
@@ -405,6 +413,65 @@ impl EffectSession {
 
         // 5. Keyed or unkeyed: claim, perform, retry under the same key.
         self.keyed_or_unkeyed(provider, class, &new, payload)
+    }
+
+    /// Whether the effect asked for now, which its provider calls a read, is the one
+    /// the journal holds at the next position: a resumed run whose earlier run
+    /// journaled it (while its provider did not call it a read) goes on from that
+    /// record, never re-sends it as a read with no key. A read takes no position, so
+    /// another effect at that position (another fingerprint) leaves it a read.
+    fn journaled_at_next(
+        &self,
+        provider_name: &str,
+        operation: &str,
+        payload: &Value,
+    ) -> Result<bool, Error> {
+        if !self.resumed || mutants::on(Mutant::ReadOnlyFromCatalog) {
+            return Ok(false);
+        }
+        let Ok(fingerprint) = keys::effect_fingerprint(provider_name, operation, payload) else {
+            return Ok(false);
+        };
+        Ok(self
+            .shared
+            .journal
+            .effect(&self.invocation, self.next_seq)?
+            .is_some_and(|record| record.fingerprint == fingerprint))
+    }
+
+    /// The class of the effect at hand: the one its record holds, decided when it
+    /// was first claimed, or for a new effect the one its provider says now. A
+    /// provider that now says otherwise (an upstream tool's annotations changed, a
+    /// configuration was edited) is logged, and the record wins.
+    fn class_of(
+        &self,
+        existing: Option<&crate::journal::EffectRecord>,
+        provider: &dyn Provider,
+        provider_name: &str,
+        operation: &str,
+        payload: &Value,
+    ) -> ProviderClass {
+        let now = provider.class_of(operation, payload);
+        let Some(recorded) = existing.and_then(|record| record.class) else {
+            return now;
+        };
+        if recorded != now {
+            tracing::warn!(
+                tool = %self.tool,
+                key = %self.invocation,
+                provider = provider_name,
+                operation,
+                recorded = recorded.as_str(),
+                configured = now.as_str(),
+                "the effect's record says it is {}, its provider says {} now; the record wins",
+                recorded.as_str(),
+                now.as_str()
+            );
+            if mutants::on(Mutant::ClassFromCatalog) {
+                return now;
+            }
+        }
+        recorded
     }
 
     /// The guest asked at `seq` for another effect than the journal's `record`: a

@@ -54,6 +54,7 @@ use crate::journal::{
 };
 use crate::keys::InvocationKey;
 use crate::metrics::{CallMetrics, ToolCounters};
+use crate::mutants::{self, Mutant};
 use crate::outcome::Outcome;
 use crate::provider::Provider;
 use crate::retention::Retention;
@@ -264,12 +265,42 @@ impl Guard {
         // Journaled only if this call creates the invocation; a resumed run gets the
         // seed its first run drew, so it sees the same random values.
         let seed = Seed::random()?;
-        if prepared.tool.read_only {
-            // Nothing to deduplicate: no record, no waiting for a duplicate; every
-            // call runs, and an effect it asks for traps.
+        let scope = request.scope();
+        let retention_ms = millis(
+            self.policy
+                .retention
+                .of_call(&prepared.tool.name, request.is_scoped()),
+        );
+        let default_retention_ms = self.retention_ms();
+        let begin_now = || Begin {
+            key: &prepared.key,
+            scope: &scope,
+            tool: &prepared.tool.name,
+            fingerprint: &prepared.fingerprint,
+            arguments: &prepared.canonical,
+            explicit_key: request.key.is_some(),
+            tool_call_id: request.tool_call_id.as_deref(),
+            now: self.shared.clock.now_ms(),
+            clock: ClockRef(self.shared.clock.as_ref()),
+            retention_ms,
+            default_retention_ms,
+            lease_ms: self.policy.lease_ms,
+            owner: &owner,
+            seed: &seed,
+            component: prepared.tool.component.as_deref(),
+        };
+        // Nothing to deduplicate for a read-only tool: no record, no waiting for a
+        // duplicate; every call runs, and an effect it asks for traps. Read-only is
+        // decided per invocation, from the journal: a call whose key has a record
+        // (journaled while its tool was not read-only) goes on from that record as
+        // any journaled call does, and is never re-run as a read.
+        if prepared.tool.read_only
+            && (mutants::on(Mutant::ReadOnlyFromCatalog)
+                || matches!(self.shared.journal.lookup(&begin_now())?, Lookup::Absent))
+        {
             let start = RunStart {
                 entropy: GuestEntropy {
-                    seed,
+                    seed: seed.clone(),
                     started_ms: self.shared.clock.now_ms(),
                 },
                 unjournaled: None,
@@ -280,13 +311,6 @@ impl Guard {
                 .run(&prepared, &owner, start, tally)?
                 .ok_or_else(|| Error::Host(anyhow::anyhow!("a read-only run saves nothing")));
         }
-        let scope = request.scope();
-        let retention_ms = millis(
-            self.policy
-                .retention
-                .of_call(&prepared.tool.name, request.is_scoped()),
-        );
-        let default_retention_ms = self.retention_ms();
         let mut told_waiting = false;
         let mut waiting = || {
             if !std::mem::replace(&mut told_waiting, true) {
@@ -307,23 +331,7 @@ impl Guard {
                 }
                 continue;
             };
-            let begin = Begin {
-                key: &prepared.key,
-                scope: &scope,
-                tool: &prepared.tool.name,
-                fingerprint: &prepared.fingerprint,
-                arguments: &prepared.canonical,
-                explicit_key: request.key.is_some(),
-                tool_call_id: request.tool_call_id.as_deref(),
-                now: self.shared.clock.now_ms(),
-                clock: ClockRef(self.shared.clock.as_ref()),
-                retention_ms,
-                default_retention_ms,
-                lease_ms: self.policy.lease_ms,
-                owner: &owner,
-                seed: &seed,
-                component: prepared.tool.component.as_deref(),
-            };
+            let begin = begin_now();
             let decided = match self.shared.journal.lookup(&begin)? {
                 // Same key, completed: the saved outcome, byte for byte; nothing runs.
                 Lookup::Replay { outcome, .. } => BeginOutcome::Replay(outcome),

@@ -181,6 +181,10 @@ pub struct EffectRecord {
     pub operation: String,
     /// The fingerprint of provider, operation and payload.
     pub fingerprint: Fingerprint,
+    /// The class decided when the effect was first claimed: every later decision
+    /// about it (resend or not, read or effect) reads this, never the provider's
+    /// class as configured now. `None` for a class this build does not know.
+    pub class: Option<crate::provider::ProviderClass>,
     /// Pending or done.
     pub state: EffectState,
     /// Attempts made so far.

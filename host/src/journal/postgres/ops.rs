@@ -18,7 +18,7 @@ use crate::journal::{
     TakenOver, TransactionalRequest, UnresolvedEffect, transactional_answer,
 };
 use crate::keys::{EffectKey, Fingerprint, InvocationKey};
-use crate::provider::{EffectRequest, Provider};
+use crate::provider::{EffectRequest, Provider, ProviderClass};
 
 type PgResult<T> = Result<T, postgres::Error>;
 
@@ -428,7 +428,7 @@ pub(super) fn get(
 ) -> PgResult<Option<EffectRecord>> {
     Ok(client
         .query_opt(
-            "SELECT key, provider, operation, fingerprint, state, attempts, response, resolution
+            "SELECT key, provider, operation, fingerprint, state, attempts, response, resolution, class
                FROM effects WHERE invocation_key = $1 AND seq = $2",
             &[&invocation.as_str(), &seq_of(seq)],
         )?
@@ -437,6 +437,7 @@ pub(super) fn get(
             provider: r.get(1),
             operation: r.get(2),
             fingerprint: Fingerprint::from_stored(r.get(3)),
+            class: ProviderClass::parse(&r.get::<_, String>(8)),
             state: if r.get::<_, String>(4) == "done" {
                 EffectState::Done
             } else {

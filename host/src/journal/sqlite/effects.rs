@@ -9,7 +9,7 @@ use crate::journal::{
     Resolution, TransactionalRequest, transactional_answer,
 };
 use crate::keys::{EffectKey, Fingerprint, InvocationKey};
-use crate::provider::{EffectRequest, Provider};
+use crate::provider::{EffectRequest, Provider, ProviderClass};
 
 pub(super) fn get(
     conn: &Connection,
@@ -17,7 +17,7 @@ pub(super) fn get(
     seq: u32,
 ) -> rusqlite::Result<Option<EffectRecord>> {
     conn.prepare_cached(
-        "SELECT key, provider, operation, fingerprint, state, attempts, response, resolution
+        "SELECT key, provider, operation, fingerprint, state, attempts, response, resolution, class
            FROM effects WHERE invocation_key = ?1 AND seq = ?2",
     )?
     .query_row(params![invocation.as_str(), seq], |r| {
@@ -26,6 +26,7 @@ pub(super) fn get(
             provider: r.get(1)?,
             operation: r.get(2)?,
             fingerprint: Fingerprint::from_stored(r.get(3)?),
+            class: ProviderClass::parse(&r.get::<_, String>(8)?),
             state: if r.get::<_, String>(4)? == "done" {
                 EffectState::Done
             } else {
