@@ -72,6 +72,9 @@ pub struct ReadRequest<'a> {
     pub tool: &'a str,
     /// The invocation it belongs to.
     pub invocation: &'a InvocationKey,
+    /// The position the invocation's next journaled effect takes: a read takes
+    /// none of its own, it stands before that one.
+    pub seq: u32,
     /// Which attempt this is, from 1.
     pub attempt: u32,
     /// The operation, such as `request`.

@@ -576,6 +576,7 @@ impl EffectSession {
             let request = ReadRequest {
                 tool: &session.tool,
                 invocation: &session.invocation,
+                seq: session.next_seq,
                 attempt: made,
                 operation,
                 payload,

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::clock::SimClock;
 use super::guests;
 use super::receiver::Delivery;
-use super::world::{Applied, Position};
+use super::world::{Applied, Position, SENT_AS_READ};
 use crate::journal::JournalEntry;
 use crate::outcome::Outcome;
 
@@ -349,7 +349,8 @@ fn downstreams(h: &History<'_>, violations: &mut Vec<String>) {
     // effects once per retention: a second generation's effect at the same position
     // comes only after the record completed and expired.
     let mut generations: BTreeMap<(&str, u32), Vec<&Applied>> = BTreeMap::new();
-    for applied in h.keyed.iter().chain(h.unkeyed) {
+    let journaled = |a: &&Applied| a.key != SENT_AS_READ;
+    for applied in h.keyed.iter().chain(h.unkeyed).filter(journaled) {
         let (invocation, _, seq) = &applied.position;
         generations
             .entry((invocation, *seq))
@@ -378,8 +379,27 @@ fn downstreams(h: &History<'_>, violations: &mut Vec<String>) {
         }
     }
     let mut times: BTreeMap<&Position, u32> = BTreeMap::new();
-    for applied in h.unkeyed {
+    for applied in h.unkeyed.iter().filter(journaled) {
         *times.entry(&applied.position).or_default() += 1;
+    }
+    // A journaled effect is never sent again as a read (with no key), whatever its
+    // catalog says later: a read counts only before the effect it repeats. (One sent
+    // as a read first and journaled after went out twice by the catalog's word, not
+    // the guard's.)
+    for (i, read) in h.unkeyed.iter().enumerate() {
+        if read.key != SENT_AS_READ {
+            continue;
+        }
+        let before = h.unkeyed[..i]
+            .iter()
+            .filter(journaled)
+            .find(|a| a.position == read.position && a.what == read.what);
+        if let Some(first) = before {
+            violations.push(format!(
+                "the effect at {:?}, journaled under key {}, was sent again as a read with no key: {}",
+                read.position, first.key, read.what
+            ));
+        }
     }
     for (position, n) in times {
         if n > 1 {
@@ -649,6 +669,31 @@ mod tests {
             what: what.into(),
             at: 0,
         }
+    }
+
+    #[test]
+    fn a_journaled_effect_sent_again_as_a_read_is_named_and_a_read_before_it_is_not() {
+        let clock = SimClock::new(0);
+        let read = |seq, what| applied(SENT_AS_READ, seq, what);
+        let unkeyed = vec![
+            read(0, "send a"),
+            applied("k0", 0, "send a"),
+            applied("k1", 1, "send b"),
+            read(1, "send b"),
+            read(1, "send c"),
+            read(2, "send d"),
+            read(2, "send d"),
+        ];
+        let history = History {
+            unkeyed: &unkeyed,
+            ..calls_only(&[], &clock)
+        };
+        let found = check(&history);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(
+            found[0].contains("journaled under key k1, was sent again as a read"),
+            "{found:#?}"
+        );
     }
 
     #[test]

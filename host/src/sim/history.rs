@@ -763,6 +763,9 @@ fn agent(world: &Arc<World>, mut rng: Rng, id: usize, steps: usize) {
 /// Moves the clock, runs `gc` and fills a host's disk until `stop`.
 fn stir(world: &World, mut rng: Rng, stop: &AtomicBool) {
     let chaos = &world.chaos;
+    // Half the histories change the unkeyed downstream's catalog now and then; the
+    // other half keep it as it is, so that it never deduplicates there.
+    let changes_catalog = rng.chance(50);
     while !stop.load(Ordering::SeqCst) && !chaos.powered_off() {
         std::thread::sleep(Duration::from_micros(rng.between(1_000, 5_000)));
         let dice = rng.below(100);
@@ -838,6 +841,10 @@ fn stir(world: &World, mut rng: Rng, stop: &AtomicBool) {
                     FaultKind::HostClockJump,
                     &format!("host {i} {ms:+}ms, now {offset:+}ms off"),
                 );
+            }
+            97..100 if changes_catalog => {
+                let says = world.sms.change_catalog(rng.chance(50), rng.chance(30));
+                chaos.record(FaultKind::CatalogChanged, &says);
             }
             _ => {}
         }

@@ -65,11 +65,15 @@ pub enum FaultKind {
     /// The machine lost power in the middle of a history, while a webhook was being
     /// delivered; the history went on from what the cut kept.
     PowerCutMidHistory,
+    /// The unkeyed downstream's catalog changed between runs (an upstream tool's
+    /// annotations after `list_changed`, an edited configuration): its effect now
+    /// said to be keyed, or a read, or back to what it was.
+    CatalogChanged,
 }
 
 impl FaultKind {
     /// Every kind, in the order the report prints them.
-    pub const ALL: [FaultKind; 19] = [
+    pub const ALL: [FaultKind; 20] = [
         Self::LostResponse,
         Self::InFlight,
         Self::Throttled,
@@ -89,6 +93,7 @@ impl FaultKind {
         Self::PausePastLease,
         Self::ReplayDiffers,
         Self::PowerCutMidHistory,
+        Self::CatalogChanged,
     ];
 
     /// Its name in the report.
@@ -113,6 +118,7 @@ impl FaultKind {
             Self::PausePastLease => "pause_past_lease",
             Self::ReplayDiffers => "replay_differs",
             Self::PowerCutMidHistory => "power_cut_mid_history",
+            Self::CatalogChanged => "catalog_changed",
         }
     }
 }
@@ -287,6 +293,10 @@ impl Chaos {
 /// Where an effect stands in its invocation: invocation key, generation, position.
 pub(crate) type Position = (String, u64, u32);
 
+/// The key of an effect a downstream applied when it came as a read (its catalog
+/// called it one): none.
+pub(crate) const SENT_AS_READ: &str = "(sent as a read, no key)";
+
 /// One effect a downstream applied.
 #[derive(Debug, Clone)]
 pub(crate) struct Applied {
@@ -303,11 +313,19 @@ pub(crate) struct Applied {
 /// A fake downstream of the keyed or unkeyed class. A keyed one deduplicates by key,
 /// as a payments API with `Idempotency-Key` does; an unkeyed one applies every
 /// request it receives.
+///
+/// An unkeyed one's catalog may change ([`Downstream::change_catalog`]): its effect
+/// said to be keyed, or a read. Said keyed once, it deduplicates every key it meets
+/// from then on (it became idempotent, and stays so whatever it says later); a key it
+/// met before is news to it. Said to be a read, its effect is still a write.
 pub(crate) struct Downstream {
     name: &'static str,
     class: ProviderClass,
     chaos: Arc<Chaos>,
     state: Mutex<DownState>,
+    says_keyed: AtomicBool,
+    says_read: AtomicBool,
+    dedupes: AtomicBool,
 }
 
 #[derive(Default)]
@@ -364,7 +382,24 @@ impl Downstream {
             class,
             chaos,
             state: Mutex::default(),
+            says_keyed: AtomicBool::new(false),
+            says_read: AtomicBool::new(false),
+            dedupes: AtomicBool::new(false),
         }
+    }
+
+    /// Changes what the catalog says of an unkeyed downstream's effect: keyed
+    /// (`true`) or not, and a read or not. Returns what it says now.
+    pub(crate) fn change_catalog(&self, keyed: bool, read: bool) -> String {
+        if self.class != ProviderClass::Unkeyed {
+            return String::new();
+        }
+        if keyed {
+            self.dedupes.store(true, Ordering::SeqCst);
+        }
+        self.says_keyed.store(keyed, Ordering::SeqCst);
+        self.says_read.store(read, Ordering::SeqCst);
+        format!("{} says keyed={keyed} read={read}", self.name)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, DownState> {
@@ -431,7 +466,7 @@ impl Downstream {
         };
         let amount = request.payload["amount"].as_u64().unwrap_or(1);
         let mut state = self.lock();
-        if self.class == ProviderClass::Keyed {
+        if self.class == ProviderClass::Keyed || self.dedupes.load(Ordering::SeqCst) {
             if let Some((first, answer, replays)) = state.answers.get_mut(&key) {
                 // A repeated key: the first answer again, a refusal as a refusal,
                 // nothing applied. (A second request with another payload under it is
@@ -451,6 +486,14 @@ impl Downstream {
                     &format!("{} {key} #{}", self.name, request.seq),
                 );
                 self.chaos.replaying();
+                return answer;
+            }
+            if self.class != ProviderClass::Keyed {
+                // An unkeyed downstream that deduplicates now: its own answer, kept
+                // under the key.
+                state.applied.push(applied);
+                let answer = Ok(json!({"sent": state.applied.len()}));
+                state.answers.insert(key, (what, answer.clone(), 0));
                 return answer;
             }
             let answer = if amount.is_multiple_of(13) {
@@ -486,7 +529,11 @@ fn replayed(answer: &Result<Value, ProviderError>, n: u64) -> Result<Value, Prov
 
 impl Provider for Downstream {
     fn class(&self) -> ProviderClass {
-        self.class
+        if self.says_keyed.load(Ordering::SeqCst) {
+            ProviderClass::Keyed
+        } else {
+            self.class
+        }
     }
 
     fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
@@ -561,11 +608,27 @@ impl Provider for Downstream {
     }
 
     fn unjournaled_read(&self, operation: &str, _payload: &Value) -> bool {
-        operation == "balance"
+        operation == "balance" || self.says_read.load(Ordering::SeqCst)
     }
 
-    fn read(&self, _request: &ReadRequest<'_>) -> Result<Value, ProviderError> {
-        Ok(json!({"applied": self.lock().applied.len()}))
+    fn read(&self, request: &ReadRequest<'_>) -> Result<Value, ProviderError> {
+        if request.operation == "balance" {
+            return Ok(json!({"applied": self.lock().applied.len()}));
+        }
+        // A write its catalog calls a read: it happens, with no key, at the
+        // position the read stands before.
+        let mut state = self.lock();
+        state.applied.push(Applied {
+            key: SENT_AS_READ.into(),
+            position: (
+                request.invocation.to_string(),
+                request.payload["gen"].as_u64().unwrap_or(u64::MAX),
+                request.seq,
+            ),
+            what: format!("{} {}", request.operation, request.payload),
+            at: self.chaos.clock.mark(),
+        });
+        Ok(json!({"sent": state.applied.len()}))
     }
 }
 

@@ -787,6 +787,7 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
             provider.read(&ReadRequest {
                 tool: "pay",
                 invocation: &invocation,
+                seq: 0,
                 attempt: 1,
                 operation: "pay",
                 payload: &payload,
@@ -875,6 +876,7 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
             provider.read(&ReadRequest {
                 tool: "create",
                 invocation: &invocation,
+                seq: 0,
                 attempt: 1,
                 operation,
                 payload: &payload,
