@@ -9,20 +9,21 @@
 //! with none (the CLI's `run`, a library caller, a replay) cannot ask.
 //!
 //! The request state handed to a client that must come back with the answers
-//! (2026-07-28 `requestState`) needs no secret of its own: the effect key of the
-//! question is never sent anywhere, so a MAC under it ([`request_state`]) can only
-//! have been made by a host that holds the journal. Its strength is the call's
-//! 48-bit generation, which every effect key of the call hides: a downstream that
-//! got another effect key of the call could search for it offline, and would then
-//! still have to be the call's own principal (the MAC and the key are scoped to it)
-//! to answer the question, which that principal's client may do anyway.
+//! (2026-07-28 `requestState`) is MACed under a secret of the server's
+//! ([`StateKeys`]): a random 256-bit secret kept in the journal, so every host of
+//! the journal checks every other's states, rotated by `justonce rotate-state-secret`
+//! (the secret before stays accepted for one retention window). The MAC also covers
+//! the question's effect key and the principal, so a state answers one question of one
+//! generation of one call, for its own principal. An effect key an agent learns
+//! (an echoing downstream) no longer lets it make a state: the secret never leaves the
+//! journal and the hosts.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 
 use crate::jcs::canonicalize;
 use crate::keys::{EffectKey, InvocationKey};
@@ -35,7 +36,76 @@ pub const PROVIDER: &str = "user";
 pub const OPERATION: &str = "elicit";
 
 /// The domain tag of a request state's MAC.
-const STATE_TAG: &str = "justonce.request-state.v1";
+const STATE_TAG: &str = "justonce.request-state.v2";
+
+/// Bytes of a server secret that keys request states.
+pub const STATE_SECRET_LEN: usize = 32;
+
+/// How long the states made under a secret are honoured after it was rotated out
+/// (ms): a conversation's default retention, the longest a question usually waits.
+pub const ROTATED_SECRET_KEPT_MS: i64 = 24 * 3600 * 1000;
+
+/// The server's secrets that key request states' MACs, as the journal keeps them:
+/// the newest, which every new state is made under, and those rotated out less than
+/// a retention window ago, whose states are still honoured.
+#[derive(Clone)]
+pub struct StateKeys {
+    secrets: Vec<[u8; STATE_SECRET_LEN]>,
+}
+
+impl std::fmt::Debug for StateKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StateKeys({} secret(s), redacted)", self.secrets.len())
+    }
+}
+
+/// A secret the journal holds that is not one [`StateKeys`] can use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a request-state secret in the journal is not {STATE_SECRET_LEN} bytes of lowercase hex")]
+pub struct BadStateSecret;
+
+impl StateKeys {
+    /// The keys from the journal's secrets, newest first, each as lowercase hex.
+    /// `Err` when there is none, or one is not [`STATE_SECRET_LEN`] bytes of hex.
+    pub fn from_hex<S: AsRef<str>>(newest_first: &[S]) -> Result<Self, BadStateSecret> {
+        let secrets = newest_first
+            .iter()
+            .map(|hex_secret| {
+                let bytes = hex::decode(hex_secret.as_ref()).map_err(|_| BadStateSecret)?;
+                <[u8; STATE_SECRET_LEN]>::try_from(bytes).map_err(|_| BadStateSecret)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if secrets.is_empty() {
+            return Err(BadStateSecret);
+        }
+        Ok(Self { secrets })
+    }
+
+    /// A new random secret, as lowercase hex (what the journal stores).
+    pub fn new_secret() -> Result<String, getrandom::Error> {
+        let mut secret = [0u8; STATE_SECRET_LEN];
+        getrandom::fill(&mut secret)?;
+        Ok(hex::encode(secret))
+    }
+
+    /// The MAC under the newest secret.
+    fn mac(&self, effect_key: &EffectKey, principal: Option<&str>) -> String {
+        mac(&self.secrets[0], effect_key, principal)
+    }
+
+    /// Whether `given` is the MAC under one of the secrets, compared in constant
+    /// time (a MAC is a secret until it matches).
+    fn verifies(&self, given: &str, effect_key: &EffectKey, principal: Option<&str>) -> bool {
+        self.secrets.iter().fold(false, |found, secret| {
+            let expected = mac(secret, effect_key, principal);
+            let differs = expected
+                .bytes()
+                .zip(given.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+            found | (differs == 0 && expected.len() == given.len())
+        })
+    }
+}
 
 /// Hex characters of a request state's MAC (128 bits).
 const MAC_HEX_LEN: usize = 32;
@@ -91,16 +161,25 @@ pub struct AskContext<'a> {
     pub key: &'a InvocationKey,
     /// The asking effect's position in the invocation.
     pub seq: u32,
-    /// The asking effect's key: never sent anywhere, so it keys the request state.
+    /// The asking effect's key: the request state's MAC covers it, so a state
+    /// answers this question of this generation of the call only.
     pub effect_key: &'a EffectKey,
     /// The authenticated principal of the call, if any.
     pub principal: Option<&'a str>,
+    /// The server's secrets that key the request state.
+    pub keys: &'a StateKeys,
 }
 
 impl AskContext<'_> {
     /// The request state of this question ([`request_state`]).
     pub fn state(&self) -> String {
-        request_state(self.key, self.seq, self.effect_key, self.principal)
+        request_state(
+            self.key,
+            self.seq,
+            self.effect_key,
+            self.principal,
+            self.keys,
+        )
     }
 }
 
@@ -291,25 +370,31 @@ pub(crate) fn check_answer(question: &Question, answer: &Value) -> Result<(), St
 }
 
 /// The request state of the question at `seq` of `key`:
-/// `"{key}.{seq}.{mac}"`, `mac = hex(sha256(JCS(["justonce.request-state.v1",
-/// effect_key, principal_or_empty])))[..32]`.
+/// `"{key}.{seq}.{mac}"`, `mac = hex(HMAC-SHA256(secret,
+/// JCS(["justonce.request-state.v2", effect_key, principal_or_empty])))[..32]`, under
+/// the newest of the server's secrets `keys`.
 pub fn request_state(
     key: &InvocationKey,
     seq: u32,
     effect_key: &EffectKey,
     principal: Option<&str>,
+    keys: &StateKeys,
 ) -> String {
-    format!("{key}.{seq}.{}", mac(effect_key, principal))
+    format!("{key}.{seq}.{}", keys.mac(effect_key, principal))
 }
 
-fn mac(effect_key: &EffectKey, principal: Option<&str>) -> String {
+fn mac(secret: &[u8; STATE_SECRET_LEN], effect_key: &EffectKey, principal: Option<&str>) -> String {
+    use hmac::Mac;
     let parts = Value::from(vec![
         STATE_TAG,
         effect_key.as_str(),
         principal.unwrap_or(""),
     ]);
     let canonical = canonicalize(&parts).expect("an array of strings has a canonical form");
-    let mut hex = hex::encode(Sha256::digest(canonical.as_bytes()));
+    let mut hmac =
+        <hmac::Hmac<Sha256>>::new_from_slice(secret).expect("HMAC takes a key of any size");
+    hmac.update(canonical.as_bytes());
+    let mut hex = hex::encode(hmac.finalize().into_bytes());
     hex.truncate(MAC_HEX_LEN);
     hex
 }
@@ -376,36 +461,104 @@ pub fn check_request_state(state: &str, at: &AskContext<'_>) -> StateCheck {
     if seq != at.seq {
         return StateCheck::ForAnotherQuestion;
     }
-    let expected = mac(at.effect_key, at.principal);
-    // Compared in constant time: a MAC is a secret until it matches.
-    let differs = expected
-        .bytes()
-        .zip(mac_given.bytes())
-        .fold(0u8, |acc, (a, b)| acc | (a ^ b));
-    if differs == 0 || crate::mutants::on(crate::mutants::Mutant::StateMacUnchecked) {
+    if at.keys.verifies(mac_given, at.effect_key, at.principal)
+        || crate::mutants::on(crate::mutants::Mutant::StateMacUnchecked)
+    {
         StateCheck::ForThisQuestion
     } else {
         StateCheck::Forged
     }
 }
 
+/// The keys of a server whose one secret is 32 bytes of 1, for tests.
+#[cfg(test)]
+pub(crate) fn test_keys() -> StateKeys {
+    StateKeys::from_hex(&[hex::encode([1u8; STATE_SECRET_LEN])]).expect("a valid secret")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::keys::effect_key;
+    use sha2::Digest;
 
     fn key(s: &str) -> InvocationKey {
         InvocationKey::parse(s).unwrap()
     }
 
+    /// The secret `n` repeated, as hex.
+    fn secret(n: u8) -> String {
+        hex::encode([n; STATE_SECRET_LEN])
+    }
+
+    fn server_keys() -> StateKeys {
+        test_keys()
+    }
+
     fn at<'a>(key: &'a InvocationKey, seq: u32, effect: &'a EffectKey) -> AskContext<'a> {
+        static KEYS: std::sync::LazyLock<StateKeys> = std::sync::LazyLock::new(server_keys);
         AskContext {
             tool: "refund",
             key,
             seq,
             effect_key: effect,
             principal: Some("alice"),
+            keys: &KEYS,
         }
+    }
+
+    #[test]
+    fn a_state_is_checked_under_the_servers_secrets_and_no_other() {
+        let k = key("abc");
+        let effect = effect_key(&k, 1, 0);
+        let here = at(&k, 0, &effect);
+        let state = here.state();
+        // Whoever knows the effect key but not the secret cannot make it: another
+        // server's state (or the old, unkeyed hash) is refused.
+        let other = StateKeys::from_hex(&[secret(2)]).unwrap();
+        let elsewhere = AskContext {
+            keys: &other,
+            ..here
+        };
+        assert_ne!(elsewhere.state(), state);
+        assert_eq!(
+            check_request_state(&elsewhere.state(), &here),
+            StateCheck::Forged
+        );
+        let canonical = format!(r#"["justonce.request-state.v1","{effect}","alice"]"#);
+        let unkeyed = format!(
+            "abc.0.{}",
+            &hex::encode(Sha256::digest(canonical.as_bytes()))[..32]
+        );
+        assert_eq!(check_request_state(&unkeyed, &here), StateCheck::Forged);
+        // Rotated: new states are made under the new secret, and the old one's are
+        // honoured while it is kept.
+        let rotated = StateKeys::from_hex(&[secret(2), secret(1)]).unwrap();
+        let after = AskContext {
+            keys: &rotated,
+            ..here
+        };
+        assert_eq!(after.state(), elsewhere.state(), "made under the newest");
+        assert_eq!(
+            check_request_state(&state, &after),
+            StateCheck::ForThisQuestion
+        );
+        // Dropped after its window: refused.
+        assert_eq!(check_request_state(&state, &elsewhere), StateCheck::Forged);
+    }
+
+    #[test]
+    fn secrets_that_are_not_32_bytes_of_hex_are_refused() {
+        let none: [&str; 0] = [];
+        assert_eq!(StateKeys::from_hex(&none).unwrap_err(), BadStateSecret);
+        assert_eq!(StateKeys::from_hex(&["abcd"]).unwrap_err(), BadStateSecret);
+        assert_eq!(
+            StateKeys::from_hex(&["zz".repeat(32)]).unwrap_err(),
+            BadStateSecret
+        );
+        let fresh = StateKeys::new_secret().unwrap();
+        assert!(StateKeys::from_hex(&[fresh.as_str()]).is_ok());
+        assert_ne!(fresh, StateKeys::new_secret().unwrap(), "random");
     }
 
     #[test]
@@ -491,13 +644,16 @@ mod tests {
     }
 
     #[test]
-    fn the_mac_is_the_documented_hash() {
+    fn the_mac_is_the_documented_hmac() {
+        use hmac::Mac;
         let k = key("abc");
         let effect = effect_key(&k, 1, 0);
         let canonical = format!(r#"["{STATE_TAG}","{effect}","alice"]"#);
-        let digest = hex::encode(Sha256::digest(canonical.as_bytes()));
+        let mut hmac = <hmac::Hmac<Sha256>>::new_from_slice(&[1; STATE_SECRET_LEN]).unwrap();
+        hmac.update(canonical.as_bytes());
+        let digest = hex::encode(hmac.finalize().into_bytes());
         assert_eq!(
-            request_state(&k, 0, &effect, Some("alice")),
+            request_state(&k, 0, &effect, Some("alice"), &server_keys()),
             format!("abc.0.{}", &digest[..32])
         );
     }

@@ -64,7 +64,8 @@ pub mod upstream;
 mod layering_tests;
 
 pub use ask::{
-    AskContext, Asked, Asker, Question, StateCheck, check_request_state, request_state, with_asker,
+    AskContext, Asked, Asker, Question, StateCheck, StateKeys, check_request_state, request_state,
+    with_asker,
 };
 pub use builder::{HostBuilder, Reload};
 pub use call::{CallRequest, CallResponse, DEFAULT_SCOPE, principal_scope};
@@ -105,6 +106,7 @@ pub mod __private {
     pub use crate::http::local_api::{Behaviour, LocalApi};
     pub use crate::journal::CURRENT_VERSION;
     pub use crate::journal::postgres::testing as postgres_testing;
+    pub use crate::keys::effect_key;
     pub use crate::mcp::http::TOO_MANY_CALLS;
     pub use crate::mcp::{
         Catalog, HttpOptions, LIST_CHANGED, MAX_QUEUED_CALLS, Server, ServerConfig, http_server,

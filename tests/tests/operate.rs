@@ -221,3 +221,54 @@ fn operations_name_what_is_wrong_with_exit_code_2() {
         "no refused operation changed anything"
     );
 }
+
+/// `rotate-state-secret`: the states a host makes from then on are under a new secret
+/// of the journal's, and the states made before are still checked as its own; the
+/// command says so. Another journal's host never checks them.
+#[test]
+fn rotate_state_secret_makes_new_states_under_a_new_secret_and_honours_the_old_ones() {
+    use justonce::{AskContext, Host, InvocationKey, StateCheck, check_request_state};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let open = |path: &Path| {
+        Host::builder()
+            .runtime(crate::support::RUNTIME.clone())
+            .database(path)
+            .build()
+            .unwrap()
+    };
+    let host = open(&db);
+    let key = InvocationKey::parse("c1.refund").unwrap();
+    let effect = justonce::__private::effect_key(&key, 1, 0);
+    let at = |keys| AskContext {
+        tool: "refund",
+        key: &key,
+        seq: 0,
+        effect_key: &effect,
+        principal: None,
+        keys,
+    };
+    let before = host.state_keys().unwrap();
+    let state = at(&before).state();
+
+    let out = justonce(&db, &["rotate-state-secret"], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("rotated the request-state secret"), "{said}");
+
+    let after = host.state_keys().unwrap();
+    assert_ne!(at(&after).state(), state, "new states under the new secret");
+    assert_eq!(
+        check_request_state(&state, &at(&after)),
+        StateCheck::ForThisQuestion
+    );
+    let elsewhere = open(&dir.path().join("other.db")).state_keys().unwrap();
+    assert_eq!(
+        check_request_state(&state, &at(&elsewhere)),
+        StateCheck::Forged
+    );
+}

@@ -17,6 +17,7 @@ mod operate;
 mod push;
 mod replay;
 mod resolve;
+mod rotate;
 mod run;
 mod serve;
 mod shell;
@@ -135,6 +136,7 @@ enum Command {
     New(new::New),
     Push(push::Push),
     Lock(lock::Lock),
+    RotateStateSecret(rotate::RotateStateSecret),
 }
 
 impl Command {
@@ -387,6 +389,7 @@ pub fn main() -> ExitCode {
         Command::New(cmd) => cmd.run(&cli),
         Command::Push(cmd) => cmd.run(&cli),
         Command::Lock(cmd) => cmd.run(&cli),
+        Command::RotateStateSecret(cmd) => cmd.run(&cli),
     };
     // Every span of the command is closed: send what is not sent yet.
     telemetry::shutdown();

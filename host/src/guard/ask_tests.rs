@@ -204,12 +204,14 @@ fn a_question_answered_later_suspends_the_call_and_the_retry_with_the_answer_com
     );
     let (asked_seq, effect_key, asked_state) = later.asked.borrow()[0].clone();
     assert_eq!((asked_seq, asked_state.as_str()), (0, state.as_str()));
+    let keys = h.guard.shared.state_keys().unwrap();
     let this_question = AskContext {
         tool: "refund",
         key,
         seq: 0,
         effect_key: &effect_key,
         principal: None,
+        keys: &keys,
     };
     assert_eq!(
         check_request_state(state, &this_question),
@@ -690,6 +692,77 @@ fn a_run_waiting_for_the_user_keeps_its_lease_and_no_other_host_takes_over() {
     );
 }
 
+/// A request state is keyed by a secret of the journal's, not by anything an agent
+/// can see: another host of the journal checks it, another journal does not, and a
+/// rotation keeps the old secret's states for its window (on the journal's clock).
+#[test]
+fn request_states_are_keyed_by_the_journals_secret_which_its_hosts_share_and_rotation_keeps_for_a_window()
+ {
+    use crate::ask::{ROTATED_SECRET_KEPT_MS, StateKeys};
+    let (h, _) = refund_host();
+    let other = host_on(
+        Arc::clone(&h.journal),
+        h.clock.clone(),
+        Arc::new(ScriptedRunner::default()),
+        &[],
+    );
+    let key = InvocationKey::parse("c1.refund").unwrap();
+    let effect = crate::keys::effect_key(&key, 1, 0);
+    let at = |keys| AskContext {
+        tool: "refund",
+        key: &key,
+        seq: 0,
+        effect_key: &effect,
+        principal: Some("alice"),
+        keys,
+    };
+    let ours = h.guard.shared.state_keys().unwrap();
+    let state = at(&ours).state();
+    assert_eq!(at(&ours).state(), state, "one secret, kept");
+
+    let theirs = other.guard.shared.state_keys().unwrap();
+    assert_eq!(
+        check_request_state(&state, &at(&theirs)),
+        StateCheck::ForThisQuestion
+    );
+    let (elsewhere, _) = refund_host();
+    let foreign = elsewhere.guard.shared.state_keys().unwrap();
+    assert_ne!(
+        at(&foreign).state(),
+        state,
+        "another journal, another secret"
+    );
+    assert_eq!(
+        check_request_state(&state, &at(&foreign)),
+        StateCheck::Forged
+    );
+
+    h.journal
+        .rotate_state_secret(h.clock.now_ms(), &StateKeys::new_secret().unwrap())
+        .unwrap();
+    let rotated = other.guard.shared.state_keys().unwrap();
+    let new_state = at(&rotated).state();
+    assert_ne!(new_state, state, "new states under the new secret");
+    assert_eq!(
+        check_request_state(&state, &at(&rotated)),
+        StateCheck::ForThisQuestion
+    );
+    h.clock
+        .advance(Duration::from_millis(ROTATED_SECRET_KEPT_MS as u64 - 1));
+    let within = h.guard.shared.state_keys().unwrap();
+    assert_eq!(
+        check_request_state(&state, &at(&within)),
+        StateCheck::ForThisQuestion
+    );
+    h.clock.advance(Duration::from_millis(1));
+    let after = h.guard.shared.state_keys().unwrap();
+    assert_eq!(check_request_state(&state, &at(&after)), StateCheck::Forged);
+    assert_eq!(
+        check_request_state(&new_state, &at(&after)),
+        StateCheck::ForThisQuestion
+    );
+}
+
 on_postgres!(
     a_question_answered_later_suspends_the_call_and_the_retry_with_the_answer_completes_it,
     a_resumed_run_finds_the_answer_journaled_and_asks_nothing_again,
@@ -702,6 +775,7 @@ on_postgres!(
     a_tool_cannot_ask_through_perform_nor_when_read_only_nor_with_malformed_questions,
     the_users_time_does_not_count_against_the_wall_clock_of_the_effects_after_it,
     a_run_waiting_for_the_user_keeps_its_lease_and_no_other_host_takes_over,
+    request_states_are_keyed_by_the_journals_secret_which_its_hosts_share_and_rotation_keeps_for_a_window,
 );
 
 #[test]

@@ -81,6 +81,24 @@ pub(crate) struct Shared {
     pub tasks: TaskCalls,
 }
 
+impl Shared {
+    /// The server's secrets that key request states, as the journal holds them now
+    /// (its first one journaled by whoever asks first). Read at every use: asking is
+    /// rare, and a secret rotated by another process is then used at once.
+    pub(crate) fn state_keys(&self) -> Result<crate::ask::StateKeys> {
+        use crate::ask::{ROTATED_SECRET_KEPT_MS, StateKeys};
+        let first = StateKeys::new_secret().map_err(|e| {
+            Error::Host(anyhow::anyhow!(
+                "no randomness for a request-state secret: {e}"
+            ))
+        })?;
+        let secrets =
+            self.journal
+                .state_secrets(self.clock.now_ms(), ROTATED_SECRET_KEPT_MS, &first)?;
+        StateKeys::from_hex(&secrets).map_err(|e| Error::Host(e.into()))
+    }
+}
+
 /// The guard's settings: how long records are kept and leases last, how long a
 /// duplicate waits.
 #[derive(Debug, Clone)]

@@ -223,6 +223,17 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// Pending unkeyed effects that wait for a person.
     fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>>;
 
+    /// The server's secrets that key request states ([`crate::ask::StateKeys`]),
+    /// newest first, as lowercase hex: the current one, and those rotated out less
+    /// than `keep_ms` before `now` (PostgreSQL: the database's clock). Journals
+    /// `first` as the first one when the journal holds none, so every host of the
+    /// journal uses the same.
+    fn state_secrets(&self, now: i64, keep_ms: i64, first: &str) -> Result<Vec<String>>;
+
+    /// `justonce rotate-state-secret`: `secret` becomes the newest; every other is
+    /// rotated out at `now` (PostgreSQL: the database's clock).
+    fn rotate_state_secret(&self, now: i64, secret: &str) -> Result<()>;
+
     /// How many effects are claimed without a definitive answer: in flight, or
     /// whose outcome is unknown.
     fn pending_effects(&self) -> Result<u64>;

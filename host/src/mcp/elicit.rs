@@ -355,6 +355,7 @@ mod tests {
             seq: 0,
             effect_key: &effect,
             principal: None,
+            keys: &crate::ask::test_keys(),
         })
     }
 

@@ -151,12 +151,17 @@ impl Input {
         // Its MAC, made with the question's effect key: checked here too, since a
         // question answered already replays without asking (and without a check).
         let effect_key = EffectKey::from_stored(asked.key.clone());
+        let Ok(state_keys) = host.state_keys() else {
+            // The journal could not be read: the guard's own check decides.
+            return Ok(());
+        };
         let at = AskContext {
             tool: &request.tool,
             key: &key,
             seq: named.seq,
             effect_key: &effect_key,
             principal: request.principal.as_deref(),
+            keys: &state_keys,
         };
         if ask::check_request_state(state, &at) != StateCheck::ForThisQuestion {
             return Err(refused(
@@ -357,7 +362,7 @@ mod tests {
     #[test]
     fn a_state_names_its_call_only_in_the_form_this_host_makes() {
         let key = InvocationKey::parse("conv.refund").unwrap();
-        let state = ask::request_state(&key, 3, &effect_key(&key, 1, 3), Some("alice"));
+        let state = ask::request_state(&key, 3, &effect_key(&key, 1, 3), Some("alice"), &KEYS);
         let named = state_parts(&state).map(|parts| (parts.key, parts.seq));
         assert_eq!(named, Some(("conv.refund", 3)));
         for forged in [
@@ -374,6 +379,8 @@ mod tests {
         }
     }
 
+    static KEYS: std::sync::LazyLock<ask::StateKeys> = std::sync::LazyLock::new(ask::test_keys);
+
     /// The question at position 2 of alice's call `key`, under `effect`.
     fn second_question<'a>(key: &'a InvocationKey, effect: &'a EffectKey) -> AskContext<'a> {
         AskContext {
@@ -382,6 +389,7 @@ mod tests {
             seq: 2,
             effect_key: effect,
             principal: Some("alice"),
+            keys: &KEYS,
         }
     }
 
@@ -420,7 +428,7 @@ mod tests {
             Asked::Later,
             "an answer that is not an ElicitResult: asked again"
         );
-        let earlier = ask::request_state(&key, 1, &effect_key(&key, 1, 1), Some("alice"));
+        let earlier = ask::request_state(&key, 1, &effect_key(&key, 1, 1), Some("alice"), &KEYS);
         assert_eq!(with(both.clone(), Some(earlier)), Asked::Later);
         let tampered = format!("{}0", at.state());
         assert!(matches!(with(both, Some(tampered)), Asked::Invalid(_)));

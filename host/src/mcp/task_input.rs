@@ -628,6 +628,7 @@ mod tests {
             seq,
             effect_key: &effect,
             principal: Some("alice"),
+            keys: &crate::ask::test_keys(),
         };
         let questions: Vec<Question> = names.iter().map(|n| Question::yes_or_no(n)).collect();
         asker.ask(&at, &questions)

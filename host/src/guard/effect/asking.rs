@@ -132,12 +132,14 @@ impl EffectSession {
         self.attempts += 1;
         let principal = self.principal.clone();
         let tool = self.tool.clone();
+        let state_keys = self.shared.state_keys()?;
         let at = AskContext {
             tool: &tool,
             key: &invocation,
             seq,
             effect_key: &key,
             principal: principal.as_deref(),
+            keys: &state_keys,
         };
         // A person may take a while: the lease is renewed meanwhile (as for a slow
         // provider), and their time does not count against the call's wall clock,

@@ -670,6 +670,59 @@ impl Journal for PostgresJournal {
         self.read(|client| ops::unresolved_in(client, now))
     }
 
+    fn state_secrets(&self, _now: i64, keep_ms: i64, first: &str) -> Result<Vec<String>> {
+        const NEWEST_FIRST: &str = concat!(
+            "SELECT secret FROM state_secrets WHERE rotated_at IS NULL OR rotated_at > ",
+            db_now!(),
+            " - $1 ORDER BY id DESC"
+        );
+        let secrets = |rows: Vec<postgres::Row>| rows.iter().map(|r| r.get(0)).collect();
+        let found: Vec<String> =
+            self.read(|client| client.query(NEWEST_FIRST, &[&keep_ms]).map(secrets))?;
+        if !found.is_empty() {
+            return Ok(found);
+        }
+        let made = self.transaction(|tx| {
+            tx.execute(
+                concat!(
+                    "INSERT INTO state_secrets (id, secret, created_at) VALUES (1, $1, ",
+                    db_now!(),
+                    ") ON CONFLICT (id) DO NOTHING"
+                ),
+                &[&first],
+            )?;
+            tx.query(NEWEST_FIRST, &[&keep_ms])
+                .map(|rows| Ok::<_, ()>(secrets(rows)))
+        })?;
+        Ok(made.unwrap_or_else(|()| unreachable!("never refused")))
+    }
+
+    fn rotate_state_secret(&self, _now: i64, secret: &str) -> Result<()> {
+        self.transaction(|tx| {
+            // One rotation at a time: a second waits, then rotates out the first's.
+            tx.execute("LOCK TABLE state_secrets IN EXCLUSIVE MODE", &[])?;
+            tx.execute(
+                concat!(
+                    "UPDATE state_secrets SET rotated_at = ",
+                    db_now!(),
+                    " WHERE rotated_at IS NULL"
+                ),
+                &[],
+            )?;
+            tx.execute(
+                concat!(
+                    "INSERT INTO state_secrets (id, secret, created_at) SELECT coalesce(max(id), 0) + 1, $1, ",
+                    db_now!(),
+                    " FROM state_secrets"
+                ),
+                &[&secret],
+            )
+            .map(|_| Ok::<_, ()>(()))
+        })?
+        .unwrap_or_else(|()| unreachable!("never refused"));
+        Ok(())
+    }
+
     fn attention(&self, now: i64) -> Result<super::Attention> {
         self.read(|client| {
             let stuck: i64 = client.query_one(super::STUCK_CALLS_SQL, &[&now])?.get(0);

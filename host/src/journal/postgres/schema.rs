@@ -99,6 +99,16 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE operations ADD CONSTRAINT operations_action_check
         CHECK (action IN ('forget', 'abandon', 'resolve', 'resume'));
     "#,
+    // 6 -> 7: the server's secrets that key request states (the SQLite journal's
+    // version 11).
+    r#"
+    CREATE TABLE state_secrets (
+        id          BIGINT PRIMARY KEY,
+        secret      TEXT NOT NULL,
+        created_at  BIGINT NOT NULL,
+        rotated_at  BIGINT
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

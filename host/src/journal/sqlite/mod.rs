@@ -18,6 +18,7 @@ mod owned;
 mod resolution;
 mod runway;
 mod schema;
+mod state_secrets;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -689,6 +690,24 @@ impl Journal for SqliteJournal {
 
     fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>> {
         self.with(|conn| resolution::unresolved_in(conn, now))
+    }
+
+    fn state_secrets(&self, now: i64, keep_ms: i64, first: &str) -> Result<Vec<String>> {
+        let found = self.with_reader(|conn| state_secrets::newest_first(conn, now, keep_ms))?;
+        if !found.is_empty() {
+            return Ok(found);
+        }
+        let made = self.transaction(|tx| {
+            state_secrets::first_in(tx, first, now)?;
+            state_secrets::newest_first(tx, now, keep_ms).map(Ok::<_, ()>)
+        })?;
+        Ok(made.unwrap_or_else(|()| unreachable!("never refused")))
+    }
+
+    fn rotate_state_secret(&self, now: i64, secret: &str) -> Result<()> {
+        self.transaction(|tx| state_secrets::rotate_in(tx, secret, now).map(Ok::<_, ()>))?
+            .unwrap_or_else(|()| unreachable!("never refused"));
+        Ok(())
     }
 
     fn attention(&self, now: i64) -> Result<super::Attention> {

@@ -182,6 +182,17 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE operations_v9 RENAME TO operations;
     CREATE INDEX operations_by_key ON operations (invocation_key, at);
     "#,
+    // 10 -> 11: the server's secrets that key request states (`ask::StateKeys`):
+    // the newest is current, one rotated out is honoured for a window after
+    // `rotated_at`.
+    r#"
+    CREATE TABLE state_secrets (
+        id          INTEGER PRIMARY KEY,
+        secret      TEXT NOT NULL,
+        created_at  INTEGER NOT NULL,
+        rotated_at  INTEGER
+    );
+    "#,
 ];
 
 /// The schema version this build writes.
