@@ -39,6 +39,13 @@
 //!   (`mcp::task_input` says how). `tasks/update` of a task not waiting for input
 //!   here is `-32602`. `tasks/result` and `tasks/list`, gone from the extension's
 //!   second version, are `-32601`.
+//! - Every run of a task is a call of its principal in flight: the first holds the
+//!   place its `tools/call` took, and a run resumed by the `tasks/update` that
+//!   completed its answers takes one of its own, against the same per-principal cap
+//!   ([`Admission`]) and in the same sandbox pool as any call. Past the cap that
+//!   update is answered as a call past it is (`-32029`, over HTTP `429` with
+//!   `Retry-After`): nothing runs, the answers are kept, and the next `tasks/update`
+//!   (even with no answers) resumes the task.
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
@@ -52,7 +59,7 @@ use super::elicit::elicit_result;
 use super::mrtr;
 use super::mrtr::INPUT_RESPONSES_PARAM;
 use super::protocol::type_name;
-use super::protocol::{CLIENT_CAPABILITIES_META_KEY, Params};
+use super::protocol::{CLIENT_CAPABILITIES_META_KEY, Params, TOO_MANY};
 use super::server::Server;
 use super::session::stateless_result;
 use super::task_input::{Answering, AwaitingTask, Phase, SharedPhase, TaskAsker};
@@ -63,6 +70,7 @@ use crate::host::RunningTask;
 use crate::journal::JournalEntry;
 use crate::keys::InvocationKey;
 use crate::outcome::Outcome;
+use crate::serving::admission::{Admission, Permit};
 
 pub use super::protocol::TASKS_EXTENSION as EXTENSION;
 
@@ -114,12 +122,14 @@ pub(crate) fn declared(params: &Params) -> bool {
 }
 
 /// The answer to a `tasks/*` request of `principal` (one carrying a valid
-/// 2026-07-28 envelope).
+/// 2026-07-28 envelope). A task it resumes runs as a call of `principal` admitted
+/// by `admission`.
 pub(crate) fn request(
     server: &Server,
     method: &str,
     params: &Params,
     principal: &str,
+    admission: &Admission,
 ) -> Result<Value, ErrorData> {
     if matches!(method, "tasks/result" | "tasks/list") {
         return Err(ErrorData::new(
@@ -163,7 +173,7 @@ pub(crate) fn request(
                 None,
             ));
         }
-        "tasks/update" => update(server, &entry.key, params)?,
+        "tasks/update" => update(server, &entry.key, params, (principal, admission))?,
         other => {
             return Err(ErrorData::new(
                 ErrorCode::METHOD_NOT_FOUND,
@@ -561,9 +571,16 @@ fn detailed(server: &Server, view: &View) -> Value {
 
 /// `tasks/update` of the task `key` (its client's, checked): keeps the answers
 /// given (`inputResponses`, by question name; names not asked are ignored) and, once
-/// every question is answered, resumes the task in the background. The answer is
-/// an empty acknowledgement; `tasks/get` says where the task stands.
-fn update(server: &Server, key: &str, params: &Params) -> Result<Value, ErrorData> {
+/// every question is answered, resumes the task in the background as a call of
+/// `principal` that `admission` admits; past its cap the update is refused as a
+/// call would be (`-32029`), the answers kept. The answer is an empty
+/// acknowledgement; `tasks/get` says where the task stands.
+fn update(
+    server: &Server,
+    key: &str,
+    params: &Params,
+    (principal, admission): (&str, &Admission),
+) -> Result<Value, ErrorData> {
     let responses = match params.get(INPUT_RESPONSES_PARAM) {
         Some(Value::Object(responses)) => responses,
         Some(other) => {
@@ -614,7 +631,22 @@ fn update(server: &Server, key: &str, params: &Params) -> Result<Value, ErrorDat
         answers.insert(question.name.clone(), answer);
     }
     match server.task_inputs().answer(key, answers) {
-        Answering::Complete(task) => resume(server, key, task),
+        Answering::Complete(task) => {
+            let Some(permit) = admission.enter(principal) else {
+                // Kept, as for a server stopping: the next update resumes it.
+                server.task_inputs().restore(key, task);
+                tracing::info!(task = %key, principal, "task answered in full, not resumed: its principal has every call it may have in flight");
+                return Err(ErrorData::new(
+                    TOO_MANY,
+                    format!(
+                        "tasks/update: {}; task {key} was not resumed (nothing ran): its answers are kept, and a tasks/update (even with no answers) resumes it",
+                        admission.full(principal)
+                    ),
+                    None,
+                ));
+            };
+            resume(server, key, task, permit);
+        }
         Answering::Pending(pending) => {
             tracing::info!(task = %key, ?pending, "task answered in part; waits for the rest");
         }
@@ -637,8 +669,9 @@ fn update(server: &Server, key: &str, params: &Params) -> Result<Value, ErrorDat
     Ok(json!({}))
 }
 
-/// Runs the task `key` again, in the background, with the answers of `task`.
-fn resume(server: &Server, key: &str, task: AwaitingTask) {
+/// Runs the task `key` again, in the background, with the answers of `task`, as
+/// the call in flight `permit` admitted.
+fn resume(server: &Server, key: &str, task: AwaitingTask, permit: Permit) {
     let shutdown = server.shutdown();
     if !shutdown.start() {
         // Stopping: the answers are kept (they were acknowledged); the question
@@ -672,6 +705,7 @@ fn resume(server: &Server, key: &str, task: AwaitingTask) {
         }
         runner.host().task_stopped(&key, run);
         shutdown.finish();
+        drop(permit);
     });
 }
 
