@@ -25,11 +25,13 @@
 //!   the tool's answer to that is the call's outcome, saved, and what a retry of
 //!   the same call gets; an effect the journal already holds replays as usual (a
 //!   retry after an unknown outcome resumes), and a call past its last effect runs
-//!   to its outcome. The task reads `cancelled` from then on, on the host that
-//!   took the cancel, until the call's record is gone (forgotten or expired: a
-//!   fresh call under the same key is not cancelled). The cancel is kept in that
-//!   host's memory, not in the journal: another host, or a run resumed elsewhere,
-//!   knows nothing of it and reports the call's own status.
+//!   to its outcome. The cancel belongs to the generation of the call its record
+//!   holds when it is taken (issue 54): the task reads `cancelled` from then on,
+//!   on the host that took the cancel, while its record is that generation's. Once
+//!   the record is gone (forgotten or expired, on any host, whoever completed the
+//!   call) the same call made again is a new generation, not cancelled. The cancel
+//!   is kept in that host's memory, not in the journal: another host, or a run
+//!   resumed elsewhere, knows nothing of it and reports the call's own status.
 //! - A task is visible only to the principal that made it: another principal's
 //!   `tasks/get`, `tasks/cancel` or `tasks/update` is answered as for an unknown
 //!   task (`-32602`), which says nothing of whether it exists.
@@ -146,13 +148,21 @@ pub(crate) fn request(
         "tasks/get" => detailed(server, &entry),
         "tasks/cancel" => {
             if entry.state != "completed" {
-                server.host().cancel_task(&entry.key);
+                let key = InvocationKey::parse(&entry.key)
+                    .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+                server.host().cancel_task(&key).map_err(|e| {
+                    tracing::warn!(task = %entry.key, "tasks/cancel: the call's record could not be read: {e}");
+                    ErrorData::internal_error(
+                        "tasks/cancel: the call's record could not be read; nothing was cancelled: the same cancel is safe to retry",
+                        None,
+                    )
+                })?;
                 server.task_inputs().stop(&entry.key);
                 tracing::info!(task = %entry.key, "task cancelled by its client; its call performs no further effect");
             }
             json!({})
         }
-        "tasks/update" if server.host().task_cancelled(&entry.key) => {
+        "tasks/update" if server.host().task_cancelled(&entry.key, entry.generation) => {
             return Err(ErrorData::invalid_params(
                 format!(
                     "tasks/update: task {} was cancelled: it takes no input",
@@ -342,6 +352,9 @@ struct View {
     holding: String,
     /// Whether its call stopped at a question of its tool (journaled, unanswered).
     asking: bool,
+    /// The generation of its call's record (`None`: no record, or one without a
+    /// seed); a cancel is of one generation.
+    generation: Option<u64>,
 }
 
 impl View {
@@ -355,6 +368,7 @@ impl View {
             outcome: entry.outcome.clone(),
             holding: entry.holding.clone(),
             asking: entry.awaits_input(),
+            generation: entry.generation,
         }
     }
 }
@@ -369,6 +383,7 @@ fn view_of_running(key: &str, running: &RunningTask) -> View {
         outcome: None,
         holding: String::new(),
         asking: false,
+        generation: None,
     }
 }
 
@@ -480,7 +495,7 @@ fn created_as(server: &Server, view: &View, status: &str) -> Value {
 
 /// The `tasks/get` answer: the task, with its result or error once it ended.
 fn detailed(server: &Server, view: &View) -> Value {
-    let cancelled = server.host().task_cancelled(&view.key);
+    let cancelled = server.host().task_cancelled(&view.key, view.generation);
     let outcome = (view.state == "completed")
         .then(|| view.outcome.clone())
         .flatten()
