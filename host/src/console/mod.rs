@@ -123,7 +123,7 @@ impl Console {
     /// Counts a call an operator resumes among its principal's calls in flight in
     /// `admission` (the MCP endpoint's): past the cap it is refused, as the
     /// principal's own call would be, and nothing runs.
-    pub(crate) fn admitting(mut self, admission: Admission) -> Self {
+    pub fn admitting(mut self, admission: Admission) -> Self {
         self.admission = Some(admission);
         self
     }

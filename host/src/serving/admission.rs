@@ -13,7 +13,7 @@ type Counts = Arc<Mutex<HashMap<String, usize>>>;
 
 /// Calls in flight, per principal. A clone counts the same calls.
 #[derive(Debug, Clone)]
-pub(crate) struct Admission {
+pub struct Admission {
     counts: Counts,
     cap: usize,
 }
@@ -21,7 +21,7 @@ pub(crate) struct Admission {
 /// One admitted call; dropping it makes room. It may outlive the request that took
 /// it (a call whose answer goes out on a stream, a resumed task).
 #[derive(Debug)]
-pub(crate) struct Permit {
+pub struct Permit {
     counts: Counts,
     principal: String,
 }
