@@ -255,14 +255,16 @@ impl Host {
 
     /// Cancels the call of the MCP task `key` on this host (`tasks/cancel`): it
     /// performs no new effect; one its journal holds replays. Kept in this host's
-    /// memory, until the call's record is gone.
-    pub(crate) fn cancel_task(&self, key: &str) {
-        self.shared().tasks.cancel(key);
+    /// memory, for the generation of the call its record holds now: it ends with
+    /// that generation (see [`Guard::cancel_task`]).
+    pub(crate) fn cancel_task(&self, key: &InvocationKey) -> Result<()> {
+        self.guard.cancel_task(key)
     }
 
-    /// Whether the call of the MCP task `key` was cancelled on this host.
-    pub(crate) fn task_cancelled(&self, key: &str) -> bool {
-        self.shared().tasks.is_cancelled(key)
+    /// Whether the call of the MCP task `key`, whose record is of `generation`
+    /// (`None`: no record), was cancelled on this host.
+    pub(crate) fn task_cancelled(&self, key: &str, generation: Option<u64>) -> bool {
+        self.shared().tasks.is_cancelled(key, generation)
     }
 
     /// Notes that the call of the MCP task `key` runs on this host (what

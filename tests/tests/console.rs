@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use justonce::__private::postgres_testing::cluster;
 use justonce::__private::tokens::{Role, Tokens, add_with_role, revoke};
-use justonce::__private::{Console, HttpServer, Running, ServerOptions};
+use justonce::__private::{Admission, Console, HttpServer, Running, ServerOptions};
 use justonce::{CallRequest, Clock, ProviderClass};
 use serde_json::{Value, json};
 
@@ -857,5 +857,80 @@ fn a_refused_forget_offers_force_with_its_warning_and_a_console_without_a_host_d
             .entry
             .is_some_and(|e| e.state != "completed"),
         "not run"
+    );
+}
+
+/// Issue 54: a call an operator resumes ("Resume now") is one of its principal's
+/// calls in flight, counted in the cap the MCP endpoint shares. With alice's one
+/// place taken, resuming her stopped call is refused (429) and nothing runs; bob's
+/// runs meanwhile (the opposite case), and hers runs once her place is free.
+#[test]
+fn a_call_an_operator_resumes_counts_against_its_principals_cap_and_not_anothers() {
+    let payments = Arc::new(FakePayments::with_class(
+        ProviderClass::Unkeyed,
+        Fault::AlwaysTimeout,
+    ));
+    let t = test_host(|b| b.provider("payments", payments.clone()));
+    let host = Arc::new(t.host);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.json");
+    let operator = add_with_role(&file, "ops", Role::Operator).unwrap();
+    let admission = Admission::new(1);
+    let console = Console::for_host(
+        &host,
+        Tokens::open(&file).unwrap(),
+        i64::try_from(TTL.as_millis()).unwrap(),
+    )
+    .resuming_on(Arc::clone(&host))
+    .admitting(admission.clone());
+    let running = HttpServer::new(Tokens::open(&file).unwrap(), ServerOptions::default())
+        .with_routes(Arc::new(console))
+        .spawn(TcpListener::bind("127.0.0.1:0").unwrap())
+        .unwrap();
+    let addr = running.addr();
+    // A refund of each principal, stopped with its outcome unknown.
+    let stopped = |principal: &str| {
+        let request = CallRequest::new(
+            "payments_refund",
+            json!({"order_id": 7, "amount_cents": 500}).to_string(),
+        )
+        .conversation("c")
+        .principal(principal);
+        assert!(host.call(&request).is_err(), "the outcome is unknown");
+        host.key_for(&request).unwrap()
+    };
+    let (alices, bobs) = (stopped("alice"), stopped("bob"));
+    let runs = |key: &justonce::InvocationKey| host.story(key).unwrap().entry.unwrap().runs;
+    let (cookie, csrf) = login(addr, &operator);
+    let resume = |key: &justonce::InvocationKey| {
+        let key = key.to_string();
+        let form = [
+            ("csrf", csrf.as_str()),
+            ("action", "resume"),
+            ("key", key.as_str()),
+        ];
+        send(addr, "POST", "/console/act", Some(&cookie), &form)
+    };
+
+    let in_flight = admission.enter("alice").expect("alice's one place");
+    let refused = resume(&alices);
+    assert_eq!(refused.status, 429, "{refused:?}");
+    assert!(
+        refused.body.contains("alice has 1 calls in flight"),
+        "the operator was told: {}",
+        refused.body
+    );
+    assert_eq!(runs(&alices), 1, "nothing ran");
+    let bobs_resume = resume(&bobs);
+    assert_eq!(bobs_resume.status, 200, "{bobs_resume:?}");
+    assert_eq!(runs(&bobs), 2, "bob's call ran again");
+
+    drop(in_flight);
+    let resumed = resume(&alices);
+    assert_eq!(resumed.status, 200, "{resumed:?}");
+    assert_eq!(runs(&alices), 2, "alice's call ran again");
+    assert!(
+        admission.enter("alice").is_some(),
+        "the resumed run gave its place back"
     );
 }

@@ -18,7 +18,8 @@ use justonce::__private::{HttpOptions, MailProvider};
 use justonce::ManualClock;
 use serde_json::{Value, json};
 
-use crate::support::mcp_http::{HttpClient, HttpFixture, HttpProcess, MODERN, add_token};
+use crate::support::gate::Gate;
+use crate::support::mcp_http::{HttpClient, HttpFixture, HttpProcess, MODERN, Reply, add_token};
 use crate::support::test_host_with_mail;
 
 const EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -41,9 +42,19 @@ fn send(client: &mut HttpClient, method: &str, params: Value, tasks: bool) -> Va
 fn send_declaring(
     client: &mut HttpClient,
     method: &str,
-    mut params: Value,
+    params: Value,
     capabilities: Value,
 ) -> Value {
+    post_declaring(client, method, params, capabilities).message()
+}
+
+/// A stateless request's HTTP response, its client declaring `capabilities`.
+fn post_declaring(
+    client: &mut HttpClient,
+    method: &str,
+    mut params: Value,
+    capabilities: Value,
+) -> Reply {
     let name = params["name"]
         .as_str()
         .or(params["taskId"].as_str())
@@ -57,7 +68,7 @@ fn send_declaring(
         ("Mcp-Method", method),
         ("Mcp-Name", name.as_str()),
     ];
-    client.post(&message, &headers).message()
+    client.post(&message, &headers)
 }
 
 /// `slow_mail` to `to`, sleeping `seconds` after the email.
@@ -291,8 +302,135 @@ fn asking(to: &str) -> Value {
 }
 
 fn update(client: &mut HttpClient, task: &str, responses: Value) -> Value {
+    update_reply(client, task, responses).message()
+}
+
+/// [`update`]'s HTTP response.
+fn update_reply(client: &mut HttpClient, task: &str, responses: Value) -> Reply {
     let params = json!({ "taskId": task, "inputResponses": responses });
-    send(client, "tasks/update", params, true)
+    let capabilities = json!({ "extensions": { EXTENSION: {} }, "elicitation": {} });
+    post_declaring(client, "tasks/update", params, capabilities)
+}
+
+/// Whether `reply` refuses a request as one past its principal's cap on calls in
+/// flight (what a `tools/call` past it gets).
+fn over_the_cap(reply: &Reply) -> bool {
+    reply.status == 429
+        && reply.header("retry-after") == Some("1")
+        && reply.message()["error"]["code"] == justonce::__private::TOO_MANY_CALLS
+}
+
+/// A task of `client` asking before it emails `to`, waiting for its answer (its
+/// first run over: no call of its in flight). A `tools/call` past the principal's
+/// cap (an earlier task's run not yet gone) is made again.
+fn waiting_task(client: &mut HttpClient, to: &str) -> String {
+    let start = Instant::now();
+    let capabilities = json!({ "extensions": { EXTENSION: {} }, "elicitation": {} });
+    let task = loop {
+        let reply = post_declaring(client, "tools/call", asking(to), capabilities.clone());
+        if !over_the_cap(&reply) || start.elapsed() > WAIT {
+            break created(&reply.message());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let waiting = wait_for(client, &task, terminal);
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    task
+}
+
+/// Issue 54: a task resumed by the tasks/update that completed its answers is a
+/// call of its principal in flight. Alice (a cap of 2) answers four waiting tasks
+/// at once: at most 2 resume, each held at the mailer, and the other updates are
+/// refused as a call past the cap is (429, Retry-After, -32029), nothing run and
+/// the answers kept; never more than 2 of her emails are in flight. The opposite
+/// case: bob's task resumes meanwhile. Once the mailer answers, the refused
+/// updates made again (with no answers) resume their tasks, and every email goes
+/// out once.
+#[test]
+fn tasks_resumed_by_tasks_update_count_against_their_principals_cap_and_not_anothers() {
+    const CAP: usize = 2;
+    const TASKS: usize = 4;
+    let gate = Arc::new(Gate::default());
+    let test = test_host_with_mail(0, |b| {
+        b.component(justonce_tests::guests::SLOW_MAIL_COMPONENT)
+            .provider("mail", gate.clone())
+    });
+    let options = HttpOptions {
+        max_calls_per_principal: CAP,
+        ..HttpOptions::default()
+    };
+    let http = HttpFixture::start(Arc::new(test.host), options, &["alice", "bob"]);
+    let mut alice = http.client("alice");
+    let mut bob = http.client("bob");
+    let tasks: Vec<String> = (0..TASKS)
+        .map(|n| waiting_task(&mut alice, &format!("n{n}@alice.test")))
+        .collect();
+    let bobs = waiting_task(&mut bob, "bea@bob.test");
+
+    let yes = json!({ "send": { "action": "accept", "content": { "send": true } } });
+    let (mut resumed, mut refused) = (Vec::new(), Vec::new());
+    for task in &tasks {
+        let reply = update_reply(&mut alice, task, yes.clone());
+        if over_the_cap(&reply) {
+            let message = reply.message()["error"]["message"].clone();
+            assert!(
+                message
+                    .as_str()
+                    .is_some_and(|m| m.contains("its answers are kept")),
+                "the agent was told: {message}"
+            );
+            refused.push(task.clone());
+        } else {
+            assert_eq!(reply.message()["result"]["resultType"], "complete");
+            resumed.push(task.clone());
+        }
+    }
+    assert!(
+        (1..=CAP).contains(&resumed.len()),
+        "{} of alice's tasks resumed at once, past her cap of {CAP}",
+        resumed.len()
+    );
+    assert_eq!(resumed.len() + refused.len(), TASKS);
+    gate.wait_entered(resumed.len());
+    // A refused task waits, answered, for the next update; nothing of it ran.
+    let kept = task_request(&mut alice, "tasks/get", &refused[0]);
+    assert_eq!(kept["result"]["status"], "input_required", "{kept}");
+    // The opposite case: bob's own room.
+    let ack = update(&mut bob, &bobs, yes.clone());
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    gate.wait_entered(resumed.len() + 1);
+
+    gate.open();
+    for task in &refused {
+        let start = Instant::now();
+        loop {
+            let reply = update_reply(&mut alice, task, json!({}));
+            if !over_the_cap(&reply) || start.elapsed() > WAIT {
+                assert_eq!(reply.message()["result"]["resultType"], "complete");
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    for task in tasks.iter().chain([&bobs]) {
+        let done = wait_for(&mut alice_or_bob(&http, task, &bobs), task, ended);
+        assert_eq!(done["status"], "completed", "{done}");
+        assert_eq!(done["result"]["isError"], false, "{done}");
+    }
+    assert!(
+        gate.most_at_once("alice.test") <= CAP,
+        "{} of alice's emails were in flight at once",
+        gate.most_at_once("alice.test")
+    );
+    // Each email went out once, under one key.
+    let attempts = gate.attempts();
+    assert_eq!(attempts.len(), TASKS + 1, "{attempts:?}");
+    assert_eq!(gate.applied(), TASKS + 1);
+}
+
+/// The client of the task `task`'s principal: bob's for `bobs`, else alice's.
+fn alice_or_bob(http: &HttpFixture, task: &str, bobs: &str) -> HttpClient {
+    http.client(if task == bobs { "bob" } else { "alice" })
 }
 
 /// Neither running nor waiting for input.

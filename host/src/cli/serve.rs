@@ -15,7 +15,8 @@ use crate::console::{Console, DEFAULT_TTL_MS as CONSOLE_SESSION_TTL_MS};
 use crate::delivery::Deliverer;
 use crate::error::Error;
 use crate::host::Host;
-use crate::mcp::{HttpOptions, Server, ServerConfig, Shutdown, http_server};
+use crate::mcp::{HttpOptions, Server, ServerConfig, Shutdown};
+use crate::serving::admission::Admission;
 use crate::serving::{MetricsRunning, MetricsServer, ServerOptions};
 
 /// Serve the tools over MCP: on stdin/stdout, or with --http on Streamable HTTP.
@@ -260,9 +261,13 @@ impl Serve {
         let _ = writeln!(out, "{url}").and_then(|()| out.flush());
         drop(out);
         stop_on_signals(server.shutdown())?;
+        // One cap on each principal's calls in flight, for its own calls, its tasks
+        // resumed by tasks/update and the calls an operator resumes.
+        let admission = Admission::new(options.max_calls_per_principal);
         let console = Console::for_host(&host, Arc::clone(&tokens), CONSOLE_SESSION_TTL_MS)
-            .resuming_on(Arc::clone(&host));
-        let mut http = http_server(server, tokens, options);
+            .resuming_on(Arc::clone(&host))
+            .admitting(admission.clone());
+        let mut http = crate::mcp::http::admitting(server, tokens, options, admission);
         if let Some(oauth) = oauth {
             http = http.with_oauth(oauth);
         }

@@ -430,6 +430,7 @@ mod tests {
             lease_expires_at: None,
             holding: String::new(),
             judged: 0,
+            generation: None,
         }
     }
 

@@ -42,6 +42,7 @@ use crate::error::Error;
 use crate::host::Host;
 use crate::journal::{Journal, Operated, Operator, Resolution, Selection};
 use crate::keys::InvocationKey;
+use crate::serving::admission::Admission;
 use crate::serving::{PlainRequest, PlainResponse, Routes};
 
 pub use self::sessions::DEFAULT_TTL_MS;
@@ -68,6 +69,9 @@ pub struct Console {
     /// The host that runs a call again when an operator resumes it (none: the
     /// console alone, which only reads and operates on the journal).
     runner: Option<Arc<Host>>,
+    /// The per-principal cap a resumed call counts against, shared with the MCP
+    /// endpoint (none: a console whose host serves no principal's calls).
+    admission: Option<Admission>,
 }
 
 impl std::fmt::Debug for Console {
@@ -104,6 +108,7 @@ impl Console {
             clock,
             sessions: BrowserSessions::new(session_ttl_ms),
             runner: None,
+            admission: None,
         }
     }
 
@@ -112,6 +117,14 @@ impl Console {
     /// serves the tools).
     pub fn resuming_on(mut self, host: Arc<Host>) -> Self {
         self.runner = Some(host);
+        self
+    }
+
+    /// Counts a call an operator resumes among its principal's calls in flight in
+    /// `admission` (the MCP endpoint's): past the cap it is refused, as the
+    /// principal's own call would be, and nothing runs.
+    pub fn admitting(mut self, admission: Admission) -> Self {
+        self.admission = Some(admission);
         self
     }
 
@@ -914,6 +927,22 @@ impl Console {
             );
         };
         let (principal, conversation) = view::principal_and_conversation(&entry.conversation);
+        // The run is one of its principal's calls in flight, as the agent's retry
+        // would be: past the cap, nothing runs.
+        let _admitted = match (&self.admission, &principal) {
+            (Some(admission), Some(principal)) => match admission.enter(principal) {
+                Some(permit) => Some(permit),
+                None => {
+                    let why = format!("Not resumed, nothing ran: {}.", admission.full(principal));
+                    tracing::warn!(target: "justonce::operator", action = "resume", key, by, "operator {by}: resume {key} refused: {why}");
+                    return Ok(html(
+                        429,
+                        pages::message("Refused", Some(session), &why, Some(&html::call_path(key))),
+                    ));
+                }
+            },
+            _ => None,
+        };
         let mut request =
             CallRequest::new(entry.tool.clone(), arguments.to_string()).conversation(conversation);
         if let Some(principal) = principal {

@@ -239,6 +239,7 @@ mod tests {
             lease_expires_at: Some(1000),
             holding: String::new(),
             judged: 0,
+            generation: None,
         }
     }
 

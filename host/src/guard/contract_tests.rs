@@ -2800,20 +2800,7 @@ fn stuck_order(
     Arc<Downstream>,
     crate::keys::InvocationKey,
 ) {
-    let mut runner = ScriptedRunner::default();
-    let runs = order_tool(&mut runner);
-    let mail = Downstream::new(ProviderClass::Keyed, vec![]);
-    let payments = Downstream::new(
-        ProviderClass::Keyed,
-        vec![Fault::LoseResponse, Fault::FailBefore, Fault::FailBefore],
-    );
-    let h = host(
-        runner,
-        &[("mail", mail.clone()), ("payments", payments.clone())],
-    );
-    let Err(Error::OutcomeUnknown { key, seq: 1, .. }) = h.guard.call(&order(amount)) else {
-        panic!("the payment's outcome should be unknown")
-    };
+    let ([h], runs, mail, payments, key) = stuck_order_on(&order(amount));
     (h, runs, mail, payments, key)
 }
 
@@ -2832,15 +2819,36 @@ fn assert_payment_finished_under_its_key(payments: &Downstream) {
 #[test]
 fn a_cancelled_calls_retry_replays_its_journaled_effects_and_performs_no_new_one() {
     let (h, runs, mail, payments, key) = stuck_order(10);
-    h.guard.shared.tasks.cancel(key.as_str());
+    h.guard.cancel_task(&key).unwrap();
 
     let retry = h
         .guard
         .call(&order(10))
         .expect("no divergence: nothing diverged");
 
+    assert_cancelled_retry_of_a_stuck_order(
+        &h,
+        &order(10),
+        &retry,
+        &key,
+        (&runs, &mail, &payments),
+    );
+}
+
+/// The seed's assertions for the retry `retry` (on `h`) of the stuck order
+/// `request` (`key`) after a cancel of its generation there: it ran, under the same
+/// key; the journaled email replayed, the pending payment was finished under its
+/// key, the receipt (a new effect) was refused, the agent was told so, and that
+/// outcome is saved.
+fn assert_cancelled_retry_of_a_stuck_order(
+    h: &Host,
+    request: &CallRequest,
+    retry: &crate::call::CallResponse,
+    key: &crate::keys::InvocationKey,
+    (runs, mail, payments): (&std::sync::atomic::AtomicU32, &Downstream, &Downstream),
+) {
     assert_eq!(runs.load(Ordering::SeqCst), 2, "the retry happened");
-    assert_eq!(retry.key, key, "both attempts carried the same key");
+    assert_eq!(&retry.key, key, "both attempts carried the same key");
     assert!(!retry.replayed);
     assert_eq!(
         mail.attempts().len(),
@@ -2848,18 +2856,18 @@ fn a_cancelled_calls_retry_replays_its_journaled_effects_and_performs_no_new_one
         "the journaled email replayed, not sent again"
     );
     // The payment journaled pending is finished under its key, as any resumed run does.
-    assert_payment_finished_under_its_key(&payments);
+    assert_payment_finished_under_its_key(payments);
     assert_eq!(
         mail.applied().len(),
         1,
         "the receipt, a new effect, was refused"
     );
     assert!(
-        matches!(&retry.outcome, Outcome::ToolError { message, .. } if message.contains("cancelled by its client")),
+        told_cancelled(&retry.outcome),
         "the agent was told: {:?}",
         retry.outcome
     );
-    let again = h.guard.call(&order(10)).unwrap();
+    let again = h.guard.call(request).unwrap();
     assert!(again.replayed, "that outcome is saved");
     assert_eq!(again.outcome, retry.outcome);
     assert_eq!(runs.load(Ordering::SeqCst), 2);
@@ -2871,18 +2879,30 @@ fn a_retry_of_a_call_not_cancelled_performs_its_remaining_effects() {
 
     let retry = h.guard.call(&order(11)).unwrap();
 
-    assert_eq!(runs.load(Ordering::SeqCst), 2, "the retry happened");
-    assert_eq!(retry.key, key, "both attempts carried the same key");
+    assert_ran_and_succeeded(&retry, &key, &runs, 2);
     assert_payment_finished_under_its_key(&payments);
-    assert!(
-        retry.outcome.is_success(),
-        "the agent was told: {:?}",
-        retry.outcome
-    );
     let sent = mail.attempts();
     assert_eq!(sent.len(), 2, "the email once, the receipt once");
     assert_ne!(sent[0], sent[1], "two different effects");
     assert_eq!(mail.applied().len(), 2);
+}
+
+/// The seed's assertions for a call that ran (again): the tool has run `times` in
+/// all, `answer` is under `key` (the same key every attempt carried), and the agent
+/// was told a success.
+fn assert_ran_and_succeeded(
+    answer: &crate::call::CallResponse,
+    key: &crate::keys::InvocationKey,
+    runs: &std::sync::atomic::AtomicU32,
+    times: u32,
+) {
+    assert_eq!(runs.load(Ordering::SeqCst), times, "the call ran (again)");
+    assert_eq!(&answer.key, key, "under the same key");
+    assert!(
+        answer.outcome.is_success(),
+        "the agent was told: {:?}",
+        answer.outcome
+    );
 }
 
 /// Whether `outcome` tells the agent its call was cancelled.
@@ -2898,7 +2918,7 @@ fn cancelled_payment(
     payments: &Downstream,
 ) -> crate::keys::InvocationKey {
     let key = h.guard.key_for(request).unwrap();
-    h.guard.shared.tasks.cancel(key.as_str());
+    h.guard.cancel_task(&key).unwrap();
     let refused = h.guard.call(request).unwrap();
     assert!(
         told_cancelled(&refused.outcome),
@@ -2985,6 +3005,123 @@ fn two_hosts_in_one_process_do_not_see_each_others_cancels() {
     assert!(
         refused.attempts().is_empty(),
         "the cancelling host sent nothing"
+    );
+}
+
+/// `N` hosts on one journal and one clock, serving the order tool with one mailer
+/// and one payments API (the world they all reach), and an order of `request`
+/// made stuck on the last: its email journaled done, its payment's outcome
+/// unknown. The hosts (the others have seen nothing of the order), the runs of the
+/// tool on all of them, the mailer, the payments API and the order's key.
+fn stuck_order_on<const N: usize>(
+    request: &CallRequest,
+) -> (
+    [Host; N],
+    Arc<std::sync::atomic::AtomicU32>,
+    Arc<Downstream>,
+    Arc<Downstream>,
+    crate::keys::InvocationKey,
+) {
+    let mut runner = ScriptedRunner::default();
+    let runs = order_tool(&mut runner);
+    let runner = Arc::new(runner);
+    let mail = Downstream::new(ProviderClass::Keyed, vec![]);
+    let payments = Downstream::new(
+        ProviderClass::Keyed,
+        vec![Fault::LoseResponse, Fault::FailBefore, Fault::FailBefore],
+    );
+    let clock = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&clock);
+    let hosts = [(); N].map(|()| {
+        let providers: [(&str, Arc<dyn Provider>); 2] =
+            [("mail", mail.clone()), ("payments", payments.clone())];
+        host_on(
+            Arc::clone(&journal),
+            clock.clone(),
+            Arc::clone(&runner),
+            &providers,
+        )
+    });
+    let Err(Error::OutcomeUnknown { key, seq: 1, .. }) = hosts[N - 1].guard.call(request) else {
+        panic!("the payment's outcome should be unknown")
+    };
+    (hosts, runs, mail, payments, key)
+}
+
+fn order_unscoped(amount: u64) -> CallRequest {
+    CallRequest::new("order", json!({ "amount": amount }).to_string())
+}
+
+/// Issue 54: host A takes a cancel of an order that host B made; B finishes the
+/// order (it knows nothing of the cancel), and its record goes (`gone`: forgotten
+/// by another process, or expired). The same order made again on A is a new
+/// call, a new generation of the same key: it is not refused by A's cancel, and
+/// each of its effects happens once, under new keys.
+fn a_cancel_ends_with_its_generation(request: &CallRequest, gone: impl FnOnce(&Host)) {
+    let ([cancelling, finishing], runs, mail, payments, key) = stuck_order_on(request);
+    cancelling.guard.cancel_task(&key).unwrap();
+    let finished = finishing.guard.call(request).unwrap();
+    assert!(
+        finished.outcome.is_success(),
+        "B knows no cancel: {:?}",
+        finished.outcome
+    );
+    assert_payment_finished_under_its_key(&payments);
+    gone(&cancelling);
+
+    let again = cancelling.guard.call(request).unwrap();
+
+    assert_ran_and_succeeded(&again, &key, &runs, 3);
+    assert!(!again.replayed, "a new generation");
+    let paid = payments.attempts();
+    assert_eq!(paid.len(), 5, "the new payment was sent once: {paid:?}");
+    assert_ne!(paid[4], paid[0], "under a new key");
+    assert_eq!(
+        payments.applied().len(),
+        2,
+        "two payments, one per generation"
+    );
+    let mailed = mail.attempts();
+    assert_eq!(
+        mailed.len(),
+        4,
+        "each email of each generation once: {mailed:?}"
+    );
+    assert_eq!(mail.applied().len(), 4);
+}
+
+#[test]
+fn a_cancel_on_one_host_ends_with_its_generation_when_another_finishes_and_forgets_it() {
+    a_cancel_ends_with_its_generation(&order(20), |h| {
+        // Forgotten by another process: not through the host that took the cancel.
+        h.journal
+            .forget(&h.guard.key_for(&order(20)).unwrap(), &ada(h, false))
+            .unwrap();
+    });
+}
+
+#[test]
+fn a_cancel_on_one_host_ends_with_its_generation_when_another_finishes_and_it_expires() {
+    a_cancel_ends_with_its_generation(&order_unscoped(21), |h| h.clock.advance(UNSCOPED));
+}
+
+/// The opposite case: the generation cancelled on host A is still refused there,
+/// whichever host ran it before. A resumes B's stuck order: its journaled email
+/// replays, its pending payment is finished under its key, and the receipt, a new
+/// effect, is refused; that outcome is saved.
+#[test]
+fn the_generation_cancelled_on_one_host_is_refused_there_when_it_resumes_another_hosts_run() {
+    let ([cancelling, _], runs, mail, payments, key) = stuck_order_on(&order(22));
+    cancelling.guard.cancel_task(&key).unwrap();
+
+    let retry = cancelling.guard.call(&order(22)).unwrap();
+
+    assert_cancelled_retry_of_a_stuck_order(
+        &cancelling,
+        &order(22),
+        &retry,
+        &key,
+        (&runs, &mail, &payments),
     );
 }
 
@@ -3112,6 +3249,9 @@ on_postgres!(
     a_cancelled_call_whose_record_is_forgotten_runs_again_and_performs_its_effect,
     a_cancelled_call_whose_record_expired_runs_again_and_performs_its_effect,
     two_hosts_in_one_process_do_not_see_each_others_cancels,
+    a_cancel_on_one_host_ends_with_its_generation_when_another_finishes_and_forgets_it,
+    a_cancel_on_one_host_ends_with_its_generation_when_another_finishes_and_it_expires,
+    the_generation_cancelled_on_one_host_is_refused_there_when_it_resumes_another_hosts_run,
     a_transactional_effect_commits_with_its_record_exactly_once,
     past_retention_the_same_call_is_a_new_effect_under_a_new_downstream_key,
     a_call_left_open_never_expires_and_gc_keeps_it,

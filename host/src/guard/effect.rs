@@ -367,7 +367,7 @@ impl EffectSession {
         // A cancelled call replays what it journaled as done (above), finishes one it
         // journaled as pending (under its key), and claims nothing new: the refusal
         // takes this position, as a performed effect would.
-        if existing.is_none() && self.shared.tasks.refuses_effects(self.invocation.as_str()) {
+        if existing.is_none() && self.refused_by_a_cancel() {
             return Ok(Err(cancelled()));
         }
 
@@ -1048,6 +1048,18 @@ fn cancelled() -> EffectFailure {
         "the call was cancelled by its client (tasks/cancel): no further effects are performed"
             .into(),
     )
+}
+
+impl EffectSession {
+    /// Whether this run's new effects are refused: its client cancelled this
+    /// generation of the call on this host (a cancel of another generation of the
+    /// same key refuses nothing).
+    fn refused_by_a_cancel(&self) -> bool {
+        let generation = self.entropy.seed.generation();
+        self.shared
+            .tasks
+            .refuses_effects(self.invocation.as_str(), generation)
+    }
 }
 
 /// What the guest of a run that lost its lease is told.

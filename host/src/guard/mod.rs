@@ -464,6 +464,21 @@ impl Guard {
 }
 
 impl Guard {
+    /// Cancels the call of `key` on this host (`tasks/cancel`): the generation its
+    /// record holds now, read from the journal (none yet: the first run here that
+    /// asks for a new effect). It ends with that generation wherever it ends: once
+    /// the record is gone, the same call made again is not cancelled.
+    pub(crate) fn cancel_task(&self, key: &InvocationKey) -> Result<()> {
+        let generation = self
+            .shared
+            .journal
+            .story(key)?
+            .entry
+            .and_then(|entry| entry.generation);
+        self.shared.tasks.cancel(key.as_str(), generation);
+        Ok(())
+    }
+
     /// Says which host's run this one took over: the one line that tells an operator
     /// a host stopped in the middle of a call.
     fn log_takeover(&self, prepared: &Prepared, taken: &TakenOver) {

@@ -171,7 +171,9 @@ pub(super) fn settle(
     }
     fault::point(FaultPoint::AfterOutcome);
     // A cancel of the call has nothing left to refuse.
-    shared.tasks.completed(key.as_str());
+    shared
+        .tasks
+        .completed(key.as_str(), session.entropy.seed.generation());
     Ok(Some(CallResponse {
         key: key.clone(),
         replayed: false,

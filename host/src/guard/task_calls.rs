@@ -5,11 +5,18 @@
 //! A cancelled call performs no new effect: an effect already started is never cut
 //! short, one the journal holds replays (or is finished under its key), and the
 //! next new one is refused before it starts; the tool's answer to that refusal is
-//! the call's outcome, saved and replayed like any other. Once that outcome is
-//! saved the cancel refuses nothing more; the task still reads `cancelled` until
-//! the call's record is gone: forgotten through the host, or a fresh run of the
-//! same call (its record forgotten or expired) forgets the cancel. Kept per host, in memory: another host, another host in the
-//! same process, or this one after a restart, knows nothing of it.
+//! the call's outcome, saved and replayed like any other.
+//!
+//! A cancel belongs to one generation of its call (the invocation's, as its record
+//! holds it: see [`effect_key`](crate::keys::effect_key)), and ends with it wherever
+//! it ends: the same call made again once that record is gone (forgotten by any
+//! host, or expired), after another host completed it, is a new generation, never
+//! refused by the old cancel. A cancel taken before the call journaled anything is
+//! bound to the generation of the first run here that asks for a new effect (the
+//! run it cancels). Once its outcome is saved the cancel refuses nothing more; the
+//! task reads `cancelled` while its record is that generation's. Kept per host, in
+//! memory: another host, another host in the same process, or this one after a
+//! restart, knows nothing of it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,13 +34,21 @@ pub(crate) struct RunningTask {
     pub created_at: i64,
 }
 
-/// Where a cancelled call stands.
+/// A cancel: the generation of the call it belongs to, and where that call stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cancel {
-    /// Its outcome is not saved yet: a new effect is refused.
-    Refusing,
+struct Cancel {
+    /// The generation cancelled; `None` until a run of the call asks for a new
+    /// effect (a cancel taken before the call journaled anything).
+    generation: Option<u64>,
     /// Its outcome is saved: nothing left to refuse; the task reads `cancelled`.
-    Ended,
+    ended: bool,
+}
+
+impl Cancel {
+    /// Whether the cancel is of `generation` (or not bound to one yet).
+    fn of(&self, generation: Option<u64>) -> bool {
+        self.generation.is_none() || self.generation == generation
+    }
 }
 
 /// One host's running and cancelled task calls, by invocation key.
@@ -54,31 +69,69 @@ fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl TaskCalls {
-    /// Cancels the call of invocation key `key`: its next new effect is refused.
-    pub(crate) fn cancel(&self, key: &str) {
-        locked(&self.cancels).insert(key.to_owned(), Cancel::Refusing);
+    /// Cancels the generation `generation` of the call of invocation key `key` (its
+    /// record's; `None`: the call has no record yet): its next new effect is
+    /// refused. A cancel of that generation whose call ended already stays ended.
+    pub(crate) fn cancel(&self, key: &str, generation: Option<u64>) {
+        let mut cancels = locked(&self.cancels);
+        let ended = cancels
+            .get(key)
+            .is_some_and(|c| c.ended && generation.is_some() && c.generation == generation);
+        if !ended {
+            let cancel = Cancel {
+                generation,
+                ended: false,
+            };
+            cancels.insert(key.to_owned(), cancel);
+        }
         self.any_cancel.store(true, Ordering::Release);
     }
 
-    /// Whether a new effect of the call of `key` is refused (it was cancelled and
-    /// its outcome is not saved yet).
-    pub(crate) fn refuses_effects(&self, key: &str) -> bool {
+    /// Whether a new effect of the run of `key` at `generation` is refused: that
+    /// generation was cancelled (a cancel bound to none yet is bound to it now) and
+    /// its outcome is not saved yet. Another generation's cancel refuses nothing.
+    pub(crate) fn refuses_effects(&self, key: &str, generation: u64) -> bool {
+        if !self.any_cancel.load(Ordering::Acquire) {
+            return false;
+        }
+        let mut cancels = locked(&self.cancels);
+        let Some(cancel) = cancels.get_mut(key).filter(|c| !c.ended) else {
+            return false;
+        };
+        let refused = cancel.of(Some(generation));
+        if refused {
+            cancel.generation = Some(generation);
+        }
+        refused
+    }
+
+    /// Whether the call of `key` whose record is of `generation` (`None`: no
+    /// record, or one without a seed) was cancelled here: its task reads
+    /// `cancelled`. A cancel bound to a generation whose record is gone is not.
+    pub(crate) fn is_cancelled(&self, key: &str, generation: Option<u64>) -> bool {
         self.any_cancel.load(Ordering::Acquire)
-            && locked(&self.cancels).get(key) == Some(&Cancel::Refusing)
+            && locked(&self.cancels)
+                .get(key)
+                .is_some_and(|c| c.of(generation))
     }
 
-    /// Whether the call of `key` was cancelled here (its task reads `cancelled`).
-    pub(crate) fn is_cancelled(&self, key: &str) -> bool {
-        self.any_cancel.load(Ordering::Acquire) && locked(&self.cancels).contains_key(key)
-    }
-
-    /// The call of `key` saved its outcome: its cancel refuses nothing more.
-    pub(crate) fn completed(&self, key: &str) {
+    /// The run of `key` at `generation` saved its outcome: a cancel of it refuses
+    /// nothing more; one of another generation (gone, since this one has a record)
+    /// is forgotten.
+    pub(crate) fn completed(&self, key: &str, generation: u64) {
         if !self.any_cancel.load(Ordering::Acquire) {
             return;
         }
-        if let Some(cancel) = locked(&self.cancels).get_mut(key) {
-            *cancel = Cancel::Ended;
+        let mut cancels = locked(&self.cancels);
+        match cancels.get_mut(key) {
+            Some(cancel) if cancel.of(Some(generation)) => {
+                cancel.generation = Some(generation);
+                cancel.ended = true;
+            }
+            Some(_) => {
+                cancels.remove(key);
+            }
+            None => {}
         }
     }
 
@@ -90,15 +143,20 @@ impl TaskCalls {
         }
     }
 
-    /// A fresh run of `key` starts (no record, or its record expired): a cancel of
-    /// the call that completed under this key is forgotten. One not completed is
-    /// kept: it may be of this very run, cancelled before it reached the journal.
+    /// A fresh run of `key` starts (no record, or its record expired: a new
+    /// generation): a cancel of a generation that had a record is forgotten, ended
+    /// or not (it ended with that record, wherever it ended). One bound to no
+    /// generation yet is kept: it may be of this very run, cancelled before it
+    /// reached the journal.
     pub(crate) fn fresh_run(&self, key: &str) {
         if !self.any_cancel.load(Ordering::Acquire) {
             return;
         }
         let mut cancels = locked(&self.cancels);
-        if cancels.get(key) == Some(&Cancel::Ended) {
+        if cancels
+            .get(key)
+            .is_some_and(|c| c.ended || c.generation.is_some())
+        {
             cancels.remove(key);
         }
     }
@@ -133,32 +191,73 @@ mod tests {
     #[test]
     fn a_cancel_refuses_until_its_call_completes_and_reads_cancelled_until_forgotten() {
         let calls = TaskCalls::default();
-        calls.cancel("a");
-        assert!(calls.refuses_effects("a"));
-        assert!(!calls.refuses_effects("b"), "another call is not cancelled");
-        assert!(!calls.is_cancelled("b"));
+        calls.cancel("a", Some(1));
+        assert!(calls.refuses_effects("a", 1));
+        assert!(
+            !calls.refuses_effects("b", 1),
+            "another call is not cancelled"
+        );
+        assert!(!calls.is_cancelled("b", Some(1)));
 
-        calls.completed("a");
-        assert!(!calls.refuses_effects("a"));
-        assert!(calls.is_cancelled("a"), "its task still reads cancelled");
+        calls.completed("a", 1);
+        assert!(!calls.refuses_effects("a", 1));
+        assert!(
+            calls.is_cancelled("a", Some(1)),
+            "its task still reads cancelled"
+        );
 
         calls.forget("a");
-        assert!(!calls.is_cancelled("a"));
+        assert!(!calls.is_cancelled("a", Some(1)));
     }
 
     #[test]
-    fn a_fresh_run_forgets_a_completed_calls_cancel_and_keeps_a_running_ones() {
+    fn a_cancel_belongs_to_its_generation_and_ends_with_it() {
         let calls = TaskCalls::default();
-        calls.cancel("done");
-        calls.completed("done");
-        calls.cancel("running");
+        calls.cancel("a", Some(1));
+        assert!(
+            !calls.refuses_effects("a", 2),
+            "a new generation of the same key is not cancelled"
+        );
+        assert!(!calls.is_cancelled("a", Some(2)));
+        assert!(!calls.is_cancelled("a", None), "its record is gone");
+        assert!(calls.refuses_effects("a", 1), "the cancelled generation is");
+
+        // The new generation completes here: the old cancel is gone.
+        calls.completed("a", 2);
+        assert!(!calls.is_cancelled("a", Some(1)));
+        assert!(!calls.refuses_effects("a", 1));
+
+        // Taken before any record: bound by the first run that asks for an effect.
+        calls.cancel("b", None);
+        assert!(calls.is_cancelled("b", None));
+        assert!(calls.refuses_effects("b", 7));
+        assert!(!calls.refuses_effects("b", 8), "bound to 7");
+        assert!(calls.is_cancelled("b", Some(7)));
+        assert!(!calls.is_cancelled("b", Some(8)));
+    }
+
+    #[test]
+    fn a_fresh_run_forgets_a_cancel_of_a_journaled_generation_and_keeps_an_unbound_one() {
+        let calls = TaskCalls::default();
+        calls.cancel("done", Some(1));
+        calls.completed("done", 1);
+        calls.cancel("elsewhere", Some(2));
+        calls.cancel("running", None);
 
         calls.fresh_run("done");
+        calls.fresh_run("elsewhere");
         calls.fresh_run("running");
 
-        assert!(!calls.is_cancelled("done"), "a new call under that key");
         assert!(
-            calls.refuses_effects("running"),
+            !calls.is_cancelled("done", None),
+            "a new call under that key"
+        );
+        assert!(
+            !calls.is_cancelled("elsewhere", None),
+            "its generation ended with its record, on another host"
+        );
+        assert!(
+            calls.refuses_effects("running", 3),
             "cancelled before it reached the journal"
         );
     }
@@ -171,11 +270,11 @@ mod tests {
             tool: "pay".into(),
             created_at: 1,
         };
-        one.cancel("a");
+        one.cancel("a", Some(1));
         let run = one.started("a", task.clone());
-        assert!(one.refuses_effects("a"));
+        assert!(one.refuses_effects("a", 1));
         assert_eq!(one.running("a"), Some(task));
-        assert!(!other.is_cancelled("a"));
+        assert!(!other.is_cancelled("a", Some(1)));
         assert_eq!(other.running("a"), None);
         one.stopped("a", run);
         assert_eq!(one.running("a"), None);

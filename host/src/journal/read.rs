@@ -5,13 +5,15 @@
 use serde::Serialize;
 
 use crate::clock::{serialize_rfc3339, serialize_rfc3339_opt};
+use crate::determinism::Seed;
 use crate::outcome::Outcome;
 
 /// The columns of an invocation as [`JournalEntry`] shows it, the same on both
 /// backends: key, scope, tool, state, arguments, runs, replays, outcome,
 /// created_at, completed_at, component, lease_owner, lease_expires_at,
-/// retention_ms (read into [`JournalEntry::expires_at`]).
-pub(crate) const ENTRY_COLUMNS: &str = "key, scope, tool, state, arguments, runs, replays, outcome, created_at, completed_at, component, lease_owner, lease_expires_at, retention_ms";
+/// retention_ms (read into [`JournalEntry::expires_at`]), entropy (the seed, read
+/// into [`JournalEntry::generation`] by [`generation_of`]).
+pub(crate) const ENTRY_COLUMNS: &str = "key, scope, tool, state, arguments, runs, replays, outcome, created_at, completed_at, component, lease_owner, lease_expires_at, retention_ms, entropy";
 
 /// The columns of an effect as [`JournalEffect`] shows it, in its order but for
 /// `response` (eighth) and `last_error`.
@@ -22,6 +24,12 @@ pub(crate) const EFFECT_COLUMNS: &str = "seq, key, provider, class, operation, s
 /// window `retention_ms` (if it carries one), expires: [`JournalEntry::expires_at`].
 pub(crate) fn expires_at(completed_at: Option<i64>, retention_ms: Option<i64>) -> Option<i64> {
     Some(completed_at?.saturating_add(retention_ms?))
+}
+
+/// The generation of a record whose journaled seed is `entropy` (hex), if it holds
+/// one: [`JournalEntry::generation`].
+pub(crate) fn generation_of(entropy: Option<String>) -> Option<u64> {
+    Seed::from_hex(&entropy?).map(|seed| seed.generation())
 }
 
 /// A saved outcome in one line: `success`, `tool_error CODE: message`, or `trap
@@ -183,6 +191,13 @@ pub struct JournalEntry {
     /// When it was judged (ms since the epoch; 0 until [`JournalEntry::judged_at`]).
     #[serde(skip)]
     pub judged: i64,
+    /// The generation of the call this record is (its effect keys include it, see
+    /// [`effect_key`](crate::keys::effect_key)): fixed when the call was first
+    /// journaled; the same call made again once the record is gone is a new
+    /// generation. `None` for a record journaled before records carried their seed
+    /// (until a run of it journals one).
+    #[serde(skip)]
+    pub generation: Option<u64>,
 }
 
 impl JournalEntry {

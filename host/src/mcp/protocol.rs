@@ -20,6 +20,12 @@ pub const INVALID_REQUEST: ErrorCode = ErrorCode::INVALID_REQUEST;
 /// The server is busy (its queue of calls is full): nothing was run, retry later.
 /// justonce's own code (JSON-RPC's range for server errors; MCP names none).
 pub const SERVER_BUSY: ErrorCode = ErrorCode(-32000);
+/// JSON-RPC code of a request refused because its principal has too many calls in
+/// flight or sessions open (over HTTP, status 429 with `Retry-After`): nothing was
+/// run, retry later.
+pub const TOO_MANY_CALLS: i64 = -32029;
+/// [`TOO_MANY_CALLS`] as an error code.
+pub const TOO_MANY: ErrorCode = ErrorCode(TOO_MANY_CALLS as i32);
 /// A request that needs a capability its client did not declare (SEP-2575's
 /// `MissingRequiredClientCapabilityError`; over HTTP, status 400).
 pub const MISSING_CAPABILITY: ErrorCode = ErrorCode(-32021);

@@ -25,11 +25,13 @@
 //!   the tool's answer to that is the call's outcome, saved, and what a retry of
 //!   the same call gets; an effect the journal already holds replays as usual (a
 //!   retry after an unknown outcome resumes), and a call past its last effect runs
-//!   to its outcome. The task reads `cancelled` from then on, on the host that
-//!   took the cancel, until the call's record is gone (forgotten or expired: a
-//!   fresh call under the same key is not cancelled). The cancel is kept in that
-//!   host's memory, not in the journal: another host, or a run resumed elsewhere,
-//!   knows nothing of it and reports the call's own status.
+//!   to its outcome. The cancel belongs to the generation of the call its record
+//!   holds when it is taken (issue 54): the task reads `cancelled` from then on,
+//!   on the host that took the cancel, while its record is that generation's. Once
+//!   the record is gone (forgotten or expired, on any host, whoever completed the
+//!   call) the same call made again is a new generation, not cancelled. The cancel
+//!   is kept in that host's memory, not in the journal: another host, or a run
+//!   resumed elsewhere, knows nothing of it and reports the call's own status.
 //! - A task is visible only to the principal that made it: another principal's
 //!   `tasks/get`, `tasks/cancel` or `tasks/update` is answered as for an unknown
 //!   task (`-32602`), which says nothing of whether it exists.
@@ -39,6 +41,13 @@
 //!   (`mcp::task_input` says how). `tasks/update` of a task not waiting for input
 //!   here is `-32602`. `tasks/result` and `tasks/list`, gone from the extension's
 //!   second version, are `-32601`.
+//! - Every run of a task is a call of its principal in flight: the first holds the
+//!   place its `tools/call` took, and a run resumed by the `tasks/update` that
+//!   completed its answers takes one of its own, against the same per-principal cap
+//!   ([`Admission`]) and in the same sandbox pool as any call. Past the cap that
+//!   update is answered as a call past it is (`-32029`, over HTTP `429` with
+//!   `Retry-After`): nothing runs, the answers are kept, and the next `tasks/update`
+//!   (even with no answers) resumes the task.
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
@@ -52,7 +61,7 @@ use super::elicit::elicit_result;
 use super::mrtr;
 use super::mrtr::INPUT_RESPONSES_PARAM;
 use super::protocol::type_name;
-use super::protocol::{CLIENT_CAPABILITIES_META_KEY, Params};
+use super::protocol::{CLIENT_CAPABILITIES_META_KEY, Params, TOO_MANY};
 use super::server::Server;
 use super::session::stateless_result;
 use super::task_input::{Answering, AwaitingTask, Phase, SharedPhase, TaskAsker};
@@ -63,6 +72,7 @@ use crate::host::RunningTask;
 use crate::journal::JournalEntry;
 use crate::keys::InvocationKey;
 use crate::outcome::Outcome;
+use crate::serving::admission::{Admission, Permit};
 
 pub use super::protocol::TASKS_EXTENSION as EXTENSION;
 
@@ -114,12 +124,14 @@ pub(crate) fn declared(params: &Params) -> bool {
 }
 
 /// The answer to a `tasks/*` request of `principal` (one carrying a valid
-/// 2026-07-28 envelope).
+/// 2026-07-28 envelope). A task it resumes runs as a call of `principal` admitted
+/// by `admission`.
 pub(crate) fn request(
     server: &Server,
     method: &str,
     params: &Params,
     principal: &str,
+    admission: &Admission,
 ) -> Result<Value, ErrorData> {
     if matches!(method, "tasks/result" | "tasks/list") {
         return Err(ErrorData::new(
@@ -136,13 +148,21 @@ pub(crate) fn request(
         "tasks/get" => detailed(server, &entry),
         "tasks/cancel" => {
             if entry.state != "completed" {
-                server.host().cancel_task(&entry.key);
+                let key = InvocationKey::parse(&entry.key)
+                    .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+                server.host().cancel_task(&key).map_err(|e| {
+                    tracing::warn!(task = %entry.key, "tasks/cancel: the call's record could not be read: {e}");
+                    ErrorData::internal_error(
+                        "tasks/cancel: the call's record could not be read; nothing was cancelled: the same cancel is safe to retry",
+                        None,
+                    )
+                })?;
                 server.task_inputs().stop(&entry.key);
                 tracing::info!(task = %entry.key, "task cancelled by its client; its call performs no further effect");
             }
             json!({})
         }
-        "tasks/update" if server.host().task_cancelled(&entry.key) => {
+        "tasks/update" if server.host().task_cancelled(&entry.key, entry.generation) => {
             return Err(ErrorData::invalid_params(
                 format!(
                     "tasks/update: task {} was cancelled: it takes no input",
@@ -163,7 +183,7 @@ pub(crate) fn request(
                 None,
             ));
         }
-        "tasks/update" => update(server, &entry.key, params)?,
+        "tasks/update" => update(server, &entry.key, params, (principal, admission))?,
         other => {
             return Err(ErrorData::new(
                 ErrorCode::METHOD_NOT_FOUND,
@@ -332,6 +352,9 @@ struct View {
     holding: String,
     /// Whether its call stopped at a question of its tool (journaled, unanswered).
     asking: bool,
+    /// The generation of its call's record (`None`: no record, or one without a
+    /// seed); a cancel is of one generation.
+    generation: Option<u64>,
 }
 
 impl View {
@@ -345,6 +368,7 @@ impl View {
             outcome: entry.outcome.clone(),
             holding: entry.holding.clone(),
             asking: entry.awaits_input(),
+            generation: entry.generation,
         }
     }
 }
@@ -359,6 +383,7 @@ fn view_of_running(key: &str, running: &RunningTask) -> View {
         outcome: None,
         holding: String::new(),
         asking: false,
+        generation: None,
     }
 }
 
@@ -470,7 +495,7 @@ fn created_as(server: &Server, view: &View, status: &str) -> Value {
 
 /// The `tasks/get` answer: the task, with its result or error once it ended.
 fn detailed(server: &Server, view: &View) -> Value {
-    let cancelled = server.host().task_cancelled(&view.key);
+    let cancelled = server.host().task_cancelled(&view.key, view.generation);
     let outcome = (view.state == "completed")
         .then(|| view.outcome.clone())
         .flatten()
@@ -561,9 +586,16 @@ fn detailed(server: &Server, view: &View) -> Value {
 
 /// `tasks/update` of the task `key` (its client's, checked): keeps the answers
 /// given (`inputResponses`, by question name; names not asked are ignored) and, once
-/// every question is answered, resumes the task in the background. The answer is
-/// an empty acknowledgement; `tasks/get` says where the task stands.
-fn update(server: &Server, key: &str, params: &Params) -> Result<Value, ErrorData> {
+/// every question is answered, resumes the task in the background as a call of
+/// `principal` that `admission` admits; past its cap the update is refused as a
+/// call would be (`-32029`), the answers kept. The answer is an empty
+/// acknowledgement; `tasks/get` says where the task stands.
+fn update(
+    server: &Server,
+    key: &str,
+    params: &Params,
+    (principal, admission): (&str, &Admission),
+) -> Result<Value, ErrorData> {
     let responses = match params.get(INPUT_RESPONSES_PARAM) {
         Some(Value::Object(responses)) => responses,
         Some(other) => {
@@ -614,7 +646,22 @@ fn update(server: &Server, key: &str, params: &Params) -> Result<Value, ErrorDat
         answers.insert(question.name.clone(), answer);
     }
     match server.task_inputs().answer(key, answers) {
-        Answering::Complete(task) => resume(server, key, task),
+        Answering::Complete(task) => {
+            let Some(permit) = admission.enter(principal) else {
+                // Kept, as for a server stopping: the next update resumes it.
+                server.task_inputs().restore(key, task);
+                tracing::info!(task = %key, principal, "task answered in full, not resumed: its principal has every call it may have in flight");
+                return Err(ErrorData::new(
+                    TOO_MANY,
+                    format!(
+                        "tasks/update: {}; task {key} was not resumed (nothing ran): its answers are kept, and a tasks/update (even with no answers) resumes it",
+                        admission.full(principal)
+                    ),
+                    None,
+                ));
+            };
+            resume(server, key, task, permit);
+        }
         Answering::Pending(pending) => {
             tracing::info!(task = %key, ?pending, "task answered in part; waits for the rest");
         }
@@ -637,8 +684,9 @@ fn update(server: &Server, key: &str, params: &Params) -> Result<Value, ErrorDat
     Ok(json!({}))
 }
 
-/// Runs the task `key` again, in the background, with the answers of `task`.
-fn resume(server: &Server, key: &str, task: AwaitingTask) {
+/// Runs the task `key` again, in the background, with the answers of `task`, as
+/// the call in flight `permit` admitted.
+fn resume(server: &Server, key: &str, task: AwaitingTask, permit: Permit) {
     let shutdown = server.shutdown();
     if !shutdown.start() {
         // Stopping: the answers are kept (they were acknowledged); the question
@@ -672,6 +720,7 @@ fn resume(server: &Server, key: &str, task: AwaitingTask) {
         }
         runner.host().task_stopped(&key, run);
         shutdown.finish();
+        drop(permit);
     });
 }
 

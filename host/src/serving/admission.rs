@@ -1,20 +1,27 @@
 //! The per-principal cap on tool calls in flight: one caller cannot take every
 //! worker, and a caller over its cap is told to come back (429) instead of queueing.
+//!
+//! Every run of a principal's call on the server counts, however it started: a
+//! `tools/call`, a task resumed by the `tasks/update` that completed its answers
+//! (`mcp::tasks`), an operator's "Resume now" in the console. A clone shares the
+//! counts, so each of those paths holds a clone of the one [`Admission`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 type Counts = Arc<Mutex<HashMap<String, usize>>>;
 
-/// Calls in flight, per principal.
-pub(crate) struct Admission {
+/// Calls in flight, per principal. A clone counts the same calls.
+#[derive(Debug, Clone)]
+pub struct Admission {
     counts: Counts,
     cap: usize,
 }
 
 /// One admitted call; dropping it makes room. It may outlive the request that took
-/// it (a call whose answer goes out on a stream).
-pub(crate) struct Permit {
+/// it (a call whose answer goes out on a stream, a resumed task).
+#[derive(Debug)]
+pub struct Permit {
     counts: Counts,
     principal: String,
 }
@@ -45,6 +52,15 @@ impl Admission {
             principal: principal.to_owned(),
         })
     }
+
+    /// What a principal refused by [`Admission::enter`] is told (with a 429 and
+    /// `Retry-After: 1`).
+    pub fn full(&self, principal: &str) -> String {
+        format!(
+            "{principal} has {} calls in flight, the most allowed; retry after a second",
+            self.cap
+        )
+    }
 }
 
 impl Drop for Permit {
@@ -72,5 +88,18 @@ mod tests {
         drop(first);
         assert!(admission.enter("alice").is_some());
         drop(bob);
+    }
+
+    #[test]
+    fn a_clone_counts_the_same_calls() {
+        let admission = Admission::new(1);
+        let resuming = admission.clone();
+        let held = resuming.enter("alice").expect("room");
+        assert!(
+            admission.enter("alice").is_none(),
+            "one call of alice's in all"
+        );
+        drop(held);
+        assert!(admission.enter("alice").is_some());
     }
 }

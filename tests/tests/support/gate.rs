@@ -1,6 +1,8 @@
 //! A payments downstream that holds every attempt until the test opens a gate, so a
-//! test can keep a call in flight while it sends duplicates or cancels it.
+//! test can keep a call in flight while it sends duplicates or cancels it, and
+//! counts how many attempts of one kind were inside at once.
 
+use std::collections::HashMap;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -16,6 +18,18 @@ struct State {
     entered: usize,
     attempts: Vec<String>,
     applied: Vec<(String, Value)>,
+    /// Attempts inside now, and the most inside at once, by [`group`].
+    inside: HashMap<String, usize>,
+    most: HashMap<String, usize>,
+}
+
+/// What an attempt counts under: the domain of its payload's `to` (an email's
+/// recipient), or `""`.
+fn group(payload: &Value) -> String {
+    let to = payload["to"].as_str().unwrap_or("");
+    to.split_once('@')
+        .map_or("", |(_, domain)| domain)
+        .to_owned()
 }
 
 /// A keyed payments API that deduplicates by key and answers only once the gate is
@@ -56,6 +70,17 @@ impl Gate {
     pub fn applied(&self) -> usize {
         self.state.lock().unwrap().applied.len()
     }
+
+    /// The most attempts to recipients at `domain` that were inside at once.
+    pub fn most_at_once(&self, domain: &str) -> usize {
+        self.state
+            .lock()
+            .unwrap()
+            .most
+            .get(domain)
+            .copied()
+            .unwrap_or(0)
+    }
 }
 
 impl Provider for Gate {
@@ -65,11 +90,18 @@ impl Provider for Gate {
 
     fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
         let key = request.key.to_string();
+        let group = group(request.payload);
         let mut state = self.state.lock().unwrap();
         state.entered += 1;
         state.attempts.push(key.clone());
+        let inside = state.inside.entry(group.clone()).or_default();
+        *inside += 1;
+        let now = *inside;
+        let most = state.most.entry(group.clone()).or_default();
+        *most = (*most).max(now);
         self.changed.notify_all();
         let mut state = self.changed.wait_while(state, |s| !s.open).unwrap();
+        *state.inside.entry(group).or_default() -= 1;
         let index = match state.applied.iter().position(|(k, _)| *k == key) {
             Some(i) => i,
             None => {
@@ -77,6 +109,11 @@ impl Provider for Gate {
                 state.applied.len() - 1
             }
         };
-        Ok(json!({ "refund_id": format!("re_{:04}", index + 1), "status": "succeeded" }))
+        // A mailer's answer too (`message_id`), for tools that email through it.
+        Ok(json!({
+            "refund_id": format!("re_{:04}", index + 1),
+            "message_id": format!("msg_{:04}", index + 1),
+            "status": "succeeded",
+        }))
     }
 }

@@ -91,7 +91,7 @@ impl EffectSession {
                 return Ok(answers_to_guest(stored));
             }
         }
-        if existing.is_none() && self.shared.tasks.refuses_effects(self.invocation.as_str()) {
+        if existing.is_none() && self.refused_by_a_cancel() {
             return Ok(Err(cancelled()));
         }
 

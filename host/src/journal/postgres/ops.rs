@@ -10,7 +10,7 @@ use crate::determinism::{GuestEntropy, Seed};
 use crate::fault::{self, FaultPoint};
 use crate::journal::decision::{self, Decision, Found, expired, parse_state};
 use crate::journal::read::{
-    EFFECT_COLUMNS, ENTRY_COLUMNS, expires_at, parse_json, shown_state, summary,
+    EFFECT_COLUMNS, ENTRY_COLUMNS, expires_at, generation_of, parse_json, shown_state, summary,
 };
 use crate::journal::{
     Answer, Begin, BeginOutcome, DeferredAnswer, EffectRecord, EffectState, GcReport,
@@ -723,6 +723,7 @@ fn entry_from(r: &postgres::Row) -> JournalEntry {
         lease_expires_at: r.get(12),
         holding: String::new(),
         judged: 0,
+        generation: generation_of(r.get(14)),
     }
 }
 

@@ -3,7 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::journal::read::{
-    EFFECT_COLUMNS, ENTRY_COLUMNS, expires_at, parse_json, shown_state, summary,
+    EFFECT_COLUMNS, ENTRY_COLUMNS, expires_at, generation_of, parse_json, shown_state, summary,
 };
 use crate::journal::{GcReport, JournalEffect, JournalEntry};
 
@@ -29,6 +29,7 @@ fn entry_from(r: &Row<'_>) -> rusqlite::Result<JournalEntry> {
         lease_expires_at: r.get(12)?,
         holding: String::new(),
         judged: 0,
+        generation: generation_of(r.get(14)?),
     })
 }
 

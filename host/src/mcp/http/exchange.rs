@@ -17,8 +17,8 @@ use crate::mcp::elicit::{self, CannotAsk};
 use crate::mcp::mrtr;
 use crate::mcp::protocol::{
     self, ErrorCode, ErrorData, INVALID_REQUEST, Incoming, MISSING_CAPABILITY, MODERN_VERSIONS,
-    PROTOCOL_VERSION_META_KEY, Params, ProtocolVersion, RequestId, SERVER_BUSY, handshake_versions,
-    version_list,
+    PROTOCOL_VERSION_META_KEY, Params, ProtocolVersion, RequestId, SERVER_BUSY, TOO_MANY,
+    handshake_versions, version_list,
 };
 use crate::mcp::session::{Dispatch, Era, Session};
 use crate::mcp::tools::{CONVERSATION_HEADER, FromHeaders, IDEMPOTENCY_KEY_HEADER, Scoping};
@@ -26,11 +26,6 @@ use crate::mcp::{Server, Shutdown};
 use crate::serving::Answer;
 use crate::serving::admission::Permit;
 use crate::serving::wire::{Head, Kind, Response};
-
-/// JSON-RPC code of a request refused because its principal has too many calls in
-/// flight or sessions open.
-pub const TOO_MANY_CALLS: i64 = -32029;
-const TOO_MANY: ErrorCode = ErrorCode(TOO_MANY_CALLS as i32);
 
 /// A session's call whose answer goes out on a stream: what its blocking thread
 /// takes along.
@@ -93,6 +88,9 @@ impl ReplyTo {
         let mut response = Response::message(status, kind, &message);
         if kind == Kind::Sse {
             response.notes = notes;
+        }
+        if status == 429 {
+            response = response.with("retry-after", "1");
         }
         response
     }
@@ -336,8 +334,11 @@ impl McpEndpoint {
             let reply_to = ReplyTo::new(head, id, true, kind);
             let (server, method, params) = (server.clone(), method.to_owned(), params.clone());
             let principal = principal.to_owned();
+            // A task resumed by tasks/update counts among its principal's calls.
+            let admission = self.admission.clone();
             return Answer::Blocking(Box::new(move || {
-                let reply = crate::mcp::tasks::request(&server, &method, &params, &principal);
+                let reply =
+                    crate::mcp::tasks::request(&server, &method, &params, &principal, &admission);
                 reply_to.finish(reply, Vec::new())
             }));
         }
@@ -362,16 +363,8 @@ impl McpEndpoint {
                 let request = request.principal(principal);
                 let Some(permit) = self.admission.enter(principal) else {
                     return Answer::Ready(
-                        refusal(
-                            429,
-                            Some(id),
-                            TOO_MANY,
-                            &format!(
-                                "{principal} has {} calls in flight, the most allowed; retry after a second",
-                                self.options.max_calls_per_principal
-                            ),
-                        )
-                        .with("retry-after", "1"),
+                        refusal(429, Some(id), TOO_MANY, &self.admission.full(principal))
+                            .with("retry-after", "1"),
                     );
                 };
                 // Stopping (SIGTERM): the calls running finish, no new one starts.
@@ -654,6 +647,8 @@ fn status_of(code: ErrorCode) -> u16 {
         | ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
         | MISSING_CAPABILITY => 400,
         ErrorCode::METHOD_NOT_FOUND => 404,
+        // A task's run refused past its principal's cap (`tasks/update`), as a call.
+        TOO_MANY => 429,
         _ => 200,
     }
 }

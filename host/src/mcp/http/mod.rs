@@ -25,7 +25,9 @@
 //! - Every request needs an agent's token (checked by the server); the token names
 //!   the principal, and the principal is part of the scope of every key its calls run
 //!   under. Each principal gets a bounded number of calls in flight and of sessions
-//!   (`429` with `Retry-After` past them).
+//!   (`429` with `Retry-After` past them). A task resumed by the `tasks/update` that
+//!   completed its answers is a call in flight too: past the cap, that update is
+//!   answered the same way (its answers kept for the next one).
 //! - A failure of the host itself (the journal unreachable, say) is told to the
 //!   client by kind with an error id, never with its detail (a database URL, a
 //!   driver's message); the log has the detail under the same id.
@@ -40,8 +42,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+pub use super::protocol::TOO_MANY_CALLS;
 pub use crate::serving::sse::ReplayCaps;
-pub use exchange::TOO_MANY_CALLS;
 
 use self::exchange::refusal;
 use self::sessions::Sessions;
@@ -101,10 +103,23 @@ impl Default for HttpOptions {
 /// its host's counters at `/metrics`. Add the console with
 /// [`HttpServer::with_routes`] and OAuth with [`HttpServer::with_oauth`].
 pub fn server(server: Server, tokens: impl Into<Arc<Tokens>>, options: HttpOptions) -> HttpServer {
+    let admission = Admission::new(options.max_calls_per_principal);
+    admitting(server, tokens, options, admission)
+}
+
+/// [`server`], counting each principal's calls in flight in `admission` (made for
+/// `options.max_calls_per_principal`), which the console's "Resume now" shares
+/// (`serve --http`): every run of a principal's call counts against one cap.
+pub(crate) fn admitting(
+    server: Server,
+    tokens: impl Into<Arc<Tokens>>,
+    options: HttpOptions,
+    admission: Admission,
+) -> HttpServer {
     let host = Arc::clone(server.host());
     HttpServer::new(tokens, options.server.clone())
         .with_metrics(host)
-        .with_endpoint(Arc::new(McpEndpoint::new(server, options)))
+        .with_endpoint(Arc::new(McpEndpoint::new(server, options, admission)))
 }
 
 /// `/mcp`: the MCP server behind it, and what the transport keeps between requests.
@@ -134,7 +149,7 @@ impl std::fmt::Debug for McpEndpoint {
 }
 
 impl McpEndpoint {
-    fn new(server: Server, options: HttpOptions) -> Self {
+    fn new(server: Server, options: HttpOptions, admission: Admission) -> Self {
         // Clients with a stream open hear when the tools change.
         let streams = Arc::new(Streams::default());
         let notified = Arc::clone(&streams);
@@ -150,7 +165,7 @@ impl McpEndpoint {
                 options.session_idle_timeout,
                 options.replay,
             ),
-            admission: Admission::new(options.max_calls_per_principal),
+            admission,
             server,
             options,
         }
