@@ -57,7 +57,7 @@ fn installed(name: &str) -> Result<PathBuf, String> {
 
 /// The external thing a test needs, or `None` (skip) with a message; under
 /// `CI=true` a missing one fails the test.
-fn needed(what: &str, found: &Result<PathBuf, String>) -> Option<PathBuf> {
+pub(crate) fn needed(what: &str, found: &Result<PathBuf, String>) -> Option<PathBuf> {
     match found {
         Ok(path) => Some(path.clone()),
         Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
@@ -70,7 +70,7 @@ fn needed(what: &str, found: &Result<PathBuf, String>) -> Option<PathBuf> {
     }
 }
 
-fn python() -> Result<PathBuf, String> {
+pub(crate) fn python() -> Result<PathBuf, String> {
     install::from_env("JUSTONCE_MCP_PYTHON").unwrap_or_else(|| {
         let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/mcp-venv/bin/python");
         if venv.is_file() {
@@ -549,33 +549,34 @@ fn a_read_only_tool_runs_every_time_unless_its_hint_is_not_trusted() {
     assert_eq!(untrusted.received_calls("read_graph").len(), 1);
 }
 
-/// The ledger server over Streamable HTTP, stopped when dropped.
-struct HttpLedger {
+/// A server of the tests' own over Streamable HTTP, stopped when dropped.
+pub(crate) struct HttpUpstream {
     child: std::process::Child,
-    url: String,
+    /// Its endpoint, `http://127.0.0.1:PORT/mcp`.
+    pub(crate) url: String,
 }
 
-impl HttpLedger {
-    fn start(python: &Path, ledger: &Path) -> Self {
+impl HttpUpstream {
+    /// `python ARGS… PORT`, waited for until it listens on the port.
+    pub(crate) fn start(python: &Path, args: &[&std::ffi::OsStr]) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
         let child = std::process::Command::new(python)
-            .arg(LEDGER)
-            .arg(ledger)
-            .args(["http", &port.to_string()])
+            .args(args)
+            .arg(port.to_string())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .expect("start the ledger server");
+            .expect("start the upstream");
         // A bound on a hang, not a timing assertion.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(
                 std::time::Instant::now() < deadline,
-                "the ledger server did not listen"
+                "the upstream did not listen"
             );
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
@@ -584,9 +585,17 @@ impl HttpLedger {
             url: format!("http://127.0.0.1:{port}/mcp"),
         }
     }
+
+    /// The ledger server, its ledger at `ledger`.
+    fn ledger(python: &Path, ledger: &Path) -> Self {
+        Self::start(
+            python,
+            &[LEDGER.as_ref(), ledger.as_os_str(), "http".as_ref()],
+        )
+    }
 }
 
-impl Drop for HttpLedger {
+impl Drop for HttpUpstream {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -605,7 +614,7 @@ fn an_upstream_over_streamable_http_gets_the_key_in_meta_and_as_idempotency_key(
     };
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger");
-    let http = HttpLedger::start(&python, &ledger);
+    let http = HttpUpstream::ledger(&python, &ledger);
     std::fs::write(
         dir.path().join("justonce.toml"),
         format!(
@@ -886,7 +895,7 @@ fn an_upstreams_progress_reaches_the_agent_before_the_answer() {
             (Gateway::ledger(&python, ""), None)
         } else {
             let dir = tempfile::tempdir().unwrap();
-            let http = HttpLedger::start(&python, &dir.path().join("ledger"));
+            let http = HttpUpstream::ledger(&python, &dir.path().join("ledger"));
             std::fs::write(
                 dir.path().join("justonce.toml"),
                 format!("[upstreams.ledger]\nurl = {:?}\n", http.url),

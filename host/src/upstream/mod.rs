@@ -10,6 +10,7 @@
 
 mod client;
 mod connection;
+mod credentials;
 mod http_client;
 mod provider;
 
@@ -24,6 +25,7 @@ use serde_json::{Value, json};
 use crate::runtime::InputSchema;
 use client::ClientError;
 use connection::Connection;
+use credentials::Credentials;
 
 pub use provider::UpstreamProvider;
 
@@ -293,18 +295,21 @@ impl Upstream {
         Ok(client)
     }
 
-    /// A new connection: the process started, or the HTTP client made.
+    /// A new connection: the process started, or the HTTP client made; what it
+    /// answers stripped of the credentials it was handed.
     fn connect(&self) -> Result<Connection, String> {
+        let mut secrets = Vec::new();
         match &self.config.url {
             Some(url) => {
-                let mut secrets = Vec::new();
                 let headers = self.filled_in("headers", &self.config.headers, &mut secrets)?;
                 Ok(Connection::Http(
-                    http_client::HttpClient::new(&self.name, url, headers).stripping(secrets),
+                    http_client::HttpClient::new(&self.name, url, headers)
+                        .stripping(Credentials::new(&secrets)),
                 ))
             }
             None => {
-                let env = self.filled_in("env", &self.config.env, &mut Vec::new())?;
+                let env = self.filled_in("env", &self.config.env, &mut secrets)?;
+                let credentials = Credentials::new(&secrets);
                 let (stale, listeners) = (Arc::clone(&self.stale), Arc::clone(&self.listeners));
                 let name = self.name.clone();
                 let refresh = Arc::clone(&self.refresh);
@@ -331,15 +336,22 @@ impl Upstream {
                             }
                         });
                 });
-                client::StdioClient::spawn(&self.name, &self.config.command, &env, changed)
-                    .map(Connection::Stdio)
+                client::StdioClient::spawn(
+                    &self.name,
+                    &self.config.command,
+                    &env,
+                    changed,
+                    credentials,
+                )
+                .map(Connection::Stdio)
             }
         }
     }
 
     /// `values` (of the key `what`) with their `${NAME}`s filled in from the secrets
-    /// file, else the host's environment; each value filled in, and each variable's
-    /// value, added to `secrets` (to strip from what the upstream answers).
+    /// file, else the host's environment; each value filled in, each variable's
+    /// value, and every value of the secrets file added to `secrets_seen` (to strip
+    /// from what the upstream answers).
     fn filled_in(
         &self,
         what: &str,
@@ -368,7 +380,13 @@ impl Upstream {
             })
             .collect::<Result<_, _>>()?;
         secrets_seen.extend(seen.into_inner());
-        secrets_seen.extend(filled.iter().map(|(_, v)| v.clone()));
+        // Each value whole and, as the `http` provider takes a header's, the token
+        // after its scheme (`Bearer TOKEN`).
+        for (_, value) in &filled {
+            let value = crate::http::SecretValue::literal(value.clone());
+            secrets_seen.extend(value.secrets().map(str::to_owned));
+        }
+        secrets_seen.extend(secrets.into_values());
         Ok(filled)
     }
 
@@ -665,6 +683,41 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
     }
 
     #[test]
+    fn what_a_stdio_upstream_echoes_of_its_credentials_is_stripped_as_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let secrets = dir.path().join("u.env");
+        std::fs::write(&secrets, "API_TOKEN=tok_file_5e2a9c\n").unwrap();
+        // Lists `t` (request 2), answers a result (3) and a JSON-RPC error (4) that
+        // echo its environment.
+        let script = r#"read -r l; echo '{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}}'; read -r l; echo '{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"token '$TOKEN' flag '$FLAG'"}],"structuredContent":{"'$TOKEN'":"'$TOKEN'"}}}'; read -r l; echo '{"jsonrpc":"2.0","id":4,"error":{"code":-1,"message":"no '$TOKEN'","data":{"t":"'$TOKEN'"}}}'; read -r l"#;
+        let upstream = scripted(script, |config| {
+            config.secrets_file = Some(secrets);
+            config.env = BTreeMap::from([
+                ("TOKEN".into(), "${API_TOKEN}".into()),
+                ("FLAG".into(), "1".into()),
+            ]);
+        });
+        assert_eq!(names(&upstream.tools().unwrap()), ["t"]);
+        let result = upstream.call_tool("t", "t", &json!({}), None).unwrap();
+        assert_eq!(
+            result,
+            json!({
+                "content": [{ "type": "text", "text": "token [redacted] flag 1" }],
+                "structuredContent": { "[redacted]": "[redacted]" },
+            })
+        );
+        let refused = upstream.call_tool("t", "t", &json!({}), None);
+        assert_eq!(
+            refused,
+            Err(ClientError::Refused(json!({
+                "code": -1,
+                "message": "no [redacted]",
+                "data": { "t": "[redacted]" },
+            })))
+        );
+    }
+
+    #[test]
     fn an_upstream_answering_a_next_cursor_forever_is_an_error_after_the_page_cap() {
         // Every tools/list (requests 2, 3, …) answered with one more page.
         let script = r#"n=2; while read -r l; do echo '{"jsonrpc":"2.0","id":'$n',"result":{"tools":[],"nextCursor":"more"}}'; n=$((n+1)); done"#;
@@ -939,7 +992,7 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
     fn env_and_headers_are_filled_in_from_the_secrets_file_and_a_missing_one_is_named() {
         let dir = tempfile::tempdir().unwrap();
         let secrets = dir.path().join("memory.env");
-        std::fs::write(&secrets, "MEMORY_TOKEN=tok_from_file\n").unwrap();
+        std::fs::write(&secrets, "MEMORY_TOKEN=tok_from_file\nOTHER=other_secret\n").unwrap();
         let mut config = UpstreamConfig::url("http://127.0.0.1:9/mcp");
         config.secrets_file = Some(secrets);
         config.headers = BTreeMap::from([(
@@ -947,14 +1000,23 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
             "Bearer ${MEMORY_TOKEN}".to_owned(),
         )]);
         let upstream = Upstream::new("memory", config.clone());
+        let mut seen = Vec::new();
         assert_eq!(
             upstream
-                .filled_in("headers", &config.headers, &mut Vec::new())
+                .filled_in("headers", &config.headers, &mut seen)
                 .unwrap(),
             [(
                 "Authorization".to_owned(),
                 "Bearer tok_from_file".to_owned()
             )]
+        );
+        // To strip: the variable's value, the header whole and its token, and every
+        // value of the secrets file.
+        seen.sort();
+        seen.dedup();
+        assert_eq!(
+            seen,
+            ["Bearer tok_from_file", "other_secret", "tok_from_file"]
         );
         let missing = BTreeMap::from([(
             "X".to_owned(),
