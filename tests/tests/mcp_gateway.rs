@@ -828,6 +828,70 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// Two upstreams offering one name: the first in `justonce.toml` is offered and
+/// called, not the first by name (`zeta` is written before `alpha`).
+#[test]
+fn a_name_two_upstreams_offer_is_the_first_ones_in_the_file() {
+    let Some(python) = needed("Python with the MCP SDK", &python()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let section = |name: &str| {
+        format!(
+            "[upstreams.{name}]\ncommand = [{python:?}, {LEDGER:?}, {ledger:?}]\n",
+            python = python.display().to_string(),
+            ledger = dir.path().join(name).display().to_string(),
+        )
+    };
+    std::fs::write(
+        dir.path().join("justonce.toml"),
+        format!("{}\n{}", section("zeta"), section("alpha")),
+    )
+    .unwrap();
+    let gateway = Gateway { dir };
+    let mut server = gateway.serve(&[]);
+    let answer = server
+        .client
+        .call("append", json!({ "line": "paid 7" }), json!({}));
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    let read = |name: &str| std::fs::read_to_string(gateway.dir.path().join(name)).ok();
+    assert_eq!(
+        read("zeta").as_deref(),
+        Some("paid 7\n"),
+        "the first in the file"
+    );
+    assert_eq!(read("alpha"), None, "not the first by name");
+    let (_, _, log) = server.close();
+    assert!(
+        log.contains("offered by the upstreams `zeta` (as append) and `alpha`"),
+        "{log}"
+    );
+}
+
+/// A name in `tools`, `exclude` or `idempotent` that the upstream does not list (a
+/// misspelling) is warned about, naming the key, once its tools are listed; the names
+/// it lists are not.
+#[test]
+fn a_name_the_upstream_does_not_list_is_warned_about_once_its_tools_are_listed() {
+    let Some(python) = needed("Python with the MCP SDK", &python()) else {
+        return;
+    };
+    let gateway = Gateway::ledger(&python, "exclude = [\"apend\"]\nidempotent = [\"append\"]");
+    let mut server = gateway.serve(&[]);
+    let list = server.client.request("tools/list", json!({}));
+    let names = list["result"]["tools"].to_string();
+    assert!(
+        names.contains("\"append\""),
+        "the exclude excluded nothing: {list}"
+    );
+    let (_, _, log) = server.close();
+    assert!(
+        log.contains("`upstreams.ledger.exclude` names `apend`, a tool the upstream does not list"),
+        "{log}"
+    );
+    assert!(!log.contains("names `append`"), "{log}");
+}
+
 /// An upstream that adds a tool and says so (`notifications/tools/list_changed`):
 /// the host lists its tools again and tells its own clients, whose next `tools/list`
 /// offers the new tool, which can be called.

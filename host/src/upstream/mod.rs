@@ -434,6 +434,13 @@ impl Upstream {
                 _ => break,
             }
         }
+        let listed: Vec<&str> = entries
+            .iter()
+            .filter_map(|e| e.get("name").and_then(Value::as_str))
+            .collect();
+        for (key, name) in unknown_names(&self.config, &listed) {
+            tracing::warn!(target: "justonce::upstream", upstream = %self.name, "`upstreams.{}.{key}` names `{name}`, a tool the upstream does not list: check its spelling (the upstream's own name, without the `prefix`)", self.name);
+        }
         let tools = Arc::new(self.offered(entries));
         self.crashes.lock().unwrap_or_else(|p| p.into_inner()).0 = 0;
         *self.tools.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&tools));
@@ -540,6 +547,21 @@ impl Upstream {
         }
         answer.and_then(|result| within_cap(&self.name, result, MAX_RESULT_BYTES))
     }
+}
+
+/// The names `config`'s `tools`, `exclude` and `idempotent` give that are not among
+/// the tools the upstream `listed` (a misspelling, a prefixed name, a tool it
+/// dropped), each with its key: an `exclude` that names nothing excludes nothing.
+fn unknown_names<'a>(config: &'a UpstreamConfig, listed: &[&str]) -> Vec<(&'static str, &'a str)> {
+    let keys = [
+        ("tools", config.tools.as_deref().unwrap_or_default()),
+        ("exclude", config.exclude.as_slice()),
+        ("idempotent", config.idempotent.as_slice()),
+    ];
+    keys.into_iter()
+        .flat_map(|(key, names)| names.iter().map(move |name| (key, name.as_str())))
+        .filter(|(_, name)| !listed.contains(name))
+        .collect()
 }
 
 /// `result`, unless its JSON is longer than `cap` bytes: then no answer (it cannot
@@ -1030,6 +1052,29 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
                 && error.contains("JUSTONCE_TEST_SURELY_UNSET_VARIABLE"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn names_in_tools_exclude_and_idempotent_the_upstream_does_not_list_are_found() {
+        let mut config = UpstreamConfig::command(vec!["x".into()]);
+        config.prefix = "mem_".into();
+        config.tools = Some(vec!["create".into(), "mem_read".into()]);
+        config.exclude = vec!["delete".into(), "purge".into()];
+        config.idempotent = vec!["create".into(), "craete".into()];
+        let listed = ["create", "read", "delete"];
+        assert_eq!(
+            unknown_names(&config, &listed),
+            [
+                ("tools", "mem_read"),
+                ("exclude", "purge"),
+                ("idempotent", "craete")
+            ]
+        );
+        // The opposite: names it lists are not named, nor is an unset `tools`.
+        let mut known = UpstreamConfig::command(vec!["x".into()]);
+        known.exclude = vec!["delete".into()];
+        known.idempotent = vec!["create".into()];
+        assert!(unknown_names(&known, &listed).is_empty());
     }
 
     #[test]
