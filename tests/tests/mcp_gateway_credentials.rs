@@ -5,7 +5,7 @@
 //! handed it (a stdio upstream's `env`, an HTTP upstream's `headers`, both filled in
 //! from a secrets file) in a result, verbatim, base64- and percent-encoded, in an
 //! `isError` result, in a JSON-RPC error, and on its stderr. What it says of its own,
-//! and a configured value too short to be stripped, pass untouched.
+//! and a setting written out in its `env` (`ECHO_FLAG = "true"`), pass untouched.
 
 use std::path::Path;
 use std::process::{Child, Stdio};
@@ -111,7 +111,7 @@ fn configure(dir: &Path, python: &Path, url: Option<&str>) {
             format!("url = {url:?}\nheaders = {{ Authorization = \"Bearer ${{ECHO_TOKEN}}\" }}")
         }
         None => format!(
-            "command = [{:?}, {ECHO:?}]\nenv = {{ ECHO_TOKEN = \"${{ECHO_TOKEN}}\", ECHO_FLAG = \"1\" }}",
+            "command = [{:?}, {ECHO:?}]\nenv = {{ ECHO_TOKEN = \"${{ECHO_TOKEN}}\", ECHO_FLAG = \"true\" }}",
             python.display().to_string()
         ),
     };
@@ -192,7 +192,7 @@ fn a_credential_an_upstream_over_stdio_echoes_reaches_no_agent_journal_or_log() 
     let dir = tempfile::tempdir().unwrap();
     configure(dir.path(), &python, None);
     let mut served = Served::start(dir.path());
-    let responses = call_each(&mut served, "1");
+    let responses = call_each(&mut served, "true");
     for response in &responses {
         assert!(!leaks(&response.to_string()), "the agent: {response}");
     }

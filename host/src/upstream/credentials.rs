@@ -4,6 +4,9 @@
 //! not trust (docs/threat-model.md): whatever it echoes of its `headers`, its `env`
 //! or its secrets file must reach no agent, no journal and no log.
 //!
+//! What is a credential follows the `http` provider's config: each value a `${NAME}`
+//! is filled in with, every value of the secrets file, and each header value whole;
+//! text written out in `env` (`DEBUG = "true"`) is a setting, not a credential.
 //! The stripping is the `http` provider's ([`crate::http::Redaction`]): each value
 //! verbatim, JSON-escaped, percent-encoded and base64-encoded, replaced by
 //! `[redacted]`; a value shorter than 4 bytes (`1`, `on`, `yes`) is not stripped,

@@ -302,6 +302,12 @@ impl Upstream {
         match &self.config.url {
             Some(url) => {
                 let headers = self.filled_in("headers", &self.config.headers, &mut secrets)?;
+                // A header is there to carry a credential: each value is one whole,
+                // written out or not, and so is the token of a `Bearer TOKEN`.
+                for (_, value) in &headers {
+                    let value = crate::http::SecretValue::literal(value.clone());
+                    secrets.extend(value.secrets().map(str::to_owned));
+                }
                 Ok(Connection::Http(
                     http_client::HttpClient::new(&self.name, url, headers)
                         .stripping(Credentials::new(&secrets)),
@@ -349,9 +355,10 @@ impl Upstream {
     }
 
     /// `values` (of the key `what`) with their `${NAME}`s filled in from the secrets
-    /// file, else the host's environment; each value filled in, each variable's
-    /// value, and every value of the secrets file added to `secrets_seen` (to strip
-    /// from what the upstream answers).
+    /// file, else the host's environment; each variable's value and every value of
+    /// the secrets file added to `secrets_seen` (to strip from what the upstream
+    /// answers). Text written out in the configuration is not a credential, as in
+    /// the `http` provider's config: `DEBUG = "true"` is a setting.
     fn filled_in(
         &self,
         what: &str,
@@ -380,12 +387,6 @@ impl Upstream {
             })
             .collect::<Result<_, _>>()?;
         secrets_seen.extend(seen.into_inner());
-        // Each value whole and, as the `http` provider takes a header's, the token
-        // after its scheme (`Bearer TOKEN`).
-        for (_, value) in &filled {
-            let value = crate::http::SecretValue::literal(value.clone());
-            secrets_seen.extend(value.secrets().map(str::to_owned));
-        }
         secrets_seen.extend(secrets.into_values());
         Ok(filled)
     }
@@ -716,7 +717,8 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
             config.secrets_file = Some(secrets);
             config.env = BTreeMap::from([
                 ("TOKEN".into(), "${API_TOKEN}".into()),
-                ("FLAG".into(), "1".into()),
+                // A setting written out in the configuration: not a credential.
+                ("FLAG".into(), "true".into()),
             ]);
         });
         assert_eq!(names(&upstream.tools().unwrap()), ["t"]);
@@ -724,7 +726,7 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
         assert_eq!(
             result,
             json!({
-                "content": [{ "type": "text", "text": "token [redacted] flag 1" }],
+                "content": [{ "type": "text", "text": "token [redacted] flag true" }],
                 "structuredContent": { "[redacted]": "[redacted]" },
             })
         );
@@ -1032,14 +1034,10 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
                 "Bearer tok_from_file".to_owned()
             )]
         );
-        // To strip: the variable's value, the header whole and its token, and every
-        // value of the secrets file.
+        // To strip: the variable's value and every value of the secrets file.
         seen.sort();
         seen.dedup();
-        assert_eq!(
-            seen,
-            ["Bearer tok_from_file", "other_secret", "tok_from_file"]
-        );
+        assert_eq!(seen, ["other_secret", "tok_from_file"]);
         let missing = BTreeMap::from([(
             "X".to_owned(),
             "${JUSTONCE_TEST_SURELY_UNSET_VARIABLE}".to_owned(),
