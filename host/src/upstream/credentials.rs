@@ -67,9 +67,20 @@ impl Credentials {
             }
             Value::Array(items) => items.iter_mut().for_each(|item| self.json(item)),
             Value::Object(map) => {
-                for (key, mut item) in std::mem::take(map) {
-                    self.json(&mut item);
-                    map.insert(self.text(key), item);
+                map.values_mut().for_each(|item| self.json(item));
+                // Rebuilt only where a key holds a credential (rare): an answer may
+                // be large.
+                let renamed: Vec<(String, String)> = map
+                    .keys()
+                    .filter_map(|key| {
+                        let stripped = self.text(key.clone());
+                        (stripped != *key).then(|| (key.clone(), stripped))
+                    })
+                    .collect();
+                for (key, stripped) in renamed {
+                    if let Some(item) = map.remove(&key) {
+                        map.insert(stripped, item);
+                    }
                 }
             }
             Value::Null | Value::Bool(_) => {}
