@@ -140,8 +140,9 @@ pub struct Config {
     /// `host_name`: this host's name in the leases it journals, its log lines and
     /// the console (`--host-name` and `JUSTONCE_HOST_NAME` win over it).
     pub host_name: Option<crate::journal::HostIdentity>,
-    /// `[upstreams.NAME]`: MCP servers whose tools the host offers under the guard.
-    pub upstreams: BTreeMap<String, crate::upstream::UpstreamConfig>,
+    /// `[upstreams.NAME]`: MCP servers whose tools the host offers under the guard,
+    /// in the order of the file (where two offer one name, the first one's is).
+    pub upstreams: Vec<(String, crate::upstream::UpstreamConfig)>,
 }
 
 /// `[mcp]`: how `serve` treats calls. Unset keys leave `serve`'s defaults (or its
@@ -210,8 +211,8 @@ struct RawConfig {
     oauth: Option<OAuthConfig>,
     mcp: Option<RawMcp>,
     host_name: Option<String>,
-    #[serde(default)]
-    upstreams: BTreeMap<String, upstreams::RawUpstream>,
+    #[serde(default, deserialize_with = "upstreams::in_file_order")]
+    upstreams: Vec<(String, upstreams::RawUpstream)>,
 }
 
 /// `[mcp]`.
@@ -528,10 +529,10 @@ impl Config {
         } else {
             LockFile::read(&lock_path_beside(path))
         };
-        let mut upstreams = BTreeMap::new();
+        let mut upstreams = Vec::new();
         for (name, section) in raw.upstreams {
             let config = section.checked(&name, dir).map_err(error)?;
-            upstreams.insert(name, config);
+            upstreams.push((name, config));
         }
         let mut tool_retention = BTreeMap::new();
         for (name, section) in &raw.tools {
@@ -608,6 +609,14 @@ impl Config {
 }
 
 impl Config {
+    /// The upstream `[upstreams.NAME]`, if the file names it.
+    pub fn upstream(&self, name: &str) -> Option<&crate::upstream::UpstreamConfig> {
+        self.upstreams
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, config)| config)
+    }
+
     /// Where the registry logins are read from: `registry_secrets_file` and each
     /// `[registries."HOST"] secrets_file`.
     pub fn login_sources(&self) -> LoginSources {

@@ -40,6 +40,8 @@ mod mcp_faults;
 mod mcp_frameworks;
 // MCP servers no one here wrote behind the host (skipped without node or the SDK, but under CI=true).
 mod mcp_gateway;
+// An upstream that echoes the credentials it was handed (skipped without the SDK, but under CI=true).
+mod mcp_gateway_credentials;
 mod mcp_hidden;
 mod mcp_http;
 mod mcp_http_cli;

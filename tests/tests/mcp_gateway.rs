@@ -57,7 +57,7 @@ fn installed(name: &str) -> Result<PathBuf, String> {
 
 /// The external thing a test needs, or `None` (skip) with a message; under
 /// `CI=true` a missing one fails the test.
-fn needed(what: &str, found: &Result<PathBuf, String>) -> Option<PathBuf> {
+pub(crate) fn needed(what: &str, found: &Result<PathBuf, String>) -> Option<PathBuf> {
     match found {
         Ok(path) => Some(path.clone()),
         Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
@@ -70,7 +70,7 @@ fn needed(what: &str, found: &Result<PathBuf, String>) -> Option<PathBuf> {
     }
 }
 
-fn python() -> Result<PathBuf, String> {
+pub(crate) fn python() -> Result<PathBuf, String> {
     install::from_env("JUSTONCE_MCP_PYTHON").unwrap_or_else(|| {
         let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/mcp-venv/bin/python");
         if venv.is_file() {
@@ -549,33 +549,34 @@ fn a_read_only_tool_runs_every_time_unless_its_hint_is_not_trusted() {
     assert_eq!(untrusted.received_calls("read_graph").len(), 1);
 }
 
-/// The ledger server over Streamable HTTP, stopped when dropped.
-struct HttpLedger {
+/// A server of the tests' own over Streamable HTTP, stopped when dropped.
+pub(crate) struct HttpUpstream {
     child: std::process::Child,
-    url: String,
+    /// Its endpoint, `http://127.0.0.1:PORT/mcp`.
+    pub(crate) url: String,
 }
 
-impl HttpLedger {
-    fn start(python: &Path, ledger: &Path) -> Self {
+impl HttpUpstream {
+    /// `python ARGS… PORT`, waited for until it listens on the port.
+    pub(crate) fn start(python: &Path, args: &[&std::ffi::OsStr]) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
         let child = std::process::Command::new(python)
-            .arg(LEDGER)
-            .arg(ledger)
-            .args(["http", &port.to_string()])
+            .args(args)
+            .arg(port.to_string())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
-            .expect("start the ledger server");
+            .expect("start the upstream");
         // A bound on a hang, not a timing assertion.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(
                 std::time::Instant::now() < deadline,
-                "the ledger server did not listen"
+                "the upstream did not listen"
             );
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
@@ -584,9 +585,17 @@ impl HttpLedger {
             url: format!("http://127.0.0.1:{port}/mcp"),
         }
     }
+
+    /// The ledger server, its ledger at `ledger`.
+    fn ledger(python: &Path, ledger: &Path) -> Self {
+        Self::start(
+            python,
+            &[LEDGER.as_ref(), ledger.as_os_str(), "http".as_ref()],
+        )
+    }
 }
 
-impl Drop for HttpLedger {
+impl Drop for HttpUpstream {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -605,7 +614,7 @@ fn an_upstream_over_streamable_http_gets_the_key_in_meta_and_as_idempotency_key(
     };
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger");
-    let http = HttpLedger::start(&python, &ledger);
+    let http = HttpUpstream::ledger(&python, &ledger);
     std::fs::write(
         dir.path().join("justonce.toml"),
         format!(
@@ -819,6 +828,70 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// Two upstreams offering one name: the first in `justonce.toml` is offered and
+/// called, not the first by name (`zeta` is written before `alpha`).
+#[test]
+fn a_name_two_upstreams_offer_is_the_first_ones_in_the_file() {
+    let Some(python) = needed("Python with the MCP SDK", &python()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let section = |name: &str| {
+        format!(
+            "[upstreams.{name}]\ncommand = [{python:?}, {LEDGER:?}, {ledger:?}]\n",
+            python = python.display().to_string(),
+            ledger = dir.path().join(name).display().to_string(),
+        )
+    };
+    std::fs::write(
+        dir.path().join("justonce.toml"),
+        format!("{}\n{}", section("zeta"), section("alpha")),
+    )
+    .unwrap();
+    let gateway = Gateway { dir };
+    let mut server = gateway.serve(&[]);
+    let answer = server
+        .client
+        .call("append", json!({ "line": "paid 7" }), json!({}));
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    let read = |name: &str| std::fs::read_to_string(gateway.dir.path().join(name)).ok();
+    assert_eq!(
+        read("zeta").as_deref(),
+        Some("paid 7\n"),
+        "the first in the file"
+    );
+    assert_eq!(read("alpha"), None, "not the first by name");
+    let (_, _, log) = server.close();
+    assert!(
+        log.contains("offered by the upstreams `zeta` (as append) and `alpha`"),
+        "{log}"
+    );
+}
+
+/// A name in `tools`, `exclude` or `idempotent` that the upstream does not list (a
+/// misspelling) is warned about, naming the key, once its tools are listed; the names
+/// it lists are not.
+#[test]
+fn a_name_the_upstream_does_not_list_is_warned_about_once_its_tools_are_listed() {
+    let Some(python) = needed("Python with the MCP SDK", &python()) else {
+        return;
+    };
+    let gateway = Gateway::ledger(&python, "exclude = [\"apend\"]\nidempotent = [\"append\"]");
+    let mut server = gateway.serve(&[]);
+    let list = server.client.request("tools/list", json!({}));
+    let names = list["result"]["tools"].to_string();
+    assert!(
+        names.contains("\"append\""),
+        "the exclude excluded nothing: {list}"
+    );
+    let (_, _, log) = server.close();
+    assert!(
+        log.contains("`upstreams.ledger.exclude` names `apend`, a tool the upstream does not list"),
+        "{log}"
+    );
+    assert!(!log.contains("names `append`"), "{log}");
+}
+
 /// An upstream that adds a tool and says so (`notifications/tools/list_changed`):
 /// the host lists its tools again and tells its own clients, whose next `tools/list`
 /// offers the new tool, which can be called.
@@ -886,7 +959,7 @@ fn an_upstreams_progress_reaches_the_agent_before_the_answer() {
             (Gateway::ledger(&python, ""), None)
         } else {
             let dir = tempfile::tempdir().unwrap();
-            let http = HttpLedger::start(&python, &dir.path().join("ledger"));
+            let http = HttpUpstream::ledger(&python, &dir.path().join("ledger"));
             std::fs::write(
                 dir.path().join("justonce.toml"),
                 format!("[upstreams.ledger]\nurl = {:?}\n", http.url),

@@ -393,7 +393,7 @@ fn the_upstream_snippets_load() {
         let config =
             justonce::Config::parse(&block("toml", marker), &dir.path().join("justonce.toml"))
                 .unwrap_or_else(|e| panic!("{e}"));
-        let memory = &config.upstreams["memory"];
+        let memory = config.upstream("memory").unwrap();
         assert_eq!(memory.prefix, "mem_");
         assert_eq!(memory.command[0], "npx");
     }
@@ -402,7 +402,7 @@ fn the_upstream_snippets_load() {
         &dir.path().join("justonce.toml"),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let issues = &config.upstreams["issues"];
+    let issues = config.upstream("issues").unwrap();
     assert_eq!(issues.url.as_deref(), Some("https://mcp.example.com/mcp"));
     assert!(issues.headers["Authorization"].contains("${ISSUES_TOKEN}"));
 }

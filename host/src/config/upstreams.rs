@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
 use crate::upstream::{UpstreamConfig, valid_tool_name};
 
@@ -50,6 +50,34 @@ pub(super) struct RawUpstream {
     idempotent: Vec<String>,
     trust_read_only_hint: Option<bool>,
     timeout_ms: Option<u64>,
+}
+
+/// `[upstreams.*]` in the order the file names them: where two upstreams offer one
+/// tool name, the first one's is offered (docs/gateway.md), so the order is the
+/// file's, not the names' (`toml`'s `preserve_order` keeps it).
+pub(super) fn in_file_order<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<(String, RawUpstream)>, D::Error> {
+    struct InOrder;
+    impl<'de> serde::de::Visitor<'de> for InOrder {
+        type Value = Vec<(String, RawUpstream)>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a table of `[upstreams.NAME]` sections")
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut upstreams = Vec::new();
+            while let Some(entry) = map.next_entry()? {
+                upstreams.push(entry);
+            }
+            Ok(upstreams)
+        }
+    }
+    deserializer.deserialize_map(InOrder)
 }
 
 impl RawUpstream {
@@ -156,7 +184,7 @@ mod tests {
             "#,
         )
         .unwrap();
-        let memory = &config.upstreams["memory"];
+        let memory = config.upstream("memory").unwrap();
         assert_eq!(memory.command, ["node", "index.js"]);
         assert_eq!(memory.env["MEMORY_FILE_PATH"], "${MEM}");
         assert_eq!(
@@ -170,6 +198,27 @@ mod tests {
         assert!(!memory.dedupes_by_key);
         assert!(memory.trust_read_only_hint);
         assert_eq!(memory.timeout.as_millis(), 500);
+    }
+
+    #[test]
+    fn upstreams_are_in_the_order_of_the_file_not_of_their_names() {
+        let config = parse(
+            r#"
+            [upstreams.zeta]
+            command = ["z"]
+
+            [upstreams.alpha]
+            command = ["a"]
+
+            [upstreams.mid]
+            url = "http://127.0.0.1:9/mcp"
+            "#,
+        )
+        .unwrap();
+        let names: Vec<&str> = config.upstreams.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["zeta", "alpha", "mid"]);
+        assert_eq!(config.upstream("alpha").unwrap().command, ["a"]);
+        assert!(config.upstream("beta").is_none());
     }
 
     #[test]

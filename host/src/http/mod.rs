@@ -17,4 +17,4 @@ pub(crate) use client::{Client, RETRY_STATUSES, SendError};
 pub use config::{DEFAULT_IDEMPOTENCY_HEADER, HttpConfig};
 pub(crate) use config::{Origin, parse_url};
 pub(crate) use request::{CheckError, Outbound, RequestSpec, check_headers, is_safe};
-pub(crate) use secrets::{expand, read_secrets_file, strip_secrets};
+pub(crate) use secrets::{End, Redaction, SecretValue, expand, read_secrets_file};

@@ -117,16 +117,62 @@ impl<'de> Deserialize<'de> for SecretValue {
 /// (`%2B` in a JSON string): what the journal saves, the log writes and the guest is
 /// handed must not give the secret back by decoding.
 pub(crate) fn strip_secrets(text: &mut String, secrets: &[&str]) {
-    let mut needles: Vec<String> = secrets
-        .iter()
-        .filter(|s| s.len() >= MIN_STRIPPED_SECRET)
-        .flat_map(|s| forms(s))
-        .collect();
-    // The longest first where two begin at one place (a whole `Bearer TOKEN`, or a
-    // whole padded encoding, before the run inside it).
-    needles.sort_by_key(|n| std::cmp::Reverse(n.len()));
-    needles.dedup();
-    strip_decoding(text, &needles);
+    Redaction::new(secrets).strip(text, End::MayBeCut);
+}
+
+/// The forms of some secrets to strip (see [`strip_secrets`]), worked out once for
+/// the many texts of one answer (each string of a JSON value, each line of a log).
+/// A secret shorter than [`MIN_STRIPPED_SECRET`] bytes is not stripped.
+#[derive(Clone, Default)]
+pub(crate) struct Redaction {
+    /// Each form of each secret, the longest first.
+    needles: Vec<String>,
+}
+
+/// Whether a text's end may be a cut (a body truncated at a cap), so that a
+/// secret's beginning there is stripped too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum End {
+    /// The text may have been cut inside a secret: a beginning of one at its very
+    /// end (at least [`MIN_STRIPPED_SECRET`] bytes of it) is stripped.
+    MayBeCut,
+    /// The text is whole (a JSON string, a log line): what ends it is as it was
+    /// sent, and a secret's beginning there is a coincidence, kept.
+    Whole,
+}
+
+impl Redaction {
+    /// The forms of `secrets` to strip.
+    pub(crate) fn new(secrets: &[&str]) -> Self {
+        let mut needles: Vec<String> = secrets
+            .iter()
+            .filter(|s| s.len() >= MIN_STRIPPED_SECRET)
+            .flat_map(|s| forms(s))
+            .collect();
+        // The longest first where two begin at one place (a whole `Bearer TOKEN`, or
+        // a whole padded encoding, before the run inside it).
+        needles.sort_by_key(|n| std::cmp::Reverse(n.len()));
+        needles.dedup();
+        Self { needles }
+    }
+
+    /// Whether there is nothing to strip.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.needles.is_empty()
+    }
+
+    /// Replaces each secret in `text`, in any of its forms, by `[redacted]`.
+    pub(crate) fn strip(&self, text: &mut String, end: End) {
+        if !self.is_empty() {
+            strip_decoding(text, &self.needles, end);
+        }
+    }
+}
+
+impl fmt::Debug for Redaction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Redaction({} forms)", self.needles.len())
+    }
 }
 
 /// Base64 runs shorter than this (in characters, 36 bits) are not stripped: a
@@ -166,7 +212,7 @@ fn forms(secret: &str) -> Vec<String> {
 /// the first that fits where several do) by `[redacted]`, and a run at the very end
 /// that decodes to at least [`MIN_STRIPPED_SECRET`] bytes of one's beginning. One
 /// pass over the text for all of them: a response may be a mebibyte.
-fn strip_decoding(text: &mut String, needles: &[String]) {
+fn strip_decoding(text: &mut String, needles: &[String], end: End) {
     // Which bytes may begin a run: a needle's first, or an escape.
     let mut begins = [false; 256];
     for needle in needles {
@@ -192,7 +238,7 @@ fn strip_decoding(text: &mut String, needles: &[String]) {
                         .flatten()
                         .any(|(_, decoded)| needle.starts_with(decoded.as_bytes()))
                 })
-                .find_map(|needle| decodes_to(bytes, i, needle))
+                .find_map(|needle| decodes_to(bytes, i, needle, end))
         } else {
             None
         };
@@ -216,13 +262,14 @@ fn strip_decoding(text: &mut String, needles: &[String]) {
 }
 
 /// Where the run of `text` from `start` that decodes to `needle` ends, if one does
-/// (or one that reaches the end of `text` having decoded at least
-/// [`MIN_STRIPPED_SECRET`] of its bytes). Read one way while only one way fits;
-/// where two do (a `%` of the needle that is also the start of `%25`), [`search`].
-fn decodes_to(text: &[u8], start: usize, needle: &[u8]) -> Option<usize> {
+/// (or, where its `end` may be a cut, one that reaches the end of `text` having
+/// decoded at least [`MIN_STRIPPED_SECRET`] of its bytes). Read one way while only
+/// one way fits; where two do (a `%` of the needle that is also the start of `%25`),
+/// [`search`].
+fn decodes_to(text: &[u8], start: usize, needle: &[u8], end: End) -> Option<usize> {
     let (mut i, mut j) = (start, 0);
     loop {
-        if j == needle.len() || (i == text.len() && j >= MIN_STRIPPED_SECRET) {
+        if ends(text, (i, j), needle, end) {
             return Some(i);
         }
         if i == text.len() {
@@ -235,18 +282,18 @@ fn decodes_to(text: &[u8], start: usize, needle: &[u8]) -> Option<usize> {
         match (fits.next(), fits.next()) {
             (None, _) => return None,
             (Some((taken, decoded)), None) => (i, j) = (i + taken, j + decoded.len()),
-            (Some(_), Some(_)) => return search(text, (i, j), needle),
+            (Some(_), Some(_)) => return search(text, (i, j), needle, end),
         }
     }
 }
 
 /// [`decodes_to`] from the state `(i, j)` (at `text[i]`, `needle[j..]` to go), each
 /// way tried, and a state tried once not tried again.
-fn search(text: &[u8], from: (usize, usize), needle: &[u8]) -> Option<usize> {
+fn search(text: &[u8], from: (usize, usize), needle: &[u8], end: End) -> Option<usize> {
     let mut todo = vec![from];
     let mut tried = std::collections::HashSet::new();
     while let Some((i, j)) = todo.pop() {
-        if j == needle.len() || (i == text.len() && j >= MIN_STRIPPED_SECRET) {
+        if ends(text, (i, j), needle, end) {
             return Some(i);
         }
         if i == text.len() || !tried.insert((i, j)) {
@@ -260,6 +307,13 @@ fn search(text: &[u8], from: (usize, usize), needle: &[u8]) -> Option<usize> {
         }
     }
     None
+}
+
+/// Whether a run that reached `text[i]` having decoded `needle[..j]` is a secret:
+/// all of it, or (where the text's `end` may be a cut) enough of its beginning at
+/// the very end.
+fn ends(text: &[u8], (i, j): (usize, usize), needle: &[u8], end: End) -> bool {
+    j == needle.len() || (end == End::MayBeCut && i == text.len() && j >= MIN_STRIPPED_SECRET)
 }
 
 /// The ways the text at `i` may be read: how many bytes each takes, and what it
@@ -477,6 +531,20 @@ mod tests {
             literal.secrets().collect::<Vec<_>>(),
             ["Bearer abcdefgh", "abcdefgh"]
         );
+    }
+
+    #[test]
+    fn a_whole_text_keeps_a_secrets_beginning_at_its_end_and_a_cut_one_does_not() {
+        let redaction = Redaction::new(&["s3cr3t", "ab"]);
+        let strip = |text: &str, end| {
+            let mut text = text.to_owned();
+            redaction.strip(&mut text, end);
+            text
+        };
+        assert_eq!(strip("token=s3cr", End::Whole), "token=s3cr");
+        assert_eq!(strip("token=s3cr", End::MayBeCut), "token=[redacted]");
+        assert_eq!(strip("s3cr3t, ab", End::Whole), "[redacted], ab");
+        assert!(Redaction::new(&["ab", ""]).is_empty(), "too short to strip");
     }
 
     #[test]

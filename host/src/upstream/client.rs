@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::credentials::Credentials;
 use crate::runtime::log_listener::{self, GuestNote};
 
 /// The MCP revision this client asks for; an upstream may answer an older one.
@@ -138,12 +139,14 @@ impl StdioClient {
     /// Starts `command` with an environment of its own: `PATH`, `HOME` and `LANG`
     /// of this process's (when set) and `env`, nothing else (the host's database URL
     /// and credentials are not an upstream's business). `upstream` names it in the
-    /// log; `list_changed` is called when it says its tools changed.
+    /// log; `list_changed` is called when it says its tools changed. Each message it
+    /// sends and each line of its stderr is stripped of `credentials` as it is read.
     pub(crate) fn spawn(
         upstream: &str,
         command: &[String],
         env: &[(String, String)],
         list_changed: ListChanged,
+        credentials: Credentials,
     ) -> Result<Self, String> {
         let (program, args) = command
             .split_first()
@@ -168,6 +171,7 @@ impl StdioClient {
         let alive = Arc::new(AtomicBool::new(true));
         let closing = Arc::new(AtomicBool::new(false));
         let name = upstream.to_owned();
+        let stderr_credentials = credentials.clone();
         std::thread::Builder::new()
             .name(format!("upstream-{upstream}-stderr"))
             .spawn(move || {
@@ -175,6 +179,7 @@ impl StdioClient {
                 loop {
                     match read_line(&mut stderr, MAX_STDERR_LINE_BYTES) {
                         Line::Read(line) => {
+                            let line = stderr_credentials.text(line);
                             tracing::info!(target: "justonce::upstream", upstream = %name, "{line}")
                         }
                         Line::Overlong(length) => {
@@ -192,6 +197,7 @@ impl StdioClient {
             stdin: Arc::clone(&stdin),
             list_changed,
             closing: Arc::clone(&closing),
+            credentials,
         };
         std::thread::Builder::new()
             .name(format!("upstream-{upstream}-stdout"))
@@ -322,6 +328,8 @@ struct Reader {
     stdin: Arc<Mutex<ChildStdin>>,
     list_changed: ListChanged,
     closing: Arc<AtomicBool>,
+    /// Stripped from every message before it is handed on or logged.
+    credentials: Credentials,
 }
 
 impl Reader {
@@ -340,13 +348,17 @@ impl Reader {
             if line.trim().is_empty() {
                 continue;
             }
-            let message: Value = match serde_json::from_str(&line) {
+            let mut message: Value = match serde_json::from_str(&line) {
                 Ok(message) => message,
                 Err(e) => {
+                    let line = self.credentials.text(line);
                     tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, "a line that is not JSON-RPC ({e}): {line}");
                     continue;
                 }
             };
+            // Before anything reads it: a result, an error, a progress report or a
+            // log message reaches an agent, the journal or the log only stripped.
+            self.credentials.json(&mut message);
             self.dispatch(message);
         }
         self.alive.store(false, Ordering::SeqCst);

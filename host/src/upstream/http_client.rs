@@ -15,6 +15,7 @@ use ureq::Agent;
 use ureq::http::Request;
 
 use super::client::{ClientError, initialize_params};
+use super::credentials::Credentials;
 use crate::runtime::log_listener;
 
 /// The largest response read from an upstream.
@@ -32,8 +33,9 @@ pub(crate) struct HttpClient {
     /// Cleared when the server forgot the session (404) or refused its credentials
     /// (401, 403): the next call starts anew, with the configuration read again.
     alive: AtomicBool,
-    /// The credentials filled into `headers`, stripped from every error's text.
-    secrets: Vec<String>,
+    /// The credentials filled into `headers` (and the secrets file's), stripped
+    /// from every answer and every error's text.
+    credentials: Credentials,
 }
 
 impl HttpClient {
@@ -54,24 +56,22 @@ impl HttpClient {
             protocol: Mutex::new(None),
             next_id: AtomicU64::new(1),
             alive: AtomicBool::new(true),
-            secrets: Vec::new(),
+            credentials: Credentials::default(),
         }
     }
 
-    /// Strips `secrets` (the credentials filled into its headers) from the text of
-    /// every error it reports, as the `http` provider does from what it saves.
-    pub(crate) fn stripping(mut self, mut secrets: Vec<String>) -> Self {
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        secrets.dedup();
-        self.secrets = secrets;
+    /// Strips `credentials` (those filled into its headers) from every answer it
+    /// reads and the text of every error it reports, as the `http` provider does
+    /// from what it saves.
+    pub(crate) fn stripping(mut self, credentials: Credentials) -> Self {
+        self.credentials = credentials;
         self
     }
 
-    /// `text` without the credentials it was sent.
-    fn stripped(&self, mut text: String) -> String {
-        let secrets: Vec<&str> = self.secrets.iter().map(String::as_str).collect();
-        crate::http::strip_secrets(&mut text, &secrets);
-        text
+    /// `text` (an error's, holding a body read up to a cap) without the
+    /// credentials it was sent.
+    fn stripped(&self, text: String) -> String {
+        self.credentials.text_maybe_cut(text)
     }
 
     /// Whether the session still stands.
@@ -263,12 +263,14 @@ impl HttpClient {
                 self.upstream
             ))
         })?;
-        serde_json::from_str(&text).map(Some).map_err(|e| {
+        let mut answer: Value = serde_json::from_str(&text).map_err(|e| {
             ClientError::Lost(format!(
                 "upstream `{}` answered something that is not JSON-RPC ({e})",
                 self.upstream
             ))
-        })
+        })?;
+        self.credentials.json(&mut answer);
+        Ok(Some(answer))
     }
 
     /// Reads Server-Sent Events until the one whose data is the response to `id`,
@@ -298,9 +300,10 @@ impl HttpClient {
                 continue;
             }
             let event = std::mem::take(&mut data);
-            let Ok(message) = serde_json::from_str::<Value>(&event) else {
+            let Ok(mut message) = serde_json::from_str::<Value>(&event) else {
                 continue;
             };
+            self.credentials.json(&mut message);
             if message.get("method").and_then(Value::as_str) == Some("notifications/progress") {
                 if let Some(tool) = progress_of {
                     super::client::deliver_progress(tool, &message);

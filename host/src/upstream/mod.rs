@@ -10,6 +10,7 @@
 
 mod client;
 mod connection;
+mod credentials;
 mod http_client;
 mod provider;
 
@@ -24,6 +25,7 @@ use serde_json::{Value, json};
 use crate::runtime::InputSchema;
 use client::ClientError;
 use connection::Connection;
+use credentials::Credentials;
 
 pub use provider::UpstreamProvider;
 
@@ -293,18 +295,27 @@ impl Upstream {
         Ok(client)
     }
 
-    /// A new connection: the process started, or the HTTP client made.
+    /// A new connection: the process started, or the HTTP client made; what it
+    /// answers stripped of the credentials it was handed.
     fn connect(&self) -> Result<Connection, String> {
+        let mut secrets = Vec::new();
         match &self.config.url {
             Some(url) => {
-                let mut secrets = Vec::new();
                 let headers = self.filled_in("headers", &self.config.headers, &mut secrets)?;
+                // A header is there to carry a credential: each value is one whole,
+                // written out or not, and so is the token of a `Bearer TOKEN`.
+                for (_, value) in &headers {
+                    let value = crate::http::SecretValue::literal(value.clone());
+                    secrets.extend(value.secrets().map(str::to_owned));
+                }
                 Ok(Connection::Http(
-                    http_client::HttpClient::new(&self.name, url, headers).stripping(secrets),
+                    http_client::HttpClient::new(&self.name, url, headers)
+                        .stripping(Credentials::new(&secrets)),
                 ))
             }
             None => {
-                let env = self.filled_in("env", &self.config.env, &mut Vec::new())?;
+                let env = self.filled_in("env", &self.config.env, &mut secrets)?;
+                let credentials = Credentials::new(&secrets);
                 let (stale, listeners) = (Arc::clone(&self.stale), Arc::clone(&self.listeners));
                 let name = self.name.clone();
                 let refresh = Arc::clone(&self.refresh);
@@ -331,15 +342,23 @@ impl Upstream {
                             }
                         });
                 });
-                client::StdioClient::spawn(&self.name, &self.config.command, &env, changed)
-                    .map(Connection::Stdio)
+                client::StdioClient::spawn(
+                    &self.name,
+                    &self.config.command,
+                    &env,
+                    changed,
+                    credentials,
+                )
+                .map(Connection::Stdio)
             }
         }
     }
 
     /// `values` (of the key `what`) with their `${NAME}`s filled in from the secrets
-    /// file, else the host's environment; each value filled in, and each variable's
-    /// value, added to `secrets` (to strip from what the upstream answers).
+    /// file, else the host's environment; each variable's value and every value of
+    /// the secrets file added to `secrets_seen` (to strip from what the upstream
+    /// answers). Text written out in the configuration is not a credential, as in
+    /// the `http` provider's config: `DEBUG = "true"` is a setting.
     fn filled_in(
         &self,
         what: &str,
@@ -368,7 +387,7 @@ impl Upstream {
             })
             .collect::<Result<_, _>>()?;
         secrets_seen.extend(seen.into_inner());
-        secrets_seen.extend(filled.iter().map(|(_, v)| v.clone()));
+        secrets_seen.extend(secrets.into_values());
         Ok(filled)
     }
 
@@ -415,6 +434,13 @@ impl Upstream {
                 }
                 _ => break,
             }
+        }
+        let listed: Vec<&str> = entries
+            .iter()
+            .filter_map(|e| e.get("name").and_then(Value::as_str))
+            .collect();
+        for (key, name) in unknown_names(&self.config, &listed) {
+            tracing::warn!(target: "justonce::upstream", upstream = %self.name, "`upstreams.{}.{key}` names `{name}`, a tool the upstream does not list: check its spelling (the upstream's own name, without the `prefix`)", self.name);
         }
         let tools = Arc::new(self.offered(entries));
         self.crashes.lock().unwrap_or_else(|p| p.into_inner()).0 = 0;
@@ -522,6 +548,21 @@ impl Upstream {
         }
         answer.and_then(|result| within_cap(&self.name, result, MAX_RESULT_BYTES))
     }
+}
+
+/// The names `config`'s `tools`, `exclude` and `idempotent` give that are not among
+/// the tools the upstream `listed` (a misspelling, a prefixed name, a tool it
+/// dropped), each with its key: an `exclude` that names nothing excludes nothing.
+fn unknown_names<'a>(config: &'a UpstreamConfig, listed: &[&str]) -> Vec<(&'static str, &'a str)> {
+    let keys = [
+        ("tools", config.tools.as_deref().unwrap_or_default()),
+        ("exclude", config.exclude.as_slice()),
+        ("idempotent", config.idempotent.as_slice()),
+    ];
+    keys.into_iter()
+        .flat_map(|(key, names)| names.iter().map(move |name| (key, name.as_str())))
+        .filter(|(_, name)| !listed.contains(name))
+        .collect()
 }
 
 /// `result`, unless its JSON is longer than `cap` bytes: then no answer (it cannot
@@ -661,6 +702,42 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
         assert_eq!(
             names(&tools),
             ["host_absent_configured_present_path_present"]
+        );
+    }
+
+    #[test]
+    fn what_a_stdio_upstream_echoes_of_its_credentials_is_stripped_as_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let secrets = dir.path().join("u.env");
+        std::fs::write(&secrets, "API_TOKEN=tok_file_5e2a9c\n").unwrap();
+        // Lists `t` (request 2), answers a result (3) and a JSON-RPC error (4) that
+        // echo its environment.
+        let script = r#"read -r l; echo '{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"t","inputSchema":{"type":"object"}}]}}'; read -r l; echo '{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"token '$TOKEN' flag '$FLAG'"}],"structuredContent":{"'$TOKEN'":"'$TOKEN'"}}}'; read -r l; echo '{"jsonrpc":"2.0","id":4,"error":{"code":-1,"message":"no '$TOKEN'","data":{"t":"'$TOKEN'"}}}'; read -r l"#;
+        let upstream = scripted(script, |config| {
+            config.secrets_file = Some(secrets);
+            config.env = BTreeMap::from([
+                ("TOKEN".into(), "${API_TOKEN}".into()),
+                // A setting written out in the configuration: not a credential.
+                ("FLAG".into(), "true".into()),
+            ]);
+        });
+        assert_eq!(names(&upstream.tools().unwrap()), ["t"]);
+        let result = upstream.call_tool("t", "t", &json!({}), None).unwrap();
+        assert_eq!(
+            result,
+            json!({
+                "content": [{ "type": "text", "text": "token [redacted] flag true" }],
+                "structuredContent": { "[redacted]": "[redacted]" },
+            })
+        );
+        let refused = upstream.call_tool("t", "t", &json!({}), None);
+        assert_eq!(
+            refused,
+            Err(ClientError::Refused(json!({
+                "code": -1,
+                "message": "no [redacted]",
+                "data": { "t": "[redacted]" },
+            })))
         );
     }
 
@@ -941,7 +1018,7 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
     fn env_and_headers_are_filled_in_from_the_secrets_file_and_a_missing_one_is_named() {
         let dir = tempfile::tempdir().unwrap();
         let secrets = dir.path().join("memory.env");
-        std::fs::write(&secrets, "MEMORY_TOKEN=tok_from_file\n").unwrap();
+        std::fs::write(&secrets, "MEMORY_TOKEN=tok_from_file\nOTHER=other_secret\n").unwrap();
         let mut config = UpstreamConfig::url("http://127.0.0.1:9/mcp");
         config.secrets_file = Some(secrets);
         config.headers = BTreeMap::from([(
@@ -949,15 +1026,20 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
             "Bearer ${MEMORY_TOKEN}".to_owned(),
         )]);
         let upstream = Upstream::new("memory", config.clone());
+        let mut seen = Vec::new();
         assert_eq!(
             upstream
-                .filled_in("headers", &config.headers, &mut Vec::new())
+                .filled_in("headers", &config.headers, &mut seen)
                 .unwrap(),
             [(
                 "Authorization".to_owned(),
                 "Bearer tok_from_file".to_owned()
             )]
         );
+        // To strip: the variable's value and every value of the secrets file.
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen, ["other_secret", "tok_from_file"]);
         let missing = BTreeMap::from([(
             "X".to_owned(),
             "${JUSTONCE_TEST_SURELY_UNSET_VARIABLE}".to_owned(),
@@ -970,6 +1052,29 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
                 && error.contains("JUSTONCE_TEST_SURELY_UNSET_VARIABLE"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn names_in_tools_exclude_and_idempotent_the_upstream_does_not_list_are_found() {
+        let mut config = UpstreamConfig::command(vec!["x".into()]);
+        config.prefix = "mem_".into();
+        config.tools = Some(vec!["create".into(), "mem_read".into()]);
+        config.exclude = vec!["delete".into(), "purge".into()];
+        config.idempotent = vec!["create".into(), "craete".into()];
+        let listed = ["create", "read", "delete"];
+        assert_eq!(
+            unknown_names(&config, &listed),
+            [
+                ("tools", "mem_read"),
+                ("exclude", "purge"),
+                ("idempotent", "craete")
+            ]
+        );
+        // The opposite: names it lists are not named, nor is an unset `tools`.
+        let mut known = UpstreamConfig::command(vec!["x".into()]);
+        known.exclude = vec!["delete".into()];
+        known.idempotent = vec!["create".into()];
+        assert!(unknown_names(&known, &listed).is_empty());
     }
 
     #[test]

@@ -30,18 +30,9 @@ pub struct McpClient {
 impl McpClient {
     /// A client writing to `input` and reading the server's lines from `output`.
     pub fn new(input: impl Write + Send + 'static, output: impl Read + Send + 'static) -> Self {
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(output).lines() {
-                let Ok(line) = line else { return };
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
         Self {
             input: Some(Box::new(input)),
-            lines,
+            lines: lines_of(output),
             held: Vec::new(),
             next_id: 1000,
         }
@@ -137,6 +128,20 @@ impl McpClient {
         }
         rest
     }
+}
+
+/// The lines of `output`, handed over by a thread of their own as they are read.
+pub fn lines_of(output: impl Read + Send + 'static) -> Receiver<String> {
+    let (tx, lines) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(output).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    lines
 }
 
 /// `justonce serve` as a child process on real pipes.
