@@ -42,12 +42,20 @@ fn not_performed_lets_the_retry_attempt_once_more_under_the_same_key() {
     );
     assert_eq!(effect.key, payments.attempts()[0]);
     assert_eq!(effect.attempts, 1);
+    // The agent is told the call's key, never the effect key (operators read it in
+    // the journal): it keys nothing an agent may make.
+    assert!(
+        err.to_string()
+            .contains(&format!("justonce journal {}", err.key().unwrap())),
+        "{err}"
+    );
+    assert!(!err.to_string().contains(&effect.key), "{err}");
 
     // Until a person decides, the retry fails closed and calls nothing.
-    assert!(matches!(
-        t.host.call(&refund()),
-        Err(Error::OutcomeUnknown { .. })
-    ));
+    let again = t.host.call(&refund()).unwrap_err();
+    assert!(matches!(again, Error::OutcomeUnknown { .. }), "{again:?}");
+    assert!(again.to_string().contains("justonce resolve"), "{again}");
+    assert!(!again.to_string().contains(&effect.key), "{again}");
     assert_eq!(payments.attempts().len(), 1);
 
     // The person checked downstream: it did not happen.

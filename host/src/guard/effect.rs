@@ -403,10 +403,12 @@ impl EffectSession {
             && class == ProviderClass::Unkeyed
             && record.resolution != Some(Resolution::NotPerformed)
         {
+            // Named by its call, not its effect key: what the agent reads never holds
+            // an effect key (operators read it in the journal).
             let reason = format!(
                 "an earlier attempt of this unkeyed effect may have taken effect; a person must resolve it \
-                 (`justonce journal --unresolved`, then `justonce resolve {} --performed` or `--not-performed`)",
-                record.key
+                 (`justonce journal {}` shows the effect's key; then `justonce resolve EFFECT_KEY --performed` or `--not-performed`)",
+                self.invocation
             );
             return Ok(Err(self.unknown(seq, provider_name, reason)));
         }
@@ -652,7 +654,6 @@ impl EffectSession {
         } else {
             self.shared.retry.max_attempts
         };
-        let mut last_key = None;
         let mut last_not_performed = false;
         let counters = self.shared.metrics.effect(
             new.provider,
@@ -767,7 +768,6 @@ impl EffectSession {
                 }
                 Err(ProviderError::NotPerformed { reason, retry }) => {
                     session.mark_not_performed(&key, &reason)?;
-                    last_key = Some(key);
                     if retry {
                         last_not_performed = true;
                         return Ok(Attempt::Unknown {
@@ -783,7 +783,6 @@ impl EffectSession {
                 }
                 Err(ProviderError::Unknown(reason)) => {
                     session.note_unknown(&key, &reason)?;
-                    last_key = Some(key);
                     return Ok(Attempt::Unknown {
                         reason,
                         retry_after: None,
@@ -800,7 +799,6 @@ impl EffectSession {
                     },
                 ) => {
                     session.note_unknown(&key, &reason)?;
-                    last_key = Some(key);
                     return Ok(Attempt::Unknown {
                         reason,
                         retry_after,
@@ -819,14 +817,16 @@ impl EffectSession {
                 Err(self.not_performed(new.seq, new.provider, reason))
             }
             Err((reason, made)) => {
-                let key = last_key.map(|k| k.to_string()).unwrap_or_default();
+                // The agent reads this: it names the call, never the effect key
+                // (`journal` shows it to operators).
                 let mut reason = format!(
-                    "{reason} (after {made} attempt{} with key {key})",
+                    "{reason} (after {made} attempt{} under one key)",
                     if made == 1 { "" } else { "s" }
                 );
                 if class == ProviderClass::Unkeyed {
                     reason.push_str(&format!(
-                        "; this unkeyed effect is not repeated until a person resolves it: `justonce resolve {key} --performed` or `--not-performed`"
+                        "; this unkeyed effect is not repeated until a person resolves it: `justonce journal {}` shows its key, then `justonce resolve EFFECT_KEY --performed` or `--not-performed`",
+                        self.invocation
                     ));
                 }
                 Err(self.unknown(new.seq, new.provider, reason))
