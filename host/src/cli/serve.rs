@@ -323,9 +323,11 @@ fn reload_on_hangup() -> Result<crossbeam_channel::Receiver<()>, Error> {
     Ok(hangups)
 }
 
-/// On SIGTERM or SIGINT: stop reading, let the calls in flight finish and save their
-/// outcome (and answer), send the traces not yet exported, then exit 0. Calls still
-/// waiting for a worker (or, over HTTP, arriving meanwhile) are not run.
+/// On SIGTERM or SIGINT, drain: stop reading, let the calls in flight finish and save
+/// their outcome (and answer), send the traces not yet exported, then exit 0. Calls
+/// still waiting for a worker (or, over HTTP, arriving meanwhile) are not run, no
+/// session opens, and `/readyz` says `draining`. The drain's start and end are
+/// logged at the default level (`warn`): an operator sees why a host left.
 fn stop_on_signals(shutdown: Arc<Shutdown>) -> Result<(), Error> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
@@ -334,9 +336,18 @@ fn stop_on_signals(shutdown: Arc<Shutdown>) -> Result<(), Error> {
         .name("justonce-signals".into())
         .spawn(move || {
             if let Some(signal) = signals.forever().next() {
-                tracing::info!(signal, "stopping: no new calls; the calls in flight finish");
+                let began = std::time::Instant::now();
                 shutdown.stop();
+                tracing::warn!(
+                    signal,
+                    in_flight = shutdown.running(),
+                    "draining: stopping; /readyz says draining, no new call or session starts, the calls in flight finish"
+                );
                 shutdown.wait_idle();
+                tracing::warn!(
+                    took_ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    "drained: the calls in flight finished; exiting"
+                );
                 super::telemetry::shutdown();
                 // The reader may be blocked on stdin; everything answered is written
                 // and saved (and traced), so the process ends here.

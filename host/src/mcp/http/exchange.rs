@@ -32,6 +32,9 @@ use crate::serving::wire::{Head, Kind, Response};
 pub const TOO_MANY_CALLS: i64 = -32029;
 const TOO_MANY: ErrorCode = ErrorCode(TOO_MANY_CALLS as i32);
 
+/// What an `initialize` is told while the server drains.
+const DRAINING_NO_SESSION: &str = "the server is draining (stopping): it opens no new session; initialize again, on another host or once this one is back";
+
 /// A session's call whose answer goes out on a stream: what its blocking thread
 /// takes along.
 struct LiveCall {
@@ -306,6 +309,14 @@ impl McpEndpoint {
                     return Answer::Ready(refusal(400, Some(id), ErrorCode::HEADER_MISMATCH, &why));
                 }
                 (Session::new(tools, scoping), false)
+            }
+            // Draining (SIGTERM): a client is sent to another host, not given a
+            // session that would end with this process.
+            None if method == "initialize" && server.shutdown().stopping() => {
+                return Answer::Ready(
+                    refusal(503, Some(id), SERVER_BUSY, DRAINING_NO_SESSION)
+                        .with("retry-after", "1"),
+                );
             }
             None if method == "initialize" => (Session::new(tools, scoping), true),
             // A request that names a stateless revision in its header but carries no
