@@ -35,6 +35,16 @@ fn ok() -> (u16, String) {
     (200, "ok\n".to_owned())
 }
 
+/// Opens a gate when dropped: a test that fails while a call waits at it ends,
+/// instead of stopping a server that waits for that call.
+struct OpenOnDrop(Arc<Gate>);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.open();
+    }
+}
+
 #[test]
 fn the_probes_answer_anyone_on_the_mcp_listener_and_tell_nothing_else() {
     let host = Arc::new(test_host(|b| b).host);
@@ -68,6 +78,7 @@ fn a_draining_server_is_not_ready_and_opens_no_session_while_its_calls_in_flight
     let metrics = MetricsServer::new(Arc::clone(&host), None)
         .spawn(TcpListener::bind("127.0.0.1:0").unwrap())
         .unwrap();
+    let _open = OpenOnDrop(Arc::clone(&gate));
     let listeners = [http.running.addr(), metrics.addr()];
     for addr in listeners {
         assert_eq!(probe(addr, "/readyz"), ok(), "{addr} before the drain");
