@@ -132,6 +132,24 @@ fn a_draining_server_is_not_ready_and_opens_no_session_while_its_calls_in_flight
 }
 
 #[test]
+fn a_host_drained_through_the_library_stops_its_mcp_server_as_well() {
+    let host = Arc::new(test_host(|b| b).host);
+    let http = HttpFixture::start(Arc::clone(&host), HttpOptions::default(), &["agent"]);
+    assert!(host.drain(), "the drain begins");
+    assert!(!host.drain(), "and begins once");
+
+    assert_eq!(
+        probe(http.running.addr(), "/readyz"),
+        (503, "draining\n".to_owned())
+    );
+    assert_eq!(http.client("agent").initialize("2025-06-18").status, 503);
+    let call = http
+        .client("agent")
+        .call("echo", json!({ "message": "hi" }), json!({}));
+    assert_eq!(call.status, 503, "{call:?}");
+}
+
+#[test]
 fn a_host_without_tools_is_not_ready_but_alive() {
     let dir = tempfile::tempdir().unwrap();
     let empty = dir.path().join("tools");

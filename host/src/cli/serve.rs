@@ -24,7 +24,10 @@ use crate::serving::{MetricsRunning, MetricsServer, ServerOptions};
 /// the first line on stdout; every request needs a bearer token (`justonce token
 /// add NAME`), or with --oauth-issuer (or [oauth] in justonce.toml) an OAuth 2.1
 /// access token of that issuer. The web console is at /console on the same server (a viewer's or
-/// operator's token opens it). Logs go to stderr (JUSTONCE_LOG=info shows more of them).
+/// operator's token opens it). The health probes /healthz, /livez and /readyz are open
+/// to anyone, on that server and the --metrics listener. SIGTERM drains: /readyz says
+/// 503, no new call or session starts, the calls in flight finish, then serve exits 0.
+/// Logs go to stderr (JUSTONCE_LOG=info shows more of them).
 #[derive(Debug, Args)]
 pub struct Serve {
     /// The conversation of calls whose request sends none in
@@ -70,7 +73,8 @@ pub struct Serve {
     #[arg(long, value_name = "FILE")]
     tokens: Option<PathBuf>,
     /// Also serve Prometheus metrics at http://ADDR:PORT/metrics (or PORT, on
-    /// 127.0.0.1), on a listener of its own, whether MCP goes over stdio or HTTP.
+    /// 127.0.0.1), and the health probes beside them, on a listener of its own,
+    /// whether MCP goes over stdio or HTTP.
     /// Open to anyone on a loopback address; on any other, every scrape needs a
     /// bearer token of the tokens file (`justonce token add prometheus --role viewer`), and serve
     /// refuses to start when that file holds none.

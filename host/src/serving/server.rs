@@ -500,7 +500,7 @@ impl HttpServer {
     /// alone).
     fn scrape(&self, head: &Head) -> Response {
         let Some(host) = &self.metrics else {
-            return Response::plain(404, "text/plain; charset=utf-8", b"no such path".to_vec());
+            return no_such_path();
         };
         scrape::answer(host, head, self.origins(), Some(&self.tokens))
     }
@@ -509,7 +509,7 @@ impl HttpServer {
     /// alone).
     fn probe(&self, probe: Probe, head: &Head) -> Response {
         let Some(host) = &self.metrics else {
-            return Response::plain(404, "text/plain; charset=utf-8", b"no such path".to_vec());
+            return no_such_path();
         };
         // `/readyz` reads the journal (a round trip to PostgreSQL).
         tokio::task::block_in_place(|| health::answer(host, probe, head))
@@ -600,6 +600,11 @@ impl HttpServer {
             endpoint.stop();
         }
     }
+}
+
+/// What a request for `/metrics` or a probe is told by a server without a host.
+fn no_such_path() -> Response {
+    Response::plain(404, "text/plain; charset=utf-8", b"no such path".to_vec())
 }
 
 /// Protected Resource Metadata (RFC 9728): public, read by clients before they have
