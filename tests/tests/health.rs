@@ -120,6 +120,11 @@ fn a_draining_server_is_not_ready_and_opens_no_session_while_its_calls_in_flight
         .client("agent")
         .call("echo", json!({ "message": "hi" }), json!({}));
     assert_eq!(new_call.status, 503, "{new_call:?}");
+    let why = new_call.message()["error"]["message"].to_string();
+    assert!(
+        why.contains("draining") && why.contains("safe to retry"),
+        "{why}"
+    );
     // The session opened before goes on being answered.
     let ping = opened.request("ping", json!({}));
     assert_eq!(ping.status, 200, "{ping:?}");

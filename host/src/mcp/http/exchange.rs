@@ -392,7 +392,7 @@ impl McpEndpoint {
                         503,
                         Some(id),
                         SERVER_BUSY,
-                        "the server is stopping: nothing was run; the same call is safe to retry once it is back",
+                        "the server is draining (stopping): nothing was run; the same call is safe to retry, on another host or once this one is back",
                     )
                     .with("retry-after", "1"));
                 }
