@@ -3,6 +3,7 @@
 //! the work.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::call::{CallRequest, CallResponse};
 use crate::clock::Clock;
@@ -15,6 +16,7 @@ use crate::journal::{
     UnresolvedEffect,
 };
 use crate::keys::InvocationKey;
+use crate::readiness::{self, NotReady};
 use crate::retention::Retention;
 use crate::runtime::{DirSwap, Runtime, SwapReport, ToolLimits};
 use crate::upstream::{UpstreamTool, Upstreams};
@@ -28,6 +30,10 @@ pub struct Host {
     http: Arc<HttpConfig>,
     hidden_from_mcp: std::sync::RwLock<std::collections::BTreeSet<String>>,
     upstreams: Arc<Upstreams>,
+    /// Set once by [`Host::drain`], never cleared.
+    draining: AtomicBool,
+    /// What `/metrics` last read from the journal, shown while it is down.
+    journal_gauges: crate::metrics::JournalGauges,
 }
 
 impl std::fmt::Debug for Host {
@@ -53,6 +59,8 @@ impl Host {
             http,
             hidden_from_mcp: Default::default(),
             upstreams: Default::default(),
+            draining: AtomicBool::new(false),
+            journal_gauges: Default::default(),
         }
     }
 
@@ -309,11 +317,13 @@ impl Host {
     }
 
     /// What this host counted since it started, in Prometheus' text format (what
-    /// `/metrics` serves): calls by tool and outcome, effects and attempts by
-    /// provider and result, retries, lease takeovers, calls in flight, the journal's
-    /// commit and fsync latencies; and, read from the journal now, the outbox's depth,
-    /// the effects without a definitive answer and those waiting for a person. Every loaded tool and configured
-    /// provider has its series from the start, at zero.
+    /// `/metrics` serves): its build, calls by tool and outcome, effects and attempts
+    /// by provider and result, retries, lease takeovers, calls in flight, the
+    /// journal's commit and fsync latencies; and, read from the journal now, whether
+    /// it answers, the outbox's depth, the effects without a definitive answer, those
+    /// waiting for a person, and the calls stuck and running (their last values while
+    /// the journal does not answer). Every loaded tool and configured provider has its
+    /// series from the start, at zero.
     pub fn metrics_text(&self) -> String {
         let shared = self.shared();
         for tool in self.runtime.current_tools() {
@@ -323,24 +333,46 @@ impl Host {
             shared.metrics.provider(provider);
         }
         let mut text = crate::metrics::text::Text::default();
+        crate::metrics::render_build_info(env!("CARGO_PKG_VERSION"), &mut text);
         shared.metrics.render(&mut text);
         shared.journal.metrics().render(&mut text);
-        match shared.journal.outbox().outbox_depth() {
-            Ok(depth) => depth.render(&mut text),
-            Err(e) => tracing::warn!("metrics: reading the outbox's depth: {e}"),
+        self.journal_gauges
+            .render(self.read_journal_gauges(), &mut text);
+        text.finish()
+    }
+
+    /// The gauges `/metrics` reads from the journal. When it does not answer a first
+    /// cheap read, the others are not tried (each would wait for it again).
+    fn read_journal_gauges(&self) -> crate::metrics::Reading {
+        use crate::metrics::{Attention, Reading, Unknown};
+        let journal = &self.shared().journal;
+        if let Err(e) = journal.ping() {
+            tracing::warn!(
+                "metrics: the journal does not answer; its gauges show their last values: {e}"
+            );
+            return Reading::default();
         }
-        let journal = &shared.journal;
-        match journal.pending_effects().and_then(|pending| {
-            let unresolved = journal.unresolved(self.clock().now_ms())?.len();
-            Ok((pending, unresolved))
-        }) {
-            Ok((pending, unresolved)) => {
-                crate::metrics::render_unknown(pending, unresolved, &mut text)
-            }
-            Err(e) => tracing::warn!("metrics: reading the pending effects: {e}"),
-        }
-        match journal.attention(self.clock().now_ms()) {
-            Ok(attention) => {
+        let now = self.clock().now_ms();
+        let read = |what: &str, e: crate::Error| tracing::warn!("metrics: reading {what}: {e}");
+        let outbox = journal
+            .outbox()
+            .outbox_depth()
+            .map_err(|e| read("the outbox's depth", e))
+            .ok();
+        let unknown = journal
+            .pending_effects()
+            .and_then(|pending| {
+                let unresolved = journal.unresolved(now)?.len();
+                Ok(Unknown {
+                    pending,
+                    unresolved,
+                })
+            })
+            .map_err(|e| read("the pending effects", e))
+            .ok();
+        let attention = journal
+            .attention(now)
+            .map(|attention| {
                 let mut by_host = std::collections::BTreeMap::<String, u64>::new();
                 // This host has its series at zero from the start.
                 by_host.insert(self.identity().name.clone(), 0);
@@ -349,12 +381,41 @@ impl Host {
                     let host = holder.host.unwrap_or_else(|| "unnamed".into());
                     *by_host.entry(host).or_default() += 1;
                 }
-                let by_host: Vec<(String, u64)> = by_host.into_iter().collect();
-                crate::metrics::render_attention(attention.stuck, &by_host, &mut text);
-            }
-            Err(e) => tracing::warn!("metrics: reading the stuck and running calls: {e}"),
+                Attention {
+                    stuck: attention.stuck,
+                    running_by_host: by_host.into_iter().collect(),
+                }
+            })
+            .map_err(|e| read("the stuck and running calls", e))
+            .ok();
+        Reading {
+            up: true,
+            outbox,
+            unknown,
+            attention,
         }
-        text.finish()
+    }
+
+    /// Stops this host taking new work: from now on [`Host::readiness`] says
+    /// `draining`, and an MCP server on it starts no new call or session (the calls
+    /// in flight finish). `true` the first time, `false` when it was draining
+    /// already. A drain is not undone.
+    pub fn drain(&self) -> bool {
+        !self.draining.swap(true, Ordering::SeqCst)
+    }
+
+    /// Whether [`Host::drain`] was called.
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// Whether this host should be sent new work (`/readyz`): not draining, a tool
+    /// loaded or an upstream configured, and the journal answering a read now (on
+    /// PostgreSQL, a round trip). It blocks for that read.
+    pub fn readiness(&self) -> std::result::Result<(), NotReady> {
+        let tools =
+            !self.runtime.current_tools().is_empty() || self.upstreams.iter().next().is_some();
+        readiness::judge(self.draining(), tools, || self.shared().journal.ping())
     }
 
     /// How many commits and fsyncs the journal made so far.

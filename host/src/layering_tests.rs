@@ -11,7 +11,7 @@ const LAYERS: &[&[&str]] = &[
         "main", "lib", "cli", "console", "mcp", "replay", "delivery", "sim",
     ],
     &["serving"],
-    &["config", "builder", "host"],
+    &["config", "builder", "host", "readiness"],
     &["guard"],
     &[
         "runtime",

@@ -50,6 +50,7 @@ mod normalize;
 mod outcome;
 mod provider;
 mod providers;
+mod readiness;
 pub mod registry;
 mod replay;
 mod retention;
@@ -82,6 +83,7 @@ pub use journal::{
 pub use keys::{EffectKey, Fingerprint, InvocationKey};
 pub use outcome::Outcome;
 pub use provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
+pub use readiness::NotReady;
 pub use retention::{Retention, ToolWindows, Unscoped};
 pub use retry::RetryPolicy;
 pub use runtime::{DirSwap, Limits, LoadedTool, RefusedTool, Runtime, SwapReport};
@@ -109,7 +111,8 @@ pub mod __private {
     pub use crate::keys::effect_key;
     pub use crate::mcp::http::TOO_MANY_CALLS;
     pub use crate::mcp::{
-        Catalog, HttpOptions, LIST_CHANGED, MAX_QUEUED_CALLS, Server, ServerConfig, http_server,
+        Catalog, HttpOptions, LIST_CHANGED, MAX_QUEUED_CALLS, Server, ServerConfig, Shutdown,
+        http_server,
     };
     pub use crate::mutants::Mutant;
     pub use crate::providers::{

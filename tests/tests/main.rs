@@ -16,6 +16,7 @@ mod contract;
 mod fast_path;
 mod first_record;
 mod guests;
+mod health;
 mod hostile;
 // Needs the fault-injection points, which release builds have only with the feature.
 #[cfg(any(debug_assertions, feature = "fault-injection"))]

@@ -18,7 +18,7 @@ fn refund(order: u64) -> Value {
 }
 
 /// `GET /metrics` on `addr`, with `token` as a bearer token if any.
-fn scrape(addr: SocketAddr, token: Option<&str>, method: &str) -> Reply {
+pub(crate) fn scrape(addr: SocketAddr, token: Option<&str>, method: &str) -> Reply {
     let auth = token.map(|t| ("Authorization", format!("Bearer {t}")));
     scrape_with(addr, method, &addr.to_string(), auth)
 }
@@ -40,7 +40,7 @@ fn scrape_with(
 }
 
 /// The value of `series` (`name{labels}`, labels in the order the host writes them).
-fn value(text: &str, series: &str) -> f64 {
+pub(crate) fn value(text: &str, series: &str) -> f64 {
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())

@@ -25,7 +25,10 @@ use crate::serving::{MetricsRunning, MetricsServer, ServerOptions};
 /// the first line on stdout; every request needs a bearer token (`justonce token
 /// add NAME`), or with --oauth-issuer (or [oauth] in justonce.toml) an OAuth 2.1
 /// access token of that issuer. The web console is at /console on the same server (a viewer's or
-/// operator's token opens it). Logs go to stderr (JUSTONCE_LOG=info shows more of them).
+/// operator's token opens it). The health probes /healthz, /livez and /readyz are open
+/// to anyone, on that server and the --metrics listener. SIGTERM drains: /readyz says
+/// 503, no new call or session starts, the calls in flight finish, then serve exits 0.
+/// Logs go to stderr (JUSTONCE_LOG=info shows more of them).
 #[derive(Debug, Args)]
 pub struct Serve {
     /// The conversation of calls whose request sends none in
@@ -71,7 +74,8 @@ pub struct Serve {
     #[arg(long, value_name = "FILE")]
     tokens: Option<PathBuf>,
     /// Also serve Prometheus metrics at http://ADDR:PORT/metrics (or PORT, on
-    /// 127.0.0.1), on a listener of its own, whether MCP goes over stdio or HTTP.
+    /// 127.0.0.1), and the health probes beside them, on a listener of its own,
+    /// whether MCP goes over stdio or HTTP.
     /// Open to anyone on a loopback address; on any other, every scrape needs a
     /// bearer token of the tokens file (`justonce token add prometheus --role viewer`), and serve
     /// refuses to start when that file holds none.
@@ -328,9 +332,11 @@ fn reload_on_hangup() -> Result<crossbeam_channel::Receiver<()>, Error> {
     Ok(hangups)
 }
 
-/// On SIGTERM or SIGINT: stop reading, let the calls in flight finish and save their
-/// outcome (and answer), send the traces not yet exported, then exit 0. Calls still
-/// waiting for a worker (or, over HTTP, arriving meanwhile) are not run.
+/// On SIGTERM or SIGINT, drain: stop reading, let the calls in flight finish and save
+/// their outcome (and answer), send the traces not yet exported, then exit 0. Calls
+/// still waiting for a worker (or, over HTTP, arriving meanwhile) are not run, no
+/// session opens, and `/readyz` says `draining`. The drain's start and end are
+/// logged at the default level (`warn`): an operator sees why a host left.
 fn stop_on_signals(shutdown: Arc<Shutdown>) -> Result<(), Error> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
@@ -339,9 +345,18 @@ fn stop_on_signals(shutdown: Arc<Shutdown>) -> Result<(), Error> {
         .name("justonce-signals".into())
         .spawn(move || {
             if let Some(signal) = signals.forever().next() {
-                tracing::info!(signal, "stopping: no new calls; the calls in flight finish");
+                let began = std::time::Instant::now();
                 shutdown.stop();
+                tracing::warn!(
+                    signal,
+                    in_flight = shutdown.running(),
+                    "draining: stopping; /readyz says draining, no new call or session starts, the calls in flight finish"
+                );
                 shutdown.wait_idle();
+                tracing::warn!(
+                    took_ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    "drained: the calls in flight finished; exiting"
+                );
                 super::telemetry::shutdown();
                 // The reader may be blocked on stdin; everything answered is written
                 // and saved (and traced), so the process ends here.

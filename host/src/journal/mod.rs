@@ -238,6 +238,10 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// whose outcome is unknown.
     fn pending_effects(&self) -> Result<u64>;
 
+    /// A cheap read that writes nothing, for `/readyz`: `Ok` when the journal
+    /// answers now (on PostgreSQL, a round trip to its server).
+    fn ping(&self) -> Result<()>;
+
     /// What needs an operator's eye at `now` (ms), for `/metrics`: the calls stuck
     /// with an unknown outcome, and the lease owners of the calls running now.
     fn attention(&self, now: i64) -> Result<Attention>;

@@ -48,10 +48,14 @@ pub struct Server {
 
 /// Stops a server gracefully: no new call starts, and [`Shutdown::wait_idle`]
 /// returns once the calls already running have finished (and saved their outcome).
+/// A server's shutdown is its host's drain ([`Host::drain`]): stopping one drains
+/// the other, and a host drained by other means stops the server as well.
 #[derive(Debug, Default)]
 pub struct Shutdown {
     state: Mutex<Calls>,
     idle: std::sync::Condvar,
+    /// The host whose drain this is (none in unit tests).
+    host: Option<Arc<Host>>,
 }
 
 /// The calls a [`Shutdown`] counts.
@@ -69,20 +73,42 @@ impl Shutdown {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Lets no new call start.
-    pub fn stop(&self) {
-        self.lock().stopping = true;
+    /// The shutdown of a server on `host`.
+    fn of(host: Arc<Host>) -> Self {
+        Self {
+            host: Some(host),
+            ..Self::default()
+        }
     }
 
-    /// Whether [`Shutdown::stop`] was called.
+    /// Lets no new call start, and drains the host.
+    pub fn stop(&self) {
+        let mut state = self.lock();
+        state.stopping = true;
+        if let Some(host) = &self.host {
+            host.drain();
+        }
+    }
+
+    /// Whether [`Shutdown::stop`] was called, or the host drained.
     pub fn stopping(&self) -> bool {
-        self.lock().stopping
+        self.is_stopping(&self.lock())
+    }
+
+    /// Whether stopping, read under the lock that [`Shutdown::start`] counts under.
+    fn is_stopping(&self, state: &Calls) -> bool {
+        state.stopping || self.host.as_ref().is_some_and(|host| host.draining())
+    }
+
+    /// How many calls are running now.
+    pub fn running(&self) -> usize {
+        self.lock().running
     }
 
     /// Counts a call as running; `false` (not counted) once stopping.
     pub(crate) fn start(&self) -> bool {
         let mut state = self.lock();
-        if state.stopping {
+        if self.is_stopping(&state) {
             return false;
         }
         state.running += 1;
@@ -203,9 +229,9 @@ impl Server {
     pub fn new(host: Arc<Host>, config: ServerConfig) -> Self {
         Self {
             catalog: Arc::new(Catalog::new(Arc::clone(&host))),
+            shutdown: Arc::new(Shutdown::of(Arc::clone(&host))),
             host,
             config,
-            shutdown: Arc::default(),
             task_inputs: Arc::default(),
         }
     }

@@ -17,6 +17,7 @@
 
 mod family;
 mod histogram;
+mod journal_gauges;
 pub(crate) mod text;
 
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use std::time::Duration;
 
 use family::Family;
 pub(crate) use histogram::Histogram;
+pub(crate) use journal_gauges::{Attention, JournalGauges, Reading, Unknown};
 use text::Text;
 
 /// How a call ended, as the `outcome` label of `justonce_calls_total` says it: the
@@ -473,6 +475,17 @@ impl JournalMetrics {
         );
         self.fsyncs.render("justonce_journal_fsync_seconds", out);
     }
+}
+
+/// Writes `justonce_build_info{version}`, always 1: which build a host runs, to join
+/// on in queries and see a rolling upgrade's progress.
+pub(crate) fn render_build_info(version: &str, out: &mut Text) {
+    out.family(
+        "justonce_build_info",
+        "gauge",
+        "The build of justonce this host runs (always 1).",
+    );
+    out.sample("justonce_build_info", &[("version", version)], 1);
 }
 
 /// Writes how many effects have no definitive answer now (`pending`: in flight, or

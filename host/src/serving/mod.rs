@@ -20,11 +20,14 @@
 //!   and a resumable record of a session's streams (`Last-Event-ID`).
 //! - [`scrape`]: `GET /metrics` in Prometheus' text format, on the MCP server's
 //!   listener or one of its own ([`MetricsServer`]).
+//! - [`health`]: `/healthz`, `/livez` and `/readyz` for probes, unauthenticated, on
+//!   both of those listeners.
 
 pub(crate) mod admission;
 pub(crate) mod checks;
 pub(crate) mod connections;
 pub(crate) mod deadline;
+pub(crate) mod health;
 mod routes;
 pub(crate) mod scrape;
 mod server;

@@ -1,8 +1,8 @@
 //! `GET /metrics`: the host's counters in Prometheus' text format
 //! ([`Host::metrics_text`]). Served by the MCP server to any valid bearer token, and
 //! by a listener of its own ([`MetricsServer`], `serve --metrics ADDR:PORT`), which
-//! serves nothing else: open on a loopback address, behind the tokens file's bearer
-//! tokens on any other. Both check `Host` and `Origin` as every endpoint does
+//! serves nothing else but the health probes ([`health`]): the metrics open on a
+//! loopback address, behind the tokens file's bearer tokens on any other. Both check `Host` and `Origin` as every endpoint does
 //! ([`Origins`]): on loopback, a page that rebound its own name to 127.0.0.1 must not
 //! read the figures (tool names included).
 
@@ -16,6 +16,7 @@ use hyper::service::service_fn;
 use tokio::sync::{Semaphore, watch};
 
 use super::checks::{Caller, Origins, caller};
+use super::health::{self, Probe};
 use super::wire::{Head, Kind, Response};
 use crate::auth::tokens::Tokens;
 use crate::host::Host;
@@ -82,7 +83,8 @@ pub(crate) fn answer(
     }
 }
 
-/// A listener that serves only `/metrics` (`serve --metrics`). Build it with
+/// A listener that serves only `/metrics` (`serve --metrics`), and the health probes
+/// ([`health`]: `/healthz`, `/livez`, `/readyz`, to anyone). Build it with
 /// [`MetricsServer::new`], run it with [`MetricsServer::spawn`].
 #[derive(Debug)]
 pub struct MetricsServer {
@@ -169,8 +171,15 @@ impl MetricsServer {
                             let head = Head::of(&request);
                             let response = if is_metrics(&head.path) {
                                 answer(&server.host, &head, &origins, server.tokens.as_ref())
+                            } else if let Some(probe) = Probe::of(&head.path) {
+                                tokio::task::block_in_place(|| {
+                                    health::answer(&server.host, probe, &head)
+                                })
                             } else {
-                                Response::refusal(404, "this listener serves /metrics only")
+                                Response::refusal(
+                                    404,
+                                    "this listener serves /metrics and the health probes only",
+                                )
                             };
                             Ok::<_, std::convert::Infallible>(response.into_hyper(false))
                         }

@@ -10,6 +10,8 @@
 //!   Resource Metadata clients discover the authorization server from.
 //! - `GET /metrics`: the host's counters in Prometheus' text format ([`scrape`]), to
 //!   any valid token, with [`HttpServer::with_metrics`] (404 without).
+//! - `/healthz`, `/livez` and `/readyz` ([`health`]), to anyone, with
+//!   [`HttpServer::with_metrics`] (404 without).
 //! - [`Routes`] (the console), with [`HttpServer::with_routes`]: whole requests in,
 //!   whole responses out.
 //! - One [`Endpoint`] (MCP's `/mcp`, `crate::mcp::http`): the server checks the
@@ -43,6 +45,7 @@ use tokio::sync::watch;
 use super::checks::{Caller, OAuth, Origins, caller};
 use super::connections::Connections;
 use super::deadline::{Bounds, Deadlined, Phase};
+use super::health::{self, Probe};
 use super::scrape;
 use super::wire::{self, Head, Payload, Response};
 use super::{PlainRequest, Routes};
@@ -159,7 +162,8 @@ pub struct HttpServer {
     /// The endpoint; `None`: only `routes` (and `/metrics`) are served.
     endpoint: Option<Arc<dyn Endpoint>>,
     routes: Option<Arc<dyn Routes>>,
-    /// The host whose counters `/metrics` serves; `None`: 404.
+    /// The host whose counters `/metrics` serves and whose readiness `/readyz`
+    /// says; `None`: 404.
     metrics: Option<Arc<Host>>,
     tokens: Arc<Tokens>,
     /// OAuth access tokens accepted beside `tokens`, when configured.
@@ -214,7 +218,8 @@ impl HttpServer {
         self
     }
 
-    /// Serves `host`'s counters at `/metrics` to any valid bearer token.
+    /// Serves `host`'s counters at `/metrics` to any valid bearer token, and its
+    /// health at `/healthz`, `/livez` and `/readyz` to anyone.
     pub fn with_metrics(mut self, host: Arc<Host>) -> Self {
         self.metrics = Some(host);
         self
@@ -377,6 +382,9 @@ impl HttpServer {
         {
             return resource_metadata(&head, oauth).into_hyper(false);
         }
+        if let Some(probe) = Probe::of(&head.path) {
+            return self.probe(probe, &head).into_hyper(false);
+        }
         if scrape::is_metrics(&head.path) {
             let response = self.scrape(&head);
             if response.status == 200 {
@@ -492,9 +500,19 @@ impl HttpServer {
     /// alone).
     fn scrape(&self, head: &Head) -> Response {
         let Some(host) = &self.metrics else {
-            return Response::plain(404, "text/plain; charset=utf-8", b"no such path".to_vec());
+            return no_such_path();
         };
         scrape::answer(host, head, self.origins(), Some(&self.tokens))
+    }
+
+    /// A health probe, for anyone; 404 on a server without a host (the console
+    /// alone).
+    fn probe(&self, probe: Probe, head: &Head) -> Response {
+        let Some(host) = &self.metrics else {
+            return no_such_path();
+        };
+        // `/readyz` reads the journal (a round trip to PostgreSQL).
+        tokio::task::block_in_place(|| health::answer(host, probe, head))
     }
 
     /// Reads a body of `length` bytes (at most) within the request's time; `Err` is
@@ -582,6 +600,11 @@ impl HttpServer {
             endpoint.stop();
         }
     }
+}
+
+/// What a request for `/metrics` or a probe is told by a server without a host.
+fn no_such_path() -> Response {
+    Response::plain(404, "text/plain; charset=utf-8", b"no such path".to_vec())
 }
 
 /// Protected Resource Metadata (RFC 9728): public, read by clients before they have

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use justonce::__private::Running;
 use justonce::__private::tokens::{self, Tokens};
-use justonce::__private::{HttpOptions, Server, ServerConfig, http_server};
+use justonce::__private::{HttpOptions, Server, ServerConfig, Shutdown, http_server};
 use justonce::Host;
 use serde_json::{Value, json};
 
@@ -32,6 +32,8 @@ pub struct HttpFixture {
     pub tokens: HashMap<String, String>,
     /// The tokens file.
     pub tokens_file: std::path::PathBuf,
+    /// What SIGTERM stops in `serve` (the drain).
+    pub shutdown: Arc<Shutdown>,
     _dir: tempfile::TempDir,
 }
 
@@ -44,18 +46,16 @@ impl HttpFixture {
             .iter()
             .map(|p| ((*p).to_owned(), tokens::add(&tokens_file, p).unwrap()))
             .collect();
-        let server = http_server(
-            Server::new(host, ServerConfig::default()),
-            Tokens::open(&tokens_file).unwrap(),
-            options,
-        );
-        let running = server
+        let server = Server::new(host, ServerConfig::default());
+        let shutdown = server.shutdown();
+        let running = http_server(server, Tokens::open(&tokens_file).unwrap(), options)
             .spawn(TcpListener::bind("127.0.0.1:0").unwrap())
             .unwrap();
         Self {
             running,
             tokens,
             tokens_file,
+            shutdown,
             _dir: dir,
         }
     }

@@ -743,6 +743,10 @@ impl Journal for PostgresJournal {
         Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
     }
 
+    fn ping(&self) -> Result<()> {
+        self.read(|client| client.query_one("SELECT 1", &[]).map(drop))
+    }
+
     fn resolve(
         &self,
         effect_key: &str,

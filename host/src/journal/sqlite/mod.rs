@@ -728,6 +728,16 @@ impl Journal for SqliteJournal {
         self.with_reader(|conn| conn.query_row(super::PENDING_EFFECTS_SQL, [], |r| r.get(0)))
     }
 
+    fn ping(&self) -> Result<()> {
+        // Reads the file's first page (the schema), not only the connection.
+        self.with_reader(|conn| {
+            conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| {
+                r.get::<_, i64>(0)
+            })
+        })
+        .map(drop)
+    }
+
     fn resolve(
         &self,
         effect_key: &str,

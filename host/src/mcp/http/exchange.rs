@@ -27,6 +27,9 @@ use crate::serving::Answer;
 use crate::serving::admission::Permit;
 use crate::serving::wire::{Head, Kind, Response};
 
+/// What an `initialize` is told while the server drains.
+const DRAINING_NO_SESSION: &str = "the server is draining (stopping): it opens no new session; initialize again, on another host or once this one is back";
+
 /// A session's call whose answer goes out on a stream: what its blocking thread
 /// takes along.
 struct LiveCall {
@@ -305,6 +308,14 @@ impl McpEndpoint {
                 }
                 (Session::new(tools, scoping), false)
             }
+            // Draining (SIGTERM): a client is sent to another host, not given a
+            // session that would end with this process.
+            None if method == "initialize" && server.shutdown().stopping() => {
+                return Answer::Ready(
+                    refusal(503, Some(id), SERVER_BUSY, DRAINING_NO_SESSION)
+                        .with("retry-after", "1"),
+                );
+            }
             None if method == "initialize" => (Session::new(tools, scoping), true),
             // A request that names a stateless revision in its header but carries no
             // envelope (or one without its version) has invalid params, as the
@@ -374,7 +385,7 @@ impl McpEndpoint {
                         503,
                         Some(id),
                         SERVER_BUSY,
-                        "the server is stopping: nothing was run; the same call is safe to retry once it is back",
+                        "the server is draining (stopping): nothing was run; the same call is safe to retry, on another host or once this one is back",
                     )
                     .with("retry-after", "1"));
                 }
