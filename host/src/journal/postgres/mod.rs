@@ -44,6 +44,8 @@ mod schema;
 mod test_certs;
 pub mod testing;
 mod tls;
+#[cfg(test)]
+mod tls_tests;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -148,10 +150,7 @@ impl PostgresTarget {
         {
             config.target_session_attrs(postgres::config::TargetSessionAttrs::ReadWrite);
         }
-        let mut target = Self::from_config(config);
-        target.tls = tls;
-        target.passfile = passfile;
-        Ok(target)
+        Ok(Self::with_tls(config, tls, passfile))
     }
 
     /// Without a password yet (none in the URL, no `PGPASSWORD`), takes it from
@@ -192,9 +191,18 @@ impl PostgresTarget {
 
     /// A target from a ready configuration, without TLS (tests build one for a
     /// database of their own).
-    pub(crate) fn from_config(mut config: postgres::Config) -> Self {
+    pub(crate) fn from_config(config: postgres::Config) -> Self {
         let tls = tls::Connector::new(tls::SslMode::Disable, &tls::TlsFiles::default(), None)
             .expect("sslmode=disable reads no file");
+        Self::with_tls(config, tls, None)
+    }
+
+    /// A target of `config` whose every session goes through `tls`.
+    fn with_tls(
+        mut config: postgres::Config,
+        tls: tls::Connector,
+        passfile: Option<PathBuf>,
+    ) -> Self {
         tls.negotiate_in(&mut config);
         let ports = config.get_ports();
         let mut hosts: Vec<String> = config
@@ -227,7 +235,7 @@ impl PostgresTarget {
         Self {
             config,
             tls,
-            passfile: None,
+            passfile,
             shown,
         }
     }
