@@ -504,7 +504,11 @@ fn certificate_problem(error: &CertificateError, host: &str) -> String {
             if presented.is_empty() {
                 "no host".to_string()
             } else {
-                presented.join(", ")
+                presented
+                    .iter()
+                    .map(|name| bare_name(name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             }
         ),
         CertificateError::UnknownIssuer => format!(
@@ -518,6 +522,14 @@ fn certificate_problem(error: &CertificateError, host: &str) -> String {
         }
         other => format!("the certificate of {host} is refused: {other}"),
     }
+}
+
+/// A name the certificate presents, without rustls's wrapping (`DnsName("db")`
+/// is `db`).
+fn bare_name(name: &str) -> &str {
+    name.split_once("(\"")
+        .and_then(|(_, rest)| rest.strip_suffix("\")"))
+        .unwrap_or(name)
 }
 
 impl MakeTlsConnect<Socket> for Connector {
