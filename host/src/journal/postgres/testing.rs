@@ -221,20 +221,7 @@ fn start_in(bin: &Path, dir: &Path) -> Result<Cluster, String> {
         "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300",
         dir.display()
     );
-    run(
-        as_root,
-        &bin.join("pg_ctl"),
-        &[
-            "-D",
-            &data.to_string_lossy(),
-            "-o",
-            &options,
-            "-l",
-            &dir.join("log").to_string_lossy(),
-            "-w",
-            "start",
-        ],
-    )?;
+    ctl_start(as_root, bin, &data, &options, &dir.join("log"))?;
     stop_at_exit(as_root, bin, dir, &data);
     Ok(Cluster {
         host: "127.0.0.1".into(),
@@ -242,6 +229,54 @@ fn start_in(bin: &Path, dir: &Path) -> Result<Cluster, String> {
         user: user.into(),
         admin_db: "postgres".into(),
     })
+}
+
+/// `pg_ctl start` of the cluster in `data` with the server's `options`, its log in
+/// `log`; returns once it takes connections.
+fn ctl_start(
+    as_root: bool,
+    bin: &Path,
+    data: &Path,
+    options: &str,
+    log: &Path,
+) -> Result<(), String> {
+    run(
+        as_root,
+        &bin.join("pg_ctl"),
+        &[
+            "-D",
+            &data.to_string_lossy(),
+            "-o",
+            options,
+            "-l",
+            &log.to_string_lossy(),
+            "-w",
+            "start",
+        ],
+    )
+}
+
+/// The server binaries for `test`, which starts servers of its own; `None` (after
+/// printing why `test` is skipped) where there are none. Panics under `CI=true`
+/// instead.
+fn server_binaries_for(test: &str) -> Option<PathBuf> {
+    let found = server_binaries();
+    if found.is_none() {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true and no PostgreSQL server binaries for {test}");
+        }
+        eprintln!("skipped (no PostgreSQL server binaries): {test}");
+    }
+    found
+}
+
+/// A directory under the temporary directory, `PREFIX-PID-N`, N from `next`.
+fn numbered_dir(prefix: &str, next: &AtomicU32) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        next.fetch_add(1, Ordering::SeqCst)
+    ))
 }
 
 fn server_binaries() -> Option<PathBuf> {
@@ -345,18 +380,8 @@ static NEXT_PAIR: AtomicU32 = AtomicU32::new(0);
 /// `CI=true` instead. `JUSTONCE_TEST_PG_URL` does not help here: a failover needs
 /// servers the test may kill.
 pub fn replicated(test: &str, synchronous: bool) -> Option<Replicated> {
-    let Some(bin) = server_binaries() else {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("CI=true and no PostgreSQL server binaries for {test}");
-        }
-        eprintln!("skipped (no PostgreSQL server binaries): {test}");
-        return None;
-    };
-    let dir = std::env::temp_dir().join(format!(
-        "justonce-pg-pair-{}-{}",
-        std::process::id(),
-        NEXT_PAIR.fetch_add(1, Ordering::SeqCst)
-    ));
+    let bin = server_binaries_for(test)?;
+    let dir = numbered_dir("justonce-pg-pair", &NEXT_PAIR);
     match start_pair(&bin, &dir, synchronous) {
         Ok(pair) => Some(pair),
         Err(why) => {
@@ -446,20 +471,7 @@ fn start_pair(bin: &Path, dir: &Path, synchronous: bool) -> Result<Replicated, S
 
 impl Replicated {
     fn ctl_start(&self, data: &Path, options: &str, log: &str) -> Result<(), String> {
-        run(
-            self.as_root,
-            &self.bin.join("pg_ctl"),
-            &[
-                "-D",
-                &data.to_string_lossy(),
-                "-o",
-                options,
-                "-l",
-                &self.dir.join(log).to_string_lossy(),
-                "-w",
-                "start",
-            ],
-        )
+        ctl_start(self.as_root, &self.bin, data, options, &self.dir.join(log))
     }
 
     fn url_of(&self, port: u16) -> String {
@@ -583,18 +595,8 @@ static NEXT_TLS: AtomicU32 = AtomicU32::new(0);
 /// (after printing why `test` is skipped) where there are no PostgreSQL server
 /// binaries. Panics under `CI=true` instead.
 pub fn tls_server(test: &str, cert: &Path, key: &Path, client_ca: &Path) -> Option<TlsServer> {
-    let Some(bin) = server_binaries() else {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("CI=true and no PostgreSQL server binaries for {test}");
-        }
-        eprintln!("skipped (no PostgreSQL server binaries): {test}");
-        return None;
-    };
-    let dir = std::env::temp_dir().join(format!(
-        "justonce-pg-tls-{}-{}",
-        std::process::id(),
-        NEXT_TLS.fetch_add(1, Ordering::SeqCst)
-    ));
+    let bin = server_binaries_for(test)?;
+    let dir = numbered_dir("justonce-pg-tls", &NEXT_TLS);
     match start_tls(&bin, &dir, cert, key, client_ca) {
         Ok(server) => Some(server),
         Err(why) => {
@@ -659,20 +661,7 @@ fn start_tls(
         server.port,
         dir.display()
     );
-    run(
-        as_root,
-        &bin.join("pg_ctl"),
-        &[
-            "-D",
-            &data.to_string_lossy(),
-            "-o",
-            &options,
-            "-l",
-            &dir.join("log").to_string_lossy(),
-            "-w",
-            "start",
-        ],
-    )?;
+    ctl_start(as_root, bin, &data, &options, &dir.join("log"))?;
     let literal = PASSWORD.replace('\'', "''");
     server
         .local()

@@ -243,21 +243,22 @@ impl Connector {
             (SslMode::Require, Some(_)) => SslMode::VerifyCa,
             _ => mode,
         };
-        let verifier: Arc<dyn ServerCertVerifier> = match (checks, roots) {
-            (SslMode::VerifyCa | SslMode::VerifyFull, Some(roots)) => {
-                let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        let chain = match (checks, roots) {
+            (SslMode::VerifyCa | SslMode::VerifyFull, Some(roots)) => Some(
+                rustls::client::WebPkiServerVerifier::builder_with_provider(
                     Arc::new(roots),
                     provider.clone(),
                 )
                 .build()
-                .map_err(|e| TlsError::Settings(e.to_string()))?;
-                Arc::new(Checked {
-                    webpki,
-                    host_name: checks == SslMode::VerifyFull,
-                })
-            }
-            _ => Arc::new(Unchecked(provider.clone())),
+                .map_err(|e| TlsError::Settings(e.to_string()))?,
+            ),
+            _ => None,
         };
+        let verifier = Arc::new(Verifier {
+            chain,
+            host_name: checks == SslMode::VerifyFull,
+            algorithms: provider.signature_verification_algorithms,
+        });
         let builder = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| TlsError::Settings(e.to_string()))?
@@ -267,7 +268,7 @@ impl Connector {
         let default_key = libpq_default(home, "postgresql.key").filter(|p| p.exists());
         let cert = files.cert.clone().or(default_cert);
         let key = files.key.clone().or(default_key);
-        let client = match (cert, key) {
+        let mut client = match (cert, key) {
             (None, None) => builder.with_no_client_auth(),
             (Some(cert), Some(key)) => {
                 let chain = read_certs("sslcert", &cert)?;
@@ -289,6 +290,9 @@ impl Connector {
                 });
             }
         };
+        // What libpq 17 sends, and PostgreSQL 17 requires of a direct TLS
+        // connection (`sslnegotiation=direct`); servers before 17 ignore it.
+        client.alpn_protocols = vec![b"postgresql".to_vec()];
         Ok(Self {
             mode,
             checks,
@@ -385,66 +389,20 @@ fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
     })
 }
 
-/// `require`, `prefer` and `allow` without a root certificate: the certificate is
-/// not checked (encryption against a passive listener only, as libpq), the
-/// handshake's signatures still are.
+/// What of the server's certificate is checked: with a chain (`verify-ca`,
+/// `verify-full`, `require` given a root certificate), webpki checks it against the
+/// root certificates, and the host name only when `host_name` (`verify-full`);
+/// without (`require`, `prefer`, `allow`), nothing of the certificate is checked,
+/// which protects against a passive listener only, as in libpq. The handshake's
+/// signatures are checked either way.
 #[derive(Debug)]
-struct Unchecked(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for Unchecked {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// `verify-ca` and `verify-full`: webpki checks the chain against the root
-/// certificates; the host name only for `verify-full`.
-#[derive(Debug)]
-struct Checked {
-    webpki: Arc<rustls::client::WebPkiServerVerifier>,
+struct Verifier {
+    chain: Option<Arc<rustls::client::WebPkiServerVerifier>>,
     host_name: bool,
+    algorithms: rustls::crypto::WebPkiSupportedAlgorithms,
 }
 
-impl ServerCertVerifier for Checked {
+impl ServerCertVerifier for Verifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -453,13 +411,11 @@ impl ServerCertVerifier for Checked {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let verified = self.webpki.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        );
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        let verified =
+            chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now);
         match verified {
             // webpki checks the name only after the chain: a chain that failed
             // never gets here.
@@ -476,7 +432,7 @@ impl ServerCertVerifier for Checked {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls12_signature(message, cert, dss)
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
     }
 
     fn verify_tls13_signature(
@@ -485,11 +441,11 @@ impl ServerCertVerifier for Checked {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls13_signature(message, cert, dss)
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.webpki.supported_verify_schemes()
+        self.algorithms.supported_schemes()
     }
 }
 
