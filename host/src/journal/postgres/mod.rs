@@ -226,9 +226,13 @@ impl PostgresTarget {
                 ports.first().copied().unwrap_or(5432)
             ));
         }
+        // No user (none in the URL, no PGUSER) is the operating system's, as in libpq.
         let shown = format!(
-            "postgres://{}@{}/{}",
-            config.get_user().unwrap_or(""),
+            "postgres://{}{}/{}",
+            config
+                .get_user()
+                .map(|u| format!("{u}@"))
+                .unwrap_or_default(),
             hosts.join(","),
             config.get_dbname().unwrap_or("")
         );
