@@ -377,9 +377,10 @@ pub(crate) struct TransactionalRequest<'a> {
 }
 
 /// Opens the journal at `path`: a SQLite file (created with its directory), or the
-/// PostgreSQL database a `postgres://` URL names. Its password comes from the URL,
-/// else `PGPASSWORD`, else `password_file`, else libpq's password file
-/// (`PGPASSFILE`, else `~/.pgpass`).
+/// PostgreSQL database a `postgres://` URL names, with TLS as its `sslmode` says and
+/// libpq's environment (`PGUSER`, `PGSSLMODE`, …) filling in what it leaves out.
+/// Its password comes from the URL, else `PGPASSWORD`, else `password_file`, else
+/// libpq's password file (`passfile`, `PGPASSFILE`, else `~/.pgpass`).
 pub(crate) fn open(
     path: &Path,
     durability: Durability,

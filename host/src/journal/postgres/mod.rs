@@ -9,6 +9,10 @@
 //! anything is written and replaced, so a database that went away or restarted
 //! costs only the calls in flight (a retryable error, the call resumable under the
 //! same keys) and nothing after it is back.
+//!
+//! Every session, the pool's and the listener's, goes through one TLS connector
+//! (`tls.rs`, libpq's `sslmode` on rustls), made from the URL and libpq's
+//! environment (`libpq.rs`).
 
 /// The database's clock (ms since the epoch), for every statement that decides a
 /// lease, an expiry or gc: hosts' own clocks may differ, the database's is one.

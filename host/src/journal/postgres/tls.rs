@@ -174,7 +174,7 @@ pub(crate) enum TlsError {
 }
 
 /// Where libpq looks for a file the settings do not name: `~/.postgresql/NAME`.
-pub(crate) fn libpq_default(home: Option<&Path>, name: &str) -> Option<PathBuf> {
+fn libpq_default(home: Option<&Path>, name: &str) -> Option<PathBuf> {
     home.map(|home| home.join(".postgresql").join(name))
 }
 
