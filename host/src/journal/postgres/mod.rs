@@ -240,6 +240,11 @@ impl PostgresTarget {
             hosts.join(","),
             config.get_dbname().unwrap_or("")
         );
+        // A mode that must encrypt is named, so that a failed handshake says which.
+        let shown = match tls.required() {
+            Some(mode) => format!("{shown}?sslmode={mode}"),
+            None => shown,
+        };
         Self {
             config,
             tls,

@@ -312,6 +312,12 @@ impl Connector {
         self.checks
     }
 
+    /// The name of the mode when it must encrypt (`require`, `verify-ca`,
+    /// `verify-full`), as given.
+    pub(crate) fn required(&self) -> Option<&'static str> {
+        (self.mode.negotiation() == postgres::config::SslMode::Require).then(|| self.mode.name())
+    }
+
     /// Sets, in `config`, whether tokio-postgres asks the server for TLS.
     pub(crate) fn negotiate_in(&self, config: &mut postgres::Config) {
         config.ssl_mode(self.mode.negotiation());
