@@ -294,3 +294,74 @@ fn a_host_logs_in_with_the_password_file_its_configuration_names() {
     assert_eq!(journal.status.code(), Some(0), "{journal:?}");
     assert!(String::from_utf8_lossy(&journal.stdout).contains(answer["key"].as_str().unwrap()));
 }
+
+/// libpq's environment through the CLI (issue 55): a URL without a user, as
+/// pg_auto_failover prints it, logs in as `PGUSER` with the password of its
+/// `PGPASSFILE` line; without `PGUSER` it is the operating system's user, and is
+/// refused. A bad `sslmode` stops the host naming it (exit 5); `require` against a
+/// server without TLS is refused saying so.
+#[test]
+fn a_url_without_a_user_logs_in_as_pguser_with_the_pgpass_password() {
+    const NAME: &str = "a_url_without_a_user_logs_in_as_pguser_with_the_pgpass_password";
+    let Some(cluster) = cluster(NAME) else {
+        return;
+    };
+    let Some(url) = cluster.password_login(&cluster.database()) else {
+        eprintln!("skipped (no password login on the test server): {NAME}");
+        return;
+    };
+    let (login, rest) = url
+        .strip_prefix("postgres://")
+        .and_then(|u| u.split_once('@'))
+        .expect("postgres://USER@HOST:PORT/DB");
+    let (server, db) = rest.split_once('/').unwrap();
+    let no_user = format!("postgres://{rest}");
+    let dir = tempfile::tempdir().unwrap();
+    let pgpass = dir.path().join("pgpass");
+    let escaped = PASSWORD.replace('\\', "\\\\").replace(':', "\\:");
+    std::fs::write(&pgpass, format!("{server}:{db}:{login}:{escaped}\n")).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let run = ["run", "send_receipt", "--args", ARGS, "--conversation", "c"];
+    let with_env = |url: &str, user: Option<&str>| {
+        let mut command = host(dir.path(), url, &run);
+        command
+            .env_remove("PGPASSWORD")
+            .env_remove("PGSSLMODE")
+            .env("PGPASSFILE", &pgpass);
+        match user {
+            Some(user) => command.env("PGUSER", user),
+            None => command.env_remove("PGUSER"),
+        };
+        let out = command.output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out, text)
+    };
+
+    let (out, text) = with_env(&no_user, Some(login));
+    assert_eq!(json_of(&out)["ok"], true, "{text}");
+    assert_eq!(mails(dir.path()), 1);
+    assert!(!text.contains(PASSWORD), "never shown: {text}");
+
+    let (out, text) = with_env(&no_user, None);
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert!(!text.contains(PASSWORD), "never shown: {text}");
+
+    let (out, text) = with_env(&format!("{url}?sslmode=verify-everything"), None);
+    assert_eq!(out.status.code(), Some(5), "{text}");
+    assert!(
+        text.contains("sslmode=verify-everything is not one of disable, allow, prefer, require, verify-ca, verify-full"),
+        "{text}"
+    );
+    // The test cluster has no TLS.
+    let (out, text) = with_env(&format!("{no_user}?sslmode=require"), Some(login));
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.contains("TLS"), "{text}");
+}

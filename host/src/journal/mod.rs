@@ -381,9 +381,10 @@ pub(crate) struct TransactionalRequest<'a> {
 }
 
 /// Opens the journal at `path`: a SQLite file (created with its directory), or the
-/// PostgreSQL database a `postgres://` URL names. Its password comes from the URL,
-/// else `PGPASSWORD`, else `password_file`, else libpq's password file
-/// (`PGPASSFILE`, else `~/.pgpass`).
+/// PostgreSQL database a `postgres://` URL names, with TLS as its `sslmode` says and
+/// libpq's environment (`PGUSER`, `PGSSLMODE`, …) filling in what it leaves out.
+/// Its password comes from the URL, else `PGPASSWORD`, else `password_file`, else
+/// libpq's password file (`passfile`, `PGPASSFILE`, else `~/.pgpass`).
 pub(crate) fn open(
     path: &Path,
     durability: Durability,
@@ -402,9 +403,9 @@ pub(crate) fn open_with_clock(
 ) -> Result<std::sync::Arc<dyn Journal>> {
     let text = path.to_string_lossy();
     if self::postgres::is_postgres_url(&text) {
-        let password = std::env::var("PGPASSWORD").ok();
-        let target = self::postgres::PostgresTarget::parse(&text, password.as_deref())?
-            .password_from_files(password_file, self::postgres::pgpass_path().as_deref())?;
+        let target =
+            self::postgres::PostgresTarget::from_url(&text, &|name| std::env::var(name).ok())?
+                .password_from_files(password_file)?;
         let journal = self::postgres::PostgresJournal::open(target, durability)?;
         return Ok(std::sync::Arc::new(match database_clock {
             Some(clock) => journal.with_database_clock(clock),

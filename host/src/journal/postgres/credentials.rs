@@ -1,10 +1,10 @@
 //! Where a PostgreSQL password comes from when the URL has none: `PGPASSWORD`, the
 //! password file the configuration names (`password_file`), or libpq's password
-//! file (`PGPASSFILE`, else `~/.pgpass`), which the `postgres` crate does not read
-//! itself. A password is never part of an error or a log line; a file that cannot
+//! file (`passfile`, `PGPASSFILE`, else `~/.pgpass`: `libpq.rs` finds it), which the
+//! `postgres` crate does not read itself. A password is never part of an error or a log line; a file that cannot
 //! be read is named, never quoted.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::error::{Error, Result};
 
@@ -35,14 +35,6 @@ pub(crate) fn read_password_file(path: &Path) -> Result<String> {
         ));
     }
     Ok(password.to_string())
-}
-
-/// libpq's password file: `PGPASSFILE`, else `~/.pgpass`.
-pub(crate) fn pgpass_path() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("PGPASSFILE") {
-        return Some(PathBuf::from(path));
-    }
-    std::env::var_os("HOME").map(|home| Path::new(&home).join(".pgpass"))
 }
 
 /// The password for `login` in the libpq password file at `path`, if it holds a

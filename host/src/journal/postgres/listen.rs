@@ -142,17 +142,17 @@ impl Shared {
 /// journal.
 pub(super) fn start(target: &PostgresTarget) -> Arc<Shared> {
     let shared = Arc::new(Shared::new());
-    let mut config = target.config.clone();
+    let mut target = target.clone();
+    let config = &mut target.config;
     let app = format!(
         "{}-listener",
         config.get_application_name().unwrap_or("justonce")
     );
     config.application_name(&app);
     let thread_shared = Arc::clone(&shared);
-    let shown = target.shown.clone();
     let spawned = std::thread::Builder::new()
         .name("justonce-pg-listen".into())
-        .spawn(move || listen(&config, &shown, &thread_shared));
+        .spawn(move || listen(&target, &thread_shared));
     if let Err(e) = spawned {
         tracing::warn!("cannot start the journal's listener, replays read the journal: {e}");
     }
@@ -161,11 +161,12 @@ pub(super) fn start(target: &PostgresTarget) -> Arc<Shared> {
 
 /// The listener thread: connects, listens, and drops the memory on every
 /// notification, until the journal is dropped; connects again after any failure.
-fn listen(config: &postgres::Config, shown: &str, shared: &Shared) {
+fn listen(target: &PostgresTarget, shared: &Shared) {
+    let shown = &target.shown;
     let mut backoff = Duration::from_millis(50);
     while !shared.stop.load(Ordering::Acquire) {
         let sessions = shared.sessions.load(Ordering::Acquire);
-        match listen_once(config, shared) {
+        match listen_once(target, shared) {
             Ok(()) => return,
             Err(e) => {
                 shared.deaf();
@@ -187,8 +188,8 @@ fn listen(config: &postgres::Config, shown: &str, shared: &Shared) {
 }
 
 /// One connection's life: `Ok` when the journal was dropped.
-fn listen_once(config: &postgres::Config, shared: &Shared) -> Result<(), postgres::Error> {
-    let mut client = config.connect(postgres::NoTls)?;
+fn listen_once(target: &PostgresTarget, shared: &Shared) -> Result<(), postgres::Error> {
+    let mut client = target.connect()?;
     let channel: String = client
         .query_one(concat!("SELECT ", channel!()), &[])?
         // NULL while the journal's schema does not exist (dropped under it): an

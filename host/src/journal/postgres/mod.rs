@@ -9,6 +9,10 @@
 //! anything is written and replaced, so a database that went away or restarted
 //! costs only the calls in flight (a retryable error, the call resumable under the
 //! same keys) and nothing after it is back.
+//!
+//! Every session, the pool's and the listener's, goes through one TLS connector
+//! (`tls.rs`, libpq's `sslmode` on rustls), made from the URL and libpq's
+//! environment (`libpq.rs`).
 
 /// The database's clock (ms since the epoch), for every statement that decides a
 /// lease, an expiry or gc: hosts' own clocks may differ, the database's is one.
@@ -32,6 +36,7 @@ macro_rules! channel {
 }
 
 mod credentials;
+mod libpq;
 mod listen;
 mod operations;
 mod ops;
@@ -39,18 +44,22 @@ mod outbox;
 mod pool;
 mod prepared;
 mod schema;
+#[cfg(test)]
+mod test_certs;
 pub mod testing;
+mod tls;
+#[cfg(test)]
+mod tls_tests;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use postgres::{Client, NoTls, Transaction};
+use postgres::{Client, Transaction};
 
 use prepared::Db;
 
-pub(crate) use credentials::pgpass_path;
 pub use schema::CURRENT_VERSION;
 
 use super::operate;
@@ -79,6 +88,10 @@ const POOL_SIZE: usize = 8;
 #[derive(Clone)]
 pub struct PostgresTarget {
     config: postgres::Config,
+    /// The TLS connector of every connection (its `sslmode`, certificates, keys).
+    tls: tls::Connector,
+    /// libpq's password file, where a password may be looked up.
+    passfile: Option<PathBuf>,
     /// `user@host:port/db`, never with the password: what errors and logs name.
     shown: String,
 }
@@ -102,20 +115,30 @@ pub fn is_postgres_url(database: &str) -> bool {
 }
 
 impl PostgresTarget {
-    /// Parses a `postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?options]` URL. Without a
-    /// password in the URL, `password` is used (the caller reads it from
-    /// `PGPASSWORD` or a password file). The URL's text never appears in an error.
+    /// Parses a `postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?options]` URL, with no
+    /// environment but `password` (used where the URL has none). See
+    /// [`PostgresTarget::from_url`].
+    #[cfg(test)]
     pub fn parse(url: &str, password: Option<&str>) -> Result<Self> {
-        let mut config: postgres::Config = url.parse().map_err(|_| {
-            Error::Host(anyhow::anyhow!(
-                "the database URL is not a valid postgres:// URL (expected postgres://USER@HOST:PORT/DB)"
-            ))
-        })?;
-        if config.get_password().is_none()
-            && let Some(password) = password
-        {
-            config.password(password);
-        }
+        Self::from_url(url, &|name| {
+            (name == "PGPASSWORD")
+                .then(|| password.map(str::to_string))
+                .flatten()
+        })
+    }
+
+    /// Parses a `postgres://` URL as libpq does: its options (TLS with libpq's
+    /// `sslmode`, `sslrootcert`, `sslcert`, `sslkey`; `passfile`; tokio-postgres's
+    /// own), and, where the URL says nothing, libpq's environment as `env` gives it
+    /// (`PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`, `PGSSLMODE`, …; see
+    /// `libpq.rs`). The URL's text never appears in an error; a certificate or key
+    /// file that cannot be read is named.
+    pub fn from_url(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
+        let libpq::Settings {
+            mut config,
+            tls,
+            passfile,
+        } = libpq::settings(url, env).map_err(|e| Error::Host(anyhow::Error::new(e)))?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
@@ -131,24 +154,24 @@ impl PostgresTarget {
         {
             config.target_session_attrs(postgres::config::TargetSessionAttrs::ReadWrite);
         }
-        Ok(Self::from_config(config))
+        Ok(Self::with_tls(config, tls, passfile))
     }
 
     /// Without a password yet (none in the URL, no `PGPASSWORD`), takes it from
     /// `password_file` (the configuration's; an unreadable one is an error), else
-    /// from the first line for this login in the libpq password file `pgpass`
-    /// (`PGPASSFILE`, else `~/.pgpass`; see [`credentials::pgpass_path`]).
+    /// from the first line for this login in libpq's password file (`passfile` in
+    /// the URL, `PGPASSFILE`, else `~/.pgpass`).
     pub(crate) fn password_from_files(
         mut self,
         password_file: Option<&std::path::Path>,
-        pgpass: Option<&std::path::Path>,
     ) -> Result<Self> {
+        let pgpass = self.passfile.clone();
         if self.config.get_password().is_some() {
             return Ok(self);
         }
         let password = match password_file {
             Some(path) => Some(credentials::read_password_file(path)?),
-            None => pgpass.and_then(|path| {
+            None => pgpass.as_deref().and_then(|path| {
                 let host = match self.config.get_hosts().first() {
                     Some(postgres::config::Host::Tcp(name)) => name.clone(),
                     #[cfg(unix)]
@@ -170,9 +193,21 @@ impl PostgresTarget {
         Ok(self)
     }
 
-    /// A target from a ready configuration (tests build one for a database of their
-    /// own).
+    /// A target from a ready configuration, without TLS (tests build one for a
+    /// database of their own).
     pub(crate) fn from_config(config: postgres::Config) -> Self {
+        let tls = tls::Connector::new(tls::SslMode::Disable, &tls::TlsFiles::default(), None)
+            .expect("sslmode=disable reads no file");
+        Self::with_tls(config, tls, None)
+    }
+
+    /// A target of `config` whose every session goes through `tls`.
+    fn with_tls(
+        mut config: postgres::Config,
+        tls: tls::Connector,
+        passfile: Option<PathBuf>,
+    ) -> Self {
+        tls.negotiate_in(&mut config);
         let ports = config.get_ports();
         let mut hosts: Vec<String> = config
             .get_hosts()
@@ -195,13 +230,32 @@ impl PostgresTarget {
                 ports.first().copied().unwrap_or(5432)
             ));
         }
+        // No user (none in the URL, no PGUSER) is the operating system's, as in libpq.
         let shown = format!(
-            "postgres://{}@{}/{}",
-            config.get_user().unwrap_or(""),
+            "postgres://{}{}/{}",
+            config
+                .get_user()
+                .map(|u| format!("{u}@"))
+                .unwrap_or_default(),
             hosts.join(","),
             config.get_dbname().unwrap_or("")
         );
-        Self { config, shown }
+        // A mode that must encrypt is named, so that a failed handshake says which.
+        let shown = match tls.required() {
+            Some(mode) => format!("{shown}?sslmode={mode}"),
+            None => shown,
+        };
+        Self {
+            config,
+            tls,
+            passfile,
+            shown,
+        }
+    }
+
+    /// A new session on the target's server, through its TLS connector.
+    fn connect(&self) -> std::result::Result<Client, postgres::Error> {
+        self.config.connect(self.tls.clone())
     }
 }
 
@@ -321,11 +375,7 @@ impl PostgresJournal {
     }
 
     fn connect(&self) -> Result<Client> {
-        let mut client = self
-            .target
-            .config
-            .connect(NoTls)
-            .map_err(|e| self.error(e))?;
+        let mut client = self.target.connect().map_err(|e| self.error(e))?;
         let synchronous = match self.durability {
             Durability::Full => "on",
             // Committed (visible, and kept by a killed host) but not waited for on
@@ -887,9 +937,12 @@ mod tests {
         };
         let dir = tempfile::tempdir().unwrap();
         let open = |password_file: Option<&std::path::Path>, pgpass: Option<&std::path::Path>| {
-            PostgresTarget::parse(&url, None)
-                .and_then(|t| t.password_from_files(password_file, pgpass))
-                .and_then(|t| PostgresJournal::open(t, Durability::Full))
+            let pgpass = pgpass.map(|p| p.display().to_string());
+            PostgresTarget::from_url(&url, &|name| {
+                (name == "PGPASSFILE").then(|| pgpass.clone()).flatten()
+            })
+            .and_then(|t| t.password_from_files(password_file))
+            .and_then(|t| PostgresJournal::open(t, Durability::Full))
         };
         let shown = |err: &Error| {
             let mut shown = format!("{err} {err:?}");
@@ -1021,7 +1074,7 @@ mod tests {
         open().unwrap();
         // Opening again at the same version is fine (the opposite case).
         open().unwrap();
-        let mut client = config.connect(NoTls).unwrap();
+        let mut client = config.connect(postgres::NoTls).unwrap();
         client
             .execute(
                 "UPDATE justonce_schema SET version = $1",

@@ -221,20 +221,7 @@ fn start_in(bin: &Path, dir: &Path) -> Result<Cluster, String> {
         "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300",
         dir.display()
     );
-    run(
-        as_root,
-        &bin.join("pg_ctl"),
-        &[
-            "-D",
-            &data.to_string_lossy(),
-            "-o",
-            &options,
-            "-l",
-            &dir.join("log").to_string_lossy(),
-            "-w",
-            "start",
-        ],
-    )?;
+    ctl_start(as_root, bin, &data, &options, &dir.join("log"))?;
     stop_at_exit(as_root, bin, dir, &data);
     Ok(Cluster {
         host: "127.0.0.1".into(),
@@ -242,6 +229,54 @@ fn start_in(bin: &Path, dir: &Path) -> Result<Cluster, String> {
         user: user.into(),
         admin_db: "postgres".into(),
     })
+}
+
+/// `pg_ctl start` of the cluster in `data` with the server's `options`, its log in
+/// `log`; returns once it takes connections.
+fn ctl_start(
+    as_root: bool,
+    bin: &Path,
+    data: &Path,
+    options: &str,
+    log: &Path,
+) -> Result<(), String> {
+    run(
+        as_root,
+        &bin.join("pg_ctl"),
+        &[
+            "-D",
+            &data.to_string_lossy(),
+            "-o",
+            options,
+            "-l",
+            &log.to_string_lossy(),
+            "-w",
+            "start",
+        ],
+    )
+}
+
+/// The server binaries for `test`, which starts servers of its own; `None` (after
+/// printing why `test` is skipped) where there are none. Panics under `CI=true`
+/// instead.
+fn server_binaries_for(test: &str) -> Option<PathBuf> {
+    let found = server_binaries();
+    if found.is_none() {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true and no PostgreSQL server binaries for {test}");
+        }
+        eprintln!("skipped (no PostgreSQL server binaries): {test}");
+    }
+    found
+}
+
+/// A directory under the temporary directory, `PREFIX-PID-N`, N from `next`.
+fn numbered_dir(prefix: &str, next: &AtomicU32) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        next.fetch_add(1, Ordering::SeqCst)
+    ))
 }
 
 fn server_binaries() -> Option<PathBuf> {
@@ -345,18 +380,8 @@ static NEXT_PAIR: AtomicU32 = AtomicU32::new(0);
 /// `CI=true` instead. `JUSTONCE_TEST_PG_URL` does not help here: a failover needs
 /// servers the test may kill.
 pub fn replicated(test: &str, synchronous: bool) -> Option<Replicated> {
-    let Some(bin) = server_binaries() else {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("CI=true and no PostgreSQL server binaries for {test}");
-        }
-        eprintln!("skipped (no PostgreSQL server binaries): {test}");
-        return None;
-    };
-    let dir = std::env::temp_dir().join(format!(
-        "justonce-pg-pair-{}-{}",
-        std::process::id(),
-        NEXT_PAIR.fetch_add(1, Ordering::SeqCst)
-    ));
+    let bin = server_binaries_for(test)?;
+    let dir = numbered_dir("justonce-pg-pair", &NEXT_PAIR);
     match start_pair(&bin, &dir, synchronous) {
         Ok(pair) => Some(pair),
         Err(why) => {
@@ -446,20 +471,7 @@ fn start_pair(bin: &Path, dir: &Path, synchronous: bool) -> Result<Replicated, S
 
 impl Replicated {
     fn ctl_start(&self, data: &Path, options: &str, log: &str) -> Result<(), String> {
-        run(
-            self.as_root,
-            &self.bin.join("pg_ctl"),
-            &[
-                "-D",
-                &data.to_string_lossy(),
-                "-o",
-                options,
-                "-l",
-                &self.dir.join(log).to_string_lossy(),
-                "-w",
-                "start",
-            ],
-        )
+        ctl_start(self.as_root, &self.bin, data, options, &self.dir.join(log))
     }
 
     fn url_of(&self, port: u16) -> String {
@@ -555,6 +567,133 @@ impl Drop for Replicated {
                 .current_dir("/")
                 .output();
         }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A server of its own that takes TLS connections alone (`hostssl` lines only in
+/// its `pg_hba.conf`), for the TLS tests. Roles: `postgres` (trusted),
+/// [`PASSWORD_ROLE`] (with [`PASSWORD`]) and [`CERT_ROLE`] (by a client certificate
+/// of the authority the server was given). Stopped, and its directory removed, when
+/// dropped (and, failing that, when the test binary exits).
+#[derive(Debug)]
+pub struct TlsServer {
+    bin: PathBuf,
+    dir: PathBuf,
+    as_root: bool,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+}
+
+/// The role of [`TlsServer`] that logs in by a client certificate (its common name).
+pub const CERT_ROLE: &str = "justonce_cert";
+
+static NEXT_TLS: AtomicU32 = AtomicU32::new(0);
+
+/// A fresh [`TlsServer`] whose certificate and key are the PEM files `cert` and
+/// `key`, and which trusts client certificates of the authority `client_ca`; `None`
+/// (after printing why `test` is skipped) where there are no PostgreSQL server
+/// binaries. Panics under `CI=true` instead.
+pub fn tls_server(test: &str, cert: &Path, key: &Path, client_ca: &Path) -> Option<TlsServer> {
+    let bin = server_binaries_for(test)?;
+    let dir = numbered_dir("justonce-pg-tls", &NEXT_TLS);
+    match start_tls(&bin, &dir, cert, key, client_ca) {
+        Ok(server) => Some(server),
+        Err(why) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            panic!("cannot start a TLS server for {test}: {why}");
+        }
+    }
+}
+
+fn start_tls(
+    bin: &Path,
+    dir: &Path,
+    cert: &Path,
+    key: &Path,
+    client_ca: &Path,
+) -> Result<TlsServer, String> {
+    let as_root = fresh_dir(dir)?;
+    let data = dir.join("data");
+    let server = TlsServer {
+        bin: bin.to_path_buf(),
+        dir: dir.to_path_buf(),
+        as_root,
+        port: free_port()?,
+    };
+    initdb(as_root, bin, &data)?;
+    let copy = |from: &Path, to: &str| {
+        let to = data.join(to);
+        std::fs::copy(from, &to).map_err(|e| format!("{}: {e}", from.display()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| format!("{}: {e}", to.display()))?;
+        }
+        Ok::<_, String>(())
+    };
+    copy(cert, "server.crt")?;
+    copy(key, "server.key")?;
+    copy(client_ca, "root.crt")?;
+    // No `host` line: a session without TLS finds no entry and is refused.
+    let hba = format!(
+        "local all all trust\n\
+         hostssl all {CERT_ROLE} 127.0.0.1/32 cert\n\
+         hostssl all {PASSWORD_ROLE} 127.0.0.1/32 scram-sha-256\n\
+         hostssl all all 127.0.0.1/32 trust\n"
+    );
+    std::fs::write(data.join("pg_hba.conf"), hba).map_err(|e| e.to_string())?;
+    if as_root {
+        let status = Command::new("chown")
+            .args(["-R", "postgres:postgres"])
+            .arg(&data)
+            .status()
+            .map_err(|e| format!("chown: {e}"))?;
+        if !status.success() {
+            return Err("cannot give the certificates to the postgres user".into());
+        }
+    }
+    stop_at_exit(as_root, bin, dir, &data);
+    let options = format!(
+        "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c ssl=on \
+         -c ssl_cert_file=server.crt -c ssl_key_file=server.key -c ssl_ca_file=root.crt",
+        server.port,
+        dir.display()
+    );
+    ctl_start(as_root, bin, &data, &options, &dir.join("log"))?;
+    let literal = PASSWORD.replace('\'', "''");
+    server
+        .local()
+        .map_err(|e| e.to_string())?
+        .batch_execute(&format!(
+            "CREATE ROLE {PASSWORD_ROLE} LOGIN PASSWORD '{literal}';
+             CREATE ROLE {CERT_ROLE} LOGIN;"
+        ))
+        .map_err(|e| e.to_string())?;
+    Ok(server)
+}
+
+impl TlsServer {
+    /// A session of `postgres` over the server's Unix socket (no TLS there).
+    pub fn local(&self) -> Result<postgres::Client, postgres::Error> {
+        postgres::Config::new()
+            .host_path(&self.dir)
+            .port(self.port)
+            .user("postgres")
+            .dbname("postgres")
+            .connect(postgres::NoTls)
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let _ = command(self.as_root, &self.bin.join("pg_ctl"))
+            .args(["-D"])
+            .arg(self.dir.join("data"))
+            .args(["stop", "-m", "immediate"])
+            .current_dir("/")
+            .output();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
