@@ -295,7 +295,8 @@ impl McpEndpoint {
                     ));
                 }
                 let resumed = Session::resume(tools, scoping, entry.era, entry.log_level)
-                    .eliciting(entry.elicits);
+                    .eliciting(entry.elicits)
+                    .with_upstreams(server.upstreams());
                 found = Some(entry);
                 (resumed, false)
             }
@@ -303,9 +304,15 @@ impl McpEndpoint {
                 if let Some(why) = routing_mismatch(head, method, params) {
                     return Answer::Ready(refusal(400, Some(id), ErrorCode::HEADER_MISMATCH, &why));
                 }
-                (Session::new(tools, scoping), false)
+                (
+                    Session::new(tools, scoping).with_upstreams(server.upstreams()),
+                    false,
+                )
             }
-            None if method == "initialize" => (Session::new(tools, scoping), true),
+            None if method == "initialize" => (
+                Session::new(tools, scoping).with_upstreams(server.upstreams()),
+                true,
+            ),
             // A request that names a stateless revision in its header but carries no
             // envelope (or one without its version) has invalid params, as the
             // revision says (-32602), not an invalid request for want of a session.
