@@ -4,9 +4,11 @@
 //! upstream `tools/call` (DESIGN.md, "Upstream MCP servers"): the guard journals the
 //! effect before it is sent, and [`UpstreamProvider`] sends it with its effect key in
 //! `_meta["dev.justonce/idempotency-key"]`. This module holds what is not the guard:
-//! the configuration of one upstream ([`UpstreamConfig`]), the process that serves it,
-//! started on first use and started again after it ended ([`Upstream`]), the tools it
-//! lists, and the provider.
+//! the configuration of one upstream ([`UpstreamConfig`]), the process or session
+//! that serves it ([`Upstream`]), started and started again after it ended by a
+//! supervisor of its own, off every request's path (`supervisor`), where it stands
+//! ([`UpstreamState`]), the tools it lists, the index that finds a tool's upstream
+//! ([`Upstreams`]), and the provider.
 
 mod client;
 mod connection;

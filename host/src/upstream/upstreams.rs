@@ -169,3 +169,62 @@ impl Upstreams {
         Some((Arc::clone(&self.upstreams[*position]), tool.clone()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::upstream::UpstreamConfig;
+
+    /// A stdio upstream that answers `initialize` and lists `pay`, then reads on.
+    fn healthy() -> Arc<Upstream> {
+        let script = r#"read -r l; echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"t","version":"0"}}}'; read -r l; read -r l; echo '{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"pay","inputSchema":{"type":"object"}}]}}'; while read -r l; do :; done"#;
+        let config = UpstreamConfig::command(vec!["sh".into(), "-c".into(), script.into()]);
+        Arc::new(Upstream::new("healthy", config))
+    }
+
+    /// An upstream over HTTP that accepts the connection and never answers; told on
+    /// `accepted` once it holds one (the upstream is then waiting on it).
+    fn hung() -> (Arc<Upstream>, std::sync::mpsc::Receiver<()>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut config =
+            UpstreamConfig::url(format!("http://{}/mcp", listener.local_addr().unwrap()));
+        config.prefix = "hung_".into();
+        config.timeout = Duration::from_secs(600);
+        let (accepted, told) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for stream in listener.incoming() {
+                held.push(stream);
+                let _ = accepted.send(());
+            }
+        });
+        (Arc::new(Upstream::new("hung", config)), told)
+    }
+
+    #[test]
+    fn a_hung_upstream_first_in_the_file_holds_up_no_lookup_of_another() {
+        let (hung, accepted) = hung();
+        let healthy = healthy();
+        let upstreams = Upstreams::new(vec![Arc::clone(&hung), Arc::clone(&healthy)]);
+        upstreams.start();
+        accepted.recv().unwrap();
+        let bound = Instant::now() + Duration::from_secs(60); // a hang's bound
+        assert!(healthy.wait_ready(bound), "{:?}", healthy.state());
+
+        // Looked up while `hung` waits on its `initialize`.
+        let offered: Vec<String> = upstreams.tools().into_iter().map(|t| t.name).collect();
+        assert_eq!(offered, ["pay"]);
+        assert!(matches!(upstreams.find("pay"), Lookup::Ready(u, _) if u.name() == "healthy"));
+        match upstreams.find("hung_refund") {
+            Lookup::Down(upstream, state) => {
+                assert_eq!(upstream.name(), "hung");
+                assert_eq!(state.name(), "starting");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(upstreams.find("refund"), Lookup::Unknown));
+        assert_eq!(hung.state().name(), "starting", "still hung");
+    }
+}
