@@ -34,12 +34,12 @@ impl Gate {
         Self { path }
     }
 
-    /// Lets the reader through: a FIFO opened for reading and writing never blocks
-    /// (Linux), and closing it is the reader's end of input.
+    /// Lets the reader through: opening the FIFO for writing waits for its reader
+    /// (the upstream got as far as the gate), and closing it is the reader's end of
+    /// input.
     fn open(&self) {
         drop(
             std::fs::OpenOptions::new()
-                .read(true)
                 .write(true)
                 .open(&self.path)
                 .expect("open the gate"),
@@ -48,8 +48,13 @@ impl Gate {
 }
 
 impl Drop for Gate {
+    /// Lets a reader that may be waiting through without waiting for one: a FIFO
+    /// opened for reading and writing never blocks (Linux).
     fn drop(&mut self) {
-        self.open();
+        let _ = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path);
     }
 }
 
@@ -174,4 +179,90 @@ fn a_hung_upstream_holds_up_neither_initialize_nor_another_upstreams_tools() {
         "later 2\n",
         "the refused call never ran"
     );
+}
+
+/// The ledger crashes (it exits after appending, before it answers) and its restart
+/// is held at the gate: while it is down, a retry of a call it answered before is
+/// replayed from the journal, and a new call of its tool is refused at once,
+/// `not_performed`, naming it and what ended it, and never sent; once the gate
+/// opens, its tools come back (told by list_changed) and the same call goes through.
+#[test]
+fn a_crashed_upstream_held_down_refuses_new_calls_at_once_and_replays_answered_ones() {
+    let Some(python) = needed("Python with the MCP SDK", &python()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let gate = Gate::new(dir.path());
+    let ledger = dir.path().join("ledger");
+    // Its first start runs at once; every later one waits at the gate.
+    let script = format!(
+        "if [ -e '{started}' ]; then cat '{gate}' > /dev/null; fi; touch '{started}'; exec '{python}' '{LEDGER}' '{ledger}'",
+        started = dir.path().join("started").display(),
+        gate = gate.path.display(),
+        python = python.display(),
+        ledger = ledger.display(),
+    );
+    std::fs::write(
+        dir.path().join("justonce.toml"),
+        format!(
+            "[upstreams.ledger]\ncommand = [\"sh\", \"-c\", {script:?}]\ntimeout_ms = 600000\n"
+        ),
+    )
+    .unwrap();
+    let mut server = McpProcess::spawn(
+        &dir.path().join("state.db"),
+        &["--conversation", "conv-held"],
+        "warn",
+    );
+    server.client.initialize(VERSION);
+    server.client.wait_for_upstreams();
+    let first = server
+        .client
+        .call("append", json!({ "line": "a" }), json!({}));
+    assert_eq!(first["result"]["isError"], false, "{first}");
+    let crashed = server.client.call(
+        "append",
+        json!({ "line": "b", "lose_first": true }),
+        json!({}),
+    );
+    assert_eq!(
+        crashed["result"]["structuredContent"]["error"]["kind"], "outcome_unknown",
+        "{crashed}"
+    );
+
+    // Down, its restart held at the gate.
+    let again = server
+        .client
+        .call("append", json!({ "line": "a" }), json!({}));
+    assert_eq!(
+        again["result"]["_meta"]["dev.justonce/replayed"], true,
+        "answered from the journal: {again}"
+    );
+    let refused = server
+        .client
+        .call("append", json!({ "line": "c" }), json!({}));
+    let error = &refused["result"]["structuredContent"]["error"];
+    assert_eq!(error["kind"], "not_performed", "{refused}");
+    assert_eq!(error["retry_safe"], true, "{refused}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("the upstream `ledger` is") && message.contains("its output closed"),
+        "{message}"
+    );
+    let listed = server.client.request("tools/list", json!({}));
+    assert_eq!(
+        listed["result"]["_meta"]["dev.justonce/upstreams"]["ledger"]["state"], "failing",
+        "{listed}"
+    );
+    let calls = |ledger: &Path| std::fs::read_to_string(ledger.with_extension("calls")).unwrap();
+    assert!(!calls(&ledger).contains("\"c\""), "never sent");
+
+    gate.open();
+    server.client.wait_for_upstreams();
+    let through = server
+        .client
+        .call("append", json!({ "line": "c" }), json!({}));
+    assert_eq!(through["result"]["isError"], false, "{through}");
+    assert_eq!(std::fs::read_to_string(&ledger).unwrap(), "a\nb\nc\n");
+    assert_eq!(calls(&ledger).matches("\"c\"").count(), 1, "sent once");
 }

@@ -27,9 +27,10 @@ impl Runner for GatewayRunner {
         if let Some(tool) = self.wasm.tool(name) {
             return Some(tool);
         }
-        let Lookup::Ready(_, tool) = self.upstreams.find(name) else {
-            return None;
-        };
+        // A tool it listed, whatever its upstream's state now: a retry of a call
+        // answered before is replayed from the journal while the upstream is down,
+        // and one that is to be sent is refused by its provider, nothing sent.
+        let (_, tool) = self.upstreams.known(name)?;
         Some(ToolSpec {
             name: Arc::from(tool.name.as_str()),
             input_schema: Arc::clone(&tool.input_schema),
@@ -45,6 +46,7 @@ impl Runner for GatewayRunner {
         if self.wasm.tool(name).is_some() {
             return None;
         }
+        // A name no upstream listed that one which never listed may offer.
         match self.upstreams.find(name) {
             Lookup::Down(upstream, state) => Some(state.describe(upstream.name())),
             Lookup::Ready(..) | Lookup::Unknown => None,

@@ -39,6 +39,10 @@ pub(crate) enum ClientError {
     /// Nothing was sent: the process is gone or its input is closed.
     #[error("not sent: {0}")]
     NotSent(String),
+    /// Nothing was sent: the upstream is not ready (starting, or failing until its
+    /// supervisor starts it again); the text names it and its state.
+    #[error("not sent: {0}")]
+    Down(String),
     /// Sent, and no answer came (the process ended, or the timeout passed): the
     /// request may or may not have taken effect.
     #[error("no answer: {0}")]

@@ -333,7 +333,7 @@ impl Upstream {
                 None => false,
             };
             if !waiting && !status.state.is_ready() {
-                return Err(ClientError::NotSent(status.state.describe(&self.name)));
+                return Err(ClientError::Down(status.state.describe(&self.name)));
             }
         }
     }
@@ -1018,12 +1018,13 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
                 other => panic!("{refused}: {other:?}"),
             }
         }
-        // The opposite case: an offered tool is sent (here, to a server that cannot
-        // start: nothing was sent, worth retrying).
+        // The opposite case: an offered tool is sent (here, to a server that is not
+        // ready: refused at once naming its state, nothing sent, left to its
+        // supervisor rather than retried within the call).
         match read("create") {
             Err(ProviderError::NotPerformed { reason, retry }) => {
-                assert!(retry, "{reason}");
-                assert!(!reason.contains("is not a tool"), "{reason}");
+                assert!(!retry, "{reason}");
+                assert!(reason.contains("the upstream `u` is starting"), "{reason}");
             }
             other => panic!("create: {other:?}"),
         }

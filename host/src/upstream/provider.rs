@@ -60,6 +60,13 @@ impl UpstreamProvider {
                 reason,
                 retry: true,
             }),
+            // Its upstream is down: refused at once, not retried within the call
+            // (its supervisor, not this call, starts it again); the call is left
+            // resumable, and goes through once the upstream is ready.
+            Err(ClientError::Down(reason)) => Err(ProviderError::NotPerformed {
+                reason,
+                retry: false,
+            }),
             Err(ClientError::Lost(reason)) => Err(ProviderError::Unknown(reason)),
             // The host's configuration, not the call: nothing saved, the call resumable.
             Err(ClientError::Misconfigured(reason)) => Err(ProviderError::NotPerformed {

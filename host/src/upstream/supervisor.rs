@@ -226,7 +226,9 @@ fn supervise(weak: &Weak<Upstream>, shared: &Shared) {
             }
             Err(e) => {
                 let error = match e {
-                    ClientError::NotSent(reason) | ClientError::Misconfigured(reason) => reason,
+                    ClientError::NotSent(reason)
+                    | ClientError::Down(reason)
+                    | ClientError::Misconfigured(reason) => reason,
                     other => other.to_string(),
                 };
                 tracing::warn!(target: "justonce::upstream", upstream = %upstream.name(), "did not start: {error}");
