@@ -345,7 +345,7 @@ impl Upstream {
         let connection = self.connect(number, me).map_err(ClientError::NotSent)?;
         match connection.initialize(self.config.timeout) {
             Ok(_) => {}
-            // Its credentials or `url` refused: the configuration, not a crash.
+            // Its credentials or `url` refused: told as such, not as no answer.
             Err(ClientError::Misconfigured(reason)) => {
                 return Err(ClientError::Misconfigured(reason));
             }
