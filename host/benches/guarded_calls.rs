@@ -29,7 +29,9 @@
 //!     `guarded_calls/lang.rs`);
 //! 11. the gateway's added latency: a tool of an upstream MCP server over stdio,
 //!     called directly and through a `justonce serve` that offers it, fresh and
-//!     replayed (`JUSTONCE_BENCH_ONLY=gateway`; see `guarded_calls/gateway.rs`).
+//!     replayed, and with an upstream that hangs beside it: `serve`'s `initialize`
+//!     and `tools/list`, a refused call of the hung one's tool, a call of the other's
+//!     (`JUSTONCE_BENCH_ONLY=gateway`; see `guarded_calls/gateway.rs`).
 //!
 //! (2) and (3) are also printed against their floors, the bare guest plus the journal
 //! writes the contract requires with the journal's own rows, and (6) against its

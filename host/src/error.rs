@@ -31,6 +31,20 @@ pub enum Error {
         available: String,
     },
 
+    /// The tool is one the host offers at times but cannot call now: an upstream MCP
+    /// server's, while that server is starting or failing. Nothing was sent or
+    /// stored; the same call may be retried (it goes through once the server is
+    /// ready).
+    #[error(
+        "`{tool}` was not performed: {reason}; nothing was sent or saved, and the same call may be retried"
+    )]
+    Unavailable {
+        /// The name that was asked for.
+        tool: String,
+        /// Why, naming the server and its state or last error.
+        reason: String,
+    },
+
     /// The arguments were rejected before the tool ran. Nothing was stored.
     #[error("invalid arguments for `{tool}`: {reason}")]
     InvalidArguments {
@@ -304,7 +318,7 @@ impl Error {
             Self::InProgress { .. } => "in_progress",
             Self::Busy { .. } => "busy",
             Self::OutcomeUnknown { .. } => "outcome_unknown",
-            Self::NotPerformed { .. } => "not_performed",
+            Self::NotPerformed { .. } | Self::Unavailable { .. } => "not_performed",
             Self::Divergence { .. } => "divergence",
             Self::InputRequired { .. } => "input_required",
             Self::InputUnavailable { .. } => "input_unavailable",
@@ -334,6 +348,7 @@ impl Error {
                 | Self::Busy { .. }
                 | Self::OutcomeUnknown { .. }
                 | Self::NotPerformed { .. }
+                | Self::Unavailable { .. }
                 | Self::InputRequired { .. }
                 | Self::InputUnavailable { .. }
                 | Self::LeaseLost { .. }

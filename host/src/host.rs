@@ -69,15 +69,32 @@ impl Host {
         self
     }
 
-    /// The tools of the upstream MCP servers (`[upstreams.NAME]`), each listed from
-    /// its server (which starts it, on first use). An upstream that cannot list its
-    /// tools offers none; its error is logged.
+    /// The tools of the upstream MCP servers (`[upstreams.NAME]`) that are ready. If
+    /// no one called [`Host::start_upstreams`], the first use starts them all (in
+    /// parallel) and waits for each one's first start, as a command that runs one
+    /// call expects; after it, nothing waits. An upstream that is not ready offers
+    /// none; its error is logged.
     pub fn upstream_tools(&self) -> Vec<UpstreamTool> {
         self.upstreams.tools()
     }
 
-    /// Calls `listener` (on a thread of its own) each time an upstream says its tools
-    /// changed; [`Host::upstream_tools`] then lists them again.
+    /// Starts every upstream's supervisor, in parallel, without waiting for any
+    /// (`serve` does, before it answers anything): each one's tools are offered
+    /// once it is ready, and its calls refused at once while it is not.
+    pub fn start_upstreams(&self) {
+        self.upstreams.start();
+    }
+
+    /// Each upstream's name and where it stands now.
+    pub fn upstream_states(&self) -> Vec<(String, crate::upstream::UpstreamState)> {
+        self.upstreams
+            .iter()
+            .map(|u| (u.name().to_owned(), u.state()))
+            .collect()
+    }
+
+    /// Calls `listener` each time an upstream's offered tools may have changed (it
+    /// became ready, went down, or said so); [`Host::upstream_tools`] then has them.
     pub(crate) fn on_upstream_tools_changed(&self, listener: Arc<dyn Fn() + Send + Sync>) {
         for upstream in self.upstreams.iter() {
             upstream.on_tools_changed(Arc::clone(&listener));

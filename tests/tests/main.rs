@@ -43,6 +43,8 @@ mod mcp_frameworks;
 mod mcp_gateway;
 // An upstream that echoes the credentials it was handed (skipped without the SDK, but under CI=true).
 mod mcp_gateway_credentials;
+// An upstream that hangs beside a healthy one (skipped without the SDK, but under CI=true).
+mod mcp_gateway_hung;
 mod mcp_hidden;
 mod mcp_http;
 mod mcp_http_cli;

@@ -124,6 +124,8 @@ impl Gateway {
         all.extend_from_slice(args);
         let mut server = McpProcess::spawn(&self.dir.path().join("state.db"), &all, "warn");
         server.client.initialize(VERSION);
+        // `initialize` waits for no upstream: each one's tools come once it is ready.
+        server.client.wait_for_upstreams();
         server
     }
 
@@ -456,9 +458,7 @@ fn a_crash_mid_call_of_an_unkeyed_tool_is_outcome_unknown_and_the_server_restart
         "{answer}"
     );
     assert_eq!(gateway.ledger_state().1.len(), 1, "not sent again");
-    let next = server
-        .client
-        .call("append", json!({ "line": "shipped order 2" }), json!({}));
+    let next = call_when_ready(&mut server, "append", json!({ "line": "shipped order 2" }));
     assert_eq!(
         next["result"]["isError"], false,
         "the server was restarted: {next}"
@@ -467,6 +467,19 @@ fn a_crash_mid_call_of_an_unkeyed_tool_is_outcome_unknown_and_the_server_restart
         gateway.ledger_state().0,
         ["shipped order 1", "shipped order 2"]
     );
+}
+
+/// `tools/call` of `tool`, sent again each time it is refused `not_performed` (its
+/// upstream is starting again after a crash: nothing was sent) once the server said
+/// its tools changed, as an agent does.
+fn call_when_ready(server: &mut McpProcess, tool: &str, arguments: Value) -> Value {
+    loop {
+        let answer = server.client.call(tool, arguments.clone(), json!({}));
+        if answer["result"]["structuredContent"]["error"]["kind"] != "not_performed" {
+            return answer;
+        }
+        server.client.wait_for_list_changed();
+    }
 }
 
 /// An upstream's own error result (`isError`) is the call's outcome: answered as the

@@ -68,6 +68,7 @@ impl Served {
         let mut client = McpClient::new(child.stdin.take().unwrap(), child.stdout.take().unwrap());
         let log = lines_of(child.stderr.take().unwrap());
         client.initialize(VERSION);
+        client.wait_for_upstreams();
         Self {
             client,
             child,

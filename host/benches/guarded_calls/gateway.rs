@@ -9,10 +9,13 @@
 //! handed); a replayed one is answered by the gateway alone.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::{HttpMcp, Mcp, StdioMcp, justonce_bin, median, percentile, sample, scaled, tools_dir};
+use super::{
+    HttpMcp, Mcp, StdioMcp, justonce_bin, median, micros, percentile, sample, scaled, tools_dir,
+};
 
 /// Figure (11), printed: `JUSTONCE_BENCH_ONLY=gateway` runs it alone.
 pub(super) fn figures(dir: &Path) {
@@ -43,6 +46,8 @@ pub(super) fn figures(dir: &Path) {
     let mut direct = StdioMcp::start(&upstream_dir);
     let mut gateway = StdioMcp::start(&gateway_dir);
     let stdio = measure(&mut direct, &mut gateway, calls);
+    drop(gateway);
+    let hung = hung_beside(dir, &command);
 
     // The same upstream over Streamable HTTP (a bearer token, a session).
     let http_upstream_dir = dir.join("gateway-upstream-http");
@@ -82,6 +87,7 @@ pub(super) fn figures(dir: &Path) {
             );
         }
     }
+    print_hung(hung);
     println!(
         "\nA fresh call through the gateway is the direct call plus the gateway's own journal record and effect (each committed with the CLI's durability) and a hop over a pipe; a replayed one never reaches the upstream."
     );
@@ -95,7 +101,8 @@ fn measure(
     gateway: &mut dyn Mcp,
     calls: usize,
 ) -> [(&'static str, Vec<f64>, Vec<f64>); 2] {
-    // The upstream's first call starts (or connects to) it.
+    // `serve` answers before its upstreams are ready: their tools come after.
+    wait_ready(gateway);
     gateway.call("up_echo", json!({ "message": "warm" }));
     direct.call("echo", json!({ "message": "again" }));
     gateway.call("up_echo", json!({ "message": "again" }));
@@ -119,4 +126,147 @@ fn measure(
         ("fresh", direct_fresh, gateway_fresh),
         ("replayed", direct_replayed, gateway_replayed),
     ]
+}
+
+/// Waits (polling `tools/list`, whose `_meta["dev.justonce/upstreams"]` says where
+/// each upstream stands) until every upstream of `gateway` is ready.
+fn wait_ready(gateway: &mut dyn Mcp) {
+    let bound = Instant::now() + Duration::from_secs(120);
+    loop {
+        let listed = gateway.request("tools/list", json!({}));
+        let states = &listed["result"]["_meta"]["dev.justonce/upstreams"];
+        let ready = states
+            .as_object()
+            .is_none_or(|states| states.values().all(|u| u["state"] == "ready"));
+        if ready {
+            return;
+        }
+        assert!(
+            Instant::now() < bound,
+            "the upstreams did not start: {listed}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The samples of (11)'s second table, in µs: `serve` started to its `initialize`
+/// answer and its first `tools/list`, with the echo upstream alone and with a hung
+/// one written before it; a call of the hung one's tool (refused) and of the echo
+/// upstream's while it hangs.
+struct Hung {
+    initialize_alone: Vec<f64>,
+    initialize_hung: Vec<f64>,
+    list_hung: Vec<f64>,
+    refused: Vec<f64>,
+    healthy: Vec<f64>,
+}
+
+/// (11)'s hung upstream: one over HTTP that accepts and never answers (its
+/// `timeout_ms` far past the bench), written before the echo upstream `command`.
+fn hung_beside(dir: &Path, command: &[String]) -> Hung {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("its address");
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            held.push(stream);
+        }
+    });
+    let up = format!(
+        "[upstreams.up]\ncommand = {}\nprefix = \"up_\"\n",
+        serde_json::to_string(command).expect("a JSON array is a TOML array")
+    );
+    let hung = format!(
+        "[upstreams.hung]\nurl = \"http://{addr}/mcp\"\nprefix = \"hung_\"\ntimeout_ms = 3600000\n"
+    );
+    let (alone_dir, hung_dir) = (dir.join("gateway-alone"), dir.join("gateway-hung"));
+    for (dir, toml) in [
+        (&alone_dir, up.clone()),
+        (&hung_dir, format!("{hung}\n{up}")),
+    ] {
+        std::fs::create_dir_all(dir).expect("gateway dir");
+        std::fs::write(dir.join("justonce.toml"), toml).expect("write justonce.toml");
+    }
+    let mut figures = Hung {
+        initialize_alone: Vec::new(),
+        initialize_hung: Vec::new(),
+        list_hung: Vec::new(),
+        refused: Vec::new(),
+        healthy: Vec::new(),
+    };
+    for _ in 0..scaled(10).max(1) {
+        let started = Instant::now();
+        drop(StdioMcp::start(&alone_dir));
+        figures.initialize_alone.push(micros(started.elapsed()));
+        let started = Instant::now();
+        let mut gateway = StdioMcp::start(&hung_dir);
+        figures.initialize_hung.push(micros(started.elapsed()));
+        figures.list_hung.extend(sample(1, |_| {
+            gateway.request("tools/list", json!({}));
+        }));
+    }
+    let mut gateway = StdioMcp::start(&hung_dir);
+    let bound = Instant::now() + Duration::from_secs(120);
+    // The echo upstream ready, the hung one not.
+    loop {
+        let listed = gateway.request("tools/list", json!({}));
+        if listed["result"]["_meta"]["dev.justonce/upstreams"]["up"]["state"] == "ready" {
+            break;
+        }
+        assert!(Instant::now() < bound, "the echo upstream did not start");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    for round in 0..scaled(300) {
+        figures.refused.extend(sample(1, |_| {
+            let refused = gateway.request(
+                "tools/call",
+                json!({ "name": "hung_echo", "arguments": { "message": "x" } }),
+            );
+            assert_eq!(
+                refused["result"]["structuredContent"]["error"]["kind"], "not_performed",
+                "{refused}"
+            );
+        }));
+        figures.healthy.extend(sample(1, |_| {
+            gateway.call("up_echo", json!({ "message": format!("h{round}") }));
+        }));
+    }
+    figures
+}
+
+/// Prints (11)'s second table.
+fn print_hung(mut hung: Hung) {
+    println!(
+        "\nWith an upstream that accepts and never answers written first (upstreams live off the request path):\n\n| what | median (p10–p90) | samples |\n| --- | --- | --- |"
+    );
+    for (what, samples) in [
+        (
+            "`serve` started to `initialize` answered, the echo upstream alone",
+            &mut hung.initialize_alone,
+        ),
+        (
+            "the same with the hung upstream first",
+            &mut hung.initialize_hung,
+        ),
+        (
+            "`tools/list` right after, the hung one starting",
+            &mut hung.list_hung,
+        ),
+        (
+            "a call of the hung one's tool: refused `not_performed`",
+            &mut hung.refused,
+        ),
+        (
+            "a fresh call of the echo upstream's tool meanwhile",
+            &mut hung.healthy,
+        ),
+    ] {
+        println!(
+            "| {what} | {:.1} µs ({:.1}–{:.1}) | {} |",
+            median(samples),
+            percentile(samples, 0.1),
+            percentile(samples, 0.9),
+            samples.len()
+        );
+    }
 }

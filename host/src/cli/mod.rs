@@ -335,6 +335,7 @@ pub fn exit_code(error: &Error) -> u8 {
         | Error::Busy { .. }
         | Error::OutcomeUnknown { .. }
         | Error::NotPerformed { .. }
+        | Error::Unavailable { .. }
         | Error::InputRequired { .. }
         | Error::InputUnavailable { .. }
         | Error::LeaseLost { .. } => exit::RETRY_SAFE,

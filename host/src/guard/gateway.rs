@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::runner::{Runner, ToolSpec, WasmRunner};
 use crate::runtime::{EffectFailure, EffectHandler, GuestOutcome, GuestToolError, TrapReason};
-use crate::upstream::Upstreams;
+use crate::upstream::{Lookup, Upstreams};
 
 /// The code of the tool error an upstream tool's call answers when the host refused
 /// its upstream call before sending it (a `tasks/cancel`).
@@ -27,7 +27,10 @@ impl Runner for GatewayRunner {
         if let Some(tool) = self.wasm.tool(name) {
             return Some(tool);
         }
-        let (_, tool) = self.upstreams.find(name)?;
+        // A tool it listed, whatever its upstream's state now: a retry of a call
+        // answered before is replayed from the journal while the upstream is down,
+        // and one that is to be sent is refused by its provider, nothing sent.
+        let (_, tool) = self.upstreams.known(name)?;
         Some(ToolSpec {
             name: Arc::from(tool.name.as_str()),
             input_schema: Arc::clone(&tool.input_schema),
@@ -37,6 +40,17 @@ impl Runner for GatewayRunner {
             component: None,
             loaded: None,
         })
+    }
+
+    fn unavailable(&self, name: &str) -> Option<String> {
+        if self.wasm.tool(name).is_some() {
+            return None;
+        }
+        // A name no upstream listed that one which never listed may offer.
+        match self.upstreams.find(name) {
+            Lookup::Down(upstream, state) => Some(state.describe(upstream.name())),
+            Lookup::Ready(..) | Lookup::Unknown => None,
+        }
     }
 
     fn names(&self) -> String {
@@ -59,7 +73,9 @@ impl Runner for GatewayRunner {
         if tool.loaded.is_some() {
             return self.wasm.run(tool, args, handler);
         }
-        let Some((upstream, found)) = self.upstreams.find(&tool.name) else {
+        // Whatever its state now: a call that went down meanwhile is refused by its
+        // provider, nothing sent, and the guard answers it.
+        let Some((upstream, found)) = self.upstreams.known(&tool.name) else {
             let outcome = GuestOutcome::Trapped {
                 reason: TrapReason::HostFailure,
                 message: format!("the upstream tool `{}` is no longer offered", tool.name),

@@ -99,12 +99,19 @@ pub(crate) fn recall(
 
 /// The tool `request` calls, if its arguments are within the tool's limit.
 fn tool_of(runner: &dyn Runner, request: &CallRequest) -> Result<ToolSpec> {
-    let tool = runner
-        .tool(&request.tool)
-        .ok_or_else(|| Error::UnknownTool {
-            name: request.tool.clone(),
-            available: runner.names(),
-        })?;
+    let tool =
+        runner
+            .tool(&request.tool)
+            .ok_or_else(|| match runner.unavailable(&request.tool) {
+                Some(reason) => Error::Unavailable {
+                    tool: request.tool.clone(),
+                    reason,
+                },
+                None => Error::UnknownTool {
+                    name: request.tool.clone(),
+                    available: runner.names(),
+                },
+            })?;
     let limit = tool.limits.max_args_bytes;
     if request.arguments.len() > limit {
         return Err(Error::InvalidArguments {

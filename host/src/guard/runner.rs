@@ -36,6 +36,13 @@ pub(crate) trait Runner: Send + Sync {
     /// The tool called `name`, if loaded.
     fn tool(&self, name: &str) -> Option<ToolSpec>;
 
+    /// Why the tool called `name` cannot be called now, when it is one the host
+    /// offers at times but not now (an upstream MCP server's, while that server is
+    /// not ready); `None` for a tool it has, or never heard of.
+    fn unavailable(&self, _name: &str) -> Option<String> {
+        None
+    }
+
     /// The loaded tool names, comma-separated (for error messages).
     fn names(&self) -> String;
 

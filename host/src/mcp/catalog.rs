@@ -26,9 +26,14 @@ pub const LIST_CHANGED: &str = ToolListChangedNotificationMethod::VALUE;
 /// Something to do when the list changed.
 type Listener = Box<dyn Fn() + Send + Sync>;
 
-/// The entries, and the builds behind them (a new build of a tool changes the list
-/// even when its entry reads the same).
-type Listing = RwLock<(Arc<Vec<Tool>>, Vec<String>)>;
+/// The entries, the builds behind them (a new build of a tool changes the list
+/// even when its entry reads the same), and where each upstream stands (a change
+/// of it is told too: an upstream that became ready may offer nothing new).
+type Listing = RwLock<(Arc<Vec<Tool>>, Vec<String>, Arc<Value>)>;
+
+/// The `_meta` key of a `tools/list` result under which each upstream MCP server's
+/// state is (`{"NAME": {"state": "ready"}}`; see docs/gateway.md).
+pub const UPSTREAMS_META_KEY: &str = "dev.justonce/upstreams";
 
 /// The `tools/list` entries a server offers now, and who is told when they change.
 pub struct Catalog {
@@ -50,7 +55,11 @@ impl Catalog {
     /// The tools `host` offers over MCP now.
     /// An upstream MCP server's `notifications/tools/list_changed` refreshes it.
     pub(crate) fn new(host: Arc<Host>) -> Self {
-        let listing = Arc::new(RwLock::new((Arc::new(listed(&host)), builds(&host))));
+        let listing = Arc::new(RwLock::new((
+            Arc::new(listed(&host)),
+            builds(&host),
+            Arc::new(super::upstream_tools::states(&host)),
+        )));
         let listeners: Arc<Mutex<BTreeMap<u64, Listener>>> = Arc::default();
         let (weak_host, weak_listing, weak_listeners) = (
             Arc::downgrade(&host),
@@ -77,6 +86,12 @@ impl Catalog {
     /// The `tools/list` entries.
     pub(crate) fn listing(&self) -> Arc<Vec<Tool>> {
         Arc::clone(&self.listing.read().unwrap_or_else(|e| e.into_inner()).0)
+    }
+
+    /// Where each upstream MCP server stands, as `tools/list` tells it
+    /// (`_meta["dev.justonce/upstreams"]`); `null` without upstreams.
+    pub(crate) fn upstreams(&self) -> Arc<Value> {
+        Arc::clone(&self.listing.read().unwrap_or_else(|e| e.into_inner()).2)
     }
 
     /// Reads the host's tools again; when the list changed (or a tool's build),
@@ -109,12 +124,13 @@ impl Catalog {
 fn refresh(host: &Host, listing: &Listing, listeners: &Mutex<BTreeMap<u64, Listener>>) -> bool {
     let now = listed(host);
     let built = builds(host);
+    let upstreams = super::upstream_tools::states(host);
     {
         let mut listing = listing.write().unwrap_or_else(|e| e.into_inner());
-        if *listing.0 == now && listing.1 == built {
+        if *listing.0 == now && listing.1 == built && *listing.2 == upstreams {
             return false;
         }
-        *listing = (Arc::new(now), built);
+        *listing = (Arc::new(now), built, Arc::new(upstreams));
     }
     let listeners = listeners.lock().unwrap_or_else(|e| e.into_inner());
     tracing::info!(

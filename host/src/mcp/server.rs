@@ -227,6 +227,9 @@ impl<W: Write> Outbox<W> {
 impl Server {
     /// A server for `host`'s tools.
     pub fn new(host: Arc<Host>, config: ServerConfig) -> Self {
+        // Off the request path: `initialize` and `tools/list` answer from what is
+        // known, each upstream's tools come with `list_changed` once it is ready.
+        host.start_upstreams();
         Self {
             catalog: Arc::new(Catalog::new(Arc::clone(&host))),
             shutdown: Arc::new(Shutdown::of(Arc::clone(&host))),
@@ -313,7 +316,9 @@ impl Server {
         outbox: &Outbox<W>,
         initialized: &AtomicBool,
     ) -> io::Result<()> {
-        let mut session = Session::new(self.catalog.listing(), self.config.scoping()).over_stdio();
+        let mut session = Session::new(self.catalog.listing(), self.config.scoping())
+            .over_stdio()
+            .with_upstreams(self.catalog.upstreams());
         let mut line = Vec::new();
         loop {
             if self.shutdown.stopping() {
@@ -324,6 +329,7 @@ impl Server {
                 Ok(Line::End) => break Ok(()),
                 Ok(Line::Read) => {
                     session.offer(self.catalog.listing());
+                    session.offer_upstreams(self.catalog.upstreams());
                     self.handle(&line, &mut session, calls, outbox);
                     if matches!(session.era(), Era::Handshake(_)) {
                         initialized.store(true, Ordering::Release);
@@ -601,6 +607,11 @@ impl Server {
     /// The `tools/list` entries now.
     pub(crate) fn tools(&self) -> Arc<Vec<rmcp::model::Tool>> {
         self.catalog.listing()
+    }
+
+    /// Where each upstream MCP server stands now, as `tools/list` tells it.
+    pub(crate) fn upstreams(&self) -> Arc<serde_json::Value> {
+        self.catalog.upstreams()
     }
 
     /// How the server runs calls.

@@ -93,6 +93,8 @@ pub(crate) enum Dispatch {
 pub(crate) struct Session<'a> {
     era: Era,
     tools: Arc<Vec<Tool>>,
+    /// Where each upstream MCP server stands (`null`: not told).
+    upstreams: Arc<Value>,
     scoping: Scoping<'a>,
     #[allow(deprecated)]
     log_level: Option<LoggingLevel>,
@@ -136,6 +138,7 @@ impl<'a> Session<'a> {
         Self {
             era: Era::Fresh,
             tools,
+            upstreams: Arc::new(Value::Null),
             scoping,
             log_level: None,
             starts_over: false,
@@ -165,6 +168,7 @@ impl<'a> Session<'a> {
         Self {
             era,
             tools,
+            upstreams: Arc::new(Value::Null),
             scoping,
             log_level,
             starts_over: false,
@@ -190,6 +194,18 @@ impl<'a> Session<'a> {
     /// Serves `tools` from now on (the list changed while the connection is open).
     pub(crate) fn offer(&mut self, tools: Arc<Vec<Tool>>) {
         self.tools = tools;
+    }
+
+    /// Tells where each upstream MCP server stands in `tools/list`'s `_meta` (from
+    /// [`super::catalog::Catalog::upstreams`]; `null`: nothing told).
+    pub(crate) fn with_upstreams(mut self, upstreams: Arc<Value>) -> Self {
+        self.upstreams = upstreams;
+        self
+    }
+
+    /// Where each upstream stands now, for the next `tools/list`.
+    pub(crate) fn offer_upstreams(&mut self, upstreams: Arc<Value>) {
+        self.upstreams = upstreams;
     }
 
     /// The log level set with `logging/setLevel`.
@@ -354,6 +370,14 @@ impl<'a> Session<'a> {
             None | Some(Value::Null) => {
                 let mut list = ListToolsResult::with_all_items(self.tools.as_ref().clone());
                 list.result_type = None;
+                if !self.upstreams.is_null() {
+                    let mut meta = serde_json::Map::new();
+                    meta.insert(
+                        super::catalog::UPSTREAMS_META_KEY.into(),
+                        self.upstreams.as_ref().clone(),
+                    );
+                    list.meta = Some(rmcp::model::MetaObject(meta));
+                }
                 Ok(list)
             }
             Some(_) => Err(ErrorData::invalid_params(

@@ -457,6 +457,7 @@ pub(crate) fn call_result(
             | Error::Busy { .. }
             | Error::OutcomeUnknown { .. }
             | Error::NotPerformed { .. }
+            | Error::Unavailable { .. }
             | Error::Divergence { .. }
             | Error::InputRequired { .. }
             | Error::InputUnavailable { .. }

@@ -1,13 +1,15 @@
 //! The `tools/list` entries of upstream MCP servers' tools (`[upstreams.NAME]`): the
 //! upstream's own entry, its schemas and annotations as it gave them, under the name
 //! the host offers it by, with the window a repeat of its call is deduplicated in
-//! (`_meta["dev.justonce/retention"]`) unless it runs every time (read-only).
+//! (`_meta["dev.justonce/retention"]`) unless it runs every time (read-only); and
+//! where each upstream stands, as an agent is told it.
 
 use rmcp::model::Tool;
 use serde_json::{Value, json};
 
 use super::tools::RETENTION_META_KEY;
 use crate::host::Host;
+use crate::upstream::UpstreamState;
 
 /// The entries of every upstream tool `host` offers over MCP.
 pub(crate) fn descriptors(host: &Host) -> Vec<Tool> {
@@ -40,4 +42,37 @@ pub(crate) fn descriptors(host: &Host) -> Vec<Tool> {
             }
         })
         .collect()
+}
+
+/// Where each upstream of `host` stands, as `tools/list` tells an agent
+/// (`_meta["dev.justonce/upstreams"]`): `{"NAME": {"state": "starting"}}`, `ready`,
+/// or `failing` with its last `error` (stripped of its credentials) while it is
+/// failing or started again after a failure; `null` without upstreams. What changes
+/// every moment (a restart's count, its time) is left out, so the list changes
+/// only when a state does.
+pub(crate) fn states(host: &Host) -> Value {
+    let states = host.upstream_states();
+    if states.is_empty() {
+        return Value::Null;
+    }
+    let told = states
+        .into_iter()
+        .map(|(name, state)| {
+            let told = match state {
+                UpstreamState::Ready => json!({ "state": "ready" }),
+                UpstreamState::Starting {
+                    last_error: None, ..
+                } => json!({ "state": "starting" }),
+                UpstreamState::Starting {
+                    last_error: Some(error),
+                    ..
+                }
+                | UpstreamState::Failing { error, .. } => {
+                    json!({ "state": "failing", "error": error })
+                }
+            };
+            (name, told)
+        })
+        .collect();
+    Value::Object(told)
 }

@@ -39,6 +39,10 @@ pub(crate) enum ClientError {
     /// Nothing was sent: the process is gone or its input is closed.
     #[error("not sent: {0}")]
     NotSent(String),
+    /// Nothing was sent: the upstream is not ready (starting, or failing until its
+    /// supervisor starts it again); the text names it and its state.
+    #[error("not sent: {0}")]
+    Down(String),
     /// Sent, and no answer came (the process ended, or the timeout passed): the
     /// request may or may not have taken effect.
     #[error("no answer: {0}")]
@@ -123,6 +127,18 @@ type Pending = Arc<Mutex<HashMap<u64, Sender<Value>>>>;
 /// Called (on the thread that reads the upstream) when it says its tools changed.
 pub(crate) type ListChanged = Arc<dyn Fn() + Send + Sync>;
 
+/// Called (on the thread that reads the upstream) when its output closed, before
+/// the requests waiting on it learn that no answer comes: why.
+pub(crate) type Ended = Box<dyn Fn(&str) + Send>;
+
+/// What a stdio client tells its upstream's owner.
+pub(crate) struct Hooks {
+    /// It said its tools changed.
+    pub(crate) changed: ListChanged,
+    /// It ended.
+    pub(crate) ended: Ended,
+}
+
 /// One running upstream process and the requests waiting on it.
 pub(crate) struct StdioClient {
     upstream: String,
@@ -139,13 +155,13 @@ impl StdioClient {
     /// Starts `command` with an environment of its own: `PATH`, `HOME` and `LANG`
     /// of this process's (when set) and `env`, nothing else (the host's database URL
     /// and credentials are not an upstream's business). `upstream` names it in the
-    /// log; `list_changed` is called when it says its tools changed. Each message it
+    /// log; `hooks` are called when it says its tools changed and when it ends. Each message it
     /// sends and each line of its stderr is stripped of `credentials` as it is read.
     pub(crate) fn spawn(
         upstream: &str,
         command: &[String],
         env: &[(String, String)],
-        list_changed: ListChanged,
+        hooks: Hooks,
         credentials: Credentials,
     ) -> Result<Self, String> {
         let (program, args) = command
@@ -195,7 +211,8 @@ impl StdioClient {
             pending: Arc::clone(&pending),
             alive: Arc::clone(&alive),
             stdin: Arc::clone(&stdin),
-            list_changed,
+            list_changed: hooks.changed,
+            ended: hooks.ended,
             closing: Arc::clone(&closing),
             credentials,
         };
@@ -327,6 +344,7 @@ struct Reader {
     alive: Arc<AtomicBool>,
     stdin: Arc<Mutex<ChildStdin>>,
     list_changed: ListChanged,
+    ended: Ended,
     closing: Arc<AtomicBool>,
     /// Stripped from every message before it is handed on or logged.
     credentials: Credentials,
@@ -362,13 +380,18 @@ impl Reader {
             self.dispatch(message);
         }
         self.alive.store(false, Ordering::SeqCst);
+        // Its state says so before any waiting request returns: the next call
+        // finds it failing, not a connection that is gone.
+        if !self.closing.load(Ordering::SeqCst) {
+            (self.ended)("its output closed (it ended or crashed)");
+        }
         // Every waiting request learns at once that no answer will come.
         self.pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
         if !self.closing.load(Ordering::SeqCst) {
-            tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, "the upstream's output closed (it ended or crashed); the next call starts it again");
+            tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, "the upstream's output closed (it ended or crashed); it is started again after a backoff");
         }
     }
 

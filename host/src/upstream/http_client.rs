@@ -31,7 +31,7 @@ pub(crate) struct HttpClient {
     protocol: Mutex<Option<String>>,
     next_id: AtomicU64,
     /// Cleared when the server forgot the session (404) or refused its credentials
-    /// (401, 403): the next call starts anew, with the configuration read again.
+    /// (401, 403): its supervisor starts anew, with the configuration read again.
     alive: AtomicBool,
     /// The credentials filled into `headers` (and the secrets file's), stripped
     /// from every answer and every error's text.
@@ -200,7 +200,7 @@ impl HttpClient {
                 // The server forgot the session: nothing was processed under it.
                 self.alive.store(false, Ordering::SeqCst);
                 return Err(ClientError::NotSent(format!(
-                    "upstream `{}` ended the session (404); the next call starts a new one",
+                    "upstream `{}` ended the session (404); a new one is started",
                     self.upstream
                 )));
             }

@@ -4,20 +4,25 @@
 //! upstream `tools/call` (DESIGN.md, "Upstream MCP servers"): the guard journals the
 //! effect before it is sent, and [`UpstreamProvider`] sends it with its effect key in
 //! `_meta["dev.justonce/idempotency-key"]`. This module holds what is not the guard:
-//! the configuration of one upstream ([`UpstreamConfig`]), the process that serves it,
-//! started on first use and started again after it ended ([`Upstream`]), the tools it
-//! lists, and the provider.
+//! the configuration of one upstream ([`UpstreamConfig`]), the process or session
+//! that serves it ([`Upstream`]), started and started again after it ended by a
+//! supervisor of its own, off every request's path (`supervisor`), where it stands
+//! ([`UpstreamState`]), the tools it lists, the index that finds a tool's upstream
+//! ([`Upstreams`]), and the provider.
 
 mod client;
 mod connection;
 mod credentials;
 mod http_client;
 mod provider;
+mod state;
+mod supervisor;
+mod upstreams;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Once, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -28,6 +33,8 @@ use connection::Connection;
 use credentials::Credentials;
 
 pub use provider::UpstreamProvider;
+pub use state::UpstreamState;
+pub use upstreams::{Lookup, Upstreams};
 
 /// The `_meta` key under which an upstream `tools/call` carries its effect key: the
 /// same name a client uses to hand justonce an explicit key, so a justonce server
@@ -52,12 +59,6 @@ pub const MAX_RESULT_BYTES: usize = 16 << 20;
 /// How the provider of an upstream's calls is named: `mcp:NAME`. Only the gateway's
 /// own call of an upstream tool may use it, never a component's guest.
 pub const PROVIDER_PREFIX: &str = "mcp:";
-
-/// How long a crashed upstream is left before it is started again, first; each
-/// crash in a row doubles it, up to [`MAX_RESTART_BACKOFF`].
-const FIRST_RESTART_BACKOFF: Duration = Duration::from_millis(100);
-/// The longest wait before an upstream that keeps crashing is started again.
-const MAX_RESTART_BACKOFF: Duration = Duration::from_secs(5);
 
 /// `[upstreams.NAME]` of `justonce.toml`: one MCP server whose tools the host offers
 /// under the guard.
@@ -156,17 +157,19 @@ pub struct UpstreamTool {
     pub keyed: bool,
 }
 
-/// One upstream server: its configuration, its process while it runs, its tools.
+/// One upstream server: its configuration, its state and connection (kept by its
+/// supervisor, see [`Upstream::supervise`]), its tools.
 pub struct Upstream {
     name: String,
     config: UpstreamConfig,
-    client: Mutex<Option<Arc<Connection>>>,
-    /// Starts that ended in a crash in a row, and when the last ended.
-    crashes: Mutex<(u32, Option<Instant>)>,
+    /// Its state and connection, shared with its supervisor and its reader.
+    shared: Arc<supervisor::Shared>,
+    /// Its supervisor, started once.
+    supervised: Once,
+    /// The tools it listed last (kept while it is down: its calls are refused
+    /// naming it, not as unknown tools).
     tools: RwLock<Option<Arc<Vec<UpstreamTool>>>>,
-    /// Set when the upstream said its tools changed: they are listed again.
-    stale: Arc<AtomicBool>,
-    /// Told when the upstream said its tools changed.
+    /// Told when its tools changed: it became ready, it went down, it said so.
     listeners: Arc<Mutex<Vec<client::ListChanged>>>,
     /// At most one refresh after a `list_changed` under way, and one more asked for.
     refresh: Arc<Refresh>,
@@ -214,23 +217,29 @@ impl std::fmt::Debug for Upstream {
     }
 }
 
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.shared.gone();
+    }
+}
+
 impl Upstream {
     /// The upstream `name`, not started.
     pub fn new(name: impl Into<String>, config: UpstreamConfig) -> Self {
         Self {
             name: name.into(),
             config,
-            client: Mutex::new(None),
-            crashes: Mutex::new((0, None)),
+            shared: Arc::default(),
+            supervised: Once::new(),
             tools: RwLock::new(None),
-            stale: Arc::default(),
             listeners: Arc::default(),
             refresh: Arc::default(),
         }
     }
 
-    /// Calls `listener` (on a thread of its own) each time the upstream says its
-    /// tools changed, after which [`Upstream::tools`] lists them again.
+    /// Calls `listener` each time its offered tools may have changed: it became
+    /// ready, its connection ended, or it said its tools changed (then on a thread
+    /// of its own, after they were listed again).
     pub fn on_tools_changed(&self, listener: Arc<dyn Fn() + Send + Sync>) {
         self.listeners
             .lock()
@@ -248,56 +257,124 @@ impl Upstream {
         format!("{PROVIDER_PREFIX}{}", self.name)
     }
 
-    /// The running client, started (or started again, after the backoff its crashes
-    /// earned) if need be.
-    fn client(&self) -> Result<Arc<Connection>, ClientError> {
-        let mut slot = self.client.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(client) = slot.as_ref() {
-            if client.alive() {
-                return Ok(Arc::clone(client));
-            }
-            *slot = None;
-            let mut crashes = self.crashes.lock().unwrap_or_else(|p| p.into_inner());
-            crashes.0 += 1;
-            crashes.1 = Some(Instant::now());
+    /// Where it stands now (never waits).
+    pub fn state(&self) -> UpstreamState {
+        self.shared.lock().state.clone()
+    }
+
+    /// Starts its supervisor (once): a thread of its own that starts it, keeps its
+    /// state and starts it again after a backoff whenever it ends. Returns at once.
+    pub fn supervise(self: &Arc<Self>) {
+        self.supervised.call_once(|| supervisor::spawn(self));
+    }
+
+    /// Waits until its first start ended, ready or not (a start is bounded by its
+    /// `timeout` for each request).
+    pub fn wait_settled(&self) {
+        let mut status = self.shared.lock();
+        while !status.settled {
+            status = self.shared.wait(status);
         }
-        let (crashed, since) = *self.crashes.lock().unwrap_or_else(|p| p.into_inner());
-        if let (n @ 1.., Some(since)) = (crashed, since) {
-            let backoff = FIRST_RESTART_BACKOFF
-                .saturating_mul(1 << (n - 1).min(16))
-                .min(MAX_RESTART_BACKOFF);
-            let left = backoff.saturating_sub(since.elapsed());
-            if !left.is_zero() {
-                std::thread::sleep(left);
+    }
+
+    /// Waits until it is ready, at most until `deadline`; whether it is.
+    #[cfg(test)]
+    pub(crate) fn wait_ready(&self, deadline: Instant) -> bool {
+        let mut status = self.shared.lock();
+        loop {
+            if status.state.is_ready() {
+                return true;
             }
-            tracing::warn!(target: "justonce::upstream", upstream = %self.name, crashes = n, "starting the upstream again after it ended");
+            let (next, waiting) = self.shared.wait_until(status, deadline);
+            status = next;
+            if !waiting {
+                return status.state.is_ready();
+            }
         }
-        let client = self.connect().map_err(ClientError::NotSent)?;
-        match client.initialize(self.config.timeout) {
+    }
+
+    /// Tells each listener its tools may have changed.
+    fn tell_listeners(&self) {
+        let now = self
+            .listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        now.iter().for_each(|listener| listener());
+    }
+
+    /// The connection of a ready upstream, and its number. When it is not ready,
+    /// `wait` says how long to wait for it (a resend of a call whose first answer
+    /// was lost); without it, or past it, the refusal names its state: nothing is
+    /// started here.
+    fn connection(&self, wait: Option<Duration>) -> Result<(u64, Arc<Connection>), ClientError> {
+        let deadline = wait.map(|wait| Instant::now() + wait);
+        let mut status = self.shared.lock();
+        loop {
+            if let (true, Some((number, connection))) =
+                (status.state.is_ready(), status.connection.as_ref())
+            {
+                if connection.alive() {
+                    return Ok((*number, Arc::clone(connection)));
+                }
+                // It ended and no one said yet: say so, and let it be started again.
+                let number = *number;
+                drop(status);
+                self.shared.ended(number, "its connection ended");
+                status = self.shared.lock();
+                continue;
+            }
+            let waiting = match deadline {
+                Some(deadline) => {
+                    let (next, waiting) = self.shared.wait_until(status, deadline);
+                    status = next;
+                    waiting
+                }
+                None => false,
+            };
+            if !waiting && !status.state.is_ready() {
+                return Err(ClientError::Down(status.state.describe(&self.name)));
+            }
+        }
+    }
+
+    /// One start: a new connection (numbered `number`), `initialize`, its tools
+    /// listed. Run by its supervisor; `me` is itself, for the thread that lists
+    /// the tools again when it says they changed.
+    fn start(&self, number: u64, me: &Weak<Upstream>) -> Result<Arc<Connection>, ClientError> {
+        let connection = self.connect(number, me).map_err(ClientError::NotSent)?;
+        match connection.initialize(self.config.timeout) {
             Ok(_) => {}
-            // Its credentials or `url` refused: the configuration, not a crash.
+            // Its credentials or `url` refused: told as such, not as no answer.
             Err(ClientError::Misconfigured(reason)) => {
                 return Err(ClientError::Misconfigured(reason));
             }
             Err(e) => {
-                let mut crashes = self.crashes.lock().unwrap_or_else(|p| p.into_inner());
-                crashes.0 += 1;
-                crashes.1 = Some(Instant::now());
-                // The upstream never got a tools/call: nothing was sent that matters.
                 return Err(ClientError::NotSent(format!(
                     "upstream `{}` did not initialize: {e}",
                     self.name
                 )));
             }
         }
-        let client = Arc::new(client);
-        *slot = Some(Arc::clone(&client));
-        Ok(client)
+        let connection = Arc::new(connection);
+        self.list(&connection).map_err(ClientError::NotSent)?;
+        Ok(connection)
     }
 
-    /// A new connection: the process started, or the HTTP client made; what it
-    /// answers stripped of the credentials it was handed.
-    fn connect(&self) -> Result<Connection, String> {
+    /// Lists its tools again on the connection it has (after it said they changed).
+    fn relist(&self) {
+        let listed = self
+            .connection(None)
+            .map_err(|e| e.to_string())
+            .and_then(|(_, connection)| self.list(&connection));
+        if let Err(e) = listed {
+            tracing::warn!(target: "justonce::upstream", upstream = %self.name, "its tools could not be listed again: {e}");
+        }
+    }
+
+    /// A new connection, numbered `number`: the process started, or the HTTP client
+    /// made; what it answers stripped of the credentials it was handed.
+    fn connect(&self, number: u64, me: &Weak<Upstream>) -> Result<Connection, String> {
         let mut secrets = Vec::new();
         match &self.config.url {
             Some(url) => {
@@ -316,37 +393,39 @@ impl Upstream {
             None => {
                 let env = self.filled_in("env", &self.config.env, &mut secrets)?;
                 let credentials = Credentials::new(&secrets);
-                let (stale, listeners) = (Arc::clone(&self.stale), Arc::clone(&self.listeners));
+                let me = Weak::clone(me);
                 let name = self.name.clone();
                 let refresh = Arc::clone(&self.refresh);
                 let changed: client::ListChanged = Arc::new(move || {
-                    stale.store(true, Ordering::SeqCst);
                     tracing::info!(target: "justonce::upstream", upstream = %name, "its tools changed; listing them again");
                     if !refresh.ask() {
                         return; // one is under way and another will follow it
                     }
-                    let listeners = Arc::clone(&listeners);
+                    let me = Weak::clone(&me);
                     let refresh = Arc::clone(&refresh);
-                    // Not on the thread that reads the upstream: a listener lists
-                    // the tools again, and that answer comes through that thread.
+                    // Not on the thread that reads the upstream: listing the tools
+                    // again is answered through that thread.
                     let _ = std::thread::Builder::new()
                         .name("upstream-tools-changed".into())
                         .spawn(move || {
                             loop {
-                                let now =
-                                    listeners.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                                now.iter().for_each(|listener| listener());
+                                if let Some(upstream) = me.upgrade() {
+                                    upstream.relist();
+                                    upstream.tell_listeners();
+                                }
                                 if !refresh.again() {
                                     break;
                                 }
                             }
                         });
                 });
+                let shared = Arc::clone(&self.shared);
+                let ended: client::Ended = Box::new(move |why: &str| shared.ended(number, why));
                 client::StdioClient::spawn(
                     &self.name,
                     &self.config.command,
                     &env,
-                    changed,
+                    client::Hooks { changed, ended },
                     credentials,
                 )
                 .map(Connection::Stdio)
@@ -391,21 +470,24 @@ impl Upstream {
         Ok(filled)
     }
 
-    /// The tools it offers, listed from it on first use (starting it) and again after
-    /// it said they changed.
-    pub fn tools(&self) -> Result<Arc<Vec<UpstreamTool>>, String> {
-        if self.stale.swap(false, Ordering::SeqCst) {
-            *self.tools.write().unwrap_or_else(|p| p.into_inner()) = None;
+    /// The tools it offers: its supervisor started if need be, and its first start
+    /// waited for; the error naming its state when it has listed none.
+    pub fn tools(self: &Arc<Self>) -> Result<Arc<Vec<UpstreamTool>>, String> {
+        self.supervise();
+        self.wait_settled();
+        match self.listed() {
+            Some(tools) if self.state().is_ready() => Ok(tools),
+            _ => Err(self.state().describe(&self.name)),
         }
-        if let Some(tools) = self
-            .tools
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
-            return Ok(Arc::clone(tools));
-        }
-        let client = self.client().map_err(|e| e.to_string())?;
+    }
+
+    /// The tools it listed last, if it ever did (whatever its state now).
+    pub fn listed(&self) -> Option<Arc<Vec<UpstreamTool>>> {
+        self.tools.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Lists its tools on `client` and keeps them.
+    fn list(&self, client: &Connection) -> Result<(), String> {
         let mut entries = Vec::new();
         let mut cursor: Option<Value> = None;
         let mut pages = 0usize;
@@ -443,9 +525,8 @@ impl Upstream {
             tracing::warn!(target: "justonce::upstream", upstream = %self.name, "`upstreams.{}.{key}` names `{name}`, a tool the upstream does not list: check its spelling (the upstream's own name, without the `prefix`)", self.name);
         }
         let tools = Arc::new(self.offered(entries));
-        self.crashes.lock().unwrap_or_else(|p| p.into_inner()).0 = 0;
-        *self.tools.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::clone(&tools));
-        Ok(tools)
+        *self.tools.write().unwrap_or_else(|p| p.into_inner()) = Some(tools);
+        Ok(())
     }
 
     /// The entries the configuration lets through, under their names here.
@@ -523,15 +604,18 @@ impl Upstream {
 
     /// Sends `tools/call` of `tool` with `arguments`, its effect key in `_meta` when
     /// there is one; the upstream's result as it sent it. Its progress reports are
-    /// handed on as those of `as_tool` (the name the host offers it by).
+    /// handed on as those of `as_tool` (the name the host offers it by). Refused at
+    /// once, nothing sent, when it is not ready, unless `wait` says how long to wait
+    /// for it.
     pub(crate) fn call_tool(
         &self,
         tool: &str,
         as_tool: &str,
         arguments: &Value,
         key: Option<&str>,
+        wait: Option<Duration>,
     ) -> Result<Value, ClientError> {
-        let client = self.client()?;
+        let (number, client) = self.connection(wait)?;
         let mut params = json!({ "name": tool, "arguments": arguments });
         if let Some(key) = key {
             params["_meta"] = json!({ IDEMPOTENCY_KEY_META: key });
@@ -543,8 +627,12 @@ impl Upstream {
             key,
             Some(as_tool),
         );
-        if answer.is_ok() {
-            self.crashes.lock().unwrap_or_else(|p| p.into_inner()).0 = 0;
+        match &answer {
+            Ok(_) => self.shared.lock().failures = 0,
+            // Its process ended, its session or its configuration refused: it is
+            // started again by its supervisor, not by the next call.
+            Err(e) if !client.alive() => self.shared.ended(number, &e.to_string()),
+            Err(_) => {}
         }
         answer.and_then(|result| within_cap(&self.name, result, MAX_RESULT_BYTES))
     }
@@ -577,71 +665,6 @@ fn within_cap(upstream: &str, result: Value, cap: usize) -> Result<Value, Client
     Ok(result)
 }
 
-/// Every upstream of a host, found by the names their tools are offered under.
-#[derive(Debug, Default)]
-pub struct Upstreams {
-    upstreams: Vec<Arc<Upstream>>,
-}
-
-impl Upstreams {
-    /// These upstreams.
-    pub fn new(upstreams: Vec<Arc<Upstream>>) -> Self {
-        Self { upstreams }
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.upstreams.is_empty()
-    }
-
-    /// Each upstream.
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Upstream>> {
-        self.upstreams.iter()
-    }
-
-    /// Every tool they offer, in order of upstream; an upstream that cannot list
-    /// its tools offers none (its error is logged).
-    pub fn tools(&self) -> Vec<UpstreamTool> {
-        let mut all: Vec<UpstreamTool> = Vec::new();
-        for upstream in &self.upstreams {
-            match upstream.tools() {
-                Ok(tools) => {
-                    for tool in tools.iter() {
-                        // The same name from two upstreams: the first one's (as `find`
-                        // answers it), once.
-                        if let Some(first) = all.iter().find(|t| t.name == tool.name) {
-                            tracing::warn!(target: "justonce::upstream", tool = %tool.name, "offered by the upstreams `{}` (as {}) and `{}` (as {}): only the first one's is offered; give one a `prefix`", first.upstream, first.upstream_name, tool.upstream, tool.upstream_name);
-                            continue;
-                        }
-                        all.push(tool.clone());
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(target: "justonce::upstream", upstream = %upstream.name, "its tools are not offered: {e}")
-                }
-            }
-        }
-        all
-    }
-
-    /// The tool offered as `name`, and its upstream. Upstreams are asked only when
-    /// their prefix fits the name.
-    pub fn find(&self, name: &str) -> Option<(Arc<Upstream>, UpstreamTool)> {
-        for upstream in &self.upstreams {
-            if !name.starts_with(&upstream.config.prefix) {
-                continue;
-            }
-            let Ok(tools) = upstream.tools() else {
-                continue;
-            };
-            if let Some(tool) = tools.iter().find(|t| t.name == name) {
-                return Some((Arc::clone(upstream), tool.clone()));
-            }
-        }
-        None
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -670,7 +693,7 @@ mod tests {
 
     /// An upstream that is the shell script `script`, after it answered initialize
     /// (request 1) and read `notifications/initialized`; its next request is 2.
-    fn scripted(script: &str, config: impl FnOnce(&mut UpstreamConfig)) -> Upstream {
+    fn scripted(script: &str, config: impl FnOnce(&mut UpstreamConfig)) -> Arc<Upstream> {
         let mut upstream = UpstreamConfig::command(vec![
             "sh".into(),
             "-c".into(),
@@ -678,7 +701,7 @@ mod tests {
         ]);
         upstream.timeout = std::time::Duration::from_secs(10);
         config(&mut upstream);
-        Upstream::new("fake", upstream)
+        Arc::new(Upstream::new("fake", upstream))
     }
 
     fn names(tools: &[UpstreamTool]) -> Vec<&str> {
@@ -722,7 +745,9 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
             ]);
         });
         assert_eq!(names(&upstream.tools().unwrap()), ["t"]);
-        let result = upstream.call_tool("t", "t", &json!({}), None).unwrap();
+        let result = upstream
+            .call_tool("t", "t", &json!({}), None, None)
+            .unwrap();
         assert_eq!(
             result,
             json!({
@@ -730,7 +755,7 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
                 "structuredContent": { "[redacted]": "[redacted]" },
             })
         );
-        let refused = upstream.call_tool("t", "t", &json!({}), None);
+        let refused = upstream.call_tool("t", "t", &json!({}), None, None);
         assert_eq!(
             refused,
             Err(ClientError::Refused(json!({
@@ -884,9 +909,18 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
         }
         assert!(processed.lock().unwrap().is_empty());
 
-        // The secrets file is fixed: the same call goes through, processed once.
+        // The secrets file is fixed: once its supervisor started it again (with the
+        // file read again), the same call goes through, processed once. A session
+        // it started before the fix is refused again, and ended.
         std::fs::write(&secrets, "TOKEN=good-token-123\n").unwrap();
-        let answer = call().unwrap();
+        let answer = loop {
+            let bound = Instant::now() + Duration::from_secs(60); // a hang's bound
+            assert!(upstream.wait_ready(bound), "{:?}", upstream.state());
+            match call() {
+                Err(ProviderError::NotPerformed { reason, .. }) if reason.contains("HTTP 401") => {}
+                other => break other.unwrap(),
+            }
+        };
         assert_eq!(answer["content"][0]["text"], "paid", "{answer}");
         let processed = processed.lock().unwrap();
         assert_eq!(processed.len(), 1);
@@ -900,7 +934,16 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
             UpstreamConfig::command(vec!["x".into()]),
         ));
         *upstream.tools.write().unwrap() = Some(Arc::new(upstream.offered(entries)));
+        ready_without_a_process(&upstream);
         upstream
+    }
+
+    /// Marks `upstream` ready, its supervisor never started.
+    fn ready_without_a_process(upstream: &Arc<Upstream>) {
+        upstream.supervised.call_once(|| {});
+        let mut status = upstream.shared.lock();
+        status.state = UpstreamState::Ready;
+        status.settled = true;
     }
 
     #[test]
@@ -927,13 +970,15 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
             (x.upstream.as_str(), &x.entry["description"]),
             ("a", &json!("a's first"))
         );
-        let (found, tool) = upstreams.find("x").unwrap();
+        let Lookup::Ready(found, tool) = upstreams.find("x") else {
+            panic!("x is a ready upstream's")
+        };
         assert_eq!(
             (found.name(), &tool.entry["description"]),
             ("a", &json!("a's first"))
         );
         // The opposite: different names from both are all offered.
-        assert_eq!(upstreams.find("z").unwrap().0.name(), "b");
+        assert!(matches!(upstreams.find("z"), Lookup::Ready(b, _) if b.name() == "b"));
     }
 
     #[test]
@@ -973,12 +1018,13 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
                 other => panic!("{refused}: {other:?}"),
             }
         }
-        // The opposite case: an offered tool is sent (here, to a server that cannot
-        // start: nothing was sent, worth retrying).
+        // The opposite case: an offered tool is sent (here, to a server that is not
+        // ready: refused at once naming its state, nothing sent, left to its
+        // supervisor rather than retried within the call).
         match read("create") {
             Err(ProviderError::NotPerformed { reason, retry }) => {
-                assert!(retry, "{reason}");
-                assert!(!reason.contains("is not a tool"), "{reason}");
+                assert!(!retry, "{reason}");
+                assert!(reason.contains("the upstream `u` is starting"), "{reason}");
             }
             other => panic!("create: {other:?}"),
         }

@@ -24,12 +24,16 @@ impl UpstreamProvider {
         Self { upstream }
     }
 
+    /// Sends one attempt. The first is refused at once when the upstream is not
+    /// ready; a later one (the first's answer was lost, or it was not sent) waits up
+    /// to the upstream's `timeout` for its supervisor to start it again.
     fn send(
         &self,
         tool: &str,
         operation: &str,
         payload: &Value,
         key: Option<&str>,
+        attempt: u32,
     ) -> Result<Value, ProviderError> {
         // Only a tool the host offers of this upstream: never one the configuration
         // leaves out (`exclude`), nor one it never listed.
@@ -46,11 +50,22 @@ impl UpstreamProvider {
             .get("arguments")
             .cloned()
             .unwrap_or_else(|| Value::Object(Default::default()));
-        match self.upstream.call_tool(operation, tool, &arguments, key) {
+        let wait = (attempt > 1).then_some(self.upstream.config.timeout);
+        match self
+            .upstream
+            .call_tool(operation, tool, &arguments, key, wait)
+        {
             Ok(result) => Ok(result),
             Err(ClientError::NotSent(reason)) => Err(ProviderError::NotPerformed {
                 reason,
                 retry: true,
+            }),
+            // Its upstream is down: refused at once, not retried within the call
+            // (its supervisor, not this call, starts it again); the call is left
+            // resumable, and goes through once the upstream is ready.
+            Err(ClientError::Down(reason)) => Err(ProviderError::NotPerformed {
+                reason,
+                retry: false,
             }),
             Err(ClientError::Lost(reason)) => Err(ProviderError::Unknown(reason)),
             // The host's configuration, not the call: nothing saved, the call resumable.
@@ -88,6 +103,7 @@ impl Provider for UpstreamProvider {
             request.operation,
             request.payload,
             Some(request.key.as_str()),
+            request.attempt,
         )
     }
 
@@ -96,6 +112,12 @@ impl Provider for UpstreamProvider {
     }
 
     fn read(&self, request: &ReadRequest<'_>) -> Result<Value, ProviderError> {
-        self.send(request.tool, request.operation, request.payload, None)
+        self.send(
+            request.tool,
+            request.operation,
+            request.payload,
+            None,
+            request.attempt,
+        )
     }
 }

@@ -76,6 +76,29 @@ impl McpClient {
         response["result"].clone()
     }
 
+    /// Waits until `tools/list` says every upstream MCP server is ready
+    /// (`_meta["dev.justonce/upstreams"]`), between lists for the server's
+    /// `notifications/tools/list_changed` (each change of a state is one): the
+    /// last `tools/list` response.
+    pub fn wait_for_upstreams(&mut self) -> Value {
+        loop {
+            let listed = self.request("tools/list", json!({}));
+            let states = &listed["result"]["_meta"]["dev.justonce/upstreams"];
+            let ready = states
+                .as_object()
+                .is_none_or(|states| states.values().all(|upstream| upstream["state"] == "ready"));
+            if ready {
+                return listed;
+            }
+            self.wait_for_list_changed();
+        }
+    }
+
+    /// Waits for the server's next `notifications/tools/list_changed`.
+    pub fn wait_for_list_changed(&mut self) {
+        while self.next_message()["method"] != "notifications/tools/list_changed" {}
+    }
+
     /// `tools/call`; the whole response message.
     pub fn call(&mut self, tool: &str, arguments: Value, meta: Value) -> Value {
         self.request(

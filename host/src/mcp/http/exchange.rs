@@ -298,7 +298,8 @@ impl McpEndpoint {
                     ));
                 }
                 let resumed = Session::resume(tools, scoping, entry.era, entry.log_level)
-                    .eliciting(entry.elicits);
+                    .eliciting(entry.elicits)
+                    .with_upstreams(server.upstreams());
                 found = Some(entry);
                 (resumed, false)
             }
@@ -306,7 +307,10 @@ impl McpEndpoint {
                 if let Some(why) = routing_mismatch(head, method, params) {
                     return Answer::Ready(refusal(400, Some(id), ErrorCode::HEADER_MISMATCH, &why));
                 }
-                (Session::new(tools, scoping), false)
+                (
+                    Session::new(tools, scoping).with_upstreams(server.upstreams()),
+                    false,
+                )
             }
             // Draining (SIGTERM): a client is sent to another host, not given a
             // session that would end with this process.
@@ -316,7 +320,10 @@ impl McpEndpoint {
                         .with("retry-after", "1"),
                 );
             }
-            None if method == "initialize" => (Session::new(tools, scoping), true),
+            None if method == "initialize" => (
+                Session::new(tools, scoping).with_upstreams(server.upstreams()),
+                true,
+            ),
             // A request that names a stateless revision in its header but carries no
             // envelope (or one without its version) has invalid params, as the
             // revision says (-32602), not an invalid request for want of a session.
