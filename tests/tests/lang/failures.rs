@@ -10,7 +10,7 @@ use justonce::__private::{GuestNote, LocalApi, LogLevel, with_log_listener};
 use justonce::{CallRequest, Outcome};
 use serde_json::json;
 
-use super::{JAVASCRIPT, Lang};
+use super::{JAVASCRIPT, Lang, PYTHON};
 
 /// The outcome of `op` of `lang`'s probe, and the lines the guest logged at `error`.
 fn fail(lang: &Lang, op: &str) -> (Outcome, Vec<String>) {
@@ -82,8 +82,36 @@ fn a_javascript_tool_that_calls_fetch_is_told_to_use_the_http_provider() {
 }
 
 #[test]
+fn a_python_exception_reaches_the_agent_with_its_type_text_and_line() {
+    let (outcome, errors) = fail(&PYTHON, "throw");
+    let message = panic_message(&PYTHON, "throw", outcome);
+    assert!(
+        message.starts_with("ValueError: bad amount: x"),
+        "the type and the text first: {message}"
+    );
+    assert!(
+        message.contains("app.py:") && message.contains("in probe"),
+        "where it was raised: {message}"
+    );
+    assert!(!message.contains("unexpected exception"), "{message}");
+    assert!(
+        errors
+            .iter()
+            .any(|line| line.contains("Traceback") && line.contains("ValueError: bad amount: x")),
+        "the traceback in the log at `error`: {errors:?}"
+    );
+
+    let (outcome, _) = fail(&PYTHON, "type_error");
+    let message = panic_message(&PYTHON, "type_error", outcome);
+    assert!(
+        message.starts_with("TypeError: ") && message.contains("len()"),
+        "{message}"
+    );
+}
+
+#[test]
 fn a_tool_error_is_still_a_tool_error_with_its_own_code() {
-    for lang in [&*JAVASCRIPT] {
+    for lang in [&*PYTHON, &*JAVASCRIPT] {
         let (outcome, errors) = fail(lang, "tool_error");
         match outcome {
             Outcome::ToolError {
