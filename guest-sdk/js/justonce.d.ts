@@ -5,7 +5,7 @@ export type Json = null | boolean | number | string | Json[] | { [key: string]: 
 
 /** A failure the tool reports to the agent: throw it from `call`. It is saved and
  * replayed to any retry like a success. Any other exception is a bug and ends the call
- * as a trap. */
+ * as a `panic` trap whose message is `describeThrown` of it. */
 export class ToolError extends Error {
   constructor(code: string, message: string, details?: unknown);
   /** A short machine-readable code in `snake_case`, such as `payment_declined`. */
@@ -33,6 +33,15 @@ export class EffectError extends Error {
   readonly answer?: unknown;
   toToolError(): ToolError;
 }
+
+/** What an exception other than `ToolError` leaving `call` tells the agent: its type
+ * and message (`TypeError: x is not a function`), then the first `frames` lines of its
+ * stack. */
+export function describeThrown(thrown: unknown, frames?: number): string;
+
+/** Not available in a tool (it is built without `fetch`): throws an error that says to
+ * use `http`, which the host keys and journals. */
+export function fetch(...args: unknown[]): never;
 
 /** Performs one side effect through `provider`, exactly once per position in the
  * call, and returns its response, parsed. Throws an `EffectError`. */

@@ -125,6 +125,81 @@ function effectError(kind, text, answer) {
 }
 
 // ---------------------------------------------------------------------------
+// Uncaught exceptions
+
+// The lines around an uncaught exception's report on stderr, which the host reads as
+// the trap's message (host/src/runtime/panic_message.rs).
+const UNCAUGHT_START = 'justonce: uncaught exception:';
+const UNCAUGHT_END = 'justonce: end of report';
+// The stack lines the agent is told (the log gets them all), and the report's size:
+// the host reads the last 4 KiB of stderr.
+const REPORT_FRAMES = 3;
+const REPORT_CHARS = 2000;
+
+/** What was thrown, as the agent is told it: its type and message (`TypeError: x is
+ * not a function`), then the first lines of its stack, where it has one. */
+export function describeThrown(thrown, frames = REPORT_FRAMES) {
+  let head;
+  let stack = [];
+  if (thrown instanceof Error) {
+    head = `${thrown.name || 'Error'}: ${thrown.message}`;
+    if (typeof thrown.stack === 'string') {
+      stack = thrown.stack
+        .split('\n')
+        .map((line) => line.trim().replace(/^at /, ''))
+        // componentize-js's own glue (`initializer.js`) says nothing to the author;
+        // V8 (a tool's unit tests on Node) repeats the head first.
+        .filter((line) => line !== '' && !/initializer\.js:\d+/.test(line) && line !== head);
+    }
+  } else {
+    let text;
+    try {
+      text = typeof thrown === 'string' ? thrown : stringifyJson(thrown);
+    } catch {
+      text = undefined;
+    }
+    head = `a ${thrown === null ? 'null' : typeof thrown} was thrown, not an Error: ${text ?? String(thrown)}`;
+  }
+  const lines = [head, ...stack.slice(0, frames).map((line) => `    at ${line}`)];
+  if (stack.length > frames) lines.push(`    … ${stack.length - frames} more in the host's log`);
+  return lines.join('\n');
+}
+
+/**
+ * Ends the call with a `panic` trap that says what was thrown, as a Rust tool's panic
+ * says its message: anything but a `ToolError` escaping `call` is a bug in the tool.
+ * Its whole stack goes to the host's log at `error`; the report that becomes the
+ * trap's message goes to stderr, where the host reads it once the runtime has trapped
+ * (componentize-js says only that the error was not a `tool-error`).
+ */
+function trapWith(thrown) {
+  try {
+    witLog('error', `the tool threw ${describeThrown(thrown, Infinity)}`);
+  } catch {
+    // The log is for the author; the report below is what the agent needs.
+  }
+  let report = describeThrown(thrown);
+  if (report.length > REPORT_CHARS) report = `${report.slice(0, REPORT_CHARS)}…`;
+  console.error(`\n${UNCAUGHT_START}\n${report}\n${UNCAUGHT_END}`);
+  // Rethrown, it is not a `tool-error`: componentize-js traps (`unreachable`), which
+  // the host reports as a `panic` with the report above.
+  throw thrown;
+}
+
+// A tool is built without `fetch` (`-d http -d fetch-event`): HTTP goes through the
+// host's `http` provider, which keys and journals every request. A call says so
+// instead of failing somewhere inside the runtime. (On Node, where a tool's own unit
+// tests run, Node's `fetch` stays.)
+export function fetch() {
+  throw new Error(
+    'fetch is not available in a justonce tool: make HTTP requests through the ' +
+      "host's `http` provider, with the SDK's `http` (http.get(url), " +
+      'http.post({ service, path }, { json })), which keys and journals each one',
+  );
+}
+if (typeof globalThis.process?.versions?.node !== 'string') globalThis.fetch = fetch;
+
+// ---------------------------------------------------------------------------
 // Effects
 
 /**
@@ -558,7 +633,7 @@ export function tool(definition) {
       } catch (e) {
         let error = e;
         if (error instanceof EffectError) error = error.toToolError();
-        if (!(error instanceof ToolError)) throw error;
+        if (!(error instanceof ToolError)) trapWith(error);
         throw {
           payload: {
             code: error.code,

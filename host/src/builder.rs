@@ -541,9 +541,9 @@ impl HostBuilder {
             None => journal::in_memory()?,
         };
         let mut http = match &self.http_config_file {
-            Some(path) => HttpConfig::load(path).map_err(|e| Error::Config {
+            Some(path) => HttpConfig::load_unnamed(path).map_err(|reason| Error::Config {
                 path: path.clone(),
-                reason: e.to_string(),
+                reason,
             })?,
             None => {
                 self.http.validate().map_err(|e| Error::Config {

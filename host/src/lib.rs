@@ -121,6 +121,7 @@ pub mod __private {
     pub use crate::registry::testing::TestRegistry;
     pub use crate::runtime::CONCURRENT_CALLS;
     pub use crate::runtime::CacheStats;
+    pub use crate::runtime::log_listener::{GuestNote, LogLevel, with_log_listener};
     pub use crate::serving::admission::{Admission, Permit};
     pub use crate::serving::{
         HttpServer, METRICS_PATH, MetricsRunning, MetricsServer, OAuth, PlainRequest,

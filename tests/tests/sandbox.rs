@@ -234,6 +234,13 @@ fn a_guest_that_opens_a_socket_is_refused_at_load_with_the_import_named() {
         message.contains("`wasi:sockets/"),
         "names the import: {message}"
     );
+    // Said once for all its `wasi:sockets` imports, with what to use instead.
+    assert_eq!(
+        message.matches("network sockets are not available").count(),
+        1,
+        "{message}"
+    );
+    assert!(message.contains("the `http` provider"), "{message}");
     assert!(runtime.tool("open_socket").is_none());
     assert!(support::REFUSED_AT_LOAD.contains(&"open_socket"));
 }

@@ -41,7 +41,7 @@ with `Divergence` if the tool asks for something else.
 import json
 from typing import Any, Callable, Optional
 
-from . import http, log
+from . import _uncaught, http, log
 from ._errors import ToolError
 from .asking import Answer, Question, ask, ask_all
 from .content import Audio, Image, Resource, ResourceLink, Rich, Text, add_parts
@@ -209,5 +209,10 @@ def export(t: Tool) -> type:
                 if e.details is not None:
                     details = json.dumps(to_json(e.details), separators=(",", ":"))
                 raise Err(wit.ToolError(code=e.code, message=e.message, details=details))
+            except Exception as e:  # noqa: BLE001 - a bug in the tool: reported, then a trap
+                described = _uncaught.report(e)
+            # Outside the `except`, so the trap's traceback is this one line, not the
+            # tool's again.
+            raise _uncaught.UncaughtException(described)
 
     return WitWorld

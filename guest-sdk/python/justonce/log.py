@@ -4,8 +4,19 @@ Logging is not an effect: it is not journaled, and a replayed call logs nothing.
 """
 
 
+# Imported with the SDK, so a component can write a line even where nothing else
+# imported the bindings while it was built (see `progress` below): the report of an
+# uncaught exception among them. Outside a component (unit tests) there are none.
+try:
+    from wit_world.imports import log as _log_wit
+except ImportError:
+    _log_wit = None
+
+
 def _write(level: str, message: str) -> None:
-    from wit_world.imports import log as wit
+    wit = _log_wit
+    if wit is None:
+        from wit_world.imports import log as wit
 
     wit.write(getattr(wit.Level, level), str(message))
 

@@ -91,18 +91,24 @@ impl Default for HttpConfig {
 impl HttpConfig {
     /// Reads and checks a JSON config file, filling in the `${NAME}` references of
     /// service headers from the host's environment, else from `secrets_file`.
+    /// The error names the file first (`http.json: …`).
     pub fn load(path: &Path) -> Result<Self, String> {
+        Self::load_unnamed(path).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// [`load`](Self::load), its error without the file's name, for a caller that
+    /// names it itself (a configuration error says `configuration http.json: …`).
+    pub(crate) fn load_unnamed(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the http config {}: {e}", path.display()))?;
+            .map_err(|e| format!("cannot read the http config: {e}"))?;
         let mut config: Self = serde_json::from_str(&text)
-            .map_err(|e| format!("the http config {} is not valid: {e}", path.display()))?;
+            .map_err(|e| format!("the http config is not valid: {e}"))?;
         if let Some(file) = &mut config.secrets_file {
             *file = path.parent().unwrap_or(Path::new(".")).join(&*file);
         }
         config
             .resolve_secrets(&|name| std::env::var(name).ok())
-            .and_then(|()| config.validate())
-            .map_err(|e| format!("the http config {}: {e}", path.display()))?;
+            .and_then(|()| config.validate())?;
         Ok(config)
     }
 
@@ -924,6 +930,35 @@ mod tests {
         assert_eq!(
             config.service_headers("http://x.example/a"),
             [("X-Api-Key", "k3y")]
+        );
+    }
+
+    #[test]
+    fn a_config_error_names_the_file_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("http.json");
+        let named = path.display().to_string();
+        let missing = HttpConfig::load(&path).unwrap_err();
+        assert!(
+            missing.starts_with(&format!("{named}: cannot read the http config: ")),
+            "{missing}"
+        );
+        std::fs::write(&path, "{").unwrap();
+        let invalid = HttpConfig::load(&path).unwrap_err();
+        assert_eq!(invalid.matches(&named).count(), 1, "{invalid}");
+        // As a configuration error, which names the file itself.
+        let reason = HttpConfig::load_unnamed(&path).unwrap_err();
+        let error = crate::Error::Config {
+            path: path.clone(),
+            reason,
+        }
+        .to_string();
+        assert_eq!(error.matches(&named).count(), 1, "{error}");
+        assert!(
+            error.starts_with(&format!(
+                "configuration {named}: the http config is not valid: "
+            )),
+            "{error}"
         );
     }
 }

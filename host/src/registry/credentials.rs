@@ -113,6 +113,21 @@ pub enum CredentialsError {
 }
 
 impl CredentialsError {
+    /// What is wrong, for a configuration error that names [`place`](Self::place)
+    /// itself: the message without the file, so that it is said once
+    /// (`configuration secrets.env: holds no …`).
+    pub fn reason(&self) -> String {
+        match self {
+            Self::Unreadable { path, reason } => {
+                reason.replacen(&format!(" {}", path.display()), "", 1)
+            }
+            Self::NoLogin { registry, .. } => {
+                format!("holds no {USERNAME_VAR} and {PASSWORD_VAR} for the registry {registry}")
+            }
+            other => other.to_string(),
+        }
+    }
+
     /// The file (or `<environment>`) the error is about, for a configuration error.
     pub fn place(&self) -> PathBuf {
         match self {
@@ -387,5 +402,33 @@ mod tests {
         let none = |_: &str| None;
         let why = Logins::resolve(&none, &sources, &two).unwrap_err();
         assert!(matches!(why, CredentialsError::NoLogin { .. }), "{why}");
+    }
+
+    #[test]
+    fn a_configuration_error_names_the_secrets_file_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let two = BTreeSet::from(["ghcr.io".to_owned(), "registry.example:5000".to_owned()]);
+        let none = |_: &str| None;
+        let empty = file(dir.path(), "empty.env", "# nothing\n");
+        let bad = file(dir.path(), "bad.env", "not a line\n");
+        let missing = dir.path().join("missing.env");
+        for path in [empty, bad, missing] {
+            let sources = LoginSources {
+                global_file: None,
+                per_registry: BTreeMap::from([("ghcr.io".to_owned(), path.clone())]),
+            };
+            let why = Logins::resolve(&none, &sources, &two).unwrap_err();
+            let error = crate::Error::Config {
+                path: why.place(),
+                reason: why.reason(),
+            }
+            .to_string();
+            let named = path.display().to_string();
+            assert_eq!(error.matches(&named).count(), 1, "{error}");
+            assert!(
+                error.starts_with(&format!("configuration {named}: ")),
+                "{error}"
+            );
+        }
     }
 }

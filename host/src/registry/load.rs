@@ -27,7 +27,7 @@ pub(crate) fn read_logins(
     Logins::resolve(&|name| std::env::var(name).ok(), sources, registries).map_err(|e| {
         Error::Config {
             path: e.place(),
-            reason: e.to_string(),
+            reason: e.reason(),
         }
     })
 }

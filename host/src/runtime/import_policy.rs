@@ -48,15 +48,20 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("wasi:filesystem", &["types", "preopens"]),
 ];
 
-/// Why a whole package is refused, for the packages a tool author is likely to reach.
+/// Why a whole package is refused, for the packages a tool author is likely to reach:
+/// said once for all its imports, with what to use instead.
 const REFUSED: &[(&str, &str)] = &[
     (
         "wasi:sockets",
-        "network sockets are not available to tools; reach the outside world through effects",
+        "network sockets are not available to tools (a Rust tool imports them once it or \
+         a crate it uses touches `std::net`): speak HTTP through the `http` provider (the \
+         SDK's `http`), which keys and journals each request, and reach anything else \
+         through effects",
     ),
     (
         "wasi:http",
-        "HTTP is not available to tools; reach the outside world through effects",
+        "WASI HTTP is not available to tools: speak HTTP through the `http` provider (the \
+         SDK's `http`), which keys and journals each request",
     ),
 ];
 
@@ -106,45 +111,74 @@ fn embedded_runtime(bytes: &[u8]) -> Option<&'static str> {
     None
 }
 
-/// The reason an import is refused, or `None` when it is allowed.
-pub(crate) fn refusal(import: &str) -> Option<String> {
-    let unversioned = import.split('@').next().unwrap_or(import);
-    let (package, interface) = unversioned.rsplit_once('/').unwrap_or((unversioned, ""));
-    let allowed = ALLOWED
+/// Whether `import` (`package/interface@version`) is one a tool may have.
+fn allowed(import: &str) -> bool {
+    let (package, interface) = package_of(import);
+    ALLOWED
         .iter()
-        .any(|(p, interfaces)| *p == package && interfaces.contains(&interface));
-    if allowed {
-        return None;
-    }
-    Some(match REFUSED.iter().find(|(p, _)| *p == package) {
-        Some((_, why)) => format!("imports `{import}`: {why}"),
-        None => format!("imports `{import}`, which this host does not provide"),
-    })
+        .any(|(p, interfaces)| *p == package && interfaces.contains(&interface))
 }
 
-/// Checks every import of `component` (compiled from `bytes`); the error lists each
-/// refused import.
+/// `(package, interface)` of an import, without its version.
+fn package_of(import: &str) -> (&str, &str) {
+    let unversioned = import.split('@').next().unwrap_or(import);
+    unversioned.rsplit_once('/').unwrap_or((unversioned, ""))
+}
+
+/// The reason an import is refused, or `None` when it is allowed.
+#[cfg(test)]
+fn refusal(import: &str) -> Option<String> {
+    (!allowed(import)).then(|| reasons(&[import]))
+}
+
+/// Why the imports `refused` are refused: one sentence per package of [`REFUSED`]
+/// that names each of its imports once, then one per import this host does not know.
+fn reasons(refused: &[&str]) -> String {
+    let mut sentences = Vec::new();
+    for (package, why) in REFUSED {
+        let named: Vec<String> = refused
+            .iter()
+            .filter(|import| package_of(import).0 == *package)
+            .map(|import| format!("`{import}`"))
+            .collect();
+        if !named.is_empty() {
+            sentences.push(format!("imports {}: {why}", named.join(", ")));
+        }
+    }
+    for import in refused {
+        if !REFUSED.iter().any(|(p, _)| package_of(import).0 == *p) {
+            sentences.push(format!(
+                "imports `{import}`, which this host does not provide"
+            ));
+        }
+    }
+    sentences.join("; ")
+}
+
+/// Checks every import of `component` (compiled from `bytes`); the error names each
+/// refused import once.
 pub(crate) fn check(engine: &Engine, component: &Component, bytes: &[u8]) -> Result<(), String> {
     let ty = component.component_type();
     let imports: Vec<&str> = ty.imports(engine).map(|(name, _)| name).collect();
     let sockets = |name: &&str| name.starts_with(SOCKETS) && name[SOCKETS.len()..].starts_with('/');
     // Only a component that imports sockets is parsed again for its runtime.
     let runtime_sockets = imports.iter().any(sockets) && embedded_runtime(bytes).is_some();
-    let refused: Vec<String> = imports
+    let refused: Vec<&str> = imports
         .iter()
         .filter(|name| !(runtime_sockets && sockets(name)))
-        .filter_map(|name| refusal(name))
+        .filter(|name| !allowed(name))
+        .copied()
         .collect();
     if refused.is_empty() {
         Ok(())
     } else {
-        Err(format!("refused by the sandbox: {}", refused.join("; ")))
+        Err(format!("refused by the sandbox: {}", reasons(&refused)))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{embedded_runtime, refusal};
+    use super::{embedded_runtime, reasons, refusal};
 
     #[test]
     fn what_std_links_is_allowed_and_the_network_and_strangers_are_not() {
@@ -169,6 +203,43 @@ mod tests {
         assert!(
             refusal("wasi:cli/run@0.2.6").is_some(),
             "only the listed interfaces"
+        );
+    }
+
+    #[test]
+    fn a_tool_that_touches_std_net_is_told_once_and_pointed_at_the_http_provider() {
+        // What a Rust tool that touches `std::net` imports.
+        let interfaces = [
+            "instance-network",
+            "network",
+            "udp",
+            "udp-create-socket",
+            "tcp",
+            "tcp-create-socket",
+            "ip-name-lookup",
+        ];
+        let imports: Vec<String> = interfaces
+            .iter()
+            .map(|i| format!("wasi:sockets/{i}@0.2.6"))
+            .collect();
+        let mut refused: Vec<&str> = imports.iter().map(String::as_str).collect();
+        refused.push("acme:vault/secrets");
+        let why = reasons(&refused);
+        assert_eq!(
+            why.matches("network sockets are not available").count(),
+            1,
+            "one sentence: {why}"
+        );
+        for import in &imports {
+            assert_eq!(why.matches(&format!("`{import}`")).count(), 1, "{why}");
+        }
+        assert!(
+            why.contains("`std::net`") && why.contains("the `http` provider"),
+            "{why}"
+        );
+        assert!(
+            why.ends_with("; imports `acme:vault/secrets`, which this host does not provide"),
+            "{why}"
         );
     }
 

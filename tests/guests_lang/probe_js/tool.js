@@ -1,6 +1,6 @@
 // probe_js: the same tool as probe_py, for the tests and the bench.
 
-import { ask, content, perform, progress, rich, s, tool } from '../../../guest-sdk/js/justonce.js';
+import { ToolError, ask, content, perform, progress, rich, s, tool } from '../../../guest-sdk/js/justonce.js';
 
 // What `count` calls left in this instance: a fresh instance per call sees only its own.
 const seen = [];
@@ -9,7 +9,7 @@ export const { describe, call } = tool({
   name: 'probe_js',
   description: 'Echoes a message, mails it (once the person confirms: ask), or tries what the sandbox denies.',
   args: s.object({
-    op: s.enum(['echo', 'count', 'mail', 'receipt', 'ask', 'env', 'sleep', 'timer']).describe('What to do.'),
+    op: s.enum(['echo', 'count', 'mail', 'receipt', 'ask', 'env', 'sleep', 'timer', 'throw', 'type_error', 'fetch', 'tool_error']).describe('What to do.'),
     message: s.string().describe("Echoed, or the mail's subject.").default(''),
     email: s.string().optional(),
   }),
@@ -31,6 +31,11 @@ export const { describe, call } = tool({
       setTimeout(() => {}, 3_600_000);
       return { slept: false };
     }
+    // Failures: what the agent is told of each.
+    if (op === 'throw') throw new Error(`boom from JS: ${message}`);
+    if (op === 'type_error') return { length: email.length };
+    if (op === 'fetch') return { fetched: fetch('https://example.com/') };
+    if (op === 'tool_error') throw new ToolError('card_declined', `declined: ${message}`, { retry: false });
     if (op === 'mail') {
       const sent = perform('mail', 'send', { to: email, subject: message, body: message });
       return { message_id: sent.message_id };

@@ -5,9 +5,11 @@ import socket
 import time
 from typing import Annotated, Literal, Optional
 
-from justonce import Image, ResourceLink, Rich, Text, ask, export, perform, progress, tool
+from justonce import Image, ResourceLink, Rich, Text, ToolError, ask, export, perform, progress, tool
 
-Op = Literal["echo", "count", "mail", "receipt", "ask", "file", "socket", "env", "sleep"]
+Op = Literal[
+    "echo", "count", "mail", "receipt", "ask", "file", "socket", "env", "sleep", "throw", "type_error", "tool_error"
+]
 
 # What `count` calls left in this instance: a fresh instance per call sees only its own.
 _seen: list = []
@@ -30,6 +32,13 @@ def probe(
     if op == "sleep":
         time.sleep(3600)
         return {"slept": True}
+    # Failures: what the agent is told of each.
+    if op == "throw":
+        raise ValueError(f"bad amount: {message}")
+    if op == "type_error":
+        return {"length": len(email)}
+    if op == "tool_error":
+        raise ToolError("card_declined", f"declined: {message}", details={"retry": False})
     if op == "mail":
         sent = perform("mail", "send", {"to": email, "subject": message, "body": message})
         return {"message_id": sent["message_id"]}

@@ -9,6 +9,7 @@
 
 mod ask;
 mod bench;
+mod failures;
 mod oracle;
 mod rich;
 mod sandbox;
