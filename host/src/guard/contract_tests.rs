@@ -1461,14 +1461,25 @@ fn class_on_record(h: &Host, amount: u64) -> String {
     entry.effects[0].class.clone()
 }
 
+/// A host whose `pay` on `provider` (a downstream of `class` that loses its first
+/// `lost` responses, the retry budget) ended `outcome_unknown` for `pay(10)`.
+fn unknown_on(
+    provider: &'static str,
+    class: ProviderClass,
+    lost: usize,
+) -> (Host, Arc<Downstream>) {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, provider);
+    let downstream = Downstream::new(class, vec![Fault::LoseResponse; lost]);
+    let h = host(runner, &[(provider, downstream.clone())]);
+    let first = h.guard.call(&pay(10)).unwrap_err();
+    assert!(matches!(first, Error::OutcomeUnknown { .. }), "{first:?}");
+    (h, downstream)
+}
+
 #[test]
 fn an_unkeyed_effect_whose_tool_now_says_idempotent_is_not_sent_again() {
-    let mut runner = ScriptedRunner::default();
-    pay_tool(&mut runner, "sms");
-    let sms = Downstream::new(ProviderClass::Unkeyed, vec![Fault::LoseResponse]);
-    let before = host(runner, &[("sms", sms.clone())]);
-    let first = before.guard.call(&pay(10)).unwrap_err();
-    assert!(matches!(first, Error::OutcomeUnknown { .. }), "{first:?}");
+    let (before, sms) = unknown_on("sms", ProviderClass::Unkeyed, 1);
 
     // The tool now says `idempotentHint`: the catalog calls its effect keyed.
     let after = recataloged(&before, "sms", &sms, ProviderClass::Keyed, false);
@@ -1500,12 +1511,7 @@ fn an_unkeyed_effect_whose_tool_now_says_idempotent_is_not_sent_again() {
 
 #[test]
 fn an_effect_journaled_before_its_tool_said_read_only_is_never_sent_again_as_a_read() {
-    let mut runner = ScriptedRunner::default();
-    pay_tool(&mut runner, "sms");
-    let sms = Downstream::new(ProviderClass::Unkeyed, vec![Fault::LoseResponse]);
-    let before = host(runner, &[("sms", sms.clone())]);
-    let first = before.guard.call(&pay(10)).unwrap_err();
-    assert!(matches!(first, Error::OutcomeUnknown { .. }), "{first:?}");
+    let (before, sms) = unknown_on("sms", ProviderClass::Unkeyed, 1);
 
     // The tool now says `readOnlyHint`: its calls would be reads, with no record.
     let after = recataloged(&before, "sms", &sms, ProviderClass::Unkeyed, true);
@@ -1536,17 +1542,7 @@ fn an_effect_journaled_before_its_tool_said_read_only_is_never_sent_again_as_a_r
 
 #[test]
 fn a_keyed_effect_whose_tool_lost_its_idempotent_mark_is_resent_under_its_key() {
-    let mut runner = ScriptedRunner::default();
-    pay_tool(&mut runner, "payments");
-    let lost = vec![
-        Fault::LoseResponse,
-        Fault::LoseResponse,
-        Fault::LoseResponse,
-    ];
-    let payments = Downstream::new(ProviderClass::Keyed, lost);
-    let before = host(runner, &[("payments", payments.clone())]);
-    let first = before.guard.call(&pay(10)).unwrap_err();
-    assert!(matches!(first, Error::OutcomeUnknown { .. }), "{first:?}");
+    let (before, payments) = unknown_on("payments", ProviderClass::Keyed, 3);
     assert_eq!(payments.attempts().len(), 3, "the retry budget");
 
     // The tool no longer says `idempotentHint`: the catalog calls it unkeyed.
