@@ -701,13 +701,16 @@ impl Journal for SqliteJournal {
             state_secrets::first_in(tx, first, now)?;
             state_secrets::newest_first(tx, now, keep_ms).map(Ok::<_, ()>)
         })?;
+        // A state made under a secret a power cut then takes back would be refused
+        // as forged: the secret is on disk before any state is made under it.
+        self.durable_if_full()?;
         Ok(made.unwrap_or_else(|()| unreachable!("never refused")))
     }
 
     fn rotate_state_secret(&self, now: i64, secret: &str) -> Result<()> {
         self.transaction(|tx| state_secrets::rotate_in(tx, secret, now).map(Ok::<_, ()>))?
             .unwrap_or_else(|()| unreachable!("never refused"));
-        Ok(())
+        self.durable_if_full()
     }
 
     fn attention(&self, now: i64) -> Result<super::Attention> {

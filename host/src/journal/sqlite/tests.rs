@@ -529,3 +529,35 @@ fn an_outbox_message_is_durable_before_delivery_takes_it() {
         "one fsync before the message is handed to the sender"
     );
 }
+
+/// A request-state secret is on disk before any state is made under it: a power cut
+/// that took it back would make every state made under it a forgery. Found again, it
+/// costs no fsync; a rotation is synced too.
+#[test]
+fn a_request_state_secret_is_durable_before_it_is_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = SqliteJournal::open(&dir.path().join("journal.db"), Durability::Full).unwrap();
+    journal.make_durable().unwrap();
+    let kept = 24 * 3600 * 1000;
+
+    let before = journal.stats().syncs;
+    let first = journal.state_secrets(0, kept, &"a".repeat(64)).unwrap();
+    assert_eq!(first, ["a".repeat(64)]);
+    assert_eq!(
+        journal.stats().syncs,
+        before + 1,
+        "synced before it is used"
+    );
+
+    let again = journal.state_secrets(1, kept, &"b".repeat(64)).unwrap();
+    assert_eq!(
+        again, first,
+        "the journal's one secret, not the one offered"
+    );
+    assert_eq!(journal.stats().syncs, before + 1, "found: nothing to sync");
+
+    journal.rotate_state_secret(2, &"c".repeat(64)).unwrap();
+    assert_eq!(journal.stats().syncs, before + 2, "a rotation is synced");
+    let rotated = journal.state_secrets(3, kept, &"d".repeat(64)).unwrap();
+    assert_eq!(rotated, ["c".repeat(64), "a".repeat(64)]);
+}
