@@ -2,6 +2,7 @@
 
 mod support;
 
+mod alerts;
 mod ask;
 mod author_mistakes;
 mod bad_input;

@@ -2,9 +2,9 @@
 //! 127.0.0.1 with its data in a directory of its own, scraping the targets a test
 //! names, stopped when the [`TestPrometheus`] is dropped.
 //!
-//! Where no binary is found, [`TestPrometheus::start`] returns `None` and the caller
-//! skips, saying so; with `CI=true` that is a failure instead.
-//! `JUSTONCE_PROMETHEUS_BIN` names the binary.
+//! Where no binary is found, [`TestPrometheus::start`] (and [`promtool`]) returns
+//! `None` and the caller skips, saying so; with `CI=true` that is a failure instead.
+//! `JUSTONCE_PROMETHEUS_BIN` and `JUSTONCE_PROMTOOL_BIN` name the binaries.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -37,15 +37,7 @@ impl TestPrometheus {
     /// `test` is skipped) where there is no Prometheus. Panics under `CI=true`
     /// instead.
     pub fn start(test: &str, target: &Target<'_>) -> Option<Self> {
-        let Some(bin) = binary() else {
-            let why =
-                "no prometheus binary (apt-get install prometheus, or set JUSTONCE_PROMETHEUS_BIN)";
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("CI=true and {why}");
-            }
-            eprintln!("skipped ({why}): {test}");
-            return None;
-        };
+        let bin = binary_or_skip(test, "prometheus", "JUSTONCE_PROMETHEUS_BIN")?;
         let dir = tempfile::tempdir().expect("a temporary directory");
         let port = free_port();
         let authorization = target
@@ -148,14 +140,30 @@ impl Drop for TestPrometheus {
     }
 }
 
-fn binary() -> Option<PathBuf> {
-    if let Ok(bin) = std::env::var("JUSTONCE_PROMETHEUS_BIN") {
-        return Some(PathBuf::from(bin));
+/// Debian's `promtool` (the same package as `prometheus`); `None` (after printing why
+/// `test` is skipped) where there is none. Panics under `CI=true` instead.
+pub fn promtool(test: &str) -> Option<PathBuf> {
+    binary_or_skip(test, "promtool", "JUSTONCE_PROMTOOL_BIN")
+}
+
+/// The binary `name` (or the one `env` names); `None` after printing why `test` is
+/// skipped where there is none, a panic under `CI=true`.
+fn binary_or_skip(test: &str, name: &str, env: &str) -> Option<PathBuf> {
+    let found = match std::env::var(env) {
+        Ok(bin) => Some(PathBuf::from(bin)),
+        Err(_) => [format!("/usr/bin/{name}"), format!("/usr/local/bin/{name}")]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file()),
+    };
+    if found.is_none() {
+        let why = format!("no {name} binary (apt-get install prometheus, or set {env})");
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true and {why}");
+        }
+        eprintln!("skipped ({why}): {test}");
     }
-    ["/usr/bin/prometheus", "/usr/local/bin/prometheus"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
+    found
 }
 
 /// A port of 127.0.0.1 free now.
