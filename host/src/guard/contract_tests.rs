@@ -1541,6 +1541,31 @@ fn an_effect_journaled_before_its_tool_said_read_only_is_never_sent_again_as_a_r
 }
 
 #[test]
+fn a_completed_call_whose_tool_now_says_read_only_is_replayed_once_and_not_read() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "sms");
+    let sms = Downstream::new(ProviderClass::Unkeyed, vec![]);
+    let before = host(runner, &[("sms", sms.clone())]);
+    let first = before.guard.call(&pay(10)).unwrap();
+    assert!(first.outcome.is_success(), "{:?}", first.outcome);
+
+    // The tool now says `readOnlyHint`: its calls would be reads, with no record.
+    let after = recataloged(&before, "sms", &sms, ProviderClass::Unkeyed, true);
+    let retry = after.guard.call(&pay(10)).unwrap();
+
+    assert!(retry.replayed, "the record's outcome, not a read");
+    assert_eq!(retry.outcome, first.outcome);
+    assert_eq!(sms.attempts().len(), 1, "nothing went out again");
+    let entries = after.journal.entries(None, 10).unwrap();
+    assert_eq!(entries[0].replays, 1, "the replay counted once");
+
+    // The opposite: another call, with no record, is read.
+    let read = after.guard.call(&pay(20)).unwrap();
+    assert!(!read.replayed && read.outcome.is_success(), "{read:?}");
+    assert_eq!(sms.attempts()[1], "(read, no key)");
+}
+
+#[test]
 fn a_keyed_effect_whose_tool_lost_its_idempotent_mark_is_resent_under_its_key() {
     let (before, payments) = unknown_on("payments", ProviderClass::Keyed, 3);
     assert_eq!(payments.attempts().len(), 3, "the retry budget");
@@ -3239,6 +3264,7 @@ on_postgres!(
     an_unkeyed_effect_whose_outcome_is_unknown_is_never_repeated_until_a_person_resolves_it,
     an_unkeyed_effect_whose_tool_now_says_idempotent_is_not_sent_again,
     an_effect_journaled_before_its_tool_said_read_only_is_never_sent_again_as_a_read,
+    a_completed_call_whose_tool_now_says_read_only_is_replayed_once_and_not_read,
     a_keyed_effect_whose_tool_lost_its_idempotent_mark_is_resent_under_its_key,
     a_cancelled_calls_retry_replays_its_journaled_effects_and_performs_no_new_one,
     a_retry_of_a_call_not_cancelled_performs_its_remaining_effects,

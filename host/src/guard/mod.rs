@@ -312,10 +312,20 @@ impl Guard {
         // decided per invocation, from the journal: a call whose key has a record
         // (journaled while its tool was not read-only) goes on from that record as
         // any journaled call does, and is never re-run as a read.
-        if prepared.tool.read_only
-            && (mutants::on(Mutant::ReadOnlyFromCatalog)
-                || matches!(self.shared.journal.lookup(&begin_now())?, Lookup::Absent))
-        {
+        // Its first look, taken once: the loop's first pass decides from it (a
+        // replay is counted once, and the journal read once).
+        let mut looked = None;
+        if prepared.tool.read_only {
+            let found = if mutants::on(Mutant::ReadOnlyFromCatalog) {
+                Lookup::Absent
+            } else {
+                self.shared.journal.lookup(&begin_now())?
+            };
+            if found != Lookup::Absent {
+                looked = Some(found);
+            }
+        }
+        if prepared.tool.read_only && looked.is_none() {
             let start = RunStart {
                 entropy: GuestEntropy {
                     seed: seed.clone(),
@@ -350,7 +360,11 @@ impl Guard {
                 continue;
             };
             let begin = begin_now();
-            let decided = match self.shared.journal.lookup(&begin)? {
+            let found = match looked.take() {
+                Some(found) => found,
+                None => self.shared.journal.lookup(&begin)?,
+            };
+            let decided = match found {
                 // Same key, completed: the saved outcome, byte for byte; nothing runs.
                 Lookup::Replay { outcome, .. } => BeginOutcome::Replay(outcome),
                 // No record: run first, and journal the invocation with its first
