@@ -82,9 +82,13 @@ impl StateKeys {
     }
 
     /// A new random secret, as lowercase hex (what the journal stores).
-    pub fn new_secret() -> Result<String, getrandom::Error> {
+    pub fn new_secret() -> crate::error::Result<String> {
         let mut secret = [0u8; STATE_SECRET_LEN];
-        getrandom::fill(&mut secret)?;
+        getrandom::fill(&mut secret).map_err(|e| {
+            crate::error::Error::Host(anyhow::anyhow!(
+                "no randomness for a request-state secret: {e}"
+            ))
+        })?;
         Ok(hex::encode(secret))
     }
 

@@ -185,21 +185,6 @@ impl Host {
         self.shared().state_keys()
     }
 
-    /// `justonce rotate-state-secret`: a new secret keys every request state made
-    /// from now on; the states made under the one before are honoured for
-    /// [`crate::ask::ROTATED_SECRET_KEPT_MS`].
-    pub fn rotate_state_secret(&self) -> Result<()> {
-        let shared = self.shared();
-        let secret = crate::ask::StateKeys::new_secret().map_err(|e| {
-            crate::error::Error::Host(anyhow::anyhow!(
-                "no randomness for a request-state secret: {e}"
-            ))
-        })?;
-        shared
-            .journal
-            .rotate_state_secret(shared.clock.now_ms(), &secret)
-    }
-
     /// The clock the host measures retention and leases on.
     pub fn clock(&self) -> &dyn Clock {
         &*self.shared().clock
