@@ -383,20 +383,18 @@ fn downstreams(h: &History<'_>, violations: &mut Vec<String>) {
         *times.entry(&applied.position).or_default() += 1;
     }
     // A journaled effect is never sent again as a read (with no key), whatever its
-    // catalog says later: a read counts only before the effect it repeats. (One sent
-    // as a read first and journaled after went out twice by the catalog's word, not
-    // the guard's.)
-    for (i, read) in h.unkeyed.iter().enumerate() {
-        if read.key != SENT_AS_READ {
-            continue;
-        }
-        let before = h.unkeyed[..i]
-            .iter()
-            .filter(journaled)
-            .find(|a| a.position == read.position && a.what == read.what);
+    // catalog says later, by a call that began after it was applied (and so finds
+    // its record). A run that began before may read it meanwhile: a read takes no
+    // lease, and that run is fenced for everything else. One sent as a read first
+    // and journaled after went out twice by the catalog's word, not the guard's.
+    for read in h.unkeyed.iter().filter(|a| a.key == SENT_AS_READ) {
+        let before =
+            h.unkeyed.iter().filter(journaled).find(|a| {
+                a.order < read.order && a.position == read.position && a.what == read.what
+            });
         if let Some(first) = before {
             violations.push(format!(
-                "the effect at {:?}, journaled under key {}, was sent again as a read with no key: {}",
+                "the effect at {:?}, journaled under key {}, was sent again as a read with no key by a call that began after it: {}",
                 read.position, first.key, read.what
             ));
         }
@@ -668,21 +666,32 @@ mod tests {
             position: ("inv".into(), 1, seq),
             what: what.into(),
             at: 0,
+            order: 0,
         }
     }
 
     #[test]
     fn a_journaled_effect_sent_again_as_a_read_is_named_and_a_read_before_it_is_not() {
         let clock = SimClock::new(0);
-        let read = |seq, what| applied(SENT_AS_READ, seq, what);
+        // Each with its order: a journaled effect's when applied, a read's when the
+        // call that read it began.
+        let at = |order, mut applied: Applied| {
+            applied.order = order;
+            applied
+        };
+        let read = |order, seq, what| at(order, applied(SENT_AS_READ, seq, what));
         let unkeyed = vec![
-            read(0, "send a"),
-            applied("k0", 0, "send a"),
-            applied("k1", 1, "send b"),
-            read(1, "send b"),
-            read(1, "send c"),
-            read(2, "send d"),
-            read(2, "send d"),
+            read(0, 0, "send a"),
+            at(1, applied("k0", 0, "send a")),
+            at(2, applied("k1", 1, "send b")),
+            read(3, 1, "send b"),
+            read(4, 1, "send c"),
+            read(5, 2, "send d"),
+            read(6, 2, "send d"),
+            // Read by a call that began before the effect was journaled and applied
+            // (a fenced run reads without a lease): not the guard's to prevent.
+            read(7, 3, "send e"),
+            at(8, applied("k3", 3, "send e")),
         ];
         let history = History {
             unkeyed: &unkeyed,

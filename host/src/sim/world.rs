@@ -308,6 +308,17 @@ pub(crate) struct Applied {
     pub what: String,
     /// The clock's moment it was applied.
     pub at: usize,
+    /// Where it stands among the applies and call starts of the process
+    /// ([`next_order`]): a journaled effect's when it was applied; one sent as a
+    /// read ([`SENT_AS_READ`]) the moment the call that read it began, since a run
+    /// only finds what was journaled before it began.
+    pub order: u64,
+}
+
+/// The next number of one order over every apply and every call start.
+pub(crate) fn next_order() -> u64 {
+    static ORDER: AtomicU64 = AtomicU64::new(0);
+    ORDER.fetch_add(1, Ordering::SeqCst)
 }
 
 /// A fake downstream of the keyed or unkeyed class. A keyed one deduplicates by key,
@@ -346,19 +357,25 @@ struct DownState {
 thread_local! {
     /// The clock's moment the call this thread serves began (see [`in_call`]).
     static CALL_FROM: std::cell::Cell<Option<(usize, usize)>> = const { std::cell::Cell::new(None) };
+    /// Where the call this thread serves began among the applies ([`next_order`]).
+    static CALL_ORDER: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
 }
 
 /// Runs `f`, a call that began at the clock's moment `from` on host `host`, on this
 /// thread: the downstreams it reaches know since when its run can have held its
 /// lease, and which host sent what they received.
 pub(crate) fn in_call<R>(from: usize, host: usize, f: impl FnOnce() -> R) -> R {
-    struct Reset(Option<(usize, usize)>);
+    struct Reset(Option<(usize, usize)>, Option<u64>);
     impl Drop for Reset {
         fn drop(&mut self) {
             CALL_FROM.set(self.0);
+            CALL_ORDER.set(self.1);
         }
     }
-    let _reset = Reset(CALL_FROM.replace(Some((from, host))));
+    let _reset = Reset(
+        CALL_FROM.replace(Some((from, host))),
+        CALL_ORDER.replace(Some(next_order())),
+    );
     f()
 }
 
@@ -463,6 +480,7 @@ impl Downstream {
             position: (request.invocation.to_string(), generation, request.seq),
             what: what.clone(),
             at: self.chaos.clock.mark(),
+            order: next_order(),
         };
         let amount = request.payload["amount"].as_u64().unwrap_or(1);
         let mut state = self.lock();
@@ -627,6 +645,7 @@ impl Provider for Downstream {
             ),
             what: format!("{} {}", request.operation, request.payload),
             at: self.chaos.clock.mark(),
+            order: CALL_ORDER.get().unwrap_or_else(next_order),
         });
         Ok(json!({"sent": state.applied.len()}))
     }
@@ -748,6 +767,7 @@ impl Outbox {
             position: (request.invocation.to_string(), generation, request.seq),
             what: format!("{} {}", request.operation, request.payload),
             at: self.clock.mark(),
+            order: next_order(),
         };
         self.enqueued
             .lock()
