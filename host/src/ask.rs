@@ -64,6 +64,11 @@ impl std::fmt::Debug for StateKeys {
 #[error("a request-state secret in the journal is not {STATE_SECRET_LEN} bytes of lowercase hex")]
 pub struct BadStateSecret;
 
+/// The operating system gave no randomness for a new request-state secret.
+#[derive(Debug, thiserror::Error)]
+#[error("no randomness for a request-state secret: {0}")]
+pub struct NoRandomness(getrandom::Error);
+
 impl StateKeys {
     /// The keys from the journal's secrets, newest first, each as lowercase hex.
     /// `Err` when there is none, or one is not [`STATE_SECRET_LEN`] bytes of hex.
@@ -82,13 +87,9 @@ impl StateKeys {
     }
 
     /// A new random secret, as lowercase hex (what the journal stores).
-    pub fn new_secret() -> crate::error::Result<String> {
+    pub fn new_secret() -> Result<String, NoRandomness> {
         let mut secret = [0u8; STATE_SECRET_LEN];
-        getrandom::fill(&mut secret).map_err(|e| {
-            crate::error::Error::Host(anyhow::anyhow!(
-                "no randomness for a request-state secret: {e}"
-            ))
-        })?;
+        getrandom::fill(&mut secret).map_err(NoRandomness)?;
         Ok(hex::encode(secret))
     }
 

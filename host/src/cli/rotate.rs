@@ -19,7 +19,7 @@ pub struct RotateStateSecret {}
 impl RotateStateSecret {
     pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
         let journal = cli.journal()?;
-        let secret = StateKeys::new_secret()?;
+        let secret = StateKeys::new_secret().map_err(|e| Error::Host(e.into()))?;
         journal.rotate_state_secret(SystemClock.now_ms(), &secret)?;
         println!(
             "rotated the request-state secret: new states are made under the new one; \

@@ -87,7 +87,7 @@ impl Shared {
     /// rare, and a secret rotated by another process is then used at once.
     pub(crate) fn state_keys(&self) -> Result<crate::ask::StateKeys> {
         use crate::ask::{ROTATED_SECRET_KEPT_MS, StateKeys};
-        let first = StateKeys::new_secret()?;
+        let first = StateKeys::new_secret().map_err(|e| Error::Host(e.into()))?;
         let secrets =
             self.journal
                 .state_secrets(self.clock.now_ms(), ROTATED_SECRET_KEPT_MS, &first)?;
