@@ -32,11 +32,12 @@ with sync_playwright() as p:
     expect(page.locator("h1")).to_have_text("Needs attention")
 
     # The dead host's lease runs out within seconds: until then the call is
-    # "running" (listed under "Running now"); the page is read again until it is
-    # listed as needing attention.
+    # "running" (listed under "Running now", and under "Needs attention" too once
+    # its effect's outcome counts as unknown); the page is read again until it is
+    # listed as needing attention as stopped.
     row = page.locator(f'#attention tr[data-key="{call_key}"]')
     deadline = time.monotonic() + 30
-    while not row.is_visible():
+    while not row.locator(".badge.b-stopped").is_visible():
         if time.monotonic() > deadline:
             raise SystemExit("the killed host's call never showed in needs attention")
         running = page.locator(f'#running tr[data-key="{call_key}"]')
