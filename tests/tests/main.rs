@@ -14,6 +14,7 @@ mod console;
 mod config_file;
 mod console_browser;
 mod contract;
+mod deploy_files;
 mod fast_path;
 mod first_record;
 mod guests;

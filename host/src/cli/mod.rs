@@ -14,6 +14,7 @@ mod logging;
 mod new;
 mod oauth;
 mod operate;
+mod probe;
 mod push;
 mod replay;
 mod resolve;
@@ -137,6 +138,7 @@ enum Command {
     Push(push::Push),
     Lock(lock::Lock),
     RotateStateSecret(rotate::RotateStateSecret),
+    Probe(probe::Probe),
 }
 
 impl Command {
@@ -391,6 +393,7 @@ pub fn main() -> ExitCode {
         Command::Push(cmd) => cmd.run(&cli),
         Command::Lock(cmd) => cmd.run(&cli),
         Command::RotateStateSecret(cmd) => cmd.run(&cli),
+        Command::Probe(cmd) => cmd.run(&cli),
     };
     // Every span of the command is closed: send what is not sent yet.
     telemetry::shutdown();
