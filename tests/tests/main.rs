@@ -20,6 +20,9 @@ mod first_record;
 mod guests;
 mod health;
 mod hostile;
+// The Dockerfile's runtime stage built with buildah and run from its root filesystem
+// (skipped without buildah or root, but under CI=true).
+mod image;
 // Needs the fault-injection points, which release builds have only with the feature.
 #[cfg(any(debug_assertions, feature = "fault-injection"))]
 mod crash;
