@@ -11,7 +11,10 @@
 //! volume, chrooted, as the image's user. It must start as that non-root user,
 //! answer its healthcheck and `/readyz`, run a guarded call through MCP over HTTP
 //! whose retry is replayed under the same key with one refund downstream, and drain
-//! on SIGTERM. A library, user or file the image lacks makes it fail.
+//! on SIGTERM. A library, user or file the image lacks makes it fail. And the
+//! compose file's two hosts, each a container of the image with the compose file's
+//! command, configuration and secrets, share one PostgreSQL journal: a call answered
+//! by one is replayed by the other.
 //!
 //! Skipped where `buildah` is missing or the test is not root (buildah from scratch
 //! and chroot need root), but under `CI=true`, which fails instead.
@@ -30,6 +33,8 @@ use serde_json::{Value, json};
 use crate::support::mcp_http::{HttpClient, read_reply};
 
 const DOCKERFILE: &str = include_str!("../../docs/deploy/Dockerfile");
+const COMPOSE: &str = include_str!("../../docs/deploy/compose/compose.yaml");
+const COMPOSE_CONFIG: &str = include_str!("../../docs/deploy/compose/justonce.toml");
 const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 
 /// The libraries `gcr.io/distroless/cc-debian12` holds (glibc, libgcc, libstdc++,
@@ -448,13 +453,9 @@ impl Image {
     }
 }
 
-/// Builds the runtime stage from scratch, pushes it to `registry` and pulls it back:
-/// the container's root and the image's config as the registry served it.
-fn build_push_pull(
-    buildah: &Buildah,
-    stage: &RuntimeStage,
-    registry: &TestRegistry,
-) -> (PathBuf, Value) {
+/// Builds the runtime stage from scratch and pushes it to `registry`: the image's
+/// reference there.
+fn build_and_push(buildah: &Buildah, stage: &RuntimeStage, registry: &TestRegistry) -> String {
     let binary = std::env::var_os("JUSTONCE_TEST_BIN").map_or_else(
         || PathBuf::from(env!("CARGO_BIN_EXE_justonce")),
         PathBuf::from,
@@ -518,11 +519,24 @@ fn build_push_pull(
         &reference,
     ]);
     buildah.run(&["rmi", "--force", "localhost/justonce:image-test"]);
-    let pulled = buildah.run(&["from", "--quiet", "--tls-verify=false", &reference]);
+    reference
+}
+
+/// A container of the image `reference`, pulled from its registry: the image as a
+/// runtime would run it.
+fn pull(buildah: &Buildah, reference: &str) -> Image {
+    let pulled = buildah.run(&["from", "--quiet", "--tls-verify=false", reference]);
     let root = PathBuf::from(buildah.run(&["mount", &pulled]));
     let inspected: Value =
         serde_json::from_str(&buildah.run(&["inspect", "--type", "container", &pulled])).unwrap();
-    (root, inspected["Docker"]["config"].clone())
+    let config = &inspected["Docker"]["config"];
+    let image = Image::new(root, config);
+    assert_ne!(image.uid, 0, "the image runs as a user other than root");
+    assert!(
+        !image.healthcheck.is_empty(),
+        "the healthcheck survived the registry: {config}"
+    );
+    image
 }
 
 /// `GET PATH` on `addr` without a token: the status and the body.
@@ -562,15 +576,17 @@ impl Drop for Served {
     }
 }
 
-fn serve(image: &Image, env: &[(&str, &str)]) -> Served {
-    let http = image
-        .cmd
-        .iter()
-        .position(|w| w == "--http")
-        .expect("the image's CMD serves --http");
-    assert_eq!(image.cmd[0], "serve", "{:?}", image.cmd);
-    let mut args = image.cmd.clone();
-    args[http + 1] = "127.0.0.1:0".into();
+/// Runs `command` (a `serve` with `--http`, and maybe `--metrics`) in `image`, each
+/// listener on a free loopback port instead of the one it names.
+fn serve(image: &Image, command: &[String], env: &[(&str, &str)]) -> Served {
+    assert_eq!(command[0], "serve", "{command:?}");
+    assert!(command.iter().any(|w| w == "--http"), "{command:?}");
+    let mut args = command.to_vec();
+    for at in 1..args.len() {
+        if matches!(args[at - 1].as_str(), "--http" | "--metrics") {
+            args[at] = "127.0.0.1:0".into();
+        }
+    }
     let mut child = image
         .command(&args, env)
         .stdout(Stdio::piped())
@@ -622,13 +638,7 @@ fn the_dockerfiles_runtime_stage_built_from_scratch_runs_as_its_user_and_answers
         bin,
         dir: tempfile::tempdir().unwrap(),
     };
-    let (root, config) = build_push_pull(&buildah, &stage, &registry);
-    let image = Image::new(root, &config);
-    assert_ne!(image.uid, 0, "the image runs as a user other than root");
-    assert!(
-        !image.healthcheck.is_empty(),
-        "the healthcheck survived the registry: {config}"
-    );
+    let image = pull(&buildah, &build_and_push(&buildah, &stage, &registry));
 
     // What an operator mounts: a tool of the repository's and the HTTP config that
     // lets it reach the payments API (the test's, on this machine's loopback).
@@ -641,13 +651,7 @@ fn the_dockerfiles_runtime_stage_built_from_scratch_runs_as_its_user_and_answers
         .expect("the refund example tool")
         .1;
     write(&mounted.join("tools/refund.wasm"), refund, 0o644);
-    write(
-        &mounted.join("http.json"),
-        json!({ "services": { "payments": payments.url() }, "allow": { "refund": [payments.url()] } })
-            .to_string()
-            .as_bytes(),
-        0o644,
-    );
+    mount_http_config(&image, &payments);
     let env = [
         ("JUSTONCE_TOOLS", "/run/justonce/tools"),
         ("JUSTONCE_HTTP_CONFIG", "/run/justonce/http.json"),
@@ -658,7 +662,7 @@ fn the_dockerfiles_runtime_stage_built_from_scratch_runs_as_its_user_and_answers
     assert!(added.status.success(), "token add in the image: {added:?}");
     let token = String::from_utf8(added.stdout).unwrap().trim().to_owned();
 
-    let served = serve(&image, &env);
+    let served = serve(&image, &image.cmd, &env);
     let pid = served.child.id();
     let ids = credentials(pid);
     let (uid, gid) = (image.uid.to_string(), image.gid.to_string());
@@ -754,4 +758,133 @@ fn the_dockerfiles_runtime_stage_built_from_scratch_runs_as_its_user_and_answers
         "the image writes outside its volume: {log}"
     );
     assert_eq!(image.healthcheck(served.addr.port()), Some(1), "unhealthy");
+}
+
+/// The HTTP config that lets `refund` reach `payments`, written into the container
+/// (what an operator mounts) at `/run/justonce/http.json`.
+fn mount_http_config(image: &Image, payments: &LocalApi) {
+    write(
+        &inside(&image.root, "/run/justonce/http.json"),
+        json!({ "services": { "payments": payments.url() }, "allow": { "refund": [payments.url()] } })
+            .to_string()
+            .as_bytes(),
+        0o644,
+    );
+}
+
+/// The compose file's `command` (the hosts' one).
+fn compose_command() -> Vec<String> {
+    let line = COMPOSE
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("command:"))
+        .expect("compose.yaml has a command");
+    serde_json::from_str(line.trim()).expect("the command is a JSON array")
+}
+
+#[test]
+fn the_compose_files_two_hosts_share_one_postgresql_journal_and_one_replays_the_others_call() {
+    let test =
+        "the_compose_files_two_hosts_share_one_postgresql_journal_and_one_replays_the_others_call";
+    let Some(bin) = buildah(test) else {
+        return;
+    };
+    let Some(cluster) = justonce::__private::postgres_testing::cluster(test) else {
+        return;
+    };
+    let Some(database) = cluster.password_login(&cluster.database()) else {
+        eprintln!("skipped (no password login on the test cluster): {test}");
+        return;
+    };
+    let Some(registry) = TestRegistry::start(test) else {
+        return;
+    };
+    let buildah = Buildah {
+        bin,
+        dir: tempfile::tempdir().unwrap(),
+    };
+    let reference = build_and_push(&buildah, &runtime_stage(DOCKERFILE), &registry);
+
+    // The secrets as compose/secrets/README makes them: the tokens file with the
+    // binary, both owned by root with mode 0644.
+    let secrets = tempfile::tempdir().unwrap();
+    let tokens_file = secrets.path().join("tokens.json");
+    let added = crate::support::cli::justonce_command(None)
+        .args(["token", "add", "agent", "--tokens"])
+        .arg(&tokens_file)
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{added:?}");
+    let token = String::from_utf8(added.stdout).unwrap().trim().to_owned();
+    let tokens = std::fs::read(&tokens_file).unwrap();
+    let password = format!("{}\n", justonce::__private::postgres_testing::PASSWORD);
+
+    let payments = LocalApi::start().unwrap();
+    let command = compose_command();
+    let hosts: Vec<(Image, Served)> = ["web-1", "web-2"]
+        .into_iter()
+        .map(|name| {
+            let image = pull(&buildah, &reference);
+            write(
+                &inside(&image.root, "/etc/justonce/justonce.toml"),
+                COMPOSE_CONFIG.as_bytes(),
+                0o644,
+            );
+            write(
+                &inside(&image.root, "/run/secrets/tokens.json"),
+                &tokens,
+                0o644,
+            );
+            write(
+                &inside(&image.root, "/run/secrets/db-password"),
+                password.as_bytes(),
+                0o644,
+            );
+            mount_http_config(&image, &payments);
+            // JUSTONCE_DB stands in for the compose network's `postgres` (the URL of
+            // the configuration without its password, on the test's server).
+            let env = [
+                ("JUSTONCE_HOST_NAME", name),
+                ("JUSTONCE_DB", database.as_str()),
+                ("JUSTONCE_HTTP_CONFIG", "/run/justonce/http.json"),
+            ];
+            let served = serve(&image, &command, &env);
+            assert_eq!(
+                probe(served.addr, "/readyz"),
+                (200, "ok\n".to_owned()),
+                "{name}"
+            );
+            (image, served)
+        })
+        .collect();
+
+    let args = json!({ "order_id": 4417, "amount_cents": 1299 });
+    let conversation = json!({ "_meta": { "dev.justonce/conversation": "order-4417" } });
+    let on = |host: usize| HttpClient::new(hosts[host].1.addr, Some(token.clone()));
+    let first = on(0)
+        .call("refund", args.clone(), conversation.clone())
+        .tool_result();
+    let retry = on(1)
+        .call("refund", args, conversation.clone())
+        .tool_result();
+    assert_eq!(meta(&first, "replayed"), false, "{first}");
+    assert_eq!(
+        meta(&retry, "replayed"),
+        true,
+        "web-2 answers web-1's call: {retry}"
+    );
+    assert_eq!(meta(&retry, "key"), meta(&first, "key"));
+    assert_eq!(retry["structuredContent"], first["structuredContent"]);
+    assert_eq!(payments.applied().len(), 1, "one refund");
+    // The opposite case: another order on web-2 is another refund.
+    let other = on(1)
+        .call(
+            "refund",
+            json!({ "order_id": 4418, "amount_cents": 1299 }),
+            conversation,
+        )
+        .tool_result();
+    assert_eq!(meta(&other, "replayed"), false, "{other}");
+    assert_eq!(payments.applied().len(), 2);
+    let keys: Vec<Option<String>> = payments.requests().into_iter().map(|r| r.key).collect();
+    assert!(keys[0].is_some() && keys[0] != keys[1], "{keys:?}");
 }
