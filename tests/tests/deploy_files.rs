@@ -152,6 +152,7 @@ fn every_grace_period_outlasts_the_drain_and_the_stop_signal_is_sigterm() {
             "{place}: {grace:?} is not longer than the drain ({bound:?}): the SIGKILL would land mid-drain"
         );
     }
+    assert_eq!(value(DOCKERFILE, "Dockerfile", "STOPSIGNAL "), "SIGTERM");
     assert_eq!(value(COMPOSE, "compose.yaml", "stop_signal"), "SIGTERM");
     assert_eq!(value(UNIT, "justonce.service", "KillSignal"), "SIGTERM");
     assert_eq!(

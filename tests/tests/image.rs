@@ -4,7 +4,7 @@
 //! that base holds (its passwd entries, and the shared libraries `ldd` names for the
 //! binary, each of which the base must provide), places what each `COPY` of the stage
 //! copies (this test's build of `justonce` for the release binary), and takes the
-//! stage's USER, WORKDIR, ENV, VOLUME, EXPOSE, HEALTHCHECK, ENTRYPOINT and CMD from
+//! stage's USER, WORKDIR, ENV, VOLUME, EXPOSE, HEALTHCHECK, STOPSIGNAL, ENTRYPOINT and CMD from
 //! the Dockerfile. Debian's `buildah` builds it `from scratch`, commits it and pushes
 //! it to the tests' own registry; the image pulled back is run from its root
 //! filesystem (`podman run` does not work on these machines): read-only but for its
@@ -76,6 +76,7 @@ struct RuntimeStage {
     exposed: Vec<String>,
     /// `--interval=10s` … then the command's words.
     healthcheck: (Vec<String>, Vec<String>),
+    stop_signal: String,
     entrypoint: Vec<String>,
     cmd: Vec<String>,
 }
@@ -158,6 +159,7 @@ fn runtime_stage(dockerfile: &str) -> RuntimeStage {
                     json_words(word, command),
                 );
             }
+            "STOPSIGNAL" => rest.clone_into(&mut stage.stop_signal),
             "ENTRYPOINT" => stage.entrypoint = json_words(word, rest),
             "CMD" => stage.cmd = json_words(word, rest),
             other => panic!("the image test does not know {other} in the runtime stage: teach it"),
@@ -349,6 +351,7 @@ struct Image {
     entrypoint: Vec<String>,
     cmd: Vec<String>,
     healthcheck: Vec<String>,
+    stop_signal: String,
 }
 
 impl Image {
@@ -385,6 +388,10 @@ impl Image {
             entrypoint: words("Entrypoint"),
             cmd: words("Cmd"),
             healthcheck,
+            stop_signal: config["StopSignal"]
+                .as_str()
+                .unwrap_or("SIGTERM")
+                .to_owned(),
             root,
         }
     }
@@ -476,6 +483,8 @@ fn build_and_push(buildah: &Buildah, stage: &RuntimeStage, registry: &TestRegist
         serde_json::to_string(&stage.cmd).unwrap(),
         "--healthcheck".into(),
         format!("CMD {}", stage.healthcheck.1.join(" ")),
+        "--stop-signal".into(),
+        stage.stop_signal.clone(),
     ];
     for option in &stage.healthcheck.0 {
         let (name, value) = option
@@ -724,10 +733,11 @@ fn the_dockerfiles_runtime_stage_built_from_scratch_runs_as_its_user_and_answers
         Some(image.uid)
     );
 
-    // SIGTERM drains and exits 0; the healthcheck then says unhealthy.
+    // The image's stop signal drains and exits 0; the healthcheck then says unhealthy.
     let mut served = served;
+    let signal = image.stop_signal.trim_start_matches("SIG");
     let sent = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
+        .args([&format!("-{signal}"), &pid.to_string()])
         .status()
         .unwrap();
     assert!(sent.success());
@@ -738,7 +748,7 @@ fn the_dockerfiles_runtime_stage_built_from_scratch_runs_as_its_user_and_answers
         }
         assert!(
             Instant::now() < deadline,
-            "the image's serve did not stop on SIGTERM"
+            "the image's serve did not stop on its stop signal"
         );
         std::thread::sleep(Duration::from_millis(20));
     };
