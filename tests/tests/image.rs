@@ -4,14 +4,14 @@
 //! that base holds (its passwd entries, and the shared libraries `ldd` names for the
 //! binary, each of which the base must provide), places what each `COPY` of the stage
 //! copies (this test's build of `justonce` for the release binary), and takes the
-//! stage's USER, WORKDIR, ENV, VOLUME, EXPOSE, HEALTHCHECK, STOPSIGNAL, ENTRYPOINT and CMD from
-//! the Dockerfile. Debian's `buildah` builds it `from scratch`, commits it and pushes
-//! it to the tests' own registry; the image pulled back is run from its root
-//! filesystem (`podman run` does not work on these machines): read-only but for its
-//! volume, chrooted, as the image's user. It must start as that non-root user,
+//! stage's USER, WORKDIR, ENV, VOLUME, EXPOSE, HEALTHCHECK, STOPSIGNAL, ENTRYPOINT
+//! and CMD from the Dockerfile. Debian's `buildah` builds it `from scratch`, commits
+//! it and pushes it to the tests' own registry; the image pulled back is run from its
+//! root filesystem (`podman run` does not work on these machines): read-only but for
+//! its volume, chrooted, as the image's user. It must start as that non-root user,
 //! answer its healthcheck and `/readyz`, run a guarded call through MCP over HTTP
 //! whose retry is replayed under the same key with one refund downstream, and drain
-//! on SIGTERM. A library, user or file the image lacks makes it fail. And the
+//! on its stop signal. A library, user or file the image lacks makes it fail. And the
 //! compose file's two hosts, each a container of the image with the compose file's
 //! command, configuration and secrets, share one PostgreSQL journal: a call answered
 //! by one is replayed by the other.
