@@ -7,6 +7,7 @@ mod deliver;
 mod demo;
 mod forget;
 mod gc;
+mod healthcheck;
 mod journal;
 mod key;
 mod lock;
@@ -14,7 +15,6 @@ mod logging;
 mod new;
 mod oauth;
 mod operate;
-mod probe;
 mod push;
 mod replay;
 mod resolve;
@@ -138,7 +138,7 @@ enum Command {
     Push(push::Push),
     Lock(lock::Lock),
     RotateStateSecret(rotate::RotateStateSecret),
-    Probe(probe::Probe),
+    Healthcheck(healthcheck::Healthcheck),
 }
 
 impl Command {
@@ -393,7 +393,7 @@ pub fn main() -> ExitCode {
         Command::Push(cmd) => cmd.run(&cli),
         Command::Lock(cmd) => cmd.run(&cli),
         Command::RotateStateSecret(cmd) => cmd.run(&cli),
-        Command::Probe(cmd) => cmd.run(&cli),
+        Command::Healthcheck(cmd) => cmd.run(&cli),
     };
     // Every span of the command is closed: send what is not sent yet.
     telemetry::shutdown();

@@ -1,4 +1,4 @@
-//! `justonce probe URL`: GET a health probe of a running `serve` and say by the exit
+//! `justonce healthcheck URL`: GET a health probe of a running `serve` and say by the exit
 //! code whether it answered 200, for a container's `HEALTHCHECK` in an image that has
 //! no shell and no curl (docs/deploy/Dockerfile).
 
@@ -15,7 +15,7 @@ use crate::error::Error;
 /// container's HEALTHCHECK expects), 2 for a URL that is not http://HOST[:PORT]/PATH.
 /// The answer's first line, or why there was none, goes to stderr. No proxy is used.
 #[derive(Debug, Args)]
-pub struct Probe {
+pub struct Healthcheck {
     /// The probe's URL, e.g. http://127.0.0.1:8080/healthz.
     #[arg(value_parser = probe_url)]
     url: ureq::http::Uri,
@@ -28,7 +28,7 @@ pub struct Probe {
 /// "unhealthy").
 const UNHEALTHY: u8 = 1;
 
-impl Probe {
+impl Healthcheck {
     pub(super) fn run(&self, _cli: &Cli) -> Result<u8, Error> {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .proxy(None)
