@@ -67,6 +67,10 @@ pub(crate) const INHERITED_ENV: &[&str] = &["PATH", "HOME", "LANG"];
 /// warning (the answer it carried is lost), never held in memory whole.
 pub(crate) const MAX_LINE_BYTES: usize = 17 << 20;
 
+/// The most requests given up past their timeout that a connection still follows
+/// (their answers kept when they come); past it, the oldest is forgotten.
+pub(crate) const MAX_GIVEN_UP: usize = 1024;
+
 /// The longest line of an upstream's stderr kept for the log; a longer one is
 /// dropped with a warning.
 const MAX_STDERR_LINE_BYTES: usize = 64 << 10;
@@ -426,6 +430,19 @@ impl StdioClient {
                 pending.remove(&id);
             }
             None => {}
+        }
+        // An upstream that never answers does not hold every request given up:
+        // past the cap, the oldest is no longer followed (its answer is dropped).
+        if keyed && pending.values().filter(|w| w.to.is_none()).count() > MAX_GIVEN_UP {
+            let oldest = pending
+                .iter()
+                .filter(|(_, w)| w.to.is_none())
+                .map(|(id, _)| *id)
+                .min();
+            if let Some(oldest) = oldest {
+                pending.remove(&oldest);
+                tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, "more than {MAX_GIVEN_UP} requests given up are still unanswered: the oldest is no longer followed, its answer will be dropped");
+            }
         }
         Err(RecvTimeoutError::Timeout)
     }
