@@ -82,7 +82,9 @@ pub use journal::{
 };
 pub use keys::{EffectKey, Fingerprint, InvocationKey};
 pub use outcome::Outcome;
-pub use provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
+pub use provider::{
+    EarlierAttempt, EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest,
+};
 pub use readiness::NotReady;
 pub use retention::{Retention, ToolWindows, Unscoped};
 pub use retry::RetryPolicy;

@@ -135,6 +135,17 @@ pub enum ProviderError {
     Invalid(String),
 }
 
+/// What became of an earlier attempt whose outcome was unknown, as its provider
+/// learned since (see [`Provider::earlier_attempt`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum EarlierAttempt {
+    /// Its answer came after the attempt was given up: the effect's answer (a
+    /// response, or [`ProviderError::Rejected`]).
+    Answered(Result<Value, ProviderError>),
+    /// It is still running downstream: its answer may yet come.
+    Running,
+}
+
 /// Performs effects of one kind. Register implementations with
 /// [`HostBuilder::provider`](crate::HostBuilder::provider).
 pub trait Provider: Send + Sync + 'static {
@@ -153,6 +164,16 @@ pub trait Provider: Send + Sync + 'static {
 
     /// Performs one attempt of a keyed or unkeyed effect.
     fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError>;
+
+    /// What became of the earlier attempt under `key` whose outcome was unknown,
+    /// when the provider learned it since: its answer came late (taken: the guard
+    /// saves it as the effect's answer), or it still runs. Asked before an unkeyed
+    /// effect pending in the journal fails closed. `None` (the default): nothing
+    /// learned.
+    fn earlier_attempt(&self, key: &EffectKey) -> Option<EarlierAttempt> {
+        let _ = key;
+        None
+    }
 
     /// Performs a transactional effect inside the journal's open transaction; whatever
     /// it writes through `tx` commits together with the effect record, or not at all.

@@ -50,6 +50,8 @@ mod mcp_gateway;
 mod mcp_gateway_credentials;
 // An upstream that hangs beside a healthy one (skipped without the SDK, but under CI=true).
 mod mcp_gateway_hung;
+// An upstream that answers late and floods progress (skipped without the SDK, but under CI=true).
+mod mcp_gateway_late;
 mod mcp_hidden;
 mod mcp_http;
 mod mcp_http_cli;

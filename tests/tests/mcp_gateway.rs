@@ -155,7 +155,12 @@ impl Gateway {
 /// The effect records the journal holds of the upstream calls of `tool`
 /// (`justonce journal --json`): their keys, class and attempts.
 fn journaled_effects(gateway: &Gateway, tool: &str) -> Vec<Value> {
-    let out = crate::support::cli::justonce_command(Some(&gateway.dir.path().join("state.db")))
+    effects_in(&gateway.dir.path().join("state.db"), tool)
+}
+
+/// The effect records the journal `db` holds of the calls of `tool`.
+pub(crate) fn effects_in(db: &Path, tool: &str) -> Vec<Value> {
+    let out = crate::support::cli::justonce_command(Some(db))
         .args(["journal", "--json"])
         .output()
         .unwrap();

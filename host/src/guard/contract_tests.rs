@@ -1382,6 +1382,88 @@ fn an_unkeyed_effect_whose_outcome_is_unknown_is_never_repeated_until_a_person_r
     assert_eq!(result, json!({"sent": true}));
 }
 
+/// An unkeyed downstream whose provider learns, after an attempt was given up,
+/// what became of it (an upstream MCP server that answers past its timeout): still
+/// running, then its answer.
+struct AnsweredLate {
+    inner: Arc<Downstream>,
+    /// What it learned of the attempt under each key.
+    learned: Mutex<Vec<(String, crate::provider::EarlierAttempt)>>,
+}
+
+impl Provider for AnsweredLate {
+    fn class(&self) -> ProviderClass {
+        ProviderClass::Unkeyed
+    }
+
+    fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
+        self.inner.perform(request)
+    }
+
+    fn earlier_attempt(
+        &self,
+        key: &crate::keys::EffectKey,
+    ) -> Option<crate::provider::EarlierAttempt> {
+        let mut learned = self.learned.lock().unwrap();
+        let at = learned.iter().position(|(k, _)| k == key.as_str())?;
+        match &learned[at].1 {
+            crate::provider::EarlierAttempt::Running => {
+                Some(crate::provider::EarlierAttempt::Running)
+            }
+            crate::provider::EarlierAttempt::Answered(_) => Some(learned.remove(at).1),
+        }
+    }
+}
+
+/// An unkeyed effect whose answer came after its attempt was given up: the retry
+/// while it still runs is unknown and sends nothing; the retry after its answer
+/// came is answered with it, saved as the effect's answer (replayed from then on),
+/// and the effect is never sent again. The opposite: another call is sent.
+#[test]
+fn an_unkeyed_effect_answered_late_is_answered_from_that_answer_and_never_sent_again() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "sms");
+    let inner = Downstream::new(ProviderClass::Unkeyed, vec![Fault::LoseResponse]);
+    let sms = Arc::new(AnsweredLate {
+        inner: Arc::clone(&inner),
+        learned: Mutex::default(),
+    });
+    let h = host(runner, &[("sms", sms.clone())]);
+
+    let first = h.guard.call(&pay(10)).unwrap_err();
+    assert!(matches!(first, Error::OutcomeUnknown { .. }), "{first}");
+    let key = inner.attempts()[0].clone();
+    sms.learned
+        .lock()
+        .unwrap()
+        .push((key.clone(), crate::provider::EarlierAttempt::Running));
+    let running = h.guard.call(&pay(10)).unwrap_err();
+    let Error::OutcomeUnknown { reason, .. } = &running else {
+        panic!("{running}")
+    };
+    assert!(reason.contains("still running on sms"), "{reason}");
+
+    sms.learned.lock().unwrap()[0].1 =
+        crate::provider::EarlierAttempt::Answered(Ok(json!({ "sent": "late" })));
+    let answered = h.guard.call(&pay(10)).unwrap();
+    let Outcome::Success { result, .. } = &answered.outcome else {
+        panic!("{:?}", answered.outcome)
+    };
+    assert_eq!(result, &json!({ "sent": "late" }));
+    let again = h.guard.call(&pay(10)).unwrap();
+    assert!(again.replayed, "saved as the outcome");
+    assert_eq!(again.outcome, answered.outcome);
+    assert_eq!(inner.attempts(), [key], "sent once, under one key");
+    assert_eq!(inner.applied().len(), 1, "the effect happened once");
+
+    // The opposite: another call is another effect, sent.
+    let other = h.guard.call(&pay(11)).unwrap();
+    assert!(other.outcome.is_success() && !other.replayed);
+    let attempts = inner.attempts();
+    assert_eq!(attempts.len(), 2);
+    assert_ne!(attempts[0], attempts[1]);
+}
+
 /// The same downstream as the catalog describes it after a change (an upstream
 /// tool's annotations after `list_changed` or a restart, an edited configuration):
 /// another class, or a read. What reaches the downstream is `inner`'s, unchanged: a
@@ -3262,6 +3344,7 @@ on_postgres!(
     an_unknown_outcome_is_not_saved_and_the_retry_resumes_under_the_same_key,
     a_throttled_downstream_is_retried_after_its_retry_after_under_the_same_key,
     an_unkeyed_effect_whose_outcome_is_unknown_is_never_repeated_until_a_person_resolves_it,
+    an_unkeyed_effect_answered_late_is_answered_from_that_answer_and_never_sent_again,
     an_unkeyed_effect_whose_tool_now_says_idempotent_is_not_sent_again,
     an_effect_journaled_before_its_tool_said_read_only_is_never_sent_again_as_a_read,
     a_completed_call_whose_tool_now_says_read_only_is_replayed_once_and_not_read,

@@ -34,7 +34,9 @@ use crate::journal::{
 };
 use crate::keys::{self, EffectKey, InvocationKey};
 use crate::mutants::{self, Mutant};
-use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
+use crate::provider::{
+    EarlierAttempt, EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest,
+};
 use crate::runtime::{EffectFailure, EffectHandler, spans};
 
 /// How often a run renews a lease that ran out before its provider call (see
@@ -398,18 +400,46 @@ impl EffectSession {
         }
 
         // 4. A pending unkeyed effect may have happened; repeating it could do it
-        // twice. Fail closed until a person resolves it.
+        // twice. Fail closed until a person resolves it, unless its provider has
+        // learned its answer since (it came after the attempt was given up): then
+        // that answer is the effect's, saved as an answer in time would have been.
         if let Some(record) = &existing
             && class == ProviderClass::Unkeyed
             && record.resolution != Some(Resolution::NotPerformed)
         {
+            let earlier = provider.earlier_attempt(&record.key);
+            let late = match &earlier {
+                Some(EarlierAttempt::Answered(Ok(response))) => Some(Answer::Ok(response.clone())),
+                Some(EarlierAttempt::Answered(Err(ProviderError::Rejected(answer)))) => {
+                    Some(Answer::Rejected(answer.clone()))
+                }
+                // No answer after all (one over the cap, not JSON-RPC): still unknown.
+                _ => None,
+            };
+            if let Some(answer) = late {
+                tracing::info!(
+                    tool = %self.tool,
+                    key = %self.invocation,
+                    effect = %record.key,
+                    seq,
+                    provider = provider_name,
+                    "effect #{seq} ({provider_name}) was answered after its attempt was given up: its answer is saved, nothing is sent again"
+                );
+                return self.save_answer(&record.key, answer, class);
+            }
             // Named by its call, not its effect key: what the agent reads never holds
             // an effect key (operators read it in the journal).
-            let reason = format!(
-                "an earlier attempt of this unkeyed effect may have taken effect; a person must resolve it \
-                 (`justonce journal {}` shows the effect's key; then `justonce resolve EFFECT_KEY --performed` or `--not-performed`)",
-                self.invocation
-            );
+            let reason = match earlier {
+                Some(EarlierAttempt::Running) => format!(
+                    "an earlier attempt of this unkeyed effect is still running on {provider_name}, which has not answered it yet; \
+                     it is not sent again: retrying the same tool call once it answered returns its answer"
+                ),
+                _ => format!(
+                    "an earlier attempt of this unkeyed effect may have taken effect; a person must resolve it \
+                     (`justonce journal {}` shows the effect's key; then `justonce resolve EFFECT_KEY --performed` or `--not-performed`)",
+                    self.invocation
+                ),
+            };
             return Ok(Err(self.unknown(seq, provider_name, reason)));
         }
 

@@ -168,6 +168,10 @@ impl Provider for Faulty {
         Ok(answer)
     }
 
+    fn earlier_attempt(&self, key: &EffectKey) -> Option<crate::provider::EarlierAttempt> {
+        self.inner.earlier_attempt(key)
+    }
+
     fn unjournaled_read(&self, operation: &str, payload: &Value) -> bool {
         self.inner.unjournaled_read(operation, payload)
     }

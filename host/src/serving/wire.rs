@@ -12,9 +12,9 @@ use std::task::{Context, Poll};
 
 use std::sync::Arc;
 
+use crate::serving::sse::LiveEvents;
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
-use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::deadline::Phase;
 
@@ -109,7 +109,7 @@ pub(crate) struct Response {
     /// lines).
     pub notes: Vec<serde_json::Value>,
     /// A stream whose events come as a call runs: `body` holds its first bytes.
-    pub live: Option<UnboundedReceiver<Bytes>>,
+    pub live: Option<LiveEvents>,
 }
 
 /// JSON-RPC's "Invalid Request" code, which every refusal of the server carries.
@@ -153,7 +153,7 @@ impl Response {
     }
 
     /// A `200` event stream: `first`, then the events `live` carries until it ends.
-    pub fn live(first: Bytes, live: UnboundedReceiver<Bytes>) -> Self {
+    pub fn live(first: Bytes, live: LiveEvents) -> Self {
         Self {
             status: 200,
             headers: Vec::new(),
@@ -269,7 +269,7 @@ fn failed(e: &hyper::http::Error) -> hyper::Response<Payload> {
 pub(crate) struct Payload {
     data: Option<Bytes>,
     sized: bool,
-    events: Option<UnboundedReceiver<Bytes>>,
+    events: Option<LiveEvents>,
     /// Told when the body is done (dropped): the connection's request is over.
     on_end: Option<Arc<Phase>>,
 }
@@ -294,7 +294,7 @@ impl Payload {
     }
 
     /// `first`, then every event `events` carries, until it ends.
-    pub fn events(first: Bytes, events: UnboundedReceiver<Bytes>) -> Self {
+    pub fn events(first: Bytes, events: LiveEvents) -> Self {
         Self {
             data: Some(first),
             sized: false,
@@ -324,10 +324,7 @@ impl Drop for Payload {
 }
 
 /// A session's standalone stream as a response.
-pub(crate) fn event_stream(
-    first: Bytes,
-    events: UnboundedReceiver<Bytes>,
-) -> hyper::Response<Payload> {
+pub(crate) fn event_stream(first: Bytes, events: LiveEvents) -> hyper::Response<Payload> {
     let mut response = hyper::Response::new(Payload::events(first, events));
     let headers = response.headers_mut();
     headers.insert(

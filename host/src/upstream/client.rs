@@ -13,12 +13,14 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use super::credentials::Credentials;
-use crate::runtime::log_listener::{self, GuestNote};
+use super::late::LateAnswers;
+use super::progress;
+use crate::runtime::log_listener;
 
 /// The MCP revision this client asks for; an upstream may answer an older one.
 pub(crate) const PROTOCOL_VERSION: &str = "2025-06-18";
@@ -64,6 +66,10 @@ pub(crate) const INHERITED_ENV: &[&str] = &["PATH", "HOME", "LANG"];
 /// The longest line read from an upstream's output: a longer one is dropped with a
 /// warning (the answer it carried is lost), never held in memory whole.
 pub(crate) const MAX_LINE_BYTES: usize = 17 << 20;
+
+/// The most requests given up past their timeout that a connection still follows
+/// (their answers kept when they come); past it, the oldest is forgotten.
+pub(crate) const MAX_GIVEN_UP: usize = 1024;
 
 /// The longest line of an upstream's stderr kept for the log; a longer one is
 /// dropped with a warning.
@@ -122,7 +128,28 @@ fn read_line(reader: &mut impl BufRead, max: usize) -> Line {
     }
 }
 
-type Pending = Arc<Mutex<HashMap<u64, Sender<Value>>>>;
+/// A request sent and not answered yet.
+struct Waiter {
+    /// Where its answer and progress reports go, while someone waits for it; `None`
+    /// once its requester gave up (past the timeout).
+    to: Option<Sender<Value>>,
+    /// The effect key it carries, if any: an answer that comes when nobody waits
+    /// is kept under it ([`LateAnswers`]), and a later attempt under the same key
+    /// waits for this request instead of sending another.
+    key: Option<String>,
+}
+
+type Pending = Arc<Mutex<HashMap<u64, Waiter>>>;
+
+/// What a request under an effect key waits for.
+enum Waiting {
+    /// The answer kept for the key, which came after an earlier request gave up.
+    Kept(Value),
+    /// The earlier request (by id) under the key, still running upstream.
+    Earlier(u64),
+    /// Nothing yet: a new request is sent.
+    New,
+}
 
 /// Called (on the thread that reads the upstream) when it says its tools changed.
 pub(crate) type ListChanged = Arc<dyn Fn() + Send + Sync>;
@@ -137,6 +164,8 @@ pub(crate) struct Hooks {
     pub(crate) changed: ListChanged,
     /// It ended.
     pub(crate) ended: Ended,
+    /// Where the answers that came after their requester gave up are kept.
+    pub(crate) late: Arc<LateAnswers>,
 }
 
 /// One running upstream process and the requests waiting on it.
@@ -149,6 +178,8 @@ pub(crate) struct StdioClient {
     child: Mutex<Child>,
     /// Set when the host stops the process itself: its end is then no news.
     closing: Arc<AtomicBool>,
+    /// The answers that came after their requester gave up.
+    late: Arc<LateAnswers>,
 }
 
 impl StdioClient {
@@ -215,6 +246,7 @@ impl StdioClient {
             ended: hooks.ended,
             closing: Arc::clone(&closing),
             credentials,
+            late: Arc::clone(&hooks.late),
         };
         std::thread::Builder::new()
             .name(format!("upstream-{upstream}-stdout"))
@@ -228,6 +260,7 @@ impl StdioClient {
             alive,
             child: Mutex::new(child),
             closing,
+            late: hooks.late,
         })
     }
 
@@ -238,7 +271,7 @@ impl StdioClient {
 
     /// `initialize` and `notifications/initialized`: the upstream's `initialize` result.
     pub(crate) fn initialize(&self, timeout: Duration) -> Result<Value, ClientError> {
-        let result = self.request("initialize", initialize_params(), timeout, None)?;
+        let result = self.request("initialize", initialize_params(), timeout, None, None)?;
         self.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))?;
         Ok(result)
     }
@@ -246,56 +279,92 @@ impl StdioClient {
     /// Sends request `method` and waits up to `timeout` for its result. With
     /// `progress_of` (a tool's name) and someone listening on this thread (an MCP
     /// client that asked for progress), the upstream is asked for progress and its
-    /// reports are handed on as that tool's.
+    /// reports are handed on, coalesced, as that tool's.
+    ///
+    /// A request carrying an effect `key` is never sent twice at once: past its
+    /// timeout it stays registered (its answer, when it comes, is kept as a late
+    /// answer), and a later request under the same key waits for that one's answer
+    /// instead of sending another, or is answered at once with the answer kept.
     pub(crate) fn request(
         &self,
         method: &str,
         mut params: Value,
         timeout: Duration,
+        key: Option<&str>,
         progress_of: Option<&str>,
     ) -> Result<Value, ClientError> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let progress_of = progress_of.filter(|_| log_listener::listening());
-        if progress_of.is_some()
-            && let Some(params) = params.as_object_mut()
-        {
-            let meta = params.entry("_meta").or_insert_with(|| json!({}));
-            if let Some(meta) = meta.as_object_mut() {
-                meta.insert("progressToken".into(), json!(id));
-            }
-        }
         let (tx, rx): (Sender<Value>, Receiver<Value>) = channel();
-        self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id, tx);
-        let sent =
-            self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
-        if let Err(e) = sent {
-            self.forget(id);
-            return Err(e);
-        }
-        let deadline = std::time::Instant::now() + timeout;
-        let answer = loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(message) if message.get("method").is_some() => {
-                    if let Some(tool) = progress_of {
-                        deliver_progress(tool, &message);
+        let id = match self.waiting_on(key, &tx) {
+            Waiting::Kept(message) => return answer_of(&self.upstream, method, message),
+            Waiting::Earlier(id) => {
+                tracing::info!(target: "justonce::upstream", upstream = %self.upstream, "a {method} under the same key is still running upstream: waiting for its answer rather than sending it again");
+                id
+            }
+            Waiting::New => {
+                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                if progress_of.is_some()
+                    && log_listener::listening()
+                    && let Some(params) = params.as_object_mut()
+                {
+                    let meta = params.entry("_meta").or_insert_with(|| json!({}));
+                    if let Some(meta) = meta.as_object_mut() {
+                        meta.insert("progressToken".into(), json!(id));
                     }
+                }
+                self.lock_pending().insert(
+                    id,
+                    Waiter {
+                        to: Some(tx),
+                        key: key.map(str::to_owned),
+                    },
+                );
+                let sent = self.send(
+                    &json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }),
+                );
+                if let Err(e) = sent {
+                    self.forget(id);
+                    return Err(e);
+                }
+                id
+            }
+        };
+        let progress_of = progress_of.filter(|_| log_listener::listening());
+        let mut reports = progress::of_tool(progress_of.unwrap_or_default());
+        let deadline = Instant::now() + timeout;
+        let answer = loop {
+            let now = Instant::now();
+            let until = reports.due().map_or(deadline, |due| due.min(deadline));
+            match rx.recv_timeout(until.saturating_duration_since(now)) {
+                Ok(message) if message.get("method").is_some() => {
+                    if progress_of.is_some() {
+                        reports.report(message, Instant::now());
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) if Instant::now() < deadline => {
+                    reports.tick(Instant::now());
                 }
                 answer => break answer,
             }
         };
-        self.forget(id);
+        reports.flush();
+        let answer = match answer {
+            Err(RecvTimeoutError::Timeout) => self.give_up(id, key.is_some(), &rx),
+            answer => answer,
+        };
         match answer {
             Ok(message) => answer_of(&self.upstream, method, message),
             // Not cancelled upstream: a call that was sent is never abandoned halfway;
-            // its outcome is unknown, and the guard decides what that allows.
+            // its outcome is unknown, and the guard decides what that allows. Its
+            // answer, if it comes, is kept for the next attempt under its key.
             Err(RecvTimeoutError::Timeout) => Err(ClientError::Lost(format!(
-                "upstream `{}` did not answer {method} within {} ms",
+                "upstream `{}` did not answer {method} within {} ms{}",
                 self.upstream,
-                timeout.as_millis()
+                timeout.as_millis(),
+                if key.is_some() {
+                    " (it may still be running it: its answer, if it comes, answers the retry)"
+                } else {
+                    ""
+                }
             ))),
             Err(RecvTimeoutError::Disconnected) => Err(ClientError::Lost(format!(
                 "upstream `{}` ended before answering {method}",
@@ -304,11 +373,82 @@ impl StdioClient {
         }
     }
 
+    /// Whether a request under `key` is sent and not answered yet.
+    pub(crate) fn running(&self, key: &str) -> bool {
+        self.lock_pending()
+            .values()
+            .any(|waiter| waiter.key.as_deref() == Some(key))
+    }
+
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Waiter>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What a request under `key` waits for: the answer kept for it, an earlier
+    /// request under it still running (its answers now go to `to`), or a new one.
+    fn waiting_on(&self, key: Option<&str>, to: &Sender<Value>) -> Waiting {
+        let Some(key) = key else {
+            return Waiting::New;
+        };
+        // Under the lock the reader holds while it hands an answer on or keeps it:
+        // an answer is either kept already or comes to `to`.
+        let mut pending = self.lock_pending();
+        if let Some(message) = self.late.take(key) {
+            return Waiting::Kept(message);
+        }
+        match pending
+            .iter_mut()
+            .find(|(_, waiter)| waiter.key.as_deref() == Some(key))
+        {
+            Some((id, waiter)) => {
+                waiter.to = Some(to.clone());
+                Waiting::Earlier(*id)
+            }
+            None => Waiting::New,
+        }
+    }
+
+    /// The requester of `id` gives up waiting: a request with a key stays
+    /// registered, its answer kept when it comes; one without is forgotten. An
+    /// answer that came meanwhile is taken instead.
+    fn give_up(
+        &self,
+        id: u64,
+        keyed: bool,
+        rx: &Receiver<Value>,
+    ) -> Result<Value, RecvTimeoutError> {
+        let mut pending = self.lock_pending();
+        // Answered just now (the reader hands answers on under this lock).
+        while let Ok(message) = rx.try_recv() {
+            if message.get("method").is_none() {
+                return Ok(message);
+            }
+        }
+        match pending.get_mut(&id) {
+            Some(waiter) if keyed => waiter.to = None,
+            Some(_) => {
+                pending.remove(&id);
+            }
+            None => {}
+        }
+        // An upstream that never answers does not hold every request given up:
+        // past the cap, the oldest is no longer followed (its answer is dropped).
+        if keyed && pending.values().filter(|w| w.to.is_none()).count() > MAX_GIVEN_UP {
+            let oldest = pending
+                .iter()
+                .filter(|(_, w)| w.to.is_none())
+                .map(|(id, _)| *id)
+                .min();
+            if let Some(oldest) = oldest {
+                pending.remove(&oldest);
+                tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, "more than {MAX_GIVEN_UP} requests given up are still unanswered: the oldest is no longer followed, its answer will be dropped");
+            }
+        }
+        Err(RecvTimeoutError::Timeout)
+    }
+
     fn forget(&self, id: u64) {
-        self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&id);
+        self.lock_pending().remove(&id);
     }
 
     fn send(&self, message: &Value) -> Result<(), ClientError> {
@@ -348,6 +488,8 @@ struct Reader {
     closing: Arc<AtomicBool>,
     /// Stripped from every message before it is handed on or logged.
     credentials: Credentials,
+    /// Where an answer is kept that comes when its requester gave up.
+    late: Arc<LateAnswers>,
 }
 
 impl Reader {
@@ -400,14 +542,27 @@ impl Reader {
         match (method, message.get("id")) {
             // A response.
             (None, Some(id)) => {
-                let waiting = id.as_u64().and_then(|id| {
-                    self.pending
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(&id)
-                });
-                if let Some(waiting) = waiting {
-                    let _ = waiting.send(message);
+                // Handed on, or kept, under the lock a requester giving up takes:
+                // an answer is never dropped between the two.
+                let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+                let Some(waiter) = id.as_u64().and_then(|id| pending.remove(&id)) else {
+                    return;
+                };
+                let message = match waiter.to {
+                    Some(to) => match to.send(message) {
+                        Ok(()) => return,
+                        Err(unsent) => unsent.0,
+                    },
+                    None => message,
+                };
+                if let Some(key) = waiter.key {
+                    let kept = self.late.keep(&key, message);
+                    drop(pending);
+                    if kept {
+                        tracing::info!(target: "justonce::upstream", upstream = %self.upstream, effect = %key, "an answer came after its request was given up: kept, the call's retry is answered with it");
+                    } else {
+                        tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, effect = %key, "an answer came after its request was given up, too large to keep (over {} bytes): the call stays unknown", super::late::MAX_LATE_BYTES);
+                    }
                 }
             }
             // A request of the upstream's (roots, sampling, elicitation, ping).
@@ -432,12 +587,13 @@ impl Reader {
                     .get("params")
                     .and_then(|p| p.get("progressToken"))
                     .and_then(Value::as_u64);
+                // Only to a requester still waiting: a request given up hears none.
                 let waiting = token.and_then(|token| {
                     self.pending
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .get(&token)
-                        .cloned()
+                        .and_then(|waiter| waiter.to.clone())
                 });
                 if let Some(waiting) = waiting {
                     let _ = waiting.send(message);
@@ -471,24 +627,6 @@ pub(crate) fn answer_of(
             "upstream `{upstream}` answered {method} with neither a result nor an error (not JSON-RPC)"
         ))),
     }
-}
-
-/// Hands an upstream's `notifications/progress` to this thread's listener as a
-/// progress report of `tool`.
-pub(crate) fn deliver_progress(tool: &str, message: &Value) {
-    let params = message.get("params");
-    let field = |name: &str| params.and_then(|p| p.get(name));
-    let Some(done) = field("progress").and_then(Value::as_f64) else {
-        return;
-    };
-    log_listener::deliver(
-        tool,
-        GuestNote::Progress {
-            done,
-            total: field("total").and_then(Value::as_f64),
-            message: field("message").and_then(Value::as_str),
-        },
-    );
 }
 
 #[cfg(test)]

@@ -34,7 +34,8 @@ impl Connection {
 
     /// Request `method`, its effect key sent as `Idempotency-Key` over HTTP (the
     /// caller puts it in `_meta` for both); the upstream's progress reports are
-    /// handed on as `progress_of`'s.
+    /// handed on, coalesced, as `progress_of`'s. Over stdio, a request under a key
+    /// an earlier one still runs under waits for that one (see `StdioClient::request`).
     pub(crate) fn request(
         &self,
         method: &str,
@@ -44,8 +45,17 @@ impl Connection {
         progress_of: Option<&str>,
     ) -> Result<Value, ClientError> {
         match self {
-            Self::Stdio(client) => client.request(method, params, timeout, progress_of),
+            Self::Stdio(client) => client.request(method, params, timeout, key, progress_of),
             Self::Http(client) => client.request(method, params, timeout, key, progress_of),
+        }
+    }
+
+    /// Whether a request under `key` was sent on it and is not answered yet (over
+    /// stdio; an HTTP request given up is not followed).
+    pub(crate) fn running(&self, key: &str) -> bool {
+        match self {
+            Self::Stdio(client) => client.running(key),
+            Self::Http(_) => false,
         }
     }
 }

@@ -282,6 +282,9 @@ impl HttpClient {
         progress_of: Option<&str>,
     ) -> Result<Value, ClientError> {
         let mut data = String::new();
+        // Coalesced as they come (a report held past its turn goes with the next
+        // event, or before the answer).
+        let mut reports = super::progress::of_tool(progress_of.unwrap_or_default());
         for line in BufReader::new(reader).lines() {
             let line = line.map_err(|e| {
                 ClientError::Lost(format!(
@@ -304,13 +307,15 @@ impl HttpClient {
                 continue;
             };
             self.credentials.json(&mut message);
+            reports.tick(std::time::Instant::now());
             if message.get("method").and_then(Value::as_str) == Some("notifications/progress") {
-                if let Some(tool) = progress_of {
-                    super::client::deliver_progress(tool, &message);
+                if progress_of.is_some() {
+                    reports.report(message, std::time::Instant::now());
                 }
             } else if message.get("id").and_then(Value::as_u64) == Some(id)
                 && message.get("method").is_none()
             {
+                reports.flush();
                 return Ok(message);
             }
         }

@@ -14,6 +14,8 @@ mod client;
 mod connection;
 mod credentials;
 mod http_client;
+mod late;
+mod progress;
 mod provider;
 mod state;
 mod supervisor;
@@ -173,6 +175,8 @@ pub struct Upstream {
     listeners: Arc<Mutex<Vec<client::ListChanged>>>,
     /// At most one refresh after a `list_changed` under way, and one more asked for.
     refresh: Arc<Refresh>,
+    /// The answers that came after their call was given up, by effect key.
+    late: Arc<late::LateAnswers>,
 }
 
 /// Coalesces the refreshes a flood of `notifications/tools/list_changed` asks for:
@@ -234,6 +238,7 @@ impl Upstream {
             tools: RwLock::new(None),
             listeners: Arc::default(),
             refresh: Arc::default(),
+            late: Arc::default(),
         }
     }
 
@@ -425,7 +430,11 @@ impl Upstream {
                     &self.name,
                     &self.config.command,
                     &env,
-                    client::Hooks { changed, ended },
+                    client::Hooks {
+                        changed,
+                        ended,
+                        late: Arc::clone(&self.late),
+                    },
                     credentials,
                 )
                 .map(Connection::Stdio)
@@ -615,6 +624,10 @@ impl Upstream {
         key: Option<&str>,
         wait: Option<Duration>,
     ) -> Result<Value, ClientError> {
+        // An earlier attempt's answer that came late, whatever its state now.
+        if let Some(answer) = self.late_answer(key) {
+            return answer;
+        }
         let (number, client) = self.connection(wait)?;
         let mut params = json!({ "name": tool, "arguments": arguments });
         if let Some(key) = key {
@@ -635,6 +648,28 @@ impl Upstream {
             Err(_) => {}
         }
         answer.and_then(|result| within_cap(&self.name, result, MAX_RESULT_BYTES))
+    }
+}
+
+impl Upstream {
+    /// The answer kept for `key` that came after its request was given up, taken
+    /// (as `call_tool` would have answered it in time).
+    fn late_answer(&self, key: Option<&str>) -> Option<Result<Value, ClientError>> {
+        let message = self.late.take(key?)?;
+        Some(
+            client::answer_of(&self.name, "tools/call", message)
+                .and_then(|result| within_cap(&self.name, result, MAX_RESULT_BYTES)),
+        )
+    }
+
+    /// Whether a request under `key` is still running on its connection: sent,
+    /// given up past the timeout, and not answered yet.
+    fn still_running(&self, key: &str) -> bool {
+        let status = self.shared.lock();
+        status
+            .connection
+            .as_ref()
+            .is_some_and(|(_, connection)| connection.running(key))
     }
 }
 
@@ -764,6 +799,97 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
                 "data": { "t": "[redacted]" },
             })))
         );
+    }
+
+    #[test]
+    fn a_call_past_its_timeout_is_never_sent_again_under_its_key_and_its_late_answer_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (received, gate) = (dir.path().join("received"), dir.path().join("gate"));
+        // Lists `t` (request 2); takes one call (3), answers it once the gate exists;
+        // then answers the next call it is sent (4).
+        let script = format!(
+            r#"read -r l; echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"t","inputSchema":{{"type":"object"}}}}]}}}}'
+read -r l; echo "$l" >> '{received}'; while [ ! -e '{gate}' ]; do sleep 0.01; done
+echo '{{"jsonrpc":"2.0","id":3,"result":{{"content":[{{"type":"text","text":"late"}}]}}}}'
+read -r l; echo "$l" >> '{received}'; echo '{{"jsonrpc":"2.0","id":4,"result":{{"content":[{{"type":"text","text":"other"}}]}}}}'; read -r l"#,
+            received = received.display(),
+            gate = gate.display(),
+        );
+        let upstream = scripted(&script, |config| {
+            config.timeout = Duration::from_millis(200);
+        });
+        assert_eq!(names(&upstream.tools().unwrap()), ["t"]);
+        let call = |key| upstream.call_tool("t", "t", &json!({}), Some(key), None);
+        let given_up = call("k1");
+        assert!(
+            matches!(&given_up, Err(ClientError::Lost(m)) if m.contains("its answer, if it comes, answers the retry")),
+            "{given_up:?}"
+        );
+        assert!(upstream.still_running("k1") && !upstream.still_running("k2"));
+        // Under the same key: it waits for the one sent, and sends nothing.
+        assert!(matches!(call("k1"), Err(ClientError::Lost(_))));
+        std::fs::write(&gate, "").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60); // a hang's bound
+        let answered = loop {
+            match call("k1") {
+                Err(ClientError::Lost(_)) if Instant::now() < deadline => continue,
+                answered => break answered.unwrap(),
+            }
+        };
+        assert_eq!(answered["content"][0]["text"], "late");
+        assert!(!upstream.still_running("k1"));
+        // The opposite: another key is another request, sent.
+        assert_eq!(call("k2").unwrap()["content"][0]["text"], "other");
+        let sent: Vec<Value> = std::fs::read_to_string(&received)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let keys: Vec<&Value> = sent
+            .iter()
+            .map(|m| &m["params"]["_meta"][IDEMPOTENCY_KEY_META])
+            .collect();
+        assert_eq!(keys, [&json!("k1"), &json!("k2")], "{sent:?}");
+    }
+
+    #[test]
+    fn an_answer_that_comes_while_nobody_waits_answers_the_next_attempt_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let gate = dir.path().join("gate");
+        let script = format!(
+            r#"read -r l; echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"t","inputSchema":{{"type":"object"}}}}]}}}}'
+read -r l; while [ ! -e '{gate}' ]; do sleep 0.01; done
+echo '{{"jsonrpc":"2.0","id":3,"result":{{"content":[{{"type":"text","text":"late"}}]}}}}'; read -r l"#,
+            gate = gate.display(),
+        );
+        let upstream = scripted(&script, |config| {
+            config.timeout = Duration::from_millis(200);
+        });
+        upstream.tools().unwrap();
+        let provider = UpstreamProvider::new(Arc::clone(&upstream));
+        let key = crate::keys::EffectKey::from_stored("k1".into());
+        assert!(
+            upstream
+                .call_tool("t", "t", &json!({}), Some(key.as_str()), None)
+                .is_err()
+        );
+        use crate::provider::{EarlierAttempt, Provider};
+        assert_eq!(
+            provider.earlier_attempt(&key),
+            Some(EarlierAttempt::Running)
+        );
+        std::fs::write(&gate, "").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60); // a hang's bound
+        while upstream.still_running(key.as_str()) {
+            assert!(Instant::now() < deadline, "never answered");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let answer = json!({ "content": [{ "type": "text", "text": "late" }] });
+        assert_eq!(
+            provider.earlier_attempt(&key),
+            Some(EarlierAttempt::Answered(Ok(answer)))
+        );
+        assert_eq!(provider.earlier_attempt(&key), None, "taken once");
     }
 
     #[test]

@@ -9,7 +9,10 @@ use serde_json::Value;
 
 use super::Upstream;
 use super::client::ClientError;
-use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
+use crate::keys::EffectKey;
+use crate::provider::{
+    EarlierAttempt, EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest,
+};
 
 /// Performs the `tools/call`s of one upstream. The operation is the tool's name
 /// upstream; the payload is `{"arguments": {…}}`, normalized against its schema.
@@ -51,32 +54,37 @@ impl UpstreamProvider {
             .cloned()
             .unwrap_or_else(|| Value::Object(Default::default()));
         let wait = (attempt > 1).then_some(self.upstream.config.timeout);
-        match self
-            .upstream
-            .call_tool(operation, tool, &arguments, key, wait)
-        {
-            Ok(result) => Ok(result),
-            Err(ClientError::NotSent(reason)) => Err(ProviderError::NotPerformed {
-                reason,
-                retry: true,
-            }),
-            // Its upstream is down: refused at once, not retried within the call
-            // (its supervisor, not this call, starts it again); the call is left
-            // resumable, and goes through once the upstream is ready.
-            Err(ClientError::Down(reason)) => Err(ProviderError::NotPerformed {
-                reason,
-                retry: false,
-            }),
-            Err(ClientError::Lost(reason)) => Err(ProviderError::Unknown(reason)),
-            // The host's configuration, not the call: nothing saved, the call resumable.
-            Err(ClientError::Misconfigured(reason)) => Err(ProviderError::NotPerformed {
-                reason,
-                retry: false,
-            }),
-            // A JSON-RPC error: the upstream refused the call (an unknown tool, invalid
-            // arguments); a definitive answer, saved and replayed.
-            Err(ClientError::Refused(error)) => Err(ProviderError::Rejected(error)),
-        }
+        provider_error(
+            self.upstream
+                .call_tool(operation, tool, &arguments, key, wait),
+        )
+    }
+}
+
+/// A client's answer as the guard reads it.
+fn provider_error(answer: Result<Value, ClientError>) -> Result<Value, ProviderError> {
+    match answer {
+        Ok(result) => Ok(result),
+        Err(ClientError::NotSent(reason)) => Err(ProviderError::NotPerformed {
+            reason,
+            retry: true,
+        }),
+        // Its upstream is down: refused at once, not retried within the call
+        // (its supervisor, not this call, starts it again); the call is left
+        // resumable, and goes through once the upstream is ready.
+        Err(ClientError::Down(reason)) => Err(ProviderError::NotPerformed {
+            reason,
+            retry: false,
+        }),
+        Err(ClientError::Lost(reason)) => Err(ProviderError::Unknown(reason)),
+        // The host's configuration, not the call: nothing saved, the call resumable.
+        Err(ClientError::Misconfigured(reason)) => Err(ProviderError::NotPerformed {
+            reason,
+            retry: false,
+        }),
+        // A JSON-RPC error: the upstream refused the call (an unknown tool, invalid
+        // arguments); a definitive answer, saved and replayed.
+        Err(ClientError::Refused(error)) => Err(ProviderError::Rejected(error)),
     }
 }
 
@@ -105,6 +113,17 @@ impl Provider for UpstreamProvider {
             Some(request.key.as_str()),
             request.attempt,
         )
+    }
+
+    /// Over stdio, a `tools/call` past its timeout stays registered on its
+    /// connection: its answer, come since, or that it still runs.
+    fn earlier_attempt(&self, key: &EffectKey) -> Option<EarlierAttempt> {
+        if let Some(answer) = self.upstream.late_answer(Some(key.as_str())) {
+            return Some(EarlierAttempt::Answered(provider_error(answer)));
+        }
+        self.upstream
+            .still_running(key.as_str())
+            .then_some(EarlierAttempt::Running)
     }
 
     fn unjournaled_read(&self, operation: &str, _payload: &Value) -> bool {

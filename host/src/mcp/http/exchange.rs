@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::serving::sse::live_channel;
 use bytes::Bytes;
 use serde_json::Value;
-use tokio::sync::mpsc::unbounded_channel;
 
 use super::McpEndpoint;
 use super::sessions::{Found, Refused};
@@ -458,7 +458,16 @@ impl McpEndpoint {
                             stateless,
                             true,
                             (log_level, progress_token),
-                            move |note| sink.borrow_mut().push(note),
+                            // Bounded as a stream's queue is: past it, the
+                            // last progress report replaces the one before.
+                            move |note| {
+                                let mut heard = sink.borrow_mut();
+                                if heard.len() < crate::serving::sse::LIVE_EVENTS {
+                                    heard.push(note);
+                                } else if let Some(last) = heard.last_mut() {
+                                    *last = note;
+                                }
+                            },
                         )
                     };
                     let reply = match (cannot_ask, input) {
@@ -597,7 +606,7 @@ impl McpEndpoint {
             return match found.events.resume(last) {
                 Ok((replay, live)) => {
                     tracing::debug!("a session resumed a stream after {last}");
-                    let live = live.unwrap_or_else(|| unbounded_channel().1);
+                    let live = live.unwrap_or_else(|| live_channel().1);
                     Ok(crate::serving::wire::event_stream(replay, live))
                 }
                 Err(refused) => {

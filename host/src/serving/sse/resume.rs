@@ -19,9 +19,11 @@ use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
 
 use bytes::Bytes;
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::sync::mpsc::Sender;
+use tokio::sync::mpsc::error::TrySendError;
 
 use super::streams::event;
+use super::{KEPT_FOR_ANSWERS, LiveEvents, is_droppable, live_channel};
 
 /// How long a client waits before reconnecting, sent as `retry:` on the priming
 /// event (milliseconds).
@@ -85,7 +87,7 @@ struct Stream {
     /// The answer was recorded: nothing more comes.
     answered: bool,
     /// Where its events go live, while a client listens.
-    listener: Option<UnboundedSender<Bytes>>,
+    listener: Option<Sender<Bytes>>,
 }
 
 impl Stream {
@@ -165,8 +167,8 @@ impl EventLog {
 
     /// Opens a stream with a listener: its number, its priming event, and where its
     /// events come.
-    pub fn open(&self) -> (u64, Bytes, UnboundedReceiver<Bytes>) {
-        let (sender, receiver) = unbounded_channel();
+    pub fn open(&self) -> (u64, Bytes, LiveEvents) {
+        let (sender, receiver) = live_channel();
         let mut record = self.lock();
         let number = record.next_stream;
         record.next_stream += 1;
@@ -185,17 +187,31 @@ impl EventLog {
     }
 
     /// Records `message` on `stream` and sends it to its listener; with `answer`,
-    /// the stream ends after it.
+    /// the stream ends after it. A listener that does not read is sent no more
+    /// progress once its queue is nearly full (room stays for the answer); one
+    /// whose queue is full when a question or the answer comes is ended, and comes
+    /// back for the rest with `Last-Event-ID` (the record has it).
     pub fn append(&self, stream: u64, message: &serde_json::Value, answer: bool) {
         let mut record = self.lock();
         let Some(open) = record.stream(stream) else {
             return;
         };
         let frame = event(Some(&self.id(stream, open.next_seq())), message);
-        if let Some(listener) = &open.listener
-            && listener.send(frame.clone()).is_err()
-        {
-            open.listener = None;
+        if let Some(listener) = &open.listener {
+            let droppable = !answer && is_droppable(message);
+            if !droppable || listener.capacity() > KEPT_FOR_ANSWERS {
+                match listener.try_send(frame.clone()) {
+                    Ok(()) => {}
+                    Err(TrySendError::Closed(_)) => open.listener = None,
+                    Err(TrySendError::Full(_)) if droppable => {}
+                    Err(TrySendError::Full(_)) => {
+                        tracing::debug!(
+                            "a stream's client read none of its last events: the stream is ended, the client fetches the rest with Last-Event-ID"
+                        );
+                        open.listener = None;
+                    }
+                }
+            }
         }
         if answer {
             open.answered = true;
@@ -218,10 +234,7 @@ impl EventLog {
 
     /// The events after `last_event_id`, and, while its stream is unanswered, where
     /// its next events come (ending any earlier listener of it).
-    pub fn resume(
-        &self,
-        last_event_id: &str,
-    ) -> Result<(Bytes, Option<UnboundedReceiver<Bytes>>), ResumeError> {
+    pub fn resume(&self, last_event_id: &str) -> Result<(Bytes, Option<LiveEvents>), ResumeError> {
         let malformed = || ResumeError::Malformed(last_event_id.to_owned());
         let mut parts = last_event_id.trim().rsplitn(3, '-');
         let (Some(seq), Some(stream), Some(tag)) = (parts.next(), parts.next(), parts.next())
@@ -252,7 +265,7 @@ impl EventLog {
             .flat_map(|e| e.iter().copied())
             .collect();
         let live = (!stream.answered).then(|| {
-            let (sender, receiver) = unbounded_channel();
+            let (sender, receiver) = live_channel();
             stream.listener = Some(sender);
             receiver
         });
@@ -269,7 +282,7 @@ mod tests {
         EventLog::new("t0".into(), caps)
     }
 
-    fn drain(receiver: &mut UnboundedReceiver<Bytes>) -> String {
+    fn drain(receiver: &mut LiveEvents) -> String {
         let mut out = String::new();
         while let Ok(event) = receiver.try_recv() {
             out.push_str(std::str::from_utf8(&event).unwrap());
@@ -322,6 +335,48 @@ mod tests {
             3
         );
         assert!(done.is_none(), "answered: nothing more comes");
+    }
+
+    #[test]
+    fn a_listener_that_does_not_read_gets_no_more_progress_past_its_cap_and_still_the_answer() {
+        let log = log(ReplayCaps::default());
+        let (s, _, mut live) = log.open();
+        let progress =
+            |n: usize| json!({ "method": "notifications/progress", "params": { "progress": n } });
+        for n in 0..50_000 {
+            log.append(s, &progress(n), false);
+        }
+        log.append(s, &json!({ "id": 1, "result": {} }), true);
+        let events = drain(&mut live);
+        let queued = events.matches("data: ").count();
+        assert_eq!(
+            queued,
+            super::super::LIVE_EVENTS - KEPT_FOR_ANSWERS + 1,
+            "progress up to the cap, then the answer"
+        );
+        assert!(
+            events.trim_end().ends_with(r#"data: {"id":1,"result":{}}"#),
+            "{}",
+            &events[events.len() - 200..]
+        );
+        // The opposite: a question or an answer is never dropped from a full
+        // queue; the stream ends, and the record has it.
+        let (full, _, mut live) = log.open();
+        for n in 0..super::super::LIVE_EVENTS {
+            log.append(full, &json!({ "n": n }), false);
+        }
+        log.append(full, &json!({ "id": 2, "result": {} }), true);
+        assert_eq!(
+            drain(&mut live).matches("data: ").count(),
+            super::super::LIVE_EVENTS
+        );
+        assert!(
+            live.is_closed(),
+            "ended: the client comes back for the rest"
+        );
+        let last = format!("t0-{full}-{}", super::super::LIVE_EVENTS);
+        let (rest, _) = log.resume(&last).unwrap();
+        assert!(std::str::from_utf8(&rest).unwrap().contains(r#""id":2"#));
     }
 
     #[test]

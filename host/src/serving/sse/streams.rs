@@ -7,30 +7,38 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use bytes::Bytes;
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::sync::mpsc::Sender;
+use tokio::sync::mpsc::error::TrySendError;
+
+use super::{LiveEvents, live_channel};
 
 /// The open streams, by session id.
 #[derive(Debug, Default)]
-pub(crate) struct Streams(Mutex<HashMap<String, UnboundedSender<Bytes>>>);
+pub(crate) struct Streams(Mutex<HashMap<String, Sender<Bytes>>>);
 
 impl Streams {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, UnboundedSender<Bytes>>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Sender<Bytes>>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Opens the stream of `session` (ending the one it had); what to send on it.
-    pub fn open(&self, session: &str) -> UnboundedReceiver<Bytes> {
-        let (sender, receiver) = unbounded_channel();
+    pub fn open(&self, session: &str) -> LiveEvents {
+        let (sender, receiver) = live_channel();
         self.lock().insert(session.to_owned(), sender);
         receiver
     }
 
     /// Sends `message` as an event on every open stream, and forgets the streams
-    /// whose client hung up.
+    /// whose client hung up. A stream whose client has not read the
+    /// [`super::LIVE_EVENTS`] before misses it (the server's own messages say
+    /// something changed: the ones queued say it already).
     pub fn send(&self, message: &serde_json::Value) {
         let event = event(None, message);
         self.lock()
-            .retain(|_, stream| stream.send(event.clone()).is_ok());
+            .retain(|_, stream| match stream.try_send(event.clone()) {
+                Ok(()) | Err(TrySendError::Full(_)) => true,
+                Err(TrySendError::Closed(_)) => false,
+            });
     }
 
     /// Ends the stream of `session`, if it has one.
@@ -69,6 +77,22 @@ mod tests {
         assert!(a.try_recv().is_err(), "closed: the stream ends");
         streams.send(&json!({"n": 2}));
         assert!(streams.lock().is_empty(), "b hung up and was forgotten");
+    }
+
+    #[test]
+    fn a_client_that_does_not_read_holds_at_most_the_cap_and_keeps_its_stream() {
+        let streams = Streams::default();
+        let mut slow = streams.open("slow");
+        for n in 0..super::super::LIVE_EVENTS * 4 {
+            streams.send(&json!({ "n": n }));
+        }
+        let mut queued = 0;
+        while slow.try_recv().is_ok() {
+            queued += 1;
+        }
+        assert_eq!(queued, super::super::LIVE_EVENTS);
+        streams.send(&json!({"after": 1}));
+        assert!(slow.try_recv().is_ok(), "read again, it hears what follows");
     }
 
     #[test]

@@ -1,0 +1,168 @@
+//! An upstream's progress reports for one call, coalesced before they are handed on:
+//! a burst goes through as it comes, then at most one report per interval, and a
+//! report that comes sooner waits, replaced by any later one (the last wins). What
+//! waits is handed on when its interval ends or before the call's answer, so the
+//! agent always hears the last report. A flood of 50 000 reports becomes a few
+//! dozen a second, whatever the upstream sends.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Reports handed on at once before the rate applies.
+pub(crate) const BURST: u32 = 8;
+
+/// After the burst, at most one report per this interval.
+pub(crate) const INTERVAL: Duration = Duration::from_millis(100);
+
+/// One call's progress reports on their way to whoever listens (the MCP client
+/// that asked for progress), through `hand_on`.
+pub(crate) struct Coalesced<F: FnMut(&Value)> {
+    /// Hands a report on.
+    hand_on: F,
+    /// Reports that may go at once.
+    tokens: u32,
+    /// When the last token came back (or the first report came).
+    refilled: Option<Instant>,
+    /// The last report that came too soon, waiting for its turn.
+    held: Option<Value>,
+}
+
+/// The reports of `tool`'s call, handed to this thread's listener.
+pub(crate) fn of_tool(tool: &str) -> Coalesced<impl FnMut(&Value) + '_> {
+    Coalesced::new(move |message| deliver(tool, message))
+}
+
+impl<F: FnMut(&Value)> Coalesced<F> {
+    /// No report yet; each one's turn handed to `hand_on`.
+    pub(crate) fn new(hand_on: F) -> Self {
+        Self {
+            hand_on,
+            tokens: BURST,
+            refilled: None,
+            held: None,
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let Some(refilled) = self.refilled else {
+            self.refilled = Some(now);
+            return;
+        };
+        let passed = now.saturating_duration_since(refilled);
+        let back = u32::try_from(passed.as_nanos() / INTERVAL.as_nanos()).unwrap_or(u32::MAX);
+        if back > 0 {
+            self.tokens = self.tokens.saturating_add(back).min(BURST);
+            self.refilled = Some(refilled + INTERVAL * back.min(BURST));
+            if self.tokens == BURST {
+                self.refilled = Some(now);
+            }
+        }
+    }
+
+    /// A report (`notifications/progress`) came at `now`: handed on if its turn
+    /// came, else held (replacing the one held).
+    pub(crate) fn report(&mut self, message: Value, now: Instant) {
+        self.refill(now);
+        if self.tokens > 0 {
+            self.tokens -= 1;
+            self.held = None;
+            (self.hand_on)(&message);
+        } else {
+            self.held = Some(message);
+        }
+    }
+
+    /// When the held report's turn comes, if one is held.
+    pub(crate) fn due(&self) -> Option<Instant> {
+        self.held.as_ref()?;
+        Some(self.refilled? + INTERVAL)
+    }
+
+    /// Hands on the held report if its turn came by `now`.
+    pub(crate) fn tick(&mut self, now: Instant) {
+        if self.due().is_some_and(|due| due <= now)
+            && let Some(held) = self.held.take()
+        {
+            self.report(held, now);
+        }
+    }
+
+    /// Hands on the held report, whatever the rate (the answer follows).
+    pub(crate) fn flush(&mut self) {
+        if let Some(held) = self.held.take() {
+            (self.hand_on)(&held);
+        }
+    }
+}
+
+/// Hands an upstream's `notifications/progress` to this thread's listener as a
+/// progress report of `tool`.
+pub(crate) fn deliver(tool: &str, message: &Value) {
+    use crate::runtime::log_listener::{self, GuestNote};
+    let params = message.get("params");
+    let field = |name: &str| params.and_then(|p| p.get(name));
+    let Some(done) = field("progress").and_then(Value::as_f64) else {
+        return;
+    };
+    log_listener::deliver(
+        tool,
+        GuestNote::Progress {
+            done,
+            total: field("total").and_then(Value::as_f64),
+            message: field("message").and_then(Value::as_str),
+        },
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_flood_is_a_burst_then_one_per_interval_and_the_last_report_wins() {
+        let start = Instant::now();
+        let mut handed = Vec::new();
+        let mut coalesced = Coalesced::new(|m: &Value| handed.push(m.clone()));
+        // 50 000 reports within 1 s (one each 20 µs).
+        for n in 1..=50_000u32 {
+            let now = start + Duration::from_micros(20 * u64::from(n));
+            coalesced.tick(now);
+            coalesced.report(json!(n), now);
+        }
+        // The held one goes before the answer.
+        coalesced.flush();
+        drop(coalesced);
+        let count = handed.len() as u32;
+        let most = BURST + (1000 / INTERVAL.as_millis() as u32) + 1;
+        assert!(count <= most, "{count} handed on, at most {most}");
+        assert_eq!(
+            &handed[..BURST as usize],
+            &(1..=BURST).map(|n| json!(n)).collect::<Vec<_>>()[..],
+            "the burst goes as it comes"
+        );
+        assert_eq!(handed.last(), Some(&json!(50_000)), "the last one wins");
+    }
+
+    #[test]
+    fn a_held_report_is_due_one_interval_after_the_last_token_and_a_slow_upstream_is_not_held() {
+        let start = Instant::now();
+        let mut handed = 0;
+        let mut coalesced = Coalesced::new(|_: &Value| handed += 1);
+        // One report a second: every one is handed on at once, none held.
+        for n in 0..20u64 {
+            let now = start + Duration::from_secs(n);
+            coalesced.report(json!(n), now);
+            assert_eq!(coalesced.due(), None);
+        }
+        drop(coalesced);
+        assert_eq!(handed, 20);
+        // The opposite: past the burst, one is held until its interval ends.
+        let mut coalesced = Coalesced::new(|_: &Value| {});
+        for _ in 0..=BURST {
+            coalesced.report(json!(0), start);
+        }
+        assert_eq!(coalesced.due(), Some(start + INTERVAL));
+    }
+}
