@@ -17,6 +17,7 @@ mod contract;
 mod fast_path;
 mod first_record;
 mod guests;
+mod handover;
 mod health;
 mod hostile;
 // Needs the fault-injection points, which release builds have only with the feature.

@@ -136,6 +136,7 @@ fn host(url: &str, payments: &Arc<Downstream>, sms: &Arc<Downstream>) -> Host {
         },
         metrics: Default::default(),
         tasks: Default::default(),
+        runs: Default::default(),
     });
     let policy = Policy {
         retention: Arc::new(Retention::new(Duration::from_secs(24 * 3600))),

@@ -627,6 +627,10 @@ impl Journal for PostgresJournal {
         self.single(|client| ops::renew_lease_in(client, invocation, lease))
     }
 
+    fn hand_over(&self, key: &InvocationKey, owner: &str, now: i64) -> Result<bool> {
+        self.single(|client| ops::hand_over_in(client, key, owner, now))
+    }
+
     fn complete(
         &self,
         key: &InvocationKey,
