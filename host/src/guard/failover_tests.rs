@@ -25,6 +25,7 @@ use super::scripted::{Effects, ScriptedRunner, returned, tool_error};
 use super::{Guard, Policy, Shared};
 use crate::call::CallRequest;
 use crate::clock::{Clock, SystemClock};
+use crate::journal::postgres::formation::{self, Formation};
 use crate::journal::postgres::testing::{self, Replicated};
 use crate::journal::postgres::{PostgresJournal, PostgresTarget};
 use crate::journal::{Durability, Journal, Operator, Resolution};
@@ -98,7 +99,10 @@ struct Host {
 }
 
 fn host(url: &str, payments: &Arc<Downstream>, sms: &Arc<Downstream>) -> Host {
-    let target = PostgresTarget::parse(url, None).unwrap();
+    // A URL that names no user (pg_autoctl's) logs in as PGUSER, as libpq would.
+    let target =
+        PostgresTarget::from_url(url, &|name| (name == "PGUSER").then(|| "postgres".into()))
+            .unwrap();
     let journal = Arc::new(PostgresJournal::open(target, Durability::Full).unwrap());
     let dyn_journal: Arc<dyn Journal> = journal.clone();
     let mut providers: BTreeMap<String, Arc<dyn Provider>> = BTreeMap::new();
@@ -274,11 +278,53 @@ struct Report {
     changed_answers: Vec<u64>,
 }
 
-/// Runs the stream of calls, kills the primary, promotes the standby, and goes on
-/// until every agent got [`AFTER_KILL`] answers from calls begun after the kill;
+/// Servers whose primary a failover test kills.
+trait Servers {
+    /// The URL the hosts follow the primary with.
+    fn url(&self) -> String;
+    /// `kill -9` of the primary, then the standby promoted (by the test, or by the
+    /// failover manager), returning once it takes writes.
+    fn fail_over(&mut self);
+    /// The URL of the new primary alone.
+    fn new_primary_url(&self) -> String;
+}
+
+impl Servers for Replicated {
+    fn url(&self) -> String {
+        Replicated::url(self)
+    }
+
+    fn fail_over(&mut self) {
+        self.kill_primary();
+        self.promote();
+    }
+
+    fn new_primary_url(&self) -> String {
+        self.standby_url()
+    }
+}
+
+impl Servers for Formation {
+    /// As `pg_autoctl show uri --formation default` prints it (no user: PGUSER).
+    fn url(&self) -> String {
+        self.uri()
+    }
+
+    fn fail_over(&mut self) {
+        self.kill_primary();
+        self.wait_promoted();
+    }
+
+    fn new_primary_url(&self) -> String {
+        self.node_url(1)
+    }
+}
+
+/// Runs the stream of calls, kills the primary, has the standby promoted, and goes
+/// on until every agent got [`AFTER_KILL`] answers from calls begun after the kill;
 /// then looks at what the new primary holds.
-fn failover(pair: &Replicated) -> Report {
-    let url = pair.url();
+fn failover(servers: &mut dyn Servers) -> Report {
+    let url = servers.url();
     let payments = Downstream::new(ProviderClass::Keyed);
     let sms = Downstream::new(ProviderClass::Unkeyed);
     let hosts = [
@@ -347,9 +393,8 @@ fn failover(pair: &Replicated) -> Report {
         .map(|h| h.journal.listener_sessions())
         .collect();
 
-    pair.kill_primary();
     let killed = Instant::now();
-    pair.promote();
+    servers.fail_over();
     let kill_to_promoted = killed.elapsed();
     wait("answers after the kill", &|| {
         let answers = answers.lock().unwrap();
@@ -403,7 +448,7 @@ fn failover(pair: &Replicated) -> Report {
     // The new primary alone, not through the hosts (which would find the record
     // anywhere they connect).
     let new_primary = PostgresJournal::open(
-        PostgresTarget::parse(&pair.standby_url(), None).unwrap(),
+        PostgresTarget::parse(&servers.new_primary_url(), None).unwrap(),
         Durability::Full,
     )
     .unwrap();
@@ -460,15 +505,37 @@ fn failover(pair: &Replicated) -> Report {
 /// hosts find the new primary on their own.
 #[test]
 fn a_failover_to_a_synchronous_standby_loses_no_answer_and_sends_nothing_twice() {
-    let Some(pair) = testing::replicated(
+    let Some(mut pair) = testing::replicated(
         "a_failover_to_a_synchronous_standby_loses_no_answer_and_sends_nothing_twice",
         true,
     ) else {
         return;
     };
-    let report = failover(&pair);
+    let report = failover(&mut pair);
+    assert_nothing_lost_or_repeated("synchronous standby", &report);
+}
+
+/// A pg_auto_failover formation (monitor and two nodes, synchronous as it sets two
+/// nodes up, its failover tuned to seconds: `formation.rs`), the hosts connected
+/// through the formation's own URI (two hosts, `target_session_attrs=read-write`,
+/// no user): the monitor promotes the standby on its own, and nothing answered is
+/// lost or sent twice.
+#[test]
+fn a_pg_auto_failover_formation_fails_over_through_its_uri_losing_no_answer() {
+    let Some(mut formation) = formation::formation(
+        "a_pg_auto_failover_formation_fails_over_through_its_uri_losing_no_answer",
+    ) else {
+        return;
+    };
+    let report = failover(&mut formation);
+    assert_nothing_lost_or_repeated("pg_auto_failover", &report);
+}
+
+/// What a failover with a synchronous standby promises: every answer kept, the
+/// same when asked again, no effect sent twice, calls taken again in seconds.
+fn assert_nothing_lost_or_repeated(what: &str, report: &Report) {
     eprintln!(
-        "failover (synchronous standby): {} answers; kill -9 → standby promoted {:?}, \
+        "failover ({what}): {} answers; kill -9 → standby promoted {:?}, \
          → first successful call {:?}, → last call in flight answered {:?}; \
          {} answered after retry-safe errors ({} replayed)",
         report.answers,
@@ -513,12 +580,12 @@ fn a_failover_to_an_asynchronous_standby_measured() {
         .unwrap_or(5);
     let mut totals = (0, 0, 0, 0, 0, 0, 0, 0);
     for run in 0..runs {
-        let Some(pair) =
+        let Some(mut pair) =
             testing::replicated("a_failover_to_an_asynchronous_standby_measured", false)
         else {
             return;
         };
-        let r = failover(&pair);
+        let r = failover(&mut pair);
         eprintln!(
             "async run {run}: {} answers, {} lost ({} with their whole record; re-run under the same \
              keys {}, new keys {}; answered the same again {}), \

@@ -36,6 +36,8 @@ macro_rules! channel {
 }
 
 mod credentials;
+#[cfg(test)]
+pub(crate) mod formation;
 mod libpq;
 mod listen;
 mod operations;
