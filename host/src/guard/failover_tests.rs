@@ -55,6 +55,8 @@ const CALL_BOUND: Duration = Duration::from_secs(30);
 struct Downstream {
     class: ProviderClass,
     received: Mutex<Vec<(u64, String)>>,
+    /// Run once, at the first request (after it is received).
+    on_first: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 impl Downstream {
@@ -62,6 +64,7 @@ impl Downstream {
         Arc::new(Self {
             class,
             received: Mutex::default(),
+            on_first: Mutex::default(),
         })
     }
 
@@ -88,6 +91,9 @@ impl Provider for Downstream {
         let n = request.payload["n"].as_u64().expect("an intent number");
         let key = request.key.to_string();
         self.received.lock().unwrap().push((n, key.clone()));
+        if let Some(hook) = self.on_first.lock().unwrap().take() {
+            hook();
+        }
         Ok(json!({ "id": key, "n": n }))
     }
 }
@@ -99,6 +105,16 @@ struct Host {
 }
 
 fn host(url: &str, payments: &Arc<Downstream>, sms: &Arc<Downstream>) -> Host {
+    host_leasing(url, payments, sms, LEASE_MS)
+}
+
+/// [`host`] with leases of `lease_ms`.
+fn host_leasing(
+    url: &str,
+    payments: &Arc<Downstream>,
+    sms: &Arc<Downstream>,
+    lease_ms: i64,
+) -> Host {
     // A URL that names no user (pg_autoctl's) logs in as PGUSER, as libpq would.
     let target =
         PostgresTarget::from_url(url, &|name| (name == "PGUSER").then(|| "postgres".into()))
@@ -144,10 +160,10 @@ fn host(url: &str, payments: &Arc<Downstream>, sms: &Arc<Downstream>) -> Host {
     });
     let policy = Policy {
         retention: Arc::new(Retention::new(Duration::from_secs(24 * 3600))),
-        lease_ms: LEASE_MS,
+        lease_ms,
         wait_bound: Duration::from_millis(200),
         poll: Duration::from_millis(5),
-        renew_every: Some(crate::guard::renew_interval(LEASE_MS)),
+        renew_every: Some(crate::guard::renew_interval(lease_ms)),
     };
     Host {
         guard: Guard::new(shared, Arc::new(runner), policy),
@@ -619,4 +635,70 @@ fn a_failover_to_an_asynchronous_standby_measured() {
          new keys {}; answered the same again {}), keyed under two keys {}, unkeyed sent twice {}",
         totals.0, totals.1, totals.6, totals.2, totals.3, totals.7, totals.4, totals.5
     );
+}
+
+/// A run that fails on its own host because its journal went away (its connections
+/// cut, new ones refused, as under a failover) cannot release its lease as it ends;
+/// once the journal answers again its host releases it, so the call is resumed at
+/// once by the next retry, on another host, not after its lease (60 s here). The
+/// keyed charge goes out again under the key the journal holds.
+#[test]
+fn a_run_whose_journal_went_away_releases_its_lease_once_the_journal_answers() {
+    let Some(cluster) = testing::cluster(
+        "a_run_whose_journal_went_away_releases_its_lease_once_the_journal_answers",
+    ) else {
+        return;
+    };
+    let url = cluster.database();
+    let db = url.rsplit('/').next().unwrap().to_owned();
+    let admin_url = cluster.admin_url();
+    let admin = move |sql: String| {
+        postgres::Client::connect(&admin_url, postgres::NoTls)
+            .unwrap()
+            .batch_execute(&sql)
+            .unwrap();
+    };
+    let (payments, sms) = (
+        Downstream::new(ProviderClass::Keyed),
+        Downstream::new(ProviderClass::Unkeyed),
+    );
+    let a = host_leasing(&url, &payments, &sms, 60_000);
+    let b = host_leasing(&url, &payments, &sms, 60_000);
+    // The charge lands, then the journal goes away before the run writes again.
+    let cut = {
+        let (admin, db) = (admin.clone(), db.clone());
+        move || {
+            admin(format!(
+                "ALTER DATABASE {db} ALLOW_CONNECTIONS false;
+                 SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db}';"
+            ))
+        }
+    };
+    *payments.on_first.lock().unwrap() = Some(Box::new(cut));
+    // (This cut refuses new connections by name, 55000, where a dead primary
+    // refuses them outright: the agent's error differs, the lease does not.)
+    let failed = a.guard.call(&request(7)).unwrap_err();
+    assert_eq!(failed.kind(), "store_failed", "{failed}");
+    admin(format!("ALTER DATABASE {db} ALLOW_CONNECTIONS true"));
+
+    // The retry on host B: answered well before A's 60 s lease would have ended.
+    let started = Instant::now();
+    let answer = loop {
+        match b.guard.call(&request(7)) {
+            Ok(answer) => break answer,
+            Err(e) if e.retry_safe() && started.elapsed() < Duration::from_secs(20) => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("not resumed after {:?}: {e}", started.elapsed()),
+        }
+    };
+    eprintln!(
+        "resumed on B {:?} after the journal came back",
+        started.elapsed()
+    );
+    assert!(!answer.replayed);
+    let charges = payments.by_intent()[&7].clone();
+    assert_eq!(charges.len(), 2, "A's charge and B's: {charges:?}");
+    assert_eq!(charges[0], charges[1], "under one key");
+    assert_eq!(sms.by_intent()[&7].len(), 1, "the text message once");
 }
