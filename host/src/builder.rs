@@ -635,6 +635,7 @@ impl HostBuilder {
             retry: self.retry,
             metrics: Default::default(),
             tasks: Default::default(),
+            runs: Default::default(),
         });
         for tool in retention.tools.keys() {
             if runtime.tool(tool).is_none() {

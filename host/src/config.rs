@@ -47,6 +47,11 @@
 //! task_required = ["export"]     # tools always answered with a task
 //! ask_timeout_ms = 300000        # a session's call waits this long for the answer to
 //!                                # each question its tool asks (default 300000)
+//! drain_timeout_ms = 20000       # on SIGTERM, how long the calls in flight may take to
+//!                                # finish; those still running are then handed over to
+//!                                # the next host that gets their retry (default 20000)
+//! journal_wait_ms = 60000        # how long serve waits at start for a database that
+//!                                # does not answer yet (default 60000)
 //!
 //! [upstreams.memory]             # an MCP server's tools, under the guard (see
 //! command = ["node", "server-memory/dist/index.js"]  # `config/upstreams.rs`)
@@ -163,6 +168,12 @@ pub struct McpSettings {
     /// `ask_timeout_ms`: how long a call of a session's client waits for the answer
     /// to each question its tool asks (`elicitation/create`).
     pub ask_timeout: Option<Duration>,
+    /// `drain_timeout_ms`: on SIGTERM, how long `serve` lets the calls in flight
+    /// finish before it hands the rest over ([`crate::Host::hand_over`]) and exits.
+    pub drain_timeout: Option<Duration>,
+    /// `journal_wait_ms`: how long `serve` waits at start for a database that does
+    /// not answer yet before it gives up.
+    pub journal_wait: Option<Duration>,
 }
 
 /// `[oauth]`: `serve --http` as an OAuth 2.1 resource server (see
@@ -225,6 +236,8 @@ struct RawMcp {
     #[serde(default)]
     task_required: Vec<String>,
     ask_timeout_ms: Option<u64>,
+    drain_timeout_ms: Option<u64>,
+    journal_wait_ms: Option<u64>,
 }
 
 impl RawMcp {
@@ -248,6 +261,8 @@ impl RawMcp {
             task_after: self.task_after_ms.map(Duration::from_millis),
             task_required: self.task_required.into_iter().collect(),
             ask_timeout: self.ask_timeout_ms.map(Duration::from_millis),
+            drain_timeout: self.drain_timeout_ms.map(Duration::from_millis),
+            journal_wait: self.journal_wait_ms.map(Duration::from_millis),
         })
     }
 }

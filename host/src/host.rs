@@ -406,6 +406,16 @@ impl Host {
         !self.draining.swap(true, Ordering::SeqCst)
     }
 
+    /// Hands over the calls still running on this host, for a host that stops before
+    /// they end (a drain past its timeout): from now on no run here writes to the
+    /// journal, and each call's lease ends now, journaled as handed over by this
+    /// host, so the next retry of it, on any host, takes it over at once (and logs
+    /// that this host handed it over). Each is logged at `warn`. Call it last: the
+    /// runs in flight here can save nothing after it.
+    pub fn hand_over(&self) -> crate::HandOver {
+        self.guard.hand_over()
+    }
+
     /// Whether [`Host::drain`] was called.
     pub fn draining(&self) -> bool {
         self.draining.load(Ordering::SeqCst)

@@ -73,6 +73,7 @@ pub use call::{CallRequest, CallResponse, DEFAULT_SCOPE, principal_scope};
 pub use clock::{Clock, ManualClock, SystemClock, rfc3339};
 pub use config::{Config, McpSettings, OAuthConfig};
 pub use error::{Error, LoadFault};
+pub use guard::HandOver;
 pub use host::Host;
 pub use http::HttpConfig;
 pub use journal::{

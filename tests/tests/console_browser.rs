@@ -24,13 +24,12 @@ use std::process::{Command, Stdio};
 
 use justonce::__private::postgres_testing::cluster;
 use justonce::__private::tokens::{Role, add_with_role, revoke};
-use justonce::__private::{Behaviour, LocalApi};
 use justonce::CallRequest;
 use serde_json::{Value, json};
 
 use crate::console::Fixture;
 use crate::support::install;
-use crate::support::mcp_http::{HttpClient, HttpProcess, MODERN};
+use crate::support::mcp_http::{HttpClient, HttpProcess};
 
 const WALK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/console/walk.py");
 const RESUME: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/console/resume.py");
@@ -215,45 +214,18 @@ fn an_operator_finds_the_call_of_a_killed_host_in_chromium_and_resumes_it_once_d
     let tokens = dir.path().join("tokens.json");
     let operator = add_with_role(&tokens, "ops", Role::Operator).unwrap();
     let agent = add_with_role(&tokens, "bot", Role::Agent).unwrap();
-    // A keyed payments API (it applies each Idempotency-Key once) that takes the
-    // first refund and then never answers.
-    let payments = LocalApi::start().unwrap();
-    payments.script([Behaviour::ApplyThenHang]);
-    let http_config = dir.path().join("http.json");
-    std::fs::write(
-        &http_config,
-        json!({"services": {"payments": payments.url()}, "allow": {"refund": [payments.url()]}})
-            .to_string(),
-    )
-    .unwrap();
+    // A keyed payments API that takes the first refund and then never answers.
+    let (payments, http_config) = crate::handover::hanging_payments(dir.path());
     let host_a = serve(&url, "web-a", &tokens, &http_config);
     let host_b = serve(&url, "web-b", &tokens, &http_config);
 
     // The agent asks host A for a refund; A sends it and waits on the hanging API.
     let on_a = HttpClient::new(host_a.addr, Some(agent.clone()));
     let waiting = std::thread::spawn(move || {
-        let mut stream = on_a.send_raw(
-            &on_a.post_bytes(
-                &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-                    "name": "refund",
-                    "arguments": {"order_id": 4417, "amount_cents": 1299},
-                    "_meta": {
-                        "dev.justonce/conversation": "order-4417",
-                        "io.modelcontextprotocol/protocolVersion": MODERN,
-                        "io.modelcontextprotocol/clientCapabilities": {},
-                    },
-                }})
-                .to_string(),
-                &[
-                    ("MCP-Protocol-Version", MODERN),
-                    ("Mcp-Method", "tools/call"),
-                    ("Mcp-Name", "refund"),
-                ],
-            ),
-        );
-        let mut answer = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut stream, &mut answer);
-        answer
+        on_a.refund_to_the_end(
+            json!({"order_id": 4417, "amount_cents": 1299}),
+            "order-4417",
+        )
     });
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while payments.requests().is_empty() {

@@ -26,7 +26,7 @@ fn probe_with(addr: SocketAddr, method: &str, path: &str, extra: &str) -> Reply 
 }
 
 /// `GET PATH` on `addr` without a token: the status and the body.
-fn probe(addr: SocketAddr, path: &str) -> (u16, String) {
+pub(crate) fn probe(addr: SocketAddr, path: &str) -> (u16, String) {
     let reply = probe_with(addr, "GET", path, "");
     (reply.status, reply.body)
 }
@@ -258,4 +258,142 @@ fn readyz_and_the_metrics_follow_a_postgresql_journal_going_away_and_coming_back
     assert_eq!(probe(addr, "/readyz"), ok(), "ready again once it is back");
     let back = scrape(addr, Some(&token), "GET").body;
     assert_eq!(value(&back, "justonce_journal_up"), 1.0);
+}
+
+/// Forwards every connection to `listener` to the local port `to`, both ways: a
+/// database server coming up, on the port its URL names.
+fn forward(listener: TcpListener, to: u16) {
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", to)) else {
+                continue;
+            };
+            for (mut from, mut into) in [
+                (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                (server, client),
+            ] {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut into);
+                    let _ = into.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        }
+    });
+}
+
+/// `serve --http 127.0.0.1:PORT` on `db` with `args`, its output piped.
+fn serve_on(db: &str, port: u16, args: &[&str]) -> std::process::Child {
+    crate::support::cli::justonce_command(Some(std::path::Path::new(db)))
+        .args(["serve", "--http", &format!("127.0.0.1:{port}")])
+        .args(["--deliver-every-ms", "0"])
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start justonce serve --http")
+}
+
+/// What `child` wrote on stderr, once killed.
+fn log_of(mut child: std::process::Child) -> (Option<i32>, String) {
+    let _ = child.kill();
+    ended(child)
+}
+
+/// Its exit code and what it wrote on stderr, once `child` ended.
+fn ended(mut child: std::process::Child) -> (Option<i32>, String) {
+    let status = child.wait().unwrap();
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
+    (status.code(), log)
+}
+
+#[test]
+fn serve_waits_for_a_postgresql_journal_that_is_not_up_yet_alive_and_not_ready_meanwhile() {
+    let Some(cluster) = justonce::__private::postgres_testing::cluster(
+        "serve_waits_for_a_postgresql_journal_that_is_not_up_yet_alive_and_not_ready_meanwhile",
+    ) else {
+        return;
+    };
+    let url = cluster.database();
+    let (server, db) = url.rsplit_once('/').unwrap();
+    let real_port: u16 = server.rsplit_once(':').unwrap().1.parse().unwrap();
+    // The URL names a port where nothing listens yet: connections are refused.
+    let db_port = free_port();
+    let waiting_url = format!("{}:{db_port}/{db}", server.rsplit_once(':').unwrap().0);
+    let http_port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{http_port}").parse().unwrap();
+    let mut child = serve_on(&waiting_url, http_port, &["--journal-wait-ms", "60000"]);
+
+    // Alive and not ready while it waits.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "serve exited instead of waiting: {:?}",
+            log_of(child)
+        );
+        assert!(std::time::Instant::now() < deadline, "serve never listened");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(probe(addr, "/healthz"), ok());
+    assert_eq!(
+        probe(addr, "/readyz"),
+        (503, "journal unreachable: store_unavailable\n".to_owned())
+    );
+
+    // The database comes up on that port: serve starts, prints its URL, is ready.
+    forward(
+        TcpListener::bind(("127.0.0.1", db_port)).unwrap(),
+        real_port,
+    );
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), format!("http://{addr}/mcp"));
+    assert_eq!(probe(addr, "/readyz"), ok());
+    let (_, log) = log_of(child);
+    assert!(log.contains("waiting for the journal: "), "{log}");
+    assert!(log.contains("the journal answers: starting"), "{log}");
+}
+
+#[test]
+fn serve_exits_5_for_a_journal_that_never_answers_and_at_once_for_one_that_refuses_it() {
+    let Some(cluster) = justonce::__private::postgres_testing::cluster(
+        "serve_exits_5_for_a_journal_that_never_answers_and_at_once_for_one_that_refuses_it",
+    ) else {
+        return;
+    };
+    let url = cluster.database();
+    let (server, db) = url.rsplit_once('/').unwrap();
+    let nowhere = format!(
+        "{}:{}/{db}",
+        server.rsplit_once(':').unwrap().0,
+        free_port()
+    );
+    let (code, log) = ended(serve_on(
+        &nowhere,
+        free_port(),
+        &["--journal-wait-ms", "300"],
+    ));
+    assert_eq!(code, Some(5), "{log}");
+    assert!(log.contains("waiting for the journal: "), "{log}");
+    assert!(
+        log.contains("the journal did not answer within 300 ms"),
+        "{log}"
+    );
+
+    // A login the server refuses is not waited for.
+    let refused = url.replacen("postgres://postgres@", "postgres://no_such_role@", 1);
+    let (code, log) = ended(serve_on(
+        &refused,
+        free_port(),
+        &["--journal-wait-ms", "60000"],
+    ));
+    assert_eq!(code, Some(5), "{log}");
+    assert!(!log.contains("waiting for the journal"), "{log}");
+    assert!(log.contains("no_such_role"), "{log}");
 }

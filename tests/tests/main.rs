@@ -18,6 +18,7 @@ mod deploy_files;
 mod fast_path;
 mod first_record;
 mod guests;
+mod handover;
 mod health;
 mod hostile;
 // The Dockerfile's runtime stage built with buildah and run from its root filesystem

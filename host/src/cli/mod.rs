@@ -130,7 +130,8 @@ enum Command {
     Resolve(resolve::Resolve),
     Forget(forget::Forget),
     Abandon(abandon::Abandon),
-    Serve(serve::Serve),
+    // Boxed: its many flags would make every other command as large.
+    Serve(Box<serve::Serve>),
     Console(console::Console),
     Token(token::Token),
     Replay(replay::Replay),

@@ -17,6 +17,7 @@ use crate::error::Error;
 use crate::host::Host;
 use crate::mcp::{HttpOptions, Server, ServerConfig, Shutdown};
 use crate::serving::admission::Admission;
+use crate::serving::starting::Starting;
 use crate::serving::{MetricsRunning, MetricsServer, ServerOptions};
 
 /// Serve the tools over MCP: on stdin/stdout, or with --http on Streamable HTTP.
@@ -27,7 +28,9 @@ use crate::serving::{MetricsRunning, MetricsServer, ServerOptions};
 /// access token of that issuer. The web console is at /console on the same server (a viewer's or
 /// operator's token opens it). The health probes /healthz, /livez and /readyz are open
 /// to anyone, on that server and the --metrics listener. SIGTERM drains: /readyz says
-/// 503, no new call or session starts, the calls in flight finish, then serve exits 0.
+/// 503, no new call or session starts, the calls in flight finish (within
+/// --drain-timeout-ms; those still running then are handed over to the next host
+/// that gets their retry), then serve exits 0.
 /// Logs go to stderr (JUSTONCE_LOG=info shows more of them).
 #[derive(Debug, Args)]
 pub struct Serve {
@@ -108,6 +111,23 @@ pub struct Serve {
     /// does SIGHUP). 0: only SIGHUP reloads.
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     watch_interval_ms: u64,
+    /// On SIGTERM (or SIGINT), how long the calls in flight may take to finish, in
+    /// milliseconds; those still running then are handed over: their leases end at
+    /// once, journaled as handed over by this host, so the agent's retry on another
+    /// host takes each over at once instead of waiting out its lease. Keep it below
+    /// the grace period of whatever stops the host (Kubernetes'
+    /// terminationGracePeriodSeconds, systemd's TimeoutStopSec) [default: the
+    /// configuration's `[mcp] drain_timeout_ms`, else 20000].
+    #[arg(long, value_name = "MS")]
+    drain_timeout_ms: Option<u64>,
+    /// How long to wait at start for a PostgreSQL journal that does not answer yet (a
+    /// database starting, a failover under way), in milliseconds: serve tries again,
+    /// backing off, and logs each try; its listeners answer /healthz meanwhile and
+    /// /readyz 503. Past it, serve exits 5. A database that refuses the login or
+    /// the settings is not waited for [default: the configuration's `[mcp]
+    /// journal_wait_ms`, else 60000].
+    #[arg(long, value_name = "MS")]
+    journal_wait_ms: Option<u64>,
     #[command(flatten)]
     oauth: super::oauth::OAuthArgs,
 }
@@ -183,6 +203,27 @@ impl Serve {
                 "FAULT INJECTION (serve --fault): {fault}; a test setup, never production"
             );
         }
+        // Bound before the journal is waited for, so a prober sees a live process
+        // that is not ready rather than a refused connection.
+        let http_listener = match &self.http {
+            Some(addr) => Some(listen("--http", addr)?),
+            None => None,
+        };
+        let metrics_listener = match &self.metrics {
+            Some(addr) => Some(listen("--metrics", addr)?),
+            None => None,
+        };
+        let listeners: Vec<&TcpListener> = http_listener
+            .iter()
+            .chain(metrics_listener.iter())
+            .map(|(listener, _)| listener)
+            .collect();
+        let journal_wait = self
+            .journal_wait_ms
+            .map(Duration::from_millis)
+            .or(settings.journal_wait)
+            .unwrap_or(DEFAULT_JOURNAL_WAIT);
+        wait_for_journal(cli, journal_wait, &listeners)?;
         let host = Arc::new(
             cli.host()
                 .wait_bound(answer_within)
@@ -198,6 +239,11 @@ impl Serve {
             0 => None,
             ms => Some(Arc::new(Deliverer::new(&host)?).spawn_loop(Duration::from_millis(ms))?),
         };
+        let drain_timeout = self
+            .drain_timeout_ms
+            .map(Duration::from_millis)
+            .or(settings.drain_timeout)
+            .unwrap_or(DEFAULT_DRAIN_TIMEOUT);
         let config = ServerConfig {
             conversation: self.conversation.clone(),
             max_concurrent_calls: usize::from(self.max_concurrent_calls),
@@ -212,8 +258,8 @@ impl Serve {
                 .ask_timeout
                 .unwrap_or(crate::mcp::DEFAULT_ASK_TIMEOUT),
         };
-        let _metrics = match &self.metrics {
-            Some(addr) => Some(self.serve_metrics(cli, &host, addr)?),
+        let _metrics = match metrics_listener {
+            Some(bound) => Some(self.serve_metrics(cli, &host, bound)?),
             None => None,
         };
         let server = Server::new(Arc::clone(&host), config);
@@ -226,9 +272,9 @@ impl Serve {
             interval,
             reload_on_hangup()?,
         )?;
-        let Some(http) = &self.http else {
+        let Some((listener, bound)) = http_listener else {
             tracing::info!(tools = host.runtime().names(), db = %cli.db.display(), "serving MCP on stdio");
-            stop_on_signals(server.shutdown())?;
+            stop_on_signals(server.shutdown(), Arc::clone(&host), drain_timeout)?;
             server
                 .serve(std::io::stdin().lock(), std::io::stdout())
                 .map_err(|e| {
@@ -236,7 +282,6 @@ impl Serve {
                 })?;
             return Ok(exit::SUCCESS);
         };
-        let (listener, bound) = listen("--http", http)?;
         let oauth = self
             .oauth
             .resource_server(cli, bound, Arc::new(crate::clock::SystemClock))?;
@@ -264,7 +309,7 @@ impl Serve {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{url}").and_then(|()| out.flush());
         drop(out);
-        stop_on_signals(server.shutdown())?;
+        stop_on_signals(server.shutdown(), Arc::clone(&host), drain_timeout)?;
         // One cap on each principal's calls in flight, for its own calls, its tasks
         // resumed by tasks/update and the calls an operator resumes.
         let admission = Admission::new(options.max_calls_per_principal);
@@ -287,9 +332,8 @@ impl Serve {
         &self,
         cli: &Cli,
         host: &Arc<Host>,
-        addr: &str,
+        (listener, bound): (TcpListener, SocketAddr),
     ) -> Result<MetricsRunning, Error> {
-        let (listener, bound) = listen("--metrics", addr)?;
         let tokens = if bound.ip().is_loopback() {
             None
         } else {
@@ -314,6 +358,73 @@ impl Serve {
     }
 }
 
+/// How long `serve` waits at start for a journal that does not answer when neither
+/// the flag nor the configuration says.
+const DEFAULT_JOURNAL_WAIT: Duration = Duration::from_secs(60);
+
+/// The first and the longest pause between two tries to reach the journal at start.
+const JOURNAL_RETRY: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(5));
+
+/// Waits, at most `max`, for a PostgreSQL journal that does not answer yet (its
+/// error is retry-safe: a server not up, a failover under way), trying again with
+/// backoff and logging each try (`warn`); `listeners` answer the probes meanwhile
+/// ([`Starting`]). A refusal (a login or setting it will not take) is returned at
+/// once; a journal still unreachable at `max` is a host failure (exit 5). A SQLite
+/// file is not waited for.
+fn wait_for_journal(cli: &Cli, max: Duration, listeners: &[&TcpListener]) -> Result<(), Error> {
+    if !crate::journal::postgres::is_postgres_url(&cli.db.to_string_lossy()) {
+        return Ok(());
+    }
+    let began = std::time::Instant::now();
+    let mut starting = None;
+    let mut pause = JOURNAL_RETRY.0;
+    let mut tries = 1u32;
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let result = loop {
+        let error = match cli.journal() {
+            Ok(_) => break Ok(()),
+            Err(e) if !e.retry_safe() => break Err(e),
+            Err(e) => e,
+        };
+        let left = max.saturating_sub(began.elapsed());
+        if left.is_zero() {
+            break Err(Error::Host(anyhow::anyhow!(
+                "the journal did not answer within {} ms (--journal-wait-ms; {tries} tries): {error}",
+                ms(max)
+            )));
+        }
+        if starting.is_none() {
+            starting = Some(Starting::answer_on(listeners, error.kind()).map_err(|e| {
+                Error::Host(anyhow::anyhow!(
+                    "cannot answer probes while waiting for the journal: {e}"
+                ))
+            })?);
+        }
+        let wait = pause.min(left);
+        tracing::warn!(
+            tries,
+            kind = error.kind(),
+            "waiting for the journal: {error}; trying again in {} ms ({} ms left of --journal-wait-ms); /readyz says journal unreachable meanwhile",
+            ms(wait),
+            ms(left)
+        );
+        std::thread::sleep(wait);
+        pause = (pause * 2).min(JOURNAL_RETRY.1);
+        tries += 1;
+    };
+    if let Some(starting) = starting {
+        starting.stop();
+        if result.is_ok() {
+            tracing::warn!(
+                tries,
+                waited_ms = ms(began.elapsed()),
+                "the journal answers: starting"
+            );
+        }
+    }
+    result
+}
+
 /// Each SIGHUP, as a message on the channel returned.
 fn reload_on_hangup() -> Result<crossbeam_channel::Receiver<()>, Error> {
     let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP])
@@ -332,12 +443,23 @@ fn reload_on_hangup() -> Result<crossbeam_channel::Receiver<()>, Error> {
     Ok(hangups)
 }
 
+/// How long a drain lets the calls in flight finish when neither the flag nor the
+/// configuration says: below Kubernetes' default grace period of 30 s, with time left
+/// for the hand-over and the exit.
+const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// On SIGTERM or SIGINT, drain: stop reading, let the calls in flight finish and save
-/// their outcome (and answer), send the traces not yet exported, then exit 0. Calls
+/// their outcome (and answer) within `drain_timeout`, hand over those still running
+/// then ([`Host::hand_over`]), send the traces not yet exported, then exit 0. Calls
 /// still waiting for a worker (or, over HTTP, arriving meanwhile) are not run, no
-/// session opens, and `/readyz` says `draining`. The drain's start and end are
-/// logged at the default level (`warn`): an operator sees why a host left.
-fn stop_on_signals(shutdown: Arc<Shutdown>) -> Result<(), Error> {
+/// session opens, and `/readyz` says `draining`. The drain's start and end, and each
+/// call handed over, are logged at the default level (`warn`): an operator sees why a
+/// host left and where its calls went.
+fn stop_on_signals(
+    shutdown: Arc<Shutdown>,
+    host: Arc<Host>,
+    drain_timeout: Duration,
+) -> Result<(), Error> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])
         .map_err(|e| Error::Host(anyhow::anyhow!("cannot handle SIGTERM and SIGINT: {e}")))?;
@@ -347,16 +469,34 @@ fn stop_on_signals(shutdown: Arc<Shutdown>) -> Result<(), Error> {
             if let Some(signal) = signals.forever().next() {
                 let began = std::time::Instant::now();
                 shutdown.stop();
+                let timeout_ms = u64::try_from(drain_timeout.as_millis()).unwrap_or(u64::MAX);
                 tracing::warn!(
                     signal,
                     in_flight = shutdown.running(),
-                    "draining: stopping; /readyz says draining, no new call or session starts, the calls in flight finish"
+                    drain_timeout_ms = timeout_ms,
+                    "draining: stopping; /readyz says draining, no new call or session starts, the calls in flight have {timeout_ms} ms to finish"
                 );
-                shutdown.wait_idle();
-                tracing::warn!(
-                    took_ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
-                    "drained: the calls in flight finished; exiting"
-                );
+                let idle = shutdown.wait_idle_for(drain_timeout);
+                let took_ms = || u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
+                if idle {
+                    tracing::warn!(
+                        took_ms = took_ms(),
+                        "drained: the calls in flight finished; exiting"
+                    );
+                } else {
+                    let report = host.hand_over();
+                    tracing::warn!(
+                        took_ms = took_ms(),
+                        handed_over = report.handed_over.len(),
+                        not_handed_over = report.failed.len(),
+                        "drained: {} call(s) still running after {timeout_ms} ms handed over to the next host that gets their retry{}; exiting",
+                        report.handed_over.len(),
+                        match report.failed.len() {
+                            0 => String::new(),
+                            n => format!(", {n} not (the journal failed: a retry takes each over once its lease expires)"),
+                        }
+                    );
+                }
                 super::telemetry::shutdown();
                 // The reader may be blocked on stdin; everything answered is written
                 // and saved (and traced), so the process ends here.

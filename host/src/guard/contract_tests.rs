@@ -181,6 +181,7 @@ fn host_renewing(
         },
         metrics: Default::default(),
         tasks: Default::default(),
+        runs: Default::default(),
     });
     let policy = Policy {
         retention: Arc::new(Retention::new(RETENTION)),

@@ -265,6 +265,9 @@ impl EffectSession {
         if self.interrupted.is_some() {
             return Ok(Err(after_interruption()));
         }
+        if self.handed_over() {
+            return Ok(Err(lease_lost()));
+        }
         let payload: Value = match serde_json::from_str(payload) {
             Ok(payload) => payload,
             Err(e) => {
@@ -695,6 +698,10 @@ impl EffectSession {
         let mut previous_reason = String::new();
         let performed = self.retrying(budget, |session, _made| {
             let span = spans::attempt(&session.invocation).entered();
+            if session.handed_over() {
+                spans::attempt_ended(&span, "refused");
+                return Ok(Attempt::Done(Err(lease_lost())));
+            }
             let now = session.shared.clock.now_ms();
             let lease = session.lease();
             let leased_until = lease.until;
@@ -896,6 +903,9 @@ impl EffectSession {
             });
             return Ok(answer_to_guest(answer));
         }
+        if self.handed_over() {
+            return Ok(Err(lease_lost()));
+        }
         let lease = self.lease();
         let Some(recorded) =
             self.shared
@@ -913,7 +923,7 @@ impl EffectSession {
     /// run that lost its lease saves none of them (the write that follows is refused
     /// the same way).
     fn save_deferred(&mut self) -> Result<(), Error> {
-        if self.deferred.is_empty() {
+        if self.deferred.is_empty() || self.handed_over() {
             return Ok(());
         }
         let deferred = std::mem::take(&mut self.deferred);
@@ -926,6 +936,9 @@ impl EffectSession {
 
     /// Records an attempt known not performed, fenced by the run's lease.
     fn mark_not_performed(&mut self, key: &EffectKey, reason: &str) -> Result<(), Error> {
+        if self.handed_over() {
+            return Ok(());
+        }
         let now = self.shared.clock.now_ms();
         let lease = self.lease();
         self.shared
@@ -936,6 +949,9 @@ impl EffectSession {
 
     /// Records an attempt whose outcome is unknown, fenced by the run's lease.
     fn note_unknown(&mut self, key: &EffectKey, reason: &str) -> Result<(), Error> {
+        if self.handed_over() {
+            return Ok(());
+        }
         let now = self.shared.clock.now_ms();
         let lease = self.lease();
         self.shared
@@ -953,6 +969,9 @@ impl EffectSession {
         payload: &Value,
     ) -> Result<Result<String, EffectFailure>, Error> {
         self.save_deferred()?;
+        if self.handed_over() {
+            return Ok(Err(lease_lost()));
+        }
         let request = TransactionalRequest {
             tool: &self.tool,
             principal: self.principal.as_deref(),
@@ -1041,6 +1060,9 @@ impl EffectSession {
     /// writes, the write lock, an fsync): a run that went on regardless would send
     /// beside the run that took over.
     fn still_holds_lease(&self, mut until: i64) -> Result<bool, Error> {
+        if self.shared.runs.handed_over() {
+            return Ok(false);
+        }
         for _ in 0..LEASE_CHECKS {
             if self.shared.clock.now_ms() < until {
                 return Ok(true);
@@ -1053,6 +1075,21 @@ impl EffectSession {
         }
         // The clock outruns every renewal: give up the attempt as a lost lease.
         Ok(false)
+    }
+
+    /// Whether this host handed its runs over (see `handover.rs`): the run then
+    /// writes nothing more to the journal and ends as after a lost lease.
+    pub(crate) fn handed_over(&mut self) -> bool {
+        if !self.shared.runs.handed_over() {
+            return false;
+        }
+        self.interrupted = Some(Interruption::LeaseLost);
+        true
+    }
+
+    /// How long this run's lease lasts from each write that renews it (ms).
+    pub(crate) fn lease_ms(&self) -> i64 {
+        self.lease_ms
     }
 
     /// The lease this run must still hold, extended from now.

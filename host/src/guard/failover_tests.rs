@@ -25,6 +25,7 @@ use super::scripted::{Effects, ScriptedRunner, returned, tool_error};
 use super::{Guard, Policy, Shared};
 use crate::call::CallRequest;
 use crate::clock::{Clock, SystemClock};
+use crate::journal::postgres::formation::{self, Formation};
 use crate::journal::postgres::testing::{self, Replicated};
 use crate::journal::postgres::{PostgresJournal, PostgresTarget};
 use crate::journal::{Durability, Journal, Operator, Resolution};
@@ -54,6 +55,8 @@ const CALL_BOUND: Duration = Duration::from_secs(30);
 struct Downstream {
     class: ProviderClass,
     received: Mutex<Vec<(u64, String)>>,
+    /// Run once, at the first request (after it is received).
+    on_first: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 impl Downstream {
@@ -61,6 +64,7 @@ impl Downstream {
         Arc::new(Self {
             class,
             received: Mutex::default(),
+            on_first: Mutex::default(),
         })
     }
 
@@ -87,6 +91,9 @@ impl Provider for Downstream {
         let n = request.payload["n"].as_u64().expect("an intent number");
         let key = request.key.to_string();
         self.received.lock().unwrap().push((n, key.clone()));
+        if let Some(hook) = self.on_first.lock().unwrap().take() {
+            hook();
+        }
         Ok(json!({ "id": key, "n": n }))
     }
 }
@@ -98,7 +105,20 @@ struct Host {
 }
 
 fn host(url: &str, payments: &Arc<Downstream>, sms: &Arc<Downstream>) -> Host {
-    let target = PostgresTarget::parse(url, None).unwrap();
+    host_leasing(url, payments, sms, LEASE_MS)
+}
+
+/// [`host`] with leases of `lease_ms`.
+fn host_leasing(
+    url: &str,
+    payments: &Arc<Downstream>,
+    sms: &Arc<Downstream>,
+    lease_ms: i64,
+) -> Host {
+    // A URL that names no user (pg_autoctl's) logs in as PGUSER, as libpq would.
+    let target =
+        PostgresTarget::from_url(url, &|name| (name == "PGUSER").then(|| "postgres".into()))
+            .unwrap();
     let journal = Arc::new(PostgresJournal::open(target, Durability::Full).unwrap());
     let dyn_journal: Arc<dyn Journal> = journal.clone();
     let mut providers: BTreeMap<String, Arc<dyn Provider>> = BTreeMap::new();
@@ -136,13 +156,14 @@ fn host(url: &str, payments: &Arc<Downstream>, sms: &Arc<Downstream>) -> Host {
         },
         metrics: Default::default(),
         tasks: Default::default(),
+        runs: Default::default(),
     });
     let policy = Policy {
         retention: Arc::new(Retention::new(Duration::from_secs(24 * 3600))),
-        lease_ms: LEASE_MS,
+        lease_ms,
         wait_bound: Duration::from_millis(200),
         poll: Duration::from_millis(5),
-        renew_every: Some(crate::guard::renew_interval(LEASE_MS)),
+        renew_every: Some(crate::guard::renew_interval(lease_ms)),
     };
     Host {
         guard: Guard::new(shared, Arc::new(runner), policy),
@@ -273,11 +294,53 @@ struct Report {
     changed_answers: Vec<u64>,
 }
 
-/// Runs the stream of calls, kills the primary, promotes the standby, and goes on
-/// until every agent got [`AFTER_KILL`] answers from calls begun after the kill;
+/// Servers whose primary a failover test kills.
+trait Servers {
+    /// The URL the hosts follow the primary with.
+    fn url(&self) -> String;
+    /// `kill -9` of the primary, then the standby promoted (by the test, or by the
+    /// failover manager), returning once it takes writes.
+    fn fail_over(&mut self);
+    /// The URL of the new primary alone.
+    fn new_primary_url(&self) -> String;
+}
+
+impl Servers for Replicated {
+    fn url(&self) -> String {
+        Replicated::url(self)
+    }
+
+    fn fail_over(&mut self) {
+        self.kill_primary();
+        self.promote();
+    }
+
+    fn new_primary_url(&self) -> String {
+        self.standby_url()
+    }
+}
+
+impl Servers for Formation {
+    /// As `pg_autoctl show uri --formation default` prints it (no user: PGUSER).
+    fn url(&self) -> String {
+        self.uri()
+    }
+
+    fn fail_over(&mut self) {
+        self.kill_primary();
+        self.wait_promoted();
+    }
+
+    fn new_primary_url(&self) -> String {
+        self.node_url(1)
+    }
+}
+
+/// Runs the stream of calls, kills the primary, has the standby promoted, and goes
+/// on until every agent got [`AFTER_KILL`] answers from calls begun after the kill;
 /// then looks at what the new primary holds.
-fn failover(pair: &Replicated) -> Report {
-    let url = pair.url();
+fn failover(servers: &mut dyn Servers) -> Report {
+    let url = servers.url();
     let payments = Downstream::new(ProviderClass::Keyed);
     let sms = Downstream::new(ProviderClass::Unkeyed);
     let hosts = [
@@ -346,9 +409,8 @@ fn failover(pair: &Replicated) -> Report {
         .map(|h| h.journal.listener_sessions())
         .collect();
 
-    pair.kill_primary();
     let killed = Instant::now();
-    pair.promote();
+    servers.fail_over();
     let kill_to_promoted = killed.elapsed();
     wait("answers after the kill", &|| {
         let answers = answers.lock().unwrap();
@@ -402,7 +464,7 @@ fn failover(pair: &Replicated) -> Report {
     // The new primary alone, not through the hosts (which would find the record
     // anywhere they connect).
     let new_primary = PostgresJournal::open(
-        PostgresTarget::parse(&pair.standby_url(), None).unwrap(),
+        PostgresTarget::parse(&servers.new_primary_url(), None).unwrap(),
         Durability::Full,
     )
     .unwrap();
@@ -459,15 +521,37 @@ fn failover(pair: &Replicated) -> Report {
 /// hosts find the new primary on their own.
 #[test]
 fn a_failover_to_a_synchronous_standby_loses_no_answer_and_sends_nothing_twice() {
-    let Some(pair) = testing::replicated(
+    let Some(mut pair) = testing::replicated(
         "a_failover_to_a_synchronous_standby_loses_no_answer_and_sends_nothing_twice",
         true,
     ) else {
         return;
     };
-    let report = failover(&pair);
+    let report = failover(&mut pair);
+    assert_nothing_lost_or_repeated("synchronous standby", &report);
+}
+
+/// A pg_auto_failover formation (monitor and two nodes, synchronous as it sets two
+/// nodes up, its failover tuned to seconds: `formation.rs`), the hosts connected
+/// through the formation's own URI (two hosts, `target_session_attrs=read-write`,
+/// no user): the monitor promotes the standby on its own, and nothing answered is
+/// lost or sent twice.
+#[test]
+fn a_pg_auto_failover_formation_fails_over_through_its_uri_losing_no_answer() {
+    let Some(mut formation) = formation::formation(
+        "a_pg_auto_failover_formation_fails_over_through_its_uri_losing_no_answer",
+    ) else {
+        return;
+    };
+    let report = failover(&mut formation);
+    assert_nothing_lost_or_repeated("pg_auto_failover", &report);
+}
+
+/// What a failover with a synchronous standby promises: every answer kept, the
+/// same when asked again, no effect sent twice, calls taken again in seconds.
+fn assert_nothing_lost_or_repeated(what: &str, report: &Report) {
     eprintln!(
-        "failover (synchronous standby): {} answers; kill -9 → standby promoted {:?}, \
+        "failover ({what}): {} answers; kill -9 → standby promoted {:?}, \
          → first successful call {:?}, → last call in flight answered {:?}; \
          {} answered after retry-safe errors ({} replayed)",
         report.answers,
@@ -512,12 +596,12 @@ fn a_failover_to_an_asynchronous_standby_measured() {
         .unwrap_or(5);
     let mut totals = (0, 0, 0, 0, 0, 0, 0, 0);
     for run in 0..runs {
-        let Some(pair) =
+        let Some(mut pair) =
             testing::replicated("a_failover_to_an_asynchronous_standby_measured", false)
         else {
             return;
         };
-        let r = failover(&pair);
+        let r = failover(&mut pair);
         eprintln!(
             "async run {run}: {} answers, {} lost ({} with their whole record; re-run under the same \
              keys {}, new keys {}; answered the same again {}), \
@@ -551,4 +635,70 @@ fn a_failover_to_an_asynchronous_standby_measured() {
          new keys {}; answered the same again {}), keyed under two keys {}, unkeyed sent twice {}",
         totals.0, totals.1, totals.6, totals.2, totals.3, totals.7, totals.4, totals.5
     );
+}
+
+/// A run that fails on its own host because its journal went away (its connections
+/// cut, new ones refused, as under a failover) cannot release its lease as it ends;
+/// once the journal answers again its host releases it, so the call is resumed at
+/// once by the next retry, on another host, not after its lease (60 s here). The
+/// keyed charge goes out again under the key the journal holds.
+#[test]
+fn a_run_whose_journal_went_away_releases_its_lease_once_the_journal_answers() {
+    let Some(cluster) = testing::cluster(
+        "a_run_whose_journal_went_away_releases_its_lease_once_the_journal_answers",
+    ) else {
+        return;
+    };
+    let url = cluster.database();
+    let db = url.rsplit('/').next().unwrap().to_owned();
+    let admin_url = cluster.admin_url();
+    let admin = move |sql: String| {
+        postgres::Client::connect(&admin_url, postgres::NoTls)
+            .unwrap()
+            .batch_execute(&sql)
+            .unwrap();
+    };
+    let (payments, sms) = (
+        Downstream::new(ProviderClass::Keyed),
+        Downstream::new(ProviderClass::Unkeyed),
+    );
+    let a = host_leasing(&url, &payments, &sms, 60_000);
+    let b = host_leasing(&url, &payments, &sms, 60_000);
+    // The charge lands, then the journal goes away before the run writes again.
+    let cut = {
+        let (admin, db) = (admin.clone(), db.clone());
+        move || {
+            admin(format!(
+                "ALTER DATABASE {db} ALLOW_CONNECTIONS false;
+                 SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db}';"
+            ))
+        }
+    };
+    *payments.on_first.lock().unwrap() = Some(Box::new(cut));
+    // (This cut refuses new connections by name, 55000, where a dead primary
+    // refuses them outright: the agent's error differs, the lease does not.)
+    let failed = a.guard.call(&request(7)).unwrap_err();
+    assert_eq!(failed.kind(), "store_failed", "{failed}");
+    admin(format!("ALTER DATABASE {db} ALLOW_CONNECTIONS true"));
+
+    // The retry on host B: answered well before A's 60 s lease would have ended.
+    let started = Instant::now();
+    let answer = loop {
+        match b.guard.call(&request(7)) {
+            Ok(answer) => break answer,
+            Err(e) if e.retry_safe() && started.elapsed() < Duration::from_secs(20) => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("not resumed after {:?}: {e}", started.elapsed()),
+        }
+    };
+    eprintln!(
+        "resumed on B {:?} after the journal came back",
+        started.elapsed()
+    );
+    assert!(!answer.replayed);
+    let charges = payments.by_intent()[&7].clone();
+    assert_eq!(charges.len(), 2, "A's charge and B's: {charges:?}");
+    assert_eq!(charges[0], charges[1], "under one key");
+    assert_eq!(sms.by_intent()[&7].len(), 1, "the text message once");
 }

@@ -119,6 +119,12 @@ fn renew_loop(weak: &Weak<Inner>) {
                 .unwrap_or_else(|p| p.into_inner());
             state.beating.values().cloned().collect()
         };
+        // A host that handed its runs over renews none of them.
+        let due = if inner.shared.runs.handed_over() {
+            Vec::new()
+        } else {
+            due
+        };
         for (invocation, owner) in due {
             let lease = Lease {
                 owner: &owner,

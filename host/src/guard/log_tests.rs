@@ -135,7 +135,7 @@ fn a_takeover_is_logged_naming_the_host_that_stopped_and_each_call_gets_one_line
     let _ = a_call.join().unwrap();
     assert!(answer.unwrap().outcome.is_success());
 
-    let takeover = lines_saying(&lines, "took over a call whose host stopped");
+    let takeover = lines_saying(&lines, "took over a call from web-1");
     assert_eq!(takeover.len(), 1, "{lines:#?}");
     let takeover = takeover[0];
     assert_eq!(takeover["level"], "WARN");

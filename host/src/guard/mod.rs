@@ -18,6 +18,7 @@
 mod access_log;
 mod effect;
 mod gateway;
+mod handover;
 mod heartbeat;
 mod invocation;
 mod prepare;
@@ -36,6 +37,7 @@ mod failover_tests;
 pub(crate) mod scripted;
 
 pub(crate) use gateway::GatewayRunner;
+pub use handover::HandOver;
 pub(crate) use runner::{Runner, WasmRunner};
 pub(crate) use task_calls::{RunningTask, TaskCalls};
 
@@ -79,6 +81,8 @@ pub(crate) struct Shared {
     pub metrics: CallMetrics,
     /// The calls of MCP tasks running here, and those cancelled by their client.
     pub tasks: TaskCalls,
+    /// The runs in flight here, and whether the host handed them over.
+    pub runs: handover::Runs,
 }
 
 impl Shared {
@@ -453,6 +457,7 @@ impl Guard {
         tally: &mut Tally,
     ) -> Result<Option<CallResponse>> {
         tally.runs += 1;
+        let _running = self.shared.runs.enter(&prepared.key, owner);
         let session = EffectSession::new(
             Arc::clone(&self.shared),
             Arc::clone(&self.heartbeats),
@@ -489,26 +494,69 @@ impl Guard {
         Ok(())
     }
 
+    /// Hands over the calls of every run in flight on this host, for a host that
+    /// stops before they end (a drain past its timeout): no run here writes to the
+    /// journal any more, and each call's lease ends now, marked handed over, so the
+    /// next retry of it, on any host, takes it over at once. Each is logged (`warn`).
+    pub(crate) fn hand_over(&self) -> HandOver {
+        let mut report = HandOver::default();
+        for (key, owner) in self.shared.runs.hand_over() {
+            match self
+                .shared
+                .journal
+                .hand_over(&key, &owner, self.shared.clock.now_ms())
+            {
+                Ok(true) => {
+                    tracing::warn!(
+                        key = %key,
+                        host = %self.identity.name,
+                        "handed over call {key}: its lease ends now, and the next retry of it, on any host, takes it over at once"
+                    );
+                    report.handed_over.push(key);
+                }
+                // It ended meanwhile, or another host took it over.
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(
+                        key = %key,
+                        host = %self.identity.name,
+                        "cannot hand over call {key}: {e}; a retry takes it over once its lease expires"
+                    );
+                    report.failed.push((key, e.to_string()));
+                }
+            }
+        }
+        report
+    }
+
     /// Says which host's run this one took over: the one line that tells an operator
-    /// a host stopped in the middle of a call.
+    /// a host handed a call over as it drained, or left it in the middle (stopped,
+    /// stalled, or cut off from its journal) and its lease ran out.
     fn log_takeover(&self, prepared: &Prepared, taken: &TakenOver) {
-        let from = taken
-            .owner
-            .as_deref()
-            .map(|owner| Holder::of(owner).label())
+        let holder = taken.owner.as_deref().map(Holder::of);
+        let from = holder
+            .as_ref()
+            .map(Holder::label)
             .unwrap_or_else(|| "a host that left no owner".into());
         let ended = taken
             .lease_expired_at
             .map(crate::clock::rfc3339)
             .unwrap_or_default();
+        let how = match holder.as_ref().is_some_and(|h| h.handed_over) {
+            true => format!("that {from} handed over at {ended} as it drained"),
+            false => format!(
+                "from {from}, whose lease on it ended at {ended} with no word from it (stopped, stalled, or cut off from the journal)"
+            ),
+        };
         tracing::warn!(
             tool = %prepared.tool.name,
             key = %prepared.key,
             from = %from,
             from_owner = taken.owner.as_deref().unwrap_or(""),
             lease_ended = %ended,
+            handed_over = holder.as_ref().is_some_and(|h| h.handed_over),
             host = %self.identity.name,
-            "took over a call whose host stopped: {from}'s lease ended at {ended}; its journaled effects replay, a pending one is sent again under the same key"
+            "took over a call {how}; its journaled effects replay, a pending one is sent again under the same key"
         );
     }
 }

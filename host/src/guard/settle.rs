@@ -8,6 +8,9 @@
 //! first and then returned, so the answer a caller gets is always one a retry can get
 //! again.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use serde_json::Value;
 
 use super::Shared;
@@ -16,19 +19,25 @@ use super::prepared::Prepared;
 use crate::call::CallResponse;
 use crate::error::{Error, Result};
 use crate::fault::{self, FaultPoint};
+use crate::keys::InvocationKey;
 use crate::mutants::{self, Mutant};
 use crate::outcome::Outcome;
 use crate::runtime::{GuestOutcome, GuestToolError, Limits, TrapReason};
 
 /// Settles one run. `None` when the run gave way to another run of the same key.
 pub(super) fn settle(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     prepared: &Prepared,
     owner: &str,
     guest: GuestOutcome,
     mut session: EffectSession,
 ) -> Result<Option<CallResponse>> {
     let key = &prepared.key;
+    if shared.runs.handed_over() {
+        // The host handed the call over (see `handover.rs`): another host's run is
+        // the one that counts, and this one writes nothing more.
+        return Err(Error::LeaseLost { key: key.clone() });
+    }
     let journal = &shared.journal;
     let now = shared.clock.now_ms();
     // A run that never journaled its invocation (or of a read-only tool, which
@@ -38,13 +47,19 @@ pub(super) fn settle(
     // Keyed effects' answers the run has not written yet: saved with whatever this
     // run commits last.
     let deferred = std::mem::take(&mut session.deferred);
+    let lease_ms = session.lease_ms();
     // Leaves the call resumable; `false` when another host took it over meanwhile.
+    // When the journal fails (its connection cut by a failover), the lease is
+    // released once it answers again, not left to expire.
     let suspend = || -> Result<bool> {
-        if journaled {
-            journal.suspend(key, owner, now, &deferred)
-        } else {
-            Ok(true)
+        if !journaled {
+            return Ok(true);
         }
+        journal
+            .suspend(key, owner, now, &deferred)
+            .inspect_err(|e| {
+                release_when_back(shared, key, owner, now.saturating_add(lease_ms), e);
+            })
     };
 
     if let Some(fault) = session.host_fault.take() {
@@ -179,6 +194,64 @@ pub(super) fn settle(
         replayed: false,
         outcome: answer,
     }))
+}
+
+/// How long a run that could not release its lease waits before it tries again, at
+/// first and at most.
+const RELEASE_RETRY: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(1));
+
+/// A run that failed on its own host (its journal failed: a connection cut by a
+/// failover, a database restarting) could not leave its call resumable as it ended,
+/// so its lease would hold every retry off until it expires, and the host that takes
+/// it over then would read it as a host that stopped. Instead, a thread tries the
+/// release again, backing off, until the journal answers (the call is then
+/// resumable at once, and resumed as a suspended call, not taken over), the run
+/// turns out to have lost the lease, or the lease ran out anyway (`lease_ends`: it
+/// was renewed at most a lease's length before the run ended).
+fn release_when_back(
+    shared: &Arc<Shared>,
+    key: &InvocationKey,
+    owner: &str,
+    lease_ends: i64,
+    error: &Error,
+) {
+    tracing::warn!(
+        key = %key,
+        "cannot release the lease of call {key} as its run ends: {error}; trying again until the journal answers"
+    );
+    let shown = key.clone();
+    let (shared, key, owner) = (Arc::clone(shared), key.clone(), owner.to_owned());
+    // On the host's clock, and in real time too (a test's clock may stand still).
+    let give_up = std::time::Instant::now()
+        + Duration::from_millis(u64::try_from(lease_ends - shared.clock.now_ms()).unwrap_or(0));
+    let spawned = std::thread::Builder::new()
+        .name("justonce-release".into())
+        .spawn(move || {
+            let mut wait = RELEASE_RETRY.0;
+            loop {
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(RELEASE_RETRY.1);
+                let now = shared.clock.now_ms();
+                if now >= lease_ends
+                    || std::time::Instant::now() >= give_up
+                    || shared.runs.handed_over()
+                {
+                    return;
+                }
+                match shared.journal.suspend(&key, &owner, now, &[]) {
+                    Ok(true) => {
+                        tracing::warn!(key = %key, "released the lease of call {key}: the journal answers again, and a retry resumes the call at once");
+                        return;
+                    }
+                    // Another run took it over, or it ended: nothing to release.
+                    Ok(false) => return,
+                    Err(_) => {}
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(key = %shown, "cannot start a thread to release the lease of call {shown}: {e}; it ends when it expires");
+    }
 }
 
 /// A tool error as the outcome: its code, message and details together fit under

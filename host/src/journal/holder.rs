@@ -16,6 +16,17 @@ use crate::clock::rfc3339;
 /// The longest host name kept in an owner (a lease owner is written with every run).
 const MAX_NAME: usize = 64;
 
+/// What a run's lease owner ends with once its host handed the call over (a drain
+/// that could not finish it): the owner changes, so every later write of the run is
+/// fenced as after a takeover, and whoever takes the call over reads who handed it
+/// over, and that it did (a host name cannot hold `!`).
+pub(crate) const HANDED_OVER: &str = "!handed-over";
+
+/// The lease owner a run of `owner` leaves once its host hands its call over.
+pub(crate) fn handed_over(owner: &str) -> String {
+    format!("{owner}{HANDED_OVER}")
+}
+
 /// One host process, as leases name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostIdentity {
@@ -120,21 +131,30 @@ pub struct Holder {
     pub host: Option<String>,
     /// The process id, when the owner says it.
     pub pid: Option<u32>,
+    /// Whether the host handed the call over (it drained and could not finish it)
+    /// rather than stopping or stalling with the lease.
+    pub handed_over: bool,
     /// The owner as journaled.
     pub owner: String,
 }
 
 impl Holder {
-    /// Reads `owner` (`{name}@{pid}-{nonce}/{run}`, or the older `{pid}-{nonce}/{run}`).
+    /// Reads `owner` (`{name}@{pid}-{nonce}/{run}`, or the older `{pid}-{nonce}/{run}`,
+    /// either ending [`HANDED_OVER`] once handed over).
     pub fn of(owner: &str) -> Self {
-        let (host, rest) = match owner.rsplit_once('@') {
+        let (run, handed_over) = match owner.strip_suffix(HANDED_OVER) {
+            Some(run) => (run, true),
+            None => (owner, false),
+        };
+        let (host, rest) = match run.rsplit_once('@') {
             Some((host, rest)) => (Some(host.to_owned()), rest),
-            None => (None, owner),
+            None => (None, run),
         };
         let pid = rest.split(['-', '/']).next().and_then(|p| p.parse().ok());
         Self {
             host,
             pid,
+            handed_over,
             owner: owner.to_owned(),
         }
     }
@@ -163,8 +183,9 @@ pub enum LeaseStatus {
         #[serde(serialize_with = "crate::clock::serialize_rfc3339")]
         until: i64,
     },
-    /// The host that ran it stopped (died, was killed, or stalled) and its lease ran
-    /// out: the next retry of the same call resumes it, on any host.
+    /// The host that ran it stopped (died, was killed, or stalled), or handed it over
+    /// as it drained ([`Holder::handed_over`]), and its lease ran out: the next retry
+    /// of the same call resumes it, on any host.
     Ended {
         /// Who held it.
         holder: Option<Holder>,
@@ -209,6 +230,11 @@ impl LeaseStatus {
                 let when = at
                     .map(|at| format!(" at {}", rfc3339(at)))
                     .unwrap_or_default();
+                if holder.as_ref().is_some_and(|h| h.handed_over) {
+                    return format!(
+                        "handed over: {who} drained and released it{when}; the next retry of the same call resumes it"
+                    );
+                }
                 format!(
                     "stopped: {who}'s lease ended{when}; the next retry of the same call resumes it"
                 )
@@ -262,5 +288,19 @@ mod tests {
             LeaseStatus::of("incomplete", None, None, 0),
             LeaseStatus::Released
         );
+        let handed = LeaseStatus::of("running", Some(&handed_over(owner)), Some(1_500), 1_500);
+        assert_eq!(
+            handed.sentence(),
+            "handed over: web-1 (pid 77) drained and released it at 1970-01-01T00:00:01.500Z; the next retry of the same call resumes it"
+        );
+    }
+
+    #[test]
+    fn a_handed_over_owner_still_names_its_host() {
+        let holder = Holder::of(&handed_over("web-1@77-ab/0"));
+        assert_eq!(holder.host.as_deref(), Some("web-1"));
+        assert_eq!(holder.pid, Some(77));
+        assert!(holder.handed_over);
+        assert!(!Holder::of("web-1@77-ab/0").handed_over);
     }
 }

@@ -179,6 +179,16 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// Renews the run's lease; `false` when it lost it.
     fn renew(&self, invocation: &InvocationKey, lease: &Lease<'_>) -> Result<bool>;
 
+    /// Hands the call of the run `owner` over, for a host that stops before the run
+    /// ends (a drain past its timeout): its lease ends at `now` (PostgreSQL: the
+    /// database's clock) under the owner [`holder::handed_over`] makes of `owner`, so
+    /// the next call of the key takes it over at once and says whose it was, and
+    /// every later write of the run is fenced as after a takeover. The call stays
+    /// running (its effects pending, as the run left them). `false` when the run no
+    /// longer holds the lease (it ended, or another host took the call over):
+    /// nothing is written.
+    fn hand_over(&self, key: &InvocationKey, owner: &str, now: i64) -> Result<bool>;
+
     /// Saves the outcome of the run `owner` and releases its lease, with the run's
     /// `deferred` effect answers in the same commit; `false` when the run lost the
     /// lease (neither the outcome nor the deferred answers are written). Durable

@@ -134,6 +134,18 @@ impl Shutdown {
             .unwrap_or_else(|p| p.into_inner());
         state.waiting -= 1;
     }
+
+    /// Waits until no call is running, or `timeout` passed: whether none is.
+    pub fn wait_idle_for(&self, timeout: std::time::Duration) -> bool {
+        let mut state = self.lock();
+        state.waiting += 1;
+        let (mut state, _) = self
+            .idle
+            .wait_timeout_while(state, timeout, |s| s.running > 0)
+            .unwrap_or_else(|p| p.into_inner());
+        state.waiting -= 1;
+        state.running == 0
+    }
 }
 
 impl std::fmt::Debug for Server {

@@ -22,6 +22,8 @@
 //!   listener or one of its own ([`MetricsServer`]).
 //! - [`health`]: `/healthz`, `/livez` and `/readyz` for probes, unauthenticated, on
 //!   both of those listeners.
+//! - [`starting`]: the probes' answers on those listeners while `serve` waits for its
+//!   journal at start, before any server runs.
 
 pub(crate) mod admission;
 pub(crate) mod checks;
@@ -32,6 +34,7 @@ mod routes;
 pub(crate) mod scrape;
 mod server;
 pub(crate) mod sse;
+pub(crate) mod starting;
 pub(crate) mod wire;
 
 pub use checks::OAuth;

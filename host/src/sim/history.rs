@@ -174,6 +174,7 @@ impl World {
             },
             metrics: Default::default(),
             tasks: Default::default(),
+            runs: Default::default(),
         });
         let runner: Arc<dyn crate::guard::Runner> = self.runner.clone();
         let policy = Policy {
@@ -210,6 +211,7 @@ impl World {
                 retry: RetryPolicy::default(),
                 metrics: Default::default(),
                 tasks: Default::default(),
+                runs: Default::default(),
             });
             let runner: Arc<dyn crate::guard::Runner> = self.runner.clone();
             let guard = Guard::new(shared, runner, self.policy.clone());

@@ -230,6 +230,34 @@ impl HttpClient {
         self.post(&message, &headers)
     }
 
+    /// A stateless `tools/call` of `refund` with `arguments` in `conversation`, and
+    /// every byte the server sent back until it closed the connection: nothing, when
+    /// it died or stopped before it answered.
+    pub fn refund_to_the_end(&self, arguments: Value, conversation: &str) -> Vec<u8> {
+        let mut stream = self.send_raw(
+            &self.post_bytes(
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                    "name": "refund",
+                    "arguments": arguments,
+                    "_meta": {
+                        "dev.justonce/conversation": conversation,
+                        "io.modelcontextprotocol/protocolVersion": MODERN,
+                        "io.modelcontextprotocol/clientCapabilities": {},
+                    },
+                }})
+                .to_string(),
+                &[
+                    ("MCP-Protocol-Version", MODERN),
+                    ("Mcp-Method", "tools/call"),
+                    ("Mcp-Name", "refund"),
+                ],
+            ),
+        );
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+        answer
+    }
+
     /// A stateless `tools/call` of `tool` with `arguments` and `extra` params.
     pub fn call(&mut self, tool: &str, arguments: Value, extra: Value) -> Reply {
         let mut params = json!({ "name": tool, "arguments": arguments });
@@ -295,13 +323,29 @@ impl HttpProcess {
 }
 
 impl HttpProcess {
-    /// Sends SIGTERM and waits (at most a minute) for the process to end: its exit code.
-    pub fn terminate(mut self) -> Option<i32> {
+    /// Sends it SIGTERM (it drains), without waiting.
+    pub fn send_term(&self) {
         let sent = std::process::Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()
             .expect("run kill");
         assert!(sent.success(), "kill -TERM failed");
+    }
+
+    /// Waits for the process to end by itself (its stderr closing, then its exit):
+    /// its exit code and what it logged (started with [`Self::spawn_logged`]).
+    pub fn wait_for_log(mut self) -> (Option<i32>, String) {
+        let mut log = String::new();
+        if let Some(mut stderr) = self.child.stderr.take() {
+            stderr.read_to_string(&mut log).expect("read the log");
+        }
+        let status = self.child.wait().expect("wait for justonce serve");
+        (status.code(), log)
+    }
+
+    /// Sends SIGTERM and waits (at most a minute) for the process to end: its exit code.
+    pub fn terminate(mut self) -> Option<i32> {
+        self.send_term();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
             if let Some(status) = self.child.try_wait().expect("wait for justonce serve") {

@@ -15,7 +15,9 @@
 
 use serde_json::Value;
 
-use super::{EffectSession, Interruption, after_interruption, cancelled, effect_result};
+use super::{
+    EffectSession, Interruption, after_interruption, cancelled, effect_result, lease_lost,
+};
 use crate::ask::{self, AskContext, Asked, Question};
 use crate::error::Error;
 use crate::journal::{Answer, EffectState, NewEffect};
@@ -33,6 +35,9 @@ impl EffectSession {
         // 1. Checks that need no journal.
         if self.interrupted.is_some() {
             return Ok(Err(after_interruption()));
+        }
+        if self.handed_over() {
+            return Ok(Err(lease_lost()));
         }
         if let Err(why) = ask::check_questions(questions) {
             self.next_seq += 1;

@@ -36,6 +36,8 @@ macro_rules! channel {
 }
 
 mod credentials;
+#[cfg(test)]
+pub(crate) mod formation;
 mod libpq;
 mod listen;
 mod operations;
@@ -625,6 +627,10 @@ impl Journal for PostgresJournal {
 
     fn renew(&self, invocation: &InvocationKey, lease: &Lease<'_>) -> Result<bool> {
         self.single(|client| ops::renew_lease_in(client, invocation, lease))
+    }
+
+    fn hand_over(&self, key: &InvocationKey, owner: &str, now: i64) -> Result<bool> {
+        self.single(|client| ops::hand_over_in(client, key, owner, now))
     }
 
     fn complete(

@@ -205,6 +205,31 @@ pub(super) fn suspend_in(
     Ok(n == 1)
 }
 
+/// Ends the lease of the run `owner` now, on the database's clock, under its
+/// handed-over owner (see `Journal::hand_over`); `false` when the run no longer holds
+/// it.
+pub(super) fn hand_over_in(
+    client: &mut Db<'_, impl GenericClient>,
+    key: &InvocationKey,
+    owner: &str,
+    now: i64,
+) -> PgResult<bool> {
+    let n = client.execute(
+        concat!(
+            "UPDATE invocations SET lease_owner = $3, updated_at = $4, lease_expires_at = ",
+            db_now!(),
+            " WHERE key = $1 AND lease_owner = $2 AND state = 'running'"
+        ),
+        &[
+            &key.as_str(),
+            &owner,
+            &crate::journal::holder::handed_over(owner),
+            &now,
+        ],
+    )?;
+    Ok(n == 1)
+}
+
 /// The first look of a call, with the database's clock it was judged at.
 pub(super) fn lookup_in(
     client: &mut Db<'_, impl GenericClient>,

@@ -176,7 +176,7 @@ fn start() -> Result<Cluster, String> {
 /// An empty `dir` for data directories, given to `postgres` when this process is
 /// root (initdb and pg_ctl refuse root: a cluster belongs to `postgres`); whether
 /// this process is root.
-fn fresh_dir(dir: &Path) -> Result<bool, String> {
+pub(crate) fn fresh_dir(dir: &Path) -> Result<bool, String> {
     let as_root = is_root();
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -259,7 +259,7 @@ fn ctl_start(
 /// The server binaries for `test`, which starts servers of its own; `None` (after
 /// printing why `test` is skipped) where there are none. Panics under `CI=true`
 /// instead.
-fn server_binaries_for(test: &str) -> Option<PathBuf> {
+pub(crate) fn server_binaries_for(test: &str) -> Option<PathBuf> {
     let found = server_binaries();
     if found.is_none() {
         if std::env::var("CI").is_ok_and(|v| v == "true") {
@@ -271,7 +271,7 @@ fn server_binaries_for(test: &str) -> Option<PathBuf> {
 }
 
 /// A directory under the temporary directory, `PREFIX-PID-N`, N from `next`.
-fn numbered_dir(prefix: &str, next: &AtomicU32) -> PathBuf {
+pub(crate) fn numbered_dir(prefix: &str, next: &AtomicU32) -> PathBuf {
     std::env::temp_dir().join(format!(
         "{prefix}-{}-{}",
         std::process::id(),
@@ -308,7 +308,7 @@ pub(crate) fn free_port() -> Result<u16, String> {
         .map_err(|e| e.to_string())
 }
 
-fn command(as_root: bool, program: &Path) -> Command {
+pub(crate) fn command(as_root: bool, program: &Path) -> Command {
     if as_root {
         let mut c = Command::new("runuser");
         c.args(["-u", "postgres", "--"]).arg(program);
@@ -318,7 +318,7 @@ fn command(as_root: bool, program: &Path) -> Command {
     }
 }
 
-fn run(as_root: bool, program: &Path, args: &[&str]) -> Result<(), String> {
+pub(crate) fn run(as_root: bool, program: &Path, args: &[&str]) -> Result<(), String> {
     let out = command(as_root, program)
         .args(args)
         .current_dir("/")

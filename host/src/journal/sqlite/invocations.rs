@@ -24,6 +24,27 @@ pub(super) fn suspend_in(
     Ok(n == 1)
 }
 
+/// Ends the lease of the run `owner` at `now` under its handed-over owner (see
+/// `Journal::hand_over`); `false` when the run no longer holds it.
+pub(super) fn hand_over_in(
+    conn: &Connection,
+    key: &InvocationKey,
+    owner: &str,
+    now: i64,
+) -> rusqlite::Result<bool> {
+    let n = conn.execute(
+        "UPDATE invocations SET lease_owner = ?3, lease_expires_at = ?4, updated_at = ?4
+          WHERE key = ?1 AND lease_owner = ?2 AND state = 'running'",
+        params![
+            key.as_str(),
+            owner,
+            crate::journal::holder::handed_over(owner),
+            now
+        ],
+    )?;
+    Ok(n == 1)
+}
+
 /// Journals `record` as running under `owner`'s lease until `lease_until`, unless a
 /// record of the key exists already (another run started meanwhile): `false` then,
 /// and nothing is written.

@@ -615,6 +615,10 @@ impl Journal for SqliteJournal {
         self.write(|conn| effects::renew_lease_in(conn, invocation, lease))
     }
 
+    fn hand_over(&self, key: &InvocationKey, owner: &str, now: i64) -> Result<bool> {
+        self.write(|conn| invocations::hand_over_in(conn, key, owner, now))
+    }
+
     fn complete(
         &self,
         key: &InvocationKey,
