@@ -100,6 +100,28 @@ impl Resolution {
     }
 }
 
+/// Who decided a resolution of an unkeyed effect whose outcome was unknown:
+/// journaled with it (in the operation's detail, `decided_by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecidedBy {
+    /// An operator: `justonce resolve` or the console.
+    Operator,
+    /// The effect's probe, a read-only question to the downstream the host asked
+    /// at the call's retry.
+    Probe,
+}
+
+impl DecidedBy {
+    /// The name journaled and shown: `operator` or `probe`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Operator => "operator",
+            Self::Probe => "probe",
+        }
+    }
+}
+
 /// A pending unkeyed effect whose run has stopped: it waits for a person.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UnresolvedEffect {

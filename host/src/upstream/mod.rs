@@ -14,6 +14,7 @@ mod client;
 mod connection;
 mod credentials;
 mod http_client;
+mod probes;
 mod provider;
 mod state;
 mod supervisor;
@@ -32,6 +33,7 @@ use client::ClientError;
 use connection::Connection;
 use credentials::Credentials;
 
+pub use probes::UpstreamProbe;
 pub use provider::UpstreamProvider;
 pub use state::UpstreamState;
 pub use upstreams::{Lookup, Upstreams};
@@ -96,6 +98,9 @@ pub struct UpstreamConfig {
     pub trust_read_only_hint: bool,
     /// How long a request waits for the upstream's answer.
     pub timeout: Duration,
+    /// The probes of its write tools (by their names upstream): how to ask whether
+    /// an unkeyed call whose answer was lost happened.
+    pub probes: BTreeMap<String, UpstreamProbe>,
 }
 
 impl UpstreamConfig {
@@ -114,6 +119,7 @@ impl UpstreamConfig {
             idempotent: Vec::new(),
             trust_read_only_hint: true,
             timeout: Duration::from_secs(30),
+            probes: BTreeMap::new(),
         }
     }
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::Upstream;
 use super::client::ClientError;
-use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
+use crate::provider::{EffectRequest, Probed, Provider, ProviderClass, ProviderError, ReadRequest};
 
 /// Performs the `tools/call`s of one upstream. The operation is the tool's name
 /// upstream; the payload is `{"arguments": {…}}`, normalized against its schema.
@@ -73,11 +73,33 @@ impl UpstreamProvider {
                 reason,
                 retry: false,
             }),
-            // A JSON-RPC error: the upstream refused the call (an unknown tool, invalid
-            // arguments); a definitive answer, saved and replayed.
+            // One of JSON-RPC's own errors (parse error, invalid request, method not
+            // found, invalid params, internal error): the request never reached the
+            // tool, so nothing was performed. Not saved as the call's outcome: the
+            // same call goes through once the upstream (or its configuration) is fixed.
+            Err(ClientError::Refused(error)) if is_protocol_error(&error) => {
+                Err(ProviderError::NotPerformed {
+                    reason: format!(
+                        "upstream `{}` refused the request with a JSON-RPC protocol error before its tool ran: {error}",
+                        self.upstream.name()
+                    ),
+                    retry: false,
+                })
+            }
+            // Another JSON-RPC error: the upstream's own refusal of the call; a
+            // definitive answer, saved and replayed.
             Err(ClientError::Refused(error)) => Err(ProviderError::Rejected(error)),
         }
     }
+}
+
+/// Whether a JSON-RPC error is one of the protocol's own (-32700, -32600 to -32603),
+/// which a server answers before any tool runs.
+fn is_protocol_error(error: &Value) -> bool {
+    matches!(
+        error.get("code").and_then(Value::as_i64),
+        Some(-32700 | -32603..=-32600)
+    )
 }
 
 impl Provider for UpstreamProvider {
@@ -107,6 +129,27 @@ impl Provider for UpstreamProvider {
         )
     }
 
+    fn probe_of(&self, operation: &str, _payload: &Value) -> Option<String> {
+        let probe = self.upstream.config.probes.get(operation)?;
+        Some(format!("{}.{}", self.upstream.name(), probe.tool))
+    }
+
+    fn probe(&self, request: &EffectRequest<'_>) -> Result<Probed, String> {
+        let probe = self
+            .upstream
+            .config
+            .probes
+            .get(request.operation)
+            .ok_or_else(|| {
+                format!(
+                    "the upstream `{}` has no probe for `{}`",
+                    self.upstream.name(),
+                    request.operation
+                )
+            })?;
+        probe.ask(&self.upstream, request)
+    }
+
     fn unjournaled_read(&self, operation: &str, _payload: &Value) -> bool {
         self.upstream.tool(operation).is_some_and(|t| t.read_only)
     }
@@ -119,5 +162,27 @@ impl Provider for UpstreamProvider {
             None,
             request.attempt,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn only_the_protocols_own_errors_mean_the_tool_did_not_run() {
+        for code in [-32700, -32600, -32601, -32602, -32603] {
+            assert!(
+                is_protocol_error(&json!({ "code": code, "message": "m" })),
+                "{code}"
+            );
+        }
+        for code in [-32604, -32000, -32099, -1, 0, 429] {
+            assert!(!is_protocol_error(&json!({ "code": code })), "{code}");
+        }
+        assert!(!is_protocol_error(&json!({ "message": "no code" })));
+        assert!(!is_protocol_error(&json!({ "code": "-32601" })));
     }
 }
