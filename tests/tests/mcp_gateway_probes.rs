@@ -86,6 +86,12 @@ fn a_lost_answer_whose_write_landed_ends_performed_by_its_probe_with_one_row() {
         "{lost}"
     );
 
+    let unresolved = journal(&gateway, &["--unresolved"]);
+    assert_eq!(
+        unresolved[0]["pending"], "probe ledger.recorded",
+        "{unresolved}"
+    );
+
     let retry = server.client.call("append", args.clone(), json!({}));
     assert_eq!(retry["result"]["isError"], false, "{retry}");
     assert!(!replayed(&retry), "{retry}");
@@ -180,6 +186,7 @@ fn without_a_probe_the_model_stops_and_an_operators_resolution_says_what_was_rec
     assert!(note(&lost).contains("Stop retrying this call"), "{lost}");
 
     let unresolved = journal(&gateway, &["--unresolved"]);
+    assert_eq!(unresolved[0]["pending"], "person", "{unresolved}");
     let effect = unresolved[0]["key"].as_str().unwrap();
     let out = justonce_command(Some(&gateway.dir.path().join("state.db")))
         .args(["resolve", effect, "--performed", "--by", "ada"])

@@ -150,6 +150,11 @@ pub struct UnresolvedEffect {
     /// on it, which the next retry of the same call resumes under the same key (or
     /// `justonce abandon` closes).
     pub class: String,
+    /// What an unkeyed one waits for, where the configuration is known (`journal
+    /// --unresolved`): `probe UPSTREAM.TOOL`, asked at its call's next retry, or
+    /// `person`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<String>,
 }
 
 /// One invocation with its effects, as `justonce journal` shows it.
