@@ -821,6 +821,11 @@ impl Console {
                 let operated = self
                     .journal
                     .resolve(key, resolution, &response, &operator)?;
+                if let Some(host) = &self.runner {
+                    host.shared()
+                        .metrics
+                        .resolved(crate::journal::DecidedBy::Operator.as_str());
+                }
                 (
                     operated,
                     format!(

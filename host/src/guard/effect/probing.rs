@@ -111,6 +111,7 @@ impl EffectSession {
             }
             Err(fault) => return Err(fault),
         }
+        self.shared.metrics.resolved(DecidedBy::Probe.as_str());
         tracing::info!(
             tool = %self.tool,
             key = %self.invocation,
