@@ -3399,3 +3399,7 @@ fn a_resume_is_recorded_with_who_where_and_what_it_was_and_refused_for_a_complet
     );
     assert!(h.journal.story(&completed).unwrap().operations.is_empty());
 }
+
+/// Probes (issue 56), with this file's hosts and downstreams.
+#[path = "probe_tests.rs"]
+mod probe_tests;
