@@ -19,6 +19,48 @@ pub enum LoadFault {
     Host,
 }
 
+/// What can end an unknown outcome, and so what the agent is told to do about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndsBy {
+    /// Retrying the same call: a keyed effect is sent again under its key (the
+    /// downstream deduplicates), a read is made again.
+    Retry,
+    /// Retrying the same call runs the effect's probe (a read-only question to the
+    /// downstream, see docs/gateway.md), which may say whether it happened: an
+    /// unkeyed effect whose probe has not decided yet (it erred or timed out).
+    Probe,
+    /// Only a person: an unkeyed effect no probe can decide. A retry changes nothing
+    /// until an operator resolves it (`justonce resolve`, the console).
+    Person,
+}
+
+impl EndsBy {
+    /// Its name in the agent's JSON (`ends_by`): `retry`, `probe` or `person`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Retry => "retry",
+            Self::Probe => "probe",
+            Self::Person => "person",
+        }
+    }
+
+    /// Whether retrying the same call can change anything.
+    pub fn retry_helps(self) -> bool {
+        self != Self::Person
+    }
+
+    /// The end of an `outcome_unknown` message about call `key`: what ends it.
+    fn what_ends_it(self, key: &InvocationKey) -> String {
+        match self {
+            Self::Retry => "retrying the same call is safe".into(),
+            Self::Probe => "retrying the same call is safe: it first asks the downstream (the effect's probe) whether it happened".into(),
+            Self::Person => format!(
+                "retrying the same call is safe but changes nothing until a person resolves it (`justonce journal {key}` shows the effect's key; then `justonce resolve EFFECT_KEY --performed` or `--not-performed`)"
+            ),
+        }
+    }
+}
+
 /// Everything that can stop a tool call or the host itself.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -91,9 +133,11 @@ pub enum Error {
     },
 
     /// An effect's outcome is still unknown after the retry budget. The invocation is
-    /// kept open; retrying the same call resumes it under the same keys.
+    /// kept open; retrying the same call resumes it under the same keys, and ends it
+    /// where `ends_by` says a retry can.
     #[error(
-        "the outcome of effect #{seq} ({provider}) of call {key} is unknown: {reason}; retrying the same call is safe"
+        "the outcome of effect #{seq} ({provider}) of call {key} is unknown: {reason}; {}",
+        ends_by.what_ends_it(key)
     )]
     OutcomeUnknown {
         /// The invocation that was left open.
@@ -104,6 +148,9 @@ pub enum Error {
         provider: String,
         /// Why the outcome is unknown.
         reason: String,
+        /// What can end it: a retry, a retry that runs the effect's probe, or only a
+        /// person.
+        ends_by: EndsBy,
     },
 
     /// An effect was known not to be performed: the host's configuration refuses it
@@ -373,8 +420,11 @@ impl Error {
 
     /// The JSON an agent gets for a call that produced no outcome:
     /// `{"ok": false, "error": {"kind", "message", "retry_safe"}, "replayed": false, "key"}`.
+    ///
+    /// An `outcome_unknown` error also says what can end it (`ends_by`: `retry`,
+    /// `probe` or `person`).
     pub fn to_agent_json(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut json = serde_json::json!({
             "ok": false,
             "error": {
                 "kind": self.kind(),
@@ -383,7 +433,11 @@ impl Error {
             },
             "replayed": false,
             "key": self.key().map(|k| k.to_string()),
-        })
+        });
+        if let Self::OutcomeUnknown { ends_by, .. } = self {
+            json["error"]["ends_by"] = ends_by.as_str().into();
+        }
+        json
     }
 
     pub(crate) fn store(path: &std::path::Path, source: rusqlite::Error) -> Self {

@@ -34,6 +34,7 @@ const LAYERS: &[&[&str]] = &[
         "retention",
         "fault",
         "provider",
+        "probe",
         "examples",
         "normalize",
         "mutants",

@@ -48,6 +48,7 @@ mod metrics;
 mod mutants;
 mod normalize;
 mod outcome;
+mod probe;
 mod provider;
 mod providers;
 mod readiness;
@@ -72,19 +73,20 @@ pub use builder::{HostBuilder, Reload};
 pub use call::{CallRequest, CallResponse, DEFAULT_SCOPE, principal_scope};
 pub use clock::{Clock, ManualClock, SystemClock, rfc3339};
 pub use config::{Config, McpSettings, OAuthConfig};
-pub use error::{Error, LoadFault};
+pub use error::{EndsBy, Error, LoadFault};
 pub use guard::HandOver;
 pub use host::Host;
 pub use http::HttpConfig;
 pub use journal::{
-    Action, BadHostName, CallStory, Durability, GcReport, Holder, HostIdentity, JournalEffect,
-    JournalEntry, JournalOperation, JournalStats, LeaseStatus, Operated, Operator, Resolution,
-    UnresolvedEffect,
+    Action, BadHostName, CallStory, DecidedBy, Durability, GcReport, Holder, HostIdentity,
+    JournalEffect, JournalEntry, JournalOperation, JournalStats, LeaseStatus, Operated, Operator,
+    Resolution, UnresolvedEffect,
 };
 pub use keys::{EffectKey, Fingerprint, InvocationKey};
 pub use outcome::Outcome;
+pub use probe::ProbeAnswer;
 pub use provider::{
-    EarlierAttempt, EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest,
+    EarlierAttempt, EffectRequest, Probed, Provider, ProviderClass, ProviderError, ReadRequest,
 };
 pub use readiness::NotReady;
 pub use retention::{Retention, ToolWindows, Unscoped};

@@ -146,6 +146,18 @@ pub enum EarlierAttempt {
     Running,
 }
 
+/// What a probe found out about an unkeyed effect whose outcome was unknown.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Probed {
+    /// It happened: the value is saved as the effect's answer, and the call goes on
+    /// with it.
+    Performed(Value),
+    /// It did not happen: the call sends it again, under the same key.
+    NotPerformed,
+    /// The downstream's answer says neither: the effect stays unknown. Why.
+    Unknown(String),
+}
+
 /// Performs effects of one kind. Register implementations with
 /// [`HostBuilder::provider`](crate::HostBuilder::provider).
 pub trait Provider: Send + Sync + 'static {
@@ -221,6 +233,23 @@ pub trait Provider: Send + Sync + 'static {
         Err(ProviderError::Invalid(
             "this provider has no unjournaled reads".into(),
         ))
+    }
+
+    /// The name of the probe that can ask the downstream whether an unkeyed effect
+    /// of `operation` with `payload` happened (see [`Provider::probe`]), if one is
+    /// configured: journaled as who decided. `None` unless overridden.
+    fn probe_of(&self, operation: &str, payload: &Value) -> Option<String> {
+        let _ = (operation, payload);
+        None
+    }
+
+    /// Asks the downstream once, within the probe's own bounds, whether the unkeyed
+    /// effect of `request` happened. Called only where [`Provider::probe_of`] names a
+    /// probe, for an effect whose outcome is unknown, at the agent's retry. `Err`
+    /// when the probe itself failed (no answer, a timeout): the effect stays unknown.
+    fn probe(&self, request: &EffectRequest<'_>) -> Result<Probed, String> {
+        let _ = request;
+        Err("this provider has no probes".into())
     }
 
     /// Prepares the journal database for a transactional provider (creates its tables).

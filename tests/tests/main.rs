@@ -53,6 +53,8 @@ mod mcp_gateway_credentials;
 mod mcp_gateway_hung;
 // An upstream that answers late and floods progress (skipped without the SDK, but under CI=true).
 mod mcp_gateway_late;
+// Probes of an upstream's write tools, on the tests' ledger (skipped without the SDK, but under CI=true).
+mod mcp_gateway_probes;
 mod mcp_hidden;
 mod mcp_http;
 mod mcp_http_cli;

@@ -83,8 +83,8 @@ pub(crate) fn python() -> Result<PathBuf, String> {
 
 /// A host whose database sits in a temporary directory beside a `justonce.toml`
 /// naming one upstream.
-struct Gateway {
-    dir: tempfile::TempDir,
+pub(crate) struct Gateway {
+    pub(crate) dir: tempfile::TempDir,
 }
 
 impl Gateway {
@@ -108,7 +108,7 @@ impl Gateway {
     }
 
     /// `[upstreams.ledger]`: the tests' own server, its ledger in the directory.
-    fn ledger(python: &Path, extra: &str) -> Self {
+    pub(crate) fn ledger(python: &Path, extra: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let toml = format!(
             "[upstreams.ledger]\ncommand = [{python:?}, {LEDGER:?}, {ledger:?}]\n{extra}\n",
@@ -119,7 +119,7 @@ impl Gateway {
         Self { dir }
     }
 
-    fn serve(&self, args: &[&str]) -> McpProcess {
+    pub(crate) fn serve(&self, args: &[&str]) -> McpProcess {
         let mut all = vec!["--conversation", "conv-gateway"];
         all.extend_from_slice(args);
         let mut server = McpProcess::spawn(&self.dir.path().join("state.db"), &all, "warn");
@@ -140,7 +140,7 @@ impl Gateway {
     }
 
     /// The ledger's lines, and the calls its server logged (`{line, key}`).
-    fn ledger_state(&self) -> (Vec<String>, Vec<Value>) {
+    pub(crate) fn ledger_state(&self) -> (Vec<String>, Vec<Value>) {
         let read =
             |name: &str| std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
         let lines = read("ledger").lines().map(str::to_owned).collect();
@@ -195,12 +195,12 @@ fn entity_names(server: &mut McpProcess) -> Vec<String> {
         .collect()
 }
 
-fn replayed(response: &Value) -> bool {
+pub(crate) fn replayed(response: &Value) -> bool {
     response["result"]["_meta"]["dev.justonce/replayed"] == true
 }
 
 /// The tool's own items of a result (the host's notes left out).
-fn own_content(response: &Value) -> Vec<Value> {
+pub(crate) fn own_content(response: &Value) -> Vec<Value> {
     response["result"]["content"]
         .as_array()
         .unwrap()

@@ -134,3 +134,70 @@ fn a_duplicate_past_its_answer_by_time_is_told_the_first_call_is_still_running()
     assert_eq!(key(&retry), key(&first));
     assert_eq!(gate.applied(), 1);
 }
+
+/// What the model reads of an unkeyed effect whose answer was lost and that no probe
+/// can check: stop retrying, what is pending, what to tell the user; no
+/// `retry_after_s` (a retry changes nothing), on the first answer and on a retry,
+/// which sends nothing. The opposite case (a keyed effect, a retry resends it under
+/// its key) is `an_unknown_outcome_tells_the_model_in_words_…` above.
+#[test]
+fn an_unknown_outcome_only_a_person_can_end_tells_the_model_to_stop_and_tell_the_user() {
+    let payments = Arc::new(FakePayments::with_class(
+        justonce::ProviderClass::Unkeyed,
+        Fault::AlwaysTimeout,
+    ));
+    let host = Arc::new(test_host(|b| b.provider("payments", payments.clone())).host);
+    let (mut client, _server) = serve_in_process(host, ServerConfig::default());
+    client.initialize(VERSION);
+
+    for attempt in 1..=2 {
+        let unknown = client.call("payments_refund", refund(4), conversation());
+        let told = result(&unknown);
+        let error = &told["structuredContent"]["error"];
+        assert_eq!(error["kind"], "outcome_unknown", "{unknown}");
+        assert_eq!(error["ends_by"], "person", "{unknown}");
+        assert!(
+            error.get("retry_after_s").is_none(),
+            "attempt {attempt}: no wait where a retry changes nothing: {unknown}"
+        );
+        assert_eq!(
+            note(told).expect("a note"),
+            "justonce: the outcome is unknown: the downstream did not answer whether the \
+             effect happened, and it cannot be sent again safely or checked automatically. \
+             Stop retrying this call: it is pending until a person (an operator of this \
+             host) checks whether it happened, and retrying before then changes nothing. \
+             Do not make it again with other arguments either, which could do it twice. \
+             Tell the user that this action may or may not have taken effect and that it \
+             is waiting for an operator to confirm it."
+        );
+        assert_eq!(payments.attempts().len(), 1, "attempt {attempt}: sent once");
+    }
+}
+
+/// A replayed failure says it failed earlier and that the same call fails the same
+/// way: never "It is done". The opposite case (a replayed success) keeps its note.
+#[test]
+fn a_replayed_error_says_it_failed_earlier_and_will_fail_the_same_way() {
+    let payments = Arc::new(FakePayments::new(Fault::Reject(
+        json!({ "error": "quota exceeded" }),
+    )));
+    let host = Arc::new(test_host(|b| b.provider("payments", payments.clone())).host);
+    let (mut client, _server) = serve_in_process(host, ServerConfig::default());
+    client.initialize(VERSION);
+
+    let first = client.call("payments_refund", refund(5), conversation());
+    assert_eq!(result(&first)["isError"], true, "{first}");
+    let retry = client.call("payments_refund", refund(5), conversation());
+    assert!(replayed(&retry), "{retry}");
+    assert_eq!(payments.attempts().len(), 1, "sent once");
+    let told = note(result(&retry)).expect("a note");
+    assert_eq!(
+        told,
+        "justonce: this call was already made earlier in this conversation with these \
+         arguments, and it failed then; the error is the one it got, replayed. Nothing \
+         was sent or done again. The very same call (same arguments, same conversation) \
+         fails the same way until its record expires: do not repeat it. Fix what the \
+         error names and make a different call, or tell the user it failed."
+    );
+    assert!(!told.contains("It is done"), "{told}");
+}

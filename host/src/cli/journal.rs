@@ -61,7 +61,7 @@ impl Journal {
             .transpose()?;
         let store = cli.journal()?;
         if self.unresolved {
-            return self.unresolved(&*store);
+            return self.unresolved(&*store, cli);
         }
         if let Some(key) = key {
             return self.story(&store.story(&key)?.judged_at(SystemClock.now_ms()));
@@ -126,9 +126,12 @@ impl Journal {
         Ok(exit::SUCCESS)
     }
 
-    fn unresolved(&self, store: &dyn journal_store::Journal) -> Result<u8, Error> {
+    fn unresolved(&self, store: &dyn journal_store::Journal, cli: &Cli) -> Result<u8, Error> {
         let now = SystemClock.now_ms();
         let mut effects = self.selection().unresolved(store, now)?;
+        for effect in &mut effects {
+            effect.pending = Some(pending(cli.settings.as_ref(), effect));
+        }
         let person = effects.len();
         effects.extend(stuck_keyed(
             &self.selection().entries(store, STUCK_SCAN)?,
@@ -151,7 +154,7 @@ impl Journal {
                 );
             }
             println!(
-                "{}  #{} {}.{}  invocation={}  tool={}  conversation={}  attempts={}  updated_at={}{}",
+                "{}  #{} {}.{}  invocation={}  tool={}  conversation={}  attempts={}  updated_at={}{}{}",
                 e.key,
                 e.seq,
                 e.provider,
@@ -161,6 +164,10 @@ impl Journal {
                 e.conversation,
                 e.attempts,
                 rfc3339(e.updated_at),
+                e.pending
+                    .as_deref()
+                    .map(|p| format!("  pending={p}"))
+                    .unwrap_or_default(),
                 e.last_error
                     .as_deref()
                     .map(|err| format!("  last_error={err}"))
@@ -173,6 +180,22 @@ impl Journal {
             );
         }
         Ok(exit::SUCCESS)
+    }
+}
+
+/// What the unkeyed `effect` waits for under `config`: its upstream's probe of its
+/// tool (`probe UPSTREAM.TOOL`, asked at its call's next retry), else a `person`.
+fn pending(
+    config: Option<&crate::config::Config>,
+    effect: &journal_store::UnresolvedEffect,
+) -> String {
+    let probe = effect
+        .provider
+        .strip_prefix(crate::upstream::PROVIDER_PREFIX)
+        .and_then(|name| Some((name, config?.upstream(name)?.probes.get(&effect.operation)?)));
+    match probe {
+        Some((upstream, probe)) => format!("probe {upstream}.{}", probe.tool),
+        None => "person".into(),
     }
 }
 
@@ -209,6 +232,7 @@ fn stuck_keyed(entries: &[JournalEntry], now: i64) -> Vec<journal_store::Unresol
                     last_error: f.last_error.clone(),
                     updated_at: f.updated_at,
                     class: "keyed".into(),
+                    pending: None,
                 })
         })
         .collect()

@@ -26,13 +26,10 @@ pub struct Resolve {
     #[arg(long)]
     not_performed: bool,
     /// With `--performed`: the downstream's answer (JSON) the tool gets, if known.
-    #[arg(
-        long,
-        value_name = "JSON",
-        requires = "performed",
-        default_value = "{}"
-    )]
-    response: String,
+    /// Without it, the tool gets an answer that says who recorded the effect as
+    /// performed, and that the downstream's own answer is not on record.
+    #[arg(long, value_name = "JSON", requires = "performed")]
+    response: Option<String>,
     /// Who says so, for the journal's audit trail [default: $USER].
     #[arg(long, value_name = "NAME")]
     by: Option<String>,
@@ -43,11 +40,13 @@ pub struct Resolve {
 
 impl Resolve {
     pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
-        let response: Value =
-            serde_json::from_str(&self.response).map_err(|e| Error::CannotResolve {
+        let response: Value = match &self.response {
+            None => Value::Null,
+            Some(text) => serde_json::from_str(text).map_err(|e| Error::CannotResolve {
                 effect: self.effect.clone(),
                 reason: format!("--response is not valid JSON: {e}"),
-            })?;
+            })?,
+        };
         let resolution = if self.performed {
             Resolution::Performed
         } else {

@@ -26,7 +26,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-use crate::upstream::{UpstreamConfig, valid_tool_name};
+use crate::probe::{self, ProbeAnswer};
+use crate::upstream::{UpstreamConfig, UpstreamProbe, valid_tool_name};
 
 /// `[upstreams.NAME]` as written.
 #[derive(Debug, Deserialize)]
@@ -50,6 +51,99 @@ pub(super) struct RawUpstream {
     idempotent: Vec<String>,
     trust_read_only_hint: Option<bool>,
     timeout_ms: Option<u64>,
+    #[serde(default)]
+    probes: BTreeMap<String, RawProbe>,
+}
+
+/// `[upstreams.NAME.probes.TOOL]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProbe {
+    tool: String,
+    #[serde(default = "empty_object")]
+    arguments: serde_json::Value,
+    #[serde(default)]
+    pointer: String,
+    answer: serde_json::Value,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(Default::default())
+}
+
+impl RawProbe {
+    /// The checked probe of the write tool `write` of the upstream configured so
+    /// far as `upstream`; `key` names its section in errors.
+    fn checked(
+        self,
+        write: &str,
+        upstream: &UpstreamConfig,
+        key: &str,
+    ) -> Result<UpstreamProbe, String> {
+        if !valid_tool_name(write) {
+            return Err(format!("`{key}`: `{write}` is not a tool name"));
+        }
+        if upstream.dedupes_by_key || upstream.idempotent.iter().any(|t| t == write) {
+            return Err(format!(
+                "`{key}`: `{write}` is sent again under its key when its answer is lost (`idempotent` or `dedupes_by_key`), which is cheaper than a probe; a probe is for a tool not safe to send again"
+            ));
+        }
+        if !valid_tool_name(&self.tool) || self.tool == write {
+            return Err(format!(
+                "`{key}.tool` must name another tool of the upstream, a read-only one, not {:?}",
+                self.tool
+            ));
+        }
+        if !self.arguments.is_object() {
+            return Err(format!(
+                "`{key}.arguments` must be a table of the read tool's arguments"
+            ));
+        }
+        for name in
+            probe::placeholders(&self.arguments).map_err(|e| format!("`{key}.arguments`: {e}"))?
+        {
+            if !UpstreamProbe::may_name(&name) {
+                return Err(format!(
+                    "`{key}.arguments`: `{{{name}}}` is not the effect's: name `{{key}}` or `{{arguments.NAME}}`"
+                ));
+            }
+        }
+        if !(self.pointer.is_empty() || self.pointer.starts_with('/')) {
+            return Err(format!(
+                "`{key}.pointer` must be a JSON pointer (`/result/0/n`, or \"\" for the whole answer), not {:?}",
+                self.pointer
+            ));
+        }
+        Ok(UpstreamProbe {
+            tool: self.tool,
+            arguments: self.arguments,
+            pointer: self.pointer,
+            answer: probe_answer(self.answer).map_err(|e| format!("`{key}.answer` {e}"))?,
+        })
+    }
+}
+
+/// `answer = "non_empty"` or `answer = { performed = V, not_performed = W }`.
+pub(crate) fn probe_answer(answer: serde_json::Value) -> Result<ProbeAnswer, String> {
+    const SHAPE: &str = "must be \"non_empty\" or a table `{ performed = VALUE, not_performed = VALUE }` (`not_performed` optional)";
+    match answer {
+        serde_json::Value::String(s) if s == "non_empty" => Ok(ProbeAnswer::NonEmpty),
+        serde_json::Value::Object(mut table) => {
+            let performed = table.remove("performed").ok_or_else(|| SHAPE.to_string())?;
+            let not_performed = table.remove("not_performed");
+            if let Some(other) = table.keys().next() {
+                return Err(format!("has an unknown key `{other}`: it {SHAPE}"));
+            }
+            if not_performed.as_ref() == Some(&performed) {
+                return Err("says the same value means performed and not performed".into());
+            }
+            Ok(ProbeAnswer::Equals {
+                performed,
+                not_performed,
+            })
+        }
+        other => Err(format!("{SHAPE}, not {other}")),
+    }
 }
 
 /// `[upstreams.*]` in the order the file names them: where two upstreams offer one
@@ -155,6 +249,11 @@ impl RawUpstream {
         if let Some(ms) = self.timeout_ms {
             config.timeout = Duration::from_millis(ms);
         }
+        for (write, raw) in self.probes {
+            let probe =
+                raw.checked(&write, &config, &format!("upstreams.{name}.probes.{write}"))?;
+            config.probes.insert(write, probe);
+        }
         Ok(config)
     }
 }
@@ -198,6 +297,41 @@ mod tests {
         assert!(!memory.dedupes_by_key);
         assert!(memory.trust_read_only_hint);
         assert_eq!(memory.timeout.as_millis(), 500);
+    }
+
+    #[test]
+    fn a_probe_is_read_with_its_template_pointer_and_answer() {
+        let config = parse(
+            r#"
+            [upstreams.db]
+            command = ["db"]
+            [upstreams.db.probes.write_query]
+            tool = "read_query"
+            arguments = { query = "SELECT count(*) AS n FROM ledger WHERE key = '{key}'" }
+            pointer = "/0/n"
+            answer = { performed = 1, not_performed = 0 }
+            [upstreams.db.probes.append]
+            tool = "recorded"
+            arguments = { key = "{key}", line = "{arguments.line}" }
+            answer = "non_empty"
+            "#,
+        )
+        .unwrap();
+        let db = config.upstream("db").unwrap();
+        let write = &db.probes["write_query"];
+        assert_eq!(write.tool, "read_query");
+        assert_eq!(write.pointer, "/0/n");
+        assert_eq!(
+            write.answer,
+            crate::probe::ProbeAnswer::Equals {
+                performed: serde_json::json!(1),
+                not_performed: Some(serde_json::json!(0)),
+            }
+        );
+        let append = &db.probes["append"];
+        assert_eq!(append.pointer, "");
+        assert_eq!(append.answer, crate::probe::ProbeAnswer::NonEmpty);
+        assert_eq!(append.arguments["line"], "{arguments.line}");
     }
 
     #[test]
@@ -258,6 +392,38 @@ mod tests {
                 "an upstream's name",
             ),
             ("[upstreams.m]\ncommand = [\"a\"]\ncolour = 1", "colour"),
+            (
+                "[upstreams.m]\ncommand = [\"a\"]\n[upstreams.m.probes.w]\ntool = \"r\"",
+                "answer",
+            ),
+            (
+                "[upstreams.m]\ncommand = [\"a\"]\nidempotent = [\"w\"]\n[upstreams.m.probes.w]\ntool = \"r\"\nanswer = \"non_empty\"",
+                "`upstreams.m.probes.w`: `w` is sent again under its key",
+            ),
+            (
+                "[upstreams.m]\ncommand = [\"a\"]\n[upstreams.m.probes.w]\ntool = \"w\"\nanswer = \"non_empty\"",
+                "`upstreams.m.probes.w.tool` must name another tool",
+            ),
+            (
+                "[upstreams.m]\ncommand = [\"a\"]\n[upstreams.m.probes.w]\ntool = \"r\"\nanswer = \"non_empty\"\narguments = { q = \"{payload.x}\" }",
+                "`{payload.x}` is not the effect's",
+            ),
+            (
+                "[upstreams.m]\ncommand = [\"a\"]\n[upstreams.m.probes.w]\ntool = \"r\"\nanswer = \"non_empty\"\narguments = { q = \"{key\" }",
+                "without its `}`",
+            ),
+            (
+                "[upstreams.m]\ncommand = [\"a\"]\n[upstreams.m.probes.w]\ntool = \"r\"\nanswer = \"non_empty\"\npointer = \"result\"",
+                "`upstreams.m.probes.w.pointer` must be a JSON pointer",
+            ),
+            (
+                "[upstreams.m]\ncommand = [\"a\"]\n[upstreams.m.probes.w]\ntool = \"r\"\nanswer = \"found\"",
+                "`upstreams.m.probes.w.answer` must be \"non_empty\"",
+            ),
+            (
+                "[upstreams.m]\ncommand = [\"a\"]\n[upstreams.m.probes.w]\ntool = \"r\"\nanswer = { performed = 1, not_performed = 1 }",
+                "the same value",
+            ),
         ] {
             let error = parse(text).expect_err(text);
             assert!(error.contains(named), "{text}: {error}");

@@ -802,11 +802,12 @@ impl Console {
         };
         let (operated, what) = match act {
             Act::ResolvePerformed | Act::ResolveNotPerformed => {
+                // No answer given: the journal records one that says who resolved it.
                 let text = form
                     .get("response")
                     .map(|r| r.trim())
                     .filter(|r| !r.is_empty())
-                    .unwrap_or("{}");
+                    .unwrap_or("null");
                 let response: Value =
                     serde_json::from_str(text).map_err(|e| Error::CannotResolve {
                         effect: key.to_owned(),
@@ -820,6 +821,11 @@ impl Console {
                 let operated = self
                     .journal
                     .resolve(key, resolution, &response, &operator)?;
+                if let Some(host) = &self.runner {
+                    host.shared()
+                        .metrics
+                        .resolved(crate::journal::DecidedBy::Operator.as_str());
+                }
                 (
                     operated,
                     format!(

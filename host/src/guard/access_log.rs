@@ -60,6 +60,15 @@ pub(crate) fn call_ended(
     }
     match answer {
         Ok(_) => line!(info, "call answered"),
+        Err(Error::OutcomeUnknown {
+            seq,
+            provider,
+            ends_by,
+            ..
+        }) if !ends_by.retry_helps() => line!(
+            warn,
+            "call stopped: effect #{seq} ({provider}) has an unknown outcome that only a person can end (`justonce resolve`); the agent was told to stop retrying and tell the user"
+        ),
         Err(Error::OutcomeUnknown { seq, provider, .. }) => line!(
             warn,
             "call stopped: effect #{seq} ({provider}) has an unknown outcome; the agent was told retrying is safe, and the same call resumes it under the same effect key"

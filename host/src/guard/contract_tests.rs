@@ -1568,10 +1568,14 @@ fn an_unkeyed_effect_whose_tool_now_says_idempotent_is_not_sent_again() {
     let after = recataloged(&before, "sms", &sms, ProviderClass::Keyed, false);
     let retry = after.guard.call(&pay(10)).unwrap_err();
 
-    let Error::OutcomeUnknown { reason, .. } = &retry else {
+    let Error::OutcomeUnknown { ends_by, .. } = &retry else {
         panic!("the record's class decides: still unknown, got {retry:?}")
     };
-    assert!(reason.contains("a person must resolve it"), "{reason}");
+    assert_eq!(*ends_by, crate::error::EndsBy::Person, "{retry}");
+    assert!(
+        retry.to_string().contains("until a person resolves it"),
+        "{retry}"
+    );
     assert_eq!(sms.attempts().len(), 1, "not sent again");
     assert_eq!(sms.applied().len(), 1, "the effect happened once");
     assert_eq!(class_on_record(&after, 10), "unkeyed");
@@ -3479,3 +3483,7 @@ fn a_resume_is_recorded_with_who_where_and_what_it_was_and_refused_for_a_complet
     );
     assert!(h.journal.story(&completed).unwrap().operations.is_empty());
 }
+
+/// Probes (issue 56), with this file's hosts and downstreams.
+#[path = "probe_tests.rs"]
+mod probe_tests;

@@ -14,6 +14,7 @@
 //! like a keyed one before anyone is asked.
 
 mod asking;
+mod probing;
 
 use std::any::Any;
 use std::sync::Arc;
@@ -26,7 +27,7 @@ use super::heartbeat::Heartbeats;
 use super::prepared::Prepared;
 use crate::ask::{self, Question};
 use crate::determinism::GuestEntropy;
-use crate::error::Error;
+use crate::error::{EndsBy, Error};
 use crate::fault::{self, FaultPoint};
 use crate::journal::{
     Answer, DeferredAnswer, EffectState, Lease, NewEffect, NewInvocation, Refusal, Resolution,
@@ -38,6 +39,7 @@ use crate::provider::{
     EarlierAttempt, EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest,
 };
 use crate::runtime::{EffectFailure, EffectHandler, spans};
+use probing::Probing;
 
 /// How often a run renews a lease that ran out before its provider call (see
 /// `EffectSession::still_holds_lease`) before it gives the attempt up.
@@ -51,6 +53,7 @@ pub(crate) enum Interruption {
         seq: u32,
         provider: String,
         reason: String,
+        ends_by: EndsBy,
     },
     /// The guest asked for another effect than the journal holds.
     Divergence { seq: u32, detail: String },
@@ -403,9 +406,10 @@ impl EffectSession {
         }
 
         // 4. A pending unkeyed effect may have happened; repeating it could do it
-        // twice. Fail closed until a person resolves it, unless its provider has
-        // learned its answer since (it came after the attempt was given up): then
-        // that answer is the effect's, saved as an answer in time would have been.
+        // twice. Fail closed until a person (or its probe) resolves it, unless its
+        // provider has learned its answer since (it came after the attempt was given
+        // up): then that answer is the effect's, saved as an answer in time would
+        // have been. Its probe, if it has one, may say whether it happened (`probing`).
         if let Some(record) = &existing
             && class == ProviderClass::Unkeyed
             && record.resolution != Some(Resolution::NotPerformed)
@@ -432,18 +436,20 @@ impl EffectSession {
             }
             // Named by its call, not its effect key: what the agent reads never holds
             // an effect key (operators read it in the journal).
-            let reason = match earlier {
-                Some(EarlierAttempt::Running) => format!(
+            if let Some(EarlierAttempt::Running) = earlier {
+                let reason = format!(
                     "an earlier attempt of this unkeyed effect is still running on {provider_name}, which has not answered it yet; \
                      it is not sent again: retrying the same tool call once it answered returns its answer"
-                ),
-                _ => format!(
-                    "an earlier attempt of this unkeyed effect may have taken effect; a person must resolve it \
-                     (`justonce journal {}` shows the effect's key; then `justonce resolve EFFECT_KEY --performed` or `--not-performed`)",
-                    self.invocation
-                ),
-            };
-            return Ok(Err(self.unknown(seq, provider_name, reason)));
+                );
+                return Ok(Err(self.unknown(seq, provider_name, reason, EndsBy::Retry)));
+            }
+            match self.probe_pending(provider, record, seq, operation, payload)? {
+                Probing::Answered(answer) => return Ok(answer),
+                Probing::Resend => {}
+                Probing::Unknown { reason, ends_by } => {
+                    return Ok(Err(self.unknown(seq, provider_name, reason, ends_by)));
+                }
+            }
         }
 
         // 5. Keyed or unkeyed: claim, perform, retry under the same key.
@@ -666,7 +672,7 @@ impl EffectSession {
                     "a read (not journaled, before effect #{}) failed {made} time(s): {reason}",
                     self.next_seq
                 );
-                Err(self.unknown(self.next_seq, provider_name, reason))
+                Err(self.unknown(self.next_seq, provider_name, reason, EndsBy::Retry))
             }
         })
     }
@@ -860,13 +866,13 @@ impl EffectSession {
                     "{reason} (after {made} attempt{} under one key)",
                     if made == 1 { "" } else { "s" }
                 );
-                if class == ProviderClass::Unkeyed {
-                    reason.push_str(&format!(
-                        "; this unkeyed effect is not repeated until a person resolves it: `justonce journal {}` shows its key, then `justonce resolve EFFECT_KEY --performed` or `--not-performed`",
-                        self.invocation
-                    ));
-                }
-                Err(self.unknown(new.seq, new.provider, reason))
+                let ends_by = if class == ProviderClass::Unkeyed {
+                    reason.push_str("; this unkeyed effect is not sent again");
+                    unkeyed_ends_by(provider, new.operation, payload)
+                } else {
+                    EndsBy::Retry
+                };
+                Err(self.unknown(new.seq, new.provider, reason, ends_by))
             }
         })
     }
@@ -1009,20 +1015,34 @@ impl EffectSession {
         })
     }
 
-    fn unknown(&mut self, seq: u32, provider: &str, reason: String) -> EffectFailure {
+    fn unknown(
+        &mut self,
+        seq: u32,
+        provider: &str,
+        reason: String,
+        ends_by: EndsBy,
+    ) -> EffectFailure {
         tracing::warn!(
             tool = %self.tool,
             key = %self.invocation,
             seq,
             provider,
-            "outcome unknown: effect #{seq} ({provider}): {reason}; the call stays open and the same call retried resumes it"
+            ends_by = ends_by.as_str(),
+            "outcome unknown: effect #{seq} ({provider}): {reason}; the call stays open and the same call retried resumes it{}",
+            if ends_by.retry_helps() { "" } else { " once a person resolves it (`justonce journal --unresolved`)" }
         );
         self.interrupted = Some(Interruption::OutcomeUnknown {
             seq,
             provider: provider.to_string(),
             reason: reason.clone(),
+            ends_by,
         });
-        EffectFailure::OutcomeUnknown(format!("{reason}; retrying the same tool call is safe"))
+        let then = if ends_by.retry_helps() {
+            "retrying the same tool call is safe"
+        } else {
+            "only a person can resolve it; retrying the same tool call changes nothing until then"
+        };
+        EffectFailure::OutcomeUnknown(format!("{reason}; {then}"))
     }
 
     fn not_performed(&mut self, seq: u32, provider: &str, reason: String) -> EffectFailure {
@@ -1099,6 +1119,16 @@ impl EffectSession {
             until: self.shared.clock.now_ms().saturating_add(self.lease_ms),
             ms: self.lease_ms,
         }
+    }
+}
+
+/// What can end an unknown outcome of an unkeyed effect: its probe, where its
+/// provider has one for it, or else only a person.
+fn unkeyed_ends_by(provider: &dyn Provider, operation: &str, payload: &Value) -> EndsBy {
+    if provider.probe_of(operation, payload).is_some() {
+        EndsBy::Probe
+    } else {
+        EndsBy::Person
     }
 }
 

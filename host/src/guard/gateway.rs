@@ -139,14 +139,23 @@ fn upstream_outcome(text: &str) -> GuestOutcome {
             };
         }
     };
-    let content = match result.get("content") {
-        Some(Value::Array(content)) => content.clone(),
-        _ => Vec::new(),
+    let (content, structured) = match result.get("content") {
+        Some(Value::Array(content)) => (
+            content.clone(),
+            result
+                .get("structuredContent")
+                .cloned()
+                .unwrap_or(Value::Null),
+        ),
+        // No `content`, which an MCP result always has: an answer the journal
+        // recorded for the effect (a resolution, perhaps without the upstream's own
+        // answer), told as its text and kept whole as the structured result, so the
+        // agent reads what was recorded rather than an empty result.
+        _ => (
+            vec![json!({ "type": "text", "text": recorded_text(&result) })],
+            result.clone(),
+        ),
     };
-    let structured = result
-        .get("structuredContent")
-        .cloned()
-        .unwrap_or(Value::Null);
     if result.get("isError") == Some(&Value::Bool(true)) {
         let message = content
             .iter()
@@ -168,6 +177,15 @@ fn upstream_outcome(text: &str) -> GuestOutcome {
         );
     }
     GuestOutcome::Returned(Ok(structured.to_string()), Some(content))
+}
+
+/// The text of an answer recorded without the upstream's result: its `message`
+/// where it has one (`journal::operate::performed_without_answer`), else its JSON.
+fn recorded_text(recorded: &Value) -> String {
+    match recorded.get("message") {
+        Some(Value::String(message)) => message.clone(),
+        _ => recorded.to_string(),
+    }
 }
 
 /// A JSON-RPC error the upstream answered `tools/call` with, as a tool error.
@@ -222,11 +240,30 @@ mod tests {
             }
             _ => panic!("another outcome"),
         }
-        // No content at all is an empty list, not a failure.
-        match upstream_outcome("{}") {
+        // An empty content list is the upstream's answer, not a failure.
+        match upstream_outcome(r#"{"content":[]}"#) {
             GuestOutcome::Returned(Ok(structured), Some(content)) => {
                 assert_eq!(structured, "null");
                 assert!(content.is_empty());
+            }
+            _ => panic!("another outcome"),
+        }
+        // No content at all is an answer the journal recorded (a resolution): told
+        // as its message, and kept whole as the structured result.
+        let recorded = json!({ "performed": true, "message": "ada (operator) recorded it" });
+        match upstream_outcome(&recorded.to_string()) {
+            GuestOutcome::Returned(Ok(structured), Some(content)) => {
+                assert_eq!(structured, recorded.to_string());
+                assert_eq!(
+                    content,
+                    [json!({ "type": "text", "text": "ada (operator) recorded it" })]
+                );
+            }
+            _ => panic!("another outcome"),
+        }
+        match upstream_outcome("{}") {
+            GuestOutcome::Returned(Ok(_), Some(content)) => {
+                assert_eq!(content, [json!({ "type": "text", "text": "{}" })]);
             }
             _ => panic!("another outcome"),
         }

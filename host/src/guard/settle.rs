@@ -80,11 +80,13 @@ pub(super) fn settle(
                 seq,
                 provider,
                 reason,
+                ends_by,
             } => Error::OutcomeUnknown {
                 key: key.clone(),
                 seq,
                 provider,
                 reason,
+                ends_by,
             },
             Interruption::NotPerformed {
                 seq,

@@ -28,9 +28,10 @@ use std::path::Path;
 
 pub(crate) use answer::Answer;
 pub use holder::{BadHostName, Holder, HostIdentity, LeaseStatus};
+pub(crate) use operate::{ProbeRun, performed_without_answer};
 pub use read::{
-    Action, CALL_STATES, CallStory, GcReport, JournalEffect, JournalEntry, JournalOperation,
-    JournalStats, Operated, Operator, Resolution, UnresolvedEffect,
+    Action, CALL_STATES, CallStory, DecidedBy, GcReport, JournalEffect, JournalEntry,
+    JournalOperation, JournalStats, Operated, Operator, Resolution, UnresolvedEffect,
 };
 pub(crate) use records::{
     Begin, BeginOutcome, ClockRef, DeferredAnswer, EffectRecord, EffectState, InvocationState,
@@ -272,6 +273,22 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
         operator: &Operator<'_>,
     ) -> Result<Operated>;
 
+    /// Atomically records what the probe `run.probe` decided about the pending
+    /// unkeyed effect `effect_key` (see [`Resolution`]; `Performed` finishes it with
+    /// `answer`) and the operation, on the effect's call, as a `resolve` whose
+    /// detail says `decided_by: probe`. Only while `run.owner` holds the call's
+    /// lease: refused ([`Error::CannotResolve`]) otherwise, or for an effect that is
+    /// not pending and unkeyed. Durable under [`Durability::Full`].
+    ///
+    /// [`Error::CannotResolve`]: crate::error::Error::CannotResolve
+    fn resolve_by_probe(
+        &self,
+        effect_key: &str,
+        resolution: Resolution,
+        answer: &serde_json::Value,
+        run: &ProbeRun<'_>,
+    ) -> Result<Operated>;
+
     /// One call's whole story: its record with every effect (keys sent downstream,
     /// attempts, answers, last errors, resolutions), if the journal holds it, and the
     /// operations on it, oldest first, which outlive a `forget`.
@@ -492,6 +509,12 @@ fn logged(
 ) -> Result<Operated> {
     log_operated(action, target, operator, &result);
     result
+}
+
+/// The error a resolution of `effect_key` is refused with, given the reason.
+fn cannot_resolve(effect_key: &str) -> impl FnOnce(String) -> crate::error::Error {
+    let effect = effect_key.to_string();
+    move |reason| crate::error::Error::CannotResolve { effect, reason }
 }
 
 /// The error an operator's `action` on `key` is refused with, given the reason.

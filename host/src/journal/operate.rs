@@ -5,7 +5,9 @@
 
 use serde_json::{Value, json};
 
-use super::{Action, Answer, JournalEffect, JournalOperation, Operated, Operator, Resolution};
+use super::{
+    Action, Answer, DecidedBy, JournalEffect, JournalOperation, Operated, Operator, Resolution,
+};
 use crate::clock::rfc3339;
 use crate::outcome::Outcome;
 
@@ -15,6 +17,8 @@ const ABANDONED: &str = "abandoned";
 /// An invocation as an operation sees it.
 pub(crate) struct Found {
     pub state: String,
+    /// The run holding its lease, if one does.
+    pub lease_owner: Option<String>,
     pub lease_expires_at: Option<i64>,
     pub outcome: Option<String>,
     /// The database's clock where it decides whether the lease is live (PostgreSQL);
@@ -297,10 +301,31 @@ pub(crate) fn resume<T: OperateTx>(
     )?)))
 }
 
+/// The answer saved for an effect recorded as performed by `by` (who decided:
+/// `decided_by`) without the downstream's own answer: it says so, so what the agent
+/// is told is what was recorded, never an empty result. An upstream tool's call
+/// answers its `message` as text (`guard::gateway`).
+pub(crate) fn performed_without_answer(decided_by: DecidedBy, by: &str) -> Value {
+    json!({
+        "performed": true,
+        "decided_by": decided_by.as_str(),
+        "by": by,
+        "message": match decided_by {
+            DecidedBy::Operator => format!(
+                "{by} (operator) recorded that this effect was performed; the downstream's own answer is not on record"
+            ),
+            DecidedBy::Probe => format!(
+                "The downstream confirmed that this effect was performed: its probe `{by}` found it after the effect's own answer was lost, so that answer is not on record"
+            ),
+        },
+    })
+}
+
 /// Records a person's decision about the pending unkeyed effect `effect_key`
 /// (`justonce resolve`) and the operation, on the effect's call: `Performed`
 /// finishes the effect with `response` (the downstream's answer, as far as the person
-/// knows it), which the call's retry gets instead of an attempt; `NotPerformed` lets
+/// knows it; `null` for none, then [`performed_without_answer`]), which the call's
+/// retry gets instead of an attempt; `NotPerformed` lets
 /// the retry make one more attempt under the same key. `Err` names why it is
 /// refused: no such effect, a definitive answer already, a class the host retries by
 /// itself, a call closed by `abandon`, or a run that holds a live lease.
@@ -311,6 +336,87 @@ pub(crate) fn resolve<T: OperateTx>(
     response: &Value,
     op: &Operator<'_>,
 ) -> Result<Result<Operated, String>, T::Error> {
+    let (invocation, found, effect) = match pending_unkeyed(tx, effect_key)? {
+        Ok(pending) => pending,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    if live_lease(&found, op).is_some() {
+        return Ok(Err(
+            "its call is running right now; resolve it after the run stops".into(),
+        ));
+    }
+    let answer = match response {
+        Value::Null => performed_without_answer(DecidedBy::Operator, op.by),
+        given => given.clone(),
+    };
+    resolved(
+        tx,
+        (&invocation, &found, &effect),
+        resolution,
+        &answer,
+        op,
+        json!({ "decided_by": DecidedBy::Operator.as_str() }),
+    )
+}
+
+/// The run whose probe decided a pending unkeyed effect, while it holds the
+/// effect's call's lease (`Journal::resolve_by_probe`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ProbeRun<'a> {
+    /// The probe, as `Provider::probe_of` names it.
+    pub probe: &'a str,
+    /// The run: the owner of the call's lease.
+    pub owner: &'a str,
+    /// When (ms since the epoch).
+    pub now: i64,
+}
+
+/// Records what the probe of `run` decided about the pending unkeyed effect
+/// `effect_key`, as `resolve` records an operator's decision (the effect finished
+/// with `answer`, or marked `not_performed` for one more attempt under its key),
+/// with `decided_by: probe` and the probe's name as who. Only the run that holds
+/// the call's lease may: `Err` names why it is refused (another run took the call
+/// over, the effect is answered already).
+pub(crate) fn resolve_by_probe<T: OperateTx>(
+    tx: &mut T,
+    effect_key: &str,
+    resolution: Resolution,
+    answer: &Value,
+    run: &ProbeRun<'_>,
+) -> Result<Result<Operated, String>, T::Error> {
+    let (invocation, found, effect) = match pending_unkeyed(tx, effect_key)? {
+        Ok(pending) => pending,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    if found.state != "running" || found.lease_owner.as_deref() != Some(run.owner) {
+        return Ok(Err(
+            "the run that asked the probe no longer holds its call's lease".into(),
+        ));
+    }
+    let by = format!("probe {}", run.probe);
+    let op = Operator {
+        by: &by,
+        force: false,
+        now: run.now,
+    };
+    resolved(
+        tx,
+        (&invocation, &found, &effect),
+        resolution,
+        answer,
+        &op,
+        json!({ "decided_by": DecidedBy::Probe.as_str(), "probe": run.probe }),
+    )
+}
+
+/// The pending unkeyed effect `effect_key` with its invocation's key and record,
+/// or why it cannot be resolved: no such effect, a definitive answer already, a
+/// class the host retries by itself, a call closed by `abandon`.
+#[allow(clippy::type_complexity)]
+fn pending_unkeyed<T: OperateTx>(
+    tx: &mut T,
+    effect_key: &str,
+) -> Result<Result<(String, Found, JournalEffect), String>, T::Error> {
     const NO_EFFECT: &str = "the journal holds no effect with this key";
     let Some(invocation) = tx.effect_of(effect_key)? else {
         return Ok(Err(NO_EFFECT.into()));
@@ -319,7 +425,7 @@ pub(crate) fn resolve<T: OperateTx>(
         return Ok(Err(NO_EFFECT.into()));
     };
     let effects = tx.effects(&invocation)?;
-    let Some(effect) = effects.iter().find(|e| e.key == effect_key) else {
+    let Some(effect) = effects.into_iter().find(|e| e.key == effect_key) else {
         return Ok(Err(NO_EFFECT.into()));
     };
     if effect.state != "pending" {
@@ -341,17 +447,25 @@ pub(crate) fn resolve<T: OperateTx>(
                 .into(),
         ));
     }
-    if live_lease(&found, op).is_some() {
-        return Ok(Err(
-            "its call is running right now; resolve it after the run stops".into(),
-        ));
-    }
+    Ok(Ok((invocation, found, effect)))
+}
+
+/// Saves `resolution` of the pending `effect` (its answer `answer` when performed)
+/// and records the operation by `op`, its detail with `decided` (who decided).
+fn resolved<T: OperateTx>(
+    tx: &mut T,
+    (invocation, found, effect): (&str, &Found, &JournalEffect),
+    resolution: Resolution,
+    answer: &Value,
+    op: &Operator<'_>,
+    decided: Value,
+) -> Result<Result<Operated, String>, T::Error> {
     let performed = match resolution {
-        Resolution::Performed => Some(Answer::Ok(response.clone()).to_stored()),
+        Resolution::Performed => Some(Answer::Ok(answer.clone()).to_stored()),
         Resolution::NotPerformed => None,
     };
-    tx.resolve_effect(effect_key, performed.as_deref(), op.now)?;
-    let detail = json!({
+    tx.resolve_effect(&effect.key, performed.as_deref(), op.now)?;
+    let mut detail = json!({
         "state": found.state,
         "effect": {
             "seq": effect.seq,
@@ -362,11 +476,14 @@ pub(crate) fn resolve<T: OperateTx>(
             "last_error": effect.last_error,
         },
         "resolution": resolution.as_str(),
-        "response": performed.is_some().then_some(response),
+        "response": performed.is_some().then_some(answer),
     });
+    if let (Some(detail), Value::Object(decided)) = (detail.as_object_mut(), decided) {
+        detail.extend(decided);
+    }
     Ok(Ok(Operated::Done(record(
         tx,
-        &invocation,
+        invocation,
         Action::Resolve,
         op,
         detail,

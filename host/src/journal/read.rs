@@ -100,6 +100,28 @@ impl Resolution {
     }
 }
 
+/// Who decided a resolution of an unkeyed effect whose outcome was unknown:
+/// journaled with it (in the operation's detail, `decided_by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecidedBy {
+    /// An operator: `justonce resolve` or the console.
+    Operator,
+    /// The effect's probe, a read-only question to the downstream the host asked
+    /// at the call's retry.
+    Probe,
+}
+
+impl DecidedBy {
+    /// The name journaled and shown: `operator` or `probe`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Operator => "operator",
+            Self::Probe => "probe",
+        }
+    }
+}
+
 /// A pending unkeyed effect whose run has stopped: it waits for a person.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UnresolvedEffect {
@@ -128,6 +150,11 @@ pub struct UnresolvedEffect {
     /// on it, which the next retry of the same call resumes under the same key (or
     /// `justonce abandon` closes).
     pub class: String,
+    /// What an unkeyed one waits for, where the configuration is known (`journal
+    /// --unresolved`): `probe UPSTREAM.TOOL`, asked at its call's next retry, or
+    /// `person`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<String>,
 }
 
 /// One invocation with its effects, as `justonce journal` shows it.

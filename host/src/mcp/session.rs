@@ -30,7 +30,8 @@ use crate::call::CallRequest;
 const INSTRUCTIONS: &str = "Every tool here runs behind an idempotency guard. Retrying a call \
 with the same arguments in the same conversation (after a timeout, a re-plan, or a duplicate) \
 never repeats its side effects: it returns the first call's outcome. An error whose `retry_safe` \
-is true means retrying the very same call is safe.";
+is true means retrying the very same call is safe; one whose `retry_after_s` is absent will not \
+change by retrying (an unknown outcome that only a person can end): stop and tell the user.";
 
 /// Which protocol generation a connection speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use super::elicit::ELICIT_METHOD;
 use super::protocol::{ErrorCode, ErrorData, Params, to_json, type_name};
 use crate::ask::Question;
 use crate::call::{CallRequest, CallResponse};
-use crate::error::Error;
+use crate::error::{EndsBy, Error};
 use crate::host::Host;
 use crate::keys::InvocationKey;
 use crate::outcome::Outcome;
@@ -405,6 +405,7 @@ pub(crate) fn call_result(
         Ok(response) => {
             let key = Some(response.key.to_string());
             let replayed = response.replayed;
+            let failed = !response.outcome.is_success();
             let mut result = match response.outcome {
                 Outcome::Success {
                     result,
@@ -428,7 +429,7 @@ pub(crate) fn call_result(
                 }
             };
             if replayed {
-                add_replay_note(&mut result);
+                add_replay_note(&mut result, failed);
             }
             Ok(result)
         }
@@ -464,7 +465,7 @@ pub(crate) fn call_result(
             | Error::LeaseLost { .. } => {
                 let mut payload = error.to_agent_json();
                 let note = retry_note(&error);
-                if let Some((_, wait)) = note {
+                if let Some((_, Some(wait))) = note {
                     payload["error"]["retry_after_s"] = json!(wait);
                 }
                 let mut result = tool_result(
@@ -475,7 +476,8 @@ pub(crate) fn call_result(
                     any_structured,
                 );
                 if let Some((note, wait)) = note {
-                    add_note(&mut result, &note.replace("{wait}", &wait.to_string()));
+                    let wait = wait.map(|w| w.to_string()).unwrap_or_default();
+                    add_note(&mut result, &note.replace("{wait}", &wait));
                 }
                 Ok(result)
             }
@@ -569,16 +571,57 @@ const REPLAYED_NOTE: &str = "justonce: this call was already made earlier in thi
 conversation with these arguments; the result above is the one it got then, replayed. \
 Nothing was sent or done again. It is done: do not repeat it.";
 
+/// [`REPLAYED_NOTE`] for a replay whose saved result has no items of its own.
+const REPLAYED_EMPTY_NOTE: &str = "justonce: this call was already made earlier in this \
+conversation with these arguments, and its result then was empty (no content); that \
+result is replayed. Nothing was sent or done again. It is done: do not repeat it.";
+
+/// What the model is told of a replayed failure: the same call made again fails the
+/// same way for as long as its record is kept, so repeating it is no use, and nothing
+/// says the failure was transient.
+const REPLAYED_ERROR_NOTE: &str = "justonce: this call was already made earlier in \
+this conversation with these arguments, and it failed then; the error is the one it \
+got, replayed. Nothing was sent or done again. The very same call (same arguments, \
+same conversation) fails the same way until its record expires: do not repeat it. \
+Fix what the error names and make a different call, or tell the user it failed.";
+
+/// What the model is told of an unknown outcome that only a person can end: a retry
+/// changes nothing, so it must stop and say so.
+const PERSON_MUST_RESOLVE_NOTE: &str = "justonce: the outcome is unknown: the \
+downstream did not answer whether the effect happened, and it cannot be sent again \
+safely or checked automatically. Stop retrying this call: it is pending until a \
+person (an operator of this host) checks whether it happened, and retrying before \
+then changes nothing. Do not make it again with other arguments either, which could \
+do it twice. Tell the user that this action may or may not have taken effect and \
+that it is waiting for an operator to confirm it.";
+
 /// What the model is told of an error that retrying the very same call resolves,
-/// with the seconds to wait first (`{wait}` in the text); `None` for the others.
-fn retry_note(error: &Error) -> Option<(&'static str, u64)> {
-    Some(match error {
+/// with the seconds to wait first (`{wait}` in the text); or of one it must stop
+/// retrying (no wait: `retry_after_s` only where a retry can change anything);
+/// `None` for the others.
+fn retry_note(error: &Error) -> Option<(&'static str, Option<u64>)> {
+    let (note, wait) = match error {
         Error::InProgress { .. } => (
             "justonce: the same call, started by an earlier attempt, is still running; \
              nothing new was started. Retrying the very same call (same arguments, same \
              conversation) is safe and returns its result once it is done: wait about \
              {wait} s first.",
             5,
+        ),
+        Error::OutcomeUnknown { ends_by, .. } if !ends_by.retry_helps() => {
+            return Some((PERSON_MUST_RESOLVE_NOTE, None));
+        }
+        Error::OutcomeUnknown {
+            ends_by: EndsBy::Probe,
+            ..
+        } => (
+            "justonce: the outcome is unknown: the downstream did not answer whether the \
+             effect happened. Retrying the very same call (same arguments, same \
+             conversation) is safe: it first asks the downstream whether the effect \
+             happened, and finishes the call from its answer, never doing the effect \
+             twice; wait about {wait} s first, and do not change the arguments, which \
+             would make it a new call.",
+            10,
         ),
         Error::OutcomeUnknown { .. } => (
             "justonce: the outcome is unknown: the downstream did not answer whether the \
@@ -611,7 +654,8 @@ fn retry_note(error: &Error) -> Option<(&'static str, u64)> {
             5,
         ),
         _ => return None,
-    })
+    };
+    Some((note, Some(wait)))
 }
 
 /// Appends the host's `note` for the model to a result's content, after the tool's
@@ -637,11 +681,16 @@ pub const NOTE_URI: &str = "justonce:note";
 /// text (pydantic-ai) would drop a text note, and a replay would read as a first
 /// call; a resource item makes them hand the model the content, note included.
 /// Marked `_meta["dev.justonce/note"]` and for the assistant's eyes, as every note.
-fn add_replay_note(result: &mut Value) {
+fn add_replay_note(result: &mut Value, failed: bool) {
     if let Some(Value::Array(content)) = result.get_mut("content") {
+        let note = match (failed, content.is_empty()) {
+            (true, _) => REPLAYED_ERROR_NOTE,
+            (false, true) => REPLAYED_EMPTY_NOTE,
+            (false, false) => REPLAYED_NOTE,
+        };
         content.push(json!({
             "type": "resource",
-            "resource": { "uri": NOTE_URI, "mimeType": "text/plain", "text": REPLAYED_NOTE },
+            "resource": { "uri": NOTE_URI, "mimeType": "text/plain", "text": note },
             "annotations": { "audience": ["assistant"] },
             "_meta": { NOTE_META_KEY: true },
         }));
@@ -1013,6 +1062,7 @@ mod tests {
                 seq: 0,
                 provider: "mail".into(),
                 reason: "timeout".into(),
+                ends_by: EndsBy::Retry,
             }),
             false,
             false,

@@ -90,6 +90,10 @@ pub(crate) const RETRY_CAUSES: [&str; 5] = [
     "earlier_run",
 ];
 
+/// Who decided a resolution of an unkeyed effect whose outcome was unknown
+/// (`justonce_resolutions_total{decided_by}`), as `journal::DecidedBy` names them.
+pub(crate) const DECIDERS: [&str; 2] = ["probe", "operator"];
+
 /// The position of `kind` in `kinds`, or of the last one (the catch-all).
 fn index_of(kinds: &[&str], kind: &str) -> usize {
     kinds
@@ -240,6 +244,7 @@ pub(crate) struct CallMetrics {
     by_tool: Family<ProviderCounters>,
     refused: [AtomicU64; REFUSALS.len()],
     in_flight: AtomicI64,
+    resolutions: [AtomicU64; DECIDERS.len()],
 }
 
 /// A call in flight; counted until dropped.
@@ -283,6 +288,13 @@ impl CallMetrics {
         self.refused[index_of(&REFUSALS, kind)].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a resolution of an unknown outcome that `decided_by` (one of
+    /// [`DECIDERS`]) made through this host: its guard's probes, its console's
+    /// operators.
+    pub(crate) fn resolved(&self, decided_by: &str) {
+        self.resolutions[index_of(&DECIDERS, decided_by)].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts a call in flight until the returned guard is dropped.
     pub(crate) fn in_flight(&self) -> InFlight<'_> {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
@@ -314,6 +326,18 @@ impl CallMetrics {
             out.sample(
                 "justonce_calls_refused_total",
                 &[("reason", reason)],
+                load(count),
+            );
+        }
+        out.family(
+            "justonce_resolutions_total",
+            "counter",
+            "Unknown outcomes of unkeyed effects resolved through this host, by who decided: its probes at a retry, its console's operators.",
+        );
+        for (decided_by, count) in DECIDERS.iter().zip(&self.resolutions) {
+            out.sample(
+                "justonce_resolutions_total",
+                &[("decided_by", decided_by)],
                 load(count),
             );
         }

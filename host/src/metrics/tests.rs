@@ -112,6 +112,31 @@ fn effects_attempts_and_retries_are_counted_by_provider() {
 }
 
 #[test]
+fn resolutions_are_counted_by_who_decided() {
+    let metrics = CallMetrics::default();
+    let text = rendered(&metrics);
+    for decided_by in ["probe", "operator"] {
+        let series = format!(r#"justonce_resolutions_total{{decided_by="{decided_by}"}}"#);
+        assert_eq!(value(&text, &series), Some(0.0), "at zero from the start");
+    }
+    metrics.resolved("probe");
+    metrics.resolved("probe");
+    metrics.resolved("operator");
+    let text = rendered(&metrics);
+    assert_eq!(
+        value(&text, r#"justonce_resolutions_total{decided_by="probe"}"#),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"justonce_resolutions_total{decided_by="operator"}"#
+        ),
+        Some(1.0)
+    );
+}
+
+#[test]
 fn a_call_is_in_flight_until_its_guard_is_dropped() {
     let metrics = CallMetrics::default();
     let first = metrics.in_flight();

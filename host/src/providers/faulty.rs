@@ -172,6 +172,14 @@ impl Provider for Faulty {
         self.inner.earlier_attempt(key)
     }
 
+    fn probe_of(&self, operation: &str, payload: &Value) -> Option<String> {
+        self.inner.probe_of(operation, payload)
+    }
+
+    fn probe(&self, request: &EffectRequest<'_>) -> Result<crate::provider::Probed, String> {
+        self.inner.probe(request)
+    }
+
     fn unjournaled_read(&self, operation: &str, payload: &Value) -> bool {
         self.inner.unjournaled_read(operation, payload)
     }

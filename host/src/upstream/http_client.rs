@@ -204,7 +204,16 @@ impl HttpClient {
                     self.upstream
                 )));
             }
-            408 | 409 | 425 | 429 | 500..=599 => {
+            // Refused before it was processed (too many requests; the service is
+            // unavailable): not performed, whatever the tool; retried under its key
+            // within the call's budget, never saved.
+            429 | 503 => {
+                return Err(ClientError::NotSent(format!(
+                    "upstream `{}` answered HTTP {status} (it did not process the request)",
+                    self.upstream
+                )));
+            }
+            408 | 409 | 425 | 500..=599 => {
                 return Err(ClientError::Lost(format!(
                     "upstream `{}` answered HTTP {status}",
                     self.upstream
@@ -377,14 +386,66 @@ mod tests {
             .local_addr()
             .unwrap()
             .port();
-        let client = HttpClient::new("t", &format!("http://127.0.0.1:{port}/mcp"), Vec::new());
-        let answer = client.request(
+        let answer = tools_call(&format!("http://127.0.0.1:{port}/mcp"));
+        assert!(matches!(answer, Err(ClientError::NotSent(_))), "{answer:?}");
+    }
+
+    /// One `tools/call` to the upstream at `url`, under the key `k`.
+    fn tools_call(url: &str) -> Result<Value, ClientError> {
+        HttpClient::new("t", url, Vec::new()).request(
             "tools/call",
             json!({}),
             Duration::from_secs(5),
             Some("k"),
             None,
-        );
-        assert!(matches!(answer, Err(ClientError::NotSent(_))), "{answer:?}");
+        )
+    }
+
+    /// An upstream that answers every request with HTTP `status`, once per
+    /// connection, for `requests` requests.
+    fn answering(status: u16, requests: usize) -> String {
+        use std::io::{BufRead, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().take(requests) {
+                let mut stream = stream.unwrap();
+                let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    reader.read_line(&mut line).unwrap();
+                    if let Some(n) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = n.trim().parse().unwrap();
+                    }
+                    if line == "\r\n" || line.is_empty() {
+                        break;
+                    }
+                }
+                let mut body = vec![0; length];
+                std::io::Read::read_exact(&mut reader, &mut body).unwrap();
+                let answer = format!(
+                    "HTTP/1.1 {status} Whatever\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                );
+                stream.write_all(answer.as_bytes()).unwrap();
+            }
+        });
+        url
+    }
+
+    /// 429 and 503 say the request was not processed: not performed (a keyed or
+    /// unkeyed call alike goes on, nothing saved); a 502 or 504 may come after the
+    /// upstream did it: no answer, unknown.
+    #[test]
+    fn too_many_requests_and_unavailable_are_not_sent_and_a_bad_gateway_is_lost() {
+        for (status, not_sent) in [(429, true), (503, true), (502, false), (504, false)] {
+            match tools_call(&answering(status, 1)) {
+                Err(ClientError::NotSent(m)) if not_sent => {
+                    assert!(m.contains(&format!("HTTP {status}")), "{m}")
+                }
+                Err(ClientError::Lost(_)) if !not_sent => {}
+                other => panic!("HTTP {status}: {other:?}"),
+            }
+        }
     }
 }

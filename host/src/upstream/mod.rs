@@ -15,6 +15,7 @@ mod connection;
 mod credentials;
 mod http_client;
 mod late;
+mod probes;
 mod progress;
 mod provider;
 mod state;
@@ -34,6 +35,7 @@ use client::ClientError;
 use connection::Connection;
 use credentials::Credentials;
 
+pub use probes::UpstreamProbe;
 pub use provider::UpstreamProvider;
 pub use state::UpstreamState;
 pub use upstreams::{Lookup, Upstreams};
@@ -98,6 +100,9 @@ pub struct UpstreamConfig {
     pub trust_read_only_hint: bool,
     /// How long a request waits for the upstream's answer.
     pub timeout: Duration,
+    /// The probes of its write tools (by their names upstream): how to ask whether
+    /// an unkeyed call whose answer was lost happened.
+    pub probes: BTreeMap<String, UpstreamProbe>,
 }
 
 impl UpstreamConfig {
@@ -116,6 +121,7 @@ impl UpstreamConfig {
             idempotent: Vec::new(),
             trust_read_only_hint: true,
             timeout: Duration::from_secs(30),
+            probes: BTreeMap::new(),
         }
     }
 

@@ -11,7 +11,7 @@ use super::Upstream;
 use super::client::ClientError;
 use crate::keys::EffectKey;
 use crate::provider::{
-    EarlierAttempt, EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest,
+    EarlierAttempt, EffectRequest, Probed, Provider, ProviderClass, ProviderError, ReadRequest,
 };
 
 /// Performs the `tools/call`s of one upstream. The operation is the tool's name
@@ -55,14 +55,18 @@ impl UpstreamProvider {
             .unwrap_or_else(|| Value::Object(Default::default()));
         let wait = (attempt > 1).then_some(self.upstream.config.timeout);
         provider_error(
+            self.upstream.name(),
             self.upstream
                 .call_tool(operation, tool, &arguments, key, wait),
         )
     }
 }
 
-/// A client's answer as the guard reads it.
-fn provider_error(answer: Result<Value, ClientError>) -> Result<Value, ProviderError> {
+/// A client's answer as the guard reads it (`upstream` names its upstream).
+fn provider_error(
+    upstream: &str,
+    answer: Result<Value, ClientError>,
+) -> Result<Value, ProviderError> {
     match answer {
         Ok(result) => Ok(result),
         Err(ClientError::NotSent(reason)) => Err(ProviderError::NotPerformed {
@@ -82,10 +86,31 @@ fn provider_error(answer: Result<Value, ClientError>) -> Result<Value, ProviderE
             reason,
             retry: false,
         }),
-        // A JSON-RPC error: the upstream refused the call (an unknown tool, invalid
-        // arguments); a definitive answer, saved and replayed.
+        // One of JSON-RPC's own errors (parse error, invalid request, method not
+        // found, invalid params, internal error): the request never reached the
+        // tool, so nothing was performed. Not saved as the call's outcome: the
+        // same call goes through once the upstream (or its configuration) is fixed.
+        Err(ClientError::Refused(error)) if is_protocol_error(&error) => {
+            Err(ProviderError::NotPerformed {
+                reason: format!(
+                    "upstream `{upstream}` refused the request with a JSON-RPC protocol error before its tool ran: {error}"
+                ),
+                retry: false,
+            })
+        }
+        // Another JSON-RPC error: the upstream's own refusal of the call; a
+        // definitive answer, saved and replayed.
         Err(ClientError::Refused(error)) => Err(ProviderError::Rejected(error)),
     }
+}
+
+/// Whether a JSON-RPC error is one of the protocol's own (-32700, -32600 to -32603),
+/// which a server answers before any tool runs.
+fn is_protocol_error(error: &Value) -> bool {
+    matches!(
+        error.get("code").and_then(Value::as_i64),
+        Some(-32700 | -32603..=-32600)
+    )
 }
 
 impl Provider for UpstreamProvider {
@@ -119,11 +144,35 @@ impl Provider for UpstreamProvider {
     /// connection: its answer, come since, or that it still runs.
     fn earlier_attempt(&self, key: &EffectKey) -> Option<EarlierAttempt> {
         if let Some(answer) = self.upstream.late_answer(Some(key.as_str())) {
-            return Some(EarlierAttempt::Answered(provider_error(answer)));
+            return Some(EarlierAttempt::Answered(provider_error(
+                self.upstream.name(),
+                answer,
+            )));
         }
         self.upstream
             .still_running(key.as_str())
             .then_some(EarlierAttempt::Running)
+    }
+
+    fn probe_of(&self, operation: &str, _payload: &Value) -> Option<String> {
+        let probe = self.upstream.config.probes.get(operation)?;
+        Some(format!("{}.{}", self.upstream.name(), probe.tool))
+    }
+
+    fn probe(&self, request: &EffectRequest<'_>) -> Result<Probed, String> {
+        let probe = self
+            .upstream
+            .config
+            .probes
+            .get(request.operation)
+            .ok_or_else(|| {
+                format!(
+                    "the upstream `{}` has no probe for `{}`",
+                    self.upstream.name(),
+                    request.operation
+                )
+            })?;
+        probe.ask(&self.upstream, request)
     }
 
     fn unjournaled_read(&self, operation: &str, _payload: &Value) -> bool {
@@ -138,5 +187,27 @@ impl Provider for UpstreamProvider {
             None,
             request.attempt,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn only_the_protocols_own_errors_mean_the_tool_did_not_run() {
+        for code in [-32700, -32600, -32601, -32602, -32603] {
+            assert!(
+                is_protocol_error(&json!({ "code": code, "message": "m" })),
+                "{code}"
+            );
+        }
+        for code in [-32604, -32000, -32099, -1, 0, 429] {
+            assert!(!is_protocol_error(&json!({ "code": code })), "{code}");
+        }
+        assert!(!is_protocol_error(&json!({ "message": "no code" })));
+        assert!(!is_protocol_error(&json!({ "code": "-32601" })));
     }
 }

@@ -3,7 +3,9 @@ FastMCP before mcp 2), put behind justonce by tests/tests/mcp_gateway.rs.
 
 Its side effect is a line appended to the ledger file (argv[1]). It can lose its first
 answer: with `lose_first=True`, `append` writes the line, then the process exits
-before it answers (the effect landed, the response is lost). It deduplicates by the
+before it answers (the effect landed, the response is lost); with `lose_before=True` it
+exits before it writes (the request is lost, nothing happened). `recorded(key)` says
+what `append` answered the call made under a key, for a probe to ask. It deduplicates by the
 key justonce hands it in `_meta["dev.justonce/idempotency-key"]` when `by_key=True`:
 a key it has seen gets the first answer again and appends nothing.
 """
@@ -32,7 +34,13 @@ def seen_keys():
 
 
 @server.tool(annotations=ToolAnnotations(idempotentHint=False, readOnlyHint=False))
-def append(line: str, ctx: Context, lose_first: bool = False, by_key: bool = False) -> str:
+def append(
+    line: str,
+    ctx: Context,
+    lose_first: bool = False,
+    by_key: bool = False,
+    lose_before: bool = False,
+) -> str:
     """Appends a line to the ledger."""
     meta = ctx.request_context.meta
     if meta is not None and not isinstance(meta, dict):
@@ -41,6 +49,10 @@ def append(line: str, ctx: Context, lose_first: bool = False, by_key: bool = Fal
     header = (ctx.headers or {}).get("idempotency-key")
     with open(LEDGER + ".calls", "a") as f:
         f.write(json.dumps({"line": line, "key": key, "header": header}) + "\n")
+    if lose_before and not os.path.exists(LOST):
+        open(LOST, "w").close()
+        # Nothing is written; the request is lost with the process.
+        os._exit(3)
     keys = seen_keys()
     if by_key and key in keys:
         return keys[key]
@@ -84,6 +96,13 @@ async def grow(name: str, ctx: Context) -> str:
     server.add_tool(added, name=name, description=f"added by grow({name!r})")
     await ctx.session.send_tool_list_changed()
     return f"added {name}"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def recorded(key: str) -> str | None:
+    """The answer `append` gave the call made under `key`, if it appended its line
+    (what a probe asks)."""
+    return seen_keys().get(key)
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))

@@ -673,6 +673,19 @@ impl Journal for PostgresJournal {
         self.read(|client| ops::entries_in(client.c, None, Some(prefix), limit))
     }
 
+    fn resolve_by_probe(
+        &self,
+        effect_key: &str,
+        resolution: Resolution,
+        answer: &serde_json::Value,
+        run: &operate::ProbeRun<'_>,
+    ) -> Result<Operated> {
+        self.operate(super::cannot_resolve(effect_key), |tx| {
+            let tx = &mut operations::Tx(tx);
+            operate::resolve_by_probe(tx, effect_key, resolution, answer, run)
+        })
+    }
+
     fn story(&self, key: &InvocationKey) -> Result<CallStory> {
         self.flush_replays();
         self.read(|client| {
@@ -810,11 +823,7 @@ impl Journal for PostgresJournal {
         response: &serde_json::Value,
         operator: &Operator<'_>,
     ) -> Result<Operated> {
-        let refused = |reason| Error::CannotResolve {
-            effect: effect_key.to_string(),
-            reason,
-        };
-        let result = self.operate(refused, |tx| {
+        let result = self.operate(super::cannot_resolve(effect_key), |tx| {
             let tx = &mut operations::Tx(tx);
             operate::resolve(tx, effect_key, resolution, response, operator)
         });

@@ -49,12 +49,13 @@ impl OperateTx for Tx<'_, '_> {
                 concat!(
                     "SELECT state, lease_expires_at, outcome, ",
                     db_now!(),
-                    " FROM invocations WHERE key = $1 FOR UPDATE"
+                    ", lease_owner FROM invocations WHERE key = $1 FOR UPDATE"
                 ),
                 &[&key],
             )?
             .map(|r| Found {
                 state: r.get(0),
+                lease_owner: r.get(4),
                 lease_expires_at: r.get(1),
                 outcome: r.get(2),
                 now: Some(r.get(3)),

@@ -752,15 +752,24 @@ impl Journal for SqliteJournal {
         response: &serde_json::Value,
         operator: &Operator<'_>,
     ) -> Result<Operated> {
-        let refused = |reason| Error::CannotResolve {
-            effect: effect_key.to_string(),
-            reason,
-        };
-        let result = self.operate(refused, |tx| {
+        let result = self.operate(super::cannot_resolve(effect_key), |tx| {
             let tx = &mut operations::Tx(tx);
             operate::resolve(tx, effect_key, resolution, response, operator)
         });
         super::logged(Action::Resolve, effect_key, operator, result)
+    }
+
+    fn resolve_by_probe(
+        &self,
+        effect_key: &str,
+        resolution: Resolution,
+        answer: &serde_json::Value,
+        run: &operate::ProbeRun<'_>,
+    ) -> Result<Operated> {
+        self.operate(super::cannot_resolve(effect_key), |tx| {
+            let tx = &mut operations::Tx(tx);
+            operate::resolve_by_probe(tx, effect_key, resolution, answer, run)
+        })
     }
 
     fn story(&self, key: &InvocationKey) -> Result<CallStory> {

@@ -47,11 +47,12 @@ impl OperateTx for Tx<'_> {
     fn find(&mut self, key: &str) -> rusqlite::Result<Option<Found>> {
         self.0
             .query_row(
-                "SELECT state, lease_expires_at, outcome FROM invocations WHERE key = ?1",
+                "SELECT state, lease_expires_at, outcome, lease_owner FROM invocations WHERE key = ?1",
                 params![key],
                 |r| {
                     Ok(Found {
                         state: r.get(0)?,
+                        lease_owner: r.get(3)?,
                         lease_expires_at: r.get(1)?,
                         outcome: r.get(2)?,
                         now: None,

@@ -36,6 +36,7 @@ pub(super) fn unresolved_in(
                     last_error: r.get(8)?,
                     updated_at: r.get(9)?,
                     class: "unkeyed".into(),
+                    pending: None,
                 })
             })?
             .collect()
