@@ -431,6 +431,7 @@ mod tests {
             holding: String::new(),
             judged: 0,
             generation: None,
+            cancelled: false,
         }
     }
 

@@ -240,6 +240,7 @@ mod tests {
             holding: String::new(),
             judged: 0,
             generation: None,
+            cancelled: false,
         }
     }
 

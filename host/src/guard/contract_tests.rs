@@ -3074,17 +3074,18 @@ fn order_unscoped(amount: u64) -> CallRequest {
 }
 
 /// Issue 54: host A takes a cancel of an order that host B made; B finishes the
-/// order (it knows nothing of the cancel), and its record goes (`gone`: forgotten
-/// by another process, or expired). The same order made again on A is a new
-/// call, a new generation of the same key: it is not refused by A's cancel, and
-/// each of its effects happens once, under new keys.
+/// order, honouring the cancel it read in the journal (its receipt, a new effect,
+/// is refused), and its record goes (`gone`: forgotten by another process,
+/// expired, or collected by `gc`). The same order made again on A is a new call, a
+/// new generation of the same key: it is not refused by A's cancel, and each of
+/// its effects happens once, under new keys.
 fn a_cancel_ends_with_its_generation(request: &CallRequest, gone: impl FnOnce(&Host)) {
     let ([cancelling, finishing], runs, mail, payments, key) = stuck_order_on(request);
     cancelling.guard.cancel_task(&key).unwrap();
     let finished = finishing.guard.call(request).unwrap();
     assert!(
-        finished.outcome.is_success(),
-        "B knows no cancel: {:?}",
+        told_cancelled(&finished.outcome),
+        "B honours the cancel A journaled: {:?}",
         finished.outcome
     );
     assert_payment_finished_under_its_key(&payments);
@@ -3105,10 +3106,15 @@ fn a_cancel_ends_with_its_generation(request: &CallRequest, gone: impl FnOnce(&H
     let mailed = mail.attempts();
     assert_eq!(
         mailed.len(),
-        4,
-        "each email of each generation once: {mailed:?}"
+        3,
+        "the first generation's email (its receipt was refused), the second's two: {mailed:?}"
     );
-    assert_eq!(mail.applied().len(), 4);
+    assert_eq!(mail.applied().len(), 3);
+    let entry = cancelling.journal.story(&key).unwrap().entry.unwrap();
+    assert!(
+        !entry.cancelled,
+        "the new generation's record is not cancelled"
+    );
 }
 
 #[test]
@@ -3124,6 +3130,93 @@ fn a_cancel_on_one_host_ends_with_its_generation_when_another_finishes_and_forge
 #[test]
 fn a_cancel_on_one_host_ends_with_its_generation_when_another_finishes_and_it_expires() {
     a_cancel_ends_with_its_generation(&order_unscoped(21), |h| h.clock.advance(UNSCOPED));
+}
+
+#[test]
+fn a_cancel_on_one_host_ends_with_its_generation_when_another_finishes_and_gc_collects_it() {
+    a_cancel_ends_with_its_generation(&order_unscoped(23), |h| {
+        h.clock.advance(UNSCOPED + Duration::from_millis(1));
+        let collected = h.journal.gc(h.clock.now_ms(), 24 * 3_600_000).unwrap();
+        assert_eq!(
+            collected.invocations, 1,
+            "gc collected the cancelled record"
+        );
+    });
+}
+
+/// Issue 54: a cancel taken by host A stops the run of host B at its next effect.
+/// B runs a call that pays twice; between the two payments its client's cancel
+/// reaches A (a `tasks/cancel` on another host of the journal). B's second
+/// payment, a new effect, is refused before it is sent, the agent is told its call
+/// was cancelled, that outcome is saved (A replays it), and every host's record
+/// says the call's generation was cancelled.
+#[test]
+fn a_cancel_taken_on_one_host_stops_another_hosts_run_at_its_next_effect() {
+    type Hook = Arc<std::sync::Mutex<Option<Box<dyn Fn() + Send>>>>;
+    let between: Hook = Arc::default();
+    let mut runner = ScriptedRunner::default();
+    let hook = Arc::clone(&between);
+    runner.tool(
+        "pay_twice",
+        ScriptedRunner::open_schema(),
+        move |args, fx: &mut Effects<'_>| {
+            let first = fx.perform("payments", "pay", json!({"part": 1, "of": args}));
+            if let Some(cancel) = hook.lock().unwrap().as_ref() {
+                cancel();
+            }
+            let second = fx.perform("payments", "pay", json!({"part": 2, "of": args}));
+            match (first, second) {
+                (Ok(paid), Ok(_)) => returned(paid),
+                (Err(e), _) | (_, Err(e)) => tool_error("effect_failed", &format!("{e:?}")),
+            }
+        },
+    );
+    let runner = Arc::new(runner);
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let clock = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&clock);
+    let providers: [(&str, Arc<dyn Provider>); 1] = [("payments", payments.clone())];
+    let [cancelling, running] = [(); 2].map(|()| {
+        Arc::new(host_on(
+            Arc::clone(&journal),
+            clock.clone(),
+            Arc::clone(&runner),
+            &providers,
+        ))
+    });
+    let request =
+        CallRequest::new("pay_twice", json!({ "amount": 5 }).to_string()).conversation("c1");
+    let key = running.guard.key_for(&request).unwrap();
+    let (a, k) = (Arc::clone(&cancelling), key.clone());
+    *between.lock().unwrap() = Some(Box::new(move || {
+        a.guard.cancel_task(&k).unwrap();
+    }));
+
+    let answer = running.guard.call(&request).unwrap();
+
+    assert_eq!(answer.key, key);
+    assert!(
+        told_cancelled(&answer.outcome),
+        "the agent was told: {:?}",
+        answer.outcome
+    );
+    assert_eq!(
+        payments.attempts().len(),
+        1,
+        "the second payment was never sent"
+    );
+    assert_eq!(payments.applied().len(), 1, "the first happened, once");
+    *between.lock().unwrap() = None;
+    let again = cancelling.guard.call(&request).unwrap();
+    assert!(again.replayed, "that outcome is saved, for every host");
+    assert_eq!(again.outcome, answer.outcome);
+    for h in [&cancelling, &running] {
+        let entry = h.journal.story(&key).unwrap().entry.unwrap();
+        assert!(
+            entry.cancelled,
+            "the record says its generation was cancelled"
+        );
+    }
 }
 
 /// The opposite case: the generation cancelled on host A is still refused there,
@@ -3246,6 +3339,8 @@ macro_rules! on_postgres {
 }
 
 on_postgres!(
+    a_cancel_taken_on_one_host_stops_another_hosts_run_at_its_next_effect,
+    a_cancel_on_one_host_ends_with_its_generation_when_another_finishes_and_gc_collects_it,
     a_first_call_runs_journals_its_effect_and_saves_its_outcome,
     a_lost_response_is_retried_under_the_same_key_and_the_effect_happens_once,
     a_completed_key_replays_its_outcome_byte_for_byte_and_runs_nothing,

@@ -994,6 +994,9 @@ impl EffectSession {
                 lease_lost()
             }
             Refusal::NotPerformed(reason) => self.not_performed(seq, provider, reason),
+            // Journaled by any host: the refusal is this position's answer, as the
+            // one this host's memory gives (`refused_by_a_cancel`).
+            Refusal::Cancelled => cancelled(),
             Refusal::Superseded => {
                 self.interrupted = Some(Interruption::Superseded);
                 EffectFailure::Denied(
@@ -1053,7 +1056,8 @@ fn cancelled() -> EffectFailure {
 impl EffectSession {
     /// Whether this run's new effects are refused: its client cancelled this
     /// generation of the call on this host (a cancel of another generation of the
-    /// same key refuses nothing).
+    /// same key refuses nothing). A cancel another host took is read from the
+    /// journal by the claim itself ([`Refusal::Cancelled`]).
     fn refused_by_a_cancel(&self) -> bool {
         let generation = self.entropy.seed.generation();
         self.shared

@@ -223,6 +223,16 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// Pending unkeyed effects that wait for a person.
     fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>>;
 
+    /// `tasks/cancel`: journals a cancel of the call of `key` against the generation
+    /// its record holds now, and returns that generation (`None`: no record, or one
+    /// journaled before records carried their seed; nothing is written). From then
+    /// on every host's claim of a new effect of that generation is refused
+    /// ([`Refusal::Cancelled`]), read in the claim's own statement or transaction.
+    /// The cancel ends with the record: a new generation of the key (after a
+    /// `forget` by any process, an expiry, `gc`) is not cancelled. Durable under
+    /// [`Durability::Full`].
+    fn cancel(&self, key: &InvocationKey) -> Result<Option<u64>>;
+
     /// The server's secrets that key request states ([`crate::ask::StateKeys`]),
     /// newest first, as lowercase hex: the current one, and those rotated out less
     /// than `keep_ms` before `now` (PostgreSQL: the database's clock). Journals

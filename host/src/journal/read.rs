@@ -12,8 +12,9 @@ use crate::outcome::Outcome;
 /// backends: key, scope, tool, state, arguments, runs, replays, outcome,
 /// created_at, completed_at, component, lease_owner, lease_expires_at,
 /// retention_ms (read into [`JournalEntry::expires_at`]), entropy (the seed, read
-/// into [`JournalEntry::generation`] by [`generation_of`]).
-pub(crate) const ENTRY_COLUMNS: &str = "key, scope, tool, state, arguments, runs, replays, outcome, created_at, completed_at, component, lease_owner, lease_expires_at, retention_ms, entropy";
+/// into [`JournalEntry::generation`] by [`generation_of`]), and whether that
+/// generation was cancelled ([`JournalEntry::cancelled`]).
+pub(crate) const ENTRY_COLUMNS: &str = "key, scope, tool, state, arguments, runs, replays, outcome, created_at, completed_at, component, lease_owner, lease_expires_at, retention_ms, entropy, coalesce(cancelled_entropy = entropy, FALSE)";
 
 /// The columns of an effect as [`JournalEffect`] shows it, in its order but for
 /// `response` (eighth) and `last_error`.
@@ -198,6 +199,10 @@ pub struct JournalEntry {
     /// (until a run of it journals one).
     #[serde(skip)]
     pub generation: Option<u64>,
+    /// Whether its client cancelled this generation of the call (`tasks/cancel`, on
+    /// any host: the cancel is journaled with the generation it was taken against).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
 }
 
 impl JournalEntry {

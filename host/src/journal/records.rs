@@ -241,4 +241,8 @@ pub enum Refusal {
     /// A transactional provider did not perform the effect (its configuration
     /// refuses it); nothing was written.
     NotPerformed(String),
+    /// The run's generation of the call was cancelled by its client (`tasks/cancel`,
+    /// journaled by [`Journal::cancel`](super::Journal::cancel), on any host) and the
+    /// effect is a new one: nothing was claimed.
+    Cancelled,
 }

@@ -747,6 +747,11 @@ impl Journal for PostgresJournal {
         Ok(made.unwrap_or_else(|()| unreachable!("never refused")))
     }
 
+    fn cancel(&self, key: &InvocationKey) -> Result<Option<u64>> {
+        let seed = self.single(|client| ops::cancel_in(client, key))?;
+        Ok(crate::journal::read::generation_of(seed))
+    }
+
     fn rotate_state_secret(&self, _now: i64, secret: &str) -> Result<()> {
         self.transaction(|tx| {
             // One rotation at a time: a second waits, then rotates out the first's.

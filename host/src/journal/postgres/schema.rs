@@ -109,6 +109,10 @@ const MIGRATIONS: &[&str] = &[
         rotated_at  BIGINT
     );
     "#,
+    // 7 -> 8: a client's cancel in the journal (the SQLite journal's version 12).
+    r#"
+    ALTER TABLE invocations ADD COLUMN cancelled_entropy TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -30,6 +30,7 @@ fn entry_from(r: &Row<'_>) -> rusqlite::Result<JournalEntry> {
         holding: String::new(),
         judged: 0,
         generation: generation_of(r.get(14)?),
+        cancelled: r.get(15)?,
     })
 }
 

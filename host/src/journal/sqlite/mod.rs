@@ -707,6 +707,16 @@ impl Journal for SqliteJournal {
         Ok(made.unwrap_or_else(|()| unreachable!("never refused")))
     }
 
+    fn cancel(&self, key: &InvocationKey) -> Result<Option<u64>> {
+        let seed = self
+            .transaction(|tx| effects::cancel_in(tx, key).map(Ok::<_, ()>))?
+            .unwrap_or_else(|()| unreachable!("never refused"));
+        if seed.is_some() {
+            self.durable_if_full()?;
+        }
+        Ok(crate::journal::read::generation_of(seed))
+    }
+
     fn rotate_state_secret(&self, now: i64, secret: &str) -> Result<()> {
         self.transaction(|tx| state_secrets::rotate_in(tx, secret, now).map(Ok::<_, ()>))?
             .unwrap_or_else(|()| unreachable!("never refused"));

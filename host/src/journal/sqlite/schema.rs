@@ -193,6 +193,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
         rotated_at  INTEGER
     );
     "#,
+    // 11 -> 12: a client's cancel (`tasks/cancel`) in the journal, so every host
+    // honours it: the seed (`entropy`) of the generation it was taken against. The
+    // call is cancelled while the two are equal; a new generation of the key (a new
+    // record) is not.
+    r#"
+    ALTER TABLE invocations ADD COLUMN cancelled_entropy TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.
