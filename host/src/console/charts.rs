@@ -475,6 +475,7 @@ mod tests {
             resolution: None,
             created_at,
             updated_at,
+            catalog_class: None,
         }
     }
 

@@ -1509,6 +1509,45 @@ fn an_unkeyed_effect_whose_tool_now_says_idempotent_is_not_sent_again() {
     assert_eq!(class_on_record(&after, 20), "keyed");
 }
 
+/// Issue 54: a catalog that now disagrees with a pending effect's record is shown
+/// with the effect (`justonce journal`, the console read it from the journal), the
+/// record wins, and the note goes once the catalog agrees again.
+#[test]
+fn a_class_the_catalog_now_disagrees_with_is_shown_beside_the_record_which_wins() {
+    let (before, sms) = unknown_on("sms", ProviderClass::Unkeyed, 1);
+    let shown = |h: &Host| {
+        let key = h.guard.key_for(&pay(10)).unwrap();
+        let entry = h.journal.story(&key).unwrap().entry.unwrap();
+        entry.effects[0].catalog_disagreement()
+    };
+    assert_eq!(
+        shown(&before),
+        None,
+        "nothing to show before the catalog changes"
+    );
+
+    for (says, read, words) in [
+        (ProviderClass::Keyed, false, "keyed (idempotent)"),
+        (ProviderClass::Unkeyed, true, "read-only"),
+    ] {
+        let after = recataloged(&before, "sms", &sms, says, read);
+        let retry = after.guard.call(&pay(10)).unwrap_err();
+        assert!(matches!(retry, Error::OutcomeUnknown { .. }), "{retry:?}");
+        assert_eq!(
+            shown(&after).as_deref(),
+            Some(
+                format!("journaled as unkeyed; the catalog now says {words}; the record wins")
+                    .as_str()
+            )
+        );
+    }
+    assert_eq!(sms.attempts().len(), 1, "the record won: never sent again");
+
+    let agrees = recataloged(&before, "sms", &sms, ProviderClass::Unkeyed, false);
+    agrees.guard.call(&pay(10)).unwrap_err();
+    assert_eq!(shown(&agrees), None, "the catalog agrees again");
+}
+
 #[test]
 fn an_effect_journaled_before_its_tool_said_read_only_is_never_sent_again_as_a_read() {
     let (before, sms) = unknown_on("sms", ProviderClass::Unkeyed, 1);
@@ -3339,6 +3378,7 @@ macro_rules! on_postgres {
 }
 
 on_postgres!(
+    a_class_the_catalog_now_disagrees_with_is_shown_beside_the_record_which_wins,
     a_cancel_taken_on_one_host_stops_another_hosts_run_at_its_next_effect,
     a_cancel_on_one_host_ends_with_its_generation_when_another_finishes_and_gc_collects_it,
     a_first_call_runs_journals_its_effect_and_saves_its_outcome,

@@ -919,6 +919,7 @@ mod tests {
             resolution: None,
             created_at: 0,
             updated_at: 0,
+            catalog_class: None,
         };
         JournalEntry {
             key: key.into(),
@@ -1083,6 +1084,7 @@ mod tests {
             resolution: None,
             created_at: 0,
             updated_at: 0,
+            catalog_class: None,
         };
         let gave = |key: &str, answers: &Value| Given {
             effect_key: key.into(),

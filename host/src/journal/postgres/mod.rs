@@ -747,6 +747,10 @@ impl Journal for PostgresJournal {
         Ok(made.unwrap_or_else(|()| unreachable!("never refused")))
     }
 
+    fn note_catalog(&self, invocation: &InvocationKey, seq: u32, says: Option<&str>) -> Result<()> {
+        self.single(|client| ops::note_catalog_in(client, invocation, seq, says))
+    }
+
     fn cancel(&self, key: &InvocationKey) -> Result<Option<u64>> {
         let seed = self.single(|client| ops::cancel_in(client, key))?;
         Ok(crate::journal::read::generation_of(seed))

@@ -428,7 +428,8 @@ pub(super) fn get(
 ) -> PgResult<Option<EffectRecord>> {
     Ok(client
         .query_opt(
-            "SELECT key, provider, operation, fingerprint, state, attempts, response, resolution, class
+            "SELECT key, provider, operation, fingerprint, state, attempts, response, resolution, class,
+                    catalog_class
                FROM effects WHERE invocation_key = $1 AND seq = $2",
             &[&invocation.as_str(), &seq_of(seq)],
         )?
@@ -449,7 +450,25 @@ pub(super) fn get(
                 .get::<_, Option<String>>(7)
                 .as_deref()
                 .and_then(Resolution::parse),
+            catalog_class: r.get(9),
         }))
+}
+
+/// Notes what the provider of the effect at `seq` of `invocation` calls it now,
+/// when that differs from its record (`None`: they agree again); writes nothing
+/// when the journal says so already.
+pub(super) fn note_catalog_in(
+    client: &mut Db<'_, impl GenericClient>,
+    invocation: &InvocationKey,
+    seq: u32,
+    says: Option<&str>,
+) -> PgResult<()> {
+    client.execute(
+        "UPDATE effects SET catalog_class = $3
+          WHERE invocation_key = $1 AND seq = $2 AND catalog_class IS DISTINCT FROM $3",
+        &[&invocation.as_str(), &seq_of(seq), &says],
+    )?;
+    Ok(())
 }
 
 pub(super) fn count_from(
@@ -826,6 +845,7 @@ pub(super) fn effects_of(
                 resolution: e.get(9),
                 created_at: e.get(10),
                 updated_at: e.get(11),
+                catalog_class: e.get(12),
             }
         })
         .collect())

@@ -17,7 +17,8 @@ pub(super) fn get(
     seq: u32,
 ) -> rusqlite::Result<Option<EffectRecord>> {
     conn.prepare_cached(
-        "SELECT key, provider, operation, fingerprint, state, attempts, response, resolution, class
+        "SELECT key, provider, operation, fingerprint, state, attempts, response, resolution, class,
+                catalog_class
            FROM effects WHERE invocation_key = ?1 AND seq = ?2",
     )?
     .query_row(params![invocation.as_str(), seq], |r| {
@@ -38,9 +39,27 @@ pub(super) fn get(
                 .get::<_, Option<String>>(7)?
                 .as_deref()
                 .and_then(Resolution::parse),
+            catalog_class: r.get(9)?,
         })
     })
     .optional()
+}
+
+/// Notes what the provider of the effect at `seq` of `invocation` calls it now,
+/// when that differs from its record (`None`: they agree again); writes nothing
+/// when the journal says so already.
+pub(super) fn note_catalog_in(
+    conn: &Connection,
+    invocation: &InvocationKey,
+    seq: u32,
+    says: Option<&str>,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "UPDATE effects SET catalog_class = ?3
+          WHERE invocation_key = ?1 AND seq = ?2 AND catalog_class IS NOT ?3",
+    )?
+    .execute(params![invocation.as_str(), seq, says])?;
+    Ok(())
 }
 
 /// Journals an effect unless the journal already holds one at its position.

@@ -59,6 +59,7 @@ pub(super) fn effects_of(
             resolution: r.get(9)?,
             created_at: r.get(10)?,
             updated_at: r.get(11)?,
+            catalog_class: r.get(12)?,
         })
     })?
     .collect()

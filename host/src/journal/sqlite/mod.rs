@@ -707,6 +707,14 @@ impl Journal for SqliteJournal {
         Ok(made.unwrap_or_else(|()| unreachable!("never refused")))
     }
 
+    fn note_catalog(&self, invocation: &InvocationKey, seq: u32, says: Option<&str>) -> Result<()> {
+        self.transaction(|tx| {
+            effects::note_catalog_in(tx, invocation, seq, says).map(Ok::<_, ()>)
+        })?
+        .unwrap_or_else(|()| unreachable!("never refused"));
+        Ok(())
+    }
+
     fn cancel(&self, key: &InvocationKey) -> Result<Option<u64>> {
         let seed = self
             .transaction(|tx| effects::cancel_in(tx, key).map(Ok::<_, ()>))?

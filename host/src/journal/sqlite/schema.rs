@@ -200,6 +200,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE invocations ADD COLUMN cancelled_entropy TEXT;
     "#,
+    // 12 -> 13: what an effect's provider called it the last time a run met it,
+    // when that differs from the class journaled when it was claimed (`keyed`,
+    // `unkeyed`, `transactional`, or `read`): shown beside the record, which wins.
+    r#"
+    ALTER TABLE effects ADD COLUMN catalog_class TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.
