@@ -87,11 +87,16 @@ pub enum Mutant {
     /// call and its record was forgotten or expired, the same call made again is
     /// refused "cancelled by its client" on the host that took the cancel.
     CancelOutlivesGeneration,
+    /// A request state's MAC is made without the server's secret (`ask.rs`, as
+    /// before issue 54: its only secret was what an agent can learn, an effect
+    /// key): an agent that learned a question's effect key forges its state and
+    /// answers it in the person's place.
+    StateSecretDropped,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 21] = [
+    pub const ALL: [Mutant; 22] = [
         Self::FreshEffectKey,
         Self::AnswerBeforeSave,
         Self::RetryUnkeyed,
@@ -113,6 +118,7 @@ impl Mutant {
         Self::ReadOnlyFromCatalog,
         Self::JournaledCancelIgnored,
         Self::CancelOutlivesGeneration,
+        Self::StateSecretDropped,
     ];
 
     /// The name `--mutant` takes.
@@ -139,6 +145,7 @@ impl Mutant {
             Self::ReadOnlyFromCatalog => "read_only_from_catalog",
             Self::JournaledCancelIgnored => "journaled_cancel_ignored",
             Self::CancelOutlivesGeneration => "cancel_outlives_generation",
+            Self::StateSecretDropped => "state_secret_dropped",
         }
     }
 

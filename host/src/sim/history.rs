@@ -527,13 +527,25 @@ impl crate::ask::Asker for Person {
         at: &crate::ask::AskContext<'_>,
         _questions: &[crate::ask::Question],
     ) -> crate::ask::Asked {
-        use crate::ask::{Asked, StateCheck, check_request_state};
+        use crate::ask::{Asked, StateCheck, StateKeys, check_request_state};
         let (later, accept) = self
             .chaos
             .roll(|rng| (rng.chance(50), rng.chance(60)))
             .unwrap_or((false, true));
         let answers = vec![guests::confirmed(accept)];
         let effect_key = at.effect_key.to_string();
+        // An agent that learned this question's effect key (an echoing downstream)
+        // forges its state, with no secret of the server's, and answers in the
+        // person's place: the server must refuse it (the answers are no one's).
+        if self.state.is_none() && self.chaos.roll(|rng| rng.chance(10)) == Some(true) {
+            let unkeyed = StateKeys::from_hex(&[hex::encode([0; crate::ask::STATE_SECRET_LEN])])
+                .expect("a secret of the right length");
+            let forged =
+                crate::ask::request_state(at.key, at.seq, at.effect_key, at.principal, &unkeyed);
+            if check_request_state(&forged, at) == StateCheck::ForThisQuestion {
+                return Asked::Answered(vec![guests::confirmed(true)]);
+            }
+        }
         let issued_for = self
             .state
             .as_ref()
