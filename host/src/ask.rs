@@ -390,6 +390,10 @@ pub fn request_state(
 
 fn mac(secret: &[u8; STATE_SECRET_LEN], effect_key: &EffectKey, principal: Option<&str>) -> String {
     use hmac::Mac;
+    let secret = match crate::mutants::on(crate::mutants::Mutant::StateSecretDropped) {
+        true => &[0; STATE_SECRET_LEN],
+        false => secret,
+    };
     let parts = Value::from(vec![
         STATE_TAG,
         effect_key.as_str(),

@@ -263,18 +263,25 @@ impl Host {
         Ok(forgotten)
     }
 
-    /// Cancels the call of the MCP task `key` on this host (`tasks/cancel`): it
-    /// performs no new effect; one its journal holds replays. Kept in this host's
-    /// memory, for the generation of the call its record holds now: it ends with
-    /// that generation (see [`Guard::cancel_task`]).
+    /// Cancels the call of the MCP task `key` (`tasks/cancel`): it performs no new
+    /// effect, on any host of the journal; one its journal holds replays. Journaled
+    /// against the generation of the call its record holds now (with no record yet,
+    /// kept in this host's memory for its first run): it ends with that generation
+    /// (see [`Guard::cancel_task`]).
     pub(crate) fn cancel_task(&self, key: &InvocationKey) -> Result<()> {
-        self.guard.cancel_task(key)
+        self.guard.cancel_task(key).map(drop)
     }
 
     /// Whether the call of the MCP task `key`, whose record is of `generation`
-    /// (`None`: no record), was cancelled on this host.
-    pub(crate) fn task_cancelled(&self, key: &str, generation: Option<u64>) -> bool {
-        self.shared().tasks.is_cancelled(key, generation)
+    /// (`None`: no record), was cancelled: `journaled` (its record says its
+    /// generation was cancelled, by any host), or on this host before it had one.
+    pub(crate) fn task_cancelled(
+        &self,
+        key: &str,
+        generation: Option<u64>,
+        journaled: bool,
+    ) -> bool {
+        journaled || self.shared().tasks.is_cancelled(key, generation)
     }
 
     /// Notes that the call of the MCP task `key` runs on this host (what

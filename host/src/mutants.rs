@@ -78,11 +78,25 @@ pub enum Mutant {
     /// journaled while it was not (`guard/mod.rs`, `guard/effect.rs`): a pending
     /// effect goes out again with no key and no record.
     ReadOnlyFromCatalog,
+    /// A claim does not read the cancel journaled against its call's generation
+    /// (`sqlite/effects.rs`, `postgres/ops.rs`): a run on a host other than the one
+    /// that took the `tasks/cancel` goes on performing new effects.
+    JournaledCancelIgnored,
+    /// A host's memory of a cancel outlives the generation it was taken against
+    /// (`guard/task_calls.rs`), as before issue 54: once another host completed the
+    /// call and its record was forgotten or expired, the same call made again is
+    /// refused "cancelled by its client" on the host that took the cancel.
+    CancelOutlivesGeneration,
+    /// A request state's MAC is made without the server's secret (`ask.rs`, as
+    /// before issue 54: its only secret was what an agent can learn, an effect
+    /// key): an agent that learned a question's effect key forges its state and
+    /// answers it in the person's place.
+    StateSecretDropped,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 19] = [
+    pub const ALL: [Mutant; 22] = [
         Self::FreshEffectKey,
         Self::AnswerBeforeSave,
         Self::RetryUnkeyed,
@@ -102,6 +116,9 @@ impl Mutant {
         Self::StateMacUnchecked,
         Self::ClassFromCatalog,
         Self::ReadOnlyFromCatalog,
+        Self::JournaledCancelIgnored,
+        Self::CancelOutlivesGeneration,
+        Self::StateSecretDropped,
     ];
 
     /// The name `--mutant` takes.
@@ -126,6 +143,9 @@ impl Mutant {
             Self::StateMacUnchecked => "state_mac_unchecked",
             Self::ClassFromCatalog => "class_from_catalog",
             Self::ReadOnlyFromCatalog => "read_only_from_catalog",
+            Self::JournaledCancelIgnored => "journaled_cancel_ignored",
+            Self::CancelOutlivesGeneration => "cancel_outlives_generation",
+            Self::StateSecretDropped => "state_secret_dropped",
         }
     }
 

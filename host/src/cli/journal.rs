@@ -279,6 +279,13 @@ fn print_entry(e: &JournalEntry, full: bool) {
 }
 
 fn print_effect(f: &JournalEffect, full: bool) {
+    for line in effect_lines(f, full) {
+        println!("{line}");
+    }
+}
+
+/// The lines `justonce journal` prints for one effect.
+fn effect_lines(f: &JournalEffect, full: bool) -> Vec<String> {
     let mut line = format!(
         "  #{} {}  {:<7} {}.{} ({})  attempts={}",
         f.seq, f.key, f.state, f.provider, f.operation, f.class, f.attempts
@@ -296,10 +303,14 @@ fn print_effect(f: &JournalEffect, full: bool) {
             rfc3339(f.updated_at)
         ));
     }
-    println!("{line}");
-    if full && let Some(response) = &f.response {
-        println!("     response: {response}");
+    let mut lines = vec![line];
+    if let Some(disagreement) = f.catalog_disagreement() {
+        lines.push(format!("     class: {disagreement}"));
     }
+    if full && let Some(response) = &f.response {
+        lines.push(format!("     response: {response}"));
+    }
+    lines
 }
 
 fn print_operation(o: &JournalOperation) {
@@ -310,4 +321,24 @@ fn print_operation(o: &JournalOperation) {
         o.by,
         o.detail
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 54: an effect whose catalog now disagrees with its record says so,
+    /// and which one wins; one that agrees prints as before.
+    #[test]
+    fn an_effect_the_catalog_disagrees_with_says_so_under_its_line() {
+        let lines = effect_lines(&JournalEffect::pending_unkeyed(Some("keyed")), false);
+        assert_eq!(
+            lines[1],
+            "     class: journaled as unkeyed; the catalog now says keyed (idempotent); the record wins"
+        );
+        assert_eq!(
+            effect_lines(&JournalEffect::pending_unkeyed(None), false).len(),
+            1
+        );
+    }
 }

@@ -431,6 +431,7 @@ mod tests {
             holding: String::new(),
             judged: 0,
             generation: None,
+            cancelled: false,
         }
     }
 
@@ -474,6 +475,7 @@ mod tests {
             resolution: None,
             created_at,
             updated_at,
+            catalog_class: None,
         }
     }
 

@@ -547,6 +547,13 @@ fn effect(body: &mut String, f: &JournalEffect, acts: bool, now: i64) {
         time(f.created_at, now),
         time(f.updated_at, now),
     );
+    if let Some(disagreement) = f.catalog_disagreement() {
+        let _ = write!(
+            body,
+            "<p class=\"note\">Class: {}</p>",
+            escape(&disagreement)
+        );
+    }
     if let Some(response) = &f.response {
         body.push_str("<h4>Answer</h4>");
         body.push_str(&answer(response));
@@ -903,4 +910,32 @@ pub fn resumed(
     }
     let _ = write!(body, "<p>{}</p>", link(&call_path(key), "Back to the call"));
     page("Resumed", Some(session), &body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 54: the call's page shows, with the effect, a catalog that now
+    /// disagrees with its record, and that the record wins (its buttons stay the
+    /// record's: an unkeyed effect keeps its resolve links).
+    #[test]
+    fn an_effect_the_catalog_disagrees_with_shows_it_and_keeps_the_records_buttons() {
+        let mut page = String::new();
+        effect(
+            &mut page,
+            &JournalEffect::pending_unkeyed(Some("read")),
+            true,
+            0,
+        );
+        assert!(
+            page.contains("journaled as unkeyed; the catalog now says read-only; the record wins"),
+            "{page}"
+        );
+        assert!(page.contains("Resolve as performed"), "{page}");
+
+        let mut agrees = String::new();
+        effect(&mut agrees, &JournalEffect::pending_unkeyed(None), true, 0);
+        assert!(!agrees.contains("the record wins"), "{agrees}");
+    }
 }

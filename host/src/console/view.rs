@@ -240,6 +240,7 @@ mod tests {
             holding: String::new(),
             judged: 0,
             generation: None,
+            cancelled: false,
         }
     }
 
@@ -300,6 +301,7 @@ mod tests {
             resolution: None,
             created_at: 0,
             updated_at: 0,
+            catalog_class: None,
         });
         assert_eq!(waiting.states(0), ["incomplete", "awaiting"]);
         assert_eq!(attention(&waiting), None);

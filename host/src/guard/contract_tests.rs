@@ -1596,6 +1596,45 @@ fn an_unkeyed_effect_whose_tool_now_says_idempotent_is_not_sent_again() {
     assert_eq!(class_on_record(&after, 20), "keyed");
 }
 
+/// Issue 54: a catalog that now disagrees with a pending effect's record is shown
+/// with the effect (`justonce journal`, the console read it from the journal), the
+/// record wins, and the note goes once the catalog agrees again.
+#[test]
+fn a_class_the_catalog_now_disagrees_with_is_shown_beside_the_record_which_wins() {
+    let (before, sms) = unknown_on("sms", ProviderClass::Unkeyed, 1);
+    let shown = |h: &Host| {
+        let key = h.guard.key_for(&pay(10)).unwrap();
+        let entry = h.journal.story(&key).unwrap().entry.unwrap();
+        entry.effects[0].catalog_disagreement()
+    };
+    assert_eq!(
+        shown(&before),
+        None,
+        "nothing to show before the catalog changes"
+    );
+
+    for (says, read, words) in [
+        (ProviderClass::Keyed, false, "keyed (idempotent)"),
+        (ProviderClass::Unkeyed, true, "read-only"),
+    ] {
+        let after = recataloged(&before, "sms", &sms, says, read);
+        let retry = after.guard.call(&pay(10)).unwrap_err();
+        assert!(matches!(retry, Error::OutcomeUnknown { .. }), "{retry:?}");
+        assert_eq!(
+            shown(&after).as_deref(),
+            Some(
+                format!("journaled as unkeyed; the catalog now says {words}; the record wins")
+                    .as_str()
+            )
+        );
+    }
+    assert_eq!(sms.attempts().len(), 1, "the record won: never sent again");
+
+    let agrees = recataloged(&before, "sms", &sms, ProviderClass::Unkeyed, false);
+    agrees.guard.call(&pay(10)).unwrap_err();
+    assert_eq!(shown(&agrees), None, "the catalog agrees again");
+}
+
 #[test]
 fn an_effect_journaled_before_its_tool_said_read_only_is_never_sent_again_as_a_read() {
     let (before, sms) = unknown_on("sms", ProviderClass::Unkeyed, 1);
@@ -3161,17 +3200,18 @@ fn order_unscoped(amount: u64) -> CallRequest {
 }
 
 /// Issue 54: host A takes a cancel of an order that host B made; B finishes the
-/// order (it knows nothing of the cancel), and its record goes (`gone`: forgotten
-/// by another process, or expired). The same order made again on A is a new
-/// call, a new generation of the same key: it is not refused by A's cancel, and
-/// each of its effects happens once, under new keys.
+/// order, honouring the cancel it read in the journal (its receipt, a new effect,
+/// is refused), and its record goes (`gone`: forgotten by another process,
+/// expired, or collected by `gc`). The same order made again on A is a new call, a
+/// new generation of the same key: it is not refused by A's cancel, and each of
+/// its effects happens once, under new keys.
 fn a_cancel_ends_with_its_generation(request: &CallRequest, gone: impl FnOnce(&Host)) {
     let ([cancelling, finishing], runs, mail, payments, key) = stuck_order_on(request);
     cancelling.guard.cancel_task(&key).unwrap();
     let finished = finishing.guard.call(request).unwrap();
     assert!(
-        finished.outcome.is_success(),
-        "B knows no cancel: {:?}",
+        told_cancelled(&finished.outcome),
+        "B honours the cancel A journaled: {:?}",
         finished.outcome
     );
     assert_payment_finished_under_its_key(&payments);
@@ -3192,10 +3232,15 @@ fn a_cancel_ends_with_its_generation(request: &CallRequest, gone: impl FnOnce(&H
     let mailed = mail.attempts();
     assert_eq!(
         mailed.len(),
-        4,
-        "each email of each generation once: {mailed:?}"
+        3,
+        "the first generation's email (its receipt was refused), the second's two: {mailed:?}"
     );
-    assert_eq!(mail.applied().len(), 4);
+    assert_eq!(mail.applied().len(), 3);
+    let entry = cancelling.journal.story(&key).unwrap().entry.unwrap();
+    assert!(
+        !entry.cancelled,
+        "the new generation's record is not cancelled"
+    );
 }
 
 #[test]
@@ -3211,6 +3256,93 @@ fn a_cancel_on_one_host_ends_with_its_generation_when_another_finishes_and_forge
 #[test]
 fn a_cancel_on_one_host_ends_with_its_generation_when_another_finishes_and_it_expires() {
     a_cancel_ends_with_its_generation(&order_unscoped(21), |h| h.clock.advance(UNSCOPED));
+}
+
+#[test]
+fn a_cancel_on_one_host_ends_with_its_generation_when_another_finishes_and_gc_collects_it() {
+    a_cancel_ends_with_its_generation(&order_unscoped(23), |h| {
+        h.clock.advance(UNSCOPED + Duration::from_millis(1));
+        let collected = h.journal.gc(h.clock.now_ms(), 24 * 3_600_000).unwrap();
+        assert_eq!(
+            collected.invocations, 1,
+            "gc collected the cancelled record"
+        );
+    });
+}
+
+/// Issue 54: a cancel taken by host A stops the run of host B at its next effect.
+/// B runs a call that pays twice; between the two payments its client's cancel
+/// reaches A (a `tasks/cancel` on another host of the journal). B's second
+/// payment, a new effect, is refused before it is sent, the agent is told its call
+/// was cancelled, that outcome is saved (A replays it), and every host's record
+/// says the call's generation was cancelled.
+#[test]
+fn a_cancel_taken_on_one_host_stops_another_hosts_run_at_its_next_effect() {
+    type Hook = Arc<std::sync::Mutex<Option<Box<dyn Fn() + Send>>>>;
+    let between: Hook = Arc::default();
+    let mut runner = ScriptedRunner::default();
+    let hook = Arc::clone(&between);
+    runner.tool(
+        "pay_twice",
+        ScriptedRunner::open_schema(),
+        move |args, fx: &mut Effects<'_>| {
+            let first = fx.perform("payments", "pay", json!({"part": 1, "of": args}));
+            if let Some(cancel) = hook.lock().unwrap().as_ref() {
+                cancel();
+            }
+            let second = fx.perform("payments", "pay", json!({"part": 2, "of": args}));
+            match (first, second) {
+                (Ok(paid), Ok(_)) => returned(paid),
+                (Err(e), _) | (_, Err(e)) => tool_error("effect_failed", &format!("{e:?}")),
+            }
+        },
+    );
+    let runner = Arc::new(runner);
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let clock = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&clock);
+    let providers: [(&str, Arc<dyn Provider>); 1] = [("payments", payments.clone())];
+    let [cancelling, running] = [(); 2].map(|()| {
+        Arc::new(host_on(
+            Arc::clone(&journal),
+            clock.clone(),
+            Arc::clone(&runner),
+            &providers,
+        ))
+    });
+    let request =
+        CallRequest::new("pay_twice", json!({ "amount": 5 }).to_string()).conversation("c1");
+    let key = running.guard.key_for(&request).unwrap();
+    let (a, k) = (Arc::clone(&cancelling), key.clone());
+    *between.lock().unwrap() = Some(Box::new(move || {
+        a.guard.cancel_task(&k).unwrap();
+    }));
+
+    let answer = running.guard.call(&request).unwrap();
+
+    assert_eq!(answer.key, key);
+    assert!(
+        told_cancelled(&answer.outcome),
+        "the agent was told: {:?}",
+        answer.outcome
+    );
+    assert_eq!(
+        payments.attempts().len(),
+        1,
+        "the second payment was never sent"
+    );
+    assert_eq!(payments.applied().len(), 1, "the first happened, once");
+    *between.lock().unwrap() = None;
+    let again = cancelling.guard.call(&request).unwrap();
+    assert!(again.replayed, "that outcome is saved, for every host");
+    assert_eq!(again.outcome, answer.outcome);
+    for h in [&cancelling, &running] {
+        let entry = h.journal.story(&key).unwrap().entry.unwrap();
+        assert!(
+            entry.cancelled,
+            "the record says its generation was cancelled"
+        );
+    }
 }
 
 /// The opposite case: the generation cancelled on host A is still refused there,
@@ -3333,6 +3465,9 @@ macro_rules! on_postgres {
 }
 
 on_postgres!(
+    a_class_the_catalog_now_disagrees_with_is_shown_beside_the_record_which_wins,
+    a_cancel_taken_on_one_host_stops_another_hosts_run_at_its_next_effect,
+    a_cancel_on_one_host_ends_with_its_generation_when_another_finishes_and_gc_collects_it,
     a_first_call_runs_journals_its_effect_and_saves_its_outcome,
     a_lost_response_is_retried_under_the_same_key_and_the_effect_happens_once,
     a_completed_key_replays_its_outcome_byte_for_byte_and_runs_nothing,

@@ -380,12 +380,12 @@ impl EffectSession {
         }
 
         let class = self.class_of(
-            existing.as_ref(),
+            (seq, existing.as_ref()),
             provider,
             provider_name,
             operation,
             payload,
-        );
+        )?;
         let key = keys::effect_key(&self.invocation, self.entropy.seed.generation(), seq);
         let _span = spans::effect(&self.invocation, &key, seq, provider_name, operation).entered();
         let invocation = self.invocation.clone();
@@ -483,19 +483,32 @@ impl EffectSession {
     /// The class of the effect at hand: the one its record holds, decided when it
     /// was first claimed, or for a new effect the one its provider says now. A
     /// provider that now says otherwise (an upstream tool's annotations changed, a
-    /// configuration was edited) is logged, and the record wins.
+    /// configuration was edited) is logged and noted in the journal (shown by
+    /// `justonce journal` and the console), and the record wins.
     fn class_of(
         &self,
-        existing: Option<&crate::journal::EffectRecord>,
+        (seq, existing): (u32, Option<&crate::journal::EffectRecord>),
         provider: &dyn Provider,
         provider_name: &str,
         operation: &str,
         payload: &Value,
-    ) -> ProviderClass {
+    ) -> Result<ProviderClass, Error> {
         let now = provider.class_of(operation, payload);
-        let Some(recorded) = existing.and_then(|record| record.class) else {
-            return now;
+        let (Some(record), Some(recorded)) = (existing, existing.and_then(|record| record.class))
+        else {
+            return Ok(now);
         };
+        // What the catalog says now, a read included, when it is not the record's.
+        let says = match provider.unjournaled_read(operation, payload) {
+            true => "read",
+            false => now.as_str(),
+        };
+        let differs = (says != recorded.as_str()).then_some(says);
+        if record.catalog_class.as_deref() != differs {
+            self.shared
+                .journal
+                .note_catalog(&self.invocation, seq, differs)?;
+        }
         if recorded != now {
             tracing::warn!(
                 tool = %self.tool,
@@ -509,10 +522,10 @@ impl EffectSession {
                 now.as_str()
             );
             if mutants::on(Mutant::ClassFromCatalog) {
-                return now;
+                return Ok(now);
             }
         }
-        recorded
+        Ok(recorded)
     }
 
     /// The guest asked at `seq` for another effect than the journal's `record`: a
@@ -1063,6 +1076,9 @@ impl EffectSession {
                 lease_lost()
             }
             Refusal::NotPerformed(reason) => self.not_performed(seq, provider, reason),
+            // Journaled by any host: the refusal is this position's answer, as the
+            // one this host's memory gives (`refused_by_a_cancel`).
+            Refusal::Cancelled => cancelled(),
             Refusal::Superseded => {
                 self.interrupted = Some(Interruption::Superseded);
                 EffectFailure::Denied(
@@ -1150,7 +1166,8 @@ fn cancelled() -> EffectFailure {
 impl EffectSession {
     /// Whether this run's new effects are refused: its client cancelled this
     /// generation of the call on this host (a cancel of another generation of the
-    /// same key refuses nothing).
+    /// same key refuses nothing). A cancel another host took is read from the
+    /// journal by the claim itself ([`Refusal::Cancelled`]).
     fn refused_by_a_cancel(&self) -> bool {
         let generation = self.entropy.seed.generation();
         self.shared

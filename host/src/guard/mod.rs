@@ -479,19 +479,20 @@ impl Guard {
 }
 
 impl Guard {
-    /// Cancels the call of `key` on this host (`tasks/cancel`): the generation its
-    /// record holds now, read from the journal (none yet: the first run here that
-    /// asks for a new effect). It ends with that generation wherever it ends: once
-    /// the record is gone, the same call made again is not cancelled.
-    pub(crate) fn cancel_task(&self, key: &InvocationKey) -> Result<()> {
-        let generation = self
-            .shared
-            .journal
-            .story(key)?
-            .entry
-            .and_then(|entry| entry.generation);
+    /// Cancels the call of `key` (`tasks/cancel`): the generation its record holds
+    /// now, journaled against it ([`Journal::cancel`]) so every host's next claim of
+    /// a new effect of it is refused; with no record yet, the first run here that
+    /// asks for a new effect (kept in this host's memory). It ends with that
+    /// generation wherever it ends: once the record is gone, the same call made
+    /// again is not cancelled.
+    ///
+    /// The generation cancelled (`None`: no record yet).
+    ///
+    /// [`Journal::cancel`]: crate::journal::Journal::cancel
+    pub(crate) fn cancel_task(&self, key: &InvocationKey) -> Result<Option<u64>> {
+        let generation = self.shared.journal.cancel(key)?;
         self.shared.tasks.cancel(key.as_str(), generation);
-        Ok(())
+        Ok(generation)
     }
 
     /// Hands over the calls of every run in flight on this host, for a host that

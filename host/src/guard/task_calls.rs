@@ -47,7 +47,9 @@ struct Cancel {
 impl Cancel {
     /// Whether the cancel is of `generation` (or not bound to one yet).
     fn of(&self, generation: Option<u64>) -> bool {
-        self.generation.is_none() || self.generation == generation
+        self.generation.is_none()
+            || self.generation == generation
+            || crate::mutants::on(crate::mutants::Mutant::CancelOutlivesGeneration)
     }
 }
 
@@ -149,7 +151,9 @@ impl TaskCalls {
     /// generation yet is kept: it may be of this very run, cancelled before it
     /// reached the journal.
     pub(crate) fn fresh_run(&self, key: &str) {
-        if !self.any_cancel.load(Ordering::Acquire) {
+        if !self.any_cancel.load(Ordering::Acquire)
+            || crate::mutants::on(crate::mutants::Mutant::CancelOutlivesGeneration)
+        {
             return;
         }
         let mut cancels = locked(&self.cancels);

@@ -234,6 +234,23 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// Pending unkeyed effects that wait for a person.
     fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>>;
 
+    /// Notes what the provider of the effect at `seq` of `invocation` calls it now
+    /// (`keyed`, `unkeyed`, `transactional`, `read`) when that differs from the
+    /// class its record holds, for `justonce journal` and the console to show
+    /// beside the record (which wins); `None` when they agree again. Not fenced: a
+    /// note, not a decision.
+    fn note_catalog(&self, invocation: &InvocationKey, seq: u32, says: Option<&str>) -> Result<()>;
+
+    /// `tasks/cancel`: journals a cancel of the call of `key` against the generation
+    /// its record holds now, and returns that generation (`None`: no record, or one
+    /// journaled before records carried their seed; nothing is written). From then
+    /// on every host's claim of a new effect of that generation is refused
+    /// ([`Refusal::Cancelled`]), read in the claim's own statement or transaction.
+    /// The cancel ends with the record: a new generation of the key (after a
+    /// `forget` by any process, an expiry, `gc`) is not cancelled. Durable under
+    /// [`Durability::Full`].
+    fn cancel(&self, key: &InvocationKey) -> Result<Option<u64>>;
+
     /// The server's secrets that key request states ([`crate::ask::StateKeys`]),
     /// newest first, as lowercase hex: the current one, and those rotated out less
     /// than `keep_ms` before `now` (PostgreSQL: the database's clock). Journals

@@ -12,13 +12,14 @@ use crate::outcome::Outcome;
 /// backends: key, scope, tool, state, arguments, runs, replays, outcome,
 /// created_at, completed_at, component, lease_owner, lease_expires_at,
 /// retention_ms (read into [`JournalEntry::expires_at`]), entropy (the seed, read
-/// into [`JournalEntry::generation`] by [`generation_of`]).
-pub(crate) const ENTRY_COLUMNS: &str = "key, scope, tool, state, arguments, runs, replays, outcome, created_at, completed_at, component, lease_owner, lease_expires_at, retention_ms, entropy";
+/// into [`JournalEntry::generation`] by [`generation_of`]), and whether that
+/// generation was cancelled ([`JournalEntry::cancelled`]).
+pub(crate) const ENTRY_COLUMNS: &str = "key, scope, tool, state, arguments, runs, replays, outcome, created_at, completed_at, component, lease_owner, lease_expires_at, retention_ms, entropy, coalesce(cancelled_entropy = entropy, FALSE)";
 
 /// The columns of an effect as [`JournalEffect`] shows it, in its order but for
 /// `response` (eighth) and `last_error`.
 pub(crate) const EFFECT_COLUMNS: &str = "seq, key, provider, class, operation, state, attempts, \
-     response, last_error, resolution, created_at, updated_at";
+     response, last_error, resolution, created_at, updated_at, catalog_class";
 
 /// When a record that completed at `completed_at`, journaled with the retention
 /// window `retention_ms` (if it carries one), expires: [`JournalEntry::expires_at`].
@@ -225,6 +226,10 @@ pub struct JournalEntry {
     /// (until a run of it journals one).
     #[serde(skip)]
     pub generation: Option<u64>,
+    /// Whether its client cancelled this generation of the call (`tasks/cancel`, on
+    /// any host: the cancel is journaled with the generation it was taken against).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
 }
 
 impl JournalEntry {
@@ -373,6 +378,58 @@ pub struct JournalEffect {
     /// When it was last touched (ms since the epoch).
     #[serde(serialize_with = "serialize_rfc3339")]
     pub updated_at: i64,
+    /// What its provider (an upstream tool's catalog, the configuration) called it
+    /// the last time a run met it, when that differs from `class`: `keyed`,
+    /// `unkeyed`, `transactional` or `read`. The record wins (see
+    /// [`JournalEffect::catalog_disagreement`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub catalog_class: Option<String>,
+}
+
+impl JournalEffect {
+    /// The class its record holds and what its provider says now, in words, when
+    /// they differ: "journaled as unkeyed; the catalog now says keyed; the record
+    /// wins".
+    pub fn catalog_disagreement(&self) -> Option<String> {
+        let now = self.catalog_class.as_deref()?;
+        Some(format!(
+            "journaled as {}; the catalog now says {}; the record wins",
+            self.class,
+            class_in_words(now)
+        ))
+    }
+}
+
+#[cfg(test)]
+impl JournalEffect {
+    /// An unkeyed effect whose outcome is unknown, whose provider says
+    /// `catalog_class` of it now, for the tests of what shows it.
+    pub(crate) fn pending_unkeyed(catalog_class: Option<&str>) -> Self {
+        Self {
+            seq: 0,
+            key: "e0".into(),
+            provider: "sms".into(),
+            class: "unkeyed".into(),
+            operation: "send".into(),
+            state: "pending".into(),
+            attempts: 1,
+            response: None,
+            last_error: Some("timed out".into()),
+            resolution: None,
+            created_at: 0,
+            updated_at: 0,
+            catalog_class: catalog_class.map(str::to_owned),
+        }
+    }
+}
+
+/// What a provider's word for an effect's class means.
+fn class_in_words(class: &str) -> &str {
+    match class {
+        "keyed" => "keyed (idempotent)",
+        "read" => "read-only",
+        other => other,
+    }
 }
 
 /// What an operator did to a call (`justonce forget`, `abandon`, `resolve`).

@@ -193,6 +193,9 @@ pub struct EffectRecord {
     pub response: Option<String>,
     /// What a person decided about it, if it was pending and unkeyed.
     pub resolution: Option<Resolution>,
+    /// What its provider called it the last time a run met it, when that differed
+    /// from [`EffectRecord::class`] (`keyed`, `unkeyed`, `transactional`, `read`).
+    pub catalog_class: Option<String>,
 }
 
 /// The lease a run must still hold to perform an effect: the guard renews it before
@@ -241,4 +244,8 @@ pub enum Refusal {
     /// A transactional provider did not perform the effect (its configuration
     /// refuses it); nothing was written.
     NotPerformed(String),
+    /// The run's generation of the call was cancelled by its client (`tasks/cancel`,
+    /// journaled by [`Journal::cancel`](super::Journal::cancel), on any host) and the
+    /// effect is a new one: nothing was claimed.
+    Cancelled,
 }

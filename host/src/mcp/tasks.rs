@@ -26,12 +26,14 @@
 //!   the same call gets; an effect the journal already holds replays as usual (a
 //!   retry after an unknown outcome resumes), and a call past its last effect runs
 //!   to its outcome. The cancel belongs to the generation of the call its record
-//!   holds when it is taken (issue 54): the task reads `cancelled` from then on,
-//!   on the host that took the cancel, while its record is that generation's. Once
+//!   holds when it is taken (issue 54): the task reads `cancelled` from then on
+//!   while its record is that generation's. Once
 //!   the record is gone (forgotten or expired, on any host, whoever completed the
 //!   call) the same call made again is a new generation, not cancelled. The cancel
-//!   is kept in that host's memory, not in the journal: another host, or a run
-//!   resumed elsewhere, knows nothing of it and reports the call's own status.
+//!   is journaled against that generation (`Journal::cancel`): a run on another
+//!   host is refused its next new effect, and every host's `tasks/get` reads
+//!   `cancelled`. Only a cancel taken before the call journaled anything is kept
+//!   in the memory of the host that took it, for its first run there.
 //! - A task is visible only to the principal that made it: another principal's
 //!   `tasks/get`, `tasks/cancel` or `tasks/update` is answered as for an unknown
 //!   task (`-32602`), which says nothing of whether it exists.
@@ -162,7 +164,11 @@ pub(crate) fn request(
             }
             json!({})
         }
-        "tasks/update" if server.host().task_cancelled(&entry.key, entry.generation) => {
+        "tasks/update"
+            if server
+                .host()
+                .task_cancelled(&entry.key, entry.generation, entry.cancelled) =>
+        {
             return Err(ErrorData::invalid_params(
                 format!(
                     "tasks/update: task {} was cancelled: it takes no input",
@@ -355,6 +361,8 @@ struct View {
     /// The generation of its call's record (`None`: no record, or one without a
     /// seed); a cancel is of one generation.
     generation: Option<u64>,
+    /// Its record says that generation was cancelled (by any host).
+    cancelled: bool,
 }
 
 impl View {
@@ -369,6 +377,7 @@ impl View {
             holding: entry.holding.clone(),
             asking: entry.awaits_input(),
             generation: entry.generation,
+            cancelled: entry.cancelled,
         }
     }
 }
@@ -384,6 +393,7 @@ fn view_of_running(key: &str, running: &RunningTask) -> View {
         holding: String::new(),
         asking: false,
         generation: None,
+        cancelled: false,
     }
 }
 
@@ -495,7 +505,9 @@ fn created_as(server: &Server, view: &View, status: &str) -> Value {
 
 /// The `tasks/get` answer: the task, with its result or error once it ended.
 fn detailed(server: &Server, view: &View) -> Value {
-    let cancelled = server.host().task_cancelled(&view.key, view.generation);
+    let cancelled = server
+        .host()
+        .task_cancelled(&view.key, view.generation, view.cancelled);
     let outcome = (view.state == "completed")
         .then(|| view.outcome.clone())
         .flatten()

@@ -84,6 +84,31 @@ pub(crate) struct Given {
     pub answers: Value,
 }
 
+/// A client's cancel one host took (`tasks/cancel`), as the history recorded it.
+#[derive(Debug, Clone)]
+pub(crate) struct Cancel {
+    /// The invocation key of the call cancelled.
+    pub key: String,
+    /// The generation its record held, which the cancel was journaled against;
+    /// `None`: no record yet (the host's memory binds it to its first run there).
+    pub generation: Option<u64>,
+    /// How many effects that generation's record held, read right after the cancel:
+    /// no host may journal more.
+    pub effects: usize,
+    /// The host that took it.
+    pub host: usize,
+}
+
+/// An operator's `forget` from another process, as the history recorded it: the
+/// call's record was gone between the clock's moments `from` and `to`.
+#[derive(Debug, Clone)]
+pub(crate) struct Forget {
+    /// The invocation key forgotten.
+    pub key: String,
+    pub from: usize,
+    pub to: usize,
+}
+
 /// Everything the checker reads.
 pub(crate) struct History<'a> {
     pub calls: &'a [Call],
@@ -100,6 +125,10 @@ pub(crate) struct History<'a> {
     pub recorded: &'a [JournalEntry],
     /// Every answer the person gave to a tool's question.
     pub given: &'a [Given],
+    /// Every cancel a host took.
+    pub cancels: &'a [Cancel],
+    /// Every record an operator forgot from another process.
+    pub forgotten: &'a [Forget],
     pub clock: &'a SimClock,
     pub retention_ms: i64,
 }
@@ -117,6 +146,8 @@ impl<'a> History<'a> {
             deliveries: &[],
             recorded: &[],
             given: &[],
+            cancels: &[],
+            forgotten: &[],
             clock,
             retention_ms,
         }
@@ -132,11 +163,12 @@ pub(crate) fn check(h: &History<'_>) -> Vec<String> {
     answers(h, &origins, &mut violations);
     seen(h, &mut violations);
     asked(h, &mut violations);
+    cancelled(h, &mut violations);
     webhooks(h, &mut violations);
     for call in h.calls {
         // Nothing answered is missing from the journal (unless it could have expired).
         if let Some(held) = &call.on_record
-            && !could_expire(h, origins.of_call(call), call.to)
+            && !ended(h, call.key.as_deref(), origins.of_call(call), call.to)
         {
             violations.push(format!(
                 "an answer is not on record: {} was told {:?} by host {}, the journal holds {held}",
@@ -197,7 +229,7 @@ pub(crate) fn lost_by_power_cut(
             let (Res::Answer { outcome, .. }, Some(key)) = (&call.res, &call.key) else {
                 return None;
             };
-            if could_expire(h, origins.of_call(call), end) {
+            if ended(h, Some(key), origins.of_call(call), end) {
                 return None;
             }
             let instead = held(key, outcome)?;
@@ -230,6 +262,68 @@ fn describe(h: &History<'_>, call: &Call) -> String {
 fn could_expire(h: &History<'_>, from: usize, to: usize) -> bool {
     h.clock.spread(from, to) >= h.retention_ms
 }
+
+/// Whether the record of `key` saved at moment `from` or later could have ended by
+/// moment `to`: it could have expired, or an operator forgot it meanwhile.
+fn ended(h: &History<'_>, key: Option<&str>, from: usize, to: usize) -> bool {
+    could_expire(h, from, to)
+        || key.is_some_and(|key| {
+            h.forgotten
+                .iter()
+                .any(|f| f.key == key && f.to >= from && f.from <= to)
+        })
+}
+
+/// A cancel belongs to the generation it was taken against, on every host, and
+/// to no other: once a cancel of a generation is journaled, no host journals a
+/// new effect of it (its record holds no more effects than right after the
+/// cancel); and a call's saved outcome says it was cancelled by its client only
+/// for a generation some host cancelled (or a key cancelled before it had a
+/// record, which the cancelling host binds to its first run of it).
+fn cancelled(h: &History<'_>, violations: &mut Vec<String>) {
+    let intents = intent_of(h);
+    let intent = |key: &str| {
+        intents
+            .get(key)
+            .map_or_else(|| format!("key {key}"), |i| i.to_string())
+    };
+    for entry in h.recorded {
+        let of_it = || h.cancels.iter().filter(|c| c.key == entry.key);
+        for cancel in of_it().filter(|c| c.generation.is_some() && c.generation == entry.generation)
+        {
+            if entry.effects.len() > cancel.effects {
+                violations.push(format!(
+                    "intent {}: a run journaled {} new effect(s) of generation {:?} after host {} took its client's cancel ({} effects then, {} now; invocation {})",
+                    intent(&entry.key),
+                    entry.effects.len() - cancel.effects,
+                    entry.generation,
+                    cancel.host,
+                    cancel.effects,
+                    entry.effects.len(),
+                    entry.key
+                ));
+            }
+        }
+        let says_cancelled = entry
+            .outcome
+            .as_ref()
+            .is_some_and(|o| o.to_string().contains(CANCELLED));
+        let was_cancelled =
+            of_it().any(|c| c.generation.is_none() || c.generation == entry.generation);
+        if says_cancelled && !was_cancelled {
+            violations.push(format!(
+                "intent {}: its outcome says it was cancelled by its client, but no host cancelled its generation {:?} (cancels of the key: {:?}; invocation {})",
+                intent(&entry.key),
+                entry.generation,
+                of_it().map(|c| c.generation).collect::<Vec<_>>(),
+                entry.key
+            ));
+        }
+    }
+}
+
+/// What a guest is told of a new effect of a cancelled call (`guard::effect`).
+const CANCELLED: &str = "cancelled by its client";
 
 /// When each answer of each key may first have been saved, and a retention counted
 /// from: the earliest start of a call that got it (a replayed answer was saved then,
@@ -362,7 +456,8 @@ fn downstreams(h: &History<'_>, violations: &mut Vec<String>) {
             applied[i + 1..]
                 .iter()
                 .find(|b| {
-                    a.position.1 != b.position.1 && !could_expire(h, a.at.min(b.at), a.at.max(b.at))
+                    a.position.1 != b.position.1
+                        && !ended(h, Some(invocation), a.at.min(b.at), a.at.max(b.at))
                 })
                 .map(|b| (a, b))
         });
@@ -533,7 +628,7 @@ fn webhooks(h: &History<'_>, violations: &mut Vec<String>) {
         let twice = keys.iter().enumerate().find_map(|(i, a)| {
             keys[i + 1..]
                 .iter()
-                .find(|b| !could_expire(h, a.at.min(b.at), a.at.max(b.at)))
+                .find(|b| !ended(h, Some(invocation), a.at.min(b.at), a.at.max(b.at)))
                 .map(|b| (a, b))
         });
         if let Some((a, b)) = twice {
@@ -587,7 +682,9 @@ fn answers(h: &History<'_>, origins: &Origins<'_>, violations: &mut Vec<String>)
                     continue;
                 };
                 let from = origins.of_call(a).min(origins.of_call(b));
-                if could_expire(h, from, a.to.max(b.to)) {
+                if ended(h, a.key.as_deref(), from, a.to.max(b.to))
+                    || ended(h, b.key.as_deref(), from, a.to.max(b.to))
+                {
                     continue;
                 }
                 if a.fingerprint != b.fingerprint {
@@ -730,6 +827,8 @@ mod tests {
             deliveries: &[],
             recorded: &[],
             given: &[],
+            cancels: &[],
+            forgotten: &[],
             clock: &clock,
             retention_ms: 100,
         };
@@ -750,6 +849,150 @@ mod tests {
         ];
         let history = calls_only(&late, &clock);
         assert!(check(&history).is_empty());
+    }
+
+    /// Issue 54: a forget from another process ends the record as expiry does: the
+    /// same key may answer otherwise after it, and only that key.
+    #[test]
+    fn a_key_forgotten_elsewhere_may_answer_again_otherwise_and_no_other_key() {
+        let clock = SimClock::new(0);
+        let first = clock.mark();
+        let forget = Forget {
+            key: "k".into(),
+            from: clock.mark(),
+            to: clock.mark(),
+        };
+        let again = clock.mark();
+        let calls = vec![
+            call(0, "pay 1", answer(1), first, first),
+            call(0, "pay 1", answer(2), again, again),
+        ];
+        let forgotten = [forget.clone()];
+        let history = History {
+            forgotten: &forgotten,
+            ..calls_only(&calls, &clock)
+        };
+        assert!(check(&history).is_empty(), "{:#?}", check(&history));
+
+        let other = [Forget {
+            key: "other".into(),
+            ..forget.clone()
+        }];
+        let history = History {
+            forgotten: &other,
+            ..calls_only(&calls, &clock)
+        };
+        assert_eq!(
+            check(&history).len(),
+            1,
+            "another key's forget ends nothing here"
+        );
+        let after = [Forget {
+            from: again + 1,
+            to: again + 1,
+            ..forget
+        }];
+        let history = History {
+            forgotten: &after,
+            ..calls_only(&calls, &clock)
+        };
+        assert_eq!(
+            check(&history).len(),
+            1,
+            "a forget after both answers neither"
+        );
+    }
+
+    /// The record of invocation `key` at `generation`, with `effects` effects and
+    /// `outcome` (a tool error's message) saved.
+    fn record(key: &str, generation: u64, effects: u32, outcome: &str) -> JournalEntry {
+        let effect = |seq| crate::journal::JournalEffect {
+            seq,
+            key: format!("{key}-{seq}"),
+            provider: "pay".into(),
+            class: "keyed".into(),
+            operation: "pay".into(),
+            state: "done".into(),
+            attempts: 1,
+            response: None,
+            last_error: None,
+            resolution: None,
+            created_at: 0,
+            updated_at: 0,
+            catalog_class: None,
+        };
+        JournalEntry {
+            key: key.into(),
+            conversation: "c".into(),
+            tool: "pay".into(),
+            state: "completed".into(),
+            arguments: None,
+            runs: 1,
+            replays: 0,
+            tool_call_ids: Vec::new(),
+            outcome: Some(json!({ "tool_error": { "code": "effect_failed", "message": outcome } })),
+            summary: None,
+            created_at: 0,
+            completed_at: Some(0),
+            expires_at: None,
+            effects: (0..effects).map(effect).collect(),
+            component: None,
+            lease_owner: None,
+            lease_expires_at: None,
+            holding: String::new(),
+            judged: 0,
+            generation: Some(generation),
+            cancelled: false,
+        }
+    }
+
+    /// Issue 54: a cancel is honoured on every host (no new effect of its
+    /// generation after it) and belongs to its generation only (no other says it
+    /// was cancelled).
+    #[test]
+    fn a_cancel_broken_on_another_host_or_kept_past_its_generation_is_named() {
+        let clock = SimClock::new(0);
+        let cancel = |key: &str, generation, effects| Cancel {
+            key: key.into(),
+            generation,
+            effects,
+            host: 0,
+        };
+        let said = "the call was cancelled by its client (tasks/cancel)";
+        let recorded = [
+            // Broken: a second effect after a cancel taken with one.
+            record("ignored", 1, 2, "paid twice"),
+            // Kept past its generation: generation 2 refused by generation 1's cancel.
+            record("outlived", 2, 0, said),
+            // Honoured: refused at its second effect, the cancelled generation.
+            record("honoured", 1, 1, said),
+            // Cancelled before it had a record: bound to the run that asked.
+            record("unbound", 5, 0, said),
+        ];
+        let cancels = [
+            cancel("ignored", Some(1), 1),
+            cancel("outlived", Some(1), 3),
+            cancel("honoured", Some(1), 1),
+            cancel("unbound", None, usize::MAX),
+        ];
+        let history = History {
+            recorded: &recorded,
+            cancels: &cancels,
+            ..calls_only(&[], &clock)
+        };
+        let found = check(&history);
+        let has = |what: &str| found.iter().filter(|v| v.contains(what)).count();
+        assert_eq!(
+            has("1 new effect(s) of generation Some(1)"),
+            1,
+            "{found:#?}"
+        );
+        assert_eq!(
+            has("key outlived: its outcome says it was cancelled"),
+            1,
+            "{found:#?}"
+        );
+        assert_eq!(found.len(), 2, "{found:#?}");
     }
 
     #[test]
@@ -841,6 +1084,7 @@ mod tests {
             resolution: None,
             created_at: 0,
             updated_at: 0,
+            catalog_class: None,
         };
         let gave = |key: &str, answers: &Value| Given {
             effect_key: key.into(),

@@ -35,6 +35,7 @@ use crate::guard::scripted::ScriptedRunner;
 use crate::guard::{Guard, Policy, Shared};
 use crate::http::HttpConfig;
 use crate::journal::{Journal, Resolution};
+use crate::keys::InvocationKey;
 use crate::outcome::Outcome;
 use crate::provider::{Provider, ProviderClass};
 use crate::providers::KvProvider;
@@ -129,6 +130,10 @@ struct World {
     given: Arc<Mutex<Vec<check::Given>>>,
     /// The effect key of the question each request state was issued for.
     issued: Arc<Mutex<BTreeMap<String, String>>>,
+    /// Every cancel a host took.
+    cancels: Mutex<Vec<check::Cancel>>,
+    /// Every record an operator forgot from another process.
+    forgotten: Mutex<Vec<check::Forget>>,
     policy: Policy,
     /// Host panics that were not simulated crashes.
     panics: Mutex<Vec<String>>,
@@ -276,7 +281,11 @@ impl World {
             return Vec::new();
         };
         let calls = lock(&self.calls).clone();
-        let history = check::History::of_calls(&calls, &self.clock, RETENTION_MS);
+        let forgotten = lock(&self.forgotten).clone();
+        let history = check::History {
+            forgotten: &forgotten,
+            ..check::History::of_calls(&calls, &self.clock, RETENTION_MS)
+        };
         let mut violations = check::lost_by_power_cut(&history, at, |key, outcome| {
             on_record_in(kept.held(key), outcome)
         });
@@ -410,6 +419,77 @@ impl World {
         res
     }
 
+    /// The key of a recent call, one that got no final answer when there is one
+    /// (its generation is likely open, or resumed next).
+    fn recent_key(&self, rng: &mut Rng) -> Option<InvocationKey> {
+        let calls = lock(&self.calls);
+        let recent: Vec<&Call> = calls.iter().rev().take(30).collect();
+        let open: Vec<&&Call> = recent
+            .iter()
+            .filter(|c| !matches!(c.res, Res::Answer { .. }))
+            .collect();
+        let key = match open.is_empty() {
+            false => open[rng.index(open.len())].key.as_deref(),
+            true if recent.is_empty() => None,
+            true => recent[rng.index(recent.len())].key.as_deref(),
+        };
+        InvocationKey::parse(key?).ok()
+    }
+
+    /// A client's `tasks/cancel` taken by host `i` of a recent call, which may run
+    /// or be resumed on another host; recorded with how many effects the generation
+    /// it was taken against held right after.
+    fn cancel_on(&self, i: usize, rng: &mut Rng) -> Option<String> {
+        let key = self.recent_key(rng)?;
+        let generation = self.host(i).guard.cancel_task(&key).ok()?;
+        let effects = generation.map_or(usize::MAX, |g| {
+            self.verifier()
+                .story(&key)
+                .ok()
+                .and_then(|story| story.entry)
+                .filter(|entry| entry.generation == Some(g))
+                .map_or(usize::MAX, |entry| entry.effects.len())
+        });
+        lock(&self.cancels).push(check::Cancel {
+            key: key.to_string(),
+            generation,
+            effects,
+            host: i,
+        });
+        Some(format!("host {i}: {key} generation {generation:?}"))
+    }
+
+    /// An operator's `forget` (not forced) from another process than the hosts': of
+    /// a call a host cancelled, half the time, else of a recent call.
+    fn forget_elsewhere(&self, rng: &mut Rng) -> Option<String> {
+        let cancelled = {
+            let cancels = lock(&self.cancels);
+            (!cancels.is_empty() && rng.chance(50))
+                .then(|| cancels[rng.index(cancels.len())].key.clone())
+        };
+        let key = match cancelled {
+            Some(key) => InvocationKey::parse(&key).ok()?,
+            None => self.recent_key(rng)?,
+        };
+        let operator = crate::journal::Operator {
+            by: "sim",
+            force: false,
+            now: self.clock.now_ms(),
+        };
+        let from = self.clock.mark();
+        let forgotten = self.verifier().forget(&key, &operator);
+        let to = self.clock.mark();
+        let Ok(crate::journal::Operated::Done(_)) = forgotten else {
+            return None;
+        };
+        lock(&self.forgotten).push(check::Forget {
+            key: key.to_string(),
+            from,
+            to,
+        });
+        Some(key.to_string())
+    }
+
     /// `None` when the journal holds `outcome` as the completed outcome of `key`;
     /// otherwise what it holds instead.
     fn on_record(&self, key: &str, outcome: &Outcome) -> Option<String> {
@@ -449,13 +529,25 @@ impl crate::ask::Asker for Person {
         at: &crate::ask::AskContext<'_>,
         _questions: &[crate::ask::Question],
     ) -> crate::ask::Asked {
-        use crate::ask::{Asked, StateCheck, check_request_state};
+        use crate::ask::{Asked, StateCheck, StateKeys, check_request_state};
         let (later, accept) = self
             .chaos
             .roll(|rng| (rng.chance(50), rng.chance(60)))
             .unwrap_or((false, true));
         let answers = vec![guests::confirmed(accept)];
         let effect_key = at.effect_key.to_string();
+        // An agent that learned this question's effect key (an echoing downstream)
+        // forges its state, with no secret of the server's, and answers in the
+        // person's place: the server must refuse it (the answers are no one's).
+        if self.state.is_none() && self.chaos.roll(|rng| rng.chance(10)) == Some(true) {
+            let unkeyed = StateKeys::from_hex(&[hex::encode([0; crate::ask::STATE_SECRET_LEN])])
+                .expect("a secret of the right length");
+            let forged =
+                crate::ask::request_state(at.key, at.seq, at.effect_key, at.principal, &unkeyed);
+            if check_request_state(&forged, at) == StateCheck::ForThisQuestion {
+                return Asked::Answered(vec![guests::confirmed(true)]);
+            }
+        }
         let issued_for = self
             .state
             .as_ref()
@@ -770,7 +862,7 @@ fn stir(world: &World, mut rng: Rng, stop: &AtomicBool) {
     let changes_catalog = rng.chance(50);
     while !stop.load(Ordering::SeqCst) && !chaos.powered_off() {
         std::thread::sleep(Duration::from_micros(rng.between(1_000, 5_000)));
-        let dice = rng.below(100);
+        let dice = rng.below(110);
         match dice {
             0..30 => {
                 let ms = rng.between(1_000, 20_000) as i64;
@@ -847,6 +939,17 @@ fn stir(world: &World, mut rng: Rng, stop: &AtomicBool) {
             97..100 if changes_catalog => {
                 let says = world.sms.change_catalog(rng.chance(50), rng.chance(30));
                 chaos.record(FaultKind::CatalogChanged, &says);
+            }
+            100..106 => {
+                let i = rng.index(world.hosts.len());
+                if let Some(what) = world.cancel_on(i, &mut rng) {
+                    chaos.record(FaultKind::CancelAcrossHosts, &what);
+                }
+            }
+            106..110 => {
+                if let Some(key) = world.forget_elsewhere(&mut rng) {
+                    chaos.record(FaultKind::ForgottenElsewhere, &key);
+                }
             }
             _ => {}
         }
@@ -977,6 +1080,8 @@ pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, 
         states: Mutex::default(),
         given: Arc::default(),
         issued: Arc::default(),
+        cancels: Mutex::default(),
+        forgotten: Mutex::default(),
         policy: Policy {
             retention: Arc::new(Retention::new(Duration::from_millis(RETENTION_MS as u64))),
             lease_ms: LEASE_MS,
@@ -1084,6 +1189,8 @@ pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, 
         }
     };
     let given = lock(&world.given).clone();
+    let cancels = lock(&world.cancels).clone();
+    let forgotten = lock(&world.forgotten).clone();
     let history = check::History {
         calls: &calls,
         keyed: &world.pay.applied(),
@@ -1093,6 +1200,8 @@ pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, 
         deliveries: &world.receiver.deliveries(),
         recorded: &recorded,
         given: &given,
+        cancels: &cancels,
+        forgotten: &forgotten,
         clock: &world.clock,
         retention_ms: RETENTION_MS,
     };

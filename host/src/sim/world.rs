@@ -69,11 +69,17 @@ pub enum FaultKind {
     /// annotations after `list_changed`, an edited configuration): its effect now
     /// said to be keyed, or a read, or back to what it was.
     CatalogChanged,
+    /// A client's `tasks/cancel` of a call, taken by one host while the call may
+    /// run, or be resumed, on another.
+    CancelAcrossHosts,
+    /// An operator's `forget` of a call, from another process (none of the hosts):
+    /// the same call made again is a new generation.
+    ForgottenElsewhere,
 }
 
 impl FaultKind {
     /// Every kind, in the order the report prints them.
-    pub const ALL: [FaultKind; 20] = [
+    pub const ALL: [FaultKind; 22] = [
         Self::LostResponse,
         Self::InFlight,
         Self::Throttled,
@@ -94,6 +100,8 @@ impl FaultKind {
         Self::ReplayDiffers,
         Self::PowerCutMidHistory,
         Self::CatalogChanged,
+        Self::CancelAcrossHosts,
+        Self::ForgottenElsewhere,
     ];
 
     /// Its name in the report.
@@ -119,6 +127,8 @@ impl FaultKind {
             Self::ReplayDiffers => "replay_differs",
             Self::PowerCutMidHistory => "power_cut_mid_history",
             Self::CatalogChanged => "catalog_changed",
+            Self::CancelAcrossHosts => "cancel_across_hosts",
+            Self::ForgottenElsewhere => "forgotten_elsewhere",
         }
     }
 }

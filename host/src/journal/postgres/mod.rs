@@ -766,6 +766,15 @@ impl Journal for PostgresJournal {
         Ok(made.unwrap_or_else(|()| unreachable!("never refused")))
     }
 
+    fn note_catalog(&self, invocation: &InvocationKey, seq: u32, says: Option<&str>) -> Result<()> {
+        self.single(|client| ops::note_catalog_in(client, invocation, seq, says))
+    }
+
+    fn cancel(&self, key: &InvocationKey) -> Result<Option<u64>> {
+        let seed = self.single(|client| ops::cancel_in(client, key))?;
+        Ok(crate::journal::read::generation_of(seed))
+    }
+
     fn rotate_state_secret(&self, _now: i64, secret: &str) -> Result<()> {
         self.transaction(|tx| {
             // One rotation at a time: a second waits, then rotates out the first's.

@@ -453,7 +453,8 @@ pub(super) fn get(
 ) -> PgResult<Option<EffectRecord>> {
     Ok(client
         .query_opt(
-            "SELECT key, provider, operation, fingerprint, state, attempts, response, resolution, class
+            "SELECT key, provider, operation, fingerprint, state, attempts, response, resolution, class,
+                    catalog_class
                FROM effects WHERE invocation_key = $1 AND seq = $2",
             &[&invocation.as_str(), &seq_of(seq)],
         )?
@@ -474,7 +475,25 @@ pub(super) fn get(
                 .get::<_, Option<String>>(7)
                 .as_deref()
                 .and_then(Resolution::parse),
+            catalog_class: r.get(9),
         }))
+}
+
+/// Notes what the provider of the effect at `seq` of `invocation` calls it now,
+/// when that differs from its record (`None`: they agree again); writes nothing
+/// when the journal says so already.
+pub(super) fn note_catalog_in(
+    client: &mut Db<'_, impl GenericClient>,
+    invocation: &InvocationKey,
+    seq: u32,
+    says: Option<&str>,
+) -> PgResult<()> {
+    client.execute(
+        "UPDATE effects SET catalog_class = $3
+          WHERE invocation_key = $1 AND seq = $2 AND catalog_class IS DISTINCT FROM $3",
+        &[&invocation.as_str(), &seq_of(seq), &says],
+    )?;
+    Ok(())
 }
 
 pub(super) fn count_from(
@@ -516,6 +535,74 @@ pub(super) fn renew_lease_in(
         &[&invocation.as_str(), &lease.owner, &lease.ms],
     )?;
     Ok(n == 1)
+}
+
+/// [`renew_lease_in`] for a claim of `effect`, reading in the same statement
+/// whether it is a new effect (none journaled at its position) of a generation its
+/// client cancelled ([`Journal::cancel`](crate::journal::Journal::cancel) on any
+/// host): `None` when the run lost its lease, else whether the claim is refused.
+fn renew_for_claim_in(
+    client: &mut Db<'_, impl GenericClient>,
+    effect: &NewEffect<'_>,
+    lease: &Lease<'_>,
+) -> PgResult<Option<bool>> {
+    /// Whether the claimed effect is new (`$4`: its position) and its generation
+    /// cancelled.
+    macro_rules! refused_by_a_cancel {
+        () => {
+            " WHERE key = $1 AND lease_owner = $2 AND state = 'running'
+             RETURNING coalesce(cancelled_entropy = entropy, FALSE)
+                   AND NOT EXISTS (SELECT 1 FROM effects e
+                                    WHERE e.invocation_key = $1 AND e.seq = $4)"
+        };
+    }
+    let (sql, until) = if crate::mutants::on(crate::mutants::Mutant::HostClockLease) {
+        (
+            concat!(
+                "UPDATE invocations SET lease_expires_at = $3",
+                refused_by_a_cancel!()
+            ),
+            lease.until,
+        )
+    } else {
+        (
+            concat!(
+                "UPDATE invocations SET lease_expires_at = ",
+                db_now!(),
+                " + $3",
+                refused_by_a_cancel!()
+            ),
+            lease.ms,
+        )
+    };
+    let row = client.query_opt(
+        sql,
+        &[
+            &effect.invocation.as_str(),
+            &lease.owner,
+            &until,
+            &seq_of(effect.seq),
+        ],
+    )?;
+    let ignored = crate::mutants::on(crate::mutants::Mutant::JournaledCancelIgnored);
+    Ok(row.map(|r| r.get::<_, bool>(0) && !ignored))
+}
+
+/// Journals a cancel of the call of `key` against the generation its record holds
+/// now (see [`Journal::cancel`](crate::journal::Journal::cancel)): that record's
+/// seed, `None` without a record (or a seed).
+pub(super) fn cancel_in(
+    client: &mut Db<'_, impl GenericClient>,
+    key: &InvocationKey,
+) -> PgResult<Option<String>> {
+    Ok(client
+        .query_opt(
+            "UPDATE invocations SET cancelled_entropy = entropy
+              WHERE key = $1 AND entropy IS NOT NULL
+          RETURNING entropy",
+            &[&key.as_str()],
+        )?
+        .map(|r| r.get(0)))
 }
 
 /// [`claim_in`] for the first effect of a run that has not journaled its invocation,
@@ -595,9 +682,13 @@ pub(super) fn claim_in(
         Some(record) => insert_in(tx, record, Some((lease.owner, lease.ms)), None)?
             .then_some(())
             .ok_or(Refusal::Superseded),
-        None => renew_lease_in(tx, effect.invocation, lease)?
-            .then_some(())
-            .ok_or(Refusal::LeaseLost),
+        // A run that journaled its invocation just now cannot have been cancelled
+        // in the journal (no host could name its generation before).
+        None => match renew_for_claim_in(tx, effect, lease)? {
+            None => Err(Refusal::LeaseLost),
+            Some(true) => Err(Refusal::Cancelled),
+            Some(false) => Ok(()),
+        },
     };
     if let Err(refusal) = held {
         return Ok(Err(refusal));
@@ -749,6 +840,7 @@ fn entry_from(r: &postgres::Row) -> JournalEntry {
         holding: String::new(),
         judged: 0,
         generation: generation_of(r.get(14)),
+        cancelled: r.get(15),
     }
 }
 
@@ -778,6 +870,7 @@ pub(super) fn effects_of(
                 resolution: e.get(9),
                 created_at: e.get(10),
                 updated_at: e.get(11),
+                catalog_class: e.get(12),
             }
         })
         .collect())

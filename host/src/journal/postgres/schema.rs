@@ -109,6 +109,15 @@ const MIGRATIONS: &[&str] = &[
         rotated_at  BIGINT
     );
     "#,
+    // 7 -> 8: a client's cancel in the journal (the SQLite journal's version 12).
+    r#"
+    ALTER TABLE invocations ADD COLUMN cancelled_entropy TEXT;
+    "#,
+    // 8 -> 9: what an effect's provider says of it now, when that differs from its
+    // record (the SQLite journal's version 13).
+    r#"
+    ALTER TABLE effects ADD COLUMN catalog_class TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -17,7 +17,8 @@ pub(super) fn get(
     seq: u32,
 ) -> rusqlite::Result<Option<EffectRecord>> {
     conn.prepare_cached(
-        "SELECT key, provider, operation, fingerprint, state, attempts, response, resolution, class
+        "SELECT key, provider, operation, fingerprint, state, attempts, response, resolution, class,
+                catalog_class
            FROM effects WHERE invocation_key = ?1 AND seq = ?2",
     )?
     .query_row(params![invocation.as_str(), seq], |r| {
@@ -38,9 +39,27 @@ pub(super) fn get(
                 .get::<_, Option<String>>(7)?
                 .as_deref()
                 .and_then(Resolution::parse),
+            catalog_class: r.get(9)?,
         })
     })
     .optional()
+}
+
+/// Notes what the provider of the effect at `seq` of `invocation` calls it now,
+/// when that differs from its record (`None`: they agree again); writes nothing
+/// when the journal says so already.
+pub(super) fn note_catalog_in(
+    conn: &Connection,
+    invocation: &InvocationKey,
+    seq: u32,
+    says: Option<&str>,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "UPDATE effects SET catalog_class = ?3
+          WHERE invocation_key = ?1 AND seq = ?2 AND catalog_class IS NOT ?3",
+    )?
+    .execute(params![invocation.as_str(), seq, says])?;
+    Ok(())
 }
 
 /// Journals an effect unless the journal already holds one at its position.
@@ -212,6 +231,11 @@ pub(super) fn claim_in(
     if let Err(refusal) = hold_in(tx, effect.invocation, lease, unjournaled)? {
         return Ok(Err(refusal));
     }
+    // A run that journaled its invocation just now cannot have been cancelled in
+    // the journal (no host could name its generation before).
+    if unjournaled.is_none() && cancelled_before_in(tx, effect)? {
+        return Ok(Err(Refusal::Cancelled));
+    }
     insert(tx, effect, EffectState::Pending)?;
     Ok(Ok(begin_attempt_in(
         tx,
@@ -219,6 +243,39 @@ pub(super) fn claim_in(
         effect.seq,
         effect.now,
     )?))
+}
+
+/// Whether `effect` is a new effect (none journaled at its position) of a
+/// generation its client cancelled ([`Journal::cancel`](crate::journal::Journal::cancel)
+/// on any host): one primary-key read in the claim's transaction.
+fn cancelled_before_in(conn: &Connection, effect: &NewEffect<'_>) -> rusqlite::Result<bool> {
+    if crate::mutants::on(crate::mutants::Mutant::JournaledCancelIgnored) {
+        return Ok(false);
+    }
+    conn.prepare_cached(
+        "SELECT 1 FROM invocations i
+          WHERE i.key = ?1 AND i.cancelled_entropy = i.entropy
+            AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.invocation_key = ?1 AND e.seq = ?2)",
+    )?
+    .query_row(params![effect.invocation.as_str(), effect.seq], |_| Ok(()))
+    .optional()
+    .map(|found| found.is_some())
+}
+
+/// Journals a cancel of the call of `key` against the generation its record holds
+/// now (see [`Journal::cancel`](crate::journal::Journal::cancel)): that record's seed,
+/// `None` without a record (or a seed).
+pub(super) fn cancel_in(
+    conn: &Connection,
+    key: &InvocationKey,
+) -> rusqlite::Result<Option<String>> {
+    conn.prepare_cached(
+        "UPDATE invocations SET cancelled_entropy = entropy
+          WHERE key = ?1 AND entropy IS NOT NULL
+      RETURNING entropy",
+    )?
+    .query_row(params![key.as_str()], |r| r.get(0))
+    .optional()
 }
 
 /// Claims a transactional effect and performs it in the same transaction: the

@@ -30,6 +30,7 @@ fn entry_from(r: &Row<'_>) -> rusqlite::Result<JournalEntry> {
         holding: String::new(),
         judged: 0,
         generation: generation_of(r.get(14)?),
+        cancelled: r.get(15)?,
     })
 }
 
@@ -58,6 +59,7 @@ pub(super) fn effects_of(
             resolution: r.get(9)?,
             created_at: r.get(10)?,
             updated_at: r.get(11)?,
+            catalog_class: r.get(12)?,
         })
     })?
     .collect()

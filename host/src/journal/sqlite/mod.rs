@@ -711,6 +711,24 @@ impl Journal for SqliteJournal {
         Ok(made.unwrap_or_else(|()| unreachable!("never refused")))
     }
 
+    fn note_catalog(&self, invocation: &InvocationKey, seq: u32, says: Option<&str>) -> Result<()> {
+        self.transaction(|tx| {
+            effects::note_catalog_in(tx, invocation, seq, says).map(Ok::<_, ()>)
+        })?
+        .unwrap_or_else(|()| unreachable!("never refused"));
+        Ok(())
+    }
+
+    fn cancel(&self, key: &InvocationKey) -> Result<Option<u64>> {
+        let seed = self
+            .transaction(|tx| effects::cancel_in(tx, key).map(Ok::<_, ()>))?
+            .unwrap_or_else(|()| unreachable!("never refused"));
+        if seed.is_some() {
+            self.durable_if_full()?;
+        }
+        Ok(crate::journal::read::generation_of(seed))
+    }
+
     fn rotate_state_secret(&self, now: i64, secret: &str) -> Result<()> {
         self.transaction(|tx| state_secrets::rotate_in(tx, secret, now).map(Ok::<_, ()>))?
             .unwrap_or_else(|()| unreachable!("never refused"));

@@ -193,6 +193,19 @@ pub(super) const MIGRATIONS: &[&str] = &[
         rotated_at  INTEGER
     );
     "#,
+    // 11 -> 12: a client's cancel (`tasks/cancel`) in the journal, so every host
+    // honours it: the seed (`entropy`) of the generation it was taken against. The
+    // call is cancelled while the two are equal; a new generation of the key (a new
+    // record) is not.
+    r#"
+    ALTER TABLE invocations ADD COLUMN cancelled_entropy TEXT;
+    "#,
+    // 12 -> 13: what an effect's provider called it the last time a run met it,
+    // when that differs from the class journaled when it was claimed (`keyed`,
+    // `unkeyed`, `transactional`, or `read`): shown beside the record, which wins.
+    r#"
+    ALTER TABLE effects ADD COLUMN catalog_class TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.
