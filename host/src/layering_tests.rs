@@ -41,6 +41,7 @@ const LAYERS: &[&[&str]] = &[
         "trust",
         "ask",
         "layering_tests",
+        "test_log",
     ],
 ];
 

@@ -19,7 +19,7 @@ mod state;
 mod supervisor;
 mod upstreams;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Once, RwLock, Weak};
@@ -173,6 +173,9 @@ pub struct Upstream {
     listeners: Arc<Mutex<Vec<client::ListChanged>>>,
     /// At most one refresh after a `list_changed` under way, and one more asked for.
     refresh: Arc<Refresh>,
+    /// The names in `tools`, `exclude` and `idempotent` warned about as not listed
+    /// (`key.name`): each once, not at every listing.
+    warned_names: Mutex<HashSet<String>>,
 }
 
 /// Coalesces the refreshes a flood of `notifications/tools/list_changed` asks for:
@@ -234,6 +237,7 @@ impl Upstream {
             tools: RwLock::new(None),
             listeners: Arc::default(),
             refresh: Arc::default(),
+            warned_names: Mutex::default(),
         }
     }
 
@@ -522,6 +526,14 @@ impl Upstream {
             .filter_map(|e| e.get("name").and_then(Value::as_str))
             .collect();
         for (key, name) in unknown_names(&self.config, &listed) {
+            let first = self
+                .warned_names
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(format!("{key}.{name}"));
+            if !first {
+                continue;
+            }
             tracing::warn!(target: "justonce::upstream", upstream = %self.name, "`upstreams.{}.{key}` names `{name}`, a tool the upstream does not list: check its spelling (the upstream's own name, without the `prefix`)", self.name);
         }
         let tools = Arc::new(self.offered(entries));
