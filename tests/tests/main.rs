@@ -46,6 +46,8 @@ mod mcp_gateway;
 mod mcp_gateway_credentials;
 // An upstream that hangs beside a healthy one (skipped without the SDK, but under CI=true).
 mod mcp_gateway_hung;
+// Upstreams over Streamable HTTP as they come and go (skipped without the SDK, but under CI=true).
+mod mcp_gateway_http;
 mod mcp_hidden;
 mod mcp_http;
 mod mcp_http_cli;

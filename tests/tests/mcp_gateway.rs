@@ -567,16 +567,27 @@ pub(crate) struct HttpUpstream {
     child: std::process::Child,
     /// Its endpoint, `http://127.0.0.1:PORT/mcp`.
     pub(crate) url: String,
+    /// How it was started, to start it again.
+    command: (PathBuf, Vec<std::ffi::OsString>, u16),
+}
+
+/// A port nothing listens on now.
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 impl HttpUpstream {
     /// `python ARGS… PORT`, waited for until it listens on the port.
     pub(crate) fn start(python: &Path, args: &[&std::ffi::OsStr]) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        Self::start_on(python, args, free_port())
+    }
+
+    /// `python ARGS… PORT` on `port`, waited for until it listens there.
+    pub(crate) fn start_on(python: &Path, args: &[&std::ffi::OsStr], port: u16) -> Self {
         let child = std::process::Command::new(python)
             .args(args)
             .arg(port.to_string())
@@ -596,7 +607,22 @@ impl HttpUpstream {
         Self {
             child,
             url: format!("http://127.0.0.1:{port}/mcp"),
+            command: (
+                python.to_owned(),
+                args.iter().map(|a| a.to_os_string()).collect(),
+                port,
+            ),
         }
+    }
+
+    /// Stops it and starts it again on the same port: a server that forgot every
+    /// session.
+    pub(crate) fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let (python, args, port) = self.command.clone();
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        *self = Self::start_on(&python, &args, port);
     }
 
     /// The ledger server, its ledger at `ledger`.

@@ -72,7 +72,7 @@ const MAX_STDERR_LINE_BYTES: usize = super::log_field::MAX_FIELD_BYTES;
 
 /// One line of an upstream's output, read without holding more than a cap of it.
 #[derive(Debug, PartialEq)]
-enum Line {
+pub(super) enum Line {
     /// A line (its newline taken off).
     Read(String),
     /// A line longer than the cap, read to its end: its first `max` bytes and its
@@ -88,7 +88,7 @@ enum Line {
 }
 
 /// Reads the next line of `reader`, keeping at most `max` bytes of it.
-fn read_line(reader: &mut impl BufRead, max: usize) -> Line {
+pub(super) fn read_line(reader: &mut impl BufRead, max: usize) -> Line {
     let mut line = Vec::new();
     let mut length = 0usize;
     loop {

@@ -17,6 +17,7 @@ mod http_client;
 mod log_field;
 mod provider;
 mod state;
+mod stream;
 mod supervisor;
 mod upstreams;
 
@@ -425,9 +426,15 @@ impl Upstream {
                     let value = crate::http::SecretValue::literal(value.clone());
                     secrets.extend(value.secrets().map(str::to_owned));
                 }
+                let shared = Arc::clone(&self.shared);
+                let hooks = stream::HttpHooks {
+                    changed: self.on_list_changed(me),
+                    ended: Arc::new(move |why: &str| shared.ended(number, why)),
+                };
                 Ok(Connection::Http(
                     http_client::HttpClient::new(&self.name, url, headers)
-                        .stripping(Credentials::new(&secrets)),
+                        .stripping(Credentials::new(&secrets))
+                        .hooked(hooks),
                 ))
             }
             None => {
@@ -924,6 +931,8 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
                 let Ok(mut stream) = stream else { return };
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
                 let (mut length, mut auth) = (0usize, String::new());
+                let mut request_line = String::new();
+                let _ = reader.read_line(&mut request_line);
                 loop {
                     let mut line = String::new();
                     if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
@@ -935,6 +944,14 @@ echo '{{"jsonrpc":"2.0","id":2,"result":{{"tools":[{{"name":"host_'$h'_configure
                         "authorization" => auth = value.trim().to_owned(),
                         _ => {}
                     }
+                }
+                if !request_line.starts_with("POST ") {
+                    // No GET stream, and a session's DELETE is nothing to it.
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 405 X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    );
+                    continue;
                 }
                 let mut body = vec![0; length];
                 reader.read_exact(&mut body).unwrap();
