@@ -1026,3 +1026,56 @@ fn an_upstreams_progress_reaches_the_agent_before_the_answer() {
         assert!(reports.is_empty(), "{reports:?}");
     }
 }
+
+/// A read-only tool's result is passed through under its upstream's own cap
+/// (`max_read_bytes`, 16 MiB by default), not the 1 MiB of a saved answer: the
+/// ledger's `lines` reads back 2 MB. With `max_read_bytes` set below it, the call
+/// is `result_too_large` naming the cap. And a configuration of upstreams serves
+/// those only: no example tool beside them.
+#[test]
+fn a_read_only_result_over_a_mib_passes_through_under_its_upstreams_cap() {
+    let Some(python) = needed("Python with the MCP SDK", &python()) else {
+        return;
+    };
+    let written: Vec<String> = (0..2000)
+        .map(|i| format!("{i:04}{}", "x".repeat(996)))
+        .collect();
+    for (extra, whole) in [("", true), ("max_read_bytes = 100000", false)] {
+        let gateway = Gateway::ledger(&python, extra);
+        std::fs::write(gateway.dir.path().join("ledger"), written.join("\n") + "\n").unwrap();
+        let mut server = gateway.serve(&[]);
+        let read = server.client.call("lines", json!({}), json!({}));
+        if whole {
+            assert_eq!(
+                read["result"]["isError"],
+                false,
+                "{}",
+                &read.to_string()[..300]
+            );
+            let lines = &read["result"]["structuredContent"]["result"];
+            assert_eq!(
+                lines.as_array().map(Vec::len),
+                Some(2000),
+                "{}",
+                &read.to_string()[..300]
+            );
+            let listed = server.client.request("tools/list", json!({}));
+            let names: Vec<&str> = listed["result"]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap())
+                .collect();
+            for example in ["refund", "send_receipt", "notify"] {
+                assert!(!names.contains(&example), "{example} offered: {names:?}");
+            }
+        } else {
+            assert_eq!(read["result"]["isError"], true, "{read}");
+            let told = read.to_string();
+            assert!(
+                told.contains("result_too_large") && told.contains("the limit of 100000 bytes"),
+                "{told}"
+            );
+        }
+    }
+}

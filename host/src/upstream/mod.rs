@@ -99,6 +99,10 @@ pub struct UpstreamConfig {
     pub trust_read_only_hint: bool,
     /// How long a request waits for the upstream's answer.
     pub timeout: Duration,
+    /// The largest result of a read-only tool passed through (sent every time, not
+    /// saved), in bytes of its JSON; at most [`MAX_RESULT_BYTES`]. A saved result
+    /// is capped by the tool's `max_result_bytes` instead.
+    pub max_read_bytes: usize,
 }
 
 impl UpstreamConfig {
@@ -117,6 +121,7 @@ impl UpstreamConfig {
             idempotent: Vec::new(),
             trust_read_only_hint: true,
             timeout: Duration::from_secs(30),
+            max_read_bytes: MAX_RESULT_BYTES,
         }
     }
 
@@ -291,6 +296,11 @@ impl Upstream {
     /// Its name in `justonce.toml`.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The cap on a result of one of its read-only tools (`max_read_bytes`).
+    pub fn max_read_bytes(&self) -> usize {
+        self.config.max_read_bytes
     }
 
     /// The provider name its effects are journaled under.
