@@ -42,6 +42,7 @@ const LAYERS: &[&[&str]] = &[
         "trust",
         "ask",
         "layering_tests",
+        "test_log",
     ],
 ];
 

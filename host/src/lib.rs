@@ -64,6 +64,8 @@ pub mod upstream;
 
 #[cfg(test)]
 mod layering_tests;
+#[cfg(test)]
+mod test_log;
 
 pub use ask::{
     AskContext, Asked, Asker, Question, StateCheck, StateKeys, check_request_state, request_state,

@@ -55,6 +55,8 @@ mod mcp_gateway_hung;
 mod mcp_gateway_late;
 // Probes of an upstream's write tools, on the tests' ledger (skipped without the SDK, but under CI=true).
 mod mcp_gateway_probes;
+// Upstreams over Streamable HTTP as they come and go (skipped without the SDK, but under CI=true).
+mod mcp_gateway_http;
 mod mcp_hidden;
 mod mcp_http;
 mod mcp_http_cli;

@@ -572,16 +572,27 @@ pub(crate) struct HttpUpstream {
     child: std::process::Child,
     /// Its endpoint, `http://127.0.0.1:PORT/mcp`.
     pub(crate) url: String,
+    /// How it was started, to start it again.
+    command: (PathBuf, Vec<std::ffi::OsString>, u16),
+}
+
+/// A port nothing listens on now.
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 impl HttpUpstream {
     /// `python ARGS… PORT`, waited for until it listens on the port.
     pub(crate) fn start(python: &Path, args: &[&std::ffi::OsStr]) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        Self::start_on(python, args, free_port())
+    }
+
+    /// `python ARGS… PORT` on `port`, waited for until it listens there.
+    pub(crate) fn start_on(python: &Path, args: &[&std::ffi::OsStr], port: u16) -> Self {
         let child = std::process::Command::new(python)
             .args(args)
             .arg(port.to_string())
@@ -601,7 +612,22 @@ impl HttpUpstream {
         Self {
             child,
             url: format!("http://127.0.0.1:{port}/mcp"),
+            command: (
+                python.to_owned(),
+                args.iter().map(|a| a.to_os_string()).collect(),
+                port,
+            ),
         }
+    }
+
+    /// Stops it and starts it again on the same port: a server that forgot every
+    /// session.
+    pub(crate) fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let (python, args, port) = self.command.clone();
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        *self = Self::start_on(&python, &args, port);
     }
 
     /// The ledger server, its ledger at `ledger`.
@@ -880,10 +906,8 @@ fn a_name_two_upstreams_offer_is_the_first_ones_in_the_file() {
     );
     assert_eq!(read("alpha"), None, "not the first by name");
     let (_, _, log) = server.close();
-    assert!(
-        log.contains("offered by the upstreams `zeta` (as append) and `alpha`"),
-        "{log}"
-    );
+    let warned = "its tool `append` is left out: the upstream `zeta` offers `append`";
+    assert_eq!(log.matches(warned).count(), 1, "warned once: {log}");
 }
 
 /// A name in `tools`, `exclude` or `idempotent` that the upstream does not list (a
@@ -1005,5 +1029,58 @@ fn an_upstreams_progress_reaches_the_agent_before_the_answer() {
         let (reports, again) = progress_of(&mut server, "again");
         assert!(replayed(&again), "{again}");
         assert!(reports.is_empty(), "{reports:?}");
+    }
+}
+
+/// A read-only tool's result is passed through under its upstream's own cap
+/// (`max_read_bytes`, 16 MiB by default), not the 1 MiB of a saved answer: the
+/// ledger's `lines` reads back 2 MB. With `max_read_bytes` set below it, the call
+/// is `result_too_large` naming the cap. And a configuration of upstreams serves
+/// those only: no example tool beside them.
+#[test]
+fn a_read_only_result_over_a_mib_passes_through_under_its_upstreams_cap() {
+    let Some(python) = needed("Python with the MCP SDK", &python()) else {
+        return;
+    };
+    let written: Vec<String> = (0..2000)
+        .map(|i| format!("{i:04}{}", "x".repeat(996)))
+        .collect();
+    for (extra, whole) in [("", true), ("max_read_bytes = 100000", false)] {
+        let gateway = Gateway::ledger(&python, extra);
+        std::fs::write(gateway.dir.path().join("ledger"), written.join("\n") + "\n").unwrap();
+        let mut server = gateway.serve(&[]);
+        let read = server.client.call("lines", json!({}), json!({}));
+        if whole {
+            assert_eq!(
+                read["result"]["isError"],
+                false,
+                "{}",
+                &read.to_string()[..300]
+            );
+            let lines = &read["result"]["structuredContent"]["result"];
+            assert_eq!(
+                lines.as_array().map(Vec::len),
+                Some(2000),
+                "{}",
+                &read.to_string()[..300]
+            );
+            let listed = server.client.request("tools/list", json!({}));
+            let names: Vec<&str> = listed["result"]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap())
+                .collect();
+            for example in ["refund", "send_receipt", "notify"] {
+                assert!(!names.contains(&example), "{example} offered: {names:?}");
+            }
+        } else {
+            assert_eq!(read["result"]["isError"], true, "{read}");
+            let told = read.to_string();
+            assert!(
+                told.contains("result_too_large") && told.contains("the limit of 100000 bytes"),
+                "{told}"
+            );
+        }
     }
 }

@@ -47,7 +47,10 @@ pub(super) fn figures(dir: &Path) {
     let mut gateway = StdioMcp::start(&gateway_dir);
     let stdio = measure(&mut direct, &mut gateway, calls);
     drop(gateway);
-    let hung = hung_beside(dir, &command);
+    let hung = hung_beside(dir, &command, 1);
+    // Issue 53's figure: eight upstreams, one of them silent, against the seven
+    // healthy ones alone.
+    let eight = hung_beside(dir, &command, 7);
 
     // The same upstream over Streamable HTTP (a bearer token, a session).
     let http_upstream_dir = dir.join("gateway-upstream-http");
@@ -88,6 +91,7 @@ pub(super) fn figures(dir: &Path) {
         }
     }
     print_hung(hung);
+    print_hung(eight);
     println!(
         "\nA fresh call through the gateway is the direct call plus the gateway's own journal record and effect (each committed with the CLI's durability) and a hop over a pipe; a replayed one never reaches the upstream."
     );
@@ -150,20 +154,23 @@ fn wait_ready(gateway: &mut dyn Mcp) {
 }
 
 /// The samples of (11)'s second table, in µs: `serve` started to its `initialize`
-/// answer and its first `tools/list`, with the echo upstream alone and with a hung
-/// one written before it; a call of the hung one's tool (refused) and of the echo
-/// upstream's while it hangs.
+/// answer and its first `tools/list`, with `healthy` echo upstreams alone and with a
+/// hung one written before them; a fresh call of the first echo upstream's tool in
+/// each; a call of the hung one's tool (refused).
 struct Hung {
+    healthy: usize,
     initialize_alone: Vec<f64>,
     initialize_hung: Vec<f64>,
     list_hung: Vec<f64>,
     refused: Vec<f64>,
-    healthy: Vec<f64>,
+    call_alone: Vec<f64>,
+    call_hung: Vec<f64>,
 }
 
 /// (11)'s hung upstream: one over HTTP that accepts and never answers (its
-/// `timeout_ms` far past the bench), written before the echo upstream `command`.
-fn hung_beside(dir: &Path, command: &[String]) -> Hung {
+/// `timeout_ms` far past the bench), written before `healthy` echo upstreams (the
+/// first `command`, the others the same on a database of their own).
+fn hung_beside(dir: &Path, command: &[String], healthy: usize) -> Hung {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("its address");
     std::thread::spawn(move || {
@@ -172,14 +179,29 @@ fn hung_beside(dir: &Path, command: &[String]) -> Hung {
             held.push(stream);
         }
     });
-    let up = format!(
+    let mut up = format!(
         "[upstreams.up]\ncommand = {}\nprefix = \"up_\"\n",
         serde_json::to_string(command).expect("a JSON array is a TOML array")
     );
+    for n in 1..healthy {
+        let mut command = command.to_vec();
+        // `--db PATH` is the second and third: a database of its own.
+        command[2] = dir
+            .join(format!("gateway-upstream/up{n}.db"))
+            .display()
+            .to_string();
+        up.push_str(&format!(
+            "\n[upstreams.up{n}]\ncommand = {}\nprefix = \"up{n}_\"\n",
+            serde_json::to_string(&command).expect("a JSON array is a TOML array")
+        ));
+    }
     let hung = format!(
         "[upstreams.hung]\nurl = \"http://{addr}/mcp\"\nprefix = \"hung_\"\ntimeout_ms = 3600000\n"
     );
-    let (alone_dir, hung_dir) = (dir.join("gateway-alone"), dir.join("gateway-hung"));
+    let (alone_dir, hung_dir) = (
+        dir.join(format!("gateway-alone-{healthy}")),
+        dir.join(format!("gateway-hung-{healthy}")),
+    );
     for (dir, toml) in [
         (&alone_dir, up.clone()),
         (&hung_dir, format!("{hung}\n{up}")),
@@ -188,11 +210,13 @@ fn hung_beside(dir: &Path, command: &[String]) -> Hung {
         std::fs::write(dir.join("justonce.toml"), toml).expect("write justonce.toml");
     }
     let mut figures = Hung {
+        healthy,
         initialize_alone: Vec::new(),
         initialize_hung: Vec::new(),
         list_hung: Vec::new(),
         refused: Vec::new(),
-        healthy: Vec::new(),
+        call_alone: Vec::new(),
+        call_hung: Vec::new(),
     };
     for _ in 0..scaled(10).max(1) {
         let started = Instant::now();
@@ -205,15 +229,23 @@ fn hung_beside(dir: &Path, command: &[String]) -> Hung {
             gateway.request("tools/list", json!({}));
         }));
     }
+    let mut alone = StdioMcp::start(&alone_dir);
+    wait_ready(&mut alone);
     let mut gateway = StdioMcp::start(&hung_dir);
     let bound = Instant::now() + Duration::from_secs(120);
-    // The echo upstream ready, the hung one not.
+    // The echo upstreams ready, the hung one not.
     loop {
         let listed = gateway.request("tools/list", json!({}));
-        if listed["result"]["_meta"]["dev.justonce/upstreams"]["up"]["state"] == "ready" {
+        let states = &listed["result"]["_meta"]["dev.justonce/upstreams"];
+        let ready = states.as_object().is_some_and(|states| {
+            states
+                .iter()
+                .all(|(name, u)| name == "hung" || u["state"] == "ready")
+        });
+        if ready {
             break;
         }
-        assert!(Instant::now() < bound, "the echo upstream did not start");
+        assert!(Instant::now() < bound, "the echo upstreams did not start");
         std::thread::sleep(Duration::from_millis(2));
     }
     for round in 0..scaled(300) {
@@ -227,39 +259,60 @@ fn hung_beside(dir: &Path, command: &[String]) -> Hung {
                 "{refused}"
             );
         }));
-        figures.healthy.extend(sample(1, |_| {
+        figures.call_alone.extend(sample(1, |_| {
+            alone.call("up_echo", json!({ "message": format!("a{round}") }));
+        }));
+        figures.call_hung.extend(sample(1, |_| {
             gateway.call("up_echo", json!({ "message": format!("h{round}") }));
         }));
     }
     figures
 }
 
-/// Prints (11)'s second table.
+/// Prints (11)'s second table, for one count of healthy upstreams.
 fn print_hung(mut hung: Hung) {
+    let healthy = hung.healthy;
+    let (alone, with_hung) = if healthy == 1 {
+        (
+            "the echo upstream alone".to_owned(),
+            "the same with the hung upstream first".to_owned(),
+        )
+    } else {
+        (
+            format!("{healthy} echo upstreams alone"),
+            format!(
+                "{} upstreams: the {healthy} and a hung one first",
+                healthy + 1
+            ),
+        )
+    };
     println!(
-        "\nWith an upstream that accepts and never answers written first (upstreams live off the request path):\n\n| what | median (p10–p90) | samples |\n| --- | --- | --- |"
+        "\nWith an upstream that accepts and never answers written first, beside {healthy} healthy (upstreams live off the request path):\n\n| what | median (p10–p90) | samples |\n| --- | --- | --- |"
     );
+    let (initialize_alone, initialize_hung) = (
+        median(&mut hung.initialize_alone),
+        median(&mut hung.initialize_hung),
+    );
+    let (call_alone, call_hung) = (median(&mut hung.call_alone), median(&mut hung.call_hung));
     for (what, samples) in [
         (
-            "`serve` started to `initialize` answered, the echo upstream alone",
+            format!("`serve` started to `initialize` answered, {alone}"),
             &mut hung.initialize_alone,
         ),
+        (format!("the same, {with_hung}"), &mut hung.initialize_hung),
         (
-            "the same with the hung upstream first",
-            &mut hung.initialize_hung,
-        ),
-        (
-            "`tools/list` right after, the hung one starting",
+            "`tools/list` right after, the hung one starting".to_owned(),
             &mut hung.list_hung,
         ),
         (
-            "a call of the hung one's tool: refused `not_performed`",
+            "a call of the hung one's tool: refused `not_performed`".to_owned(),
             &mut hung.refused,
         ),
         (
-            "a fresh call of the echo upstream's tool meanwhile",
-            &mut hung.healthy,
+            format!("a fresh call of the first echo upstream's tool, {alone}"),
+            &mut hung.call_alone,
         ),
+        (format!("the same, {with_hung}"), &mut hung.call_hung),
     ] {
         println!(
             "| {what} | {:.1} µs ({:.1}–{:.1}) | {} |",
@@ -269,4 +322,9 @@ fn print_hung(mut hung: Hung) {
             samples.len()
         );
     }
+    println!(
+        "\nWith the hung one: `initialize` {:+.1} %, a healthy tool's fresh call {:+.1} % (medians).",
+        (initialize_hung / initialize_alone - 1.0) * 100.0,
+        (call_hung / call_alone - 1.0) * 100.0
+    );
 }

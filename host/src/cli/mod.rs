@@ -221,10 +221,11 @@ impl Cli {
     /// A host builder with the configuration, and the journal and tools chosen on the
     /// command line.
     fn host(&self) -> HostBuilder {
-        let configured_tools = self
-            .settings
-            .as_ref()
-            .is_some_and(|c| c.tools_dir.is_some() || !c.sources.is_empty());
+        // The example tools are a first look at a host with no tools of its own: a
+        // configuration that names tools, or upstreams to serve, has its own.
+        let configured_tools = self.settings.as_ref().is_some_and(|c| {
+            c.tools_dir.is_some() || !c.sources.is_empty() || !c.upstreams.is_empty()
+        });
         let mut builder = self.host_without_tools();
         if let Some(config) = &self.settings {
             builder = builder.tool_sources_of(config);

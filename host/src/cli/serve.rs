@@ -57,7 +57,7 @@ pub struct Serve {
     /// for the first ATTEMPTS (3) attempts of each key, so the first call ends
     /// `outcome_unknown` and the agent's retry is answered; `hang:TARGET:MS`, the
     /// effect lands and its answer waits MS, once per key. TARGET: a provider
-    /// (`mail`, `http`, …) or a tool.
+    /// (`mail`, `http`, `mcp:NAME` for the upstream NAME, …) or a tool.
     #[arg(long, value_name = "FAULT")]
     fault: Vec<crate::providers::InjectedFault>,
     /// How many tool calls run at once; more wait in a queue (stdio).

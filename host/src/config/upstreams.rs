@@ -13,6 +13,7 @@
 //! dedupes_by_key = false          # true: the server deduplicates by _meta's key
 //! trust_read_only_hint = true     # readOnlyHint tools run every time, unsaved
 //! timeout_ms = 30000              # how long a call waits for the server
+//! max_read_bytes = 16777216       # the largest result of a read-only tool
 //!
 //! [upstreams.issues]              # a server that runs elsewhere (Streamable HTTP)
 //! url = "https://mcp.example.com/mcp"
@@ -27,7 +28,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use crate::probe::{self, ProbeAnswer};
-use crate::upstream::{UpstreamConfig, UpstreamProbe, valid_tool_name};
+use crate::upstream::{MAX_RESULT_BYTES, UpstreamConfig, UpstreamProbe, valid_tool_name};
 
 /// `[upstreams.NAME]` as written.
 #[derive(Debug, Deserialize)]
@@ -53,6 +54,7 @@ pub(super) struct RawUpstream {
     timeout_ms: Option<u64>,
     #[serde(default)]
     probes: BTreeMap<String, RawProbe>,
+    max_read_bytes: Option<usize>,
 }
 
 /// `[upstreams.NAME.probes.TOOL]` as written.
@@ -238,6 +240,14 @@ impl RawUpstream {
         if self.timeout_ms == Some(0) {
             return Err(format!("{} must be at least 1", key("timeout_ms")));
         }
+        if let Some(bytes) = self.max_read_bytes
+            && !(1..=MAX_RESULT_BYTES).contains(&bytes)
+        {
+            return Err(format!(
+                "{} must be from 1 to {MAX_RESULT_BYTES} (the most the host reads of one answer), not {bytes}",
+                key("max_read_bytes")
+            ));
+        }
         config.env = self.env;
         config.secrets_file = self.secrets_file.map(|p| dir.join(p));
         config.tools = self.tools;
@@ -253,6 +263,9 @@ impl RawUpstream {
             let probe =
                 raw.checked(&write, &config, &format!("upstreams.{name}.probes.{write}"))?;
             config.probes.insert(write, probe);
+        }
+        if let Some(bytes) = self.max_read_bytes {
+            config.max_read_bytes = bytes;
         }
         Ok(config)
     }
@@ -280,6 +293,7 @@ mod tests {
             prefix = "mem_"
             idempotent = ["create_entities"]
             timeout_ms = 500
+            max_read_bytes = 4194304
             "#,
         )
         .unwrap();
@@ -297,6 +311,7 @@ mod tests {
         assert!(!memory.dedupes_by_key);
         assert!(memory.trust_read_only_hint);
         assert_eq!(memory.timeout.as_millis(), 500);
+        assert_eq!(memory.max_read_bytes, 4 << 20);
     }
 
     #[test]
@@ -423,6 +438,14 @@ mod tests {
             (
                 "[upstreams.m]\ncommand = [\"a\"]\n[upstreams.m.probes.w]\ntool = \"r\"\nanswer = { performed = 1, not_performed = 1 }",
                 "the same value",
+            ),
+            (
+                "[upstreams.m]\ncommand = [\"a\"]\nmax_read_bytes = 0",
+                "`upstreams.m.max_read_bytes` must be from 1 to 16777216",
+            ),
+            (
+                "[upstreams.m]\ncommand = [\"a\"]\nmax_read_bytes = 16777217",
+                "`upstreams.m.max_read_bytes` must be from 1",
             ),
         ] {
             let error = parse(text).expect_err(text);

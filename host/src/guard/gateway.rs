@@ -30,12 +30,17 @@ impl Runner for GatewayRunner {
         // A tool it listed, whatever its upstream's state now: a retry of a call
         // answered before is replayed from the journal while the upstream is down,
         // and one that is to be sent is refused by its provider, nothing sent.
-        let (_, tool) = self.upstreams.known(name)?;
+        let (upstream, tool) = self.upstreams.known(name)?;
+        let mut limits = self.wasm.limits.for_tool(name).clone();
+        if tool.read_only {
+            // Passed through, not saved: its upstream's cap, not a saved answer's.
+            limits.max_result_bytes = upstream.max_read_bytes();
+        }
         Some(ToolSpec {
             name: Arc::from(tool.name.as_str()),
             input_schema: Arc::clone(&tool.input_schema),
             schema: Arc::clone(&tool.schema),
-            limits: self.wasm.limits.for_tool(name).clone(),
+            limits,
             read_only: tool.read_only,
             component: None,
             loaded: None,

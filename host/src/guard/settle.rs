@@ -314,19 +314,81 @@ fn savable(outcome: Outcome) -> (String, Outcome) {
 }
 
 /// A returned result: JSON within the size limit (its parts, bounded as they were
-/// added, included), or a trap that says why not.
+/// added, included), or a trap that says why not. A text part that is the result
+/// itself (MCP's advice to a tool with `structuredContent`: its JSON as text too) is
+/// counted once: one answer, not twice its size.
 fn result_outcome(text: &str, content: Option<Vec<Value>>, limits: &Limits) -> Outcome {
+    let parsed = serde_json::from_str::<Value>(text);
+    let result = parsed.as_ref().ok().filter(|r| !r.is_null());
     let parts = content.as_ref().map_or(0, |parts| {
-        parts.iter().map(|p| p.to_string().len() + 1).sum()
+        parts
+            .iter()
+            .filter(|part| !result.is_some_and(|result| repeats(part, result)))
+            .map(|p| p.to_string().len() + 1)
+            .sum()
     });
     if let Some(trap) = too_large("result", text.len() + parts, limits) {
         return trap;
     }
-    match serde_json::from_str(text) {
+    match parsed {
         Ok(result) => Outcome::Success { result, content },
         Err(e) => Outcome::Trap {
             reason: TrapReason::InvalidOutput.as_str().into(),
             message: format!("the tool returned a result that is not JSON: {e}"),
         },
+    }
+}
+
+/// Whether `part` is a text part whose text is `result`'s JSON.
+fn repeats(part: &Value, result: &Value) -> bool {
+    let Some(text) = part.get("text").and_then(Value::as_str) else {
+        return false;
+    };
+    part.get("type").and_then(Value::as_str) == Some("text")
+        && text.trim_start().starts_with(['{', '['])
+        && serde_json::from_str::<Value>(text).is_ok_and(|text| text == *result)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn capped(bytes: usize) -> Limits {
+        Limits {
+            max_result_bytes: bytes,
+            ..Limits::default()
+        }
+    }
+
+    #[test]
+    fn a_result_repeated_as_text_is_counted_once_against_the_cap() {
+        let result = json!({ "text": "x".repeat(600) });
+        let text = result.to_string();
+        let repeated =
+            vec![json!({ "type": "text", "text": serde_json::to_string_pretty(&result).unwrap() })];
+        // 600-odd bytes of result, and as much again as text: within 1000 once.
+        match result_outcome(&text, Some(repeated.clone()), &capped(1000)) {
+            Outcome::Success { result: r, content } => {
+                assert_eq!(r, result);
+                assert_eq!(content, Some(repeated.clone()), "the text part is kept");
+            }
+            other => panic!("{other:?}"),
+        }
+        // The opposite: a text part that says something else counts.
+        let other = vec![json!({ "type": "text", "text": "y".repeat(600) })];
+        assert!(
+            matches!(
+                result_outcome(&text, Some(other), &capped(1000)),
+                Outcome::Trap { reason, .. } if reason == TrapReason::ResultTooLarge.as_str()
+            ),
+            "another text counts"
+        );
+        // And a result over the cap on its own is still over it.
+        assert!(matches!(
+            result_outcome(&text, Some(repeated), &capped(500)),
+            Outcome::Trap { .. }
+        ));
     }
 }

@@ -44,11 +44,18 @@ pub enum FaultKind {
 impl std::str::FromStr for InjectedFault {
     type Err = String;
 
-    /// `lose-response:TARGET[:ATTEMPTS]` (default 3) or `hang:TARGET:MS`.
+    /// `lose-response:TARGET[:ATTEMPTS]` (default 3) or `hang:TARGET:MS`; TARGET
+    /// may be an upstream's provider, `mcp:NAME`.
     fn from_str(text: &str) -> Result<Self, String> {
         let usage = "expected lose-response:TARGET[:ATTEMPTS] or hang:TARGET:MS \
-                     (TARGET: a provider's or a tool's name)";
-        let parts: Vec<&str> = text.split(':').collect();
+                     (TARGET: a provider's name, mcp:NAME for an upstream's, or a tool's)";
+        let mut parts: Vec<&str> = text.split(':').collect();
+        // An upstream's provider is named `mcp:NAME`: one target, colon and all.
+        if parts.len() > 2 && parts[1] == "mcp" {
+            let at = parts[0].len() + 1;
+            let target = &text[at..at + "mcp:".len() + parts[2].len()];
+            parts.splice(1..3, [target]);
+        }
         let number = |s: &str| {
             s.parse::<u64>()
                 .ok()
@@ -66,7 +73,7 @@ impl std::str::FromStr for InjectedFault {
             _ => return Err(format!("{text:?}: {usage}")),
         };
         let target = parts[1].to_owned();
-        if target.is_empty() {
+        if target.is_empty() || target == "mcp:" {
             return Err(format!("{text:?}: no TARGET; {usage}"));
         }
         Ok(Self { kind, target })
@@ -223,7 +230,35 @@ mod tests {
                 delay: Duration::from_secs(6)
             }
         );
+        // An upstream's provider, `mcp:NAME`, is one target.
+        assert_eq!(
+            "lose-response:mcp:ledger".parse::<InjectedFault>().unwrap(),
+            InjectedFault {
+                kind: FaultKind::LoseResponse { attempts: 3 },
+                target: "mcp:ledger".into()
+            }
+        );
+        assert_eq!(
+            "lose-response:mcp:ledger:1"
+                .parse::<InjectedFault>()
+                .unwrap(),
+            InjectedFault {
+                kind: FaultKind::LoseResponse { attempts: 1 },
+                target: "mcp:ledger".into()
+            }
+        );
+        assert_eq!(
+            "hang:mcp:ledger:500".parse::<InjectedFault>().unwrap(),
+            InjectedFault {
+                kind: FaultKind::Hang {
+                    delay: Duration::from_millis(500)
+                },
+                target: "mcp:ledger".into()
+            }
+        );
         for bad in [
+            "hang:mcp:ledger",
+            "lose-response:mcp::1",
             "hang:http",
             "lose:mail",
             "hang::5",

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use super::credentials::Credentials;
 use super::late::LateAnswers;
+use super::log_field::{capped, field};
 use super::progress;
 use crate::runtime::log_listener;
 
@@ -71,23 +72,29 @@ pub(crate) const MAX_LINE_BYTES: usize = 17 << 20;
 /// (their answers kept when they come); past it, the oldest is forgotten.
 pub(crate) const MAX_GIVEN_UP: usize = 1024;
 
-/// The longest line of an upstream's stderr kept for the log; a longer one is
-/// dropped with a warning.
-const MAX_STDERR_LINE_BYTES: usize = 64 << 10;
+/// The most of one line of an upstream's stderr the log keeps: a longer line is
+/// cut there (the rest read and dropped), saying how long it was.
+const MAX_STDERR_LINE_BYTES: usize = super::log_field::MAX_FIELD_BYTES;
 
 /// One line of an upstream's output, read without holding more than a cap of it.
 #[derive(Debug, PartialEq)]
-enum Line {
+pub(super) enum Line {
     /// A line (its newline taken off).
     Read(String),
-    /// A line longer than the cap, read to its end and dropped: its length.
-    Overlong(usize),
+    /// A line longer than the cap, read to its end: its first `max` bytes and its
+    /// length.
+    Overlong {
+        /// Its first bytes, up to the cap.
+        head: String,
+        /// Its length in bytes.
+        length: usize,
+    },
     /// The output closed (or could not be read).
     End,
 }
 
 /// Reads the next line of `reader`, keeping at most `max` bytes of it.
-fn read_line(reader: &mut impl BufRead, max: usize) -> Line {
+pub(super) fn read_line(reader: &mut impl BufRead, max: usize) -> Line {
     let mut line = Vec::new();
     let mut length = 0usize;
     loop {
@@ -100,7 +107,10 @@ fn read_line(reader: &mut impl BufRead, max: usize) -> Line {
             // The output closed: a last line without its newline still counts.
             return match length {
                 0 => Line::End,
-                _ if length > max => Line::Overlong(length),
+                _ if length > max => Line::Overlong {
+                    head: String::from_utf8_lossy(&line).into_owned(),
+                    length,
+                },
                 _ => Line::Read(String::from_utf8_lossy(&line).into_owned()),
             };
         }
@@ -109,16 +119,16 @@ fn read_line(reader: &mut impl BufRead, max: usize) -> Line {
             None => (buffer, None),
         };
         length = length.saturating_add(chunk.len());
-        if length <= max {
-            line.extend_from_slice(chunk);
-        } else {
-            line = Vec::new();
-        }
+        let room = max.saturating_sub(line.len());
+        line.extend_from_slice(&chunk[..chunk.len().min(room)]);
         let used = done.unwrap_or(chunk.len());
         reader.consume(used);
         if done.is_some() {
             if length > max {
-                return Line::Overlong(length);
+                return Line::Overlong {
+                    head: String::from_utf8_lossy(&line).into_owned(),
+                    length,
+                };
             }
             if line.last() == Some(&b'\r') {
                 line.pop();
@@ -221,21 +231,7 @@ impl StdioClient {
         let stderr_credentials = credentials.clone();
         std::thread::Builder::new()
             .name(format!("upstream-{upstream}-stderr"))
-            .spawn(move || {
-                let mut stderr = BufReader::new(stderr);
-                loop {
-                    match read_line(&mut stderr, MAX_STDERR_LINE_BYTES) {
-                        Line::Read(line) => {
-                            let line = stderr_credentials.text(line);
-                            tracing::info!(target: "justonce::upstream", upstream = %name, "{line}")
-                        }
-                        Line::Overlong(length) => {
-                            tracing::warn!(target: "justonce::upstream", upstream = %name, "a line of {length} bytes on its stderr was dropped (the cap is {MAX_STDERR_LINE_BYTES})")
-                        }
-                        Line::End => break,
-                    }
-                }
-            })
+            .spawn(move || log_stderr(&name, stderr, &stderr_credentials))
             .map_err(|e| e.to_string())?;
         let reader = Reader {
             upstream: upstream.to_owned(),
@@ -498,7 +494,7 @@ impl Reader {
         loop {
             let line = match read_line(&mut stdout, MAX_LINE_BYTES) {
                 Line::Read(line) => line,
-                Line::Overlong(length) => {
+                Line::Overlong { length, .. } => {
                     // Whatever it answered is lost: its request ends as no answer.
                     tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, "a message of {length} bytes was dropped (the cap is {MAX_LINE_BYTES}); a request it answered gets no answer");
                     continue;
@@ -512,7 +508,7 @@ impl Reader {
                 Ok(message) => message,
                 Err(e) => {
                     let line = self.credentials.text(line);
-                    tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, "a line that is not JSON-RPC ({e}): {line}");
+                    tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, "a line that is not JSON-RPC ({e}): {}", field(&line));
                     continue;
                 }
             };
@@ -604,9 +600,29 @@ impl Reader {
             }
             (Some("notifications/message"), None) => {
                 let params = message.get("params").cloned().unwrap_or(Value::Null);
-                tracing::info!(target: "justonce::upstream", upstream = %self.upstream, "{params}");
+                tracing::info!(target: "justonce::upstream", upstream = %self.upstream, "{}", field(&params.to_string()));
             }
             _ => {}
+        }
+    }
+}
+
+/// Writes each line of the upstream `upstream`'s `stderr` to the log, stripped of
+/// `credentials`, escaped, and cut at [`MAX_STDERR_LINE_BYTES`]; until it closes.
+fn log_stderr(upstream: &str, stderr: impl std::io::Read, credentials: &Credentials) {
+    let mut stderr = BufReader::new(stderr);
+    loop {
+        match read_line(&mut stderr, MAX_STDERR_LINE_BYTES) {
+            Line::Read(line) => {
+                let line = credentials.text(line);
+                tracing::info!(target: "justonce::upstream", upstream = %upstream, "{}", field(&line));
+            }
+            Line::Overlong { head, length } => {
+                // Cut, maybe inside a credential: its beginning at the end goes too.
+                let head = credentials.text_maybe_cut(head);
+                tracing::info!(target: "justonce::upstream", upstream = %upstream, "{}…[cut: a line of {length} bytes]", capped(&head, usize::MAX));
+            }
+            Line::End => break,
         }
     }
 }
@@ -638,10 +654,77 @@ mod tests {
         let text = format!("short\r\n{}\nnext\nlast", "x".repeat(100));
         let mut reader = std::io::BufReader::with_capacity(8, text.as_bytes());
         assert_eq!(read_line(&mut reader, 10), Line::Read("short".into()));
-        assert_eq!(read_line(&mut reader, 10), Line::Overlong(100));
+        assert_eq!(
+            read_line(&mut reader, 10),
+            Line::Overlong {
+                head: "x".repeat(10),
+                length: 100
+            }
+        );
         assert_eq!(read_line(&mut reader, 10), Line::Read("next".into()));
         assert_eq!(read_line(&mut reader, 10), Line::Read("last".into()));
         assert_eq!(read_line(&mut reader, 10), Line::End);
+    }
+
+    #[test]
+    fn its_stderr_is_logged_stripped_escaped_and_cut_a_line_each() {
+        let credentials = Credentials::new(&["tok_5e2a9c77".to_owned()]);
+        let long = format!("{}tok_5e2a9c77", "y".repeat(MAX_STDERR_LINE_BYTES - 4));
+        let stderr = format!(
+            "starting\n{long}{}\nhanded tok_5e2a9c77 \x1b[2K\rINFO forged\n",
+            "z".repeat(17 << 20)
+        );
+        let ((), lines) =
+            crate::test_log::logged(|| log_stderr("u", stderr.as_bytes(), &credentials));
+        let logged = crate::test_log::messages(&lines);
+        assert_eq!(logged.len(), 3, "one line each: {logged:?}");
+        assert_eq!(logged[0], "starting");
+        // Cut at the cap, inside the credential: its beginning goes too.
+        let cut = logged[1];
+        assert!(cut.len() < MAX_STDERR_LINE_BYTES + 100, "{}", cut.len());
+        assert!(
+            cut.ends_with(&format!(
+                "…[cut: a line of {} bytes]",
+                long.len() + (17 << 20)
+            )),
+            "{}",
+            &cut[cut.len() - 60..]
+        );
+        assert!(!cut.contains("tok_"), "{}", &cut[cut.len() - 60..]);
+        assert_eq!(logged[2], "handed [redacted] \\u{1b}[2K\\rINFO forged");
+    }
+
+    #[test]
+    fn a_long_line_that_is_not_json_rpc_is_logged_cut_not_whole() {
+        // A process whose input the reader may answer on (it answers nothing here).
+        let mut sink = std::process::Command::new("cat")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let reader = Reader {
+            upstream: "u".into(),
+            pending: Pending::default(),
+            alive: Arc::new(AtomicBool::new(true)),
+            stdin: Arc::new(Mutex::new(sink.stdin.take().unwrap())),
+            list_changed: Arc::new(|| {}),
+            ended: Box::new(|_| {}),
+            closing: Arc::new(AtomicBool::new(true)),
+            credentials: Credentials::default(),
+            late: Arc::default(),
+        };
+        let output = format!("not json {}\n", "x".repeat(16 << 20));
+        let ((), lines) = crate::test_log::logged(|| reader.run(output.as_bytes()));
+        let logged = crate::test_log::messages(&lines);
+        assert_eq!(logged.len(), 1, "{}", lines.len());
+        assert!(
+            logged[0].starts_with("a line that is not JSON-RPC"),
+            "{}",
+            &logged[0][..80]
+        );
+        assert!(logged[0].len() < 5000, "{} bytes logged", logged[0].len());
+        let _ = sink.kill();
+        let _ = sink.wait();
     }
 
     #[test]

@@ -4,10 +4,18 @@
 //! negotiated revision (`MCP-Protocol-Version`) sent with every later request, the
 //! configured headers (credentials from the secrets file) with each, and a
 //! `tools/call`'s effect key as `Idempotency-Key` too.
+//!
+//! A request answered HTTP 404 for its session was not processed (the server ended
+//! or forgot the session, MCP's Streamable HTTP transport): a new session is
+//! started (`initialize`, without the old id) and the request sent once more on it,
+//! even a `tools/call` that is not safe to repeat, since the first was not
+//! performed. Where the server offers one, a `GET` stream (`stream`) hears what it
+//! says between requests: `notifications/tools/list_changed`, and the end of its
+//! session.
 
 use std::io::{BufRead, BufReader, Read};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -16,10 +24,19 @@ use ureq::http::Request;
 
 use super::client::{ClientError, initialize_params};
 use super::credentials::Credentials;
+use super::stream::{self, HttpHooks, Stream, with_session};
 use crate::runtime::log_listener;
 
 /// The largest response read from an upstream.
 const MAX_RESPONSE_BYTES: u64 = 16 << 20;
+
+/// What a `POST` got.
+enum Posted {
+    /// An answer (the response to the request, when one was awaited).
+    Answer(Option<Value>),
+    /// HTTP 404 for the session it carried: not processed; the session sent.
+    SessionLost(String),
+}
 
 /// One session with one Streamable HTTP upstream.
 pub(crate) struct HttpClient {
@@ -30,12 +47,19 @@ pub(crate) struct HttpClient {
     session: Mutex<Option<String>>,
     protocol: Mutex<Option<String>>,
     next_id: AtomicU64,
-    /// Cleared when the server forgot the session (404) or refused its credentials
-    /// (401, 403): its supervisor starts anew, with the configuration read again.
-    alive: AtomicBool,
+    /// Cleared when the server forgot the session and a new one did not start, or
+    /// refused its credentials (401, 403): its supervisor starts anew, with the
+    /// configuration read again.
+    alive: Arc<AtomicBool>,
     /// The credentials filled into `headers` (and the secrets file's), stripped
     /// from every answer and every error's text.
     credentials: Credentials,
+    /// Held while a new session starts after the server forgot one: one at a time.
+    renewing: Mutex<()>,
+    /// Told of its tools changing and its session ending (none: no `GET` stream).
+    hooks: Option<HttpHooks>,
+    /// Set to stop the `GET` stream of the session now.
+    stream_stop: Mutex<Option<Arc<AtomicBool>>>,
 }
 
 impl HttpClient {
@@ -55,9 +79,27 @@ impl HttpClient {
             session: Mutex::new(None),
             protocol: Mutex::new(None),
             next_id: AtomicU64::new(1),
-            alive: AtomicBool::new(true),
+            alive: Arc::new(AtomicBool::new(true)),
             credentials: Credentials::default(),
+            renewing: Mutex::new(()),
+            hooks: None,
+            stream_stop: Mutex::new(None),
         }
+    }
+
+    /// Tells `hooks` when it says its tools changed and when its session ends, as
+    /// heard on a `GET` stream opened after each `initialize`.
+    pub(crate) fn hooked(mut self, hooks: HttpHooks) -> Self {
+        self.hooks = Some(hooks);
+        self
+    }
+
+    /// The session now.
+    fn session(&self) -> Option<String> {
+        self.session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Strips `credentials` (those filled into its headers) from every answer it
@@ -80,19 +122,96 @@ impl HttpClient {
     }
 
     /// `initialize` (keeping the session and revision it answers) and
-    /// `notifications/initialized`.
+    /// `notifications/initialized`, a new session (no session id is sent); then its
+    /// `GET` stream is opened, when it has hooks.
     pub(crate) fn initialize(&self, timeout: Duration) -> Result<Value, ClientError> {
-        let result = self.request("initialize", initialize_params(), timeout, None, None)?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let message = json!({ "jsonrpc": "2.0", "id": id, "method": "initialize", "params": initialize_params() });
+        let answer = match self.post(&message, timeout, None, Some((id, None)), true)? {
+            Posted::Answer(Some(answer)) => answer,
+            Posted::Answer(None) | Posted::SessionLost(_) => {
+                return Err(ClientError::Lost(format!(
+                    "upstream `{}` answered initialize without a response",
+                    self.upstream
+                )));
+            }
+        };
+        let result = super::client::answer_of(&self.upstream, "initialize", answer)?;
         if let Some(version) = result.get("protocolVersion").and_then(Value::as_str) {
             *self.protocol.lock().unwrap_or_else(|p| p.into_inner()) = Some(version.to_owned());
         }
-        self.post(
-            &json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
-            timeout,
-            None,
-            None,
-        )?;
+        let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+        if let Posted::SessionLost(_) = self.post(&initialized, timeout, None, None, false)? {
+            return Err(ClientError::NotSent(format!(
+                "upstream `{}` forgot the session it had just started (HTTP 404)",
+                self.upstream
+            )));
+        }
+        self.open_stream();
         Ok(result)
+    }
+
+    /// Opens the `GET` stream of the session now (the one before it is stopped),
+    /// when it has hooks to tell what it hears.
+    fn open_stream(&self) {
+        let Some(hooks) = self.hooks.clone() else {
+            return;
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let before = self
+            .stream_stop
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(Arc::clone(&stop));
+        if let Some(before) = before {
+            before.store(true, Ordering::SeqCst);
+        }
+        stream::spawn(Stream {
+            upstream: self.upstream.clone(),
+            url: self.url.clone(),
+            headers: self.headers.clone(),
+            agent: self.agent.clone(),
+            session: self.session(),
+            protocol: self
+                .protocol
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+            credentials: self.credentials.clone(),
+            hooks,
+            stop,
+            alive: Arc::clone(&self.alive),
+        });
+    }
+
+    /// The server answered 404 for the session `lost`: a new session is started
+    /// (unless another request started one already), and told to the hooks (its
+    /// tools may have changed with it). When it cannot start, the client is no
+    /// longer alive: its supervisor starts anew.
+    fn renew(&self, lost: &str, timeout: Duration) -> Result<(), ClientError> {
+        let _one = self.renewing.lock().unwrap_or_else(|p| p.into_inner());
+        if self.session().as_deref() != Some(lost) {
+            return Ok(()); // another request started one
+        }
+        match self.initialize(timeout) {
+            Ok(_) => {
+                tracing::info!(target: "justonce::upstream", upstream = %self.upstream, "the server forgot its session (HTTP 404); a new one started");
+                if let Some(hooks) = &self.hooks {
+                    (hooks.changed)();
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.alive.store(false, Ordering::SeqCst);
+                Err(match e {
+                    ClientError::Misconfigured(reason) => ClientError::Misconfigured(reason),
+                    e => ClientError::NotSent(format!(
+                        "upstream `{}` forgot its session (HTTP 404) and a new one did not start: {e}",
+                        self.upstream
+                    )),
+                })
+            }
+        }
     }
 
     /// Sends request `method`, with `key` as `Idempotency-Key` when given, and waits
@@ -118,50 +237,59 @@ impl HttpClient {
             }
         }
         let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        let answer = self
-            .post(&message, timeout, key, Some((id, progress_of)))?
-            .ok_or_else(|| {
-                ClientError::Lost(format!(
+        let mut posted = self.post(&message, timeout, key, Some((id, progress_of)), false)?;
+        if let Posted::SessionLost(lost) = posted {
+            // Not processed (the transport's rule for a 404 to a session's request):
+            // sent again, once, on a new session.
+            self.renew(&lost, timeout)?;
+            posted = self.post(&message, timeout, key, Some((id, progress_of)), false)?;
+        }
+        let answer = match posted {
+            Posted::Answer(Some(answer)) => answer,
+            Posted::Answer(None) => {
+                return Err(ClientError::Lost(format!(
                     "upstream `{}` answered {method} without a response",
                     self.upstream
-                ))
-            })?;
+                )));
+            }
+            Posted::SessionLost(_) => {
+                self.alive.store(false, Ordering::SeqCst);
+                return Err(ClientError::NotSent(format!(
+                    "upstream `{}` forgot the new session too (HTTP 404); it is started again",
+                    self.upstream
+                )));
+            }
+        };
         super::client::answer_of(&self.upstream, method, answer)
     }
 
-    /// POSTs `message`; the response to request `id`, if one is awaited (and the
-    /// progress reports on the way handed on as the tool's it names).
+    /// POSTs `message` (without a session id when `fresh`); the response to request
+    /// `id`, if one is awaited (and the progress reports on the way handed on as the
+    /// tool's it names).
     fn post(
         &self,
         message: &Value,
         timeout: Duration,
         key: Option<&str>,
         id: Option<(u64, Option<&str>)>,
-    ) -> Result<Option<Value>, ClientError> {
-        let mut builder = Request::builder()
-            .method("POST")
-            .uri(self.url.as_str())
-            .header("Content-Type", "application/json")
-            .header("Accept", "application/json, text/event-stream");
-        if let Some(session) = self
-            .session
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
-            builder = builder.header("Mcp-Session-Id", session.as_str());
-        }
-        if let Some(version) = self
+        fresh: bool,
+    ) -> Result<Posted, ClientError> {
+        let session = if fresh { None } else { self.session() };
+        let protocol = self
             .protocol
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
-            builder = builder.header("MCP-Protocol-Version", version.as_str());
-        }
-        for (name, value) in &self.headers {
-            builder = builder.header(name.as_str(), value.as_str());
-        }
+            .clone();
+        let mut builder = with_session(
+            Request::builder()
+                .method("POST")
+                .uri(self.url.as_str())
+                .header("Content-Type", "application/json")
+                .header("Accept", "application/json, text/event-stream"),
+            session.as_deref(),
+            protocol.as_deref(),
+            &self.headers,
+        );
         if let Some(key) = key {
             builder = builder.header("Idempotency-Key", key);
         }
@@ -191,18 +319,9 @@ impl HttpClient {
         let reader = response.body_mut().as_reader().take(MAX_RESPONSE_BYTES);
         match status {
             200..=299 => {}
-            404 if self
-                .session
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_some() =>
-            {
-                // The server forgot the session: nothing was processed under it.
-                self.alive.store(false, Ordering::SeqCst);
-                return Err(ClientError::NotSent(format!(
-                    "upstream `{}` ended the session (404); a new one is started",
-                    self.upstream
-                )));
+            // The server ended or forgot the session: nothing was processed under it.
+            404 if session.is_some() => {
+                return Ok(Posted::SessionLost(session.unwrap_or_default()));
             }
             // Refused before it was processed (too many requests; the service is
             // unavailable): not performed, whatever the tool; retried under its key
@@ -259,10 +378,12 @@ impl HttpClient {
             }
         }
         let Some((id, progress_of)) = id else {
-            return Ok(None);
+            return Ok(Posted::Answer(None));
         };
         if streamed {
-            return self.response_in_stream(reader, id, progress_of).map(Some);
+            return self
+                .response_in_stream(reader, id, progress_of)
+                .map(|answer| Posted::Answer(Some(answer)));
         }
         let mut text = String::new();
         let mut reader = reader;
@@ -279,7 +400,7 @@ impl HttpClient {
             ))
         })?;
         self.credentials.json(&mut answer);
-        Ok(Some(answer))
+        Ok(Posted::Answer(Some(answer)))
     }
 
     /// Reads Server-Sent Events until the one whose data is the response to `id`,
@@ -348,6 +469,44 @@ impl HttpClient {
             ClientError::NotSent(message)
         } else {
             ClientError::Lost(message)
+        }
+    }
+}
+
+impl Drop for HttpClient {
+    /// Stops its `GET` stream and ends its session at the server (`DELETE`, as the
+    /// transport asks of a client done with one), so the server lets the stream go.
+    fn drop(&mut self) {
+        if let Some(stop) = self
+            .stream_stop
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            stop.store(true, Ordering::SeqCst);
+        }
+        let Some(session) = self.session() else {
+            return;
+        };
+        let protocol = self
+            .protocol
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let request = with_session(
+            Request::builder().method("DELETE").uri(self.url.as_str()),
+            Some(&session),
+            protocol.as_deref(),
+            &self.headers,
+        )
+        .body(());
+        if let Ok(request) = request {
+            let request = self
+                .agent
+                .configure_request(request)
+                .timeout_global(Some(stream::DELETE_TIMEOUT))
+                .build();
+            let _ = self.agent.run(request);
         }
     }
 }

@@ -15,14 +15,16 @@ mod connection;
 mod credentials;
 mod http_client;
 mod late;
+mod log_field;
 mod probes;
 mod progress;
 mod provider;
 mod state;
+mod stream;
 mod supervisor;
 mod upstreams;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Once, RwLock, Weak};
@@ -34,6 +36,7 @@ use crate::runtime::InputSchema;
 use client::ClientError;
 use connection::Connection;
 use credentials::Credentials;
+use log_field::field;
 
 pub use probes::UpstreamProbe;
 pub use provider::UpstreamProvider;
@@ -103,6 +106,10 @@ pub struct UpstreamConfig {
     /// The probes of its write tools (by their names upstream): how to ask whether
     /// an unkeyed call whose answer was lost happened.
     pub probes: BTreeMap<String, UpstreamProbe>,
+    /// The largest result of a read-only tool passed through (sent every time, not
+    /// saved), in bytes of its JSON; at most [`MAX_RESULT_BYTES`]. A saved result
+    /// is capped by the tool's `max_result_bytes` instead.
+    pub max_read_bytes: usize,
 }
 
 impl UpstreamConfig {
@@ -122,6 +129,7 @@ impl UpstreamConfig {
             trust_read_only_hint: true,
             timeout: Duration::from_secs(30),
             probes: BTreeMap::new(),
+            max_read_bytes: MAX_RESULT_BYTES,
         }
     }
 
@@ -183,6 +191,11 @@ pub struct Upstream {
     refresh: Arc<Refresh>,
     /// The answers that came after their call was given up, by effect key.
     late: Arc<late::LateAnswers>,
+    /// Its `list_changed`s, counted for the log.
+    list_changes: Arc<Tally>,
+    /// The names in `tools`, `exclude` and `idempotent` warned about as not listed
+    /// (`key.name`): each once, not at every listing.
+    warned_names: Mutex<HashSet<String>>,
 }
 
 /// Coalesces the refreshes a flood of `notifications/tools/list_changed` asks for:
@@ -219,6 +232,37 @@ impl Refresh {
     }
 }
 
+/// Counts an upstream's `notifications/tools/list_changed` for the log: a flood is
+/// one line now and then with how many came, not a line each.
+#[derive(Debug, Default)]
+struct Tally {
+    /// Said since the last line.
+    count: std::sync::atomic::AtomicU64,
+    /// When the last line was written.
+    logged: Mutex<Option<Instant>>,
+}
+
+/// The least time between two log lines of one upstream's `list_changed`s.
+const LIST_CHANGED_LOG_EVERY: Duration = Duration::from_secs(10);
+
+impl Tally {
+    /// One more was said.
+    fn note(&self) {
+        self.count.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// At `now`: how many were said since the last line, if a line is due (none was
+    /// written in the last [`LIST_CHANGED_LOG_EVERY`]); else they are counted on.
+    fn due(&self, now: Instant) -> Option<u64> {
+        let mut logged = self.logged.lock().unwrap_or_else(|p| p.into_inner());
+        if logged.is_some_and(|at| now.saturating_duration_since(at) < LIST_CHANGED_LOG_EVERY) {
+            return None;
+        }
+        *logged = Some(now);
+        Some(self.count.swap(0, Ordering::SeqCst))
+    }
+}
+
 impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upstream")
@@ -245,6 +289,8 @@ impl Upstream {
             listeners: Arc::default(),
             refresh: Arc::default(),
             late: Arc::default(),
+            list_changes: Arc::default(),
+            warned_names: Mutex::default(),
         }
     }
 
@@ -261,6 +307,11 @@ impl Upstream {
     /// Its name in `justonce.toml`.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The cap on a result of one of its read-only tools (`max_read_bytes`).
+    pub fn max_read_bytes(&self) -> usize {
+        self.config.max_read_bytes
     }
 
     /// The provider name its effects are journaled under.
@@ -379,7 +430,7 @@ impl Upstream {
             .map_err(|e| e.to_string())
             .and_then(|(_, connection)| self.list(&connection));
         if let Err(e) = listed {
-            tracing::warn!(target: "justonce::upstream", upstream = %self.name, "its tools could not be listed again: {e}");
+            tracing::warn!(target: "justonce::upstream", upstream = %self.name, "its tools could not be listed again: {}", field(&e));
         }
     }
 
@@ -396,40 +447,21 @@ impl Upstream {
                     let value = crate::http::SecretValue::literal(value.clone());
                     secrets.extend(value.secrets().map(str::to_owned));
                 }
+                let shared = Arc::clone(&self.shared);
+                let hooks = stream::HttpHooks {
+                    changed: self.on_list_changed(me),
+                    ended: Arc::new(move |why: &str| shared.ended(number, why)),
+                };
                 Ok(Connection::Http(
                     http_client::HttpClient::new(&self.name, url, headers)
-                        .stripping(Credentials::new(&secrets)),
+                        .stripping(Credentials::new(&secrets))
+                        .hooked(hooks),
                 ))
             }
             None => {
                 let env = self.filled_in("env", &self.config.env, &mut secrets)?;
                 let credentials = Credentials::new(&secrets);
-                let me = Weak::clone(me);
-                let name = self.name.clone();
-                let refresh = Arc::clone(&self.refresh);
-                let changed: client::ListChanged = Arc::new(move || {
-                    tracing::info!(target: "justonce::upstream", upstream = %name, "its tools changed; listing them again");
-                    if !refresh.ask() {
-                        return; // one is under way and another will follow it
-                    }
-                    let me = Weak::clone(&me);
-                    let refresh = Arc::clone(&refresh);
-                    // Not on the thread that reads the upstream: listing the tools
-                    // again is answered through that thread.
-                    let _ = std::thread::Builder::new()
-                        .name("upstream-tools-changed".into())
-                        .spawn(move || {
-                            loop {
-                                if let Some(upstream) = me.upgrade() {
-                                    upstream.relist();
-                                    upstream.tell_listeners();
-                                }
-                                if !refresh.again() {
-                                    break;
-                                }
-                            }
-                        });
-                });
+                let changed = self.on_list_changed(me);
                 let shared = Arc::clone(&self.shared);
                 let ended: client::Ended = Box::new(move |why: &str| shared.ended(number, why));
                 client::StdioClient::spawn(
@@ -446,6 +478,40 @@ impl Upstream {
                 .map(Connection::Stdio)
             }
         }
+    }
+
+    /// What is done when it says its tools changed: they are listed again, on a
+    /// thread of its own (the answer comes through the thread that read the
+    /// notification), at most one listing under way and one more asked for however
+    /// many it says; the log counts them.
+    fn on_list_changed(&self, me: &Weak<Upstream>) -> client::ListChanged {
+        let me = Weak::clone(me);
+        let refresh = Arc::clone(&self.refresh);
+        let tally = Arc::clone(&self.list_changes);
+        Arc::new(move || {
+            tally.note();
+            if !refresh.ask() {
+                return; // one is under way and another will follow it
+            }
+            let me = Weak::clone(&me);
+            let refresh = Arc::clone(&refresh);
+            let _ = std::thread::Builder::new()
+                .name("upstream-tools-changed".into())
+                .spawn(move || {
+                    loop {
+                        if let Some(upstream) = me.upgrade() {
+                            if let Some(said) = upstream.list_changes.due(Instant::now()) {
+                                tracing::info!(target: "justonce::upstream", upstream = %upstream.name, said, "its tools changed (said {said} time(s) since the last such line); listing them again");
+                            }
+                            upstream.relist();
+                            upstream.tell_listeners();
+                        }
+                        if !refresh.again() {
+                            break;
+                        }
+                    }
+                });
+        })
     }
 
     /// `values` (of the key `what`) with their `${NAME}`s filled in from the secrets
@@ -537,6 +603,14 @@ impl Upstream {
             .filter_map(|e| e.get("name").and_then(Value::as_str))
             .collect();
         for (key, name) in unknown_names(&self.config, &listed) {
+            let first = self
+                .warned_names
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(format!("{key}.{name}"));
+            if !first {
+                continue;
+            }
             tracing::warn!(target: "justonce::upstream", upstream = %self.name, "`upstreams.{}.{key}` names `{name}`, a tool the upstream does not list: check its spelling (the upstream's own name, without the `prefix`)", self.name);
         }
         let tools = Arc::new(self.offered(entries));
@@ -563,11 +637,11 @@ impl Upstream {
             }
             let name = format!("{}{upstream_name}", config.prefix);
             if offered.iter().any(|t: &UpstreamTool| t.name == name) {
-                tracing::warn!(target: "justonce::upstream", upstream = %self.name, tool = %name, "listed twice by the upstream: the second `{upstream_name}` is left out, the first one is offered");
+                tracing::warn!(target: "justonce::upstream", upstream = %self.name, tool = %field(&name), "listed twice by the upstream: the second `{}` is left out, the first one is offered", field(&upstream_name));
                 continue;
             }
             if !valid_tool_name(&name) {
-                tracing::warn!(target: "justonce::upstream", upstream = %self.name, tool = %name, "left out: not a valid MCP tool name (1 to 128 of A-Z a-z 0-9 _ - .)");
+                tracing::warn!(target: "justonce::upstream", upstream = %self.name, tool = %field(&name), "left out: not a valid MCP tool name (1 to 128 of A-Z a-z 0-9 _ - .)");
                 continue;
             }
             let input_schema = entry
@@ -577,7 +651,7 @@ impl Upstream {
             let schema = match InputSchema::compile(&input_schema) {
                 Ok(schema) => schema,
                 Err(e) => {
-                    tracing::warn!(target: "justonce::upstream", upstream = %self.name, tool = %name, "left out: {e}");
+                    tracing::warn!(target: "justonce::upstream", upstream = %self.name, tool = %name, "left out: {}", field(&e.to_string()));
                     continue;
                 }
             };
@@ -933,6 +1007,46 @@ echo '{{"jsonrpc":"2.0","id":3,"result":{{"content":[{{"type":"text","text":"lat
     }
 
     #[test]
+    fn a_flood_of_list_changed_is_counted_in_one_log_line_now_and_then() {
+        let tally = Tally::default();
+        let start = Instant::now();
+        tally.note();
+        assert_eq!(tally.due(start), Some(1), "the first is logged");
+        for _ in 0..10_000 {
+            tally.note();
+        }
+        let soon = start + LIST_CHANGED_LOG_EVERY / 2;
+        assert_eq!(tally.due(soon), None, "counted, not logged");
+        tally.note();
+        let later = start + LIST_CHANGED_LOG_EVERY;
+        assert_eq!(tally.due(later), Some(10_001), "one line says how many");
+        assert_eq!(tally.due(later + LIST_CHANGED_LOG_EVERY), Some(0));
+    }
+
+    #[test]
+    fn a_tool_name_with_a_newline_forges_no_log_line() {
+        let upstream = Upstream::new("u", UpstreamConfig::command(vec!["x".into()]));
+        let forged = "pay\n2026-12-06T07:00:00Z  INFO justonce: call ok tool=refund";
+        let (offered, lines) = crate::test_log::logged(|| {
+            upstream.offered(vec![
+                entry(forged, json!({})),
+                entry(forged, json!({})),
+                entry("ok", json!({})),
+            ])
+        });
+        assert_eq!(names(&offered), ["ok"]);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        for line in &lines {
+            let text = line.to_string();
+            let tool = line["fields"]["tool"].as_str().unwrap();
+            assert!(!tool.contains('\n'), "{text}");
+            assert!(tool.starts_with("pay\\n2026-12-06"), "{text}");
+            let message = line["fields"]["message"].as_str().unwrap();
+            assert!(!message.contains('\n'), "{text}");
+        }
+    }
+
+    #[test]
     fn a_flood_of_list_changed_runs_one_refresh_and_at_most_one_more() {
         let refresh = Refresh::default();
         assert!(refresh.ask(), "the first starts one");
@@ -959,6 +1073,8 @@ echo '{{"jsonrpc":"2.0","id":3,"result":{{"content":[{{"type":"text","text":"lat
                 let Ok(mut stream) = stream else { return };
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
                 let (mut length, mut auth) = (0usize, String::new());
+                let mut request_line = String::new();
+                let _ = reader.read_line(&mut request_line);
                 loop {
                     let mut line = String::new();
                     if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
@@ -970,6 +1086,14 @@ echo '{{"jsonrpc":"2.0","id":3,"result":{{"content":[{{"type":"text","text":"lat
                         "authorization" => auth = value.trim().to_owned(),
                         _ => {}
                     }
+                }
+                if !request_line.starts_with("POST ") {
+                    // No GET stream, and a session's DELETE is nothing to it.
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 405 X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    );
+                    continue;
                 }
                 let mut body = vec![0; length];
                 reader.read_exact(&mut body).unwrap();

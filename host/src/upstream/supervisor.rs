@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use super::Upstream;
 use super::client::ClientError;
 use super::connection::Connection;
+use super::log_field::field;
 use super::state::UpstreamState;
 
 /// How long a failed upstream is left before it is started again, first; each
@@ -231,7 +232,7 @@ fn supervise(weak: &Weak<Upstream>, shared: &Shared) {
                     | ClientError::Misconfigured(reason) => reason,
                     other => other.to_string(),
                 };
-                tracing::warn!(target: "justonce::upstream", upstream = %upstream.name(), "did not start: {error}");
+                tracing::warn!(target: "justonce::upstream", upstream = %upstream.name(), "did not start: {}", field(&error));
                 {
                     let mut status = shared.lock();
                     status.failures += 1;

@@ -1,13 +1,24 @@
 //! Every upstream of a host, and the index that finds a tool's upstream by the name
-//! it is offered under: built from the tools each upstream listed last, the first
-//! upstream in the order of `justonce.toml` winning a name two offer, and rebuilt
-//! only when an upstream's tools changed. A lookup reads the index and the
-//! upstream's state; it never asks an upstream anything, so a sick upstream slows
-//! no call of another's tools.
+//! it is offered under, rebuilt only when an upstream's tools changed. A lookup
+//! reads the index and the upstream's state; it never asks an upstream anything, so
+//! a sick upstream slows no call of another's tools.
+//!
+//! Which upstream a name is offered by is decided once (docs/gateway.md, "Names"):
+//! - a name that starts with an upstream's `prefix` is that upstream's namespace: an
+//!   upstream with a shorter prefix (or none) never offers it (`analytics`, without
+//!   one, does not serve `pay_charge` beside `pay_`);
+//! - a name two upstreams list is the first one's in `justonce.toml`; until that one
+//!   first listed its tools (they start in parallel), the other's is offered;
+//! - after its first listing, a name an upstream offers stays its own while it
+//!   lists it, down or not: another upstream that lists it later (its
+//!   `list_changed`, a restart) has its copy left out. Only an upstream's first
+//!   listing, and only in the file's order, ever moves a name.
+//!
+//! Each copy left out is warned about once, naming both upstreams and the fix.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Once, RwLock};
+use std::sync::{Arc, Mutex, Once, RwLock};
 
 use super::{Upstream, UpstreamState, UpstreamTool};
 
@@ -30,6 +41,8 @@ pub enum Lookup {
 struct Index {
     by_name: HashMap<String, (usize, UpstreamTool)>,
     order: Vec<String>,
+    /// The positions of the upstreams that had listed their tools.
+    listed: HashSet<usize>,
 }
 
 /// Every upstream of a host, found by the names their tools are offered under.
@@ -41,6 +54,8 @@ pub struct Upstreams {
     index: RwLock<Arc<Index>>,
     /// Set when an upstream's tools changed: the index is built again.
     stale: Arc<AtomicBool>,
+    /// The copies left out that were warned about: (name, the upstream left out).
+    warned: Mutex<HashSet<(String, String)>>,
 }
 
 impl Default for Upstreams {
@@ -63,6 +78,7 @@ impl Upstreams {
             started: Once::new(),
             index: RwLock::default(),
             stale,
+            warned: Mutex::default(),
         }
     }
 
@@ -97,30 +113,111 @@ impl Upstreams {
     fn index(&self) -> Arc<Index> {
         self.started();
         if self.stale.swap(false, Ordering::SeqCst) {
-            let index = Arc::new(self.build());
-            *self.index.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(&index);
+            let mut current = self.index.write().unwrap_or_else(|p| p.into_inner());
+            let index = Arc::new(self.build(&current));
+            *current = Arc::clone(&index);
             return index;
         }
         Arc::clone(&self.index.read().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// The index of the tools each upstream listed last.
-    fn build(&self) -> Index {
-        let mut index = Index::default();
+    /// The upstream other than the one at `position` whose namespace `name` is in:
+    /// the one with the longest `prefix` that `name` starts with, longer than the
+    /// prefix of the one at `position`.
+    fn namespace_of(&self, name: &str, position: usize) -> Option<&Arc<Upstream>> {
+        let own = self.upstreams[position].config.prefix.len();
+        self.upstreams
+            .iter()
+            .enumerate()
+            .filter(|(other, u)| {
+                *other != position
+                    && u.config.prefix.len() > own
+                    && name.starts_with(&u.config.prefix)
+            })
+            .max_by_key(|(_, u)| u.config.prefix.len())
+            .map(|(_, u)| u)
+    }
+
+    /// Warns, once per name and upstream, that `loser`'s `tool` is left out and why.
+    fn left_out(&self, tool: &UpstreamTool, loser: &Upstream, why: &str) {
+        let first = self
+            .warned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((tool.name.clone(), loser.name().to_owned()));
+        if first {
+            tracing::warn!(target: "justonce::upstream", upstream = %loser.name(), tool = %tool.name, "its tool `{}` is left out: {why}", tool.upstream_name);
+        }
+    }
+
+    /// The index of the tools each upstream listed last, keeping every name
+    /// `previous` gave an upstream that still lists it (module docs).
+    fn build(&self, previous: &Index) -> Index {
+        let listings: Vec<Option<Arc<Vec<UpstreamTool>>>> =
+            self.upstreams.iter().map(|u| u.listed()).collect();
+        let lists = |position: usize, name: &str| {
+            listings[position]
+                .as_ref()
+                .is_some_and(|tools| tools.iter().any(|t| t.name == name))
+        };
+        // An upstream listing for the first time takes its names in file order.
+        let first_listing =
+            |position: usize| listings[position].is_some() && !previous.listed.contains(&position);
+        let mut owner: HashMap<String, usize> = previous
+            .by_name
+            .iter()
+            .filter(|(name, (position, _))| {
+                lists(*position, name)
+                    && !(0..*position).any(|earlier| first_listing(earlier) && lists(earlier, name))
+            })
+            .map(|(name, (position, _))| (name.clone(), *position))
+            .collect();
         for (position, upstream) in self.upstreams.iter().enumerate() {
-            let Some(tools) = upstream.listed() else {
-                continue;
-            };
-            for tool in tools.iter() {
-                // The same name from two upstreams: the first one's in the file, once.
-                if let Some((_, first)) = index.by_name.get(&tool.name) {
-                    tracing::warn!(target: "justonce::upstream", tool = %tool.name, "offered by the upstreams `{}` (as {}) and `{}` (as {}): only the first one's is offered; give one a `prefix`", first.upstream, first.upstream_name, tool.upstream, tool.upstream_name);
+            for tool in listings[position].iter().flat_map(|tools| tools.iter()) {
+                if let Some(holder) = self.namespace_of(&tool.name, position) {
+                    let why = format!(
+                        "`{}` is in the namespace of the upstream `{}` (its `prefix` is `{}`); give `{}` a `prefix`, or `exclude` it",
+                        tool.name,
+                        holder.name(),
+                        holder.config.prefix,
+                        upstream.name()
+                    );
+                    self.left_out(tool, upstream, &why);
                     continue;
                 }
-                index.order.push(tool.name.clone());
-                index
-                    .by_name
-                    .insert(tool.name.clone(), (position, tool.clone()));
+                match owner.get(&tool.name) {
+                    Some(&holder) if holder != position => {
+                        let holder = &self.upstreams[holder];
+                        let why = format!(
+                            "the upstream `{}` offers `{}` (written before it in justonce.toml, or offering it before it listed it); give one of them a `prefix`, or `exclude` it from one",
+                            holder.name(),
+                            tool.name
+                        );
+                        self.left_out(tool, upstream, &why);
+                    }
+                    Some(_) => {}
+                    None => {
+                        owner.insert(tool.name.clone(), position);
+                    }
+                }
+            }
+        }
+        let mut index = Index {
+            listed: (0..listings.len())
+                .filter(|p| listings[*p].is_some())
+                .collect(),
+            ..Index::default()
+        };
+        for (position, tools) in listings.iter().enumerate() {
+            for tool in tools.iter().flat_map(|tools| tools.iter()) {
+                if owner.get(&tool.name) == Some(&position)
+                    && !index.by_name.contains_key(&tool.name)
+                {
+                    index.order.push(tool.name.clone());
+                    index
+                        .by_name
+                        .insert(tool.name.clone(), (position, tool.clone()));
+                }
             }
         }
         index
@@ -150,9 +247,13 @@ impl Upstreams {
                 state => Lookup::Down(Arc::clone(upstream), state),
             };
         }
-        // A name no listing has: one an upstream that never listed may offer.
-        for upstream in &self.upstreams {
-            if upstream.listed().is_none() && name.starts_with(&upstream.config.prefix) {
+        // A name no listing has: one an upstream that never listed may offer (in its
+        // namespace, not another's).
+        for (position, upstream) in self.upstreams.iter().enumerate() {
+            if upstream.listed().is_none()
+                && name.starts_with(&upstream.config.prefix)
+                && self.namespace_of(name, position).is_none()
+            {
                 let state = upstream.state();
                 if !state.is_ready() {
                     return Lookup::Down(Arc::clone(upstream), state);
@@ -201,6 +302,164 @@ mod tests {
             }
         });
         (Arc::new(Upstream::new("hung", config)), told)
+    }
+
+    /// The upstream `name` with `prefix`, its supervisor never started: ready with
+    /// `tools` listed (by their names upstream), or starting when `tools` is `None`.
+    fn fake(name: &str, prefix: &str, tools: Option<&[&str]>) -> Arc<Upstream> {
+        let mut config = UpstreamConfig::command(vec!["x".into()]);
+        config.prefix = prefix.into();
+        let upstream = Arc::new(Upstream::new(name, config));
+        upstream.supervised.call_once(|| {});
+        upstream.shared.lock().settled = true;
+        if let Some(tools) = tools {
+            lists(&upstream, tools);
+        }
+        upstream
+    }
+
+    /// `upstream` lists `tools` now (as after its start or a `list_changed`) and is
+    /// ready.
+    fn lists(upstream: &Arc<Upstream>, tools: &[&str]) {
+        let entries = tools
+            .iter()
+            .map(|name| serde_json::json!({ "name": name, "inputSchema": { "type": "object" } }))
+            .collect();
+        *upstream.tools.write().unwrap() = Some(Arc::new(upstream.offered(entries)));
+        upstream.shared.lock().state = UpstreamState::Ready;
+        upstream.tell_listeners();
+    }
+
+    /// Which upstream offers each name now.
+    fn offered_by(upstreams: &Upstreams) -> Vec<(String, String)> {
+        upstreams
+            .tools()
+            .into_iter()
+            .map(|t| (t.name, t.upstream))
+            .collect()
+    }
+
+    fn pairs(of: &[(&str, &str)]) -> Vec<(String, String)> {
+        of.iter()
+            .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_name_two_upstreams_list_is_the_first_ones_in_the_file_and_the_other_warned_once() {
+        let upstreams = Upstreams::new(vec![
+            fake("zeta", "", Some(&["search", "z"])),
+            fake("alpha", "", Some(&["search", "a"])),
+        ]);
+        let (offered, lines) = crate::test_log::logged(|| offered_by(&upstreams));
+        // The file's order, not the names'.
+        assert_eq!(
+            offered,
+            pairs(&[("search", "zeta"), ("z", "zeta"), ("a", "alpha")])
+        );
+        let warned = crate::test_log::messages(&lines);
+        assert_eq!(warned.len(), 1, "{lines:?}");
+        assert!(
+            warned[0].starts_with("its tool `search` is left out: the upstream `zeta` offers `search` (written before it")
+                && warned[0].contains("give one of them a `prefix`"),
+            "{}",
+            warned[0]
+        );
+        assert_eq!(lines[0]["fields"]["upstream"], "alpha", "{lines:?}");
+        // Its index built again (alpha listed again, as after a list_changed): the
+        // same, and no second warning.
+        let alpha = Arc::clone(upstreams.iter().nth(1).unwrap());
+        let (offered, lines) = crate::test_log::logged(|| {
+            lists(&alpha, &["search", "a"]);
+            offered_by(&upstreams)
+        });
+        assert_eq!(
+            offered,
+            pairs(&[("search", "zeta"), ("z", "zeta"), ("a", "alpha")])
+        );
+        assert!(lines.is_empty(), "warned once: {lines:?}");
+    }
+
+    #[test]
+    fn a_name_an_upstream_offers_is_not_taken_over_by_one_that_lists_it_later() {
+        // `first` (first in the file) is still starting; `second` is ready.
+        let first = fake("first", "", None);
+        let second = fake("second", "", Some(&["charge"]));
+        let upstreams = Upstreams::new(vec![Arc::clone(&first), Arc::clone(&second)]);
+        assert_eq!(offered_by(&upstreams), pairs(&[("charge", "second")]));
+        // `first` becomes ready without `charge`, then says list_changed listing it:
+        // it stays `second`'s, and `first`'s other tools are offered.
+        lists(&first, &["refund"]);
+        assert_eq!(
+            offered_by(&upstreams),
+            pairs(&[("refund", "first"), ("charge", "second")])
+        );
+        lists(&first, &["charge", "refund"]);
+        assert_eq!(
+            offered_by(&upstreams),
+            pairs(&[("refund", "first"), ("charge", "second")])
+        );
+        assert!(matches!(upstreams.find("charge"), Lookup::Ready(u, _) if u.name() == "second"));
+        // While `second` is down it keeps the name: a call is refused naming it, not
+        // sent to `first`.
+        second.shared.lock().state = UpstreamState::Starting {
+            restart: 1,
+            last_error: None,
+        };
+        second.tell_listeners();
+        assert!(matches!(upstreams.find("charge"), Lookup::Down(u, _) if u.name() == "second"));
+        // Once `second` no longer lists it, `first` has it.
+        lists(&second, &["other"]);
+        assert!(matches!(upstreams.find("charge"), Lookup::Ready(u, _) if u.name() == "first"));
+    }
+
+    #[test]
+    fn an_earlier_upstreams_first_listing_takes_its_names_in_file_order() {
+        // They start in parallel: `second` lists first and offers `charge` meanwhile.
+        let first = fake("first", "", None);
+        let second = fake("second", "", Some(&["charge"]));
+        let upstreams = Upstreams::new(vec![Arc::clone(&first), Arc::clone(&second)]);
+        assert_eq!(offered_by(&upstreams), pairs(&[("charge", "second")]));
+        // `first`'s first listing: the file's order decides, once.
+        let ((), lines) = crate::test_log::logged(|| lists(&first, &["charge"]));
+        assert!(lines.is_empty(), "{lines:?}");
+        let (offered, lines) = crate::test_log::logged(|| offered_by(&upstreams));
+        assert_eq!(offered, pairs(&[("charge", "first")]));
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(lines[0]["fields"]["upstream"], "second");
+        // And from then on it is `first`'s: `second` listing again takes nothing.
+        lists(&second, &["charge"]);
+        assert_eq!(offered_by(&upstreams), pairs(&[("charge", "first")]));
+    }
+
+    #[test]
+    fn an_upstream_without_a_prefix_never_serves_a_name_in_a_prefixed_ones_namespace() {
+        // `analytics` has no prefix and is first in the file; `pay` has not listed.
+        let analytics = fake("analytics", "", Some(&["pay_charge", "report"]));
+        let pay = fake("pay", "pay_", None);
+        let upstreams = Upstreams::new(vec![analytics, Arc::clone(&pay)]);
+        let (offered, lines) = crate::test_log::logged(|| offered_by(&upstreams));
+        assert_eq!(offered, pairs(&[("report", "analytics")]));
+        let warned = crate::test_log::messages(&lines);
+        assert!(
+            warned.len() == 1
+                && warned[0].contains("`pay_charge` is in the namespace of the upstream `pay` (its `prefix` is `pay_`)"),
+            "{warned:?}"
+        );
+        // Refused naming `pay`, which may offer it, never sent to `analytics`.
+        assert!(matches!(upstreams.find("pay_charge"), Lookup::Down(u, _) if u.name() == "pay"));
+        lists(&pay, &["charge"]);
+        assert!(
+            matches!(upstreams.find("pay_charge"), Lookup::Ready(u, t) if u.name() == "pay" && t.upstream_name == "charge")
+        );
+        // A longer prefix is a namespace of its own within a shorter one.
+        let eu = fake("pay_eu", "pay_eu_", Some(&["charge"]));
+        let pay = fake("pay", "pay_", Some(&["eu_charge", "refund"]));
+        let upstreams = Upstreams::new(vec![pay, eu]);
+        assert_eq!(
+            offered_by(&upstreams),
+            pairs(&[("pay_refund", "pay"), ("pay_eu_charge", "pay_eu")])
+        );
     }
 
     #[test]

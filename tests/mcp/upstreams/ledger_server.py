@@ -115,10 +115,30 @@ def lines() -> list[str]:
         return []
 
 
+def without_stream(app):
+    """`app`, answering 405 to every GET: a server that offers no stream for its own
+    messages (the transport allows it), heard only in its answers."""
+
+    async def answer(scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "GET":
+            await send({"type": "http.response.start", "status": 405, "headers": [(b"allow", b"POST, DELETE")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await app(scope, receive, send)
+
+    return answer
+
+
 if __name__ == "__main__":
     # `ledger_server.py LEDGER` on stdio; `ledger_server.py LEDGER http PORT` over
-    # Streamable HTTP at http://127.0.0.1:PORT/mcp.
+    # Streamable HTTP at http://127.0.0.1:PORT/mcp; `ledger_server.py LEDGER
+    # http-without-stream PORT` the same, without a GET stream.
     if sys.argv[2:3] == ["http"]:
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[3]))
+    elif sys.argv[2:3] == ["http-without-stream"]:
+        import uvicorn
+
+        app = without_stream(server.streamable_http_app())
+        uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[3]), log_level="warning")
     else:
         server.run("stdio")
