@@ -36,7 +36,7 @@ pub(crate) use records::{
     Begin, BeginOutcome, ClockRef, DeferredAnswer, EffectRecord, EffectState, InvocationState,
     Lease, Lookup, NewEffect, NewInvocation, Refusal, TakenOver,
 };
-pub(crate) use select::Selection;
+pub(crate) use select::{Scopes, Selection};
 pub use sqlite::CURRENT_VERSION;
 
 use crate::error::Result;
@@ -214,6 +214,11 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// Invocations (newest first) whose scope starts with `prefix` (the calls of one
     /// principal, see [`principal_scope`](crate::principal_scope)).
     fn entries_by_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<JournalEntry>>;
+
+    /// Invocations (newest first) in one conversation whoever made them: its bare
+    /// scope ([`bare_scope`](crate::call::bare_scope)) and every principal's scope
+    /// with it ([`principal_scope`](crate::principal_scope)).
+    fn entries_in_conversation(&self, conversation: &str, limit: u32) -> Result<Vec<JournalEntry>>;
 
     /// Deletes every completed record past its own window at `now` (a record
     /// journaled before records carried one: `default_retention_ms`), and provider

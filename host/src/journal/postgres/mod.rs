@@ -67,7 +67,7 @@ use super::{Action, CallStory, Operated, Operator};
 use super::{
     Answer, Begin, BeginOutcome, DeferredAnswer, Durability, EffectRecord, GcReport, Journal,
     JournalEntry, JournalStats, Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution,
-    TransactionalRequest, UnresolvedEffect,
+    Scopes, TransactionalRequest, UnresolvedEffect,
 };
 use crate::error::{Error, Result};
 use crate::journal::recent::Recall;
@@ -659,12 +659,18 @@ impl Journal for PostgresJournal {
 
     fn entries(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>> {
         self.flush_replays();
-        self.read(|client| ops::entries_in(client.c, scope, None, limit))
+        self.read(|client| ops::entries_in(client.c, &Scopes::exactly(scope), limit))
     }
 
     fn entries_by_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<JournalEntry>> {
         self.flush_replays();
-        self.read(|client| ops::entries_in(client.c, None, Some(prefix), limit))
+        self.read(|client| ops::entries_in(client.c, &Scopes::prefix(prefix), limit))
+    }
+
+    fn entries_in_conversation(&self, conversation: &str, limit: u32) -> Result<Vec<JournalEntry>> {
+        self.flush_replays();
+        let scopes = Scopes::conversation(conversation);
+        self.read(|client| ops::entries_in(client.c, &scopes, limit))
     }
 
     fn story(&self, key: &InvocationKey) -> Result<CallStory> {

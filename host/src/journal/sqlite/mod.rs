@@ -34,7 +34,7 @@ use super::recent;
 use super::{
     Action, Answer, Begin, BeginOutcome, CallStory, DeferredAnswer, Durability, EffectRecord,
     GcReport, Journal, JournalEntry, JournalStats, Lease, Lookup, NewEffect, NewInvocation,
-    Operated, Operator, Refusal, Resolution, TransactionalRequest, UnresolvedEffect,
+    Operated, Operator, Refusal, Resolution, Scopes, TransactionalRequest, UnresolvedEffect,
 };
 use crate::error::{Error, Result};
 use crate::keys::{EffectKey, Fingerprint, InvocationKey};
@@ -669,12 +669,18 @@ impl Journal for SqliteJournal {
 
     fn entries(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>> {
         self.flush_replays();
-        self.with(|conn| journal::entries_in(conn, scope, None, limit))
+        self.with(|conn| journal::entries_in(conn, &Scopes::exactly(scope), limit))
     }
 
     fn entries_by_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<JournalEntry>> {
         self.flush_replays();
-        self.with(|conn| journal::entries_in(conn, None, Some(prefix), limit))
+        self.with(|conn| journal::entries_in(conn, &Scopes::prefix(prefix), limit))
+    }
+
+    fn entries_in_conversation(&self, conversation: &str, limit: u32) -> Result<Vec<JournalEntry>> {
+        self.flush_replays();
+        let scopes = Scopes::conversation(conversation);
+        self.with(|conn| journal::entries_in(conn, &scopes, limit))
     }
 
     fn gc(&self, now: i64, default_retention_ms: i64) -> Result<GcReport> {
