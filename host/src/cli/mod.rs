@@ -129,7 +129,8 @@ enum Command {
     Resolve(resolve::Resolve),
     Forget(forget::Forget),
     Abandon(abandon::Abandon),
-    Serve(serve::Serve),
+    // Boxed: its many flags would make every other command as large.
+    Serve(Box<serve::Serve>),
     Console(console::Console),
     Token(token::Token),
     Replay(replay::Replay),
@@ -289,6 +290,14 @@ impl Cli {
         {
             return path;
         }
+        self.state_dir().join(TOKENS_FILE)
+    }
+
+    /// Where this host keeps its own files (the tokens file by default, its memory
+    /// of the journal's mark): beside a SQLite database; for a PostgreSQL journal,
+    /// whose URL is no directory, beside the configuration file, else the working
+    /// directory's `.justonce/` (never under a path made of the URL).
+    fn state_dir(&self) -> PathBuf {
         let dir = if crate::journal::postgres::is_postgres_url(&self.db.to_string_lossy()) {
             match &self.settings {
                 Some(config) => config.path.parent().map(PathBuf::from),
@@ -297,7 +306,7 @@ impl Cli {
         } else {
             self.db.parent().map(PathBuf::from)
         };
-        dir.unwrap_or_default().join(TOKENS_FILE)
+        dir.unwrap_or_default()
     }
 
     /// How long records are kept, as configured (24 h unless the file says).

@@ -15,6 +15,7 @@ use crate::console::{Console, DEFAULT_TTL_MS as CONSOLE_SESSION_TTL_MS};
 use crate::delivery::Deliverer;
 use crate::error::Error;
 use crate::host::Host;
+use crate::maintenance::{JournalMarks, Maintenance, marks::MARKS_FILE};
 use crate::mcp::{HttpOptions, Server, ServerConfig, Shutdown};
 use crate::serving::admission::Admission;
 use crate::serving::{MetricsRunning, MetricsServer, ServerOptions};
@@ -64,6 +65,18 @@ pub struct Serve {
     /// milliseconds; 0 leaves delivery to `justonce deliver`.
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     deliver_every_ms: u64,
+    /// How often gc runs while serving, in minutes: records past their windows are
+    /// removed by one host of the journal at a time (the others skip it), logged,
+    /// and counted in `justonce_gc_removed_total`; 0: never (run `justonce gc`
+    /// yourself) [default: the configuration's `gc_every_minutes`, else 60].
+    #[arg(long, value_name = "MINUTES")]
+    gc_every_minutes: Option<u64>,
+    /// Serve a journal even though its newest call is older than one this host saw
+    /// in it (journal-marks.json beside the host's state): it was restored from an
+    /// older backup, and the retries of the calls it lost run again under new keys.
+    /// Without it serve refuses such a journal, naming the problem.
+    #[arg(long)]
+    accept_restored_journal: bool,
     /// Serve Streamable HTTP at ADDR:PORT (or PORT, on 127.0.0.1) instead of stdio;
     /// port 0 picks a free one. Plain HTTP: put TLS in a reverse proxy.
     #[arg(long, value_name = "ADDR:PORT")]
@@ -192,6 +205,17 @@ impl Serve {
         for refused in host.runtime().refused() {
             tracing::warn!("refused {}: {}", refused.source.display(), refused.reason);
         }
+        let gc_every = self
+            .gc_every_minutes
+            .map(|m| Duration::from_secs(m.saturating_mul(60)))
+            .or(cli.settings.as_ref().and_then(|c| c.gc_every))
+            .unwrap_or(crate::maintenance::DEFAULT_GC_EVERY);
+        // Before anything is served: a journal restored behind what this host saw
+        // of it is refused here, unless the operator says they know.
+        let marks = JournalMarks::new(cli.state_dir().join(MARKS_FILE), Arc::clone(&host));
+        marks.check(self.accept_restored_journal)?;
+        let _maintenance =
+            Maintenance::new(Arc::clone(&host), Some(gc_every), Some(marks)).spawn()?;
         // Webhooks queued by tool calls go out while the server runs; the loop stops
         // when serving ends (after the pass under way).
         let _delivery = match self.deliver_every_ms {

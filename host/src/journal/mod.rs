@@ -15,12 +15,14 @@
 mod answer;
 pub(crate) mod decision;
 mod holder;
+pub(crate) mod mark;
 mod operate;
 pub(crate) mod outbox;
 pub(crate) mod postgres;
 mod read;
 pub(crate) mod recent;
 mod records;
+pub(crate) mod schedule;
 mod select;
 pub(crate) mod sqlite;
 
@@ -28,6 +30,7 @@ use std::path::Path;
 
 pub(crate) use answer::Answer;
 pub use holder::{BadHostName, Holder, HostIdentity, LeaseStatus};
+pub use mark::JournalMark;
 pub use read::{
     Action, CALL_STATES, CallStory, GcReport, JournalEffect, JournalEntry, JournalOperation,
     JournalStats, Operated, Operator, Resolution, UnresolvedEffect,
@@ -36,6 +39,7 @@ pub(crate) use records::{
     Begin, BeginOutcome, ClockRef, DeferredAnswer, EffectRecord, EffectState, InvocationState,
     Lease, Lookup, NewEffect, NewInvocation, Refusal, TakenOver,
 };
+pub use schedule::ScheduledGc;
 pub(crate) use select::{Scopes, Selection};
 pub use sqlite::CURRENT_VERSION;
 
@@ -225,6 +229,18 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// rows older than `default_retention_ms`; never a call that is open.
     fn gc(&self, now: i64, default_retention_ms: i64) -> Result<GcReport>;
 
+    /// [`Journal::gc`], if the last scheduled gc of this journal (by any host) ran
+    /// `every_ms` or more ago on the journal's clock (`now` on SQLite, the database's
+    /// on PostgreSQL), recorded as run by `by`; one host at a time (see
+    /// [`schedule`]).
+    fn gc_if_due(
+        &self,
+        now: i64,
+        every_ms: i64,
+        default_retention_ms: i64,
+        by: &str,
+    ) -> Result<ScheduledGc>;
+
     /// Pending unkeyed effects that wait for a person.
     fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>>;
 
@@ -338,6 +354,11 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
 
     /// The outbox queue in this journal, for delivery.
     fn outbox(&self) -> &dyn outbox::OutboxQueue;
+
+    /// This journal's identity and its mark, the creation time of its newest call
+    /// ever, brought up to date now (see [`mark`]). The identity is made with the
+    /// journal's schema; `fresh_id` stands in should its row be missing.
+    fn mark(&self, fresh_id: &str) -> Result<JournalMark>;
 
     /// The SQLite journal behind this one, for tests that read a provider's tables.
     fn as_sqlite(&self) -> Option<&sqlite::SqliteJournal>;

@@ -100,7 +100,7 @@ const MIGRATIONS: &[&str] = &[
         CHECK (action IN ('forget', 'abandon', 'resolve', 'resume'));
     "#,
     // 6 -> 7: the server's secrets that key request states (the SQLite journal's
-    // version 11).
+    // version 10).
     r#"
     CREATE TABLE state_secrets (
         id          BIGINT PRIMARY KEY,
@@ -109,10 +109,49 @@ const MIGRATIONS: &[&str] = &[
         rotated_at  BIGINT
     );
     "#,
+    // 7 -> 8: what the journal knows about itself, one row per name: its identity
+    // (`id`, random, made here so that every backup carries it), when the last
+    // scheduled gc ran and which host ran it (`gc`), its newest call (`newest_call`,
+    // see `journal/mark.rs`); the SQLite journal's version 11. Additive: a host of
+    // version 7 never reads it.
+    r#"
+    CREATE TABLE journal_meta (
+        name   TEXT PRIMARY KEY,
+        value  TEXT NOT NULL,
+        at     BIGINT
+    );
+    INSERT INTO journal_meta (name, value)
+        VALUES ('id', md5(random()::TEXT || clock_timestamp()::TEXT));
+    "#,
 ];
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The schema version the previous release wrote: every migration after it only
+/// adds, so that release's hosts go on serving a journal a newer host migrated
+/// (docs/operators.md, "Rolling upgrades"). Moved up at each release.
+pub const PREVIOUS_RELEASE: i64 = 7;
+
+/// Tests of upgrades only: makes the schema of `version` (an empty database) as
+/// that release's hosts made it, by its migrations (a released one is never edited).
+pub fn migrate_to(client: &mut Client, version: i64) -> Result<(), postgres::Error> {
+    let mut tx = client.transaction()?;
+    tx.batch_execute(
+        "CREATE TABLE justonce_schema (
+             only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row),
+             version  BIGINT NOT NULL
+         )",
+    )?;
+    for step in &MIGRATIONS[..usize::try_from(version).unwrap_or(0)] {
+        tx.batch_execute(step)?;
+    }
+    tx.execute(
+        "INSERT INTO justonce_schema (version) VALUES ($1)",
+        &[&version],
+    )?;
+    tx.commit()
+}
 
 /// Any number, as long as it is the same in every justonce: hosts that start together
 /// migrate one at a time.
