@@ -80,5 +80,6 @@ mod rollout;
 mod sandbox;
 mod secrets;
 mod several_hosts;
+mod tokens_journal;
 mod traces;
 mod upgrade;

@@ -15,6 +15,7 @@ use crate::console::{Console, DEFAULT_TTL_MS as CONSOLE_SESSION_TTL_MS};
 use crate::delivery::Deliverer;
 use crate::error::Error;
 use crate::host::Host;
+use crate::journal::Journal;
 use crate::maintenance::{JournalMarks, Maintenance, marks::MARKS_FILE};
 use crate::mcp::{HttpOptions, Server, ServerConfig, Shutdown};
 use crate::serving::admission::Admission;
@@ -136,10 +137,14 @@ pub(super) fn bind_address(text: &str) -> Result<SocketAddr, String> {
         .map_err(|_| format!("{text:?}: expected ADDR:PORT (e.g. 127.0.0.1:8080) or PORT"))
 }
 
-/// The tokens file `flag` names (else the configuration's, else the default), read;
-/// an empty one is allowed and said in the log.
-pub(super) fn open_tokens(cli: &Cli, flag: Option<&PathBuf>) -> Result<(PathBuf, Tokens), Error> {
-    let (path, tokens) = read_tokens(cli, flag)?;
+/// The tokens file `flag` names (else the configuration's, else the default), read,
+/// or the tokens `journal` keeps (PostgreSQL); none is allowed and said in the log.
+pub(super) fn open_tokens(
+    cli: &Cli,
+    flag: Option<&PathBuf>,
+    journal: &Arc<dyn Journal>,
+) -> Result<(PathBuf, Tokens), Error> {
+    let (path, tokens) = read_tokens(cli, flag, journal)?;
     warn_if_empty(&path, &tokens);
     Ok((path, tokens))
 }
@@ -153,9 +158,28 @@ fn warn_if_empty(path: &std::path::Path, tokens: &Tokens) {
     }
 }
 
-/// The tokens file `flag` names (else the configuration's, else the default), read.
-fn read_tokens(cli: &Cli, flag: Option<&PathBuf>) -> Result<(PathBuf, Tokens), Error> {
+/// The tokens file `flag` names (else the configuration's, else the default), read;
+/// on a journal that keeps the tokens for every host (PostgreSQL), its table, and a
+/// tokens file that is no longer read is said in the log.
+fn read_tokens(
+    cli: &Cli,
+    flag: Option<&PathBuf>,
+    journal: &Arc<dyn Journal>,
+) -> Result<(PathBuf, Tokens), Error> {
     let path = cli.tokens_file(flag);
+    if journal.tokens().is_some() {
+        if path.is_file() {
+            tracing::warn!(
+                "{} is not read: this PostgreSQL journal keeps the tokens for every host (`justonce token import` brings a file's tokens over once; `justonce token list` shows the journal's)",
+                path.display()
+            );
+        }
+        let tokens = Tokens::in_journal(Arc::clone(journal)).map_err(|e| Error::Config {
+            path: cli.db.clone(),
+            reason: e.to_string(),
+        })?;
+        return Ok((tokens.path().to_owned(), tokens));
+    }
     let tokens = Tokens::open(&path).map_err(|e| Error::Config {
         path: path.clone(),
         reason: e.to_string(),
@@ -266,7 +290,7 @@ impl Serve {
             .resource_server(cli, bound, Arc::new(crate::clock::SystemClock))?;
         // One reader of the file for the MCP endpoint and the console: a revoked
         // token is seen by both at once.
-        let (path, tokens) = read_tokens(cli, self.tokens.as_ref())?;
+        let (path, tokens) = read_tokens(cli, self.tokens.as_ref(), host.journal_handle())?;
         let tokens = Arc::new(tokens);
         if oauth.is_none() {
             warn_if_empty(&path, &tokens);
@@ -317,7 +341,7 @@ impl Serve {
         let tokens = if bound.ip().is_loopback() {
             None
         } else {
-            let (path, tokens) = open_tokens(cli, self.tokens.as_ref())?;
+            let (path, tokens) = open_tokens(cli, self.tokens.as_ref(), host.journal_handle())?;
             if tokens.is_empty() {
                 return Err(Error::Config {
                     path,

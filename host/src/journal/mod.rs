@@ -25,6 +25,7 @@ mod records;
 pub(crate) mod schedule;
 mod select;
 pub(crate) mod sqlite;
+pub(crate) mod tokens;
 
 use std::path::Path;
 
@@ -359,6 +360,12 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// ever, brought up to date now (see [`mark`]). The identity is made with the
     /// journal's schema; `fresh_id` stands in should its row be missing.
     fn mark(&self, fresh_id: &str) -> Result<JournalMark>;
+
+    /// The bearer tokens this journal keeps for every host of it (PostgreSQL);
+    /// `None` where each host's tokens file keeps them (SQLite).
+    fn tokens(&self) -> Option<&dyn tokens::TokenTable> {
+        None
+    }
 
     /// The SQLite journal behind this one, for tests that read a provider's tables.
     fn as_sqlite(&self) -> Option<&sqlite::SqliteJournal>;

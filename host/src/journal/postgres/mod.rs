@@ -50,6 +50,7 @@ pub mod testing;
 mod tls;
 #[cfg(test)]
 mod tls_tests;
+mod tokens;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -927,6 +928,10 @@ impl Journal for PostgresJournal {
 
     fn outbox(&self) -> &dyn super::outbox::OutboxQueue {
         self
+    }
+
+    fn tokens(&self) -> Option<&dyn super::tokens::TokenTable> {
+        Some(self)
     }
 
     fn as_sqlite(&self) -> Option<&super::sqlite::SqliteJournal> {

@@ -123,6 +123,17 @@ const MIGRATIONS: &[&str] = &[
     INSERT INTO journal_meta (name, value)
         VALUES ('id', md5(random()::TEXT || clock_timestamp()::TEXT));
     "#,
+    // 8 -> 9: the bearer tokens of `serve --http`, the console and `/metrics`, kept
+    // here for every host of the journal (a SQLite journal's hosts keep a tokens
+    // file each): only each token's SHA-256, as the file keeps it. Additive.
+    r#"
+    CREATE TABLE tokens (
+        name           TEXT PRIMARY KEY,
+        sha256         TEXT NOT NULL UNIQUE,
+        created_at_ms  BIGINT NOT NULL,
+        role           TEXT NOT NULL CHECK (role IN ('agent', 'viewer', 'operator'))
+    );
+    "#,
 ];
 
 /// The schema version this build writes.
