@@ -10,6 +10,7 @@
 //! durability = "full"            # or "normal": no fsync on the call path
 //! tokens_file = "tokens.json"    # bearer tokens of `serve --http` (`justonce token`)
 //! host_name = "web-1"            # this host in leases, logs and the console (else the hostname)
+//! gc_every_minutes = 60          # `serve` runs gc this often, one host at a time (0: never)
 //! registry_secrets_file = "registry.env" # one registry's login, if not in the environment
 //!
 //! [retry]
@@ -148,6 +149,9 @@ pub struct Config {
     /// `[upstreams.NAME]`: MCP servers whose tools the host offers under the guard,
     /// in the order of the file (where two offer one name, the first one's is).
     pub upstreams: Vec<(String, crate::upstream::UpstreamConfig)>,
+    /// `gc_every_minutes`: how often `serve` runs gc, one host of a journal at a
+    /// time; zero: never (`justonce gc` is run by other means).
+    pub gc_every: Option<Duration>,
 }
 
 /// `[mcp]`: how `serve` treats calls. Unset keys leave `serve`'s defaults (or its
@@ -222,6 +226,7 @@ struct RawConfig {
     oauth: Option<OAuthConfig>,
     mcp: Option<RawMcp>,
     host_name: Option<String>,
+    gc_every_minutes: Option<u64>,
     #[serde(default, deserialize_with = "upstreams::in_file_order")]
     upstreams: Vec<(String, upstreams::RawUpstream)>,
 }
@@ -619,6 +624,9 @@ impl Config {
                 })
                 .transpose()?,
             upstreams,
+            gc_every: raw
+                .gc_every_minutes
+                .map(|m| Duration::from_secs(m.saturating_mul(60))),
         })
     }
 }

@@ -325,6 +325,49 @@ impl Host {
         self.shared().journal.gc(now, self.retention_ms())
     }
 
+    /// The journal's identity and its mark, the creation time of its newest call
+    /// ever, brought up to date now (see [`crate::journal::JournalMark`]).
+    pub fn journal_mark(&self) -> Result<crate::journal::JournalMark> {
+        let mut fresh = [0u8; 16];
+        getrandom::fill(&mut fresh)
+            .map_err(|e| crate::Error::Host(anyhow::anyhow!("cannot draw a journal id: {e}")))?;
+        self.shared().journal.mark(&hex::encode(fresh))
+    }
+
+    /// Runs [`Host::gc`] if the journal's last scheduled gc, by any host, ran
+    /// `every` or more ago on the journal's clock, as this host (one host at a
+    /// time: see [`crate::journal::Journal::gc_if_due`]). A run is logged and
+    /// counted (`justonce_gc_removed_total`).
+    pub fn gc_if_due(&self, every: std::time::Duration) -> Result<crate::journal::ScheduledGc> {
+        let now = self.clock().now_ms();
+        let every_ms = crate::clock::millis(every);
+        let by = &self.identity().name;
+        let outcome = self
+            .shared()
+            .journal
+            .gc_if_due(now, every_ms, self.retention_ms(), by)?;
+        if let crate::journal::ScheduledGc::Ran(report) = &outcome {
+            self.shared().metrics.gc().ran([
+                report.invocations,
+                report.effects,
+                report.aliases,
+                report.outbox,
+                report.mailbox,
+            ]);
+            tracing::info!(
+                invocations = report.invocations,
+                effects = report.effects,
+                aliases = report.aliases,
+                outbox = report.outbox,
+                mailbox = report.mailbox,
+                every_s = every.as_secs(),
+                "scheduled gc removed {} expired call(s) and what they held",
+                report.invocations
+            );
+        }
+        Ok(outcome)
+    }
+
     /// What this host counted since it started, in Prometheus' text format (what
     /// `/metrics` serves): its build, calls by tool and outcome, effects and attempts
     /// by provider and result, retries, lease takeovers, calls in flight, the

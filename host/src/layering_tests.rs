@@ -8,7 +8,15 @@ use std::path::Path;
 /// Top to bottom; a module may use modules of its own layer or any layer below.
 const LAYERS: &[&[&str]] = &[
     &[
-        "main", "lib", "cli", "console", "mcp", "replay", "delivery", "sim",
+        "main",
+        "lib",
+        "cli",
+        "console",
+        "mcp",
+        "replay",
+        "delivery",
+        "maintenance",
+        "sim",
     ],
     &["serving"],
     &["config", "builder", "host", "readiness"],

@@ -43,6 +43,7 @@ mod http;
 mod jcs;
 mod journal;
 mod keys;
+mod maintenance;
 mod mcp;
 mod metrics;
 mod mutants;
@@ -81,8 +82,8 @@ pub use host::Host;
 pub use http::HttpConfig;
 pub use journal::{
     Action, BadHostName, CallStory, DecidedBy, Durability, GcReport, Holder, HostIdentity,
-    JournalEffect, JournalEntry, JournalOperation, JournalStats, LeaseStatus, Operated, Operator,
-    Resolution, UnresolvedEffect,
+    JournalEffect, JournalEntry, JournalMark, JournalOperation, JournalStats, LeaseStatus,
+    Operated, Operator, Resolution, ScheduledGc, UnresolvedEffect,
 };
 pub use keys::{EffectKey, Fingerprint, InvocationKey};
 pub use outcome::Outcome;
@@ -114,8 +115,20 @@ pub mod __private {
     pub use crate::http::HttpConfig;
     pub use crate::http::local_api::{Behaviour, LocalApi};
     pub use crate::journal::CURRENT_VERSION;
+    /// The schemas of earlier releases, for the tests of rolling upgrades.
+    pub mod schemas {
+        pub use crate::journal::postgres::schema::{
+            CURRENT_VERSION as POSTGRES_CURRENT, PREVIOUS_RELEASE as POSTGRES_PREVIOUS,
+            migrate_to as postgres_migrate_to,
+        };
+        pub use crate::journal::sqlite::schema::{
+            CURRENT_VERSION as SQLITE_CURRENT, PREVIOUS_RELEASE as SQLITE_PREVIOUS,
+            migrate_to as sqlite_migrate_to,
+        };
+    }
     pub use crate::journal::postgres::testing as postgres_testing;
     pub use crate::keys::effect_key;
+    pub use crate::maintenance::{JournalMarks, Maintenance};
     pub use crate::mcp::http::TOO_MANY_CALLS;
     pub use crate::mcp::{
         Catalog, HttpOptions, LIST_CHANGED, MAX_QUEUED_CALLS, Server, ServerConfig, Shutdown,

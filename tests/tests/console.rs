@@ -38,18 +38,24 @@ pub(crate) struct Fixture {
 impl Fixture {
     /// On SQLite; on PostgreSQL with `postgres` (`None`: skipped, no PostgreSQL).
     pub fn start(test: &str, postgres: bool) -> Option<Self> {
-        let payments = Arc::new(FakePayments::with_class(
-            ProviderClass::Unkeyed,
-            Fault::AlwaysTimeout,
-        ));
         let url = match postgres {
             true => Some(cluster(test)?.database()),
             false => None,
         };
+        Some(Self::on(url, ProviderClass::Unkeyed))
+    }
+
+    /// On the journal `url` (a PostgreSQL URL or a SQLite file; `None`: in memory),
+    /// with refunds of `class` that always time out.
+    fn on(url: Option<String>, class: ProviderClass) -> Self {
+        let payments = Arc::new(FakePayments::with_class(class, Fault::AlwaysTimeout));
         let t = test_host(|b| {
             let b = b.provider("payments", payments.clone());
             match &url {
-                Some(url) => b.database(url).database_clock_is_host_clock(),
+                Some(url) if url.starts_with("postgres") => {
+                    b.database(url).database_clock_is_host_clock()
+                }
+                Some(path) => b.database(path),
                 None => b,
             }
         });
@@ -67,7 +73,7 @@ impl Fixture {
             .with_routes(Arc::new(console))
             .spawn(TcpListener::bind("127.0.0.1:0").unwrap())
             .unwrap();
-        Some(Self {
+        Self {
             t,
             running,
             operator,
@@ -75,7 +81,7 @@ impl Fixture {
             agent,
             tokens_file: file,
             _dir: dir,
-        })
+        }
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -450,6 +456,53 @@ fn the_json_api_answers_what_the_clis_json_prints_to_a_session_or_a_consoles_bea
         bearer(&f.agent).status,
         401,
         "an agent's token reads no console"
+    );
+}
+
+#[test]
+fn the_unresolved_page_and_api_list_a_call_stuck_on_a_keyed_effect_as_the_cli_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("journal.db");
+    let f = Fixture::on(Some(db.to_str().unwrap().to_owned()), ProviderClass::Keyed);
+    let addr = f.addr();
+    let request = CallRequest::new(
+        "payments_refund",
+        json!({"order_id": 7, "amount_cents": 500}).to_string(),
+    )
+    .conversation("c")
+    .principal("bot");
+    assert!(f.t.host.call(&request).is_err(), "the outcome is unknown");
+    let key = f.t.host.key_for(&request).unwrap().to_string();
+    let story =
+        f.t.host
+            .story(&justonce::InvocationKey::parse(&key).unwrap())
+            .unwrap();
+    let effect = story.entry.unwrap().effects[0].key.clone();
+
+    let cli = justonce_command(Some(&db))
+        .args(["journal", "--unresolved", "--json"])
+        .output()
+        .unwrap();
+    assert!(cli.status.success(), "{cli:?}");
+    let cli: Value = serde_json::from_slice(&cli.stdout).unwrap();
+    assert_eq!(cli[0]["key"], json!(effect), "the CLI lists it: {cli}");
+    assert_eq!(cli[0]["class"], json!("keyed"));
+
+    let (cookie, _) = login(addr, &f.operator);
+    let api = send(addr, "GET", "/console/api/unresolved", Some(&cookie), &[]);
+    assert_eq!(api.status, 200, "{api:?}");
+    assert_eq!(serde_json::from_str::<Value>(&api.body).unwrap(), cli);
+    let page = send(addr, "GET", "/console/unresolved", Some(&cookie), &[]);
+    assert!(
+        page.body.contains(&format!("<tr data-key=\"{effect}\">")),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains(&format!("/console/confirm?action=abandon&amp;key={key}")),
+        "an operator is offered to abandon the stuck call: {}",
+        page.body
     );
 }
 

@@ -193,3 +193,105 @@ fn gc_refuses_a_zero_window_and_says_what_it_keeps() {
         "{said}"
     );
 }
+
+/// The runbook (docs/operators.md, "Incident runbook") quotes what a host writes when
+/// a refund's answers are lost until its retries run out, and when the agent's retry
+/// then resumes the call: each quoted line is one a host wrote in that story, but for
+/// keys, durations, the payments API's origin and the span prefix (`…`).
+#[test]
+fn the_runbooks_outcome_unknown_lines_are_what_the_host_writes() {
+    use justonce::__private::{Behaviour, LocalApi};
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let payments = LocalApi::start().unwrap();
+    payments.script([Behaviour::ApplyThenDrop; 3]);
+    let config = dir.path().join("http.json");
+    std::fs::write(
+        &config,
+        serde_json::json!({
+            "services": { "payments": payments.url() },
+            "allow": { "refund": [payments.url()] },
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let mut logged = String::new();
+    for (host, exit) in [("web-1", 3), ("web-2", 0)] {
+        let out = justonce_command(Some(&db))
+            .arg("--http-config")
+            .arg(&config)
+            .args(["run", "refund", "--conversation", "order-4417", "--args"])
+            .arg(r#"{"order_id":4417,"amount_cents":1299}"#)
+            .env("JUSTONCE_LOG", "info")
+            .env("JUSTONCE_HOST_NAME", host)
+            .env_remove("JUSTONCE_LOG_FORMAT")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(exit), "{stderr}");
+        logged.push_str(&stderr);
+    }
+    let written: Vec<String> = logged.lines().map(shape).collect();
+
+    let guide = include_str!("../../docs/operators.md");
+    let marker = "the payments API loses its answers until the retries run out";
+    let after = &guide[guide.find(marker).expect("the runbook's story")..];
+    let block = after
+        .split("```text\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("its log block");
+    let quoted: Vec<&str> = block.lines().collect();
+    assert!(quoted.len() >= 5, "{block}");
+    for line in quoted {
+        assert!(
+            written.contains(&shape(line)),
+            "the runbook quotes\n  {line}\nwhich no host wrote; they wrote (shaped):\n{}",
+            written.join("\n")
+        );
+    }
+}
+
+/// A log line without what differs from run to run: its time, the span prefix
+/// (shown `…`), keys, durations and the payments API's origin.
+fn shape(line: &str) -> String {
+    // The timestamp, where the line has one.
+    let line = match line.split_once("Z  ") {
+        Some((time, rest)) if time.starts_with("20") => rest,
+        _ => line,
+    };
+    let line = line.trim_start();
+    // `WARN call{…}:effect{…}: justonce::…` as `WARN …: justonce::…`.
+    let line = match line.split_once(' ') {
+        Some((level, rest)) if !rest.starts_with("justonce::") => match rest.find(": justonce::") {
+            Some(at) => format!("{level} …{}", &rest[at..]),
+            None => line.to_owned(),
+        },
+        _ => line.to_owned(),
+    };
+    let mut out = String::new();
+    let mut rest = line.as_str();
+    while let Some(c) = rest.chars().next() {
+        let hex = rest
+            .bytes()
+            .take_while(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+            .count();
+        if hex == 32 && !rest[32..].starts_with(|c: char| c.is_ascii_alphanumeric()) {
+            out.push_str("KEY");
+            rest = &rest[32..];
+        } else if let Some(tail) = rest.strip_prefix("duration_ms=") {
+            out.push_str("duration_ms=N");
+            rest = tail.trim_start_matches(|c: char| c.is_ascii_digit());
+        } else if rest.starts_with("http://") || rest.starts_with("https://") {
+            let scheme = rest.find("//").unwrap() + 2;
+            let path = rest[scheme..].find('/').map_or(rest.len(), |p| scheme + p);
+            out.push_str("ORIGIN");
+            rest = &rest[path..];
+        } else {
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    out
+}

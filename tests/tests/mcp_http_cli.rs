@@ -56,7 +56,23 @@ fn tokens_from_the_cli_name_principals_whose_calls_the_journal_tells_apart() {
     let alices = journal(&["--principal", "alice"]);
     assert_eq!(alices.as_array().unwrap().len(), 1, "{alices}");
     assert_eq!(alices[0]["key"], a["_meta"]["dev.justonce/key"]);
-    assert_eq!(alices[0]["conversation"], r#"["alice","c"]"#);
+    assert_eq!(alices[0]["conversation"], "c", "{alices}");
+    assert_eq!(alices[0]["principal"], "alice");
+    let everyones = journal(&["--conversation", "c"]);
+    assert_eq!(
+        everyones.as_array().unwrap().len(),
+        2,
+        "every principal's calls in the conversation: {everyones}"
+    );
+    let text = justonce_command(Some(&db))
+        .args(["journal", "--conversation", "c"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains("conversation=c  principal=alice"),
+        "the text names the conversation and the principal: {text}"
+    );
     let in_conversation = journal(&["--principal", "bob", "--conversation", "c"]);
     assert_eq!(in_conversation[0]["key"], b["_meta"]["dev.justonce/key"]);
     assert!(

@@ -194,7 +194,8 @@ fn the_python_sdks_oauth_client_discovers_authorizes_and_calls_and_other_tokens_
     let ada = journal(&db, "oauth:ada");
     assert_eq!(ada.as_array().unwrap().len(), 1, "{ada}");
     assert_eq!(ada[0]["key"], calls[0]["meta"]["dev.justonce/key"]);
-    assert_eq!(ada[0]["conversation"], r#"["oauth:ada","conv-oauth"]"#);
+    assert_eq!(ada[0]["conversation"], "conv-oauth");
+    assert_eq!(ada[0]["principal"], "oauth:ada");
     let bob_token = report["bob_token"].as_str().unwrap().to_owned();
     let order =
         json!({"orders": [{"order_id": 5150, "email": "ada@example.com", "amount_cents": 700}]});

@@ -9,6 +9,11 @@
 //! A token is shown once, by [`add`]. A running server notices a change of the file
 //! at the next request (one `stat` per request: see [`Tokens`]), so [`revoke`] takes
 //! effect on the next request.
+//!
+//! A PostgreSQL journal keeps the tokens for every host of it instead (a table of the
+//! same records, `crate::journal::tokens`): [`Tokens::in_journal`] reads it at each
+//! request, so one [`revoke_in`] is seen by every host at its next request, and
+//! [`import_into`] brings a tokens file's entries over once.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -19,6 +24,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::clock::{Clock, SystemClock};
+use crate::journal::Journal;
+use crate::journal::tokens::{TokenRow, TokenTable};
 
 /// What every token starts with, so a leaked one is recognisable in a log or a scan.
 pub const TOKEN_PREFIX: &str = "jo_";
@@ -89,6 +96,9 @@ pub enum TokenError {
     /// The operating system's randomness failed.
     #[error("cannot draw a random token: {0}")]
     Random(String),
+    /// The journal that keeps the tokens did not answer, or keeps none.
+    #[error("the journal's tokens: {0}")]
+    Journal(String),
 }
 
 /// What a token's holder may do; each role is refused what is another's, by the
@@ -223,12 +233,20 @@ pub fn add(path: &Path, name: &str) -> Result<String, TokenError> {
 /// Issues a token with `role` for principal `name`, stores its hash, and returns the
 /// token: the only time it is shown.
 pub fn add_with_role(path: &Path, name: &str, role: Role) -> Result<String, TokenError> {
-    if !valid_name(name) {
-        return Err(TokenError::InvalidName(name.to_owned()));
-    }
     let mut doc = read(path)?;
     if doc.tokens.iter().any(|t| t.name == name) {
         return Err(TokenError::Exists(name.to_owned()));
+    }
+    let (token, record) = issue(name, role)?;
+    doc.tokens.push(record);
+    write(path, &doc)?;
+    Ok(token)
+}
+
+/// A new token for principal `name` with `role`, and its record (its hash).
+fn issue(name: &str, role: Role) -> Result<(String, TokenRecord), TokenError> {
+    if !valid_name(name) {
+        return Err(TokenError::InvalidName(name.to_owned()));
     }
     let mut secret = [0u8; 32];
     getrandom::fill(&mut secret).map_err(|e| TokenError::Random(e.to_string()))?;
@@ -236,14 +254,96 @@ pub fn add_with_role(path: &Path, name: &str, role: Role) -> Result<String, Toke
     let created_at_ms = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    doc.tokens.push(TokenRecord {
+    let record = TokenRecord {
         name: name.to_owned(),
         sha256: digest(&token),
         created_at_ms,
         role,
-    });
-    write(path, &doc)?;
+    };
+    Ok((token, record))
+}
+
+fn journal_error(e: crate::error::Error) -> TokenError {
+    TokenError::Journal(e.to_string())
+}
+
+fn row_of(record: &TokenRecord) -> TokenRow {
+    TokenRow {
+        name: record.name.clone(),
+        sha256: record.sha256.to_ascii_lowercase(),
+        created_at_ms: i64::try_from(record.created_at_ms).unwrap_or(i64::MAX),
+        role: record.role.as_str().to_owned(),
+    }
+}
+
+/// The record of a row of the journal's table; `None` for a role this build does
+/// not know (such a token is refused).
+fn record_of(row: TokenRow) -> Option<TokenRecord> {
+    Some(TokenRecord {
+        role: row.role.parse().ok()?,
+        name: row.name,
+        sha256: row.sha256,
+        created_at_ms: u64::try_from(row.created_at_ms).unwrap_or(0),
+    })
+}
+
+/// Every token the journal's `table` keeps.
+pub fn list_in(table: &dyn TokenTable) -> Result<Vec<TokenRecord>, TokenError> {
+    Ok(table
+        .token_rows()
+        .map_err(journal_error)?
+        .into_iter()
+        .filter_map(record_of)
+        .collect())
+}
+
+/// Issues a token with `role` for principal `name` in the journal's `table` (see
+/// [`add_with_role`]): every host of the journal takes it from its next request.
+pub fn add_in(table: &dyn TokenTable, name: &str, role: Role) -> Result<String, TokenError> {
+    let (token, record) = issue(name, role)?;
+    if !table
+        .insert_token(&row_of(&record))
+        .map_err(journal_error)?
+    {
+        return Err(TokenError::Exists(name.to_owned()));
+    }
     Ok(token)
+}
+
+/// Removes the token of principal `name` from the journal's `table`: every host of
+/// the journal refuses it from its next request.
+pub fn revoke_in(table: &dyn TokenTable, name: &str) -> Result<(), TokenError> {
+    match table.delete_token(name).map_err(journal_error)? {
+        true => Ok(()),
+        false => Err(TokenError::Unknown(name.to_owned())),
+    }
+}
+
+/// What [`import_into`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+pub struct Imported {
+    /// The principals whose tokens were added to the journal.
+    pub added: Vec<String>,
+    /// The principals left out: the journal has a token of that name (or that
+    /// token) already, and keeps it.
+    pub kept: Vec<String>,
+}
+
+/// Adds the tokens of the file at `path` to the journal's `table`, as they are
+/// (their hashes: their holders keep using them); a name the journal has already
+/// keeps the journal's.
+pub fn import_into(table: &dyn TokenTable, path: &Path) -> Result<Imported, TokenError> {
+    let mut imported = Imported::default();
+    for record in read(path)?.tokens {
+        match table
+            .insert_token(&row_of(&record))
+            .map_err(journal_error)?
+        {
+            true => imported.added.push(record.name),
+            false => imported.kept.push(record.name),
+        }
+    }
+    Ok(imported)
 }
 
 /// Removes the token of principal `name`.
@@ -428,6 +528,8 @@ pub struct Tokens {
     path: PathBuf,
     clock: Arc<dyn Clock>,
     loaded: Mutex<Loaded>,
+    /// The journal that keeps the tokens instead of the file (PostgreSQL).
+    journal: Option<Arc<dyn Journal>>,
     /// How many times the file was read (a test counts them).
     #[cfg(test)]
     reads: std::sync::atomic::AtomicUsize,
@@ -455,6 +557,7 @@ impl Tokens {
             path: path.to_owned(),
             clock,
             loaded: Mutex::new(Loaded::default()),
+            journal: None,
             #[cfg(test)]
             reads: std::sync::atomic::AtomicUsize::new(0),
         };
@@ -464,13 +567,49 @@ impl Tokens {
         Ok(tokens)
     }
 
-    /// The file.
+    /// The tokens `journal` keeps for every host of it (PostgreSQL), looked up at
+    /// each request: a token revoked through any host is refused from the next
+    /// request on. While the journal does not answer, each token is taken as the
+    /// journal last said (and the log says so): no request could be served then
+    /// anyway, and a brief outage does not lock out the console. Fails when the
+    /// journal keeps no tokens (SQLite) or does not answer now.
+    pub(crate) fn in_journal(journal: Arc<dyn Journal>) -> Result<Self, TokenError> {
+        let table = journal.tokens().ok_or_else(|| {
+            TokenError::Journal(
+                "this journal keeps no tokens (a SQLite journal's hosts keep a tokens file)".into(),
+            )
+        })?;
+        let by_digest = list_in(table)?
+            .into_iter()
+            .filter_map(|t| Some((TokenDigest(unhex(&t.sha256)?), holder_of_record(t))))
+            .collect();
+        Ok(Self {
+            path: PathBuf::from("the journal's tokens table"),
+            clock: Arc::new(SystemClock),
+            loaded: Mutex::new(Loaded {
+                by_digest,
+                ..Loaded::default()
+            }),
+            journal: Some(journal),
+            #[cfg(test)]
+            reads: std::sync::atomic::AtomicUsize::new(0),
+        })
+    }
+
+    /// The file (for tokens the journal keeps: a description of them).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
     /// How many tokens are accepted now.
     pub fn len(&self) -> usize {
+        if let Some(table) = self.journal.as_ref().and_then(|j| j.tokens()) {
+            match list_in(table) {
+                Ok(list) => return list.len(),
+                Err(e) => tracing::warn!("counting the tokens as last read: {e}"),
+            }
+            return self.lock().by_digest.len();
+        }
         self.refresh();
         self.lock().by_digest.len()
     }
@@ -511,13 +650,7 @@ impl Tokens {
         let by_digest = doc
             .tokens
             .into_iter()
-            .filter_map(|t| {
-                let holder = Holder {
-                    name: t.name,
-                    role: t.role,
-                };
-                Some((TokenDigest(unhex(&t.sha256)?), holder))
-            })
+            .filter_map(|t| Some((TokenDigest(unhex(&t.sha256)?), holder_of_record(t))))
             .collect();
         *self.lock() = Loaded {
             version,
@@ -556,8 +689,47 @@ impl Tokens {
     /// the file: a revoked token has none, a token whose entry was changed has the
     /// role the file gives it now.
     pub fn holder_of(&self, digest: &TokenDigest) -> Option<Holder> {
+        if let Some(table) = self.journal.as_ref().and_then(|j| j.tokens()) {
+            return self.holder_in_journal(table, digest);
+        }
         self.refresh();
         self.lock().by_digest.get(digest).cloned()
+    }
+
+    /// The holder of `digest` as the journal says now, remembered for an outage.
+    fn holder_in_journal(&self, table: &dyn TokenTable, digest: &TokenDigest) -> Option<Holder> {
+        let sha256 = hex::encode(digest.0);
+        let look_up = || table.token_by_digest(&sha256);
+        // The servers check tokens on their (multi-threaded) runtime's workers; the
+        // journal's client blocks, so the worker hands its other tasks over first.
+        let found = match tokio::runtime::Handle::try_current() {
+            Ok(_) => tokio::task::block_in_place(look_up),
+            Err(_) => look_up(),
+        };
+        match found {
+            Ok(row) => {
+                let holder = row.and_then(record_of).map(holder_of_record);
+                let mut loaded = self.lock();
+                match &holder {
+                    Some(holder) => loaded.by_digest.insert(*digest, holder.clone()),
+                    None => loaded.by_digest.remove(digest),
+                };
+                holder
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "the journal does not answer for a token; taking it as it last said: {e}"
+                );
+                self.lock().by_digest.get(digest).cloned()
+            }
+        }
+    }
+}
+
+fn holder_of_record(t: TokenRecord) -> Holder {
+    Holder {
+        name: t.name,
+        role: t.role,
     }
 }
 

@@ -39,7 +39,7 @@ impl Console {
     pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
         let journal = cli.journal()?;
         // One reader of the file for the server and the console.
-        let (path, tokens) = open_tokens(cli, self.tokens.as_ref())?;
+        let (path, tokens) = open_tokens(cli, self.tokens.as_ref(), &journal)?;
         let tokens = Arc::new(tokens);
         let (listener, bound) = listen("console", &self.listen)?;
         let routes = Routes::new(

@@ -6,11 +6,11 @@
 use clap::Args;
 
 use super::{Cli, exit, print_json};
+use crate::call::split_scope;
 use crate::clock::{Clock, SystemClock, rfc3339};
 use crate::error::Error;
 use crate::journal::{
-    self as journal_store, CallStory, JournalEffect, JournalEntry, JournalOperation, LeaseStatus,
-    Selection,
+    self as journal_store, CallStory, JournalEffect, JournalEntry, JournalOperation, Selection,
 };
 use crate::keys::InvocationKey;
 
@@ -129,14 +129,10 @@ impl Journal {
     fn unresolved(&self, store: &dyn journal_store::Journal, cli: &Cli) -> Result<u8, Error> {
         let now = SystemClock.now_ms();
         let mut effects = self.selection().unresolved(store, now)?;
-        for effect in &mut effects {
+        for effect in effects.iter_mut().filter(|e| e.class == "unkeyed") {
             effect.pending = Some(pending(cli.settings.as_ref(), effect));
         }
-        let person = effects.len();
-        effects.extend(stuck_keyed(
-            &self.selection().entries(store, STUCK_SCAN)?,
-            now,
-        ));
+        let person = effects.iter().filter(|e| e.class == "unkeyed").count();
         if self.json {
             print_json(&serde_json::to_value(&effects).unwrap_or_default());
             return Ok(exit::SUCCESS);
@@ -154,14 +150,14 @@ impl Journal {
                 );
             }
             println!(
-                "{}  #{} {}.{}  invocation={}  tool={}  conversation={}  attempts={}  updated_at={}{}{}",
+                "{}  #{} {}.{}  invocation={}  tool={}  {}  attempts={}  updated_at={}{}{}",
                 e.key,
                 e.seq,
                 e.provider,
                 e.operation,
                 e.invocation,
                 e.tool,
-                e.conversation,
+                scope_fields(&e.conversation),
                 e.attempts,
                 rfc3339(e.updated_at),
                 e.pending
@@ -199,54 +195,26 @@ fn pending(
     }
 }
 
-/// How many recent calls `--unresolved` looks through for stuck keyed calls (as many
-/// as the console's longest page).
-const STUCK_SCAN: u32 = 1000;
-
-/// The keyed effects that calls in `entries` are stuck on (outcome unknown, no live
-/// lease), as `--unresolved` lists them beside the unkeyed ones.
-fn stuck_keyed(entries: &[JournalEntry], now: i64) -> Vec<journal_store::UnresolvedEffect> {
-    entries
-        .iter()
-        .filter(|e| {
-            e.has_unknown_effect() && !matches!(e.lease_status(now), LeaseStatus::Live { .. })
-        })
-        .flat_map(|e| {
-            e.effects
-                .iter()
-                .filter(|f| {
-                    f.class == "keyed"
-                        && f.state == "pending"
-                        && f.resolution.is_none()
-                        && f.attempts > 0
-                })
-                .map(|f| journal_store::UnresolvedEffect {
-                    key: f.key.clone(),
-                    invocation: e.key.clone(),
-                    conversation: e.conversation.clone(),
-                    tool: e.tool.clone(),
-                    seq: f.seq,
-                    provider: f.provider.clone(),
-                    operation: f.operation.clone(),
-                    attempts: f.attempts,
-                    last_error: f.last_error.clone(),
-                    updated_at: f.updated_at,
-                    class: "keyed".into(),
-                    pending: None,
-                })
-        })
-        .collect()
+/// A recorded scope as the text's fields: `conversation=ID`, and `principal=NAME`
+/// for a call made over `serve --http` (as in `--json` and the call's log line).
+fn scope_fields(scope: &str) -> String {
+    match split_scope(scope) {
+        (Some(principal), conversation) => {
+            format!("conversation={conversation}  principal={principal}")
+        }
+        (None, conversation) => format!("conversation={conversation}"),
+    }
 }
 
 /// One invocation: a header line, its arguments, its effects, its outcome. `full`
 /// adds every effect's answer (the story of one call).
 fn print_entry(e: &JournalEntry, full: bool) {
     let mut head = format!(
-        "{}  {:<10} {}  conversation={}  runs={}  replays={}  created_at={}",
+        "{}  {:<10} {}  {}  runs={}  replays={}  created_at={}",
         e.key,
         e.states(e.judged).join(","),
         e.tool,
-        e.conversation,
+        scope_fields(&e.conversation),
         e.runs,
         e.replays,
         rfc3339(e.created_at)

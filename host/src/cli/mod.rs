@@ -293,6 +293,14 @@ impl Cli {
         {
             return path;
         }
+        self.state_dir().join(TOKENS_FILE)
+    }
+
+    /// Where this host keeps its own files (the tokens file by default, its memory
+    /// of the journal's mark): beside a SQLite database; for a PostgreSQL journal,
+    /// whose URL is no directory, beside the configuration file, else the working
+    /// directory's `.justonce/` (never under a path made of the URL).
+    fn state_dir(&self) -> PathBuf {
         let dir = if crate::journal::postgres::is_postgres_url(&self.db.to_string_lossy()) {
             match &self.settings {
                 Some(config) => config.path.parent().map(PathBuf::from),
@@ -301,7 +309,7 @@ impl Cli {
         } else {
             self.db.parent().map(PathBuf::from)
         };
-        dir.unwrap_or_default().join(TOKENS_FILE)
+        dir.unwrap_or_default()
     }
 
     /// How long records are kept, as configured (24 h unless the file says).

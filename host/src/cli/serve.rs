@@ -15,6 +15,8 @@ use crate::console::{Console, DEFAULT_TTL_MS as CONSOLE_SESSION_TTL_MS};
 use crate::delivery::Deliverer;
 use crate::error::Error;
 use crate::host::Host;
+use crate::journal::Journal;
+use crate::maintenance::{JournalMarks, Maintenance, marks::MARKS_FILE};
 use crate::mcp::{HttpOptions, Server, ServerConfig, Shutdown};
 use crate::serving::admission::Admission;
 use crate::serving::starting::Starting;
@@ -67,6 +69,18 @@ pub struct Serve {
     /// milliseconds; 0 leaves delivery to `justonce deliver`.
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     deliver_every_ms: u64,
+    /// How often gc runs while serving, in minutes: records past their windows are
+    /// removed by one host of the journal at a time (the others skip it), logged,
+    /// and counted in `justonce_gc_removed_total`; 0: never (run `justonce gc`
+    /// yourself) [default: the configuration's `gc_every_minutes`, else 60].
+    #[arg(long, value_name = "MINUTES")]
+    gc_every_minutes: Option<u64>,
+    /// Serve a journal even though its newest call is older than one this host saw
+    /// in it (journal-marks.json beside the host's state): it was restored from an
+    /// older backup, and the retries of the calls it lost run again under new keys.
+    /// Without it serve refuses such a journal, naming the problem.
+    #[arg(long)]
+    accept_restored_journal: bool,
     /// Serve Streamable HTTP at ADDR:PORT (or PORT, on 127.0.0.1) instead of stdio;
     /// port 0 picks a free one. Plain HTTP: put TLS in a reverse proxy.
     #[arg(long, value_name = "ADDR:PORT")]
@@ -143,10 +157,14 @@ pub(super) fn bind_address(text: &str) -> Result<SocketAddr, String> {
         .map_err(|_| format!("{text:?}: expected ADDR:PORT (e.g. 127.0.0.1:8080) or PORT"))
 }
 
-/// The tokens file `flag` names (else the configuration's, else the default), read;
-/// an empty one is allowed and said in the log.
-pub(super) fn open_tokens(cli: &Cli, flag: Option<&PathBuf>) -> Result<(PathBuf, Tokens), Error> {
-    let (path, tokens) = read_tokens(cli, flag)?;
+/// The tokens file `flag` names (else the configuration's, else the default), read,
+/// or the tokens `journal` keeps (PostgreSQL); none is allowed and said in the log.
+pub(super) fn open_tokens(
+    cli: &Cli,
+    flag: Option<&PathBuf>,
+    journal: &Arc<dyn Journal>,
+) -> Result<(PathBuf, Tokens), Error> {
+    let (path, tokens) = read_tokens(cli, flag, journal)?;
     warn_if_empty(&path, &tokens);
     Ok((path, tokens))
 }
@@ -160,9 +178,28 @@ fn warn_if_empty(path: &std::path::Path, tokens: &Tokens) {
     }
 }
 
-/// The tokens file `flag` names (else the configuration's, else the default), read.
-fn read_tokens(cli: &Cli, flag: Option<&PathBuf>) -> Result<(PathBuf, Tokens), Error> {
+/// The tokens file `flag` names (else the configuration's, else the default), read;
+/// on a journal that keeps the tokens for every host (PostgreSQL), its table, and a
+/// tokens file that is no longer read is said in the log.
+fn read_tokens(
+    cli: &Cli,
+    flag: Option<&PathBuf>,
+    journal: &Arc<dyn Journal>,
+) -> Result<(PathBuf, Tokens), Error> {
     let path = cli.tokens_file(flag);
+    if journal.tokens().is_some() {
+        if path.is_file() {
+            tracing::warn!(
+                "{} is not read: this PostgreSQL journal keeps the tokens for every host (`justonce token import` brings a file's tokens over once; `justonce token list` shows the journal's)",
+                path.display()
+            );
+        }
+        let tokens = Tokens::in_journal(Arc::clone(journal)).map_err(|e| Error::Config {
+            path: cli.db.clone(),
+            reason: e.to_string(),
+        })?;
+        return Ok((tokens.path().to_owned(), tokens));
+    }
     let tokens = Tokens::open(&path).map_err(|e| Error::Config {
         path: path.clone(),
         reason: e.to_string(),
@@ -233,6 +270,17 @@ impl Serve {
         for refused in host.runtime().refused() {
             tracing::warn!("refused {}: {}", refused.source.display(), refused.reason);
         }
+        let gc_every = self
+            .gc_every_minutes
+            .map(|m| Duration::from_secs(m.saturating_mul(60)))
+            .or(cli.settings.as_ref().and_then(|c| c.gc_every))
+            .unwrap_or(crate::maintenance::DEFAULT_GC_EVERY);
+        // Before anything is served: a journal restored behind what this host saw
+        // of it is refused here, unless the operator says they know.
+        let marks = JournalMarks::new(cli.state_dir().join(MARKS_FILE), Arc::clone(&host));
+        marks.check(self.accept_restored_journal)?;
+        let _maintenance =
+            Maintenance::new(Arc::clone(&host), Some(gc_every), Some(marks)).spawn()?;
         // Webhooks queued by tool calls go out while the server runs; the loop stops
         // when serving ends (after the pass under way).
         let _delivery = match self.deliver_every_ms {
@@ -287,7 +335,7 @@ impl Serve {
             .resource_server(cli, bound, Arc::new(crate::clock::SystemClock))?;
         // One reader of the file for the MCP endpoint and the console: a revoked
         // token is seen by both at once.
-        let (path, tokens) = read_tokens(cli, self.tokens.as_ref())?;
+        let (path, tokens) = read_tokens(cli, self.tokens.as_ref(), host.journal_handle())?;
         let tokens = Arc::new(tokens);
         if oauth.is_none() {
             warn_if_empty(&path, &tokens);
@@ -337,7 +385,7 @@ impl Serve {
         let tokens = if bound.ip().is_loopback() {
             None
         } else {
-            let (path, tokens) = open_tokens(cli, self.tokens.as_ref())?;
+            let (path, tokens) = open_tokens(cli, self.tokens.as_ref(), host.journal_handle())?;
             if tokens.is_empty() {
                 return Err(Error::Config {
                     path,

@@ -7,10 +7,13 @@ use clap::{Args, Subcommand};
 use super::{Cli, exit, print_json};
 use crate::auth::tokens::{self, Role, TokenError};
 use crate::error::Error;
+use crate::journal::postgres::is_postgres_url;
 
 /// Issue, list and revoke the bearer tokens of `serve --http`.
 ///
-/// The file keeps only each token's SHA-256; `add` shows the token once.
+/// The file keeps only each token's SHA-256; `add` shows the token once. On a
+/// PostgreSQL journal the journal keeps them for every host, so one `revoke` is seen
+/// by all of them at their next request; `import` brings a tokens file's over once.
 #[derive(Debug, Args)]
 pub struct Token {
     /// The tokens file [default: the configuration's `tokens_file`, else tokens.json
@@ -38,16 +41,24 @@ enum Action {
         #[arg(long)]
         json: bool,
     },
-    /// Revoke the token of principal NAME; a running server refuses it at once.
+    /// Revoke the token of principal NAME; a running server refuses it at once
+    /// (on PostgreSQL: every host of the journal).
     Revoke {
         /// The principal.
         name: String,
     },
+    /// PostgreSQL: add the tokens of the tokens file (--tokens, else the default) to
+    /// the journal's, as they are (their holders keep using them); a name the
+    /// journal has already keeps the journal's token.
+    Import,
 }
 
 impl Token {
     pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
         let path = cli.tokens_file(self.tokens.as_ref());
+        if is_postgres_url(&cli.db.to_string_lossy()) {
+            return self.in_journal(cli, &path);
+        }
         let failed = |e: TokenError| Error::Config {
             path: path.clone(),
             reason: e.to_string(),
@@ -63,29 +74,90 @@ impl Token {
             }
             Action::List { json } => {
                 let list = tokens::list(&path).map_err(failed)?;
-                if *json {
-                    print_json(&serde_json::to_value(&list).unwrap_or_default());
-                } else if list.is_empty() {
-                    println!("(no tokens in {})", path.display());
-                } else {
-                    for t in &list {
-                        println!(
-                            "{}  role={}  sha256={}…  created {}",
-                            t.name,
-                            t.role,
-                            &t.sha256[..12],
-                            crate::clock::rfc3339(
-                                i64::try_from(t.created_at_ms).unwrap_or(i64::MAX)
-                            )
-                        );
-                    }
-                }
+                print_list(&list, *json, &path.display().to_string());
             }
             Action::Revoke { name } => {
                 tokens::revoke(&path, name).map_err(failed)?;
                 eprintln!("revoked the token of {name}");
             }
+            Action::Import => {
+                return Err(failed(TokenError::Journal(
+                    "import is for a PostgreSQL journal, which keeps the tokens for every host; \
+                     a SQLite journal's hosts read this file itself"
+                        .into(),
+                )));
+            }
         }
         Ok(exit::SUCCESS)
+    }
+
+    /// The same actions on the tokens a PostgreSQL journal keeps.
+    fn in_journal(&self, cli: &Cli, file: &std::path::Path) -> Result<u8, Error> {
+        let journal = cli.journal()?;
+        let failed = |e: TokenError| Error::Config {
+            path: cli.db.clone(),
+            reason: e.to_string(),
+        };
+        let table = journal
+            .tokens()
+            .ok_or_else(|| failed(TokenError::Journal("this journal keeps no tokens".into())))?;
+        match &self.action {
+            Action::Add { name, role } => {
+                let token = tokens::add_in(table, name, *role).map_err(failed)?;
+                println!("{token}");
+                eprintln!(
+                    "{role} token for {name} (shown once; the journal keeps only its SHA-256, for every host)"
+                );
+            }
+            Action::List { json } => {
+                print_list(
+                    &tokens::list_in(table).map_err(failed)?,
+                    *json,
+                    "the journal",
+                );
+            }
+            Action::Revoke { name } => {
+                tokens::revoke_in(table, name).map_err(failed)?;
+                eprintln!("revoked the token of {name} on every host of the journal");
+            }
+            Action::Import => {
+                let imported = tokens::import_into(table, file).map_err(|e| Error::Config {
+                    path: file.to_owned(),
+                    reason: e.to_string(),
+                })?;
+                println!(
+                    "imported {} token(s) from {} into the journal: {}",
+                    imported.added.len(),
+                    file.display(),
+                    imported.added.join(", ")
+                );
+                if !imported.kept.is_empty() {
+                    println!(
+                        "kept the journal's own token of {} (the file's entry was not imported)",
+                        imported.kept.join(", ")
+                    );
+                }
+            }
+        }
+        Ok(exit::SUCCESS)
+    }
+}
+
+/// Prints `list` (the tokens of `source`) as text or JSON.
+fn print_list(list: &[tokens::TokenRecord], json: bool, source: &str) {
+    if json {
+        print_json(&serde_json::to_value(list).unwrap_or_default());
+    } else if list.is_empty() {
+        println!("(no tokens in {source})");
+    } else {
+        for t in list {
+            println!(
+                "{}  role={}  sha256={}…  created {}",
+                t.name,
+                t.role,
+                &t.sha256[..12],
+                crate::clock::rfc3339(i64::try_from(t.created_at_ms).unwrap_or(i64::MAX))
+            );
+        }
     }
 }

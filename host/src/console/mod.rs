@@ -650,7 +650,11 @@ impl Console {
                     || (m.state == "pending" && m.attempts > 0 && m.last_error.is_some())
             })
             .collect();
-        let unresolved = Selection::default().unresolved(&*self.journal, now)?.len();
+        let unresolved = Selection::default()
+            .unresolved(&*self.journal, now)?
+            .iter()
+            .filter(|e| e.class == "unkeyed")
+            .count();
         Ok(html(
             200,
             pages::attention(session, &entries, &failing, unresolved, now),

@@ -615,28 +615,75 @@ fn operations(body: &mut String, story: &CallStory, now: i64) {
     body.push_str("</tbody></table>");
 }
 
-/// The pending unkeyed effects that wait for a person.
+/// What needs someone, as `justonce journal --unresolved` lists it: the pending
+/// unkeyed effects that wait for a person to say whether they happened, then the
+/// calls stuck on a keyed effect whose outcome is unknown.
 pub fn unresolved(session: &BrowserSession, effects: &[UnresolvedEffect], now: i64) -> String {
-    let mut body = String::from(
-        "<p class=\"note\">Effects whose outcome is unknown and that the host cannot retry by \
-         itself (unkeyed): say whether each happened, then retry its call.</p>",
-    );
+    let (person, stuck): (Vec<&UnresolvedEffect>, Vec<&UnresolvedEffect>) =
+        effects.iter().partition(|e| e.class == "unkeyed");
+    let mut body = String::new();
     if effects.is_empty() {
-        body.push_str("<p>No unresolved effect.</p>");
+        body.push_str("<p>No unresolved effect and no stuck call.</p>");
         return page("Unresolved effects", Some(session), &body);
     }
-    body.push_str(
-        "<table id=\"unresolved\"><thead><tr><th>Effect</th><th>Key</th><th>Tool</th><th>Principal</th>\
+    if !person.is_empty() {
+        body.push_str(
+            "<h2>Waiting for a person</h2><p class=\"note\">Effects whose outcome is unknown \
+             and that the host cannot retry by itself (unkeyed): say whether each happened, \
+             then retry its call.</p>",
+        );
+        effects_table(
+            &mut body,
+            "unresolved",
+            &person,
+            now,
+            |e| {
+                format!(
+                    "{} {}",
+                    act_link(Act::ResolvePerformed, &e.key, "Performed…"),
+                    act_link(Act::ResolveNotPerformed, &e.key, "Not performed…")
+                )
+            },
+            session,
+        );
+    }
+    if !stuck.is_empty() {
+        body.push_str(
+            "<h2>Stuck with an unknown outcome</h2><p class=\"note\">Keyed effects whose \
+             outcome is unknown: the next retry of the same call resends each under the same \
+             key, so the downstream answers it once. Abandon closes a call for good.</p>",
+        );
+        effects_table(
+            &mut body,
+            "stuck",
+            &stuck,
+            now,
+            |e| act_link(Act::Abandon, &e.invocation, "Abandon…"),
+            session,
+        );
+    }
+    page("Unresolved effects", Some(session), &body)
+}
+
+/// A table of `effects` with id `id`, each row with the actions `actions` makes for
+/// it when the session's role acts.
+fn effects_table(
+    body: &mut String,
+    id: &str,
+    effects: &[&UnresolvedEffect],
+    now: i64,
+    actions: impl Fn(&UnresolvedEffect) -> String,
+    session: &BrowserSession,
+) {
+    let _ = write!(
+        body,
+        "<table id=\"{id}\"><thead><tr><th>Effect</th><th>Key</th><th>Tool</th><th>Principal</th>\
          <th>Conversation</th><th>Attempts</th><th>Last error</th><th>Last touched</th><th>Call</th><th></th></tr></thead><tbody>",
     );
     for e in effects {
         let (principal, conversation) = principal_and_conversation(&e.conversation);
         let actions = if session.role.acts() {
-            format!(
-                "{} {}",
-                act_link(Act::ResolvePerformed, &e.key, "Performed…"),
-                act_link(Act::ResolveNotPerformed, &e.key, "Not performed…")
-            )
+            actions(e)
         } else {
             String::new()
         };
@@ -659,7 +706,6 @@ pub fn unresolved(session: &BrowserSession, effects: &[UnresolvedEffect], now: i
         );
     }
     body.push_str("</tbody></table>");
-    page("Unresolved effects", Some(session), &body)
 }
 
 /// The outbox's messages.

@@ -15,19 +15,23 @@
 mod answer;
 pub(crate) mod decision;
 mod holder;
+pub(crate) mod mark;
 mod operate;
 pub(crate) mod outbox;
 pub(crate) mod postgres;
 mod read;
 pub(crate) mod recent;
 mod records;
+pub(crate) mod schedule;
 mod select;
 pub(crate) mod sqlite;
+pub(crate) mod tokens;
 
 use std::path::Path;
 
 pub(crate) use answer::Answer;
 pub use holder::{BadHostName, Holder, HostIdentity, LeaseStatus};
+pub use mark::JournalMark;
 pub(crate) use operate::{ProbeRun, performed_without_answer};
 pub use read::{
     Action, CALL_STATES, CallStory, DecidedBy, GcReport, JournalEffect, JournalEntry,
@@ -37,7 +41,8 @@ pub(crate) use records::{
     Begin, BeginOutcome, ClockRef, DeferredAnswer, EffectRecord, EffectState, InvocationState,
     Lease, Lookup, NewEffect, NewInvocation, Refusal, TakenOver,
 };
-pub(crate) use select::Selection;
+pub use schedule::ScheduledGc;
+pub(crate) use select::{Scopes, Selection};
 pub use sqlite::CURRENT_VERSION;
 
 use crate::error::Result;
@@ -226,10 +231,27 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// principal, see [`principal_scope`](crate::principal_scope)).
     fn entries_by_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<JournalEntry>>;
 
+    /// Invocations (newest first) in one conversation whoever made them: its bare
+    /// scope ([`bare_scope`](crate::call::bare_scope)) and every principal's scope
+    /// with it ([`principal_scope`](crate::principal_scope)).
+    fn entries_in_conversation(&self, conversation: &str, limit: u32) -> Result<Vec<JournalEntry>>;
+
     /// Deletes every completed record past its own window at `now` (a record
     /// journaled before records carried one: `default_retention_ms`), and provider
     /// rows older than `default_retention_ms`; never a call that is open.
     fn gc(&self, now: i64, default_retention_ms: i64) -> Result<GcReport>;
+
+    /// [`Journal::gc`], if the last scheduled gc of this journal (by any host) ran
+    /// `every_ms` or more ago on the journal's clock (`now` on SQLite, the database's
+    /// on PostgreSQL), recorded as run by `by`; one host at a time (see
+    /// [`schedule`]).
+    fn gc_if_due(
+        &self,
+        now: i64,
+        every_ms: i64,
+        default_retention_ms: i64,
+        by: &str,
+    ) -> Result<ScheduledGc>;
 
     /// Pending unkeyed effects that wait for a person.
     fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>>;
@@ -377,6 +399,17 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
 
     /// The outbox queue in this journal, for delivery.
     fn outbox(&self) -> &dyn outbox::OutboxQueue;
+
+    /// This journal's identity and its mark, the creation time of its newest call
+    /// ever, brought up to date now (see [`mark`]). The identity is made with the
+    /// journal's schema; `fresh_id` stands in should its row be missing.
+    fn mark(&self, fresh_id: &str) -> Result<JournalMark>;
+
+    /// The bearer tokens this journal keeps for every host of it (PostgreSQL);
+    /// `None` where each host's tokens file keeps them (SQLite).
+    fn tokens(&self) -> Option<&dyn tokens::TokenTable> {
+        None
+    }
 
     /// The SQLite journal behind this one, for tests that read a provider's tables.
     fn as_sqlite(&self) -> Option<&sqlite::SqliteJournal>;

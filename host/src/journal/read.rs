@@ -8,6 +8,27 @@ use crate::clock::{serialize_rfc3339, serialize_rfc3339_opt};
 use crate::determinism::Seed;
 use crate::outcome::Outcome;
 
+/// A recorded scope as people read it: who made the call and in which conversation.
+#[derive(Serialize)]
+struct ScopeView {
+    principal: Option<String>,
+    conversation: String,
+}
+
+/// Serializes a recorded scope as its two fields, `principal` and `conversation`
+/// (see [`crate::call::split_scope`]), never as the JSON text the scope is stored as.
+fn serialize_scope<T: AsRef<str>, S: serde::Serializer>(
+    scope: &T,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    let (principal, conversation) = crate::call::split_scope(scope.as_ref());
+    ScopeView {
+        principal,
+        conversation,
+    }
+    .serialize(serializer)
+}
+
 /// The columns of an invocation as [`JournalEntry`] shows it, the same on both
 /// backends: key, scope, tool, state, arguments, runs, replays, outcome,
 /// created_at, completed_at, component, lease_owner, lease_expires_at,
@@ -130,7 +151,10 @@ pub struct UnresolvedEffect {
     pub key: String,
     /// The invocation it belongs to.
     pub invocation: String,
-    /// The invocation's conversation (its scope).
+    /// The invocation's scope: its conversation, and the principal that made it
+    /// over `serve --http`. Shown as two fields, `principal` (`null` for a local
+    /// call) and `conversation`, as the call's log line names them.
+    #[serde(flatten, serialize_with = "serialize_scope")]
     pub conversation: String,
     /// The tool that asked for it.
     pub tool: String,
@@ -163,7 +187,11 @@ pub struct UnresolvedEffect {
 pub struct JournalEntry {
     /// The invocation key.
     pub key: String,
-    /// The conversation (the scope in which a repeat is a duplicate).
+    /// The scope in which a repeat is a duplicate: the conversation, and the
+    /// principal that made the call over `serve --http`. Shown as two fields,
+    /// `principal` (`null` for a local call) and `conversation`, as the call's log
+    /// line names them.
+    #[serde(flatten, serialize_with = "serialize_scope")]
     pub conversation: String,
     /// The tool.
     pub tool: String,

@@ -16,6 +16,7 @@
 //! what a client sends.
 
 mod family;
+mod gc;
 mod histogram;
 mod journal_gauges;
 pub(crate) mod text;
@@ -25,6 +26,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use family::Family;
+pub(crate) use gc::GcCounters;
 pub(crate) use histogram::Histogram;
 pub(crate) use journal_gauges::{Attention, JournalGauges, Reading, Unknown};
 use text::Text;
@@ -245,6 +247,7 @@ pub(crate) struct CallMetrics {
     refused: [AtomicU64; REFUSALS.len()],
     in_flight: AtomicI64,
     resolutions: [AtomicU64; DECIDERS.len()],
+    gc: GcCounters,
 }
 
 /// A call in flight; counted until dropped.
@@ -281,6 +284,11 @@ impl CallMetrics {
                 &format!("{tool}{PAIR}{provider}{PAIR}{OTHER_SERVICE}"),
             ),
         }
+    }
+
+    /// This host's scheduled gc counters.
+    pub(crate) fn gc(&self) -> &GcCounters {
+        &self.gc
     }
 
     /// Counts a call refused before its tool was known, by error kind.
@@ -455,6 +463,7 @@ impl CallMetrics {
                 }
             }
         }
+        self.gc.render(out);
     }
 }
 

@@ -369,8 +369,14 @@ impl Drop for HttpProcess {
 
 /// `justonce --db DB token add NAME`: the token it printed.
 pub fn add_token(db: &Path, name: &str) -> String {
+    token(db, &["add", name]).trim().to_owned()
+}
+
+/// `justonce --db DB token ARGS…`: what it printed, once it succeeded.
+pub fn token(db: &Path, args: &[&str]) -> String {
     let out = justonce_command(Some(db))
-        .args(["token", "add", name])
+        .arg("token")
+        .args(args)
         .output()
         .unwrap();
     assert!(
@@ -378,5 +384,5 @@ pub fn add_token(db: &Path, name: &str) -> String {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    String::from_utf8(out.stdout).unwrap()
 }

@@ -45,13 +45,14 @@ mod ops;
 mod outbox;
 mod pool;
 mod prepared;
-mod schema;
+pub(crate) mod schema;
 #[cfg(test)]
 mod test_certs;
 pub mod testing;
 mod tls;
 #[cfg(test)]
 mod tls_tests;
+mod tokens;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -64,12 +65,14 @@ use prepared::Db;
 
 pub use schema::CURRENT_VERSION;
 
+use super::mark::{self, JournalMark};
 use super::operate;
+use super::schedule::{self, ScheduledGc};
 use super::{Action, CallStory, Operated, Operator};
 use super::{
     Answer, Begin, BeginOutcome, DeferredAnswer, Durability, EffectRecord, GcReport, Journal,
     JournalEntry, JournalStats, Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution,
-    TransactionalRequest, UnresolvedEffect,
+    Scopes, TransactionalRequest, UnresolvedEffect,
 };
 use crate::error::{Error, Result};
 use crate::journal::recent::Recall;
@@ -665,12 +668,18 @@ impl Journal for PostgresJournal {
 
     fn entries(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>> {
         self.flush_replays();
-        self.read(|client| ops::entries_in(client.c, scope, None, limit))
+        self.read(|client| ops::entries_in(client.c, &Scopes::exactly(scope), limit))
     }
 
     fn entries_by_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<JournalEntry>> {
         self.flush_replays();
-        self.read(|client| ops::entries_in(client.c, None, Some(prefix), limit))
+        self.read(|client| ops::entries_in(client.c, &Scopes::prefix(prefix), limit))
+    }
+
+    fn entries_in_conversation(&self, conversation: &str, limit: u32) -> Result<Vec<JournalEntry>> {
+        self.flush_replays();
+        let scopes = Scopes::conversation(conversation);
+        self.read(|client| ops::entries_in(client.c, &scopes, limit))
     }
 
     fn resolve_by_probe(
@@ -733,6 +742,78 @@ impl Journal for PostgresJournal {
             self.memory.recent.clear();
         }
         Ok(report)
+    }
+
+    fn mark(&self, fresh_id: &str) -> Result<JournalMark> {
+        let marked = self.transaction(|tx| {
+            tx.c.execute(
+                "INSERT INTO journal_meta (name, value, at) VALUES ($1, $2, NULL), ($3, '', 0)
+                 ON CONFLICT (name) DO NOTHING",
+                &[&mark::ID_ROW, &fresh_id, &mark::NEWEST_CALL_ROW],
+            )?;
+            let row = tx.c.query_one(
+                "UPDATE journal_meta
+                    SET at = greatest(coalesce(at, 0), coalesce((SELECT max(created_at) FROM invocations), 0))
+                  WHERE name = $1
+              RETURNING at, (SELECT value FROM journal_meta WHERE name = $2)",
+                &[&mark::NEWEST_CALL_ROW, &mark::ID_ROW],
+            )?;
+            Ok(Ok::<_, ()>(JournalMark {
+                newest_call_at: row.get(0),
+                id: row.get(1),
+            }))
+        })?;
+        Ok(marked.unwrap_or_else(|()| unreachable!("never refused")))
+    }
+
+    fn gc_if_due(
+        &self,
+        _now: i64,
+        every_ms: i64,
+        default_retention_ms: i64,
+        by: &str,
+    ) -> Result<ScheduledGc> {
+        let ran = self.transaction(|tx| {
+            tx.c.execute(
+                "INSERT INTO journal_meta (name, value, at) VALUES ($1, '', NULL)
+                 ON CONFLICT (name) DO NOTHING",
+                &[&schedule::GC_ROW],
+            )?;
+            // SKIP LOCKED: a host that finds another collecting goes on, unblocked.
+            let Some(row) = tx.c.query_opt(
+                concat!(
+                    "SELECT value, at, ",
+                    db_now!(),
+                    " FROM journal_meta WHERE name = $1 FOR UPDATE SKIP LOCKED"
+                ),
+                &[&schedule::GC_ROW],
+            )?
+            else {
+                return Ok(Err(ScheduledGc::Busy));
+            };
+            let (last_by, last, now): (String, Option<i64>, i64) =
+                (row.get(0), row.get(1), row.get(2));
+            if let Some(last) = last
+                && !schedule::due(Some(last), now, every_ms)
+            {
+                return Ok(Err(ScheduledGc::NotDue { last, by: last_by }));
+            }
+            let report = ops::gc_in(tx, now, default_retention_ms)?;
+            tx.c.execute(
+                "UPDATE journal_meta SET value = $2, at = $3 WHERE name = $1",
+                &[&schedule::GC_ROW, &by, &now],
+            )?;
+            Ok(Ok(report))
+        })?;
+        match ran {
+            Ok(report) => {
+                if report.invocations > 0 {
+                    self.memory.recent.clear();
+                }
+                Ok(ScheduledGc::Ran(report))
+            }
+            Err(skipped) => Ok(skipped),
+        }
     }
 
     fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>> {
@@ -871,6 +952,10 @@ impl Journal for PostgresJournal {
 
     fn outbox(&self) -> &dyn super::outbox::OutboxQueue {
         self
+    }
+
+    fn tokens(&self) -> Option<&dyn super::tokens::TokenTable> {
+        Some(self)
     }
 
     fn as_sqlite(&self) -> Option<&super::sqlite::SqliteJournal> {

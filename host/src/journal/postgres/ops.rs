@@ -15,7 +15,7 @@ use crate::journal::read::{
 use crate::journal::{
     Answer, Begin, BeginOutcome, DeferredAnswer, EffectRecord, EffectState, GcReport,
     JournalEffect, JournalEntry, Lease, Lookup, NewEffect, NewInvocation, Refusal, Resolution,
-    TakenOver, TransactionalRequest, UnresolvedEffect, transactional_answer,
+    Scopes, TakenOver, TransactionalRequest, UnresolvedEffect, transactional_answer,
 };
 use crate::keys::{EffectKey, Fingerprint, InvocationKey};
 use crate::provider::{EffectRequest, Provider, ProviderClass};
@@ -893,18 +893,24 @@ fn complete_entry(client: &mut impl GenericClient, entry: &mut JournalEntry) -> 
 
 pub(super) fn entries_in(
     client: &mut impl GenericClient,
-    scope: Option<&str>,
-    prefix: Option<&str>,
+    scopes: &Scopes,
     limit: u32,
 ) -> PgResult<Vec<JournalEntry>> {
     let rows = client.query(
         &format!(
             "SELECT {ENTRY_COLUMNS} FROM invocations
-              WHERE ($1::TEXT IS NULL OR scope = $1)
+              WHERE ($1::TEXT IS NULL OR scope = $1
+                     OR ($4::TEXT IS NOT NULL AND left(scope, 1) = '['
+                         AND right(scope, length($4)) = $4))
                 AND ($3::TEXT IS NULL OR left(scope, length($3)) = $3)
               ORDER BY created_at DESC, key LIMIT $2"
         ),
-        &[&scope, &i64::from(limit), &prefix],
+        &[
+            &scopes.exactly.as_deref(),
+            &i64::from(limit),
+            &scopes.prefix.as_deref(),
+            &scopes.suffix.as_deref(),
+        ],
     )?;
     let mut entries: Vec<JournalEntry> = rows.iter().map(entry_from).collect();
     for entry in &mut entries {

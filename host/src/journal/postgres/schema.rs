@@ -100,7 +100,7 @@ const MIGRATIONS: &[&str] = &[
         CHECK (action IN ('forget', 'abandon', 'resolve', 'resume'));
     "#,
     // 6 -> 7: the server's secrets that key request states (the SQLite journal's
-    // version 11).
+    // version 10).
     r#"
     CREATE TABLE state_secrets (
         id          BIGINT PRIMARY KEY,
@@ -109,19 +109,69 @@ const MIGRATIONS: &[&str] = &[
         rotated_at  BIGINT
     );
     "#,
-    // 7 -> 8: a client's cancel in the journal (the SQLite journal's version 12).
+    // 7 -> 8: a client's cancel in the journal (the SQLite journal's version 11).
     r#"
     ALTER TABLE invocations ADD COLUMN cancelled_entropy TEXT;
     "#,
     // 8 -> 9: what an effect's provider says of it now, when that differs from its
-    // record (the SQLite journal's version 13).
+    // record (the SQLite journal's version 12).
     r#"
     ALTER TABLE effects ADD COLUMN catalog_class TEXT;
+    "#,
+    // 9 -> 10: what the journal knows about itself, one row per name: its identity
+    // (`id`, random, made here so that every backup carries it), when the last
+    // scheduled gc ran and which host ran it (`gc`), its newest call (`newest_call`,
+    // see `journal/mark.rs`); the SQLite journal's version 13. Additive: a host of
+    // version 7 never reads it.
+    r#"
+    CREATE TABLE journal_meta (
+        name   TEXT PRIMARY KEY,
+        value  TEXT NOT NULL,
+        at     BIGINT
+    );
+    INSERT INTO journal_meta (name, value)
+        VALUES ('id', md5(random()::TEXT || clock_timestamp()::TEXT));
+    "#,
+    // 10 -> 11: the bearer tokens of `serve --http`, the console and `/metrics`, kept
+    // here for every host of the journal (a SQLite journal's hosts keep a tokens
+    // file each): only each token's SHA-256, as the file keeps it. Additive.
+    r#"
+    CREATE TABLE tokens (
+        name           TEXT PRIMARY KEY,
+        sha256         TEXT NOT NULL UNIQUE,
+        created_at_ms  BIGINT NOT NULL,
+        role           TEXT NOT NULL CHECK (role IN ('agent', 'viewer', 'operator'))
+    );
     "#,
 ];
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The schema version the previous release wrote: every migration after it only
+/// adds, so that release's hosts go on serving a journal a newer host migrated
+/// (docs/operators.md, "Rolling upgrades"). Moved up at each release.
+pub const PREVIOUS_RELEASE: i64 = 7;
+
+/// Tests of upgrades only: makes the schema of `version` (an empty database) as
+/// that release's hosts made it, by its migrations (a released one is never edited).
+pub fn migrate_to(client: &mut Client, version: i64) -> Result<(), postgres::Error> {
+    let mut tx = client.transaction()?;
+    tx.batch_execute(
+        "CREATE TABLE justonce_schema (
+             only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row),
+             version  BIGINT NOT NULL
+         )",
+    )?;
+    for step in &MIGRATIONS[..usize::try_from(version).unwrap_or(0)] {
+        tx.batch_execute(step)?;
+    }
+    tx.execute(
+        "INSERT INTO justonce_schema (version) VALUES ($1)",
+        &[&version],
+    )?;
+    tx.commit()
+}
 
 /// Any number, as long as it is the same in every justonce: hosts that start together
 /// migrate one at a time.

@@ -5,7 +5,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use crate::journal::read::{
     EFFECT_COLUMNS, ENTRY_COLUMNS, expires_at, generation_of, parse_json, shown_state, summary,
 };
-use crate::journal::{GcReport, JournalEffect, JournalEntry};
+use crate::journal::{GcReport, JournalEffect, JournalEntry, Scopes};
 
 fn entry_from(r: &Row<'_>) -> rusqlite::Result<JournalEntry> {
     let outcome: Option<String> = r.get(7)?;
@@ -80,18 +80,27 @@ fn complete_entry(conn: &Connection, entry: &mut JournalEntry) -> rusqlite::Resu
 /// Invocations (newest first), optionally of one scope, with their effects.
 pub(super) fn entries_in(
     conn: &Connection,
-    scope: Option<&str>,
-    prefix: Option<&str>,
+    scopes: &Scopes,
     limit: u32,
 ) -> rusqlite::Result<Vec<JournalEntry>> {
     let mut entries = conn
         .prepare_cached(&format!(
             "SELECT {ENTRY_COLUMNS} FROM invocations
-              WHERE (?1 IS NULL OR scope = ?1)
+              WHERE (?1 IS NULL OR scope = ?1
+                     OR (?4 IS NOT NULL AND substr(scope, 1, 1) = '['
+                         AND substr(scope, -length(?4)) = ?4))
                 AND (?3 IS NULL OR substr(scope, 1, length(?3)) = ?3)
               ORDER BY created_at DESC, key LIMIT ?2"
         ))?
-        .query_map(params![scope, limit, prefix], entry_from)?
+        .query_map(
+            params![
+                scopes.exactly.as_deref(),
+                limit,
+                scopes.prefix.as_deref(),
+                scopes.suffix.as_deref()
+            ],
+            entry_from,
+        )?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     for entry in &mut entries {
         complete_entry(conn, entry)?;

@@ -17,24 +17,26 @@ mod outbox;
 mod owned;
 mod resolution;
 mod runway;
-mod schema;
+pub(crate) mod schema;
 mod state_secrets;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 
 pub(crate) use durable::{forget_synced_wal, synced_wal_length};
 pub use schema::CURRENT_VERSION;
 
+use super::mark::{self, JournalMark};
 use super::operate;
 use super::recent;
+use super::schedule::{self, ScheduledGc};
 use super::{
     Action, Answer, Begin, BeginOutcome, CallStory, DeferredAnswer, Durability, EffectRecord,
     GcReport, Journal, JournalEntry, JournalStats, Lease, Lookup, NewEffect, NewInvocation,
-    Operated, Operator, Refusal, Resolution, TransactionalRequest, UnresolvedEffect,
+    Operated, Operator, Refusal, Resolution, Scopes, TransactionalRequest, UnresolvedEffect,
 };
 use crate::error::{Error, Result};
 use crate::keys::{EffectKey, Fingerprint, InvocationKey};
@@ -673,12 +675,18 @@ impl Journal for SqliteJournal {
 
     fn entries(&self, scope: Option<&str>, limit: u32) -> Result<Vec<JournalEntry>> {
         self.flush_replays();
-        self.with(|conn| journal::entries_in(conn, scope, None, limit))
+        self.with(|conn| journal::entries_in(conn, &Scopes::exactly(scope), limit))
     }
 
     fn entries_by_prefix(&self, prefix: &str, limit: u32) -> Result<Vec<JournalEntry>> {
         self.flush_replays();
-        self.with(|conn| journal::entries_in(conn, None, Some(prefix), limit))
+        self.with(|conn| journal::entries_in(conn, &Scopes::prefix(prefix), limit))
+    }
+
+    fn entries_in_conversation(&self, conversation: &str, limit: u32) -> Result<Vec<JournalEntry>> {
+        self.flush_replays();
+        let scopes = Scopes::conversation(conversation);
+        self.with(|conn| journal::entries_in(conn, &scopes, limit))
     }
 
     fn gc(&self, now: i64, default_retention_ms: i64) -> Result<GcReport> {
@@ -690,6 +698,73 @@ impl Journal for SqliteJournal {
         // answered within its own retention.)
         self.recent.clear();
         Ok(report)
+    }
+
+    fn mark(&self, fresh_id: &str) -> Result<JournalMark> {
+        let marked = self.transaction(|tx| {
+            tx.execute(
+                "INSERT INTO journal_meta (name, value, at) VALUES (?1, ?2, NULL), (?3, '', 0)
+                 ON CONFLICT (name) DO NOTHING",
+                rusqlite::params![mark::ID_ROW, fresh_id, mark::NEWEST_CALL_ROW],
+            )?;
+            tx.execute(
+                "UPDATE journal_meta
+                    SET at = max(coalesce(at, 0), coalesce((SELECT max(created_at) FROM invocations), 0))
+                  WHERE name = ?1",
+                [mark::NEWEST_CALL_ROW],
+            )?;
+            let id: String = tx.query_row(
+                "SELECT value FROM journal_meta WHERE name = ?1",
+                [mark::ID_ROW],
+                |r| r.get(0),
+            )?;
+            let newest_call_at: i64 = tx.query_row(
+                "SELECT at FROM journal_meta WHERE name = ?1",
+                [mark::NEWEST_CALL_ROW],
+                |r| r.get(0),
+            )?;
+            Ok(Ok::<_, ()>(JournalMark { id, newest_call_at }))
+        })?;
+        Ok(marked.unwrap_or_else(|()| unreachable!("never refused")))
+    }
+
+    fn gc_if_due(
+        &self,
+        now: i64,
+        every_ms: i64,
+        default_retention_ms: i64,
+        by: &str,
+    ) -> Result<ScheduledGc> {
+        // BEGIN IMMEDIATE: a second host waits for the first's commit, then finds
+        // its run recorded.
+        let ran = self.transaction(|tx| {
+            let last: Option<(String, Option<i64>)> = tx
+                .query_row(
+                    "SELECT value, at FROM journal_meta WHERE name = ?1",
+                    [schedule::GC_ROW],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            if let Some((by, Some(last))) = last
+                && !schedule::due(Some(last), now, every_ms)
+            {
+                return Ok(Err(ScheduledGc::NotDue { last, by }));
+            }
+            let report = journal::gc_in(tx, now, default_retention_ms)?;
+            tx.execute(
+                "INSERT INTO journal_meta (name, value, at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (name) DO UPDATE SET value = excluded.value, at = excluded.at",
+                rusqlite::params![schedule::GC_ROW, by, now],
+            )?;
+            Ok(Ok(report))
+        })?;
+        match ran {
+            Ok(report) => {
+                self.recent.clear();
+                Ok(ScheduledGc::Ran(report))
+            }
+            Err(skipped) => Ok(skipped),
+        }
     }
 
     fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>> {

@@ -182,7 +182,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE operations_v9 RENAME TO operations;
     CREATE INDEX operations_by_key ON operations (invocation_key, at);
     "#,
-    // 10 -> 11: the server's secrets that key request states (`ask::StateKeys`):
+    // 9 -> 10: the server's secrets that key request states (`ask::StateKeys`):
     // the newest is current, one rotated out is honoured for a window after
     // `rotated_at`.
     r#"
@@ -193,23 +193,50 @@ pub(super) const MIGRATIONS: &[&str] = &[
         rotated_at  INTEGER
     );
     "#,
-    // 11 -> 12: a client's cancel (`tasks/cancel`) in the journal, so every host
+    // 10 -> 11: a client's cancel (`tasks/cancel`) in the journal, so every host
     // honours it: the seed (`entropy`) of the generation it was taken against. The
     // call is cancelled while the two are equal; a new generation of the key (a new
     // record) is not.
     r#"
     ALTER TABLE invocations ADD COLUMN cancelled_entropy TEXT;
     "#,
-    // 12 -> 13: what an effect's provider called it the last time a run met it,
+    // 11 -> 12: what an effect's provider called it the last time a run met it,
     // when that differs from the class journaled when it was claimed (`keyed`,
     // `unkeyed`, `transactional`, or `read`): shown beside the record, which wins.
     r#"
     ALTER TABLE effects ADD COLUMN catalog_class TEXT;
     "#,
+    // 12 -> 13: what the journal knows about itself, one row per name: its
+    // identity (`id`, random, made here so that every backup carries it), when the
+    // last scheduled gc ran and which host ran it (`gc`), its newest call
+    // (`newest_call`, see `journal/mark.rs`). Additive: a host of version 10 never
+    // reads it.
+    r#"
+    CREATE TABLE journal_meta (
+        name   TEXT PRIMARY KEY,
+        value  TEXT NOT NULL,
+        at     INTEGER
+    );
+    INSERT INTO journal_meta (name, value) VALUES ('id', lower(hex(randomblob(16))));
+    "#,
 ];
 
 /// The schema version this build writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The schema version the previous release wrote: every migration after it only
+/// adds, so that release's hosts go on serving a journal a newer host migrated
+/// (docs/operators.md, "Rolling upgrades"). Moved up at each release.
+pub const PREVIOUS_RELEASE: i64 = 10;
+
+/// Tests of upgrades only: makes the schema of `version` (an empty database) as
+/// that release's hosts made it, by its migrations (a released one is never edited).
+pub fn migrate_to(conn: &mut Connection, version: i64) -> rusqlite::Result<()> {
+    for step in &MIGRATIONS[..usize::try_from(version).unwrap_or(0)] {
+        conn.execute_batch(step)?;
+    }
+    conn.pragma_update(None, "user_version", version)
+}
 
 /// What [`migrate`] found.
 #[derive(Debug, PartialEq, Eq)]
