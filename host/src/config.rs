@@ -39,7 +39,9 @@
 //! [mcp]                          # how `serve` treats calls
 //! unscoped = "refuse"            # a call naming no conversation (nor key) is refused with
 //!                                # the glue that names one; "session": scoped by its MCP
-//!                                # session; default "window": deduplicated within
+//!                                # session (a stateless client, which has none, is
+//!                                # refused; "session-or-window" gives it the window,
+//!                                # logged); default "window": deduplicated within
 //!                                # unscoped_retention_minutes
 //! answer_within_ms = 4000        # a duplicate waiting for the first call answers
 //!                                # in_progress (retry-safe) by then (default 4000)

@@ -119,9 +119,17 @@ pub enum Unscoped {
     /// as a named conversation. For a client whose session lives exactly as long as
     /// one agent run; a client that opens a session per call (langchain-mcp-adapters
     /// without an explicit session) gets a new scope per call, so its retry runs
-    /// again. A call with no session (the stateless 2026-07-28 revision) falls back to
-    /// the window.
+    /// again. On stdio one process and one `initialize` are one session: a client
+    /// that re-enters the same connection for several runs (pydantic-ai's toolset
+    /// kept open) has one scope for all of them, and a second `initialize` starts a
+    /// new one. A call with no session (a client of the stateless 2026-07-28
+    /// revision, as pydantic-ai and the Agents SDK are with mcp 2.3) is refused
+    /// with the fix, never silently given the window: see [`Unscoped::SessionOrWindow`].
     Session,
+    /// As [`Unscoped::Session`], except that a call with no session (the stateless
+    /// revision) runs in the short window instead of being refused, logged once per
+    /// process: the operator's explicit choice (`unscoped = "session-or-window"`).
+    SessionOrWindow,
 }
 
 impl std::str::FromStr for Unscoped {
@@ -132,8 +140,9 @@ impl std::str::FromStr for Unscoped {
             "window" => Ok(Self::Window),
             "refuse" => Ok(Self::Refuse),
             "session" => Ok(Self::Session),
+            "session-or-window" => Ok(Self::SessionOrWindow),
             other => Err(format!(
-                "{other:?}: expected \"window\", \"refuse\" or \"session\""
+                "{other:?}: expected \"window\", \"refuse\", \"session\" or \"session-or-window\""
             )),
         }
     }

@@ -163,13 +163,16 @@ class Script:
 
 
 # ---------------------------------------------------------------------------------
-# pydantic-ai: the conversation from the run's deps, on every call.
+# pydantic-ai: the conversation from the run's deps, on every call, through the helper
+# of clients/python (justonce_client.pydantic_ai).
 
 from dataclasses import dataclass
 
 from fastmcp.client.transports import StdioTransport
 from pydantic_ai import Agent
 from pydantic_ai.mcp import MCPToolset
+
+from justonce_client import pydantic_ai as justonce_pydantic_ai
 
 
 @dataclass
@@ -178,26 +181,11 @@ class Deps:
 
 
 def pydantic_ai_stdio(command, args):
-    async def in_conversation(ctx, call_tool, name, tool_args):
-        meta = {"dev.justonce/conversation": ctx.deps.conversation_id}
-        return await call_tool(name, tool_args, metadata=meta)
-
-    return MCPToolset(
-        StdioTransport(command, args),
-        process_tool_call=in_conversation,
-        max_retries=3,  # outcome_unknown and in_progress come back as a retry
-        read_timeout=60,
-    )
+    return justonce_pydantic_ai.stdio([command, *args], conversation=lambda ctx: ctx.deps.conversation_id)
 
 
 def pydantic_ai_http(url, token):
-    return MCPToolset(
-        url,
-        auth=token,
-        headers=lambda ctx: {"Justonce-Conversation": ctx.deps.conversation_id},
-        max_retries=3,
-        read_timeout=60,
-    )
+    return justonce_pydantic_ai.http(url, token, conversation=lambda ctx: ctx.deps.conversation_id)
 
 
 async def pydantic_ai_run(toolset, model, conversation_id):
@@ -249,16 +237,41 @@ async def pydantic_ai_scenarios(justonce):
         await pydantic_ai_run(toolset, pydantic_ai_model(script), conversation)
         told[name] = script.told
     await stack.aclose()
+    if justonce.transport == "http":  # a refusal of the host reaches the developer
+        url, token = justonce.url(*PLAIN)
+        toolset = justonce_pydantic_ai.http(
+            url, token, conversation="ticket-9101", headers={"Justonce-Conversation": "ticket-elsewhere"}
+        )
+        told["helper_refusal"] = await refusal_raised(
+            pydantic_ai_run(toolset, pydantic_ai_model(Script([[("call_1", refund(9101))]])), "ticket-9101")
+        )
     return told
 
 
+async def refusal_raised(run):
+    """What the helper raised to the developer for `run`, which the host refuses."""
+    from justonce_client import refusal_in
+
+    try:
+        await run
+    except Exception as e:  # the Agents SDK wraps it in its UserError
+        refused = refusal_in(e)
+        if refused is None:
+            raise
+        return {"kind": refused.kind, "message": str(refused)}
+    return None
+
+
 # ---------------------------------------------------------------------------------
-# The OpenAI Agents SDK: the conversation from the run's context, on every call.
+# The OpenAI Agents SDK: the conversation from the run's context, on every call,
+# through the helper of clients/python (justonce_client.openai_agents).
 
 from dataclasses import dataclass
 
 import agents
 from agents.mcp import MCPServerStdio, MCPServerStreamableHttp
+
+from justonce_client import openai_agents as justonce_openai_agents
 
 
 @dataclass
@@ -267,19 +280,11 @@ class Context:
 
 
 def openai_agents_stdio(command, args):
-    return MCPServerStdio(
-        {"command": command, "args": args},
-        tool_meta_resolver=lambda meta: {"dev.justonce/conversation": meta.run_context.context.conversation_id},
-        client_session_timeout_seconds=60,  # the default, 5 s, is shorter than a call may take
-    )
+    return justonce_openai_agents.stdio([command, *args], conversation=lambda ctx: ctx.context.conversation_id)
 
 
 def openai_agents_http(url, token, conversation_id):
-    headers = {"Authorization": f"Bearer {token}", "Justonce-Conversation": conversation_id}
-    return MCPServerStreamableHttp(
-        {"url": url, "headers": headers, "timeout": 60, "sse_read_timeout": 60},
-        client_session_timeout_seconds=60,
-    )
+    return justonce_openai_agents.http(url, token, conversation=conversation_id)
 
 
 async def openai_agents_run(server, model, conversation_id):  # within `async with server:`
@@ -354,6 +359,17 @@ async def openai_agents_scenarios(justonce):
             script = Script(turns)
             await openai_agents_run(mcp, openai_agents_model(script), conversation)
             told[name] = script.told
+        if justonce.transport == "http":  # a refusal of the host reaches the developer
+            url, token = justonce.url(*PLAIN)
+            mcp = justonce_openai_agents.http(
+                url,
+                token,
+                conversation="ticket-9101",
+                tool_meta_resolver=lambda meta: {"dev.justonce/conversation": "ticket-elsewhere"},
+            )
+            await stack.enter_async_context(mcp)
+            model = openai_agents_model(Script([[("call_1", refund(9101))]]))
+            told["helper_refusal"] = await refusal_raised(openai_agents_run(mcp, model, "ticket-9101"))
     return told
 
 
@@ -493,6 +509,8 @@ async def main(framework, transport, binary, workdir):
         name: {"told": told[name], "payments": payments.seen(orders)}
         for name, (_, _, _, orders) in SCENARIOS.items()
     }
+    if "helper_refusal" in told:
+        report["helper_refusal"] = {"raised": told["helper_refusal"], "payments": payments.seen([9101])}
     print(json.dumps(report))
 
 

@@ -69,6 +69,64 @@ fn a_lost_response_ends_the_first_call_unknown_and_the_agents_retry_sends_nothin
     );
 }
 
+/// The fault is counted in the journal, per key: a client that starts a server per
+/// call (LlamaIndex on stdio) retries in a second process, and its retry is answered
+/// as one server's would be, instead of losing its response again.
+#[test]
+fn a_lost_response_is_counted_in_the_journal_so_a_retry_in_a_new_process_is_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let spawn = || {
+        let mut server = McpProcess::spawn(&db, &["--fault", "lose-response:mail"], "warn");
+        server.client.initialize(VERSION);
+        server
+    };
+    let mut server = spawn();
+    let first = server
+        .client
+        .call("send_receipt", receipt(5517), conversation());
+    assert_eq!(
+        result(&first)["structuredContent"]["error"]["kind"],
+        "outcome_unknown",
+        "{first}"
+    );
+    assert_eq!(mailbox_count(&db), 1, "the effect landed");
+    let (_, code, _) = server.close();
+    assert_eq!(code, Some(0));
+
+    let mut server = spawn();
+    let retry = server
+        .client
+        .call("send_receipt", receipt(5517), conversation());
+    let told = result(&retry);
+    assert_eq!(
+        told["isError"], false,
+        "the retry in a new process is answered: {retry}"
+    );
+    assert_eq!(told["structuredContent"]["sent"][0]["order_id"], 5517);
+    assert_eq!(
+        first["result"]["_meta"]["dev.justonce/key"], retry["result"]["_meta"]["dev.justonce/key"],
+        "both attempts carried the same key"
+    );
+    assert_eq!(
+        mailbox_count(&db),
+        1,
+        "one email for the call and its retry"
+    );
+
+    // The opposite case: another order's first attempt in this process loses its
+    // response, as the first process's did.
+    let other = server
+        .client
+        .call("send_receipt", receipt(5518), conversation());
+    assert_eq!(
+        result(&other)["structuredContent"]["error"]["kind"],
+        "outcome_unknown"
+    );
+    assert_eq!(mailbox_count(&db), 2);
+    server.close();
+}
+
 #[test]
 fn a_late_answer_is_in_progress_for_a_duplicate_within_the_answer_by_time_then_replayed() {
     let dir = tempfile::tempdir().unwrap();

@@ -3,7 +3,10 @@
 //! driving `justonce serve` on stdio and on Streamable HTTP from an agent on a scripted
 //! model, through tests/frameworks/recipes.py (see its docstring for the scenarios).
 //! Every server refuses unscoped calls, so each recipe's line of glue is tested by
-//! every call getting through.
+//! every call getting through. The pydantic-ai and Agents SDK recipes are the one-line
+//! helpers of clients/python (`justonce_client`), imported from the checkout (the
+//! package is pure Python: on `PYTHONPATH` it is what `pip install ./clients/python`
+//! installs).
 //!
 //! The interpreter is `$JUSTONCE_FRAMEWORKS_PYTHON` (set by `.ci/run`), else a virtual
 //! environment made under `target/tmp`. Without either the tests are skipped with a
@@ -24,6 +27,9 @@ const REQUIREMENTS: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../tests/frameworks/requirements.txt"
 );
+
+/// The Python package of the client helpers, in the checkout.
+const CLIENTS_PYTHON: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../clients/python");
 
 /// What the appended note of a replay says first.
 const REPLAY_NOTE: &str = "justonce: this call was already made earlier";
@@ -57,6 +63,9 @@ struct Framework {
     /// line of its framework on that transport (stdio, HTTP); `None` where the
     /// framework replaces every JSON-RPC error with a fixed text of its own.
     refusal: Option<(&'static str, &'static str)>,
+    /// Whether its recipe goes through a helper of clients/python, which raises the
+    /// host's refusals to the developer as `justonce_client.Refused`.
+    has_a_helper: bool,
 }
 
 const PYDANTIC_AI: Framework = Framework {
@@ -67,6 +76,7 @@ const PYDANTIC_AI: Framework = Framework {
         "pydantic-ai: MCPToolset(transport, process_tool_call=lambda ctx, call_tool, name, args: call_tool(name, args, metadata=",
         "pydantic-ai: MCPToolset(url, headers=lambda ctx: {",
     )),
+    has_a_helper: true,
 };
 
 const OPENAI_AGENTS: Framework = Framework {
@@ -74,6 +84,7 @@ const OPENAI_AGENTS: Framework = Framework {
     sees_the_replay_note: true,
     sees_the_error_flag: false,
     refusal: None,
+    has_a_helper: true,
 };
 
 const LANGCHAIN: Framework = Framework {
@@ -84,6 +95,7 @@ const LANGCHAIN: Framework = Framework {
         "langchain-mcp-adapters: one server per conversation, args=[",
         "langchain-mcp-adapters: MultiServerMCPClient({",
     )),
+    has_a_helper: false,
 };
 
 /// The Agents SDK's text for a tool that raised (its default failure_error_function).
@@ -109,6 +121,7 @@ fn run(framework: &Framework, transport: &str) -> Option<Value> {
         .arg(dir.path())
         .env_remove("JUSTONCE_TOOLS")
         .env_remove("JUSTONCE_DB")
+        .env("PYTHONPATH", CLIENTS_PYTHON)
         .output()
         .expect("run recipes.py");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -292,6 +305,20 @@ fn assert_recipes(framework: &Framework, transport: &str) {
         }
         None => assert_eq!(text, AGENTS_SDK_FAILURE),
     }
+
+    // Through a helper, a refusal of the host (here two conversations that disagree)
+    // is raised to the developer with the host's message, and nothing ran.
+    if framework.has_a_helper && transport == "http" {
+        let refusal = &report["helper_refusal"];
+        let message = refusal["raised"]["message"]
+            .as_str()
+            .unwrap_or_else(|| panic!("the helper raised no justonce_client.Refused: {refusal}"));
+        assert!(
+            message.contains("different conversations") && message.contains("nothing ran"),
+            "{message}"
+        );
+        assert_eq!(refusal["payments"]["requests"], 0, "{refusal}");
+    }
 }
 
 #[test]
@@ -322,4 +349,22 @@ fn langchain_mcp_adapters_on_stdio_retry_a_lost_response_once_downstream_and_rep
 #[test]
 fn langchain_mcp_adapters_on_http_retry_a_lost_response_once_downstream_and_replay_duplicates() {
     assert_recipes(&LANGCHAIN, "http");
+}
+
+/// The helpers are versioned with the host: pyproject.toml's version and the
+/// package's `__version__` are the workspace's.
+#[test]
+fn the_client_helpers_carry_the_hosts_version() {
+    let pyproject = std::fs::read_to_string(format!("{CLIENTS_PYTHON}/pyproject.toml")).unwrap();
+    let init =
+        std::fs::read_to_string(format!("{CLIENTS_PYTHON}/justonce_client/__init__.py")).unwrap();
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(
+        pyproject.contains(&format!("\nversion = \"{version}\"\n")),
+        "pyproject.toml is not at {version}"
+    );
+    assert!(
+        init.contains(&format!("__version__ = \"{version}\"")),
+        "justonce_client.__version__ is not {version}"
+    );
 }

@@ -330,3 +330,98 @@ fn on_stdio_unscoped_calls_by_session_are_one_call_per_connection() {
     assert_ne!(key(&anew), key(&ran));
     assert_eq!(payments.applied().len(), 2);
 }
+
+/// `[mcp] unscoped = "session"` and a client of the stateless revision (no
+/// `Mcp-Session-Id`, no `initialize`: pydantic-ai and the Agents SDK with mcp 2.3):
+/// the call naming no conversation is refused with the fix, never silently given the
+/// short window; named, it runs; and `"session-or-window"`, the operator's explicit
+/// fallback, runs it in the window.
+#[test]
+fn a_server_scoping_by_session_refuses_a_stateless_clients_unscoped_call_unless_told_to_fall_back()
+{
+    let payments = Arc::new(FakePayments::new(Fault::None));
+    let host = Arc::new(test_host(|b| b.provider("payments", payments.clone())).host);
+    let config = ServerConfig {
+        unscoped: Unscoped::Session,
+        ..ServerConfig::default()
+    };
+    let (_running, mut client, _dir) = serve(host.clone(), config);
+
+    let refused = call(&mut client, 7, json!({}), &[]);
+    let error = &refused.message()["error"];
+    assert_eq!(error["code"], -32602, "{refused:?}");
+    assert_eq!(error["data"]["kind"], "no_session");
+    let message = error["message"].as_str().unwrap();
+    for fix in [
+        "stateless revision and has no session",
+        "Justonce-Conversation",
+        "unscoped = \"window\"",
+        "session-or-window",
+    ] {
+        assert!(message.contains(fix), "lacks {fix}: {message}");
+    }
+    assert_eq!(invocation_count(&host), 0, "nothing was journaled");
+    assert!(payments.attempts().is_empty(), "nothing ran");
+
+    // The opposite case: named, the stateless call runs.
+    call(
+        &mut client,
+        7,
+        json!({}),
+        &[("Justonce-Conversation", "run-7")],
+    )
+    .tool_result();
+    assert_eq!(payments.applied().len(), 1);
+
+    // The operator's fallback: the same unscoped call runs in the window, and its
+    // retry in the window is replayed.
+    let config = ServerConfig {
+        unscoped: Unscoped::SessionOrWindow,
+        ..ServerConfig::default()
+    };
+    let (_running, mut client, _dir) = serve(host.clone(), config);
+    let ran = call(&mut client, 8, json!({}), &[]).tool_result();
+    let retry = call(&mut client, 8, json!({}), &[]).tool_result();
+    assert_eq!(meta(&ran, "replayed"), false, "{ran}");
+    assert_eq!(meta(&retry, "replayed"), true, "{retry}");
+    assert_eq!(meta(&retry, "key"), meta(&ran, "key"));
+    assert_eq!(payments.applied().len(), 2);
+}
+
+/// A replay's note says "in this conversation" only when the call named one: a call
+/// scoped by the unscoped window is told it was made earlier with these arguments.
+#[test]
+fn a_replays_note_speaks_of_a_conversation_only_when_one_was_named() {
+    let payments = Arc::new(FakePayments::new(Fault::None));
+    let host = Arc::new(test_host(|b| b.provider("payments", payments.clone())).host);
+    let (_running, mut client, _dir) = serve(host, ServerConfig::default());
+    let note = |result: &Value| {
+        result["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find_map(|item| item["resource"]["text"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| panic!("no note: {result}"))
+    };
+
+    call(&mut client, 9, json!({}), &[]).tool_result();
+    let unnamed = call(&mut client, 9, json!({}), &[]).tool_result();
+    assert_eq!(meta(&unnamed, "replayed"), true, "{unnamed}");
+    let told = note(&unnamed);
+    assert!(
+        told.contains("already made earlier with these arguments")
+            && !told.contains("conversation"),
+        "{told}"
+    );
+
+    // The opposite case: named, the note says so.
+    let named = [("Justonce-Conversation", "run-9")];
+    call(&mut client, 9, json!({}), &named).tool_result();
+    let replayed = call(&mut client, 9, json!({}), &named).tool_result();
+    assert_eq!(meta(&replayed, "replayed"), true, "{replayed}");
+    assert!(
+        note(&replayed).contains("earlier in this conversation"),
+        "{replayed}"
+    );
+    assert_eq!(payments.applied().len(), 2, "one refund per scope");
+}

@@ -99,6 +99,22 @@ fn block(lang: &str, marker: &str) -> String {
     found.into_iter().next().unwrap()
 }
 
+/// The one toml block that contains `marker`, besides operators.md's reference of
+/// the configuration file (the block with `[retry]`), which has every section.
+fn toml_block_besides_the_reference(marker: &str) -> String {
+    let found: Vec<String> = blocks()
+        .into_iter()
+        .filter(|(l, text)| *l == "toml" && text.contains(marker) && !text.contains("[retry]"))
+        .map(|(_, text)| text)
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one toml block with {marker:?} besides the reference"
+    );
+    found.into_iter().next().unwrap()
+}
+
 /// `justonce new remind ARGS…` in a temporary directory: (that directory, the project).
 fn new_remind(args: &[&str]) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -323,8 +339,13 @@ fn the_configuration_snippets_load() {
     );
 
     let toml = block("toml", "[retry]");
-    justonce::Config::parse(&toml, &dir.path().join("justonce.toml"))
+    let reference = justonce::Config::parse(&toml, &dir.path().join("justonce.toml"))
         .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        reference.mcp.unscoped,
+        Some(justonce::Unscoped::Refuse),
+        "the reference has the [mcp] section"
+    );
     let several_hosts = block("toml", "secrets/db-password");
     let config = justonce::Config::parse(&several_hosts, &dir.path().join("justonce.toml"))
         .unwrap_or_else(|e| panic!("{e}"));
@@ -410,9 +431,11 @@ fn the_upstream_snippets_load() {
 #[test]
 fn the_mcp_table_of_the_framework_section_loads() {
     let dir = tempfile::tempdir().unwrap();
-    let config =
-        justonce::Config::parse(&block("toml", "[mcp]"), &dir.path().join("justonce.toml"))
-            .unwrap_or_else(|e| panic!("{e}"));
+    let config = justonce::Config::parse(
+        &toml_block_besides_the_reference("[mcp]"),
+        &dir.path().join("justonce.toml"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(config.mcp.unscoped, Some(justonce::Unscoped::Refuse));
     assert_eq!(
         config.mcp.answer_within,
@@ -424,7 +447,7 @@ fn the_mcp_table_of_the_framework_section_loads() {
 fn the_tasks_settings_load() {
     let dir = tempfile::tempdir().unwrap();
     let config = justonce::Config::parse(
-        &block("toml", "task_after_ms"),
+        &toml_block_besides_the_reference("task_after_ms"),
         &dir.path().join("justonce.toml"),
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -439,7 +462,7 @@ fn the_tasks_settings_load() {
 fn the_ask_timeout_loads() {
     let dir = tempfile::tempdir().unwrap();
     let config = justonce::Config::parse(
-        &block("toml", "ask_timeout_ms"),
+        &toml_block_besides_the_reference("ask_timeout_ms"),
         &dir.path().join("justonce.toml"),
     )
     .unwrap_or_else(|e| panic!("{e}"));

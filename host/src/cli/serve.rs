@@ -43,8 +43,10 @@ pub struct Serve {
     /// What a call that names no conversation (in `_meta`, the
     /// `Justonce-Conversation` header or --conversation) and no key gets: "window",
     /// deduplicated within unscoped_retention_minutes, "refuse", refused with the
-    /// lines that name one from each framework, or "session", in the conversation of
-    /// its MCP session (the connection on stdio) [default: the configuration's
+    /// lines that name one from each framework, "session", in the conversation of
+    /// its MCP session (the connection on stdio; a stateless client, which has none,
+    /// is refused), or "session-or-window", the same but a stateless client's call
+    /// gets the window (logged) [default: the configuration's
     /// `[mcp] unscoped`, else window].
     #[arg(long, value_name = "POLICY")]
     unscoped: Option<crate::retention::Unscoped>,

@@ -505,7 +505,7 @@ impl Server {
                 Err(tools::hidden_tool(&self.host, &request.tool))
             }
         }));
-        shaped(result, stateless, remote)
+        shaped(result, request, stateless, remote)
     }
 
     /// [`Server::run_call`] of a call that replayed lately, answered from memory
@@ -527,8 +527,8 @@ impl Server {
         }));
         match result {
             Ok(None) => None,
-            Ok(Some(answer)) => Some(shaped(Ok(answer), stateless, remote)),
-            Err(panic) => Some(shaped(Err(panic), stateless, remote)),
+            Ok(Some(answer)) => Some(shaped(Ok(answer), request, stateless, remote)),
+            Err(panic) => Some(shaped(Err(panic), request, stateless, remote)),
         }
     }
 
@@ -689,14 +689,21 @@ impl Server {
     }
 }
 
-/// A call's answer (or its panic) as a reply for the connection's revision.
+/// A call's answer (or its panic) as a reply for the connection's revision; a
+/// replay's note speaks of a conversation only where `request` named one.
 fn shaped(
     result: std::thread::Result<crate::error::Result<crate::call::CallResponse>>,
+    request: &CallRequest,
     stateless: bool,
     remote: bool,
 ) -> Result<Value, ErrorData> {
     let reply = match result {
-        Ok(result) => tools::call_result(result, stateless, remote),
+        Ok(result) => tools::call_result(result, stateless, remote).map(|mut reply| {
+            if request.conversation.is_none() {
+                tools::no_conversation_named(&mut reply);
+            }
+            reply
+        }),
         Err(_) => Err(ErrorData::internal_error(
             "the host panicked while running the call",
             None,

@@ -256,10 +256,19 @@ pub(crate) fn call_request(
     if !request.is_scoped() {
         match (scoping.unscoped, scoping.session) {
             (Unscoped::Refuse, _) => return Err(unscoped_refused(headers.is_some())),
-            (Unscoped::Session, Some(session)) => {
+            (Unscoped::Session | Unscoped::SessionOrWindow, Some(session)) => {
                 request.conversation = Some(session_conversation(session));
             }
-            _ => {}
+            (Unscoped::Session, None) => return Err(sessionless_refused(headers.is_some())),
+            (Unscoped::SessionOrWindow, None) => {
+                static TOLD: std::sync::Once = std::sync::Once::new();
+                TOLD.call_once(|| {
+                    tracing::warn!(
+                        "a call with no MCP session (a client of the stateless revision) and no conversation runs in the unscoped window, as [mcp] unscoped = \"session-or-window\" says (logged once)"
+                    );
+                });
+            }
+            (Unscoped::Window, _) => {}
         }
     }
     Ok(request)
@@ -295,24 +304,50 @@ fn agreed<const N: usize>(
 /// over Streamable HTTP, where a header is the easy way; else stdio, where the server
 /// is started per conversation or `_meta` is set per call).
 pub(crate) fn unscoped_refused(http: bool) -> ErrorData {
-    let glue = if http {
-        UNSCOPED_GLUE_HTTP
+    name_the_conversation(
+        http,
+        "unscoped",
+        "this server refuses calls that name no conversation ([mcp] unscoped = \"refuse\"); nothing ran. \
+         Name the conversation (the run or task your agent works on, an id that is the same when that run is \
+         executed again after a crash, not a new one per attempt) in",
+        "",
+    )
+}
+
+/// The refusal of a call that names no conversation, under `[mcp] unscoped =
+/// "session"`, from a client that has no session to scope it by (one of the stateless
+/// 2026-07-28 revision: no `Mcp-Session-Id`, no `initialize`). The short window would
+/// be a silent, wrong fallback, so nothing runs and the message says both fixes.
+pub(crate) fn sessionless_refused(http: bool) -> ErrorData {
+    name_the_conversation(
+        http,
+        "no_session",
+        "this client speaks the stateless revision and has no session, and this server scopes calls \
+         that name no conversation by their session ([mcp] unscoped = \"session\"); nothing ran. Send a \
+         conversation id in",
+        ", or have the operator set [mcp] unscoped = \"window\" (or \"session-or-window\", which gives \
+         such calls the short window and logs it)",
+    )
+}
+
+/// A `-32602` refusal of kind `kind`: `why` and the places to name the conversation
+/// in on this transport, `or_else`, then each framework's glue.
+fn name_the_conversation(http: bool, kind: &str, why: &str, or_else: &str) -> ErrorData {
+    let (where_, glue) = if http {
+        (
+            format!("the {CONVERSATION_HEADER} header or _meta[\"{CONVERSATION_META_KEY}\"]"),
+            UNSCOPED_GLUE_HTTP,
+        )
     } else {
-        UNSCOPED_GLUE_STDIO
+        (
+            format!("_meta[\"{CONVERSATION_META_KEY}\"] or `justonce serve --conversation ID`"),
+            UNSCOPED_GLUE_STDIO,
+        )
     };
     ErrorData::invalid_params(
-        format!(
-            "tools/call: this server refuses calls that name no conversation ([mcp] unscoped = \"refuse\"); nothing ran. \
-             Name the conversation (the run or task your agent works on, an id that is the same when that run is \
-             executed again after a crash, not a new one per attempt) in {where_}. {glue}",
-            where_ = if http {
-                format!("the {CONVERSATION_HEADER} header or _meta[\"{CONVERSATION_META_KEY}\"]")
-            } else {
-                format!("_meta[\"{CONVERSATION_META_KEY}\"] or `justonce serve --conversation ID`")
-            },
-        ),
+        format!("tools/call: {why} {where_}{or_else}. {glue}"),
         Some(json!({
-            "kind": "unscoped",
+            "kind": kind,
             "retry_safe": false,
             "header": if http { Some(CONVERSATION_HEADER) } else { None },
             "meta": CONVERSATION_META_KEY,
@@ -594,6 +629,29 @@ person (an operator of this host) checks whether it happened, and retrying befor
 then changes nothing. Do not make it again with other arguments either, which could \
 do it twice. Tell the user that this action may or may not have taken effect and \
 that it is waiting for an operator to confirm it.";
+
+/// Rewords a replay's note in `result` for a call that named no conversation (scoped
+/// by its key, or by the principal within the unscoped window), which
+/// [`call_result`] cannot tell from the call's answer alone: there is no
+/// conversation to speak of.
+pub(crate) fn no_conversation_named(result: &mut Value) {
+    if let Some(Value::Array(content)) = result.get_mut("content") {
+        for item in content {
+            if item["resource"]["uri"] != NOTE_URI {
+                continue;
+            }
+            let Some(text) = item["resource"]["text"].as_str() else {
+                continue;
+            };
+            if [REPLAYED_NOTE, REPLAYED_EMPTY_NOTE, REPLAYED_ERROR_NOTE].contains(&text) {
+                let unnamed = text
+                    .replace("earlier in this conversation with", "earlier with")
+                    .replace("(same arguments, same conversation)", "(same arguments)");
+                item["resource"]["text"] = json!(unnamed);
+            }
+        }
+    }
+}
 
 /// What the model is told of an error that retrying the very same call resolves,
 /// with the seconds to wait first (`{wait}` in the text); or of one it must stop

@@ -3,8 +3,7 @@
 //! lands, then its response is lost; or the effect lands and its answer comes late,
 //! past the client's timeout. Off unless asked for; `serve` logs each one loudly.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -26,15 +25,16 @@ pub struct InjectedFault {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultKind {
     /// The effect is performed, then its response is lost (an unknown outcome), for
-    /// the first `attempts` attempts of each effect key. With as many as the retry
+    /// the first `attempts` attempts of each effect key, counted in the journal (so
+    /// across processes and hosts sharing it). With as many as the retry
     /// policy's attempts (3 by default) the first call ends `outcome_unknown` and the
     /// agent's own retry of the same call is answered.
     LoseResponse {
         /// How many attempts of each effect lose their response.
         attempts: u32,
     },
-    /// The effect is performed, then its answer waits this long, once per effect
-    /// key: past a client's timeout, its retry meets the call still running.
+    /// The effect is performed, then its answer waits this long, at the first
+    /// attempt of each effect key (counted in the journal): past a client's timeout, its retry meets the call still running.
     Hang {
         /// How long.
         delay: Duration,
@@ -119,7 +119,6 @@ pub(crate) fn wrap(
                     name: name.clone(),
                     inner,
                     faults: faults.to_vec(),
-                    seen: Mutex::default(),
                 })
             };
             (name, wrapped)
@@ -132,8 +131,6 @@ struct Faulty {
     name: String,
     inner: Arc<dyn Provider>,
     faults: Vec<InjectedFault>,
-    /// How many times each effect key was performed here.
-    seen: Mutex<HashMap<EffectKey, u32>>,
 }
 
 impl Provider for Faulty {
@@ -147,19 +144,17 @@ impl Provider for Faulty {
 
     fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
         let answer = self.inner.perform(request)?;
-        let times = {
-            let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-            let times = seen.entry(request.key.clone()).or_default();
-            *times += 1;
-            *times
-        };
+        // The journal's count of this key's attempts, not this process's: a client
+        // that starts a server per call (LlamaIndex on stdio) retries in a new process,
+        // whose retry must find the response lost no more often than one server's.
+        let times = request.attempt;
         for fault in &self.faults {
             if fault.target != self.name && fault.target != request.tool {
                 continue;
             }
             match fault.kind {
                 FaultKind::LoseResponse { attempts } if times <= attempts => {
-                    tracing::warn!(key = %request.key, tool = request.tool, provider = %self.name, "fault injected: the effect landed and its response is lost");
+                    tracing::warn!(key = %request.key, tool = request.tool, provider = %self.name, attempt = times, "fault injected: the effect landed and its response is lost");
                     return Err(ProviderError::Unknown(
                         "the response was lost after the effect landed (justonce serve --fault)"
                             .into(),
