@@ -38,6 +38,10 @@ export class EffectError extends Error {
  * and message (`TypeError: x is not a function`), then the first `frames` lines of its
  * stack. */
 export function describeThrown(thrown: unknown, frames?: number): string;
+/** A downstream's answer as a rejected effect's message says it: the text of a string;
+ * for an object with a `message`, that message after its `error` or `code`; else its
+ * JSON. */
+export function readable(answer: unknown): string;
 
 /** Not available in a tool (it is built without `fetch`): throws an error that says to
  * use `http`, which the host keys and journals. */

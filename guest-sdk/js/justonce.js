@@ -117,6 +117,21 @@ const EFFECT_ERRORS = {
   'bad-payload': ['bad_effect_payload', 'effect payload is not serializable'],
 };
 
+/** A downstream's answer as a person reads it, in a message: the text of a string;
+ * for an object with a `message`, that message after its `error` or `code`
+ * (`invalid_recipient: ...`); else its JSON. The whole answer stays in the details. */
+export function readable(answer) {
+  if (typeof answer === 'string') return answer;
+  if (answer && typeof answer === 'object' && typeof answer.message === 'string') {
+    for (const field of ['error', 'code']) {
+      const code = answer[field];
+      if (typeof code === 'string' || typeof code === 'number') return `${code}: ${answer.message}`;
+    }
+    return answer.message;
+  }
+  return JSON.stringify(answer);
+}
+
 function effectError(kind, text, answer) {
   const [code, prefix] = EFFECT_ERRORS[kind] ?? ['effect_error', 'effect failed'];
   const error = new EffectError(kind, code, prefix, text);
@@ -244,7 +259,7 @@ function fromWit(e) {
       // The host sends JSON; keep a non-JSON answer rather than lose it.
       answer = variant.val;
     }
-    return effectError('rejected', JSON.stringify(answer), answer);
+    return effectError('rejected', readable(answer), answer);
   }
   return effectError(variant.tag, variant.val);
 }

@@ -45,7 +45,7 @@ pub enum EffectError {
 impl fmt::Display for EffectError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Rejected(answer) => write!(f, "effect rejected: {answer}"),
+            Self::Rejected(answer) => write!(f, "effect rejected: {}", readable(answer)),
             Self::OutcomeUnknown(msg) => write!(f, "effect outcome unknown: {msg}"),
             Self::Denied(msg) => write!(f, "effect denied: {msg}"),
             Self::Divergence(msg) => write!(f, "effect diverged from the journal: {msg}"),
@@ -56,6 +56,30 @@ impl fmt::Display for EffectError {
 }
 
 impl std::error::Error for EffectError {}
+
+/// A downstream's answer as a person reads it, in a message: the text of a string;
+/// for an object with a `message`, that message after its `error` or `code`
+/// (`invalid_recipient: ...`); else its JSON. The whole answer stays in the error's
+/// details.
+fn readable(answer: &serde_json::Value) -> String {
+    if let Some(text) = answer.as_str() {
+        return text.to_owned();
+    }
+    let Some(message) = answer.get("message").and_then(|m| m.as_str()) else {
+        return answer.to_string();
+    };
+    let code = ["error", "code"]
+        .iter()
+        .find_map(|field| match answer.get(field) {
+            Some(serde_json::Value::String(code)) => Some(code.clone()),
+            Some(code @ serde_json::Value::Number(_)) => Some(code.to_string()),
+            _ => None,
+        });
+    match code {
+        Some(code) => format!("{code}: {message}"),
+        None => message.to_owned(),
+    }
+}
 
 impl From<wit::EffectError> for EffectError {
     fn from(err: wit::EffectError) -> Self {

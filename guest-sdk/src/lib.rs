@@ -371,6 +371,20 @@ mod tests {
             rejected.details,
             Some(serde_json::json!({ "reason": "declined" }))
         );
+        // Read as a sentence, not as escaped JSON; the answer stays in the details.
+        let refused: ToolError = effects::EffectError::Rejected(serde_json::json!({
+            "error": "invalid_recipient",
+            "message": "`x` is not an email address",
+        }))
+        .into();
+        assert_eq!(
+            refused.message,
+            "effect rejected: invalid_recipient: `x` is not an email address"
+        );
+        assert_eq!(
+            rejected.message,
+            r#"effect rejected: {"reason":"declined"}"#
+        );
         let unknown: ToolError = effects::EffectError::OutcomeUnknown("timeout".into()).into();
         assert_eq!(unknown.code, "outcome_unknown");
         assert!(unknown.message.contains("safe"));

@@ -53,6 +53,8 @@ pub struct HostBuilder {
     http_config_file: Option<PathBuf>,
     /// `None`: beside the database; `Some(None)`: no cache.
     compile_cache: Option<Option<PathBuf>>,
+    /// Told before a large component is compiled.
+    compile_notice: Option<crate::runtime::CompileNotice>,
     /// Tests only: a PostgreSQL journal's clock is [`HostBuilder::clock`].
     database_clock_is_host_clock: bool,
     /// Tools from OCI registries: name → pinned reference, or why it is not pinned.
@@ -97,6 +99,7 @@ impl Default for HostBuilder {
             http: HttpConfig::default(),
             http_config_file: None,
             compile_cache: None,
+            compile_notice: None,
             database_clock_is_host_clock: false,
             sources: BTreeMap::new(),
             registry_logins: None,
@@ -299,6 +302,13 @@ impl HostBuilder {
     /// `~/.cache/justonce`); an in-memory host keeps none.
     pub fn compile_cache(mut self, dir: impl Into<PathBuf>) -> Self {
         self.compile_cache = Some(Some(dir.into()));
+        self
+    }
+
+    /// Calls `notice` before a large component that the compile cache does not hold
+    /// is compiled (see [`Runtime::on_compile`]); the CLI prints a line.
+    pub fn on_compile(mut self, notice: crate::runtime::CompileNotice) -> Self {
+        self.compile_notice = Some(notice);
         self
     }
 
@@ -512,6 +522,9 @@ impl HostBuilder {
                 if let Some(dir) = &cache_dir {
                     runtime.set_compile_cache(dir);
                 }
+                if let Some(notice) = &self.compile_notice {
+                    runtime.on_compile(notice.clone());
+                }
                 if self.example_tools {
                     for (name, bytes) in crate::examples::ALL {
                         runtime.load(Path::new(&format!("<built-in {name}>")), bytes)?;
@@ -578,13 +591,7 @@ impl HostBuilder {
             // The built-in test mailbox is a SQLite file: beside a SQLite journal, or,
             // with a PostgreSQL one, in the working directory (hosts started there
             // share it, as the downstream of a test would be shared).
-            let mailbox = self.database.as_deref().map(|db| {
-                if journal::postgres::is_postgres_url(&db.to_string_lossy()) {
-                    PathBuf::from(".justonce/mailbox.db")
-                } else {
-                    db.to_path_buf()
-                }
-            });
+            let mailbox = self.database.as_deref().map(crate::providers::mailbox_file);
             let mail =
                 MailProvider::open(mailbox.as_deref(), Arc::clone(&self.clock), self.retention)?
                     .lose_first_responses(self.lose_first_mail_responses);

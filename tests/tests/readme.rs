@@ -46,6 +46,18 @@ const PAGES: &[(&str, &str)] = &[
     ),
 ];
 
+/// The SDKs' READMEs: their links are checked as the pages' are.
+const SDK_READMES: &[(&str, &str)] = &[
+    (
+        "guest-sdk/python/README.md",
+        include_str!("../../guest-sdk/python/README.md"),
+    ),
+    (
+        "guest-sdk/js/README.md",
+        include_str!("../../guest-sdk/js/README.md"),
+    ),
+];
+
 /// The front door's length limit: the long material lives in docs/.
 const README_MAX_LINES: usize = 400;
 
@@ -283,11 +295,19 @@ fn the_python_mcp_example_compiles_and_runs_against_the_server() {
     let python = crate::mcp_python::PYTHON
         .as_ref()
         .unwrap_or_else(|e| panic!("no Python with the MCP SDK: {e}"));
+    // Outside the checkout, with the binary on PATH as the tour puts it: the example's
+    // default is `justonce`, not a path into a checkout.
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_justonce")).parent().unwrap();
+    let path = std::env::join_paths(std::iter::once(bin_dir.to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .unwrap();
     let run = |_: u32| {
         Command::new(python)
             .arg(&script)
             .current_dir(dir.path())
-            .env("JUSTONCE", env!("CARGO_BIN_EXE_justonce"))
+            .env("PATH", &path)
+            .env_remove("JUSTONCE")
             .env_remove("JUSTONCE_TOOLS")
             .env_remove("JUSTONCE_DB")
             .output()
@@ -556,7 +576,7 @@ fn anchors(page: &str) -> Vec<String> {
 fn every_link_between_the_pages_lands() {
     let by_path: std::collections::BTreeMap<&str, &str> = PAGES.iter().copied().collect();
     let mut checked = 0;
-    for (path, text) in PAGES {
+    for (path, text) in PAGES.iter().chain(SDK_READMES) {
         let dir = Path::new(path).parent().unwrap();
         let prose = prose(text);
         for (i, _) in prose.match_indices("](") {
@@ -649,7 +669,11 @@ fn the_tours_second_call_is_replayed() {
             String::from_utf8(out.stdout).unwrap()
         })
         .collect();
-    assert_eq!(outputs.len(), 3, "two calls and the journal: {outputs:?}");
+    assert_eq!(
+        outputs.len(),
+        4,
+        "two calls, the journal and the mailbox: {outputs:?}"
+    );
     let first: serde_json::Value = serde_json::from_str(outputs[0].trim()).unwrap();
     let second: serde_json::Value = serde_json::from_str(outputs[1].trim()).unwrap();
     assert_eq!(first["replayed"], false, "{first}");
@@ -662,6 +686,58 @@ fn the_tours_second_call_is_replayed() {
             "the journal shows {shown}: {}",
             outputs[2]
         );
+    }
+    // `justonce mail`: the one email, under the effect's key, of one request.
+    let key = outputs[2]
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("#0 "))
+        .and_then(|effect| effect.split_whitespace().next())
+        .unwrap_or_else(|| panic!("the journal shows the effect's key: {}", outputs[2]));
+    let emails: Vec<&str> = outputs[3]
+        .lines()
+        .filter(|l| l.starts_with("msg-"))
+        .collect();
+    assert_eq!(emails.len(), 1, "one email: {}", outputs[3]);
+    assert!(
+        emails[0].contains("to ada@example.com")
+            && emails[0].contains(&format!("key {key}"))
+            && emails[0].ends_with("(1 request)"),
+        "{}",
+        outputs[3]
+    );
+}
+
+/// An SDK's README sends its reader to the tour's "Write a tool" and to the guide by
+/// links that land (`every_link_between_the_pages_lands`), not to a part of a README
+/// that neither the checkout nor the project `justonce new` writes has.
+#[test]
+fn the_sdk_readmes_point_at_the_tour_and_the_guide() {
+    for (path, text) in SDK_READMES {
+        for link in [
+            "](../../README.md#a-five-minute-tour)",
+            "](../../docs/tool-authors.md)",
+        ] {
+            assert!(text.contains(link), "{path} links {link}");
+        }
+        assert!(!text.contains("Writing a tool"), "{path}: no such part");
+    }
+}
+
+/// The tour runs every command in the directory it started in, so every call it makes
+/// is in one journal (`.justonce/` of that directory): a `cd` into the new project
+/// made its calls in a second journal, which the first `journal` did not show.
+#[test]
+fn the_tour_keeps_one_journal() {
+    for (lang, text) in page_blocks(readme()) {
+        if !matches!(lang, "" | "sh") {
+            continue;
+        }
+        for line in text.lines() {
+            assert!(
+                !line.trim_start().starts_with("cd "),
+                "a README command changes directory, and with it the journal: {line}"
+            );
+        }
     }
 }
 

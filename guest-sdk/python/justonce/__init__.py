@@ -41,7 +41,9 @@ with `Divergence` if the tool asks for something else.
 import json
 from typing import Any, Callable, Optional
 
-from . import _uncaught, http, log
+import sys
+
+from . import _preload, _uncaught, http, log
 from ._errors import ToolError
 from .asking import Answer, Question, ask, ask_all
 from .content import Audio, Image, Resource, ResourceLink, Rich, Text, add_parts
@@ -189,7 +191,12 @@ def tool(
 
 def export(t: Tool) -> type:
     """The component's exports for `t`. Assign it to `WitWorld` at the top level of
-    the module componentize-py builds: `WitWorld = export(my_tool)`."""
+    the module componentize-py builds: `WitWorld = export(my_tool)`.
+
+    While the component is built, it imports the modules the tool imports inside its
+    functions (see `_preload`): the component cannot import one later."""
+    if sys.platform == "wasi":
+        _preload.preload()
     from componentize_py_types import Err
     from wit_world.imports import types as wit
 

@@ -36,6 +36,22 @@ class EffectError(Exception):
         return ToolError(self.code, str(self))
 
 
+def readable(answer: Any) -> str:
+    """A downstream's answer as a person reads it, in a message: the text of a string;
+    for an object with a `message`, that message after its `error` or `code`
+    (`invalid_recipient: ...`); else its JSON. The whole answer stays in the error's
+    details."""
+    if isinstance(answer, str):
+        return answer
+    if isinstance(answer, dict) and isinstance(answer.get("message"), str):
+        for field in ("error", "code"):
+            code = answer.get(field)
+            if isinstance(code, str) or (isinstance(code, int) and not isinstance(code, bool)):
+                return f"{code}: {answer['message']}"
+        return answer["message"]
+    return json.dumps(answer, separators=(",", ":"), ensure_ascii=False)
+
+
 class Rejected(EffectError):
     """The downstream refused definitively (a declined card, say). `answer` holds
     its answer as JSON data. Retrying is pointless; the refusal is saved and replayed."""
@@ -44,7 +60,7 @@ class Rejected(EffectError):
     prefix = "effect rejected"
 
     def __init__(self, answer: Any):
-        super().__init__(json.dumps(answer, separators=(",", ":"), ensure_ascii=False))
+        super().__init__(readable(answer))
         self.answer = answer
 
     def to_tool_error(self) -> ToolError:

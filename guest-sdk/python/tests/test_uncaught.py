@@ -38,6 +38,27 @@ class DescribeTest(unittest.TestCase):
         described = _uncaught.describe(_raised(lambda: json.loads("{")))
         self.assertTrue(described.startswith("json.decoder.JSONDecodeError: "), described)
 
+    def test_where_is_the_tools_own_line_not_the_import_machinery(self):
+        import importlib
+
+        described = _uncaught.describe(
+            _raised(lambda: importlib.import_module("no_such_module_anywhere"))
+        )
+        first, where = described.split("\n")
+        self.assertEqual(first, "ModuleNotFoundError: No module named 'no_such_module_anywhere'")
+        self.assertRegex(where, r"^  at .*test_uncaught\.py:\d+ in <lambda>$")
+
+    def test_a_socket_failure_names_the_http_provider(self):
+        import socket
+
+        def connect():
+            # An address no name lookup answers, so nothing is sent anywhere.
+            socket.create_connection(("name.invalid", 9), timeout=0.01)
+
+        described = _uncaught.describe(_raised(connect))
+        self.assertIn("`http` provider", described.splitlines()[-1])
+        self.assertNotIn("`http` provider", _uncaught.describe(_raised(_bad_amount)))
+
     def test_a_long_text_is_cut(self):
         described = _uncaught.describe(_raised(lambda: _fail("x" * 10_000)))
         self.assertLessEqual(len(described), _uncaught.REPORT_CHARS + 1)

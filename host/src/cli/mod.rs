@@ -12,6 +12,7 @@ mod journal;
 mod key;
 mod lock;
 mod logging;
+mod mail;
 mod new;
 mod oauth;
 mod operate;
@@ -124,6 +125,7 @@ enum Command {
     Tools(tools::Tools),
     Key(key::Key),
     Journal(journal::Journal),
+    Mail(mail::Mail),
     Gc(gc::Gc),
     Demo(demo::Demo),
     Deliver(deliver::Deliver),
@@ -148,7 +150,10 @@ impl Command {
     /// a journal or runs a tool: SIGPIPE is the process's, and a journal connection
     /// that broke mid-write must be an error the command reports, not a kill.
     fn only_reads_and_prints(&self) -> bool {
-        matches!(self, Self::Tools(_) | Self::Key(_) | Self::Journal(_))
+        matches!(
+            self,
+            Self::Tools(_) | Self::Key(_) | Self::Journal(_) | Self::Mail(_)
+        )
     }
 }
 
@@ -256,6 +261,10 @@ impl Cli {
         }
         let mut builder = builder
             .without_tool_sources()
+            // A Python or JavaScript tool compiles for seconds the first time.
+            .on_compile(std::sync::Arc::new(|compiling| {
+                eprintln!("justonce: {}", compiling.line());
+            }))
             .database(&self.db)
             .lease(std::time::Duration::from_millis(self.lease_ms));
         let configured = self.settings.as_ref().and_then(|c| c.host_name.as_ref());
@@ -389,6 +398,7 @@ pub fn main() -> ExitCode {
         Command::Tools(cmd) => cmd.run(&cli),
         Command::Key(cmd) => cmd.run(&cli),
         Command::Journal(cmd) => cmd.run(&cli),
+        Command::Mail(cmd) => cmd.run(&cli),
         Command::Gc(cmd) => cmd.run(&cli),
         Command::Demo(cmd) => cmd.run(&cli),
         Command::Deliver(cmd) => cmd.run(&cli),

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -29,6 +29,81 @@ pub struct SentMail {
     pub message_id: String,
     /// When it was accepted (ms since the epoch).
     pub sent_at: i64,
+}
+
+impl SentMail {
+    /// The email of a row that starts `key, recipient, subject, body, message_id,
+    /// sent_at`.
+    fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            key: r.get(0)?,
+            to: r.get(1)?,
+            subject: r.get(2)?,
+            body: r.get(3)?,
+            message_id: r.get(4)?,
+            sent_at: r.get(5)?,
+        })
+    }
+}
+
+/// An email in the mailbox, and how many requests under its key the mailbox
+/// received (a retry under the same key is a request that sent nothing).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Received {
+    /// The email.
+    #[serde(flatten)]
+    pub mail: SentMail,
+    /// The requests under its key, the one that sent it included.
+    pub requests: u64,
+}
+
+/// The file that holds the built-in mailbox of the journal `db`: the journal's own
+/// SQLite file (its `mailbox` table), or, with a PostgreSQL journal,
+/// `.justonce/mailbox.db` in the working directory (hosts started there share it, as
+/// the downstream of a test would be shared).
+pub fn mailbox_file(db: &Path) -> std::path::PathBuf {
+    if crate::journal::postgres::is_postgres_url(&db.to_string_lossy()) {
+        std::path::PathBuf::from(".justonce/mailbox.db")
+    } else {
+        db.to_path_buf()
+    }
+}
+
+/// Every email in the mailbox in the file at `path`, oldest first, read without
+/// writing anything: none when there is no such file or it holds no mailbox.
+pub fn read_mailbox(path: &Path) -> Result<Vec<Received>> {
+    if !path.is_file() {
+        return Ok(Vec::new());
+    }
+    let read = || -> rusqlite::Result<Vec<Received>> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(Duration::from_secs(30))?;
+        let tables: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM sqlite_master
+              WHERE type = 'table' AND name IN ('mailbox', 'mailbox_requests')",
+            [],
+            |r| r.get(0),
+        )?;
+        if tables < 2 {
+            return Ok(Vec::new());
+        }
+        let mut stmt = conn.prepare(
+            "SELECT key, recipient, subject, body, message_id, sent_at,
+                    (SELECT COUNT(*) FROM mailbox_requests r WHERE r.key = m.key)
+               FROM mailbox m ORDER BY id",
+        )?;
+        stmt.query_map([], |r| {
+            Ok(Received {
+                mail: SentMail::from_row(r)?,
+                requests: r.get::<_, i64>(6)?.max(0) as u64,
+            })
+        })?
+        .collect()
+    };
+    read().map_err(|e| Error::store(path, e))
 }
 
 /// At most this many attempts and counted keys stay in memory; the mailbox's
@@ -129,17 +204,7 @@ impl MailProvider {
         let mut stmt = conn.prepare(
             "SELECT key, recipient, subject, body, message_id, sent_at FROM mailbox ORDER BY id",
         )?;
-        stmt.query_map([], |r| {
-            Ok(SentMail {
-                key: r.get(0)?,
-                to: r.get(1)?,
-                subject: r.get(2)?,
-                body: r.get(3)?,
-                message_id: r.get(4)?,
-                sent_at: r.get(5)?,
-            })
-        })?
-        .collect()
+        stmt.query_map([], SentMail::from_row)?.collect()
     }
 
     /// The key of every request the mailbox received, oldest first, across every

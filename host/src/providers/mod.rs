@@ -20,5 +20,7 @@ pub use faulty::InjectedFault;
 pub(crate) use faulty::wrap as with_faults;
 pub use http::HttpProvider;
 pub use kv::KvProvider;
-pub use mail::MailProvider;
+#[cfg(test)]
+pub(crate) use mail::SentMail;
+pub use mail::{MailProvider, Received, mailbox_file, read_mailbox};
 pub use outbox::OutboxProvider;

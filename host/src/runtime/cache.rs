@@ -205,8 +205,13 @@ impl CompileCache {
     }
 
     /// The component `wasm` compiled by `engine`: from a verified entry, or compiled
-    /// now and written to the cache.
-    pub(crate) fn component(&self, engine: &Engine, wasm: &[u8]) -> wasmtime::Result<Component> {
+    /// now (after calling `before_compile`) and written to the cache.
+    pub(crate) fn component(
+        &self,
+        engine: &Engine,
+        wasm: &[u8],
+        before_compile: impl FnOnce(),
+    ) -> wasmtime::Result<Component> {
         let digest = sha256(wasm);
         let path = self.path_for(&digest);
         match self.read(engine, &path, &digest) {
@@ -226,6 +231,7 @@ impl CompileCache {
                 self.rebuilt.fetch_add(1, Ordering::Relaxed);
             }
         }
+        before_compile();
         let component = Component::from_binary(engine, wasm)?;
         if let Err(e) = self.write(&path, &digest, &component) {
             tracing::warn!(entry = %path.display(), "cannot write the compiled-component cache: {e:#}");

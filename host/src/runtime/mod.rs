@@ -4,6 +4,7 @@
 mod bindings;
 mod cache;
 mod capture;
+pub mod compile_notice;
 mod content;
 mod effects;
 mod host_imports;
@@ -25,6 +26,7 @@ mod waits;
 
 pub(crate) use bindings::ToolError as GuestToolError;
 pub use cache::{CacheStats, CompileCache};
+pub use compile_notice::{CompileNotice, Compiling};
 pub(crate) use effects::{EffectFailure, EffectHandler};
 pub use input_schema::InputSchema;
 pub use limits::{Limits, ToolLimits};
@@ -143,6 +145,8 @@ pub struct Runtime {
     wasi_network: bool,
     /// Components swapped in while serving (see `swap`).
     swapped: swap::Swapped,
+    /// Told before a large component is compiled (see [`Runtime::on_compile`]).
+    compile_notice: Option<CompileNotice>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -218,6 +222,7 @@ impl Runtime {
             pool_memory_bytes,
             wasi_network: false,
             swapped: swap::Swapped::default(),
+            compile_notice: None,
         })
     }
 
@@ -226,6 +231,14 @@ impl Runtime {
     /// compiling again. Applies to the components loaded after this call.
     pub fn set_compile_cache(&mut self, dir: impl Into<PathBuf>) {
         self.cache = Some(CompileCache::new(&self.engine, dir.into()));
+    }
+
+    /// Calls `notice` before compiling a component of at least
+    /// [`compile_notice::ANNOUNCED_BYTES`] that the compile cache does not hold (or
+    /// any such component, without a cache): the CLI says that it compiles, and for
+    /// about how long, instead of going silent for seconds.
+    pub fn on_compile(&mut self, notice: CompileNotice) {
+        self.compile_notice = Some(notice);
     }
 
     /// The compiled-component cache, if one was set.
@@ -320,9 +333,23 @@ impl Runtime {
                     .into(),
             ));
         }
+        let announce = || {
+            if let Some(notice) = &self.compile_notice
+                && bytes.len() >= compile_notice::ANNOUNCED_BYTES
+            {
+                notice(&Compiling {
+                    source,
+                    bytes: bytes.len(),
+                    cached: self.cache.is_some(),
+                });
+            }
+        };
         let component = match &self.cache {
-            Some(cache) => cache.component(&self.engine, bytes),
-            None => Component::from_binary(&self.engine, bytes),
+            Some(cache) => cache.component(&self.engine, bytes, announce),
+            None => {
+                announce();
+                Component::from_binary(&self.engine, bytes)
+            }
         }
         .map_err(|e| refuse(format!("not a valid component: {e:#}")))?;
         import_policy::check(&self.engine, &component, bytes).map_err(refuse)?;

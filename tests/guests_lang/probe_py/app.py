@@ -8,7 +8,8 @@ from typing import Annotated, Literal, Optional
 from justonce import Image, ResourceLink, Rich, Text, ToolError, ask, export, perform, progress, tool
 
 Op = Literal[
-    "echo", "count", "mail", "receipt", "ask", "file", "socket", "env", "sleep", "throw", "type_error", "tool_error"
+    "echo", "count", "mail", "receipt", "ask", "file", "socket", "env", "sleep", "throw", "type_error", "tool_error",
+    "imports", "connect",
 ]
 
 # What `count` calls left in this instance: a fresh instance per call sees only its own.
@@ -37,6 +38,19 @@ def probe(
         raise ValueError(f"bad amount: {message}")
     if op == "type_error":
         return {"length": len(email)}
+    if op == "imports":
+        # Imported where they are used, not at the top: none of them is imported by
+        # anything else while the component is built.
+        import csv
+        import importlib
+
+        decimal = importlib.import_module("decimal")
+        from probe_helpers import shout
+
+        return {"quote_all": csv.QUOTE_ALL, "sum": str(decimal.Decimal("1.10") + 2), "shout": shout(message)}
+    if op == "connect":
+        socket.create_connection(("example.com", 80), timeout=5)
+        return {"connected": True}
     if op == "tool_error":
         raise ToolError("card_declined", f"declined: {message}", details={"retry": False})
     if op == "mail":

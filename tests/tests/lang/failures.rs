@@ -128,3 +128,30 @@ fn a_tool_error_is_still_a_tool_error_with_its_own_code() {
         );
     }
 }
+
+#[test]
+fn a_python_tool_imports_a_module_where_it_uses_it() {
+    // `import csv`, `importlib.import_module("decimal")` and a module of the tool's own,
+    // each inside the function only: a component cannot import a module later than
+    // its build, so the SDK imports them while it is built.
+    let (outcome, errors) = fail(&PYTHON, "imports");
+    match outcome {
+        Outcome::Success { result, .. } => assert_eq!(
+            result,
+            json!({ "quote_all": 1, "sum": "3.10", "shout": "X" }),
+            "{errors:?}"
+        ),
+        other => panic!("expected the imports to work, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_python_tool_that_opens_a_connection_is_told_to_use_the_http_provider() {
+    let (outcome, _) = fail(&PYTHON, "connect");
+    let message = panic_message(&PYTHON, "connect", outcome);
+    assert!(
+        message.contains("app.py:") && message.contains("`http` provider"),
+        "{message}"
+    );
+    assert!(!message.contains("unknown encoding"), "{message}");
+}

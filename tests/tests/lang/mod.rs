@@ -10,6 +10,7 @@
 mod ask;
 mod bench;
 mod failures;
+mod first_compile;
 mod oracle;
 mod rich;
 mod sandbox;
