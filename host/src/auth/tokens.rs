@@ -343,6 +343,8 @@ pub fn import_into(table: &dyn TokenTable, path: &Path) -> Result<Imported, Toke
             false => imported.kept.push(record.name),
         }
     }
+    // From now on the journal's tokens are the hosts' (an empty file adopts none).
+    table.keep_tokens().map_err(journal_error)?;
     Ok(imported)
 }
 

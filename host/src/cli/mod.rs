@@ -305,10 +305,22 @@ impl Cli {
         self.state_dir().join(TOKENS_FILE)
     }
 
-    /// Where this host keeps its own files (the tokens file by default, its memory
-    /// of the journal's mark): beside a SQLite database; for a PostgreSQL journal,
-    /// whose URL is no directory, beside the configuration file, else the working
-    /// directory's `.justonce/` (never under a path made of the URL).
+    /// Where this host writes its memory of the journal's mark
+    /// (`journal-marks.json`): beside a SQLite database; for a PostgreSQL journal, the
+    /// working directory's `.justonce/`, never beside the configuration file, which is
+    /// read-only where it is mounted from a secret or a ConfigMap (a container's
+    /// working directory is its writable volume).
+    fn marks_dir(&self) -> PathBuf {
+        if crate::journal::postgres::is_postgres_url(&self.db.to_string_lossy()) {
+            return PathBuf::from(".justonce");
+        }
+        self.state_dir()
+    }
+
+    /// Where this host reads its own files (the tokens file by default): beside a
+    /// SQLite database; for a PostgreSQL journal, whose URL is no directory, beside
+    /// the configuration file, else the working directory's `.justonce/` (never under
+    /// a path made of the URL).
     fn state_dir(&self) -> PathBuf {
         let dir = if crate::journal::postgres::is_postgres_url(&self.db.to_string_lossy()) {
             match &self.settings {

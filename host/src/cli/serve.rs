@@ -181,15 +181,29 @@ fn warn_if_empty(path: &std::path::Path, tokens: &Tokens) {
 }
 
 /// The tokens file `flag` names (else the configuration's, else the default), read;
-/// on a journal that keeps the tokens for every host (PostgreSQL), its table, and a
-/// tokens file that is no longer read is said in the log.
+/// on a journal that keeps the tokens for every host (PostgreSQL, once `justonce
+/// token import` ran on it), its table, and a tokens file that is no longer read is
+/// said in the log.
 fn read_tokens(
     cli: &Cli,
     flag: Option<&PathBuf>,
     journal: &Arc<dyn Journal>,
 ) -> Result<(PathBuf, Tokens), Error> {
     let path = cli.tokens_file(flag);
-    if journal.tokens().is_some() {
+    let keeps = match journal.tokens() {
+        Some(table) => table.keeps_tokens().map_err(|e| Error::Config {
+            path: cli.db.clone(),
+            reason: e.to_string(),
+        })?,
+        None => false,
+    };
+    if journal.tokens().is_some() && !keeps {
+        tracing::info!(
+            "tokens from {} (this host's own file): `justonce token import` moves them into this PostgreSQL journal, for every host",
+            path.display()
+        );
+    }
+    if keeps {
         if path.is_file() {
             tracing::warn!(
                 "{} is not read: this PostgreSQL journal keeps the tokens for every host (`justonce token import` brings a file's tokens over once; `justonce token list` shows the journal's)",
@@ -279,7 +293,7 @@ impl Serve {
             .unwrap_or(crate::maintenance::DEFAULT_GC_EVERY);
         // Before anything is served: a journal restored behind what this host saw
         // of it is refused here, unless the operator says they know.
-        let marks = JournalMarks::new(cli.state_dir().join(MARKS_FILE), Arc::clone(&host));
+        let marks = JournalMarks::new(cli.marks_dir().join(MARKS_FILE), Arc::clone(&host));
         marks.check(self.accept_restored_journal)?;
         let _maintenance =
             Maintenance::new(Arc::clone(&host), Some(gc_every), Some(marks)).spawn()?;

@@ -56,7 +56,11 @@ enum Action {
 impl Token {
     pub(super) fn run(&self, cli: &Cli) -> Result<u8, Error> {
         let path = cli.tokens_file(self.tokens.as_ref());
-        if is_postgres_url(&cli.db.to_string_lossy()) {
+        // A PostgreSQL journal keeps the tokens once `import` ran on it; until then
+        // its hosts read their files, and so do these commands (but `import`).
+        if is_postgres_url(&cli.db.to_string_lossy())
+            && (matches!(self.action, Action::Import) || journal_keeps_tokens(cli)?)
+        {
             return self.in_journal(cli, &path);
         }
         let failed = |e: TokenError| Error::Config {
@@ -160,4 +164,17 @@ fn print_list(list: &[tokens::TokenRecord], json: bool, source: &str) {
             );
         }
     }
+}
+
+/// Whether the journal of `cli` keeps the tokens of its hosts (`token import` ran
+/// on it).
+fn journal_keeps_tokens(cli: &Cli) -> Result<bool, Error> {
+    let journal = cli.journal()?;
+    let Some(table) = journal.tokens() else {
+        return Ok(false);
+    };
+    table.keeps_tokens().map_err(|e| Error::Config {
+        path: cli.db.clone(),
+        reason: e.to_string(),
+    })
 }

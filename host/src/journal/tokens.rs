@@ -32,4 +32,13 @@ pub trait TokenTable: Send + Sync {
 
     /// Removes the token of `name`; `false` when there is none.
     fn delete_token(&self, name: &str) -> Result<bool>;
+
+    /// Whether the journal keeps the tokens of its hosts: once `justonce token
+    /// import` ran on it ([`TokenTable::keep_tokens`]). Until then each host reads
+    /// its own tokens file, as before the journal had a table for them.
+    fn keeps_tokens(&self) -> Result<bool>;
+
+    /// From now on the journal keeps the tokens of its hosts (each reads the table
+    /// from its next start, and no longer its file).
+    fn keep_tokens(&self) -> Result<()>;
 }

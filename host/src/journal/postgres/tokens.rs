@@ -50,6 +50,21 @@ impl TokenTable for PostgresJournal {
         })
     }
 
+    fn keeps_tokens(&self) -> Result<bool> {
+        const KEEPS: &str = "SELECT EXISTS (SELECT 1 FROM journal_meta WHERE name = 'tokens')";
+        self.read(|client| Ok(client.query_one(KEEPS, &[])?.get(0)))
+    }
+
+    fn keep_tokens(&self) -> Result<()> {
+        self.single(|client| {
+            client.c.execute(
+                "INSERT INTO journal_meta (name, value) VALUES ('tokens', 'journal') ON CONFLICT DO NOTHING",
+                &[],
+            )?;
+            Ok(())
+        })
+    }
+
     fn delete_token(&self, name: &str) -> Result<bool> {
         self.single(|client| {
             Ok(client
