@@ -289,6 +289,13 @@ impl World {
         let mut violations = check::lost_by_power_cut(&history, at, |key, outcome| {
             on_record_in(kept.held(key), outcome)
         });
+        // A cancel acknowledged after the cut's moment may or may not be in what the
+        // disk kept (its sync may have come after the power went: a process the cut
+        // would have stopped acknowledged it), as an answer given then is not checked
+        // either; one acknowledged before it was synced before the copy, and holds.
+        for cancel in lock(&self.cancels).iter_mut().filter(|c| c.at >= at) {
+            cancel.maybe_lost = true;
+        }
         self.store.resume_after(&kept);
         let reopened = (|| -> crate::error::Result<()> {
             for i in 0..self.hosts.len() {
@@ -450,11 +457,14 @@ impl World {
                 .filter(|entry| entry.generation == Some(g))
                 .map_or(usize::MAX, |entry| entry.effects.len())
         });
+        let at = self.clock.mark();
         lock(&self.cancels).push(check::Cancel {
             key: key.to_string(),
             generation,
             effects,
             host: i,
+            at,
+            maybe_lost: false,
         });
         Some(format!("host {i}: {key} generation {generation:?}"))
     }
