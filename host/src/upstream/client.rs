@@ -563,14 +563,7 @@ impl Reader {
             }
             // A request of the upstream's (roots, sampling, elicitation, ping).
             (Some(method), Some(id)) => {
-                let reply = if method == "ping" {
-                    json!({ "jsonrpc": "2.0", "id": id, "result": {} })
-                } else {
-                    json!({ "jsonrpc": "2.0", "id": id, "error": {
-                        "code": -32601,
-                        "message": format!("justonce does not offer {method} to upstreams"),
-                    } })
-                };
+                let reply = reply_to_request(method, id);
                 let mut line = reply.to_string();
                 line.push('\n');
                 let mut stdin = self.stdin.lock().unwrap_or_else(|p| p.into_inner());
@@ -642,6 +635,19 @@ pub(crate) fn answer_of(
         None => Err(ClientError::Lost(format!(
             "upstream `{upstream}` answered {method} with neither a result nor an error (not JSON-RPC)"
         ))),
+    }
+}
+
+/// The gateway's reply to a request an upstream sends it (`id` its id): `ping` is
+/// answered, anything else (roots, sampling, elicitation) is not offered.
+pub(super) fn reply_to_request(method: &str, id: &Value) -> Value {
+    if method == "ping" {
+        json!({ "jsonrpc": "2.0", "id": id, "result": {} })
+    } else {
+        json!({ "jsonrpc": "2.0", "id": id, "error": {
+            "code": -32601,
+            "message": format!("justonce does not offer {method} to upstreams"),
+        } })
     }
 }
 

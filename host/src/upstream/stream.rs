@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use ureq::Agent;
 use ureq::http::Request;
 
 use super::client::ListChanged;
-use super::client::{Line, MAX_LINE_BYTES, read_line};
+use super::client::{Line, MAX_LINE_BYTES, read_line, reply_to_request};
 use super::credentials::Credentials;
 use super::log_field::field;
 
@@ -237,14 +237,7 @@ impl Stream {
                 tracing::info!(target: "justonce::upstream", upstream = %self.upstream, "{}", field(&params.to_string()));
             }
             (Some(method), Some(id)) => {
-                let reply = if method == "ping" {
-                    json!({ "jsonrpc": "2.0", "id": id, "result": {} })
-                } else {
-                    json!({ "jsonrpc": "2.0", "id": id, "error": {
-                        "code": -32601,
-                        "message": format!("justonce does not offer {method} to upstreams"),
-                    } })
-                };
+                let reply = reply_to_request(method, id);
                 self.reply(&reply);
             }
             _ => {}
