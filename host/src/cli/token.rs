@@ -1,12 +1,14 @@
 //! `justonce token`: the bearer tokens of `serve --http`, each naming a principal.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 
 use super::{Cli, exit, print_json};
 use crate::auth::tokens::{self, Role, TokenError};
 use crate::error::Error;
+use crate::journal::Journal;
 use crate::journal::postgres::is_postgres_url;
 
 /// Issue, list and revoke the bearer tokens of `serve --http`.
@@ -58,10 +60,11 @@ impl Token {
         let path = cli.tokens_file(self.tokens.as_ref());
         // A PostgreSQL journal keeps the tokens once `import` ran on it; until then
         // its hosts read their files, and so do these commands (but `import`).
-        if is_postgres_url(&cli.db.to_string_lossy())
-            && (matches!(self.action, Action::Import) || journal_keeps_tokens(cli)?)
-        {
-            return self.in_journal(cli, &path);
+        if is_postgres_url(&cli.db.to_string_lossy()) {
+            let journal = cli.journal()?;
+            if matches!(self.action, Action::Import) || journal_keeps_tokens(cli, &journal)? {
+                return self.in_journal(cli, &journal, &path);
+            }
         }
         let failed = |e: TokenError| Error::Config {
             path: path.clone(),
@@ -96,8 +99,12 @@ impl Token {
     }
 
     /// The same actions on the tokens a PostgreSQL journal keeps.
-    fn in_journal(&self, cli: &Cli, file: &std::path::Path) -> Result<u8, Error> {
-        let journal = cli.journal()?;
+    fn in_journal(
+        &self,
+        cli: &Cli,
+        journal: &Arc<dyn Journal>,
+        file: &std::path::Path,
+    ) -> Result<u8, Error> {
         let failed = |e: TokenError| Error::Config {
             path: cli.db.clone(),
             reason: e.to_string(),
@@ -166,10 +173,9 @@ fn print_list(list: &[tokens::TokenRecord], json: bool, source: &str) {
     }
 }
 
-/// Whether the journal of `cli` keeps the tokens of its hosts (`token import` ran
+/// Whether `journal` (of `cli`) keeps the tokens of its hosts (`token import` ran
 /// on it).
-fn journal_keeps_tokens(cli: &Cli) -> Result<bool, Error> {
-    let journal = cli.journal()?;
+fn journal_keeps_tokens(cli: &Cli, journal: &Arc<dyn Journal>) -> Result<bool, Error> {
     let Some(table) = journal.tokens() else {
         return Ok(false);
     };
