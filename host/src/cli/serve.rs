@@ -190,14 +190,15 @@ fn read_tokens(
     journal: &Arc<dyn Journal>,
 ) -> Result<(PathBuf, Tokens), Error> {
     let path = cli.tokens_file(flag);
-    let keeps = match journal.tokens() {
+    let table = journal.tokens();
+    let keeps = match &table {
         Some(table) => table.keeps_tokens().map_err(|e| Error::Config {
             path: cli.db.clone(),
             reason: e.to_string(),
         })?,
         None => false,
     };
-    if journal.tokens().is_some() && !keeps {
+    if table.is_some() && !keeps {
         tracing::info!(
             "tokens from {} (this host's own file): `justonce token import` moves them into this PostgreSQL journal, for every host",
             path.display()

@@ -54,6 +54,7 @@ pub fn badges(entry: &JournalEntry) -> String {
             "failed",
             "completed with a tool error or a trap: that failure is the saved outcome every retry gets",
         ),
+        "stopped" if handed_over(entry) => badge("stopped", "handed over", &entry.holding),
         "stopped" => badge("stopped", "stopped", &entry.holding),
         "running" => badge("running", "running", &entry.holding),
         class => badge(class, main.1, meaning(class)),
@@ -85,6 +86,15 @@ pub fn badges(entry: &JournalEntry) -> String {
     out
 }
 
+/// Whether `entry`'s host handed it over as it drained (its lease ended under a
+/// handed-over owner) rather than stopping with it.
+fn handed_over(entry: &JournalEntry) -> bool {
+    matches!(
+        entry.lease_status(entry.judged),
+        LeaseStatus::Ended { holder: Some(h), .. } if h.handed_over
+    )
+}
+
 /// Why `entry` needs a person now, in one sentence, if it does: a host stopped
 /// holding it, an effect's outcome is unknown, or it stopped on a divergence.
 pub fn attention(entry: &JournalEntry) -> Option<String> {
@@ -98,6 +108,12 @@ pub fn attention(entry: &JournalEntry) -> Option<String> {
             ),
             _ => ("its host".into(), String::new()),
         };
+        if handed_over(entry) {
+            return Some(format!(
+                "Handed over: {who} drained and released it unfinished{when}; nobody runs it. \
+                 Resume it now, or the agent's next retry will."
+            ));
+        }
         return Some(format!(
             "Its host stopped: {who}'s lease ended{when} and nobody runs it. Resume it now, \
              or the agent's next retry will."
@@ -282,6 +298,23 @@ mod tests {
             "{why}"
         );
         assert!(badges(&stopped).contains(">stopped<"));
+        assert!(!why.contains("Handed over"), "{why}");
+    }
+
+    #[test]
+    fn a_call_its_host_handed_over_reads_handed_over_not_stopped() {
+        let mut handed = entry("running", None, 0).judged_at(3000);
+        handed.lease_owner = Some("web-a@41-n/0!handed-over".into());
+        let why = attention(&handed).expect("handed over");
+        assert!(
+            why.starts_with(
+                "Handed over: web-a (pid 41) drained and released it unfinished 2 s ago"
+            ),
+            "{why}"
+        );
+        let shown = badges(&handed);
+        assert!(shown.contains(">handed over<"), "{shown}");
+        assert!(!shown.contains(">stopped<"), "{shown}");
     }
 
     #[test]
