@@ -2,7 +2,8 @@
 
 Usage: recipes.py FRAMEWORK TRANSPORT JUSTONCE WORKDIR
 
-FRAMEWORK is `pydantic-ai`, `openai-agents` or `langchain` (langchain-mcp-adapters),
+FRAMEWORK is `pydantic-ai`, `openai-agents` or `langchain` (langchain-mcp-adapters;
+LlamaIndex is recipes_llama_index.py, the scenarios are in harness.py),
 TRANSPORT `stdio` (the framework starts `JUSTONCE serve` itself) or `http` (`JUSTONCE
 serve --http`, a bearer token from `JUSTONCE token add`), WORKDIR an empty directory
 for the databases. No LLM and no network: each framework runs an agent on its own
@@ -20,6 +21,8 @@ recipe's line of glue is what lets its calls through. The scenarios:
 - parallel: two identical refund calls in one model response.
 - replan: a refund, then the same refund again under a new tool-call id.
 - unglued: the framework without the glue, refused before anything runs.
+- unknown (pydantic-ai, with $JUSTONCE_MCP_PYTHON): an unannotated upstream write tool
+  whose answer is lost, which only a person can end; the model must read "stop".
 
 It prints one JSON object: per scenario, what the model received after each of its
 turns and what the payments API saw. The Rust test (tests/tests/mcp_frameworks.rs)
@@ -29,6 +32,8 @@ asserts on it.
 import asyncio
 import contextlib
 import json
+import os
+from pathlib import Path
 
 from harness import LOST, PLAIN, SCENARIOS, Script, refund, refusal_raised, run
 
@@ -77,9 +82,43 @@ def pydantic_ai_model(script):
         calls = script.next(results)
         if calls is None:
             return ModelResponse(parts=[TextPart("done")])
-        return ModelResponse(parts=[ToolCallPart("refund", args, tool_call_id=i) for i, args in calls])
+        # A call is (id, arguments), of `refund`, or (id, arguments, tool).
+        tool = lambda call: call[2] if len(call) > 2 else "refund"  # noqa: E731
+        return ModelResponse(parts=[ToolCallPart(tool(call), call[1], tool_call_id=call[0]) for call in calls])
 
     return FunctionModel(answer)
+
+
+async def pydantic_ai_unknown(justonce):
+    """Issue 56's unknown that no probe can end: the tests' ledger upstream
+    (tests/mcp/upstreams/ledger_server.py, on $JUSTONCE_MCP_PYTHON) behind the host, its
+    unannotated write tool `append` losing its answer after the line landed (`serve
+    --fault lose-response:mcp:ledger`). A stubborn model retries the very same call
+    once; what it read both times, and what the upstream was sent."""
+    import time
+
+    name, fault = "ledger", ("--fault", "lose-response:mcp:ledger")
+    workdir = justonce.workdir / name
+    workdir.mkdir(exist_ok=True)
+    ledger = workdir / "ledger"
+    upstream = Path(__file__).resolve().parent.parent / "mcp" / "upstreams" / "ledger_server.py"
+    command = [os.environ["JUSTONCE_MCP_PYTHON"], str(upstream), str(ledger)]
+    (workdir / "justonce.toml").write_text(f"[upstreams.ledger]\ncommand = {json.dumps(command)}\n")
+    if justonce.transport == "stdio":
+        toolset = pydantic_ai_stdio(justonce.binary, justonce.args(name, *fault))
+    else:
+        toolset = pydantic_ai_http(*justonce.url(name, *fault))
+    append = {"line": "paid invoice 4417"}
+    script = Script([[("call_1", append, "append")], [("call_2", append, "append")]])
+    async with toolset:
+        deadline = time.monotonic() + 60
+        while "append" not in [t.name for t in await toolset.client.list_tools()]:  # the upstream starts
+            assert time.monotonic() < deadline, "the ledger upstream's tools never came"
+            await asyncio.sleep(0.1)
+        await pydantic_ai_run(toolset, pydantic_ai_model(script), "ticket-4417")
+    calls = (ledger.parent / "ledger.calls").read_text().splitlines()
+    lines = ledger.read_text().splitlines()
+    return {"told": script.told, "upstream": {"calls": len(calls), "lines": lines}}
 
 
 async def pydantic_ai_scenarios(justonce):
@@ -107,6 +146,8 @@ async def pydantic_ai_scenarios(justonce):
         await pydantic_ai_run(toolset, pydantic_ai_model(script), conversation)
         told[name] = script.told
     await stack.aclose()
+    if "JUSTONCE_MCP_PYTHON" in os.environ:  # the ledger upstream's Python
+        told["unknown"] = await pydantic_ai_unknown(justonce)
     if justonce.transport == "http":  # a refusal of the host reaches the developer
         url, token = justonce.url(*PLAIN)
         toolset = justonce_pydantic_ai.http(

@@ -197,6 +197,10 @@ fn run_with(
         .env_remove("JUSTONCE_TOOLS")
         .env_remove("JUSTONCE_DB")
         .env_remove("PYTHONPATH");
+    // The tests' ledger upstream (pydantic-ai's `unknown` scenario) runs on the MCP SDK's venv.
+    if let Ok(mcp) = crate::mcp_gateway::python() {
+        command.env("JUSTONCE_MCP_PYTHON", mcp);
+    }
     if let Some(pythonpath) = pythonpath {
         command.env("PYTHONPATH", pythonpath);
     }
@@ -405,14 +409,59 @@ fn assert_report(framework: &Framework, transport: &str, report: &Value) {
     }
 }
 
+/// Issue 56, through pydantic-ai: an unannotated (unkeyed) upstream write tool whose
+/// answer is lost after the line landed, which no probe can decide. The model reads
+/// that it must stop and tell the user, and a model that retries anyway reads it again,
+/// while nothing is sent downstream a second time: one call, one line.
+fn assert_the_model_stops_for_an_unknown(report: &Value) {
+    let unknown = &report["unknown"];
+    let told = unknown["told"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{report}"));
+    assert_eq!(told.len(), 2, "{unknown}");
+    for (turn, id) in told.iter().zip(["call_1", "call_2"]) {
+        let result = &turn[0];
+        assert_eq!(result["id"], id, "{unknown}");
+        assert_eq!(result["error"], true, "{unknown}");
+        let text = result["text"].as_str().unwrap();
+        assert!(
+            text.contains("Stop retrying this call")
+                && text.contains("Tell the user that this action may or may not have taken effect"),
+            "the model is told to stop and tell the user: {text}"
+        );
+        assert!(!text.contains("wait about"), "no wait-and-retry: {text}");
+    }
+    assert_eq!(unknown["upstream"]["calls"], 1, "sent once: {unknown}");
+    assert_eq!(
+        unknown["upstream"]["lines"],
+        serde_json::json!(["paid invoice 4417"]),
+        "{unknown}"
+    );
+}
+
+/// pydantic-ai's recipes, with the unknown of issue 56 (which needs the MCP SDK's
+/// Python for the tests' ledger upstream).
+fn assert_pydantic_ai_recipes(transport: &str) {
+    if crate::mcp_gateway::needed("Python with the MCP SDK", &crate::mcp_gateway::python())
+        .is_none()
+    {
+        return;
+    }
+    let Some(report) = run(&PYDANTIC_AI, transport) else {
+        return;
+    };
+    assert_report(&PYDANTIC_AI, transport, &report);
+    assert_the_model_stops_for_an_unknown(&report);
+}
+
 #[test]
 fn pydantic_ai_on_stdio_retries_a_lost_response_once_downstream_and_replays_duplicates() {
-    assert_recipes(&PYDANTIC_AI, "stdio");
+    assert_pydantic_ai_recipes("stdio");
 }
 
 #[test]
 fn pydantic_ai_on_http_retries_a_lost_response_once_downstream_and_replays_duplicates() {
-    assert_recipes(&PYDANTIC_AI, "http");
+    assert_pydantic_ai_recipes("http");
 }
 
 #[test]
