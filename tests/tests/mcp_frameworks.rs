@@ -582,3 +582,97 @@ fn a_pip_installed_client_runs_a_recipe() {
     let report = run_with(&python, &PYDANTIC_AI, "stdio", None);
     assert_report(&PYDANTIC_AI, "stdio", &report);
 }
+
+/// The official TypeScript SDK (`@modelcontextprotocol/sdk`, pinned in
+/// tests/mcp/upstreams/) needs no helper: `_meta` on `callTool` is the one line that
+/// names the conversation, a refusal rejects the call with the host's `-32602` and its
+/// fix (the developer's exception, not the model's text), its default request timeout
+/// (60 s) is above the host's waits, and the result's content carries the note. Run by
+/// tests/mcp/typescript/client.mjs on stdio and on HTTP, against a server that refuses
+/// unscoped calls: the same call again in the conversation is replayed and told so, the
+/// same call in another conversation is a second one.
+#[test]
+fn the_typescript_sdk_names_the_conversation_in_one_line_and_rejects_with_the_refusal() {
+    let Some(memory) = crate::mcp_gateway::needed(
+        "the npm upstreams",
+        &crate::mcp_gateway::installed("server-memory"),
+    ) else {
+        return;
+    };
+    // node_modules/@modelcontextprotocol/server-memory/dist/index.js → …/sdk
+    let sdk = memory.ancestors().nth(3).unwrap().join("sdk");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("http.json");
+    std::fs::write(
+        &config,
+        r#"{"services": {"webhooks": "http://127.0.0.1:9"}, "allow": {"notify": ["http://127.0.0.1:9"]}}"#,
+    )
+    .unwrap();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/mcp/typescript/client.mjs"
+    );
+    let config = config.to_str().unwrap();
+    let report = |args: &[&str]| -> Value {
+        let out = Command::new("node")
+            .arg(script)
+            .arg(&sdk)
+            .args(args)
+            .output()
+            .expect("run node");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    };
+
+    let stdio_db = dir.path().join("stdio.db");
+    let stdio = report(&[
+        "stdio",
+        env!("CARGO_BIN_EXE_justonce"),
+        stdio_db.to_str().unwrap(),
+        config,
+    ]);
+    let http_db = dir.path().join("http.db");
+    let token = crate::support::mcp_http::add_token(&http_db, "agent");
+    let server = crate::support::mcp_http::HttpProcess::spawn(
+        &http_db,
+        &["--http-config", config, "--unscoped", "refuse"],
+    );
+    let url = format!("http://{}/mcp", server.addr);
+    let http = report(&["http", &url, &token]);
+
+    for report in [stdio, http] {
+        let text = |name: &str| {
+            report[name]["text"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{report}"))
+                .to_owned()
+        };
+        assert_eq!(report["first"]["isError"], false, "{report}");
+        assert!(
+            text("first").contains(r#""message_id":1"#) && !text("first").contains(REPLAY_NOTE),
+            "{report}"
+        );
+        assert!(
+            text("again").contains(r#""message_id":1"#) && text("again").contains(REPLAY_NOTE),
+            "the same call in the conversation is replayed, and the text says so: {report}"
+        );
+        assert!(
+            text("other").contains(r#""message_id":2"#) && !text("other").contains(REPLAY_NOTE),
+            "another conversation is another call: {report}"
+        );
+        let rejected = &report["unnamed"]["rejected"];
+        assert_eq!(rejected["code"], -32602, "{report}");
+        assert!(
+            rejected["message"]
+                .as_str()
+                .unwrap()
+                .contains("refuses calls that name no conversation"),
+            "{report}"
+        );
+    }
+}
