@@ -2,7 +2,8 @@
 
 Usage: recipes.py FRAMEWORK TRANSPORT JUSTONCE WORKDIR
 
-FRAMEWORK is `pydantic-ai`, `openai-agents` or `langchain` (langchain-mcp-adapters),
+FRAMEWORK is `pydantic-ai`, `openai-agents` or `langchain` (langchain-mcp-adapters;
+LlamaIndex is recipes_llama_index.py, the scenarios are in harness.py),
 TRANSPORT `stdio` (the framework starts `JUSTONCE serve` itself) or `http` (`JUSTONCE
 serve --http`, a bearer token from `JUSTONCE token add`), WORKDIR an empty directory
 for the databases. No LLM and no network: each framework runs an agent on its own
@@ -20,6 +21,8 @@ recipe's line of glue is what lets its calls through. The scenarios:
 - parallel: two identical refund calls in one model response.
 - replan: a refund, then the same refund again under a new tool-call id.
 - unglued: the framework without the glue, refused before anything runs.
+- unknown (pydantic-ai, with $JUSTONCE_MCP_PYTHON): an unannotated upstream write tool
+  whose answer is lost, which only a person can end; the model must read "stop".
 
 It prints one JSON object: per scenario, what the model received after each of its
 turns and what the payments API saw. The Rust test (tests/tests/mcp_frameworks.rs)
@@ -29,138 +32,10 @@ asserts on it.
 import asyncio
 import contextlib
 import json
-import subprocess
-import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import os
 from pathlib import Path
 
-# ---------------------------------------------------------------------------------
-# The world around the agent: a payments API, and justonce servers in front of it.
-
-
-class Payments:
-    """A payments API on 127.0.0.1: `POST /v1/refunds` refunds once per Idempotency-Key."""
-
-    def __init__(self):
-        self.requests = []  # (Idempotency-Key, order_id) of every request, in order
-        self.refunds = {}  # Idempotency-Key -> the refund made under it
-        lock = threading.Lock()
-        payments = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                key = self.headers.get("Idempotency-Key")
-                with lock:
-                    payments.requests.append((key, body["order_id"]))
-                    if key is None or key not in payments.refunds:
-                        refund = {"refund_id": f"re_{len(payments.refunds) + 1:04}", "status": "succeeded"}
-                        payments.refunds[key] = refund | {"order_id": body["order_id"]}
-                    answer = json.dumps({k: v for k, v in payments.refunds[key].items() if k != "order_id"})
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer.encode())
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def seen(self, orders):
-        """What the API saw for `orders`: requests, distinct keys, refunds made."""
-        requests = [(key, order) for key, order in self.requests if order in orders]
-        refunds = [r for r in self.refunds.values() if r["order_id"] in orders]
-        return {
-            "requests": len(requests),
-            "keys": len({key for key, _ in requests}),
-            "refunds": [r["refund_id"] for r in refunds],
-        }
-
-
-class Justonce:
-    """`justonce serve` in front of the payments API, refusing unscoped calls: on stdio
-    the command a framework starts; on HTTP a running server and a token."""
-
-    def __init__(self, binary, workdir, transport, payments):
-        self.binary, self.workdir, self.transport = binary, Path(workdir), transport
-        self.config = self.workdir / "http.json"
-        self.config.write_text(
-            json.dumps({"services": {"payments": payments.url}, "allow": {"refund": [payments.url]}})
-        )
-        self.processes = []
-        self.http = {}
-
-    def args(self, name, *extra):
-        """The arguments of `justonce` for the server `name` (its own database and tokens)."""
-        (self.workdir / name).mkdir(exist_ok=True)
-        db = str(self.workdir / name / "state.db")
-        return ["--db", db, "serve", "--http-config", str(self.config), "--unscoped", "refuse", *extra]
-
-    def url(self, name, *extra):
-        """(URL, token) of the HTTP server `name`, started on first use."""
-        if name not in self.http:
-            args = self.args(name, *extra)
-            token = subprocess.run(
-                [self.binary, "--db", args[1], "token", "add", "agent"],
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout.strip()
-            process = subprocess.Popen(
-                [self.binary, *args, "--http", "127.0.0.1:0"],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            self.processes.append(process)
-            self.http[name] = (process.stdout.readline().strip(), token)
-        return self.http[name]
-
-    def close(self):
-        for process in self.processes:
-            process.terminate()
-            process.wait()
-
-
-# Servers: "lost" loses every refund's response (its first 3 attempts, all the host's
-# own retries), "plain" does not.
-LOST = ("lost", "--fault", "lose-response:refund")
-PLAIN = ("plain",)
-
-
-def refund(order):
-    return {"order_id": order, "amount_cents": 500}
-
-
-# Each scenario: the server, its conversation, the model's turns (each a list of
-# (tool-call id, arguments)), the orders the payments API is asked about.
-SCENARIOS = {
-    "lost": (LOST, "ticket-4417", [[("call_1", refund(4417))], [("call_2", refund(4417))]], [4417]),
-    "opposite": (PLAIN, "ticket-5001", [[("call_1", refund(5001))], [("call_2", refund(5002))]], [5001, 5002]),
-    "parallel": (PLAIN, "ticket-6001", [[("call_1", refund(6001)), ("call_2", refund(6001))]], [6001]),
-    "replan": (PLAIN, "ticket-7001", [[("call_1", refund(7001))], [("call_2", refund(7001))]], [7001]),
-    "unglued": (PLAIN, None, [[("call_1", refund(9001))]], [9001]),
-}
-
-
-class Script:
-    """A model that answers with `turns` of tool calls, then "done", and keeps what it
-    was told: per turn after the first, each tool result as (id, text, is_error)."""
-
-    def __init__(self, turns):
-        self.turns, self.told = turns, []
-
-    def next(self, results):
-        if self.told or results:
-            self.told.append([{"id": i, "text": t, "error": e} for i, t, e in results])
-        n = len(self.told)
-        return self.turns[n] if n < len(self.turns) else None
-
+from harness import LOST, PLAIN, SCENARIOS, Script, refund, refusal_raised, run
 
 # ---------------------------------------------------------------------------------
 # pydantic-ai: the conversation from the run's deps, on every call, through the helper
@@ -207,9 +82,43 @@ def pydantic_ai_model(script):
         calls = script.next(results)
         if calls is None:
             return ModelResponse(parts=[TextPart("done")])
-        return ModelResponse(parts=[ToolCallPart("refund", args, tool_call_id=i) for i, args in calls])
+        # A call is (id, arguments), of `refund`, or (id, arguments, tool).
+        tool = lambda call: call[2] if len(call) > 2 else "refund"  # noqa: E731
+        return ModelResponse(parts=[ToolCallPart(tool(call), call[1], tool_call_id=call[0]) for call in calls])
 
     return FunctionModel(answer)
+
+
+async def pydantic_ai_unknown(justonce):
+    """Issue 56's unknown that no probe can end: the tests' ledger upstream
+    (tests/mcp/upstreams/ledger_server.py, on $JUSTONCE_MCP_PYTHON) behind the host, its
+    unannotated write tool `append` losing its answer after the line landed (`serve
+    --fault lose-response:mcp:ledger`). A stubborn model retries the very same call
+    once; what it read both times, and what the upstream was sent."""
+    import time
+
+    name, fault = "ledger", ("--fault", "lose-response:mcp:ledger")
+    workdir = justonce.workdir / name
+    workdir.mkdir(exist_ok=True)
+    ledger = workdir / "ledger"
+    upstream = Path(__file__).resolve().parent.parent / "mcp" / "upstreams" / "ledger_server.py"
+    command = [os.environ["JUSTONCE_MCP_PYTHON"], str(upstream), str(ledger)]
+    (workdir / "justonce.toml").write_text(f"[upstreams.ledger]\ncommand = {json.dumps(command)}\n")
+    if justonce.transport == "stdio":
+        toolset = pydantic_ai_stdio(justonce.binary, justonce.args(name, *fault))
+    else:
+        toolset = pydantic_ai_http(*justonce.url(name, *fault))
+    append = {"line": "paid invoice 4417"}
+    script = Script([[("call_1", append, "append")], [("call_2", append, "append")]])
+    async with toolset:
+        deadline = time.monotonic() + 60
+        while "append" not in [t.name for t in await toolset.client.list_tools()]:  # the upstream starts
+            assert time.monotonic() < deadline, "the ledger upstream's tools never came"
+            await asyncio.sleep(0.1)
+        await pydantic_ai_run(toolset, pydantic_ai_model(script), "ticket-4417")
+    calls = (ledger.parent / "ledger.calls").read_text().splitlines()
+    lines = ledger.read_text().splitlines()
+    return {"told": script.told, "upstream": {"calls": len(calls), "lines": lines}}
 
 
 async def pydantic_ai_scenarios(justonce):
@@ -237,6 +146,8 @@ async def pydantic_ai_scenarios(justonce):
         await pydantic_ai_run(toolset, pydantic_ai_model(script), conversation)
         told[name] = script.told
     await stack.aclose()
+    if "JUSTONCE_MCP_PYTHON" in os.environ:  # the ledger upstream's Python
+        told["unknown"] = await pydantic_ai_unknown(justonce)
     if justonce.transport == "http":  # a refusal of the host reaches the developer
         url, token = justonce.url(*PLAIN)
         toolset = justonce_pydantic_ai.http(
@@ -246,20 +157,6 @@ async def pydantic_ai_scenarios(justonce):
             pydantic_ai_run(toolset, pydantic_ai_model(Script([[("call_1", refund(9101))]])), "ticket-9101")
         )
     return told
-
-
-async def refusal_raised(run):
-    """What the helper raised to the developer for `run`, which the host refuses."""
-    from justonce_client import refusal_in
-
-    try:
-        await run
-    except Exception as e:  # the Agents SDK wraps it in its UserError
-        refused = refusal_in(e)
-        if refused is None:
-            raise
-        return {"kind": refused.kind, "message": str(refused)}
-    return None
 
 
 # ---------------------------------------------------------------------------------
@@ -374,50 +271,26 @@ async def openai_agents_scenarios(justonce):
 
 
 # ---------------------------------------------------------------------------------
-# langchain-mcp-adapters: it sends no `_meta`, so the conversation is the server's
-# (stdio: one server per conversation) or a header of the connection (HTTP).
-
-from datetime import timedelta
+# langchain-mcp-adapters: the conversation in `_meta` on every call, in one MCP session
+# for the block, through the helper of clients/python (justonce_client.langchain).
 
 from langchain_mcp_adapters.client import MultiServerMCPClient
 from langchain_mcp_adapters.tools import load_mcp_tools
 
+from justonce_client import langchain as justonce_langchain
+
 
 def langchain_stdio(command, args, conversation_id):
-    return MultiServerMCPClient(
-        {
-            "justonce": {
-                "transport": "stdio",
-                "command": command,
-                "args": [*args, "--conversation", conversation_id],
-                "session_kwargs": {"read_timeout_seconds": timedelta(seconds=60)},
-            }
-        }
-    )
+    return justonce_langchain.stdio([command, *args], conversation=conversation_id)
 
 
 def langchain_http(url, token, conversation_id):
-    return MultiServerMCPClient(
-        {
-            "justonce": {
-                "transport": "streamable_http",
-                "url": url,
-                "headers": {"Authorization": f"Bearer {token}", "Justonce-Conversation": conversation_id},
-                "timeout": timedelta(seconds=60),
-                "sse_read_timeout": timedelta(seconds=60),
-            }
-        }
-    )
+    return justonce_langchain.http(url, token, conversation=conversation_id)
 
 
-async def langchain_tools(client, stack):
-    session = await stack.enter_async_context(client.session("justonce"))  # one session, not one per call
-    return await load_mcp_tools(session)
-
-
-async def langchain_run(tools, script):
+async def langchain_run(tools, script):  # within `async with langchain_…(…) as tools:`
     """The agent loop LangGraph's ToolNode runs: the model's tool calls at once, an
-    exception as an error message to the model."""
+    exception as an error message to the model (`handle_tool_errors=True`)."""
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
@@ -435,17 +308,18 @@ async def langchain_run(tools, script):
     model = GenericFakeChatModel(messages=iter([]))
     by_name = {tool.name: tool for tool in tools}
 
-    async def run(call):
+    async def call(tool_call):
         try:
-            return await by_name[call["name"]].ainvoke({**call, "type": "tool_call"})
-        except Exception as e:  # as ToolNode's default handle_tool_errors does
-            return ToolMessage(content=f"Error: {e!r}", tool_call_id=call["id"], status="error")
+            return await by_name[tool_call["name"]].ainvoke({**tool_call, "type": "tool_call"})
+        except Exception as e:  # as ToolNode's handle_tool_errors=True does
+            content = f"Error: {e!r}\n Please fix your mistakes."
+            return ToolMessage(content=content, tool_call_id=tool_call["id"], status="error")
 
     messages = [HumanMessage("Refund the order.")]
     message = first
     while message.tool_calls:
         messages.append(message)
-        replies = await asyncio.gather(*(run(call) for call in message.tool_calls))
+        replies = await asyncio.gather(*(call(tool_call) for tool_call in message.tool_calls))
         messages.extend(replies)
         results = []
         for reply in replies:
@@ -461,31 +335,36 @@ async def langchain_run(tools, script):
 async def langchain_scenarios(justonce):
     told = {}
     for name, (server, conversation, turns, _) in SCENARIOS.items():
-        if justonce.transport == "stdio":
-            if conversation is None:
-                client = MultiServerMCPClient(
-                    {"justonce": {"transport": "stdio", "command": justonce.binary, "args": justonce.args(*server)}}
-                )
+        script = Script(turns)
+        if conversation is None:  # the adapter alone, without the helper
+            if justonce.transport == "stdio":
+                connection = {"transport": "stdio", "command": justonce.binary, "args": justonce.args(*server)}
             else:
-                client = langchain_stdio(justonce.binary, justonce.args(*server), conversation)
+                url, token = justonce.url(*server)
+                connection = {
+                    "transport": "streamable_http",
+                    "url": url,
+                    "headers": {"Authorization": f"Bearer {token}"},
+                }
+            client = MultiServerMCPClient({"justonce": connection})
+            async with client.session("justonce") as session:
+                await langchain_run(await load_mcp_tools(session), script)
         else:
-            url, token = justonce.url(*server)
-            if conversation is None:
-                client = MultiServerMCPClient(
-                    {
-                        "justonce": {
-                            "transport": "streamable_http",
-                            "url": url,
-                            "headers": {"Authorization": f"Bearer {token}"},
-                        }
-                    }
-                )
+            if justonce.transport == "stdio":
+                tools = langchain_stdio(justonce.binary, justonce.args(*server), conversation)
             else:
-                client = langchain_http(url, token, conversation)
-        async with contextlib.AsyncExitStack() as stack:
-            script = Script(turns)
-            await langchain_run(await langchain_tools(client, stack), script)
+                tools = langchain_http(*justonce.url(*server), conversation)
+            async with tools as tools:
+                await langchain_run(tools, script)
         told[name] = script.told
+    if justonce.transport == "http":  # a refusal of the host reaches the developer
+        url, token = justonce.url(*PLAIN)
+        tools = justonce_langchain.http(
+            url, token, conversation="ticket-9101", headers={"Justonce-Conversation": "ticket-elsewhere"}
+        )
+        async with tools as tools:
+            script = Script([[("call_1", refund(9101))]])
+            told["helper_refusal"] = await refusal_raised(langchain_run(tools, script))
     return told
 
 
@@ -497,24 +376,5 @@ FRAMEWORKS = {
     "langchain": langchain_scenarios,
 }
 
-
-async def main(framework, transport, binary, workdir):
-    payments = Payments()
-    justonce = Justonce(binary, workdir, transport, payments)
-    try:
-        told = await FRAMEWORKS[framework](justonce)
-    finally:
-        justonce.close()
-    report = {
-        name: {"told": told[name], "payments": payments.seen(orders)}
-        for name, (_, _, _, orders) in SCENARIOS.items()
-    }
-    if "helper_refusal" in told:
-        report["helper_refusal"] = {"raised": told["helper_refusal"], "payments": payments.seen([9101])}
-    print(json.dumps(report))
-
-
 if __name__ == "__main__":
-    if len(sys.argv) != 5 or sys.argv[1] not in FRAMEWORKS or sys.argv[2] not in ("stdio", "http"):
-        sys.exit(__doc__)
-    asyncio.run(main(*sys.argv[1:]))
+    run(FRAMEWORKS, __doc__)

@@ -193,33 +193,38 @@ fn the_http_excerpts_are_the_example_tools_code() {
 }
 
 /// The recipes of "From an agent framework", one per framework, are the code of
-/// tests/frameworks/recipes.py, which `mcp_frameworks` runs with each framework on
-/// stdio and HTTP: each block, after its first line naming the file, is a run of the
-/// file's lines.
+/// tests/frameworks/recipes.py (recipes_llama_index.py for LlamaIndex), which
+/// `mcp_frameworks` runs with each framework on stdio and HTTP: each block, after its
+/// first line naming the file, is a run of the file's lines.
 #[test]
 fn the_agent_framework_recipes_are_the_tests_code() {
-    const FILE: &str = "tests/frameworks/recipes.py";
-    let source =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(FILE))
-            .unwrap_or_else(|e| panic!("{FILE}, which the docs quote: {e}"));
-    let lines: Vec<&str> = source.lines().collect();
     let mut quoted = Vec::new();
     for (_, text) in blocks().into_iter().filter(|(l, _)| *l == "python") {
         let mut excerpt = text.lines();
-        let Some(framework) = excerpt
+        let Some((file, framework)) = excerpt
             .next()
-            .and_then(|first| first.strip_prefix(&format!("# {FILE} (")))
-            .and_then(|rest| rest.strip_suffix(')'))
+            .and_then(|first| first.strip_prefix("# tests/frameworks/recipes"))
+            .and_then(|rest| rest.split_once(".py ("))
+            .and_then(|(file, rest)| {
+                Some((
+                    format!("tests/frameworks/recipes{file}.py"),
+                    rest.strip_suffix(')')?,
+                ))
+            })
         else {
             continue;
         };
+        let source =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(&file))
+                .unwrap_or_else(|e| panic!("{file}, which the docs quote: {e}"));
+        let lines: Vec<&str> = source.lines().collect();
         let excerpt: Vec<&str> = excerpt.collect();
         assert!(
             excerpt.len() > 10
                 && lines
                     .windows(excerpt.len())
                     .any(|w| w == excerpt.as_slice()),
-            "the docs' recipe for {framework} is not in {FILE}:\n{}",
+            "the docs' recipe for {framework} is not in {file}:\n{}",
             excerpt.join("\n")
         );
         quoted.push(framework.to_owned());
@@ -229,7 +234,8 @@ fn the_agent_framework_recipes_are_the_tests_code() {
         [
             "pydantic-ai",
             "the OpenAI Agents SDK",
-            "langchain-mcp-adapters"
+            "langchain-mcp-adapters",
+            "LlamaIndex"
         ],
         "one recipe per framework"
     );

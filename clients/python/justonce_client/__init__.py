@@ -1,7 +1,8 @@
 """One-line justonce integrations for Python agent frameworks.
 
 Each framework's helpers live in their own module (`justonce_client.pydantic_ai`,
-`justonce_client.openai_agents`), imported on use so that only the framework you use
+`justonce_client.openai_agents`, `justonce_client.langchain`,
+`justonce_client.llama_index`), imported on use so that only the framework you use
 needs to be installed. What they share is here: the names the host reads, the timeout
 that fits its waits, and `Refused`, what a refusal of the host is raised as.
 """

@@ -20,16 +20,27 @@ MAX_RETRIES = 3
 Conversation = Union[str, Callable[[Any], str]]
 
 
-class Refused(Exception):
+class Refused(BaseException):
     """The host refused the call before anything ran (JSON-RPC `-32602`): a call that
     names no conversation, a session-less one, two places naming different
     conversations. Raised to the developer, not handed to the model: the message is the
-    host's, with the fix."""
+    host's, with the fix. A `BaseException`, as `KeyboardInterrupt` is: every framework
+    hands the model any `Exception` a tool raises (LlamaIndex always, LangGraph's
+    `ToolNode` by default), and a refusal is a fault of the setup, which no model can
+    fix. Catch it by name (`except justonce_client.Refused`)."""
 
     def __init__(self, message: str, kind: str | None = None):
         super().__init__(message)
         #: The refusal's `data.kind` (`unscoped`, `no_session`, …), when the host said.
         self.kind = kind
+
+
+def http_headers(token: str | None, headers: dict[str, str] | None = None) -> dict[str, str]:
+    """The headers of a connection to the host: `headers`, and the bearer `token`."""
+    headers = dict(headers or {})
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
 
 
 def conversation_of(conversation: Conversation, context: Any) -> str:

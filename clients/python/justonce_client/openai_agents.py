@@ -8,10 +8,9 @@ server = openai_agents.http(url, token, conversation="ticket-4417")  # one per c
 On stdio every call carries the conversation in `_meta` (`conversation` is a string or
 a function of the run's `RunContextWrapper`); over HTTP it is the connection's
 `Justonce-Conversation` header, so a server object serves one conversation. A refusal of
-the host is raised as `justonce_client.Refused` (the SDK would tell the model "An error
-occurred while running the tool" and nobody the fix), which the SDK wraps in its
-`UserError`: `justonce_client.refusal_in(error)` finds it; other failures keep the
-SDK's default. The model reads a result's text, the host's note included.
+the host is raised out of the run as `justonce_client.Refused` (the SDK would tell the
+model "An error occurred while running the tool" and nobody the fix); other failures
+keep the SDK's default. The model reads a result's text, the host's note included.
 """
 
 from __future__ import annotations
