@@ -358,12 +358,14 @@ fn name_the_conversation(http: bool, kind: &str, why: &str, or_else: &str) -> Er
 /// The glue of [`unscoped_refused`] over HTTP: each line is the docs' recipe
 /// (tests/frameworks/recipes.py runs them).
 const UNSCOPED_GLUE_HTTP: &str = "\
+With the Python helpers (clients/python): justonce_client.FRAMEWORK.http(url, token, conversation=ID), FRAMEWORK one of pydantic_ai, openai_agents, langchain, llama_index. Without them: \
 pydantic-ai: MCPToolset(url, headers=lambda ctx: {\"Justonce-Conversation\": ctx.deps.conversation_id}). \
 OpenAI Agents SDK: MCPServerStreamableHttp(params={\"url\": url, \"headers\": {\"Justonce-Conversation\": conversation_id}}). \
 langchain-mcp-adapters: MultiServerMCPClient({\"justonce\": {\"transport\": \"streamable_http\", \"url\": url, \"headers\": {\"Justonce-Conversation\": conversation_id}}}).";
 
 /// The glue of [`unscoped_refused`] over stdio.
 const UNSCOPED_GLUE_STDIO: &str = "\
+With the Python helpers (clients/python): justonce_client.FRAMEWORK.stdio(command, conversation=ID), FRAMEWORK one of pydantic_ai, openai_agents, langchain, llama_index. Without them: \
 pydantic-ai: MCPToolset(transport, process_tool_call=lambda ctx, call_tool, name, args: call_tool(name, args, metadata={\"dev.justonce/conversation\": ctx.deps.conversation_id})). \
 OpenAI Agents SDK: MCPServerStdio(params, tool_meta_resolver=lambda meta: {\"dev.justonce/conversation\": meta.run_context.context.conversation_id}). \
 langchain-mcp-adapters: one server per conversation, args=[\"serve\", \"--conversation\", conversation_id].";
@@ -997,6 +999,7 @@ mod tests {
         let e = call_request(&bare, &refusing).unwrap_err();
         assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
         for glue in [
+            "justonce_client.FRAMEWORK.stdio(command, conversation=ID)",
             "pydantic-ai",
             "process_tool_call",
             "tool_meta_resolver",
@@ -1016,6 +1019,7 @@ mod tests {
         };
         let e = call_request(&bare, &over_http).unwrap_err();
         for glue in [
+            "justonce_client.FRAMEWORK.http(url, token, conversation=ID)",
             "MCPToolset(url, headers=",
             "MCPServerStreamableHttp",
             "MultiServerMCPClient",
