@@ -35,7 +35,7 @@ static EVERYTHING: LazyLock<Result<PathBuf, String>> =
 
 /// The `dist/index.js` of the npm package `@modelcontextprotocol/NAME`, installed
 /// from tests/mcp/upstreams/.
-fn installed(name: &str) -> Result<PathBuf, String> {
+pub(crate) fn installed(name: &str) -> Result<PathBuf, String> {
     let dir = match std::env::var_os("JUSTONCE_MCP_UPSTREAMS") {
         Some(dir) => PathBuf::from(dir),
         None => install::npm_ci(
