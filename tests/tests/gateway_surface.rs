@@ -414,3 +414,83 @@ fn dir_file(name: &str) -> String {
         .display()
         .to_string()
 }
+
+/// The same reads over the host's Streamable HTTP, on a session and stateless:
+/// server-everything's resources listed and read, a prompt got and completed,
+/// under the gateway's names (the Python SDK drives stdio above).
+#[test]
+fn server_everythings_resources_and_prompts_pass_through_over_http_in_both_eras() {
+    use crate::support::mcp_http::{HttpClient, HttpProcess, add_token};
+    let Some(index) = needed("server-everything", &installed("server-everything")) else {
+        return;
+    };
+    let dir = gateway(&format!(
+        "[upstreams.everything]\ncommand = [\"node\", {:?}, \"stdio\"]\nprefix = \"ev_\"\n",
+        index.display().to_string()
+    ));
+    let db = dir.path().join("state.db");
+    let token = add_token(&db, "agent");
+    let process = HttpProcess::spawn(&db, &[]);
+    let mut client = HttpClient::new(process.addr, Some(token.clone()));
+    let opened = client.initialize("2025-11-25");
+    assert_eq!(opened.status, 200, "{}", opened.body);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let listed = client.request("tools/list", json!({})).message();
+        if listed["result"]["_meta"]["dev.justonce/upstreams"]["everything"]["state"] == "ready" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never ready: {listed}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let listed = client.request("resources/list", json!({})).message();
+    let resources = listed["result"]["resources"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(resources.len(), 7, "{listed}");
+    let uri = resources[0]["uri"].as_str().unwrap().to_owned();
+    assert!(uri.starts_with("justonce://everything/demo://"), "{uri}");
+    let read = client
+        .request("resources/read", json!({ "uri": uri }))
+        .message();
+    assert_eq!(read["result"]["contents"][0]["uri"], uri, "{read}");
+    let prompt = client
+        .request("prompts/get", json!({ "name": "ev_simple-prompt" }))
+        .message();
+    assert_eq!(
+        prompt["result"]["messages"][0]["content"]["text"],
+        "This is a simple prompt without arguments.",
+        "{prompt}"
+    );
+    let completed = client
+        .request(
+            "completion/complete",
+            json!({ "ref": { "type": "ref/prompt", "name": "ev_completable-prompt" }, "argument": { "name": "department", "value": "S" } }),
+        )
+        .message();
+    assert_eq!(
+        completed["result"]["completion"]["values"],
+        json!(["Sales", "Support"]),
+        "{completed}"
+    );
+    let subscribed = client
+        .request("resources/subscribe", json!({ "uri": uri }))
+        .message();
+    assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+    // Stateless: the same read, with its caching directives; no subscriptions.
+    let mut stateless = HttpClient::new(process.addr, Some(token));
+    let read = stateless
+        .stateless("resources/read", json!({ "uri": uri }))
+        .message();
+    assert_eq!(read["result"]["contents"][0]["uri"], uri, "{read}");
+    assert_eq!(read["result"]["resultType"], "complete", "{read}");
+    assert_eq!(read["result"]["ttlMs"], 0, "{read}");
+    let refused = stateless
+        .stateless("resources/subscribe", json!({ "uri": uri }))
+        .message();
+    assert_eq!(refused["error"]["code"], -32601, "{refused}");
+}
