@@ -78,6 +78,11 @@ impl Host {
         self.upstreams.tools()
     }
 
+    /// The upstream MCP servers (`[upstreams.NAME]`), in the order of `justonce.toml`.
+    pub(crate) fn upstream_servers(&self) -> &Upstreams {
+        &self.upstreams
+    }
+
     /// Starts every upstream's supervisor, in parallel, without waiting for any
     /// (`serve` does, before it answers anything): each one's tools are offered
     /// once it is ready, and its calls refused at once while it is not.

@@ -48,6 +48,9 @@ mod mcp_faults;
 mod mcp_frameworks;
 // MCP servers no one here wrote behind the host (skipped without node or the SDK, but under CI=true).
 mod mcp_gateway;
+// Resources, prompts, completion and logs of upstreams, side by side with the servers
+// talked to directly (skipped without node or the SDK, but under CI=true).
+mod gateway_surface;
 // An upstream that echoes the credentials it was handed (skipped without the SDK, but under CI=true).
 mod mcp_gateway_credentials;
 // An upstream that hangs beside a healthy one (skipped without the SDK, but under CI=true).

@@ -25,6 +25,10 @@
 //!   `requestState`, and the same call made again with `inputResponses` and that
 //!   state resumes it (`mrtr`); a session's client is asked with `elicitation/create`
 //!   while the call runs (`elicit`).
+//! - The resources, resource templates, prompts and completion of upstream MCP
+//!   servers pass through (`surface`): reads, never journaled, under
+//!   `justonce://UPSTREAM/URI` and the upstream's `prefix`, with their `list_changed`
+//!   and a subscription's `updated` relayed.
 //! - Calls run concurrently on up to [`ServerConfig::max_concurrent_calls`] workers,
 //!   so two identical calls in flight coalesce in the invocation guard.
 //! - `notifications/cancelled` withholds the response but lets the call run to its
@@ -52,6 +56,7 @@ mod mrtr;
 pub mod protocol;
 mod server;
 mod session;
+mod surface;
 mod task_input;
 pub mod tasks;
 pub mod tools;

@@ -22,11 +22,13 @@ use super::job_queue::JobQueue;
 use super::mrtr;
 use super::protocol::{self, ErrorData, Incoming, Params, RequestId, SERVER_BUSY};
 use super::session::{Dispatch, Era, Session, severity, stateless_result};
+use super::surface::{self, Relay, Subscribed};
 use super::task_input::TaskInputs;
 use super::tools;
 use crate::call::CallRequest;
 use crate::host::Host;
 use crate::runtime::log_listener::{GuestNote, LogLevel, with_log_listener};
+use crate::upstream;
 
 // Workers share one host; a change that made `Host` unshareable must fail here.
 const _: () = {
@@ -44,6 +46,8 @@ pub struct Server {
     shutdown: Arc<Shutdown>,
     /// Its tasks waiting for their client's input (`mcp::task_input`).
     task_inputs: Arc<TaskInputs>,
+    /// What the upstreams say about their resources and prompts, for the clients.
+    relay: Arc<Relay>,
 }
 
 /// Stops a server gracefully: no new call starts, and [`Shutdown::wait_idle`]
@@ -157,6 +161,10 @@ impl std::fmt::Debug for Server {
     }
 }
 
+/// How many requests passed on to upstreams (reads of resources, prompts) are
+/// answered at once, over every stdio connection.
+pub const MAX_SURFACE_READS: usize = 64;
+
 /// The longest request line the server reads (bytes, without its newline); a longer
 /// one is refused with a JSON-RPC error instead of being buffered.
 pub const MAX_LINE_BYTES: usize = 4 << 20;
@@ -243,6 +251,7 @@ impl Server {
         // known, each upstream's tools come with `list_changed` once it is ready.
         host.start_upstreams();
         Self {
+            relay: Relay::of(&host),
             catalog: Arc::new(Catalog::new(Arc::clone(&host))),
             shutdown: Arc::new(Shutdown::of(Arc::clone(&host))),
             host,
@@ -279,9 +288,24 @@ impl Server {
         let pending = Arc::new(Pending::default());
         let queue = JobQueue::<Job>::new(MAX_QUEUED_CALLS);
         let workers = self.config.max_concurrent_calls.max(1);
-        let (changed, changes) = crossbeam_channel::unbounded::<()>();
+        let (changed, changes) = crossbeam_channel::unbounded::<Value>();
+        let told = changed.clone();
         let listener = self.catalog.listen(Box::new(move || {
-            let _ = changed.send(());
+            let _ = told.send(catalog::list_changed());
+        }));
+        // What the upstreams say of their resources and prompts: a list changed to
+        // every client, an updated resource to the one that subscribed to it.
+        let subscribed = Arc::new(Subscribed::default());
+        let holds = Arc::clone(&subscribed);
+        let relayed = self.relay.listen(Arc::new(move |news| {
+            let note = match news {
+                upstream::SurfaceNews::Updated(uri) if holds.holds(uri) => surface::updated(uri),
+                news => match surface::list_changed(news) {
+                    Some(note) => note,
+                    None => return,
+                },
+            };
+            let _ = changed.send(note);
         }));
         let initialized = AtomicBool::new(false);
         let served = std::thread::scope(|scope| {
@@ -296,40 +320,44 @@ impl Server {
             let notifier = std::thread::Builder::new()
                 .name("justonce-mcp-notify".into())
                 .spawn_scoped(scope, || {
-                    for () in changes.iter() {
+                    for note in changes.iter() {
                         if initialized.load(Ordering::Acquire) {
-                            outbox.send(&catalog::list_changed());
+                            outbox.send(&note);
                         }
                     }
                 })?;
             let result = self.read_loop(
                 &mut input,
                 (&queue, &in_flight, &pending),
-                &outbox,
+                (&outbox, &subscribed),
                 &initialized,
             );
             // No answer comes any more: a call waiting for one ends without it.
             pending.close();
             drop(closing);
             self.catalog.unlisten(listener);
+            self.relay.unlisten(relayed);
+            subscribed.end(&self.host);
             let _ = notifier.join();
             result
         });
         self.catalog.unlisten(listener);
+        self.relay.unlisten(relayed);
         served
     }
 
     /// Reads and handles the client's messages until its input ends (or the server
     /// stops); `initialized` is set once it speaks through `initialize`.
-    fn read_loop<R: BufRead, W: Write>(
+    fn read_loop<R: BufRead, W: Write + Send + 'static>(
         &self,
         input: &mut R,
         calls: (&JobQueue<Job>, &InFlight, &Pending),
-        outbox: &Outbox<W>,
+        (outbox, subscribed): (&Arc<Outbox<W>>, &Arc<Subscribed>),
         initialized: &AtomicBool,
     ) -> io::Result<()> {
         let mut session = Session::new(self.catalog.listing(), self.config.scoping())
             .over_stdio()
+            .passing(&self.host)
             .with_upstreams(self.catalog.upstreams());
         let mut line = Vec::new();
         loop {
@@ -342,7 +370,7 @@ impl Server {
                 Ok(Line::Read) => {
                     session.offer(self.catalog.listing());
                     session.offer_upstreams(self.catalog.upstreams());
-                    self.handle(&line, &mut session, calls, outbox);
+                    self.handle(&line, &mut session, calls, (outbox, subscribed));
                     if matches!(session.era(), Era::Handshake(_)) {
                         initialized.store(true, Ordering::Release);
                     }
@@ -360,12 +388,12 @@ impl Server {
         }
     }
 
-    fn handle<W: Write>(
+    fn handle<W: Write + Send + 'static>(
         &self,
         line: &[u8],
         session: &mut Session<'_>,
         (jobs, in_flight, pending): (&JobQueue<Job>, &InFlight, &Pending),
-        outbox: &Outbox<W>,
+        (outbox, subscribed): (&Arc<Outbox<W>>, &Arc<Subscribed>),
     ) {
         let Ok(text) = std::str::from_utf8(line) else {
             let error = ErrorData::parse_error("the line is not valid UTF-8", None);
@@ -395,6 +423,11 @@ impl Server {
                 tracing::debug!(%id, method, "request");
                 match session.request(&method, &params) {
                     Dispatch::Reply(reply) => outbox.reply(&id, reply),
+                    Dispatch::Surface {
+                        method,
+                        params,
+                        stateless,
+                    } => self.pass_on(id, (method, params, stateless), outbox, subscribed),
                     Dispatch::Call {
                         request,
                         stateless,
@@ -450,6 +483,46 @@ impl Server {
                     }
                 }
             }
+        }
+    }
+
+    /// Answers a request passed on to an upstream on a thread of its own, so that a
+    /// slow upstream holds up neither the connection's reader nor the tool calls; at
+    /// most [`MAX_SURFACE_READS`] at once, a request past them refused as busy.
+    fn pass_on<W: Write + Send + 'static>(
+        &self,
+        id: RequestId,
+        (method, params, stateless): (String, Params, bool),
+        outbox: &Arc<Outbox<W>>,
+        subscribed: &Arc<Subscribed>,
+    ) {
+        static READING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        if READING.fetch_add(1, Ordering::SeqCst) >= MAX_SURFACE_READS {
+            READING.fetch_sub(1, Ordering::SeqCst);
+            let busy = ErrorData::new(
+                SERVER_BUSY,
+                format!(
+                    "the server is busy: {MAX_SURFACE_READS} requests to upstreams are under way; retry later"
+                ),
+                Some(serde_json::json!({ "kind": "busy", "retry_safe": true })),
+            );
+            return outbox.reply(&id, Err(busy));
+        }
+        let (host, outbox, subscribed) = (
+            Arc::clone(&self.host),
+            Arc::clone(outbox),
+            Arc::clone(subscribed),
+        );
+        let spawned = std::thread::Builder::new()
+            .name("justonce-mcp-upstream-read".into())
+            .spawn(move || {
+                let reply = surface::answer(&host, &method, &params, Some(&subscribed));
+                READING.fetch_sub(1, Ordering::SeqCst);
+                outbox.reply(&id, super::session::passed_on(&method, reply, stateless));
+            });
+        if let Err(e) = spawned {
+            READING.fetch_sub(1, Ordering::SeqCst);
+            tracing::warn!("no thread for a request to an upstream: {e}");
         }
     }
 
@@ -604,6 +677,11 @@ impl Server {
             }
         });
         with_log_listener(listener, || self.run_call(request, stateless, remote))
+    }
+
+    /// What the upstreams say about their resources and prompts.
+    pub(crate) fn relay(&self) -> &Arc<Relay> {
+        &self.relay
     }
 
     /// The host the server calls tools on.

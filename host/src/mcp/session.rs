@@ -70,6 +70,16 @@ pub(crate) fn severity(level: LoggingLevel) -> usize {
 pub(crate) enum Dispatch {
     /// Answer now.
     Reply(Result<Value, ErrorData>),
+    /// Pass a request on to an upstream (`mcp/surface.rs`): it may wait for one, so
+    /// it is answered off the connection's reader; `stateless` shapes its result.
+    Surface {
+        /// Its method, one of [`super::surface::METHODS`].
+        method: String,
+        /// Its parameters.
+        params: Params,
+        /// Whether the result needs the stateless decorations.
+        stateless: bool,
+    },
     /// Run a tool call; `stateless` shapes its result for the 2026-07-28 wire.
     Call {
         /// The call.
@@ -113,6 +123,9 @@ pub(crate) struct Session<'a> {
     /// Whether this transport serves the Tasks extension (`mcp/tasks.rs`: Streamable
     /// HTTP, where a task outlives its request), so `server/discover` declares it.
     serves_tasks: bool,
+    /// The host whose upstreams' resources and prompts it passes through (and
+    /// declares); none: it declares and passes none.
+    host: Option<&'a crate::host::Host>,
 }
 
 /// A fresh id for a stdio connection (random, hex); `None` when the system gives no
@@ -146,6 +159,7 @@ impl<'a> Session<'a> {
             connection: None,
             elicits: false,
             serves_tasks: true,
+            host: None,
         }
     }
 
@@ -176,6 +190,29 @@ impl<'a> Session<'a> {
             connection: None,
             elicits: false,
             serves_tasks: true,
+            host: None,
+        }
+    }
+
+    /// Passes through the resources, prompts and completion of `host`'s upstreams
+    /// (`mcp/surface.rs`), and declares them where some upstream offers them; a
+    /// host without upstreams has none (their methods are not found).
+    pub(crate) fn passing(mut self, host: &'a crate::host::Host) -> Self {
+        if !host.upstream_servers().is_empty() {
+            self.host = Some(host);
+        }
+        self
+    }
+
+    /// `capabilities` with what the upstreams offer besides tools.
+    fn with_surface(
+        &self,
+        capabilities: ServerCapabilities,
+        stateless: bool,
+    ) -> ServerCapabilities {
+        match self.host {
+            Some(host) => super::surface::declare(host, capabilities, stateless),
+            None => capabilities,
         }
     }
 
@@ -266,6 +303,19 @@ impl<'a> Session<'a> {
         let reply = match method {
             "initialize" => self.initialize(params),
             "ping" => Ok(to_json(EmptyResult::from(()))),
+            method if super::surface::is_surface(method) && self.era == Era::Fresh => {
+                Err(ErrorData::invalid_request(
+                    format!("{method} before initialize: send initialize first"),
+                    None,
+                ))
+            }
+            method if super::surface::is_surface(method) && self.host.is_some() => {
+                return Dispatch::Surface {
+                    method: method.to_owned(),
+                    params: params.clone(),
+                    stateless: false,
+                };
+            }
             "tools/list" | "tools/call" | "logging/setLevel" if self.era == Era::Fresh => {
                 Err(ErrorData::invalid_request(
                     format!(
@@ -321,7 +371,7 @@ impl<'a> Session<'a> {
         tracing::info!(requested, %version, "initialize");
         self.era = Era::Handshake(version);
         self.elicits = super::elicit::declares_elicitation(params.get("capabilities"));
-        let mut capabilities = capabilities();
+        let mut capabilities = self.with_surface(capabilities(), false);
         if let Some(tools) = &mut capabilities.tools {
             tools.list_changed = Some(true);
         }
@@ -340,7 +390,7 @@ impl<'a> Session<'a> {
         }
         let reply = match method {
             "server/discover" => {
-                let mut capabilities = capabilities();
+                let mut capabilities = self.with_surface(capabilities(), true);
                 if self.serves_tasks {
                     capabilities.extensions = Some(super::protocol::tasks_declaration());
                 }
@@ -354,6 +404,13 @@ impl<'a> Session<'a> {
                 .list(params)
                 .map(|tools| to_json(tools.with_ttl_ms(0).with_cache_scope(CacheScope::Public))),
             "tools/call" => return self.call(params, true),
+            method if super::surface::stateless_method(method) && self.host.is_some() => {
+                return Dispatch::Surface {
+                    method: method.to_owned(),
+                    params: params.clone(),
+                    stateless: true,
+                };
+            }
             "ping" => Err(ErrorData::new(
                 ErrorCode::METHOD_NOT_FOUND,
                 "ping was removed in protocol 2026-07-28",
@@ -496,6 +553,31 @@ pub(crate) fn stateless_result(mut result: Value) -> Value {
     result
 }
 
+/// `reply` to `method` as the connection's revision has it: on the stateless wire
+/// with its `resultType`, and a list's or a read's caching directives (`ttlMs` 0:
+/// an upstream's answer may change at any time).
+pub(crate) fn passed_on(
+    method: &str,
+    reply: Result<Value, ErrorData>,
+    stateless: bool,
+) -> Result<Value, ErrorData> {
+    if !stateless {
+        return reply;
+    }
+    reply.map(|mut result| {
+        let scope = match method {
+            "resources/read" => Some("private"),
+            "resources/list" | "resources/templates/list" | "prompts/list" => Some("public"),
+            _ => None,
+        };
+        if let (Some(scope), Some(object)) = (scope, result.as_object_mut()) {
+            object.insert("ttlMs".into(), json!(0));
+            object.insert("cacheScope".into(), json!(scope));
+        }
+        stateless_result(result)
+    })
+}
+
 /// What the server offers: tools (the handshake adds `listChanged` and logging).
 fn capabilities() -> ServerCapabilities {
     let mut capabilities = ServerCapabilities::default();
@@ -547,6 +629,7 @@ mod tests {
         match dispatch {
             Dispatch::Reply(reply) => reply,
             Dispatch::Call { .. } => panic!("expected a reply, got a call"),
+            Dispatch::Surface { method, .. } => panic!("expected a reply, got {method} passed on"),
         }
     }
 
@@ -612,7 +695,7 @@ mod tests {
         assert_eq!(session.log_level(), Some(LoggingLevel::Warning));
         match session.request("tools/call", &params(json!({"name": "t"}))) {
             Dispatch::Call { log_level, .. } => assert_eq!(log_level, Some(LoggingLevel::Warning)),
-            Dispatch::Reply(r) => panic!("expected a call, got {r:?}"),
+            other => panic!("expected a call, got {other:?}"),
         }
     }
 
@@ -770,7 +853,7 @@ mod tests {
         }));
         match stateless.request("tools/call", &call) {
             Dispatch::Call { input, .. } => assert!(input.is_some()),
-            Dispatch::Reply(r) => panic!("expected a call, got {r:?}"),
+            other => panic!("expected a call, got {other:?}"),
         }
         let malformed = params(json!({
             "name": "t", "inputResponses": [1], "_meta": envelope("2026-07-28"),
@@ -790,7 +873,7 @@ mod tests {
             &params(json!({"name": "t", "inputResponses": [1]})),
         ) {
             Dispatch::Call { input, .. } => assert!(input.is_none()),
-            Dispatch::Reply(r) => panic!("expected a call, got {r:?}"),
+            other => panic!("expected a call, got {other:?}"),
         }
     }
 

@@ -52,6 +52,7 @@ use crate::error::{Error, LoadFault};
 use bindings::{Tool, ToolPre};
 use capture::BoundedCapture;
 use host_imports::GuestState;
+pub(crate) use host_imports::truncate;
 use limiter::{CallLimiter, LimitHit};
 
 /// How often the engine's epoch advances; the deadline is counted in these ticks.

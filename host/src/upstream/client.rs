@@ -2,8 +2,9 @@
 //! a reader thread that hands each response to the request waiting for it, the
 //! child's stderr into our log.
 //!
-//! Hand-written rather than rmcp's client: the surface it needs is four messages
-//! (`initialize`, `notifications/initialized`, `tools/list`, `tools/call`), the guard
+//! Hand-written rather than rmcp's client: the surface it needs is a few requests
+//! (`initialize`, `tools/list`, `tools/call`, the reads of `surface`) and the
+//! notifications it hears, the guard
 //! calls providers from blocking threads, and rmcp's client is async and brings its
 //! child-process transport and a tokio process driver with it.
 
@@ -143,6 +144,9 @@ struct Waiter {
     /// Where its answer and progress reports go, while someone waits for it; `None`
     /// once its requester gave up (past the timeout).
     to: Option<Sender<Value>>,
+    /// Whether its requester hears the upstream's log messages (a `tools/call`
+    /// whose client listens).
+    hears: bool,
     /// The effect key it carries, if any: an answer that comes when nobody waits
     /// is kept under it ([`LateAnswers`]), and a later attempt under the same key
     /// waits for this request instead of sending another.
@@ -164,6 +168,21 @@ enum Waiting {
 /// Called (on the thread that reads the upstream) when it says its tools changed.
 pub(crate) type ListChanged = Arc<dyn Fn() + Send + Sync>;
 
+/// Called (on the thread that reads the upstream) with a notification about what it
+/// offers besides its tools (`notifications/resources/list_changed`,
+/// `notifications/resources/updated`, `notifications/prompts/list_changed`).
+pub(crate) type Heard = Arc<dyn Fn(&Value) + Send + Sync>;
+
+/// Whether `method` is a notification [`Heard`] is told.
+pub(crate) fn is_surface_news(method: &str) -> bool {
+    matches!(
+        method,
+        "notifications/resources/list_changed"
+            | "notifications/resources/updated"
+            | "notifications/prompts/list_changed"
+    )
+}
+
 /// Called (on the thread that reads the upstream) when its output closed, before
 /// the requests waiting on it learn that no answer comes: why.
 pub(crate) type Ended = Box<dyn Fn(&str) + Send>;
@@ -172,6 +191,8 @@ pub(crate) type Ended = Box<dyn Fn(&str) + Send>;
 pub(crate) struct Hooks {
     /// It said its tools changed.
     pub(crate) changed: ListChanged,
+    /// It said its resources or prompts changed, or a resource was updated.
+    pub(crate) heard: Heard,
     /// It ended.
     pub(crate) ended: Ended,
     /// Where the answers that came after their requester gave up are kept.
@@ -239,6 +260,7 @@ impl StdioClient {
             alive: Arc::clone(&alive),
             stdin: Arc::clone(&stdin),
             list_changed: hooks.changed,
+            heard: hooks.heard,
             ended: hooks.ended,
             closing: Arc::clone(&closing),
             credentials,
@@ -311,6 +333,7 @@ impl StdioClient {
                     id,
                     Waiter {
                         to: Some(tx),
+                        hears: progress_of.is_some() && log_listener::listening(),
                         key: key.map(str::to_owned),
                     },
                 );
@@ -326,16 +349,19 @@ impl StdioClient {
         };
         let progress_of = progress_of.filter(|_| log_listener::listening());
         let mut reports = progress::of_tool(progress_of.unwrap_or_default());
+        let mut logs = super::log_messages::CallLogs::new(&self.upstream);
         let deadline = Instant::now() + timeout;
         let answer = loop {
             let now = Instant::now();
             let until = reports.due().map_or(deadline, |due| due.min(deadline));
             match rx.recv_timeout(until.saturating_duration_since(now)) {
-                Ok(message) if message.get("method").is_some() => {
-                    if progress_of.is_some() {
-                        reports.report(message, Instant::now());
+                Ok(message) if message.get("method").is_some() => match progress_of {
+                    Some(tool) if super::log_messages::is_log(&message) => {
+                        logs.hand_on(tool, &message);
                     }
-                }
+                    Some(_) => reports.report(message, Instant::now()),
+                    None => {}
+                },
                 Err(RecvTimeoutError::Timeout) if Instant::now() < deadline => {
                     reports.tick(Instant::now());
                 }
@@ -480,6 +506,7 @@ struct Reader {
     alive: Arc<AtomicBool>,
     stdin: Arc<Mutex<ChildStdin>>,
     list_changed: ListChanged,
+    heard: Heard,
     ended: Ended,
     closing: Arc<AtomicBool>,
     /// Stripped from every message before it is handed on or logged.
@@ -591,9 +618,26 @@ impl Reader {
             (Some("notifications/tools/list_changed"), None) => {
                 (self.list_changed)();
             }
+            (Some(method), None) if is_surface_news(method) => (self.heard)(&message),
             (Some("notifications/message"), None) => {
-                let params = message.get("params").cloned().unwrap_or(Value::Null);
-                tracing::info!(target: "justonce::upstream", upstream = %self.upstream, "{}", field(&params.to_string()));
+                // To the one call waiting on it, if only one waits and hears (over
+                // stdio a log message names no request); else to the log.
+                let hearing = {
+                    let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut hearing = pending
+                        .values()
+                        .filter_map(|w| w.hears.then_some(w.to.as_ref()).flatten());
+                    match (hearing.next(), hearing.next()) {
+                        (Some(one), None) => Some(one.clone()),
+                        _ => None,
+                    }
+                };
+                if let Some(call) = hearing
+                    && call.send(message.clone()).is_ok()
+                {
+                    return;
+                }
+                super::log_messages::to_log(&self.upstream, &message);
             }
             _ => {}
         }
@@ -714,6 +758,7 @@ mod tests {
             alive: Arc::new(AtomicBool::new(true)),
             stdin: Arc::new(Mutex::new(sink.stdin.take().unwrap())),
             list_changed: Arc::new(|| {}),
+            heard: Arc::new(|_| {}),
             ended: Box::new(|_| {}),
             closing: Arc::new(AtomicBool::new(true)),
             credentials: Credentials::default(),

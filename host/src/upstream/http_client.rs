@@ -415,6 +415,7 @@ impl HttpClient {
         // Coalesced as they come (a report held past its turn goes with the next
         // event, or before the answer).
         let mut reports = super::progress::of_tool(progress_of.unwrap_or_default());
+        let mut logs = super::log_messages::CallLogs::new(&self.upstream);
         for line in BufReader::new(reader).lines() {
             let line = line.map_err(|e| {
                 ClientError::Lost(format!(
@@ -442,6 +443,18 @@ impl HttpClient {
                 if progress_of.is_some() {
                     reports.report(message, std::time::Instant::now());
                 }
+            } else if super::log_messages::is_log(&message) {
+                // On the request's own stream: the call's, heard by its client.
+                match progress_of {
+                    Some(tool) => logs.hand_on(tool, &message),
+                    None => super::log_messages::to_log(&self.upstream, &message),
+                }
+            } else if let Some(method) = message.get("method").and_then(Value::as_str)
+                && message.get("id").is_none()
+                && super::client::is_surface_news(method)
+                && let Some(hooks) = &self.hooks
+            {
+                (hooks.heard)(&message);
             } else if message.get("id").and_then(Value::as_u64) == Some(id)
                 && message.get("method").is_none()
             {

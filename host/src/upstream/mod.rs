@@ -16,15 +16,17 @@ mod credentials;
 mod http_client;
 mod late;
 mod log_field;
+mod log_messages;
 mod probes;
 mod progress;
 mod provider;
 mod state;
 mod stream;
 mod supervisor;
+pub mod surface;
 mod upstreams;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Once, RwLock, Weak};
@@ -33,7 +35,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::runtime::InputSchema;
-use client::ClientError;
+pub(crate) use client::ClientError;
 use connection::Connection;
 use credentials::Credentials;
 use log_field::field;
@@ -41,6 +43,7 @@ use log_field::field;
 pub use probes::UpstreamProbe;
 pub use provider::UpstreamProvider;
 pub use state::UpstreamState;
+pub use surface::{Lists, Surface, SurfaceNews};
 pub use upstreams::{Lookup, Upstreams};
 
 /// The `_meta` key under which an upstream `tools/call` carries its effect key: the
@@ -196,7 +199,21 @@ pub struct Upstream {
     /// The names in `tools`, `exclude` and `idempotent` warned about as not listed
     /// (`key.name`): each once, not at every listing.
     warned_names: Mutex<HashSet<String>>,
+    /// What it offers besides its tools, as it said last; `None` until its first
+    /// start answered `initialize`.
+    surface: RwLock<Option<Arc<Surface>>>,
+    /// Told what it said about its resources and prompts.
+    surface_listeners: Arc<Mutex<Vec<SurfaceListener>>>,
+    /// At most one listing of its resources (and one of its prompts) under way
+    /// after it said they changed, and one more asked for.
+    surface_refresh: Arc<[Refresh; 2]>,
+    /// Its resources (by its own URIs) that clients of the host subscribed to, and
+    /// how many subscriptions hold each: subscribed again on each new connection.
+    subscriptions: Mutex<HashMap<String, usize>>,
 }
+
+/// Called with what an upstream said about its resources and prompts.
+pub type SurfaceListener = Arc<dyn Fn(&SurfaceNews) + Send + Sync>;
 
 /// Coalesces the refreshes a flood of `notifications/tools/list_changed` asks for:
 /// one runs at a time, and any number asked for while it runs is one more after it.
@@ -291,6 +308,10 @@ impl Upstream {
             late: Arc::default(),
             list_changes: Arc::default(),
             warned_names: Mutex::default(),
+            surface: RwLock::new(None),
+            surface_listeners: Arc::default(),
+            surface_refresh: Arc::default(),
+            subscriptions: Mutex::default(),
         }
     }
 
@@ -307,6 +328,11 @@ impl Upstream {
     /// Its name in `justonce.toml`.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// What is written before the names of its tools and prompts here.
+    pub fn prefix(&self) -> &str {
+        &self.config.prefix
     }
 
     /// The cap on a result of one of its read-only tools (`max_read_bytes`).
@@ -405,8 +431,8 @@ impl Upstream {
     /// the tools again when it says they changed.
     fn start(&self, number: u64, me: &Weak<Upstream>) -> Result<Arc<Connection>, ClientError> {
         let connection = self.connect(number, me).map_err(ClientError::NotSent)?;
-        match connection.initialize(self.config.timeout) {
-            Ok(_) => {}
+        let capabilities = match connection.initialize(self.config.timeout) {
+            Ok(result) => result.get("capabilities").cloned().unwrap_or(Value::Null),
             // Its credentials or `url` refused: told as such, not as no answer.
             Err(ClientError::Misconfigured(reason)) => {
                 return Err(ClientError::Misconfigured(reason));
@@ -417,9 +443,11 @@ impl Upstream {
                     self.name
                 )));
             }
-        }
+        };
         let connection = Arc::new(connection);
         self.list(&connection).map_err(ClientError::NotSent)?;
+        self.list_surface(&connection, capabilities);
+        self.subscribe_again(&connection);
         Ok(connection)
     }
 
@@ -450,6 +478,7 @@ impl Upstream {
                 let shared = Arc::clone(&self.shared);
                 let hooks = stream::HttpHooks {
                     changed: self.on_list_changed(me),
+                    heard: self.on_surface_news(me),
                     ended: Arc::new(move |why: &str| shared.ended(number, why)),
                 };
                 Ok(Connection::Http(
@@ -470,6 +499,7 @@ impl Upstream {
                     &env,
                     client::Hooks {
                         changed,
+                        heard: self.on_surface_news(me),
                         ended,
                         late: Arc::clone(&self.late),
                     },

@@ -14,7 +14,7 @@ use serde_json::Value;
 use ureq::Agent;
 use ureq::http::Request;
 
-use super::client::ListChanged;
+use super::client::{Heard, ListChanged, is_surface_news};
 use super::client::{Line, MAX_LINE_BYTES, read_line, reply_to_request};
 use super::credentials::Credentials;
 use super::log_field::field;
@@ -37,6 +37,8 @@ pub(crate) type SessionEnded = Arc<dyn Fn(&str) + Send + Sync>;
 pub(crate) struct HttpHooks {
     /// It said its tools changed, or a new session started (they may have).
     pub(crate) changed: ListChanged,
+    /// It said its resources or prompts changed, or a resource was updated.
+    pub(crate) heard: Heard,
     /// Its session ended, as its `GET` stream found.
     pub(crate) ended: SessionEnded,
 }
@@ -232,9 +234,9 @@ impl Stream {
         let method = message.get("method").and_then(Value::as_str);
         match (method, message.get("id")) {
             (Some("notifications/tools/list_changed"), None) => (self.hooks.changed)(),
+            (Some(method), None) if is_surface_news(method) => (self.hooks.heard)(&message),
             (Some("notifications/message"), None) => {
-                let params = message.get("params").cloned().unwrap_or(Value::Null);
-                tracing::info!(target: "justonce::upstream", upstream = %self.upstream, "{}", field(&params.to_string()));
+                super::log_messages::to_log(&self.upstream, &message);
             }
             (Some(method), Some(id)) => {
                 let reply = reply_to_request(method, id);

@@ -208,6 +208,7 @@ fn supervise(weak: &Weak<Upstream>, shared: &Shared) {
                 shared.notify();
                 tracing::info!(target: "justonce::upstream", upstream = %upstream.name(), "ready: its tools are offered");
                 upstream.tell_listeners();
+                upstream.surface_moved();
                 drop(upstream);
                 // Until the connection ends (or the upstream is dropped).
                 let mut status = shared.lock();
@@ -223,6 +224,7 @@ fn supervise(weak: &Weak<Upstream>, shared: &Shared) {
                 if let Some(upstream) = weak.upgrade() {
                     tracing::warn!(target: "justonce::upstream", upstream = %upstream.name(), "its connection ended; its tools are left out until it is started again");
                     upstream.tell_listeners();
+                    upstream.surface_moved();
                 }
             }
             Err(e) => {

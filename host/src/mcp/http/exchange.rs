@@ -299,7 +299,8 @@ impl McpEndpoint {
                 }
                 let resumed = Session::resume(tools, scoping, entry.era, entry.log_level)
                     .eliciting(entry.elicits)
-                    .with_upstreams(server.upstreams());
+                    .with_upstreams(server.upstreams())
+                    .passing(server.host());
                 found = Some(entry);
                 (resumed, false)
             }
@@ -308,7 +309,9 @@ impl McpEndpoint {
                     return Answer::Ready(refusal(400, Some(id), ErrorCode::HEADER_MISMATCH, &why));
                 }
                 (
-                    Session::new(tools, scoping).with_upstreams(server.upstreams()),
+                    Session::new(tools, scoping)
+                        .with_upstreams(server.upstreams())
+                        .passing(server.host()),
                     false,
                 )
             }
@@ -321,7 +324,9 @@ impl McpEndpoint {
                 );
             }
             None if method == "initialize" => (
-                Session::new(tools, scoping).with_upstreams(server.upstreams()),
+                Session::new(tools, scoping)
+                    .with_upstreams(server.upstreams())
+                    .passing(server.host()),
                 true,
             ),
             // A request that names a stateless revision in its header but carries no
@@ -371,6 +376,21 @@ impl McpEndpoint {
         let reply_to = ReplyTo::new(head, id, session.era() == Era::Stateless, kind);
         let reply = match dispatch {
             Dispatch::Reply(reply) => reply,
+            // Passed on to an upstream: it may wait for one, on a blocking thread.
+            Dispatch::Surface {
+                method,
+                params,
+                stateless,
+            } => {
+                let host = Arc::clone(server.host());
+                let subscribed = found.as_ref().map(|found| Arc::clone(&found.subscribed));
+                return Answer::Blocking(Box::new(move || {
+                    let reply =
+                        crate::mcp::surface::answer(&host, &method, &params, subscribed.as_deref());
+                    let reply = crate::mcp::session::passed_on(&method, reply, stateless);
+                    reply_to.finish(reply, Vec::new())
+                }));
+            }
             Dispatch::Call {
                 request,
                 stateless,
@@ -637,11 +657,18 @@ impl McpEndpoint {
                 INVALID_REQUEST,
                 "DELETE needs an Mcp-Session-Id header",
             ),
-            Some(id) if self.sessions.close(id, principal) => {
-                self.streams.close(id);
-                Response::empty(204)
-            }
-            Some(_) => refusal(404, None, INVALID_REQUEST, "no such session"),
+            Some(id) => match self.sessions.close(id, principal) {
+                Some(subscribed) => {
+                    self.streams.close(id);
+                    // Unsubscribing waits for upstreams: off this thread.
+                    let host = Arc::clone(self.server.host());
+                    let _ = std::thread::Builder::new()
+                        .name("justonce-mcp-unsubscribe".into())
+                        .spawn(move || subscribed.end(&host));
+                    Response::empty(204)
+                }
+                None => refusal(404, None, INVALID_REQUEST, "no such session"),
+            },
         }
     }
 }

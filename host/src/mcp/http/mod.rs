@@ -126,16 +126,19 @@ pub(crate) fn admitting(
 struct McpEndpoint {
     server: Server,
     options: HttpOptions,
-    sessions: Sessions,
+    sessions: Arc<Sessions>,
     admission: Admission,
     streams: Arc<Streams>,
     /// The catalog listener that feeds `streams`.
     listener: u64,
+    /// The listener of the upstreams' news of their resources and prompts.
+    relayed: u64,
 }
 
 impl Drop for McpEndpoint {
     fn drop(&mut self) {
         self.server.catalog().unlisten(self.listener);
+        self.server.relay().unlisten(self.relayed);
     }
 }
 
@@ -156,15 +159,36 @@ impl McpEndpoint {
         let listener = server.catalog().listen(Box::new(move || {
             notified.send(&super::catalog::list_changed());
         }));
+        let sessions = Arc::new(Sessions::new(
+            options.max_sessions,
+            options.max_sessions_per_principal,
+            options.session_idle_timeout,
+            options.replay,
+        ));
+        // A list that changed goes to every open stream, an updated resource to
+        // the streams of the sessions that subscribed to it.
+        let (notified, subscribers) = (Arc::clone(&streams), Arc::downgrade(&sessions));
+        let relayed = server.relay().listen(Arc::new(move |news| match news {
+            crate::upstream::SurfaceNews::Updated(uri) => {
+                let Some(sessions) = subscribers.upgrade() else {
+                    return;
+                };
+                let note = super::surface::updated(uri);
+                for session in sessions.subscribers(uri) {
+                    notified.send_to(&session, &note);
+                }
+            }
+            news => {
+                if let Some(note) = super::surface::list_changed(news) {
+                    notified.send(&note);
+                }
+            }
+        }));
         Self {
             streams,
             listener,
-            sessions: Sessions::new(
-                options.max_sessions,
-                options.max_sessions_per_principal,
-                options.session_idle_timeout,
-                options.replay,
-            ),
+            relayed,
+            sessions,
             admission,
             server,
             options,

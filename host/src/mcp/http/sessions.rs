@@ -17,6 +17,7 @@ use rmcp::model::LoggingLevel;
 
 use crate::mcp::elicit::Pending;
 use crate::mcp::session::Era;
+use crate::mcp::surface::Subscribed;
 use crate::serving::sse::{EventLog, ReplayCaps};
 
 #[allow(deprecated)]
@@ -32,6 +33,8 @@ struct Entry {
     /// Its calls' questions waiting for the client's answers; closed with the
     /// session.
     pending: Arc<Pending>,
+    /// The upstreams' resources it subscribed to.
+    subscribed: Arc<Subscribed>,
 }
 
 /// What a session's request needs of its entry.
@@ -47,6 +50,8 @@ pub(crate) struct Found {
     pub elicits: bool,
     /// Its calls' questions waiting for the client's answers.
     pub pending: Arc<Pending>,
+    /// The upstreams' resources it subscribed to.
+    pub subscribed: Arc<Subscribed>,
 }
 
 /// Why no session was opened.
@@ -139,6 +144,7 @@ impl Sessions {
                 events: Arc::new(EventLog::new(tag, self.replay)),
                 elicits: false,
                 pending: Arc::default(),
+                subscribed: Arc::default(),
             },
         );
         Ok(id)
@@ -171,7 +177,18 @@ impl Sessions {
             events: Arc::clone(&entry.events),
             elicits: entry.elicits,
             pending: Arc::clone(&entry.pending),
+            subscribed: Arc::clone(&entry.subscribed),
         })
+    }
+
+    /// The open sessions that subscribed to `uri` (an upstream's resource, the
+    /// host's URI).
+    pub fn subscribers(&self, uri: &str) -> Vec<String> {
+        self.lock()
+            .iter()
+            .filter(|(_, entry)| entry.subscribed.holds(uri))
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     /// Sets the log level of session `id` (`logging/setLevel`), if it is open and
@@ -195,17 +212,16 @@ impl Sessions {
         }
     }
 
-    /// Closes session `id` if it is open and `principal`'s; whether it was. Its
-    /// calls waiting for an answer end without one.
-    pub fn close(&self, id: &str, principal: &str) -> bool {
+    /// Closes session `id` if it is open and `principal`'s; its subscriptions, if
+    /// it was (to end them). Its calls waiting for an answer end without one.
+    pub fn close(&self, id: &str, principal: &str) -> Option<Arc<Subscribed>> {
         let mut table = self.lock();
         if table.get(id).is_some_and(|e| e.principal == principal) {
-            if let Some(gone) = table.remove(id) {
-                gone.pending.close();
-            }
-            true
+            let gone = table.remove(id)?;
+            gone.pending.close();
+            Some(gone.subscribed)
         } else {
-            false
+            None
         }
     }
 }
@@ -237,10 +253,10 @@ mod tests {
             Some(Era::Handshake(&ProtocolVersion::V_2025_06_18))
         );
         assert_eq!(sessions.era(&a, "bob", now), None, "not bob's");
-        assert!(!sessions.close(&a, "bob"));
+        assert!(sessions.close(&a, "bob").is_none());
         let b = sessions.open("bob", V, now).unwrap();
         assert_ne!(a, b);
-        assert!(sessions.close(&a, "alice"));
+        assert!(sessions.close(&a, "alice").is_some());
         assert_eq!(sessions.era(&a, "alice", now), None);
         assert!(sessions.era(&b, "bob", now).is_some());
     }
@@ -263,7 +279,7 @@ mod tests {
         let found = sessions.lookup(&a, "alice", now).unwrap();
         assert!(found.elicits);
         assert!(!found.pending.is_closed());
-        assert!(sessions.close(&a, "alice"));
+        assert!(sessions.close(&a, "alice").is_some());
         assert!(found.pending.is_closed(), "closed with the session");
         let b = sessions.open("alice", V, now).unwrap();
         let waiting = sessions.lookup(&b, "alice", now).unwrap().pending;
@@ -295,7 +311,7 @@ mod tests {
         assert_eq!(sessions.open("carol", V, now), Err(Refused::ServerFull(3)));
         assert!(sessions.era(&bob, "bob", now).is_some());
         // Alice ends one: she has room again.
-        assert!(sessions.close(&a1, "alice"));
+        assert!(sessions.close(&a1, "alice").is_some());
         assert!(sessions.open("alice", V, now).is_ok());
     }
 

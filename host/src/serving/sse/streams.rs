@@ -41,6 +41,17 @@ impl Streams {
             });
     }
 
+    /// Sends `message` as an event on the stream of `session`, if it has one open
+    /// (and room: see [`Streams::send`]).
+    pub fn send_to(&self, session: &str, message: &serde_json::Value) {
+        let mut streams = self.lock();
+        if let Some(stream) = streams.get(session)
+            && let Err(TrySendError::Closed(_)) = stream.try_send(event(None, message))
+        {
+            streams.remove(session);
+        }
+    }
+
     /// Ends the stream of `session`, if it has one.
     pub fn close(&self, session: &str) {
         self.lock().remove(session);
