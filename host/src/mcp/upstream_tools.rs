@@ -19,7 +19,7 @@ pub(crate) fn descriptors(host: &Host) -> Vec<Tool> {
         .filter(|tool| host.exposed_over_mcp(&tool.name))
         .filter(|tool| host.runtime().current(&tool.name).is_none())
         .filter_map(|tool| {
-            let mut entry = tool.entry.clone();
+            let mut entry = Value::clone(&tool.entry);
             entry["name"] = Value::String(tool.name.clone());
             if !tool.read_only {
                 let meta = entry

@@ -163,8 +163,9 @@ pub struct UpstreamTool {
     pub upstream_name: String,
     /// The upstream this tool is on.
     pub upstream: String,
-    /// The `tools/list` entry the upstream gave, as it gave it.
-    pub entry: Value,
+    /// The `tools/list` entry the upstream gave, as it gave it; shared, as every
+    /// lookup of a call hands out a copy of its tool.
+    pub entry: Arc<Value>,
     /// Its input schema.
     pub input_schema: Arc<Value>,
     /// The same, compiled.
@@ -700,7 +701,7 @@ impl Upstream {
                 name,
                 upstream_name,
                 upstream: self.name.clone(),
-                entry,
+                entry: Arc::new(entry),
                 input_schema: Arc::new(input_schema),
                 schema: Arc::new(schema),
                 read_only,

@@ -363,8 +363,9 @@ fn commit_round(
         // the transaction back, before anyone else joined it.
         let first = open.is_empty();
         let opened = if first {
-            conn.execute_batch("BEGIN IMMEDIATE")
-                .inspect(|()| rounds.write_locked())
+            conn.prepare_cached("BEGIN IMMEDIATE")
+                .and_then(|mut s| s.execute([]))
+                .map(|_| rounds.write_locked())
         } else {
             conn.prepare_cached("SAVEPOINT grouped_write")
                 .and_then(|mut s| s.execute([]))
@@ -425,7 +426,10 @@ fn commit_round(
     }
     let mut mark = None;
     if !open.is_empty() {
-        let committed = conn.execute_batch("COMMIT");
+        let committed = conn
+            .prepare_cached("COMMIT")
+            .and_then(|mut s| s.execute([]))
+            .map(drop);
         let committed_as = rounds.committed();
         match committed {
             Ok(()) => mark = Some(committed_as),
