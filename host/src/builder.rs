@@ -67,6 +67,9 @@ pub struct HostBuilder {
     /// Per tool: origins and service names added to the HTTP allowlist.
     tool_allow: BTreeMap<String, Vec<String>>,
     hidden_from_mcp: std::collections::BTreeSet<String>,
+    /// `[tools.NAME] ask_person`: the question each tool's unknown unkeyed effects
+    /// put to the person behind the agent.
+    ask_person: BTreeMap<String, String>,
     /// The host as its leases and log lines name it; `None`: the machine's hostname.
     identity: Option<crate::journal::HostIdentity>,
     /// Upstream MCP servers whose tools the host offers under the guard.
@@ -107,6 +110,7 @@ impl Default for HostBuilder {
             blob_cache: None,
             tool_allow: BTreeMap::new(),
             hidden_from_mcp: std::collections::BTreeSet::new(),
+            ask_person: BTreeMap::new(),
             identity: None,
             upstreams: Vec::new(),
         }
@@ -183,6 +187,17 @@ impl HostBuilder {
     /// in two days).
     pub fn tool_retention(mut self, tool: impl Into<String>, retention: Duration) -> Self {
         self.tool_retention.insert(tool.into(), retention);
+        self
+    }
+
+    /// Opts `tool` in to asking the person behind the agent, at the agent's retry,
+    /// whether an unkeyed effect of it whose outcome is unknown went through, where
+    /// no probe decides: `question` is the yes-or-no question's text, a template
+    /// filled in from the effect (`{key}`, `{payload.NAME}`, `{body.NAME}`, …; see
+    /// docs/tool-authors.md). Asked through the client's elicitation; the answer is
+    /// journaled as the effect's resolution, decided by `person`.
+    pub fn ask_person(mut self, tool: impl Into<String>, question: impl Into<String>) -> Self {
+        self.ask_person.insert(tool.into(), question.into());
         self
     }
 
@@ -643,6 +658,7 @@ impl HostBuilder {
             metrics: Default::default(),
             tasks: Default::default(),
             runs: Default::default(),
+            ask_person: self.ask_person.clone(),
         });
         for tool in retention.tools.keys() {
             if runtime.tool(tool).is_none() {

@@ -28,6 +28,8 @@
 //! retention_hours = 48           # its records, conversation or not
 //! allow = ["payments", "https://hooks.example"]  # services and origins it may reach
 //! mcp = false                    # not offered over MCP (Host::exposed_over_mcp)
+//! ask_person = "Did the receipt to {payload.json.to} go out?"  # an unkeyed effect whose
+//!                                # answer was lost: asked of the user at the retry
 //!
 //! [tools.refund]                 # a tool from an OCI registry, by digest or by a
 //! source = "oci://127.0.0.1:5000/shop/refund:v1"  # tag that `justonce lock` pins
@@ -141,6 +143,10 @@ pub struct Config {
     pub tool_allow: BTreeMap<String, Vec<String>>,
     /// `[tools.NAME] mcp = false`: the tools `serve` does not offer over MCP.
     pub hidden_from_mcp: std::collections::BTreeSet<String>,
+    /// `[tools.NAME] ask_person`: the question (a template, `crate::ask_person`) the
+    /// person behind the agent is asked, at the retry, about an unkeyed effect of the
+    /// tool whose outcome is unknown and that no probe decides.
+    pub ask_person: BTreeMap<String, String>,
     /// `[oauth]`: the OAuth 2.1 access tokens `serve --http` accepts.
     pub oauth: Option<OAuthConfig>,
     /// `[mcp]`: how `serve` treats calls.
@@ -329,6 +335,37 @@ struct RawRetry {
     max_retry_after_ms: Option<u64>,
 }
 
+/// [`Config::pending_of`] where there may be no configuration: without one, an
+/// unkeyed effect waits for a `person`.
+pub fn pending_of(config: Option<&Config>, effect: &crate::journal::UnresolvedEffect) -> String {
+    if effect.class != "unkeyed" {
+        return "retry".into();
+    }
+    let upstream = effect
+        .provider
+        .strip_prefix(crate::upstream::PROVIDER_PREFIX)
+        .and_then(|name| Some((name, config?.upstream(name)?)));
+    if let Some((name, upstream)) = upstream
+        && let Some(probe) = upstream.probes.get(&effect.operation)
+    {
+        return format!("probe {name}.{}", probe.tool);
+    }
+    let asks = upstream.is_some_and(|(_, u)| u.ask_person.contains_key(&effect.operation))
+        || config.is_some_and(|c| c.ask_person.contains_key(&effect.tool));
+    // An unkeyed HTTP service's status request is configured by service, which the
+    // journal does not keep with the effect: named for what it may be.
+    let http = effect.provider == "http";
+    match (asks, http) {
+        (true, true) => {
+            "the service's status request if it has one, else person (asked at the call's retry)"
+                .into()
+        }
+        (true, false) => "person (asked at the call's retry)".into(),
+        (false, true) => "the service's status request if it has one, else person".into(),
+        (false, false) => "person".into(),
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawLimits {
@@ -349,6 +386,9 @@ struct RawLimits {
     allow: Option<Vec<String>>,
     /// Only in `[tools.NAME]`: whether `serve` offers the tool over MCP (default true).
     mcp: Option<bool>,
+    /// Only in `[tools.NAME]`: the question the person behind the agent is asked about
+    /// an unkeyed effect of the tool whose outcome is unknown (`crate::ask_person`).
+    ask_person: Option<String>,
 }
 
 /// `Err("`{key}` {problem}")` unless `ok`.
@@ -505,6 +545,7 @@ impl Config {
             ("source", raw.limits.source.is_some()),
             ("allow", raw.limits.allow.is_some()),
             ("mcp", raw.limits.mcp.is_some()),
+            ("ask_person", raw.limits.ask_person.is_some()),
         ] {
             require(
                 !set,
@@ -518,6 +559,14 @@ impl Config {
             .iter()
             .filter_map(|(name, t)| Some((name.clone(), t.allow.clone()?)))
             .collect();
+        let mut ask_person = BTreeMap::new();
+        for (name, section) in &raw.tools {
+            if let Some(template) = &section.ask_person {
+                crate::ask_person::check_template(template, &format!("tools.{name}.ask_person"))
+                    .map_err(error)?;
+                ask_person.insert(name.clone(), template.clone());
+            }
+        }
         let hidden_from_mcp = raw
             .tools
             .iter()
@@ -611,6 +660,7 @@ impl Config {
             registry_logins,
             tool_allow,
             hidden_from_mcp,
+            ask_person,
             oauth: raw.oauth,
             mcp: raw
                 .mcp
@@ -640,6 +690,16 @@ impl Config {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, config)| config)
+    }
+
+    /// What the unresolved `effect` waits for under this configuration (`journal
+    /// --unresolved` and the console show it): an unkeyed one its upstream's probe
+    /// (`probe UPSTREAM.TOOL`, asked at its call's next retry), else the person
+    /// behind the agent where its tool opts in (`person (asked at the call's
+    /// retry)`), else a `person` (an operator's `justonce resolve`); a keyed one the
+    /// call's `retry`.
+    pub fn pending_of(&self, effect: &crate::journal::UnresolvedEffect) -> String {
+        pending_of(Some(self), effect)
     }
 
     /// Where the registry logins are read from: `registry_secrets_file` and each
@@ -686,6 +746,9 @@ impl HostBuilder {
         }
         for tool in &config.hidden_from_mcp {
             self = self.hide_from_mcp(tool.clone());
+        }
+        for (tool, question) in &config.ask_person {
+            self = self.ask_person(tool.clone(), question.clone());
         }
         for (name, upstream) in &config.upstreams {
             self = self.upstream(name.clone(), upstream.clone());
@@ -929,9 +992,11 @@ mod tests {
     #[test]
     fn a_tools_section_holds_its_source_allowlist_and_mcp_exposure_and_limits_holds_none() {
         let config = parse(
-            "[tools.refund]\nsource = \"oci://127.0.0.1:5000/shop/refund:v1\"\nallow = [\"payments\"]\nmcp = false\n[tools.echo]\nmcp = true\n",
+            "[tools.refund]\nsource = \"oci://127.0.0.1:5000/shop/refund:v1\"\nallow = [\"payments\"]\nmcp = false\nask_person = \"Refund {body.amount}?\"\n[tools.echo]\nmcp = true\n",
         )
         .unwrap();
+        assert_eq!(config.ask_person["refund"], "Refund {body.amount}?");
+        assert!(!config.ask_person.contains_key("echo"));
         assert_eq!(
             config.sources["refund"].to_string(),
             "oci://127.0.0.1:5000/shop/refund:v1"
@@ -940,10 +1005,20 @@ mod tests {
         assert!(config.hidden_from_mcp.contains("refund"));
         assert!(!config.hidden_from_mcp.contains("echo"));
         assert_eq!(config.lock, Ok(LockFile::default()), "no lock file yet");
-        for key in ["source = \"oci://r/a:v1\"", "allow = []", "mcp = false"] {
+        for key in [
+            "source = \"oci://r/a:v1\"",
+            "allow = []",
+            "mcp = false",
+            "ask_person = \"Did it?\"",
+        ] {
             let r = reason(&format!("[limits]\n{key}\n"));
             assert!(r.contains("is not a limit"), "{r}");
         }
+        let r = reason("[tools.refund]\nask_person = \"Did {amount} go?\"\n");
+        assert!(
+            r.contains("`tools.refund.ask_person` names `{amount}`"),
+            "{r}"
+        );
         let r = reason("[tools.refund]\nsource = \"https://r/a:v1\"\n");
         assert!(
             r.contains("`tools.refund.source`") && r.contains("oci://"),

@@ -29,17 +29,23 @@ pub enum EndsBy {
     /// downstream, see docs/gateway.md), which may say whether it happened: an
     /// unkeyed effect whose probe has not decided yet (it erred or timed out).
     Probe,
+    /// Retrying the same call asks the person behind the agent (through the
+    /// client's elicitation) whether it happened: an unkeyed effect no probe decides
+    /// whose tool opts in (`ask_person`).
+    AskPerson,
     /// Only a person: an unkeyed effect no probe can decide. A retry changes nothing
     /// until an operator resolves it (`justonce resolve`, the console).
     Person,
 }
 
 impl EndsBy {
-    /// Its name in the agent's JSON (`ends_by`): `retry`, `probe` or `person`.
+    /// Its name in the agent's JSON (`ends_by`): `retry`, `probe`, `ask_person` or
+    /// `person`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Retry => "retry",
             Self::Probe => "probe",
+            Self::AskPerson => "ask_person",
             Self::Person => "person",
         }
     }
@@ -54,6 +60,7 @@ impl EndsBy {
         match self {
             Self::Retry => "retrying the same call is safe".into(),
             Self::Probe => "retrying the same call is safe: it first asks the downstream (the effect's probe) whether it happened".into(),
+            Self::AskPerson => "retrying the same call is safe: it first asks the user (through the client's elicitation) whether it happened".into(),
             Self::Person => format!(
                 "retrying the same call is safe but changes nothing until a person resolves it (`justonce journal {key}` shows the effect's key; then `justonce resolve EFFECT_KEY --performed` or `--not-performed`)"
             ),

@@ -49,6 +49,7 @@ const LAYERS: &[&[&str]] = &[
         "metrics",
         "trust",
         "ask",
+        "ask_person",
         "layering_tests",
         "test_log",
     ],

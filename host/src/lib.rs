@@ -25,6 +25,7 @@
 //! ```
 
 mod ask;
+mod ask_person;
 mod auth;
 mod builder;
 mod call;
@@ -79,7 +80,7 @@ pub use config::{Config, McpSettings, OAuthConfig};
 pub use error::{EndsBy, Error, LoadFault};
 pub use guard::HandOver;
 pub use host::Host;
-pub use http::HttpConfig;
+pub use http::{HttpConfig, Service, StatusRequest};
 pub use journal::{
     Action, BadHostName, CallStory, DecidedBy, Durability, GcReport, Holder, HostIdentity,
     JournalEffect, JournalEntry, JournalMark, JournalOperation, JournalStats, LeaseStatus,

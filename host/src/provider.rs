@@ -152,6 +152,11 @@ pub enum Probed {
     /// It happened: the value is saved as the effect's answer, and the call goes on
     /// with it.
     Performed(Value),
+    /// It happened, and this is the downstream's own account of it, in the shape of
+    /// the effect's answer (an HTTP status request that returns the resource the
+    /// lost request made): saved as the effect's answer as it is, so the tool reads
+    /// it as it would have read the lost one.
+    Found(Value),
     /// It did not happen: the call sends it again, under the same key.
     NotPerformed,
     /// The downstream's answer says neither: the effect stays unknown. Why.
@@ -250,6 +255,17 @@ pub trait Provider: Send + Sync + 'static {
     fn probe(&self, request: &EffectRequest<'_>) -> Result<Probed, String> {
         let _ = request;
         Err("this provider has no probes".into())
+    }
+
+    /// The question the person behind the agent is asked about an unkeyed effect of
+    /// `operation` with `payload` whose outcome is unknown and that no probe decides,
+    /// where the configuration opts it in (a template, `crate::ask_person`): asked at
+    /// the agent's retry through the client's elicitation. `None` unless overridden;
+    /// the guard also asks where the tool itself opts in (`[tools.NAME]
+    /// ask_person`).
+    fn person_question_of(&self, operation: &str, payload: &Value) -> Option<String> {
+        let _ = (operation, payload);
+        None
     }
 
     /// Prepares the journal database for a transactional provider (creates its tables).

@@ -503,3 +503,154 @@ fn an_undeclared_argument_is_refused_by_name_and_nothing_is_sent() {
     }
     assert!(api.requests().is_empty());
 }
+
+/// `payments` as a service that takes no idempotency key (`unkeyed`), whose status
+/// request asks `GET /v1/refunds/by-order/{body.order_id}`: 200 performed, 404 not.
+fn unkeyed_payments(api: &LocalApi) -> HttpConfig {
+    let mut config = payments(api);
+    let service = config.services.get_mut("payments").unwrap();
+    service.unkeyed = true;
+    service.status = Some(justonce::StatusRequest {
+        method: "GET".into(),
+        path: "/v1/refunds/by-order/{body.order_id}".into(),
+        performed: vec![200],
+        not_performed: vec![404],
+    });
+    config
+}
+
+/// The invocation key of the newest `refund` call.
+fn effect_invocation(host: &Host) -> String {
+    host.journal(None, 100)
+        .unwrap()
+        .into_iter()
+        .find(|e| e.tool == "refund")
+        .expect("an invocation")
+        .key
+}
+
+/// The key each POST to the payments API carried, in order.
+fn refunds_sent(api: &LocalApi) -> Vec<Option<String>> {
+    api.requests()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .map(|r| r.key)
+        .collect()
+}
+
+/// An unkeyed service (issue 56): the lost answer is not sent again and carries no
+/// key; at the agent's retry its status request finds the refund, so the call ends
+/// performed by the probe, one refund, the retry answered with what was recorded.
+#[test]
+fn an_unkeyed_services_lost_answer_ends_performed_by_its_status_request() {
+    let api = LocalApi::start().unwrap();
+    api.script([Behaviour::ApplyThenDrop]);
+    let t = test_host(|b| b.http(unkeyed_payments(&api)));
+
+    let Err(Error::OutcomeUnknown { ends_by, .. }) = t.host.call(&refund(4417, 1299)) else {
+        panic!("the refund's outcome should be unknown")
+    };
+    assert_eq!(ends_by.as_str(), "probe");
+    assert_eq!(refunds_sent(&api).len(), 1, "not sent again by the host");
+    assert_eq!(
+        refunds_sent(&api)[0],
+        None,
+        "an unkeyed service gets no key"
+    );
+
+    let retry = t.host.call(&refund(4417, 1299)).unwrap();
+    assert!(!retry.replayed);
+    let result = result_of(&retry.outcome);
+    assert_eq!(
+        refunds_sent(&api).len(),
+        1,
+        "the retry asked, it did not resend"
+    );
+    assert_eq!(api.applied().len(), 1, "one refund");
+    let asked: Vec<_> = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "GET")
+        .collect();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0].path, "/v1/refunds/by-order/4417");
+    assert_eq!(
+        result["refund_id"],
+        api.applied()[0].id.as_str(),
+        "{result}"
+    );
+    assert_eq!(result["status"], "succeeded", "the status answer stands in");
+    let story = t
+        .host
+        .story(&justonce::InvocationKey::parse(&effect_invocation(&t.host)).unwrap())
+        .unwrap();
+    let resolved: Vec<_> = story
+        .operations
+        .iter()
+        .filter(|o| o.action == justonce::Action::Resolve)
+        .collect();
+    assert_eq!(resolved.len(), 1, "{resolved:?}");
+    assert_eq!(resolved[0].by, "probe http payments status");
+    assert_eq!(resolved[0].detail["decided_by"], "probe");
+    let saved = serde_json::to_string(&story.entry.as_ref().unwrap().effects[0].response).unwrap();
+    assert!(
+        saved.contains(r#""x-justonce-decided-by":"probe http payments status""#),
+        "the saved answer says who found it: {saved}"
+    );
+    assert!(t.host.unresolved(t.clock.now_ms()).unwrap().is_empty());
+    assert!(t.host.call(&refund(4417, 1299)).unwrap().replayed);
+
+    // The opposite case: another refund is sent, under no key either.
+    t.host.call(&refund(4418, 500)).unwrap();
+    assert_eq!(api.applied().len(), 2);
+}
+
+/// The request was lost on its way (`Drop`: the connection closed, nothing applied):
+/// the status request finds no refund, and the refund is sent once more. One refund.
+#[test]
+fn an_unkeyed_services_status_request_that_finds_nothing_sends_the_refund_once_more() {
+    let api = LocalApi::start().unwrap();
+    api.script([Behaviour::Drop]);
+    let t = test_host(|b| b.http(unkeyed_payments(&api)));
+    let Err(Error::OutcomeUnknown { .. }) = t.host.call(&refund(4419, 700)) else {
+        panic!("the refund's outcome should be unknown")
+    };
+    assert!(api.applied().is_empty(), "nothing landed");
+
+    let retry = t.host.call(&refund(4419, 700)).unwrap();
+    assert_eq!(result_of(&retry.outcome)["status"], "succeeded");
+    assert_eq!(refunds_sent(&api).len(), 2, "sent once more");
+    assert_eq!(api.applied().len(), 1, "one refund");
+    assert!(t.host.unresolved(t.clock.now_ms()).unwrap().is_empty());
+}
+
+/// A status request that fails (its answer lost too) decides nothing: the effect
+/// stays unknown, told so (`ends_by: probe`), nothing resent; the next retry asks
+/// again and ends it.
+#[test]
+fn an_unkeyed_services_status_request_that_fails_leaves_the_effect_unknown() {
+    let api = LocalApi::start().unwrap();
+    api.script([Behaviour::ApplyThenDrop, Behaviour::ApplyThenDrop]);
+    let t = test_host(|b| b.http(unkeyed_payments(&api)));
+    assert!(t.host.call(&refund(4420, 800)).is_err());
+    let Err(Error::OutcomeUnknown {
+        ends_by, reason, ..
+    }) = t.host.call(&refund(4420, 800))
+    else {
+        panic!("a failed status request decides nothing")
+    };
+    assert_eq!(ends_by.as_str(), "probe", "{reason}");
+    assert!(reason.contains("status request"), "{reason}");
+    assert_eq!(refunds_sent(&api).len(), 1, "not sent again");
+    assert_eq!(t.host.unresolved(t.clock.now_ms()).unwrap().len(), 1);
+
+    assert!(
+        t.host
+            .call(&refund(4420, 800))
+            .unwrap()
+            .outcome
+            .is_success()
+    );
+    assert_eq!(refunds_sent(&api).len(), 1, "still not sent again");
+    assert_eq!(api.applied().len(), 1);
+}

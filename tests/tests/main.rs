@@ -58,6 +58,7 @@ mod mcp_gateway_hung;
 // An upstream that answers late and floods progress (skipped without the SDK, but under CI=true).
 mod mcp_gateway_late;
 // Probes of an upstream's write tools, on the tests' ledger (skipped without the SDK, but under CI=true).
+mod mcp_ask_person;
 mod mcp_gateway_probes;
 // Upstreams over Streamable HTTP as they come and go (skipped without the SDK, but under CI=true).
 mod mcp_gateway_http;

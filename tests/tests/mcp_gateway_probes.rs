@@ -21,7 +21,7 @@ answer = "non_empty"
 "#;
 
 /// `justonce journal ARGS --json` of the gateway's journal.
-fn journal(gateway: &Gateway, args: &[&str]) -> Value {
+pub(crate) fn journal(gateway: &Gateway, args: &[&str]) -> Value {
     let out = justonce_command(Some(&gateway.dir.path().join("state.db")))
         .arg("journal")
         .args(args)
@@ -56,6 +56,11 @@ fn resolutions(gateway: &Gateway, answer: &Value) -> Vec<Value> {
     let key = answer["result"]["_meta"]["dev.justonce/key"]
         .as_str()
         .unwrap();
+    resolutions_of(gateway, key)
+}
+
+/// The resolutions journaled on the call `key` (its `resolve` operations).
+pub(crate) fn resolutions_of(gateway: &Gateway, key: &str) -> Vec<Value> {
     journal(gateway, &[key])["operations"]
         .as_array()
         .unwrap()

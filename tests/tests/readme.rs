@@ -358,6 +358,8 @@ fn the_configuration_snippets_load() {
     )
     .unwrap();
     let config = justonce::HttpConfig::load(&http).unwrap_or_else(|e| panic!("{e}"));
+    let legacy = &config.services["legacy_orders"];
+    assert!(legacy.unkeyed && legacy.status.is_some(), "{legacy:?}");
     assert!(
         config.services["payments"]
             .headers
@@ -371,6 +373,10 @@ fn the_configuration_snippets_load() {
         reference.mcp.unscoped,
         Some(justonce::Unscoped::Refuse),
         "the reference has the [mcp] section"
+    );
+    assert!(
+        reference.ask_person["send_receipt"].contains("{body.to}"),
+        "the reference has a tool's ask_person"
     );
     let several_hosts = block("toml", "secrets/db-password");
     let config = justonce::Config::parse(&several_hosts, &dir.path().join("justonce.toml"))

@@ -47,7 +47,8 @@ impl Console {
             Arc::clone(&tokens),
             Arc::new(SystemClock),
             self.session_minutes.saturating_mul(60_000),
-        );
+        )
+        .configured(cli.settings.clone());
         let options = ServerOptions {
             allowed_origins: self.allow_origin.clone(),
             ..ServerOptions::default()

@@ -130,7 +130,7 @@ impl Journal {
         let now = SystemClock.now_ms();
         let mut effects = self.selection().unresolved(store, now)?;
         for effect in effects.iter_mut().filter(|e| e.class == "unkeyed") {
-            effect.pending = Some(pending(cli.settings.as_ref(), effect));
+            effect.pending = Some(crate::config::pending_of(cli.settings.as_ref(), effect));
         }
         let person = effects.iter().filter(|e| e.class == "unkeyed").count();
         if self.json {
@@ -176,22 +176,6 @@ impl Journal {
             );
         }
         Ok(exit::SUCCESS)
-    }
-}
-
-/// What the unkeyed `effect` waits for under `config`: its upstream's probe of its
-/// tool (`probe UPSTREAM.TOOL`, asked at its call's next retry), else a `person`.
-fn pending(
-    config: Option<&crate::config::Config>,
-    effect: &journal_store::UnresolvedEffect,
-) -> String {
-    let probe = effect
-        .provider
-        .strip_prefix(crate::upstream::PROVIDER_PREFIX)
-        .and_then(|name| Some((name, config?.upstream(name)?.probes.get(&effect.operation)?)));
-    match probe {
-        Some((upstream, probe)) => format!("probe {upstream}.{}", probe.tool),
-        None => "person".into(),
     }
 }
 

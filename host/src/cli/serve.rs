@@ -379,6 +379,7 @@ impl Serve {
         // resumed by tasks/update and the calls an operator resumes.
         let admission = Admission::new(options.max_calls_per_principal);
         let console = Console::for_host(&host, Arc::clone(&tokens), CONSOLE_SESSION_TTL_MS)
+            .configured(cli.settings.clone())
             .resuming_on(Arc::clone(&host))
             .admitting(admission.clone());
         let mut http = crate::mcp::http::admitting(server, tokens, options, admission);

@@ -54,6 +54,8 @@ pub(super) struct RawUpstream {
     timeout_ms: Option<u64>,
     #[serde(default)]
     probes: BTreeMap<String, RawProbe>,
+    #[serde(default)]
+    ask_person: BTreeMap<String, String>,
     max_read_bytes: Option<usize>,
 }
 
@@ -264,6 +266,19 @@ impl RawUpstream {
                 raw.checked(&write, &config, &format!("upstreams.{name}.probes.{write}"))?;
             config.probes.insert(write, probe);
         }
+        for (write, question) in self.ask_person {
+            let at = format!("upstreams.{name}.ask_person.{write}");
+            if !valid_tool_name(&write) {
+                return Err(format!("`{at}`: `{write}` is not a tool name"));
+            }
+            if config.dedupes_by_key || config.idempotent.contains(&write) {
+                return Err(format!(
+                    "`{at}`: `{write}` is sent again under its key when its answer is lost (`idempotent` or `dedupes_by_key`): no person needs to be asked"
+                ));
+            }
+            crate::ask_person::check_template(&question, &at)?;
+            config.ask_person.insert(write, question);
+        }
         if let Some(bytes) = self.max_read_bytes {
             config.max_read_bytes = bytes;
         }
@@ -438,6 +453,22 @@ mod tests {
             (
                 "[upstreams.m]\ncommand = [\"a\"]\n[upstreams.m.probes.w]\ntool = \"r\"\nanswer = { performed = 1, not_performed = 1 }",
                 "the same value",
+            ),
+            (
+                "[upstreams.m]\ncommand = [\"a\"]\nidempotent = [\"w\"]\n[upstreams.m.ask_person]\nw = \"Did it?\"",
+                "`upstreams.m.ask_person.w`: `w` is sent again under its key",
+            ),
+            (
+                "[upstreams.m]\ncommand = [\"a\"]\n[upstreams.m.ask_person]\nw = \" \"",
+                "`upstreams.m.ask_person.w` is the question the person is asked, and it is blank",
+            ),
+            (
+                "[upstreams.m]\ncommand = [\"a\"]\n[upstreams.m.ask_person]\nw = \"Did {nope} happen?\"",
+                "`upstreams.m.ask_person.w` names `{nope}`",
+            ),
+            (
+                "[upstreams.m]\ncommand = [\"a\"]\n[upstreams.m.ask_person]\nw = 3",
+                "ask_person",
             ),
             (
                 "[upstreams.m]\ncommand = [\"a\"]\nmax_read_bytes = 0",

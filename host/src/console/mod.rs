@@ -72,6 +72,10 @@ pub struct Console {
     /// The per-principal cap a resumed call counts against, shared with the MCP
     /// endpoint (none: a console whose host serves no principal's calls).
     admission: Option<Admission>,
+    /// The configuration that says what each unresolved effect waits for (a probe,
+    /// the person asked at the retry, an operator), as `journal --unresolved` shows
+    /// it (none: every unkeyed one waits for a `person`).
+    settings: Option<Arc<crate::config::Config>>,
 }
 
 impl std::fmt::Debug for Console {
@@ -109,7 +113,15 @@ impl Console {
             sessions: BrowserSessions::new(session_ttl_ms),
             runner: None,
             admission: None,
+            settings: None,
         }
+    }
+
+    /// Shows what each unresolved effect waits for under `settings` (the
+    /// configuration the host was started with), as `journal --unresolved` does.
+    pub fn configured(mut self, settings: Option<crate::config::Config>) -> Self {
+        self.settings = settings.map(Arc::new);
+        self
     }
 
     /// Lets operators resume a stopped call from the console: `host` runs it again
@@ -623,7 +635,10 @@ impl Console {
             principal: given("principal"),
             conversation: given("conversation"),
         };
-        let effects = selection.unresolved(&*self.journal, now)?;
+        let mut effects = selection.unresolved(&*self.journal, now)?;
+        for effect in effects.iter_mut().filter(|e| e.class == "unkeyed") {
+            effect.pending = Some(crate::config::pending_of(self.settings.as_deref(), effect));
+        }
         if api {
             return Ok(json(
                 200,

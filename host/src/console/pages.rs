@@ -678,7 +678,7 @@ fn effects_table(
     let _ = write!(
         body,
         "<table id=\"{id}\"><thead><tr><th>Effect</th><th>Key</th><th>Tool</th><th>Principal</th>\
-         <th>Conversation</th><th>Attempts</th><th>Last error</th><th>Last touched</th><th>Call</th><th></th></tr></thead><tbody>",
+         <th>Conversation</th><th>Attempts</th><th>Waits for</th><th>Last error</th><th>Last touched</th><th>Call</th><th></th></tr></thead><tbody>",
     );
     for e in effects {
         let (principal, conversation) = principal_and_conversation(&e.conversation);
@@ -690,7 +690,7 @@ fn effects_table(
         let _ = write!(
             body,
             "<tr data-key=\"{}\"><td>#{} {}.{}</td><td class=\"key\">{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"actions\">{actions}</td></tr>",
+             <td>{}</td><td class=\"pending\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"actions\">{actions}</td></tr>",
             escape(&e.key),
             e.seq,
             escape(&e.provider),
@@ -700,6 +700,7 @@ fn effects_table(
             escape(principal.as_deref().unwrap_or("")),
             escape(&conversation),
             e.attempts,
+            escape(e.pending.as_deref().unwrap_or("")),
             escape(e.last_error.as_deref().unwrap_or("")),
             time(e.updated_at, now),
             link(&call_path(&e.invocation), "story"),

@@ -763,6 +763,153 @@ fn request_states_are_keyed_by_the_journals_secret_which_its_hosts_share_and_rot
     );
 }
 
+/// A downstream that cannot be sent again, whose tool opts in to asking the person
+/// about an unknown outcome (issue 56): its provider supplies the question.
+struct AsksThePerson(Arc<Downstream>);
+
+impl Provider for AsksThePerson {
+    fn class(&self) -> ProviderClass {
+        self.0.class()
+    }
+
+    fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
+        self.0.perform(request)
+    }
+
+    fn person_question_of(&self, _operation: &str, _payload: &Value) -> Option<String> {
+        Some("Did the payment of {payload.amount} go through?".into())
+    }
+}
+
+/// A host whose `pay` tool pays through a ledger that asks the person, and the
+/// ledger, which has `faults`.
+fn asking_ledger(faults: Vec<Fault>) -> (Host, Arc<Downstream>) {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "ledger");
+    let ledger = Downstream::new(ProviderClass::Unkeyed, faults);
+    let h = host(
+        runner,
+        &[("ledger", Arc::new(AsksThePerson(ledger.clone())))],
+    );
+    (h, ledger)
+}
+
+fn performed(yes: bool) -> Value {
+    json!({ "action": "accept", "content": { "performed": yes } })
+}
+
+/// Stateless, as `input_required` asks: the retry asks about the pending effect (at
+/// its position, under its key) and suspends; the request that brings the state and
+/// the person's yes ends it performed, journaled by the principal's name, and the
+/// tool gets what was recorded. Nothing is sent again; a later retry replays.
+#[test]
+fn a_person_who_says_yes_with_the_state_they_were_given_ends_the_unknown_performed_by_name() {
+    let (h, ledger) = asking_ledger(vec![Fault::LoseResponse]);
+    let alices = || pay(40).principal("alice");
+    let Err(Error::OutcomeUnknown { key, ends_by, .. }) = h.guard.call(&alices()) else {
+        panic!("the effect's outcome should be unknown")
+    };
+    assert_eq!(ends_by, crate::error::EndsBy::AskPerson, "a retry asks");
+
+    let asker = ScriptedAsker::new(vec![Reply::Later]);
+    let Err(Error::InputRequired {
+        seq,
+        questions,
+        state,
+        ..
+    }) = call_asked(&h, &asker, &alices())
+    else {
+        panic!("the retry should wait for the person's answer")
+    };
+    assert_eq!(seq, 0);
+    assert_eq!(questions[0].message, "Did the payment of 40 go through?");
+    assert_eq!(
+        asker.asked.borrow()[0].1.as_str(),
+        ledger.attempts()[0],
+        "asked about the pending effect, under its key"
+    );
+
+    let answering = ScriptedAsker::new(vec![Reply::WithState(state, vec![performed(true)])]);
+    let done = call_asked(&h, &answering, &alices()).unwrap();
+    assert!(!done.replayed);
+    let Outcome::Success { result, .. } = &done.outcome else {
+        panic!("{:?}", done.outcome)
+    };
+    assert_eq!(result["performed"], true, "{result}");
+    assert_eq!(result["decided_by"], "person");
+    assert_eq!(result["by"], "alice");
+    assert_eq!(result["question"], "Did the payment of 40 go through?");
+    assert_eq!(ledger.attempts().len(), 1, "not sent again");
+    assert_eq!(ledger.applied().len(), 1, "the effect happened once");
+    assert!(h.journal.unresolved(h.clock.now_ms()).unwrap().is_empty());
+    let resolved: Vec<_> = h
+        .journal
+        .story(&key)
+        .unwrap()
+        .operations
+        .into_iter()
+        .filter(|o| o.action == crate::journal::Action::Resolve)
+        .collect();
+    assert_eq!(resolved.len(), 1, "{resolved:?}");
+    assert_eq!(resolved[0].by, "person alice");
+    assert_eq!(resolved[0].detail["decided_by"], "person");
+    assert_eq!(resolved[0].detail["person"], "alice");
+    assert_eq!(
+        counted(&h, r#"justonce_resolutions_total{decided_by="person"}"#),
+        1.0
+    );
+    let again = call_asked(&h, &ScriptedAsker::new(vec![]), &alices()).unwrap();
+    assert!(again.replayed, "replayed, nobody asked");
+}
+
+/// A client that cannot be asked, and a person who declines, leave it unknown (told
+/// why, nothing sent, nothing journaled); a no sends it once more under the same key.
+/// The opposite case: another call is another effect, and asks no one.
+#[test]
+fn a_person_who_declines_or_cannot_be_asked_leaves_it_unknown_and_a_no_sends_it_once_more() {
+    let (h, ledger) = asking_ledger(vec![Fault::FailBefore]);
+    let Err(Error::OutcomeUnknown { .. }) = h.guard.call(&pay(41)) else {
+        panic!("the effect's outcome should be unknown")
+    };
+    let unknown = |asker: &Rc<ScriptedAsker>| match call_asked(&h, asker, &pay(41)) {
+        Err(Error::OutcomeUnknown {
+            ends_by, reason, ..
+        }) => (ends_by, reason),
+        other => panic!("still unknown: {other:?}"),
+    };
+    let (ends_by, reason) = unknown(&ScriptedAsker::unable("no elicitation here"));
+    assert_eq!(ends_by, crate::error::EndsBy::Person, "{reason}");
+    assert!(
+        reason.contains("the user could not be asked: no elicitation here"),
+        "{reason}"
+    );
+    let declining = ScriptedAsker::new(vec![Reply::Now(vec![json!({ "action": "decline" })])]);
+    let (ends_by, reason) = unknown(&declining);
+    assert_eq!(ends_by, crate::error::EndsBy::Person, "{reason}");
+    assert!(reason.contains("declined to answer"), "{reason}");
+    assert_eq!(ledger.attempts().len(), 1, "not sent again");
+    assert_eq!(h.journal.unresolved(h.clock.now_ms()).unwrap().len(), 1);
+
+    let no = ScriptedAsker::new(vec![Reply::Now(vec![performed(false)])]);
+    let done = call_asked(&h, &no, &pay(41)).unwrap();
+    assert!(done.outcome.is_success(), "{:?}", done.outcome);
+    let attempts = ledger.attempts();
+    assert_eq!(attempts.len(), 2, "sent once more");
+    assert_eq!(attempts[0], attempts[1], "under the same key");
+    assert_eq!(ledger.applied().len(), 1, "the effect happened once");
+    assert!(h.journal.unresolved(h.clock.now_ms()).unwrap().is_empty());
+
+    let other = ScriptedAsker::new(vec![]);
+    assert!(
+        call_asked(&h, &other, &pay(42))
+            .unwrap()
+            .outcome
+            .is_success()
+    );
+    assert_eq!(ledger.applied().len(), 2);
+    assert_eq!(other.times_asked(), 0);
+}
+
 on_postgres!(
     a_question_answered_later_suspends_the_call_and_the_retry_with_the_answer_completes_it,
     a_resumed_run_finds_the_answer_journaled_and_asks_nothing_again,
@@ -776,6 +923,8 @@ on_postgres!(
     the_users_time_does_not_count_against_the_wall_clock_of_the_effects_after_it,
     a_run_waiting_for_the_user_keeps_its_lease_and_no_other_host_takes_over,
     request_states_are_keyed_by_the_journals_secret_which_its_hosts_share_and_rotation_keeps_for_a_window,
+    a_person_who_says_yes_with_the_state_they_were_given_ends_the_unknown_performed_by_name,
+    a_person_who_declines_or_cannot_be_asked_leaves_it_unknown_and_a_no_sends_it_once_more,
 );
 
 #[test]

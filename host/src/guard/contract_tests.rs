@@ -182,6 +182,7 @@ fn host_renewing(
         metrics: Default::default(),
         tasks: Default::default(),
         runs: Default::default(),
+        ask_person: Default::default(),
     });
     let policy = Policy {
         retention: Arc::new(Retention::new(RETENTION)),

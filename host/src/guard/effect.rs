@@ -14,6 +14,7 @@
 //! like a keyed one before anyone is asked.
 
 mod asking;
+mod asking_person;
 mod probing;
 
 use std::any::Any;
@@ -443,7 +444,22 @@ impl EffectSession {
                 );
                 return Ok(Err(self.unknown(seq, provider_name, reason, EndsBy::Retry)));
             }
-            match self.probe_pending(provider, record, seq, operation, payload)? {
+            let mut probing = self.probe_pending(provider, record, seq, operation, payload)?;
+            if let Probing::Unknown { reason, ends_by } = probing {
+                // No probe decided: the person, where the tool opts in.
+                let pending = asking_person::Pending {
+                    record,
+                    seq,
+                    provider_name,
+                    operation,
+                    payload,
+                };
+                probing = match self.ask_person_pending(provider, &pending, reason, ends_by)? {
+                    Ok(probing) => probing,
+                    Err(stopped) => return Ok(Err(stopped)),
+                };
+            }
+            match probing {
                 Probing::Answered(answer) => return Ok(answer),
                 Probing::Resend => {}
                 Probing::Unknown { reason, ends_by } => {
@@ -881,7 +897,7 @@ impl EffectSession {
                 );
                 let ends_by = if class == ProviderClass::Unkeyed {
                     reason.push_str("; this unkeyed effect is not sent again");
-                    unkeyed_ends_by(provider, new.operation, payload)
+                    self.unkeyed_ends_by(provider, new.operation, payload)
                 } else {
                     EndsBy::Retry
                 };
@@ -1138,13 +1154,18 @@ impl EffectSession {
     }
 }
 
-/// What can end an unknown outcome of an unkeyed effect: its probe, where its
-/// provider has one for it, or else only a person.
-fn unkeyed_ends_by(provider: &dyn Provider, operation: &str, payload: &Value) -> EndsBy {
-    if provider.probe_of(operation, payload).is_some() {
-        EndsBy::Probe
-    } else {
-        EndsBy::Person
+impl EffectSession {
+    /// What can end an unknown outcome of an unkeyed effect: its probe, where its
+    /// provider has one for it; else the person behind the agent, asked at the
+    /// retry, where the tool opts in; else only a person resolving it.
+    fn unkeyed_ends_by(&self, provider: &dyn Provider, operation: &str, payload: &Value) -> EndsBy {
+        if provider.probe_of(operation, payload).is_some() {
+            EndsBy::Probe
+        } else if self.person_question(provider, operation, payload).is_some() {
+            EndsBy::AskPerson
+        } else {
+            EndsBy::Person
+        }
     }
 }
 

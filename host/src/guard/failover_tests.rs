@@ -157,6 +157,7 @@ fn host_leasing(
         metrics: Default::default(),
         tasks: Default::default(),
         runs: Default::default(),
+        ask_person: Default::default(),
     });
     let policy = Policy {
         retention: Arc::new(Retention::new(Duration::from_secs(24 * 3600))),

@@ -83,6 +83,9 @@ pub(crate) struct Shared {
     pub tasks: TaskCalls,
     /// The runs in flight here, and whether the host handed them over.
     pub runs: handover::Runs,
+    /// `[tools.NAME] ask_person`: the question each tool's unknown unkeyed effects
+    /// put to the person behind the agent at the retry (`effect::probing`).
+    pub ask_person: BTreeMap<String, String>,
 }
 
 impl Shared {

@@ -232,6 +232,16 @@ impl HttpConfig {
             check_retry_statuses(statuses).map_err(|e| format!("retry_statuses: {e}"))?;
         }
         for (name, service) in &self.services {
+            if let Some(status) = &service.status {
+                if !service.unkeyed {
+                    return Err(format!(
+                        "services.{name}.status: a keyed service's effects are sent again under their key; a status request is for an unkeyed one (`\"unkeyed\": true`)"
+                    ));
+                }
+                status
+                    .check()
+                    .map_err(|e| format!("services.{name}.status: {e}"))?;
+            }
             if let Some(statuses) = &service.retry_statuses {
                 check_retry_statuses(statuses)
                     .map_err(|e| format!("services.{name}.retry_statuses: {e}"))?;
@@ -323,6 +333,28 @@ impl HttpConfig {
             .and_then(|s| s.retry_statuses.as_deref())
             .or(self.retry_statuses.as_deref())
             .unwrap_or(super::RETRY_STATUSES)
+    }
+
+    /// The service a request names (`service`, with no `url`) or whose base URL its
+    /// `url` is under, with its name.
+    pub(crate) fn service_of(
+        &self,
+        service: Option<&str>,
+        url: Option<&str>,
+    ) -> Option<(&str, &Service)> {
+        match (service, url) {
+            (Some(name), None) => self
+                .services
+                .get_key_value(name)
+                .map(|(n, s)| (n.as_str(), s)),
+            (_, Some(url)) => self
+                .services
+                .iter()
+                .filter_map(|(n, s)| Some((n.as_str(), s, s.base_path_len_if_under(url)?)))
+                .max_by_key(|(_, _, len)| *len)
+                .map(|(n, s, _)| (n, s)),
+            (None, None) => None,
+        }
     }
 
     /// The service whose base URL `url` is under (the longest such base, if several
@@ -425,6 +457,77 @@ pub struct Service {
     /// credentials).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
+    /// The service takes no idempotency key (`"unkeyed": true`): no key header is
+    /// sent, its effects are performed at most once, and one whose answer was lost
+    /// fails closed until its `status` request, a person or an operator decides.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unkeyed: bool,
+    /// How to ask an unkeyed service whether an effect whose answer was lost
+    /// happened: a read-only request run at the agent's retry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<StatusRequest>,
+}
+
+/// An unkeyed service's status request (`"status": {…}`): a `GET` (or `HEAD`) of
+/// `path` under the service, a template (`crate::probe`) of the effect's `{key}` and
+/// its JSON body's fields (`{body.NAME}`), each written percent-encoded; its answer's
+/// status says performed, not performed, or (any other status) unknown, for a
+/// person to decide. A request that fails (no answer, a timeout) decides nothing:
+/// the next retry asks again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatusRequest {
+    /// `GET` (the default) or `HEAD`.
+    #[serde(default = "StatusRequest::get")]
+    pub method: String,
+    /// The path under the service's URL, starting with `/`: a template.
+    pub path: String,
+    /// The statuses that mean the effect happened (`[200]`).
+    pub performed: Vec<u16>,
+    /// The statuses that mean it did not (`[404]`).
+    pub not_performed: Vec<u16>,
+}
+
+impl StatusRequest {
+    fn get() -> String {
+        "GET".into()
+    }
+
+    /// What is wrong with it, if anything: a method that is not a read, a path that
+    /// is not a template of the effect starting with `/`, a status in both lists or
+    /// none that means performed.
+    fn check(&self) -> Result<(), String> {
+        if !matches!(self.method.as_str(), "GET" | "HEAD") {
+            return Err(format!(
+                "method must be GET or HEAD (a status request only reads), not {:?}",
+                self.method
+            ));
+        }
+        if !self.path.starts_with('/') {
+            return Err(format!("path must start with `/`, not {:?}", self.path));
+        }
+        let names = crate::probe::placeholders(&serde_json::Value::String(self.path.clone()))
+            .map_err(|e| format!("path: {e}"))?;
+        if let Some(name) = names
+            .iter()
+            .find(|n| *n != "key" && !n.starts_with("body."))
+        {
+            return Err(format!(
+                "path names `{{{name}}}`: a status request may name `{{key}}` or `{{body.NAME}}`"
+            ));
+        }
+        if self.performed.is_empty() {
+            return Err("performed must list the statuses that mean the effect happened".into());
+        }
+        if let Some(both) = self
+            .performed
+            .iter()
+            .find(|s| self.not_performed.contains(s))
+        {
+            return Err(format!("{both} is in both performed and not_performed"));
+        }
+        Ok(())
+    }
 }
 
 impl Service {
@@ -435,6 +538,8 @@ impl Service {
             headers: BTreeMap::new(),
             retry_statuses: None,
             tools: None,
+            unkeyed: false,
+            status: None,
         }
     }
 
@@ -532,6 +637,10 @@ impl<'de> Deserialize<'de> for Service {
             retry_statuses: Option<Vec<u16>>,
             #[serde(default)]
             tools: Option<Vec<String>>,
+            #[serde(default)]
+            unkeyed: bool,
+            #[serde(default)]
+            status: Option<StatusRequest>,
         }
         #[derive(Deserialize)]
         #[serde(untagged, expecting = "a base URL, or {\"url\": …, \"headers\": {…}}")]
@@ -546,11 +655,15 @@ impl<'de> Deserialize<'de> for Service {
                 headers,
                 retry_statuses,
                 tools,
+                unkeyed,
+                status,
             }) => Self {
                 url,
                 headers,
                 retry_statuses,
                 tools,
+                unkeyed,
+                status,
             },
         })
     }
@@ -820,6 +933,52 @@ mod tests {
         let stripe: Origin = "https://api.stripe.com".parse().unwrap();
         assert_eq!(config.header_for(&other), "X-Request-Key");
         assert_eq!(config.header_for(&stripe), DEFAULT_IDEMPOTENCY_HEADER);
+    }
+
+    #[test]
+    fn a_status_request_is_for_an_unkeyed_service_and_is_checked_naming_it() {
+        let with = |unkeyed: bool, status: serde_json::Value| {
+            let mut config = HttpConfig::default().service("orders", "http://127.0.0.1:9");
+            let service = config.services.get_mut("orders").unwrap();
+            service.unkeyed = unkeyed;
+            service.status = Some(serde_json::from_value(status).unwrap());
+            config.validate()
+        };
+        let good = serde_json::json!({ "path": "/o/{body.ref}?k={key}", "performed": [200], "not_performed": [404] });
+        assert_eq!(with(true, good.clone()), Ok(()));
+        let keyed = with(false, good).unwrap_err();
+        assert!(
+            keyed.starts_with("services.orders.status: a keyed service"),
+            "{keyed}"
+        );
+        for (status, says) in [
+            (
+                serde_json::json!({ "method": "POST", "path": "/o", "performed": [200], "not_performed": [] }),
+                "GET or HEAD",
+            ),
+            (
+                serde_json::json!({ "path": "o", "performed": [200], "not_performed": [] }),
+                "start with `/`",
+            ),
+            (
+                serde_json::json!({ "path": "/o/{arguments.x}", "performed": [200], "not_performed": [] }),
+                "names `{arguments.x}`",
+            ),
+            (
+                serde_json::json!({ "path": "/o", "performed": [], "not_performed": [404] }),
+                "performed must list",
+            ),
+            (
+                serde_json::json!({ "path": "/o", "performed": [200], "not_performed": [200] }),
+                "in both",
+            ),
+        ] {
+            let error = with(true, status.clone()).unwrap_err();
+            assert!(
+                error.starts_with("services.orders.status: ") && error.contains(says),
+                "{status}: {error}"
+            );
+        }
     }
 
     #[test]

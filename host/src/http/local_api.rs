@@ -35,6 +35,9 @@ pub enum Behaviour {
     /// Applies the request, then closes the connection without answering: the
     /// sender cannot tell whether it took effect.
     ApplyThenDrop,
+    /// Closes the connection without applying or answering: the request was lost on
+    /// its way, and the sender cannot tell.
+    Drop,
     /// Applies the request, then holds the connection without answering until the
     /// sender goes away (or a bound passes): a sender killed mid-request.
     ApplyThenHang,
@@ -246,8 +249,17 @@ fn handle(
             return respond_with_head(&mut stream, 200, &echoed, &cookie);
         }
         let behaviour = state.script.pop_front().unwrap_or(Behaviour::Answer);
+        if matches!(behaviour, Behaviour::Answer)
+            && let Some(found) = refund_of_order(&state, &request)
+        {
+            drop(state);
+            return match found {
+                Some(refund) => respond(&mut stream, 200, &refund, None),
+                None => respond(&mut stream, 404, &json!({ "error": "no refund" }), None),
+            };
+        }
         let answer = match behaviour {
-            Behaviour::Status { .. } => None,
+            Behaviour::Status { .. } | Behaviour::Drop => None,
             _ => Some(apply(&mut state, &request, &body_text)),
         };
         (behaviour, answer)
@@ -265,7 +277,7 @@ fn handle(
             &json!({ "error": format!("scripted status {status}") }),
             retry_after,
         ),
-        (Behaviour::ApplyThenDrop, _) => Ok(()),
+        (Behaviour::ApplyThenDrop | Behaviour::Drop, _) => Ok(()),
         (Behaviour::ApplyThenHang, _) => {
             hang(&mut reader, stop);
             Ok(())
@@ -276,6 +288,30 @@ fn handle(
         }
         (Behaviour::Answer, None) => Ok(()),
     }
+}
+
+/// A `GET /v1/refunds/by-order/ORDER` (a status request, for a payments API that
+/// takes no key): `Some` with the refund applied for that `order_id`, if any.
+fn refund_of_order(state: &ApiState, request: &Parsed) -> Option<Option<Value>> {
+    let order = request.path.strip_prefix("/v1/refunds/by-order/")?;
+    let order: u64 = order.parse().ok()?;
+    if request.method != "GET" {
+        return None;
+    }
+    Some(
+        state
+            .applied
+            .iter()
+            .find(|a| a.path.starts_with("/v1/refunds") && a.body["order_id"] == order)
+            .map(|a| {
+                json!({
+                    "refund_id": a.id,
+                    "status": "succeeded",
+                    "order_id": a.body["order_id"],
+                    "amount_cents": a.body.get("amount_cents").cloned().unwrap_or(Value::Null),
+                })
+            }),
+    )
 }
 
 /// Applies a request once per key and returns the answer (the saved one for a key

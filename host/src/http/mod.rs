@@ -14,7 +14,7 @@ mod tool_allow;
 
 pub use client::HttpResponse;
 pub(crate) use client::{Client, RETRY_STATUSES, SendError};
-pub use config::{DEFAULT_IDEMPOTENCY_HEADER, HttpConfig};
+pub use config::{DEFAULT_IDEMPOTENCY_HEADER, HttpConfig, Service, StatusRequest};
 pub(crate) use config::{Origin, parse_url};
 pub(crate) use request::{CheckError, Outbound, RequestSpec, check_headers, is_safe};
 pub(crate) use secrets::{End, Redaction, SecretValue, expand, read_secrets_file};

@@ -312,10 +312,11 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
         operator: &Operator<'_>,
     ) -> Result<Operated>;
 
-    /// Atomically records what the probe `run.probe` decided about the pending
-    /// unkeyed effect `effect_key` (see [`Resolution`]; `Performed` finishes it with
-    /// `answer`) and the operation, on the effect's call, as a `resolve` whose
-    /// detail says `decided_by: probe`. Only while `run.owner` holds the call's
+    /// Atomically records what the probe or the person of `run` decided about the
+    /// pending unkeyed effect `effect_key` at the call's retry (see [`Resolution`];
+    /// `Performed` finishes it with `answer`) and the operation, on the effect's
+    /// call, as a `resolve` whose detail says `decided_by` (`probe` or `person`) and
+    /// who. Only while `run.owner` holds the call's
     /// lease: refused ([`Error::CannotResolve`]) otherwise, or for an effect that is
     /// not pending and unkeyed. Durable under [`Durability::Full`].
     ///

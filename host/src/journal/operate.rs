@@ -317,6 +317,9 @@ pub(crate) fn performed_without_answer(decided_by: DecidedBy, by: &str) -> Value
             DecidedBy::Probe => format!(
                 "The downstream confirmed that this effect was performed: its probe `{by}` found it after the effect's own answer was lost, so that answer is not on record"
             ),
+            DecidedBy::Person => format!(
+                "{by} (the person behind the agent) answered that this effect went through when asked after its answer was lost; the downstream's own answer is not on record"
+            ),
         },
     })
 }
@@ -359,24 +362,29 @@ pub(crate) fn resolve<T: OperateTx>(
     )
 }
 
-/// The run whose probe decided a pending unkeyed effect, while it holds the
-/// effect's call's lease (`Journal::resolve_by_probe`).
+/// The run whose probe, or whose person, decided a pending unkeyed effect at the
+/// call's retry, while it holds the effect's call's lease
+/// (`Journal::resolve_by_probe`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ProbeRun<'a> {
-    /// The probe, as `Provider::probe_of` names it.
-    pub probe: &'a str,
+    /// Who decided: [`DecidedBy::Probe`] or [`DecidedBy::Person`].
+    pub decided_by: DecidedBy,
+    /// Their name: the probe as `Provider::probe_of` names it, or the person's
+    /// principal (`local user` for a call that named none).
+    pub by: &'a str,
     /// The run: the owner of the call's lease.
     pub owner: &'a str,
     /// When (ms since the epoch).
     pub now: i64,
 }
 
-/// Records what the probe of `run` decided about the pending unkeyed effect
-/// `effect_key`, as `resolve` records an operator's decision (the effect finished
-/// with `answer`, or marked `not_performed` for one more attempt under its key),
-/// with `decided_by: probe` and the probe's name as who. Only the run that holds
-/// the call's lease may: `Err` names why it is refused (another run took the call
-/// over, the effect is answered already).
+/// Records what the probe or the person of `run` decided about the pending unkeyed
+/// effect `effect_key`, as `resolve` records an operator's decision (the effect
+/// finished with `answer`, or marked `not_performed` for one more attempt under its
+/// key), with `decided_by` (`probe` or `person`) and who: `probe NAME` or
+/// `person PRINCIPAL` as the operation's `by`, the name in the detail (`probe` or
+/// `person`). Only the run that holds the call's lease may: `Err` names why it is
+/// refused (another run took the call over, the effect is answered already).
 pub(crate) fn resolve_by_probe<T: OperateTx>(
     tx: &mut T,
     effect_key: &str,
@@ -389,11 +397,13 @@ pub(crate) fn resolve_by_probe<T: OperateTx>(
         Err(reason) => return Ok(Err(reason)),
     };
     if found.state != "running" || found.lease_owner.as_deref() != Some(run.owner) {
-        return Ok(Err(
-            "the run that asked the probe no longer holds its call's lease".into(),
-        ));
+        return Ok(Err(format!(
+            "the run that asked the {} no longer holds its call's lease",
+            run.decided_by.as_str()
+        )));
     }
-    let by = format!("probe {}", run.probe);
+    let decided_by = run.decided_by.as_str();
+    let by = format!("{decided_by} {}", run.by);
     let op = Operator {
         by: &by,
         force: false,
@@ -405,7 +415,7 @@ pub(crate) fn resolve_by_probe<T: OperateTx>(
         resolution,
         answer,
         &op,
-        json!({ "decided_by": DecidedBy::Probe.as_str(), "probe": run.probe }),
+        json!({ "decided_by": decided_by, decided_by: run.by }),
     )
 }
 

@@ -132,14 +132,18 @@ pub enum DecidedBy {
     /// The effect's probe, a read-only question to the downstream the host asked
     /// at the call's retry.
     Probe,
+    /// The person behind the agent (the call's principal), asked at the call's
+    /// retry through the client's elicitation, where the tool opts in.
+    Person,
 }
 
 impl DecidedBy {
-    /// The name journaled and shown: `operator` or `probe`.
+    /// The name journaled and shown: `operator`, `probe` or `person`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Operator => "operator",
             Self::Probe => "probe",
+            Self::Person => "person",
         }
     }
 }

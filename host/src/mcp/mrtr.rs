@@ -141,7 +141,7 @@ impl Input {
             entry
                 .effects
                 .iter()
-                .find(|effect| effect.seq == named.seq && effect.provider == ask::PROVIDER)
+                .find(|effect| effect.seq == named.seq && asked_at(effect))
         });
         let Some(asked) = asked else {
             return Err(refused(
@@ -177,6 +177,13 @@ impl Input {
             _ => Ok(()),
         }
     }
+}
+
+/// Whether the journaled `effect` is one a request state may name: a question the
+/// tool asked (a `user` effect), or a pending unkeyed effect the person is asked
+/// about at the retry (`guard::effect::asking_person`).
+fn asked_at(effect: &crate::journal::JournalEffect) -> bool {
+    effect.provider == ask::PROVIDER || (effect.class == "unkeyed" && effect.state == "pending")
 }
 
 /// The parts of a request state of the form this host makes, naming an invocation

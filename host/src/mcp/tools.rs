@@ -632,6 +632,15 @@ then changes nothing. Do not make it again with other arguments either, which co
 do it twice. Tell the user that this action may or may not have taken effect and \
 that it is waiting for an operator to confirm it.";
 
+/// What the model is told of an unknown outcome that the user can end: the retry
+/// asks them (no wait: a person answers, nothing downstream needs time).
+const ASK_PERSON_NOTE: &str = "justonce: the outcome is unknown: the downstream did \
+not answer whether the effect happened, and it cannot be sent again safely. Retrying \
+the very same call (same arguments, same conversation) is safe: it first asks the user \
+(a yes-or-no question from this server) whether it went through, and finishes the \
+call from the answer, never doing it twice. Do not change the arguments, which would \
+make it a new call.";
+
 /// Rewords a replay's note in `result` for a call that named no conversation (scoped
 /// by its key, or by the principal within the unscoped window), which
 /// [`call_result`] cannot tell from the call's answer alone: there is no
@@ -671,6 +680,10 @@ fn retry_note(error: &Error) -> Option<(&'static str, Option<u64>)> {
         Error::OutcomeUnknown { ends_by, .. } if !ends_by.retry_helps() => {
             return Some((PERSON_MUST_RESOLVE_NOTE, None));
         }
+        Error::OutcomeUnknown {
+            ends_by: EndsBy::AskPerson,
+            ..
+        } => return Some((ASK_PERSON_NOTE, None)),
         Error::OutcomeUnknown {
             ends_by: EndsBy::Probe,
             ..

@@ -22,6 +22,9 @@ pub(crate) fn descriptors(host: &Host) -> Vec<Tool> {
             let mut entry = Value::clone(&tool.entry);
             entry["name"] = Value::String(tool.name.clone());
             if !tool.read_only {
+                if let Some(schema) = entry.get_mut("outputSchema") {
+                    *schema = admitting_records(schema.take());
+                }
                 let meta = entry
                     .as_object_mut()?
                     .entry("_meta")
@@ -42,6 +45,39 @@ pub(crate) fn descriptors(host: &Host) -> Vec<Tool> {
             }
         })
         .collect()
+}
+
+/// The `outputSchema` of an upstream write tool as the host lists it: the upstream's
+/// own, or the answer the journal records for a call whose result was lost and whose
+/// effect a probe, the person or an operator found performed
+/// (`journal::operate::performed_without_answer`): that answer cannot be the
+/// upstream's result, and a client that checks results against the schema (the
+/// official SDKs do) would refuse it. The schema's `$defs` stay at its root, where
+/// its references point.
+fn admitting_records(schema: Value) -> Value {
+    let Value::Object(mut own) = schema else {
+        return schema;
+    };
+    let mut listed = serde_json::Map::new();
+    listed.insert("type".into(), json!("object"));
+    for defs in ["$defs", "definitions"] {
+        if let Some(value) = own.remove(defs) {
+            listed.insert(defs.into(), value);
+        }
+    }
+    let record = json!({
+        "type": "object",
+        "description": "What the host recorded for a call whose result was lost: who found the effect performed, and a message saying so; the upstream's own result is not on record",
+        "properties": {
+            "performed": { "type": "boolean" },
+            "decided_by": { "type": "string", "enum": ["probe", "person", "operator"] },
+            "by": { "type": "string" },
+            "message": { "type": "string" },
+        },
+        "required": ["performed", "decided_by", "message"],
+    });
+    listed.insert("anyOf".into(), json!([Value::Object(own), record]));
+    Value::Object(listed)
 }
 
 /// Where each upstream of `host` stands, as `tools/list` tells an agent
@@ -75,4 +111,30 @@ pub(crate) fn states(host: &Host) -> Value {
         })
         .collect();
     Value::Object(told)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_tools_output_schema_also_admits_the_hosts_record_and_keeps_its_defs_at_the_root() {
+        let own = json!({
+            "type": "object",
+            "properties": { "item": { "$ref": "#/$defs/item" } },
+            "required": ["item"],
+            "$defs": { "item": { "type": "string" } },
+        });
+        let listed = admitting_records(own);
+        let validator = jsonschema::validator_for(&listed).unwrap();
+        assert!(validator.is_valid(&json!({ "item": "x" })));
+        assert!(
+            !validator.is_valid(&json!({ "item": 3 })),
+            "the refs still resolve"
+        );
+        let record =
+            crate::journal::performed_without_answer(crate::journal::DecidedBy::Person, "alice");
+        assert!(validator.is_valid(&record), "{listed}");
+        assert!(!validator.is_valid(&json!({ "other": 1 })));
+    }
 }

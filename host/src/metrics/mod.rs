@@ -94,7 +94,7 @@ pub(crate) const RETRY_CAUSES: [&str; 5] = [
 
 /// Who decided a resolution of an unkeyed effect whose outcome was unknown
 /// (`justonce_resolutions_total{decided_by}`), as `journal::DecidedBy` names them.
-pub(crate) const DECIDERS: [&str; 2] = ["probe", "operator"];
+pub(crate) const DECIDERS: [&str; 3] = ["probe", "person", "operator"];
 
 /// The position of `kind` in `kinds`, or of the last one (the catch-all).
 fn index_of(kinds: &[&str], kind: &str) -> usize {
@@ -297,8 +297,8 @@ impl CallMetrics {
     }
 
     /// Counts a resolution of an unknown outcome that `decided_by` (one of
-    /// [`DECIDERS`]) made through this host: its guard's probes, its console's
-    /// operators.
+    /// [`DECIDERS`]) made through this host: its guard's probes and the persons it
+    /// asked, its console's operators.
     pub(crate) fn resolved(&self, decided_by: &str) {
         self.resolutions[index_of(&DECIDERS, decided_by)].fetch_add(1, Ordering::Relaxed);
     }
@@ -340,7 +340,7 @@ impl CallMetrics {
         out.family(
             "justonce_resolutions_total",
             "counter",
-            "Unknown outcomes of unkeyed effects resolved through this host, by who decided: its probes at a retry, its console's operators.",
+            "Unknown outcomes of unkeyed effects resolved through this host, by who decided: its probes and the persons it asked at a retry, its console's operators.",
         );
         for (decided_by, count) in DECIDERS.iter().zip(&self.resolutions) {
             out.sample(

@@ -115,14 +115,19 @@ fn effects_attempts_and_retries_are_counted_by_provider() {
 fn resolutions_are_counted_by_who_decided() {
     let metrics = CallMetrics::default();
     let text = rendered(&metrics);
-    for decided_by in ["probe", "operator"] {
+    for decided_by in ["probe", "person", "operator"] {
         let series = format!(r#"justonce_resolutions_total{{decided_by="{decided_by}"}}"#);
         assert_eq!(value(&text, &series), Some(0.0), "at zero from the start");
     }
     metrics.resolved("probe");
     metrics.resolved("probe");
     metrics.resolved("operator");
+    metrics.resolved("person");
     let text = rendered(&metrics);
+    assert_eq!(
+        value(&text, r#"justonce_resolutions_total{decided_by="person"}"#),
+        Some(1.0)
+    );
     assert_eq!(
         value(&text, r#"justonce_resolutions_total{decided_by="probe"}"#),
         Some(2.0)

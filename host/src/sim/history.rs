@@ -180,6 +180,7 @@ impl World {
             metrics: Default::default(),
             tasks: Default::default(),
             runs: Default::default(),
+            ask_person: Default::default(),
         });
         let runner: Arc<dyn crate::guard::Runner> = self.runner.clone();
         let policy = Policy {
@@ -217,6 +218,7 @@ impl World {
                 metrics: Default::default(),
                 tasks: Default::default(),
                 runs: Default::default(),
+                ask_person: Default::default(),
             });
             let runner: Arc<dyn crate::guard::Runner> = self.runner.clone();
             let guard = Guard::new(shared, runner, self.policy.clone());

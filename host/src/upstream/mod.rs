@@ -109,6 +109,10 @@ pub struct UpstreamConfig {
     /// The probes of its write tools (by their names upstream): how to ask whether
     /// an unkeyed call whose answer was lost happened.
     pub probes: BTreeMap<String, UpstreamProbe>,
+    /// `[upstreams.NAME.ask_person]`: the question (a template, `crate::ask_person`)
+    /// the person behind the agent is asked at the retry about an unkeyed call of
+    /// each of these write tools whose answer was lost and that no probe decides.
+    pub ask_person: BTreeMap<String, String>,
     /// The largest result of a read-only tool passed through (sent every time, not
     /// saved), in bytes of its JSON; at most [`MAX_RESULT_BYTES`]. A saved result
     /// is capped by the tool's `max_result_bytes` instead.
@@ -132,6 +136,7 @@ impl UpstreamConfig {
             trust_read_only_hint: true,
             timeout: Duration::from_secs(30),
             probes: BTreeMap::new(),
+            ask_person: BTreeMap::new(),
             max_read_bytes: MAX_RESULT_BYTES,
         }
     }

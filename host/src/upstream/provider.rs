@@ -175,6 +175,10 @@ impl Provider for UpstreamProvider {
         probe.ask(&self.upstream, request)
     }
 
+    fn person_question_of(&self, operation: &str, _payload: &Value) -> Option<String> {
+        self.upstream.config.ask_person.get(operation).cloned()
+    }
+
     fn unjournaled_read(&self, operation: &str, _payload: &Value) -> bool {
         self.upstream.tool(operation).is_some_and(|t| t.read_only)
     }

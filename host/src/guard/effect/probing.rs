@@ -71,6 +71,7 @@ impl EffectSession {
             Ok(Probed::Performed(seen)) => {
                 (Resolution::Performed, performed_by_probe(&probe, seen))
             }
+            Ok(Probed::Found(answer)) => (Resolution::Performed, answer),
             Ok(Probed::NotPerformed) => (Resolution::NotPerformed, Value::Null),
             Ok(Probed::Unknown(why)) => {
                 return Ok(Probing::Unknown {
@@ -90,7 +91,8 @@ impl EffectSession {
         // Keyed answers this run holds back go first, as before any write of its own.
         self.save_deferred()?;
         let run = ProbeRun {
-            probe: &probe,
+            decided_by: DecidedBy::Probe,
+            by: &probe,
             owner: &self.owner,
             now: self.shared.clock.now_ms(),
         };
