@@ -62,6 +62,52 @@ pub struct EffectRequest<'a> {
     pub operation: &'a str,
     /// The tool's payload.
     pub payload: &'a Value,
+    /// Who answers what the downstream asks of the call's client while it performs
+    /// the effect (an upstream MCP server's `elicitation/create`,
+    /// `sampling/createMessage`, `roots/list`); `None` where nobody can.
+    pub client: Option<&'a dyn ClientRequests>,
+}
+
+/// What a downstream asks of the client of the call whose effect it performs, and
+/// who answers it: the guard, which journals a question to the person as the call's
+/// own and forwards the rest to the call's client where it declared them.
+pub trait ClientRequests {
+    /// The reply to the downstream's request `method` with `params`.
+    fn request(&self, method: &str, params: &Value) -> ClientReply;
+}
+
+impl std::fmt::Debug for dyn ClientRequests + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientRequests")
+    }
+}
+
+/// The reply to a downstream's request of the client ([`ClientRequests`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientReply {
+    /// Its JSON-RPC result.
+    Result(Value),
+    /// A JSON-RPC error: its code and message (the downstream reads why).
+    Error {
+        /// The JSON-RPC error code (`-32021` for a capability the client lacks).
+        code: i64,
+        /// What the downstream reads.
+        message: String,
+    },
+}
+
+impl ClientReply {
+    /// The JSON-RPC response to request `id` that carries this reply.
+    pub fn response(&self, id: &Value) -> Value {
+        match self {
+            Self::Result(result) => {
+                serde_json::json!({ "jsonrpc": "2.0", "id": id, "result": result })
+            }
+            Self::Error { code, message } => serde_json::json!({
+                "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message },
+            }),
+        }
+    }
 }
 
 /// A read that changes nothing downstream, performed without a journal record or a
@@ -81,6 +127,9 @@ pub struct ReadRequest<'a> {
     pub operation: &'a str,
     /// The tool's payload.
     pub payload: &'a Value,
+    /// Who answers what the downstream asks of the call's client meanwhile (as
+    /// [`EffectRequest::client`]); a read journals no question.
+    pub client: Option<&'a dyn ClientRequests>,
 }
 
 /// Why a provider did not return a response.

@@ -14,6 +14,7 @@
 //! like a keyed one before anyone is asked.
 
 mod asking;
+mod client_requests;
 mod probing;
 
 use std::any::Any;
@@ -39,6 +40,7 @@ use crate::provider::{
     EarlierAttempt, EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest,
 };
 use crate::runtime::{EffectFailure, EffectHandler, spans};
+use client_requests::CallsClient;
 use probing::Probing;
 
 /// How often a run renews a lease that ran out before its provider call (see
@@ -627,15 +629,25 @@ impl EffectSession {
     ) -> Result<Result<String, EffectFailure>, Error> {
         let budget = self.shared.retry.max_attempts;
         let read = self.retrying(budget, |session, made| {
+            let (tool, invocation, seq) = (
+                session.tool.clone(),
+                session.invocation.clone(),
+                session.next_seq,
+            );
+            let client = CallsClient::new(session, seq, false);
             let request = ReadRequest {
-                tool: &session.tool,
-                invocation: &session.invocation,
-                seq: session.next_seq,
+                tool: &tool,
+                invocation: &invocation,
+                seq,
                 attempt: made,
                 operation,
                 payload,
+                client: Some(&client),
             };
-            Ok(match provider.read(&request) {
+            let read = provider.read(&request);
+            let session = client.finish();
+            session.next_seq = seq;
+            Ok(match read {
                 Ok(response) => Attempt::Done(Ok(response.to_string())),
                 Err(ProviderError::Rejected(answer)) => {
                     Attempt::Done(Err(EffectFailure::Rejected(answer.to_string())))
@@ -783,16 +795,6 @@ impl EffectSession {
                     )
                 });
             }
-            let request = EffectRequest {
-                tool: &session.tool,
-                principal: session.principal.as_deref(),
-                key: &key,
-                invocation: &session.invocation,
-                seq: new.seq,
-                attempt,
-                operation: new.operation,
-                payload,
-            };
             fault::point(FaultPoint::BeforeEffect);
             if !session.still_holds_lease(leased_until)? {
                 spans::attempt_ended(&span, "refused");
@@ -803,8 +805,29 @@ impl EffectSession {
                     new.provider,
                 ))));
             }
-            let beat = session.heartbeats.beat(&session.invocation, &session.owner);
+            let (tool, invocation, principal) = (
+                session.tool.clone(),
+                session.invocation.clone(),
+                session.principal.clone(),
+            );
+            let heartbeats = Arc::clone(&session.heartbeats);
+            let beat = heartbeats.beat(&invocation, &session.owner);
+            // What the downstream asks of the call's client meanwhile (an upstream's
+            // questions, sampling, roots) is answered through the session.
+            let client = CallsClient::new(session, new.seq, true);
+            let request = EffectRequest {
+                tool: &tool,
+                principal: principal.as_deref(),
+                key: &key,
+                invocation: &invocation,
+                seq: new.seq,
+                attempt,
+                operation: new.operation,
+                payload,
+                client: Some(&client),
+            };
             let answer = provider.perform(&request);
+            let session = client.finish();
             drop(beat);
             fault::point(FaultPoint::AfterProvider);
             spans::attempt_ended(&span, attempt_result(&answer));

@@ -21,17 +21,22 @@ use super::credentials::Credentials;
 use super::late::LateAnswers;
 use super::log_field::{capped, field};
 use super::progress;
+use crate::provider::{ClientReply, ClientRequests};
 use crate::runtime::log_listener;
 
 /// The MCP revision this client asks for; an upstream may answer an older one.
 pub(crate) const PROTOCOL_VERSION: &str = "2025-06-18";
 
 /// The parameters of the `initialize` this client sends an upstream, over either
-/// transport.
+/// transport. It declares what the gateway passes on to the client of the call that
+/// asks (elicitation, sampling, roots): an upstream offers the tools that use them
+/// (`server-everything` lists `trigger-elicitation-request` only to a client that
+/// declared `elicitation`), and a call whose client did not declare one is refused
+/// it with `-32021` when its tool asks ([`crate::provider::ClientRequests`]).
 pub(crate) fn initialize_params() -> Value {
     json!({
         "protocolVersion": PROTOCOL_VERSION,
-        "capabilities": {},
+        "capabilities": { "elicitation": {}, "sampling": {}, "roots": {} },
         "clientInfo": { "name": "justonce", "version": env!("CARGO_PKG_VERSION") },
     })
 }
@@ -147,6 +152,9 @@ struct Waiter {
     /// is kept under it ([`LateAnswers`]), and a later attempt under the same key
     /// waits for this request instead of sending another.
     key: Option<String>,
+    /// Whether its requester answers what the upstream asks of the client meanwhile
+    /// (a `tools/call` of a guarded call): such requests go to it.
+    asks: bool,
 }
 
 type Pending = Arc<Mutex<HashMap<u64, Waiter>>>;
@@ -267,7 +275,13 @@ impl StdioClient {
 
     /// `initialize` and `notifications/initialized`: the upstream's `initialize` result.
     pub(crate) fn initialize(&self, timeout: Duration) -> Result<Value, ClientError> {
-        let result = self.request("initialize", initialize_params(), timeout, None, None)?;
+        let result = self.request(
+            "initialize",
+            initialize_params(),
+            timeout,
+            (None, None),
+            None,
+        )?;
         self.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))?;
         Ok(result)
     }
@@ -281,16 +295,22 @@ impl StdioClient {
     /// timeout it stays registered (its answer, when it comes, is kept as a late
     /// answer), and a later request under the same key waits for that one's answer
     /// instead of sending another, or is answered at once with the answer kept.
+    ///
+    /// With `asks`, what the upstream asks of the client while this request runs
+    /// (its `elicitation/create`, `sampling/createMessage`, `roots/list`) is answered
+    /// by it; the time it takes (a person reading) does not count against `timeout`.
+    /// Over stdio nothing in such a request names the request it belongs to: it goes
+    /// to the one request in flight that takes them, and is refused while several are.
     pub(crate) fn request(
         &self,
         method: &str,
         mut params: Value,
         timeout: Duration,
-        key: Option<&str>,
-        progress_of: Option<&str>,
+        (key, progress_of): (Option<&str>, Option<&str>),
+        asks: Option<&dyn ClientRequests>,
     ) -> Result<Value, ClientError> {
         let (tx, rx): (Sender<Value>, Receiver<Value>) = channel();
-        let id = match self.waiting_on(key, &tx) {
+        let id = match self.waiting_on(key, &tx, asks.is_some()) {
             Waiting::Kept(message) => return answer_of(&self.upstream, method, message),
             Waiting::Earlier(id) => {
                 tracing::info!(target: "justonce::upstream", upstream = %self.upstream, "a {method} under the same key is still running upstream: waiting for its answer rather than sending it again");
@@ -312,6 +332,7 @@ impl StdioClient {
                     Waiter {
                         to: Some(tx),
                         key: key.map(str::to_owned),
+                        asks: asks.is_some(),
                     },
                 );
                 let sent = self.send(
@@ -326,11 +347,19 @@ impl StdioClient {
         };
         let progress_of = progress_of.filter(|_| log_listener::listening());
         let mut reports = progress::of_tool(progress_of.unwrap_or_default());
-        let deadline = Instant::now() + timeout;
+        let mut deadline = Instant::now() + timeout;
         let answer = loop {
             let now = Instant::now();
             let until = reports.due().map_or(deadline, |due| due.min(deadline));
             match rx.recv_timeout(until.saturating_duration_since(now)) {
+                Ok(message) if message.get("method").is_some() && message.get("id").is_some() => {
+                    let asked = Instant::now();
+                    let reply = answer_for_client(&self.upstream, asks, &message);
+                    deadline += asked.elapsed();
+                    // A reply that cannot be written: the upstream is gone, and the
+                    // request learns that from the reader.
+                    let _ = self.send(&reply);
+                }
                 Ok(message) if message.get("method").is_some() => {
                     if progress_of.is_some() {
                         reports.report(message, Instant::now());
@@ -382,7 +411,7 @@ impl StdioClient {
 
     /// What a request under `key` waits for: the answer kept for it, an earlier
     /// request under it still running (its answers now go to `to`), or a new one.
-    fn waiting_on(&self, key: Option<&str>, to: &Sender<Value>) -> Waiting {
+    fn waiting_on(&self, key: Option<&str>, to: &Sender<Value>, asks: bool) -> Waiting {
         let Some(key) = key else {
             return Waiting::New;
         };
@@ -398,6 +427,7 @@ impl StdioClient {
         {
             Some((id, waiter)) => {
                 waiter.to = Some(to.clone());
+                waiter.asks = asks;
                 Waiting::Earlier(*id)
             }
             None => Waiting::New,
@@ -489,6 +519,39 @@ struct Reader {
 }
 
 impl Reader {
+    /// Hands the upstream's request `message` (of `method`) to the one call in
+    /// flight that answers such requests; `Err` with the reply when there is none
+    /// (or several, which a stdio message cannot tell apart), or for a `ping`.
+    fn to_the_call(&self, method: &str, message: Value) -> Result<(), Value> {
+        let id = message.get("id").cloned().unwrap_or(Value::Null);
+        if method == "ping" {
+            return Err(reply_to_request(method, &id));
+        }
+        let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let mut calls = pending
+            .values()
+            .filter(|waiter| waiter.asks)
+            .filter_map(|waiter| waiter.to.as_ref());
+        let (first, more) = (calls.next(), calls.next());
+        match (first, more) {
+            (Some(call), None) => call
+                .send(message)
+                .map_err(|_| reply_to_request(method, &id)),
+            (Some(_), Some(_)) => {
+                let calls = 2 + calls.count();
+                tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, "its {method} came while {calls} calls were in flight on its stdio, which says not which one asks: refused");
+                Err(ClientReply::Error {
+                    code: -32603,
+                    message: format!(
+                        "justonce cannot tell which of the {calls} calls in flight this {method} belongs to (stdio names none); it passes a request of an upstream to the client of the one call that makes it"
+                    ),
+                }
+                .response(&id))
+            }
+            (None, _) => Err(reply_to_request(method, &id)),
+        }
+    }
+
     fn run(self, stdout: impl std::io::Read) {
         let mut stdout = BufReader::new(stdout);
         loop {
@@ -561,9 +624,13 @@ impl Reader {
                     }
                 }
             }
-            // A request of the upstream's (roots, sampling, elicitation, ping).
-            (Some(method), Some(id)) => {
-                let reply = reply_to_request(method, id);
+            // A request of the upstream's (roots, sampling, elicitation, ping): to
+            // the call that answers them, or answered here.
+            (Some(method), Some(_)) => {
+                let reply = match self.to_the_call(method, message.clone()) {
+                    Ok(()) => return,
+                    Err(refused) => refused,
+                };
                 let mut line = reply.to_string();
                 line.push('\n');
                 let mut stdin = self.stdin.lock().unwrap_or_else(|p| p.into_inner());
@@ -638,17 +705,41 @@ pub(crate) fn answer_of(
     }
 }
 
-/// The gateway's reply to a request an upstream sends it (`id` its id): `ping` is
-/// answered, anything else (roots, sampling, elicitation) is not offered.
+/// The gateway's reply to a request an upstream sends it (`id` its id) outside any
+/// call that answers it: `ping` is answered; anything else (roots, sampling,
+/// elicitation) belongs to the client of a call, and none is asking.
 pub(super) fn reply_to_request(method: &str, id: &Value) -> Value {
     if method == "ping" {
         json!({ "jsonrpc": "2.0", "id": id, "result": {} })
     } else {
         json!({ "jsonrpc": "2.0", "id": id, "error": {
             "code": -32601,
-            "message": format!("justonce does not offer {method} to upstreams"),
+            "message": format!("justonce passes {method} to the client of the tool call that sends it, and no call of this upstream is running"),
         } })
     }
+}
+
+/// The reply to the upstream's request `message` made during a call: what `asks`
+/// (the call's) answers, or, for a request without one, [`reply_to_request`].
+pub(super) fn answer_for_client(
+    upstream: &str,
+    asks: Option<&dyn ClientRequests>,
+    message: &Value,
+) -> Value {
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let method = message.get("method").and_then(Value::as_str).unwrap_or("");
+    let Some(asks) = asks else {
+        return reply_to_request(method, &id);
+    };
+    if method == "ping" {
+        return reply_to_request(method, &id);
+    }
+    let params = message.get("params").cloned().unwrap_or(Value::Null);
+    let reply = asks.request(method, &params);
+    if let ClientReply::Error { code, message } = &reply {
+        tracing::info!(target: "justonce::upstream", upstream = %upstream, "its {method} was refused ({code}): {message}");
+    }
+    reply.response(&id)
 }
 
 #[cfg(test)]
