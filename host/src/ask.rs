@@ -35,6 +35,10 @@ pub const PROVIDER: &str = "user";
 /// The operation of the asking effect.
 pub const OPERATION: &str = "elicit";
 
+/// The operation of an upstream MCP server's question during a gateway call: asked
+/// and journaled as [`OPERATION`] is, after the upstream call's position.
+pub const UPSTREAM_OPERATION: &str = "elicit_upstream";
+
 /// The domain tag of a request state's MAC.
 const STATE_TAG: &str = "justonce.request-state.v2";
 

@@ -72,8 +72,16 @@ pub struct EffectRequest<'a> {
 /// who answers it: the guard, which journals a question to the person as the call's
 /// own and forwards the rest to the call's client where it declared them.
 pub trait ClientRequests {
-    /// The reply to the downstream's request `method` with `params`.
-    fn request(&self, method: &str, params: &Value) -> ClientReply;
+    /// The reply to the downstream's request `method` with `params`. `can_wait`: the
+    /// downstream's request may stay unanswered until the client answers with a
+    /// later request ([`ClientReply::Later`]), the effect left running meanwhile.
+    fn request(&self, method: &str, params: &Value, can_wait: bool) -> ClientReply;
+
+    /// Whether this attempt only takes up the earlier one under its key, left
+    /// waiting on [`ClientReply::Later`]: it must never be sent anew.
+    fn resumes(&self) -> bool {
+        false
+    }
 }
 
 impl std::fmt::Debug for dyn ClientRequests + '_ {
@@ -94,6 +102,10 @@ pub enum ClientReply {
         /// What the downstream reads.
         message: String,
     },
+    /// The client answers with a later request (the call stopped, awaiting the
+    /// person): the downstream's request is kept unanswered, its effect running,
+    /// until the call is made again and [`ClientRequests::resumes`] it.
+    Later,
 }
 
 impl ClientReply {
@@ -105,6 +117,9 @@ impl ClientReply {
             }
             Self::Error { code, message } => serde_json::json!({
                 "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message },
+            }),
+            Self::Later => serde_json::json!({
+                "jsonrpc": "2.0", "id": id, "error": { "code": -32603, "message": "the client answers later, and this request cannot wait for it" },
             }),
         }
     }
@@ -193,6 +208,10 @@ pub enum EarlierAttempt {
     Answered(Result<Value, ProviderError>),
     /// It is still running downstream: its answer may yet come.
     Running,
+    /// It is still running downstream, waiting for the client's answer to what it
+    /// asked ([`ClientReply::Later`]): the call made again takes it up, sending
+    /// nothing anew.
+    Asking,
 }
 
 /// What a probe found out about an unkeyed effect whose outcome was unknown.

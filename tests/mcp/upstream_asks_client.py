@@ -10,7 +10,9 @@ COMMAND starts the server on stdio; PREFIX is what its tools' names start with t
 - `all`: a client that declares elicitation, sampling and roots calls the three tools;
 - `none`: one that declares none calls them;
 - `retry`: one that declares elicitation calls trigger-elicitation-request twice (the
-  agent's retry).
+  agent's retry);
+- `stateless`: as `retry`, in the stateless revision 2026-07-28 (the question comes
+  in an `input_required` result, the SDK calls again with the answer).
 Prints one JSON object: the tools listed, what each call told the agent, and how often
 each of the client's callbacks was called.
 """
@@ -58,7 +60,7 @@ async def main(scenario, prefix, command, args):
         return types.ListRootsResult(roots=[types.Root(uri="file:///tmp/project", name="project")])
 
     options = {}
-    if scenario in ("all", "retry"):
+    if scenario in ("all", "retry", "stateless"):
         options["elicitation_callback"] = elicit
     if scenario == "all":
         options["sampling_callback"] = sample
@@ -69,7 +71,8 @@ async def main(scenario, prefix, command, args):
         "roots": ("get-roots-list", {}),
     }
     told = {}
-    async with Client(server, mode="legacy", **options) as client:
+    mode = "2026-07-28" if scenario == "stateless" else "legacy"
+    async with Client(server, mode=mode, **options) as client:
         # The gateway answers `initialize` before its upstream is ready: its tools
         # come once it is (polled, with a deadline).
         for _ in range(600):
@@ -77,7 +80,7 @@ async def main(scenario, prefix, command, args):
             if prefix + "echo" in listed:
                 break
             await asyncio.sleep(0.1)
-        if scenario == "retry":
+        if scenario in ("retry", "stateless"):
             told["first"] = seen(await client.call_tool(prefix + calls["elicit"][0], {}, meta=CONVERSATION))
             told["retry"] = seen(await client.call_tool(prefix + calls["elicit"][0], {}, meta=CONVERSATION))
         else:

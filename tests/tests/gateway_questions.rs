@@ -15,7 +15,7 @@ use std::sync::LazyLock;
 
 use serde_json::{Value, json};
 
-use crate::mcp_gateway::{effects_in, needed, python};
+use crate::mcp_gateway::{effects_in, everything_over_http, needed, python};
 
 const CLIENT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -41,7 +41,7 @@ struct Gateway {
 }
 
 impl Gateway {
-    /// `[upstreams.everything]` with `extra` added to the section.
+    /// `[upstreams.everything]` over stdio, with `extra` added to the section.
     fn new(index: &Path, extra: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let script = format!(
@@ -49,9 +49,15 @@ impl Gateway {
             dir.path().join("received.jsonl").display(),
             index.display()
         );
-        let toml = format!(
-            "[upstreams.everything]\ncommand = [\"sh\", \"-c\", {script:?}]\nprefix = \"ev_\"\n{extra}\n"
-        );
+        Self::with(
+            dir,
+            &format!("command = [\"sh\", \"-c\", {script:?}]\n{extra}"),
+        )
+    }
+
+    /// `[upstreams.everything]` made of `section`, in `dir`.
+    fn with(dir: tempfile::TempDir, section: &str) -> Self {
+        let toml = format!("[upstreams.everything]\n{section}\nprefix = \"ev_\"\n");
         std::fs::write(dir.path().join("justonce.toml"), toml).unwrap();
         Self { dir }
     }
@@ -135,6 +141,19 @@ fn texts(told: &Value) -> &Value {
     &told["text"]
 }
 
+/// `call` succeeded `through` the gateway and told the agent what it did `alone`.
+fn same_both_ways(call: &str, through: &Value, alone: &Value) {
+    assert_eq!(
+        through["told"][call]["is_error"], false,
+        "{call}: {through}"
+    );
+    assert_eq!(
+        texts(&through["told"][call]),
+        texts(&alone["told"][call]),
+        "{call}: the same result both ways"
+    );
+}
+
 /// The three tools are listed through the gateway, and each answers as it does
 /// directly: the person asked once for the question, the model sampled once, the
 /// roots read once, all by the client of the call. Before issue 58 the three were
@@ -160,15 +179,7 @@ fn elicitation_sampling_and_roots_answer_through_the_gateway_as_they_do_directly
         assert!(listed(&through, format!("ev_{tool}")), "listed: {through}");
     }
     for call in ["elicit", "sample", "roots"] {
-        assert_eq!(
-            through["told"][call]["is_error"], false,
-            "{call}: {through}"
-        );
-        assert_eq!(
-            texts(&through["told"][call]),
-            texts(&alone["told"][call]),
-            "{call}: the same result both ways"
-        );
+        same_both_ways(call, &through, &alone);
     }
     assert_eq!(through["called"], alone["called"], "each callback as often");
     assert_eq!(
@@ -304,4 +315,72 @@ fn a_lost_answer_of_an_unkeyed_call_that_asked_is_unknown_and_nobody_is_asked_ag
         "{report}"
     );
     assert_eq!(gateway.calls_of("trigger-elicitation-request").len(), 1);
+}
+
+/// Over Streamable HTTP the upstream's question and its sampling request come on the
+/// call's own response stream, and answer as they do directly. (server-everything
+/// sends `roots/list` on its standalone stream, which names no call: refused there,
+/// docs/gateway.md says so.)
+#[test]
+fn over_streamable_http_the_question_and_the_sampling_come_on_the_calls_stream() {
+    let Some((python, index)) = needs() else {
+        return;
+    };
+    let (_server, port) = everything_over_http(&index);
+    let gateway = Gateway::with(
+        tempfile::tempdir().unwrap(),
+        &format!("url = \"http://127.0.0.1:{port}/mcp\""),
+    );
+    let through = gateway.report(&python, "all", &[]);
+    let alone = direct(&python, &index, "all");
+    for call in ["elicit", "sample"] {
+        same_both_ways(call, &through, &alone);
+        let kind = if call == "elicit" {
+            "elicitation"
+        } else {
+            "sampling"
+        };
+        assert_eq!(through["called"][kind], alone["called"][kind], "{through}");
+    }
+    let asked = questions_of(&gateway, "ev_trigger-elicitation-request");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+}
+
+/// The stateless revision (2026-07-28): the upstream's question reaches the client
+/// in an `input_required` result while the upstream call waits for its answer, and
+/// the call the SDK makes again with the answer takes that upstream call up: one
+/// `tools/call` upstream (not sent anew, though the tool is unkeyed), one question
+/// to the person, one answer to the upstream, the result as direct; the agent's
+/// retry is replayed.
+#[test]
+fn in_the_stateless_era_the_question_is_input_required_and_the_upstream_call_waits_for_its_answer()
+{
+    let Some((python, index)) = needs() else {
+        return;
+    };
+    let alone = direct(&python, &index, "retry");
+    let gateway = Gateway::new(&index, "");
+    let report = gateway.report(&python, "stateless", &[]);
+    let (first, retry) = (&report["told"]["first"], &report["told"]["retry"]);
+    assert_eq!(first["is_error"], false, "{report}");
+    assert_eq!(texts(first), texts(&alone["told"]["first"]), "as direct");
+    assert_eq!(
+        report["called"]["elicitation"].as_array().unwrap().len(),
+        1,
+        "asked once: {report}"
+    );
+    assert_eq!(retry["meta"]["dev.justonce/replayed"], true, "{report}");
+    assert_eq!(
+        retry["meta"]["dev.justonce/key"],
+        first["meta"]["dev.justonce/key"]
+    );
+    assert_eq!(gateway.calls_of("trigger-elicitation-request").len(), 1);
+    let answers: Vec<Value> = gateway
+        .replies()
+        .into_iter()
+        .filter(|r| r["result"]["action"] == "accept")
+        .collect();
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    let asked = questions_of(&gateway, "ev_trigger-elicitation-request");
+    assert_eq!(asked.len(), 1, "{asked:?}");
 }

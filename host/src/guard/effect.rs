@@ -412,11 +412,15 @@ impl EffectSession {
         // provider has learned its answer since (it came after the attempt was given
         // up): then that answer is the effect's, saved as an answer in time would
         // have been. Its probe, if it has one, may say whether it happened (`probing`).
+        let mut resumes = false;
         if let Some(record) = &existing
             && class == ProviderClass::Unkeyed
             && record.resolution != Some(Resolution::NotPerformed)
         {
             let earlier = provider.earlier_attempt(&record.key);
+            // One waiting upstream on the person's answer to what it asked is taken
+            // up, never sent anew (`client_requests`): it goes on below.
+            resumes = matches!(earlier, Some(EarlierAttempt::Asking));
             let late = match &earlier {
                 Some(EarlierAttempt::Answered(Ok(response))) => Some(Answer::Ok(response.clone())),
                 Some(EarlierAttempt::Answered(Err(ProviderError::Rejected(answer)))) => {
@@ -438,24 +442,26 @@ impl EffectSession {
             }
             // Named by its call, not its effect key: what the agent reads never holds
             // an effect key (operators read it in the journal).
-            if let Some(EarlierAttempt::Running) = earlier {
+            if resumes {
+            } else if let Some(EarlierAttempt::Running) = earlier {
                 let reason = format!(
                     "an earlier attempt of this unkeyed effect is still running on {provider_name}, which has not answered it yet; \
                      it is not sent again: retrying the same tool call once it answered returns its answer"
                 );
                 return Ok(Err(self.unknown(seq, provider_name, reason, EndsBy::Retry)));
-            }
-            match self.probe_pending(provider, record, seq, operation, payload)? {
-                Probing::Answered(answer) => return Ok(answer),
-                Probing::Resend => {}
-                Probing::Unknown { reason, ends_by } => {
-                    return Ok(Err(self.unknown(seq, provider_name, reason, ends_by)));
+            } else {
+                match self.probe_pending(provider, record, seq, operation, payload)? {
+                    Probing::Answered(answer) => return Ok(answer),
+                    Probing::Resend => {}
+                    Probing::Unknown { reason, ends_by } => {
+                        return Ok(Err(self.unknown(seq, provider_name, reason, ends_by)));
+                    }
                 }
             }
         }
 
         // 5. Keyed or unkeyed: claim, perform, retry under the same key.
-        self.keyed_or_unkeyed(provider, class, &new, payload)
+        self.keyed_or_unkeyed(provider, (class, resumes), &new, payload)
     }
 
     /// Whether the effect asked for now, which its provider calls a read, is the one
@@ -562,11 +568,18 @@ impl EffectSession {
         if !self.resumed {
             return Ok(None);
         }
-        let journaled = self
-            .shared
-            .journal
-            .effects_from(&self.invocation, self.next_seq)?;
-        Ok((journaled > 0).then_some((self.next_seq, journaled)))
+        // An upstream's questions follow its call: one resent under its key that its
+        // upstream answered without asking them again (it deduplicates the key)
+        // skipped none of the tool's effects.
+        let mut from = self.next_seq;
+        while let Some(record) = self.shared.journal.effect(&self.invocation, from)?
+            && record.provider == ask::PROVIDER
+            && record.operation == ask::UPSTREAM_OPERATION
+        {
+            from += 1;
+        }
+        let journaled = self.shared.journal.effects_from(&self.invocation, from)?;
+        Ok((journaled > 0).then_some((from, journaled)))
     }
 
     /// The one retry loop: makes attempts, pausing before each under the retry policy
@@ -709,7 +722,7 @@ impl EffectSession {
     fn keyed_or_unkeyed(
         &mut self,
         provider: &dyn Provider,
-        class: ProviderClass,
+        (class, resumes): (ProviderClass, bool),
         new: &NewEffect<'_>,
         payload: &Value,
     ) -> Result<Result<String, EffectFailure>, Error> {
@@ -814,7 +827,8 @@ impl EffectSession {
             let beat = heartbeats.beat(&invocation, &session.owner);
             // What the downstream asks of the call's client meanwhile (an upstream's
             // questions, sampling, roots) is answered through the session.
-            let client = CallsClient::new(session, new.seq, true);
+            let client =
+                CallsClient::new(session, new.seq, true).resuming(resumes && previous.is_none());
             let request = EffectRequest {
                 tool: &tool,
                 principal: principal.as_deref(),
@@ -829,6 +843,14 @@ impl EffectSession {
             let answer = provider.perform(&request);
             let session = client.finish();
             drop(beat);
+            // The call stopped for the person's answer to what the downstream asked:
+            // the effect stays pending (its request waits upstream), nothing saved.
+            if let Some(Interruption::AwaitingInput { .. }) = session.interrupted {
+                spans::attempt_ended(&span, "awaiting_input");
+                return Ok(Attempt::Done(Err(EffectFailure::Stopped(
+                    "the call stopped to wait for the user's answers".into(),
+                ))));
+            }
             fault::point(FaultPoint::AfterProvider);
             spans::attempt_ended(&span, attempt_result(&answer));
             counters.attempt_ended(attempt_result(&answer));

@@ -155,6 +155,9 @@ struct Waiter {
     /// Whether its requester answers what the upstream asks of the client meanwhile
     /// (a `tools/call` of a guarded call): such requests go to it.
     asks: bool,
+    /// The upstream's request it waits on, kept unanswered for the client's later
+    /// answer ([`ClientReply::Later`]): handed to the request that takes it up.
+    parked: Option<Value>,
 }
 
 type Pending = Arc<Mutex<HashMap<u64, Waiter>>>;
@@ -163,8 +166,11 @@ type Pending = Arc<Mutex<HashMap<u64, Waiter>>>;
 enum Waiting {
     /// The answer kept for the key, which came after an earlier request gave up.
     Kept(Value),
-    /// The earlier request (by id) under the key, still running upstream.
-    Earlier(u64),
+    /// The earlier request (by id) under the key, still running upstream, and the
+    /// request of the upstream's it waits on, if it was parked.
+    Earlier(u64, Option<Value>),
+    /// An attempt that only takes up an earlier request found none (it ended).
+    Gone,
     /// Nothing yet: a new request is sent.
     New,
 }
@@ -310,11 +316,22 @@ impl StdioClient {
         asks: Option<&dyn ClientRequests>,
     ) -> Result<Value, ClientError> {
         let (tx, rx): (Sender<Value>, Receiver<Value>) = channel();
-        let id = match self.waiting_on(key, &tx, asks.is_some()) {
+        let resumes = asks.is_some_and(|asks| asks.resumes());
+        let id = match self.waiting_on(key, &tx, (asks.is_some(), resumes)) {
             Waiting::Kept(message) => return answer_of(&self.upstream, method, message),
-            Waiting::Earlier(id) => {
+            Waiting::Earlier(id, parked) => {
                 tracing::info!(target: "justonce::upstream", upstream = %self.upstream, "a {method} under the same key is still running upstream: waiting for its answer rather than sending it again");
+                if let Some(parked) = parked {
+                    // Handed on first, as if it came now.
+                    let _ = tx.send(parked);
+                }
                 id
+            }
+            Waiting::Gone => {
+                return Err(ClientError::Lost(format!(
+                    "upstream `{}` no longer runs the {method} that waited for the client's answer (it ended or restarted): whether it took effect is unknown",
+                    self.upstream
+                )));
             }
             Waiting::New => {
                 let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -333,6 +350,7 @@ impl StdioClient {
                         to: Some(tx),
                         key: key.map(str::to_owned),
                         asks: asks.is_some(),
+                        parked: None,
                     },
                 );
                 let sent = self.send(
@@ -348,17 +366,26 @@ impl StdioClient {
         let progress_of = progress_of.filter(|_| log_listener::listening());
         let mut reports = progress::of_tool(progress_of.unwrap_or_default());
         let mut deadline = Instant::now() + timeout;
+        let mut parked = false;
         let answer = loop {
             let now = Instant::now();
             let until = reports.due().map_or(deadline, |due| due.min(deadline));
             match rx.recv_timeout(until.saturating_duration_since(now)) {
                 Ok(message) if message.get("method").is_some() && message.get("id").is_some() => {
                     let asked = Instant::now();
-                    let reply = answer_for_client(&self.upstream, asks, &message);
+                    let reply = answer_for_client(&self.upstream, asks, &message, key.is_some());
                     deadline += asked.elapsed();
-                    // A reply that cannot be written: the upstream is gone, and the
-                    // request learns that from the reader.
-                    let _ = self.send(&reply);
+                    match reply {
+                        Some(reply) => {
+                            // A reply that cannot be written: the upstream is gone,
+                            // and the request learns that from the reader.
+                            let _ = self.send(&reply);
+                        }
+                        None => {
+                            parked = true;
+                            break self.park(id, message, &rx);
+                        }
+                    }
                 }
                 Ok(message) if message.get("method").is_some() => {
                     if progress_of.is_some() {
@@ -391,11 +418,44 @@ impl StdioClient {
                     ""
                 }
             ))),
+            Err(RecvTimeoutError::Disconnected) if parked => Err(ClientError::Lost(format!(
+                "upstream `{}` waits for the client's answer to its request: the {method} stays running until the call is made again with it",
+                self.upstream
+            ))),
             Err(RecvTimeoutError::Disconnected) => Err(ClientError::Lost(format!(
                 "upstream `{}` ended before answering {method}",
                 self.upstream
             ))),
         }
+    }
+
+    /// Parks the upstream's `request` on request `id` (whose requester stops
+    /// waiting): kept unanswered for the client's later answer, which the call made
+    /// again brings ([`Waiting::Earlier`]). An answer that came meanwhile is taken.
+    fn park(
+        &self,
+        id: u64,
+        request: Value,
+        rx: &Receiver<Value>,
+    ) -> Result<Value, RecvTimeoutError> {
+        // Given up as a keyed request is (its answer kept if it comes), then parked;
+        // one answered in between is kept as a late answer, for the same call.
+        let answer = self.give_up(id, true, rx);
+        if answer.is_ok() {
+            return answer;
+        }
+        if let Some(waiter) = self.lock_pending().get_mut(&id) {
+            waiter.parked = Some(request);
+        }
+        tracing::info!(target: "justonce::upstream", upstream = %self.upstream, "its request to the client waits for the client's later answer; the call is suspended, its tools/call left running");
+        Err(RecvTimeoutError::Disconnected)
+    }
+
+    /// Whether a request under `key` waits, parked, for the client's later answer.
+    pub(crate) fn asking(&self, key: &str) -> bool {
+        self.lock_pending()
+            .values()
+            .any(|waiter| waiter.key.as_deref() == Some(key) && waiter.parked.is_some())
     }
 
     /// Whether a request under `key` is sent and not answered yet.
@@ -411,7 +471,12 @@ impl StdioClient {
 
     /// What a request under `key` waits for: the answer kept for it, an earlier
     /// request under it still running (its answers now go to `to`), or a new one.
-    fn waiting_on(&self, key: Option<&str>, to: &Sender<Value>, asks: bool) -> Waiting {
+    fn waiting_on(
+        &self,
+        key: Option<&str>,
+        to: &Sender<Value>,
+        (asks, resumes): (bool, bool),
+    ) -> Waiting {
         let Some(key) = key else {
             return Waiting::New;
         };
@@ -428,8 +493,9 @@ impl StdioClient {
             Some((id, waiter)) => {
                 waiter.to = Some(to.clone());
                 waiter.asks = asks;
-                Waiting::Earlier(*id)
+                Waiting::Earlier(*id, waiter.parked.take())
             }
+            None if resumes => Waiting::Gone,
             None => Waiting::New,
         }
     }
@@ -720,26 +786,32 @@ pub(super) fn reply_to_request(method: &str, id: &Value) -> Value {
 }
 
 /// The reply to the upstream's request `message` made during a call: what `asks`
-/// (the call's) answers, or, for a request without one, [`reply_to_request`].
+/// (the call's) answers, or, for a request without one, [`reply_to_request`];
+/// `None` when the client answers later and the request (`can_wait`) waits for it.
 pub(super) fn answer_for_client(
     upstream: &str,
     asks: Option<&dyn ClientRequests>,
     message: &Value,
-) -> Value {
+    can_wait: bool,
+) -> Option<Value> {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let method = message.get("method").and_then(Value::as_str).unwrap_or("");
     let Some(asks) = asks else {
-        return reply_to_request(method, &id);
+        return Some(reply_to_request(method, &id));
     };
     if method == "ping" {
-        return reply_to_request(method, &id);
+        return Some(reply_to_request(method, &id));
     }
     let params = message.get("params").cloned().unwrap_or(Value::Null);
-    let reply = asks.request(method, &params);
-    if let ClientReply::Error { code, message } = &reply {
-        tracing::info!(target: "justonce::upstream", upstream = %upstream, "its {method} was refused ({code}): {message}");
+    let reply = asks.request(method, &params, can_wait);
+    match &reply {
+        ClientReply::Later if can_wait => return None,
+        ClientReply::Error { code, message } => {
+            tracing::info!(target: "justonce::upstream", upstream = %upstream, "its {method} was refused ({code}): {message}");
+        }
+        _ => {}
     }
-    reply.response(&id)
+    Some(reply.response(&id))
 }
 
 #[cfg(test)]
@@ -791,9 +863,9 @@ mod tests {
         assert_eq!(logged[2], "handed [redacted] \\u{1b}[2K\\rINFO forged");
     }
 
-    #[test]
-    fn a_long_line_that_is_not_json_rpc_is_logged_cut_not_whole() {
-        // A process whose input the reader may answer on (it answers nothing here).
+    /// A reader of an upstream whose input is a process it may answer on (`cat`,
+    /// which answers nothing), and that process.
+    fn reader() -> (Reader, std::process::Child) {
         let mut sink = std::process::Command::new("cat")
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -810,6 +882,12 @@ mod tests {
             credentials: Credentials::default(),
             late: Arc::default(),
         };
+        (reader, sink)
+    }
+
+    #[test]
+    fn a_long_line_that_is_not_json_rpc_is_logged_cut_not_whole() {
+        let (reader, mut sink) = reader();
         let output = format!("not json {}\n", "x".repeat(16 << 20));
         let ((), lines) = crate::test_log::logged(|| reader.run(output.as_bytes()));
         let logged = crate::test_log::messages(&lines);
@@ -820,6 +898,57 @@ mod tests {
             &logged[0][..80]
         );
         assert!(logged[0].len() < 5000, "{} bytes logged", logged[0].len());
+        let _ = sink.kill();
+        let _ = sink.wait();
+    }
+
+    /// What the upstream asks of the client goes to the one call in flight that
+    /// answers such requests: with none it is refused (-32601), with several too
+    /// (-32603: stdio names no call), and a ping is answered here.
+    #[test]
+    fn an_upstreams_request_goes_to_the_one_call_that_asks_and_is_refused_otherwise() {
+        let (reader, mut sink) = reader();
+        let question =
+            json!({ "jsonrpc": "2.0", "id": 9, "method": "elicitation/create", "params": {} });
+        let code = |reply: Result<(), Value>| reply.unwrap_err()["error"]["code"].clone();
+        assert_eq!(
+            code(reader.to_the_call("elicitation/create", question.clone())),
+            -32601
+        );
+        let waiter = |asks: bool| {
+            let (to, from) = channel();
+            let waiter = Waiter {
+                to: Some(to),
+                key: None,
+                asks,
+                parked: None,
+            };
+            (waiter, from)
+        };
+        let (listing, listed) = waiter(false);
+        let (call, asked) = waiter(true);
+        reader.pending.lock().unwrap().insert(1, listing);
+        reader.pending.lock().unwrap().insert(2, call);
+        assert_eq!(
+            reader.to_the_call("elicitation/create", question.clone()),
+            Ok(())
+        );
+        assert_eq!(asked.try_recv().unwrap(), question, "to the call that asks");
+        assert!(listed.try_recv().is_err(), "not to tools/list");
+        let ping = reader.to_the_call("ping", json!({ "id": 3, "method": "ping" }));
+        assert_eq!(ping.unwrap_err()["result"], json!({}));
+        let (other, _other) = waiter(true);
+        reader.pending.lock().unwrap().insert(3, other);
+        let several = reader.to_the_call("sampling/createMessage", question);
+        let several = several.unwrap_err();
+        assert_eq!(several["error"]["code"], -32603);
+        assert!(
+            several["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("2 calls in flight"),
+            "{several}"
+        );
         let _ = sink.kill();
         let _ = sink.wait();
     }

@@ -60,4 +60,13 @@ impl Connection {
             Self::Http(_) => false,
         }
     }
+
+    /// Whether a request under `key` waits, parked, for the client's later answer
+    /// to what the upstream asked (over stdio; a response stream cannot wait).
+    pub(crate) fn asking(&self, key: &str) -> bool {
+        match self {
+            Self::Stdio(client) => client.asking(key),
+            Self::Http(_) => false,
+        }
+    }
 }

@@ -447,9 +447,13 @@ impl HttpClient {
                     reports.report(message, std::time::Instant::now());
                 }
             } else if message.get("method").is_some() && message.get("id").is_some() {
-                let reply = super::client::answer_for_client(&self.upstream, asks, &message);
-                // Not answered: the upstream's own request fails, and its tool with it.
-                let _ = self.post(&reply, timeout, None, None, false);
+                // A request on a response stream cannot wait past it: never parked.
+                if let Some(reply) =
+                    super::client::answer_for_client(&self.upstream, asks, &message, false)
+                {
+                    // Not answered: the upstream's own request fails, and its tool with it.
+                    let _ = self.post(&reply, timeout, None, None, false);
+                }
             } else if message.get("id").and_then(Value::as_u64) == Some(id)
                 && message.get("method").is_none()
             {

@@ -770,6 +770,16 @@ impl Upstream {
             .as_ref()
             .is_some_and(|(_, connection)| connection.running(key))
     }
+
+    /// Whether a request under `key` waits for the client's later answer to what
+    /// the upstream asked during it.
+    fn asking(&self, key: &str) -> bool {
+        let status = self.shared.lock();
+        status
+            .connection
+            .as_ref()
+            .is_some_and(|(_, connection)| connection.asking(key))
+    }
 }
 
 /// The names `config`'s `tools`, `exclude` and `idempotent` give that are not among

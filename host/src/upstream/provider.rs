@@ -149,6 +149,9 @@ impl Provider for UpstreamProvider {
                 answer,
             )));
         }
+        if self.upstream.asking(key.as_str()) {
+            return Some(EarlierAttempt::Asking);
+        }
         self.upstream
             .still_running(key.as_str())
             .then_some(EarlierAttempt::Running)

@@ -73,12 +73,13 @@ impl EffectSession {
         self.next_seq += 1;
         // Only a resumed run can find the question journaled already.
         let resumed = self.resumed;
-        let (key, state, asked) = match self.ask_at(seq, resumed, questions, payload)? {
-            AskStep::Replayed(stored) => return Ok(answers_to_guest(stored)),
-            AskStep::Refused(failure) => return Ok(Err(failure)),
-            AskStep::CannotAsk(why) => return Ok(Err(self.input_unavailable(why))),
-            AskStep::Asked { key, state, asked } => (key, state, asked),
-        };
+        let (key, state, asked) =
+            match self.ask_at((seq, ask::OPERATION), resumed, questions, payload)? {
+                AskStep::Replayed(stored) => return Ok(answers_to_guest(stored)),
+                AskStep::Refused(failure) => return Ok(Err(failure)),
+                AskStep::CannotAsk(why) => return Ok(Err(self.input_unavailable(why))),
+                AskStep::Asked { key, state, asked } => (key, state, asked),
+            };
         match asked {
             Asked::Answered(answers) => Ok(match self.save_answers(&key, answers, questions)? {
                 Ok(saved) => answers_to_guest(saved),
@@ -115,16 +116,17 @@ impl EffectSession {
         }
     }
 
-    /// Steps 2 to 4 for the question at `seq`: the journal's answer when it holds
-    /// one (read when `look`), else the question claimed and asked.
+    /// Steps 2 to 4 for the question at `seq`, journaled as `operation`: the
+    /// journal's answer when it holds one (read when `look`), else the question
+    /// claimed and asked.
     pub(super) fn ask_at(
         &mut self,
-        seq: u32,
+        (seq, operation): (u32, &str),
         look: bool,
         questions: &[Question],
         payload: &Value,
     ) -> Result<AskStep, Error> {
-        let fingerprint = match keys::effect_fingerprint(ask::PROVIDER, ask::OPERATION, payload) {
+        let fingerprint = match keys::effect_fingerprint(ask::PROVIDER, operation, payload) {
             Ok(f) => f,
             Err(e) => {
                 return Ok(AskStep::Refused(EffectFailure::Denied(format!(
@@ -145,7 +147,7 @@ impl EffectSession {
                     record,
                     seq,
                     ask::PROVIDER,
-                    ask::OPERATION,
+                    operation,
                 )));
             }
             if record.state == EffectState::Done && !mutants::on(Mutant::AskAnsweredAgain) {
@@ -174,7 +176,7 @@ impl EffectSession {
             seq,
             provider: ask::PROVIDER,
             class: ProviderClass::Keyed.as_str(),
-            operation: ask::OPERATION,
+            operation,
             fingerprint: &fingerprint,
             now: self.shared.clock.now_ms(),
         };

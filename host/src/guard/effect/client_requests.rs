@@ -19,8 +19,8 @@ use std::cell::{Cell, RefCell};
 
 use serde_json::Value;
 
-use super::EffectSession;
 use super::asking::AskStep;
+use super::{EffectSession, Interruption};
 use crate::ask::{self, Asked, Forwarded, Question};
 use crate::error::Error;
 use crate::journal::Answer;
@@ -48,6 +48,9 @@ pub(super) struct CallsClient<'s> {
     asked: Cell<u32>,
     /// Whether questions may be journaled (not in an unjournaled read).
     journals: bool,
+    /// Whether this attempt takes up an earlier one waiting upstream on the
+    /// person's answer ([`ClientRequests::resumes`]).
+    resumes: bool,
 }
 
 impl<'s> CallsClient<'s> {
@@ -59,7 +62,15 @@ impl<'s> CallsClient<'s> {
             after,
             asked: Cell::new(0),
             journals,
+            resumes: false,
         }
+    }
+
+    /// The same, for an attempt that takes up an earlier one (`resumes`) waiting
+    /// upstream on the person's answer, and must send nothing anew.
+    pub(super) fn resuming(mut self, resumes: bool) -> Self {
+        self.resumes = resumes;
+        self
     }
 
     /// The session back once the attempt ended: its next position follows the
@@ -72,7 +83,7 @@ impl<'s> CallsClient<'s> {
     }
 
     /// The upstream's `elicitation/create`, asked as the call's question.
-    fn question(&self, params: &Value) -> ClientReply {
+    fn question(&self, params: &Value, can_wait: bool) -> ClientReply {
         if !self.journals {
             return refusal(
                 INTERNAL,
@@ -87,7 +98,7 @@ impl<'s> CallsClient<'s> {
         let seq = self.after + 1 + self.asked.get();
         self.asked.set(self.asked.get() + 1);
         let mut session = self.session.borrow_mut();
-        match session.upstream_question(seq, question) {
+        match session.upstream_question(seq, question, can_wait) {
             Ok(reply) => reply,
             Err(fault) => {
                 let reply = refusal(
@@ -102,9 +113,13 @@ impl<'s> CallsClient<'s> {
 }
 
 impl ClientRequests for CallsClient<'_> {
-    fn request(&self, method: &str, params: &Value) -> ClientReply {
+    fn resumes(&self) -> bool {
+        self.resumes
+    }
+
+    fn request(&self, method: &str, params: &Value, can_wait: bool) -> ClientReply {
         if method == ELICIT_METHOD {
-            return self.question(params);
+            return self.question(params, can_wait);
         }
         let Some(asker) = ask::current() else {
             return refusal(
@@ -159,11 +174,22 @@ impl EffectSession {
     /// else the person's, saved before the upstream reads it. What cannot be asked
     /// is refused to the upstream; the run goes on and the upstream's answer to its
     /// call is the call's, as for any effect.
-    fn upstream_question(&mut self, seq: u32, question: Question) -> Result<ClientReply, Error> {
+    ///
+    /// A client that answers with a later request (`input_required`: the stateless
+    /// revision, a task) stops the call awaiting the answer, as a component's
+    /// question does, while the upstream's request waits (`can_wait`: over stdio) for
+    /// the call made again with it; where it cannot wait it is refused.
+    fn upstream_question(
+        &mut self,
+        seq: u32,
+        question: Question,
+        can_wait: bool,
+    ) -> Result<ClientReply, Error> {
         let questions = [question];
         let payload = ask::payload(&questions);
         // Looked up in every run: an attempt resent within this run asks again too.
-        let (key, asked) = match self.ask_at(seq, true, &questions, &payload)? {
+        let at = (seq, ask::UPSTREAM_OPERATION);
+        let (key, state, asked) = match self.ask_at(at, true, &questions, &payload)? {
             AskStep::Replayed(stored) => {
                 tracing::info!(tool = %self.tool, key = %self.invocation, seq, "the upstream asked the question journaled at #{seq} again: answered from the journal, nobody is asked");
                 return Ok(first_answer(stored));
@@ -179,7 +205,7 @@ impl EffectSession {
                 return Ok(refusal(MISSING_CAPABILITY, why));
             }
             AskStep::CannotAsk(why) => return Ok(refusal(INTERNAL, why)),
-            AskStep::Asked { key, asked, .. } => (key, asked),
+            AskStep::Asked { key, state, asked } => (key, state, asked),
         };
         let why = match asked {
             Asked::Answered(answers) => match self.save_answers(&key, answers, &questions)? {
@@ -190,7 +216,18 @@ impl EffectSession {
                 }
                 Err(why) => why,
             },
-            Asked::Later => "the client answers questions with a later request (input_required), over which justonce does not yet carry an upstream's question: ask over a session (elicitation/create)".into(),
+            Asked::Later if can_wait => {
+                self.note_unknown(&key, super::asking::AWAITING)?;
+                tracing::info!(tool = %self.tool, key = %self.invocation, seq, "the upstream asked the user; the call is suspended awaiting the answers, its upstream call left waiting");
+                let [question] = questions;
+                self.interrupted = Some(Interruption::AwaitingInput {
+                    seq,
+                    questions: vec![question],
+                    state,
+                });
+                return Ok(ClientReply::Later);
+            }
+            Asked::Later => "the client answers questions with a later request (input_required), and this upstream's request cannot wait for it (over Streamable HTTP it ends with its response stream)".into(),
             Asked::Unavailable(why) | Asked::Invalid(why) => why,
         };
         self.note_unknown(&key, &format!("the user could not be asked: {why}"))?;
@@ -208,5 +245,33 @@ fn first_answer(answer: Answer) -> ClientReply {
             INTERNAL,
             format!("the journal holds an unreadable answer for this question: {other:?}"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_form_question_is_asked_and_a_url_or_unusable_one_refused_saying_why() {
+        let schema = json!({ "type": "object", "properties": { "name": { "type": "string" } } });
+        let asked = question_of(&json!({ "message": "Who?", "requestedSchema": schema }));
+        assert_eq!(
+            asked,
+            Ok(Question {
+                name: QUESTION_NAME.into(),
+                message: "Who?".into(),
+                schema: schema.clone(),
+            })
+        );
+        let url = question_of(&json!({ "mode": "url", "message": "Go", "url": "https://x" }));
+        assert!(url.unwrap_err().contains("form-mode questions only"));
+        let no_schema = question_of(&json!({ "message": "Who?" }));
+        assert!(no_schema.unwrap_err().contains("requestedSchema"));
+        let nested = json!({ "type": "object", "properties": { "a": { "type": "object" } } });
+        let nested = question_of(&json!({ "message": "Who?", "requestedSchema": nested }));
+        assert!(nested.unwrap_err().contains("property `a`"));
     }
 }
