@@ -35,6 +35,10 @@ pub const PROVIDER: &str = "user";
 /// The operation of the asking effect.
 pub const OPERATION: &str = "elicit";
 
+/// The operation of an upstream MCP server's question during a gateway call: asked
+/// and journaled as [`OPERATION`] is, after the upstream call's position.
+pub const UPSTREAM_OPERATION: &str = "elicit_upstream";
+
 /// The domain tag of a request state's MAC.
 const STATE_TAG: &str = "justonce.request-state.v2";
 
@@ -194,6 +198,32 @@ pub trait Asker {
     fn can_ask(&self) -> Result<(), String>;
     /// Asks `questions`, the asking effect at `at`.
     fn ask(&self, at: &AskContext<'_>, questions: &[Question]) -> Asked;
+    /// Forwards to this caller's client a request an upstream MCP server made of it
+    /// during the call (`sampling/createMessage`, `roots/list`): not a question to
+    /// the person, not journaled. By default the client cannot be reached so.
+    fn forward(&self, method: &str, _params: &Value) -> Forwarded {
+        Forwarded::Unavailable(format!(
+            "this caller's client is not reachable by a request of the server's ({method})"
+        ))
+    }
+}
+
+/// What became of a request forwarded to the caller's client ([`Asker::forward`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Forwarded {
+    /// The client's result.
+    Answered(Value),
+    /// The client answered a JSON-RPC error: its code and message.
+    Refused {
+        /// Its code.
+        code: i64,
+        /// Its message.
+        message: String,
+    },
+    /// The client did not declare the capability the request needs (its name).
+    NotDeclared(&'static str),
+    /// The client cannot be reached now: why.
+    Unavailable(String),
 }
 
 thread_local! {

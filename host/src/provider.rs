@@ -62,6 +62,67 @@ pub struct EffectRequest<'a> {
     pub operation: &'a str,
     /// The tool's payload.
     pub payload: &'a Value,
+    /// Who answers what the downstream asks of the call's client while it performs
+    /// the effect (an upstream MCP server's `elicitation/create`,
+    /// `sampling/createMessage`, `roots/list`); `None` where nobody can.
+    pub client: Option<&'a dyn ClientRequests>,
+}
+
+/// What a downstream asks of the client of the call whose effect it performs, and
+/// who answers it: the guard, which journals a question to the person as the call's
+/// own and forwards the rest to the call's client where it declared them.
+pub trait ClientRequests {
+    /// The reply to the downstream's request `method` with `params`. `can_wait`: the
+    /// downstream's request may stay unanswered until the client answers with a
+    /// later request ([`ClientReply::Later`]), the effect left running meanwhile.
+    fn request(&self, method: &str, params: &Value, can_wait: bool) -> ClientReply;
+
+    /// Whether this attempt only takes up the earlier one under its key, left
+    /// waiting on [`ClientReply::Later`]: it must never be sent anew.
+    fn resumes(&self) -> bool {
+        false
+    }
+}
+
+impl std::fmt::Debug for dyn ClientRequests + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientRequests")
+    }
+}
+
+/// The reply to a downstream's request of the client ([`ClientRequests`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientReply {
+    /// Its JSON-RPC result.
+    Result(Value),
+    /// A JSON-RPC error: its code and message (the downstream reads why).
+    Error {
+        /// The JSON-RPC error code (`-32021` for a capability the client lacks).
+        code: i64,
+        /// What the downstream reads.
+        message: String,
+    },
+    /// The client answers with a later request (the call stopped, awaiting the
+    /// person): the downstream's request is kept unanswered, its effect running,
+    /// until the call is made again and [`ClientRequests::resumes`] it.
+    Later,
+}
+
+impl ClientReply {
+    /// The JSON-RPC response to request `id` that carries this reply.
+    pub fn response(&self, id: &Value) -> Value {
+        match self {
+            Self::Result(result) => {
+                serde_json::json!({ "jsonrpc": "2.0", "id": id, "result": result })
+            }
+            Self::Error { code, message } => serde_json::json!({
+                "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message },
+            }),
+            Self::Later => serde_json::json!({
+                "jsonrpc": "2.0", "id": id, "error": { "code": -32603, "message": "the client answers later, and this request cannot wait for it" },
+            }),
+        }
+    }
 }
 
 /// A read that changes nothing downstream, performed without a journal record or a
@@ -81,6 +142,9 @@ pub struct ReadRequest<'a> {
     pub operation: &'a str,
     /// The tool's payload.
     pub payload: &'a Value,
+    /// Who answers what the downstream asks of the call's client meanwhile (as
+    /// [`EffectRequest::client`]); a read journals no question.
+    pub client: Option<&'a dyn ClientRequests>,
 }
 
 /// Why a provider did not return a response.
@@ -144,6 +208,10 @@ pub enum EarlierAttempt {
     Answered(Result<Value, ProviderError>),
     /// It is still running downstream: its answer may yet come.
     Running,
+    /// It is still running downstream, waiting for the client's answer to what it
+    /// asked ([`ClientReply::Later`]): the call made again takes it up, sending
+    /// nothing anew.
+    Asking,
 }
 
 /// What a probe found out about an unkeyed effect whose outcome was unknown.

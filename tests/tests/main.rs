@@ -17,6 +17,7 @@ mod contract;
 mod deploy_files;
 mod fast_path;
 mod first_record;
+mod gateway_questions;
 mod gc_schedule;
 mod guests;
 mod handover;

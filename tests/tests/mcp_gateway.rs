@@ -807,25 +807,8 @@ fn server_everything_over_stdio_and_http_a_call_with_its_defaults_written_out_is
             );
             format!("command = [\"sh\", \"-c\", {script:?}]")
         } else {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let child = std::process::Command::new("node")
-                .arg(&index)
-                .arg("streamableHttp")
-                .env("PORT", port.to_string())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .expect("start server-everything");
-            http_server = Some(KillOnDrop(child));
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-                assert!(std::time::Instant::now() < deadline, "it did not listen");
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
+            let (server, port) = everything_over_http(&index);
+            http_server = Some(server);
             format!("url = \"http://127.0.0.1:{port}/mcp\"")
         };
         std::fs::write(
@@ -862,8 +845,29 @@ fn server_everything_over_stdio_and_http_a_call_with_its_defaults_written_out_is
     }
 }
 
+/// server-everything serving Streamable HTTP on a free port, waited for until it
+/// listens: the process (killed when dropped) and its port.
+pub(crate) fn everything_over_http(index: &Path) -> (KillOnDrop, u16) {
+    let port = free_port();
+    let child = std::process::Command::new("node")
+        .arg(index)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start server-everything");
+    let server = KillOnDrop(child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "it did not listen");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    (server, port)
+}
+
 /// A child process killed when dropped.
-struct KillOnDrop(std::process::Child);
+pub(crate) struct KillOnDrop(std::process::Child);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {

@@ -1412,6 +1412,9 @@ impl Provider for AnsweredLate {
             crate::provider::EarlierAttempt::Running => {
                 Some(crate::provider::EarlierAttempt::Running)
             }
+            crate::provider::EarlierAttempt::Asking => {
+                Some(crate::provider::EarlierAttempt::Asking)
+            }
             crate::provider::EarlierAttempt::Answered(_) => Some(learned.remove(at).1),
         }
     }

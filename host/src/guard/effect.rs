@@ -15,6 +15,7 @@
 
 mod asking;
 mod asking_person;
+mod client_requests;
 mod probing;
 
 use std::any::Any;
@@ -40,6 +41,7 @@ use crate::provider::{
     EarlierAttempt, EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest,
 };
 use crate::runtime::{EffectFailure, EffectHandler, spans};
+use client_requests::CallsClient;
 use probing::Probing;
 
 /// How often a run renews a lease that ran out before its provider call (see
@@ -411,11 +413,15 @@ impl EffectSession {
         // provider has learned its answer since (it came after the attempt was given
         // up): then that answer is the effect's, saved as an answer in time would
         // have been. Its probe, if it has one, may say whether it happened (`probing`).
+        let mut resumes = false;
         if let Some(record) = &existing
             && class == ProviderClass::Unkeyed
             && record.resolution != Some(Resolution::NotPerformed)
         {
             let earlier = provider.earlier_attempt(&record.key);
+            // One waiting upstream on the person's answer to what it asked is taken
+            // up, never sent anew (`client_requests`): it goes on below.
+            resumes = matches!(earlier, Some(EarlierAttempt::Asking));
             let late = match &earlier {
                 Some(EarlierAttempt::Answered(Ok(response))) => Some(Answer::Ok(response.clone())),
                 Some(EarlierAttempt::Answered(Err(ProviderError::Rejected(answer)))) => {
@@ -437,39 +443,41 @@ impl EffectSession {
             }
             // Named by its call, not its effect key: what the agent reads never holds
             // an effect key (operators read it in the journal).
-            if let Some(EarlierAttempt::Running) = earlier {
+            if resumes {
+            } else if let Some(EarlierAttempt::Running) = earlier {
                 let reason = format!(
                     "an earlier attempt of this unkeyed effect is still running on {provider_name}, which has not answered it yet; \
                      it is not sent again: retrying the same tool call once it answered returns its answer"
                 );
                 return Ok(Err(self.unknown(seq, provider_name, reason, EndsBy::Retry)));
-            }
-            let mut probing = self.probe_pending(provider, record, seq, operation, payload)?;
-            if let Probing::Unknown { reason, ends_by } = probing {
-                // No probe decided: the person, where the tool opts in.
-                let pending = asking_person::Pending {
-                    record,
-                    seq,
-                    provider_name,
-                    operation,
-                    payload,
-                };
-                probing = match self.ask_person_pending(provider, &pending, reason, ends_by)? {
-                    Ok(probing) => probing,
-                    Err(stopped) => return Ok(Err(stopped)),
-                };
-            }
-            match probing {
-                Probing::Answered(answer) => return Ok(answer),
-                Probing::Resend => {}
-                Probing::Unknown { reason, ends_by } => {
-                    return Ok(Err(self.unknown(seq, provider_name, reason, ends_by)));
+            } else {
+                let mut probing = self.probe_pending(provider, record, seq, operation, payload)?;
+                if let Probing::Unknown { reason, ends_by } = probing {
+                    // No probe decided: the person, where the tool opts in.
+                    let pending = asking_person::Pending {
+                        record,
+                        seq,
+                        provider_name,
+                        operation,
+                        payload,
+                    };
+                    probing = match self.ask_person_pending(provider, &pending, reason, ends_by)? {
+                        Ok(probing) => probing,
+                        Err(stopped) => return Ok(Err(stopped)),
+                    };
+                }
+                match probing {
+                    Probing::Answered(answer) => return Ok(answer),
+                    Probing::Resend => {}
+                    Probing::Unknown { reason, ends_by } => {
+                        return Ok(Err(self.unknown(seq, provider_name, reason, ends_by)));
+                    }
                 }
             }
         }
 
         // 5. Keyed or unkeyed: claim, perform, retry under the same key.
-        self.keyed_or_unkeyed(provider, class, &new, payload)
+        self.keyed_or_unkeyed(provider, (class, resumes), &new, payload)
     }
 
     /// Whether the effect asked for now, which its provider calls a read, is the one
@@ -576,11 +584,18 @@ impl EffectSession {
         if !self.resumed {
             return Ok(None);
         }
-        let journaled = self
-            .shared
-            .journal
-            .effects_from(&self.invocation, self.next_seq)?;
-        Ok((journaled > 0).then_some((self.next_seq, journaled)))
+        // An upstream's questions follow its call: one resent under its key that its
+        // upstream answered without asking them again (it deduplicates the key)
+        // skipped none of the tool's effects.
+        let mut from = self.next_seq;
+        while let Some(record) = self.shared.journal.effect(&self.invocation, from)?
+            && record.provider == ask::PROVIDER
+            && record.operation == ask::UPSTREAM_OPERATION
+        {
+            from += 1;
+        }
+        let journaled = self.shared.journal.effects_from(&self.invocation, from)?;
+        Ok((journaled > 0).then_some((from, journaled)))
     }
 
     /// The one retry loop: makes attempts, pausing before each under the retry policy
@@ -643,15 +658,25 @@ impl EffectSession {
     ) -> Result<Result<String, EffectFailure>, Error> {
         let budget = self.shared.retry.max_attempts;
         let read = self.retrying(budget, |session, made| {
+            let (tool, invocation, seq) = (
+                session.tool.clone(),
+                session.invocation.clone(),
+                session.next_seq,
+            );
+            let client = CallsClient::new(session, seq, false);
             let request = ReadRequest {
-                tool: &session.tool,
-                invocation: &session.invocation,
-                seq: session.next_seq,
+                tool: &tool,
+                invocation: &invocation,
+                seq,
                 attempt: made,
                 operation,
                 payload,
+                client: Some(&client),
             };
-            Ok(match provider.read(&request) {
+            let read = provider.read(&request);
+            let session = client.finish();
+            session.next_seq = seq;
+            Ok(match read {
                 Ok(response) => Attempt::Done(Ok(response.to_string())),
                 Err(ProviderError::Rejected(answer)) => {
                     Attempt::Done(Err(EffectFailure::Rejected(answer.to_string())))
@@ -713,7 +738,7 @@ impl EffectSession {
     fn keyed_or_unkeyed(
         &mut self,
         provider: &dyn Provider,
-        class: ProviderClass,
+        (class, resumes): (ProviderClass, bool),
         new: &NewEffect<'_>,
         payload: &Value,
     ) -> Result<Result<String, EffectFailure>, Error> {
@@ -799,16 +824,6 @@ impl EffectSession {
                     )
                 });
             }
-            let request = EffectRequest {
-                tool: &session.tool,
-                principal: session.principal.as_deref(),
-                key: &key,
-                invocation: &session.invocation,
-                seq: new.seq,
-                attempt,
-                operation: new.operation,
-                payload,
-            };
             fault::point(FaultPoint::BeforeEffect);
             if !session.still_holds_lease(leased_until)? {
                 spans::attempt_ended(&span, "refused");
@@ -819,9 +834,39 @@ impl EffectSession {
                     new.provider,
                 ))));
             }
-            let beat = session.heartbeats.beat(&session.invocation, &session.owner);
+            let (tool, invocation, principal) = (
+                session.tool.clone(),
+                session.invocation.clone(),
+                session.principal.clone(),
+            );
+            let heartbeats = Arc::clone(&session.heartbeats);
+            let beat = heartbeats.beat(&invocation, &session.owner);
+            // What the downstream asks of the call's client meanwhile (an upstream's
+            // questions, sampling, roots) is answered through the session.
+            let client =
+                CallsClient::new(session, new.seq, true).resuming(resumes && previous.is_none());
+            let request = EffectRequest {
+                tool: &tool,
+                principal: principal.as_deref(),
+                key: &key,
+                invocation: &invocation,
+                seq: new.seq,
+                attempt,
+                operation: new.operation,
+                payload,
+                client: Some(&client),
+            };
             let answer = provider.perform(&request);
+            let session = client.finish();
             drop(beat);
+            // The call stopped for the person's answer to what the downstream asked:
+            // the effect stays pending (its request waits upstream), nothing saved.
+            if let Some(Interruption::AwaitingInput { .. }) = session.interrupted {
+                spans::attempt_ended(&span, "awaiting_input");
+                return Ok(Attempt::Done(Err(EffectFailure::Stopped(
+                    "the call stopped to wait for the user's answers".into(),
+                ))));
+            }
             fault::point(FaultPoint::AfterProvider);
             spans::attempt_ended(&span, attempt_result(&answer));
             counters.attempt_ended(attempt_result(&answer));

@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::protocol::{ErrorData, RequestId};
-use crate::ask::{self, AskContext, Asked, Asker, Question};
+use crate::ask::{self, AskContext, Asked, Asker, Forwarded, Question};
 
 /// The method of the server's request that asks the client's user.
 pub const ELICIT_METHOD: &str = "elicitation/create";
@@ -28,6 +28,45 @@ pub const ELICIT_METHOD: &str = "elicitation/create";
 /// How long a call waits for the client's answer to one question unless configured
 /// (`[mcp] ask_timeout_ms`): a person reads and answers within it.
 pub const DEFAULT_ASK_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// What a session's client declared in `initialize` that a call may ask of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Declared {
+    /// `elicitation` (form mode): its tools' and upstreams' questions.
+    pub elicitation: bool,
+    /// `sampling`: an upstream's `sampling/createMessage`.
+    pub sampling: bool,
+    /// `roots`: an upstream's `roots/list`.
+    pub roots: bool,
+}
+
+impl Declared {
+    /// What `capabilities` (an `initialize`'s) declare.
+    pub(crate) fn from_capabilities(capabilities: Option<&Value>) -> Self {
+        let has = |name| capabilities.is_some_and(|c| c.get(name).is_some_and(Value::is_object));
+        Self {
+            elicitation: declares_elicitation(capabilities),
+            sampling: has("sampling"),
+            roots: has("roots"),
+        }
+    }
+
+    /// The capability `method` (a request of an upstream's) needs, and whether it
+    /// was declared; `None` for a method that is not forwarded.
+    fn needs(self, method: &str) -> Option<(&'static str, bool)> {
+        match method {
+            SAMPLING_METHOD => Some(("sampling", self.sampling)),
+            ROOTS_METHOD => Some(("roots", self.roots)),
+            _ => None,
+        }
+    }
+}
+
+/// An upstream's request that its client sample its model.
+pub const SAMPLING_METHOD: &str = "sampling/createMessage";
+
+/// An upstream's request for its client's roots.
+pub const ROOTS_METHOD: &str = "roots/list";
 
 /// Whether a client that declared `capabilities` (in its `initialize`, or in a
 /// stateless request's `_meta`) can be asked: it declared `elicitation`, in form mode (`{}` before 2025-11-25 means form mode;
@@ -172,6 +211,8 @@ impl Pending {
 
 /// Asks a session's client, on the thread that runs its call (see the module docs).
 pub(crate) struct SessionAsker {
+    /// What the client declared in `initialize`.
+    declared: Declared,
     pending: Arc<Pending>,
     send: Box<dyn Fn(&Value)>,
     timeout: Duration,
@@ -188,6 +229,10 @@ impl SessionAsker {
         timeout: Duration,
     ) -> Self {
         Self {
+            declared: Declared {
+                elicitation: true,
+                ..Declared::default()
+            },
             pending,
             send: Box::new(send),
             timeout,
@@ -264,23 +309,25 @@ impl Asker for CannotAsk {
 }
 
 /// The asker of a call of a session's client: one that asks it through `send` and
-/// `pending` if it declared `elicitation`, else one that says it cannot be asked.
+/// `pending` what it `declared` (its questions if it declared `elicitation`, else it
+/// says it cannot be asked; an upstream's sampling and roots where it declared them).
 /// `call` is the client's request id of the call, which a cancellation names.
 pub(crate) fn session_asker(
-    (elicits, call): (bool, RequestId),
+    (declared, call): (Declared, RequestId),
     pending: Arc<Pending>,
     send: impl Fn(&Value) + 'static,
     timeout: Duration,
 ) -> std::rc::Rc<dyn Asker> {
-    if elicits {
-        std::rc::Rc::new(SessionAsker::new(pending, send, timeout).for_call(call))
-    } else {
-        std::rc::Rc::new(CannotAsk(NOT_DECLARED))
-    }
+    let mut asker = SessionAsker::new(pending, send, timeout).for_call(call);
+    asker.declared = declared;
+    std::rc::Rc::new(asker)
 }
 
 impl Asker for SessionAsker {
     fn can_ask(&self) -> Result<(), String> {
+        if !self.declared.elicitation {
+            return Err(NOT_DECLARED.into());
+        }
         if self.pending.is_closed() {
             return Err(CLOSED.into());
         }
@@ -299,6 +346,37 @@ impl Asker for SessionAsker {
             }
         }
         Asked::Answered(answers)
+    }
+
+    /// Sent to the client as a request of the server's, on the call's connection,
+    /// where it declared the capability in `initialize`; waited for within the ask
+    /// timeout, like a question.
+    fn forward(&self, method: &str, params: &Value) -> Forwarded {
+        match self.declared.needs(method) {
+            None => {
+                return Forwarded::Unavailable(format!("{method} is not passed to clients"));
+            }
+            Some((capability, false)) => return Forwarded::NotDeclared(capability),
+            Some((_, true)) => {}
+        }
+        match self.pending.request(
+            &*self.send,
+            (method, params.clone()),
+            self.call.as_ref(),
+            self.timeout,
+        ) {
+            Ok(Ok(result)) => Forwarded::Answered(result),
+            Ok(Err(error)) => Forwarded::Refused {
+                code: i64::from(error.code.0),
+                message: error.message.to_string(),
+            },
+            Err(NoResponse::TimedOut) => Forwarded::Unavailable(format!(
+                "the client did not answer {method} within {}",
+                duration_text(self.timeout)
+            )),
+            Err(NoResponse::Closed) => Forwarded::Unavailable(CLOSED.into()),
+            Err(NoResponse::Cancelled) => Forwarded::Unavailable(CANCELLED.into()),
+        }
     }
 }
 
@@ -566,7 +644,7 @@ mod tests {
         let sent = std::rc::Rc::new(RefCell::new(0));
         let count = std::rc::Rc::clone(&sent);
         let not_declared = session_asker(
-            (false, RequestId::try_from(&json!(1)).unwrap()),
+            (Declared::default(), RequestId::try_from(&json!(1)).unwrap()),
             Arc::default(),
             move |_| *count.borrow_mut() += 1,
             DEFAULT_ASK_TIMEOUT,

@@ -185,8 +185,9 @@ struct Job {
     stateless: bool,
     log_level: Option<LoggingLevel>,
     progress_token: Option<ProgressToken>,
-    /// Whether the client declared `elicitation`, so the tool may ask it.
-    elicits: bool,
+    /// What the client declared (`elicitation`, `sampling`, `roots`) that the tool
+    /// and its upstream may ask of it.
+    declared: super::elicit::Declared,
     /// A stateless call's answers and request state (`mcp::mrtr`).
     input: Option<mrtr::Input>,
 }
@@ -461,7 +462,7 @@ impl Server {
                             stateless,
                             log_level,
                             progress_token,
-                            elicits: session.elicits(),
+                            declared: session.declared(),
                             input,
                         };
                         // The workers live as long as this loop, so the queue is open;
@@ -750,7 +751,7 @@ impl Server {
             } else {
                 let out = Arc::clone(outbox);
                 let asker = session_asker(
-                    (job.elicits, job.id.clone()),
+                    (job.declared, job.id.clone()),
                     Arc::clone(pending),
                     move |request| out.send(request),
                     self.config.ask_timeout,

@@ -117,9 +117,9 @@ pub(crate) struct Session<'a> {
     /// The stdio connection's own id, new at each `initialize`: the session of its
     /// calls under `[mcp] unscoped = "session"`.
     connection: Option<String>,
-    /// Whether the client's `initialize` declared the `elicitation` capability: its
-    /// tools may ask it (`mcp/elicit.rs`).
-    elicits: bool,
+    /// What the client's `initialize` declared of `elicitation`, `sampling` and
+    /// `roots`: its tools (and upstreams) may ask it that (`mcp/elicit.rs`).
+    declared: super::elicit::Declared,
     /// Whether this transport serves the Tasks extension (`mcp/tasks.rs`: Streamable
     /// HTTP, where a task outlives its request), so `server/discover` declares it.
     serves_tasks: bool,
@@ -157,7 +157,7 @@ impl<'a> Session<'a> {
             log_level: None,
             starts_over: false,
             connection: None,
-            elicits: false,
+            declared: super::elicit::Declared::default(),
             serves_tasks: true,
             host: None,
         }
@@ -188,7 +188,7 @@ impl<'a> Session<'a> {
             log_level,
             starts_over: false,
             connection: None,
-            elicits: false,
+            declared: super::elicit::Declared::default(),
             serves_tasks: true,
             host: None,
         }
@@ -218,15 +218,29 @@ impl<'a> Session<'a> {
 
     /// The same connection, whose client declared the `elicitation` capability (or
     /// not) when it initialized (an HTTP session between requests).
-    pub(crate) fn eliciting(mut self, elicits: bool) -> Self {
-        self.elicits = elicits;
+    pub(crate) fn declaring(mut self, declared: super::elicit::Declared) -> Self {
+        self.declared = declared;
         self
+    }
+
+    /// The same connection, whose client declared `elicitation` (or not), for tests.
+    #[cfg(test)]
+    pub(crate) fn eliciting(self, elicits: bool) -> Self {
+        let mut declared = self.declared;
+        declared.elicitation = elicits;
+        self.declaring(declared)
     }
 
     /// Whether the client declared the `elicitation` capability in `initialize`, so
     /// its calls' tools may ask it.
+    #[cfg(test)]
     pub(crate) fn elicits(&self) -> bool {
-        self.elicits
+        self.declared.elicitation
+    }
+
+    /// What the client declared in `initialize` that its calls may ask of it.
+    pub(crate) fn declared(&self) -> super::elicit::Declared {
+        self.declared
     }
 
     /// Serves `tools` from now on (the list changed while the connection is open).
@@ -370,7 +384,7 @@ impl<'a> Session<'a> {
         let version = negotiate_handshake(requested);
         tracing::info!(requested, %version, "initialize");
         self.era = Era::Handshake(version);
-        self.elicits = super::elicit::declares_elicitation(params.get("capabilities"));
+        self.declared = super::elicit::Declared::from_capabilities(params.get("capabilities"));
         let mut capabilities = self.with_surface(capabilities(), false);
         if let Some(tools) = &mut capabilities.tools {
             tools.list_changed = Some(true);

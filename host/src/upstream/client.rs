@@ -22,17 +22,22 @@ use super::credentials::Credentials;
 use super::late::LateAnswers;
 use super::log_field::{capped, field};
 use super::progress;
+use crate::provider::{ClientReply, ClientRequests};
 use crate::runtime::log_listener;
 
 /// The MCP revision this client asks for; an upstream may answer an older one.
 pub(crate) const PROTOCOL_VERSION: &str = "2025-06-18";
 
 /// The parameters of the `initialize` this client sends an upstream, over either
-/// transport.
+/// transport. It declares what the gateway passes on to the client of the call that
+/// asks (elicitation, sampling, roots): an upstream offers the tools that use them
+/// (`server-everything` lists `trigger-elicitation-request` only to a client that
+/// declared `elicitation`), and a call whose client did not declare one is refused
+/// it with `-32021` when its tool asks ([`crate::provider::ClientRequests`]).
 pub(crate) fn initialize_params() -> Value {
     json!({
         "protocolVersion": PROTOCOL_VERSION,
-        "capabilities": {},
+        "capabilities": { "elicitation": {}, "sampling": {}, "roots": {} },
         "clientInfo": { "name": "justonce", "version": env!("CARGO_PKG_VERSION") },
     })
 }
@@ -151,6 +156,12 @@ struct Waiter {
     /// is kept under it ([`LateAnswers`]), and a later attempt under the same key
     /// waits for this request instead of sending another.
     key: Option<String>,
+    /// Whether its requester answers what the upstream asks of the client meanwhile
+    /// (a `tools/call` of a guarded call): such requests go to it.
+    asks: bool,
+    /// The upstream's request it waits on, kept unanswered for the client's later
+    /// answer ([`ClientReply::Later`]): handed to the request that takes it up.
+    parked: Option<Value>,
 }
 
 type Pending = Arc<Mutex<HashMap<u64, Waiter>>>;
@@ -159,8 +170,11 @@ type Pending = Arc<Mutex<HashMap<u64, Waiter>>>;
 enum Waiting {
     /// The answer kept for the key, which came after an earlier request gave up.
     Kept(Value),
-    /// The earlier request (by id) under the key, still running upstream.
-    Earlier(u64),
+    /// The earlier request (by id) under the key, still running upstream, and the
+    /// request of the upstream's it waits on, if it was parked.
+    Earlier(u64, Option<Value>),
+    /// An attempt that only takes up an earlier request found none (it ended).
+    Gone,
     /// Nothing yet: a new request is sent.
     New,
 }
@@ -289,7 +303,13 @@ impl StdioClient {
 
     /// `initialize` and `notifications/initialized`: the upstream's `initialize` result.
     pub(crate) fn initialize(&self, timeout: Duration) -> Result<Value, ClientError> {
-        let result = self.request("initialize", initialize_params(), timeout, None, None)?;
+        let result = self.request(
+            "initialize",
+            initialize_params(),
+            timeout,
+            (None, None),
+            None,
+        )?;
         self.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))?;
         Ok(result)
     }
@@ -303,20 +323,37 @@ impl StdioClient {
     /// timeout it stays registered (its answer, when it comes, is kept as a late
     /// answer), and a later request under the same key waits for that one's answer
     /// instead of sending another, or is answered at once with the answer kept.
+    ///
+    /// With `asks`, what the upstream asks of the client while this request runs
+    /// (its `elicitation/create`, `sampling/createMessage`, `roots/list`) is answered
+    /// by it; the time it takes (a person reading) does not count against `timeout`.
+    /// Over stdio nothing in such a request names the request it belongs to: it goes
+    /// to the one request in flight that takes them, and is refused while several are.
     pub(crate) fn request(
         &self,
         method: &str,
         mut params: Value,
         timeout: Duration,
-        key: Option<&str>,
-        progress_of: Option<&str>,
+        (key, progress_of): (Option<&str>, Option<&str>),
+        asks: Option<&dyn ClientRequests>,
     ) -> Result<Value, ClientError> {
         let (tx, rx): (Sender<Value>, Receiver<Value>) = channel();
-        let id = match self.waiting_on(key, &tx) {
+        let resumes = asks.is_some_and(|asks| asks.resumes());
+        let id = match self.waiting_on(key, &tx, (asks.is_some(), resumes)) {
             Waiting::Kept(message) => return answer_of(&self.upstream, method, message),
-            Waiting::Earlier(id) => {
+            Waiting::Earlier(id, parked) => {
                 tracing::info!(target: "justonce::upstream", upstream = %self.upstream, "a {method} under the same key is still running upstream: waiting for its answer rather than sending it again");
+                if let Some(parked) = parked {
+                    // Handed on first, as if it came now.
+                    let _ = tx.send(parked);
+                }
                 id
+            }
+            Waiting::Gone => {
+                return Err(ClientError::Lost(format!(
+                    "upstream `{}` no longer runs the {method} that waited for the client's answer (it ended or restarted): whether it took effect is unknown",
+                    self.upstream
+                )));
             }
             Waiting::New => {
                 let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -335,6 +372,8 @@ impl StdioClient {
                         to: Some(tx),
                         hears: progress_of.is_some() && log_listener::listening(),
                         key: key.map(str::to_owned),
+                        asks: asks.is_some(),
+                        parked: None,
                     },
                 );
                 let sent = self.send(
@@ -350,11 +389,28 @@ impl StdioClient {
         let progress_of = progress_of.filter(|_| log_listener::listening());
         let mut reports = progress::of_tool(progress_of.unwrap_or_default());
         let mut logs = super::log_messages::CallLogs::new(&self.upstream);
-        let deadline = Instant::now() + timeout;
+        let mut deadline = Instant::now() + timeout;
+        let mut parked = false;
         let answer = loop {
             let now = Instant::now();
             let until = reports.due().map_or(deadline, |due| due.min(deadline));
             match rx.recv_timeout(until.saturating_duration_since(now)) {
+                Ok(message) if message.get("method").is_some() && message.get("id").is_some() => {
+                    let asked = Instant::now();
+                    let reply = answer_for_client(&self.upstream, asks, &message, key.is_some());
+                    deadline += asked.elapsed();
+                    match reply {
+                        Some(reply) => {
+                            // A reply that cannot be written: the upstream is gone,
+                            // and the request learns that from the reader.
+                            let _ = self.send(&reply);
+                        }
+                        None => {
+                            parked = true;
+                            break self.park(id, message, &rx);
+                        }
+                    }
+                }
                 Ok(message) if message.get("method").is_some() => match progress_of {
                     Some(tool) if super::log_messages::is_log(&message) => {
                         logs.hand_on(tool, &message);
@@ -388,11 +444,44 @@ impl StdioClient {
                     ""
                 }
             ))),
+            Err(RecvTimeoutError::Disconnected) if parked => Err(ClientError::Lost(format!(
+                "upstream `{}` waits for the client's answer to its request: the {method} stays running until the call is made again with it",
+                self.upstream
+            ))),
             Err(RecvTimeoutError::Disconnected) => Err(ClientError::Lost(format!(
                 "upstream `{}` ended before answering {method}",
                 self.upstream
             ))),
         }
+    }
+
+    /// Parks the upstream's `request` on request `id` (whose requester stops
+    /// waiting): kept unanswered for the client's later answer, which the call made
+    /// again brings ([`Waiting::Earlier`]). An answer that came meanwhile is taken.
+    fn park(
+        &self,
+        id: u64,
+        request: Value,
+        rx: &Receiver<Value>,
+    ) -> Result<Value, RecvTimeoutError> {
+        // Given up as a keyed request is (its answer kept if it comes), then parked;
+        // one answered in between is kept as a late answer, for the same call.
+        let answer = self.give_up(id, true, rx);
+        if answer.is_ok() {
+            return answer;
+        }
+        if let Some(waiter) = self.lock_pending().get_mut(&id) {
+            waiter.parked = Some(request);
+        }
+        tracing::info!(target: "justonce::upstream", upstream = %self.upstream, "its request to the client waits for the client's later answer; the call is suspended, its tools/call left running");
+        Err(RecvTimeoutError::Disconnected)
+    }
+
+    /// Whether a request under `key` waits, parked, for the client's later answer.
+    pub(crate) fn asking(&self, key: &str) -> bool {
+        self.lock_pending()
+            .values()
+            .any(|waiter| waiter.key.as_deref() == Some(key) && waiter.parked.is_some())
     }
 
     /// Whether a request under `key` is sent and not answered yet.
@@ -408,7 +497,12 @@ impl StdioClient {
 
     /// What a request under `key` waits for: the answer kept for it, an earlier
     /// request under it still running (its answers now go to `to`), or a new one.
-    fn waiting_on(&self, key: Option<&str>, to: &Sender<Value>) -> Waiting {
+    fn waiting_on(
+        &self,
+        key: Option<&str>,
+        to: &Sender<Value>,
+        (asks, resumes): (bool, bool),
+    ) -> Waiting {
         let Some(key) = key else {
             return Waiting::New;
         };
@@ -424,8 +518,10 @@ impl StdioClient {
         {
             Some((id, waiter)) => {
                 waiter.to = Some(to.clone());
-                Waiting::Earlier(*id)
+                waiter.asks = asks;
+                Waiting::Earlier(*id, waiter.parked.take())
             }
+            None if resumes => Waiting::Gone,
             None => Waiting::New,
         }
     }
@@ -516,6 +612,39 @@ struct Reader {
 }
 
 impl Reader {
+    /// Hands the upstream's request `message` (of `method`) to the one call in
+    /// flight that answers such requests; `Err` with the reply when there is none
+    /// (or several, which a stdio message cannot tell apart), or for a `ping`.
+    fn to_the_call(&self, method: &str, message: Value) -> Result<(), Value> {
+        let id = message.get("id").cloned().unwrap_or(Value::Null);
+        if method == "ping" {
+            return Err(reply_to_request(method, &id));
+        }
+        let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let mut calls = pending
+            .values()
+            .filter(|waiter| waiter.asks)
+            .filter_map(|waiter| waiter.to.as_ref());
+        let (first, more) = (calls.next(), calls.next());
+        match (first, more) {
+            (Some(call), None) => call
+                .send(message)
+                .map_err(|_| reply_to_request(method, &id)),
+            (Some(_), Some(_)) => {
+                let calls = 2 + calls.count();
+                tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, "its {method} came while {calls} calls were in flight on its stdio, which says not which one asks: refused");
+                Err(ClientReply::Error {
+                    code: -32603,
+                    message: format!(
+                        "justonce cannot tell which of the {calls} calls in flight this {method} belongs to (stdio names none); it passes a request of an upstream to the client of the one call that makes it"
+                    ),
+                }
+                .response(&id))
+            }
+            (None, _) => Err(reply_to_request(method, &id)),
+        }
+    }
+
     fn run(self, stdout: impl std::io::Read) {
         let mut stdout = BufReader::new(stdout);
         loop {
@@ -588,9 +717,13 @@ impl Reader {
                     }
                 }
             }
-            // A request of the upstream's (roots, sampling, elicitation, ping).
-            (Some(method), Some(id)) => {
-                let reply = reply_to_request(method, id);
+            // A request of the upstream's (roots, sampling, elicitation, ping): to
+            // the call that answers them, or answered here.
+            (Some(method), Some(_)) => {
+                let reply = match self.to_the_call(method, message.clone()) {
+                    Ok(()) => return,
+                    Err(refused) => refused,
+                };
                 let mut line = reply.to_string();
                 line.push('\n');
                 let mut stdin = self.stdin.lock().unwrap_or_else(|p| p.into_inner());
@@ -682,17 +815,47 @@ pub(crate) fn answer_of(
     }
 }
 
-/// The gateway's reply to a request an upstream sends it (`id` its id): `ping` is
-/// answered, anything else (roots, sampling, elicitation) is not offered.
+/// The gateway's reply to a request an upstream sends it (`id` its id) outside any
+/// call that answers it: `ping` is answered; anything else (roots, sampling,
+/// elicitation) belongs to the client of a call, and none is asking.
 pub(super) fn reply_to_request(method: &str, id: &Value) -> Value {
     if method == "ping" {
         json!({ "jsonrpc": "2.0", "id": id, "result": {} })
     } else {
         json!({ "jsonrpc": "2.0", "id": id, "error": {
             "code": -32601,
-            "message": format!("justonce does not offer {method} to upstreams"),
+            "message": format!("justonce passes {method} to the client of the tool call that sends it, and no call of this upstream is running"),
         } })
     }
+}
+
+/// The reply to the upstream's request `message` made during a call: what `asks`
+/// (the call's) answers, or, for a request without one, [`reply_to_request`];
+/// `None` when the client answers later and the request (`can_wait`) waits for it.
+pub(super) fn answer_for_client(
+    upstream: &str,
+    asks: Option<&dyn ClientRequests>,
+    message: &Value,
+    can_wait: bool,
+) -> Option<Value> {
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let method = message.get("method").and_then(Value::as_str).unwrap_or("");
+    let Some(asks) = asks else {
+        return Some(reply_to_request(method, &id));
+    };
+    if method == "ping" {
+        return Some(reply_to_request(method, &id));
+    }
+    let params = message.get("params").cloned().unwrap_or(Value::Null);
+    let reply = asks.request(method, &params, can_wait);
+    match &reply {
+        ClientReply::Later if can_wait => return None,
+        ClientReply::Error { code, message } => {
+            tracing::info!(target: "justonce::upstream", upstream = %upstream, "its {method} was refused ({code}): {message}");
+        }
+        _ => {}
+    }
+    Some(reply.response(&id))
 }
 
 #[cfg(test)]
@@ -744,9 +907,9 @@ mod tests {
         assert_eq!(logged[2], "handed [redacted] \\u{1b}[2K\\rINFO forged");
     }
 
-    #[test]
-    fn a_long_line_that_is_not_json_rpc_is_logged_cut_not_whole() {
-        // A process whose input the reader may answer on (it answers nothing here).
+    /// A reader of an upstream whose input is a process it may answer on (`cat`,
+    /// which answers nothing), and that process.
+    fn reader() -> (Reader, std::process::Child) {
         let mut sink = std::process::Command::new("cat")
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
@@ -764,6 +927,12 @@ mod tests {
             credentials: Credentials::default(),
             late: Arc::default(),
         };
+        (reader, sink)
+    }
+
+    #[test]
+    fn a_long_line_that_is_not_json_rpc_is_logged_cut_not_whole() {
+        let (reader, mut sink) = reader();
         let output = format!("not json {}\n", "x".repeat(16 << 20));
         let ((), lines) = crate::test_log::logged(|| reader.run(output.as_bytes()));
         let logged = crate::test_log::messages(&lines);
@@ -774,6 +943,58 @@ mod tests {
             &logged[0][..80]
         );
         assert!(logged[0].len() < 5000, "{} bytes logged", logged[0].len());
+        let _ = sink.kill();
+        let _ = sink.wait();
+    }
+
+    /// What the upstream asks of the client goes to the one call in flight that
+    /// answers such requests: with none it is refused (-32601), with several too
+    /// (-32603: stdio names no call), and a ping is answered here.
+    #[test]
+    fn an_upstreams_request_goes_to_the_one_call_that_asks_and_is_refused_otherwise() {
+        let (reader, mut sink) = reader();
+        let question =
+            json!({ "jsonrpc": "2.0", "id": 9, "method": "elicitation/create", "params": {} });
+        let code = |reply: Result<(), Value>| reply.unwrap_err()["error"]["code"].clone();
+        assert_eq!(
+            code(reader.to_the_call("elicitation/create", question.clone())),
+            -32601
+        );
+        let waiter = |asks: bool| {
+            let (to, from) = channel();
+            let waiter = Waiter {
+                to: Some(to),
+                hears: false,
+                key: None,
+                asks,
+                parked: None,
+            };
+            (waiter, from)
+        };
+        let (listing, listed) = waiter(false);
+        let (call, asked) = waiter(true);
+        reader.pending.lock().unwrap().insert(1, listing);
+        reader.pending.lock().unwrap().insert(2, call);
+        assert_eq!(
+            reader.to_the_call("elicitation/create", question.clone()),
+            Ok(())
+        );
+        assert_eq!(asked.try_recv().unwrap(), question, "to the call that asks");
+        assert!(listed.try_recv().is_err(), "not to tools/list");
+        let ping = reader.to_the_call("ping", json!({ "id": 3, "method": "ping" }));
+        assert_eq!(ping.unwrap_err()["result"], json!({}));
+        let (other, _other) = waiter(true);
+        reader.pending.lock().unwrap().insert(3, other);
+        let several = reader.to_the_call("sampling/createMessage", question);
+        let several = several.unwrap_err();
+        assert_eq!(several["error"]["code"], -32603);
+        assert!(
+            several["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("2 calls in flight"),
+            "{several}"
+        );
         let _ = sink.kill();
         let _ = sink.wait();
     }

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::client::{ClientError, StdioClient};
 use super::http_client::HttpClient;
+use crate::provider::ClientRequests;
 
 /// A running stdio server, or a session with a Streamable HTTP one.
 pub(crate) enum Connection {
@@ -36,17 +37,18 @@ impl Connection {
     /// caller puts it in `_meta` for both); the upstream's progress reports are
     /// handed on, coalesced, as `progress_of`'s. Over stdio, a request under a key
     /// an earlier one still runs under waits for that one (see `StdioClient::request`).
+    /// What the upstream asks of the client meanwhile is answered by `asks`.
     pub(crate) fn request(
         &self,
         method: &str,
         params: Value,
         timeout: Duration,
-        key: Option<&str>,
-        progress_of: Option<&str>,
+        key_and_progress: (Option<&str>, Option<&str>),
+        asks: Option<&dyn ClientRequests>,
     ) -> Result<Value, ClientError> {
         match self {
-            Self::Stdio(client) => client.request(method, params, timeout, key, progress_of),
-            Self::Http(client) => client.request(method, params, timeout, key, progress_of),
+            Self::Stdio(client) => client.request(method, params, timeout, key_and_progress, asks),
+            Self::Http(client) => client.request(method, params, timeout, key_and_progress, asks),
         }
     }
 
@@ -55,6 +57,15 @@ impl Connection {
     pub(crate) fn running(&self, key: &str) -> bool {
         match self {
             Self::Stdio(client) => client.running(key),
+            Self::Http(_) => false,
+        }
+    }
+
+    /// Whether a request under `key` waits, parked, for the client's later answer
+    /// to what the upstream asked (over stdio; a response stream cannot wait).
+    pub(crate) fn asking(&self, key: &str) -> bool {
+        match self {
+            Self::Stdio(client) => client.asking(key),
             Self::Http(_) => false,
         }
     }

@@ -25,6 +25,7 @@ use ureq::http::Request;
 use super::client::{ClientError, initialize_params};
 use super::credentials::Credentials;
 use super::stream::{self, HttpHooks, Stream, with_session};
+use crate::provider::ClientRequests;
 use crate::runtime::log_listener;
 
 /// The largest response read from an upstream.
@@ -127,7 +128,7 @@ impl HttpClient {
     pub(crate) fn initialize(&self, timeout: Duration) -> Result<Value, ClientError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let message = json!({ "jsonrpc": "2.0", "id": id, "method": "initialize", "params": initialize_params() });
-        let answer = match self.post(&message, timeout, None, Some((id, None)), true)? {
+        let answer = match self.post(&message, timeout, None, Some((id, None, None)), true)? {
             Posted::Answer(Some(answer)) => answer,
             Posted::Answer(None) | Posted::SessionLost(_) => {
                 return Err(ClientError::Lost(format!(
@@ -217,14 +218,15 @@ impl HttpClient {
     /// Sends request `method`, with `key` as `Idempotency-Key` when given, and waits
     /// up to `timeout` for its result. With `progress_of` (a tool's name) and someone
     /// listening on this thread, the upstream is asked for progress and the reports
-    /// in its answer's stream are handed on as that tool's.
+    /// in its answer's stream are handed on as that tool's. What the upstream asks of
+    /// the client on that stream (it belongs to this request) is answered by `asks`.
     pub(crate) fn request(
         &self,
         method: &str,
         mut params: Value,
         timeout: Duration,
-        key: Option<&str>,
-        progress_of: Option<&str>,
+        (key, progress_of): (Option<&str>, Option<&str>),
+        asks: Option<&dyn ClientRequests>,
     ) -> Result<Value, ClientError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let progress_of = progress_of.filter(|_| log_listener::listening());
@@ -237,12 +239,12 @@ impl HttpClient {
             }
         }
         let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        let mut posted = self.post(&message, timeout, key, Some((id, progress_of)), false)?;
+        let mut posted = self.post(&message, timeout, key, Some((id, progress_of, asks)), false)?;
         if let Posted::SessionLost(lost) = posted {
             // Not processed (the transport's rule for a 404 to a session's request):
             // sent again, once, on a new session.
             self.renew(&lost, timeout)?;
-            posted = self.post(&message, timeout, key, Some((id, progress_of)), false)?;
+            posted = self.post(&message, timeout, key, Some((id, progress_of, asks)), false)?;
         }
         let answer = match posted {
             Posted::Answer(Some(answer)) => answer,
@@ -271,7 +273,7 @@ impl HttpClient {
         message: &Value,
         timeout: Duration,
         key: Option<&str>,
-        id: Option<(u64, Option<&str>)>,
+        id: Option<(u64, Option<&str>, Option<&dyn ClientRequests>)>,
         fresh: bool,
     ) -> Result<Posted, ClientError> {
         let session = if fresh { None } else { self.session() };
@@ -377,12 +379,12 @@ impl HttpClient {
                 })));
             }
         }
-        let Some((id, progress_of)) = id else {
+        let Some((id, progress_of, asks)) = id else {
             return Ok(Posted::Answer(None));
         };
         if streamed {
             return self
-                .response_in_stream(reader, id, progress_of)
+                .response_in_stream(reader, (id, progress_of), asks, timeout)
                 .map(|answer| Posted::Answer(Some(answer)));
         }
         let mut text = String::new();
@@ -404,12 +406,14 @@ impl HttpClient {
     }
 
     /// Reads Server-Sent Events until the one whose data is the response to `id`,
-    /// handing progress reports on the way on as `progress_of`'s.
+    /// handing progress reports on the way on as `progress_of`'s, and answering
+    /// (POSTed within `timeout`) the requests of the upstream's on it through `asks`.
     fn response_in_stream(
         &self,
         reader: impl Read,
-        id: u64,
-        progress_of: Option<&str>,
+        (id, progress_of): (u64, Option<&str>),
+        asks: Option<&dyn ClientRequests>,
+        timeout: Duration,
     ) -> Result<Value, ClientError> {
         let mut data = String::new();
         // Coalesced as they come (a report held past its turn goes with the next
@@ -442,6 +446,14 @@ impl HttpClient {
             if message.get("method").and_then(Value::as_str) == Some("notifications/progress") {
                 if progress_of.is_some() {
                     reports.report(message, std::time::Instant::now());
+                }
+            } else if message.get("method").is_some() && message.get("id").is_some() {
+                // A request on a response stream cannot wait past it: never parked.
+                if let Some(reply) =
+                    super::client::answer_for_client(&self.upstream, asks, &message, false)
+                {
+                    // Not answered: the upstream's own request fails, and its tool with it.
+                    let _ = self.post(&reply, timeout, None, None, false);
                 }
             } else if super::log_messages::is_log(&message) {
                 // On the request's own stream: the call's, heard by its client.
@@ -541,12 +553,12 @@ mod tests {
             data:  \"id\":7,\"result\":{\"content\":[]}}\n\
             \n";
         let found = client
-            .response_in_stream(stream.as_bytes(), 7, None)
+            .response_in_stream(stream.as_bytes(), (7, None), None, Duration::from_secs(5))
             .unwrap();
         assert_eq!(found["result"]["content"], json!([]));
         let cut = "data: {\"jsonrpc\":\"2.0\",\"id\":6,\"result\":{}}\n\n";
         assert!(matches!(
-            client.response_in_stream(cut.as_bytes(), 7, None),
+            client.response_in_stream(cut.as_bytes(), (7, None), None, Duration::from_secs(5)),
             Err(ClientError::Lost(_))
         ));
     }
@@ -568,7 +580,7 @@ mod tests {
             "tools/call",
             json!({}),
             Duration::from_secs(5),
-            Some("k"),
+            (Some("k"), None),
             None,
         )
     }

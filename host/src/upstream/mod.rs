@@ -614,7 +614,13 @@ impl Upstream {
                 None => json!({}),
             };
             let page = client
-                .request("tools/list", params, self.config.timeout, None, None)
+                .request(
+                    "tools/list",
+                    params,
+                    self.config.timeout,
+                    (None, None),
+                    None,
+                )
                 .map_err(|e| format!("upstream `{}`: tools/list: {e}", self.name))?;
             if let Some(Value::Array(tools)) = page.get("tools") {
                 entries.extend(tools.iter().cloned());
@@ -740,6 +746,19 @@ impl Upstream {
         key: Option<&str>,
         wait: Option<Duration>,
     ) -> Result<Value, ClientError> {
+        self.call_tool_asking(tool, as_tool, arguments, (key, wait), None)
+    }
+
+    /// [`Upstream::call_tool`], with what the upstream asks of the client during the
+    /// call (elicitation, sampling, roots) answered by `asks`.
+    pub(crate) fn call_tool_asking(
+        &self,
+        tool: &str,
+        as_tool: &str,
+        arguments: &Value,
+        (key, wait): (Option<&str>, Option<Duration>),
+        asks: Option<&dyn crate::provider::ClientRequests>,
+    ) -> Result<Value, ClientError> {
         // An earlier attempt's answer that came late, whatever its state now.
         if let Some(answer) = self.late_answer(key) {
             return answer;
@@ -753,8 +772,8 @@ impl Upstream {
             "tools/call",
             params,
             self.config.timeout,
-            key,
-            Some(as_tool),
+            (key, Some(as_tool)),
+            asks,
         );
         match &answer {
             Ok(_) => self.shared.lock().failures = 0,
@@ -786,6 +805,16 @@ impl Upstream {
             .connection
             .as_ref()
             .is_some_and(|(_, connection)| connection.running(key))
+    }
+
+    /// Whether a request under `key` waits for the client's later answer to what
+    /// the upstream asked during it.
+    fn asking(&self, key: &str) -> bool {
+        let status = self.shared.lock();
+        status
+            .connection
+            .as_ref()
+            .is_some_and(|(_, connection)| connection.asking(key))
     }
 }
 
@@ -1185,6 +1214,7 @@ echo '{{"jsonrpc":"2.0","id":3,"result":{{"content":[{{"type":"text","text":"lat
                 attempt: 1,
                 operation: "pay",
                 payload: &payload,
+                client: None,
             })
         };
         match call() {
@@ -1294,6 +1324,7 @@ echo '{{"jsonrpc":"2.0","id":3,"result":{{"content":[{{"type":"text","text":"lat
                 attempt: 1,
                 operation,
                 payload: &payload,
+                client: None,
             })
         };
         for refused in ["delete", "never_listed"] {

@@ -35,8 +35,8 @@ impl UpstreamProvider {
         tool: &str,
         operation: &str,
         payload: &Value,
-        key: Option<&str>,
-        attempt: u32,
+        (key, attempt): (Option<&str>, u32),
+        asks: Option<&dyn crate::provider::ClientRequests>,
     ) -> Result<Value, ProviderError> {
         // Only a tool the host offers of this upstream: never one the configuration
         // leaves out (`exclude`), nor one it never listed.
@@ -57,7 +57,7 @@ impl UpstreamProvider {
         provider_error(
             self.upstream.name(),
             self.upstream
-                .call_tool(operation, tool, &arguments, key, wait),
+                .call_tool_asking(operation, tool, &arguments, (key, wait), asks),
         )
     }
 }
@@ -135,8 +135,8 @@ impl Provider for UpstreamProvider {
             request.tool,
             request.operation,
             request.payload,
-            Some(request.key.as_str()),
-            request.attempt,
+            (Some(request.key.as_str()), request.attempt),
+            request.client,
         )
     }
 
@@ -148,6 +148,9 @@ impl Provider for UpstreamProvider {
                 self.upstream.name(),
                 answer,
             )));
+        }
+        if self.upstream.asking(key.as_str()) {
+            return Some(EarlierAttempt::Asking);
         }
         self.upstream
             .still_running(key.as_str())
@@ -188,8 +191,8 @@ impl Provider for UpstreamProvider {
             request.tool,
             request.operation,
             request.payload,
-            None,
-            request.attempt,
+            (None, request.attempt),
+            request.client,
         )
     }
 }

@@ -150,7 +150,7 @@ pub(super) fn list_all(
             None => json!({}),
         };
         let page = connection
-            .request(method, params, timeout, None, None)
+            .request(method, params, timeout, (None, None), None)
             .map_err(|e| format!("upstream `{upstream}`: {method}: {e}"))?;
         if let Some(Value::Array(found)) = page.get(field) {
             entries.extend(found.iter().cloned());
@@ -307,7 +307,7 @@ impl Upstream {
     /// sent, while it is not ready.
     pub(crate) fn read(&self, method: &str, params: Value) -> Result<Value, ClientError> {
         let (_, connection) = self.connection(None)?;
-        let answer = connection.request(method, params, self.config.timeout, None, None)?;
+        let answer = connection.request(method, params, self.config.timeout, (None, None), None)?;
         let size = serde_json::to_vec(&answer).map_or(usize::MAX, |v| v.len());
         if size > self.config.max_read_bytes {
             return Err(ClientError::Lost(format!(
@@ -368,7 +368,7 @@ impl Upstream {
                 "resources/subscribe",
                 json!({ "uri": uri }),
                 self.config.timeout,
-                None,
+                (None, None),
                 None,
             );
             if let Err(e) = subscribed {

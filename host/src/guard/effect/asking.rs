@@ -21,7 +21,7 @@ use super::{
 use crate::ask::{self, AskContext, Asked, Question};
 use crate::error::Error;
 use crate::journal::{Answer, EffectState, NewEffect};
-use crate::keys;
+use crate::keys::{self, EffectKey};
 use crate::mutants::{self, Mutant};
 use crate::provider::ProviderClass;
 use crate::runtime::EffectFailure;
@@ -71,41 +71,100 @@ impl EffectSession {
     ) -> Result<Result<Vec<String>, EffectFailure>, Error> {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let fingerprint = match keys::effect_fingerprint(ask::PROVIDER, ask::OPERATION, payload) {
+        // Only a resumed run can find the question journaled already.
+        let resumed = self.resumed;
+        let (key, state, asked) =
+            match self.ask_at((seq, ask::OPERATION), resumed, questions, payload)? {
+                AskStep::Replayed(stored) => return Ok(answers_to_guest(stored)),
+                AskStep::Refused(failure) => return Ok(Err(failure)),
+                AskStep::CannotAsk(why) => return Ok(Err(self.input_unavailable(why))),
+                AskStep::Asked { key, state, asked } => (key, state, asked),
+            };
+        match asked {
+            Asked::Answered(answers) => Ok(match self.save_answers(&key, answers, questions)? {
+                Ok(saved) => answers_to_guest(saved),
+                Err(why) => Err(self.input_unavailable(why)),
+            }),
+            Asked::Later => {
+                // What operators read on the pending question (`journal`, console).
+                self.note_unknown(&key, AWAITING)?;
+                tracing::info!(
+                    tool = %self.tool,
+                    key = %self.invocation,
+                    seq,
+                    "the tool asked the user; the call is suspended awaiting the answers"
+                );
+                self.interrupted = Some(Interruption::AwaitingInput {
+                    seq,
+                    questions: questions.to_vec(),
+                    state,
+                });
+                Ok(Err(EffectFailure::Stopped(
+                    "the call stopped to wait for the user's answers".into(),
+                )))
+            }
+            Asked::Unavailable(why) => {
+                self.note_unknown(&key, &format!("the user could not be asked: {why}"))?;
+                Ok(Err(self.input_unavailable(why)))
+            }
+            Asked::Invalid(why) => {
+                self.interrupted = Some(Interruption::InputStateInvalid(why.clone()));
+                Ok(Err(EffectFailure::Stopped(format!(
+                    "the request's answers were refused: {why}"
+                ))))
+            }
+        }
+    }
+
+    /// Steps 2 to 4 for the question at `seq`, journaled as `operation`: the
+    /// journal's answer when it holds one (read when `look`), else the question
+    /// claimed and asked.
+    pub(super) fn ask_at(
+        &mut self,
+        (seq, operation): (u32, &str),
+        look: bool,
+        questions: &[Question],
+        payload: &Value,
+    ) -> Result<AskStep, Error> {
+        let fingerprint = match keys::effect_fingerprint(ask::PROVIDER, operation, payload) {
             Ok(f) => f,
-            Err(e) => return Ok(Err(EffectFailure::Denied(format!("questions: {e}")))),
+            Err(e) => {
+                return Ok(AskStep::Refused(EffectFailure::Denied(format!(
+                    "questions: {e}"
+                ))));
+            }
         };
 
-        // 2. Only a resumed run can find the question journaled already.
-        let existing = if self.resumed {
+        // 2. The journal at this position.
+        let existing = if look {
             self.shared.journal.effect(&self.invocation, seq)?
         } else {
             None
         };
         if let Some(record) = &existing {
             if record.fingerprint != fingerprint {
-                return Ok(Err(self.diverged(
+                return Ok(AskStep::Refused(self.diverged(
                     record,
                     seq,
                     ask::PROVIDER,
-                    ask::OPERATION,
+                    operation,
                 )));
             }
             if record.state == EffectState::Done && !mutants::on(Mutant::AskAnsweredAgain) {
                 let stored = Answer::from_stored(record.response.as_deref().unwrap_or(""));
-                return Ok(answers_to_guest(stored));
+                return Ok(AskStep::Replayed(stored));
             }
         }
         if existing.is_none() && self.refused_by_a_cancel() {
-            return Ok(Err(cancelled()));
+            return Ok(AskStep::Refused(cancelled()));
         }
 
         // 3. Before anything is journaled: can this caller be asked at all?
         let Some(asker) = ask::current() else {
-            return Ok(Err(self.input_unavailable(ask::NO_ASKER.into())));
+            return Ok(AskStep::CannotAsk(ask::NO_ASKER.into()));
         };
         if let Err(why) = asker.can_ask() {
-            return Ok(Err(self.input_unavailable(why)));
+            return Ok(AskStep::CannotAsk(why));
         }
 
         // 4. Claimed (the key read back), then asked.
@@ -117,7 +176,7 @@ impl EffectSession {
             seq,
             provider: ask::PROVIDER,
             class: ProviderClass::Keyed.as_str(),
-            operation: ask::OPERATION,
+            operation,
             fingerprint: &fingerprint,
             now: self.shared.clock.now_ms(),
         };
@@ -131,7 +190,9 @@ impl EffectSession {
         self.deferred.clear();
         let key = match claimed {
             Ok((key, _attempt)) => key,
-            Err(refusal) => return Ok(Err(self.refused(refusal, seq, ask::PROVIDER))),
+            Err(refusal) => {
+                return Ok(AskStep::Refused(self.refused(refusal, seq, ask::PROVIDER)));
+            }
         };
         self.unjournaled = None;
         self.attempts += 1;
@@ -155,54 +216,27 @@ impl EffectSession {
         drop(beat);
         let waited = self.shared.clock.now_ms().saturating_sub(asked_at).max(0);
         self.ends_at_ms = self.ends_at_ms.saturating_add(waited);
-        match asked {
-            Asked::Answered(answers) => {
-                if let Err(why) = ask::check_answers(&answers, questions) {
-                    let why = format!("the client's answers cannot be used: {why}");
-                    self.note_unknown(&key, &why)?;
-                    return Ok(Err(self.input_unavailable(why)));
-                }
-                let saved = self.save_answer(
-                    &key,
-                    Answer::Ok(Value::Array(answers)),
-                    ProviderClass::Keyed,
-                )?;
-                Ok(match saved {
-                    Ok(text) => answers_to_guest(Answer::Ok(
-                        serde_json::from_str(&text).unwrap_or(Value::Null),
-                    )),
-                    Err(failure) => Err(failure),
-                })
-            }
-            Asked::Later => {
-                // What operators read on the pending question (`journal`, console).
-                self.note_unknown(&key, AWAITING)?;
-                tracing::info!(
-                    tool = %self.tool,
-                    key = %self.invocation,
-                    seq,
-                    "the tool asked the user; the call is suspended awaiting the answers"
-                );
-                self.interrupted = Some(Interruption::AwaitingInput {
-                    seq,
-                    questions: questions.to_vec(),
-                    state: at.state(),
-                });
-                Ok(Err(EffectFailure::Stopped(
-                    "the call stopped to wait for the user's answers".into(),
-                )))
-            }
-            Asked::Unavailable(why) => {
-                self.note_unknown(&key, &format!("the user could not be asked: {why}"))?;
-                Ok(Err(self.input_unavailable(why)))
-            }
-            Asked::Invalid(why) => {
-                self.interrupted = Some(Interruption::InputStateInvalid(why.clone()));
-                Ok(Err(EffectFailure::Stopped(format!(
-                    "the request's answers were refused: {why}"
-                ))))
-            }
+        let state = at.state();
+        Ok(AskStep::Asked { key, state, asked })
+    }
+
+    /// Saves the person's `answers` to `questions` asked under `key`, as a keyed
+    /// effect's answer; `Err` (why, noted on the question) when they cannot be used.
+    pub(super) fn save_answers(
+        &mut self,
+        key: &EffectKey,
+        answers: Vec<Value>,
+        questions: &[Question],
+    ) -> Result<Result<Answer, String>, Error> {
+        if let Err(why) = ask::check_answers(&answers, questions) {
+            let why = format!("the client's answers cannot be used: {why}");
+            self.note_unknown(key, &why)?;
+            return Ok(Err(why));
         }
+        let answer = Answer::Ok(Value::Array(answers));
+        // A keyed answer: deferred to the run's next commit, handed on as it is.
+        let _handed = self.save_answer(key, answer.clone(), ProviderClass::Keyed)?;
+        Ok(Ok(answer))
     }
 
     /// The caller cannot be asked: the run stops, and the call says why.
@@ -216,6 +250,26 @@ impl EffectSession {
 /// What a pending question says while its answers are awaited.
 pub(crate) const AWAITING: &str =
     "awaiting the user's answer: the same call, made again with the answers, resumes it";
+
+/// Where [`EffectSession::ask_at`] left a question.
+pub(super) enum AskStep {
+    /// The journal holds its answer: nobody is asked.
+    Replayed(Answer),
+    /// Refused before anyone was asked (a divergence, a cancel, a lost lease).
+    Refused(EffectFailure),
+    /// This caller cannot be asked: why. Nothing of the question is journaled.
+    CannotAsk(String),
+    /// Claimed under `key` and asked: what became of it, and the request state of
+    /// the question.
+    Asked {
+        /// The question's effect key.
+        key: EffectKey,
+        /// Its request state ([`AskContext::state`]).
+        state: String,
+        /// What became of asking.
+        asked: Asked,
+    },
+}
 
 /// What the guest is told of an ask's saved answer: each answer's JSON text.
 fn answers_to_guest(answer: Answer) -> Result<Vec<String>, EffectFailure> {

@@ -63,6 +63,7 @@ impl EffectSession {
             attempt: record.attempts,
             operation,
             payload,
+            client: None,
         };
         let beat = self.heartbeats.beat(&self.invocation, &self.owner);
         let probed = provider.probe(&request);

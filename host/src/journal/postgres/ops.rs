@@ -744,6 +744,7 @@ pub(super) fn perform_transactional_in(
         attempt,
         operation: request.operation,
         payload: request.payload,
+        client: None,
     };
     let mut savepoint = tx.savepoint("provider")?;
     fault::point(FaultPoint::BeforeEffect);

@@ -302,6 +302,7 @@ pub(super) fn perform_transactional_in(
         attempt,
         operation: request.operation,
         payload: request.payload,
+        client: None,
     };
     let savepoint = tx.savepoint_with_name("provider")?;
     fault::point(FaultPoint::BeforeEffect);

@@ -43,9 +43,9 @@ struct LiveCall {
     ),
     /// Its place among its principal's calls in flight, until it finishes.
     permit: Permit,
-    /// Whether the session's client declared `elicitation`: its tool may ask it, on
-    /// this call's stream.
-    elicits: bool,
+    /// What the session's client declared (`elicitation`, `sampling`, `roots`): its
+    /// tool may ask it, on this call's stream.
+    declared: elicit::Declared,
     /// Counts it among the calls a stopping server waits for.
     shutdown: Arc<Shutdown>,
 }
@@ -298,7 +298,7 @@ impl McpEndpoint {
                     ));
                 }
                 let resumed = Session::resume(tools, scoping, entry.era, entry.log_level)
-                    .eliciting(entry.elicits)
+                    .declaring(entry.declared)
                     .with_upstreams(server.upstreams())
                     .passing(server.host());
                 found = Some(entry);
@@ -433,15 +433,17 @@ impl McpEndpoint {
                 // what it missed (`Last-Event-ID`).
                 let may_hear = log_level.is_some() || progress_token.is_some();
                 if let Some(found) = &found
-                    && reply_kind(head, self.options.prefer_sse || may_hear || found.elicits)
-                        == Some(Kind::Sse)
+                    && reply_kind(
+                        head,
+                        self.options.prefer_sse || may_hear || found.declared.elicitation,
+                    ) == Some(Kind::Sse)
                 {
                     let call = LiveCall {
                         id: id.clone(),
                         request,
                         heard: (log_level, progress_token),
                         permit,
-                        elicits: found.elicits,
+                        declared: found.declared,
                         shutdown,
                     };
                     return Answer::Ready(self.stream_call(server, found, call));
@@ -458,7 +460,7 @@ impl McpEndpoint {
                 }
                 // A session's client answered without a stream cannot be asked.
                 let cannot_ask = found.as_ref().map(|found| {
-                    CannotAsk(if found.elicits {
+                    CannotAsk(if found.declared.elicitation {
                         elicit::NO_STREAM
                     } else {
                         elicit::NOT_DECLARED
@@ -508,7 +510,7 @@ impl McpEndpoint {
             match self.sessions.open(principal, session.era(), Instant::now()) {
                 Ok(session_id) => {
                     self.sessions
-                        .set_elicits(&session_id, principal, session.elicits());
+                        .set_declared(&session_id, principal, session.declared());
                     response = response.with("mcp-session-id", session_id)
                 }
                 Err(refused) => {
@@ -555,7 +557,7 @@ impl McpEndpoint {
                 request,
                 heard,
                 permit,
-                elicits,
+                declared,
                 shutdown,
             } = call;
             let notes = Arc::clone(&record);
@@ -563,7 +565,7 @@ impl McpEndpoint {
             // as its other events; the client POSTs its answers to the session.
             let questions = Arc::clone(&record);
             let asker = elicit::session_asker(
-                (elicits, id.clone()),
+                (declared, id.clone()),
                 pending,
                 move |question| questions.append(stream, question, false),
                 server.config().ask_timeout,

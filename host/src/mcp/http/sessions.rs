@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 #[allow(deprecated)] // SEP-2577 deprecates logging; revisions up to 2025-11-25 have it.
 use rmcp::model::LoggingLevel;
 
-use crate::mcp::elicit::Pending;
+use crate::mcp::elicit::{Declared, Pending};
 use crate::mcp::session::Era;
 use crate::mcp::surface::Subscribed;
 use crate::serving::sse::{EventLog, ReplayCaps};
@@ -28,8 +28,9 @@ struct Entry {
     used: Instant,
     /// The events of its POST streams, for `Last-Event-ID`; ends with the session.
     events: Arc<EventLog>,
-    /// Whether its client declared `elicitation` when it initialized.
-    elicits: bool,
+    /// What its client declared (`elicitation`, `sampling`, `roots`) when it
+    /// initialized.
+    declared: Declared,
     /// Its calls' questions waiting for the client's answers; closed with the
     /// session.
     pending: Arc<Pending>,
@@ -46,8 +47,8 @@ pub(crate) struct Found {
     pub log_level: Option<LoggingLevel>,
     /// The record of its streams' events.
     pub events: Arc<EventLog>,
-    /// Whether its client declared `elicitation`, so its calls' tools may ask it.
-    pub elicits: bool,
+    /// What its client declared, so its calls' tools may ask it that.
+    pub declared: Declared,
     /// Its calls' questions waiting for the client's answers.
     pub pending: Arc<Pending>,
     /// The upstreams' resources it subscribed to.
@@ -142,7 +143,7 @@ impl Sessions {
                 log_level: None,
                 used: now,
                 events: Arc::new(EventLog::new(tag, self.replay)),
-                elicits: false,
+                declared: Declared::default(),
                 pending: Arc::default(),
                 subscribed: Arc::default(),
             },
@@ -175,7 +176,7 @@ impl Sessions {
             era: entry.era,
             log_level: entry.log_level,
             events: Arc::clone(&entry.events),
-            elicits: entry.elicits,
+            declared: entry.declared,
             pending: Arc::clone(&entry.pending),
             subscribed: Arc::clone(&entry.subscribed),
         })
@@ -202,13 +203,13 @@ impl Sessions {
         }
     }
 
-    /// Records that the client of session `id` declared `elicitation` (or not),
-    /// if the session is open and `principal`'s.
-    pub fn set_elicits(&self, id: &str, principal: &str, elicits: bool) {
+    /// Records what the client of session `id` declared (`elicitation`,
+    /// `sampling`, `roots`), if the session is open and `principal`'s.
+    pub fn set_declared(&self, id: &str, principal: &str, declared: Declared) {
         if let Some(entry) = self.lock().get_mut(id)
             && entry.principal == principal
         {
-            entry.elicits = elicits;
+            entry.declared = declared;
         }
     }
 
@@ -269,15 +270,29 @@ mod tests {
         let sessions = Sessions::new(8, 8, idle, ReplayCaps::default());
         let now = Instant::now();
         let a = sessions.open("alice", V, now).unwrap();
-        assert!(!sessions.lookup(&a, "alice", now).unwrap().elicits);
-        sessions.set_elicits(&a, "bob", true);
         assert!(
-            !sessions.lookup(&a, "alice", now).unwrap().elicits,
+            !sessions
+                .lookup(&a, "alice", now)
+                .unwrap()
+                .declared
+                .elicitation
+        );
+        let elicits = Declared {
+            elicitation: true,
+            ..Declared::default()
+        };
+        sessions.set_declared(&a, "bob", elicits);
+        assert!(
+            !sessions
+                .lookup(&a, "alice", now)
+                .unwrap()
+                .declared
+                .elicitation,
             "not bob's"
         );
-        sessions.set_elicits(&a, "alice", true);
+        sessions.set_declared(&a, "alice", elicits);
         let found = sessions.lookup(&a, "alice", now).unwrap();
-        assert!(found.elicits);
+        assert!(found.declared.elicitation);
         assert!(!found.pending.is_closed());
         assert!(sessions.close(&a, "alice").is_some());
         assert!(found.pending.is_closed(), "closed with the session");

@@ -1,0 +1,277 @@
+//! What an upstream MCP server asks of the client while its `tools/call` runs
+//! (issue 58), answered on the call's own thread while the call's effect is
+//! performed:
+//!
+//! - `elicitation/create` is the call's question to the person, journaled like a
+//!   component's `input.ask` (`asking`): at the positions after the upstream call's,
+//!   in the order the upstream asks within one attempt, matched by position and
+//!   content. A resent call (keyed, or a retry in the same run) whose upstream asks
+//!   the same question again gets the journaled answer, and nobody is asked twice;
+//!   another question there is a divergence. The answer is saved before the upstream
+//!   reads it. A client that cannot be asked is not asked (nothing journaled): the
+//!   upstream is refused, `-32021` where the client did not declare `elicitation`.
+//! - `sampling/createMessage` and `roots/list` are the client's to answer where it
+//!   declared them ([`crate::ask::Asker::forward`]), `-32021` naming the capability
+//!   where it did not. They are not journaled: a model's completion and a list of
+//!   roots are the client's answers, not effects, and a resent call asks again.
+
+use std::cell::{Cell, RefCell};
+
+use serde_json::Value;
+
+use super::asking::AskStep;
+use super::{EffectSession, Interruption};
+use crate::ask::{self, Asked, Forwarded, Question};
+use crate::error::Error;
+use crate::journal::Answer;
+use crate::provider::{ClientReply, ClientRequests};
+
+/// The method of an upstream's question to the person.
+const ELICIT_METHOD: &str = "elicitation/create";
+
+/// The JSON-RPC code of a request the client did not declare the capability for
+/// (SEP-2575's missing client capability).
+const MISSING_CAPABILITY: i64 = -32021;
+
+/// The JSON-RPC code of a request refused for another reason.
+const INTERNAL: i64 = -32603;
+
+/// The name an upstream's question takes (an `inputRequests` key, a journal entry).
+const QUESTION_NAME: &str = "upstream_question";
+
+/// Answers the upstream's requests of one attempt of the effect at `after`.
+pub(super) struct CallsClient<'s> {
+    session: RefCell<&'s mut EffectSession>,
+    /// The upstream call's position: its questions take the ones after it.
+    after: u32,
+    /// Questions asked in this attempt so far.
+    asked: Cell<u32>,
+    /// Whether questions may be journaled (not in an unjournaled read).
+    journals: bool,
+    /// Whether this attempt takes up an earlier one waiting upstream on the
+    /// person's answer ([`ClientRequests::resumes`]).
+    resumes: bool,
+}
+
+impl<'s> CallsClient<'s> {
+    /// The client of the effect at `after` of `session`'s run; `journals` is false
+    /// for a read, which journals nothing and so asks no question.
+    pub(super) fn new(session: &'s mut EffectSession, after: u32, journals: bool) -> Self {
+        Self {
+            session: RefCell::new(session),
+            after,
+            asked: Cell::new(0),
+            journals,
+            resumes: false,
+        }
+    }
+
+    /// The same, for an attempt that takes up an earlier one (`resumes`) waiting
+    /// upstream on the person's answer, and must send nothing anew.
+    pub(super) fn resuming(mut self, resumes: bool) -> Self {
+        self.resumes = resumes;
+        self
+    }
+
+    /// The session back once the attempt ended: its next position follows the
+    /// questions asked.
+    pub(super) fn finish(self) -> &'s mut EffectSession {
+        let after = self.after + self.asked.get() + 1;
+        let session = self.session.into_inner();
+        session.next_seq = session.next_seq.max(after);
+        session
+    }
+
+    /// The upstream's `elicitation/create`, asked as the call's question.
+    fn question(&self, params: &Value, can_wait: bool) -> ClientReply {
+        if !self.journals {
+            return refusal(
+                INTERNAL,
+                "the tool is a read (read-only), whose call journals nothing, so justonce asks no question for it: its upstream or configuration must not mark it read-only"
+                    .into(),
+            );
+        }
+        let question = match question_of(params) {
+            Ok(question) => question,
+            Err(why) => return refusal(-32602, why),
+        };
+        let seq = self.after + 1 + self.asked.get();
+        self.asked.set(self.asked.get() + 1);
+        let mut session = self.session.borrow_mut();
+        match session.upstream_question(seq, question, can_wait) {
+            Ok(reply) => reply,
+            Err(fault) => {
+                let reply = refusal(
+                    INTERNAL,
+                    format!("justonce could not journal the question: {fault}"),
+                );
+                session.host_fault = Some(fault);
+                reply
+            }
+        }
+    }
+}
+
+impl ClientRequests for CallsClient<'_> {
+    fn resumes(&self) -> bool {
+        self.resumes
+    }
+
+    fn request(&self, method: &str, params: &Value, can_wait: bool) -> ClientReply {
+        if method == ELICIT_METHOD {
+            return self.question(params, can_wait);
+        }
+        let Some(asker) = ask::current() else {
+            return refusal(
+                INTERNAL,
+                format!("{}: {method} cannot be passed on", ask::NO_ASKER),
+            );
+        };
+        match asker.forward(method, params) {
+            Forwarded::Answered(result) => ClientReply::Result(result),
+            Forwarded::Refused { code, message } => refusal(code, message),
+            Forwarded::NotDeclared(capability) => refusal(
+                MISSING_CAPABILITY,
+                format!(
+                    "the client of this call did not declare the `{capability}` capability, so justonce cannot pass {method} to it"
+                ),
+            ),
+            Forwarded::Unavailable(why) => refusal(INTERNAL, why),
+        }
+    }
+}
+
+fn refusal(code: i64, message: String) -> ClientReply {
+    ClientReply::Error { code, message }
+}
+
+/// The question an `elicitation/create`'s `params` ask, in form mode; `Err` why it
+/// cannot be asked.
+fn question_of(params: &Value) -> Result<Question, String> {
+    if params.get("mode").and_then(Value::as_str) == Some("url") {
+        return Err("justonce passes form-mode questions only, not URL-mode elicitation".into());
+    }
+    let message = params
+        .get("message")
+        .and_then(Value::as_str)
+        .ok_or("elicitation/create without a `message`")?;
+    let schema = params
+        .get("requestedSchema")
+        .cloned()
+        .ok_or("elicitation/create without a `requestedSchema`")?;
+    let question = Question {
+        name: QUESTION_NAME.into(),
+        message: message.into(),
+        schema,
+    };
+    ask::check_questions(std::slice::from_ref(&question))
+        .map_err(|why| format!("the question cannot be asked: {why}"))?;
+    Ok(question)
+}
+
+impl EffectSession {
+    /// The upstream's `question` at `seq`: the journal's answer if it holds one,
+    /// else the person's, saved before the upstream reads it. What cannot be asked
+    /// is refused to the upstream; the run goes on and the upstream's answer to its
+    /// call is the call's, as for any effect.
+    ///
+    /// A client that answers with a later request (`input_required`: the stateless
+    /// revision, a task) stops the call awaiting the answer, as a component's
+    /// question does, while the upstream's request waits (`can_wait`: over stdio) for
+    /// the call made again with it; where it cannot wait it is refused.
+    fn upstream_question(
+        &mut self,
+        seq: u32,
+        question: Question,
+        can_wait: bool,
+    ) -> Result<ClientReply, Error> {
+        let questions = [question];
+        let payload = ask::payload(&questions);
+        // Looked up in every run: an attempt resent within this run asks again too.
+        let at = (seq, ask::UPSTREAM_OPERATION);
+        let (key, state, asked) = match self.ask_at(at, true, &questions, &payload)? {
+            AskStep::Replayed(stored) => {
+                tracing::info!(tool = %self.tool, key = %self.invocation, seq, "the upstream asked the question journaled at #{seq} again: answered from the journal, nobody is asked");
+                return Ok(first_answer(stored));
+            }
+            AskStep::Refused(failure) => {
+                return Ok(refusal(
+                    INTERNAL,
+                    format!("the question was refused: {}", failure.kind()),
+                ));
+            }
+            // Both texts of a client that did not declare it name the capability.
+            AskStep::CannotAsk(why) if why.contains("elicitation capability") => {
+                return Ok(refusal(MISSING_CAPABILITY, why));
+            }
+            AskStep::CannotAsk(why) => return Ok(refusal(INTERNAL, why)),
+            AskStep::Asked { key, state, asked } => (key, state, asked),
+        };
+        let why = match asked {
+            Asked::Answered(answers) => match self.save_answers(&key, answers, &questions)? {
+                Ok(answer) => {
+                    // On record before the upstream acts on it.
+                    self.save_deferred()?;
+                    return Ok(first_answer(answer));
+                }
+                Err(why) => why,
+            },
+            Asked::Later if can_wait => {
+                self.note_unknown(&key, super::asking::AWAITING)?;
+                tracing::info!(tool = %self.tool, key = %self.invocation, seq, "the upstream asked the user; the call is suspended awaiting the answers, its upstream call left waiting");
+                let [question] = questions;
+                self.interrupted = Some(Interruption::AwaitingInput {
+                    seq,
+                    questions: vec![question],
+                    state,
+                });
+                return Ok(ClientReply::Later);
+            }
+            Asked::Later => "the client answers questions with a later request (input_required), and this upstream's request cannot wait for it (over Streamable HTTP it ends with its response stream)".into(),
+            Asked::Unavailable(why) | Asked::Invalid(why) => why,
+        };
+        self.note_unknown(&key, &format!("the user could not be asked: {why}"))?;
+        Ok(refusal(INTERNAL, why))
+    }
+}
+
+/// The reply that carries the one answer of an upstream's question on record.
+fn first_answer(answer: Answer) -> ClientReply {
+    match answer {
+        Answer::Ok(Value::Array(mut answers)) if answers.len() == 1 => {
+            ClientReply::Result(answers.remove(0))
+        }
+        other => refusal(
+            INTERNAL,
+            format!("the journal holds an unreadable answer for this question: {other:?}"),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_form_question_is_asked_and_a_url_or_unusable_one_refused_saying_why() {
+        let schema = json!({ "type": "object", "properties": { "name": { "type": "string" } } });
+        let asked = question_of(&json!({ "message": "Who?", "requestedSchema": schema }));
+        assert_eq!(
+            asked,
+            Ok(Question {
+                name: QUESTION_NAME.into(),
+                message: "Who?".into(),
+                schema: schema.clone(),
+            })
+        );
+        let url = question_of(&json!({ "mode": "url", "message": "Go", "url": "https://x" }));
+        assert!(url.unwrap_err().contains("form-mode questions only"));
+        let no_schema = question_of(&json!({ "message": "Who?" }));
+        assert!(no_schema.unwrap_err().contains("requestedSchema"));
+        let nested = json!({ "type": "object", "properties": { "a": { "type": "object" } } });
+        let nested = question_of(&json!({ "message": "Who?", "requestedSchema": nested }));
+        assert!(nested.unwrap_err().contains("property `a`"));
+    }
+}
