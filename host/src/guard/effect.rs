@@ -15,6 +15,7 @@
 
 mod asking;
 mod probing;
+mod reconciling;
 
 use std::any::Any;
 use std::sync::Arc;
@@ -136,6 +137,12 @@ pub(crate) struct EffectSession {
     /// Attempts at effects this run made (each sent under its key), for the call's
     /// log line.
     pub attempts: u32,
+    /// The tool's own probe of its effects (its component's `reconcile`), if any:
+    /// asked about a pending unkeyed effect whose provider has no probe.
+    pub tool_probe: Option<Arc<dyn super::ToolProbe>>,
+    /// A sweep's run: it asks the probe of the first pending unkeyed effect,
+    /// journals its decision and stops, performing nothing new.
+    pub probe_only: bool,
 }
 
 /// One attempt's result, for [`EffectSession::retrying`].
@@ -252,6 +259,8 @@ impl EffectSession {
             ends_at_ms,
             deferred: Vec::new(),
             attempts: 0,
+            tool_probe: None,
+            probe_only: false,
         }
     }
 
@@ -400,6 +409,19 @@ impl EffectSession {
             now: self.shared.clock.now_ms(),
         };
 
+        // A sweep's run performs nothing: it stops here unless this is the pending
+        // unkeyed effect its probe may decide.
+        let probe_here = existing.as_ref().is_some_and(|record| {
+            class == ProviderClass::Unkeyed && record.resolution != Some(Resolution::NotPerformed)
+        });
+        if self.probe_only && !probe_here {
+            return Ok(Err(self.swept(
+                seq,
+                provider_name,
+                "the sweep's run reached an effect it may not perform".into(),
+            )));
+        }
+
         // 3. Transactional: claimed and performed in one journal transaction.
         if class == ProviderClass::Transactional {
             return self.transactional(provider, &new, operation, payload);
@@ -444,6 +466,10 @@ impl EffectSession {
                 return Ok(Err(self.unknown(seq, provider_name, reason, EndsBy::Retry)));
             }
             match self.probe_pending(provider, record, seq, operation, payload)? {
+                Probing::Answered(_) | Probing::Resend if self.probe_only => {
+                    let reason = "its probe decided it in a sweep; the call's next retry goes on from that decision";
+                    return Ok(Err(self.swept(seq, provider_name, reason.into())));
+                }
                 Probing::Answered(answer) => return Ok(answer),
                 Probing::Resend => {}
                 Probing::Unknown { reason, ends_by } => {
@@ -881,7 +907,7 @@ impl EffectSession {
                 );
                 let ends_by = if class == ProviderClass::Unkeyed {
                     reason.push_str("; this unkeyed effect is not sent again");
-                    unkeyed_ends_by(provider, new.operation, payload)
+                    self.unkeyed_ends_by(provider, new.operation, payload)
                 } else {
                     EndsBy::Retry
                 };
@@ -1058,6 +1084,19 @@ impl EffectSession {
         EffectFailure::OutcomeUnknown(format!("{reason}; {then}"))
     }
 
+    /// Where a sweep's run stops: the call stays open (nothing of this run is saved
+    /// as its outcome), and its next retry goes on.
+    fn swept(&mut self, seq: u32, provider: &str, reason: String) -> EffectFailure {
+        tracing::debug!(tool = %self.tool, key = %self.invocation, seq, provider, "a sweep's run stops at effect #{seq}: {reason}");
+        self.interrupted = Some(Interruption::OutcomeUnknown {
+            seq,
+            provider: provider.to_string(),
+            reason: reason.clone(),
+            ends_by: EndsBy::Retry,
+        });
+        EffectFailure::OutcomeUnknown(reason)
+    }
+
     fn not_performed(&mut self, seq: u32, provider: &str, reason: String) -> EffectFailure {
         self.interrupted = Some(Interruption::NotPerformed {
             seq,
@@ -1138,13 +1177,16 @@ impl EffectSession {
     }
 }
 
-/// What can end an unknown outcome of an unkeyed effect: its probe, where its
-/// provider has one for it, or else only a person.
-fn unkeyed_ends_by(provider: &dyn Provider, operation: &str, payload: &Value) -> EndsBy {
-    if provider.probe_of(operation, payload).is_some() {
-        EndsBy::Probe
-    } else {
-        EndsBy::Person
+impl EffectSession {
+    /// What can end an unknown outcome of an unkeyed effect: its probe, where its
+    /// provider has one for it or its tool exports `reconcile`, or else only a
+    /// person.
+    fn unkeyed_ends_by(&self, provider: &dyn Provider, operation: &str, payload: &Value) -> EndsBy {
+        if provider.probe_of(operation, payload).is_some() || self.tool_probe.is_some() {
+            EndsBy::Probe
+        } else {
+            EndsBy::Person
+        }
     }
 }
 
