@@ -15,7 +15,7 @@ use crate::support::{RUNTIME, success, test_host};
 
 /// What the unkeyed mailer does with a `send`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Mood {
+pub(crate) enum Mood {
     /// Sends it and answers.
     Fine,
     /// Sends it, then the answer is lost (a timeout after the mail went out).
@@ -26,7 +26,7 @@ enum Mood {
 
 /// A mail API that cannot deduplicate (no idempotency key), whose log can be searched
 /// by the key a message was sent under (`find`, a read).
-struct UnkeyedMailer {
+pub(crate) struct UnkeyedMailer {
     mood: Mutex<Mood>,
     /// The key of every `send` it received.
     requests: Mutex<Vec<String>>,
@@ -37,7 +37,7 @@ struct UnkeyedMailer {
 }
 
 impl UnkeyedMailer {
-    fn new(mood: Mood) -> Arc<Self> {
+    pub(crate) fn new(mood: Mood) -> Arc<Self> {
         Arc::new(Self {
             mood: Mutex::new(mood),
             requests: Mutex::new(Vec::new()),
@@ -46,19 +46,19 @@ impl UnkeyedMailer {
         })
     }
 
-    fn set_mood(&self, mood: Mood) {
+    pub(crate) fn set_mood(&self, mood: Mood) {
         *self.mood.lock().unwrap() = mood;
     }
 
-    fn requests(&self) -> Vec<String> {
+    pub(crate) fn requests(&self) -> Vec<String> {
         self.requests.lock().unwrap().clone()
     }
 
-    fn sent(&self) -> Vec<(String, Value, String)> {
+    pub(crate) fn sent(&self) -> Vec<(String, Value, String)> {
         self.sent.lock().unwrap().clone()
     }
 
-    fn finds(&self) -> Vec<String> {
+    pub(crate) fn finds(&self) -> Vec<String> {
         self.finds.lock().unwrap().clone()
     }
 }
@@ -104,7 +104,7 @@ impl Provider for UnkeyedMailer {
     }
 }
 
-fn mail(subject: &str) -> CallRequest {
+pub(crate) fn mail(subject: &str) -> CallRequest {
     CallRequest::new(
         "reconcile_mail",
         json!({ "to": "ada@example.com", "subject": subject }).to_string(),
