@@ -242,3 +242,20 @@ export function rich<T = null>(parts: ContentPart[], structured?: T): Rich<T>;
 /** Reports that `done` of `total` (if known) is done, and what is happening, to a
  * client that asked to hear (MCP's `notifications/progress`). */
 export function progress(done: number, total?: number, message?: string): void;
+
+/** One of the tool's own effects whose outcome is unknown. */
+export interface PendingEffect {
+  provider: string;
+  operation: string;
+  /** The payload the tool passed, parsed. */
+  payload: unknown;
+  /** The idempotency key the provider got with the effect. */
+  key: string;
+}
+
+/** What a tool's `reconcile` found out. */
+export type Reconciled = { performed: unknown } | { notPerformed: true } | { unknown: string };
+
+/** The component's `reconcile` export (the `reconciling-tool` world):
+ * `export const reconcile = reconciler((effect) => ...)`. */
+export function reconciler(reconcile: (effect: PendingEffect) => Reconciled): (effect: unknown) => unknown;

@@ -660,3 +660,34 @@ export function tool(definition) {
     },
   };
 }
+
+/**
+ * A tool's own probe of its effects, the component's `reconcile` export:
+ * `export const reconcile = reconciler((effect) => ...)` beside `describe` and `call`,
+ * built with `componentize-js -n reconciling-tool`. `effect` is `{ provider,
+ * operation, payload, key }` (the payload parsed); return `{ performed: response }`,
+ * `{ notPerformed: true }` or `{ unknown: why }`. It runs with reads only: an effect
+ * or a question to the user stops it with a trap.
+ */
+export function reconciler(reconcile) {
+  if (typeof reconcile !== 'function') throw new TypeError('reconciler takes a function');
+  return (effect) => {
+    let payload;
+    try {
+      payload = parseJson(effect.payload);
+    } catch (e) {
+      return { tag: 'unknown', val: `the payload is not JSON: ${e.message}` };
+    }
+    let found;
+    try {
+      found = reconcile({ provider: effect.provider, operation: effect.operation, payload, key: effect.key });
+    } catch (e) {
+      if (e instanceof EffectError) return { tag: 'unknown', val: e.message };
+      trapWith(e);
+    }
+    if (found && 'performed' in found) return { tag: 'performed', val: stringifyJson(found.performed ?? null) };
+    if (found && found.notPerformed === true) return { tag: 'not-performed' };
+    if (found && typeof found.unknown === 'string') return { tag: 'unknown', val: found.unknown };
+    trapWith(new TypeError('reconcile must return { performed: response }, { notPerformed: true } or { unknown: why }'));
+  };
+}

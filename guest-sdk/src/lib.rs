@@ -83,12 +83,14 @@ pub mod http;
 pub mod input;
 pub mod log;
 mod progress;
+pub mod reconcile;
 mod schema;
 
 pub use content::{Content, Rich, ToolOutput};
 pub use error::ToolError;
 pub use input::{Action, Answer, Question, ask, ask_all};
 pub use progress::progress;
+pub use reconcile::{PendingEffect, Reconcile, Reconciled};
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -103,6 +105,28 @@ pub mod __bindings {
         pub_export_macro: true,
         export_macro_name: "__justonce_export_world",
         default_bindings_module: "::justonce_guest::__bindings",
+    });
+}
+
+/// The bindings of the `reconciling-tool` world (a tool that exports `reconcile`),
+/// sharing every interface with [`__bindings`]. Not a stable API: use [`Reconcile`].
+#[doc(hidden)]
+#[allow(clippy::too_many_arguments)] // the generated export glue of `reconcile`'s record
+pub mod __reconciling_bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "reconciling-tool",
+        with: {
+            "justonce:tool/types@0.1.0": crate::__bindings::justonce::tool::types,
+            "justonce:tool/effects@0.1.0": crate::__bindings::justonce::tool::effects,
+            "justonce:tool/log@0.1.0": crate::__bindings::justonce::tool::log,
+            "justonce:tool/content@0.1.0": crate::__bindings::justonce::tool::content,
+            "justonce:tool/progress@0.1.0": crate::__bindings::justonce::tool::progress,
+            "justonce:tool/input@0.1.0": crate::__bindings::justonce::tool::input,
+        },
+        pub_export_macro: true,
+        export_macro_name: "__justonce_export_reconciling_world",
+        default_bindings_module: "::justonce_guest::__reconciling_bindings",
     });
 }
 
@@ -156,8 +180,37 @@ pub trait Tool {
 ///
 /// Use it once per crate, at the top level, with the type that implements [`Tool`]:
 /// `export_tool!(MyTool);`. The [crate-level example](crate) shows a whole tool.
+///
+/// A tool that also implements [`Reconcile`] (its own probe of its effects) exports
+/// it too with `export_tool!(MyTool, reconcile);`: the component is then of the
+/// `reconciling-tool` world.
 #[macro_export]
 macro_rules! export_tool {
+    ($tool:ty, reconcile) => {
+        const _: () = {
+            struct __JustonceTool;
+
+            impl $crate::__reconciling_bindings::Guest for __JustonceTool {
+                fn describe() -> $crate::__bindings::ToolInfo {
+                    $crate::__describe::<$tool>()
+                }
+
+                fn call(
+                    args: ::std::string::String,
+                ) -> ::std::result::Result<::std::string::String, $crate::__bindings::ToolError> {
+                    $crate::__call::<$tool>(args)
+                }
+
+                fn reconcile(
+                    effect: $crate::__bindings::justonce::tool::types::PendingEffect,
+                ) -> $crate::__bindings::justonce::tool::types::Reconciled {
+                    $crate::reconcile::__reconcile::<$tool>(effect)
+                }
+            }
+
+            $crate::__reconciling_bindings::__justonce_export_reconciling_world!(__JustonceTool with_types_in $crate::__reconciling_bindings);
+        };
+    };
     ($tool:ty) => {
         const _: () = {
             struct __JustonceTool;

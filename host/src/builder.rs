@@ -38,6 +38,8 @@ pub struct HostBuilder {
     lease: Duration,
     wait_bound: Duration,
     poll: Duration,
+    /// How long a tool's `reconcile` may run, at most.
+    probe_timeout: Duration,
     retry: RetryPolicy,
     limits: Option<Limits>,
     tool_limits: BTreeMap<String, Limits>,
@@ -89,6 +91,7 @@ impl Default for HostBuilder {
             lease: Duration::from_secs(60),
             wait_bound: Duration::from_secs(30),
             poll: Duration::from_millis(20),
+            probe_timeout: crate::guard::RECONCILE_TIMEOUT,
             retry: RetryPolicy::default(),
             limits: None,
             tool_limits: BTreeMap::new(),
@@ -210,6 +213,14 @@ impl HostBuilder {
     /// How long a duplicate waits for a running original before `in_progress`.
     pub fn wait_bound(mut self, bound: Duration) -> Self {
         self.wait_bound = bound;
+        self
+    }
+
+    /// How long a tool's own probe (its component's `reconcile`) may run, at most
+    /// (its deadline and wall-clock cap; the tool's limits when shorter). Default
+    /// 10 s.
+    pub fn probe_timeout(mut self, timeout: Duration) -> Self {
+        self.probe_timeout = timeout;
         self
     }
 
@@ -641,6 +652,7 @@ impl HostBuilder {
         let wasm = WasmRunner {
             runtime: Arc::clone(&runtime),
             limits: limits.clone(),
+            probe_timeout: self.probe_timeout,
         };
         let runner: Arc<dyn crate::guard::Runner> = if upstreams.is_empty() {
             Arc::new(wasm)

@@ -13,6 +13,11 @@
 //! gc_every_minutes = 60          # `serve` runs gc this often, one host at a time (0: never)
 //! registry_secrets_file = "registry.env" # one registry's login, if not in the environment
 //!
+//! [sweep]                        # `serve` asks probes about unknown outcomes
+//! every_seconds = 60             # this often, one host at a time (0: never)
+//! max_probes = 20                # at most this many a sweep
+//! probe_timeout_ms = 10000       # a tool's own probe (`reconcile`) at most
+//!
 //! [retry]
 //! attempts = 3
 //! initial_backoff_ms = 100
@@ -160,6 +165,21 @@ pub struct Config {
     /// `gc_every_minutes`: how often `serve` runs gc, one host of a journal at a
     /// time; zero: never (`justonce gc` is run by other means).
     pub gc_every: Option<Duration>,
+    /// `[sweep]`: how `serve` sweeps unknown outcomes a probe can decide.
+    pub sweep: SweepSettings,
+}
+
+/// `[sweep]`: how `serve` sweeps unknown outcomes a probe can decide. Unset keys
+/// leave the defaults (every 60 s, at most 20 probes, 10 s for a tool's probe).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SweepSettings {
+    /// `every_seconds`: how often, one host of a journal at a time; zero: never.
+    pub every: Option<Duration>,
+    /// `max_probes`: at most this many probes a sweep.
+    pub max_probes: Option<u32>,
+    /// `probe_timeout_ms`: how long a tool's own probe (`reconcile`) may run, at
+    /// most, at a retry or in a sweep.
+    pub probe_timeout: Option<Duration>,
 }
 
 /// `[mcp]`: how `serve` treats calls. Unset keys leave `serve`'s defaults (or its
@@ -235,8 +255,18 @@ struct RawConfig {
     mcp: Option<RawMcp>,
     host_name: Option<String>,
     gc_every_minutes: Option<u64>,
+    sweep: Option<RawSweep>,
     #[serde(default, deserialize_with = "upstreams::in_file_order")]
     upstreams: Vec<(String, upstreams::RawUpstream)>,
+}
+
+/// `[sweep]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSweep {
+    every_seconds: Option<u64>,
+    max_probes: Option<u32>,
+    probe_timeout_ms: Option<u64>,
 }
 
 /// `[mcp]`.
@@ -679,6 +709,13 @@ impl Config {
             gc_every: raw
                 .gc_every_minutes
                 .map(|m| Duration::from_secs(m.saturating_mul(60))),
+            sweep: raw
+                .sweep
+                .map_or_else(SweepSettings::default, |s| SweepSettings {
+                    every: s.every_seconds.map(Duration::from_secs),
+                    max_probes: s.max_probes,
+                    probe_timeout: s.probe_timeout_ms.map(Duration::from_millis),
+                }),
         })
     }
 }
@@ -739,6 +776,9 @@ impl HostBuilder {
         }
         if let Some(retry) = &config.retry {
             self = self.retry_policy(retry.clone());
+        }
+        if let Some(timeout) = config.sweep.probe_timeout {
+            self = self.probe_timeout(timeout);
         }
         self = self.tool_sources_of(config);
         for (tool, entries) in &config.tool_allow {

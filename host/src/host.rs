@@ -529,6 +529,11 @@ impl Host {
         Arc::clone(&self.http)
     }
 
+    /// The guard, for the sweeper's runs.
+    pub(crate) fn guard(&self) -> &Guard {
+        &self.guard
+    }
+
     /// What the guard shares; the outbox deliverer uses the journal and the clock.
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         self.guard.shared()

@@ -19,7 +19,7 @@ const LAYERS: &[&[&str]] = &[
         "sim",
     ],
     &["serving"],
-    &["config", "builder", "host", "readiness"],
+    &["config", "builder", "host", "readiness", "sweep"],
     &["guard"],
     &[
         "runtime",

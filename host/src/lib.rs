@@ -61,6 +61,7 @@ mod retry;
 mod runtime;
 mod serving;
 mod sim;
+mod sweep;
 mod trust;
 pub mod upstream;
 
@@ -76,7 +77,7 @@ pub use ask::{
 pub use builder::{HostBuilder, Reload};
 pub use call::{CallRequest, CallResponse, DEFAULT_SCOPE, principal_scope};
 pub use clock::{Clock, ManualClock, SystemClock, rfc3339};
-pub use config::{Config, McpSettings, OAuthConfig};
+pub use config::{Config, McpSettings, OAuthConfig, SweepSettings};
 pub use error::{EndsBy, Error, LoadFault};
 pub use guard::HandOver;
 pub use host::Host;
@@ -84,7 +85,7 @@ pub use http::{HttpConfig, Service, StatusRequest};
 pub use journal::{
     Action, BadHostName, CallStory, DecidedBy, Durability, GcReport, Holder, HostIdentity,
     JournalEffect, JournalEntry, JournalMark, JournalOperation, JournalStats, LeaseStatus,
-    Operated, Operator, Resolution, ScheduledGc, UnresolvedEffect,
+    Operated, Operator, Resolution, ScheduledGc, Turn, UnresolvedEffect,
 };
 pub use keys::{EffectKey, Fingerprint, InvocationKey};
 pub use outcome::Outcome;
@@ -96,6 +97,7 @@ pub use readiness::NotReady;
 pub use retention::{Retention, ToolWindows, Unscoped};
 pub use retry::RetryPolicy;
 pub use runtime::{DirSwap, Limits, LoadedTool, RefusedTool, Runtime, SwapReport};
+pub use sweep::{ScheduledSweep, SweepReport};
 
 /// The `justonce` command line. Only the binary calls it.
 #[doc(hidden)]

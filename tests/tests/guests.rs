@@ -33,6 +33,7 @@ mod run_in {
     pub const read_env: &[&str] = &["sandbox"];
     pub const read_file: &[&str] = &["sandbox"];
     pub const read_only: &[&str] = &["read_only"];
+    pub const reconcile_mail: &[&str] = &["reconcile"];
     pub const rich_receipt: &[&str] = &["rich"];
     pub const conformance_ask_elicitation: &[&str] = &["mcp_conformance_next"];
     pub const conformance_ask_request_state: &[&str] = &["mcp_conformance_next"];

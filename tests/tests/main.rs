@@ -85,6 +85,7 @@ mod oracle;
 mod outbox;
 mod read_only;
 mod readme;
+mod reconcile;
 mod registry;
 mod reload;
 mod replay;

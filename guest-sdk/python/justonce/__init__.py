@@ -48,6 +48,7 @@ from ._errors import ToolError
 from .asking import Answer, Question, ask, ask_all
 from .content import Audio, Image, Resource, ResourceLink, Rich, Text, add_parts
 from .log import progress
+from .reconcile import NOT_PERFORMED, PendingEffect, Performed, Unknown
 from ._schema import Int64, Signature, UInt64, to_json
 from .effects import (
     BadPayload,
@@ -70,6 +71,9 @@ __all__ = [
     "EffectError",
     "Image",
     "Int64",
+    "NOT_PERFORMED",
+    "PendingEffect",
+    "Performed",
     "OutcomeUnknown",
     "Question",
     "Rejected",
@@ -80,6 +84,7 @@ __all__ = [
     "Tool",
     "ToolError",
     "UInt64",
+    "Unknown",
     "ask",
     "ask_all",
     "export",
@@ -189,9 +194,13 @@ def tool(
     return wrap(func) if func is not None else wrap
 
 
-def export(t: Tool) -> type:
+def export(t: Tool, reconcile: Optional[Callable] = None) -> type:
     """The component's exports for `t`. Assign it to `WitWorld` at the top level of
     the module componentize-py builds: `WitWorld = export(my_tool)`.
+
+    `reconcile`, a function of a `PendingEffect` returning `Performed(response)`,
+    `NOT_PERFORMED` or `Unknown(why)`, is the tool's own probe of its effects (see
+    `justonce.reconcile`); the component is then built with `-w reconciling-tool`.
 
     While the component is built, it imports the modules the tool imports inside its
     functions (see `_preload`): the component cannot import one later."""
@@ -222,4 +231,13 @@ def export(t: Tool) -> type:
             # tool's again.
             raise _uncaught.UncaughtException(described)
 
-    return WitWorld
+    if reconcile is None:
+        return WitWorld
+
+    from . import reconcile as reconciling
+
+    class ReconcilingWitWorld(WitWorld):
+        def reconcile(self, effect: Any) -> Any:
+            return reconciling.answer(reconcile, effect)
+
+    return ReconcilingWitWorld

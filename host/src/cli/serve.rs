@@ -296,8 +296,21 @@ impl Serve {
         // of it is refused here, unless the operator says they know.
         let marks = JournalMarks::new(cli.marks_dir().join(MARKS_FILE), Arc::clone(&host));
         marks.check(self.accept_restored_journal)?;
-        let _maintenance =
-            Maintenance::new(Arc::clone(&host), Some(gc_every), Some(marks)).spawn()?;
+        let sweep = cli
+            .settings
+            .as_ref()
+            .map(|c| c.sweep.clone())
+            .unwrap_or_default();
+        let _maintenance = Maintenance::new(Arc::clone(&host), Some(gc_every), Some(marks))
+            .sweep(
+                sweep
+                    .every
+                    .unwrap_or(crate::maintenance::DEFAULT_SWEEP_EVERY),
+                sweep
+                    .max_probes
+                    .unwrap_or(crate::maintenance::DEFAULT_SWEEP_MAX),
+            )
+            .spawn()?;
         // Webhooks queued by tool calls go out while the server runs; the loop stops
         // when serving ends (after the pass under way).
         let _delivery = match self.deliver_every_ms {

@@ -17,6 +17,7 @@ mod asking;
 mod asking_person;
 mod client_requests;
 mod probing;
+mod reconciling;
 
 use std::any::Any;
 use std::sync::Arc;
@@ -139,6 +140,12 @@ pub(crate) struct EffectSession {
     /// Attempts at effects this run made (each sent under its key), for the call's
     /// log line.
     pub attempts: u32,
+    /// The tool's own probe of its effects (its component's `reconcile`), if any:
+    /// asked about a pending unkeyed effect whose provider has no probe.
+    pub tool_probe: Option<Arc<dyn super::ToolProbe>>,
+    /// A sweep's run: it asks the probe of the first pending unkeyed effect,
+    /// journals its decision and stops, performing nothing new.
+    pub probe_only: bool,
 }
 
 /// One attempt's result, for [`EffectSession::retrying`].
@@ -255,6 +262,8 @@ impl EffectSession {
             ends_at_ms,
             deferred: Vec::new(),
             attempts: 0,
+            tool_probe: None,
+            probe_only: false,
         }
     }
 
@@ -403,6 +412,19 @@ impl EffectSession {
             now: self.shared.clock.now_ms(),
         };
 
+        // A sweep's run performs nothing: it stops here unless this is the pending
+        // unkeyed effect its probe may decide.
+        let probe_here = existing.as_ref().is_some_and(|record| {
+            class == ProviderClass::Unkeyed && record.resolution != Some(Resolution::NotPerformed)
+        });
+        if self.probe_only && !probe_here {
+            return Ok(Err(self.swept(
+                seq,
+                provider_name,
+                "the sweep's run reached an effect it may not perform".into(),
+            )));
+        }
+
         // 3. Transactional: claimed and performed in one journal transaction.
         if class == ProviderClass::Transactional {
             return self.transactional(provider, &new, operation, payload);
@@ -452,7 +474,9 @@ impl EffectSession {
                 return Ok(Err(self.unknown(seq, provider_name, reason, EndsBy::Retry)));
             } else {
                 let mut probing = self.probe_pending(provider, record, seq, operation, payload)?;
-                if let Probing::Unknown { reason, ends_by } = probing {
+                if let Probing::Unknown { reason, ends_by } = probing
+                    && !self.probe_only
+                {
                     // No probe decided: the person, where the tool opts in.
                     let pending = asking_person::Pending {
                         record,
@@ -467,6 +491,10 @@ impl EffectSession {
                     };
                 }
                 match probing {
+                    Probing::Answered(_) | Probing::Resend if self.probe_only => {
+                        let reason = "its probe decided it in a sweep; the call's next retry goes on from that decision";
+                        return Ok(Err(self.swept(seq, provider_name, reason.into())));
+                    }
                     Probing::Answered(answer) => return Ok(answer),
                     Probing::Resend => {}
                     Probing::Unknown { reason, ends_by } => {
@@ -1119,6 +1147,19 @@ impl EffectSession {
         EffectFailure::OutcomeUnknown(format!("{reason}; {then}"))
     }
 
+    /// Where a sweep's run stops: the call stays open (nothing of this run is saved
+    /// as its outcome), and its next retry goes on.
+    fn swept(&mut self, seq: u32, provider: &str, reason: String) -> EffectFailure {
+        tracing::debug!(tool = %self.tool, key = %self.invocation, seq, provider, "a sweep's run stops at effect #{seq}: {reason}");
+        self.interrupted = Some(Interruption::OutcomeUnknown {
+            seq,
+            provider: provider.to_string(),
+            reason: reason.clone(),
+            ends_by: EndsBy::Retry,
+        });
+        EffectFailure::OutcomeUnknown(reason)
+    }
+
     fn not_performed(&mut self, seq: u32, provider: &str, reason: String) -> EffectFailure {
         self.interrupted = Some(Interruption::NotPerformed {
             seq,
@@ -1201,10 +1242,11 @@ impl EffectSession {
 
 impl EffectSession {
     /// What can end an unknown outcome of an unkeyed effect: its probe, where its
-    /// provider has one for it; else the person behind the agent, asked at the
-    /// retry, where the tool opts in; else only a person resolving it.
+    /// provider has one for it or its tool exports `reconcile`; else the person
+    /// behind the agent, asked at the retry, where the tool opts in; else only a
+    /// person resolving it.
     fn unkeyed_ends_by(&self, provider: &dyn Provider, operation: &str, payload: &Value) -> EndsBy {
-        if provider.probe_of(operation, payload).is_some() {
+        if provider.probe_of(operation, payload).is_some() || self.tool_probe.is_some() {
             EndsBy::Probe
         } else if self.person_question(provider, operation, payload).is_some() {
             EndsBy::AskPerson

@@ -47,6 +47,10 @@ impl Runner for GatewayRunner {
         })
     }
 
+    fn tool_probe(&self, tool: &ToolSpec) -> Option<Arc<dyn super::runner::ToolProbe>> {
+        self.wasm.tool_probe(tool)
+    }
+
     fn unavailable(&self, name: &str) -> Option<String> {
         if self.wasm.tool(name).is_some() {
             return None;

@@ -38,7 +38,7 @@ pub(crate) mod scripted;
 
 pub(crate) use gateway::GatewayRunner;
 pub use handover::HandOver;
-pub(crate) use runner::{Runner, WasmRunner};
+pub(crate) use runner::{RECONCILE_TIMEOUT, Runner, ToolProbe, WasmRunner};
 pub(crate) use task_calls::{RunningTask, TaskCalls};
 
 use std::collections::BTreeMap;
@@ -199,6 +199,38 @@ impl Guard {
         let metrics = &self.shared.metrics;
         let prepared = prepare(&*self.runner, request, Some(&self.replayed))
             .inspect_err(|e| metrics.refused(e.kind()))?;
+        self.call_prepared(request, prepared)
+    }
+
+    /// A sweep's run of the stopped call `request` (see [`Prepared::probe_only`]):
+    /// as the agent's retry, up to its first pending unkeyed effect, whose probe is
+    /// asked and its decision journaled; then it stops, performing nothing new, and
+    /// the agent's next retry goes on from the decision. A call with nothing left to
+    /// probe stops where it would perform something.
+    pub(crate) fn probe_call(&self, request: &CallRequest) -> Result<CallResponse> {
+        let mut prepared = prepare(&*self.runner, request, None)?;
+        prepared.probe_only = true;
+        self.call_prepared(request, prepared)
+    }
+
+    /// Whether an unknown outcome of the unkeyed effect `provider.operation` of
+    /// `tool` has a probe to ask: its provider's, or the tool's own `reconcile`.
+    pub(crate) fn has_probe(&self, tool: &str, provider: &str, operation: &str) -> bool {
+        let by_provider = self
+            .shared
+            .providers
+            .get(provider)
+            .is_some_and(|p| p.probe_of(operation, &serde_json::Value::Null).is_some());
+        by_provider
+            || self
+                .runner
+                .tool(tool)
+                .is_some_and(|spec| self.runner.tool_probe(&spec).is_some())
+    }
+
+    /// [`Guard::call`] once its arguments are accepted.
+    fn call_prepared(&self, request: &CallRequest, prepared: Prepared) -> Result<CallResponse> {
+        let metrics = &self.shared.metrics;
         let _in_flight = metrics.in_flight();
         let counters = metrics.tool(&prepared.tool.name);
         let started = Instant::now();
@@ -461,7 +493,7 @@ impl Guard {
     ) -> Result<Option<CallResponse>> {
         tally.runs += 1;
         let _running = self.shared.runs.enter(&prepared.key, owner);
-        let session = EffectSession::new(
+        let mut session = EffectSession::new(
             Arc::clone(&self.shared),
             Arc::clone(&self.heartbeats),
             prepared,
@@ -469,6 +501,8 @@ impl Guard {
             self.policy.lease_ms,
             start,
         );
+        session.tool_probe = self.runner.tool_probe(&prepared.tool);
+        session.probe_only = prepared.probe_only;
         let (guest, handler) =
             self.runner
                 .run(&prepared.tool, &prepared.canonical, Box::new(session));

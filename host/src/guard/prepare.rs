@@ -84,6 +84,7 @@ pub(crate) fn prepare(
         fingerprint,
         key,
         principal: request.principal.clone(),
+        probe_only: false,
     })
 }
 

@@ -15,6 +15,10 @@ pub(crate) struct Prepared {
     pub fingerprint: Fingerprint,
     /// The invocation key.
     pub key: InvocationKey,
+    /// A sweep's run (`Guard::probe_call`): it goes as far as the first pending
+    /// unkeyed effect, asks its probe, journals what the probe decides, and stops;
+    /// it performs nothing new.
+    pub probe_only: bool,
     /// The authenticated principal the call came from, if any: effects that keep
     /// state (`kv`) keep each principal's apart.
     pub principal: Option<String>,

@@ -79,6 +79,7 @@ impl ReplayedKeys {
             fingerprint: entry.fingerprint.clone(),
             key: entry.invocation.clone(),
             principal: request.principal.clone(),
+            probe_only: false,
         })
     }
 

@@ -6,9 +6,45 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use std::time::Duration;
+
 use crate::runtime::{
-    EffectHandler, GuestOutcome, InputSchema, Limits, LoadedTool, Runtime, ToolLimits,
+    EffectHandler, GuestOutcome, InputSchema, Limits, LoadedTool, ReconcileRequest, Reconciled,
+    Runtime, ToolLimits,
 };
+
+/// How long a tool's `reconcile` may run (its deadline and wall-clock cap), unless
+/// the tool's own limits are shorter: a probe is one question to the downstream.
+pub(crate) const RECONCILE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A tool's own probe of its effects: its component's `reconcile`.
+pub(crate) trait ToolProbe: Send + Sync {
+    /// Runs it about `effect`, its reads going to `reads` (which allows nothing
+    /// else). `Err` says why it gave no answer.
+    fn reconcile(
+        &self,
+        effect: ReconcileRequest<'_>,
+        reads: Box<dyn EffectHandler>,
+    ) -> Result<Reconciled, String>;
+}
+
+/// A loaded component's `reconcile`, under the tool's limits with a probe's deadline.
+struct ComponentProbe {
+    runtime: Arc<Runtime>,
+    tool: Arc<LoadedTool>,
+    limits: Limits,
+}
+
+impl ToolProbe for ComponentProbe {
+    fn reconcile(
+        &self,
+        effect: ReconcileRequest<'_>,
+        reads: Box<dyn EffectHandler>,
+    ) -> Result<Reconciled, String> {
+        self.runtime
+            .reconcile(&self.tool, effect, reads, &self.limits)
+    }
+}
 
 /// What the guard knows of a tool before it runs it.
 #[derive(Debug, Clone)]
@@ -46,6 +82,11 @@ pub(crate) trait Runner: Send + Sync {
     /// The loaded tool names, comma-separated (for error messages).
     fn names(&self) -> String;
 
+    /// The tool's own probe of its effects (`reconcile`), if it has one.
+    fn tool_probe(&self, _tool: &ToolSpec) -> Option<Arc<dyn ToolProbe>> {
+        None
+    }
+
     /// Runs `call(args)` of `tool` with `handler` answering its effects, and hands
     /// the handler back with the outcome.
     fn run(
@@ -60,6 +101,8 @@ pub(crate) trait Runner: Send + Sync {
 pub(crate) struct WasmRunner {
     pub runtime: Arc<Runtime>,
     pub limits: ToolLimits,
+    /// How long a tool's `reconcile` may run, at most.
+    pub probe_timeout: Duration,
 }
 
 impl Runner for WasmRunner {
@@ -78,6 +121,18 @@ impl Runner for WasmRunner {
 
     fn names(&self) -> String {
         self.runtime.names()
+    }
+
+    fn tool_probe(&self, tool: &ToolSpec) -> Option<Arc<dyn ToolProbe>> {
+        let loaded = tool.loaded.as_ref().filter(|t| t.reconciles())?;
+        let mut limits = tool.limits.clone();
+        limits.deadline = limits.deadline.min(self.probe_timeout);
+        limits.wall_clock = limits.wall_clock.min(self.probe_timeout);
+        Some(Arc::new(ComponentProbe {
+            runtime: Arc::clone(&self.runtime),
+            tool: Arc::clone(loaded),
+            limits,
+        }))
     }
 
     fn run(

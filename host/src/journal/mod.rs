@@ -41,7 +41,7 @@ pub(crate) use records::{
     Begin, BeginOutcome, ClockRef, DeferredAnswer, EffectRecord, EffectState, InvocationState,
     Lease, Lookup, NewEffect, NewInvocation, Refusal, TakenOver,
 };
-pub use schedule::ScheduledGc;
+pub use schedule::{ScheduledGc, Turn};
 pub(crate) use select::{Scopes, Selection};
 pub use sqlite::CURRENT_VERSION;
 
@@ -252,6 +252,13 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
         default_retention_ms: i64,
         by: &str,
     ) -> Result<ScheduledGc>;
+
+    /// Takes the turn at the chore recorded in `journal_meta` row `row` (the sweep of
+    /// unknown outcomes) for `by`, if its last turn, by any host, was taken `every_ms`
+    /// or more before `now` (PostgreSQL: the database's clock), or never: one host of
+    /// the journal per interval. Recorded in the statement that decides, so two hosts
+    /// that ask at once get one turn between them.
+    fn take_turn(&self, row: &str, now: i64, every_ms: i64, by: &str) -> Result<Turn>;
 
     /// Pending unkeyed effects that wait for a person.
     fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>>;

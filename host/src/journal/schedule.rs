@@ -29,6 +29,27 @@ pub enum ScheduledGc {
     Busy,
 }
 
+/// The name of the row that records the last sweep of unknown outcomes.
+pub(crate) const SWEEP_ROW: &str = "sweep";
+
+/// What [`Journal::take_turn`](super::Journal::take_turn) decided.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "turn", rename_all = "snake_case")]
+pub enum Turn {
+    /// This host's: it does the chore now (the journal recorded it, at `at`).
+    Taken {
+        /// When (ms since the epoch, on the journal's clock).
+        at: i64,
+    },
+    /// Not yet: the last turn was taken at `last` by `by`.
+    NotDue {
+        /// When.
+        last: i64,
+        /// The host that took it (its name).
+        by: String,
+    },
+}
+
 /// Whether a gc that last ran at `last` (none: never) is due at `now`, every
 /// `every_ms`.
 pub(crate) fn due(last: Option<i64>, now: i64, every_ms: i64) -> bool {

@@ -1,5 +1,7 @@
 //! What `serve` does for the journal besides calls, in one background loop: gc on a
-//! schedule, and this host's memory of how far the journal reached (`marks`).
+//! schedule, the sweep of unknown outcomes a probe can decide ([`Host::sweep_if_due`],
+//! one host of a journal per interval too), and this host's memory of how far the
+//! journal reached (`marks`).
 //!
 //! Each host checks every few seconds whether gc is due ([`Host::gc_if_due`]); the
 //! journal decides, on its own clock, and lets one host of the journal run it at a
@@ -32,7 +34,15 @@ pub struct Maintenance {
     host: Arc<Host>,
     gc_every: Option<Duration>,
     marks: Option<JournalMarks>,
+    /// The sweep of unknown outcomes: how often, and at most how many probes each.
+    sweep: Option<(Duration, u32)>,
 }
+
+/// How often `serve` sweeps unknown outcomes unless told (`[sweep] every_seconds`).
+pub const DEFAULT_SWEEP_EVERY: Duration = Duration::from_secs(60);
+
+/// At most this many probes a sweep unless told (`[sweep] max_probes`).
+pub const DEFAULT_SWEEP_MAX: u32 = 20;
 
 impl Maintenance {
     /// gc of `host`'s journal every `gc_every` (none: never), and its mark kept in
@@ -42,14 +52,23 @@ impl Maintenance {
             host,
             gc_every: gc_every.filter(|every| !every.is_zero()),
             marks,
+            sweep: None,
         }
+    }
+
+    /// Also sweeps unknown outcomes every `every` (zero: never), asking at most
+    /// `max` probes a sweep.
+    pub fn sweep(mut self, every: Duration, max: u32) -> Self {
+        self.sweep = (!every.is_zero() && max > 0).then_some((every, max));
+        self
     }
 
     /// How often the loop checks: a tenth of the gc interval, between a second and
     /// [`MAX_CHECK_EVERY`]. Asking is cheap, and the journal's clock decides, so a
     /// host that started late or was down does not push the fleet's gc back.
     pub fn check_every(&self) -> Duration {
-        check_interval(self.gc_every)
+        let sweep = self.sweep.map(|(every, _)| check_interval(Some(every)));
+        check_interval(self.gc_every).min(sweep.unwrap_or(MAX_CHECK_EVERY))
     }
 
     /// Checks once: remembers the journal's mark, and runs gc when it is due and no
@@ -58,6 +77,13 @@ impl Maintenance {
     pub fn tick(&self) -> Option<ScheduledGc> {
         if let Some(marks) = &self.marks {
             marks.record();
+        }
+        if let Some((every, max)) = self.sweep
+            && let Err(e) = self.host.sweep_if_due(every, max)
+        {
+            tracing::warn!(
+                "the sweep of unknown outcomes failed (the next check tries again): {e:#}"
+            );
         }
         let every = self.gc_every?;
         match self.host.gc_if_due(every) {
@@ -80,6 +106,13 @@ impl Maintenance {
                 "gc runs on a schedule: one host of the journal at a time"
             ),
             None => tracing::info!("gc does not run on a schedule (justonce gc runs it)"),
+        }
+        if let Some((every, max)) = self.sweep {
+            tracing::info!(
+                every_s = every.as_secs(),
+                max_probes = max,
+                "unknown outcomes a probe can decide are swept on a schedule: one host of the journal at a time"
+            );
         }
         let thread = std::thread::Builder::new()
             .name("justonce-maintenance".into())

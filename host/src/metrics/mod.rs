@@ -96,6 +96,12 @@ pub(crate) const RETRY_CAUSES: [&str; 5] = [
 /// (`justonce_resolutions_total{decided_by}`), as `journal::DecidedBy` names them.
 pub(crate) const DECIDERS: [&str; 3] = ["probe", "person", "operator"];
 
+/// What a sweep's probe of an unknown outcome ended in
+/// (`justonce_sweep_probes_total{result}`): decided `performed` or `not_performed`,
+/// `undecided` (the probe could not tell, failed, or the call moved on meanwhile),
+/// or `failed` (the sweep's run itself failed).
+pub(crate) const SWEEP_RESULTS: [&str; 4] = ["performed", "not_performed", "undecided", "failed"];
+
 /// The position of `kind` in `kinds`, or of the last one (the catch-all).
 fn index_of(kinds: &[&str], kind: &str) -> usize {
     kinds
@@ -247,6 +253,7 @@ pub(crate) struct CallMetrics {
     refused: [AtomicU64; REFUSALS.len()],
     in_flight: AtomicI64,
     resolutions: [AtomicU64; DECIDERS.len()],
+    swept: [AtomicU64; SWEEP_RESULTS.len()],
     gc: GcCounters,
 }
 
@@ -303,6 +310,12 @@ impl CallMetrics {
         self.resolutions[index_of(&DECIDERS, decided_by)].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a sweep's probe of one unknown outcome that ended in `result` (one of
+    /// [`SWEEP_RESULTS`]).
+    pub(crate) fn swept(&self, result: &str) {
+        self.swept[index_of(&SWEEP_RESULTS, result)].fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts a call in flight until the returned guard is dropped.
     pub(crate) fn in_flight(&self) -> InFlight<'_> {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
@@ -346,6 +359,18 @@ impl CallMetrics {
             out.sample(
                 "justonce_resolutions_total",
                 &[("decided_by", decided_by)],
+                load(count),
+            );
+        }
+        out.family(
+            "justonce_sweep_probes_total",
+            "counter",
+            "Unknown outcomes this host's sweeper probed, by what came of it: performed, not_performed, undecided, failed.",
+        );
+        for (result, count) in SWEEP_RESULTS.iter().zip(&self.swept) {
+            out.sample(
+                "justonce_sweep_probes_total",
+                &[("result", result)],
                 load(count),
             );
         }

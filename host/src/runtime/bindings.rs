@@ -14,5 +14,23 @@ wasmtime::component::bindgen!({
     },
 });
 
+/// The `reconciling-tool` world: a `tool` that also exports `reconcile`. Its imports
+/// are the `tool` world's, bound once above.
+pub mod reconciling {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "reconciling-tool",
+        with: {
+            "justonce:tool/types": super::justonce::tool::types,
+            "justonce:tool/effects": super::justonce::tool::effects,
+            "justonce:tool/log": super::justonce::tool::log,
+            "justonce:tool/content": super::justonce::tool::content,
+            "justonce:tool/progress": super::justonce::tool::progress,
+            "justonce:tool/input": super::justonce::tool::input,
+        },
+    });
+}
+
 pub use self::justonce::tool::effects::EffectError;
 pub use self::justonce::tool::log::Level;
+pub use self::justonce::tool::types::{PendingEffect, Reconciled};

@@ -17,6 +17,7 @@ pub mod log_listener;
 mod panic_message;
 mod pool;
 mod portable_schema;
+mod reconcile;
 mod sockets;
 pub mod spans;
 mod swap;
@@ -34,6 +35,7 @@ pub use pool::CONCURRENT_CALLS;
 pub(crate) use pool::check_fits as check_pool_fits;
 pub use portable_schema::portable as portable_schema;
 pub use portable_schema::portable_with_dialect as portable_schema_with_dialect;
+pub(crate) use reconcile::{ReconcileRequest, Reconciled};
 pub use swap::{DirSwap, SwapReport};
 pub(crate) use trap::TrapReason;
 
@@ -90,6 +92,8 @@ pub struct LoadedTool {
     /// `input_schema`, shared with the guard's view of the tool.
     pub(crate) input_schema_arc: Arc<Value>,
     pre: ToolPre<GuestState>,
+    /// The component's `reconcile` (the `reconciling-tool` world), if it exports one.
+    reconciling: Option<bindings::reconciling::ReconcilingToolPre<GuestState>>,
 }
 
 impl std::fmt::Debug for LoadedTool {
@@ -358,6 +362,7 @@ impl Runtime {
             .linker
             .instantiate_pre(&component)
             .map_err(|e| refuse(format!("{e:#}")))?;
+        let reconciling = reconcile::pre(&component, &pre).map_err(refuse)?;
         let pre = ToolPre::new(pre)
             .map_err(|e| refuse(format!("does not export the justonce `tool` world: {e:#}")))?;
 
@@ -429,6 +434,7 @@ impl Runtime {
             digest: component_digest(bytes),
             schema: Arc::new(schema),
             pre,
+            reconciling,
         })
     }
 

@@ -12,6 +12,7 @@ mod bench;
 mod failures;
 mod first_compile;
 mod oracle;
+mod reconcile;
 mod rich;
 mod sandbox;
 mod seed;

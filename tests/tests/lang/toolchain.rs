@@ -131,6 +131,12 @@ fn built(
 /// Builds the Python tool whose module `app.py` is in `dir` (relative to the root)
 /// with the SDK of `guest-sdk/python`.
 pub fn build_python(dir: &str) -> Result<PathBuf, String> {
+    build_python_world(dir, "tool")
+}
+
+/// [`build_python`] against the WIT world `world` (`reconciling-tool` for a tool
+/// with its own probe).
+pub fn build_python_world(dir: &str, world: &str) -> Result<PathBuf, String> {
     let name = Path::new(dir)
         .file_name()
         .unwrap()
@@ -143,7 +149,7 @@ pub fn build_python(dir: &str) -> Result<PathBuf, String> {
                 .current_dir(root())
                 // No __pycache__ in the sources (build scripts watch them).
                 .env("PYTHONDONTWRITEBYTECODE", "1")
-                .args(["-d", "wit", "-w", "tool", "componentize"])
+                .args(["-d", "wit", "-w", world, "componentize"])
                 .args(["-p", "guest-sdk/python", "-p", dir, "app", "-o"])
                 .arg(out),
             "see guest-sdk/python/README.md",

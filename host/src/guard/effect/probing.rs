@@ -1,16 +1,19 @@
 //! Step 4's way out (issue 56): an unkeyed effect whose outcome is unknown, found
 //! pending by the call's retry, is asked about by its probe, if its provider has one
-//! for it (`Provider::probe_of`), before the run fails closed.
+//! for it (`Provider::probe_of`) or its tool exports `reconcile`, before the run
+//! fails closed.
 //!
-//! The probe runs once per retry, within its own bounds (the provider's timeout),
-//! while this run holds the call's lease (renewed meanwhile). What it decides is
-//! journaled as the effect's resolution with who decided (`probe`), in the audit
-//! trail as a `resolve` by `probe NAME`, fenced by the lease, and the call goes on
-//! from it: performed, the effect is done with an answer that says so (quoting the
-//! probe's answer) and the tool gets it; not performed, the effect is sent again
-//! under its key. A probe that fails leaves the effect unknown, a retry asks again;
-//! one whose answer says neither leaves it to a person. Never a keyed effect: a
-//! resend under its key is the cheaper question.
+//! The probe is the provider's, or else the tool's own (`reconciling`). It runs
+//! once per retry, within its own bounds (the provider's timeout; the tool's probe
+//! timeout), while this run holds the call's lease (renewed meanwhile). What it
+//! decides is journaled as the effect's resolution with who decided (`probe`), in
+//! the audit trail as a `resolve` by `probe NAME`, fenced by the lease, and the call
+//! goes on from it: performed, the effect is done with an answer (the provider's
+//! probe: one that says so, quoting the probe's answer; the tool's: the response it
+//! gave) and the tool gets it; not performed, the effect is sent again under its
+//! key. A probe that fails leaves the effect unknown, a retry asks again; one whose
+//! answer says neither leaves it to a person. Never a keyed effect: a resend under
+//! its key is the cheaper question.
 
 use serde_json::Value;
 
@@ -48,12 +51,6 @@ impl EffectSession {
         operation: &str,
         payload: &Value,
     ) -> Result<Probing, Error> {
-        let Some(probe) = provider.probe_of(operation, payload) else {
-            return Ok(Probing::Unknown {
-                reason: MAY_HAVE_HAPPENED.into(),
-                ends_by: EndsBy::Person,
-            });
-        };
         let request = EffectRequest {
             tool: &self.tool,
             principal: self.principal.as_deref(),
@@ -65,13 +62,32 @@ impl EffectSession {
             payload,
             client: None,
         };
+        // The provider's probe (configured by whoever runs the downstream), else the
+        // tool's own (`reconcile`): both answer performed, not performed or neither.
         let beat = self.heartbeats.beat(&self.invocation, &self.owner);
-        let probed = provider.probe(&request);
+        let (probe, probed) = match (provider.probe_of(operation, payload), &self.tool_probe) {
+            (Some(probe), _) => {
+                let probed = provider.probe(&request).map(|probed| match probed {
+                    Probed::Performed(seen) => Probed::Performed(performed_by_probe(&probe, seen)),
+                    other => other,
+                });
+                (probe, probed)
+            }
+            (None, Some(tool_probe)) => {
+                let probe = format!("{}.reconcile", self.tool);
+                let probed = self.reconcile(tool_probe.as_ref(), record, seq, payload);
+                (probe, probed)
+            }
+            (None, None) => {
+                return Ok(Probing::Unknown {
+                    reason: MAY_HAVE_HAPPENED.into(),
+                    ends_by: EndsBy::Person,
+                });
+            }
+        };
         drop(beat);
         let (resolution, answer) = match probed {
-            Ok(Probed::Performed(seen)) => {
-                (Resolution::Performed, performed_by_probe(&probe, seen))
-            }
+            Ok(Probed::Performed(answer)) => (Resolution::Performed, answer),
             Ok(Probed::Found(answer)) => (Resolution::Performed, answer),
             Ok(Probed::NotPerformed) => (Resolution::NotPerformed, Value::Null),
             Ok(Probed::Unknown(why)) => {

@@ -67,7 +67,7 @@ pub use schema::CURRENT_VERSION;
 
 use super::mark::{self, JournalMark};
 use super::operate;
-use super::schedule::{self, ScheduledGc};
+use super::schedule::{self, ScheduledGc, Turn};
 use super::{Action, CallStory, Operated, Operator};
 use super::{
     Answer, Begin, BeginOutcome, DeferredAnswer, Durability, EffectRecord, GcReport, Journal,
@@ -814,6 +814,40 @@ impl Journal for PostgresJournal {
             }
             Err(skipped) => Ok(skipped),
         }
+    }
+
+    fn take_turn(&self, row: &str, _now: i64, every_ms: i64, by: &str) -> Result<Turn> {
+        let turn = self.transaction(|tx| {
+            tx.c.execute(
+                "INSERT INTO journal_meta (name, value, at) VALUES ($1, '', NULL)
+                 ON CONFLICT (name) DO NOTHING",
+                &[&row],
+            )?;
+            // The row is locked by the first host's UPDATE: a second one waits for its
+            // commit, then finds the turn taken.
+            let taken = tx.c.query_opt(
+                concat!(
+                    "UPDATE journal_meta SET value = $2, at = ",
+                    db_now!(),
+                    " WHERE name = $1 AND (at IS NULL OR at <= ",
+                    db_now!(),
+                    " - $3) RETURNING at"
+                ),
+                &[&row, &by, &every_ms],
+            )?;
+            if let Some(taken) = taken {
+                return Ok(Ok(Turn::Taken { at: taken.get(0) }));
+            }
+            let last = tx.c.query_one(
+                "SELECT value, at FROM journal_meta WHERE name = $1",
+                &[&row],
+            )?;
+            Ok(Err(Turn::NotDue {
+                by: last.get(0),
+                last: last.get::<_, Option<i64>>(1).unwrap_or_default(),
+            }))
+        })?;
+        Ok(turn.unwrap_or_else(|not_due| not_due))
     }
 
     fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>> {

@@ -32,7 +32,7 @@ pub use schema::CURRENT_VERSION;
 use super::mark::{self, JournalMark};
 use super::operate;
 use super::recent;
-use super::schedule::{self, ScheduledGc};
+use super::schedule::{self, ScheduledGc, Turn};
 use super::{
     Action, Answer, Begin, BeginOutcome, CallStory, DeferredAnswer, Durability, EffectRecord,
     GcReport, Journal, JournalEntry, JournalStats, Lease, Lookup, NewEffect, NewInvocation,
@@ -765,6 +765,32 @@ impl Journal for SqliteJournal {
             }
             Err(skipped) => Ok(skipped),
         }
+    }
+
+    fn take_turn(&self, row: &str, now: i64, every_ms: i64, by: &str) -> Result<Turn> {
+        // BEGIN IMMEDIATE: a second host waits for the first's commit, then finds
+        // its turn recorded.
+        let turn = self.transaction(|tx| {
+            let last: Option<(String, Option<i64>)> = tx
+                .query_row(
+                    "SELECT value, at FROM journal_meta WHERE name = ?1",
+                    [row],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            if let Some((by, Some(last))) = last
+                && !schedule::due(Some(last), now, every_ms)
+            {
+                return Ok(Err(Turn::NotDue { last, by }));
+            }
+            tx.execute(
+                "INSERT INTO journal_meta (name, value, at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (name) DO UPDATE SET value = excluded.value, at = excluded.at",
+                rusqlite::params![row, by, now],
+            )?;
+            Ok(Ok(Turn::Taken { at: now }))
+        })?;
+        Ok(turn.unwrap_or_else(|not_due| not_due))
     }
 
     fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>> {
