@@ -416,11 +416,8 @@ impl EffectSession {
         {
             let earlier = provider.earlier_attempt(&record.key);
             let late = match &earlier {
-                Some(EarlierAttempt::Answered(Ok(response))) => Some(Answer::Ok(response.clone())),
-                Some(EarlierAttempt::Answered(Err(ProviderError::Rejected(answer)))) => {
-                    Some(Answer::Rejected(answer.clone()))
-                }
                 // No answer after all (one over the cap, not JSON-RPC): still unknown.
+                Some(EarlierAttempt::Answered(answer)) => super::late::answer_of(answer),
                 _ => None,
             };
             if let Some(answer) = late {

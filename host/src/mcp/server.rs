@@ -279,9 +279,12 @@ impl Server {
         let pending = Arc::new(Pending::default());
         let queue = JobQueue::<Job>::new(MAX_QUEUED_CALLS);
         let workers = self.config.max_concurrent_calls.max(1);
-        let (changed, changes) = crossbeam_channel::unbounded::<()>();
+        // One change waiting covers every later one (the client lists the tools
+        // again, once, and sees them all): a flood is not queued, and no send
+        // blocks the thread that says the tools changed.
+        let (changed, changes) = crossbeam_channel::bounded::<()>(1);
         let listener = self.catalog.listen(Box::new(move || {
-            let _ = changed.send(());
+            let _ = changed.try_send(());
         }));
         let initialized = AtomicBool::new(false);
         let served = std::thread::scope(|scope| {

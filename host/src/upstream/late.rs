@@ -7,11 +7,13 @@
 //! rather than sending it again. Its answer, when one comes while nobody waits, is
 //! kept here until the call's next attempt takes it (the guard then saves it as
 //! the effect's answer, as it would an answer that came in time). Kept in memory,
-//! bounded: a host that restarts meanwhile has lost it, and the call stays
-//! `outcome_unknown` as before.
+//! bounded; and handed at once to whoever journals late answers (the guard, see
+//! `Provider::hand_late_answers_to`), which saves it as the effect's answer when no
+//! run holds the call: then it is no longer kept here, and a retry after a restart
+//! is answered from the journal.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
 
@@ -22,10 +24,22 @@ pub(crate) const MAX_LATE_ANSWERS: usize = 256;
 /// first, and one larger than this alone is not kept.
 pub(crate) const MAX_LATE_BYTES: usize = 64 << 20;
 
+/// Journals a late answer (the effect key, the JSON-RPC response); whether it was
+/// saved as the effect's answer.
+pub(crate) type Journaling = Arc<dyn Fn(&str, &Value) -> bool + Send + Sync>;
+
 /// One upstream's late answers, by effect key.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct LateAnswers {
     kept: Mutex<Kept>,
+    /// Who journals one as it comes, if anyone does.
+    journaling: Mutex<Option<Journaling>>,
+}
+
+impl std::fmt::Debug for LateAnswers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LateAnswers").finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -59,6 +73,43 @@ impl LateAnswers {
             kept.bytes -= size;
         }
         true
+    }
+
+    /// Hands each answer kept from now on to `journaling` as it comes.
+    pub(crate) fn journal_with(&self, journaling: Journaling) {
+        *self.journaling.lock().unwrap_or_else(|p| p.into_inner()) = Some(journaling);
+    }
+
+    /// Said by the reader of `upstream` once it kept (`kept`), or could not keep,
+    /// the answer under `key` (outside its own lock): logged, and handed to whoever
+    /// journals late answers; one journaled is no longer kept here.
+    pub(crate) fn told(&self, upstream: &str, key: &str, kept: bool) {
+        if !kept {
+            tracing::warn!(target: "justonce::upstream", upstream = %upstream, effect = %key, "an answer came after its request was given up, too large to keep (over {MAX_LATE_BYTES} bytes): the call stays unknown");
+            return;
+        }
+        let journaling = self
+            .journaling
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let answer = self
+            .lock()
+            .answers
+            .iter()
+            .find(|(k, ..)| k == key)
+            .map(|(_, answer, _)| answer.clone());
+        let journaled = match (journaling, answer) {
+            (Some(journaling), Some(answer)) => journaling(key, &answer),
+            _ => false,
+        };
+        if journaled {
+            // The journal answers the retry now, on any host, after any restart.
+            self.take(key);
+            tracing::info!(target: "justonce::upstream", upstream = %upstream, effect = %key, "an answer came after its request was given up: journaled as the effect's answer, the call's retry is answered with it");
+        } else {
+            tracing::info!(target: "justonce::upstream", upstream = %upstream, effect = %key, "an answer came after its request was given up: kept, the call's retry is answered with it");
+        }
     }
 
     /// The answer kept for `key`, taken (the caller saves it or hands it on).
