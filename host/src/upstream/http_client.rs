@@ -117,7 +117,7 @@ impl Followed {
         key: &str,
         posted: Result<Posted, ClientError>,
         wire: &Wire,
-        late: &LateAnswers,
+        late: &Arc<LateAnswers>,
     ) {
         let mut requests = self.lock();
         let posted = match requests.remove(&id).and_then(|f| f.to) {

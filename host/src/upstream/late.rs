@@ -82,33 +82,45 @@ impl LateAnswers {
 
     /// Said by the reader of `upstream` once it kept (`kept`), or could not keep,
     /// the answer under `key` (outside its own lock): logged, and handed to whoever
-    /// journals late answers; one journaled is no longer kept here.
-    pub(crate) fn told(&self, upstream: &str, key: &str, kept: bool) {
+    /// journals late answers, on a thread of its own (a journal that is slow to
+    /// answer holds up no reader); one journaled is no longer kept here.
+    pub(crate) fn told(self: &Arc<Self>, upstream: &str, key: &str, kept: bool) {
         if !kept {
             tracing::warn!(target: "justonce::upstream", upstream = %upstream, effect = %key, "an answer came after its request was given up, too large to keep (over {MAX_LATE_BYTES} bytes): the call stays unknown");
             return;
         }
+        tracing::info!(target: "justonce::upstream", upstream = %upstream, effect = %key, "an answer came after its request was given up: kept, the call's retry is answered with it");
         let journaling = self
             .journaling
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
+        let Some(journaling) = journaling else {
+            return;
+        };
+        let (late, named, effect) = (Arc::clone(self), upstream.to_owned(), key.to_owned());
+        let spawned = std::thread::Builder::new()
+            .name(format!("upstream-{upstream}-late"))
+            .spawn(move || late.journal(&journaling, &named, &effect));
+        if let Err(e) = spawned {
+            tracing::warn!(target: "justonce::upstream", upstream = %upstream, effect = %key, "a late answer is not journaled (no thread: {e}); it is kept for the call's retry");
+        }
+    }
+
+    /// Hands the answer kept under `key` to `journaling`; forgets it once journaled.
+    fn journal(&self, journaling: &Journaling, upstream: &str, key: &str) {
         let answer = self
             .lock()
             .answers
             .iter()
             .find(|(k, ..)| k == key)
             .map(|(_, answer, _)| answer.clone());
-        let journaled = match (journaling, answer) {
-            (Some(journaling), Some(answer)) => journaling(key, &answer),
-            _ => false,
-        };
-        if journaled {
+        // Taken by the call's retry meanwhile: that run saves it.
+        let Some(answer) = answer else { return };
+        if journaling(key, &answer) {
             // The journal answers the retry now, on any host, after any restart.
             self.take(key);
-            tracing::info!(target: "justonce::upstream", upstream = %upstream, effect = %key, "an answer came after its request was given up: journaled as the effect's answer, the call's retry is answered with it");
-        } else {
-            tracing::info!(target: "justonce::upstream", upstream = %upstream, effect = %key, "an answer came after its request was given up: kept, the call's retry is answered with it");
+            tracing::info!(target: "justonce::upstream", upstream = %upstream, effect = %key, "the late answer is journaled as the effect's answer");
         }
     }
 
