@@ -1,6 +1,7 @@
 //! Providers perform effects on the host's behalf; the guard owns keys, retries and
 //! the journal.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -214,6 +215,13 @@ pub enum EarlierAttempt {
     Asking,
 }
 
+/// Where a provider hands an answer that came after its attempt was given up, as it
+/// comes (see [`Provider::hand_late_answers_to`]): the effect's key and its answer
+/// (a response, or [`ProviderError::Rejected`]; anything else is no answer).
+/// Whether it was journaled as the effect's answer: the provider then forgets it.
+pub type LateAnswerSink =
+    Arc<dyn Fn(&EffectKey, &Result<Value, ProviderError>) -> bool + Send + Sync>;
+
 /// What a probe found out about an unkeyed effect whose outcome was unknown.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Probed {
@@ -258,6 +266,14 @@ pub trait Provider: Send + Sync + 'static {
     fn earlier_attempt(&self, key: &EffectKey) -> Option<EarlierAttempt> {
         let _ = key;
         None
+    }
+
+    /// Hands every answer that comes after its attempt was given up, from now on, to
+    /// `sink` as it comes (the guard journals it when no run holds its call), besides
+    /// keeping it for [`Provider::earlier_attempt`]. Nothing (the default) for a
+    /// provider that learns nothing late.
+    fn hand_late_answers_to(&self, sink: LateAnswerSink) {
+        let _ = sink;
     }
 
     /// Performs a transactional effect inside the journal's open transaction; whatever

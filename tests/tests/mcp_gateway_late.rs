@@ -1,15 +1,16 @@
 //! Every answer kept, and bounded (issue 53): an upstream that answers after the
-//! host gave its request up (`timeout_ms`), and one that floods progress. The
-//! hostile server is the tests' own (`tests/mcp/upstreams/late_server.py`); its
-//! tools answer once a gate file exists, so "late" is the test's doing, not a
-//! clock's.
+//! host gave its request up (`timeout_ms`), over stdio and over Streamable HTTP, its
+//! answer journaled as it comes so that a retry after a restart is answered with it;
+//! and one that floods progress. The hostile server is the tests' own
+//! (`tests/mcp/upstreams/late_server.py`); its tools answer once a gate file exists,
+//! so "late" is the test's doing, not a clock's.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::mcp_gateway::{effects_in, needed, python};
+use crate::mcp_gateway::{HttpUpstream, effects_in, needed, python};
 use crate::support::mcp::{McpProcess, VERSION, replayed};
 use crate::support::mcp_http::{HttpClient, HttpProcess, add_token, read_reply};
 
@@ -26,6 +27,15 @@ const WAIT: Duration = Duration::from_secs(60);
 /// for under the same timeout).
 struct Late {
     dir: tempfile::TempDir,
+    /// The server, when it is reached over HTTP (else the host starts it).
+    _http: Option<HttpUpstream>,
+}
+
+/// How the host reaches the late server.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Transport {
+    Stdio,
+    Http,
 }
 
 /// The timeout of the late tests: long enough for the Python server to start on a
@@ -34,17 +44,36 @@ const TIMEOUT_MS: u64 = 5000;
 
 impl Late {
     fn new(python: &Path, timeout_ms: u64) -> Self {
+        Self::over(Transport::Stdio, python, timeout_ms)
+    }
+
+    /// The late server reached over `transport` (over HTTP, started by the test).
+    fn over(transport: Transport, python: &Path, timeout_ms: u64) -> Self {
         let dir = tempfile::tempdir().unwrap();
+        let ledger = dir.path().join("ledger");
+        let (reached, http) = match transport {
+            Transport::Stdio => (
+                format!(
+                    "command = [{python:?}, {LATE:?}, {ledger:?}]",
+                    python = python.display().to_string(),
+                    ledger = ledger.display().to_string(),
+                ),
+                None,
+            ),
+            Transport::Http => {
+                let http = HttpUpstream::start(
+                    python,
+                    &[LATE.as_ref(), ledger.as_os_str(), "http".as_ref()],
+                );
+                (format!("url = {:?}", http.url), Some(http))
+            }
+        };
         std::fs::write(
             dir.path().join("justonce.toml"),
-            format!(
-                "[upstreams.late]\ncommand = [{python:?}, {LATE:?}, {ledger:?}]\ntimeout_ms = {timeout_ms}\n",
-                python = python.display().to_string(),
-                ledger = dir.path().join("ledger").display().to_string(),
-            ),
+            format!("[upstreams.late]\n{reached}\ntimeout_ms = {timeout_ms}\n"),
         )
         .unwrap();
-        Self { dir }
+        Self { dir, _http: http }
     }
 
     fn db(&self) -> PathBuf {
@@ -89,6 +118,37 @@ impl Late {
         }
     }
 
+    /// The effect of `tool` happened once (the ledger holds `line` alone), sent
+    /// once, under the key the journal holds.
+    fn happened_once(&self, tool: &str, line: &str) {
+        assert_eq!(self.ledger(), [line], "the effect happened once");
+        let calls = self.calls();
+        assert_eq!(
+            calls.len(),
+            1,
+            "one run upstream, not one per attempt: {calls:?}"
+        );
+        let effects = self.journaled(tool);
+        assert_eq!(effects.len(), 1, "{effects:?}");
+        assert_eq!(
+            effects[0]["key"], calls[0]["key"],
+            "under the journaled key"
+        );
+    }
+
+    /// The opposite case: another call of `tool` (the second of `lines`) runs too,
+    /// another effect under another key.
+    fn another_call_happens(&self, server: &mut McpProcess, tool: &str, lines: [&str; 2]) {
+        let other = server
+            .client
+            .call(tool, json!({ "line": lines[1] }), json!({}));
+        assert_eq!(text(&other), format!("done '{}'", lines[1]), "{other}");
+        assert_eq!(self.ledger(), lines);
+        let calls = self.calls();
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert_ne!(calls[0]["key"], calls[1]["key"], "two effects, two keys");
+    }
+
     /// The effects the journal holds of `tool` (`justonce journal --json`).
     fn journaled(&self, tool: &str) -> Vec<Value> {
         effects_in(&self.db(), tool)
@@ -128,10 +188,21 @@ fn retry_until_answered(server: &mut McpProcess, tool: &str, arguments: Value) -
 /// opposite: another call is another effect, both happen.
 #[test]
 fn an_unkeyed_call_answered_after_its_timeout_answers_the_retry_with_that_answer() {
+    unkeyed_answered_late(Transport::Stdio);
+}
+
+/// The same over Streamable HTTP: the request's answer stream is read on past the
+/// timeout (before, it was dropped: the retry stayed unknown for good).
+#[test]
+fn an_unkeyed_call_to_an_http_upstream_answered_after_its_timeout_answers_the_retry() {
+    unkeyed_answered_late(Transport::Http);
+}
+
+fn unkeyed_answered_late(transport: Transport) {
     let Some(python) = needed("Python with the MCP SDK", &python()) else {
         return;
     };
-    let late = Late::new(&python, TIMEOUT_MS);
+    let late = Late::over(transport, &python, TIMEOUT_MS);
     let mut server = late.serve();
     let paid = json!({ "line": "paid 1" });
 
@@ -198,10 +269,21 @@ fn an_unkeyed_call_answered_after_its_timeout_answers_the_retry_with_that_answer
 #[test]
 fn a_slow_idempotent_tool_is_never_sent_again_while_it_runs_and_its_late_answer_answers_the_retry()
 {
+    keyed_answered_late(Transport::Stdio);
+}
+
+/// The same over Streamable HTTP (before: a `POST` per attempt, three runs
+/// upstream, and the late answer dropped).
+#[test]
+fn a_slow_idempotent_tool_of_an_http_upstream_is_sent_once_and_its_late_answer_answers_the_retry() {
+    keyed_answered_late(Transport::Http);
+}
+
+fn keyed_answered_late(transport: Transport) {
     let Some(python) = needed("Python with the MCP SDK", &python()) else {
         return;
     };
-    let late = Late::new(&python, TIMEOUT_MS);
+    let late = Late::over(transport, &python, TIMEOUT_MS);
     let mut server = late.serve();
     let put = json!({ "line": "put 1" });
 
@@ -222,27 +304,51 @@ fn a_slow_idempotent_tool_is_never_sent_again_while_it_runs_and_its_late_answer_
     let answered = retry_until_answered(&mut server, "put", put.clone());
     assert_eq!(text(&answered), "done 'put 1'", "{answered}");
 
-    let calls = late.calls();
-    assert_eq!(
-        calls.len(),
-        1,
-        "one run upstream, not one per attempt: {calls:?}"
-    );
-    assert_eq!(late.ledger(), ["put 1"]);
-    let effects = late.journaled("put");
-    assert_eq!(effects.len(), 1, "{effects:?}");
-    assert_eq!(
-        effects[0]["key"], calls[0]["key"],
-        "under the journaled key"
-    );
-
+    late.happened_once("put", "put 1");
     // The opposite: another call runs too.
-    let other = server
-        .client
-        .call("put", json!({ "line": "put 2" }), json!({}));
-    assert_eq!(text(&other), "done 'put 2'", "{other}");
-    assert_eq!(late.ledger(), ["put 1", "put 2"]);
-    assert_eq!(late.calls().len(), 2);
+    late.another_call_happens(&mut server, "put", ["put 1", "put 2"]);
+}
+
+/// An answer that comes after the host gave its request up, while no run holds the
+/// call, is journaled as the effect's answer as it comes: the host is killed, and
+/// the agent's retry on the host started again is answered with it, nothing sent
+/// again (before: it was kept in memory only, and the retry stayed
+/// `outcome_unknown` for good). One run upstream, one effect under one key. The
+/// opposite: another call is another effect.
+#[test]
+fn a_late_answer_is_journaled_as_it_comes_and_answers_the_retry_after_the_host_restarts() {
+    let Some(python) = needed("Python with the MCP SDK", &python()) else {
+        return;
+    };
+    // Over HTTP: the upstream outlives the host, as a remote server does.
+    let late = Late::over(Transport::Http, &python, TIMEOUT_MS);
+    let mut server = late.serve();
+    let paid = json!({ "line": "paid 1" });
+    let first = server.client.call("pay", paid.clone(), json!({}));
+    assert_eq!(error(&first)["kind"], "outcome_unknown", "{first}");
+
+    late.open_gate();
+    late.wait_for_ledger(1);
+    // Journaled by the host as it came, with no call of the agent's.
+    let deadline = Instant::now() + WAIT;
+    while late.journaled("pay").first().map(|e| e["state"].clone()) != Some(json!("done")) {
+        assert!(Instant::now() < deadline, "{:?}", late.journaled("pay"));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (_, log) = server.signal_and_wait("KILL");
+    drop(log);
+
+    let mut restarted = late.serve();
+    let answered = restarted.client.call("pay", paid.clone(), json!({}));
+    assert_eq!(answered["result"]["isError"], false, "{answered}");
+    assert_eq!(text(&answered), "done 'paid 1'", "{answered}");
+    assert!(!replayed(&answered), "the call's first outcome: {answered}");
+    let again = restarted.client.call("pay", paid, json!({}));
+    assert!(replayed(&again), "saved as the call's outcome: {again}");
+
+    late.happened_once("pay", "paid 1");
+    // The opposite: another call is another effect, sent.
+    late.another_call_happens(&mut restarted, "pay", ["paid 1", "paid 2"]);
 }
 
 /// An upstream floods 50 000 progress reports at a client of `serve --http` that

@@ -1391,6 +1391,29 @@ struct AnsweredLate {
     inner: Arc<Downstream>,
     /// What it learned of the attempt under each key.
     learned: Mutex<Vec<(String, crate::provider::EarlierAttempt)>>,
+    /// Where the guard asked it to hand late answers as they come.
+    sink: Mutex<Option<crate::provider::LateAnswerSink>>,
+}
+
+impl AnsweredLate {
+    fn new(inner: &Arc<Downstream>) -> Arc<Self> {
+        Arc::new(Self {
+            inner: Arc::clone(inner),
+            learned: Mutex::default(),
+            sink: Mutex::default(),
+        })
+    }
+
+    /// Hands the guard the answer to the attempt under `key`, as it comes late:
+    /// whether it was journaled.
+    fn hears(&self, key: &str, answer: Result<Value, ProviderError>) -> bool {
+        let sink = self.sink.lock().unwrap().clone();
+        let sink = sink.expect("the guard asked for its late answers");
+        sink(
+            &crate::keys::EffectKey::from_stored(key.to_owned()),
+            &answer,
+        )
+    }
 }
 
 impl Provider for AnsweredLate {
@@ -1418,6 +1441,10 @@ impl Provider for AnsweredLate {
             crate::provider::EarlierAttempt::Answered(_) => Some(learned.remove(at).1),
         }
     }
+
+    fn hand_late_answers_to(&self, sink: crate::provider::LateAnswerSink) {
+        *self.sink.lock().unwrap() = Some(sink);
+    }
 }
 
 /// An unkeyed effect whose answer came after its attempt was given up: the retry
@@ -1429,10 +1456,7 @@ fn an_unkeyed_effect_answered_late_is_answered_from_that_answer_and_never_sent_a
     let mut runner = ScriptedRunner::default();
     pay_tool(&mut runner, "sms");
     let inner = Downstream::new(ProviderClass::Unkeyed, vec![Fault::LoseResponse]);
-    let sms = Arc::new(AnsweredLate {
-        inner: Arc::clone(&inner),
-        learned: Mutex::default(),
-    });
+    let sms = AnsweredLate::new(&inner);
     let h = host(runner, &[("sms", sms.clone())]);
 
     let first = h.guard.call(&pay(10)).unwrap_err();
@@ -1467,6 +1491,122 @@ fn an_unkeyed_effect_answered_late_is_answered_from_that_answer_and_never_sent_a
     let attempts = inner.attempts();
     assert_eq!(attempts.len(), 2);
     assert_ne!(attempts[0], attempts[1]);
+}
+
+/// A late answer that comes while no run holds its call (the run that sent it gave
+/// up and left the call resumable) is journaled as the effect's answer as it comes:
+/// the retry on a host that restarted since (its provider remembers nothing) is
+/// answered from the journal and sends nothing. A second answer does not replace
+/// it. The effect happened once, under one key; the agent is told the late answer.
+/// The opposite: another call is another effect, sent.
+#[test]
+fn a_late_answer_that_comes_while_no_run_holds_its_call_is_journaled_and_answers_a_retry_after_a_restart()
+ {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "sms");
+    let runner = Arc::new(runner);
+    let inner = Downstream::new(ProviderClass::Unkeyed, vec![Fault::LoseResponse]);
+    let sms = AnsweredLate::new(&inner);
+    let clock = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&clock);
+    let h = host_on(
+        Arc::clone(&journal),
+        Arc::clone(&clock),
+        Arc::clone(&runner),
+        &[("sms", sms.clone())],
+    );
+
+    let first = h.guard.call(&pay(10)).unwrap_err();
+    assert!(matches!(first, Error::OutcomeUnknown { .. }), "{first}");
+    let key = inner.attempts()[0].clone();
+    assert!(
+        sms.hears(&key, Ok(json!({ "sent": "late" }))),
+        "journaled as it came"
+    );
+    assert!(
+        !sms.hears(&key, Ok(json!({ "sent": "again" }))),
+        "the first answer stays"
+    );
+    drop(h);
+
+    // The host restarted: its provider learned nothing, the journal holds it.
+    let restarted = host_on(
+        journal,
+        clock,
+        runner,
+        &[("sms", AnsweredLate::new(&inner))],
+    );
+    let answered = restarted.guard.call(&pay(10)).unwrap();
+    let Outcome::Success { result, .. } = &answered.outcome else {
+        panic!("{:?}", answered.outcome)
+    };
+    assert_eq!(result, &json!({ "sent": "late" }), "what the agent is told");
+    assert!(!answered.replayed, "the call's first outcome");
+    let again = restarted.guard.call(&pay(10)).unwrap();
+    assert!(again.replayed && again.outcome == answered.outcome);
+    assert_eq!(inner.attempts(), [key], "sent once, under one key");
+    assert_eq!(inner.applied().len(), 1, "the effect happened once");
+
+    // The opposite: another call is another effect, sent.
+    let other = restarted.guard.call(&pay(11)).unwrap();
+    assert!(other.outcome.is_success() && !other.replayed);
+    let attempts = inner.attempts();
+    assert_eq!(attempts.len(), 2);
+    assert_ne!(attempts[0], attempts[1]);
+}
+
+/// A late answer that comes while a run holds its call is not journaled (that run
+/// may hand its tool an answer of its own, which the record must hold): the
+/// provider keeps it, and the run takes it at its attempt and saves it as an
+/// answer in time. Nothing is sent again.
+#[test]
+fn a_late_answer_that_comes_while_a_run_holds_its_call_is_left_to_that_run() {
+    let inner = Downstream::new(ProviderClass::Unkeyed, vec![Fault::LoseResponse]);
+    let sms = AnsweredLate::new(&inner);
+    let heard: Arc<Mutex<Option<bool>>> = Arc::default();
+    let mut runner = ScriptedRunner::default();
+    let (during, hearing) = (Arc::clone(&heard), Arc::clone(&sms));
+    runner.tool(
+        "pay",
+        ScriptedRunner::open_schema(),
+        move |args, fx: &mut Effects<'_>| {
+            // A retry's run, holding the call: the late answer comes now.
+            if let Some(key) = hearing.inner.attempts().first() {
+                let journaled = hearing.hears(key, Ok(json!({ "sent": "late" })));
+                *during.lock().unwrap() = Some(journaled);
+                hearing.learned.lock().unwrap().push((
+                    key.clone(),
+                    crate::provider::EarlierAttempt::Answered(Ok(json!({ "sent": "late" }))),
+                ));
+            }
+            match fx.perform("sms", "pay", args.clone()) {
+                Ok(answer) => returned(answer),
+                Err(other) => tool_error("effect_failed", &format!("{other:?}")),
+            }
+        },
+    );
+    let h = host(runner, &[("sms", sms.clone())]);
+    let first = h.guard.call(&pay(10)).unwrap_err();
+    assert!(matches!(first, Error::OutcomeUnknown { .. }), "{first}");
+    assert_eq!(
+        *heard.lock().unwrap(),
+        None,
+        "nothing came during the first run"
+    );
+
+    let answered = h.guard.call(&pay(10)).unwrap();
+    assert_eq!(
+        *heard.lock().unwrap(),
+        Some(false),
+        "not journaled while the run held the call"
+    );
+    let Outcome::Success { result, .. } = &answered.outcome else {
+        panic!("{:?}", answered.outcome)
+    };
+    assert_eq!(result, &json!({ "sent": "late" }));
+    assert_eq!(inner.attempts().len(), 1, "sent once");
+    let effects = &h.journal.entries(None, 10).unwrap()[0].effects;
+    assert_eq!(effects[0].state, "done");
 }
 
 /// The same downstream as the catalog describes it after a change (an upstream
@@ -3489,6 +3629,8 @@ on_postgres!(
     a_throttled_downstream_is_retried_after_its_retry_after_under_the_same_key,
     an_unkeyed_effect_whose_outcome_is_unknown_is_never_repeated_until_a_person_resolves_it,
     an_unkeyed_effect_answered_late_is_answered_from_that_answer_and_never_sent_again,
+    a_late_answer_that_comes_while_no_run_holds_its_call_is_journaled_and_answers_a_retry_after_a_restart,
+    a_late_answer_that_comes_while_a_run_holds_its_call_is_left_to_that_run,
     an_unkeyed_effect_whose_tool_now_says_idempotent_is_not_sent_again,
     an_effect_journaled_before_its_tool_said_read_only_is_never_sent_again_as_a_read,
     a_completed_call_whose_tool_now_says_read_only_is_replayed_once_and_not_read,

@@ -445,11 +445,8 @@ impl EffectSession {
             // up, never sent anew (`client_requests`): it goes on below.
             resumes = matches!(earlier, Some(EarlierAttempt::Asking));
             let late = match &earlier {
-                Some(EarlierAttempt::Answered(Ok(response))) => Some(Answer::Ok(response.clone())),
-                Some(EarlierAttempt::Answered(Err(ProviderError::Rejected(answer)))) => {
-                    Some(Answer::Rejected(answer.clone()))
-                }
                 // No answer after all (one over the cap, not JSON-RPC): still unknown.
+                Some(EarlierAttempt::Answered(answer)) => super::late::answer_of(answer),
                 _ => None,
             };
             if let Some(answer) = late {
@@ -474,8 +471,8 @@ impl EffectSession {
                 return Ok(Err(self.unknown(seq, provider_name, reason, EndsBy::Retry)));
             } else {
                 let mut probing = self.probe_pending(provider, record, seq, operation, payload)?;
-                if let Probing::Unknown { reason, ends_by } = probing
-                    && !self.probe_only
+                if !self.probe_only
+                    && let Probing::Unknown { reason, ends_by } = probing
                 {
                     // No probe decided: the person, where the tool opts in.
                     let pending = asking_person::Pending {

@@ -21,6 +21,7 @@ mod gateway;
 mod handover;
 mod heartbeat;
 mod invocation;
+mod late;
 mod prepare;
 mod prepared;
 mod replayed_keys;
@@ -136,6 +137,7 @@ pub(crate) struct Guard {
 impl Guard {
     /// A guard over `shared` that runs guests through `runner`.
     pub(crate) fn new(shared: Arc<Shared>, runner: Arc<dyn Runner>, policy: Policy) -> Self {
+        late::journal_late_answers(shared.providers.values(), &shared.journal, &shared.clock);
         Self {
             heartbeats: Arc::new(Heartbeats::new(
                 Arc::clone(&shared),

@@ -160,6 +160,21 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
         now: i64,
     ) -> Result<Option<Answer>>;
 
+    /// Saves `answer` as the answer of the pending keyed or unkeyed effect `effect`,
+    /// which its downstream gave after the run that sent it gave up (an upstream's
+    /// late answer), at `now`: only while no run holds the call (its last run left
+    /// it resumable, releasing the lease), so no run's tool was handed another answer
+    /// to it, and the next run of the call, on any host, replays this one. `Ok(Err)`
+    /// says why nothing was written (a run holds the call: the provider hands the
+    /// answer to that run's next attempt instead). Durable under
+    /// [`Durability::Full`].
+    fn answer_late(
+        &self,
+        effect: &EffectKey,
+        answer: &Answer,
+        now: i64,
+    ) -> Result<std::result::Result<(), String>>;
+
     /// Saves the run's `deferred` answers of keyed effects in a commit of their own
     /// (before a write that cannot carry them), renewing the lease, and only while
     /// the run holds it; `false` when it lost it (nothing written).

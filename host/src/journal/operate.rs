@@ -56,6 +56,9 @@ pub(crate) trait OperateTx {
         performed: Option<&str>,
         now: i64,
     ) -> Result<(), Self::Error>;
+    /// Saves `answer` (its stored text) as the answer of the pending effect `key`
+    /// at `now`, as an answer its run saved would be (no resolution).
+    fn answer_effect(&mut self, key: &str, answer: &str, now: i64) -> Result<(), Self::Error>;
 }
 
 /// What is known of whether an effect reached the world: `performed` (answered, or a
@@ -498,4 +501,54 @@ fn resolved<T: OperateTx>(
         op,
         detail,
     )?)))
+}
+
+/// Saves `answer` (stored text) as the answer of the pending effect `effect_key`:
+/// what its downstream answered after the run that sent it gave up
+/// (`Journal::answer_late`). Only while no run holds the call: its last run left it
+/// resumable and released the lease (`incomplete`), so no run's tool was handed
+/// another answer to the effect (a run saves what it handed its tool in the write
+/// that releases the lease), and the next run replays this one. `Err` names why it
+/// is not saved: a run holds the call (it takes the answer at its retry), the
+/// effect has an answer, a person resolved it, or the call is closed.
+pub(crate) fn answer_late<T: OperateTx>(
+    tx: &mut T,
+    effect_key: &str,
+    answer: &str,
+    now: i64,
+) -> Result<Result<(), String>, T::Error> {
+    const NO_EFFECT: &str = "the journal holds no effect with this key";
+    let Some(invocation) = tx.effect_of(effect_key)? else {
+        return Ok(Err(NO_EFFECT.into()));
+    };
+    // Locked first (PostgreSQL): a run that takes the call waits for this one.
+    let Some(found) = tx.find(&invocation)? else {
+        return Ok(Err(NO_EFFECT.into()));
+    };
+    match (found.state.as_str(), &found.lease_owner) {
+        ("incomplete", None) => {}
+        ("running", _) => {
+            return Ok(Err(
+                "a run holds its call: the run is answered with it at its next attempt".into(),
+            ));
+        }
+        (state, _) => return Ok(Err(format!("its call is {state}"))),
+    }
+    let effects = tx.effects(&invocation)?;
+    let Some(effect) = effects.into_iter().find(|e| e.key == effect_key) else {
+        return Ok(Err(NO_EFFECT.into()));
+    };
+    if effect.state != "pending" {
+        return Ok(Err("it has an answer already (the first one stays)".into()));
+    }
+    if !matches!(effect.class.as_str(), "keyed" | "unkeyed") {
+        return Ok(Err(format!("it is a {} effect", effect.class)));
+    }
+    if effect.resolution.is_some() {
+        return Ok(Err(
+            "a resolution of its own is on record, which the next run goes on from".into(),
+        ));
+    }
+    tx.answer_effect(effect_key, answer, now)?;
+    Ok(Ok(()))
 }

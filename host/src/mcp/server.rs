@@ -173,6 +173,11 @@ pub const MAX_LINE_BYTES: usize = 4 << 20;
 /// effect) move the progress past the last report.
 const HOST_STEP: f64 = 0.001;
 
+/// How many notifications of changed lists and updated resources may wait for a
+/// stdio client at once; past that, a flood's further ones are dropped (a tools
+/// change waiting covers the later ones anyway).
+const MAX_QUEUED_NOTES: usize = 256;
+
 /// How many tool calls wait for a worker at most; a call that finds the queue full
 /// is answered with a retryable `busy` error and not run.
 pub const MAX_QUEUED_CALLS: usize = 256;
@@ -289,10 +294,19 @@ impl Server {
         let pending = Arc::new(Pending::default());
         let queue = JobQueue::<Job>::new(MAX_QUEUED_CALLS);
         let workers = self.config.max_concurrent_calls.max(1);
-        let (changed, changes) = crossbeam_channel::unbounded::<Value>();
+        // A bounded queue: a flood of changes is not queued without end, and no send
+        // blocks the thread that reports one. A tools change waiting covers every
+        // later one (the client lists the tools again, once, and sees them all).
+        let (changed, changes) = crossbeam_channel::bounded::<Value>(MAX_QUEUED_NOTES);
+        let tools_waiting = Arc::new(AtomicBool::new(false));
         let told = changed.clone();
+        let waiting = Arc::clone(&tools_waiting);
         let listener = self.catalog.listen(Box::new(move || {
-            let _ = told.send(catalog::list_changed());
+            if !waiting.swap(true, Ordering::AcqRel)
+                && told.try_send(catalog::list_changed()).is_err()
+            {
+                waiting.store(false, Ordering::Release);
+            }
         }));
         // What the upstreams say of their resources and prompts: a list changed to
         // every client, an updated resource to the one that subscribed to it.
@@ -306,7 +320,7 @@ impl Server {
                     None => return,
                 },
             };
-            let _ = changed.send(note);
+            let _ = changed.try_send(note);
         }));
         let initialized = AtomicBool::new(false);
         let served = std::thread::scope(|scope| {
@@ -322,6 +336,11 @@ impl Server {
                 .name("justonce-mcp-notify".into())
                 .spawn_scoped(scope, || {
                     for note in changes.iter() {
+                        if note.get("method").and_then(Value::as_str)
+                            == Some("notifications/tools/list_changed")
+                        {
+                            tools_waiting.store(false, Ordering::Release);
+                        }
                         if initialized.load(Ordering::Acquire) {
                             outbox.send(&note);
                         }

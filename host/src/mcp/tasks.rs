@@ -274,7 +274,9 @@ pub(crate) fn call(
     // Run again: no longer stopped at a question its client could not be asked.
     server.task_inputs().stop(key.as_str());
     let run = server.host().task_started(key.as_str(), running.clone());
-    let (sender, answer) = mpsc::channel();
+    // Room for the one reply the run sends: its send never waits, even when no one
+    // reads it any more (the call became a task).
+    let (sender, answer) = mpsc::sync_channel(1);
     let runner = server.clone();
     let call = request.clone();
     let ran = key.to_string();

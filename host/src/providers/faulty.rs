@@ -174,6 +174,10 @@ impl Provider for Faulty {
         self.inner.earlier_attempt(key)
     }
 
+    fn hand_late_answers_to(&self, sink: crate::provider::LateAnswerSink) {
+        self.inner.hand_late_answers_to(sink);
+    }
+
     fn probe_of(&self, operation: &str, payload: &Value) -> Option<String> {
         self.inner.probe_of(operation, payload)
     }

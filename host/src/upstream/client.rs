@@ -166,8 +166,8 @@ struct Waiter {
 
 type Pending = Arc<Mutex<HashMap<u64, Waiter>>>;
 
-/// What a request under an effect key waits for.
-enum Waiting {
+/// What a request under an effect key waits for (over either transport).
+pub(super) enum Waiting {
     /// The answer kept for the key, which came after an earlier request gave up.
     Kept(Value),
     /// The earlier request (by id) under the key, still running upstream, and the
@@ -434,16 +434,12 @@ impl StdioClient {
             // Not cancelled upstream: a call that was sent is never abandoned halfway;
             // its outcome is unknown, and the guard decides what that allows. Its
             // answer, if it comes, is kept for the next attempt under its key.
-            Err(RecvTimeoutError::Timeout) => Err(ClientError::Lost(format!(
-                "upstream `{}` did not answer {method} within {} ms{}",
-                self.upstream,
-                timeout.as_millis(),
-                if key.is_some() {
-                    " (it may still be running it: its answer, if it comes, answers the retry)"
-                } else {
-                    ""
-                }
-            ))),
+            Err(RecvTimeoutError::Timeout) => Err(no_answer_within(
+                &self.upstream,
+                method,
+                timeout,
+                key.is_some(),
+            )),
             Err(RecvTimeoutError::Disconnected) if parked => Err(ClientError::Lost(format!(
                 "upstream `{}` waits for the client's answer to its request: the {method} stays running until the call is made again with it",
                 self.upstream
@@ -710,11 +706,7 @@ impl Reader {
                 if let Some(key) = waiter.key {
                     let kept = self.late.keep(&key, message);
                     drop(pending);
-                    if kept {
-                        tracing::info!(target: "justonce::upstream", upstream = %self.upstream, effect = %key, "an answer came after its request was given up: kept, the call's retry is answered with it");
-                    } else {
-                        tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, effect = %key, "an answer came after its request was given up, too large to keep (over {} bytes): the call stays unknown", super::late::MAX_LATE_BYTES);
-                    }
+                    self.late.told(&self.upstream, &key, kept);
                 }
             }
             // A request of the upstream's (roots, sampling, elicitation, ping): to
@@ -795,6 +787,25 @@ fn log_stderr(upstream: &str, stderr: impl std::io::Read, credentials: &Credenti
             Line::End => break,
         }
     }
+}
+
+/// No answer to `method` within `timeout`: the request may still run upstream;
+/// under an effect key (`keyed`) it is followed, and its answer answers the retry.
+pub(crate) fn no_answer_within(
+    upstream: &str,
+    method: &str,
+    timeout: Duration,
+    keyed: bool,
+) -> ClientError {
+    ClientError::Lost(format!(
+        "upstream `{upstream}` did not answer {method} within {} ms{}",
+        timeout.as_millis(),
+        if keyed {
+            " (it may still be running it: its answer, if it comes, answers the retry)"
+        } else {
+            ""
+        }
+    ))
 }
 
 /// The result of a JSON-RPC response to `method`, or the error it carries. One with

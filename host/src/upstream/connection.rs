@@ -35,9 +35,10 @@ impl Connection {
 
     /// Request `method`, its effect key sent as `Idempotency-Key` over HTTP (the
     /// caller puts it in `_meta` for both); the upstream's progress reports are
-    /// handed on, coalesced, as `progress_of`'s. Over stdio, a request under a key
-    /// an earlier one still runs under waits for that one (see `StdioClient::request`).
-    /// What the upstream asks of the client meanwhile is answered by `asks`.
+    /// handed on, coalesced, as `progress_of`'s. A request under a key an earlier one
+    /// still runs under waits for that one (see `StdioClient::request`,
+    /// `HttpClient::request`). What the upstream asks of the client meanwhile is
+    /// answered by `asks`.
     pub(crate) fn request(
         &self,
         method: &str,
@@ -52,12 +53,11 @@ impl Connection {
         }
     }
 
-    /// Whether a request under `key` was sent on it and is not answered yet (over
-    /// stdio; an HTTP request given up is not followed).
+    /// Whether a request under `key` was sent on it and is not answered yet.
     pub(crate) fn running(&self, key: &str) -> bool {
         match self {
             Self::Stdio(client) => client.running(key),
-            Self::Http(_) => false,
+            Self::Http(client) => client.running(key),
         }
     }
 

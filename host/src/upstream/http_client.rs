@@ -5,6 +5,13 @@
 //! configured headers (credentials from the secrets file) with each, and a
 //! `tools/call`'s effect key as `Idempotency-Key` too.
 //!
+//! A request under an effect key is followed past its timeout: its `POST` is read on
+//! a thread of its own, the requester waits up to the timeout, and when it gives up
+//! the thread reads on (at most [`FOLLOW_FOR`] more, at most [`MAX_FOLLOWED`] such
+//! requests at once) and keeps the answer that comes as a late answer
+//! ([`LateAnswers`]), by the key. A later request under the same key waits for that
+//! one instead of sending another, as over stdio.
+//!
 //! A request answered HTTP 404 for its session was not processed (the server ended
 //! or forgot the session, MCP's Streamable HTTP transport): a new session is
 //! started (`initialize`, without the old id) and the request sent once more on it,
@@ -13,23 +20,37 @@
 //! says between requests: `notifications/tools/list_changed`, and the end of its
 //! session.
 
-use std::io::{BufRead, BufReader, Read};
+use std::collections::HashMap;
+use std::io::{BufReader, Read};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use ureq::Agent;
 use ureq::http::Request;
 
-use super::client::{ClientError, initialize_params};
+use super::client::{ClientError, Waiting, initialize_params, no_answer_within};
 use super::credentials::Credentials;
+use super::late::LateAnswers;
+use super::progress;
+use super::sse::{Events, MAX_EVENT_BYTES};
 use super::stream::{self, HttpHooks, Stream, with_session};
 use crate::provider::ClientRequests;
 use crate::runtime::log_listener;
 
 /// The largest response read from an upstream.
 const MAX_RESPONSE_BYTES: u64 = 16 << 20;
+
+/// The most requests given up past their timeout that one session still follows
+/// (each holds a thread and a connection until its answer comes): past it, a new
+/// request under a key is not sent until one of them ends.
+pub(crate) const MAX_FOLLOWED: usize = 64;
+
+/// How long past its timeout a request given up is still followed: then its
+/// connection is closed, and its answer is no longer awaited.
+pub(crate) const FOLLOW_FOR: Duration = Duration::from_secs(600);
 
 /// What a `POST` got.
 enum Posted {
@@ -39,15 +60,23 @@ enum Posted {
     SessionLost(String),
 }
 
-/// One session with one Streamable HTTP upstream.
-pub(crate) struct HttpClient {
+/// What the thread reading a followed request's `POST` hands its requester.
+enum Heard {
+    /// A progress report on the way.
+    Note(Value),
+    /// What the `POST` got, in the end.
+    Done(Result<Posted, ClientError>),
+}
+
+/// Where and how a session's requests are sent: shared by its client and the
+/// threads that read the requests it follows.
+struct Wire {
     upstream: String,
     url: String,
     headers: Vec<(String, String)>,
     agent: Agent,
     session: Mutex<Option<String>>,
     protocol: Mutex<Option<String>>,
-    next_id: AtomicU64,
     /// Cleared when the server forgot the session and a new one did not start, or
     /// refused its credentials (401, 403): its supervisor starts anew, with the
     /// configuration read again.
@@ -55,12 +84,84 @@ pub(crate) struct HttpClient {
     /// The credentials filled into `headers` (and the secrets file's), stripped
     /// from every answer and every error's text.
     credentials: Credentials,
+}
+
+/// A request under an effect key whose `POST` a thread reads.
+struct Follow {
+    /// The effect key it carries.
+    key: String,
+    /// Where its progress and answer go while someone waits for it; `None` once its
+    /// requester gave up (past the timeout).
+    to: Option<Sender<Heard>>,
+}
+
+/// The requests of a session followed by their threads, by request id.
+#[derive(Default)]
+struct Followed(Mutex<HashMap<u64, Follow>>);
+
+impl Followed {
+    fn lock(&self) -> MutexGuard<'_, HashMap<u64, Follow>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Where the request `id`'s progress goes now, if someone waits for it.
+    fn to_of(&self, id: u64) -> Option<Sender<Heard>> {
+        self.lock().get(&id).and_then(|f| f.to.clone())
+    }
+
+    /// The request `id` under `key` got `posted`: handed to its requester, or, when
+    /// it gave up, kept as a late answer in `late` (an answer; anything else is no
+    /// news: the call stays unknown).
+    fn done(
+        &self,
+        id: u64,
+        key: &str,
+        posted: Result<Posted, ClientError>,
+        wire: &Wire,
+        late: &Arc<LateAnswers>,
+    ) {
+        let mut requests = self.lock();
+        let posted = match requests.remove(&id).and_then(|f| f.to) {
+            Some(to) => match to.send(Heard::Done(posted)) {
+                Ok(()) => return,
+                Err(unsent) => match unsent.0 {
+                    Heard::Done(posted) => posted,
+                    Heard::Note(_) => return,
+                },
+            },
+            None => posted,
+        };
+        match posted {
+            Ok(Posted::Answer(Some(message))) => {
+                // Kept under the lock a requester takes to look for it: an answer
+                // is either kept already or comes to the requester.
+                let kept = late.keep(key, message);
+                drop(requests);
+                late.told(&wire.upstream, key, kept);
+            }
+            Ok(Posted::Answer(None)) | Ok(Posted::SessionLost(_)) => {}
+            Err(e) => {
+                drop(requests);
+                tracing::info!(target: "justonce::upstream", upstream = %wire.upstream, effect = %key, "a request given up past its timeout ended without an answer ({}); its call stays unknown", super::log_field::field(&e.to_string()));
+            }
+        }
+    }
+}
+
+/// One session with one Streamable HTTP upstream.
+pub(crate) struct HttpClient {
+    wire: Arc<Wire>,
+    next_id: AtomicU64,
     /// Held while a new session starts after the server forgot one: one at a time.
     renewing: Mutex<()>,
     /// Told of its tools changing and its session ending (none: no `GET` stream).
     hooks: Option<HttpHooks>,
     /// Set to stop the `GET` stream of the session now.
     stream_stop: Mutex<Option<Arc<AtomicBool>>>,
+    /// The requests under a key whose `POST` a thread reads.
+    followed: Arc<Followed>,
+    /// Where the answers that came after their requester gave up are kept.
+    late: Arc<LateAnswers>,
 }
 
 impl HttpClient {
@@ -73,18 +174,22 @@ impl HttpClient {
             .user_agent(concat!("justonce/", env!("CARGO_PKG_VERSION")))
             .build();
         Self {
-            upstream: upstream.to_owned(),
-            url: url.to_owned(),
-            headers,
-            agent: Agent::new_with_config(config),
-            session: Mutex::new(None),
-            protocol: Mutex::new(None),
+            wire: Arc::new(Wire {
+                upstream: upstream.to_owned(),
+                url: url.to_owned(),
+                headers,
+                agent: Agent::new_with_config(config),
+                session: Mutex::new(None),
+                protocol: Mutex::new(None),
+                alive: Arc::new(AtomicBool::new(true)),
+                credentials: Credentials::default(),
+            }),
             next_id: AtomicU64::new(1),
-            alive: Arc::new(AtomicBool::new(true)),
-            credentials: Credentials::default(),
             renewing: Mutex::new(()),
             hooks: None,
             stream_stop: Mutex::new(None),
+            followed: Arc::default(),
+            late: Arc::default(),
         }
     }
 
@@ -95,57 +200,60 @@ impl HttpClient {
         self
     }
 
-    /// The session now.
-    fn session(&self) -> Option<String> {
-        self.session
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+    /// Keeps the answers that come after their requester gave up in `late`.
+    pub(crate) fn keeping_late(mut self, late: Arc<LateAnswers>) -> Self {
+        self.late = late;
+        self
     }
 
     /// Strips `credentials` (those filled into its headers) from every answer it
     /// reads and the text of every error it reports, as the `http` provider does
-    /// from what it saves.
+    /// from what it saves. Before its first request.
     pub(crate) fn stripping(mut self, credentials: Credentials) -> Self {
-        self.credentials = credentials;
+        match Arc::get_mut(&mut self.wire) {
+            Some(wire) => wire.credentials = credentials,
+            None => unreachable!("a client is told what to strip before it sends anything"),
+        }
         self
     }
 
-    /// `text` (an error's, holding a body read up to a cap) without the
-    /// credentials it was sent.
-    fn stripped(&self, text: String) -> String {
-        self.credentials.text_maybe_cut(text)
+    /// The session now.
+    fn session(&self) -> Option<String> {
+        self.wire.session()
     }
 
     /// Whether the session still stands.
     pub(crate) fn alive(&self) -> bool {
-        self.alive.load(Ordering::SeqCst)
+        self.wire.alive.load(Ordering::SeqCst)
     }
 
     /// `initialize` (keeping the session and revision it answers) and
     /// `notifications/initialized`, a new session (no session id is sent); then its
     /// `GET` stream is opened, when it has hooks.
     pub(crate) fn initialize(&self, timeout: Duration) -> Result<Value, ClientError> {
+        let wire = &self.wire;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let message = json!({ "jsonrpc": "2.0", "id": id, "method": "initialize", "params": initialize_params() });
-        let answer = match self.post(&message, timeout, None, Some((id, None, None)), true)? {
+        let answer = match wire.post(&message, timeout, None, Some(id), true, &mut |_| {})? {
             Posted::Answer(Some(answer)) => answer,
             Posted::Answer(None) | Posted::SessionLost(_) => {
                 return Err(ClientError::Lost(format!(
                     "upstream `{}` answered initialize without a response",
-                    self.upstream
+                    wire.upstream
                 )));
             }
         };
-        let result = super::client::answer_of(&self.upstream, "initialize", answer)?;
+        let result = super::client::answer_of(&wire.upstream, "initialize", answer)?;
         if let Some(version) = result.get("protocolVersion").and_then(Value::as_str) {
-            *self.protocol.lock().unwrap_or_else(|p| p.into_inner()) = Some(version.to_owned());
+            *wire.protocol.lock().unwrap_or_else(|p| p.into_inner()) = Some(version.to_owned());
         }
         let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
-        if let Posted::SessionLost(_) = self.post(&initialized, timeout, None, None, false)? {
+        if let Posted::SessionLost(_) =
+            wire.post(&initialized, timeout, None, None, false, &mut |_| {})?
+        {
             return Err(ClientError::NotSent(format!(
                 "upstream `{}` forgot the session it had just started (HTTP 404)",
-                self.upstream
+                wire.upstream
             )));
         }
         self.open_stream();
@@ -167,21 +275,18 @@ impl HttpClient {
         if let Some(before) = before {
             before.store(true, Ordering::SeqCst);
         }
+        let wire = &self.wire;
         stream::spawn(Stream {
-            upstream: self.upstream.clone(),
-            url: self.url.clone(),
-            headers: self.headers.clone(),
-            agent: self.agent.clone(),
+            upstream: wire.upstream.clone(),
+            url: wire.url.clone(),
+            headers: wire.headers.clone(),
+            agent: wire.agent.clone(),
             session: self.session(),
-            protocol: self
-                .protocol
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone(),
-            credentials: self.credentials.clone(),
+            protocol: wire.protocol(),
+            credentials: wire.credentials.clone(),
             hooks,
             stop,
-            alive: Arc::clone(&self.alive),
+            alive: Arc::clone(&wire.alive),
         });
     }
 
@@ -196,19 +301,19 @@ impl HttpClient {
         }
         match self.initialize(timeout) {
             Ok(_) => {
-                tracing::info!(target: "justonce::upstream", upstream = %self.upstream, "the server forgot its session (HTTP 404); a new one started");
+                tracing::info!(target: "justonce::upstream", upstream = %self.wire.upstream, "the server forgot its session (HTTP 404); a new one started");
                 if let Some(hooks) = &self.hooks {
                     (hooks.changed)();
                 }
                 Ok(())
             }
             Err(e) => {
-                self.alive.store(false, Ordering::SeqCst);
+                self.wire.alive.store(false, Ordering::SeqCst);
                 Err(match e {
                     ClientError::Misconfigured(reason) => ClientError::Misconfigured(reason),
                     e => ClientError::NotSent(format!(
                         "upstream `{}` forgot its session (HTTP 404) and a new one did not start: {e}",
-                        self.upstream
+                        self.wire.upstream
                     )),
                 })
             }
@@ -220,6 +325,10 @@ impl HttpClient {
     /// listening on this thread, the upstream is asked for progress and the reports
     /// in its answer's stream are handed on as that tool's. What the upstream asks of
     /// the client on that stream (it belongs to this request) is answered by `asks`.
+    ///
+    /// A request under a `key` is followed past its timeout (see the module's
+    /// docs): a later one under the same key waits for it, or is answered at once
+    /// with the answer it got late.
     pub(crate) fn request(
         &self,
         method: &str,
@@ -239,49 +348,299 @@ impl HttpClient {
             }
         }
         let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        let mut posted = self.post(&message, timeout, key, Some((id, progress_of, asks)), false)?;
+        let send = || match key {
+            Some(key) => {
+                self.followed_post(&message, (method, id), timeout, key, (progress_of, asks))
+            }
+            None => self.waited_post(&message, id, timeout, (progress_of, asks)),
+        };
+        let mut posted = send()?;
         if let Posted::SessionLost(lost) = posted {
             // Not processed (the transport's rule for a 404 to a session's request):
             // sent again, once, on a new session.
             self.renew(&lost, timeout)?;
-            posted = self.post(&message, timeout, key, Some((id, progress_of, asks)), false)?;
+            posted = send()?;
         }
         let answer = match posted {
             Posted::Answer(Some(answer)) => answer,
             Posted::Answer(None) => {
                 return Err(ClientError::Lost(format!(
                     "upstream `{}` answered {method} without a response",
-                    self.upstream
+                    self.wire.upstream
                 )));
             }
             Posted::SessionLost(_) => {
-                self.alive.store(false, Ordering::SeqCst);
+                self.wire.alive.store(false, Ordering::SeqCst);
                 return Err(ClientError::NotSent(format!(
                     "upstream `{}` forgot the new session too (HTTP 404); it is started again",
-                    self.upstream
+                    self.wire.upstream
                 )));
             }
         };
-        super::client::answer_of(&self.upstream, method, answer)
+        super::client::answer_of(&self.wire.upstream, method, answer)
     }
 
-    /// POSTs `message` (without a session id when `fresh`); the response to request
-    /// `id`, if one is awaited (and the progress reports on the way handed on as the
-    /// tool's it names).
+    /// The `POST` of request `id` under no key, read on this thread up to `timeout`
+    /// (then given up and dropped), its progress handed on as `progress_of`'s.
+    fn waited_post(
+        &self,
+        message: &Value,
+        id: u64,
+        timeout: Duration,
+        (progress_of, asks): (Option<&str>, Option<&dyn ClientRequests>),
+    ) -> Result<Posted, ClientError> {
+        let mut reports = progress::of_tool(progress_of.unwrap_or_default());
+        let mut logs = super::log_messages::CallLogs::new(&self.wire.upstream);
+        let posted = self
+            .wire
+            .post(message, timeout, None, Some(id), false, &mut |note| {
+                let now = Instant::now();
+                reports.tick(now);
+                if let Some(report) = self.heard(note, progress_of, &mut logs, asks, timeout) {
+                    reports.report(report, now);
+                }
+            });
+        reports.flush();
+        posted
+    }
+
+    /// What the upstream sent on a request's response stream besides its answer,
+    /// heard by the requester: a progress report given back (to be handed on, when
+    /// `progress_of` names the tool), a log message handed to the call's client, a
+    /// request of the upstream's answered through `asks` (POSTed within `timeout`;
+    /// a response stream cannot wait, so it is never parked), news of its resources
+    /// told to the hooks.
+    fn heard(
+        &self,
+        note: Value,
+        progress_of: Option<&str>,
+        logs: &mut super::log_messages::CallLogs,
+        asks: Option<&dyn ClientRequests>,
+        timeout: Duration,
+    ) -> Option<Value> {
+        let method = note.get("method").and_then(Value::as_str).unwrap_or("");
+        if method == "notifications/progress" {
+            return progress_of.map(|_| note);
+        }
+        if note.get("id").is_some() {
+            if let Some(reply) =
+                super::client::answer_for_client(&self.wire.upstream, asks, &note, false)
+            {
+                // Not answered: the upstream's own request fails, and its tool with it.
+                let _ = self.wire.post(&reply, timeout, None, None, false, &mut |_| {});
+            }
+        } else if super::log_messages::is_log(&note) {
+            match progress_of {
+                Some(tool) => logs.hand_on(tool, &note),
+                None => super::log_messages::to_log(&self.wire.upstream, &note),
+            }
+        } else if super::client::is_surface_news(method)
+            && let Some(hooks) = &self.hooks
+        {
+            (hooks.heard)(&note);
+        }
+        None
+    }
+
+    /// The `POST` of request `id` (of `method`) under `key`, read on a thread that
+    /// follows it past `timeout`; or, when an earlier request under `key` runs still,
+    /// that one's answer; or the answer it got late, kept.
+    fn followed_post(
+        &self,
+        message: &Value,
+        (method, id): (&str, u64),
+        timeout: Duration,
+        key: &str,
+        (progress_of, asks): (Option<&str>, Option<&dyn ClientRequests>),
+    ) -> Result<Posted, ClientError> {
+        let (tx, rx) = channel();
+        let id = match self.waiting_on(key, &tx) {
+            Waiting::Kept(answer) => return Ok(Posted::Answer(Some(answer))),
+            Waiting::Earlier(earlier, _) => {
+                tracing::info!(target: "justonce::upstream", upstream = %self.wire.upstream, "a {method} under the same key is still running upstream: waiting for its answer rather than sending it again");
+                earlier
+            }
+            // (Over HTTP a request is never parked, so none is only taken up.)
+            Waiting::New | Waiting::Gone => {
+                self.follow(message, id, timeout, key, tx)?;
+                id
+            }
+        };
+        let deadline = Instant::now() + timeout;
+        let mut logs = super::log_messages::CallLogs::new(&self.wire.upstream);
+        let heard = progress::await_answer(&rx, deadline, progress_of, |heard| match heard {
+            Heard::Note(note) => Ok(self.heard(note, progress_of, &mut logs, asks, timeout)),
+            done => Err(done),
+        });
+        let heard = match heard {
+            Err(RecvTimeoutError::Timeout) => self.give_up(id, &rx),
+            heard => heard,
+        };
+        match heard {
+            Ok(Heard::Done(posted)) => posted,
+            Ok(Heard::Note(_)) | Err(RecvTimeoutError::Timeout) => {
+                Err(no_answer_within(&self.wire.upstream, method, timeout, true))
+            }
+            Err(RecvTimeoutError::Disconnected) => Err(ClientError::Lost(format!(
+                "upstream `{}`: the request {method} ended without an answer",
+                self.wire.upstream
+            ))),
+        }
+    }
+
+    /// What a request under `key` waits for: the answer kept for it, an earlier
+    /// request under it still followed (its answer now goes to `to`), or a new one.
+    fn waiting_on(&self, key: &str, to: &Sender<Heard>) -> Waiting {
+        // Under the lock the thread of a request holds while it hands its answer on
+        // or keeps it: an answer is either kept already or comes to `to`.
+        let mut requests = self.followed.lock();
+        if let Some(answer) = self.late.take(key) {
+            return Waiting::Kept(answer);
+        }
+        match requests.iter_mut().find(|(_, f)| f.key == key) {
+            Some((id, follow)) => {
+                follow.to = Some(to.clone());
+                Waiting::Earlier(*id, None)
+            }
+            None => Waiting::New,
+        }
+    }
+
+    /// Sends request `id` under `key` on a thread of its own, which reads its
+    /// answer at most [`FOLLOW_FOR`] past `timeout` and hands it to `to` (or to
+    /// whoever waits for it then, or keeps it late). Not sent while
+    /// [`MAX_FOLLOWED`] requests given up still run.
+    fn follow(
+        &self,
+        message: &Value,
+        id: u64,
+        timeout: Duration,
+        key: &str,
+        to: Sender<Heard>,
+    ) -> Result<(), ClientError> {
+        {
+            let mut requests = self.followed.lock();
+            let given_up = requests.values().filter(|f| f.to.is_none()).count();
+            if given_up >= MAX_FOLLOWED {
+                return Err(ClientError::NotSent(format!(
+                    "upstream `{}` has {given_up} requests still running past their timeout (the most the host follows at once): not sent until one of them ends",
+                    self.wire.upstream
+                )));
+            }
+            requests.insert(
+                id,
+                Follow {
+                    key: key.to_owned(),
+                    to: Some(to),
+                },
+            );
+        }
+        let (wire, followed, late) = (
+            Arc::clone(&self.wire),
+            Arc::clone(&self.followed),
+            Arc::clone(&self.late),
+        );
+        let (message, key) = (message.clone(), key.to_owned());
+        let spawned = std::thread::Builder::new()
+            .name(format!("upstream-{}-call", self.wire.upstream))
+            .spawn(move || {
+                let posted = wire.post(
+                    &message,
+                    timeout.saturating_add(FOLLOW_FOR),
+                    Some(&key),
+                    Some(id),
+                    false,
+                    &mut |note| match followed.to_of(id) {
+                        Some(to) => {
+                            let _ = to.send(Heard::Note(note));
+                        }
+                        // Nobody waits for it any more: the upstream's own request
+                        // is refused (no call's client to ask), a log message goes
+                        // to the host's log, progress is dropped.
+                        None if note.get("id").is_some() => {
+                            let reply =
+                                super::client::answer_for_client(&wire.upstream, None, &note, false);
+                            if let Some(reply) = reply {
+                                let _ = wire.post(&reply, timeout, None, None, false, &mut |_| {});
+                            }
+                        }
+                        None if super::log_messages::is_log(&note) => {
+                            super::log_messages::to_log(&wire.upstream, &note);
+                        }
+                        None => {}
+                    },
+                );
+                followed.done(id, &key, posted, &wire, &late);
+            });
+        if let Err(e) = spawned {
+            self.followed.lock().remove(&id);
+            return Err(ClientError::NotSent(format!(
+                "upstream `{}`: no thread to send the request on: {e}",
+                self.wire.upstream
+            )));
+        }
+        Ok(())
+    }
+
+    /// The requester of `id` gives up waiting: its thread reads on, and keeps the
+    /// answer when it comes. An answer that came meanwhile is taken instead.
+    fn give_up(&self, id: u64, rx: &Receiver<Heard>) -> Result<Heard, RecvTimeoutError> {
+        let mut requests = self.followed.lock();
+        // Answered just now (the thread hands its answer on under this lock).
+        while let Ok(heard) = rx.try_recv() {
+            if let Heard::Done(_) = heard {
+                return Ok(heard);
+            }
+        }
+        if let Some(follow) = requests.get_mut(&id) {
+            follow.to = None;
+        }
+        Err(RecvTimeoutError::Timeout)
+    }
+
+    /// Whether a request under `key` was sent on it and is not answered yet.
+    pub(crate) fn running(&self, key: &str) -> bool {
+        self.followed.lock().values().any(|f| f.key == key)
+    }
+}
+
+impl Wire {
+    /// The session now.
+    fn session(&self) -> Option<String> {
+        self.session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The negotiated revision.
+    fn protocol(&self) -> Option<String> {
+        self.protocol
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// `text` (an error's, holding a body read up to a cap) without the
+    /// credentials it was sent.
+    fn stripped(&self, text: String) -> String {
+        self.credentials.text_maybe_cut(text)
+    }
+
+    /// POSTs `message` (without a session id when `fresh`), reading for at most
+    /// `timeout`; the response to request `id`, if one is awaited, the progress
+    /// reports on the way handed to `notes`.
     fn post(
         &self,
         message: &Value,
         timeout: Duration,
         key: Option<&str>,
-        id: Option<(u64, Option<&str>, Option<&dyn ClientRequests>)>,
+        id: Option<u64>,
         fresh: bool,
+        notes: &mut dyn FnMut(Value),
     ) -> Result<Posted, ClientError> {
         let session = if fresh { None } else { self.session() };
-        let protocol = self
-            .protocol
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let protocol = self.protocol();
         let mut builder = with_session(
             Request::builder()
                 .method("POST")
@@ -379,12 +738,12 @@ impl HttpClient {
                 })));
             }
         }
-        let Some((id, progress_of, asks)) = id else {
+        let Some(id) = id else {
             return Ok(Posted::Answer(None));
         };
         if streamed {
             return self
-                .response_in_stream(reader, (id, progress_of), asks, timeout)
+                .response_in_stream(reader, id, notes)
                 .map(|answer| Posted::Answer(Some(answer)));
         }
         let mut text = String::new();
@@ -406,76 +765,35 @@ impl HttpClient {
     }
 
     /// Reads Server-Sent Events until the one whose data is the response to `id`,
-    /// handing progress reports on the way on as `progress_of`'s, and answering
-    /// (POSTed within `timeout`) the requests of the upstream's on it through `asks`.
+    /// handing what else comes on it (progress, log messages, the upstream's own
+    /// requests, news of its resources) to `notes`. An event over
+    /// [`MAX_EVENT_BYTES`] may have been the response: no answer, naming the cap.
     fn response_in_stream(
         &self,
         reader: impl Read,
-        (id, progress_of): (u64, Option<&str>),
-        asks: Option<&dyn ClientRequests>,
-        timeout: Duration,
+        id: u64,
+        notes: &mut dyn FnMut(Value),
     ) -> Result<Value, ClientError> {
-        let mut data = String::new();
-        // Coalesced as they come (a report held past its turn goes with the next
-        // event, or before the answer).
-        let mut reports = super::progress::of_tool(progress_of.unwrap_or_default());
-        let mut logs = super::log_messages::CallLogs::new(&self.upstream);
-        for line in BufReader::new(reader).lines() {
-            let line = line.map_err(|e| {
-                ClientError::Lost(format!(
-                    "upstream `{}`: the stream broke before the response: {e}",
-                    self.upstream
-                ))
-            })?;
-            if let Some(rest) = line.strip_prefix("data:") {
-                if !data.is_empty() {
-                    data.push('\n');
-                }
-                data.push_str(rest.strip_prefix(' ').unwrap_or(rest));
-                continue;
-            }
-            if !line.is_empty() || data.is_empty() {
-                continue;
-            }
-            let event = std::mem::take(&mut data);
+        let mut reader = BufReader::new(reader);
+        let mut events = Events::new(&self.upstream, "response stream", MAX_EVENT_BYTES);
+        while let Some(event) = events.next(&mut reader) {
+            let event = event.map_err(|oversized| ClientError::Lost(oversized.to_string()))?;
             let Ok(mut message) = serde_json::from_str::<Value>(&event) else {
                 continue;
             };
             self.credentials.json(&mut message);
-            reports.tick(std::time::Instant::now());
-            if message.get("method").and_then(Value::as_str) == Some("notifications/progress") {
-                if progress_of.is_some() {
-                    reports.report(message, std::time::Instant::now());
-                }
-            } else if message.get("method").is_some() && message.get("id").is_some() {
-                // A request on a response stream cannot wait past it: never parked.
-                if let Some(reply) =
-                    super::client::answer_for_client(&self.upstream, asks, &message, false)
-                {
-                    // Not answered: the upstream's own request fails, and its tool with it.
-                    let _ = self.post(&reply, timeout, None, None, false);
-                }
-            } else if super::log_messages::is_log(&message) {
-                // On the request's own stream: the call's, heard by its client.
-                match progress_of {
-                    Some(tool) => logs.hand_on(tool, &message),
-                    None => super::log_messages::to_log(&self.upstream, &message),
-                }
-            } else if let Some(method) = message.get("method").and_then(Value::as_str)
-                && message.get("id").is_none()
-                && super::client::is_surface_news(method)
-                && let Some(hooks) = &self.hooks
-            {
-                (hooks.heard)(&message);
+            if message.get("method").is_some() {
+                // Progress, the upstream's requests, log messages and news: its
+                // requester's.
+                notes(message);
             } else if message.get("id").and_then(Value::as_u64) == Some(id)
                 && message.get("method").is_none()
             {
-                reports.flush();
                 return Ok(message);
             }
         }
         Err(ClientError::Lost(format!(
-            "upstream `{}`: the stream ended before the response",
+            "upstream `{}`: the stream ended (or broke) before the response",
             self.upstream
         )))
     }
@@ -513,25 +831,22 @@ impl Drop for HttpClient {
         let Some(session) = self.session() else {
             return;
         };
-        let protocol = self
-            .protocol
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let wire = &self.wire;
+        let protocol = wire.protocol();
         let request = with_session(
-            Request::builder().method("DELETE").uri(self.url.as_str()),
+            Request::builder().method("DELETE").uri(wire.url.as_str()),
             Some(&session),
             protocol.as_deref(),
-            &self.headers,
+            &wire.headers,
         )
         .body(());
         if let Ok(request) = request {
-            let request = self
+            let request = wire
                 .agent
                 .configure_request(request)
                 .timeout_global(Some(stream::DELETE_TIMEOUT))
                 .build();
-            let _ = self.agent.run(request);
+            let _ = wire.agent.run(request);
         }
     }
 }
@@ -553,12 +868,15 @@ mod tests {
             data:  \"id\":7,\"result\":{\"content\":[]}}\n\
             \n";
         let found = client
-            .response_in_stream(stream.as_bytes(), (7, None), None, Duration::from_secs(5))
+            .wire
+            .response_in_stream(stream.as_bytes(), 7, &mut |_| {})
             .unwrap();
         assert_eq!(found["result"]["content"], json!([]));
         let cut = "data: {\"jsonrpc\":\"2.0\",\"id\":6,\"result\":{}}\n\n";
         assert!(matches!(
-            client.response_in_stream(cut.as_bytes(), (7, None), None, Duration::from_secs(5)),
+            client
+                .wire
+                .response_in_stream(cut.as_bytes(), 7, &mut |_| {}),
             Err(ClientError::Lost(_))
         ));
     }
@@ -631,5 +949,87 @@ mod tests {
                 other => panic!("HTTP {status}: {other:?}"),
             }
         }
+    }
+
+    /// An upstream that answers each `POST` once the test says so (its answer: the
+    /// request's id and `n`), holding the request until then; the `POST`s it got
+    /// (their `Idempotency-Key`), and how to let the next one be answered.
+    fn answering_when_told() -> (String, Arc<Mutex<Vec<String>>>, Sender<u64>) {
+        use std::io::Write;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let posted: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (told, tells) = channel::<u64>();
+        let seen = Arc::clone(&posted);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+                let received = super::super::test_http::receive(&mut reader);
+                let key = received
+                    .headers
+                    .get("idempotency-key")
+                    .cloned()
+                    .unwrap_or_default();
+                let body = received.body;
+                let message: Value = serde_json::from_slice(&body).unwrap();
+                seen.lock().unwrap().push(key);
+                let Ok(n) = tells.recv() else { return };
+                let answer = json!({ "jsonrpc": "2.0", "id": message["id"], "result": { "n": n } })
+                    .to_string();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+            }
+        });
+        (url, posted, told)
+    }
+
+    /// A request under a key past its timeout is followed: a later one under the
+    /// same key waits for it and sends nothing, and its answer, when it comes, is
+    /// kept by the key and answers the next one (before, each attempt was another
+    /// `POST` and the late answer was dropped). The opposite: another key is sent.
+    #[test]
+    fn a_request_under_a_key_past_its_timeout_is_followed_and_its_late_answer_kept() {
+        let (url, posted, told) = answering_when_told();
+        let late: Arc<LateAnswers> = Arc::default();
+        let client = HttpClient::new("t", &url, Vec::new()).keeping_late(Arc::clone(&late));
+        let call = |key: &str| {
+            client.request(
+                "tools/call",
+                json!({}),
+                Duration::from_millis(200),
+                (Some(key), None),
+                None,
+            )
+        };
+        for attempt in 1..=2 {
+            match call("k") {
+                Err(ClientError::Lost(m)) => assert!(
+                    m.contains("its answer, if it comes, answers the retry"),
+                    "attempt {attempt}: {m}"
+                ),
+                other => panic!("attempt {attempt}: {other:?}"),
+            }
+            assert!(client.running("k"), "still followed");
+        }
+        assert_eq!(*posted.lock().unwrap(), ["k"], "sent once");
+
+        told.send(7).unwrap();
+        // A bound on a hang: the thread that follows it keeps the answer.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while client.running("k") {
+            assert!(Instant::now() < deadline, "never answered");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(call("k"), Ok(json!({ "n": 7 })), "the late answer");
+        assert_eq!(late.take("k"), None, "taken once");
+
+        // The opposite: another key is another request.
+        told.send(8).unwrap();
+        assert_eq!(call("k2"), Ok(json!({ "n": 8 })));
+        assert_eq!(*posted.lock().unwrap(), ["k", "k2"]);
     }
 }

@@ -7,11 +7,13 @@
 //! rather than sending it again. Its answer, when one comes while nobody waits, is
 //! kept here until the call's next attempt takes it (the guard then saves it as
 //! the effect's answer, as it would an answer that came in time). Kept in memory,
-//! bounded: a host that restarts meanwhile has lost it, and the call stays
-//! `outcome_unknown` as before.
+//! bounded; and handed at once to whoever journals late answers (the guard, see
+//! `Provider::hand_late_answers_to`), which saves it as the effect's answer when no
+//! run holds the call: then it is no longer kept here, and a retry after a restart
+//! is answered from the journal.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
 
@@ -22,10 +24,22 @@ pub(crate) const MAX_LATE_ANSWERS: usize = 256;
 /// first, and one larger than this alone is not kept.
 pub(crate) const MAX_LATE_BYTES: usize = 64 << 20;
 
+/// Journals a late answer (the effect key, the JSON-RPC response); whether it was
+/// saved as the effect's answer.
+pub(crate) type Journaling = Arc<dyn Fn(&str, &Value) -> bool + Send + Sync>;
+
 /// One upstream's late answers, by effect key.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct LateAnswers {
     kept: Mutex<Kept>,
+    /// Who journals one as it comes, if anyone does.
+    journaling: Mutex<Option<Journaling>>,
+}
+
+impl std::fmt::Debug for LateAnswers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LateAnswers").finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -59,6 +73,55 @@ impl LateAnswers {
             kept.bytes -= size;
         }
         true
+    }
+
+    /// Hands each answer kept from now on to `journaling` as it comes.
+    pub(crate) fn journal_with(&self, journaling: Journaling) {
+        *self.journaling.lock().unwrap_or_else(|p| p.into_inner()) = Some(journaling);
+    }
+
+    /// Said by the reader of `upstream` once it kept (`kept`), or could not keep,
+    /// the answer under `key` (outside its own lock): logged, and handed to whoever
+    /// journals late answers, on a thread of its own (a journal that is slow to
+    /// answer holds up no reader); one journaled is no longer kept here.
+    pub(crate) fn told(self: &Arc<Self>, upstream: &str, key: &str, kept: bool) {
+        if !kept {
+            tracing::warn!(target: "justonce::upstream", upstream = %upstream, effect = %key, "an answer came after its request was given up, too large to keep (over {MAX_LATE_BYTES} bytes): the call stays unknown");
+            return;
+        }
+        tracing::info!(target: "justonce::upstream", upstream = %upstream, effect = %key, "an answer came after its request was given up: kept, the call's retry is answered with it");
+        let journaling = self
+            .journaling
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let Some(journaling) = journaling else {
+            return;
+        };
+        let (late, named, effect) = (Arc::clone(self), upstream.to_owned(), key.to_owned());
+        let spawned = std::thread::Builder::new()
+            .name(format!("upstream-{upstream}-late"))
+            .spawn(move || late.journal(&journaling, &named, &effect));
+        if let Err(e) = spawned {
+            tracing::warn!(target: "justonce::upstream", upstream = %upstream, effect = %key, "a late answer is not journaled (no thread: {e}); it is kept for the call's retry");
+        }
+    }
+
+    /// Hands the answer kept under `key` to `journaling`; forgets it once journaled.
+    fn journal(&self, journaling: &Journaling, upstream: &str, key: &str) {
+        let answer = self
+            .lock()
+            .answers
+            .iter()
+            .find(|(k, ..)| k == key)
+            .map(|(_, answer, _)| answer.clone());
+        // Taken by the call's retry meanwhile: that run saves it.
+        let Some(answer) = answer else { return };
+        if journaling(key, &answer) {
+            // The journal answers the retry now, on any host, after any restart.
+            self.take(key);
+            tracing::info!(target: "justonce::upstream", upstream = %upstream, effect = %key, "the late answer is journaled as the effect's answer");
+        }
     }
 
     /// The answer kept for `key`, taken (the caller saves it or hands it on).

@@ -20,10 +20,13 @@ mod log_messages;
 mod probes;
 mod progress;
 mod provider;
+mod sse;
 mod state;
 mod stream;
 mod supervisor;
 pub mod surface;
+#[cfg(test)]
+mod test_http;
 mod upstreams;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -490,7 +493,8 @@ impl Upstream {
                 Ok(Connection::Http(
                     http_client::HttpClient::new(&self.name, url, headers)
                         .stripping(Credentials::new(&secrets))
-                        .hooked(hooks),
+                        .hooked(hooks)
+                        .keeping_late(Arc::clone(&self.late)),
                 ))
             }
             None => {
@@ -791,10 +795,14 @@ impl Upstream {
     /// (as `call_tool` would have answered it in time).
     fn late_answer(&self, key: Option<&str>) -> Option<Result<Value, ClientError>> {
         let message = self.late.take(key?)?;
-        Some(
-            client::answer_of(&self.name, "tools/call", message)
-                .and_then(|result| within_cap(&self.name, result, MAX_RESULT_BYTES)),
-        )
+        Some(self.read_late(message))
+    }
+
+    /// A late answer (a JSON-RPC response to `tools/call`) as `call_tool` would
+    /// have answered it in time.
+    fn read_late(&self, message: Value) -> Result<Value, ClientError> {
+        client::answer_of(&self.name, "tools/call", message)
+            .and_then(|result| within_cap(&self.name, result, MAX_RESULT_BYTES))
     }
 
     /// Whether a request under `key` is still running on its connection: sent,
@@ -1128,7 +1136,7 @@ echo '{{"jsonrpc":"2.0","id":3,"result":{{"content":[{{"type":"text","text":"lat
     /// `Authorization: Bearer good-token-123` (else 401, its body echoing what it
     /// got); the calls it processed.
     fn http_upstream() -> (String, Arc<Mutex<Vec<Value>>>) {
-        use std::io::{BufRead, BufReader, Read, Write};
+        use std::io::{BufReader, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/mcp", listener.local_addr().unwrap());
         let processed: Arc<Mutex<Vec<Value>>> = Arc::default();
@@ -1137,22 +1145,13 @@ echo '{{"jsonrpc":"2.0","id":3,"result":{{"content":[{{"type":"text","text":"lat
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { return };
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let (mut length, mut auth) = (0usize, String::new());
-                let mut request_line = String::new();
-                let _ = reader.read_line(&mut request_line);
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
-                        break;
-                    }
-                    let (name, value) = line.split_once(':').unwrap_or((&line, ""));
-                    match name.to_ascii_lowercase().as_str() {
-                        "content-length" => length = value.trim().parse().unwrap(),
-                        "authorization" => auth = value.trim().to_owned(),
-                        _ => {}
-                    }
-                }
-                if !request_line.starts_with("POST ") {
+                let received = test_http::receive(&mut reader);
+                let auth = received
+                    .headers
+                    .get("authorization")
+                    .cloned()
+                    .unwrap_or_default();
+                if !received.line.starts_with("POST ") {
                     // No GET stream, and a session's DELETE is nothing to it.
                     let _ = write!(
                         stream,
@@ -1160,8 +1159,7 @@ echo '{{"jsonrpc":"2.0","id":3,"result":{{"content":[{{"type":"text","text":"lat
                     );
                     continue;
                 }
-                let mut body = vec![0; length];
-                reader.read_exact(&mut body).unwrap();
+                let body = received.body;
                 let message: Value = serde_json::from_slice(&body).unwrap();
                 let id = message["id"].clone();
                 let ok = |result: Value| json!({ "jsonrpc": "2.0", "id": id, "result": result });

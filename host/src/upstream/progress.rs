@@ -5,6 +5,7 @@
 //! agent always hears the last report. A flood of 50 000 reports becomes a few
 //! dozen a second, whatever the upstream sends.
 
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -94,6 +95,40 @@ impl<F: FnMut(&Value)> Coalesced<F> {
             (self.hand_on)(&held);
         }
     }
+}
+
+/// Waits on `rx` until `deadline` for what is not a progress report, handing the
+/// reports on the way on, coalesced, as `progress_of`'s (to this thread's listener;
+/// dropped when `None`), the last one before the answer. `note` tells a report
+/// (`Ok(Some)`) or something it dealt with itself (`Ok(None)`) from an answer
+/// (given back as `Err`).
+pub(crate) fn await_answer<T>(
+    rx: &Receiver<T>,
+    deadline: Instant,
+    progress_of: Option<&str>,
+    mut note: impl FnMut(T) -> Result<Option<Value>, T>,
+) -> Result<T, RecvTimeoutError> {
+    let mut reports = of_tool(progress_of.unwrap_or_default());
+    let answer = loop {
+        let until = reports.due().map_or(deadline, |due| due.min(deadline));
+        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(message) => match note(message) {
+                Ok(Some(report)) => {
+                    if progress_of.is_some() {
+                        reports.report(report, Instant::now());
+                    }
+                }
+                Ok(None) => {}
+                Err(answer) => break Ok(answer),
+            },
+            Err(RecvTimeoutError::Timeout) if Instant::now() < deadline => {
+                reports.tick(Instant::now());
+            }
+            Err(e) => break Err(e),
+        }
+    };
+    reports.flush();
+    answer
 }
 
 /// Hands an upstream's `notifications/progress` to this thread's listener as a

@@ -11,7 +11,8 @@ use super::Upstream;
 use super::client::ClientError;
 use crate::keys::EffectKey;
 use crate::provider::{
-    EarlierAttempt, EffectRequest, Probed, Provider, ProviderClass, ProviderError, ReadRequest,
+    EarlierAttempt, EffectRequest, LateAnswerSink, Probed, Provider, ProviderClass, ProviderError,
+    ReadRequest,
 };
 
 /// Performs the `tools/call`s of one upstream. The operation is the tool's name
@@ -155,6 +156,24 @@ impl Provider for UpstreamProvider {
         self.upstream
             .still_running(key.as_str())
             .then_some(EarlierAttempt::Running)
+    }
+
+    /// Each answer an upstream gives after its request was given up is handed to
+    /// `sink` as it comes (over either transport), read as [`Self::perform`] reads
+    /// an answer in time; one the sink journals is no longer kept here.
+    fn hand_late_answers_to(&self, sink: LateAnswerSink) {
+        let upstream = Arc::clone(&self.upstream);
+        let weak = Arc::downgrade(&upstream);
+        upstream
+            .late
+            .journal_with(Arc::new(move |key: &str, message: &Value| {
+                let Some(upstream) = weak.upgrade() else {
+                    return false;
+                };
+                let answer = upstream.read_late(message.clone());
+                let answer = provider_error(upstream.name(), answer);
+                sink(&EffectKey::from_stored(key.to_owned()), &answer)
+            }));
     }
 
     fn probe_of(&self, operation: &str, _payload: &Value) -> Option<String> {

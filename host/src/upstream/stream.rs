@@ -15,9 +15,10 @@ use ureq::Agent;
 use ureq::http::Request;
 
 use super::client::{Heard, ListChanged, is_surface_news};
-use super::client::{Line, MAX_LINE_BYTES, read_line, reply_to_request};
+use super::client::reply_to_request;
 use super::credentials::Credentials;
 use super::log_field::field;
+use super::sse::{Events, MAX_EVENT_BYTES};
 
 /// How long the `DELETE` that ends a session at the server may take.
 pub(super) const DELETE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -190,36 +191,19 @@ impl Stream {
     /// anything.
     fn read(&self, body: ureq::Body) -> bool {
         let mut reader = std::io::BufReader::new(body.into_reader());
+        let mut events = Events::new(&self.upstream, "GET stream", MAX_EVENT_BYTES);
         let mut said = false;
-        let mut data = String::new();
-        loop {
-            let line = match read_line(&mut reader, MAX_LINE_BYTES) {
-                Line::Read(line) => line,
-                Line::Overlong { length, .. } => {
-                    tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, "a line of {length} bytes on its stream was dropped (the cap is {MAX_LINE_BYTES})");
-                    data.clear();
-                    continue;
-                }
-                Line::End => return said,
-            };
+        while let Some(event) = events.next(&mut reader) {
             if self.stopped() {
                 return said;
             }
-            if let Some(rest) = line.strip_prefix("data:") {
-                if data.len() + rest.len() > MAX_LINE_BYTES {
-                    data.clear();
+            let event = match event {
+                Ok(event) => event,
+                Err(oversized) => {
+                    tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, "{}", field(&oversized.to_string()));
                     continue;
                 }
-                if !data.is_empty() {
-                    data.push('\n');
-                }
-                data.push_str(rest.strip_prefix(' ').unwrap_or(rest));
-                continue;
-            }
-            if !line.is_empty() || data.is_empty() {
-                continue;
-            }
-            let event = std::mem::take(&mut data);
+            };
             let Ok(mut message) = serde_json::from_str::<Value>(&event) else {
                 continue;
             };
@@ -227,6 +211,7 @@ impl Stream {
             self.credentials.json(&mut message);
             self.hear(message);
         }
+        said
     }
 
     /// One message of the server's.

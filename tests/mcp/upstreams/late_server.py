@@ -1,6 +1,6 @@
 """A hostile MCP server of the tests' own, on the official Python SDK's MCPServer, put
-behind justonce by tests/tests/mcp_gateway_late.rs: it answers late and floods
-progress.
+behind justonce by tests/tests/mcp_gateway_late.rs, over stdio or Streamable HTTP:
+it answers late and floods progress.
 
 Its tools answer only once a gate file exists (the test creates it when it wants the
 answer to come, after the host gave the request up past `timeout_ms`), so "late" is
@@ -69,4 +69,9 @@ async def flood(n: int, ctx: Context) -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    # `late_server.py LEDGER` on stdio; `late_server.py LEDGER http PORT` over
+    # Streamable HTTP at http://127.0.0.1:PORT/mcp (each answer an SSE stream).
+    if sys.argv[2:3] == ["http"]:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[3]))
+    else:
+        server.run("stdio")

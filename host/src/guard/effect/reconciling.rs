@@ -105,6 +105,8 @@ impl EffectHandler for ReadsOnly {
             attempt: 1,
             operation,
             payload: &payload,
+            // A probe asks nobody: the downstream's questions are refused.
+            client: None,
         };
         Ok(match provider.read(&request) {
             Ok(response) => Ok(response.to_string()),

@@ -604,6 +604,27 @@ impl Journal for PostgresJournal {
         .map(|r| r.unwrap_or(None))
     }
 
+    fn answer_late(
+        &self,
+        effect: &EffectKey,
+        answer: &Answer,
+        now: i64,
+    ) -> Result<std::result::Result<(), String>> {
+        let saved = self.transaction(|db| {
+            operate::answer_late(
+                &mut operations::Tx(db.c),
+                effect.as_str(),
+                &answer.to_stored(),
+                now,
+            )
+        })?;
+        if saved.is_ok() {
+            // A host that remembers the call's outcome remembers none: it has none.
+            self.memory.recent.clear();
+        }
+        Ok(saved)
+    }
+
     fn save_deferred(
         &self,
         invocation: &InvocationKey,

@@ -142,4 +142,12 @@ impl OperateTx for Tx<'_, '_> {
         };
         Ok(())
     }
+    fn answer_effect(&mut self, key: &str, answer: &str, now: i64) -> Result<(), postgres::Error> {
+        self.0.execute(
+            "UPDATE effects SET state = 'done', response = $2, updated_at = $3
+              WHERE key = $1 AND state = 'pending'",
+            &[&key, &answer, &now],
+        )?;
+        Ok(())
+    }
 }

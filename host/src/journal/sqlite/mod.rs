@@ -583,6 +583,26 @@ impl Journal for SqliteJournal {
         Ok(written.value)
     }
 
+    fn answer_late(
+        &self,
+        effect: &EffectKey,
+        answer: &Answer,
+        now: i64,
+    ) -> Result<std::result::Result<(), String>> {
+        let saved = self.transaction(|tx| {
+            operate::answer_late(
+                &mut operations::Tx(tx),
+                effect.as_str(),
+                &answer.to_stored(),
+                now,
+            )
+        })?;
+        if saved.is_ok() {
+            self.durable_if_full()?;
+        }
+        Ok(saved)
+    }
+
     fn save_deferred(
         &self,
         invocation: &InvocationKey,

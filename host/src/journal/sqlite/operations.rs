@@ -141,4 +141,12 @@ impl OperateTx for Tx<'_> {
         };
         Ok(())
     }
+    fn answer_effect(&mut self, key: &str, answer: &str, now: i64) -> rusqlite::Result<()> {
+        self.0.execute(
+            "UPDATE effects SET state = 'done', response = ?2, updated_at = ?3
+              WHERE key = ?1 AND state = 'pending'",
+            params![key, answer, now],
+        )?;
+        Ok(())
+    }
 }
