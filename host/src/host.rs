@@ -98,6 +98,11 @@ impl Host {
             .collect()
     }
 
+    /// The upstream MCP servers (`[upstreams.NAME]`), to report on and operate.
+    pub fn upstreams(&self) -> &Arc<Upstreams> {
+        &self.upstreams
+    }
+
     /// Calls `listener` each time an upstream's offered tools may have changed (it
     /// became ready, went down, or said so); [`Host::upstream_tools`] then has them.
     pub(crate) fn on_upstream_tools_changed(&self, listener: Arc<dyn Fn() + Send + Sync>) {
@@ -393,6 +398,19 @@ impl Host {
         crate::metrics::render_build_info(env!("CARGO_PKG_VERSION"), &mut text);
         shared.metrics.render(&mut text);
         shared.journal.metrics().render(&mut text);
+        let upstreams: Vec<_> = self
+            .upstreams
+            .iter()
+            .map(|u| {
+                let report = u.report();
+                (report.name, report.state.name(), report.starts)
+            })
+            .collect();
+        crate::metrics::render_upstreams(
+            &upstreams,
+            &crate::upstream::UpstreamState::NAMES,
+            &mut text,
+        );
         self.journal_gauges
             .render(self.read_journal_gauges(), &mut text);
         text.finish()

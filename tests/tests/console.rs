@@ -125,7 +125,7 @@ impl Fixture {
 }
 
 /// One request on a fresh connection, with the session `cookie` if any.
-fn send(
+pub(crate) fn send(
     addr: SocketAddr,
     method: &str,
     target: &str,
@@ -165,7 +165,7 @@ fn percent(text: &str) -> String {
 }
 
 /// Logs in with `token`: the session cookie (`name=value`) and the page's CSRF token.
-fn login(addr: SocketAddr, token: &str) -> (String, String) {
+pub(crate) fn login(addr: SocketAddr, token: &str) -> (String, String) {
     let reply = send(addr, "POST", "/console/login", None, &[("token", token)]);
     assert_eq!(reply.status, 303, "{reply:?}");
     let set = reply
@@ -758,7 +758,7 @@ fn cli(db: &std::path::Path, args: &[&str]) -> String {
 }
 
 /// GET `target` with a bearer `token`.
-fn get_with_token(addr: SocketAddr, target: &str, token: &str) -> Reply {
+pub(crate) fn get_with_token(addr: SocketAddr, target: &str, token: &str) -> Reply {
     let request = format!(
         "GET {target} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
     );

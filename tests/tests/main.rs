@@ -10,6 +10,7 @@ mod cli;
 mod cli_outbound;
 mod concurrency;
 mod console;
+mod console_upstreams;
 // A real Chromium driven by Playwright (skipped without them, but under CI=true).
 mod config_file;
 mod console_browser;

@@ -27,6 +27,7 @@ mod target;
 mod telemetry;
 mod token;
 mod tools;
+mod upstreams;
 mod watch;
 
 use std::path::{Path, PathBuf};
@@ -123,6 +124,7 @@ pub struct Cli {
 enum Command {
     Run(run::Run),
     Tools(tools::Tools),
+    Upstreams(upstreams::Upstreams),
     Key(key::Key),
     Journal(journal::Journal),
     Mail(mail::Mail),
@@ -408,6 +410,7 @@ pub fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Run(cmd) => cmd.run(&cli),
         Command::Tools(cmd) => cmd.run(&cli),
+        Command::Upstreams(cmd) => cmd.run(&cli),
         Command::Key(cmd) => cmd.run(&cli),
         Command::Journal(cmd) => cmd.run(&cli),
         Command::Mail(cmd) => cmd.run(&cli),

@@ -69,7 +69,8 @@ pub fn page(title: &str, session: Option<&BrowserSession>, body: &str) -> String
             out,
             "<nav><a href=\"{ROOT}/attention\">Needs attention</a> <a href=\"{ROOT}\">Calls</a> \
              <a href=\"{ROOT}/unresolved\">Unresolved effects</a> \
-             <a href=\"{ROOT}/outbox\">Outbox</a> <a href=\"{ROOT}/charts\">Charts</a>\
+             <a href=\"{ROOT}/outbox\">Outbox</a> <a href=\"{ROOT}/charts\">Charts</a> \
+             <a href=\"{ROOT}/upstreams\">Upstreams</a>\
              <span class=\"who\">{} ({})</span>\
              <form method=\"post\" action=\"{ROOT}/logout\" class=\"inline\">{}\
              <button type=\"submit\">Log out</button></form></nav>",

@@ -24,6 +24,7 @@ mod html;
 mod pages;
 mod sessions;
 mod timeline;
+mod upstreams;
 mod view;
 
 use std::collections::HashMap;
@@ -34,6 +35,7 @@ use serde_json::Value;
 use self::html::ROOT;
 use self::pages::{Abilities, Act};
 use self::sessions::{BrowserSession, BrowserSessions, FAILED_EVERY_MS, OpenRefused, seconds_up};
+use self::upstreams::UpstreamAct;
 use self::view::{Filters, MAX_LIMIT, states};
 use crate::auth::tokens::{TokenDigest, Tokens};
 use crate::call::CallRequest;
@@ -44,8 +46,10 @@ use crate::journal::{Journal, Operated, Operator, Resolution, Selection};
 use crate::keys::InvocationKey;
 use crate::serving::admission::Admission;
 use crate::serving::{PlainRequest, PlainResponse, Routes};
+use crate::upstream::Upstreams;
 
 pub use self::sessions::DEFAULT_TTL_MS;
+pub(crate) use self::upstreams::UpstreamView;
 
 /// The session cookie's name.
 const COOKIE: &str = "justonce_console";
@@ -76,6 +80,9 @@ pub struct Console {
     /// the person asked at the retry, an operator), as `journal --unresolved` shows
     /// it (none: every unkeyed one waits for a `person`).
     settings: Option<Arc<crate::config::Config>>,
+    /// The host's upstream MCP servers, shown and operated on the Upstreams page
+    /// (none: the console alone).
+    upstreams: Option<Arc<Upstreams>>,
 }
 
 impl std::fmt::Debug for Console {
@@ -91,12 +98,14 @@ impl Console {
     /// The console of `host`'s journal, for the holders of `tokens`, with sessions
     /// lasting `session_ttl_ms` on the host's clock.
     pub fn for_host(host: &Host, tokens: impl Into<Arc<Tokens>>, session_ttl_ms: i64) -> Self {
-        Self::new(
+        let mut console = Self::new(
             Arc::clone(host.journal_handle()),
             tokens,
             Arc::clone(&host.shared().clock),
             session_ttl_ms,
-        )
+        );
+        console.upstreams = Some(Arc::clone(host.upstreams()));
+        console
     }
 
     /// The console of `journal`.
@@ -114,6 +123,7 @@ impl Console {
             runner: None,
             admission: None,
             settings: None,
+            upstreams: None,
         }
     }
 
@@ -307,6 +317,9 @@ impl Routes for Console {
             ("GET", "/console/api/call") => self.story(session, &query, true),
             ("GET", "/console/api/unresolved") => self.unresolved(session, &query, true, now),
             ("GET", "/console/api/outbox") => self.outbox(session, true),
+            ("GET", "/console/upstreams") => self.upstreams(session, false),
+            ("GET", "/console/api/upstreams") => self.upstreams(session, true),
+            ("POST", "/console/upstream") => Ok(self.operate_upstream(request, session)),
             (
                 _,
                 "/console"
@@ -317,6 +330,8 @@ impl Routes for Console {
                 | "/console/live"
                 | "/console/confirm"
                 | "/console/act"
+                | "/console/upstreams"
+                | "/console/upstream"
                 | "/console/logout"
                 | "/console/login",
             ) => {
@@ -332,6 +347,7 @@ impl Routes for Console {
                 r.headers.push((
                     "allow".into(),
                     if path == "/console/act"
+                        || path == "/console/upstream"
                         || path == "/console/logout"
                         || path == "/console/login"
                     {
@@ -700,6 +716,58 @@ impl Console {
             ));
         }
         Ok(html(200, pages::outbox(session, &messages)))
+    }
+
+    /// The Upstreams page (or its JSON): each upstream's state, tools and the calls
+    /// waiting on it, read from the journal now.
+    fn upstreams(&self, session: &BrowserSession, api: bool) -> Result<PlainResponse, Error> {
+        let views: Vec<UpstreamView> = match &self.upstreams {
+            Some(upstreams) if !upstreams.is_empty() => {
+                UpstreamView::all(upstreams, &*self.journal, self.clock.now_ms())?
+            }
+            _ => Vec::new(),
+        };
+        if api {
+            let all: Vec<Value> = views.iter().map(UpstreamView::to_json).collect();
+            return Ok(json(200, &Value::Array(all)));
+        }
+        Ok(html(200, upstreams::page_of(session, &views)))
+    }
+
+    /// An operator's restart, disable or enable of an upstream: the form's `name`
+    /// and `action`, with the session's CSRF token. Logged with who did it.
+    fn operate_upstream(&self, request: &PlainRequest, session: &BrowserSession) -> PlainResponse {
+        if let Err(refused) = self.may_act(session) {
+            return refused;
+        }
+        let form = match self.checked_form(request, session) {
+            Ok(form) => form,
+            Err(refused) => return refused,
+        };
+        let back = format!("{ROOT}/upstreams");
+        let refused = |status: u16, text: &str| {
+            html(
+                status,
+                pages::message("Refused", Some(session), text, Some(&back)),
+            )
+        };
+        let Some(act) = form.get("action").and_then(|a| UpstreamAct::parse(a)) else {
+            return refused(400, "Unknown action: restart, disable or enable.");
+        };
+        let name = form.get("name").map(|n| n.trim()).unwrap_or("");
+        let Some(upstream) = self.upstreams.as_ref().and_then(|u| u.named(name)) else {
+            return refused(
+                404,
+                &format!("No upstream is named `{name}` on this console's host."),
+            );
+        };
+        let by = session.principal.as_str();
+        let told = act.apply(upstream, by);
+        tracing::info!(target: "justonce::operator", action = act.name(), upstream = name, by, "operator {by}: {} the upstream {name}", act.name());
+        html(
+            200,
+            pages::message("Done", Some(session), &told, Some(&back)),
+        )
     }
 
     /// The live view: an SSE response with the calls made or changed since `since`

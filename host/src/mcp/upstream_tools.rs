@@ -82,8 +82,8 @@ fn admitting_records(schema: Value) -> Value {
 
 /// Where each upstream of `host` stands, as `tools/list` tells an agent
 /// (`_meta["dev.justonce/upstreams"]`): `{"NAME": {"state": "starting"}}`, `ready`,
-/// or `failing` with its last `error` (stripped of its credentials) while it is
-/// failing or started again after a failure; `null` without upstreams. What changes
+/// `failing` with its last `error` (stripped of its credentials) while it is
+/// failing or started again after a failure, or `disabled` with the operator `by`; `null` without upstreams. What changes
 /// every moment (a restart's count, its time) is left out, so the list changes
 /// only when a state does.
 pub(crate) fn states(host: &Host) -> Value {
@@ -106,6 +106,7 @@ pub(crate) fn states(host: &Host) -> Value {
                 | UpstreamState::Failing { error, .. } => {
                     json!({ "state": "failing", "error": error })
                 }
+                UpstreamState::Disabled { by } => json!({ "state": "disabled", "by": by }),
             };
             (name, told)
         })

@@ -583,6 +583,44 @@ pub(crate) fn render_attention(stuck: u64, running_by_host: &[(String, u64)], ou
     }
 }
 
+/// Writes each upstream MCP server's state (1 for the state it is in, 0 for each of
+/// the other `states`) and the starts its supervisor began, from `upstreams`: (its
+/// name, its state, its starts). Names are the configuration's, so the series are
+/// bounded by it. Its calls by outcome are `justonce_effects_total` of the provider
+/// `mcp:NAME`.
+pub(crate) fn render_upstreams(upstreams: &[(String, &str, u64)], states: &[&str], out: &mut Text) {
+    if upstreams.is_empty() {
+        return;
+    }
+    out.family(
+        "justonce_upstream_state",
+        "gauge",
+        "Where each upstream MCP server stands: 1 for its state (starting, ready, failing, disabled), 0 for the others.",
+    );
+    for (name, state, _) in upstreams {
+        for each in states {
+            let on = u8::from(each == state);
+            out.sample(
+                "justonce_upstream_state",
+                &[("upstream", name), ("state", each)],
+                on,
+            );
+        }
+    }
+    out.family(
+        "justonce_upstream_starts_total",
+        "counter",
+        "Starts of each upstream MCP server since the host started (its first, its restarts after a failure, an operator's restarts).",
+    );
+    for (name, _, starts) in upstreams {
+        out.sample(
+            "justonce_upstream_starts_total",
+            &[("upstream", name)],
+            starts,
+        );
+    }
+}
+
 /// The outbox's depth, which the host reads from its journal when it is scraped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct OutboxDepth {

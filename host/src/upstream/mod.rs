@@ -162,6 +162,51 @@ pub(crate) fn valid_tool_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
+/// One upstream as an operator sees it: [`Upstream::report`].
+#[derive(Debug, Clone)]
+pub struct UpstreamReport {
+    /// Its name in `justonce.toml`.
+    pub name: String,
+    /// Where it stands now.
+    pub state: UpstreamState,
+    /// How many tools it offers by its last listing (`None`: it never listed).
+    pub tools: Option<usize>,
+    /// Starts its supervisor began since the host started (restarts: one less).
+    pub starts: u64,
+    /// How long its last start that answered took, to its tools listed.
+    pub ready_in: Option<Duration>,
+}
+
+impl UpstreamReport {
+    /// What an operator reads of it, as JSON (the console's API): `name`, `state`,
+    /// `tools`, `starts`, `ready_in_ms`, `last_error`, `retry_in_ms` (while failing)
+    /// and `disabled_by`.
+    pub fn to_json(&self) -> Value {
+        let retry_in_ms = match &self.state {
+            UpstreamState::Failing { retry_at, .. } => Some(
+                retry_at
+                    .saturating_duration_since(Instant::now())
+                    .as_millis() as u64,
+            ),
+            _ => None,
+        };
+        let disabled_by = match &self.state {
+            UpstreamState::Disabled { by } => Some(by.as_str()),
+            _ => None,
+        };
+        json!({
+            "name": self.name,
+            "state": self.state.name(),
+            "tools": self.tools,
+            "starts": self.starts,
+            "ready_in_ms": self.ready_in.map(|d| d.as_millis() as u64),
+            "last_error": self.state.last_error(),
+            "retry_in_ms": retry_in_ms,
+            "disabled_by": disabled_by,
+        })
+    }
+}
+
 /// One tool an upstream lists, as the host offers it.
 #[derive(Debug, Clone)]
 pub struct UpstreamTool {
@@ -357,6 +402,46 @@ impl Upstream {
     /// Where it stands now (never waits).
     pub fn state(&self) -> UpstreamState {
         self.shared.lock().state.clone()
+    }
+
+    /// Where it stands and what its supervisor counted, for an operator (the
+    /// console, `/metrics`, `justonce upstreams`).
+    pub fn report(&self) -> UpstreamReport {
+        let status = self.shared.lock();
+        UpstreamReport {
+            name: self.name.clone(),
+            state: status.state.clone(),
+            tools: self.listed().map(|t| t.len()),
+            starts: status.starts,
+            ready_in: status.ready_in,
+        }
+    }
+
+    /// An operator's "restart": its connection let go (a process stopped) and it
+    /// started again now, without waiting out a backoff; its tools are left out
+    /// until it is ready again. Whether it was asked (a disabled one is not
+    /// started: [`Upstream::enable`] it).
+    pub fn restart(&self) -> bool {
+        let asked = self.shared.restart();
+        if asked {
+            self.tell_listeners();
+        }
+        asked
+    }
+
+    /// An operator's "disable" by `by`: its connection let go, its tools left out
+    /// of `tools/list` (the listeners told), its calls refused, not performed,
+    /// naming the operator, until [`Upstream::enable`]. Kept in memory only: a host
+    /// started again starts it.
+    pub fn disable(&self, by: &str) {
+        self.shared.disable(by);
+        self.tell_listeners();
+    }
+
+    /// An operator's "enable": a disabled upstream is started now. Whether it was
+    /// disabled.
+    pub fn enable(&self) -> bool {
+        self.shared.enable()
     }
 
     /// Starts its supervisor (once): a thread of its own that starts it, keeps its

@@ -26,6 +26,13 @@ pub enum UpstreamState {
         /// When it is started again.
         retry_at: Instant,
     },
+    /// Disabled by an operator (the console): not started, its tools left out of
+    /// `tools/list`, its calls refused until an operator enables it again. Not kept
+    /// across a restart of the host.
+    Disabled {
+        /// The principal of the operator who disabled it.
+        by: String,
+    },
 }
 
 impl UpstreamState {
@@ -34,12 +41,26 @@ impl UpstreamState {
         matches!(self, Self::Ready)
     }
 
-    /// A short name of the state: `starting`, `ready` or `failing`.
+    /// A short name of the state: `starting`, `ready`, `failing` or `disabled`.
     pub fn name(&self) -> &'static str {
         match self {
             Self::Starting { .. } => "starting",
             Self::Ready => "ready",
             Self::Failing { .. } => "failing",
+            Self::Disabled { .. } => "disabled",
+        }
+    }
+
+    /// Every state's [`UpstreamState::name`], in that order (the `state` label of
+    /// `justonce_upstream_state`).
+    pub const NAMES: [&'static str; 4] = ["starting", "ready", "failing", "disabled"];
+
+    /// The error it last stopped with, if it is failing or started again after one.
+    pub fn last_error(&self) -> Option<&str> {
+        match self {
+            Self::Starting { last_error, .. } => last_error.as_deref(),
+            Self::Failing { error, .. } => Some(error),
+            Self::Ready | Self::Disabled { .. } => None,
         }
     }
 
@@ -71,6 +92,9 @@ impl UpstreamState {
                     left.as_millis()
                 )
             }
+            Self::Disabled { by } => format!(
+                "the upstream `{upstream}` was disabled by the operator `{by}` (justonce console, Upstreams); its calls are not sent until an operator enables it again"
+            ),
         }
     }
 }

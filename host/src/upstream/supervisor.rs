@@ -52,6 +52,14 @@ pub(super) struct Status {
     pub(super) failures: u32,
     /// Set once its first start ended, ready or not.
     pub(super) settled: bool,
+    /// Starts begun since the host started (the first one included).
+    pub(super) starts: u64,
+    /// How long its last start that answered took, from its spawn or connection to
+    /// its tools listed.
+    pub(super) ready_in: Option<Duration>,
+    /// Set when an operator asked for a start now: the supervisor lets the
+    /// connection go (if any) and skips the backoff.
+    restart_now: bool,
     /// Set when a ready connection ended: the supervisor tells the listeners.
     ended: bool,
     /// Set when the upstream was dropped: the supervisor ends.
@@ -79,6 +87,9 @@ impl Default for Shared {
                 next_connection: 0,
                 failures: 0,
                 settled: false,
+                starts: 0,
+                ready_in: None,
+                restart_now: false,
                 ended: false,
                 gone: false,
             }),
@@ -142,6 +153,60 @@ impl Shared {
         drop(dropped);
     }
 
+    /// An operator asked for it to be started again now: its connection (if any) is
+    /// let go and its supervisor starts it without waiting out a backoff. Whether it
+    /// was asked: a disabled upstream is not started (it is enabled instead).
+    pub(super) fn restart(&self) -> bool {
+        let dropped = {
+            let mut status = self.lock();
+            if matches!(status.state, UpstreamState::Disabled { .. }) {
+                return false;
+            }
+            let last_error = status.state.last_error().map(str::to_owned);
+            status.state = UpstreamState::Starting {
+                restart: status.failures,
+                last_error,
+            };
+            status.restart_now = true;
+            status.connection.take()
+        };
+        self.notify();
+        drop(dropped);
+        true
+    }
+
+    /// An operator disabled it (`by`): its connection is let go (the process
+    /// stopped) and it is not started until [`Shared::enable`].
+    pub(super) fn disable(&self, by: &str) {
+        let dropped = {
+            let mut status = self.lock();
+            status.state = UpstreamState::Disabled { by: by.to_owned() };
+            status.restart_now = false;
+            status.connection.take()
+        };
+        self.notify();
+        drop(dropped);
+    }
+
+    /// An operator enabled it again: it is started now, its failures forgotten.
+    /// Whether it was disabled.
+    pub(super) fn enable(&self) -> bool {
+        {
+            let mut status = self.lock();
+            if !matches!(status.state, UpstreamState::Disabled { .. }) {
+                return false;
+            }
+            status.state = UpstreamState::Starting {
+                restart: 0,
+                last_error: None,
+            };
+            status.failures = 0;
+            status.restart_now = true;
+        }
+        self.notify();
+        true
+    }
+
     /// The upstream was dropped: its connection goes, its supervisor ends.
     pub(super) fn gone(&self) {
         let dropped = {
@@ -167,10 +232,26 @@ pub(super) fn spawn(upstream: &Arc<Upstream>) {
     }
 }
 
+/// Whether it is disabled.
+fn disabled(status: &Status) -> bool {
+    matches!(status.state, UpstreamState::Disabled { .. })
+}
+
 /// The supervisor's loop: start, serve until the connection ends, wait out the
-/// backoff, start again; until the upstream is dropped.
+/// backoff, start again; until the upstream is dropped. While an operator has it
+/// disabled it waits, holding nothing; an operator's restart cuts the serving or
+/// the backoff short.
 fn supervise(weak: &Weak<Upstream>, shared: &Shared) {
     loop {
+        {
+            let mut status = shared.lock();
+            while disabled(&status) && !status.gone {
+                status = shared.wait(status);
+            }
+            if status.gone {
+                return;
+            }
+        }
         let Some(upstream) = weak.upgrade() else {
             return;
         };
@@ -179,17 +260,20 @@ fn supervise(weak: &Weak<Upstream>, shared: &Shared) {
             if status.gone {
                 return;
             }
-            let last_error = match &status.state {
-                UpstreamState::Failing { error, .. } => Some(error.clone()),
-                _ => None,
-            };
+            if disabled(&status) {
+                continue;
+            }
+            let last_error = status.state.last_error().map(str::to_owned);
             status.state = UpstreamState::Starting {
                 restart: status.failures,
                 last_error,
             };
+            status.restart_now = false;
+            status.starts += 1;
             status.next_connection += 1;
             status.next_connection
         };
+        let began = Instant::now();
         shared.notify();
         if number > 1 {
             tracing::warn!(target: "justonce::upstream", upstream = %upstream.name(), failures = shared.lock().failures, "starting the upstream again");
@@ -201,9 +285,17 @@ fn supervise(weak: &Weak<Upstream>, shared: &Shared) {
                     if status.gone {
                         return;
                     }
+                    status.settled = true;
+                    if disabled(&status) {
+                        // Disabled while it started: let go, not offered.
+                        drop(status);
+                        drop(connection);
+                        continue;
+                    }
                     status.state = UpstreamState::Ready;
                     status.connection = Some((number, connection));
-                    status.settled = true;
+                    status.ready_in = Some(began.elapsed());
+                    status.restart_now = false;
                 }
                 shared.notify();
                 tracing::info!(target: "justonce::upstream", upstream = %upstream.name(), "ready: its tools are offered");
@@ -212,14 +304,19 @@ fn supervise(weak: &Weak<Upstream>, shared: &Shared) {
                 drop(upstream);
                 // Until the connection ends (or the upstream is dropped).
                 let mut status = shared.lock();
-                while !status.ended && !status.gone {
+                while !status.ended && !status.gone && !status.restart_now && !disabled(&status) {
                     status = shared.wait(status);
                 }
-                status.ended = false;
+                let ended = std::mem::take(&mut status.ended);
                 let gone = status.gone;
+                let operated = status.restart_now || disabled(&status);
                 drop(status);
                 if gone {
                     return;
+                }
+                if operated && !ended {
+                    // An operator's restart or disable: told by the operator's action.
+                    continue;
                 }
                 if let Some(upstream) = weak.upgrade() {
                     tracing::warn!(target: "justonce::upstream", upstream = %upstream.name(), "its connection ended; its tools are left out until it is started again");
@@ -237,12 +334,14 @@ fn supervise(weak: &Weak<Upstream>, shared: &Shared) {
                 tracing::warn!(target: "justonce::upstream", upstream = %upstream.name(), "did not start: {}", field(&error));
                 {
                     let mut status = shared.lock();
-                    status.failures += 1;
-                    status.state = UpstreamState::Failing {
-                        error,
-                        retry_at: Instant::now() + backoff(status.failures),
-                    };
                     status.settled = true;
+                    if !disabled(&status) {
+                        status.failures += 1;
+                        status.state = UpstreamState::Failing {
+                            error,
+                            retry_at: Instant::now() + backoff(status.failures),
+                        };
+                    }
                 }
                 shared.notify();
                 // Its state changed for whoever shows it (its tools were not offered).
@@ -250,7 +349,8 @@ fn supervise(weak: &Weak<Upstream>, shared: &Shared) {
                 drop(upstream);
             }
         }
-        // The backoff, unless the upstream is dropped meanwhile.
+        // The backoff, unless the upstream is dropped, disabled or restarted by an
+        // operator meanwhile.
         let mut status = shared.lock();
         let retry_at = match &status.state {
             UpstreamState::Failing { retry_at, .. } => *retry_at,
@@ -259,6 +359,9 @@ fn supervise(weak: &Weak<Upstream>, shared: &Shared) {
         loop {
             if status.gone {
                 return;
+            }
+            if status.restart_now || disabled(&status) {
+                break;
             }
             let (next, waiting) = shared.wait_until(status, retry_at);
             status = next;

@@ -92,6 +92,11 @@ impl Upstreams {
         self.upstreams.iter()
     }
 
+    /// The upstream named `name` in `justonce.toml`.
+    pub fn named(&self, name: &str) -> Option<&Arc<Upstream>> {
+        self.upstreams.iter().find(|u| u.name() == name)
+    }
+
     /// Starts every upstream's supervisor, in parallel, and returns at once (as
     /// `serve` does): until one is ready, its tools are not offered.
     pub fn start(&self) {
