@@ -276,7 +276,7 @@ impl Host {
     /// Cancels the call of the MCP task `key` (`tasks/cancel`): it performs no new
     /// effect, on any host of the journal; one its journal holds replays. Journaled
     /// against the generation of the call its record holds now (with no record yet,
-    /// kept in this host's memory for its first run): it ends with that generation
+    /// against the key's first record, whichever host makes it): it ends with that generation
     /// (see [`Guard::cancel_task`]).
     pub(crate) fn cancel_task(&self, key: &InvocationKey) -> Result<()> {
         self.guard.cancel_task(key).map(drop)

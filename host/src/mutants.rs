@@ -92,11 +92,19 @@ pub enum Mutant {
     /// key): an agent that learned a question's effect key forges its state and
     /// answers it in the person's place.
     StateSecretDropped,
+    /// A run resumed without a `tools/call` of its own (a task resumed by
+    /// `tasks/update`, a console "Resume now") is let in past its principal's cap
+    /// (`serving/admission.rs`), as before issue 54: a flood of resumes runs more of
+    /// one principal's calls at once than the cap allows.
+    ResumeSkipsAdmission,
+    /// An unkeyed effect its probe found performed (journaled so) is sent again all
+    /// the same (`guard/effect/probing.rs`): the probe's answer is ignored.
+    ProbePerformedResends,
 }
 
 impl Mutant {
     /// Every mutant.
-    pub const ALL: [Mutant; 22] = [
+    pub const ALL: [Mutant; 24] = [
         Self::FreshEffectKey,
         Self::AnswerBeforeSave,
         Self::RetryUnkeyed,
@@ -119,6 +127,8 @@ impl Mutant {
         Self::JournaledCancelIgnored,
         Self::CancelOutlivesGeneration,
         Self::StateSecretDropped,
+        Self::ResumeSkipsAdmission,
+        Self::ProbePerformedResends,
     ];
 
     /// The name `--mutant` takes.
@@ -146,6 +156,8 @@ impl Mutant {
             Self::JournaledCancelIgnored => "journaled_cancel_ignored",
             Self::CancelOutlivesGeneration => "cancel_outlives_generation",
             Self::StateSecretDropped => "state_secret_dropped",
+            Self::ResumeSkipsAdmission => "resume_skips_admission",
+            Self::ProbePerformedResends => "probe_performed_resends",
         }
     }
 

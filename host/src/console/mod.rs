@@ -1023,7 +1023,7 @@ impl Console {
         // The run is one of its principal's calls in flight, as the agent's retry
         // would be: past the cap, nothing runs.
         let _admitted = match (&self.admission, &principal) {
-            (Some(admission), Some(principal)) => match admission.enter(principal) {
+            (Some(admission), Some(principal)) => match admission.resume(principal) {
                 Some(permit) => Some(permit),
                 None => {
                     let why = format!("Not resumed, nothing ran: {}.", admission.full(principal));

@@ -3232,11 +3232,22 @@ fn a_cancelled_call_whose_record_is_forgotten_runs_again_and_performs_its_effect
     let h = host(runner, &[("payments", payments.clone())]);
     let key = cancelled_payment(&h, &pay(10), &payments);
 
-    h.journal.forget(&key, &ada(&h, false)).unwrap();
+    assert_forgotten_payment_runs_once(&h, &key, &payments);
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "the call ran again");
+}
+
+/// Forgets the cancelled `pay(10)` of `key` through `h`'s journal and makes it
+/// again on `h`: a new generation under the same key, not cancelled, whose payment
+/// is sent once and happens once.
+fn assert_forgotten_payment_runs_once(
+    h: &Host,
+    key: &crate::keys::InvocationKey,
+    payments: &Downstream,
+) {
+    h.journal.forget(key, &ada(h, false)).unwrap();
     let again = h.guard.call(&pay(10)).unwrap();
 
-    assert_eq!(runs.load(Ordering::SeqCst), 2, "the call ran again");
-    assert_eq!(again.key, key, "under the same key");
+    assert_eq!(again.key, *key, "under the same key, a new generation");
     assert!(
         again.outcome.is_success(),
         "the agent was told: {:?}",
@@ -3297,6 +3308,62 @@ fn two_hosts_in_one_process_do_not_see_each_others_cancels() {
         refused.attempts().is_empty(),
         "the cancelling host sent nothing"
     );
+}
+
+/// Issue 54: a cancel taken before its call has a record (the host that took it
+/// knows the task; nothing is journaled yet) is journaled too, and binds the
+/// call's first record, whichever host makes it. Host B runs the same call: its
+/// payment, a new effect, is refused before it is sent, its agent is told the call
+/// was cancelled, that outcome is saved (A replays it) and the record says its
+/// generation was cancelled. The cancel ends with that generation: once the record
+/// is forgotten, the same call pays, once. Before, only A's memory held the cancel
+/// and B paid.
+#[test]
+fn a_cancel_taken_before_the_call_has_a_record_is_honoured_by_the_host_that_runs_it() {
+    let mut runner = ScriptedRunner::default();
+    let runs = pay_tool(&mut runner, "payments");
+    let runner = Arc::new(runner);
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let clock = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&clock);
+    let [cancelling, running] = [(); 2].map(|()| {
+        let providers: [(&str, Arc<dyn Provider>); 1] = [("payments", payments.clone())];
+        host_on(
+            Arc::clone(&journal),
+            clock.clone(),
+            Arc::clone(&runner),
+            &providers,
+        )
+    });
+    let key = cancelling.guard.key_for(&pay(10)).unwrap();
+    assert_eq!(
+        cancelling.guard.cancel_task(&key).unwrap(),
+        None,
+        "no record, no generation yet"
+    );
+
+    let refused = running.guard.call(&pay(10)).unwrap();
+
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "B ran the call");
+    assert!(
+        told_cancelled(&refused.outcome),
+        "B's agent was told: {:?}",
+        refused.outcome
+    );
+    assert!(payments.attempts().is_empty(), "nothing was sent");
+    let entry = running.journal.story(&key).unwrap().entry.unwrap();
+    assert!(
+        entry.cancelled,
+        "the record says its generation was cancelled"
+    );
+    let replay = cancelling.guard.call(&pay(10)).unwrap();
+    assert!(
+        replay.replayed && told_cancelled(&replay.outcome),
+        "A replays the saved refusal: {replay:?}"
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+    assert_forgotten_payment_runs_once(&running, &key, &payments);
 }
 
 /// `N` hosts on one journal and one clock, serving the order tool with one mailer
@@ -3640,6 +3707,7 @@ on_postgres!(
     a_cancelled_call_whose_record_is_forgotten_runs_again_and_performs_its_effect,
     a_cancelled_call_whose_record_expired_runs_again_and_performs_its_effect,
     two_hosts_in_one_process_do_not_see_each_others_cancels,
+    a_cancel_taken_before_the_call_has_a_record_is_honoured_by_the_host_that_runs_it,
     a_cancel_on_one_host_ends_with_its_generation_when_another_finishes_and_forgets_it,
     a_cancel_on_one_host_ends_with_its_generation_when_another_finishes_and_it_expires,
     the_generation_cancelled_on_one_host_is_refused_there_when_it_resumes_another_hosts_run,

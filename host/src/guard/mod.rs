@@ -520,8 +520,9 @@ impl Guard {
 impl Guard {
     /// Cancels the call of `key` (`tasks/cancel`): the generation its record holds
     /// now, journaled against it ([`Journal::cancel`]) so every host's next claim of
-    /// a new effect of it is refused; with no record yet, the first run here that
-    /// asks for a new effect (kept in this host's memory). It ends with that
+    /// a new effect of it is refused; with no record yet, journaled for the key's
+    /// first record, whichever host makes it, and kept in this host's memory for its
+    /// first run here that asks for a new effect. It ends with that
     /// generation wherever it ends: once the record is gone, the same call made
     /// again is not cancelled.
     ///

@@ -15,8 +15,9 @@
 //! bound to the generation of the first run here that asks for a new effect (the
 //! run it cancels). Once its outcome is saved the cancel refuses nothing more; the
 //! task reads `cancelled` while its record is that generation's. Kept per host, in
-//! memory: another host, another host in the same process, or this one after a
-//! restart, knows nothing of it.
+//! memory: another host, or this one after a restart, knows of a cancel through the
+//! journal only (`Journal::cancel`, which keeps one taken before the call had a
+//! record for the key's first record, whichever host makes it).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -287,7 +287,8 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
 
     /// `tasks/cancel`: journals a cancel of the call of `key` against the generation
     /// its record holds now, and returns that generation (`None`: no record, or one
-    /// journaled before records carried their seed; nothing is written). From then
+    /// journaled before records carried their seed; with no record, the cancel is
+    /// kept by key and binds the key's first record, whoever makes it). From then
     /// on every host's claim of a new effect of that generation is refused
     /// ([`Refusal::Cancelled`]), read in the claim's own statement or transaction.
     /// The cancel ends with the record: a new generation of the key (after a

@@ -32,8 +32,9 @@
 //!   call) the same call made again is a new generation, not cancelled. The cancel
 //!   is journaled against that generation (`Journal::cancel`): a run on another
 //!   host is refused its next new effect, and every host's `tasks/get` reads
-//!   `cancelled`. Only a cancel taken before the call journaled anything is kept
-//!   in the memory of the host that took it, for its first run there.
+//!   `cancelled`. A cancel taken before the call journaled anything is journaled
+//!   for the key's first record, whichever host makes it (and kept in the memory
+//!   of the host that took it, for its first run there).
 //! - A task is visible only to the principal that made it: another principal's
 //!   `tasks/get`, `tasks/cancel` or `tasks/update` is answered as for an unknown
 //!   task (`-32602`), which says nothing of whether it exists.
@@ -661,7 +662,7 @@ fn update(
     }
     match server.task_inputs().answer(key, answers) {
         Answering::Complete(task) => {
-            let Some(permit) = admission.enter(principal) else {
+            let Some(permit) = admission.resume(principal) else {
                 // Kept, as for a server stopping: the next update resumes it.
                 server.task_inputs().restore(key, task);
                 tracing::info!(task = %key, principal, "task answered in full, not resumed: its principal has every call it may have in flight");

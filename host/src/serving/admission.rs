@@ -41,9 +41,24 @@ impl Admission {
 
     /// Admits a call of `principal`, or `None` when it has `cap` in flight.
     pub fn enter(&self, principal: &str) -> Option<Permit> {
+        self.admit(principal, true)
+    }
+
+    /// Admits a run of `principal` resumed without a `tools/call` of its own (a
+    /// task resumed by the `tasks/update` that completed its answers, a console
+    /// "Resume now"): the same cap as [`Admission::enter`], counted with the
+    /// calls; `None` when `principal` has `cap` in flight.
+    pub fn resume(&self, principal: &str) -> Option<Permit> {
+        self.admit(
+            principal,
+            !crate::mutants::on(crate::mutants::Mutant::ResumeSkipsAdmission),
+        )
+    }
+
+    fn admit(&self, principal: &str, capped: bool) -> Option<Permit> {
         let mut counts = lock(&self.counts);
         let count = counts.entry(principal.to_owned()).or_insert(0);
-        if *count >= self.cap {
+        if capped && *count >= self.cap {
             return None;
         }
         *count += 1;
@@ -88,6 +103,21 @@ mod tests {
         drop(first);
         assert!(admission.enter("alice").is_some());
         drop(bob);
+    }
+
+    #[test]
+    fn a_resumed_run_counts_against_the_same_cap_as_a_call() {
+        let admission = Admission::new(2);
+        let call = admission.enter("alice").expect("room");
+        let resumed = admission.resume("alice").expect("room for one more");
+        assert!(admission.resume("alice").is_none(), "a resume past the cap");
+        assert!(admission.enter("alice").is_none(), "a call past the cap");
+        drop(resumed);
+        assert!(
+            admission.enter("alice").is_some(),
+            "the resumed run made room"
+        );
+        drop(call);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::clock::SimClock;
 use super::guests;
 use super::receiver::Delivery;
-use super::world::{Applied, Position, SENT_AS_READ};
+use super::world::{Applied, Position, ProbeSaid, SENT_AS_READ};
 use crate::journal::JournalEntry;
 use crate::outcome::Outcome;
 
@@ -115,9 +115,29 @@ pub(crate) struct Forget {
     pub to: usize,
 }
 
+/// One call that ran on a host once its admission let it in, as the history
+/// recorded it: from its start to its end, in the order of every apply and call
+/// start ([`next_order`](super::world::next_order)).
+#[derive(Debug, Clone)]
+pub(crate) struct Run {
+    pub host: usize,
+    /// Whose call it is: the admission's cap is per principal.
+    pub principal: String,
+    /// What started it: `tools/call`, or what resumed it.
+    pub by: &'static str,
+    pub start: u64,
+    pub end: u64,
+}
+
 /// Everything the checker reads.
 pub(crate) struct History<'a> {
     pub calls: &'a [Call],
+    /// Every call that ran, admitted, with when.
+    pub runs: &'a [Run],
+    /// How many calls of one principal a host may run at once.
+    pub cap: usize,
+    /// Every answer the unkeyed downstream's probe gave.
+    pub probes: &'a [ProbeSaid],
     pub keyed: &'a [Applied],
     pub unkeyed: &'a [Applied],
     /// Intents still without a final answer when the fault-free end gave up.
@@ -145,6 +165,9 @@ impl<'a> History<'a> {
     pub(crate) fn of_calls(calls: &'a [Call], clock: &'a SimClock, retention_ms: i64) -> Self {
         Self {
             calls,
+            runs: &[],
+            cap: usize::MAX,
+            probes: &[],
             keyed: &[],
             unkeyed: &[],
             open: &[],
@@ -170,6 +193,8 @@ pub(crate) fn check(h: &History<'_>) -> Vec<String> {
     seen(h, &mut violations);
     asked(h, &mut violations);
     cancelled(h, &mut violations);
+    admitted(h, &mut violations);
+    probed(h, &mut violations);
     webhooks(h, &mut violations);
     for call in h.calls {
         // Nothing answered is missing from the journal (unless it could have expired).
@@ -329,6 +354,44 @@ fn cancelled(h: &History<'_>, violations: &mut Vec<String>) {
     }
 }
 
+/// Every run is admitted: at no moment does a host run more calls of one principal
+/// than its cap, however they started (a `tools/call`, or resumed by a
+/// `tasks/update`, a console "Resume now", a reconciliation). Named once per host
+/// and principal, with the run that went past the cap.
+fn admitted(h: &History<'_>, violations: &mut Vec<String>) {
+    // Per host and principal: each run's start (`true`) and end, in order.
+    type Events<'a> = Vec<(u64, bool, &'a Run)>;
+    let mut events: BTreeMap<(usize, &str), Events<'_>> = BTreeMap::new();
+    for run in h.runs {
+        let of = events
+            .entry((run.host, run.principal.as_str()))
+            .or_default();
+        of.push((run.start, true, run));
+        of.push((run.end, false, run));
+    }
+    for ((host, principal), mut of) in events {
+        of.sort_by_key(|(at, ..)| *at);
+        let mut running = 0usize;
+        let mut most: Option<(usize, &Run)> = None;
+        for (_, starts, run) in of {
+            if !starts {
+                running -= 1;
+                continue;
+            }
+            running += 1;
+            if running > h.cap && most.is_none_or(|(n, _)| running > n) {
+                most = Some((running, run));
+            }
+        }
+        if let Some((n, run)) = most {
+            violations.push(format!(
+                "host {host} ran {n} calls of {principal} at once, past its cap of {} (the last one started by {})",
+                h.cap, run.by
+            ));
+        }
+    }
+}
+
 /// What a guest is told of a new effect of a cancelled call (`guard::effect`).
 const CANCELLED: &str = "cancelled by its client";
 
@@ -480,9 +543,10 @@ fn downstreams(h: &History<'_>, violations: &mut Vec<String>) {
             ));
         }
     }
-    let mut times: BTreeMap<&Position, u32> = BTreeMap::new();
+    let mut times: BTreeMap<&Position, (u32, &str)> = BTreeMap::new();
     for applied in h.unkeyed.iter().filter(journaled) {
-        *times.entry(&applied.position).or_default() += 1;
+        let at = times.entry(&applied.position).or_insert((0, &applied.key));
+        at.0 += 1;
     }
     // A journaled effect is never sent again as a read (with no key), whatever its
     // catalog says later, by a call that began after it was applied (and so finds
@@ -501,11 +565,65 @@ fn downstreams(h: &History<'_>, violations: &mut Vec<String>) {
             ));
         }
     }
-    for (position, n) in times {
-        if n > 1 {
+    // Once, and once more for each time its probe lied that it had not happened
+    // (the guard resends on the probe's word: the downstream's truth is not the
+    // guard's to know).
+    for (position, (n, key)) in times {
+        let lies = h
+            .probes
+            .iter()
+            .filter(|p| p.key == key && p.lied && !p.performed)
+            .count() as u32;
+        if n > 1 + lies {
             violations.push(format!(
-                "the unkeyed effect at {position:?} was performed {n} times"
+                "the unkeyed effect at {position:?} was performed {n} times{}",
+                if lies > 0 {
+                    format!(", its probe lied {lies} time(s) that it was not")
+                } else {
+                    String::new()
+                }
             ));
+        }
+    }
+}
+
+/// Issue 56: an unkeyed effect its probe resolved as performed is never sent again:
+/// no apply under its key comes after the probe's answer that the journal saved as
+/// the effect's (the answer quotes it, `probe_answer.probe`), whether the probe told
+/// the truth or lied (a lie that it happened leaves it not happened: the probe's
+/// word, counted as `probe_lied`, not a broken promise). One resolved not
+/// performed is sent again at most once per lie ([`downstreams`]).
+fn probed(h: &History<'_>, violations: &mut Vec<String>) {
+    for entry in h.recorded {
+        for effect in &entry.effects {
+            let Some(id) = effect
+                .response
+                .as_ref()
+                .and_then(|r| r.pointer("/ok/probe_answer/probe"))
+                .and_then(Value::as_u64)
+            else {
+                continue;
+            };
+            let Some(said) = h.probes.iter().find(|p| p.id == id && p.key == effect.key) else {
+                violations.push(format!(
+                    "effect {} (invocation {}) is saved as performed by probe answer {id}, which its probe never gave",
+                    effect.key, entry.key
+                ));
+                continue;
+            };
+            let again = h
+                .unkeyed
+                .iter()
+                .filter(|a| a.key == effect.key && a.order > said.order)
+                .count();
+            if again > 0 {
+                violations.push(format!(
+                    "effect {} (invocation {}) was sent {again} more time(s) after its probe said it was performed{}",
+                    effect.key,
+                    entry.key,
+                    if said.lied { " (a lie)" } else { "" }
+                ));
+            }
         }
     }
 }
@@ -827,6 +945,9 @@ mod tests {
         let unkeyed = vec![applied("c", 1, "z"), applied("c", 1, "z")];
         let history = History {
             calls: &calls,
+            runs: &[],
+            cap: usize::MAX,
+            probes: &[],
             keyed: &keyed,
             unkeyed: &unkeyed,
             open: &[3],
@@ -1002,6 +1123,99 @@ mod tests {
             "{found:#?}"
         );
         assert_eq!(found.len(), 2, "{found:#?}");
+    }
+
+    /// Issue 56: an effect its probe resolved as performed is never sent again
+    /// after that answer, even where the probe lied; one its probe lied was not
+    /// performed may be sent once more, and only once per lie.
+    #[test]
+    fn an_effect_sent_again_after_its_probe_said_performed_is_named_and_a_lie_excuses_one_resend() {
+        let clock = SimClock::new(0);
+        let at = |key: &str, order| Applied {
+            key: key.into(),
+            position: (key.into(), 1, 0),
+            what: "send".into(),
+            at: 0,
+            order,
+        };
+        let said = |id, key: &str, performed, lied, order| ProbeSaid {
+            id,
+            key: key.into(),
+            performed,
+            lied,
+            order,
+        };
+        let mut resent = record("resent", 1, 1, "sent");
+        resent.effects[0].response = Some(json!({ "ok": { "probe_answer": { "probe": 0 } } }));
+        let recorded = [resent];
+        let probes = [
+            said(0, "resent-0", true, false, 2),
+            said(1, "lied", false, true, 5),
+            said(2, "lied-twice", false, true, 5),
+        ];
+        let unkeyed = [
+            at("resent-0", 1),
+            at("resent-0", 3),
+            at("lied", 4),
+            at("lied", 6),
+            at("lied-twice", 4),
+            at("lied-twice", 6),
+            at("lied-twice", 7),
+        ];
+        let found = check(&History {
+            recorded: &recorded,
+            probes: &probes,
+            unkeyed: &unkeyed,
+            ..calls_only(&[], &clock)
+        });
+        let has = |what: &str| found.iter().filter(|v| v.contains(what)).count();
+        assert_eq!(
+            has(
+                "resent-0 (invocation resent) was sent 1 more time(s) after its probe said it was performed"
+            ),
+            1,
+            "{found:#?}"
+        );
+        assert_eq!(has("performed 2 times"), 1, "resent-0: {found:#?}");
+        assert_eq!(
+            has("performed 3 times, its probe lied 1 time(s)"),
+            1,
+            "{found:#?}"
+        );
+        assert_eq!(found.len(), 3, "one lie excuses one resend: {found:#?}");
+    }
+
+    /// Issue 54: every run is admitted. Three calls of one principal at once on one
+    /// host past a cap of two are named; the same three one after another, or on
+    /// two hosts, or of two principals, are not.
+    #[test]
+    fn more_calls_of_one_principal_at_once_than_its_cap_are_named() {
+        let clock = SimClock::new(0);
+        let run = |host, principal: &str, start, end| Run {
+            host,
+            principal: principal.into(),
+            by: "tasks/update",
+            start,
+            end,
+        };
+        let checked = |runs: &[Run]| {
+            check(&History {
+                runs,
+                cap: 2,
+                ..calls_only(&[], &clock)
+            })
+        };
+        let flood = [run(0, "p", 0, 10), run(0, "p", 1, 11), run(0, "p", 2, 12)];
+        let found = checked(&flood);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(
+            found[0].contains("host 0 ran 3 calls of p at once, past its cap of 2"),
+            "{found:#?}"
+        );
+        let in_turn = [run(0, "p", 0, 1), run(0, "p", 2, 3), run(0, "p", 4, 5)];
+        assert!(checked(&in_turn).is_empty());
+        let spread = [run(0, "p", 0, 10), run(1, "p", 1, 11), run(0, "q", 2, 12)];
+        assert!(checked(&spread).is_empty());
     }
 
     #[test]

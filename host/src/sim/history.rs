@@ -27,7 +27,7 @@ use super::guests;
 use super::receiver::{Delivery, Receiver, Take};
 use super::rng::Rng;
 use super::store::{Held, JournalKind, PowerCut, SqliteMode, Store, StoreError};
-use super::world::{Chaos, Downstream, FaultKind, Ledger, Outbox, SimCrash};
+use super::world::{Chaos, Downstream, FaultKind, Ledger, Outbox, SimCrash, next_order};
 use crate::call::CallRequest;
 use crate::clock::Clock;
 use crate::delivery::{Deliverer, DeliveryPolicy};
@@ -41,6 +41,7 @@ use crate::provider::{Provider, ProviderClass};
 use crate::providers::KvProvider;
 use crate::retention::Retention;
 use crate::retry::RetryPolicy;
+use crate::serving::admission::Admission;
 
 /// Records are kept this long (simulated time).
 pub(crate) const RETENTION_MS: i64 = 3_600_000;
@@ -54,6 +55,15 @@ const CUT_PERCENT: u64 = 25;
 /// The chance (percent) that the receiver records a webhook and loses its answer:
 /// delivery then sends it again, under the same key.
 const LOSE_ANSWER_PERCENT: u64 = 10;
+/// Calls of one principal each host lets run at once (`serving::admission`): small,
+/// so that a flood of resumes meets it.
+const CAP_PER_PRINCIPAL: usize = 2;
+/// What resumes a run without a `tools/call` of its own, in a flood: the
+/// `tasks/update` that completed a task's answers, an operator's "Resume now" in
+/// the console, and a background reconciliation (a sweeper that would resume a
+/// call whose unknown outcome a probe ended; `serve` runs none yet).
+const RESUMED_BY: [&str; 3] = ["tasks/update", "console Resume now", "reconciliation"];
+
 /// Delivery passes of the fault-free end, each after the clock moved past every
 /// backoff.
 const FINAL_PASSES: usize = 20;
@@ -134,6 +144,12 @@ struct World {
     cancels: Mutex<Vec<check::Cancel>>,
     /// Every record an operator forgot from another process.
     forgotten: Mutex<Vec<check::Forget>>,
+    /// Each host's admission: its calls in flight per principal, capped at
+    /// [`CAP_PER_PRINCIPAL`]; a host restarted in its place keeps its slot's (the
+    /// permits of a dead process's calls are dropped as their threads unwind).
+    admissions: Vec<Admission>,
+    /// Every call that ran on a host, admitted, from its start to its end.
+    runs: Mutex<Vec<check::Run>>,
     policy: Policy,
     /// Host panics that were not simulated crashes.
     panics: Mutex<Vec<String>>,
@@ -319,9 +335,61 @@ impl World {
         violations
     }
 
-    /// Sends `request` (of intent `intent`) to host `host`, and records what the agent
-    /// was told and whether the journal, read through another connection, holds it.
+    /// Sends `request` (of intent `intent`) to host `host` as its agent's
+    /// `tools/call`: see [`World::admitted_call`].
     fn call(&self, intent: usize, request: &CallRequest, host: usize, final_phase: bool) -> Res {
+        self.admitted_call(intent, request, host, final_phase, None)
+    }
+
+    /// Runs `request` (of intent `intent`) on host `host` once the host's admission
+    /// lets its principal in: as a `tools/call` (`resumed_by` `None`), or resumed
+    /// by what `resumed_by` names (`Admission::resume`). Past the cap nothing
+    /// runs and the agent is told to come back (`too_many`, as the server's 429);
+    /// otherwise the run is recorded, from its start to its end, for the checker.
+    fn admitted_call(
+        &self,
+        intent: usize,
+        request: &CallRequest,
+        host: usize,
+        final_phase: bool,
+        resumed_by: Option<&'static str>,
+    ) -> Res {
+        let at = host % self.hosts.len();
+        let principal = principal_of(&lock(&self.intents)[intent].scope);
+        let admission = &self.admissions[at];
+        let permit = match resumed_by {
+            None => admission.enter(&principal),
+            Some(_) => admission.resume(&principal),
+        };
+        let Some(permit) = permit else {
+            return Res::Error {
+                kind: TOO_MANY.into(),
+                retry_safe: true,
+                message: admission.full(&principal),
+            };
+        };
+        let start = next_order();
+        let res = self.run_call(intent, request, host, final_phase);
+        lock(&self.runs).push(check::Run {
+            host: at,
+            principal,
+            by: resumed_by.unwrap_or("tools/call"),
+            start,
+            end: next_order(),
+        });
+        drop(permit);
+        res
+    }
+
+    /// Runs `request` (of intent `intent`) on host `host`, and records what the agent
+    /// was told and whether the journal, read through another connection, holds it.
+    fn run_call(
+        &self,
+        intent: usize,
+        request: &CallRequest,
+        host: usize,
+        final_phase: bool,
+    ) -> Res {
         let h = self.host(host);
         let key = h.guard.key_for(request).ok().map(|k| k.to_string());
         // The call by the agent's own account (the tool and the arguments as it
@@ -426,6 +494,45 @@ impl World {
             stale_state: person.stale.get(),
         });
         res
+    }
+
+    /// A flood of resumes: several runs of one principal's calls resumed at once on
+    /// one host, each by what [`RESUMED_BY`] names, through the host's admission
+    /// (past its cap a resume runs nothing). What happened, for the schedule.
+    fn resume_flood(&self, rng: &mut Rng) -> Option<String> {
+        let intents = lock(&self.intents).clone();
+        let scope = intents.get(rng.index(intents.len().max(1)))?.scope.clone();
+        let theirs: Vec<usize> = (0..intents.len())
+            .filter(|&i| intents[i].scope == scope)
+            .collect();
+        let host = rng.index(self.hosts.len());
+        let resumes: Vec<(usize, CallRequest, &'static str)> = (0..rng.between(3, 6))
+            .map(|_| {
+                let i = theirs[rng.index(theirs.len())];
+                (
+                    i,
+                    intents[i].request(rng),
+                    RESUMED_BY[rng.index(RESUMED_BY.len())],
+                )
+            })
+            .collect();
+        let refused = std::thread::scope(|s| {
+            let runs: Vec<_> = resumes
+                .iter()
+                .map(|(i, request, by)| {
+                    s.spawn(move || self.admitted_call(*i, request, host, false, Some(by)))
+                })
+                .collect();
+            runs.into_iter()
+                .map(|run| run.join())
+                .filter(|res| matches!(res, Ok(Res::Error { kind, .. }) if kind == TOO_MANY))
+                .count()
+        });
+        Some(format!(
+            "host {host}: {} runs of {} resumed at once, {refused} refused",
+            resumes.len(),
+            principal_of(&scope)
+        ))
     }
 
     /// The key of a recent call, one that got no final answer when there is one
@@ -874,7 +981,7 @@ fn stir(world: &World, mut rng: Rng, stop: &AtomicBool) {
     let changes_catalog = rng.chance(50);
     while !stop.load(Ordering::SeqCst) && !chaos.powered_off() {
         std::thread::sleep(Duration::from_micros(rng.between(1_000, 5_000)));
-        let dice = rng.below(110);
+        let dice = rng.below(116);
         match dice {
             0..30 => {
                 let ms = rng.between(1_000, 20_000) as i64;
@@ -963,9 +1070,24 @@ fn stir(world: &World, mut rng: Rng, stop: &AtomicBool) {
                     chaos.record(FaultKind::ForgottenElsewhere, &key);
                 }
             }
+            110..116 => {
+                if let Some(what) = world.resume_flood(&mut rng) {
+                    chaos.record(FaultKind::ResumeFlood, &what);
+                }
+            }
             _ => {}
         }
     }
+}
+
+/// What an agent past its principal's cap is told (the server's `-32029`, 429):
+/// nothing ran.
+const TOO_MANY: &str = "too_many";
+
+/// The principal whose calls run in conversation `scope`: each conversation is one
+/// principal's, so that the agents meet under one principal's cap.
+fn principal_of(scope: &str) -> String {
+    format!("principal of {scope}")
 }
 
 /// A person's answer to each pending unkeyed effect, from what the downstream knows.
@@ -1035,11 +1157,13 @@ pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, 
         ProviderClass::Keyed,
         Arc::clone(&chaos),
     ));
-    let sms = Arc::new(Downstream::new(
-        "sms",
-        ProviderClass::Unkeyed,
-        Arc::clone(&chaos),
-    ));
+    // Half the histories give the unkeyed downstream a probe (issue 56).
+    let sms = Downstream::new("sms", ProviderClass::Unkeyed, Arc::clone(&chaos));
+    let sms = Arc::new(if rng.chance(50) {
+        sms.with_probe()
+    } else {
+        sms
+    });
     let mut providers: BTreeMap<String, Arc<dyn Provider>> = BTreeMap::new();
     providers.insert("kv".into(), Arc::new(KvProvider));
     providers.insert("ledger".into(), Arc::new(Ledger));
@@ -1094,6 +1218,10 @@ pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, 
         issued: Arc::default(),
         cancels: Mutex::default(),
         forgotten: Mutex::default(),
+        admissions: (0..size.hosts)
+            .map(|_| Admission::new(CAP_PER_PRINCIPAL))
+            .collect(),
+        runs: Mutex::default(),
         policy: Policy {
             retention: Arc::new(Retention::new(Duration::from_millis(RETENTION_MS as u64))),
             lease_ms: LEASE_MS,
@@ -1203,8 +1331,13 @@ pub(crate) fn run(seed: u64, size: Size, kind: JournalKind) -> Result<Outcomes, 
     let given = lock(&world.given).clone();
     let cancels = lock(&world.cancels).clone();
     let forgotten = lock(&world.forgotten).clone();
+    let runs = lock(&world.runs).clone();
+    let probes = world.sms.probe_answers();
     let history = check::History {
         calls: &calls,
+        runs: &runs,
+        cap: CAP_PER_PRINCIPAL,
+        probes: &probes,
         keyed: &world.pay.applied(),
         unkeyed: &world.sms.applied(),
         open: &open,

@@ -14,7 +14,9 @@ use super::clock::SimClock;
 use super::rng::Rng;
 use crate::clock::Clock;
 use crate::http::HttpConfig;
-use crate::provider::{EffectRequest, Provider, ProviderClass, ProviderError, ReadRequest};
+use crate::provider::{
+    EarlierAttempt, EffectRequest, Probed, Provider, ProviderClass, ProviderError, ReadRequest,
+};
 use crate::providers::OutboxProvider;
 
 /// A kind of fault the simulator injects.
@@ -75,11 +77,22 @@ pub enum FaultKind {
     /// An operator's `forget` of a call, from another process (none of the hosts):
     /// the same call made again is a new generation.
     ForgottenElsewhere,
+    /// Many runs of one principal's calls resumed at once on one host, without a
+    /// `tools/call` of their own (tasks resumed by `tasks/update`, a console
+    /// "Resume now"), each through the host's admission.
+    ResumeFlood,
+    /// The unkeyed downstream's probe (issue 56) said the opposite of what it knew.
+    ProbeLied,
+    /// The unkeyed downstream's probe did not answer in time.
+    ProbeTimedOut,
+    /// The unkeyed downstream's probe answered after its run's lease ran out, with
+    /// what it knew when it was asked: another host may have taken the call over.
+    ProbeLate,
 }
 
 impl FaultKind {
     /// Every kind, in the order the report prints them.
-    pub const ALL: [FaultKind; 22] = [
+    pub const ALL: [FaultKind; 26] = [
         Self::LostResponse,
         Self::InFlight,
         Self::Throttled,
@@ -102,6 +115,10 @@ impl FaultKind {
         Self::CatalogChanged,
         Self::CancelAcrossHosts,
         Self::ForgottenElsewhere,
+        Self::ResumeFlood,
+        Self::ProbeLied,
+        Self::ProbeTimedOut,
+        Self::ProbeLate,
     ];
 
     /// Its name in the report.
@@ -129,6 +146,10 @@ impl FaultKind {
             Self::CatalogChanged => "catalog_changed",
             Self::CancelAcrossHosts => "cancel_across_hosts",
             Self::ForgottenElsewhere => "forgotten_elsewhere",
+            Self::ResumeFlood => "resume_flood",
+            Self::ProbeLied => "probe_lied",
+            Self::ProbeTimedOut => "probe_timed_out",
+            Self::ProbeLate => "probe_late",
         }
     }
 }
@@ -325,6 +346,23 @@ pub(crate) struct Applied {
     pub order: u64,
 }
 
+/// One answer of the unkeyed downstream's probe (issue 56), as the simulator saw
+/// it given.
+#[derive(Debug, Clone)]
+pub(crate) struct ProbeSaid {
+    /// Its number, in the answer a `performed` carries (`{"probe": id}`), which the
+    /// journal saves inside the effect's answer when the guard journals it.
+    pub id: u64,
+    /// The effect key it was asked about.
+    pub key: String,
+    /// What it said: performed or not.
+    pub performed: bool,
+    /// Whether it said the opposite of what the downstream knew when asked.
+    pub lied: bool,
+    /// Where it stands among the applies ([`next_order`]), as it was answered.
+    pub order: u64,
+}
+
 /// The next number of one order over every apply and every call start.
 pub(crate) fn next_order() -> u64 {
     static ORDER: AtomicU64 = AtomicU64::new(0);
@@ -347,6 +385,10 @@ pub(crate) struct Downstream {
     says_keyed: AtomicBool,
     says_read: AtomicBool,
     dedupes: AtomicBool,
+    /// Whether it has a probe ([`Downstream::with_probe`]).
+    probes: AtomicBool,
+    /// Every answer its probe gave.
+    said: Mutex<Vec<ProbeSaid>>,
 }
 
 #[derive(Default)]
@@ -412,7 +454,23 @@ impl Downstream {
             says_keyed: AtomicBool::new(false),
             says_read: AtomicBool::new(false),
             dedupes: AtomicBool::new(false),
+            probes: AtomicBool::new(false),
+            said: Mutex::default(),
         }
+    }
+
+    /// Gives an unkeyed downstream a probe (`Provider::probe_of`, issue 56): asked
+    /// whether an effect happened, it answers from the effects it applied under the
+    /// effect's key, truthfully, or (while faults are on) lies, times out, or
+    /// answers after its run's lease ran out.
+    pub(crate) fn with_probe(self) -> Self {
+        self.probes.store(true, Ordering::SeqCst);
+        self
+    }
+
+    /// Every answer its probe gave.
+    pub(crate) fn probe_answers(&self) -> Vec<ProbeSaid> {
+        self.said.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Changes what the catalog says of an unkeyed downstream's effect: keyed
@@ -633,6 +691,64 @@ impl Provider for Downstream {
             }
             _ => self.apply(request),
         }
+    }
+
+    fn earlier_attempt(&self, key: &crate::keys::EffectKey) -> Option<EarlierAttempt> {
+        // A downstream with a probe knows the requests it is still answering (as the
+        // gateway knows its upstreams' calls in flight): a probe asked meanwhile
+        // would say "not performed" of an effect about to be.
+        let running = self.probes.load(Ordering::SeqCst)
+            && self
+                .lock()
+                .in_flight
+                .iter()
+                .any(|(k, ..)| k == key.as_str());
+        running.then_some(EarlierAttempt::Running)
+    }
+
+    fn probe_of(&self, _operation: &str, _payload: &Value) -> Option<String> {
+        (self.class == ProviderClass::Unkeyed && self.probes.load(Ordering::SeqCst))
+            .then(|| format!("{}.delivered", self.name))
+    }
+
+    fn probe(&self, request: &EffectRequest<'_>) -> Result<Probed, String> {
+        let key = request.key.as_str();
+        let knew = self.lock().applied.iter().any(|a| a.key == key);
+        let chaos = &self.chaos;
+        let fault = chaos.roll(|rng| (rng.below(100), rng.between(2, 12)));
+        let at = format!("{} {key} #{}", self.name, request.seq);
+        let (said, lied) = match fault {
+            Some((0..10, _)) => {
+                chaos.record(FaultKind::ProbeLied, &format!("{at} knew {knew}"));
+                (!knew, true)
+            }
+            Some((10..20, _)) => {
+                chaos.record(FaultKind::ProbeTimedOut, &at);
+                return Err("timed out".into());
+            }
+            Some((20..30, real_ms)) => {
+                // What it knew when asked, told after the run's lease ran out.
+                chaos.record(FaultKind::ProbeLate, &format!("{at} {real_ms}ms"));
+                chaos.clock.shift(chaos.lease_ms + 1_000);
+                std::thread::sleep(Duration::from_millis(real_ms));
+                (knew, false)
+            }
+            _ => (knew, false),
+        };
+        let mut answers = self.said.lock().unwrap_or_else(|p| p.into_inner());
+        let id = answers.len() as u64;
+        answers.push(ProbeSaid {
+            id,
+            key: key.to_string(),
+            performed: said,
+            lied,
+            order: next_order(),
+        });
+        Ok(if said {
+            Probed::Performed(json!({ "delivered": true, "probe": id }))
+        } else {
+            Probed::NotPerformed
+        })
     }
 
     fn unjournaled_read(&self, operation: &str, _payload: &Value) -> bool {

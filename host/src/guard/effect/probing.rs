@@ -141,6 +141,11 @@ impl EffectSession {
             resolution.as_str()
         );
         Ok(match resolution {
+            Resolution::Performed
+                if crate::mutants::on(crate::mutants::Mutant::ProbePerformedResends) =>
+            {
+                Probing::Resend
+            }
             Resolution::Performed => Probing::Answered(answer_to_guest(Answer::Ok(answer))),
             Resolution::NotPerformed => Probing::Resend,
         })

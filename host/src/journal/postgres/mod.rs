@@ -907,7 +907,9 @@ impl Journal for PostgresJournal {
     }
 
     fn cancel(&self, key: &InvocationKey) -> Result<Option<u64>> {
-        let seed = self.single(|client| ops::cancel_in(client, key))?;
+        let seed = self
+            .transaction(|tx| ops::cancel_in(tx, key).map(Ok::<_, ()>))?
+            .unwrap_or_else(|()| unreachable!("never refused"));
         Ok(crate::journal::read::generation_of(seed))
     }
 

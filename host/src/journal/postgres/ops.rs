@@ -590,27 +590,44 @@ fn renew_for_claim_in(
 
 /// Journals a cancel of the call of `key` against the generation its record holds
 /// now (see [`Journal::cancel`](crate::journal::Journal::cancel)): that record's
-/// seed, `None` without a record (or a seed).
+/// seed; `None` without a record (or a seed), and then the cancel is kept for the
+/// key's first record (`early_cancels`, whose trigger binds it). The key's advisory
+/// lock, which that trigger takes too, comes first: a first record made at once
+/// either is seen here or sees the row.
 pub(super) fn cancel_in(
-    client: &mut Db<'_, impl GenericClient>,
+    tx: &mut Db<'_, impl GenericClient>,
     key: &InvocationKey,
 ) -> PgResult<Option<String>> {
-    Ok(client
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 54))",
+        &[&key.as_str()],
+    )?;
+    let seed: Option<String> = tx
         .query_opt(
             "UPDATE invocations SET cancelled_entropy = entropy
               WHERE key = $1 AND entropy IS NOT NULL
           RETURNING entropy",
             &[&key.as_str()],
         )?
-        .map(|r| r.get(0)))
+        .map(|r| r.get(0));
+    if seed.is_none() {
+        tx.execute(
+            "INSERT INTO early_cancels (key) SELECT $1
+              WHERE NOT EXISTS (SELECT 1 FROM invocations WHERE key = $1)
+             ON CONFLICT (key) DO NOTHING",
+            &[&key.as_str()],
+        )?;
+    }
+    Ok(seed)
 }
 
 /// [`claim_in`] for the first effect of a run that has not journaled its invocation,
 /// in one statement (one round trip, committed by itself): the invocation running
 /// under the run's lease (from the database's clock) and the effect pending with its
 /// first attempt, or nothing when a record of the key exists already
-/// ([`Refusal::Superseded`]). A fresh invocation has no effects, so the effect is
-/// inserted with its attempt counted.
+/// ([`Refusal::Superseded`]) or a cancel was taken before the call had a record
+/// ([`Refusal::Cancelled`], as a claim in a transaction rolls back). A fresh
+/// invocation has no effects, so the effect is inserted with its attempt counted.
 pub(super) fn claim_first_in(
     client: &mut Db<'_, impl GenericClient>,
     effect: &NewEffect<'_>,
@@ -619,14 +636,18 @@ pub(super) fn claim_first_in(
 ) -> PgResult<Result<(EffectKey, u32), Refusal>> {
     let row = client.query_opt(
         concat!(
-            "WITH created AS (
+            "WITH early AS (
+                SELECT EXISTS (SELECT 1 FROM early_cancels WHERE key = $1::TEXT) AS cancelled
+             ), created AS (
                 INSERT INTO invocations (key, scope, tool, fingerprint, explicit_key, state,
                                          runs, created_at, updated_at, lease_owner,
                                          lease_expires_at, entropy, arguments, retention_ms,
                                          component)
-                VALUES ($1, $2, $3, $4, $5, 'running', 1, $6, $6, $7, ",
+                SELECT $1::TEXT, $2::TEXT, $3::TEXT, $4::TEXT, $5::BOOLEAN, 'running', 1,
+                       $6::BIGINT, $6::BIGINT, $7::TEXT, ",
             db_now!(),
-            " + $8, $9, $10, $11, $19)
+            " + $8::BIGINT, $9::TEXT, $10::TEXT, $11::BIGINT, $19::TEXT
+                  FROM early WHERE NOT early.cancelled
                 ON CONFLICT (key) DO NOTHING
                 RETURNING key
              ), claimed AS (
@@ -635,7 +656,7 @@ pub(super) fn claim_first_in(
                 SELECT $12, key, $13, $14, $15, $16, $17, 'pending', 1, $18, $18 FROM created
                 RETURNING key, attempts
              )
-             SELECT key, attempts FROM claimed"
+             SELECT c.key, c.attempts, early.cancelled FROM early LEFT JOIN claimed c ON TRUE"
         ),
         &[
             &record.key.as_str(),
@@ -661,7 +682,13 @@ pub(super) fn claim_first_in(
             &record.component,
         ],
     )?;
-    Ok(row.as_ref().map(claimed).ok_or(Refusal::Superseded))
+    // Nothing written: the record exists already, or the call was cancelled before
+    // it had one (its outcome, when saved, makes the record the cancel binds).
+    Ok(match row {
+        Some(row) if row.get::<_, Option<String>>(0).is_some() => Ok(claimed(&row)),
+        Some(row) if row.get::<_, bool>(2) => Err(Refusal::Cancelled),
+        _ => Err(Refusal::Superseded),
+    })
 }
 
 /// The key and attempt number a claim read back (`RETURNING key, attempts`).

@@ -143,6 +143,28 @@ const MIGRATIONS: &[&str] = &[
         role           TEXT NOT NULL CHECK (role IN ('agent', 'viewer', 'operator'))
     );
     "#,
+    // 11 -> 12: a client's cancel taken before its call had a record (the SQLite
+    // journal's version 14): kept by key until the key's first record is made,
+    // which the trigger marks cancelled as it consumes the row. The trigger and
+    // `ops::cancel_in` take one advisory lock per key, so a cancel and a first
+    // record made at once never miss each other. Additive.
+    r#"
+    CREATE TABLE early_cancels (
+        key  TEXT PRIMARY KEY
+    );
+    CREATE FUNCTION early_cancel_binds() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM pg_advisory_xact_lock(hashtextextended(NEW.key, 54));
+        DELETE FROM early_cancels WHERE key = NEW.key;
+        IF FOUND THEN
+            UPDATE invocations SET cancelled_entropy = entropy WHERE key = NEW.key;
+        END IF;
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER early_cancel_binds AFTER INSERT ON invocations
+        FOR EACH ROW EXECUTE FUNCTION early_cancel_binds();
+    "#,
 ];
 
 /// The schema version this build writes.

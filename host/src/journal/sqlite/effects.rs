@@ -231,9 +231,10 @@ pub(super) fn claim_in(
     if let Err(refusal) = hold_in(tx, effect.invocation, lease, unjournaled)? {
         return Ok(Err(refusal));
     }
-    // A run that journaled its invocation just now cannot have been cancelled in
-    // the journal (no host could name its generation before).
-    if unjournaled.is_none() && cancelled_before_in(tx, effect)? {
+    // A run that journaled its invocation just now is cancelled too when a cancel
+    // was taken before the call had a record (the trigger of `early_cancels` bound
+    // it to this record).
+    if cancelled_before_in(tx, effect)? {
         return Ok(Err(Refusal::Cancelled));
     }
     insert(tx, effect, EffectState::Pending)?;
@@ -263,19 +264,30 @@ fn cancelled_before_in(conn: &Connection, effect: &NewEffect<'_>) -> rusqlite::R
 }
 
 /// Journals a cancel of the call of `key` against the generation its record holds
-/// now (see [`Journal::cancel`](crate::journal::Journal::cancel)): that record's seed,
-/// `None` without a record (or a seed).
+/// now (see [`Journal::cancel`](crate::journal::Journal::cancel)): that record's seed;
+/// `None` without a record (or a seed), and then the cancel is kept for the key's
+/// first record (`early_cancels`).
 pub(super) fn cancel_in(
     conn: &Connection,
     key: &InvocationKey,
 ) -> rusqlite::Result<Option<String>> {
-    conn.prepare_cached(
-        "UPDATE invocations SET cancelled_entropy = entropy
-          WHERE key = ?1 AND entropy IS NOT NULL
-      RETURNING entropy",
-    )?
-    .query_row(params![key.as_str()], |r| r.get(0))
-    .optional()
+    let seed = conn
+        .prepare_cached(
+            "UPDATE invocations SET cancelled_entropy = entropy
+              WHERE key = ?1 AND entropy IS NOT NULL
+          RETURNING entropy",
+        )?
+        .query_row(params![key.as_str()], |r| r.get(0))
+        .optional()?;
+    if seed.is_none() {
+        conn.prepare_cached(
+            "INSERT INTO early_cancels (key) SELECT ?1
+              WHERE NOT EXISTS (SELECT 1 FROM invocations WHERE key = ?1)
+             ON CONFLICT (key) DO NOTHING",
+        )?
+        .execute(params![key.as_str()])?;
+    }
+    Ok(seed)
 }
 
 /// Claims a transactional effect and performs it in the same transaction: the

@@ -844,9 +844,7 @@ impl Journal for SqliteJournal {
         let seed = self
             .transaction(|tx| effects::cancel_in(tx, key).map(Ok::<_, ()>))?
             .unwrap_or_else(|()| unreachable!("never refused"));
-        if seed.is_some() {
-            self.durable_if_full()?;
-        }
+        self.durable_if_full()?;
         Ok(crate::journal::read::generation_of(seed))
     }
 

@@ -219,6 +219,23 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );
     INSERT INTO journal_meta (name, value) VALUES ('id', lower(hex(randomblob(16))));
     "#,
+    // 13 -> 14: a client's cancel taken before its call had a record (the run
+    // had journaled nothing yet), so that every host honours it too: kept by key
+    // until the key's first record is made, by any host and any path, which the
+    // trigger marks cancelled (`cancelled_entropy`, its own generation) as it
+    // consumes the row. Additive: a host of version 10 never reads it (its inserts
+    // fire the trigger all the same).
+    r#"
+    CREATE TABLE early_cancels (
+        key  TEXT PRIMARY KEY
+    );
+    CREATE TRIGGER early_cancel_binds AFTER INSERT ON invocations
+      WHEN EXISTS (SELECT 1 FROM early_cancels WHERE key = NEW.key)
+    BEGIN
+      UPDATE invocations SET cancelled_entropy = NEW.entropy WHERE key = NEW.key;
+      DELETE FROM early_cancels WHERE key = NEW.key;
+    END;
+    "#,
 ];
 
 /// The schema version this build writes.
