@@ -463,6 +463,11 @@ impl EffectSession {
             // Named by its call, not its effect key: what the agent reads never holds
             // an effect key (operators read it in the journal).
             if resumes {
+                // A sweep takes up nobody's parked request: the person answers it.
+                if self.probe_only {
+                    let reason = "its upstream waits for the person's answer to its question: the call made again with it goes on";
+                    return Ok(Err(self.swept(seq, provider_name, reason.into())));
+                }
             } else if let Some(EarlierAttempt::Running) = earlier {
                 let reason = format!(
                     "an earlier attempt of this unkeyed effect is still running on {provider_name}, which has not answered it yet; \
@@ -1026,17 +1031,26 @@ impl EffectSession {
     /// Saves the deferred answers of keyed effects now, in a commit of their own:
     /// before a write that does not carry them. Fenced like every deferred save: a
     /// run that lost its lease saves none of them (the write that follows is refused
-    /// the same way).
-    fn save_deferred(&mut self) -> Result<(), Error> {
-        if self.deferred.is_empty() || self.handed_over() {
-            return Ok(());
+    /// the same way). `false` when the run no longer holds its lease (nothing saved,
+    /// the run is interrupted); the saved answers are durable as the journal
+    /// promises before it returns, so what follows may leave the host.
+    fn save_deferred(&mut self) -> Result<bool, Error> {
+        if self.handed_over() {
+            return Ok(false);
+        }
+        if self.deferred.is_empty() {
+            return Ok(true);
         }
         let deferred = std::mem::take(&mut self.deferred);
         let lease = self.lease();
-        self.shared
+        let held = self
+            .shared
             .journal
             .save_deferred(&self.invocation, &lease, &deferred)?;
-        Ok(())
+        if !held {
+            self.interrupted = Some(Interruption::LeaseLost);
+        }
+        Ok(held)
     }
 
     /// Records an attempt known not performed, fenced by the run's lease.

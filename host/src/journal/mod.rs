@@ -177,7 +177,9 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
 
     /// Saves the run's `deferred` answers of keyed effects in a commit of their own
     /// (before a write that cannot carry them), renewing the lease, and only while
-    /// the run holds it; `false` when it lost it (nothing written).
+    /// the run holds it; `false` when it lost it (nothing written). Durable as the
+    /// journal promises (`full`: synced) before it returns: an answer saved here may
+    /// be handed to a downstream next (an upstream's question answered).
     fn save_deferred(
         &self,
         invocation: &InvocationKey,

@@ -173,9 +173,9 @@ pub const MAX_LINE_BYTES: usize = 4 << 20;
 /// effect) move the progress past the last report.
 const HOST_STEP: f64 = 0.001;
 
-/// How many notifications of changed lists and updated resources may wait for a
-/// stdio client at once; past that, a flood's further ones are dropped (a tools
-/// change waiting covers the later ones anyway).
+/// How many notifications of the upstreams' changed lists and updated resources may
+/// wait for a stdio client at once; past that, a flood's further ones are dropped
+/// (a tools change has a queue of its own).
 const MAX_QUEUED_NOTES: usize = 256;
 
 /// How many tool calls wait for a worker at most; a call that finds the queue full
@@ -294,20 +294,15 @@ impl Server {
         let pending = Arc::new(Pending::default());
         let queue = JobQueue::<Job>::new(MAX_QUEUED_CALLS);
         let workers = self.config.max_concurrent_calls.max(1);
-        // A bounded queue: a flood of changes is not queued without end, and no send
+        // Bounded queues: a flood of changes is not queued without end, and no send
         // blocks the thread that reports one. A tools change waiting covers every
-        // later one (the client lists the tools again, once, and sees them all).
-        let (changed, changes) = crossbeam_channel::bounded::<Value>(MAX_QUEUED_NOTES);
-        let tools_waiting = Arc::new(AtomicBool::new(false));
-        let told = changed.clone();
-        let waiting = Arc::clone(&tools_waiting);
+        // later one (the client lists the tools again, once, and sees them all), so
+        // its queue holds one, and a flood of resource news never crowds it out.
+        let (tools_changed, tools_changes) = crossbeam_channel::bounded::<()>(1);
         let listener = self.catalog.listen(Box::new(move || {
-            if !waiting.swap(true, Ordering::AcqRel)
-                && told.try_send(catalog::list_changed()).is_err()
-            {
-                waiting.store(false, Ordering::Release);
-            }
+            let _ = tools_changed.try_send(());
         }));
+        let (changed, changes) = crossbeam_channel::bounded::<Value>(MAX_QUEUED_NOTES);
         // What the upstreams say of their resources and prompts: a list changed to
         // every client, an updated resource to the one that subscribed to it.
         let subscribed = Arc::new(Subscribed::default());
@@ -335,12 +330,34 @@ impl Server {
             let notifier = std::thread::Builder::new()
                 .name("justonce-mcp-notify".into())
                 .spawn_scoped(scope, || {
-                    for note in changes.iter() {
-                        if note.get("method").and_then(Value::as_str)
-                            == Some("notifications/tools/list_changed")
-                        {
-                            tools_waiting.store(false, Ordering::Release);
-                        }
+                    let (never_tools, never_notes) = (
+                        crossbeam_channel::never::<()>(),
+                        crossbeam_channel::never::<Value>(),
+                    );
+                    let (mut tools_open, mut notes_open) = (true, true);
+                    while tools_open || notes_open {
+                        let tools = if tools_open {
+                            &tools_changes
+                        } else {
+                            &never_tools
+                        };
+                        let notes = if notes_open { &changes } else { &never_notes };
+                        let note = crossbeam_channel::select! {
+                            recv(tools) -> got => match got {
+                                Ok(()) => catalog::list_changed(),
+                                Err(_) => {
+                                    tools_open = false;
+                                    continue;
+                                }
+                            },
+                            recv(notes) -> got => match got {
+                                Ok(note) => note,
+                                Err(_) => {
+                                    notes_open = false;
+                                    continue;
+                                }
+                            },
+                        };
                         if initialized.load(Ordering::Acquire) {
                             outbox.send(&note);
                         }

@@ -475,7 +475,7 @@ impl HttpClient {
             done => Err(done),
         });
         let heard = match heard {
-            Err(RecvTimeoutError::Timeout) => self.give_up(id, &rx),
+            Err(RecvTimeoutError::Timeout) => self.give_up(id, &rx, timeout),
             heard => heard,
         };
         match heard {
@@ -543,6 +543,7 @@ impl HttpClient {
             Arc::clone(&self.late),
         );
         let (message, key) = (message.clone(), key.to_owned());
+        let news = self.hooks.as_ref().map(|hooks| Arc::clone(&hooks.heard));
         let spawned = std::thread::Builder::new()
             .name(format!("upstream-{}-call", self.wire.upstream))
             .spawn(move || {
@@ -552,28 +553,19 @@ impl HttpClient {
                     Some(&key),
                     Some(id),
                     false,
-                    &mut |note| match followed.to_of(id) {
-                        Some(to) => {
-                            let _ = to.send(Heard::Note(note));
-                        }
-                        // Nobody waits for it any more: the upstream's own request
-                        // is refused (no call's client to ask), a log message goes
-                        // to the host's log, progress is dropped.
-                        None if note.get("id").is_some() => {
-                            let reply = super::client::answer_for_client(
-                                &wire.upstream,
-                                None,
-                                &note,
-                                false,
-                            );
-                            if let Some(reply) = reply {
-                                let _ = wire.post(&reply, timeout, None, None, false, &mut |_| {});
-                            }
-                        }
-                        None if super::log_messages::is_log(&note) => {
-                            super::log_messages::to_log(&wire.upstream, &note);
-                        }
-                        None => {}
+                    &mut |note| {
+                        let note = match followed.to_of(id) {
+                            // A requester that gave up since: as if none waited.
+                            Some(to) => match to.send(Heard::Note(note)) {
+                                Ok(()) => return,
+                                Err(unsent) => match unsent.0 {
+                                    Heard::Note(note) => note,
+                                    Heard::Done(_) => return,
+                                },
+                            },
+                            None => note,
+                        };
+                        wire.unheard(&note, timeout, news.as_ref());
                     },
                 );
                 followed.done(id, &key, posted, &wire, &late);
@@ -590,12 +582,20 @@ impl HttpClient {
 
     /// The requester of `id` gives up waiting: its thread reads on, and keeps the
     /// answer when it comes. An answer that came meanwhile is taken instead.
-    fn give_up(&self, id: u64, rx: &Receiver<Heard>) -> Result<Heard, RecvTimeoutError> {
+    fn give_up(
+        &self,
+        id: u64,
+        rx: &Receiver<Heard>,
+        timeout: Duration,
+    ) -> Result<Heard, RecvTimeoutError> {
         let mut requests = self.followed.lock();
-        // Answered just now (the thread hands its answer on under this lock).
+        // Answered just now (the thread hands its answer on under this lock); what
+        // else came meanwhile is nobody's now (an upstream's request is refused).
+        let news = self.hooks.as_ref().map(|hooks| &hooks.heard);
         while let Ok(heard) = rx.try_recv() {
-            if let Heard::Done(_) = heard {
-                return Ok(heard);
+            match heard {
+                Heard::Done(_) => return Ok(heard),
+                Heard::Note(note) => self.wire.unheard(&note, timeout, news),
             }
         }
         if let Some(follow) = requests.get_mut(&id) {
@@ -611,6 +611,26 @@ impl HttpClient {
 }
 
 impl Wire {
+    /// What came on a followed request's stream once nobody waits for it: the
+    /// upstream's own request refused (no call's client to ask it; POSTed within
+    /// `timeout`), a log message to the host's log, news of its resources to
+    /// `news`; progress is dropped.
+    fn unheard(&self, note: &Value, timeout: Duration, news: Option<&super::client::Heard>) {
+        let method = note.get("method").and_then(Value::as_str).unwrap_or("");
+        if note.get("id").is_some() {
+            if let Some(reply) = super::client::answer_for_client(&self.upstream, None, note, false)
+            {
+                let _ = self.post(&reply, timeout, None, None, false, &mut |_| {});
+            }
+        } else if super::log_messages::is_log(note) {
+            super::log_messages::to_log(&self.upstream, note);
+        } else if super::client::is_surface_news(method)
+            && let Some(news) = news
+        {
+            news(note);
+        }
+    }
+
     /// The session now.
     fn session(&self) -> Option<String> {
         self.session

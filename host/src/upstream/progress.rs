@@ -100,11 +100,13 @@ impl<F: FnMut(&Value)> Coalesced<F> {
 /// Waits on `rx` until `deadline` for what is not a progress report, handing the
 /// reports on the way on, coalesced, as `progress_of`'s (to this thread's listener;
 /// dropped when `None`), the last one before the answer. `note` tells a report
-/// (`Ok(Some)`) or something it dealt with itself (`Ok(None)`) from an answer
-/// (given back as `Err`).
+/// (`Ok(Some)`) or something it dealt with itself (`Ok(None)`: the upstream's
+/// request answered by the call's client, a log message) from an answer (given
+/// back as `Err`); the time it took over what it dealt with moves `deadline` on (a
+/// person reading a question is not the upstream's time).
 pub(crate) fn await_answer<T>(
     rx: &Receiver<T>,
-    deadline: Instant,
+    mut deadline: Instant,
     progress_of: Option<&str>,
     mut note: impl FnMut(T) -> Result<Option<Value>, T>,
 ) -> Result<T, RecvTimeoutError> {
@@ -112,14 +114,14 @@ pub(crate) fn await_answer<T>(
     let answer = loop {
         let until = reports.due().map_or(deadline, |due| due.min(deadline));
         match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
-            Ok(message) => match note(message) {
-                Ok(Some(report)) => {
+            Ok(message) => match note_timed(&mut note, message) {
+                (Ok(Some(report)), _) => {
                     if progress_of.is_some() {
                         reports.report(report, Instant::now());
                     }
                 }
-                Ok(None) => {}
-                Err(answer) => break Ok(answer),
+                (Ok(None), took) => deadline += took,
+                (Err(answer), _) => break Ok(answer),
             },
             Err(RecvTimeoutError::Timeout) if Instant::now() < deadline => {
                 reports.tick(Instant::now());
@@ -129,6 +131,13 @@ pub(crate) fn await_answer<T>(
     };
     reports.flush();
     answer
+}
+
+/// What `note` made of `message`, and how long it took.
+fn note_timed<T, R>(note: &mut impl FnMut(T) -> R, message: T) -> (R, std::time::Duration) {
+    let started = Instant::now();
+    let made = note(message);
+    (made, started.elapsed())
 }
 
 /// Hands an upstream's `notifications/progress` to this thread's listener as a

@@ -210,8 +210,14 @@ impl EffectSession {
         let why = match asked {
             Asked::Answered(answers) => match self.save_answers(&key, answers, &questions)? {
                 Ok(answer) => {
-                    // On record before the upstream acts on it.
-                    self.save_deferred()?;
+                    // On record (durable) before the upstream acts on it; a run that
+                    // lost its lease hands over nothing the journal lacks.
+                    if !self.save_deferred()? {
+                        return Ok(refusal(
+                            INTERNAL,
+                            "the call's run lost its lease before the answer was on record: not passed on".into(),
+                        ));
+                    }
                     return Ok(first_answer(answer));
                 }
                 Err(why) => why,

@@ -611,12 +611,17 @@ impl Journal for SqliteJournal {
     ) -> Result<bool> {
         let (invocation, lease) = (invocation.clone(), owned::OwnedLease::new(lease));
         let deferred = deferred.to_vec();
-        let written = self.grouped(false, move |conn| {
+        // Durable (`full`): what follows may hand an answer to a downstream (an
+        // upstream's question answered), which must not outlive its record.
+        let written = self.grouped(true, move |conn| {
             let lease = lease.view();
             let saved = effects::finish_deferred(conn, &invocation, lease.owner, &deferred)?;
             let held = effects::renew_lease_in(conn, &invocation, &lease)?;
             Ok((held, saved || held))
         })?;
+        if written.value {
+            self.durable_to_if_full(written.mark)?;
+        }
         Ok(written.value)
     }
 
