@@ -72,6 +72,13 @@ fn bearer(oauth: &UpstreamOAuth, clock: &ManualClock, credentials: &Credentials)
     )
 }
 
+/// Writes `text` to the file at `path` and sets its modification time to `at`.
+fn rewrite(path: &std::path::Path, text: &str, at: SystemTime) {
+    std::fs::write(path, text).unwrap();
+    let file = std::fs::File::options().write(true).open(path).unwrap();
+    file.set_modified(at).unwrap();
+}
+
 fn token_answer(token: &str, expires_in: u64) -> String {
     format!(r#"{{"access_token":"{token}","token_type":"Bearer","expires_in":{expires_in}}}"#)
 }
@@ -212,39 +219,21 @@ fn a_token_file_is_read_again_when_it_changes_and_after_a_rejection() {
 
     // Rewritten with its modification time kept: not read again.
     let then = modified(&path).unwrap();
-    std::fs::write(&path, "tf_unseen_8888888\n").unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_modified(then)
-        .unwrap();
+    rewrite(&path, "tf_unseen_8888888\n", then);
     assert_eq!(bearer.token().unwrap(), "tf_first_77777777");
     // Refused by the upstream: read again.
     bearer.rejected("tf_first_77777777");
     assert_eq!(bearer.token().unwrap(), "tf_unseen_8888888");
 
     // Its modification time changed: read again.
-    std::fs::write(&path, "tf_second_9999999\n").unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_modified(then + Duration::from_secs(5))
-        .unwrap();
+    rewrite(&path, "tf_second_9999999\n", then + Duration::from_secs(5));
     assert_eq!(bearer.token().unwrap(), "tf_second_9999999");
     assert_eq!(
         credentials.text("tf_first_77777777 tf_second_9999999".into()),
         "[redacted] [redacted]"
     );
 
-    std::fs::write(&path, "  \n").unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_modified(then + Duration::from_secs(9))
-        .unwrap();
+    rewrite(&path, "  \n", then + Duration::from_secs(9));
     let error = bearer.token().unwrap_err();
     assert!(
         matches!(&error, TokenError::Refused(why) if why.starts_with("upstream `issues`: its OAuth token file ") && why.ends_with(" is empty")),
