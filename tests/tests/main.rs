@@ -18,6 +18,7 @@ mod contract;
 mod deploy_files;
 mod fast_path;
 mod first_record;
+mod gateway_oauth;
 mod gateway_questions;
 mod gc_schedule;
 mod guests;

@@ -48,15 +48,15 @@ fn leaks(text: &str) -> bool {
 
 /// `justonce serve` of a directory holding `justonce.toml` and the database, its
 /// log (`JUSTONCE_LOG=info`) handed over line by line as it is written.
-struct Served {
-    client: McpClient,
+pub(crate) struct Served {
+    pub(crate) client: McpClient,
     child: Child,
     log: Receiver<String>,
     read: Vec<String>,
 }
 
 impl Served {
-    fn start(dir: &Path) -> Self {
+    pub(crate) fn start(dir: &Path) -> Self {
         let mut child = crate::support::cli::justonce_command(Some(&dir.join("state.db")))
             .args(["serve", "--conversation", "conv-credentials"])
             .env("JUSTONCE_LOG", "info")
@@ -78,7 +78,7 @@ impl Served {
     }
 
     /// The first line of the log holding `text`, waited for.
-    fn logged(&mut self, text: &str) -> String {
+    pub(crate) fn logged(&mut self, text: &str) -> String {
         if let Some(line) = self.read.iter().find(|l| l.contains(text)) {
             return line.clone();
         }
@@ -95,7 +95,7 @@ impl Served {
     }
 
     /// Hangs up; the whole log.
-    fn close(mut self) -> String {
+    pub(crate) fn close(mut self) -> String {
         drop(self.client);
         let _ = self.child.wait();
         self.read.extend(self.log.iter());

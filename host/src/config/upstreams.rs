@@ -19,6 +19,17 @@
 //! url = "https://mcp.example.com/mcp"
 //! headers = { Authorization = "Bearer ${ISSUES_TOKEN}" }
 //! secrets_file = "issues.env"
+//!
+//! [upstreams.tickets]             # an HTTP server behind OAuth
+//! url = "https://tickets.example.com/mcp"
+//! secrets_file = "tickets.env"    # TICKETS_CLIENT_SECRET=…
+//! [upstreams.tickets.oauth]       # client credentials (RFC 6749 §4.4) …
+//! token_url = "https://auth.example.com/oauth/token"
+//! client_id = "justonce-gateway"
+//! client_secret = "${TICKETS_CLIENT_SECRET}"
+//! scope = "tickets:write"         # optional
+//! audience = "https://tickets.example.com"  # optional
+//! # … or: token_file = "tickets.token" (kept fresh by a helper of your own)
 //! ```
 
 use std::collections::BTreeMap;
@@ -28,7 +39,10 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use crate::probe::{self, ProbeAnswer};
-use crate::upstream::{MAX_RESULT_BYTES, UpstreamConfig, UpstreamProbe, valid_tool_name};
+use crate::upstream::{
+    ClientCredentials, MAX_RESULT_BYTES, UpstreamConfig, UpstreamOAuth, UpstreamProbe,
+    valid_tool_name,
+};
 
 /// `[upstreams.NAME]` as written.
 #[derive(Debug, Deserialize)]
@@ -38,6 +52,7 @@ pub(super) struct RawUpstream {
     url: Option<String>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    oauth: Option<RawOAuth>,
     #[serde(default)]
     env: BTreeMap<String, String>,
     secrets_file: Option<PathBuf>,
@@ -57,6 +72,94 @@ pub(super) struct RawUpstream {
     #[serde(default)]
     ask_person: BTreeMap<String, String>,
     max_read_bytes: Option<usize>,
+}
+
+/// `[upstreams.NAME.oauth]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawOAuth {
+    token_url: Option<String>,
+    client_id: Option<String>,
+    client_secret: Option<String>,
+    scope: Option<String>,
+    audience: Option<String>,
+    token_file: Option<PathBuf>,
+}
+
+impl RawOAuth {
+    /// The checked source of the upstream's tokens; `key` names the section,
+    /// `headers` are the upstream's, `dir` is where relative paths start.
+    fn checked(
+        self,
+        key: &str,
+        headers: &BTreeMap<String, String>,
+        dir: &Path,
+    ) -> Result<UpstreamOAuth, String> {
+        if headers
+            .keys()
+            .any(|h| h.eq_ignore_ascii_case("authorization"))
+        {
+            return Err(format!(
+                "`{key}` sends its token as `Authorization`; remove `Authorization` from the upstream's `headers`"
+            ));
+        }
+        let grant = [
+            ("token_url", self.token_url.is_some()),
+            ("client_id", self.client_id.is_some()),
+            ("client_secret", self.client_secret.is_some()),
+            ("scope", self.scope.is_some()),
+            ("audience", self.audience.is_some()),
+        ];
+        let given: Vec<&str> = grant.iter().filter(|(_, g)| *g).map(|(k, _)| *k).collect();
+        if let Some(path) = self.token_file {
+            if !given.is_empty() {
+                return Err(format!(
+                    "`{key}` names both `token_file` and the client credentials grant (`{}`); name one: a token file kept fresh by a helper, or `token_url`, `client_id` and `client_secret`",
+                    given.join("`, `")
+                ));
+            }
+            if path.as_os_str().is_empty() {
+                return Err(format!("`{key}.token_file` must name a file"));
+            }
+            return Ok(UpstreamOAuth::TokenFile(dir.join(path)));
+        }
+        if given.is_empty() {
+            return Err(format!(
+                "`{key}` needs `token_url`, `client_id` and `client_secret` (the client credentials grant) or `token_file`"
+            ));
+        }
+        let missing: Vec<&str> = grant[..3]
+            .iter()
+            .filter(|(_, g)| !*g)
+            .map(|(k, _)| *k)
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "`{key}` uses the client credentials grant and lacks `{}`",
+                missing.join("`, `")
+            ));
+        }
+        let token_url = self.token_url.unwrap_or_default().trim().to_owned();
+        if !(token_url.starts_with("http://") || token_url.starts_with("https://")) {
+            return Err(format!(
+                "`{key}.token_url` must be an http:// or https:// URL (the token endpoint), not {token_url:?}"
+            ));
+        }
+        let client_id = self.client_id.unwrap_or_default();
+        let client_secret = self.client_secret.unwrap_or_default();
+        for (name, value) in [("client_id", &client_id), ("client_secret", &client_secret)] {
+            if value.is_empty() {
+                return Err(format!("`{key}.{name}` must not be empty"));
+            }
+        }
+        Ok(UpstreamOAuth::ClientCredentials(ClientCredentials {
+            token_url,
+            client_id,
+            client_secret,
+            scope: self.scope.filter(|s| !s.is_empty()),
+            audience: self.audience.filter(|a| !a.is_empty()),
+        }))
+    }
 }
 
 /// `[upstreams.NAME.probes.TOOL]` as written.
@@ -200,6 +303,12 @@ impl RawUpstream {
                         key("headers")
                     ));
                 }
+                if self.oauth.is_some() {
+                    return Err(format!(
+                        "{} is for a server reached at `url`; a `command` server takes its credentials in `env`",
+                        key("oauth")
+                    ));
+                }
                 UpstreamConfig::command(command)
             }
             (Some(_), None) => return Err(format!("{} must name a program", key("command"))),
@@ -218,6 +327,13 @@ impl RawUpstream {
                     ));
                 }
                 let mut config = UpstreamConfig::url(url);
+                if let Some(oauth) = self.oauth {
+                    config.oauth = Some(oauth.checked(
+                        &format!("upstreams.{name}.oauth"),
+                        &self.headers,
+                        dir,
+                    )?);
+                }
                 config.headers = self.headers;
                 config
             }
@@ -482,5 +598,92 @@ mod tests {
             let error = parse(text).expect_err(text);
             assert!(error.contains(named), "{text}: {error}");
         }
+    }
+
+    #[test]
+    fn oauth_is_read_as_a_grant_or_a_token_file() {
+        use crate::upstream::{ClientCredentials, UpstreamOAuth};
+        let config = parse(
+            r#"
+            [upstreams.tickets]
+            url = "https://tickets.example.com/mcp"
+            [upstreams.tickets.oauth]
+            token_url = "https://auth.example.com/token"
+            client_id = "gw"
+            client_secret = "${SECRET}"
+            scope = "tickets:write"
+            [upstreams.files]
+            url = "https://files.example.com/mcp"
+            oauth = { token_file = "files.token" }
+            "#,
+        )
+        .unwrap();
+        assert_eq!(
+            config.upstream("tickets").unwrap().oauth,
+            Some(UpstreamOAuth::ClientCredentials(ClientCredentials {
+                token_url: "https://auth.example.com/token".into(),
+                client_id: "gw".into(),
+                client_secret: "${SECRET}".into(),
+                scope: Some("tickets:write".into()),
+                audience: None,
+            }))
+        );
+        assert_eq!(
+            config.upstream("files").unwrap().oauth,
+            Some(UpstreamOAuth::TokenFile(
+                Path::new("/etc/justonce/files.token").into()
+            ))
+        );
+    }
+
+    #[test]
+    fn bad_oauth_is_refused_naming_what_is_wrong() {
+        let url = "[upstreams.m]\nurl = \"http://x/mcp\"\n";
+        for (oauth, named) in [
+            (
+                "token_file = \"t\"\ntoken_url = \"http://a/t\"\nclient_id = \"c\"\nclient_secret = \"s\"",
+                "names both `token_file` and the client credentials grant (`token_url`, `client_id`, `client_secret`)",
+            ),
+            (
+                "token_url = \"http://a/t\"",
+                "`upstreams.m.oauth` uses the client credentials grant and lacks `client_id`, `client_secret`",
+            ),
+            (
+                "client_id = \"c\"\nclient_secret = \"s\"",
+                "lacks `token_url`",
+            ),
+            ("", "needs `token_url`, `client_id` and `client_secret`"),
+            (
+                "token_url = \"auth/token\"\nclient_id = \"c\"\nclient_secret = \"s\"",
+                "`upstreams.m.oauth.token_url` must be an http",
+            ),
+            (
+                "token_url = \"http://a/t\"\nclient_id = \"c\"\nclient_secret = \"\"",
+                "`upstreams.m.oauth.client_secret` must not be empty",
+            ),
+            (
+                "token_file = \"\"",
+                "`upstreams.m.oauth.token_file` must name a file",
+            ),
+            ("tokenfile = \"t\"", "unknown field `tokenfile`"),
+        ] {
+            let text = format!("{url}[upstreams.m.oauth]\n{oauth}\n");
+            let error = parse(&text).expect_err(&text);
+            assert!(error.contains(named), "{text}: {error}");
+        }
+        let headers = format!(
+            "{url}headers = {{ authorization = \"Bearer x\" }}\noauth = {{ token_file = \"t\" }}\n"
+        );
+        let error = parse(&headers).unwrap_err();
+        assert!(
+            error.contains("remove `Authorization` from the upstream's `headers`"),
+            "{error}"
+        );
+        let command = "[upstreams.m]\ncommand = [\"a\"]\noauth = { token_file = \"t\" }\n";
+        let error = parse(command).unwrap_err();
+        assert!(
+            error.contains("`upstreams.m.oauth` is for a server reached at `url`"),
+            "{error}"
+        );
     }
 }

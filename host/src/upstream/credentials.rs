@@ -12,8 +12,12 @@
 //! `[redacted]`; a value shorter than 4 bytes (`1`, `on`, `yes`) is not stripped,
 //! or every answer would be shredded. It is applied where the upstream's messages
 //! come in (the stdio reader, the HTTP client), before anything reads them.
+//!
+//! An OAuth access token (`oauth.rs`) is learned while the connection runs: each
+//! one the host fetches or reads is added ([`Credentials::learn`]), the last
+//! [`MAX_LEARNED`] of them stripped from then on by every clone.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
 
@@ -24,6 +28,19 @@ use crate::http::{End, Redaction};
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Credentials {
     redaction: Arc<Redaction>,
+    /// What was learned while it runs (its access tokens), shared by every clone.
+    learned: Arc<RwLock<Learned>>,
+}
+
+/// The most learned credentials kept stripped: the newest tokens (an old one a
+/// server echoes long after it was replaced is the server's to forget).
+pub(crate) const MAX_LEARNED: usize = 16;
+
+/// The credentials learned while a connection runs.
+#[derive(Debug, Default)]
+struct Learned {
+    values: Vec<String>,
+    redaction: Arc<Redaction>,
 }
 
 impl Credentials {
@@ -33,19 +50,52 @@ impl Credentials {
         let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
         Self {
             redaction: Arc::new(Redaction::new(&secrets)),
+            learned: Arc::default(),
         }
+    }
+
+    /// Strips `secret` too, from now on, here and in every clone (an access token
+    /// fetched while the connection runs).
+    pub(crate) fn learn(&self, secret: &str) {
+        let mut learned = self.learned.write().unwrap_or_else(|p| p.into_inner());
+        if learned.values.iter().any(|v| v == secret) {
+            return;
+        }
+        learned.values.push(secret.to_owned());
+        if learned.values.len() > MAX_LEARNED {
+            learned.values.remove(0);
+        }
+        let values: Vec<&str> = learned.values.iter().map(String::as_str).collect();
+        learned.redaction = Arc::new(Redaction::new(&values));
+    }
+
+    /// The learned credentials' stripping, now.
+    fn learned(&self) -> Arc<Redaction> {
+        let learned = self.learned.read().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(&learned.redaction)
+    }
+
+    /// Both strippings of `text`.
+    fn strip(&self, text: &mut String, end: End) {
+        self.redaction.strip(text, end);
+        self.learned().strip(text, end);
+    }
+
+    /// Whether there is nothing to strip.
+    fn is_empty(&self) -> bool {
+        self.redaction.is_empty() && self.learned().is_empty()
     }
 
     /// `text` (whole: a log line, an error's message) without the credentials.
     pub(crate) fn text(&self, mut text: String) -> String {
-        self.redaction.strip(&mut text, End::Whole);
+        self.strip(&mut text, End::Whole);
         text
     }
 
     /// `text` without the credentials, where it may have been cut inside one (an
     /// HTTP body read up to a cap): a credential's beginning at its end goes too.
     pub(crate) fn text_maybe_cut(&self, mut text: String) -> String {
-        self.redaction.strip(&mut text, End::MayBeCut);
+        self.strip(&mut text, End::MayBeCut);
         text
     }
 
@@ -53,11 +103,11 @@ impl Credentials {
     /// key stripped; a number whose digits hold one is replaced by its digits,
     /// stripped, as a string.
     pub(crate) fn json(&self, value: &mut Value) {
-        if self.redaction.is_empty() {
+        if self.is_empty() {
             return;
         }
         match value {
-            Value::String(text) => self.redaction.strip(text, End::Whole),
+            Value::String(text) => self.strip(text, End::Whole),
             Value::Number(number) => {
                 let digits = number.to_string();
                 let stripped = self.text(digits.clone());
@@ -147,5 +197,29 @@ mod tests {
             TOKEN,
             "no credentials, nothing stripped"
         );
+    }
+
+    #[test]
+    fn a_credential_learned_later_is_stripped_by_every_clone() {
+        let credentials = Credentials::new(&["static_secret_1".to_owned()]);
+        let clone = credentials.clone();
+        assert_eq!(clone.text(format!("t={TOKEN}")), format!("t={TOKEN}"));
+        credentials.learn(TOKEN);
+        assert_eq!(clone.text(format!("t={TOKEN}")), "t=[redacted]");
+        let mut value = serde_json::json!({ "a": format!("x {TOKEN}"), "b": "static_secret_1" });
+        clone.json(&mut value);
+        assert_eq!(
+            value,
+            serde_json::json!({ "a": "x [redacted]", "b": "[redacted]" })
+        );
+        for n in 0..MAX_LEARNED {
+            credentials.learn(&format!("tok_later_{n:04}"));
+        }
+        assert_eq!(
+            clone.text(format!("t={TOKEN}")),
+            format!("t={TOKEN}"),
+            "the oldest of more than MAX_LEARNED is let go"
+        );
+        assert_eq!(clone.text("tok_later_0015".into()), "[redacted]");
     }
 }

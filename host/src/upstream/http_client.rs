@@ -19,6 +19,11 @@
 //! performed. Where the server offers one, a `GET` stream (`stream`) hears what it
 //! says between requests: `notifications/tools/list_changed`, and the end of its
 //! session.
+//!
+//! With `[upstreams.NAME.oauth]`, each request carries the access token its
+//! [`Bearer`] holds; a request answered HTTP 401 was not processed either: its
+//! token is given up, and the request sent once more (even a `tools/call`) with a
+//! new one. A second 401 is the configuration's fault, told as such.
 
 use std::collections::HashMap;
 use std::io::{BufReader, Read};
@@ -34,6 +39,7 @@ use ureq::http::Request;
 use super::client::{ClientError, Waiting, initialize_params, no_answer_within};
 use super::credentials::Credentials;
 use super::late::LateAnswers;
+use super::oauth::{Bearer, TokenError};
 use super::progress;
 use super::sse::{Events, MAX_EVENT_BYTES};
 use super::stream::{self, HttpHooks, Stream, with_session};
@@ -84,6 +90,8 @@ struct Wire {
     /// The credentials filled into `headers` (and the secrets file's), stripped
     /// from every answer and every error's text.
     credentials: Credentials,
+    /// Its OAuth access tokens, when it has `oauth`.
+    bearer: Option<Arc<Bearer>>,
 }
 
 /// A request under an effect key whose `POST` a thread reads.
@@ -183,6 +191,7 @@ impl HttpClient {
                 protocol: Mutex::new(None),
                 alive: Arc::new(AtomicBool::new(true)),
                 credentials: Credentials::default(),
+                bearer: None,
             }),
             next_id: AtomicU64::new(1),
             renewing: Mutex::new(()),
@@ -213,6 +222,16 @@ impl HttpClient {
         match Arc::get_mut(&mut self.wire) {
             Some(wire) => wire.credentials = credentials,
             None => unreachable!("a client is told what to strip before it sends anything"),
+        }
+        self
+    }
+
+    /// Sends the access tokens of `bearer` (its `oauth`) with every request.
+    /// Before its first request.
+    pub(crate) fn bearing(mut self, bearer: Option<Arc<Bearer>>) -> Self {
+        match Arc::get_mut(&mut self.wire) {
+            Some(wire) => wire.bearer = bearer,
+            None => unreachable!("a client is given its tokens before it sends anything"),
         }
         self
     }
@@ -284,6 +303,7 @@ impl HttpClient {
             session: self.session(),
             protocol: wire.protocol(),
             credentials: wire.credentials.clone(),
+            bearer: wire.bearer.clone(),
             hooks,
             stop,
             alive: Arc::clone(&wire.alive),
@@ -665,6 +685,40 @@ impl Wire {
         fresh: bool,
         notes: &mut dyn FnMut(Value),
     ) -> Result<Posted, ClientError> {
+        let Some(bearer) = &self.bearer else {
+            let posted = self.post_as(message, timeout, (key, id), fresh, None, notes)?;
+            return Ok(posted.unwrap_or(Posted::Answer(None)));
+        };
+        for last in [false, true] {
+            let token = bearer.token().map_err(|e| match e {
+                TokenError::Refused(why) => ClientError::Misconfigured(self.stripped(why)),
+                TokenError::Unavailable(why) => ClientError::NotSent(self.stripped(why)),
+            })?;
+            let bearing = Some((token.as_str(), last));
+            if let Some(posted) =
+                self.post_as(message, timeout, (key, id), fresh, bearing, notes)?
+            {
+                return Ok(posted);
+            }
+            // HTTP 401: not processed; sent again with a new token.
+            bearer.rejected(&token);
+            tracing::info!(target: "justonce::upstream", upstream = %self.upstream, "it refused its OAuth access token (HTTP 401); a new one is fetched and the request sent again");
+        }
+        unreachable!("the last attempt answers")
+    }
+
+    /// [`Wire::post`] with `bearing`'s token (and whether it is the last one
+    /// tried): `None` when the upstream refused a token that was not the last
+    /// (HTTP 401, nothing processed).
+    fn post_as(
+        &self,
+        message: &Value,
+        timeout: Duration,
+        (key, id): (Option<&str>, Option<u64>),
+        fresh: bool,
+        bearing: Option<(&str, bool)>,
+        notes: &mut dyn FnMut(Value),
+    ) -> Result<Option<Posted>, ClientError> {
         let session = if fresh { None } else { self.session() };
         let protocol = self.protocol();
         let mut builder = with_session(
@@ -679,6 +733,9 @@ impl Wire {
         );
         if let Some(key) = key {
             builder = builder.header("Idempotency-Key", key);
+        }
+        if let Some((token, _)) = bearing {
+            builder = builder.header("Authorization", format!("Bearer {token}"));
         }
         let body = message.to_string();
         let request = builder
@@ -708,8 +765,9 @@ impl Wire {
             200..=299 => {}
             // The server ended or forgot the session: nothing was processed under it.
             404 if session.is_some() => {
-                return Ok(Posted::SessionLost(session.unwrap_or_default()));
+                return Ok(Some(Posted::SessionLost(session.unwrap_or_default())));
             }
+            401 if bearing.is_some_and(|(_, last)| !last) => return Ok(None),
             // Refused before it was processed (too many requests; the service is
             // unavailable): not performed, whatever the tool; retried under its key
             // within the call's budget, never saved.
@@ -741,8 +799,13 @@ impl Wire {
                         "upstream `{}` answered HTTP {status} (a redirect); the host follows none: set its `url` to where the server is",
                         self.upstream
                     ),
+                    (401, _) if bearing.is_some() => format!(
+                        "upstream `{}` refused its OAuth access token, a newly fetched one too (HTTP 401: {}); fix its `oauth`, and the same call goes through",
+                        self.upstream,
+                        text.trim()
+                    ),
                     _ => format!(
-                        "upstream `{}` refused the host's credentials (HTTP {status}: {}); fix its `headers` or secrets file, and the same call goes through",
+                        "upstream `{}` refused the host's credentials (HTTP {status}: {}); fix its `headers`, `oauth` or secrets file, and the same call goes through",
                         self.upstream,
                         text.trim()
                     ),
@@ -765,12 +828,12 @@ impl Wire {
             }
         }
         let Some(id) = id else {
-            return Ok(Posted::Answer(None));
+            return Ok(Some(Posted::Answer(None)));
         };
         if streamed {
             return self
                 .response_in_stream(reader, id, notes)
-                .map(|answer| Posted::Answer(Some(answer)));
+                .map(|answer| Some(Posted::Answer(Some(answer))));
         }
         let mut text = String::new();
         let mut reader = reader;
@@ -787,7 +850,7 @@ impl Wire {
             ))
         })?;
         self.credentials.json(&mut answer);
-        Ok(Posted::Answer(Some(answer)))
+        Ok(Some(Posted::Answer(Some(answer))))
     }
 
     /// Reads Server-Sent Events until the one whose data is the response to `id`,

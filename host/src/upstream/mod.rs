@@ -17,6 +17,7 @@ mod http_client;
 mod late;
 mod log_field;
 mod log_messages;
+mod oauth;
 mod probes;
 mod progress;
 mod provider;
@@ -43,6 +44,7 @@ use connection::Connection;
 use credentials::Credentials;
 use log_field::field;
 
+pub use oauth::{ClientCredentials, UpstreamOAuth};
 pub use probes::UpstreamProbe;
 pub use provider::UpstreamProvider;
 pub use state::UpstreamState;
@@ -86,6 +88,9 @@ pub struct UpstreamConfig {
     /// Headers sent with every HTTP request (`Authorization`); `${NAME}` in a value is
     /// filled in as in `env`.
     pub headers: BTreeMap<String, String>,
+    /// `[upstreams.NAME.oauth]`: the access token sent as `Authorization: Bearer`
+    /// with every HTTP request, from a token endpoint or a token file.
+    pub oauth: Option<UpstreamOAuth>,
     /// Variables added to its environment; `${NAME}` in a value is filled in from
     /// `secrets_file`, else from the host's environment, when it starts.
     pub env: BTreeMap<String, String>,
@@ -129,6 +134,7 @@ impl UpstreamConfig {
             command,
             url: None,
             headers: BTreeMap::new(),
+            oauth: None,
             env: BTreeMap::new(),
             secrets_file: None,
             tools: None,
@@ -569,15 +575,27 @@ impl Upstream {
                     let value = crate::http::SecretValue::literal(value.clone());
                     secrets.extend(value.secrets().map(str::to_owned));
                 }
+                let oauth = self.oauth_source(&mut secrets)?;
                 let shared = Arc::clone(&self.shared);
                 let hooks = stream::HttpHooks {
                     changed: self.on_list_changed(me),
                     heard: self.on_surface_news(me),
                     ended: Arc::new(move |why: &str| shared.ended(number, why)),
                 };
+                let credentials = Credentials::new(&secrets);
+                let bearer = oauth.map(|source| {
+                    Arc::new(oauth::Bearer::new(
+                        &self.name,
+                        source,
+                        Arc::new(crate::clock::SystemClock),
+                        self.config.timeout,
+                        credentials.clone(),
+                    ))
+                });
                 Ok(Connection::Http(
                     http_client::HttpClient::new(&self.name, url, headers)
-                        .stripping(Credentials::new(&secrets))
+                        .stripping(credentials)
+                        .bearing(bearer)
                         .hooked(hooks)
                         .keeping_late(Arc::clone(&self.late)),
                 ))
@@ -644,6 +662,31 @@ impl Upstream {
     /// the secrets file added to `secrets_seen` (to strip from what the upstream
     /// answers). Text written out in the configuration is not a credential, as in
     /// the `http` provider's config: `DEBUG = "true"` is a setting.
+    /// Where its OAuth tokens come from, if it has `oauth`: `client_id` and
+    /// `client_secret` filled in as `headers` are, the secret (and what filled it
+    /// in) added to `secrets`.
+    fn oauth_source(&self, secrets: &mut Vec<String>) -> Result<Option<oauth::Source>, String> {
+        let Some(config) = &self.config.oauth else {
+            return Ok(None);
+        };
+        let (id, secret) = match config {
+            UpstreamOAuth::ClientCredentials(grant) => {
+                let client = BTreeMap::from([
+                    ("client_id".to_owned(), grant.client_id.clone()),
+                    ("client_secret".to_owned(), grant.client_secret.clone()),
+                ]);
+                let filled: BTreeMap<String, String> = self
+                    .filled_in("oauth", &client, secrets)?
+                    .into_iter()
+                    .collect();
+                secrets.push(filled["client_secret"].clone());
+                (filled["client_id"].clone(), filled["client_secret"].clone())
+            }
+            UpstreamOAuth::TokenFile(_) => (String::new(), String::new()),
+        };
+        Ok(Some(oauth::Source::of(config, &id, &secret)))
+    }
+
     fn filled_in(
         &self,
         what: &str,

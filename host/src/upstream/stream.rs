@@ -74,6 +74,8 @@ pub(super) struct Stream {
     pub(super) protocol: Option<String>,
     /// Stripped from everything it says before anything reads it.
     pub(super) credentials: Credentials,
+    /// The session's OAuth access tokens (the one held is sent), if it has `oauth`.
+    pub(super) bearer: Option<Arc<super::oauth::Bearer>>,
     pub(super) hooks: HttpHooks,
     /// Set when the session is replaced or its client dropped.
     pub(super) stop: Arc<AtomicBool>,
@@ -142,6 +144,14 @@ impl Stream {
         }
     }
 
+    /// `builder` with the access token the session holds now, if it has one.
+    fn bearing(&self, builder: ureq::http::request::Builder) -> ureq::http::request::Builder {
+        match self.bearer.as_ref().and_then(|b| b.held()) {
+            Some(token) => builder.header("Authorization", format!("Bearer {token}")),
+            None => builder,
+        }
+    }
+
     /// `GET` with the session's headers.
     fn open(&self) -> Opened {
         let request = with_session(
@@ -152,8 +162,8 @@ impl Stream {
             self.session.as_deref(),
             self.protocol.as_deref(),
             &self.headers,
-        )
-        .body(());
+        );
+        let request = self.bearing(request).body(());
         let request = match request {
             Ok(request) => request,
             Err(e) => return Opened::Refused(e.to_string()),
@@ -243,8 +253,8 @@ impl Stream {
             self.session.as_deref(),
             self.protocol.as_deref(),
             &self.headers,
-        )
-        .body(body.as_bytes());
+        );
+        let request = self.bearing(request).body(body.as_bytes());
         if let Ok(request) = request {
             let request = self
                 .agent
