@@ -427,7 +427,9 @@ impl HttpClient {
                 super::client::answer_for_client(&self.wire.upstream, asks, &note, false)
             {
                 // Not answered: the upstream's own request fails, and its tool with it.
-                let _ = self.wire.post(&reply, timeout, None, None, false, &mut |_| {});
+                let _ = self
+                    .wire
+                    .post(&reply, timeout, None, None, false, &mut |_| {});
             }
         } else if super::log_messages::is_log(&note) {
             match progress_of {
@@ -558,8 +560,12 @@ impl HttpClient {
                         // is refused (no call's client to ask), a log message goes
                         // to the host's log, progress is dropped.
                         None if note.get("id").is_some() => {
-                            let reply =
-                                super::client::answer_for_client(&wire.upstream, None, &note, false);
+                            let reply = super::client::answer_for_client(
+                                &wire.upstream,
+                                None,
+                                &note,
+                                false,
+                            );
                             if let Some(reply) = reply {
                                 let _ = wire.post(&reply, timeout, None, None, false, &mut |_| {});
                             }

@@ -14,8 +14,8 @@ use serde_json::Value;
 use ureq::Agent;
 use ureq::http::Request;
 
-use super::client::{Heard, ListChanged, is_surface_news};
 use super::client::reply_to_request;
+use super::client::{Heard, ListChanged, is_surface_news};
 use super::credentials::Credentials;
 use super::log_field::field;
 use super::sse::{Events, MAX_EVENT_BYTES};
