@@ -1348,6 +1348,7 @@ mod latency {
             class: "keyed",
             operation: "op",
             fingerprint: fp,
+            ends_by: None,
             now: 1,
         };
         j.claim_attempt(&effect, &lease, Some(&record), &[])

@@ -143,6 +143,11 @@ const MIGRATIONS: &[&str] = &[
         role           TEXT NOT NULL CHECK (role IN ('agent', 'viewer', 'operator'))
     );
     "#,
+    // 11 -> 12: what can end an unkeyed effect's unknown outcome, decided by the
+    // guard at the claim (the SQLite journal's version 14). Additive.
+    r#"
+    ALTER TABLE effects ADD COLUMN ends_by TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

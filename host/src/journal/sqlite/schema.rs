@@ -219,6 +219,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );
     INSERT INTO journal_meta (name, value) VALUES ('id', lower(hex(randomblob(16))));
     "#,
+    // 13 -> 14: what can end an unkeyed effect's unknown outcome (`probe NAME`,
+    // `ask_person`, `person`), decided by the guard at the claim, so that `journal
+    // --unresolved` and the console say it without loading the tool. Additive: a
+    // host of version 10 never reads it (its effects show as before).
+    r#"
+    ALTER TABLE effects ADD COLUMN ends_by TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.
