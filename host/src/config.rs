@@ -365,8 +365,11 @@ struct RawRetry {
     max_retry_after_ms: Option<u64>,
 }
 
-/// [`Config::pending_of`] where there may be no configuration: without one, an
-/// unkeyed effect waits for a `person`.
+/// [`Config::pending_of`] where there may be no configuration: an upstream's probe
+/// configured now, else what the guard journaled at the effect's claim (its
+/// provider's probe or its tool's own `reconcile`, the person behind the agent, or
+/// a person), else (an effect claimed by an older host) what the configuration
+/// suggests; without any, a `person`.
 pub fn pending_of(config: Option<&Config>, effect: &crate::journal::UnresolvedEffect) -> String {
     if effect.class != "unkeyed" {
         return "retry".into();
@@ -379,6 +382,12 @@ pub fn pending_of(config: Option<&Config>, effect: &crate::journal::UnresolvedEf
         && let Some(probe) = upstream.probes.get(&effect.operation)
     {
         return format!("probe {name}.{}", probe.tool);
+    }
+    match effect.ends_by.as_deref() {
+        Some(probe) if probe.starts_with("probe ") => return probe.to_owned(),
+        Some("ask_person") => return "person (asked at the call's retry)".into(),
+        Some("person") => return "person".into(),
+        _ => {}
     }
     let asks = upstream.is_some_and(|(_, u)| u.ask_person.contains_key(&effect.operation))
         || config.is_some_and(|c| c.ask_person.contains_key(&effect.tool));

@@ -365,3 +365,49 @@ fn the_sweeper_decides_what_a_probe_can_on_a_postgres_journal() {
     };
     the_sweeper_decides_what_a_probe_can(&cluster.database());
 }
+
+/// `journal --unresolved` says what can end each unknown as the guard decided it at
+/// the claim, without loading the tool: the tool's own `reconcile` for the mail, a
+/// person for the refund of a tool without one (the CLI said `person` for both).
+#[test]
+fn journal_unresolved_names_the_tools_reconcile_as_what_the_mail_waits_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state.db");
+    let smtp = UnkeyedMailer::new(Mood::LosesTheAnswer);
+    let payments = Arc::new(crate::support::FakePayments::with_class(
+        ProviderClass::Unkeyed,
+        crate::support::Fault::AlwaysTimeout,
+    ));
+    let host = justonce::Host::builder()
+        .database(&db)
+        .runtime(RUNTIME.clone())
+        .retry_policy(justonce::RetryPolicy::immediate(1))
+        .provider("smtp", smtp.clone())
+        .provider("payments", payments.clone())
+        .build()
+        .unwrap();
+    assert!(host.call(&mail("invoice")).is_err());
+    let refund = CallRequest::new("payments_refund", r#"{"order_id":5,"amount_cents":500}"#)
+        .conversation("c");
+    assert!(host.call(&refund).is_err());
+
+    let listed =
+        crate::support::process::justonce(&db, &["journal", "--unresolved", "--json"], None);
+    assert_eq!(listed.status.code(), Some(0), "{listed:?}");
+    let listed = crate::support::process::json_of(&listed);
+    let pending = |tool: &str| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["tool"] == tool)
+            .unwrap_or_else(|| panic!("{tool} in {listed}"))["pending"]
+            .clone()
+    };
+    assert_eq!(
+        pending("reconcile_mail"),
+        "probe reconcile_mail.reconcile",
+        "{listed}"
+    );
+    assert_eq!(pending("payments_refund"), "person", "{listed}");
+}

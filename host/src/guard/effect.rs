@@ -401,6 +401,9 @@ impl EffectSession {
         let key = keys::effect_key(&self.invocation, self.entropy.seed.generation(), seq);
         let _span = spans::effect(&self.invocation, &key, seq, provider_name, operation).entered();
         let invocation = self.invocation.clone();
+        // Decided once, here: what `journal --unresolved` says can end it.
+        let ends_by = (class == ProviderClass::Unkeyed)
+            .then(|| self.unkeyed_ends_by_journaled(provider, operation, payload));
         let new = NewEffect {
             key: &key,
             invocation: &invocation,
@@ -409,6 +412,7 @@ impl EffectSession {
             class: class.as_str(),
             operation,
             fingerprint: &fingerprint,
+            ends_by: ends_by.as_deref(),
             now: self.shared.clock.now_ms(),
         };
 
@@ -1257,12 +1261,45 @@ impl EffectSession {
     /// behind the agent, asked at the retry, where the tool opts in; else only a
     /// person resolving it.
     fn unkeyed_ends_by(&self, provider: &dyn Provider, operation: &str, payload: &Value) -> EndsBy {
-        if provider.probe_of(operation, payload).is_some() || self.tool_probe.is_some() {
+        if self.probe_name(provider, operation, payload).is_some() {
             EndsBy::Probe
         } else if self.person_question(provider, operation, payload).is_some() {
             EndsBy::AskPerson
         } else {
             EndsBy::Person
+        }
+    }
+
+    /// The probe a retry asks about an unkeyed effect whose outcome is unknown: its
+    /// provider's (`ledger.recorded`, `http SERVICE status`), else its tool's own
+    /// (`TOOL.reconcile`).
+    fn probe_name(
+        &self,
+        provider: &dyn Provider,
+        operation: &str,
+        payload: &Value,
+    ) -> Option<String> {
+        provider.probe_of(operation, payload).or_else(|| {
+            self.tool_probe
+                .as_ref()
+                .map(|_| format!("{}.reconcile", self.tool))
+        })
+    }
+
+    /// [`Self::unkeyed_ends_by`] as the journal keeps it at the claim
+    /// ([`NewEffect::ends_by`]): `probe NAME`, `ask_person` or `person`.
+    fn unkeyed_ends_by_journaled(
+        &self,
+        provider: &dyn Provider,
+        operation: &str,
+        payload: &Value,
+    ) -> String {
+        match self.probe_name(provider, operation, payload) {
+            Some(probe) => format!("probe {probe}"),
+            None => self
+                .unkeyed_ends_by(provider, operation, payload)
+                .as_str()
+                .to_owned(),
         }
     }
 }

@@ -179,6 +179,10 @@ pub struct UnresolvedEffect {
     /// on it, which the next retry of the same call resumes under the same key (or
     /// `justonce abandon` closes).
     pub class: String,
+    /// What can end an unkeyed one, as the guard journaled it at the claim
+    /// (`NewEffect::ends_by`); `None` for one claimed before it was journaled.
+    #[serde(skip)]
+    pub ends_by: Option<String>,
     /// What an unkeyed one waits for, where the configuration is known (`journal
     /// --unresolved`): `probe UPSTREAM.TOOL`, asked at its call's next retry, or
     /// `person`.

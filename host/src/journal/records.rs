@@ -230,6 +230,11 @@ pub struct NewEffect<'a> {
     pub operation: &'a str,
     /// The fingerprint of provider, operation and payload.
     pub fingerprint: &'a Fingerprint,
+    /// What can end the effect's outcome should it become unknown, decided by the
+    /// guard at the claim (an unkeyed effect's only): `probe NAME` (the provider's
+    /// probe or the tool's `reconcile`, asked at the call's retry), `ask_person` or
+    /// `person`. Shown by `journal --unresolved` and the console.
+    pub ends_by: Option<&'a str>,
     /// The current time (ms).
     pub now: i64,
 }

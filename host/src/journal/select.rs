@@ -135,6 +135,7 @@ fn stuck_keyed(entries: &[JournalEntry], now: i64) -> Vec<UnresolvedEffect> {
                     last_error: f.last_error.clone(),
                     updated_at: f.updated_at,
                     class: "keyed".into(),
+                    ends_by: None,
                     pending: None,
                 })
         })

@@ -1,6 +1,9 @@
-//! A Python tool's own probe (`export(tool, reconcile=…)`, built against the
-//! `reconciling-tool` world) decides as the Rust guest's does: the mail whose answer
-//! was lost is found, and the retry goes on from it, nothing sent again.
+//! A Python tool's own probe (`export(tool, reconcile=…)`) and a JavaScript tool's
+//! (`reconciler(…)`), built against the `reconciling-tool` world, decide as the Rust
+//! guest's does: the mail whose answer was lost is found, and the retry goes on from
+//! it, nothing sent again.
+
+use std::path::Path;
 
 use std::sync::Arc;
 
@@ -15,9 +18,23 @@ use crate::support::{success, test_host};
 fn a_python_tools_reconcile_finds_the_mail_sent_and_the_retry_goes_on() {
     let wasm = toolchain::build_python_world("tests/guests_lang/reconcile_py", "reconciling-tool")
         .unwrap_or_else(|e| panic!("cannot build the Python tool: {e}"));
+    finds_the_mail_sent_and_the_retry_goes_on(&wasm, "reconcile_mail_py");
+}
+
+#[test]
+fn a_javascript_tools_reconcile_finds_the_mail_sent_and_the_retry_goes_on() {
+    let wasm = toolchain::build_js_world("tests/guests_lang/reconcile_js", "reconciling-tool")
+        .unwrap_or_else(|e| panic!("cannot build the JavaScript tool: {e}"));
+    finds_the_mail_sent_and_the_retry_goes_on(&wasm, "reconcile_mail_js");
+}
+
+/// The tool `name` of the component `wasm` mails once, its answer is lost; the retry
+/// asks its `reconcile`, which finds the mail under the effect's key, and goes on
+/// from it: one mail, nothing unresolved.
+fn finds_the_mail_sent_and_the_retry_goes_on(wasm: &Path, name: &str) {
     let mut runtime = Runtime::new(limits()).expect("runtime");
     runtime.set_compile_cache(state_dir().join("cache"));
-    assert!(runtime.load_file(&wasm).expect("loads").reconciles());
+    assert!(runtime.load_file(wasm).expect("loads").reconciles());
     let smtp = UnkeyedMailer::new(Mood::LosesTheAnswer);
     let t = test_host(|b| {
         b.runtime(Arc::new(runtime))
@@ -25,7 +42,7 @@ fn a_python_tools_reconcile_finds_the_mail_sent_and_the_retry_goes_on() {
             .provider("smtp", smtp.clone())
     });
     let call = CallRequest::new(
-        "reconcile_mail_py",
+        name,
         json!({ "to": "ada@example.com", "subject": "invoice" }).to_string(),
     )
     .conversation("c");

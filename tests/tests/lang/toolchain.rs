@@ -160,6 +160,12 @@ pub fn build_python_world(dir: &str, world: &str) -> Result<PathBuf, String> {
 /// Builds the JavaScript tool `dir/tool.js` (relative to the root) with the SDK of
 /// `guest-sdk/js`.
 pub fn build_js(dir: &str) -> Result<PathBuf, String> {
+    build_js_world(dir, "tool")
+}
+
+/// [`build_js`] against the WIT world `world` (`reconciling-tool` for a tool with
+/// its own probe).
+pub fn build_js_world(dir: &str, world: &str) -> Result<PathBuf, String> {
     let name = Path::new(dir)
         .file_name()
         .unwrap()
@@ -181,17 +187,8 @@ pub fn build_js(dir: &str) -> Result<PathBuf, String> {
                 Command::new(componentize_js)
                     .current_dir(root())
                     .arg(format!("{dir}/tool.js"))
-                    .args([
-                        "--wit",
-                        "wit",
-                        "-n",
-                        "tool",
-                        "-d",
-                        "http",
-                        "-d",
-                        "fetch-event",
-                        "-o",
-                    ])
+                    .args(["--wit", "wit", "-n", world])
+                    .args(["-d", "http", "-d", "fetch-event", "-o"])
                     .arg(out),
                 "see guest-sdk/js/README.md",
             )

@@ -178,6 +178,7 @@ impl EffectSession {
             class: ProviderClass::Keyed.as_str(),
             operation,
             fingerprint: &fingerprint,
+            ends_by: None,
             now: self.shared.clock.now_ms(),
         };
         let claimed = self.shared.journal.claim_attempt(

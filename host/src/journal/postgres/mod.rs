@@ -1350,6 +1350,7 @@ mod latency {
             class: "keyed",
             operation: "op",
             fingerprint: fp,
+            ends_by: None,
             now: 1,
         };
         j.claim_attempt(&effect, &lease, Some(&record), &[])

@@ -652,8 +652,10 @@ pub(super) fn claim_first_in(
                 RETURNING key
              ), claimed AS (
                 INSERT INTO effects (key, invocation_key, seq, provider, class, operation,
-                                     fingerprint, state, attempts, created_at, updated_at)
-                SELECT $12, key, $13, $14, $15, $16, $17, 'pending', 1, $18, $18 FROM created
+                                     fingerprint, state, attempts, created_at, updated_at,
+                                     ends_by)
+                SELECT $12, key, $13, $14, $15, $16, $17, 'pending', 1, $18, $18, $20
+                  FROM created
                 RETURNING key, attempts
              )
              SELECT c.key, c.attempts, early.cancelled FROM early LEFT JOIN claimed c ON TRUE"
@@ -680,6 +682,7 @@ pub(super) fn claim_first_in(
             // The component that ran the first run, as every other first write
             // records it (`insert_in`).
             &record.component,
+            &effect.ends_by,
         ],
     )?;
     // Nothing written: the record exists already, or the call was cancelled before
@@ -722,8 +725,8 @@ pub(super) fn claim_in(
     }
     tx.execute(
         "INSERT INTO effects (key, invocation_key, seq, provider, class, operation, fingerprint,
-                              state, attempts, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 0, $8, $8)
+                              state, attempts, created_at, updated_at, ends_by)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 0, $8, $8, $9)
          ON CONFLICT DO NOTHING",
         &[
             &effect.key.as_str(),
@@ -734,6 +737,7 @@ pub(super) fn claim_in(
             &effect.operation,
             &effect.fingerprint.as_str(),
             &effect.now,
+            &effect.ends_by,
         ],
     )?;
     // An attempt consumes a person's `not_performed` resolution.
@@ -1084,7 +1088,7 @@ pub(super) fn unresolved_in(
         .query(
             concat!(
                 r#"SELECT e.key, e.invocation_key, i.scope, i.tool, e.seq, e.provider, e.operation,
-                    e.attempts, e.last_error, e.updated_at
+                    e.attempts, e.last_error, e.updated_at, e.ends_by
                FROM effects e JOIN invocations i ON i.key = e.invocation_key
               WHERE e.state = 'pending' AND e.class = 'unkeyed' AND e.resolution IS NULL
                 AND NOT (i.state = 'running' AND i.lease_expires_at > "#,
@@ -1108,6 +1112,7 @@ pub(super) fn unresolved_in(
             last_error: r.get(8),
             updated_at: r.get(9),
             class: "unkeyed".into(),
+            ends_by: r.get(10),
             pending: None,
         })
         .collect())

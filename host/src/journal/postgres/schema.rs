@@ -165,6 +165,11 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER early_cancel_binds AFTER INSERT ON invocations
         FOR EACH ROW EXECUTE FUNCTION early_cancel_binds();
     "#,
+    // 12 -> 13: what can end an unkeyed effect's unknown outcome, decided by the
+    // guard at the claim (the SQLite journal's version 15). Additive.
+    r#"
+    ALTER TABLE effects ADD COLUMN ends_by TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -70,8 +70,8 @@ pub(super) fn insert(
 ) -> rusqlite::Result<()> {
     conn.prepare_cached(
         "INSERT INTO effects (key, invocation_key, seq, provider, class, operation, fingerprint,
-                              state, attempts, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?9)
+                              state, attempts, created_at, updated_at, ends_by)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9, ?9, ?10)
          ON CONFLICT DO NOTHING",
     )?
     .execute(params![
@@ -86,7 +86,8 @@ pub(super) fn insert(
             EffectState::Pending => "pending",
             EffectState::Done => "done",
         },
-        e.now
+        e.now,
+        e.ends_by
     ])?;
     Ok(())
 }

@@ -14,6 +14,7 @@ pub(super) struct OwnedEffect {
     class: String,
     operation: String,
     fingerprint: Fingerprint,
+    ends_by: Option<String>,
     now: i64,
 }
 
@@ -27,6 +28,7 @@ impl OwnedEffect {
             class: e.class.to_owned(),
             operation: e.operation.to_owned(),
             fingerprint: e.fingerprint.clone(),
+            ends_by: e.ends_by.map(str::to_owned),
             now: e.now,
         }
     }
@@ -40,6 +42,7 @@ impl OwnedEffect {
             class: &self.class,
             operation: &self.operation,
             fingerprint: &self.fingerprint,
+            ends_by: self.ends_by.as_deref(),
             now: self.now,
         }
     }

@@ -16,7 +16,7 @@ pub(super) fn unresolved_in(
         {
             let mut stmt = conn.prepare_cached(
                 "SELECT e.key, e.invocation_key, i.scope, i.tool, e.seq, e.provider, e.operation,
-                        e.attempts, e.last_error, e.updated_at
+                        e.attempts, e.last_error, e.updated_at, e.ends_by
                    FROM effects e JOIN invocations i ON i.key = e.invocation_key
                   WHERE e.state = 'pending' AND e.class = 'unkeyed' AND e.resolution IS NULL
                     AND NOT (i.state = 'running' AND i.lease_expires_at > ?1)
@@ -36,6 +36,7 @@ pub(super) fn unresolved_in(
                     last_error: r.get(8)?,
                     updated_at: r.get(9)?,
                     class: "unkeyed".into(),
+                    ends_by: r.get(10)?,
                     pending: None,
                 })
             })?

@@ -236,6 +236,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
       DELETE FROM early_cancels WHERE key = NEW.key;
     END;
     "#,
+    // 14 -> 15: what can end an unkeyed effect's unknown outcome (`probe NAME`,
+    // `ask_person`, `person`), decided by the guard at the claim, so that `journal
+    // --unresolved` and the console say it without loading the tool. Additive: a
+    // host of version 10 never reads it (its effects show as before).
+    r#"
+    ALTER TABLE effects ADD COLUMN ends_by TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

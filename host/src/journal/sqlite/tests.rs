@@ -124,6 +124,7 @@ fn after_a_failed_fsync_the_journal_refuses_every_write_and_says_why() {
             class: "keyed",
             operation: "op",
             fingerprint: &fp,
+            ends_by: None,
             now: 4,
         },
         &Lease {
@@ -403,6 +404,7 @@ fn pages_per_commit() {
                 class: "keyed",
                 operation: "op",
                 fingerprint: &fp,
+                ends_by: None,
                 now: 1,
             };
             let claimed = j
