@@ -108,7 +108,15 @@ fn a_drained_host_hands_its_hung_call_over_to_the_next_hosts_retry(db: &str) {
     // SIGTERM to A: it drains (not ready), waits out its drain timeout with the
     // refund still hung, hands the call over and exits 0.
     host_a.send_term();
-    let (status, body) = probe(host_a.addr, "/readyz");
+    // Not ready once it took the signal (which a loaded machine may deliver late).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (status, body) = loop {
+        let (status, body) = probe(host_a.addr, "/readyz");
+        if status != 200 || Instant::now() > deadline {
+            break (status, body);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
     assert_eq!((status, body.as_str()), (503, "draining\n"));
     let (code, log_a) = host_a.wait_for_log();
     let drain_ended = Instant::now();

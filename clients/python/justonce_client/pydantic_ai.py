@@ -64,6 +64,9 @@ def _toolset(transport: Any, conversation: Conversation, options: dict[str, Any]
 
     options.setdefault("max_retries", MAX_RETRIES)
     options.setdefault("read_timeout", READ_TIMEOUT_S)
+    # pydantic-ai's own is 5 s: a host starting cold (its components compiled, its
+    # journal opened, its upstreams started) may take longer to answer `initialize`.
+    options.setdefault("init_timeout", READ_TIMEOUT_S)
     toolset = MCPToolset(transport, process_tool_call=in_conversation, **options)
     made.append(toolset)
     return toolset
