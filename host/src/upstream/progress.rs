@@ -164,6 +164,32 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The time a call's client takes over what the upstream asked (a person
+    /// reading a question) is not the upstream's: the wait for the answer goes on
+    /// past the first deadline by that much. The person here takes 1.5 s of a 1 s
+    /// budget; the answer comes 10 ms after they are done, which a fixed deadline
+    /// (passed by then) would miss.
+    #[test]
+    fn the_time_the_client_takes_over_a_question_moves_the_deadline_on() {
+        let (tx, rx) = std::sync::mpsc::channel::<Value>();
+        tx.send(json!({ "method": "elicitation/create", "id": 1 }))
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let answered = await_answer(&rx, deadline, None, |message| {
+            if message.get("method").is_none() {
+                return Err(message);
+            }
+            std::thread::sleep(Duration::from_millis(1500));
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(10));
+                let _ = tx.send(json!({ "id": 7, "result": {} }));
+            });
+            Ok(None)
+        });
+        assert_eq!(answered.unwrap()["id"], 7);
+    }
+
     #[test]
     fn a_flood_is_a_burst_then_one_per_interval_and_the_last_report_wins() {
         let start = Instant::now();
