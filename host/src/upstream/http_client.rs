@@ -172,21 +172,27 @@ pub(crate) struct HttpClient {
     late: Arc<LateAnswers>,
 }
 
+/// The HTTP agent of a connection to an upstream (and its token endpoint): every
+/// status is an answer, redirects are not followed, justonce names itself.
+pub(super) fn agent() -> Agent {
+    let config = Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .max_redirects_will_error(false)
+        .user_agent(concat!("justonce/", env!("CARGO_PKG_VERSION")))
+        .build();
+    Agent::new_with_config(config)
+}
+
 impl HttpClient {
     /// A client of the server at `url`, sending `headers` with every request.
     pub(crate) fn new(upstream: &str, url: &str, headers: Vec<(String, String)>) -> Self {
-        let config = Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .max_redirects_will_error(false)
-            .user_agent(concat!("justonce/", env!("CARGO_PKG_VERSION")))
-            .build();
         Self {
             wire: Arc::new(Wire {
                 upstream: upstream.to_owned(),
                 url: url.to_owned(),
                 headers,
-                agent: Agent::new_with_config(config),
+                agent: agent(),
                 session: Mutex::new(None),
                 protocol: Mutex::new(None),
                 alive: Arc::new(AtomicBool::new(true)),

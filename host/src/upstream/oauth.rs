@@ -142,16 +142,10 @@ impl Bearer {
         timeout: Duration,
         credentials: Credentials,
     ) -> Self {
-        let config = Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .max_redirects_will_error(false)
-            .user_agent(concat!("justonce/", env!("CARGO_PKG_VERSION")))
-            .build();
         Self {
             upstream: upstream.to_owned(),
             source,
-            agent: Agent::new_with_config(config),
+            agent: super::http_client::agent(),
             clock,
             timeout,
             credentials,

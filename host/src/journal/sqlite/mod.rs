@@ -763,25 +763,11 @@ impl Journal for SqliteJournal {
         // BEGIN IMMEDIATE: a second host waits for the first's commit, then finds
         // its run recorded.
         let ran = self.transaction(|tx| {
-            let last: Option<(String, Option<i64>)> = tx
-                .query_row(
-                    "SELECT value, at FROM journal_meta WHERE name = ?1",
-                    [schedule::GC_ROW],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
-            if let Some((by, Some(last))) = last
-                && !schedule::due(Some(last), now, every_ms)
-            {
+            // Taken and collected in one transaction: a failed gc takes no turn.
+            if let Turn::NotDue { last, by } = turn_in(tx, schedule::GC_ROW, now, every_ms, by)? {
                 return Ok(Err(ScheduledGc::NotDue { last, by }));
             }
-            let report = journal::gc_in(tx, now, default_retention_ms)?;
-            tx.execute(
-                "INSERT INTO journal_meta (name, value, at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (name) DO UPDATE SET value = excluded.value, at = excluded.at",
-                rusqlite::params![schedule::GC_ROW, by, now],
-            )?;
-            Ok(Ok(report))
+            Ok(Ok(journal::gc_in(tx, now, default_retention_ms)?))
         })?;
         match ran {
             Ok(report) => {
@@ -795,27 +781,8 @@ impl Journal for SqliteJournal {
     fn take_turn(&self, row: &str, now: i64, every_ms: i64, by: &str) -> Result<Turn> {
         // BEGIN IMMEDIATE: a second host waits for the first's commit, then finds
         // its turn recorded.
-        let turn = self.transaction(|tx| {
-            let last: Option<(String, Option<i64>)> = tx
-                .query_row(
-                    "SELECT value, at FROM journal_meta WHERE name = ?1",
-                    [row],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()?;
-            if let Some((by, Some(last))) = last
-                && !schedule::due(Some(last), now, every_ms)
-            {
-                return Ok(Err(Turn::NotDue { last, by }));
-            }
-            tx.execute(
-                "INSERT INTO journal_meta (name, value, at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (name) DO UPDATE SET value = excluded.value, at = excluded.at",
-                rusqlite::params![row, by, now],
-            )?;
-            Ok(Ok(Turn::Taken { at: now }))
-        })?;
-        Ok(turn.unwrap_or_else(|not_due| not_due))
+        let turn = self.transaction(|tx| Ok(Ok::<_, ()>(turn_in(tx, row, now, every_ms, by)?)))?;
+        Ok(turn.unwrap_or_else(|()| unreachable!("never refused")))
     }
 
     fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>> {
@@ -987,3 +954,34 @@ impl Journal for SqliteJournal {
 
 #[cfg(test)]
 mod tests;
+
+/// Takes the turn at the chore of `journal_meta` row `row` for `by` in `tx`, if its
+/// last turn, by any host, was `every_ms` or more before `now`, or never (see
+/// [`Journal::take_turn`]); the caller's transaction (BEGIN IMMEDIATE) makes a
+/// second host wait for the first's commit and find the turn taken.
+fn turn_in(
+    tx: &rusqlite::Transaction<'_>,
+    row: &str,
+    now: i64,
+    every_ms: i64,
+    by: &str,
+) -> rusqlite::Result<Turn> {
+    let last: Option<(String, Option<i64>)> = tx
+        .query_row(
+            "SELECT value, at FROM journal_meta WHERE name = ?1",
+            [row],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    if let Some((by, Some(last))) = last
+        && !schedule::due(Some(last), now, every_ms)
+    {
+        return Ok(Turn::NotDue { last, by });
+    }
+    tx.execute(
+        "INSERT INTO journal_meta (name, value, at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (name) DO UPDATE SET value = excluded.value, at = excluded.at",
+        rusqlite::params![row, by, now],
+    )?;
+    Ok(Turn::Taken { at: now })
+}
