@@ -38,6 +38,7 @@ use ureq::http::Request;
 
 use super::client::{ClientError, Waiting, initialize_params, no_answer_within};
 use super::credentials::Credentials;
+use super::http_agent::agent;
 use super::late::LateAnswers;
 use super::oauth::{Bearer, TokenError};
 use super::progress;
@@ -170,18 +171,6 @@ pub(crate) struct HttpClient {
     followed: Arc<Followed>,
     /// Where the answers that came after their requester gave up are kept.
     late: Arc<LateAnswers>,
-}
-
-/// The HTTP agent of a connection to an upstream (and its token endpoint): every
-/// status is an answer, redirects are not followed, justonce names itself.
-pub(super) fn agent() -> Agent {
-    let config = Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .max_redirects_will_error(false)
-        .user_agent(concat!("justonce/", env!("CARGO_PKG_VERSION")))
-        .build();
-    Agent::new_with_config(config)
 }
 
 impl HttpClient {

@@ -145,7 +145,7 @@ impl Bearer {
         Self {
             upstream: upstream.to_owned(),
             source,
-            agent: super::http_client::agent(),
+            agent: super::http_agent::agent(),
             clock,
             timeout,
             credentials,
