@@ -45,7 +45,7 @@ use connection::Connection;
 use credentials::Credentials;
 use log_field::field;
 
-pub use oauth::{ClientCredentials, UpstreamOAuth};
+pub use oauth::{ClientAuth, ClientCredentials, UpstreamOAuth};
 pub use probes::UpstreamProbe;
 pub use provider::UpstreamProvider;
 pub use state::UpstreamState;
