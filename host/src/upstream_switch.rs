@@ -9,7 +9,7 @@
 //! disable or an enable taken on another host of the journal holds here within
 //! about that long. Nothing but an operator's enable (on any host) ends a disable.
 
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use crate::error::Result;
@@ -19,6 +19,17 @@ use crate::upstream::{Upstream, UpstreamState, Upstreams};
 /// How often a host reads the journal's disables while it lives: the longest a
 /// disable or enable taken on another host of the journal goes unheeded here.
 pub(crate) const FOLLOW_EVERY: Duration = Duration::from_secs(1);
+
+/// Held across a read of the journal's disables and its applying, and across an
+/// operator's journaled disable or enable and its applying: a read taken before an
+/// operator's write is never applied after it (it would undo it here until the next
+/// read).
+static SWITCHING: Mutex<()> = Mutex::new(());
+
+/// [`SWITCHING`], taken.
+fn switching() -> MutexGuard<'static, ()> {
+    SWITCHING.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// Brings each of `upstreams` to what `disables` says: disabled by whom the journal
 /// names; one disabled here that the journal no longer names (an operator enabled
@@ -47,6 +58,7 @@ pub(crate) fn follow_once(upstreams: &Upstreams, journal: &dyn Journal) -> Resul
     if upstreams.is_empty() {
         return Ok(());
     }
+    let _switching = switching();
     apply(upstreams, &journal.upstream_disables()?);
     Ok(())
 }
@@ -99,6 +111,7 @@ pub(crate) fn disable(
     by: &str,
     now: i64,
 ) -> Result<UpstreamDisable> {
+    let _switching = switching();
     let disable = journal.disable_upstream(upstream.name(), by, now)?;
     upstream.disable(&disable.by, disable.at);
     Ok(disable)
@@ -108,6 +121,7 @@ pub(crate) fn disable(
 /// started here (other hosts follow). Whether it was disabled (in the journal, or
 /// here only).
 pub(crate) fn enable(journal: &dyn Journal, upstream: &Upstream) -> Result<bool> {
+    let _switching = switching();
     let journaled = journal.enable_upstream(upstream.name())?;
     let here = upstream.enable();
     Ok(journaled || here)
