@@ -91,6 +91,20 @@ fn recorder_section(python: &Path, record: &Path) -> String {
     )
 }
 
+/// A gateway's directory whose `justonce.toml` offers the recorder as `rec`, and
+/// the file it records to; `None` (skipped) without Python, but under CI=true.
+fn recorder_gateway() -> Option<(tempfile::TempDir, PathBuf)> {
+    let python = needed("Python", &python())?;
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("record");
+    std::fs::write(
+        dir.path().join("justonce.toml"),
+        recorder_section(&python, &record),
+    )
+    .unwrap();
+    Some((dir, record))
+}
+
 /// Waits until the gateway lists the recorder's resources (it is ready).
 fn wait_until_listed(client: &mut HttpClient, stateless: bool) {
     let deadline = Instant::now() + WAIT;
@@ -155,16 +169,9 @@ impl Stream {
 /// was an unknown method (404, -32601).
 #[test]
 fn a_stateless_listen_stream_hears_its_upstream_resources_updates_and_unsubscribes_when_it_ends() {
-    let Some(python) = needed("Python", &python()) else {
+    let Some((dir, record)) = recorder_gateway() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let record = dir.path().join("record");
-    std::fs::write(
-        dir.path().join("justonce.toml"),
-        recorder_section(&python, &record),
-    )
-    .unwrap();
     let db = dir.path().join("state.db");
     let token = add_token(&db, "agent");
     let process = HttpProcess::spawn(&db, &[]);
@@ -347,4 +354,71 @@ fn a_deleted_or_expired_session_unsubscribes_upstream_what_only_it_held() {
     );
     expected.push("unsubscribe rec://x");
     wait_for_record(&record, &expected);
+}
+
+/// Over stdio, a stateless client ends its listen stream by cancelling its
+/// request: the upstream is unsubscribed, and the stream hears no more. Before,
+/// `subscriptions/listen` was an unknown method (-32601).
+#[test]
+fn a_stdio_listen_stream_cancelled_by_its_client_unsubscribes_upstream() {
+    use crate::support::mcp::McpProcess;
+    let Some((dir, record)) = recorder_gateway() else {
+        return;
+    };
+    let mut server = McpProcess::spawn(&dir.path().join("state.db"), &[], "warn");
+    let envelope = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let listed = server
+            .client
+            .request("resources/list", json!({ "_meta": envelope }));
+        if listed["result"]["resources"]
+            .as_array()
+            .is_some_and(|r| r.len() == 2)
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never listed: {listed}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let x = "justonce://rec/rec://x";
+    server.client.send_request(
+        json!("listen-1"),
+        "subscriptions/listen",
+        json!({ "notifications": { "resourceSubscriptions": [x] }, "_meta": envelope }),
+    );
+    let ack = server.client.next_message();
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        json!([x])
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "listen-1"
+    );
+    wait_for_record(&record, &["subscribe rec://x"]);
+    server.client.notify(
+        "notifications/cancelled",
+        json!({ "requestId": "listen-1" }),
+    );
+    wait_for_record(&record, &["subscribe rec://x", "unsubscribe rec://x"]);
+    // A read makes the recorder tell its news: nothing comes on the ended stream.
+    let read = server
+        .client
+        .request("resources/read", json!({ "uri": x, "_meta": envelope }));
+    assert_eq!(read["result"]["contents"][0]["uri"], x, "{read}");
+    let (after, _, _) = server.close();
+    assert!(
+        after
+            .iter()
+            .all(|m| m["method"] != "notifications/resources/updated"),
+        "{after:?}"
+    );
 }

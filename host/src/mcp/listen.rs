@@ -216,22 +216,31 @@ pub(crate) fn open(
 }
 
 /// The open listen streams of one stdio connection, by the id of the request that
-/// opened each: one ends when its client cancels that request, all when the
-/// connection ends.
+/// opened each (`None` while it is being opened): one ends when its client cancels
+/// that request, even while it is being opened, and all when the connection ends.
 #[derive(Debug, Default)]
-pub(crate) struct Listens(Mutex<HashMap<RequestId, Listening>>);
+pub(crate) struct Listens(Mutex<HashMap<RequestId, Option<Listening>>>);
 
 impl Listens {
-    fn lock(&self) -> MutexGuard<'_, HashMap<RequestId, Listening>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<RequestId, Option<Listening>>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Keeps the stream `id` open.
-    pub(crate) fn keep(&self, id: RequestId, listening: Listening) {
-        self.lock().insert(id, listening);
+    /// The stream `id` is being opened.
+    pub(crate) fn opening(&self, id: RequestId) {
+        self.lock().insert(id, None);
     }
 
-    /// Ends the stream `id`; whether there was one.
+    /// Keeps the stream `id` open, unless it was ended while it was being opened
+    /// (then it ends now).
+    pub(crate) fn keep(&self, id: RequestId, listening: Listening) {
+        if let Some(slot) = self.lock().get_mut(&id) {
+            *slot = Some(listening);
+        }
+    }
+
+    /// Ends the stream `id` (or forgets it, if it failed to open); whether there
+    /// was one.
     pub(crate) fn end(&self, id: &RequestId) -> bool {
         self.lock().remove(id).is_some()
     }

@@ -584,6 +584,8 @@ impl Server {
             Arc::clone(&self.catalog),
         );
         let (outbox, listens) = (Arc::clone(outbox), Arc::clone(listens));
+        listens.opening(id.clone());
+        let forget = (Arc::clone(&listens), Arc::clone(&outbox), id.clone());
         let spawned = std::thread::Builder::new()
             .name("justonce-mcp-listen".into())
             .spawn(move || {
@@ -591,11 +593,22 @@ impl Server {
                 let sink: listen::Sink = Arc::new(move |note: &Value| to.send(note));
                 match listen::open((&host, &relay, &catalog), &id, &params, sink) {
                     Ok(listening) => listens.keep(id, listening),
-                    Err(refused) => outbox.reply(&id, Err(refused)),
+                    Err(refused) => {
+                        listens.end(&id);
+                        outbox.reply(&id, Err(refused));
+                    }
                 }
             });
         if let Err(e) = spawned {
+            let (listens, outbox, id) = forget;
+            listens.end(&id);
             tracing::warn!("no thread for a subscriptions/listen stream: {e}");
+            let busy = ErrorData::new(
+                SERVER_BUSY,
+                "the server could not open the stream now; retry later",
+                Some(serde_json::json!({ "kind": "busy", "retry_safe": true })),
+            );
+            outbox.reply(&id, Err(busy));
         }
     }
 
