@@ -530,7 +530,10 @@ impl Guard {
     ///
     /// [`Journal::cancel`]: crate::journal::Journal::cancel
     pub(crate) fn cancel_task(&self, key: &InvocationKey) -> Result<Option<u64>> {
-        let generation = self.shared.journal.cancel(key)?;
+        let generation = self
+            .shared
+            .journal
+            .cancel(key, self.shared.clock.now_ms())?;
         self.shared.tasks.cancel(key.as_str(), generation);
         Ok(generation)
     }
