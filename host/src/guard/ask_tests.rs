@@ -950,6 +950,100 @@ impl Provider for AskingUpstream {
     }
 }
 
+/// An upstream whose request runs on past its first attempt (a transport that
+/// follows it), asking the call's client one question in each attempt: the
+/// second attempt either takes the request up, told of the question asked on it
+/// (`takes_up`), or sends it anew, and the upstream asks from its first question
+/// again.
+struct AsksAcrossAttempts {
+    takes_up: bool,
+    /// The questions the first attempt's client answered.
+    asked: Mutex<u32>,
+    replies: Mutex<Vec<crate::provider::ClientReply>>,
+}
+
+impl AsksAcrossAttempts {
+    fn ask(&self, client: &dyn crate::provider::ClientRequests, message: &str) {
+        let question = json!({
+            "message": message,
+            "requestedSchema": { "type": "object", "properties": { "confirm": { "type": "boolean" } } },
+        });
+        let reply = client.request("elicitation/create", &question, false);
+        self.replies.lock().unwrap().push(reply);
+    }
+}
+
+impl Provider for AsksAcrossAttempts {
+    fn class(&self) -> ProviderClass {
+        ProviderClass::Keyed
+    }
+
+    fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
+        let client = request
+            .client
+            .expect("the guard answers the upstream's requests");
+        if request.attempt == 1 {
+            self.ask(client, "First?");
+            *self.asked.lock().unwrap() = client.questions();
+            return Err(ProviderError::Unknown("no answer within 1 s".into()));
+        }
+        if self.takes_up {
+            client.taking_up(*self.asked.lock().unwrap());
+        } else {
+            self.ask(client, "First?");
+        }
+        self.ask(client, "Second?");
+        Ok(json!({ "paid": true }))
+    }
+}
+
+/// An upstream's second question on a request an attempt took up is the call's
+/// second question, asked once; the first is never asked again (before, the count
+/// started from zero on the taken-up request: the second question was read as a
+/// divergence from the first's record, and the call stopped). The opposite: a
+/// request sent anew asks its first question again, answered from the journal.
+#[test]
+fn an_upstreams_next_question_on_a_request_taken_up_follows_those_asked_on_it() {
+    for takes_up in [true, false] {
+        let mut runner = ScriptedRunner::default();
+        pay_tool(&mut runner, "upstream");
+        let upstream = Arc::new(AsksAcrossAttempts {
+            takes_up,
+            asked: Mutex::default(),
+            replies: Mutex::default(),
+        });
+        let h = host(runner, &[("upstream", upstream.clone())]);
+        let person = ScriptedAsker::new(vec![Reply::Now(accepted()), Reply::Now(accepted())]);
+
+        let told = call_asked(&h, &person, &pay(10)).unwrap();
+
+        assert!(
+            told.outcome.is_success(),
+            "takes up {takes_up}: {:?}",
+            told.outcome
+        );
+        let seqs: Vec<u32> = person
+            .asked
+            .borrow()
+            .iter()
+            .map(|(seq, _, _)| *seq)
+            .collect();
+        assert_eq!(
+            seqs,
+            [1, 2],
+            "takes up {takes_up}: each question asked once"
+        );
+        let replies = upstream.replies.lock().unwrap().clone();
+        assert!(
+            replies
+                .iter()
+                .all(|r| matches!(r, crate::provider::ClientReply::Result(_))),
+            "takes up {takes_up}: every question answered: {replies:?}"
+        );
+        assert_eq!(replies.len(), if takes_up { 2 } else { 3 });
+    }
+}
+
 /// An upstream's question answered by the person reaches the upstream only while
 /// the run holds its lease, once the answer is on record: here the person takes
 /// longer than the lease (the journal's clock), another host takes the call over,
@@ -1022,6 +1116,7 @@ on_postgres!(
     a_person_who_says_yes_with_the_state_they_were_given_ends_the_unknown_performed_by_name,
     a_person_who_declines_or_cannot_be_asked_leaves_it_unknown_and_a_no_sends_it_once_more,
     an_upstreams_question_answered_after_the_run_lost_its_lease_is_not_passed_on,
+    an_upstreams_next_question_on_a_request_taken_up_follows_those_asked_on_it,
 );
 
 #[test]

@@ -106,6 +106,9 @@ struct Follow {
     /// that one that gives up clears only its own place, never that of a later
     /// requester that took the request up meanwhile.
     waiter: u64,
+    /// The questions of the upstream's its requesters answered so far
+    /// ([`ClientRequests::questions`]), handed to the one that takes it up.
+    questions: u32,
 }
 
 /// The requests of a session followed by their threads, by request id.
@@ -476,7 +479,7 @@ impl HttpClient {
     ) -> Result<Posted, ClientError> {
         let (tx, rx) = channel();
         let own = id;
-        let id = match self.waiting_on(key, &tx, own) {
+        let id = match self.waiting_on(key, &tx, own, asks) {
             Waiting::Kept(answer) => return Ok(Posted::Answer(Some(answer))),
             Waiting::Earlier(earlier, _) => {
                 tracing::info!(target: "justonce::upstream", upstream = %self.wire.upstream, "a {method} under the same key is still running upstream: waiting for its answer rather than sending it again");
@@ -495,7 +498,10 @@ impl HttpClient {
             done => Err(done),
         });
         let heard = match heard {
-            Err(RecvTimeoutError::Timeout) => self.give_up(id, own, &rx, timeout),
+            Err(RecvTimeoutError::Timeout) => {
+                let questions = asks.map_or(0, |asks| asks.questions());
+                self.give_up((id, own), questions, &rx, timeout)
+            }
             heard => heard,
         };
         match heard {
@@ -512,8 +518,15 @@ impl HttpClient {
 
     /// What a request under `key` waits for: the answer kept for it, an earlier
     /// request under it still followed (its answer now goes to `to`, the requester
-    /// of request `own`), or a new one.
-    fn waiting_on(&self, key: &str, to: &Sender<Heard>, own: u64) -> Waiting {
+    /// of request `own`, whose `asks` is told the questions asked on it so far), or
+    /// a new one.
+    fn waiting_on(
+        &self,
+        key: &str,
+        to: &Sender<Heard>,
+        own: u64,
+        asks: Option<&dyn ClientRequests>,
+    ) -> Waiting {
         // Under the lock the thread of a request holds while it hands its answer on
         // or keeps it: an answer is either kept already or comes to `to`.
         let mut requests = self.followed.lock();
@@ -524,6 +537,9 @@ impl HttpClient {
             Some((id, follow)) => {
                 follow.to = Some(to.clone());
                 follow.waiter = own;
+                if let Some(asks) = asks {
+                    asks.taking_up(follow.questions);
+                }
                 Waiting::Earlier(*id, None)
             }
             None => Waiting::New,
@@ -557,6 +573,7 @@ impl HttpClient {
                     key: key.to_owned(),
                     to: Some(to),
                     waiter: id,
+                    questions: 0,
                 },
             );
         }
@@ -603,14 +620,15 @@ impl HttpClient {
         Ok(())
     }
 
-    /// The requester (of request `own`) waiting for request `id` gives up: its
+    /// The requester (of request `own`) waiting for request `id` gives up, having
+    /// answered `questions` of the upstream's ([`ClientRequests::questions`]): its
     /// thread reads on, and keeps the answer when it comes, unless another
     /// requester took it up since (it waits for it now). An answer that came
     /// meanwhile is taken instead.
     fn give_up(
         &self,
-        id: u64,
-        own: u64,
+        (id, own): (u64, u64),
+        questions: u32,
         rx: &Receiver<Heard>,
         timeout: Duration,
     ) -> Result<Heard, RecvTimeoutError> {
@@ -628,6 +646,7 @@ impl HttpClient {
             && follow.waiter == own
         {
             follow.to = None;
+            follow.questions = questions;
         }
         Err(RecvTimeoutError::Timeout)
     }
@@ -1193,7 +1212,7 @@ mod tests {
         let (unread, pending) = channel();
         unread.send(Heard::Note(note)).unwrap();
         assert!(matches!(
-            client.give_up(id, id, &pending, timeout),
+            client.give_up((id, id), 0, &pending, timeout),
             Err(RecvTimeoutError::Timeout)
         ));
         until("the request in the give-up refused", || {
@@ -1225,11 +1244,11 @@ mod tests {
         let second_id = client.next_id.fetch_add(1, Ordering::Relaxed);
         let (second, second_rx) = channel();
         assert!(matches!(
-            client.waiting_on("k", &second, second_id),
+            client.waiting_on("k", &second, second_id, None),
             Waiting::Earlier(earlier, None) if earlier == id
         ));
         assert!(matches!(
-            client.give_up(id, id, &first_rx, timeout),
+            client.give_up((id, id), 0, &first_rx, timeout),
             Err(RecvTimeoutError::Timeout)
         ));
 
@@ -1243,6 +1262,93 @@ mod tests {
             _ => panic!("the answer did not come to the requester that waits"),
         }
         assert_eq!(client.late.take("k"), None, "not kept late");
+    }
+
+    /// The call's client as a test sees it: it accepts every question, counts them
+    /// (from the count it is told when it takes a request up), and numbers them.
+    #[derive(Default)]
+    struct Counting {
+        asked: std::cell::Cell<u32>,
+        taken_up: std::cell::Cell<Option<u32>>,
+        numbers: std::cell::RefCell<Vec<(String, u32)>>,
+    }
+
+    impl ClientRequests for Counting {
+        fn request(&self, _: &str, params: &Value, _: bool) -> crate::provider::ClientReply {
+            self.asked.set(self.asked.get() + 1);
+            let message = params["message"].as_str().unwrap_or_default().to_owned();
+            self.numbers.borrow_mut().push((message, self.asked.get()));
+            crate::provider::ClientReply::Result(json!({ "action": "accept" }))
+        }
+        fn questions(&self) -> u32 {
+            self.asked.get()
+        }
+        fn taking_up(&self, questions: u32) {
+            self.taken_up.set(Some(questions));
+            self.asked.set(self.asked.get().max(questions));
+        }
+    }
+
+    /// The upstream's `elicitation/create` with id `id` asking `message`.
+    fn asking(id: u64, message: &str) -> Value {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "elicitation/create",
+            "params": { "message": message, "requestedSchema": { "type": "object" } } })
+    }
+
+    /// An attempt that takes up an earlier one's request (past its timeout) is told
+    /// how many of the upstream's questions were answered on it: the upstream's next
+    /// question is its second, not its first again (before, the count started from
+    /// zero, and the guard read the second question as a divergence from the
+    /// first's record, or answered it with the first's answer).
+    #[test]
+    fn an_attempt_that_takes_a_request_up_is_told_the_questions_asked_on_it() {
+        let (url, replies, told) = streaming_when_told();
+        let client = HttpClient::new("t", &url, Vec::new());
+        let call = |asks: &Counting, timeout: Duration| {
+            client.request(
+                "tools/call",
+                json!({}),
+                timeout,
+                (Some("k"), None),
+                Some(asks),
+            )
+        };
+        // The first question comes as soon as the request runs; the first attempt
+        // answers it, and gives up.
+        told.send(asking(90, "first")).unwrap();
+        let first = Counting::default();
+        let given_up = call(&first, Duration::from_secs(2));
+        assert!(
+            matches!(given_up, Err(ClientError::Lost(_))),
+            "{given_up:?}"
+        );
+        assert_eq!(*first.numbers.borrow(), [("first".to_owned(), 1)]);
+        until("the first answer POSTed", || {
+            replies.lock().unwrap().iter().any(|r| r["id"] == 90)
+        });
+
+        std::thread::scope(|scope| {
+            let second = scope.spawn(|| {
+                let second = Counting::default();
+                let answer = call(&second, Duration::from_secs(60));
+                (answer, second.taken_up.get(), second.numbers.take())
+            });
+            until("the second attempt took it up", || {
+                client.followed.lock().values().any(|f| f.to.is_some())
+            });
+            told.send(asking(91, "second")).unwrap();
+            told.send(json!({ "jsonrpc": "2.0", "id": 1, "result": { "n": 1 } }))
+                .unwrap();
+            let (answer, taken_up, numbers) = second.join().unwrap();
+            assert_eq!(answer, Ok(json!({ "n": 1 })));
+            assert_eq!(taken_up, Some(1), "told of the first question");
+            assert_eq!(numbers, [("second".to_owned(), 2)], "the second question");
+        });
+        assert_eq!(
+            client.late.take("k"),
+            None,
+            "answered in time, not kept late"
+        );
     }
 
     /// A request under a key past its timeout is followed: a later one under the
