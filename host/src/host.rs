@@ -363,6 +363,7 @@ impl Host {
                 report.aliases,
                 report.outbox,
                 report.mailbox,
+                report.early_cancels,
             ]);
             tracing::info!(
                 invocations = report.invocations,
@@ -370,6 +371,7 @@ impl Host {
                 aliases = report.aliases,
                 outbox = report.outbox,
                 mailbox = report.mailbox,
+                early_cancels = report.early_cancels,
                 every_s = every.as_secs(),
                 "scheduled gc removed {} expired call(s) and what they held",
                 report.invocations

@@ -83,6 +83,24 @@ pub trait ClientRequests {
     fn resumes(&self) -> bool {
         false
     }
+
+    /// How many of the downstream's questions to the person this attempt has
+    /// answered (or refused) so far, counting those of the earlier attempt it took
+    /// up; one it answers later ([`ClientReply::Later`]) is not counted, since the
+    /// attempt that takes it up is handed it again. A transport keeps this with a
+    /// request its attempt gave up, for the attempt that takes the request up
+    /// ([`ClientRequests::taking_up`]).
+    fn questions(&self) -> u32 {
+        0
+    }
+
+    /// This attempt takes up, sending nothing anew, an earlier attempt's request on
+    /// which the downstream asked `questions` questions already (that attempt's
+    /// [`ClientRequests::questions`]): its next question is the one after them, not
+    /// the first again.
+    fn taking_up(&self, questions: u32) {
+        let _ = questions;
+    }
 }
 
 impl std::fmt::Debug for dyn ClientRequests + '_ {

@@ -50,9 +50,14 @@ impl Gc {
         let retention = millis(retention);
         let report = store.gc(SystemClock.now_ms(), retention)?;
         println!(
-            "removed {} expired invocation(s), {} effect(s), {} tool-call alias(es), {} delivered outbox message(s), {} mailbox row(s); \
-             every other completed call is kept until its own window ends",
-            report.invocations, report.effects, report.aliases, report.outbox, report.mailbox
+            "removed {} expired invocation(s), {} effect(s), {} tool-call alias(es), {} delivered outbox message(s), {} mailbox row(s), \
+             {} cancel(s) of calls that never came; every other completed call is kept until its own window ends",
+            report.invocations,
+            report.effects,
+            report.aliases,
+            report.outbox,
+            report.mailbox,
+            report.early_cancels
         );
         Ok(exit::SUCCESS)
     }

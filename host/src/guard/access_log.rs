@@ -23,10 +23,16 @@ pub(crate) struct Tally {
     pub attempts: u32,
 }
 
-/// Writes the line of one call that ended with `answer` after `took`.
+/// The outcome a line of the sweeper's run of a call says (`swept`): its probe, not
+/// a call the agent made.
+pub(crate) const SWEPT: &str = "swept";
+
+/// Writes the line of one call that ended with `answer` after `took`; `swept`: the
+/// run was the sweeper's (`Guard::probe_call`), whose line says what its probe
+/// found, at `info`.
 pub(crate) fn call_ended(
     host: &str,
-    request: &CallRequest,
+    (request, swept): (&CallRequest, bool),
     tool: &str,
     key: &InvocationKey,
     tally: Tally,
@@ -37,6 +43,7 @@ pub(crate) fn call_ended(
     let principal = request.principal.as_deref().unwrap_or("");
     let duration_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
     let (outcome, replayed) = match answer {
+        _ if swept => (SWEPT, false),
         Ok(response) => (response.outcome.kind(), response.replayed),
         Err(error) => (error.kind(), false),
     };
@@ -59,6 +66,23 @@ pub(crate) fn call_ended(
         };
     }
     match answer {
+        Err(Error::OutcomeUnknown {
+            seq,
+            provider,
+            reason,
+            ..
+        }) if swept => line!(
+            info,
+            "the sweeper probed the call at effect #{seq} ({provider}): {reason}"
+        ),
+        _ if swept => line!(
+            info,
+            "the sweeper's run of the call found nothing to probe: {}",
+            match answer {
+                Ok(_) => "it ended".to_string(),
+                Err(error) => error.to_string(),
+            }
+        ),
         Ok(_) => line!(info, "call answered"),
         Err(Error::OutcomeUnknown {
             seq,

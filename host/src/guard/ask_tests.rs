@@ -642,6 +642,30 @@ impl Asker for HeldPerson {
     }
 }
 
+/// `request` made on `host` on a thread of its own, whose person is asked and
+/// holds on: once asked, its call, and how to let the person answer.
+#[allow(clippy::type_complexity)]
+fn call_held(
+    host: &Arc<Host>,
+    request: CallRequest,
+) -> (
+    std::thread::JoinHandle<crate::error::Result<crate::call::CallResponse>>,
+    mpsc::Sender<()>,
+) {
+    let (reached_tx, reached_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
+    let host = Arc::clone(host);
+    let call = std::thread::spawn(move || {
+        let person: Rc<dyn Asker> = Rc::new(HeldPerson {
+            reached: reached_tx,
+            release: release_rx,
+        });
+        with_asker(person, || host.guard.call(&request))
+    });
+    reached_rx.recv().unwrap();
+    (call, release_tx)
+}
+
 #[test]
 fn a_run_waiting_for_the_user_keeps_its_lease_and_no_other_host_takes_over() {
     let mut runner = ScriptedRunner::default();
@@ -658,20 +682,8 @@ fn a_run_waiting_for_the_user_keeps_its_lease_and_no_other_host_takes_over() {
         &providers,
     ));
     let b = host_on(Arc::clone(&journal), clock.clone(), runner, &providers);
-    let (reached_tx, reached_rx) = mpsc::channel();
-    let (release_tx, release_rx) = mpsc::channel();
 
-    let a_call = {
-        let a = Arc::clone(&a);
-        std::thread::spawn(move || {
-            let person: Rc<dyn Asker> = Rc::new(HeldPerson {
-                reached: reached_tx,
-                release: release_rx,
-            });
-            with_asker(person, || a.guard.call(&refund(25)))
-        })
-    };
-    reached_rx.recv().unwrap();
+    let (a_call, release_tx) = call_held(&a, refund(25));
     // The person takes longer than the lease, and A renews it meanwhile (bounded
     // wait for its renewal thread).
     clock.advance(LEASE * 2);
@@ -910,6 +922,184 @@ fn a_person_who_declines_or_cannot_be_asked_leaves_it_unknown_and_a_no_sends_it_
     assert_eq!(other.times_asked(), 0);
 }
 
+/// An upstream that asks the call's client a question (`elicitation/create`) while
+/// it performs, and records the reply it got.
+struct AskingUpstream {
+    replies: Mutex<Vec<crate::provider::ClientReply>>,
+}
+
+impl Provider for AskingUpstream {
+    fn class(&self) -> ProviderClass {
+        ProviderClass::Keyed
+    }
+
+    fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
+        let question = json!({
+            "message": "Refund 25 EUR?",
+            "requestedSchema": { "type": "object", "properties": { "confirm": { "type": "boolean" } } },
+        });
+        let client = request
+            .client
+            .expect("the guard answers the upstream's requests");
+        let reply = client.request("elicitation/create", &question, false);
+        self.replies.lock().unwrap().push(reply.clone());
+        match reply {
+            crate::provider::ClientReply::Result(answer) => Ok(answer),
+            _ => Err(ProviderError::Rejected(json!("not answered"))),
+        }
+    }
+}
+
+/// An upstream whose request runs on past its first attempt (a transport that
+/// follows it), asking the call's client one question in each attempt: the
+/// second attempt either takes the request up, told of the question asked on it
+/// (`takes_up`), or sends it anew, and the upstream asks from its first question
+/// again.
+struct AsksAcrossAttempts {
+    takes_up: bool,
+    /// The questions the first attempt's client answered.
+    asked: Mutex<u32>,
+    replies: Mutex<Vec<crate::provider::ClientReply>>,
+}
+
+impl AsksAcrossAttempts {
+    fn ask(&self, client: &dyn crate::provider::ClientRequests, message: &str) {
+        let question = json!({
+            "message": message,
+            "requestedSchema": { "type": "object", "properties": { "confirm": { "type": "boolean" } } },
+        });
+        let reply = client.request("elicitation/create", &question, false);
+        self.replies.lock().unwrap().push(reply);
+    }
+}
+
+impl Provider for AsksAcrossAttempts {
+    fn class(&self) -> ProviderClass {
+        ProviderClass::Keyed
+    }
+
+    fn perform(&self, request: &EffectRequest<'_>) -> Result<Value, ProviderError> {
+        let client = request
+            .client
+            .expect("the guard answers the upstream's requests");
+        if request.attempt == 1 {
+            self.ask(client, "First?");
+            *self.asked.lock().unwrap() = client.questions();
+            return Err(ProviderError::Unknown("no answer within 1 s".into()));
+        }
+        if self.takes_up {
+            client.taking_up(*self.asked.lock().unwrap());
+        } else {
+            self.ask(client, "First?");
+        }
+        self.ask(client, "Second?");
+        Ok(json!({ "paid": true }))
+    }
+}
+
+/// An upstream's second question on a request an attempt took up is the call's
+/// second question, asked once; the first is never asked again (before, the count
+/// started from zero on the taken-up request: the second question was read as a
+/// divergence from the first's record, and the call stopped). The opposite: a
+/// request sent anew asks its first question again, answered from the journal.
+#[test]
+fn an_upstreams_next_question_on_a_request_taken_up_follows_those_asked_on_it() {
+    for takes_up in [true, false] {
+        let mut runner = ScriptedRunner::default();
+        pay_tool(&mut runner, "upstream");
+        let upstream = Arc::new(AsksAcrossAttempts {
+            takes_up,
+            asked: Mutex::default(),
+            replies: Mutex::default(),
+        });
+        let h = host(runner, &[("upstream", upstream.clone())]);
+        let person = ScriptedAsker::new(vec![Reply::Now(accepted()), Reply::Now(accepted())]);
+
+        let told = call_asked(&h, &person, &pay(10)).unwrap();
+
+        assert!(
+            told.outcome.is_success(),
+            "takes up {takes_up}: {:?}",
+            told.outcome
+        );
+        let seqs: Vec<u32> = person
+            .asked
+            .borrow()
+            .iter()
+            .map(|(seq, _, _)| *seq)
+            .collect();
+        assert_eq!(
+            seqs,
+            [1, 2],
+            "takes up {takes_up}: each question asked once"
+        );
+        let replies = upstream.replies.lock().unwrap().clone();
+        assert!(
+            replies
+                .iter()
+                .all(|r| matches!(r, crate::provider::ClientReply::Result(_))),
+            "takes up {takes_up}: every question answered: {replies:?}"
+        );
+        assert_eq!(replies.len(), if takes_up { 2 } else { 3 });
+    }
+}
+
+/// An upstream's question answered by the person reaches the upstream only while
+/// the run holds its lease, once the answer is on record: here the person takes
+/// longer than the lease (the journal's clock), another host takes the call over,
+/// and the answer is refused to the upstream, nothing of it saved, and the run
+/// ends lease-lost (before, the upstream acted on an answer the journal did not
+/// hold, beside the run that took over).
+#[test]
+fn an_upstreams_question_answered_after_the_run_lost_its_lease_is_not_passed_on() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "upstream");
+    let runner = Arc::new(runner);
+    let upstream = Arc::new(AskingUpstream {
+        replies: Mutex::default(),
+    });
+    let taker = Downstream::new(ProviderClass::Keyed, vec![]);
+    let clock = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&clock);
+    let asking: [(&str, Arc<dyn Provider>); 1] = [("upstream", upstream.clone())];
+    let taking: [(&str, Arc<dyn Provider>); 1] = [("upstream", taker.clone())];
+    // A renews nothing (a paused host): its lease runs out on the journal's clock.
+    let a = Arc::new(host_renewing(
+        Arc::clone(&journal),
+        clock.clone(),
+        Arc::clone(&runner),
+        &asking,
+        None,
+    ));
+    let b = host_on(Arc::clone(&journal), clock.clone(), runner, &taking);
+    let (a_call, release_tx) = call_held(&a, pay(10));
+    clock.advance(LEASE + Duration::from_secs(1));
+    let b_answer = b.guard.call(&pay(10)).unwrap();
+    release_tx.send(()).unwrap();
+    let a_answer = a_call.join().unwrap();
+
+    let replies = upstream.replies.lock().unwrap().clone();
+    assert!(
+        matches!(&replies[..], [crate::provider::ClientReply::Error { message, .. }] if message.contains("lost its lease")),
+        "the upstream was refused the answer: {replies:?}"
+    );
+    assert!(
+        matches!(a_answer, Err(Error::LeaseLost { .. })),
+        "{a_answer:?}"
+    );
+    assert!(b_answer.outcome.is_success(), "{:?}", b_answer.outcome);
+    let key = b.guard.key_for(&pay(10)).unwrap();
+    let answered: Vec<_> = journaled(&b, &key)
+        .into_iter()
+        .filter(|(provider, state)| provider == crate::ask::PROVIDER && state == "done")
+        .collect();
+    assert!(
+        answered.is_empty(),
+        "nothing of A's answer saved: {answered:?}"
+    );
+    assert_eq!(taker.applied().len(), 1, "B's run performed it, once");
+}
+
 on_postgres!(
     a_question_answered_later_suspends_the_call_and_the_retry_with_the_answer_completes_it,
     a_resumed_run_finds_the_answer_journaled_and_asks_nothing_again,
@@ -925,6 +1115,8 @@ on_postgres!(
     request_states_are_keyed_by_the_journals_secret_which_its_hosts_share_and_rotation_keeps_for_a_window,
     a_person_who_says_yes_with_the_state_they_were_given_ends_the_unknown_performed_by_name,
     a_person_who_declines_or_cannot_be_asked_leaves_it_unknown_and_a_no_sends_it_once_more,
+    an_upstreams_question_answered_after_the_run_lost_its_lease_is_not_passed_on,
+    an_upstreams_next_question_on_a_request_taken_up_follows_those_asked_on_it,
 );
 
 #[test]

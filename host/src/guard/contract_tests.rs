@@ -1447,25 +1447,36 @@ impl Provider for AnsweredLate {
     }
 }
 
+/// A host whose pay tool sends on an unkeyed sms API that learns late of its
+/// attempts, and a first call whose one attempt met `fault` (its outcome unknown),
+/// of which the API learned `earlier`; the API, its late knowledge and the
+/// attempt's key.
+fn unknown_sms(
+    fault: Fault,
+    earlier: crate::provider::EarlierAttempt,
+) -> (Host, Arc<Downstream>, Arc<AnsweredLate>, String) {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "sms");
+    let inner = Downstream::new(ProviderClass::Unkeyed, vec![fault]);
+    let sms = AnsweredLate::new(&inner);
+    let h = host(runner, &[("sms", sms.clone())]);
+    let first = h.guard.call(&pay(10)).unwrap_err();
+    assert!(matches!(first, Error::OutcomeUnknown { .. }), "{first}");
+    let key = inner.attempts()[0].clone();
+    sms.learned.lock().unwrap().push((key.clone(), earlier));
+    (h, inner, sms, key)
+}
+
 /// An unkeyed effect whose answer came after its attempt was given up: the retry
 /// while it still runs is unknown and sends nothing; the retry after its answer
 /// came is answered with it, saved as the effect's answer (replayed from then on),
 /// and the effect is never sent again. The opposite: another call is sent.
 #[test]
 fn an_unkeyed_effect_answered_late_is_answered_from_that_answer_and_never_sent_again() {
-    let mut runner = ScriptedRunner::default();
-    pay_tool(&mut runner, "sms");
-    let inner = Downstream::new(ProviderClass::Unkeyed, vec![Fault::LoseResponse]);
-    let sms = AnsweredLate::new(&inner);
-    let h = host(runner, &[("sms", sms.clone())]);
-
-    let first = h.guard.call(&pay(10)).unwrap_err();
-    assert!(matches!(first, Error::OutcomeUnknown { .. }), "{first}");
-    let key = inner.attempts()[0].clone();
-    sms.learned
-        .lock()
-        .unwrap()
-        .push((key.clone(), crate::provider::EarlierAttempt::Running));
+    let (h, inner, sms, key) = unknown_sms(
+        Fault::LoseResponse,
+        crate::provider::EarlierAttempt::Running,
+    );
     let running = h.guard.call(&pay(10)).unwrap_err();
     let Error::OutcomeUnknown { reason, .. } = &running else {
         panic!("{running}")
@@ -1491,6 +1502,43 @@ fn an_unkeyed_effect_answered_late_is_answered_from_that_answer_and_never_sent_a
     let attempts = inner.attempts();
     assert_eq!(attempts.len(), 2);
     assert_ne!(attempts[0], attempts[1]);
+}
+
+/// A sweep's run never takes up an unkeyed effect whose downstream waits, parked,
+/// on the person's answer to what it asked (a stdio upstream's `elicitation/create`
+/// answered later): it could perform it, with no answer to give. It stops there,
+/// sending nothing; the agent's call made again takes it up, under the same key,
+/// and the effect happens once.
+#[test]
+fn a_sweep_never_takes_up_an_effect_parked_on_the_persons_answer() {
+    let (h, inner, _sms, key) =
+        unknown_sms(Fault::FailBefore, crate::provider::EarlierAttempt::Asking);
+
+    let _ = h.guard.probe_call(&pay(10));
+    assert_eq!(
+        inner.attempts(),
+        std::slice::from_ref(&key),
+        "the sweep took nothing up"
+    );
+    let story = h
+        .journal
+        .story(&h.guard.key_for(&pay(10)).unwrap())
+        .unwrap();
+    let effect = &story.entry.unwrap().effects[0];
+    assert_eq!(
+        (effect.state.as_str(), effect.resolution.as_deref()),
+        ("pending", None),
+        "still unknown"
+    );
+
+    let resumed = h.guard.call(&pay(10)).unwrap();
+    assert!(resumed.outcome.is_success(), "{:?}", resumed.outcome);
+    assert_eq!(
+        inner.attempts(),
+        [key.clone(), key],
+        "taken up under its key"
+    );
+    assert_eq!(inner.applied().len(), 1, "the effect happened once");
 }
 
 /// A late answer that comes while no run holds its call (the run that sent it gave
@@ -3310,6 +3358,32 @@ fn two_hosts_in_one_process_do_not_see_each_others_cancels() {
     );
 }
 
+/// Two hosts on one journal and one clock serving the pay tool on one payments
+/// API; the runs of the tool, the API and the clock.
+fn two_paying_hosts() -> (
+    [Host; 2],
+    Arc<std::sync::atomic::AtomicU32>,
+    Arc<Downstream>,
+    Arc<ManualClock>,
+) {
+    let mut runner = ScriptedRunner::default();
+    let runs = pay_tool(&mut runner, "payments");
+    let runner = Arc::new(runner);
+    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
+    let clock = Arc::new(ManualClock::default());
+    let journal = fresh_journal(&clock);
+    let hosts = [(); 2].map(|()| {
+        let providers: [(&str, Arc<dyn Provider>); 1] = [("payments", payments.clone())];
+        host_on(
+            Arc::clone(&journal),
+            clock.clone(),
+            Arc::clone(&runner),
+            &providers,
+        )
+    });
+    (hosts, runs, payments, clock)
+}
+
 /// Issue 54: a cancel taken before its call has a record (the host that took it
 /// knows the task; nothing is journaled yet) is journaled too, and binds the
 /// call's first record, whichever host makes it. Host B runs the same call: its
@@ -3320,21 +3394,7 @@ fn two_hosts_in_one_process_do_not_see_each_others_cancels() {
 /// and B paid.
 #[test]
 fn a_cancel_taken_before_the_call_has_a_record_is_honoured_by_the_host_that_runs_it() {
-    let mut runner = ScriptedRunner::default();
-    let runs = pay_tool(&mut runner, "payments");
-    let runner = Arc::new(runner);
-    let payments = Downstream::new(ProviderClass::Keyed, vec![]);
-    let clock = Arc::new(ManualClock::default());
-    let journal = fresh_journal(&clock);
-    let [cancelling, running] = [(); 2].map(|()| {
-        let providers: [(&str, Arc<dyn Provider>); 1] = [("payments", payments.clone())];
-        host_on(
-            Arc::clone(&journal),
-            clock.clone(),
-            Arc::clone(&runner),
-            &providers,
-        )
-    });
+    let ([cancelling, running], runs, payments, _) = two_paying_hosts();
     let key = cancelling.guard.key_for(&pay(10)).unwrap();
     assert_eq!(
         cancelling.guard.cancel_task(&key).unwrap(),
@@ -3364,6 +3424,47 @@ fn a_cancel_taken_before_the_call_has_a_record_is_honoured_by_the_host_that_runs
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 
     assert_forgotten_payment_runs_once(&running, &key, &payments);
+}
+
+/// A cancel taken before its call had a record, whose call never comes, is removed
+/// by `gc` once the retention has passed (the journal's clock), not before: a call
+/// made within it is still refused, and one made after it runs (before, the row
+/// was kept for ever, and bound the key's first record whenever it came).
+#[test]
+fn a_cancel_whose_call_never_made_a_record_is_collected_past_retention() {
+    // The cancels are taken on A and the calls made on B, which knows of them
+    // through the journal alone.
+    let ([a, h], runs, payments, clock) = two_paying_hosts();
+    let gc = |h: &Host| {
+        h.journal
+            .gc(h.clock.now_ms(), RETENTION.as_millis() as i64)
+            .unwrap()
+            .early_cancels
+    };
+    let kept = |h: &Host| query_i64(&h.journal, "SELECT count(*) FROM early_cancels");
+    let [early, late] = [pay(10), pay(20)].map(|request| a.guard.key_for(&request).unwrap());
+    assert_eq!(a.guard.cancel_task(&early).unwrap(), None, "no record yet");
+    clock.advance(RETENTION - Duration::from_millis(1));
+    assert_eq!(a.guard.cancel_task(&late).unwrap(), None, "no record yet");
+    assert_eq!(gc(&h), 0, "both within the retention");
+    assert_eq!(kept(&h), Some(2));
+
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(gc(&h), 1, "the first one's retention passed");
+    assert_eq!(kept(&h), Some(1));
+    let refused = h.guard.call(&pay(20)).unwrap();
+    assert!(
+        told_cancelled(&refused.outcome),
+        "the one kept still binds its call: {:?}",
+        refused.outcome
+    );
+    let ran = h.guard.call(&pay(10)).unwrap();
+    assert!(
+        !told_cancelled(&ran.outcome) && payments.applied().len() == 1,
+        "the one collected binds nothing: {:?}",
+        ran.outcome
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
 
 /// `N` hosts on one journal and one clock, serving the order tool with one mailer
@@ -3696,6 +3797,7 @@ on_postgres!(
     a_throttled_downstream_is_retried_after_its_retry_after_under_the_same_key,
     an_unkeyed_effect_whose_outcome_is_unknown_is_never_repeated_until_a_person_resolves_it,
     an_unkeyed_effect_answered_late_is_answered_from_that_answer_and_never_sent_again,
+    a_sweep_never_takes_up_an_effect_parked_on_the_persons_answer,
     a_late_answer_that_comes_while_no_run_holds_its_call_is_journaled_and_answers_a_retry_after_a_restart,
     a_late_answer_that_comes_while_a_run_holds_its_call_is_left_to_that_run,
     an_unkeyed_effect_whose_tool_now_says_idempotent_is_not_sent_again,
@@ -3708,6 +3810,7 @@ on_postgres!(
     a_cancelled_call_whose_record_expired_runs_again_and_performs_its_effect,
     two_hosts_in_one_process_do_not_see_each_others_cancels,
     a_cancel_taken_before_the_call_has_a_record_is_honoured_by_the_host_that_runs_it,
+    a_cancel_whose_call_never_made_a_record_is_collected_past_retention,
     a_cancel_on_one_host_ends_with_its_generation_when_another_finishes_and_forgets_it,
     a_cancel_on_one_host_ends_with_its_generation_when_another_finishes_and_it_expires,
     the_generation_cancelled_on_one_host_is_refused_there_when_it_resumes_another_hosts_run,

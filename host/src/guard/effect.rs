@@ -425,7 +425,7 @@ impl EffectSession {
             return Ok(Err(self.swept(
                 seq,
                 provider_name,
-                "the sweep's run reached an effect it may not perform".into(),
+                "nothing to probe: the sweep's run reached an effect it may not perform".into(),
             )));
         }
 
@@ -469,7 +469,7 @@ impl EffectSession {
             if resumes {
                 // A sweep takes up nobody's parked request: the person answers it.
                 if self.probe_only {
-                    let reason = "its upstream waits for the person's answer to its question: the call made again with it goes on";
+                    let reason = "not probed: its upstream waits for the person's answer to its question, and the call made again with it goes on";
                     return Ok(Err(self.swept(seq, provider_name, reason.into())));
                 }
             } else if let Some(EarlierAttempt::Running) = earlier {
@@ -497,9 +497,17 @@ impl EffectSession {
                     };
                 }
                 match probing {
-                    Probing::Answered(_) | Probing::Resend if self.probe_only => {
-                        let reason = "its probe decided it in a sweep; the call's next retry goes on from that decision";
+                    Probing::Answered(_) if self.probe_only => {
+                        let reason = "its probe found it performed (journaled): the call's next retry goes on from it";
                         return Ok(Err(self.swept(seq, provider_name, reason.into())));
+                    }
+                    Probing::Resend if self.probe_only => {
+                        let reason = "its probe found it not performed (journaled): the call's next retry sends it again under its key";
+                        return Ok(Err(self.swept(seq, provider_name, reason.into())));
+                    }
+                    Probing::Unknown { reason, .. } if self.probe_only => {
+                        let reason = format!("still unknown: {reason}");
+                        return Ok(Err(self.swept(seq, provider_name, reason)));
                     }
                     Probing::Answered(answer) => return Ok(answer),
                     Probing::Resend => {}

@@ -238,17 +238,24 @@ impl Guard {
         let started = Instant::now();
         let tool = prepared.tool.name.clone();
         let key = prepared.key.clone();
+        let swept = prepared.probe_only;
         let mut tally = Tally::default();
         // Every log line of the call names its key (JUSTONCE_LOG_FORMAT=json), and the
         // call's trace says how it ended.
         let span = spans::call(&prepared.tool.name, &prepared.key).entered();
         let answer = self.decide_and_run(request, prepared, &mut tally);
-        answered(&span, &counters, &answer);
+        if swept {
+            // The sweeper's probe, not a call of the agent's: counted by the sweep
+            // (`justonce_sweep_probes_total`), not as a call that ended.
+            spans::call_failed(&span, access_log::SWEPT);
+        } else {
+            answered(&span, &counters, &answer);
+        }
         // The call's own line stands outside its span: it carries every field itself.
         drop(span);
         access_log::call_ended(
             &self.identity.name,
-            request,
+            (request, swept),
             &tool,
             &key,
             tally,
@@ -293,7 +300,7 @@ impl Guard {
         if let Ok(response) = &answer {
             access_log::call_ended(
                 &self.identity.name,
-                request,
+                (request, false),
                 &tool,
                 &response.key,
                 Tally::default(),
@@ -530,7 +537,10 @@ impl Guard {
     ///
     /// [`Journal::cancel`]: crate::journal::Journal::cancel
     pub(crate) fn cancel_task(&self, key: &InvocationKey) -> Result<Option<u64>> {
-        let generation = self.shared.journal.cancel(key)?;
+        let generation = self
+            .shared
+            .journal
+            .cancel(key, self.shared.clock.now_ms())?;
         self.shared.tasks.cancel(key.as_str(), generation);
         Ok(generation)
     }

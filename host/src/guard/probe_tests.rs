@@ -148,9 +148,75 @@ fn a_probe_that_fails_leaves_it_unknown_and_one_that_finds_nothing_sends_it_once
     assert_eq!(ledger.asked.lock().unwrap().len(), 2);
 }
 
+/// The sweeper's run of a call shows as what it is: its access log line says the
+/// sweeper probed the call and what the probe found (`outcome: swept`, at info),
+/// not an `outcome_unknown` call the agent was told to retry; it is not counted
+/// as a call that ended; and the resolution its probe journaled, which the call's
+/// story shows (the console's `/console/api/call` serves the journal's story),
+/// names the sweep.
+#[test]
+fn a_sweeps_run_is_shown_as_the_sweepers_probe_with_its_verdict() {
+    let mut runner = ScriptedRunner::default();
+    pay_tool(&mut runner, "ledger");
+    let ledger = WithProbe::new(vec![Fault::LoseResponse], 1);
+    let h = host(runner, &[("ledger", ledger.clone())]);
+    let Err(Error::OutcomeUnknown { key, .. }) = h.guard.call(&pay(40)) else {
+        panic!("the effect's outcome should be unknown")
+    };
+    let calls_unknown = r#"justonce_calls_total{tool="pay",outcome="outcome_unknown"}"#;
+    assert_eq!(counted(&h, calls_unknown), 1.0);
+    let line_of = |lines: &[Value]| {
+        let calls: Vec<Value> = lines
+            .iter()
+            .filter(|l| l["target"] == "justonce::call")
+            .cloned()
+            .collect();
+        assert_eq!(calls.len(), 1, "{lines:#?}");
+        calls[0].clone()
+    };
+
+    // The probe fails: still unknown.
+    let (_, lines) = crate::test_log::logged(|| h.guard.probe_call(&pay(40)));
+    let line = line_of(&lines);
+    assert_eq!(
+        (&line["level"], &line["fields"]["outcome"]),
+        (&json!("INFO"), &json!("swept")),
+        "{line}"
+    );
+    let message = line["fields"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("the sweeper probed the call at effect #0 (ledger): still unknown")
+            && message.contains("the read timed out"),
+        "{message}"
+    );
+
+    // The probe finds it performed.
+    let (_, lines) = crate::test_log::logged(|| h.guard.probe_call(&pay(40)));
+    let line = line_of(&lines);
+    assert_eq!(line["fields"]["outcome"], "swept", "{line}");
+    let message = line["fields"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "the sweeper probed the call at effect #0 (ledger): its probe found it performed"
+        ),
+        "{message}"
+    );
+    assert_eq!(counted(&h, calls_unknown), 1.0, "the sweeps are no calls");
+    let resolved = resolutions(&h, &key);
+    assert_eq!(resolved.len(), 1, "{resolved:?}");
+    assert_eq!(resolved[0].by, "sweep: probe ledger.pay");
+    assert_eq!(resolved[0].detail["sweep"], true);
+    assert_eq!(resolved[0].detail["decided_by"], "probe");
+
+    // The agent's retry goes on from it; its own probe is no sweep's.
+    assert!(h.guard.call(&pay(40)).unwrap().outcome.is_success());
+    assert_eq!(ledger.inner.attempts().len(), 1, "sent once");
+}
+
 on_postgres!(
     a_probe_that_finds_the_effect_ends_it_performed_and_nothing_is_sent_again,
     a_probe_that_fails_leaves_it_unknown_and_one_that_finds_nothing_sends_it_once_more,
+    a_sweeps_run_is_shown_as_the_sweepers_probe_with_its_verdict,
 );
 
 #[test]

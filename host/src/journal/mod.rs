@@ -257,7 +257,8 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
 
     /// Deletes every completed record past its own window at `now` (a record
     /// journaled before records carried one: `default_retention_ms`), and provider
-    /// rows older than `default_retention_ms`; never a call that is open.
+    /// rows and cancels whose call never made a record ([`Journal::cancel`]) older
+    /// than `default_retention_ms`; never a call that is open.
     fn gc(&self, now: i64, default_retention_ms: i64) -> Result<GcReport>;
 
     /// [`Journal::gc`], if the last scheduled gc of this journal (by any host) ran
@@ -297,8 +298,10 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// ([`Refusal::Cancelled`]), read in the claim's own statement or transaction.
     /// The cancel ends with the record: a new generation of the key (after a
     /// `forget` by any process, an expiry, `gc`) is not cancelled. Durable under
-    /// [`Durability::Full`].
-    fn cancel(&self, key: &InvocationKey) -> Result<Option<u64>>;
+    /// [`Durability::Full`]. A cancel kept by key is taken at `now` (PostgreSQL: the
+    /// database's clock), and `gc` removes it once the retention has passed if its
+    /// call never came.
+    fn cancel(&self, key: &InvocationKey, now: i64) -> Result<Option<u64>>;
 
     /// The server's secrets that key request states ([`crate::ask::StateKeys`]),
     /// newest first, as lowercase hex: the current one, and those rotated out less

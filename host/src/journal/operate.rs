@@ -379,6 +379,9 @@ pub(crate) struct ProbeRun<'a> {
     pub owner: &'a str,
     /// When (ms since the epoch).
     pub now: i64,
+    /// Whether the run is the sweeper's (serve's sweep of unknown outcomes), not
+    /// the agent's retry: the operation says `sweep: probe NAME`.
+    pub sweep: bool,
 }
 
 /// Records what the probe or the person of `run` decided about the pending unkeyed
@@ -406,7 +409,14 @@ pub(crate) fn resolve_by_probe<T: OperateTx>(
         )));
     }
     let decided_by = run.decided_by.as_str();
-    let by = format!("{decided_by} {}", run.by);
+    let by = match run.sweep {
+        true => format!("sweep: {decided_by} {}", run.by),
+        false => format!("{decided_by} {}", run.by),
+    };
+    let mut detail = json!({ "decided_by": decided_by, decided_by: run.by });
+    if run.sweep {
+        detail["sweep"] = json!(true);
+    }
     let op = Operator {
         by: &by,
         force: false,
@@ -418,7 +428,7 @@ pub(crate) fn resolve_by_probe<T: OperateTx>(
         resolution,
         answer,
         &op,
-        json!({ "decided_by": decided_by, decided_by: run.by }),
+        detail,
     )
 }
 

@@ -583,6 +583,9 @@ pub struct GcReport {
     pub outbox: u64,
     /// Rows of the built-in test mailbox older than the cutoff.
     pub mailbox: u64,
+    /// Cancels taken before their call had a record, whose call never made one,
+    /// older than the cutoff.
+    pub early_cancels: u64,
 }
 
 #[cfg(test)]

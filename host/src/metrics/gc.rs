@@ -6,7 +6,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::text::Text;
 
 /// The kinds of record gc removes (`justonce_gc_removed_total{record}`).
-pub(crate) const GC_RECORDS: [&str; 5] = ["invocations", "effects", "aliases", "outbox", "mailbox"];
+pub(crate) const GC_RECORDS: [&str; 6] = [
+    "invocations",
+    "effects",
+    "aliases",
+    "outbox",
+    "mailbox",
+    "early_cancels",
+];
 
 /// This host's scheduled gc runs and what they removed.
 #[derive(Debug, Default)]

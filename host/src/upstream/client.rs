@@ -162,6 +162,9 @@ struct Waiter {
     /// The upstream's request it waits on, kept unanswered for the client's later
     /// answer ([`ClientReply::Later`]): handed to the request that takes it up.
     parked: Option<Value>,
+    /// The questions of the upstream's its requesters answered so far
+    /// ([`ClientRequests::questions`]), handed to the one that takes it up.
+    questions: u32,
 }
 
 type Pending = Arc<Mutex<HashMap<u64, Waiter>>>;
@@ -339,7 +342,7 @@ impl StdioClient {
     ) -> Result<Value, ClientError> {
         let (tx, rx): (Sender<Value>, Receiver<Value>) = channel();
         let resumes = asks.is_some_and(|asks| asks.resumes());
-        let id = match self.waiting_on(key, &tx, (asks.is_some(), resumes)) {
+        let id = match self.waiting_on(key, &tx, (asks, resumes)) {
             Waiting::Kept(message) => return answer_of(&self.upstream, method, message),
             Waiting::Earlier(id, parked) => {
                 tracing::info!(target: "justonce::upstream", upstream = %self.upstream, "a {method} under the same key is still running upstream: waiting for its answer rather than sending it again");
@@ -374,6 +377,7 @@ impl StdioClient {
                         key: key.map(str::to_owned),
                         asks: asks.is_some(),
                         parked: None,
+                        questions: 0,
                     },
                 );
                 let sent = self.send(
@@ -407,7 +411,8 @@ impl StdioClient {
                         }
                         None => {
                             parked = true;
-                            break self.park(id, message, &rx);
+                            let questions = asks.map_or(0, |asks| asks.questions());
+                            break self.park(id, (message, questions), &rx);
                         }
                     }
                 }
@@ -426,7 +431,10 @@ impl StdioClient {
         };
         reports.flush();
         let answer = match answer {
-            Err(RecvTimeoutError::Timeout) => self.give_up(id, key.is_some(), &rx),
+            Err(RecvTimeoutError::Timeout) => {
+                let questions = asks.map_or(0, |asks| asks.questions());
+                self.give_up(id, (key.is_some(), questions), &rx)
+            }
             answer => answer,
         };
         match answer {
@@ -452,17 +460,18 @@ impl StdioClient {
     }
 
     /// Parks the upstream's `request` on request `id` (whose requester stops
-    /// waiting): kept unanswered for the client's later answer, which the call made
-    /// again brings ([`Waiting::Earlier`]). An answer that came meanwhile is taken.
+    /// waiting, having answered `questions` of the upstream's before it): kept
+    /// unanswered for the client's later answer, which the call made again brings
+    /// ([`Waiting::Earlier`]). An answer that came meanwhile is taken.
     fn park(
         &self,
         id: u64,
-        request: Value,
+        (request, questions): (Value, u32),
         rx: &Receiver<Value>,
     ) -> Result<Value, RecvTimeoutError> {
         // Given up as a keyed request is (its answer kept if it comes), then parked;
         // one answered in between is kept as a late answer, for the same call.
-        let answer = self.give_up(id, true, rx);
+        let answer = self.give_up(id, (true, questions), rx);
         if answer.is_ok() {
             return answer;
         }
@@ -497,7 +506,7 @@ impl StdioClient {
         &self,
         key: Option<&str>,
         to: &Sender<Value>,
-        (asks, resumes): (bool, bool),
+        (asks, resumes): (Option<&dyn ClientRequests>, bool),
     ) -> Waiting {
         let Some(key) = key else {
             return Waiting::New;
@@ -514,7 +523,10 @@ impl StdioClient {
         {
             Some((id, waiter)) => {
                 waiter.to = Some(to.clone());
-                waiter.asks = asks;
+                waiter.asks = asks.is_some();
+                if let Some(asks) = asks {
+                    asks.taking_up(waiter.questions);
+                }
                 Waiting::Earlier(*id, waiter.parked.take())
             }
             None if resumes => Waiting::Gone,
@@ -522,13 +534,15 @@ impl StdioClient {
         }
     }
 
-    /// The requester of `id` gives up waiting: a request with a key stays
-    /// registered, its answer kept when it comes; one without is forgotten. An
-    /// answer that came meanwhile is taken instead.
+    /// The requester of `id` gives up waiting, having answered `questions` of the
+    /// upstream's ([`ClientRequests::questions`]): a request with a key stays
+    /// registered, its answer kept when it comes (and the count, for the requester
+    /// that takes it up); one without is forgotten. An answer that came meanwhile
+    /// is taken instead.
     fn give_up(
         &self,
         id: u64,
-        keyed: bool,
+        (keyed, questions): (bool, u32),
         rx: &Receiver<Value>,
     ) -> Result<Value, RecvTimeoutError> {
         let mut pending = self.lock_pending();
@@ -539,7 +553,10 @@ impl StdioClient {
             }
         }
         match pending.get_mut(&id) {
-            Some(waiter) if keyed => waiter.to = None,
+            Some(waiter) if keyed => {
+                waiter.to = None;
+                waiter.questions = questions;
+            }
             Some(_) => {
                 pending.remove(&id);
             }
@@ -979,6 +996,7 @@ mod tests {
                 key: None,
                 asks,
                 parked: None,
+                questions: 0,
             };
             (waiter, from)
         };

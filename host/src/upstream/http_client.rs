@@ -102,6 +102,13 @@ struct Follow {
     /// Where its progress and answer go while someone waits for it; `None` once its
     /// requester gave up (past the timeout).
     to: Option<Sender<Heard>>,
+    /// Who waits for it (or last did): the id of the requester's own request, so
+    /// that one that gives up clears only its own place, never that of a later
+    /// requester that took the request up meanwhile.
+    waiter: u64,
+    /// The questions of the upstream's its requesters answered so far
+    /// ([`ClientRequests::questions`]), handed to the one that takes it up.
+    questions: u32,
 }
 
 /// The requests of a session followed by their threads, by request id.
@@ -471,7 +478,8 @@ impl HttpClient {
         (progress_of, asks): (Option<&str>, Option<&dyn ClientRequests>),
     ) -> Result<Posted, ClientError> {
         let (tx, rx) = channel();
-        let id = match self.waiting_on(key, &tx) {
+        let own = id;
+        let id = match self.waiting_on(key, &tx, own, asks) {
             Waiting::Kept(answer) => return Ok(Posted::Answer(Some(answer))),
             Waiting::Earlier(earlier, _) => {
                 tracing::info!(target: "justonce::upstream", upstream = %self.wire.upstream, "a {method} under the same key is still running upstream: waiting for its answer rather than sending it again");
@@ -490,7 +498,10 @@ impl HttpClient {
             done => Err(done),
         });
         let heard = match heard {
-            Err(RecvTimeoutError::Timeout) => self.give_up(id, &rx, timeout),
+            Err(RecvTimeoutError::Timeout) => {
+                let questions = asks.map_or(0, |asks| asks.questions());
+                self.give_up((id, own), questions, &rx, timeout)
+            }
             heard => heard,
         };
         match heard {
@@ -506,8 +517,16 @@ impl HttpClient {
     }
 
     /// What a request under `key` waits for: the answer kept for it, an earlier
-    /// request under it still followed (its answer now goes to `to`), or a new one.
-    fn waiting_on(&self, key: &str, to: &Sender<Heard>) -> Waiting {
+    /// request under it still followed (its answer now goes to `to`, the requester
+    /// of request `own`, whose `asks` is told the questions asked on it so far), or
+    /// a new one.
+    fn waiting_on(
+        &self,
+        key: &str,
+        to: &Sender<Heard>,
+        own: u64,
+        asks: Option<&dyn ClientRequests>,
+    ) -> Waiting {
         // Under the lock the thread of a request holds while it hands its answer on
         // or keeps it: an answer is either kept already or comes to `to`.
         let mut requests = self.followed.lock();
@@ -517,6 +536,10 @@ impl HttpClient {
         match requests.iter_mut().find(|(_, f)| f.key == key) {
             Some((id, follow)) => {
                 follow.to = Some(to.clone());
+                follow.waiter = own;
+                if let Some(asks) = asks {
+                    asks.taking_up(follow.questions);
+                }
                 Waiting::Earlier(*id, None)
             }
             None => Waiting::New,
@@ -549,6 +572,8 @@ impl HttpClient {
                 Follow {
                     key: key.to_owned(),
                     to: Some(to),
+                    waiter: id,
+                    questions: 0,
                 },
             );
         }
@@ -595,11 +620,15 @@ impl HttpClient {
         Ok(())
     }
 
-    /// The requester of `id` gives up waiting: its thread reads on, and keeps the
-    /// answer when it comes. An answer that came meanwhile is taken instead.
+    /// The requester (of request `own`) waiting for request `id` gives up, having
+    /// answered `questions` of the upstream's ([`ClientRequests::questions`]): its
+    /// thread reads on, and keeps the answer when it comes, unless another
+    /// requester took it up since (it waits for it now). An answer that came
+    /// meanwhile is taken instead.
     fn give_up(
         &self,
-        id: u64,
+        (id, own): (u64, u64),
+        questions: u32,
         rx: &Receiver<Heard>,
         timeout: Duration,
     ) -> Result<Heard, RecvTimeoutError> {
@@ -613,8 +642,11 @@ impl HttpClient {
                 Heard::Note(note) => self.wire.unheard(&note, timeout, news),
             }
         }
-        if let Some(follow) = requests.get_mut(&id) {
+        if let Some(follow) = requests.get_mut(&id)
+            && follow.waiter == own
+        {
             follow.to = None;
+            follow.questions = questions;
         }
         Err(RecvTimeoutError::Timeout)
     }
@@ -1069,6 +1101,254 @@ mod tests {
             }
         });
         (url, posted, told)
+    }
+
+    /// An upstream that answers a request with a response stream whose events the
+    /// test writes (each a JSON-RPC message, the stream closed after a response),
+    /// and a `POST` of a response (the client's reply to the upstream's request)
+    /// with 202; the replies it got, and how to write the next event.
+    fn streaming_when_told() -> (String, Arc<Mutex<Vec<Value>>>, Sender<Value>) {
+        use std::io::Write;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let replies: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let (told, tells) = channel::<Value>();
+        let tells = Arc::new(Mutex::new(tells));
+        let got = Arc::clone(&replies);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let (got, tells) = (Arc::clone(&got), Arc::clone(&tells));
+                std::thread::spawn(move || {
+                    let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+                    let received = super::super::test_http::receive(&mut reader);
+                    let message: Value = serde_json::from_slice(&received.body).unwrap();
+                    if message.get("method").is_none() {
+                        got.lock().unwrap().push(message);
+                        let _ = write!(
+                            stream,
+                            "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                        );
+                        return;
+                    }
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+                    );
+                    let _ = stream.flush();
+                    let tells = tells.lock().unwrap();
+                    while let Ok(event) = tells.recv() {
+                        let _ = write!(stream, "data: {event}\n\n");
+                        let _ = stream.flush();
+                        if event.get("result").is_some() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (url, replies, told)
+    }
+
+    /// Polls `done` until it holds; a bound on a hang, not a timed assertion.
+    fn until(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(Instant::now() < deadline, "never: {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The upstream's `elicitation/create` with id `id`.
+    fn elicitation(id: u64) -> Value {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "elicitation/create",
+            "params": { "message": "Who?", "requestedSchema": { "type": "object" } } })
+    }
+
+    /// What comes on a followed request's stream once its requester gave up, or in
+    /// the moment it gives up, is handled: the upstream's own request refused (left
+    /// unanswered, it held the upstream's tool and the following thread up to
+    /// `FOLLOW_FOR`), news of its resources told to the hooks (it was dropped).
+    #[test]
+    fn what_comes_on_a_followed_stream_nobody_waits_for_is_refused_or_told() {
+        let (url, replies, told) = streaming_when_told();
+        let news: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let heard = Arc::clone(&news);
+        let client = HttpClient::new("t", &url, Vec::new()).hooked(HttpHooks {
+            changed: Arc::new(|| {}),
+            heard: Arc::new(move |note| heard.lock().unwrap().push(note.clone())),
+            ended: Arc::new(|_| {}),
+        });
+        let timeout = Duration::from_millis(200);
+        let call = client.request("tools/call", json!({}), timeout, (Some("k"), None), None);
+        assert!(matches!(call, Err(ClientError::Lost(_))), "{call:?}");
+        assert!(client.running("k"), "given up, followed");
+
+        // Once the requester gave up.
+        let updated = json!({ "jsonrpc": "2.0", "method": "notifications/resources/updated",
+            "params": { "uri": "file:///a" } });
+        told.send(elicitation(90)).unwrap();
+        told.send(updated.clone()).unwrap();
+        until("the request after the give-up refused", || {
+            replies.lock().unwrap().iter().any(|r| r["id"] == 90)
+        });
+        until("the resource news told", || {
+            news.lock().unwrap().contains(&updated)
+        });
+        told.send(json!({ "jsonrpc": "2.0", "id": 1, "result": {} }))
+            .unwrap();
+        until("it ended", || !client.running("k"));
+
+        // In the moment it gives up: the upstream's request, handed to a requester
+        // that has stopped reading, is refused when it gives up.
+        let id = client.next_id.fetch_add(1, Ordering::Relaxed);
+        let message = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {} });
+        let (tx, rx) = channel();
+        client.follow(&message, id, timeout, "k2", tx).unwrap();
+        told.send(elicitation(91)).unwrap();
+        let Ok(Heard::Note(note)) = rx.recv() else {
+            panic!("the upstream's request was not handed on");
+        };
+        let (unread, pending) = channel();
+        unread.send(Heard::Note(note)).unwrap();
+        assert!(matches!(
+            client.give_up((id, id), 0, &pending, timeout),
+            Err(RecvTimeoutError::Timeout)
+        ));
+        until("the request in the give-up refused", || {
+            replies.lock().unwrap().iter().any(|r| r["id"] == 91)
+        });
+        for reply in replies.lock().unwrap().iter() {
+            assert_eq!(reply["error"]["code"], -32601, "refused: {reply}");
+        }
+        told.send(json!({ "jsonrpc": "2.0", "id": id, "result": {} }))
+            .unwrap();
+        until("it ended", || !client.running("k2"));
+    }
+
+    /// A requester that gives up a request another one took up since leaves that
+    /// one waiting for it: its answer comes to the one that waits (before, the
+    /// first one's give-up cleared the second's place, and the answer that came
+    /// in its time was kept late, the call told it is unknown).
+    #[test]
+    fn a_give_up_leaves_the_requester_that_took_the_request_up_waiting() {
+        let (url, _replies, told) = streaming_when_told();
+        let client = HttpClient::new("t", &url, Vec::new());
+        let timeout = Duration::from_secs(1);
+        let id = client.next_id.fetch_add(1, Ordering::Relaxed);
+        let message = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {} });
+        let (first, first_rx) = channel();
+        client.follow(&message, id, timeout, "k", first).unwrap();
+        // A second attempt under the key takes it up while the first still waits;
+        // then the first gives up.
+        let second_id = client.next_id.fetch_add(1, Ordering::Relaxed);
+        let (second, second_rx) = channel();
+        assert!(matches!(
+            client.waiting_on("k", &second, second_id, None),
+            Waiting::Earlier(earlier, None) if earlier == id
+        ));
+        assert!(matches!(
+            client.give_up((id, id), 0, &first_rx, timeout),
+            Err(RecvTimeoutError::Timeout)
+        ));
+
+        told.send(json!({ "jsonrpc": "2.0", "id": id, "result": { "n": 1 } }))
+            .unwrap();
+        until("it ended", || !client.running("k"));
+        match second_rx.try_recv() {
+            Ok(Heard::Done(Ok(Posted::Answer(Some(answer))))) => {
+                assert_eq!(answer["result"], json!({ "n": 1 }));
+            }
+            _ => panic!("the answer did not come to the requester that waits"),
+        }
+        assert_eq!(client.late.take("k"), None, "not kept late");
+    }
+
+    /// The call's client as a test sees it: it accepts every question, counts them
+    /// (from the count it is told when it takes a request up), and numbers them.
+    #[derive(Default)]
+    struct Counting {
+        asked: std::cell::Cell<u32>,
+        taken_up: std::cell::Cell<Option<u32>>,
+        numbers: std::cell::RefCell<Vec<(String, u32)>>,
+    }
+
+    impl ClientRequests for Counting {
+        fn request(&self, _: &str, params: &Value, _: bool) -> crate::provider::ClientReply {
+            self.asked.set(self.asked.get() + 1);
+            let message = params["message"].as_str().unwrap_or_default().to_owned();
+            self.numbers.borrow_mut().push((message, self.asked.get()));
+            crate::provider::ClientReply::Result(json!({ "action": "accept" }))
+        }
+        fn questions(&self) -> u32 {
+            self.asked.get()
+        }
+        fn taking_up(&self, questions: u32) {
+            self.taken_up.set(Some(questions));
+            self.asked.set(self.asked.get().max(questions));
+        }
+    }
+
+    /// The upstream's `elicitation/create` with id `id` asking `message`.
+    fn asking(id: u64, message: &str) -> Value {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "elicitation/create",
+            "params": { "message": message, "requestedSchema": { "type": "object" } } })
+    }
+
+    /// An attempt that takes up an earlier one's request (past its timeout) is told
+    /// how many of the upstream's questions were answered on it: the upstream's next
+    /// question is its second, not its first again (before, the count started from
+    /// zero, and the guard read the second question as a divergence from the
+    /// first's record, or answered it with the first's answer).
+    #[test]
+    fn an_attempt_that_takes_a_request_up_is_told_the_questions_asked_on_it() {
+        let (url, replies, told) = streaming_when_told();
+        let client = HttpClient::new("t", &url, Vec::new());
+        let call = |asks: &Counting, timeout: Duration| {
+            client.request(
+                "tools/call",
+                json!({}),
+                timeout,
+                (Some("k"), None),
+                Some(asks),
+            )
+        };
+        // The first question comes as soon as the request runs; the first attempt
+        // answers it, and gives up.
+        told.send(asking(90, "first")).unwrap();
+        let first = Counting::default();
+        let given_up = call(&first, Duration::from_secs(2));
+        assert!(
+            matches!(given_up, Err(ClientError::Lost(_))),
+            "{given_up:?}"
+        );
+        assert_eq!(*first.numbers.borrow(), [("first".to_owned(), 1)]);
+        until("the first answer POSTed", || {
+            replies.lock().unwrap().iter().any(|r| r["id"] == 90)
+        });
+
+        std::thread::scope(|scope| {
+            let second = scope.spawn(|| {
+                let second = Counting::default();
+                let answer = call(&second, Duration::from_secs(60));
+                (answer, second.taken_up.get(), second.numbers.take())
+            });
+            until("the second attempt took it up", || {
+                client.followed.lock().values().any(|f| f.to.is_some())
+            });
+            told.send(asking(91, "second")).unwrap();
+            told.send(json!({ "jsonrpc": "2.0", "id": 1, "result": { "n": 1 } }))
+                .unwrap();
+            let (answer, taken_up, numbers) = second.join().unwrap();
+            assert_eq!(answer, Ok(json!({ "n": 1 })));
+            assert_eq!(taken_up, Some(1), "told of the first question");
+            assert_eq!(numbers, [("second".to_owned(), 2)], "the second question");
+        });
+        assert_eq!(
+            client.late.take("k"),
+            None,
+            "answered in time, not kept late"
+        );
     }
 
     /// A request under a key past its timeout is followed: a later one under the

@@ -182,6 +182,7 @@ impl EffectSession {
             by: person,
             owner: &self.owner,
             now: self.shared.clock.now_ms(),
+            sweep: self.probe_only,
         };
         match self.shared.journal.resolve_by_probe(
             pending.record.key.as_str(),

@@ -44,8 +44,11 @@ pub(super) struct CallsClient<'s> {
     session: RefCell<&'s mut EffectSession>,
     /// The upstream call's position: its questions take the ones after it.
     after: u32,
-    /// Questions asked in this attempt so far.
+    /// Questions asked in this attempt so far, counting those of the earlier
+    /// attempt it took up ([`ClientRequests::taking_up`]).
     asked: Cell<u32>,
+    /// Whether the last of them is answered later (the call stopped for it).
+    later: Cell<bool>,
     /// Whether questions may be journaled (not in an unjournaled read).
     journals: bool,
     /// Whether this attempt takes up an earlier one waiting upstream on the
@@ -61,6 +64,7 @@ impl<'s> CallsClient<'s> {
             session: RefCell::new(session),
             after,
             asked: Cell::new(0),
+            later: Cell::new(false),
             journals,
             resumes: false,
         }
@@ -99,7 +103,10 @@ impl<'s> CallsClient<'s> {
         self.asked.set(self.asked.get() + 1);
         let mut session = self.session.borrow_mut();
         match session.upstream_question(seq, question, can_wait) {
-            Ok(reply) => reply,
+            Ok(reply) => {
+                self.later.set(reply == ClientReply::Later);
+                reply
+            }
             Err(fault) => {
                 let reply = refusal(
                     INTERNAL,
@@ -115,6 +122,16 @@ impl<'s> CallsClient<'s> {
 impl ClientRequests for CallsClient<'_> {
     fn resumes(&self) -> bool {
         self.resumes
+    }
+
+    fn questions(&self) -> u32 {
+        self.asked.get() - u32::from(self.later.get())
+    }
+
+    fn taking_up(&self, questions: u32) {
+        // Its questions took the positions after the upstream call's: the next
+        // one asked on the request takes the one after them.
+        self.asked.set(self.asked.get().max(questions));
     }
 
     fn request(&self, method: &str, params: &Value, can_wait: bool) -> ClientReply {

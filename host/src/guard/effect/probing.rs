@@ -112,6 +112,7 @@ impl EffectSession {
             by: &probe,
             owner: &self.owner,
             now: self.shared.clock.now_ms(),
+            sweep: self.probe_only,
         };
         match self
             .shared

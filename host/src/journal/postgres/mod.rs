@@ -907,7 +907,7 @@ impl Journal for PostgresJournal {
         self.single(|client| ops::note_catalog_in(client, invocation, seq, says))
     }
 
-    fn cancel(&self, key: &InvocationKey) -> Result<Option<u64>> {
+    fn cancel(&self, key: &InvocationKey, _now: i64) -> Result<Option<u64>> {
         let seed = self
             .transaction(|tx| ops::cancel_in(tx, key).map(Ok::<_, ()>))?
             .unwrap_or_else(|()| unreachable!("never refused"));

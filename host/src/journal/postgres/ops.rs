@@ -591,7 +591,9 @@ fn renew_for_claim_in(
 /// Journals a cancel of the call of `key` against the generation its record holds
 /// now (see [`Journal::cancel`](crate::journal::Journal::cancel)): that record's
 /// seed; `None` without a record (or a seed), and then the cancel is kept for the
-/// key's first record (`early_cancels`, whose trigger binds it). The key's advisory
+/// key's first record (`early_cancels`, whose trigger binds it; taken at the
+/// database's clock, for `gc` to remove once the retention has passed if its call
+/// never came). The key's advisory
 /// lock, which that trigger takes too, comes first: a first record made at once
 /// either is seen here or sees the row.
 pub(super) fn cancel_in(
@@ -612,9 +614,12 @@ pub(super) fn cancel_in(
         .map(|r| r.get(0));
     if seed.is_none() {
         tx.execute(
-            "INSERT INTO early_cancels (key) SELECT $1
-              WHERE NOT EXISTS (SELECT 1 FROM invocations WHERE key = $1)
-             ON CONFLICT (key) DO NOTHING",
+            concat!(
+                "INSERT INTO early_cancels (key, created_at) SELECT $1, ",
+                db_now!(),
+                " WHERE NOT EXISTS (SELECT 1 FROM invocations WHERE key = $1)
+             ON CONFLICT (key) DO NOTHING"
+            ),
             &[&key.as_str()],
         )?;
     }
@@ -1069,12 +1074,23 @@ pub(super) fn gc_in(
     } else {
         0
     };
+    // Cancels whose call never made a record: one an older host took (no time) is
+    // stamped now, and removed a retention later.
+    tx.execute(
+        "UPDATE early_cancels SET created_at = $1 WHERE created_at IS NULL",
+        &[&now],
+    )?;
+    let early_cancels = tx.execute(
+        "DELETE FROM early_cancels WHERE created_at <= $1",
+        &[&cutoff],
+    )?;
     Ok(GcReport {
         invocations,
         effects,
         aliases,
         outbox,
         mailbox: 0,
+        early_cancels,
     })
 }
 

@@ -180,6 +180,13 @@ const MIGRATIONS: &[&str] = &[
         disabled_at  BIGINT NOT NULL
     );
     "#,
+    // 14 -> 15: when a cancel taken before its call had a record was taken (the
+    // database's clock), so that `gc` removes one whose call never came once the
+    // retention has passed (the SQLite journal's version 17). NULL for one an
+    // older host took: the first `gc` that sees it stamps it. Additive.
+    r#"
+    ALTER TABLE early_cancels ADD COLUMN created_at BIGINT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -267,10 +267,12 @@ fn cancelled_before_in(conn: &Connection, effect: &NewEffect<'_>) -> rusqlite::R
 /// Journals a cancel of the call of `key` against the generation its record holds
 /// now (see [`Journal::cancel`](crate::journal::Journal::cancel)): that record's seed;
 /// `None` without a record (or a seed), and then the cancel is kept for the key's
-/// first record (`early_cancels`).
+/// first record (`early_cancels`), taken at `now` (the journal's clock: `gc` removes
+/// it once the retention has passed, if its call never came).
 pub(super) fn cancel_in(
     conn: &Connection,
     key: &InvocationKey,
+    now: i64,
 ) -> rusqlite::Result<Option<String>> {
     let seed = conn
         .prepare_cached(
@@ -282,11 +284,11 @@ pub(super) fn cancel_in(
         .optional()?;
     if seed.is_none() {
         conn.prepare_cached(
-            "INSERT INTO early_cancels (key) SELECT ?1
+            "INSERT INTO early_cancels (key, created_at) SELECT ?1, ?2
               WHERE NOT EXISTS (SELECT 1 FROM invocations WHERE key = ?1)
              ON CONFLICT (key) DO NOTHING",
         )?
-        .execute(params![key.as_str()])?;
+        .execute(params![key.as_str(), now])?;
     }
     Ok(seed)
 }

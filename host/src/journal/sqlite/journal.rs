@@ -125,8 +125,9 @@ pub(super) fn entry_in(conn: &Connection, key: &str) -> rusqlite::Result<Option<
 
 /// Deletes every completed record whose own window ended at or before `now` (one
 /// journaled before records carried a window: `default_retention_ms`), and provider
-/// rows older than `default_retention_ms`; a call that is running, suspended or
-/// waiting for a person is never deleted.
+/// rows and cancels whose call never made a record older than
+/// `default_retention_ms`; a call that is running, suspended or waiting for a
+/// person is never deleted.
 pub(super) fn gc_in(
     tx: &Connection,
     now: i64,
@@ -179,7 +180,18 @@ pub(super) fn gc_in(
             params![cutoff],
         )?;
     }
+    // Cancels whose call never made a record: one an older host took (no time) is
+    // stamped now, and removed a retention later.
+    tx.execute(
+        "UPDATE early_cancels SET created_at = ?1 WHERE created_at IS NULL",
+        params![now],
+    )?;
+    let early_cancels = tx.execute(
+        "DELETE FROM early_cancels WHERE created_at <= ?1",
+        params![cutoff],
+    )?;
     Ok(GcReport {
+        early_cancels: early_cancels as u64,
         invocations: invocations as u64,
         effects: effects as u64,
         aliases: aliases as u64,

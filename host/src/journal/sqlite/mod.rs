@@ -813,9 +813,9 @@ impl Journal for SqliteJournal {
         Ok(())
     }
 
-    fn cancel(&self, key: &InvocationKey) -> Result<Option<u64>> {
+    fn cancel(&self, key: &InvocationKey, now: i64) -> Result<Option<u64>> {
         let seed = self
-            .transaction(|tx| effects::cancel_in(tx, key).map(Ok::<_, ()>))?
+            .transaction(|tx| effects::cancel_in(tx, key, now).map(Ok::<_, ()>))?
             .unwrap_or_else(|()| unreachable!("never refused"));
         self.durable_if_full()?;
         Ok(crate::journal::read::generation_of(seed))

@@ -254,6 +254,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
         disabled_at  INTEGER NOT NULL
     ) STRICT;
     "#,
+    // 16 -> 17: when a cancel taken before its call had a record was taken (the
+    // journal's clock), so that `gc` removes one whose call never came once the
+    // retention has passed. NULL for one an older host took: the first `gc` that
+    // sees it stamps it. Additive: older hosts insert without it.
+    r#"
+    ALTER TABLE early_cancels ADD COLUMN created_at INTEGER;
+    "#,
 ];
 
 /// The schema version this build writes.
