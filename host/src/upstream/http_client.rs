@@ -95,13 +95,18 @@ struct Wire {
     bearer: Option<Arc<Bearer>>,
 }
 
-/// A request under an effect key whose `POST` a thread reads.
+/// A request whose `POST` a thread reads: one under an effect key, or a call whose
+/// client answers what the upstream asks of it meanwhile.
 struct Follow {
-    /// The effect key it carries.
-    key: String,
+    /// The effect key it carries, if any (then it is followed past its timeout).
+    key: Option<String>,
     /// Where its progress and answer go while someone waits for it; `None` once its
     /// requester gave up (past the timeout).
     to: Option<Sender<Heard>>,
+    /// Whether its requester answers what the upstream asks of the client (a
+    /// `tools/call` of a guarded call): a request the upstream sends on its
+    /// standalone stream, which names no call, goes to it.
+    asks: bool,
 }
 
 /// The requests of a session followed by their threads, by request id.
@@ -118,13 +123,26 @@ impl Followed {
         self.lock().get(&id).and_then(|f| f.to.clone())
     }
 
+    /// Hands the upstream's request `message` (of `method`), which came on the
+    /// session's standalone stream and names no call, to the one call in flight
+    /// whose client answers such requests ([`super::client::to_the_one_call`]).
+    fn to_the_call(&self, upstream: &str, method: &str, message: Value) -> Result<(), Value> {
+        let requests = self.lock();
+        let calls = requests
+            .values()
+            .filter(|f| f.asks)
+            .filter_map(|f| f.to.as_ref());
+        let over = (upstream, "its standalone stream (GET)");
+        super::client::to_the_one_call(over, method, message, calls, Heard::Note)
+    }
+
     /// The request `id` under `key` got `posted`: handed to its requester, or, when
     /// it gave up, kept as a late answer in `late` (an answer; anything else is no
-    /// news: the call stays unknown).
+    /// news: the call stays unknown). Without a key, nobody waits for it any more.
     fn done(
         &self,
         id: u64,
-        key: &str,
+        key: Option<&str>,
         posted: Result<Posted, ClientError>,
         wire: &Wire,
         late: &Arc<LateAnswers>,
@@ -139,6 +157,9 @@ impl Followed {
                 },
             },
             None => posted,
+        };
+        let Some(key) = key else {
+            return;
         };
         match posted {
             Ok(Posted::Answer(Some(message))) => {
@@ -275,7 +296,8 @@ impl HttpClient {
     }
 
     /// Opens the `GET` stream of the session now (the one before it is stopped),
-    /// when it has hooks to tell what it hears.
+    /// when it has hooks to tell what it hears; a request of the upstream's on it
+    /// goes to the one call in flight whose client answers them.
     fn open_stream(&self) {
         let Some(hooks) = self.hooks.clone() else {
             return;
@@ -300,6 +322,10 @@ impl HttpClient {
             credentials: wire.credentials.clone(),
             bearer: wire.bearer.clone(),
             hooks,
+            to_the_call: {
+                let (followed, upstream) = (Arc::clone(&self.followed), wire.upstream.clone());
+                Arc::new(move |method, message| followed.to_the_call(&upstream, method, message))
+            },
             stop,
             alive: Arc::clone(&wire.alive),
         });
@@ -363,11 +389,11 @@ impl HttpClient {
             }
         }
         let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        let send = || match key {
-            Some(key) => {
-                self.followed_post(&message, (method, id), timeout, key, (progress_of, asks))
-            }
-            None => self.waited_post(&message, id, timeout, (progress_of, asks)),
+        // A call whose client answers the upstream's requests is read on a thread of
+        // its own too: what the upstream asks on its standalone stream reaches it.
+        let send = || match (key, asks) {
+            (None, None) => self.waited_post(&message, id, timeout, progress_of),
+            _ => self.followed_post(&message, (method, id), timeout, key, (progress_of, asks)),
         };
         let mut posted = send()?;
         if let Posted::SessionLost(lost) = posted {
@@ -402,7 +428,7 @@ impl HttpClient {
         message: &Value,
         id: u64,
         timeout: Duration,
-        (progress_of, asks): (Option<&str>, Option<&dyn ClientRequests>),
+        progress_of: Option<&str>,
     ) -> Result<Posted, ClientError> {
         let mut reports = progress::of_tool(progress_of.unwrap_or_default());
         let mut logs = super::log_messages::CallLogs::new(&self.wire.upstream);
@@ -411,7 +437,7 @@ impl HttpClient {
             .post(message, timeout, None, Some(id), false, &mut |note| {
                 let now = Instant::now();
                 reports.tick(now);
-                if let Some(report) = self.heard(note, progress_of, &mut logs, asks, timeout) {
+                if let Some(report) = self.heard(note, progress_of, &mut logs, None, timeout) {
                     reports.report(report, now);
                 }
             });
@@ -461,17 +487,23 @@ impl HttpClient {
 
     /// The `POST` of request `id` (of `method`) under `key`, read on a thread that
     /// follows it past `timeout`; or, when an earlier request under `key` runs still,
-    /// that one's answer; or the answer it got late, kept.
+    /// that one's answer; or the answer it got late, kept. Without a key (a read
+    /// whose client answers the upstream's requests), read on a thread up to
+    /// `timeout`, and no further.
     fn followed_post(
         &self,
         message: &Value,
         (method, id): (&str, u64),
         timeout: Duration,
-        key: &str,
+        key: Option<&str>,
         (progress_of, asks): (Option<&str>, Option<&dyn ClientRequests>),
     ) -> Result<Posted, ClientError> {
         let (tx, rx) = channel();
-        let id = match self.waiting_on(key, &tx) {
+        let waiting = match key {
+            Some(key) => self.waiting_on(key, &tx, asks.is_some()),
+            None => Waiting::New,
+        };
+        let id = match waiting {
             Waiting::Kept(answer) => return Ok(Posted::Answer(Some(answer))),
             Waiting::Earlier(earlier, _) => {
                 tracing::info!(target: "justonce::upstream", upstream = %self.wire.upstream, "a {method} under the same key is still running upstream: waiting for its answer rather than sending it again");
@@ -479,7 +511,7 @@ impl HttpClient {
             }
             // (Over HTTP a request is never parked, so none is only taken up.)
             Waiting::New | Waiting::Gone => {
-                self.follow(message, id, timeout, key, tx)?;
+                self.follow(message, (id, key), timeout, (tx, asks.is_some()))?;
                 id
             }
         };
@@ -495,9 +527,12 @@ impl HttpClient {
         };
         match heard {
             Ok(Heard::Done(posted)) => posted,
-            Ok(Heard::Note(_)) | Err(RecvTimeoutError::Timeout) => {
-                Err(no_answer_within(&self.wire.upstream, method, timeout, true))
-            }
+            Ok(Heard::Note(_)) | Err(RecvTimeoutError::Timeout) => Err(no_answer_within(
+                &self.wire.upstream,
+                method,
+                timeout,
+                key.is_some(),
+            )),
             Err(RecvTimeoutError::Disconnected) => Err(ClientError::Lost(format!(
                 "upstream `{}`: the request {method} ended without an answer",
                 self.wire.upstream
@@ -507,16 +542,20 @@ impl HttpClient {
 
     /// What a request under `key` waits for: the answer kept for it, an earlier
     /// request under it still followed (its answer now goes to `to`), or a new one.
-    fn waiting_on(&self, key: &str, to: &Sender<Heard>) -> Waiting {
+    fn waiting_on(&self, key: &str, to: &Sender<Heard>, asks: bool) -> Waiting {
         // Under the lock the thread of a request holds while it hands its answer on
         // or keeps it: an answer is either kept already or comes to `to`.
         let mut requests = self.followed.lock();
         if let Some(answer) = self.late.take(key) {
             return Waiting::Kept(answer);
         }
-        match requests.iter_mut().find(|(_, f)| f.key == key) {
+        match requests
+            .iter_mut()
+            .find(|(_, f)| f.key.as_deref() == Some(key))
+        {
             Some((id, follow)) => {
                 follow.to = Some(to.clone());
+                follow.asks = asks;
                 Waiting::Earlier(*id, None)
             }
             None => Waiting::New,
@@ -524,16 +563,16 @@ impl HttpClient {
     }
 
     /// Sends request `id` under `key` on a thread of its own, which reads its
-    /// answer at most [`FOLLOW_FOR`] past `timeout` and hands it to `to` (or to
-    /// whoever waits for it then, or keeps it late). Not sent while
+    /// answer at most [`FOLLOW_FOR`] past `timeout` (without a key, `timeout`) and
+    /// hands it to `to` (or to whoever waits for it then, or keeps it late). `asks`:
+    /// its requester answers the upstream's requests of the client. Not sent while
     /// [`MAX_FOLLOWED`] requests given up still run.
     fn follow(
         &self,
         message: &Value,
-        id: u64,
+        (id, key): (u64, Option<&str>),
         timeout: Duration,
-        key: &str,
-        to: Sender<Heard>,
+        (to, asks): (Sender<Heard>, bool),
     ) -> Result<(), ClientError> {
         {
             let mut requests = self.followed.lock();
@@ -547,8 +586,9 @@ impl HttpClient {
             requests.insert(
                 id,
                 Follow {
-                    key: key.to_owned(),
+                    key: key.map(str::to_owned),
                     to: Some(to),
+                    asks,
                 },
             );
         }
@@ -557,15 +597,19 @@ impl HttpClient {
             Arc::clone(&self.followed),
             Arc::clone(&self.late),
         );
-        let (message, key) = (message.clone(), key.to_owned());
+        let (message, key) = (message.clone(), key.map(str::to_owned));
+        let reads_for = match key {
+            Some(_) => timeout.saturating_add(FOLLOW_FOR),
+            None => timeout,
+        };
         let news = self.hooks.as_ref().map(|hooks| Arc::clone(&hooks.heard));
         let spawned = std::thread::Builder::new()
             .name(format!("upstream-{}-call", self.wire.upstream))
             .spawn(move || {
                 let posted = wire.post(
                     &message,
-                    timeout.saturating_add(FOLLOW_FOR),
-                    Some(&key),
+                    reads_for,
+                    key.as_deref(),
                     Some(id),
                     false,
                     &mut |note| {
@@ -583,7 +627,7 @@ impl HttpClient {
                         wire.unheard(&note, timeout, news.as_ref());
                     },
                 );
-                followed.done(id, &key, posted, &wire, &late);
+                followed.done(id, key.as_deref(), posted, &wire, &late);
             });
         if let Err(e) = spawned {
             self.followed.lock().remove(&id);
@@ -613,15 +657,23 @@ impl HttpClient {
                 Heard::Note(note) => self.wire.unheard(&note, timeout, news),
             }
         }
-        if let Some(follow) = requests.get_mut(&id) {
-            follow.to = None;
+        match requests.get_mut(&id) {
+            Some(follow) if follow.key.is_some() => follow.to = None,
+            // Not followed past its timeout: its thread's answer is nobody's.
+            Some(_) => {
+                requests.remove(&id);
+            }
+            None => {}
         }
         Err(RecvTimeoutError::Timeout)
     }
 
     /// Whether a request under `key` was sent on it and is not answered yet.
     pub(crate) fn running(&self, key: &str) -> bool {
-        self.followed.lock().values().any(|f| f.key == key)
+        self.followed
+            .lock()
+            .values()
+            .any(|f| f.key.as_deref() == Some(key))
     }
 }
 
@@ -938,6 +990,57 @@ impl Drop for HttpClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the upstream asks on its standalone stream (no call named) goes to the
+    /// one call in flight whose client answers such requests: with none it is
+    /// refused (-32601), with several too (-32603), and a ping is answered.
+    #[test]
+    fn a_request_on_the_standalone_stream_goes_to_the_one_call_that_asks() {
+        let followed = Followed::default();
+        let roots = json!({ "jsonrpc": "2.0", "id": 4, "method": "roots/list" });
+        let code = |reply: Result<(), Value>| reply.unwrap_err()["error"]["code"].clone();
+        let to_the_call =
+            |message: &Value| followed.to_the_call("u", "roots/list", message.clone());
+        assert_eq!(code(to_the_call(&roots)), -32601, "no call in flight");
+        let follow = |asks: bool, key: Option<&str>| {
+            let (to, from) = channel();
+            let follow = Follow {
+                key: key.map(str::to_owned),
+                to: Some(to),
+                asks,
+            };
+            (follow, from)
+        };
+        let (listing, listed) = follow(false, None);
+        let (call, asked) = follow(true, None);
+        followed.lock().insert(1, listing);
+        followed.lock().insert(2, call);
+        assert_eq!(to_the_call(&roots), Ok(()));
+        match asked.try_recv() {
+            Ok(Heard::Note(note)) => assert_eq!(note, roots, "to the call that asks"),
+            _ => panic!("the call heard nothing"),
+        }
+        assert!(
+            listed.try_recv().is_err(),
+            "not to a request that does not ask"
+        );
+        let ping = followed.to_the_call("u", "ping", json!({ "id": 3, "method": "ping" }));
+        assert_eq!(ping.unwrap_err()["result"], json!({}));
+        // A keyed call given up (nobody waits) asks nothing; another that waits does.
+        let (mut given_up, _gone) = follow(true, Some("k"));
+        given_up.to = None;
+        followed.lock().insert(3, given_up);
+        assert_eq!(to_the_call(&roots), Ok(()));
+        let (other, _other) = follow(true, Some("k2"));
+        followed.lock().insert(4, other);
+        let several = to_the_call(&roots).unwrap_err();
+        assert_eq!(several["error"]["code"], -32603);
+        let message = several["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("2 calls in flight") && message.contains("standalone stream"),
+            "{message}"
+        );
+    }
 
     #[test]
     fn the_response_is_found_among_the_events_of_a_stream() {
