@@ -455,3 +455,33 @@ fn in_the_stateless_era_sampling_and_roots_come_as_input_required_and_answer_as_
 fn a_stateless_client_that_did_not_declare_them_is_never_asked_and_the_upstream_gets_32021() {
     never_asked_and_refused_with_32021("stateless-none");
 }
+
+/// The stateless revision through an HTTP upstream: its `roots/list` (on its
+/// standalone stream) reaches the read `get-roots-list`, which is sent again with
+/// the client's roots and answers as directly; its `sampling/createMessage` cannot
+/// wait on the call's response stream, and is refused saying so (`-32603`), the
+/// upstream's error what the agent reads.
+#[test]
+fn in_the_stateless_era_through_an_http_upstream_roots_answer_as_directly_and_sampling_is_refused()
+{
+    let Some((python, index)) = needs() else {
+        return;
+    };
+    let (_server, port) = everything_over_http(&index);
+    let gateway = Gateway::with(
+        tempfile::tempdir().unwrap(),
+        &format!("url = \"http://127.0.0.1:{port}/mcp\""),
+    );
+    let through = gateway.report(&python, "stateless-all", &[]);
+    let alone = direct(&python, &index, "all");
+    same_both_ways("roots", &through, &alone);
+    assert_eq!(through["called"]["roots"], 1, "{through}");
+    let sampled = &through["told"]["sample"];
+    assert_eq!(sampled["is_error"], true, "{through}");
+    let text = sampled["text"].to_string();
+    assert!(
+        text.contains("-32603") && text.contains("cannot wait"),
+        "{text}"
+    );
+    assert_eq!(through["called"]["sampling"], json!([]), "{through}");
+}
