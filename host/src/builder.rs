@@ -635,6 +635,9 @@ impl HostBuilder {
             );
         }
         let upstreams = Arc::new(crate::upstream::Upstreams::new(upstreams));
+        // Before any is started: one an operator disabled is never started.
+        crate::upstream_switch::follow_once(&upstreams, &*journal)?;
+        crate::upstream_switch::follow(&upstreams, &journal);
         let providers = crate::providers::with_faults(providers, &self.faults);
         for provider in providers.values() {
             journal.prepare_provider(provider.as_ref())?;

@@ -19,7 +19,14 @@ const LAYERS: &[&[&str]] = &[
         "sim",
     ],
     &["serving"],
-    &["config", "builder", "host", "readiness", "sweep"],
+    &[
+        "config",
+        "builder",
+        "host",
+        "readiness",
+        "sweep",
+        "upstream_switch",
+    ],
     &["guard"],
     &[
         "runtime",

@@ -64,6 +64,7 @@ mod sim;
 mod sweep;
 mod trust;
 pub mod upstream;
+mod upstream_switch;
 
 #[cfg(test)]
 mod layering_tests;

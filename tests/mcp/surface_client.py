@@ -15,12 +15,15 @@ The script prints one JSON object: everything it read, timestamps blanked.
 import asyncio
 import base64
 import json
+import os
 import re
 import sys
 
 import anyio
 from mcp import Client, StdioServerParameters
+from mcp.client.subscriptions import ResourceUpdated
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp.types import PromptReference, ResourceTemplateReference
 
 TIME = re.compile(r"\d{1,2}:\d{2}:\d{2}(\s?[AP]M)?")
@@ -46,6 +49,8 @@ def blanked(value):
 
 
 def blob_blanked(blob):
+    if not isinstance(blob, str):
+        return blanked(blob)
     try:
         text = base64.b64decode(blob).decode()
     except ValueError:
@@ -107,8 +112,16 @@ async def main(mode, side, command):
             report["reads"] = [
                 await attempt(client.read_resource(resource["uri"])) for resource in resources[:12]
             ]
+        if side != "direct" and mode != "legacy":
+            # Declared before the upstreams answered (they may offer all): asked
+            # again now that they did.
+            found = (await client.session.send_discover(client.protocol_version))["capabilities"]
+            report["capabilities_when_ready"] = {
+                name: name in found for name in ("resources", "prompts", "completions")
+            }
         report.update(await prompts(client, caps, prompt_of, uri_of))
         report.update(await everything(client, mode, caps, report, (uri_of, tool_of), updates))
+        report.update(await filesystem(client, tool_of))
     print(json.dumps(report))
 
 
@@ -175,17 +188,57 @@ async def everything(client, mode, caps, report, mapped, updates):
         ],
         "bad_prompt": await attempt(client.get_prompt(completable, {"department": "Sales"})),
     }
-    if mode == "legacy" and caps.resources and caps.resources.subscribe:
+    if caps.resources and caps.resources.subscribe:
         watched = report["resources"][0]["uri"]
-        await client.subscribe_resource(watched)
-        await client.call_tool(tool_of("toggle-subscriber-updates"), {})
-        with anyio.fail_after(30):
-            while watched not in updates:
-                await anyio.sleep(0.05)
-        await client.unsubscribe_resource(watched)
-        await client.call_tool(tool_of("toggle-subscriber-updates"), {})
+        toggle = tool_of("toggle-subscriber-updates")
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            # The stateless revision has no resources/subscribe: a listen stream
+            # names what it hears.
+            async with client.listen(resource_subscriptions=[watched]) as stream:
+                await client.call_tool(toggle, {})
+                with anyio.fail_after(30):
+                    async for event in stream:
+                        if isinstance(event, ResourceUpdated):
+                            updates.append(event.uri)
+                        if watched in updates:
+                            break
+        else:
+            await client.subscribe_resource(watched)
+            await client.call_tool(toggle, {})
+            with anyio.fail_after(30):
+                while watched not in updates:
+                    await anyio.sleep(0.05)
+            await client.unsubscribe_resource(watched)
+        await client.call_tool(toggle, {})
         found["updated"] = sorted(set(updates))
     return found
+
+
+async def filesystem(client, tool_of):
+    """server-filesystem's tools (it offers no resources: its files are read with
+    tools) by their own names, its read-only tools called on the files of the
+    directory it was started with (`$SURFACE_FILES`), and its `resources/list`
+    asked whatever it declared."""
+    prefix = tool_of("")
+    listed = (await client.list_tools()).tools
+    own = sorted(t.name[len(prefix):] for t in listed if t.name.startswith(prefix))
+    if "list_allowed_directories" not in own:
+        return {}
+    root = os.environ["SURFACE_FILES"]
+    calls = [
+        ("list_allowed_directories", {}),
+        ("list_directory", {"path": root}),
+        ("read_text_file", {"path": os.path.join(root, "notes.txt"), "head": 1}),
+        ("read_media_file", {"path": os.path.join(root, "data.bin")}),
+        ("get_file_info", {"path": os.path.join(root, "missing.txt")}),
+    ]
+    return {
+        "tools": own,
+        "tool_calls": [
+            {name: await attempt(client.call_tool(tool_of(name), arguments))} for name, arguments in calls
+        ],
+        "unadvertised_resources": await attempt(client.list_resources()),
+    }
 
 
 if __name__ == "__main__":

@@ -31,6 +31,10 @@ struct Seen {
     calls: Vec<(String, bool)>,
     /// The `Authorization` of each `/token` request.
     clients: Vec<String>,
+    /// The form of each `/token` request.
+    forms: Vec<Vec<(String, String)>>,
+    /// The refresh tokens it issued, in order.
+    refresh_tokens: Vec<String>,
 }
 
 /// The token endpoint (`/token`) and the MCP server (`/mcp`), on one port.
@@ -97,6 +101,15 @@ fn receive(reader: &mut impl BufRead) -> Option<Request> {
     Some((line, headers, body))
 }
 
+/// The fields of a form body (the values the tests send need no decoding).
+fn form_fields(body: &[u8]) -> Vec<(String, String)> {
+    String::from_utf8_lossy(body)
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect()
+}
+
 fn respond(stream: &mut TcpStream, status: u16, body: &str) {
     let _ = write!(
         stream,
@@ -119,10 +132,18 @@ fn serve(mut stream: TcpStream, seen: &Mutex<Seen>) {
     if line.starts_with("POST /token ") {
         let mut seen = seen.lock().unwrap();
         seen.clients.push(header("authorization"));
+        seen.forms.push(form_fields(&body));
         let token = format!("at_issued_{}_5b9d3e7f", seen.issued.len() + 1);
+        let refresh = format!("rt_issued_{}_8e0a2c4d", seen.issued.len() + 1);
         seen.issued.push(token.clone());
+        seen.refresh_tokens.push(refresh.clone());
         seen.accepted = Some(token.clone());
-        let answer = json!({ "access_token": token, "token_type": "bearer", "expires_in": 3600 });
+        let answer = json!({
+            "access_token": token,
+            "token_type": "bearer",
+            "expires_in": 3600,
+            "refresh_token": refresh,
+        });
         return respond(&mut stream, 200, &answer.to_string());
     }
     if !line.starts_with("POST /mcp ") {
@@ -196,18 +217,20 @@ fn configure(dir: &Path, server: &Server, oauth: &str) {
     .unwrap();
 }
 
+/// The client credentials grant at the server's `/token`, the secret from the
+/// secrets file, with the keys `more`.
+fn grant(server: &Server, more: &str) -> String {
+    format!(
+        "token_url = {:?}\nclient_id = \"justonce-gw\"\nclient_secret = \"${{API_SECRET}}\"\n{more}",
+        server.url("/token")
+    )
+}
+
 #[test]
 fn a_token_is_fetched_once_sent_as_bearer_refreshed_after_a_401_and_never_shown() {
     let server = Server::start();
     let dir = tempfile::tempdir().unwrap();
-    configure(
-        dir.path(),
-        &server,
-        &format!(
-            "token_url = {:?}\nclient_id = \"justonce-gw\"\nclient_secret = \"${{API_SECRET}}\"\nscope = \"tools\"",
-            server.url("/token")
-        ),
-    );
+    configure(dir.path(), &server, &grant(&server, "scope = \"tools\""));
     let mut served = Served::start(dir.path());
     let mut told = Vec::new();
     for n in 1..=4 {
@@ -305,5 +328,45 @@ fn a_token_file_is_read_again_when_a_helper_replaces_it() {
         assert!(!log.contains(token), "{log}");
         assert!(!first.to_string().contains(token), "{first}");
         assert!(!second.to_string().contains(token), "{second}");
+    }
+}
+
+#[test]
+fn client_secret_post_sends_the_client_in_the_form_and_its_refresh_token_is_never_shown() {
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    configure(
+        dir.path(),
+        &server,
+        &grant(&server, "client_auth = \"client_secret_post\""),
+    );
+    let mut served = Served::start(dir.path());
+    let told = whoami(&mut served, 1);
+    assert_eq!(told["structuredContent"]["token"], "[redacted]", "{told}");
+    let (issued, refresh) = {
+        let seen = server.seen.lock().unwrap();
+        assert_eq!(seen.clients, [""], "no Basic header: {:?}", seen.clients);
+        let form = &seen.forms[0];
+        for (name, value) in [
+            ("grant_type", "client_credentials"),
+            ("client_id", "justonce-gw"),
+            ("client_secret", SECRET),
+        ] {
+            assert!(
+                form.iter().any(|(n, v)| n == name && v == value),
+                "{name}={value} in {form:?}"
+            );
+        }
+        (seen.issued.clone(), seen.refresh_tokens.clone())
+    };
+    let log = served.close();
+    for secret in issued
+        .iter()
+        .chain(&refresh)
+        .map(String::as_str)
+        .chain([SECRET])
+    {
+        assert!(!log.contains(secret), "the log holds {secret}: {log}");
+        assert!(!told.to_string().contains(secret), "{told}");
     }
 }

@@ -5,7 +5,7 @@
 //! (the `initialize` handshake and the stateless 2026-07-28 revision), and what the
 //! agent is told must be the same, modulo the names the gateway offers them by
 //! (`justonce://UPSTREAM/URI`, the `prefix` before a prompt's name). The servers are
-//! `server-everything` (npm, `$JUSTONCE_MCP_UPSTREAMS`) and a FastMCP server
+//! `server-everything` and `server-filesystem` (npm, `$JUSTONCE_MCP_UPSTREAMS`) and a FastMCP server
 //! (tests/mcp/fastmcp_surface.py, `$JUSTONCE_FRAMEWORKS_PYTHON`). Skipped without
 //! them, but under CI=true.
 
@@ -47,7 +47,13 @@ fn gateway(sections: &str) -> tempfile::TempDir {
 /// What `surface_client.py` read in `mode` from the server `command` started, or
 /// from the gateway in `dir` offering it as `upstream` with `prefix`.
 fn read(python: &Path, mode: &str, side: Side<'_>) -> Value {
+    read_with(python, mode, side, &[])
+}
+
+/// [`read`], with `env` set for the client (and the gateway it starts).
+fn read_with(python: &Path, mode: &str, side: Side<'_>, env: &[(&str, &str)]) -> Value {
     let mut client = Command::new(python);
+    client.envs(env.iter().copied());
     client.arg(CLIENT).arg(mode);
     match side {
         Side::Direct(command) => client.arg("direct").args(command),
@@ -96,6 +102,10 @@ fn as_the_server_says(report: &Value, upstream: &str, prefix: &str) -> Value {
         text = text.replace(&format!("upstream `{upstream}` refused {refused}: "), "");
     }
     let mut unwrapped: Value = serde_json::from_str(&text.replace(&wrapped, "")).unwrap();
+    // Asked of the gateway only (`surface_client.py`).
+    if let Some(report) = unwrapped.as_object_mut() {
+        report.retain(|key, _| key != "capabilities_when_ready");
+    }
     for (i, listed) in report["resources"]
         .as_array()
         .into_iter()
@@ -105,7 +115,8 @@ fn as_the_server_says(report: &Value, upstream: &str, prefix: &str) -> Value {
         let uri = listed["uri"].as_str().unwrap();
         assert!(uri.starts_with(&wrapped), "resource {i}: {uri}");
     }
-    for prompt in unwrapped["prompts"].as_array_mut().into_iter().flatten() {
+    let prompts = unwrapped.get_mut("prompts").and_then(Value::as_array_mut);
+    for prompt in prompts.into_iter().flatten() {
         let name = prompt["name"].as_str().unwrap();
         let own = name
             .strip_prefix(prefix)
@@ -143,10 +154,12 @@ fn server_everything_reads_through_the_gateway_as_it_does_directly_in_both_eras(
     };
     let index = index.display().to_string();
     let command = ["node", index.as_str(), "stdio"];
-    let dir = gateway(&format!(
-        "[upstreams.everything]\ncommand = {command:?}\nprefix = \"ev_\"\n"
-    ));
     for mode in ["legacy", "auto"] {
+        // A journal of its own: `toggle-subscriber-updates` called in the other
+        // era would be a replay here, and toggle nothing.
+        let dir = gateway(&format!(
+            "[upstreams.everything]\ncommand = {command:?}\nprefix = \"ev_\"\n"
+        ));
         let direct = read(&python, mode, Side::Direct(&command));
         let through = read(
             &python,
@@ -189,25 +202,106 @@ fn server_everything_reads_through_the_gateway_as_it_does_directly_in_both_eras(
         for (name, declared) in capabilities.as_object().unwrap() {
             assert_eq!(&through["capabilities"][name], declared, "{what}");
         }
+        // A subscription's update heard: on a session through resources/subscribe,
+        // on the stateless revision (which removed it) through subscriptions/listen
+        // (before the gateway relayed updates to a listen stream, it declared no
+        // `subscribe` there and heard none).
+        assert_eq!(through["capabilities"]["subscribe"], true, "{what}");
+        assert_eq!(
+            through["updated"],
+            json!(["justonce://everything/demo://resource/static/document/architecture.md"]),
+            "{what}"
+        );
         match mode {
-            "legacy" => {
-                assert_eq!(through["protocol_version"], direct["protocol_version"]);
-                assert_eq!(through["capabilities"]["subscribe"], true, "{what}");
-                assert_eq!(
-                    through["updated"],
-                    json!([
-                        "justonce://everything/demo://resource/static/document/architecture.md"
-                    ]),
-                    "{what}"
-                );
-            }
-            _ => {
-                assert_eq!(through["protocol_version"], "2026-07-28", "{what}");
-                // The stateless revision removed resources/subscribe.
-                assert_eq!(through["capabilities"]["subscribe"], false, "{what}");
-            }
+            "legacy" => assert_eq!(through["protocol_version"], direct["protocol_version"]),
+            _ => assert_eq!(through["protocol_version"], "2026-07-28", "{what}"),
         }
     }
+}
+
+/// server-filesystem (2026.8.31) offers no resources: it declares tools only, and
+/// its files are read with tools (within the directories it was started with, or
+/// the roots of a client that declares `roots`). Side by side, directly and
+/// through the gateway in both eras: the same tools, the same answers to its
+/// read-only tools (an embedded `file://` resource in a tool's result passed as it
+/// is), and the gateway declares no resources once it heard the server. Its
+/// `resources/list`, asked anyway, is -32601 directly and an empty list through
+/// the gateway (which declared resources before its upstream answered). Before
+/// server-filesystem was installed (tests/mcp/upstreams), this failed under CI.
+#[test]
+fn server_filesystems_tools_and_missing_resources_are_the_same_through_the_gateway() {
+    let Some(python) = needed("Python with the MCP SDK", &python()) else {
+        return;
+    };
+    let Some(index) = needed("server-filesystem", &installed("server-filesystem")) else {
+        return;
+    };
+    let files = tempfile::tempdir().unwrap();
+    let root = files.path().canonicalize().unwrap().display().to_string();
+    std::fs::write(files.path().join("notes.txt"), "first line\nsecond\n").unwrap();
+    std::fs::write(files.path().join("data.bin"), [0u8, 1, 2]).unwrap();
+    let index = index.display().to_string();
+    let command = ["node", index.as_str(), root.as_str()];
+    let dir = gateway(&format!(
+        "[upstreams.files]\ncommand = {command:?}\nprefix = \"fs_\"\n"
+    ));
+    for mode in ["legacy", "auto"] {
+        let direct = read_files(&python, mode, Side::Direct(&command), &root);
+        let mut through = read_files(
+            &python,
+            mode,
+            Side::Gateway(dir.path(), "files", "fs_"),
+            &root,
+        );
+        let what = format!("{mode}: {direct}\n\n{through}");
+        let none = json!({ "resources": false, "prompts": false, "completions": false, "subscribe": false });
+        assert_eq!(direct["capabilities"], none, "{what}");
+        assert_eq!(direct["tools"].as_array().map(Vec::len), Some(14), "{what}");
+        assert_eq!(
+            direct["tool_calls"][3]["read_media_file"]["ok"]["content"][0]["resource"]["uri"],
+            json!(format!("file://{root}/data.bin")),
+            "{what}"
+        );
+        assert_eq!(
+            direct["unadvertised_resources"]["error"]["code"], -32601,
+            "{what}"
+        );
+        assert_eq!(
+            through["unadvertised_resources"],
+            json!({ "ok": { "resources": [] } }),
+            "{what}"
+        );
+        if mode == "auto" {
+            assert_eq!(
+                through["capabilities_when_ready"],
+                json!({ "resources": false, "prompts": false, "completions": false }),
+                "{what}"
+            );
+        }
+        // What the gateway declared before its upstream answered, read: nothing.
+        for key in ["resources", "templates", "reads", "prompts", "gets"] {
+            let listed = through.get(key).cloned().unwrap_or_else(|| json!([]));
+            assert_eq!(listed, json!([]), "{key}: {what}");
+        }
+        let compared = ["protocol_version", "capabilities", "tools", "tool_calls"];
+        let mut direct = direct.clone();
+        for side in [&mut direct, &mut through] {
+            side.as_object_mut()
+                .unwrap()
+                .retain(|key, _| compared.contains(&key.as_str()));
+        }
+        assert_same(
+            &direct,
+            &as_the_server_says(&through, "files", "fs_"),
+            &what,
+        );
+    }
+}
+
+/// [`read`] with `$SURFACE_FILES` set to `root`, the directory whose files
+/// server-filesystem's tools are called on.
+fn read_files(python: &Path, mode: &str, side: Side<'_>, root: &str) -> Value {
+    read_with(python, mode, side, &[("SURFACE_FILES", root)])
 }
 
 /// A FastMCP server's prompt, listed and got directly and through the gateway in

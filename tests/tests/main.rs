@@ -53,6 +53,7 @@ mod mcp_frameworks;
 mod mcp_gateway;
 // Resources, prompts, completion and logs of upstreams, side by side with the servers
 // talked to directly (skipped without node or the SDK, but under CI=true).
+mod gateway_subscriptions;
 mod gateway_surface;
 // An upstream that echoes the credentials it was handed (skipped without the SDK, but under CI=true).
 mod mcp_gateway_credentials;

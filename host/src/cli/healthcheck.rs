@@ -30,14 +30,10 @@ const UNHEALTHY: u8 = 1;
 
 impl Healthcheck {
     pub(super) fn run(&self, _cli: &Cli) -> Result<u8, Error> {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .proxy(None)
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .timeout_global(Some(Duration::from_millis(self.timeout_ms)))
-            .build()
-            .into();
-        match agent.get(&self.url).call() {
+        match agent(Duration::from_millis(self.timeout_ms))
+            .get(&self.url)
+            .call()
+        {
             Ok(mut response) => {
                 let status = response.status().as_u16();
                 let body = response
@@ -60,6 +56,18 @@ impl Healthcheck {
             }
         }
     }
+}
+
+/// The HTTP client of a command that asks a running `serve`: no proxy, no
+/// redirects, every status an answer, at most `timeout` for the whole exchange.
+pub(super) fn agent(timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .proxy(None)
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_global(Some(timeout))
+        .build()
+        .into()
 }
 
 /// `text` as a probe's URL: plain HTTP with a host (the listeners serve no TLS).

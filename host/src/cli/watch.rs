@@ -1,6 +1,9 @@
 //! Loading while serving: `serve` checks the tools directory, `justonce.toml` and
 //! its lock file every `--watch-interval-ms` (by size, modification time and inode,
-//! so a file replaced by a rename counts), and reloads on `SIGHUP` too. A reload
+//! so a file replaced by a rename counts), and reloads once a change has settled (the
+//! files looked the same at two checks in a row, so a file caught half written, say
+//! truncated by `std::fs::write` or a shell's `>`, is not loaded), and on `SIGHUP` at
+//! once. A reload
 //! reads the configuration again and swaps in what changed ([`HostBuilder::reload`]);
 //! then the server's [`Catalog`] tells the clients when the tools changed. A
 //! configuration that no longer reads, or a component that fails to load, leaves
@@ -43,6 +46,48 @@ fn seen(path: &Path) -> Seen {
     use std::os::unix::fs::MetadataExt as _;
     let meta = std::fs::metadata(path).ok()?;
     Some((meta.len(), meta.modified().ok(), meta.ino()))
+}
+
+/// Whether a change of the watched files has settled: a reload waits until the
+/// files look the same at two checks in a row, so a file caught while it is being
+/// written (truncated, half its bytes) is never loaded.
+#[derive(Debug)]
+struct Settle {
+    /// How the files looked when they were last loaded.
+    loaded: Fingerprint,
+    /// How they looked at the last check, when that differed from `loaded`.
+    changing: Option<Fingerprint>,
+}
+
+impl Settle {
+    fn new(loaded: Fingerprint) -> Self {
+        Self {
+            loaded,
+            changing: None,
+        }
+    }
+
+    /// Takes how the files look `now`; true when they changed since they were loaded
+    /// and look as they did at the last check: reload now (they count as loaded).
+    fn settled(&mut self, now: Fingerprint) -> bool {
+        if now == self.loaded {
+            self.changing = None;
+            return false;
+        }
+        if self.changing.as_ref() == Some(&now) {
+            self.changing = None;
+            self.loaded = now;
+            return true;
+        }
+        self.changing = Some(now);
+        false
+    }
+
+    /// The files were loaded as they look `now` (a `SIGHUP`).
+    fn loaded(&mut self, now: Fingerprint) {
+        self.loaded = now;
+        self.changing = None;
+    }
 }
 
 impl Sources {
@@ -119,7 +164,7 @@ pub(super) fn config_path(read: Option<&Config>, db: &Path) -> PathBuf {
 
 /// Watches on a thread of its own: every `interval` (never, for `None`) it compares
 /// the files with how they looked (`since`, taken before the host was built), and
-/// reloads when they changed; each message on `hangups` (`SIGHUP`) reloads at once.
+/// reloads when they changed and then looked the same at the next check; each message on `hangups` (`SIGHUP`) reloads at once.
 /// Ends when `hangups` closes.
 pub(super) fn spawn(
     (sources, since): (Sources, Fingerprint),
@@ -128,7 +173,7 @@ pub(super) fn spawn(
     interval: Option<Duration>,
     hangups: Receiver<()>,
 ) -> Result<(), Error> {
-    let mut last = since;
+    let mut last = Settle::new(since);
     std::thread::Builder::new()
         .name("justonce-watch".into())
         .spawn(move || {
@@ -139,13 +184,11 @@ pub(super) fn spawn(
                 };
                 match woke {
                     Ok(()) => {
-                        last = sources.fingerprint();
+                        last.loaded(sources.fingerprint());
                         sources.reload(&host, &catalog, "SIGHUP");
                     }
                     Err(RecvTimeoutError::Timeout) => {
-                        let now = sources.fingerprint();
-                        if now != last {
-                            last = now;
+                        if last.settled(sources.fingerprint()) {
                             sources.reload(
                                 &host,
                                 &catalog,
@@ -159,4 +202,41 @@ pub(super) fn spawn(
         })
         .map_err(|e| Error::Host(anyhow::anyhow!("cannot start the watcher thread: {e}")))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn looks(files: &[(&str, u64)]) -> Fingerprint {
+        Fingerprint(
+            files
+                .iter()
+                .map(|(p, len)| (PathBuf::from(p), Some((*len, None, 1))))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_change_reloads_once_the_files_look_the_same_at_two_checks_in_a_row() {
+        let mut settle = Settle::new(looks(&[("justonce.toml", 120)]));
+        assert!(!settle.settled(looks(&[("justonce.toml", 120)])));
+        // Caught half written (truncated by a plain write): not loaded.
+        assert!(!settle.settled(looks(&[("justonce.toml", 0)])));
+        // Written out: changed again since the last check, so still not loaded.
+        assert!(!settle.settled(looks(&[("justonce.toml", 60)])));
+        // The same at the next check: loaded, once.
+        assert!(settle.settled(looks(&[("justonce.toml", 60)])));
+        assert!(!settle.settled(looks(&[("justonce.toml", 60)])));
+    }
+
+    #[test]
+    fn a_change_undone_before_it_settled_reloads_nothing_and_a_sighup_counts_as_loaded() {
+        let mut settle = Settle::new(looks(&[("justonce.toml", 120)]));
+        assert!(!settle.settled(looks(&[("justonce.toml", 0)])));
+        assert!(!settle.settled(looks(&[("justonce.toml", 120)])));
+        assert!(!settle.settled(looks(&[("justonce.toml", 120)])));
+        settle.loaded(looks(&[("justonce.toml", 90)]));
+        assert!(!settle.settled(looks(&[("justonce.toml", 90)])));
+    }
 }

@@ -83,6 +83,7 @@ pub(super) struct RawOAuth {
     client_secret: Option<String>,
     scope: Option<String>,
     audience: Option<String>,
+    client_auth: Option<String>,
     token_file: Option<PathBuf>,
 }
 
@@ -109,6 +110,7 @@ impl RawOAuth {
             ("client_secret", self.client_secret.is_some()),
             ("scope", self.scope.is_some()),
             ("audience", self.audience.is_some()),
+            ("client_auth", self.client_auth.is_some()),
         ];
         let given: Vec<&str> = grant.iter().filter(|(_, g)| *g).map(|(k, _)| *k).collect();
         if let Some(path) = self.token_file {
@@ -145,6 +147,14 @@ impl RawOAuth {
                 "`{key}.token_url` must be an http:// or https:// URL (the token endpoint), not {token_url:?}"
             ));
         }
+        let auth = match self.client_auth.as_deref() {
+            None => crate::upstream::ClientAuth::default(),
+            Some(name) => crate::upstream::ClientAuth::parse(name).ok_or_else(|| {
+                format!(
+                    "`{key}.client_auth` is {name:?}; it is `client_secret_basic` (HTTP Basic, the default) or `client_secret_post` (the id and secret in the form)"
+                )
+            })?,
+        };
         let client_id = self.client_id.unwrap_or_default();
         let client_secret = self.client_secret.unwrap_or_default();
         for (name, value) in [("client_id", &client_id), ("client_secret", &client_secret)] {
@@ -158,6 +168,7 @@ impl RawOAuth {
             client_secret,
             scope: self.scope.filter(|s| !s.is_empty()),
             audience: self.audience.filter(|a| !a.is_empty()),
+            auth,
         }))
     }
 }
@@ -612,6 +623,7 @@ mod tests {
             client_id = "gw"
             client_secret = "${SECRET}"
             scope = "tickets:write"
+            client_auth = "client_secret_post"
             [upstreams.files]
             url = "https://files.example.com/mcp"
             oauth = { token_file = "files.token" }
@@ -626,6 +638,7 @@ mod tests {
                 client_secret: "${SECRET}".into(),
                 scope: Some("tickets:write".into()),
                 audience: None,
+                auth: crate::upstream::ClientAuth::Post,
             }))
         );
         assert_eq!(
@@ -664,6 +677,10 @@ mod tests {
             (
                 "token_file = \"\"",
                 "`upstreams.m.oauth.token_file` must name a file",
+            ),
+            (
+                "token_url = \"http://a/t\"\nclient_id = \"c\"\nclient_secret = \"s\"\nclient_auth = \"private_key_jwt\"",
+                "`upstreams.m.oauth.client_auth` is \"private_key_jwt\"; it is `client_secret_basic`",
             ),
             ("tokenfile = \"t\"", "unknown field `tokenfile`"),
         ] {

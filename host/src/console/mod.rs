@@ -762,7 +762,19 @@ impl Console {
             );
         };
         let by = session.principal.as_str();
-        let told = act.apply(upstream, by);
+        let told = match act.apply(&*self.journal, upstream, by, self.clock.now_ms()) {
+            Ok(told) => told,
+            Err(e) => {
+                tracing::error!(target: "justonce::operator", action = act.name(), upstream = name, by, "cannot journal the operator's {} of the upstream {name}: {e}", act.name());
+                return refused(
+                    503,
+                    &format!(
+                        "The {} of `{name}` could not be journaled (the server's log has the detail); nothing changed. Try again.",
+                        act.name()
+                    ),
+                );
+            }
+        };
         tracing::info!(target: "justonce::operator", action = act.name(), upstream = name, by, "operator {by}: {} the upstream {name}", act.name());
         html(
             200,

@@ -14,6 +14,7 @@ use super::view;
 use crate::error::Error;
 use crate::journal::{Journal, JournalEntry, Selection};
 use crate::upstream::{Upstream, UpstreamReport, Upstreams};
+use crate::upstream_switch;
 
 /// The states of a call that waits on its upstream (see [`crate::journal::CALL_STATES`]).
 const WAITING: [&str; 4] = ["running", "stopped", "incomplete", "unknown"];
@@ -55,10 +56,18 @@ impl UpstreamAct {
         }
     }
 
-    /// Does it to `upstream` for the operator `by`: what the operator is told.
-    pub fn apply(self, upstream: &Upstream, by: &str) -> String {
+    /// Does it to `upstream` for the operator `by` at `now` (ms): what the operator
+    /// is told. A disable or an enable is journaled first, so it holds across a
+    /// restart and on every host of the journal (`crate::upstream_switch`).
+    pub fn apply(
+        self,
+        journal: &dyn Journal,
+        upstream: &Upstream,
+        by: &str,
+        now: i64,
+    ) -> Result<String, Error> {
         let name = upstream.name();
-        match self {
+        Ok(match self {
             Self::Restart if upstream.restart() => format!(
                 "The upstream `{name}` is being started again now; its tools come back once it lists them."
             ),
@@ -66,16 +75,19 @@ impl UpstreamAct {
                 format!("The upstream `{name}` is disabled: enable it to start it.")
             }
             Self::Disable => {
-                upstream.disable(by);
+                let disable = upstream_switch::disable(journal, upstream, by, now)?;
                 format!(
-                    "The upstream `{name}` was disabled: its tools are left out of tools/list and its calls refused, not performed, until an operator enables it (a restart of the host enables it too)."
+                    "The upstream `{name}` is disabled (by `{}`, {}): its tools are left out of tools/list and its calls refused, not performed, on every host of this journal and after a restart, until an operator enables it.",
+                    disable.by,
+                    crate::clock::rfc3339(disable.at)
                 )
             }
-            Self::Enable if upstream.enable() => {
-                format!("The upstream `{name}` was enabled: it is being started now.")
-            }
+            Self::Enable if upstream_switch::enable(journal, upstream)? => format!(
+                "The upstream `{name}` was enabled: it is being started now (other hosts of this journal follow within {} s).",
+                upstream_switch::FOLLOW_EVERY.as_secs()
+            ),
             Self::Enable => format!("The upstream `{name}` was not disabled: nothing to do."),
-        }
+        })
     }
 }
 

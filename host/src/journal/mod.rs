@@ -26,6 +26,7 @@ pub(crate) mod schedule;
 mod select;
 pub(crate) mod sqlite;
 pub(crate) mod tokens;
+mod upstream_disables;
 
 use std::path::Path;
 
@@ -44,6 +45,7 @@ pub(crate) use records::{
 pub use schedule::{ScheduledGc, Turn};
 pub(crate) use select::{Scopes, Selection};
 pub use sqlite::CURRENT_VERSION;
+pub use upstream_disables::UpstreamDisable;
 
 use crate::error::Result;
 use crate::keys::{EffectKey, Fingerprint, InvocationKey};
@@ -430,6 +432,19 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// ever, brought up to date now (see [`mark`]). The identity is made with the
     /// journal's schema; `fresh_id` stands in should its row be missing.
     fn mark(&self, fresh_id: &str) -> Result<JournalMark>;
+
+    /// The upstreams an operator disabled, by name, for every host of the journal.
+    fn upstream_disables(&self) -> Result<Vec<UpstreamDisable>>;
+
+    /// Journals that the operator `by` disabled the upstream `upstream` at `now`
+    /// (PostgreSQL: the database's clock), durable under [`Durability::Full`]. An
+    /// upstream disabled already stays disabled by whoever did it first. Answers the
+    /// disable on record.
+    fn disable_upstream(&self, upstream: &str, by: &str, now: i64) -> Result<UpstreamDisable>;
+
+    /// Ends the disable of `upstream` (an operator's enable), durable under
+    /// [`Durability::Full`]; whether it was disabled.
+    fn enable_upstream(&self, upstream: &str) -> Result<bool>;
 
     /// The bearer tokens this journal keeps for every host of it (PostgreSQL);
     /// `None` where each host's tokens file keeps them (SQLite).

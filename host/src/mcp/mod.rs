@@ -28,7 +28,8 @@
 //! - The resources, resource templates, prompts and completion of upstream MCP
 //!   servers pass through (`surface`): reads, never journaled, under
 //!   `justonce://UPSTREAM/URI` and the upstream's `prefix`, with their `list_changed`
-//!   and a subscription's `updated` relayed.
+//!   and a subscription's `updated` relayed: to a session that subscribed, or to a
+//!   stateless client's `subscriptions/listen` stream (`listen`).
 //! - Calls run concurrently on up to [`ServerConfig::max_concurrent_calls`] workers,
 //!   so two identical calls in flight coalesce in the invocation guard.
 //! - `notifications/cancelled` withholds the response but lets the call run to its
@@ -52,6 +53,7 @@ mod catalog;
 mod elicit;
 pub mod http;
 mod job_queue;
+mod listen;
 mod mrtr;
 pub mod protocol;
 mod server;

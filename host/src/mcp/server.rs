@@ -19,6 +19,7 @@ use super::ServerConfig;
 use super::catalog::{self, Catalog};
 use super::elicit::{Pending, session_asker};
 use super::job_queue::JobQueue;
+use super::listen::{self, Listens};
 use super::mrtr;
 use super::protocol::{self, ErrorData, Incoming, Params, RequestId, SERVER_BUSY};
 use super::session::{Dispatch, Era, Session, severity, stateless_result};
@@ -306,6 +307,8 @@ impl Server {
         // What the upstreams say of their resources and prompts: a list changed to
         // every client, an updated resource to the one that subscribed to it.
         let subscribed = Arc::new(Subscribed::default());
+        // Its stateless client's `subscriptions/listen` streams.
+        let listens = Arc::new(Listens::default());
         let holds = Arc::clone(&subscribed);
         let relayed = self.relay.listen(Arc::new(move |news| {
             let note = match news {
@@ -366,7 +369,7 @@ impl Server {
             let result = self.read_loop(
                 &mut input,
                 (&queue, &in_flight, &pending),
-                (&outbox, &subscribed),
+                (&outbox, &subscribed, &listens),
                 &initialized,
             );
             // No answer comes any more: a call waiting for one ends without it.
@@ -375,6 +378,7 @@ impl Server {
             self.catalog.unlisten(listener);
             self.relay.unlisten(relayed);
             subscribed.end(&self.host);
+            listens.end_all();
             let _ = notifier.join();
             result
         });
@@ -389,7 +393,7 @@ impl Server {
         &self,
         input: &mut R,
         calls: (&JobQueue<Job>, &InFlight, &Pending),
-        (outbox, subscribed): (&Arc<Outbox<W>>, &Arc<Subscribed>),
+        (outbox, subscribed, listens): (&Arc<Outbox<W>>, &Arc<Subscribed>, &Arc<Listens>),
         initialized: &AtomicBool,
     ) -> io::Result<()> {
         let mut session = Session::new(self.catalog.listing(), self.config.scoping())
@@ -407,7 +411,7 @@ impl Server {
                 Ok(Line::Read) => {
                     session.offer(self.catalog.listing());
                     session.offer_upstreams(self.catalog.upstreams());
-                    self.handle(&line, &mut session, calls, (outbox, subscribed));
+                    self.handle(&line, &mut session, calls, (outbox, subscribed, listens));
                     if matches!(session.era(), Era::Handshake(_)) {
                         initialized.store(true, Ordering::Release);
                     }
@@ -430,7 +434,7 @@ impl Server {
         line: &[u8],
         session: &mut Session<'_>,
         (jobs, in_flight, pending): (&JobQueue<Job>, &InFlight, &Pending),
-        (outbox, subscribed): (&Arc<Outbox<W>>, &Arc<Subscribed>),
+        (outbox, subscribed, listens): (&Arc<Outbox<W>>, &Arc<Subscribed>, &Arc<Listens>),
     ) {
         let Ok(text) = std::str::from_utf8(line) else {
             let error = ErrorData::parse_error("the line is not valid UTF-8", None);
@@ -454,7 +458,7 @@ impl Server {
                 }
             }
             Ok(Incoming::Notification { method, params }) => {
-                self.notification(&method, &params, (in_flight, pending))
+                self.notification(&method, &params, (in_flight, pending, listens))
             }
             Ok(Incoming::Request { id, method, params }) => {
                 tracing::debug!(%id, method, "request");
@@ -465,6 +469,7 @@ impl Server {
                         params,
                         stateless,
                     } => self.pass_on(id, (method, params, stateless), outbox, subscribed),
+                    Dispatch::Listen(params) => self.listen(id, params, outbox, listens),
                     Dispatch::Call {
                         request,
                         stateless,
@@ -563,8 +568,52 @@ impl Server {
         }
     }
 
-    fn notification(&self, method: &str, params: &Params, calls: (&InFlight, &Pending)) {
-        let (in_flight, pending) = calls;
+    /// Opens a `subscriptions/listen` stream on a thread of its own (it subscribes
+    /// upstream): its messages go out on `outbox` until its client cancels it or
+    /// the connection ends.
+    fn listen<W: Write + Send + 'static>(
+        &self,
+        id: RequestId,
+        params: Params,
+        outbox: &Arc<Outbox<W>>,
+        listens: &Arc<Listens>,
+    ) {
+        let (host, relay, catalog) = (
+            Arc::clone(&self.host),
+            Arc::clone(&self.relay),
+            Arc::clone(&self.catalog),
+        );
+        let (outbox, listens) = (Arc::clone(outbox), Arc::clone(listens));
+        listens.opening(id.clone());
+        let forget = (Arc::clone(&listens), Arc::clone(&outbox), id.clone());
+        let spawned = std::thread::Builder::new()
+            .name("justonce-mcp-listen".into())
+            .spawn(move || {
+                let to = Arc::clone(&outbox);
+                let sink: listen::Sink = Arc::new(move |note: &Value| to.send(note));
+                match listen::open((&host, &relay, &catalog), &id, &params, sink) {
+                    Ok(listening) => listens.keep(id, listening),
+                    Err(refused) => {
+                        listens.end(&id);
+                        outbox.reply(&id, Err(refused));
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            let (listens, outbox, id) = forget;
+            listens.end(&id);
+            tracing::warn!("no thread for a subscriptions/listen stream: {e}");
+            let busy = ErrorData::new(
+                SERVER_BUSY,
+                "the server could not open the stream now; retry later",
+                Some(serde_json::json!({ "kind": "busy", "retry_safe": true })),
+            );
+            outbox.reply(&id, Err(busy));
+        }
+    }
+
+    fn notification(&self, method: &str, params: &Params, calls: (&InFlight, &Pending, &Listens)) {
+        let (in_flight, pending, listens) = calls;
         match method {
             "notifications/cancelled" => {
                 let cancelled =
@@ -578,7 +627,10 @@ impl Server {
                     return;
                 };
                 let reason = reason.as_deref().unwrap_or("none given");
-                if in_flight.cancel(&id) {
+                if listens.end(&id) {
+                    // Cancelling its request is how a client ends a listen stream.
+                    tracing::debug!(%id, "a subscriptions/listen stream ended by its client");
+                } else if in_flight.cancel(&id) {
                     // A question it waits on is not answered now: the call ends
                     // without it (resumable), and does not hold its worker.
                     if pending.cancel_call(&id) {

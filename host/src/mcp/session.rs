@@ -80,6 +80,9 @@ pub(crate) enum Dispatch {
         /// Whether the result needs the stateless decorations.
         stateless: bool,
     },
+    /// Open a `subscriptions/listen` stream (`mcp/listen.rs`) with these parameters:
+    /// it subscribes upstream, so it is opened off the connection's reader.
+    Listen(Params),
     /// Run a tool call; `stateless` shapes its result for the 2026-07-28 wire.
     Call {
         /// The call.
@@ -205,13 +208,9 @@ impl<'a> Session<'a> {
     }
 
     /// `capabilities` with what the upstreams offer besides tools.
-    fn with_surface(
-        &self,
-        capabilities: ServerCapabilities,
-        stateless: bool,
-    ) -> ServerCapabilities {
+    fn with_surface(&self, capabilities: ServerCapabilities) -> ServerCapabilities {
         match self.host {
-            Some(host) => super::surface::declare(host, capabilities, stateless),
+            Some(host) => super::surface::declare(host, capabilities),
             None => capabilities,
         }
     }
@@ -385,7 +384,7 @@ impl<'a> Session<'a> {
         tracing::info!(requested, %version, "initialize");
         self.era = Era::Handshake(version);
         self.declared = super::elicit::Declared::from_capabilities(params.get("capabilities"));
-        let mut capabilities = self.with_surface(capabilities(), false);
+        let mut capabilities = self.with_surface(capabilities());
         if let Some(tools) = &mut capabilities.tools {
             tools.list_changed = Some(true);
         }
@@ -404,7 +403,7 @@ impl<'a> Session<'a> {
         }
         let reply = match method {
             "server/discover" => {
-                let mut capabilities = self.with_surface(capabilities(), true);
+                let mut capabilities = self.with_surface(capabilities());
                 if self.serves_tasks {
                     capabilities.extensions = Some(super::protocol::tasks_declaration());
                 }
@@ -418,6 +417,9 @@ impl<'a> Session<'a> {
                 .list(params)
                 .map(|tools| to_json(tools.with_ttl_ms(0).with_cache_scope(CacheScope::Public))),
             "tools/call" => return self.call(params, true),
+            "subscriptions/listen" if self.host.is_some() => {
+                return Dispatch::Listen(params.clone());
+            }
             method if super::surface::stateless_method(method) && self.host.is_some() => {
                 return Dispatch::Surface {
                     method: method.to_owned(),
@@ -644,6 +646,7 @@ mod tests {
             Dispatch::Reply(reply) => reply,
             Dispatch::Call { .. } => panic!("expected a reply, got a call"),
             Dispatch::Surface { method, .. } => panic!("expected a reply, got {method} passed on"),
+            Dispatch::Listen(_) => panic!("expected a reply, got a listen stream"),
         }
     }
 

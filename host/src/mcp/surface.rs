@@ -45,14 +45,11 @@ pub(crate) fn stateless_method(method: &str) -> bool {
 pub(crate) const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode(-32002);
 
 /// Declares in `capabilities` what the upstreams offer: `resources` (with
-/// `subscribe` on a session's wire, `stateless` without), `prompts` and
-/// `completions`, each when some upstream declared it, or may (one that has not
-/// answered `initialize` yet).
-pub(crate) fn declare(
-    host: &Host,
-    capabilities: ServerCapabilities,
-    stateless: bool,
-) -> ServerCapabilities {
+/// `subscribe`: `resources/subscribe` on a session's wire, a listen stream's
+/// `resourceSubscriptions` on the stateless one), `prompts` and `completions`, each
+/// when some upstream declared it, or may (one that has not answered `initialize`
+/// yet).
+pub(crate) fn declare(host: &Host, capabilities: ServerCapabilities) -> ServerCapabilities {
     let (mut resources, mut subscribe, mut prompts, mut completions) = (false, false, false, false);
     for upstream in host.upstream_servers().iter() {
         match upstream.surface() {
@@ -68,7 +65,7 @@ pub(crate) fn declare(
     let mut declared = to_json(&capabilities);
     if resources {
         let mut capability = json!({ "listChanged": true });
-        if subscribe && !stateless {
+        if subscribe {
             capability["subscribe"] = json!(true);
         }
         declared["resources"] = capability;
@@ -380,7 +377,8 @@ impl Relay {
         relay
     }
 
-    fn tell(&self, news: &SurfaceNews) {
+    /// Tells every listener `news`.
+    pub(crate) fn tell(&self, news: &SurfaceNews) {
         let listeners: Vec<_> = self
             .listeners
             .lock()
@@ -410,8 +408,9 @@ impl Relay {
     }
 }
 
-/// The resources (the host's URIs) one client session subscribed to: their updates
-/// go to it; what it still holds when it ends is unsubscribed.
+/// The resources (the host's URIs) one client session, or one `subscriptions/listen`
+/// stream, subscribed to: their updates go to it; what it still holds when it ends
+/// (closed, deleted, expired) is unsubscribed.
 #[derive(Debug, Default)]
 pub(crate) struct Subscribed(Mutex<HashSet<String>>);
 

@@ -106,7 +106,7 @@ pub(crate) fn states(host: &Host) -> Value {
                 | UpstreamState::Failing { error, .. } => {
                     json!({ "state": "failing", "error": error })
                 }
-                UpstreamState::Disabled { by } => json!({ "state": "disabled", "by": by }),
+                UpstreamState::Disabled { by, .. } => json!({ "state": "disabled", "by": by }),
             };
             (name, told)
         })

@@ -109,7 +109,20 @@ pub(crate) struct Response {
     /// lines).
     pub notes: Vec<serde_json::Value>,
     /// A stream whose events come as a call runs: `body` holds its first bytes.
-    pub live: Option<LiveEvents>,
+    pub live: Option<Box<Live>>,
+}
+
+/// What a response's body keeps until it is dropped.
+pub(crate) type Held = Box<dyn std::any::Any + Send + Sync>;
+
+/// A response's stream of events.
+#[derive(Debug)]
+pub(crate) struct Live {
+    /// Its events, as they come.
+    events: LiveEvents,
+    /// Kept as long as the body is sent, dropped when it ends (its client hung up,
+    /// or `events` ended): what a stream holds open for its client.
+    held: Option<Held>,
 }
 
 /// JSON-RPC's "Invalid Request" code, which every refusal of the server carries.
@@ -160,7 +173,10 @@ impl Response {
             kind: Kind::Sse,
             body: first.to_vec(),
             notes: Vec::new(),
-            live: Some(live),
+            live: Some(Box::new(Live {
+                events: live,
+                held: None,
+            })),
         }
     }
 
@@ -178,6 +194,14 @@ impl Response {
             notes: Vec::new(),
             live: None,
         }
+    }
+
+    /// Keeps `held` until the body of this stream ([`Response::live`]) is dropped.
+    pub fn holding(mut self, held: Held) -> Self {
+        if let Some(live) = &mut self.live {
+            live.held = Some(held);
+        }
+        self
     }
 
     /// Adds a header.
@@ -235,9 +259,9 @@ impl Response {
                     .header("content-type", "text/event-stream")
                     .header("cache-control", "no-store");
                 if let Some(live) = self.live {
-                    return builder
-                        .body(Payload::events(Bytes::from(self.body), live))
-                        .unwrap_or_else(|e| failed(&e));
+                    let mut payload = Payload::events(Bytes::from(self.body), live.events);
+                    payload.held = live.held;
+                    return builder.body(payload).unwrap_or_else(|e| failed(&e));
                 }
                 let mut events = Vec::new();
                 for note in &self.notes {
@@ -272,6 +296,8 @@ pub(crate) struct Payload {
     events: Option<LiveEvents>,
     /// Told when the body is done (dropped): the connection's request is over.
     on_end: Option<Arc<Phase>>,
+    /// Dropped with the body ([`Response::holding`]).
+    held: Option<Held>,
 }
 
 impl Payload {
@@ -281,6 +307,7 @@ impl Payload {
             sized: true,
             events: None,
             on_end: None,
+            held: None,
         }
     }
 
@@ -290,6 +317,7 @@ impl Payload {
             sized: false,
             events: None,
             on_end: None,
+            held: None,
         }
     }
 
@@ -300,6 +328,7 @@ impl Payload {
             sized: false,
             events: Some(events),
             on_end: None,
+            held: None,
         }
     }
 

@@ -45,7 +45,7 @@ use connection::Connection;
 use credentials::Credentials;
 use log_field::field;
 
-pub use oauth::{ClientCredentials, UpstreamOAuth};
+pub use oauth::{ClientAuth, ClientCredentials, UpstreamOAuth};
 pub use probes::UpstreamProbe;
 pub use provider::UpstreamProvider;
 pub use state::UpstreamState;
@@ -186,8 +186,8 @@ pub struct UpstreamReport {
 
 impl UpstreamReport {
     /// What an operator reads of it, as JSON (the console's API): `name`, `state`,
-    /// `tools`, `starts`, `ready_in_ms`, `last_error`, `retry_in_ms` (while failing)
-    /// and `disabled_by`.
+    /// `tools`, `starts`, `ready_in_ms`, `last_error`, `retry_in_ms` (while failing),
+    /// `disabled_by` and `disabled_at` (RFC 3339, while disabled).
     pub fn to_json(&self) -> Value {
         let retry_in_ms = match &self.state {
             UpstreamState::Failing { retry_at, .. } => Some(
@@ -197,9 +197,11 @@ impl UpstreamReport {
             ),
             _ => None,
         };
-        let disabled_by = match &self.state {
-            UpstreamState::Disabled { by } => Some(by.as_str()),
-            _ => None,
+        let (disabled_by, disabled_at) = match &self.state {
+            UpstreamState::Disabled { by, at } => {
+                (Some(by.as_str()), Some(crate::clock::rfc3339(*at)))
+            }
+            _ => (None, None),
         };
         json!({
             "name": self.name,
@@ -210,6 +212,7 @@ impl UpstreamReport {
             "last_error": self.state.last_error(),
             "retry_in_ms": retry_in_ms,
             "disabled_by": disabled_by,
+            "disabled_at": disabled_at,
         })
     }
 }
@@ -436,13 +439,18 @@ impl Upstream {
         asked
     }
 
-    /// An operator's "disable" by `by`: its connection let go, its tools left out
-    /// of `tools/list` (the listeners told), its calls refused, not performed,
-    /// naming the operator, until [`Upstream::enable`]. Kept in memory only: a host
-    /// started again starts it.
-    pub fn disable(&self, by: &str) {
-        self.shared.disable(by);
-        self.tell_listeners();
+    /// An operator's "disable" by `by` at `at` (ms): its connection let go, its
+    /// tools left out of `tools/list` (the listeners told), its calls refused, not
+    /// performed, naming the operator, until [`Upstream::enable`]. Only the state
+    /// of this process: the journal keeps the disable for every host and restart
+    /// (`crate::upstream_switch`). A disabled upstream never started is settled.
+    /// Whether anything changed (it was not disabled so, already).
+    pub fn disable(&self, by: &str, at: i64) -> bool {
+        let changed = self.shared.disable(by, at);
+        if changed {
+            self.tell_listeners();
+        }
+        changed
     }
 
     /// An operator's "enable": a disabled upstream is started now. Whether it was

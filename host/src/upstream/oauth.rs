@@ -3,9 +3,11 @@
 //! (`[upstreams.NAME.oauth]`, docs/gateway.md "OAuth to an upstream"):
 //!
 //! - the client credentials grant (RFC 6749 §4.4): a form `POST` to `token_url`,
-//!   the client authenticated with HTTP Basic (§2.3.1), `scope` and `audience` when
+//!   the client authenticated with HTTP Basic (§2.3.1, `client_secret_basic`, the
+//!   default) or in the form (`client_secret_post`), `scope` and `audience` when
 //!   configured; the token is fetched again shortly before its `expires_in` ends
-//!   ([`refresh_margin`]);
+//!   ([`refresh_margin`]), with the `refresh_token` the endpoint gave, if it gave
+//!   one (§6; a refused refresh falls back to the grant);
 //! - a token file an external helper keeps fresh: read again when its modification
 //!   time changes.
 //!
@@ -52,6 +54,36 @@ pub struct ClientCredentials {
     pub scope: Option<String>,
     /// The audience (resource) asked for, if any (Auth0 and others name the API so).
     pub audience: Option<String>,
+    /// How the client authenticates to the token endpoint.
+    pub auth: ClientAuth,
+}
+
+/// How the client authenticates to the token endpoint (RFC 6749 §2.3.1; the names
+/// of RFC 7591's `token_endpoint_auth_method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientAuth {
+    /// `client_secret_basic`: HTTP Basic with the id and secret (the default).
+    #[default]
+    Basic,
+    /// `client_secret_post`: `client_id` and `client_secret` in the form.
+    Post,
+}
+
+impl ClientAuth {
+    /// Its name in `justonce.toml` (`client_auth`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Basic => "client_secret_basic",
+            Self::Post => "client_secret_post",
+        }
+    }
+
+    /// The method named `name`, if any.
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Basic, Self::Post]
+            .into_iter()
+            .find(|a| a.name() == name)
+    }
 }
 
 /// Why no token could be had.
@@ -72,13 +104,22 @@ pub(crate) fn refresh_margin(expires_in: Duration) -> Duration {
     Duration::from_secs(60).min(expires_in / 2)
 }
 
+/// How a request to the token endpoint carries the client, filled in.
+#[derive(Debug)]
+pub(crate) enum Client {
+    /// The `Authorization: Basic` value.
+    Basic(String),
+    /// The form fields `client_id` and `client_secret`.
+    Post(Vec<(&'static str, String)>),
+}
+
 /// Where the tokens come from, with what was filled in.
 #[derive(Debug)]
 pub(crate) enum Source {
-    /// A form `POST` to `url` of `form`, the client authenticated by `basic`.
+    /// A form `POST` to `url` of `form` (the grant), the client carried by `client`.
     Endpoint {
         url: String,
-        basic: String,
+        client: Client,
         form: Vec<(&'static str, String)>,
     },
     /// A file's content.
@@ -90,16 +131,26 @@ impl Source {
     pub(crate) fn of(oauth: &UpstreamOAuth, client_id: &str, client_secret: &str) -> Self {
         match oauth {
             UpstreamOAuth::ClientCredentials(grant) => {
-                // RFC 6749 §2.3.1: each form-encoded, then joined by `:`.
-                let encode =
-                    |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-                let pair = format!("{}:{}", encode(client_id), encode(client_secret));
+                let client = match grant.auth {
+                    ClientAuth::Basic => {
+                        // RFC 6749 §2.3.1: each form-encoded, then joined by `:`.
+                        let encode = |s: &str| {
+                            form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>()
+                        };
+                        let pair = format!("{}:{}", encode(client_id), encode(client_secret));
+                        Client::Basic(base64::engine::general_purpose::STANDARD.encode(pair))
+                    }
+                    ClientAuth::Post => Client::Post(vec![
+                        ("client_id", client_id.to_owned()),
+                        ("client_secret", client_secret.to_owned()),
+                    ]),
+                };
                 let mut form = vec![("grant_type", "client_credentials".to_owned())];
                 form.extend(grant.scope.clone().map(|s| ("scope", s)));
                 form.extend(grant.audience.clone().map(|a| ("audience", a)));
                 Self::Endpoint {
                     url: grant.token_url.clone(),
-                    basic: base64::engine::general_purpose::STANDARD.encode(pair),
+                    client,
                     form,
                 }
             }
@@ -114,6 +165,9 @@ struct Held {
     token: String,
     /// When it is fetched again (ms on the clock), if it said when it expires.
     refresh_at_ms: Option<i64>,
+    /// The refresh token the endpoint gave with it, if any: the next token is asked
+    /// for with it (RFC 6749 §6) instead of the grant.
+    refresh_token: Option<String>,
     /// The file's modification time when it was read.
     modified: Option<SystemTime>,
 }
@@ -159,8 +213,11 @@ impl Bearer {
         if let Some(now) = held.as_ref().filter(|h| self.fresh(h)) {
             return Ok(now.token.clone());
         }
+        let refresh_token = held.as_ref().and_then(|h| h.refresh_token.clone());
         let new = match &self.source {
-            Source::Endpoint { url, basic, form } => self.fetch(url, basic, form)?,
+            Source::Endpoint { url, client, form } => {
+                self.renew(url, client, form, refresh_token)?
+            }
             Source::File(path) => self.read(path)?,
         };
         self.credentials.learn(&new.token);
@@ -192,11 +249,40 @@ impl Bearer {
         }
     }
 
-    /// A token from the endpoint at `url`.
+    /// A new token from the endpoint at `url`: with `refresh_token` if there is
+    /// one, else (or if the endpoint refuses it) with the grant's `form`. A refresh
+    /// answered without a new refresh token keeps the one it was asked with.
+    fn renew(
+        &self,
+        url: &str,
+        client: &Client,
+        form: &[(&'static str, String)],
+        refresh_token: Option<String>,
+    ) -> Result<Held, TokenError> {
+        if let Some(refresh_token) = refresh_token {
+            let refresh = [
+                ("grant_type", "refresh_token".to_owned()),
+                ("refresh_token", refresh_token.clone()),
+            ];
+            match self.fetch(url, client, &refresh) {
+                Ok(mut held) => {
+                    held.refresh_token.get_or_insert(refresh_token);
+                    return Ok(held);
+                }
+                Err(TokenError::Refused(why)) => {
+                    tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, "its refresh token was refused ({why}); asking with the client credentials grant");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.fetch(url, client, form)
+    }
+
+    /// A token from the endpoint at `url`, asked for with `form`.
     fn fetch(
         &self,
         url: &str,
-        basic: &str,
+        client: &Client,
         form: &[(&'static str, String)],
     ) -> Result<Held, TokenError> {
         let what = format!(
@@ -204,15 +290,19 @@ impl Bearer {
             self.upstream
         );
         let strip = |text: String| self.credentials.text(text);
-        let mut response = self
-            .agent
-            .post(url)
-            .header("Authorization", &format!("Basic {basic}"))
-            .header("Accept", "application/json")
+        let mut request = self.agent.post(url).header("Accept", "application/json");
+        let mut fields: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        match client {
+            Client::Basic(basic) => {
+                request = request.header("Authorization", &format!("Basic {basic}"));
+            }
+            Client::Post(pair) => fields.extend(pair.iter().map(|(k, v)| (*k, v.as_str()))),
+        }
+        let mut response = request
             .config()
             .timeout_global(Some(self.timeout))
             .build()
-            .send_form(form.iter().map(|(k, v)| (*k, v.as_str())))
+            .send_form(fields)
             .map_err(|e| TokenError::Unavailable(strip(format!("{what} did not answer: {e}"))))?;
         let status = response.status().as_u16();
         let mut text = String::new();
@@ -258,6 +348,10 @@ impl Bearer {
         };
         // Learned at once: whatever is said of it from here on is stripped.
         self.credentials.learn(&token);
+        let refresh_token = field("refresh_token").filter(|t| !t.is_empty());
+        if let Some(refresh_token) = &refresh_token {
+            self.credentials.learn(refresh_token);
+        }
         let kind = field("token_type").unwrap_or_default();
         if !kind.eq_ignore_ascii_case("bearer") {
             return Err(TokenError::Refused(strip(format!(
@@ -275,10 +369,11 @@ impl Bearer {
                 .now_ms()
                 .saturating_add(i64::try_from(after.as_millis()).unwrap_or(i64::MAX))
         });
-        tracing::info!(target: "justonce::upstream", upstream = %self.upstream, expires_in_s = expires_in.map(|e| e.as_secs()), "fetched an OAuth access token");
+        tracing::info!(target: "justonce::upstream", upstream = %self.upstream, expires_in_s = expires_in.map(|e| e.as_secs()), grant = form.first().map_or("", |(_, g)| g.as_str()), "fetched an OAuth access token");
         Ok(Held {
             token,
             refresh_at_ms,
+            refresh_token,
             modified: None,
         })
     }
@@ -306,6 +401,7 @@ impl Bearer {
         Ok(Held {
             token,
             refresh_at_ms: None,
+            refresh_token: None,
             modified,
         })
     }

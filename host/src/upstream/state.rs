@@ -27,11 +27,14 @@ pub enum UpstreamState {
         retry_at: Instant,
     },
     /// Disabled by an operator (the console): not started, its tools left out of
-    /// `tools/list`, its calls refused until an operator enables it again. Not kept
-    /// across a restart of the host.
+    /// `tools/list`, its calls refused until an operator enables it again. Kept in
+    /// the journal, so it holds across a restart of the host and on every host of
+    /// the journal.
     Disabled {
         /// The principal of the operator who disabled it.
         by: String,
+        /// When, in ms since the epoch.
+        at: i64,
     },
 }
 
@@ -92,8 +95,9 @@ impl UpstreamState {
                     left.as_millis()
                 )
             }
-            Self::Disabled { by } => format!(
-                "the upstream `{upstream}` was disabled by the operator `{by}` (justonce console, Upstreams); its calls are not sent until an operator enables it again"
+            Self::Disabled { by, at } => format!(
+                "the upstream `{upstream}` was disabled by the operator `{by}` at {} (justonce console, Upstreams); its calls are not sent until an operator enables it again",
+                crate::clock::rfc3339(*at)
             ),
         }
     }

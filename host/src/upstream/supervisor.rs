@@ -175,17 +175,28 @@ impl Shared {
         true
     }
 
-    /// An operator disabled it (`by`): its connection is let go (the process
-    /// stopped) and it is not started until [`Shared::enable`].
-    pub(super) fn disable(&self, by: &str) {
+    /// An operator disabled it (`by`, at `at`): its connection is let go (the
+    /// process stopped) and it is not started until [`Shared::enable`]; one never
+    /// started is settled (nothing waits for its first start). Whether it changed
+    /// (it was not disabled so already).
+    pub(super) fn disable(&self, by: &str, at: i64) -> bool {
+        let state = UpstreamState::Disabled {
+            by: by.to_owned(),
+            at,
+        };
         let dropped = {
             let mut status = self.lock();
-            status.state = UpstreamState::Disabled { by: by.to_owned() };
+            if status.state == state {
+                return false;
+            }
+            status.state = state;
             status.restart_now = false;
+            status.settled = true;
             status.connection.take()
         };
         self.notify();
         drop(dropped);
+        true
     }
 
     /// An operator enabled it again: it is started now, its failures forgotten.

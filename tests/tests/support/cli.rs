@@ -21,6 +21,7 @@ pub fn justonce_command(db: Option<&Path>) -> Command {
         "JUSTONCE_CONFIG",
         "JUSTONCE_HTTP_CONFIG",
         "JUSTONCE_LEASE_MS",
+        "JUSTONCE_TOKEN",
         justonce::__private::FAULT_ENV,
         "JUSTONCE_REGISTRY_USERNAME",
         "JUSTONCE_REGISTRY_PASSWORD",

@@ -53,6 +53,7 @@ mod tls;
 #[cfg(test)]
 mod tls_tests;
 mod tokens;
+mod upstream_disables;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -911,6 +912,27 @@ impl Journal for PostgresJournal {
             .transaction(|tx| ops::cancel_in(tx, key).map(Ok::<_, ()>))?
             .unwrap_or_else(|()| unreachable!("never refused"));
         Ok(crate::journal::read::generation_of(seed))
+    }
+
+    fn upstream_disables(&self) -> Result<Vec<super::UpstreamDisable>> {
+        self.read(upstream_disables::all)
+    }
+
+    fn disable_upstream(
+        &self,
+        upstream: &str,
+        by: &str,
+        _now: i64,
+    ) -> Result<super::UpstreamDisable> {
+        let disable = self
+            .transaction(|tx| upstream_disables::disable_in(tx, upstream, by).map(Ok::<_, ()>))?;
+        Ok(disable.unwrap_or_else(|()| unreachable!("never refused")))
+    }
+
+    fn enable_upstream(&self, upstream: &str) -> Result<bool> {
+        let was =
+            self.transaction(|tx| upstream_disables::enable_in(tx, upstream).map(Ok::<_, ()>))?;
+        Ok(was.unwrap_or_else(|()| unreachable!("never refused")))
     }
 
     fn rotate_state_secret(&self, _now: i64, secret: &str) -> Result<()> {

@@ -170,6 +170,16 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE effects ADD COLUMN ends_by TEXT;
     "#,
+    // 13 -> 14: the upstreams an operator disabled (who, when), honoured by every
+    // host of the journal until an operator enables it (the SQLite journal's
+    // version 16). Additive.
+    r#"
+    CREATE TABLE upstream_disables (
+        upstream     TEXT PRIMARY KEY,
+        disabled_by  TEXT NOT NULL,
+        disabled_at  BIGINT NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -19,6 +19,7 @@ mod resolution;
 mod runway;
 pub(crate) mod schema;
 mod state_secrets;
+mod upstream_disables;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -824,6 +825,33 @@ impl Journal for SqliteJournal {
         self.transaction(|tx| state_secrets::rotate_in(tx, secret, now).map(Ok::<_, ()>))?
             .unwrap_or_else(|()| unreachable!("never refused"));
         self.durable_if_full()
+    }
+
+    fn upstream_disables(&self) -> Result<Vec<super::UpstreamDisable>> {
+        self.with_reader(upstream_disables::all)
+    }
+
+    fn disable_upstream(
+        &self,
+        upstream: &str,
+        by: &str,
+        now: i64,
+    ) -> Result<super::UpstreamDisable> {
+        let disable = self
+            .transaction(|tx| {
+                upstream_disables::disable_in(tx, upstream, by, now).map(Ok::<_, ()>)
+            })?
+            .unwrap_or_else(|()| unreachable!("never refused"));
+        self.durable_if_full()?;
+        Ok(disable)
+    }
+
+    fn enable_upstream(&self, upstream: &str) -> Result<bool> {
+        let was = self
+            .transaction(|tx| upstream_disables::enable_in(tx, upstream).map(Ok::<_, ()>))?
+            .unwrap_or_else(|()| unreachable!("never refused"));
+        self.durable_if_full()?;
+        Ok(was)
     }
 
     fn attention(&self, now: i64) -> Result<super::Attention> {

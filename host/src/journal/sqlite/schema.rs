@@ -243,6 +243,17 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE effects ADD COLUMN ends_by TEXT;
     "#,
+    // 15 -> 16: the upstreams an operator disabled (who, when), so that a disable
+    // outlives the process that took it and holds on every host of the journal
+    // until an operator enables the upstream. Additive: a host of version 10 never
+    // reads it (it starts every upstream, as before).
+    r#"
+    CREATE TABLE upstream_disables (
+        upstream     TEXT PRIMARY KEY,
+        disabled_by  TEXT NOT NULL,
+        disabled_at  INTEGER NOT NULL
+    ) STRICT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -4,7 +4,6 @@
 //! [`Session`] and [`Server::run_call`] as stdio's.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use crate::serving::sse::live_channel;
 use bytes::Bytes;
@@ -201,8 +200,7 @@ impl McpEndpoint {
                         .get("requestId")
                         .and_then(|id| RequestId::try_from(id).ok())
                         && let Some(session_id) = head.header("mcp-session-id")
-                        && let Some(found) =
-                            self.sessions.lookup(session_id, principal, Instant::now())
+                        && let Some(found) = self.sessions.lookup(session_id, principal, self.now())
                     {
                         found.pending.cancel_call(&call);
                     }
@@ -229,7 +227,7 @@ impl McpEndpoint {
             tracing::debug!(%id, "a response without a session: no question of the server's waits for it");
             return Response::empty(202);
         };
-        let Some(found) = self.sessions.lookup(session_id, principal, Instant::now()) else {
+        let Some(found) = self.sessions.lookup(session_id, principal, self.now()) else {
             return refusal(
                 404,
                 None,
@@ -272,8 +270,7 @@ impl McpEndpoint {
         let mut found = None;
         let (mut session, opening) = match head.header("mcp-session-id") {
             Some(session_id) => {
-                let Some(entry) = self.sessions.lookup(session_id, principal, Instant::now())
-                else {
+                let Some(entry) = self.sessions.lookup(session_id, principal, self.now()) else {
                     return Answer::Ready(refusal(
                         404,
                         Some(id),
@@ -391,6 +388,7 @@ impl McpEndpoint {
                     reply_to.finish(reply, Vec::new())
                 }));
             }
+            Dispatch::Listen(params) => return self.listen(id, params, reply_to),
             Dispatch::Call {
                 request,
                 stateless,
@@ -507,7 +505,7 @@ impl McpEndpoint {
         let ok = reply.is_ok();
         let mut response = reply_to.finish(reply, Vec::new());
         if opening && ok {
-            match self.sessions.open(principal, session.era(), Instant::now()) {
+            match self.sessions.open(principal, session.era(), self.now()) {
                 Ok(session_id) => {
                     self.sessions
                         .set_declared(&session_id, principal, session.declared());
@@ -589,6 +587,43 @@ impl McpEndpoint {
         Response::live(first, live)
     }
 
+    /// Opens a `subscriptions/listen` stream (`mcp/listen.rs`), on a blocking thread
+    /// (it subscribes upstream): its response is an event stream that lasts until
+    /// the client hangs up or the server stops, and its subscriptions end with it.
+    /// A client that does not take a stream is refused: there is nothing else to
+    /// answer.
+    fn listen(&self, id: &RequestId, params: Params, reply_to: ReplyTo) -> Answer<Response> {
+        if !reply_to.takes_stream {
+            return Answer::Ready(refusal(
+                406,
+                Some(id),
+                INVALID_REQUEST,
+                "subscriptions/listen answers with a stream: accept text/event-stream",
+            ));
+        }
+        let number = self
+            .next_listen
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("listen-{number}");
+        let live = self.listens.open(&name);
+        let (listens, server, id) = (Arc::clone(&self.listens), self.server.clone(), id.clone());
+        Answer::Blocking(Box::new(move || {
+            let to = Arc::clone(&listens);
+            let sink: crate::mcp::listen::Sink =
+                Arc::new(move |note: &Value| to.send_to(&name, note));
+            let host = Arc::clone(server.host());
+            match crate::mcp::listen::open(
+                (&host, server.relay(), &server.catalog()),
+                &id,
+                &params,
+                sink,
+            ) {
+                Ok(listening) => Response::live(Bytes::new(), live).holding(Box::new(listening)),
+                Err(refused) => reply_to.finish(Err(refused), Vec::new()),
+            }
+        }))
+    }
+
     /// Opens the stream of the server's own messages to a session (GET): the
     /// response lasts until the session ends, the server stops or the client hangs
     /// up. Without a session there is no stream (`405`).
@@ -615,7 +650,7 @@ impl McpEndpoint {
             )
             .with("allow", "GET, POST, DELETE"));
         };
-        let Some(found) = self.sessions.lookup(id, principal, Instant::now()) else {
+        let Some(found) = self.sessions.lookup(id, principal, self.now()) else {
             return Err(refusal(
                 404,
                 None,

@@ -38,6 +38,7 @@ mod exchange;
 mod sessions;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -129,6 +130,14 @@ struct McpEndpoint {
     sessions: Arc<Sessions>,
     admission: Admission,
     streams: Arc<Streams>,
+    /// The open `subscriptions/listen` streams (stateless), each under a name of its
+    /// own (`listen-N`): they end when the server stops.
+    listens: Arc<Streams>,
+    /// The number of the next listen stream.
+    next_listen: std::sync::atomic::AtomicU64,
+    /// When the sessions were last swept for the expired ones (ms, the host's
+    /// clock).
+    swept: Arc<AtomicI64>,
     /// The catalog listener that feeds `streams`.
     listener: u64,
     /// The listener of the upstreams' news of their resources and prompts.
@@ -184,8 +193,17 @@ impl McpEndpoint {
                 }
             }
         }));
+        let swept = Arc::new(AtomicI64::new(i64::MIN));
+        sweep_while(
+            Arc::downgrade(&sessions),
+            Arc::clone(server.host()),
+            Arc::clone(&swept),
+        );
         Self {
+            swept,
             streams,
+            listens: Arc::default(),
+            next_listen: Default::default(),
             listener,
             relayed,
             sessions,
@@ -194,6 +212,62 @@ impl McpEndpoint {
             options,
         }
     }
+}
+
+impl McpEndpoint {
+    /// Now, on the host's clock (ms): sessions expire by it.
+    fn now(&self) -> i64 {
+        self.server.host().clock().now_ms()
+    }
+
+    /// Ends the subscriptions of the sessions that expired (at most once per
+    /// [`SWEEP_EVERY`] of the host's clock), on a thread of its own: an upstream
+    /// is told when a session that expired held its last subscription to a URI.
+    fn end_expired(&self) {
+        end_expired(&self.sessions, self.server.host(), &self.swept);
+    }
+}
+
+/// How often, at most, the sessions are swept for the expired ones.
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// [`McpEndpoint::end_expired`], for the endpoint and its sweeper.
+fn end_expired(sessions: &Sessions, host: &Arc<crate::host::Host>, swept: &AtomicI64) {
+    let now = host.clock().now_ms();
+    let last = swept.load(Ordering::Relaxed);
+    if now.saturating_sub(last) < crate::clock::millis(SWEEP_EVERY)
+        || swept
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    let gone = sessions.sweep(now);
+    if gone.is_empty() {
+        return;
+    }
+    let host = Arc::clone(host);
+    let _ = std::thread::Builder::new()
+        .name("justonce-mcp-unsubscribe".into())
+        .spawn(move || gone.iter().for_each(|subscribed| subscribed.end(&host)));
+}
+
+/// Sweeps `sessions` while they exist, every [`SWEEP_EVERY`] (an idle server
+/// ends the subscriptions of its expired sessions too).
+fn sweep_while(
+    sessions: std::sync::Weak<Sessions>,
+    host: Arc<crate::host::Host>,
+    swept: Arc<AtomicI64>,
+) {
+    let _ = std::thread::Builder::new()
+        .name("justonce-mcp-sessions".into())
+        .spawn(move || {
+            while let Some(sessions) = sessions.upgrade() {
+                end_expired(&sessions, &host, &swept);
+                drop(sessions);
+                std::thread::sleep(SWEEP_EVERY);
+            }
+        });
 }
 
 impl Endpoint for McpEndpoint {
@@ -232,6 +306,7 @@ impl Endpoint for McpEndpoint {
     }
 
     fn respond(&self, head: &Head, principal: &str, body: Bytes) -> Answer {
+        self.end_expired();
         let response = match head.method.as_str() {
             "DELETE" => self.delete(head, principal),
             "GET" => match self.open_stream(head, principal) {
@@ -250,5 +325,6 @@ impl Endpoint for McpEndpoint {
     fn stop(&self) {
         // A session's stream lasts until it is ended: end them all.
         self.streams.close_all();
+        self.listens.close_all();
     }
 }

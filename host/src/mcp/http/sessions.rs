@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[allow(deprecated)] // SEP-2577 deprecates logging; revisions up to 2025-11-25 have it.
 use rmcp::model::LoggingLevel;
@@ -25,7 +25,8 @@ struct Entry {
     principal: String,
     era: Era,
     log_level: Option<LoggingLevel>,
-    used: Instant,
+    /// When it was last used, on the host's clock (ms).
+    used: i64,
     /// The events of its POST streams, for `Last-Event-ID`; ends with the session.
     events: Arc<EventLog>,
     /// What its client declared (`elicitation`, `sampling`, `roots`) when it
@@ -81,6 +82,9 @@ pub(crate) enum Refused {
 /// The open sessions.
 pub(crate) struct Sessions {
     table: Mutex<HashMap<String, Entry>>,
+    /// The subscriptions of the sessions that expired, until [`Sessions::sweep`]
+    /// hands them over to be ended.
+    gone: Mutex<Vec<Arc<Subscribed>>>,
     cap: usize,
     per_principal: usize,
     idle: Duration,
@@ -94,6 +98,7 @@ impl Sessions {
     pub fn new(cap: usize, per_principal: usize, idle: Duration, replay: ReplayCaps) -> Self {
         Self {
             table: Mutex::new(HashMap::new()),
+            gone: Mutex::default(),
             cap: cap.max(1),
             per_principal: per_principal.max(1),
             idle,
@@ -105,12 +110,37 @@ impl Sessions {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn expired(&self, entry: &Entry, now: Instant) -> bool {
-        now.saturating_duration_since(entry.used) >= self.idle
+    fn expired(&self, entry: &Entry, now: i64) -> bool {
+        now.saturating_sub(entry.used) >= crate::clock::millis(self.idle)
     }
 
-    /// Opens a session of `principal` speaking `era` at `now`; its id.
-    pub fn open(&self, principal: &str, era: Era, now: Instant) -> Result<String, Refused> {
+    /// `entry` expired: its calls waiting for an answer end without one, and its
+    /// subscriptions wait for [`Sessions::sweep`] to be ended.
+    fn expire(&self, entry: &Entry) {
+        entry.pending.close();
+        self.gone
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Arc::clone(&entry.subscribed));
+    }
+
+    /// Removes every session expired at `now` (ms on the host's clock); the
+    /// subscriptions of those and of the sessions that expired since the last sweep,
+    /// for the caller to end (unsubscribing upstream waits for the upstreams).
+    pub fn sweep(&self, now: i64) -> Vec<Arc<Subscribed>> {
+        self.lock().retain(|_, e| {
+            let expired = self.expired(e, now);
+            if expired {
+                self.expire(e);
+            }
+            !expired
+        });
+        std::mem::take(&mut *self.gone.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Opens a session of `principal` speaking `era` at `now` (ms on the host's
+    /// clock); its id.
+    pub fn open(&self, principal: &str, era: Era, now: i64) -> Result<String, Refused> {
         let id = random_hex::<16>()?;
         // Names the session's event ids (see `replay`).
         let tag = random_hex::<8>()?;
@@ -120,7 +150,7 @@ impl Sessions {
             table.retain(|_, e| {
                 let expired = self.expired(e, now);
                 if expired {
-                    e.pending.close();
+                    self.expire(e);
                 }
                 !expired
             });
@@ -153,12 +183,13 @@ impl Sessions {
 
     /// The era of session `id` if it is open, unexpired at `now`, and `principal`'s.
     #[cfg(test)]
-    pub fn era(&self, id: &str, principal: &str, now: Instant) -> Option<Era> {
+    pub fn era(&self, id: &str, principal: &str, now: i64) -> Option<Era> {
         self.lookup(id, principal, now).map(|found| found.era)
     }
 
-    /// Session `id` if it is open, unexpired at `now`, and `principal`'s.
-    pub fn lookup(&self, id: &str, principal: &str, now: Instant) -> Option<Found> {
+    /// Session `id` if it is open, unexpired at `now` (ms on the host's clock), and
+    /// `principal`'s.
+    pub fn lookup(&self, id: &str, principal: &str, now: i64) -> Option<Found> {
         let mut table = self.lock();
         let entry = table.get(id)?;
         if entry.principal != principal {
@@ -166,7 +197,7 @@ impl Sessions {
         }
         if self.expired(entry, now) {
             if let Some(gone) = table.remove(id) {
-                gone.pending.close();
+                self.expire(&gone);
             }
             return None;
         }
@@ -242,10 +273,14 @@ mod tests {
 
     const V: Era = Era::Handshake(&ProtocolVersion::V_2025_11_25);
 
+    fn ms(d: Duration) -> i64 {
+        crate::clock::millis(d)
+    }
+
     #[test]
     fn a_session_is_its_principals_alone_and_ends_when_closed() {
         let sessions = Sessions::new(8, 8, Duration::from_secs(60), ReplayCaps::default());
-        let now = Instant::now();
+        let now = 0;
         let a = sessions
             .open("alice", Era::Handshake(&ProtocolVersion::V_2025_06_18), now)
             .unwrap();
@@ -268,7 +303,7 @@ mod tests {
     fn a_sessions_questions_end_with_it() {
         let idle = Duration::from_secs(60);
         let sessions = Sessions::new(8, 8, idle, ReplayCaps::default());
-        let now = Instant::now();
+        let now = 0;
         let a = sessions.open("alice", V, now).unwrap();
         assert!(
             !sessions
@@ -298,14 +333,14 @@ mod tests {
         assert!(found.pending.is_closed(), "closed with the session");
         let b = sessions.open("alice", V, now).unwrap();
         let waiting = sessions.lookup(&b, "alice", now).unwrap().pending;
-        assert!(sessions.lookup(&b, "alice", now + idle).is_none());
+        assert!(sessions.lookup(&b, "alice", now + ms(idle)).is_none());
         assert!(waiting.is_closed(), "closed when it expired");
     }
 
     #[test]
     fn a_principal_at_its_cap_is_refused_and_nobody_elses_session_makes_room() {
         let sessions = Sessions::new(3, 2, Duration::from_secs(60), ReplayCaps::default());
-        let now = Instant::now();
+        let now = 0;
         let bob = sessions.open("bob", V, now).unwrap();
         let a1 = sessions.open("alice", V, now).unwrap();
         sessions.open("alice", V, now).unwrap();
@@ -334,12 +369,12 @@ mod tests {
     fn an_idle_session_expires_and_frees_its_place_and_a_used_one_does_not() {
         let idle = Duration::from_secs(60);
         let sessions = Sessions::new(8, 2, idle, ReplayCaps::default());
-        let t0 = Instant::now();
+        let t0 = 0;
         let old = sessions.open("alice", V, t0).unwrap();
         let used = sessions.open("alice", V, t0).unwrap();
-        let t1 = t0 + idle / 2;
+        let t1 = t0 + ms(idle / 2);
         assert!(sessions.era(&used, "alice", t1).is_some());
-        let t2 = t0 + idle;
+        let t2 = t0 + ms(idle);
         assert_eq!(
             sessions.era(&old, "alice", t2),
             None,
@@ -354,5 +389,44 @@ mod tests {
             "the expired one made room"
         );
         assert!(sessions.open("alice", V, t2).is_err(), "two alive: full");
+    }
+
+    /// A session that expires hands its subscriptions over to be ended (whether
+    /// it expired found by a request, by a new session making room, or by a sweep),
+    /// and a session still used keeps its own. Before, they were dropped with it:
+    /// the upstream was never told.
+    #[test]
+    fn an_expired_sessions_subscriptions_are_handed_over_to_end_and_a_used_ones_are_kept() {
+        let idle = Duration::from_secs(60);
+        let sessions = Sessions::new(8, 8, idle, ReplayCaps::default());
+        let subscribe = |id: &str, uri: &str| {
+            let params: crate::mcp::protocol::Params =
+                serde_json::from_value(serde_json::json!({ "uri": uri })).unwrap();
+            let found = sessions.lookup(id, "alice", 0).unwrap();
+            found.subscribed.note("resources/subscribe", &params);
+        };
+        let (a, b, c) = (
+            sessions.open("alice", V, 0).unwrap(),
+            sessions.open("alice", V, 0).unwrap(),
+            sessions.open("alice", V, 0).unwrap(),
+        );
+        subscribe(&a, "justonce://u/x");
+        subscribe(&b, "justonce://u/x");
+        subscribe(&c, "justonce://u/y");
+        assert!(sessions.sweep(ms(idle) - 1).is_empty(), "none expired yet");
+        // b is used halfway; a and c are not.
+        assert!(sessions.lookup(&b, "alice", ms(idle / 2)).is_some());
+        // c expires found by a request, a by the sweep.
+        assert!(sessions.lookup(&c, "alice", ms(idle)).is_none());
+        let gone = sessions.sweep(ms(idle));
+        let mut held: Vec<bool> = Vec::new();
+        for uri in ["justonce://u/x", "justonce://u/y"] {
+            held.push(gone.iter().any(|s| s.holds(uri)));
+        }
+        assert_eq!(gone.len(), 2, "a's and c's");
+        assert_eq!(held, [true, true]);
+        assert_eq!(sessions.subscribers("justonce://u/x"), vec![b]);
+        assert!(sessions.subscribers("justonce://u/y").is_empty());
+        assert!(sessions.sweep(ms(idle)).is_empty(), "handed over once");
     }
 }

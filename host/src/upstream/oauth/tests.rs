@@ -59,6 +59,7 @@ fn grant(url: &str) -> UpstreamOAuth {
         client_secret: SECRET.into(),
         scope: Some("tools:call read".into()),
         audience: Some("https://api.example.com".into()),
+        auth: ClientAuth::Basic,
     })
 }
 
@@ -257,4 +258,89 @@ fn the_refresh_margin_is_a_minute_or_half_a_short_life() {
         refresh_margin(Duration::from_secs(30)),
         Duration::from_secs(15)
     );
+}
+
+/// The form of the `n`th request the endpoint was sent.
+fn form_of(endpoint: &Endpoint, n: usize) -> Vec<(String, String)> {
+    let sent = endpoint.sent.lock().unwrap();
+    form_urlencoded::parse(&sent[n].body).into_owned().collect()
+}
+
+#[test]
+fn client_secret_post_sends_the_client_in_the_form_and_no_basic() {
+    let endpoint = Endpoint::start(&[(200, &token_answer("at_post_66666666", 3600))]);
+    let UpstreamOAuth::ClientCredentials(mut settings) = grant(&endpoint.url) else {
+        unreachable!()
+    };
+    settings.auth = ClientAuth::Post;
+    let clock = ManualClock::new(0);
+    let token = bearer(
+        &UpstreamOAuth::ClientCredentials(settings),
+        &clock,
+        &Credentials::default(),
+    )
+    .token()
+    .unwrap();
+    assert_eq!(token, "at_post_66666666");
+    let sent = endpoint.sent.lock().unwrap();
+    assert!(
+        !sent[0].headers.contains_key("authorization"),
+        "{:?}",
+        sent[0].headers
+    );
+    drop(sent);
+    assert_eq!(
+        form_of(&endpoint, 0),
+        [
+            ("grant_type".into(), "client_credentials".into()),
+            ("scope".into(), "tools:call read".into()),
+            ("audience".into(), "https://api.example.com".into()),
+            ("client_id".into(), "justonce-gw".into()),
+            ("client_secret".into(), SECRET.into()),
+        ]
+    );
+}
+
+fn refreshable(token: &str, refresh: &str, expires_in: u64) -> String {
+    format!(
+        r#"{{"access_token":"{token}","token_type":"Bearer","expires_in":{expires_in},"refresh_token":"{refresh}"}}"#
+    )
+}
+
+#[test]
+fn a_token_with_a_refresh_token_is_renewed_with_it_before_it_expires_and_the_grant_is_the_fallback()
+{
+    let endpoint = Endpoint::start(&[
+        (
+            200,
+            &refreshable("at_one_777777777", "rt_one_77777777", 600),
+        ),
+        // The refresh answers a new token and no refresh token: the old one is kept.
+        (200, &token_answer("at_two_888888888", 600)),
+        // The kept refresh token is refused: the grant again.
+        (400, r#"{"error":"invalid_grant"}"#),
+        (200, &token_answer("at_three_99999999", 600)),
+    ]);
+    let clock = ManualClock::new(0);
+    let credentials = Credentials::default();
+    let bearer = bearer(&grant(&endpoint.url), &clock, &credentials);
+    assert_eq!(bearer.token().unwrap(), "at_one_777777777");
+    clock.advance(Duration::from_secs(540));
+    assert_eq!(bearer.token().unwrap(), "at_two_888888888");
+    assert_eq!(
+        form_of(&endpoint, 1),
+        [
+            ("grant_type".into(), "refresh_token".into()),
+            ("refresh_token".into(), "rt_one_77777777".into()),
+        ]
+    );
+    // The refresh carries the client as the grant does.
+    assert!(endpoint.sent.lock().unwrap()[1].headers["authorization"].starts_with("Basic "));
+    clock.advance(Duration::from_secs(540));
+    assert_eq!(bearer.token().unwrap(), "at_three_99999999");
+    assert_eq!(form_of(&endpoint, 2)[1].1, "rt_one_77777777");
+    assert_eq!(form_of(&endpoint, 3)[0].1, "client_credentials");
+    assert_eq!(endpoint.fetches(), 4);
+    // The refresh token is a credential too.
+    assert_eq!(credentials.text("rt_one_77777777".into()), "[redacted]");
 }
