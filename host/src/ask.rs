@@ -200,11 +200,56 @@ pub trait Asker {
     fn ask(&self, at: &AskContext<'_>, questions: &[Question]) -> Asked;
     /// Forwards to this caller's client a request an upstream MCP server made of it
     /// during the call (`sampling/createMessage`, `roots/list`): not a question to
-    /// the person, not journaled. By default the client cannot be reached so.
-    fn forward(&self, method: &str, _params: &Value) -> Forwarded {
+    /// the person, not journaled. `at` is the upstream call's position in a
+    /// journaled call (a client that answers later must bring its request state
+    /// back), `None` for a read, which journals nothing and is sent again with the
+    /// answer. By default the client cannot be reached so.
+    fn forward(&self, _at: Option<&AskContext<'_>>, method: &str, _params: &Value) -> Forwarded {
         Forwarded::Unavailable(format!(
             "this caller's client is not reachable by a request of the server's ({method})"
         ))
+    }
+}
+
+/// A request an upstream MCP server made of the call's client
+/// (`sampling/createMessage`, `roots/list`), passed to a client that answers with a
+/// later request (an `input_required` result's `inputRequests`, a task's): not a
+/// question to the person, not journaled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamRequest {
+    /// Its name among the `inputRequests` (the key its answer comes back under):
+    /// `upstream_` and what it asks (`sampling`, `roots`), then a digest of its
+    /// method and parameters (but their `_meta`), so an answer brought back answers
+    /// the very request it was given for.
+    pub name: String,
+    /// Its method.
+    pub method: String,
+    /// Its parameters, as the upstream sent them.
+    pub params: Value,
+}
+
+impl UpstreamRequest {
+    /// The request `method` with `params`, named after them.
+    pub fn new(method: &str, params: &Value) -> Self {
+        use sha2::Digest;
+        let what = match method.split_once('/') {
+            Some(("sampling", _)) => "sampling",
+            Some(("roots", _)) => "roots",
+            _ => "request",
+        };
+        let mut asked = params.clone();
+        if let Some(asked) = asked.as_object_mut() {
+            asked.remove("_meta");
+        }
+        // A value the upstream sent parsed as JSON, which always has a canonical form.
+        let canonical = canonicalize(&Value::from(vec![Value::from(method), asked]))
+            .unwrap_or_else(|_| format!("{method}{params}"));
+        let digest = hex::encode(Sha256::digest(canonical.as_bytes()));
+        Self {
+            name: format!("upstream_{what}_{}", &digest[..12]),
+            method: method.to_owned(),
+            params: params.clone(),
+        }
     }
 }
 
@@ -224,6 +269,9 @@ pub enum Forwarded {
     NotDeclared(&'static str),
     /// The client cannot be reached now: why.
     Unavailable(String),
+    /// The client answers with a later request (`input_required`): the call stops
+    /// here, the request among what it asks for.
+    Later(UpstreamRequest),
 }
 
 thread_local! {

@@ -205,7 +205,12 @@ pub enum Error {
         seq: u32,
         /// What the tool asks.
         questions: Vec<Question>,
-        /// The request state a client returns with the answers.
+        /// What an upstream MCP server asked of the client besides questions
+        /// (sampling, roots), answered with the same later request.
+        requests: Vec<crate::ask::UpstreamRequest>,
+        /// The request state a client returns with the answers; empty when there
+        /// is none to return (an upstream's request during a read, which journals
+        /// nothing to tie it to).
         state: String,
     },
 

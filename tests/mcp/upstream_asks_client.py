@@ -12,7 +12,10 @@ COMMAND starts the server on stdio; PREFIX is what its tools' names start with t
 - `retry`: one that declares elicitation calls trigger-elicitation-request twice (the
   agent's retry);
 - `stateless`: as `retry`, in the stateless revision 2026-07-28 (the question comes
-  in an `input_required` result, the SDK calls again with the answer).
+  in an `input_required` result, the SDK calls again with the answer);
+- `stateless-all`: as `all`, in the stateless revision (each of the upstream's
+  requests comes in an `input_required` result);
+- `stateless-none`: as `none`, in the stateless revision.
 Prints one JSON object: the tools listed, what each call told the agent, and how often
 each of the client's callbacks was called.
 """
@@ -60,9 +63,9 @@ async def main(scenario, prefix, command, args):
         return types.ListRootsResult(roots=[types.Root(uri="file:///tmp/project", name="project")])
 
     options = {}
-    if scenario in ("all", "retry", "stateless"):
+    if scenario in ("all", "retry", "stateless", "stateless-all"):
         options["elicitation_callback"] = elicit
-    if scenario == "all":
+    if scenario in ("all", "stateless-all"):
         options["sampling_callback"] = sample
         options["list_roots_callback"] = roots
     calls = {
@@ -71,7 +74,7 @@ async def main(scenario, prefix, command, args):
         "roots": ("get-roots-list", {}),
     }
     told = {}
-    mode = "2026-07-28" if scenario == "stateless" else "legacy"
+    mode = "2026-07-28" if scenario.startswith("stateless") else "legacy"
     async with Client(server, mode=mode, **options) as client:
         # The gateway answers `initialize` before its upstream is ready: its tools
         # come once it is (polled, with a deadline).

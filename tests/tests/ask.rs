@@ -112,6 +112,7 @@ fn a_question_answered_later_stops_the_call_and_its_retry_with_the_answer_refund
         key,
         seq,
         questions,
+        requests,
         state,
     } = &first
     else {
@@ -119,6 +120,10 @@ fn a_question_answered_later_stops_the_call_and_its_retry_with_the_answer_refund
     };
     assert_eq!(*seq, 0);
     assert_eq!(questions.len(), 1);
+    assert!(
+        requests.is_empty(),
+        "a component asks no upstream's request"
+    );
     assert_eq!(questions[0].message, "Refund 25 EUR to card …4242?");
     assert_eq!(
         questions[0].schema["properties"]["confirm"]["type"],

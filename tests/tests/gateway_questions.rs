@@ -203,11 +203,19 @@ fn elicitation_sampling_and_roots_answer_through_the_gateway_as_they_do_directly
 /// the question and the sampling (server-everything swallows a refused roots/list).
 #[test]
 fn a_client_that_did_not_declare_them_is_never_asked_and_the_upstream_is_refused_with_32021() {
+    never_asked_and_refused_with_32021("none");
+}
+
+/// A client of `scenario` that declared none of them: the agent reads the upstream's
+/// error (`-32021` naming the capability) for the question and the sampling, every
+/// request of the upstream was refused `-32021` naming what it needs, no callback
+/// was called, nothing of the question journaled.
+fn never_asked_and_refused_with_32021(scenario: &str) {
     let Some((python, index)) = needs() else {
         return;
     };
     let gateway = Gateway::new(&index, "");
-    let report = gateway.report(&python, "none", &[]);
+    let report = gateway.report(&python, scenario, &[]);
     for (call, capability) in [("elicit", "elicitation"), ("sample", "sampling")] {
         let told = &report["told"][call];
         assert_eq!(told["is_error"], true, "{call}: {report}");
@@ -230,6 +238,11 @@ fn a_client_that_did_not_declare_them_is_never_asked_and_the_upstream_is_refused
     assert!(named("elicitation"), "{refused:?}");
     assert!(named("`sampling`"), "{refused:?}");
     assert!(named("`roots`"), "{refused:?}");
+    assert_eq!(
+        report["called"],
+        json!({ "elicitation": [], "sampling": [], "roots": 0 }),
+        "{report}"
+    );
     // Nothing of the question was journaled: nobody was asked.
     assert_eq!(
         questions_of(&gateway, "ev_trigger-elicitation-request"),
@@ -318,11 +331,13 @@ fn a_lost_answer_of_an_unkeyed_call_that_asked_is_unknown_and_nobody_is_asked_ag
 }
 
 /// Over Streamable HTTP the upstream's question and its sampling request come on the
-/// call's own response stream, and answer as they do directly. (server-everything
-/// sends `roots/list` on its standalone stream, which names no call: refused there,
-/// docs/gateway.md says so.)
+/// call's own response stream, and answer as they do directly; its `roots/list`
+/// comes on its standalone stream (the `GET`), which names no call, and goes to the
+/// one call of that upstream in flight, as over stdio. Before, that `roots/list` was
+/// refused, and `get-roots-list` said no roots were configured.
 #[test]
-fn over_streamable_http_the_question_and_the_sampling_come_on_the_calls_stream() {
+fn over_streamable_http_the_question_and_the_sampling_come_on_the_calls_stream_and_roots_to_the_call()
+ {
     let Some((python, index)) = needs() else {
         return;
     };
@@ -333,13 +348,12 @@ fn over_streamable_http_the_question_and_the_sampling_come_on_the_calls_stream()
     );
     let through = gateway.report(&python, "all", &[]);
     let alone = direct(&python, &index, "all");
-    for call in ["elicit", "sample"] {
+    for (call, kind) in [
+        ("elicit", "elicitation"),
+        ("sample", "sampling"),
+        ("roots", "roots"),
+    ] {
         same_both_ways(call, &through, &alone);
-        let kind = if call == "elicit" {
-            "elicitation"
-        } else {
-            "sampling"
-        };
         assert_eq!(through["called"][kind], alone["called"][kind], "{through}");
     }
     let asked = questions_of(&gateway, "ev_trigger-elicitation-request");
@@ -383,4 +397,91 @@ fn in_the_stateless_era_the_question_is_input_required_and_the_upstream_call_wai
     assert_eq!(answers.len(), 1, "{answers:?}");
     let asked = questions_of(&gateway, "ev_trigger-elicitation-request");
     assert_eq!(asked.len(), 1, "{asked:?}");
+}
+
+/// The stateless revision (2026-07-28) with a client that declares sampling and
+/// roots in its requests: the upstream's `sampling/createMessage` and `roots/list`
+/// reach it in `input_required` results, as a question does, and its answers reach
+/// the upstream: each tool answers as it does directly, each callback called as
+/// often. The sampling tool (journaled, unkeyed) is sent upstream once, its request
+/// kept waiting for the answer; the roots tool (a read) is sent again with it.
+/// Nothing of the sampling or the roots is journaled. Before, both were refused
+/// (`-32603`): the sampling tool answered an error, the roots tool no roots.
+#[test]
+fn in_the_stateless_era_sampling_and_roots_come_as_input_required_and_answer_as_directly() {
+    let Some((python, index)) = needs() else {
+        return;
+    };
+    let alone = direct(&python, &index, "all");
+    let gateway = Gateway::new(&index, "");
+    let through = gateway.report(&python, "stateless-all", &[]);
+    for call in ["elicit", "sample", "roots"] {
+        same_both_ways(call, &through, &alone);
+    }
+    assert_eq!(through["called"], alone["called"], "each callback as often");
+    assert_eq!(
+        through["called"]["sampling"].as_array().unwrap().len(),
+        1,
+        "{through}"
+    );
+    assert_eq!(through["called"]["roots"], 1, "{through}");
+    assert_eq!(
+        gateway.calls_of("trigger-sampling-request").len(),
+        1,
+        "taken up, not sent anew"
+    );
+    assert_eq!(
+        gateway.calls_of("get-roots-list").len(),
+        2,
+        "a read, sent again with the roots"
+    );
+    let sampled: Vec<Value> = gateway
+        .replies()
+        .into_iter()
+        .filter(|r| r["result"]["model"] == "test-model")
+        .collect();
+    assert_eq!(sampled.len(), 1, "the completion reached the upstream once");
+    assert_eq!(
+        questions_of(&gateway, "ev_trigger-sampling-request"),
+        [] as [Value; 0]
+    );
+}
+
+/// The opposite: a stateless client that declared none of them is never asked; the
+/// upstream is refused each request with `-32021` naming the capability, as for a
+/// session's client. Before, sampling and roots were refused `-32603` ("not
+/// reachable").
+#[test]
+fn a_stateless_client_that_did_not_declare_them_is_never_asked_and_the_upstream_gets_32021() {
+    never_asked_and_refused_with_32021("stateless-none");
+}
+
+/// The stateless revision through an HTTP upstream: its `roots/list` (on its
+/// standalone stream) reaches the read `get-roots-list`, which is sent again with
+/// the client's roots and answers as directly; its `sampling/createMessage` cannot
+/// wait on the call's response stream, and is refused saying so (`-32603`), the
+/// upstream's error what the agent reads.
+#[test]
+fn in_the_stateless_era_through_an_http_upstream_roots_answer_as_directly_and_sampling_is_refused()
+{
+    let Some((python, index)) = needs() else {
+        return;
+    };
+    let (_server, port) = everything_over_http(&index);
+    let gateway = Gateway::with(
+        tempfile::tempdir().unwrap(),
+        &format!("url = \"http://127.0.0.1:{port}/mcp\""),
+    );
+    let through = gateway.report(&python, "stateless-all", &[]);
+    let alone = direct(&python, &index, "all");
+    same_both_ways("roots", &through, &alone);
+    assert_eq!(through["called"]["roots"], 1, "{through}");
+    let sampled = &through["told"]["sample"];
+    assert_eq!(sampled["is_error"], true, "{through}");
+    let text = sampled["text"].to_string();
+    assert!(
+        text.contains("-32603") && text.contains("cannot wait"),
+        "{text}"
+    );
+    assert_eq!(through["called"]["sampling"], json!([]), "{through}");
 }

@@ -189,6 +189,7 @@ fn a_question_answered_later_suspends_the_call_and_the_retry_with_the_answer_com
         seq,
         questions,
         state,
+        ..
     } = &first
     else {
         panic!("expected input_required, got {first:?}")

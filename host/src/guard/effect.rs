@@ -79,7 +79,11 @@ pub(crate) enum Interruption {
     AwaitingInput {
         seq: u32,
         questions: Vec<Question>,
-        /// The request state the answers must come back with.
+        /// What an upstream asked of the client besides questions (sampling,
+        /// roots), answered with the same later request; not journaled.
+        requests: Vec<ask::UpstreamRequest>,
+        /// The request state the answers must come back with (empty for a read's
+        /// requests: nothing of a read is journaled to tie them to).
         state: String,
     },
     /// The tool asked the user, and this caller cannot be asked: why.
@@ -705,7 +709,7 @@ impl EffectSession {
                 session.invocation.clone(),
                 session.next_seq,
             );
-            let client = CallsClient::new(session, seq, false);
+            let client = CallsClient::new(session, seq, None);
             let request = ReadRequest {
                 tool: &tool,
                 invocation: &invocation,
@@ -718,6 +722,13 @@ impl EffectSession {
             let read = provider.read(&request);
             let session = client.finish();
             session.next_seq = seq;
+            // Its upstream asked the client, which answers with a later request: the
+            // read's answer is not the call's; it is sent again with that answer.
+            if let Some(Interruption::AwaitingInput { .. }) = session.interrupted {
+                return Ok(Attempt::Done(Err(EffectFailure::Stopped(
+                    "the call stopped to wait for its client's answer".into(),
+                ))));
+            }
             Ok(match read {
                 Ok(response) => Attempt::Done(Ok(response.to_string())),
                 Err(ProviderError::Rejected(answer)) => {
@@ -885,8 +896,8 @@ impl EffectSession {
             let beat = heartbeats.beat(&invocation, &session.owner);
             // What the downstream asks of the call's client meanwhile (an upstream's
             // questions, sampling, roots) is answered through the session.
-            let client =
-                CallsClient::new(session, new.seq, true).resuming(resumes && previous.is_none());
+            let client = CallsClient::new(session, new.seq, Some(key.clone()))
+                .resuming(resumes && previous.is_none());
             let request = EffectRequest {
                 tool: &tool,
                 principal: principal.as_deref(),

@@ -106,11 +106,13 @@ pub(super) fn settle(
             Interruption::AwaitingInput {
                 seq,
                 questions,
+                requests,
                 state,
             } => Error::InputRequired {
                 key: key.clone(),
                 seq,
                 questions,
+                requests,
                 state,
             },
             Interruption::InputUnavailable(reason) => Error::InputUnavailable {

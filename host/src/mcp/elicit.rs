@@ -53,7 +53,7 @@ impl Declared {
 
     /// The capability `method` (a request of an upstream's) needs, and whether it
     /// was declared; `None` for a method that is not forwarded.
-    fn needs(self, method: &str) -> Option<(&'static str, bool)> {
+    pub(crate) fn needs(self, method: &str) -> Option<(&'static str, bool)> {
         match method {
             SAMPLING_METHOD => Some(("sampling", self.sampling)),
             ROOTS_METHOD => Some(("roots", self.roots)),
@@ -351,7 +351,7 @@ impl Asker for SessionAsker {
     /// Sent to the client as a request of the server's, on the call's connection,
     /// where it declared the capability in `initialize`; waited for within the ask
     /// timeout, like a question.
-    fn forward(&self, method: &str, params: &Value) -> Forwarded {
+    fn forward(&self, _at: Option<&AskContext<'_>>, method: &str, params: &Value) -> Forwarded {
         match self.declared.needs(method) {
             None => {
                 return Forwarded::Unavailable(format!("{method} is not passed to clients"));

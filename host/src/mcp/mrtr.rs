@@ -19,18 +19,28 @@
 //! refused with `-32021` (SEP-2575's missing client capability, naming
 //! `elicitation`), nothing of the question is journaled, and the same call from a
 //! client that declares it is asked.
+//!
+//! An upstream's `sampling/createMessage` and `roots/list` during a gateway call go
+//! to the client the same way where its request declared `sampling` or `roots`
+//! (each an `inputRequests` entry as the upstream sent it, named
+//! [`UpstreamRequest::name`]); the answer the call made again brings, under that
+//! name and with the request state of the upstream call's position, is handed to
+//! the upstream, not journaled. Where it did not declare it, the upstream is refused
+//! with `-32021` naming the capability, as for a session's client.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use serde_json::{Map, Value, json};
 
-use super::elicit::{declares_elicitation, elicit_result};
+use super::elicit::{Declared, elicit_result};
 use super::protocol::{
     CLIENT_CAPABILITIES_META_KEY, ErrorData, MISSING_CAPABILITY, Params, type_name,
 };
 pub(crate) use super::tools::input_requests;
-use crate::ask::{self, AskContext, Asked, Asker, Question, StateCheck};
+use crate::ask::{
+    self, AskContext, Asked, Asker, Forwarded, Question, StateCheck, UpstreamRequest,
+};
 use crate::call::CallRequest;
 use crate::error::Error;
 use crate::host::Host;
@@ -49,8 +59,8 @@ pub(crate) struct Input {
     responses: Map<String, Value>,
     /// `requestState`.
     state: Option<String>,
-    /// Whether the client declared `elicitation` in the request's capabilities.
-    elicitation: bool,
+    /// What the client declared in the request's capabilities.
+    declared: Declared,
 }
 
 impl Input {
@@ -83,7 +93,7 @@ impl Input {
                 ));
             }
         };
-        let elicitation = declares_elicitation(
+        let declared = Declared::from_capabilities(
             params
                 .get("_meta")
                 .and_then(|meta| meta.get(CLIENT_CAPABILITIES_META_KEY)),
@@ -91,7 +101,7 @@ impl Input {
         Ok(Self {
             responses,
             state,
-            elicitation,
+            declared,
         })
     }
 
@@ -180,10 +190,16 @@ impl Input {
 }
 
 /// Whether the journaled `effect` is one a request state may name: a question the
-/// tool asked (a `user` effect), or a pending unkeyed effect the person is asked
-/// about at the retry (`guard::effect::asking_person`).
+/// tool asked (a `user` effect), a pending unkeyed effect the person is asked
+/// about at the retry (`guard::effect::asking_person`), or a pending upstream call
+/// whose request of the client (sampling, roots) waits for its answer.
 fn asked_at(effect: &crate::journal::JournalEffect) -> bool {
-    effect.provider == ask::PROVIDER || (effect.class == "unkeyed" && effect.state == "pending")
+    effect.provider == ask::PROVIDER
+        || (effect.state == "pending"
+            && (effect.class == "unkeyed"
+                || effect
+                    .provider
+                    .starts_with(crate::upstream::PROVIDER_PREFIX)))
 }
 
 /// The parts of a request state of the form this host makes, naming an invocation
@@ -212,7 +228,7 @@ const NOT_DECLARED: &str = "the client did not declare the elicitation capabilit
 
 impl Asker for MrtrAsker {
     fn can_ask(&self) -> Result<(), String> {
-        if self.input.elicitation {
+        if self.input.declared.elicitation {
             Ok(())
         } else {
             self.refused.set(true);
@@ -249,6 +265,46 @@ impl Asker for MrtrAsker {
                 .into_iter()
                 .collect::<Option<Vec<Value>>>()
                 .map_or(Asked::Later, Asked::Answered),
+        }
+    }
+
+    /// An upstream's request, where the request declared its capability: the
+    /// answer the request brought for it, or later. In a journaled call (`at`) the
+    /// answer counts only with the request state of the upstream call's position;
+    /// a read's (`None`) is sent again with the answer, and needs none.
+    fn forward(&self, at: Option<&AskContext<'_>>, method: &str, params: &Value) -> Forwarded {
+        match self.input.declared.needs(method) {
+            None => return Forwarded::Unavailable(format!("{method} is not passed to clients")),
+            Some((capability, false)) => return Forwarded::NotDeclared(capability),
+            Some((_, true)) => {}
+        }
+        let request = UpstreamRequest::new(method, params);
+        if let Some(at) = at {
+            let Some(state) = &self.input.state else {
+                return Forwarded::Later(request);
+            };
+            match ask::check_request_state(state, at) {
+                StateCheck::ForThisQuestion => {}
+                StateCheck::ForAnotherQuestion => return Forwarded::Later(request),
+                StateCheck::Forged => {
+                    return Forwarded::Unavailable(format!(
+                        "the {REQUEST_STATE_PARAM} sent is not the one this server gave for {method} of {} (it was altered or made for another call)",
+                        at.tool
+                    ));
+                }
+            }
+        }
+        match self.input.responses.get(&request.name) {
+            Some(answer @ Value::Object(_)) => Forwarded::Answered(answer.clone()),
+            Some(other) => {
+                self.refused_answers.borrow_mut().push(format!(
+                    "the answer to `{}` ({method}) is not a JSON object: {}",
+                    request.name,
+                    type_name(other)
+                ));
+                Forwarded::Later(request)
+            }
+            None => Forwarded::Later(request),
         }
     }
 }
@@ -327,6 +383,14 @@ mod tests {
         }
     }
 
+    /// What a client that declares `elicitation` only declared.
+    fn elicits() -> Declared {
+        Declared {
+            elicitation: true,
+            ..Declared::default()
+        }
+    }
+
     fn accept(ok: bool) -> Value {
         json!({ "action": "accept", "content": { "ok": ok } })
     }
@@ -341,20 +405,20 @@ mod tests {
         .unwrap();
         assert_eq!(read.responses["confirm"], accept(true));
         assert_eq!(read.state.as_deref(), Some("k.0.ab"));
-        assert!(read.elicitation);
+        assert!(read.declared.elicitation);
         let bare = input(json!({ "inputResponses": null })).unwrap();
         assert_eq!(bare, Input::default(), "absent and null are no answers");
         let sampling_only = input(json!({
             "_meta": { CLIENT_CAPABILITIES_META_KEY: { "sampling": {} } },
         }))
         .unwrap();
-        assert!(!sampling_only.elicitation);
+        assert!(!sampling_only.declared.elicitation && sampling_only.declared.sampling);
         // URL mode only: it cannot answer a form, as a session's client could not.
         let url_only = input(json!({
             "_meta": { CLIENT_CAPABILITIES_META_KEY: { "elicitation": { "url": {} } } },
         }))
         .unwrap();
-        assert!(!url_only.elicitation);
+        assert!(!url_only.declared.elicitation);
         for (params, named) in [
             (json!({ "inputResponses": [1] }), INPUT_RESPONSES_PARAM),
             (json!({ "inputResponses": "yes" }), INPUT_RESPONSES_PARAM),
@@ -410,7 +474,7 @@ mod tests {
             asker(Input {
                 responses: responses.as_object().unwrap().clone(),
                 state,
-                elicitation: true,
+                declared: elicits(),
             })
             .ask(&at, &questions)
         };
@@ -455,12 +519,12 @@ mod tests {
             let input = Input {
                 responses: responses.as_object().unwrap().clone(),
                 state: Some(at.state()),
-                elicitation: true,
+                declared: elicits(),
             };
             run_checked(input, "refund", || {
                 let asked = ask::current().expect("the asker").ask(&at, &questions);
                 assert_eq!(asked, Asked::Later);
-                Ok(input_required(&key, &questions, &at.state()))
+                Ok(input_required(&key, (&questions, &[]), &at.state()))
             })
             .unwrap()
         };
@@ -493,12 +557,88 @@ mod tests {
     }
 
     #[test]
+    fn an_upstreams_request_is_answered_from_the_request_with_its_state_or_asked_for() {
+        let key = InvocationKey::parse("conv.sample").unwrap();
+        let effect = effect_key(&key, 1, 0);
+        let at = AskContext {
+            seq: 0,
+            ..second_question(&key, &effect)
+        };
+        let params = json!({ "messages": [], "maxTokens": 5 });
+        let request = UpstreamRequest::new("sampling/createMessage", &params);
+        let completion = json!({ "role": "assistant", "model": "m", "content": { "type": "text", "text": "42" } });
+        let sampling = Declared {
+            sampling: true,
+            ..Declared::default()
+        };
+        let with = |responses: Value, state: Option<String>, declared: Declared| {
+            asker(Input {
+                responses: responses.as_object().unwrap().clone(),
+                state,
+                declared,
+            })
+        };
+        let answered = json!({ request.name.clone(): completion.clone() });
+        let forward = |asker: &MrtrAsker, at: Option<&AskContext<'_>>| {
+            asker.forward(at, "sampling/createMessage", &params)
+        };
+        // Not declared: refused naming the capability, whatever it brought.
+        let undeclared = with(answered.clone(), Some(at.state()), elicits());
+        assert_eq!(
+            forward(&undeclared, Some(&at)),
+            Forwarded::NotDeclared("sampling")
+        );
+        // Declared: asked for, then answered by the answer with the state.
+        let first = with(json!({}), None, sampling);
+        assert_eq!(
+            forward(&first, Some(&at)),
+            Forwarded::Later(request.clone())
+        );
+        let again = with(answered.clone(), Some(at.state()), sampling);
+        assert_eq!(
+            forward(&again, Some(&at)),
+            Forwarded::Answered(completion.clone())
+        );
+        // The answer without the state, or with another position's: asked for again.
+        let stateless = with(answered.clone(), None, sampling);
+        assert_eq!(
+            forward(&stateless, Some(&at)),
+            Forwarded::Later(request.clone())
+        );
+        let elsewhere = second_question(&key, &effect);
+        let other = with(answered.clone(), Some(elsewhere.state()), sampling);
+        assert_eq!(
+            forward(&other, Some(&at)),
+            Forwarded::Later(request.clone())
+        );
+        // A read's needs no state.
+        assert_eq!(
+            forward(&stateless, None),
+            Forwarded::Answered(completion.clone())
+        );
+        // An answer that is no result: asked for again, saying why.
+        let bad = with(json!({ request.name.clone(): "42" }), None, sampling);
+        assert_eq!(forward(&bad, None), Forwarded::Later(request.clone()));
+        assert!(
+            bad.refused_answers.borrow()[0].contains("not a JSON object"),
+            "{:?}",
+            bad.refused_answers
+        );
+        // Another request's answer answers not this one.
+        let another = UpstreamRequest::new("sampling/createMessage", &json!({ "maxTokens": 6 }));
+        assert_ne!(another.name, request.name);
+        let roots = UpstreamRequest::new("roots/list", &Value::Null);
+        assert!(roots.name.starts_with("upstream_roots_"), "{}", roots.name);
+        assert!(request.name.starts_with("upstream_sampling_"));
+    }
+
+    #[test]
     fn a_client_without_elicitation_cannot_be_asked_and_that_is_remembered() {
         let refusing = asker(Input::default());
         assert!(refusing.can_ask().unwrap_err().contains("elicitation"));
         assert!(refusing.refused.get());
         let willing = asker(Input {
-            elicitation: true,
+            declared: elicits(),
             ..Input::default()
         });
         assert_eq!(willing.can_ask(), Ok(()));
@@ -530,7 +670,7 @@ mod tests {
         );
         // Unavailable for another reason than the capability: the tool error stays.
         let willing = Input {
-            elicitation: true,
+            declared: elicits(),
             ..Input::default()
         };
         let told = run_checked(willing, "refund", unavailable_result).unwrap();
@@ -548,9 +688,35 @@ mod tests {
     }
 
     #[test]
+    fn an_upstreams_request_is_among_the_input_requests_as_it_sent_it() {
+        let key = InvocationKey::parse("conv.sample").unwrap();
+        let params = json!({ "messages": [], "maxTokens": 5 });
+        let sampling = UpstreamRequest::new("sampling/createMessage", &params);
+        let roots = UpstreamRequest::new("roots/list", &Value::Null);
+        let requests = [sampling.clone(), roots.clone()];
+        let result = input_required(&key, (&[], &requests), "conv.sample.0.ab");
+        assert_eq!(
+            result["inputRequests"][&sampling.name],
+            json!({ "method": "sampling/createMessage", "params": params })
+        );
+        assert_eq!(
+            result["inputRequests"][&roots.name],
+            json!({ "method": "roots/list" })
+        );
+        assert_eq!(result["requestState"], "conv.sample.0.ab");
+        // A read's requests come with no state to bring back.
+        let read = input_required(&key, (&[], &requests), "");
+        assert!(read.get("requestState").is_none(), "{read}");
+    }
+
+    #[test]
     fn an_input_required_result_has_an_elicitation_per_question_and_the_state() {
         let key = InvocationKey::parse("conv.refund").unwrap();
-        let result = input_required(&key, &[Question::yes_or_no("confirm")], "conv.refund.0.ab");
+        let result = input_required(
+            &key,
+            (&[Question::yes_or_no("confirm")], &[]),
+            "conv.refund.0.ab",
+        );
         assert_eq!(result["resultType"], "input_required");
         assert_eq!(result["requestState"], "conv.refund.0.ab");
         assert_eq!(

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde_json::{Map, Value};
 
-use crate::ask::{self, AskContext, Asked, Asker, Question};
+use crate::ask::{self, AskContext, Asked, Asker, Forwarded, Question};
 use crate::call::CallRequest;
 
 /// A task that stopped at a question on this server: what its client is asked
@@ -479,11 +479,35 @@ impl Asker for TaskAsker {
         }
         asked
     }
+
+    /// An upstream's request (sampling, roots): before the call is a task, the
+    /// call's own, as its request says (`mcp::mrtr`: answered through its result,
+    /// and then it does not become a task); once it is a task, not passed on (yet).
+    fn forward(&self, at: Option<&AskContext<'_>>, method: &str, params: &Value) -> Forwarded {
+        let mut phase = self.phase.locked();
+        if *phase == Phase::Task {
+            return Forwarded::Unavailable(format!(
+                "justonce does not pass {method} to the client of a task yet (the call became a task before its upstream asked)"
+            ));
+        }
+        let forwarded = match &self.call {
+            Some(call) => call.forward(at, method, params),
+            None => {
+                Forwarded::Unavailable(format!("{}: {method} cannot be passed on", ask::NO_ASKER))
+            }
+        };
+        // The call's answer is that request now: it will not become a task.
+        if matches!(forwarded, Forwarded::Later(_)) {
+            *phase = Phase::Asked;
+        }
+        forwarded
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ask::UpstreamRequest;
     use serde_json::json;
 
     fn answers(names: &[&str]) -> Map<String, Value> {
@@ -617,6 +641,44 @@ mod tests {
         fn ask(&self, _: &AskContext<'_>, _: &[Question]) -> Asked {
             self.0.clone()
         }
+        fn forward(&self, _: Option<&AskContext<'_>>, method: &str, params: &Value) -> Forwarded {
+            match self.0 {
+                Asked::Later => Forwarded::Later(UpstreamRequest::new(method, params)),
+                _ => Forwarded::Answered(json!({ "roots": [] })),
+            }
+        }
+    }
+
+    /// Before the call is a task, an upstream's request is the call's, answered
+    /// through its request (and asked for later, the call does not become a task);
+    /// once it is a task, it is not passed on, saying so.
+    #[test]
+    fn before_it_is_a_task_an_upstreams_request_is_the_calls_and_after_it_refused() {
+        let inputs = Arc::new(TaskInputs::default());
+        let request = CallRequest::new("roots", "{}");
+        let with = |asked: Asked| {
+            let phase = SharedPhase::call();
+            let call: Rc<dyn Asker> = Rc::new(Request(asked));
+            let asker = TaskAsker::first(&inputs, "t", &request, 1, Arc::clone(&phase), Some(call));
+            (asker, phase)
+        };
+        let (later, phase) = with(Asked::Later);
+        assert_eq!(
+            later.forward(None, "roots/list", &Value::Null),
+            Forwarded::Later(UpstreamRequest::new("roots/list", &Value::Null))
+        );
+        assert_eq!(phase.become_task(), Phase::Asked);
+        let (answered, phase) = with(Asked::Answered(Vec::new()));
+        assert_eq!(
+            answered.forward(None, "roots/list", &Value::Null),
+            Forwarded::Answered(json!({ "roots": [] }))
+        );
+        assert_eq!(phase.become_task(), Phase::Task);
+        let Forwarded::Unavailable(why) = answered.forward(None, "roots/list", &Value::Null) else {
+            panic!("a task's client is not asked")
+        };
+        assert!(why.contains("task"), "{why}");
+        assert_eq!(inputs.awaiting("t"), None);
     }
 
     fn asking(asker: &TaskAsker, seq: u32, names: &[&str]) -> Asked {

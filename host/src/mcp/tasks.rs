@@ -530,7 +530,7 @@ fn detailed(server: &Server, view: &View) -> Value {
             if pending.is_empty() {
                 task.insert("statusMessage".into(), json!(ANSWERED_NOT_RESUMED));
             }
-            task.insert("inputRequests".into(), mrtr::input_requests(&pending));
+            task.insert("inputRequests".into(), mrtr::input_requests(&pending, &[]));
             return Value::Object(task);
         }
         // Stopped at a question its client cannot be asked: failed, until the same

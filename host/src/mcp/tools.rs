@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::elicit::ELICIT_METHOD;
 use super::protocol::{ErrorCode, ErrorData, Params, to_json, type_name};
-use crate::ask::Question;
+use crate::ask::{Question, UpstreamRequest};
 use crate::call::{CallRequest, CallResponse};
 use crate::error::{EndsBy, Error};
 use crate::host::Host;
@@ -486,9 +486,10 @@ pub(crate) fn call_result(
             Error::InputRequired {
                 key,
                 questions,
+                requests,
                 state,
                 ..
-            } if any_structured => Ok(input_required(key, questions, state)),
+            } if any_structured => Ok(input_required(key, (questions, requests), state)),
             Error::InvalidArguments { .. }
             | Error::Mismatch { .. }
             | Error::InProgress { .. }
@@ -533,31 +534,44 @@ pub(crate) fn call_result(
     }
 }
 
-/// MCP's `inputRequests` of `questions`: each an `elicitation/create` request
-/// under the question's name. Also the Tasks extension's (`mcp::tasks`).
-pub(crate) fn input_requests(questions: &[Question]) -> Value {
-    let requests: Map<String, Value> = questions
-        .iter()
-        .map(|q| {
-            let request = json!({
-                "method": ELICIT_METHOD,
-                "params": { "message": q.message, "requestedSchema": q.schema },
-            });
-            (q.name.clone(), request)
-        })
-        .collect();
-    Value::Object(requests)
+/// MCP's `inputRequests` of `questions`, each an `elicitation/create` request under
+/// the question's name, and of an upstream's `requests` (sampling, roots), each as
+/// it sent it, under its name. Also the Tasks extension's (`mcp::tasks`).
+pub(crate) fn input_requests(questions: &[Question], requests: &[UpstreamRequest]) -> Value {
+    let asked = questions.iter().map(|q| {
+        let request = json!({
+            "method": ELICIT_METHOD,
+            "params": { "message": q.message, "requestedSchema": q.schema },
+        });
+        (q.name.clone(), request)
+    });
+    let passed_on = requests.iter().map(|r| {
+        let request = match &r.params {
+            Value::Null => json!({ "method": r.method }),
+            params => json!({ "method": r.method, "params": params }),
+        };
+        (r.name.clone(), request)
+    });
+    Value::Object(asked.chain(passed_on).collect())
 }
 
-/// The `input_required` result of a call `key` whose tool asks `questions`, the
-/// client to come back with the answers and `state`.
-pub(crate) fn input_required(key: &InvocationKey, questions: &[Question], state: &str) -> Value {
-    json!({
+/// The `input_required` result of a call `key` whose tool asks `questions` (and
+/// whose upstream `requests`), the client to come back with the answers and
+/// `state` (none when empty: a read's requests need none).
+pub(crate) fn input_required(
+    key: &InvocationKey,
+    (questions, requests): (&[Question], &[UpstreamRequest]),
+    state: &str,
+) -> Value {
+    let mut result = json!({
         "resultType": "input_required",
-        "inputRequests": input_requests(questions),
-        "requestState": state,
+        "inputRequests": input_requests(questions, requests),
         "_meta": { KEY_META_KEY: key.to_string() },
-    })
+    });
+    if !state.is_empty() {
+        result["requestState"] = json!(state);
+    }
+    result
 }
 
 /// The protocol error for a failure of the host itself, logged under a fresh error
@@ -1179,6 +1193,7 @@ mod tests {
                 message: "Refund 25.00 EUR?".into(),
                 schema: json!({ "type": "object", "properties": { "ok": { "type": "boolean" } } }),
             }],
+            requests: Vec::new(),
             state: format!("{key}.1.00ff"),
         };
         let stateless = call_result(Err(asked()), true, true).unwrap();

@@ -626,36 +626,14 @@ struct Reader {
 
 impl Reader {
     /// Hands the upstream's request `message` (of `method`) to the one call in
-    /// flight that answers such requests; `Err` with the reply when there is none
-    /// (or several, which a stdio message cannot tell apart), or for a `ping`.
+    /// flight that answers such requests ([`to_the_one_call`]).
     fn to_the_call(&self, method: &str, message: Value) -> Result<(), Value> {
-        let id = message.get("id").cloned().unwrap_or(Value::Null);
-        if method == "ping" {
-            return Err(reply_to_request(method, &id));
-        }
         let pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        let mut calls = pending
+        let calls = pending
             .values()
             .filter(|waiter| waiter.asks)
             .filter_map(|waiter| waiter.to.as_ref());
-        let (first, more) = (calls.next(), calls.next());
-        match (first, more) {
-            (Some(call), None) => call
-                .send(message)
-                .map_err(|_| reply_to_request(method, &id)),
-            (Some(_), Some(_)) => {
-                let calls = 2 + calls.count();
-                tracing::warn!(target: "justonce::upstream", upstream = %self.upstream, "its {method} came while {calls} calls were in flight on its stdio, which says not which one asks: refused");
-                Err(ClientReply::Error {
-                    code: -32603,
-                    message: format!(
-                        "justonce cannot tell which of the {calls} calls in flight this {method} belongs to (stdio names none); it passes a request of an upstream to the client of the one call that makes it"
-                    ),
-                }
-                .response(&id))
-            }
-            (None, _) => Err(reply_to_request(method, &id)),
-        }
+        to_the_one_call((&self.upstream, "stdio"), method, message, calls, |m| m)
     }
 
     fn run(self, stdout: impl std::io::Read) {
@@ -840,6 +818,43 @@ pub(crate) fn answer_of(
         None => Err(ClientError::Lost(format!(
             "upstream `{upstream}` answered {method} with neither a result nor an error (not JSON-RPC)"
         ))),
+    }
+}
+
+/// Hands the upstream's request `message` (of `method`), which came on `over` (its
+/// stdio, an HTTP session's standalone stream) and so names no request of ours, to
+/// the one call in flight that answers such requests (each of `calls` where one's
+/// go, `wrap` making what it reads); `Err` with the reply when there is none
+/// (refused as outside any call), several (refused: `over` names none of them), or
+/// for a `ping` (answered).
+pub(super) fn to_the_one_call<'a, T: 'a>(
+    (upstream, over): (&str, &str),
+    method: &str,
+    message: Value,
+    mut calls: impl Iterator<Item = &'a Sender<T>>,
+    wrap: impl FnOnce(Value) -> T,
+) -> Result<(), Value> {
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    if method == "ping" {
+        return Err(reply_to_request(method, &id));
+    }
+    let (first, more) = (calls.next(), calls.next());
+    match (first, more) {
+        (Some(call), None) => call
+            .send(wrap(message))
+            .map_err(|_| reply_to_request(method, &id)),
+        (Some(_), Some(_)) => {
+            let calls = 2 + calls.count();
+            tracing::warn!(target: "justonce::upstream", upstream = %upstream, "its {method} came while {calls} calls were in flight, on {over}, which says not which one asks: refused");
+            Err(ClientReply::Error {
+                code: -32603,
+                message: format!(
+                    "justonce cannot tell which of the {calls} calls in flight this {method} belongs to ({over} names none); it passes a request of an upstream to the client of the one call that makes it"
+                ),
+            }
+            .response(&id))
+        }
+        (None, _) => Err(reply_to_request(method, &id)),
     }
 }
 

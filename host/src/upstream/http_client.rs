@@ -95,10 +95,11 @@ struct Wire {
     bearer: Option<Arc<Bearer>>,
 }
 
-/// A request under an effect key whose `POST` a thread reads.
+/// A request whose `POST` a thread reads: one under an effect key, or a call whose
+/// client answers what the upstream asks of it meanwhile.
 struct Follow {
-    /// The effect key it carries.
-    key: String,
+    /// The effect key it carries, if any (then it is followed past its timeout).
+    key: Option<String>,
     /// Where its progress and answer go while someone waits for it; `None` once its
     /// requester gave up (past the timeout).
     to: Option<Sender<Heard>>,
@@ -109,6 +110,10 @@ struct Follow {
     /// The questions of the upstream's its requesters answered so far
     /// ([`ClientRequests::questions`]), handed to the one that takes it up.
     questions: u32,
+    /// Whether its requester answers what the upstream asks of the client (a
+    /// `tools/call` of a guarded call): a request the upstream sends on its
+    /// standalone stream, which names no call, goes to it.
+    asks: bool,
 }
 
 /// The requests of a session followed by their threads, by request id.
@@ -125,13 +130,26 @@ impl Followed {
         self.lock().get(&id).and_then(|f| f.to.clone())
     }
 
+    /// Hands the upstream's request `message` (of `method`), which came on the
+    /// session's standalone stream and names no call, to the one call in flight
+    /// whose client answers such requests ([`super::client::to_the_one_call`]).
+    fn to_the_call(&self, upstream: &str, method: &str, message: Value) -> Result<(), Value> {
+        let requests = self.lock();
+        let calls = requests
+            .values()
+            .filter(|f| f.asks)
+            .filter_map(|f| f.to.as_ref());
+        let over = (upstream, "its standalone stream (GET)");
+        super::client::to_the_one_call(over, method, message, calls, Heard::Note)
+    }
+
     /// The request `id` under `key` got `posted`: handed to its requester, or, when
     /// it gave up, kept as a late answer in `late` (an answer; anything else is no
-    /// news: the call stays unknown).
+    /// news: the call stays unknown). Without a key, nobody waits for it any more.
     fn done(
         &self,
         id: u64,
-        key: &str,
+        key: Option<&str>,
         posted: Result<Posted, ClientError>,
         wire: &Wire,
         late: &Arc<LateAnswers>,
@@ -146,6 +164,9 @@ impl Followed {
                 },
             },
             None => posted,
+        };
+        let Some(key) = key else {
+            return;
         };
         match posted {
             Ok(Posted::Answer(Some(message))) => {
@@ -282,7 +303,8 @@ impl HttpClient {
     }
 
     /// Opens the `GET` stream of the session now (the one before it is stopped),
-    /// when it has hooks to tell what it hears.
+    /// when it has hooks to tell what it hears; a request of the upstream's on it
+    /// goes to the one call in flight whose client answers them.
     fn open_stream(&self) {
         let Some(hooks) = self.hooks.clone() else {
             return;
@@ -307,6 +329,10 @@ impl HttpClient {
             credentials: wire.credentials.clone(),
             bearer: wire.bearer.clone(),
             hooks,
+            to_the_call: {
+                let (followed, upstream) = (Arc::clone(&self.followed), wire.upstream.clone());
+                Arc::new(move |method, message| followed.to_the_call(&upstream, method, message))
+            },
             stop,
             alive: Arc::clone(&wire.alive),
         });
@@ -370,11 +396,11 @@ impl HttpClient {
             }
         }
         let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        let send = || match key {
-            Some(key) => {
-                self.followed_post(&message, (method, id), timeout, key, (progress_of, asks))
-            }
-            None => self.waited_post(&message, id, timeout, (progress_of, asks)),
+        // A call whose client answers the upstream's requests is read on a thread of
+        // its own too: what the upstream asks on its standalone stream reaches it.
+        let send = || match (key, asks) {
+            (None, None) => self.waited_post(&message, id, timeout, progress_of),
+            _ => self.followed_post(&message, (method, id), timeout, key, (progress_of, asks)),
         };
         let mut posted = send()?;
         if let Posted::SessionLost(lost) = posted {
@@ -409,7 +435,7 @@ impl HttpClient {
         message: &Value,
         id: u64,
         timeout: Duration,
-        (progress_of, asks): (Option<&str>, Option<&dyn ClientRequests>),
+        progress_of: Option<&str>,
     ) -> Result<Posted, ClientError> {
         let mut reports = progress::of_tool(progress_of.unwrap_or_default());
         let mut logs = super::log_messages::CallLogs::new(&self.wire.upstream);
@@ -418,7 +444,7 @@ impl HttpClient {
             .post(message, timeout, None, Some(id), false, &mut |note| {
                 let now = Instant::now();
                 reports.tick(now);
-                if let Some(report) = self.heard(note, progress_of, &mut logs, asks, timeout) {
+                if let Some(report) = self.heard(note, progress_of, &mut logs, None, timeout) {
                     reports.report(report, now);
                 }
             });
@@ -468,18 +494,24 @@ impl HttpClient {
 
     /// The `POST` of request `id` (of `method`) under `key`, read on a thread that
     /// follows it past `timeout`; or, when an earlier request under `key` runs still,
-    /// that one's answer; or the answer it got late, kept.
+    /// that one's answer; or the answer it got late, kept. Without a key (a read
+    /// whose client answers the upstream's requests), read on a thread up to
+    /// `timeout`, and no further.
     fn followed_post(
         &self,
         message: &Value,
         (method, id): (&str, u64),
         timeout: Duration,
-        key: &str,
+        key: Option<&str>,
         (progress_of, asks): (Option<&str>, Option<&dyn ClientRequests>),
     ) -> Result<Posted, ClientError> {
         let (tx, rx) = channel();
         let own = id;
-        let id = match self.waiting_on(key, &tx, own, asks) {
+        let waiting = match key {
+            Some(key) => self.waiting_on(key, &tx, own, asks),
+            None => Waiting::New,
+        };
+        let id = match waiting {
             Waiting::Kept(answer) => return Ok(Posted::Answer(Some(answer))),
             Waiting::Earlier(earlier, _) => {
                 tracing::info!(target: "justonce::upstream", upstream = %self.wire.upstream, "a {method} under the same key is still running upstream: waiting for its answer rather than sending it again");
@@ -487,7 +519,7 @@ impl HttpClient {
             }
             // (Over HTTP a request is never parked, so none is only taken up.)
             Waiting::New | Waiting::Gone => {
-                self.follow(message, id, timeout, key, tx)?;
+                self.follow(message, (id, key), timeout, (tx, asks.is_some()))?;
                 id
             }
         };
@@ -506,9 +538,12 @@ impl HttpClient {
         };
         match heard {
             Ok(Heard::Done(posted)) => posted,
-            Ok(Heard::Note(_)) | Err(RecvTimeoutError::Timeout) => {
-                Err(no_answer_within(&self.wire.upstream, method, timeout, true))
-            }
+            Ok(Heard::Note(_)) | Err(RecvTimeoutError::Timeout) => Err(no_answer_within(
+                &self.wire.upstream,
+                method,
+                timeout,
+                key.is_some(),
+            )),
             Err(RecvTimeoutError::Disconnected) => Err(ClientError::Lost(format!(
                 "upstream `{}`: the request {method} ended without an answer",
                 self.wire.upstream
@@ -533,13 +568,17 @@ impl HttpClient {
         if let Some(answer) = self.late.take(key) {
             return Waiting::Kept(answer);
         }
-        match requests.iter_mut().find(|(_, f)| f.key == key) {
+        match requests
+            .iter_mut()
+            .find(|(_, f)| f.key.as_deref() == Some(key))
+        {
             Some((id, follow)) => {
                 follow.to = Some(to.clone());
                 follow.waiter = own;
                 if let Some(asks) = asks {
                     asks.taking_up(follow.questions);
                 }
+                follow.asks = asks.is_some();
                 Waiting::Earlier(*id, None)
             }
             None => Waiting::New,
@@ -547,16 +586,16 @@ impl HttpClient {
     }
 
     /// Sends request `id` under `key` on a thread of its own, which reads its
-    /// answer at most [`FOLLOW_FOR`] past `timeout` and hands it to `to` (or to
-    /// whoever waits for it then, or keeps it late). Not sent while
+    /// answer at most [`FOLLOW_FOR`] past `timeout` (without a key, `timeout`) and
+    /// hands it to `to` (or to whoever waits for it then, or keeps it late). `asks`:
+    /// its requester answers the upstream's requests of the client. Not sent while
     /// [`MAX_FOLLOWED`] requests given up still run.
     fn follow(
         &self,
         message: &Value,
-        id: u64,
+        (id, key): (u64, Option<&str>),
         timeout: Duration,
-        key: &str,
-        to: Sender<Heard>,
+        (to, asks): (Sender<Heard>, bool),
     ) -> Result<(), ClientError> {
         {
             let mut requests = self.followed.lock();
@@ -570,10 +609,11 @@ impl HttpClient {
             requests.insert(
                 id,
                 Follow {
-                    key: key.to_owned(),
+                    key: key.map(str::to_owned),
                     to: Some(to),
                     waiter: id,
                     questions: 0,
+                    asks,
                 },
             );
         }
@@ -582,15 +622,19 @@ impl HttpClient {
             Arc::clone(&self.followed),
             Arc::clone(&self.late),
         );
-        let (message, key) = (message.clone(), key.to_owned());
+        let (message, key) = (message.clone(), key.map(str::to_owned));
+        let reads_for = match key {
+            Some(_) => timeout.saturating_add(FOLLOW_FOR),
+            None => timeout,
+        };
         let news = self.hooks.as_ref().map(|hooks| Arc::clone(&hooks.heard));
         let spawned = std::thread::Builder::new()
             .name(format!("upstream-{}-call", self.wire.upstream))
             .spawn(move || {
                 let posted = wire.post(
                     &message,
-                    timeout.saturating_add(FOLLOW_FOR),
-                    Some(&key),
+                    reads_for,
+                    key.as_deref(),
                     Some(id),
                     false,
                     &mut |note| {
@@ -608,7 +652,7 @@ impl HttpClient {
                         wire.unheard(&note, timeout, news.as_ref());
                     },
                 );
-                followed.done(id, &key, posted, &wire, &late);
+                followed.done(id, key.as_deref(), posted, &wire, &late);
             });
         if let Err(e) = spawned {
             self.followed.lock().remove(&id);
@@ -642,18 +686,27 @@ impl HttpClient {
                 Heard::Note(note) => self.wire.unheard(&note, timeout, news),
             }
         }
-        if let Some(follow) = requests.get_mut(&id)
-            && follow.waiter == own
-        {
-            follow.to = None;
-            follow.questions = questions;
+        match requests.get_mut(&id) {
+            // Not followed past its timeout: its thread's answer is nobody's.
+            Some(follow) if follow.key.is_none() => {
+                requests.remove(&id);
+            }
+            // Unless another requester took it up since (it waits for it now).
+            Some(follow) if follow.waiter == own => {
+                follow.to = None;
+                follow.questions = questions;
+            }
+            _ => {}
         }
         Err(RecvTimeoutError::Timeout)
     }
 
     /// Whether a request under `key` was sent on it and is not answered yet.
     pub(crate) fn running(&self, key: &str) -> bool {
-        self.followed.lock().values().any(|f| f.key == key)
+        self.followed
+            .lock()
+            .values()
+            .any(|f| f.key.as_deref() == Some(key))
     }
 }
 
@@ -971,6 +1024,59 @@ impl Drop for HttpClient {
 mod tests {
     use super::*;
 
+    /// What the upstream asks on its standalone stream (no call named) goes to the
+    /// one call in flight whose client answers such requests: with none it is
+    /// refused (-32601), with several too (-32603), and a ping is answered.
+    #[test]
+    fn a_request_on_the_standalone_stream_goes_to_the_one_call_that_asks() {
+        let followed = Followed::default();
+        let roots = json!({ "jsonrpc": "2.0", "id": 4, "method": "roots/list" });
+        let code = |reply: Result<(), Value>| reply.unwrap_err()["error"]["code"].clone();
+        let to_the_call =
+            |message: &Value| followed.to_the_call("u", "roots/list", message.clone());
+        assert_eq!(code(to_the_call(&roots)), -32601, "no call in flight");
+        let follow = |asks: bool, key: Option<&str>| {
+            let (to, from) = channel();
+            let follow = Follow {
+                key: key.map(str::to_owned),
+                to: Some(to),
+                waiter: 0,
+                questions: 0,
+                asks,
+            };
+            (follow, from)
+        };
+        let (listing, listed) = follow(false, None);
+        let (call, asked) = follow(true, None);
+        followed.lock().insert(1, listing);
+        followed.lock().insert(2, call);
+        assert_eq!(to_the_call(&roots), Ok(()));
+        match asked.try_recv() {
+            Ok(Heard::Note(note)) => assert_eq!(note, roots, "to the call that asks"),
+            _ => panic!("the call heard nothing"),
+        }
+        assert!(
+            listed.try_recv().is_err(),
+            "not to a request that does not ask"
+        );
+        let ping = followed.to_the_call("u", "ping", json!({ "id": 3, "method": "ping" }));
+        assert_eq!(ping.unwrap_err()["result"], json!({}));
+        // A keyed call given up (nobody waits) asks nothing; another that waits does.
+        let (mut given_up, _gone) = follow(true, Some("k"));
+        given_up.to = None;
+        followed.lock().insert(3, given_up);
+        assert_eq!(to_the_call(&roots), Ok(()));
+        let (other, _other) = follow(true, Some("k2"));
+        followed.lock().insert(4, other);
+        let several = to_the_call(&roots).unwrap_err();
+        assert_eq!(several["error"]["code"], -32603);
+        let message = several["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("2 calls in flight") && message.contains("standalone stream"),
+            "{message}"
+        );
+    }
+
     #[test]
     fn the_response_is_found_among_the_events_of_a_stream() {
         let client = HttpClient::new("t", "http://127.0.0.1:9/mcp", Vec::new());
@@ -1204,7 +1310,9 @@ mod tests {
         let id = client.next_id.fetch_add(1, Ordering::Relaxed);
         let message = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {} });
         let (tx, rx) = channel();
-        client.follow(&message, id, timeout, "k2", tx).unwrap();
+        client
+            .follow(&message, (id, Some("k2")), timeout, (tx, false))
+            .unwrap();
         told.send(elicitation(91)).unwrap();
         let Ok(Heard::Note(note)) = rx.recv() else {
             panic!("the upstream's request was not handed on");
@@ -1238,7 +1346,9 @@ mod tests {
         let id = client.next_id.fetch_add(1, Ordering::Relaxed);
         let message = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {} });
         let (first, first_rx) = channel();
-        client.follow(&message, id, timeout, "k", first).unwrap();
+        client
+            .follow(&message, (id, Some("k")), timeout, (first, false))
+            .unwrap();
         // A second attempt under the key takes it up while the first still waits;
         // then the first gives up.
         let second_id = client.next_id.fetch_add(1, Ordering::Relaxed);

@@ -1,7 +1,9 @@
 //! The `GET` stream of a Streamable HTTP upstream's session: what the server says
-//! between requests. Its `notifications/tools/list_changed` is told to the upstream
-//! (its tools are listed again), a request of the server's is answered (`ping`, or
-//! an error: the host offers upstreams nothing else), and a stream that ends is
+//! outside its answers' streams. Its `notifications/tools/list_changed` is told to the upstream
+//! (its tools are listed again), a request of the server's (`roots/list`,
+//! `sampling/createMessage`: it names no call) goes to the one call of the session
+//! in flight whose client answers them, as over stdio, and is refused when there
+//! is none or several (`ping` is answered), and a stream that ends is
 //! opened again at once: a server that then no longer knows the session (HTTP 404)
 //! or no longer answers has ended it, and the upstream's supervisor starts anew.
 //! A server that offers no stream (HTTP 405) is heard only in its answers.
@@ -14,7 +16,6 @@ use serde_json::Value;
 use ureq::Agent;
 use ureq::http::Request;
 
-use super::client::reply_to_request;
 use super::client::{Heard, ListChanged, is_surface_news};
 use super::credentials::Credentials;
 use super::log_field::field;
@@ -32,6 +33,11 @@ const MAX_EMPTY_REOPENS: u32 = 3;
 
 /// Called (on the thread of its `GET` stream) when its session ended: why.
 pub(crate) type SessionEnded = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Hands a request of the server's (its method, the message) to the one call of
+/// the session in flight that answers such requests; `Err` with the reply to POST
+/// when there is none (or several, or it is a `ping`).
+pub(super) type ToTheCall = Arc<dyn Fn(&str, Value) -> Result<(), Value> + Send + Sync>;
 
 /// What an HTTP client tells its upstream's owner.
 #[derive(Clone)]
@@ -77,6 +83,8 @@ pub(super) struct Stream {
     /// The session's OAuth access tokens (the one held is sent), if it has `oauth`.
     pub(super) bearer: Option<Arc<super::oauth::Bearer>>,
     pub(super) hooks: HttpHooks,
+    /// Where a request of the server's goes.
+    pub(super) to_the_call: ToTheCall,
     /// Set when the session is replaced or its client dropped.
     pub(super) stop: Arc<AtomicBool>,
     /// The client's: cleared when the stream finds the session ended.
@@ -233,9 +241,11 @@ impl Stream {
             (Some("notifications/message"), None) => {
                 super::log_messages::to_log(&self.upstream, &message);
             }
-            (Some(method), Some(id)) => {
-                let reply = reply_to_request(method, id);
-                self.reply(&reply);
+            (Some(method), Some(_)) => {
+                let method = method.to_owned();
+                if let Err(reply) = (self.to_the_call)(&method, message) {
+                    self.reply(&reply);
+                }
             }
             _ => {}
         }

@@ -97,6 +97,7 @@ impl EffectSession {
                 self.interrupted = Some(Interruption::AwaitingInput {
                     seq,
                     questions: questions.to_vec(),
+                    requests: Vec::new(),
                     state,
                 });
                 Ok(Err(EffectFailure::Stopped(

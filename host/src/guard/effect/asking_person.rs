@@ -142,6 +142,7 @@ impl EffectSession {
                 self.interrupted = Some(Interruption::AwaitingInput {
                     seq: pending.seq,
                     questions: vec![question],
+                    requests: Vec::new(),
                     state: at.state(),
                 });
                 return Ok(Err(EffectFailure::Stopped(

@@ -14,6 +14,12 @@
 //!   declared them ([`crate::ask::Asker::forward`]), `-32021` naming the capability
 //!   where it did not. They are not journaled: a model's completion and a list of
 //!   roots are the client's answers, not effects, and a resent call asks again.
+//!   A client that answers with a later request (`input_required`) gets them among
+//!   what the call asks for, as a question: in a journaled call the upstream's
+//!   request waits for the call made again with the answer (where it can wait: over
+//!   stdio), tied to it by the request state of the upstream call's position; in a
+//!   read (sent without a key, journaled nowhere) the upstream's request is refused
+//!   and the read sent again with the answer, which needs no state.
 
 use std::cell::{Cell, RefCell};
 
@@ -21,9 +27,10 @@ use serde_json::Value;
 
 use super::asking::AskStep;
 use super::{EffectSession, Interruption};
-use crate::ask::{self, Asked, Forwarded, Question};
+use crate::ask::{self, AskContext, Asked, Forwarded, Question, UpstreamRequest};
 use crate::error::Error;
 use crate::journal::Answer;
+use crate::keys::EffectKey;
 use crate::provider::{ClientReply, ClientRequests};
 
 /// The method of an upstream's question to the person.
@@ -49,23 +56,24 @@ pub(super) struct CallsClient<'s> {
     asked: Cell<u32>,
     /// Whether the last of them is answered later (the call stopped for it).
     later: Cell<bool>,
-    /// Whether questions may be journaled (not in an unjournaled read).
-    journals: bool,
+    /// The upstream call's effect key, in a journaled call; `None` in an
+    /// unjournaled read, which asks no question.
+    key: Option<EffectKey>,
     /// Whether this attempt takes up an earlier one waiting upstream on the
     /// person's answer ([`ClientRequests::resumes`]).
     resumes: bool,
 }
 
 impl<'s> CallsClient<'s> {
-    /// The client of the effect at `after` of `session`'s run; `journals` is false
-    /// for a read, which journals nothing and so asks no question.
-    pub(super) fn new(session: &'s mut EffectSession, after: u32, journals: bool) -> Self {
+    /// The client of the effect at `after` of `session`'s run, journaled under
+    /// `key`; `None` for a read, which journals nothing and so asks no question.
+    pub(super) fn new(session: &'s mut EffectSession, after: u32, key: Option<EffectKey>) -> Self {
         Self {
             session: RefCell::new(session),
             after,
             asked: Cell::new(0),
             later: Cell::new(false),
-            journals,
+            key,
             resumes: false,
         }
     }
@@ -88,7 +96,7 @@ impl<'s> CallsClient<'s> {
 
     /// The upstream's `elicitation/create`, asked as the call's question.
     fn question(&self, params: &Value, can_wait: bool) -> ClientReply {
-        if !self.journals {
+        if self.key.is_none() {
             return refusal(
                 INTERNAL,
                 "the tool is a read (read-only), whose call journals nothing, so justonce asks no question for it: its upstream or configuration must not mark it read-only"
@@ -107,14 +115,7 @@ impl<'s> CallsClient<'s> {
                 self.later.set(reply == ClientReply::Later);
                 reply
             }
-            Err(fault) => {
-                let reply = refusal(
-                    INTERNAL,
-                    format!("justonce could not journal the question: {fault}"),
-                );
-                session.host_fault = Some(fault);
-                reply
-            }
+            Err(fault) => faulted(&mut session, "journal the question", fault),
         }
     }
 }
@@ -144,7 +145,28 @@ impl ClientRequests for CallsClient<'_> {
                 format!("{}: {method} cannot be passed on", ask::NO_ASKER),
             );
         };
-        match asker.forward(method, params) {
+        let (forwarded, state) = match &self.key {
+            Some(key) => {
+                let mut session = self.session.borrow_mut();
+                let keys = match session.shared.state_keys() {
+                    Ok(keys) => keys,
+                    Err(fault) => {
+                        return faulted(&mut session, "read its request-state secrets", fault);
+                    }
+                };
+                let at = AskContext {
+                    tool: &session.tool,
+                    key: &session.invocation,
+                    seq: self.after,
+                    effect_key: key,
+                    principal: session.principal.as_deref(),
+                    keys: &keys,
+                };
+                (asker.forward(Some(&at), method, params), at.state())
+            }
+            None => (asker.forward(None, method, params), String::new()),
+        };
+        match forwarded {
             Forwarded::Answered(result) => ClientReply::Result(result),
             Forwarded::Refused { code, message } => refusal(code, message),
             Forwarded::NotDeclared(capability) => refusal(
@@ -154,12 +176,70 @@ impl ClientRequests for CallsClient<'_> {
                 ),
             ),
             Forwarded::Unavailable(why) => refusal(INTERNAL, why),
+            Forwarded::Later(request) => self.later(request, state, can_wait),
         }
+    }
+}
+
+impl CallsClient<'_> {
+    /// The upstream's `request`, which the client answers with a later request:
+    /// the call stops awaiting it. A journaled call's upstream request waits
+    /// (`can_wait`) for the call made again with the answer and `state`; a read's is
+    /// refused, and the read sent again with the answer. Where it cannot wait, it
+    /// is refused saying why.
+    fn later(&self, request: UpstreamRequest, state: String, can_wait: bool) -> ClientReply {
+        let method = request.method.clone();
+        if self.key.is_some() && !can_wait {
+            return refusal(
+                INTERNAL,
+                format!(
+                    "the client answers {method} with a later request (input_required), and this upstream's request cannot wait for it (over Streamable HTTP it ends with its response stream)"
+                ),
+            );
+        }
+        let mut session = self.session.borrow_mut();
+        tracing::info!(tool = %session.tool, key = %session.invocation, "the upstream sent {method}; the call is suspended awaiting its client's answer");
+        // A read's upstream may ask again once refused: all of it is asked for.
+        match &mut session.interrupted {
+            Some(Interruption::AwaitingInput { requests, .. }) => requests.push(request),
+            _ => {
+                session.interrupted = Some(Interruption::AwaitingInput {
+                    seq: self.after,
+                    questions: Vec::new(),
+                    requests: vec![request],
+                    state,
+                });
+            }
+        }
+        if let Some(key) = &self.key {
+            // What operators read on the pending upstream call (`journal`, console).
+            let awaiting = format!(
+                "its upstream waits for the client's answer to its {method}: the same call, made again with it, resumes it"
+            );
+            if let Err(fault) = session.note_unknown(key, &awaiting) {
+                session.host_fault = Some(fault);
+            }
+            return ClientReply::Later;
+        }
+        refusal(
+            INTERNAL,
+            format!(
+                "the client answers {method} with a later request (input_required): this read is sent again with its answer"
+            ),
+        )
     }
 }
 
 fn refusal(code: i64, message: String) -> ClientReply {
     ClientReply::Error { code, message }
+}
+
+/// The host's own `fault` while it answered an upstream's request: the run ends
+/// with it, and the upstream is refused, told what justonce could not `do`.
+fn faulted(session: &mut EffectSession, what: &str, fault: Error) -> ClientReply {
+    let reply = refusal(INTERNAL, format!("justonce could not {what}: {fault}"));
+    session.host_fault = Some(fault);
+    reply
 }
 
 /// The question an `elicitation/create`'s `params` ask, in form mode; `Err` why it
@@ -246,6 +326,7 @@ impl EffectSession {
                 self.interrupted = Some(Interruption::AwaitingInput {
                     seq,
                     questions: vec![question],
+                    requests: Vec::new(),
                     state,
                 });
                 return Ok(ClientReply::Later);
