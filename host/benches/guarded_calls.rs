@@ -31,7 +31,9 @@
 //!     called directly and through a `justonce serve` that offers it, fresh and
 //!     replayed, and with an upstream that hangs beside it: `serve`'s `initialize`
 //!     and `tools/list`, a refused call of the hung one's tool, a call of the other's
-//!     (`JUSTONCE_BENCH_ONLY=gateway`; see `guarded_calls/gateway.rs`).
+//!     (`JUSTONCE_BENCH_ONLY=gateway`; see `guarded_calls/gateway.rs`);
+//!     `JUSTONCE_BENCH_AB=PATH` compares the fresh calls of another build (A) with
+//!     this one's (B) in alternating rounds of one run.
 //!
 //! (2) and (3) are also printed against their floors, the bare guest plus the journal
 //! writes the contract requires with the journal's own rows, and (6) against its
@@ -495,11 +497,16 @@ fn justonce_bin() -> std::ffi::OsString {
     std::env::var_os("JUSTONCE_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_justonce").into())
 }
 
-/// `justonce serve` on a journal in `dir` (with `dir`'s `justonce.toml`, if any),
+/// `justonce serve` of the binary `bin` on a journal in `dir` (with `dir`'s `justonce.toml`, if any),
 /// serving the example tools and the `echo` test guest; `args` are the transport's.
-fn serve(dir: &Path, args: &[&str], stdin: std::process::Stdio) -> std::process::Child {
+fn serve_with(
+    bin: &std::ffi::OsStr,
+    dir: &Path,
+    args: &[&str],
+    stdin: std::process::Stdio,
+) -> std::process::Child {
     let tools = tools_dir(dir);
-    Command::new(justonce_bin())
+    Command::new(bin)
         .arg("--db")
         .arg(dir.join("state.db"))
         .arg("--tools")
@@ -553,8 +560,13 @@ struct StdioMcp {
 
 impl StdioMcp {
     fn start(dir: &Path) -> Self {
+        Self::start_with(&justonce_bin(), dir)
+    }
+
+    /// [`StdioMcp::start`] of the `justonce` binary `bin`.
+    fn start_with(bin: &std::ffi::OsStr, dir: &Path) -> Self {
         use std::io::Write as _;
-        let mut child = serve(dir, &[], std::process::Stdio::piped());
+        let mut child = serve_with(bin, dir, &[], std::process::Stdio::piped());
         let stdin = child.stdin.take().expect("stdin");
         let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
         let mut server = Self {
@@ -620,9 +632,14 @@ struct HttpMcp {
 
 impl HttpMcp {
     fn start(dir: &Path) -> Self {
+        Self::start_with(&justonce_bin(), dir)
+    }
+
+    /// [`HttpMcp::start`] of the `justonce` binary `bin`.
+    fn start_with(bin: &std::ffi::OsStr, dir: &Path) -> Self {
         use std::io::BufRead as _;
         let db = dir.join("state.db");
-        let added = Command::new(justonce_bin())
+        let added = Command::new(bin)
             .arg("--db")
             .arg(&db)
             .args(["token", "add", "bench"])
@@ -638,7 +655,12 @@ impl HttpMcp {
         // may keep its times), and only `stat`s an older one, as a deployed file is:
         // that is the cost measured.
         std::thread::sleep(Duration::from_millis(2100));
-        let mut child = serve(dir, &["--http", "127.0.0.1:0"], std::process::Stdio::null());
+        let mut child = serve_with(
+            bin,
+            dir,
+            &["--http", "127.0.0.1:0"],
+            std::process::Stdio::null(),
+        );
         let mut url = String::new();
         std::io::BufReader::new(child.stdout.take().expect("stdout"))
             .read_line(&mut url)

@@ -17,32 +17,18 @@ use super::{
     HttpMcp, Mcp, StdioMcp, justonce_bin, median, micros, percentile, sample, scaled, tools_dir,
 };
 
-/// Figure (11), printed: `JUSTONCE_BENCH_ONLY=gateway` runs it alone.
+/// Figure (11), printed: `JUSTONCE_BENCH_ONLY=gateway` runs it alone. With
+/// `JUSTONCE_BENCH_AB=PATH` (another build of `justonce`, "A"), only the fresh calls,
+/// of A and of this build (or `JUSTONCE_BENCH_BIN`'s, "B") in alternating rounds.
 pub(super) fn figures(dir: &Path) {
+    if let Some(a) = std::env::var_os("JUSTONCE_BENCH_AB") {
+        return a_against_b(dir, &a, &justonce_bin());
+    }
     println!("\n## (11) The gateway's added latency over calling the upstream directly\n");
     let calls = scaled(300);
     let upstream_dir = dir.join("gateway-upstream");
     let gateway_dir = dir.join("gateway");
-    std::fs::create_dir_all(&upstream_dir).expect("upstream dir");
-    std::fs::create_dir_all(&gateway_dir).expect("gateway dir");
-    let tools = tools_dir(&upstream_dir);
-    let command = [
-        justonce_bin().to_string_lossy().into_owned(),
-        "--db".into(),
-        upstream_dir.join("up.db").display().to_string(),
-        "--tools".into(),
-        tools.display().to_string(),
-        "serve".into(),
-    ];
-    std::fs::write(
-        gateway_dir.join("justonce.toml"),
-        format!(
-            "[upstreams.up]\ncommand = {}\nprefix = \"up_\"\n",
-            serde_json::to_string(&command).expect("a JSON array is a TOML array")
-        ),
-    )
-    .expect("write justonce.toml");
-
+    let command = upstream_command(&justonce_bin(), &upstream_dir, &gateway_dir);
     let mut direct = StdioMcp::start(&upstream_dir);
     let mut gateway = StdioMcp::start(&gateway_dir);
     let stdio = measure(&mut direct, &mut gateway, calls);
@@ -55,22 +41,8 @@ pub(super) fn figures(dir: &Path) {
     // The same upstream over Streamable HTTP (a bearer token, a session).
     let http_upstream_dir = dir.join("gateway-upstream-http");
     let http_gateway_dir = dir.join("gateway-http");
-    std::fs::create_dir_all(&http_upstream_dir).expect("upstream dir");
-    std::fs::create_dir_all(&http_gateway_dir).expect("gateway dir");
     let mut direct = HttpMcp::start(&http_upstream_dir);
-    let addr = direct
-        .stream
-        .get_ref()
-        .peer_addr()
-        .expect("the server's address");
-    std::fs::write(
-        http_gateway_dir.join("justonce.toml"),
-        format!(
-            "[upstreams.up]\nurl = \"http://{addr}/mcp\"\nheaders = {{ Authorization = \"Bearer {}\" }}\nprefix = \"up_\"\n",
-            direct.token
-        ),
-    )
-    .expect("write justonce.toml");
+    http_gateway(&direct, &http_gateway_dir);
     let mut gateway = StdioMcp::start(&http_gateway_dir);
     let http = measure(&mut direct, &mut gateway, calls);
 
@@ -95,6 +67,128 @@ pub(super) fn figures(dir: &Path) {
     println!(
         "\nA fresh call through the gateway is the direct call plus the gateway's own journal record and effect (each committed with the CLI's durability) and a hop over a pipe; a replayed one never reaches the upstream."
     );
+}
+
+/// The direct server of `bin` in `upstream_dir` and a gateway in `gateway_dir` that
+/// offers its tools as `up_*` over stdio: the command that starts the upstream.
+fn upstream_command(bin: &std::ffi::OsStr, upstream_dir: &Path, gateway_dir: &Path) -> [String; 8] {
+    std::fs::create_dir_all(upstream_dir).expect("upstream dir");
+    std::fs::create_dir_all(gateway_dir).expect("gateway dir");
+    let tools = tools_dir(upstream_dir);
+    let command = [
+        bin.to_string_lossy().into_owned(),
+        "--db".into(),
+        upstream_dir.join("up.db").display().to_string(),
+        "--tools".into(),
+        tools.display().to_string(),
+        "serve".into(),
+        // As the direct `serve` runs (see `super::serve_with`): the comparison is of the
+        // gateway alone, not of a delivery poll on one side only.
+        "--deliver-every-ms".into(),
+        "0".into(),
+    ];
+    std::fs::write(
+        gateway_dir.join("justonce.toml"),
+        format!(
+            "[upstreams.up]\ncommand = {}\nprefix = \"up_\"\n",
+            serde_json::to_string(&command).expect("a JSON array is a TOML array")
+        ),
+    )
+    .expect("write justonce.toml");
+    command
+}
+
+/// A gateway in `gateway_dir` offering the tools of the HTTP server `direct` as `up_*`.
+fn http_gateway(direct: &HttpMcp, gateway_dir: &Path) {
+    std::fs::create_dir_all(gateway_dir).expect("gateway dir");
+    let addr = direct
+        .stream
+        .get_ref()
+        .peer_addr()
+        .expect("the server's address");
+    std::fs::write(
+        gateway_dir.join("justonce.toml"),
+        format!(
+            "[upstreams.up]\nurl = \"http://{addr}/mcp\"\nheaders = {{ Authorization = \"Bearer {}\" }}\nprefix = \"up_\"\n",
+            direct.token
+        ),
+    )
+    .expect("write justonce.toml");
+}
+
+/// Fresh calls only, of build `a` and build `b` each directly and through its own
+/// gateway (its upstream the same build), over stdio and over HTTP: in each round
+/// one call of each of the four, A's pair first in even rounds and B's in odd ones,
+/// so a burst of load on a shared machine hits both builds alike. Printed: each
+/// build's added latency (the median and 10th–90th percentile of the per-round
+/// differences, gateway minus direct), and B's minus A's.
+fn a_against_b(dir: &Path, a: &std::ffi::OsStr, b: &std::ffi::OsStr) {
+    println!(
+        "\n## (11) A/B: the gateway's added latency, fresh calls, two builds in alternating rounds\n"
+    );
+    println!("A: {}\nB: {}\n", a.to_string_lossy(), b.to_string_lossy());
+    let calls = scaled(300);
+    println!(
+        "| upstream over | build | direct median | through the gateway | added: median of the rounds (p10–p90) | rounds |\n| --- | --- | --- | --- | --- | --- |"
+    );
+    for transport in ["stdio", "HTTP"] {
+        let mut pairs: Vec<(Box<dyn Mcp>, Box<dyn Mcp>)> = Vec::new();
+        for (name, bin) in [("a", a), ("b", b)] {
+            let upstream_dir = dir.join(format!("ab-{transport}-{name}-upstream"));
+            let gateway_dir = dir.join(format!("ab-{transport}-{name}-gateway"));
+            let mut direct: Box<dyn Mcp> = if transport == "stdio" {
+                upstream_command(bin, &upstream_dir, &gateway_dir);
+                Box::new(StdioMcp::start_with(bin, &upstream_dir))
+            } else {
+                std::fs::create_dir_all(&upstream_dir).expect("upstream dir");
+                let direct = HttpMcp::start_with(bin, &upstream_dir);
+                http_gateway(&direct, &gateway_dir);
+                Box::new(direct)
+            };
+            let mut gateway: Box<dyn Mcp> = Box::new(StdioMcp::start_with(bin, &gateway_dir));
+            wait_ready(gateway.as_mut());
+            gateway.call("up_echo", json!({ "message": "warm" }));
+            direct.call("echo", json!({ "message": "warm" }));
+            pairs.push((direct, gateway));
+        }
+        // Per build: direct samples, gateway samples, per-round differences.
+        let mut taken = [
+            (Vec::new(), Vec::new(), Vec::new()),
+            (Vec::new(), Vec::new(), Vec::new()),
+        ];
+        for round in 0..calls {
+            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+            for which in order {
+                let (direct, gateway) = &mut pairs[which];
+                let d = sample(1, |_| {
+                    direct.call("echo", json!({ "message": format!("d{round}") }));
+                })[0];
+                let g = sample(1, |_| {
+                    gateway.call("up_echo", json!({ "message": format!("g{round}") }));
+                })[0];
+                taken[which].0.push(d);
+                taken[which].1.push(g);
+                taken[which].2.push(g - d);
+            }
+        }
+        let mut added = [0.0; 2];
+        for (which, (direct, through, differences)) in taken.iter_mut().enumerate() {
+            added[which] = median(differences);
+            println!(
+                "| {transport} | {} | {:.1} µs | {:.1} µs | {:+.1} µs ({:+.1} to {:+.1}) | {calls} |",
+                ["A", "B"][which],
+                median(direct),
+                median(through),
+                added[which],
+                percentile(differences, 0.1),
+                percentile(differences, 0.9),
+            );
+        }
+        println!(
+            "| {transport} | B − A | | | {:+.1} µs | |",
+            added[1] - added[0]
+        );
+    }
 }
 
 /// Fresh and replayed calls of `echo` directly and of `up_echo` through `gateway`,

@@ -44,6 +44,7 @@ use super::oauth::{Bearer, TokenError};
 use super::progress;
 use super::sse::{Events, MAX_EVENT_BYTES};
 use super::stream::{self, HttpHooks, Stream, with_session};
+use super::threads::Threads;
 use crate::provider::ClientRequests;
 use crate::runtime::log_listener;
 
@@ -199,6 +200,8 @@ pub(crate) struct HttpClient {
     followed: Arc<Followed>,
     /// Where the answers that came after their requester gave up are kept.
     late: Arc<LateAnswers>,
+    /// The threads that read the requests under a key, kept between calls.
+    threads: Threads,
 }
 
 impl HttpClient {
@@ -222,6 +225,7 @@ impl HttpClient {
             stream_stop: Mutex::new(None),
             followed: Arc::default(),
             late: Arc::default(),
+            threads: Threads::new(format!("upstream-{upstream}-call")),
         }
     }
 
@@ -628,32 +632,30 @@ impl HttpClient {
             None => timeout,
         };
         let news = self.hooks.as_ref().map(|hooks| Arc::clone(&hooks.heard));
-        let spawned = std::thread::Builder::new()
-            .name(format!("upstream-{}-call", self.wire.upstream))
-            .spawn(move || {
-                let posted = wire.post(
-                    &message,
-                    reads_for,
-                    key.as_deref(),
-                    Some(id),
-                    false,
-                    &mut |note| {
-                        let note = match followed.to_of(id) {
-                            // A requester that gave up since: as if none waited.
-                            Some(to) => match to.send(Heard::Note(note)) {
-                                Ok(()) => return,
-                                Err(unsent) => match unsent.0 {
-                                    Heard::Note(note) => note,
-                                    Heard::Done(_) => return,
-                                },
+        let spawned = self.threads.run(Box::new(move || {
+            let posted = wire.post(
+                &message,
+                reads_for,
+                key.as_deref(),
+                Some(id),
+                false,
+                &mut |note| {
+                    let note = match followed.to_of(id) {
+                        // A requester that gave up since: as if none waited.
+                        Some(to) => match to.send(Heard::Note(note)) {
+                            Ok(()) => return,
+                            Err(unsent) => match unsent.0 {
+                                Heard::Note(note) => note,
+                                Heard::Done(_) => return,
                             },
-                            None => note,
-                        };
-                        wire.unheard(&note, timeout, news.as_ref());
-                    },
-                );
-                followed.done(id, key.as_deref(), posted, &wire, &late);
-            });
+                        },
+                        None => note,
+                    };
+                    wire.unheard(&note, timeout, news.as_ref());
+                },
+            );
+            followed.done(id, key.as_deref(), posted, &wire, &late);
+        }));
         if let Err(e) = spawned {
             self.followed.lock().remove(&id);
             return Err(ClientError::NotSent(format!(

@@ -29,6 +29,7 @@ mod supervisor;
 pub mod surface;
 #[cfg(test)]
 mod test_http;
+mod threads;
 mod upstreams;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
