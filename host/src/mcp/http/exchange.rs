@@ -604,13 +604,14 @@ impl McpEndpoint {
         let number = self
             .next_listen
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = format!("listen-{number}");
-        let live = self.listens.open(&name);
+        // The entry is closed when `opened` is dropped: with the stream's body when
+        // the client hangs up, or here when the listen is refused.
+        let (live, opened) = self.listens.open_held(&format!("listen-{number}"));
         let (listens, server, id) = (Arc::clone(&self.listens), self.server.clone(), id.clone());
         Answer::Blocking(Box::new(move || {
-            let to = Arc::clone(&listens);
+            let name = opened.name().to_owned();
             let sink: crate::mcp::listen::Sink =
-                Arc::new(move |note: &Value| to.send_to(&name, note));
+                Arc::new(move |note: &Value| listens.send_to(&name, note));
             let host = Arc::clone(server.host());
             match crate::mcp::listen::open(
                 (&host, server.relay(), &server.catalog()),
@@ -618,7 +619,9 @@ impl McpEndpoint {
                 &params,
                 sink,
             ) {
-                Ok(listening) => Response::live(Bytes::new(), live).holding(Box::new(listening)),
+                Ok(listening) => {
+                    Response::live(Bytes::new(), live).holding(Box::new((listening, opened)))
+                }
                 Err(refused) => reply_to.finish(Err(refused), Vec::new()),
             }
         }))

@@ -131,7 +131,8 @@ struct McpEndpoint {
     admission: Admission,
     streams: Arc<Streams>,
     /// The open `subscriptions/listen` streams (stateless), each under a name of its
-    /// own (`listen-N`): they end when the server stops.
+    /// own (`listen-N`): each is forgotten when its client hangs up or it is refused,
+    /// and they all end when the server stops.
     listens: Arc<Streams>,
     /// The number of the next listen stream.
     next_listen: std::sync::atomic::AtomicU64,

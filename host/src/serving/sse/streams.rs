@@ -4,7 +4,7 @@
 //! stops, or the client hangs up.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 use tokio::sync::mpsc::Sender;
@@ -26,6 +26,24 @@ impl Streams {
         let (sender, receiver) = live_channel();
         self.lock().insert(session.to_owned(), sender);
         receiver
+    }
+
+    /// Opens the stream `name` as [`Streams::open`], and what closes it when
+    /// dropped: a stream whose holder is gone (its client hung up, or it was refused)
+    /// leaves no entry behind, though nothing is ever sent to it again.
+    pub fn open_held(self: &Arc<Self>, name: &str) -> (LiveEvents, Opened) {
+        let live = self.open(name);
+        let opened = Opened {
+            streams: Arc::clone(self),
+            name: name.to_owned(),
+        };
+        (live, opened)
+    }
+
+    /// How many streams are open.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.lock().len()
     }
 
     /// Sends `message` as an event on every open stream, and forgets the streams
@@ -60,6 +78,26 @@ impl Streams {
     /// Ends every stream (the server stops).
     pub fn close_all(&self) {
         self.lock().clear();
+    }
+}
+
+/// A stream opened by [`Streams::open_held`]: closes it when dropped.
+#[derive(Debug)]
+pub(crate) struct Opened {
+    streams: Arc<Streams>,
+    name: String,
+}
+
+impl Opened {
+    /// The stream's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        self.streams.close(&self.name);
     }
 }
 
@@ -104,6 +142,21 @@ mod tests {
         assert_eq!(queued, super::super::LIVE_EVENTS);
         streams.send(&json!({"after": 1}));
         assert!(slow.try_recv().is_ok(), "read again, it hears what follows");
+    }
+
+    #[test]
+    fn a_held_stream_is_forgotten_when_its_holder_is_dropped() {
+        let streams = Arc::new(Streams::default());
+        let _kept = streams.open("kept");
+        for n in 0..20 {
+            let (live, opened) = streams.open_held(&format!("listen-{n}"));
+            assert_eq!(opened.name(), format!("listen-{n}"));
+            if n % 2 == 0 {
+                drop(live); // the client hung up first
+            }
+            drop(opened);
+        }
+        assert_eq!(streams.len(), 1, "only the stream not held is left");
     }
 
     #[test]
