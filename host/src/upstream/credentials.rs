@@ -15,7 +15,8 @@
 //!
 //! An OAuth access token (`oauth.rs`) is learned while the connection runs: each
 //! one the host fetches or reads is added ([`Credentials::learn`]), the last
-//! [`MAX_LEARNED`] of them stripped from then on by every clone.
+//! [`MAX_LEARNED`] of them stripped from then on by every clone; one learned again
+//! (a refresh token kept across refreshes) counts as the newest.
 
 use std::sync::{Arc, RwLock};
 
@@ -55,12 +56,15 @@ impl Credentials {
     }
 
     /// Strips `secret` too, from now on, here and in every clone (an access token
-    /// fetched while the connection runs).
+    /// fetched while the connection runs). Learned again, it becomes the newest:
+    /// a credential still in use (a refresh token not rotated) is learned on each
+    /// use, and so never let go as the oldest.
     pub(crate) fn learn(&self, secret: &str) {
         let mut learned = self.learned.write().unwrap_or_else(|p| p.into_inner());
-        if learned.values.iter().any(|v| v == secret) {
+        if learned.values.last().is_some_and(|v| v == secret) {
             return;
         }
+        learned.values.retain(|v| v != secret);
         learned.values.push(secret.to_owned());
         if learned.values.len() > MAX_LEARNED {
             learned.values.remove(0);
@@ -221,5 +225,28 @@ mod tests {
             "the oldest of more than MAX_LEARNED is let go"
         );
         assert_eq!(clone.text("tok_later_0015".into()), "[redacted]");
+    }
+
+    #[test]
+    fn a_credential_learned_again_is_the_newest_and_is_not_let_go() {
+        let credentials = Credentials::default();
+        credentials.learn("rt_kept_55555555");
+        for n in 0..MAX_LEARNED * 2 {
+            credentials.learn(&format!("tok_later_{n:04}"));
+            assert_eq!(
+                credentials.text("t=rt_kept_55555555".into()),
+                "t=[redacted]",
+                "learned again on each use, it is never the oldest ({n})"
+            );
+            credentials.learn("rt_kept_55555555");
+        }
+        let newest = format!("tok_later_{:04}", MAX_LEARNED * 2 - 1);
+        let let_go = format!("tok_later_{:04}", MAX_LEARNED * 2 - MAX_LEARNED);
+        assert_eq!(credentials.text(newest), "[redacted]");
+        assert_eq!(
+            credentials.text(let_go.clone()),
+            let_go,
+            "still MAX_LEARNED kept"
+        );
     }
 }

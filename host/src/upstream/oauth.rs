@@ -266,7 +266,10 @@ impl Bearer {
             ];
             match self.fetch(url, client, &refresh) {
                 Ok(mut held) => {
-                    held.refresh_token.get_or_insert(refresh_token);
+                    let kept = held.refresh_token.get_or_insert(refresh_token);
+                    // Learned again after the new access token: still sent, it
+                    // must not be let go as the oldest learned credential.
+                    self.credentials.learn(kept);
                     return Ok(held);
                 }
                 Err(TokenError::Refused(why)) => {

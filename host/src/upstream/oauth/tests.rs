@@ -344,3 +344,30 @@ fn a_token_with_a_refresh_token_is_renewed_with_it_before_it_expires_and_the_gra
     // The refresh token is a credential too.
     assert_eq!(credentials.text("rt_one_77777777".into()), "[redacted]");
 }
+
+/// A refresh token the endpoint does not rotate is still sent after many
+/// refreshes: it stays stripped though more than `MAX_LEARNED` access tokens were
+/// learned since it was.
+#[test]
+fn a_refresh_token_kept_across_many_refreshes_stays_stripped() {
+    let first = refreshable("at_first_1234567", "rt_kept_66666666", 600);
+    let renewed: Vec<String> = (0..20)
+        .map(|n| token_answer(&format!("at_renewed_{n:06}"), 600))
+        .collect();
+    let mut answers = vec![(200, first.as_str())];
+    answers.extend(renewed.iter().map(|answer| (200, answer.as_str())));
+    let endpoint = Endpoint::start(&answers);
+    let clock = ManualClock::new(0);
+    let credentials = Credentials::default();
+    let bearer = bearer(&grant(&endpoint.url), &clock, &credentials);
+    assert_eq!(bearer.token().unwrap(), "at_first_1234567");
+    for n in 0..20 {
+        clock.advance(Duration::from_secs(540));
+        assert_eq!(bearer.token().unwrap(), format!("at_renewed_{n:06}"));
+    }
+    assert_eq!(form_of(&endpoint, 20)[1].1, "rt_kept_66666666");
+    assert_eq!(
+        credentials.text("echo rt_kept_66666666".into()),
+        "echo [redacted]"
+    );
+}
