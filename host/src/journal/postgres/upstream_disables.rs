@@ -33,17 +33,17 @@ pub(super) fn disable_in<C: GenericClient>(
     upstream: &str,
     by: &str,
 ) -> Result<UpstreamDisable, postgres::Error> {
-    db.execute(
+    // One statement: a separate SELECT after `DO NOTHING` could find the row gone
+    // (an enable committed in between, READ COMMITTED). The no-op update returns
+    // the disable on record, keeping its first disabler.
+    db.query_one(
         concat!(
             "INSERT INTO upstream_disables (upstream, disabled_by, disabled_at) VALUES ($1, $2, ",
             db_now!(),
-            ") ON CONFLICT (upstream) DO NOTHING"
+            ") ON CONFLICT (upstream) DO UPDATE SET disabled_by = upstream_disables.disabled_by",
+            " RETURNING upstream, disabled_by, disabled_at"
         ),
         &[&upstream, &by],
-    )?;
-    db.query_one(
-        "SELECT upstream, disabled_by, disabled_at FROM upstream_disables WHERE upstream = $1",
-        &[&upstream],
     )
     .map(|row| from_row(&row))
 }
