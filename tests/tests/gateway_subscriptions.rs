@@ -162,6 +162,34 @@ impl Stream {
     }
 }
 
+/// A stateless `subscriptions/listen` request `id` asking for `notifications`.
+fn listen_request(id: &str, notifications: Value) -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+        "params": {
+            "notifications": notifications,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    })
+}
+
+/// Sends the `subscriptions/listen` `request`; the connection its stream (or
+/// refusal) comes on.
+fn send_listen(client: &HttpClient, request: &Value) -> TcpStream {
+    let tcp = client.send_raw(&client.post_bytes(
+        &request.to_string(),
+        &[
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "subscriptions/listen"),
+        ],
+    ));
+    tcp.set_read_timeout(Some(WAIT)).unwrap();
+    tcp
+}
+
 /// A stateless client's `subscriptions/listen` stream hears the updates of the
 /// upstream resource it named and the upstream's list changes, each stamped with
 /// the stream's id, after an acknowledgement that leaves out a URI no upstream
@@ -183,27 +211,14 @@ fn a_stateless_listen_stream_hears_its_upstream_resources_updates_and_unsubscrib
         "{discovered}"
     );
     let x = "justonce://rec/rec://x";
-    let listen = json!({
-        "jsonrpc": "2.0", "id": "listen-7", "method": "subscriptions/listen",
-        "params": {
-            "notifications": {
-                "resourcesListChanged": true,
-                "resourceSubscriptions": [x, "justonce://nowhere/z"],
-            },
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": MODERN,
-                "io.modelcontextprotocol/clientCapabilities": {},
-            },
-        },
-    });
-    let tcp = client.send_raw(&client.post_bytes(
-        &listen.to_string(),
-        &[
-            ("MCP-Protocol-Version", MODERN),
-            ("Mcp-Method", "subscriptions/listen"),
-        ],
-    ));
-    tcp.set_read_timeout(Some(WAIT)).unwrap();
+    let listen = listen_request(
+        "listen-7",
+        json!({
+            "resourcesListChanged": true,
+            "resourceSubscriptions": [x, "justonce://nowhere/z"],
+        }),
+    );
+    let tcp = send_listen(&client, &listen);
     let mut stream = Stream {
         tcp,
         read: String::new(),
@@ -421,4 +436,74 @@ fn a_stdio_listen_stream_cancelled_by_its_client_unsubscribes_upstream() {
             .all(|m| m["method"] != "notifications/resources/updated"),
         "{after:?}"
     );
+}
+
+/// One principal holds at most 16 `subscriptions/listen` streams at once (each
+/// holds a connection and listeners): the next is refused 429 naming the cap,
+/// another principal still opens one, and a stream that ended gives its place
+/// back. Before, a principal opened streams without end.
+#[test]
+fn a_principal_holds_at_most_sixteen_listen_streams_and_one_that_ended_frees_its_place() {
+    let Some((dir, _record)) = recorder_gateway() else {
+        return;
+    };
+    let db = dir.path().join("state.db");
+    let (agent, other) = (add_token(&db, "agent"), add_token(&db, "other"));
+    let process = HttpProcess::spawn(&db, &[]);
+    let mut client = HttpClient::new(process.addr, Some(agent.clone()));
+    wait_until_listed(&mut client, true);
+    let open = |token: &str, n: usize| -> TcpStream {
+        let client = HttpClient::new(process.addr, Some(token.to_owned()));
+        let request = listen_request(
+            &format!("listen-{n}"),
+            json!({ "resourcesListChanged": true }),
+        );
+        send_listen(&client, &request)
+    };
+    let acknowledged = |tcp: TcpStream| -> Stream {
+        let mut stream = Stream {
+            tcp,
+            read: String::new(),
+        };
+        stream.next("notifications/subscriptions/acknowledged");
+        stream
+    };
+    let mut held: Vec<Stream> = (0..16).map(|n| acknowledged(open(&agent, n))).collect();
+    let refused_text = |mut tcp: TcpStream| -> String {
+        let mut text = String::new();
+        let _ = tcp.read_to_string(&mut text);
+        text
+    };
+    let refused = refused_text(open(&agent, 16));
+    assert!(refused.starts_with("HTTP/1.1 429"), "{refused}");
+    assert!(
+        refused.contains("16 subscriptions/listen streams are open already"),
+        "the cap named: {refused}"
+    );
+    // Another principal has its own.
+    acknowledged(open(&other, 17));
+    // One ends (its client hangs up): once the server finds it closed (a read
+    // makes news it fails to send there), its place is free again.
+    drop(held.pop());
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let read = client
+            .stateless("resources/read", json!({ "uri": "justonce://rec/rec://x" }))
+            .message();
+        assert!(read.get("result").is_some(), "{read}");
+        let tcp = open(&agent, 18);
+        let mut stream = Stream {
+            tcp,
+            read: String::new(),
+        };
+        let mut head = [0u8; 12];
+        stream.tcp.read_exact(&mut head).unwrap();
+        if head.starts_with(b"HTTP/1.1 200") {
+            stream.read.push_str(&String::from_utf8_lossy(&head));
+            stream.next("notifications/subscriptions/acknowledged");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the place never came back");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

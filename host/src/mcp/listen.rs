@@ -215,6 +215,64 @@ pub(crate) fn open(
     })
 }
 
+/// The most `subscriptions/listen` streams open at once for one principal over
+/// HTTP, or on one stdio connection: each holds a connection, a thread's worth of
+/// listeners and up to its upstream subscriptions, so one client cannot take them
+/// without end. One past it is refused busy, naming the cap.
+pub(crate) const MAX_LISTENS: usize = 16;
+
+/// Why a listen stream was refused: its principal (or connection) has
+/// [`MAX_LISTENS`] open.
+pub(crate) fn too_many_listens() -> String {
+    format!(
+        "{MAX_LISTENS} subscriptions/listen streams are open already (the most one client may hold at once); end one, then open this one again"
+    )
+}
+
+/// The listen streams open over HTTP, counted by principal.
+#[derive(Debug, Default)]
+pub(crate) struct ListenCap(Mutex<HashMap<String, usize>>);
+
+/// One principal's place among its open listen streams, given back when dropped.
+#[derive(Debug)]
+pub(crate) struct ListenPlace {
+    cap: Arc<ListenCap>,
+    principal: String,
+}
+
+impl ListenCap {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, usize>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A place for one more stream of `principal`; `None` when it has
+    /// [`MAX_LISTENS`] open.
+    pub(crate) fn take(self: &Arc<Self>, principal: &str) -> Option<ListenPlace> {
+        let mut open = self.lock();
+        let count = open.entry(principal.to_owned()).or_default();
+        if *count >= MAX_LISTENS {
+            return None;
+        }
+        *count += 1;
+        Some(ListenPlace {
+            cap: Arc::clone(self),
+            principal: principal.to_owned(),
+        })
+    }
+}
+
+impl Drop for ListenPlace {
+    fn drop(&mut self) {
+        let mut open = self.cap.lock();
+        if let Some(count) = open.get_mut(&self.principal) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.principal);
+            }
+        }
+    }
+}
+
 /// The open listen streams of one stdio connection, by the id of the request that
 /// opened each (`None` while it is being opened): one ends when its client cancels
 /// that request, even while it is being opened, and all when the connection ends.
@@ -226,9 +284,15 @@ impl Listens {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The stream `id` is being opened.
-    pub(crate) fn opening(&self, id: RequestId) {
-        self.lock().insert(id, None);
+    /// The stream `id` is being opened; false (and not opened) when the
+    /// connection has [`MAX_LISTENS`] open already.
+    pub(crate) fn opening(&self, id: RequestId) -> bool {
+        let mut open = self.lock();
+        if open.len() >= MAX_LISTENS {
+            return false;
+        }
+        open.insert(id, None);
+        true
     }
 
     /// Keeps the stream `id` open, unless it was ended while it was being opened
@@ -254,6 +318,32 @@ impl Listens {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_principal_holds_at_most_the_cap_of_listens_and_a_place_given_back_is_free_again() {
+        let cap = Arc::new(ListenCap::default());
+        let mut held: Vec<ListenPlace> = (0..MAX_LISTENS)
+            .map(|_| cap.take("agent").expect("under the cap"))
+            .collect();
+        assert!(cap.take("agent").is_none(), "one past the cap");
+        assert!(cap.take("other").is_some(), "another principal's own cap");
+        held.pop();
+        assert!(cap.take("agent").is_some(), "a place given back");
+        drop(held);
+        assert!(cap.lock().get("agent").is_none_or(|n| *n <= 1));
+    }
+
+    #[test]
+    fn a_stdio_connection_opens_at_most_the_cap_of_listens() {
+        let id = |n: i64| RequestId::try_from(&json!(n)).unwrap();
+        let listens = Listens::default();
+        for n in 0..MAX_LISTENS {
+            assert!(listens.opening(id(n as i64)));
+        }
+        assert!(!listens.opening(id(-1)), "one past the cap");
+        assert!(listens.end(&id(0)));
+        assert!(listens.opening(id(-1)), "after one ended");
+    }
 
     fn params(value: Value) -> Params {
         serde_json::from_value(value).unwrap()

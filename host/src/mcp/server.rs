@@ -21,7 +21,7 @@ use super::elicit::{Pending, session_asker};
 use super::job_queue::JobQueue;
 use super::listen::{self, Listens};
 use super::mrtr;
-use super::protocol::{self, ErrorData, Incoming, Params, RequestId, SERVER_BUSY};
+use super::protocol::{self, ErrorData, Incoming, Params, RequestId, SERVER_BUSY, TOO_MANY};
 use super::session::{Dispatch, Era, Session, severity, stateless_result};
 use super::surface::{self, Relay, Subscribed};
 use super::task_input::TaskInputs;
@@ -584,7 +584,15 @@ impl Server {
             Arc::clone(&self.catalog),
         );
         let (outbox, listens) = (Arc::clone(outbox), Arc::clone(listens));
-        listens.opening(id.clone());
+        if !listens.opening(id.clone()) {
+            let busy = ErrorData::new(
+                TOO_MANY,
+                listen::too_many_listens(),
+                Some(serde_json::json!({ "kind": "busy", "retry_safe": true })),
+            );
+            outbox.reply(&id, Err(busy));
+            return;
+        }
         let forget = (Arc::clone(&listens), Arc::clone(&outbox), id.clone());
         let spawned = std::thread::Builder::new()
             .name("justonce-mcp-listen".into())

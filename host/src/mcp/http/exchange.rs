@@ -388,7 +388,7 @@ impl McpEndpoint {
                     reply_to.finish(reply, Vec::new())
                 }));
             }
-            Dispatch::Listen(params) => return self.listen(id, params, reply_to),
+            Dispatch::Listen(params) => return self.listen((id, principal), params, reply_to),
             Dispatch::Call {
                 request,
                 stateless,
@@ -587,12 +587,18 @@ impl McpEndpoint {
         Response::live(first, live)
     }
 
-    /// Opens a `subscriptions/listen` stream (`mcp/listen.rs`), on a blocking thread
+    /// Opens a `subscriptions/listen` stream of `principal` (`mcp/listen.rs`; at most
+    /// [`crate::mcp::listen::MAX_LISTENS`] of its at once), on a blocking thread
     /// (it subscribes upstream): its response is an event stream that lasts until
     /// the client hangs up or the server stops, and its subscriptions end with it.
     /// A client that does not take a stream is refused: there is nothing else to
     /// answer.
-    fn listen(&self, id: &RequestId, params: Params, reply_to: ReplyTo) -> Answer<Response> {
+    fn listen(
+        &self,
+        (id, principal): (&RequestId, &str),
+        params: Params,
+        reply_to: ReplyTo,
+    ) -> Answer<Response> {
         if !reply_to.takes_stream {
             return Answer::Ready(refusal(
                 406,
@@ -601,6 +607,15 @@ impl McpEndpoint {
                 "subscriptions/listen answers with a stream: accept text/event-stream",
             ));
         }
+        // Given back with the stream, as its entry is.
+        let Some(place) = self.listen_cap.take(principal) else {
+            return Answer::Ready(refusal(
+                429,
+                Some(id),
+                TOO_MANY,
+                &crate::mcp::listen::too_many_listens(),
+            ));
+        };
         let number = self
             .next_listen
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -620,7 +635,7 @@ impl McpEndpoint {
                 sink,
             ) {
                 Ok(listening) => {
-                    Response::live(Bytes::new(), live).holding(Box::new((listening, opened)))
+                    Response::live(Bytes::new(), live).holding(Box::new((listening, opened, place)))
                 }
                 Err(refused) => reply_to.finish(Err(refused), Vec::new()),
             }

@@ -136,6 +136,8 @@ struct McpEndpoint {
     listens: Arc<Streams>,
     /// The number of the next listen stream.
     next_listen: std::sync::atomic::AtomicU64,
+    /// The listen streams open, by principal (at most `MAX_LISTENS` each).
+    listen_cap: Arc<crate::mcp::listen::ListenCap>,
     /// When the sessions were last swept for the expired ones (ms, the host's
     /// clock).
     swept: Arc<AtomicI64>,
@@ -205,6 +207,7 @@ impl McpEndpoint {
             streams,
             listens: Arc::default(),
             next_listen: Default::default(),
+            listen_cap: Arc::default(),
             listener,
             relayed,
             sessions,
