@@ -229,50 +229,6 @@ pub(crate) fn too_many_listens() -> String {
     )
 }
 
-/// The listen streams open over HTTP, counted by principal.
-#[derive(Debug, Default)]
-pub(crate) struct ListenCap(Mutex<HashMap<String, usize>>);
-
-/// One principal's place among its open listen streams, given back when dropped.
-#[derive(Debug)]
-pub(crate) struct ListenPlace {
-    cap: Arc<ListenCap>,
-    principal: String,
-}
-
-impl ListenCap {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, usize>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// A place for one more stream of `principal`; `None` when it has
-    /// [`MAX_LISTENS`] open.
-    pub(crate) fn take(self: &Arc<Self>, principal: &str) -> Option<ListenPlace> {
-        let mut open = self.lock();
-        let count = open.entry(principal.to_owned()).or_default();
-        if *count >= MAX_LISTENS {
-            return None;
-        }
-        *count += 1;
-        Some(ListenPlace {
-            cap: Arc::clone(self),
-            principal: principal.to_owned(),
-        })
-    }
-}
-
-impl Drop for ListenPlace {
-    fn drop(&mut self) {
-        let mut open = self.cap.lock();
-        if let Some(count) = open.get_mut(&self.principal) {
-            *count -= 1;
-            if *count == 0 {
-                open.remove(&self.principal);
-            }
-        }
-    }
-}
-
 /// The open listen streams of one stdio connection, by the id of the request that
 /// opened each (`None` while it is being opened): one ends when its client cancels
 /// that request, even while it is being opened, and all when the connection ends.
@@ -318,20 +274,6 @@ impl Listens {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_principal_holds_at_most_the_cap_of_listens_and_a_place_given_back_is_free_again() {
-        let cap = Arc::new(ListenCap::default());
-        let mut held: Vec<ListenPlace> = (0..MAX_LISTENS)
-            .map(|_| cap.take("agent").expect("under the cap"))
-            .collect();
-        assert!(cap.take("agent").is_none(), "one past the cap");
-        assert!(cap.take("other").is_some(), "another principal's own cap");
-        held.pop();
-        assert!(cap.take("agent").is_some(), "a place given back");
-        drop(held);
-        assert!(cap.lock().get("agent").is_none_or(|n| *n <= 1));
-    }
 
     #[test]
     fn a_stdio_connection_opens_at_most_the_cap_of_listens() {

@@ -608,7 +608,7 @@ impl McpEndpoint {
             ));
         }
         // Given back with the stream, as its entry is.
-        let Some(place) = self.listen_cap.take(principal) else {
+        let Some(place) = self.listen_cap.enter(principal) else {
             return Answer::Ready(refusal(
                 429,
                 Some(id),

@@ -136,8 +136,9 @@ struct McpEndpoint {
     listens: Arc<Streams>,
     /// The number of the next listen stream.
     next_listen: std::sync::atomic::AtomicU64,
-    /// The listen streams open, by principal (at most `MAX_LISTENS` each).
-    listen_cap: Arc<crate::mcp::listen::ListenCap>,
+    /// The listen streams open, by principal (at most `MAX_LISTENS` each): counted
+    /// as calls in flight are, each permit held with its stream.
+    listen_cap: Admission,
     /// When the sessions were last swept for the expired ones (ms, the host's
     /// clock).
     swept: Arc<AtomicI64>,
@@ -207,7 +208,7 @@ impl McpEndpoint {
             streams,
             listens: Arc::default(),
             next_listen: Default::default(),
-            listen_cap: Arc::default(),
+            listen_cap: Admission::new(crate::mcp::listen::MAX_LISTENS),
             listener,
             relayed,
             sessions,
