@@ -756,9 +756,7 @@ impl Journal for PostgresJournal {
     }
 
     fn gc(&self, now: i64, default_retention_ms: i64) -> Result<GcReport> {
-        let report = self
-            .transaction(|tx| ops::gc_in(tx, now, default_retention_ms).map(Ok::<_, ()>))?
-            .unwrap_or_else(|()| unreachable!("gc never refuses"));
+        let report = self.commit(|tx| ops::gc_in(tx, now, default_retention_ms))?;
         // This host's own memory at once; every other host's by the notification.
         if report.invocations > 0 {
             self.memory.recent.clear();
@@ -767,7 +765,7 @@ impl Journal for PostgresJournal {
     }
 
     fn mark(&self, fresh_id: &str) -> Result<JournalMark> {
-        let marked = self.transaction(|tx| {
+        let marked = self.commit(|tx| {
             tx.c.execute(
                 "INSERT INTO journal_meta (name, value, at) VALUES ($1, $2, NULL), ($3, '', 0)
                  ON CONFLICT (name) DO NOTHING",
@@ -780,12 +778,12 @@ impl Journal for PostgresJournal {
               RETURNING at, (SELECT value FROM journal_meta WHERE name = $2)",
                 &[&mark::NEWEST_CALL_ROW, &mark::ID_ROW],
             )?;
-            Ok(Ok::<_, ()>(JournalMark {
+            Ok(JournalMark {
                 newest_call_at: row.get(0),
                 id: row.get(1),
-            }))
+            })
         })?;
-        Ok(marked.unwrap_or_else(|()| unreachable!("never refused")))
+        Ok(marked)
     }
 
     fn gc_if_due(
@@ -888,7 +886,7 @@ impl Journal for PostgresJournal {
         if !found.is_empty() {
             return Ok(found);
         }
-        let made = self.transaction(|tx| {
+        let made = self.commit(|tx| {
             tx.execute(
                 concat!(
                     "INSERT INTO state_secrets (id, secret, created_at) VALUES (1, $1, ",
@@ -897,10 +895,9 @@ impl Journal for PostgresJournal {
                 ),
                 &[&first],
             )?;
-            tx.query(NEWEST_FIRST, &[&keep_ms])
-                .map(|rows| Ok::<_, ()>(secrets(rows)))
+            tx.query(NEWEST_FIRST, &[&keep_ms]).map(secrets)
         })?;
-        Ok(made.unwrap_or_else(|()| unreachable!("never refused")))
+        Ok(made)
     }
 
     fn note_catalog(&self, invocation: &InvocationKey, seq: u32, says: Option<&str>) -> Result<()> {
@@ -908,9 +905,7 @@ impl Journal for PostgresJournal {
     }
 
     fn cancel(&self, key: &InvocationKey, _now: i64) -> Result<Option<u64>> {
-        let seed = self
-            .transaction(|tx| ops::cancel_in(tx, key).map(Ok::<_, ()>))?
-            .unwrap_or_else(|()| unreachable!("never refused"));
+        let seed = self.commit(|tx| ops::cancel_in(tx, key))?;
         Ok(crate::journal::read::generation_of(seed))
     }
 
@@ -924,19 +919,15 @@ impl Journal for PostgresJournal {
         by: &str,
         _now: i64,
     ) -> Result<super::UpstreamDisable> {
-        let disable = self
-            .transaction(|tx| upstream_disables::disable_in(tx, upstream, by).map(Ok::<_, ()>))?;
-        Ok(disable.unwrap_or_else(|()| unreachable!("never refused")))
+        self.commit(|tx| upstream_disables::disable_in(tx, upstream, by))
     }
 
     fn enable_upstream(&self, upstream: &str) -> Result<bool> {
-        let was =
-            self.transaction(|tx| upstream_disables::enable_in(tx, upstream).map(Ok::<_, ()>))?;
-        Ok(was.unwrap_or_else(|()| unreachable!("never refused")))
+        self.commit(|tx| upstream_disables::enable_in(tx, upstream))
     }
 
     fn rotate_state_secret(&self, _now: i64, secret: &str) -> Result<()> {
-        self.transaction(|tx| {
+        self.commit(|tx| {
             // One rotation at a time: a second waits, then rotates out the first's.
             tx.execute("LOCK TABLE state_secrets IN EXCLUSIVE MODE", &[])?;
             tx.execute(
@@ -955,10 +946,8 @@ impl Journal for PostgresJournal {
                 ),
                 &[&secret],
             )
-            .map(|_| Ok::<_, ()>(()))
-        })?
-        .unwrap_or_else(|()| unreachable!("never refused"));
-        Ok(())
+            .map(|_| ())
+        })
     }
 
     fn attention(&self, now: i64) -> Result<super::Attention> {

@@ -222,6 +222,15 @@ impl PostgresJournal {
         Ok(result)
     }
 
+    /// Runs `f` in one transaction that nothing refuses: committed unless `f` fails.
+    pub(super) fn commit<R>(
+        &self,
+        f: impl FnOnce(&mut Db<'_, Transaction<'_>>) -> std::result::Result<R, postgres::Error>,
+    ) -> Result<R> {
+        let Ok(done) = self.transaction(|tx| f(tx).map(Ok::<_, std::convert::Infallible>))?;
+        Ok(done)
+    }
+
     /// One write outside a transaction (it commits by itself), after an empty query
     /// on a connection that sat idle.
     pub(super) fn single<R>(

@@ -21,6 +21,7 @@ pub(crate) mod schema;
 mod state_secrets;
 mod upstream_disables;
 
+use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -322,6 +323,16 @@ impl SqliteJournal {
             }
             Ok(result)
         })
+    }
+
+    /// Runs `f` inside one `BEGIN IMMEDIATE` transaction that nothing refuses:
+    /// committed unless `f` fails.
+    fn commit<R>(
+        &self,
+        f: impl FnOnce(&mut rusqlite::Transaction<'_>) -> rusqlite::Result<R>,
+    ) -> Result<R> {
+        let Ok(done) = self.transaction(|tx| f(tx).map(Ok::<_, Infallible>))?;
+        Ok(done)
     }
 
     /// Runs the write `f` of a run in one transaction, only while the run still holds
@@ -716,9 +727,7 @@ impl Journal for SqliteJournal {
     }
 
     fn gc(&self, now: i64, default_retention_ms: i64) -> Result<GcReport> {
-        let report = self
-            .transaction(|tx| Ok(Ok::<_, ()>(journal::gc_in(tx, now, default_retention_ms)?)))?
-            .unwrap_or_else(|()| unreachable!("gc never refuses"));
+        let report = self.commit(|tx| journal::gc_in(tx, now, default_retention_ms))?;
         // After the delete: a replay remembered meanwhile may be of a deleted record.
         // (A `gc` in another process is not seen here; this process replays what it
         // answered within its own retention.)
@@ -727,7 +736,7 @@ impl Journal for SqliteJournal {
     }
 
     fn mark(&self, fresh_id: &str) -> Result<JournalMark> {
-        let marked = self.transaction(|tx| {
+        let marked = self.commit(|tx| {
             tx.execute(
                 "INSERT INTO journal_meta (name, value, at) VALUES (?1, ?2, NULL), (?3, '', 0)
                  ON CONFLICT (name) DO NOTHING",
@@ -749,9 +758,9 @@ impl Journal for SqliteJournal {
                 [mark::NEWEST_CALL_ROW],
                 |r| r.get(0),
             )?;
-            Ok(Ok::<_, ()>(JournalMark { id, newest_call_at }))
+            Ok(JournalMark { id, newest_call_at })
         })?;
-        Ok(marked.unwrap_or_else(|()| unreachable!("never refused")))
+        Ok(marked)
     }
 
     fn gc_if_due(
@@ -782,8 +791,7 @@ impl Journal for SqliteJournal {
     fn take_turn(&self, row: &str, now: i64, every_ms: i64, by: &str) -> Result<Turn> {
         // BEGIN IMMEDIATE: a second host waits for the first's commit, then finds
         // its turn recorded.
-        let turn = self.transaction(|tx| Ok(Ok::<_, ()>(turn_in(tx, row, now, every_ms, by)?)))?;
-        Ok(turn.unwrap_or_else(|()| unreachable!("never refused")))
+        self.commit(|tx| turn_in(tx, row, now, every_ms, by))
     }
 
     fn unresolved(&self, now: i64) -> Result<Vec<UnresolvedEffect>> {
@@ -795,35 +803,28 @@ impl Journal for SqliteJournal {
         if !found.is_empty() {
             return Ok(found);
         }
-        let made = self.transaction(|tx| {
+        let made = self.commit(|tx| {
             state_secrets::first_in(tx, first, now)?;
-            state_secrets::newest_first(tx, now, keep_ms).map(Ok::<_, ()>)
+            state_secrets::newest_first(tx, now, keep_ms)
         })?;
         // A state made under a secret a power cut then takes back would be refused
         // as forged: the secret is on disk before any state is made under it.
         self.durable_if_full()?;
-        Ok(made.unwrap_or_else(|()| unreachable!("never refused")))
+        Ok(made)
     }
 
     fn note_catalog(&self, invocation: &InvocationKey, seq: u32, says: Option<&str>) -> Result<()> {
-        self.transaction(|tx| {
-            effects::note_catalog_in(tx, invocation, seq, says).map(Ok::<_, ()>)
-        })?
-        .unwrap_or_else(|()| unreachable!("never refused"));
-        Ok(())
+        self.commit(|tx| effects::note_catalog_in(tx, invocation, seq, says))
     }
 
     fn cancel(&self, key: &InvocationKey, now: i64) -> Result<Option<u64>> {
-        let seed = self
-            .transaction(|tx| effects::cancel_in(tx, key, now).map(Ok::<_, ()>))?
-            .unwrap_or_else(|()| unreachable!("never refused"));
+        let seed = self.commit(|tx| effects::cancel_in(tx, key, now))?;
         self.durable_if_full()?;
         Ok(crate::journal::read::generation_of(seed))
     }
 
     fn rotate_state_secret(&self, now: i64, secret: &str) -> Result<()> {
-        self.transaction(|tx| state_secrets::rotate_in(tx, secret, now).map(Ok::<_, ()>))?
-            .unwrap_or_else(|()| unreachable!("never refused"));
+        self.commit(|tx| state_secrets::rotate_in(tx, secret, now))?;
         self.durable_if_full()
     }
 
@@ -837,19 +838,13 @@ impl Journal for SqliteJournal {
         by: &str,
         now: i64,
     ) -> Result<super::UpstreamDisable> {
-        let disable = self
-            .transaction(|tx| {
-                upstream_disables::disable_in(tx, upstream, by, now).map(Ok::<_, ()>)
-            })?
-            .unwrap_or_else(|()| unreachable!("never refused"));
+        let disable = self.commit(|tx| upstream_disables::disable_in(tx, upstream, by, now))?;
         self.durable_if_full()?;
         Ok(disable)
     }
 
     fn enable_upstream(&self, upstream: &str) -> Result<bool> {
-        let was = self
-            .transaction(|tx| upstream_disables::enable_in(tx, upstream).map(Ok::<_, ()>))?
-            .unwrap_or_else(|()| unreachable!("never refused"));
+        let was = self.commit(|tx| upstream_disables::enable_in(tx, upstream))?;
         self.durable_if_full()?;
         Ok(was)
     }
