@@ -2,8 +2,21 @@
 //! its OAuth token endpoint alike: every status is an answer, redirects are not
 //! followed, justonce names itself. A leaf, so `http_client` and `oauth` share it
 //! without depending on each other both ways.
+//!
+//! Its resolver answers a `url` whose host is an IP address itself: the agent looks
+//! the host up at every request, even one sent on a kept connection, and with a
+//! timeout (every request to an upstream has one) it starts a thread for each
+//! lookup (30–60 µs on this project's 2-core machine, on every call's way). A name
+//! is looked up as before.
+
+use std::net::{IpAddr, SocketAddr};
 
 use ureq::Agent;
+use ureq::config::Config;
+use ureq::http::Uri;
+use ureq::http::uri::Scheme;
+use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
 
 /// The HTTP agent of a connection to an upstream (and its token endpoint).
 pub(super) fn agent() -> Agent {
@@ -13,5 +26,106 @@ pub(super) fn agent() -> Agent {
         .max_redirects_will_error(false)
         .user_agent(concat!("justonce/", env!("CARGO_PKG_VERSION")))
         .build();
-    Agent::new_with_config(config)
+    Agent::with_parts(config, DefaultConnector::default(), AddressFirst::default())
+}
+
+/// A resolver that answers an IP address (and its port, or the scheme's) itself,
+/// and asks [`DefaultResolver`] for a name.
+#[derive(Debug, Default)]
+struct AddressFirst {
+    names: DefaultResolver,
+}
+
+impl Resolver for AddressFirst {
+    fn resolve(
+        &self,
+        uri: &Uri,
+        config: &Config,
+        timeout: NextTimeout,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        if let Some(addr) = address_of(uri) {
+            let mut resolved = self.empty();
+            resolved.push(addr);
+            return Ok(resolved);
+        }
+        self.names.resolve(uri, config, timeout)
+    }
+}
+
+/// The socket address `uri` names, when its host is an IP address (an IPv6 one in
+/// brackets) and its port is given or its scheme's (http, https).
+fn address_of(uri: &Uri) -> Option<SocketAddr> {
+    let authority = uri.authority()?;
+    let host = authority.host();
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    let ip: IpAddr = host.parse().ok()?;
+    let port = authority.port_u16().or_else(|| match uri.scheme() {
+        Some(s) if *s == Scheme::HTTP => Some(80),
+        Some(s) if *s == Scheme::HTTPS => Some(443),
+        _ => None,
+    })?;
+    Some(SocketAddr::new(ip, port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn address(uri: &str) -> Option<String> {
+        address_of(&uri.parse().unwrap()).map(|a| a.to_string())
+    }
+
+    #[test]
+    fn an_ip_address_is_its_own_answer_and_a_name_is_looked_up() {
+        assert_eq!(
+            address("http://127.0.0.1:8931/mcp").as_deref(),
+            Some("127.0.0.1:8931")
+        );
+        assert_eq!(
+            address("https://10.0.0.7/mcp").as_deref(),
+            Some("10.0.0.7:443")
+        );
+        assert_eq!(address("http://[::1]/mcp").as_deref(), Some("[::1]:80"));
+        assert_eq!(
+            address("http://[fe80::1]:9000/").as_deref(),
+            Some("[fe80::1]:9000")
+        );
+        // Names go to the default resolver.
+        assert_eq!(address("http://localhost:8931/mcp"), None);
+        assert_eq!(address("https://mcp.example.com/mcp"), None);
+        // A scheme without a known port: looked up as before (the default
+        // resolver names the problem).
+        assert_eq!(address("ftp://127.0.0.1/"), None);
+    }
+
+    #[test]
+    fn the_agent_reaches_an_address_and_a_name_alike() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().take(2) {
+                let mut stream = stream.unwrap();
+                let mut request = [0u8; 1024];
+                let _ = stream.read(&mut request);
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                );
+            }
+        });
+        let agent = agent();
+        for host in ["127.0.0.1", "localhost"] {
+            let mut response = agent
+                .get(&format!("http://{host}:{port}/"))
+                .config()
+                .timeout_global(Some(std::time::Duration::from_secs(10)))
+                .build()
+                .call()
+                .unwrap_or_else(|e| panic!("{host}: {e}"));
+            assert_eq!(response.body_mut().read_to_string().unwrap(), "ok");
+        }
+    }
 }

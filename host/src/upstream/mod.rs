@@ -13,6 +13,7 @@
 mod client;
 mod connection;
 mod credentials;
+mod drain;
 mod http_agent;
 mod http_client;
 mod late;
