@@ -8,8 +8,16 @@
 //! timeout (every request to an upstream has one) it starts a thread for each
 //! lookup (30–60 µs on this project's 2-core machine, on every call's way). A name
 //! is looked up as before.
+//!
+//! A connection idle for [`KEPT_IDLE`] is not used again: a server closes one it
+//! kept idle for long enough (Node's HTTP server after 5 s, uvicorn after 5 s), and
+//! a request sent on a connection the server closes at that moment fails after it
+//! was sent, which for a call of an unkeyed tool is an unknown outcome. The agent
+//! checks a kept connection is open before it sends on it; a shorter age than any
+//! common server's leaves the race to a server that closes within 2 s.
 
 use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
 
 use ureq::Agent;
 use ureq::config::Config;
@@ -18,9 +26,13 @@ use ureq::http::uri::Scheme;
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
 
+/// How long a connection may have been idle and still be used again.
+const KEPT_IDLE: Duration = Duration::from_secs(2);
+
 /// The HTTP agent of a connection to an upstream (and its token endpoint).
 pub(super) fn agent() -> Agent {
     let config = Agent::config_builder()
+        .max_idle_age(KEPT_IDLE)
         .http_status_as_error(false)
         .max_redirects(0)
         .max_redirects_will_error(false)
