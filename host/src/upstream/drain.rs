@@ -22,6 +22,10 @@ use std::sync::{Arc, Mutex};
 /// The most rests waiting to be read at once; one more is dropped.
 const QUEUED: usize = 16;
 
+/// The most rests read at once by the threads that got their responses
+/// ([`Held::read_here`]); one more goes to the drain's thread.
+const HERE: usize = 4;
+
 /// The most bytes read of one rest (what comes after the response is read and
 /// thrown away): past it the connection is closed.
 const MOST: u64 = 1 << 20;
@@ -36,6 +40,8 @@ pub(super) struct Drain {
     to: Mutex<Option<SyncSender<Rest>>>,
     /// Rests queued or being read.
     unread: Arc<AtomicUsize>,
+    /// Rests being read by the threads that got their responses.
+    here: AtomicUsize,
 }
 
 impl Drain {
@@ -45,6 +51,7 @@ impl Drain {
             name,
             to: Mutex::new(None),
             unread: Arc::default(),
+            here: AtomicUsize::new(0),
         }
     }
 
@@ -52,6 +59,13 @@ impl Drain {
     #[cfg(test)]
     pub(super) fn idle(&self) -> bool {
         self.unread.load(Ordering::SeqCst) == 0
+    }
+
+    /// Holds `rest` for the thread that got its response, to be read there
+    /// ([`Held::read_here`]) once that thread has handed its response on.
+    pub(super) fn hold(&self, rest: Rest) -> Held<'_> {
+        self.unread.fetch_add(1, Ordering::SeqCst);
+        Held { drain: self, rest }
     }
 
     /// Reads `rest` to its end on the drain's thread (its connection kept), or
@@ -88,6 +102,30 @@ impl Drain {
         } else {
             self.unread.fetch_sub(1, Ordering::SeqCst);
         }
+    }
+}
+
+/// A rest held by the thread that got its response ([`Drain::hold`]).
+pub(super) struct Held<'a> {
+    drain: &'a Drain,
+    rest: Rest,
+}
+
+impl Held<'_> {
+    /// Reads the rest to its end on this thread (one whose next job can wait),
+    /// unless [`HERE`] threads read one now (a server that holds its streams open
+    /// past their responses holds each of them up to its request's timeout): then
+    /// as [`Drain::finish`].
+    pub(super) fn read_here(self) {
+        let Held { drain, rest } = self;
+        if drain.here.fetch_add(1, Ordering::SeqCst) < HERE {
+            read_to_end(rest);
+            drain.here.fetch_sub(1, Ordering::SeqCst);
+        } else {
+            drain.here.fetch_sub(1, Ordering::SeqCst);
+            drain.finish(rest);
+        }
+        drain.unread.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -155,6 +193,45 @@ mod tests {
         until("the second rest was not read", || {
             reads.load(Ordering::SeqCst) == 2
         });
+    }
+
+    #[test]
+    fn a_rest_finished_here_is_read_on_this_thread_and_past_the_bound_on_the_drains() {
+        let drain = Arc::new(Drain::new("drain-test".into()));
+        let reads = Arc::new(AtomicUsize::new(0));
+        let (rest, end) = counted(&reads);
+        end.send(()).unwrap();
+        drain.hold(rest).read_here();
+        // Read before `read_here` returned, on this thread.
+        assert_eq!(reads.load(Ordering::SeqCst), 1);
+        // `HERE` threads each reading a rest that does not end yet.
+        let mut unstick = Vec::new();
+        let mut readers = Vec::new();
+        for _ in 0..HERE {
+            let (rest, end) = counted(&reads);
+            unstick.push(end);
+            let drain = Arc::clone(&drain);
+            readers.push(std::thread::spawn(move || drain.hold(rest).read_here()));
+        }
+        until("the readers did not start", || {
+            drain.here.load(Ordering::SeqCst) == HERE
+        });
+        // One more is not read here (it would wait behind nothing, but the bound
+        // holds): `read_here` returns at once, and the drain's thread reads it.
+        let (rest, end) = counted(&reads);
+        drain.hold(rest).read_here();
+        end.send(()).unwrap();
+        until("the drain's thread did not read it", || {
+            reads.load(Ordering::SeqCst) == 2
+        });
+        for end in unstick {
+            end.send(()).unwrap();
+        }
+        for reader in readers {
+            reader.join().unwrap();
+        }
+        assert_eq!(reads.load(Ordering::SeqCst), 2 + HERE);
+        assert!(drain.idle());
     }
 
     #[test]

@@ -38,7 +38,7 @@ use ureq::http::Request;
 
 use super::client::{ClientError, Waiting, initialize_params, no_answer_within};
 use super::credentials::Credentials;
-use super::drain::Drain;
+use super::drain::{Drain, Rest};
 use super::http_agent::agent;
 use super::late::LateAnswers;
 use super::oauth::{Bearer, TokenError};
@@ -637,11 +637,11 @@ impl HttpClient {
         };
         let news = self.hooks.as_ref().map(|hooks| Arc::clone(&hooks.heard));
         let spawned = self.threads.run(Box::new(move || {
-            let posted = wire.post(
+            let mut rest = None;
+            let posted = wire.post_leaving_rest(
                 &message,
                 reads_for,
-                key.as_deref(),
-                Some(id),
+                (key.as_deref(), Some(id)),
                 false,
                 &mut |note| {
                     let note = match followed.to_of(id) {
@@ -657,8 +657,15 @@ impl HttpClient {
                     };
                     wire.unheard(&note, timeout, news.as_ref());
                 },
+                &mut rest,
             );
+            let rest = rest.map(|rest| wire.drain.hold(rest));
             followed.done(id, key.as_deref(), posted, &wire, &late);
+            // Its requester has the answer: the rest is read here, on this thread
+            // (no other woken for it), within the drain's bounds.
+            if let Some(rest) = rest {
+                rest.read_here();
+            }
         }));
         if let Err(e) = spawned {
             self.followed.lock().remove(&id);
@@ -761,7 +768,8 @@ impl Wire {
 
     /// POSTs `message` (without a session id when `fresh`), reading for at most
     /// `timeout`; the response to request `id`, if one is awaited, the progress
-    /// reports on the way handed to `notes`.
+    /// reports on the way handed to `notes`. The rest of a response stream is read
+    /// on the drain's thread.
     fn post(
         &self,
         message: &Value,
@@ -771,8 +779,27 @@ impl Wire {
         fresh: bool,
         notes: &mut dyn FnMut(Value),
     ) -> Result<Posted, ClientError> {
+        let mut rest = None;
+        let posted = self.post_leaving_rest(message, timeout, (key, id), fresh, notes, &mut rest);
+        if let Some(rest) = rest {
+            self.drain.finish(rest);
+        }
+        posted
+    }
+
+    /// [`Wire::post`], the rest of a response stream (after its response) left in
+    /// `rest` for the caller to have read ([`Drain`]).
+    fn post_leaving_rest(
+        &self,
+        message: &Value,
+        timeout: Duration,
+        (key, id): (Option<&str>, Option<u64>),
+        fresh: bool,
+        notes: &mut dyn FnMut(Value),
+        rest: &mut Option<Rest>,
+    ) -> Result<Posted, ClientError> {
         let Some(bearer) = &self.bearer else {
-            let posted = self.post_as(message, timeout, (key, id), fresh, None, notes)?;
+            let posted = self.post_as(message, timeout, (key, id), fresh, None, notes, rest)?;
             return Ok(posted.unwrap_or(Posted::Answer(None)));
         };
         for last in [false, true] {
@@ -782,7 +809,7 @@ impl Wire {
             })?;
             let bearing = Some((token.as_str(), last));
             if let Some(posted) =
-                self.post_as(message, timeout, (key, id), fresh, bearing, notes)?
+                self.post_as(message, timeout, (key, id), fresh, bearing, notes, rest)?
             {
                 return Ok(posted);
             }
@@ -793,9 +820,10 @@ impl Wire {
         unreachable!("the last attempt answers")
     }
 
-    /// [`Wire::post`] with `bearing`'s token (and whether it is the last one
-    /// tried): `None` when the upstream refused a token that was not the last
-    /// (HTTP 401, nothing processed).
+    /// [`Wire::post_leaving_rest`] with `bearing`'s token (and whether it is the
+    /// last one tried): `None` when the upstream refused a token that was not the
+    /// last (HTTP 401, nothing processed).
+    #[allow(clippy::too_many_arguments)]
     fn post_as(
         &self,
         message: &Value,
@@ -804,6 +832,7 @@ impl Wire {
         fresh: bool,
         bearing: Option<(&str, bool)>,
         notes: &mut dyn FnMut(Value),
+        rest: &mut Option<Rest>,
     ) -> Result<Option<Posted>, ClientError> {
         let session = if fresh { None } else { self.session() };
         let protocol = self.protocol();
@@ -917,9 +946,9 @@ impl Wire {
             return Ok(Some(Posted::Answer(None)));
         };
         if streamed {
-            let (answer, rest) = self.response_in_stream(reader, id, notes)?;
-            // Its connection kept for the next request (see `drain`).
-            self.drain.finish(Box::new(rest));
+            let (answer, unread) = self.response_in_stream(reader, id, notes)?;
+            // To be read to its end, so its connection is kept (see `drain`).
+            *rest = Some(Box::new(unread));
             return Ok(Some(Posted::Answer(Some(answer))));
         }
         let mut text = String::new();
