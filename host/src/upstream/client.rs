@@ -165,6 +165,11 @@ struct Waiter {
     /// The questions of the upstream's its requesters answered so far
     /// ([`ClientRequests::questions`]), handed to the one that takes it up.
     questions: u32,
+    /// Who waits for it (or last did): its sender's request id, or the number a
+    /// requester that took it up drew, so that one that gives up clears only its
+    /// own place, never that of a later requester that took the request up
+    /// meanwhile.
+    waiter: u64,
 }
 
 type Pending = Arc<Mutex<HashMap<u64, Waiter>>>;
@@ -342,7 +347,9 @@ impl StdioClient {
     ) -> Result<Value, ClientError> {
         let (tx, rx): (Sender<Value>, Receiver<Value>) = channel();
         let resumes = asks.is_some_and(|asks| asks.resumes());
-        let id = match self.waiting_on(key, &tx, (asks, resumes)) {
+        // This requester's number: its request's id, when it sends one.
+        let own = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = match self.waiting_on(key, &tx, own, (asks, resumes)) {
             Waiting::Kept(message) => return answer_of(&self.upstream, method, message),
             Waiting::Earlier(id, parked) => {
                 tracing::info!(target: "justonce::upstream", upstream = %self.upstream, "a {method} under the same key is still running upstream: waiting for its answer rather than sending it again");
@@ -359,7 +366,7 @@ impl StdioClient {
                 )));
             }
             Waiting::New => {
-                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                let id = own;
                 if progress_of.is_some()
                     && log_listener::listening()
                     && let Some(params) = params.as_object_mut()
@@ -378,6 +385,7 @@ impl StdioClient {
                         asks: asks.is_some(),
                         parked: None,
                         questions: 0,
+                        waiter: own,
                     },
                 );
                 let sent = self.send(
@@ -412,7 +420,7 @@ impl StdioClient {
                         None => {
                             parked = true;
                             let questions = asks.map_or(0, |asks| asks.questions());
-                            break self.park(id, (message, questions), &rx);
+                            break self.park((id, own), (message, questions), &rx);
                         }
                     }
                 }
@@ -433,7 +441,7 @@ impl StdioClient {
         let answer = match answer {
             Err(RecvTimeoutError::Timeout) => {
                 let questions = asks.map_or(0, |asks| asks.questions());
-                self.give_up(id, (key.is_some(), questions), &rx)
+                self.give_up((id, own), (key.is_some(), questions), &rx)
             }
             answer => answer,
         };
@@ -465,17 +473,19 @@ impl StdioClient {
     /// ([`Waiting::Earlier`]). An answer that came meanwhile is taken.
     fn park(
         &self,
-        id: u64,
+        (id, own): (u64, u64),
         (request, questions): (Value, u32),
         rx: &Receiver<Value>,
     ) -> Result<Value, RecvTimeoutError> {
         // Given up as a keyed request is (its answer kept if it comes), then parked;
         // one answered in between is kept as a late answer, for the same call.
-        let answer = self.give_up(id, (true, questions), rx);
+        let answer = self.give_up((id, own), (true, questions), rx);
         if answer.is_ok() {
             return answer;
         }
-        if let Some(waiter) = self.lock_pending().get_mut(&id) {
+        if let Some(waiter) = self.lock_pending().get_mut(&id)
+            && waiter.waiter == own
+        {
             waiter.parked = Some(request);
         }
         tracing::info!(target: "justonce::upstream", upstream = %self.upstream, "its request to the client waits for the client's later answer; the call is suspended, its tools/call left running");
@@ -501,11 +511,13 @@ impl StdioClient {
     }
 
     /// What a request under `key` waits for: the answer kept for it, an earlier
-    /// request under it still running (its answers now go to `to`), or a new one.
+    /// request under it still running (its answers now go to `to`, the requester
+    /// numbered `own`), or a new one.
     fn waiting_on(
         &self,
         key: Option<&str>,
         to: &Sender<Value>,
+        own: u64,
         (asks, resumes): (Option<&dyn ClientRequests>, bool),
     ) -> Waiting {
         let Some(key) = key else {
@@ -523,6 +535,7 @@ impl StdioClient {
         {
             Some((id, waiter)) => {
                 waiter.to = Some(to.clone());
+                waiter.waiter = own;
                 waiter.asks = asks.is_some();
                 if let Some(asks) = asks {
                     asks.taking_up(waiter.questions);
@@ -534,14 +547,15 @@ impl StdioClient {
         }
     }
 
-    /// The requester of `id` gives up waiting, having answered `questions` of the
-    /// upstream's ([`ClientRequests::questions`]): a request with a key stays
-    /// registered, its answer kept when it comes (and the count, for the requester
-    /// that takes it up); one without is forgotten. An answer that came meanwhile
+    /// The requester `own` of `id` gives up waiting, having answered `questions`
+    /// of the upstream's ([`ClientRequests::questions`]): a request with a key
+    /// stays registered, its answer kept when it comes (and the count, for the
+    /// requester that takes it up), unless another requester took it up since (it
+    /// waits for it now); one without is forgotten. An answer that came meanwhile
     /// is taken instead.
     fn give_up(
         &self,
-        id: u64,
+        (id, own): (u64, u64),
         (keyed, questions): (bool, u32),
         rx: &Receiver<Value>,
     ) -> Result<Value, RecvTimeoutError> {
@@ -553,6 +567,8 @@ impl StdioClient {
             }
         }
         match pending.get_mut(&id) {
+            // Taken up by another requester since: it waits for it now.
+            Some(waiter) if waiter.waiter != own => {}
             Some(waiter) if keyed => {
                 waiter.to = None;
                 waiter.questions = questions;
@@ -1012,6 +1028,7 @@ mod tests {
                 asks,
                 parked: None,
                 questions: 0,
+                waiter: 0,
             };
             (waiter, from)
         };
@@ -1041,6 +1058,72 @@ mod tests {
         );
         let _ = sink.kill();
         let _ = sink.wait();
+    }
+
+    /// A requester that gives up a request another one took up since leaves that
+    /// one waiting for it: its answer comes to the one that waits, not kept late
+    /// (before, the first one's give-up cleared the second's place, as over HTTP
+    /// until 557f797).
+    #[test]
+    fn a_give_up_leaves_the_requester_that_took_the_request_up_waiting() {
+        // An upstream that answers request 1 once it reads a second line.
+        let script =
+            r#"read request; read go; echo '{"jsonrpc":"2.0","id":1,"result":{"n":1}}'; sleep 60"#;
+        let late = Arc::new(LateAnswers::default());
+        let hooks = Hooks {
+            changed: Arc::new(|| {}),
+            heard: Arc::new(|_| {}),
+            ended: Box::new(|_| {}),
+            late: Arc::clone(&late),
+        };
+        let command = ["sh".to_owned(), "-c".to_owned(), script.to_owned()];
+        let client = StdioClient::spawn("u", &command, &[], hooks, Credentials::default()).unwrap();
+        // The first requester sends request 1 under the key.
+        let (first, first_rx) = channel();
+        let id = client.next_id.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(id, 1);
+        assert!(matches!(
+            client.waiting_on(Some("k"), &first, id, (None, false)),
+            Waiting::New
+        ));
+        client.lock_pending().insert(
+            id,
+            Waiter {
+                to: Some(first),
+                hears: false,
+                key: Some("k".into()),
+                asks: false,
+                parked: None,
+                questions: 0,
+                waiter: id,
+            },
+        );
+        client
+            .send(&json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {} }))
+            .unwrap();
+        // A second one takes it up while the first still waits; then the first
+        // gives up.
+        let (second, second_rx) = channel();
+        let own = client.next_id.fetch_add(1, Ordering::Relaxed);
+        assert!(matches!(
+            client.waiting_on(Some("k"), &second, own, (None, false)),
+            Waiting::Earlier(earlier, None) if earlier == id
+        ));
+        // (Only the client holds its sender now: a cleared place ends the wait.)
+        drop(second);
+        assert!(matches!(
+            client.give_up((id, id), (true, 0), &first_rx),
+            Err(RecvTimeoutError::Timeout)
+        ));
+        // The upstream answers now.
+        client
+            .send(&json!({ "jsonrpc": "2.0", "method": "notifications/go" }))
+            .unwrap();
+        let answer = second_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the answer did not come to the requester that waits");
+        assert_eq!(answer["result"], json!({ "n": 1 }));
+        assert_eq!(late.take("k"), None, "not kept late");
     }
 
     #[test]
