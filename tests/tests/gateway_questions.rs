@@ -55,6 +55,15 @@ impl Gateway {
         )
     }
 
+    /// `[upstreams.everything]` at the server-everything over Streamable HTTP that
+    /// listens on `port`.
+    fn over_http(port: u16) -> Self {
+        Self::with(
+            tempfile::tempdir().unwrap(),
+            &format!("url = \"http://127.0.0.1:{port}/mcp\""),
+        )
+    }
+
     /// `[upstreams.everything]` made of `section`, in `dir`.
     fn with(dir: tempfile::TempDir, section: &str) -> Self {
         let toml = format!("[upstreams.everything]\n{section}\nprefix = \"ev_\"\n");
@@ -342,10 +351,7 @@ fn over_streamable_http_the_question_and_the_sampling_come_on_the_calls_stream_a
         return;
     };
     let (_server, port) = everything_over_http(&index);
-    let gateway = Gateway::with(
-        tempfile::tempdir().unwrap(),
-        &format!("url = \"http://127.0.0.1:{port}/mcp\""),
-    );
+    let gateway = Gateway::over_http(port);
     let through = gateway.report(&python, "all", &[]);
     let alone = direct(&python, &index, "all");
     for (call, kind) in [
@@ -468,10 +474,7 @@ fn in_the_stateless_era_through_an_http_upstream_roots_answer_as_directly_and_sa
         return;
     };
     let (_server, port) = everything_over_http(&index);
-    let gateway = Gateway::with(
-        tempfile::tempdir().unwrap(),
-        &format!("url = \"http://127.0.0.1:{port}/mcp\""),
-    );
+    let gateway = Gateway::over_http(port);
     let through = gateway.report(&python, "stateless-all", &[]);
     let alone = direct(&python, &index, "all");
     same_both_ways("roots", &through, &alone);
