@@ -174,6 +174,11 @@ struct Waiter {
 
 type Pending = Arc<Mutex<HashMap<u64, Waiter>>>;
 
+/// Where the numbers of the requesters that take a request up start: far from
+/// any request's id (so a taker's number is never a sender's), which the
+/// upstream sees numbered from 1 without a gap.
+const TAKERS: u64 = 1 << 62;
+
 /// What a request under an effect key waits for (over either transport).
 pub(super) enum Waiting {
     /// The answer kept for the key, which came after an earlier request gave up.
@@ -227,6 +232,8 @@ pub(crate) struct StdioClient {
     stdin: Arc<Mutex<ChildStdin>>,
     pending: Pending,
     next_id: AtomicU64,
+    /// Numbers the requesters that take an earlier request up (from [`TAKERS`]).
+    takers: AtomicU64,
     alive: Arc<AtomicBool>,
     child: Mutex<Child>,
     /// Set when the host stops the process itself: its end is then no news.
@@ -297,6 +304,7 @@ impl StdioClient {
             stdin,
             pending,
             next_id: AtomicU64::new(1),
+            takers: AtomicU64::new(0),
             alive,
             child: Mutex::new(child),
             closing,
@@ -347,9 +355,10 @@ impl StdioClient {
     ) -> Result<Value, ClientError> {
         let (tx, rx): (Sender<Value>, Receiver<Value>) = channel();
         let resumes = asks.is_some_and(|asks| asks.resumes());
-        // This requester's number: its request's id, when it sends one.
-        let own = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let id = match self.waiting_on(key, &tx, own, (asks, resumes)) {
+        // This requester's number: its request's id when it sends one, else the
+        // number it takes an earlier request up under.
+        let taker = TAKERS + self.takers.fetch_add(1, Ordering::Relaxed);
+        let (id, own) = match self.waiting_on(key, &tx, taker, (asks, resumes)) {
             Waiting::Kept(message) => return answer_of(&self.upstream, method, message),
             Waiting::Earlier(id, parked) => {
                 tracing::info!(target: "justonce::upstream", upstream = %self.upstream, "a {method} under the same key is still running upstream: waiting for its answer rather than sending it again");
@@ -357,7 +366,7 @@ impl StdioClient {
                     // Handed on first, as if it came now.
                     let _ = tx.send(parked);
                 }
-                id
+                (id, taker)
             }
             Waiting::Gone => {
                 return Err(ClientError::Lost(format!(
@@ -366,7 +375,7 @@ impl StdioClient {
                 )));
             }
             Waiting::New => {
-                let id = own;
+                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
                 if progress_of.is_some()
                     && log_listener::listening()
                     && let Some(params) = params.as_object_mut()
@@ -385,7 +394,7 @@ impl StdioClient {
                         asks: asks.is_some(),
                         parked: None,
                         questions: 0,
-                        waiter: own,
+                        waiter: id,
                     },
                 );
                 let sent = self.send(
@@ -395,7 +404,7 @@ impl StdioClient {
                     self.forget(id);
                     return Err(e);
                 }
-                id
+                (id, id)
             }
         };
         let progress_of = progress_of.filter(|_| log_listener::listening());
@@ -1104,7 +1113,7 @@ mod tests {
         // A second one takes it up while the first still waits; then the first
         // gives up.
         let (second, second_rx) = channel();
-        let own = client.next_id.fetch_add(1, Ordering::Relaxed);
+        let own = TAKERS + client.takers.fetch_add(1, Ordering::Relaxed);
         assert!(matches!(
             client.waiting_on(Some("k"), &second, own, (None, false)),
             Waiting::Earlier(earlier, None) if earlier == id
