@@ -4,7 +4,8 @@
 //! loopback, private, link-local or otherwise non-public address (a cloud metadata
 //! service at 169.254.169.254, say) is refused unless the configuration names that
 //! address as an IP literal; a URL that is itself an IP literal was named by the
-//! allowlist already.
+//! allowlist already. A name's addresses are kept for a moment ([`Lookups`]: a
+//! request on a kept connection makes no lookup), and checked at every use.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -13,8 +14,14 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use ureq::config::Config;
 use ureq::http::Uri;
-use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
+use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::NextTimeout;
+
+use super::lookup::Lookups;
+
+/// How long a name's addresses are used before it is looked up again (see
+/// [`Lookups`]): each use is checked as a fresh lookup is.
+const LOOKUP_WINDOW: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Why a name's addresses were refused; carried inside the `io::Error` the resolver
 /// returns, so the client can tell it from a failed lookup.
@@ -27,7 +34,7 @@ pub(crate) struct AddressRefused(pub String);
 pub(crate) struct CheckedResolver {
     /// The non-public addresses the configuration names as IP literals.
     named: BTreeSet<IpAddr>,
-    inner: DefaultResolver,
+    inner: Lookups,
 }
 
 impl CheckedResolver {
@@ -35,7 +42,7 @@ impl CheckedResolver {
     pub fn new(named: impl IntoIterator<Item = IpAddr>) -> Self {
         Self {
             named: named.into_iter().map(canonical).collect(),
-            inner: DefaultResolver::default(),
+            inner: Lookups::new(LOOKUP_WINDOW),
         }
     }
 
