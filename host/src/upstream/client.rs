@@ -450,7 +450,7 @@ impl StdioClient {
         let answer = match answer {
             Err(RecvTimeoutError::Timeout) => {
                 let questions = asks.map_or(0, |asks| asks.questions());
-                self.give_up((id, own), (key.is_some(), questions), &rx)
+                self.give_up((id, own), (key.is_some(), questions), &rx, None)
             }
             answer => answer,
         };
@@ -486,16 +486,12 @@ impl StdioClient {
         (request, questions): (Value, u32),
         rx: &Receiver<Value>,
     ) -> Result<Value, RecvTimeoutError> {
-        // Given up as a keyed request is (its answer kept if it comes), then parked;
-        // one answered in between is kept as a late answer, for the same call.
-        let answer = self.give_up((id, own), (true, questions), rx);
+        // Given up as a keyed request is (its answer kept if it comes) and parked,
+        // under one lock; one answered in between is kept as a late answer, for the
+        // same call.
+        let answer = self.give_up((id, own), (true, questions), rx, Some(request));
         if answer.is_ok() {
             return answer;
-        }
-        if let Some(waiter) = self.lock_pending().get_mut(&id)
-            && waiter.waiter == own
-        {
-            waiter.parked = Some(request);
         }
         tracing::info!(target: "justonce::upstream", upstream = %self.upstream, "its request to the client waits for the client's later answer; the call is suspended, its tools/call left running");
         Err(RecvTimeoutError::Disconnected)
@@ -561,12 +557,15 @@ impl StdioClient {
     /// stays registered, its answer kept when it comes (and the count, for the
     /// requester that takes it up), unless another requester took it up since (it
     /// waits for it now); one without is forgotten. An answer that came meanwhile
-    /// is taken instead.
+    /// is taken instead. `parking`: the upstream's request the giver leaves
+    /// unanswered, kept on the request for the call made again (or handed to the
+    /// requester that took it up and waits).
     fn give_up(
         &self,
         (id, own): (u64, u64),
         (keyed, questions): (bool, u32),
         rx: &Receiver<Value>,
+        parking: Option<Value>,
     ) -> Result<Value, RecvTimeoutError> {
         let mut pending = self.lock_pending();
         // Answered just now (the reader hands answers on under this lock).
@@ -576,11 +575,25 @@ impl StdioClient {
             }
         }
         match pending.get_mut(&id) {
-            // Taken up by another requester since: it waits for it now.
-            Some(waiter) if waiter.waiter != own => {}
+            // Taken up by another requester since: it waits for it now, and the
+            // upstream's question is its to answer (or keep, if it gave up too).
+            Some(waiter) if waiter.waiter != own => {
+                if let Some(question) = parking {
+                    let unsent = match &waiter.to {
+                        Some(to) => to.send(question).err().map(|unsent| unsent.0),
+                        None => Some(question),
+                    };
+                    if unsent.is_some() {
+                        waiter.parked = unsent;
+                    }
+                }
+            }
             Some(waiter) if keyed => {
                 waiter.to = None;
                 waiter.questions = questions;
+                if parking.is_some() {
+                    waiter.parked = parking;
+                }
             }
             Some(_) => {
                 pending.remove(&id);
@@ -1069,13 +1082,18 @@ mod tests {
         let _ = sink.wait();
     }
 
-    /// A requester that gives up a request another one took up since leaves that
-    /// one waiting for it: its answer comes to the one that waits, not kept late
-    /// (before, the first one's give-up cleared the second's place, as over HTTP
-    /// until 557f797).
-    #[test]
-    fn a_give_up_leaves_the_requester_that_took_the_request_up_waiting() {
-        // An upstream that answers request 1 once it reads a second line.
+    /// An upstream (an `sh` script) that answers request 1 once it reads a second
+    /// line; request 1 sent under the key `k` by a first requester, and taken up
+    /// by a second one while the first still waits: the client, the answers kept
+    /// late, the first's receiver and the second's, the id and the second's number.
+    #[allow(clippy::type_complexity)]
+    fn taken_up_while_waited_for() -> (
+        StdioClient,
+        Arc<LateAnswers>,
+        Receiver<Value>,
+        Receiver<Value>,
+        (u64, u64),
+    ) {
         let script =
             r#"read request; read go; echo '{"jsonrpc":"2.0","id":1,"result":{"n":1}}'; sleep 60"#;
         let late = Arc::new(LateAnswers::default());
@@ -1087,7 +1105,6 @@ mod tests {
         };
         let command = ["sh".to_owned(), "-c".to_owned(), script.to_owned()];
         let client = StdioClient::spawn("u", &command, &[], hooks, Credentials::default()).unwrap();
-        // The first requester sends request 1 under the key.
         let (first, first_rx) = channel();
         let id = client.next_id.fetch_add(1, Ordering::Relaxed);
         assert_eq!(id, 1);
@@ -1110,18 +1127,27 @@ mod tests {
         client
             .send(&json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {} }))
             .unwrap();
-        // A second one takes it up while the first still waits; then the first
-        // gives up.
         let (second, second_rx) = channel();
         let own = TAKERS + client.takers.fetch_add(1, Ordering::Relaxed);
         assert!(matches!(
             client.waiting_on(Some("k"), &second, own, (None, false)),
             Waiting::Earlier(earlier, None) if earlier == id
         ));
-        // (Only the client holds its sender now: a cleared place ends the wait.)
+        // (Only the client holds the second's sender now: a cleared place ends its
+        // wait.)
         drop(second);
+        (client, late, first_rx, second_rx, (id, own))
+    }
+
+    /// A requester that gives up a request another one took up since leaves that
+    /// one waiting for it: its answer comes to the one that waits, not kept late
+    /// (before, the first one's give-up cleared the second's place, as over HTTP
+    /// until 557f797).
+    #[test]
+    fn a_give_up_leaves_the_requester_that_took_the_request_up_waiting() {
+        let (client, late, first_rx, second_rx, (id, _)) = taken_up_while_waited_for();
         assert!(matches!(
-            client.give_up((id, id), (true, 0), &first_rx),
+            client.give_up((id, id), (true, 0), &first_rx, None),
             Err(RecvTimeoutError::Timeout)
         ));
         // The upstream answers now.
@@ -1133,6 +1159,27 @@ mod tests {
             .expect("the answer did not come to the requester that waits");
         assert_eq!(answer["result"], json!({ "n": 1 }));
         assert_eq!(late.take("k"), None, "not kept late");
+    }
+
+    /// The upstream's question that a requester read and parks after another one
+    /// took its request up goes to the one that waits now (before, it was parked
+    /// only on the giver's own place, so it was dropped: the upstream waited for
+    /// an answer nobody was asked for).
+    #[test]
+    fn a_question_parked_after_a_take_up_goes_to_the_requester_that_waits() {
+        let (client, _late, first_rx, second_rx, (id, _)) = taken_up_while_waited_for();
+        let question =
+            json!({ "jsonrpc": "2.0", "id": 70, "method": "elicitation/create", "params": {} });
+        assert!(matches!(
+            client.park((id, id), (question.clone(), 1), &first_rx),
+            Err(RecvTimeoutError::Disconnected)
+        ));
+        assert_eq!(
+            second_rx.recv_timeout(Duration::from_secs(30)).ok(),
+            Some(question),
+            "the question did not reach the requester that waits"
+        );
+        assert!(!client.asking("k"), "not parked: someone waits for it");
     }
 
     #[test]
