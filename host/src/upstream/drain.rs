@@ -8,11 +8,14 @@
 //! unread closes it, and the next request pays a new connection (a `connect`, the
 //! server's `accept`, and, with a timeout, a thread for the name lookup): 1.2 ms of
 //! the 2.1 ms the gateway added to a call of an HTTP upstream on this project's
-//! 2-core machine. So the rest is read to its end here, on one thread per upstream
-//! session that waits for such rests: at most [`QUEUED`] wait at once, and a rest
-//! that finds the queue full is dropped (its connection closed, as before). A
-//! server that holds a stream open after its response holds the thread for the
-//! request's timeout at worst; the rests behind it are dropped meanwhile.
+//! 2-core machine. So the rest is read to its end: a followed request's (one under
+//! a key) by the thread that read its response, once its requester has the answer
+//! (at most [`HERE`] at once; past that it is dropped), any other on one thread per
+//! upstream session that waits for such rests (at most [`QUEUED`] wait at once; one
+//! more is dropped, its connection closed as before). A server that holds a stream
+//! open after its response holds its reader for the request's timeout at worst
+//! (a followed one's: its timeout and `FOLLOW_FOR` more), the rests behind it
+//! dropped meanwhile.
 
 use std::io::Read;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,7 +26,7 @@ use std::sync::{Arc, Mutex};
 const QUEUED: usize = 16;
 
 /// The most rests read at once by the threads that got their responses
-/// ([`Held::read_here`]); one more goes to the drain's thread.
+/// ([`Held::read_here`]); one more is dropped.
 const HERE: usize = 4;
 
 /// The most bytes read of one rest (what comes after the response is read and
@@ -65,7 +68,10 @@ impl Drain {
     /// ([`Held::read_here`]) once that thread has handed its response on.
     pub(super) fn hold(&self, rest: Rest) -> Held<'_> {
         self.unread.fetch_add(1, Ordering::SeqCst);
-        Held { drain: self, rest }
+        Held {
+            drain: self,
+            rest: Some(rest),
+        }
     }
 
     /// Reads `rest` to its end on the drain's thread (its connection kept), or
@@ -105,27 +111,35 @@ impl Drain {
     }
 }
 
-/// A rest held by the thread that got its response ([`Drain::hold`]).
+/// A rest held by the thread that got its response ([`Drain::hold`]); dropped
+/// unread, its connection is closed.
 pub(super) struct Held<'a> {
     drain: &'a Drain,
-    rest: Rest,
+    rest: Option<Rest>,
 }
 
 impl Held<'_> {
     /// Reads the rest to its end on this thread (one whose next job can wait),
-    /// unless [`HERE`] threads read one now (a server that holds its streams open
-    /// past their responses holds each of them up to its request's timeout): then
-    /// as [`Drain::finish`].
-    pub(super) fn read_here(self) {
-        let Held { drain, rest } = self;
-        if drain.here.fetch_add(1, Ordering::SeqCst) < HERE {
+    /// unless [`HERE`] threads read one now: then it is dropped (its connection
+    /// closed). Such a rest is a followed request's, read under that request's
+    /// horizon (its timeout and [`FOLLOW_FOR`](super::http_client::FOLLOW_FOR) more), so a
+    /// server that holds its streams open past their responses holds each reader
+    /// that long: at most [`HERE`] of them, and never the drain's thread, which
+    /// the other rests need.
+    pub(super) fn read_here(mut self) {
+        let Some(rest) = self.rest.take() else {
+            return;
+        };
+        if self.drain.here.fetch_add(1, Ordering::SeqCst) < HERE {
             read_to_end(rest);
-            drain.here.fetch_sub(1, Ordering::SeqCst);
-        } else {
-            drain.here.fetch_sub(1, Ordering::SeqCst);
-            drain.finish(rest);
         }
-        drain.unread.fetch_sub(1, Ordering::SeqCst);
+        self.drain.here.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.drain.unread.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -196,7 +210,7 @@ mod tests {
     }
 
     #[test]
-    fn a_rest_finished_here_is_read_on_this_thread_and_past_the_bound_on_the_drains() {
+    fn a_rest_held_is_read_on_this_thread_and_past_the_bound_dropped() {
         let drain = Arc::new(Drain::new("drain-test".into()));
         let reads = Arc::new(AtomicUsize::new(0));
         let (rest, end) = counted(&reads);
@@ -216,21 +230,28 @@ mod tests {
         until("the readers did not start", || {
             drain.here.load(Ordering::SeqCst) == HERE
         });
-        // One more is not read here (it would wait behind nothing, but the bound
-        // holds): `read_here` returns at once, and the drain's thread reads it.
+        // One more is not read (past the bound): `read_here` returns at once,
+        // having dropped it (a reader past the bound would wait here for an end
+        // that is sent only after; the test fails on the bound, not hangs).
         let (rest, end) = counted(&reads);
-        drain.hold(rest).read_here();
-        end.send(()).unwrap();
-        until("the drain's thread did not read it", || {
-            reads.load(Ordering::SeqCst) == 2
+        let (returned, returns) = channel();
+        let more = Arc::clone(&drain);
+        std::thread::spawn(move || {
+            more.hold(rest).read_here();
+            let _ = returned.send(());
         });
+        assert!(
+            returns.recv_timeout(Duration::from_secs(30)).is_ok(),
+            "a fifth rest was read past the bound"
+        );
+        assert!(end.send(()).is_err(), "the fifth rest was not dropped");
         for end in unstick {
             end.send(()).unwrap();
         }
         for reader in readers {
             reader.join().unwrap();
         }
-        assert_eq!(reads.load(Ordering::SeqCst), 2 + HERE);
+        assert_eq!(reads.load(Ordering::SeqCst), 1 + HERE);
         assert!(drain.idle());
     }
 
