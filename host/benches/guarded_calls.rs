@@ -29,7 +29,8 @@
 //!     `guarded_calls/lang.rs`);
 //! 11. the gateway's added latency: a tool of an upstream MCP server over stdio,
 //!     called directly and through a `justonce serve` that offers it, fresh and
-//!     replayed, and with an upstream that hangs beside it: `serve`'s `initialize`
+//!     replayed (with the CPU a round of the direct server and of the gateway), and
+//!     with an upstream that hangs beside it: `serve`'s `initialize`
 //!     and `tools/list`, a refused call of the hung one's tool, a call of the other's
 //!     (`JUSTONCE_BENCH_ONLY=gateway`; see `guarded_calls/gateway.rs`);
 //!     `JUSTONCE_BENCH_AB=PATH` compares the fresh calls of another build (A) with

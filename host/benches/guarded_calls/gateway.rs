@@ -31,7 +31,7 @@ pub(super) fn figures(dir: &Path) {
     let command = upstream_command(&justonce_bin(), &upstream_dir, &gateway_dir);
     let mut direct = StdioMcp::start(&upstream_dir);
     let mut gateway = StdioMcp::start(&gateway_dir);
-    let stdio = measure(&mut direct, &mut gateway, calls);
+    let (stdio, stdio_cpu) = measure(&mut direct, &mut gateway, calls);
     drop(gateway);
     let hung = hung_beside(dir, &command, 1);
     // Issue 53's figure: eight upstreams, one of them silent, against the seven
@@ -44,7 +44,7 @@ pub(super) fn figures(dir: &Path) {
     let mut direct = HttpMcp::start(&http_upstream_dir);
     http_gateway(&direct, &http_gateway_dir);
     let mut gateway = StdioMcp::start(&http_gateway_dir);
-    let http = measure(&mut direct, &mut gateway, calls);
+    let (http, http_cpu) = measure(&mut direct, &mut gateway, calls);
 
     println!(
         "| upstream over | call | direct median (p10–p90) | through the gateway | added | calls |\n| --- | --- | --- | --- | --- | --- |"
@@ -62,6 +62,10 @@ pub(super) fn figures(dir: &Path) {
             );
         }
     }
+    println!(
+        "\nCPU a round (one fresh and one replayed call each way; 10 ms ticks over the rounds): over stdio the direct server {:.0} µs, the gateway {:.0} µs (its upstream not counted); over HTTP the server (called directly and as the gateway's upstream) {:.0} µs, the gateway {:.0} µs.",
+        stdio_cpu.0, stdio_cpu.1, http_cpu.0, http_cpu.1
+    );
     print_hung(hung);
     print_hung(eight);
     println!(
@@ -193,12 +197,14 @@ fn a_against_b(dir: &Path, a: &std::ffi::OsStr, b: &std::ffi::OsStr) {
 
 /// Fresh and replayed calls of `echo` directly and of `up_echo` through `gateway`,
 /// interleaved (a burst of load on a shared machine hits both alike): for each kind,
-/// its name, the direct samples and the gateway's.
+/// its name, the direct samples and the gateway's; and the CPU µs a round of the
+/// direct server's process and of the gateway's.
+#[allow(clippy::type_complexity)]
 fn measure(
     direct: &mut dyn Mcp,
     gateway: &mut dyn Mcp,
     calls: usize,
-) -> [(&'static str, Vec<f64>, Vec<f64>); 2] {
+) -> ([(&'static str, Vec<f64>, Vec<f64>); 2], (f64, f64)) {
     // `serve` answers before its upstreams are ready: their tools come after.
     wait_ready(gateway);
     gateway.call("up_echo", json!({ "message": "warm" }));
@@ -206,6 +212,9 @@ fn measure(
     gateway.call("up_echo", json!({ "message": "again" }));
     let (mut direct_fresh, mut gateway_fresh) = (Vec::new(), Vec::new());
     let (mut direct_replayed, mut gateway_replayed) = (Vec::new(), Vec::new());
+    let cpu_of = |pid: u32| super::cpu::of(pid, false).unwrap_or(0.0);
+    let (direct_pid, gateway_pid) = (direct.pid(), gateway.pid());
+    let cpu_before = (cpu_of(direct_pid), cpu_of(gateway_pid));
     for round in 0..calls {
         direct_fresh.extend(sample(1, |_| {
             direct.call("echo", json!({ "message": format!("d{round}") }));
@@ -220,10 +229,17 @@ fn measure(
             gateway.call("up_echo", json!({ "message": "again" }));
         }));
     }
-    [
-        ("fresh", direct_fresh, gateway_fresh),
-        ("replayed", direct_replayed, gateway_replayed),
-    ]
+    let per_round = |before: f64, pid: u32| (cpu_of(pid) - before) / calls as f64 * 1e6;
+    (
+        [
+            ("fresh", direct_fresh, gateway_fresh),
+            ("replayed", direct_replayed, gateway_replayed),
+        ],
+        (
+            per_round(cpu_before.0, direct_pid),
+            per_round(cpu_before.1, gateway_pid),
+        ),
+    )
 }
 
 /// Waits (polling `tools/list`, whose `_meta["dev.justonce/upstreams"]` says where
