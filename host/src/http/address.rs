@@ -17,7 +17,7 @@ use ureq::http::Uri;
 use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::NextTimeout;
 
-use super::lookup::Lookups;
+use super::lookup::{Lookups, literal};
 
 /// How long a name's addresses are used before it is looked up again (see
 /// [`Lookups`]): each use is checked as a fresh lookup is.
@@ -88,14 +88,6 @@ impl Resolver for CheckedResolver {
         }
         Ok(addresses)
     }
-}
-
-/// The address a host is written as, if it is an IP literal (IPv6 in brackets or not).
-pub(crate) fn literal(host: &str) -> Option<IpAddr> {
-    host.trim_start_matches('[')
-        .trim_end_matches(']')
-        .parse()
-        .ok()
 }
 
 /// An IPv4 address an IPv6 one carries (mapped `::ffff:a.b.c.d`, NAT64

@@ -94,18 +94,21 @@ impl<R: Resolver> Resolver for Lookups<R> {
 /// brackets) and its port is given or its scheme's (http, https).
 fn address_of(uri: &Uri) -> Option<SocketAddr> {
     let authority = uri.authority()?;
-    let host = authority.host();
-    let host = host
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host);
-    let ip: IpAddr = host.parse().ok()?;
+    let ip = literal(authority.host())?;
     let port = authority.port_u16().or_else(|| match uri.scheme() {
         Some(s) if *s == Scheme::HTTP => Some(80),
         Some(s) if *s == Scheme::HTTPS => Some(443),
         _ => None,
     })?;
     Some(SocketAddr::new(ip, port))
+}
+
+/// The address a host is written as, if it is an IP literal (IPv6 in brackets or not).
+pub(crate) fn literal(host: &str) -> Option<IpAddr> {
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]

@@ -143,9 +143,10 @@ impl Drop for Held<'_> {
     }
 }
 
-/// Reads `rest` to its end (at most [`MOST`] bytes), throwing what it reads away.
-fn read_to_end(rest: Rest) -> u64 {
-    std::io::copy(&mut rest.take(MOST), &mut std::io::sink()).unwrap_or(0)
+/// Reads `rest` to its end (at most [`MOST`] bytes), throwing what it reads away
+/// (a failed read ends it: the connection is then not kept).
+fn read_to_end(rest: Rest) {
+    let _ = std::io::copy(&mut rest.take(MOST), &mut std::io::sink());
 }
 
 #[cfg(test)]
