@@ -29,10 +29,16 @@ pub(super) fn figures(dir: &Path) {
     let upstream_dir = dir.join("gateway-upstream");
     let gateway_dir = dir.join("gateway");
     let command = upstream_command(&justonce_bin(), &upstream_dir, &gateway_dir);
+    let normal_dir = dir.join("gateway-normal");
+    normal_gateway(&gateway_dir, &normal_dir, |toml| {
+        // Its own upstream process, on a database of its own.
+        toml.replace("up.db", "up-normal.db")
+    });
     let mut direct = StdioMcp::start(&upstream_dir);
     let mut gateway = StdioMcp::start(&gateway_dir);
     let (stdio, stdio_cpu) = measure(&mut direct, &mut gateway, calls);
     drop(gateway);
+    let stdio_normal = measure_fresh(&mut direct, &mut StdioMcp::start(&normal_dir), calls);
     let hung = hung_beside(dir, &command, 1);
     // Issue 53's figure: eight upstreams, one of them silent, against the seven
     // healthy ones alone.
@@ -43,13 +49,21 @@ pub(super) fn figures(dir: &Path) {
     let http_gateway_dir = dir.join("gateway-http");
     let mut direct = HttpMcp::start(&http_upstream_dir);
     http_gateway(&direct, &http_gateway_dir);
+    let http_normal_dir = dir.join("gateway-http-normal");
+    normal_gateway(&http_gateway_dir, &http_normal_dir, |toml| toml.to_owned());
     let mut gateway = StdioMcp::start(&http_gateway_dir);
     let (http, http_cpu) = measure(&mut direct, &mut gateway, calls);
+    drop(gateway);
+    let http_normal = measure_fresh(&mut direct, &mut StdioMcp::start(&http_normal_dir), calls);
+    let syncs = fsync_after_idle(dir);
 
     println!(
         "| upstream over | call | direct median (p10–p90) | through the gateway | added | calls |\n| --- | --- | --- | --- | --- | --- |"
     );
-    for (transport, figures) in [("stdio", stdio), ("HTTP", http)] {
+    let mut over_normal = Vec::new();
+    for (transport, figures, (mut direct_then, mut normal)) in
+        [("stdio", stdio, stdio_normal), ("HTTP", http, http_normal)]
+    {
         for (name, mut direct, mut through) in figures {
             let (d, g) = (median(&mut direct), median(&mut through));
             println!(
@@ -60,8 +74,32 @@ pub(super) fn figures(dir: &Path) {
                 percentile(&mut through, 0.9),
                 g - d,
             );
+            if name == "fresh" {
+                let (d_then, n) = (median(&mut direct_then), median(&mut normal));
+                println!(
+                    "| {transport} | fresh, the gateway's journal `normal` | {d_then:.1} µs ({:.1}–{:.1}) | {n:.1} µs ({:.1}–{:.1}) | {:+.1} µs | {calls} |",
+                    percentile(&mut direct_then, 0.1),
+                    percentile(&mut direct_then, 0.9),
+                    percentile(&mut normal, 0.1),
+                    percentile(&mut normal, 0.9),
+                    n - d_then,
+                );
+                over_normal.push((transport, (g - d) - (n - d_then)));
+            }
         }
     }
+    println!(
+        "\nThe gateway's journal is `full` (the default: its claim synced before the send, its outcome before the answer) except in the `normal` rows (committed, not synced: the same configuration on a journal of its own, its fresh calls and the direct ones in rounds of their own after the others). `full`'s added minus `normal`'s, the gateway's two syncs in place: {}. A bare `fdatasync` of three WAL-sized frames (24 + 4 096 bytes each) on this machine's disk: {:.1} µs back to back, {:.1} µs ({:.1}–{:.1}) after 1 ms idle, as the calls' syncs come.",
+        over_normal
+            .iter()
+            .map(|(transport, cost)| format!("{transport} {cost:+.1} µs"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        syncs.back_to_back,
+        syncs.after_idle,
+        syncs.after_idle_p10,
+        syncs.after_idle_p90,
+    );
     println!(
         "\nCPU a round (one fresh and one replayed call each way; 10 ms ticks over the rounds): over stdio the direct server {:.0} µs, the gateway {:.0} µs (its upstream not counted); over HTTP the server (called directly and as the gateway's upstream) {:.0} µs, the gateway {:.0} µs.",
         stdio_cpu.0, stdio_cpu.1, http_cpu.0, http_cpu.1
@@ -240,6 +278,94 @@ fn measure(
             per_round(cpu_before.1, gateway_pid),
         ),
     )
+}
+
+/// Fresh calls of `echo` directly and of `up_echo` through `gateway`, interleaved:
+/// the direct samples and the gateway's.
+fn measure_fresh(
+    direct: &mut dyn Mcp,
+    gateway: &mut dyn Mcp,
+    calls: usize,
+) -> (Vec<f64>, Vec<f64>) {
+    wait_ready(gateway);
+    gateway.call("up_echo", json!({ "message": "warm" }));
+    let (mut direct_fresh, mut gateway_fresh) = (Vec::new(), Vec::new());
+    for round in 0..calls {
+        direct_fresh.extend(sample(1, |_| {
+            direct.call("echo", json!({ "message": format!("e{round}") }));
+        }));
+        gateway_fresh.extend(sample(1, |_| {
+            gateway.call("up_echo", json!({ "message": format!("n{round}") }));
+        }));
+    }
+    (direct_fresh, gateway_fresh)
+}
+
+/// Writes in `normal_dir` the configuration of the gateway in `gateway_dir` (changed
+/// by `change`) on a `normal` journal: committed before each answer, not synced.
+fn normal_gateway(gateway_dir: &Path, normal_dir: &Path, change: impl Fn(&str) -> String) {
+    std::fs::create_dir_all(normal_dir).expect("gateway dir");
+    let toml =
+        std::fs::read_to_string(gateway_dir.join("justonce.toml")).expect("read justonce.toml");
+    std::fs::write(
+        normal_dir.join("justonce.toml"),
+        format!("durability = \"normal\"\n{}", change(&toml)),
+    )
+    .expect("write justonce.toml");
+}
+
+/// What one `fdatasync` costs on this machine's disk, of the size a journal's commit
+/// writes (three WAL frames), back to back and after an idle millisecond.
+struct Syncs {
+    back_to_back: f64,
+    after_idle: f64,
+    after_idle_p10: f64,
+    after_idle_p90: f64,
+}
+
+/// Measures [`Syncs`] on a file in `dir` written ahead (as the journal's WAL runway
+/// is), so no sync grows the file.
+fn fsync_after_idle(dir: &Path) -> Syncs {
+    use std::os::unix::fs::FileExt as _;
+    const FRAME: u64 = 24 + 4096;
+    const FRAMES: u64 = 2048;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(dir.join("fsync-probe"))
+        .expect("fsync probe file");
+    file.write_all_at(&vec![0; (FRAME * FRAMES) as usize], 0)
+        .expect("write ahead");
+    file.sync_all().expect("sync");
+    let (header, page) = ([1u8; 24], [2u8; 4096]);
+    let mut at = 0;
+    let mut sync = |idle: Option<Duration>| {
+        if let Some(idle) = idle {
+            std::thread::sleep(idle);
+        }
+        for _ in 0..3 {
+            file.write_all_at(&header, at).expect("write");
+            file.write_all_at(&page, at + 24).expect("write");
+            at = (at + FRAME) % (FRAME * (FRAMES - 3));
+        }
+        let started = Instant::now();
+        file.sync_data().expect("fdatasync");
+        micros(started.elapsed())
+    };
+    let rounds = scaled(300);
+    let (mut back_to_back, mut after_idle) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        back_to_back.push(sync(None));
+        after_idle.push(sync(Some(Duration::from_millis(1))));
+    }
+    Syncs {
+        back_to_back: median(&mut back_to_back),
+        after_idle: median(&mut after_idle),
+        after_idle_p10: percentile(&mut after_idle, 0.1),
+        after_idle_p90: percentile(&mut after_idle, 0.9),
+    }
 }
 
 /// Waits (polling `tools/list`, whose `_meta["dev.justonce/upstreams"]` says where
