@@ -29,7 +29,9 @@
 //!     `guarded_calls/lang.rs`);
 //! 11. the gateway's added latency: a tool of an upstream MCP server over stdio,
 //!     called directly and through a `justonce serve` that offers it, fresh and
-//!     replayed (with the CPU a round of the direct server and of the gateway), and
+//!     replayed (with the CPU a round of the direct server and of the gateway), the
+//!     fresh ones again with the gateway's journal `normal` and a bare `fdatasync`
+//!     (what the gateway's two syncs cost in place), and
 //!     with an upstream that hangs beside it: `serve`'s `initialize`
 //!     and `tools/list`, a refused call of the hung one's tool, a call of the other's
 //!     (`JUSTONCE_BENCH_ONLY=gateway`; see `guarded_calls/gateway.rs`);

@@ -7,6 +7,12 @@
 //! it as `up_echo`. A fresh call through the gateway is journaled and keyed there,
 //! then sent upstream (where it runs as a fresh call too, under the key it was
 //! handed); a replayed one is answered by the gateway alone.
+//!
+//! The gateway's journal is `full`, the default; the same gateway on a `normal`
+//! journal runs its fresh calls in rounds of its own after them, so what its two
+//! durable points' syncs cost in place is the difference, printed beside a bare
+//! `fdatasync` of this machine's disk (back to back, and after the idle gap a
+//! call's syncs come after).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
