@@ -71,26 +71,16 @@ pub(super) fn figures(dir: &Path) {
         [("stdio", stdio, stdio_normal), ("HTTP", http, http_normal)]
     {
         for (name, mut direct, mut through) in figures {
-            let (d, g) = (median(&mut direct), median(&mut through));
-            println!(
-                "| {transport} | {name} | {d:.1} µs ({:.1}–{:.1}) | {g:.1} µs ({:.1}–{:.1}) | {:+.1} µs | {calls} |",
-                percentile(&mut direct, 0.1),
-                percentile(&mut direct, 0.9),
-                percentile(&mut through, 0.1),
-                percentile(&mut through, 0.9),
-                g - d,
-            );
+            let added = print_row(transport, name, &mut direct, &mut through, calls);
             if name == "fresh" {
-                let (d_then, n) = (median(&mut direct_then), median(&mut normal));
-                println!(
-                    "| {transport} | fresh, the gateway's journal `normal` | {d_then:.1} µs ({:.1}–{:.1}) | {n:.1} µs ({:.1}–{:.1}) | {:+.1} µs | {calls} |",
-                    percentile(&mut direct_then, 0.1),
-                    percentile(&mut direct_then, 0.9),
-                    percentile(&mut normal, 0.1),
-                    percentile(&mut normal, 0.9),
-                    n - d_then,
+                let normal_added = print_row(
+                    transport,
+                    "fresh, the gateway's journal `normal`",
+                    &mut direct_then,
+                    &mut normal,
+                    calls,
                 );
-                over_normal.push((transport, (g - d) - (n - d_then)));
+                over_normal.push((transport, added - normal_added));
             }
         }
     }
@@ -237,6 +227,28 @@ fn a_against_b(dir: &Path, a: &std::ffi::OsStr, b: &std::ffi::OsStr) {
             added[1] - added[0]
         );
     }
+}
+
+/// Prints one row of (11)'s first table, `name`'s calls over `transport`: the
+/// direct samples and those through the gateway, their medians with the 10th–90th
+/// percentiles; the added figure (median minus median) is printed and returned.
+fn print_row(
+    transport: &str,
+    name: &str,
+    direct: &mut [f64],
+    through: &mut [f64],
+    calls: usize,
+) -> f64 {
+    let (d, g) = (median(direct), median(through));
+    println!(
+        "| {transport} | {name} | {d:.1} µs ({:.1}–{:.1}) | {g:.1} µs ({:.1}–{:.1}) | {:+.1} µs | {calls} |",
+        percentile(direct, 0.1),
+        percentile(direct, 0.9),
+        percentile(through, 0.1),
+        percentile(through, 0.9),
+        g - d,
+    );
+    g - d
 }
 
 /// Fresh and replayed calls of `echo` directly and of `up_echo` through `gateway`,
